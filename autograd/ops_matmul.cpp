@@ -1,0 +1,113 @@
+// Batched matrix product on BLAS. Batch dims broadcast as in numpy.matmul; each matrix pair is one GEMM.
+#include "autograd/blas.h"
+#include "autograd/ops.h"
+
+namespace xgrad {
+
+namespace {
+
+// For each element of the broadcast batch, the index of the matrix it reads in an operand of batch shape `own`.
+std::vector<std::size_t> batch_offsets(const shape_t& batch, const shape_t& own) {
+  std::size_t total = 1;
+  for (auto d : batch) total *= d;
+  std::vector<std::size_t> offsets(total);
+  const std::size_t lead = batch.size() - own.size();
+  std::vector<std::size_t> idx(batch.size(), 0);
+  for (std::size_t flat = 0; flat < total; ++flat) {
+    std::size_t off = 0;
+    for (std::size_t d = lead; d < batch.size(); ++d) {
+      const std::size_t size = own[d - lead];
+      off = off * size + (size == 1 ? 0 : idx[d]);
+    }
+    offsets[flat] = off;
+    for (std::size_t d = batch.size(); d-- > 0;) {  // odometer increment
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return offsets;
+}
+
+struct MatmulPlan {
+  std::size_t m, k, n;
+  shape_t out_shape;
+  std::vector<std::size_t> a_off, b_off;  // per batch element, matrix index into a and b
+};
+
+MatmulPlan plan(const shape_t& as, const shape_t& bs) {
+  if (as.size() < 2 || bs.size() < 2)
+    throw Error("matmul: operands need at least 2 dims, got " + shape_str(as) + " and " + shape_str(bs));
+  MatmulPlan p;
+  p.m = as[as.size() - 2];
+  p.k = as[as.size() - 1];
+  p.n = bs[bs.size() - 1];
+  if (bs[bs.size() - 2] != p.k)
+    throw Error("matmul: inner sizes differ: " + shape_str(as) + " @ " + shape_str(bs));
+  const shape_t a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  shape_t batch;
+  try {
+    batch = broadcast_shapes(a_batch, b_batch, "matmul");
+  } catch (const Error&) {
+    throw Error("matmul: batch dims do not broadcast: " + shape_str(as) + " @ " + shape_str(bs));
+  }
+  p.a_off = batch_offsets(batch, a_batch);
+  p.b_off = batch_offsets(batch, b_batch);
+  p.out_shape = batch;
+  p.out_shape.push_back(p.m);
+  p.out_shape.push_back(p.n);
+  return p;
+}
+
+}  // namespace
+
+template <class T>
+basic_tensor<T> matmul(const basic_tensor<T>& a, const basic_tensor<T>& b) {
+  const shape_t as = a.shape(), bs = b.shape();
+  MatmulPlan p = plan(as, bs);
+  xt::xarray<T> out = xt::xarray<T>::from_shape(p.out_shape);
+  const std::size_t batch = p.a_off.size();
+  const T* A = a.value().data();
+  const T* B = b.value().data();
+  // [..., M, K] @ [K, N]: all rows of a in one GEMM (the Linear layer case).
+  const bool fold_rows = bs.size() == 2 && as.size() >= 2;
+  if (fold_rows) {
+    blas::gemm<T>(false, false, batch * p.m, p.n, p.k, T(1), A, p.k, B, p.n, T(0), out.data(), p.n);
+  } else {
+    for (std::size_t i = 0; i < batch; ++i)
+      blas::gemm<T>(false, false, p.m, p.n, p.k, T(1), A + p.a_off[i] * p.m * p.k, p.k, B + p.b_off[i] * p.k * p.n,
+                    p.n, T(0), out.data() + i * p.m * p.n, p.n);
+  }
+  return make_result<T>("matmul", std::move(out), {a, b}, [p = std::move(p), fold_rows](Node<T>& self) {
+    const std::size_t batch = p.a_off.size();
+    const T* G = self.grad.data();
+    const T* A = self.inputs[0]->value.data();
+    const T* B = self.inputs[1]->value.data();
+    if (needs_grad(self, 0)) {  // dA = dC @ B^T, accumulated into the matrix each batch element read
+      xt::xarray<T> ga = xt::zeros<T>(self.inputs[0]->value.shape());
+      if (fold_rows) {
+        blas::gemm<T>(false, true, batch * p.m, p.k, p.n, T(1), G, p.n, B, p.n, T(0), ga.data(), p.k);
+      } else {
+        for (std::size_t i = 0; i < batch; ++i)
+          blas::gemm<T>(false, true, p.m, p.k, p.n, T(1), G + i * p.m * p.n, p.n, B + p.b_off[i] * p.k * p.n, p.n,
+                        T(1), ga.data() + p.a_off[i] * p.m * p.k, p.k);
+      }
+      accumulate_grad(*self.inputs[0], std::move(ga), "matmul");
+    }
+    if (needs_grad(self, 1)) {  // dB = A^T @ dC
+      xt::xarray<T> gb = xt::zeros<T>(self.inputs[1]->value.shape());
+      if (fold_rows) {
+        blas::gemm<T>(true, false, p.k, p.n, batch * p.m, T(1), A, p.k, G, p.n, T(0), gb.data(), p.n);
+      } else {
+        for (std::size_t i = 0; i < batch; ++i)
+          blas::gemm<T>(true, false, p.k, p.n, p.m, T(1), A + p.a_off[i] * p.m * p.k, p.k, G + i * p.m * p.n, p.n,
+                        T(1), gb.data() + p.b_off[i] * p.k * p.n, p.n);
+      }
+      accumulate_grad(*self.inputs[1], std::move(gb), "matmul");
+    }
+  });
+}
+
+template basic_tensor<float> matmul<float>(const basic_tensor<float>&, const basic_tensor<float>&);
+template basic_tensor<double> matmul<double>(const basic_tensor<double>&, const basic_tensor<double>&);
+
+}  // namespace xgrad

@@ -1,0 +1,259 @@
+// Neural-network ops with fused, numerically stable forward and backward passes written as plain row loops:
+// clearer than composing primitives, and they never form exp() of an unshifted logit.
+#include <cmath>
+#include <limits>
+
+#include <xtensor/xbroadcast.hpp>
+#include <xtensor/xoperation.hpp>
+
+#include "autograd/ops.h"
+
+namespace xgrad {
+
+namespace {
+// A tensor viewed as `rows` rows of its last axis, `cols` wide.
+struct Rows {
+  std::size_t rows, cols;
+};
+template <class T>
+Rows rows_of(const xt::xarray<T>& x, const char* op) {
+  if (x.dimension() == 0) throw Error(std::string(op) + ": needs a tensor of at least 1 dim, got a 0-d tensor");
+  const std::size_t cols = x.shape().back();
+  return {cols == 0 ? 0 : x.size() / cols, cols};
+}
+}  // namespace
+
+template <class T>
+basic_tensor<T> softmax(const basic_tensor<T>& a) {
+  const auto& x = a.value();
+  const Rows r = rows_of(x, "softmax");
+  xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
+  for (std::size_t i = 0; i < r.rows; ++i) {
+    const T* in = x.data() + i * r.cols;
+    T* o = out.data() + i * r.cols;
+    T m = -std::numeric_limits<T>::infinity();
+    for (std::size_t j = 0; j < r.cols; ++j) m = std::max(m, in[j]);
+    if (m == -std::numeric_limits<T>::infinity()) {  // fully masked row: all zeros by definition
+      for (std::size_t j = 0; j < r.cols; ++j) o[j] = T(0);
+      continue;
+    }
+    T s = 0;
+    for (std::size_t j = 0; j < r.cols; ++j) s += (o[j] = std::exp(in[j] - m));
+    for (std::size_t j = 0; j < r.cols; ++j) o[j] /= s;
+  }
+  return make_result<T>("softmax", std::move(out), {a}, [r](Node<T>& self) {
+    // dx = p * (g - sum_j g_j p_j)
+    xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
+    for (std::size_t i = 0; i < r.rows; ++i) {
+      const T* p = self.value.data() + i * r.cols;
+      const T* g = self.grad.data() + i * r.cols;
+      T* d = gx.data() + i * r.cols;
+      T dot = 0;
+      for (std::size_t j = 0; j < r.cols; ++j) dot += g[j] * p[j];
+      for (std::size_t j = 0; j < r.cols; ++j) d[j] = p[j] * (g[j] - dot);
+    }
+    accumulate_grad(*self.inputs[0], std::move(gx), "softmax");
+  });
+}
+
+template <class T>
+basic_tensor<T> log_softmax(const basic_tensor<T>& a) {
+  const auto& x = a.value();
+  const Rows r = rows_of(x, "log_softmax");
+  xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
+  for (std::size_t i = 0; i < r.rows; ++i) {
+    const T* in = x.data() + i * r.cols;
+    T* o = out.data() + i * r.cols;
+    T m = -std::numeric_limits<T>::infinity();
+    for (std::size_t j = 0; j < r.cols; ++j) m = std::max(m, in[j]);
+    T s = 0;
+    if (m != -std::numeric_limits<T>::infinity())
+      for (std::size_t j = 0; j < r.cols; ++j) s += std::exp(in[j] - m);
+    const T lse = m + std::log(s);
+    for (std::size_t j = 0; j < r.cols; ++j) o[j] = in[j] - lse;
+  }
+  return make_result<T>("log_softmax", std::move(out), {a}, [r](Node<T>& self) {
+    // dx = g - softmax * sum_j g_j
+    xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
+    for (std::size_t i = 0; i < r.rows; ++i) {
+      const T* lp = self.value.data() + i * r.cols;
+      const T* g = self.grad.data() + i * r.cols;
+      T* d = gx.data() + i * r.cols;
+      T total = 0;
+      for (std::size_t j = 0; j < r.cols; ++j) total += g[j];
+      for (std::size_t j = 0; j < r.cols; ++j) d[j] = g[j] - std::exp(lp[j]) * total;
+    }
+    accumulate_grad(*self.inputs[0], std::move(gx), "log_softmax");
+  });
+}
+
+template <class T>
+basic_tensor<T> masked_fill(const basic_tensor<T>& a, const xt::xarray<bool>& mask, double value) {
+  const shape_t as = a.shape();
+  const shape_t ms(mask.shape().begin(), mask.shape().end());
+  if (broadcast_shapes(as, ms, "masked_fill") != as)
+    throw Error("masked_fill: mask of shape " + shape_str(ms) + " does not broadcast to the tensor's shape " +
+                shape_str(as));
+  xt::xarray<bool> full = xt::broadcast(mask, as);
+  xt::xarray<T> out = xt::where(full, static_cast<T>(value), a.value());
+  return make_result<T>("masked_fill", std::move(out), {a}, [full = std::move(full)](Node<T>& self) {
+    accumulate_grad(*self.inputs[0], xt::xarray<T>(xt::where(full, T(0), self.grad)), "masked_fill");
+  });
+}
+
+template <class T>
+basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weight, const basic_tensor<T>& bias,
+                           double eps) {
+  const auto& xv = x.value();
+  const Rows r = rows_of(xv, "layer_norm");
+  for (const auto* p : {&weight, &bias})
+    if (p->defined() && p->shape() != shape_t{r.cols})
+      throw Error("layer_norm: weight/bias must have shape [" + std::to_string(r.cols) + "] for input " +
+                  shape_str(x.shape()) + ", got " + shape_str(p->shape()));
+  if (r.cols == 0) throw Error("layer_norm: last axis of " + shape_str(x.shape()) + " is empty");
+  xt::xarray<T> xhat = xt::xarray<T>::from_shape(xv.shape());
+  std::vector<T> rstd(r.rows);
+  for (std::size_t i = 0; i < r.rows; ++i) {
+    const T* in = xv.data() + i * r.cols;
+    T* h = xhat.data() + i * r.cols;
+    T mu = 0;
+    for (std::size_t j = 0; j < r.cols; ++j) mu += in[j];
+    mu /= static_cast<T>(r.cols);
+    T var = 0;
+    for (std::size_t j = 0; j < r.cols; ++j) var += (in[j] - mu) * (in[j] - mu);
+    var /= static_cast<T>(r.cols);
+    rstd[i] = T(1) / std::sqrt(var + static_cast<T>(eps));
+    for (std::size_t j = 0; j < r.cols; ++j) h[j] = (in[j] - mu) * rstd[i];
+  }
+  xt::xarray<T> out = xhat;
+  if (weight.defined()) out *= weight.value();
+  if (bias.defined()) out += bias.value();
+  return make_result<T>(
+      "layer_norm", std::move(out), {x, weight, bias},
+      [r, xhat = std::move(xhat), rstd = std::move(rstd)](Node<T>& self) {
+        const T* w = self.inputs[1] ? self.inputs[1]->value.data() : nullptr;
+        const T* G = self.grad.data();
+        if (needs_grad(self, 0)) {
+          // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
+          xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
+          std::vector<T> dh(r.cols);
+          for (std::size_t i = 0; i < r.rows; ++i) {
+            const T* g = G + i * r.cols;
+            const T* h = xhat.data() + i * r.cols;
+            T mean_dh = 0, mean_dh_h = 0;
+            for (std::size_t j = 0; j < r.cols; ++j) {
+              dh[j] = w ? g[j] * w[j] : g[j];
+              mean_dh += dh[j];
+              mean_dh_h += dh[j] * h[j];
+            }
+            mean_dh /= static_cast<T>(r.cols);
+            mean_dh_h /= static_cast<T>(r.cols);
+            T* d = gx.data() + i * r.cols;
+            for (std::size_t j = 0; j < r.cols; ++j) d[j] = rstd[i] * (dh[j] - mean_dh - h[j] * mean_dh_h);
+          }
+          accumulate_grad(*self.inputs[0], std::move(gx), "layer_norm");
+        }
+        if (needs_grad(self, 1) || needs_grad(self, 2)) {
+          xt::xarray<T> gw = xt::zeros<T>({r.cols}), gb = xt::zeros<T>({r.cols});
+          for (std::size_t i = 0; i < r.rows; ++i)
+            for (std::size_t j = 0; j < r.cols; ++j) {
+              gw(j) += G[i * r.cols + j] * xhat.data()[i * r.cols + j];
+              gb(j) += G[i * r.cols + j];
+            }
+          if (needs_grad(self, 1)) accumulate_grad(*self.inputs[1], std::move(gw), "layer_norm");
+          if (needs_grad(self, 2)) accumulate_grad(*self.inputs[2], std::move(gb), "layer_norm");
+        }
+      });
+}
+
+template <class T>
+basic_tensor<T> embedding(const basic_tensor<T>& weight, const index_array& indices) {
+  if (weight.dim() != 2)
+    throw Error("embedding: weight must be [num_embeddings, embedding_dim], got " + shape_str(weight.shape()));
+  const std::size_t V = weight.size(0), D = weight.size(1);
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    const auto id = indices.data()[i];
+    if (id < 0 || static_cast<std::size_t>(id) >= V)
+      throw Error("embedding: index " + std::to_string(id) + " at flat position " + std::to_string(i) +
+                  " is outside [0, " + std::to_string(V) + ")");
+  }
+  shape_t out_shape(indices.shape().begin(), indices.shape().end());
+  out_shape.push_back(D);
+  xt::xarray<T> out = xt::xarray<T>::from_shape(out_shape);
+  const T* W = weight.value().data();
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    std::copy(W + indices.data()[i] * D, W + (indices.data()[i] + 1) * D, out.data() + i * D);
+  return make_result<T>("embedding", std::move(out), {weight}, [indices, D](Node<T>& self) {
+    xt::xarray<T> gw = xt::zeros<T>(self.inputs[0]->value.shape());
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+      T* row = gw.data() + indices.data()[i] * D;
+      const T* g = self.grad.data() + i * D;
+      for (std::size_t j = 0; j < D; ++j) row[j] += g[j];
+    }
+    accumulate_grad(*self.inputs[0], std::move(gw), "embedding");
+  });
+}
+
+template <class T>
+basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& targets, std::int64_t ignore_index) {
+  const auto& x = logits.value();
+  const Rows r = rows_of(x, "cross_entropy");
+  const shape_t ls = logits.shape();
+  const shape_t ts(targets.shape().begin(), targets.shape().end());
+  if (ts != shape_t(ls.begin(), ls.end() - 1))
+    throw Error("cross_entropy: targets of shape " + shape_str(ts) + " do not match logits " + shape_str(ls) +
+                " (expected " + shape_str(shape_t(ls.begin(), ls.end() - 1)) + ")");
+  double total = 0;
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < r.rows; ++i) {
+    const auto t = targets.data()[i];
+    if (t == ignore_index) continue;
+    if (t < 0 || static_cast<std::size_t>(t) >= r.cols)
+      throw Error("cross_entropy: target " + std::to_string(t) + " at position " + std::to_string(i) +
+                  " is outside [0, " + std::to_string(r.cols) + ") and is not ignore_index " +
+                  std::to_string(ignore_index));
+    const T* in = x.data() + i * r.cols;
+    T m = in[0];
+    for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
+    double s = 0;
+    for (std::size_t j = 0; j < r.cols; ++j) s += std::exp(static_cast<double>(in[j] - m));
+    total += static_cast<double>(m) + std::log(s) - static_cast<double>(in[t]);
+    ++count;
+  }
+  xt::xarray<T> out = xt::xarray<T>::from_shape({});
+  out() = count ? static_cast<T>(total / static_cast<double>(count)) : T(0);
+  return make_result<T>("cross_entropy", std::move(out), {logits}, [r, targets, ignore_index, count](Node<T>& self) {
+    xt::xarray<T> gx = xt::zeros<T>(self.inputs[0]->value.shape());
+    if (count) {
+      const T scale = self.grad() / static_cast<T>(count);
+      const T* X = self.inputs[0]->value.data();
+      for (std::size_t i = 0; i < r.rows; ++i) {
+        const auto t = targets.data()[i];
+        if (t == ignore_index) continue;
+        const T* in = X + i * r.cols;
+        T* d = gx.data() + i * r.cols;
+        T m = in[0];
+        for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
+        T s = 0;
+        for (std::size_t j = 0; j < r.cols; ++j) s += (d[j] = std::exp(in[j] - m));
+        for (std::size_t j = 0; j < r.cols; ++j) d[j] = d[j] / s * scale;
+        d[t] -= scale;  // (softmax - onehot) / N
+      }
+    }
+    accumulate_grad(*self.inputs[0], std::move(gx), "cross_entropy");
+  });
+}
+
+#define XGRAD_INSTANTIATE(T)                                                                                    \
+  template basic_tensor<T> softmax<T>(const basic_tensor<T>&);                                                  \
+  template basic_tensor<T> log_softmax<T>(const basic_tensor<T>&);                                              \
+  template basic_tensor<T> masked_fill<T>(const basic_tensor<T>&, const xt::xarray<bool>&, double);             \
+  template basic_tensor<T> layer_norm<T>(const basic_tensor<T>&, const basic_tensor<T>&,                        \
+                                         const basic_tensor<T>&, double);                                        \
+  template basic_tensor<T> embedding<T>(const basic_tensor<T>&, const index_array&);                            \
+  template basic_tensor<T> cross_entropy<T>(const basic_tensor<T>&, const index_array&, std::int64_t);
+XGRAD_INSTANTIATE(float)
+XGRAD_INSTANTIATE(double)
+#undef XGRAD_INSTANTIATE
+
+}  // namespace xgrad
