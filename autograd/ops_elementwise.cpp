@@ -150,16 +150,28 @@ basic_tensor<T> relu(const basic_tensor<T>& a) {
 
 template <class T>
 basic_tensor<T> gelu(const basic_tensor<T>& a) {
+  // 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = k (x + c x^3): one exp per element instead of a libm tanh.
   const T k = static_cast<T>(std::sqrt(2.0 / M_PI));
   const T c = static_cast<T>(0.044715);
   const auto& x = a.value();
-  xt::xarray<T> out = T(0.5) * x * (T(1) + xt::tanh(k * (x + c * x * x * x)));
-  return make_result<T>("gelu", std::move(out), {a}, [k, c](Node<T>& self) {
+  xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
+  xt::xarray<T> sig = xt::xarray<T>::from_shape(x.shape());  // sigmoid(2u), kept for backward
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const T xi = x.data()[i];
+    const T s = T(1) / (T(1) + std::exp(T(-2) * k * (xi + c * xi * xi * xi)));
+    sig.data()[i] = s;
+    out.data()[i] = xi * s;
+  }
+  return make_result<T>("gelu", std::move(out), {a}, [k, c, sig = std::move(sig)](Node<T>& self) {
+    // d/dx [x s(2u)] = s + x s (1 - s) 2 u',  u' = k (1 + 3 c x^2)
     const auto& x = self.inputs[0]->value;
-    xt::xarray<T> t = xt::tanh(k * (x + c * x * x * x));
-    // d/dx [0.5 x (1 + t)] = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
-    xt::xarray<T> d = T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x * x);
-    accumulate_grad(*self.inputs[0], xt::xarray<T>(self.grad * d), "gelu");
+    xt::xarray<T> g = xt::xarray<T>::from_shape(x.shape());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const T xi = x.data()[i], s = sig.data()[i];
+      const T d = s + xi * s * (T(1) - s) * T(2) * k * (T(1) + T(3) * c * xi * xi);
+      g.data()[i] = self.grad.data()[i] * d;
+    }
+    accumulate_grad(*self.inputs[0], std::move(g), "gelu");
   });
 }
 

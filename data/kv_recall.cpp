@@ -1,0 +1,52 @@
+#include "data/kv_recall.h"
+
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "autograd/random.h"
+
+namespace xgrad::data {
+
+KeyValueRecall::KeyValueRecall(KeyValueRecallConfig config) : config_(config) {
+  if (config_.n_pairs < 1)
+    throw TaskError("kv_recall: n_pairs must be >= 1, got " + std::to_string(config_.n_pairs));
+  if (config_.n_keys < config_.n_pairs)
+    throw TaskError("kv_recall: n_keys (" + std::to_string(config_.n_keys) + ") must be >= n_pairs (" +
+                    std::to_string(config_.n_pairs) + "): keys are distinct within a sequence");
+  if (config_.n_values < 2)
+    throw TaskError("kv_recall: n_values must be >= 2, got " + std::to_string(config_.n_values));
+  if (config_.n_keys > 4096 || config_.n_values > 4096)
+    throw TaskError("kv_recall: n_keys and n_values must be <= 4096 (the vocabulary is n_keys * n_values + n_keys)");
+}
+
+std::size_t KeyValueRecall::vocab_size() const { return config_.n_keys * config_.n_values + config_.n_keys; }
+
+double KeyValueRecall::chance_loss() const { return std::log(static_cast<double>(config_.n_values)); }
+
+Batch KeyValueRecall::batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size) const {
+  const std::size_t T = seq_len(), P = config_.n_pairs;
+  Batch b;
+  b.inputs = xt::xarray<std::int64_t>::from_shape({batch_size, T});
+  b.targets = xt::xarray<std::int64_t>::from_shape({batch_size, T});
+  b.targets.fill(-1);
+  Generator rng(seed, /*stream=*/0x6b76 /* "kv" */, index);
+  std::vector<std::size_t> keys(config_.n_keys);
+  for (std::size_t s = 0; s < batch_size; ++s) {
+    std::iota(keys.begin(), keys.end(), std::size_t(0));
+    for (std::size_t i = 0; i < P; ++i)  // partial Fisher-Yates: the first P keys are a uniform draw
+      std::swap(keys[i], keys[i + rng.uniform(config_.n_keys - i)]);
+    std::size_t query_pos = rng.uniform(P);
+    std::size_t answer = 0;
+    for (std::size_t i = 0; i < P; ++i) {
+      const std::size_t value = rng.uniform(config_.n_values);
+      b.inputs(s, i) = static_cast<std::int64_t>(keys[i] * config_.n_values + value);
+      if (i == query_pos) answer = value;
+    }
+    b.inputs(s, P) = static_cast<std::int64_t>(config_.n_keys * config_.n_values + keys[query_pos]);
+    b.targets(s, P) = static_cast<std::int64_t>(answer);
+  }
+  return b;
+}
+
+}  // namespace xgrad::data

@@ -1,0 +1,35 @@
+// Key-value recall: the task one attention layer can solve only by content-based routing.
+#pragma once
+
+#include "data/task.h"
+
+namespace xgrad::data {
+
+struct KeyValueRecallConfig {
+  std::size_t n_keys = 16;   // distinct keys
+  std::size_t n_values = 16; // distinct values (the answer classes)
+  std::size_t n_pairs = 8;   // key-value pairs per sequence; keys are distinct within a sequence
+};
+
+/// Each of the first n_pairs positions holds one pair as a single token, token = key * n_values + value.
+/// The last position holds a query token, n_keys * n_values + key, for one of the keys present. The target there is
+/// the value paired with that key (class id value, in [0, n_values)); every other position has target -1.
+/// Sequence length T = n_pairs + 1; vocabulary = n_keys * n_values + n_keys. Keys are drawn without replacement,
+/// values with replacement, so only the query's key — not position or frequency — identifies the answer.
+/// Chance loss: ln(n_values).
+class KeyValueRecall : public Task {
+ public:
+  /// Throws TaskError unless n_keys >= n_pairs >= 1 and n_values >= 2.
+  explicit KeyValueRecall(KeyValueRecallConfig config);
+  std::string name() const override { return "kv_recall"; }
+  std::size_t vocab_size() const override;
+  std::size_t seq_len() const override { return config_.n_pairs + 1; }
+  double chance_loss() const override;
+  Batch batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size) const override;
+  const KeyValueRecallConfig& config() const { return config_; }
+
+ private:
+  KeyValueRecallConfig config_;
+};
+
+}  // namespace xgrad::data

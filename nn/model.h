@@ -1,0 +1,54 @@
+// The toy transformer the experiment trains: token + learned positional embeddings → blocks → LayerNorm → readout.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/attention.h"
+
+namespace xgrad::nn {
+
+struct ModelConfig {
+  std::size_t vocab_size = 0;   // input tokens and output classes
+  std::size_t max_seq_len = 0;  // positions with a learned embedding
+  std::size_t d_model = 64;
+  std::size_t n_heads = 1;
+  std::size_t n_layers = 1;
+  std::size_t d_ff = 0;         // MLP hidden size; 0 means 4 * d_model
+  bool mlp = true;              // false: attention-only blocks
+  bool causal = true;
+  ScaleMode scale = ScaleMode::sqrt_dk;
+};
+
+/// Pre-LayerNorm block (as GPT-2; Xiong et al. 2020): x + attn(ln_1(x)), then + mlp(ln_2(x)).
+/// x: [B, T, d_model] → [B, T, d_model].
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(const ModelConfig& config, Generator& gen);
+  Tensor forward(const Tensor& x);
+  std::shared_ptr<LayerNorm> ln_1, ln_2;
+  std::shared_ptr<MultiHeadAttention> attn;
+  std::shared_ptr<MLP> mlp;  // null when config.mlp is false
+};
+
+/// tokens [B, T] → logits [B, T, vocab_size]. Parameters: tok_emb.weight, pos_emb.weight, blocks.<i>.*, ln_f.*,
+/// head.weight/bias. Init: embeddings N(0, 1), projections LeCun normal. Two models built from the same config and
+/// seed have identical weights whatever the scale mode (the mode adds no parameters).
+class AttentionModel : public Module {
+ public:
+  /// Throws Error on a zero size or d_model not divisible by n_heads.
+  AttentionModel(const ModelConfig& config, std::uint64_t seed);
+  Tensor forward(const index_array& tokens);
+  /// The attention layers, first block first (for saturation statistics).
+  std::vector<std::shared_ptr<MultiHeadAttention>> attention_layers() const;
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  ModelConfig config_;
+  std::shared_ptr<Embedding> tok_emb_, pos_emb_;
+  std::shared_ptr<ModuleList<TransformerBlock>> blocks_;
+  std::shared_ptr<LayerNorm> ln_f_;
+  std::shared_ptr<Linear> head_;
+};
+
+}  // namespace xgrad::nn

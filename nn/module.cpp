@@ -1,0 +1,53 @@
+#include "nn/module.h"
+
+namespace xgrad::nn {
+
+void Module::check_name(const std::string& name) const {
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw Error("register: name '" + name + "' must be non-empty and contain no '.'");
+  for (const auto& p : params_)
+    if (p.first == name) throw Error("register: name '" + name + "' is already a parameter");
+  for (const auto& c : children_)
+    if (c.first == name) throw Error("register: name '" + name + "' is already a submodule");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
+  check_name(name);
+  tensor.set_requires_grad(true);
+  params_.emplace_back(name, tensor);
+  return tensor;
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& p : params_) out.emplace_back(prefix + p.first, p.second);
+  for (const auto& c : children_) c.second->collect(prefix + c.first + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& p : named_parameters()) out.push_back(p.second);
+  return out;
+}
+
+void Module::zero_grad() const {
+  for (auto& p : parameters()) p.zero_grad();
+}
+
+std::size_t Module::num_parameters() const {
+  std::size_t n = 0;
+  for (auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& c : children_) c.second->train(on);
+}
+
+}  // namespace xgrad::nn

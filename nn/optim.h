@@ -1,0 +1,62 @@
+// Optimizers and gradient clipping, over a list of parameters (as torch.optim).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace xgrad::nn {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Tensor> params, double lr);
+  virtual ~Optimizer() = default;
+  /// Updates every parameter that has a gradient; parameters without one (not reached by backward) are skipped.
+  virtual void step() = 0;
+  /// Drops every parameter's gradient.
+  void zero_grad();
+  double lr() const { return lr_; }
+  /// Throws Error unless lr > 0 and finite.
+  void set_lr(double lr);
+  const std::vector<Tensor>& params() const { return params_; }
+
+ protected:
+  std::vector<Tensor> params_;
+  double lr_;
+};
+
+/// SGD with momentum (PyTorch's form): buf = momentum * buf + (g + weight_decay * p); p -= lr * buf.
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, double lr, double momentum = 0.9, double weight_decay = 0.0);
+  void step() override;
+
+ private:
+  double momentum_, weight_decay_;
+  std::vector<xt::xarray<float>> buf_;
+};
+
+/// AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization", Algorithm 2):
+/// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay * p).
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<Tensor> params, double lr, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
+        double weight_decay = 0.01);
+  void step() override;
+  std::size_t step_count() const { return t_; }
+
+ private:
+  double beta1_, beta2_, eps_, weight_decay_;
+  std::size_t t_ = 0;
+  std::vector<xt::xarray<float>> m_, v_;
+};
+
+/// Global L2 norm of all gradients. If it exceeds max_norm, scales every gradient by max_norm / norm.
+/// Returns the norm before clipping (as torch.nn.utils.clip_grad_norm_). max_norm <= 0 or infinite: no clipping.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+/// L2 norm of one tensor's gradient (0 when it has none), accumulated in double.
+double grad_norm(const Tensor& param);
+
+}  // namespace xgrad::nn

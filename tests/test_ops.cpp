@@ -1,0 +1,693 @@
+// Every op of autograd/ops.h: float64 finite-difference gradient checks (xgrad::gradcheck) on small seeded random
+// inputs, forward values against hand-computed numbers, and the xgrad::Error each op raises on bad input.
+//
+// One TEST_CASE per op family; inside it, SUBCASEs separate gradients, values and errors. Inputs are tiny because
+// gradcheck evaluates the function three times per input element.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <xtensor/xbuilder.hpp>
+#include <xtensor/xio.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xreducer.hpp>
+#include <xtensor/xview.hpp>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+
+using namespace xgrad;
+
+namespace {
+
+using Inputs = std::vector<DTensor>;
+
+/// Values drawn uniformly from [lo, hi).
+xt::xarray<double> uniform(const shape_t& shape, std::mt19937& gen, double lo = -1.0, double hi = 1.0) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  xt::xarray<double> v = xt::xarray<double>::from_shape(shape);
+  for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = dist(gen);
+  return v;
+}
+
+/// A leaf that requires a gradient, filled uniformly from [lo, hi).
+DTensor rand_input(const shape_t& shape, std::mt19937& gen, double lo = -1.0, double hi = 1.0) {
+  return DTensor(uniform(shape, gen, lo, hi), true);
+}
+
+/// A leaf that requires a gradient with |x| in [0.2, 1) and random sign: well away from relu's kink.
+DTensor away_from_zero(const shape_t& shape, std::mt19937& gen) {
+  xt::xarray<double> v = uniform(shape, gen, 0.2, 1.0);
+  std::bernoulli_distribution sign(0.5);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (sign(gen)) v.data()[i] = -v.data()[i];
+  return DTensor(std::move(v), true);
+}
+
+/// `a` with a new shape of the same element count (for literals such as a column, which braces cannot spell).
+template <class T>
+xt::xarray<T> reshaped(xt::xarray<T> a, const shape_t& shape) {
+  a.reshape(shape);
+  return a;
+}
+
+template <class T>
+shape_t shape_of(const xt::xarray<T>& a) {
+  return shape_t(a.shape().begin(), a.shape().end());
+}
+
+template <class T>
+std::string to_string(const xt::xarray<T>& a) {
+  std::ostringstream out;
+  out << a;
+  return out.str();
+}
+
+template <class T>
+bool all_finite(const xt::xarray<T>& a) {
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!std::isfinite(a.data()[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+/// gradcheck(f, inputs[, options]); on failure the report names the worst element.
+#define CHECK_GRADIENT(...)                                                 \
+  do {                                                                      \
+    const ::xgrad::GradcheckResult gc_result_ = ::xgrad::gradcheck(__VA_ARGS__); \
+    INFO(gc_result_.message);                                               \
+    CHECK(gc_result_.ok);                                                   \
+  } while (false)
+
+/// Same shape and every element within `tol` (absolute) of the expected array.
+#define CHECK_CLOSE(got, want, tol)                                                      \
+  do {                                                                                   \
+    const xt::xarray<double> got_ = (got);                                               \
+    const xt::xarray<double> want_ = (want);                                             \
+    INFO("got:\n" << to_string(got_) << "\nexpected:\n" << to_string(want_));            \
+    REQUIRE(shape_of(got_) == shape_of(want_));                                          \
+    CHECK(xt::allclose(got_, want_, 0.0, (tol)));                                        \
+  } while (false)
+
+/// The expression throws xgrad::Error whose message contains `text` (the op's name, "op: ...").
+#define CHECK_ERROR(text, ...) CHECK_THROWS_WITH_AS((__VA_ARGS__), doctest::Contains(text), ::xgrad::Error)
+
+// ---- elementwise, broadcasting ---------------------------------------------------------------------------------
+
+// add/sub/mul/div: gradients of both operands reduce correctly back through NumPy broadcasting (size-1 dims,
+// differing ranks, 0-d scalars on either side), and the output has the broadcast shape.
+TEST_CASE("add, sub, mul, div: gradients under NumPy broadcasting") {
+  std::mt19937 gen(101);
+  struct BinaryOp {
+    const char* name;
+    DTensor (*fn)(const DTensor&, const DTensor&);
+  };
+  const BinaryOp ops[] = {{"add", &xgrad::add<double>},
+                          {"sub", &xgrad::sub<double>},
+                          {"mul", &xgrad::mul<double>},
+                          {"div", &xgrad::div<double>}};
+  struct ShapeCase {
+    shape_t a, b, out;
+  };
+  const ShapeCase cases[] = {
+      {{2, 3}, {2, 3}, {2, 3}},           // same shape
+      {{2, 1, 3}, {4, 3}, {2, 4, 3}},     // a size-1 dim and differing ranks
+      {{4, 3}, {2, 1, 3}, {2, 4, 3}},     // the same, operands swapped
+      {{2, 3}, {}, {2, 3}},               // 0-d scalar on the right
+      {{}, {2, 3}, {2, 3}},               // 0-d scalar on the left
+      {{3, 1}, {1, 4}, {3, 4}},           // both operands broadcast
+      {{3}, {2, 1}, {2, 3}},              // rank 1 against rank 2
+      {{1}, {}, {1}},                     // one element against 0-d
+  };
+  for (const auto& op : ops) {
+    for (const auto& c : cases) {
+      INFO(op.name << ": " << shape_str(c.a) << " with " << shape_str(c.b));
+      DTensor a = rand_input(c.a, gen);
+      // The divisor stays in [0.5, 1.5): away from the pole of 1/b.
+      DTensor b = std::string(op.name) == "div" ? rand_input(c.b, gen, 0.5, 1.5) : rand_input(c.b, gen);
+      CHECK(op.fn(a, b).shape() == c.out);
+      CHECK_GRADIENT([&](const Inputs& in) { return op.fn(in[0], in[1]); }, {a, b});
+    }
+  }
+}
+
+// The operators route to the ops; a constant operand gets no gradient; one tensor used as both operands gets the
+// sum of both paths.
+TEST_CASE("add, sub, mul, div: operators, constant operands and a tensor used twice") {
+  std::mt19937 gen(102);
+  DTensor a = rand_input({2, 3}, gen, 0.5, 1.5);
+  DTensor c(uniform({3}, gen, 0.5, 1.5), false);  // constant: gradcheck skips it
+
+  SUBCASE("gradients") {
+    CHECK_GRADIENT([&](const Inputs& in) { return in[0] + c; }, {a});
+    CHECK_GRADIENT([&](const Inputs& in) { return c - in[0]; }, {a});
+    CHECK_GRADIENT([&](const Inputs& in) { return in[0] * c; }, {a});
+    CHECK_GRADIENT([&](const Inputs& in) { return c / in[0]; }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return in[0] * in[0]; }, {a});        // d/da = 2a
+    CHECK_GRADIENT([](const Inputs& in) { return in[0] / in[0] + in[0]; }, {a});  // d/da = 1
+    CHECK_GRADIENT([](const Inputs& in) { return -(in[0] - in[0] * in[0]); }, {a});
+  }
+  SUBCASE("values") {
+    const DTensor x(xt::xarray<double>{{1, 2, 3}, {4, 5, 6}});
+    const DTensor y(xt::xarray<double>{10, 20, 30});
+    CHECK_CLOSE((x + y).value(), (xt::xarray<double>{{11, 22, 33}, {14, 25, 36}}), 1e-12);
+    CHECK_CLOSE((x - y).value(), (xt::xarray<double>{{-9, -18, -27}, {-6, -15, -24}}), 1e-12);
+    CHECK_CLOSE((x * y).value(), (xt::xarray<double>{{10, 40, 90}, {40, 100, 180}}), 1e-12);
+    CHECK_CLOSE((y / x).value(), (xt::xarray<double>{{10, 10, 10}, {2.5, 4, 5}}), 1e-12);
+  }
+  SUBCASE("errors") {
+    const DTensor p(xt::xarray<double>::from_shape({2, 3})), q(xt::xarray<double>::from_shape({4, 3}));
+    CHECK_ERROR("add: ", add(p, q));
+    CHECK_ERROR("sub: ", sub(p, q));
+    CHECK_ERROR("mul: ", mul(p, q));
+    CHECK_ERROR("div: ", div(p, q));
+  }
+}
+
+// add_scalar, mul_scalar, pow_scalar, neg and the operators built on them (a + s, a - s, s * a, a / s).
+TEST_CASE("add_scalar, mul_scalar, pow_scalar, neg") {
+  std::mt19937 gen(103);
+  DTensor a = rand_input({2, 3}, gen);                 // any sign
+  DTensor pos = rand_input({2, 3}, gen, 0.3, 2.0);     // for fractional and negative exponents
+
+  SUBCASE("gradients") {
+    CHECK_GRADIENT([](const Inputs& in) { return add_scalar(in[0], 2.5); }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return mul_scalar(in[0], -1.5); }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return neg(in[0]); }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return (in[0] + 1.0) * 3.0 - 2.0; }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return 0.5 * in[0] / 4.0; }, {a});
+    for (double p : {2.0, 3.0}) {
+      INFO("p = " << p << " on inputs of any sign");
+      CHECK_GRADIENT([p](const Inputs& in) { return pow_scalar(in[0], p); }, {a});
+    }
+    for (double p : {0.5, -1.5, 1.7, -2.0}) {
+      INFO("p = " << p << " on positive inputs");
+      CHECK_GRADIENT([p](const Inputs& in) { return pow_scalar(in[0], p); }, {pos});
+    }
+  }
+  SUBCASE("values") {
+    const Tensor x(xt::xarray<float>{1.f, 2.f, 4.f});
+    CHECK_CLOSE(add_scalar(x, 0.5).value(), (xt::xarray<double>{1.5, 2.5, 4.5}), 1e-6);
+    CHECK_CLOSE(mul_scalar(x, -2.0).value(), (xt::xarray<double>{-2, -4, -8}), 1e-6);
+    CHECK_CLOSE(pow_scalar(x, 0.5).value(), (xt::xarray<double>{1, std::sqrt(2.0), 2}), 1e-6);
+    CHECK_CLOSE(pow_scalar(x, -1.0).value(), (xt::xarray<double>{1, 0.5, 0.25}), 1e-6);
+    CHECK_CLOSE(neg(x).value(), (xt::xarray<double>{-1, -2, -4}), 1e-6);
+  }
+}
+
+// Smooth unary functions, each on a domain where it is differentiable.
+TEST_CASE("exp, log, sqrt, tanh, sigmoid, gelu") {
+  std::mt19937 gen(104);
+
+  SUBCASE("gradients") {
+    DTensor a = rand_input({2, 3}, gen, -2.0, 2.0);
+    DTensor pos = rand_input({2, 3}, gen, 0.2, 3.0);  // log and sqrt: positive inputs only
+    DTensor wide = rand_input({3, 4}, gen, -4.0, 4.0);
+    CHECK_GRADIENT([](const Inputs& in) { return exp(in[0]); }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return log(in[0]); }, {pos});
+    CHECK_GRADIENT([](const Inputs& in) { return sqrt(in[0]); }, {pos});
+    CHECK_GRADIENT([](const Inputs& in) { return tanh(in[0]); }, {wide});
+    CHECK_GRADIENT([](const Inputs& in) { return sigmoid(in[0]); }, {wide});
+    CHECK_GRADIENT([](const Inputs& in) { return gelu(in[0]); }, {wide});
+    CHECK_GRADIENT([](const Inputs& in) { return log(exp(in[0]) + 1.0); }, {a});  // a chain of them
+  }
+  SUBCASE("values") {
+    const DTensor x(xt::xarray<double>{-1.0, 0.0, 1.0, 3.0});
+    CHECK_CLOSE(exp(x).value(), (xt::xarray<double>{0.36787944117144233, 1, 2.718281828459045, 20.085536923187668}),
+                1e-12);
+    CHECK_CLOSE(tanh(x).value(), (xt::xarray<double>{-0.7615941559557649, 0, 0.7615941559557649, 0.9950547536867305}),
+                1e-12);
+    CHECK_CLOSE(sigmoid(x).value(), (xt::xarray<double>{0.2689414213699951, 0.5, 0.7310585786300049, 0.9525741268224334}),
+                1e-12);
+    // tanh-approximated GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    CHECK_CLOSE(gelu(x).value(), (xt::xarray<double>{-0.15880800939172324, 0, 0.8411919906082768, 2.996362607918227}),
+                1e-12);
+    const DTensor p(xt::xarray<double>{1.0, 4.0, std::exp(2.0)});
+    CHECK_CLOSE(log(p).value(), (xt::xarray<double>{0, std::log(4.0), 2}), 1e-12);
+    CHECK_CLOSE(sqrt(p).value(), (xt::xarray<double>{1, 2, std::exp(1.0)}), 1e-12);
+    // log(0) is -inf as in IEEE arithmetic (documented).
+    CHECK(log(DTensor(xt::xarray<double>{0.0})).value()(0) == -std::numeric_limits<double>::infinity());
+  }
+}
+
+// relu: random inputs away from 0, plus two inputs exactly at 0. gradcheck must see the kinks and pass them (the
+// analytic 0 lies between the one-sided derivatives 0 and 1); the documented gradient at exactly 0 is 0.
+TEST_CASE("relu: gradient including inputs exactly at the kink") {
+  std::mt19937 gen(105);
+  DTensor a = away_from_zero({2, 4}, gen);
+  a.mutable_value().data()[1] = 0.0;
+  a.mutable_value().data()[6] = 0.0;
+  const GradcheckResult r = gradcheck([](const Inputs& in) { return relu(in[0]); }, {a});
+  INFO(r.message);
+  CHECK(r.ok);
+  CHECK(r.kinks == 2);
+
+  DTensor x(xt::xarray<double>{-1.0, 0.0, 2.0}, true);
+  const DTensor y = relu(x);
+  CHECK_CLOSE(y.value(), (xt::xarray<double>{0, 0, 2}), 0.0);
+  sum(y).backward();
+  CHECK_CLOSE(x.grad(), (xt::xarray<double>{0, 0, 1}), 0.0);
+}
+
+// ---- reductions ------------------------------------------------------------------------------------------------
+
+// sum and mean over all elements (→ 0-d) and over axis lists: negative, unsorted, several, with and without keepdim.
+TEST_CASE("sum, mean: all elements and over axes") {
+  std::mt19937 gen(106);
+  DTensor a = rand_input({2, 3, 4}, gen);
+  struct AxesCase {
+    std::vector<int> axes;
+    bool keepdim;
+    shape_t out;
+  };
+  const AxesCase cases[] = {
+      {{1}, false, {2, 4}},          {{1}, true, {2, 1, 4}},   {{-1}, false, {2, 3}},
+      {{-1}, true, {2, 3, 1}},       {{0, 2}, false, {3}},     {{2, 0}, true, {1, 3, 1}},
+      {{-3, -1}, true, {1, 3, 1}},   {{0, 1, 2}, false, {}},   {{0, -2, 2}, true, {1, 1, 1}},
+  };
+
+  SUBCASE("gradients") {
+    CHECK(sum(a).shape() == shape_t{});
+    CHECK(mean(a).shape() == shape_t{});
+    CHECK_GRADIENT([](const Inputs& in) { return sum(in[0]); }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return mean(in[0]); }, {a});
+    for (const auto& c : cases) {
+      std::ostringstream axes;
+      for (int ax : c.axes) axes << ax << ' ';
+      INFO("axes " << axes.str() << (c.keepdim ? "keepdim" : "no keepdim"));
+      CHECK(sum(a, c.axes, c.keepdim).shape() == c.out);
+      CHECK(mean(a, c.axes, c.keepdim).shape() == c.out);
+      CHECK_GRADIENT([&](const Inputs& in) { return sum(in[0], c.axes, c.keepdim); }, {a});
+      CHECK_GRADIENT([&](const Inputs& in) { return mean(in[0], c.axes, c.keepdim); }, {a});
+    }
+    // A 0-d input: "all elements" is the one element.
+    DTensor s(xt::xarray<double>(2.5), true);
+    CHECK_GRADIENT([](const Inputs& in) { return sum(in[0]) * in[0]; }, {s});
+    CHECK_GRADIENT([](const Inputs& in) { return mean(in[0]) * in[0]; }, {s});
+  }
+  SUBCASE("values") {
+    const Tensor x(xt::xarray<float>{{1, 2, 3}, {4, 5, 6}});
+    CHECK(sum(x).item() == doctest::Approx(21.0));
+    CHECK(mean(x).item() == doctest::Approx(3.5));
+    CHECK_CLOSE(sum(x, {0}).value(), (xt::xarray<double>{5, 7, 9}), 1e-6);
+    CHECK_CLOSE(mean(x, {-1}).value(), (xt::xarray<double>{2, 5}), 1e-6);
+    CHECK_CLOSE(mean(x, {-1}, true).value(), reshaped<double>({2, 5}, {2, 1}), 1e-6);
+    CHECK_CLOSE(mean(x, {1, 0}).value(), (xt::xarray<double>(3.5)), 1e-6);
+  }
+  SUBCASE("errors") {
+    CHECK_ERROR("sum: ", sum(a, {3}));
+    CHECK_ERROR("sum: ", sum(a, {-4}));
+    CHECK_ERROR("sum: ", sum(a, {0, -3}));  // repeated axis
+    CHECK_ERROR("mean: ", mean(a, {5}));
+    CHECK_ERROR("mean: ", mean(a, {1, 1}));
+  }
+}
+
+// ---- shape ops ---------------------------------------------------------------------------------------------------
+
+// reshape (with -1), permute (negative dims), transpose: gradients route every element back to where it came from,
+// and the forward places elements where NumPy would.
+TEST_CASE("reshape, permute, transpose") {
+  std::mt19937 gen(107);
+  DTensor a = rand_input({2, 3, 4}, gen);
+
+  SUBCASE("gradients") {
+    struct ReshapeCase {
+      std::vector<std::int64_t> shape;
+      shape_t out;
+    };
+    const ReshapeCase reshapes[] = {
+        {{4, -1}, {4, 6}}, {{-1}, {24}}, {{3, 1, -1}, {3, 1, 8}}, {{2, 12}, {2, 12}}, {{-1, 2, 2}, {6, 2, 2}}};
+    for (const auto& c : reshapes) {
+      INFO("reshape to " << shape_str(c.out));
+      CHECK(reshape(a, c.shape).shape() == c.out);
+      CHECK_GRADIENT([&](const Inputs& in) { return reshape(in[0], c.shape); }, {a});
+    }
+    DTensor one(xt::xarray<double>{1.5}, true);
+    CHECK(reshape(one, {}).shape() == shape_t{});
+    CHECK_GRADIENT([](const Inputs& in) { return reshape(in[0], {}) * in[0]; }, {one});
+
+    struct PermuteCase {
+      std::vector<int> dims;
+      shape_t out;
+    };
+    const PermuteCase permutes[] = {{{2, 0, 1}, {4, 2, 3}}, {{1, 0, 2}, {3, 2, 4}}, {{-1, -3, -2}, {4, 2, 3}},
+                                    {{0, 1, 2}, {2, 3, 4}}};
+    for (const auto& c : permutes) {
+      INFO("permute to " << shape_str(c.out));
+      CHECK(permute(a, c.dims).shape() == c.out);
+      CHECK_GRADIENT([&](const Inputs& in) { return permute(in[0], c.dims); }, {a});
+    }
+    CHECK(transpose(a, 0, 2).shape() == shape_t{4, 3, 2});
+    CHECK(transpose(a, -1, -2).shape() == shape_t{2, 4, 3});
+    CHECK_GRADIENT([](const Inputs& in) { return transpose(in[0], 0, 2); }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return transpose(in[0], -1, -2); }, {a});
+    // Composed: a transpose feeding a reshape reads the permuted order, not the storage order.
+    CHECK_GRADIENT([](const Inputs& in) { return reshape(transpose(in[0], 0, 1), {-1, 4}); }, {a});
+  }
+  SUBCASE("values") {
+    const auto& v = a.value();
+    const auto p = permute(a, {2, 0, 1}).value();  // out(k, i, j) = in(i, j, k)
+    const auto t = transpose(a, 0, 2).value();     // out(k, j, i) = in(i, j, k)
+    bool permuted = true, transposed = true;
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t j = 0; j < 3; ++j)
+        for (std::size_t k = 0; k < 4; ++k) {
+          permuted = permuted && p(k, i, j) == v(i, j, k);
+          transposed = transposed && t(k, j, i) == v(i, j, k);
+        }
+    CHECK(permuted);
+    CHECK(transposed);
+    const Tensor x(xt::xarray<float>{{1, 2, 3}, {4, 5, 6}});
+    CHECK_CLOSE(reshape(x, {3, -1}).value(), (xt::xarray<double>{{1, 2}, {3, 4}, {5, 6}}), 0.0);
+    CHECK_CLOSE(transpose(x, 0, 1).value(), (xt::xarray<double>{{1, 4}, {2, 5}, {3, 6}}), 0.0);
+  }
+  SUBCASE("errors") {
+    CHECK_ERROR("reshape: ", reshape(a, {5, 5}));      // 25 != 24 elements
+    CHECK_ERROR("reshape: ", reshape(a, {-1, 5}));     // 24 is not a multiple of 5
+    CHECK_ERROR("reshape: ", reshape(a, {-1, -1}));
+    CHECK_ERROR("reshape: ", reshape(a, {-2, -12}));
+    CHECK_ERROR("permute: ", permute(a, {0, 0, 1}));   // repeated axis
+    CHECK_ERROR("permute: ", permute(a, {0, 2, -1}));  // repeated through a negative axis
+    CHECK_ERROR("permute: ", permute(a, {0, 1}));
+    CHECK_ERROR("permute: ", permute(a, {0, 1, 3}));
+    CHECK_ERROR("transpose: ", transpose(a, 0, 3));
+    // The message also names the shapes.
+    CHECK_THROWS_WITH_AS(reshape(a, {5, 5}), doctest::Contains("[2, 3, 4]"), Error);
+  }
+}
+
+// ---- matrix product ----------------------------------------------------------------------------------------------
+
+namespace {
+/// numpy.matmul by brute force through xtensor broadcasting: [..., M, K, 1] * [..., 1, K, N], summed over K.
+xt::xarray<double> reference_matmul(xt::xarray<double> a, xt::xarray<double> b) {
+  shape_t as = shape_of(a), bs = shape_of(b);
+  as.push_back(1);
+  bs.insert(bs.end() - 2, 1);
+  a.reshape(as);
+  b.reshape(bs);
+  xt::xarray<double> product = a * b;
+  return xt::sum(product, {product.dimension() - 2}, xt::evaluation_strategy::immediate);
+}
+}  // namespace
+
+// matmul: 2-D @ 2-D, the folded [..., M, K] @ [K, N] path, batched 4-D, broadcast batch dims, and a 2-D operand
+// against a batched one. Values against a brute-force reference and against hand-computed numbers.
+TEST_CASE("matmul") {
+  std::mt19937 gen(108);
+  struct MatmulCase {
+    shape_t a, b, out;
+  };
+  const MatmulCase cases[] = {
+      {{3, 4}, {4, 2}, {3, 2}},                   // 2-D @ 2-D
+      {{2, 3, 4}, {4, 2}, {2, 3, 2}},             // 3-D @ 2-D: all rows in one GEMM
+      {{2, 2, 3, 4}, {2, 2, 4, 2}, {2, 2, 3, 2}}, // batched 4-D @ 4-D
+      {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}},    // batch dims broadcast: [2, 1] with [5]
+      {{3, 4}, {2, 4, 5}, {2, 3, 5}},             // 2-D @ batched 3-D
+      {{1, 3, 4}, {2, 4, 2}, {2, 3, 2}},          // size-1 batch dim on the left
+      {{2, 3, 4}, {1, 4, 2}, {2, 3, 2}},          // size-1 batch dim on the right
+  };
+
+  SUBCASE("gradients and values against a reference") {
+    for (const auto& c : cases) {
+      INFO(shape_str(c.a) << " @ " << shape_str(c.b));
+      DTensor a = rand_input(c.a, gen), b = rand_input(c.b, gen);
+      const DTensor out = matmul(a, b);
+      CHECK(out.shape() == c.out);
+      CHECK_CLOSE(out.value(), reference_matmul(a.value(), b.value()), 1e-12);
+      CHECK_GRADIENT([](const Inputs& in) { return matmul(in[0], in[1]); }, {a, b});
+    }
+    // One tensor on both sides: a @ a^T gets the gradient of both paths.
+    DTensor a = rand_input({3, 4}, gen);
+    CHECK_GRADIENT([](const Inputs& in) { return matmul(in[0], transpose(in[0], 0, 1)); }, {a});
+    // Only one operand requires a gradient.
+    DTensor w(uniform({4, 2}, gen), false);
+    DTensor x = rand_input({2, 3, 4}, gen);
+    CHECK_GRADIENT([&](const Inputs& in) { return matmul(in[0], w); }, {x});
+  }
+  SUBCASE("hand-computed values") {
+    const Tensor a(xt::xarray<float>{{1, 2}, {3, 4}}), b(xt::xarray<float>{{5, 6}, {7, 8}});
+    CHECK_CLOSE(matmul(a, b).value(), (xt::xarray<double>{{19, 22}, {43, 50}}), 0.0);
+    const Tensor r(reshaped<float>({1, 0, -1}, {1, 3})), s(reshaped<float>({2, 3, 4}, {3, 1}));  // [1,3] @ [3,1]
+    CHECK_CLOSE(matmul(r, s).value(), reshaped<double>({-2}, {1, 1}), 0.0);
+    // [2, 1, 2] @ [2, 2]: each batch row times the same matrix.
+    const Tensor rows(xt::xarray<float>{{{1, 1}}, {{2, -1}}});
+    CHECK_CLOSE(matmul(rows, b).value(), (xt::xarray<double>{{{12, 14}}, {{3, 4}}}), 0.0);
+  }
+  SUBCASE("errors") {
+    const Tensor m23(xt::xarray<float>::from_shape({2, 3})), m45(xt::xarray<float>::from_shape({4, 5}));
+    CHECK_ERROR("matmul: ", matmul(m23, m45));  // inner sizes 3 and 4
+    CHECK_THROWS_WITH_AS(matmul(m23, m45), doctest::Contains("[2, 3] @ [4, 5]"), Error);
+    const Tensor v3(xt::xarray<float>::from_shape({3})), m34(xt::xarray<float>::from_shape({3, 4}));
+    CHECK_ERROR("matmul: ", matmul(v3, m34));  // 1-D operand
+    const Tensor b234(xt::xarray<float>::from_shape({2, 3, 4})), b345(xt::xarray<float>::from_shape({3, 4, 5}));
+    CHECK_ERROR("matmul: ", matmul(b234, b345));  // batch dims 2 and 3 do not broadcast
+  }
+}
+
+// ---- neural-network ops ------------------------------------------------------------------------------------------
+
+// softmax and log_softmax over the last axis, including inputs far from 0 (the row max is subtracted).
+TEST_CASE("softmax, log_softmax") {
+  std::mt19937 gen(109);
+
+  SUBCASE("gradients") {
+    for (const shape_t& shape : {shape_t{3, 5}, shape_t{2, 2, 4}, shape_t{4}}) {
+      INFO("shape " << shape_str(shape));
+      DTensor a = rand_input(shape, gen, -3.0, 3.0);
+      CHECK_GRADIENT([](const Inputs& in) { return softmax(in[0]); }, {a});
+      CHECK_GRADIENT([](const Inputs& in) { return log_softmax(in[0]); }, {a});
+    }
+    DTensor big = rand_input({2, 3}, gen, 40.0, 45.0);
+    CHECK_GRADIENT([](const Inputs& in) { return softmax(in[0]); }, {big});
+    CHECK_GRADIENT([](const Inputs& in) { return log_softmax(in[0]); }, {big});
+  }
+  SUBCASE("values") {
+    const xt::xarray<double> p{0.09003057317038046, 0.24472847105479767, 0.6652409557748219};
+    const xt::xarray<double> lp{-2.40760596444438, -1.4076059644443801, -0.4076059644443803};
+    CHECK_CLOSE(softmax(Tensor(xt::xarray<float>{1, 2, 3})).value(), p, 1e-6);
+    CHECK_CLOSE(log_softmax(Tensor(xt::xarray<float>{1, 2, 3})).value(), lp, 1e-6);
+    // Shifting a row changes nothing and large logits do not overflow.
+    CHECK_CLOSE(softmax(Tensor(xt::xarray<float>{1001, 1002, 1003})).value(), p, 1e-6);
+    CHECK_CLOSE(log_softmax(Tensor(xt::xarray<float>{-1001, -1000, -999})).value(), lp, 1e-4);
+    // Rows are independent: each row of a 2-D input sums to 1.
+    const Tensor x(xt::xarray<float>{{1, 2, 3}, {0, 0, 0}});
+    CHECK_CLOSE(softmax(x).value(), (xt::xarray<double>{{p(0), p(1), p(2)}, {1. / 3, 1. / 3, 1. / 3}}), 1e-6);
+  }
+  SUBCASE("errors") {
+    const Tensor s = scalar(1.f);
+    CHECK_ERROR("softmax: ", softmax(s));
+    CHECK_ERROR("log_softmax: ", log_softmax(s));
+  }
+}
+
+// masked_fill: masked positions hold the value and pass no gradient; the mask broadcasts to the input's shape.
+TEST_CASE("masked_fill") {
+  std::mt19937 gen(110);
+  DTensor a = rand_input({3, 4}, gen);
+  xt::xarray<bool> full{{true, false, false, true}, {false, false, true, false}, {true, true, false, false}};
+  xt::xarray<bool> cols{{false, true, false, true}};  // [1, 4]
+  xt::xarray<bool> rows = reshaped<bool>({true, false, false}, {3, 1});
+
+  SUBCASE("gradients") {
+    for (const auto* mask : {&full, &cols, &rows}) {
+      INFO("mask shape " << shape_str(shape_of(*mask)));
+      CHECK_GRADIENT([mask](const Inputs& in) { return masked_fill(in[0], *mask, 0.75); }, {a});
+    }
+    // The usual attention use: mask with -inf, then softmax (some positions of every row masked).
+    CHECK_GRADIENT(
+        [&](const Inputs& in) { return softmax(masked_fill(in[0], full, -std::numeric_limits<double>::infinity())); },
+        {a});
+  }
+  SUBCASE("values") {
+    const Tensor x(xt::xarray<float>{{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 12}});
+    CHECK_CLOSE(masked_fill(x, full, -1.0).value(), (xt::xarray<double>{{-1, 2, 3, -1}, {5, 6, -1, 8}, {-1, -1, 11, 12}}),
+                0.0);
+    CHECK_CLOSE(masked_fill(x, cols, 0.0).value(), (xt::xarray<double>{{1, 0, 3, 0}, {5, 0, 7, 0}, {9, 0, 11, 0}}), 0.0);
+    CHECK_CLOSE(softmax(masked_fill(x, cols, -INFINITY)).value()(0, 0), 0.11920292202211755, 1e-6);  // 1/(1+e^2)
+  }
+  SUBCASE("errors") {
+    CHECK_ERROR("masked_fill: ", masked_fill(a, xt::xarray<bool>::from_shape({2, 4}), 0.0));     // does not broadcast
+    CHECK_ERROR("masked_fill: ", masked_fill(a, xt::xarray<bool>::from_shape({2, 3, 4}), 0.0));  // broadcasts past a
+  }
+}
+
+// Documented: a softmax row whose every entry is -inf (fully masked) is all zeros, not NaN, and passes zero gradient.
+TEST_CASE("softmax of a fully masked row: zeros, zero gradient, no NaN") {
+  xt::xarray<bool> mask{{false, true, false, true}, {true, true, true, true}, {false, false, false, false}};
+
+  SUBCASE("float32, as in training") {
+    Tensor a(xt::xarray<float>{{0.5f, -1.f, 2.f, 0.f}, {1.f, 2.f, 3.f, 4.f}, {-0.5f, 0.25f, 1.f, 3.f}}, true);
+    const Tensor p = softmax(masked_fill(a, mask, -INFINITY));
+    CHECK(all_finite(p.value()));
+    CHECK_CLOSE(xt::view(p.value(), 1), (xt::xarray<double>{0, 0, 0, 0}), 0.0);
+    CHECK(xt::sum(xt::view(p.value(), 0))() == doctest::Approx(1.0));
+    CHECK(xt::sum(xt::view(p.value(), 2))() == doctest::Approx(1.0));
+    p.backward(xt::xarray<float>{{1, 2, 3, 4}, {5, 6, 7, 8}, {-1, 0, 1, 2}});
+    CHECK(all_finite(a.grad()));
+    CHECK_CLOSE(xt::view(a.grad(), 1), (xt::xarray<double>{0, 0, 0, 0}), 0.0);
+    CHECK(a.grad()(0, 1) == 0.f);  // masked in a partially masked row
+    CHECK(a.grad()(0, 3) == 0.f);
+  }
+  SUBCASE("float64 gradient check") {
+    std::mt19937 gen(111);
+    DTensor a = rand_input({3, 4}, gen);
+    CHECK_GRADIENT([&](const Inputs& in) { return softmax(masked_fill(in[0], mask, -INFINITY)); }, {a});
+  }
+}
+
+// layer_norm over the last axis with and without weight/bias, on 2-D and 3-D inputs.
+TEST_CASE("layer_norm") {
+  std::mt19937 gen(112);
+
+  SUBCASE("gradients") {
+    DTensor x = rand_input({3, 5}, gen), w = rand_input({5}, gen, 0.5, 1.5), b = rand_input({5}, gen);
+    CHECK_GRADIENT([](const Inputs& in) { return layer_norm(in[0], in[1], in[2]); }, {x, w, b});
+    CHECK_GRADIENT([](const Inputs& in) { return layer_norm(in[0], DTensor(), DTensor()); }, {x});
+    CHECK_GRADIENT([](const Inputs& in) { return layer_norm(in[0], in[1], DTensor()); }, {x, w});
+    CHECK_GRADIENT([](const Inputs& in) { return layer_norm(in[0], DTensor(), in[1]); }, {x, b});
+    CHECK_GRADIENT([](const Inputs& in) { return layer_norm(in[0], in[1], in[2], 0.1); }, {x, w, b});
+    DTensor x3 = rand_input({2, 2, 4}, gen), w4 = rand_input({4}, gen, 0.5, 1.5), b4 = rand_input({4}, gen);
+    CHECK_GRADIENT([](const Inputs& in) { return layer_norm(in[0], in[1], in[2]); }, {x3, w4, b4});
+    // Constant weight and bias: only x is checked.
+    const DTensor wc = w.detach(), bc = b.detach();
+    CHECK_GRADIENT([&](const Inputs& in) { return layer_norm(in[0], wc, bc); }, {x});
+  }
+  SUBCASE("values") {
+    // Row [1, 2, 3, 4]: mean 2.5, biased variance 1.25.
+    const Tensor x(xt::xarray<float>{{1, 2, 3, 4}});
+    const double rstd = 1.0 / std::sqrt(1.25 + 1e-5);
+    const xt::xarray<double> xhat{{-1.5 * rstd, -0.5 * rstd, 0.5 * rstd, 1.5 * rstd}};
+    CHECK_CLOSE(layer_norm(x, Tensor(), Tensor()).value(), xhat, 1e-6);
+    const Tensor w(xt::xarray<float>{2, 0.5, 1, -1}), b(xt::xarray<float>{0.1f, 0.2f, 0.3f, 0.4f});
+    CHECK_CLOSE(layer_norm(x, w, b).value(),
+                (xt::xarray<double>{{-3 * rstd + 0.1, -0.25 * rstd + 0.2, 0.5 * rstd + 0.3, -1.5 * rstd + 0.4}}), 1e-6);
+    // eps is added to the variance: with eps = 0.75 the variance term is exactly 2.
+    const double r2 = 1.0 / std::sqrt(2.0);
+    CHECK_CLOSE(layer_norm(x, Tensor(), Tensor(), 0.75).value(),
+                (xt::xarray<double>{{-1.5 * r2, -0.5 * r2, 0.5 * r2, 1.5 * r2}}), 1e-6);
+  }
+  SUBCASE("errors") {
+    const Tensor x(xt::xarray<float>::from_shape({2, 5}));
+    const Tensor w4(xt::xarray<float>::from_shape({4})), w51(xt::xarray<float>::from_shape({5, 1}));
+    CHECK_ERROR("layer_norm: ", layer_norm(x, w4, Tensor()));   // weight of the wrong size
+    CHECK_ERROR("layer_norm: ", layer_norm(x, Tensor(), w51));  // bias of the wrong rank
+    CHECK_ERROR("layer_norm: ", layer_norm(scalar(1.f), Tensor(), Tensor()));
+  }
+}
+
+// embedding: gathered rows; a row picked several times accumulates the gradient of every pick.
+TEST_CASE("embedding") {
+  std::mt19937 gen(113);
+  DTensor w = rand_input({5, 3}, gen);
+
+  SUBCASE("gradients") {
+    const index_array repeated{{0, 2, 2}, {4, 0, 1}};
+    CHECK(embedding(w, repeated).shape() == shape_t{2, 3, 3});
+    CHECK_GRADIENT([&](const Inputs& in) { return embedding(in[0], repeated); }, {w});
+    const index_array same{3, 3, 3, 3};
+    CHECK_GRADIENT([&](const Inputs& in) { return embedding(in[0], same); }, {w});
+    index_array one = index_array::from_shape({});  // 0-d index → one row [D]
+    one() = 4;
+    CHECK(embedding(w, one).shape() == shape_t{3});
+    CHECK_GRADIENT([&](const Inputs& in) { return embedding(in[0], one); }, {w});
+  }
+  SUBCASE("values") {
+    Tensor table(xt::xarray<float>{{0, 1}, {10, 11}, {20, 21}}, true);
+    const Tensor out = embedding(table, index_array{2, 0, 2});
+    CHECK_CLOSE(out.value(), (xt::xarray<double>{{20, 21}, {0, 1}, {20, 21}}), 0.0);
+    sum(out).backward();
+    CHECK_CLOSE(table.grad(), (xt::xarray<double>{{1, 1}, {0, 0}, {2, 2}}), 0.0);
+  }
+  SUBCASE("errors") {
+    CHECK_ERROR("embedding: ", embedding(w, index_array{0, 5}));   // V = 5
+    CHECK_ERROR("embedding: ", embedding(w, index_array{-1, 0}));
+    CHECK_THROWS_WITH_AS(embedding(w, index_array{0, 1, 7}), doctest::Contains("index 7"), Error);
+    const DTensor flat(xt::xarray<double>::from_shape({5}));
+    CHECK_ERROR("embedding: ", embedding(flat, index_array{0}));  // weight must be 2-D
+  }
+}
+
+// cross_entropy: mean over positions whose target is not ignore_index, 1-D/2-D/3-D logits.
+TEST_CASE("cross_entropy") {
+  std::mt19937 gen(114);
+
+  SUBCASE("gradients") {
+    DTensor l2 = rand_input({4, 5}, gen, -2.0, 2.0);
+    const index_array t2{1, -1, 3, -1};
+    CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t2); }, {l2});
+    DTensor l3 = rand_input({2, 3, 4}, gen, -2.0, 2.0);
+    const index_array t3{{0, 3, -1}, {2, -1, 1}};
+    CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t3); }, {l3});
+    DTensor l1 = rand_input({5}, gen, -2.0, 2.0);
+    index_array t0 = index_array::from_shape({});
+    t0() = 2;
+    CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t0); }, {l1});
+    // A custom ignore_index: positions with target 2 drop out, -1 is then out of range (see errors).
+    const index_array t2b{1, 2, 3, 2};
+    CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t2b, 2); }, {l2});
+    // Large logits in double: still stable.
+    DTensor big = rand_input({3, 4}, gen, -300.0, 300.0);
+    CHECK_GRADIENT([](const Inputs& in) { return cross_entropy(in[0], index_array{0, 3, 1}); }, {big});
+  }
+  SUBCASE("values") {
+    // Uniform logits: log C.
+    CHECK(cross_entropy(Tensor(xt::xarray<float>{{0, 0, 0}}), index_array{1}).item() == doctest::Approx(std::log(3.0)));
+    // Ignored positions do not enter the mean's denominator.
+    CHECK(cross_entropy(Tensor(xt::xarray<float>{{0, 0, 0}, {100, 0, 0}}), index_array{0, -1}).item() ==
+          doctest::Approx(std::log(3.0)));
+    // Equals -mean(log_softmax(logits)[i, t_i]) over the kept positions.
+    const DTensor l(uniform({3, 4}, gen, -2.0, 2.0));
+    const auto lp = log_softmax(l).value();
+    CHECK(cross_entropy(l, index_array{2, -1, 0}).item() == doctest::Approx(-(lp(0, 2) + lp(2, 0)) / 2).epsilon(1e-12));
+    // Far-apart float32 logits: logsumexp([-431, 279, 427]) - (-431) = 858 exactly in float; the gradient is
+    // softmax - onehot = [-1, 0, 1] and finite.
+    Tensor far(xt::xarray<float>{-431.f, 279.f, 427.f}, true);
+    index_array t = index_array::from_shape({});
+    t() = 0;
+    const Tensor loss = cross_entropy(far, t);
+    CHECK(loss.item() == 858.f);
+    loss.backward();
+    CHECK(all_finite(far.grad()));
+    CHECK_CLOSE(far.grad(), (xt::xarray<double>{-1, 0, 1}), 1e-6);
+    // No position carries a target: loss 0 and zero gradient (documented).
+    Tensor none(xt::xarray<float>{{1, 2}, {3, 4}}, true);
+    const Tensor zero = cross_entropy(none, index_array{-1, -1});
+    CHECK(zero.item() == 0.f);
+    zero.backward();
+    CHECK_CLOSE(none.grad(), (xt::xarray<double>{{0, 0}, {0, 0}}), 0.0);
+  }
+  SUBCASE("errors") {
+    const Tensor logits(xt::xarray<float>::from_shape({4, 5}));
+    CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, 5, 1, 2}));   // C = 5
+    CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, -2, 1, 2}));  // negative, not ignore_index
+    CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, -1, 1, 2}, 7));
+    CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, 1, 2}));      // targets [3] vs logits [4, 5]
+  }
+}
+
+// ---- composition -------------------------------------------------------------------------------------------------
+
+// A tiny causal self-attention block with a residual and layer norm: gradients through several ops at once, with
+// tensors reused on several paths.
+TEST_CASE("ops compose: a small attention block") {
+  std::mt19937 gen(115);
+  DTensor x = rand_input({2, 3, 4}, gen), wq = rand_input({4, 4}, gen), wk = rand_input({4, 4}, gen),
+          wv = rand_input({4, 4}, gen);
+  const xt::xarray<bool> causal{{false, true, true}, {false, false, true}, {false, false, false}};
+  auto block = [&](const Inputs& in) {
+    const DTensor q = matmul(in[0], in[1]), k = matmul(in[0], in[2]), v = matmul(in[0], in[3]);
+    const DTensor scores = masked_fill(matmul(q, transpose(k, -1, -2)) * 0.5, causal, -INFINITY);
+    const DTensor y = in[0] + matmul(softmax(scores), v);
+    return gelu(layer_norm(y, DTensor(), DTensor()));
+  };
+  CHECK_GRADIENT(block, {x, wq, wk, wv});
+}

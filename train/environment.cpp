@@ -1,0 +1,70 @@
+#include "train/environment.h"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <unistd.h>
+
+#include <cblas.h>
+#include <spdlog/spdlog.h>
+#include <xtensor-blas/xblas_config.hpp>
+#include <xtensor/xtensor_config.hpp>
+
+#include "autograd/blas.h"
+
+namespace xgrad::train {
+
+namespace {
+bool is_avx512_core(const std::string& core) {
+  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+}
+bool is_avx2_core(const std::string& core) {
+  return is_avx512_core(core) || core == "Haswell" || core == "Zen" || core == "SkylakeX";
+}
+}  // namespace
+
+void select_blas_core(int /*argc*/, char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("XGRAD_NO_BLAS_REEXEC")) return;
+  const std::string core = blas::core_name();
+  __builtin_cpu_init();
+  const char* wanted = nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq") && !is_avx512_core(core))
+    wanted = "SkylakeX";
+  else if (!wanted && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !is_avx2_core(core) &&
+           !is_avx512_core(core))
+    wanted = "Haswell";
+  if (!wanted) return;
+  setenv("OPENBLAS_CORETYPE", wanted, 1);
+  setenv("XGRAD_NO_BLAS_REEXEC", "1", 1);  // never loop
+  execv("/proc/self/exe", argv);
+  // exec failed: carry on with the slower kernels rather than fail the run.
+  spdlog::warn("OpenBLAS picked core {}; re-executing with OPENBLAS_CORETYPE={} failed, continuing", core, wanted);
+}
+
+void set_threads(int n) {
+  if (n < 1) throw std::invalid_argument("--threads must be >= 1");
+  blas::set_num_threads(n);
+}
+
+nlohmann::json environment_json() {
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  return {
+      {"xgrad", XGRAD_VERSION},
+      {"compiler", __VERSION__},
+      {"xtensor", std::to_string(XTENSOR_VERSION_MAJOR) + "." + std::to_string(XTENSOR_VERSION_MINOR) + "." +
+                      std::to_string(XTENSOR_VERSION_PATCH)},
+      {"xtensor_blas", std::to_string(XTENSOR_BLAS_VERSION_MAJOR) + "." + std::to_string(XTENSOR_BLAS_VERSION_MINOR) +
+                           "." + std::to_string(XTENSOR_BLAS_VERSION_PATCH)},
+      {"openblas", openblas_get_config()},
+      {"openblas_core", blas::core_name()},
+      {"openblas_coretype_env", coretype ? coretype : ""},
+      {"blas_threads", blas::num_threads()},
+      {"spdlog", std::to_string(SPDLOG_VER_MAJOR) + "." + std::to_string(SPDLOG_VER_MINOR) + "." +
+                     std::to_string(SPDLOG_VER_PATCH)},
+      {"nlohmann_json", std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." +
+                            std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "." +
+                            std::to_string(NLOHMANN_JSON_VERSION_PATCH)},
+  };
+}
+
+}  // namespace xgrad::train

@@ -1,0 +1,23 @@
+// The process environment a run depends on: the BLAS kernel family, threads, and library versions.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace xgrad::train {
+
+/// Debian's OpenBLAS 0.3.21 detects some AVX-512 CPUs as "Prescott" (SSE3 kernels, 3-5x slower sgemm). If the CPU
+/// supports better kernels than the library picked and the user has not set OPENBLAS_CORETYPE, this sets it
+/// (SkylakeX for AVX-512, Haswell for AVX2+FMA) and re-executes the program once (the variable is read when the
+/// library loads). Returns normally when nothing needs to change; does not return after a successful re-exec.
+/// XGRAD_NO_BLAS_REEXEC=1 in the environment turns it off.
+void select_blas_core(int argc, char** argv);
+
+/// Sets BLAS threads (throws std::invalid_argument if n < 1).
+void set_threads(int n);
+
+/// xgrad, compiler, xtensor, xtensor-blas, OpenBLAS (version string and core), spdlog, nlohmann-json versions.
+nlohmann::json environment_json();
+
+}  // namespace xgrad::train
