@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# xgrad's entry point. Installs what it needs (Debian 12 packages), configures, builds, then:
+#   ./run.sh experiment [flags]   train scaled vs unscaled attention at d_k = 16, 64, 256 and print the comparison
+#   ./run.sh test                 run the test suite (ctest)
+#   ./run.sh build                only install and build
+# Flags after `experiment` go to `xgrad experiment` (see ./build/bin/xgrad experiment --help).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(g++ make cmake pkg-config
+  libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev libopenblas-dev
+  doctest-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev)
+
+install_packages() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "run.sh: missing packages ${missing[*]} and not root (no sudo)" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "run.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+build() {
+  install_packages
+  if [ ! -f build/CMakeCache.txt ]; then
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  fi
+  echo "run.sh: building (log: build/build.log)"
+  if ! cmake --build build -j"$(nproc)" >build/build.log 2>&1; then
+    grep -E 'error|Error' -A5 build/build.log | head -60 >&2
+    echo "run.sh: build failed; the full log is build/build.log" >&2
+    exit 1
+  fi
+}
+
+cmd="${1:-}"
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  experiment)
+    build
+    exec ./build/bin/xgrad experiment "$@"
+    ;;
+  test)
+    build
+    cd build && exec ctest --output-on-failure -j"$(nproc)" "$@"
+    ;;
+  build)
+    build
+    ;;
+  *)
+    echo "usage: ./run.sh experiment [flags] | ./run.sh test | ./run.sh build" >&2
+    exit 2
+    ;;
+esac
