@@ -1,0 +1,153 @@
+// Modules, initialisation and optimizers: names, shapes, masking, equal weights across scale modes, update rules.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/gradcheck.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+
+using namespace xgrad;
+using namespace xgrad::nn;
+
+namespace {
+ModelConfig small_config(ScaleMode scale = ScaleMode::sqrt_dk) {
+  ModelConfig c;
+  c.vocab_size = 11;
+  c.max_seq_len = 7;
+  c.d_model = 8;
+  c.n_heads = 2;
+  c.n_layers = 2;
+  c.scale = scale;
+  return c;
+}
+index_array tokens(std::size_t B, std::size_t T, std::size_t V) {
+  index_array t = index_array::from_shape({B, T});
+  for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<std::int64_t>((i * 7 + 3) % V);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("named_parameters are dotted, in registration order, and all require grad") {
+  AttentionModel model(small_config(), 0);
+  const auto named = model.named_parameters();
+  std::vector<std::string> names;
+  for (auto& [n, p] : named) {
+    names.push_back(n);
+    CHECK(p.requires_grad());
+  }
+  CHECK(names.front() == "tok_emb.weight");
+  CHECK(std::find(names.begin(), names.end(), "blocks.0.attn.w_q.weight") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "blocks.1.mlp.fc_in.bias") != names.end());
+  CHECK(names.back() == "head.bias");
+}
+
+TEST_CASE("module output shapes") {
+  Generator gen(0);
+  Tensor x = zeros<float>({3, 5, 8});
+  CHECK(Linear(8, 4, true, gen).forward(x).shape() == shape_t{3, 5, 4});
+  CHECK(LayerNorm(8).forward(x).shape() == shape_t{3, 5, 8});
+  CHECK(MLP(8, 16, gen).forward(x).shape() == shape_t{3, 5, 8});
+  MultiHeadAttention attn(8, 2, ScaleMode::sqrt_dk, true, gen);
+  CHECK(attn.d_k == 4);
+  CHECK(attn.forward(x).shape() == shape_t{3, 5, 8});
+  CHECK(Embedding(11, 8, gen).forward(tokens(3, 5, 11)).shape() == shape_t{3, 5, 8});
+  AttentionModel model(small_config(), 0);
+  CHECK(model.forward(tokens(3, 7, 11)).shape() == shape_t{3, 7, 11});
+  CHECK_THROWS_AS(model.forward(tokens(3, 8, 11)), Error);  // longer than max_seq_len
+  CHECK_THROWS_AS(MultiHeadAttention(10, 3, ScaleMode::none, true, gen), Error);
+}
+
+TEST_CASE("causal attention: a later token never changes an earlier position's output") {
+  AttentionModel model(small_config(), 1);
+  index_array t = tokens(1, 7, 11);
+  const xt::xarray<float> before = model.forward(t).value();
+  t(0, 6) = (t(0, 6) + 1) % 11;
+  const xt::xarray<float> after = model.forward(t).value();
+  for (std::size_t pos = 0; pos < 6; ++pos)
+    for (std::size_t c = 0; c < 11; ++c) CHECK(before(0, pos, c) == after(0, pos, c));
+  bool last_changed = false;
+  for (std::size_t c = 0; c < 11; ++c) last_changed = last_changed || before(0, 6, c) != after(0, 6, c);
+  CHECK(last_changed);
+}
+
+TEST_CASE("models with different scale modes start from identical weights") {
+  AttentionModel a(small_config(ScaleMode::sqrt_dk), 42), b(small_config(ScaleMode::none), 42),
+      c(small_config(ScaleMode::none), 43);
+  const auto pa = a.named_parameters(), pb = b.named_parameters(), pc = c.named_parameters();
+  REQUIRE(pa.size() == pb.size());
+  bool any_differs_with_seed = false;
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    CHECK(pa[i].first == pb[i].first);
+    CHECK(pa[i].second.value() == pb[i].second.value());
+    any_differs_with_seed = any_differs_with_seed || pa[i].second.value() != pc[i].second.value();
+  }
+  CHECK(any_differs_with_seed);
+}
+
+TEST_CASE("scale_factor: 1, 1/sqrt(d_k), 1/d_k; unknown names are rejected with the allowed list") {
+  CHECK(scale_factor(ScaleMode::none, 64) == 1.0);
+  CHECK(scale_factor(ScaleMode::sqrt_dk, 64) == doctest::Approx(0.125));
+  CHECK(scale_factor(ScaleMode::dk, 64) == doctest::Approx(1.0 / 64));
+  CHECK(parse_scale_mode("sqrt_dk") == ScaleMode::sqrt_dk);
+  CHECK_THROWS_WITH_AS(parse_scale_mode("sqrt"), doctest::Contains("allowed: none, sqrt_dk, dk"), Error);
+}
+
+TEST_CASE("init: LeCun normal projections have variance ~1/fan_in; at init unscaled scores have std ~sqrt(d_k)") {
+  Generator gen(3);
+  Linear lin(256, 256, false, gen);
+  const auto& w = lin.weight.value();
+  double s2 = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) s2 += w.data()[i] * w.data()[i];
+  CHECK(s2 / static_cast<double>(w.size()) == doctest::Approx(1.0 / 256).epsilon(0.05));
+
+  // Unit-variance inputs (what LayerNorm feeds attention): q.k std should be near sqrt(d_k) without scaling.
+  MultiHeadAttention attn(64, 1, ScaleMode::none, false, gen);
+  attn.record_attention = true;
+  Tensor x = zeros<float>({8, 16, 64});
+  for (std::size_t i = 0; i < x.numel(); ++i) x.mutable_value().data()[i] = static_cast<float>(gen.normal());
+  attn.forward(x);
+  double m = 0, v = 0;
+  const auto& sc = attn.last_scores;
+  for (std::size_t i = 0; i < sc.size(); ++i) m += sc.data()[i];
+  m /= static_cast<double>(sc.size());
+  for (std::size_t i = 0; i < sc.size(); ++i) v += (sc.data()[i] - m) * (sc.data()[i] - m);
+  CHECK(std::sqrt(v / static_cast<double>(sc.size())) == doctest::Approx(8.0).epsilon(0.2));
+}
+
+TEST_CASE("SGD with momentum follows PyTorch's update rule") {
+  Tensor p(xt::xarray<float>{1.f, -2.f}, true);
+  SGD opt({p}, 0.1, 0.9);
+  for (int step = 0; step < 2; ++step) {
+    opt.zero_grad();
+    sum(p * p).backward();  // grad = 2p
+    opt.step();
+  }
+  // step 1: buf = 2p0 = [2,-4]; p1 = p0 - 0.1 buf = [0.8, -1.6]
+  // step 2: buf = 0.9 [2,-4] + 2 p1 = [3.4, -6.8]; p2 = p1 - 0.1 buf = [0.46, -0.92]
+  CHECK(p.value()(0) == doctest::Approx(0.46));
+  CHECK(p.value()(1) == doctest::Approx(-0.92));
+}
+
+TEST_CASE("AdamW: the first step moves each weight by lr against its gradient's sign, plus decoupled decay") {
+  Tensor p(xt::xarray<float>{1.f, -2.f, 0.5f}, true);
+  AdamW opt({p}, 0.01, 0.9, 0.999, 1e-8, 0.1);
+  sum(p * Tensor(xt::xarray<float>{3.f, -1.f, 0.f})).backward();
+  opt.step();
+  // m_hat / sqrt(v_hat) = sign(g) on step 1; decay multiplies by (1 - lr * wd) first.
+  CHECK(p.value()(0) == doctest::Approx(1.0 * (1 - 0.001) - 0.01));
+  CHECK(p.value()(1) == doctest::Approx(-2.0 * (1 - 0.001) + 0.01));
+  CHECK(p.value()(2) == doctest::Approx(0.5 * (1 - 0.001)));  // zero gradient: decay only
+  CHECK(opt.step_count() == 1);
+}
+
+TEST_CASE("clip_grad_norm returns the norm before clipping and scales gradients to max_norm") {
+  Tensor a(xt::xarray<float>{0.f, 0.f}, true), b(xt::xarray<float>{0.f}, true);
+  sum(a * Tensor(xt::xarray<float>{3.f, 0.f})).backward();
+  sum(b * 4.0).backward();
+  const double total = clip_grad_norm({a, b}, 1.0);
+  CHECK(total == doctest::Approx(5.0));
+  CHECK(a.grad()(0) == doctest::Approx(0.6).epsilon(1e-4));
+  CHECK(b.grad()(0) == doctest::Approx(0.8).epsilon(1e-4));
+  CHECK(clip_grad_norm({a, b}, 0.0) == doctest::Approx(1.0).epsilon(1e-4));  // 0 = no clipping
+}
