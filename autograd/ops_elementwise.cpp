@@ -4,7 +4,7 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xoperation.hpp>
 
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
 
 namespace xgrad {
 

@@ -1,6 +1,6 @@
 // Batched matrix product on BLAS. Batch dims broadcast as in numpy.matmul; each matrix pair is one GEMM.
 #include "autograd/blas.h"
-#include "autograd/ops.h"
+#include "autograd/ops_matmul.h"
 
 namespace xgrad {
 

@@ -6,7 +6,7 @@
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xoperation.hpp>
 
-#include "autograd/ops.h"
+#include "autograd/ops_nn.h"
 
 namespace xgrad {
 

@@ -4,7 +4,7 @@
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xreducer.hpp>
 
-#include "autograd/ops.h"
+#include "autograd/ops_reduce.h"
 
 namespace xgrad {
 

@@ -3,7 +3,7 @@
 
 #include <xtensor/xmanipulation.hpp>
 
-#include "autograd/ops.h"
+#include "autograd/ops_shape.h"
 
 namespace xgrad {
 

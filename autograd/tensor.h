@@ -19,6 +19,8 @@
 namespace xgrad {
 
 using shape_t = std::vector<std::size_t>;
+/// Integer indices (token ids, class targets, gather indices).
+using index_array = xt::xarray<std::int64_t>;
 
 /// Thrown for every user-facing error of the engine: shape mismatches, bad axes, misuse of backward.
 /// The message names the op and the shapes involved.

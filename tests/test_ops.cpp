@@ -79,21 +79,21 @@ bool all_finite(const xt::xarray<T>& a) {
 }  // namespace
 
 /// gradcheck(f, inputs[, options]); on failure the report names the worst element.
-#define CHECK_GRADIENT(...)                                                 \
-  do {                                                                      \
+#define CHECK_GRADIENT(...)                                                      \
+  do {                                                                           \
     const ::xgrad::GradcheckResult gc_result_ = ::xgrad::gradcheck(__VA_ARGS__); \
-    INFO(gc_result_.message);                                               \
-    CHECK(gc_result_.ok);                                                   \
+    INFO(gc_result_.message);                                                    \
+    CHECK(gc_result_.ok);                                                        \
   } while (false)
 
 /// Same shape and every element within `tol` (absolute) of the expected array.
-#define CHECK_CLOSE(got, want, tol)                                                      \
-  do {                                                                                   \
-    const xt::xarray<double> got_ = (got);                                               \
-    const xt::xarray<double> want_ = (want);                                             \
-    INFO("got:\n" << to_string(got_) << "\nexpected:\n" << to_string(want_));            \
-    REQUIRE(shape_of(got_) == shape_of(want_));                                          \
-    CHECK(xt::allclose(got_, want_, 0.0, (tol)));                                        \
+#define CHECK_CLOSE(got, want, tol)                                           \
+  do {                                                                        \
+    const xt::xarray<double> got_ = (got);                                    \
+    const xt::xarray<double> want_ = (want);                                  \
+    INFO("got:\n" << to_string(got_) << "\nexpected:\n" << to_string(want_)); \
+    REQUIRE(shape_of(got_) == shape_of(want_));                               \
+    CHECK(xt::allclose(got_, want_, 0.0, (tol)));                             \
   } while (false)
 
 /// The expression throws xgrad::Error whose message contains `text` (the op's name, "op: ...").
@@ -224,8 +224,8 @@ TEST_CASE("exp, log, sqrt, tanh, sigmoid, gelu") {
                 1e-12);
     CHECK_CLOSE(tanh(x).value(), (xt::xarray<double>{-0.7615941559557649, 0, 0.7615941559557649, 0.9950547536867305}),
                 1e-12);
-    CHECK_CLOSE(sigmoid(x).value(), (xt::xarray<double>{0.2689414213699951, 0.5, 0.7310585786300049, 0.9525741268224334}),
-                1e-12);
+    CHECK_CLOSE(sigmoid(x).value(),
+                (xt::xarray<double>{0.2689414213699951, 0.5, 0.7310585786300049, 0.9525741268224334}), 1e-12);
     // tanh-approximated GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
     CHECK_CLOSE(gelu(x).value(), (xt::xarray<double>{-0.15880800939172324, 0, 0.8411919906082768, 2.996362607918227}),
                 1e-12);
@@ -509,9 +509,10 @@ TEST_CASE("masked_fill") {
   }
   SUBCASE("values") {
     const Tensor x(xt::xarray<float>{{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 12}});
-    CHECK_CLOSE(masked_fill(x, full, -1.0).value(), (xt::xarray<double>{{-1, 2, 3, -1}, {5, 6, -1, 8}, {-1, -1, 11, 12}}),
-                0.0);
-    CHECK_CLOSE(masked_fill(x, cols, 0.0).value(), (xt::xarray<double>{{1, 0, 3, 0}, {5, 0, 7, 0}, {9, 0, 11, 0}}), 0.0);
+    CHECK_CLOSE(masked_fill(x, full, -1.0).value(),
+                (xt::xarray<double>{{-1, 2, 3, -1}, {5, 6, -1, 8}, {-1, -1, 11, 12}}), 0.0);
+    CHECK_CLOSE(masked_fill(x, cols, 0.0).value(),
+                (xt::xarray<double>{{1, 0, 3, 0}, {5, 0, 7, 0}, {9, 0, 11, 0}}), 0.0);
     CHECK_CLOSE(softmax(masked_fill(x, cols, -INFINITY)).value()(0, 0), 0.11920292202211755, 1e-6);  // 1/(1+e^2)
   }
   SUBCASE("errors") {
