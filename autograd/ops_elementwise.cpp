@@ -93,6 +93,10 @@ template <class T>
 basic_tensor<T> pow_scalar(const basic_tensor<T>& a, double p) {
   const T e = static_cast<T>(p);
   return make_result<T>("pow_scalar", xt::pow(a.value(), e), {a}, [e](Node<T>& self) {
+    if (e == T(0)) {  // x^0 = 1 everywhere: zero gradient, also at x = 0 (where e * x^(e-1) would be 0 * inf)
+      accumulate_grad(*self.inputs[0], xt::xarray<T>(xt::zeros<T>(self.grad.shape())), "pow_scalar");
+      return;
+    }
     const auto& x = self.inputs[0]->value;
     accumulate_grad(*self.inputs[0], xt::xarray<T>(self.grad * e * xt::pow(x, e - T(1))), "pow_scalar");
   });

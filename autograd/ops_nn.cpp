@@ -66,9 +66,12 @@ basic_tensor<T> log_softmax(const basic_tensor<T>& a) {
     T* o = out.data() + i * r.cols;
     T m = -std::numeric_limits<T>::infinity();
     for (std::size_t j = 0; j < r.cols; ++j) m = std::max(m, in[j]);
+    if (m == -std::numeric_limits<T>::infinity()) {  // fully masked row: log of the all-zero softmax
+      for (std::size_t j = 0; j < r.cols; ++j) o[j] = m;
+      continue;
+    }
     T s = 0;
-    if (m != -std::numeric_limits<T>::infinity())
-      for (std::size_t j = 0; j < r.cols; ++j) s += std::exp(in[j] - m);
+    for (std::size_t j = 0; j < r.cols; ++j) s += std::exp(in[j] - m);
     const T lse = m + std::log(s);
     for (std::size_t j = 0; j < r.cols; ++j) o[j] = in[j] - lse;
   }
@@ -79,6 +82,14 @@ basic_tensor<T> log_softmax(const basic_tensor<T>& a) {
       const T* lp = self.value.data() + i * r.cols;
       const T* g = self.grad.data() + i * r.cols;
       T* d = gx.data() + i * r.cols;
+      if (r.cols && lp[0] == -std::numeric_limits<T>::infinity() && std::isinf(lp[r.cols - 1])) {
+        bool masked = true;  // a fully masked row passes no gradient (its output does not depend on the input)
+        for (std::size_t j = 0; j < r.cols; ++j) masked = masked && lp[j] == -std::numeric_limits<T>::infinity();
+        if (masked) {
+          for (std::size_t j = 0; j < r.cols; ++j) d[j] = T(0);
+          continue;
+        }
+      }
       T total = 0;
       for (std::size_t j = 0; j < r.cols; ++j) total += g[j];
       for (std::size_t j = 0; j < r.cols; ++j) d[j] = g[j] - std::exp(lp[j]) * total;

@@ -11,7 +11,8 @@ namespace xgrad {
 /// Softmax over the last axis, numerically stable (the row max is subtracted before exp).
 /// A row whose every entry is -inf (fully masked) yields all zeros (not NaN) and passes zero gradient.
 template <class T> basic_tensor<T> softmax(const basic_tensor<T>& a);
-/// log(softmax(a)) over the last axis, computed as a - max - log(sum(exp(a - max))).
+/// log(softmax(a)) over the last axis, computed as a - max - log(sum(exp(a - max))). A fully masked row (all
+/// -inf) yields all -inf (the log of softmax's all-zero row) and passes zero gradient.
 template <class T> basic_tensor<T> log_softmax(const basic_tensor<T>& a);
 /// Where `mask` is true (broadcast to a's shape), the output holds `value` and passes no gradient.
 template <class T>
@@ -27,8 +28,9 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weig
 template <class T> basic_tensor<T> embedding(const basic_tensor<T>& weight, const index_array& indices);
 /// Mean cross-entropy between `logits` [..., C] and integer `targets` [...] (same leading shape), over the
 /// positions whose target is not `ignore_index`: loss = mean_i(logsumexp(logits_i) - logits_i[t_i]).
-/// Stable for any finite logits. Fused backward: (softmax - onehot) / N. If no position carries a target the
-/// loss is 0 with zero gradient. Throws Error on a shape mismatch or a target outside [0, C).
+/// Stable (shifted by the row max, summed in double) for logits whose differences fit in the scalar type.
+/// Fused backward: (softmax - onehot) / N. If no position carries a target the loss is 0 with zero gradient.
+/// Throws Error on a shape mismatch or a target outside [0, C).
 template <class T>
 basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& targets,
                               std::int64_t ignore_index = -1);

@@ -692,3 +692,20 @@ TEST_CASE("ops compose: a small attention block") {
   };
   CHECK_GRADIENT(block, {x, wq, wk, wv});
 }
+
+// ---- edge cases found in review ------------------------------------------------------------------------------
+
+TEST_CASE("log_softmax of a fully masked row is all -inf with zero gradient, never NaN") {
+  DTensor x(xt::xarray<double>{-INFINITY, -INFINITY, -INFINITY}, true);
+  DTensor y = log_softmax(x);
+  for (std::size_t j = 0; j < 3; ++j) CHECK(y.value()(j) == -INFINITY);
+  y.backward(xt::xarray<double>{1.0, 2.0, 3.0});
+  for (std::size_t j = 0; j < 3; ++j) CHECK(x.grad()(j) == 0.0);
+}
+
+TEST_CASE("pow_scalar with exponent 0 has zero gradient, also at x = 0") {
+  DTensor x(xt::xarray<double>{0.0, 2.0}, true);
+  sum(pow_scalar(x, 0.0)).backward();
+  CHECK(x.grad()(0) == 0.0);
+  CHECK(x.grad()(1) == 0.0);
+}
