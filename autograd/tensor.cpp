@@ -126,6 +126,10 @@ T basic_tensor<T>::item() const {
   return *node_->value.data();
 }
 template <class T>
+void basic_tensor<T>::retain_grad() const {
+  const_cast<Node<T>&>(checked()).retains_grad = true;
+}
+template <class T>
 void basic_tensor<T>::zero_grad() const {
   checked();
   node_->has_grad = false;
@@ -188,9 +192,12 @@ void basic_tensor<T>::backward(const xt::xarray<T>& grad_output, bool retain_gra
     Node<T>* node = it->get();
     if (!node->backward) continue;  // a leaf
     if (node->has_grad) node->backward(*node);
-    // Only leaves keep gradients (as PyTorch): a retained graph run again must not see stale sums.
-    node->grad = xt::xarray<T>();
-    node->has_grad = false;
+    // Only leaves (and tensors marked retain_grad) keep gradients, as in PyTorch: a retained graph run again must
+    // not see stale sums.
+    if (!node->retains_grad) {
+      node->grad = xt::xarray<T>();
+      node->has_grad = false;
+    }
     if (!retain_graph) {  // free the graph as we go: closures and input references
       node->backward = nullptr;
       node->inputs.clear();
@@ -289,6 +296,12 @@ basic_tensor<T> ones(const shape_t& shape, bool requires_grad) {
   return basic_tensor<T>(xt::xarray<T>(xt::ones<T>(shape)), requires_grad);
 }
 template <class T>
+basic_tensor<T> full(const shape_t& shape, double value, bool requires_grad) {
+  xt::xarray<T> a = xt::xarray<T>::from_shape(shape);
+  a.fill(static_cast<T>(value));
+  return basic_tensor<T>(std::move(a), requires_grad);
+}
+template <class T>
 basic_tensor<T> scalar(T v, bool requires_grad) {
   xt::xarray<T> a = xt::xarray<T>::from_shape({});
   a() = v;
@@ -304,7 +317,8 @@ basic_tensor<T> scalar(T v, bool requires_grad) {
   template xt::xarray<T> sum_to_shape<T>(const xt::xarray<T>&, const shape_t&);                              \
   template basic_tensor<T> zeros<T>(const shape_t&, bool);                                                    \
   template basic_tensor<T> ones<T>(const shape_t&, bool);                                                     \
-  template basic_tensor<T> scalar<T>(T, bool);
+  template basic_tensor<T> scalar<T>(T, bool);                                                                \
+  template basic_tensor<T> full<T>(const shape_t&, double, bool);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)
 #undef XGRAD_INSTANTIATE

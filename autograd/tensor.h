@@ -39,6 +39,7 @@ struct Node {
   bool has_grad = false;
   bool requires_grad = false;
   bool released = false;  // the graph behind this node was freed by a backward pass
+  bool retains_grad = false;  // a non-leaf whose gradient backward keeps (see basic_tensor::retain_grad)
   const char* op = "leaf";
   std::vector<std::shared_ptr<Node>> inputs;
   /// Reads `self.grad` (the gradient of the output) and accumulates into `self.inputs[i]`.
@@ -85,6 +86,9 @@ class basic_tensor {
   void backward(bool retain_graph = false) const;
   /// Backpropagates with an explicit output gradient of this tensor's shape.
   void backward(const xt::xarray<T>& grad_output, bool retain_graph = false) const;
+  /// Keeps this non-leaf tensor's gradient after backward (as torch.Tensor.retain_grad); by default only leaves
+  /// keep theirs. Used to measure gradients inside a graph, e.g. with respect to attention scores.
+  void retain_grad() const;
   /// Drops the accumulated gradient (the next accumulation starts from zero).
   void zero_grad() const;
   /// A new leaf sharing no graph with this one (the value is copied), requires_grad = false.
@@ -154,6 +158,9 @@ template <class T>
 basic_tensor<T> zeros(const shape_t& shape, bool requires_grad = false);
 template <class T>
 basic_tensor<T> ones(const shape_t& shape, bool requires_grad = false);
+/// A tensor of `shape` filled with `value`.
+template <class T>
+basic_tensor<T> full(const shape_t& shape, double value, bool requires_grad = false);
 /// A 0-d tensor holding `v`.
 template <class T>
 basic_tensor<T> scalar(T v, bool requires_grad = false);

@@ -11,27 +11,38 @@ namespace xgrad::nn {
 
 /// How q·k scores are scaled before the softmax.
 enum class ScaleMode {
-  none,     ///< scores = q·k (no scaling)
-  sqrt_dk,  ///< scores = q·k / sqrt(d_k) (Vaswani et al. 2017, "Attention Is All You Need", eq. 1)
-  dk,       ///< scores = q·k / d_k (muP, Yang et al. 2022, "Tensor Programs V", sec. 3 / App. J)
+  none,          ///< scores = q·k (no scaling)
+  sqrt_dk,       ///< scores = q·k / sqrt(d_k) (Vaswani et al. 2017, "Attention Is All You Need", eq. 1)
+  dk,            ///< scores = q·k / d_k (muP: Yang et al. 2022, "Tensor Programs V", sec. 3 and App. J)
+  qk_layernorm,  ///< scores = LN(q)·LN(k) / sqrt(d_k), LayerNorm over d_k with learned weight and bias shared by the
+                 ///< heads (Dehghani et al. 2023, "Scaling Vision Transformers to 22 Billion Parameters", sec. 2.1)
+  learned,       ///< scores = g · (q/|q|)·(k/|k|): unit-normalised q and k times a learned scalar temperature g,
+                 ///< initialised to log2(T^2 - T) for T = max_seq_len (QKNorm: Henry et al. 2020, sec. 3, eq. 5)
 };
 
-/// "none" | "sqrt_dk" | "dk" → ScaleMode; throws Error naming the allowed values otherwise.
+/// "none" | "sqrt_dk" | "dk" | "qk_layernorm" | "learned" → ScaleMode; throws Error naming the allowed values.
 ScaleMode parse_scale_mode(const std::string& name);
 std::string to_string(ScaleMode mode);
 /// The names accepted by parse_scale_mode, in order.
 const std::vector<std::string>& scale_mode_names();
-/// The multiplier applied to q·k for this mode at this head size.
+/// The constant multiplier applied to q·k for this mode at this head size (1/sqrt(d_k) for qk_layernorm; 1 for
+/// learned, whose temperature is a parameter).
 double scale_factor(ScaleMode mode, std::size_t d_k);
+
+/// What an attention call recorded for saturation statistics, beside the graph: the softmax input (scaled scores,
+/// -inf where masked) as a live tensor whose gradient backward keeps (retain_grad), and the attention weights.
+/// Shapes [B, H, T, T].
+struct AttentionRecord {
+  Tensor scores;
+  xt::xarray<float> probs;
+};
 
 /// softmax(q @ k^T * scale, masked) @ v. q, k, v: [B, H, T, d_k]; mask: null for none, or broadcastable to
 /// [B, H, T, T], true where a query may NOT attend (filled with -inf before the softmax). A query row whose
 /// every key is masked gets all-zero weights and a zero output (documented behaviour of xgrad::softmax).
-/// If `probs_out` is non-null the attention weights [B, H, T, T] are copied there (beside the graph, not in it).
-/// Returns [B, H, T, d_k].
+/// If `record` is non-null the scores and weights are recorded there. Returns [B, H, T, d_k].
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
-                                    double scale, xt::xarray<float>* probs_out = nullptr,
-                                    xt::xarray<float>* scores_out = nullptr);
+                                    double scale, AttentionRecord* record = nullptr);
 
 /// [T, T] boolean mask, true above the diagonal: position i may attend to j <= i only.
 xt::xarray<bool> causal_mask(std::size_t T);
@@ -43,18 +54,22 @@ xt::xarray<bool> causal_mask(std::size_t T);
 /// Vaswani et al.'s footnote 4.
 class MultiHeadAttention : public Module {
  public:
-  /// Throws Error unless d_model > 0, n_heads > 0 and d_model % n_heads == 0.
-  MultiHeadAttention(std::size_t d_model, std::size_t n_heads, ScaleMode scale, bool causal, Generator& gen);
+  /// Throws Error unless d_model > 0, n_heads > 0 and d_model % n_heads == 0. `max_seq_len` sets the initial
+  /// temperature of the learned mode; `init_gain` multiplies the std of the projections' LeCun init.
+  MultiHeadAttention(std::size_t d_model, std::size_t n_heads, ScaleMode scale, bool causal, Generator& gen,
+                     std::size_t max_seq_len = 16, double init_gain = 1.0);
   Tensor forward(const Tensor& x);
 
   std::size_t d_model, n_heads, d_k;
   ScaleMode scale;
   bool causal;
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+  std::shared_ptr<LayerNorm> q_norm, k_norm;  // qk_layernorm only, over d_k
+  Tensor qk_gain;                             // learned only, shape [1]
 
-  /// When true, forward() keeps a copy of the last scaled scores and attention weights, [B, H, T, T] each.
+  /// When true, forward() records its scores and weights in `last` (see AttentionRecord).
   bool record_attention = false;
-  xt::xarray<float> last_scores, last_probs;
+  AttentionRecord last;
 };
 
 }  // namespace xgrad::nn

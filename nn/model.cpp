@@ -1,30 +1,40 @@
 #include "nn/model.h"
 
+#include <cmath>
+
 namespace xgrad::nn {
 
-TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen) {
-  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.d_model));
-  attn = register_module("attn", std::make_shared<MultiHeadAttention>(c.d_model, c.n_heads, c.scale, c.causal, gen));
+TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen) : residual(c.residual) {
+  if (c.layer_norm) ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.d_model));
+  attn = register_module("attn", std::make_shared<MultiHeadAttention>(c.d_model, c.n_heads, c.scale, c.causal, gen,
+                                                                      c.max_seq_len, c.proj_init_gain));
   if (c.mlp) {
-    ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.d_model));
+    if (c.layer_norm) ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.d_model));
     mlp = register_module("mlp", std::make_shared<MLP>(c.d_model, c.d_ff ? c.d_ff : 4 * c.d_model, gen));
   }
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor h = x + attn->forward(ln_1->forward(x));
-  return mlp ? h + mlp->forward(ln_2->forward(h)) : h;
+  auto sublayer = [this](const Tensor& in, const std::shared_ptr<LayerNorm>& ln, auto&& f) {
+    Tensor out = f(ln ? ln->forward(in) : in);
+    return residual ? in + out : out;
+  };
+  Tensor h = sublayer(x, ln_1, [this](const Tensor& t) { return attn->forward(t); });
+  return mlp ? sublayer(h, ln_2, [this](const Tensor& t) { return mlp->forward(t); }) : h;
 }
 
 AttentionModel::AttentionModel(const ModelConfig& c, std::uint64_t seed) : config_(c) {
   if (c.vocab_size == 0 || c.max_seq_len == 0 || c.d_model == 0 || c.n_heads == 0 || c.n_layers == 0)
     throw Error("AttentionModel: vocab_size, max_seq_len, d_model, n_heads and n_layers must all be > 0");
+  if (!(c.emb_init_std > 0) || !(c.proj_init_gain > 0) || !std::isfinite(c.emb_init_std) ||
+      !std::isfinite(c.proj_init_gain))
+    throw Error("AttentionModel: emb_init_std and proj_init_gain must be finite and > 0");
   Generator gen(seed, /*stream=*/0x696e6974 /* "init" */);
-  tok_emb_ = register_module("tok_emb", std::make_shared<Embedding>(c.vocab_size, c.d_model, gen));
-  pos_emb_ = register_module("pos_emb", std::make_shared<Embedding>(c.max_seq_len, c.d_model, gen));
+  tok_emb_ = register_module("tok_emb", std::make_shared<Embedding>(c.vocab_size, c.d_model, gen, c.emb_init_std));
+  pos_emb_ = register_module("pos_emb", std::make_shared<Embedding>(c.max_seq_len, c.d_model, gen, c.emb_init_std));
   blocks_ = register_module("blocks", std::make_shared<ModuleList<TransformerBlock>>());
   for (std::size_t i = 0; i < c.n_layers; ++i) blocks_->push_back(std::make_shared<TransformerBlock>(c, gen));
-  ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.d_model));
+  if (c.layer_norm) ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.d_model));
   head_ = register_module("head", std::make_shared<Linear>(c.d_model, c.vocab_size, true, gen));
 }
 
@@ -39,7 +49,7 @@ Tensor AttentionModel::forward(const index_array& tokens) {
   for (std::size_t t = 0; t < T; ++t) positions(t) = static_cast<std::int64_t>(t);
   Tensor x = tok_emb_->forward(tokens) + pos_emb_->forward(positions);  // [B, T, d] + [T, d]
   for (auto& block : blocks_->items()) x = block->forward(x);
-  return head_->forward(ln_f_->forward(x));
+  return head_->forward(ln_f_ ? ln_f_->forward(x) : x);
 }
 
 std::vector<std::shared_ptr<MultiHeadAttention>> AttentionModel::attention_layers() const {

@@ -16,24 +16,31 @@ struct ModelConfig {
   std::size_t n_layers = 1;
   std::size_t d_ff = 0;         // MLP hidden size; 0 means 4 * d_model
   bool mlp = true;              // false: attention-only blocks
+  bool layer_norm = true;       // false: no LayerNorm in the blocks nor before the readout
+  bool residual = true;         // false: each sublayer's output replaces its input instead of adding to it
   bool causal = true;
   ScaleMode scale = ScaleMode::sqrt_dk;
+  double emb_init_std = 1.0;    // std of the token and positional embeddings at init
+  double proj_init_gain = 1.0;  // multiplies the LeCun std N(0, 1/fan_in) of the attention projections
 };
 
-/// Pre-LayerNorm block (as GPT-2; Xiong et al. 2020): x + attn(ln_1(x)), then + mlp(ln_2(x)).
-/// x: [B, T, d_model] → [B, T, d_model].
+/// Pre-LayerNorm block (as GPT-2; Xiong et al. 2020): x + attn(ln_1(x)), then + mlp(ln_2(x)); with layer_norm
+/// off the LayerNorms are identities, with residual off the additions are dropped. x: [B, T, d_model] → same.
 class TransformerBlock : public Module {
  public:
   TransformerBlock(const ModelConfig& config, Generator& gen);
   Tensor forward(const Tensor& x);
-  std::shared_ptr<LayerNorm> ln_1, ln_2;
+  std::shared_ptr<LayerNorm> ln_1, ln_2;  // null when config.layer_norm is false
   std::shared_ptr<MultiHeadAttention> attn;
   std::shared_ptr<MLP> mlp;  // null when config.mlp is false
+  bool residual = true;
 };
 
 /// tokens [B, T] → logits [B, T, vocab_size]. Parameters: tok_emb.weight, pos_emb.weight, blocks.<i>.*, ln_f.*,
-/// head.weight/bias. Init: embeddings N(0, 1), projections LeCun normal. Two models built from the same config and
-/// seed have identical weights whatever the scale mode (the mode adds no parameters).
+/// head.weight/bias. Init: embeddings N(0, emb_init_std^2), projections LeCun normal N(0, 1/fan_in) (attention
+/// projections times proj_init_gain). With LayerNorm on, every q and k component then has variance ~1 at init.
+/// Two models built from the same config and seed have identical weights whatever the scale mode: the modes that
+/// add parameters (qk_layernorm, learned) draw no random numbers for them.
 class AttentionModel : public Module {
  public:
   /// Throws Error on a zero size or d_model not divisible by n_heads.

@@ -108,7 +108,7 @@ TEST_CASE("init: LeCun normal projections have variance ~1/fan_in; at init unsca
   for (std::size_t i = 0; i < x.numel(); ++i) x.mutable_value().data()[i] = static_cast<float>(gen.normal());
   attn.forward(x);
   double m = 0, v = 0;
-  const auto& sc = attn.last_scores;
+  const auto& sc = attn.last.scores.value();
   for (std::size_t i = 0; i < sc.size(); ++i) m += sc.data()[i];
   m /= static_cast<double>(sc.size());
   for (std::size_t i = 0; i < sc.size(); ++i) v += (sc.data()[i] - m) * (sc.data()[i] - m);

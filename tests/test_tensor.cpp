@@ -84,3 +84,14 @@ TEST_CASE("shape mismatch names the op and both shapes") {
     CHECK(msg.find("[4, 3]") != std::string::npos);
   }
 }
+
+TEST_CASE("retain_grad keeps a non-leaf gradient; other non-leaf gradients are freed") {
+  Tensor a(xt::xarray<float>{1.f, 2.f}, true);
+  Tensor h = a * 3.0, k = a * 2.0;
+  h.retain_grad();
+  sum(h * h + k).backward();
+  REQUIRE(h.has_grad());
+  CHECK(h.grad() == xt::xarray<float>{6.f, 12.f});  // d(h^2)/dh = 2h
+  CHECK_FALSE(k.has_grad());
+  CHECK(a.grad() == xt::xarray<float>{20.f, 38.f});  // 3 * 2h + 2
+}

@@ -1,0 +1,89 @@
+#include "nn/attention_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace xgrad::nn {
+
+double percentile(std::vector<double>& values, double q) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(values.begin(), values.end());
+  const double pos = q * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (pos - static_cast<double>(lo)) * (values[hi] - values[lo]);
+}
+
+std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, const xt::xarray<float>& probs,
+                                            const xt::xarray<float>* score_grad,
+                                            const xt::xarray<bool>* query_mask) {
+  if (scores.dimension() != 4 || scores.shape(2) != scores.shape(3) || probs.shape() != scores.shape() ||
+      (score_grad && score_grad->shape() != scores.shape()))
+    throw std::invalid_argument("attention_stats: scores, probs and score_grad must share one [B, H, T, T] shape");
+  const std::size_t B = scores.shape(0), H = scores.shape(1), T = scores.shape(2);
+  if (query_mask && (query_mask->dimension() != 2 || query_mask->shape(0) != B || query_mask->shape(1) != T))
+    throw std::invalid_argument("attention_stats: query_mask must be [B, T] = [" + std::to_string(B) + ", " +
+                                std::to_string(T) + "]");
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<AttentionStats> out(H);
+  for (std::size_t h = 0; h < H; ++h) {
+    AttentionStats& s = out[h];
+    double sum = 0, sum2 = 0, max_abs = 0, entropy_sum = 0, entropy_min = INFINITY, max_prob_sum = 0;
+    std::size_t n_entries = 0, saturated = 0;
+    std::vector<double> grad_norms;
+    for (std::size_t b = 0; b < B; ++b) {
+      for (std::size_t i = 0; i < T; ++i) {
+        if (query_mask && !(*query_mask)(b, i)) continue;
+        const std::size_t row = ((b * H + h) * T + i) * T;
+        const float* sc = scores.data() + row;
+        const float* p = probs.data() + row;
+        std::size_t keys = 0;
+        for (std::size_t j = 0; j < T; ++j) keys += std::isfinite(sc[j]) ? 1 : 0;
+        if (keys < 2) continue;
+        ++s.n_queries;
+        double entropy = 0, max_p = 0;
+        for (std::size_t j = 0; j < T; ++j) {
+          if (!std::isfinite(sc[j])) continue;
+          sum += sc[j];
+          sum2 += static_cast<double>(sc[j]) * sc[j];
+          max_abs = std::max(max_abs, std::abs(static_cast<double>(sc[j])));
+          ++n_entries;
+          if (p[j] > 0) entropy -= p[j] * std::log(static_cast<double>(p[j]));
+          max_p = std::max(max_p, static_cast<double>(p[j]));
+        }
+        entropy_sum += entropy;
+        entropy_min = std::min(entropy_min, entropy);
+        max_prob_sum += max_p;
+        saturated += max_p > 0.99 ? 1 : 0;
+        if (score_grad) {
+          const float* g = score_grad->data() + row;
+          double g2 = 0;
+          for (std::size_t j = 0; j < T; ++j) g2 += static_cast<double>(g[j]) * g[j];
+          grad_norms.push_back(std::sqrt(g2));
+        }
+      }
+    }
+    if (s.n_queries == 0) {
+      s.score_std = s.score_max_abs = s.entropy_mean = s.entropy_min = s.max_prob_mean = nan;
+      s.frac_max_prob_above_099 = s.score_grad_p10 = s.score_grad_median = s.score_grad_p90 = nan;
+      continue;
+    }
+    const double n = static_cast<double>(n_entries), q = static_cast<double>(s.n_queries);
+    const double mean = sum / n;
+    s.score_std = std::sqrt(std::max(0.0, sum2 / n - mean * mean));
+    s.score_max_abs = max_abs;
+    s.entropy_mean = entropy_sum / q;
+    s.entropy_min = entropy_min;
+    s.max_prob_mean = max_prob_sum / q;
+    s.frac_max_prob_above_099 = static_cast<double>(saturated) / q;
+    s.score_grad_p10 = score_grad ? percentile(grad_norms, 0.1) : nan;
+    s.score_grad_median = score_grad ? percentile(grad_norms, 0.5) : nan;
+    s.score_grad_p90 = score_grad ? percentile(grad_norms, 0.9) : nan;
+  }
+  return out;
+}
+
+}  // namespace xgrad::nn

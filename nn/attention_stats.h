@@ -1,0 +1,40 @@
+// Saturation statistics of attention, measured beside the graph from what an attention layer recorded
+// (AttentionRecord): how large the scores are, how peaked the weights are, and how much gradient the softmax
+// passes back to the scores.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+namespace xgrad::nn {
+
+/// Statistics of one head over the selected queries of a batch. Every field is NaN when no query was selected.
+struct AttentionStats {
+  std::size_t n_queries = 0;          // queries included (selected, with at least 2 keys they may attend to)
+  double score_std = 0;               // population std of the scaled scores over the keys they may attend to
+  double score_max_abs = 0;           // max |scaled score| over the same entries
+  double entropy_mean = 0;            // mean over queries of -sum_j p_j ln p_j, in nats
+  double entropy_min = 0;             // min over queries of the same
+  double max_prob_mean = 0;           // mean over queries of max_j p_j
+  double frac_max_prob_above_099 = 0; // fraction of queries with max_j p_j > 0.99 (saturated)
+  double score_grad_p10 = 0;          // 10th percentile over queries of |dL/d scores_row| (L2 norm of the row)
+  double score_grad_median = 0;       // 50th percentile of the same
+  double score_grad_p90 = 0;          // 90th percentile of the same
+};
+
+/// Per-head statistics. scores: [B, H, T, T] scaled scores, -inf where masked (the softmax input); probs: the
+/// softmax of scores, same shape; score_grad: the loss gradient with respect to scores, same shape, or null (the
+/// gradient fields are then NaN); query_mask: [B, T], true for the query positions to include, or null for all.
+/// A query with fewer than 2 keys it may attend to (the first position under a causal mask) is skipped: its
+/// softmax is 1 by construction and would read as saturated. Percentiles interpolate linearly between ranks (as
+/// numpy.percentile). Returns one entry per head. Throws std::invalid_argument on mismatched shapes.
+std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, const xt::xarray<float>& probs,
+                                            const xt::xarray<float>* score_grad,
+                                            const xt::xarray<bool>* query_mask);
+
+/// Linear-interpolation percentile (q in [0, 1]) of `values` (reordered in place); NaN for an empty vector.
+double percentile(std::vector<double>& values, double q);
+
+}  // namespace xgrad::nn
