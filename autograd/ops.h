@@ -6,5 +6,6 @@
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
+#include "autograd/ops_index.h"
 #include "autograd/ops_matmul.h"
 #include "autograd/ops_nn.h"
