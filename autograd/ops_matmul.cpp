@@ -1,4 +1,5 @@
-// Batched matrix product on BLAS. Batch dims broadcast as in numpy.matmul; each matrix pair is one GEMM.
+// Batched matrix product on BLAS. Batch dims broadcast as in numpy.matmul; each matrix pair is one GEMM. 1-D
+// operands are promoted to a row or a column as numpy.matmul does.
 #include "autograd/blas.h"
 #include "autograd/ops_matmul.h"
 
@@ -32,29 +33,37 @@ struct MatmulPlan {
   std::size_t m, k, n;
   shape_t out_shape;
   std::vector<std::size_t> a_off, b_off;  // per batch element, matrix index into a and b
+  bool fold_rows;                         // b is one matrix: all rows of a go through a single GEMM
 };
 
-MatmulPlan plan(const shape_t& as, const shape_t& bs) {
-  if (as.size() < 2 || bs.size() < 2)
-    throw Error("matmul: operands need at least 2 dims, got " + shape_str(as) + " and " + shape_str(bs));
+MatmulPlan plan(const shape_t& a_shape, const shape_t& b_shape) {
+  if (a_shape.empty() || b_shape.empty())
+    throw Error("matmul: operands need at least 1 dim, got " + shape_str(a_shape) + " and " + shape_str(b_shape));
+  // numpy.matmul: a 1-D left operand is a row [1, K], a 1-D right operand a column [K, 1], and the added axis is
+  // dropped from the output. Only the shapes change: [K], [1, K] and [K, 1] lay their data out alike, so the GEMMs
+  // below and their gradients need no copies.
+  shape_t as = a_shape, bs = b_shape;
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
   MatmulPlan p;
   p.m = as[as.size() - 2];
   p.k = as[as.size() - 1];
   p.n = bs[bs.size() - 1];
   if (bs[bs.size() - 2] != p.k)
-    throw Error("matmul: inner sizes differ: " + shape_str(as) + " @ " + shape_str(bs));
+    throw Error("matmul: inner sizes differ: " + shape_str(a_shape) + " @ " + shape_str(b_shape));
   const shape_t a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
   shape_t batch;
   try {
     batch = broadcast_shapes(a_batch, b_batch, "matmul");
   } catch (const Error&) {
-    throw Error("matmul: batch dims do not broadcast: " + shape_str(as) + " @ " + shape_str(bs));
+    throw Error("matmul: batch dims do not broadcast: " + shape_str(a_shape) + " @ " + shape_str(b_shape));
   }
   p.a_off = batch_offsets(batch, a_batch);
   p.b_off = batch_offsets(batch, b_batch);
+  p.fold_rows = b_batch.empty();
   p.out_shape = batch;
-  p.out_shape.push_back(p.m);
-  p.out_shape.push_back(p.n);
+  if (a_shape.size() > 1) p.out_shape.push_back(p.m);
+  if (b_shape.size() > 1) p.out_shape.push_back(p.n);
   return p;
 }
 
@@ -62,14 +71,13 @@ MatmulPlan plan(const shape_t& as, const shape_t& bs) {
 
 template <class T>
 basic_tensor<T> matmul(const basic_tensor<T>& a, const basic_tensor<T>& b) {
-  const shape_t as = a.shape(), bs = b.shape();
-  MatmulPlan p = plan(as, bs);
+  MatmulPlan p = plan(a.shape(), b.shape());
   xt::xarray<T> out = xt::xarray<T>::from_shape(p.out_shape);
   const std::size_t batch = p.a_off.size();
   const T* A = a.value().data();
   const T* B = b.value().data();
   // [..., M, K] @ [K, N]: all rows of a in one GEMM (the Linear layer case).
-  const bool fold_rows = bs.size() == 2 && as.size() >= 2;
+  const bool fold_rows = p.fold_rows;
   if (fold_rows) {
     blas::gemm<T>(false, false, batch * p.m, p.n, p.k, T(1), A, p.k, B, p.n, T(0), out.data(), p.n);
   } else {

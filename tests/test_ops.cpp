@@ -447,7 +447,8 @@ TEST_CASE("matmul") {
     CHECK_ERROR("matmul: ", matmul(m23, m45));  // inner sizes 3 and 4
     CHECK_THROWS_WITH_AS(matmul(m23, m45), doctest::Contains("[2, 3] @ [4, 5]"), Error);
     const Tensor v3(xt::xarray<float>::from_shape({3})), m34(xt::xarray<float>::from_shape({3, 4}));
-    CHECK_ERROR("matmul: ", matmul(v3, m34));  // 1-D operand
+    CHECK(matmul(v3, m34).shape() == shape_t{4});     // 1-D operands follow numpy.matmul (test_ops_shape.cpp)
+    CHECK_ERROR("matmul: ", matmul(scalar(1.f), m34));  // 0-d operand
     const Tensor b234(xt::xarray<float>::from_shape({2, 3, 4})), b345(xt::xarray<float>::from_shape({3, 4, 5}));
     CHECK_ERROR("matmul: ", matmul(b234, b345));  // batch dims 2 and 3 do not broadcast
   }
