@@ -5,32 +5,31 @@
 #include <string>
 
 #include "autograd/random.h"
+#include "data/settings.h"
 
 namespace xgrad::data {
 
 KeyValueRecall::KeyValueRecall(KeyValueRecallConfig config) : config_(config) {
-  if (config_.n_pairs < 1)
-    throw TaskError("kv_recall: n_pairs must be >= 1, got " + std::to_string(config_.n_pairs));
+  // The vocabulary is n_keys * n_values + n_keys, so both factors are bounded.
+  check_setting("kv_recall", "n_keys", config_.n_keys, 1, kMaxSymbols);
+  check_setting("kv_recall", "n_values", config_.n_values, 2, kMaxSymbols);
+  check_setting("kv_recall", "n_pairs", config_.n_pairs, 1, kMaxSymbols);
   if (config_.n_keys < config_.n_pairs)
     throw TaskError("kv_recall: n_keys (" + std::to_string(config_.n_keys) + ") must be >= n_pairs (" +
                     std::to_string(config_.n_pairs) + "): keys are distinct within a sequence");
-  if (config_.n_values < 2)
-    throw TaskError("kv_recall: n_values must be >= 2, got " + std::to_string(config_.n_values));
-  if (config_.n_keys > 4096 || config_.n_values > 4096)
-    throw TaskError("kv_recall: n_keys and n_values must be <= 4096 (the vocabulary is n_keys * n_values + n_keys)");
 }
 
 std::size_t KeyValueRecall::vocab_size() const { return config_.n_keys * config_.n_values + config_.n_keys; }
 
 double KeyValueRecall::chance_loss() const { return std::log(static_cast<double>(config_.n_values)); }
 
-Batch KeyValueRecall::batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size) const {
+Batch KeyValueRecall::make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const {
   const std::size_t T = seq_len(), P = config_.n_pairs;
   Batch b;
   b.inputs = xt::xarray<std::int64_t>::from_shape({batch_size, T});
   b.targets = xt::xarray<std::int64_t>::from_shape({batch_size, T});
   b.targets.fill(-1);
-  Generator rng(seed, /*stream=*/0x6b76 /* "kv" */, index);
+  Generator rng(seed, split_stream(0x6b76 /* "kv" */, split), index);
   std::vector<std::size_t> keys(config_.n_keys);
   for (std::size_t s = 0; s < batch_size; ++s) {
     std::iota(keys.begin(), keys.end(), std::size_t(0));

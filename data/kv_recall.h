@@ -16,19 +16,19 @@ struct KeyValueRecallConfig {
 /// the value paired with that key (class id value, in [0, n_values)); every other position has target -1.
 /// Sequence length T = n_pairs + 1; vocabulary = n_keys * n_values + n_keys. Keys are drawn without replacement,
 /// values with replacement, so only the query's key — not position or frequency — identifies the answer.
-/// Chance loss: ln(n_values).
+/// Chance loss: ln(n_values). Eval batches come from their own generator stream.
 class KeyValueRecall : public Task {
  public:
-  /// Throws TaskError unless n_keys >= n_pairs >= 1 and n_values >= 2.
+  /// Throws TaskError unless 1 <= n_pairs <= n_keys <= 4096 and 2 <= n_values <= 4096.
   explicit KeyValueRecall(KeyValueRecallConfig config);
   std::string name() const override { return "kv_recall"; }
   std::size_t vocab_size() const override;
   std::size_t seq_len() const override { return config_.n_pairs + 1; }
   double chance_loss() const override;
-  Batch batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size) const override;
   const KeyValueRecallConfig& config() const { return config_; }
 
  private:
+  Batch make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const override;
   KeyValueRecallConfig config_;
 };
 

@@ -1,4 +1,4 @@
-// The task interface: a source of token batches, each a pure function of (data seed, batch index).
+// The task interface: a source of token batches, each a pure function of (data seed, batch index, split).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,8 @@
 
 namespace xgrad::data {
 
-/// Thrown for invalid task settings; the message names the setting and the allowed values.
+/// Thrown for invalid task settings and unreadable task inputs; the message starts with the task name and names
+/// the setting (or file) and the allowed values.
 class TaskError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
@@ -24,6 +25,17 @@ struct Batch {
   xt::xarray<std::int64_t> targets;
 };
 
+/// Which data a batch comes from. Synthetic tasks draw eval batches from their own generator stream (fresh draws
+/// from the same distribution, so not guaranteed disjoint from training sequences when the task's sequence space is
+/// small); file-backed tasks hold out a part of the file.
+enum class Split { train, eval };
+
+/// The generator stream of `split` for a task whose train stream is `task_stream`: eval gets a different stream, so
+/// eval batch i is never a copy of train batch i.
+inline std::uint64_t split_stream(std::uint64_t task_stream, Split split) {
+  return split == Split::train ? task_stream : task_stream ^ 0x8000000000000000ull;
+}
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -34,9 +46,17 @@ class Task {
   virtual std::size_t seq_len() const = 0;
   /// Loss in nats of a model that spreads its probability uniformly over the possible answers.
   virtual double chance_loss() const = 0;
-  /// Batch number `index` of the stream named by `seed`: the same arguments always give the same batch, so runs
-  /// that differ only in model settings see the same data, and a resumed run sees what an uninterrupted one saw.
-  virtual Batch batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size) const = 0;
+  /// Batch number `index` of the stream named by `seed` in `split`: the same arguments always give the same batch,
+  /// so runs that differ only in model settings see the same data, and a resumed run sees what an uninterrupted one
+  /// saw. inputs and targets are [batch_size, seq_len()].
+  Batch batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split = Split::train) const {
+    return make_batch(seed, index, batch_size, split);
+  }
+
+ protected:
+  // Non-virtual batch() over a virtual make_batch(): the default argument lives in one place, and a subclass's
+  // override cannot hide or change it.
+  virtual Batch make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const = 0;
 };
 
 }  // namespace xgrad::data

@@ -1,0 +1,29 @@
+// Settings shared by the symbol-sequence tasks, and the one range check every task reports its errors through.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "data/task.h"
+
+namespace xgrad::data {
+
+/// Settings of copy, reverse, sort, majority and induction. seq_len is T, the number of tokens the model sees.
+struct SymbolSequenceConfig {
+  std::size_t seq_len = 16;
+  std::size_t n_symbols = 8;  // the alphabet the random sequence is drawn from
+};
+
+/// Upper bounds that keep vocabularies and sequences within what a toy model can hold.
+inline constexpr std::size_t kMaxSeqLen = 65536;
+inline constexpr std::size_t kMaxSymbols = 4096;
+
+/// Throws TaskError "<task>: <setting> must be in [min, max], got <value>" unless min <= value <= max.
+inline void check_setting(const std::string& task, const std::string& setting, std::size_t value, std::size_t min,
+                          std::size_t max) {
+  if (value < min || value > max)
+    throw TaskError(task + ": " + setting + " must be in [" + std::to_string(min) + ", " + std::to_string(max) +
+                    "], got " + std::to_string(value));
+}
+
+}  // namespace xgrad::data
