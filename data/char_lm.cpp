@@ -1,0 +1,71 @@
+#include "data/char_lm.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <utility>
+
+#include "autograd/random.h"
+#include "data/settings.h"
+
+namespace xgrad::data {
+
+namespace {
+
+std::vector<std::uint8_t> read_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) throw TaskError("char_lm: text file '" + path + "' does not exist");
+  if (fs::is_directory(status)) throw TaskError("char_lm: text file '" + path + "' is a directory, not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TaskError("char_lm: cannot open text file '" + path + "': " + std::strerror(errno));
+  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw TaskError("char_lm: cannot read text file '" + path + "': " + std::strerror(errno));
+  return bytes;
+}
+
+}  // namespace
+
+CharLM::CharLM(CharLMConfig config) : config_(std::move(config)) {
+  check_setting("char_lm", "seq_len", config_.seq_len, 1, kMaxSeqLen);
+  if (config_.text_path.empty()) throw TaskError("char_lm: text_path is empty; name a UTF-8 text file");
+  bytes_ = read_file(config_.text_path);
+  const std::size_t size = bytes_.size(), window = config_.seq_len + 1;
+  eval_begin_ = size - size / 10;
+  const std::size_t train_size = eval_begin_, eval_size = size - eval_begin_;
+  if (train_size < window || eval_size < window)
+    throw TaskError("char_lm: text file '" + config_.text_path + "' is too short for seq_len " +
+                    std::to_string(config_.seq_len) + ": it has " + std::to_string(size) + " bytes, split into " +
+                    std::to_string(train_size) + " train and " + std::to_string(eval_size) +
+                    " eval (the last 10%), and each split needs at least seq_len + 1 = " + std::to_string(window) +
+                    " bytes, so the file needs at least " + std::to_string(10 * window) + " bytes");
+}
+
+double CharLM::chance_loss() const { return std::log(256.0); }
+
+Batch CharLM::make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const {
+  const std::size_t T = config_.seq_len;
+  const std::size_t begin = split == Split::train ? 0 : eval_begin_;
+  const std::size_t end = split == Split::train ? eval_begin_ : bytes_.size();
+  const std::size_t n_starts = end - begin - T;  // window starts begin .. end - (T + 1), inclusive
+  Batch b;
+  b.inputs = xt::xarray<std::int64_t>::from_shape({batch_size, T});
+  b.targets = xt::xarray<std::int64_t>::from_shape({batch_size, T});
+  Generator rng(seed, split_stream(0x636c /* "cl" */, split), index);
+  for (std::size_t s = 0; s < batch_size; ++s) {
+    const std::uint8_t* window = bytes_.data() + begin + rng.uniform(n_starts);
+    std::int64_t* in = &b.inputs(s, 0);
+    std::int64_t* target = &b.targets(s, 0);
+    for (std::size_t t = 0; t < T; ++t) {
+      in[t] = window[t];
+      target[t] = window[t + 1];
+    }
+  }
+  return b;
+}
+
+}  // namespace xgrad::data

@@ -1,0 +1,45 @@
+#include "data/majority.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "autograd/random.h"
+
+namespace xgrad::data {
+
+Majority::Majority(SymbolSequenceConfig config) : config_(config) {
+  check_setting("majority", "seq_len", config_.seq_len, 1, kMaxSeqLen);
+  check_setting("majority", "n_symbols", config_.n_symbols, 2, kMaxMajoritySymbols);
+}
+
+double Majority::chance_loss() const { return std::log(static_cast<double>(config_.n_symbols)); }
+
+Batch Majority::make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const {
+  const std::size_t T = config_.seq_len, K = config_.n_symbols;
+  Batch b;
+  b.inputs = xt::xarray<std::int64_t>::from_shape({batch_size, T});
+  b.targets = xt::xarray<std::int64_t>::from_shape({batch_size, T});
+  b.targets.fill(-1);
+  Generator rng(seed, split_stream(0x6d6a /* "mj" */, split), index);
+  std::vector<std::size_t> count(K);
+  for (std::size_t s = 0; s < batch_size; ++s) {
+    std::int64_t* in = &b.inputs(s, 0);
+    std::size_t winner = 0;
+    bool unique = false;
+    while (!unique) {
+      std::fill(count.begin(), count.end(), std::size_t(0));
+      for (std::size_t i = 0; i < T; ++i) {
+        const std::size_t symbol = rng.uniform(K);
+        in[i] = static_cast<std::int64_t>(symbol);
+        ++count[symbol];
+      }
+      winner = static_cast<std::size_t>(std::max_element(count.begin(), count.end()) - count.begin());
+      unique = std::count(count.begin(), count.end(), count[winner]) == 1;
+    }
+    b.targets(s, T - 1) = static_cast<std::int64_t>(winner);
+  }
+  return b;
+}
+
+}  // namespace xgrad::data
