@@ -1,0 +1,542 @@
+// The second half of the op set: tensor-tensor pow, maximum/minimum, rsqrt, abs, silu, gelu_erf, clamp,
+// comparisons and where; max/min/var/logsumexp reductions; softmax/log_softmax along any axis, label-smoothed
+// cross_entropy, rms_norm and dropout. As tests/test_ops.cpp: float64 gradient checks on small seeded random
+// inputs (including broadcast and size-1 dims), forward values against hand-computed numbers, and the
+// xgrad::Error each op raises.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <xtensor/xbuilder.hpp>
+#include <xtensor/xio.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "autograd/random.h"
+
+using namespace xgrad;
+
+namespace {
+
+using Inputs = std::vector<DTensor>;
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+/// Values drawn uniformly from [lo, hi).
+xt::xarray<double> uniform(const shape_t& shape, std::mt19937& gen, double lo = -1.0, double hi = 1.0) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  xt::xarray<double> v = xt::xarray<double>::from_shape(shape);
+  for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = dist(gen);
+  return v;
+}
+
+/// A leaf that requires a gradient, filled uniformly from [lo, hi).
+DTensor rand_input(const shape_t& shape, std::mt19937& gen, double lo = -1.0, double hi = 1.0) {
+  return DTensor(uniform(shape, gen, lo, hi), true);
+}
+
+/// A leaf that requires a gradient with |x| in [0.2, 1) and random sign: well away from kinks at 0.
+DTensor away_from_zero(const shape_t& shape, std::mt19937& gen) {
+  xt::xarray<double> v = uniform(shape, gen, 0.2, 1.0);
+  std::bernoulli_distribution sign(0.5);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (sign(gen)) v.data()[i] = -v.data()[i];
+  return DTensor(std::move(v), true);
+}
+
+/// `a` with a new shape of the same element count (for literals such as a column, which braces cannot spell).
+template <class T>
+xt::xarray<T> reshaped(xt::xarray<T> a, const shape_t& shape) {
+  a.reshape(shape);
+  return a;
+}
+
+template <class T>
+shape_t shape_of(const xt::xarray<T>& a) {
+  return shape_t(a.shape().begin(), a.shape().end());
+}
+
+template <class T>
+std::string to_string(const xt::xarray<T>& a) {
+  std::ostringstream out;
+  out << a;
+  return out.str();
+}
+
+template <class T>
+bool all_finite(const xt::xarray<T>& a) {
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!std::isfinite(a.data()[i])) return false;
+  return true;
+}
+
+std::string axes_str(const std::vector<int>& axes, bool keepdim) {
+  std::ostringstream out;
+  out << "axes";
+  for (int ax : axes) out << ' ' << ax;
+  out << (keepdim ? ", keepdim" : ", no keepdim");
+  return out.str();
+}
+
+/// Reductions over several axis lists of a [2, 3, 4] input, and the output shapes.
+struct AxesCase {
+  std::vector<int> axes;
+  bool keepdim;
+  shape_t out;
+};
+const AxesCase axes_cases[] = {
+    {{1}, false, {2, 4}},        {{1}, true, {2, 1, 4}}, {{-1}, false, {2, 3}},   {{0, 2}, false, {3}},
+    {{2, 0}, true, {1, 3, 1}},   {{0, 1, 2}, false, {}}, {{0, -2, 2}, true, {1, 1, 1}},
+};
+
+/// Pairs of shapes that broadcast, with the broadcast shape: size-1 dims, differing ranks, 0-d on either side.
+struct ShapeCase {
+  shape_t a, b, out;
+};
+const ShapeCase broadcast_cases[] = {
+    {{2, 3}, {2, 3}, {2, 3}}, {{2, 1, 3}, {4, 3}, {2, 4, 3}}, {{2, 3}, {}, {2, 3}},
+    {{}, {2, 3}, {2, 3}},     {{3, 1}, {1, 4}, {3, 4}},       {{1}, {}, {1}},
+};
+
+}  // namespace
+
+/// gradcheck(f, inputs[, options]); on failure the report names the worst element.
+#define CHECK_GRADIENT(...)                                                      \
+  do {                                                                           \
+    const ::xgrad::GradcheckResult gc_result_ = ::xgrad::gradcheck(__VA_ARGS__); \
+    INFO(gc_result_.message);                                                    \
+    CHECK(gc_result_.ok);                                                        \
+  } while (false)
+
+/// Same shape and every element within `tol` (absolute) of the expected array.
+#define CHECK_CLOSE(got, want, tol)                                           \
+  do {                                                                        \
+    const xt::xarray<double> got_ = (got);                                    \
+    const xt::xarray<double> want_ = (want);                                  \
+    INFO("got:\n" << to_string(got_) << "\nexpected:\n" << to_string(want_)); \
+    REQUIRE(shape_of(got_) == shape_of(want_));                               \
+    CHECK(xt::allclose(got_, want_, 0.0, (tol)));                             \
+  } while (false)
+
+/// Same shape and the same booleans.
+#define CHECK_MASK(got, want)                                                 \
+  do {                                                                        \
+    const xt::xarray<bool> got_ = (got);                                      \
+    const xt::xarray<bool> want_ = (want);                                    \
+    INFO("got:\n" << to_string(got_) << "\nexpected:\n" << to_string(want_)); \
+    REQUIRE(shape_of(got_) == shape_of(want_));                               \
+    CHECK((got_ == want_));                                                   \
+  } while (false)
+
+/// The expression throws xgrad::Error whose message contains `text` (the op's name, "op: ...").
+#define CHECK_ERROR(text, ...) CHECK_THROWS_WITH_AS((__VA_ARGS__), doctest::Contains(text), ::xgrad::Error)
+
+// ---- binary elementwise, broadcasting ----------------------------------------------------------------------------
+
+// pow(a, b): both gradients through broadcasting, positive bases (where d/db = a^b log a is defined).
+TEST_CASE("pow: tensor ** tensor") {
+  std::mt19937 gen(201);
+
+  SUBCASE("gradients") {
+    for (const auto& c : broadcast_cases) {
+      INFO(shape_str(c.a) << " ** " << shape_str(c.b));
+      DTensor a = rand_input(c.a, gen, 0.3, 2.0), b = rand_input(c.b, gen, -2.0, 2.0);
+      CHECK(pow(a, b).shape() == c.out);
+      CHECK_GRADIENT([](const Inputs& in) { return pow(in[0], in[1]); }, {a, b});
+    }
+    // Negative bases with a constant integer exponent: d/da = b a^(b-1) is fine there.
+    DTensor neg_base = rand_input({2, 3}, gen, -2.0, -0.3);
+    const DTensor cubes(xt::xarray<double>{3.0, 2.0, -1.0});
+    CHECK_GRADIENT([&](const Inputs& in) { return pow(in[0], cubes); }, {neg_base});
+  }
+  SUBCASE("values") {
+    const Tensor a(xt::xarray<float>{{2, 4, 9}, {1, 3, 0.5f}}), b(xt::xarray<float>{3, 0.5f, -1});
+    CHECK_CLOSE(pow(a, b).value(), (xt::xarray<double>{{8, 2, 1.0 / 9}, {1, std::sqrt(3.0), 2}}), 1e-6);
+    CHECK_CLOSE(pow(DTensor(xt::xarray<double>{-2.0}), DTensor(xt::xarray<double>{3.0})).value(),
+                (xt::xarray<double>{-8}), 0.0);
+  }
+  SUBCASE("gradients at a <= 0 (documented)") {
+    DTensor a(xt::xarray<double>{0.0, 0.0, 0.0, -2.0}, true), b(xt::xarray<double>{2.0, 0.0, -1.0, 3.0}, true);
+    sum(pow(a, b)).backward();
+    // d/da = b a^(b-1): 0 at (0, 2); 0 for b == 0 even at a == 0; -inf at (0, -1); 3 * 4 at (-2, 3).
+    CHECK(a.grad()(0) == 0.0);
+    CHECK(a.grad()(1) == 0.0);
+    CHECK(a.grad()(2) == -inf);
+    CHECK(a.grad()(3) == 12.0);
+    // d/db = a^b log a: 0 at a == 0 with b >= 0; -inf at a == 0, b < 0 (inf * -inf); NaN for a < 0.
+    CHECK(b.grad()(0) == 0.0);
+    CHECK(b.grad()(1) == 0.0);
+    CHECK(b.grad()(2) == -inf);
+    CHECK(std::isnan(b.grad()(3)));
+  }
+  SUBCASE("errors") {
+    const DTensor p(xt::xarray<double>::from_shape({2, 3})), q(xt::xarray<double>::from_shape({4, 3}));
+    CHECK_ERROR("pow: ", pow(p, q));
+  }
+}
+
+// maximum/minimum: gradients through broadcasting away from ties, and the half/half split at ties.
+TEST_CASE("maximum, minimum") {
+  std::mt19937 gen(202);
+
+  SUBCASE("gradients") {
+    for (const auto& c : broadcast_cases) {
+      INFO(shape_str(c.a) << " with " << shape_str(c.b));
+      DTensor a = rand_input(c.a, gen), b = rand_input(c.b, gen);
+      CHECK(maximum(a, b).shape() == c.out);
+      CHECK(minimum(a, b).shape() == c.out);
+      CHECK_GRADIENT([](const Inputs& in) { return maximum(in[0], in[1]); }, {a, b});
+      CHECK_GRADIENT([](const Inputs& in) { return minimum(in[0], in[1]); }, {a, b});
+    }
+  }
+  SUBCASE("ties split the gradient half/half") {
+    DTensor a(xt::xarray<double>{1, 2, 3}, true), b(xt::xarray<double>{1, 0, 5}, true);
+    sum(maximum(a, b)).backward();
+    CHECK_CLOSE(a.grad(), (xt::xarray<double>{0.5, 1, 0}), 0.0);
+    CHECK_CLOSE(b.grad(), (xt::xarray<double>{0.5, 0, 1}), 0.0);
+    a.zero_grad();
+    b.zero_grad();
+    sum(minimum(a, b)).backward();
+    CHECK_CLOSE(a.grad(), (xt::xarray<double>{0.5, 0, 1}), 0.0);
+    CHECK_CLOSE(b.grad(), (xt::xarray<double>{0.5, 1, 0}), 0.0);
+    // The same tensor on both sides: the halves add back up to 1.
+    DTensor x(xt::xarray<double>{-1, 4}, true);
+    sum(maximum(x, x)).backward();
+    CHECK_CLOSE(x.grad(), (xt::xarray<double>{1, 1}), 0.0);
+    // gradcheck sees the kinks at the ties and accepts 0.5, which lies between the one-sided derivatives.
+    DTensor p = rand_input({2, 3}, gen), q = rand_input({2, 3}, gen);
+    q.mutable_value()(0, 1) = p.value()(0, 1);
+    q.mutable_value()(1, 2) = p.value()(1, 2);
+    const GradcheckResult r = gradcheck([](const Inputs& in) { return maximum(in[0], in[1]); }, {p, q});
+    INFO(r.message);
+    CHECK(r.ok);
+    CHECK(r.kinks == 4);  // two ties, each seen from both inputs
+    CHECK_GRADIENT([](const Inputs& in) { return minimum(in[0], in[1]); }, {p, q});
+  }
+  SUBCASE("values") {
+    const Tensor a(xt::xarray<float>{{1, 5}, {-2, 0}}), col(reshaped<float>({3, -1}, {2, 1}));
+    CHECK_CLOSE(maximum(a, col).value(), (xt::xarray<double>{{3, 5}, {-1, 0}}), 0.0);
+    CHECK_CLOSE(minimum(a, col).value(), (xt::xarray<double>{{1, 3}, {-2, -1}}), 0.0);
+    // NaN propagates from either side.
+    const DTensor n(xt::xarray<double>{NAN, 1.0}), m(xt::xarray<double>{0.0, NAN});
+    for (const auto& v : {maximum(n, m).value(), minimum(n, m).value(), maximum(m, n).value()}) {
+      CHECK(std::isnan(v(0)));
+      CHECK(std::isnan(v(1)));
+    }
+  }
+  SUBCASE("errors") {
+    const DTensor p(xt::xarray<double>::from_shape({2, 3})), q(xt::xarray<double>::from_shape({3, 2}));
+    CHECK_ERROR("maximum: ", maximum(p, q));
+    CHECK_ERROR("minimum: ", minimum(p, q));
+  }
+}
+
+// ---- unary elementwise -------------------------------------------------------------------------------------------
+
+TEST_CASE("rsqrt, abs, silu, gelu_erf") {
+  std::mt19937 gen(203);
+
+  SUBCASE("gradients") {
+    DTensor pos = rand_input({2, 3}, gen, 0.2, 3.0);
+    DTensor wide = rand_input({3, 4}, gen, -4.0, 4.0);
+    CHECK_GRADIENT([](const Inputs& in) { return rsqrt(in[0]); }, {pos});
+    CHECK_GRADIENT([](const Inputs& in) { return silu(in[0]); }, {wide});
+    CHECK_GRADIENT([](const Inputs& in) { return gelu_erf(in[0]); }, {wide});
+    CHECK_GRADIENT([](const Inputs& in) { return abs(in[0]); }, {away_from_zero({3, 4}, gen)});
+  }
+  SUBCASE("abs at 0: gradient 0, and gradcheck sees the kink") {
+    DTensor a = away_from_zero({2, 3}, gen);
+    a.mutable_value()(1, 1) = 0.0;
+    const GradcheckResult r = gradcheck([](const Inputs& in) { return abs(in[0]); }, {a});
+    INFO(r.message);
+    CHECK(r.ok);
+    CHECK(r.kinks == 1);
+    DTensor x(xt::xarray<double>{-2.0, 0.0, 3.0}, true);
+    sum(abs(x)).backward();
+    CHECK_CLOSE(x.grad(), (xt::xarray<double>{-1, 0, 1}), 0.0);
+  }
+  SUBCASE("values") {
+    const DTensor x(xt::xarray<double>{-1.0, 0.0, 1.0, 3.0});
+    // 0.5 x (1 + erf(x / sqrt 2))
+    CHECK_CLOSE(gelu_erf(x).value(), (xt::xarray<double>{-0.15865525393145707, 0, 0.8413447460685429, 2.99595030590511}),
+                1e-12);
+    // x / (1 + exp(-x))
+    CHECK_CLOSE(silu(x).value(), (xt::xarray<double>{-0.2689414213699951, 0, 0.7310585786300049, 2.8577223804672998}),
+                1e-12);
+    CHECK_CLOSE(abs(x).value(), (xt::xarray<double>{1, 0, 1, 3}), 0.0);
+    const Tensor p(xt::xarray<float>{0.25f, 1.f, 4.f, 0.f});
+    const auto r = rsqrt(p).value();
+    CHECK_CLOSE(xt::view(r, xt::range(0, 3)), (xt::xarray<double>{2, 1, 0.5}), 1e-6);
+    CHECK(r(3) == std::numeric_limits<float>::infinity());  // documented: 1/sqrt(0) = inf
+    // gelu_erf and the tanh-approximated gelu agree to about 1e-3 on [-4, 4].
+    const DTensor grid(xt::linspace<double>(-4.0, 4.0, 81));
+    CHECK(xt::amax(xt::abs(gelu_erf(grid).value() - gelu(grid).value()))() < 1e-3);
+  }
+}
+
+// clamp: gradient only strictly inside (min, max); a bound may be infinite.
+TEST_CASE("clamp") {
+  std::mt19937 gen(204);
+
+  SUBCASE("gradients") {
+    DTensor a = rand_input({3, 4}, gen, -2.0, 2.0);
+    CHECK_GRADIENT([](const Inputs& in) { return clamp(in[0], -0.5, 0.7); }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return clamp(in[0], -inf, 0.3); }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return clamp(in[0], -0.3, inf); }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return clamp(in[0], -inf, inf); }, {a});
+    // Elements exactly on a bound are kinks; the documented 0 lies between the one-sided derivatives 0 and 1.
+    a.mutable_value()(0, 0) = -0.5;
+    a.mutable_value()(2, 3) = 0.7;
+    const GradcheckResult r = gradcheck([](const Inputs& in) { return clamp(in[0], -0.5, 0.7); }, {a});
+    INFO(r.message);
+    CHECK(r.ok);
+    CHECK(r.kinks == 2);
+  }
+  SUBCASE("values and the boundary gradient") {
+    DTensor x(xt::xarray<double>{-3, -1, 0, 1, 2, 5}, true);
+    const DTensor y = clamp(x, -1.0, 2.0);
+    CHECK_CLOSE(y.value(), (xt::xarray<double>{-1, -1, 0, 1, 2, 2}), 0.0);
+    sum(y).backward();
+    CHECK_CLOSE(x.grad(), (xt::xarray<double>{0, 0, 1, 1, 0, 0}), 0.0);  // 0 on the bounds -1 and 2
+    const Tensor f(xt::xarray<float>{-3, 0.5f, 7});
+    CHECK_CLOSE(clamp(f, 0.0, inf).value(), (xt::xarray<double>{0, 0.5, 7}), 0.0);
+    CHECK_CLOSE(clamp(f, -inf, 1.0).value(), (xt::xarray<double>{-3, 0.5, 1}), 0.0);
+    CHECK_CLOSE(clamp(f, 2.0, 2.0).value(), (xt::xarray<double>{2, 2, 2}), 0.0);
+    CHECK(std::isnan(clamp(DTensor(xt::xarray<double>{NAN}), 0.0, 1.0).value()(0)));
+  }
+  SUBCASE("errors") {
+    const DTensor a(xt::xarray<double>{1.0});
+    CHECK_ERROR("clamp: ", clamp(a, 1.0, 0.0));
+    CHECK_ERROR("clamp: ", clamp(a, NAN, 1.0));
+    CHECK_ERROR("clamp: ", clamp(a, 0.0, NAN));
+    CHECK_ERROR("clamp: ", clamp(a, inf, -inf));
+  }
+}
+
+// ---- comparisons and where ---------------------------------------------------------------------------------------
+
+TEST_CASE("eq, ne, lt, le, gt, ge: boolean masks with broadcasting") {
+  const Tensor a(xt::xarray<float>{{1, 2, 3}, {4, 5, 6}});
+  const Tensor b(xt::xarray<float>{3, 2, 7});
+  CHECK_MASK(eq(a, b), (xt::xarray<bool>{{false, true, false}, {false, false, false}}));
+  CHECK_MASK(ne(a, b), (xt::xarray<bool>{{true, false, true}, {true, true, true}}));
+  CHECK_MASK(lt(a, b), (xt::xarray<bool>{{true, false, true}, {false, false, true}}));
+  CHECK_MASK(le(a, b), (xt::xarray<bool>{{true, true, true}, {false, false, true}}));
+  CHECK_MASK(gt(a, b), (xt::xarray<bool>{{false, false, false}, {true, true, false}}));
+  CHECK_MASK(ge(a, b), (xt::xarray<bool>{{false, true, false}, {true, true, false}}));
+  // Both sides broadcast; a 0-d operand compares against every element.
+  const DTensor col(reshaped<double>({1, 2}, {2, 1})), row(xt::xarray<double>{1, 2, 3});
+  CHECK_MASK(lt(col, row), (xt::xarray<bool>{{false, true, true}, {false, false, true}}));
+  CHECK_MASK(ge(row, scalar(2.0)), (xt::xarray<bool>{false, true, true}));
+  // NaN: every comparison is false except ne.
+  const DTensor n(xt::xarray<double>{NAN}), one(xt::xarray<double>{1.0});
+  CHECK_MASK(eq(n, n), (xt::xarray<bool>{false}));
+  CHECK_MASK(ne(n, n), (xt::xarray<bool>{true}));
+  CHECK_MASK(le(n, one), (xt::xarray<bool>{false}));
+  CHECK_MASK(ge(n, one), (xt::xarray<bool>{false}));
+  // A mask composes with where and masked_fill.
+  CHECK_CLOSE(xgrad::where(gt(a, b), a, b).value(), maximum(a, b).value(), 0.0);
+  CHECK_CLOSE(masked_fill(a, lt(a, b), 0.0).value(), (xt::xarray<double>{{0, 2, 0}, {4, 5, 0}}), 0.0);
+
+  const Tensor p(xt::xarray<float>::from_shape({2, 3})), q(xt::xarray<float>::from_shape({2}));
+  CHECK_ERROR("eq: ", eq(p, q));
+  CHECK_ERROR("ne: ", ne(p, q));
+  CHECK_ERROR("lt: ", lt(p, q));
+  CHECK_ERROR("le: ", le(p, q));
+  CHECK_ERROR("gt: ", gt(p, q));
+  CHECK_ERROR("ge: ", ge(p, q));
+}
+
+// where: cond, a and b broadcast together; each operand's gradient is summed back to its own shape.
+TEST_CASE("where") {
+  std::mt19937 gen(205);
+  const xt::xarray<bool> cond_col = reshaped<bool>({true, false, true}, {3, 1});
+  const xt::xarray<bool> cond_full{{true, false, false, true}, {false, true, true, false}, {true, true, false, false}};
+
+  SUBCASE("gradients") {
+    struct WhereCase {
+      const xt::xarray<bool>* cond;
+      shape_t a, b, out;
+    };
+    const WhereCase cases[] = {
+        {&cond_full, {3, 4}, {3, 4}, {3, 4}},  // same shapes
+        {&cond_col, {1, 4}, {}, {3, 4}},       // all three broadcast: cond [3, 1], a [1, 4], b 0-d
+        {&cond_full, {4}, {3, 1}, {3, 4}},     // operands smaller than cond
+        {&cond_col, {2, 3, 4}, {4}, {2, 3, 4}},  // cond smaller than the output
+    };
+    for (const auto& c : cases) {
+      INFO("cond " << shape_str(shape_of(*c.cond)) << ", a " << shape_str(c.a) << ", b " << shape_str(c.b));
+      DTensor a = rand_input(c.a, gen), b = rand_input(c.b, gen);
+      const auto* cond = c.cond;
+      CHECK(xgrad::where(*cond, a, b).shape() == c.out);
+      CHECK_GRADIENT([cond](const Inputs& in) { return xgrad::where(*cond, in[0], in[1]); }, {a, b});
+    }
+  }
+  SUBCASE("values and gradients") {
+    DTensor a(xt::xarray<double>{1, 2, 3, 4}, true), b(scalar(-1.0, true));
+    const DTensor y = xgrad::where(cond_full, a, b);
+    CHECK_CLOSE(y.value(), (xt::xarray<double>{{1, -1, -1, 4}, {-1, 2, 3, -1}, {1, 2, -1, -1}}), 0.0);
+    sum(y).backward();
+    CHECK_CLOSE(a.grad(), (xt::xarray<double>{2, 2, 1, 1}), 0.0);  // true count per column
+    CHECK_CLOSE(b.grad(), (xt::xarray<double>(6.0)), 0.0);           // false count overall
+  }
+  SUBCASE("errors") {
+    const DTensor a(xt::xarray<double>::from_shape({3, 4})), b5(xt::xarray<double>::from_shape({5}));
+    CHECK_ERROR("where: ", xgrad::where(cond_full, a, b5));                             // b does not broadcast
+    CHECK_ERROR("where: ", xgrad::where(xt::xarray<bool>::from_shape({2, 4}), a, a));  // cond does not broadcast
+  }
+}
+
+// ---- reductions --------------------------------------------------------------------------------------------------
+
+// max/min over all elements and over axis lists; ties split the gradient evenly.
+TEST_CASE("max, min reductions") {
+  std::mt19937 gen(206);
+  DTensor a = rand_input({2, 3, 4}, gen);
+
+  SUBCASE("gradients") {
+    CHECK(max(a).shape() == shape_t{});
+    CHECK_GRADIENT([](const Inputs& in) { return max(in[0]); }, {a});
+    CHECK_GRADIENT([](const Inputs& in) { return min(in[0]); }, {a});
+    for (const auto& c : axes_cases) {
+      INFO(axes_str(c.axes, c.keepdim));
+      CHECK(max(a, c.axes, c.keepdim).shape() == c.out);
+      CHECK(min(a, c.axes, c.keepdim).shape() == c.out);
+      CHECK_GRADIENT([&](const Inputs& in) { return max(in[0], c.axes, c.keepdim); }, {a});
+      CHECK_GRADIENT([&](const Inputs& in) { return min(in[0], c.axes, c.keepdim); }, {a});
+    }
+    DTensor s(xt::xarray<double>(2.5), true);  // 0-d: the one element
+    CHECK_GRADIENT([](const Inputs& in) { return max(in[0]) * in[0]; }, {s});
+  }
+  SUBCASE("ties: even split, and gradcheck does not fail falsely") {
+    DTensor x(xt::xarray<double>{{3, 1, 3, 3}, {0, 2, -1, 2}}, true);
+    max(x, {1}).backward(xt::xarray<double>{1.0, 6.0});
+    CHECK_CLOSE(x.grad(), (xt::xarray<double>{{1.0 / 3, 0, 1.0 / 3, 1.0 / 3}, {0, 3, 0, 3}}), 1e-15);
+    x.zero_grad();
+    min(x).backward();
+    CHECK_CLOSE(x.grad(), (xt::xarray<double>{{0, 0, 0, 0}, {0, 0, 1, 0}}), 0.0);
+    x.zero_grad();
+    DTensor flat(xt::xarray<double>{5, 5, 5, 5}, true);
+    max(flat).backward();
+    CHECK_CLOSE(flat.grad(), (xt::xarray<double>{0.25, 0.25, 0.25, 0.25}), 0.0);
+    // Tied maxima are kinks: one-sided derivatives 0 and 1 (times the projection weight) bracket the split share.
+    const GradcheckResult r = gradcheck([](const Inputs& in) { return max(in[0], {1}); }, {x});
+    INFO(r.message);
+    CHECK(r.ok);
+    CHECK(r.kinks == 5);
+    CHECK_GRADIENT([](const Inputs& in) { return min(in[0], {0}, true); }, {DTensor(xt::xarray<double>{{1, 2}, {1, 0}}, true)});
+  }
+  SUBCASE("values") {
+    const Tensor x(xt::xarray<float>{{1, 7, 3}, {4, -5, 6}});
+    CHECK(max(x).item() == 7.f);
+    CHECK(min(x).item() == -5.f);
+    CHECK_CLOSE(max(x, {0}).value(), (xt::xarray<double>{4, 7, 6}), 0.0);
+    CHECK_CLOSE(min(x, {-1}, true).value(), reshaped<double>({1, -5}, {2, 1}), 0.0);
+    CHECK_CLOSE(max(x, {0, 1}).value(), (xt::xarray<double>(7.0)), 0.0);
+    const Tensor neg_inf(xt::xarray<float>{-INFINITY, -INFINITY});
+    CHECK(max(neg_inf).item() == -std::numeric_limits<float>::infinity());
+    CHECK(std::isnan(max(DTensor(xt::xarray<double>{1, NAN, 3})).item()));  // NaN propagates
+    CHECK(std::isnan(min(DTensor(xt::xarray<double>{NAN, 1, 3})).item()));
+  }
+  SUBCASE("errors") {
+    CHECK_ERROR("max: ", max(a, {3}));
+    CHECK_ERROR("max: ", max(a, {0, -3}));  // repeated axis
+    CHECK_ERROR("min: ", min(a, {-4}));
+    const DTensor empty(xt::xarray<double>::from_shape({2, 0}));
+    CHECK_ERROR("max: ", max(empty));
+    CHECK_ERROR("min: ", min(empty, {1}));
+    CHECK(max(empty, {0}).shape() == shape_t{0});  // reducing a non-empty axis of an empty tensor is fine
+  }
+}
+
+// var: Bessel-corrected by default, correction 0 biased, any correction in between.
+TEST_CASE("var") {
+  std::mt19937 gen(207);
+  DTensor a = rand_input({2, 3, 4}, gen);
+
+  SUBCASE("gradients") {
+    CHECK_GRADIENT([](const Inputs& in) { return var(in[0]); }, {a});
+    for (const auto& c : axes_cases) {
+      for (double correction : {0.0, 1.0, 1.5}) {
+        INFO(axes_str(c.axes, c.keepdim) << ", correction " << correction);
+        CHECK(var(a, c.axes, c.keepdim, correction).shape() == c.out);
+        CHECK_GRADIENT([&](const Inputs& in) { return var(in[0], c.axes, c.keepdim, correction); }, {a});
+      }
+    }
+  }
+  SUBCASE("values") {
+    const Tensor x(xt::xarray<float>{{1, 2, 3, 4}, {2, 2, 2, 2}});
+    // Row 0: mean 2.5, squared deviations sum to 5.
+    CHECK_CLOSE(var(x, {1}).value(), (xt::xarray<double>{5.0 / 3, 0}), 1e-6);
+    CHECK_CLOSE(var(x, {1}, true, 0.0).value(), reshaped<double>({1.25, 0}, {2, 1}), 1e-6);
+    CHECK_CLOSE(var(x, {0}).value(), (xt::xarray<double>{0.5, 0, 0.5, 2}), 1e-6);
+    // All 8 elements: mean 2.25, squared deviations sum to 5.5.
+    CHECK(var(x).item() == doctest::Approx(5.5 / 7));
+    CHECK(var(x, {0, 1}, false, 0.0).item() == doctest::Approx(5.5 / 8));
+    // Large offset: the two-pass formula does not cancel in float.
+    const Tensor big(xt::xarray<float>{1e4f + 1, 1e4f + 2, 1e4f + 3});
+    CHECK(var(big).item() == doctest::Approx(1.0).epsilon(1e-4));
+    // No degrees of freedom left: 0/0 is NaN and x/0 is inf, as torch.var.
+    CHECK(std::isnan(var(DTensor(xt::xarray<double>{3.0})).item()));
+    CHECK(var(DTensor(xt::xarray<double>{1.0, 2.0}), {0}, false, 2.0).item() == inf);
+  }
+  SUBCASE("errors") {
+    CHECK_ERROR("var: ", var(a, {3}));
+    CHECK_ERROR("var: ", var(a, {1, 1}));
+    CHECK_ERROR("var: ", var(a, {1}, false, -1.0));
+    CHECK_ERROR("var: ", var(DTensor(xt::xarray<double>::from_shape({0}))));
+  }
+}
+
+// logsumexp: stable for large inputs; an all -inf slice gives -inf and zero gradient.
+TEST_CASE("logsumexp") {
+  std::mt19937 gen(208);
+  DTensor a = rand_input({2, 3, 4}, gen, -3.0, 3.0);
+
+  SUBCASE("gradients") {
+    for (const auto& c : axes_cases) {
+      INFO(axes_str(c.axes, c.keepdim));
+      CHECK(logsumexp(a, c.axes, c.keepdim).shape() == c.out);
+      CHECK_GRADIENT([&](const Inputs& in) { return logsumexp(in[0], c.axes, c.keepdim); }, {a});
+    }
+    DTensor big = rand_input({3, 4}, gen, 500.0, 505.0);
+    CHECK_GRADIENT([](const Inputs& in) { return logsumexp(in[0], {1}); }, {big});
+    // Some -inf entries (masked) in every slice: finite result, zero gradient to the masked entries.
+    const xt::xarray<bool> mask{{true, false, false, true}, {false, true, true, true}, {false, false, false, false}};
+    DTensor m = rand_input({3, 4}, gen);
+    CHECK_GRADIENT([&](const Inputs& in) { return logsumexp(masked_fill(in[0], mask, -inf), {-1}); }, {m});
+  }
+  SUBCASE("values") {
+    const Tensor x(xt::xarray<float>{{1, 2, 3}, {0, 0, 1}});
+    CHECK_CLOSE(logsumexp(x, {1}).value(), (xt::xarray<double>{3.40760596444438, 1.5514447139320509}), 1e-6);
+    CHECK_CLOSE(logsumexp(Tensor(xt::xarray<float>{1001, 1002, 1003}), {0}).value(),
+                (xt::xarray<double>(1000 + 3.40760596444438)), 1e-3);
+    CHECK_CLOSE(logsumexp(Tensor(xt::xarray<float>{-1001, -1002, -1003}), {-1}).value(),
+                (xt::xarray<double>(-1001 + (3.40760596444438 - 3))), 1e-3);
+    // Equals log(sum(exp)) where that does not overflow.
+    const DTensor d(uniform({2, 5}, gen));
+    CHECK_CLOSE(logsumexp(d, {0, 1}).value(), (xt::xarray<double>(std::log(xt::sum(xt::exp(d.value()))()))), 1e-12);
+  }
+  SUBCASE("an all -inf slice: -inf and zero gradient, no NaN") {
+    DTensor x(xt::xarray<double>{{-inf, -inf, -inf}, {0.0, std::log(3.0), -inf}}, true);
+    const DTensor y = logsumexp(x, {1});
+    CHECK(y.value()(0) == -inf);
+    CHECK(y.value()(1) == doctest::Approx(std::log(4.0)));
+    y.backward(xt::xarray<double>{1.0, 2.0});
+    CHECK(all_finite(x.grad()));
+    CHECK_CLOSE(x.grad(), (xt::xarray<double>{{0, 0, 0}, {0.5, 1.5, 0}}), 1e-12);
+    CHECK(logsumexp(DTensor(xt::xarray<double>{inf, 1.0}), {0}).item() == inf);
+  }
+  SUBCASE("errors") {
+    CHECK_ERROR("logsumexp: ", logsumexp(a, {3}));
+    CHECK_ERROR("logsumexp: ", logsumexp(a, {0, 0}));
+    CHECK_ERROR("logsumexp: ", logsumexp(DTensor(xt::xarray<double>::from_shape({2, 0})), {1}));
+  }
+}
