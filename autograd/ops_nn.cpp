@@ -2,6 +2,8 @@
 // clearer than composing primitives, and they never form exp() of an unshifted logit.
 #include <cmath>
 #include <limits>
+#include <string>
+#include <type_traits>
 
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xoperation.hpp>
@@ -21,79 +23,104 @@ Rows rows_of(const xt::xarray<T>& x, const char* op) {
   const std::size_t cols = x.shape().back();
   return {cols == 0 ? 0 : x.size() / cols, cols};
 }
+
+// A tensor viewed as lanes along one axis: element j of lane (o, k) sits at flat index (o * len + j) * inner + k.
+// softmax along any axis walks each lane with stride `inner`, so no permute to the last axis and back is needed.
+struct Lanes {
+  std::size_t outer = 1, len = 1, inner = 1;
+};
+template <class T>
+Lanes lanes_of(const xt::xarray<T>& x, int axis, const char* op) {
+  if (x.dimension() == 0) throw Error(std::string(op) + ": needs a tensor of at least 1 dim, got a 0-d tensor");
+  const std::size_t ax = normalize_axis(axis, x.dimension(), op);
+  Lanes l;
+  for (std::size_t d = 0; d < ax; ++d) l.outer *= x.shape()[d];
+  l.len = x.shape()[ax];
+  for (std::size_t d = ax + 1; d < x.dimension(); ++d) l.inner *= x.shape()[d];
+  return l;
+}
+// Calls f(base, stride) for every lane. For the last axis (inner == 1) the stride is the compile-time constant 1,
+// so that common case compiles to the same contiguous loops as a plain row kernel.
+template <class F>
+void for_each_lane(const Lanes& l, F&& f) {
+  if (l.inner == 1) {
+    for (std::size_t o = 0; o < l.outer; ++o) f(o * l.len, std::integral_constant<std::size_t, 1>{});
+  } else {
+    for (std::size_t o = 0; o < l.outer; ++o)
+      for (std::size_t k = 0; k < l.inner; ++k) f(o * l.len * l.inner + k, l.inner);
+  }
+}
 }  // namespace
 
 template <class T>
-basic_tensor<T> softmax(const basic_tensor<T>& a) {
+basic_tensor<T> softmax(const basic_tensor<T>& a, int axis) {
   const auto& x = a.value();
-  const Rows r = rows_of(x, "softmax");
+  const Lanes l = lanes_of(x, axis, "softmax");
   xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
-  for (std::size_t i = 0; i < r.rows; ++i) {
-    const T* in = x.data() + i * r.cols;
-    T* o = out.data() + i * r.cols;
+  for_each_lane(l, [&](std::size_t base, auto stride) {
+    const T* in = x.data() + base;
+    T* o = out.data() + base;
     T m = -std::numeric_limits<T>::infinity();
-    for (std::size_t j = 0; j < r.cols; ++j) m = std::max(m, in[j]);
-    if (m == -std::numeric_limits<T>::infinity()) {  // fully masked row: all zeros by definition
-      for (std::size_t j = 0; j < r.cols; ++j) o[j] = T(0);
-      continue;
+    for (std::size_t j = 0; j < l.len; ++j) m = std::max(m, in[j * stride]);
+    if (m == -std::numeric_limits<T>::infinity()) {  // fully masked slice: all zeros by definition
+      for (std::size_t j = 0; j < l.len; ++j) o[j * stride] = T(0);
+      return;
     }
     T s = 0;
-    for (std::size_t j = 0; j < r.cols; ++j) s += (o[j] = std::exp(in[j] - m));
-    for (std::size_t j = 0; j < r.cols; ++j) o[j] /= s;
-  }
-  return make_result<T>("softmax", std::move(out), {a}, [r](Node<T>& self) {
+    for (std::size_t j = 0; j < l.len; ++j) s += (o[j * stride] = std::exp(in[j * stride] - m));
+    for (std::size_t j = 0; j < l.len; ++j) o[j * stride] /= s;
+  });
+  return make_result<T>("softmax", std::move(out), {a}, [l](Node<T>& self) {
     // dx = p * (g - sum_j g_j p_j)
     xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
-    for (std::size_t i = 0; i < r.rows; ++i) {
-      const T* p = self.value.data() + i * r.cols;
-      const T* g = self.grad.data() + i * r.cols;
-      T* d = gx.data() + i * r.cols;
+    for_each_lane(l, [&](std::size_t base, auto stride) {
+      const T* p = self.value.data() + base;
+      const T* g = self.grad.data() + base;
+      T* d = gx.data() + base;
       T dot = 0;
-      for (std::size_t j = 0; j < r.cols; ++j) dot += g[j] * p[j];
-      for (std::size_t j = 0; j < r.cols; ++j) d[j] = p[j] * (g[j] - dot);
-    }
+      for (std::size_t j = 0; j < l.len; ++j) dot += g[j * stride] * p[j * stride];
+      for (std::size_t j = 0; j < l.len; ++j) d[j * stride] = p[j * stride] * (g[j * stride] - dot);
+    });
     accumulate_grad(*self.inputs[0], std::move(gx), "softmax");
   });
 }
 
 template <class T>
-basic_tensor<T> log_softmax(const basic_tensor<T>& a) {
+basic_tensor<T> log_softmax(const basic_tensor<T>& a, int axis) {
   const auto& x = a.value();
-  const Rows r = rows_of(x, "log_softmax");
+  const Lanes l = lanes_of(x, axis, "log_softmax");
   xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
-  for (std::size_t i = 0; i < r.rows; ++i) {
-    const T* in = x.data() + i * r.cols;
-    T* o = out.data() + i * r.cols;
+  for_each_lane(l, [&](std::size_t base, auto stride) {
+    const T* in = x.data() + base;
+    T* o = out.data() + base;
     T m = -std::numeric_limits<T>::infinity();
-    for (std::size_t j = 0; j < r.cols; ++j) m = std::max(m, in[j]);
-    if (m == -std::numeric_limits<T>::infinity()) {  // fully masked row: log of the all-zero softmax
-      for (std::size_t j = 0; j < r.cols; ++j) o[j] = m;
-      continue;
+    for (std::size_t j = 0; j < l.len; ++j) m = std::max(m, in[j * stride]);
+    if (m == -std::numeric_limits<T>::infinity()) {  // fully masked slice: log of the all-zero softmax
+      for (std::size_t j = 0; j < l.len; ++j) o[j * stride] = m;
+      return;
     }
     T s = 0;
-    for (std::size_t j = 0; j < r.cols; ++j) s += std::exp(in[j] - m);
+    for (std::size_t j = 0; j < l.len; ++j) s += std::exp(in[j * stride] - m);
     const T lse = m + std::log(s);
-    for (std::size_t j = 0; j < r.cols; ++j) o[j] = in[j] - lse;
-  }
-  return make_result<T>("log_softmax", std::move(out), {a}, [r](Node<T>& self) {
+    for (std::size_t j = 0; j < l.len; ++j) o[j * stride] = in[j * stride] - lse;
+  });
+  return make_result<T>("log_softmax", std::move(out), {a}, [l](Node<T>& self) {
     // dx = g - softmax * sum_j g_j
     xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
-    for (std::size_t i = 0; i < r.rows; ++i) {
-      const T* lp = self.value.data() + i * r.cols;
-      const T* g = self.grad.data() + i * r.cols;
-      T* d = gx.data() + i * r.cols;
-      if (r.cols && lp[0] == -std::numeric_limits<T>::infinity() && std::isinf(lp[r.cols - 1])) {
-        bool masked = true;  // a fully masked row passes no gradient (its output does not depend on the input)
-        for (std::size_t j = 0; j < r.cols; ++j) masked = masked && lp[j] == -std::numeric_limits<T>::infinity();
-        if (masked) {
-          for (std::size_t j = 0; j < r.cols; ++j) d[j] = T(0);
-          continue;
-        }
+    for_each_lane(l, [&](std::size_t base, auto stride) {
+      const T* lp = self.value.data() + base;
+      const T* g = self.grad.data() + base;
+      T* d = gx.data() + base;
+      bool masked = true;  // a fully masked slice passes no gradient (its output does not depend on the input)
+      for (std::size_t j = 0; j < l.len && masked; ++j) masked = lp[j * stride] == -std::numeric_limits<T>::infinity();
+      if (masked) {
+        for (std::size_t j = 0; j < l.len; ++j) d[j * stride] = T(0);
+        return;
       }
       T total = 0;
-      for (std::size_t j = 0; j < r.cols; ++j) total += g[j];
-      for (std::size_t j = 0; j < r.cols; ++j) d[j] = g[j] - std::exp(lp[j]) * total;
-    }
+      for (std::size_t j = 0; j < l.len; ++j) total += g[j * stride];
+      for (std::size_t j = 0; j < l.len; ++j) d[j * stride] = g[j * stride] - std::exp(lp[j * stride]) * total;
+    });
     accumulate_grad(*self.inputs[0], std::move(gx), "log_softmax");
   });
 }
@@ -206,7 +233,8 @@ basic_tensor<T> embedding(const basic_tensor<T>& weight, const index_array& indi
 }
 
 template <class T>
-basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& targets, std::int64_t ignore_index) {
+basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& targets, std::int64_t ignore_index,
+                              double label_smoothing) {
   const auto& x = logits.value();
   const Rows r = rows_of(x, "cross_entropy");
   const shape_t ls = logits.shape();
@@ -214,6 +242,11 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
   if (ts != shape_t(ls.begin(), ls.end() - 1))
     throw Error("cross_entropy: targets of shape " + shape_str(ts) + " do not match logits " + shape_str(ls) +
                 " (expected " + shape_str(shape_t(ls.begin(), ls.end() - 1)) + ")");
+  if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
+    throw Error("cross_entropy: label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
+  // q = (1 - eps) onehot(t) + eps / C: the target keeps weight `on`, every class (the target too) gets `spread`.
+  const double eps = label_smoothing;
+  const double on = 1.0 - eps, spread = r.cols ? eps / static_cast<double>(r.cols) : 0.0;
   double total = 0;
   std::size_t count = 0;
   for (std::size_t i = 0; i < r.rows; ++i) {
@@ -228,41 +261,123 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
     for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
     double s = 0;
     for (std::size_t j = 0; j < r.cols; ++j) s += std::exp(static_cast<double>(in[j] - m));
-    total += static_cast<double>(m) + std::log(s) - static_cast<double>(in[t]);
+    // sum_j q_j (lse - x_j) = lse - on * x_t - spread * sum_j x_j, since the q_j sum to 1
+    const double lse = static_cast<double>(m) + std::log(s);
+    double loss = lse - on * static_cast<double>(in[t]);
+    if (eps > 0) {
+      double row_sum = 0;
+      for (std::size_t j = 0; j < r.cols; ++j) row_sum += static_cast<double>(in[j]);
+      loss -= spread * row_sum;
+    }
+    total += loss;
     ++count;
   }
   xt::xarray<T> out = xt::xarray<T>::from_shape({});
   out() = count ? static_cast<T>(total / static_cast<double>(count)) : T(0);
-  return make_result<T>("cross_entropy", std::move(out), {logits}, [r, targets, ignore_index, count](Node<T>& self) {
-    xt::xarray<T> gx = xt::zeros<T>(self.inputs[0]->value.shape());
-    if (count) {
-      const T scale = self.grad() / static_cast<T>(count);
-      const T* X = self.inputs[0]->value.data();
-      for (std::size_t i = 0; i < r.rows; ++i) {
-        const auto t = targets.data()[i];
-        if (t == ignore_index) continue;
-        const T* in = X + i * r.cols;
-        T* d = gx.data() + i * r.cols;
-        T m = in[0];
-        for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
-        T s = 0;
-        for (std::size_t j = 0; j < r.cols; ++j) s += (d[j] = std::exp(in[j] - m));
-        for (std::size_t j = 0; j < r.cols; ++j) d[j] = d[j] / s * scale;
-        d[t] -= scale;  // (softmax - onehot) / N
-      }
-    }
-    accumulate_grad(*self.inputs[0], std::move(gx), "cross_entropy");
+  return make_result<T>(
+      "cross_entropy", std::move(out), {logits}, [r, targets, ignore_index, count, on, spread](Node<T>& self) {
+        xt::xarray<T> gx = xt::zeros<T>(self.inputs[0]->value.shape());
+        if (count) {
+          const T scale = self.grad() / static_cast<T>(count);
+          const T target_step = static_cast<T>(on) * scale, spread_step = static_cast<T>(spread) * scale;
+          const T* X = self.inputs[0]->value.data();
+          for (std::size_t i = 0; i < r.rows; ++i) {
+            const auto t = targets.data()[i];
+            if (t == ignore_index) continue;
+            const T* in = X + i * r.cols;
+            T* d = gx.data() + i * r.cols;
+            T m = in[0];
+            for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
+            T s = 0;
+            for (std::size_t j = 0; j < r.cols; ++j) s += (d[j] = std::exp(in[j] - m));
+            for (std::size_t j = 0; j < r.cols; ++j) d[j] = d[j] / s * scale;
+            d[t] -= target_step;  // (softmax - q) / N
+            if (spread_step != T(0))
+              for (std::size_t j = 0; j < r.cols; ++j) d[j] -= spread_step;
+          }
+        }
+        accumulate_grad(*self.inputs[0], std::move(gx), "cross_entropy");
+      });
+}
+
+template <class T>
+basic_tensor<T> rms_norm(const basic_tensor<T>& x, const basic_tensor<T>& weight, double eps) {
+  const auto& xv = x.value();
+  const Rows r = rows_of(xv, "rms_norm");
+  if (weight.defined() && weight.shape() != shape_t{r.cols})
+    throw Error("rms_norm: weight must have shape [" + std::to_string(r.cols) + "] for input " +
+                shape_str(x.shape()) + ", got " + shape_str(weight.shape()));
+  if (r.cols == 0) throw Error("rms_norm: last axis of " + shape_str(x.shape()) + " is empty");
+  xt::xarray<T> xhat = xt::xarray<T>::from_shape(xv.shape());
+  std::vector<T> rstd(r.rows);
+  for (std::size_t i = 0; i < r.rows; ++i) {
+    const T* in = xv.data() + i * r.cols;
+    T* h = xhat.data() + i * r.cols;
+    T mean_square = 0;
+    for (std::size_t j = 0; j < r.cols; ++j) mean_square += in[j] * in[j];
+    mean_square /= static_cast<T>(r.cols);
+    rstd[i] = T(1) / std::sqrt(mean_square + static_cast<T>(eps));
+    for (std::size_t j = 0; j < r.cols; ++j) h[j] = in[j] * rstd[i];
+  }
+  xt::xarray<T> out = xhat;
+  if (weight.defined()) out *= weight.value();
+  return make_result<T>(
+      "rms_norm", std::move(out), {x, weight}, [r, xhat = std::move(xhat), rstd = std::move(rstd)](Node<T>& self) {
+        const T* w = self.inputs[1] ? self.inputs[1]->value.data() : nullptr;
+        const T* G = self.grad.data();
+        if (needs_grad(self, 0)) {
+          // xhat = x * rstd with d rstd / dx_k = -x_k rstd^3 / D, so
+          // dx = rstd * (dxhat - xhat * mean(dxhat * xhat)), dxhat = g * w (layer_norm without the mean terms)
+          xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
+          std::vector<T> dh(r.cols);
+          for (std::size_t i = 0; i < r.rows; ++i) {
+            const T* g = G + i * r.cols;
+            const T* h = xhat.data() + i * r.cols;
+            T mean_dh_h = 0;
+            for (std::size_t j = 0; j < r.cols; ++j) {
+              dh[j] = w ? g[j] * w[j] : g[j];
+              mean_dh_h += dh[j] * h[j];
+            }
+            mean_dh_h /= static_cast<T>(r.cols);
+            T* d = gx.data() + i * r.cols;
+            for (std::size_t j = 0; j < r.cols; ++j) d[j] = rstd[i] * (dh[j] - h[j] * mean_dh_h);
+          }
+          accumulate_grad(*self.inputs[0], std::move(gx), "rms_norm");
+        }
+        if (needs_grad(self, 1)) {
+          xt::xarray<T> gw = xt::zeros<T>({r.cols});
+          for (std::size_t i = 0; i < r.rows; ++i)
+            for (std::size_t j = 0; j < r.cols; ++j) gw(j) += G[i * r.cols + j] * xhat.data()[i * r.cols + j];
+          accumulate_grad(*self.inputs[1], std::move(gw), "rms_norm");
+        }
+      });
+}
+
+template <class T>
+basic_tensor<T> dropout(const basic_tensor<T>& x, double p, bool training, Generator& gen) {
+  if (!(p >= 0.0 && p < 1.0)) throw Error("dropout: p must be in [0, 1), got " + std::to_string(p));
+  if (!training || p == 0.0) return x;
+  // The mask holds each element's factor (0 or 1 / (1 - p)); backward multiplies by the same factors.
+  const T keep_scale = static_cast<T>(1.0 / (1.0 - p));
+  const auto& xv = x.value();
+  xt::xarray<T> mask = xt::xarray<T>::from_shape(xv.shape());
+  for (std::size_t i = 0; i < mask.size(); ++i) mask.data()[i] = gen.uniform01() < p ? T(0) : keep_scale;
+  xt::xarray<T> out = xv * mask;
+  return make_result<T>("dropout", std::move(out), {x}, [mask = std::move(mask)](Node<T>& self) {
+    accumulate_grad(*self.inputs[0], xt::xarray<T>(self.grad * mask), "dropout");
   });
 }
 
 #define XGRAD_INSTANTIATE(T)                                                                                    \
-  template basic_tensor<T> softmax<T>(const basic_tensor<T>&);                                                  \
-  template basic_tensor<T> log_softmax<T>(const basic_tensor<T>&);                                              \
+  template basic_tensor<T> softmax<T>(const basic_tensor<T>&, int);                                             \
+  template basic_tensor<T> log_softmax<T>(const basic_tensor<T>&, int);                                         \
   template basic_tensor<T> masked_fill<T>(const basic_tensor<T>&, const xt::xarray<bool>&, double);             \
   template basic_tensor<T> layer_norm<T>(const basic_tensor<T>&, const basic_tensor<T>&,                        \
                                          const basic_tensor<T>&, double);                                        \
   template basic_tensor<T> embedding<T>(const basic_tensor<T>&, const index_array&);                            \
-  template basic_tensor<T> cross_entropy<T>(const basic_tensor<T>&, const index_array&, std::int64_t);
+  template basic_tensor<T> cross_entropy<T>(const basic_tensor<T>&, const index_array&, std::int64_t, double);   \
+  template basic_tensor<T> rms_norm<T>(const basic_tensor<T>&, const basic_tensor<T>&, double);                 \
+  template basic_tensor<T> dropout<T>(const basic_tensor<T>&, double, bool, Generator&);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)
 #undef XGRAD_INSTANTIATE

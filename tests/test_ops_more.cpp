@@ -540,3 +540,234 @@ TEST_CASE("logsumexp") {
     CHECK_ERROR("logsumexp: ", logsumexp(DTensor(xt::xarray<double>::from_shape({2, 0})), {1}));
   }
 }
+
+// ---- neural-network ops ------------------------------------------------------------------------------------------
+
+// softmax/log_softmax along any axis agree with the last-axis kernel applied to the transposed input.
+TEST_CASE("softmax, log_softmax along any axis") {
+  std::mt19937 gen(209);
+  DTensor a = rand_input({2, 3, 4}, gen, -3.0, 3.0);
+
+  SUBCASE("gradients") {
+    for (int axis : {0, 1, 2, -1, -2, -3}) {
+      INFO("axis " << axis);
+      CHECK_GRADIENT([axis](const Inputs& in) { return softmax(in[0], axis); }, {a});
+      CHECK_GRADIENT([axis](const Inputs& in) { return log_softmax(in[0], axis); }, {a});
+    }
+    DTensor col = rand_input({4, 1}, gen);  // a size-1 axis: softmax is 1 and the gradient 0
+    CHECK_GRADIENT([](const Inputs& in) { return softmax(in[0], 1) * in[0]; }, {col});
+    CHECK_GRADIENT([](const Inputs& in) { return softmax(in[0], 0); }, {col});
+    // Masked entries along axis 0, including one fully masked column.
+    const xt::xarray<bool> mask{{true, false, true}, {true, true, false}};
+    DTensor m = rand_input({2, 3}, gen);
+    CHECK_GRADIENT([&](const Inputs& in) { return softmax(masked_fill(in[0], mask, -inf), 0); }, {m});
+    // log_softmax is -inf at masked entries; the outer fill keeps the checked sum finite.
+    CHECK_GRADIENT([&](const Inputs& in) { return masked_fill(log_softmax(masked_fill(in[0], mask, -inf), 0), mask, 0.0); },
+                   {rand_input({2, 3}, gen)});
+  }
+  SUBCASE("values") {
+    for (int axis : {0, 1}) {
+      INFO("axis " << axis);
+      // Along axis k of [2, 3, 4] = along the last axis of the input with axes k and 2 swapped, swapped back.
+      const DTensor swapped = transpose(softmax(transpose(a, axis, 2)), axis, 2);
+      CHECK_CLOSE(softmax(a, axis).value(), swapped.value(), 1e-12);
+      const DTensor log_swapped = transpose(log_softmax(transpose(a, axis, 2)), axis, 2);
+      CHECK_CLOSE(log_softmax(a, axis).value(), log_swapped.value(), 1e-12);
+      CHECK_CLOSE(xt::sum(softmax(a, axis).value(), {static_cast<std::size_t>(axis)}),
+                  xt::xarray<double>(xt::ones<double>(axis == 0 ? shape_t{3, 4} : shape_t{2, 4})), 1e-12);
+    }
+    CHECK_CLOSE(softmax(a).value(), softmax(a, 2).value(), 0.0);  // the default is the last axis
+    CHECK_CLOSE(log_softmax(a, -1).value(), log_softmax(a).value(), 0.0);
+    // float32, axis 0 with large logits: shifted, no overflow.
+    const Tensor x(xt::xarray<float>{{1001, 0}, {1002, 0}, {1003, 0}});
+    const xt::xarray<double> p{0.09003057317038046, 0.24472847105479767, 0.6652409557748219};
+    CHECK_CLOSE(xt::view(softmax(x, 0).value(), xt::all(), 0), p, 1e-6);
+    CHECK_CLOSE(xt::view(softmax(x, -2).value(), xt::all(), 1), (xt::xarray<double>{1. / 3, 1. / 3, 1. / 3}), 1e-6);
+    // A fully masked column: zeros for softmax, -inf for log_softmax, zero gradient for both.
+    DTensor masked(xt::xarray<double>{{-inf, 1}, {-inf, 2}}, true);
+    const DTensor s = softmax(masked, 0), ls = log_softmax(masked, 0);
+    CHECK(s.value()(0, 0) == 0.0);
+    CHECK(s.value()(1, 0) == 0.0);
+    CHECK(ls.value()(0, 0) == -inf);
+    (sum(s * DTensor(xt::xarray<double>{{1, 2}, {3, 4}})) + sum(masked_fill(ls, xt::xarray<bool>{true, false}, 0.0)))
+        .backward();
+    CHECK(all_finite(masked.grad()));
+    CHECK(masked.grad()(0, 0) == 0.0);
+    CHECK(masked.grad()(1, 0) == 0.0);
+  }
+  SUBCASE("errors") {
+    CHECK_ERROR("softmax: ", softmax(a, 3));
+    CHECK_ERROR("softmax: ", softmax(a, -4));
+    CHECK_ERROR("log_softmax: ", log_softmax(a, 5));
+    CHECK_ERROR("softmax: ", softmax(scalar(1.0), 0));
+  }
+}
+
+// cross_entropy with label smoothing: the target distribution (1 - eps) onehot + eps / C, mean over kept positions.
+TEST_CASE("cross_entropy with label_smoothing") {
+  std::mt19937 gen(210);
+
+  SUBCASE("gradients") {
+    DTensor l2 = rand_input({4, 5}, gen, -2.0, 2.0);
+    const index_array t2{1, -1, 3, 0};
+    DTensor l3 = rand_input({2, 3, 4}, gen, -2.0, 2.0);
+    const index_array t3{{0, 3, -1}, {2, -1, 1}};
+    for (double eps : {0.0, 0.1, 0.5, 1.0}) {
+      INFO("label_smoothing " << eps);
+      CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t2, -1, eps); }, {l2});
+      CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t3, -1, eps); }, {l3});
+      CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], index_array{1, 2, 3, 2}, 2, eps); }, {l2});
+    }
+    DTensor big = rand_input({3, 4}, gen, -300.0, 300.0);
+    CHECK_GRADIENT([](const Inputs& in) { return cross_entropy(in[0], index_array{0, 3, 1}, -1, 0.2); }, {big});
+  }
+  SUBCASE("values") {
+    // Against the definition: (1 - eps) nll + eps * mean_j(-log p_j), averaged over kept positions.
+    const DTensor l(uniform({3, 4}, gen, -2.0, 2.0));
+    const auto lp = log_softmax(l).value();
+    const double eps = 0.3;
+    auto row_loss = [&](std::size_t i, std::size_t t) {
+      double smooth = 0;
+      for (std::size_t j = 0; j < 4; ++j) smooth -= lp(i, j) / 4;
+      return (1 - eps) * -lp(i, t) + eps * smooth;
+    };
+    CHECK(cross_entropy(l, index_array{2, -1, 0}, -1, eps).item() ==
+          doctest::Approx((row_loss(0, 2) + row_loss(2, 0)) / 2).epsilon(1e-12));
+    // eps = 0 is the plain loss; eps = 1 ignores the target (uniform target distribution).
+    CHECK(cross_entropy(l, index_array{2, 1, 0}, -1, 0.0).item() == cross_entropy(l, index_array{2, 1, 0}).item());
+    CHECK(cross_entropy(l, index_array{2, 1, 0}, -1, 1.0).item() ==
+          doctest::Approx(cross_entropy(l, index_array{3, 3, 1}, -1, 1.0).item()).epsilon(1e-12));
+    // Uniform logits: log C whatever the smoothing.
+    CHECK(cross_entropy(Tensor(xt::xarray<float>{{0, 0, 0}}), index_array{1}, -1, 0.4).item() ==
+          doctest::Approx(std::log(3.0)));
+    // Gradient (softmax - q) / N for one row: logits [0, 0], target 0, eps 0.2 → q = [0.9, 0.1], p = [0.5, 0.5].
+    Tensor two(xt::xarray<float>{{0, 0}}, true);
+    cross_entropy(two, index_array{0}, -1, 0.2).backward();
+    CHECK_CLOSE(two.grad(), (xt::xarray<double>{{-0.4, 0.4}}), 1e-6);
+    // No position carries a target: 0 and zero gradient.
+    Tensor none(xt::xarray<float>{{1, 2}, {3, 4}}, true);
+    const Tensor zero = cross_entropy(none, index_array{-1, -1}, -1, 0.1);
+    CHECK(zero.item() == 0.f);
+    zero.backward();
+    CHECK_CLOSE(none.grad(), (xt::xarray<double>{{0, 0}, {0, 0}}), 0.0);
+  }
+  SUBCASE("errors") {
+    const Tensor logits(xt::xarray<float>::from_shape({2, 3}));
+    CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, 1}, -1, -0.1));
+    CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, 1}, -1, 1.5));
+    CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, 1}, -1, NAN));
+    CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, 3}, -1, 0.1));  // C = 3
+  }
+}
+
+// rms_norm over the last axis with and without weight.
+TEST_CASE("rms_norm") {
+  std::mt19937 gen(211);
+
+  SUBCASE("gradients") {
+    DTensor x = rand_input({3, 5}, gen), w = rand_input({5}, gen, 0.5, 1.5);
+    CHECK_GRADIENT([](const Inputs& in) { return rms_norm(in[0], in[1]); }, {x, w});
+    CHECK_GRADIENT([](const Inputs& in) { return rms_norm(in[0], DTensor()); }, {x});
+    CHECK_GRADIENT([](const Inputs& in) { return rms_norm(in[0], in[1], 0.1); }, {x, w});
+    DTensor x3 = rand_input({2, 2, 4}, gen), w4 = rand_input({4}, gen, -1.5, 1.5);
+    CHECK_GRADIENT([](const Inputs& in) { return rms_norm(in[0], in[1]); }, {x3, w4});
+    DTensor x1 = rand_input({3, 1}, gen), w1 = rand_input({1}, gen);  // D = 1: y = w x / sqrt(x^2 + eps)
+    CHECK_GRADIENT([](const Inputs& in) { return rms_norm(in[0], in[1], 0.05); }, {x1, w1});
+    const DTensor wc = w.detach();
+    CHECK_GRADIENT([&](const Inputs& in) { return rms_norm(in[0], wc); }, {x});
+  }
+  SUBCASE("values") {
+    // Row [1, 2, 3, 4]: mean square 7.5; row [0, 0, 0, 0] stays 0.
+    const Tensor x(xt::xarray<float>{{1, 2, 3, 4}, {0, 0, 0, 0}});
+    const double r = 1.0 / std::sqrt(7.5 + 1e-6);
+    CHECK_CLOSE(rms_norm(x, Tensor()).value(), (xt::xarray<double>{{r, 2 * r, 3 * r, 4 * r}, {0, 0, 0, 0}}), 1e-6);
+    const Tensor w(xt::xarray<float>{2, 0.5, 1, -1});
+    CHECK_CLOSE(rms_norm(x, w).value(), (xt::xarray<double>{{2 * r, r, 3 * r, -4 * r}, {0, 0, 0, 0}}), 1e-6);
+    // eps is added to the mean square: with eps = 8.5 the denominator is exactly 4.
+    CHECK_CLOSE(rms_norm(x, Tensor(), 8.5).value(), (xt::xarray<double>{{0.25, 0.5, 0.75, 1}, {0, 0, 0, 0}}), 1e-6);
+    // Scale invariance: rms_norm(c x) = rms_norm(x) for c > 0 (eps aside).
+    const DTensor d(uniform({2, 6}, gen));
+    CHECK_CLOSE(rms_norm(d * 100.0, DTensor(), 0.0).value(), rms_norm(d, DTensor(), 0.0).value(), 1e-12);
+  }
+  SUBCASE("errors") {
+    const Tensor x(xt::xarray<float>::from_shape({2, 5}));
+    CHECK_ERROR("rms_norm: ", rms_norm(x, Tensor(xt::xarray<float>::from_shape({4}))));
+    CHECK_ERROR("rms_norm: ", rms_norm(x, Tensor(xt::xarray<float>::from_shape({5, 1}))));
+    CHECK_ERROR("rms_norm: ", rms_norm(scalar(1.f), Tensor()));
+    CHECK_ERROR("rms_norm: ", rms_norm(Tensor(xt::xarray<float>::from_shape({2, 0})), Tensor()));
+  }
+}
+
+// dropout: inverted scaling, mask reused in backward, deterministic per generator state, identity in eval mode.
+TEST_CASE("dropout") {
+  SUBCASE("mean preserved, survivors scaled by 1 / (1 - p)") {
+    Generator gen(7);
+    const double p = 0.3;
+    const Tensor x(xt::xarray<float>(xt::ones<float>({200, 100})));
+    const Tensor y = dropout(x, p, true, gen);
+    std::size_t zeros = 0, scaled = 0;
+    for (std::size_t i = 0; i < y.numel(); ++i) {
+      const float v = y.value().data()[i];
+      zeros += v == 0.f;
+      scaled += v == static_cast<float>(1.0 / (1.0 - p));
+    }
+    CHECK(zeros + scaled == y.numel());
+    // 20,000 Bernoulli(0.3) draws: the standard deviation of the dropped fraction is about 0.0032.
+    CHECK(static_cast<double>(zeros) / static_cast<double>(y.numel()) == doctest::Approx(p).epsilon(0.05));
+    CHECK(mean(y).item() == doctest::Approx(1.0).epsilon(0.02));
+  }
+  SUBCASE("backward reuses the mask") {
+    Generator gen(8);
+    std::mt19937 mt(212);
+    DTensor x = away_from_zero({6, 7}, mt);  // no input is 0, so a zero output means a dropped element
+    const DTensor y = dropout(x, 0.5, true, gen);
+    const xt::xarray<double> upstream = uniform({6, 7}, mt, 0.5, 1.5);
+    y.backward(upstream);
+    std::size_t dropped = 0;
+    for (std::size_t i = 0; i < x.numel(); ++i) {
+      if (y.value().data()[i] == 0.0) {
+        ++dropped;
+        CHECK(x.grad().data()[i] == 0.0);
+      } else {
+        CHECK(x.grad().data()[i] == doctest::Approx(2.0 * upstream.data()[i]));
+        CHECK(y.value().data()[i] == doctest::Approx(2.0 * x.value().data()[i]));
+      }
+    }
+    CHECK(dropped > 0);
+    CHECK(dropped < x.numel());
+    // With the generator re-created inside f, every evaluation draws the same mask: a fixed linear map.
+    CHECK_GRADIENT(
+        [](const Inputs& in) {
+          Generator g(9);
+          return dropout(in[0], 0.4, true, g);
+        },
+        {x});
+  }
+  SUBCASE("deterministic for a given generator state") {
+    const DTensor x(xt::xarray<double>(xt::ones<double>({5, 8})));
+    Generator g1(11, 2), g2(11, 2), g3(12, 2);
+    const auto a = dropout(x, 0.5, true, g1).value();
+    CHECK_CLOSE(dropout(x, 0.5, true, g2).value(), a, 0.0);
+    CHECK((dropout(x, 0.5, true, g3).value() != a));  // another seed, another mask
+    CHECK((dropout(x, 0.5, true, g1).value() != a));  // the generator advanced
+  }
+  SUBCASE("eval mode and p = 0 return the input unchanged") {
+    Generator gen(10);
+    DTensor x(xt::xarray<double>{1, 2, 3}, true);
+    const DTensor eval = dropout(x, 0.5, false, gen);
+    CHECK(eval.node() == x.node());
+    CHECK(dropout(x, 0.0, true, gen).node() == x.node());
+    Generator fresh(10);  // no draw was taken in eval mode
+    CHECK(gen.next_u64() == fresh.next_u64());
+    sum(eval * 2.0).backward();
+    CHECK_CLOSE(x.grad(), (xt::xarray<double>{2, 2, 2}), 0.0);
+  }
+  SUBCASE("errors") {
+    Generator gen(1);
+    const Tensor x(xt::xarray<float>{1, 2});
+    CHECK_ERROR("dropout: ", dropout(x, 1.0, true, gen));
+    CHECK_ERROR("dropout: ", dropout(x, -0.1, true, gen));
+    CHECK_ERROR("dropout: ", dropout(x, NAN, true, gen));
+    CHECK_ERROR("dropout: ", dropout(x, 1.5, false, gen));  // checked in eval mode too
+  }
+}
