@@ -102,6 +102,10 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
     q = unit(q) * qk_gain;
     k = unit(k);
   }
+  if (record_attention) {
+    last.q = q.value();
+    last.k = k.value();
+  }
   const xt::xarray<bool> mask = causal_mask(static_cast<std::size_t>(T));
   Tensor out = scaled_dot_product_attention(q, k, v, causal ? &mask : nullptr, scale_factor(scale, d_k),
                                             record_attention ? &last : nullptr);

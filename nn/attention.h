@@ -35,6 +35,7 @@ double scale_factor(ScaleMode mode, std::size_t d_k);
 struct AttentionRecord {
   Tensor scores;
   xt::xarray<float> probs;
+  xt::xarray<float> q, k;  // [B, H, T, d_k], as they enter q·k (after the mode's normalisation, before the scale)
 };
 
 /// softmax(q @ k^T * scale, masked) @ v. q, k, v: [B, H, T, d_k]; mask: null for none, or broadcastable to

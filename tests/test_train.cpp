@@ -48,7 +48,7 @@ TEST_CASE("sqrt_dk attention at d_k = 16 learns key-value recall to well below c
   TrainConfig c;
   c.d_model = 16;
   c.steps = 400;
-  c.log_every = 1000;
+  c.print_every = 1000;
   c.out = temp_dir("learns").string();
   const RunSummary s = xgrad::train::train(c);
   INFO("final loss " << s.final_loss << ", chance " << s.chance_loss);
@@ -136,7 +136,7 @@ TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {
   CHECK(run_cli("train --out " + dir.string() + " --steps abc") == 2);
   CHECK(run_cli("train --out " + dir.string() + " --n-keys 4 --n-pairs 8") == 2);
   CHECK(run_cli("train") == 2);  // --out is required
-  CHECK(run_cli("experiment --out " + dir.string() + " --d-k 4 8 --steps 3 --log-every 1") == 0);
+  CHECK(run_cli("experiment --out " + dir.string() + " --d-k 4 8 --steps 3 --print-every 1") == 0);
   for (const char* run : {"dk4-sqrt_dk", "dk4-none", "dk8-sqrt_dk", "dk8-none"}) {
     CHECK(fs::exists(dir / run / "metrics.csv"));
     CHECK(fs::exists(dir / run / "summary.json"));

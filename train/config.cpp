@@ -11,12 +11,12 @@ void require(bool ok, const std::string& message) {
 }  // namespace
 
 void TrainConfig::validate() const {
-  require(task == "kv_recall", "--task: unknown task '" + task + "' (allowed: kv_recall)");
-  require(n_pairs >= 1, "--n-pairs must be >= 1");
-  require(n_keys >= n_pairs, "--n-keys (" + std::to_string(n_keys) + ") must be >= --n-pairs (" +
-                                 std::to_string(n_pairs) + ")");
-  require(n_values >= 2, "--n-values must be >= 2");
-  require(n_keys <= 4096 && n_values <= 4096, "--n-keys and --n-values must be <= 4096");
+  std::unique_ptr<data::Task> t;
+  try {
+    t = data::make_task(task_options());
+  } catch (const data::TaskError& e) {
+    throw ConfigError(std::string("invalid task settings: ") + e.what());
+  }
   require(d_model >= 1, "--d-model must be >= 1");
   require(n_heads >= 1, "--n-heads must be >= 1");
   require(d_model % n_heads == 0, "--d-model (" + std::to_string(d_model) + ") must be divisible by --n-heads (" +
@@ -30,8 +30,41 @@ void TrainConfig::validate() const {
   require(weight_decay >= 0 && std::isfinite(weight_decay), "--weight-decay must be >= 0");
   require(clip_grad_norm >= 0, "--clip-grad-norm must be >= 0 (0 = no clipping)");
   require(log_every >= 1, "--log-every must be >= 1");
+  require(print_every >= 1, "--print-every must be >= 1");
+  require(eval_batches >= 1, "--eval-batches must be >= 1");
+  require(emb_init_std > 0 && std::isfinite(emb_init_std), "--emb-init-std must be a finite number > 0");
+  require(proj_init_gain > 0 && std::isfinite(proj_init_gain), "--proj-init-gain must be a finite number > 0");
   require(threads >= 1, "--threads must be >= 1");
+  require(clip_grad_norm < 1e30, "--clip-grad-norm must be finite (0 = off)");
+  require(threads <= 64, "--threads must be <= 64");
   require(!out.empty(), "--out: a run directory is required");
+  const double gib = estimated_memory_gib(t->vocab_size(), t->seq_len());
+  require(gib <= kMaxMemoryGiB, "the model and batch need about " + std::to_string(static_cast<int>(gib)) +
+                                    " GiB (limit " + std::to_string(static_cast<int>(kMaxMemoryGiB)) +
+                                    "): reduce --d-model, --d-ff, --n-layers, --batch-size or the task's vocabulary");
+}
+
+double TrainConfig::estimated_memory_gib(std::size_t vocab, std::size_t T) const {
+  const double d = static_cast<double>(d_model), V = static_cast<double>(vocab), L = static_cast<double>(n_layers),
+               B = static_cast<double>(batch_size), H = static_cast<double>(n_heads), Td = static_cast<double>(T);
+  const double ff = mlp ? static_cast<double>(d_ff ? d_ff : 4 * d_model) : 0.0;
+  const double params = 2 * V * d + Td * d + L * (4 * d * d + 2 * d * ff);
+  // value, gradient, two Adam moments and the pre-step copy per parameter; forward activations kept for backward,
+  // and as much again for their gradients
+  const double activations = B * Td * (L * (16 * d + 4 * ff + 4 * H * Td) + 3 * V);
+  return (4.0 * 5 * params + 4.0 * 2 * activations) / (1024.0 * 1024 * 1024);
+}
+
+data::TaskOptions TrainConfig::task_options() const {
+  data::TaskOptions o;
+  o.name = task;
+  o.n_keys = n_keys;
+  o.n_values = n_values;
+  o.n_pairs = n_pairs;
+  o.seq_len = seq_len;
+  o.n_symbols = n_symbols;
+  o.text_path = text_path;
+  return o;
 }
 
 nlohmann::json TrainConfig::to_json() const {
@@ -40,14 +73,21 @@ nlohmann::json TrainConfig::to_json() const {
       {"n_keys", n_keys},
       {"n_values", n_values},
       {"n_pairs", n_pairs},
+      {"task_seq_len", seq_len},
+      {"n_symbols", n_symbols},
+      {"text_path", text_path},
       {"d_model", d_model},
       {"n_heads", n_heads},
       {"d_k", d_k()},
       {"n_layers", n_layers},
       {"d_ff", d_ff ? d_ff : 4 * d_model},
       {"mlp", mlp},
+      {"layer_norm", layer_norm},
+      {"residual", residual},
       {"causal", causal},
       {"scale", nn::to_string(scale)},
+      {"emb_init_std", emb_init_std},
+      {"proj_init_gain", proj_init_gain},
       {"batch_size", batch_size},
       {"steps", steps},
       {"lr", lr},
@@ -58,6 +98,9 @@ nlohmann::json TrainConfig::to_json() const {
       {"seed", seed},
       {"data_seed", data_seed},
       {"log_every", log_every},
+      {"print_every", print_every},
+      {"eval_every", eval_every},
+      {"eval_batches", eval_batches},
       {"threads", threads},
       {"out", out},
   };

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/registry.h"
 #include "nn/attention.h"
 
 namespace xgrad::train {
@@ -17,13 +18,16 @@ class ConfigError : public std::invalid_argument {
 };
 
 struct TrainConfig {
-  // task: key-value recall (data/kv_recall.h)
+  // task (data/registry.h): kv_recall | copy | reverse | sort | majority | induction | char_lm
   std::string task = "kv_recall";
-  std::size_t n_keys = 8, n_values = 8, n_pairs = 8;
+  std::size_t n_keys = 8, n_values = 8, n_pairs = 8;  // kv_recall
+  std::size_t seq_len = 16, n_symbols = 8;             // copy, reverse, sort, majority, induction; seq_len: char_lm
+  std::string text_path;                               // char_lm
   // model (nn/model.h)
   std::size_t d_model = 64, n_heads = 1, n_layers = 1, d_ff = 0;
-  bool mlp = true, causal = true;
+  bool mlp = true, layer_norm = true, residual = true, causal = true;
   nn::ScaleMode scale = nn::ScaleMode::sqrt_dk;
+  double emb_init_std = 1.0, proj_init_gain = 1.0;
   // optimisation
   std::size_t batch_size = 64, steps = 800;
   double lr = 3e-3;
@@ -31,13 +35,23 @@ struct TrainConfig {
   double momentum = 0.9, weight_decay = 0.0, clip_grad_norm = 0.0;  // clip 0 = off
   // reproducibility and output
   std::uint64_t seed = 0, data_seed = 0;
-  std::size_t log_every = 100;  // console progress every N steps (metrics.csv gets every step)
-  int threads = 1;              // BLAS threads
-  std::string out;              // run directory
+  std::size_t log_every = 1;     // saturation metrics and update RMS every N steps (other rows hold nan there)
+  std::size_t print_every = 100; // console progress every N steps
+  std::size_t eval_every = 0;    // held-out loss every N steps (0 = off); eval_loss column
+  std::size_t eval_batches = 4;  // batches per held-out evaluation
+  int threads = 1;               // BLAS threads
+  std::string out;               // run directory
+  bool overwrite = false;        // replace an existing run in `out`
 
   std::size_t d_k() const { return d_model / n_heads; }
-  /// Throws ConfigError naming the first bad flag.
+  /// Throws ConfigError naming the first bad flag (task settings included: the task is built once to check them).
   void validate() const;
+  /// A rough upper estimate of the memory one run needs (parameters, optimizer state, activations), in GiB.
+  double estimated_memory_gib(std::size_t vocab_size, std::size_t seq_len) const;
+  /// validate() rejects a configuration estimated above this.
+  static constexpr double kMaxMemoryGiB = 12.0;
+  /// The data-layer settings of this configuration.
+  data::TaskOptions task_options() const;
   nlohmann::json to_json() const;
 };
 

@@ -25,13 +25,19 @@ std::vector<std::string> to_args(const TrainConfig& c) {
                              "--n-keys", std::to_string(c.n_keys),
                              "--n-values", std::to_string(c.n_values),
                              "--n-pairs", std::to_string(c.n_pairs),
+                             "--seq-len", std::to_string(c.seq_len),
+                             "--n-symbols", std::to_string(c.n_symbols),
                              "--d-model", std::to_string(c.d_model),
                              "--n-heads", std::to_string(c.n_heads),
                              "--n-layers", std::to_string(c.n_layers),
                              "--d-ff", std::to_string(c.d_ff),
                              "--mlp", c.mlp ? "true" : "false",
+                             "--layer-norm", c.layer_norm ? "true" : "false",
+                             "--residual", c.residual ? "true" : "false",
                              "--causal", c.causal ? "true" : "false",
                              "--scale", nn::to_string(c.scale),
+                             "--emb-init-std", num(c.emb_init_std),
+                             "--proj-init-gain", num(c.proj_init_gain),
                              "--batch-size", std::to_string(c.batch_size),
                              "--steps", std::to_string(c.steps),
                              "--lr", num(c.lr),
@@ -42,8 +48,13 @@ std::vector<std::string> to_args(const TrainConfig& c) {
                              "--seed", std::to_string(c.seed),
                              "--data-seed", std::to_string(c.data_seed),
                              "--log-every", std::to_string(c.log_every),
+                             "--print-every", std::to_string(c.print_every),
+                             "--eval-every", std::to_string(c.eval_every),
+                             "--eval-batches", std::to_string(c.eval_batches),
                              "--threads", std::to_string(c.threads),
                              "--out", c.out};
+  if (!c.text_path.empty()) a.insert(a.end(), {"--text", c.text_path});
+  if (c.overwrite) a.push_back("--overwrite");
   return a;
 }
 
@@ -101,7 +112,8 @@ std::vector<ExperimentRow> run_experiment(const ExperimentConfig& cfg) {
     running.erase(it);
     ++done;
     const fs::path summary_path = fs::path(row.dir) / "summary.json";
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && fs::exists(summary_path)) {
+    const bool finished = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);  // 3: diverged
+    if (finished && fs::exists(summary_path)) {
       std::ifstream in(summary_path);
       row.summary = RunSummary::from_json(nlohmann::json::parse(in));
       row.ok = true;
@@ -116,8 +128,8 @@ std::vector<ExperimentRow> run_experiment(const ExperimentConfig& cfg) {
 
 std::string format_table(const std::vector<ExperimentRow>& rows) {
   std::ostringstream out;
-  out << fmt::format("{:>6}  {:<8}  {:>10}  {:>10}  {:>9}  {:>12}  {:>12}  {}\n", "d_k", "scale", "loss@0",
-                     "final_loss", "final_acc", "|grad W_q|", "|grad W_k|", "note");
+  out << fmt::format("{:>6}  {:<8}  {:>10}  {:>10}  {:>9}  {:>12}  {:>12}  {:>13}  {}\n", "d_k", "scale", "loss@0",
+                     "final_loss", "final_acc", "|grad W_q|", "|grad W_k|", "zero-grad W_q", "note");
   for (const auto& r : rows) {
     if (!r.ok) {
       out << fmt::format("{:>6}  {:<8}  {:>10}  {}\n", r.d_k, nn::to_string(r.scale), "-", "run failed: see " + r.dir);
@@ -125,13 +137,14 @@ std::string format_table(const std::vector<ExperimentRow>& rows) {
     }
     const auto& s = r.summary;
     std::string note = s.diverged ? fmt::format("diverged at step {}", s.diverged_step) : "";
-    out << fmt::format("{:>6}  {:<8}  {:>10.4f}  {:>10.4f}  {:>9.3f}  {:>12.4g}  {:>12.4g}  {}\n", r.d_k,
+    out << fmt::format("{:>6}  {:<8}  {:>10.4f}  {:>10.4f}  {:>9.3f}  {:>12.4g}  {:>12.4g}  {:>12.1f}%  {}\n", r.d_k,
                        nn::to_string(r.scale), s.first_loss, s.final_loss, s.final_accuracy, s.mean_grad_norm_w_q,
-                       s.mean_grad_norm_w_k, note);
+                       s.mean_grad_norm_w_k, 100.0 * s.frac_zero_grad_w_q, note);
   }
   if (!rows.empty() && rows.front().ok)
     out << fmt::format("chance loss (uniform over the answers) = {:.4f} nats; final = mean of the last 20 steps; "
-                       "|grad W| = mean over steps of the L2 norm of the gradient\n",
+                       "|grad W| = mean over steps of the L2 norm of the gradient;\nzero-grad W_q = share of steps "
+                       "whose query-weight gradient was exactly 0\n",
                        rows.front().summary.chance_loss);
   return out.str();
 }

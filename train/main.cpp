@@ -1,5 +1,6 @@
 // The `xgrad` command line: `xgrad train` runs one configuration, `xgrad experiment` the scaled-vs-unscaled
-// comparison. Exit codes: 0 success, 1 runtime failure, 2 bad usage (the message names the flag).
+// comparison. Exit codes: 0 success, 1 runtime failure, 2 bad usage (the message names the flag), 3 a training run
+// diverged (NaN/Inf loss or gradient; its files are kept).
 #include <chrono>
 #include <filesystem>
 #include <ctime>
@@ -9,48 +10,17 @@
 #include <spdlog/spdlog.h>
 
 #include "autograd/blas.h"
+#include "data/registry.h"
+#include "train/cli.h"
 #include "train/environment.h"
 #include "train/experiment.h"
+#include "train/probe.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
 using namespace xgrad::train;
 
 namespace {
-
-// Flags shared by `train` and `experiment` (the model, task and optimiser). `with_model_size` adds --d-model
-// and --scale, which the experiment sets per run itself.
-void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool with_model_size) {
-  app.add_option("--task", c.task, "task (allowed: kv_recall)")->capture_default_str();
-  app.add_option("--n-keys", c.n_keys, "kv_recall: distinct keys")->capture_default_str();
-  app.add_option("--n-values", c.n_values, "kv_recall: distinct values (answer classes)")->capture_default_str();
-  app.add_option("--n-pairs", c.n_pairs, "kv_recall: key-value pairs per sequence")->capture_default_str();
-  if (with_model_size) {
-    app.add_option("--d-model", c.d_model, "model width")->capture_default_str();
-    app.add_option("--scale", scale, "attention score scaling (allowed: none, sqrt_dk, dk)")
-        ->capture_default_str()
-        ->check(CLI::IsMember(nn::scale_mode_names()));
-  }
-  app.add_option("--n-heads", c.n_heads, "attention heads (d_k = d_model / n_heads)")->capture_default_str();
-  app.add_option("--n-layers", c.n_layers, "transformer blocks")->capture_default_str();
-  app.add_option("--d-ff", c.d_ff, "MLP hidden size (0 = 4 * d_model)")->capture_default_str();
-  app.add_option("--mlp", c.mlp, "include the MLP in each block (true/false)")->capture_default_str();
-  app.add_option("--causal", c.causal, "causal attention mask (true/false)")->capture_default_str();
-  app.add_option("--batch-size", c.batch_size, "sequences per step")->capture_default_str();
-  app.add_option("--steps", c.steps, "training steps")->capture_default_str();
-  app.add_option("--lr", c.lr, "learning rate")->capture_default_str();
-  app.add_option("--optimizer", c.optimizer, "optimizer (allowed: sgd, adamw)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "adamw"}));
-  app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
-  app.add_option("--weight-decay", c.weight_decay, "weight decay (decoupled for AdamW)")->capture_default_str();
-  app.add_option("--clip-grad-norm", c.clip_grad_norm, "clip the global gradient norm (0 = off)")
-      ->capture_default_str();
-  app.add_option("--seed", c.seed, "seed of the initial weights")->capture_default_str();
-  app.add_option("--data-seed", c.data_seed, "seed of the data stream (default: --seed)");
-  app.add_option("--log-every", c.log_every, "console progress every N steps")->capture_default_str();
-  app.add_option("--threads", c.threads, "BLAS threads per run")->capture_default_str();
-}
 
 std::string default_experiment_dir() {
   const std::time_t now = std::time(nullptr);
@@ -70,18 +40,30 @@ int main(int argc, char** argv) {
 
   TrainConfig train_cfg;
   std::string train_scale = "sqrt_dk";
-  CLI::App* train_cmd = app.add_subcommand("train", "train one configuration; writes config.json and metrics.csv");
+  CLI::App* train_cmd = app.add_subcommand(
+      "train", "train one configuration; writes config.json, metrics.csv and summary.json (exit 3 if it diverged)");
   add_training_flags(*train_cmd, train_cfg, train_scale, true);
   train_cmd->add_option("--out", train_cfg.out, "run directory to write")->required();
+  train_cmd->add_flag("--overwrite", train_cfg.overwrite, "replace a run already in --out");
 
   ExperimentConfig exp;
   std::string unused_scale;
   CLI::App* exp_cmd = app.add_subcommand(
       "experiment", "train scaled (sqrt_dk) and unscaled (none) at several d_k and print a comparison table");
   add_training_flags(*exp_cmd, exp.base, unused_scale, false);
-  exp_cmd->add_option("--d-k", exp.d_ks, "head sizes to compare (d_model = d_k * n_heads)")->capture_default_str();
+  exp_cmd->add_option("--d-k", exp.d_ks, "head sizes to compare, e.g. --d-k 16,64 (d_model = d_k * n_heads)")
+      ->capture_default_str()
+      ->delimiter(',');
   exp_cmd->add_option("--jobs", exp.jobs, "runs in parallel")->capture_default_str();
   exp_cmd->add_option("--out", exp.out, "experiment directory (default: runs/experiment-<date>-<time>)");
+
+  TrainConfig probe_cfg;
+  std::vector<std::size_t> probe_d_ks{4, 16, 64, 256, 1024};
+  std::string unused_probe_scale;
+  CLI::App* probe_cmd = app.add_subcommand(
+      "probe", "no training: attention statistics at initialisation, unscaled and scaled, next to the theory");
+  add_training_flags(*probe_cmd, probe_cfg, unused_probe_scale, false);
+  probe_cmd->add_option("--d-k", probe_d_ks, "head sizes, e.g. --d-k 4,16,64")->capture_default_str()->delimiter(',');
 
   try {
     app.parse(argc, argv);
@@ -101,6 +83,13 @@ int main(int argc, char** argv) {
       const RunSummary s = xgrad::train::train(train_cfg);
       spdlog::info("done: final loss {:.4f}, final accuracy {:.3f}{}; wrote {}/metrics.csv", s.final_loss,
                    s.final_accuracy, s.diverged ? " (diverged)" : "", train_cfg.out);
+      return s.diverged ? 3 : 0;
+    }
+    if (*probe_cmd) {
+      if (probe_cmd->count("--data-seed") == 0) probe_cfg.data_seed = probe_cfg.seed;
+      probe_cfg.out = "-";  // probe writes no files
+      const auto rows = probe(probe_cfg, probe_d_ks, {nn::ScaleMode::none, nn::ScaleMode::sqrt_dk});
+      std::cout << format_probe_table(rows);
       return 0;
     }
     if (*exp_cmd) {
@@ -125,6 +114,9 @@ int main(int argc, char** argv) {
   } catch (const ConfigError& e) {
     std::cerr << "xgrad: " << e.what() << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "xgrad: error: out of memory; reduce --d-model, --d-ff, --n-layers or --batch-size\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "xgrad: error: " << e.what() << "\n";
     return 1;

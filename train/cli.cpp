@@ -1,0 +1,125 @@
+#include "train/cli.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <regex>
+
+#include "data/registry.h"
+
+namespace xgrad::train {
+
+CLI::Validator whole_number(std::uint64_t lo, std::uint64_t hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& s) -> std::string {
+        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+          return "must be a whole number in " + range + ", got '" + s + "'";
+        errno = 0;
+        const unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
+        if (errno == ERANGE || v < lo || v > hi) return "must be in " + range + ", got " + s;
+        return "";
+      },
+      "INT in " + range);
+}
+
+CLI::Validator decimal_number() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        static const std::regex number(R"([+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)");
+        if (!std::regex_match(s, number)) return "must be a decimal number, got '" + s + "'";
+        if (!std::isfinite(std::strtod(s.c_str(), nullptr))) return "must be finite, got " + s;
+        return "";
+      },
+      "NUMBER");
+}
+
+CLI::Validator boolean_word() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s == "true" || s == "false" || s == "1" || s == "0") return "";
+        return "must be true or false, got '" + s + "'";
+      },
+      "true|false");
+}
+
+
+
+void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool with_model_size) {
+  app.add_option("--task", c.task, "task (allowed: kv_recall, copy, reverse, sort, majority, induction, char_lm)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(data::task_names()));
+  app.add_option("--n-keys", c.n_keys, "kv_recall: distinct keys")->capture_default_str()
+      ->check(whole_number(1, 4096));
+  app.add_option("--n-values", c.n_values, "kv_recall: distinct values (answer classes)")->capture_default_str()
+      ->check(whole_number(2, 4096));
+  app.add_option("--n-pairs", c.n_pairs, "kv_recall: key-value pairs per sequence")->capture_default_str()
+      ->check(whole_number(1, 4096));
+  app.add_option("--seq-len", c.seq_len, "copy/reverse/sort/majority/induction/char_lm: tokens per sequence")
+      ->capture_default_str()
+      ->check(whole_number(2, 65536));
+  app.add_option("--n-symbols", c.n_symbols, "copy/reverse/sort/majority/induction: alphabet size")
+      ->capture_default_str()
+      ->check(whole_number(2, 4096));
+  app.add_option("--text", c.text_path, "char_lm: a UTF-8 text file (the last 10% is held out for eval_loss)");
+  if (with_model_size) {
+    app.add_option("--d-model", c.d_model, "model width")->capture_default_str()
+      ->check(whole_number(1, 16384));
+    app.add_option("--scale", scale, "attention score scaling (allowed: none, sqrt_dk, dk, qk_layernorm, learned)")
+        ->capture_default_str()
+        ->check(CLI::IsMember(nn::scale_mode_names()));
+  }
+  app.add_option("--n-heads", c.n_heads, "attention heads (d_k = d_model / n_heads)")->capture_default_str()
+      ->check(whole_number(1, 1024));
+  app.add_option("--n-layers", c.n_layers, "transformer blocks")->capture_default_str()
+      ->check(whole_number(1, 64));
+  app.add_option("--d-ff", c.d_ff, "MLP hidden size (0 = 4 * d_model)")->capture_default_str()
+      ->check(whole_number(0, 65536));
+  app.add_option("--mlp", c.mlp, "include the MLP in each block (true/false)")->capture_default_str()
+      ->check(boolean_word());
+  app.add_option("--layer-norm", c.layer_norm, "LayerNorm before each sublayer and the readout (true/false)")
+      ->capture_default_str()
+      ->check(boolean_word());
+  app.add_option("--residual", c.residual, "residual connections (true/false)")->capture_default_str()
+      ->check(boolean_word());
+  app.add_option("--causal", c.causal, "causal attention mask (true/false)")->capture_default_str()
+      ->check(boolean_word());
+  app.add_option("--emb-init-std", c.emb_init_std, "std of the token and position embeddings at init")
+      ->capture_default_str()
+      ->check(decimal_number());
+  app.add_option("--proj-init-gain", c.proj_init_gain, "multiplies the LeCun init std of W_q, W_k, W_v, W_o")
+      ->capture_default_str()
+      ->check(decimal_number());
+  app.add_option("--batch-size", c.batch_size, "sequences per step")->capture_default_str()
+      ->check(whole_number(1, 1 << 20));
+  app.add_option("--steps", c.steps, "training steps")->capture_default_str()
+      ->check(whole_number(1, 1000000000));
+  app.add_option("--lr", c.lr, "learning rate")->capture_default_str()
+      ->check(decimal_number());
+  app.add_option("--optimizer", c.optimizer, "optimizer (allowed: sgd, adamw)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adamw"}));
+  app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str()
+      ->check(decimal_number());
+  app.add_option("--weight-decay", c.weight_decay, "weight decay (decoupled for AdamW)")->capture_default_str()
+      ->check(decimal_number());
+  app.add_option("--clip-grad-norm", c.clip_grad_norm, "clip the global gradient norm (0 = off)")
+      ->capture_default_str()
+      ->check(decimal_number());
+  app.add_option("--seed", c.seed, "seed of the initial weights")->capture_default_str()
+      ->check(whole_number(0, UINT64_MAX));
+  app.add_option("--data-seed", c.data_seed, "seed of the data stream (default: --seed)")
+      ->check(whole_number(0, UINT64_MAX));
+  app.add_option("--log-every", c.log_every, "attention statistics and update RMS every N steps")
+      ->capture_default_str()
+      ->check(whole_number(1, 1000000000));
+  app.add_option("--print-every", c.print_every, "console progress every N steps")->capture_default_str()
+      ->check(whole_number(1, 1000000000));
+  app.add_option("--eval-every", c.eval_every, "held-out loss every N steps (0 = off)")->capture_default_str()
+      ->check(whole_number(0, 1000000000));
+  app.add_option("--eval-batches", c.eval_batches, "batches per held-out evaluation")->capture_default_str()
+      ->check(whole_number(1, 10000));
+  app.add_option("--threads", c.threads, "BLAS threads per run")->capture_default_str()
+      ->check(whole_number(1, 64));
+}
+
+}  // namespace xgrad::train

@@ -1,0 +1,33 @@
+// `xgrad probe`: attention at initialisation, no training. Checks Vaswani et al.'s footnote 4 on the actual model:
+// if q and k components are independent with zero mean and standard deviations s_q and s_k, then q·k has standard
+// deviation sqrt(d_k) s_q s_k, so unscaled scores grow with d_k and 1/sqrt(d_k) scaling brings them back to s_q s_k.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+
+namespace xgrad::train {
+
+struct ProbeRow {
+  std::size_t d_k = 0;
+  nn::ScaleMode scale = nn::ScaleMode::none;
+  double q_std = 0, k_std = 0;  // std of the q and k components as they enter q·k
+  double theory_std = 0;        // sqrt(d_k) q_std k_std times the mode's constant scale factor
+  double score_std = 0;         // measured std of the scaled scores (keys a query may attend to)
+  double entropy_mean = 0;      // mean attention entropy (nats) over queries with >= 2 keys
+  double max_prob_mean = 0;     // mean max attention probability over the same queries
+  double frac_saturated = 0;    // share of those queries with max probability > 0.99
+};
+
+/// Builds the model of `base` (d_model = d_k * n_heads) at each d_k and scale mode with the same seed, runs one
+/// batch of base.batch_size sequences of the task through it, and measures the first layer's attention.
+/// Throws ConfigError on bad settings.
+std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
+                            const std::vector<nn::ScaleMode>& scales);
+
+/// The probe table, one line per (d_k, scale), with the uniform-attention entropy for reference.
+std::string format_probe_table(const std::vector<ProbeRow>& rows);
+
+}  // namespace xgrad::train
