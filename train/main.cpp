@@ -13,6 +13,7 @@
 #include "data/registry.h"
 #include "train/cli.h"
 #include "train/environment.h"
+#include "train/compare.h"
 #include "train/experiment.h"
 #include "train/probe.h"
 #include "train/trainer.h"
@@ -65,6 +66,21 @@ int main(int argc, char** argv) {
   add_training_flags(*probe_cmd, probe_cfg, unused_probe_scale, false);
   probe_cmd->add_option("--d-k", probe_d_ks, "head sizes, e.g. --d-k 4,16,64")->capture_default_str()->delimiter(',');
 
+  CompareOptions compare_opts;
+  CLI::App* compare_cmd = app.add_subcommand(
+      "compare", "compare run or sweep directories: table, plots (PNG, SVG) and report.md");
+  compare_cmd->add_option("dirs", compare_opts.inputs, "run or sweep directories")->required()->check(CLI::ExistingDirectory);
+  compare_cmd->add_option("--out", compare_opts.out, "report directory (default: the first directory given)");
+  compare_cmd->add_option("--loss-threshold", compare_opts.loss_threshold,
+                          "steps-to-threshold loss (default: half the chance loss)")
+      ->check(decimal_number());
+  compare_cmd->add_option("--accuracy-threshold", compare_opts.accuracy_threshold, "steps-to-threshold accuracy")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  compare_cmd->add_option("--plots", compare_opts.plots, "draw plots with gnuplot (true/false)")
+      ->capture_default_str()
+      ->check(boolean_word());
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -84,6 +100,10 @@ int main(int argc, char** argv) {
       spdlog::info("done: final loss {:.4f}, final accuracy {:.3f}{}; wrote {}/metrics.csv", s.final_loss,
                    s.final_accuracy, s.diverged ? " (diverged)" : "", train_cfg.out);
       return s.diverged ? 3 : 0;
+    }
+    if (*compare_cmd) {
+      run_compare(compare_opts, std::cout);
+      return 0;
     }
     if (*probe_cmd) {
       if (probe_cmd->count("--data-seed") == 0) probe_cfg.data_seed = probe_cfg.seed;
@@ -112,6 +132,9 @@ int main(int argc, char** argv) {
       return all_ok ? 0 : 1;
     }
   } catch (const ConfigError& e) {
+    std::cerr << "xgrad: " << e.what() << "\n";
+    return 2;
+  } catch (const std::invalid_argument& e) {
     std::cerr << "xgrad: " << e.what() << "\n";
     return 2;
   } catch (const std::bad_alloc&) {
