@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 
 PACKAGES=(g++ make cmake pkg-config
   libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev libopenblas-dev
-  doctest-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev)
+  doctest-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev gnuplot-nox)
 
 install_packages() {
   local missing=()
