@@ -69,7 +69,8 @@ basic_tensor<T> join(const std::vector<basic_tensor<T>>& tensors, std::size_t ou
   std::size_t offset = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const T* in = tensors[i].value().data();
-    for (std::size_t o = 0; o < outer; ++o) std::copy(in + o * run[i], in + (o + 1) * run[i], out.data() + o * row + offset);
+    for (std::size_t o = 0; o < outer; ++o)
+      std::copy(in + o * run[i], in + (o + 1) * run[i], out.data() + o * row + offset);
     offset += run[i];
   }
   return make_result<T>(op, std::move(out), tensors, [outer, run = std::move(run), row, op](Node<T>& self) {
