@@ -63,16 +63,17 @@ xt::xarray<bool> causal_mask(std::size_t T) {
 }
 
 MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads_, ScaleMode scale_, bool causal_,
-                                       Generator& gen, std::size_t max_seq_len, double init_gain)
-    : d_model(d_model_), n_heads(n_heads_), d_k(0), scale(scale_), causal(causal_) {
-  if (d_model == 0 || n_heads == 0 || d_model % n_heads != 0)
+                                       Generator& gen, std::size_t max_seq_len, double init_gain, std::size_t d_k_)
+    : d_model(d_model_), n_heads(n_heads_), d_k(d_k_), scale(scale_), causal(causal_) {
+  if (d_model == 0 || n_heads == 0 || (d_k == 0 && d_model % n_heads != 0))
     throw Error("MultiHeadAttention: d_model (" + std::to_string(d_model) + ") must be a positive multiple of n_heads (" +
-                std::to_string(n_heads) + ")");
-  d_k = d_model / n_heads;
-  w_q = register_module("w_q", std::make_shared<Linear>(d_model, d_model, false, gen));
-  w_k = register_module("w_k", std::make_shared<Linear>(d_model, d_model, false, gen));
-  w_v = register_module("w_v", std::make_shared<Linear>(d_model, d_model, false, gen));
-  w_o = register_module("w_o", std::make_shared<Linear>(d_model, d_model, false, gen));
+                std::to_string(n_heads) + ") unless d_k is given");
+  if (d_k == 0) d_k = d_model / n_heads;
+  const std::size_t inner = n_heads * d_k;
+  w_q = register_module("w_q", std::make_shared<Linear>(d_model, inner, false, gen));
+  w_k = register_module("w_k", std::make_shared<Linear>(d_model, inner, false, gen));
+  w_v = register_module("w_v", std::make_shared<Linear>(d_model, inner, false, gen));
+  w_o = register_module("w_o", std::make_shared<Linear>(inner, d_model, false, gen));
   if (init_gain != 1.0)
     for (auto* w : {&w_q->weight, &w_k->weight, &w_v->weight, &w_o->weight}) w->mutable_value() *= static_cast<float>(init_gain);
   if (scale == ScaleMode::qk_layernorm) {

@@ -48,17 +48,19 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 /// [T, T] boolean mask, true above the diagonal: position i may attend to j <= i only.
 xt::xarray<bool> causal_mask(std::size_t T);
 
-/// Multi-head self-attention: q, k, v = x W_q, x W_k, x W_v split into n_heads heads of d_k = d_model / n_heads,
-/// attention per head, heads concatenated, then W_o. x: [B, T, d_model] → [B, T, d_model].
+/// Multi-head self-attention: q, k, v = x W_q, x W_k, x W_v split into n_heads heads of d_k each (default
+/// d_model / n_heads; a given d_k decouples the head size from the width, W_q: [d_model, n_heads * d_k]),
+/// attention per head, heads concatenated, then W_o: [n_heads * d_k, d_model]. x: [B, T, d_model] → same.
 /// Projections have no bias; init LeCun normal N(0, 1/d_model), so for unit-variance inputs (after LayerNorm) each
 /// q and k component has variance ~1 and an unscaled score q·k has standard deviation ~sqrt(d_k) — the premise of
 /// Vaswani et al.'s footnote 4.
 class MultiHeadAttention : public Module {
  public:
-  /// Throws Error unless d_model > 0, n_heads > 0 and d_model % n_heads == 0. `max_seq_len` sets the initial
-  /// temperature of the learned mode; `init_gain` multiplies the std of the projections' LeCun init.
+  /// Throws Error unless d_model > 0, n_heads > 0 and (d_k > 0 or d_model % n_heads == 0). `max_seq_len` sets the
+  /// initial temperature of the learned mode; `init_gain` multiplies the std of the projections' LeCun init;
+  /// d_k = 0 means d_model / n_heads.
   MultiHeadAttention(std::size_t d_model, std::size_t n_heads, ScaleMode scale, bool causal, Generator& gen,
-                     std::size_t max_seq_len = 16, double init_gain = 1.0);
+                     std::size_t max_seq_len = 16, double init_gain = 1.0, std::size_t d_k = 0);
   Tensor forward(const Tensor& x);
 
   std::size_t d_model, n_heads, d_k;

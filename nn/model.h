@@ -13,6 +13,7 @@ struct ModelConfig {
   std::size_t max_seq_len = 0;  // positions with a learned embedding
   std::size_t d_model = 64;
   std::size_t n_heads = 1;
+  std::size_t d_k = 0;          // head size; 0 means d_model / n_heads
   std::size_t n_layers = 1;
   std::size_t d_ff = 0;         // MLP hidden size; 0 means 4 * d_model
   bool mlp = true;              // false: attention-only blocks

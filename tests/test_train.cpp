@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/experiment.h"
+#include "train/sweep.h"
 #include "train/metrics_log.h"
 #include "train/trainer.h"
 
@@ -129,6 +129,7 @@ TEST_CASE("to_args reproduces every setting (the experiment launches its runs wi
 TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {
   const fs::path dir = temp_dir("cli");
   CHECK(run_cli("") == 2);
+  CHECK(run_cli("bogus") == 2);
   CHECK(run_cli("train --out " + dir.string() + " --scale sqrt") == 2);
   CHECK(run_cli("train --out " + dir.string() + " --d-model 10 --n-heads 3") == 2);
   CHECK(run_cli("train --out " + dir.string() + " --lr -1") == 2);
@@ -136,16 +137,29 @@ TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {
   CHECK(run_cli("train --out " + dir.string() + " --steps abc") == 2);
   CHECK(run_cli("train --out " + dir.string() + " --n-keys 4 --n-pairs 8") == 2);
   CHECK(run_cli("train") == 2);  // --out is required
-  CHECK(run_cli("experiment --out " + dir.string() + " --d-k 4 8 --steps 3 --print-every 1") == 0);
-  for (const char* run : {"dk4-sqrt_dk", "dk4-none", "dk8-sqrt_dk", "dk8-none"}) {
-    CHECK(fs::exists(dir / run / "metrics.csv"));
-    CHECK(fs::exists(dir / run / "summary.json"));
+  CHECK(run_cli("sweep --out " + dir.string() + " --d-k 4,8 --seeds 0,1 --arms adamw@0.003 --steps 3") == 0);
+  for (const char* run : {"dk4-sqrt_dk-adamw-lr0.003-s0", "dk4-none-adamw-lr0.003-s1", "dk8-sqrt_dk-adamw-lr0.003-s1"}) {
+    CHECK(fs::exists(dir / "runs" / run / "metrics.csv"));
+    CHECK(fs::exists(dir / "runs" / run / "summary.json"));
   }
-  // Scaled and unscaled runs of one d_k share the weight seed and the data seed (equal weights for equal seeds
-  // are checked in test_nn).
-  std::ifstream a(dir / "dk8-sqrt_dk" / "config.json"), b(dir / "dk8-none" / "config.json");
+  std::ifstream index(dir / "sweep.json");
+  const auto j = nlohmann::json::parse(index);
+  CHECK(j.at("runs").size() == 8);
+  for (const auto& r : j.at("runs")) CHECK(r.at("status") == "complete");
+  // Scaled and unscaled runs of one seed share the weight seed and the data stream (equal weights for equal seeds
+  // are checked in test_nn); seed k reads data stream k.
+  std::ifstream a(dir / "runs/dk8-sqrt_dk-adamw-lr0.003-s1/config.json"), b(dir / "runs/dk8-none-adamw-lr0.003-s1/config.json");
   const auto ja = nlohmann::json::parse(a), jb = nlohmann::json::parse(b);
   CHECK(ja.at("seed") == jb.at("seed"));
   CHECK(ja.at("data_seed") == jb.at("data_seed"));
+  CHECK(ja.at("data_seed") == 1);
+  CHECK(ja.at("d_k") == 8);
+  CHECK(ja.at("d_model") == 64);
+  // Running the same sweep again skips every complete run; a duplicate value is bad usage.
+  CHECK(run_cli("sweep --out " + dir.string() + " --d-k 4,8 --seeds 0,1 --arms adamw@0.003 --steps 3") == 0);
+  CHECK(run_cli("sweep --out " + dir.string() + " --d-k 4,4 --steps 3") == 2);
+  CHECK(run_cli("sweep --out " + dir.string() + " --arms adam@0.1 --steps 3") == 2);
+  CHECK(run_cli("sweep --out " + dir.string() + " --arms sgd@-1 --steps 3") == 2);
+  CHECK(run_cli("train --out " + (dir / "runs/dk4-none-adamw-lr0.003-s0").string()) == 2);  // holds a run already
   fs::remove_all(dir);
 }

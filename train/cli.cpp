@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <regex>
+#include <thread>
 
 #include "data/registry.h"
 
@@ -68,6 +69,10 @@ void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool 
         ->capture_default_str()
         ->check(CLI::IsMember(nn::scale_mode_names()));
   }
+  if (with_model_size)
+    app.add_option("--d-k", c.head_dim, "head size d_k (0 = d_model / n_heads)")
+        ->capture_default_str()
+        ->check(whole_number(0, 8192));
   app.add_option("--n-heads", c.n_heads, "attention heads (d_k = d_model / n_heads)")->capture_default_str()
       ->check(whole_number(1, 1024));
   app.add_option("--n-layers", c.n_layers, "transformer blocks")->capture_default_str()
@@ -120,6 +125,61 @@ void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool 
       ->check(whole_number(1, 10000));
   app.add_option("--threads", c.threads, "BLAS threads per run")->capture_default_str()
       ->check(whole_number(1, 64));
+}
+
+SweepConfig experiment_defaults() {
+  SweepConfig c;
+  c.base.steps = 600;
+  c.base.batch_size = 64;
+  c.base.log_every = 10;
+  c.base.print_every = 100;
+  c.d_ks = {16, 64, 256};
+  c.scales = {nn::ScaleMode::sqrt_dk, nn::ScaleMode::none};
+  c.seeds = {0, 1, 2};
+  c.arms = {{"sgd", 0.1}, {"sgd", 0.3}, {"adamw", 3e-3}};
+  const unsigned cores = std::thread::hardware_concurrency();
+  c.jobs = cores ? static_cast<int>(cores) : 1;
+  return c;
+}
+
+void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
+  std::string unused_scale;
+  add_training_flags(app, config.base, unused_scale, false);
+  for (auto s : config.scales) flags.scales.push_back(nn::to_string(s));
+  for (auto& a : config.arms) flags.arms.push_back(a.optimizer + "@" + CLI::detail::to_string(a.lr));
+  flags.seeds = config.seeds;
+  flags.d_ks = config.d_ks;
+  app.add_option("--scale", flags.scales, "scale modes, e.g. --scale sqrt_dk,none (allowed: " +
+                                              CLI::detail::join(nn::scale_mode_names()) + ")")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(CLI::IsMember(nn::scale_mode_names()));
+  app.add_option("--d-k", flags.d_ks, "head sizes, e.g. --d-k 16,64,256 (d_model stays --d-model)")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(whole_number(1, 8192));
+  app.add_option("--seeds", flags.seeds, "weight seeds; seed k also picks data stream data_seed + k")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(whole_number(0, UINT64_MAX));
+  app.add_option("--arms", flags.arms, "optimizer@lr pairs, e.g. --arms sgd@0.1,adamw@0.003")
+      ->capture_default_str()
+      ->delimiter(',');
+  app.add_option("--jobs", config.jobs, "runs in parallel (default: one per core)")
+      ->capture_default_str()
+      ->check(whole_number(1, 256));
+  app.add_option("--out", config.out, "sweep directory (default: runs/experiment-<date>-<time>)");
+}
+
+void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFlags& flags) {
+  if (app.count("--data-seed") == 0) config.base.data_seed = 0;
+  config.scales.clear();
+  for (auto& s : flags.scales) config.scales.push_back(nn::parse_scale_mode(s));
+  config.arms.clear();
+  for (auto& a : flags.arms) config.arms.push_back(parse_arm(a));
+  config.seeds = flags.seeds;
+  config.d_ks = flags.d_ks;
+  config.base.out = config.out.empty() ? "-" : config.out;  // replaced per run
 }
 
 }  // namespace xgrad::train

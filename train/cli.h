@@ -3,10 +3,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "train/config.h"
+#include "train/sweep.h"
 
 namespace xgrad::train {
 
@@ -21,5 +23,20 @@ CLI::Validator boolean_word();
 /// Flags shared by `train`, `experiment`, `sweep` and `probe` (model, task, optimiser). `with_model_size` adds
 /// --d-model and --scale, which the multi-run commands set per run themselves.
 void add_training_flags(CLI::App& app, TrainConfig& config, std::string& scale, bool with_model_size);
+
+/// Raw values of the list flags of `sweep` / `experiment`, turned into a SweepConfig by finish_sweep_flags.
+struct SweepFlags {
+  std::vector<std::string> scales, arms;
+  std::vector<std::uint64_t> seeds;
+  std::vector<std::size_t> d_ks;
+};
+/// Flags of `sweep` and `experiment`: the training flags plus --scale, --d-k, --seeds, --arms, --jobs, --out; the
+/// defaults shown are those already in `config`.
+void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags);
+/// Copies the list flags that were given into `config` (throws ConfigError on a bad --arms entry).
+void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFlags& flags);
+/// The default experiment: key-value recall (8 pairs), one block, d_model 64, d_k 16, 64, 256, scaled (sqrt_dk) and
+/// unscaled, SGD at two learning rates and AdamW, seeds 0, 1, 2, one BLAS thread per run, one run per core.
+SweepConfig experiment_defaults();
 
 }  // namespace xgrad::train

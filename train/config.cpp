@@ -19,8 +19,9 @@ void TrainConfig::validate() const {
   }
   require(d_model >= 1, "--d-model must be >= 1");
   require(n_heads >= 1, "--n-heads must be >= 1");
-  require(d_model % n_heads == 0, "--d-model (" + std::to_string(d_model) + ") must be divisible by --n-heads (" +
-                                      std::to_string(n_heads) + ")");
+  require(head_dim > 0 || d_model % n_heads == 0, "--d-model (" + std::to_string(d_model) +
+                                                      ") must be divisible by --n-heads (" + std::to_string(n_heads) +
+                                                      "), or give the head size with --d-k");
   require(n_layers >= 1, "--n-layers must be >= 1");
   require(batch_size >= 1, "--batch-size must be >= 1");
   require(steps >= 1, "--steps must be >= 1");
@@ -48,10 +49,11 @@ double TrainConfig::estimated_memory_gib(std::size_t vocab, std::size_t T) const
   const double d = static_cast<double>(d_model), V = static_cast<double>(vocab), L = static_cast<double>(n_layers),
                B = static_cast<double>(batch_size), H = static_cast<double>(n_heads), Td = static_cast<double>(T);
   const double ff = mlp ? static_cast<double>(d_ff ? d_ff : 4 * d_model) : 0.0;
-  const double params = 2 * V * d + Td * d + L * (4 * d * d + 2 * d * ff);
+  const double inner = static_cast<double>(n_heads * d_k());
+  const double params = 2 * V * d + Td * d + L * (4 * d * inner + 2 * d * ff);
   // value, gradient, two Adam moments and the pre-step copy per parameter; forward activations kept for backward,
   // and as much again for their gradients
-  const double activations = B * Td * (L * (16 * d + 4 * ff + 4 * H * Td) + 3 * V);
+  const double activations = B * Td * (L * (10 * d + 8 * inner + 4 * ff + 4 * H * Td) + 3 * V);
   return (4.0 * 5 * params + 4.0 * 2 * activations) / (1024.0 * 1024 * 1024);
 }
 

@@ -25,6 +25,7 @@ struct TrainConfig {
   std::string text_path;                               // char_lm
   // model (nn/model.h)
   std::size_t d_model = 64, n_heads = 1, n_layers = 1, d_ff = 0;
+  std::size_t head_dim = 0;  // --d-k: the head size d_k; 0 means d_model / n_heads
   bool mlp = true, layer_norm = true, residual = true, causal = true;
   nn::ScaleMode scale = nn::ScaleMode::sqrt_dk;
   double emb_init_std = 1.0, proj_init_gain = 1.0;
@@ -43,7 +44,7 @@ struct TrainConfig {
   std::string out;               // run directory
   bool overwrite = false;        // replace an existing run in `out`
 
-  std::size_t d_k() const { return d_model / n_heads; }
+  std::size_t d_k() const { return head_dim ? head_dim : d_model / n_heads; }
   /// Throws ConfigError naming the first bad flag (task settings included: the task is built once to check them).
   void validate() const;
   /// A rough upper estimate of the memory one run needs (parameters, optimizer state, activations), in GiB.

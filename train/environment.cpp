@@ -1,6 +1,7 @@
 #include "train/environment.h"
 
 #include <cstdlib>
+#include <malloc.h>
 #include <stdexcept>
 #include <unistd.h>
 
@@ -39,6 +40,11 @@ void select_blas_core(int /*argc*/, char** argv) {
   execv("/proc/self/exe", argv);
   // exec failed: carry on with the slower kernels rather than fail the run.
   spdlog::warn("OpenBLAS picked core {}; re-executing with OPENBLAS_CORETYPE={} failed, continuing", core, wanted);
+}
+
+void tune_allocator() {
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 512 * 1024 * 1024);
 }
 
 void set_threads(int n) {

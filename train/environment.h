@@ -14,6 +14,11 @@ namespace xgrad::train {
 /// XGRAD_NO_BLAS_REEXEC=1 in the environment turns it off.
 void select_blas_core(int argc, char** argv);
 
+/// Keeps freed large blocks in the heap instead of returning them to the kernel: every training step allocates
+/// and frees the same activation-sized arrays, and glibc's default (mmap above 128 KiB, then munmap on free) makes
+/// each step pay page faults for all of them (measured: a third of the step time at d_k = 256). Call once at start.
+void tune_allocator();
+
 /// Sets BLAS threads (throws std::invalid_argument if n < 1).
 void set_threads(int n);
 

@@ -14,7 +14,7 @@
 #include "train/cli.h"
 #include "train/environment.h"
 #include "train/compare.h"
-#include "train/experiment.h"
+#include "train/sweep.h"
 #include "train/probe.h"
 #include "train/trainer.h"
 
@@ -34,6 +34,7 @@ std::string default_experiment_dir() {
 
 int main(int argc, char** argv) {
   select_blas_core(argc, argv);
+  tune_allocator();
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
 
   CLI::App app{"xgrad: train toy attention models with and without 1/sqrt(d_k) score scaling and compare them"};
@@ -47,16 +48,16 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--out", train_cfg.out, "run directory to write")->required();
   train_cmd->add_flag("--overwrite", train_cfg.overwrite, "replace a run already in --out");
 
-  ExperimentConfig exp;
-  std::string unused_scale;
+  // `sweep` takes the grid from its flags; `experiment` is the default sweep (see experiment_defaults) + compare.
+  SweepFlags sweep_flags, exp_flags;
+  SweepConfig sweep_cfg, exp_cfg = experiment_defaults();
+  CLI::App* sweep_cmd = app.add_subcommand(
+      "sweep", "train a grid of scale x d_k x seed x optimizer@lr as parallel runs into one sweep directory");
+  add_sweep_flags(*sweep_cmd, sweep_cfg, sweep_flags);
+  sweep_cmd->get_option("--out")->required();
   CLI::App* exp_cmd = app.add_subcommand(
-      "experiment", "train scaled (sqrt_dk) and unscaled (none) at several d_k and print a comparison table");
-  add_training_flags(*exp_cmd, exp.base, unused_scale, false);
-  exp_cmd->add_option("--d-k", exp.d_ks, "head sizes to compare, e.g. --d-k 16,64 (d_model = d_k * n_heads)")
-      ->capture_default_str()
-      ->delimiter(',');
-  exp_cmd->add_option("--jobs", exp.jobs, "runs in parallel")->capture_default_str();
-  exp_cmd->add_option("--out", exp.out, "experiment directory (default: runs/experiment-<date>-<time>)");
+      "experiment", "the default sweep (scaled vs unscaled at d_k 16, 64, 256; SGD and AdamW; 3 seeds), then compare");
+  add_sweep_flags(*exp_cmd, exp_cfg, exp_flags);
 
   TrainConfig probe_cfg;
   std::vector<std::size_t> probe_d_ks{4, 16, 64, 256, 1024};
@@ -112,24 +113,35 @@ int main(int argc, char** argv) {
       std::cout << format_probe_table(rows);
       return 0;
     }
-    if (*exp_cmd) {
-      if (exp_cmd->count("--data-seed") == 0) exp.base.data_seed = exp.base.seed;
-      if (exp.out.empty()) exp.out = default_experiment_dir();
-      exp.base.out = exp.out;  // replaced per run; validate() needs it set
-      exp.executable = std::filesystem::canonical("/proc/self/exe").string();
-      spdlog::info("experiment: {} runs into {} ({} at a time); OpenBLAS core {}", exp.d_ks.size() * exp.scales.size(),
-                   exp.out, exp.jobs, blas::core_name());
+    if (*sweep_cmd || *exp_cmd) {
+      const bool experiment = exp_cmd->parsed();
+      CLI::App& cmd = experiment ? *exp_cmd : *sweep_cmd;
+      SweepConfig& cfg = experiment ? exp_cfg : sweep_cfg;
+      finish_sweep_flags(cmd, cfg, experiment ? exp_flags : sweep_flags);
+      if (cfg.out.empty()) cfg.out = default_experiment_dir();
+      cfg.executable = std::filesystem::canonical("/proc/self/exe").string();
+      const auto planned = plan_sweep(cfg);
+      spdlog::info("{}: {} runs into {}, {} at a time, {} BLAS thread(s) each; OpenBLAS core {}",
+                   experiment ? "experiment" : "sweep", planned.size(), cfg.out, cfg.jobs, cfg.base.threads,
+                   blas::core_name());
       const auto t0 = std::chrono::steady_clock::now();
-      const auto rows = run_experiment(exp);
+      const auto runs = run_sweep(cfg, [](const std::string& line) { spdlog::info("{}", line); });
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::cout << "\n" << format_table(rows) << "\nRun directories (config.json, metrics.csv, summary.json):\n";
-      bool all_ok = true;
-      for (const auto& r : rows) {
-        std::cout << "  " << r.dir << "\n";
-        all_ok = all_ok && r.ok;
+      std::size_t failed = 0;
+      for (const auto& r : runs) failed += r.status == "failed" ? 1 : 0;
+      spdlog::info("{} runs in {:.0f} s ({} failed); index: {}/sweep.json", runs.size(), secs, failed, cfg.out);
+      if (experiment) {
+        CompareOptions options;
+        options.inputs = {cfg.out};
+        std::cout << "\n";
+        run_compare(options, std::cout);
+        std::cout << "\nReport: " << cfg.out << "/report.md (plots in " << cfg.out << "/plots/)\n"
+                  << "Runs: " << cfg.out << "/runs/<name>/ (config.json, metrics.csv, summary.json, train.log)\n"
+                  << "Wall time: " << static_cast<int>(secs) << " s\n";
+      } else {
+        std::cout << "Compare the runs with: xgrad compare " << cfg.out << "\n";
       }
-      std::cout << "Experiment wall time: " << static_cast<int>(secs) << " s\n";
-      return all_ok ? 0 : 1;
+      return failed ? 1 : 0;
     }
   } catch (const ConfigError& e) {
     std::cerr << "xgrad: " << e.what() << "\n";

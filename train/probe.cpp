@@ -31,7 +31,7 @@ std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size
     if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
     for (auto scale : scales) {
       TrainConfig c = base;
-      c.d_model = d_k * c.n_heads;
+      c.head_dim = d_k;
       c.scale = scale;
       c.validate();
       const auto task = data::make_task(c.task_options());

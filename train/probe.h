@@ -21,7 +21,7 @@ struct ProbeRow {
   double frac_saturated = 0;    // share of those queries with max probability > 0.99
 };
 
-/// Builds the model of `base` (d_model = d_k * n_heads) at each d_k and scale mode with the same seed, runs one
+/// Builds the model of `base` with head size d_k (d_model unchanged) at each d_k and scale mode with the same seed, runs one
 /// batch of base.batch_size sequences of the task through it, and measures the first layer's attention.
 /// Throws ConfigError on bad settings.
 std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size_t>& d_ks,

@@ -111,6 +111,7 @@ nn::ModelConfig model_config(const TrainConfig& cfg, const data::Task& task) {
   mc.max_seq_len = task.seq_len();
   mc.d_model = cfg.d_model;
   mc.n_heads = cfg.n_heads;
+  mc.d_k = cfg.head_dim;
   mc.n_layers = cfg.n_layers;
   mc.d_ff = cfg.d_ff;
   mc.mlp = cfg.mlp;

@@ -1,0 +1,37 @@
+// The figures of `xgrad compare`, drawn by gnuplot: data files and one script per figure are written into a plots
+// directory (so a reader can edit and re-run `gnuplot loss.gp` there), then gnuplot makes a PNG and an SVG of each.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/report_stats.h"
+
+namespace xgrad::train {
+
+/// One figure: its file stem and what it shows (for report.md).
+struct PlotFigure {
+  std::string name;     // "loss" → loss.gp, loss.png, loss.svg
+  std::string caption;
+};
+
+struct PlotOutcome {
+  std::vector<PlotFigure> drawn;  // figures whose PNG and SVG gnuplot produced
+  std::string note;               // why plots were skipped or which failed ("" when all were drawn)
+};
+
+/// The figures, one panel per d_k in each: loss by step (each run thin, the mean over seeds thick and smoothed by
+/// a moving average), W_q and W_k gradient norm (log y), first-layer attention entropy, and first-layer score std
+/// (log y). Every run is drawn, incomplete ones included; non-finite values leave gaps. Long runs are thinned to
+/// at most ~1500 points per line.
+const std::vector<PlotFigure>& plot_figures();
+
+/// True when a `gnuplot` executable is on PATH.
+bool gnuplot_available();
+
+/// Writes data files (plots_dir/data/) and scripts (plots_dir/<figure>.gp) and, if gnuplot is available, runs them
+/// in plots_dir (output in plots_dir/gnuplot.log). Never throws for a gnuplot failure (it is reported in the
+/// note); throws std::runtime_error when plots_dir cannot be written.
+PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir);
+
+}  // namespace xgrad::train

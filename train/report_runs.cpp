@@ -1,0 +1,210 @@
+#include "train/report_runs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <stdexcept>
+
+#include "train/trainer.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+bool is_run_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "config.json", ec) && fs::is_regular_file(dir / "metrics.csv", ec);
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// "attn/l0h<h>/<stat>": a first-layer head statistic.
+bool is_first_layer_stat(const std::string& column, const std::string& stat) {
+  return starts_with(column, "attn/l0h") && ends_with(column, "/" + stat);
+}
+
+// An empty or unparsable cell reads as NaN rather than 0 (strtod returns 0 for both).
+double parse_cell(const char* begin) {
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  return end == begin ? kNaN : v;
+}
+
+// sqrt(sum of squares) of the selected cells; NaN if any is NaN (an unmeasured step is not a zero gradient).
+double combined_norm(const std::vector<double>& cells, const std::vector<std::size_t>& idx) {
+  if (idx.empty()) return kNaN;
+  double s = 0;
+  for (auto i : idx) s += cells[i] * cells[i];
+  return std::sqrt(s);
+}
+
+// Mean over the finite selected cells (heads without a selected query hold nan); NaN when none is finite.
+double finite_mean(const std::vector<double>& cells, const std::vector<std::size_t>& idx) {
+  double s = 0;
+  std::size_t n = 0;
+  for (auto i : idx)
+    if (std::isfinite(cells[i])) {
+      s += cells[i];
+      ++n;
+    }
+  return n ? s / static_cast<double>(n) : kNaN;
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path.string());
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path.string() + " is not valid JSON: " + e.what());
+  }
+}
+
+void add_reason(RunRecord& run, const std::string& reason) {
+  run.incomplete = true;
+  if (!run.incomplete_reason.empty()) run.incomplete_reason += "; ";
+  run.incomplete_reason += reason;
+}
+
+// Streams metrics.csv and keeps only the series compare uses.
+void read_series(const fs::path& path, RunRecord& run) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path.string());
+  std::string line;
+  if (!std::getline(in, line) || line.empty()) throw std::runtime_error(path.string() + " has no header row");
+  std::vector<std::string> columns;
+  for (std::size_t start = 0;;) {
+    const auto comma = line.find(',', start);
+    columns.push_back(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  constexpr std::size_t absent = std::numeric_limits<std::size_t>::max();
+  std::size_t step_col = absent, loss_col = absent, acc_col = absent, grad_col = absent;
+  std::vector<std::size_t> wq, wk, entropy, score_std;
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    const std::string& c = columns[i];
+    if (c == "step") step_col = i;
+    if (c == "loss") loss_col = i;
+    if (c == "accuracy") acc_col = i;
+    if (c == "grad_norm") grad_col = i;
+    if (starts_with(c, "grad_norm/") && ends_with(c, "attn.w_q.weight")) wq.push_back(i);
+    if (starts_with(c, "grad_norm/") && ends_with(c, "attn.w_k.weight")) wk.push_back(i);
+    if (is_first_layer_stat(c, "entropy_mean")) entropy.push_back(i);
+    if (is_first_layer_stat(c, "score_std")) score_std.push_back(i);
+  }
+  if (loss_col == absent) throw std::runtime_error(path.string() + " has no 'loss' column");
+  run.has_w_q = !wq.empty();
+  run.has_w_k = !wk.empty();
+
+  RunSeries& s = run.series;
+  std::vector<double> cells(columns.size());
+  std::size_t row_number = 0;
+  while (std::getline(in, line)) {
+    // getline sets eof when the line had no newline: the writer stopped mid-row.
+    const bool cut = in.eof();
+    if (line.empty()) continue;
+    ++row_number;
+    std::size_t n_cells = 0;
+    for (std::size_t start = 0;;) {
+      if (n_cells < cells.size()) cells[n_cells] = parse_cell(line.c_str() + start);
+      ++n_cells;
+      const auto comma = line.find(',', start);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    if (cut || n_cells != columns.size()) {
+      add_reason(run, "metrics.csv row " + std::to_string(row_number) + " cut short (dropped)");
+      break;
+    }
+    s.step.push_back(step_col == absent ? static_cast<double>(s.step.size()) : cells[step_col]);
+    s.loss.push_back(cells[loss_col]);
+    s.accuracy.push_back(acc_col == absent ? kNaN : cells[acc_col]);
+    s.grad_norm_w_q.push_back(combined_norm(cells, wq));
+    s.grad_norm_w_k.push_back(combined_norm(cells, wk));
+    s.entropy.push_back(finite_mean(cells, entropy));
+    s.score_std.push_back(finite_mean(cells, score_std));
+    if (!run.has_summary && !run.diverged) {
+      const bool finite = std::isfinite(cells[loss_col]) && (grad_col == absent || std::isfinite(cells[grad_col]));
+      if (!finite) {
+        run.diverged = true;
+        run.diverged_step = static_cast<long>(s.step.back());
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs) {
+  std::set<std::string> seen;
+  std::vector<std::string> dirs;
+  for (const auto& input : inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(input, ec))
+      throw std::invalid_argument("compare: " + input + " is not a directory");
+    std::vector<std::string> found;
+    if (is_run_dir(input)) found.push_back(fs::path(input).lexically_normal().string());
+    fs::recursive_directory_iterator it(input, fs::directory_options::skip_permission_denied, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      std::error_code type_ec;
+      if (it->is_directory(type_ec) && is_run_dir(it->path())) found.push_back(it->path().lexically_normal().string());
+    }
+    if (found.empty())
+      throw std::invalid_argument("compare: " + input + " holds no run (no directory with config.json and metrics.csv)");
+    for (auto& dir : found) {
+      std::error_code canon_ec;
+      const fs::path canonical = fs::weakly_canonical(dir, canon_ec);
+      if (seen.insert(canon_ec ? dir : canonical.string()).second) dirs.push_back(dir);
+    }
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+RunRecord load_run(const std::string& dir) {
+  const fs::path path(dir);
+  RunRecord run;
+  run.dir = dir;
+  run.config = read_json(path / "config.json");
+  if (!run.config.is_object()) throw std::runtime_error((path / "config.json").string() + " is not a JSON object");
+  const auto steps = run.config.find("steps");
+  if (steps != run.config.end() && steps->is_number_unsigned()) run.steps_planned = steps->get<std::size_t>();
+
+  std::size_t steps_done = 0;
+  std::error_code ec;
+  if (fs::is_regular_file(path / "summary.json", ec)) {
+    try {
+      const RunSummary summary = RunSummary::from_json(read_json(path / "summary.json"));
+      run.has_summary = true;
+      run.diverged = summary.diverged;
+      run.diverged_step = summary.diverged_step;
+      steps_done = summary.steps_done;
+    } catch (const std::exception& e) {
+      add_reason(run, std::string("summary.json unreadable (") + e.what() + ")");
+    }
+  } else {
+    add_reason(run, "no summary.json");
+  }
+  read_series(path / "metrics.csv", run);
+
+  const std::size_t rows = run.series.size();
+  const std::size_t expected = run.has_summary ? steps_done : run.steps_planned;
+  if (!run.diverged && rows < expected)
+    add_reason(run, std::to_string(rows) + " of " + std::to_string(expected) + " steps in metrics.csv");
+  return run;
+}
+
+}  // namespace xgrad::train

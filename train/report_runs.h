@@ -1,0 +1,50 @@
+// Finding and reading run directories for `xgrad compare`: which directories hold a run, and the few per-step
+// series the comparison needs from each (the full metrics table of a long run is never held in memory).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace xgrad::train {
+
+/// The per-step series of one run, one entry per metrics.csv row, in file order. NaN where the CSV holds nan or
+/// the quantity is not in the file.
+struct RunSeries {
+  std::vector<double> step;
+  std::vector<double> loss;
+  std::vector<double> accuracy;
+  std::vector<double> grad_norm_w_q;  // L2 norm over every layer's attn.w_q.weight gradient
+  std::vector<double> grad_norm_w_k;  // same for attn.w_k.weight
+  std::vector<double> entropy;        // attn/l0h*/entropy_mean, mean over the first layer's heads (nan: not measured)
+  std::vector<double> score_std;      // attn/l0h*/score_std, mean over the first layer's heads
+  std::size_t size() const { return step.size(); }
+};
+
+/// One run directory as compare sees it.
+struct RunRecord {
+  std::string dir;
+  nlohmann::json config;           // config.json as written by the trainer
+  bool has_summary = false;        // summary.json present and readable
+  bool diverged = false;           // from summary.json, or a non-finite loss/grad_norm row when there is none
+  long diverged_step = -1;
+  bool incomplete = false;         // cut short: no summary.json, a truncated last line, or fewer rows than steps
+  std::string incomplete_reason;   // why, for the report ("" when complete)
+  std::size_t steps_planned = 0;   // config "steps"
+  bool has_w_q = false, has_w_k = false;  // metrics.csv has grad_norm/...attn.w_q.weight (resp. w_k) columns
+  RunSeries series;
+};
+
+/// Every directory holding config.json and metrics.csv at or below each input, sorted, each once (an input may be
+/// a run directory or a sweep directory with runs anywhere below it). Throws std::invalid_argument naming the
+/// input when an input is not a directory or holds no run.
+std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs);
+
+/// Reads config.json, metrics.csv and (if present) summary.json of `dir`. A metrics.csv whose last line lacks
+/// its newline or has too few cells was cut mid-row: that row is dropped and the run marked incomplete.
+/// Throws std::runtime_error naming the file when config.json is not valid JSON or metrics.csv has no header or
+/// no loss column.
+RunRecord load_run(const std::string& dir);
+
+}  // namespace xgrad::train

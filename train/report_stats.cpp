@@ -1,0 +1,307 @@
+#include "train/report_stats.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace xgrad::train {
+
+namespace {
+
+// Mean of the finite values in [begin, end); NaN if any value is not finite (a window touching a diverged step
+// must not count as reaching a threshold) or the range is empty.
+double strict_mean(const std::vector<double>& v, std::size_t begin, std::size_t end) {
+  if (begin >= end) return kNoValue;
+  double s = 0;
+  for (std::size_t i = begin; i < end; ++i) {
+    if (!std::isfinite(v[i])) return kNoValue;
+    s += v[i];
+  }
+  return s / static_cast<double>(end - begin);
+}
+
+double finite_mean(const std::vector<double>& v) { return mean_sd(v).mean; }
+
+// First step whose trailing mean over `window` rows passes `reached`; -1 if none does.
+template <class Pred>
+long first_step(const std::vector<double>& values, const std::vector<double>& steps, std::size_t window, Pred reached) {
+  for (std::size_t i = window - 1; i < values.size(); ++i) {
+    const double m = strict_mean(values, i + 1 - window, i + 1);
+    if (std::isfinite(m) && reached(m)) return static_cast<long>(steps[i]);
+  }
+  return -1;
+}
+
+double zero_fraction(const std::vector<double>& norms) {
+  if (norms.empty()) return kNoValue;
+  std::size_t zeros = 0;
+  for (double n : norms) zeros += n == 0.0 ? 1 : 0;
+  return static_cast<double>(zeros) / static_cast<double>(norms.size());
+}
+
+int scale_rank(const std::string& scale) {
+  static const std::vector<std::string> order{"none", "sqrt_dk", "dk", "qk_layernorm", "learned"};
+  const auto it = std::find(order.begin(), order.end(), scale);
+  return static_cast<int>(it - order.begin());
+}
+
+double number_or_nan(const nlohmann::json& j, const std::string& key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : kNoValue;
+}
+
+}  // namespace
+
+RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_threshold, std::size_t window) {
+  RunStats r;
+  const RunSeries& s = run.series;
+  const std::size_t rows = s.size();
+  window = std::max<std::size_t>(window, 1);
+  if (rows == 0) return r;
+  r.initial_loss = s.loss.front();
+  if (!run.diverged) {
+    const std::size_t tail = std::min<std::size_t>(20, rows);
+    const std::vector<double> last_loss(s.loss.end() - static_cast<long>(tail), s.loss.end());
+    const std::vector<double> last_acc(s.accuracy.end() - static_cast<long>(tail), s.accuracy.end());
+    r.final_loss = finite_mean(last_loss);
+    r.final_accuracy = finite_mean(last_acc);
+    r.auc_loss = finite_mean(s.loss);
+  }
+  if (std::isfinite(loss_threshold))
+    r.step_to_loss = first_step(s.loss, s.step, window, [&](double m) { return m <= loss_threshold; });
+  r.step_to_accuracy = first_step(s.accuracy, s.step, window, [&](double m) { return m >= accuracy_threshold; });
+  if (run.has_w_q) {
+    r.frac_zero_grad_w_q = zero_fraction(s.grad_norm_w_q);
+    r.mean_grad_norm_w_q = finite_mean(s.grad_norm_w_q);
+  }
+  if (run.has_w_k) {
+    r.frac_zero_grad_w_k = zero_fraction(s.grad_norm_w_k);
+    r.mean_grad_norm_w_k = finite_mean(s.grad_norm_w_k);
+  }
+  for (std::size_t i = 0; i < rows; ++i)
+    if (std::isfinite(s.entropy[i])) {
+      if (!std::isfinite(r.entropy_first)) {
+        r.entropy_first = s.entropy[i];
+        r.first_measured_step = s.step[i];
+      }
+      r.entropy_last = s.entropy[i];
+    }
+  for (std::size_t i = 0; i < rows; ++i)
+    if (std::isfinite(s.score_std[i])) {
+      if (!std::isfinite(r.score_std_first)) r.score_std_first = s.score_std[i];
+      r.score_std_last = s.score_std[i];
+    }
+  r.lr_objective = r.initial_loss;
+  if (!run.diverged && std::isfinite(r.final_loss) && !(r.final_loss > r.initial_loss))
+    r.lr_objective = r.final_loss;
+  return r;
+}
+
+MeanSd mean_sd(const std::vector<double>& values) {
+  MeanSd m;
+  double sum = 0;
+  for (double v : values)
+    if (std::isfinite(v)) {
+      sum += v;
+      ++m.n;
+    }
+  if (m.n == 0) return m;
+  m.mean = sum / static_cast<double>(m.n);
+  double sq = 0;
+  for (double v : values)
+    if (std::isfinite(v)) sq += (v - m.mean) * (v - m.mean);
+  m.sd = m.n > 1 ? std::sqrt(sq / static_cast<double>(m.n - 1)) : 0.0;
+  return m;
+}
+
+std::size_t Arm::d_k() const {
+  const auto it = settings.find("d_k");
+  return it != settings.end() && it->is_number_unsigned() ? it->get<std::size_t>() : 0;
+}
+
+std::string Arm::scale() const { return setting_text(settings, "scale"); }
+
+std::string Arm::optimizer() const { return setting_text(settings, "optimizer"); }
+
+double Arm::lr() const { return number_or_nan(settings, "lr"); }
+
+nlohmann::json arm_settings(const nlohmann::json& config) {
+  static const std::vector<std::string> ignored{"seed",      "data_seed",   "out",        "environment",
+                                                "threads",   "print_every", "log_every",  "eval_every",
+                                                "eval_batches", "overwrite"};
+  nlohmann::json s = config;
+  for (const auto& key : ignored) s.erase(key);
+  return s;
+}
+
+std::string key_without(const nlohmann::json& settings, const std::vector<std::string>& keys) {
+  nlohmann::json s = settings;
+  for (const auto& key : keys) s.erase(key);
+  return s.dump();
+}
+
+std::string setting_text(const nlohmann::json& settings, const std::string& key) {
+  const auto it = settings.find(key);
+  if (it == settings.end()) return "?";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number_float()) return fmt::format("{:g}", it->get<double>());
+  return it->dump();
+}
+
+double lr_sensitivity(const std::vector<double>& objective) {
+  const MeanSd m = mean_sd(objective);
+  if (m.n < 2) return kNoValue;
+  double best = m.mean;
+  for (double v : objective)
+    if (std::isfinite(v)) best = std::min(best, v);
+  return m.mean - best;
+}
+
+Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
+                        std::size_t window) {
+  Comparison c;
+  c.runs = std::move(runs);
+  c.accuracy_threshold = accuracy_threshold;
+  c.window = std::max<std::size_t>(window, 1);
+
+  std::map<std::string, std::size_t> arm_of_key;
+  for (std::size_t i = 0; i < c.runs.size(); ++i) {
+    nlohmann::json settings = arm_settings(c.runs[i].config);
+    const std::string key = settings.dump();
+    auto [it, inserted] = arm_of_key.emplace(key, c.arms.size());
+    if (inserted) {
+      c.arms.emplace_back();
+      c.arms.back().settings = std::move(settings);
+    }
+    c.arms[it->second].runs.push_back(i);
+  }
+  std::sort(c.arms.begin(), c.arms.end(), [](const Arm& a, const Arm& b) {
+    if (a.d_k() != b.d_k()) return a.d_k() < b.d_k();
+    if (scale_rank(a.scale()) != scale_rank(b.scale())) return scale_rank(a.scale()) < scale_rank(b.scale());
+    if (a.scale() != b.scale()) return a.scale() < b.scale();
+    if (a.optimizer() != b.optimizer()) return a.optimizer() < b.optimizer();
+    if (a.lr() != b.lr()) return a.lr() < b.lr();
+    return a.settings.dump() < b.settings.dump();
+  });
+
+  c.stats.resize(c.runs.size());
+  for (Arm& arm : c.arms) {
+    arm.loss_threshold = loss_threshold >= 0 ? loss_threshold : 0.5 * number_or_nan(arm.settings, "chance_loss");
+    for (auto i : arm.runs) {
+      c.stats[i] = run_stats(c.runs[i], arm.loss_threshold, accuracy_threshold, c.window);
+      if (c.runs[i].incomplete) ++arm.n_incomplete;
+      else arm.used.push_back(i);
+    }
+    if (arm.used.empty()) arm.used = arm.runs;
+
+    std::vector<double> final_loss, final_acc, auc, initial, zq, zk, gq, gk, e0, e1, s0, s1, objective;
+    std::vector<double> step_loss, step_acc;
+    for (auto i : arm.used) {
+      const RunStats& r = c.stats[i];
+      final_loss.push_back(r.final_loss);
+      final_acc.push_back(r.final_accuracy);
+      auc.push_back(r.auc_loss);
+      initial.push_back(r.initial_loss);
+      zq.push_back(r.frac_zero_grad_w_q);
+      zk.push_back(r.frac_zero_grad_w_k);
+      gq.push_back(r.mean_grad_norm_w_q);
+      gk.push_back(r.mean_grad_norm_w_k);
+      e0.push_back(r.entropy_first);
+      e1.push_back(r.entropy_last);
+      s0.push_back(r.score_std_first);
+      s1.push_back(r.score_std_last);
+      objective.push_back(r.lr_objective);
+      if (r.step_to_loss >= 0) step_loss.push_back(static_cast<double>(r.step_to_loss));
+      if (r.step_to_accuracy >= 0) step_acc.push_back(static_cast<double>(r.step_to_accuracy));
+      if (std::isfinite(r.first_measured_step) && r.first_measured_step != 0) arm.measured_from_step_0 = false;
+      if (c.runs[i].diverged) arm.diverged_steps.push_back(c.runs[i].diverged_step);
+    }
+    arm.final_loss = mean_sd(final_loss);
+    arm.final_accuracy = mean_sd(final_acc);
+    arm.auc_loss = mean_sd(auc);
+    arm.initial_loss = mean_sd(initial);
+    arm.frac_zero_grad_w_q = mean_sd(zq);
+    arm.frac_zero_grad_w_k = mean_sd(zk);
+    arm.mean_grad_norm_w_q = mean_sd(gq);
+    arm.mean_grad_norm_w_k = mean_sd(gk);
+    arm.entropy_first = mean_sd(e0);
+    arm.entropy_last = mean_sd(e1);
+    arm.score_std_first = mean_sd(s0);
+    arm.score_std_last = mean_sd(s1);
+    arm.lr_objective = mean_sd(objective);
+    arm.reached_loss = step_loss.size();
+    arm.reached_accuracy = step_acc.size();
+    arm.mean_step_to_loss = mean_sd(step_loss).mean;
+    arm.mean_step_to_accuracy = mean_sd(step_acc).mean;
+  }
+
+  // Arms are sorted by lr within equal other settings, so each group's arms come out in increasing lr.
+  std::map<std::string, std::vector<std::size_t>> by_rest;
+  std::vector<std::string> order;
+  for (std::size_t a = 0; a < c.arms.size(); ++a) {
+    const std::string key = key_without(c.arms[a].settings, {"lr"});
+    if (by_rest.find(key) == by_rest.end()) order.push_back(key);
+    by_rest[key].push_back(a);
+  }
+  for (const auto& key : order) {
+    const auto& members = by_rest[key];
+    if (members.size() < 2) continue;
+    LrGroup g;
+    g.arms = members;
+    std::vector<double> objective;
+    for (auto a : members) objective.push_back(c.arms[a].lr_objective.mean);
+    g.sensitivity = lr_sensitivity(objective);
+    if (!std::isfinite(g.sensitivity)) continue;
+    g.best_arm = members.front();
+    for (auto a : members)
+      if (c.arms[a].lr_objective.mean < c.arms[g.best_arm].lr_objective.mean) g.best_arm = a;
+    c.lr_groups.push_back(std::move(g));
+  }
+  return c;
+}
+
+std::vector<std::string> distinguishing_keys(const std::vector<Arm>& arms) {
+  static const std::vector<std::string> fixed{"d_k", "scale", "optimizer", "lr"};
+  static const std::vector<std::string> priority{"task",     "n_heads",    "n_layers", "steps",
+                                                 "batch_size", "mlp",      "layer_norm", "residual"};
+  std::vector<std::string> candidates = priority;
+  std::set<std::string> rest;
+  for (const Arm& arm : arms)
+    for (const auto& item : arm.settings.items())
+      if (std::find(fixed.begin(), fixed.end(), item.key()) == fixed.end() &&
+          std::find(priority.begin(), priority.end(), item.key()) == priority.end())
+        rest.insert(item.key());
+  candidates.insert(candidates.end(), rest.begin(), rest.end());
+
+  auto distinct = [&](const std::vector<std::string>& keys) {
+    std::set<std::string> seen;
+    for (const Arm& arm : arms) {
+      std::string label;
+      for (const auto& k : keys) {
+        const auto it = arm.settings.find(k);
+        label += (it == arm.settings.end() ? std::string("-") : it->dump()) + "|";
+      }
+      seen.insert(label);
+    }
+    return seen.size();
+  };
+  std::vector<std::string> keys = fixed;
+  std::size_t n = distinct(keys);
+  std::vector<std::string> extra;
+  for (const auto& k : candidates) {
+    if (n == arms.size()) break;
+    keys.push_back(k);
+    const std::size_t with = distinct(keys);
+    if (with > n) {
+      n = with;
+      extra.push_back(k);
+    } else {
+      keys.pop_back();
+    }
+  }
+  return extra;
+}
+
+}  // namespace xgrad::train

@@ -1,0 +1,114 @@
+// The numbers of `xgrad compare`: per-run statistics, arms (runs that differ only in seed) with their aggregates
+// over seeds, and the learning-rate sensitivity of arms that differ only in learning rate.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "train/report_runs.h"
+
+namespace xgrad::train {
+
+constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
+
+/// What one run measured. Losses in nats. A "row" is one metrics.csv row (one optimizer step).
+struct RunStats {
+  double initial_loss = kNoValue;     // loss at the first row
+  double final_loss = kNoValue;       // mean loss over the last min(20, rows) rows (as summary.json); NaN if diverged
+  double final_accuracy = kNoValue;   // mean accuracy over the same rows; NaN if diverged
+  double auc_loss = kNoValue;         // mean loss over all rows (area under the loss curve / steps); NaN if diverged
+  long step_to_loss = -1;             // first step whose trailing mean loss over `window` rows is <= the threshold;
+                                      // -1: never
+  long step_to_accuracy = -1;         // same for accuracy >= its threshold
+  double frac_zero_grad_w_q = kNoValue;  // fraction of rows where every W_q gradient norm is exactly 0
+  double frac_zero_grad_w_k = kNoValue;  // same for W_k
+  double mean_grad_norm_w_q = kNoValue;  // mean over rows of the W_q gradient norm (all layers, L2)
+  double mean_grad_norm_w_k = kNoValue;
+  double entropy_first = kNoValue, entropy_last = kNoValue;      // first/last measured first-layer entropy (nats)
+  double score_std_first = kNoValue, score_std_last = kNoValue;  // first/last measured first-layer score std
+  double first_measured_step = kNoValue;  // the step of entropy_first
+  double lr_objective = kNoValue;     // min(final loss, initial loss); the initial loss if the run diverged
+};
+
+/// Statistics of one run. `window` >= 1 rows for the trailing means of steps-to-threshold. Never throws on
+/// NaN/Inf values: non-finite values are skipped by the means and never reach a threshold.
+RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_threshold, std::size_t window);
+
+/// Mean and sample standard deviation (n - 1 denominator; 0 for one value) of the finite values; n counts them.
+struct MeanSd {
+  double mean = kNoValue;
+  double sd = kNoValue;
+  std::size_t n = 0;
+};
+MeanSd mean_sd(const std::vector<double>& values);
+
+/// Runs whose settings agree on everything but the seed, aggregated over seeds.
+struct Arm {
+  nlohmann::json settings;         // arm_settings() of its runs' config.json
+  std::vector<std::size_t> runs;   // indices into Comparison::runs
+  std::vector<std::size_t> used;   // the runs the aggregates use: the complete ones, or all if none is complete
+  std::size_t n_incomplete = 0;    // runs of `runs` that are incomplete
+  double loss_threshold = kNoValue;
+  MeanSd final_loss, final_accuracy, auc_loss;  // over the used runs that did not diverge
+  MeanSd initial_loss;
+  std::size_t reached_loss = 0, reached_accuracy = 0;  // used runs that reached the threshold
+  double mean_step_to_loss = kNoValue, mean_step_to_accuracy = kNoValue;  // mean over the runs that reached it
+  MeanSd frac_zero_grad_w_q, frac_zero_grad_w_k, mean_grad_norm_w_q, mean_grad_norm_w_k;
+  MeanSd entropy_first, entropy_last, score_std_first, score_std_last;
+  bool measured_from_step_0 = true;  // every used run measured attention at step 0
+  MeanSd lr_objective;
+  std::vector<long> diverged_steps;  // one per used run that diverged
+
+  std::size_t d_k() const;
+  std::string scale() const;
+  std::string optimizer() const;
+  double lr() const;
+  bool only_incomplete() const { return n_incomplete == runs.size(); }
+};
+
+/// Arms that differ only in learning rate (and seed), with Wortsman et al. 2023 ("Small-scale proxies for
+/// large-scale Transformer training instabilities", sec. 3.2) LR sensitivity.
+struct LrGroup {
+  std::vector<std::size_t> arms;  // indices into Comparison::arms, by increasing lr
+  double sensitivity = kNoValue;
+  std::size_t best_arm = 0;       // the arm with the lowest lr objective
+};
+
+struct Comparison {
+  std::vector<RunRecord> runs;
+  std::vector<RunStats> stats;    // one per run
+  std::vector<Arm> arms;          // by d_k, scale (none first), optimizer, lr
+  std::vector<LrGroup> lr_groups;
+  double accuracy_threshold = 0.9;
+  std::size_t window = 1;
+};
+
+/// The settings that define an arm: config.json without seed, data_seed, out, environment and the settings that
+/// only change what is logged or printed (threads, print_every, log_every, eval_every, eval_batches, overwrite).
+nlohmann::json arm_settings(const nlohmann::json& config);
+
+/// `settings` with `keys` removed, serialised: arms with equal results compare equal but for those keys.
+std::string key_without(const nlohmann::json& settings, const std::vector<std::string>& keys);
+
+/// Groups, aggregates and finds LR groups. loss_threshold < 0: half the arm's chance_loss (config.json).
+/// accuracy_threshold in [0, 1]; window >= 1 (0 is taken as 1).
+Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
+                        std::size_t window);
+
+/// Mean over learning rates of `objective` minus its minimum (Wortsman et al. 2023, sec. 3.2, where each
+/// objective is min(final loss, initial loss)). NaN entries are skipped; NaN for fewer than 2 finite entries.
+double lr_sensitivity(const std::vector<double>& objective);
+
+/// Settings beyond d_k, scale, optimizer and lr needed to tell the arms apart (in a fixed order of importance:
+/// task, n_heads, n_layers, steps, batch_size, mlp, layer_norm, residual, then the rest alphabetically), each added
+/// only if it separates arms the earlier ones did not.
+std::vector<std::string> distinguishing_keys(const std::vector<Arm>& arms);
+
+/// "0.003", "true", "kv_recall": a setting as a table cell.
+std::string setting_text(const nlohmann::json& settings, const std::string& key);
+
+}  // namespace xgrad::train

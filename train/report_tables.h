@@ -1,0 +1,41 @@
+// The tables of `xgrad compare` (per arm, and LR sensitivity per group of arms differing only in lr), as aligned
+// text for the terminal and as markdown for report.md, and the cell formats the generated sentences share.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/report_stats.h"
+
+namespace xgrad::train {
+
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  /// Columns padded to their widest cell (UTF-8 aware), two spaces apart, text left- and numbers right-aligned.
+  std::string text() const;
+  /// A GitHub-flavoured markdown table.
+  std::string markdown() const;
+};
+
+/// One row per arm: settings, seeds, final loss mean ± sd, final accuracy, steps to the loss and accuracy
+/// thresholds, mean loss over steps, fractions of steps with zero W_q / W_k gradient, diverged runs.
+Table arm_table(const Comparison& c);
+
+/// One row per LR group: settings, the lr objective min(final, initial) per lr, the best lr, the sensitivity.
+/// Empty (no rows) when no arms differ only in lr.
+Table lr_table(const Comparison& c);
+
+// Cell formats (also used in generated sentences).
+std::string format_number(double v, int decimals = 3);  // "—" for NaN
+std::string format_mean_sd(const MeanSd& m, int decimals = 3);  // "1.234 ± 0.056", "1.234" for one value
+std::string format_percent(double fraction);            // "0%", "12.5%", "100%"
+std::string format_steps(std::size_t reached, std::size_t n, double mean_step);  // "120", "120 (1/2)", "never"
+std::string format_diverged(const Arm& arm);            // "0/2", "1/2 (step 37)"
+std::string format_seeds(const Arm& arm);               // "2", "2 (+1 incomplete)", "1 (incomplete)"
+/// "d_k=64 none adamw lr=0.003" plus the distinguishing extra settings; without the parts named in `omit`
+/// (any of "d_k", "scale", "optimizer", "lr").
+std::string arm_label(const Arm& arm, const std::vector<std::string>& extra_keys,
+                      const std::vector<std::string>& omit = {});
+
+}  // namespace xgrad::train

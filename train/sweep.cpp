@@ -1,0 +1,305 @@
+#include "train/sweep.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <fcntl.h>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "train/trainer.h"
+
+extern char** environ;
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+Arm parse_arm(const std::string& text) {
+  const auto at = text.find('@');
+  const std::string form = " (form: optimizer@lr, e.g. sgd@0.1 or adamw@0.003; optimizers: sgd, adamw)";
+  if (at == std::string::npos) throw ConfigError("--arms: '" + text + "' has no '@'" + form);
+  Arm arm{text.substr(0, at), 0.0};
+  if (arm.optimizer != "sgd" && arm.optimizer != "adamw")
+    throw ConfigError("--arms: unknown optimizer '" + arm.optimizer + "'" + form);
+  const std::string lr = text.substr(at + 1);
+  char* end = nullptr;
+  arm.lr = std::strtod(lr.c_str(), &end);
+  if (lr.empty() || *end != '\0' || !(arm.lr > 0) || !std::isfinite(arm.lr))
+    throw ConfigError("--arms: learning rate '" + lr + "' in '" + text + "' must be a finite number > 0" + form);
+  return arm;
+}
+
+std::vector<std::string> to_args(const TrainConfig& c) {
+  auto num = [](double v) { return fmt::format("{:.17g}", v); };
+  std::vector<std::string> a{"train",
+                             "--task", c.task,
+                             "--n-keys", std::to_string(c.n_keys),
+                             "--n-values", std::to_string(c.n_values),
+                             "--n-pairs", std::to_string(c.n_pairs),
+                             "--seq-len", std::to_string(c.seq_len),
+                             "--n-symbols", std::to_string(c.n_symbols),
+                             "--d-model", std::to_string(c.d_model),
+                             "--d-k", std::to_string(c.head_dim),
+                             "--n-heads", std::to_string(c.n_heads),
+                             "--n-layers", std::to_string(c.n_layers),
+                             "--d-ff", std::to_string(c.d_ff),
+                             "--mlp", c.mlp ? "true" : "false",
+                             "--layer-norm", c.layer_norm ? "true" : "false",
+                             "--residual", c.residual ? "true" : "false",
+                             "--causal", c.causal ? "true" : "false",
+                             "--scale", nn::to_string(c.scale),
+                             "--emb-init-std", num(c.emb_init_std),
+                             "--proj-init-gain", num(c.proj_init_gain),
+                             "--batch-size", std::to_string(c.batch_size),
+                             "--steps", std::to_string(c.steps),
+                             "--lr", num(c.lr),
+                             "--optimizer", c.optimizer,
+                             "--momentum", num(c.momentum),
+                             "--weight-decay", num(c.weight_decay),
+                             "--clip-grad-norm", num(c.clip_grad_norm),
+                             "--seed", std::to_string(c.seed),
+                             "--data-seed", std::to_string(c.data_seed),
+                             "--log-every", std::to_string(c.log_every),
+                             "--print-every", std::to_string(c.print_every),
+                             "--eval-every", std::to_string(c.eval_every),
+                             "--eval-batches", std::to_string(c.eval_batches),
+                             "--threads", std::to_string(c.threads),
+                             "--out", c.out};
+  if (!c.text_path.empty()) a.insert(a.end(), {"--text", c.text_path});
+  if (c.overwrite) a.push_back("--overwrite");
+  return a;
+}
+
+namespace {
+
+std::string run_name(std::size_t d_k, nn::ScaleMode scale, const Arm& arm, std::uint64_t seed) {
+  return fmt::format("dk{}-{}-{}-lr{:g}-s{}", d_k, nn::to_string(scale), arm.optimizer, arm.lr, seed);
+}
+
+template <class V>
+void require_unique(const V& values, const std::string& flag) {
+  std::set<typename V::value_type> seen(values.begin(), values.end());
+  if (seen.size() != values.size()) throw ConfigError(flag + ": a value is repeated");
+  if (values.empty()) throw ConfigError(flag + ": give at least one value");
+}
+
+// The settings that identify a run; a run directory whose config.json agrees on them holds this run.
+bool same_run(const nlohmann::json& on_disk, const TrainConfig& c) {
+  nlohmann::json want = c.to_json();
+  for (const char* key : {"out", "print_every", "threads"}) want.erase(key);
+  for (auto& [key, value] : want.items())
+    if (!on_disk.contains(key) || on_disk.at(key) != value) return false;
+  return true;
+}
+
+bool already_complete(const TrainConfig& c) {
+  const fs::path dir(c.out);
+  if (!fs::exists(dir / "summary.json") || !fs::exists(dir / "config.json")) return false;
+  try {
+    std::ifstream in(dir / "config.json");
+    return same_run(nlohmann::json::parse(in), c);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+pid_t spawn(const std::string& exe, const std::vector<std::string>& args, const std::string& log_path) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(exe.c_str()));
+  for (auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // A child's console output goes to its own log: parallel runs would interleave on the terminal.
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot start " + exe + ": " + std::strerror(rc));
+  return pid;
+}
+
+void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs) {
+  nlohmann::json j;
+  j["base"] = cfg.base.to_json();
+  j["base"].erase("out");
+  j["runs"] = nlohmann::json::array();
+  for (const auto& r : runs)
+    j["runs"].push_back({{"name", r.name},
+                         {"dir", fs::relative(r.config.out, cfg.out).string()},
+                         {"status", r.status},
+                         {"d_k", r.config.d_k()},
+                         {"scale", nn::to_string(r.config.scale)},
+                         {"optimizer", r.config.optimizer},
+                         {"lr", r.config.lr},
+                         {"seed", r.config.seed},
+                         {"final_loss", std::isfinite(r.final_loss) ? nlohmann::json(r.final_loss) : nlohmann::json()},
+                         {"diverged_step", r.diverged_step},
+                         {"seconds", r.seconds}});
+  const fs::path path = fs::path(cfg.out) / "sweep.json", tmp = fs::path(cfg.out) / "sweep.json.tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump(2) << "\n";
+    if (!out) throw std::runtime_error("writing " + tmp.string() + " failed");
+  }
+  fs::rename(tmp, path);
+}
+
+std::string clock(double seconds) {
+  const long s = static_cast<long>(seconds + 0.5);
+  return s >= 60 ? fmt::format("{}m{:02}s", s / 60, s % 60) : fmt::format("{}s", s);
+}
+
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+}  // namespace
+
+std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
+  require_unique(cfg.d_ks, "--d-k");
+  require_unique(cfg.seeds, "--seeds");
+  std::vector<std::string> scale_names, arm_names;
+  for (auto s : cfg.scales) scale_names.push_back(nn::to_string(s));
+  for (auto& a : cfg.arms) arm_names.push_back(fmt::format("{}@{:g}", a.optimizer, a.lr));
+  require_unique(scale_names, "--scale");
+  require_unique(arm_names, "--arms");
+  if (cfg.jobs < 1 || cfg.jobs > 256) throw ConfigError("--jobs must be in [1, 256]");
+  if (cfg.out.empty()) throw ConfigError("--out: a sweep directory is required");
+  std::vector<SweepRun> runs;
+  for (auto d_k : cfg.d_ks) {
+    if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
+    for (auto scale : cfg.scales)
+      for (const auto& arm : cfg.arms)
+        for (auto seed : cfg.seeds) {
+          SweepRun r;
+          r.name = run_name(d_k, scale, arm, seed);
+          r.config = cfg.base;
+          r.config.head_dim = d_k;
+          r.config.scale = scale;
+          r.config.optimizer = arm.optimizer;
+          r.config.lr = arm.lr;
+          r.config.seed = seed;
+          r.config.data_seed = cfg.base.data_seed + seed;  // seed k sees data stream k in every arm
+          r.config.out = (fs::path(cfg.out) / "runs" / r.name).string();
+          r.config.validate();
+          runs.push_back(std::move(r));
+        }
+  }
+  return runs;
+}
+
+std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void(const std::string&)>& progress) {
+  std::vector<SweepRun> runs = plan_sweep(cfg);
+  std::error_code ec;
+  fs::create_directories(fs::path(cfg.out) / "runs", ec);
+  if (ec) throw ConfigError("--out: cannot create sweep directory " + cfg.out + ": " + ec.message());
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (already_complete(runs[i].config)) {
+      runs[i].status = "skipped";
+      std::ifstream in(fs::path(runs[i].config.out) / "summary.json");
+      const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
+      runs[i].final_loss = s.final_loss;
+      runs[i].diverged_step = s.diverged_step;
+    } else {
+      runs[i].config.overwrite = true;  // a run cut short earlier starts over
+      todo.push_back(i);
+    }
+  }
+  write_index(cfg, runs);
+  if (progress && todo.size() < runs.size())
+    progress(fmt::format("sweep: {} of {} runs already complete, skipped", runs.size() - todo.size(), runs.size()));
+
+  struct sigaction action {}, old_int {}, old_term {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  g_stop_signal = 0;
+  sigaction(SIGINT, &action, &old_int);
+  sigaction(SIGTERM, &action, &old_term);
+
+  std::map<pid_t, std::size_t> running;
+  std::map<pid_t, std::chrono::steady_clock::time_point> started;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto stop_children = [&] {
+    for (auto& [pid, i] : running) kill(pid, SIGTERM);
+    for (auto& [pid, i] : running) waitpid(pid, nullptr, 0);
+    running.clear();
+  };
+  std::size_t next = 0, done = 0;
+  double run_seconds = 0;
+  try {
+    while (done < todo.size()) {
+      while (next < todo.size() && running.size() < static_cast<std::size_t>(cfg.jobs) && !g_stop_signal) {
+        const SweepRun& r = runs[todo[next]];
+        fs::create_directories(r.config.out);
+        const pid_t pid = spawn(cfg.executable, to_args(r.config), (fs::path(r.config.out) / "train.log").string());
+        running[pid] = todo[next];
+        started[pid] = std::chrono::steady_clock::now();
+        ++next;
+      }
+      if (g_stop_signal) break;
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, 0);
+      if (pid < 0) {
+        if (errno == EINTR) continue;
+        throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
+      }
+      auto it = running.find(pid);
+      if (it == running.end()) continue;
+      SweepRun& r = runs[it->second];
+      running.erase(it);
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started[pid]).count();
+      run_seconds += r.seconds;
+      ++done;
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      const fs::path summary_path = fs::path(r.config.out) / "summary.json";
+      if ((code == 0 || code == 3) && fs::exists(summary_path)) {
+        std::ifstream in(summary_path);
+        const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
+        r.status = s.diverged ? "diverged" : "complete";
+        r.diverged_step = s.diverged_step;
+        r.final_loss = s.final_loss;
+      } else {
+        r.status = "failed";
+      }
+      write_index(cfg, runs);
+      if (progress) {
+        const double per_run = run_seconds / static_cast<double>(done);
+        const double eta = per_run * static_cast<double>(todo.size() - done) / static_cast<double>(cfg.jobs);
+        std::string what = r.status == "diverged"   ? fmt::format("diverged at step {}", r.diverged_step)
+                           : r.status == "failed" ? fmt::format("FAILED (exit {}; see {}/train.log)", code, r.config.out)
+                                                  : fmt::format("final loss {:.4f}", r.final_loss);
+        progress(fmt::format("sweep: {}/{} runs done, elapsed {}, ETA {} | {}: {}", done, todo.size(), clock(elapsed()),
+                             clock(eta), r.name, what));
+      }
+    }
+  } catch (...) {
+    stop_children();
+    write_index(cfg, runs);
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    throw;
+  }
+  stop_children();
+  write_index(cfg, runs);
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (g_stop_signal) raise(g_stop_signal);
+  return runs;
+}
+
+}  // namespace xgrad::train
