@@ -123,6 +123,9 @@ void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool 
       ->check(whole_number(0, 1000000000));
   app.add_option("--eval-batches", c.eval_batches, "batches per held-out evaluation")->capture_default_str()
       ->check(whole_number(1, 10000));
+  app.add_option("--flush-denormals", c.flush_denormals, "flush subnormal floats to zero (faster saturated softmax)")
+      ->capture_default_str()
+      ->check(boolean_word());
   app.add_option("--threads", c.threads, "BLAS threads per run")->capture_default_str()
       ->check(whole_number(1, 64));
 }
@@ -136,7 +139,7 @@ SweepConfig experiment_defaults() {
   c.d_ks = {16, 64, 256};
   c.scales = {nn::ScaleMode::sqrt_dk, nn::ScaleMode::none};
   c.seeds = {0, 1, 2};
-  c.arms = {{"sgd", 0.1}, {"sgd", 0.3}, {"adamw", 3e-3}};
+  c.arms = {{"sgd", 0.01}, {"sgd", 0.03}, {"adamw", 1e-3}};
   const unsigned cores = std::thread::hardware_concurrency();
   c.jobs = cores ? static_cast<int>(cores) : 1;
   return c;

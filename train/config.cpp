@@ -104,6 +104,7 @@ nlohmann::json TrainConfig::to_json() const {
       {"eval_every", eval_every},
       {"eval_batches", eval_batches},
       {"threads", threads},
+      {"flush_denormals", flush_denormals},
       {"out", out},
   };
 }

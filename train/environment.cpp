@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 #include <malloc.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 #include <stdexcept>
 #include <unistd.h>
 
@@ -45,6 +48,16 @@ void select_blas_core(int /*argc*/, char** argv) {
 void tune_allocator() {
   mallopt(M_MMAP_THRESHOLD, 256 * 1024 * 1024);
   mallopt(M_TRIM_THRESHOLD, 512 * 1024 * 1024);
+}
+
+void set_flush_denormals(bool on) {
+#if defined(__SSE__)
+  constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040;
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(on ? (csr | kFlushToZero | kDenormalsAreZero) : (csr & ~(kFlushToZero | kDenormalsAreZero)));
+#else
+  (void)on;
+#endif
 }
 
 void set_threads(int n) {

@@ -19,6 +19,11 @@ void select_blas_core(int argc, char** argv);
 /// each step pay page faults for all of them (measured: a third of the step time at d_k = 256). Call once at start.
 void tune_allocator();
 
+/// Sets (on = true) or clears the x86 MXCSR flush-to-zero and denormals-are-zero bits of the calling thread.
+/// A saturated softmax (unscaled attention at large d_k) produces subnormal floats in backward, which make every
+/// later multiply on them many times slower; flushing them to zero changes results only below 1.2e-38.
+void set_flush_denormals(bool on);
+
 /// Sets BLAS threads (throws std::invalid_argument if n < 1).
 void set_threads(int n);
 

@@ -76,6 +76,7 @@ std::vector<std::string> to_args(const TrainConfig& c) {
                              "--eval-every", std::to_string(c.eval_every),
                              "--eval-batches", std::to_string(c.eval_batches),
                              "--threads", std::to_string(c.threads),
+                             "--flush-denormals", c.flush_denormals ? "true" : "false",
                              "--out", c.out};
   if (!c.text_path.empty()) a.insert(a.end(), {"--text", c.text_path});
   if (c.overwrite) a.push_back("--overwrite");

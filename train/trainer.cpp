@@ -141,6 +141,7 @@ RunSummary train(const TrainConfig& cfg) {
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("--out: cannot create run directory " + dir.string() + ": " + ec.message());
   set_threads(cfg.threads);
+  set_flush_denormals(cfg.flush_denormals);
 
   const std::unique_ptr<data::Task> task = data::make_task(cfg.task_options());
   nn::AttentionModel model(model_config(cfg, *task), cfg.seed);
