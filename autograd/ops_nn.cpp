@@ -142,6 +142,7 @@ basic_tensor<T> masked_fill(const basic_tensor<T>& a, const xt::xarray<bool>& ma
 template <class T>
 basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weight, const basic_tensor<T>& bias,
                            double eps) {
+  if (!(eps >= 0) || !std::isfinite(eps)) throw Error("layer_norm: eps must be finite and >= 0, got " + std::to_string(eps));
   const auto& xv = x.value();
   const Rows r = rows_of(xv, "layer_norm");
   for (const auto* p : {&weight, &bias})
@@ -242,6 +243,7 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
   if (ts != shape_t(ls.begin(), ls.end() - 1))
     throw Error("cross_entropy: targets of shape " + shape_str(ts) + " do not match logits " + shape_str(ls) +
                 " (expected " + shape_str(shape_t(ls.begin(), ls.end() - 1)) + ")");
+  if (r.cols == 0) throw Error("cross_entropy: logits " + shape_str(ls) + " have no classes (last axis of size 0)");
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
     throw Error("cross_entropy: label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
   // q = (1 - eps) onehot(t) + eps / C: the target keeps weight `on`, every class (the target too) gets `spread`.
@@ -302,6 +304,7 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
 
 template <class T>
 basic_tensor<T> rms_norm(const basic_tensor<T>& x, const basic_tensor<T>& weight, double eps) {
+  if (!(eps >= 0) || !std::isfinite(eps)) throw Error("rms_norm: eps must be finite and >= 0, got " + std::to_string(eps));
   const auto& xv = x.value();
   const Rows r = rows_of(xv, "rms_norm");
   if (weight.defined() && weight.shape() != shape_t{r.cols})

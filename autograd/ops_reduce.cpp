@@ -33,10 +33,15 @@ template <class T>
 basic_tensor<T> reduce_sum(const basic_tensor<T>& a, const std::vector<std::size_t>& axes, bool keepdim,
                            double factor, const char* op) {
   const shape_t in_shape = a.shape();
-  xt::xarray<T> value = xt::sum(a.value(), axes, xt::evaluation_strategy::immediate);
+  xt::xarray<T> value = sum_over_axes(a.value(), axes);  // keepdim shape
   if (factor != 1.0) value *= static_cast<T>(factor);
   const shape_t kshape = keepdim_shape(in_shape, axes);
-  if (keepdim) value.reshape(kshape);
+  if (!keepdim) {
+    shape_t dropped;
+    for (std::size_t i = 0; i < in_shape.size(); ++i)
+      if (std::find(axes.begin(), axes.end(), i) == axes.end()) dropped.push_back(in_shape[i]);
+    value.reshape(dropped);
+  }
   return make_result<T>(op, std::move(value), {a}, [in_shape, kshape, factor, op](Node<T>& self) {
     xt::xarray<T> g = self.grad;
     g.reshape(kshape);

@@ -2,6 +2,7 @@
 // Ops that join or cut along one axis view a contiguous array as [outer, size, inner] around that axis and move
 // whole runs of `inner` elements with plain loops.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include <xtensor/xbroadcast.hpp>
@@ -111,6 +112,8 @@ basic_tensor<T> reshape(const basic_tensor<T>& a, const std::vector<std::int64_t
       throw Error("reshape: negative size " + std::to_string(shape[i]) + " (allowed: sizes >= 0, or one -1)");
     } else {
       out[i] = static_cast<std::size_t>(shape[i]);
+      if (out[i] != 0 && known > std::numeric_limits<std::size_t>::max() / out[i])
+        throw Error("reshape: target shape " + shape_str(out) + " has more elements than can be counted");
       known *= out[i];
     }
   }

@@ -34,6 +34,8 @@ shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* op) {
 std::size_t normalize_axis(int axis, std::size_t ndim, const char* op) {
   const long n = static_cast<long>(ndim);
   const long a = axis < 0 ? axis + n : axis;
+  if (n == 0)
+    throw Error(std::string(op) + ": axis " + std::to_string(axis) + " given for a 0-d tensor, which has no axes");
   if (a < 0 || a >= n)
     throw Error(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for a tensor of " +
                 std::to_string(ndim) + " dims (allowed: " + std::to_string(-n) + " to " + std::to_string(n - 1) +
@@ -264,6 +266,51 @@ void accumulate_grad(Node<T>& node, xt::xarray<T>&& g, const char* op) {
 }
 
 template <class T>
+xt::xarray<T> sum_over_axes(const xt::xarray<T>& x, const std::vector<std::size_t>& axes) {
+  const auto& xs = x.shape();
+  const std::size_t n = xs.size();
+  shape_t out_shape(xs.begin(), xs.end());
+  std::vector<bool> reduced(n, false);
+  for (auto a : axes) {
+    out_shape[a] = 1;
+    reduced[a] = true;
+  }
+  xt::xarray<T> out = xt::zeros<T>(out_shape);
+  if (x.size() == 0) return out;
+  const T* in = x.data();
+  T* o = out.data();
+  // Leading axes reduced (e.g. a bias gradient [B, T, D] -> [1, 1, D]): add rows.
+  std::size_t lead = 0;
+  while (lead < n && reduced[lead]) ++lead;
+  bool rest_kept = true;
+  for (std::size_t i = lead; i < n; ++i) rest_kept = rest_kept && !reduced[i];
+  if (rest_kept) {
+    const std::size_t inner = out.size(), rows = x.size() / inner;
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t j = 0; j < inner; ++j) o[j] += in[r * inner + j];
+    return out;
+  }
+  // General case: walk the input once with an odometer, tracking the output offset (reduced axes stride 0).
+  std::vector<std::size_t> out_stride(n, 0), idx(n, 0);
+  std::size_t s = 1;
+  for (std::size_t i = n; i-- > 0;) {
+    out_stride[i] = reduced[i] ? 0 : s;
+    s *= out_shape[i];
+  }
+  std::size_t off = 0;
+  for (std::size_t flat = 0; flat < x.size(); ++flat) {
+    o[off] += in[flat];
+    for (std::size_t d = n; d-- > 0;) {
+      off += out_stride[d];
+      if (++idx[d] < xs[d]) break;
+      off -= out_stride[d] * xs[d];
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+template <class T>
 xt::xarray<T> sum_to_shape(const xt::xarray<T>& g, const shape_t& shape) {
   const auto& gs = g.shape();
   if (std::equal(gs.begin(), gs.end(), shape.begin(), shape.end())) return g;
@@ -282,7 +329,7 @@ xt::xarray<T> sum_to_shape(const xt::xarray<T>& g, const shape_t& shape) {
                   " cannot be reduced to " + shape_str(shape));
     }
   }
-  xt::xarray<T> reduced = xt::sum(g, axes, xt::evaluation_strategy::immediate);
+  xt::xarray<T> reduced = sum_over_axes(g, axes);
   reduced.reshape(shape);
   return reduced;
 }
@@ -315,6 +362,7 @@ basic_tensor<T> scalar(T v, bool requires_grad) {
   template void accumulate_grad<T>(Node<T>&, const xt::xarray<T>&, const char*);                              \
   template void accumulate_grad<T>(Node<T>&, xt::xarray<T>&&, const char*);                                   \
   template xt::xarray<T> sum_to_shape<T>(const xt::xarray<T>&, const shape_t&);                              \
+  template xt::xarray<T> sum_over_axes<T>(const xt::xarray<T>&, const std::vector<std::size_t>&);                              \
   template basic_tensor<T> zeros<T>(const shape_t&, bool);                                                    \
   template basic_tensor<T> ones<T>(const shape_t&, bool);                                                     \
   template basic_tensor<T> scalar<T>(T, bool);                                                                \

@@ -142,6 +142,11 @@ void accumulate_grad(Node<T>& node, const xt::xarray<T>& g, const char* op);
 template <class T>
 void accumulate_grad(Node<T>& node, xt::xarray<T>&& g, const char* op);
 
+/// Sums `x` over `axes` (sorted, distinct, in range), keeping them as size 1. Plain loops: correct for empty
+/// tensors (xt::sum is not), and fast for the common leading-axes (bias gradient) and trailing-axes cases.
+template <class T>
+xt::xarray<T> sum_over_axes(const xt::xarray<T>& x, const std::vector<std::size_t>& axes);
+
 /// Sums a broadcast gradient back to `shape` (NumPy broadcasting in reverse); used by every broadcasting op.
 template <class T>
 xt::xarray<T> sum_to_shape(const xt::xarray<T>& g, const shape_t& shape);

@@ -151,3 +151,14 @@ TEST_CASE("clip_grad_norm returns the norm before clipping and scales gradients 
   CHECK(b.grad()(0) == doctest::Approx(0.8).epsilon(1e-4));
   CHECK(clip_grad_norm({a, b}, 0.0) == doctest::Approx(1.0).epsilon(1e-4));  // 0 = no clipping
 }
+
+TEST_CASE("an empty batch runs forward and backward without crashing (zero loss, zero gradients)") {
+  AttentionModel model(small_config(), 0);
+  index_array tokens = index_array::from_shape({0, 4});
+  index_array targets = index_array::from_shape({0, 4});
+  Tensor loss = cross_entropy(model.forward(tokens), targets);
+  CHECK(loss.item() == 0.f);
+  loss.backward();
+  for (auto& [name, p] : model.named_parameters())
+    if (p.has_grad()) CHECK(xt::all(xt::equal(p.grad(), 0.f)));
+}

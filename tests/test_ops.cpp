@@ -710,3 +710,48 @@ TEST_CASE("pow_scalar with exponent 0 has zero gradient, also at x = 0") {
   CHECK(x.grad()(0) == 0.0);
   CHECK(x.grad()(1) == 0.0);
 }
+
+TEST_CASE("empty tensors: reductions over a zero-length axis and broadcasting backward give zeros, never crash") {
+  Tensor a = ones<float>({0, 4}, true);
+  Tensor s = sum(a, {0});
+  CHECK(s.shape() == shape_t{4});
+  CHECK(s.value() == xt::zeros<float>({4}));
+  sum(s).backward();
+  CHECK(a.grad().shape() == a.value().shape());
+  CHECK(mean(a, {1}).shape() == shape_t{0});
+  Tensor b = ones<float>({1, 3}, true), c = ones<float>({0, 3}, true);
+  sum(add(c, b)).backward();
+  CHECK(b.grad() == xt::zeros<float>({1, 3}));
+  Tensor w = ones<float>({3}, true);
+  sum(mul(c, w)).backward();
+  CHECK(w.grad() == xt::zeros<float>({3}));
+}
+
+TEST_CASE("bad sizes found in review are errors naming the op") {
+  CHECK_THROWS_WITH_AS(reshape(ones<float>({4}), {4611686018427387905LL, 4}), doctest::Contains("reshape:"), Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(ones<float>({2, 0}), index_array({0, 0})), doctest::Contains("no classes"),
+                       Error);
+  CHECK_THROWS_WITH_AS(layer_norm(ones<float>({2, 3}), Tensor(), Tensor(), -1.0), doctest::Contains("eps"), Error);
+  CHECK_THROWS_WITH_AS(sum(scalar<float>(1.f), {0}), doctest::Contains("0-d tensor"), Error);
+}
+
+TEST_CASE("sum_over_axes matches a direct sum on leading, trailing, middle and mixed axes") {
+  xt::xarray<double> x = xt::xarray<double>::from_shape({2, 3, 4});
+  for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<double>(i * i % 7);
+  auto direct = [&](std::size_t i, std::size_t j, std::size_t k, const std::vector<bool>& red) {
+    double s = 0;
+    for (std::size_t a = 0; a < 2; ++a)
+      for (std::size_t b = 0; b < 3; ++b)
+        for (std::size_t c = 0; c < 4; ++c)
+          if ((red[0] || a == i) && (red[1] || b == j) && (red[2] || c == k)) s += x(a, b, c);
+    return s;
+  };
+  for (const std::vector<std::size_t>& axes : {std::vector<std::size_t>{0}, {2}, {1}, {0, 2}, {0, 1}, {0, 1, 2}}) {
+    std::vector<bool> red(3, false);
+    for (auto a : axes) red[a] = true;
+    const auto out = sum_over_axes(x, axes);
+    for (std::size_t i = 0; i < out.shape(0); ++i)
+      for (std::size_t j = 0; j < out.shape(1); ++j)
+        for (std::size_t k = 0; k < out.shape(2); ++k) CHECK(out(i, j, k) == direct(i, j, k, red));
+  }
+}
