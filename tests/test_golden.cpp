@@ -9,10 +9,13 @@
 // but not for a wrong formula.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -81,11 +84,12 @@ Comparison compare(const xt::xarray<float>& got, const xt::xarray<float>& want, 
   return c;
 }
 
-#define CHECK_MATCHES(...)                   \
-  do {                                       \
+/// `got` matches `want` within the tolerance; on failure the report names the worst element.
+#define CHECK_MATCHES(...)                        \
+  do {                                            \
     const Comparison cmp_ = compare(__VA_ARGS__); \
-    INFO(cmp_.message);                      \
-    CHECK(cmp_.ok);                          \
+    INFO(cmp_.message);                           \
+    CHECK(cmp_.ok);                               \
   } while (false)
 
 // ---- ops ------------------------------------------------------------------------------------------------------

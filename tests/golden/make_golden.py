@@ -95,8 +95,8 @@ def away_from_zero(rng, shape, lo=0.3, hi=1.5):
 # ---- ops ------------------------------------------------------------------------------------------------------
 
 
-def run_op(fn, inputs, dtype, W):
-    """out = fn(**inputs) in `dtype`, and the gradients of sum(out * W) with respect to every float input."""
+def run_op(fn, inputs, dtype, W=None):
+    """out = fn(**inputs) in `dtype`; with W, also the gradients of sum(out * W) on every float input's .grad."""
     tensors = {}
     for k, v in inputs.items():
         if v.dtype == np.int64:
@@ -104,18 +104,15 @@ def run_op(fn, inputs, dtype, W):
         else:
             tensors[k] = torch.tensor(v, dtype=dtype, requires_grad=True)
     out = fn(**tensors)
-    w = torch.tensor(W, dtype=dtype) if W is not None else None
-    if w is None:
-        return out, tensors
-    (out * w).sum().backward()
+    if W is not None:
+        (out * torch.tensor(W, dtype=dtype)).sum().backward()
     return out, tensors
 
 
 def op_case(name, inputs, fn):
     """Saves inputs, the float64 output, W and the gradients of sum(out * W) for one op."""
     rng = rng_for(name + "/W")
-    out64, _ = run_op(fn, inputs, torch.float64, None)
-    W = normal(rng, tuple(out64.shape))
+    W = normal(rng, tuple(run_op(fn, inputs, torch.float64)[0].shape))
     out64, t64 = run_op(fn, inputs, torch.float64, W)
     out32, t32 = run_op(fn, inputs, torch.float32, W)
 
