@@ -1,11 +1,68 @@
 #include "train/compare.h"
 
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
+
+#include "train/plots.h"
+#include "train/report_markdown.h"
+#include "train/report_runs.h"
+#include "train/report_stats.h"
+#include "train/report_tables.h"
 
 namespace xgrad::train {
 
-std::size_t run_compare(const CompareOptions&, std::ostream&) {
-  throw std::runtime_error("compare: not implemented yet");
+namespace fs = std::filesystem;
+
+std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
+  if (options.inputs.empty()) throw std::invalid_argument("compare: no run or sweep directory given");
+  const std::vector<std::string> dirs = find_run_dirs(options.inputs);
+
+  std::vector<RunRecord> runs;
+  ReportContext context;
+  for (const auto& dir : dirs) {
+    try {
+      runs.push_back(load_run(dir));
+    } catch (const std::runtime_error& e) {
+      // One unreadable run must not hide the others (a sweep may hold a broken one).
+      context.skipped.push_back(dir + ": " + e.what());
+    }
+  }
+  for (const auto& s : context.skipped) out << "skipped " << s << "\n";
+  if (runs.empty()) throw std::runtime_error("compare: none of the " + std::to_string(dirs.size()) +
+                                             " run directories found could be read");
+  const std::size_t n_runs = runs.size();
+  const Comparison c = analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold,
+                                    options.threshold_window);
+
+  const fs::path out_dir(options.out.empty() ? options.inputs.front() : options.out);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw std::runtime_error("compare: cannot create " + out_dir.string() + ": " + ec.message());
+
+  out << c.runs.size() << " runs in " << c.arms.size() << " arms\n\n" << arm_table(c).text();
+  const Table lr = lr_table(c);
+  if (!lr.rows.empty()) out << "\nLR sensitivity (Wortsman et al. 2023, sec. 3.2):\n" << lr.text();
+  for (const auto& run : c.runs)
+    if (run.incomplete) out << "incomplete: " << run.dir << " (" << run.incomplete_reason << ")\n";
+
+  context.out_dir = out_dir.string();
+  context.plots_requested = options.plots;
+  context.loss_threshold_option = options.loss_threshold;
+  if (options.plots) {
+    context.plots = write_plots(c, (out_dir / "plots").string());
+    if (!context.plots.note.empty()) out << "\nplots: " << context.plots.note << "\n";
+    else out << "\nplots: " << context.plots.drawn.size() << " figures (PNG and SVG) in " << (out_dir / "plots").string()
+             << "\n";
+  }
+
+  const fs::path report = out_dir / "report.md";
+  std::ofstream md(report);
+  if (!md) throw std::runtime_error("compare: cannot write " + report.string());
+  md << report_markdown(c, context);
+  if (!md) throw std::runtime_error("compare: writing " + report.string() + " failed");
+  out << "report: " << report.string() << "\n";
+  return n_runs;
 }
 
 }  // namespace xgrad::train

@@ -3,6 +3,7 @@
 // seed, and reports: a table, gnuplot plots (PNG and SVG), and report.md with sentences generated from the numbers.
 #pragma once
 
+#include <cstddef>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@ struct CompareOptions {
   double loss_threshold = -1;       // "steps to reach loss <= x"; < 0: half the chance loss
   double accuracy_threshold = 0.9;  // "steps to reach accuracy >= x"
   bool plots = true;                // draw plots with gnuplot (skipped with a note if gnuplot is missing)
+  std::size_t threshold_window = 10;  // steps-to-threshold use the trailing mean over this many steps (1: raw)
 };
 
 /// Prints the comparison table to `out` and writes report.md (+ plots). Returns the number of runs read.

@@ -116,16 +116,23 @@ MeanSd mean_sd(const std::vector<double>& values) {
   return m;
 }
 
-std::size_t Arm::d_k() const {
+double equal_loss_tolerance(const MeanSd& a, const MeanSd& b) {
+  double tol = 0.02 * std::max(std::fabs(a.mean), std::fabs(b.mean));
+  if (std::isfinite(a.sd)) tol = std::max(tol, a.sd);
+  if (std::isfinite(b.sd)) tol = std::max(tol, b.sd);
+  return tol;
+}
+
+std::size_t ArmStats::d_k() const {
   const auto it = settings.find("d_k");
   return it != settings.end() && it->is_number_unsigned() ? it->get<std::size_t>() : 0;
 }
 
-std::string Arm::scale() const { return setting_text(settings, "scale"); }
+std::string ArmStats::scale() const { return setting_text(settings, "scale"); }
 
-std::string Arm::optimizer() const { return setting_text(settings, "optimizer"); }
+std::string ArmStats::optimizer() const { return setting_text(settings, "optimizer"); }
 
-double Arm::lr() const { return number_or_nan(settings, "lr"); }
+double ArmStats::lr() const { return number_or_nan(settings, "lr"); }
 
 nlohmann::json arm_settings(const nlohmann::json& config) {
   static const std::vector<std::string> ignored{"seed",      "data_seed",   "out",        "environment",
@@ -177,7 +184,7 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
     }
     c.arms[it->second].runs.push_back(i);
   }
-  std::sort(c.arms.begin(), c.arms.end(), [](const Arm& a, const Arm& b) {
+  std::sort(c.arms.begin(), c.arms.end(), [](const ArmStats& a, const ArmStats& b) {
     if (a.d_k() != b.d_k()) return a.d_k() < b.d_k();
     if (scale_rank(a.scale()) != scale_rank(b.scale())) return scale_rank(a.scale()) < scale_rank(b.scale());
     if (a.scale() != b.scale()) return a.scale() < b.scale();
@@ -187,7 +194,7 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
   });
 
   c.stats.resize(c.runs.size());
-  for (Arm& arm : c.arms) {
+  for (ArmStats& arm : c.arms) {
     arm.loss_threshold = loss_threshold >= 0 ? loss_threshold : 0.5 * number_or_nan(arm.settings, "chance_loss");
     for (auto i : arm.runs) {
       c.stats[i] = run_stats(c.runs[i], arm.loss_threshold, accuracy_threshold, c.window);
@@ -262,13 +269,13 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
   return c;
 }
 
-std::vector<std::string> distinguishing_keys(const std::vector<Arm>& arms) {
+std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms) {
   static const std::vector<std::string> fixed{"d_k", "scale", "optimizer", "lr"};
   static const std::vector<std::string> priority{"task",     "n_heads",    "n_layers", "steps",
                                                  "batch_size", "mlp",      "layer_norm", "residual"};
   std::vector<std::string> candidates = priority;
   std::set<std::string> rest;
-  for (const Arm& arm : arms)
+  for (const ArmStats& arm : arms)
     for (const auto& item : arm.settings.items())
       if (std::find(fixed.begin(), fixed.end(), item.key()) == fixed.end() &&
           std::find(priority.begin(), priority.end(), item.key()) == priority.end())
@@ -277,7 +284,7 @@ std::vector<std::string> distinguishing_keys(const std::vector<Arm>& arms) {
 
   auto distinct = [&](const std::vector<std::string>& keys) {
     std::set<std::string> seen;
-    for (const Arm& arm : arms) {
+    for (const ArmStats& arm : arms) {
       std::string label;
       for (const auto& k : keys) {
         const auto it = arm.settings.find(k);

@@ -46,8 +46,13 @@ struct MeanSd {
 };
 MeanSd mean_sd(const std::vector<double>& values);
 
+/// Two mean losses closer than this count as equal when the report says which arm trains better: the larger of the
+/// two seed standard deviations, and at least 2% of the larger mean (one seed has no spread, and a 0.1% difference
+/// is not a result).
+double equal_loss_tolerance(const MeanSd& a, const MeanSd& b);
+
 /// Runs whose settings agree on everything but the seed, aggregated over seeds.
-struct Arm {
+struct ArmStats {
   nlohmann::json settings;         // arm_settings() of its runs' config.json
   std::vector<std::size_t> runs;   // indices into Comparison::runs
   std::vector<std::size_t> used;   // the runs the aggregates use: the complete ones, or all if none is complete
@@ -81,7 +86,7 @@ struct LrGroup {
 struct Comparison {
   std::vector<RunRecord> runs;
   std::vector<RunStats> stats;    // one per run
-  std::vector<Arm> arms;          // by d_k, scale (none first), optimizer, lr
+  std::vector<ArmStats> arms;          // by d_k, scale (none first), optimizer, lr
   std::vector<LrGroup> lr_groups;
   double accuracy_threshold = 0.9;
   std::size_t window = 1;
@@ -106,7 +111,7 @@ double lr_sensitivity(const std::vector<double>& objective);
 /// Settings beyond d_k, scale, optimizer and lr needed to tell the arms apart (in a fixed order of importance:
 /// task, n_heads, n_layers, steps, batch_size, mlp, layer_norm, residual, then the rest alphabetically), each added
 /// only if it separates arms the earlier ones did not.
-std::vector<std::string> distinguishing_keys(const std::vector<Arm>& arms);
+std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms);
 
 /// "0.003", "true", "kv_recall": a setting as a table cell.
 std::string setting_text(const nlohmann::json& settings, const std::string& key);

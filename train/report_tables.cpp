@@ -1,6 +1,7 @@
 #include "train/report_tables.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -17,7 +18,16 @@ std::size_t width(const std::string& s) {
 }
 
 bool looks_numeric(const std::string& s) {
-  return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s == "—");
+  return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s == "—" || s == "never" ||
+                        s == "n/a" || s == "inf");
+}
+
+// Columns whose every cell is a number (or a stand-in for one) are right-aligned.
+std::vector<bool> numeric_columns(const Table& t) {
+  std::vector<bool> numeric(t.header.size(), !t.rows.empty());
+  for (const auto& row : t.rows)
+    for (std::size_t i = 0; i < row.size() && i < numeric.size(); ++i) numeric[i] = numeric[i] && looks_numeric(row[i]);
+  return numeric;
 }
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
@@ -27,7 +37,7 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 // The one loss threshold every arm shares, or NaN when they differ (different tasks have different chance losses).
 double common_loss_threshold(const Comparison& c) {
   double t = kNoValue;
-  for (const Arm& arm : c.arms) {
+  for (const ArmStats& arm : c.arms) {
     if (std::isnan(t)) t = arm.loss_threshold;
     else if (arm.loss_threshold != t) return kNoValue;
   }
@@ -41,7 +51,7 @@ std::vector<std::string> setting_header(const std::vector<std::string>& extra, b
   return h;
 }
 
-std::vector<std::string> setting_cells(const Arm& arm, const std::vector<std::string>& extra, bool with_lr) {
+std::vector<std::string> setting_cells(const ArmStats& arm, const std::vector<std::string>& extra, bool with_lr) {
   std::vector<std::string> cells{setting_text(arm.settings, "d_k"), arm.scale(), arm.optimizer()};
   if (with_lr) cells.push_back(setting_text(arm.settings, "lr"));
   for (const auto& k : extra) cells.push_back(setting_text(arm.settings, k));
@@ -55,11 +65,12 @@ std::string Table::text() const {
   for (std::size_t i = 0; i < header.size(); ++i) w[i] = width(header[i]);
   for (const auto& row : rows)
     for (std::size_t i = 0; i < row.size() && i < w.size(); ++i) w[i] = std::max(w[i], width(row[i]));
-  auto line = [&](const std::vector<std::string>& cells, bool is_header) {
+  const std::vector<bool> numeric = numeric_columns(*this);
+  auto line = [&](const std::vector<std::string>& cells, bool) {
     std::string out;
     for (std::size_t i = 0; i < cells.size() && i < w.size(); ++i) {
       const std::string pad(w[i] - width(cells[i]), ' ');
-      const bool right = !is_header && i > 0 && looks_numeric(cells[i]);
+      const bool right = numeric[i];
       out += (i ? "  " : "") + (right ? pad + cells[i] : cells[i] + (i + 1 < cells.size() ? pad : ""));
     }
     return out + "\n";
@@ -80,7 +91,8 @@ std::string Table::markdown() const {
   };
   std::string out = line(header);
   out += "|";
-  for (std::size_t i = 0; i < header.size(); ++i) out += i < 2 ? " --- |" : " ---: |";
+  const std::vector<bool> numeric = numeric_columns(*this);
+  for (std::size_t i = 0; i < header.size(); ++i) out += numeric[i] ? " ---: |" : " --- |";
   out += "\n";
   for (const auto& row : rows) out += line(row);
   return out;
@@ -111,7 +123,7 @@ std::string format_steps(std::size_t reached, std::size_t n, double mean_step) {
   return reached == n ? step : fmt::format("{} ({}/{})", step, reached, n);
 }
 
-std::string format_diverged(const Arm& arm) {
+std::string format_diverged(const ArmStats& arm) {
   std::string out = fmt::format("{}/{}", arm.diverged_steps.size(), arm.used.size());
   if (arm.diverged_steps.empty()) return out;
   std::vector<long> steps = arm.diverged_steps;
@@ -121,13 +133,13 @@ std::string format_diverged(const Arm& arm) {
   return out + ")";
 }
 
-std::string format_seeds(const Arm& arm) {
+std::string format_seeds(const ArmStats& arm) {
   if (arm.only_incomplete()) return fmt::format("{} (incomplete)", arm.runs.size());
   if (arm.n_incomplete > 0) return fmt::format("{} (+{} incomplete)", arm.used.size(), arm.n_incomplete);
   return std::to_string(arm.used.size());
 }
 
-std::string arm_label(const Arm& arm, const std::vector<std::string>& extra_keys, const std::vector<std::string>& omit) {
+std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra_keys, const std::vector<std::string>& omit) {
   std::vector<std::string> parts;
   if (!contains(omit, "d_k")) parts.push_back("d_k=" + setting_text(arm.settings, "d_k"));
   if (!contains(omit, "scale")) parts.push_back(arm.scale());
@@ -155,7 +167,7 @@ Table arm_table(const Comparison& c) {
       "zero-grad W_k",
       "diverged"};
   t.header.insert(t.header.end(), rest.begin(), rest.end());
-  for (const Arm& arm : c.arms) {
+  for (const ArmStats& arm : c.arms) {
     std::vector<std::string> row = setting_cells(arm, extra, true);
     const std::size_t n = arm.used.size();
     const std::vector<std::string> cells{
@@ -182,11 +194,11 @@ Table lr_table(const Comparison& c) {
   const std::vector<std::string> rest{"min(final, initial loss) by lr", "best lr", "LR sensitivity"};
   t.header.insert(t.header.end(), rest.begin(), rest.end());
   for (const LrGroup& g : c.lr_groups) {
-    const Arm& first = c.arms[g.arms.front()];
+    const ArmStats& first = c.arms[g.arms.front()];
     std::vector<std::string> row = setting_cells(first, extra, false);
     std::string by_lr;
     for (auto a : g.arms) {
-      const Arm& arm = c.arms[a];
+      const ArmStats& arm = c.arms[a];
       by_lr += (by_lr.empty() ? "" : ", ") + setting_text(arm.settings, "lr") + ": " +
                format_number(arm.lr_objective.mean);
       if (!arm.diverged_steps.empty()) by_lr += fmt::format(" (diverged {}/{})", arm.diverged_steps.size(), arm.used.size());

@@ -31,11 +31,11 @@ std::string format_number(double v, int decimals = 3);  // "—" for NaN
 std::string format_mean_sd(const MeanSd& m, int decimals = 3);  // "1.234 ± 0.056", "1.234" for one value
 std::string format_percent(double fraction);            // "0%", "12.5%", "100%"
 std::string format_steps(std::size_t reached, std::size_t n, double mean_step);  // "120", "120 (1/2)", "never"
-std::string format_diverged(const Arm& arm);            // "0/2", "1/2 (step 37)"
-std::string format_seeds(const Arm& arm);               // "2", "2 (+1 incomplete)", "1 (incomplete)"
+std::string format_diverged(const ArmStats& arm);            // "0/2", "1/2 (step 37)"
+std::string format_seeds(const ArmStats& arm);               // "2", "2 (+1 incomplete)", "1 (incomplete)"
 /// "d_k=64 none adamw lr=0.003" plus the distinguishing extra settings; without the parts named in `omit`
 /// (any of "d_k", "scale", "optimizer", "lr").
-std::string arm_label(const Arm& arm, const std::vector<std::string>& extra_keys,
+std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra_keys,
                       const std::vector<std::string>& omit = {});
 
 }  // namespace xgrad::train

@@ -1,0 +1,537 @@
+// `xgrad compare` on hand-written run directories with known numbers: arm grouping, mean ± sd over seeds,
+// steps to threshold, mean loss (AUC), zero-gradient fractions, LR sensitivity, divergence, cut-short runs, NaN
+// columns, report.md sentences, and plots with and without gnuplot.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "train/compare.h"
+#include "train/plots.h"
+#include "train/report_markdown.h"
+#include "train/report_runs.h"
+#include "train/report_stats.h"
+#include "train/report_tables.h"
+
+using namespace xgrad::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+const double nan_value = std::numeric_limits<double>::quiet_NaN();
+const double inf_value = std::numeric_limits<double>::infinity();
+
+fs::path temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("xgrad_test_compare_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// A run as the trainer would write it, with the series given by hand (missing series: 1 for gradient norms,
+// nan for attention statistics).
+struct FakeRun {
+  std::size_t d_k = 16;
+  std::string scale = "none";
+  std::string optimizer = "adamw";
+  double lr = 0.01;
+  int seed = 0;
+  std::string environment = "machine-a";
+  std::vector<double> loss, accuracy;
+  std::vector<double> w_q0, w_q1, w_k0, w_k1;  // per-layer gradient norms of W_q and W_k (two layers)
+  std::vector<double> entropy;                 // first layer, both heads
+  std::vector<double> score_std;
+  bool summary = true;
+  bool diverged = false;
+  long diverged_step = -1;
+  std::size_t steps = 0;  // config "steps"; 0: the number of rows
+  std::string tail;       // raw text after the last row (a cut-short line)
+};
+
+std::string cell(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+double at(const std::vector<double>& v, std::size_t i, double fallback) { return i < v.size() ? v[i] : fallback; }
+
+void write_run(const fs::path& dir, const FakeRun& r) {
+  fs::create_directories(dir);
+  const std::size_t rows = r.loss.size();
+  const std::size_t steps = r.steps ? r.steps : rows;
+  nlohmann::json config{{"task", "kv_recall"},   {"n_values", 8},       {"chance_loss", std::log(8.0)},
+                        {"d_model", r.d_k},      {"d_k", r.d_k},        {"n_heads", 2},
+                        {"n_layers", 2},         {"scale", r.scale},    {"optimizer", r.optimizer},
+                        {"lr", r.lr},            {"batch_size", 64},    {"steps", steps},
+                        {"mlp", true},           {"layer_norm", true},  {"residual", true},
+                        {"seed", r.seed},        {"data_seed", r.seed}, {"out", dir.string()},
+                        {"print_every", 100},    {"log_every", 1},      {"threads", 1},
+                        {"environment", {{"machine", r.environment}}}};
+  std::ofstream(dir / "config.json") << config.dump(2);
+
+  std::ofstream csv(dir / "metrics.csv");
+  csv << "step,loss,accuracy,lr,grad_norm,grad_norm/tok_emb.weight,grad_norm/blocks.0.attn.w_q.weight,"
+         "grad_norm/blocks.0.attn.w_k.weight,grad_norm/blocks.1.attn.w_q.weight,grad_norm/blocks.1.attn.w_k.weight,"
+         "attn/l0h0/score_std,attn/l0h0/entropy_mean,attn/l0h1/score_std,attn/l0h1/entropy_mean,"
+         "attn/l1h0/entropy_mean,eval_loss,step_ms\n";
+  for (std::size_t i = 0; i < rows; ++i) {
+    const std::vector<double> row{static_cast<double>(i), r.loss[i], at(r.accuracy, i, 0.0), r.lr,
+                                  std::isfinite(r.loss[i]) ? 1.0 : nan_value, 0.5,
+                                  at(r.w_q0, i, 1.0), at(r.w_k0, i, 1.0), at(r.w_q1, i, 1.0), at(r.w_k1, i, 1.0),
+                                  at(r.score_std, i, nan_value), at(r.entropy, i, nan_value),
+                                  at(r.score_std, i, nan_value), at(r.entropy, i, nan_value),
+                                  99.0,  // a second layer's entropy: compare reads the first layer only
+                                  nan_value, 1.0};
+    for (std::size_t c = 0; c < row.size(); ++c) csv << (c ? "," : "") << cell(row[c]);
+    csv << "\n";
+  }
+  csv << r.tail;
+  csv.close();
+  if (r.summary) {
+    nlohmann::json s{{"steps_done", rows},       {"chance_loss", std::log(8.0)}, {"first_loss", r.loss.front()},
+                     {"final_loss", 0.0},        {"final_accuracy", 0.0},        {"mean_grad_norm_w_q", 0.0},
+                     {"mean_grad_norm_w_k", 0.0}, {"frac_zero_grad_w_q", 0.0},   {"frac_zero_grad_w_k", 0.0},
+                     {"diverged", r.diverged},   {"diverged_step", r.diverged_step}, {"wall_seconds", 1.0}};
+    std::ofstream(dir / "summary.json") << s.dump(2);
+  }
+}
+
+std::vector<double> constant(std::size_t n, double v) { return std::vector<double>(n, v); }
+
+Comparison analyse_dirs(const std::vector<std::string>& inputs, double loss_threshold = 1.0,
+                        double accuracy_threshold = 0.9, std::size_t window = 1) {
+  std::vector<RunRecord> runs;
+  for (const auto& d : find_run_dirs(inputs)) runs.push_back(load_run(d));
+  return analyse_runs(std::move(runs), loss_threshold, accuracy_threshold, window);
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Sets PATH for the lifetime of the guard (to hide gnuplot).
+struct PathGuard {
+  std::string saved;
+  explicit PathGuard(const std::string& path) : saved(std::getenv("PATH") ? std::getenv("PATH") : "") {
+    ::setenv("PATH", path.c_str(), 1);
+  }
+  ~PathGuard() { ::setenv("PATH", saved.c_str(), 1); }
+};
+
+}  // namespace
+
+TEST_CASE("runs differing only in seed, data_seed, out and environment form one arm; arms sort by d_k, scale, lr") {
+  const fs::path root = temp_dir("arms");
+  FakeRun a;
+  a.loss = constant(5, 2.0);
+  write_run(root / "runs" / "none-s0", a);
+  a.seed = 1;
+  a.environment = "machine-b";
+  write_run(root / "runs" / "none-s1", a);
+  FakeRun b = a;
+  b.scale = "sqrt_dk";
+  write_run(root / "runs" / "sqrt-s1", b);
+  FakeRun c = a;
+  c.lr = 0.001;
+  write_run(root / "runs" / "deeper" / "none-lr-s1", c);  // found at any depth
+  FakeRun d = a;
+  d.d_k = 4;
+  write_run(root / "runs" / "dk4", d);
+
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.runs.size() == 5);
+  REQUIRE(cmp.arms.size() == 4);
+  CHECK(cmp.arms[0].d_k() == 4);
+  CHECK(cmp.arms[1].scale() == "none");
+  CHECK(cmp.arms[1].lr() == doctest::Approx(0.001));
+  CHECK(cmp.arms[2].scale() == "none");
+  CHECK(cmp.arms[2].lr() == doctest::Approx(0.01));
+  CHECK(cmp.arms[2].runs.size() == 2);
+  CHECK(cmp.arms[3].scale() == "sqrt_dk");
+  CHECK(cmp.arms[3].runs.size() == 1);
+  CHECK(format_seeds(cmp.arms[2]) == "2");
+  // d_k, scale, optimizer and lr already tell these arms apart.
+  CHECK(distinguishing_keys(cmp.arms).empty());
+
+  // The same run given twice (directly and through its sweep) is read once.
+  CHECK(find_run_dirs({root.string(), (root / "runs" / "dk4").string()}).size() == 5);
+  fs::remove_all(root);
+}
+
+TEST_CASE("an input that is not a directory or holds no run throws std::invalid_argument naming it") {
+  const fs::path root = temp_dir("empty");
+  fs::create_directories(root / "nothing_here");
+  std::ofstream(root / "nothing_here" / "config.json") << "{}";  // no metrics.csv: not a run
+  try {
+    find_run_dirs({root.string()});
+    FAIL("expected std::invalid_argument");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find(root.string()) != std::string::npos);
+  }
+  CHECK_THROWS_AS(find_run_dirs({(root / "missing").string()}), std::invalid_argument);
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.plots = false;
+  std::ostringstream out;
+  CHECK_THROWS_AS(run_compare(options, out), std::invalid_argument);
+  fs::remove_all(root);
+}
+
+TEST_CASE("final loss and accuracy: mean over the last 20 steps, then mean ± sample sd over seeds") {
+  const fs::path root = temp_dir("meansd");
+  for (int seed = 0; seed < 3; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    // 25 steps: 5 at loss 9 (outside the last-20 window), then 20 at 1, 2, 3 for seeds 0, 1, 2.
+    r.loss = constant(5, 9.0);
+    const auto tail = constant(20, 1.0 + seed);
+    r.loss.insert(r.loss.end(), tail.begin(), tail.end());
+    r.accuracy = constant(25, 0.1 * (seed + 1));
+    write_run(root / ("s" + std::to_string(seed)), r);
+  }
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.arms.size() == 1);
+  const ArmStats& arm = cmp.arms[0];
+  CHECK(arm.final_loss.n == 3);
+  CHECK(arm.final_loss.mean == doctest::Approx(2.0));
+  CHECK(arm.final_loss.sd == doctest::Approx(1.0));  // sqrt(((1-2)^2 + 0 + (3-2)^2) / (3 - 1))
+  CHECK(arm.final_accuracy.mean == doctest::Approx(0.2));
+  CHECK(arm.initial_loss.mean == doctest::Approx(9.0));
+  CHECK(format_mean_sd(arm.final_loss) == "2.000 ± 1.000");
+
+  const MeanSd one = mean_sd({nan_value, 4.0, inf_value});
+  CHECK(one.n == 1);
+  CHECK(one.mean == doctest::Approx(4.0));
+  CHECK(one.sd == 0.0);
+  CHECK(format_mean_sd(one) == "4.000");
+  CHECK(mean_sd({}).n == 0);
+  CHECK(std::isnan(mean_sd({nan_value}).mean));
+  fs::remove_all(root);
+}
+
+TEST_CASE("steps to threshold: first step whose trailing mean reaches it; never; k of n seeds") {
+  const fs::path root = temp_dir("threshold");
+  FakeRun fast;
+  fast.loss = {3.0, 2.0, 1.5, 0.9, 0.8, 0.7, 1.2, 0.6};
+  fast.accuracy = {0.1, 0.5, 0.95, 0.5, 0.92, 0.91, 0.95, 0.99};
+  write_run(root / "fast", fast);
+  FakeRun slow = fast;
+  slow.seed = 1;
+  slow.loss = constant(8, 2.0);
+  slow.accuracy = constant(8, 0.5);
+  write_run(root / "slow", slow);
+
+  {
+    const Comparison cmp = analyse_dirs({root.string()}, 1.0, 0.9, 1);
+    REQUIRE(cmp.runs.size() == 2);
+    const RunStats& f = cmp.stats[0].step_to_loss >= 0 ? cmp.stats[0] : cmp.stats[1];
+    const RunStats& s = cmp.stats[0].step_to_loss >= 0 ? cmp.stats[1] : cmp.stats[0];
+    CHECK(f.step_to_loss == 3);      // 0.9 <= 1.0
+    CHECK(f.step_to_accuracy == 2);  // 0.95 >= 0.9
+    CHECK(s.step_to_loss == -1);
+    CHECK(s.step_to_accuracy == -1);
+    const ArmStats& arm = cmp.arms[0];
+    CHECK(arm.reached_loss == 1);
+    CHECK(arm.mean_step_to_loss == doctest::Approx(3.0));
+    CHECK(format_steps(arm.reached_loss, arm.used.size(), arm.mean_step_to_loss) == "3 (1/2)");
+    CHECK(format_steps(0, 2, nan_value) == "never");
+    CHECK(format_steps(2, 2, 4.0) == "4");
+  }
+  {
+    // Window 2: loss means 2.5, 1.75, 1.2, 0.85 → step 4; accuracy means .., 0.725, 0.71, 0.915 → step 5.
+    const Comparison cmp = analyse_dirs({(root / "fast").string()}, 1.0, 0.9, 2);
+    CHECK(cmp.stats[0].step_to_loss == 4);
+    CHECK(cmp.stats[0].step_to_accuracy == 5);
+  }
+  {
+    // Default loss threshold (< 0): half the chance loss ln(8) = 1.0397; only 0.9 and below reach it.
+    const Comparison cmp = analyse_dirs({(root / "fast").string()}, -1, 0.9, 1);
+    CHECK(cmp.arms[0].loss_threshold == doctest::Approx(0.5 * std::log(8.0)));
+    CHECK(cmp.stats[0].step_to_loss == 3);
+  }
+  fs::remove_all(root);
+}
+
+TEST_CASE("mean loss (AUC), zero-gradient fractions and NaN attention columns") {
+  const fs::path root = temp_dir("auc");
+  FakeRun r;
+  r.loss = {4.0, 3.0, 2.0, 1.0};
+  // Step 1: every W_q norm zero; step 2: one layer's W_q zero but not the other; step 3: W_q and W_k zero.
+  r.w_q0 = {1.0, 0.0, 0.0, 0.0};
+  r.w_q1 = {1.0, 0.0, 0.5, 0.0};
+  r.w_k0 = {1.0, 1.0, 0.0, 0.0};
+  r.w_k1 = {1.0, 1.0, 0.0, 0.0};
+  // Attention measured on steps 1 and 3 only (nan elsewhere, as with log_every = 2).
+  r.entropy = {nan_value, 2.0, nan_value, 0.5};
+  r.score_std = {nan_value, 1.0, nan_value, 8.0};
+  write_run(root / "r", r);
+  const Comparison cmp = analyse_dirs({root.string()});
+  const RunStats& s = cmp.stats[0];
+  CHECK(s.auc_loss == doctest::Approx(2.5));
+  CHECK(s.frac_zero_grad_w_q == doctest::Approx(0.5));   // steps 1 and 3
+  CHECK(s.frac_zero_grad_w_k == doctest::Approx(0.5));   // steps 2 and 3
+  CHECK(s.mean_grad_norm_w_q == doctest::Approx((std::sqrt(2.0) + 0 + 0.5 + 0) / 4));
+  CHECK(s.entropy_first == doctest::Approx(2.0));  // layer 0 only (layer 1 holds 99)
+  CHECK(s.entropy_last == doctest::Approx(0.5));
+  CHECK(s.first_measured_step == doctest::Approx(1.0));
+  CHECK(s.score_std_first == doctest::Approx(1.0));
+  CHECK(s.score_std_last == doctest::Approx(8.0));
+  CHECK_FALSE(cmp.arms[0].measured_from_step_0);
+  CHECK(format_percent(cmp.arms[0].frac_zero_grad_w_q.mean) == "50.0%");
+  CHECK(format_percent(0.0) == "0%");
+  fs::remove_all(root);
+}
+
+TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, initial) minus the best") {
+  // Hand example: objectives 1.0, 0.5 and 4.0 (a diverged run counts as its initial loss 4.0):
+  // mean 5.5 / 3 = 1.8333, best 0.5, sensitivity 1.3333.
+  CHECK(lr_sensitivity({1.0, 0.5, 4.0}) == doctest::Approx(5.5 / 3 - 0.5));
+  CHECK(lr_sensitivity({1.0, nan_value, 1.0}) == doctest::Approx(0.0));
+  CHECK(std::isnan(lr_sensitivity({1.0})));
+
+  const fs::path root = temp_dir("lr");
+  auto run = [&](double lr, double final_loss, bool diverged, const std::string& scale) {
+    FakeRun r;
+    r.scale = scale;
+    r.optimizer = "sgd";
+    r.lr = lr;
+    r.loss = {4.0};
+    if (diverged) {
+      r.loss.push_back(inf_value);
+      r.diverged = true;
+      r.diverged_step = 1;
+      r.steps = 21;  // planned like the others (same arm settings but lr)
+    } else {
+      const auto tail = constant(20, final_loss);
+      r.loss.insert(r.loss.end(), tail.begin(), tail.end());
+    }
+    write_run(root / (scale + "-lr" + cell(lr)), r);
+  };
+  run(0.01, 1.0, false, "none");
+  run(0.1, 0.5, false, "none");
+  run(1.0, 0.0, true, "none");
+  run(0.001, 5.0, false, "none");  // ends above its initial loss: counts as 4.0
+  run(0.01, 0.5, false, "sqrt_dk");
+  run(0.1, 0.5, false, "sqrt_dk");
+
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.lr_groups.size() == 2);
+  const LrGroup& none = cmp.lr_groups[0];
+  REQUIRE(none.arms.size() == 4);
+  CHECK(cmp.arms[none.arms[0]].lr() == doctest::Approx(0.001));  // by increasing lr
+  CHECK(cmp.arms[none.arms[0]].lr_objective.mean == doctest::Approx(4.0));
+  CHECK(cmp.arms[none.arms[3]].lr_objective.mean == doctest::Approx(4.0));
+  CHECK(none.sensitivity == doctest::Approx((4.0 + 1.0 + 0.5 + 4.0) / 4 - 0.5));
+  CHECK(cmp.arms[none.best_arm].lr() == doctest::Approx(0.1));
+  const LrGroup& scaled = cmp.lr_groups[1];
+  CHECK(scaled.sensitivity == doctest::Approx(0.0));
+
+  const Table t = lr_table(cmp);
+  REQUIRE(t.rows.size() == 2);
+  CHECK(t.rows[0].back() == "1.875");
+  CHECK(t.rows[0][3].find("1: 4.000 (diverged 1/1)") != std::string::npos);
+
+  const StoryChecks checks = story_checks(cmp);
+  bool said = false;
+  for (const auto& s : checks.holds)
+    said = said || s.find("unscaled is more sensitive to the learning rate (LR sensitivity 1.875 vs 0.000)") !=
+                       std::string::npos;
+  CHECK(said);
+  fs::remove_all(root);
+}
+
+TEST_CASE("diverged runs: counted per arm with their step, left out of final loss, never poison means") {
+  const fs::path root = temp_dir("diverged");
+  FakeRun ok;
+  ok.loss = constant(10, 1.0);
+  write_run(root / "ok", ok);
+  FakeRun bad = ok;
+  bad.seed = 1;
+  bad.loss = {1.0, 2.0, nan_value};
+  bad.diverged = true;
+  bad.diverged_step = 2;
+  bad.steps = 10;
+  write_run(root / "bad", bad);
+  // No summary.json: divergence is read from the metrics (a non-finite loss), and the run is incomplete.
+  FakeRun crashed = ok;
+  crashed.seed = 2;
+  crashed.loss = {1.0, inf_value};
+  crashed.summary = false;
+  crashed.steps = 10;
+  write_run(root / "crashed", crashed);
+
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.arms.size() == 1);
+  const ArmStats& arm = cmp.arms[0];
+  CHECK(arm.runs.size() == 3);
+  CHECK(arm.used.size() == 2);  // the incomplete run is left out of the numbers
+  CHECK(arm.n_incomplete == 1);
+  CHECK(arm.diverged_steps == std::vector<long>{2});
+  CHECK(format_diverged(arm) == "1/2 (step 2)");
+  CHECK(arm.final_loss.n == 1);
+  CHECK(arm.final_loss.mean == doctest::Approx(1.0));
+  CHECK(arm.auc_loss.mean == doctest::Approx(1.0));
+  CHECK(format_seeds(arm) == "2 (+1 incomplete)");
+  for (const auto& run : cmp.runs)
+    if (run.dir.find("crashed") != std::string::npos) {
+      CHECK(run.diverged);
+      CHECK(run.diverged_step == 1);
+      CHECK(run.incomplete);
+    }
+  fs::remove_all(root);
+}
+
+TEST_CASE("a run cut short (no summary.json, truncated last line) is incomplete but still read") {
+  const fs::path root = temp_dir("cut");
+  FakeRun r;
+  r.loss = {3.0, 2.0, 1.0};
+  r.steps = 100;
+  r.summary = false;
+  r.tail = "3,0.5,0.1";  // a row cut mid-line by a crash
+  write_run(root / "cut", r);
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.runs.size() == 1);
+  const RunRecord& run = cmp.runs[0];
+  CHECK(run.incomplete);
+  CHECK(run.series.size() == 3);
+  CHECK(run.incomplete_reason.find("no summary.json") != std::string::npos);
+  CHECK(run.incomplete_reason.find("cut short") != std::string::npos);
+  CHECK(run.incomplete_reason.find("3 of 100 steps") != std::string::npos);
+  CHECK_FALSE(run.diverged);
+  // The arm has no complete run, so its numbers come from the incomplete one.
+  CHECK(cmp.arms[0].only_incomplete());
+  CHECK(cmp.arms[0].used.size() == 1);
+  CHECK(cmp.arms[0].auc_loss.mean == doctest::Approx(2.0));
+  CHECK(format_seeds(cmp.arms[0]) == "1 (incomplete)");
+
+  // A full last row without its newline was also cut (its last cell may be short): dropped.
+  FakeRun r2 = r;
+  r2.tail = "3,0.5,0.1,0.01,1,0.5,1,1,1,1,nan,nan,nan,nan,99,nan,1";
+  write_run(root / "cut2", r2);
+  CHECK(load_run((root / "cut2").string()).series.size() == 3);
+  fs::remove_all(root);
+}
+
+TEST_CASE("report.md: tables, generated sentences per d_k, and where the usual story does not hold") {
+  const fs::path root = temp_dir("report");
+  for (int seed = 0; seed < 2; ++seed) {
+    FakeRun none;
+    none.d_k = 256;
+    none.seed = seed;
+    none.loss = constant(30, 2.0);
+    none.accuracy = constant(30, 0.2);
+    none.entropy = constant(30, 0.3);
+    none.score_std = constant(30, 16.0);
+    none.w_q0 = constant(30, 2.0);  // larger than the scaled run's: against the usual story
+    write_run(root / "runs" / ("none-s" + std::to_string(seed)), none);
+    FakeRun scaled = none;
+    scaled.scale = "sqrt_dk";
+    scaled.loss = constant(30, 0.5);
+    scaled.accuracy = constant(30, 0.5);
+    for (std::size_t i = 20; i < 30; ++i) scaled.accuracy[i] = 0.95;
+    scaled.entropy = constant(30, 2.4);
+    scaled.score_std = constant(30, 1.0);
+    scaled.w_q0 = constant(30, 0.1);
+    write_run(root / "runs" / ("sqrt-s" + std::to_string(seed)), scaled);
+  }
+  const fs::path out_dir = root / "report";
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.out = out_dir.string();
+  options.plots = false;
+  options.threshold_window = 1;
+  std::ostringstream out;
+  CHECK(run_compare(options, out) == 4);
+  INFO(out.str());
+  CHECK(out.str().find("step acc≥0.9") != std::string::npos);
+  REQUIRE(fs::exists(out_dir / "report.md"));
+  CHECK_FALSE(fs::exists(out_dir / "plots"));
+  const std::string md = read_text(out_dir / "report.md");
+  INFO(md);
+  CHECK(md.find("attention entropy at step 0 is 0.30 nats without scaling vs 2.40 with sqrt_dk") !=
+        std::string::npos);
+  CHECK(md.find("accuracy ≥ 0.9: never vs step 20") != std::string::npos);
+  CHECK(md.find("### Where it does NOT hold") != std::string::npos);
+  CHECK(md.find("unscaled W_q gradients are not smaller but larger") != std::string::npos);
+  CHECK(md.find("unscaled trains worse (final loss 2.000 ± 0.000 vs 0.500 ± 0.000)") != std::string::npos);
+  CHECK(md.find("| 256 | none | adamw | 0.01 | 2 | 2.000 ± 0.000 |") != std::string::npos);
+  CHECK(md.find("## How to read this") != std::string::npos);
+  CHECK(md.find("## Runs read") != std::string::npos);
+  CHECK(md.find("runs/none-s0") != std::string::npos);
+  CHECK(md.find("Plots were not requested") != std::string::npos);
+  fs::remove_all(root);
+}
+
+TEST_CASE("plots: without gnuplot on PATH compare still works and says so; with gnuplot PNG and SVG are made") {
+  const fs::path root = temp_dir("plots");
+  for (const std::string scale : {"none", "sqrt_dk"})
+    for (int seed = 0; seed < 2; ++seed) {
+      FakeRun r;
+      r.scale = scale;
+      r.seed = seed;
+      for (int i = 0; i < 40; ++i) {
+        r.loss.push_back(3.0 * std::exp(-0.05 * i * (scale == "none" ? 1 : 2)) + 0.1 * seed);
+        r.entropy.push_back(i % 5 == 0 ? (scale == "none" ? 0.3 : 2.0) : nan_value);
+        r.score_std.push_back(i % 5 == 0 ? 1.0 + i : nan_value);
+      }
+      r.w_q0 = constant(40, 0.0);  // exactly zero: nothing to draw on a log axis, must not break gnuplot
+      r.w_q1 = constant(40, 0.0);
+      write_run(root / (scale + std::to_string(seed)), r);
+    }
+  const bool have_gnuplot = gnuplot_available();
+  {
+    PathGuard no_gnuplot("/nonexistent-xgrad-test");
+    CHECK_FALSE(gnuplot_available());
+    CompareOptions options;
+    options.inputs = {root.string()};
+    options.out = (root / "without").string();
+    options.plots = false;
+    std::ostringstream out;
+    CHECK(run_compare(options, out) == 4);
+    CHECK_FALSE(fs::exists(root / "without" / "plots"));
+    options.plots = true;
+    options.out = (root / "missing").string();
+    CHECK(run_compare(options, out) == 4);
+    CHECK(out.str().find("gnuplot not found") != std::string::npos);
+    CHECK(fs::exists(root / "missing" / "plots" / "loss.gp"));  // the scripts are still written
+    CHECK(read_text(root / "missing" / "report.md").find("gnuplot not found") != std::string::npos);
+  }
+  if (!have_gnuplot) {
+    MESSAGE("gnuplot not installed: PNG/SVG check skipped");
+    fs::remove_all(root);
+    return;
+  }
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.out = (root / "with").string();
+  std::ostringstream out;
+  CHECK(run_compare(options, out) == 4);
+  INFO(out.str());
+  for (const auto& fig : plot_figures()) {
+    for (const std::string ext : {".png", ".svg"}) {
+      const fs::path p = root / "with" / "plots" / (fig.name + ext);
+      INFO(p.string());
+      REQUIRE(fs::exists(p));
+      CHECK(fs::file_size(p) > 1000);
+    }
+    std::ifstream png(root / "with" / "plots" / (fig.name + ".png"), std::ios::binary);
+    char magic[4] = {};
+    png.read(magic, 4);
+    CHECK(std::string(magic + 1, 3) == "PNG");
+  }
+  const std::string md = read_text(root / "with" / "report.md");
+  CHECK(md.find("![loss](plots/loss.png)") != std::string::npos);
+  fs::remove_all(root);
+}

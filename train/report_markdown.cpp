@@ -1,0 +1,400 @@
+#include "train/report_markdown.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "train/report_tables.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Arms that differ only in scale mode, the reference (unscaled if present) against each of the others.
+struct ScalePair {
+  const ArmStats* ref;
+  const ArmStats* other;
+  std::string label;  // the shared settings, e.g. "d_k=64 adamw lr=0.003"
+};
+
+std::vector<ScalePair> scale_pairs(const Comparison& c) {
+  const auto extra = distinguishing_keys(c.arms);
+  std::map<std::string, std::vector<const ArmStats*>> groups;
+  std::vector<std::string> order;
+  for (const ArmStats& arm : c.arms) {
+    const std::string key = key_without(arm.settings, {"scale"});
+    if (groups.find(key) == groups.end()) order.push_back(key);
+    groups[key].push_back(&arm);  // arms are sorted with "none" first within equal other settings
+  }
+  std::vector<ScalePair> pairs;
+  for (const auto& key : order) {
+    const auto& members = groups[key];
+    for (std::size_t i = 1; i < members.size(); ++i)
+      pairs.push_back({members[0], members[i], arm_label(*members[0], extra, {"scale"})});
+  }
+  return pairs;
+}
+
+std::string mode_name(const ArmStats& arm) { return arm.scale() == "none" ? "unscaled" : arm.scale(); }
+
+std::string sig(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : format_number(v); }
+
+std::string steps_phrase(std::size_t reached, std::size_t n, double mean_step) {
+  if (reached == 0) return "never";
+  const std::string step = fmt::format("step {:.0f}", mean_step);
+  return reached == n ? step : fmt::format("{} in {}/{} seeds, never in the others", step, reached, n);
+}
+
+// "0/2", "1/2 at step 37", "2/2 at steps 30, 37".
+std::string diverged_phrase(const ArmStats& arm) {
+  std::string out = fmt::format("{}/{}", arm.diverged_steps.size(), arm.used.size());
+  if (arm.diverged_steps.empty()) return out;
+  std::vector<long> steps = arm.diverged_steps;
+  std::sort(steps.begin(), steps.end());
+  out += steps.size() == 1 ? " at step " : " at steps ";
+  for (std::size_t i = 0; i < steps.size(); ++i) out += (i ? ", " : "") + std::to_string(steps[i]);
+  return out;
+}
+
+std::string seeds(const ArmStats& arm) {
+  const std::size_t n = arm.used.size();
+  return fmt::format("{} seed{}{}", n, n == 1 ? "" : "s", arm.only_incomplete() ? ", incomplete" : "");
+}
+
+std::string start_phrase(const ArmStats& a, const ArmStats& b) {
+  return a.measured_from_step_0 && b.measured_from_step_0 ? "at step 0" : "at the first measured step";
+}
+
+std::string accuracy_name(const Comparison& c) { return fmt::format("accuracy ≥ {:g}", c.accuracy_threshold); }
+
+std::string loss_name(const ArmStats& arm) { return "loss ≤ " + format_number(arm.loss_threshold); }
+
+// Compares how the two arms reach a threshold: more seeds reaching it first, then the earlier mean step.
+// Returns < 0 when `a` does better, > 0 when `b` does, 0 for a tie.
+int threshold_order(std::size_t reached_a, double step_a, std::size_t n_a, std::size_t reached_b, double step_b,
+                    std::size_t n_b) {
+  const double fa = n_a ? static_cast<double>(reached_a) / static_cast<double>(n_a) : 0.0;
+  const double fb = n_b ? static_cast<double>(reached_b) / static_cast<double>(n_b) : 0.0;
+  if (fa != fb) return fa > fb ? -1 : 1;
+  if (reached_a == 0) return 0;
+  if (step_a != step_b) return step_a < step_b ? -1 : 1;
+  return 0;
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+std::string run_status(const RunRecord& run) {
+  std::string s;
+  if (run.diverged) s = fmt::format("diverged at step {}", run.diverged_step);
+  if (run.incomplete) s += (s.empty() ? "" : "; ") + std::string("incomplete: ") + run.incomplete_reason;
+  return s.empty() ? "complete" : s;
+}
+
+std::string shown_path(const std::string& dir, const std::string& out_dir) {
+  std::error_code ec;
+  const fs::path rel = fs::proximate(dir, out_dir, ec);
+  return ec || rel.empty() ? dir : rel.string();
+}
+
+}  // namespace
+
+std::vector<std::string> scale_sentences(const Comparison& c) {
+  std::vector<std::string> out;
+  for (const auto& [ref, other, label] : scale_pairs(c)) {
+    const ArmStats& r = *ref;
+    const ArmStats& o = *other;
+    std::vector<std::string> parts;
+    if (std::isfinite(r.entropy_first.mean) && std::isfinite(o.entropy_first.mean)) {
+      std::string p = fmt::format("attention entropy {} is {} nats {} vs {} with {}", start_phrase(r, o),
+                                  format_number(r.entropy_first.mean, 2), mode_name(r) == "unscaled" ? "without scaling" : "with " + mode_name(r),
+                                  format_number(o.entropy_first.mean, 2), mode_name(o));
+      if (std::isfinite(r.entropy_last.mean) && std::isfinite(o.entropy_last.mean))
+        p += fmt::format(" (at the end {} vs {})", format_number(r.entropy_last.mean, 2),
+                         format_number(o.entropy_last.mean, 2));
+      parts.push_back(p);
+    }
+    if (std::isfinite(r.score_std_first.mean) && std::isfinite(o.score_std_first.mean))
+      parts.push_back(fmt::format("score std {} {} vs {} (at the end {} vs {})", start_phrase(r, o),
+                                  sig(r.score_std_first.mean), sig(o.score_std_first.mean),
+                                  sig(r.score_std_last.mean), sig(o.score_std_last.mean)));
+    parts.push_back(fmt::format("final loss {} vs {}, final accuracy {} vs {}", format_mean_sd(r.final_loss),
+                                format_mean_sd(o.final_loss), format_number(r.final_accuracy.mean, 2),
+                                format_number(o.final_accuracy.mean, 2)));
+    if (std::isfinite(r.loss_threshold))
+      parts.push_back(fmt::format("{}: {} vs {}", loss_name(r),
+                                  steps_phrase(r.reached_loss, r.used.size(), r.mean_step_to_loss),
+                                  steps_phrase(o.reached_loss, o.used.size(), o.mean_step_to_loss)));
+    parts.push_back(fmt::format("{}: {} vs {}", accuracy_name(c),
+                                steps_phrase(r.reached_accuracy, r.used.size(), r.mean_step_to_accuracy),
+                                steps_phrase(o.reached_accuracy, o.used.size(), o.mean_step_to_accuracy)));
+    if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean))
+      parts.push_back(fmt::format("mean gradient norm of W_q {} vs {} and of W_k {} vs {}",
+                                  sig(r.mean_grad_norm_w_q.mean), sig(o.mean_grad_norm_w_q.mean),
+                                  sig(r.mean_grad_norm_w_k.mean), sig(o.mean_grad_norm_w_k.mean)));
+    const double zr = std::max(r.frac_zero_grad_w_q.mean, r.frac_zero_grad_w_k.mean);
+    const double zo = std::max(o.frac_zero_grad_w_q.mean, o.frac_zero_grad_w_k.mean);
+    if (zr > 0 || zo > 0)
+      parts.push_back(fmt::format("steps with an exactly-zero gradient: W_q {} vs {}, W_k {} vs {}",
+                                  format_percent(r.frac_zero_grad_w_q.mean), format_percent(o.frac_zero_grad_w_q.mean),
+                                  format_percent(r.frac_zero_grad_w_k.mean), format_percent(o.frac_zero_grad_w_k.mean)));
+    else if (std::isfinite(zr) && std::isfinite(zo))
+      parts.push_back("no step had an exactly-zero W_q or W_k gradient");
+    parts.push_back(fmt::format("diverged {} vs {}", diverged_phrase(r), diverged_phrase(o)));
+    out.push_back(fmt::format("At {}, {} ({}) vs {} ({}): {}.", label, mode_name(r), seeds(r), mode_name(o), seeds(o),
+                              join(parts, "; ")));
+  }
+
+  // LR sensitivity, per pair of LR groups that differ only in scale.
+  const auto extra = distinguishing_keys(c.arms);
+  std::map<std::string, std::vector<const LrGroup*>> by_rest;
+  std::vector<std::string> order;
+  for (const LrGroup& g : c.lr_groups) {
+    const std::string key = key_without(c.arms[g.arms.front()].settings, {"scale", "lr"});
+    if (by_rest.find(key) == by_rest.end()) order.push_back(key);
+    by_rest[key].push_back(&g);
+  }
+  for (const auto& key : order) {
+    const auto& groups = by_rest[key];
+    std::vector<std::string> parts;
+    for (const LrGroup* g : groups) {
+      const ArmStats& first = c.arms[g->arms.front()];
+      std::vector<std::string> lrs;
+      for (auto a : g->arms) lrs.push_back(setting_text(c.arms[a].settings, "lr"));
+      parts.push_back(fmt::format("{} {} (best lr {}, over lr {})", format_number(g->sensitivity), mode_name(first),
+                                  setting_text(c.arms[g->best_arm].settings, "lr"), join(lrs, ", ")));
+    }
+    out.push_back(fmt::format("LR sensitivity at {}: {}.", arm_label(c.arms[groups.front()->arms.front()], extra,
+                                                                        {"scale", "lr"}),
+                              join(parts, " vs ")));
+  }
+  return out;
+}
+
+StoryChecks story_checks(const Comparison& c) {
+  StoryChecks checks;
+  for (const auto& [ref, other, label] : scale_pairs(c)) {
+    const ArmStats& r = *ref;
+    const ArmStats& o = *other;
+    if (r.scale() != "none") continue;
+    const std::string head = fmt::format("{}, unscaled vs {}: ", label, o.scale());
+    std::vector<std::string> holds, fails, undecided;
+
+    const double er = r.entropy_first.mean, eo = o.entropy_first.mean;
+    if (std::isfinite(er) && std::isfinite(eo)) {
+      const std::string nums = fmt::format("entropy {} {} vs {} nats", start_phrase(r, o), format_number(er, 2),
+                                           format_number(eo, 2));
+      if (er < eo) holds.push_back("unscaled attention starts more saturated (" + nums + ")");
+      else fails.push_back("unscaled attention does not start more saturated (" + nums + ")");
+    }
+
+    for (const auto& [name, gr, go] : {std::tuple<std::string, double, double>{"W_q", r.mean_grad_norm_w_q.mean,
+                                                                                o.mean_grad_norm_w_q.mean},
+                                       std::tuple<std::string, double, double>{"W_k", r.mean_grad_norm_w_k.mean,
+                                                                                o.mean_grad_norm_w_k.mean}}) {
+      if (!std::isfinite(gr) || !std::isfinite(go)) continue;
+      const std::string nums = fmt::format("mean gradient norm {} vs {}", sig(gr), sig(go));
+      if (gr < go) holds.push_back(fmt::format("unscaled {} gets less gradient ({})", name, nums));
+      else fails.push_back(fmt::format("unscaled {} gradients are not smaller but {} ({})", name,
+                                       gr > go ? "larger" : "equal", nums));
+    }
+
+    for (const auto& [name, zr, zo] : {std::tuple<std::string, double, double>{"W_q", r.frac_zero_grad_w_q.mean,
+                                                                                o.frac_zero_grad_w_q.mean},
+                                       std::tuple<std::string, double, double>{"W_k", r.frac_zero_grad_w_k.mean,
+                                                                                o.frac_zero_grad_w_k.mean}}) {
+      if (!std::isfinite(zr) || !std::isfinite(zo) || (zr == 0 && zo == 0)) continue;
+      const std::string nums = fmt::format("{} vs {} of steps", format_percent(zr), format_percent(zo));
+      if (zr > zo) holds.push_back(fmt::format("unscaled {} gets an exactly-zero gradient more often ({})", name, nums));
+      else if (zr < zo)
+        fails.push_back(fmt::format("{} {} gets an exactly-zero gradient more often than unscaled ({})", o.scale(),
+                                    name, nums));
+      else undecided.push_back(fmt::format("{} gets an exactly-zero gradient equally often ({})", name, nums));
+    }
+
+    if (r.final_loss.n > 0 && o.final_loss.n > 0) {
+      const double tol = equal_loss_tolerance(r.final_loss, o.final_loss);
+      const double diff = r.final_loss.mean - o.final_loss.mean;
+      const std::string nums =
+          fmt::format("final loss {} vs {}", format_mean_sd(r.final_loss), format_mean_sd(o.final_loss));
+      if (diff > tol) holds.push_back("unscaled trains worse (" + nums + ")");
+      else if (diff >= -tol)
+        fails.push_back("unscaled trains as well (" + nums +
+                        fmt::format("; the difference is within {}, the larger seed sd or 2% of the loss)",
+                                    format_number(tol)));
+      else fails.push_back("unscaled trains better (" + nums + ")");
+    }
+
+    auto threshold = [&](const std::string& what, std::size_t rr, double sr, std::size_t ro, double so) {
+      const int cmp = threshold_order(rr, sr, r.used.size(), ro, so, o.used.size());
+      const std::string nums = fmt::format("{} vs {}", steps_phrase(rr, r.used.size(), sr),
+                                           steps_phrase(ro, o.used.size(), so));
+      if (rr == 0 && ro == 0) undecided.push_back(fmt::format("neither reaches {}", what));
+      else if (cmp > 0) holds.push_back(fmt::format("unscaled reaches {} later or never ({})", what, nums));
+      else if (cmp < 0) fails.push_back(fmt::format("unscaled reaches {} sooner ({})", what, nums));
+      else fails.push_back(fmt::format("unscaled reaches {} as soon ({})", what, nums));
+    };
+    if (std::isfinite(r.loss_threshold))
+      threshold(loss_name(r), r.reached_loss, r.mean_step_to_loss, o.reached_loss, o.mean_step_to_loss);
+    threshold(accuracy_name(c), r.reached_accuracy, r.mean_step_to_accuracy, o.reached_accuracy,
+              o.mean_step_to_accuracy);
+
+    const double dr = r.used.empty() ? 0 : static_cast<double>(r.diverged_steps.size()) / r.used.size();
+    const double dd = o.used.empty() ? 0 : static_cast<double>(o.diverged_steps.size()) / o.used.size();
+    if (!o.diverged_steps.empty())
+      fails.push_back(fmt::format("{} runs diverge ({}; unscaled: {})", o.scale(), diverged_phrase(o),
+                                  diverged_phrase(r)));
+    else holds.push_back(fmt::format("{} runs do not diverge ({})", o.scale(), diverged_phrase(o)));
+    if (dr > dd) holds.push_back(fmt::format("unscaled runs diverge more often ({} vs {})", diverged_phrase(r),
+                                             diverged_phrase(o)));
+
+    if (!holds.empty()) checks.holds.push_back(head + join(holds, "; ") + ".");
+    if (!fails.empty()) checks.fails.push_back(head + join(fails, "; ") + ".");
+    if (!undecided.empty()) checks.undecided.push_back(head + join(undecided, "; ") + ".");
+  }
+
+  // LR sensitivity: an unscaled LR group against each LR group that differs from it only in scale.
+  const auto extra = distinguishing_keys(c.arms);
+  for (const LrGroup& gr : c.lr_groups) {
+    const ArmStats& rf = c.arms[gr.arms.front()];
+    if (rf.scale() != "none") continue;
+    for (const LrGroup& go : c.lr_groups) {
+      const ArmStats& of = c.arms[go.arms.front()];
+      if (&go == &gr || key_without(of.settings, {"scale", "lr"}) != key_without(rf.settings, {"scale", "lr"}))
+        continue;
+      const std::string head = fmt::format("{}, unscaled vs {}: ", arm_label(rf, extra, {"scale", "lr"}), of.scale());
+      const std::string nums = fmt::format("LR sensitivity {} vs {}", format_number(gr.sensitivity),
+                                           format_number(go.sensitivity));
+      if (gr.sensitivity > go.sensitivity) checks.holds.push_back(head + "unscaled is more sensitive to the learning rate (" + nums + ").");
+      else checks.fails.push_back(head + "unscaled is not more sensitive to the learning rate (" + nums + ").");
+    }
+  }
+  return checks;
+}
+
+std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
+  std::string md = "# xgrad compare: attention scaling report\n\n";
+  std::size_t n_complete = 0, n_diverged = 0, n_incomplete = 0;
+  for (const auto& run : c.runs) {
+    n_incomplete += run.incomplete ? 1 : 0;
+    n_diverged += run.diverged ? 1 : 0;
+    n_complete += run.incomplete ? 0 : 1;
+  }
+  md += fmt::format("{} runs in {} arms ({} complete, {} incomplete, {} diverged).\n\n", c.runs.size(), c.arms.size(),
+                    n_complete, n_incomplete, n_diverged);
+
+  md += "## How to read this\n\n"
+        "An *arm* is a set of runs whose config.json agree on everything but the seed (seed, data_seed, the output "
+        "directory and logging settings are ignored); the table aggregates each arm over its seeds. *final loss* is "
+        "the mean training loss over the last 20 steps of a run (as in summary.json), shown as mean ± sample standard "
+        "deviation over seeds; *final acc* likewise. Both leave out diverged runs, which the *diverged* column "
+        "counts with the step they stopped at. *step loss≤x* / *step acc≥y* is the first step at which the mean "
+        "over the last " +
+        std::to_string(c.window) +
+        " steps reaches the threshold, averaged over the seeds that reached it; \"(k/n)\" says only k of n seeds "
+        "did and \"never\" that none did. *mean loss (AUC)* is the mean loss over all steps: the area under the "
+        "loss curve divided by its length, so runs of equal length compare. *zero-grad W_q / W_k* is the fraction "
+        "of steps at which the gradient of every layer's query (key) weights was exactly zero — what a fully "
+        "saturated softmax passes back. *LR sensitivity* (Wortsman et al. 2023, \"Small-scale proxies for "
+        "large-scale Transformer training instabilities\", sec. 3.2) is, over arms that differ only in learning "
+        "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
+        "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
+        "best. Incomplete runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
+        "complete run. Every sentence below is generated from these numbers; two final losses count as equal when "
+        "they differ by less than the larger seed standard deviation or 2% of the loss.\n\n";
+
+  md += "## Results by arm\n\n" + arm_table(c).markdown() + "\n";
+  const Table lr = lr_table(c);
+  if (!lr.rows.empty()) md += "### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
+
+  md += "## Scale modes compared, per d_k\n\n";
+  const auto sentences = scale_sentences(c);
+  if (sentences.empty()) md += "No two arms differ only in scale mode, so there is no scaled-vs-unscaled comparison.\n";
+  for (const auto& s : sentences) md += "- " + s + "\n";
+  md += "\n";
+
+  md += "## Where the usual story holds, and where it does not\n\n"
+        "The usual story: without 1/sqrt(d_k) scaling, attention scores grow with d_k, the softmax saturates (low "
+        "entropy), W_q and W_k get little gradient, and training is worse (higher final loss, thresholds reached "
+        "later or never) and more sensitive to the learning rate; scaled runs train stably. Each point compares an "
+        "unscaled arm with one that differs only in scale mode.\n\n";
+  const StoryChecks checks = story_checks(c);
+  if (checks.holds.empty() && checks.fails.empty() && checks.undecided.empty()) {
+    md += "No unscaled arm has a counterpart differing only in scale mode, so the story cannot be checked here.\n\n";
+  } else {
+    md += "### Where it does NOT hold\n\n";
+    if (checks.fails.empty()) md += "Nowhere in these runs: every check agrees with the story.\n";
+    for (const auto& s : checks.fails) md += "- " + s + "\n";
+    md += "\n### Where it holds\n\n";
+    if (checks.holds.empty()) md += "Nowhere in these runs.\n";
+    for (const auto& s : checks.holds) md += "- " + s + "\n";
+    if (!checks.undecided.empty()) {
+      md += "\n### Not decided by these runs\n\n";
+      for (const auto& s : checks.undecided) md += "- " + s + "\n";
+    }
+    md += "\n";
+  }
+  bool single_seed = false;
+  for (const ArmStats& arm : c.arms) single_seed = single_seed || arm.used.size() < 2;
+  if (single_seed)
+    md += "Some arms have a single seed: their numbers carry no spread estimate, and a difference between them "
+          "may be seed noise.\n\n";
+
+  md += "## Plots\n\n";
+  if (!ctx.plots_requested) md += "Plots were not requested (--plots false).\n\n";
+  if (!ctx.plots.note.empty()) md += "Note: " + ctx.plots.note + "\n\n";
+  for (const auto& fig : ctx.plots.drawn)
+    md += fmt::format("### {}\n\n{}.\n\n![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n",
+                      fig.name, fig.caption, fig.name, fig.name, fig.name, fig.name);
+
+  md += "## Thresholds and definitions used\n\n";
+  std::set<std::string> thresholds;
+  for (const ArmStats& arm : c.arms) {
+    const auto chance = arm.settings.find("chance_loss");
+    thresholds.insert(ctx.loss_threshold_option >= 0
+                          ? format_number(arm.loss_threshold)
+                          : fmt::format("{} (half the chance loss {} of task {})", format_number(arm.loss_threshold),
+                                        chance != arm.settings.end() && chance->is_number()
+                                            ? format_number(chance->get<double>())
+                                            : std::string("unknown"),
+                                        setting_text(arm.settings, "task")));
+  }
+  md += "- loss threshold: " + join(std::vector<std::string>(thresholds.begin(), thresholds.end()), ", ") +
+        (ctx.loss_threshold_option >= 0 ? " (given)" : "") + "\n";
+  md += fmt::format("- accuracy threshold: {:g}\n", c.accuracy_threshold);
+  md += fmt::format("- steps-to-threshold window: trailing mean over {} step{}\n", c.window, c.window == 1 ? "" : "s");
+  md += "- final loss / accuracy: mean over the last min(20, steps) steps of a run\n";
+  md += "- entropy and score std: first attention layer, mean over its heads (queries as measured by the trainer)\n\n";
+
+  md += "## Runs read\n\n";
+  Table runs;
+  runs.header = {"run", "arm", "seed", "steps", "status"};
+  const auto extra = distinguishing_keys(c.arms);
+  std::map<std::size_t, const ArmStats*> arm_of_run;
+  for (const ArmStats& arm : c.arms)
+    for (auto i : arm.runs) arm_of_run[i] = &arm;
+  for (std::size_t i = 0; i < c.runs.size(); ++i) {
+    const RunRecord& run = c.runs[i];
+    runs.rows.push_back({shown_path(run.dir, ctx.out_dir), arm_label(*arm_of_run[i], extra),
+                         setting_text(run.config, "seed"),
+                         fmt::format("{}/{}", run.series.size(), run.steps_planned), run_status(run)});
+  }
+  md += runs.markdown() + "\n";
+  if (!ctx.skipped.empty()) {
+    md += "Skipped (unreadable):\n\n";
+    for (const auto& s : ctx.skipped) md += "- " + s + "\n";
+    md += "\n";
+  }
+  return md;
+}
+
+}  // namespace xgrad::train

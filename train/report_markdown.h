@@ -1,0 +1,41 @@
+// report.md of `xgrad compare`: the tables, the plots, and sentences generated from the numbers — per d_k, how
+// each scale mode compares with the unscaled arm, and where the usual story of attention scaling does or does not
+// hold in these runs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/plots.h"
+#include "train/report_stats.h"
+
+namespace xgrad::train {
+
+/// One sentence per pair of arms that differ only in scale mode: the reference arm (unscaled, or the first mode
+/// present when no arm is unscaled) against each other mode, with entropy and score std at the start, final loss,
+/// steps to the thresholds, W_q / W_k gradient norms, zero-gradient steps and divergence.
+std::vector<std::string> scale_sentences(const Comparison& c);
+
+/// The usual story: unscaled attention at large d_k starts saturated (lower entropy), passes less gradient to
+/// W_q and W_k, trains worse (higher final loss, reaches the thresholds later or never), is more sensitive to the
+/// learning rate, while scaled runs do not diverge. Each check compares an unscaled arm with an arm that differs
+/// only in scale mode (or, for LR sensitivity, a group of arms that differ only in lr).
+struct StoryChecks {
+  std::vector<std::string> holds;      // the data agrees
+  std::vector<std::string> fails;      // the data disagrees (said plainly in the report)
+  std::vector<std::string> undecided;  // the numbers cannot decide (missing, or both sides equal)
+};
+StoryChecks story_checks(const Comparison& c);
+
+struct ReportContext {
+  std::string out_dir;                  // report.md's directory (run paths are shown relative to it)
+  bool plots_requested = true;
+  PlotOutcome plots;                    // figures drawn (paths relative to out_dir/plots)
+  std::vector<std::string> skipped;     // run directories that could not be read, with the reason
+  double loss_threshold_option = -1;    // as given (< 0: half the chance loss)
+};
+
+/// The whole report.md text.
+std::string report_markdown(const Comparison& c, const ReportContext& context);
+
+}  // namespace xgrad::train
