@@ -323,16 +323,22 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
     for (const Panel& panel : panels) {
       std::vector<std::string> elements;
       Range range;
-      double y_max = 0;  // loss: the top of the axis, so a diverging run does not flatten the others
+      // Loss: the top of the axis, 1.5 × the highest initial loss, so a diverging run does not flatten the others
+      // (unless every run diverged: then the blow-up is the picture).
+      double y_max = 0;
+      bool stable = false;
       for (auto a : panel.arms) {
         const ArmData& d = arms[a];
         const ArmStats& arm = c.arms[a];
         const std::size_t n = arm.runs.size();
-        const std::string title = fmt::format("{} ({} run{})", arm.scale(), n, n == 1 ? "" : "s");
+        const std::string title =
+            fmt::format("{} ({} run{}{})", arm.scale(), n, n == 1 ? "" : "s",
+                        arm.n_incomplete ? fmt::format(", {} incomplete", arm.n_incomplete) : std::string());
         auto has = [&](const std::string& s) { return d.files.count(s) > 0; };
         switch (spec.kind) {
           case Kind::loss:
             for (double l : d.first_losses) y_max = std::max(y_max, 1.5 * l);
+            for (auto i : arm.runs) stable = stable || !c.runs[i].diverged;
             for (const std::string series : {"runs", "loss"})
               if (d.ranges.count(series)) range.add(d.ranges.at(series));
             if (has("runs"))
@@ -372,6 +378,7 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
         continue;
       }
       if (spec.kind == Kind::loss) {
+        if (!stable) y_max = 0;
         // Diverged runs: a cross at the step they stopped, at their last loss or the top of the axis.
         for (auto a : panel.arms) {
           const ArmData& d = arms[a];
@@ -401,7 +408,7 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
       for (std::size_t i = 0; i < elements.size(); ++i) body += (i ? ", \\\n     " : "") + elements[i];
       body += "\n";
     }
-    const std::size_t width = 640 * cols, height = 380 * rows + 40;
+    const std::size_t width = std::max<std::size_t>(640 * cols, 1100), height = 380 * rows + 40;
     std::string script = "# Written by `xgrad compare`; re-run with `gnuplot " + spec.name + ".gp` in this directory.\n";
     const std::string title = gnuplot_string(spec.title + smoothing);
     for (const auto& [terminal, extension] :

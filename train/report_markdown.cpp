@@ -62,6 +62,11 @@ std::string diverged_phrase(const ArmStats& arm) {
   return out;
 }
 
+std::string final_loss_phrase(const ArmStats& arm) {
+  if (arm.final_loss.n == 0 && !arm.diverged_steps.empty()) return "none (all diverged)";
+  return format_mean_sd(arm.final_loss);
+}
+
 std::string seeds(const ArmStats& arm) {
   const std::size_t n = arm.used.size();
   return fmt::format("{} seed{}{}", n, n == 1 ? "" : "s", arm.only_incomplete() ? ", incomplete" : "");
@@ -127,9 +132,12 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
       parts.push_back(fmt::format("score std {} {} vs {} (at the end {} vs {})", start_phrase(r, o),
                                   sig(r.score_std_first.mean), sig(o.score_std_first.mean),
                                   sig(r.score_std_last.mean), sig(o.score_std_last.mean)));
-    parts.push_back(fmt::format("final loss {} vs {}, final accuracy {} vs {}", format_mean_sd(r.final_loss),
-                                format_mean_sd(o.final_loss), format_number(r.final_accuracy.mean, 2),
-                                format_number(o.final_accuracy.mean, 2)));
+    if (r.final_loss.n > 0 || o.final_loss.n > 0)
+      parts.push_back(fmt::format("final loss {} vs {}, final accuracy {} vs {}", final_loss_phrase(r),
+                                  final_loss_phrase(o), format_number(r.final_accuracy.mean, 2),
+                                  format_number(o.final_accuracy.mean, 2)));
+    else
+      parts.push_back("no final loss on either side (every run diverged)");
     if (std::isfinite(r.loss_threshold))
       parts.push_back(fmt::format("{}: {} vs {}", loss_name(r),
                                   steps_phrase(r.reached_loss, r.used.size(), r.mean_step_to_loss),
@@ -309,7 +317,8 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
         "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
         "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
         "best. Incomplete runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
-        "complete run. Every sentence below is generated from these numbers; two final losses count as equal when "
+        "complete run. Gradient norms are measured before the optimizer step; AdamW normalises its updates, so "
+        "there a smaller gradient does not by itself mean a smaller update. Every sentence below is generated from these numbers; two final losses count as equal when "
         "they differ by less than the larger seed standard deviation or 2% of the loss.\n\n";
 
   md += "## Results by arm\n\n" + arm_table(c).markdown() + "\n";
