@@ -1,5 +1,6 @@
 #include "nn/optim.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace xgrad::nn {
@@ -13,6 +14,27 @@ void Optimizer::set_lr(double lr) {
 
 void Optimizer::zero_grad() {
   for (auto& p : params_) p.zero_grad();
+}
+
+void Optimizer::check_state(const char* optimizer, const OptimizerState& state,
+                            const std::vector<std::string>& kinds) const {
+  const std::string name(optimizer);
+  for (const auto& [kind, arrays] : state.buffers)
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
+      throw Error(name + ": load_state: unexpected state buffer '" + kind + "'");
+  for (const std::string& kind : kinds) {
+    const auto it = state.buffers.find(kind);
+    if (it == state.buffers.end()) throw Error(name + ": load_state: no state buffer '" + kind + "'");
+    if (it->second.size() != params_.size())
+      throw Error(name + ": load_state: state buffer '" + kind + "' has " + std::to_string(it->second.size()) +
+                  " arrays for " + std::to_string(params_.size()) + " parameters");
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const shape_t have(it->second[i].shape().begin(), it->second[i].shape().end());
+      if (have != params_[i].shape())
+        throw Error(name + ": load_state: state buffer '" + kind + "' of parameter " + std::to_string(i) +
+                    " has shape " + shape_str(have) + ", the parameter " + shape_str(params_[i].shape()));
+    }
+  }
 }
 
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay)
@@ -36,6 +58,13 @@ void SGD::step() {
       w[j] -= lr * b[j];
     }
   }
+}
+
+OptimizerState SGD::state() const { return {{{"momentum_buffer", buf_}}, 0}; }
+
+void SGD::load_state(const OptimizerState& state) {
+  check_state("SGD", state, {"momentum_buffer"});
+  buf_ = state.buffers.at("momentum_buffer");
 }
 
 AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay)
@@ -70,6 +99,15 @@ void AdamW::step() {
       w[j] -= step_size * m[j] / (std::sqrt(v[j]) * rbc2 + eps);
     }
   }
+}
+
+OptimizerState AdamW::state() const { return {{{"m", m_}, {"v", v_}}, t_}; }
+
+void AdamW::load_state(const OptimizerState& state) {
+  check_state("AdamW", state, {"m", "v"});
+  m_ = state.buffers.at("m");
+  v_ = state.buffers.at("v");
+  t_ = state.step;
 }
 
 double grad_norm(const Tensor& param) {

@@ -1,12 +1,21 @@
 // Optimizers and gradient clipping, over a list of parameters (as torch.optim).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "autograd/tensor.h"
 
 namespace xgrad::nn {
+
+/// An optimizer's state for checkpoints: buffers by kind, each kind holding one array per parameter in params()
+/// order (SGD: "momentum_buffer"; AdamW: "m" and "v"), and the number of steps taken (AdamW's bias correction t;
+/// 0 for SGD).
+struct OptimizerState {
+  std::map<std::string, std::vector<xt::xarray<float>>> buffers;
+  std::size_t step = 0;
+};
 
 class Optimizer {
  public:
@@ -20,8 +29,17 @@ class Optimizer {
   /// Throws Error unless lr > 0 and finite.
   void set_lr(double lr);
   const std::vector<Tensor>& params() const { return params_; }
+  /// A copy of the state (see OptimizerState).
+  virtual OptimizerState state() const = 0;
+  /// Replaces the state with `state`, so that the next step() continues exactly where the saved optimizer stopped.
+  /// Throws Error naming the optimizer, the buffer kind and the parameter index for a missing or unexpected kind,
+  /// a wrong number of arrays, or an array whose shape differs from its parameter's.
+  virtual void load_state(const OptimizerState& state) = 0;
 
  protected:
+  /// Checks `state` holds exactly `kinds`, each with one array per parameter of the parameter's shape.
+  void check_state(const char* optimizer, const OptimizerState& state, const std::vector<std::string>& kinds) const;
+
   std::vector<Tensor> params_;
   double lr_;
 };
@@ -31,6 +49,8 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, double lr, double momentum = 0.9, double weight_decay = 0.0);
   void step() override;
+  OptimizerState state() const override;
+  void load_state(const OptimizerState& state) override;
 
  private:
   double momentum_, weight_decay_;
@@ -45,6 +65,8 @@ class AdamW : public Optimizer {
         double weight_decay = 0.01);
   void step() override;
   std::size_t step_count() const { return t_; }
+  OptimizerState state() const override;
+  void load_state(const OptimizerState& state) override;
 
  private:
   double beta1_, beta2_, eps_, weight_decay_;
