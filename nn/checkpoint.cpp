@@ -260,7 +260,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   const fs::path tmp = dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()));
   auto fail = [&](const std::string& what) {
-    const std::string message = "safetensors: " + system_error(what);
+    const std::string message = system_error(what);
     ::unlink(tmp.c_str());
     return CheckpointError(message);
   };
@@ -289,14 +289,19 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   if (::rename(tmp.c_str(), target.c_str()) != 0) throw fail("cannot rename " + tmp.string() + " to " + path);
   // The rename itself is durable only once the directory entry is.
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) throw CheckpointError("safetensors: " + system_error("cannot open directory " + dir.string()));
+  if (dir_fd < 0) throw CheckpointError(system_error("cannot open directory " + dir.string()));
   const int rc = ::fsync(dir_fd);
   ::close(dir_fd);
-  if (rc != 0) throw CheckpointError("safetensors: " + system_error("fsync of directory " + dir.string() + " failed"));
+  if (rc != 0) throw CheckpointError(system_error("fsync of directory " + dir.string() + " failed"));
 }
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
-  write_file_atomically(path, to_safetensors(checkpoint));
+  const std::string bytes = to_safetensors(checkpoint);
+  try {
+    write_file_atomically(path, bytes);
+  } catch (const CheckpointError& e) {
+    throw CheckpointError(std::string("safetensors: ") + e.what());
+  }
 }
 
 Checkpoint load_checkpoint(const std::string& path) {

@@ -68,7 +68,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 /// regular file, unreadable or malformed.
 Checkpoint load_checkpoint(const std::string& path);
 
-/// Writes `bytes` to `path` atomically, as save_checkpoint does. Throws CheckpointError naming the path.
+/// Writes `bytes` to `path` atomically, as save_checkpoint does (also used for config.json and summary.json).
+/// Throws CheckpointError naming the path and the system error (without the "safetensors:" prefix).
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
 }  // namespace xgrad::nn

@@ -130,6 +130,33 @@ void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool 
       ->check(whole_number(1, 64));
 }
 
+void add_run_flags(CLI::App& app, TrainConfig& c, std::string& resume_dir) {
+  app.add_option("--out", c.out, "run directory to write");
+  app.add_flag("--overwrite", c.overwrite, "replace a run already in --out");
+  app.add_option("--resume", resume_dir,
+                 "continue the run in DIR from its checkpoint (its settings are kept; --steps may be raised)")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--checkpoint-every", c.checkpoint_every,
+                 "write DIR/checkpoint.safetensors every N steps (0 = only at the end)")
+      ->capture_default_str()
+      ->check(whole_number(0, 1000000000));
+  app.add_option("--on-nan", c.on_nan, "non-finite loss or gradient: stop the run (exit 3) or skip the step (allowed: stop, skip)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"stop", "skip"}));
+  app.add_option("--init-from", c.init_from, "start from the weights in this .safetensors file (shapes must match)")
+      ->check(CLI::ExistingFile);
+}
+
+std::string find_resume_dir(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) != "train") return "";
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--resume" && i + 1 < argc) return argv[i + 1];
+    if (arg.rfind("--resume=", 0) == 0) return arg.substr(9);
+  }
+  return "";
+}
+
 SweepConfig experiment_defaults() {
   SweepConfig c;
   c.base.steps = 600;

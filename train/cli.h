@@ -24,6 +24,14 @@ CLI::Validator boolean_word();
 /// --d-model and --scale, which the multi-run commands set per run themselves.
 void add_training_flags(CLI::App& app, TrainConfig& config, std::string& scale, bool with_model_size);
 
+/// Flags only `train` has: --out, --overwrite, --resume, --checkpoint-every, --on-nan, --init-from.
+/// `resume_dir` receives --resume.
+void add_run_flags(CLI::App& app, TrainConfig& config, std::string& resume_dir);
+
+/// The value of `--resume DIR` (or `--resume=DIR`) in argv for the `train` command, "" if absent. Read before
+/// parsing so that the stored run's settings can become the defaults that the given flags are checked against.
+std::string find_resume_dir(int argc, char** argv);
+
 /// Raw values of the list flags of `sweep` / `experiment`, turned into a SweepConfig by finish_sweep_flags.
 struct SweepFlags {
   std::vector<std::string> scales, arms;

@@ -1,6 +1,8 @@
 #include "train/config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 namespace xgrad::train {
 
@@ -39,6 +41,13 @@ void TrainConfig::validate() const {
   require(clip_grad_norm < 1e30, "--clip-grad-norm must be finite (0 = off)");
   require(threads <= 64, "--threads must be <= 64");
   require(!out.empty(), "--out: a run directory is required");
+  require(checkpoint_every <= 1000000000, "--checkpoint-every must be in [0, 1000000000]");
+  require(on_nan == "stop" || on_nan == "skip", "--on-nan: unknown '" + on_nan + "' (allowed: stop, skip)");
+  if (!init_from.empty()) {
+    std::error_code ec;
+    require(std::filesystem::is_regular_file(init_from, ec),
+            "--init-from: '" + init_from + "' is not a file (give a .safetensors checkpoint)");
+  }
   const double gib = estimated_memory_gib(t->vocab_size(), t->seq_len());
   require(gib <= kMaxMemoryGiB, "the model and batch need about " + std::to_string(static_cast<int>(gib)) +
                                     " GiB (limit " + std::to_string(static_cast<int>(kMaxMemoryGiB)) +
@@ -106,7 +115,112 @@ nlohmann::json TrainConfig::to_json() const {
       {"threads", threads},
       {"flush_denormals", flush_denormals},
       {"out", out},
+      {"checkpoint_every", checkpoint_every},
+      {"on_nan", on_nan},
+      {"init_from", init_from},
   };
+}
+
+namespace {
+
+template <class T>
+void read_key(const nlohmann::json& j, const char* key, T& value, const std::string& source) {
+  const auto it = j.find(key);
+  if (it == j.end()) return;
+  try {
+    value = it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw ConfigError(source + ": '" + key + "' holds " + it->dump() + ", which is not a valid value");
+  }
+}
+
+}  // namespace
+
+TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) throw ConfigError(source + " is not a JSON object");
+  TrainConfig c;
+  read_key(j, "task", c.task, source);
+  read_key(j, "n_keys", c.n_keys, source);
+  read_key(j, "n_values", c.n_values, source);
+  read_key(j, "n_pairs", c.n_pairs, source);
+  read_key(j, "task_seq_len", c.seq_len, source);
+  read_key(j, "n_symbols", c.n_symbols, source);
+  read_key(j, "text_path", c.text_path, source);
+  read_key(j, "d_model", c.d_model, source);
+  read_key(j, "n_heads", c.n_heads, source);
+  read_key(j, "d_k", c.head_dim, source);
+  read_key(j, "n_layers", c.n_layers, source);
+  read_key(j, "d_ff", c.d_ff, source);
+  read_key(j, "mlp", c.mlp, source);
+  read_key(j, "layer_norm", c.layer_norm, source);
+  read_key(j, "residual", c.residual, source);
+  read_key(j, "causal", c.causal, source);
+  std::string scale = nn::to_string(c.scale);
+  read_key(j, "scale", scale, source);
+  try {
+    c.scale = nn::parse_scale_mode(scale);
+  } catch (const std::exception& e) {
+    throw ConfigError(source + ": 'scale': " + e.what());
+  }
+  read_key(j, "emb_init_std", c.emb_init_std, source);
+  read_key(j, "proj_init_gain", c.proj_init_gain, source);
+  read_key(j, "batch_size", c.batch_size, source);
+  read_key(j, "steps", c.steps, source);
+  read_key(j, "lr", c.lr, source);
+  read_key(j, "optimizer", c.optimizer, source);
+  read_key(j, "momentum", c.momentum, source);
+  read_key(j, "weight_decay", c.weight_decay, source);
+  read_key(j, "clip_grad_norm", c.clip_grad_norm, source);
+  read_key(j, "seed", c.seed, source);
+  read_key(j, "data_seed", c.data_seed, source);
+  read_key(j, "log_every", c.log_every, source);
+  read_key(j, "print_every", c.print_every, source);
+  read_key(j, "eval_every", c.eval_every, source);
+  read_key(j, "eval_batches", c.eval_batches, source);
+  read_key(j, "threads", c.threads, source);
+  read_key(j, "flush_denormals", c.flush_denormals, source);
+  read_key(j, "out", c.out, source);
+  read_key(j, "checkpoint_every", c.checkpoint_every, source);
+  read_key(j, "on_nan", c.on_nan, source);
+  read_key(j, "init_from", c.init_from, source);
+  return c;
+}
+
+const std::vector<std::string>& resumable_settings() {
+  static const std::vector<std::string> keys{"steps", "print_every", "threads", "checkpoint_every", "on_nan", "out"};
+  return keys;
+}
+
+std::string flag_of(const std::string& key) {
+  if (key == "task_seq_len") return "--seq-len";
+  if (key == "text_path") return "--text";
+  std::string flag = "--" + key;
+  for (char& ch : flag)
+    if (ch == '_') ch = '-';
+  return flag;
+}
+
+void check_same_run(const TrainConfig& stored, const TrainConfig& requested) {
+  const nlohmann::json a = stored.to_json(), b = requested.to_json();
+  const auto& free = resumable_settings();
+  // d_ff and d_k are resolved from d_model and n_heads: report the setting that was given before what follows from it.
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : a.items())
+    if (key != "d_ff" && key != "d_k") keys.push_back(key);
+  keys.insert(keys.end(), {"d_k", "d_ff"});
+  for (const std::string& key : keys) {
+    if (std::find(free.begin(), free.end(), key) != free.end()) continue;
+    const nlohmann::json& value = a.at(key);
+    if (!b.contains(key) || b.at(key) != value)
+      throw ConfigError(flag_of(key) + ": the run in " + stored.out + " was trained with " + value.dump() +
+                        ", not " + (b.contains(key) ? b.at(key).dump() : "null") +
+                        "; a resumed run keeps its settings (it may change only --steps (raise), --print-every, "
+                        "--threads, --checkpoint-every, --on-nan)");
+  }
+  if (requested.steps < stored.steps)
+    throw ConfigError("--steps: the run in " + stored.out + " was set to " + std::to_string(stored.steps) +
+                      " steps; a resumed run may raise --steps but not lower it (got " +
+                      std::to_string(requested.steps) + ")");
 }
 
 }  // namespace xgrad::train

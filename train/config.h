@@ -44,6 +44,11 @@ struct TrainConfig {
   bool flush_denormals = true;   // flush subnormal floats to zero (see environment.h)
   std::string out;               // run directory
   bool overwrite = false;        // replace an existing run in `out`
+  // checkpoints and recovery (see trainer.h)
+  std::size_t checkpoint_every = 100;  // write out/checkpoint.safetensors every N steps (0: only at the end)
+  bool resume = false;                 // continue the run in `out` from its checkpoint (not part of to_json)
+  std::string on_nan = "stop";         // non-finite loss or gradient: stop (exit 3) | skip (the step, and go on)
+  std::string init_from;               // start from the weights of this safetensors file instead of the seed's
 
   std::size_t d_k() const { return head_dim ? head_dim : d_model / n_heads; }
   /// Throws ConfigError naming the first bad flag (task settings included: the task is built once to check them).
@@ -55,6 +60,21 @@ struct TrainConfig {
   /// The data-layer settings of this configuration.
   data::TaskOptions task_options() const;
   nlohmann::json to_json() const;
+  /// The configuration a config.json (to_json) describes; keys to_json writes and `j` lacks keep their defaults
+  /// (runs written by older versions). Throws ConfigError naming the key and `source` for a value of the wrong type
+  /// or an unknown scale mode. `out` is taken from `j`.
+  static TrainConfig from_json(const nlohmann::json& j, const std::string& source);
 };
+
+/// Settings a resumed run may change: they do not alter what the run computes (steps may only be raised).
+const std::vector<std::string>& resumable_settings();
+
+/// Throws ConfigError unless `requested` describes the same run as `stored` (the run directory's config.json): every
+/// setting but resumable_settings() must be equal, and requested.steps >= stored.steps. The message names the flag,
+/// both values, and what may change.
+void check_same_run(const TrainConfig& stored, const TrainConfig& requested);
+
+/// The command-line flag of a to_json key ("task_seq_len" -> "--seq-len", "d_model" -> "--d-model").
+std::string flag_of(const std::string& key);
 
 }  // namespace xgrad::train

@@ -1,8 +1,11 @@
 // The `xgrad` command line: `xgrad train` runs one configuration, `xgrad experiment` the scaled-vs-unscaled
-// comparison. Exit codes: 0 success, 1 runtime failure, 2 bad usage (the message names the flag), 3 a training run
-// diverged (NaN/Inf loss or gradient; its files are kept).
+// comparison. Exit codes: 0 success, 1 runtime failure, 2 bad usage (one line naming the flag and the allowed
+// values), 3 a training run diverged (NaN/Inf loss or gradient; its files are kept), 128 + signal (130 for SIGINT,
+// 143 for SIGTERM) when `train` was stopped by that signal after writing a checkpoint (continue with --resume).
 #include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <ctime>
 #include <iostream>
 
@@ -23,6 +26,32 @@ using namespace xgrad::train;
 
 namespace {
 
+extern "C" void xgrad_on_train_stop_signal(int signal) { request_stop(signal); }
+
+// SIGINT/SIGTERM let the step in progress finish and a checkpoint be written; SA_RESETHAND makes a second signal
+// end the process at once, for a user who does not want to wait.
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = xgrad_on_train_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART | SA_RESETHAND;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// The stored run's settings, so that the flags given with --resume are applied over them. Errors are left to
+// train(), which reads the file again and reports them.
+void load_resume_defaults(const std::string& dir, TrainConfig& config, std::string& scale) {
+  try {
+    std::ifstream in(std::filesystem::path(dir) / "config.json");
+    if (!in) return;
+    config = TrainConfig::from_json(nlohmann::json::parse(in), dir + "/config.json");
+    scale = nn::to_string(config.scale);
+  } catch (const std::exception&) {
+  }
+  config.out = dir;
+}
+
 std::string default_experiment_dir() {
   const std::time_t now = std::time(nullptr);
   char buf[64];
@@ -42,11 +71,14 @@ int main(int argc, char** argv) {
 
   TrainConfig train_cfg;
   std::string train_scale = "sqrt_dk";
+  const std::string resume_dir = find_resume_dir(argc, argv);
+  if (!resume_dir.empty()) load_resume_defaults(resume_dir, train_cfg, train_scale);
+  std::string resume_flag;
   CLI::App* train_cmd = app.add_subcommand(
-      "train", "train one configuration; writes config.json, metrics.csv and summary.json (exit 3 if it diverged)");
+      "train", "train one configuration; writes config.json, metrics.csv, checkpoint.safetensors and summary.json "
+               "(exit 3 if it diverged)");
   add_training_flags(*train_cmd, train_cfg, train_scale, true);
-  train_cmd->add_option("--out", train_cfg.out, "run directory to write")->required();
-  train_cmd->add_flag("--overwrite", train_cfg.overwrite, "replace a run already in --out");
+  add_run_flags(*train_cmd, train_cfg, resume_flag);
 
   // `sweep` takes the grid from its flags; `experiment` is the default sweep (see experiment_defaults) + compare.
   SweepFlags sweep_flags, exp_flags;
@@ -89,15 +121,27 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "xgrad: " << e.what() << "\n(run 'xgrad --help' or 'xgrad <command> --help' for the flags)\n";
+    std::cerr << "xgrad: " << e.what() << " (see 'xgrad <command> --help')\n";
     return 2;
   }
 
   try {
     if (*train_cmd) {
-      if (train_cmd->count("--data-seed") == 0) train_cfg.data_seed = train_cfg.seed;
+      train_cfg.resume = !resume_flag.empty();
+      if (train_cfg.resume) {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        if (train_cmd->count("--out") && !fs::equivalent(train_cfg.out, resume_flag, ec))
+          throw ConfigError("--out: " + train_cfg.out + " is not the --resume directory " + resume_flag +
+                            " (a run is continued in place; --out may be left out)");
+        train_cfg.out = resume_flag;
+      } else if (train_cmd->count("--data-seed") == 0) {
+        train_cfg.data_seed = train_cfg.seed;
+      }
       train_cfg.scale = nn::parse_scale_mode(train_scale);
+      install_stop_handlers();
       const RunSummary s = xgrad::train::train(train_cfg);
+      if (s.stop_signal) return 128 + s.stop_signal;
       spdlog::info("done: final loss {:.4f}, final accuracy {:.3f}{}; wrote {}/metrics.csv", s.final_loss,
                    s.final_accuracy, s.diverged ? " (diverged)" : "", train_cfg.out);
       return s.diverged ? 3 : 0;

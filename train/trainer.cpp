@@ -1,19 +1,28 @@
 #include "train/trainer.h"
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
 #include "data/registry.h"
 #include "nn/attention_stats.h"
+#include "nn/checkpoint.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "train/environment.h"
 #include "train/metrics_log.h"
+#include "train/run_checkpoint.h"
 
 namespace xgrad::train {
 
@@ -31,6 +40,7 @@ nlohmann::json RunSummary::to_json() const {
           {"frac_zero_grad_w_k", frac_zero_grad_w_k},
           {"diverged", diverged},
           {"diverged_step", diverged_step},
+          {"skipped_steps", skipped_steps},
           {"wall_seconds", wall_seconds}};
 }
 
@@ -47,17 +57,16 @@ RunSummary RunSummary::from_json(const nlohmann::json& j) {
   s.frac_zero_grad_w_k = j.value("frac_zero_grad_w_k", 0.0);
   s.diverged = j.at("diverged").get<bool>();
   s.diverged_step = j.at("diverged_step").get<long>();
+  s.skipped_steps = j.value("skipped_steps", std::size_t{0});
   s.wall_seconds = j.at("wall_seconds").get<double>();
   return s;
 }
 
 namespace {
 
+// Atomic (temporary file, fsync, rename): a kill never leaves a half-written config.json or summary.json.
 void write_json(const fs::path& path, const nlohmann::json& j) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-  out << j.dump(2) << "\n";
-  if (!out) throw std::runtime_error("writing " + path.string() + " failed");
+  nn::write_file_atomically(path.string(), j.dump(2) + "\n");
 }
 
 // Fraction of target positions where the arg-max class equals the target.
@@ -131,15 +140,110 @@ const std::vector<std::string>& attention_stat_names() {
   return names;
 }
 
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "request_stop must be async-signal-safe");
+
+// The files that make a directory hold a run; --overwrite deletes them, nothing else.
+const std::vector<std::string>& run_files() {
+  static const std::vector<std::string> files{"config.json", "metrics.csv", "summary.json", kCheckpointFile,
+                                              kNonfiniteCheckpointFile};
+  return files;
+}
+
+// Checks the run directory against overwrite/resume, creates it, proves it writable, and clears what must go.
+void prepare_run_directory(const TrainConfig& cfg) {
+  const fs::path dir(cfg.out);
+  std::error_code ec;
+  if (cfg.resume && cfg.overwrite)
+    throw ConfigError("--resume and --overwrite exclude each other (continue the run, or start it over)");
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw ConfigError("--out: " + dir.string() + " exists and is not a directory");
+  bool holds_run = false;
+  for (const auto& f : run_files()) holds_run = holds_run || fs::exists(dir / f, ec);
+  if (cfg.resume && !fs::exists(dir / "config.json", ec))
+    throw ConfigError("--resume: " + dir.string() + " holds no run (no config.json)");
+  if (!cfg.resume && !cfg.overwrite && holds_run)
+    throw ConfigError("--out: " + dir.string() + " already holds a run (config.json, metrics.csv or a checkpoint); " +
+                      "pass --overwrite to replace it or --resume to continue it");
+  fs::create_directories(dir, ec);
+  if (ec) throw ConfigError("--out: cannot create run directory " + dir.string() + ": " + ec.message());
+  // A directory can exist and still refuse files (permissions, read-only mount): find out before training.
+  const fs::path probe = dir / (".xgrad-write-test-" + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw ConfigError("--out: run directory " + dir.string() + " is not writable: " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (cfg.overwrite)
+    for (const auto& f : run_files()) fs::remove(dir / f, ec);
+  // A stale summary would mark a run that is being continued as finished (xgrad sweep skips finished runs).
+  if (cfg.resume) fs::remove(dir / "summary.json", ec);
+  // Temporary files of atomic writes cut short by a kill.
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos) fs::remove(entry.path(), ec);
+  }
+}
+
+std::string first_nonfinite(const std::vector<std::pair<std::string, Tensor>>& named) {
+  auto finite = [](const xt::xarray<float>& a) {
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!std::isfinite(a.data()[i])) return false;
+    return true;
+  };
+  // A non-finite weight is the cause when there is one; the gradients are non-finite because of it.
+  for (const auto& [name, p] : named)
+    if (!finite(p.value())) return "value of " + name;
+  for (const auto& [name, p] : named)
+    if (p.has_grad() && !finite(p.grad())) return "gradient of " + name;
+  return "";
+}
+
+// metrics.csv for a new run, or for a resumed one cut back to its first `rows` rows. The cut is written to a
+// temporary file through MetricsLog, checked to reproduce the old rows byte for byte, and renamed over the old
+// file, so a crash during the cut leaves the old file whole.
+std::unique_ptr<MetricsLog> open_metrics(const fs::path& dir, const std::vector<std::string>& columns, bool resume,
+                                         std::size_t rows) {
+  const fs::path path = dir / "metrics.csv";
+  std::error_code ec;
+  if (!resume || !fs::exists(path, ec)) return std::make_unique<MetricsLog>(path.string(), columns);
+  const MetricsPrefix prefix = read_metrics_prefix(path.string(), columns, rows);
+  const fs::path tmp = dir / ".metrics.csv.tmp-resume";
+  auto log = std::make_unique<MetricsLog>(tmp.string(), columns);
+  for (const auto& row : prefix.rows) log->write(row);
+  std::ifstream in(tmp, std::ios::binary);
+  const std::string rewritten((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (rewritten != prefix.text) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error(path.string() + ": rewriting its first " + std::to_string(rows) +
+                             " rows did not reproduce them byte for byte; cannot resume");
+  }
+  fs::rename(tmp, path);  // the open log now writes to metrics.csv
+  return log;
+}
+
+}  // namespace
+
+void request_stop(int signal) noexcept { g_stop_signal.store(signal); }
+
 RunSummary train(const TrainConfig& cfg) {
   cfg.validate();
   const auto wall_start = std::chrono::steady_clock::now();
   const fs::path dir(cfg.out);
-  if (!cfg.overwrite && fs::exists(dir / "metrics.csv"))
-    throw ConfigError("--out: " + dir.string() + " already holds a run (metrics.csv); pass --overwrite to replace it");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error("--out: cannot create run directory " + dir.string() + ": " + ec.message());
+  if (cfg.resume && fs::exists(dir / "config.json")) {
+    std::ifstream in(dir / "config.json");
+    nlohmann::json stored_json;
+    try {
+      stored_json = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error((dir / "config.json").string() + " is not valid JSON: " + e.what());
+    }
+    TrainConfig stored = TrainConfig::from_json(stored_json, (dir / "config.json").string());
+    stored.out = cfg.out;
+    check_same_run(stored, cfg);
+  }
+  prepare_run_directory(cfg);
   set_threads(cfg.threads);
   set_flush_denormals(cfg.flush_denormals);
 
@@ -152,6 +256,29 @@ RunSummary train(const TrainConfig& cfg) {
     opt = std::make_unique<nn::SGD>(model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay);
   else
     opt = std::make_unique<nn::AdamW>(model.parameters(), cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay);
+
+  auto logger = spdlog::default_logger();
+  const std::string run_name = dir.filename().string();
+  const fs::path checkpoint_path = dir / kCheckpointFile;
+  RunProgress progress;
+  if (cfg.resume && fs::exists(checkpoint_path)) {
+    try {
+      const nn::Checkpoint c = nn::load_checkpoint(checkpoint_path.string());
+      restore_run_checkpoint(c, checkpoint_path.string(), cfg, model, *opt, progress);
+    } catch (const nn::CheckpointError& e) {
+      throw std::runtime_error(std::string("cannot resume: ") + e.what() + " (start over with --overwrite)");
+    }
+    if (progress.step > cfg.steps)
+      throw ConfigError("--steps: the checkpoint in " + dir.string() + " is at step " + std::to_string(progress.step) +
+                        ", beyond --steps " + std::to_string(cfg.steps));
+    logger->info("[{}] resuming from {} at step {}", run_name, checkpoint_path.string(), progress.step);
+  } else if (!cfg.init_from.empty()) {
+    try {
+      load_model_weights(nn::load_checkpoint(cfg.init_from), cfg.init_from, model);
+    } catch (const nn::CheckpointError& e) {
+      throw ConfigError(std::string("--init-from: ") + e.what());
+    }
+  }
 
   nlohmann::json config_json = cfg.to_json();
   config_json["vocab_size"] = task->vocab_size();
@@ -176,24 +303,34 @@ RunSummary train(const TrainConfig& cfg) {
   for (const auto& [name, p] : named) columns.push_back("grad_rms/" + name);
   columns.push_back("eval_loss");
   columns.push_back("step_ms");
-  MetricsLog log((dir / "metrics.csv").string(), columns);
+  const std::unique_ptr<MetricsLog> log = open_metrics(dir, columns, cfg.resume, progress.step);
 
-  auto logger = spdlog::default_logger();
-  const std::string run_name = dir.filename().string();
   logger->info("[{}] training {}: d_model={} n_heads={} d_k={} n_layers={} scale={} optimizer={} lr={} steps={} "
                "params={}",
                run_name, cfg.task, cfg.d_model, cfg.n_heads, cfg.d_k(), cfg.n_layers, nn::to_string(cfg.scale),
                cfg.optimizer, cfg.lr, cfg.steps, model.num_parameters());
 
+  auto session_seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  };
+  auto save = [&](const fs::path& path, bool nonfinite) {
+    RunProgress p = progress;
+    p.wall_seconds += session_seconds();
+    nn::save_checkpoint(path.string(), make_run_checkpoint(cfg, model, *opt, p, nonfinite));
+  };
+
   RunSummary summary;
   summary.chance_loss = task->chance_loss();
-  const std::size_t window = std::min<std::size_t>(20, cfg.steps);
+  summary.steps_done = progress.step;
+  bool nonfinite_saved = false;
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  double sum_wq = 0, sum_wk = 0, tail_loss = 0, tail_acc = 0;
-  std::size_t zero_wq = 0, zero_wk = 0;
   std::vector<double> row;
   std::vector<xt::xarray<float>> before_step(named.size());
-  for (std::size_t step = 0; step < cfg.steps; ++step) {
+  for (std::size_t step = progress.step; step < cfg.steps; ++step) {
+    if (const int sig = g_stop_signal.load()) {
+      summary.stop_signal = sig;
+      break;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const bool measure = step % cfg.log_every == 0 || step + 1 == cfg.steps;
     for (auto& layer : attn_layers) layer->record_attention = measure;
@@ -207,9 +344,22 @@ RunSummary train(const TrainConfig& cfg) {
     loss.backward();
 
     std::vector<double> norms(named.size());
-    for (std::size_t i = 0; i < named.size(); ++i) norms[i] = nn::grad_norm(named[i].second);
-    const double total_norm = nn::clip_grad_norm(model.parameters(), cfg.clip_grad_norm);
+    double sum_squares = 0;  // the global norm as clip_grad_norm computes it, before any clipping
+    for (std::size_t i = 0; i < named.size(); ++i) {
+      norms[i] = nn::grad_norm(named[i].second);
+      sum_squares += norms[i] * norms[i];
+    }
+    const double total_norm = std::sqrt(sum_squares);
     const bool finite = std::isfinite(loss_value) && std::isfinite(total_norm);
+    std::string culprit;
+    if (finite) {
+      nn::clip_grad_norm(model.parameters(), cfg.clip_grad_norm);
+    } else {
+      culprit = first_nonfinite(named);
+      // The state before this step, with the gradients that broke it; checkpoint.safetensors keeps the last good one.
+      if (!nonfinite_saved) save(dir / kNonfiniteCheckpointFile, true);
+      nonfinite_saved = true;
+    }
     if (measure)
       for (std::size_t i = 0; i < named.size(); ++i) before_step[i] = named[i].second.value();
     if (finite) opt->step();
@@ -250,40 +400,76 @@ RunSummary train(const TrainConfig& cfg) {
     const bool evaluate = cfg.eval_every > 0 && (step % cfg.eval_every == 0 || step + 1 == cfg.steps);
     row.push_back(evaluate ? eval_loss(model, *task, cfg, step) : nan);
     row.push_back(ms);
-    log.write(row);
+    log->write(row);
 
-    double wq = 0, wk = 0;
-    for (auto i : wq_idx) wq += norms[i] * norms[i];
-    for (auto i : wk_idx) wk += norms[i] * norms[i];
-    sum_wq += std::sqrt(wq);
-    sum_wk += std::sqrt(wk);
-    zero_wq += wq == 0.0 ? 1 : 0;
-    zero_wk += wk == 0.0 ? 1 : 0;
-    if (step == 0) summary.first_loss = loss_value;
-    if (step + window >= cfg.steps) {
-      tail_loss += loss_value;
-      tail_acc += acc;
-    }
+    if (step == 0) progress.first_loss = loss_value;
     summary.steps_done = step + 1;
     if (!finite) {
-      summary.diverged = true;
-      summary.diverged_step = static_cast<long>(step);
-      logger->warn("[{}] diverged at step {}: loss={} grad_norm={}; stopping (every row so far is in metrics.csv)",
-                   run_name, step, loss_value, total_norm);
-      break;
+      const std::string where = culprit.empty() ? "no parameter or gradient is non-finite (the forward pass overflowed)"
+                                                : "first non-finite: " + culprit;
+      // Skipping cannot help once a weight itself is non-finite: every later step would be skipped too.
+      if (cfg.on_nan == "skip" && culprit.rfind("value of ", 0) != 0) {
+        ++progress.skipped_steps;
+        progress.step = step + 1;
+        logger->warn("[{}] step {}: non-finite loss={} grad_norm={}; {}; step skipped (--on-nan skip)", run_name, step,
+                     loss_value, total_norm, where);
+      } else {
+        summary.diverged = true;
+        summary.diverged_step = static_cast<long>(step);
+        logger->warn("[{}] diverged at step {}: loss={} grad_norm={}; {}; stopping (every row so far is in "
+                     "metrics.csv, the state before this step in {})",
+                     run_name, step, loss_value, total_norm, where, (dir / kNonfiniteCheckpointFile).string());
+        break;
+      }
+    } else {
+      double wq = 0, wk = 0;
+      for (auto i : wq_idx) wq += norms[i] * norms[i];
+      for (auto i : wk_idx) wk += norms[i] * norms[i];
+      progress.sum_grad_norm_w_q += std::sqrt(wq);
+      progress.sum_grad_norm_w_k += std::sqrt(wk);
+      progress.zero_grad_w_q += wq == 0.0 ? 1 : 0;
+      progress.zero_grad_w_k += wk == 0.0 ? 1 : 0;
+      ++progress.finite_steps;
+      progress.recent_loss.push_back(loss_value);
+      progress.recent_accuracy.push_back(acc);
+      if (progress.recent_loss.size() > RunProgress::kRecent) {
+        progress.recent_loss.pop_front();
+        progress.recent_accuracy.pop_front();
+      }
+      progress.step = step + 1;
     }
+    if (cfg.checkpoint_every > 0 && progress.step % cfg.checkpoint_every == 0 && progress.step < cfg.steps)
+      save(checkpoint_path, false);
     if ((step + 1) % cfg.print_every == 0 || step + 1 == cfg.steps)
       logger->info("[{}] step {:>5}/{}  loss {:.4f}  acc {:.3f}  grad_norm {:.3g}  {:.2f} ms/step", run_name, step + 1,
                    cfg.steps, loss_value, acc, total_norm, ms);
   }
-  const double n = static_cast<double>(summary.steps_done);
-  summary.mean_grad_norm_w_q = sum_wq / n;
-  summary.mean_grad_norm_w_k = sum_wk / n;
-  summary.frac_zero_grad_w_q = static_cast<double>(zero_wq) / n;
-  summary.frac_zero_grad_w_k = static_cast<double>(zero_wk) / n;
-  summary.final_loss = summary.diverged ? NAN : tail_loss / static_cast<double>(window);
-  summary.final_accuracy = summary.diverged ? 0.0 : tail_acc / static_cast<double>(window);
-  summary.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  if (!summary.diverged) save(checkpoint_path, false);  // the end, or where a stop request left the run
+  if (summary.stop_signal) {
+    logger->warn("[{}] stopped by signal {} after step {}; checkpoint written to {}; continue with: xgrad train "
+                 "--resume {}",
+                 run_name, summary.stop_signal, progress.step, checkpoint_path.string(), dir.string());
+    summary.wall_seconds = progress.wall_seconds + session_seconds();
+    return summary;
+  }
+
+  const double n = static_cast<double>(progress.finite_steps);
+  summary.first_loss = progress.first_loss;
+  summary.mean_grad_norm_w_q = progress.sum_grad_norm_w_q / n;
+  summary.mean_grad_norm_w_k = progress.sum_grad_norm_w_k / n;
+  summary.frac_zero_grad_w_q = static_cast<double>(progress.zero_grad_w_q) / n;
+  summary.frac_zero_grad_w_k = static_cast<double>(progress.zero_grad_w_k) / n;
+  summary.skipped_steps = progress.skipped_steps;
+  // The last min(20, steps) finite steps, summed oldest first.
+  const std::size_t window = std::min<std::size_t>({RunProgress::kRecent, cfg.steps, progress.recent_loss.size()});
+  double tail_loss = 0, tail_acc = 0;
+  for (std::size_t i = progress.recent_loss.size() - window; i < progress.recent_loss.size(); ++i) {
+    tail_loss += progress.recent_loss[i];
+    tail_acc += progress.recent_accuracy[i];
+  }
+  summary.final_loss = summary.diverged || window == 0 ? NAN : tail_loss / static_cast<double>(window);
+  summary.final_accuracy = summary.diverged || window == 0 ? 0.0 : tail_acc / static_cast<double>(window);
+  summary.wall_seconds = progress.wall_seconds + session_seconds();
   write_json(dir / "summary.json", summary.to_json());
   return summary;
 }

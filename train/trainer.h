@@ -15,24 +15,47 @@ struct RunSummary {
   std::size_t steps_done = 0;
   double chance_loss = 0;      // ln(n_values): the loss of a uniform guess over the answers
   double first_loss = 0;       // loss at step 0
-  double final_loss = 0;       // mean loss over the last min(20, steps) steps
+  double final_loss = 0;       // mean loss over the last min(20, steps) finite steps (nan if the run diverged)
   double final_accuracy = 0;   // mean accuracy over the same window
-  double mean_grad_norm_w_q = 0;  // mean over steps of the gradient norm of the query weights (all layers, L2)
+  double mean_grad_norm_w_q = 0;  // mean over finite steps of the gradient norm of the query weights (all layers, L2)
   double mean_grad_norm_w_k = 0;  // same for the key weights
-  double frac_zero_grad_w_q = 0;  // fraction of steps where the query weights' gradient was exactly zero
+  double frac_zero_grad_w_q = 0;  // fraction of finite steps where the query weights' gradient was exactly zero
   double frac_zero_grad_w_k = 0;  // same for the key weights
-  bool diverged = false;       // loss or gradient became NaN/Inf
+  bool diverged = false;       // loss or gradient became NaN/Inf (and the run stopped there)
   long diverged_step = -1;
-  double wall_seconds = 0;
+  std::size_t skipped_steps = 0;  // non-finite steps skipped under --on-nan skip
+  double wall_seconds = 0;     // training time, summed over the sessions of a resumed run
+  int stop_signal = 0;         // the signal that interrupted the run (request_stop), 0 if it ran to its end; not
+                               // written to summary.json, which an interrupted run does not write
   nlohmann::json to_json() const;
   static RunSummary from_json(const nlohmann::json& j);
 };
 
 /// Trains one configuration and writes into config.out: config.json (resolved config and environment),
-/// metrics.csv (header, then one row per step, flushed per row), summary.json. Creates the directory; refuses
-/// (ConfigError) a directory that already holds a run unless config.overwrite.
-/// Throws ConfigError for bad settings, std::runtime_error for I/O failures. A run that diverges stops at that step,
-/// keeps every row written, and reports diverged = true (not an exception: divergence is a result).
+/// metrics.csv (header, then one row per step, flushed per row), checkpoint.safetensors (every
+/// config.checkpoint_every steps and at the end; contents in run_checkpoint.h), summary.json. Creates the directory
+/// and checks it is writable; refuses (ConfigError) a directory that already holds a run (config.json, metrics.csv,
+/// summary.json or a checkpoint) unless config.overwrite (which deletes those files first) or config.resume.
+///
+/// config.resume continues the run in config.out: config must describe the same run as its config.json
+/// (check_same_run); the weights, optimizer state and running sums come from checkpoint.safetensors (a run without
+/// one starts again at step 0), metrics.csv is cut back to the checkpoint's step (rows after it are computed again,
+/// identically) and training continues to config.steps. With one BLAS thread a run interrupted at any point and
+/// resumed writes the same metrics.csv, byte for byte except step_ms, as one that was never interrupted. Raising
+/// steps continues a finished run; its old last row keeps the statistics every last step gets.
+///
+/// Non-finite loss or gradient at step s: the warning names s and the first non-finite parameter value or gradient;
+/// checkpoint-nonfinite.safetensors gets the state before that step with its gradients (metadata nonfinite = true;
+/// checkpoint.safetensors keeps the last good state). on_nan = "stop": the run stops there, keeps every row written
+/// and reports diverged = true (not an exception: divergence is a result). on_nan = "skip": the step's update is
+/// dropped, its row is written (nan where the values are), and training goes on (summary.skipped_steps counts them;
+/// a parameter value that is itself non-finite cannot be skipped past and stops the run as above).
+///
+/// request_stop (a SIGINT/SIGTERM handler) makes the run finish the step in progress, write a checkpoint, and
+/// return with stop_signal set and no summary.json.
+///
+/// Throws ConfigError for bad settings (and a --init-from file that does not fit the model), std::runtime_error for
+/// I/O failures and unreadable checkpoints.
 ///
 /// metrics.csv columns: step, loss, accuracy, lr, grad_norm (global L2, before clipping), grad_norm/<param> for
 /// every parameter, then per attention layer l and head h `attn/l<l>h<h>/<stat>` for every field of
@@ -41,6 +64,10 @@ struct RunSummary {
 /// eval_loss, then step_ms. Attention statistics and RMS columns are computed every log_every steps and on the last
 /// step, eval_loss every eval_every steps; other rows hold nan there.
 RunSummary train(const TrainConfig& config);
+
+/// Asks a train() in progress (or about to start) to stop after its current step; `signal` is reported in
+/// RunSummary::stop_signal. Async-signal-safe: meant to be called from a signal handler.
+void request_stop(int signal) noexcept;
 
 /// The model settings of `config` for `task` (vocabulary and positions come from the task).
 nn::ModelConfig model_config(const TrainConfig& config, const data::Task& task);

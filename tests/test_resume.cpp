@@ -1,0 +1,325 @@
+// Determinism and recovery: a run is bit-identical to itself (one BLAS thread), and a run killed at an arbitrary
+// step (SIGKILL), or stopped by SIGTERM, then resumed writes the same metrics.csv as one never interrupted.
+// Every comparison of metrics.csv leaves out step_ms, the only column that is wall time.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/checkpoint.h"
+#include "train/run_checkpoint.h"
+#include "train/trainer.h"
+
+extern char** environ;
+
+using namespace xgrad;
+using namespace xgrad::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("xgrad_test_resume_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// metrics.csv without its last column, step_ms (checked to be the last one).
+std::string metrics_without_timing(const fs::path& dir) {
+  std::ifstream in(dir / "metrics.csv");
+  std::string line, out;
+  bool header = true;
+  while (std::getline(in, line)) {
+    const auto comma = line.rfind(',');
+    if (header) REQUIRE(line.substr(comma + 1) == "step_ms");
+    header = false;
+    out += line.substr(0, comma) + "\n";
+  }
+  return out;
+}
+
+std::size_t count_lines(const fs::path& path) {
+  std::ifstream in(path);
+  std::size_t n = 0;
+  std::string line;
+  while (std::getline(in, line)) ++n;
+  return n;
+}
+
+nlohmann::json summary_without_time(const fs::path& dir) {
+  std::ifstream in(dir / "summary.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j.erase("wall_seconds");
+  return j;
+}
+
+std::size_t checkpoint_step(const fs::path& dir) {
+  return std::stoul(nn::load_checkpoint((dir / kCheckpointFile).string()).meta("step"));
+}
+
+pid_t spawn_xgrad(const std::vector<std::string>& args) {
+  std::vector<char*> argv{const_cast<char*>(XGRAD_BIN)};
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, XGRAD_BIN, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(rc == 0);
+  return pid;
+}
+
+int wait_status(pid_t pid) {
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  return status;
+}
+
+int run_xgrad(const std::vector<std::string>& args) {
+  const int status = wait_status(spawn_xgrad(args));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Starts `xgrad train`, waits until metrics.csv holds `rows` data rows, then sends `signal` (the child may have run
+// a few steps further by then: the point is an arbitrary step). Returns the wait status.
+int interrupt_at(const std::vector<std::string>& args, const fs::path& dir, std::size_t rows, int signal) {
+  const pid_t pid = spawn_xgrad(args);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (count_lines(dir / "metrics.csv") < rows + 1 && std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;  // finished before the signal
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  kill(pid, signal);
+  return wait_status(pid);
+}
+
+std::vector<std::string> run_args(const fs::path& dir, const std::string& optimizer) {
+  // Thinned statistics (every 7th row), held-out loss every 13th, checkpoints every 25: none of them line up, so a
+  // resume lands between thinned and eval rows.
+  return {"train",        "--out",          dir.string(), "--d-model",        "32",       "--steps",
+          "200",          "--optimizer",    optimizer,    "--lr",             optimizer == "sgd" ? "0.05" : "0.003",
+          "--log-every",  "7",              "--eval-every", "13",             "--checkpoint-every", "25",
+          "--print-every", "1000",          "--threads",  "1"};
+}
+
+}  // namespace
+
+TEST_CASE("determinism: two runs of one configuration (one thread) write the same metrics.csv and summary.json") {
+  TrainConfig c;
+  c.d_model = 16;
+  c.steps = 40;
+  c.log_every = 3;
+  c.eval_every = 7;
+  c.print_every = 1000;
+  c.out = temp_dir("det_a").string();
+  xgrad::train::train(c);
+  TrainConfig d = c;
+  d.out = temp_dir("det_b").string();
+  xgrad::train::train(d);
+  CHECK(metrics_without_timing(c.out) == metrics_without_timing(d.out));
+  CHECK(summary_without_time(c.out) == summary_without_time(d.out));
+  // The checkpoints agree too, apart from the time already spent.
+  nn::Checkpoint a = nn::load_checkpoint((fs::path(c.out) / kCheckpointFile).string());
+  nn::Checkpoint b = nn::load_checkpoint((fs::path(d.out) / kCheckpointFile).string());
+  a.metadata.erase("progress.wall_seconds");
+  b.metadata.erase("progress.wall_seconds");
+  a.metadata.erase("config");  // names the run directory
+  b.metadata.erase("config");
+  CHECK(a.metadata == b.metadata);
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) CHECK(a.tensors[i] == b.tensors[i]);
+  fs::remove_all(c.out);
+  fs::remove_all(d.out);
+}
+
+TEST_CASE("a run killed with SIGKILL at an arbitrary step and resumed writes the uninterrupted metrics.csv") {
+  // The kill step varies from run to run of this test; it is printed on failure.
+  std::mt19937 rng(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  for (const std::string optimizer : {"adamw", "sgd"}) {
+    const fs::path whole = temp_dir("whole_" + optimizer), cut = temp_dir("cut_" + optimizer);
+    REQUIRE(run_xgrad(run_args(whole, optimizer)) == 0);
+    const std::size_t kill_row = std::uniform_int_distribution<std::size_t>(26, 180)(rng);
+    INFO(optimizer << ": SIGKILL once metrics.csv holds " << kill_row << " rows");
+    const int status = interrupt_at(run_args(cut, optimizer), cut, kill_row, SIGKILL);
+    CHECK(WIFSIGNALED(status));
+    CHECK_FALSE(fs::exists(cut / "summary.json"));
+    const std::size_t resumed_at = checkpoint_step(cut);
+    INFO("checkpoint at step " << resumed_at << ", metrics.csv had " << count_lines(cut / "metrics.csv") - 1
+                               << " rows");
+    CHECK(resumed_at >= 25);
+    CHECK(resumed_at % 25 == 0);
+    REQUIRE(run_xgrad({"train", "--resume", cut.string()}) == 0);
+    CHECK(count_lines(cut / "metrics.csv") == 201);
+    CHECK(metrics_without_timing(cut) == metrics_without_timing(whole));
+    CHECK(summary_without_time(cut) == summary_without_time(whole));
+    fs::remove_all(whole);
+    fs::remove_all(cut);
+  }
+}
+
+TEST_CASE("SIGTERM: the run writes a checkpoint at the step it reached, exits 143, and resumes identically") {
+  const fs::path whole = temp_dir("term_whole"), cut = temp_dir("term_cut");
+  REQUIRE(run_xgrad(run_args(whole, "adamw")) == 0);
+  const int status = interrupt_at(run_args(cut, "adamw"), cut, 60, SIGTERM);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 143);
+  CHECK_FALSE(fs::exists(cut / "summary.json"));
+  // The checkpoint is at exactly the last row written: nothing is computed twice.
+  CHECK(checkpoint_step(cut) == count_lines(cut / "metrics.csv") - 1);
+  CHECK(checkpoint_step(cut) >= 60);
+  REQUIRE(run_xgrad({"train", "--resume", cut.string()}) == 0);
+  CHECK(metrics_without_timing(cut) == metrics_without_timing(whole));
+  CHECK(summary_without_time(cut) == summary_without_time(whole));
+  fs::remove_all(whole);
+  fs::remove_all(cut);
+}
+
+TEST_CASE("resume: raising --steps continues a finished run as if it had been planned longer") {
+  TrainConfig c;
+  c.d_model = 16;
+  c.steps = 30;
+  c.print_every = 1000;
+  c.checkpoint_every = 8;
+  c.out = temp_dir("raise").string();
+  xgrad::train::train(c);
+  TrainConfig longer = c;
+  longer.steps = 50;
+  longer.resume = true;
+  xgrad::train::train(longer);
+  TrainConfig whole = c;
+  whole.steps = 50;
+  whole.out = temp_dir("raise_whole").string();
+  xgrad::train::train(whole);
+  // With statistics on every row and no held-out loss, the old last row is an ordinary row.
+  CHECK(metrics_without_timing(c.out) == metrics_without_timing(whole.out));
+  nlohmann::json a = summary_without_time(c.out), b = summary_without_time(whole.out);
+  CHECK(a == b);
+  fs::remove_all(c.out);
+  fs::remove_all(whole.out);
+}
+
+TEST_CASE("resume: a run with no checkpoint yet starts again; a cut-short last row is dropped") {
+  TrainConfig c;
+  c.d_model = 16;
+  c.steps = 20;
+  c.print_every = 1000;
+  c.checkpoint_every = 0;
+  c.out = temp_dir("nockpt").string();
+  xgrad::train::train(c);
+  const std::string expected = metrics_without_timing(c.out);
+  // As if killed before the first checkpoint, halfway through writing a row.
+  fs::remove(fs::path(c.out) / kCheckpointFile);
+  fs::remove(fs::path(c.out) / "summary.json");
+  {
+    std::ofstream out(fs::path(c.out) / "metrics.csv", std::ios::app);
+    out << "20,1.2345";
+  }
+  TrainConfig r = c;
+  r.resume = true;
+  xgrad::train::train(r);
+  CHECK(metrics_without_timing(c.out) == expected);
+
+  // Killed after a checkpoint at step 10, with rows up to step 15 and half a row written.
+  c.checkpoint_every = 10;
+  c.overwrite = true;
+  xgrad::train::train(c);
+  const fs::path ckpt = fs::path(c.out) / kCheckpointFile;
+  TrainConfig ten = c;
+  ten.steps = 10;
+  ten.out = temp_dir("nockpt_ten").string();
+  ten.overwrite = false;
+  xgrad::train::train(ten);
+  fs::copy_file(fs::path(ten.out) / kCheckpointFile, ckpt, fs::copy_options::overwrite_existing);
+  {
+    const std::string text = read_file(fs::path(c.out) / "metrics.csv");
+    std::size_t pos = 0;
+    for (int line = 0; line < 17; ++line) pos = text.find('\n', pos) + 1;  // header + 16 rows
+    std::ofstream out(fs::path(c.out) / "metrics.csv", std::ios::binary | std::ios::trunc);
+    out << text.substr(0, pos) << "16,0.5";
+  }
+  r.checkpoint_every = 10;
+  xgrad::train::train(r);
+  CHECK(metrics_without_timing(c.out) == expected);
+  fs::remove_all(c.out);
+  fs::remove_all(ten.out);
+}
+
+TEST_CASE("resume refuses what would not continue the same run, naming the flag") {
+  TrainConfig c;
+  c.d_model = 16;
+  c.steps = 12;
+  c.print_every = 1000;
+  c.out = temp_dir("refuse").string();
+  xgrad::train::train(c);
+  auto resume_error = [&](TrainConfig r) {
+    r.resume = true;
+    try {
+      xgrad::train::train(r);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("");
+  };
+  TrainConfig r = c;
+  r.d_model = 32;
+  CHECK(resume_error(r).find("--d-model: the run in") != std::string::npos);
+  r = c;
+  r.lr = 0.1;
+  CHECK(resume_error(r).find("--lr:") != std::string::npos);
+  r = c;
+  r.scale = nn::ScaleMode::none;
+  CHECK(resume_error(r).find("--scale:") != std::string::npos);
+  r = c;
+  r.seed = 5;
+  CHECK(resume_error(r).find("--seed:") != std::string::npos);
+  r = c;
+  r.steps = 5;
+  CHECK(resume_error(r).find("may raise --steps but not lower it") != std::string::npos);
+  r = c;
+  r.overwrite = true;
+  CHECK(resume_error(r).find("exclude each other") != std::string::npos);
+  r = c;
+  r.out = temp_dir("refuse_empty").string();
+  fs::create_directories(r.out);
+  CHECK(resume_error(r).find("holds no run") != std::string::npos);
+  fs::remove_all(r.out);
+  // What may change: print_every, threads, checkpoint_every, on_nan, and steps upwards.
+  r = c;
+  r.print_every = 3;
+  r.checkpoint_every = 5;
+  r.on_nan = "skip";
+  r.steps = 14;
+  CHECK(resume_error(r).empty());
+  // A corrupt checkpoint is a runtime error naming it.
+  {
+    std::ofstream out(fs::path(c.out) / kCheckpointFile, std::ios::binary | std::ios::trunc);
+    out << "garbage";
+  }
+  CHECK(resume_error(r).find("cannot resume: safetensors:") != std::string::npos);
+  // A new run never replaces an existing one without --overwrite.
+  TrainConfig again = c;
+  CHECK_THROWS_WITH_AS(xgrad::train::train(again), doctest::Contains("already holds a run"), ConfigError);
+  fs::remove_all(c.out);
+}
