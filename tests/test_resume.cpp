@@ -323,3 +323,85 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
   CHECK_THROWS_WITH_AS(xgrad::train::train(again), doctest::Contains("already holds a run"), ConfigError);
   fs::remove_all(c.out);
 }
+
+TEST_CASE("--init-from: a run starts from a checkpoint's weights; a file that does not fit is refused by name") {
+  TrainConfig a;
+  a.d_model = 16;
+  a.steps = 25;
+  a.print_every = 1000;
+  a.out = temp_dir("init_a").string();
+  xgrad::train::train(a);
+  const std::string source = (fs::path(a.out) / kCheckpointFile).string();
+  const nn::Checkpoint trained = nn::load_checkpoint(source);
+
+  // Stopped before its first step, run b's checkpoint holds exactly the weights it started from.
+  TrainConfig b = a;
+  b.seed = 7;
+  b.init_from = source;
+  b.out = temp_dir("init_b").string();
+  request_stop(SIGTERM);
+  CHECK(xgrad::train::train(b).stop_signal == SIGTERM);
+  const nn::Checkpoint started = nn::load_checkpoint((fs::path(b.out) / kCheckpointFile).string());
+  CHECK(started.meta("step") == "0");
+  std::size_t compared = 0;
+  for (const auto& [name, value] : started.tensors)
+    if (name.rfind("model.", 0) == 0) {
+      CHECK(value == *trained.find(name));
+      ++compared;
+    }
+  CHECK(compared == 18);
+  // The stop request was consumed: the next run trains normally, and its first loss is the trained model's.
+  TrainConfig c = b;
+  c.out = temp_dir("init_c").string();
+  const RunSummary from_trained = xgrad::train::train(c);
+  CHECK(from_trained.stop_signal == 0);
+  TrainConfig fresh = c;
+  fresh.init_from.clear();
+  fresh.steps = 1;
+  fresh.out = temp_dir("init_fresh").string();
+  const RunSummary from_seed = xgrad::train::train(fresh);
+  CHECK(from_trained.first_loss < from_seed.first_loss - 0.5);  // 25 steps of training show
+  fs::remove_all(fresh.out);
+
+  // A file of bare parameter names (no "model." prefix) is read too.
+  nn::Checkpoint bare;
+  for (const auto& [name, value] : trained.tensors)
+    if (name.rfind("model.", 0) == 0) bare.add(name.substr(6), value);
+  const fs::path bare_path = fs::path(a.out) / "bare.safetensors";
+  nn::save_checkpoint(bare_path.string(), bare);
+  TrainConfig d = b;
+  d.init_from = bare_path.string();
+  d.out = temp_dir("init_d").string();
+  d.steps = 1;
+  CHECK(xgrad::train::train(d).first_loss == from_trained.first_loss);
+
+  auto init_error = [&](TrainConfig t) {
+    t.out = temp_dir("init_err").string();
+    std::string message;
+    try {
+      xgrad::train::train(t);
+    } catch (const ConfigError& e) {
+      message = e.what();
+    }
+    fs::remove_all(t.out);
+    return message;
+  };
+  TrainConfig wider = b;
+  wider.d_model = 32;
+  CHECK(init_error(wider).find("--init-from: checkpoint " + source +
+                               ": tensor 'model.tok_emb.weight' has shape [72, 16], the model needs [72, 32]") == 0);
+  nn::Checkpoint partial = bare;
+  partial.tensors.pop_back();
+  nn::save_checkpoint(bare_path.string(), partial);
+  TrainConfig missing = d;
+  CHECK(init_error(missing).find("no tensor 'head.bias'") != std::string::npos);
+  nn::Checkpoint extra = bare;
+  extra.add("blocks.1.attn.w_q.weight", xt::zeros<float>({16, 16}));
+  nn::save_checkpoint(bare_path.string(), extra);
+  CHECK(init_error(missing).find("tensor 'blocks.1.attn.w_q.weight' is not a parameter of this model") !=
+        std::string::npos);
+  TrainConfig absent = b;
+  absent.init_from = (fs::path(a.out) / "absent.safetensors").string();
+  CHECK(init_error(absent).find("--init-from: '") == 0);
+  for (const auto& dir : {a.out, b.out, c.out, d.out}) fs::remove_all(dir);
+}

@@ -327,7 +327,7 @@ RunSummary train(const TrainConfig& cfg) {
   std::vector<double> row;
   std::vector<xt::xarray<float>> before_step(named.size());
   for (std::size_t step = progress.step; step < cfg.steps; ++step) {
-    if (const int sig = g_stop_signal.load()) {
+    if (const int sig = g_stop_signal.exchange(0)) {  // consumed: a later train() in this process runs normally
       summary.stop_signal = sig;
       break;
     }
