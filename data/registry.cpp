@@ -5,12 +5,13 @@
 #include "data/kv_recall.h"
 #include "data/majority.h"
 #include "data/sequence_transform.h"
+#include "data/token_arrays.h"
 
 namespace xgrad::data {
 
 const std::vector<std::string>& task_names() {
   static const std::vector<std::string> names{"kv_recall", "copy", "reverse", "sort", "majority", "induction",
-                                              "char_lm"};
+                                              "char_lm", "data"};
   return names;
 }
 
@@ -25,6 +26,8 @@ std::unique_ptr<Task> make_task(const TaskOptions& options) {
   if (name == "majority") return std::make_unique<Majority>(symbols);
   if (name == "induction") return std::make_unique<InductionHeads>(symbols);
   if (name == "char_lm") return std::make_unique<CharLM>(CharLMConfig{options.text_path, options.seq_len});
+  if (name == "data")
+    return std::make_unique<TokenArrays>(TokenArraysConfig{options.data_dir, options.vocab_size, options.shuffle});
   std::string allowed;
   for (const std::string& n : task_names()) allowed += (allowed.empty() ? "" : ", ") + n;
   throw TaskError("task '" + name + "' is unknown (allowed: " + allowed + ")");

@@ -22,14 +22,19 @@ struct TaskOptions {
   std::size_t n_symbols = 8;
   // char_lm: the text file to model
   std::string text_path;
+  // data: the directory of token arrays (see token_arrays.h), the vocabulary size (0: max id + 1), shuffling
+  std::string data_dir;
+  std::size_t vocab_size = 0;
+  bool shuffle = false;
 };
 
-/// The task names make_task accepts: kv_recall, copy, reverse, sort, majority, induction, char_lm.
+/// The task names make_task accepts: kv_recall, copy, reverse, sort, majority, induction, char_lm, data.
 const std::vector<std::string>& task_names();
 
 /// Builds the task options.name names. Throws TaskError for an unknown name (the message lists the allowed ones), for
-/// a setting outside its range (the message names the setting and the range), and, for char_lm, for a missing,
-/// unreadable or too short text file (the message names the path).
+/// a setting outside its range (the message names the setting and the range), for char_lm, for a missing,
+/// unreadable or too short text file (the message names the path), and for data, for missing or malformed
+/// token arrays (the message names the file).
 std::unique_ptr<Task> make_task(const TaskOptions& options);
 
 }  // namespace xgrad::data

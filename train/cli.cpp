@@ -46,7 +46,7 @@ CLI::Validator boolean_word() {
 
 
 void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool with_model_size) {
-  app.add_option("--task", c.task, "task (allowed: kv_recall, copy, reverse, sort, majority, induction, char_lm)")
+  app.add_option("--task", c.task, "task (allowed: " + CLI::detail::join(data::task_names()) + ")")
       ->capture_default_str()
       ->check(CLI::IsMember(data::task_names()));
   app.add_option("--n-keys", c.n_keys, "kv_recall: distinct keys")->capture_default_str()
@@ -143,6 +143,14 @@ void add_run_flags(CLI::App& app, TrainConfig& c, std::string& resume_dir) {
   app.add_option("--on-nan", c.on_nan, "non-finite loss or gradient: stop the run (exit 3) or skip the step (allowed: stop, skip)")
       ->capture_default_str()
       ->check(CLI::IsMember({"stop", "skip"}));
+  app.add_option("--data", c.data_dir,
+                 "data: directory of inputs.npy and targets.npy (int32/int64 [N, T]; target -1 = no loss), optionally "
+                 "eval_inputs.npy and eval_targets.npy")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--vocab-size", c.data_vocab_size, "data: vocabulary size (0 = max token id + 1)")
+      ->capture_default_str()
+      ->check(whole_number(0, 1u << 24));
+  app.add_flag("--shuffle", c.shuffle, "data: read the rows in a seeded random order, a new one each epoch");
   app.add_option("--init-from", c.init_from, "start from the weights in this .safetensors file (shapes must match)")
       ->check(CLI::ExistingFile);
 }

@@ -24,7 +24,8 @@ CLI::Validator boolean_word();
 /// --d-model and --scale, which the multi-run commands set per run themselves.
 void add_training_flags(CLI::App& app, TrainConfig& config, std::string& scale, bool with_model_size);
 
-/// Flags only `train` has: --out, --overwrite, --resume, --checkpoint-every, --on-nan, --init-from.
+/// Flags only `train` has: --out, --overwrite, --resume, --checkpoint-every, --on-nan, --init-from, and the data
+/// task's --data, --vocab-size, --shuffle (xgrad sweep does not pass these on to its runs).
 /// `resume_dir` receives --resume.
 void add_run_flags(CLI::App& app, TrainConfig& config, std::string& resume_dir);
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include "data/token_arrays.h"
+
 namespace xgrad::train {
 
 namespace {
@@ -13,12 +15,22 @@ void require(bool ok, const std::string& message) {
 }  // namespace
 
 void TrainConfig::validate() const {
+  // Flags of one task given to another are mistakes, not settings to ignore silently.
+  require(text_path.empty() || task == "char_lm", "--text is read only by --task char_lm (the task is " + task + ")");
+  require(data_dir.empty() || task == "data", "--data is read only by --task data (the task is " + task + ")");
+  require(data_vocab_size == 0 || task == "data", "--vocab-size is read only by --task data (the task is " + task + ")");
+  require(!shuffle || task == "data", "--shuffle is read only by --task data (the task is " + task + ")");
   std::unique_ptr<data::Task> t;
   try {
     t = data::make_task(task_options());
   } catch (const data::TaskError& e) {
+    if (task == "data") throw ConfigError(std::string("--data: ") + e.what());
     throw ConfigError(std::string("invalid task settings: ") + e.what());
   }
+  if (const auto* arrays = dynamic_cast<const data::TokenArrays*>(t.get()))
+    require(eval_every == 0 || arrays->has_eval_split(),
+            "--eval-every: the data in " + data_dir + " has no held-out split (eval_inputs.npy and eval_targets.npy); "
+            "add one or pass --eval-every 0");
   require(d_model >= 1, "--d-model must be >= 1");
   require(n_heads >= 1, "--n-heads must be >= 1");
   require(head_dim > 0 || d_model % n_heads == 0, "--d-model (" + std::to_string(d_model) +
@@ -75,6 +87,9 @@ data::TaskOptions TrainConfig::task_options() const {
   o.seq_len = seq_len;
   o.n_symbols = n_symbols;
   o.text_path = text_path;
+  o.data_dir = data_dir;
+  o.vocab_size = data_vocab_size;
+  o.shuffle = shuffle;
   return o;
 }
 
@@ -87,6 +102,9 @@ nlohmann::json TrainConfig::to_json() const {
       {"task_seq_len", seq_len},
       {"n_symbols", n_symbols},
       {"text_path", text_path},
+      {"data_dir", data_dir},
+      {"data_vocab_size", data_vocab_size},
+      {"shuffle", shuffle},
       {"d_model", d_model},
       {"n_heads", n_heads},
       {"d_k", d_k()},
@@ -146,6 +164,9 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& s
   read_key(j, "task_seq_len", c.seq_len, source);
   read_key(j, "n_symbols", c.n_symbols, source);
   read_key(j, "text_path", c.text_path, source);
+  read_key(j, "data_dir", c.data_dir, source);
+  read_key(j, "data_vocab_size", c.data_vocab_size, source);
+  read_key(j, "shuffle", c.shuffle, source);
   read_key(j, "d_model", c.d_model, source);
   read_key(j, "n_heads", c.n_heads, source);
   read_key(j, "d_k", c.head_dim, source);
@@ -194,6 +215,8 @@ const std::vector<std::string>& resumable_settings() {
 std::string flag_of(const std::string& key) {
   if (key == "task_seq_len") return "--seq-len";
   if (key == "text_path") return "--text";
+  if (key == "data_dir") return "--data";
+  if (key == "data_vocab_size") return "--vocab-size";
   std::string flag = "--" + key;
   for (char& ch : flag)
     if (ch == '_') ch = '-';

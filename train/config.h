@@ -18,11 +18,14 @@ class ConfigError : public std::invalid_argument {
 };
 
 struct TrainConfig {
-  // task (data/registry.h): kv_recall | copy | reverse | sort | majority | induction | char_lm
+  // task (data/registry.h): kv_recall | copy | reverse | sort | majority | induction | char_lm | data
   std::string task = "kv_recall";
   std::size_t n_keys = 8, n_values = 8, n_pairs = 8;  // kv_recall
   std::size_t seq_len = 16, n_symbols = 8;             // copy, reverse, sort, majority, induction; seq_len: char_lm
   std::string text_path;                               // char_lm
+  std::string data_dir;                                // data: inputs.npy, targets.npy (see data/token_arrays.h)
+  std::size_t data_vocab_size = 0;                     // data: --vocab-size (0 = max token id + 1)
+  bool shuffle = false;                                // data: a seeded permutation of the rows per epoch
   // model (nn/model.h)
   std::size_t d_model = 64, n_heads = 1, n_layers = 1, d_ff = 0;
   std::size_t head_dim = 0;  // --d-k: the head size d_k; 0 means d_model / n_heads

@@ -1,0 +1,204 @@
+#include "data/npy.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "data/task.h"
+
+namespace xgrad::data {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the reader copies little-endian data as is");
+
+namespace {
+
+// The header dict, in the small subset of Python literal syntax numpy writes: strings in quotes, True/False,
+// tuples of whole numbers.
+class HeaderParser {
+ public:
+  HeaderParser(const std::string& text, const std::string& source) : s_(text), source_(source) {}
+
+  void parse(std::string& descr, bool& fortran_order, std::vector<std::size_t>& shape) {
+    std::set<std::string> seen;
+    skip_space();
+    expect('{');
+    while (true) {
+      skip_space();
+      if (peek() == '}') break;
+      const std::string key = string_literal();
+      if (!seen.insert(key).second) throw fail("the header repeats the key '" + key + "'");
+      skip_space();
+      expect(':');
+      skip_space();
+      if (key == "descr") {
+        if (peek() != '\'' && peek() != '"')
+          throw fail("descr is not a string (structured or record arrays are not supported)");
+        descr = string_literal();
+      } else if (key == "fortran_order") {
+        fortran_order = boolean();
+      } else if (key == "shape") {
+        shape = tuple();
+      } else {
+        throw fail("the header has an unknown key '" + key + "' (allowed: descr, fortran_order, shape)");
+      }
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() != '}') throw fail("expected ',' or '}' at header byte " + std::to_string(pos_));
+    }
+    ++pos_;  // '}'
+    skip_space();
+    if (pos_ != s_.size()) throw fail("the header has text after its closing '}'");
+    for (const char* key : {"descr", "fortran_order", "shape"})
+      if (!seen.count(key)) throw fail(std::string("the header has no '") + key + "' key");
+  }
+
+ private:
+  TaskError fail(const std::string& what) const { return TaskError("npy: " + source_ + ": " + what); }
+  char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
+  void skip_space() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r')) ++pos_;
+  }
+  void expect(char c) {
+    if (peek() != c) throw fail(std::string("expected '") + c + "' at header byte " + std::to_string(pos_));
+    ++pos_;
+  }
+  std::string string_literal() {
+    const char quote = peek();
+    if (quote != '\'' && quote != '"') throw fail("expected a quoted key or string at header byte " + std::to_string(pos_));
+    ++pos_;
+    const std::size_t begin = pos_;
+    while (pos_ < s_.size() && s_[pos_] != quote) {
+      if (s_[pos_] == '\\') throw fail("escape sequences in header strings are not supported");
+      ++pos_;
+    }
+    if (pos_ >= s_.size()) throw fail("a header string is not closed");
+    return s_.substr(begin, pos_++ - begin);
+  }
+  bool boolean() {
+    if (s_.compare(pos_, 4, "True") == 0) {
+      pos_ += 4;
+      return true;
+    }
+    if (s_.compare(pos_, 5, "False") == 0) {
+      pos_ += 5;
+      return false;
+    }
+    throw fail("fortran_order is neither True nor False");
+  }
+  std::vector<std::size_t> tuple() {
+    std::vector<std::size_t> dims;
+    expect('(');
+    while (true) {
+      skip_space();
+      if (peek() == ')') break;
+      if (peek() < '0' || peek() > '9') throw fail("shape holds something other than whole numbers");
+      std::size_t v = 0;
+      while (peek() >= '0' && peek() <= '9') {
+        const std::size_t digit = static_cast<std::size_t>(peek() - '0');
+        if (v > (SIZE_MAX - digit) / 10) throw fail("a shape dimension does not fit in 64 bits");
+        v = v * 10 + digit;
+        ++pos_;
+      }
+      if (peek() == 'L') ++pos_;  // Python 2 long literal, as old numpy versions wrote
+      dims.push_back(v);
+      if (dims.size() > 32) throw fail("shape has more than 32 dimensions");
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() != ')') throw fail("expected ',' or ')' in shape at header byte " + std::to_string(pos_));
+    }
+    ++pos_;  // ')'
+    return dims;
+  }
+
+  const std::string& s_;
+  const std::string& source_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+NpyArray parse_npy(const void* data, std::size_t size, const std::string& source) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  auto fail = [&](const std::string& what) { return TaskError("npy: " + source + ": " + what); };
+  static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  if (size < 10 || std::memcmp(bytes, magic, 6) != 0) throw fail("not a .npy file (no \\x93NUMPY magic)");
+  const unsigned major = bytes[6], minor = bytes[7];
+  if ((major != 1 && major != 2 && major != 3) || minor != 0)
+    throw fail("format version " + std::to_string(major) + "." + std::to_string(minor) +
+               " is not supported (allowed: 1.0, 2.0, 3.0)");
+  std::size_t header_len = 0, header_begin = 0;
+  if (major == 1) {
+    header_len = bytes[8] | (static_cast<std::size_t>(bytes[9]) << 8);
+    header_begin = 10;
+  } else {
+    if (size < 12) throw fail("the file ends inside the header length");
+    header_len = bytes[8] | (static_cast<std::size_t>(bytes[9]) << 8) | (static_cast<std::size_t>(bytes[10]) << 16) |
+                 (static_cast<std::size_t>(bytes[11]) << 24);
+    header_begin = 12;
+  }
+  if (header_len > kMaxNpyHeaderBytes)
+    throw fail("header length " + std::to_string(header_len) + " exceeds the limit of " +
+               std::to_string(kMaxNpyHeaderBytes) + " bytes");
+  if (header_len > size - header_begin)
+    throw fail("header length " + std::to_string(header_len) + " runs past the end of the file (" +
+               std::to_string(size - header_begin) + " bytes follow the length)");
+  const std::string header(reinterpret_cast<const char*>(bytes + header_begin), header_len);
+
+  NpyArray out;
+  bool fortran_order = false;
+  HeaderParser(header, source).parse(out.descr, fortran_order, out.shape);
+  std::size_t itemsize = 0;
+  if (out.descr == "<i4")
+    itemsize = 4;
+  else if (out.descr == "<i8")
+    itemsize = 8;
+  else
+    throw fail("dtype '" + out.descr + "' is not supported (allowed: '<i4' int32, '<i8' int64, little-endian)");
+  if (fortran_order)
+    throw fail("fortran_order is True; save a C-ordered array (np.ascontiguousarray) instead");
+  std::size_t count = 1;
+  for (std::size_t d : out.shape) {
+    if (d != 0 && count > (SIZE_MAX / itemsize) / d) throw fail("the shape has more elements than a file can hold");
+    count *= d;
+  }
+  const std::size_t data_begin = header_begin + header_len, data_size = size - data_begin;
+  if (data_size != count * itemsize)
+    throw fail("the data is " + std::to_string(data_size) + " bytes, but the shape and dtype need " +
+               std::to_string(count * itemsize) + (data_size < count * itemsize ? " (truncated file)" : ""));
+  out.values.resize(count);
+  const unsigned char* p = bytes + data_begin;
+  for (std::size_t i = 0; i < count; ++i, p += itemsize) {
+    if (itemsize == 4) {
+      std::int32_t v;
+      std::memcpy(&v, p, 4);
+      out.values[i] = v;
+    } else {
+      std::memcpy(&out.values[i], p, 8);
+    }
+  }
+  return out;
+}
+
+NpyArray read_npy(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) throw TaskError("npy: " + path + ": no such file");
+  if (!fs::is_regular_file(status)) throw TaskError("npy: " + path + ": not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TaskError("npy: " + path + ": cannot open: " + std::strerror(errno));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw TaskError("npy: " + path + ": cannot read: " + std::strerror(errno));
+  return parse_npy(bytes.data(), bytes.size(), path);
+}
+
+}  // namespace xgrad::data

@@ -1,0 +1,150 @@
+// The .npy reader: files numpy wrote (versions 1, 2, 3; int32 and int64), and every malformed file it must refuse
+// with a message naming the problem, without reading out of bounds.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "data/npy.h"
+#include "data/task.h"
+
+using namespace xgrad::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A .npy image laid out as numpy lays it out: magic, version, header length, the dict padded with spaces to a
+// multiple of 64 bytes and ended by a newline, then the data.
+std::string npy(const std::string& dict, const std::string& data, int major = 1) {
+  std::string out("\x93NUMPY", 6);
+  out += static_cast<char>(major);
+  out += '\0';
+  const std::size_t length_bytes = major == 1 ? 2 : 4;
+  std::string header = dict;
+  while ((out.size() + length_bytes + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  for (std::size_t i = 0; i < length_bytes; ++i) out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  return out + header + data;
+}
+
+template <class T>
+std::string raw(std::initializer_list<T> values) {
+  std::string s(values.size() * sizeof(T), '\0');
+  std::memcpy(s.data(), values.begin(), s.size());
+  return s;
+}
+
+std::string parse_error(const std::string& bytes) {
+  try {
+    parse_npy(bytes.data(), bytes.size(), "test.npy");
+  } catch (const TaskError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("npy: reads what numpy writes (byte for byte a file from np.save)") {
+  // np.save of np.array([[1, -1, 2], [3, 4, -1]], dtype=np.int32), numpy 1.24.
+  const std::string from_numpy(
+      "\x93NUMPY\x01\x00v\x00{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }"
+      "                                                          \n"
+      "\x01\x00\x00\x00\xff\xff\xff\xff\x02\x00\x00\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff\xff\xff",
+      152);
+  const std::string dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }";
+  CHECK(npy(dict, raw<std::int32_t>({1, -1, 2, 3, 4, -1})) == from_numpy);
+  const NpyArray a = parse_npy(from_numpy.data(), from_numpy.size(), "numpy");
+  CHECK(a.shape == std::vector<std::size_t>{2, 3});
+  CHECK(a.values == std::vector<std::int64_t>{1, -1, 2, 3, 4, -1});
+  CHECK(a.descr == "<i4");
+}
+
+TEST_CASE("npy: versions 2 and 3, int64, 1-d, 0-d and empty arrays, Python 2 long literals") {
+  const std::string i64 = "{'descr': '<i8', 'fortran_order': False, 'shape': (3, 2), }";
+  const std::string values = raw<std::int64_t>({5, 6, 7, 8, -1, 9000000000});
+  for (int version : {1, 2, 3}) {
+    INFO("version " << version);
+    const std::string bytes = npy(i64, values, version);
+    const NpyArray a = parse_npy(bytes.data(), bytes.size(), "v");
+    CHECK(a.shape == std::vector<std::size_t>{3, 2});
+    CHECK(a.values == std::vector<std::int64_t>{5, 6, 7, 8, -1, 9000000000});
+  }
+  const std::string one_d = npy("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", raw<std::int32_t>({1, 2, 3}));
+  CHECK(parse_npy(one_d.data(), one_d.size(), "1d").shape == std::vector<std::size_t>{3});
+  const std::string scalar = npy("{'descr': '<i8', 'fortran_order': False, 'shape': (), }", raw<std::int64_t>({4}));
+  const NpyArray s = parse_npy(scalar.data(), scalar.size(), "0d");
+  CHECK(s.shape.empty());
+  CHECK(s.values == std::vector<std::int64_t>{4});
+  const std::string empty = npy("{'descr': '<i8', 'fortran_order': False, 'shape': (0, 5), }", "");
+  CHECK(parse_npy(empty.data(), empty.size(), "empty").values.empty());
+  const std::string old = npy("{\"shape\": (2L, 1L), \"fortran_order\": False, \"descr\": \"<i4\"}", raw<std::int32_t>({1, 2}));
+  CHECK(parse_npy(old.data(), old.size(), "old").shape == std::vector<std::size_t>{2, 1});
+}
+
+TEST_CASE("npy: malformed files are refused with a message naming the problem") {
+  const std::string ok_dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }";
+  const std::string two = raw<std::int32_t>({1, 2});
+  const std::string good = npy(ok_dict, two);
+  REQUIRE(parse_error(good).empty());
+  std::string huge_v2 = std::string("\x93NUMPY\x02\x00", 8) + std::string("\xff\xff\xff\x7f", 4) + "{}";
+  std::string past_end = good.substr(0, 10) + "{}";
+  struct Case {
+    const char* what;
+    std::string bytes;
+    const char* message;
+  };
+  const std::vector<Case> cases{
+      {"empty", "", "no \\x93NUMPY magic"},
+      {"not npy", "PK\x03\x04 a zip file, maybe .npz", "no \\x93NUMPY magic"},
+      {"version 4", std::string("\x93NUMPY\x04\x00\x10\x00", 10) + "{}", "version 4.0 is not supported"},
+      {"version 1.1", std::string("\x93NUMPY\x01\x01\x10\x00", 10) + "{}", "version 1.1 is not supported"},
+      {"v2 length cut", std::string("\x93NUMPY\x02\x00\x10\x00", 10), "ends inside the header length"},
+      {"huge header", huge_v2, "exceeds the limit"},
+      {"header past the end", past_end, "runs past the end of the file"},
+      {"not a dict", npy("['descr']", ""), "expected '{'"},
+      {"unclosed dict", npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,)", two), "expected ',' or '}'"},
+      {"unclosed string", npy("{'descr: 1}", two), "not closed"},
+      {"escape", npy("{'de\\scr': '<i4'}", two), "escape sequences"},
+      {"text after dict", npy(ok_dict + " x", two), "text after its closing"},
+      {"unknown key", npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), 'x': 1}", two), "unknown key 'x'"},
+      {"repeated key", npy("{'descr': '<i4', 'descr': '<i4', 'fortran_order': False, 'shape': (2,)}", two), "repeats the key 'descr'"},
+      {"missing shape", npy("{'descr': '<i4', 'fortran_order': False}", two), "no 'shape' key"},
+      {"missing descr", npy("{'fortran_order': False, 'shape': (2,)}", two), "no 'descr' key"},
+      {"float dtype", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", two), "dtype '<f4' is not supported"},
+      {"big-endian", npy("{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }", two), "dtype '>i4' is not supported"},
+      {"object array", npy("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", two), "dtype '|O'"},
+      {"structured", npy("{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (2,), }", two), "descr is not a string"},
+      {"fortran order", npy("{'descr': '<i4', 'fortran_order': True, 'shape': (2,), }", two), "fortran_order is True"},
+      {"bad bool", npy("{'descr': '<i4', 'fortran_order': 0, 'shape': (2,), }", two), "neither True nor False"},
+      {"negative dim", npy("{'descr': '<i4', 'fortran_order': False, 'shape': (-2,), }", two), "whole numbers"},
+      {"shape not a tuple", npy("{'descr': '<i4', 'fortran_order': False, 'shape': [2], }", two), "expected '('"},
+      {"dim overflow", npy("{'descr': '<i4', 'fortran_order': False, 'shape': (99999999999999999999,), }", two), "does not fit in 64 bits"},
+      {"element overflow", npy("{'descr': '<i8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", two), "more elements"},
+      {"truncated data", good.substr(0, good.size() - 1), "(truncated file)"},
+      {"trailing bytes", good + "x", "is 9 bytes, but the shape and dtype need 8"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const std::string message = parse_error(c.bytes);
+    CHECK(message.find(c.message) != std::string::npos);
+    CHECK(message.rfind("npy: test.npy: ", 0) == 0);
+  }
+  for (std::size_t n = 0; n < good.size(); ++n) CHECK_FALSE(parse_error(good.substr(0, n)).empty());
+}
+
+TEST_CASE("npy: read_npy names missing files and directories") {
+  const fs::path dir = fs::temp_directory_path() / ("xgrad_test_npy_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  CHECK_THROWS_WITH_AS(read_npy((dir / "absent.npy").string()), doctest::Contains("absent.npy: no such file"), TaskError);
+  CHECK_THROWS_WITH_AS(read_npy(dir.string()), doctest::Contains("not a regular file"), TaskError);
+  {
+    std::ofstream out(dir / "a.npy", std::ios::binary);
+    out << npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", raw<std::int32_t>({7, 8}));
+  }
+  CHECK(read_npy((dir / "a.npy").string()).values == std::vector<std::int64_t>{7, 8});
+  fs::remove_all(dir);
+}
