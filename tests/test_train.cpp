@@ -158,6 +158,8 @@ TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {
   // Running the same sweep again skips every complete run; a duplicate value is bad usage.
   CHECK(run_cli("sweep --out " + dir.string() + " --d-k 4,8 --seeds 0,1 --arms adamw@0.003 --steps 3") == 0);
   CHECK(run_cli("sweep --out " + dir.string() + " --d-k 4,4 --steps 3") == 2);
+  // The same directory with other settings is refused rather than overwritten.
+  CHECK(run_cli("sweep --out " + dir.string() + " --d-k 4,8 --seeds 0,1 --arms adamw@0.003 --steps 4") == 2);
   CHECK(run_cli("sweep --out " + dir.string() + " --arms adam@0.1 --steps 3") == 2);
   CHECK(run_cli("sweep --out " + dir.string() + " --arms sgd@-1 --steps 3") == 2);
   CHECK(run_cli("train --out " + (dir / "runs/dk4-none-adamw-lr0.003-s0").string()) == 2);  // holds a run already

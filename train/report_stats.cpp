@@ -137,7 +137,8 @@ double ArmStats::lr() const { return number_or_nan(settings, "lr"); }
 nlohmann::json arm_settings(const nlohmann::json& config) {
   static const std::vector<std::string> ignored{"seed",      "data_seed",   "out",        "environment",
                                                 "threads",   "print_every", "log_every",  "eval_every",
-                                                "eval_batches", "overwrite"};
+                                                "eval_batches", "overwrite", "num_parameters",
+                                                "checkpoint_every"};  // num_parameters follows from the scale mode
   nlohmann::json s = config;
   for (const auto& key : ignored) s.erase(key);
   return s;

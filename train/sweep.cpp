@@ -86,33 +86,45 @@ std::vector<std::string> to_args(const TrainConfig& c) {
 namespace {
 
 std::string run_name(std::size_t d_k, nn::ScaleMode scale, const Arm& arm, std::uint64_t seed) {
-  return fmt::format("dk{}-{}-{}-lr{:g}-s{}", d_k, nn::to_string(scale), arm.optimizer, arm.lr, seed);
+  return fmt::format("dk{}-{}-{}-lr{}-s{}", d_k, nn::to_string(scale), arm.optimizer, arm.lr, seed);
 }
 
 template <class V>
 void require_unique(const V& values, const std::string& flag) {
-  std::set<typename V::value_type> seen(values.begin(), values.end());
-  if (seen.size() != values.size()) throw ConfigError(flag + ": a value is repeated");
   if (values.empty()) throw ConfigError(flag + ": give at least one value");
+  std::set<typename V::value_type> seen;
+  for (const auto& v : values)
+    if (!seen.insert(v).second) throw ConfigError(flag + ": " + fmt::format("{}", v) + " is given twice");
 }
 
-// The settings that identify a run; a run directory whose config.json agrees on them holds this run.
-bool same_run(const nlohmann::json& on_disk, const TrainConfig& c) {
-  nlohmann::json want = c.to_json();
-  for (const char* key : {"out", "print_every", "threads"}) want.erase(key);
-  for (auto& [key, value] : want.items())
-    if (!on_disk.contains(key) || on_disk.at(key) != value) return false;
-  return true;
-}
+// What a run directory holds: nothing (or an unreadable run, to be redone), this very run finished, this run cut
+// short (to be redone), or a run with other settings (refused: a sweep never silently replaces another's results).
+enum class OnDisk { none, complete, partial, other };
 
-bool already_complete(const TrainConfig& c) {
+OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   const fs::path dir(c.out);
-  if (!fs::exists(dir / "summary.json") || !fs::exists(dir / "config.json")) return false;
+  if (!fs::exists(dir / "config.json")) return OnDisk::none;
+  nlohmann::json config;
   try {
     std::ifstream in(dir / "config.json");
-    return same_run(nlohmann::json::parse(in), c);
+    config = nlohmann::json::parse(in);
   } catch (const std::exception&) {
-    return false;
+    return OnDisk::partial;  // a config.json cut short by a kill: the run never really started
+  }
+  nlohmann::json want = c.to_json();
+  for (const char* key : {"out", "print_every", "threads", "overwrite"}) want.erase(key);
+  for (auto& [key, value] : want.items())
+    if (config.contains(key) && config.at(key) != value) {
+      if (differing_key) *differing_key = key;
+      return OnDisk::other;
+    }
+  try {
+    std::ifstream in(dir / "summary.json");
+    if (!in) return OnDisk::partial;
+    RunSummary::from_json(nlohmann::json::parse(in));
+    return OnDisk::complete;
+  } catch (const std::exception&) {
+    return OnDisk::partial;  // unreadable summary: redo the run
   }
 }
 
@@ -147,7 +159,9 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs) {
                          {"optimizer", r.config.optimizer},
                          {"lr", r.config.lr},
                          {"seed", r.config.seed},
-                         {"final_loss", std::isfinite(r.final_loss) ? nlohmann::json(r.final_loss) : nlohmann::json()},
+                         {"final_loss", (r.status == "complete" || r.status == "skipped") && std::isfinite(r.final_loss)
+                                            ? nlohmann::json(r.final_loss)
+                                            : nlohmann::json()},
                          {"diverged_step", r.diverged_step},
                          {"seconds", r.seconds}});
   const fs::path path = fs::path(cfg.out) / "sweep.json", tmp = fs::path(cfg.out) / "sweep.json.tmp";
@@ -174,7 +188,7 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   require_unique(cfg.seeds, "--seeds");
   std::vector<std::string> scale_names, arm_names;
   for (auto s : cfg.scales) scale_names.push_back(nn::to_string(s));
-  for (auto& a : cfg.arms) arm_names.push_back(fmt::format("{}@{:g}", a.optimizer, a.lr));
+  for (auto& a : cfg.arms) arm_names.push_back(fmt::format("{}@{}", a.optimizer, a.lr));
   require_unique(scale_names, "--scale");
   require_unique(arm_names, "--arms");
   if (cfg.jobs < 1 || cfg.jobs > 256) throw ConfigError("--jobs must be in [1, 256]");
@@ -209,7 +223,12 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
   if (ec) throw ConfigError("--out: cannot create sweep directory " + cfg.out + ": " + ec.message());
   std::vector<std::size_t> todo;
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    if (already_complete(runs[i].config)) {
+    std::string key;
+    const OnDisk state = on_disk(runs[i].config, &key);
+    if (state == OnDisk::other)
+      throw ConfigError("--out: " + runs[i].config.out + " holds a run with a different '" + key +
+                        "'; use a new --out for a sweep with other settings");
+    if (state == OnDisk::complete) {
       runs[i].status = "skipped";
       std::ifstream in(fs::path(runs[i].config.out) / "summary.json");
       const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
@@ -224,12 +243,13 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
   if (progress && todo.size() < runs.size())
     progress(fmt::format("sweep: {} of {} runs already complete, skipped", runs.size() - todo.size(), runs.size()));
 
-  struct sigaction action {}, old_int {}, old_term {};
+  struct sigaction action {}, old_int {}, old_term {}, old_hup {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
   g_stop_signal = 0;
   sigaction(SIGINT, &action, &old_int);
   sigaction(SIGTERM, &action, &old_term);
+  sigaction(SIGHUP, &action, &old_hup);
 
   std::map<pid_t, std::size_t> running;
   std::map<pid_t, std::chrono::steady_clock::time_point> started;
@@ -237,20 +257,31 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto stop_children = [&] {
     for (auto& [pid, i] : running) kill(pid, SIGTERM);
-    for (auto& [pid, i] : running) waitpid(pid, nullptr, 0);
+    for (auto& [pid, i] : running) {
+      waitpid(pid, nullptr, 0);
+      runs[i].status = "interrupted";
+    }
     running.clear();
   };
   std::size_t next = 0, done = 0;
   double run_seconds = 0;
   try {
     while (done < todo.size()) {
+      if (next >= todo.size() && running.empty()) break;
       while (next < todo.size() && running.size() < static_cast<std::size_t>(cfg.jobs) && !g_stop_signal) {
-        const SweepRun& r = runs[todo[next]];
-        fs::create_directories(r.config.out);
-        const pid_t pid = spawn(cfg.executable, to_args(r.config), (fs::path(r.config.out) / "train.log").string());
-        running[pid] = todo[next];
-        started[pid] = std::chrono::steady_clock::now();
+        SweepRun& r = runs[todo[next]];
         ++next;
+        try {
+          fs::create_directories(r.config.out);
+          const pid_t pid = spawn(cfg.executable, to_args(r.config), (fs::path(r.config.out) / "train.log").string());
+          running[pid] = todo[next - 1];
+          started[pid] = std::chrono::steady_clock::now();
+        } catch (const std::exception& e) {  // this run cannot start; the others still can
+          r.status = "failed";
+          ++done;
+          write_index(cfg, runs);
+          if (progress) progress(fmt::format("sweep: {} FAILED to start: {}", r.name, e.what()));
+        }
       }
       if (g_stop_signal) break;
       int status = 0;
@@ -293,13 +324,18 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
     write_index(cfg, runs);
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
+    sigaction(SIGHUP, &old_hup, nullptr);
     throw;
   }
   stop_children();
   write_index(cfg, runs);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
-  if (g_stop_signal) raise(g_stop_signal);
+  sigaction(SIGHUP, &old_hup, nullptr);
+  if (g_stop_signal) {
+    if (progress) progress("sweep: interrupted; run the same command again to resume (complete runs are skipped)");
+    raise(g_stop_signal);
+  }
   return runs;
 }
 
