@@ -1,0 +1,75 @@
+#include "bench/bench_configs.h"
+
+#include <stdexcept>
+
+namespace xgrad::bench {
+
+const std::vector<BenchConfig>& bench_configs() {
+  static const std::vector<BenchConfig> configs{
+      {"S", 64, 1, 32, 16, 20, 400},
+      {"M", 128, 4, 64, 32, 10, 100},
+      {"L", 512, 8, 32, 64, 3, 20},
+  };
+  return configs;
+}
+
+const BenchConfig& bench_config(const std::string& name) {
+  for (const auto& c : bench_configs())
+    if (c.name == name) return c;
+  throw std::invalid_argument("unknown configuration '" + name + "' (allowed: S, M, L)");
+}
+
+nn::ModelConfig model_config(const BenchConfig& c) {
+  nn::ModelConfig mc;
+  mc.vocab_size = 32;
+  mc.max_seq_len = c.seq_len;
+  mc.d_model = c.d_model;
+  mc.n_heads = c.n_heads;
+  mc.n_layers = 1;
+  mc.d_ff = 4 * c.d_model;
+  mc.mlp = true;
+  mc.layer_norm = true;
+  mc.residual = true;
+  mc.causal = true;
+  mc.scale = nn::ScaleMode::sqrt_dk;
+  return mc;
+}
+
+std::vector<GemmShape> step_gemms(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len) {
+  const std::size_t rows = batch * seq_len, d = mc.d_model, h = mc.n_heads;
+  const std::size_t d_k = mc.d_k ? mc.d_k : d / h, inner = h * d_k, d_ff = mc.d_ff ? mc.d_ff : 4 * d;
+  const std::size_t t = seq_len, heads = batch * h;
+  std::vector<GemmShape> out;
+  // x [rows, in] @ W [in, out], then dX = dY W^T and dW = X^T dY.
+  auto linear = [&](std::size_t in, std::size_t o, std::size_t times) {
+    out.push_back({false, false, rows, o, in, times});
+    out.push_back({false, true, rows, in, o, times});
+    out.push_back({true, false, in, o, rows, times});
+  };
+  // Per (batch, head) matrix: A [m, k] @ B [k, n] and its two gradients.
+  auto batched = [&](std::size_t m, std::size_t n, std::size_t k) {
+    out.push_back({false, false, m, n, k, heads});
+    out.push_back({false, true, m, k, n, heads});
+    out.push_back({true, false, k, n, m, heads});
+  };
+  for (std::size_t layer = 0; layer < mc.n_layers; ++layer) {
+    linear(d, inner, 3);     // q, k, v projections
+    batched(t, t, d_k);      // scores = q @ k^T
+    batched(t, d_k, t);      // probs @ v
+    linear(inner, d, 1);     // output projection
+    if (mc.mlp) {
+      linear(d, d_ff, 1);
+      linear(d_ff, d, 1);
+    }
+  }
+  linear(d, mc.vocab_size, 1);  // readout
+  return out;
+}
+
+double step_flops(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len) {
+  double total = 0;
+  for (const auto& g : step_gemms(mc, batch, seq_len)) total += g.flops();
+  return total;
+}
+
+}  // namespace xgrad::bench

@@ -1,0 +1,49 @@
+// The benchmarked model sizes and the FLOP count of one training step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/model.h"
+
+namespace xgrad::bench {
+
+/// One benchmarked size: vocabulary 32, one pre-LN block with MLP (d_ff = 4 d_model), learned positions.
+struct BenchConfig {
+  std::string name;
+  std::size_t d_model, n_heads, batch, seq_len;
+  std::size_t warmup, steps;  // default step counts: enough for a stable median in a few seconds
+};
+
+/// S, M and L of bench/README.md.
+const std::vector<BenchConfig>& bench_configs();
+/// Throws std::invalid_argument for an unknown name.
+const BenchConfig& bench_config(const std::string& name);
+
+/// The nn::ModelConfig of a benchmarked size (scale sqrt_dk, causal).
+nn::ModelConfig model_config(const BenchConfig& c);
+
+/// One GEMM as the engine issues it: C[m, n] = op(A)[m, k] @ op(B)[k, n], `count` times.
+struct GemmShape {
+  bool trans_a, trans_b;
+  std::size_t m, n, k, count;
+  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+                                static_cast<double>(count); }
+};
+
+/// Every GEMM of one training step (forward, then both operand gradients of each product in backward) for a
+/// model with `mc` on a [batch, seq_len] batch, with the transpose flags autograd/ops_matmul.cpp uses.
+///
+/// Counted per block: the q, k, v and output projections (2 BT d_model (n_heads d_k) each), q k^T and
+/// probs v (2 B H T T d_k each, the full T x T although half of it is masked: both engines compute it), the two
+/// MLP products (2 BT d_model d_ff each); once: the readout (2 BT d_model vocab). Backward doubles each product
+/// (dA = dC B^T, dB = A^T dC; every operand here requires a gradient), so a step is 3x the forward count.
+/// Left out: embedding gather/scatter, LayerNorms, softmax, GELU, residual adds and biases, masking, the
+/// cross-entropy and AdamW — all O(elements) work, a few percent of the GEMM FLOPs at these sizes.
+std::vector<GemmShape> step_gemms(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len);
+
+/// Sum of flops() over step_gemms.
+double step_flops(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len);
+
+}  // namespace xgrad::bench

@@ -1,0 +1,141 @@
+// xgrad_bench: time the full training step at three sizes (step), the single-thread sgemm floor of the largest
+// (sgemm), and check that memory stays flat over 1,000 steps (memory). See bench/README.md.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "autograd/blas.h"
+#include "bench/bench_configs.h"
+#include "bench/process_memory.h"
+#include "bench/sgemm_floor.h"
+#include "bench/step_timing.h"
+#include "train/environment.h"
+
+using namespace xgrad;
+using namespace xgrad::bench;
+
+namespace {
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
+void print_environment(bool csv) {
+  if (csv) return;
+  std::printf("OpenBLAS core %s, %d BLAS thread(s), load average %s\n", blas::core_name().c_str(),
+              blas::num_threads(), load_average().c_str());
+}
+
+int run_step(const std::vector<std::string>& names, long steps, long warmup, bool csv) {
+  if (!csv)
+    std::printf("%-3s %7s %7s %6s %5s %6s %10s %10s %10s %9s %12s\n", "cfg", "d_model", "n_heads", "batch", "seq",
+                "steps", "median_ms", "min_ms", "cpu_ms", "GFLOP/s", "peak_rss_MiB");
+  for (const auto& name : names) {
+    const BenchConfig& c = bench_config(name);
+    const std::size_t w = warmup >= 0 ? static_cast<std::size_t>(warmup) : c.warmup;
+    const std::size_t n = steps > 0 ? static_cast<std::size_t>(steps) : c.steps;
+    const StepTiming t = time_training_steps(c, w, n);
+    if (csv)
+      std::printf("step,%s,%.4f,%.4f,%.4f,%.3f,%.1f,%s,%d\n", c.name.c_str(), t.median_ms, t.min_ms, t.median_cpu_ms,
+                  t.gflops, t.peak_rss_mib, blas::core_name().c_str(), blas::num_threads());
+    else
+      std::printf("%-3s %7zu %7zu %6zu %5zu %6zu %10.3f %10.3f %10.3f %9.2f %12.1f\n", c.name.c_str(), c.d_model,
+                  c.n_heads, c.batch, c.seq_len, t.steps, t.median_ms, t.min_ms, t.median_cpu_ms, t.gflops,
+                  t.peak_rss_mib);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int run_sgemm(const std::string& name, bool csv) {
+  const BenchConfig& c = bench_config(name);
+  const SgemmFloor floor = measure_sgemm_floor(c);
+  if (csv) {
+    std::printf("sgemm,%s,%.4f,%.3f,%s,%d\n", c.name.c_str(), floor.total_ms, floor.gflops(),
+                blas::core_name().c_str(), blas::num_threads());
+    return 0;
+  }
+  std::printf("Every GEMM of one %s training step, as the engine issues it (C[m,n] = op(A)[m,k] op(B)[k,n]):\n",
+              c.name.c_str());
+  std::printf("%3s %3s %6s %6s %6s %6s %10s %9s\n", "tA", "tB", "m", "n", "k", "count", "ms", "GFLOP/s");
+  for (const auto& g : floor.gemms)
+    std::printf("%3s %3s %6zu %6zu %6zu %6zu %10.3f %9.2f\n", g.shape.trans_a ? "T" : "N", g.shape.trans_b ? "T" : "N",
+                g.shape.m, g.shape.n, g.shape.k, g.shape.count, g.ms, g.gflops());
+  std::printf("total: %.3f GFLOP in %.3f ms = %.2f GFLOP/s (the step's floor: its GEMMs alone)\n",
+              floor.total_flops / 1e9, floor.total_ms, floor.gflops());
+  return 0;
+}
+
+int run_memory(const std::string& name, long steps) {
+  const BenchConfig& c = bench_config(name);
+  const std::size_t n = steps > 0 ? static_cast<std::size_t>(steps) : 1000;
+  StepRunner runner(c, 1);
+  double rss_at_100 = -1, rss_last = -1;
+  std::printf("%s: RSS over %zu training steps\n", c.name.c_str(), n);
+  for (std::size_t i = 1; i <= n; ++i) {
+    runner.step(i);
+    if (i % 100 == 0 || i == n) {
+      rss_last = current_rss_mib();
+      if (i == 100) rss_at_100 = rss_last;
+      std::printf("step %5zu  RSS %8.1f MiB  loss %.4f\n", i, rss_last, runner.last_loss());
+      std::fflush(stdout);
+    }
+  }
+  if (rss_at_100 < 0) return 0;
+  const double growth = rss_last - rss_at_100;
+  const bool flat = growth <= 0.05 * rss_at_100;
+  std::printf("RSS step 100 -> %zu: %+.1f MiB (%s)\n", n, growth, flat ? "flat" : "GROWING: the graph leaks");
+  return flat ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  train::select_blas_core(argc, argv);
+  train::tune_allocator();
+  train::set_flush_denormals(true);
+
+  CLI::App app{"xgrad_bench: training-step time, sgemm floor and memory check"};
+  app.require_subcommand(1);
+  int threads = 1;
+  bool csv = false;
+  app.add_option("--threads", threads, "BLAS threads")->capture_default_str();
+  app.add_flag("--csv", csv, "machine-readable lines (for bench/compare.sh)");
+
+  std::vector<std::string> configs{"S", "M", "L"};
+  long steps = 0, warmup = -1;
+  CLI::App* step_cmd = app.add_subcommand("step", "median ms per training step (forward, backward, AdamW)");
+  step_cmd->add_option("--config", configs, "sizes, e.g. --config S,M")->delimiter(',')->capture_default_str();
+  step_cmd->add_option("--steps", steps, "timed steps per size (default: per size, see bench_configs.cpp)");
+  step_cmd->add_option("--warmup", warmup, "untimed steps first (default: per size)");
+
+  std::string sgemm_config = "L";
+  CLI::App* sgemm_cmd = app.add_subcommand("sgemm", "time the GEMMs of one training step alone (the floor)");
+  sgemm_cmd->add_option("--config", sgemm_config, "size")->capture_default_str();
+
+  std::string memory_config = "M";
+  long memory_steps = 1000;
+  CLI::App* memory_cmd = app.add_subcommand("memory", "RSS every 100 steps; exit 1 if it grows more than 5%");
+  memory_cmd->add_option("--config", memory_config, "size")->capture_default_str();
+  memory_cmd->add_option("--steps", memory_steps, "steps")->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    train::set_threads(threads);
+    print_environment(csv);
+    if (*step_cmd) return run_step(configs, steps, warmup, csv);
+    if (*sgemm_cmd) return run_sgemm(sgemm_config, csv);
+    if (*memory_cmd) return run_memory(memory_config, memory_steps);
+  } catch (const std::exception& e) {
+    std::cerr << "xgrad_bench: " << e.what() << "\n";
+    return 2;
+  }
+  return 2;
+}

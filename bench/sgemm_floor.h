@@ -1,0 +1,27 @@
+// The floor of a training step: the time its GEMMs alone take in OpenBLAS on one thread.
+#pragma once
+
+#include <vector>
+
+#include "bench/bench_configs.h"
+
+namespace xgrad::bench {
+
+struct GemmTiming {
+  GemmShape shape;
+  double ms = 0;  // median time of all `count` calls of this shape together
+  double gflops() const { return ms > 0 ? shape.flops() / (ms * 1e6) : 0; }
+};
+
+struct SgemmFloor {
+  std::vector<GemmTiming> gemms;
+  double total_ms = 0;  // sum over gemms: the step's time if it did nothing but its GEMMs
+  double total_flops = 0;
+  double gflops() const { return total_ms > 0 ? total_flops / (total_ms * 1e6) : 0; }
+};
+
+/// Times every GEMM of one training step of `config` (step_gemms) through xgrad::blas::gemm<float>, on the BLAS
+/// threads currently set, on random data; each shape's time is the median over `rounds` runs.
+SgemmFloor measure_sgemm_floor(const BenchConfig& config, std::size_t rounds = 7);
+
+}  // namespace xgrad::bench
