@@ -1,6 +1,5 @@
 // Elementwise ops: each builds its value and, beside it, the closure that maps the output gradient to inputs.
 #include <algorithm>
-#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -10,6 +9,7 @@
 #include <xtensor/xoperation.hpp>
 
 #include "autograd/ops_elementwise.h"
+#include "autograd/vector_math.h"
 
 namespace xgrad {
 
@@ -62,6 +62,40 @@ xt::xarray<T> broadcast_map(const xt::xarray<T>& x, const xt::xarray<T>& y, cons
     for (std::size_t i = 0; i < n; ++i) o[i] = f(xb.data()[i], yb.data()[i]);
   }
   return out;
+}
+
+// Hands the output gradient of an add or sub to its inputs: input i receives sign[i] * grad, summed back to its
+// shape. A receiver of the full shape that already holds a gradient adds into it in place; the last full-shape
+// receiver gets the gradient array itself (take_grad) instead of a copy.
+template <class T>
+void pass_sum_grad(Node<T>& self, const T (&sign)[2], const char* op) {
+  const shape_t out = shape_of(self);
+  bool full[2], need[2];
+  int last_full = -1;
+  for (int i = 0; i < 2; ++i) {
+    need[i] = needs_grad(self, static_cast<std::size_t>(i));
+    full[i] = need[i] && shape_of(*self.inputs[i]) == out;
+    if (full[i]) last_full = i;
+  }
+  for (int i = 0; i < 2; ++i) {  // broadcast inputs first: they read self.grad, which the last full one may take
+    if (!need[i] || full[i]) continue;
+    xt::xarray<T> g = sum_to_shape(self.grad, shape_of(*self.inputs[i]));
+    if (sign[i] != T(1))
+      for (std::size_t j = 0; j < g.size(); ++j) g.data()[j] *= sign[i];
+    accumulate_grad(*self.inputs[i], std::move(g), op);
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (!full[i]) continue;
+    Node<T>& in = *self.inputs[i];
+    if (sign[i] == T(1) && (i != last_full || in.has_grad)) {
+      accumulate_grad(in, self.grad, op);  // adds in place, or copies into a fresh gradient
+      continue;
+    }
+    xt::xarray<T> g = i == last_full ? take_grad(self) : self.grad;
+    if (sign[i] != T(1))
+      for (std::size_t j = 0; j < g.size(); ++j) g.data()[j] *= sign[i];
+    accumulate_grad(in, std::move(g), op);
+  }
 }
 
 // A unary op from two scalar functions: value(x), and derivative(x, y) given y = value(x) (so an op whose
@@ -118,25 +152,14 @@ template <class T>
 basic_tensor<T> add(const basic_tensor<T>& a, const basic_tensor<T>& b) {
   const shape_t out_shape = broadcast_shapes(a.shape(), b.shape(), "add");
   return make_result<T>("add", broadcast_map(a.value(), b.value(), out_shape, std::plus<T>()), {a, b},
-                        [](Node<T>& self) {
-                          for (std::size_t i = 0; i < 2; ++i)
-                            if (needs_grad(self, i))
-                              accumulate_grad(*self.inputs[i], sum_to_shape(self.grad, shape_of(*self.inputs[i])), "add");
-                        });
+                        [](Node<T>& self) { pass_sum_grad<T>(self, {T(1), T(1)}, "add"); });
 }
 
 template <class T>
 basic_tensor<T> sub(const basic_tensor<T>& a, const basic_tensor<T>& b) {
   const shape_t out_shape = broadcast_shapes(a.shape(), b.shape(), "sub");
   return make_result<T>("sub", broadcast_map(a.value(), b.value(), out_shape, std::minus<T>()), {a, b},
-                        [](Node<T>& self) {
-                          if (needs_grad(self, 0))
-                            accumulate_grad(*self.inputs[0], sum_to_shape(self.grad, shape_of(*self.inputs[0])), "sub");
-                          if (needs_grad(self, 1)) {
-                            xt::xarray<T> g = -self.grad;
-                            accumulate_grad(*self.inputs[1], sum_to_shape(g, shape_of(*self.inputs[1])), "sub");
-                          }
-                        });
+                        [](Node<T>& self) { pass_sum_grad<T>(self, {T(1), T(-1)}, "sub"); });
 }
 
 template <class T>
@@ -178,14 +201,19 @@ basic_tensor<T> div(const basic_tensor<T>& a, const basic_tensor<T>& b) {
 template <class T>
 basic_tensor<T> add_scalar(const basic_tensor<T>& a, double s) {
   return make_result<T>("add_scalar", a.value() + static_cast<T>(s), {a},
-                        [](Node<T>& self) { accumulate_grad(*self.inputs[0], self.grad, "add_scalar"); });
+                        [](Node<T>& self) { accumulate_grad(*self.inputs[0], take_grad(self), "add_scalar"); });
 }
 
 template <class T>
 basic_tensor<T> mul_scalar(const basic_tensor<T>& a, double s) {
   const T c = static_cast<T>(s);
-  return make_result<T>("mul_scalar", a.value() * c, {a}, [c](Node<T>& self) {
-    accumulate_grad(*self.inputs[0], xt::xarray<T>(self.grad * c), "mul_scalar");
+  const auto& x = a.value();
+  xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
+  for (std::size_t i = 0; i < x.size(); ++i) out.data()[i] = x.data()[i] * c;
+  return make_result<T>("mul_scalar", std::move(out), {a}, [c](Node<T>& self) {
+    xt::xarray<T> g = take_grad(self);
+    for (std::size_t i = 0; i < g.size(); ++i) g.data()[i] *= c;
+    accumulate_grad(*self.inputs[0], std::move(g), "mul_scalar");
   });
 }
 
@@ -260,20 +288,24 @@ basic_tensor<T> gelu(const basic_tensor<T>& a) {
   const auto& x = a.value();
   xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
   xt::xarray<T> sig = xt::xarray<T>::from_shape(x.shape());  // sigmoid(2u), kept for backward
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const T xi = x.data()[i];
-    const T s = T(1) / (T(1) + std::exp(T(-2) * k * (xi + c * xi * xi * xi)));
-    sig.data()[i] = s;
-    out.data()[i] = xi * s;
-  }
+  const T* X = x.data();
+  T* S = sig.data();
+  T* O = out.data();
+  simd::for_each_batch<T>(x.size(), [&](std::size_t i, std::size_t count) {
+    const simd::batch<T> xi = simd::load(X + i, count);
+    const simd::batch<T> s = T(1) / (T(1) + xsimd::exp(T(-2) * k * (xi + c * xi * xi * xi)));
+    simd::store(S + i, s, count);
+    simd::store(O + i, xi * s, count);
+  });
   return make_result<T>("gelu", std::move(out), {a}, [k, c, sig = std::move(sig)](Node<T>& self) {
-    // d/dx [x s(2u)] = s + x s (1 - s) 2 u',  u' = k (1 + 3 c x^2)
-    const auto& x = self.inputs[0]->value;
-    xt::xarray<T> g = xt::xarray<T>::from_shape(x.shape());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      const T xi = x.data()[i], s = sig.data()[i];
-      const T d = s + xi * s * (T(1) - s) * T(2) * k * (T(1) + T(3) * c * xi * xi);
-      g.data()[i] = self.grad.data()[i] * d;
+    // d/dx [x s(2u)] = s + x s (1 - s) 2 u',  u' = k (1 + 3 c x^2); the output gradient is scaled in place.
+    const T* X = self.inputs[0]->value.data();
+    const T* S = sig.data();
+    xt::xarray<T> g = take_grad(self);
+    T* G = g.data();
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const T xi = X[i], s = S[i];
+      G[i] *= s + xi * s * (T(1) - s) * T(2) * k * (T(1) + T(3) * c * xi * xi);
     }
     accumulate_grad(*self.inputs[0], std::move(g), "gelu");
   });

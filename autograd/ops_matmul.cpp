@@ -1,5 +1,7 @@
 // Batched matrix product on BLAS. Batch dims broadcast as in numpy.matmul; each matrix pair is one GEMM. 1-D
 // operands are promoted to a row or a column as numpy.matmul does.
+#include <algorithm>
+
 #include "autograd/blas.h"
 #include "autograd/ops_matmul.h"
 
@@ -33,8 +35,15 @@ struct MatmulPlan {
   std::size_t m, k, n;
   shape_t out_shape;
   std::vector<std::size_t> a_off, b_off;  // per batch element, matrix index into a and b
+  std::size_t a_count, b_count;           // matrices stored in a and b (differ from the batch when broadcast)
   bool fold_rows;                         // b is one matrix: all rows of a go through a single GEMM
 };
+
+std::size_t count_of(const shape_t& batch) {
+  std::size_t n = 1;
+  for (auto d : batch) n *= d;
+  return n;
+}
 
 MatmulPlan plan(const shape_t& a_shape, const shape_t& b_shape) {
   if (a_shape.empty() || b_shape.empty())
@@ -60,6 +69,8 @@ MatmulPlan plan(const shape_t& a_shape, const shape_t& b_shape) {
   }
   p.a_off = batch_offsets(batch, a_batch);
   p.b_off = batch_offsets(batch, b_batch);
+  p.a_count = count_of(a_batch);
+  p.b_count = count_of(b_batch);
   p.fold_rows = b_batch.empty();
   p.out_shape = batch;
   if (a_shape.size() > 1) p.out_shape.push_back(p.m);
@@ -90,27 +101,36 @@ basic_tensor<T> matmul(const basic_tensor<T>& a, const basic_tensor<T>& b) {
     const T* G = self.grad.data();
     const T* A = self.inputs[0]->value.data();
     const T* B = self.inputs[1]->value.data();
+    // Each gradient GEMM writes straight into the input's gradient: beta = 1 adds to an earlier gradient (an
+    // activation read by several products, such as the input of the q, k and v projections). A fresh gradient
+    // is overwritten with beta = 0, unless broadcasting makes several batch elements add into one matrix.
     if (needs_grad(self, 0)) {  // dA = dC @ B^T, accumulated into the matrix each batch element read
-      xt::xarray<T> ga = xt::zeros<T>(self.inputs[0]->value.shape());
+      bool fresh = false;
+      T* ga = grad_slot(*self.inputs[0], fresh).data();
+      const bool shared = !fold_rows && p.a_count != batch;
+      if (fresh && shared) std::fill(ga, ga + self.inputs[0]->value.size(), T(0));
+      const T beta = fresh && !shared ? T(0) : T(1);
       if (fold_rows) {
-        blas::gemm<T>(false, true, batch * p.m, p.k, p.n, T(1), G, p.n, B, p.n, T(0), ga.data(), p.k);
+        blas::gemm<T>(false, true, batch * p.m, p.k, p.n, T(1), G, p.n, B, p.n, beta, ga, p.k);
       } else {
         for (std::size_t i = 0; i < batch; ++i)
           blas::gemm<T>(false, true, p.m, p.k, p.n, T(1), G + i * p.m * p.n, p.n, B + p.b_off[i] * p.k * p.n, p.n,
-                        T(1), ga.data() + p.a_off[i] * p.m * p.k, p.k);
+                        beta, ga + p.a_off[i] * p.m * p.k, p.k);
       }
-      accumulate_grad(*self.inputs[0], std::move(ga), "matmul");
     }
     if (needs_grad(self, 1)) {  // dB = A^T @ dC
-      xt::xarray<T> gb = xt::zeros<T>(self.inputs[1]->value.shape());
+      bool fresh = false;
+      T* gb = grad_slot(*self.inputs[1], fresh).data();
+      const bool shared = !fold_rows && p.b_count != batch;
+      if (fresh && shared) std::fill(gb, gb + self.inputs[1]->value.size(), T(0));
+      const T beta = fresh && !shared ? T(0) : T(1);
       if (fold_rows) {
-        blas::gemm<T>(true, false, p.k, p.n, batch * p.m, T(1), A, p.k, G, p.n, T(0), gb.data(), p.n);
+        blas::gemm<T>(true, false, p.k, p.n, batch * p.m, T(1), A, p.k, G, p.n, beta, gb, p.n);
       } else {
         for (std::size_t i = 0; i < batch; ++i)
           blas::gemm<T>(true, false, p.k, p.n, p.m, T(1), A + p.a_off[i] * p.m * p.k, p.k, G + i * p.m * p.n, p.n,
-                        T(1), gb.data() + p.b_off[i] * p.k * p.n, p.n);
+                        beta, gb + p.b_off[i] * p.k * p.n, p.n);
       }
-      accumulate_grad(*self.inputs[1], std::move(gb), "matmul");
     }
   });
 }

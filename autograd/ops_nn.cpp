@@ -1,5 +1,6 @@
 // Neural-network ops with fused, numerically stable forward and backward passes written as plain row loops:
 // clearer than composing primitives, and they never form exp() of an unshifted logit.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -9,6 +10,7 @@
 #include <xtensor/xoperation.hpp>
 
 #include "autograd/ops_nn.h"
+#include "autograd/vector_math.h"
 
 namespace xgrad {
 
@@ -67,18 +69,32 @@ basic_tensor<T> softmax(const basic_tensor<T>& a, int axis) {
       return;
     }
     T s = 0;
-    for (std::size_t j = 0; j < l.len; ++j) s += (o[j * stride] = std::exp(in[j * stride] - m));
+    if constexpr (std::is_same_v<decltype(stride), std::integral_constant<std::size_t, 1>>) {
+      // Contiguous lane (the last axis): exp on SIMD batches; padding lanes hold -inf, whose exp adds 0 to s.
+      simd::batch<T> sum(T(0));
+      simd::for_each_batch<T>(l.len, [&](std::size_t j, std::size_t count) {
+        const simd::batch<T> e = xsimd::exp(simd::load(in + j, count, -std::numeric_limits<T>::infinity()) - m);
+        simd::store(o + j, e, count);
+        sum += e;
+      });
+      s = xsimd::hadd(sum);
+    } else {
+      for (std::size_t j = 0; j < l.len; ++j) s += (o[j * stride] = std::exp(in[j * stride] - m));
+    }
     for (std::size_t j = 0; j < l.len; ++j) o[j * stride] /= s;
   });
   return make_result<T>("softmax", std::move(out), {a}, [l](Node<T>& self) {
-    // dx = p * (g - sum_j g_j p_j)
-    xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
+    // dx = p * (g - sum_j g_j p_j), written over the output gradient (each element reads only its own g)
+    xt::xarray<T> gx = take_grad(self);
     for_each_lane(l, [&](std::size_t base, auto stride) {
       const T* p = self.value.data() + base;
-      const T* g = self.grad.data() + base;
+      const T* g = gx.data() + base;
       T* d = gx.data() + base;
       T dot = 0;
-      for (std::size_t j = 0; j < l.len; ++j) dot += g[j * stride] * p[j * stride];
+      if constexpr (std::is_same_v<decltype(stride), std::integral_constant<std::size_t, 1>>)
+        dot = simd::dot(g, p, l.len);
+      else
+        for (std::size_t j = 0; j < l.len; ++j) dot += g[j * stride] * p[j * stride];
       for (std::size_t j = 0; j < l.len; ++j) d[j * stride] = p[j * stride] * (g[j * stride] - dot);
     });
     accumulate_grad(*self.inputs[0], std::move(gx), "softmax");
@@ -132,10 +148,26 @@ basic_tensor<T> masked_fill(const basic_tensor<T>& a, const xt::xarray<bool>& ma
   if (broadcast_shapes(as, ms, "masked_fill") != as)
     throw Error("masked_fill: mask of shape " + shape_str(ms) + " does not broadcast to the tensor's shape " +
                 shape_str(as));
-  xt::xarray<bool> full = xt::broadcast(mask, as);
-  xt::xarray<T> out = xt::where(full, static_cast<T>(value), a.value());
-  return make_result<T>("masked_fill", std::move(out), {a}, [full = std::move(full)](Node<T>& self) {
-    accumulate_grad(*self.inputs[0], xt::xarray<T>(xt::where(full, T(0), self.grad)), "masked_fill");
+  // A mask that repeats as a trailing block of the tensor (the causal [T, T] mask against scores [B, H, T, T]) is
+  // read modulo its size; any other broadcast is materialised once.
+  std::size_t lead = 0;
+  while (lead < ms.size() && ms[lead] == 1) ++lead;
+  const std::size_t k = ms.size() - lead;
+  const bool block = k <= as.size() && std::equal(ms.begin() + lead, ms.end(), as.end() - k, as.end());
+  xt::xarray<bool> m = block ? mask : xt::xarray<bool>(xt::broadcast(mask, as));
+  const std::size_t period = std::max<std::size_t>(m.size(), 1);
+  const T fill = static_cast<T>(value);
+  const auto& x = a.value();
+  xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
+  for (std::size_t i = 0; i < x.size(); i += period)
+    for (std::size_t j = 0; j < period && i + j < x.size(); ++j)
+      out.data()[i + j] = m.data()[j] ? fill : x.data()[i + j];
+  return make_result<T>("masked_fill", std::move(out), {a}, [m = std::move(m), period](Node<T>& self) {
+    xt::xarray<T> g = take_grad(self);
+    for (std::size_t i = 0; i < g.size(); i += period)
+      for (std::size_t j = 0; j < period && i + j < g.size(); ++j)
+        if (m.data()[j]) g.data()[i + j] = T(0);
+    accumulate_grad(*self.inputs[0], std::move(g), "masked_fill");
   });
 }
 
@@ -151,22 +183,23 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weig
                   shape_str(x.shape()) + ", got " + shape_str(p->shape()));
   if (r.cols == 0) throw Error("layer_norm: last axis of " + shape_str(x.shape()) + " is empty");
   xt::xarray<T> xhat = xt::xarray<T>::from_shape(xv.shape());
+  xt::xarray<T> out = xt::xarray<T>::from_shape(xv.shape());
+  const T* w = weight.defined() ? weight.value().data() : nullptr;
+  const T* b = bias.defined() ? bias.value().data() : nullptr;
   std::vector<T> rstd(r.rows);
   for (std::size_t i = 0; i < r.rows; ++i) {
     const T* in = xv.data() + i * r.cols;
     T* h = xhat.data() + i * r.cols;
-    T mu = 0;
-    for (std::size_t j = 0; j < r.cols; ++j) mu += in[j];
-    mu /= static_cast<T>(r.cols);
-    T var = 0;
-    for (std::size_t j = 0; j < r.cols; ++j) var += (in[j] - mu) * (in[j] - mu);
-    var /= static_cast<T>(r.cols);
+    T* o = out.data() + i * r.cols;
+    const T mu = simd::sum(in, r.cols) / static_cast<T>(r.cols);
+    const T var = simd::sum_squared_deviation(in, r.cols, mu) / static_cast<T>(r.cols);
     rstd[i] = T(1) / std::sqrt(var + static_cast<T>(eps));
     for (std::size_t j = 0; j < r.cols; ++j) h[j] = (in[j] - mu) * rstd[i];
+    if (w && b)
+      for (std::size_t j = 0; j < r.cols; ++j) o[j] = h[j] * w[j] + b[j];
+    else
+      for (std::size_t j = 0; j < r.cols; ++j) o[j] = (w ? h[j] * w[j] : h[j]) + (b ? b[j] : T(0));
   }
-  xt::xarray<T> out = xhat;
-  if (weight.defined()) out *= weight.value();
-  if (bias.defined()) out += bias.value();
   return make_result<T>(
       "layer_norm", std::move(out), {x, weight, bias},
       [r, xhat = std::move(xhat), rstd = std::move(rstd)](Node<T>& self) {
@@ -179,14 +212,12 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weig
           for (std::size_t i = 0; i < r.rows; ++i) {
             const T* g = G + i * r.cols;
             const T* h = xhat.data() + i * r.cols;
-            T mean_dh = 0, mean_dh_h = 0;
-            for (std::size_t j = 0; j < r.cols; ++j) {
-              dh[j] = w ? g[j] * w[j] : g[j];
-              mean_dh += dh[j];
-              mean_dh_h += dh[j] * h[j];
-            }
-            mean_dh /= static_cast<T>(r.cols);
-            mean_dh_h /= static_cast<T>(r.cols);
+            if (w)
+              for (std::size_t j = 0; j < r.cols; ++j) dh[j] = g[j] * w[j];
+            else
+              std::copy(g, g + r.cols, dh.begin());
+            const T mean_dh = simd::sum(dh.data(), r.cols) / static_cast<T>(r.cols);
+            const T mean_dh_h = simd::dot(dh.data(), h, r.cols) / static_cast<T>(r.cols);
             T* d = gx.data() + i * r.cols;
             for (std::size_t j = 0; j < r.cols; ++j) d[j] = rstd[i] * (dh[j] - mean_dh - h[j] * mean_dh_h);
           }
@@ -194,11 +225,16 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weig
         }
         if (needs_grad(self, 1) || needs_grad(self, 2)) {
           xt::xarray<T> gw = xt::zeros<T>({r.cols}), gb = xt::zeros<T>({r.cols});
-          for (std::size_t i = 0; i < r.rows; ++i)
+          T* dw = gw.data();
+          T* db = gb.data();
+          for (std::size_t i = 0; i < r.rows; ++i) {
+            const T* g = G + i * r.cols;
+            const T* h = xhat.data() + i * r.cols;
             for (std::size_t j = 0; j < r.cols; ++j) {
-              gw(j) += G[i * r.cols + j] * xhat.data()[i * r.cols + j];
-              gb(j) += G[i * r.cols + j];
+              dw[j] += g[j] * h[j];
+              db[j] += g[j];
             }
+          }
           if (needs_grad(self, 1)) accumulate_grad(*self.inputs[1], std::move(gw), "layer_norm");
           if (needs_grad(self, 2)) accumulate_grad(*self.inputs[2], std::move(gb), "layer_norm");
         }

@@ -26,10 +26,58 @@ basic_tensor<T> with_shape(const basic_tensor<T>& a, const shape_t& out, const c
   xt::xarray<T> value = a.value();
   value.reshape(out);
   return make_result<T>(op, std::move(value), {a}, [in_shape, op](Node<T>& self) {
-    xt::xarray<T> g = self.grad;
+    xt::xarray<T> g = take_grad(self);
     g.reshape(in_shape);
     accumulate_grad(*self.inputs[0], std::move(g), op);
   });
+}
+
+// out = input permuted so that output axis i is input axis perm[i]; `in_shape` is the input's shape. Walks the
+// output in order with an odometer over the input offsets; when the last axis stays last, whole rows are copied.
+template <class T>
+void permute_into(const T* in, const shape_t& in_shape, const std::vector<std::size_t>& perm, T* out) {
+  const std::size_t n = in_shape.size();
+  std::size_t total = product(in_shape.begin(), in_shape.end());
+  if (total == 0) return;
+  if (n == 0) {
+    out[0] = in[0];
+    return;
+  }
+  std::vector<std::size_t> in_stride(n), shape(n), stride(n);
+  for (std::size_t d = n, s = 1; d-- > 0;) {
+    in_stride[d] = s;
+    s *= in_shape[d];
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    shape[i] = in_shape[perm[i]];
+    stride[i] = in_stride[perm[i]];
+  }
+  // Rows of `row` contiguous elements when the last axis is kept; single elements otherwise.
+  const bool rows = perm[n - 1] == n - 1;
+  const std::size_t row = rows ? shape[n - 1] : 1, axes = rows ? n - 1 : n;
+  const std::size_t inner = shape[axes - (axes ? 1 : 0)], inner_stride = axes ? stride[axes - 1] : 0;
+  if (axes == 0) {
+    std::copy(in, in + total, out);
+    return;
+  }
+  // The odometer runs over axes [0, axes - 1); the innermost of the remaining axes is the tight loop.
+  std::vector<std::size_t> idx(axes, 0);
+  std::size_t off = 0;
+  for (std::size_t done = 0; done < total; done += inner * row) {
+    if (row == 1) {
+      for (std::size_t j = 0; j < inner; ++j) out[j] = in[off + j * inner_stride];
+    } else {
+      for (std::size_t j = 0; j < inner; ++j)
+        std::copy(in + off + j * inner_stride, in + off + j * inner_stride + row, out + j * row);
+    }
+    out += inner * row;
+    for (std::size_t d = axes - 1; d-- > 0;) {
+      off += stride[d];
+      if (++idx[d] < shape[d]) break;
+      off -= stride[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
 }
 
 // Elements start, start + step, ... (count of them) along axis d; the engine of slice and split.
@@ -144,9 +192,15 @@ basic_tensor<T> permute(const basic_tensor<T>& a, std::vector<int> dims) {
     seen[perm[i]] = true;
     inverse[perm[i]] = i;
   }
-  xt::xarray<T> value = xt::transpose(a.value(), perm);
-  return make_result<T>("permute", std::move(value), {a}, [inverse](Node<T>& self) {
-    accumulate_grad(*self.inputs[0], xt::xarray<T>(xt::transpose(self.grad, inverse)), "permute");
+  const shape_t in_shape = a.shape();
+  shape_t out_shape(n);
+  for (std::size_t i = 0; i < n; ++i) out_shape[i] = in_shape[perm[i]];
+  xt::xarray<T> value = xt::xarray<T>::from_shape(out_shape);
+  permute_into(a.value().data(), in_shape, perm, value.data());
+  return make_result<T>("permute", std::move(value), {a}, [inverse, out_shape](Node<T>& self) {
+    xt::xarray<T> g = xt::xarray<T>::from_shape(self.inputs[0]->value.shape());
+    permute_into(self.grad.data(), out_shape, inverse, g.data());
+    accumulate_grad(*self.inputs[0], std::move(g), "permute");
   });
 }
 

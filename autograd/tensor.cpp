@@ -245,13 +245,21 @@ static void check_grad_shape(const Node<T>& node, const xt::xarray<T>& g, const 
 }
 
 template <class T>
+static void add_into(xt::xarray<T>& acc, const xt::xarray<T>& g) {
+  T* a = acc.data();
+  const T* b = g.data();
+  const std::size_t n = acc.size();
+  for (std::size_t i = 0; i < n; ++i) a[i] += b[i];
+}
+
+template <class T>
 void accumulate_grad(Node<T>& node, const xt::xarray<T>& g, const char* op) {
   check_grad_shape(node, g, op);
   if (!node.has_grad) {
     node.grad = g;
     node.has_grad = true;
   } else {
-    node.grad += g;
+    add_into(node.grad, g);
   }
 }
 template <class T>
@@ -261,8 +269,24 @@ void accumulate_grad(Node<T>& node, xt::xarray<T>&& g, const char* op) {
     node.grad = std::move(g);
     node.has_grad = true;
   } else {
-    node.grad += g;
+    add_into(node.grad, g);
   }
+}
+
+template <class T>
+xt::xarray<T> take_grad(Node<T>& self) {
+  if (self.retains_grad) return self.grad;
+  return std::move(self.grad);
+}
+
+template <class T>
+xt::xarray<T>& grad_slot(Node<T>& node, bool& fresh) {
+  fresh = !node.has_grad;
+  if (fresh) {
+    node.grad = xt::xarray<T>::from_shape(node.value.shape());
+    node.has_grad = true;
+  }
+  return node.grad;
 }
 
 template <class T>
@@ -361,6 +385,8 @@ basic_tensor<T> scalar(T v, bool requires_grad) {
                                           std::function<void(Node<T>&)>);                                     \
   template void accumulate_grad<T>(Node<T>&, const xt::xarray<T>&, const char*);                              \
   template void accumulate_grad<T>(Node<T>&, xt::xarray<T>&&, const char*);                                   \
+  template xt::xarray<T> take_grad<T>(Node<T>&);                                                              \
+  template xt::xarray<T>& grad_slot<T>(Node<T>&, bool&);                                                      \
   template xt::xarray<T> sum_to_shape<T>(const xt::xarray<T>&, const shape_t&);                              \
   template xt::xarray<T> sum_over_axes<T>(const xt::xarray<T>&, const std::vector<std::size_t>&);                              \
   template basic_tensor<T> zeros<T>(const shape_t&, bool);                                                    \

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/vector_math.h"
+
 namespace xgrad::nn {
 
 Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) { set_lr(lr); }
@@ -91,13 +93,17 @@ void AdamW::step() {
     const float* g = p.grad().data();
     float* m = m_[i].data();
     float* v = v_[i].data();
-    const std::size_t n = p.numel();
-    for (std::size_t j = 0; j < n; ++j) {
-      m[j] = b1 * m[j] + (1 - b1) * g[j];
-      v[j] = b2 * v[j] + (1 - b2) * g[j] * g[j];
-      w[j] *= decay;  // decoupled weight decay, applied before the Adam step as torch.optim.AdamW does
-      w[j] -= step_size * m[j] / (std::sqrt(v[j]) * rbc2 + eps);
-    }
+    // SIMD batches: std::sqrt per element would keep the compiler from vectorising the loop (see vector_math.h).
+    simd::for_each_batch<float>(p.numel(), [&](std::size_t j, std::size_t count) {
+      const simd::batch<float> gj = simd::load(g + j, count);
+      const simd::batch<float> mj = b1 * simd::load(m + j, count) + (1 - b1) * gj;
+      const simd::batch<float> vj = b2 * simd::load(v + j, count) + (1 - b2) * gj * gj;
+      simd::batch<float> wj = simd::load(w + j, count) * decay;  // decoupled weight decay first, as torch.optim.AdamW
+      wj -= step_size * mj / (xsimd::sqrt(vj) * rbc2 + eps);
+      simd::store(m + j, mj, count);
+      simd::store(v + j, vj, count);
+      simd::store(w + j, wj, count);
+    });
   }
 }
 
