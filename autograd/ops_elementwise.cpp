@@ -291,7 +291,7 @@ basic_tensor<T> gelu(const basic_tensor<T>& a) {
   const T* X = x.data();
   T* S = sig.data();
   T* O = out.data();
-  simd::for_each_batch<T>(x.size(), [&](std::size_t i, std::size_t count) {
+  simd::for_each_batch<T>(x.size(), [&](std::size_t i, auto count) {
     const simd::batch<T> xi = simd::load(X + i, count);
     const simd::batch<T> s = T(1) / (T(1) + xsimd::exp(T(-2) * k * (xi + c * xi * xi * xi)));
     simd::store(S + i, s, count);

@@ -62,6 +62,10 @@ basic_tensor<T> softmax(const basic_tensor<T>& a, int axis) {
   for_each_lane(l, [&](std::size_t base, auto stride) {
     const T* in = x.data() + base;
     T* o = out.data() + base;
+    if constexpr (std::is_same_v<decltype(stride), std::integral_constant<std::size_t, 1>>) {
+      simd::softmax_row(in, o, l.len);  // contiguous lane (the last axis)
+      return;
+    }
     T m = -std::numeric_limits<T>::infinity();
     for (std::size_t j = 0; j < l.len; ++j) m = std::max(m, in[j * stride]);
     if (m == -std::numeric_limits<T>::infinity()) {  // fully masked slice: all zeros by definition
@@ -69,18 +73,7 @@ basic_tensor<T> softmax(const basic_tensor<T>& a, int axis) {
       return;
     }
     T s = 0;
-    if constexpr (std::is_same_v<decltype(stride), std::integral_constant<std::size_t, 1>>) {
-      // Contiguous lane (the last axis): exp on SIMD batches; padding lanes hold -inf, whose exp adds 0 to s.
-      simd::batch<T> sum(T(0));
-      simd::for_each_batch<T>(l.len, [&](std::size_t j, std::size_t count) {
-        const simd::batch<T> e = xsimd::exp(simd::load(in + j, count, -std::numeric_limits<T>::infinity()) - m);
-        simd::store(o + j, e, count);
-        sum += e;
-      });
-      s = xsimd::hadd(sum);
-    } else {
-      for (std::size_t j = 0; j < l.len; ++j) s += (o[j * stride] = std::exp(in[j * stride] - m));
-    }
+    for (std::size_t j = 0; j < l.len; ++j) s += (o[j * stride] = std::exp(in[j * stride] - m));
     for (std::size_t j = 0; j < l.len; ++j) o[j * stride] /= s;
   });
   return make_result<T>("softmax", std::move(out), {a}, [l](Node<T>& self) {

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/blas.h"
+#include "autograd/vector_math.h"
+
 namespace xgrad::nn {
 
 const std::vector<std::string>& scale_mode_names() {
@@ -55,6 +58,103 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return matmul(probs, v);
 }
 
+namespace {
+
+// Multi-head attention on heads laid out as the projections produce them: q, k, v are [B, T, H * d_k] with head h
+// in columns [h d_k, (h + 1) d_k). For each batch element b and head h, with Q, K, V the [T, d_k] head blocks:
+//   S = scale * Q K^T, causal: S_ij = -inf for j > i;  P = softmax(S) (rows);  O = P V.
+// Returns O as [B, T, H * d_k], ready for the output projection. The same function as
+// permute → scaled_dot_product_attention → permute back, fused: every GEMM reads and writes the head blocks in place
+// through the row stride H * d_k (no [B, H, T, d_k] copies), the scale rides on the GEMM's alpha, and the mask and
+// softmax are applied to S in place, so only P is stored for backward. Backward, per head (Vaswani et al. 2017's
+// attention differentiated by hand): dP = dO V^T, dS = P * (dP - rowsum(dP * P)), dQ = scale dS K,
+// dK = scale dS^T Q, dV = P^T dO. With `record`, the scores S (softmax input), P, and q, k as [B, H, T, d_k] are
+// kept there, and backward stores dS as the scores' gradient (what retain_grad gives on the unfused path).
+Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
+                       double scale, AttentionRecord* record) {
+  const std::size_t B = q.size(0), T = q.size(1), HD = q.size(2), H = n_heads, D = HD / H;
+  const float alpha = static_cast<float>(scale);
+  xt::xarray<float> probs = xt::xarray<float>::from_shape({B, H, T, T});
+  xt::xarray<float> out = xt::xarray<float>::from_shape({B, T, HD});
+  xt::xarray<float> scores;
+  if (record) scores = xt::xarray<float>::from_shape({B, H, T, T});
+  const float* Q = q.value().data();
+  const float* K = k.value().data();
+  const float* V = v.value().data();
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h) {
+      const std::size_t head = b * T * HD + h * D;  // offset of the [T, d_k] block, row stride HD
+      float* P = probs.data() + (b * H + h) * T * T;
+      blas::gemm<float>(false, true, T, T, D, alpha, Q + head, HD, K + head, HD, 0.0f, P, T);
+      if (causal)
+        for (std::size_t i = 0; i < T; ++i) std::fill(P + i * T + i + 1, P + (i + 1) * T, -INFINITY);
+      if (record) std::copy(P, P + T * T, scores.data() + (b * H + h) * T * T);
+      for (std::size_t i = 0; i < T; ++i) simd::softmax_row(P + i * T, P + i * T, T);
+      blas::gemm<float>(false, false, T, D, T, 1.0f, P, T, V + head, HD, 0.0f, out.data() + head, HD);
+    }
+  std::shared_ptr<Node<float>> score_node;
+  if (record) {
+    auto heads_first = [&](const Tensor& heads) {  // [B, T, H * d_k] → [B, H, T, d_k], for the statistics
+      xt::xarray<float> r = xt::xarray<float>::from_shape({B, H, T, D});
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t h = 0; h < H; ++h)
+          for (std::size_t t = 0; t < T; ++t) {
+            const float* src = heads.value().data() + b * T * HD + t * HD + h * D;
+            std::copy(src, src + D, r.data() + ((b * H + h) * T + t) * D);
+          }
+      return r;
+    };
+    record->q = heads_first(q);
+    record->k = heads_first(k);
+    record->probs = probs;
+    record->scores = Tensor(std::move(scores));
+    score_node = record->scores.node();
+  }
+  return make_result<float>(
+      "attention", std::move(out), {q, k, v},
+      [B, T, HD, H, D, alpha, probs = std::move(probs), score_node](Node<float>& self) {
+        const float* Q = self.inputs[0]->value.data();
+        const float* K = self.inputs[1]->value.data();
+        const float* V = self.inputs[2]->value.data();
+        const float* dO = self.grad.data();
+        const bool need_q = needs_grad(self, 0), need_k = needs_grad(self, 1), need_v = needs_grad(self, 2);
+        // Each head block of a gradient is written by one (b, h) only: overwrite a fresh gradient (beta 0), add to
+        // an earlier one (beta 1). When q, k or v are one tensor, the second grad_slot finds it taken: beta 1.
+        bool fresh = false;
+        float* dQ = need_q ? grad_slot(*self.inputs[0], fresh).data() : nullptr;
+        const float beta_q = fresh ? 0.0f : 1.0f;
+        float* dK = need_k ? grad_slot(*self.inputs[1], fresh).data() : nullptr;
+        const float beta_k = fresh ? 0.0f : 1.0f;
+        float* dV = need_v ? grad_slot(*self.inputs[2], fresh).data() : nullptr;
+        const float beta_v = fresh ? 0.0f : 1.0f;
+        xt::xarray<float> score_grad;
+        if (score_node) score_grad = xt::xarray<float>::from_shape(score_node->value.shape());
+        std::vector<float> dS(T * T);
+        for (std::size_t b = 0; b < B; ++b)
+          for (std::size_t h = 0; h < H; ++h) {
+            const std::size_t head = b * T * HD + h * D;
+            const float* P = probs.data() + (b * H + h) * T * T;
+            if (need_v) blas::gemm<float>(true, false, T, D, T, 1.0f, P, T, dO + head, HD, beta_v, dV + head, HD);
+            if (!need_q && !need_k && !score_node) continue;
+            blas::gemm<float>(false, true, T, T, D, 1.0f, dO + head, HD, V + head, HD, 0.0f, dS.data(), T);
+            for (std::size_t i = 0; i < T; ++i) {  // softmax backward, row by row (masked entries have P = 0)
+              float* d = dS.data() + i * T;
+              const float* p = P + i * T;
+              const float dot = simd::dot(d, p, T);
+              for (std::size_t j = 0; j < T; ++j) d[j] = p[j] * (d[j] - dot);
+            }
+            if (score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + (b * H + h) * T * T);
+            if (need_q)
+              blas::gemm<float>(false, false, T, D, T, alpha, dS.data(), T, K + head, HD, beta_q, dQ + head, HD);
+            if (need_k)
+              blas::gemm<float>(true, false, T, D, T, alpha, dS.data(), T, Q + head, HD, beta_k, dK + head, HD);
+          }
+        if (score_node) accumulate_grad(*score_node, std::move(score_grad), "attention");
+      });
+}
+
+}  // namespace
+
 xt::xarray<bool> causal_mask(std::size_t T) {
   xt::xarray<bool> m = xt::xarray<bool>::from_shape({T, T});
   for (std::size_t i = 0; i < T; ++i)
@@ -92,25 +192,25 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
                 shape_str(x.shape()));
   const auto B = static_cast<std::int64_t>(x.size(0)), T = static_cast<std::int64_t>(x.size(1));
   const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(d_k);
-  auto heads = [&](const Tensor& t) { return permute(reshape(t, {B, T, H, D}), {0, 2, 1, 3}); };  // [B, H, T, d_k]
-  Tensor q = heads(w_q->forward(x)), k = heads(w_k->forward(x)), v = heads(w_v->forward(x));
-  if (scale == ScaleMode::qk_layernorm) {
-    q = q_norm->forward(q);
-    k = k_norm->forward(k);
-  } else if (scale == ScaleMode::learned) {
-    // q/|q| scaled by the learned temperature g, so (g q̂)·k̂ = g cos(q, k). eps keeps a zero vector finite.
-    auto unit = [](const Tensor& t) { return t / sqrt(sum(t * t, {-1}, true) + 1e-12); };
-    q = unit(q) * qk_gain;
-    k = unit(k);
+  // q, k, v stay [B, T, H d_k] as the projections give them: attention_heads reads the heads in place.
+  Tensor q = w_q->forward(x), k = w_k->forward(x), v = w_v->forward(x);
+  if (scale == ScaleMode::qk_layernorm || scale == ScaleMode::learned) {
+    // Both normalise each head's d_k vector, so they see the heads as [B, T, H, d_k] (the same memory).
+    q = reshape(q, {B, T, H, D});
+    k = reshape(k, {B, T, H, D});
+    if (scale == ScaleMode::qk_layernorm) {
+      q = q_norm->forward(q);
+      k = k_norm->forward(k);
+    } else {
+      // q/|q| scaled by the learned temperature g, so (g q̂)·k̂ = g cos(q, k). eps keeps a zero vector finite.
+      auto unit = [](const Tensor& t) { return t / sqrt(sum(t * t, {-1}, true) + 1e-12); };
+      q = unit(q) * qk_gain;
+      k = unit(k);
+    }
+    q = reshape(q, {B, T, H * D});
+    k = reshape(k, {B, T, H * D});
   }
-  if (record_attention) {
-    last.q = q.value();
-    last.k = k.value();
-  }
-  const xt::xarray<bool> mask = causal_mask(static_cast<std::size_t>(T));
-  Tensor out = scaled_dot_product_attention(q, k, v, causal ? &mask : nullptr, scale_factor(scale, d_k),
-                                            record_attention ? &last : nullptr);
-  out = reshape(permute(out, {0, 2, 1, 3}), {B, T, H * D});
+  Tensor out = attention_heads(q, k, v, n_heads, causal, scale_factor(scale, d_k), record_attention ? &last : nullptr);
   return w_o->forward(out);
 }
 

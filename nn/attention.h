@@ -30,8 +30,8 @@ const std::vector<std::string>& scale_mode_names();
 double scale_factor(ScaleMode mode, std::size_t d_k);
 
 /// What an attention call recorded for saturation statistics, beside the graph: the softmax input (scaled scores,
-/// -inf where masked) as a live tensor whose gradient backward keeps (retain_grad), and the attention weights.
-/// Shapes [B, H, T, T].
+/// -inf where masked) as a tensor whose gradient backward fills in (on scaled_dot_product_attention's graph it is the
+/// live scores tensor, kept by retain_grad), and the attention weights. Shapes [B, H, T, T].
 struct AttentionRecord {
   Tensor scores;
   xt::xarray<float> probs;
@@ -53,7 +53,8 @@ xt::xarray<bool> causal_mask(std::size_t T);
 /// attention per head, heads concatenated, then W_o: [n_heads * d_k, d_model]. x: [B, T, d_model] → same.
 /// Projections have no bias; init LeCun normal N(0, 1/d_model), so for unit-variance inputs (after LayerNorm) each
 /// q and k component has variance ~1 and an unscaled score q·k has standard deviation ~sqrt(d_k) — the premise of
-/// Vaswani et al.'s footnote 4.
+/// Vaswani et al.'s footnote 4. The attention itself runs as one fused op over the heads in place (no permuted
+/// copies); it computes what scaled_dot_product_attention computes on the heads permuted to [B, H, T, d_k].
 class MultiHeadAttention : public Module {
  public:
   /// Throws Error unless d_model > 0, n_heads > 0 and (d_k > 0 or d_model % n_heads == 0). `max_seq_len` sets the

@@ -94,7 +94,7 @@ void AdamW::step() {
     float* m = m_[i].data();
     float* v = v_[i].data();
     // SIMD batches: std::sqrt per element would keep the compiler from vectorising the loop (see vector_math.h).
-    simd::for_each_batch<float>(p.numel(), [&](std::size_t j, std::size_t count) {
+    simd::for_each_batch<float>(p.numel(), [&](std::size_t j, auto count) {
       const simd::batch<float> gj = simd::load(g + j, count);
       const simd::batch<float> mj = b1 * simd::load(m + j, count) + (1 - b1) * gj;
       const simd::batch<float> vj = b2 * simd::load(v + j, count) + (1 - b2) * gj * gj;
