@@ -57,19 +57,24 @@ int run_step(const std::vector<std::string>& names, long steps, long warmup, boo
 int run_sgemm(const std::string& name, bool csv) {
   const BenchConfig& c = bench_config(name);
   const SgemmFloor floor = measure_sgemm_floor(c);
+  const double cpu_gflops = floor.total_cpu_ms > 0 ? floor.total_flops / (floor.total_cpu_ms * 1e6) : 0;
   if (csv) {
-    std::printf("sgemm,%s,%.4f,%.3f,%s,%d\n", c.name.c_str(), floor.total_ms, floor.gflops(),
-                blas::core_name().c_str(), blas::num_threads());
+    std::printf("sgemm,%s,%.4f,%.4f,%.3f,%.3f,%.3f,%s,%d\n", c.name.c_str(), floor.total_ms, floor.total_cpu_ms,
+                floor.gflops(), cpu_gflops, floor.peak_gflops(), blas::core_name().c_str(), blas::num_threads());
     return 0;
   }
   std::printf("Every GEMM of one %s training step, as the engine issues it (C[m,n] = op(A)[m,k] op(B)[k,n]):\n",
               c.name.c_str());
-  std::printf("%3s %3s %6s %6s %6s %6s %10s %9s\n", "tA", "tB", "m", "n", "k", "count", "ms", "GFLOP/s");
+  std::printf("%3s %3s %6s %6s %6s %6s %10s %10s %9s\n", "tA", "tB", "m", "n", "k", "count", "ms", "cpu_ms",
+              "GFLOP/s");
   for (const auto& g : floor.gemms)
-    std::printf("%3s %3s %6zu %6zu %6zu %6zu %10.3f %9.2f\n", g.shape.trans_a ? "T" : "N", g.shape.trans_b ? "T" : "N",
-                g.shape.m, g.shape.n, g.shape.k, g.shape.count, g.ms, g.gflops());
-  std::printf("total: %.3f GFLOP in %.3f ms = %.2f GFLOP/s (the step's floor: its GEMMs alone)\n",
-              floor.total_flops / 1e9, floor.total_ms, floor.gflops());
+    std::printf("%3s %3s %6zu %6zu %6zu %6zu %10.3f %10.3f %9.2f\n", g.shape.trans_a ? "T" : "N",
+                g.shape.trans_b ? "T" : "N", g.shape.m, g.shape.n, g.shape.k, g.shape.count, g.ms, g.cpu_ms,
+                g.gflops());
+  std::printf("total: %.3f GFLOP in %.3f ms (%.3f ms CPU) = %.2f GFLOP/s (%.2f by CPU time); best shape %.2f "
+              "GFLOP/s\n",
+              floor.total_flops / 1e9, floor.total_ms, floor.total_cpu_ms, floor.gflops(), cpu_gflops,
+              floor.peak_gflops());
   return 0;
 }
 
@@ -104,6 +109,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"xgrad_bench: training-step time, sgemm floor and memory check"};
   app.require_subcommand(1);
+  app.fallthrough();  // --threads and --csv also after the subcommand
   int threads = 1;
   bool csv = false;
   app.add_option("--threads", threads, "BLAS threads")->capture_default_str();

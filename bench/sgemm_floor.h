@@ -9,15 +9,17 @@ namespace xgrad::bench {
 
 struct GemmTiming {
   GemmShape shape;
-  double ms = 0;  // median time of all `count` calls of this shape together
+  double ms = 0, cpu_ms = 0;  // median wall and thread CPU time of all `count` calls of this shape together
   double gflops() const { return ms > 0 ? shape.flops() / (ms * 1e6) : 0; }
 };
 
 struct SgemmFloor {
   std::vector<GemmTiming> gemms;
-  double total_ms = 0;  // sum over gemms: the step's time if it did nothing but its GEMMs
+  double total_ms = 0, total_cpu_ms = 0;  // sums over gemms: the step's time if it did nothing but its GEMMs
   double total_flops = 0;
   double gflops() const { return total_ms > 0 ? total_flops / (total_ms * 1e6) : 0; }
+  /// The best rate of a single shape (the largest GEMMs), for reference.
+  double peak_gflops() const;
 };
 
 /// Times every GEMM of one training step of `config` (step_gemms) through xgrad::blas::gemm<float>, on the BLAS
