@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <type_traits>
 
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xmath.hpp>
@@ -280,6 +281,31 @@ basic_tensor<T> relu(const basic_tensor<T>& a) {
   });
 }
 
+// The float kernels of gelu, compiled per ISA (see vector_math.h).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void simd::gelu_f32(const float* x, float* out,
+                                                                                  float* sig, std::size_t n, float k,
+                                                                                  float c) {
+  simd::for_each_wide(n, [&](std::size_t i, auto count) {
+    simd::float16 xi;
+    simd::load16(xi, x + i, count);
+    simd::float16 e = -2.0f * k * (xi + c * xi * xi * xi);
+    simd::exp_in_place(e);
+    const simd::float16 s = 1.0f / (1.0f + e);
+    simd::store16(sig + i, s, count);
+    simd::store16(out + i, xi * s, count);
+  });
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void simd::gelu_backward_f32(const float* x,
+                                                                                           const float* sig, float* g,
+                                                                                           std::size_t n, float k,
+                                                                                           float c) {
+  for (std::size_t i = 0; i < n; ++i) {  // plain loop: the compiler vectorises it at each clone's width
+    const float xi = x[i], s = sig[i];
+    g[i] *= s + xi * s * (1.0f - s) * 2.0f * k * (1.0f + 3.0f * c * xi * xi);
+  }
+}
+
 template <class T>
 basic_tensor<T> gelu(const basic_tensor<T>& a) {
   // 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = k (x + c x^3): one exp per element instead of a libm tanh.
@@ -291,21 +317,29 @@ basic_tensor<T> gelu(const basic_tensor<T>& a) {
   const T* X = x.data();
   T* S = sig.data();
   T* O = out.data();
-  simd::for_each_batch<T>(x.size(), [&](std::size_t i, auto count) {
-    const simd::batch<T> xi = simd::load(X + i, count);
-    const simd::batch<T> s = T(1) / (T(1) + xsimd::exp(T(-2) * k * (xi + c * xi * xi * xi)));
-    simd::store(S + i, s, count);
-    simd::store(O + i, xi * s, count);
-  });
+  if constexpr (std::is_same_v<T, float>) {
+    simd::gelu_f32(X, O, S, x.size(), k, c);
+  } else {
+    simd::for_each_batch<T>(x.size(), [&](std::size_t i, auto count) {
+      const simd::batch<T> xi = simd::load(X + i, count);
+      const simd::batch<T> s = T(1) / (T(1) + xsimd::exp(T(-2) * k * (xi + c * xi * xi * xi)));
+      simd::store(S + i, s, count);
+      simd::store(O + i, xi * s, count);
+    });
+  }
   return make_result<T>("gelu", std::move(out), {a}, [k, c, sig = std::move(sig)](Node<T>& self) {
     // d/dx [x s(2u)] = s + x s (1 - s) 2 u',  u' = k (1 + 3 c x^2); the output gradient is scaled in place.
     const T* X = self.inputs[0]->value.data();
     const T* S = sig.data();
     xt::xarray<T> g = take_grad(self);
     T* G = g.data();
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      const T xi = X[i], s = S[i];
-      G[i] *= s + xi * s * (T(1) - s) * T(2) * k * (T(1) + T(3) * c * xi * xi);
+    if constexpr (std::is_same_v<T, float>) {
+      simd::gelu_backward_f32(X, S, G, g.size(), k, c);
+    } else {
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        const T xi = X[i], s = S[i];
+        G[i] *= s + xi * s * (T(1) - s) * T(2) * k * (T(1) + T(3) * c * xi * xi);
+      }
     }
     accumulate_grad(*self.inputs[0], std::move(g), "gelu");
   });

@@ -54,6 +54,36 @@ void for_each_lane(const Lanes& l, F&& f) {
 }
 }  // namespace
 
+// The float softmax row, compiled per ISA (see vector_math.h): the same steps as simd::softmax_row.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void simd::softmax_row_f32(const float* in, float* out,
+                                                                                         std::size_t n) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  simd::float16 mv = simd::float16{} + ninf;
+  simd::for_each_wide(n, [&](std::size_t j, auto count) {
+    simd::float16 v;
+    simd::load16(v, in + j, count, ninf);
+    mv = v > mv ? v : mv;
+  });
+  float m = ninf;
+  for (std::size_t l = 0; l < simd::kWide; ++l) m = std::max(m, mv[l]);
+  if (m == ninf) {  // fully masked row
+    std::fill(out, out + n, 0.0f);
+    return;
+  }
+  simd::float16 sum{};
+  simd::for_each_wide(n, [&](std::size_t j, auto count) {
+    simd::float16 e;
+    simd::load16(e, in + j, count, ninf);  // padding lanes: exp(-inf) = 0
+    e -= m;
+    simd::exp_in_place(e);
+    simd::store16(out + j, e, count);
+    sum += e;
+  });
+  float s = 0;
+  for (std::size_t l = 0; l < simd::kWide; ++l) s += sum[l];
+  for (std::size_t j = 0; j < n; ++j) out[j] /= s;
+}
+
 template <class T>
 basic_tensor<T> softmax(const basic_tensor<T>& a, int axis) {
   const auto& x = a.value();
