@@ -53,6 +53,7 @@ struct FakeRun {
   bool diverged = false;
   long diverged_step = -1;
   std::size_t steps = 0;  // config "steps"; 0: the number of rows
+  std::string on_nan;     // config "on_nan" when not empty
   std::string tail;       // raw text after the last row (a cut-short line)
 };
 
@@ -76,6 +77,7 @@ void write_run(const fs::path& dir, const FakeRun& r) {
                         {"seed", r.seed},        {"data_seed", r.seed}, {"out", dir.string()},
                         {"print_every", 100},    {"log_every", 1},      {"threads", 1},
                         {"environment", {{"machine", r.environment}}}};
+  if (!r.on_nan.empty()) config["on_nan"] = r.on_nan;
   std::ofstream(dir / "config.json") << config.dump(2);
 
   std::ofstream csv(dir / "metrics.csv");
@@ -371,6 +373,19 @@ TEST_CASE("diverged runs: counted per arm with their step, left out of final los
   crashed.summary = false;
   crashed.steps = 10;
   write_run(root / "crashed", crashed);
+
+  // Under --on-nan skip a non-finite step is skipped and the run goes on: not a divergence, and its nan row is
+  // left out of the means.
+  FakeRun skipping = ok;
+  skipping.on_nan = "skip";
+  skipping.loss = {1.0, nan_value, 0.5};
+  skipping.summary = false;
+  write_run(root / "skipping" / "run", skipping);
+  const Comparison skip_cmp = analyse_dirs({(root / "skipping").string()});
+  CHECK_FALSE(skip_cmp.runs[0].diverged);
+  CHECK(skip_cmp.stats[0].final_loss == doctest::Approx(0.75));
+  CHECK(skip_cmp.stats[0].auc_loss == doctest::Approx(0.75));
+  fs::remove_all(root / "skipping");
 
   const Comparison cmp = analyse_dirs({root.string()});
   REQUIRE(cmp.arms.size() == 1);

@@ -112,6 +112,7 @@ void read_series(const fs::path& path, RunRecord& run) {
   RunSeries& s = run.series;
   std::vector<double> cells(columns.size());
   std::size_t row_number = 0;
+  bool last_row_finite = true;
   while (std::getline(in, line)) {
     // getline sets eof when the line had no newline: the writer stopped mid-row.
     const bool cut = in.eof();
@@ -136,13 +137,15 @@ void read_series(const fs::path& path, RunRecord& run) {
     s.grad_norm_w_k.push_back(combined_norm(cells, wk));
     s.entropy.push_back(finite_mean(cells, entropy));
     s.score_std.push_back(finite_mean(cells, score_std));
-    if (!run.has_summary && !run.diverged) {
-      const bool finite = std::isfinite(cells[loss_col]) && (grad_col == absent || std::isfinite(cells[grad_col]));
-      if (!finite) {
-        run.diverged = true;
-        run.diverged_step = static_cast<long>(s.step.back());
-      }
-    }
+    last_row_finite = std::isfinite(cells[loss_col]) && (grad_col == absent || std::isfinite(cells[grad_col]));
+  }
+  // Without summary.json, a run whose last row is non-finite stopped there: the trainer's default (--on-nan stop)
+  // ends a run at its first non-finite step. Under --on-nan skip such a row may be followed by more.
+  const auto on_nan = run.config.find("on_nan");
+  const bool skips = on_nan != run.config.end() && on_nan->is_string() && on_nan->get<std::string>() == "skip";
+  if (!run.has_summary && !skips && s.size() > 0 && !last_row_finite) {
+    run.diverged = true;
+    run.diverged_step = static_cast<long>(s.step.back());
   }
 }
 

@@ -27,7 +27,8 @@ struct RunRecord {
   std::string dir;
   nlohmann::json config;           // config.json as written by the trainer
   bool has_summary = false;        // summary.json present and readable
-  bool diverged = false;           // from summary.json, or a non-finite loss/grad_norm row when there is none
+  bool diverged = false;           // from summary.json; without one, a non-finite loss/grad_norm in the last row
+                                   // (unless the run skips non-finite steps: config on_nan = "skip")
   long diverged_step = -1;
   bool incomplete = false;         // cut short: no summary.json, a truncated last line, or fewer rows than steps
   std::string incomplete_reason;   // why, for the report ("" when complete)
