@@ -84,6 +84,17 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void simd::softmax_
   for (std::size_t j = 0; j < n; ++j) out[j] /= s;
 }
 
+__attribute__((target_clones("avx512f", "avx2", "default"))) void simd::exp_shifted_f32(const float* in, float shift,
+                                                                                         float* out, std::size_t n) {
+  simd::for_each_wide(n, [&](std::size_t j, auto count) {
+    simd::float16 e;
+    simd::load16(e, in + j, count);
+    e -= shift;
+    simd::exp_in_place(e);
+    simd::store16(out + j, e, count);
+  });
+}
+
 template <class T>
 basic_tensor<T> softmax(const basic_tensor<T>& a, int axis) {
   const auto& x = a.value();
@@ -310,6 +321,8 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
   const double on = 1.0 - eps, spread = r.cols ? eps / static_cast<double>(r.cols) : 0.0;
   double total = 0;
   std::size_t count = 0;
+  // Each counted row's softmax, kept for backward: its shifted exps, then divided by their sum.
+  xt::xarray<T> probs = xt::xarray<T>::from_shape(x.shape());
   for (std::size_t i = 0; i < r.rows; ++i) {
     const auto t = targets.data()[i];
     if (t == ignore_index) continue;
@@ -318,10 +331,16 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
                   " is outside [0, " + std::to_string(r.cols) + ") and is not ignore_index " +
                   std::to_string(ignore_index));
     const T* in = x.data() + i * r.cols;
+    T* p = probs.data() + i * r.cols;
     T m = in[0];
     for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
+    if constexpr (std::is_same_v<T, float>)
+      simd::exp_shifted_f32(in, m, p, r.cols);
+    else
+      for (std::size_t j = 0; j < r.cols; ++j) p[j] = std::exp(in[j] - m);
     double s = 0;
-    for (std::size_t j = 0; j < r.cols; ++j) s += std::exp(static_cast<double>(in[j] - m));
+    for (std::size_t j = 0; j < r.cols; ++j) s += static_cast<double>(p[j]);
+    for (std::size_t j = 0; j < r.cols; ++j) p[j] = static_cast<T>(static_cast<double>(p[j]) / s);
     // sum_j q_j (lse - x_j) = lse - on * x_t - spread * sum_j x_j, since the q_j sum to 1
     const double lse = static_cast<double>(m) + std::log(s);
     double loss = lse - on * static_cast<double>(in[t]);
@@ -336,22 +355,18 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
   xt::xarray<T> out = xt::xarray<T>::from_shape({});
   out() = count ? static_cast<T>(total / static_cast<double>(count)) : T(0);
   return make_result<T>(
-      "cross_entropy", std::move(out), {logits}, [r, targets, ignore_index, count, on, spread](Node<T>& self) {
+      "cross_entropy", std::move(out), {logits},
+      [r, targets, ignore_index, count, on, spread, probs = std::move(probs)](Node<T>& self) {
         xt::xarray<T> gx = xt::zeros<T>(self.inputs[0]->value.shape());
         if (count) {
           const T scale = self.grad() / static_cast<T>(count);
           const T target_step = static_cast<T>(on) * scale, spread_step = static_cast<T>(spread) * scale;
-          const T* X = self.inputs[0]->value.data();
           for (std::size_t i = 0; i < r.rows; ++i) {
             const auto t = targets.data()[i];
             if (t == ignore_index) continue;
-            const T* in = X + i * r.cols;
+            const T* p = probs.data() + i * r.cols;
             T* d = gx.data() + i * r.cols;
-            T m = in[0];
-            for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
-            T s = 0;
-            for (std::size_t j = 0; j < r.cols; ++j) s += (d[j] = std::exp(in[j] - m));
-            for (std::size_t j = 0; j < r.cols; ++j) d[j] = d[j] / s * scale;
+            for (std::size_t j = 0; j < r.cols; ++j) d[j] = p[j] * scale;
             d[t] -= target_step;  // (softmax - q) / N
             if (spread_step != T(0))
               for (std::size_t j = 0; j < r.cols; ++j) d[j] -= spread_step;

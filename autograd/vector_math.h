@@ -3,9 +3,9 @@
 // plain loop is one chain of dependent adds). Two layers:
 //  - xsimd batches at the width of the compile target (SSE2 on a baseline x86-64 build: 4 floats, 2 doubles), for
 //    float and double: sums and dot products (layer_norm, softmax backward), softmax rows, sqrt in AdamW.
-//  - Wide float kernels for the two exp-bound ops, gelu and softmax: GCC vector extensions of 16 floats, compiled
-//    three times (target_clones: AVX-512, AVX2, baseline) so that the loader picks the widest the CPU runs, as
-//    PyTorch dispatches its kernels. Double keeps the xsimd path (gradcheck runs in double and needs libm accuracy).
+//  - Wide float kernels for the exp-bound ops (gelu, softmax, cross_entropy): GCC vector extensions of 16 floats,
+//    compiled three times (target_clones: AVX-512, AVX2, baseline) so that the loader picks the widest the CPU
+//    runs, as PyTorch dispatches its kernels. Double keeps the xsimd path (gradcheck runs in double and needs libm accuracy).
 // Measured at M (bench/README.md): gelu with one libm expf per element was 15% of the step, layer_norm's serial
 // sums 6%; gelu with SSE2 batches still 8%.
 #pragma once
@@ -142,6 +142,8 @@ __attribute__((always_inline)) inline void for_each_wide(std::size_t n, F&& body
 void gelu_f32(const float* x, float* out, float* sig, std::size_t n, float k, float c);
 /// g *= d gelu / dx given x and sig from gelu_f32. Defined in ops_elementwise.cpp.
 void gelu_backward_f32(const float* x, const float* sig, float* g, std::size_t n, float k, float c);
+/// out = exp(in - shift) for n floats. Defined in ops_nn.cpp (cross_entropy).
+void exp_shifted_f32(const float* in, float shift, float* out, std::size_t n);
 /// softmax_row for float at the widest width the CPU runs. Defined in ops_nn.cpp.
 void softmax_row_f32(const float* in, float* out, std::size_t n);
 

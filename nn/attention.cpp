@@ -63,10 +63,10 @@ namespace {
 // Multi-head attention on heads laid out as the projections produce them: q, k, v are [B, T, H * d_k] with head h
 // in columns [h d_k, (h + 1) d_k). For each batch element b and head h, with Q, K, V the [T, d_k] head blocks:
 //   S = scale * Q K^T, causal: S_ij = -inf for j > i;  P = softmax(S) (rows);  O = P V.
-// Returns O as [B, T, H * d_k], ready for the output projection. The same function as
-// permute → scaled_dot_product_attention → permute back, fused: every GEMM reads and writes the head blocks in place
-// through the row stride H * d_k (no [B, H, T, d_k] copies), the scale rides on the GEMM's alpha, and the mask and
-// softmax are applied to S in place, so only P is stored for backward. Backward, per head (Vaswani et al. 2017's
+// Returns O as [B, T, H * d_k], ready for the output projection. The same function as permute →
+// scaled_dot_product_attention → permute back, fused: every GEMM reads and writes the head blocks in place through
+// the row stride H * d_k (no [B, H, T, d_k] copies), the scale rides on the GEMM's alpha, and the mask and softmax
+// are applied to S in place, so only P is stored for backward. Backward, per head (Vaswani et al. 2017's
 // attention differentiated by hand): dP = dO V^T, dS = P * (dP - rowsum(dP * P)), dQ = scale dS K,
 // dK = scale dS^T Q, dV = P^T dO. With `record`, the scores S (softmax input), P, and q, k as [B, H, T, d_k] are
 // kept there, and backward stores dS as the scores' gradient (what retain_grad gives on the unfused path).
