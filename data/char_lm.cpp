@@ -21,6 +21,8 @@ std::vector<std::uint8_t> read_file(const std::string& path) {
   const fs::file_status status = fs::status(path, ec);
   if (!fs::exists(status)) throw TaskError("char_lm: text file '" + path + "' does not exist");
   if (fs::is_directory(status)) throw TaskError("char_lm: text file '" + path + "' is a directory, not a file");
+  // A device or pipe (/dev/zero, /dev/stdin) would be read without end.
+  if (!fs::is_regular_file(status)) throw TaskError("char_lm: text file '" + path + "' is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TaskError("char_lm: cannot open text file '" + path + "': " + std::strerror(errno));
   std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
