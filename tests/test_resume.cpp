@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "nn/checkpoint.h"
 #include "train/run_checkpoint.h"
@@ -404,4 +406,132 @@ TEST_CASE("--init-from: a run starts from a checkpoint's weights; a file that do
   absent.init_from = (fs::path(a.out) / "absent.safetensors").string();
   CHECK(init_error(absent).find("--init-from: '") == 0);
   for (const auto& dir : {a.out, b.out, c.out, d.out}) fs::remove_all(dir);
+}
+
+namespace {
+
+// Console lines of the runs made while it lives.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LogCapture() { spdlog::default_logger()->sinks().pop_back(); }
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+TrainConfig nan_run(const std::string& name) {
+  TrainConfig c;
+  c.d_model = 16;
+  c.steps = 20;
+  c.print_every = 1000;
+  c.checkpoint_every = 4;
+  c.out = temp_dir(name).string();
+  return c;
+}
+
+bool has_nan(const xt::xarray<float>& a) {
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::isnan(a.data()[i])) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("non-finite gradient, --on-nan stop: the run stops there, names the step and the parameter, and keeps "
+          "the last good checkpoint beside a marked non-finite one") {
+  TrainConfig c = nan_run("nan_stop");
+  c.nan_gradient_steps = {6};
+  LogCapture log;
+  const RunSummary s = xgrad::train::train(c);
+  CHECK(s.diverged);
+  CHECK(s.diverged_step == 6);
+  CHECK(s.steps_done == 7);
+  CHECK(std::isnan(s.final_loss));
+  CHECK(count_lines(fs::path(c.out) / "metrics.csv") == 8);  // every row up to the failing one
+  CHECK(log.text().find("diverged at step 6: ") != std::string::npos);
+  CHECK(log.text().find("first non-finite: gradient of blocks.0.attn.w_q.weight") != std::string::npos);
+  const nn::Checkpoint good = nn::load_checkpoint((fs::path(c.out) / kCheckpointFile).string());
+  CHECK(good.meta("nonfinite") == "false");
+  CHECK(good.meta("step") == "4");
+  const nn::Checkpoint bad = nn::load_checkpoint((fs::path(c.out) / kNonfiniteCheckpointFile).string());
+  CHECK(bad.meta("nonfinite") == "true");
+  CHECK(bad.meta("step") == "6");  // the state before the failing step
+  CHECK(has_nan(*bad.find("grad.blocks.0.attn.w_q.weight")));
+  CHECK_FALSE(has_nan(*bad.find("grad.blocks.0.attn.w_k.weight")));
+  // A non-finite checkpoint is not a place to resume from; the good one is, and with --on-nan skip the run goes on.
+  std::ifstream in(fs::path(c.out) / "summary.json");
+  CHECK(nlohmann::json::parse(in).at("diverged") == true);
+  TrainConfig r = c;
+  r.resume = true;
+  r.on_nan = "skip";
+  const RunSummary resumed = xgrad::train::train(r);
+  CHECK_FALSE(resumed.diverged);
+  CHECK(resumed.skipped_steps == 1);
+  CHECK(count_lines(fs::path(c.out) / "metrics.csv") == 21);
+  fs::remove_all(c.out);
+}
+
+TEST_CASE("--on-nan skip: the step's update is dropped, the row kept, the count reported; it resumes identically") {
+  TrainConfig c = nan_run("nan_skip");
+  c.on_nan = "skip";
+  c.optimizer = "adamw";
+  c.nan_gradient_steps = {3, 9, 10};
+  const RunSummary s = xgrad::train::train(c);
+  CHECK_FALSE(s.diverged);
+  CHECK(s.skipped_steps == 3);
+  CHECK(s.steps_done == 20);
+  CHECK(std::isfinite(s.final_loss));
+  std::ifstream in(fs::path(c.out) / "summary.json");
+  CHECK(nlohmann::json::parse(in).at("skipped_steps") == 3);
+  // AdamW took 17 steps, and the skipped rows show no update.
+  CHECK(nn::load_checkpoint((fs::path(c.out) / kCheckpointFile).string()).meta("optim.step") == "17");
+  const auto table = read_file(fs::path(c.out) / "metrics.csv");
+  std::istringstream lines(table);
+  std::string header, line;
+  std::getline(lines, header);
+  std::vector<std::string> columns;
+  {
+    std::istringstream h(header);
+    std::string col;
+    while (std::getline(h, col, ',')) columns.push_back(col);
+  }
+  for (int row = 0; std::getline(lines, line); ++row) {
+    std::istringstream cells(line);
+    std::string cell;
+    for (std::size_t i = 0; std::getline(cells, cell, ','); ++i)
+      if (columns[i].rfind("update_rms/", 0) == 0) {
+        INFO("row " << row << " " << columns[i]);
+        CHECK((cell == "0") == (row == 3 || row == 9 || row == 10));
+      }
+  }
+  // Interrupted after 12 steps (a skip streak behind it) and resumed: the same rows.
+  TrainConfig part = c;
+  part.steps = 12;
+  part.out = temp_dir("nan_skip_part").string();
+  xgrad::train::train(part);
+  part.steps = 20;
+  part.resume = true;
+  CHECK(xgrad::train::train(part).skipped_steps == 3);
+  CHECK(metrics_without_timing(part.out) == metrics_without_timing(c.out));
+  CHECK(summary_without_time(part.out) == summary_without_time(c.out));
+  fs::remove_all(c.out);
+  fs::remove_all(part.out);
+}
+
+TEST_CASE("--on-nan skip stops after kMaxConsecutiveSkips non-finite steps in a row") {
+  TrainConfig c = nan_run("nan_streak");
+  c.on_nan = "skip";
+  for (std::size_t step = 5; step < 20; ++step) c.nan_gradient_steps.push_back(step);
+  LogCapture log;
+  const RunSummary s = xgrad::train::train(c);
+  CHECK(s.diverged);
+  CHECK(s.diverged_step == static_cast<long>(5 + kMaxConsecutiveSkips - 1));
+  CHECK(s.skipped_steps == kMaxConsecutiveSkips - 1);
+  CHECK(log.text().find("non-finite steps in a row") != std::string::npos);
+  fs::remove_all(c.out);
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -52,6 +53,9 @@ struct TrainConfig {
   bool resume = false;                 // continue the run in `out` from its checkpoint (not part of to_json)
   std::string on_nan = "stop";         // non-finite loss or gradient: stop (exit 3) | skip (the step, and go on)
   std::string init_from;               // start from the weights of this safetensors file instead of the seed's
+  // Testing only (no flag, not in config.json): at these steps one gradient element of the first attn.w_q.weight is
+  // set to NaN after backward, to exercise the non-finite handling.
+  std::vector<std::size_t> nan_gradient_steps;
 
   std::size_t d_k() const { return head_dim ? head_dim : d_model / n_heads; }
   /// Throws ConfigError naming the first bad flag (task settings included: the task is built once to check them).

@@ -97,7 +97,10 @@ int main(int argc, char** argv) {
   CLI::App* probe_cmd = app.add_subcommand(
       "probe", "no training: attention statistics at initialisation, unscaled and scaled, next to the theory");
   add_training_flags(*probe_cmd, probe_cfg, unused_probe_scale, false);
-  probe_cmd->add_option("--d-k", probe_d_ks, "head sizes, e.g. --d-k 4,16,64")->capture_default_str()->delimiter(',');
+  probe_cmd->add_option("--d-k", probe_d_ks, "head sizes, e.g. --d-k 4,16,64")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(whole_number(1, 8192));
 
   CompareOptions compare_opts;
   CLI::App* compare_cmd = app.add_subcommand(
@@ -114,6 +117,22 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(boolean_word());
 
+  // CLI11 would say "A subcommand is required" for both a missing and a misspelt command.
+  std::string commands;
+  bool known = false;
+  const std::string first = argc > 1 ? argv[1] : "";
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    commands += (commands.empty() ? "" : ", ") + sub->get_name();
+    known = known || sub->get_name() == first;
+  }
+  if (argc < 2) {
+    std::cerr << "xgrad: a command is required (allowed: " << commands << "; see 'xgrad --help')\n";
+    return 2;
+  }
+  if (!first.empty() && first[0] != '-' && !known) {
+    std::cerr << "xgrad: unknown command '" << first << "' (allowed: " << commands << "; see 'xgrad --help')\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -99,6 +99,7 @@ nn::Checkpoint make_run_checkpoint(const TrainConfig& config, const nn::Attentio
       {"progress.zero_grad_w_k", std::to_string(p.zero_grad_w_k)},
       {"progress.finite_steps", std::to_string(p.finite_steps)},
       {"progress.skipped_steps", std::to_string(p.skipped_steps)},
+      {"progress.consecutive_skips", std::to_string(p.consecutive_skips)},
       {"progress.recent_loss", exact_list(p.recent_loss)},
       {"progress.recent_accuracy", exact_list(p.recent_accuracy)},
       {"progress.wall_seconds", exact(p.wall_seconds)},
@@ -167,6 +168,7 @@ void restore_run_checkpoint(const nn::Checkpoint& c, const std::string& path, co
   r.zero_grad_w_k = meta.whole("progress.zero_grad_w_k");
   r.finite_steps = meta.whole("progress.finite_steps");
   r.skipped_steps = meta.whole("progress.skipped_steps");
+  r.consecutive_skips = meta.whole("progress.consecutive_skips");
   r.recent_loss = meta.list("progress.recent_loss");
   r.recent_accuracy = meta.list("progress.recent_accuracy");
   r.wall_seconds = meta.number("progress.wall_seconds");

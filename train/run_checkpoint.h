@@ -35,6 +35,7 @@ struct RunProgress {
   std::size_t zero_grad_w_k = 0;
   std::size_t finite_steps = 0;   // steps whose loss and gradients were finite
   std::size_t skipped_steps = 0;  // non-finite steps skipped under --on-nan skip
+  std::size_t consecutive_skips = 0;  // non-finite steps skipped since the last finite one
   std::deque<double> recent_loss, recent_accuracy;  // the last kRecent finite steps, oldest first
   double wall_seconds = 0;        // training time of earlier sessions of this run
   static constexpr std::size_t kRecent = 20;

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -152,8 +153,8 @@ const std::vector<std::string>& run_files() {
   return files;
 }
 
-// Checks the run directory against overwrite/resume, creates it, proves it writable, and clears what must go.
-void prepare_run_directory(const TrainConfig& cfg) {
+// Checks the run directory against overwrite/resume without touching it (a refused run leaves no trace).
+void check_run_directory(const TrainConfig& cfg) {
   const fs::path dir(cfg.out);
   std::error_code ec;
   if (cfg.resume && cfg.overwrite)
@@ -167,6 +168,12 @@ void prepare_run_directory(const TrainConfig& cfg) {
   if (!cfg.resume && !cfg.overwrite && holds_run)
     throw ConfigError("--out: " + dir.string() + " already holds a run (config.json, metrics.csv or a checkpoint); " +
                       "pass --overwrite to replace it or --resume to continue it");
+}
+
+// Creates the run directory, proves it writable, and clears what must go.
+void prepare_run_directory(const TrainConfig& cfg) {
+  const fs::path dir(cfg.out);
+  std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw ConfigError("--out: cannot create run directory " + dir.string() + ": " + ec.message());
   // A directory can exist and still refuse files (permissions, read-only mount): find out before training.
@@ -243,7 +250,7 @@ RunSummary train(const TrainConfig& cfg) {
     stored.out = cfg.out;
     check_same_run(stored, cfg);
   }
-  prepare_run_directory(cfg);
+  check_run_directory(cfg);
   set_threads(cfg.threads);
   set_flush_denormals(cfg.flush_denormals);
 
@@ -279,6 +286,7 @@ RunSummary train(const TrainConfig& cfg) {
       throw ConfigError(std::string("--init-from: ") + e.what());
     }
   }
+  prepare_run_directory(cfg);
 
   nlohmann::json config_json = cfg.to_json();
   config_json["vocab_size"] = task->vocab_size();
@@ -342,6 +350,12 @@ RunSummary train(const TrainConfig& cfg) {
     const double acc = accuracy(logits.value(), batch.targets);
     opt->zero_grad();
     loss.backward();
+    if (std::find(cfg.nan_gradient_steps.begin(), cfg.nan_gradient_steps.end(), step) != cfg.nan_gradient_steps.end())
+      for (auto [name, p] : named)  // a copy of the handle: the tensor itself is shared
+        if (ends_with(name, "attn.w_q.weight") && p.has_grad()) {
+          p.mutable_grad().data()[0] = std::numeric_limits<float>::quiet_NaN();
+          break;
+        }
 
     std::vector<double> norms(named.size());
     double sum_squares = 0;  // the global norm as clip_grad_norm computes it, before any clipping
@@ -407,21 +421,30 @@ RunSummary train(const TrainConfig& cfg) {
     if (!finite) {
       const std::string where = culprit.empty() ? "no parameter or gradient is non-finite (the forward pass overflowed)"
                                                 : "first non-finite: " + culprit;
-      // Skipping cannot help once a weight itself is non-finite: every later step would be skipped too.
-      if (cfg.on_nan == "skip" && culprit.rfind("value of ", 0) != 0) {
+      // Skipping cannot help once a weight itself is non-finite, nor when step after step fails (weights so large
+      // that every forward pass overflows): the run would skip to its end without learning.
+      const bool weight_broken = culprit.rfind("value of ", 0) == 0;
+      const bool too_many = progress.consecutive_skips + 1 >= kMaxConsecutiveSkips;
+      if (cfg.on_nan == "skip" && !weight_broken && !too_many) {
         ++progress.skipped_steps;
+        ++progress.consecutive_skips;
         progress.step = step + 1;
         logger->warn("[{}] step {}: non-finite loss={} grad_norm={}; {}; step skipped (--on-nan skip)", run_name, step,
                      loss_value, total_norm, where);
       } else {
         summary.diverged = true;
         summary.diverged_step = static_cast<long>(step);
-        logger->warn("[{}] diverged at step {}: loss={} grad_norm={}; {}; stopping (every row so far is in "
+        const std::string why = cfg.on_nan == "stop" ? ""
+                                : weight_broken      ? " (a weight is non-finite: skipping cannot recover)"
+                                                     : " (" + std::to_string(kMaxConsecutiveSkips) +
+                                                      " non-finite steps in a row: skipping does not recover)";
+        logger->warn("[{}] diverged at step {}: loss={} grad_norm={}; {}; stopping{} (every row so far is in "
                      "metrics.csv, the state before this step in {})",
-                     run_name, step, loss_value, total_norm, where, (dir / kNonfiniteCheckpointFile).string());
+                     run_name, step, loss_value, total_norm, where, why, (dir / kNonfiniteCheckpointFile).string());
         break;
       }
     } else {
+      progress.consecutive_skips = 0;
       double wq = 0, wk = 0;
       for (auto i : wq_idx) wq += norms[i] * norms[i];
       for (auto i : wk_idx) wk += norms[i] * norms[i];

@@ -46,10 +46,11 @@ struct RunSummary {
 ///
 /// Non-finite loss or gradient at step s: the warning names s and the first non-finite parameter value or gradient;
 /// checkpoint-nonfinite.safetensors gets the state before that step with its gradients (metadata nonfinite = true;
-/// checkpoint.safetensors keeps the last good state). on_nan = "stop": the run stops there, keeps every row written
+/// written at the first non-finite step of a session; checkpoint.safetensors keeps the last good state). on_nan = "stop": the run stops there, keeps every row written
 /// and reports diverged = true (not an exception: divergence is a result). on_nan = "skip": the step's update is
-/// dropped, its row is written (nan where the values are), and training goes on (summary.skipped_steps counts them;
-/// a parameter value that is itself non-finite cannot be skipped past and stops the run as above).
+/// dropped, its row is written (nan where the values are), and training goes on (summary.skipped_steps counts them);
+/// a parameter value that is itself non-finite, or kMaxConsecutiveSkips non-finite steps in a row, cannot be
+/// skipped past and stop the run as above.
 ///
 /// request_stop (a SIGINT/SIGTERM handler) makes the run finish the step in progress, write a checkpoint, and
 /// return with stop_signal set and no summary.json.
@@ -64,6 +65,9 @@ struct RunSummary {
 /// eval_loss, then step_ms. Attention statistics and RMS columns are computed every log_every steps and on the last
 /// step, eval_loss every eval_every steps; other rows hold nan there.
 RunSummary train(const TrainConfig& config);
+
+/// Under on_nan = "skip", this many non-finite steps in a row stop the run as diverged.
+inline constexpr std::size_t kMaxConsecutiveSkips = 10;
 
 /// Asks a train() in progress (or about to start) to stop after its current step; `signal` is reported in
 /// RunSummary::stop_signal. Async-signal-safe: meant to be called from a signal handler.

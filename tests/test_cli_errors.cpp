@@ -1,0 +1,146 @@
+// Bad invocations of the `xgrad` command line, as a table: each must exit with the expected code and print one
+// line on stderr, "xgrad: ...", naming the flag (and the allowed values where there is a list or a range).
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nn/checkpoint.h"
+#include "train/trainer.h"
+
+using namespace xgrad;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string stderr_text;
+};
+
+// Runs xgrad with `args` (each passed as one word), capturing stderr only.
+Result run(const std::vector<std::string>& args) {
+  std::string command = XGRAD_BIN;
+  for (const auto& a : args) {
+    std::string quoted = "'";
+    for (char ch : a) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    command += " " + quoted + "'";
+  }
+  command += " 2>&1 >/dev/null";
+  Result r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.stderr_text.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+struct Case {
+  std::vector<std::string> args;
+  int code;
+  std::string message;  // a substring of the one stderr line
+};
+
+}  // namespace
+
+TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-line message naming the flag") {
+  const fs::path root = fs::temp_directory_path() / ("xgrad_test_cli_errors_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "empty");
+  const std::string out = (root / "new").string(), run_dir = (root / "run").string(),
+                    file = (root / "file.txt").string(), empty = (root / "empty").string();
+  {
+    std::ofstream f(file);
+    f << "not a directory\n";
+  }
+  // A finished run to resume or refuse to overwrite, a corrupt one, and a checkpoint of another model width.
+  train::TrainConfig c;
+  c.d_model = 8;
+  c.steps = 3;
+  c.print_every = 1000;
+  c.out = run_dir;
+  train::train(c);
+  const std::string checkpoint = run_dir + "/checkpoint.safetensors";
+  const std::string corrupt_dir = (root / "corrupt").string();
+  fs::copy(run_dir, corrupt_dir);
+  {
+    std::ofstream f(corrupt_dir + "/checkpoint.safetensors", std::ios::trunc);
+    f << "{}";
+  }
+
+  const std::vector<Case> cases{
+      {{}, 2, "a command is required (allowed: train, sweep, experiment, probe, compare;"},
+      {{"bogus"}, 2, "unknown command 'bogus' (allowed: train, sweep, experiment, probe, compare;"},
+      {{"train"}, 2, "--out: a run directory is required"},
+      {{"train", "--out", out, "--bogus"}, 2, "--bogus"},
+      {{"train", "--out", out, "--steps", "abc"}, 2, "--steps: must be a whole number in [1, 1000000000], got 'abc'"},
+      {{"train", "--out", out, "--steps", "0"}, 2, "--steps: must be in [1, 1000000000], got 0"},
+      {{"train", "--out", out, "--steps", "-3"}, 2, "--steps: must be a whole number in [1, 1000000000]"},
+      {{"train", "--out", out, "--steps", "5", "--steps", "6"}, 2, "--steps"},
+      {{"train", "--out", out, "--batch-size", "0"}, 2, "--batch-size: must be in [1, 1048576]"},
+      {{"train", "--out", out, "--lr", "-1"}, 2, "--lr must be a finite number > 0"},
+      {{"train", "--out", out, "--lr", "nan"}, 2, "--lr: must be a decimal number, got 'nan'"},
+      {{"train", "--out", out, "--lr", "1e999"}, 2, "--lr: must be finite"},
+      {{"train", "--out", out, "--optimizer", "adam"}, 2, "--optimizer: adam not in {sgd,adamw}"},
+      {{"train", "--out", out, "--scale", "sqrt"}, 2, "--scale: sqrt not in {none,sqrt_dk,dk,qk_layernorm,learned}"},
+      {{"train", "--out", out, "--task", "mnist"}, 2, "--task: mnist not in {kv_recall,copy,reverse,sort,majority,"},
+      {{"train", "--out", out, "--mlp", "maybe"}, 2, "--mlp: must be true or false, got 'maybe'"},
+      {{"train", "--out", out, "--d-model", "10", "--n-heads", "3"}, 2, "--d-model (10) must be divisible by --n-heads (3)"},
+      {{"train", "--out", out, "--n-keys", "4", "--n-pairs", "8"}, 2, "n_pairs"},
+      {{"train", "--out", out, "--momentum", "1"}, 2, "--momentum must be in [0, 1)"},
+      {{"train", "--out", out, "--threads", "0"}, 2, "--threads: must be in [1, 64], got 0"},
+      {{"train", "--out", out, "--seed", "-1"}, 2, "--seed: must be a whole number in [0, 18446744073709551615]"},
+      {{"train", "--out", out, "--d-model", "16384", "--batch-size", "4096"}, 2, "GiB (limit 12)"},
+      {{"train", "--out", out, "--on-nan", "ignore"}, 2, "--on-nan: ignore not in {stop,skip}"},
+      {{"train", "--out", out, "--checkpoint-every", "-1"}, 2, "--checkpoint-every: must be a whole number in [0, "},
+      {{"train", "--out", out, "--init-from", (root / "absent.safetensors").string()}, 2, "--init-from: File does not exist"},
+      {{"train", "--out", out, "--d-model", "16", "--init-from", checkpoint}, 2,
+       "--init-from: checkpoint " + checkpoint + ": tensor 'model.tok_emb.weight' has shape [72, 8], the model needs [72, 16]"},
+      {{"train", "--out", out, "--init-from", file}, 2, "--init-from: safetensors: " + file + ": header length"},
+      {{"train", "--out", run_dir}, 2, "already holds a run (config.json, metrics.csv or a checkpoint); pass --overwrite"},
+      {{"train", "--out", file}, 2, "--out: " + file + " exists and is not a directory"},
+      {{"train", "--out", file + "/run"}, 2, "--out: cannot create run directory " + file + "/run"},
+      {{"train", "--out", ""}, 2, "--out: a run directory is required"},
+      {{"train", "--resume", (root / "absent").string()}, 2, "--resume: Directory does not exist"},
+      {{"train", "--resume", empty}, 2, "--resume: " + empty + " holds no run (no config.json)"},
+      {{"train", "--resume", run_dir, "--d-model", "16"}, 2, "--d-model: the run in " + run_dir + " was trained with 8, not 16"},
+      {{"train", "--resume", run_dir, "--scale", "none"}, 2, "--scale: the run in " + run_dir + " was trained with \"sqrt_dk\""},
+      {{"train", "--resume", run_dir, "--steps", "2"}, 2, "--steps: the run in " + run_dir + " was set to 3 steps; a resumed run may raise"},
+      {{"train", "--resume", run_dir, "--overwrite"}, 2, "--resume and --overwrite exclude each other"},
+      {{"train", "--resume", run_dir, "--out", empty}, 2, "--out: " + empty + " is not the --resume directory"},
+      {{"train", "--resume", corrupt_dir}, 1, "cannot resume: safetensors: " + corrupt_dir + "/checkpoint.safetensors"},
+      {{"train", "--out", out, "--task", "data"}, 2, "--data: data: no directory given"},
+      {{"train", "--out", out, "--task", "data", "--data", empty}, 2, "--data: npy: " + empty + "/inputs.npy: no such file"},
+      {{"train", "--out", out, "--data", empty}, 2, "--data is read only by --task data (the task is kv_recall)"},
+      {{"train", "--out", out, "--vocab-size", "5"}, 2, "--vocab-size is read only by --task data"},
+      {{"train", "--out", out, "--data", file}, 2, "--data: Directory is actually a file"},
+      {{"train", "--out", out, "--task", "char_lm", "--text", "/dev/zero"}, 2, "'/dev/zero' is not a regular file"},
+      {{"train", "--out", out, "--task", "char_lm", "--text", (root / "absent.txt").string()}, 2, "does not exist"},
+      {{"train", "--out", out, "--text", file}, 2, "--text is read only by --task char_lm"},
+      {{"sweep", "--out", out, "--jobs", "0"}, 2, "--jobs: must be in [1, 256], got 0"},
+      {{"sweep", "--out", out, "--arms", "adam@0.1"}, 2, "--arms: unknown optimizer 'adam'"},
+      {{"sweep", "--out", out, "--d-k", "4,4"}, 2, "--d-k: 4"},
+      {{"probe", "--d-k", "-1"}, 2, "--d-k: must be a whole number in [1, 8192]"},
+  };
+  CHECK(cases.size() >= 20);
+  for (const Case& c : cases) {
+    std::string line;
+    for (const auto& a : c.args) line += " " + a;
+    INFO("xgrad" << line);
+    const Result r = run(c.args);
+    INFO("stderr: " << r.stderr_text);
+    CHECK(r.code == c.code);
+    CHECK(r.stderr_text.find(c.message) != std::string::npos);
+    CHECK(r.stderr_text.rfind("xgrad: ", 0) == 0);
+    CHECK(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n') == 1);
+  }
+  CHECK_FALSE(fs::exists(out));  // no refused invocation left a run directory behind
+  fs::remove_all(root);
+}
