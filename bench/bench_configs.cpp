@@ -1,5 +1,6 @@
 #include "bench/bench_configs.h"
 
+#include <sstream>
 #include <stdexcept>
 
 namespace xgrad::bench {
@@ -19,12 +20,38 @@ const BenchConfig& bench_config(const std::string& name) {
   throw std::invalid_argument("unknown configuration '" + name + "' (allowed: S, M, L)");
 }
 
+BenchConfig parse_shape(const std::string& shape) {
+  std::vector<std::size_t> v;
+  std::stringstream in(shape);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    unsigned long long x = 0;
+    try {
+      x = std::stoull(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || item[0] == '-')
+      throw std::invalid_argument("--shape: '" + item + "' is not a whole number");
+    v.push_back(static_cast<std::size_t>(x));
+  }
+  if (v.size() != 6 || v[0] == 0 || v[1] == 0 || v[3] == 0 || v[4] == 0 || v[5] == 0)
+    throw std::invalid_argument("--shape: expected d_model,n_heads,d_k,batch,seq_len,vocab (all > 0 but d_k), got '" +
+                                shape + "'");
+  BenchConfig c{"custom", v[0], v[1], v[3], v[4], 3, 20};
+  c.d_k = v[2];
+  c.vocab = v[5];
+  return c;
+}
+
 nn::ModelConfig model_config(const BenchConfig& c) {
   nn::ModelConfig mc;
-  mc.vocab_size = 32;
+  mc.vocab_size = c.vocab;
   mc.max_seq_len = c.seq_len;
   mc.d_model = c.d_model;
   mc.n_heads = c.n_heads;
+  mc.d_k = c.d_k;
   mc.n_layers = 1;
   mc.d_ff = 4 * c.d_model;
   mc.mlp = true;

@@ -14,12 +14,18 @@ struct BenchConfig {
   std::string name;
   std::size_t d_model, n_heads, batch, seq_len;
   std::size_t warmup, steps;  // default step counts: enough for a stable median in a few seconds
+  std::size_t d_k = 0;        // head size; 0: d_model / n_heads
+  std::size_t vocab = 32;
 };
 
 /// S, M and L of bench/README.md.
 const std::vector<BenchConfig>& bench_configs();
 /// Throws std::invalid_argument for an unknown name.
 const BenchConfig& bench_config(const std::string& name);
+
+/// A size given as "d_model,n_heads,d_k,batch,seq_len,vocab" (d_k 0: d_model / n_heads), named "custom", e.g. the
+/// runs of a sweep. Throws std::invalid_argument unless it is six positive whole numbers (d_k may be 0).
+BenchConfig parse_shape(const std::string& shape);
 
 /// The nn::ModelConfig of a benchmarked size (scale sqrt_dk, causal).
 nn::ModelConfig model_config(const BenchConfig& c);

@@ -54,8 +54,7 @@ int run_step(const std::vector<std::string>& names, long steps, long warmup, boo
   return 0;
 }
 
-int run_sgemm(const std::string& name, bool csv) {
-  const BenchConfig& c = bench_config(name);
+int run_sgemm(const BenchConfig& c, bool csv) {
   const SgemmFloor floor = measure_sgemm_floor(c);
   const double cpu_gflops = floor.total_cpu_ms > 0 ? floor.total_flops / (floor.total_cpu_ms * 1e6) : 0;
   if (csv) {
@@ -122,9 +121,10 @@ int main(int argc, char** argv) {
   step_cmd->add_option("--steps", steps, "timed steps per size (default: per size, see bench_configs.cpp)");
   step_cmd->add_option("--warmup", warmup, "untimed steps first (default: per size)");
 
-  std::string sgemm_config = "L";
+  std::string sgemm_config = "L", sgemm_shape;
   CLI::App* sgemm_cmd = app.add_subcommand("sgemm", "time the GEMMs of one training step alone (the floor)");
   sgemm_cmd->add_option("--config", sgemm_config, "size")->capture_default_str();
+  sgemm_cmd->add_option("--shape", sgemm_shape, "another model instead: d_model,n_heads,d_k,batch,seq_len,vocab");
 
   std::string memory_config = "M";
   long memory_steps = 1000;
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
     train::set_threads(threads);
     print_environment(csv);
     if (*step_cmd) return run_step(configs, steps, warmup, csv);
-    if (*sgemm_cmd) return run_sgemm(sgemm_config, csv);
+    if (*sgemm_cmd) return run_sgemm(sgemm_shape.empty() ? bench_config(sgemm_config) : parse_shape(sgemm_shape), csv);
     if (*memory_cmd) return run_memory(memory_config, memory_steps);
   } catch (const std::exception& e) {
     std::cerr << "xgrad_bench: " << e.what() << "\n";

@@ -118,11 +118,16 @@ void AdamW::load_state(const OptimizerState& state) {
 
 double grad_norm(const Tensor& param) {
   if (!param.has_grad()) return 0.0;
-  double s = 0;
+  // Four partial sums: one running sum is a chain of dependent adds (the compiler may not reorder them), which made
+  // this loop latency-bound, ~4 cycles per element.
+  double s[4] = {0, 0, 0, 0};
   const float* g = param.grad().data();
   const std::size_t n = param.numel();
-  for (std::size_t j = 0; j < n; ++j) s += static_cast<double>(g[j]) * g[j];
-  return std::sqrt(s);
+  std::size_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (std::size_t k = 0; k < 4; ++k) s[k] += static_cast<double>(g[j + k]) * g[j + k];
+  for (; j < n; ++j) s[0] += static_cast<double>(g[j]) * g[j];
+  return std::sqrt((s[0] + s[1]) + (s[2] + s[3]));
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
@@ -135,7 +140,10 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (max_norm > 0 && std::isfinite(max_norm) && total > max_norm) {
     const auto scale = static_cast<float>(max_norm / (total + 1e-6));
     for (auto p : params)
-      if (p.has_grad()) p.mutable_grad() *= scale;
+      if (p.has_grad()) {
+        float* g = p.mutable_grad().data();
+        for (std::size_t j = 0, n = p.numel(); j < n; ++j) g[j] *= scale;
+      }
   }
   return total;
 }
