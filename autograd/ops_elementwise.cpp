@@ -285,7 +285,7 @@ basic_tensor<T> relu(const basic_tensor<T>& a) {
 __attribute__((target_clones("avx512f", "avx2", "default"))) void simd::gelu_f32(const float* x, float* out,
                                                                                   float* sig, std::size_t n, float k,
                                                                                   float c) {
-  simd::for_each_wide(n, [&](std::size_t i, auto count) {
+  simd::for_each_wide(n, [&](std::size_t i, auto count) __attribute__((always_inline)) {
     simd::float16 xi;
     simd::load16(xi, x + i, count);
     simd::float16 e = -2.0f * k * (xi + c * xi * xi * xi);

@@ -59,7 +59,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void simd::softmax_
                                                                                          std::size_t n) {
   const float ninf = -std::numeric_limits<float>::infinity();
   simd::float16 mv = simd::float16{} + ninf;
-  simd::for_each_wide(n, [&](std::size_t j, auto count) {
+  simd::for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
     simd::float16 v;
     simd::load16(v, in + j, count, ninf);
     mv = v > mv ? v : mv;
@@ -71,7 +71,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void simd::softmax_
     return;
   }
   simd::float16 sum{};
-  simd::for_each_wide(n, [&](std::size_t j, auto count) {
+  simd::for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
     simd::float16 e;
     simd::load16(e, in + j, count, ninf);  // padding lanes: exp(-inf) = 0
     e -= m;
@@ -86,7 +86,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void simd::softmax_
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void simd::exp_shifted_f32(const float* in, float shift,
                                                                                          float* out, std::size_t n) {
-  simd::for_each_wide(n, [&](std::size_t j, auto count) {
+  simd::for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
     simd::float16 e;
     simd::load16(e, in + j, count);
     e -= shift;

@@ -130,7 +130,9 @@ __attribute__((always_inline)) inline void store16(float* p, const float16& v, s
 }
 
 /// Calls body(i, count) for i = 0, 16, 32, ... < n: count is the constant 16 for whole vectors (so load16/store16
-/// compile to single vector moves) and n - i for the tail. `body` takes `auto count`.
+/// compile to single vector moves) and n - i for the tail. `body` takes `auto count` and must be declared
+/// __attribute__((always_inline)): a lambda is a function of its own, compiled for the baseline target unless it is
+/// inlined into the clone.
 template <class F>
 __attribute__((always_inline)) inline void for_each_wide(std::size_t n, F&& body) {
   std::size_t i = 0;
