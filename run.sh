@@ -2,6 +2,7 @@
 # xgrad's entry point. Installs what it needs (Debian 12 packages), configures, builds, then:
 #   ./run.sh experiment [flags]   train scaled vs unscaled attention at d_k = 16, 64, 256 and print the comparison
 #   ./run.sh test                 run the test suite (ctest)
+#   ./run.sh sanitize             build with ASan + UBSan in build-asan/ and run the test suite there
 #   ./run.sh build                only install and build
 # Flags after `experiment` go to `xgrad experiment` (see ./build/bin/xgrad experiment --help).
 set -euo pipefail
@@ -55,8 +56,26 @@ case "$cmd" in
   build)
     build
     ;;
+  sanitize)
+    # AddressSanitizer + UndefinedBehaviorSanitizer over the whole suite. -O1 keeps the build and the training tests
+    # fast enough for CI while the sanitizers still see every access; any UBSan report fails the test it occurs in.
+    install_packages
+    dir="${XGRAD_ASAN_DIR:-build-asan}"
+    cmake -S . -B "$dir" -DXGRAD_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >/dev/null
+    echo "run.sh: building with ASan + UBSan in $dir (log: $dir/build.log)"
+    if ! cmake --build "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1; then
+      grep -E 'error|Error' -A5 "$dir/build.log" | head -60 >&2
+      echo "run.sh: sanitizer build failed; the full log is $dir/build.log" >&2
+      exit 1
+    fi
+    cd "$dir"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}"
+    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+    exec ctest --output-on-failure -j"$(nproc)" "$@"
+    ;;
   *)
-    echo "usage: ./run.sh experiment [flags] | ./run.sh test | ./run.sh build" >&2
+    echo "usage: ./run.sh experiment [flags] | ./run.sh test | ./run.sh sanitize | ./run.sh build" >&2
     exit 2
     ;;
 esac

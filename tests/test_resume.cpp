@@ -314,6 +314,11 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
   r.on_nan = "skip";
   r.steps = 14;
   CHECK(resume_error(r).empty());
+  // A checkpoint without the metrics.csv it continues cannot be resumed either.
+  const fs::path metrics = fs::path(c.out) / "metrics.csv";
+  fs::rename(metrics, fs::path(c.out) / "metrics.csv.bak");
+  CHECK(resume_error(r).find("metrics.csv is missing but the checkpoint is at step 14") != std::string::npos);
+  fs::rename(fs::path(c.out) / "metrics.csv.bak", metrics);
   // A corrupt checkpoint is a runtime error naming it.
   {
     std::ofstream out(fs::path(c.out) / kCheckpointFile, std::ios::binary | std::ios::trunc);

@@ -55,7 +55,7 @@ void TrainConfig::validate() const {
   require(!out.empty(), "--out: a run directory is required");
   require(checkpoint_every <= 1000000000, "--checkpoint-every must be in [0, 1000000000]");
   require(on_nan == "stop" || on_nan == "skip", "--on-nan: unknown '" + on_nan + "' (allowed: stop, skip)");
-  if (!init_from.empty()) {
+  if (!init_from.empty() && !resume) {  // a resumed run takes its weights from its checkpoint
     std::error_code ec;
     require(std::filesystem::is_regular_file(init_from, ec),
             "--init-from: '" + init_from + "' is not a file (give a .safetensors checkpoint)");

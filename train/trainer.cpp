@@ -214,6 +214,9 @@ std::unique_ptr<MetricsLog> open_metrics(const fs::path& dir, const std::vector<
                                          std::size_t rows) {
   const fs::path path = dir / "metrics.csv";
   std::error_code ec;
+  if (resume && rows > 0 && !fs::exists(path, ec))
+    throw std::runtime_error("cannot resume: " + path.string() + " is missing but the checkpoint is at step " +
+                             std::to_string(rows) + " (start over with --overwrite)");
   if (!resume || !fs::exists(path, ec)) return std::make_unique<MetricsLog>(path.string(), columns);
   const MetricsPrefix prefix = read_metrics_prefix(path.string(), columns, rows);
   const fs::path tmp = dir / ".metrics.csv.tmp-resume";
