@@ -19,14 +19,14 @@ std::vector<std::uint8_t> read_file(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  if (!fs::exists(status)) throw TaskError("char_lm: text file '" + path + "' does not exist");
-  if (fs::is_directory(status)) throw TaskError("char_lm: text file '" + path + "' is a directory, not a file");
+  if (!fs::exists(status)) throw TaskError("char_lm: --text file '" + path + "' does not exist");
+  if (fs::is_directory(status)) throw TaskError("char_lm: --text file '" + path + "' is a directory, not a file");
   // A device or pipe (/dev/zero, /dev/stdin) would be read without end.
-  if (!fs::is_regular_file(status)) throw TaskError("char_lm: text file '" + path + "' is not a regular file");
+  if (!fs::is_regular_file(status)) throw TaskError("char_lm: --text file '" + path + "' is not a regular file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw TaskError("char_lm: cannot open text file '" + path + "': " + std::strerror(errno));
+  if (!in) throw TaskError("char_lm: cannot open --text file '" + path + "': " + std::strerror(errno));
   std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw TaskError("char_lm: cannot read text file '" + path + "': " + std::strerror(errno));
+  if (in.bad()) throw TaskError("char_lm: cannot read --text file '" + path + "': " + std::strerror(errno));
   return bytes;
 }
 
@@ -34,16 +34,16 @@ std::vector<std::uint8_t> read_file(const std::string& path) {
 
 CharLM::CharLM(CharLMConfig config) : config_(std::move(config)) {
   check_setting("char_lm", "seq_len", config_.seq_len, 1, kMaxSeqLen);
-  if (config_.text_path.empty()) throw TaskError("char_lm: text_path is empty; name a UTF-8 text file");
+  if (config_.text_path.empty()) throw TaskError("char_lm: --text is required: name a UTF-8 text file (--text FILE)");
   bytes_ = read_file(config_.text_path);
   const std::size_t size = bytes_.size(), window = config_.seq_len + 1;
   eval_begin_ = size - size / 10;
   const std::size_t train_size = eval_begin_, eval_size = size - eval_begin_;
   if (train_size < window || eval_size < window)
-    throw TaskError("char_lm: text file '" + config_.text_path + "' is too short for seq_len " +
+    throw TaskError("char_lm: --text file '" + config_.text_path + "' is too short for --seq-len " +
                     std::to_string(config_.seq_len) + ": it has " + std::to_string(size) + " bytes, split into " +
                     std::to_string(train_size) + " train and " + std::to_string(eval_size) +
-                    " eval (the last 10%), and each split needs at least seq_len + 1 = " + std::to_string(window) +
+                    " eval (the last 10%), and each split needs at least --seq-len + 1 = " + std::to_string(window) +
                     " bytes, so the file needs at least " + std::to_string(10 * window) + " bytes");
 }
 

@@ -412,7 +412,7 @@ TEST_CASE("char_lm: missing, unreadable and too short files throw, naming the pa
   const std::string directory = std::filesystem::temp_directory_path().string();
   CHECK_THROWS_WITH_AS(CharLM({directory, 8}), doctest::Contains(("'" + directory + "' is a directory").c_str()),
                        TaskError);
-  CHECK_THROWS_WITH_AS(CharLM({"", 8}), doctest::Contains("text_path is empty"), TaskError);
+  CHECK_THROWS_WITH_AS(CharLM({"", 8}), doctest::Contains("char_lm: --text is required"), TaskError);
 
   const TempFile text("short", sample_text(40));
   CHECK_THROWS_WITH_AS(CharLM({text.path.string(), 0}), "char_lm: seq_len must be in [1, 65536], got 0", TaskError);
@@ -421,7 +421,7 @@ TEST_CASE("char_lm: missing, unreadable and too short files throw, naming the pa
   const TempFile exact_file("exact", exact), short_file("one_short", one_short), empty_file("empty", "");
   CHECK_NOTHROW(CharLM({exact_file.path.string(), 8}));
   CHECK_THROWS_WITH_AS(CharLM({short_file.path.string(), 8}),
-                       doctest::Contains(("'" + short_file.path.string() + "' is too short for seq_len 8").c_str()),
+                       doctest::Contains(("'" + short_file.path.string() + "' is too short for --seq-len 8").c_str()),
                        TaskError);
   CHECK_THROWS_WITH_AS(CharLM({empty_file.path.string(), 8}), doctest::Contains("too short"), TaskError);
 

@@ -1,6 +1,7 @@
 #include "train/cli.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <regex>
 #include <thread>
@@ -43,7 +44,54 @@ CLI::Validator boolean_word() {
       "true|false");
 }
 
+CLI::Validator decimal_in(double lo, bool lo_closed, double hi, bool hi_closed) {
+  const std::string range = std::string(lo_closed ? "[" : "(") + CLI::detail::to_string(lo) + ", " +
+                            (std::isinf(hi) ? std::string("inf") : CLI::detail::to_string(hi)) + (hi_closed ? "]" : ")");
+  return CLI::Validator(
+      [lo, lo_closed, hi, hi_closed, range](std::string& s) -> std::string {
+        std::string copy = s;
+        const std::string not_number = decimal_number()(copy);
+        if (!not_number.empty()) return not_number + " in " + range;
+        const double v = std::strtod(s.c_str(), nullptr);
+        const bool above = lo_closed ? v >= lo : v > lo;
+        const bool below = hi_closed ? v <= hi : v < hi;
+        if (!above || !below) return "must be in " + range + ", got " + s;
+        return "";
+      },
+      "NUMBER in " + range);
+}
 
+void refuse_flags(CLI::App& app, const std::vector<RefusedFlag>& flags) {
+  for (const RefusedFlag& f : flags) {
+    if (CLI::Option* registered = app.get_option_no_throw(f.flag)) app.remove_option(registered);
+    const std::string reason = f.reason;
+    // Listed in --help under their own heading with the reason (a hidden option, group "", would lose its name in
+    // CLI11's error message).
+    app.add_option(f.flag)
+        ->description("not taken: " + reason)
+        ->group("Not taken by this command")
+        ->type_name("")
+        ->check(CLI::Validator([reason](std::string&) { return reason; }, ""));
+  }
+}
+
+std::vector<RefusedFlag> sweep_refused_flags(const std::string& command) {
+  return {
+      {"--lr", command + " takes learning rates through --arms (e.g. --arms sgd@0.01,adamw@0.001)"},
+      {"--optimizer", command + " takes optimizers through --arms (e.g. --arms sgd@0.01,adamw@0.001)"},
+      {"--seed", command + " sets each run's seed from --seeds (e.g. --seeds 0,1,2; --data-seed is the data stream "
+                           "of seed 0)"},
+  };
+}
+
+std::vector<RefusedFlag> probe_refused_flags() {
+  std::vector<RefusedFlag> out;
+  for (const std::string flag : {"--lr", "--optimizer", "--momentum", "--weight-decay", "--clip-grad-norm", "--steps",
+                                 "--log-every", "--print-every", "--eval-every", "--eval-batches"})
+    out.push_back({flag, "probe trains nothing (one forward batch at initialisation), so it does not read " + flag +
+                             "; leave it out"});
+  return out;
+}
 
 void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool with_model_size) {
   app.add_option("--task", c.task, "task (allowed: " + CLI::detail::join(data::task_names()) + ")")

@@ -19,6 +19,24 @@ CLI::Validator whole_number(std::uint64_t lo, std::uint64_t hi);
 CLI::Validator decimal_number();
 /// true/false (also 1/0).
 CLI::Validator boolean_word();
+/// A finite decimal number in an interval, e.g. decimal_in(0, false, 1, true) for (0, 1]; the message names the
+/// interval. Rejects nan and inf (CLI::Range lets nan through: every comparison with it is false).
+CLI::Validator decimal_in(double lo, bool lo_closed, double hi, bool hi_closed);
+
+/// A flag the command does not take because it sets the value itself (or never reads it), with the reason and what
+/// to use instead. refuse_flags removes each flag that add_training_flags registered and puts back a hidden option
+/// that fails on any value with "<flag>: <reason>" (exit 2), listed in --help under "Not taken by this command" with
+/// the reason, so a script that passes it learns why instead of "not expected".
+struct RefusedFlag {
+  std::string flag;    // "--lr"
+  std::string reason;  // "sweep takes learning rates through --arms (e.g. --arms sgd@0.01,adamw@0.001)"
+};
+void refuse_flags(CLI::App& app, const std::vector<RefusedFlag>& flags);
+/// The training flags `sweep` / `experiment` (command = its name) set per run: --lr, --optimizer, --seed.
+std::vector<RefusedFlag> sweep_refused_flags(const std::string& command);
+/// The training flags `probe` never reads: it builds the model and runs one forward batch, with no optimiser, no
+/// steps and no logging.
+std::vector<RefusedFlag> probe_refused_flags();
 
 /// Flags shared by `train`, `experiment`, `sweep` and `probe` (model, task, optimiser). `with_model_size` adds
 /// --d-model and --scale, which the multi-run commands set per run themselves.

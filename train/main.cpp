@@ -3,6 +3,7 @@
 // values), 3 a training run diverged (NaN/Inf loss or gradient; its files are kept), 128 + signal (130 for SIGINT,
 // 143 for SIGTERM) when `train` was stopped by that signal after writing a checkpoint (continue with --resume).
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -86,10 +87,12 @@ int main(int argc, char** argv) {
   CLI::App* sweep_cmd = app.add_subcommand(
       "sweep", "train a grid of scale x d_k x seed x optimizer@lr as parallel runs into one sweep directory");
   add_sweep_flags(*sweep_cmd, sweep_cfg, sweep_flags);
+  refuse_flags(*sweep_cmd, sweep_refused_flags("sweep"));
   sweep_cmd->get_option("--out")->required();
   CLI::App* exp_cmd = app.add_subcommand(
       "experiment", "the default sweep (scaled vs unscaled at d_k 16, 64, 256; SGD and AdamW; 3 seeds), then compare");
   add_sweep_flags(*exp_cmd, exp_cfg, exp_flags);
+  refuse_flags(*exp_cmd, sweep_refused_flags("experiment"));
 
   TrainConfig probe_cfg;
   std::vector<std::size_t> probe_d_ks{4, 16, 64, 256, 1024};
@@ -97,6 +100,7 @@ int main(int argc, char** argv) {
   CLI::App* probe_cmd = app.add_subcommand(
       "probe", "no training: attention statistics at initialisation, unscaled and scaled, next to the theory");
   add_training_flags(*probe_cmd, probe_cfg, unused_probe_scale, false);
+  refuse_flags(*probe_cmd, probe_refused_flags());
   probe_cmd->add_option("--d-k", probe_d_ks, "head sizes, e.g. --d-k 4,16,64")
       ->capture_default_str()
       ->delimiter(',')
@@ -108,11 +112,12 @@ int main(int argc, char** argv) {
   compare_cmd->add_option("dirs", compare_opts.inputs, "run or sweep directories")->required()->check(CLI::ExistingDirectory);
   compare_cmd->add_option("--out", compare_opts.out, "report directory (default: the first directory given)");
   compare_cmd->add_option("--loss-threshold", compare_opts.loss_threshold,
-                          "steps-to-threshold loss (default: half the chance loss)")
-      ->check(decimal_number());
-  compare_cmd->add_option("--accuracy-threshold", compare_opts.accuracy_threshold, "steps-to-threshold accuracy")
+                          "steps-to-threshold loss in nats, > 0 (default: half the chance loss)")
+      ->check(decimal_in(0, false, HUGE_VAL, false));
+  compare_cmd->add_option("--accuracy-threshold", compare_opts.accuracy_threshold,
+                          "steps-to-threshold accuracy, in (0, 1]")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(decimal_in(0, false, 1, true));
   compare_cmd->add_option("--plots", compare_opts.plots, "draw plots with gnuplot (true/false)")
       ->capture_default_str()
       ->check(boolean_word());
@@ -172,6 +177,8 @@ int main(int argc, char** argv) {
     if (*probe_cmd) {
       if (probe_cmd->count("--data-seed") == 0) probe_cfg.data_seed = probe_cfg.seed;
       probe_cfg.out = "-";  // probe writes no files
+      set_threads(probe_cfg.threads);
+      set_flush_denormals(probe_cfg.flush_denormals);
       const auto rows = probe(probe_cfg, probe_d_ks, {nn::ScaleMode::none, nn::ScaleMode::sqrt_dk});
       std::cout << format_probe_table(rows);
       return 0;

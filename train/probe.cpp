@@ -27,6 +27,9 @@ std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size
                             const std::vector<nn::ScaleMode>& scales) {
   if (d_ks.empty()) throw ConfigError("--d-k: give at least one head size");
   std::vector<ProbeRow> rows;
+  for (std::size_t i = 0; i < d_ks.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (d_ks[i] == d_ks[j]) throw ConfigError("--d-k: " + std::to_string(d_ks[i]) + " is given twice");
   for (auto d_k : d_ks) {
     if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
     for (auto scale : scales) {

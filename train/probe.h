@@ -23,7 +23,7 @@ struct ProbeRow {
 
 /// Builds the model of `base` with head size d_k (d_model unchanged) at each d_k and scale mode with the same seed, runs one
 /// batch of base.batch_size sequences of the task through it, and measures the first layer's attention.
-/// Throws ConfigError on bad settings.
+/// Throws ConfigError on bad settings, an empty d_ks or a d_k given twice.
 std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
                             const std::vector<nn::ScaleMode>& scales);
 
