@@ -44,6 +44,7 @@ struct FakeRun {
   std::string optimizer = "adamw";
   double lr = 0.01;
   int seed = 0;
+  int data_seed = -1;  // -1: the seed
   std::string environment = "machine-a";
   std::vector<double> loss, accuracy;
   std::vector<double> w_q0, w_q1, w_k0, w_k1;  // per-layer gradient norms of W_q and W_k (two layers)
@@ -74,7 +75,7 @@ void write_run(const fs::path& dir, const FakeRun& r) {
                         {"n_layers", 2},         {"scale", r.scale},    {"optimizer", r.optimizer},
                         {"lr", r.lr},            {"batch_size", 64},    {"steps", steps},
                         {"mlp", true},           {"layer_norm", true},  {"residual", true},
-                        {"seed", r.seed},        {"data_seed", r.seed}, {"out", dir.string()},
+                        {"seed", r.seed},        {"data_seed", r.data_seed < 0 ? r.seed : r.data_seed}, {"out", dir.string()},
                         {"print_every", 100},    {"log_every", 1},      {"threads", 1},
                         {"environment", {{"machine", r.environment}}}};
   if (!r.on_nan.empty()) config["on_nan"] = r.on_nan;
@@ -108,6 +109,10 @@ void write_run(const fs::path& dir, const FakeRun& r) {
 }
 
 std::vector<double> constant(std::size_t n, double v) { return std::vector<double>(n, v); }
+
+std::string fmt_name(std::size_t d_k, const std::string& scale, int seed) {
+  return "dk" + std::to_string(d_k) + "-" + scale + "-s" + std::to_string(seed);
+}
 
 Comparison analyse_dirs(const std::vector<std::string>& inputs, double loss_threshold = 1.0,
                         double accuracy_threshold = 0.9, std::size_t window = 1) {
@@ -548,5 +553,147 @@ TEST_CASE("plots: without gnuplot on PATH compare still works and says so; with 
   }
   const std::string md = read_text(root / "with" / "report.md");
   CHECK(md.find("![loss](plots/loss.png)") != std::string::npos);
+  fs::remove_all(root);
+}
+
+TEST_CASE("seeds: an arm counts distinct (seed, data_seed) pairs; runs sharing one are kept and named in a warning") {
+  const fs::path root = temp_dir("duplicate_seeds");
+  FakeRun r;
+  r.loss = constant(5, 2.0);
+  write_run(root / "runs" / "s0", r);
+  write_run(root / "copy" / "s0", r);  // the same seed again: a copied or re-run directory
+  r.seed = 1;
+  write_run(root / "runs" / "s1", r);
+  FakeRun other = r;  // another arm: seed 0 with two data streams is two replicates, not a duplicate
+  other.d_k = 64;
+  other.seed = 0;
+  write_run(root / "runs" / "dk64-d0", other);
+  other.data_seed = 5;
+  write_run(root / "runs" / "dk64-d5", other);
+
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.arms.size() == 2);
+  const ArmStats& arm = cmp.arms[0];
+  CHECK(arm.used.size() == 3);
+  CHECK(arm.n_seeds == 2);
+  REQUIRE(arm.duplicate_seeds.size() == 1);
+  CHECK(arm.duplicate_seeds[0].size() == 2);
+  CHECK(format_seeds(arm) == "2 (3 runs)");
+  CHECK(cmp.arms[1].n_seeds == 2);
+  CHECK(cmp.arms[1].duplicate_seeds.empty());
+  CHECK(format_seeds(cmp.arms[1]) == "2");
+
+  const auto warnings = duplicate_seed_warnings(cmp);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("arm d_k=16 none adamw lr=0.01: seed 0 (data_seed 0) is in 2 runs: ") == 0);
+  CHECK(warnings[0].find((root / "copy" / "s0").string()) != std::string::npos);
+  CHECK(warnings[0].find((root / "runs" / "s0").string()) != std::string::npos);
+
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.out = (root / "report").string();
+  options.plots = false;
+  std::ostringstream out;
+  CHECK(run_compare(options, out) == 5);
+  CHECK(out.str().find("warning: duplicate seed: arm d_k=16 none adamw lr=0.01: seed 0 (data_seed 0) is in 2 runs") !=
+        std::string::npos);
+  const std::string md = read_text(root / "report" / "report.md");
+  INFO(md);
+  CHECK(md.find("**Duplicate seeds.**") != std::string::npos);
+  CHECK(md.find("../copy/s0") != std::string::npos);  // relative to the report
+  CHECK(md.find("| 16 | none | adamw | 0.01 | 2 (3 runs) |") != std::string::npos);
+  CHECK(md.find("- seeds: the distinct (seed, data_seed) pairs") != std::string::npos);
+  fs::remove_all(root);
+}
+
+TEST_CASE("steps to a threshold in the story: fewer seeds, or later by more than the tolerance; near ties decide nothing") {
+  CHECK(equal_step_tolerance(360, 2, 354, 2) == doctest::Approx(36));  // 10% of the later step
+  CHECK(equal_step_tolerance(100, 30, 90, 0) == doctest::Approx(30));  // the seed sd when larger
+  CHECK(equal_step_tolerance(5, 0, 4, kNoValue) == doctest::Approx(1));  // at least one step
+
+  const fs::path root = temp_dir("story_steps");
+  // Loss 2 until the given step, then 0.5 (threshold 1): the run reaches the threshold exactly there; -1: never.
+  auto write = [&](std::size_t d_k, const std::string& scale, int seed, long step) {
+    FakeRun r;
+    r.d_k = d_k;
+    r.scale = scale;
+    r.seed = seed;
+    r.loss = constant(400, 2.0);
+    if (step >= 0)
+      for (std::size_t i = static_cast<std::size_t>(step); i < 400; ++i) r.loss[i] = 0.5;
+    write_run(root / fmt_name(d_k, scale, seed), r);
+  };
+  const std::vector<long> near_none{358, 360, 362}, near_scaled{352, 354, 356};  // 360 vs 354: a near tie
+  const std::vector<long> few_none{382, -1, -1}, few_scaled{383, 383, 383};     // 1/3 seeds, at an earlier step
+  const std::vector<long> late_none{300, 310, 290}, late_scaled{100, 110, 90};   // later by far more than 10%
+  for (int seed = 0; seed < 3; ++seed) {
+    write(16, "none", seed, near_none[seed]);
+    write(16, "sqrt_dk", seed, near_scaled[seed]);
+    write(64, "none", seed, few_none[seed]);
+    write(64, "sqrt_dk", seed, few_scaled[seed]);
+    write(256, "none", seed, late_none[seed]);
+    write(256, "sqrt_dk", seed, late_scaled[seed]);
+  }
+  const Comparison cmp = analyse_dirs({root.string()}, 1.0);
+  REQUIRE(cmp.arms.size() == 6);
+  const StoryChecks checks = story_checks(cmp);
+  auto line_of = [](const std::vector<std::string>& lines, const std::string& prefix) {
+    for (const auto& l : lines)
+      if (l.rfind(prefix, 0) == 0) return l;
+    return std::string();
+  };
+  const std::string at16 = "d_k=16 adamw lr=0.01, unscaled vs sqrt_dk: ", at64 = "d_k=64 adamw lr=0.01, unscaled vs sqrt_dk: ",
+                    at256 = "d_k=256 adamw lr=0.01, unscaled vs sqrt_dk: ";
+  INFO(line_of(checks.holds, at16) << "\n" << line_of(checks.fails, at16) << "\n" << line_of(checks.undecided, at16));
+  // Near tie: neither list claims it.
+  CHECK(line_of(checks.holds, at16).find("loss ≤") == std::string::npos);
+  CHECK(line_of(checks.fails, at16).find("loss ≤") == std::string::npos);
+  CHECK(line_of(checks.undecided, at16).find(
+            "unscaled reaches loss ≤ 1.000 at about the same step (step 360 vs step 354; within 36 steps)") !=
+        std::string::npos);
+  // Fewer seeds: the story holds, but the step is not called later.
+  INFO(line_of(checks.holds, at64));
+  CHECK(line_of(checks.holds, at64).find(
+            "unscaled reaches loss ≤ 1.000 in fewer seeds (step 382 in 1/3 seeds, never in the others vs step 383; "
+            "the unscaled seeds that reach it are not later)") != std::string::npos);
+  CHECK(line_of(checks.holds, at64).find("later or never") == std::string::npos);
+  // Clearly later in every seed.
+  INFO(line_of(checks.holds, at256));
+  CHECK(line_of(checks.holds, at256).find(
+            "unscaled reaches loss ≤ 1.000 later (step 300 vs step 100; by more than 30 steps)") != std::string::npos);
+  fs::remove_all(root);
+}
+
+TEST_CASE("plots: W_k in a lighter shade than W_q; titles give the smoothing window of sparse series honestly") {
+  const fs::path root = temp_dir("plot_titles");
+  for (const std::string scale : {"none", "sqrt_dk"}) {
+    FakeRun r;
+    r.scale = scale;
+    for (int i = 0; i < 300; ++i) {
+      r.loss.push_back(3.0 * std::exp(-0.01 * i));
+      const bool measured = i % 10 == 0 || i == 299;  // --log-every 10
+      r.entropy.push_back(measured ? 1.0 : nan_value);
+      r.score_std.push_back(measured ? 2.0 : nan_value);
+    }
+    write_run(root / scale, r);
+  }
+  PathGuard no_gnuplot("/nonexistent-xgrad-test");  // the scripts are written either way
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.out = (root / "report").string();
+  std::ostringstream out;
+  CHECK(run_compare(options, out) == 2);
+  const fs::path plots = root / "report" / "plots";
+  const std::string grad = read_text(plots / "grad_norm.gp");
+  INFO(grad);
+  // Unscaled red C0392B: W_q in it, W_k dashed in the colour halfway to white.
+  CHECK(grad.find("dt 1 lc rgb '#C0392B' title \"none (1 run): W_q\"") != std::string::npos);
+  CHECK(grad.find("dt 2 lc rgb '#E09C95' title \"none (1 run): W_k\"") != std::string::npos);
+  // 300 rows: a window of +-2 steps, i.e. 5 steps; attention measured every 10 steps is not smoothed by it.
+  CHECK(read_text(plots / "loss.gp").find("means smoothed over 5 steps") != std::string::npos);
+  const std::string entropy = read_text(plots / "entropy.gp"), score_std = read_text(plots / "score_std.gp");
+  CHECK(entropy.find("means not smoothed (measured every 10 steps)") != std::string::npos);
+  CHECK(entropy.find("smoothed over 5 steps") == std::string::npos);
+  CHECK(score_std.find("means not smoothed (measured every 10 steps)") != std::string::npos);
   fs::remove_all(root);
 }

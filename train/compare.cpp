@@ -45,6 +45,7 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
   if (!lr.rows.empty()) out << "\nLR sensitivity (Wortsman et al. 2023, sec. 3.2):\n" << lr.text();
   for (const auto& run : c.runs)
     if (run.incomplete) out << "incomplete: " << run.dir << " (" << run.incomplete_reason << ")\n";
+  for (const auto& line : duplicate_seed_warnings(c)) out << "warning: duplicate seed: " << line << "\n";
 
   context.out_dir = out_dir.string();
   context.plots_requested = options.plots;

@@ -57,9 +57,10 @@ const std::vector<FigureSpec>& figure_specs() {
        "(red: unscaled, blue: sqrt_dk). Thin lines are single runs, thick lines the mean over seeds. A cross marks "
        "where a run diverged (at its last loss, or at the top of the axis); the dotted line is the loss threshold"},
       {Kind::grad_norm, "grad_norm",
-       "Gradient norm of W_q (solid) and W_k (dashed), all layers; mean over seeds",
+       "Gradient norm of W_q (solid, dark) and W_k (dashed, light), all layers; mean over seeds",
        "gradient norm (log scale)", true,
-       "L2 norm over all layers of the gradient of the query (solid) and key (dashed) weights, mean over seeds. "
+       "L2 norm over all layers of the gradient of the query (solid, the mode's colour) and key (dashed, a lighter "
+       "shade of it) weights, mean over seeds. "
        "Steps where it was exactly zero cannot be drawn on a log axis and leave gaps (see the zero-grad columns)"},
       {Kind::entropy, "entropy",
        "Attention entropy, first layer, mean over heads and queries; mean over seeds",
@@ -81,6 +82,25 @@ std::string colour_of(const std::string& scale) {
       {"none", "C0392B"}, {"sqrt_dk", "1F4E9C"}, {"dk", "1E8449"}, {"qk_layernorm", "7D3C98"}, {"learned", "B7950B"}};
   const auto it = colours.find(scale);
   return it == colours.end() ? "424242" : it->second;
+}
+
+// `colour` (RRGGBB) mixed with white: W_k is drawn in a lighter shade of its scale mode's colour than W_q.
+std::string lighter(const std::string& colour, double white) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < colour.size(); i += 2) {
+    const double v = static_cast<double>(std::stoi(colour.substr(i, 2), nullptr, 16));
+    out += fmt::format("{:02X}", static_cast<int>(std::lround(v + (255.0 - v) * white)));
+  }
+  return out;
+}
+
+// The typical distance in steps between measured points (1 for a quantity logged every step): the median gap.
+double median_gap(const std::vector<Point>& points) {
+  if (points.size() < 2) return 1;
+  std::vector<double> gaps;
+  for (std::size_t i = 1; i < points.size(); ++i) gaps.push_back(points[i].step - points[i - 1].step);
+  std::nth_element(gaps.begin(), gaps.begin() + static_cast<long>(gaps.size() / 2), gaps.end());
+  return std::max(1.0, gaps[gaps.size() / 2]);
 }
 
 std::string gnuplot_string(const std::string& s) {
@@ -265,13 +285,16 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
   const double stride_runs = std::ceil(max_rows / 600.0);
 
   std::vector<ArmData> arms(c.arms.size());
+  std::map<std::string, double> gap_of;  // series name → the widest median gap between measured steps of any arm
   for (std::size_t a = 0; a < c.arms.size(); ++a) {
     const ArmStats& arm = c.arms[a];
     ArmData& d = arms[a];
     d.colour = colour_of(arm.scale());
     const std::string stem = fmt::format("data/arm{}_", a);
     auto put = [&](const std::string& series, std::vector<double> RunSeries::*member, bool log_y) {
-      const std::vector<Point> points = thin(smooth(mean_over_runs(c, arm, member), half_width), stride_mean);
+      const std::vector<Point> measured = mean_over_runs(c, arm, member);
+      gap_of[series] = std::max(gap_of[series], median_gap(measured));
+      const std::vector<Point> points = thin(smooth(measured, half_width), stride_mean);
       if (!drawable(points, log_y)) return;
       write_points(dir / (stem + series + ".dat"), points, log_y);
       d.files[series] = stem + series + ".dat";
@@ -311,8 +334,24 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
   const std::size_t cols = regular ? per_d_k.begin()->second : std::min<std::size_t>(panels.size(), 3);
   const std::size_t rows = (panels.size() + cols - 1) / cols;
 
-  const std::string smoothing =
-      half_width > 0 ? fmt::format("; means smoothed over {:.0f} steps", 2 * half_width + 1) : std::string();
+  // smooth() averages the points within +-half_width steps; for a quantity measured every `gap` steps (attention
+  // statistics: every log_every steps) that window holds fewer points, possibly one, and the title says so.
+  auto smoothing = [&](const FigureSpec& spec) -> std::string {
+    if (half_width <= 0) return "";
+    std::vector<std::string> series{"loss"};
+    if (spec.kind == Kind::grad_norm) series = {"w_q", "w_k"};
+    if (spec.kind == Kind::entropy) series = {"entropy"};
+    if (spec.kind == Kind::score_std) series = {"score_std"};
+    double gap = 1;
+    for (const auto& name : series)
+      if (gap_of.count(name)) gap = std::max(gap, gap_of.at(name));
+    const double window = 2 * half_width + 1;
+    if (gap <= 1) return fmt::format("; means smoothed over {:.0f} steps", window);
+    const double points = std::floor(2 * half_width / gap) + 1;
+    if (points < 2) return fmt::format("; means not smoothed (measured every {:.0f} steps)", gap);
+    return fmt::format("; means smoothed over {:.0f} steps ({:.0f} measurements, one every {:.0f} steps)", window,
+                       points, gap);
+  };
 
   PlotOutcome outcome;
   std::vector<std::string> failed;
@@ -356,7 +395,8 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
                                              line_style(d.colour, 2, false, 1), gnuplot_string(title + ": W_q")));
             if (has("w_k"))
               elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("w_k"),
-                                             line_style(d.colour, 2, false, 2), gnuplot_string(title + ": W_k")));
+                                             line_style(lighter(d.colour, 0.5), 2, false, 2),
+                                             gnuplot_string(title + ": W_k")));
             break;
           case Kind::entropy:
           case Kind::score_std: {
@@ -410,7 +450,7 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
     }
     const std::size_t width = std::max<std::size_t>(640 * cols, 1100), height = 380 * rows + 40;
     std::string script = "# Written by `xgrad compare`; re-run with `gnuplot " + spec.name + ".gp` in this directory.\n";
-    const std::string title = gnuplot_string(spec.title + smoothing);
+    const std::string title = gnuplot_string(spec.title + smoothing(spec));
     for (const auto& [terminal, extension] :
          std::vector<std::pair<std::string, std::string>>{{"pngcairo", "png"}, {"svg", "svg"}}) {
       script += fmt::format("set terminal {} size {},{} noenhanced font 'Sans,{}'{}\n", terminal, width, height,

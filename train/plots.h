@@ -21,9 +21,12 @@ struct PlotOutcome {
 };
 
 /// The figures, one panel per d_k in each: loss by step (each run thin, the mean over seeds thick and smoothed by
-/// a moving average), W_q and W_k gradient norm (log y), first-layer attention entropy, and first-layer score std
-/// (log y). Every run is drawn, incomplete ones included; non-finite values leave gaps. Long runs are thinned to
-/// at most ~1500 points per line.
+/// a moving average), W_q and W_k gradient norm (log y; W_q solid in the scale mode's colour, W_k dashed in a
+/// lighter shade), first-layer attention entropy, and first-layer score std (log y). The moving average spans
+/// ~1/75 of the longest run in steps; each title says how many steps, and, for a quantity measured every k > 1
+/// steps (attention statistics, --log-every), how many measurements that is, or that it is not smoothed. Every run
+/// is drawn, incomplete ones included; non-finite values leave gaps. Long runs are thinned to at most ~1500 points
+/// per line.
 const std::vector<PlotFigure>& plot_figures();
 
 /// True when a `gnuplot` executable is on PATH.

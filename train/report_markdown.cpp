@@ -68,8 +68,10 @@ std::string final_loss_phrase(const ArmStats& arm) {
 }
 
 std::string seeds(const ArmStats& arm) {
-  const std::size_t n = arm.used.size();
-  return fmt::format("{} seed{}{}", n, n == 1 ? "" : "s", arm.only_incomplete() ? ", incomplete" : "");
+  const std::size_t n = arm.n_seeds;
+  return fmt::format("{} seed{}{}{}", n, n == 1 ? "" : "s",
+                     arm.used.size() != n ? fmt::format(", {} runs", arm.used.size()) : std::string(),
+                     arm.only_incomplete() ? ", incomplete" : "");
 }
 
 std::string start_phrase(const ArmStats& a, const ArmStats& b) {
@@ -80,17 +82,11 @@ std::string accuracy_name(const Comparison& c) { return fmt::format("accuracy â‰
 
 std::string loss_name(const ArmStats& arm) { return "loss â‰¤ " + format_number(arm.loss_threshold); }
 
-// Compares how the two arms reach a threshold: more seeds reaching it first, then the earlier mean step.
-// Returns < 0 when `a` does better, > 0 when `b` does, 0 for a tie.
-int threshold_order(std::size_t reached_a, double step_a, std::size_t n_a, std::size_t reached_b, double step_b,
-                    std::size_t n_b) {
-  const double fa = n_a ? static_cast<double>(reached_a) / static_cast<double>(n_a) : 0.0;
-  const double fb = n_b ? static_cast<double>(reached_b) / static_cast<double>(n_b) : 0.0;
-  if (fa != fb) return fa > fb ? -1 : 1;
-  if (reached_a == 0) return 0;
-  if (step_a != step_b) return step_a < step_b ? -1 : 1;
-  return 0;
-}
+// How many of its runs an arm has that reached a threshold, and when (mean and sd over those runs).
+struct Reach {
+  std::size_t reached, n;
+  double step, sd;
+};
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
@@ -242,19 +238,44 @@ StoryChecks story_checks(const Comparison& c) {
       else fails.push_back("unscaled trains better (" + nums + ")");
     }
 
-    auto threshold = [&](const std::string& what, std::size_t rr, double sr, std::size_t ro, double so) {
-      const int cmp = threshold_order(rr, sr, r.used.size(), ro, so, o.used.size());
-      const std::string nums = fmt::format("{} vs {}", steps_phrase(rr, r.used.size(), sr),
-                                           steps_phrase(ro, o.used.size(), so));
-      if (rr == 0 && ro == 0) undecided.push_back(fmt::format("neither reaches {}", what));
-      else if (cmp > 0) holds.push_back(fmt::format("unscaled reaches {} later or never ({})", what, nums));
-      else if (cmp < 0) fails.push_back(fmt::format("unscaled reaches {} sooner ({})", what, nums));
-      else fails.push_back(fmt::format("unscaled reaches {} as soon ({})", what, nums));
+    // The story holds when fewer unscaled seeds reach the threshold, or when every seed of both arms reaches it and
+    // unscaled is later by more than equal_step_tolerance; a near tie is "about the same", not a result.
+    auto threshold = [&](const std::string& what, const Reach& u, const Reach& s) {
+      const std::string nums =
+          fmt::format("{} vs {}", steps_phrase(u.reached, u.n, u.step), steps_phrase(s.reached, s.n, s.step));
+      if (u.reached == 0 && s.reached == 0) {
+        undecided.push_back(fmt::format("neither reaches {}", what));
+        return;
+      }
+      const double tol = equal_step_tolerance(u.step, u.sd, s.step, s.sd);
+      const bool later = u.reached > 0 && s.reached > 0 && u.step - s.step > tol;
+      const bool sooner = u.reached > 0 && s.reached > 0 && s.step - u.step > tol;
+      const std::string within = fmt::format("within {} steps", format_number(tol, 0));
+      const std::size_t u_share = u.reached * s.n, s_share = s.reached * u.n;  // reached / n, cross-multiplied
+      if (u_share < s_share) {
+        holds.push_back(fmt::format("unscaled reaches {} in fewer seeds ({}{})", what, nums,
+                                    u.reached == 0 || later ? "" : "; the unscaled seeds that reach it are not later"));
+      } else if (u_share > s_share) {
+        fails.push_back(fmt::format("unscaled reaches {} in more seeds ({})", what, nums));
+      } else if (u.reached < u.n) {
+        undecided.push_back(fmt::format("unscaled and {} reach {} in as many seeds ({}), {} in the seeds that do",
+                                        o.scale(), what, nums,
+                                        later ? "unscaled later" : sooner ? "unscaled sooner" : "about as soon, " + within));
+      } else if (later) {
+        holds.push_back(fmt::format("unscaled reaches {} later ({}; by more than {} steps)", what, nums,
+                                    format_number(tol, 0)));
+      } else if (sooner) {
+        fails.push_back(fmt::format("unscaled reaches {} sooner ({})", what, nums));
+      } else {
+        undecided.push_back(fmt::format("unscaled reaches {} at about the same step ({}; {})", what, nums, within));
+      }
     };
     if (std::isfinite(r.loss_threshold))
-      threshold(loss_name(r), r.reached_loss, r.mean_step_to_loss, o.reached_loss, o.mean_step_to_loss);
-    threshold(accuracy_name(c), r.reached_accuracy, r.mean_step_to_accuracy, o.reached_accuracy,
-              o.mean_step_to_accuracy);
+      threshold(loss_name(r), {r.reached_loss, r.used.size(), r.mean_step_to_loss, r.sd_step_to_loss},
+                {o.reached_loss, o.used.size(), o.mean_step_to_loss, o.sd_step_to_loss});
+    threshold(accuracy_name(c),
+              {r.reached_accuracy, r.used.size(), r.mean_step_to_accuracy, r.sd_step_to_accuracy},
+              {o.reached_accuracy, o.used.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy});
 
     const double dr = r.used.empty() ? 0 : static_cast<double>(r.diverged_steps.size()) / r.used.size();
     const double dd = o.used.empty() ? 0 : static_cast<double>(o.diverged_steps.size()) / o.used.size();
@@ -287,6 +308,24 @@ StoryChecks story_checks(const Comparison& c) {
     }
   }
   return checks;
+}
+
+std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to) {
+  std::vector<std::string> out;
+  const auto extra = distinguishing_keys(c.arms);
+  for (const ArmStats& arm : c.arms)
+    for (const auto& group : arm.duplicate_seeds) {
+      std::vector<std::string> dirs;
+      for (auto i : group)
+        dirs.push_back(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to));
+      const nlohmann::json& config = c.runs[group.front()].config;
+      out.push_back(fmt::format(
+          "arm {}: seed {} (data_seed {}) is in {} runs: {}; all count in the arm's means and sd (so the sd "
+          "understates the spread over seeds), the seeds column counts it once",
+          arm_label(arm, extra), setting_text(config, "seed"), setting_text(config, "data_seed"), group.size(),
+          join(dirs, ", ")));
+    }
+  return out;
 }
 
 std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
@@ -322,6 +361,13 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
         "they differ by less than the larger seed standard deviation or 2% of the loss.\n\n";
 
   md += "## Results by arm\n\n" + arm_table(c).markdown() + "\n";
+  const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir);
+  if (!duplicates.empty()) {
+    md += "**Duplicate seeds.** Runs of one arm with the same seed and data_seed are the same run twice, not two "
+          "seeds:\n\n";
+    for (const auto& d : duplicates) md += "- " + d + "\n";
+    md += "\n";
+  }
   const Table lr = lr_table(c);
   if (!lr.rows.empty()) md += "### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
 
@@ -353,7 +399,7 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
     md += "\n";
   }
   bool single_seed = false;
-  for (const ArmStats& arm : c.arms) single_seed = single_seed || arm.used.size() < 2;
+  for (const ArmStats& arm : c.arms) single_seed = single_seed || arm.n_seeds < 2;
   if (single_seed)
     md += "Some arms have a single seed: their numbers carry no spread estimate, and a difference between them "
           "may be seed noise.\n\n";
@@ -381,6 +427,13 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
         (ctx.loss_threshold_option >= 0 ? " (given)" : "") + "\n";
   md += fmt::format("- accuracy threshold: {:g}\n", c.accuracy_threshold);
   md += fmt::format("- steps-to-threshold window: trailing mean over {} step{}\n", c.window, c.window == 1 ? "" : "s");
+  md += "- seeds: the distinct (seed, data_seed) pairs among an arm's runs; runs of one arm sharing a pair are all "
+        "kept in its numbers and listed under *Duplicate seeds*\n";
+  md += "- steps to a threshold, unscaled vs another mode: the story holds when a smaller share of the unscaled runs "
+        "reaches the threshold, or when every run of both arms reaches it and the unscaled mean step is later by "
+        "more than the tolerance: the larger of 10% of the later mean step and the larger seed standard deviation "
+        "of the step (at least 1 step). A smaller difference is reported as about the same, and equal shares below "
+        "all runs are not decided\n";
   md += "- final loss / accuracy: mean over the last min(20, steps) steps of a run\n";
   md += "- entropy and score std: first attention layer, mean over its heads (queries as measured by the trainer)\n\n";
 

@@ -27,6 +27,11 @@ struct StoryChecks {
 };
 StoryChecks story_checks(const Comparison& c);
 
+/// One line per arm and (seed, data_seed) pair that more than one of its runs share, naming the run directories
+/// (relative to `relative_to` when not empty). Such runs all stay in the arm's means and sd (which then understate
+/// the spread over seeds); the seeds column counts the pair once.
+std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to = "");
+
 struct ReportContext {
   std::string out_dir;                  // report.md's directory (run paths are shown relative to it)
   bool plots_requested = true;

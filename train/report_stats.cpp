@@ -123,6 +123,13 @@ double equal_loss_tolerance(const MeanSd& a, const MeanSd& b) {
   return tol;
 }
 
+double equal_step_tolerance(double step_a, double sd_a, double step_b, double sd_b) {
+  double tol = std::max(1.0, 0.10 * std::max(step_a, step_b));
+  if (std::isfinite(sd_a)) tol = std::max(tol, sd_a);
+  if (std::isfinite(sd_b)) tol = std::max(tol, sd_b);
+  return tol;
+}
+
 std::size_t ArmStats::d_k() const {
   const auto it = settings.find("d_k");
   return it != settings.end() && it->is_number_unsigned() ? it->get<std::size_t>() : 0;
@@ -203,6 +210,20 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
       else arm.used.push_back(i);
     }
     if (arm.used.empty()) arm.used = arm.runs;
+    // Replicates are told apart by (seed, data_seed): the same pair twice is the same run twice (a copied or
+    // re-run directory), not another seed.
+    std::map<std::string, std::vector<std::size_t>> by_seed;
+    std::vector<std::string> seed_order;
+    for (auto i : arm.used) {
+      const nlohmann::json& config = c.runs[i].config;
+      const std::string key = nlohmann::json::array({config.value("seed", nlohmann::json()),
+                                                     config.value("data_seed", nlohmann::json())}).dump();
+      if (by_seed.find(key) == by_seed.end()) seed_order.push_back(key);
+      by_seed[key].push_back(i);
+    }
+    arm.n_seeds = by_seed.size();
+    for (const auto& key : seed_order)
+      if (by_seed[key].size() > 1) arm.duplicate_seeds.push_back(by_seed[key]);
 
     std::vector<double> final_loss, final_acc, auc, initial, zq, zk, gq, gk, e0, e1, s0, s1, objective;
     std::vector<double> step_loss, step_acc;
@@ -241,8 +262,11 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
     arm.lr_objective = mean_sd(objective);
     arm.reached_loss = step_loss.size();
     arm.reached_accuracy = step_acc.size();
-    arm.mean_step_to_loss = mean_sd(step_loss).mean;
-    arm.mean_step_to_accuracy = mean_sd(step_acc).mean;
+    const MeanSd to_loss = mean_sd(step_loss), to_accuracy = mean_sd(step_acc);
+    arm.mean_step_to_loss = to_loss.mean;
+    arm.sd_step_to_loss = to_loss.sd;
+    arm.mean_step_to_accuracy = to_accuracy.mean;
+    arm.sd_step_to_accuracy = to_accuracy.sd;
   }
 
   // Arms are sorted by lr within equal other settings, so each group's arms come out in increasing lr.

@@ -51,17 +51,27 @@ MeanSd mean_sd(const std::vector<double>& values);
 /// is not a result).
 double equal_loss_tolerance(const MeanSd& a, const MeanSd& b);
 
+/// Two mean steps-to-threshold closer than this count as about the same: the larger of 10% of the later of the two
+/// steps and the larger of the two arms' seed standard deviations of that step (NaN sds are ignored), and at least
+/// one step. The first crossing of a noisy training loss moves by several percent with the batch order alone, and
+/// with a few seeds the sd is itself a rough estimate, so a smaller difference is not called either way.
+double equal_step_tolerance(double step_a, double sd_a, double step_b, double sd_b);
+
 /// Runs whose settings agree on everything but the seed, aggregated over seeds.
 struct ArmStats {
   nlohmann::json settings;         // arm_settings() of its runs' config.json
   std::vector<std::size_t> runs;   // indices into Comparison::runs
   std::vector<std::size_t> used;   // the runs the aggregates use: the complete ones, or all if none is complete
   std::size_t n_incomplete = 0;    // runs of `runs` that are incomplete
+  std::size_t n_seeds = 0;         // distinct (seed, data_seed) pairs among the used runs
+  std::vector<std::vector<std::size_t>> duplicate_seeds;  // used runs sharing one (seed, data_seed), a group per
+                                                          // pair held by more than one; all stay in the aggregates
   double loss_threshold = kNoValue;
   MeanSd final_loss, final_accuracy, auc_loss;  // over the used runs that did not diverge
   MeanSd initial_loss;
   std::size_t reached_loss = 0, reached_accuracy = 0;  // used runs that reached the threshold
   double mean_step_to_loss = kNoValue, mean_step_to_accuracy = kNoValue;  // mean over the runs that reached it
+  double sd_step_to_loss = kNoValue, sd_step_to_accuracy = kNoValue;      // their sample sd (0 for one run)
   MeanSd frac_zero_grad_w_q, frac_zero_grad_w_k, mean_grad_norm_w_q, mean_grad_norm_w_k;
   MeanSd entropy_first, entropy_last, score_std_first, score_std_last;
   bool measured_from_step_0 = true;  // every used run measured attention at step 0

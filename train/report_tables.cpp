@@ -134,9 +134,12 @@ std::string format_diverged(const ArmStats& arm) {
 }
 
 std::string format_seeds(const ArmStats& arm) {
-  if (arm.only_incomplete()) return fmt::format("{} (incomplete)", arm.runs.size());
-  if (arm.n_incomplete > 0) return fmt::format("{} (+{} incomplete)", arm.used.size(), arm.n_incomplete);
-  return std::to_string(arm.used.size());
+  std::string notes;
+  auto note = [&](const std::string& n) { notes += (notes.empty() ? "" : ", ") + n; };
+  if (arm.used.size() != arm.n_seeds) note(fmt::format("{} runs", arm.used.size()));
+  if (arm.only_incomplete()) note("incomplete");
+  else if (arm.n_incomplete > 0) note(fmt::format("+{} incomplete", arm.n_incomplete));
+  return std::to_string(arm.n_seeds) + (notes.empty() ? "" : " (" + notes + ")");
 }
 
 std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra_keys, const std::vector<std::string>& omit) {

@@ -32,7 +32,8 @@ std::string format_mean_sd(const MeanSd& m, int decimals = 3);  // "1.234 ± 0.0
 std::string format_percent(double fraction);            // "0%", "12.5%", "100%"
 std::string format_steps(std::size_t reached, std::size_t n, double mean_step);  // "120", "120 (1/2)", "never"
 std::string format_diverged(const ArmStats& arm);            // "0/2", "1/2 (step 37)"
-std::string format_seeds(const ArmStats& arm);               // "2", "2 (+1 incomplete)", "1 (incomplete)"
+// Distinct seeds: "2", "2 (+1 incomplete)", "1 (incomplete)", "2 (3 runs)" when two runs share a seed.
+std::string format_seeds(const ArmStats& arm);
 /// "d_k=64 none adamw lr=0.003" plus the distinguishing extra settings; without the parts named in `omit`
 /// (any of "d_k", "scale", "optimizer", "lr").
 std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra_keys,
