@@ -135,6 +135,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"sweep", "--out", out, "--optimizer", "sgd"}, 2, "--optimizer: sweep takes optimizers through --arms"},
       {{"sweep", "--out", out, "--seed", "3"}, 2, "--seed: sweep sets each run's seed from --seeds (e.g. --seeds 0,1,2"},
       {{"sweep", "--out", out, "--seed=3"}, 2, "--seed: sweep sets each run's seed from --seeds"},
+      {{"sweep", "--out", out, "--lr"}, 2, "--lr: sweep takes learning rates through --arms"},
       {{"experiment", "--out", out, "--lr", "0.1"}, 2, "--lr: experiment takes learning rates through --arms"},
       {{"experiment", "--out", out, "--seed", "1"}, 2, "--seed: experiment sets each run's seed from --seeds"},
       {{"probe", "--lr", "0.1"}, 2, "--lr: probe trains nothing (one forward batch at initialisation)"},

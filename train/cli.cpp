@@ -64,14 +64,15 @@ CLI::Validator decimal_in(double lo, bool lo_closed, double hi, bool hi_closed) 
 void refuse_flags(CLI::App& app, const std::vector<RefusedFlag>& flags) {
   for (const RefusedFlag& f : flags) {
     if (CLI::Option* registered = app.get_option_no_throw(f.flag)) app.remove_option(registered);
-    const std::string reason = f.reason;
-    // Listed in --help under their own heading with the reason (a hidden option, group "", would lose its name in
-    // CLI11's error message).
-    app.add_option(f.flag)
-        ->description("not taken: " + reason)
+    const std::string flag = f.flag, reason = f.reason;
+    // Listed in --help under their own heading with the reason (a hidden option, group "", has no name in CLI11's
+    // errors). The callback refuses; with expected(0, 1) a bare `--lr` is refused the same way as `--lr 0.1`.
+    app.add_option(
+           flag, [flag, reason](const CLI::results_t&) -> bool { throw CLI::ValidationError(flag, reason); },
+           "not taken: " + reason)
+        ->expected(0, 1)
         ->group("Not taken by this command")
-        ->type_name("")
-        ->check(CLI::Validator([reason](std::string&) { return reason; }, ""));
+        ->type_name("");
   }
 }
 
