@@ -1,5 +1,6 @@
 // xgrad_bench: time the full training step at three sizes (step), the single-thread sgemm floor of the largest
-// (sgemm), and check that memory stays flat over 1,000 steps (memory). See bench/README.md.
+// (sgemm), check that memory stays flat over 1,000 steps (memory), and put a sweep's wall time next to its floor
+// (floor). See bench/README.md.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "bench/process_memory.h"
 #include "bench/sgemm_floor.h"
 #include "bench/step_timing.h"
+#include "bench/sweep_floor.h"
 #include "train/environment.h"
 
 using namespace xgrad;
@@ -99,6 +101,32 @@ int run_memory(const std::string& name, long steps) {
   return flat ? 0 : 1;
 }
 
+// The sweep's GEMM FLOPs over the single-thread sgemm rate of L times the cores used (the floor), and over
+// the rate its own GEMM shapes reach (a floor these small matrices can actually meet).
+int run_floor(const std::string& dir, double wall_seconds, int cores) {
+  const SweepWork work = read_sweep_work(dir);
+  const SgemmFloor l = measure_sgemm_floor(bench_config("L"));
+  double shape_seconds = 0;
+  std::printf("%zu runs, %.1f GFLOP of GEMMs in all; the runs' own times sum to %.1f s\n", work.runs,
+              work.flops / 1e9, work.run_seconds);
+  std::printf("%-28s %10s %12s %10s\n", "model shape", "steps", "GFLOP", "GFLOP/s");
+  for (const auto& [key, flops] : work.flops_by_shape) {
+    const SgemmFloor f = measure_sgemm_floor(shape_config(key));
+    shape_seconds += flops / (f.gflops() * 1e9);
+    std::printf("%-28s %10zu %12.1f %10.2f\n", key.c_str(), work.steps_by_shape.at(key), flops / 1e9, f.gflops());
+  }
+  const double floor_l = work.flops / (l.gflops() * 1e9) / cores;
+  const double floor_shapes = shape_seconds / cores;
+  std::printf("sgemm rate of L (one thread): %.2f GFLOP/s; cores used: %d\n", l.gflops(), cores);
+  std::printf("floor at the L rate:          %8.1f s\n", floor_l);
+  std::printf("floor at the sweep's shapes:  %8.1f s (its GEMMs alone, at the rate those shapes reach)\n",
+              floor_shapes);
+  const double wall = wall_seconds > 0 ? wall_seconds : work.run_seconds / cores;
+  std::printf("wall time:                    %8.1f s (%s) = %.2fx the L-rate floor, %.2fx the shape floor\n", wall,
+              wall_seconds > 0 ? "given" : "runs' times / cores", wall / floor_l, wall / floor_shapes);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,13 +160,30 @@ int main(int argc, char** argv) {
   memory_cmd->add_option("--config", memory_config, "size")->capture_default_str();
   memory_cmd->add_option("--steps", memory_steps, "steps")->capture_default_str();
 
-  CLI11_PARSE(app, argc, argv);
+  std::string floor_dir;
+  double floor_wall = 0;
+  int floor_cores = 2;
+  CLI::App* floor_cmd = app.add_subcommand("floor", "a sweep's wall time next to its FLOP floor (bench/README.md)");
+  floor_cmd->add_option("dir", floor_dir, "a sweep directory (xgrad sweep / experiment --out)")->required();
+  floor_cmd->add_option("--wall", floor_wall, "the sweep's wall time in seconds (default: runs' times / cores)")
+      ->check(CLI::NonNegativeNumber);
+  floor_cmd->add_option("--cores", floor_cores, "cores the sweep used (its --jobs)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help (code 0) or the error
+    return code == 0 ? 0 : 2;      // bad usage: 2, as xgrad
+  }
   try {
     train::set_threads(threads);
     print_environment(csv);
     if (*step_cmd) return run_step(configs, steps, warmup, csv);
     if (*sgemm_cmd) return run_sgemm(sgemm_shape.empty() ? bench_config(sgemm_config) : parse_shape(sgemm_shape), csv);
     if (*memory_cmd) return run_memory(memory_config, memory_steps);
+    if (*floor_cmd) return run_floor(floor_dir, floor_wall, floor_cores);
   } catch (const std::exception& e) {
     std::cerr << "xgrad_bench: " << e.what() << "\n";
     return 2;

@@ -1,0 +1,65 @@
+#include "bench/sweep_floor.h"
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace xgrad::bench {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open (is the directory a sweep's --out?)");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path.string() + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+}  // namespace
+
+SweepWork read_sweep_work(const std::string& dir) {
+  const nlohmann::json sweep = read_json(fs::path(dir) / "sweep.json");
+  if (!sweep.contains("runs") || !sweep.at("runs").is_array())
+    throw std::runtime_error((fs::path(dir) / "sweep.json").string() + ": no \"runs\" array");
+  SweepWork work;
+  for (const auto& run : sweep.at("runs")) {
+    try {
+      const fs::path config_path = fs::path(dir) / run.at("dir").get<std::string>() / "config.json";
+      const nlohmann::json c = read_json(config_path);
+      nn::ModelConfig mc;
+      mc.d_model = c.at("d_model").get<std::size_t>();
+      mc.n_heads = c.at("n_heads").get<std::size_t>();
+      mc.d_k = c.at("d_k").get<std::size_t>();
+      mc.n_layers = c.at("n_layers").get<std::size_t>();
+      mc.d_ff = c.at("d_ff").get<std::size_t>();
+      mc.mlp = c.at("mlp").get<bool>();
+      mc.vocab_size = c.at("vocab_size").get<std::size_t>();
+      const std::size_t batch = c.at("batch_size").get<std::size_t>(), seq_len = c.at("seq_len").get<std::size_t>();
+      const std::size_t steps = c.at("steps").get<std::size_t>();
+      const double flops = step_flops(mc, batch, seq_len) * static_cast<double>(steps);
+      const std::string key = std::to_string(mc.d_model) + "," + std::to_string(mc.n_heads) + "," +
+                              std::to_string(mc.d_k) + "," + std::to_string(batch) + "," + std::to_string(seq_len) +
+                              "," + std::to_string(mc.vocab_size);
+      work.flops += flops;
+      work.flops_by_shape[key] += flops;
+      work.steps_by_shape[key] += steps;
+      work.run_seconds += run.value("seconds", 0.0);
+      ++work.runs;
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(dir + ": run " + run.dump() + " has an unexpected config.json (" + e.what() + ")");
+    }
+  }
+  if (work.runs == 0) throw std::runtime_error((fs::path(dir) / "sweep.json").string() + ": the sweep has no runs");
+  return work;
+}
+
+BenchConfig shape_config(const std::string& key) { return parse_shape(key); }
+
+}  // namespace xgrad::bench
