@@ -10,6 +10,7 @@
 #include <xtensor/xoperation.hpp>
 
 #include "autograd/ops_elementwise.h"
+#include "autograd/parallel.h"
 #include "autograd/vector_math.h"
 
 namespace xgrad {
@@ -26,7 +27,8 @@ void check_broadcast(const basic_tensor<T>& a, const basic_tensor<T>& b, const c
 
 // z = f(x, y) at `out_shape` with NumPy broadcasting. Plain loops for the layouts a training step produces (equal
 // shapes; one operand repeating as a trailing block, e.g. a bias [D] against [B, T, D]); xtensor's broadcast for
-// the rest. Measured: the xtensor expression path was a tenth of a d_k = 256 training step.
+// the rest. Measured: the xtensor expression path was a tenth of a d_k = 256 training step. The plain layouts are
+// split over threads (autograd/parallel.h) by element or by whole block; every element is computed as serially.
 template <class T>
 bool same_shape(const xt::xarray<T>& a, const shape_t& s) {
   return std::equal(a.shape().begin(), a.shape().end(), s.begin(), s.end());
@@ -49,15 +51,21 @@ xt::xarray<T> broadcast_map(const xt::xarray<T>& x, const xt::xarray<T>& y, cons
   const T* Y = y.data();
   const bool x_full = same_shape(x, out_shape), y_full = same_shape(y, out_shape);
   if (x_full && y_full) {
-    for (std::size_t i = 0; i < n; ++i) o[i] = f(X[i], Y[i]);
+    parallel_for(0, n, grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) o[i] = f(X[i], Y[i]);
+    });
   } else if (x_full && trailing_block(y, out_shape)) {
     const std::size_t m = y.size();
-    for (std::size_t i = 0; i < n; i += m)
-      for (std::size_t j = 0; j < m; ++j) o[i + j] = f(X[i + j], Y[j]);
+    parallel_for(0, n / m, grain_for(m), [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo * m; i < hi * m; i += m)
+        for (std::size_t j = 0; j < m; ++j) o[i + j] = f(X[i + j], Y[j]);
+    });
   } else if (y_full && trailing_block(x, out_shape)) {
     const std::size_t m = x.size();
-    for (std::size_t i = 0; i < n; i += m)
-      for (std::size_t j = 0; j < m; ++j) o[i + j] = f(X[j], Y[i + j]);
+    parallel_for(0, n / m, grain_for(m), [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo * m; i < hi * m; i += m)
+        for (std::size_t j = 0; j < m; ++j) o[i + j] = f(X[j], Y[i + j]);
+    });
   } else {
     const xt::xarray<T> xb = xt::broadcast(x, out_shape), yb = xt::broadcast(y, out_shape);
     for (std::size_t i = 0; i < n; ++i) o[i] = f(xb.data()[i], yb.data()[i]);
@@ -105,12 +113,16 @@ template <class T, class Value, class Derivative>
 basic_tensor<T> unary_op(const char* op, const basic_tensor<T>& a, Value value, Derivative derivative) {
   const auto& x = a.value();
   xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
-  for (std::size_t i = 0; i < x.size(); ++i) out.data()[i] = value(x.data()[i]);
+  parallel_for(0, x.size(), grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) out.data()[i] = value(x.data()[i]);
+  });
   return make_result<T>(op, std::move(out), {a}, [op, derivative](Node<T>& self) {
     const auto& x = self.inputs[0]->value;
     xt::xarray<T> g = xt::xarray<T>::from_shape(x.shape());
-    for (std::size_t i = 0; i < x.size(); ++i)
-      g.data()[i] = self.grad.data()[i] * derivative(x.data()[i], self.value.data()[i]);
+    parallel_for(0, x.size(), grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i)
+        g.data()[i] = self.grad.data()[i] * derivative(x.data()[i], self.value.data()[i]);
+    });
     accumulate_grad(*self.inputs[0], std::move(g), op);
   });
 }
@@ -210,10 +222,14 @@ basic_tensor<T> mul_scalar(const basic_tensor<T>& a, double s) {
   const T c = static_cast<T>(s);
   const auto& x = a.value();
   xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
-  for (std::size_t i = 0; i < x.size(); ++i) out.data()[i] = x.data()[i] * c;
+  parallel_for(0, x.size(), grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) out.data()[i] = x.data()[i] * c;
+  });
   return make_result<T>("mul_scalar", std::move(out), {a}, [c](Node<T>& self) {
     xt::xarray<T> g = take_grad(self);
-    for (std::size_t i = 0; i < g.size(); ++i) g.data()[i] *= c;
+    parallel_for(0, g.size(), grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) g.data()[i] *= c;
+    });
     accumulate_grad(*self.inputs[0], std::move(g), "mul_scalar");
   });
 }
@@ -317,30 +333,35 @@ basic_tensor<T> gelu(const basic_tensor<T>& a) {
   const T* X = x.data();
   T* S = sig.data();
   T* O = out.data();
-  if constexpr (std::is_same_v<T, float>) {
-    simd::gelu_f32(X, O, S, x.size(), k, c);
-  } else {
-    simd::for_each_batch<T>(x.size(), [&](std::size_t i, auto count) {
-      const simd::batch<T> xi = simd::load(X + i, count);
-      const simd::batch<T> s = T(1) / (T(1) + xsimd::exp(T(-2) * k * (xi + c * xi * xi * xi)));
-      simd::store(S + i, s, count);
-      simd::store(O + i, xi * s, count);
-    });
-  }
+  // Chunks of a multiple of 64 elements: every SIMD vector sits where the serial loop has it.
+  parallel_for(0, x.size(), grain_for(8, 64), [&](std::size_t lo, std::size_t hi) {
+    if constexpr (std::is_same_v<T, float>) {
+      simd::gelu_f32(X + lo, O + lo, S + lo, hi - lo, k, c);
+    } else {
+      simd::for_each_batch<T>(hi - lo, [&](std::size_t i, auto count) {
+        const simd::batch<T> xi = simd::load(X + lo + i, count);
+        const simd::batch<T> s = T(1) / (T(1) + xsimd::exp(T(-2) * k * (xi + c * xi * xi * xi)));
+        simd::store(S + lo + i, s, count);
+        simd::store(O + lo + i, xi * s, count);
+      });
+    }
+  });
   return make_result<T>("gelu", std::move(out), {a}, [k, c, sig = std::move(sig)](Node<T>& self) {
     // d/dx [x s(2u)] = s + x s (1 - s) 2 u',  u' = k (1 + 3 c x^2); the output gradient is scaled in place.
     const T* X = self.inputs[0]->value.data();
     const T* S = sig.data();
     xt::xarray<T> g = take_grad(self);
     T* G = g.data();
-    if constexpr (std::is_same_v<T, float>) {
-      simd::gelu_backward_f32(X, S, G, g.size(), k, c);
-    } else {
-      for (std::size_t i = 0; i < g.size(); ++i) {
-        const T xi = X[i], s = S[i];
-        G[i] *= s + xi * s * (T(1) - s) * T(2) * k * (T(1) + T(3) * c * xi * xi);
+    parallel_for(0, g.size(), grain_for(4, 64), [&](std::size_t lo, std::size_t hi) {
+      if constexpr (std::is_same_v<T, float>) {
+        simd::gelu_backward_f32(X + lo, S + lo, G + lo, hi - lo, k, c);
+      } else {
+        for (std::size_t i = lo; i < hi; ++i) {
+          const T xi = X[i], s = S[i];
+          G[i] *= s + xi * s * (T(1) - s) * T(2) * k * (T(1) + T(3) * c * xi * xi);
+        }
       }
-    }
+    });
     accumulate_grad(*self.inputs[0], std::move(g), "gelu");
   });
 }

@@ -10,6 +10,7 @@
 #include <xtensor/xoperation.hpp>
 
 #include "autograd/ops_nn.h"
+#include "autograd/parallel.h"
 #include "autograd/vector_math.h"
 
 namespace xgrad {
@@ -42,15 +43,18 @@ Lanes lanes_of(const xt::xarray<T>& x, int axis, const char* op) {
   return l;
 }
 // Calls f(base, stride) for every lane. For the last axis (inner == 1) the stride is the compile-time constant 1,
-// so that common case compiles to the same contiguous loops as a plain row kernel.
+// so that common case compiles to the same contiguous loops as a plain row kernel. The lanes are split over
+// threads by outer index (each lane is handled whole by one call of f).
 template <class F>
 void for_each_lane(const Lanes& l, F&& f) {
-  if (l.inner == 1) {
-    for (std::size_t o = 0; o < l.outer; ++o) f(o * l.len, std::integral_constant<std::size_t, 1>{});
-  } else {
-    for (std::size_t o = 0; o < l.outer; ++o)
-      for (std::size_t k = 0; k < l.inner; ++k) f(o * l.len * l.inner + k, l.inner);
-  }
+  parallel_for(0, l.outer, grain_for(4 * l.len * l.inner), [&](std::size_t lo, std::size_t hi) {
+    if (l.inner == 1) {
+      for (std::size_t o = lo; o < hi; ++o) f(o * l.len, std::integral_constant<std::size_t, 1>{});
+    } else {
+      for (std::size_t o = lo; o < hi; ++o)
+        for (std::size_t k = 0; k < l.inner; ++k) f(o * l.len * l.inner + k, l.inner);
+    }
+  });
 }
 }  // namespace
 
@@ -221,19 +225,21 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weig
   const T* w = weight.defined() ? weight.value().data() : nullptr;
   const T* b = bias.defined() ? bias.value().data() : nullptr;
   std::vector<T> rstd(r.rows);
-  for (std::size_t i = 0; i < r.rows; ++i) {
-    const T* in = xv.data() + i * r.cols;
-    T* h = xhat.data() + i * r.cols;
-    T* o = out.data() + i * r.cols;
-    const T mu = simd::sum(in, r.cols) / static_cast<T>(r.cols);
-    const T var = simd::sum_squared_deviation(in, r.cols, mu) / static_cast<T>(r.cols);
-    rstd[i] = T(1) / std::sqrt(var + static_cast<T>(eps));
-    for (std::size_t j = 0; j < r.cols; ++j) h[j] = (in[j] - mu) * rstd[i];
-    if (w && b)
-      for (std::size_t j = 0; j < r.cols; ++j) o[j] = h[j] * w[j] + b[j];
-    else
-      for (std::size_t j = 0; j < r.cols; ++j) o[j] = (w ? h[j] * w[j] : h[j]) + (b ? b[j] : T(0));
-  }
+  parallel_for(0, r.rows, grain_for(4 * r.cols), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      const T* in = xv.data() + i * r.cols;
+      T* h = xhat.data() + i * r.cols;
+      T* o = out.data() + i * r.cols;
+      const T mu = simd::sum(in, r.cols) / static_cast<T>(r.cols);
+      const T var = simd::sum_squared_deviation(in, r.cols, mu) / static_cast<T>(r.cols);
+      rstd[i] = T(1) / std::sqrt(var + static_cast<T>(eps));
+      for (std::size_t j = 0; j < r.cols; ++j) h[j] = (in[j] - mu) * rstd[i];
+      if (w && b)
+        for (std::size_t j = 0; j < r.cols; ++j) o[j] = h[j] * w[j] + b[j];
+      else
+        for (std::size_t j = 0; j < r.cols; ++j) o[j] = (w ? h[j] * w[j] : h[j]) + (b ? b[j] : T(0));
+    }
+  });
   return make_result<T>(
       "layer_norm", std::move(out), {x, weight, bias},
       [r, xhat = std::move(xhat), rstd = std::move(rstd)](Node<T>& self) {
@@ -242,33 +248,38 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weig
         if (needs_grad(self, 0)) {
           // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
           xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
-          std::vector<T> dh(r.cols);
-          for (std::size_t i = 0; i < r.rows; ++i) {
-            const T* g = G + i * r.cols;
-            const T* h = xhat.data() + i * r.cols;
-            if (w)
-              for (std::size_t j = 0; j < r.cols; ++j) dh[j] = g[j] * w[j];
-            else
-              std::copy(g, g + r.cols, dh.begin());
-            const T mean_dh = simd::sum(dh.data(), r.cols) / static_cast<T>(r.cols);
-            const T mean_dh_h = simd::dot(dh.data(), h, r.cols) / static_cast<T>(r.cols);
-            T* d = gx.data() + i * r.cols;
-            for (std::size_t j = 0; j < r.cols; ++j) d[j] = rstd[i] * (dh[j] - mean_dh - h[j] * mean_dh_h);
-          }
+          parallel_for(0, r.rows, grain_for(6 * r.cols), [&](std::size_t lo, std::size_t hi) {
+            std::vector<T> dh(r.cols);
+            for (std::size_t i = lo; i < hi; ++i) {
+              const T* g = G + i * r.cols;
+              const T* h = xhat.data() + i * r.cols;
+              if (w)
+                for (std::size_t j = 0; j < r.cols; ++j) dh[j] = g[j] * w[j];
+              else
+                std::copy(g, g + r.cols, dh.begin());
+              const T mean_dh = simd::sum(dh.data(), r.cols) / static_cast<T>(r.cols);
+              const T mean_dh_h = simd::dot(dh.data(), h, r.cols) / static_cast<T>(r.cols);
+              T* d = gx.data() + i * r.cols;
+              for (std::size_t j = 0; j < r.cols; ++j) d[j] = rstd[i] * (dh[j] - mean_dh - h[j] * mean_dh_h);
+            }
+          });
           accumulate_grad(*self.inputs[0], std::move(gx), "layer_norm");
         }
         if (needs_grad(self, 1) || needs_grad(self, 2)) {
           xt::xarray<T> gw = xt::zeros<T>({r.cols}), gb = xt::zeros<T>({r.cols});
           T* dw = gw.data();
           T* db = gb.data();
-          for (std::size_t i = 0; i < r.rows; ++i) {
-            const T* g = G + i * r.cols;
-            const T* h = xhat.data() + i * r.cols;
-            for (std::size_t j = 0; j < r.cols; ++j) {
-              dw[j] += g[j] * h[j];
-              db[j] += g[j];
+          // Split by column, not by row: each dw[j], db[j] is still summed over the rows in order by one thread.
+          parallel_for(0, r.cols, grain_for(2 * r.rows, 16), [&](std::size_t lo, std::size_t hi) {
+            for (std::size_t i = 0; i < r.rows; ++i) {
+              const T* g = G + i * r.cols;
+              const T* h = xhat.data() + i * r.cols;
+              for (std::size_t j = lo; j < hi; ++j) {
+                dw[j] += g[j] * h[j];
+                db[j] += g[j];
+              }
             }
-          }
+          });
           if (needs_grad(self, 1)) accumulate_grad(*self.inputs[1], std::move(gw), "layer_norm");
           if (needs_grad(self, 2)) accumulate_grad(*self.inputs[2], std::move(gb), "layer_norm");
         }
@@ -321,8 +332,6 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
   const double on = 1.0 - eps, spread = r.cols ? eps / static_cast<double>(r.cols) : 0.0;
   double total = 0;
   std::size_t count = 0;
-  // Each counted row's softmax, kept for backward: its shifted exps, then divided by their sum.
-  xt::xarray<T> probs = xt::xarray<T>::from_shape(x.shape());
   for (std::size_t i = 0; i < r.rows; ++i) {
     const auto t = targets.data()[i];
     if (t == ignore_index) continue;
@@ -330,26 +339,40 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
       throw Error("cross_entropy: target " + std::to_string(t) + " at position " + std::to_string(i) +
                   " is outside [0, " + std::to_string(r.cols) + ") and is not ignore_index " +
                   std::to_string(ignore_index));
-    const T* in = x.data() + i * r.cols;
-    T* p = probs.data() + i * r.cols;
-    T m = in[0];
-    for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
-    if constexpr (std::is_same_v<T, float>)
-      simd::exp_shifted_f32(in, m, p, r.cols);
-    else
-      for (std::size_t j = 0; j < r.cols; ++j) p[j] = std::exp(in[j] - m);
-    double s = 0;
-    for (std::size_t j = 0; j < r.cols; ++j) s += static_cast<double>(p[j]);
-    for (std::size_t j = 0; j < r.cols; ++j) p[j] = static_cast<T>(static_cast<double>(p[j]) / s);
-    // sum_j q_j (lse - x_j) = lse - on * x_t - spread * sum_j x_j, since the q_j sum to 1
-    const double lse = static_cast<double>(m) + std::log(s);
-    double loss = lse - on * static_cast<double>(in[t]);
-    if (eps > 0) {
-      double row_sum = 0;
-      for (std::size_t j = 0; j < r.cols; ++j) row_sum += static_cast<double>(in[j]);
-      loss -= spread * row_sum;
+  }
+  // Each counted row's softmax, kept for backward: its shifted exps, then divided by their sum. Rows run in
+  // parallel; their losses are summed afterwards in row order, as the serial loop did.
+  xt::xarray<T> probs = xt::xarray<T>::from_shape(x.shape());
+  std::vector<double> row_loss(r.rows);
+  parallel_for(0, r.rows, grain_for(6 * r.cols), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      const auto t = targets.data()[i];
+      if (t == ignore_index) continue;
+      const T* in = x.data() + i * r.cols;
+      T* p = probs.data() + i * r.cols;
+      T m = in[0];
+      for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
+      if constexpr (std::is_same_v<T, float>)
+        simd::exp_shifted_f32(in, m, p, r.cols);
+      else
+        for (std::size_t j = 0; j < r.cols; ++j) p[j] = std::exp(in[j] - m);
+      double s = 0;
+      for (std::size_t j = 0; j < r.cols; ++j) s += static_cast<double>(p[j]);
+      for (std::size_t j = 0; j < r.cols; ++j) p[j] = static_cast<T>(static_cast<double>(p[j]) / s);
+      // sum_j q_j (lse - x_j) = lse - on * x_t - spread * sum_j x_j, since the q_j sum to 1
+      const double lse = static_cast<double>(m) + std::log(s);
+      double loss = lse - on * static_cast<double>(in[t]);
+      if (eps > 0) {
+        double row_sum = 0;
+        for (std::size_t j = 0; j < r.cols; ++j) row_sum += static_cast<double>(in[j]);
+        loss -= spread * row_sum;
+      }
+      row_loss[i] = loss;
     }
-    total += loss;
+  });
+  for (std::size_t i = 0; i < r.rows; ++i) {
+    if (targets.data()[i] == ignore_index) continue;
+    total += row_loss[i];
     ++count;
   }
   xt::xarray<T> out = xt::xarray<T>::from_shape({});
@@ -361,16 +384,18 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
         if (count) {
           const T scale = self.grad() / static_cast<T>(count);
           const T target_step = static_cast<T>(on) * scale, spread_step = static_cast<T>(spread) * scale;
-          for (std::size_t i = 0; i < r.rows; ++i) {
-            const auto t = targets.data()[i];
-            if (t == ignore_index) continue;
-            const T* p = probs.data() + i * r.cols;
-            T* d = gx.data() + i * r.cols;
-            for (std::size_t j = 0; j < r.cols; ++j) d[j] = p[j] * scale;
-            d[t] -= target_step;  // (softmax - q) / N
-            if (spread_step != T(0))
-              for (std::size_t j = 0; j < r.cols; ++j) d[j] -= spread_step;
-          }
+          parallel_for(0, r.rows, grain_for(2 * r.cols), [&](std::size_t lo, std::size_t hi) {
+            for (std::size_t i = lo; i < hi; ++i) {
+              const auto t = targets.data()[i];
+              if (t == ignore_index) continue;
+              const T* p = probs.data() + i * r.cols;
+              T* d = gx.data() + i * r.cols;
+              for (std::size_t j = 0; j < r.cols; ++j) d[j] = p[j] * scale;
+              d[t] -= target_step;  // (softmax - q) / N
+              if (spread_step != T(0))
+                for (std::size_t j = 0; j < r.cols; ++j) d[j] -= spread_step;
+            }
+          });
         }
         accumulate_grad(*self.inputs[0], std::move(gx), "cross_entropy");
       });

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/blas.h"
+#include "autograd/parallel.h"
 #include "autograd/vector_math.h"
 
 namespace xgrad::nn {
@@ -70,6 +71,8 @@ namespace {
 // attention differentiated by hand): dP = dO V^T, dS = P * (dP - rowsum(dP * P)), dQ = scale dS K,
 // dK = scale dS^T Q, dV = P^T dO. With `record`, the scores S (softmax input), P, and q, k as [B, H, T, d_k] are
 // kept there, and backward stores dS as the scores' gradient (what retain_grad gives on the unfused path).
+// The (b, h) pairs run in parallel (autograd/parallel.h): each writes only its own blocks, so results do not
+// depend on the thread count.
 Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
                        double scale, AttentionRecord* record) {
   const std::size_t B = q.size(0), T = q.size(1), HD = q.size(2), H = n_heads, D = HD / H;
@@ -81,17 +84,22 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
   const float* Q = q.value().data();
   const float* K = k.value().data();
   const float* V = v.value().data();
-  for (std::size_t b = 0; b < B; ++b)
-    for (std::size_t h = 0; h < H; ++h) {
+  // Work of one (b, h) pair in element-operations: a GEMM flop counts as a sixteenth of one (BLAS runs them at
+  // several per cycle), the softmax about 4 per score.
+  const std::size_t pair_work = T * T * D / 4 + 4 * T * T;
+  parallel_for(0, B * H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t pair = lo; pair < hi; ++pair) {
+      const std::size_t b = pair / H, h = pair % H;
       const std::size_t head = b * T * HD + h * D;  // offset of the [T, d_k] block, row stride HD
-      float* P = probs.data() + (b * H + h) * T * T;
+      float* P = probs.data() + pair * T * T;
       blas::gemm<float>(false, true, T, T, D, alpha, Q + head, HD, K + head, HD, 0.0f, P, T);
       if (causal)
         for (std::size_t i = 0; i < T; ++i) std::fill(P + i * T + i + 1, P + (i + 1) * T, -INFINITY);
-      if (record) std::copy(P, P + T * T, scores.data() + (b * H + h) * T * T);
+      if (record) std::copy(P, P + T * T, scores.data() + pair * T * T);
       for (std::size_t i = 0; i < T; ++i) simd::softmax_row(P + i * T, P + i * T, T);
       blas::gemm<float>(false, false, T, D, T, 1.0f, P, T, V + head, HD, 0.0f, out.data() + head, HD);
     }
+  });
   std::shared_ptr<Node<float>> score_node;
   if (record) {
     auto heads_first = [&](const Tensor& heads) {  // [B, T, H * d_k] → [B, H, T, d_k], for the statistics
@@ -129,11 +137,15 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
         const float beta_v = fresh ? 0.0f : 1.0f;
         xt::xarray<float> score_grad;
         if (score_node) score_grad = xt::xarray<float>::from_shape(score_node->value.shape());
-        std::vector<float> dS(T * T);
-        for (std::size_t b = 0; b < B; ++b)
-          for (std::size_t h = 0; h < H; ++h) {
+        // When q and k (or v) are one tensor, dQ and dK are the same array, but a pair still writes only its own
+        // head blocks of it, both times from the same thread in the same order.
+        const std::size_t pair_work = T * T * D / 2 + 4 * T * T;
+        parallel_for(0, B * H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
+          std::vector<float> dS(T * T);
+          for (std::size_t pair = lo; pair < hi; ++pair) {
+            const std::size_t b = pair / H, h = pair % H;
             const std::size_t head = b * T * HD + h * D;
-            const float* P = probs.data() + (b * H + h) * T * T;
+            const float* P = probs.data() + pair * T * T;
             if (need_v) blas::gemm<float>(true, false, T, D, T, 1.0f, P, T, dO + head, HD, beta_v, dV + head, HD);
             if (!need_q && !need_k && !score_node) continue;
             blas::gemm<float>(false, true, T, T, D, 1.0f, dO + head, HD, V + head, HD, 0.0f, dS.data(), T);
@@ -143,12 +155,13 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
               const float dot = simd::dot(d, p, T);
               for (std::size_t j = 0; j < T; ++j) d[j] = p[j] * (d[j] - dot);
             }
-            if (score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + (b * H + h) * T * T);
+            if (score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + pair * T * T);
             if (need_q)
               blas::gemm<float>(false, false, T, D, T, alpha, dS.data(), T, K + head, HD, beta_q, dQ + head, HD);
             if (need_k)
               blas::gemm<float>(true, false, T, D, T, alpha, dS.data(), T, Q + head, HD, beta_k, dK + head, HD);
           }
+        });
         if (score_node) accumulate_grad(*score_node, std::move(score_grad), "attention");
       });
 }

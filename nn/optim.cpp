@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/parallel.h"
 #include "autograd/vector_math.h"
 
 namespace xgrad::nn {
@@ -54,11 +55,12 @@ void SGD::step() {
     float* b = buf_[i].data();
     const auto mu = static_cast<float>(momentum_), wd = static_cast<float>(weight_decay_),
                lr = static_cast<float>(lr_);
-    const std::size_t n = p.numel();
-    for (std::size_t j = 0; j < n; ++j) {
-      b[j] = mu * b[j] + g[j] + wd * w[j];
-      w[j] -= lr * b[j];
-    }
+    parallel_for(0, p.numel(), grain_for(4, 64), [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t j = lo; j < hi; ++j) {
+        b[j] = mu * b[j] + g[j] + wd * w[j];
+        w[j] -= lr * b[j];
+      }
+    });
   }
 }
 
@@ -94,15 +96,19 @@ void AdamW::step() {
     float* m = m_[i].data();
     float* v = v_[i].data();
     // SIMD batches: std::sqrt per element would keep the compiler from vectorising the loop (see vector_math.h).
-    simd::for_each_batch<float>(p.numel(), [&](std::size_t j, auto count) {
-      const simd::batch<float> gj = simd::load(g + j, count);
-      const simd::batch<float> mj = b1 * simd::load(m + j, count) + (1 - b1) * gj;
-      const simd::batch<float> vj = b2 * simd::load(v + j, count) + (1 - b2) * gj * gj;
-      simd::batch<float> wj = simd::load(w + j, count) * decay;  // decoupled weight decay first, as torch.optim.AdamW
-      wj -= step_size * mj / (xsimd::sqrt(vj) * rbc2 + eps);
-      simd::store(m + j, mj, count);
-      simd::store(v + j, vj, count);
-      simd::store(w + j, wj, count);
+    // Chunks over threads are multiples of 64 elements, so every batch is the one the serial loop forms.
+    parallel_for(0, p.numel(), grain_for(8, 64), [&](std::size_t lo, std::size_t hi) {
+      simd::for_each_batch<float>(hi - lo, [&](std::size_t i, auto count) {
+        const std::size_t j = lo + i;
+        const simd::batch<float> gj = simd::load(g + j, count);
+        const simd::batch<float> mj = b1 * simd::load(m + j, count) + (1 - b1) * gj;
+        const simd::batch<float> vj = b2 * simd::load(v + j, count) + (1 - b2) * gj * gj;
+        simd::batch<float> wj = simd::load(w + j, count) * decay;  // decoupled weight decay first, as torch.optim.AdamW
+        wj -= step_size * mj / (xsimd::sqrt(vj) * rbc2 + eps);
+        simd::store(m + j, mj, count);
+        simd::store(v + j, vj, count);
+        simd::store(w + j, wj, count);
+      });
     });
   }
 }
@@ -142,7 +148,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     for (auto p : params)
       if (p.has_grad()) {
         float* g = p.mutable_grad().data();
-        for (std::size_t j = 0, n = p.numel(); j < n; ++j) g[j] *= scale;
+        parallel_for(0, p.numel(), grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
+          for (std::size_t j = lo; j < hi; ++j) g[j] *= scale;
+        });
       }
   }
   return total;

@@ -175,7 +175,7 @@ void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool 
   app.add_option("--flush-denormals", c.flush_denormals, "flush subnormal floats to zero (faster saturated softmax)")
       ->capture_default_str()
       ->check(boolean_word());
-  app.add_option("--threads", c.threads, "BLAS threads per run")->capture_default_str()
+  app.add_option("--threads", c.threads, "threads per run, for BLAS and xgrad's own loops")->capture_default_str()
       ->check(whole_number(1, 64));
 }
 

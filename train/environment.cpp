@@ -14,6 +14,7 @@
 #include <xtensor/xtensor_config.hpp>
 
 #include "autograd/blas.h"
+#include "autograd/parallel.h"
 
 namespace xgrad::train {
 
@@ -63,6 +64,7 @@ void set_flush_denormals(bool on) {
 void set_threads(int n) {
   if (n < 1) throw std::invalid_argument("--threads must be >= 1");
   blas::set_num_threads(n);
+  xgrad::set_num_threads(n);
 }
 
 nlohmann::json environment_json() {
@@ -78,6 +80,7 @@ nlohmann::json environment_json() {
       {"openblas_core", blas::core_name()},
       {"openblas_coretype_env", coretype ? coretype : ""},
       {"blas_threads", blas::num_threads()},
+      {"xgrad_threads", xgrad::num_threads()},
       {"spdlog", std::to_string(SPDLOG_VER_MAJOR) + "." + std::to_string(SPDLOG_VER_MINOR) + "." +
                      std::to_string(SPDLOG_VER_PATCH)},
       {"nlohmann_json", std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." +

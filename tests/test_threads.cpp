@@ -1,0 +1,198 @@
+// xgrad's own loops on several threads (autograd/parallel.h): the same bits as on one thread. Sizes are chosen so
+// that every loop under test is above its grain and really splits (the first case checks that splitting happens).
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
+#include "autograd/ops.h"
+#include "autograd/parallel.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+
+using namespace xgrad;
+
+namespace {
+
+// Sets xgrad's thread count for one scope and restores 1 (the default) after it.
+struct Threads {
+  explicit Threads(int n) { set_num_threads(n); }
+  ~Threads() { set_num_threads(1); }
+};
+
+template <class T>
+bool same_bits(const xt::xarray<T>& a, const xt::xarray<T>& b) {
+  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+template <class T>
+xt::xarray<T> filled(std::vector<std::size_t> shape, std::uint64_t seed, double scale = 1.0) {
+  Generator gen(seed);
+  xt::xarray<T> x = xt::xarray<T>::from_shape(shape);
+  for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<T>(scale * gen.normal());
+  return x;
+}
+
+index_array token_batch(std::size_t B, std::size_t T, std::size_t V, std::uint64_t seed) {
+  Generator gen(seed);
+  index_array t = index_array::from_shape({B, T});
+  for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<std::int64_t>(gen.uniform01() * V) % V;
+  return t;
+}
+
+// Everything a few AdamW training steps produce: per step the loss, every gradient, the first layer's attention
+// probabilities and dLoss/dscores; at the end every weight and the AdamW moments.
+struct TrainTrace {
+  std::vector<float> losses;
+  std::vector<xt::xarray<float>> arrays;
+};
+
+TrainTrace train_steps(int threads) {
+  Threads scope(threads);
+  nn::ModelConfig c;
+  c.vocab_size = 50;
+  c.max_seq_len = 32;
+  c.d_model = 64;
+  c.n_heads = 4;
+  c.n_layers = 2;
+  c.d_ff = 256;
+  c.scale = nn::ScaleMode::sqrt_dk;
+  nn::AttentionModel model(c, 7);
+  auto attn = model.attention_layers().front();
+  attn->record_attention = true;
+  std::vector<Tensor> params;
+  for (auto& [name, p] : model.named_parameters()) params.push_back(p);
+  nn::AdamW opt(params, 1e-2, 0.9, 0.999, 1e-8, 0.01);
+  TrainTrace trace;
+  for (std::uint64_t step = 0; step < 3; ++step) {
+    const index_array tokens = token_batch(16, 32, c.vocab_size, 100 + step);
+    const index_array targets = token_batch(16, 32, c.vocab_size, 200 + step);
+    opt.zero_grad();
+    Tensor loss = cross_entropy(model.forward(tokens), targets);
+    loss.backward();
+    nn::clip_grad_norm(params, 0.5);
+    trace.losses.push_back(loss.value()());
+    for (auto& p : params) trace.arrays.push_back(p.grad());
+    trace.arrays.push_back(attn->last.probs);
+    trace.arrays.push_back(attn->last.scores.grad());
+    opt.step();
+  }
+  for (auto& p : params) trace.arrays.push_back(p.value());
+  for (auto& [kind, buffers] : opt.state().buffers)
+    for (auto& b : buffers) trace.arrays.push_back(b);
+  return trace;
+}
+
+// Values and input gradients of a chain of ops in double, each big enough to split: broadcasting add and mul (a
+// trailing block either way round), mul_scalar, silu (the generic unary path), gelu, softmax over the last and a
+// middle axis, log_softmax, layer_norm with and without weight, cross_entropy with ignore_index and smoothing.
+std::vector<xt::xarray<double>> op_chain(int threads) {
+  Threads scope(threads);
+  using Td = basic_tensor<double>;
+  Td x(filled<double>({8, 64, 96}, 1), true);
+  Td bias(filled<double>({96}, 2), true);
+  Td row(filled<double>({64, 96}, 3), true);
+  Td w(filled<double>({96}, 4, 0.1), true);
+  Td h = mul(add(x, bias), row);                       // [8, 64, 96] + [96], then * [64, 96]
+  h = add(bias, mul(row, mul_scalar(h, 0.5)));         // the block on the left
+  h = silu(h);
+  h = gelu(h);
+  Td s = add(softmax(h, -1), softmax(h, 1));           // last axis; a middle axis (inner > 1)
+  Td l = log_softmax(layer_norm(s, w, Td(), 1e-5), -1);
+  Td n = layer_norm(add(l, h), w, bias, 1e-5);
+  index_array targets = token_batch(8, 64, 96, 5);
+  for (std::size_t i = 0; i < targets.size(); i += 7) targets.data()[i] = -100;
+  Td loss = add(cross_entropy(n, targets, -100, 0.1), mean(mul(n, n)));
+  loss.backward();
+  return {s.value(), l.value(), n.value(), loss.value(), x.grad(), bias.grad(), row.grad(), w.grad()};
+}
+
+}  // namespace
+
+TEST_CASE("parallel_for: splits at multiples of the grain, covers the range once, on two threads") {
+  Threads scope(2);
+  std::mutex lock;
+  std::set<std::thread::id> ids;
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  std::vector<int> hits(1000, 0);
+  parallel_for(3, 1000, 64, [&](std::size_t lo, std::size_t hi) {
+    std::lock_guard<std::mutex> guard(lock);
+    ids.insert(std::this_thread::get_id());
+    ranges.emplace_back(lo, hi);
+    for (std::size_t i = lo; i < hi; ++i) ++hits[i];
+  });
+  CHECK(ids.size() == 2);
+  CHECK(ranges.size() == 2);
+  for (auto [lo, hi] : ranges) {
+    CHECK((lo - 3) % 64 == 0);
+    CHECK((hi == 1000 || (hi - 3) % 64 == 0));
+  }
+  for (std::size_t i = 0; i < hits.size(); ++i) CHECK_MESSAGE(hits[i] == (i >= 3 ? 1 : 0), "index " << i);
+  // Less than two grains: one call on the calling thread.
+  ranges.clear();
+  parallel_for(0, 100, 64, [&](std::size_t lo, std::size_t hi) { ranges.emplace_back(lo, hi); });
+  REQUIRE(ranges.size() == 1);
+  CHECK(ranges[0] == std::make_pair(std::size_t(0), std::size_t(100)));
+}
+
+TEST_CASE("set_num_threads refuses n < 1") {
+  CHECK_THROWS_AS(set_num_threads(0), Error);
+  CHECK(num_threads() == 1);
+}
+
+#if defined(__SSE__)
+TEST_CASE("worker threads get the caller's flush-to-zero / denormals-are-zero") {
+  Threads scope(2);
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8000 | 0x0040);
+  volatile float tiny = 1e-30f, factor = 1e-10f;  // product 1e-40: subnormal, flushed to 0
+  std::vector<float> out(4096, -1.0f);
+  parallel_for(0, out.size(), 64, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) out[i] = tiny * factor;
+  });
+  _mm_setcsr(csr);
+  for (float v : out) CHECK(v == 0.0f);
+}
+#endif
+
+TEST_CASE("ops in double: values and gradients bit-identical on 1 and 2 threads") {
+  const auto one = op_chain(1);
+  const auto two = op_chain(2);
+  REQUIRE(one.size() == two.size());
+  for (std::size_t i = 0; i < one.size(); ++i) CHECK_MESSAGE(same_bits(one[i], two[i]), "array " << i);
+}
+
+TEST_CASE("training steps (attention forward/backward, LayerNorm, GELU, cross_entropy, clipping, AdamW) are "
+          "bit-identical on 1 and 2 threads") {
+  const TrainTrace one = train_steps(1);
+  const TrainTrace two = train_steps(2);
+  REQUIRE(one.losses.size() == 3);
+  CHECK(std::memcmp(one.losses.data(), two.losses.data(), 3 * sizeof(float)) == 0);
+  REQUIRE(one.arrays.size() == two.arrays.size());
+  for (std::size_t i = 0; i < one.arrays.size(); ++i)
+    CHECK_MESSAGE(same_bits(one.arrays[i], two.arrays[i]), "array " << i);
+  CHECK(one.losses[2] < one.losses[0]);  // the steps did train
+}
+
+TEST_CASE("SGD with momentum: the same bits on 1 and 3 threads") {
+  auto run = [](int threads) {
+    Threads scope(threads);
+    Tensor w(filled<float>({300, 200}, 11), true);
+    nn::SGD opt({w}, 0.05, 0.9, 1e-3);
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      Tensor loss = mean(mul(gelu(w), w));
+      loss.backward();
+      opt.step();
+    }
+    return w.value();
+  };
+  CHECK(same_bits(run(1), run(3)));
+}
