@@ -17,6 +17,8 @@ struct SymbolSequenceConfig {
 /// Upper bounds that keep vocabularies and sequences within what a toy model can hold.
 inline constexpr std::size_t kMaxSeqLen = 65536;
 inline constexpr std::size_t kMaxSymbols = 4096;
+/// Token ids of user data (--task data) must be below this: 2^24, far above any tokenizer's vocabulary.
+inline constexpr std::size_t kMaxVocab = std::size_t(1) << 24;
 
 /// Throws TaskError "<task>: <setting> must be in [min, max], got <value>" unless min <= value <= max.
 inline void check_setting(const std::string& task, const std::string& setting, std::size_t value, std::size_t min,

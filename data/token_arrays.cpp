@@ -78,6 +78,10 @@ void TokenArrays::check(const std::string& source) {
   };
   check_split(train_, "");
   if (has_eval_split()) check_split(eval_, "eval_");
+  // Before any arithmetic on it: an id near 2^63 would overflow max_id + 1 (found by fuzz_token_arrays).
+  if (static_cast<std::uint64_t>(max_id) >= kMaxVocab)
+    throw TaskError("data: the files hold token id " + std::to_string(max_id) + "; ids must be below " +
+                    std::to_string(kMaxVocab) + " (2^24)");
   if (config_.vocab_size == 0) {
     vocab_size_ = static_cast<std::size_t>(max_id) + 1;
   } else {

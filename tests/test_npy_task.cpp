@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <set>
 
@@ -180,6 +181,18 @@ TEST_CASE("data task: bad arrays are refused naming the file, and for a bad id i
     out << "garbage";
   }
   CHECK(task_error(o).find("npy: " + (dir / "inputs.npy").string() + ": not a .npy file") != std::string::npos);
+  // The largest int64 id, with and without --vocab-size (max id + 1 overflowed before; found by fuzz_token_arrays).
+  write_targets(std::vector<std::int64_t>(12, 1));
+  std::vector<std::int64_t> huge(12, 1);
+  huge[5] = std::numeric_limits<std::int64_t>::max();
+  write_npy(dir / "inputs.npy", 3, 4, huge);
+  CHECK(task_error(o).find("the files hold token id 9223372036854775807; ids must be below 16777216") != std::string::npos);
+  o.vocab_size = 10;
+  CHECK(task_error(o).find("the files hold token id 9223372036854775807; ids must be below 16777216") != std::string::npos);
+  o.vocab_size = 0;
+  huge[5] = 16777215;  // the largest id allowed
+  write_npy(dir / "inputs.npy", 3, 4, huge);
+  CHECK(task_error(o).empty());
   o.data_dir = (dir / "nope").string();
   CHECK(task_error(o).find("is not a directory") != std::string::npos);
   o.data_dir.clear();
