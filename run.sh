@@ -61,7 +61,7 @@ case "$cmd" in
     # fast enough for CI while the sanitizers still see every access; any UBSan report fails the test it occurs in.
     install_packages
     dir="${XGRAD_ASAN_DIR:-build-asan}"
-    cmake -S . -B "$dir" -DXGRAD_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    cmake -S . -B "$dir" -DXGRAD_SANITIZE=ON -DXGRAD_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >/dev/null
     echo "run.sh: building with ASan + UBSan in $dir (log: $dir/build.log)"
     if ! cmake --build "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1; then

@@ -298,7 +298,7 @@ basic_tensor<T> relu(const basic_tensor<T>& a) {
 }
 
 // The float kernels of gelu, compiled per ISA (see vector_math.h).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void simd::gelu_f32(const float* x, float* out,
+XGRAD_TARGET_CLONES void simd::gelu_f32(const float* x, float* out,
                                                                                   float* sig, std::size_t n, float k,
                                                                                   float c) {
   simd::for_each_wide(n, [&](std::size_t i, auto count) __attribute__((always_inline)) {
@@ -312,7 +312,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void simd::gelu_f32
   });
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void simd::gelu_backward_f32(const float* x,
+XGRAD_TARGET_CLONES void simd::gelu_backward_f32(const float* x,
                                                                                            const float* sig, float* g,
                                                                                            std::size_t n, float k,
                                                                                            float c) {

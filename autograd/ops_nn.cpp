@@ -59,7 +59,7 @@ void for_each_lane(const Lanes& l, F&& f) {
 }  // namespace
 
 // The float softmax row, compiled per ISA (see vector_math.h): the same steps as simd::softmax_row.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void simd::softmax_row_f32(const float* in, float* out,
+XGRAD_TARGET_CLONES void simd::softmax_row_f32(const float* in, float* out,
                                                                                          std::size_t n) {
   const float ninf = -std::numeric_limits<float>::infinity();
   simd::float16 mv = simd::float16{} + ninf;
@@ -88,7 +88,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void simd::softmax_
   for (std::size_t j = 0; j < n; ++j) out[j] /= s;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void simd::exp_shifted_f32(const float* in, float shift,
+XGRAD_TARGET_CLONES void simd::exp_shifted_f32(const float* in, float shift,
                                                                                          float* out, std::size_t n) {
   simd::for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
     simd::float16 e;

@@ -19,6 +19,15 @@
 
 #include <xsimd/xsimd.hpp>
 
+// The wide kernels' definitions carry XGRAD_TARGET_CLONES: under GCC an ifunc and three clones. Under clang 14 the
+// fuzz build's link failed with softmax_row_f32 undefined (the ifunc was not emitted for a kernel called only from
+// other translation units), so clang builds compile the kernels once, for the build's target.
+#if defined(__clang__)
+#define XGRAD_TARGET_CLONES
+#else
+#define XGRAD_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 namespace xgrad::simd {
 
 template <class T>

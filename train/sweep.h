@@ -26,7 +26,7 @@ struct SweepConfig {
   std::vector<std::size_t> d_ks{16, 64, 256};
   std::vector<std::uint64_t> seeds{0, 1, 2};
   std::vector<Arm> arms{{"adamw", 3e-3}};
-  int jobs = 2;            // runs at once (each run uses base.threads BLAS threads)
+  int jobs = 2;            // runs at once (each run uses base.threads threads, BLAS and xgrad's own)
   std::string out;         // sweep directory: runs in out/runs/<name>, the index in out/sweep.json
   std::string executable;  // the xgrad binary children run
 };
