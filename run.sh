@@ -11,10 +11,12 @@ cd "$(dirname "$0")"
 PACKAGES=(g++ make cmake pkg-config
   libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev libopenblas-dev
   doctest-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev gnuplot-nox)
+# Only the test suite needs these: numpy reads a checkpoint (ctest safetensors_numpy).
+TEST_PACKAGES=(python3-numpy)
 
 install_packages() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "${PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -50,6 +52,7 @@ case "$cmd" in
     exec ./build/bin/xgrad experiment "$@"
     ;;
   test)
+    install_packages "${TEST_PACKAGES[@]}"
     build
     cd build && exec ctest --output-on-failure -j"$(nproc)" "$@"
     ;;
@@ -59,7 +62,7 @@ case "$cmd" in
   sanitize)
     # AddressSanitizer + UndefinedBehaviorSanitizer over the whole suite. -O1 keeps the build and the training tests
     # fast enough for CI while the sanitizers still see every access; any UBSan report fails the test it occurs in.
-    install_packages
+    install_packages "${TEST_PACKAGES[@]}"
     dir="${XGRAD_ASAN_DIR:-build-asan}"
     cmake -S . -B "$dir" -DXGRAD_SANITIZE=ON -DXGRAD_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >/dev/null
