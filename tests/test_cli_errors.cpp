@@ -153,6 +153,37 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
        "--accuracy-threshold: must be in (0, 1], got 0"},
       {{"compare", run_dir, "--out", out, "--accuracy-threshold", "nan"}, 2,
        "--accuracy-threshold: must be a decimal number, got 'nan'"},
+      // An unknown flag of compare is named, not taken for a directory (its value would be).
+      {{"compare", run_dir, "--lr", "0.1"}, 2, "--lr: not a flag of compare (flags: --out, --loss-threshold,"},
+      {{"compare", run_dir, "--lr=0.1"}, 2, "--lr: not a flag of compare"},
+      {{"compare", (root / "absent").string()}, 2, "dirs: Directory does not exist"},
+      // --d-model is a flag of sweep, experiment and probe (only --scale and --d-k are lists there).
+      {{"sweep", "--out", out, "--d-model", "0"}, 2, "--d-model: must be in [1, 16384], got 0"},
+      {{"experiment", "--out", out, "--d-model", "abc"}, 2, "--d-model: must be a whole number in [1, 16384]"},
+      {{"probe", "--d-model", "16384", "--batch-size", "4096"}, 2, "GiB (limit 12)"},
+      // The data task: probe reads --data; sweep and experiment cannot pass it to their runs and say so.
+      {{"probe", "--task", "data"}, 2, "--data: data: no directory given"},
+      {{"probe", "--task", "data", "--data", empty}, 2, "--data: npy: " + empty + "/inputs.npy: no such file"},
+      {{"sweep", "--out", out, "--task", "data"}, 2, "--task: data is not taken by sweep (its runs get no --data"},
+      {{"experiment", "--out", out, "--task", "data"}, 2, "--task: data is not taken by experiment"},
+      {{"sweep", "--out", out, "--data", empty}, 2, "--data: sweep does not pass --data to its runs"},
+      {{"sweep", "--out", out, "--shuffle"}, 2, "--shuffle: sweep does not pass --shuffle to its runs"},
+      // List flags: an empty entry is refused, not dropped; an arm's lr is a decimal like --lr; no spaces.
+      {{"sweep", "--out", out, "--arms", "sgd@0.1,"}, 2, "--arms: empty entry in 'sgd@0.1,'"},
+      {{"sweep", "--out", out, "--arms", ",sgd@0.1"}, 2, "--arms: empty entry in ',sgd@0.1'"},
+      {{"sweep", "--out", out, "--seeds", "0,,1"}, 2, "--seeds: empty entry in '0,,1'"},
+      {{"sweep", "--out", out, "--d-k", "4,,"}, 2, "--d-k: empty entry in '4,,'"},
+      {{"sweep", "--out", out, "--scale", "none,"}, 2, "--scale: empty entry in 'none,'"},
+      {{"sweep", "--out", out, "--scale", ""}, 2, "--scale: empty entry in ''"},
+      {{"experiment", "--out", out, "--seeds", ",1"}, 2, "--seeds: empty entry in ',1'"},
+      {{"probe", "--d-k", "4,"}, 2, "--d-k: empty entry in '4,'"},
+      {{"sweep", "--out", out, "--arms", "sgd@ 0.1"}, 2,
+       "--arms: learning rate in 'sgd@ 0.1' must be a decimal number, got ' 0.1'"},
+      {{"sweep", "--out", out, "--arms", " sgd@0.1"}, 2, "--arms: unknown optimizer ' sgd'"},
+      {{"sweep", "--out", out, "--arms", "sgd@0x1p-3"}, 2,
+       "--arms: learning rate in 'sgd@0x1p-3' must be a decimal number, got '0x1p-3'"},
+      {{"sweep", "--out", out, "--arms", "sgd@-0.1"}, 2, "--arms: learning rate '-0.1' in 'sgd@-0.1' must be"},
+      {{"sweep", "--out", out, "--seeds", "0, 1"}, 2, "--seeds: must be a whole number in [0, "},
   };
   CHECK(cases.size() >= 20);
   for (const Case& c : cases) {
@@ -167,5 +198,19 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
     CHECK(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n') == 1);
   }
   CHECK_FALSE(fs::exists(out));  // no refused invocation left a run directory behind
+
+  // sweep --d-model reaches its runs.
+  const std::string sweep_dir = (root / "sweep").string();
+  const Result swept = run({"sweep", "--out", sweep_dir, "--d-model", "16", "--steps", "2", "--batch-size", "2",
+                            "--d-k", "4", "--seeds", "0", "--scale", "none", "--arms", "sgd@0.1"});
+  INFO("stderr: " << swept.stderr_text);
+  CHECK(swept.code == 0);
+  {
+    std::ifstream in(sweep_dir + "/runs/dk4-none-sgd-lr0.1-s0/config.json");
+    REQUIRE(in);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    CHECK(j.at("d_model") == 16);
+    CHECK(j.at("d_k") == 4);
+  }
   fs::remove_all(root);
 }

@@ -82,7 +82,67 @@ std::vector<RefusedFlag> sweep_refused_flags(const std::string& command) {
       {"--optimizer", command + " takes optimizers through --arms (e.g. --arms sgd@0.01,adamw@0.001)"},
       {"--seed", command + " sets each run's seed from --seeds (e.g. --seeds 0,1,2; --data-seed is the data stream "
                            "of seed 0)"},
+      {"--data", command + " does not pass --data to its runs (--task data is not available to " + command +
+                     "); train on a data directory with xgrad train --task data --data DIR"},
+      {"--vocab-size", command + " does not pass --vocab-size to its runs (--task data is not available to " +
+                           command + ")"},
+      {"--shuffle", command + " does not pass --shuffle to its runs (--task data is not available to " + command + ")"},
   };
+}
+
+CLI::Option* add_list_flag_raw(CLI::App& app, const std::string& flag,
+                               std::function<void(const std::vector<std::string>&)> store, const std::string& help,
+                               const CLI::Validator& each) {
+  return app
+      .add_option(
+          flag,
+          [flag, store, each](const CLI::results_t& results) -> bool {
+            std::vector<std::string> items;
+            for (const std::string& given : results) {
+              std::size_t start = 0;
+              while (true) {
+                const std::size_t comma = given.find(',', start);
+                std::string item = given.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+                if (item.empty())
+                  throw CLI::ValidationError(flag, "empty entry in '" + given +
+                                                       "' (give comma-separated values, none of them empty)");
+                const std::string error = each(item);
+                if (!error.empty()) throw CLI::ValidationError(flag, error);
+                items.push_back(item);
+                if (comma == std::string::npos) break;
+                start = comma + 1;
+              }
+            }
+            store(items);
+            return true;
+          },
+          help)
+      ->type_name(each.get_description().empty() ? "LIST" : each.get_description() + ",...")
+      ->expected(1, CLI::detail::expected_max_vector_size)
+      ->allow_extra_args();
+}
+
+CLI::Validator arm_entry() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const std::size_t at = s.find('@');
+        if (at != std::string::npos) {
+          std::string lr = s.substr(at + 1);
+          const std::string error = decimal_number()(lr);
+          if (!error.empty())
+            return "learning rate in '" + s + "' " + error +
+                   " (form: optimizer@lr, e.g. sgd@0.1 or adamw@0.003; optimizers: sgd, adamw)";
+        }
+        try {
+          parse_arm(s);
+        } catch (const ConfigError& e) {
+          std::string message = e.what();
+          if (message.rfind("--arms: ", 0) == 0) message = message.substr(8);
+          return message;
+        }
+        return "";
+      },
+      "OPTIMIZER@LR");
 }
 
 std::vector<RefusedFlag> probe_refused_flags() {
@@ -94,10 +154,30 @@ std::vector<RefusedFlag> probe_refused_flags() {
   return out;
 }
 
-void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool with_model_size) {
-  app.add_option("--task", c.task, "task (allowed: " + CLI::detail::join(data::task_names()) + ")")
-      ->capture_default_str()
-      ->check(CLI::IsMember(data::task_names()));
+void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool with_model_size,
+                        const std::string& no_data_task) {
+  if (no_data_task.empty()) {
+    app.add_option("--task", c.task, "task (allowed: " + CLI::detail::join(data::task_names()) + ")")
+        ->capture_default_str()
+        ->check(CLI::IsMember(data::task_names()));
+  } else {
+    std::vector<std::string> names;
+    for (const auto& n : data::task_names())
+      if (n != "data") names.push_back(n);
+    const std::string allowed = CLI::detail::join(names, ", ");
+    app.add_option("--task", c.task, "task (allowed: " + allowed + ")")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [names, allowed, no_data_task](std::string& s) -> std::string {
+              if (s == "data")
+                return "data is not taken by " + no_data_task + " (its runs get no --data directory); train on a "
+                       "data directory with xgrad train --task data --data DIR";
+              for (const auto& n : names)
+                if (s == n) return "";
+              return s + " not in {" + allowed + "}";
+            },
+            "TASK"));
+  }
   app.add_option("--n-keys", c.n_keys, "kv_recall: distinct keys")->capture_default_str()
       ->check(whole_number(1, 4096));
   app.add_option("--n-values", c.n_values, "kv_recall: distinct values (answer classes)")->capture_default_str()
@@ -111,9 +191,9 @@ void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool 
       ->capture_default_str()
       ->check(whole_number(2, 4096));
   app.add_option("--text", c.text_path, "char_lm: a UTF-8 text file (the last 10% is held out for eval_loss)");
-  if (with_model_size) {
-    app.add_option("--d-model", c.d_model, "model width")->capture_default_str()
+  app.add_option("--d-model", c.d_model, "model width")->capture_default_str()
       ->check(whole_number(1, 16384));
+  if (with_model_size) {
     app.add_option("--scale", scale, "attention score scaling (allowed: none, sqrt_dk, dk, qk_layernorm, learned)")
         ->capture_default_str()
         ->check(CLI::IsMember(nn::scale_mode_names()));
@@ -192,6 +272,12 @@ void add_run_flags(CLI::App& app, TrainConfig& c, std::string& resume_dir) {
   app.add_option("--on-nan", c.on_nan, "non-finite loss or gradient: stop the run (exit 3) or skip the step (allowed: stop, skip)")
       ->capture_default_str()
       ->check(CLI::IsMember({"stop", "skip"}));
+  add_data_flags(app, c);
+  app.add_option("--init-from", c.init_from, "start from the weights in this .safetensors file (shapes must match)")
+      ->check(CLI::ExistingFile);
+}
+
+void add_data_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--data", c.data_dir,
                  "data: directory of inputs.npy and targets.npy (int32/int64 [N, T]; target -1 = no loss), optionally "
                  "eval_inputs.npy and eval_targets.npy")
@@ -200,8 +286,6 @@ void add_run_flags(CLI::App& app, TrainConfig& c, std::string& resume_dir) {
       ->capture_default_str()
       ->check(whole_number(0, 1u << 24));
   app.add_flag("--shuffle", c.shuffle, "data: read the rows in a seeded random order, a new one each epoch");
-  app.add_option("--init-from", c.init_from, "start from the weights in this .safetensors file (shapes must match)")
-      ->check(CLI::ExistingFile);
 }
 
 std::string find_resume_dir(int argc, char** argv) {
@@ -231,27 +315,19 @@ SweepConfig experiment_defaults() {
 
 void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
   std::string unused_scale;
-  add_training_flags(app, config.base, unused_scale, false);
+  add_training_flags(app, config.base, unused_scale, false, app.get_name());
   for (auto s : config.scales) flags.scales.push_back(nn::to_string(s));
   for (auto& a : config.arms) flags.arms.push_back(a.optimizer + "@" + CLI::detail::to_string(a.lr));
   flags.seeds = config.seeds;
   flags.d_ks = config.d_ks;
-  app.add_option("--scale", flags.scales, "scale modes, e.g. --scale sqrt_dk,none (allowed: " +
-                                              CLI::detail::join(nn::scale_mode_names()) + ")")
-      ->capture_default_str()
-      ->delimiter(',')
-      ->check(CLI::IsMember(nn::scale_mode_names()));
-  app.add_option("--d-k", flags.d_ks, "head sizes, e.g. --d-k 16,64,256 (d_model stays --d-model)")
-      ->capture_default_str()
-      ->delimiter(',')
-      ->check(whole_number(1, 8192));
-  app.add_option("--seeds", flags.seeds, "weight seeds; seed k also picks data stream data_seed + k")
-      ->capture_default_str()
-      ->delimiter(',')
-      ->check(whole_number(0, UINT64_MAX));
-  app.add_option("--arms", flags.arms, "optimizer@lr pairs, e.g. --arms sgd@0.1,adamw@0.003")
-      ->capture_default_str()
-      ->delimiter(',');
+  add_list_flag(app, "--scale", flags.scales,
+                "scale modes, e.g. --scale sqrt_dk,none (allowed: " + CLI::detail::join(nn::scale_mode_names()) + ")",
+                CLI::IsMember(nn::scale_mode_names()));
+  add_list_flag(app, "--d-k", flags.d_ks, "head sizes, e.g. --d-k 16,64,256 (d_model stays --d-model)",
+                whole_number(1, 8192));
+  add_list_flag(app, "--seeds", flags.seeds, "weight seeds; seed k also picks data stream data_seed + k",
+                whole_number(0, UINT64_MAX));
+  add_list_flag(app, "--arms", flags.arms, "optimizer@lr pairs, e.g. --arms sgd@0.1,adamw@0.003", arm_entry());
   app.add_option("--jobs", config.jobs, "runs in parallel (default: one per core)")
       ->capture_default_str()
       ->check(whole_number(1, 256));

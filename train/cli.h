@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,14 +39,41 @@ std::vector<RefusedFlag> sweep_refused_flags(const std::string& command);
 /// steps and no logging.
 std::vector<RefusedFlag> probe_refused_flags();
 
-/// Flags shared by `train`, `experiment`, `sweep` and `probe` (model, task, optimiser). `with_model_size` adds
-/// --d-model and --scale, which the multi-run commands set per run themselves.
-void add_training_flags(CLI::App& app, TrainConfig& config, std::string& scale, bool with_model_size);
+/// Flags shared by `train`, `experiment`, `sweep` and `probe` (model incl. --d-model, task, optimiser).
+/// `with_model_size` adds --scale and --d-k as single values (the multi-run commands and probe take lists of them
+/// instead). A non-empty `no_data_task` (the command's name) leaves `data` out of --task, with a message saying so:
+/// that command's runs get no --data directory.
+void add_training_flags(CLI::App& app, TrainConfig& config, std::string& scale, bool with_model_size,
+                        const std::string& no_data_task = "");
 
 /// Flags only `train` has: --out, --overwrite, --resume, --checkpoint-every, --on-nan, --init-from, and the data
-/// task's --data, --vocab-size, --shuffle (xgrad sweep does not pass these on to its runs).
-/// `resume_dir` receives --resume.
+/// task's flags (add_data_flags; xgrad sweep does not pass these on to its runs). `resume_dir` receives --resume.
 void add_run_flags(CLI::App& app, TrainConfig& config, std::string& resume_dir);
+/// The data task's --data, --vocab-size, --shuffle (`train` and `probe`).
+void add_data_flags(CLI::App& app, TrainConfig& config);
+
+/// A comma-separated list flag: every entry must pass `each`; an empty entry ("a,", ",a", "a,,b", "") is refused
+/// naming the flag (CLI11's own delimiter drops them silently). Replaces `values` when given; the help shows them as
+/// the default.
+CLI::Option* add_list_flag_raw(CLI::App& app, const std::string& flag,
+                               std::function<void(const std::vector<std::string>&)> store, const std::string& help,
+                               const CLI::Validator& each);
+template <class T>
+CLI::Option* add_list_flag(CLI::App& app, const std::string& flag, std::vector<T>& values, const std::string& help,
+                           const CLI::Validator& each) {
+  const std::string defaults = CLI::detail::join(values, ",");
+  auto store = [&values](const std::vector<std::string>& items) {
+    values.clear();
+    for (const std::string& item : items) {
+      T v{};
+      CLI::detail::lexical_cast(item, v);
+      values.push_back(v);
+    }
+  };
+  return add_list_flag_raw(app, flag, store, help, each)->default_str(defaults);
+}
+/// One --arms entry, optimizer@lr: the lr is checked like --lr (decimal, no hex, no spaces), then parse_arm.
+CLI::Validator arm_entry();
 
 /// The value of `--resume DIR` (or `--resume=DIR`) in argv for the `train` command, "" if absent. Read before
 /// parsing so that the stored run's settings can become the defaults that the given flags are checked against.

@@ -100,16 +100,17 @@ int main(int argc, char** argv) {
   CLI::App* probe_cmd = app.add_subcommand(
       "probe", "no training: attention statistics at initialisation, unscaled and scaled, next to the theory");
   add_training_flags(*probe_cmd, probe_cfg, unused_probe_scale, false);
+  add_data_flags(*probe_cmd, probe_cfg);
   refuse_flags(*probe_cmd, probe_refused_flags());
-  probe_cmd->add_option("--d-k", probe_d_ks, "head sizes, e.g. --d-k 4,16,64")
-      ->capture_default_str()
-      ->delimiter(',')
-      ->check(whole_number(1, 8192));
+  add_list_flag(*probe_cmd, "--d-k", probe_d_ks, "head sizes, e.g. --d-k 4,16,64", whole_number(1, 8192));
 
   CompareOptions compare_opts;
   CLI::App* compare_cmd = app.add_subcommand(
       "compare", "compare run or sweep directories: table, plots (PNG, SVG) and report.md");
-  compare_cmd->add_option("dirs", compare_opts.inputs, "run or sweep directories")->required()->check(CLI::ExistingDirectory);
+  // Extras allowed so that an unknown flag is reported by name after parsing ("--lr: not a flag of compare"), not
+  // as the directory its value would otherwise become; the directories are checked after that.
+  compare_cmd->allow_extras();
+  compare_cmd->add_option("dirs", compare_opts.inputs, "run or sweep directories")->required();
   compare_cmd->add_option("--out", compare_opts.out, "report directory (default: the first directory given)");
   compare_cmd->add_option("--loss-threshold", compare_opts.loss_threshold,
                           "steps-to-threshold loss in nats, > 0 (default: half the chance loss)")
@@ -171,11 +172,26 @@ int main(int argc, char** argv) {
       return s.diverged ? 3 : 0;
     }
     if (*compare_cmd) {
+      std::string flags;
+      for (const CLI::Option* o : compare_cmd->get_options())
+        if (!o->get_lnames().empty() && o->get_lnames().front() != "help")
+          flags += (flags.empty() ? "--" : ", --") + o->get_lnames().front();
+      for (const std::string& extra : compare_cmd->remaining())
+        if (extra.size() > 1 && extra[0] == '-')
+          throw ConfigError(extra.substr(0, extra.find('=')) + ": not a flag of compare (flags: " + flags + ")");
+      if (!compare_cmd->remaining().empty())
+        throw ConfigError("compare: unexpected argument '" + compare_cmd->remaining().front() + "'");
+      for (const std::string& dir : compare_opts.inputs) {
+        std::string copy = dir;
+        const std::string error = CLI::ExistingDirectory(copy);
+        if (!error.empty()) throw ConfigError("dirs: " + error);
+      }
       run_compare(compare_opts, std::cout);
       return 0;
     }
     if (*probe_cmd) {
       if (probe_cmd->count("--data-seed") == 0) probe_cfg.data_seed = probe_cfg.seed;
+      probe_cfg.eval_every = 0;  // probe evaluates nothing (a data directory needs no held-out split)
       probe_cfg.out = "-";  // probe writes no files
       set_threads(probe_cfg.threads);
       set_flush_denormals(probe_cfg.flush_denormals);
