@@ -697,3 +697,37 @@ TEST_CASE("plots: W_k in a lighter shade than W_q; titles give the smoothing win
   CHECK(score_std.find("means not smoothed (measured every 10 steps)") != std::string::npos);
   fs::remove_all(root);
 }
+
+TEST_CASE("huge numbers print in scientific notation (%.4g from 1e6 up), not as hundreds of digits") {
+  CHECK(format_number(1e300) == "1e+300");
+  CHECK(format_number(-1e300) == "-1e+300");
+  CHECK(format_number(147711528666703025143808.0, 4) == "1.477e+23");
+  CHECK(format_number(1e6) == "1e+06");
+  CHECK(format_number(999999.5, 1) == "999999.5");  // below 1e6: fixed decimals as before
+  CHECK(format_number(2.0794415) == "2.079");
+  CHECK(format_mean_sd(MeanSd{3e20, 1e19, 2}) == "3e+20 ± 1e+19");
+
+  const fs::path root = temp_dir("huge");
+  FakeRun r;
+  r.loss = constant(25, 1e300);
+  write_run(root / "run", r);
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.plots = false;
+  std::ostringstream out;
+  run_compare(options, out);
+  const std::string console = out.str(), report = read_text(root / "report.md");
+  INFO(console);
+  CHECK(console.find("1e+300") != std::string::npos);
+  auto longest_digit_run = [](const std::string& s) {
+    std::size_t longest = 0, current = 0;
+    for (char ch : s) {
+      current = std::isdigit(static_cast<unsigned char>(ch)) ? current + 1 : 0;
+      longest = std::max(longest, current);
+    }
+    return longest;
+  };
+  CHECK(longest_digit_run(console) < 20);
+  CHECK(longest_digit_run(report) < 20);
+  fs::remove_all(root);
+}

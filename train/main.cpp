@@ -20,6 +20,7 @@
 #include "train/compare.h"
 #include "train/sweep.h"
 #include "train/probe.h"
+#include "train/report_tables.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
@@ -167,7 +168,7 @@ int main(int argc, char** argv) {
       install_stop_handlers();
       const RunSummary s = xgrad::train::train(train_cfg);
       if (s.stop_signal) return 128 + s.stop_signal;
-      spdlog::info("done: final loss {:.4f}, final accuracy {:.3f}{}; wrote {}/metrics.csv", s.final_loss,
+      spdlog::info("done: final loss {}, final accuracy {:.3f}{}; wrote {}/metrics.csv", format_number(s.final_loss, 4),
                    s.final_accuracy, s.diverged ? " (diverged)" : "", train_cfg.out);
       return s.diverged ? 3 : 0;
     }
