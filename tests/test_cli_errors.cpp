@@ -214,3 +214,94 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
   }
   fs::remove_all(root);
 }
+
+TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing values and sweep directories") {
+  const fs::path root = fs::temp_directory_path() / ("xgrad_test_cli_errors2_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const std::string run_dir = (root / "run").string(), other_dir = (root / "other").string(),
+                    out = (root / "new").string();
+  train::TrainConfig c;
+  c.d_model = 8;
+  c.steps = 3;
+  c.print_every = 1000;
+  c.out = run_dir;
+  train::train(c);
+  train::TrainConfig o = c;
+  o.seed = 7;
+  o.out = other_dir;
+  train::train(o);
+  auto copy_run = [&](const std::string& name) {
+    const fs::path dir = root / name;
+    fs::copy(run_dir, dir);
+    return dir.string();
+  };
+  auto write = [](const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::trunc);
+    f << text;
+  };
+  const std::string negative = copy_run("negative"), nan_filled = copy_run("nan"), empty = copy_run("emptycfg"),
+                    foreign = copy_run("foreign");
+  {
+    std::ifstream in(run_dir + "/config.json");
+    nlohmann::json j = nlohmann::json::parse(in);
+    j["steps"] = -3;
+    write(negative + "/config.json", j.dump());
+  }
+  write(nan_filled + "/config.json", "{\"d_model\": NaN, \"lr\": NaN}");
+  write(empty + "/config.json", "");
+  fs::copy_file(other_dir + "/checkpoint.safetensors", foreign + "/checkpoint.safetensors",
+                fs::copy_options::overwrite_existing);
+
+  const std::vector<Case> cases{
+      {{"train", "--resume", negative}, 2, negative + "/config.json: 'steps' holds -3, which is not a whole number >= 0"},
+      {{"train", "--resume", nan_filled}, 2, "--resume: " + nan_filled + "/config.json is not valid JSON"},
+      {{"train", "--resume", empty}, 2, "--resume: " + empty + "/config.json is not valid JSON"},
+      {{"train", "--resume", foreign, "--steps", "4"}, 2,
+       "--resume: --seed is 7 in " + foreign + "/checkpoint.safetensors but 0 in " + foreign + "/config.json"},
+      {{"train", "--out", out, "--lr", "1e-300"}, 2, "--lr must be in [1.17549435e-38, 3.40282347e+38] (a normal float)"},
+      {{"train", "--out", out, "--lr", "1e-46"}, 2, "--lr must be in [1.17549435e-38"},
+      {{"train", "--out", out, "--clip-grad-norm", "1e-300"}, 2,
+       "--clip-grad-norm must be 0 (off) or in [1.17549435e-38, 1e30)"},
+      {{"sweep", "--out", run_dir, "--steps", "2", "--d-k", "4", "--seeds", "0", "--scale", "none"}, 2,
+       "--out: " + run_dir + " holds an `xgrad train` run (config.json), not a sweep"},
+  };
+  for (const Case& k : cases) {
+    std::string line;
+    for (const auto& a : k.args) line += " " + a;
+    INFO("xgrad" << line);
+    const Result r = run(k.args);
+    INFO("stderr: " << r.stderr_text);
+    CHECK(r.code == k.code);
+    CHECK(r.stderr_text.find(k.message) != std::string::npos);
+    CHECK(r.stderr_text.rfind("xgrad: ", 0) == 0);
+    CHECK(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n') == 1);
+  }
+  CHECK_FALSE(fs::exists(out));
+  CHECK_FALSE(fs::exists(run_dir + "/sweep.json"));
+
+  // A run diverging at step 0 is a sweep result (exit 0); runs that cannot start make the sweep fail (exit 1) at its
+  // end, not abort it.
+  const std::string pg = (root / "pg").string(), sg = (root / "sg").string();
+  const std::vector<std::string> sweep{"sweep", "--steps", "2", "--batch-size", "2", "--d-k", "4", "--seeds", "0",
+                                       "--scale", "none", "--arms", "sgd@0.1"};
+  std::vector<std::string> diverging = sweep;
+  diverging.insert(diverging.end(), {"--out", pg, "--proj-init-gain", "99999999999999999999999"});
+  CHECK(run(diverging).code == 0);
+  {
+    std::ifstream in(pg + "/sweep.json");
+    CHECK(nlohmann::json::parse(in).at("runs").at(0).at("status") == "diverged");
+  }
+  fs::create_directories(sg + "/runs");
+  write(sg + "/runs/dk4-none-sgd-lr0.1-s0", "a file where the run directory goes");
+  std::vector<std::string> blocked = sweep;
+  blocked.insert(blocked.end(), {"--out", sg});
+  const Result r = run(blocked);
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 1);
+  CHECK(r.stderr_text.find("waitpid") == std::string::npos);
+  {
+    std::ifstream in(sg + "/sweep.json");
+    CHECK(nlohmann::json::parse(in).at("runs").at(0).at("status") == "failed");
+  }
+  fs::remove_all(root);
+}

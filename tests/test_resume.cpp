@@ -540,3 +540,143 @@ TEST_CASE("--on-nan skip stops after kMaxConsecutiveSkips non-finite steps in a 
   CHECK(log.text().find("non-finite steps in a row") != std::string::npos);
   fs::remove_all(c.out);
 }
+
+TEST_CASE("resume refuses a checkpoint that is not the run's: copied from another run, or config.json edited since") {
+  TrainConfig a;
+  a.d_model = 16;
+  a.steps = 6;
+  a.print_every = 1000;
+  a.out = temp_dir("foreign_a").string();
+  xgrad::train::train(a);
+  TrainConfig b = a;
+  b.seed = 1;
+  b.out = temp_dir("foreign_b").string();
+  xgrad::train::train(b);
+  const fs::path ckpt = fs::path(a.out) / kCheckpointFile, config = fs::path(a.out) / "config.json";
+  const std::string own = read_file(ckpt);
+  fs::copy_file(fs::path(b.out) / kCheckpointFile, ckpt, fs::copy_options::overwrite_existing);
+  TrainConfig r = a;
+  r.resume = true;
+  r.steps = 8;
+  CHECK_THROWS_WITH_AS(xgrad::train::train(r),
+                       doctest::Contains(("--resume: --seed is 1 in " + ckpt.string() + " but 0 in " + config.string()).c_str()),
+                       ConfigError);
+  CHECK(read_file(ckpt) != own);  // refused before anything was written
+  {
+    std::ofstream out(ckpt, std::ios::binary | std::ios::trunc);
+    out << own;
+  }
+  // config.json edited after the checkpoint was written (xgrad train --resume reads its settings from config.json).
+  nlohmann::json j = nlohmann::json::parse(read_file(config));
+  j["lr"] = 0.5;
+  {
+    std::ofstream out(config, std::ios::trunc);
+    out << j.dump(2);
+  }
+  r.lr = 0.5;
+  CHECK_THROWS_WITH_AS(xgrad::train::train(r),
+                       doctest::Contains(("--resume: --lr is 0.003 in " + ckpt.string() + " but 0.5 in " + config.string()).c_str()),
+                       ConfigError);
+  j["lr"] = 0.003;
+  {
+    std::ofstream out(config, std::ios::trunc);
+    out << j.dump(2);
+  }
+  r.lr = 0.003;
+  CHECK(xgrad::train::train(r).steps_done == 8);  // its own checkpoint and config still resume
+  fs::remove_all(a.out);
+  fs::remove_all(b.out);
+}
+
+TEST_CASE("resume without a checkpoint warns that it starts again from step 0 and how many rows it discards") {
+  TrainConfig c;
+  c.d_model = 16;
+  c.steps = 6;
+  c.print_every = 1000;
+  c.out = temp_dir("warn_nockpt").string();
+  xgrad::train::train(c);
+  fs::remove(fs::path(c.out) / kCheckpointFile);
+  TrainConfig r = c;
+  r.resume = true;
+  {
+    LogCapture log;
+    xgrad::train::train(r);
+    CHECK(log.text().find("warn") != std::string::npos);
+    CHECK(log.text().find("holds no checkpoint.safetensors") != std::string::npos);
+    CHECK(log.text().find("starting again from step 0 and restarting metrics.csv (6 rows discarded)") !=
+          std::string::npos);
+  }
+  fs::remove_all(c.out);
+}
+
+TEST_CASE("a corrupt config.json is refused as bad usage naming the file and the key") {
+  TrainConfig c;
+  c.d_model = 8;
+  c.steps = 3;
+  c.print_every = 1000;
+  c.out = temp_dir("corrupt_config").string();
+  xgrad::train::train(c);
+  const fs::path config = fs::path(c.out) / "config.json";
+  const nlohmann::json good = nlohmann::json::parse(read_file(config));
+  TrainConfig r = c;
+  r.resume = true;
+  auto write = [&](const std::string& text) {
+    std::ofstream out(config, std::ios::trunc);
+    out << text;
+  };
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"steps", -3}, {"d_model", 2.5}, {"seed", -1}, {"threads", 1.5}, {"mlp", 1}, {"lr", nullptr},
+           {"d_model", "x"}}) {
+    nlohmann::json j = good;
+    j[key] = value;
+    write(j.dump());
+    INFO(key << " = " << value.dump());
+    CHECK_THROWS_WITH_AS(xgrad::train::train(r),
+                         doctest::Contains((config.string() + ": '" + key + "' holds " + value.dump() + ", which is not").c_str()),
+                         ConfigError);
+  }
+  for (const std::string& text : {std::string(""), std::string("{\"d_model\": NaN}")}) {
+    write(text);
+    CHECK_THROWS_WITH_AS(xgrad::train::train(r), doctest::Contains(("--resume: " + config.string() + " is not valid JSON").c_str()),
+                         ConfigError);
+  }
+  fs::remove_all(c.out);
+}
+
+TEST_CASE("a run directory is locked while a process trains in it; a killed run leaves no stale lock") {
+  const fs::path dir = temp_dir("lock");
+  std::vector<std::string> args{"train", "--out", dir.string(), "--d-model", "32", "--steps", "100000",
+                                "--print-every", "100000", "--checkpoint-every", "5", "--threads", "1"};
+  const pid_t pid = spawn_xgrad(args);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(dir / kCheckpointFile) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(fs::exists(dir / kCheckpointFile));
+  TrainConfig r;
+  r.d_model = 32;
+  r.steps = 100000;
+  r.out = dir.string();
+  r.resume = true;
+  CHECK_THROWS_WITH_AS(xgrad::train::train(r),
+                       doctest::Contains(("--out/--resume: " + dir.string() +
+                                         " is being written by another xgrad process (pid " + std::to_string(pid) + ")").c_str()),
+                       ConfigError);
+  TrainConfig o = r;
+  o.resume = false;
+  o.overwrite = true;
+  CHECK_THROWS_WITH_AS(xgrad::train::train(o), doctest::Contains("is being written by another xgrad process"),
+                       ConfigError);
+  CHECK(run_xgrad({"train", "--resume", dir.string()}) == 2);
+  kill(pid, SIGKILL);
+  wait_status(pid);
+  // The kernel released the lock with the process: the run resumes (and stops at once, asked to beforehand).
+  const std::size_t at = checkpoint_step(dir);
+  TrainConfig again = TrainConfig::from_json(nlohmann::json::parse(read_file(dir / "config.json")), "config.json");
+  again.out = dir.string();
+  again.resume = true;
+  request_stop(SIGTERM);
+  const RunSummary s = xgrad::train::train(again);
+  CHECK(s.stop_signal == SIGTERM);
+  CHECK(s.steps_done == at);
+  fs::remove_all(dir);
+}

@@ -2,6 +2,7 @@
 // bad usage with exit code 2.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -209,4 +210,111 @@ TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {
   CHECK(run_cli("sweep --out " + dir.string() + " --arms sgd@-1 --steps 3") == 2);
   CHECK(run_cli("train --out " + (dir / "runs/dk4-none-adamw-lr0.003-s0").string()) == 2);  // holds a run already
   fs::remove_all(dir);
+}
+
+TEST_CASE("--lr and --clip-grad-norm must be normal floats: 1e-300 would become 0.0f and train nothing") {
+  TrainConfig c;
+  c.out = "x";
+  for (double lr : {1e-300, 1e-46, 1e-38, 1e39}) {
+    c.lr = lr;
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--lr must be in [1.17549435e-38, 3.40282347e+38]"),
+                         ConfigError);
+  }
+  c.lr = 1.17549435e-38;
+  CHECK_NOTHROW(c.validate());
+  c.lr = 3e-3;
+  for (double clip : {1e-300, 1e-46}) {
+    c.clip_grad_norm = clip;
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--clip-grad-norm must be 0 (off) or in [1.17549435e-38, 1e30)"),
+                         ConfigError);
+  }
+  c.clip_grad_norm = 0;
+  CHECK_NOTHROW(c.validate());
+  c.clip_grad_norm = 1e-30;
+  CHECK_NOTHROW(c.validate());
+}
+
+TEST_CASE("summary.json of a run that diverged at step 0 (null losses and means) reads back as NaN") {
+  RunSummary s;
+  s.first_loss = NAN;
+  s.final_loss = NAN;
+  s.mean_grad_norm_w_q = NAN;
+  s.mean_grad_norm_w_k = NAN;
+  s.frac_zero_grad_w_q = NAN;
+  s.frac_zero_grad_w_k = NAN;
+  s.diverged = true;
+  s.diverged_step = 0;
+  s.steps_done = 1;
+  const nlohmann::json j = nlohmann::json::parse(s.to_json().dump());
+  CHECK(j.at("first_loss").is_null());
+  const RunSummary r = RunSummary::from_json(j);
+  CHECK(std::isnan(r.first_loss));
+  CHECK(std::isnan(r.mean_grad_norm_w_q));
+  CHECK(std::isnan(r.frac_zero_grad_w_k));
+  CHECK(r.diverged);
+  CHECK(r.diverged_step == 0);
+}
+
+namespace {
+SweepConfig tiny_sweep(const fs::path& out) {
+  SweepConfig s;
+  s.base.steps = 2;
+  s.base.batch_size = 2;
+  s.base.print_every = 1000;
+  s.d_ks = {4};
+  s.seeds = {0};
+  s.scales = {nn::ScaleMode::none};
+  s.arms = {{"sgd", 0.1}};
+  s.jobs = 1;
+  s.out = out.string();
+  s.executable = XGRAD_BIN;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("sweep: a run that diverges at step 0 is recorded as diverged and the sweep finishes") {
+  const fs::path dir = temp_dir("sweep_div0");
+  SweepConfig s = tiny_sweep(dir);
+  s.base.proj_init_gain = 1e23;
+  const auto runs = run_sweep(s, nullptr);
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].status == "diverged");
+  CHECK(runs[0].diverged_step == 0);
+  std::ifstream index(dir / "sweep.json");
+  CHECK(nlohmann::json::parse(index).at("runs").at(0).at("status") == "diverged");
+  // Run again: the diverged run is complete (skipped), not redone forever.
+  const auto again = run_sweep(s, nullptr);
+  CHECK(again[0].status == "skipped");
+  CHECK(again[0].diverged_step == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that cannot start are failed, not fatal") {
+  const fs::path dir = temp_dir("sweep_into_run");
+  TrainConfig c;
+  c.d_model = 8;
+  c.steps = 2;
+  c.print_every = 1000;
+  c.out = dir.string();
+  xgrad::train::train(c);
+  CHECK_THROWS_WITH_AS(run_sweep(tiny_sweep(dir), nullptr),
+                       doctest::Contains(("--out: " + dir.string() + " holds an `xgrad train` run (config.json)").c_str()),
+                       ConfigError);
+  CHECK_FALSE(fs::exists(dir / "sweep.json"));
+  CHECK_FALSE(fs::exists(dir / "runs"));
+  fs::remove_all(dir);
+
+  // A regular file where every run directory must go: each run fails to start, the sweep still ends normally.
+  const fs::path sg = temp_dir("sweep_blocked");
+  SweepConfig s = tiny_sweep(sg);
+  s.seeds = {0, 1};
+  fs::create_directories(sg / "runs");
+  for (const char* name : {"dk4-none-sgd-lr0.1-s0", "dk4-none-sgd-lr0.1-s1"}) std::ofstream(sg / "runs" / name) << "x";
+  std::vector<SweepRun> runs;
+  CHECK_NOTHROW(runs = run_sweep(s, nullptr));
+  REQUIRE(runs.size() == 2);
+  for (const auto& r : runs) CHECK(r.status == "failed");
+  std::ifstream index(sg / "sweep.json");
+  for (const auto& r : nlohmann::json::parse(index).at("runs")) CHECK(r.at("status") == "failed");
+  fs::remove_all(sg);
 }

@@ -1,8 +1,12 @@
 #include "train/config.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <filesystem>
+#include <type_traits>
+
+#include <fmt/format.h>
 
 #include "data/token_arrays.h"
 
@@ -40,6 +44,10 @@ void TrainConfig::validate() const {
   require(batch_size >= 1, "--batch-size must be >= 1");
   require(steps >= 1, "--steps must be >= 1");
   require(lr > 0 && std::isfinite(lr), "--lr must be a finite number > 0");
+  // The optimizer computes in float: a double below the smallest normal float becomes 0 (or a subnormal that
+  // flush_denormals zeroes), one above the largest becomes inf.
+  require(lr <= FLT_MAX && static_cast<float>(lr) >= FLT_MIN,
+          fmt::format("--lr must be in [{:.9g}, {:.9g}] (a normal float), got {:g}", FLT_MIN, FLT_MAX, lr));
   require(optimizer == "sgd" || optimizer == "adamw", "--optimizer: unknown '" + optimizer + "' (allowed: sgd, adamw)");
   require(momentum >= 0 && momentum < 1, "--momentum must be in [0, 1)");
   require(weight_decay >= 0 && std::isfinite(weight_decay), "--weight-decay must be >= 0");
@@ -51,6 +59,9 @@ void TrainConfig::validate() const {
   require(proj_init_gain > 0 && std::isfinite(proj_init_gain), "--proj-init-gain must be a finite number > 0");
   require(threads >= 1, "--threads must be >= 1");
   require(clip_grad_norm < 1e30, "--clip-grad-norm must be finite (0 = off)");
+  require(clip_grad_norm == 0 || static_cast<float>(clip_grad_norm) >= FLT_MIN,
+          fmt::format("--clip-grad-norm must be 0 (off) or in [{:.9g}, 1e30) (a normal float), got {:g}", FLT_MIN,
+                      clip_grad_norm));
   require(threads <= 64, "--threads must be <= 64");
   require(!out.empty(), "--out: a run directory is required");
   require(checkpoint_every <= 1000000000, "--checkpoint-every must be in [0, 1000000000]");
@@ -141,15 +152,36 @@ nlohmann::json TrainConfig::to_json() const {
 
 namespace {
 
+// nlohmann converts any number to any arithmetic type (-3 to 18446744073709551613, 2.5 to 2): check the JSON type
+// first, so that a corrupt config.json is refused by key instead of read as another run.
 template <class T>
 void read_key(const nlohmann::json& j, const char* key, T& value, const std::string& source) {
   const auto it = j.find(key);
   if (it == j.end()) return;
-  try {
-    value = it->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw ConfigError(source + ": '" + key + "' holds " + it->dump() + ", which is not a valid value");
+  std::string want;
+  bool ok = true;
+  if constexpr (std::is_same_v<T, bool>) {
+    ok = it->is_boolean();
+    want = "true or false";
+  } else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) {
+    ok = it->is_number_unsigned();
+    want = "a whole number >= 0";
+  } else if constexpr (std::is_integral_v<T>) {
+    ok = it->is_number_integer();
+    want = "a whole number";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    ok = it->is_number();
+    want = "a finite number";
+  } else {
+    ok = it->is_string();
+    want = "a string";
   }
+  try {
+    if (ok) value = it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    ok = false;
+  }
+  if (!ok) throw ConfigError(source + ": '" + key + "' holds " + it->dump() + ", which is not " + want);
 }
 
 }  // namespace
@@ -223,22 +255,28 @@ std::string flag_of(const std::string& key) {
   return flag;
 }
 
-void check_same_run(const TrainConfig& stored, const TrainConfig& requested) {
-  const nlohmann::json a = stored.to_json(), b = requested.to_json();
+std::string first_differing_setting(const TrainConfig& a_config, const TrainConfig& b_config) {
+  const nlohmann::json a = a_config.to_json(), b = b_config.to_json();
   const auto& free = resumable_settings();
-  // d_ff and d_k are resolved from d_model and n_heads: report the setting that was given before what follows from it.
   std::vector<std::string> keys;
   for (const auto& [key, value] : a.items())
     if (key != "d_ff" && key != "d_k") keys.push_back(key);
   keys.insert(keys.end(), {"d_k", "d_ff"});
   for (const std::string& key : keys) {
     if (std::find(free.begin(), free.end(), key) != free.end()) continue;
-    const nlohmann::json& value = a.at(key);
-    if (!b.contains(key) || b.at(key) != value)
-      throw ConfigError(flag_of(key) + ": the run in " + stored.out + " was trained with " + value.dump() +
-                        ", not " + (b.contains(key) ? b.at(key).dump() : "null") +
-                        "; a resumed run keeps its settings (it may change only --steps (raise), --print-every, "
-                        "--threads, --checkpoint-every, --on-nan)");
+    if (!b.contains(key) || b.at(key) != a.at(key)) return key;
+  }
+  return "";
+}
+
+void check_same_run(const TrainConfig& stored, const TrainConfig& requested) {
+  const std::string key = first_differing_setting(stored, requested);
+  if (!key.empty()) {
+    const nlohmann::json a = stored.to_json(), b = requested.to_json();
+    throw ConfigError(flag_of(key) + ": the run in " + stored.out + " was trained with " + a.at(key).dump() +
+                      ", not " + (b.contains(key) ? b.at(key).dump() : "null") +
+                      "; a resumed run keeps its settings (it may change only --steps (raise), --print-every, "
+                      "--threads, --checkpoint-every, --on-nan)");
   }
   if (requested.steps < stored.steps)
     throw ConfigError("--steps: the run in " + stored.out + " was set to " + std::to_string(stored.steps) +

@@ -81,6 +81,10 @@ const std::vector<std::string>& resumable_settings();
 /// both values, and what may change.
 void check_same_run(const TrainConfig& stored, const TrainConfig& requested);
 
+/// The first to_json key outside resumable_settings() whose value differs between `a` and `b` (a setting given
+/// before what follows from it: d_k and d_ff last), or "" if they describe the same run.
+std::string first_differing_setting(const TrainConfig& a, const TrainConfig& b);
+
 /// The command-line flag of a to_json key ("task_seq_len" -> "--seq-len", "d_model" -> "--d-model").
 std::string flag_of(const std::string& key);
 

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -219,6 +220,16 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
 std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void(const std::string&)>& progress) {
   std::vector<SweepRun> runs = plan_sweep(cfg);
   std::error_code ec;
+  // A sweep directory holds sweep.json and runs/; one with a single run's files is an `xgrad train` run, which a
+  // sweep must not mix its runs into.
+  const fs::path out(cfg.out);
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    throw ConfigError("--out: " + cfg.out + " exists and is not a directory");
+  if (!fs::exists(out / "sweep.json", ec))
+    for (const char* f : {"config.json", "metrics.csv", "summary.json", "checkpoint.safetensors"})
+      if (fs::exists(out / f, ec))
+        throw ConfigError("--out: " + cfg.out + " holds an `xgrad train` run (" + f +
+                          "), not a sweep; give a new directory or an existing sweep's");
   fs::create_directories(fs::path(cfg.out) / "runs", ec);
   if (ec) throw ConfigError("--out: cannot create sweep directory " + cfg.out + ": " + ec.message());
   std::vector<std::size_t> todo;
@@ -272,6 +283,8 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
         SweepRun& r = runs[todo[next]];
         ++next;
         try {
+          if (fs::exists(r.config.out, ec) && !fs::is_directory(r.config.out, ec))
+            throw std::runtime_error(r.config.out + " exists and is not a directory");
           fs::create_directories(r.config.out);
           const pid_t pid = spawn(cfg.executable, to_args(r.config), (fs::path(r.config.out) / "train.log").string());
           running[pid] = todo[next - 1];
@@ -280,10 +293,11 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
           r.status = "failed";
           ++done;
           write_index(cfg, runs);
-          if (progress) progress(fmt::format("sweep: {} FAILED to start: {}", r.name, e.what()));
+          spdlog::error("sweep: run {} FAILED to start: {}", r.name, e.what());
         }
       }
       if (g_stop_signal) break;
+      if (running.empty()) continue;  // every run left failed to start: nothing to wait for
       int status = 0;
       const pid_t pid = waitpid(-1, &status, 0);
       if (pid < 0) {

@@ -12,8 +12,10 @@
 #include <limits>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "data/registry.h"
@@ -46,20 +48,27 @@ nlohmann::json RunSummary::to_json() const {
 }
 
 RunSummary RunSummary::from_json(const nlohmann::json& j) {
+  // to_json writes NaN as null (JSON has no NaN): a run that diverged at step 0 has a null first_loss, and one with
+  // no finite step null means.
+  auto number = [&j](const char* key) {
+    const nlohmann::json& v = j.at(key);
+    if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
+    return v.get<double>();
+  };
   RunSummary s;
   s.steps_done = j.at("steps_done").get<std::size_t>();
-  s.chance_loss = j.at("chance_loss").get<double>();
-  s.first_loss = j.at("first_loss").get<double>();
-  s.final_loss = j.at("final_loss").is_number() ? j.at("final_loss").get<double>() : NAN;
-  s.final_accuracy = j.at("final_accuracy").get<double>();
-  s.mean_grad_norm_w_q = j.at("mean_grad_norm_w_q").is_number() ? j.at("mean_grad_norm_w_q").get<double>() : NAN;
-  s.mean_grad_norm_w_k = j.at("mean_grad_norm_w_k").is_number() ? j.at("mean_grad_norm_w_k").get<double>() : NAN;
-  s.frac_zero_grad_w_q = j.value("frac_zero_grad_w_q", 0.0);
-  s.frac_zero_grad_w_k = j.value("frac_zero_grad_w_k", 0.0);
+  s.chance_loss = number("chance_loss");
+  s.first_loss = number("first_loss");
+  s.final_loss = number("final_loss");
+  s.final_accuracy = number("final_accuracy");
+  s.mean_grad_norm_w_q = number("mean_grad_norm_w_q");
+  s.mean_grad_norm_w_k = number("mean_grad_norm_w_k");
+  s.frac_zero_grad_w_q = j.contains("frac_zero_grad_w_q") ? number("frac_zero_grad_w_q") : 0.0;
+  s.frac_zero_grad_w_k = j.contains("frac_zero_grad_w_k") ? number("frac_zero_grad_w_k") : 0.0;
   s.diverged = j.at("diverged").get<bool>();
   s.diverged_step = j.at("diverged_step").get<long>();
   s.skipped_steps = j.value("skipped_steps", std::size_t{0});
-  s.wall_seconds = j.at("wall_seconds").get<double>();
+  s.wall_seconds = number("wall_seconds");
   return s;
 }
 
@@ -170,12 +179,58 @@ void check_run_directory(const TrainConfig& cfg) {
                       "pass --overwrite to replace it or --resume to continue it");
 }
 
-// Creates the run directory, proves it writable, and clears what must go.
-void prepare_run_directory(const TrainConfig& cfg) {
+// An exclusive flock on DIR/.lock for as long as a train() writes into DIR: a second process (or a second train()
+// in this one) is refused instead of writing the same files. The kernel drops the lock when the descriptor closes,
+// the process exits or is killed, so a SIGKILL leaves no stale lock (the file stays, unlocked).
+class RunLock {
+ public:
+  RunLock() = default;
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+  ~RunLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool held() const { return fd_ >= 0; }
+  /// Takes the lock on dir/.lock. Returns false if the file cannot be opened (and `required` is false); throws
+  /// ConfigError if another holder has it.
+  bool acquire(const fs::path& dir, bool required) {
+    const fs::path path = dir / ".lock";
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      if (!required) return false;
+      throw ConfigError("--out: run directory " + dir.string() + " is not writable: " + std::strerror(errno));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ::close(fd);
+      std::string pid = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "unknown";
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      if (err == EWOULDBLOCK)
+        throw ConfigError("--out/--resume: " + dir.string() + " is being written by another xgrad process (pid " +
+                          pid + ")");
+      throw ConfigError("--out: cannot lock " + path.string() + ": " + std::strerror(err));
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+      // the pid is only for the message; the lock itself holds
+    }
+    fd_ = fd;
+    return true;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Creates the run directory, takes its lock (if not taken yet), proves it writable, and clears what must go.
+void prepare_run_directory(const TrainConfig& cfg, RunLock& lock) {
   const fs::path dir(cfg.out);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw ConfigError("--out: cannot create run directory " + dir.string() + ": " + ec.message());
+  if (!lock.held()) lock.acquire(dir, true);
   // A directory can exist and still refuse files (permissions, read-only mount): find out before training.
   const fs::path probe = dir / (".xgrad-write-test-" + std::to_string(::getpid()));
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -241,15 +296,23 @@ RunSummary train(const TrainConfig& cfg) {
   cfg.validate();
   const auto wall_start = std::chrono::steady_clock::now();
   const fs::path dir(cfg.out);
-  if (cfg.resume && fs::exists(dir / "config.json")) {
-    std::ifstream in(dir / "config.json");
+  std::error_code ec;
+  // A directory that exists is locked before anything in it is read: a second process is told so, whatever else
+  // it would be refused for.
+  RunLock lock;
+  if (fs::is_directory(dir, ec)) lock.acquire(dir, false);
+  const fs::path config_path = dir / "config.json";
+  TrainConfig stored;
+  const bool have_stored = cfg.resume && fs::exists(config_path, ec);
+  if (have_stored) {
+    std::ifstream in(config_path);
     nlohmann::json stored_json;
     try {
       stored_json = nlohmann::json::parse(in);
     } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error((dir / "config.json").string() + " is not valid JSON: " + e.what());
+      throw ConfigError("--resume: " + config_path.string() + " is not valid JSON: " + e.what());
     }
-    TrainConfig stored = TrainConfig::from_json(stored_json, (dir / "config.json").string());
+    stored = TrainConfig::from_json(stored_json, config_path.string());
     stored.out = cfg.out;
     check_same_run(stored, cfg);
   }
@@ -272,8 +335,30 @@ RunSummary train(const TrainConfig& cfg) {
   const fs::path checkpoint_path = dir / kCheckpointFile;
   RunProgress progress;
   if (cfg.resume && fs::exists(checkpoint_path)) {
+    nn::Checkpoint c;
     try {
-      const nn::Checkpoint c = nn::load_checkpoint(checkpoint_path.string());
+      c = nn::load_checkpoint(checkpoint_path.string());
+    } catch (const nn::CheckpointError& e) {
+      throw std::runtime_error(std::string("cannot resume: ") + e.what() + " (start over with --overwrite)");
+    }
+    // The checkpoint must be this run's: one copied from another run, or a config.json edited since, would mix two
+    // runs silently.
+    if (have_stored && c.metadata.count("config")) {
+      TrainConfig written;
+      try {
+        written = TrainConfig::from_json(nlohmann::json::parse(c.metadata.at("config")),
+                                         checkpoint_path.string() + " (metadata 'config')");
+      } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error("cannot resume: " + checkpoint_path.string() +
+                                 ": metadata 'config' is not valid JSON: " + e.what());
+      }
+      const std::string key = first_differing_setting(written, stored);
+      if (!key.empty())
+        throw ConfigError("--resume: " + flag_of(key) + " is " + written.to_json().at(key).dump() + " in " +
+                          checkpoint_path.string() + " but " + stored.to_json().at(key).dump() + " in " +
+                          config_path.string() + "; the checkpoint is not this run's (start over with --overwrite)");
+    }
+    try {
       restore_run_checkpoint(c, checkpoint_path.string(), cfg, model, *opt, progress);
     } catch (const nn::CheckpointError& e) {
       throw std::runtime_error(std::string("cannot resume: ") + e.what() + " (start over with --overwrite)");
@@ -282,14 +367,30 @@ RunSummary train(const TrainConfig& cfg) {
       throw ConfigError("--steps: the checkpoint in " + dir.string() + " is at step " + std::to_string(progress.step) +
                         ", beyond --steps " + std::to_string(cfg.steps));
     logger->info("[{}] resuming from {} at step {}", run_name, checkpoint_path.string(), progress.step);
-  } else if (!cfg.init_from.empty()) {
-    try {
-      load_model_weights(nn::load_checkpoint(cfg.init_from), cfg.init_from, model);
-    } catch (const nn::CheckpointError& e) {
-      throw ConfigError(std::string("--init-from: ") + e.what());
+  } else {
+    if (cfg.resume) {
+      std::size_t rows = 0;
+      {
+        std::ifstream in(dir / "metrics.csv");
+        std::string line;
+        while (std::getline(in, line))
+          if (!in.eof()) ++rows;  // complete lines only
+        if (rows > 0) --rows;     // the header
+      }
+      logger->warn("[{}] --resume: {} holds no {} (deleted, or the run stopped before its first checkpoint); "
+                   "starting again from step 0 and restarting metrics.csv{}",
+                   run_name, dir.string(), kCheckpointFile,
+                   rows ? fmt::format(" ({} rows discarded)", rows) : std::string());
+    }
+    if (!cfg.init_from.empty()) {
+      try {
+        load_model_weights(nn::load_checkpoint(cfg.init_from), cfg.init_from, model);
+      } catch (const nn::CheckpointError& e) {
+        throw ConfigError(std::string("--init-from: ") + e.what());
+      }
     }
   }
-  prepare_run_directory(cfg);
+  prepare_run_directory(cfg, lock);
 
   nlohmann::json config_json = cfg.to_json();
   config_json["vocab_size"] = task->vocab_size();
