@@ -1,7 +1,9 @@
 #include "bench/bench_configs.h"
 
-#include <sstream>
+#include <algorithm>
 #include <stdexcept>
+
+#include <fmt/format.h>
 
 namespace xgrad::bench {
 
@@ -21,27 +23,45 @@ const BenchConfig& bench_config(const std::string& name) {
 }
 
 BenchConfig parse_shape(const std::string& shape) {
+  const std::string form = " (form: d_model,n_heads,d_k,batch,seq_len,vocab, e.g. 512,8,0,32,64,32)";
   std::vector<std::size_t> v;
-  std::stringstream in(shape);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    std::size_t used = 0;
-    unsigned long long x = 0;
-    try {
-      x = std::stoull(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || item[0] == '-')
-      throw std::invalid_argument("--shape: '" + item + "' is not a whole number");
-    v.push_back(static_cast<std::size_t>(x));
+  std::size_t start = 0;
+  while (true) {  // every entry, empty ones too (std::getline drops a trailing one)
+    const std::size_t comma = shape.find(',', start);
+    const std::string item = shape.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty() || item.size() > 18 || item.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument("--shape: '" + item + "' in '" + shape + "' is not a whole number" + form);
+    v.push_back(static_cast<std::size_t>(std::stoull(item)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
   if (v.size() != 6 || v[0] == 0 || v[1] == 0 || v[3] == 0 || v[4] == 0 || v[5] == 0)
-    throw std::invalid_argument("--shape: expected d_model,n_heads,d_k,batch,seq_len,vocab (all > 0 but d_k), got '" +
-                                shape + "'");
+    throw std::invalid_argument("--shape: expected six whole numbers, all > 0 but d_k, got '" + shape + "'" + form);
+  auto cap = [&](const char* what, double value, double limit) {
+    if (value > limit)
+      throw std::invalid_argument(fmt::format("--shape: {} must be at most {}, got {} in '{}'", what, limit, value, shape));
+  };
+  const double d_model = v[0], n_heads = v[1], batch = v[3], seq_len = v[4], vocab = v[5];
+  cap("d_model", d_model, kMaxShapeDModel);
+  cap("n_heads", n_heads, d_model);
+  cap("d_k", v[2], kMaxShapeDk);
+  if (v[2] == 0 && v[0] % v[1] != 0)
+    throw std::invalid_argument(fmt::format("--shape: d_k 0 means d_model / n_heads, but {} is not divisible by {}",
+                                            v[0], v[1]));
+  cap("batch * seq_len", batch * seq_len, kMaxShapeRows);
+  cap("vocab", vocab, kMaxShapeVocab);
   BenchConfig c{"custom", v[0], v[1], v[3], v[4], 3, 20};
   c.d_k = v[2];
   c.vocab = v[5];
+  double largest = 0;  // bytes of A, B and C of the largest GEMM, which sgemm allocates at once
+  for (const auto& g : step_gemms(model_config(c), c.batch, c.seq_len))
+    largest = std::max(largest, 4.0 * g.count *
+                                    (static_cast<double>(g.m) * g.k + static_cast<double>(g.k) * g.n +
+                                     static_cast<double>(g.m) * g.n));
+  if (largest > kMaxShapeGemmBytes)
+    throw std::invalid_argument(fmt::format("--shape: its largest GEMM needs {:.1f} GiB (limit {:.0f}); reduce "
+                                            "batch, seq_len, vocab or d_model in '{}'",
+                                            largest / (1 << 30), kMaxShapeGemmBytes / (1 << 30), shape));
   return c;
 }
 

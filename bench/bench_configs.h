@@ -23,8 +23,13 @@ const std::vector<BenchConfig>& bench_configs();
 /// Throws std::invalid_argument for an unknown name.
 const BenchConfig& bench_config(const std::string& name);
 
+/// Limits of parse_shape: d_model and d_k (those of xgrad --d-model and --d-k), batch * seq_len, vocab, and the bytes of the largest GEMM's A, B and C
+/// (sgemm allocates them at once; a typo like 99999999 must not hang or end in bad_alloc).
+constexpr double kMaxShapeDModel = 16384, kMaxShapeDk = 8192, kMaxShapeRows = 1 << 20;
+constexpr double kMaxShapeVocab = 1 << 24, kMaxShapeGemmBytes = 4.0 * (1 << 30);
 /// A size given as "d_model,n_heads,d_k,batch,seq_len,vocab" (d_k 0: d_model / n_heads), named "custom", e.g. the
-/// runs of a sweep. Throws std::invalid_argument unless it is six positive whole numbers (d_k may be 0).
+/// runs of a sweep. Throws std::invalid_argument (message starting "--shape: ") unless it is six whole numbers, all
+/// > 0 but d_k, no empty entry, n_heads <= d_model, within the limits above.
 BenchConfig parse_shape(const std::string& shape);
 
 /// The nn::ModelConfig of a benchmarked size (scale sqrt_dk, causal).

@@ -1,7 +1,11 @@
 // xgrad_bench: time the full training step at three sizes (step), the single-thread sgemm floor of the largest
 // (sgemm), check that memory stays flat over 1,000 steps (memory), and put a sweep's wall time next to its floor
 // (floor). See bench/README.md.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <regex>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -127,6 +131,35 @@ int run_floor(const std::string& dir, double wall_seconds, int cores) {
   return 0;
 }
 
+// A plain decimal whole number in [lo, hi], naming the range (CLI11's own conversion error names neither).
+CLI::Validator whole_number(long lo, long hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& s) -> std::string {
+        if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos)
+          return "must be a whole number in " + range + ", got '" + s + "'";
+        const long long v = std::stoll(s);
+        if (v < lo || v > hi) return "must be in " + range + ", got " + s;
+        return "";
+      },
+      "INT in " + range);
+}
+
+// A finite decimal number > 0 (no nan, inf, hex or empty string).
+CLI::Validator positive_seconds() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        static const std::regex number(R"([+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)");
+        if (!std::regex_match(s, number)) return "must be a decimal number > 0 (seconds), got '" + s + "'";
+        const double v = std::strtod(s.c_str(), nullptr);
+        if (!std::isfinite(v) || !(v > 0)) return "must be a finite number > 0 (seconds), got " + s;
+        return "";
+      },
+      "SECONDS > 0");
+}
+
+const std::vector<std::string> kConfigNames{"S", "M", "L"};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -139,26 +172,40 @@ int main(int argc, char** argv) {
   app.fallthrough();  // --threads and --csv also after the subcommand
   int threads = 1;
   bool csv = false;
-  app.add_option("--threads", threads, "BLAS threads")->capture_default_str();
+  app.add_option("--threads", threads, "threads for BLAS and xgrad's own loops")
+      ->capture_default_str()
+      ->check(whole_number(1, 64));
   app.add_flag("--csv", csv, "machine-readable lines (for bench/compare.sh)");
 
   std::vector<std::string> configs{"S", "M", "L"};
   long steps = 0, warmup = -1;
   CLI::App* step_cmd = app.add_subcommand("step", "median ms per training step (forward, backward, AdamW)");
-  step_cmd->add_option("--config", configs, "sizes, e.g. --config S,M")->delimiter(',')->capture_default_str();
-  step_cmd->add_option("--steps", steps, "timed steps per size (default: per size, see bench_configs.cpp)");
-  step_cmd->add_option("--warmup", warmup, "untimed steps first (default: per size)");
+  step_cmd->add_option("--config", configs, "sizes, e.g. --config S,M")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember(kConfigNames));
+  // Left out: the per-size default of bench_configs.cpp. Given: at least 1 timed step, at least 0 warmup steps.
+  step_cmd->add_option("--steps", steps, "timed steps per size (default: per size, see bench_configs.cpp)")
+      ->check(whole_number(1, 1000000000));
+  step_cmd->add_option("--warmup", warmup, "untimed steps first (default: per size)")
+      ->check(whole_number(0, 1000000000));
 
   std::string sgemm_config = "L", sgemm_shape;
   CLI::App* sgemm_cmd = app.add_subcommand("sgemm", "time the GEMMs of one training step alone (the floor)");
-  sgemm_cmd->add_option("--config", sgemm_config, "size")->capture_default_str();
-  sgemm_cmd->add_option("--shape", sgemm_shape, "another model instead: d_model,n_heads,d_k,batch,seq_len,vocab");
+  CLI::Option* sgemm_config_opt = sgemm_cmd->add_option("--config", sgemm_config, "size")
+                                      ->capture_default_str()
+                                      ->check(CLI::IsMember(kConfigNames));
+  sgemm_cmd
+      ->add_option("--shape", sgemm_shape,
+                   "another model instead of --config: d_model,n_heads,d_k,batch,seq_len,vocab (d_model <= 16384, d_k <= 8192; "
+                   "batch * seq_len <= 1048576; vocab <= 16777216)")
+      ->excludes(sgemm_config_opt);
 
   std::string memory_config = "M";
   long memory_steps = 1000;
   CLI::App* memory_cmd = app.add_subcommand("memory", "RSS every 100 steps; exit 1 if it grows more than 5%");
-  memory_cmd->add_option("--config", memory_config, "size")->capture_default_str();
-  memory_cmd->add_option("--steps", memory_steps, "steps")->capture_default_str();
+  memory_cmd->add_option("--config", memory_config, "size")->capture_default_str()->check(CLI::IsMember(kConfigNames));
+  memory_cmd->add_option("--steps", memory_steps, "steps")->capture_default_str()->check(whole_number(1, 1000000000));
 
   std::string floor_dir;
   double floor_wall = 0;
@@ -166,22 +213,57 @@ int main(int argc, char** argv) {
   CLI::App* floor_cmd = app.add_subcommand("floor", "a sweep's wall time next to its FLOP floor (bench/README.md)");
   floor_cmd->add_option("dir", floor_dir, "a sweep directory (xgrad sweep / experiment --out)")->required();
   floor_cmd->add_option("--wall", floor_wall, "the sweep's wall time in seconds (default: runs' times / cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(positive_seconds());
   floor_cmd->add_option("--cores", floor_cores, "cores the sweep used (its --jobs)")
-      ->check(CLI::Range(1, 1024))
+      ->check(whole_number(1, 1024))
       ->capture_default_str();
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // prints help (code 0) or the error
-    return code == 0 ? 0 : 2;      // bad usage: 2, as xgrad
+  // CLI11 would say "A subcommand is required" for a misspelt command, or take it for an extra argument.
+  std::string commands;
+  std::vector<std::string> command_names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    commands += (commands.empty() ? "" : ", ") + sub->get_name();
+    command_names.push_back(sub->get_name());
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--threads") {  // the only option before the command that takes a value
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    if (std::find(command_names.begin(), command_names.end(), arg) == command_names.end()) {
+      std::cerr << "xgrad_bench: unknown command '" << arg << "' (allowed: " << commands
+                << "; see 'xgrad_bench --help')\n";
+      return 2;
+    }
+    break;
   }
   try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::RequiredError& e) {
+    if (app.get_subcommands().empty()) {
+      std::cerr << "xgrad_bench: a command is required (allowed: " << commands << "; see 'xgrad_bench --help')\n";
+      return 2;
+    }
+    std::cerr << "xgrad_bench: " << e.what() << " (see 'xgrad_bench <command> --help')\n";
+    return 2;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "xgrad_bench: " << e.what() << " (see 'xgrad_bench <command> --help')\n";  // bad usage: 2, as xgrad
+    return 2;
+  }
+  try {
+    // A bad --shape is refused before anything is printed.
+    const BenchConfig sgemm_size =
+        *sgemm_cmd && sgemm_cmd->count("--shape") ? parse_shape(sgemm_shape) : bench_config(sgemm_config);
     train::set_threads(threads);
     print_environment(csv);
     if (*step_cmd) return run_step(configs, steps, warmup, csv);
-    if (*sgemm_cmd) return run_sgemm(sgemm_shape.empty() ? bench_config(sgemm_config) : parse_shape(sgemm_shape), csv);
+    if (*sgemm_cmd) return run_sgemm(sgemm_size, csv);
     if (*memory_cmd) return run_memory(memory_config, memory_steps);
     if (*floor_cmd) return run_floor(floor_dir, floor_wall, floor_cores);
   } catch (const std::exception& e) {
