@@ -37,9 +37,14 @@ struct RunSummary {
 /// and checks it is writable; refuses (ConfigError) a directory that already holds a run (config.json, metrics.csv,
 /// summary.json or a checkpoint) unless config.overwrite (which deletes those files first) or config.resume.
 ///
+/// While it writes, train() holds an exclusive flock on config.out/.lock (released on return, exit or kill); a second
+/// train() on the same directory, in any process, is refused with ConfigError naming the holder's pid.
+///
 /// config.resume continues the run in config.out: config must describe the same run as its config.json
-/// (check_same_run); the weights, optimizer state and running sums come from checkpoint.safetensors (a run without
-/// one starts again at step 0), metrics.csv is cut back to the checkpoint's step (rows after it are computed again,
+/// (check_same_run), and so must the settings in the checkpoint's metadata (ConfigError naming the first differing
+/// setting and both files otherwise: a checkpoint copied from another run, or a config.json edited since); the
+/// weights, optimizer state and running sums come from checkpoint.safetensors (a run without one starts again at
+/// step 0, with a warning saying so and how many metrics.csv rows it discards), metrics.csv is cut back to the checkpoint's step (rows after it are computed again,
 /// identically) and training continues to config.steps. With one BLAS thread a run interrupted at any point and
 /// resumed writes the same metrics.csv, byte for byte except step_ms, as one that was never interrupted. Raising
 /// steps continues a finished run; its old last row keeps the statistics every last step gets.
