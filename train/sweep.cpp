@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "train/report_tables.h"
 #include "train/trainer.h"
 
 extern char** environ;
@@ -328,7 +329,7 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
         const double eta = per_run * static_cast<double>(todo.size() - done) / static_cast<double>(cfg.jobs);
         std::string what = r.status == "diverged"   ? fmt::format("diverged at step {}", r.diverged_step)
                            : r.status == "failed" ? fmt::format("FAILED (exit {}; see {}/train.log)", code, r.config.out)
-                                                  : fmt::format("final loss {:.4f}", r.final_loss);
+                                                  : "final loss " + format_number(r.final_loss, 4);
         progress(fmt::format("sweep: {}/{} runs done, elapsed {}, ETA {} | {}: {}", done, todo.size(), clock(elapsed()),
                              clock(eta), r.name, what));
       }

@@ -26,6 +26,7 @@
 #include "train/environment.h"
 #include "train/metrics_log.h"
 #include "train/run_checkpoint.h"
+#include "train/report_tables.h"
 
 namespace xgrad::train {
 
@@ -568,8 +569,8 @@ RunSummary train(const TrainConfig& cfg) {
     if (cfg.checkpoint_every > 0 && progress.step % cfg.checkpoint_every == 0 && progress.step < cfg.steps)
       save(checkpoint_path, false);
     if ((step + 1) % cfg.print_every == 0 || step + 1 == cfg.steps)
-      logger->info("[{}] step {:>5}/{}  loss {:.4f}  acc {:.3f}  grad_norm {:.3g}  {:.2f} ms/step", run_name, step + 1,
-                   cfg.steps, loss_value, acc, total_norm, ms);
+      logger->info("[{}] step {:>5}/{}  loss {}  acc {:.3f}  grad_norm {:.3g}  {:.2f} ms/step", run_name, step + 1,
+                   cfg.steps, format_number(loss_value, 4), acc, total_norm, ms);
   }
   if (!summary.diverged) save(checkpoint_path, false);  // the end, or where a stop request left the run
   if (summary.stop_signal) {
