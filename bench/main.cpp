@@ -162,6 +162,12 @@ const std::vector<std::string> kConfigNames{"S", "M", "L"};
 
 }  // namespace
 
+// "step " for the subcommand being parsed, "" before one is known: the --help to point a usage error at.
+std::string help_of(const CLI::App& app) {
+  const auto subs = app.get_subcommands();
+  return subs.empty() ? std::string() : subs.front()->get_name() + " ";
+}
+
 int main(int argc, char** argv) {
   train::select_blas_core(argc, argv);
   train::tune_allocator();
@@ -250,10 +256,10 @@ int main(int argc, char** argv) {
       std::cerr << "xgrad_bench: a command is required (allowed: " << commands << "; see 'xgrad_bench --help')\n";
       return 2;
     }
-    std::cerr << "xgrad_bench: " << e.what() << " (see 'xgrad_bench <command> --help')\n";
+    std::cerr << "xgrad_bench: " << e.what() << " (see 'xgrad_bench " << help_of(app) << "--help')\n";
     return 2;
   } catch (const CLI::ParseError& e) {
-    std::cerr << "xgrad_bench: " << e.what() << " (see 'xgrad_bench <command> --help')\n";  // bad usage: 2, as xgrad
+    std::cerr << "xgrad_bench: " << e.what() << " (see 'xgrad_bench " << help_of(app) << "--help')\n";  // bad usage: 2, as xgrad
     return 2;
   }
   try {

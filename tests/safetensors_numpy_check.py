@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/safetensors_numpy_check.py RUN_DIR/checkpoint.safetensors
 
-Run by hand (not part of ctest). Needs numpy: on Debian `apt-get install python3-numpy`, then use the system
+ctest runs it as safetensors_numpy (tests/safetensors_numpy_test.sh); it can also be run by hand. Needs numpy: on Debian `apt-get install python3-numpy`, then use the system
 interpreter /usr/bin/python3 (a pyenv or venv python may not see that package).
 
 Parses the 8-byte little-endian header length and the JSON header, checks that the tensors tile the data exactly,

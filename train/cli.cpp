@@ -331,7 +331,7 @@ void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
   app.add_option("--jobs", config.jobs, "runs in parallel (default: one per core)")
       ->capture_default_str()
       ->check(whole_number(1, 256));
-  app.add_option("--out", config.out, "sweep directory (default: runs/experiment-<date>-<time>)");
+  app.add_option("--out", config.out, "sweep directory (sweep: required; experiment: default runs/experiment-<date>-<time>)");
 }
 
 void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFlags& flags) {

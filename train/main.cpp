@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "xgrad: " << e.what() << " (see 'xgrad <command> --help')\n";
+    std::cerr << "xgrad: " << e.what() << " (see 'xgrad " << (known ? first + " " : std::string()) << "--help')\n";
     return 2;
   }
 
@@ -168,8 +168,8 @@ int main(int argc, char** argv) {
       install_stop_handlers();
       const RunSummary s = xgrad::train::train(train_cfg);
       if (s.stop_signal) return 128 + s.stop_signal;
-      spdlog::info("done: final loss {}, final accuracy {:.3f}{}; wrote {}/metrics.csv", format_number(s.final_loss, 4),
-                   s.final_accuracy, s.diverged ? " (diverged)" : "", train_cfg.out);
+      spdlog::info("done: final loss {}, final accuracy {:.3f} (means over the last 20 steps){}; wrote {}/metrics.csv",
+                   format_number(s.final_loss, 4), s.final_accuracy, s.diverged ? " (diverged)" : "", train_cfg.out);
       return s.diverged ? 3 : 0;
     }
     if (*compare_cmd) {
