@@ -315,6 +315,7 @@ TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that canno
   REQUIRE(runs.size() == 2);
   for (const auto& r : runs) CHECK(r.status == "failed");
   std::ifstream index(sg / "sweep.json");
-  for (const auto& r : nlohmann::json::parse(index).at("runs")) CHECK(r.at("status") == "failed");
+  const auto sweep_json = nlohmann::json::parse(index);  // named: a range-for over parse(...).at() reads a dead temporary
+  for (const auto& r : sweep_json.at("runs")) CHECK(r.at("status") == "failed");
   fs::remove_all(sg);
 }
