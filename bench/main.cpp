@@ -115,7 +115,7 @@ int run_floor(const std::string& dir, double wall_seconds, int cores) {
               work.flops / 1e9, work.run_seconds);
   std::printf("%-28s %10s %12s %10s\n", "model shape", "steps", "GFLOP", "GFLOP/s");
   for (const auto& [key, flops] : work.flops_by_shape) {
-    const SgemmFloor f = measure_sgemm_floor(shape_config(key));
+    const SgemmFloor f = measure_sgemm_floor(parse_shape(key));
     shape_seconds += flops / (f.gflops() * 1e9);
     std::printf("%-28s %10zu %12.1f %10.2f\n", key.c_str(), work.steps_by_shape.at(key), flops / 1e9, f.gflops());
   }

@@ -60,6 +60,4 @@ SweepWork read_sweep_work(const std::string& dir) {
   return work;
 }
 
-BenchConfig shape_config(const std::string& key) { return parse_shape(key); }
-
 }  // namespace xgrad::bench

@@ -15,14 +15,12 @@ struct SweepWork {
   double flops = 0;            // GEMM FLOPs of every training step of every run (step_flops x steps)
   double run_seconds = 0;      // sum of the runs' own wall times (sweep.json "seconds")
   std::map<std::string, double> flops_by_shape;  // per model shape "d_model,n_heads,d_k,batch,seq_len,vocab"
+                                                 // (a parse_shape string)
   std::map<std::string, std::size_t> steps_by_shape;
 };
 
 /// Reads DIR/sweep.json and each run's config.json (d_model, n_heads, d_k, n_layers, d_ff, mlp, batch_size, seq_len,
 /// vocab_size, steps). Throws std::runtime_error naming the file when one is missing or not a sweep's.
 SweepWork read_sweep_work(const std::string& dir);
-
-/// The BenchConfig of one "d_model,n_heads,d_k,batch,seq_len,vocab" key of SweepWork (one layer, MLP on).
-BenchConfig shape_config(const std::string& key);
 
 }  // namespace xgrad::bench
