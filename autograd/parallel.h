@@ -1,6 +1,6 @@
 // Threads for xgrad's own loops (element-wise ops, row-wise norms and softmax, the fused attention kernel, the
 // optimizers), on a small pool of persistent threads (parallel.cpp says why not OpenMP). Separate from the BLAS
-// thread count (autograd/blas.h); xgrad::train::set_threads sets both. The default is one thread: nothing is
+// thread count (autograd/blas.h); xgrad::platform::set_threads sets both. The default is one thread: nothing is
 // spawned, every loop runs exactly as a plain serial loop.
 //
 // Determinism: parallel_for only splits loops whose every output element is computed by one call of the body, in

@@ -19,7 +19,7 @@
 #include "bench/sgemm_floor.h"
 #include "bench/step_timing.h"
 #include "bench/sweep_floor.h"
-#include "train/environment.h"
+#include "platform/environment.h"
 
 using namespace xgrad;
 using namespace xgrad::bench;
@@ -169,9 +169,9 @@ std::string help_of(const CLI::App& app) {
 }
 
 int main(int argc, char** argv) {
-  train::select_blas_core(argc, argv);
-  train::tune_allocator();
-  train::set_flush_denormals(true);
+  platform::select_blas_core(argc, argv);
+  platform::tune_allocator();
+  platform::set_flush_denormals(true);
 
   CLI::App app{"xgrad_bench: training-step time, sgemm floor and memory check"};
   app.require_subcommand(1);
@@ -266,7 +266,7 @@ int main(int argc, char** argv) {
     // A bad --shape is refused before anything is printed.
     const BenchConfig sgemm_size =
         *sgemm_cmd && sgemm_cmd->count("--shape") ? parse_shape(sgemm_shape) : bench_config(sgemm_config);
-    train::set_threads(threads);
+    platform::set_threads(threads);
     print_environment(csv);
     if (*step_cmd) return run_step(configs, steps, warmup, csv);
     if (*sgemm_cmd) return run_sgemm(sgemm_size, csv);

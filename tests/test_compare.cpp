@@ -14,12 +14,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/compare.h"
-#include "train/plots.h"
-#include "train/report_markdown.h"
-#include "train/report_runs.h"
-#include "train/report_stats.h"
-#include "train/report_tables.h"
+#include "train/report/compare.h"
+#include "train/report/plots.h"
+#include "train/report/markdown.h"
+#include "train/report/runs.h"
+#include "train/report/stats.h"
+#include "train/report/tables.h"
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;

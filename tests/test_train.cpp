@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/sweep.h"
+#include "train/cli/sweep.h"
 #include "train/metrics_log.h"
-#include "train/environment.h"
+#include "platform/environment.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
@@ -148,7 +148,7 @@ TEST_CASE("more BLAS threads: the same run to float tolerance (what README's Det
   REQUIRE(one.size() == 20);
   REQUIRE(two.size() == 20);
   for (std::size_t i = 0; i < one.size(); ++i) CHECK(std::stod(two[i]) == doctest::Approx(std::stod(one[i])).epsilon(1e-4));
-  xgrad::train::set_threads(1);
+  xgrad::platform::set_threads(1);
   for (auto& p : {c.out, d.out}) fs::remove_all(p);
 }
 

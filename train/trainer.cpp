@@ -23,10 +23,10 @@
 #include "nn/checkpoint.h"
 #include "nn/model.h"
 #include "nn/optim.h"
-#include "train/environment.h"
+#include "platform/environment.h"
 #include "train/metrics_log.h"
 #include "train/run_checkpoint.h"
-#include "train/report_tables.h"
+#include "train/number_format.h"
 
 namespace xgrad::train {
 
@@ -318,8 +318,8 @@ RunSummary train(const TrainConfig& cfg) {
     check_same_run(stored, cfg);
   }
   check_run_directory(cfg);
-  set_threads(cfg.threads);
-  set_flush_denormals(cfg.flush_denormals);
+  platform::set_threads(cfg.threads);
+  platform::set_flush_denormals(cfg.flush_denormals);
 
   const std::unique_ptr<data::Task> task = data::make_task(cfg.task_options());
   nn::AttentionModel model(model_config(cfg, *task), cfg.seed);
@@ -398,7 +398,7 @@ RunSummary train(const TrainConfig& cfg) {
   config_json["seq_len"] = task->seq_len();
   config_json["chance_loss"] = task->chance_loss();
   config_json["num_parameters"] = model.num_parameters();
-  config_json["environment"] = environment_json();
+  config_json["environment"] = platform::environment_json();
   write_json(dir / "config.json", config_json);
 
   std::vector<std::string> columns{"step", "loss", "accuracy", "lr", "grad_norm"};

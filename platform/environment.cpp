@@ -1,4 +1,4 @@
-#include "train/environment.h"
+#include "platform/environment.h"
 
 #include <cstdlib>
 #include <malloc.h>
@@ -16,7 +16,7 @@
 #include "autograd/blas.h"
 #include "autograd/parallel.h"
 
-namespace xgrad::train {
+namespace xgrad::platform {
 
 namespace {
 bool is_avx512_core(const std::string& core) {
@@ -89,4 +89,4 @@ nlohmann::json environment_json() {
   };
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::platform

@@ -10,17 +10,19 @@
 #include <ctime>
 #include <iostream>
 
+#include "train/cli/main.h"
+
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
 #include "autograd/blas.h"
 #include "data/registry.h"
-#include "train/cli.h"
-#include "train/environment.h"
-#include "train/compare.h"
-#include "train/sweep.h"
-#include "train/probe.h"
-#include "train/report_tables.h"
+#include "train/cli/flags.h"
+#include "platform/environment.h"
+#include "train/report/compare.h"
+#include "train/cli/sweep.h"
+#include "train/report/probe.h"
+#include "train/report/tables.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
@@ -63,9 +65,11 @@ std::string default_experiment_dir() {
 
 }  // namespace
 
+namespace xgrad::cli {
+
 int main(int argc, char** argv) {
-  select_blas_core(argc, argv);
-  tune_allocator();
+  platform::select_blas_core(argc, argv);
+  platform::tune_allocator();
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
 
   CLI::App app{"xgrad: train toy attention models with and without 1/sqrt(d_k) score scaling and compare them"};
@@ -194,8 +198,8 @@ int main(int argc, char** argv) {
       if (probe_cmd->count("--data-seed") == 0) probe_cfg.data_seed = probe_cfg.seed;
       probe_cfg.eval_every = 0;  // probe evaluates nothing (a data directory needs no held-out split)
       probe_cfg.out = "-";  // probe writes no files
-      set_threads(probe_cfg.threads);
-      set_flush_denormals(probe_cfg.flush_denormals);
+      platform::set_threads(probe_cfg.threads);
+      platform::set_flush_denormals(probe_cfg.flush_denormals);
       const auto rows = probe(probe_cfg, probe_d_ks, {nn::ScaleMode::none, nn::ScaleMode::sqrt_dk});
       std::cout << format_probe_table(rows);
       return 0;
@@ -245,3 +249,5 @@ int main(int argc, char** argv) {
   }
   return 2;
 }
+
+}  // namespace xgrad::cli

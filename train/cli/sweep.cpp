@@ -1,4 +1,4 @@
-#include "train/sweep.h"
+#include "train/cli/sweep.h"
 
 #include <atomic>
 #include <cerrno>
@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "train/report_tables.h"
+#include "train/number_format.h"
 #include "train/trainer.h"
 
 extern char** environ;

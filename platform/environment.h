@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace xgrad::train {
+namespace xgrad::platform {
 
 /// Debian's OpenBLAS 0.3.21 detects some AVX-512 CPUs as "Prescott" (SSE3 kernels, 3-5x slower sgemm). If the CPU
 /// supports better kernels than the library picked and the user has not set OPENBLAS_CORETYPE, this sets it
@@ -31,4 +31,4 @@ void set_threads(int n);
 /// BLAS threads and xgrad's own threads.
 nlohmann::json environment_json();
 
-}  // namespace xgrad::train
+}  // namespace xgrad::platform

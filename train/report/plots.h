@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "train/report_stats.h"
+#include "train/report/stats.h"
 
 namespace xgrad::train {
 

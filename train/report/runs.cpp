@@ -1,4 +1,4 @@
-#include "train/report_runs.h"
+#include "train/report/runs.h"
 
 #include <algorithm>
 #include <cmath>

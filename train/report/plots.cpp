@@ -1,4 +1,4 @@
-#include "train/plots.h"
+#include "train/report/plots.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "train/report_tables.h"
+#include "train/report/tables.h"
 
 namespace xgrad::train {
 

@@ -1,4 +1,4 @@
-#include "train/report_markdown.h"
+#include "train/report/markdown.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "train/report_tables.h"
+#include "train/report/tables.h"
 
 namespace xgrad::train {
 

@@ -1,4 +1,4 @@
-#include "train/cli.h"
+#include "train/cli/flags.h"
 
 #include <cerrno>
 #include <cmath>

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/report_runs.h"
+#include "train/report/runs.h"
 
 namespace xgrad::train {
 

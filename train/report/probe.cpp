@@ -1,4 +1,4 @@
-#include "train/probe.h"
+#include "train/report/probe.h"
 
 #include <cmath>
 #include <sstream>

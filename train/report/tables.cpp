@@ -1,4 +1,4 @@
-#include "train/report_tables.h"
+#include "train/report/tables.h"
 
 #include <algorithm>
 #include <cctype>
@@ -96,13 +96,6 @@ std::string Table::markdown() const {
   out += "\n";
   for (const auto& row : rows) out += line(row);
   return out;
-}
-
-std::string format_number(double v, int decimals) {
-  if (std::isnan(v)) return "—";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (std::fabs(v) >= 1e6) return fmt::format("{:.4g}", v);  // 1.477e+23, not 24 digits (or 300 for 1e300)
-  return fmt::format("{:.{}f}", v, decimals);
 }
 
 std::string format_mean_sd(const MeanSd& m, int decimals) {

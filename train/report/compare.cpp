@@ -1,14 +1,14 @@
-#include "train/compare.h"
+#include "train/report/compare.h"
 
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
-#include "train/plots.h"
-#include "train/report_markdown.h"
-#include "train/report_runs.h"
-#include "train/report_stats.h"
-#include "train/report_tables.h"
+#include "train/report/plots.h"
+#include "train/report/markdown.h"
+#include "train/report/runs.h"
+#include "train/report/stats.h"
+#include "train/report/tables.h"
 
 namespace xgrad::train {
 

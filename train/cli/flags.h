@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "train/config.h"
-#include "train/sweep.h"
+#include "train/cli/sweep.h"
 
 namespace xgrad::train {
 

@@ -1,4 +1,4 @@
-#include "train/report_stats.h"
+#include "train/report/stats.h"
 
 #include <algorithm>
 #include <map>

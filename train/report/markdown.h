@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "train/plots.h"
-#include "train/report_stats.h"
+#include "train/report/plots.h"
+#include "train/report/stats.h"
 
 namespace xgrad::train {
 

@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "train/report_stats.h"
+#include "train/number_format.h"
+#include "train/report/stats.h"
 
 namespace xgrad::train {
 
@@ -27,7 +28,6 @@ Table arm_table(const Comparison& c);
 Table lr_table(const Comparison& c);
 
 // Cell formats (also used in generated sentences).
-std::string format_number(double v, int decimals = 3);  // "—" for NaN
 std::string format_mean_sd(const MeanSd& m, int decimals = 3);  // "1.234 ± 0.056", "1.234" for one value
 std::string format_percent(double fraction);            // "0%", "12.5%", "100%"
 std::string format_steps(std::size_t reached, std::size_t n, double mean_step);  // "120", "120 (1/2)", "never"

@@ -1,0 +1,99 @@
+// Registry<Entry>: the one list of the things users add (attention scalings, attention layers, tasks, optimizers,
+// experiment presets). Each entry registers itself from its own file with a static Registration, so nothing else in
+// xgrad lists the names: the CLI's choices and --help, config.json, sweeps, plots and the report read the registry.
+//
+// An Entry type provides:
+//   std::string name;                 // what users type (--scale sqrt_dk); unique within the registry
+//   int order;                        // place in listings and report order (ties: registration order)
+//   static constexpr const char* kind // what the entries are called in messages, e.g. "scaling"
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace xgrad {
+
+/// Thrown for an unknown or duplicate name; the message names the kind and lists the registered names.
+class RegistryError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+template <class Entry>
+class Registry {
+ public:
+  /// The registry of this entry type. A function-local static, so entries may register from any translation unit's
+  /// static initialisers in any order.
+  static Registry& instance() {
+    static Registry registry;
+    return registry;
+  }
+
+  /// Adds `entry`. Throws RegistryError on an empty name or a name already registered.
+  void add(Entry entry) {
+    if (entry.name.empty()) throw RegistryError(std::string(Entry::kind) + ": an entry needs a name");
+    if (find(entry.name))
+      throw RegistryError(std::string(Entry::kind) + " '" + entry.name + "' is registered twice");
+    entries_.push_back(std::make_unique<Entry>(std::move(entry)));
+    std::stable_sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) { return a->order < b->order; });
+  }
+
+  /// The entry called `name`, or null.
+  const Entry* find(const std::string& name) const {
+    for (const auto& e : entries_)
+      if (e->name == name) return e.get();
+    return nullptr;
+  }
+
+  /// The entry called `name`. Throws RegistryError "<kind> '<name>' is unknown (allowed: a, b, c)".
+  const Entry& at(const std::string& name) const {
+    if (const Entry* e = find(name)) return *e;
+    throw RegistryError(std::string(Entry::kind) + " '" + name + "' is unknown (allowed: " + joined_names() + ")");
+  }
+
+  /// Every entry, in report order.
+  std::vector<const Entry*> entries() const {
+    std::vector<const Entry*> out;
+    for (const auto& e : entries_) out.push_back(e.get());
+    return out;
+  }
+
+  /// Every name, in report order.
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& e : entries_) out.push_back(e->name);
+    return out;
+  }
+
+  /// "a, b, c" (for messages and --help).
+  std::string joined_names() const {
+    std::string out;
+    for (const auto& e : entries_) out += (out.empty() ? "" : ", ") + e->name;
+    return out;
+  }
+
+  /// Position of `name` in report order, or the number of entries for a name not registered here (a run written by
+  /// another build: sorted after every known one).
+  std::size_t rank(const std::string& name) const {
+    for (std::size_t i = 0; i < entries_.size(); ++i)
+      if (entries_[i]->name == name) return i;
+    return entries_.size();
+  }
+
+ private:
+  Registry() = default;
+  std::vector<std::unique_ptr<Entry>> entries_;
+};
+
+/// Registers an entry when its file's static objects are initialised:
+///   static const xgrad::Registration<nn::ScalingEntry> registration{make_entry()};
+/// A duplicate name ends the program at start-up with the RegistryError's message.
+template <class Entry>
+struct Registration {
+  explicit Registration(Entry entry) { Registry<Entry>::instance().add(std::move(entry)); }
+};
+
+}  // namespace xgrad

@@ -1,0 +1,12 @@
+// The `xgrad` command line as a function, so that a user's own executable (which registers its own scalings,
+// attention layers, tasks or optimizers) is the whole of xgrad plus those: `return xgrad::cli::main(argc, argv);`.
+#pragma once
+
+namespace xgrad::cli {
+
+/// Runs the `xgrad` command line: train, sweep, experiment, probe, compare. Returns the process exit code (0 success,
+/// 1 runtime failure, 2 bad usage, 3 a diverged run, 128 + signal for a run stopped by a signal). May re-execute the
+/// program once to select the OpenBLAS core (platform/environment.h); argv must be main's.
+int main(int argc, char** argv);
+
+}  // namespace xgrad::cli
