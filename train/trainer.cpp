@@ -26,6 +26,7 @@
 #include "platform/environment.h"
 #include "train/metrics_log.h"
 #include "train/run_checkpoint.h"
+#include "train/settings.h"
 #include "train/number_format.h"
 
 namespace xgrad::train {
@@ -131,7 +132,7 @@ nn::ModelConfig model_config(const TrainConfig& cfg, const data::Task& task) {
   mc.max_seq_len = task.seq_len();
   mc.d_model = cfg.d_model;
   mc.n_heads = cfg.n_heads;
-  mc.d_k = cfg.head_dim;
+  mc.d_k = cfg.d_k;
   mc.n_layers = cfg.n_layers;
   mc.d_ff = cfg.d_ff;
   mc.mlp = cfg.mlp;
@@ -321,15 +322,12 @@ RunSummary train(const TrainConfig& cfg) {
   platform::set_threads(cfg.threads);
   platform::set_flush_denormals(cfg.flush_denormals);
 
-  const std::unique_ptr<data::Task> task = data::make_task(cfg.task_options());
+  const std::unique_ptr<data::Task> task = cfg.make_task();
   nn::AttentionModel model(model_config(cfg, *task), cfg.seed);
   const auto named = model.named_parameters();
   const auto attn_layers = model.attention_layers();
-  std::unique_ptr<nn::Optimizer> opt;
-  if (cfg.optimizer == "sgd")
-    opt = std::make_unique<nn::SGD>(model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay);
-  else
-    opt = std::make_unique<nn::AdamW>(model.parameters(), cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay);
+  const std::unique_ptr<nn::Optimizer> opt =
+      nn::make_optimizer(cfg.optimizer, model.parameters(), cfg.lr, component_values(cfg, "optimizer"));
 
   auto logger = spdlog::default_logger();
   const std::string run_name = dir.filename().string();
@@ -355,8 +353,8 @@ RunSummary train(const TrainConfig& cfg) {
       }
       const std::string key = first_differing_setting(written, stored);
       if (!key.empty())
-        throw ConfigError("--resume: " + flag_of(key) + " is " + written.to_json().at(key).dump() + " in " +
-                          checkpoint_path.string() + " but " + stored.to_json().at(key).dump() + " in " +
+        throw ConfigError("--resume: " + flag_of(key) + " is " + written.to_json().value(key, nlohmann::json()).dump() + " in " +
+                          checkpoint_path.string() + " but " + stored.to_json().value(key, nlohmann::json()).dump() + " in " +
                           config_path.string() + "; the checkpoint is not this run's (start over with --overwrite)");
     }
     try {
@@ -394,10 +392,10 @@ RunSummary train(const TrainConfig& cfg) {
   prepare_run_directory(cfg, lock);
 
   nlohmann::json config_json = cfg.to_json();
-  config_json["vocab_size"] = task->vocab_size();
-  config_json["seq_len"] = task->seq_len();
-  config_json["chance_loss"] = task->chance_loss();
-  config_json["num_parameters"] = model.num_parameters();
+  config_json["derived"] = {{"vocab_size", task->vocab_size()},
+                            {"seq_len", task->seq_len()},
+                            {"chance_loss", task->chance_loss()},
+                            {"num_parameters", model.num_parameters()}};
   config_json["environment"] = platform::environment_json();
   write_json(dir / "config.json", config_json);
 
@@ -420,7 +418,7 @@ RunSummary train(const TrainConfig& cfg) {
 
   logger->info("[{}] training {}: d_model={} n_heads={} d_k={} n_layers={} scale={} optimizer={} lr={} steps={} "
                "params={}",
-               run_name, cfg.task, cfg.d_model, cfg.n_heads, cfg.d_k(), cfg.n_layers, nn::to_string(cfg.scale),
+               run_name, cfg.task, cfg.d_model, cfg.n_heads, cfg.head_size(), cfg.n_layers, nn::to_string(cfg.scale),
                cfg.optimizer, cfg.lr, cfg.steps, model.num_parameters());
 
   auto session_seconds = [&] {
