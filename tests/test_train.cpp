@@ -157,7 +157,7 @@ TEST_CASE("to_args reproduces every setting (the experiment launches its runs wi
   c.d_model = 12;
   c.n_heads = 3;
   c.lr = 0.123456789012345;
-  c.scale = nn::ScaleMode::none;
+  c.scale = "none";
   c.mlp = false;
   c.out = "x";
   const auto args = to_args(c);
@@ -263,7 +263,7 @@ SweepConfig tiny_sweep(const fs::path& out) {
   s.base.print_every = 1000;
   s.d_ks = {4};
   s.seeds = {0};
-  s.scales = {nn::ScaleMode::none};
+  s.scales = {"none"};
   s.arms = {{"sgd", 0.1}};
   s.jobs = 1;
   s.out = out.string();

@@ -420,7 +420,7 @@ RunSummary train(const TrainConfig& cfg) {
 
   logger->info("[{}] training {}: d_model={} n_heads={} d_k={} n_layers={} scale={} optimizer={} lr={} steps={} "
                "params={}",
-               run_name, cfg.task, cfg.d_model, cfg.n_heads, cfg.d_k(), cfg.n_layers, nn::to_string(cfg.scale),
+               run_name, cfg.task, cfg.d_model, cfg.n_heads, cfg.d_k(), cfg.n_layers, cfg.scale,
                cfg.optimizer, cfg.lr, cfg.steps, model.num_parameters());
 
   auto session_seconds = [&] {
