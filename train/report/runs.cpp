@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "train/metrics_log.h"
 #include "train/run_files.h"
 
 namespace xgrad::train {
@@ -24,13 +25,6 @@ namespace columns = metrics_columns;
 bool is_run_dir(const fs::path& dir) {
   std::error_code ec;
   return fs::is_regular_file(dir / kConfigFile, ec) && fs::is_regular_file(dir / kMetricsFile, ec);
-}
-
-// An empty or unparsable cell reads as NaN rather than 0 (strtod returns 0 for both).
-double parse_cell(const char* begin) {
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  return end == begin ? kNaN : v;
 }
 
 // sqrt(sum of squares) of the selected cells; NaN if any is NaN (an unmeasured step is not a zero gradient).
@@ -71,17 +65,8 @@ void add_reason(RunRecord& run, const std::string& reason) {
 
 // Streams metrics.csv and keeps only the series compare uses.
 void read_series(const fs::path& path, RunRecord& run) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path.string());
-  std::string line;
-  if (!std::getline(in, line) || line.empty()) throw std::runtime_error(path.string() + " has no header row");
-  std::vector<std::string> header;
-  for (std::size_t start = 0;;) {
-    const auto comma = line.find(',', start);
-    header.push_back(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  MetricsReader reader(path.string());
+  const std::vector<std::string>& header = reader.columns();
   constexpr std::size_t absent = std::numeric_limits<std::size_t>::max();
   std::size_t step_col = absent, loss_col = absent, acc_col = absent, grad_col = absent;
   std::vector<std::size_t> wq, wk, entropy, score_std;
@@ -104,26 +89,9 @@ void read_series(const fs::path& path, RunRecord& run) {
   run.has_w_k = !wk.empty();
 
   RunSeries& s = run.series;
-  std::vector<double> cells(header.size());
-  std::size_t row_number = 0;
   bool last_row_finite = true;
-  while (std::getline(in, line)) {
-    // getline sets eof when the line had no newline: the writer stopped mid-row.
-    const bool cut = in.eof();
-    if (line.empty()) continue;
-    ++row_number;
-    std::size_t n_cells = 0;
-    for (std::size_t start = 0;;) {
-      if (n_cells < cells.size()) cells[n_cells] = parse_cell(line.c_str() + start);
-      ++n_cells;
-      const auto comma = line.find(',', start);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    if (cut || n_cells != header.size()) {
-      add_reason(run, "metrics.csv row " + std::to_string(row_number) + " cut short (dropped)");
-      break;
-    }
+  while (reader.next()) {
+    const std::vector<double>& cells = reader.cells();
     s.step.push_back(step_col == absent ? static_cast<double>(s.step.size()) : cells[step_col]);
     s.loss.push_back(cells[loss_col]);
     s.accuracy.push_back(acc_col == absent ? kNaN : cells[acc_col]);
@@ -133,6 +101,7 @@ void read_series(const fs::path& path, RunRecord& run) {
     s.score_std.push_back(finite_mean(cells, score_std));
     last_row_finite = std::isfinite(cells[loss_col]) && (grad_col == absent || std::isfinite(cells[grad_col]));
   }
+  if (reader.cut()) add_reason(run, "metrics.csv row " + std::to_string(reader.rows()) + " cut short (dropped)");
   // Without summary.json, a run whose last row is non-finite stopped there: the trainer's default (--on-nan stop)
   // ends a run at its first non-finite step. Under --on-nan skip such a row may be followed by more.
   const auto on_nan = run.config.find("on_nan");
