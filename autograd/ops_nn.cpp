@@ -155,8 +155,9 @@ basic_tensor<T> log_softmax(const basic_tensor<T>& a, int axis) {
     }
     T s = 0;
     for (std::size_t j = 0; j < l.len; ++j) s += std::exp(in[j * stride] - m);
-    const T lse = m + std::log(s);
-    for (std::size_t j = 0; j < l.len; ++j) o[j * stride] = in[j * stride] - lse;
+    // (x - max) - log(s), never x - (max + log(s)): near a large max, max + log(s) rounds log(s) to the max's ulp.
+    const T log_s = std::log(s);
+    for (std::size_t j = 0; j < l.len; ++j) o[j * stride] = (in[j * stride] - m) - log_s;
   });
   return make_result<T>("log_softmax", std::move(out), {a}, [l](Node<T>& self) {
     // dx = g - softmax * sum_j g_j
@@ -212,14 +213,29 @@ basic_tensor<T> masked_fill(const basic_tensor<T>& a, const xt::xarray<bool>& ma
 template <class T>
 basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weight, const basic_tensor<T>& bias,
                            double eps) {
+  if (x.dim() == 0) throw Error("layer_norm: needs a tensor of at least 1 dim, got a 0-d tensor");
+  return layer_norm(x, shape_t{x.shape().back()}, weight, bias, eps);
+}
+
+template <class T>
+basic_tensor<T> layer_norm(const basic_tensor<T>& x, const shape_t& normalized_shape, const basic_tensor<T>& weight,
+                           const basic_tensor<T>& bias, double eps) {
   if (!(eps >= 0) || !std::isfinite(eps)) throw Error("layer_norm: eps must be finite and >= 0, got " + std::to_string(eps));
-  const auto& xv = x.value();
-  const Rows r = rows_of(xv, "layer_norm");
+  const shape_t xs = x.shape();
+  const std::size_t k = normalized_shape.size();
+  if (k == 0 || k > xs.size() || !std::equal(normalized_shape.begin(), normalized_shape.end(), xs.end() - k))
+    throw Error("layer_norm: normalized_shape " + shape_str(normalized_shape) +
+                " must be non-empty and equal the trailing axes of input " + shape_str(xs));
   for (const auto* p : {&weight, &bias})
-    if (p->defined() && p->shape() != shape_t{r.cols})
-      throw Error("layer_norm: weight/bias must have shape [" + std::to_string(r.cols) + "] for input " +
-                  shape_str(x.shape()) + ", got " + shape_str(p->shape()));
-  if (r.cols == 0) throw Error("layer_norm: last axis of " + shape_str(x.shape()) + " is empty");
+    if (p->defined() && p->shape() != normalized_shape)
+      throw Error("layer_norm: weight/bias must have shape " + shape_str(normalized_shape) + " for input " +
+                  shape_str(xs) + ", got " + shape_str(p->shape()));
+  // The normalized axes are the trailing ones, so each normalised group is one contiguous row.
+  std::size_t cols = 1;
+  for (const auto d : normalized_shape) cols *= d;
+  if (cols == 0) throw Error("layer_norm: normalized_shape " + shape_str(normalized_shape) + " of input " + shape_str(xs) + " is empty");
+  const auto& xv = x.value();
+  const Rows r{xv.size() / cols, cols};
   xt::xarray<T> xhat = xt::xarray<T>::from_shape(xv.shape());
   xt::xarray<T> out = xt::xarray<T>::from_shape(xv.shape());
   const T* w = weight.defined() ? weight.value().data() : nullptr;
@@ -242,7 +258,7 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weig
   });
   return make_result<T>(
       "layer_norm", std::move(out), {x, weight, bias},
-      [r, xhat = std::move(xhat), rstd = std::move(rstd)](Node<T>& self) {
+      [r, normalized_shape, xhat = std::move(xhat), rstd = std::move(rstd)](Node<T>& self) {
         const T* w = self.inputs[1] ? self.inputs[1]->value.data() : nullptr;
         const T* G = self.grad.data();
         if (needs_grad(self, 0)) {
@@ -266,7 +282,7 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weig
           accumulate_grad(*self.inputs[0], std::move(gx), "layer_norm");
         }
         if (needs_grad(self, 1) || needs_grad(self, 2)) {
-          xt::xarray<T> gw = xt::zeros<T>({r.cols}), gb = xt::zeros<T>({r.cols});
+          xt::xarray<T> gw = xt::zeros<T>(normalized_shape), gb = xt::zeros<T>(normalized_shape);
           T* dw = gw.data();
           T* db = gb.data();
           // Split by column, not by row: each dw[j], db[j] is still summed over the rows in order by one thread.
@@ -316,7 +332,7 @@ basic_tensor<T> embedding(const basic_tensor<T>& weight, const index_array& indi
 
 template <class T>
 basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& targets, std::int64_t ignore_index,
-                              double label_smoothing) {
+                              double label_smoothing, Reduction reduction) {
   const auto& x = logits.value();
   const Rows r = rows_of(x, "cross_entropy");
   const shape_t ls = logits.shape();
@@ -330,8 +346,6 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
   // q = (1 - eps) onehot(t) + eps / C: the target keeps weight `on`, every class (the target too) gets `spread`.
   const double eps = label_smoothing;
   const double on = 1.0 - eps, spread = r.cols ? eps / static_cast<double>(r.cols) : 0.0;
-  double total = 0;
-  std::size_t count = 0;
   for (std::size_t i = 0; i < r.rows; ++i) {
     const auto t = targets.data()[i];
     if (t == ignore_index) continue;
@@ -341,9 +355,9 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
                   std::to_string(ignore_index));
   }
   // Each counted row's softmax, kept for backward: its shifted exps, then divided by their sum. Rows run in
-  // parallel; their losses are summed afterwards in row order, as the serial loop did.
+  // parallel; their losses are summed afterwards in row order, as a serial loop would.
   xt::xarray<T> probs = xt::xarray<T>::from_shape(x.shape());
-  std::vector<double> row_loss(r.rows);
+  std::vector<double> row_loss(r.rows, 0.0);
   parallel_for(0, r.rows, grain_for(6 * r.cols), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t i = lo; i < hi; ++i) {
       const auto t = targets.data()[i];
@@ -370,28 +384,41 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
       row_loss[i] = loss;
     }
   });
+  double total = 0;
+  std::size_t count = 0;
   for (std::size_t i = 0; i < r.rows; ++i) {
     if (targets.data()[i] == ignore_index) continue;
     total += row_loss[i];
     ++count;
   }
-  xt::xarray<T> out = xt::xarray<T>::from_shape({});
-  out() = count ? static_cast<T>(total / static_cast<double>(count)) : T(0);
+  xt::xarray<T> out;
+  if (reduction == Reduction::none) {
+    out = xt::xarray<T>::from_shape(ts);
+    for (std::size_t i = 0; i < r.rows; ++i) out.data()[i] = static_cast<T>(row_loss[i]);
+  } else {
+    out = xt::xarray<T>::from_shape({});
+    const double divisor = reduction == Reduction::mean ? static_cast<double>(count) : 1.0;
+    out() = count ? static_cast<T>(total / divisor) : T(0);
+  }
   return make_result<T>(
       "cross_entropy", std::move(out), {logits},
-      [r, targets, ignore_index, count, on, spread, probs = std::move(probs)](Node<T>& self) {
+      [r, targets, ignore_index, count, on, spread, reduction, probs = std::move(probs)](Node<T>& self) {
+        // d loss_i / d logits_i = softmax_i - q_i, times loss_i's output gradient: g / N (mean), g (sum), g_i (none)
         xt::xarray<T> gx = xt::zeros<T>(self.inputs[0]->value.shape());
         if (count) {
-          const T scale = self.grad() / static_cast<T>(count);
-          const T target_step = static_cast<T>(on) * scale, spread_step = static_cast<T>(spread) * scale;
+          const T* G = self.grad.data();
           parallel_for(0, r.rows, grain_for(2 * r.cols), [&](std::size_t lo, std::size_t hi) {
             for (std::size_t i = lo; i < hi; ++i) {
               const auto t = targets.data()[i];
               if (t == ignore_index) continue;
+              const T scale = reduction == Reduction::none ? G[i]
+                              : reduction == Reduction::mean ? G[0] / static_cast<T>(count)
+                                                             : G[0];
+              const T target_step = static_cast<T>(on) * scale, spread_step = static_cast<T>(spread) * scale;
               const T* p = probs.data() + i * r.cols;
               T* d = gx.data() + i * r.cols;
               for (std::size_t j = 0; j < r.cols; ++j) d[j] = p[j] * scale;
-              d[t] -= target_step;  // (softmax - q) / N
+              d[t] -= target_step;
               if (spread_step != T(0))
                 for (std::size_t j = 0; j < r.cols; ++j) d[j] -= spread_step;
             }
@@ -476,8 +503,11 @@ basic_tensor<T> dropout(const basic_tensor<T>& x, double p, bool training, Gener
   template basic_tensor<T> masked_fill<T>(const basic_tensor<T>&, const xt::xarray<bool>&, double);             \
   template basic_tensor<T> layer_norm<T>(const basic_tensor<T>&, const basic_tensor<T>&,                        \
                                          const basic_tensor<T>&, double);                                        \
+  template basic_tensor<T> layer_norm<T>(const basic_tensor<T>&, const shape_t&, const basic_tensor<T>&,         \
+                                         const basic_tensor<T>&, double);                                        \
   template basic_tensor<T> embedding<T>(const basic_tensor<T>&, const index_array&);                            \
-  template basic_tensor<T> cross_entropy<T>(const basic_tensor<T>&, const index_array&, std::int64_t, double);   \
+  template basic_tensor<T> cross_entropy<T>(const basic_tensor<T>&, const index_array&, std::int64_t, double,     \
+                                            Reduction);                                                          \
   template basic_tensor<T> rms_norm<T>(const basic_tensor<T>&, const basic_tensor<T>&, double);                 \
   template basic_tensor<T> dropout<T>(const basic_tensor<T>&, double, bool, Generator&);
 XGRAD_INSTANTIATE(float)

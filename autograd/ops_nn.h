@@ -22,10 +22,18 @@ template <class T>
 basic_tensor<T> masked_fill(const basic_tensor<T>& a, const xt::xarray<bool>& mask, double value);
 /// Layer normalisation over the last axis (Ba, Kiros & Hinton 2016, eq. 4):
 /// y = (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance. x: [..., D]; weight, bias: [D] or
-/// undefined (then omitted). Fused backward.
+/// undefined (then omitted). Fused backward. Throws Error on a 0-d input, an empty last axis, or a weight or bias
+/// of the wrong shape.
 template <class T>
 basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weight, const basic_tensor<T>& bias,
                            double eps = 1e-5);
+/// Layer normalisation over the trailing axes `normalized_shape` (as torch.nn.functional.layer_norm): the mean and
+/// biased variance are taken over all of them together. x: [..., *normalized_shape]; weight, bias: normalized_shape
+/// or undefined. layer_norm(x, {D}, w, b) equals layer_norm(x, w, b). Throws Error unless normalized_shape is
+/// non-empty, has elements and equals x's trailing axes, or on a weight or bias of another shape.
+template <class T>
+basic_tensor<T> layer_norm(const basic_tensor<T>& x, const shape_t& normalized_shape, const basic_tensor<T>& weight,
+                           const basic_tensor<T>& bias, double eps = 1e-5);
 /// RMS normalisation over the last axis (Zhang & Sennrich 2019, eq. 4): y = x / sqrt(mean(x^2) + eps) * weight.
 /// No mean is subtracted and there is no bias. x: [..., D]; weight: [D] or undefined (then omitted). eps is added
 /// to the mean square (default 1e-6, as T5 and LLaMA). Fused backward. Throws Error on a 0-d input, an empty last
@@ -42,16 +50,23 @@ basic_tensor<T> dropout(const basic_tensor<T>& x, double p, bool training, Gener
 /// Rows of `weight` [V, D] picked by `indices` (any shape S) → [S..., D]. Throws Error naming the first index
 /// outside [0, V).
 template <class T> basic_tensor<T> embedding(const basic_tensor<T>& weight, const index_array& indices);
-/// Mean cross-entropy between `logits` [..., C] and integer `targets` [...] (same leading shape), over the
-/// positions whose target is not `ignore_index`, against the target distribution q = (1 - eps) onehot(t) + eps / C
-/// with eps = `label_smoothing` (Szegedy et al. 2016, sec. 7; as torch.nn.functional.cross_entropy):
-///   loss = mean_i( logsumexp(logits_i) - (1 - eps) logits_i[t_i] - (eps / C) sum_j logits_i[j] ).
-/// eps = 0 is the plain cross-entropy. Stable (shifted by the row max, summed in double) for logits whose
-/// differences fit in the scalar type. Fused backward: (softmax - q) / N. If no position carries a target the loss
-/// is 0 with zero gradient. Throws Error on a shape mismatch, a target outside [0, C), or label_smoothing outside
-/// [0, 1].
+/// How a loss over positions is reduced (torch.nn.functional's `reduction`): `none` keeps one loss per position,
+/// `mean` averages over the positions that carry a target, `sum` adds them.
+enum class Reduction { none, mean, sum };
+
+/// Cross-entropy between `logits` [..., C] and integer `targets` [...] (same leading shape) at the positions whose
+/// target is not `ignore_index`, against the target distribution q = (1 - eps) onehot(t) + eps / C with
+/// eps = `label_smoothing` (Szegedy et al. 2016, sec. 7; as torch.nn.functional.cross_entropy):
+///   loss_i = logsumexp(logits_i) - (1 - eps) logits_i[t_i] - (eps / C) sum_j logits_i[j].
+/// eps = 0 is the plain cross-entropy. `reduction`: mean (default) gives a 0-d loss, mean_i(loss_i) over the N
+/// counted positions; sum gives sum_i(loss_i); none gives the losses at targets' shape [...], 0 at ignored
+/// positions. Stable (shifted by the row max, summed in double) for logits whose differences fit in the scalar
+/// type. Fused backward: (softmax - q) times the output gradient (divided by N for mean). If no position carries a
+/// target, mean and sum are 0 with zero gradient. Throws Error on a shape mismatch, a target outside [0, C), or
+/// label_smoothing outside [0, 1].
 template <class T>
 basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& targets,
-                              std::int64_t ignore_index = -1, double label_smoothing = 0.0);
+                              std::int64_t ignore_index = -1, double label_smoothing = 0.0,
+                              Reduction reduction = Reduction::mean);
 
 }  // namespace xgrad

@@ -490,6 +490,26 @@ TEST_CASE("softmax, log_softmax") {
   }
 }
 
+// log_softmax in float near a large max: computed as (x - max) - log(sum), the result keeps float precision where
+// x - (max + log(sum)) lost it (max + log(sum) rounds log(sum) to the ulp of 1300, 1.2e-4). Checked against the
+// same op in float64, over random rows with large offsets and the reported row [1300, 1292.5].
+TEST_CASE("log_softmax in float matches float64 for large logits") {
+  const Tensor reported(xt::xarray<float>{1300.f, 1292.5f});
+  // float64: -log(1 + exp(-7.5)) = -5.5298e-4 (PyTorch float32 gives -5.530e-4)
+  const double want = -std::log1p(std::exp(-7.5));
+  CHECK(log_softmax(reported).value()(0) == doctest::Approx(want).epsilon(1e-5));
+  std::mt19937 gen(1300);
+  for (const double offset : {0.0, 1e3, -1e3, 3e4}) {
+    INFO("offset " << offset);
+    const xt::xarray<double> x = uniform({16, 7}, gen, offset - 10.0, offset + 10.0);
+    const xt::xarray<float> xf = xt::cast<float>(x);
+    const xt::xarray<double> exact = log_softmax(DTensor(xt::cast<double>(xf))).value();
+    const xt::xarray<double> got = xt::cast<double>(log_softmax(Tensor(xf)).value());
+    // x - max is exact in float (Sterbenz); what is left is the float sum and log: a few ulp of 1 + |result|.
+    CHECK(xt::all(xt::abs(got - exact) <= 4e-7 * (1.0 + xt::abs(exact))));
+  }
+}
+
 // masked_fill: masked positions hold the value and pass no gradient; the mask broadcasts to the input's shape.
 TEST_CASE("masked_fill") {
   std::mt19937 gen(110);
@@ -586,6 +606,43 @@ TEST_CASE("layer_norm") {
   }
 }
 
+// layer_norm over several trailing axes (normalized_shape, as torch.nn.functional.layer_norm): one mean and variance
+// per group of trailing elements, weight and bias of normalized_shape.
+TEST_CASE("layer_norm over several trailing axes") {
+  std::mt19937 gen(116);
+
+  SUBCASE("gradients") {
+    DTensor x = rand_input({2, 3, 4}, gen), w = rand_input({3, 4}, gen, 0.5, 1.5), b = rand_input({3, 4}, gen);
+    CHECK_GRADIENT([](const Inputs& in) { return layer_norm(in[0], {3, 4}, in[1], in[2]); }, {x, w, b});
+    CHECK_GRADIENT([](const Inputs& in) { return layer_norm(in[0], {3, 4}, DTensor(), DTensor()); }, {x});
+    DTensor all = rand_input({2, 3, 2}, gen), w_all = rand_input({2, 3, 2}, gen, 0.5, 1.5);
+    CHECK_GRADIENT([](const Inputs& in) { return layer_norm(in[0], {2, 3, 2}, in[1], DTensor(), 0.1); }, {all, w_all});
+  }
+  SUBCASE("values") {
+    // Equals layer_norm over the last axis of x with the normalised axes flattened into one.
+    const xt::xarray<double> x = uniform({2, 3, 4}, gen), w = uniform({3, 4}, gen), b = uniform({3, 4}, gen);
+    const DTensor got = layer_norm(DTensor(x), {3, 4}, DTensor(w), DTensor(b));
+    const DTensor flat = layer_norm(DTensor(reshaped(x, {2, 12})), DTensor(reshaped(w, {12})), DTensor(reshaped(b, {12})));
+    CHECK_CLOSE(got.value(), reshaped(flat.value(), {2, 3, 4}), 1e-12);
+    // One trailing axis is the four-argument form, bit for bit.
+    const xt::xarray<float> xf = xt::cast<float>(x);
+    const xt::xarray<float> wf = xt::cast<float>(xt::xarray<double>(xt::view(w, 0))),
+                            bf = xt::cast<float>(xt::xarray<double>(xt::view(b, 0)));
+    CHECK(layer_norm(Tensor(xf), {4}, Tensor(wf), Tensor(bf)).value() == layer_norm(Tensor(xf), Tensor(wf), Tensor(bf)).value());
+  }
+  SUBCASE("errors") {
+    const Tensor x(xt::xarray<float>::from_shape({2, 3, 4}));
+    const Tensor w34(xt::xarray<float>::from_shape({3, 4})), w12(xt::xarray<float>::from_shape({12}));
+    CHECK_ERROR("normalized_shape [4, 3]", layer_norm(x, {4, 3}, Tensor(), Tensor()));       // not the trailing axes
+    CHECK_ERROR("normalized_shape [1, 2, 3, 4]", layer_norm(x, {1, 2, 3, 4}, Tensor(), Tensor()));  // too many
+    CHECK_ERROR("normalized_shape []", layer_norm(x, shape_t{}, Tensor(), Tensor()));
+    CHECK_ERROR("weight/bias must have shape [3, 4]", layer_norm(x, {3, 4}, w12, Tensor()));
+    CHECK_ERROR("weight/bias must have shape [3, 4]", layer_norm(x, {3, 4}, w34, w12));
+    const Tensor empty(xt::xarray<float>::from_shape({2, 0}));
+    CHECK_ERROR("is empty", layer_norm(empty, {0}, Tensor(), Tensor()));
+  }
+}
+
 // embedding: gathered rows; a row picked several times accumulates the gradient of every pick.
 TEST_CASE("embedding") {
   std::mt19937 gen(113);
@@ -673,6 +730,48 @@ TEST_CASE("cross_entropy") {
     CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, -2, 1, 2}));  // negative, not ignore_index
     CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, -1, 1, 2}, 7));
     CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, 1, 2}));      // targets [3] vs logits [4, 5]
+  }
+}
+
+// cross_entropy's reduction (as torch.nn.functional.cross_entropy): none keeps one loss per position (0 where the
+// target is ignored), sum adds them, mean (the default) divides the sum by the counted positions.
+TEST_CASE("cross_entropy reduction: none, sum, mean") {
+  std::mt19937 gen(117);
+  const index_array t2{1, -1, 3, 0};
+  const index_array t3{{0, 3, -1}, {2, -1, 1}};
+
+  SUBCASE("gradients") {
+    DTensor l2 = rand_input({4, 5}, gen, -2.0, 2.0), l3 = rand_input({2, 3, 4}, gen, -2.0, 2.0);
+    for (const Reduction reduction : {Reduction::none, Reduction::sum, Reduction::mean}) {
+      INFO("reduction " << static_cast<int>(reduction));
+      CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t2, -1, 0.0, reduction); }, {l2});
+      CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t3, -1, 0.0, reduction); }, {l3});
+      CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t2, -1, 0.2, reduction); }, {l2});
+    }
+  }
+  SUBCASE("values") {
+    const DTensor l(uniform({4, 5}, gen, -2.0, 2.0));
+    const auto lp = log_softmax(l).value();
+    const DTensor none = cross_entropy(l, t2, -1, 0.0, Reduction::none);
+    CHECK_CLOSE(none.value(), (xt::xarray<double>{-lp(0, 1), 0.0, -lp(2, 3), -lp(3, 0)}), 1e-12);
+    const double total = -(lp(0, 1) + lp(2, 3) + lp(3, 0));
+    CHECK(cross_entropy(l, t2, -1, 0.0, Reduction::sum).item() == doctest::Approx(total).epsilon(1e-12));
+    CHECK(cross_entropy(l, t2, -1, 0.0, Reduction::mean).item() == doctest::Approx(total / 3).epsilon(1e-12));
+    CHECK(cross_entropy(l, t2).item() == cross_entropy(l, t2, -1, 0.0, Reduction::mean).item());
+    // none keeps the targets' shape; smoothing applies per position.
+    const DTensor l3(uniform({2, 3, 4}, gen, -2.0, 2.0));
+    const DTensor n3 = cross_entropy(l3, t3, -1, 0.1, Reduction::none);
+    REQUIRE(n3.shape() == shape_t{2, 3});
+    CHECK(n3.value()(0, 2) == 0.0);
+    CHECK(n3.value()(1, 1) == 0.0);
+    CHECK(xt::sum(n3.value())() == doctest::Approx(cross_entropy(l3, t3, -1, 0.1, Reduction::sum).item()).epsilon(1e-12));
+    // No counted position: sum is 0 with zero gradient; none is all zeros.
+    DTensor z(uniform({2, 3}, gen), true);
+    const DTensor s = cross_entropy(z, index_array{-1, -1}, -1, 0.0, Reduction::sum);
+    CHECK(s.item() == 0.0);
+    s.backward();
+    CHECK_CLOSE(z.grad(), (xt::xarray<double>{{0, 0, 0}, {0, 0, 0}}), 0.0);
+    CHECK_CLOSE(cross_entropy(z, index_array{-1, -1}, -1, 0.0, Reduction::none).value(), (xt::xarray<double>{0, 0}), 0.0);
   }
 }
 

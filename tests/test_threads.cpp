@@ -63,7 +63,7 @@ TrainTrace train_steps(int threads) {
   c.n_heads = 4;
   c.n_layers = 2;
   c.d_ff = 256;
-  c.scale = nn::ScaleMode::sqrt_dk;
+  c.scale = "sqrt_dk";
   nn::AttentionModel model(c, 7);
   auto attn = model.attention_layers().front();
   attn->record_attention = true;
@@ -92,7 +92,7 @@ TrainTrace train_steps(int threads) {
 
 // Values and input gradients of a chain of ops in double, each big enough to split: broadcasting add and mul (a
 // trailing block either way round), mul_scalar, silu (the generic unary path), gelu, softmax over the last and a
-// middle axis, log_softmax, layer_norm with and without weight, cross_entropy with ignore_index and smoothing.
+// middle axis, log_softmax, layer_norm with and without weight, cross_entropy with ignore_index and smoothing, and per position.
 std::vector<xt::xarray<double>> op_chain(int threads) {
   Threads scope(threads);
   using Td = basic_tensor<double>;
@@ -109,9 +109,10 @@ std::vector<xt::xarray<double>> op_chain(int threads) {
   Td n = layer_norm(add(l, h), w, bias, 1e-5);
   index_array targets = token_batch(8, 64, 96, 5);
   for (std::size_t i = 0; i < targets.size(); i += 7) targets.data()[i] = -100;
-  Td loss = add(cross_entropy(n, targets, -100, 0.1), mean(mul(n, n)));
+  Td per_position = cross_entropy(n, targets, -100, 0.0, Reduction::none);
+  Td loss = add(add(cross_entropy(n, targets, -100, 0.1), mean(mul(n, n))), mean(per_position));
   loss.backward();
-  return {s.value(), l.value(), n.value(), loss.value(), x.grad(), bias.grad(), row.grad(), w.grad()};
+  return {s.value(), l.value(), n.value(), per_position.value(), loss.value(), x.grad(), bias.grad(), row.grad(), w.grad()};
 }
 
 }  // namespace

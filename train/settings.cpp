@@ -7,6 +7,7 @@
 
 #include "data/registry.h"
 #include "nn/optim.h"
+#include "nn/scaling.h"
 
 namespace xgrad::train {
 
@@ -41,13 +42,8 @@ std::vector<CoreSetting> make_core_settings() {
   std::vector<CoreSetting> t;
   // components: their names are checked against the registries (components()), not a list here
   t.push_back(bind(&TrainConfig::task, text_setting("task", "kv_recall", {}, "task")));
-  {
-    CoreSetting scale;
-    scale.setting = for_commands(text_setting("scale", "sqrt_dk", {}, "attention score scaling"), kTrain);
-    scale.get = [](const TrainConfig& c) { return nlohmann::json(nn::to_string(c.scale)); };
-    scale.set = [](TrainConfig& c, const nlohmann::json& v) { c.scale = nn::parse_scale_mode(v.get<std::string>()); };
-    t.push_back(std::move(scale));
-  }
+  t.push_back(bind(&TrainConfig::scale, for_commands(text_setting("scale", "sqrt_dk", {}, "attention score scaling"),
+                                                     kTrain)));
   // model
   t.push_back(bind(&TrainConfig::d_model, whole_setting("d_model", 64, 1, 16384, "model width")));
   {
@@ -178,6 +174,7 @@ const std::vector<CoreSetting>& core_settings() {
 
 const std::vector<Component>& components() {
   static const std::vector<Component> list{registry_component<data::TaskEntry>("task"),
+                                           registry_component<nn::ScalingEntry>("scale"),
                                            registry_component<nn::OptimizerEntry>("optimizer")};
   return list;
 }

@@ -319,9 +319,10 @@ void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
   for (auto& a : config.arms) flags.arms.push_back(a.optimizer + "@" + CLI::detail::to_string(a.lr));
   flags.seeds = config.seeds;
   flags.d_ks = config.d_ks;
-  const std::vector<std::string> scales = nn::scale_mode_names();
   add_list_flag(app, "--scale", flags.scales,
-                "scale modes, e.g. --scale sqrt_dk,none (allowed: " + join(scales, ", ") + ")", CLI::IsMember(scales));
+                "scalings, e.g. --scale sqrt_dk,none (allowed: " +
+                    Registry<nn::ScalingEntry>::instance().joined_names() + ")",
+                CLI::IsMember(Registry<nn::ScalingEntry>::instance().names()));
   add_list_flag(app, "--d-k", flags.d_ks, "head sizes, e.g. --d-k 16,64,256 (d_model stays --d-model)",
                 whole_number(1, 8192));
   add_list_flag(app, "--seeds", flags.seeds, "weight seeds; seed k also picks data stream data_seed + k",

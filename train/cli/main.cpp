@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
       probe_cfg.out = "-";  // probe writes no files
       platform::set_threads(probe_cfg.threads);
       platform::set_flush_denormals(probe_cfg.flush_denormals);
-      const auto rows = probe(probe_cfg, probe_d_ks, {nn::ScaleMode::none, nn::ScaleMode::sqrt_dk});
+      const auto rows = probe(probe_cfg, probe_d_ks, {"none", "sqrt_dk"});
       std::cout << format_probe_table(rows);
       return 0;
     }

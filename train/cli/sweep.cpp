@@ -162,7 +162,7 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs) {
                          {"status", r.status},
                          {"config_file", fs::relative(run_config_path(cfg, r.name), cfg.out).string()},
                          {"d_k", r.config.head_size()},
-                         {"scale", nn::to_string(r.config.scale)},
+                         {"scale", r.config.scale},
                          {"grid", r.grid},
                          {"optimizer", r.config.optimizer},
                          {"lr", r.config.lr},
