@@ -137,7 +137,9 @@ inline std::string check_setting_value(const Setting& s, const nlohmann::json& v
     case Setting::Type::boolean:
       return value.is_boolean() ? "" : "must be true or false, got " + value.dump();
     case Setting::Type::whole: {
-      if (!value.is_number_unsigned()) return "must be a whole number in " + range_text(s) + ", got " + value.dump();
+      // A JSON literal 10 built in C++ is a signed integer, the same number parsed from a file unsigned.
+      const bool whole = value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0);
+      if (!whole) return "must be a whole number in " + range_text(s) + ", got " + value.dump();
       const std::uint64_t v = value.get<std::uint64_t>();
       if (v < s.whole_min || v > s.whole_max) return "must be in " + range_text(s) + ", got " + std::to_string(v);
       return "";

@@ -21,6 +21,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// What these tests give the task registry: a task name and the settings it reads (data::make_task ignores the
+// keys a task does not declare).
+struct TaskOptions {
+  std::string name = "kv_recall";
+  std::size_t n_keys = 8, n_values = 8, n_pairs = 8, seq_len = 16, n_symbols = 8;
+  std::string text_path, data_dir;
+  std::size_t vocab_size = 0;
+  bool shuffle = false;
+};
+std::unique_ptr<xgrad::data::Task> make_task(const TaskOptions& o) {
+  const nlohmann::json values{{"n_keys", o.n_keys}, {"n_values", o.n_values}, {"n_pairs", o.n_pairs},
+                              {"seq_len", o.seq_len}, {"n_symbols", o.n_symbols}, {"text", o.text_path},
+                              {"data", o.data_dir}, {"vocab_size", o.vocab_size}, {"shuffle", o.shuffle}};
+  return xgrad::data::make_task(o.name, xgrad::SettingValues(values));
+}
+
+
 fs::path temp_dir(const std::string& name) {
   fs::path p = fs::temp_directory_path() / ("xgrad_test_npy_task_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
@@ -214,8 +231,8 @@ TEST_CASE("xgrad train --task data learns a pattern from token arrays; its flags
   write_npy(dir / "targets.npy", N, T, targets);
   train::TrainConfig c;
   c.task = "data";
-  c.data_dir = dir.string();
-  c.shuffle = true;
+  c.settings.set("data", dir.string());
+  c.settings.set("shuffle", true);
   c.d_model = 16;
   c.batch_size = 16;
   c.steps = 150;
@@ -239,12 +256,12 @@ TEST_CASE("xgrad train --task data learns a pattern from token arrays; its flags
   e.eval_every = 10;
   CHECK(config_error(e).find("--eval-every: the data in") != std::string::npos);
   e = c;
-  e.task = "kv_recall";
-  CHECK(config_error(e).find("--data is read only by --task data") != std::string::npos);
-  e.data_dir.clear();
+  e.task = "kv_recall";  // assigned, not set_setting: the data task's settings stay, and are refused
+  CHECK(config_error(e).find("--data is read only by --task data (the task is kv_recall)") != std::string::npos);
+  e.settings = xgrad::SettingValues(nlohmann::json{{"shuffle", true}});
   CHECK(config_error(e).find("--shuffle is read only by --task data") != std::string::npos);
   e = c;
-  e.data_vocab_size = 5;
+  e.settings.set("vocab_size", 5);
   CHECK(config_error(e).find("--data: data: the files hold token id 11, not below vocab_size 5") == 0);
   fs::remove_all(dir);
 }

@@ -41,7 +41,11 @@ TrainConfig::TrainConfig() {
 
 void TrainConfig::validate() const {
   for (const CoreSetting& c : core_settings()) {
-    const std::string error = check_setting_value(c.setting, c.get(*this));
+    // d_k and d_ff as given (0: derived from d_model), not as config.json writes them
+    const nlohmann::json value = c.setting.key == "d_k" ? nlohmann::json(d_k)
+                                 : c.setting.key == "d_ff" ? nlohmann::json(d_ff)
+                                                           : c.get(*this);
+    const std::string error = check_setting_value(c.setting, value);
     require(error.empty(), c.setting.flag() + " " + error);
   }
   // Each component must be registered, and each of the given component settings read by one of them: a flag of

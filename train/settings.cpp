@@ -75,9 +75,9 @@ std::vector<CoreSetting> make_core_settings() {
                                                                              "training steps"),
                                                                Role::arm, true),
                                                      kRun)));
-  // The optimizer computes in float: a learning rate below the smallest normal float becomes 0 (or a subnormal
-  // that flush_denormals zeroes), one above the largest becomes inf.
-  t.push_back(bind(&TrainConfig::lr, for_commands(number_setting("lr", 3e-3, FLT_MIN, FLT_MAX, "learning rate"), kRun)));
+  // The optimizer computes in float: a learning rate below the smallest normal float (FLT_MIN, printed to 9
+  // digits) becomes 0 (or a subnormal that flush_denormals zeroes), one above the largest becomes inf.
+  t.push_back(bind(&TrainConfig::lr, for_commands(number_setting("lr", 3e-3, 1.17549435e-38, FLT_MAX, "learning rate"), kRun)));
   t.push_back(bind(&TrainConfig::optimizer, for_commands(text_setting("optimizer", "adamw", {}, "optimizer"), kRun)));
   t.push_back(bind(&TrainConfig::clip_grad_norm,
                    for_commands(number_setting("clip_grad_norm", 0.0, 0, 1e30,

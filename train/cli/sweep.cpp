@@ -116,7 +116,8 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   const nlohmann::json want = c.to_json();
   for (auto& [key, value] : want.items()) {
     const Setting* declared = find_setting(key);
-    if (declared && declared->resumable) continue;  // does not change what the run computes
+    // Where the run is written and how it reports progress do not make it another run.
+    if (declared && declared->resumable && declared->role == Setting::Role::record) continue;
     if (config.contains(key) && config.at(key) != value) {
       if (differing_key) *differing_key = key;
       return OnDisk::other;
