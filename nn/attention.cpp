@@ -233,7 +233,8 @@ xt::xarray<bool> causal_mask(std::size_t T) {
 MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads_, const std::string& scale_,
                                        bool causal_, Generator& gen, std::size_t max_seq_len, double init_gain,
                                        std::size_t d_k_, const SettingValues& settings)
-    : d_model(d_model_), n_heads(n_heads_), d_k(d_k_), scale(scale_), causal(causal_) {
+    : d_model(d_model_), d_k(d_k_), scale(scale_), causal(causal_), heads_(n_heads_) {
+  const std::size_t n_heads = heads_;
   if (d_model == 0 || n_heads == 0 || (d_k == 0 && d_model % n_heads != 0))
     throw Error("MultiHeadAttention: d_model (" + std::to_string(d_model) + ") must be a positive multiple of n_heads (" +
                 std::to_string(n_heads) + ") unless d_k is given");
@@ -263,7 +264,7 @@ void MultiHeadAttention::project(const Tensor& x, Tensor& q, Tensor& k, Tensor& 
     throw Error("MultiHeadAttention: input must be [B, T, " + std::to_string(d_model) + "], got " +
                 shape_str(x.shape()));
   const auto B = static_cast<std::int64_t>(x.size(0)), T = static_cast<std::int64_t>(x.size(1));
-  const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(d_k);
+  const auto H = static_cast<std::int64_t>(heads_), D = static_cast<std::int64_t>(d_k);
   if (is_training() && grad_enabled()) scaling->update_state(w_q->weight, w_k->weight);
   if (scaling->transforms_weights()) {
     const auto weights = scaling->transform_weights(w_q->weight, w_k->weight, scaling->parameters());
@@ -284,7 +285,7 @@ void MultiHeadAttention::project(const Tensor& x, Tensor& q, Tensor& k, Tensor& 
 Tensor MultiHeadAttention::forward(const Tensor& x) {
   Tensor q, k, v;
   project(x, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
-  Tensor out = attention_heads(q, k, v, n_heads, causal, scaling, record_attention ? &last : nullptr);
+  Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr);
   return w_o->forward(out);
 }
 
@@ -294,7 +295,27 @@ Tensor MultiHeadAttention::forward_reference(const Tensor& x) {
                 shape_str(x.shape()));
   if (is_training() && grad_enabled()) scaling->update_state(w_q->weight, w_k->weight);
   return multi_head_attention_reference(x, w_q->weight, w_k->weight, w_v->weight, w_o->weight, *scaling,
-                                        scaling->parameters(), n_heads, causal);
+                                        scaling->parameters(), heads_, causal);
 }
+
+double MultiHeadAttention::effective_multiplier(std::size_t T) const { return scaling->effective_multiplier(T); }
+
+namespace {
+
+AttentionLayerEntry make_entry() {
+  AttentionLayerEntry e;
+  e.name = "multi_head";
+  e.description = "multi-head attention, scores scaled by --scale (Vaswani et al. 2017, sec. 3.2.2)";
+  e.order = 0;
+  e.build = [](const AttentionLayerContext& c, Generator& gen) {
+    return std::make_shared<MultiHeadAttention>(c.d_model, c.n_heads, c.scale, c.causal, gen, c.max_seq_len,
+                                                c.init_gain, c.d_k, c.settings);
+  };
+  return e;
+}
+
+const Registration<AttentionLayerEntry> registration{make_entry()};
+
+}  // namespace
 
 }  // namespace xgrad::nn

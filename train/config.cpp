@@ -40,6 +40,11 @@ void TrainConfig::validate() const {
   } catch (const RegistryError& e) {
     throw ConfigError(std::string("--scale: ") + e.what());
   }
+  try {
+    Registry<nn::AttentionLayerEntry>::instance().at(attention);
+  } catch (const RegistryError& e) {
+    throw ConfigError(std::string("--attention: ") + e.what());
+  }
   require(d_model >= 1, "--d-model must be >= 1");
   require(n_heads >= 1, "--n-heads must be >= 1");
   require(head_dim > 0 || d_model % n_heads == 0, "--d-model (" + std::to_string(d_model) +
@@ -131,6 +136,7 @@ nlohmann::json TrainConfig::to_json() const {
       {"residual", residual},
       {"causal", causal},
       {"scale", scale},
+      {"attention", attention},
       {"emb_init_std", emb_init_std},
       {"proj_init_gain", proj_init_gain},
       {"batch_size", batch_size},
@@ -218,6 +224,12 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& s
     Registry<nn::ScalingEntry>::instance().at(c.scale);
   } catch (const std::exception& e) {
     throw ConfigError(source + ": 'scale': " + e.what());
+  }
+  read_key(j, "attention", c.attention, source);
+  try {
+    Registry<nn::AttentionLayerEntry>::instance().at(c.attention);
+  } catch (const std::exception& e) {
+    throw ConfigError(source + ": 'attention': " + e.what());
   }
   read_key(j, "emb_init_std", c.emb_init_std, source);
   read_key(j, "proj_init_gain", c.proj_init_gain, source);

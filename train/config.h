@@ -32,6 +32,7 @@ struct TrainConfig {
   std::size_t head_dim = 0;  // --d-k: the head size d_k; 0 means d_model / n_heads
   bool mlp = true, layer_norm = true, residual = true, causal = true;
   std::string scale = "sqrt_dk";  // a registered scaling (nn/scaling.h)
+  std::string attention = "multi_head";  // a registered attention layer (nn/attention_layer.h)
   double emb_init_std = 1.0, proj_init_gain = 1.0;
   // optimisation
   std::size_t batch_size = 64, steps = 800;

@@ -41,6 +41,7 @@ nn::ModelConfig model_config(const TrainConfig& cfg, const data::Task& task) {
   mc.residual = cfg.residual;
   mc.causal = cfg.causal;
   mc.scale = cfg.scale;
+  mc.attention = cfg.attention;
   mc.emb_init_std = cfg.emb_init_std;
   mc.proj_init_gain = cfg.proj_init_gain;
   return mc;

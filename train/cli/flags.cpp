@@ -191,6 +191,11 @@ void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool 
       ->capture_default_str()
       ->check(whole_number(2, 4096));
   app.add_option("--text", c.text_path, "char_lm: a UTF-8 text file (the last 10% is held out for eval_loss)");
+  app.add_option("--attention", c.attention,
+                 "attention layer of each block (allowed: " +
+                     Registry<nn::AttentionLayerEntry>::instance().joined_names() + ")")
+      ->capture_default_str()
+      ->check(CLI::IsMember(Registry<nn::AttentionLayerEntry>::instance().names()));
   app.add_option("--d-model", c.d_model, "model width")->capture_default_str()
       ->check(whole_number(1, 16384));
   if (with_model_size) {

@@ -63,6 +63,7 @@ std::vector<std::string> to_args(const TrainConfig& c) {
                              "--residual", c.residual ? "true" : "false",
                              "--causal", c.causal ? "true" : "false",
                              "--scale", c.scale,
+                             "--attention", c.attention,
                              "--emb-init-std", num(c.emb_init_std),
                              "--proj-init-gain", num(c.proj_init_gain),
                              "--batch-size", std::to_string(c.batch_size),
