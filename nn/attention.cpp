@@ -4,8 +4,10 @@
 #include <cmath>
 
 #include "autograd/blas.h"
-#include "autograd/parallel.h"
-#include "autograd/vector_math.h"
+#include "autograd/kernels/gradient_buffers.h"
+#include "autograd/kernels/parallel.h"
+#include "autograd/kernels/softmax.h"
+#include "autograd/kernels/vector_math.h"
 
 namespace xgrad::nn {
 
@@ -71,7 +73,7 @@ namespace {
 // attention differentiated by hand): dP = dO V^T, dS = P * (dP - rowsum(dP * P)), dQ = scale dS K,
 // dK = scale dS^T Q, dV = P^T dO. With `record`, the scores S (softmax input), P, and q, k as [B, H, T, d_k] are
 // kept there, and backward stores dS as the scores' gradient (what retain_grad gives on the unfused path).
-// The (b, h) pairs run in parallel (autograd/parallel.h): each writes only its own blocks, so results do not
+// The (b, h) pairs run in parallel (autograd/kernels/parallel.h): each writes only its own blocks, so results do not
 // depend on the thread count.
 Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
                        double scale, AttentionRecord* record) {
