@@ -78,7 +78,7 @@ nn::ModelConfig model_config(const BenchConfig& c) {
   mc.layer_norm = true;
   mc.residual = true;
   mc.causal = true;
-  mc.scale = nn::ScaleMode::sqrt_dk;
+  mc.scale = "sqrt_dk";
   return mc;
 }
 

@@ -11,46 +11,26 @@
 
 namespace xgrad::nn {
 
-const std::vector<std::string>& scale_mode_names() {
-  static const std::vector<std::string> names{"none", "sqrt_dk", "dk", "qk_layernorm", "learned"};
-  return names;
-}
+namespace {
 
-ScaleMode parse_scale_mode(const std::string& name) {
-  if (name == "none") return ScaleMode::none;
-  if (name == "sqrt_dk") return ScaleMode::sqrt_dk;
-  if (name == "dk") return ScaleMode::dk;
-  if (name == "qk_layernorm") return ScaleMode::qk_layernorm;
-  if (name == "learned") return ScaleMode::learned;
-  throw Error("scale mode '" + name + "' is unknown (allowed: none, sqrt_dk, dk, qk_layernorm, learned)");
-}
-
-std::string to_string(ScaleMode mode) {
-  switch (mode) {
-    case ScaleMode::none: return "none";
-    case ScaleMode::sqrt_dk: return "sqrt_dk";
-    case ScaleMode::dk: return "dk";
-    case ScaleMode::qk_layernorm: return "qk_layernorm";
-    case ScaleMode::learned: return "learned";
-  }
-  return "?";
-}
-
-double scale_factor(ScaleMode mode, std::size_t d_k) {
-  switch (mode) {
-    case ScaleMode::none: return 1.0;
-    case ScaleMode::sqrt_dk: return 1.0 / std::sqrt(static_cast<double>(d_k));
-    case ScaleMode::dk: return 1.0 / static_cast<double>(d_k);
-    case ScaleMode::qk_layernorm: return 1.0 / std::sqrt(static_cast<double>(d_k));
-    case ScaleMode::learned: return 1.0;
-  }
-  return 1.0;
-}
-
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
-                                    double scale, AttentionRecord* record) {
+// scaled_dot_product_attention's body: scores = f(scale · r_i · q k^T) with r and f from `scaling` when given.
+Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask, double scale,
+                          const AttentionScaling* scaling, AttentionRecord* record) {
   Tensor scores = matmul(q, transpose(k, -2, -1));
   if (scale != 1.0) scores = scores * scale;
+  if (scaling) {
+    const std::size_t T = q.size(-2);
+    const std::vector<float> rows = scaling->row_multipliers(T);
+    if (!rows.empty()) {
+      if (rows.size() != T)
+        throw Error("attention: the scaling gave " + std::to_string(rows.size()) + " row multipliers for " +
+                    std::to_string(T) + " queries");
+      xt::xarray<float> r = xt::xarray<float>::from_shape({T, 1});
+      std::copy(rows.begin(), rows.end(), r.data());
+      scores = scores * Tensor(std::move(r));
+    }
+    if (scaling->transforms_scores()) scores = scaling->transform_scores(scores);
+  }
   if (mask) scores = masked_fill(scores, *mask, -INFINITY);
   Tensor probs = softmax(scores);
   if (record) {
@@ -61,28 +41,50 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return matmul(probs, v);
 }
 
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
+                                    double scale, AttentionRecord* record) {
+  return composed_attention(q, k, v, mask, scale, nullptr, record);
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
+                                    const AttentionScaling& scaling, AttentionRecord* record) {
+  return composed_attention(q, k, v, mask, scaling.multiplier(), &scaling, record);
+}
+
 namespace {
 
 // Multi-head attention on heads laid out as the projections produce them: q, k, v are [B, T, H * d_k] with head h
-// in columns [h d_k, (h + 1) d_k). For each batch element b and head h, with Q, K, V the [T, d_k] head blocks:
-//   S = scale * Q K^T, causal: S_ij = -inf for j > i;  P = softmax(S) (rows);  O = P V.
+// in columns [h d_k, (h + 1) d_k). For each batch element b and head h, with Q, K, V the [T, d_k] head blocks and
+// c, r, f the scaling's multiplier, row multipliers and score transform (nn/scaling.h):
+//   Z = c Q K^T, Z_ij *= r_i;  S = f(Z);  causal: S_ij = -inf for j > i;  P = softmax(S) (rows);  O = P V.
 // Returns O as [B, T, H * d_k], ready for the output projection. The same function as permute →
 // scaled_dot_product_attention → permute back, fused: every GEMM reads and writes the head blocks in place through
-// the row stride H * d_k (no [B, H, T, d_k] copies), the scale rides on the GEMM's alpha, and the mask and softmax
-// are applied to S in place, so only P is stored for backward. Backward, per head (Vaswani et al. 2017's
-// attention differentiated by hand): dP = dO V^T, dS = P * (dP - rowsum(dP * P)), dQ = scale dS K,
-// dK = scale dS^T Q, dV = P^T dO. With `record`, the scores S (softmax input), P, and q, k as [B, H, T, d_k] are
-// kept there, and backward stores dS as the scores' gradient (what retain_grad gives on the unfused path).
+// the row stride H * d_k (no [B, H, T, d_k] copies), c rides on the GEMM's alpha, and the row multipliers, f, the
+// mask and the softmax are applied to S in place, so only P (and Z when f is not the identity) is stored for
+// backward. Backward, per head (Vaswani et al. 2017's attention differentiated by hand): dP = dO V^T,
+// dS = P * (dP - rowsum(dP * P)), dZ = f'(Z) * dS, dZ_ij *= r_i, dQ = c dZ K, dK = c dZ^T Q, dV = P^T dO. A
+// scaling without r and f (none, sqrt_dk, dk) runs exactly the GEMMs and softmax and nothing else.
+// With `record`, the scores S (softmax input), P, and q, k as [B, H, T, d_k] are kept there, and backward stores dS
+// as the scores' gradient (what retain_grad gives on the unfused path).
 // The (b, h) pairs run in parallel (autograd/kernels/parallel.h): each writes only its own blocks, so results do not
 // depend on the thread count.
 Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
-                       double scale, AttentionRecord* record) {
+                       const std::shared_ptr<const AttentionScaling>& scaling, AttentionRecord* record) {
   const std::size_t B = q.size(0), T = q.size(1), HD = q.size(2), H = n_heads, D = HD / H;
-  const float alpha = static_cast<float>(scale);
+  const float alpha = static_cast<float>(scaling->multiplier());
+  const std::vector<float> rows = scaling->row_multipliers(T);
+  if (!rows.empty() && rows.size() != T)
+    throw Error("attention: the scaling gave " + std::to_string(rows.size()) + " row multipliers for " +
+                std::to_string(T) + " queries");
+  // Kept for backward only when f is not the identity: its derivative is taken at Z.
+  const std::shared_ptr<const AttentionScaling> transform = scaling->transforms_scores() ? scaling : nullptr;
   xt::xarray<float> probs = xt::xarray<float>::from_shape({B, H, T, T});
   xt::xarray<float> out = xt::xarray<float>::from_shape({B, T, HD});
-  xt::xarray<float> scores;
+  xt::xarray<float> scores, pre_transform;
   if (record) scores = xt::xarray<float>::from_shape({B, H, T, T});
+  if (transform) pre_transform = xt::xarray<float>::from_shape({B, H, T, T});
   const float* Q = q.value().data();
   const float* K = k.value().data();
   const float* V = v.value().data();
@@ -95,6 +97,17 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
       const std::size_t head = b * T * HD + h * D;  // offset of the [T, d_k] block, row stride HD
       float* P = probs.data() + pair * T * T;
       blas::gemm<float>(false, true, T, T, D, alpha, Q + head, HD, K + head, HD, 0.0f, P, T);
+      if (!rows.empty() || transform)
+        for (std::size_t i = 0; i < T; ++i) {
+          float* row = P + i * T;
+          const std::size_t keys = causal ? i + 1 : T;  // the entries the mask leaves
+          if (!rows.empty())
+            for (std::size_t j = 0; j < keys; ++j) row[j] *= rows[i];
+          if (transform) {
+            std::copy(row, row + T, pre_transform.data() + pair * T * T + i * T);
+            transform->transform_scores(row, row, keys);
+          }
+        }
       if (causal)
         for (std::size_t i = 0; i < T; ++i) std::fill(P + i * T + i + 1, P + (i + 1) * T, -INFINITY);
       if (record) std::copy(P, P + T * T, scores.data() + pair * T * T);
@@ -122,7 +135,8 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
   }
   return make_result<float>(
       "attention", std::move(out), {q, k, v},
-      [B, T, HD, H, D, alpha, probs = std::move(probs), score_node](Node<float>& self) {
+      [B, T, HD, H, D, alpha, causal, rows, transform, probs = std::move(probs),
+       pre_transform = std::move(pre_transform), score_node](Node<float>& self) {
         const float* Q = self.inputs[0]->value.data();
         const float* K = self.inputs[1]->value.data();
         const float* V = self.inputs[2]->value.data();
@@ -158,6 +172,14 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
               for (std::size_t j = 0; j < T; ++j) d[j] = p[j] * (d[j] - dot);
             }
             if (score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + pair * T * T);
+            if (!rows.empty() || transform)
+              for (std::size_t i = 0; i < T; ++i) {  // dZ from dS (masked entries have dS = 0 and stay 0)
+                float* d = dS.data() + i * T;
+                const std::size_t keys = causal ? i + 1 : T;
+                if (transform) transform->transform_scores_backward(pre_transform.data() + pair * T * T + i * T, d, keys);
+                if (!rows.empty())
+                  for (std::size_t j = 0; j < keys; ++j) d[j] *= rows[i];
+              }
             if (need_q)
               blas::gemm<float>(false, false, T, D, T, alpha, dS.data(), T, K + head, HD, beta_q, dQ + head, HD);
             if (need_k)
@@ -177,13 +199,16 @@ xt::xarray<bool> causal_mask(std::size_t T) {
   return m;
 }
 
-MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads_, ScaleMode scale_, bool causal_,
-                                       Generator& gen, std::size_t max_seq_len, double init_gain, std::size_t d_k_)
+MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads_, const std::string& scale_,
+                                       bool causal_, Generator& gen, std::size_t max_seq_len, double init_gain,
+                                       std::size_t d_k_, const SettingValues& settings)
     : d_model(d_model_), n_heads(n_heads_), d_k(d_k_), scale(scale_), causal(causal_) {
   if (d_model == 0 || n_heads == 0 || (d_k == 0 && d_model % n_heads != 0))
     throw Error("MultiHeadAttention: d_model (" + std::to_string(d_model) + ") must be a positive multiple of n_heads (" +
                 std::to_string(n_heads) + ") unless d_k is given");
   if (d_k == 0) d_k = d_model / n_heads;
+  // Built before the projections draw their weights, so an unknown name fails before any work.
+  std::shared_ptr<AttentionScaling> built = make_scaling(scale, n_heads, d_k, max_seq_len, causal, settings);
   const std::size_t inner = n_heads * d_k;
   w_q = register_module("w_q", std::make_shared<Linear>(d_model, inner, false, gen));
   w_k = register_module("w_k", std::make_shared<Linear>(d_model, inner, false, gen));
@@ -191,42 +216,48 @@ MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads
   w_o = register_module("w_o", std::make_shared<Linear>(inner, d_model, false, gen));
   if (init_gain != 1.0)
     for (auto* w : {&w_q->weight, &w_k->weight, &w_v->weight, &w_o->weight}) w->mutable_value() *= static_cast<float>(init_gain);
-  if (scale == ScaleMode::qk_layernorm) {
-    q_norm = register_module("q_norm", std::make_shared<LayerNorm>(d_k));
-    k_norm = register_module("k_norm", std::make_shared<LayerNorm>(d_k));
-  }
-  if (scale == ScaleMode::learned) {
-    const double T = static_cast<double>(std::max<std::size_t>(max_seq_len, 2));
-    qk_gain = register_parameter("qk_gain", full<float>({1}, std::log2(T * T - T)));
-  }
+  scaling = register_inline_module(std::move(built));
+  scaling->init_weights(w_q->weight, w_k->weight);
 }
 
-Tensor MultiHeadAttention::forward(const Tensor& x) {
+void MultiHeadAttention::project(const Tensor& x, Tensor& q, Tensor& k, Tensor& v) {
   if (x.dim() != 3 || x.size(2) != d_model)
     throw Error("MultiHeadAttention: input must be [B, T, " + std::to_string(d_model) + "], got " +
                 shape_str(x.shape()));
   const auto B = static_cast<std::int64_t>(x.size(0)), T = static_cast<std::int64_t>(x.size(1));
   const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(d_k);
-  // q, k, v stay [B, T, H d_k] as the projections give them: attention_heads reads the heads in place.
-  Tensor q = w_q->forward(x), k = w_k->forward(x), v = w_v->forward(x);
-  if (scale == ScaleMode::qk_layernorm || scale == ScaleMode::learned) {
-    // Both normalise each head's d_k vector, so they see the heads as [B, T, H, d_k] (the same memory).
-    q = reshape(q, {B, T, H, D});
-    k = reshape(k, {B, T, H, D});
-    if (scale == ScaleMode::qk_layernorm) {
-      q = q_norm->forward(q);
-      k = k_norm->forward(k);
-    } else {
-      // q/|q| scaled by the learned temperature g, so (g q̂)·k̂ = g cos(q, k). eps keeps a zero vector finite.
-      auto unit = [](const Tensor& t) { return t / sqrt(sum(t * t, {-1}, true) + 1e-12); };
-      q = unit(q) * qk_gain;
-      k = unit(k);
-    }
-    q = reshape(q, {B, T, H * D});
-    k = reshape(k, {B, T, H * D});
+  if (scaling->transforms_weights()) {
+    const auto weights = scaling->transform_weights(w_q->weight, w_k->weight);
+    q = matmul(x, weights.first);
+    k = matmul(x, weights.second);
+  } else {
+    q = w_q->forward(x);
+    k = w_k->forward(x);
   }
-  Tensor out = attention_heads(q, k, v, n_heads, causal, scale_factor(scale, d_k), record_attention ? &last : nullptr);
+  v = w_v->forward(x);
+  if (scaling->transforms_qk()) {  // per head: [B, T, H, d_k] views of the same memory
+    auto qk = scaling->transform_qk(reshape(q, {B, T, H, D}), reshape(k, {B, T, H, D}));
+    q = reshape(qk.first, {B, T, H * D});
+    k = reshape(qk.second, {B, T, H * D});
+  }
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x) {
+  Tensor q, k, v;
+  project(x, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
+  Tensor out = attention_heads(q, k, v, n_heads, causal, scaling, record_attention ? &last : nullptr);
   return w_o->forward(out);
+}
+
+Tensor MultiHeadAttention::forward_reference(const Tensor& x) {
+  Tensor q, k, v;
+  project(x, q, k, v);
+  const auto B = static_cast<std::int64_t>(x.size(0)), T = static_cast<std::int64_t>(x.size(1));
+  const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(d_k);
+  auto heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };  // [B, H, T, d_k]
+  const xt::xarray<bool> mask = causal_mask(static_cast<std::size_t>(T));
+  Tensor out = scaled_dot_product_attention(heads(q), heads(k), heads(v), causal ? &mask : nullptr, *scaling);
+  return w_o->forward(reshape(transpose(out, 1, 2), {B, T, H * D}));
 }
 
 }  // namespace xgrad::nn

@@ -1,4 +1,4 @@
-// Multi-head self-attention with a run-time choice of how the attention scores are scaled.
+// Multi-head self-attention with a run-time choice of how the attention scores are scaled (nn/scaling.h).
 #pragma once
 
 #include <memory>
@@ -6,28 +6,9 @@
 #include <vector>
 
 #include "nn/layers.h"
+#include "nn/scaling.h"
 
 namespace xgrad::nn {
-
-/// How q·k scores are scaled before the softmax.
-enum class ScaleMode {
-  none,          ///< scores = q·k (no scaling)
-  sqrt_dk,       ///< scores = q·k / sqrt(d_k) (Vaswani et al. 2017, "Attention Is All You Need", eq. 1)
-  dk,            ///< scores = q·k / d_k (muP: Yang et al. 2022, "Tensor Programs V", sec. 3 and App. J)
-  qk_layernorm,  ///< scores = LN(q)·LN(k) / sqrt(d_k), LayerNorm over d_k with learned weight and bias shared by the
-                 ///< heads (Dehghani et al. 2023, "Scaling Vision Transformers to 22 Billion Parameters", sec. 2.1)
-  learned,       ///< scores = g · (q/|q|)·(k/|k|): unit-normalised q and k times a learned scalar temperature g,
-                 ///< initialised to log2(T^2 - T) for T = max_seq_len (QKNorm: Henry et al. 2020, sec. 3, eq. 5)
-};
-
-/// "none" | "sqrt_dk" | "dk" | "qk_layernorm" | "learned" → ScaleMode; throws Error naming the allowed values.
-ScaleMode parse_scale_mode(const std::string& name);
-std::string to_string(ScaleMode mode);
-/// The names accepted by parse_scale_mode, in order.
-const std::vector<std::string>& scale_mode_names();
-/// The constant multiplier applied to q·k for this mode at this head size (1/sqrt(d_k) for qk_layernorm; 1 for
-/// learned, whose temperature is a parameter).
-double scale_factor(ScaleMode mode, std::size_t d_k);
 
 /// What an attention call recorded for saturation statistics, beside the graph: the softmax input (scaled scores,
 /// -inf where masked) as a tensor whose gradient backward fills in (on scaled_dot_product_attention's graph it is the
@@ -35,7 +16,7 @@ double scale_factor(ScaleMode mode, std::size_t d_k);
 struct AttentionRecord {
   Tensor scores;
   xt::xarray<float> probs;
-  xt::xarray<float> q, k;  // [B, H, T, d_k], as they enter q·k (after the mode's normalisation, before the scale)
+  xt::xarray<float> q, k;  // [B, H, T, d_k], as they enter q·k (after the scaling's transform_qk, before multipliers)
 };
 
 /// softmax(q @ k^T * scale, masked) @ v. q, k, v: [B, H, T, d_k]; mask: null for none, or broadcastable to
@@ -44,6 +25,13 @@ struct AttentionRecord {
 /// If `record` is non-null the scores and weights are recorded there. Returns [B, H, T, d_k].
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
                                     double scale, AttentionRecord* record = nullptr);
+
+/// scaled_dot_product_attention with the score hooks of `scaling` (nn/scaling.h), from plain autograd ops: scores
+/// = f(multiplier · r_i · q @ k^T), masked, softmax, @ v. q, k are taken as they enter q·k (after transform_qk; the
+/// weight and q/k hooks are the caller's). The reference the fused attention of MultiHeadAttention is tested
+/// against. Shapes and mask as above; throws what the ops throw on mismatched shapes.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
+                                    const AttentionScaling& scaling, AttentionRecord* record = nullptr);
 
 /// [T, T] boolean mask, true above the diagonal: position i may attend to j <= i only.
 xt::xarray<bool> causal_mask(std::size_t T);
@@ -57,23 +45,35 @@ xt::xarray<bool> causal_mask(std::size_t T);
 /// copies); it computes what scaled_dot_product_attention computes on the heads permuted to [B, H, T, d_k].
 class MultiHeadAttention : public Module {
  public:
-  /// Throws Error unless d_model > 0, n_heads > 0 and (d_k > 0 or d_model % n_heads == 0). `max_seq_len` sets the
-  /// initial temperature of the learned mode; `init_gain` multiplies the std of the projections' LeCun init;
-  /// d_k = 0 means d_model / n_heads.
-  MultiHeadAttention(std::size_t d_model, std::size_t n_heads, ScaleMode scale, bool causal, Generator& gen,
-                     std::size_t max_seq_len = 16, double init_gain = 1.0, std::size_t d_k = 0);
+  /// `scale` names a registered scaling (nn/scaling.h), built with its settings from `settings` (defaults for
+  /// missing keys). Throws Error unless d_model > 0, n_heads > 0 and (d_k > 0 or d_model % n_heads == 0);
+  /// RegistryError listing the registered scalings for an unknown `scale`. `max_seq_len` is the longest sequence
+  /// forward takes (some scalings size their state by it); `init_gain` multiplies the std of the projections'
+  /// LeCun init; d_k = 0 means d_model / n_heads.
+  MultiHeadAttention(std::size_t d_model, std::size_t n_heads, const std::string& scale, bool causal, Generator& gen,
+                     std::size_t max_seq_len = 16, double init_gain = 1.0, std::size_t d_k = 0,
+                     const SettingValues& settings = SettingValues());
+  /// x: [B, T, d_model] → [B, T, d_model], through the fused attention op. Throws Error on another input shape.
   Tensor forward(const Tensor& x);
+  /// The same function from plain autograd ops (heads permuted to [B, H, T, d_k], then
+  /// scaled_dot_product_attention with the scaling's hooks): the reference forward() is tested against. Records
+  /// nothing; advances a scaling's state as forward() does.
+  Tensor forward_reference(const Tensor& x);
 
   std::size_t d_model, n_heads, d_k;
-  ScaleMode scale;
+  std::string scale;  // the scaling's registry name
   bool causal;
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
-  std::shared_ptr<LayerNorm> q_norm, k_norm;  // qk_layernorm only, over d_k
-  Tensor qk_gain;                             // learned only, shape [1]
+  /// Its parameters are named as this layer's own ("blocks.0.attn.qk_gain").
+  std::shared_ptr<AttentionScaling> scaling;
 
   /// When true, forward() records its scores and weights in `last` (see AttentionRecord).
   bool record_attention = false;
   AttentionRecord last;
+
+ private:
+  /// q, k after the weight and q/k hooks, v: each [B, T, n_heads * d_k].
+  void project(const Tensor& x, Tensor& q, Tensor& k, Tensor& v);
 };
 
 }  // namespace xgrad::nn

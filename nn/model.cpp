@@ -7,7 +7,8 @@ namespace xgrad::nn {
 TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen) : residual(c.residual) {
   if (c.layer_norm) ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.d_model));
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(c.d_model, c.n_heads, c.scale, c.causal, gen,
-                                                                      c.max_seq_len, c.proj_init_gain, c.d_k));
+                                                                      c.max_seq_len, c.proj_init_gain, c.d_k,
+                                                                      c.settings));
   if (c.mlp) {
     if (c.layer_norm) ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.d_model));
     mlp = register_module("mlp", std::make_shared<MLP>(c.d_model, c.d_ff ? c.d_ff : 4 * c.d_model, gen));

@@ -20,7 +20,9 @@ struct ModelConfig {
   bool layer_norm = true;       // false: no LayerNorm in the blocks nor before the readout
   bool residual = true;         // false: each sublayer's output replaces its input instead of adding to it
   bool causal = true;
-  ScaleMode scale = ScaleMode::sqrt_dk;
+  std::string scale = "sqrt_dk";         // a registered scaling (nn/scaling.h)
+  std::string attention = "multi_head";  // a registered attention layer
+  SettingValues settings;  // the scaling's and attention layer's own settings (defaults for missing keys)
   double emb_init_std = 1.0;    // std of the token and positional embeddings at init
   double proj_init_gain = 1.0;  // multiplies the LeCun std N(0, 1/fan_in) of the attention projections
 };
@@ -40,11 +42,11 @@ class TransformerBlock : public Module {
 /// tokens [B, T] → logits [B, T, vocab_size]. Parameters: tok_emb.weight, pos_emb.weight, blocks.<i>.*, ln_f.*,
 /// head.weight/bias. Init: embeddings N(0, emb_init_std^2), projections LeCun normal N(0, 1/fan_in) (attention
 /// projections times proj_init_gain). With LayerNorm on, every q and k component then has variance ~1 at init.
-/// Two models built from the same config and seed have identical weights whatever the scale mode: the modes that
-/// add parameters (qk_layernorm, learned) draw no random numbers for them.
+/// Two models built from the same config and seed have identical weights whatever the scaling: scalings draw no
+/// random numbers (ScalingEntry::build).
 class AttentionModel : public Module {
  public:
-  /// Throws Error on a zero size or d_model not divisible by n_heads.
+  /// Throws Error on a zero size or d_model not divisible by n_heads, RegistryError on an unknown scaling.
   AttentionModel(const ModelConfig& config, std::uint64_t seed);
   Tensor forward(const index_array& tokens);
   /// The attention layers, first block first (for saturation statistics).

@@ -7,8 +7,10 @@ void Module::check_name(const std::string& name) const {
     throw Error("register: name '" + name + "' must be non-empty and contain no '.'");
   for (const auto& p : params_)
     if (p.first == name) throw Error("register: name '" + name + "' is already a parameter");
-  for (const auto& c : children_)
+  for (const auto& c : children_) {
     if (c.first == name) throw Error("register: name '" + name + "' is already a submodule");
+    if (c.first.empty()) c.second->check_name(name);  // an inline part's names are this module's names
+  }
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
@@ -20,7 +22,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
 
 void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
   for (const auto& p : params_) out.emplace_back(prefix + p.first, p.second);
-  for (const auto& c : children_) c.second->collect(prefix + c.first + ".", out);
+  for (const auto& c : children_) c.second->collect(c.first.empty() ? prefix : prefix + c.first + ".", out);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {

@@ -41,6 +41,18 @@ class Module {
     children_.emplace_back(name, module);
     return module;
   }
+  /// Registers a submodule whose parameters appear under this module's own prefix, as if this module had
+  /// registered them itself: for a part of this module's computation chosen at run time (an attention layer's
+  /// scaling), so parameter names do not depend on how the module is assembled. Throws xgrad::Error if one of the
+  /// part's own names is already taken here.
+  template <class M>
+  std::shared_ptr<M> register_inline_module(std::shared_ptr<M> module) {
+    const Module& part = *module;
+    for (const auto& p : part.params_) check_name(p.first);
+    for (const auto& c : part.children_) check_name(c.first);
+    children_.emplace_back("", module);
+    return module;
+  }
 
  private:
   void check_name(const std::string& name) const;

@@ -16,26 +16,40 @@ prefix=$work/prefix
   ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"} >"$work/configure.log"
 "$cmake_bin" --build "$work/build" -j2 >"$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
 
+# The project's own tests of its extensions (through xgrad's registries).
+(cd "$work/build" && ctest --output-on-failure >"$work/ctest.log" 2>&1) || { cat "$work/ctest.log"; exit 1; }
+
 my_xgrad=$work/build/my_xgrad
 xgrad=$prefix/bin/xgrad
 sweep=$work/sweep
 # A tiny model for a few steps: this proves the wiring, not the science.
-"$my_xgrad" sweep --out "$sweep" --scale none,sqrt_dk --d-k 4 --seeds 0 --arms adamw@0.01 --d-model 8 \
+"$my_xgrad" sweep --out "$sweep" --scale dk_power,sqrt_dk --d-k 4 --seeds 0 --arms adamw@0.01 --d-model 8 \
   --batch-size 4 --steps 6 --print-every 100 --jobs 2 >"$work/sweep.log" 2>&1 \
   || { cat "$work/sweep.log"; exit 1; }
-
-"$my_xgrad" compare "$sweep" --plots false >"$work/my_compare.txt" 2>&1 || { cat "$work/my_compare.txt"; exit 1; }
-"$xgrad" compare "$sweep" --plots false >"$work/compare.txt" 2>&1 || { cat "$work/compare.txt"; exit 1; }
 
 fail=0
 expect() {  # expect FILE TEXT: FILE contains TEXT
   grep -qF -- "$2" "$1" || { echo "FAIL: $1 does not contain '$2'"; cat "$1"; fail=1; }
 }
-for name in none sqrt_dk; do
+refuse() {  # refuse FILE TEXT: FILE does not contain TEXT
+  ! grep -qF -- "$2" "$1" || { echo "FAIL: $1 contains '$2'"; cat "$1"; fail=1; }
+}
+
+# The downstream build knows dk_power: table, report and plots show it beside the built-in sqrt_dk.
+"$my_xgrad" compare "$sweep" >"$work/my_compare.txt" 2>&1 || { cat "$work/my_compare.txt"; exit 1; }
+for name in dk_power sqrt_dk; do
   expect "$work/my_compare.txt" "$name"
+  expect "$sweep/report.md" "$name"
+done
+refuse "$work/my_compare.txt" "not registered"
+
+# Plain xgrad does not: it still compares, naming the scaling and warning that it draws it in a palette colour.
+"$xgrad" compare "$sweep" >"$work/compare.txt" 2>&1 || { cat "$work/compare.txt"; exit 1; }
+for name in dk_power sqrt_dk; do
   expect "$work/compare.txt" "$name"
   expect "$sweep/report.md" "$name"
 done
+expect "$work/compare.txt" "scaling 'dk_power' is not registered in this build"
 [ "$fail" -eq 0 ] || exit 1
 rm -rf "$work"
-echo "downstream: installed, built against the package, swept and compared"
+echo "downstream: installed, built against the package, tested, swept and compared"

@@ -11,7 +11,7 @@ using namespace xgrad;
 using namespace xgrad::nn;
 
 namespace {
-ModelConfig small_config(ScaleMode scale = ScaleMode::sqrt_dk) {
+ModelConfig small_config(const std::string& scale = "sqrt_dk") {
   ModelConfig c;
   c.vocab_size = 11;
   c.max_seq_len = 7;
@@ -48,14 +48,14 @@ TEST_CASE("module output shapes") {
   CHECK(Linear(8, 4, true, gen).forward(x).shape() == shape_t{3, 5, 4});
   CHECK(LayerNorm(8).forward(x).shape() == shape_t{3, 5, 8});
   CHECK(MLP(8, 16, gen).forward(x).shape() == shape_t{3, 5, 8});
-  MultiHeadAttention attn(8, 2, ScaleMode::sqrt_dk, true, gen);
+  MultiHeadAttention attn(8, 2, "sqrt_dk", true, gen);
   CHECK(attn.d_k == 4);
   CHECK(attn.forward(x).shape() == shape_t{3, 5, 8});
   CHECK(Embedding(11, 8, gen).forward(tokens(3, 5, 11)).shape() == shape_t{3, 5, 8});
   AttentionModel model(small_config(), 0);
   CHECK(model.forward(tokens(3, 7, 11)).shape() == shape_t{3, 7, 11});
   CHECK_THROWS_AS(model.forward(tokens(3, 8, 11)), Error);  // longer than max_seq_len
-  CHECK_THROWS_AS(MultiHeadAttention(10, 3, ScaleMode::none, true, gen), Error);
+  CHECK_THROWS_AS(MultiHeadAttention(10, 3, "none", true, gen), Error);
 }
 
 TEST_CASE("causal attention: a later token never changes an earlier position's output") {
@@ -71,9 +71,8 @@ TEST_CASE("causal attention: a later token never changes an earlier position's o
   CHECK(last_changed);
 }
 
-TEST_CASE("models with different scale modes start from identical weights") {
-  AttentionModel a(small_config(ScaleMode::sqrt_dk), 42), b(small_config(ScaleMode::none), 42),
-      c(small_config(ScaleMode::none), 43);
+TEST_CASE("models with different scalings start from identical weights") {
+  AttentionModel a(small_config("sqrt_dk"), 42), b(small_config("none"), 42), c(small_config("none"), 43);
   const auto pa = a.named_parameters(), pb = b.named_parameters(), pc = c.named_parameters();
   REQUIRE(pa.size() == pb.size());
   bool any_differs_with_seed = false;
@@ -85,12 +84,15 @@ TEST_CASE("models with different scale modes start from identical weights") {
   CHECK(any_differs_with_seed);
 }
 
-TEST_CASE("scale_factor: 1, 1/sqrt(d_k), 1/d_k; unknown names are rejected with the allowed list") {
-  CHECK(scale_factor(ScaleMode::none, 64) == 1.0);
-  CHECK(scale_factor(ScaleMode::sqrt_dk, 64) == doctest::Approx(0.125));
-  CHECK(scale_factor(ScaleMode::dk, 64) == doctest::Approx(1.0 / 64));
-  CHECK(parse_scale_mode("sqrt_dk") == ScaleMode::sqrt_dk);
-  CHECK_THROWS_WITH_AS(parse_scale_mode("sqrt"), doctest::Contains("allowed: none, sqrt_dk, dk"), Error);
+TEST_CASE("scaling multipliers: 1, 1/sqrt(d_k), 1/d_k; unknown names are rejected with the registered names") {
+  CHECK(make_scaling("none", 1, 64, 16, true)->multiplier() == 1.0);
+  // Computed as before the registry (1 / sqrt in double), so scaled runs keep their numbers bit for bit.
+  CHECK(make_scaling("sqrt_dk", 1, 64, 16, true)->multiplier() == 1.0 / std::sqrt(64.0));
+  CHECK(make_scaling("dk", 1, 64, 16, true)->multiplier() == 1.0 / 64.0);
+  CHECK_THROWS_WITH_AS(make_scaling("sqrt", 1, 64, 16, true),
+                       doctest::Contains("scaling 'sqrt' is unknown (allowed: none, sqrt_dk, dk"), RegistryError);
+  Generator gen(1);
+  CHECK_THROWS_AS(MultiHeadAttention(8, 2, "sqrt", true, gen), RegistryError);
 }
 
 TEST_CASE("init: LeCun normal projections have variance ~1/fan_in; at init unscaled scores have std ~sqrt(d_k)") {
@@ -102,7 +104,7 @@ TEST_CASE("init: LeCun normal projections have variance ~1/fan_in; at init unsca
   CHECK(s2 / static_cast<double>(w.size()) == doctest::Approx(1.0 / 256).epsilon(0.05));
 
   // Unit-variance inputs (what LayerNorm feeds attention): q.k std should be near sqrt(d_k) without scaling.
-  MultiHeadAttention attn(64, 1, ScaleMode::none, false, gen);
+  MultiHeadAttention attn(64, 1, "none", false, gen);
   attn.record_attention = true;
   Tensor x = zeros<float>({8, 16, 64});
   for (std::size_t i = 0; i < x.numel(); ++i) x.mutable_value().data()[i] = static_cast<float>(gen.normal());

@@ -291,7 +291,7 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
   r.lr = 0.1;
   CHECK(resume_error(r).find("--lr:") != std::string::npos);
   r = c;
-  r.scale = nn::ScaleMode::none;
+  r.scale = "none";
   CHECK(resume_error(r).find("--scale:") != std::string::npos);
   r = c;
   r.seed = 5;

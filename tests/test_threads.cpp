@@ -64,7 +64,7 @@ TrainTrace train_steps(int threads) {
   c.n_heads = 4;
   c.n_layers = 2;
   c.d_ff = 256;
-  c.scale = nn::ScaleMode::sqrt_dk;
+  c.scale = "sqrt_dk";
   nn::AttentionModel model(c, 7);
   auto attn = model.attention_layers().front();
   attn->record_attention = true;

@@ -105,6 +105,34 @@ TEST_CASE("metrics.csv and config.json hold what the README promises") {
   fs::remove_all(c.out);
 }
 
+TEST_CASE("MetricsReader: empty and non-numeric cells read as NaN; a row cut short ends the rows") {
+  const fs::path dir = temp_dir("metrics_reader");
+  fs::create_directories(dir);
+  const fs::path csv = dir / "metrics.csv";
+  std::ofstream(csv) << "step,loss\n0,1.5\n1,\n\n2,x\n3,2,9\n4,0.5\n";
+  MetricsReader reader(csv.string());
+  CHECK(reader.columns() == std::vector<std::string>{"step", "loss"});
+  REQUIRE(reader.next());
+  CHECK(reader.cells()[1] == 1.5);
+  CHECK(reader.malformed_cells() == 0);
+  REQUIRE(reader.next());
+  CHECK(std::isnan(reader.cells()[1]));
+  CHECK(reader.malformed_cells() == 1);
+  REQUIRE(reader.next());  // the empty line is skipped
+  CHECK(reader.cells()[0] == 2);
+  CHECK(std::isnan(reader.cells()[1]));
+  CHECK_FALSE(reader.next());  // three cells under two columns
+  CHECK(reader.cut());
+  CHECK(reader.rows() == 4);
+
+  std::ofstream(csv) << "step,loss\n0,1.5\n1,2.";  // the writer stopped mid-row
+  const MetricsTable t = read_metrics(csv.string());
+  CHECK(t.rows.size() == 1);
+  std::ofstream(csv) << "";
+  CHECK_THROWS_WITH_AS(MetricsReader(csv.string()), (csv.string() + " has no header row").c_str(), std::runtime_error);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("two runs with the same seed write identical loss columns; another seed does not") {
   TrainConfig c;
   c.d_model = 16;
@@ -157,7 +185,7 @@ TEST_CASE("to_args reproduces every setting (the experiment launches its runs wi
   c.d_model = 12;
   c.n_heads = 3;
   c.lr = 0.123456789012345;
-  c.scale = nn::ScaleMode::none;
+  c.scale = "none";
   c.mlp = false;
   c.out = "x";
   const auto args = to_args(c);
@@ -263,7 +291,7 @@ SweepConfig tiny_sweep(const fs::path& out) {
   s.base.print_every = 1000;
   s.d_ks = {4};
   s.seeds = {0};
-  s.scales = {nn::ScaleMode::none};
+  s.scales = {"none"};
   s.arms = {{"sgd", 0.1}};
   s.jobs = 1;
   s.out = out.string();

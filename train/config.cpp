@@ -35,6 +35,11 @@ void TrainConfig::validate() const {
     require(eval_every == 0 || arrays->has_eval_split(),
             "--eval-every: the data in " + data_dir + " has no held-out split (eval_inputs.npy and eval_targets.npy); "
             "add one or pass --eval-every 0");
+  try {
+    Registry<nn::ScalingEntry>::instance().at(scale);
+  } catch (const RegistryError& e) {
+    throw ConfigError(std::string("--scale: ") + e.what());
+  }
   require(d_model >= 1, "--d-model must be >= 1");
   require(n_heads >= 1, "--n-heads must be >= 1");
   require(head_dim > 0 || d_model % n_heads == 0, "--d-model (" + std::to_string(d_model) +
@@ -125,7 +130,7 @@ nlohmann::json TrainConfig::to_json() const {
       {"layer_norm", layer_norm},
       {"residual", residual},
       {"causal", causal},
-      {"scale", nn::to_string(scale)},
+      {"scale", scale},
       {"emb_init_std", emb_init_std},
       {"proj_init_gain", proj_init_gain},
       {"batch_size", batch_size},
@@ -208,10 +213,9 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& s
   read_key(j, "layer_norm", c.layer_norm, source);
   read_key(j, "residual", c.residual, source);
   read_key(j, "causal", c.causal, source);
-  std::string scale = nn::to_string(c.scale);
-  read_key(j, "scale", scale, source);
+  read_key(j, "scale", c.scale, source);
   try {
-    c.scale = nn::parse_scale_mode(scale);
+    Registry<nn::ScalingEntry>::instance().at(c.scale);
   } catch (const std::exception& e) {
     throw ConfigError(source + ": 'scale': " + e.what());
   }

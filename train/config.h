@@ -31,7 +31,7 @@ struct TrainConfig {
   std::size_t d_model = 64, n_heads = 1, n_layers = 1, d_ff = 0;
   std::size_t head_dim = 0;  // --d-k: the head size d_k; 0 means d_model / n_heads
   bool mlp = true, layer_norm = true, residual = true, causal = true;
-  nn::ScaleMode scale = nn::ScaleMode::sqrt_dk;
+  std::string scale = "sqrt_dk";  // a registered scaling (nn/scaling.h)
   double emb_init_std = 1.0, proj_init_gain = 1.0;
   // optimisation
   std::size_t batch_size = 64, steps = 800;
@@ -69,7 +69,7 @@ struct TrainConfig {
   nlohmann::json to_json() const;
   /// The configuration a config.json (to_json) describes; keys to_json writes and `j` lacks keep their defaults
   /// (runs written by older versions). Throws ConfigError naming the key and `source` for a value of the wrong type
-  /// or an unknown scale mode. `out` is taken from `j`.
+  /// or an unknown scaling. `out` is taken from `j`.
   static TrainConfig from_json(const nlohmann::json& j, const std::string& source);
 };
 

@@ -1,8 +1,7 @@
 #include "train/metrics_log.h"
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <limits>
 #include <stdexcept>
 
 namespace xgrad::train {
@@ -28,6 +27,48 @@ void MetricsLog::write(const std::vector<double>& row) {
   if (std::fflush(file_) != 0) throw std::runtime_error("writing " + path_ + " failed");
 }
 
+MetricsReader::MetricsReader(const std::string& path) : in_(path, std::ios::binary) {
+  if (!in_) throw std::runtime_error("cannot open " + path);
+  if (!std::getline(in_, header_) || header_.empty()) throw std::runtime_error(path + " has no header row");
+  for (std::size_t start = 0;;) {
+    const auto comma = header_.find(',', start);
+    columns_.push_back(header_.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  cells_.resize(columns_.size());
+}
+
+bool MetricsReader::next() {
+  while (std::getline(in_, line_)) {
+    // getline sets eof when the line had no newline: the writer stopped mid-row.
+    const bool no_newline = in_.eof();
+    if (line_.empty()) continue;
+    ++rows_;
+    malformed_ = 0;
+    std::size_t n_cells = 0;
+    for (std::size_t start = 0;;) {
+      if (n_cells < cells_.size()) {
+        const char* begin = line_.c_str() + start;
+        char* end = nullptr;
+        cells_[n_cells] = std::strtod(begin, &end);
+        // strtod returns 0 for an empty or unparsable cell; it reads as NaN, not as a measured zero.
+        if (end == begin || (*end != ',' && *end != '\0')) {
+          cells_[n_cells] = std::numeric_limits<double>::quiet_NaN();
+          ++malformed_;
+        }
+      }
+      ++n_cells;
+      const auto comma = line_.find(',', start);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    cut_ = no_newline || n_cells != columns_.size();
+    return !cut_;
+  }
+  return false;
+}
+
 std::size_t MetricsTable::column(const std::string& name) const {
   for (std::size_t i = 0; i < columns.size(); ++i)
     if (columns[i] == name) return i;
@@ -35,21 +76,10 @@ std::size_t MetricsTable::column(const std::string& name) const {
 }
 
 MetricsTable read_metrics(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
+  MetricsReader reader(path);
   MetricsTable t;
-  std::string line, cell;
-  if (!std::getline(in, line)) throw std::runtime_error(path + " is empty (no header row)");
-  std::stringstream header(line);
-  while (std::getline(header, cell, ',')) t.columns.push_back(cell);
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    std::vector<double> row;
-    std::stringstream ss(line);
-    while (std::getline(ss, cell, ',')) row.push_back(std::strtod(cell.c_str(), nullptr));
-    if (row.size() != t.columns.size()) break;  // a row cut short by a crash ends the table
-    t.rows.push_back(std::move(row));
-  }
+  t.columns = reader.columns();
+  while (reader.next()) t.rows.push_back(reader.cells());
   return t;
 }
 

@@ -1,7 +1,11 @@
-// metrics.csv: a header row, then one row per step, flushed as it is written so a crash loses nothing.
+// metrics.csv as a file: a header row of column names, then one row per step of numbers (%.9g, nan/inf as printf
+// spells them), comma-separated, each row flushed as it is written so a crash loses at most the row in progress.
+// MetricsLog writes it; MetricsReader reads it back for compare, resume and tests. The columns themselves are
+// train/run_files.h's.
 #pragma once
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -24,13 +28,45 @@ class MetricsLog {
   std::vector<std::string> columns_;
 };
 
-/// Reads a metrics.csv back: column names and rows of numbers (nan/inf allowed).
+/// Reads a metrics.csv row by row, so a long run's file is never held whole.
+class MetricsReader {
+ public:
+  /// Opens `path` and reads the header row. Throws std::runtime_error naming the path if it cannot be opened or has
+  /// no header row.
+  explicit MetricsReader(const std::string& path);
+  const std::vector<std::string>& columns() const { return columns_; }
+  /// The header row as it is in the file, without its newline.
+  const std::string& header() const { return header_; }
+  /// Reads the next data row (empty lines are skipped). False at the end of the file or at a row cut short: one
+  /// without its newline (the writer stopped mid-row) or with a cell count other than the number of columns.
+  bool next();
+  /// The last row read: its text without the newline, and one value per column; a cell that is empty or not a
+  /// number reads as NaN and is counted in malformed_cells().
+  const std::string& line() const { return line_; }
+  const std::vector<double>& cells() const { return cells_; }
+  std::size_t malformed_cells() const { return malformed_; }
+  /// Data rows read so far (the cut row, if any, included).
+  std::size_t rows() const { return rows_; }
+  /// next() returned false at a row cut short rather than at the end of the file.
+  bool cut() const { return cut_; }
+
+ private:
+  std::ifstream in_;
+  std::string header_, line_;
+  std::vector<std::string> columns_;
+  std::vector<double> cells_;
+  std::size_t malformed_ = 0, rows_ = 0;
+  bool cut_ = false;
+};
+
+/// A whole metrics.csv in memory: column names and its complete rows (a row cut short ends the table).
 struct MetricsTable {
   std::vector<std::string> columns;
   std::vector<std::vector<double>> rows;
   /// Index of a column; throws std::runtime_error naming the column if absent.
   std::size_t column(const std::string& name) const;
 };
+/// Reads `path` with MetricsReader. Throws std::runtime_error naming the path (see MetricsReader).
 MetricsTable read_metrics(const std::string& path);
 
 }  // namespace xgrad::train

@@ -194,9 +194,10 @@ void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool 
   app.add_option("--d-model", c.d_model, "model width")->capture_default_str()
       ->check(whole_number(1, 16384));
   if (with_model_size) {
-    app.add_option("--scale", scale, "attention score scaling (allowed: none, sqrt_dk, dk, qk_layernorm, learned)")
+    const auto& scalings = Registry<nn::ScalingEntry>::instance();
+    app.add_option("--scale", scale, "attention score scaling (allowed: " + scalings.joined_names() + ")")
         ->capture_default_str()
-        ->check(CLI::IsMember(nn::scale_mode_names()));
+        ->check(CLI::IsMember(scalings.names()));
   }
   if (with_model_size)
     app.add_option("--d-k", c.head_dim, "head size d_k (0 = d_model / n_heads)")
@@ -305,7 +306,7 @@ SweepConfig experiment_defaults() {
   c.base.log_every = 10;
   c.base.print_every = 100;
   c.d_ks = {16, 64, 256};
-  c.scales = {nn::ScaleMode::sqrt_dk, nn::ScaleMode::none};
+  c.scales = {"sqrt_dk", "none"};
   c.seeds = {0, 1, 2};
   c.arms = {{"sgd", 0.01}, {"sgd", 0.03}, {"adamw", 1e-3}};
   const unsigned cores = std::thread::hardware_concurrency();
@@ -316,13 +317,14 @@ SweepConfig experiment_defaults() {
 void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
   std::string unused_scale;
   add_training_flags(app, config.base, unused_scale, false, app.get_name());
-  for (auto s : config.scales) flags.scales.push_back(nn::to_string(s));
+  flags.scales = config.scales;
   for (auto& a : config.arms) flags.arms.push_back(a.optimizer + "@" + CLI::detail::to_string(a.lr));
   flags.seeds = config.seeds;
   flags.d_ks = config.d_ks;
   add_list_flag(app, "--scale", flags.scales,
-                "scale modes, e.g. --scale sqrt_dk,none (allowed: " + CLI::detail::join(nn::scale_mode_names()) + ")",
-                CLI::IsMember(nn::scale_mode_names()));
+                "scalings, e.g. --scale sqrt_dk,none (allowed: " +
+                    Registry<nn::ScalingEntry>::instance().joined_names() + ")",
+                CLI::IsMember(Registry<nn::ScalingEntry>::instance().names()));
   add_list_flag(app, "--d-k", flags.d_ks, "head sizes, e.g. --d-k 16,64,256 (d_model stays --d-model)",
                 whole_number(1, 8192));
   add_list_flag(app, "--seeds", flags.seeds, "weight seeds; seed k also picks data stream data_seed + k",
@@ -337,7 +339,7 @@ void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
 void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFlags& flags) {
   if (app.count("--data-seed") == 0) config.base.data_seed = 0;
   config.scales.clear();
-  for (auto& s : flags.scales) config.scales.push_back(nn::parse_scale_mode(s));
+  config.scales = flags.scales;
   config.arms.clear();
   for (auto& a : flags.arms) config.arms.push_back(parse_arm(a));
   config.seeds = flags.seeds;

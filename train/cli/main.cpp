@@ -50,7 +50,7 @@ void load_resume_defaults(const std::string& dir, TrainConfig& config, std::stri
     std::ifstream in(std::filesystem::path(dir) / "config.json");
     if (!in) return;
     config = TrainConfig::from_json(nlohmann::json::parse(in), dir + "/config.json");
-    scale = nn::to_string(config.scale);
+    scale = config.scale;
   } catch (const std::exception&) {
   }
   config.out = dir;
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
       } else if (train_cmd->count("--data-seed") == 0) {
         train_cfg.data_seed = train_cfg.seed;
       }
-      train_cfg.scale = nn::parse_scale_mode(train_scale);
+      train_cfg.scale = train_scale;
       install_stop_handlers();
       const RunSummary s = xgrad::train::train(train_cfg);
       if (s.stop_signal) return 128 + s.stop_signal;
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
       probe_cfg.out = "-";  // probe writes no files
       platform::set_threads(probe_cfg.threads);
       platform::set_flush_denormals(probe_cfg.flush_denormals);
-      const auto rows = probe(probe_cfg, probe_d_ks, {nn::ScaleMode::none, nn::ScaleMode::sqrt_dk});
+      const auto rows = probe(probe_cfg, probe_d_ks, {"none", "sqrt_dk"});
       std::cout << format_probe_table(rows);
       return 0;
     }

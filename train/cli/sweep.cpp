@@ -62,7 +62,7 @@ std::vector<std::string> to_args(const TrainConfig& c) {
                              "--layer-norm", c.layer_norm ? "true" : "false",
                              "--residual", c.residual ? "true" : "false",
                              "--causal", c.causal ? "true" : "false",
-                             "--scale", nn::to_string(c.scale),
+                             "--scale", c.scale,
                              "--emb-init-std", num(c.emb_init_std),
                              "--proj-init-gain", num(c.proj_init_gain),
                              "--batch-size", std::to_string(c.batch_size),
@@ -88,8 +88,8 @@ std::vector<std::string> to_args(const TrainConfig& c) {
 
 namespace {
 
-std::string run_name(std::size_t d_k, nn::ScaleMode scale, const Arm& arm, std::uint64_t seed) {
-  return fmt::format("dk{}-{}-{}-lr{}-s{}", d_k, nn::to_string(scale), arm.optimizer, arm.lr, seed);
+std::string run_name(std::size_t d_k, const std::string& scale, const Arm& arm, std::uint64_t seed) {
+  return fmt::format("dk{}-{}-{}-lr{}-s{}", d_k, scale, arm.optimizer, arm.lr, seed);
 }
 
 template <class V>
@@ -158,7 +158,7 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs) {
                          {"dir", fs::relative(r.config.out, cfg.out).string()},
                          {"status", r.status},
                          {"d_k", r.config.d_k()},
-                         {"scale", nn::to_string(r.config.scale)},
+                         {"scale", r.config.scale},
                          {"optimizer", r.config.optimizer},
                          {"lr", r.config.lr},
                          {"seed", r.config.seed},
@@ -190,7 +190,7 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   require_unique(cfg.d_ks, "--d-k");
   require_unique(cfg.seeds, "--seeds");
   std::vector<std::string> scale_names, arm_names;
-  for (auto s : cfg.scales) scale_names.push_back(nn::to_string(s));
+  for (const auto& s : cfg.scales) scale_names.push_back(s);
   for (auto& a : cfg.arms) arm_names.push_back(fmt::format("{}@{}", a.optimizer, a.lr));
   require_unique(scale_names, "--scale");
   require_unique(arm_names, "--arms");
@@ -199,7 +199,7 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   std::vector<SweepRun> runs;
   for (auto d_k : cfg.d_ks) {
     if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
-    for (auto scale : cfg.scales)
+    for (const auto& scale : cfg.scales)
       for (const auto& arm : cfg.arms)
         for (auto seed : cfg.seeds) {
           SweepRun r;

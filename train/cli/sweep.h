@@ -22,7 +22,7 @@ Arm parse_arm(const std::string& text);
 
 struct SweepConfig {
   TrainConfig base;  // every setting but scale, head size, seed, optimizer, lr and out
-  std::vector<nn::ScaleMode> scales{nn::ScaleMode::sqrt_dk, nn::ScaleMode::none};
+  std::vector<std::string> scales{"sqrt_dk", "none"};  // registered scalings (nn/scaling.h)
   std::vector<std::size_t> d_ks{16, 64, 256};
   std::vector<std::uint64_t> seeds{0, 1, 2};
   std::vector<Arm> arms{{"adamw", 3e-3}};

@@ -52,6 +52,7 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
   context.loss_threshold_option = options.loss_threshold;
   if (options.plots) {
     context.plots = write_plots(c, (out_dir / "plots").string());
+    for (const auto& w : context.plots.warnings) out << "warning: plots: " << w << "\n";
     if (!context.plots.note.empty()) out << "\nplots: " << context.plots.note << "\n";
     else out << "\nplots: " << context.plots.drawn.size() << " figures (PNG and SVG) in " << (out_dir / "plots").string()
              << "\n";

@@ -30,7 +30,7 @@ std::vector<ScalePair> scale_pairs(const Comparison& c) {
   for (const ArmStats& arm : c.arms) {
     const std::string key = key_without(arm.settings, {"scale"});
     if (groups.find(key) == groups.end()) order.push_back(key);
-    groups[key].push_back(&arm);  // arms are sorted with "none" first within equal other settings
+    groups[key].push_back(&arm);  // arms are sorted with the unscaled reference first within equal other settings
   }
   std::vector<ScalePair> pairs;
   for (const auto& key : order) {
@@ -41,7 +41,7 @@ std::vector<ScalePair> scale_pairs(const Comparison& c) {
   return pairs;
 }
 
-std::string mode_name(const ArmStats& arm) { return arm.scale() == "none" ? "unscaled" : arm.scale(); }
+std::string mode_name(const ArmStats& arm) { return is_reference_scale(arm.scale()) ? "unscaled" : arm.scale(); }
 
 std::string sig(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : format_number(v); }
 
@@ -189,7 +189,7 @@ StoryChecks story_checks(const Comparison& c) {
   for (const auto& [ref, other, label] : scale_pairs(c)) {
     const ArmStats& r = *ref;
     const ArmStats& o = *other;
-    if (r.scale() != "none") continue;
+    if (!is_reference_scale(r.scale())) continue;
     const std::string head = fmt::format("{}, unscaled vs {}: ", label, o.scale());
     std::vector<std::string> holds, fails, undecided;
 
@@ -295,7 +295,7 @@ StoryChecks story_checks(const Comparison& c) {
   const auto extra = distinguishing_keys(c.arms);
   for (const LrGroup& gr : c.lr_groups) {
     const ArmStats& rf = c.arms[gr.arms.front()];
-    if (rf.scale() != "none") continue;
+    if (!is_reference_scale(rf.scale())) continue;
     for (const LrGroup& go : c.lr_groups) {
       const ArmStats& of = c.arms[go.arms.front()];
       if (&go == &gr || key_without(of.settings, {"scale", "lr"}) != key_without(rf.settings, {"scale", "lr"}))

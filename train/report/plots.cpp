@@ -1,6 +1,8 @@
 #include "train/report/plots.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "nn/scaling.h"
 #include "train/report/tables.h"
 
 namespace xgrad::train {
@@ -76,12 +79,36 @@ const std::vector<FigureSpec>& figure_specs() {
   return specs;
 }
 
-// One colour per scale mode, the same in every panel: reds for unscaled, blues for sqrt_dk (Okabe-Ito-like hues).
-std::string colour_of(const std::string& scale) {
-  static const std::map<std::string, std::string> colours{
-      {"none", "C0392B"}, {"sqrt_dk", "1F4E9C"}, {"dk", "1E8449"}, {"qk_layernorm", "7D3C98"}, {"learned", "B7950B"}};
-  const auto it = colours.find(scale);
-  return it == colours.end() ? "424242" : it->second;
+// How a scaling's lines are drawn: colour RRGGBB (no '#') and gnuplot dash type (1 solid, 2 dashed, 3 dotted,
+// 4 dash-dot).
+struct ScalingStyle {
+  std::string colour;
+  int dash = 1;
+};
+
+bool is_hex_colour(const std::string& s) {
+  return s.size() == 7 && s[0] == '#' &&
+         std::all_of(s.begin() + 1, s.end(), [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)); });
+}
+
+// The registered entry's colour and dash style, the same in every panel. A scaling this build does not know (a run
+// written by a build with its own scalings) gets a colour from a fixed palette (Okabe & Ito's colour-blind-safe
+// hues), chosen by a hash of its name so it keeps its colour across comparisons, and a warning.
+ScalingStyle style_of(const std::string& scale, std::vector<std::string>& warnings) {
+  const nn::ScalingEntry* entry = Registry<nn::ScalingEntry>::instance().find(scale);
+  if (entry && is_hex_colour(entry->colour)) {
+    const auto& dashes = nn::scaling_dash_styles();
+    const auto it = std::find(dashes.begin(), dashes.end(), entry->dash);
+    return {entry->colour.substr(1), it == dashes.end() ? 1 : static_cast<int>(it - dashes.begin()) + 1};
+  }
+  static const std::vector<std::string> palette{"E69F00", "56B4E9", "009E73", "D55E00", "CC79A7", "0072B2", "000000"};
+  std::uint32_t hash = 2166136261u;  // FNV-1a
+  for (unsigned char ch : scale) hash = (hash ^ ch) * 16777619u;
+  const std::string colour = palette[hash % palette.size()];
+  warnings.push_back(fmt::format(entry ? "scaling '{}' declares colour '{}', not #RRGGBB; drawn in #{}"
+                                       : "scaling '{}' is not registered in this build{}; drawn in #{}",
+                                 scale, entry ? entry->colour : std::string(), colour));
+  return {colour, 1};
 }
 
 // `colour` (RRGGBB) mixed with white: W_k is drawn in a lighter shade of its scale mode's colour than W_q.
@@ -244,7 +271,8 @@ std::string log_tics(const Range& range) {
 }
 
 struct ArmData {
-  std::string colour;
+  std::string colour;  // RRGGBB
+  int dash = 1;        // gnuplot dash type of the arm's scaling
   std::map<std::string, std::string> files;  // series name → data file, only for drawable series
   std::map<std::string, Range> ranges;       // series name → range of its positive values
   std::vector<Point> diverged;               // (diverged step, last finite loss) per diverged run
@@ -272,6 +300,7 @@ const std::vector<PlotFigure>& plot_figures() {
 bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
+  PlotOutcome outcome;
   const fs::path dir(plots_dir);
   std::error_code ec;
   fs::create_directories(dir / "data", ec);
@@ -289,7 +318,9 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
   for (std::size_t a = 0; a < c.arms.size(); ++a) {
     const ArmStats& arm = c.arms[a];
     ArmData& d = arms[a];
-    d.colour = colour_of(arm.scale());
+    const ScalingStyle style = style_of(arm.scale(), outcome.warnings);
+    d.colour = style.colour;
+    d.dash = style.dash;
     const std::string stem = fmt::format("data/arm{}_", a);
     auto put = [&](const std::string& series, std::vector<double> RunSeries::*member, bool log_y) {
       const std::vector<Point> measured = mean_over_runs(c, arm, member);
@@ -353,7 +384,6 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
                        points, gap);
   };
 
-  PlotOutcome outcome;
   std::vector<std::string> failed;
   const bool have_gnuplot = gnuplot_available();
   fs::remove(dir / "gnuplot.log", ec);
@@ -382,17 +412,17 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
               if (d.ranges.count(series)) range.add(d.ranges.at(series));
             if (has("runs"))
               elements.push_back(fmt::format("'{}' using 1:2 {} notitle", d.files.at("runs"),
-                                             line_style(d.colour, 0.8, true)));
+                                             line_style(d.colour, 0.8, true, d.dash)));
             if (has("loss"))
               elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("loss"),
-                                             line_style(d.colour, 2.5, false), gnuplot_string(title)));
+                                             line_style(d.colour, 2.5, false, d.dash), gnuplot_string(title)));
             break;
           case Kind::grad_norm:
             for (const std::string series : {"w_q", "w_k"})
               if (d.ranges.count(series)) range.add(d.ranges.at(series));
             if (has("w_q"))
               elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("w_q"),
-                                             line_style(d.colour, 2, false, 1), gnuplot_string(title + ": W_q")));
+                                             line_style(d.colour, 2, false, d.dash), gnuplot_string(title + ": W_q")));
             if (has("w_k"))
               elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("w_k"),
                                              line_style(lighter(d.colour, 0.5), 2, false, 2),
@@ -404,7 +434,7 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
             if (d.ranges.count(series)) range.add(d.ranges.at(series));
             if (has(series))
               elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at(series),
-                                             line_style(d.colour, 2, false), gnuplot_string(title)));
+                                             line_style(d.colour, 2, false, d.dash), gnuplot_string(title)));
             break;
           }
         }

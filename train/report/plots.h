@@ -18,11 +18,13 @@ struct PlotFigure {
 struct PlotOutcome {
   std::vector<PlotFigure> drawn;  // figures whose PNG and SVG gnuplot produced
   std::string note;               // why plots were skipped or which failed ("" when all were drawn)
+  std::vector<std::string> warnings;  // e.g. a scaling this build does not know, drawn in a palette colour
 };
 
 /// The figures, one panel per d_k in each: loss by step (each run thin, the mean over seeds thick and smoothed by
-/// a moving average), W_q and W_k gradient norm (log y; W_q solid in the scale mode's colour, W_k dashed in a
-/// lighter shade), first-layer attention entropy, and first-layer score std (log y). The moving average spans
+/// a moving average), W_q and W_k gradient norm (log y; W_q in the scaling's colour, W_k dashed in a lighter
+/// shade), first-layer attention entropy, and first-layer score std (log y). Colours and dash styles come from the
+/// scaling registry (a name it lacks gets a palette colour and a warning). The moving average spans
 /// ~1/75 of the longest run in steps; each title says how many steps, and, for a quantity measured every k > 1
 /// steps (attention statistics, --log-every), how many measurements that is, or that it is not smoothed. Every run
 /// is drawn, incomplete ones included; non-finite values leave gaps. Long runs are thinned to at most ~1500 points

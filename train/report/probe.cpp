@@ -24,7 +24,7 @@ double std_of(const xt::xarray<float>& x) {
 }  // namespace
 
 std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
-                            const std::vector<nn::ScaleMode>& scales) {
+                            const std::vector<std::string>& scales) {
   if (d_ks.empty()) throw ConfigError("--d-k: give at least one head size");
   std::vector<ProbeRow> rows;
   for (std::size_t i = 0; i < d_ks.size(); ++i)
@@ -32,7 +32,7 @@ std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size
       if (d_ks[i] == d_ks[j]) throw ConfigError("--d-k: " + std::to_string(d_ks[i]) + " is given twice");
   for (auto d_k : d_ks) {
     if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
-    for (auto scale : scales) {
+    for (const auto& scale : scales) {
       TrainConfig c = base;
       c.head_dim = d_k;
       c.scale = scale;
@@ -50,7 +50,7 @@ std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size
       r.scale = scale;
       r.q_std = std_of(layer->last.q);
       r.k_std = std_of(layer->last.k);
-      const double factor = scale == nn::ScaleMode::learned ? layer->qk_gain.item() : nn::scale_factor(scale, d_k);
+      const double factor = layer->scaling->effective_multiplier(mc.max_seq_len);
       r.theory_std = std::sqrt(static_cast<double>(d_k)) * r.q_std * r.k_std * factor;
       double score_std = 0, entropy = 0, max_prob = 0, saturated = 0;
       for (const auto& s : stats) {  // mean over heads
@@ -76,9 +76,9 @@ std::string format_probe_table(const std::vector<ProbeRow>& rows) {
                      "std(k)", "theory std", "score std", "entropy(nat)", "max prob", "saturated");
   for (const auto& r : rows)
     out << fmt::format("{:>6}  {:<12}  {:>7.3f}  {:>7.3f}  {:>11.3f}  {:>10.3f}  {:>12.3f}  {:>9.3f}  {:>9.1f}%\n", r.d_k,
-                       nn::to_string(r.scale), r.q_std, r.k_std, r.theory_std, r.score_std, r.entropy_mean,
+                       r.scale, r.q_std, r.k_std, r.theory_std, r.score_std, r.entropy_mean,
                        r.max_prob_mean, 100.0 * r.frac_saturated);
-  out << "theory std = sqrt(d_k) * std(q) * std(k) * the mode's scale factor (Vaswani et al. 2017, footnote 4).\n"
+  out << "theory std = sqrt(d_k) * std(q) * std(k) * the scaling's multiplier of q·k (Vaswani et al. 2017, footnote 4).\n"
          "Statistics over the queries that may attend to at least 2 keys; score std over the keys they may attend to;\n"
          "saturated = share of queries whose largest attention weight exceeds 0.99.\n";
   return out.str();

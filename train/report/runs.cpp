@@ -9,7 +9,8 @@
 #include <set>
 #include <stdexcept>
 
-#include "train/trainer.h"
+#include "train/metrics_log.h"
+#include "train/run_files.h"
 
 namespace xgrad::train {
 
@@ -19,27 +20,11 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+namespace columns = metrics_columns;
+
 bool is_run_dir(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / "config.json", ec) && fs::is_regular_file(dir / "metrics.csv", ec);
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// "attn/l0h<h>/<stat>": a first-layer head statistic.
-bool is_first_layer_stat(const std::string& column, const std::string& stat) {
-  return starts_with(column, "attn/l0h") && ends_with(column, "/" + stat);
-}
-
-// An empty or unparsable cell reads as NaN rather than 0 (strtod returns 0 for both).
-double parse_cell(const char* begin) {
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  return end == begin ? kNaN : v;
+  return fs::is_regular_file(dir / kConfigFile, ec) && fs::is_regular_file(dir / kMetricsFile, ec);
 }
 
 // sqrt(sum of squares) of the selected cells; NaN if any is NaN (an unmeasured step is not a zero gradient).
@@ -80,56 +65,33 @@ void add_reason(RunRecord& run, const std::string& reason) {
 
 // Streams metrics.csv and keeps only the series compare uses.
 void read_series(const fs::path& path, RunRecord& run) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path.string());
-  std::string line;
-  if (!std::getline(in, line) || line.empty()) throw std::runtime_error(path.string() + " has no header row");
-  std::vector<std::string> columns;
-  for (std::size_t start = 0;;) {
-    const auto comma = line.find(',', start);
-    columns.push_back(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  MetricsReader reader(path.string());
+  const std::vector<std::string>& header = reader.columns();
   constexpr std::size_t absent = std::numeric_limits<std::size_t>::max();
   std::size_t step_col = absent, loss_col = absent, acc_col = absent, grad_col = absent;
   std::vector<std::size_t> wq, wk, entropy, score_std;
-  for (std::size_t i = 0; i < columns.size(); ++i) {
-    const std::string& c = columns[i];
-    if (c == "step") step_col = i;
-    if (c == "loss") loss_col = i;
-    if (c == "accuracy") acc_col = i;
-    if (c == "grad_norm") grad_col = i;
-    if (starts_with(c, "grad_norm/") && ends_with(c, "attn.w_q.weight")) wq.push_back(i);
-    if (starts_with(c, "grad_norm/") && ends_with(c, "attn.w_k.weight")) wk.push_back(i);
-    if (is_first_layer_stat(c, "entropy_mean")) entropy.push_back(i);
-    if (is_first_layer_stat(c, "score_std")) score_std.push_back(i);
+  const std::string entropy_stat = columns::attention_stat_name(&nn::AttentionStats::entropy_mean);
+  const std::string score_std_stat = columns::attention_stat_name(&nn::AttentionStats::score_std);
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    const std::string& c = header[i];
+    const std::string grad_norm_of = columns::grad_norm_parameter(c);
+    if (c == columns::kStep) step_col = i;
+    if (c == columns::kLoss) loss_col = i;
+    if (c == columns::kAccuracy) acc_col = i;
+    if (c == columns::kGradNorm) grad_col = i;
+    if (columns::is_query_weight(grad_norm_of)) wq.push_back(i);
+    if (columns::is_key_weight(grad_norm_of)) wk.push_back(i);
+    if (columns::is_attention(c, 0, entropy_stat)) entropy.push_back(i);
+    if (columns::is_attention(c, 0, score_std_stat)) score_std.push_back(i);
   }
   if (loss_col == absent) throw std::runtime_error(path.string() + " has no 'loss' column");
   run.has_w_q = !wq.empty();
   run.has_w_k = !wk.empty();
 
   RunSeries& s = run.series;
-  std::vector<double> cells(columns.size());
-  std::size_t row_number = 0;
   bool last_row_finite = true;
-  while (std::getline(in, line)) {
-    // getline sets eof when the line had no newline: the writer stopped mid-row.
-    const bool cut = in.eof();
-    if (line.empty()) continue;
-    ++row_number;
-    std::size_t n_cells = 0;
-    for (std::size_t start = 0;;) {
-      if (n_cells < cells.size()) cells[n_cells] = parse_cell(line.c_str() + start);
-      ++n_cells;
-      const auto comma = line.find(',', start);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    if (cut || n_cells != columns.size()) {
-      add_reason(run, "metrics.csv row " + std::to_string(row_number) + " cut short (dropped)");
-      break;
-    }
+  while (reader.next()) {
+    const std::vector<double>& cells = reader.cells();
     s.step.push_back(step_col == absent ? static_cast<double>(s.step.size()) : cells[step_col]);
     s.loss.push_back(cells[loss_col]);
     s.accuracy.push_back(acc_col == absent ? kNaN : cells[acc_col]);
@@ -139,6 +101,7 @@ void read_series(const fs::path& path, RunRecord& run) {
     s.score_std.push_back(finite_mean(cells, score_std));
     last_row_finite = std::isfinite(cells[loss_col]) && (grad_col == absent || std::isfinite(cells[grad_col]));
   }
+  if (reader.cut()) add_reason(run, "metrics.csv row " + std::to_string(reader.rows()) + " cut short (dropped)");
   // Without summary.json, a run whose last row is non-finite stopped there: the trainer's default (--on-nan stop)
   // ends a run at its first non-finite step. Under --on-nan skip such a row may be followed by more.
   const auto on_nan = run.config.find("on_nan");
@@ -181,16 +144,16 @@ RunRecord load_run(const std::string& dir) {
   const fs::path path(dir);
   RunRecord run;
   run.dir = dir;
-  run.config = read_json(path / "config.json");
-  if (!run.config.is_object()) throw std::runtime_error((path / "config.json").string() + " is not a JSON object");
+  run.config = read_json(path / kConfigFile);
+  if (!run.config.is_object()) throw std::runtime_error((path / kConfigFile).string() + " is not a JSON object");
   const auto steps = run.config.find("steps");
   if (steps != run.config.end() && steps->is_number_unsigned()) run.steps_planned = steps->get<std::size_t>();
 
   std::size_t steps_done = 0;
   std::error_code ec;
-  if (fs::is_regular_file(path / "summary.json", ec)) {
+  if (fs::is_regular_file(path / kSummaryFile, ec)) {
     try {
-      const RunSummary summary = RunSummary::from_json(read_json(path / "summary.json"));
+      const RunSummary summary = RunSummary::from_json(read_json(path / kSummaryFile));
       run.has_summary = true;
       run.diverged = summary.diverged;
       run.diverged_step = summary.diverged_step;
@@ -201,7 +164,7 @@ RunRecord load_run(const std::string& dir) {
   } else {
     add_reason(run, "no summary.json");
   }
-  read_series(path / "metrics.csv", run);
+  read_series(path / kMetricsFile, run);
 
   const std::size_t rows = run.series.size();
   const std::size_t expected = run.has_summary ? steps_done : run.steps_planned;

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "nn/scaling.h"
+
 namespace xgrad::train {
 
 namespace {
@@ -41,10 +43,11 @@ double zero_fraction(const std::vector<double>& norms) {
   return static_cast<double>(zeros) / static_cast<double>(norms.size());
 }
 
-int scale_rank(const std::string& scale) {
-  static const std::vector<std::string> order{"none", "sqrt_dk", "dk", "qk_layernorm", "learned"};
-  const auto it = std::find(order.begin(), order.end(), scale);
-  return static_cast<int>(it - order.begin());
+// Report order of the scalings: the unscaled reference first (the report compares the others with it), then the
+// registry's order, then names this build does not know.
+std::size_t scale_rank(const std::string& scale) {
+  if (is_reference_scale(scale)) return 0;
+  return 1 + Registry<nn::ScalingEntry>::instance().rank(scale);
 }
 
 double number_or_nan(const nlohmann::json& j, const std::string& key) {
@@ -53,6 +56,11 @@ double number_or_nan(const nlohmann::json& j, const std::string& key) {
 }
 
 }  // namespace
+
+bool is_reference_scale(const std::string& scale) {
+  const nn::ScalingEntry* entry = Registry<nn::ScalingEntry>::instance().find(scale);
+  return entry && entry->is_reference;
+}
 
 RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_threshold, std::size_t window) {
   RunStats r;

@@ -85,6 +85,10 @@ struct ArmStats {
   bool only_incomplete() const { return n_incomplete == runs.size(); }
 };
 
+/// True when `scale` names the registered scaling marked is_reference (the unscaled baseline the report compares the
+/// other scalings with); false for any other name, registered in this build or not.
+bool is_reference_scale(const std::string& scale);
+
 /// Arms that differ only in learning rate (and seed), with Wortsman et al. 2023 ("Small-scale proxies for
 /// large-scale Transformer training instabilities", sec. 3.2) LR sensitivity.
 struct LrGroup {

@@ -1,0 +1,58 @@
+#include "nn/scaling.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace xgrad::nn {
+
+void AttentionScaling::init_weights(const Tensor&, const Tensor&) {}
+
+std::pair<Tensor, Tensor> AttentionScaling::transform_weights(const Tensor& w_q, const Tensor& w_k) {
+  return {w_q, w_k};
+}
+
+std::pair<Tensor, Tensor> AttentionScaling::transform_qk(const Tensor& q, const Tensor& k) const { return {q, k}; }
+
+std::vector<float> AttentionScaling::row_multipliers(std::size_t) const { return {}; }
+
+Tensor AttentionScaling::transform_scores(const Tensor& z) const { return z; }
+
+void AttentionScaling::transform_scores(const float* z, float* s, std::size_t n) const {
+  if (s != z) std::copy(z, z + n, s);
+}
+
+void AttentionScaling::transform_scores_backward(const float*, float*, std::size_t) const {}
+
+double AttentionScaling::effective_multiplier(std::size_t T) const {
+  const std::vector<float> r = row_multipliers(T);
+  if (r.empty()) return multiplier();
+  return multiplier() * std::accumulate(r.begin(), r.end(), 0.0) / static_cast<double>(r.size());
+}
+
+const std::vector<std::string>& scaling_dash_styles() {
+  static const std::vector<std::string> styles{"solid", "dashed", "dotted", "dashdot"};
+  return styles;
+}
+
+std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, std::size_t n_heads, std::size_t d_k,
+                                               std::size_t max_seq_len, bool causal, const SettingValues& given) {
+  const ScalingEntry& entry = Registry<ScalingEntry>::instance().at(name);
+  if (!entry.build) throw Error("scaling '" + name + "' has no build function");
+  ScalingContext context;
+  context.n_heads = n_heads;
+  context.d_k = d_k;
+  context.max_seq_len = max_seq_len;
+  context.causal = causal;
+  context.settings = resolve_settings(entry.settings, given.json());
+  auto scaling = entry.build(context);
+  if (!scaling) throw Error("scaling '" + name + "': its build function returned nothing");
+  return scaling;
+}
+
+const ScalingEntry* reference_scaling() {
+  for (const ScalingEntry* e : Registry<ScalingEntry>::instance().entries())
+    if (e->is_reference) return e;
+  return nullptr;
+}
+
+}  // namespace xgrad::nn

@@ -1,0 +1,107 @@
+// Attention score scalings: how q·k becomes the softmax input. Each scaling is one file in nn/scaling/ (or a user's
+// own file) that registers a ScalingEntry; nothing else in xgrad lists them. MultiHeadAttention builds one
+// AttentionScaling per layer from the entry and calls its hooks; the fused attention op (nn/attention.cpp) applies
+// the per-score hooks in place, and scaled_dot_product_attention applies the same hooks with plain autograd ops
+// (the reference the fused op is tested against).
+//
+// For one head with projection weights W_q, W_k: [d_model, d_k] and input x: [T, d_model], the softmax input is
+//   W_q', W_k' = transform_weights(W_q, W_k)          (identity unless transforms_weights())
+//   q, k       = transform_qk(x W_q', x W_k')         (identity unless transforms_qk(); per head, [B, T, H, d_k])
+//   z_ij       = multiplier() * r_i * (q_i · k_j)     (r = row_multipliers(T); r_i = 1 when it is empty)
+//   s_ij       = f(z_ij)                              (f = the score transform; identity unless transforms_scores())
+// then the causal mask (s_ij = -inf for j > i) and softmax over j. A scaling that overrides none of the optional
+// hooks (none, sqrt_dk, dk) costs exactly one multiplication folded into the q·k GEMM.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/registry.h"
+#include "common/setting.h"
+#include "nn/module.h"
+
+namespace xgrad::nn {
+
+/// What a scaling is built from: the attention layer it serves.
+struct ScalingContext {
+  std::size_t n_heads = 1;
+  std::size_t d_k = 1;          ///< head size
+  std::size_t max_seq_len = 1;  ///< longest sequence the model takes (T <= max_seq_len in forward)
+  bool causal = true;           ///< query i may attend to keys j <= i only
+  SettingValues settings;       ///< the entry's own settings, every declared key present
+};
+
+/// One attention layer's score scaling: a Module, so learned scalars (temperatures, gains, norms) are parameters of
+/// the layer and checkpoint buffers (power-iteration vectors) are saved with it. Every hook but multiplier() has a
+/// default that leaves its input unchanged, and a flag saying whether it is overridden so the attention layer can
+/// skip it; a subclass overriding a hook must also override its flag.
+class AttentionScaling : public Module {
+ public:
+  /// The constant c of z = c · r_i · q·k (1/sqrt(d_k) for the scaling of Vaswani et al. 2017, eq. 1).
+  virtual double multiplier() const = 0;
+
+  /// Called once by the attention layer after its projections are initialised, with W_q and W_k as stored
+  /// ([d_model, n_heads * d_k]); for scalings whose state starts from the weights (power-iteration vectors).
+  virtual void init_weights(const Tensor& w_q, const Tensor& w_k);
+
+  virtual bool transforms_weights() const { return false; }
+  /// The projection weights to use in this forward pass, from the stored W_q, W_k ([d_model, n_heads * d_k] each;
+  /// returns the same shapes). Called once per forward pass; in training mode with gradients enabled it may advance
+  /// state (one power-iteration step per training step).
+  virtual std::pair<Tensor, Tensor> transform_weights(const Tensor& w_q, const Tensor& w_k);
+
+  virtual bool transforms_qk() const { return false; }
+  /// q, k: [B, T, n_heads, d_k] (the projections viewed per head) → the q and k that enter q·k, same shapes.
+  virtual std::pair<Tensor, Tensor> transform_qk(const Tensor& q, const Tensor& k) const;
+
+  /// r_i for query rows i = 0..T-1 of a length-T sequence, or empty for r_i = 1 (the default). Constants: no
+  /// gradient flows into them.
+  virtual std::vector<float> row_multipliers(std::size_t T) const;
+
+  virtual bool transforms_scores() const { return false; }
+  /// s = f(z) elementwise, built from autograd ops: the reference form. z: any shape → same.
+  virtual Tensor transform_scores(const Tensor& z) const;
+  /// s = f(z) on n floats (out may equal z): the fused op's forward. Must equal transform_scores to float rounding.
+  virtual void transform_scores(const float* z, float* s, std::size_t n) const;
+  /// grad[i] *= f'(z[i]) on n floats: the fused op's backward.
+  virtual void transform_scores_backward(const float* z, float* grad, std::size_t n) const;
+
+  /// The factor between q·k of the q and k that enter it (after transform_qk) and the scores before f, for a
+  /// length-T sequence: multiplier() times the mean of r_i over the rows (probe's theory line).
+  double effective_multiplier(std::size_t T) const;
+};
+
+/// A registered scaling. Register one from its own file:
+///   static const xgrad::Registration<xgrad::nn::ScalingEntry> registration{make_entry()};
+struct ScalingEntry {
+  static constexpr const char* kind = "scaling";
+  std::string name;         ///< what users type (--scale NAME); also the config.json value
+  std::string description;  ///< one line: the formula and its source (paper, section, equation)
+  int order = 0;            ///< place in listings and in the report (ties: registration order)
+  std::vector<Setting> settings;  ///< its own settings; keys prefixed with the name unless a standard term
+  /// Builds the scaling of one attention layer. Draws no random numbers (two models built from one seed have the
+  /// same weights whatever the scaling).
+  std::function<std::shared_ptr<AttentionScaling>(const ScalingContext&)> build;
+  std::string colour;             ///< plot colour, "#RRGGBB"
+  std::string dash = "solid";     ///< plot line style: solid | dashed | dotted | dashdot
+  bool is_reference = false;      ///< the unscaled baseline the report compares the other scalings with
+};
+
+/// The plot line styles a ScalingEntry may name, in order.
+const std::vector<std::string>& scaling_dash_styles();
+
+/// Builds the registered scaling `name` for a layer of `n_heads` heads of size d_k, filling the entry's settings
+/// missing from `given` with their defaults (keys of other components in `given` are ignored). Throws RegistryError
+/// listing the registered names for an unknown name, SettingError for a setting of the wrong type, Error for an
+/// entry without a build function.
+std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, std::size_t n_heads, std::size_t d_k,
+                                               std::size_t max_seq_len, bool causal, const SettingValues& given = {});
+
+/// The registered entry that is the unscaled reference (is_reference), or null if none is.
+const ScalingEntry* reference_scaling();
+
+}  // namespace xgrad::nn

@@ -1,0 +1,137 @@
+#include "train/run_directory.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "nn/checkpoint.h"
+#include "train/run_checkpoint.h"
+#include "train/run_files.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The files that make a directory hold a run; --overwrite deletes them, nothing else.
+const std::vector<std::string>& run_files() {
+  static const std::vector<std::string> files{kConfigFile, kMetricsFile, kSummaryFile, kCheckpointFile,
+                                              kNonfiniteCheckpointFile};
+  return files;
+}
+
+}  // namespace
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool RunLock::acquire(const fs::path& dir, bool required) {
+  const fs::path path = dir / ".lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (!required) return false;
+    throw ConfigError("--out: run directory " + dir.string() + " is not writable: " + std::strerror(errno));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ::close(fd);
+    std::string pid = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "unknown";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    if (err == EWOULDBLOCK)
+      throw ConfigError("--out/--resume: " + dir.string() + " is being written by another xgrad process (pid " +
+                        pid + ")");
+    throw ConfigError("--out: cannot lock " + path.string() + ": " + std::strerror(err));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    // the pid is only for the message; the lock itself holds
+  }
+  fd_ = fd;
+  return true;
+}
+
+void check_run_directory(const TrainConfig& cfg) {
+  const fs::path dir(cfg.out);
+  std::error_code ec;
+  if (cfg.resume && cfg.overwrite)
+    throw ConfigError("--resume and --overwrite exclude each other (continue the run, or start it over)");
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw ConfigError("--out: " + dir.string() + " exists and is not a directory");
+  bool holds_run = false;
+  for (const auto& f : run_files()) holds_run = holds_run || fs::exists(dir / f, ec);
+  if (cfg.resume && !fs::exists(dir / kConfigFile, ec))
+    throw ConfigError("--resume: " + dir.string() + " holds no run (no config.json)");
+  if (!cfg.resume && !cfg.overwrite && holds_run)
+    throw ConfigError("--out: " + dir.string() + " already holds a run (config.json, metrics.csv or a checkpoint); " +
+                      "pass --overwrite to replace it or --resume to continue it");
+}
+
+void prepare_run_directory(const TrainConfig& cfg, RunLock& lock) {
+  const fs::path dir(cfg.out);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw ConfigError("--out: cannot create run directory " + dir.string() + ": " + ec.message());
+  if (!lock.held()) lock.acquire(dir, true);
+  // A directory can exist and still refuse files (permissions, read-only mount): find out before training.
+  const fs::path probe = dir / (".xgrad-write-test-" + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw ConfigError("--out: run directory " + dir.string() + " is not writable: " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (cfg.overwrite)
+    for (const auto& f : run_files()) fs::remove(dir / f, ec);
+  // A stale summary would mark a run that is being continued as finished (xgrad sweep skips finished runs).
+  if (cfg.resume) fs::remove(dir / kSummaryFile, ec);
+  // Temporary files of atomic writes cut short by a kill.
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos) fs::remove(entry.path(), ec);
+  }
+}
+
+std::unique_ptr<MetricsLog> open_metrics(const fs::path& dir, const std::vector<std::string>& columns, bool resume,
+                                         std::size_t rows) {
+  const fs::path path = dir / kMetricsFile;
+  std::error_code ec;
+  if (resume && rows > 0 && !fs::exists(path, ec))
+    throw std::runtime_error("cannot resume: " + path.string() + " is missing but the checkpoint is at step " +
+                             std::to_string(rows) + " (start over with --overwrite)");
+  if (!resume || !fs::exists(path, ec)) return std::make_unique<MetricsLog>(path.string(), columns);
+  const MetricsPrefix prefix = read_metrics_prefix(path.string(), columns, rows);
+  const fs::path tmp = dir / ".metrics.csv.tmp-resume";
+  auto log = std::make_unique<MetricsLog>(tmp.string(), columns);
+  for (const auto& row : prefix.rows) log->write(row);
+  std::ifstream in(tmp, std::ios::binary);
+  const std::string rewritten((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (rewritten != prefix.text) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error(path.string() + ": rewriting its first " + std::to_string(rows) +
+                             " rows did not reproduce them byte for byte; cannot resume");
+  }
+  fs::rename(tmp, path);  // the open log now writes to metrics.csv
+  return log;
+}
+
+std::size_t count_metrics_rows(const fs::path& dir) {
+  std::size_t rows = 0;
+  std::ifstream in(dir / kMetricsFile);
+  std::string line;
+  while (std::getline(in, line))
+    if (!in.eof()) ++rows;  // complete lines only
+  return rows > 0 ? rows - 1 : 0;  // the header
+}
+
+void write_json(const fs::path& path, const nlohmann::json& j) {
+  nn::write_file_atomically(path.string(), j.dump(2) + "\n");
+}
+
+}  // namespace xgrad::train

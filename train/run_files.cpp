@@ -1,0 +1,104 @@
+#include "train/run_files.h"
+
+#include <limits>
+#include <stdexcept>
+
+namespace xgrad::train {
+
+nlohmann::json RunSummary::to_json() const {
+  return {{"steps_done", steps_done},
+          {"chance_loss", chance_loss},
+          {"first_loss", first_loss},
+          {"final_loss", final_loss},
+          {"final_accuracy", final_accuracy},
+          {"mean_grad_norm_w_q", mean_grad_norm_w_q},
+          {"mean_grad_norm_w_k", mean_grad_norm_w_k},
+          {"frac_zero_grad_w_q", frac_zero_grad_w_q},
+          {"frac_zero_grad_w_k", frac_zero_grad_w_k},
+          {"diverged", diverged},
+          {"diverged_step", diverged_step},
+          {"skipped_steps", skipped_steps},
+          {"wall_seconds", wall_seconds}};
+}
+
+RunSummary RunSummary::from_json(const nlohmann::json& j) {
+  // to_json writes NaN as null (JSON has no NaN): a run that diverged at step 0 has a null first_loss, and one with
+  // no finite step null means.
+  auto number = [&j](const char* key) {
+    const nlohmann::json& v = j.at(key);
+    if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
+    return v.get<double>();
+  };
+  RunSummary s;
+  s.steps_done = j.at("steps_done").get<std::size_t>();
+  s.chance_loss = number("chance_loss");
+  s.first_loss = number("first_loss");
+  s.final_loss = number("final_loss");
+  s.final_accuracy = number("final_accuracy");
+  s.mean_grad_norm_w_q = number("mean_grad_norm_w_q");
+  s.mean_grad_norm_w_k = number("mean_grad_norm_w_k");
+  s.frac_zero_grad_w_q = j.contains("frac_zero_grad_w_q") ? number("frac_zero_grad_w_q") : 0.0;
+  s.frac_zero_grad_w_k = j.contains("frac_zero_grad_w_k") ? number("frac_zero_grad_w_k") : 0.0;
+  s.diverged = j.at("diverged").get<bool>();
+  s.diverged_step = j.at("diverged_step").get<long>();
+  s.skipped_steps = j.value("skipped_steps", std::size_t{0});
+  s.wall_seconds = number("wall_seconds");
+  return s;
+}
+
+namespace metrics_columns {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+const std::string kGradNormPrefix = std::string(kGradNorm) + "/";
+
+}  // namespace
+
+std::string grad_norm(const std::string& parameter) { return kGradNormPrefix + parameter; }
+std::string update_rms(const std::string& parameter) { return "update_rms/" + parameter; }
+std::string grad_rms(const std::string& parameter) { return "grad_rms/" + parameter; }
+
+const std::vector<AttentionStatColumn>& attention_stats() {
+  using S = nn::AttentionStats;
+  static const std::vector<AttentionStatColumn> stats{{"score_std", &S::score_std},
+                                                      {"score_max_abs", &S::score_max_abs},
+                                                      {"entropy_mean", &S::entropy_mean},
+                                                      {"entropy_min", &S::entropy_min},
+                                                      {"max_prob_mean", &S::max_prob_mean},
+                                                      {"frac_max_prob_gt_0.99", &S::frac_max_prob_above_099},
+                                                      {"score_grad_p10", &S::score_grad_p10},
+                                                      {"score_grad_median", &S::score_grad_median},
+                                                      {"score_grad_p90", &S::score_grad_p90}};
+  return stats;
+}
+
+std::string attention_stat_name(double nn::AttentionStats::*field) {
+  for (const auto& stat : attention_stats())
+    if (stat.field == field) return stat.name;
+  throw std::invalid_argument("metrics_columns::attention_stat_name: this AttentionStats field has no column");
+}
+
+std::string attention(std::size_t layer, std::size_t head, const std::string& stat) {
+  return "attn/l" + std::to_string(layer) + "h" + std::to_string(head) + "/" + stat;
+}
+
+bool is_attention(const std::string& column, std::size_t layer, const std::string& stat) {
+  return starts_with(column, "attn/l" + std::to_string(layer) + "h") && ends_with(column, "/" + stat);
+}
+
+bool is_query_weight(const std::string& parameter) { return ends_with(parameter, "attn.w_q.weight"); }
+bool is_key_weight(const std::string& parameter) { return ends_with(parameter, "attn.w_k.weight"); }
+
+std::string grad_norm_parameter(const std::string& column) {
+  return starts_with(column, kGradNormPrefix) ? column.substr(kGradNormPrefix.size()) : std::string();
+}
+
+}  // namespace metrics_columns
+
+}  // namespace xgrad::train

@@ -1,0 +1,89 @@
+// The files of a run directory, defined once for the trainer that writes them and for the report and the sweep that
+// read them: their names, summary.json (RunSummary) and the columns of metrics.csv. config.json is TrainConfig's
+// (train/config.h); checkpoint.safetensors is run_checkpoint.h's; the row format of metrics.csv is metrics_log.h's.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/attention_stats.h"
+
+namespace xgrad::train {
+
+inline constexpr const char* kConfigFile = "config.json";
+inline constexpr const char* kMetricsFile = "metrics.csv";
+inline constexpr const char* kSummaryFile = "summary.json";
+
+/// What a run reports at its end: summary.json. A run that was stopped or killed has none.
+struct RunSummary {
+  std::size_t steps_done = 0;
+  double chance_loss = 0;      // ln(n_values): the loss of a uniform guess over the answers
+  double first_loss = 0;       // loss at step 0
+  double final_loss = 0;       // mean loss over the last min(20, steps) finite steps (nan if the run diverged)
+  double final_accuracy = 0;   // mean accuracy over the same window
+  double mean_grad_norm_w_q = 0;  // mean over finite steps of the gradient norm of the query weights (all layers, L2)
+  double mean_grad_norm_w_k = 0;  // same for the key weights
+  double frac_zero_grad_w_q = 0;  // fraction of finite steps where the query weights' gradient was exactly zero
+  double frac_zero_grad_w_k = 0;  // same for the key weights
+  bool diverged = false;       // loss or gradient became NaN/Inf (and the run stopped there)
+  long diverged_step = -1;
+  std::size_t skipped_steps = 0;  // non-finite steps skipped under --on-nan skip
+  double wall_seconds = 0;     // training time, summed over the sessions of a resumed run
+  int stop_signal = 0;         // the signal that interrupted the run (request_stop), 0 if it ran to its end; not
+                               // written to summary.json, which an interrupted run does not write
+  /// The summary.json object; NaN numbers become null (JSON has no NaN).
+  nlohmann::json to_json() const;
+  /// Reads to_json's object back (null numbers as NaN). Keys added after the first release (frac_zero_grad_*,
+  /// skipped_steps) default to 0. Throws nlohmann::json::exception for a missing key or a value of the wrong type.
+  static RunSummary from_json(const nlohmann::json& j);
+};
+
+/// The columns of metrics.csv, in order: step, loss, accuracy, lr, grad_norm (global L2, before clipping),
+/// grad_norm/<param> for every parameter (named_parameters() order), attn/l<l>h<h>/<stat> for every attention
+/// layer l, head h and attention statistic, update_rms/<param>, grad_rms/<param>, eval_loss, step_ms. The trainer's
+/// table of what it writes to each is train/step_metrics.cpp.
+namespace metrics_columns {
+
+inline constexpr const char* kStep = "step";
+inline constexpr const char* kLoss = "loss";
+inline constexpr const char* kAccuracy = "accuracy";
+inline constexpr const char* kLr = "lr";
+inline constexpr const char* kGradNorm = "grad_norm";
+inline constexpr const char* kEvalLoss = "eval_loss";
+inline constexpr const char* kStepMs = "step_ms";
+
+/// "grad_norm/<parameter>": the L2 norm of that parameter's gradient, before clipping.
+std::string grad_norm(const std::string& parameter);
+/// "update_rms/<parameter>": the RMS of the change the optimizer step made to the parameter.
+std::string update_rms(const std::string& parameter);
+/// "grad_rms/<parameter>": the RMS of the parameter's gradient, before clipping.
+std::string grad_rms(const std::string& parameter);
+
+/// One attention statistic: its column name and the nn::AttentionStats field written there.
+struct AttentionStatColumn {
+  const char* name;
+  double nn::AttentionStats::*field;
+};
+/// Every attention statistic metrics.csv holds, in column order.
+const std::vector<AttentionStatColumn>& attention_stats();
+/// The column name of an AttentionStats field ("entropy_mean" for &AttentionStats::entropy_mean). Throws
+/// std::invalid_argument for a field that is not written.
+std::string attention_stat_name(double nn::AttentionStats::*field);
+/// "attn/l<layer>h<head>/<stat>".
+std::string attention(std::size_t layer, std::size_t head, const std::string& stat);
+/// True for attn/l<layer>h<any head>/<stat>.
+bool is_attention(const std::string& column, std::size_t layer, const std::string& stat);
+
+/// The query and key projection weights (every layer's attn.w_q.weight, attn.w_k.weight): summary.json's
+/// *_grad_w_q / *_grad_w_k and compare's gradient columns combine their gradient norms.
+bool is_query_weight(const std::string& parameter);
+bool is_key_weight(const std::string& parameter);
+/// The parameter of a grad_norm/<parameter> column, or "" for another column.
+std::string grad_norm_parameter(const std::string& column);
+
+}  // namespace metrics_columns
+
+}  // namespace xgrad::train

@@ -1,0 +1,138 @@
+#include "train/step_metrics.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/ops.h"
+#include "nn/attention_stats.h"
+#include "train/run_files.h"
+
+namespace xgrad::train {
+
+namespace {
+
+namespace columns = metrics_columns;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double rms(const float* x, std::size_t n) {
+  double s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return n ? std::sqrt(s / static_cast<double>(n)) : 0.0;
+}
+
+// Mean loss over cfg.eval_batches held-out batches, without a graph.
+double eval_loss(nn::AttentionModel& model, const data::Task& task, const TrainConfig& cfg, std::size_t step) {
+  NoGradGuard no_grad;
+  double total = 0;
+  for (std::size_t i = 0; i < cfg.eval_batches; ++i) {
+    const data::Batch b = task.batch(cfg.data_seed, step * cfg.eval_batches + i, cfg.batch_size, data::Split::eval);
+    total += cross_entropy(model.forward(b.inputs), b.targets).item();
+  }
+  return total / static_cast<double>(cfg.eval_batches);
+}
+
+}  // namespace
+
+double accuracy(const xt::xarray<float>& logits, const xt::xarray<std::int64_t>& targets) {
+  const std::size_t C = logits.shape().back();
+  std::size_t hits = 0, count = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const auto t = targets.data()[i];
+    if (t < 0) continue;
+    const float* row = logits.data() + i * C;
+    std::size_t best = 0;
+    for (std::size_t c = 1; c < C; ++c)
+      if (row[c] > row[best]) best = c;
+    hits += best == static_cast<std::size_t>(t);
+    ++count;
+  }
+  return count ? static_cast<double>(hits) / static_cast<double>(count) : 0.0;
+}
+
+StepMetrics::StepMetrics(nn::AttentionModel& model, const data::Task& task, const TrainConfig& cfg) {
+  const auto named = model.named_parameters();
+  auto per_parameter = [&named](std::string (*column)(const std::string&)) {
+    std::vector<std::string> names;
+    for (const auto& [name, p] : named) names.push_back(column(name));
+    return names;
+  };
+
+  add_scalar(columns::kStep, [](const StepRecord& r) { return static_cast<double>(r.step); });
+  add_scalar(columns::kLoss, [](const StepRecord& r) { return r.loss; });
+  add_scalar(columns::kAccuracy, [](const StepRecord& r) { return r.accuracy; });
+  add_scalar(columns::kLr, [](const StepRecord& r) { return r.lr; });
+  add_scalar(columns::kGradNorm, [](const StepRecord& r) { return r.grad_norm; });
+  add(per_parameter(columns::grad_norm), false, [](const StepRecord& r, std::vector<double>& row) {
+    row.insert(row.end(), r.grad_norms.begin(), r.grad_norms.end());
+  });
+  add_attention_statistics(model);
+  add(per_parameter(columns::update_rms), true, [named](const StepRecord& r, std::vector<double>& row) {
+    for (std::size_t i = 0; i < named.size(); ++i) {
+      const xt::xarray<float> update = named[i].second.value() - r.before_update[i];
+      row.push_back(rms(update.data(), update.size()));
+    }
+  });
+  add(per_parameter(columns::grad_rms), true, [named](const StepRecord& r, std::vector<double>& row) {
+    for (std::size_t i = 0; i < named.size(); ++i)
+      row.push_back(r.grad_norms[i] / std::sqrt(static_cast<double>(named[i].second.numel())));
+  });
+  add_scalar(columns::kEvalLoss, [&model, &task, cfg](const StepRecord& r) {
+    const bool evaluate = cfg.eval_every > 0 && (r.step % cfg.eval_every == 0 || r.step + 1 == cfg.steps);
+    return evaluate ? eval_loss(model, task, cfg, r.step) : kNaN;
+  });
+  add_scalar(columns::kStepMs, [](const StepRecord& r) { return r.step_ms; });
+}
+
+// attn/l<l>h<h>/<stat>, from what each attention layer recorded during the step's forward and backward pass (the
+// scores with their gradient, the weights). Queries: the positions that carry a target for the last layer (where
+// the answer is read), every position for earlier layers.
+void StepMetrics::add_attention_statistics(nn::AttentionModel& model) {
+  const auto layers = model.attention_layers();
+  std::vector<std::string> names;
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    for (std::size_t h = 0; h < layers[l]->n_heads; ++h)
+      for (const auto& stat : columns::attention_stats()) names.push_back(columns::attention(l, h, stat.name));
+  add(names, true, [layers](const StepRecord& r, std::vector<double>& row) {
+    xt::xarray<bool> target_positions = xt::xarray<bool>::from_shape(r.targets.shape());
+    for (std::size_t i = 0; i < r.targets.size(); ++i) target_positions.data()[i] = r.targets.data()[i] >= 0;
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      auto& layer = *layers[l];
+      const Tensor& scores = layer.last.scores;
+      const xt::xarray<float>* grad = scores.has_grad() ? &scores.grad() : nullptr;
+      const bool last_layer = l + 1 == layers.size();
+      for (const auto& head : nn::attention_stats(scores.value(), layer.last.probs, grad,
+                                                  last_layer ? &target_positions : nullptr))
+        for (const auto& stat : columns::attention_stats()) row.push_back(head.*stat.field);
+      layer.last = nn::AttentionRecord();  // free the recorded graph piece
+    }
+  });
+}
+
+void StepMetrics::add(std::vector<std::string> names, bool measured_only,
+                      std::function<void(const StepRecord&, std::vector<double>&)> append) {
+  groups_.push_back(Group{std::move(names), measured_only, std::move(append)});
+}
+
+void StepMetrics::add_scalar(const std::string& name, std::function<double(const StepRecord&)> value) {
+  add({name}, false, [value](const StepRecord& r, std::vector<double>& row) { row.push_back(value(r)); });
+}
+
+std::vector<std::string> StepMetrics::columns() const {
+  std::vector<std::string> names;
+  for (const auto& group : groups_) names.insert(names.end(), group.names.begin(), group.names.end());
+  return names;
+}
+
+std::vector<double> StepMetrics::row(const StepRecord& record) {
+  std::vector<double> row;
+  for (const auto& group : groups_) {
+    if (group.measured_only && !record.measured)
+      row.insert(row.end(), group.names.size(), kNaN);
+    else
+      group.append(record, row);
+  }
+  return row;
+}
+
+}  // namespace xgrad::train

@@ -1,0 +1,62 @@
+// metrics.csv as the trainer fills it: a table of column groups, each naming its columns and computing the values
+// written to them from one training step. Column names come from train/run_files.h, which the report reads with.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include "data/task.h"
+#include "nn/model.h"
+#include "train/config.h"
+
+namespace xgrad::train {
+
+/// What one training step produced, as the metrics table needs it.
+struct StepRecord {
+  std::size_t step = 0;
+  double loss = 0;               // mean cross-entropy of the batch, nats
+  double accuracy = 0;           // fraction of target positions whose arg-max logit is the target
+  double lr = 0;                 // the optimizer's learning rate at this step
+  double grad_norm = 0;          // global L2 norm of the gradients, before clipping
+  std::vector<double> grad_norms;  // per parameter (named_parameters() order), before clipping
+  bool finite = true;            // loss and gradients finite (the update was applied)
+  std::string first_nonfinite;   // non-finite steps: "value of <param>" or "gradient of <param>", "" if neither
+  bool measured = false;         // a log_every step: attention statistics and RMS columns are computed
+  xt::xarray<std::int64_t> targets;             // the batch's targets [B, T] (-1: no loss there)
+  std::vector<xt::xarray<float>> before_update;  // measured steps: the parameters before the optimizer step
+  double step_ms = 0;            // forward, backward and update, milliseconds
+};
+
+/// The metrics.csv columns of one run and, for each, what is written there. Rows of steps that are not measured
+/// hold nan in the measured-only groups; eval_loss holds nan except every eval_every steps and on the last step.
+class StepMetrics {
+ public:
+  /// The table for `model` (its parameters and attention layers) trained on `task` under `config`.
+  StepMetrics(nn::AttentionModel& model, const data::Task& task, const TrainConfig& config);
+  /// The header of metrics.csv.
+  std::vector<std::string> columns() const;
+  /// The metrics.csv row of `record`, one value per column. Reads and then frees the attention layers' records of
+  /// a measured step; runs the held-out evaluation on an eval step.
+  std::vector<double> row(const StepRecord& record);
+
+ private:
+  struct Group {
+    std::vector<std::string> names;
+    bool measured_only;  // nan on steps that are not measured
+    std::function<void(const StepRecord&, std::vector<double>& row)> append;  // appends names.size() values
+  };
+  void add(std::vector<std::string> names, bool measured_only,
+           std::function<void(const StepRecord&, std::vector<double>&)> append);
+  void add_scalar(const std::string& name, std::function<double(const StepRecord&)> value);
+  void add_attention_statistics(nn::AttentionModel& model);
+  std::vector<Group> groups_;
+};
+
+/// Fraction of target positions (target >= 0) where the arg-max class of logits [..., C] equals the target.
+double accuracy(const xt::xarray<float>& logits, const xt::xarray<std::int64_t>& targets);
+
+}  // namespace xgrad::train
