@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <type_traits>
 
 #include "autograd/blas.h"
 #include "autograd/kernels/gradient_buffers.h"
@@ -14,29 +16,33 @@ namespace xgrad::nn {
 namespace {
 
 // scaled_dot_product_attention's body: scores = f(scale · r_i · q k^T) with r and f from `scaling` when given.
-Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask, double scale,
-                          const AttentionScaling* scaling, AttentionRecord* record) {
-  Tensor scores = matmul(q, transpose(k, -2, -1));
+template <class T>
+basic_tensor<T> composed_attention(const basic_tensor<T>& q, const basic_tensor<T>& k, const basic_tensor<T>& v,
+                                   const xt::xarray<bool>* mask, double scale, const AttentionScaling* scaling,
+                                   AttentionRecord* record) {
+  basic_tensor<T> scores = matmul(q, transpose(k, -2, -1));
   if (scale != 1.0) scores = scores * scale;
   if (scaling) {
-    const std::size_t T = q.size(-2);
-    const std::vector<float> rows = scaling->row_multipliers(T);
+    const std::size_t n = q.size(-2);
+    const std::vector<float> rows = scaling->row_multipliers(n);
     if (!rows.empty()) {
-      if (rows.size() != T)
+      if (rows.size() != n)
         throw Error("attention: the scaling gave " + std::to_string(rows.size()) + " row multipliers for " +
-                    std::to_string(T) + " queries");
-      xt::xarray<float> r = xt::xarray<float>::from_shape({T, 1});
+                    std::to_string(n) + " queries");
+      xt::xarray<T> r = xt::xarray<T>::from_shape({n, 1});
       std::copy(rows.begin(), rows.end(), r.data());
-      scores = scores * Tensor(std::move(r));
+      scores = scores * basic_tensor<T>(std::move(r));
     }
     if (scaling->transforms_scores()) scores = scaling->transform_scores(scores);
   }
   if (mask) scores = masked_fill(scores, *mask, -INFINITY);
-  Tensor probs = softmax(scores);
-  if (record) {
-    if (scores.requires_grad()) scores.retain_grad();
-    record->scores = scores;
-    record->probs = probs.value();
+  basic_tensor<T> probs = softmax(scores);
+  if constexpr (std::is_same_v<T, float>) {
+    if (record) {
+      if (scores.requires_grad()) scores.retain_grad();
+      record->scores = scores;
+      record->probs = probs.value();
+    }
   }
   return matmul(probs, v);
 }
@@ -53,6 +59,33 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return composed_attention(q, k, v, mask, scaling.multiplier(), &scaling, record);
 }
 
+template <class T>
+basic_tensor<T> multi_head_attention_reference(const basic_tensor<T>& x, const basic_tensor<T>& w_q,
+                                               const basic_tensor<T>& w_k, const basic_tensor<T>& w_v,
+                                               const basic_tensor<T>& w_o, const AttentionScaling& scaling,
+                                               const std::vector<basic_tensor<T>>& params, std::size_t n_heads,
+                                               bool causal) {
+  if (x.dim() != 3) throw Error("attention: x must be [B, T, d_model], got " + shape_str(x.shape()));
+  const auto B = static_cast<std::int64_t>(x.size(0)), n = static_cast<std::int64_t>(x.size(1));
+  const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(w_q.size(1) / n_heads);
+  basic_tensor<T> wq = w_q, wk = w_k;
+  if (scaling.transforms_weights()) std::tie(wq, wk) = scaling.transform_weights(w_q, w_k, params);
+  basic_tensor<T> q = reshape(matmul(x, wq), {B, n, H, D}), k = reshape(matmul(x, wk), {B, n, H, D});
+  const basic_tensor<T> v = reshape(matmul(x, w_v), {B, n, H, D});
+  if (scaling.transforms_qk()) std::tie(q, k) = scaling.transform_qk(q, k, params);
+  const xt::xarray<bool> mask = causal_mask(static_cast<std::size_t>(n));
+  basic_tensor<T> out = composed_attention<T>(transpose(q, 1, 2), transpose(k, 1, 2), transpose(v, 1, 2),
+                                              causal ? &mask : nullptr, scaling.multiplier(), &scaling, nullptr);
+  return matmul(reshape(transpose(out, 1, 2), {B, n, H * D}), w_o);
+}
+
+template Tensor multi_head_attention_reference<float>(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                                      const Tensor&, const AttentionScaling&,
+                                                      const std::vector<Tensor>&, std::size_t, bool);
+template DTensor multi_head_attention_reference<double>(const DTensor&, const DTensor&, const DTensor&,
+                                                        const DTensor&, const DTensor&, const AttentionScaling&,
+                                                        const std::vector<DTensor>&, std::size_t, bool);
+
 namespace {
 
 // Multi-head attention on heads laid out as the projections produce them: q, k, v are [B, T, H * d_k] with head h
@@ -65,7 +98,7 @@ namespace {
 // mask and the softmax are applied to S in place, so only P (and Z when f is not the identity) is stored for
 // backward. Backward, per head (Vaswani et al. 2017's attention differentiated by hand): dP = dO V^T,
 // dS = P * (dP - rowsum(dP * P)), dZ = f'(Z) * dS, dZ_ij *= r_i, dQ = c dZ K, dK = c dZ^T Q, dV = P^T dO. A
-// scaling without r and f (none, sqrt_dk, dk) runs exactly the GEMMs and softmax and nothing else.
+// scaling without r and f (a constant multiplier only) runs exactly the GEMMs and softmax and nothing else.
 // With `record`, the scores S (softmax input), P, and q, k as [B, H, T, d_k] are kept there, and backward stores dS
 // as the scores' gradient (what retain_grad gives on the unfused path).
 // The (b, h) pairs run in parallel (autograd/kernels/parallel.h): each writes only its own blocks, so results do not
@@ -226,8 +259,9 @@ void MultiHeadAttention::project(const Tensor& x, Tensor& q, Tensor& k, Tensor& 
                 shape_str(x.shape()));
   const auto B = static_cast<std::int64_t>(x.size(0)), T = static_cast<std::int64_t>(x.size(1));
   const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(d_k);
+  if (is_training() && grad_enabled()) scaling->update_state(w_q->weight, w_k->weight);
   if (scaling->transforms_weights()) {
-    const auto weights = scaling->transform_weights(w_q->weight, w_k->weight);
+    const auto weights = scaling->transform_weights(w_q->weight, w_k->weight, scaling->parameters());
     q = matmul(x, weights.first);
     k = matmul(x, weights.second);
   } else {
@@ -236,7 +270,7 @@ void MultiHeadAttention::project(const Tensor& x, Tensor& q, Tensor& k, Tensor& 
   }
   v = w_v->forward(x);
   if (scaling->transforms_qk()) {  // per head: [B, T, H, d_k] views of the same memory
-    auto qk = scaling->transform_qk(reshape(q, {B, T, H, D}), reshape(k, {B, T, H, D}));
+    auto qk = scaling->transform_qk(reshape(q, {B, T, H, D}), reshape(k, {B, T, H, D}), scaling->parameters());
     q = reshape(qk.first, {B, T, H * D});
     k = reshape(qk.second, {B, T, H * D});
   }
@@ -250,14 +284,12 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
 }
 
 Tensor MultiHeadAttention::forward_reference(const Tensor& x) {
-  Tensor q, k, v;
-  project(x, q, k, v);
-  const auto B = static_cast<std::int64_t>(x.size(0)), T = static_cast<std::int64_t>(x.size(1));
-  const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(d_k);
-  auto heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };  // [B, H, T, d_k]
-  const xt::xarray<bool> mask = causal_mask(static_cast<std::size_t>(T));
-  Tensor out = scaled_dot_product_attention(heads(q), heads(k), heads(v), causal ? &mask : nullptr, *scaling);
-  return w_o->forward(reshape(transpose(out, 1, 2), {B, T, H * D}));
+  if (x.dim() != 3 || x.size(2) != d_model)
+    throw Error("MultiHeadAttention: input must be [B, T, " + std::to_string(d_model) + "], got " +
+                shape_str(x.shape()));
+  if (is_training() && grad_enabled()) scaling->update_state(w_q->weight, w_k->weight);
+  return multi_head_attention_reference(x, w_q->weight, w_k->weight, w_v->weight, w_o->weight, *scaling,
+                                        scaling->parameters(), n_heads, causal);
 }
 
 }  // namespace xgrad::nn

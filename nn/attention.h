@@ -33,6 +33,20 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
                                     const AttentionScaling& scaling, AttentionRecord* record = nullptr);
 
+/// Multi-head attention from plain autograd ops, on explicit weights, with every hook of `scaling`: W_q', W_k' =
+/// transform_weights; q, k, v = x W_q', x W_k', x W_v viewed as [B, T, n_heads, d_k]; q, k = transform_qk; heads
+/// permuted to [B, H, T, d_k]; scaled_dot_product_attention with the scaling (causal mask when `causal`); heads
+/// concatenated, @ W_o. x: [B, T, d_model]; W_q, W_k, W_v: [d_model, n_heads * d_k]; W_o: [n_heads * d_k, d_model];
+/// params: the scaling's parameters in named_parameters() order. Returns [B, T, d_model]. T = float is
+/// MultiHeadAttention::forward_reference; T = double is what a float64 gradcheck of a scaling differentiates.
+/// Advances no state. Throws Error on mismatched shapes.
+template <class T>
+basic_tensor<T> multi_head_attention_reference(const basic_tensor<T>& x, const basic_tensor<T>& w_q,
+                                               const basic_tensor<T>& w_k, const basic_tensor<T>& w_v,
+                                               const basic_tensor<T>& w_o, const AttentionScaling& scaling,
+                                               const std::vector<basic_tensor<T>>& params, std::size_t n_heads,
+                                               bool causal);
+
 /// [T, T] boolean mask, true above the diagonal: position i may attend to j <= i only.
 xt::xarray<bool> causal_mask(std::size_t T);
 
@@ -55,9 +69,8 @@ class MultiHeadAttention : public Module {
                      const SettingValues& settings = SettingValues());
   /// x: [B, T, d_model] → [B, T, d_model], through the fused attention op. Throws Error on another input shape.
   Tensor forward(const Tensor& x);
-  /// The same function from plain autograd ops (heads permuted to [B, H, T, d_k], then
-  /// scaled_dot_product_attention with the scaling's hooks): the reference forward() is tested against. Records
-  /// nothing; advances a scaling's state as forward() does.
+  /// The same function from plain autograd ops (multi_head_attention_reference on this layer's weights): the
+  /// reference forward() is tested against. Records nothing; advances a scaling's state as forward() does.
   Tensor forward_reference(const Tensor& x);
 
   std::size_t d_model, n_heads, d_k;

@@ -7,15 +7,29 @@ namespace xgrad::nn {
 
 void AttentionScaling::init_weights(const Tensor&, const Tensor&) {}
 
-std::pair<Tensor, Tensor> AttentionScaling::transform_weights(const Tensor& w_q, const Tensor& w_k) {
+void AttentionScaling::update_state(const Tensor&, const Tensor&) {}
+
+TensorPair<float> AttentionScaling::transform_weights(const Tensor& w_q, const Tensor& w_k,
+                                                      const std::vector<Tensor>&) const {
+  return {w_q, w_k};
+}
+TensorPair<double> AttentionScaling::transform_weights(const DTensor& w_q, const DTensor& w_k,
+                                                       const std::vector<DTensor>&) const {
   return {w_q, w_k};
 }
 
-std::pair<Tensor, Tensor> AttentionScaling::transform_qk(const Tensor& q, const Tensor& k) const { return {q, k}; }
+TensorPair<float> AttentionScaling::transform_qk(const Tensor& q, const Tensor& k, const std::vector<Tensor>&) const {
+  return {q, k};
+}
+TensorPair<double> AttentionScaling::transform_qk(const DTensor& q, const DTensor& k,
+                                                  const std::vector<DTensor>&) const {
+  return {q, k};
+}
 
 std::vector<float> AttentionScaling::row_multipliers(std::size_t) const { return {}; }
 
 Tensor AttentionScaling::transform_scores(const Tensor& z) const { return z; }
+DTensor AttentionScaling::transform_scores(const DTensor& z) const { return z; }
 
 void AttentionScaling::transform_scores(const float* z, float* s, std::size_t n) const {
   if (s != z) std::copy(z, z + n, s);
