@@ -22,6 +22,7 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "train/config.h"
+#include "train/run_files.h"
 
 namespace xgrad::train {
 
@@ -41,8 +42,6 @@ struct RunProgress {
   static constexpr std::size_t kRecent = 20;
 };
 
-inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
-inline constexpr const char* kNonfiniteCheckpointFile = "checkpoint-nonfinite.safetensors";
 
 /// The checkpoint of a run after progress.step steps. With `nonfinite`, metadata nonfinite = "true" and the current
 /// gradients are included as grad.<name>.
