@@ -241,7 +241,14 @@ MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads
                 std::to_string(n_heads) + ") unless d_k is given");
   if (d_k == 0) d_k = d_model / n_heads;
   // Built before the projections draw their weights, so an unknown name fails before any work.
-  std::shared_ptr<AttentionScaling> built = make_scaling(scale, n_heads, d_k, max_seq_len, causal, settings);
+  ScalingContext context;
+  context.d_model = d_model;
+  context.n_heads = n_heads;
+  context.d_k = d_k;
+  context.max_seq_len = max_seq_len;
+  context.causal = causal;
+  context.settings = settings;
+  std::shared_ptr<AttentionScaling> built = make_scaling(scale, std::move(context));
   const std::size_t inner = n_heads * d_k;
   w_q = register_module("w_q", std::make_shared<Linear>(d_model, inner, false, gen));
   w_k = register_module("w_k", std::make_shared<Linear>(d_model, inner, false, gen));

@@ -50,14 +50,20 @@ const std::vector<std::string>& scaling_dash_styles() {
 
 std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, std::size_t n_heads, std::size_t d_k,
                                                std::size_t max_seq_len, bool causal, const SettingValues& given) {
-  const ScalingEntry& entry = Registry<ScalingEntry>::instance().at(name);
-  if (!entry.build) throw Error("scaling '" + name + "' has no build function");
   ScalingContext context;
+  context.d_model = n_heads * d_k;
   context.n_heads = n_heads;
   context.d_k = d_k;
   context.max_seq_len = max_seq_len;
   context.causal = causal;
-  context.settings = resolve_settings(entry.settings, given.json());
+  context.settings = given;
+  return make_scaling(name, std::move(context));
+}
+
+std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, ScalingContext context) {
+  const ScalingEntry& entry = Registry<ScalingEntry>::instance().at(name);
+  if (!entry.build) throw Error("scaling '" + name + "' has no build function");
+  context.settings = resolve_settings(entry.settings, context.settings.json());
   auto scaling = entry.build(context);
   if (!scaling) throw Error("scaling '" + name + "': its build function returned nothing");
   return scaling;

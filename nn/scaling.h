@@ -28,6 +28,7 @@ namespace xgrad::nn {
 
 /// What a scaling is built from: the attention layer it serves.
 struct ScalingContext {
+  std::size_t d_model = 1;      ///< the layer's input width (W_q: [d_model, n_heads * d_k])
   std::size_t n_heads = 1;
   std::size_t d_k = 1;          ///< head size
   std::size_t max_seq_len = 1;  ///< longest sequence the model takes (T <= max_seq_len in forward)
@@ -119,6 +120,8 @@ const std::vector<std::string>& scaling_dash_styles();
 /// entry without a build function.
 std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, std::size_t n_heads, std::size_t d_k,
                                                std::size_t max_seq_len, bool causal, const SettingValues& given = {});
+/// The same for a layer described by `context` (its settings as given; missing ones get their defaults).
+std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, ScalingContext context);
 
 /// The registered entry that is the unscaled reference (is_reference), or null if none is.
 const ScalingEntry* reference_scaling();

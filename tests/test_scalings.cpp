@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "autograd/gradcheck.h"
 #include "nn/attention.h"
+#include "nn/checkpoint.h"
 #include "nn/model.h"
 #include "train/trainer.h"
 
@@ -93,7 +95,7 @@ struct TempDir {
 
 TEST_CASE("the registry holds the built-in scalings, each with a description, a colour and a build function") {
   const auto names = registered_scalings();
-  for (const char* name : {"none", "sqrt_dk", "dk", "qk_layernorm", "learned", "softcap", "ssmax"})
+  for (const char* name : {"none", "sqrt_dk", "dk", "qk_layernorm", "learned", "softcap", "ssmax", "sigma_reparam"})
     CHECK(std::find(names.begin(), names.end(), name) != names.end());
   REQUIRE(reference_scaling() != nullptr);
   CHECK(reference_scaling()->name == "none");
@@ -233,4 +235,171 @@ TEST_CASE("scalings with parameters keep the names they had as attention members
   CHECK(names_of("qk_layernorm") ==
         std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight", "q_norm.weight",
                                  "q_norm.bias", "k_norm.weight", "k_norm.bias"});
+}
+
+namespace {
+
+// [n, n] rotation by `angle` in the plane of axes a and b.
+xt::xarray<float> givens(std::size_t n, std::size_t a, std::size_t b, double angle) {
+  xt::xarray<float> g = xt::eye<float>(n);
+  g(a, a) = g(b, b) = static_cast<float>(std::cos(angle));
+  g(a, b) = static_cast<float>(-std::sin(angle));
+  g(b, a) = static_cast<float>(std::sin(angle));
+  return g;
+}
+
+// A [6, 6] matrix with singular values `s` (rotations on both sides of diag(s)), built in double.
+xt::xarray<float> with_singular_values(const std::vector<double>& s) {
+  xt::xarray<double> m = xt::zeros<double>({6, 6});
+  for (std::size_t i = 0; i < 6; ++i) m(i, i) = s[i];
+  auto rotate = [](const xt::xarray<double>& x, const xt::xarray<float>& r, bool left) {
+    xt::xarray<double> rd = xt::cast<double>(r), out = xt::zeros<double>({6, 6});
+    for (std::size_t i = 0; i < 6; ++i)
+      for (std::size_t j = 0; j < 6; ++j)
+        for (std::size_t k = 0; k < 6; ++k) out(i, j) += left ? rd(i, k) * x(k, j) : x(i, k) * rd(k, j);
+    return out;
+  };
+  m = rotate(rotate(rotate(m, givens(6, 0, 3, 0.7), true), givens(6, 1, 4, -1.1), true), givens(6, 0, 5, 0.4), false);
+  m = rotate(rotate(m, givens(6, 2, 0, 2.3), false), givens(6, 3, 1, 0.9), true);
+  return xt::cast<float>(m);
+}
+
+double frobenius(const xt::xarray<double>& x) {
+  double s = 0;
+  for (double e : x) s += e * e;
+  return std::sqrt(s);
+}
+
+// sigma(W) as sigma_reparam uses it: W / W' with the gains set to 1 (W' = W / sigma).
+double sigma_of(const AttentionScaling& scaling, const xt::xarray<float>& w) {
+  const DTensor wd(xt::xarray<double>(xt::cast<double>(w)));
+  const std::vector<DTensor> unit_gains{DTensor(xt::xarray<double>{1.0}), DTensor(xt::xarray<double>{1.0})};
+  const auto reparametrised = scaling.transform_weights(wd, wd, unit_gains);
+  return frobenius(wd.value()) / frobenius(reparametrised.first.value());
+}
+
+Tensor tensor_of(const xt::xarray<float>& a) { return Tensor(xt::xarray<float>(a)); }
+
+std::vector<std::string> metrics_rows_without_timing(const fs::path& dir) {
+  std::ifstream in(dir / "metrics.csv");
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(line.substr(0, line.rfind(',')));  // step_ms last
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("sigma_reparam: sigma is the largest singular value; gamma starts at it, so W' = W at init") {
+  const std::vector<double> s_q{3.0, 2.0, 1.0, 0.5, 0.2, 0.1}, s_k{0.9, 0.8, 0.3, 0.3, 0.2, 0.05};
+  const xt::xarray<float> w_q = with_singular_values(s_q), w_k = with_singular_values(s_k);
+  const auto scaling = make_scaling("sigma_reparam", 2, 3, 8, true);
+  scaling->init_weights(tensor_of(w_q), tensor_of(w_k));
+  CHECK(sigma_of(*scaling, w_q) == doctest::Approx(3.0).epsilon(1e-6));
+  const auto params = scaling->named_parameters();
+  REQUIRE(params.size() == 2);
+  CHECK(params[0].first == "w_q_gamma");
+  CHECK(params[0].second.item() == doctest::Approx(3.0).epsilon(1e-6));
+  CHECK(params[1].first == "w_k_gamma");
+  CHECK(params[1].second.item() == doctest::Approx(0.9).epsilon(1e-5));
+  const auto reparametrised =
+      scaling->transform_weights(tensor_of(w_q), tensor_of(w_k), scaling->parameters());
+  CHECK(relative_difference(reparametrised.first.value(), w_q) < 1e-6);
+  CHECK(relative_difference(reparametrised.second.value(), w_k) < 1e-6);
+}
+
+TEST_CASE("sigma_reparam: one power-iteration step per update_state follows the weights as they change") {
+  const xt::xarray<float> start = with_singular_values({3.0, 2.0, 1.0, 0.5, 0.2, 0.1});
+  const xt::xarray<float> moved = with_singular_values({5.0, 1.0, 1.0, 0.5, 0.2, 0.1}) + 0.1f * start;
+  const auto scaling = make_scaling("sigma_reparam", 2, 3, 8, true);
+  scaling->init_weights(tensor_of(start), tensor_of(start));
+  const auto before = scaling->named_buffers();
+  REQUIRE(before.size() == 4);
+  CHECK(before[0].first == "w_q_u");
+  const xt::xarray<float> u_before = before[0].second.value();
+  scaling->update_state(tensor_of(moved), tensor_of(moved));
+  CHECK(scaling->named_buffers()[0].second.value() != u_before);  // one step moved it
+  for (int i = 0; i < 200; ++i) scaling->update_state(tensor_of(moved), tensor_of(moved));
+  // Converged on the new weights: sigma is their largest singular value, computed here by many steps in double.
+  std::vector<double> u(6, 1.0), v(6);
+  for (int i = 0; i < 2000; ++i) {
+    double n = 0;
+    for (std::size_t j = 0; j < 6; ++j) {
+      v[j] = 0;
+      for (std::size_t k = 0; k < 6; ++k) v[j] += moved(k, j) * u[k];
+      n += v[j] * v[j];
+    }
+    for (double& e : v) e /= std::sqrt(n);
+    n = 0;
+    for (std::size_t k = 0; k < 6; ++k) {
+      u[k] = 0;
+      for (std::size_t j = 0; j < 6; ++j) u[k] += moved(k, j) * v[j];
+      n += u[k] * u[k];
+    }
+    for (double& e : u) e /= std::sqrt(n);
+  }
+  double sigma = 0;
+  for (std::size_t k = 0; k < 6; ++k)
+    for (std::size_t j = 0; j < 6; ++j) sigma += u[k] * moved(k, j) * v[j];
+  CHECK(sigma_of(*scaling, moved) == doctest::Approx(sigma).epsilon(1e-6));
+}
+
+TEST_CASE("sigma_reparam: the forward pass advances the state only in training mode with gradients on") {
+  Generator gen(2);
+  MultiHeadAttention attn(6, 2, "sigma_reparam", true, gen, 5, 1.0, 3);
+  Tensor x(normal_array({1, 5, 6}, gen));
+  auto u = [&] { return xt::xarray<float>(attn.named_buffers()[0].second.value()); };
+  // Perturb W_q so a step has somewhere to go (the state starts converged on the initial weights).
+  attn.w_q->weight.mutable_value() += normal_array({6, 6}, gen, 0.5);
+  const xt::xarray<float> start = u();
+  {
+    NoGradGuard no_grad;
+    attn.forward(x);
+  }
+  CHECK(u() == start);
+  attn.eval();
+  attn.forward(x);
+  CHECK(u() == start);
+  attn.train();
+  attn.forward(x);
+  CHECK(u() != start);
+}
+
+TEST_CASE("sigma_reparam: its power-iteration state is in the checkpoint, and a resumed run continues it exactly") {
+  Generator gen(4);
+  ModelConfig mc;
+  mc.vocab_size = 11;
+  mc.max_seq_len = 5;
+  mc.d_model = 6;
+  mc.n_heads = 2;
+  mc.scale = "sigma_reparam";
+  AttentionModel model(mc, 1);
+  std::vector<std::string> buffer_names;
+  for (const auto& [name, b] : model.named_buffers()) buffer_names.push_back(name);
+  CHECK(buffer_names == std::vector<std::string>{"blocks.0.attn.w_q_u", "blocks.0.attn.w_q_v", "blocks.0.attn.w_k_u",
+                                                 "blocks.0.attn.w_k_v"});
+  for (const auto& [name, p] : model.named_parameters()) CHECK(name.find("_u") == std::string::npos);
+
+  TempDir part("sigma_part"), whole("sigma_whole");
+  train::TrainConfig c;
+  c.d_model = 16;
+  c.steps = 30;
+  c.print_every = 1000;
+  c.checkpoint_every = 8;
+  c.scale = "sigma_reparam";
+  c.out = part.path.string();
+  train::train(c);
+  const Checkpoint saved = load_checkpoint((part.path / "checkpoint.safetensors").string());
+  CHECK(saved.find("model.blocks.0.attn.w_q_u") != nullptr);
+  CHECK(saved.find("model.blocks.0.attn.w_k_v") != nullptr);
+  train::TrainConfig longer = c;
+  longer.steps = 50;
+  longer.resume = true;
+  train::train(longer);
+  train::TrainConfig uninterrupted = c;
+  uninterrupted.steps = 50;
+  uninterrupted.out = whole.path.string();
+  train::train(uninterrupted);
+  const auto resumed_rows = metrics_rows_without_timing(part.path);
+  CHECK(resumed_rows.size() == 51);
+  CHECK(resumed_rows == metrics_rows_without_timing(whole.path));
 }
