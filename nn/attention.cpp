@@ -6,8 +6,10 @@
 #include <type_traits>
 
 #include "autograd/blas.h"
-#include "autograd/parallel.h"
-#include "autograd/vector_math.h"
+#include "autograd/kernels/gradient_buffers.h"
+#include "autograd/kernels/parallel.h"
+#include "autograd/kernels/softmax.h"
+#include "autograd/kernels/vector_math.h"
 
 namespace xgrad::nn {
 
@@ -99,7 +101,7 @@ namespace {
 // scaling without r and f (a constant multiplier only) runs exactly the GEMMs and softmax and nothing else.
 // With `record`, the scores S (softmax input), P, and q, k as [B, H, T, d_k] are kept there, and backward stores dS
 // as the scores' gradient (what retain_grad gives on the unfused path).
-// The (b, h) pairs run in parallel (autograd/parallel.h): each writes only its own blocks, so results do not
+// The (b, h) pairs run in parallel (autograd/kernels/parallel.h): each writes only its own blocks, so results do not
 // depend on the thread count.
 Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
                        const std::shared_ptr<const AttentionScaling>& scaling, AttentionRecord* record) {

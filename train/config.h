@@ -45,7 +45,7 @@ struct TrainConfig {
   std::size_t print_every = 100; // console progress every N steps
   std::size_t eval_every = 0;    // held-out loss every N steps (0 = off); eval_loss column
   std::size_t eval_batches = 4;  // batches per held-out evaluation
-  int threads = 1;               // --threads: BLAS and xgrad's own loops (autograd/parallel.h)
+  int threads = 1;               // --threads: BLAS and xgrad's own loops (autograd/kernels/parallel.h)
   bool flush_denormals = true;   // flush subnormal floats to zero (see environment.h)
   std::string out;               // run directory
   bool overwrite = false;        // replace an existing run in `out`
