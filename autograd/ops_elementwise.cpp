@@ -9,9 +9,10 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xoperation.hpp>
 
+#include "autograd/kernels/activations.h"
+#include "autograd/kernels/gradient_buffers.h"
+#include "autograd/kernels/loops.h"
 #include "autograd/ops_elementwise.h"
-#include "autograd/parallel.h"
-#include "autograd/vector_math.h"
 
 namespace xgrad {
 
@@ -25,87 +26,7 @@ void check_broadcast(const basic_tensor<T>& a, const basic_tensor<T>& b, const c
   broadcast_shapes(a.shape(), b.shape(), op);
 }
 
-// z = f(x, y) at `out_shape` with NumPy broadcasting. Plain loops for the layouts a training step produces (equal
-// shapes; one operand repeating as a trailing block, e.g. a bias [D] against [B, T, D]); xtensor's broadcast for
-// the rest. Measured: the xtensor expression path was a tenth of a d_k = 256 training step. The plain layouts are
-// split over threads (autograd/parallel.h) by element or by whole block; every element is computed as serially.
-template <class T>
-bool same_shape(const xt::xarray<T>& a, const shape_t& s) {
-  return std::equal(a.shape().begin(), a.shape().end(), s.begin(), s.end());
-}
-template <class T>
-bool trailing_block(const xt::xarray<T>& a, const shape_t& s) {
-  const auto& as = a.shape();
-  std::size_t lead = 0;
-  while (lead < as.size() && as[lead] == 1) ++lead;
-  const std::size_t k = as.size() - lead;
-  return k <= s.size() && std::equal(as.begin() + lead, as.end(), s.end() - k, s.end());
-}
-template <class T, class F>
-xt::xarray<T> broadcast_map(const xt::xarray<T>& x, const xt::xarray<T>& y, const shape_t& out_shape, F f) {
-  xt::xarray<T> out = xt::xarray<T>::from_shape(out_shape);
-  const std::size_t n = out.size();
-  if (n == 0) return out;
-  T* o = out.data();
-  const T* X = x.data();
-  const T* Y = y.data();
-  const bool x_full = same_shape(x, out_shape), y_full = same_shape(y, out_shape);
-  if (x_full && y_full) {
-    parallel_for(0, n, grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t i = lo; i < hi; ++i) o[i] = f(X[i], Y[i]);
-    });
-  } else if (x_full && trailing_block(y, out_shape)) {
-    const std::size_t m = y.size();
-    parallel_for(0, n / m, grain_for(m), [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t i = lo * m; i < hi * m; i += m)
-        for (std::size_t j = 0; j < m; ++j) o[i + j] = f(X[i + j], Y[j]);
-    });
-  } else if (y_full && trailing_block(x, out_shape)) {
-    const std::size_t m = x.size();
-    parallel_for(0, n / m, grain_for(m), [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t i = lo * m; i < hi * m; i += m)
-        for (std::size_t j = 0; j < m; ++j) o[i + j] = f(X[j], Y[i + j]);
-    });
-  } else {
-    const xt::xarray<T> xb = xt::broadcast(x, out_shape), yb = xt::broadcast(y, out_shape);
-    for (std::size_t i = 0; i < n; ++i) o[i] = f(xb.data()[i], yb.data()[i]);
-  }
-  return out;
-}
-
-// Hands the output gradient of an add or sub to its inputs: input i receives sign[i] * grad, summed back to its
-// shape. A receiver of the full shape that already holds a gradient adds into it in place; the last full-shape
-// receiver gets the gradient array itself (take_grad) instead of a copy.
-template <class T>
-void pass_sum_grad(Node<T>& self, const T (&sign)[2], const char* op) {
-  const shape_t out = shape_of(self);
-  bool full[2], need[2];
-  int last_full = -1;
-  for (int i = 0; i < 2; ++i) {
-    need[i] = needs_grad(self, static_cast<std::size_t>(i));
-    full[i] = need[i] && shape_of(*self.inputs[i]) == out;
-    if (full[i]) last_full = i;
-  }
-  for (int i = 0; i < 2; ++i) {  // broadcast inputs first: they read self.grad, which the last full one may take
-    if (!need[i] || full[i]) continue;
-    xt::xarray<T> g = sum_to_shape(self.grad, shape_of(*self.inputs[i]));
-    if (sign[i] != T(1))
-      for (std::size_t j = 0; j < g.size(); ++j) g.data()[j] *= sign[i];
-    accumulate_grad(*self.inputs[i], std::move(g), op);
-  }
-  for (int i = 0; i < 2; ++i) {
-    if (!full[i]) continue;
-    Node<T>& in = *self.inputs[i];
-    if (sign[i] == T(1) && (i != last_full || in.has_grad)) {
-      accumulate_grad(in, self.grad, op);  // adds in place, or copies into a fresh gradient
-      continue;
-    }
-    xt::xarray<T> g = i == last_full ? take_grad(self) : self.grad;
-    if (sign[i] != T(1))
-      for (std::size_t j = 0; j < g.size(); ++j) g.data()[j] *= sign[i];
-    accumulate_grad(in, std::move(g), op);
-  }
-}
+using kernels::broadcast_map;
 
 // A unary op from two scalar functions: value(x), and derivative(x, y) given y = value(x) (so an op whose
 // derivative is cheap in terms of its output need not recompute it).
@@ -113,15 +34,12 @@ template <class T, class Value, class Derivative>
 basic_tensor<T> unary_op(const char* op, const basic_tensor<T>& a, Value value, Derivative derivative) {
   const auto& x = a.value();
   xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
-  parallel_for(0, x.size(), grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t i = lo; i < hi; ++i) out.data()[i] = value(x.data()[i]);
-  });
+  kernels::for_each_element(x.size(), [&](std::size_t i) { out.data()[i] = value(x.data()[i]); });
   return make_result<T>(op, std::move(out), {a}, [op, derivative](Node<T>& self) {
     const auto& x = self.inputs[0]->value;
     xt::xarray<T> g = xt::xarray<T>::from_shape(x.shape());
-    parallel_for(0, x.size(), grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t i = lo; i < hi; ++i)
-        g.data()[i] = self.grad.data()[i] * derivative(x.data()[i], self.value.data()[i]);
+    kernels::for_each_element(x.size(), [&](std::size_t i) {
+      g.data()[i] = self.grad.data()[i] * derivative(x.data()[i], self.value.data()[i]);
     });
     accumulate_grad(*self.inputs[0], std::move(g), op);
   });
@@ -222,14 +140,10 @@ basic_tensor<T> mul_scalar(const basic_tensor<T>& a, double s) {
   const T c = static_cast<T>(s);
   const auto& x = a.value();
   xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
-  parallel_for(0, x.size(), grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t i = lo; i < hi; ++i) out.data()[i] = x.data()[i] * c;
-  });
+  kernels::for_each_element(x.size(), [&](std::size_t i) { out.data()[i] = x.data()[i] * c; });
   return make_result<T>("mul_scalar", std::move(out), {a}, [c](Node<T>& self) {
-    xt::xarray<T> g = take_grad(self);
-    parallel_for(0, g.size(), grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t i = lo; i < hi; ++i) g.data()[i] *= c;
-    });
+    xt::xarray<T> g = take_grad(self);  // d(cx)/dx = c, scaling the output gradient in place
+    kernels::for_each_element(g.size(), [&](std::size_t i) { g.data()[i] *= c; });
     accumulate_grad(*self.inputs[0], std::move(g), "mul_scalar");
   });
 }
@@ -297,71 +211,18 @@ basic_tensor<T> relu(const basic_tensor<T>& a) {
   });
 }
 
-// The float kernels of gelu, compiled per ISA (see vector_math.h).
-XGRAD_TARGET_CLONES void simd::gelu_f32(const float* x, float* out,
-                                                                                  float* sig, std::size_t n, float k,
-                                                                                  float c) {
-  simd::for_each_wide(n, [&](std::size_t i, auto count) __attribute__((always_inline)) {
-    simd::float16 xi;
-    simd::load16(xi, x + i, count);
-    simd::float16 e = -2.0f * k * (xi + c * xi * xi * xi);
-    simd::exp_in_place(e);
-    const simd::float16 s = 1.0f / (1.0f + e);
-    simd::store16(sig + i, s, count);
-    simd::store16(out + i, xi * s, count);
-  });
-}
-
-XGRAD_TARGET_CLONES void simd::gelu_backward_f32(const float* x,
-                                                                                           const float* sig, float* g,
-                                                                                           std::size_t n, float k,
-                                                                                           float c) {
-  for (std::size_t i = 0; i < n; ++i) {  // plain loop: the compiler vectorises it at each clone's width
-    const float xi = x[i], s = sig[i];
-    g[i] *= s + xi * s * (1.0f - s) * 2.0f * k * (1.0f + 3.0f * c * xi * xi);
-  }
-}
-
 template <class T>
 basic_tensor<T> gelu(const basic_tensor<T>& a) {
-  // 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = k (x + c x^3): one exp per element instead of a libm tanh.
-  const T k = static_cast<T>(std::sqrt(2.0 / M_PI));
-  const T c = static_cast<T>(0.044715);
+  // gelu(x) = 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = k (x + c x^3), k = sqrt(2 / pi), c = 0.044715: one exp per
+  // element instead of a tanh. sig = sigmoid(2u) is kept for backward.
   const auto& x = a.value();
   xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
-  xt::xarray<T> sig = xt::xarray<T>::from_shape(x.shape());  // sigmoid(2u), kept for backward
-  const T* X = x.data();
-  T* S = sig.data();
-  T* O = out.data();
-  // Chunks of a multiple of 64 elements: every SIMD vector sits where the serial loop has it.
-  parallel_for(0, x.size(), grain_for(8, 64), [&](std::size_t lo, std::size_t hi) {
-    if constexpr (std::is_same_v<T, float>) {
-      simd::gelu_f32(X + lo, O + lo, S + lo, hi - lo, k, c);
-    } else {
-      simd::for_each_batch<T>(hi - lo, [&](std::size_t i, auto count) {
-        const simd::batch<T> xi = simd::load(X + lo + i, count);
-        const simd::batch<T> s = T(1) / (T(1) + xsimd::exp(T(-2) * k * (xi + c * xi * xi * xi)));
-        simd::store(S + lo + i, s, count);
-        simd::store(O + lo + i, xi * s, count);
-      });
-    }
-  });
-  return make_result<T>("gelu", std::move(out), {a}, [k, c, sig = std::move(sig)](Node<T>& self) {
-    // d/dx [x s(2u)] = s + x s (1 - s) 2 u',  u' = k (1 + 3 c x^2); the output gradient is scaled in place.
-    const T* X = self.inputs[0]->value.data();
-    const T* S = sig.data();
+  xt::xarray<T> sig = xt::xarray<T>::from_shape(x.shape());
+  simd::gelu(x.data(), out.data(), sig.data(), x.size());
+  return make_result<T>("gelu", std::move(out), {a}, [sig = std::move(sig)](Node<T>& self) {
+    // d/dx [x sig] = sig + x sig (1 - sig) 2 u',  u' = k (1 + 3 c x^2); the output gradient is scaled in place.
     xt::xarray<T> g = take_grad(self);
-    T* G = g.data();
-    parallel_for(0, g.size(), grain_for(4, 64), [&](std::size_t lo, std::size_t hi) {
-      if constexpr (std::is_same_v<T, float>) {
-        simd::gelu_backward_f32(X + lo, S + lo, G + lo, hi - lo, k, c);
-      } else {
-        for (std::size_t i = lo; i < hi; ++i) {
-          const T xi = X[i], s = S[i];
-          G[i] *= s + xi * s * (T(1) - s) * T(2) * k * (T(1) + T(3) * c * xi * xi);
-        }
-      }
-    });
+    simd::gelu_backward(self.inputs[0]->value.data(), sig.data(), g.data(), g.size());
     accumulate_grad(*self.inputs[0], std::move(g), "gelu");
   });
 }

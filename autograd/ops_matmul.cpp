@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/blas.h"
+#include "autograd/kernels/gradient_buffers.h"
 #include "autograd/ops_matmul.h"
 
 namespace xgrad {

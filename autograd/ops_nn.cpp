@@ -9,9 +9,11 @@
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xoperation.hpp>
 
+#include "autograd/kernels/gradient_buffers.h"
+#include "autograd/kernels/loops.h"
+#include "autograd/kernels/softmax.h"
+#include "autograd/kernels/vector_math.h"
 #include "autograd/ops_nn.h"
-#include "autograd/parallel.h"
-#include "autograd/vector_math.h"
 
 namespace xgrad {
 
@@ -27,87 +29,20 @@ Rows rows_of(const xt::xarray<T>& x, const char* op) {
   return {cols == 0 ? 0 : x.size() / cols, cols};
 }
 
-// A tensor viewed as lanes along one axis: element j of lane (o, k) sits at flat index (o * len + j) * inner + k.
-// softmax along any axis walks each lane with stride `inner`, so no permute to the last axis and back is needed.
-struct Lanes {
-  std::size_t outer = 1, len = 1, inner = 1;
-};
-template <class T>
-Lanes lanes_of(const xt::xarray<T>& x, int axis, const char* op) {
-  if (x.dimension() == 0) throw Error(std::string(op) + ": needs a tensor of at least 1 dim, got a 0-d tensor");
-  const std::size_t ax = normalize_axis(axis, x.dimension(), op);
-  Lanes l;
-  for (std::size_t d = 0; d < ax; ++d) l.outer *= x.shape()[d];
-  l.len = x.shape()[ax];
-  for (std::size_t d = ax + 1; d < x.dimension(); ++d) l.inner *= x.shape()[d];
-  return l;
-}
-// Calls f(base, stride) for every lane. For the last axis (inner == 1) the stride is the compile-time constant 1,
-// so that common case compiles to the same contiguous loops as a plain row kernel. The lanes are split over
-// threads by outer index (each lane is handled whole by one call of f).
-template <class F>
-void for_each_lane(const Lanes& l, F&& f) {
-  parallel_for(0, l.outer, grain_for(4 * l.len * l.inner), [&](std::size_t lo, std::size_t hi) {
-    if (l.inner == 1) {
-      for (std::size_t o = lo; o < hi; ++o) f(o * l.len, std::integral_constant<std::size_t, 1>{});
-    } else {
-      for (std::size_t o = lo; o < hi; ++o)
-        for (std::size_t k = 0; k < l.inner; ++k) f(o * l.len * l.inner + k, l.inner);
-    }
-  });
-}
+using kernels::for_each_lane;
+using kernels::Lanes;
+using kernels::unit_stride;
 }  // namespace
-
-// The float softmax row, compiled per ISA (see vector_math.h): the same steps as simd::softmax_row.
-XGRAD_TARGET_CLONES void simd::softmax_row_f32(const float* in, float* out,
-                                                                                         std::size_t n) {
-  const float ninf = -std::numeric_limits<float>::infinity();
-  simd::float16 mv = simd::float16{} + ninf;
-  simd::for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
-    simd::float16 v;
-    simd::load16(v, in + j, count, ninf);
-    mv = v > mv ? v : mv;
-  });
-  float m = ninf;
-  for (std::size_t l = 0; l < simd::kWide; ++l) m = std::max(m, mv[l]);
-  if (m == ninf) {  // fully masked row
-    std::fill(out, out + n, 0.0f);
-    return;
-  }
-  simd::float16 sum{};
-  simd::for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
-    simd::float16 e;
-    simd::load16(e, in + j, count, ninf);  // padding lanes: exp(-inf) = 0
-    e -= m;
-    simd::exp_in_place(e);
-    simd::store16(out + j, e, count);
-    sum += e;
-  });
-  float s = 0;
-  for (std::size_t l = 0; l < simd::kWide; ++l) s += sum[l];
-  for (std::size_t j = 0; j < n; ++j) out[j] /= s;
-}
-
-XGRAD_TARGET_CLONES void simd::exp_shifted_f32(const float* in, float shift,
-                                                                                         float* out, std::size_t n) {
-  simd::for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
-    simd::float16 e;
-    simd::load16(e, in + j, count);
-    e -= shift;
-    simd::exp_in_place(e);
-    simd::store16(out + j, e, count);
-  });
-}
 
 template <class T>
 basic_tensor<T> softmax(const basic_tensor<T>& a, int axis) {
   const auto& x = a.value();
-  const Lanes l = lanes_of(x, axis, "softmax");
+  const Lanes l = kernels::lanes_of(a.shape(), axis, "softmax");
   xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
   for_each_lane(l, [&](std::size_t base, auto stride) {
     const T* in = x.data() + base;
     T* o = out.data() + base;
-    if constexpr (std::is_same_v<decltype(stride), std::integral_constant<std::size_t, 1>>) {
+    if constexpr (std::is_same_v<decltype(stride), unit_stride>) {
       simd::softmax_row(in, o, l.len);  // contiguous lane (the last axis)
       return;
     }
@@ -129,7 +64,7 @@ basic_tensor<T> softmax(const basic_tensor<T>& a, int axis) {
       const T* g = gx.data() + base;
       T* d = gx.data() + base;
       T dot = 0;
-      if constexpr (std::is_same_v<decltype(stride), std::integral_constant<std::size_t, 1>>)
+      if constexpr (std::is_same_v<decltype(stride), unit_stride>)
         dot = simd::dot(g, p, l.len);
       else
         for (std::size_t j = 0; j < l.len; ++j) dot += g[j * stride] * p[j * stride];
@@ -142,7 +77,7 @@ basic_tensor<T> softmax(const basic_tensor<T>& a, int axis) {
 template <class T>
 basic_tensor<T> log_softmax(const basic_tensor<T>& a, int axis) {
   const auto& x = a.value();
-  const Lanes l = lanes_of(x, axis, "log_softmax");
+  const Lanes l = kernels::lanes_of(a.shape(), axis, "log_softmax");
   xt::xarray<T> out = xt::xarray<T>::from_shape(x.shape());
   for_each_lane(l, [&](std::size_t base, auto stride) {
     const T* in = x.data() + base;
@@ -233,7 +168,9 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const shape_t& normalized_s
   // The normalized axes are the trailing ones, so each normalised group is one contiguous row.
   std::size_t cols = 1;
   for (const auto d : normalized_shape) cols *= d;
-  if (cols == 0) throw Error("layer_norm: normalized_shape " + shape_str(normalized_shape) + " of input " + shape_str(xs) + " is empty");
+  if (cols == 0)
+    throw Error("layer_norm: normalized_shape " + shape_str(normalized_shape) + " of input " + shape_str(xs) +
+                " is empty");
   const auto& xv = x.value();
   const Rows r{xv.size() / cols, cols};
   xt::xarray<T> xhat = xt::xarray<T>::from_shape(xv.shape());
@@ -241,20 +178,18 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const shape_t& normalized_s
   const T* w = weight.defined() ? weight.value().data() : nullptr;
   const T* b = bias.defined() ? bias.value().data() : nullptr;
   std::vector<T> rstd(r.rows);
-  parallel_for(0, r.rows, grain_for(4 * r.cols), [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t i = lo; i < hi; ++i) {
-      const T* in = xv.data() + i * r.cols;
-      T* h = xhat.data() + i * r.cols;
-      T* o = out.data() + i * r.cols;
-      const T mu = simd::sum(in, r.cols) / static_cast<T>(r.cols);
-      const T var = simd::sum_squared_deviation(in, r.cols, mu) / static_cast<T>(r.cols);
-      rstd[i] = T(1) / std::sqrt(var + static_cast<T>(eps));
-      for (std::size_t j = 0; j < r.cols; ++j) h[j] = (in[j] - mu) * rstd[i];
-      if (w && b)
-        for (std::size_t j = 0; j < r.cols; ++j) o[j] = h[j] * w[j] + b[j];
-      else
-        for (std::size_t j = 0; j < r.cols; ++j) o[j] = (w ? h[j] * w[j] : h[j]) + (b ? b[j] : T(0));
-    }
+  kernels::for_each_row(r.rows, 4 * r.cols, [&](std::size_t i) {
+    const T* in = xv.data() + i * r.cols;
+    T* h = xhat.data() + i * r.cols;
+    T* o = out.data() + i * r.cols;
+    const T mu = simd::sum(in, r.cols) / static_cast<T>(r.cols);
+    const T var = simd::sum_squared_deviation(in, r.cols, mu) / static_cast<T>(r.cols);
+    rstd[i] = T(1) / std::sqrt(var + static_cast<T>(eps));
+    for (std::size_t j = 0; j < r.cols; ++j) h[j] = (in[j] - mu) * rstd[i];
+    if (w && b)
+      for (std::size_t j = 0; j < r.cols; ++j) o[j] = h[j] * w[j] + b[j];
+    else
+      for (std::size_t j = 0; j < r.cols; ++j) o[j] = (w ? h[j] * w[j] : h[j]) + (b ? b[j] : T(0));
   });
   return make_result<T>(
       "layer_norm", std::move(out), {x, weight, bias},
@@ -264,20 +199,17 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const shape_t& normalized_s
         if (needs_grad(self, 0)) {
           // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
           xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
-          parallel_for(0, r.rows, grain_for(6 * r.cols), [&](std::size_t lo, std::size_t hi) {
-            std::vector<T> dh(r.cols);
-            for (std::size_t i = lo; i < hi; ++i) {
-              const T* g = G + i * r.cols;
-              const T* h = xhat.data() + i * r.cols;
-              if (w)
-                for (std::size_t j = 0; j < r.cols; ++j) dh[j] = g[j] * w[j];
-              else
-                std::copy(g, g + r.cols, dh.begin());
-              const T mean_dh = simd::sum(dh.data(), r.cols) / static_cast<T>(r.cols);
-              const T mean_dh_h = simd::dot(dh.data(), h, r.cols) / static_cast<T>(r.cols);
-              T* d = gx.data() + i * r.cols;
-              for (std::size_t j = 0; j < r.cols; ++j) d[j] = rstd[i] * (dh[j] - mean_dh - h[j] * mean_dh_h);
-            }
+          kernels::for_each_row(r.rows, 6 * r.cols, [&](std::size_t i) {
+            const T* g = G + i * r.cols;
+            const T* h = xhat.data() + i * r.cols;
+            T* d = gx.data() + i * r.cols;  // holds dxhat until the last loop turns it into dx
+            if (w)
+              for (std::size_t j = 0; j < r.cols; ++j) d[j] = g[j] * w[j];
+            else
+              std::copy(g, g + r.cols, d);
+            const T mean_dh = simd::sum(d, r.cols) / static_cast<T>(r.cols);
+            const T mean_dh_h = simd::dot(d, h, r.cols) / static_cast<T>(r.cols);
+            for (std::size_t j = 0; j < r.cols; ++j) d[j] = rstd[i] * (d[j] - mean_dh - h[j] * mean_dh_h);
           });
           accumulate_grad(*self.inputs[0], std::move(gx), "layer_norm");
         }
@@ -285,8 +217,8 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const shape_t& normalized_s
           xt::xarray<T> gw = xt::zeros<T>(normalized_shape), gb = xt::zeros<T>(normalized_shape);
           T* dw = gw.data();
           T* db = gb.data();
-          // Split by column, not by row: each dw[j], db[j] is still summed over the rows in order by one thread.
-          parallel_for(0, r.cols, grain_for(2 * r.rows, 16), [&](std::size_t lo, std::size_t hi) {
+          // dweight = sum over rows of g * xhat, dbias = sum over rows of g
+          kernels::for_each_column_range(r.cols, 2 * r.rows, [&](std::size_t lo, std::size_t hi) {
             for (std::size_t i = 0; i < r.rows; ++i) {
               const T* g = G + i * r.cols;
               const T* h = xhat.data() + i * r.cols;
@@ -358,31 +290,26 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
   // parallel; their losses are summed afterwards in row order, as a serial loop would.
   xt::xarray<T> probs = xt::xarray<T>::from_shape(x.shape());
   std::vector<double> row_loss(r.rows, 0.0);
-  parallel_for(0, r.rows, grain_for(6 * r.cols), [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t i = lo; i < hi; ++i) {
-      const auto t = targets.data()[i];
-      if (t == ignore_index) continue;
-      const T* in = x.data() + i * r.cols;
-      T* p = probs.data() + i * r.cols;
-      T m = in[0];
-      for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
-      if constexpr (std::is_same_v<T, float>)
-        simd::exp_shifted_f32(in, m, p, r.cols);
-      else
-        for (std::size_t j = 0; j < r.cols; ++j) p[j] = std::exp(in[j] - m);
-      double s = 0;
-      for (std::size_t j = 0; j < r.cols; ++j) s += static_cast<double>(p[j]);
-      for (std::size_t j = 0; j < r.cols; ++j) p[j] = static_cast<T>(static_cast<double>(p[j]) / s);
-      // sum_j q_j (lse - x_j) = lse - on * x_t - spread * sum_j x_j, since the q_j sum to 1
-      const double lse = static_cast<double>(m) + std::log(s);
-      double loss = lse - on * static_cast<double>(in[t]);
-      if (eps > 0) {
-        double row_sum = 0;
-        for (std::size_t j = 0; j < r.cols; ++j) row_sum += static_cast<double>(in[j]);
-        loss -= spread * row_sum;
-      }
-      row_loss[i] = loss;
+  kernels::for_each_row(r.rows, 6 * r.cols, [&](std::size_t i) {
+    const auto t = targets.data()[i];
+    if (t == ignore_index) return;
+    const T* in = x.data() + i * r.cols;
+    T* p = probs.data() + i * r.cols;
+    T m = in[0];
+    for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
+    simd::exp_shifted(in, m, p, r.cols);  // p_j = exp(x_j - m)
+    double s = 0;
+    for (std::size_t j = 0; j < r.cols; ++j) s += static_cast<double>(p[j]);
+    for (std::size_t j = 0; j < r.cols; ++j) p[j] = static_cast<T>(static_cast<double>(p[j]) / s);
+    // sum_j q_j (lse - x_j) = lse - on * x_t - spread * sum_j x_j, since the q_j sum to 1
+    const double lse = static_cast<double>(m) + std::log(s);
+    double loss = lse - on * static_cast<double>(in[t]);
+    if (eps > 0) {
+      double row_sum = 0;
+      for (std::size_t j = 0; j < r.cols; ++j) row_sum += static_cast<double>(in[j]);
+      loss -= spread * row_sum;
     }
+    row_loss[i] = loss;
   });
   double total = 0;
   std::size_t count = 0;
@@ -407,21 +334,19 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
         xt::xarray<T> gx = xt::zeros<T>(self.inputs[0]->value.shape());
         if (count) {
           const T* G = self.grad.data();
-          parallel_for(0, r.rows, grain_for(2 * r.cols), [&](std::size_t lo, std::size_t hi) {
-            for (std::size_t i = lo; i < hi; ++i) {
-              const auto t = targets.data()[i];
-              if (t == ignore_index) continue;
-              const T scale = reduction == Reduction::none ? G[i]
-                              : reduction == Reduction::mean ? G[0] / static_cast<T>(count)
-                                                             : G[0];
-              const T target_step = static_cast<T>(on) * scale, spread_step = static_cast<T>(spread) * scale;
-              const T* p = probs.data() + i * r.cols;
-              T* d = gx.data() + i * r.cols;
-              for (std::size_t j = 0; j < r.cols; ++j) d[j] = p[j] * scale;
-              d[t] -= target_step;
-              if (spread_step != T(0))
-                for (std::size_t j = 0; j < r.cols; ++j) d[j] -= spread_step;
-            }
+          kernels::for_each_row(r.rows, 2 * r.cols, [&](std::size_t i) {
+            const auto t = targets.data()[i];
+            if (t == ignore_index) return;
+            const T scale = reduction == Reduction::none ? G[i]
+                            : reduction == Reduction::mean ? G[0] / static_cast<T>(count)
+                                                           : G[0];
+            const T target_step = static_cast<T>(on) * scale, spread_step = static_cast<T>(spread) * scale;
+            const T* p = probs.data() + i * r.cols;
+            T* d = gx.data() + i * r.cols;
+            for (std::size_t j = 0; j < r.cols; ++j) d[j] = p[j] * scale;
+            d[t] -= target_step;
+            if (spread_step != T(0))
+              for (std::size_t j = 0; j < r.cols; ++j) d[j] -= spread_step;
           });
         }
         accumulate_grad(*self.inputs[0], std::move(gx), "cross_entropy");

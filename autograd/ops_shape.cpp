@@ -8,6 +8,7 @@
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xmanipulation.hpp>
 
+#include "autograd/kernels/gradient_buffers.h"
 #include "autograd/ops_shape.h"
 
 namespace xgrad {

@@ -274,22 +274,6 @@ void accumulate_grad(Node<T>& node, xt::xarray<T>&& g, const char* op) {
 }
 
 template <class T>
-xt::xarray<T> take_grad(Node<T>& self) {
-  if (self.retains_grad) return self.grad;
-  return std::move(self.grad);
-}
-
-template <class T>
-xt::xarray<T>& grad_slot(Node<T>& node, bool& fresh) {
-  fresh = !node.has_grad;
-  if (fresh) {
-    node.grad = xt::xarray<T>::from_shape(node.value.shape());
-    node.has_grad = true;
-  }
-  return node.grad;
-}
-
-template <class T>
 xt::xarray<T> sum_over_axes(const xt::xarray<T>& x, const std::vector<std::size_t>& axes) {
   const auto& xs = x.shape();
   const std::size_t n = xs.size();
@@ -385,8 +369,6 @@ basic_tensor<T> scalar(T v, bool requires_grad) {
                                           std::function<void(Node<T>&)>);                                     \
   template void accumulate_grad<T>(Node<T>&, const xt::xarray<T>&, const char*);                              \
   template void accumulate_grad<T>(Node<T>&, xt::xarray<T>&&, const char*);                                   \
-  template xt::xarray<T> take_grad<T>(Node<T>&);                                                              \
-  template xt::xarray<T>& grad_slot<T>(Node<T>&, bool&);                                                      \
   template xt::xarray<T> sum_to_shape<T>(const xt::xarray<T>&, const shape_t&);                              \
   template xt::xarray<T> sum_over_axes<T>(const xt::xarray<T>&, const std::vector<std::size_t>&);                              \
   template basic_tensor<T> zeros<T>(const shape_t&, bool);                                                    \

@@ -142,19 +142,6 @@ void accumulate_grad(Node<T>& node, const xt::xarray<T>& g, const char* op);
 template <class T>
 void accumulate_grad(Node<T>& node, xt::xarray<T>&& g, const char* op);
 
-/// The output gradient of `self`, for a closure that hands it on unchanged (add, reshape, ...): moved out when the
-/// engine would drop it after the closure anyway (self does not retain its gradient), copied otherwise. Call it at
-/// most once per closure, after every other read of self.grad.
-template <class T>
-xt::xarray<T> take_grad(Node<T>& self);
-
-/// For an op that writes an input's gradient in place (a GEMM with beta = 1, a scatter-add): the input's gradient
-/// array, allocated at the input's shape on first use. `fresh` is set when it holds no earlier gradient — its
-/// elements are then uninitialised and the op must overwrite every one (or zero it first). Saves a temporary and
-/// an addition pass per accumulation.
-template <class T>
-xt::xarray<T>& grad_slot(Node<T>& node, bool& fresh);
-
 /// Sums `x` over `axes` (sorted, distinct, in range), keeping them as size 1. Plain loops: correct for empty
 /// tensors (xt::sum is not), and fast for the common leading-axes (bias gradient) and trailing-axes cases.
 template <class T>

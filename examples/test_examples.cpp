@@ -5,7 +5,12 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,7 +24,9 @@
 #include "examples/qk_norm_attention.h"
 #include "examples/rms_norm_layer.h"
 #include "examples/softplus_op.h"
+#include "nn/model.h"
 #include "nn/optim.h"
+#include "train/trainer.h"
 
 using namespace xgrad;
 using examples::lerp;
@@ -265,4 +272,49 @@ TEST_CASE("QKNormAttention: a new attention layer") {
     CHECK_ERROR_STARTS(layer(2, true)(in), "qk_norm_attention:");
     CHECK_ERROR_STARTS(layer(3, true)(inputs(1, 2, 4, 2)), "qk_norm_attention:");
   }
+}
+
+TEST_CASE("QKNormAttention is the registered attention layer qk_norm: a model builds it, the trainer trains it") {
+  const auto& layers = Registry<nn::AttentionLayerEntry>::instance();
+  REQUIRE(layers.find("qk_norm") != nullptr);
+  nn::ModelConfig mc;
+  mc.vocab_size = 11;
+  mc.max_seq_len = 5;
+  mc.d_model = 8;
+  mc.n_heads = 2;
+  mc.attention = "qk_norm";
+  nn::AttentionModel model(mc, 1);
+  REQUIRE(model.attention_layers().size() == 1);
+  CHECK(dynamic_cast<examples::QKNormAttention*>(model.attention_layers()[0].get()) != nullptr);
+  mc.scale = "none";
+  CHECK_ERROR_STARTS(nn::AttentionModel(mc, 1), "--attention qk_norm scales its scores by 1/sqrt(d_k) itself");
+
+  // A short kv_recall run: it learns, and the saturation statistics come from its recorded scores.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("xgrad_test_examples_qk_norm_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  train::TrainConfig c;
+  c.attention = "qk_norm";
+  c.d_model = 32;
+  c.steps = 200;
+  c.print_every = 1000;
+  c.out = dir.string();
+  const train::RunSummary s = train::train(c);
+  CHECK(s.final_loss < 0.85 * s.chance_loss);
+  std::ifstream in(dir / "metrics.csv");
+  std::string header, first_row;
+  std::getline(in, header);
+  std::getline(in, first_row);
+  std::vector<std::string> names, values;
+  for (std::stringstream h(header); std::getline(h, names.emplace_back(), ',');) {}
+  for (std::stringstream r(first_row); std::getline(r, values.emplace_back(), ',');) {}
+  std::size_t attention_columns = 0;
+  for (std::size_t i = 0; i < names.size() && i < values.size(); ++i)
+    if (names[i].rfind("attn/l0h0/", 0) == 0) {
+      ++attention_columns;
+      INFO(names[i] << " = " << values[i]);
+      CHECK(std::isfinite(std::stod(values[i])));
+    }
+  CHECK(attention_columns > 0);
+  std::filesystem::remove_all(dir);
 }

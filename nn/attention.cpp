@@ -2,39 +2,47 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <type_traits>
 
 #include "autograd/blas.h"
-#include "autograd/parallel.h"
-#include "autograd/vector_math.h"
+#include "autograd/kernels/gradient_buffers.h"
+#include "autograd/kernels/parallel.h"
+#include "autograd/kernels/softmax.h"
+#include "autograd/kernels/vector_math.h"
 
 namespace xgrad::nn {
 
 namespace {
 
 // scaled_dot_product_attention's body: scores = f(scale · r_i · q k^T) with r and f from `scaling` when given.
-Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask, double scale,
-                          const AttentionScaling* scaling, AttentionRecord* record) {
-  Tensor scores = matmul(q, transpose(k, -2, -1));
+template <class T>
+basic_tensor<T> composed_attention(const basic_tensor<T>& q, const basic_tensor<T>& k, const basic_tensor<T>& v,
+                                   const xt::xarray<bool>* mask, double scale, const AttentionScaling* scaling,
+                                   AttentionRecord* record) {
+  basic_tensor<T> scores = matmul(q, transpose(k, -2, -1));
   if (scale != 1.0) scores = scores * scale;
   if (scaling) {
-    const std::size_t T = q.size(-2);
-    const std::vector<float> rows = scaling->row_multipliers(T);
+    const std::size_t n = q.size(-2);
+    const std::vector<float> rows = scaling->row_multipliers(n);
     if (!rows.empty()) {
-      if (rows.size() != T)
+      if (rows.size() != n)
         throw Error("attention: the scaling gave " + std::to_string(rows.size()) + " row multipliers for " +
-                    std::to_string(T) + " queries");
-      xt::xarray<float> r = xt::xarray<float>::from_shape({T, 1});
+                    std::to_string(n) + " queries");
+      xt::xarray<T> r = xt::xarray<T>::from_shape({n, 1});
       std::copy(rows.begin(), rows.end(), r.data());
-      scores = scores * Tensor(std::move(r));
+      scores = scores * basic_tensor<T>(std::move(r));
     }
     if (scaling->transforms_scores()) scores = scaling->transform_scores(scores);
   }
   if (mask) scores = masked_fill(scores, *mask, -INFINITY);
-  Tensor probs = softmax(scores);
-  if (record) {
-    if (scores.requires_grad()) scores.retain_grad();
-    record->scores = scores;
-    record->probs = probs.value();
+  basic_tensor<T> probs = softmax(scores);
+  if constexpr (std::is_same_v<T, float>) {
+    if (record) {
+      if (scores.requires_grad()) scores.retain_grad();
+      record->scores = scores;
+      record->probs = probs.value();
+    }
   }
   return matmul(probs, v);
 }
@@ -51,6 +59,33 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return composed_attention(q, k, v, mask, scaling.multiplier(), &scaling, record);
 }
 
+template <class T>
+basic_tensor<T> multi_head_attention_reference(const basic_tensor<T>& x, const basic_tensor<T>& w_q,
+                                               const basic_tensor<T>& w_k, const basic_tensor<T>& w_v,
+                                               const basic_tensor<T>& w_o, const AttentionScaling& scaling,
+                                               const std::vector<basic_tensor<T>>& params, std::size_t n_heads,
+                                               bool causal) {
+  if (x.dim() != 3) throw Error("attention: x must be [B, T, d_model], got " + shape_str(x.shape()));
+  const auto B = static_cast<std::int64_t>(x.size(0)), n = static_cast<std::int64_t>(x.size(1));
+  const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(w_q.size(1) / n_heads);
+  basic_tensor<T> wq = w_q, wk = w_k;
+  if (scaling.transforms_weights()) std::tie(wq, wk) = scaling.transform_weights(w_q, w_k, params);
+  basic_tensor<T> q = reshape(matmul(x, wq), {B, n, H, D}), k = reshape(matmul(x, wk), {B, n, H, D});
+  const basic_tensor<T> v = reshape(matmul(x, w_v), {B, n, H, D});
+  if (scaling.transforms_qk()) std::tie(q, k) = scaling.transform_qk(q, k, params);
+  const xt::xarray<bool> mask = causal_mask(static_cast<std::size_t>(n));
+  basic_tensor<T> out = composed_attention<T>(transpose(q, 1, 2), transpose(k, 1, 2), transpose(v, 1, 2),
+                                              causal ? &mask : nullptr, scaling.multiplier(), &scaling, nullptr);
+  return matmul(reshape(transpose(out, 1, 2), {B, n, H * D}), w_o);
+}
+
+template Tensor multi_head_attention_reference<float>(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                                      const Tensor&, const AttentionScaling&,
+                                                      const std::vector<Tensor>&, std::size_t, bool);
+template DTensor multi_head_attention_reference<double>(const DTensor&, const DTensor&, const DTensor&,
+                                                        const DTensor&, const DTensor&, const AttentionScaling&,
+                                                        const std::vector<DTensor>&, std::size_t, bool);
+
 namespace {
 
 // Multi-head attention on heads laid out as the projections produce them: q, k, v are [B, T, H * d_k] with head h
@@ -63,10 +98,10 @@ namespace {
 // mask and the softmax are applied to S in place, so only P (and Z when f is not the identity) is stored for
 // backward. Backward, per head (Vaswani et al. 2017's attention differentiated by hand): dP = dO V^T,
 // dS = P * (dP - rowsum(dP * P)), dZ = f'(Z) * dS, dZ_ij *= r_i, dQ = c dZ K, dK = c dZ^T Q, dV = P^T dO. A
-// scaling without r and f (none, sqrt_dk, dk) runs exactly the GEMMs and softmax and nothing else.
+// scaling without r and f (a constant multiplier only) runs exactly the GEMMs and softmax and nothing else.
 // With `record`, the scores S (softmax input), P, and q, k as [B, H, T, d_k] are kept there, and backward stores dS
 // as the scores' gradient (what retain_grad gives on the unfused path).
-// The (b, h) pairs run in parallel (autograd/parallel.h): each writes only its own blocks, so results do not
+// The (b, h) pairs run in parallel (autograd/kernels/parallel.h): each writes only its own blocks, so results do not
 // depend on the thread count.
 Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
                        const std::shared_ptr<const AttentionScaling>& scaling, AttentionRecord* record) {
@@ -200,13 +235,21 @@ xt::xarray<bool> causal_mask(std::size_t T) {
 MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads_, const std::string& scale_,
                                        bool causal_, Generator& gen, std::size_t max_seq_len, double init_gain,
                                        std::size_t d_k_, const SettingValues& settings)
-    : d_model(d_model_), n_heads(n_heads_), d_k(d_k_), scale(scale_), causal(causal_) {
+    : d_model(d_model_), d_k(d_k_), scale(scale_), causal(causal_), heads_(n_heads_) {
+  const std::size_t n_heads = heads_;
   if (d_model == 0 || n_heads == 0 || (d_k == 0 && d_model % n_heads != 0))
     throw Error("MultiHeadAttention: d_model (" + std::to_string(d_model) + ") must be a positive multiple of n_heads (" +
                 std::to_string(n_heads) + ") unless d_k is given");
   if (d_k == 0) d_k = d_model / n_heads;
   // Built before the projections draw their weights, so an unknown name fails before any work.
-  std::shared_ptr<AttentionScaling> built = make_scaling(scale, n_heads, d_k, max_seq_len, causal, settings);
+  ScalingContext context;
+  context.d_model = d_model;
+  context.n_heads = n_heads;
+  context.d_k = d_k;
+  context.max_seq_len = max_seq_len;
+  context.causal = causal;
+  context.settings = settings;
+  std::shared_ptr<AttentionScaling> built = make_scaling(scale, std::move(context));
   const std::size_t inner = n_heads * d_k;
   w_q = register_module("w_q", std::make_shared<Linear>(d_model, inner, false, gen));
   w_k = register_module("w_k", std::make_shared<Linear>(d_model, inner, false, gen));
@@ -223,9 +266,10 @@ void MultiHeadAttention::project(const Tensor& x, Tensor& q, Tensor& k, Tensor& 
     throw Error("MultiHeadAttention: input must be [B, T, " + std::to_string(d_model) + "], got " +
                 shape_str(x.shape()));
   const auto B = static_cast<std::int64_t>(x.size(0)), T = static_cast<std::int64_t>(x.size(1));
-  const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(d_k);
+  const auto H = static_cast<std::int64_t>(heads_), D = static_cast<std::int64_t>(d_k);
+  if (is_training() && grad_enabled()) scaling->update_state(w_q->weight, w_k->weight);
   if (scaling->transforms_weights()) {
-    const auto weights = scaling->transform_weights(w_q->weight, w_k->weight);
+    const auto weights = scaling->transform_weights(w_q->weight, w_k->weight, scaling->parameters());
     q = matmul(x, weights.first);
     k = matmul(x, weights.second);
   } else {
@@ -234,7 +278,7 @@ void MultiHeadAttention::project(const Tensor& x, Tensor& q, Tensor& k, Tensor& 
   }
   v = w_v->forward(x);
   if (scaling->transforms_qk()) {  // per head: [B, T, H, d_k] views of the same memory
-    auto qk = scaling->transform_qk(reshape(q, {B, T, H, D}), reshape(k, {B, T, H, D}));
+    auto qk = scaling->transform_qk(reshape(q, {B, T, H, D}), reshape(k, {B, T, H, D}), scaling->parameters());
     q = reshape(qk.first, {B, T, H * D});
     k = reshape(qk.second, {B, T, H * D});
   }
@@ -243,19 +287,37 @@ void MultiHeadAttention::project(const Tensor& x, Tensor& q, Tensor& k, Tensor& 
 Tensor MultiHeadAttention::forward(const Tensor& x) {
   Tensor q, k, v;
   project(x, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
-  Tensor out = attention_heads(q, k, v, n_heads, causal, scaling, record_attention ? &last : nullptr);
+  Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr);
   return w_o->forward(out);
 }
 
 Tensor MultiHeadAttention::forward_reference(const Tensor& x) {
-  Tensor q, k, v;
-  project(x, q, k, v);
-  const auto B = static_cast<std::int64_t>(x.size(0)), T = static_cast<std::int64_t>(x.size(1));
-  const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(d_k);
-  auto heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };  // [B, H, T, d_k]
-  const xt::xarray<bool> mask = causal_mask(static_cast<std::size_t>(T));
-  Tensor out = scaled_dot_product_attention(heads(q), heads(k), heads(v), causal ? &mask : nullptr, *scaling);
-  return w_o->forward(reshape(transpose(out, 1, 2), {B, T, H * D}));
+  if (x.dim() != 3 || x.size(2) != d_model)
+    throw Error("MultiHeadAttention: input must be [B, T, " + std::to_string(d_model) + "], got " +
+                shape_str(x.shape()));
+  if (is_training() && grad_enabled()) scaling->update_state(w_q->weight, w_k->weight);
+  return multi_head_attention_reference(x, w_q->weight, w_k->weight, w_v->weight, w_o->weight, *scaling,
+                                        scaling->parameters(), heads_, causal);
 }
+
+double MultiHeadAttention::effective_multiplier(std::size_t T) const { return scaling->effective_multiplier(T); }
+
+namespace {
+
+AttentionLayerEntry make_entry() {
+  AttentionLayerEntry e;
+  e.name = "multi_head";
+  e.description = "multi-head attention, scores scaled by --scale (Vaswani et al. 2017, sec. 3.2.2)";
+  e.order = 0;
+  e.build = [](const AttentionLayerContext& c, Generator& gen) {
+    return std::make_shared<MultiHeadAttention>(c.d_model, c.n_heads, c.scale, c.causal, gen, c.max_seq_len,
+                                                c.init_gain, c.d_k, c.settings);
+  };
+  return e;
+}
+
+const Registration<AttentionLayerEntry> registration{make_entry()};
+
+}  // namespace
 
 }  // namespace xgrad::nn

@@ -5,19 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "nn/attention_layer.h"
 #include "nn/layers.h"
 #include "nn/scaling.h"
 
 namespace xgrad::nn {
-
-/// What an attention call recorded for saturation statistics, beside the graph: the softmax input (scaled scores,
-/// -inf where masked) as a tensor whose gradient backward fills in (on scaled_dot_product_attention's graph it is the
-/// live scores tensor, kept by retain_grad), and the attention weights. Shapes [B, H, T, T].
-struct AttentionRecord {
-  Tensor scores;
-  xt::xarray<float> probs;
-  xt::xarray<float> q, k;  // [B, H, T, d_k], as they enter q·k (after the scaling's transform_qk, before multipliers)
-};
 
 /// softmax(q @ k^T * scale, masked) @ v. q, k, v: [B, H, T, d_k]; mask: null for none, or broadcastable to
 /// [B, H, T, T], true where a query may NOT attend (filled with -inf before the softmax). A query row whose
@@ -33,17 +25,31 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
                                     const AttentionScaling& scaling, AttentionRecord* record = nullptr);
 
+/// Multi-head attention from plain autograd ops, on explicit weights, with every hook of `scaling`: W_q', W_k' =
+/// transform_weights; q, k, v = x W_q', x W_k', x W_v viewed as [B, T, n_heads, d_k]; q, k = transform_qk; heads
+/// permuted to [B, H, T, d_k]; scaled_dot_product_attention with the scaling (causal mask when `causal`); heads
+/// concatenated, @ W_o. x: [B, T, d_model]; W_q, W_k, W_v: [d_model, n_heads * d_k]; W_o: [n_heads * d_k, d_model];
+/// params: the scaling's parameters in named_parameters() order. Returns [B, T, d_model]. T = float is
+/// MultiHeadAttention::forward_reference; T = double is what a float64 gradcheck of a scaling differentiates.
+/// Advances no state. Throws Error on mismatched shapes.
+template <class T>
+basic_tensor<T> multi_head_attention_reference(const basic_tensor<T>& x, const basic_tensor<T>& w_q,
+                                               const basic_tensor<T>& w_k, const basic_tensor<T>& w_v,
+                                               const basic_tensor<T>& w_o, const AttentionScaling& scaling,
+                                               const std::vector<basic_tensor<T>>& params, std::size_t n_heads,
+                                               bool causal);
+
 /// [T, T] boolean mask, true above the diagonal: position i may attend to j <= i only.
 xt::xarray<bool> causal_mask(std::size_t T);
 
-/// Multi-head self-attention: q, k, v = x W_q, x W_k, x W_v split into n_heads heads of d_k each (default
+/// Multi-head self-attention (attention layer "multi_head", the default): q, k, v = x W_q, x W_k, x W_v split into n_heads heads of d_k each (default
 /// d_model / n_heads; a given d_k decouples the head size from the width, W_q: [d_model, n_heads * d_k]),
 /// attention per head, heads concatenated, then W_o: [n_heads * d_k, d_model]. x: [B, T, d_model] → same.
 /// Projections have no bias; init LeCun normal N(0, 1/d_model), so for unit-variance inputs (after LayerNorm) each
 /// q and k component has variance ~1 and an unscaled score q·k has standard deviation ~sqrt(d_k) — the premise of
 /// Vaswani et al.'s footnote 4. The attention itself runs as one fused op over the heads in place (no permuted
 /// copies); it computes what scaled_dot_product_attention computes on the heads permuted to [B, H, T, d_k].
-class MultiHeadAttention : public Module {
+class MultiHeadAttention : public AttentionLayer {
  public:
   /// `scale` names a registered scaling (nn/scaling.h), built with its settings from `settings` (defaults for
   /// missing keys). Throws Error unless d_model > 0, n_heads > 0 and (d_k > 0 or d_model % n_heads == 0);
@@ -54,24 +60,23 @@ class MultiHeadAttention : public Module {
                      std::size_t max_seq_len = 16, double init_gain = 1.0, std::size_t d_k = 0,
                      const SettingValues& settings = SettingValues());
   /// x: [B, T, d_model] → [B, T, d_model], through the fused attention op. Throws Error on another input shape.
-  Tensor forward(const Tensor& x);
-  /// The same function from plain autograd ops (heads permuted to [B, H, T, d_k], then
-  /// scaled_dot_product_attention with the scaling's hooks): the reference forward() is tested against. Records
-  /// nothing; advances a scaling's state as forward() does.
+  Tensor forward(const Tensor& x) override;
+  std::size_t n_heads() const override { return heads_; }
+  /// The scaling's effective_multiplier.
+  double effective_multiplier(std::size_t T) const override;
+  /// The same function from plain autograd ops (multi_head_attention_reference on this layer's weights): the
+  /// reference forward() is tested against. Records nothing; advances a scaling's state as forward() does.
   Tensor forward_reference(const Tensor& x);
 
-  std::size_t d_model, n_heads, d_k;
+  std::size_t d_model, d_k;
   std::string scale;  // the scaling's registry name
   bool causal;
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
   /// Its parameters are named as this layer's own ("blocks.0.attn.qk_gain").
   std::shared_ptr<AttentionScaling> scaling;
 
-  /// When true, forward() records its scores and weights in `last` (see AttentionRecord).
-  bool record_attention = false;
-  AttentionRecord last;
-
  private:
+  std::size_t heads_;
   /// q, k after the weight and q/k hooks, v: each [B, T, n_heads * d_k].
   void project(const Tensor& x, Tensor& q, Tensor& k, Tensor& v);
 };

@@ -6,9 +6,16 @@ namespace xgrad::nn {
 
 TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen) : residual(c.residual) {
   if (c.layer_norm) ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.d_model));
-  attn = register_module("attn", std::make_shared<MultiHeadAttention>(c.d_model, c.n_heads, c.scale, c.causal, gen,
-                                                                      c.max_seq_len, c.proj_init_gain, c.d_k,
-                                                                      c.settings));
+  AttentionLayerContext context;
+  context.d_model = c.d_model;
+  context.n_heads = c.n_heads;
+  context.d_k = c.d_k;
+  context.max_seq_len = c.max_seq_len;
+  context.causal = c.causal;
+  context.init_gain = c.proj_init_gain;
+  context.scale = c.scale;
+  context.settings = c.settings;
+  attn = register_module("attn", make_attention_layer(c.attention, context, gen));
   if (c.mlp) {
     if (c.layer_norm) ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.d_model));
     mlp = register_module("mlp", std::make_shared<MLP>(c.d_model, c.d_ff ? c.d_ff : 4 * c.d_model, gen));
@@ -53,8 +60,8 @@ Tensor AttentionModel::forward(const index_array& tokens) {
   return head_->forward(ln_f_ ? ln_f_->forward(x) : x);
 }
 
-std::vector<std::shared_ptr<MultiHeadAttention>> AttentionModel::attention_layers() const {
-  std::vector<std::shared_ptr<MultiHeadAttention>> out;
+std::vector<std::shared_ptr<AttentionLayer>> AttentionModel::attention_layers() const {
+  std::vector<std::shared_ptr<AttentionLayer>> out;
   for (auto& b : blocks_->items()) out.push_back(b->attn);
   return out;
 }

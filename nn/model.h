@@ -27,14 +27,15 @@ struct ModelConfig {
   double proj_init_gain = 1.0;  // multiplies the LeCun std N(0, 1/fan_in) of the attention projections
 };
 
-/// Pre-LayerNorm block (as GPT-2; Xiong et al. 2020): x + attn(ln_1(x)), then + mlp(ln_2(x)); with layer_norm
+/// Pre-LayerNorm block (as GPT-2; Xiong et al. 2020), its attention built from the attention-layer registry
+/// (nn/attention_layer.h): x + attn(ln_1(x)), then + mlp(ln_2(x)); with layer_norm
 /// off the LayerNorms are identities, with residual off the additions are dropped. x: [B, T, d_model] → same.
 class TransformerBlock : public Module {
  public:
   TransformerBlock(const ModelConfig& config, Generator& gen);
   Tensor forward(const Tensor& x);
   std::shared_ptr<LayerNorm> ln_1, ln_2;  // null when config.layer_norm is false
-  std::shared_ptr<MultiHeadAttention> attn;
+  std::shared_ptr<AttentionLayer> attn;  // the registered layer config.attention names
   std::shared_ptr<MLP> mlp;  // null when config.mlp is false
   bool residual = true;
 };
@@ -46,11 +47,12 @@ class TransformerBlock : public Module {
 /// random numbers (ScalingEntry::build).
 class AttentionModel : public Module {
  public:
-  /// Throws Error on a zero size or d_model not divisible by n_heads, RegistryError on an unknown scaling.
+  /// Throws Error on a zero size or d_model not divisible by n_heads, RegistryError on an unknown scaling or
+  /// attention layer.
   AttentionModel(const ModelConfig& config, std::uint64_t seed);
   Tensor forward(const index_array& tokens);
   /// The attention layers, first block first (for saturation statistics).
-  std::vector<std::shared_ptr<MultiHeadAttention>> attention_layers() const;
+  std::vector<std::shared_ptr<AttentionLayer>> attention_layers() const;
   const ModelConfig& config() const { return config_; }
 
  private:

@@ -7,6 +7,8 @@ void Module::check_name(const std::string& name) const {
     throw Error("register: name '" + name + "' must be non-empty and contain no '.'");
   for (const auto& p : params_)
     if (p.first == name) throw Error("register: name '" + name + "' is already a parameter");
+  for (const auto& b : buffers_)
+    if (b.first == name) throw Error("register: name '" + name + "' is already a buffer");
   for (const auto& c : children_) {
     if (c.first == name) throw Error("register: name '" + name + "' is already a submodule");
     if (c.first.empty()) c.second->check_name(name);  // an inline part's names are this module's names
@@ -20,14 +22,33 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
   return tensor;
 }
 
-void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
-  for (const auto& p : params_) out.emplace_back(prefix + p.first, p.second);
-  for (const auto& c : children_) c.second->collect(c.first.empty() ? prefix : prefix + c.first + ".", out);
+Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
+  check_name(name);
+  tensor.set_requires_grad(false);
+  buffers_.emplace_back(name, tensor);
+  return tensor;
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out, bool buffers) const {
+  for (const auto& p : buffers ? buffers_ : params_) out.emplace_back(prefix + p.first, p.second);
+  for (const auto& c : children_) c.second->collect(c.first.empty() ? prefix : prefix + c.first + ".", out, buffers);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", out);
+  collect("", out, false);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out, true);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> out = named_parameters();
+  for (auto& b : named_buffers()) out.push_back(std::move(b));
   return out;
 }
 

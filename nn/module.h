@@ -21,6 +21,11 @@ class Module {
   /// ("blocks.0.attn.w_q.weight").
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
+  /// Buffers of this module and its submodules, named as parameters are: state that is saved in checkpoints but not
+  /// trained (no gradient, not in parameters(); e.g. power-iteration vectors), as torch.nn.Module.named_buffers.
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  /// named_parameters() then named_buffers(): everything a checkpoint of the module holds (torch's state_dict).
+  std::vector<std::pair<std::string, Tensor>> state_dict() const;
   /// Drops the gradients of every parameter.
   void zero_grad() const;
   /// Total number of scalar parameters.
@@ -34,7 +39,10 @@ class Module {
   /// Registers `tensor` as a parameter named `name` (requires_grad is set) and returns it. Throws xgrad::Error on a
   /// duplicate or empty name, or a name containing '.'.
   Tensor register_parameter(const std::string& name, Tensor tensor);
-  /// Registers a submodule; its parameters appear under "name.".
+  /// Registers `tensor` as a buffer named `name` (requires_grad is cleared) and returns it; update it in place
+  /// through mutable_value(). Throws xgrad::Error as register_parameter.
+  Tensor register_buffer(const std::string& name, Tensor tensor);
+  /// Registers a submodule; its parameters and buffers appear under "name.".
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     check_name(name);
@@ -49,6 +57,7 @@ class Module {
   std::shared_ptr<M> register_inline_module(std::shared_ptr<M> module) {
     const Module& part = *module;
     for (const auto& p : part.params_) check_name(p.first);
+    for (const auto& b : part.buffers_) check_name(b.first);
     for (const auto& c : part.children_) check_name(c.first);
     children_.emplace_back("", module);
     return module;
@@ -56,8 +65,8 @@ class Module {
 
  private:
   void check_name(const std::string& name) const;
-  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
-  std::vector<std::pair<std::string, Tensor>> params_;
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out, bool buffers) const;
+  std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

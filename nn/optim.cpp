@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/parallel.h"
-#include "autograd/vector_math.h"
+#include "autograd/kernels/parallel.h"
+#include "autograd/kernels/vector_math.h"
 
 namespace xgrad::nn {
 

@@ -7,15 +7,29 @@ namespace xgrad::nn {
 
 void AttentionScaling::init_weights(const Tensor&, const Tensor&) {}
 
-std::pair<Tensor, Tensor> AttentionScaling::transform_weights(const Tensor& w_q, const Tensor& w_k) {
+void AttentionScaling::update_state(const Tensor&, const Tensor&) {}
+
+TensorPair<float> AttentionScaling::transform_weights(const Tensor& w_q, const Tensor& w_k,
+                                                      const std::vector<Tensor>&) const {
+  return {w_q, w_k};
+}
+TensorPair<double> AttentionScaling::transform_weights(const DTensor& w_q, const DTensor& w_k,
+                                                       const std::vector<DTensor>&) const {
   return {w_q, w_k};
 }
 
-std::pair<Tensor, Tensor> AttentionScaling::transform_qk(const Tensor& q, const Tensor& k) const { return {q, k}; }
+TensorPair<float> AttentionScaling::transform_qk(const Tensor& q, const Tensor& k, const std::vector<Tensor>&) const {
+  return {q, k};
+}
+TensorPair<double> AttentionScaling::transform_qk(const DTensor& q, const DTensor& k,
+                                                  const std::vector<DTensor>&) const {
+  return {q, k};
+}
 
 std::vector<float> AttentionScaling::row_multipliers(std::size_t) const { return {}; }
 
 Tensor AttentionScaling::transform_scores(const Tensor& z) const { return z; }
+DTensor AttentionScaling::transform_scores(const DTensor& z) const { return z; }
 
 void AttentionScaling::transform_scores(const float* z, float* s, std::size_t n) const {
   if (s != z) std::copy(z, z + n, s);
@@ -36,14 +50,20 @@ const std::vector<std::string>& scaling_dash_styles() {
 
 std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, std::size_t n_heads, std::size_t d_k,
                                                std::size_t max_seq_len, bool causal, const SettingValues& given) {
-  const ScalingEntry& entry = Registry<ScalingEntry>::instance().at(name);
-  if (!entry.build) throw Error("scaling '" + name + "' has no build function");
   ScalingContext context;
+  context.d_model = n_heads * d_k;
   context.n_heads = n_heads;
   context.d_k = d_k;
   context.max_seq_len = max_seq_len;
   context.causal = causal;
-  context.settings = resolve_settings(entry.settings, given.json());
+  context.settings = given;
+  return make_scaling(name, std::move(context));
+}
+
+std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, ScalingContext context) {
+  const ScalingEntry& entry = Registry<ScalingEntry>::instance().at(name);
+  if (!entry.build) throw Error("scaling '" + name + "' has no build function");
+  context.settings = resolve_settings(entry.settings, context.settings.json());
   auto scaling = entry.build(context);
   if (!scaling) throw Error("scaling '" + name + "': its build function returned nothing");
   return scaling;

@@ -10,7 +10,7 @@
 //   z_ij       = multiplier() * r_i * (q_i · k_j)     (r = row_multipliers(T); r_i = 1 when it is empty)
 //   s_ij       = f(z_ij)                              (f = the score transform; identity unless transforms_scores())
 // then the causal mask (s_ij = -inf for j > i) and softmax over j. A scaling that overrides none of the optional
-// hooks (none, sqrt_dk, dk) costs exactly one multiplication folded into the q·k GEMM.
+// hooks (a constant multiplier only) costs nothing beyond the GEMMs and softmax of unscaled attention.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +28,7 @@ namespace xgrad::nn {
 
 /// What a scaling is built from: the attention layer it serves.
 struct ScalingContext {
+  std::size_t d_model = 1;      ///< the layer's input width (W_q: [d_model, n_heads * d_k])
   std::size_t n_heads = 1;
   std::size_t d_k = 1;          ///< head size
   std::size_t max_seq_len = 1;  ///< longest sequence the model takes (T <= max_seq_len in forward)
@@ -35,10 +36,19 @@ struct ScalingContext {
   SettingValues settings;       ///< the entry's own settings, every declared key present
 };
 
+/// q and k (or W_q and W_k) as a pair.
+template <class T>
+using TensorPair = std::pair<basic_tensor<T>, basic_tensor<T>>;
+
 /// One attention layer's score scaling: a Module, so learned scalars (temperatures, gains, norms) are parameters of
 /// the layer and checkpoint buffers (power-iteration vectors) are saved with it. Every hook but multiplier() has a
 /// default that leaves its input unchanged, and a flag saying whether it is overridden so the attention layer can
 /// skip it; a subclass overriding a hook must also override its flag.
+///
+/// The tensor hooks come in float (training) and double (float64 gradcheck) overloads; a scaling writes its math
+/// once as a function template and overrides both with one-line calls. They take the scaling's parameters as
+/// `params` (in named_parameters() order) instead of reading its members, so a gradcheck can pass float64 copies:
+/// the attention layer passes parameters().
 class AttentionScaling : public Module {
  public:
   /// The constant c of z = c · r_i · q·k (1/sqrt(d_k) for the scaling of Vaswani et al. 2017, eq. 1).
@@ -47,25 +57,35 @@ class AttentionScaling : public Module {
   /// Called once by the attention layer after its projections are initialised, with W_q and W_k as stored
   /// ([d_model, n_heads * d_k]); for scalings whose state starts from the weights (power-iteration vectors).
   virtual void init_weights(const Tensor& w_q, const Tensor& w_k);
+  /// Called by the attention layer at the start of each forward pass in training mode with gradients enabled (once
+  /// per training step), before transform_weights: advances state that is not a parameter (one power-iteration
+  /// step). W_q, W_k as stored.
+  virtual void update_state(const Tensor& w_q, const Tensor& w_k);
 
   virtual bool transforms_weights() const { return false; }
-  /// The projection weights to use in this forward pass, from the stored W_q, W_k ([d_model, n_heads * d_k] each;
-  /// returns the same shapes). Called once per forward pass; in training mode with gradients enabled it may advance
-  /// state (one power-iteration step per training step).
-  virtual std::pair<Tensor, Tensor> transform_weights(const Tensor& w_q, const Tensor& w_k);
+  /// The projection weights a forward pass uses, from the stored W_q, W_k ([d_model, n_heads * d_k] each; returns
+  /// the same shapes).
+  virtual TensorPair<float> transform_weights(const Tensor& w_q, const Tensor& w_k,
+                                              const std::vector<Tensor>& params) const;
+  virtual TensorPair<double> transform_weights(const DTensor& w_q, const DTensor& w_k,
+                                               const std::vector<DTensor>& params) const;
 
   virtual bool transforms_qk() const { return false; }
   /// q, k: [B, T, n_heads, d_k] (the projections viewed per head) → the q and k that enter q·k, same shapes.
-  virtual std::pair<Tensor, Tensor> transform_qk(const Tensor& q, const Tensor& k) const;
+  virtual TensorPair<float> transform_qk(const Tensor& q, const Tensor& k, const std::vector<Tensor>& params) const;
+  virtual TensorPair<double> transform_qk(const DTensor& q, const DTensor& k,
+                                          const std::vector<DTensor>& params) const;
 
   /// r_i for query rows i = 0..T-1 of a length-T sequence, or empty for r_i = 1 (the default). Constants: no
   /// gradient flows into them.
   virtual std::vector<float> row_multipliers(std::size_t T) const;
 
   virtual bool transforms_scores() const { return false; }
-  /// s = f(z) elementwise, built from autograd ops: the reference form. z: any shape → same.
+  /// s = f(z) elementwise, built from autograd ops: the reference form. f has no parameters (the fused op has no
+  /// gradient for them). z: any shape → same.
   virtual Tensor transform_scores(const Tensor& z) const;
-  /// s = f(z) on n floats (out may equal z): the fused op's forward. Must equal transform_scores to float rounding.
+  virtual DTensor transform_scores(const DTensor& z) const;
+  /// s = f(z) on n floats (s may equal z): the fused op's forward. Must equal transform_scores to float rounding.
   virtual void transform_scores(const float* z, float* s, std::size_t n) const;
   /// grad[i] *= f'(z[i]) on n floats: the fused op's backward.
   virtual void transform_scores_backward(const float* z, float* grad, std::size_t n) const;
@@ -100,6 +120,8 @@ const std::vector<std::string>& scaling_dash_styles();
 /// entry without a build function.
 std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, std::size_t n_heads, std::size_t d_k,
                                                std::size_t max_seq_len, bool causal, const SettingValues& given = {});
+/// The same for a layer described by `context` (its settings as given; missing ones get their defaults).
+std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, ScalingContext context);
 
 /// The registered entry that is the unscaled reference (is_reference), or null if none is.
 const ScalingEntry* reference_scaling();

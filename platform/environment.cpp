@@ -14,7 +14,7 @@
 #include <xtensor/xtensor_config.hpp>
 
 #include "autograd/blas.h"
-#include "autograd/parallel.h"
+#include "autograd/kernels/parallel.h"
 
 namespace xgrad::platform {
 

@@ -24,7 +24,8 @@ void tune_allocator();
 /// later multiply on them many times slower; flushing them to zero changes results only below 1.2e-38.
 void set_flush_denormals(bool on);
 
-/// Sets the threads of BLAS and of xgrad's own loops (autograd/parallel.h); throws std::invalid_argument if n < 1.
+/// Sets the threads of BLAS and of xgrad's own loops (autograd/kernels/parallel.h); throws std::invalid_argument if
+/// n < 1.
 void set_threads(int n);
 
 /// xgrad, compiler, xtensor, xtensor-blas, OpenBLAS (version string and core), spdlog, nlohmann-json versions;

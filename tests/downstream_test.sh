@@ -2,9 +2,11 @@
 # ctest downstream: install the already-built xgrad into a fresh prefix, build examples/downstream against it with
 # find_package(xgrad), run a small sweep with the downstream executable, and compare it with that executable and
 # with the installed plain xgrad.
-#   downstream_test.sh CMAKE XGRAD_BUILD_DIR DOWNSTREAM_SOURCE_DIR WORK_DIR [CXX_COMPILER_LAUNCHER]
+#   downstream_test.sh CMAKE XGRAD_BUILD_DIR DOWNSTREAM_SOURCE_DIR WORK_DIR [CXX_COMPILER_LAUNCHER [CXX_FLAGS]]
+# CXX_FLAGS: flags the downstream project must compile and link with to use this build's libraries (a sanitizer
+# build's -fsanitize=..., whose runtime must come first in the executable).
 set -euo pipefail
-cmake_bin=$1 build_dir=$2 source_dir=$3 work=$4 launcher=${5:-}
+cmake_bin=$1 build_dir=$2 source_dir=$3 work=$4 launcher=${5:-} cxx_flags=${6:-}
 
 # The work directory is fixed (under ctest's build tree) so a compiler cache sees the same paths on every run.
 rm -rf "$work"
@@ -13,7 +15,8 @@ prefix=$work/prefix
 
 "$cmake_bin" --install "$build_dir" --prefix "$prefix" >"$work/install.log"
 "$cmake_bin" -S "$source_dir" -B "$work/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
-  ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"} >"$work/configure.log"
+  ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"} ${cxx_flags:+-DCMAKE_CXX_FLAGS="$cxx_flags"} \
+  ${cxx_flags:+-DCMAKE_EXE_LINKER_FLAGS="$cxx_flags"} >"$work/configure.log"
 "$cmake_bin" --build "$work/build" -j2 >"$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
 
 # The project's own tests of its extensions (through xgrad's registries).

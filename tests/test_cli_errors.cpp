@@ -93,7 +93,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"train", "--out", out, "--lr", "nan"}, 2, "--lr: must be a decimal number, got 'nan'"},
       {{"train", "--out", out, "--lr", "1e999"}, 2, "--lr: must be finite"},
       {{"train", "--out", out, "--optimizer", "adam"}, 2, "--optimizer: adam not in {sgd,adamw}"},
-      {{"train", "--out", out, "--scale", "sqrt"}, 2, "--scale: sqrt not in {none,sqrt_dk,dk,qk_layernorm,learned}"},
+      {{"train", "--out", out, "--scale", "sqrt"}, 2, "--scale: sqrt not in {none,sqrt_dk,dk,qk_layernorm,learned,softcap,ssmax,sigma_reparam}"},
       {{"train", "--out", out, "--task", "mnist"}, 2, "--task: mnist not in {kv_recall,copy,reverse,sort,majority,"},
       {{"train", "--out", out, "--mlp", "maybe"}, 2, "--mlp: must be true or false, got 'maybe'"},
       {{"train", "--out", out, "--d-model", "10", "--n-heads", "3"}, 2, "--d-model (10) must be divisible by --n-heads (3)"},

@@ -1,5 +1,6 @@
-// xgrad's own loops on several threads (autograd/parallel.h): the same bits as on one thread. Sizes are chosen so
-// that every loop under test is above its grain and really splits (the first case checks that splitting happens).
+// xgrad's own loops on several threads (autograd/kernels/parallel.h): the same bits as on one thread. Sizes are
+// chosen so that every loop under test is above its grain and really splits (the first case checks that splitting
+// happens).
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -13,7 +14,7 @@
 #endif
 
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
+#include "autograd/kernels/parallel.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 
@@ -92,7 +93,8 @@ TrainTrace train_steps(int threads) {
 
 // Values and input gradients of a chain of ops in double, each big enough to split: broadcasting add and mul (a
 // trailing block either way round), mul_scalar, silu (the generic unary path), gelu, softmax over the last and a
-// middle axis, log_softmax, layer_norm with and without weight, cross_entropy with ignore_index and smoothing, and per position.
+// middle axis, log_softmax, layer_norm with and without weight, cross_entropy with ignore_index and smoothing, and
+// per position.
 std::vector<xt::xarray<double>> op_chain(int threads) {
   Threads scope(threads);
   using Td = basic_tensor<double>;
@@ -112,7 +114,8 @@ std::vector<xt::xarray<double>> op_chain(int threads) {
   Td per_position = cross_entropy(n, targets, -100, 0.0, Reduction::none);
   Td loss = add(add(cross_entropy(n, targets, -100, 0.1), mean(mul(n, n))), mean(per_position));
   loss.backward();
-  return {s.value(), l.value(), n.value(), per_position.value(), loss.value(), x.grad(), bias.grad(), row.grad(), w.grad()};
+  return {s.value(),    l.value(), n.value(),    per_position.value(), loss.value(),
+          x.grad(), bias.grad(), row.grad(), w.grad()};
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ struct TrainConfig {
   TrainConfig();
   // components: registry names (data/registry.h, nn/optim.h, nn/attention.h)
   std::string task, optimizer;
-  std::string scale;
+  std::string scale;      // a registered scaling (nn/scaling.h)
+  std::string attention;  // a registered attention layer (nn/attention_layer.h)
   // model (nn/model.h)
   std::size_t d_model, n_heads, n_layers, d_ff;  // d_ff 0: 4 * d_model
   std::size_t d_k;                               // the head size; 0: d_model / n_heads

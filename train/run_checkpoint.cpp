@@ -74,6 +74,7 @@ nn::Checkpoint make_run_checkpoint(const TrainConfig& config, const nn::Attentio
   nn::Checkpoint c;
   const auto named = model.named_parameters();
   for (const auto& [name, param] : named) c.add("model." + name, param.value());
+  for (const auto& [name, buffer] : model.named_buffers()) c.add("model." + name, buffer.value());
   const nn::OptimizerState state = optimizer.state();
   for (const auto& [kind, arrays] : state.buffers)
     for (std::size_t i = 0; i < named.size(); ++i) c.add("optim." + kind + "." + named[i].first, arrays.at(i));
@@ -106,7 +107,7 @@ void load_model_weights(const nn::Checkpoint& c, const std::string& path, nn::At
   std::string prefix;
   for (const auto& [name, value] : c.tensors)
     if (name.rfind("model.", 0) == 0) prefix = "model.";
-  const auto named = model.named_parameters();
+  const auto named = model.state_dict();  // parameters and buffers
   for (const auto& [name, value] : c.tensors) {
     if (name.rfind(prefix, 0) != 0) continue;  // optimizer state and gradients of a run checkpoint
     bool known = false;

@@ -2,7 +2,7 @@
 // safetensors file (nn/checkpoint.h), and the matching cut of metrics.csv.
 //
 // Tensors (float32):
-//   model.<name>                   every parameter, <name> as named_parameters() gives it ("blocks.0.attn.w_q.weight")
+//   model.<name>                   every parameter and buffer, <name> as state_dict() gives it ("blocks.0.attn.w_q.weight")
 //   optim.m.<name>, optim.v.<name> AdamW's first and second moment estimates
 //   optim.momentum_buffer.<name>   SGD's momentum buffer
 //   grad.<name>                    only in checkpoint-nonfinite.safetensors: the gradients of the failing step
@@ -22,6 +22,7 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "train/config.h"
+#include "train/run_files.h"
 
 namespace xgrad::train {
 
@@ -41,8 +42,6 @@ struct RunProgress {
   static constexpr std::size_t kRecent = 20;
 };
 
-inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
-inline constexpr const char* kNonfiniteCheckpointFile = "checkpoint-nonfinite.safetensors";
 
 /// The checkpoint of a run after progress.step steps. With `nonfinite`, metadata nonfinite = "true" and the current
 /// gradients are included as grad.<name>.

@@ -17,17 +17,6 @@ namespace xgrad::train {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// The files that make a directory hold a run; --overwrite deletes them, nothing else.
-const std::vector<std::string>& run_files() {
-  static const std::vector<std::string> files{kConfigFile, kMetricsFile, kSummaryFile, kCheckpointFile,
-                                              kNonfiniteCheckpointFile};
-  return files;
-}
-
-}  // namespace
-
 RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -67,7 +56,7 @@ void check_run_directory(const TrainConfig& cfg) {
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw ConfigError("--out: " + dir.string() + " exists and is not a directory");
   bool holds_run = false;
-  for (const auto& f : run_files()) holds_run = holds_run || fs::exists(dir / f, ec);
+  for (const auto& f : run_file_names()) holds_run = holds_run || fs::exists(dir / f, ec);
   if (cfg.resume && !fs::exists(dir / kConfigFile, ec))
     throw ConfigError("--resume: " + dir.string() + " holds no run (no config.json)");
   if (!cfg.resume && !cfg.overwrite && holds_run)
@@ -88,7 +77,7 @@ void prepare_run_directory(const TrainConfig& cfg, RunLock& lock) {
   ::close(fd);
   ::unlink(probe.c_str());
   if (cfg.overwrite)
-    for (const auto& f : run_files()) fs::remove(dir / f, ec);
+    for (const auto& f : run_file_names()) fs::remove(dir / f, ec);
   // A stale summary would mark a run that is being continued as finished (xgrad sweep skips finished runs).
   if (cfg.resume) fs::remove(dir / kSummaryFile, ec);
   // Temporary files of atomic writes cut short by a kill.

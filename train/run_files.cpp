@@ -5,6 +5,12 @@
 
 namespace xgrad::train {
 
+const std::vector<std::string>& run_file_names() {
+  static const std::vector<std::string> files{kConfigFile, kMetricsFile, kSummaryFile, kCheckpointFile,
+                                              kNonfiniteCheckpointFile};
+  return files;
+}
+
 nlohmann::json RunSummary::to_json() const {
   return {{"steps_done", steps_done},
           {"chance_loss", chance_loss},

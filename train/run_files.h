@@ -1,6 +1,6 @@
 // The files of a run directory, defined once for the trainer that writes them and for the report and the sweep that
-// read them: their names, summary.json (RunSummary) and the columns of metrics.csv. config.json is TrainConfig's
-// (train/config.h); checkpoint.safetensors is run_checkpoint.h's; the row format of metrics.csv is metrics_log.h's.
+// read them: their names, summary.json (RunSummary) and the columns of metrics.csv. config.json's contents are
+// TrainConfig's (train/config.h), the checkpoint's run_checkpoint.h's, the row format of metrics.csv metrics_log.h's.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +16,12 @@ namespace xgrad::train {
 inline constexpr const char* kConfigFile = "config.json";
 inline constexpr const char* kMetricsFile = "metrics.csv";
 inline constexpr const char* kSummaryFile = "summary.json";
+/// The run's checkpoint (contents: train/run_checkpoint.h), and the state before a run's first non-finite step.
+inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+inline constexpr const char* kNonfiniteCheckpointFile = "checkpoint-nonfinite.safetensors";
+
+/// The files that make a directory hold a run: config.json, metrics.csv, summary.json and both checkpoints.
+const std::vector<std::string>& run_file_names();
 
 /// What a run reports at its end: summary.json. A run that was stopped or killed has none.
 struct RunSummary {

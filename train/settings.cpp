@@ -7,6 +7,7 @@
 
 #include "data/registry.h"
 #include "nn/optim.h"
+#include "nn/attention_layer.h"
 #include "nn/scaling.h"
 
 namespace xgrad::train {
@@ -44,6 +45,7 @@ std::vector<CoreSetting> make_core_settings() {
   t.push_back(bind(&TrainConfig::task, text_setting("task", "kv_recall", {}, "task")));
   t.push_back(bind(&TrainConfig::scale, for_commands(text_setting("scale", "sqrt_dk", {}, "attention score scaling"),
                                                      kTrain)));
+  t.push_back(bind(&TrainConfig::attention, text_setting("attention", "multi_head", {}, "attention layer of each block")));
   // model
   t.push_back(bind(&TrainConfig::d_model, whole_setting("d_model", 64, 1, 16384, "model width")));
   {
@@ -175,6 +177,7 @@ const std::vector<CoreSetting>& core_settings() {
 const std::vector<Component>& components() {
   static const std::vector<Component> list{registry_component<data::TaskEntry>("task"),
                                            registry_component<nn::ScalingEntry>("scale"),
+                                           registry_component<nn::AttentionLayerEntry>("attention"),
                                            registry_component<nn::OptimizerEntry>("optimizer")};
   return list;
 }

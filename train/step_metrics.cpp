@@ -91,7 +91,7 @@ void StepMetrics::add_attention_statistics(nn::AttentionModel& model) {
   const auto layers = model.attention_layers();
   std::vector<std::string> names;
   for (std::size_t l = 0; l < layers.size(); ++l)
-    for (std::size_t h = 0; h < layers[l]->n_heads; ++h)
+    for (std::size_t h = 0; h < layers[l]->n_heads(); ++h)
       for (const auto& stat : columns::attention_stats()) names.push_back(columns::attention(l, h, stat.name));
   add(names, true, [layers](const StepRecord& r, std::vector<double>& row) {
     xt::xarray<bool> target_positions = xt::xarray<bool>::from_shape(r.targets.shape());

@@ -42,7 +42,11 @@ nn::ModelConfig model_config(const TrainConfig& cfg, const data::Task& task) {
   mc.residual = cfg.residual;
   mc.causal = cfg.causal;
   mc.scale = cfg.scale;
-  mc.settings = component_values(cfg, "scale");
+  mc.attention = cfg.attention;
+  // The scaling's and the attention layer's own settings (keys are unique across registries).
+  nlohmann::json model_settings = component_values(cfg, "scale").json();
+  model_settings.update(component_values(cfg, "attention").json());
+  mc.settings = SettingValues(model_settings);
   mc.emb_init_std = cfg.emb_init_std;
   mc.proj_init_gain = cfg.proj_init_gain;
   return mc;

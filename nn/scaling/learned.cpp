@@ -14,19 +14,27 @@ class LearnedScaling : public AttentionScaling {
  public:
   explicit LearnedScaling(std::size_t max_seq_len) {
     const double T = static_cast<double>(std::max<std::size_t>(max_seq_len, 2));
-    qk_gain = register_parameter("qk_gain", full<float>({1}, std::log2(T * T - T)));
+    register_parameter("qk_gain", full<float>({1}, std::log2(T * T - T)));
   }
-  // g rides on q (g q̂)·k̂ = g cos(q, k), so it is a parameter of the graph, not the constant multiplier.
+  // g rides on q, (g q̂)·k̂ = g cos(q, k), so it is a parameter of the graph, not the constant multiplier.
   double multiplier() const override { return 1.0; }
   bool transforms_qk() const override { return true; }
-  std::pair<Tensor, Tensor> transform_qk(const Tensor& q, const Tensor& k) const override {
-    // eps keeps a zero vector finite.
-    auto unit = [](const Tensor& t) { return t / sqrt(sum(t * t, {-1}, true) + 1e-12); };
-    return {unit(q) * qk_gain, unit(k)};
+  TensorPair<float> transform_qk(const Tensor& q, const Tensor& k, const std::vector<Tensor>& p) const override {
+    return normalise(q, k, p);
+  }
+  TensorPair<double> transform_qk(const DTensor& q, const DTensor& k, const std::vector<DTensor>& p) const override {
+    return normalise(q, k, p);
   }
 
  private:
-  Tensor qk_gain;
+  // p: qk_gain, [1].
+  template <class T>
+  static TensorPair<T> normalise(const basic_tensor<T>& q, const basic_tensor<T>& k,
+                                 const std::vector<basic_tensor<T>>& p) {
+    // eps keeps a zero vector finite.
+    auto unit = [](const basic_tensor<T>& t) { return t / sqrt(sum(t * t, {-1}, true) + 1e-12); };
+    return {unit(q) * p[0], unit(k)};
+  }
 };
 
 ScalingEntry make_entry() {

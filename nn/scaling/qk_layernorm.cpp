@@ -3,6 +3,7 @@
 // parameters are q_norm.{weight,bias} and k_norm.{weight,bias}, [d_k] each.
 #include <cmath>
 
+#include "autograd/ops.h"
 #include "nn/layers.h"
 #include "nn/scaling.h"
 
@@ -12,18 +13,27 @@ namespace {
 class QkLayerNormScaling : public AttentionScaling {
  public:
   explicit QkLayerNormScaling(std::size_t d_k) : multiplier_(1.0 / std::sqrt(static_cast<double>(d_k))) {
-    q_norm = register_module("q_norm", std::make_shared<LayerNorm>(d_k));
-    k_norm = register_module("k_norm", std::make_shared<LayerNorm>(d_k));
+    register_module("q_norm", std::make_shared<LayerNorm>(d_k));
+    register_module("k_norm", std::make_shared<LayerNorm>(d_k));
   }
   double multiplier() const override { return multiplier_; }
   bool transforms_qk() const override { return true; }
-  std::pair<Tensor, Tensor> transform_qk(const Tensor& q, const Tensor& k) const override {
-    return {q_norm->forward(q), k_norm->forward(k)};
+  TensorPair<float> transform_qk(const Tensor& q, const Tensor& k, const std::vector<Tensor>& p) const override {
+    return normalise(q, k, p);
+  }
+  TensorPair<double> transform_qk(const DTensor& q, const DTensor& k, const std::vector<DTensor>& p) const override {
+    return normalise(q, k, p);
   }
 
  private:
+  // p: q_norm.weight, q_norm.bias, k_norm.weight, k_norm.bias (registration order), [d_k] each.
+  template <class T>
+  static TensorPair<T> normalise(const basic_tensor<T>& q, const basic_tensor<T>& k,
+                                 const std::vector<basic_tensor<T>>& p) {
+    constexpr double eps = 1e-5;  // LayerNorm's default, as torch.nn.LayerNorm
+    return {layer_norm(q, p[0], p[1], eps), layer_norm(k, p[2], p[3], eps)};
+  }
   double multiplier_;
-  std::shared_ptr<LayerNorm> q_norm, k_norm;
 };
 
 ScalingEntry make_entry() {

@@ -50,7 +50,7 @@ std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size
       r.scale = scale;
       r.q_std = std_of(layer->last.q);
       r.k_std = std_of(layer->last.k);
-      const double factor = layer->scaling->effective_multiplier(mc.max_seq_len);
+      const double factor = layer->effective_multiplier(mc.max_seq_len);
       r.theory_std = std::sqrt(static_cast<double>(d_k)) * r.q_std * r.k_std * factor;
       double score_std = 0, entropy = 0, max_prob = 0, saturated = 0;
       for (const auto& s : stats) {  // mean over heads

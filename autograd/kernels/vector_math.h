@@ -1,13 +1,13 @@
-// SIMD for the loops the compiler cannot vectorise by itself: those calling exp or sqrt per element (a libm call,
-// or a sqrt that may set errno, keeps GCC's vectoriser out) and floating-point sums (which it may not reorder, so a
-// plain loop is one chain of dependent adds). Two layers:
+// The SIMD building blocks of the kernels, for the loops the compiler cannot vectorise by itself: those calling exp
+// or sqrt per element (a libm call, or a sqrt that may set errno, keeps GCC's vectoriser out) and floating-point
+// sums (which it may not reorder, so a plain loop is one chain of dependent adds). Two layers:
 //  - xsimd batches at the width of the compile target (SSE2 on a baseline x86-64 build: 4 floats, 2 doubles), for
 //    float and double: sums and dot products (layer_norm, softmax backward), softmax rows, sqrt in AdamW.
-//  - Wide float kernels for the exp-bound ops (gelu, softmax, cross_entropy): GCC vector extensions of 16 floats,
-//    compiled three times (target_clones: AVX-512, AVX2, baseline) so that the loader picks the widest the CPU
-//    runs, as PyTorch dispatches its kernels. Double keeps the xsimd path (gradcheck runs in double and needs libm accuracy).
-// Measured at M (bench/README.md): gelu with one libm expf per element was 15% of the step, layer_norm's serial
-// sums 6%; gelu with SSE2 batches still 8%.
+//  - Wide float vectors for the exp-bound kernels (kernels/activations.cpp, kernels/softmax.cpp): GCC vector
+//    extensions of 16 floats, in functions compiled three times (XGRAD_TARGET_CLONES: AVX-512, AVX2, baseline) so
+//    that the loader picks the widest the CPU runs, as PyTorch dispatches its kernels. Double keeps the xsimd path
+//    (gradcheck runs in double and needs libm accuracy).
+// Each kernel built on these is compared with its plain reference (kernels/reference.h) in tests/test_kernels.cpp.
 #pragma once
 
 #include <algorithm>
@@ -147,43 +147,6 @@ __attribute__((always_inline)) inline void for_each_wide(std::size_t n, F&& body
   std::size_t i = 0;
   for (; i + kWide <= n; i += kWide) body(i, std::integral_constant<std::size_t, kWide>{});
   if (i < n) body(i, n - i);
-}
-
-/// gelu (tanh form) of n floats: sig = sigmoid(2 k (x + c x^3)), out = x sig. Defined in ops_elementwise.cpp.
-void gelu_f32(const float* x, float* out, float* sig, std::size_t n, float k, float c);
-/// g *= d gelu / dx given x and sig from gelu_f32. Defined in ops_elementwise.cpp.
-void gelu_backward_f32(const float* x, const float* sig, float* g, std::size_t n, float k, float c);
-/// out = exp(in - shift) for n floats. Defined in ops_nn.cpp (cross_entropy).
-void exp_shifted_f32(const float* in, float shift, float* out, std::size_t n);
-/// softmax_row for float at the widest width the CPU runs. Defined in ops_nn.cpp.
-void softmax_row_f32(const float* in, float* out, std::size_t n);
-
-// ---- rows ------------------------------------------------------------------------------------------------
-
-/// out = softmax(in) over n contiguous elements, subtracting the max first; a row whose every entry is -inf (fully
-/// masked) gives all zeros. in and out may be the same array. The row kernel of xgrad::softmax (last axis), shared
-/// with fused ops that must match it.
-template <class T>
-void softmax_row(const T* in, T* out, std::size_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    softmax_row_f32(in, out, n);
-  } else {
-    T m = -std::numeric_limits<T>::infinity();
-    for (std::size_t j = 0; j < n; ++j) m = std::max(m, in[j]);
-    if (m == -std::numeric_limits<T>::infinity()) {
-      std::fill(out, out + n, T(0));
-      return;
-    }
-    // Padding lanes hold -inf, whose exp adds 0 to the sum.
-    batch<T> sum(T(0));
-    for_each_batch<T>(n, [&](std::size_t j, auto count) {
-      const batch<T> e = xsimd::exp(load(in + j, count, -std::numeric_limits<T>::infinity()) - m);
-      store(out + j, e, count);
-      sum += e;
-    });
-    const T s = xsimd::hadd(sum);
-    for (std::size_t j = 0; j < n; ++j) out[j] /= s;
-  }
 }
 
 }  // namespace xgrad::simd

@@ -3,7 +3,7 @@
 // when the library loads. Measured with --threads 2 at the bench's M size: the spinning worker starved OpenBLAS's
 // own worker thread and the step took 65 ms instead of 24. These workers yield while they wait briefly and then
 // sleep, as OpenBLAS's do.
-#include "autograd/parallel.h"
+#include "autograd/kernels/parallel.h"
 
 #include <atomic>
 #include <condition_variable>

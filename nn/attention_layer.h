@@ -1,0 +1,75 @@
+// Attention layers: what a transformer block uses for attention. Each layer registers an AttentionLayerEntry from
+// its own file (the built-in "multi_head" from nn/attention.cpp; a user's from theirs); AttentionModel builds each
+// block's attention from the entry its config names. Any layer that fills an AttentionRecord when record_attention
+// is set gets the trainer's saturation statistics and probe's table.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/random.h"
+#include "common/registry.h"
+#include "common/setting.h"
+#include "nn/module.h"
+
+namespace xgrad::nn {
+
+/// What an attention call recorded for saturation statistics, beside the graph: the softmax input (scaled scores,
+/// -inf where masked) as a tensor whose gradient backward fills in (on a graph of autograd ops, the live scores
+/// tensor kept by retain_grad), and the attention weights. Shapes [B, H, T, T].
+struct AttentionRecord {
+  Tensor scores;
+  xt::xarray<float> probs;
+  xt::xarray<float> q, k;  // [B, H, T, d_k], as they enter q·k (after any normalisation, before multipliers)
+};
+
+/// A block's attention: x [B, T, d_model] → [B, T, d_model].
+class AttentionLayer : public Module {
+ public:
+  /// Throws Error on an input of another shape.
+  virtual Tensor forward(const Tensor& x) = 0;
+  virtual std::size_t n_heads() const = 0;
+  /// The factor between q·k of the recorded q and k and the recorded scores (before any elementwise transform), for
+  /// a length-T sequence: probe's theory line (1/sqrt(d_k) for the attention of Vaswani et al. 2017, eq. 1).
+  virtual double effective_multiplier(std::size_t T) const = 0;
+
+  /// When true, forward() records its scores, weights, q and k in `last` (see AttentionRecord).
+  bool record_attention = false;
+  AttentionRecord last;
+};
+
+/// What an attention layer is built from.
+struct AttentionLayerContext {
+  std::size_t d_model = 0;
+  std::size_t n_heads = 1;
+  std::size_t d_k = 0;          ///< head size, never 0 here (make_attention_layer resolves d_model / n_heads)
+  std::size_t max_seq_len = 0;  ///< longest sequence forward takes
+  bool causal = true;
+  double init_gain = 1.0;       ///< multiplies the std of the projections' LeCun init
+  std::string scale;            ///< the run's scaling (nn/scaling.h), for layers that take theirs from the registry
+  SettingValues settings;       ///< the layer's own settings (every declared key present) and the scaling's
+};
+
+/// A registered attention layer. Register one from its own file:
+///   static const xgrad::Registration<xgrad::nn::AttentionLayerEntry> registration{make_entry()};
+struct AttentionLayerEntry {
+  static constexpr const char* kind = "attention layer";
+  std::string name;               ///< what users type (--attention NAME); also the config.json value
+  std::string description;        ///< one line: what it computes and its source
+  int order = 0;                  ///< place in listings
+  std::vector<Setting> settings;  ///< its own settings; keys prefixed with the name unless a standard term
+  /// Builds one block's attention, drawing its initial weights from `gen`. Throws Error for a context it cannot
+  /// serve, naming the setting.
+  std::function<std::shared_ptr<AttentionLayer>(const AttentionLayerContext&, Generator&)> build;
+};
+
+/// Builds the registered attention layer `name`: context.d_k 0 becomes d_model / n_heads, and the entry's settings
+/// missing from context.settings get their defaults. Throws RegistryError listing the registered layers for an
+/// unknown name, Error for d_k 0 with n_heads not dividing d_model or what the layer's build throws.
+std::shared_ptr<AttentionLayer> make_attention_layer(const std::string& name, AttentionLayerContext context,
+                                                     Generator& gen);
+
+}  // namespace xgrad::nn

@@ -1,0 +1,405 @@
+// Every registered attention scaling (nn/scaling.h), iterated from the registry so a scaling added in its own file is
+// checked with no edit here: a float64 gradcheck of the composed attention through its hooks (its parameters
+// included), the fused attention equal to the composed reference (values and gradients, causal and not), and a short
+// kv_recall run that learns. Facts particular to one scaling (its formula, its settings) follow.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "nn/attention.h"
+#include "nn/checkpoint.h"
+#include "nn/model.h"
+#include "train/trainer.h"
+
+using namespace xgrad;
+using namespace xgrad::nn;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> registered_scalings() { return Registry<ScalingEntry>::instance().names(); }
+
+xt::xarray<float> normal_array(const shape_t& shape, Generator& gen, double std = 1.0) {
+  xt::xarray<float> a = xt::xarray<float>::from_shape(shape);
+  for (std::size_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<float>(std * gen.normal());
+  return a;
+}
+
+DTensor to_double(const Tensor& t) {
+  DTensor d(xt::xarray<double>(xt::cast<double>(t.value())));
+  d.set_requires_grad(true);
+  return d;
+}
+
+// max |a - b| / (1 + max |b|): a relative error that stays meaningful where b is near 0.
+double relative_difference(const xt::xarray<float>& a, const xt::xarray<float>& b) {
+  REQUIRE(a.shape() == b.shape());
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - b.data()[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b.data()[i])));
+  }
+  return diff / (1.0 + scale);
+}
+
+// A layer of 2 heads of d_k 3 on d_model 6 over sequences of 5, in eval mode (no state advances between calls).
+struct Layer {
+  Generator gen{11};
+  MultiHeadAttention attn;
+  Layer(const std::string& scale, bool causal, const SettingValues& settings = SettingValues())
+      : attn(6, 2, scale, causal, gen, /*max_seq_len=*/5, /*init_gain=*/1.0, /*d_k=*/3, settings) {
+    attn.eval();
+  }
+};
+
+// Runs a loss through `forward`, returns the loss's gradients of x and of every parameter (named order).
+std::vector<xt::xarray<float>> gradients(MultiHeadAttention& attn, const Tensor& x, const xt::xarray<float>& weights,
+                                         Tensor (MultiHeadAttention::*forward)(const Tensor&),
+                                         xt::xarray<float>& output) {
+  x.zero_grad();
+  attn.zero_grad();
+  Tensor y = (attn.*forward)(x);
+  output = y.value();
+  sum(y * Tensor(weights)).backward();
+  std::vector<xt::xarray<float>> out{x.grad()};
+  for (const auto& [name, p] : attn.named_parameters()) {
+    INFO("parameter " << name);
+    REQUIRE(p.has_grad());
+    out.push_back(p.grad());
+  }
+  return out;
+}
+
+// A run directory under the system's temp dir, removed when the test ends however it ends.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name)
+      : path(fs::temp_directory_path() / ("xgrad_test_scalings_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the registry holds the built-in scalings, each with a description, a colour and a build function") {
+  const auto names = registered_scalings();
+  for (const char* name : {"none", "sqrt_dk", "dk", "qk_layernorm", "learned", "softcap", "ssmax", "sigma_reparam"})
+    CHECK(std::find(names.begin(), names.end(), name) != names.end());
+  REQUIRE(reference_scaling() != nullptr);
+  CHECK(reference_scaling()->name == "none");
+  for (const ScalingEntry* e : Registry<ScalingEntry>::instance().entries()) {
+    INFO("scaling " << e->name);
+    CHECK(!e->description.empty());
+    CHECK(e->build);
+    CHECK(e->colour.size() == 7);
+    CHECK(e->colour[0] == '#');
+    const auto& dashes = scaling_dash_styles();
+    CHECK(std::find(dashes.begin(), dashes.end(), e->dash) != dashes.end());
+  }
+}
+
+TEST_CASE("every scaling: float64 gradcheck of the attention through its hooks, parameters included") {
+  for (const std::string& name : registered_scalings())
+    for (bool causal : {true, false}) {
+      INFO("scaling " << name << (causal ? ", causal" : ", not causal"));
+      Layer layer(name, causal);
+      MultiHeadAttention& attn = layer.attn;
+      Generator gen(5);
+      std::vector<DTensor> inputs{to_double(Tensor(normal_array({2, 5, 6}, gen))), to_double(attn.w_q->weight),
+                                  to_double(attn.w_k->weight), to_double(attn.w_v->weight),
+                                  to_double(attn.w_o->weight)};
+      const std::size_t first_param = inputs.size();
+      for (const Tensor& p : attn.scaling->parameters()) inputs.push_back(to_double(p));
+      auto f = [&](const std::vector<DTensor>& in) {
+        const std::vector<DTensor> params(in.begin() + static_cast<long>(first_param), in.end());
+        return multi_head_attention_reference(in[0], in[1], in[2], in[3], in[4], *attn.scaling, params, 2, causal);
+      };
+      const GradcheckResult r = gradcheck(f, inputs);
+      CHECK_MESSAGE(r.ok, r.message);
+    }
+}
+
+TEST_CASE("every scaling: the fused attention equals the composed reference, values and gradients") {
+  for (const std::string& name : registered_scalings())
+    for (bool causal : {true, false})
+      for (bool record : {false, true}) {
+        INFO("scaling " << name << (causal ? ", causal" : ", not causal") << (record ? ", recording" : ""));
+        Layer layer(name, causal);
+        MultiHeadAttention& attn = layer.attn;
+        attn.record_attention = record;
+        Generator gen(9);
+        Tensor x(normal_array({2, 5, 6}, gen));
+        x.set_requires_grad(true);
+        const xt::xarray<float> weights = normal_array({2, 5, 6}, gen);
+        xt::xarray<float> fused_out, reference_out;
+        const auto fused = gradients(attn, x, weights, &MultiHeadAttention::forward, fused_out);
+        const auto reference = gradients(attn, x, weights, &MultiHeadAttention::forward_reference, reference_out);
+        CHECK(relative_difference(fused_out, reference_out) < 1e-5);
+        REQUIRE(fused.size() == reference.size());
+        for (std::size_t i = 0; i < fused.size(); ++i) {
+          INFO("gradient " << i << " (0: x, then named_parameters order)");
+          CHECK(relative_difference(fused[i], reference[i]) < 1e-5);
+        }
+      }
+}
+
+TEST_CASE("every scaling trains kv_recall below chance in a short run") {
+  for (const std::string& name : registered_scalings()) {
+    INFO("scaling " << name);
+    TempDir dir(name);
+    train::TrainConfig c;
+    c.d_model = 32;
+    c.steps = 200;
+    c.print_every = 1000;
+    c.scale = name;
+    c.out = dir.path.string();
+    const train::RunSummary s = train::train(c);
+    CHECK(!s.diverged);
+    CHECK(s.final_loss < 0.85 * s.chance_loss);
+  }
+}
+
+TEST_CASE("softcap: scores = c tanh(q.k / (sqrt(d_k) c)), c from the setting softcap_cap") {
+  SettingValues settings;
+  settings.set("softcap_cap", 2.0);
+  const auto scaling = make_scaling("softcap", 1, 4, 8, true, settings);
+  CHECK(scaling->multiplier() == doctest::Approx(0.5));
+  const std::vector<float> z{-30.0f, -1.0f, 0.0f, 0.5f, 7.0f};
+  std::vector<float> s(z.size()), grad(z.size(), 1.0f);
+  scaling->transform_scores(z.data(), s.data(), z.size());
+  scaling->transform_scores_backward(z.data(), grad.data(), z.size());
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    CHECK(s[i] == doctest::Approx(2.0 * std::tanh(z[i] / 2.0)));
+    CHECK(std::abs(s[i]) <= 2.0f);
+    const double t = std::tanh(z[i] / 2.0);
+    CHECK(grad[i] == doctest::Approx(1.0 - t * t));
+  }
+  // The default cap is Gemma 2's 50: the transform is near the identity at init-sized scores.
+  const auto by_default = make_scaling("softcap", 1, 4, 8, true);
+  float one = 1.0f;
+  by_default->transform_scores(&one, &one, 1);
+  CHECK(one == doctest::Approx(50.0 * std::tanh(1.0 / 50.0)));
+  // A cap small enough to bend the scores: the fused op and the gradcheck see the tanh.
+  for (bool causal : {true, false}) {
+    Layer layer("softcap", causal, settings);
+    Generator gen(3);
+    Tensor x(normal_array({2, 5, 6}, gen, 4.0));
+    x.set_requires_grad(true);
+    const xt::xarray<float> weights = normal_array({2, 5, 6}, gen);
+    xt::xarray<float> fused_out, reference_out;
+    const auto fused = gradients(layer.attn, x, weights, &MultiHeadAttention::forward, fused_out);
+    const auto reference = gradients(layer.attn, x, weights, &MultiHeadAttention::forward_reference, reference_out);
+    CHECK(relative_difference(fused_out, reference_out) < 1e-5);
+    for (std::size_t i = 0; i < fused.size(); ++i) CHECK(relative_difference(fused[i], reference[i]) < 1e-5);
+  }
+}
+
+TEST_CASE("ssmax: row multipliers log(n), n = keys the query may attend to; s per head starts at 1/log(T)") {
+  const auto causal = make_scaling("ssmax", 2, 4, 8, true);
+  const auto full = make_scaling("ssmax", 2, 4, 8, false);
+  const std::vector<float> rows = causal->row_multipliers(4);
+  REQUIRE(rows.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(rows[i] == doctest::Approx(std::log(static_cast<double>(i + 1))));
+  for (float r : full->row_multipliers(4)) CHECK(r == doctest::Approx(std::log(4.0)));
+  const auto params = causal->named_parameters();
+  REQUIRE(params.size() == 1);
+  CHECK(params[0].first == "ssmax_s");
+  CHECK(params[0].second.shape() == shape_t{2});
+  for (std::size_t h = 0; h < 2; ++h) CHECK(params[0].second.value()(h) == doctest::Approx(1.0 / std::log(8.0)));
+  // s rides on q, so the multiplier of the recorded q·k is log(T) / sqrt(d_k); with s = 1/log(T) folded back in, the
+  // scores at the full length start as sqrt_dk's.
+  CHECK(full->effective_multiplier(8) == doctest::Approx(std::log(8.0) / 2.0));
+}
+
+TEST_CASE("scalings with parameters keep the names they had as attention members") {
+  Generator gen(1);
+  auto names_of = [&](const std::string& scale) {
+    std::vector<std::string> out;
+    for (const auto& [name, p] : MultiHeadAttention(8, 2, scale, true, gen).named_parameters()) out.push_back(name);
+    return out;
+  };
+  CHECK(names_of("learned") ==
+        std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight", "qk_gain"});
+  CHECK(names_of("qk_layernorm") ==
+        std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight", "q_norm.weight",
+                                 "q_norm.bias", "k_norm.weight", "k_norm.bias"});
+}
+
+namespace {
+
+// [n, n] rotation by `angle` in the plane of axes a and b.
+xt::xarray<float> givens(std::size_t n, std::size_t a, std::size_t b, double angle) {
+  xt::xarray<float> g = xt::eye<float>(n);
+  g(a, a) = g(b, b) = static_cast<float>(std::cos(angle));
+  g(a, b) = static_cast<float>(-std::sin(angle));
+  g(b, a) = static_cast<float>(std::sin(angle));
+  return g;
+}
+
+// A [6, 6] matrix with singular values `s` (rotations on both sides of diag(s)), built in double.
+xt::xarray<float> with_singular_values(const std::vector<double>& s) {
+  xt::xarray<double> m = xt::zeros<double>({6, 6});
+  for (std::size_t i = 0; i < 6; ++i) m(i, i) = s[i];
+  auto rotate = [](const xt::xarray<double>& x, const xt::xarray<float>& r, bool left) {
+    xt::xarray<double> rd = xt::cast<double>(r), out = xt::zeros<double>({6, 6});
+    for (std::size_t i = 0; i < 6; ++i)
+      for (std::size_t j = 0; j < 6; ++j)
+        for (std::size_t k = 0; k < 6; ++k) out(i, j) += left ? rd(i, k) * x(k, j) : x(i, k) * rd(k, j);
+    return out;
+  };
+  m = rotate(rotate(rotate(m, givens(6, 0, 3, 0.7), true), givens(6, 1, 4, -1.1), true), givens(6, 0, 5, 0.4), false);
+  m = rotate(rotate(m, givens(6, 2, 0, 2.3), false), givens(6, 3, 1, 0.9), true);
+  return xt::cast<float>(m);
+}
+
+double frobenius(const xt::xarray<double>& x) {
+  double s = 0;
+  for (double e : x) s += e * e;
+  return std::sqrt(s);
+}
+
+// sigma(W) as sigma_reparam uses it: W / W' with the gains set to 1 (W' = W / sigma).
+double sigma_of(const AttentionScaling& scaling, const xt::xarray<float>& w) {
+  const DTensor wd(xt::xarray<double>(xt::cast<double>(w)));
+  const std::vector<DTensor> unit_gains{DTensor(xt::xarray<double>{1.0}), DTensor(xt::xarray<double>{1.0})};
+  const auto reparametrised = scaling.transform_weights(wd, wd, unit_gains);
+  return frobenius(wd.value()) / frobenius(reparametrised.first.value());
+}
+
+Tensor tensor_of(const xt::xarray<float>& a) { return Tensor(xt::xarray<float>(a)); }
+
+std::vector<std::string> metrics_rows_without_timing(const fs::path& dir) {
+  std::ifstream in(dir / "metrics.csv");
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(line.substr(0, line.rfind(',')));  // step_ms last
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("sigma_reparam: sigma is the largest singular value; gamma starts at it, so W' = W at init") {
+  const std::vector<double> s_q{3.0, 2.0, 1.0, 0.5, 0.2, 0.1}, s_k{0.9, 0.8, 0.3, 0.3, 0.2, 0.05};
+  const xt::xarray<float> w_q = with_singular_values(s_q), w_k = with_singular_values(s_k);
+  const auto scaling = make_scaling("sigma_reparam", 2, 3, 8, true);
+  scaling->init_weights(tensor_of(w_q), tensor_of(w_k));
+  CHECK(sigma_of(*scaling, w_q) == doctest::Approx(3.0).epsilon(1e-6));
+  const auto params = scaling->named_parameters();
+  REQUIRE(params.size() == 2);
+  CHECK(params[0].first == "w_q_gamma");
+  CHECK(params[0].second.item() == doctest::Approx(3.0).epsilon(1e-6));
+  CHECK(params[1].first == "w_k_gamma");
+  CHECK(params[1].second.item() == doctest::Approx(0.9).epsilon(1e-5));
+  const auto reparametrised =
+      scaling->transform_weights(tensor_of(w_q), tensor_of(w_k), scaling->parameters());
+  CHECK(relative_difference(reparametrised.first.value(), w_q) < 1e-6);
+  CHECK(relative_difference(reparametrised.second.value(), w_k) < 1e-6);
+}
+
+TEST_CASE("sigma_reparam: one power-iteration step per update_state follows the weights as they change") {
+  const xt::xarray<float> start = with_singular_values({3.0, 2.0, 1.0, 0.5, 0.2, 0.1});
+  const xt::xarray<float> moved = with_singular_values({5.0, 1.0, 1.0, 0.5, 0.2, 0.1}) + 0.1f * start;
+  const auto scaling = make_scaling("sigma_reparam", 2, 3, 8, true);
+  scaling->init_weights(tensor_of(start), tensor_of(start));
+  const auto before = scaling->named_buffers();
+  REQUIRE(before.size() == 4);
+  CHECK(before[0].first == "w_q_u");
+  const xt::xarray<float> u_before = before[0].second.value();
+  scaling->update_state(tensor_of(moved), tensor_of(moved));
+  CHECK(scaling->named_buffers()[0].second.value() != u_before);  // one step moved it
+  for (int i = 0; i < 200; ++i) scaling->update_state(tensor_of(moved), tensor_of(moved));
+  // Converged on the new weights: sigma is their largest singular value, computed here by many steps in double.
+  std::vector<double> u(6, 1.0), v(6);
+  for (int i = 0; i < 2000; ++i) {
+    double n = 0;
+    for (std::size_t j = 0; j < 6; ++j) {
+      v[j] = 0;
+      for (std::size_t k = 0; k < 6; ++k) v[j] += moved(k, j) * u[k];
+      n += v[j] * v[j];
+    }
+    for (double& e : v) e /= std::sqrt(n);
+    n = 0;
+    for (std::size_t k = 0; k < 6; ++k) {
+      u[k] = 0;
+      for (std::size_t j = 0; j < 6; ++j) u[k] += moved(k, j) * v[j];
+      n += u[k] * u[k];
+    }
+    for (double& e : u) e /= std::sqrt(n);
+  }
+  double sigma = 0;
+  for (std::size_t k = 0; k < 6; ++k)
+    for (std::size_t j = 0; j < 6; ++j) sigma += u[k] * moved(k, j) * v[j];
+  CHECK(sigma_of(*scaling, moved) == doctest::Approx(sigma).epsilon(1e-6));
+}
+
+TEST_CASE("sigma_reparam: the forward pass advances the state only in training mode with gradients on") {
+  Generator gen(2);
+  MultiHeadAttention attn(6, 2, "sigma_reparam", true, gen, 5, 1.0, 3);
+  Tensor x(normal_array({1, 5, 6}, gen));
+  auto u = [&] { return xt::xarray<float>(attn.named_buffers()[0].second.value()); };
+  // Perturb W_q so a step has somewhere to go (the state starts converged on the initial weights).
+  attn.w_q->weight.mutable_value() += normal_array({6, 6}, gen, 0.5);
+  const xt::xarray<float> start = u();
+  {
+    NoGradGuard no_grad;
+    attn.forward(x);
+  }
+  CHECK(u() == start);
+  attn.eval();
+  attn.forward(x);
+  CHECK(u() == start);
+  attn.train();
+  attn.forward(x);
+  CHECK(u() != start);
+}
+
+TEST_CASE("sigma_reparam: its power-iteration state is in the checkpoint, and a resumed run continues it exactly") {
+  Generator gen(4);
+  ModelConfig mc;
+  mc.vocab_size = 11;
+  mc.max_seq_len = 5;
+  mc.d_model = 6;
+  mc.n_heads = 2;
+  mc.scale = "sigma_reparam";
+  AttentionModel model(mc, 1);
+  std::vector<std::string> buffer_names;
+  for (const auto& [name, b] : model.named_buffers()) buffer_names.push_back(name);
+  CHECK(buffer_names == std::vector<std::string>{"blocks.0.attn.w_q_u", "blocks.0.attn.w_q_v", "blocks.0.attn.w_k_u",
+                                                 "blocks.0.attn.w_k_v"});
+  for (const auto& [name, p] : model.named_parameters()) CHECK(name.find("_u") == std::string::npos);
+
+  TempDir part("sigma_part"), whole("sigma_whole");
+  train::TrainConfig c;
+  c.d_model = 16;
+  c.steps = 30;
+  c.print_every = 1000;
+  c.checkpoint_every = 8;
+  c.scale = "sigma_reparam";
+  c.out = part.path.string();
+  train::train(c);
+  const Checkpoint saved = load_checkpoint((part.path / "checkpoint.safetensors").string());
+  CHECK(saved.find("model.blocks.0.attn.w_q_u") != nullptr);
+  CHECK(saved.find("model.blocks.0.attn.w_k_v") != nullptr);
+  train::TrainConfig longer = c;
+  longer.steps = 50;
+  longer.resume = true;
+  train::train(longer);
+  train::TrainConfig uninterrupted = c;
+  uninterrupted.steps = 50;
+  uninterrupted.out = whole.path.string();
+  train::train(uninterrupted);
+  const auto resumed_rows = metrics_rows_without_timing(part.path);
+  CHECK(resumed_rows.size() == 51);
+  CHECK(resumed_rows == metrics_rows_without_timing(whole.path));
+}
