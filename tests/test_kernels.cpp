@@ -307,6 +307,22 @@ TEST_CASE("kernels::broadcast_map: every fast layout equals the xtensor broadcas
   set_num_threads(1);
 }
 
+// masked_fill reads a mask that repeats as a trailing block (the causal [T, T] mask against scores [B, H, T, T])
+// modulo its size; a mask that is no trailing block ([2, 1, T, T]) is broadcast by xtensor first. Both give the same
+// values and gradient.
+TEST_CASE("masked_fill: a trailing-block mask equals the broadcast mask") {
+  std::mt19937 gen(11);
+  const xt::xarray<bool> causal{{false, true, true}, {false, false, true}, {false, false, false}};
+  const xt::xarray<bool> per_batch = xt::broadcast(causal, std::vector<std::size_t>{2, 1, 3, 3});
+  DTensor a(uniform({2, 4, 3, 3}, gen), true), b(a.value(), true);
+  const xt::xarray<double> g = uniform({2, 4, 3, 3}, gen);
+  const DTensor block = masked_fill(a, causal, -1e9), whole = masked_fill(b, per_batch, -1e9);
+  CHECK(block.value() == whole.value());
+  block.backward(g);
+  whole.backward(g);
+  CHECK(a.grad() == b.grad());
+}
+
 // The in-place gradient helpers (take_grad, grad_slot, pass_sum_grad) give what plain accumulation gives: add and
 // sub into fresh gradients, into gradients already held, through broadcasting, to an input used twice, and to a
 // non-leaf whose gradient is retained (take_grad must copy it then).
