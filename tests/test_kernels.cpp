@@ -28,9 +28,11 @@
 #include "autograd/kernels/softmax.h"
 #include "autograd/kernels/vector_math.h"
 #include "autograd/ops.h"
+#include "tests/support/op_testing.h"
 #include "tests/support/ulp.h"
 
 using namespace xgrad;
+using xgrad::testing::uniform;
 using xgrad::testing::ulp_error;
 using xgrad::testing::WorstUlp;
 
@@ -283,12 +285,7 @@ TEST_CASE("simd sum, dot, sum_squared_deviation against the long double sums") {
 // reference, on one thread and on two.
 TEST_CASE("kernels::broadcast_map: every fast layout equals the xtensor broadcast reference") {
   std::mt19937 gen(8);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  auto filled = [&](const shape_t& s) {
-    xt::xarray<float> a = xt::xarray<float>::from_shape(s);
-    for (auto& v : a) v = dist(gen);
-    return a;
-  };
+  auto filled = [&](const shape_t& s) { return xt::xarray<float>(xt::cast<float>(uniform(s, gen, -2.0, 2.0))); };
   struct Case {
     shape_t x, y, out;
   };
@@ -315,12 +312,7 @@ TEST_CASE("kernels::broadcast_map: every fast layout equals the xtensor broadcas
 // non-leaf whose gradient is retained (take_grad must copy it then).
 TEST_CASE("in-place gradient helpers equal plain accumulation") {
   std::mt19937 gen(9);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  auto filled = [&](const shape_t& s) {
-    xt::xarray<double> a = xt::xarray<double>::from_shape(s);
-    for (auto& v : a) v = dist(gen);
-    return a;
-  };
+  auto filled = [&](const shape_t& s) { return uniform(s, gen); };
   const xt::xarray<double> g = filled({3, 4, 5});
   DTensor a(filled({3, 4, 5}), true), b(filled({5}), true);
   // First a gradient already held by a and b, then a + b, a - b, a + a and (a - b) retained.
@@ -354,12 +346,7 @@ TEST_CASE("in-place gradient helpers equal plain accumulation") {
 // gradients, in double.
 TEST_CASE("matmul: every GEMM layout equals the reference triple loop, values and gradients") {
   std::mt19937 gen(10);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  auto filled = [&](const shape_t& s) {
-    xt::xarray<double> a = xt::xarray<double>::from_shape(s);
-    for (auto& v : a) v = dist(gen);
-    return a;
-  };
+  auto filled = [&](const shape_t& s) { return uniform(s, gen); };
   // C[i] = A[ia(i)] @ B[ib(i)] for matrices stored contiguously.
   auto batched_reference = [](const xt::xarray<double>& A, const xt::xarray<double>& B, std::size_t batch,
                               std::size_t a_count, std::size_t b_count, std::size_t m, std::size_t k, std::size_t n) {
