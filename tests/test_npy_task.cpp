@@ -14,19 +14,14 @@
 #include "data/registry.h"
 #include "data/token_arrays.h"
 #include "train/trainer.h"
+#include "tests/support/temp_dir.h"
 
 using namespace xgrad;
 using namespace xgrad::data;
 namespace fs = std::filesystem;
+using xgrad::testing::TempDir;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("xgrad_test_npy_task_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
 
 // Writes an int32 (or int64) .npy file of shape [rows, cols] as numpy would.
 template <class T>
@@ -72,7 +67,7 @@ std::string task_error(const TaskOptions& o) {
 }  // namespace
 
 TEST_CASE("data task: batch i holds rows i*B .. (i+1)*B - 1 modulo N, in order; vocabulary = max id + 1") {
-  const fs::path dir = temp_dir("order");
+  const TempDir dir("npy_task_order");
   write_rows(dir, 7, 4);  // ids 0 .. 27
   TaskOptions o;
   o.name = "data";
@@ -101,11 +96,10 @@ TEST_CASE("data task: batch i holds rows i*B .. (i+1)*B - 1 modulo N, in order; 
   CHECK(make_task(o)->vocab_size() == 40);
   o.vocab_size = 20;
   CHECK(task_error(o).find("token id 27, not below vocab_size 20") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("data task --shuffle: every epoch visits each row once, in an order drawn from (seed, epoch)") {
-  const fs::path dir = temp_dir("shuffle");
+  const TempDir dir("npy_task_shuffle");
   write_rows(dir, 10, 5);
   TaskOptions o;
   o.name = "data";
@@ -128,11 +122,10 @@ TEST_CASE("data task --shuffle: every epoch visits each row once, in an order dr
   CHECK(again->batch(3, 3, 4).inputs == task->batch(3, 3, 4).inputs);
   CHECK(task->batch(3, 0, 4).inputs == again->batch(3, 0, 4).inputs);
   CHECK(task->batch(4, 0, 4).inputs != task->batch(3, 0, 4).inputs);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("data task: the held-out split is read when both eval files are there") {
-  const fs::path dir = temp_dir("eval");
+  const TempDir dir("npy_task_eval");
   write_rows(dir, 6, 3);
   TaskOptions o;
   o.name = "data";
@@ -150,11 +143,10 @@ TEST_CASE("data task: the held-out split is read when both eval files are there"
   CHECK(task_error(o).find("only one of eval_inputs.npy and eval_targets.npy") != std::string::npos);
   write_rows(dir, 2, 4, "eval_");
   CHECK(task_error(o).find("has sequences of 4 tokens, the training split 3") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("data task: bad arrays are refused naming the file, and for a bad id its row and position") {
-  const fs::path dir = temp_dir("bad");
+  const TempDir dir("npy_task_bad");
   TaskOptions o;
   o.name = "data";
   o.data_dir = dir.string();
@@ -197,11 +189,10 @@ TEST_CASE("data task: bad arrays are refused naming the file, and for a bad id i
   CHECK(task_error(o).find("is not a directory") != std::string::npos);
   o.data_dir.clear();
   CHECK(task_error(o).find("no directory given") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("xgrad train --task data learns a pattern from token arrays; its flags are checked") {
-  const fs::path dir = temp_dir("learn");
+  const TempDir dir("npy_task_learn");
   // Next-token prediction on a fixed cycle of 12 tokens: each row is a window of the cycle.
   const std::size_t N = 64, T = 8;
   std::vector<std::int64_t> inputs, targets;
@@ -246,5 +237,4 @@ TEST_CASE("xgrad train --task data learns a pattern from token arrays; its flags
   e = c;
   e.data_vocab_size = 5;
   CHECK(config_error(e).find("--data: data: the files hold token id 11, not below vocab_size 5") == 0);
-  fs::remove_all(dir);
 }
