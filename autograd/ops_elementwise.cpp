@@ -21,10 +21,6 @@ template <class T>
 shape_t shape_of(const Node<T>& n) {
   return shape_t(n.value.shape().begin(), n.value.shape().end());
 }
-template <class T>
-void check_broadcast(const basic_tensor<T>& a, const basic_tensor<T>& b, const char* op) {
-  broadcast_shapes(a.shape(), b.shape(), op);
-}
 
 using kernels::broadcast_map;
 

@@ -66,14 +66,14 @@ double count_over(const shape_t& shape, const std::vector<std::size_t>& axes) {
 // Where every element of an input goes in a reduction over sorted `axes`: the output shape, and a walk over the
 // input in row-major order yielding (input flat index, output flat index) pairs. The output index is that of the
 // keepdim shape, which has the same flat order as the squeezed one, so one walk serves both.
-struct Reduction {
+struct ReductionWalk {
   shape_t in_shape;
   std::vector<std::size_t> axes;
   shape_t out_shape;         // keepdim or squeezed, as asked
   std::size_t out_size = 1;  // elements of the output
   std::size_t count = 1;     // elements reduced into each output element
 
-  Reduction(const shape_t& shape, std::vector<std::size_t> reduced_axes, bool keepdim, const char* op)
+  ReductionWalk(const shape_t& shape, std::vector<std::size_t> reduced_axes, bool keepdim, const char* op)
       : in_shape(shape), axes(std::move(reduced_axes)) {
     for (std::size_t d = 0; d < in_shape.size(); ++d) {
       if (std::binary_search(axes.begin(), axes.end(), d)) {
@@ -120,7 +120,7 @@ struct Reduction {
 template <class T>
 basic_tensor<T> reduce_extreme(const basic_tensor<T>& a, std::vector<std::size_t> axes, bool keepdim, bool is_max,
                                const char* op) {
-  const Reduction red(a.shape(), std::move(axes), keepdim, op);
+  const ReductionWalk red(a.shape(), std::move(axes), keepdim, op);
   const T* X = a.value().data();
   xt::xarray<T> out = xt::xarray<T>::from_shape(red.out_shape);
   std::fill(out.begin(), out.end(), (is_max ? -1 : 1) * std::numeric_limits<T>::infinity());
@@ -147,7 +147,7 @@ template <class T>
 basic_tensor<T> reduce_var(const basic_tensor<T>& a, std::vector<std::size_t> axes, bool keepdim, double correction) {
   if (!(correction >= 0))
     throw Error("var: correction must be >= 0, got " + std::to_string(correction));
-  const Reduction red(a.shape(), std::move(axes), keepdim, "var");
+  const ReductionWalk red(a.shape(), std::move(axes), keepdim, "var");
   const T* X = a.value().data();
   // Two passes (mean, then squared deviations) in double: one-pass sum-of-squares formulas cancel badly.
   std::vector<double> mean(red.out_size, 0.0), squares(red.out_size, 0.0);
@@ -226,7 +226,7 @@ basic_tensor<T> var(const basic_tensor<T>& a, std::vector<int> axes, bool keepdi
 
 template <class T>
 basic_tensor<T> logsumexp(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim) {
-  const Reduction red(a.shape(), normalize_axes(axes, a.dim(), "logsumexp"), keepdim, "logsumexp");
+  const ReductionWalk red(a.shape(), normalize_axes(axes, a.dim(), "logsumexp"), keepdim, "logsumexp");
   const T* X = a.value().data();
   std::vector<T> m(red.out_size, -std::numeric_limits<T>::infinity());
   red.for_each([&](std::size_t i, std::size_t o) {

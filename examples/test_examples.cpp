@@ -5,10 +5,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <random>
@@ -26,6 +23,8 @@
 #include "examples/softplus_op.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
@@ -290,15 +289,10 @@ TEST_CASE("QKNormAttention is the registered attention layer qk_norm: a model bu
   CHECK_ERROR_STARTS(nn::AttentionModel(mc, 1), "--attention qk_norm scales its scores by 1/sqrt(d_k) itself");
 
   // A short kv_recall run: it learns, and the saturation statistics come from its recorded scores.
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("xgrad_test_examples_qk_norm_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  train::TrainConfig c;
+  const testing::TempDir dir("examples_qk_norm");
+  train::TrainConfig c = testing::tiny_run(dir.string(), 200);
   c.attention = "qk_norm";
   c.d_model = 32;
-  c.steps = 200;
-  c.print_every = 1000;
-  c.out = dir.string();
   const train::RunSummary s = train::train(c);
   CHECK(s.final_loss < 0.85 * s.chance_loss);
   std::ifstream in(dir / "metrics.csv");
@@ -316,5 +310,4 @@ TEST_CASE("QKNormAttention is the registered attention layer qk_norm: a model bu
       CHECK(std::isfinite(std::stod(values[i])));
     }
   CHECK(attention_columns > 0);
-  std::filesystem::remove_all(dir);
 }

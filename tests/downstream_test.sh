@@ -26,7 +26,8 @@ my_xgrad=$work/build/my_xgrad
 xgrad=$prefix/bin/xgrad
 sweep=$work/sweep
 # A tiny model for a few steps: this proves the wiring, not the science.
-"$my_xgrad" sweep --out "$sweep" --scale dk_power,sqrt_dk --d-k 4 --seeds 0 --arms adamw@0.01 --d-model 8 \
+"$my_xgrad" sweep --out "$sweep" --scale dk_power,sqrt_dk --attention multi_query --n-heads 2 --d-k 4 --seeds 0 \
+  --arms adamw@0.01 --d-model 8 \
   --batch-size 4 --steps 6 --print-every 100 --jobs 2 >"$work/sweep.log" 2>&1 \
   || { cat "$work/sweep.log"; exit 1; }
 
@@ -37,6 +38,18 @@ expect() {  # expect FILE TEXT: FILE contains TEXT
 refuse() {  # refuse FILE TEXT: FILE does not contain TEXT
   ! grep -qF -- "$2" "$1" || { echo "FAIL: $1 contains '$2'"; cat "$1"; fail=1; }
 }
+
+# Every run used the downstream attention layer, and it recorded what the saturation statistics need.
+runs=0
+for run in "$sweep"/runs/*/; do
+  runs=$((runs + 1))
+  expect "$run/config.json" '"attention": "multi_query"'
+  # The second head's mean attention entropy at step 0: a number, not nan.
+  entropy=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "attn/l0h1/entropy_mean") c = i }
+                     NR == 2 { print (c ? $c : "absent") }' "$run/metrics.csv")
+  case "$entropy" in [0-9]*) ;; *) echo "FAIL: $run/metrics.csv: attn/l0h1/entropy_mean is '$entropy'"; fail=1 ;; esac
+done
+[ "$runs" -eq 2 ] || { echo "FAIL: $runs runs in $sweep/runs, expected 2"; fail=1; }
 
 # The downstream build knows dk_power: table, report and plots show it beside the built-in sqrt_dk.
 "$my_xgrad" compare "$sweep" >"$work/my_compare.txt" 2>&1 || { cat "$work/my_compare.txt"; exit 1; }

@@ -20,21 +20,16 @@
 #include "train/report/runs.h"
 #include "train/report/stats.h"
 #include "train/report/tables.h"
+#include "tests/support/temp_dir.h"
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;
+using xgrad::testing::TempDir;
 
 namespace {
 
 const double nan_value = std::numeric_limits<double>::quiet_NaN();
 const double inf_value = std::numeric_limits<double>::infinity();
-
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("xgrad_test_compare_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
 
 // A run as the trainer would write it, with the series given by hand (missing series: 1 for gradient norms,
 // nan for attention statistics).
@@ -140,7 +135,7 @@ struct PathGuard {
 }  // namespace
 
 TEST_CASE("runs differing only in seed, data_seed, out and environment form one arm; arms sort by d_k, scale, lr") {
-  const fs::path root = temp_dir("arms");
+  const TempDir root("compare_arms");
   FakeRun a;
   a.loss = constant(5, 2.0);
   write_run(root / "runs" / "none-s0", a);
@@ -174,11 +169,10 @@ TEST_CASE("runs differing only in seed, data_seed, out and environment form one 
 
   // The same run given twice (directly and through its sweep) is read once.
   CHECK(find_run_dirs({root.string(), (root / "runs" / "dk4").string()}).size() == 5);
-  fs::remove_all(root);
 }
 
 TEST_CASE("an input that is not a directory or holds no run throws std::invalid_argument naming it") {
-  const fs::path root = temp_dir("empty");
+  const TempDir root("compare_empty");
   fs::create_directories(root / "nothing_here");
   std::ofstream(root / "nothing_here" / "config.json") << "{}";  // no metrics.csv: not a run
   try {
@@ -193,11 +187,10 @@ TEST_CASE("an input that is not a directory or holds no run throws std::invalid_
   options.plots = false;
   std::ostringstream out;
   CHECK_THROWS_AS(run_compare(options, out), std::invalid_argument);
-  fs::remove_all(root);
 }
 
 TEST_CASE("final loss and accuracy: mean over the last 20 steps, then mean ± sample sd over seeds") {
-  const fs::path root = temp_dir("meansd");
+  const TempDir root("compare_meansd");
   for (int seed = 0; seed < 3; ++seed) {
     FakeRun r;
     r.seed = seed;
@@ -225,11 +218,10 @@ TEST_CASE("final loss and accuracy: mean over the last 20 steps, then mean ± sa
   CHECK(format_mean_sd(one) == "4.000");
   CHECK(mean_sd({}).n == 0);
   CHECK(std::isnan(mean_sd({nan_value}).mean));
-  fs::remove_all(root);
 }
 
 TEST_CASE("steps to threshold: first step whose trailing mean reaches it; never; k of n seeds") {
-  const fs::path root = temp_dir("threshold");
+  const TempDir root("compare_threshold");
   FakeRun fast;
   fast.loss = {3.0, 2.0, 1.5, 0.9, 0.8, 0.7, 1.2, 0.6};
   fast.accuracy = {0.1, 0.5, 0.95, 0.5, 0.92, 0.91, 0.95, 0.99};
@@ -268,11 +260,10 @@ TEST_CASE("steps to threshold: first step whose trailing mean reaches it; never;
     CHECK(cmp.arms[0].loss_threshold == doctest::Approx(0.5 * std::log(8.0)));
     CHECK(cmp.stats[0].step_to_loss == 3);
   }
-  fs::remove_all(root);
 }
 
 TEST_CASE("mean loss (AUC), zero-gradient fractions and NaN attention columns") {
-  const fs::path root = temp_dir("auc");
+  const TempDir root("compare_auc");
   FakeRun r;
   r.loss = {4.0, 3.0, 2.0, 1.0};
   // Step 1: every W_q norm zero; step 2: one layer's W_q zero but not the other; step 3: W_q and W_k zero.
@@ -298,7 +289,6 @@ TEST_CASE("mean loss (AUC), zero-gradient fractions and NaN attention columns") 
   CHECK_FALSE(cmp.arms[0].measured_from_step_0);
   CHECK(format_percent(cmp.arms[0].frac_zero_grad_w_q.mean) == "50.0%");
   CHECK(format_percent(0.0) == "0%");
-  fs::remove_all(root);
 }
 
 TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, initial) minus the best") {
@@ -308,7 +298,7 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
   CHECK(lr_sensitivity({1.0, nan_value, 1.0}) == doctest::Approx(0.0));
   CHECK(std::isnan(lr_sensitivity({1.0})));
 
-  const fs::path root = temp_dir("lr");
+  const TempDir root("compare_lr");
   auto run = [&](double lr, double final_loss, bool diverged, const std::string& scale) {
     FakeRun r;
     r.scale = scale;
@@ -356,11 +346,10 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
     said = said || s.find("unscaled is more sensitive to the learning rate (LR sensitivity 1.875 vs 0.000)") !=
                        std::string::npos;
   CHECK(said);
-  fs::remove_all(root);
 }
 
 TEST_CASE("diverged runs: counted per arm with their step, left out of final loss, never poison means") {
-  const fs::path root = temp_dir("diverged");
+  const TempDir root("compare_diverged");
   FakeRun ok;
   ok.loss = constant(10, 1.0);
   write_run(root / "ok", ok);
@@ -410,11 +399,10 @@ TEST_CASE("diverged runs: counted per arm with their step, left out of final los
       CHECK(run.diverged_step == 1);
       CHECK(run.incomplete);
     }
-  fs::remove_all(root);
 }
 
 TEST_CASE("a run cut short (no summary.json, truncated last line) is incomplete but still read") {
-  const fs::path root = temp_dir("cut");
+  const TempDir root("compare_cut");
   FakeRun r;
   r.loss = {3.0, 2.0, 1.0};
   r.steps = 100;
@@ -441,11 +429,10 @@ TEST_CASE("a run cut short (no summary.json, truncated last line) is incomplete 
   r2.tail = "3,0.5,0.1,0.01,1,0.5,1,1,1,1,nan,nan,nan,nan,99,nan,1";
   write_run(root / "cut2", r2);
   CHECK(load_run((root / "cut2").string()).series.size() == 3);
-  fs::remove_all(root);
 }
 
 TEST_CASE("report.md: tables, generated sentences per d_k, and where the usual story does not hold") {
-  const fs::path root = temp_dir("report");
+  const TempDir root("compare_report");
   for (int seed = 0; seed < 2; ++seed) {
     FakeRun none;
     none.d_k = 256;
@@ -491,11 +478,10 @@ TEST_CASE("report.md: tables, generated sentences per d_k, and where the usual s
   CHECK(md.find("## Runs read") != std::string::npos);
   CHECK(md.find("runs/none-s0") != std::string::npos);
   CHECK(md.find("Plots were not requested") != std::string::npos);
-  fs::remove_all(root);
 }
 
 TEST_CASE("plots: without gnuplot on PATH compare still works and says so; with gnuplot PNG and SVG are made") {
-  const fs::path root = temp_dir("plots");
+  const TempDir root("compare_plots");
   for (const std::string scale : {"none", "sqrt_dk"})
     for (int seed = 0; seed < 2; ++seed) {
       FakeRun r;
@@ -530,7 +516,6 @@ TEST_CASE("plots: without gnuplot on PATH compare still works and says so; with 
   }
   if (!have_gnuplot) {
     MESSAGE("gnuplot not installed: PNG/SVG check skipped");
-    fs::remove_all(root);
     return;
   }
   CompareOptions options;
@@ -553,11 +538,10 @@ TEST_CASE("plots: without gnuplot on PATH compare still works and says so; with 
   }
   const std::string md = read_text(root / "with" / "report.md");
   CHECK(md.find("![loss](plots/loss.png)") != std::string::npos);
-  fs::remove_all(root);
 }
 
 TEST_CASE("seeds: an arm counts distinct (seed, data_seed) pairs; runs sharing one are kept and named in a warning") {
-  const fs::path root = temp_dir("duplicate_seeds");
+  const TempDir root("compare_duplicate_seeds");
   FakeRun r;
   r.loss = constant(5, 2.0);
   write_run(root / "runs" / "s0", r);
@@ -603,7 +587,6 @@ TEST_CASE("seeds: an arm counts distinct (seed, data_seed) pairs; runs sharing o
   CHECK(md.find("../copy/s0") != std::string::npos);  // relative to the report
   CHECK(md.find("| 16 | none | adamw | 0.01 | 2 (3 runs) |") != std::string::npos);
   CHECK(md.find("- seeds: the distinct (seed, data_seed) pairs") != std::string::npos);
-  fs::remove_all(root);
 }
 
 TEST_CASE("steps to a threshold in the story: fewer seeds, or later by more than the tolerance; near ties decide nothing") {
@@ -611,7 +594,7 @@ TEST_CASE("steps to a threshold in the story: fewer seeds, or later by more than
   CHECK(equal_step_tolerance(100, 30, 90, 0) == doctest::Approx(30));  // the seed sd when larger
   CHECK(equal_step_tolerance(5, 0, 4, kNoValue) == doctest::Approx(1));  // at least one step
 
-  const fs::path root = temp_dir("story_steps");
+  const TempDir root("compare_story_steps");
   // Loss 2 until the given step, then 0.5 (threshold 1): the run reaches the threshold exactly there; -1: never.
   auto write = [&](std::size_t d_k, const std::string& scale, int seed, long step) {
     FakeRun r;
@@ -661,11 +644,10 @@ TEST_CASE("steps to a threshold in the story: fewer seeds, or later by more than
   INFO(line_of(checks.holds, at256));
   CHECK(line_of(checks.holds, at256).find(
             "unscaled reaches loss ≤ 1.000 later (step 300 vs step 100; by more than 30 steps)") != std::string::npos);
-  fs::remove_all(root);
 }
 
 TEST_CASE("plots: W_k in a lighter shade than W_q; titles give the smoothing window of sparse series honestly") {
-  const fs::path root = temp_dir("plot_titles");
+  const TempDir root("compare_plot_titles");
   for (const std::string scale : {"none", "sqrt_dk"}) {
     FakeRun r;
     r.scale = scale;
@@ -695,7 +677,6 @@ TEST_CASE("plots: W_k in a lighter shade than W_q; titles give the smoothing win
   CHECK(entropy.find("means not smoothed (measured every 10 steps)") != std::string::npos);
   CHECK(entropy.find("smoothed over 5 steps") == std::string::npos);
   CHECK(score_std.find("means not smoothed (measured every 10 steps)") != std::string::npos);
-  fs::remove_all(root);
 }
 
 TEST_CASE("huge numbers print in scientific notation (%.4g from 1e6 up), not as hundreds of digits") {
@@ -707,7 +688,7 @@ TEST_CASE("huge numbers print in scientific notation (%.4g from 1e6 up), not as 
   CHECK(format_number(2.0794415) == "2.079");
   CHECK(format_mean_sd(MeanSd{3e20, 1e19, 2}) == "3e+20 ± 1e+19");
 
-  const fs::path root = temp_dir("huge");
+  const TempDir root("compare_huge");
   FakeRun r;
   r.loss = constant(25, 1e300);
   write_run(root / "run", r);
@@ -729,5 +710,4 @@ TEST_CASE("huge numbers print in scientific notation (%.4g from 1e6 up), not as 
   };
   CHECK(longest_digit_run(console) < 20);
   CHECK(longest_digit_run(report) < 20);
-  fs::remove_all(root);
 }

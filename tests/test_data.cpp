@@ -78,25 +78,13 @@ TEST_CASE("kv_recall: invalid settings throw with the setting's name") {
 #include "data/induction.h"
 #include "data/majority.h"
 #include "data/registry.h"
+#include "tests/support/task_options.h"
 #include "data/sequence_transform.h"
 
 namespace {
 
-// What these tests give the task registry: a task name and the settings it reads (data::make_task ignores the
-// keys a task does not declare).
-struct TaskOptions {
-  std::string name = "kv_recall";
-  std::size_t n_keys = 8, n_values = 8, n_pairs = 8, seq_len = 16, n_symbols = 8;
-  std::string text_path, data_dir;
-  std::size_t vocab_size = 0;
-  bool shuffle = false;
-};
-std::unique_ptr<xgrad::data::Task> make_task(const TaskOptions& o) {
-  const nlohmann::json values{{"n_keys", o.n_keys}, {"n_values", o.n_values}, {"n_pairs", o.n_pairs},
-                              {"seq_len", o.seq_len}, {"n_symbols", o.n_symbols}, {"text", o.text_path},
-                              {"data", o.data_dir}, {"vocab_size", o.vocab_size}, {"shuffle", o.shuffle}};
-  return xgrad::data::make_task(o.name, xgrad::SettingValues(values));
-}
+using xgrad::testing::TaskOptions;
+using xgrad::testing::make_task;
 
 
 /// A file in the temp directory that exists for the lifetime of the object.

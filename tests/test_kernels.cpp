@@ -28,9 +28,11 @@
 #include "autograd/kernels/softmax.h"
 #include "autograd/kernels/vector_math.h"
 #include "autograd/ops.h"
+#include "tests/support/op_testing.h"
 #include "tests/support/ulp.h"
 
 using namespace xgrad;
+using xgrad::testing::uniform;
 using xgrad::testing::ulp_error;
 using xgrad::testing::WorstUlp;
 
@@ -283,12 +285,7 @@ TEST_CASE("simd sum, dot, sum_squared_deviation against the long double sums") {
 // reference, on one thread and on two.
 TEST_CASE("kernels::broadcast_map: every fast layout equals the xtensor broadcast reference") {
   std::mt19937 gen(8);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  auto filled = [&](const shape_t& s) {
-    xt::xarray<float> a = xt::xarray<float>::from_shape(s);
-    for (auto& v : a) v = dist(gen);
-    return a;
-  };
+  auto filled = [&](const shape_t& s) { return xt::xarray<float>(xt::cast<float>(uniform(s, gen, -2.0, 2.0))); };
   struct Case {
     shape_t x, y, out;
   };
@@ -310,17 +307,28 @@ TEST_CASE("kernels::broadcast_map: every fast layout equals the xtensor broadcas
   set_num_threads(1);
 }
 
+// masked_fill reads a mask that repeats as a trailing block (the causal [T, T] mask against scores [B, H, T, T])
+// modulo its size; a mask that is no trailing block ([2, 1, T, T]) is broadcast by xtensor first. Both give the same
+// values and gradient.
+TEST_CASE("masked_fill: a trailing-block mask equals the broadcast mask") {
+  std::mt19937 gen(11);
+  const xt::xarray<bool> causal{{false, true, true}, {false, false, true}, {false, false, false}};
+  const xt::xarray<bool> per_batch = xt::broadcast(causal, std::vector<std::size_t>{2, 1, 3, 3});
+  DTensor a(uniform({2, 4, 3, 3}, gen), true), b(a.value(), true);
+  const xt::xarray<double> g = uniform({2, 4, 3, 3}, gen);
+  const DTensor block = masked_fill(a, causal, -1e9), whole = masked_fill(b, per_batch, -1e9);
+  CHECK(block.value() == whole.value());
+  block.backward(g);
+  whole.backward(g);
+  CHECK(a.grad() == b.grad());
+}
+
 // The in-place gradient helpers (take_grad, grad_slot, pass_sum_grad) give what plain accumulation gives: add and
 // sub into fresh gradients, into gradients already held, through broadcasting, to an input used twice, and to a
 // non-leaf whose gradient is retained (take_grad must copy it then).
 TEST_CASE("in-place gradient helpers equal plain accumulation") {
   std::mt19937 gen(9);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  auto filled = [&](const shape_t& s) {
-    xt::xarray<double> a = xt::xarray<double>::from_shape(s);
-    for (auto& v : a) v = dist(gen);
-    return a;
-  };
+  auto filled = [&](const shape_t& s) { return uniform(s, gen); };
   const xt::xarray<double> g = filled({3, 4, 5});
   DTensor a(filled({3, 4, 5}), true), b(filled({5}), true);
   // First a gradient already held by a and b, then a + b, a - b, a + a and (a - b) retained.
@@ -354,12 +362,7 @@ TEST_CASE("in-place gradient helpers equal plain accumulation") {
 // gradients, in double.
 TEST_CASE("matmul: every GEMM layout equals the reference triple loop, values and gradients") {
   std::mt19937 gen(10);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  auto filled = [&](const shape_t& s) {
-    xt::xarray<double> a = xt::xarray<double>::from_shape(s);
-    for (auto& v : a) v = dist(gen);
-    return a;
-  };
+  auto filled = [&](const shape_t& s) { return uniform(s, gen); };
   // C[i] = A[ia(i)] @ B[ib(i)] for matrices stored contiguously.
   auto batched_reference = [](const xt::xarray<double>& A, const xt::xarray<double>& B, std::size_t batch,
                               std::size_t a_count, std::size_t b_count, std::size_t m, std::size_t k, std::size_t n) {

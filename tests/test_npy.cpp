@@ -10,6 +10,7 @@
 
 #include "data/npy.h"
 #include "data/task.h"
+#include "tests/support/temp_dir.h"
 
 using namespace xgrad::data;
 namespace fs = std::filesystem;
@@ -137,8 +138,7 @@ TEST_CASE("npy: malformed files are refused with a message naming the problem") 
 }
 
 TEST_CASE("npy: read_npy names missing files and directories") {
-  const fs::path dir = fs::temp_directory_path() / ("xgrad_test_npy_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const xgrad::testing::TempDir dir("npy");
   CHECK_THROWS_WITH_AS(read_npy((dir / "absent.npy").string()), doctest::Contains("absent.npy: no such file"), TaskError);
   CHECK_THROWS_WITH_AS(read_npy(dir.string()), doctest::Contains("not a regular file"), TaskError);
   {
@@ -146,5 +146,4 @@ TEST_CASE("npy: read_npy names missing files and directories") {
     out << npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", raw<std::int32_t>({7, 8}));
   }
   CHECK(read_npy((dir / "a.npy").string()).values == std::vector<std::int64_t>{7, 8});
-  fs::remove_all(dir);
 }

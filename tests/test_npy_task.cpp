@@ -12,38 +12,20 @@
 #include <unistd.h>
 
 #include "data/registry.h"
+#include "tests/support/task_options.h"
 #include "data/token_arrays.h"
 #include "train/trainer.h"
+#include "tests/support/temp_dir.h"
 
 using namespace xgrad;
 using namespace xgrad::data;
 namespace fs = std::filesystem;
+using xgrad::testing::TempDir;
 
 namespace {
 
-// What these tests give the task registry: a task name and the settings it reads (data::make_task ignores the
-// keys a task does not declare).
-struct TaskOptions {
-  std::string name = "kv_recall";
-  std::size_t n_keys = 8, n_values = 8, n_pairs = 8, seq_len = 16, n_symbols = 8;
-  std::string text_path, data_dir;
-  std::size_t vocab_size = 0;
-  bool shuffle = false;
-};
-std::unique_ptr<xgrad::data::Task> make_task(const TaskOptions& o) {
-  const nlohmann::json values{{"n_keys", o.n_keys}, {"n_values", o.n_values}, {"n_pairs", o.n_pairs},
-                              {"seq_len", o.seq_len}, {"n_symbols", o.n_symbols}, {"text", o.text_path},
-                              {"data", o.data_dir}, {"vocab_size", o.vocab_size}, {"shuffle", o.shuffle}};
-  return xgrad::data::make_task(o.name, xgrad::SettingValues(values));
-}
-
-
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("xgrad_test_npy_task_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+using xgrad::testing::TaskOptions;
+using xgrad::testing::make_task;
 
 // Writes an int32 (or int64) .npy file of shape [rows, cols] as numpy would.
 template <class T>
@@ -89,7 +71,7 @@ std::string task_error(const TaskOptions& o) {
 }  // namespace
 
 TEST_CASE("data task: batch i holds rows i*B .. (i+1)*B - 1 modulo N, in order; vocabulary = max id + 1") {
-  const fs::path dir = temp_dir("order");
+  const TempDir dir("npy_task_order");
   write_rows(dir, 7, 4);  // ids 0 .. 27
   TaskOptions o;
   o.name = "data";
@@ -118,11 +100,10 @@ TEST_CASE("data task: batch i holds rows i*B .. (i+1)*B - 1 modulo N, in order; 
   CHECK(make_task(o)->vocab_size() == 40);
   o.vocab_size = 20;
   CHECK(task_error(o).find("token id 27, not below vocab_size 20") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("data task --shuffle: every epoch visits each row once, in an order drawn from (seed, epoch)") {
-  const fs::path dir = temp_dir("shuffle");
+  const TempDir dir("npy_task_shuffle");
   write_rows(dir, 10, 5);
   TaskOptions o;
   o.name = "data";
@@ -145,11 +126,10 @@ TEST_CASE("data task --shuffle: every epoch visits each row once, in an order dr
   CHECK(again->batch(3, 3, 4).inputs == task->batch(3, 3, 4).inputs);
   CHECK(task->batch(3, 0, 4).inputs == again->batch(3, 0, 4).inputs);
   CHECK(task->batch(4, 0, 4).inputs != task->batch(3, 0, 4).inputs);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("data task: the held-out split is read when both eval files are there") {
-  const fs::path dir = temp_dir("eval");
+  const TempDir dir("npy_task_eval");
   write_rows(dir, 6, 3);
   TaskOptions o;
   o.name = "data";
@@ -167,11 +147,10 @@ TEST_CASE("data task: the held-out split is read when both eval files are there"
   CHECK(task_error(o).find("only one of eval_inputs.npy and eval_targets.npy") != std::string::npos);
   write_rows(dir, 2, 4, "eval_");
   CHECK(task_error(o).find("has sequences of 4 tokens, the training split 3") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("data task: bad arrays are refused naming the file, and for a bad id its row and position") {
-  const fs::path dir = temp_dir("bad");
+  const TempDir dir("npy_task_bad");
   TaskOptions o;
   o.name = "data";
   o.data_dir = dir.string();
@@ -214,11 +193,10 @@ TEST_CASE("data task: bad arrays are refused naming the file, and for a bad id i
   CHECK(task_error(o).find("is not a directory") != std::string::npos);
   o.data_dir.clear();
   CHECK(task_error(o).find("no directory given") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("xgrad train --task data learns a pattern from token arrays; its flags are checked") {
-  const fs::path dir = temp_dir("learn");
+  const TempDir dir("npy_task_learn");
   // Next-token prediction on a fixed cycle of 12 tokens: each row is a window of the cycle.
   const std::size_t N = 64, T = 8;
   std::vector<std::int64_t> inputs, targets;
@@ -263,5 +241,4 @@ TEST_CASE("xgrad train --task data learns a pattern from token arrays; its flags
   e = c;
   e.settings.set("vocab_size", 5);
   CHECK(config_error(e).find("--data: data: the files hold token id 11, not below vocab_size 5") == 0);
-  fs::remove_all(dir);
 }

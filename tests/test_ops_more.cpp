@@ -18,64 +18,16 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
-#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "tests/support/op_testing.h"
 #include "autograd/random.h"
 
 using namespace xgrad;
+using namespace xgrad::testing;
 
 namespace {
 
-using Inputs = std::vector<DTensor>;
 constexpr double inf = std::numeric_limits<double>::infinity();
-
-/// Values drawn uniformly from [lo, hi).
-xt::xarray<double> uniform(const shape_t& shape, std::mt19937& gen, double lo = -1.0, double hi = 1.0) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  xt::xarray<double> v = xt::xarray<double>::from_shape(shape);
-  for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = dist(gen);
-  return v;
-}
-
-/// A leaf that requires a gradient, filled uniformly from [lo, hi).
-DTensor rand_input(const shape_t& shape, std::mt19937& gen, double lo = -1.0, double hi = 1.0) {
-  return DTensor(uniform(shape, gen, lo, hi), true);
-}
-
-/// A leaf that requires a gradient with |x| in [0.2, 1) and random sign: well away from kinks at 0.
-DTensor away_from_zero(const shape_t& shape, std::mt19937& gen) {
-  xt::xarray<double> v = uniform(shape, gen, 0.2, 1.0);
-  std::bernoulli_distribution sign(0.5);
-  for (std::size_t i = 0; i < v.size(); ++i)
-    if (sign(gen)) v.data()[i] = -v.data()[i];
-  return DTensor(std::move(v), true);
-}
-
-/// `a` with a new shape of the same element count (for literals such as a column, which braces cannot spell).
-template <class T>
-xt::xarray<T> reshaped(xt::xarray<T> a, const shape_t& shape) {
-  a.reshape(shape);
-  return a;
-}
-
-template <class T>
-shape_t shape_of(const xt::xarray<T>& a) {
-  return shape_t(a.shape().begin(), a.shape().end());
-}
-
-template <class T>
-std::string to_string(const xt::xarray<T>& a) {
-  std::ostringstream out;
-  out << a;
-  return out.str();
-}
-
-template <class T>
-bool all_finite(const xt::xarray<T>& a) {
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (!std::isfinite(a.data()[i])) return false;
-  return true;
-}
 
 std::string axes_str(const std::vector<int>& axes, bool keepdim) {
   std::ostringstream out;
@@ -106,37 +58,6 @@ const ShapeCase broadcast_cases[] = {
 };
 
 }  // namespace
-
-/// gradcheck(f, inputs[, options]); on failure the report names the worst element.
-#define CHECK_GRADIENT(...)                                                      \
-  do {                                                                           \
-    const ::xgrad::GradcheckResult gc_result_ = ::xgrad::gradcheck(__VA_ARGS__); \
-    INFO(gc_result_.message);                                                    \
-    CHECK(gc_result_.ok);                                                        \
-  } while (false)
-
-/// Same shape and every element within `tol` (absolute) of the expected array.
-#define CHECK_CLOSE(got, want, tol)                                           \
-  do {                                                                        \
-    const xt::xarray<double> got_ = (got);                                    \
-    const xt::xarray<double> want_ = (want);                                  \
-    INFO("got:\n" << to_string(got_) << "\nexpected:\n" << to_string(want_)); \
-    REQUIRE(shape_of(got_) == shape_of(want_));                               \
-    CHECK(xt::allclose(got_, want_, 0.0, (tol)));                             \
-  } while (false)
-
-/// Same shape and the same booleans.
-#define CHECK_MASK(got, want)                                                 \
-  do {                                                                        \
-    const xt::xarray<bool> got_ = (got);                                      \
-    const xt::xarray<bool> want_ = (want);                                    \
-    INFO("got:\n" << to_string(got_) << "\nexpected:\n" << to_string(want_)); \
-    REQUIRE(shape_of(got_) == shape_of(want_));                               \
-    CHECK((got_ == want_));                                                   \
-  } while (false)
-
-/// The expression throws xgrad::Error whose message contains `text` (the op's name, "op: ...").
-#define CHECK_ERROR(text, ...) CHECK_THROWS_WITH_AS((__VA_ARGS__), doctest::Contains(text), ::xgrad::Error)
 
 // ---- binary elementwise, broadcasting ----------------------------------------------------------------------------
 

@@ -4,8 +4,6 @@
 // kv_recall run that learns. Facts particular to one scaling (its formula, its settings) follow.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -17,6 +15,8 @@
 #include "nn/attention.h"
 #include "nn/checkpoint.h"
 #include "nn/model.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
@@ -77,19 +77,6 @@ std::vector<xt::xarray<float>> gradients(MultiHeadAttention& attn, const Tensor&
   }
   return out;
 }
-
-// A run directory under the system's temp dir, removed when the test ends however it ends.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("xgrad_test_scalings_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 }  // namespace
 
@@ -158,13 +145,10 @@ TEST_CASE("every scaling: the fused attention equals the composed reference, val
 TEST_CASE("every scaling trains kv_recall below chance in a short run") {
   for (const std::string& name : registered_scalings()) {
     INFO("scaling " << name);
-    TempDir dir(name);
-    train::TrainConfig c;
+    const testing::TempDir dir("scalings_" + name);
+    train::TrainConfig c = testing::tiny_run(dir.string(), 200);
     c.d_model = 32;
-    c.steps = 200;
-    c.print_every = 1000;
     c.scale = name;
-    c.out = dir.path.string();
     const train::RunSummary s = train::train(c);
     CHECK(!s.diverged);
     CHECK(s.final_loss < 0.85 * s.chance_loss);
@@ -379,16 +363,12 @@ TEST_CASE("sigma_reparam: its power-iteration state is in the checkpoint, and a 
                                                  "blocks.0.attn.w_k_v"});
   for (const auto& [name, p] : model.named_parameters()) CHECK(name.find("_u") == std::string::npos);
 
-  TempDir part("sigma_part"), whole("sigma_whole");
-  train::TrainConfig c;
-  c.d_model = 16;
-  c.steps = 30;
-  c.print_every = 1000;
+  const testing::TempDir part("sigma_part"), whole("sigma_whole");
+  train::TrainConfig c = testing::tiny_run(part.string(), 30);
   c.checkpoint_every = 8;
   c.scale = "sigma_reparam";
-  c.out = part.path.string();
   train::train(c);
-  const Checkpoint saved = load_checkpoint((part.path / "checkpoint.safetensors").string());
+  const Checkpoint saved = load_checkpoint((part / "checkpoint.safetensors").string());
   CHECK(saved.find("model.blocks.0.attn.w_q_u") != nullptr);
   CHECK(saved.find("model.blocks.0.attn.w_k_v") != nullptr);
   train::TrainConfig longer = c;
@@ -397,9 +377,9 @@ TEST_CASE("sigma_reparam: its power-iteration state is in the checkpoint, and a 
   train::train(longer);
   train::TrainConfig uninterrupted = c;
   uninterrupted.steps = 50;
-  uninterrupted.out = whole.path.string();
+  uninterrupted.out = whole.string();
   train::train(uninterrupted);
-  const auto resumed_rows = metrics_rows_without_timing(part.path);
+  const auto resumed_rows = metrics_rows_without_timing(part);
   CHECK(resumed_rows.size() == 51);
-  CHECK(resumed_rows == metrics_rows_without_timing(whole.path));
+  CHECK(resumed_rows == metrics_rows_without_timing(whole));
 }
