@@ -679,6 +679,36 @@ TEST_CASE("plots: W_k in a lighter shade than W_q; titles give the smoothing win
   CHECK(score_std.find("means not smoothed (measured every 10 steps)") != std::string::npos);
 }
 
+TEST_CASE("plots: colour and dash style come from the scaling registry; a name it lacks gets a palette colour and a "
+          "warning") {
+  const TempDir root("compare_plot_styles");
+  for (const std::string scale : {"none", "ssmax", "from_another_build"}) {
+    FakeRun r;
+    r.scale = scale;
+    for (int i = 0; i < 30; ++i) r.loss.push_back(3.0 * std::exp(-0.01 * i));
+    write_run(root / scale, r);
+  }
+  PathGuard no_gnuplot("/nonexistent-xgrad-test");
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.out = (root / "report").string();
+  std::ostringstream out;
+  run_compare(options, out);
+  const std::string loss = read_text(root / "report" / "plots" / "loss.gp");
+  INFO(loss);
+  CHECK(loss.find("dt 2 lc rgb '#117A65' title \"ssmax (1 run)\"") != std::string::npos);  // its entry: dashed
+  CHECK(loss.find("lc rgb '#424242'") == std::string::npos);  // never the grey of an unknown name
+  INFO(out.str());
+  CHECK(out.str().find("warning: plots: scaling 'from_another_build' is not registered in this build; drawn in #") !=
+        std::string::npos);
+  // Report order: the unscaled reference first, registered scalings next, unknown names last.
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.arms.size() == 3);
+  CHECK(cmp.arms[0].scale() == "none");
+  CHECK(cmp.arms[1].scale() == "ssmax");
+  CHECK(cmp.arms[2].scale() == "from_another_build");
+}
+
 TEST_CASE("huge numbers print in scientific notation (%.4g from 1e6 up), not as hundreds of digits") {
   CHECK(format_number(1e300) == "1e+300");
   CHECK(format_number(-1e300) == "-1e+300");
