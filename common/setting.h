@@ -218,6 +218,10 @@ inline std::string setting_value_text(const nlohmann::json& value) {
       std::snprintf(buf, sizeof buf, "%.*g", precision, value.get<double>());
       if (std::strtod(buf, nullptr) == value.get<double>()) break;
     }
+    // 50, not 5e+01: whole numbers of ordinary size without an exponent.
+    const double v = value.get<double>();
+    if (std::string(buf).find('e') != std::string::npos && v == std::floor(v) && std::fabs(v) < 1e15)
+      std::snprintf(buf, sizeof buf, "%.0f", v);
     return buf;
   }
   return value.dump();

@@ -17,10 +17,10 @@ TaskEntry data_entry() {
   e.name = "data";
   e.description = "user token arrays: inputs.npy and targets.npy of a directory, read in order";
   e.order = 80;
-  e.settings = {path_setting("data", "data: directory of inputs.npy and targets.npy (int32/int64 [N, T]; target -1 = "
+  e.settings = {path_setting("data", "directory of inputs.npy and targets.npy (int32/int64 [N, T]; target -1 = "
                                      "no loss), optionally eval_inputs.npy and eval_targets.npy"),
-                whole_setting("vocab_size", 0, 0, kMaxVocab, "data: vocabulary size (0 = max token id + 1)"),
-                boolean_setting("shuffle", false, "data: read the rows in a seeded random order, a new one each epoch")};
+                whole_setting("vocab_size", 0, 0, kMaxVocab, "vocabulary size (0 = max token id + 1)"),
+                boolean_setting("shuffle", false, "read the rows in a seeded random order, a new one each epoch")};
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
     return std::make_unique<TokenArrays>(
         TokenArraysConfig{v.get<std::string>("data"), v.get<std::size_t>("vocab_size"), v.get<bool>("shuffle")});

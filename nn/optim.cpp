@@ -33,9 +33,9 @@ OptimizerEntry adamw_entry() {
   e.description = "AdamW (Loshchilov & Hutter 2019, \"Decoupled Weight Decay Regularization\", Algorithm 2)";
   e.order = 20;
   e.settings = {weight_decay_setting(),
-                number_setting("beta1", 0.9, 0.0, 1.0, "AdamW: decay rate of the first moment", false, true),
-                number_setting("beta2", 0.999, 0.0, 1.0, "AdamW: decay rate of the second moment", false, true),
-                number_setting("eps", 1e-8, 0.0, 1.0, "AdamW: added to the root of the second moment", true, false)};
+                number_setting("beta1", 0.9, 0.0, 1.0, "decay rate of the first moment", false, true),
+                number_setting("beta2", 0.999, 0.0, 1.0, "decay rate of the second moment", false, true),
+                number_setting("eps", 1e-8, 0.0, 1.0, "added to the root of the second moment", true, false)};
   e.build = [](std::vector<Tensor> params, double lr, const SettingValues& v) -> std::unique_ptr<Optimizer> {
     return std::make_unique<AdamW>(std::move(params), lr, v.get<double>("beta1"), v.get<double>("beta2"),
                                    v.get<double>("eps"), v.get<double>("weight_decay"));

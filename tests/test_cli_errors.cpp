@@ -104,6 +104,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"train", "--out", out, "--task", "copy", "--n-keys", "4"}, 2, "--n-keys is read only by --task kv_recall (the task is copy)"},
       {{"train", "--out", out, "--seq-len", "8"}, 2, "--seq-len is read only by --task copy, reverse, sort, majority, induction, char_lm (the task is kv_recall)"},
       {{"train", "--out", out, "--beta1", "0.5", "--optimizer", "sgd"}, 2, "--beta1 is read only by --optimizer adamw (the optimizer is sgd)"},
+      {{"train", "--out", out, "--softcap-cap", "3"}, 2, "--softcap-cap is read only by --scale softcap (the scale is sqrt_dk)"},
       {{"train", "--out", out, "--steps", "5", "--steps", "6"}, 2, "--steps: given more than once"},
       {{"train", "--config", file}, 2, "--config: " + file + " is not valid JSON"},
       {{"train", "--config", (root / "absent.json").string()}, 2, "--config: File does not exist"},

@@ -251,7 +251,9 @@ void add_setting_flags(CLI::App& app, unsigned command, GivenSettings& given, co
     add_setting_flag(app, s, help, given, value, extra);
   }
   for (const ComponentSetting& c : component_settings()) {
-    const std::string help = join(c.owners, "/") + ": " + c.setting.help;
+    // Which entries read it, unless the declaration's help already says so.
+    const std::string owners = join(c.owners, "/") + ": ";
+    const std::string help = c.setting.help.rfind(owners, 0) == 0 ? c.setting.help : owners + c.setting.help;
     const nlohmann::json value =
         shown.settings.contains(c.setting.key) ? shown.settings.json().at(c.setting.key) : c.setting.default_value;
     add_setting_flag(app, c.setting, help, given, value, nullptr);
