@@ -4,8 +4,13 @@
 // layer, an optimizer) declares its own settings beside its code.
 #pragma once
 
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,8 +39,20 @@ struct Setting {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
   bool min_open = false, max_open = false;
+  std::uint64_t whole_min = 0, whole_max = std::numeric_limits<std::uint64_t>::max();  ///< whole: exact bounds
   std::vector<std::string> choices;  ///< text: the allowed values (empty: any)
   std::string help;                  ///< one line for --help; units where there are any
+
+  /// What a setting means for a comparison of runs: `arm` settings change what is trained (runs that differ in one
+  /// are different arms), `replicate` settings tell the replicates of an arm apart (seeds), `record` settings change
+  /// only how the run is recorded or executed (output directory, logging cadence, threads), never its numbers.
+  enum class Role { arm, replicate, record };
+  Role role = Role::arm;
+  /// A resumed run may change it (it does not alter what the run computes).
+  bool resumable = false;
+  /// The commands that take it as a flag (bits below); the others refuse it or set it themselves.
+  static constexpr unsigned kTrain = 1, kSweep = 2, kProbe = 4, kEveryCommand = 7;
+  unsigned commands = kEveryCommand;
 
   /// "--d-model" for "d_model".
   std::string flag() const {
@@ -55,6 +72,8 @@ inline Setting whole_setting(std::string key, std::uint64_t default_value, std::
   s.default_value = default_value;
   s.min = static_cast<double>(min);
   s.max = static_cast<double>(max);
+  s.whole_min = min;
+  s.whole_max = max;
   s.help = std::move(help);
   return s;
 }
@@ -96,6 +115,112 @@ inline Setting path_setting(std::string key, std::string help) {
   s.default_value = "";
   s.help = std::move(help);
   return s;
+}
+
+/// "[1, 4096]", "(0, 1]", "[0, inf)": the allowed range of a whole or number setting.
+inline std::string range_text(const Setting& s) {
+  auto number = [](double v) {
+    if (std::isinf(v)) return std::string(v < 0 ? "-inf" : "inf");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return std::string(buf);
+  };
+  if (s.type == Setting::Type::whole) return "[" + std::to_string(s.whole_min) + ", " + std::to_string(s.whole_max) + "]";
+  return std::string(s.min_open || std::isinf(s.min) ? "(" : "[") + number(s.min) + ", " + number(s.max) +
+         (s.max_open || std::isinf(s.max) ? ")" : "]");
+}
+
+/// Checks that `value` has the declared type and lies in the declared range or choices. Returns "" if it does,
+/// else what is wrong ("must be in [1, 4096], got 0"), without the flag: callers put the flag or key in front.
+inline std::string check_setting_value(const Setting& s, const nlohmann::json& value) {
+  switch (s.type) {
+    case Setting::Type::boolean:
+      return value.is_boolean() ? "" : "must be true or false, got " + value.dump();
+    case Setting::Type::whole: {
+      // A JSON literal 10 built in C++ is a signed integer, the same number parsed from a file unsigned.
+      const bool whole = value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0);
+      if (!whole) return "must be a whole number in " + range_text(s) + ", got " + value.dump();
+      const std::uint64_t v = value.get<std::uint64_t>();
+      if (v < s.whole_min || v > s.whole_max) return "must be in " + range_text(s) + ", got " + std::to_string(v);
+      return "";
+    }
+    case Setting::Type::number: {
+      if (!value.is_number()) return "must be a number, got " + value.dump();
+      const double v = value.get<double>();
+      if (!std::isfinite(v)) return "must be finite, got " + value.dump();
+      const bool above = s.min_open ? v > s.min : v >= s.min, below = s.max_open ? v < s.max : v <= s.max;
+      if (!above || !below) return "must be in " + range_text(s) + ", got " + value.dump();
+      return "";
+    }
+    case Setting::Type::text:
+    case Setting::Type::path: {
+      if (!value.is_string()) return "must be a string, got " + value.dump();
+      if (s.choices.empty()) return "";
+      std::string allowed;
+      for (const std::string& c : s.choices) {
+        if (c == value.get<std::string>()) return "";
+        allowed += (allowed.empty() ? "" : ",") + c;
+      }
+      return value.get<std::string>() + " not in {" + allowed + "}";
+    }
+  }
+  return "";
+}
+
+/// Parses `text` (a flag's value, a --grid entry) as a value of `s` into `value` and checks it
+/// (check_setting_value). Whole numbers are plain decimal digits (no sign: "-1" is refused, not wrapped to 2^64 - 1);
+/// numbers are decimal (no hex, inf or nan); booleans are true/false/1/0. Returns "" or what is wrong.
+inline std::string parse_setting_value(const Setting& s, const std::string& text, nlohmann::json& value) {
+  switch (s.type) {
+    case Setting::Type::boolean:
+      if (text == "true" || text == "1") value = true;
+      else if (text == "false" || text == "0") value = false;
+      else return "must be true or false, got '" + text + "'";
+      break;
+    case Setting::Type::whole: {
+      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+        return "must be a whole number in " + range_text(s) + ", got '" + text + "'";
+      errno = 0;
+      const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+      if (errno == ERANGE) return "must be in " + range_text(s) + ", got " + text;
+      value = static_cast<std::uint64_t>(v);
+      break;
+    }
+    case Setting::Type::number: {
+      static const std::regex decimal(R"([+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)");
+      if (!std::regex_match(text, decimal)) return "must be a decimal number, got '" + text + "'";
+      const double v = std::strtod(text.c_str(), nullptr);
+      if (!std::isfinite(v)) return "must be finite, got " + text;
+      value = v;
+      break;
+    }
+    case Setting::Type::text:
+    case Setting::Type::path:
+      value = text;
+      break;
+  }
+  const std::string error = check_setting_value(s, value);
+  // A number out of range is reported as the user wrote it, not as JSON prints it back.
+  if (!error.empty() && (s.type == Setting::Type::number || s.type == Setting::Type::whole)) {
+    const std::size_t got = error.rfind(", got ");
+    if (got != std::string::npos) return error.substr(0, got) + ", got " + text;
+  }
+  return error;
+}
+
+/// The text form of a value, as a flag takes it (parse_setting_value reads it back to the same value): strings as
+/// they are, numbers in the shortest form that round-trips, booleans as true/false.
+inline std::string setting_value_text(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number_float()) {
+    char buf[32];
+    for (int precision = 1; precision <= 17; ++precision) {
+      std::snprintf(buf, sizeof buf, "%.*g", precision, value.get<double>());
+      if (std::strtod(buf, nullptr) == value.get<double>()) break;
+    }
+    return buf;
+  }
+  return value.dump();
 }
 
 /// The values of a component's settings, key → JSON value, every declared key present (defaults filled in). What a

@@ -9,9 +9,26 @@
 #include <utility>
 
 #include "autograd/random.h"
+#include "data/registry.h"
 #include "data/settings.h"
 
 namespace xgrad::data {
+
+namespace {
+TaskEntry char_lm_entry() {
+  TaskEntry e;
+  e.name = "char_lm";
+  e.description = "character-level language modelling: next-byte prediction on a text file";
+  e.order = 70;
+  e.settings = {path_setting("text", "char_lm: a UTF-8 text file (the last 10% is held out for eval_loss)"),
+                seq_len_setting()};
+  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
+    return std::make_unique<CharLM>(CharLMConfig{v.get<std::string>("text"), v.get<std::size_t>("seq_len")});
+  };
+  return e;
+}
+const Registration<TaskEntry> registration{char_lm_entry()};
+}  // namespace
 
 namespace {
 

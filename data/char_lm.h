@@ -10,8 +10,8 @@
 namespace xgrad::data {
 
 struct CharLMConfig {
-  std::string text_path;     // any file; UTF-8 text is modelled byte by byte, multi-byte characters included
-  std::size_t seq_len = 64;  // T
+  std::string text_path;  // any file; UTF-8 text is modelled byte by byte, multi-byte characters included
+  std::size_t seq_len;    // T (default: the shared seq_len declaration, data/settings.h)
 };
 
 /// The tokens are the file's bytes (vocabulary 256, token = byte value 0..255, no UTF-8 decoding). The file is split

@@ -3,8 +3,24 @@
 #include <cmath>
 
 #include "autograd/random.h"
+#include "data/registry.h"
 
 namespace xgrad::data {
+
+namespace {
+TaskEntry induction_entry() {
+  TaskEntry e;
+  e.name = "induction";
+  e.description = "induction heads: after A B ... A, predict B (Olsson et al. 2022)";
+  e.order = 60;
+  e.settings = {seq_len_setting(), n_symbols_setting()};
+  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
+    return std::make_unique<InductionHeads>(symbol_sequence_config(v));
+  };
+  return e;
+}
+const Registration<TaskEntry> registration{induction_entry()};
+}  // namespace
 
 InductionHeads::InductionHeads(SymbolSequenceConfig config) : config_(config) {
   check_setting("induction", "seq_len", config_.seq_len, 3, kMaxSeqLen);

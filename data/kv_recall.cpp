@@ -5,9 +5,28 @@
 #include <string>
 
 #include "autograd/random.h"
+#include "data/registry.h"
 #include "data/settings.h"
 
 namespace xgrad::data {
+
+namespace {
+TaskEntry kv_recall_entry() {
+  TaskEntry e;
+  e.name = "kv_recall";
+  e.description = "key-value recall: n_pairs key-value pairs, then a key; answer its value (content-based routing)";
+  e.order = 10;
+  e.settings = {whole_setting("n_keys", 8, 1, kMaxSymbols, "kv_recall: distinct keys"),
+                whole_setting("n_values", 8, 2, kMaxSymbols, "kv_recall: distinct values (answer classes)"),
+                whole_setting("n_pairs", 8, 1, kMaxSymbols, "kv_recall: key-value pairs per sequence")};
+  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
+    return std::make_unique<KeyValueRecall>(KeyValueRecallConfig{
+        v.get<std::size_t>("n_keys"), v.get<std::size_t>("n_values"), v.get<std::size_t>("n_pairs")});
+  };
+  return e;
+}
+const Registration<TaskEntry> registration{kv_recall_entry()};
+}  // namespace
 
 KeyValueRecall::KeyValueRecall(KeyValueRecallConfig config) : config_(config) {
   // The vocabulary is n_keys * n_values + n_keys, so both factors are bounded.

@@ -5,10 +5,11 @@
 
 namespace xgrad::data {
 
+/// The defaults live in the task's setting declarations (kv_recall.cpp), not here.
 struct KeyValueRecallConfig {
-  std::size_t n_keys = 16;   // distinct keys
-  std::size_t n_values = 16; // distinct values (the answer classes)
-  std::size_t n_pairs = 8;   // key-value pairs per sequence; keys are distinct within a sequence
+  std::size_t n_keys;    // distinct keys
+  std::size_t n_values;  // distinct values (the answer classes)
+  std::size_t n_pairs;   // key-value pairs per sequence; keys are distinct within a sequence
 };
 
 /// Each of the first n_pairs positions holds one pair as a single token, token = key * n_values + value.

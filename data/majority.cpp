@@ -5,8 +5,24 @@
 #include <vector>
 
 #include "autograd/random.h"
+#include "data/registry.h"
 
 namespace xgrad::data {
+
+namespace {
+TaskEntry majority_entry() {
+  TaskEntry e;
+  e.name = "majority";
+  e.description = "majority: answer the most frequent symbol of the sequence";
+  e.order = 50;
+  e.settings = {seq_len_setting(), n_symbols_setting()};
+  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
+    return std::make_unique<Majority>(symbol_sequence_config(v));
+  };
+  return e;
+}
+const Registration<TaskEntry> registration{majority_entry()};
+}  // namespace
 
 Majority::Majority(SymbolSequenceConfig config) : config_(config) {
   check_setting("majority", "seq_len", config_.seq_len, 1, kMaxSeqLen);

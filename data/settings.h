@@ -4,14 +4,16 @@
 #include <cstddef>
 #include <string>
 
+#include "common/setting.h"
 #include "data/task.h"
 
 namespace xgrad::data {
 
 /// Settings of copy, reverse, sort, majority and induction. seq_len is T, the number of tokens the model sees.
+/// The defaults live in the shared setting declarations below.
 struct SymbolSequenceConfig {
-  std::size_t seq_len = 16;
-  std::size_t n_symbols = 8;  // the alphabet the random sequence is drawn from
+  std::size_t seq_len;
+  std::size_t n_symbols;  // the alphabet the random sequence is drawn from
 };
 
 /// Upper bounds that keep vocabularies and sequences within what a toy model can hold.
@@ -19,6 +21,18 @@ inline constexpr std::size_t kMaxSeqLen = 65536;
 inline constexpr std::size_t kMaxSymbols = 4096;
 /// Token ids of user data (--task data) must be below this: 2^24, far above any tokenizer's vocabulary.
 inline constexpr std::size_t kMaxVocab = std::size_t(1) << 24;
+
+/// The declarations of seq_len and n_symbols, shared by every task that reads them (one definition each).
+inline Setting seq_len_setting() {
+  return whole_setting("seq_len", 16, 2, kMaxSeqLen, "tokens per sequence, T");
+}
+inline Setting n_symbols_setting() {
+  return whole_setting("n_symbols", 8, 2, kMaxSymbols, "alphabet size of the random sequences");
+}
+/// The settings of a symbol-sequence task, read from its resolved values.
+inline SymbolSequenceConfig symbol_sequence_config(const SettingValues& values) {
+  return SymbolSequenceConfig{values.get<std::size_t>("seq_len"), values.get<std::size_t>("n_symbols")};
+}
 
 /// Throws TaskError "<task>: <setting> must be in [min, max], got <value>" unless min <= value <= max.
 inline void check_setting(const std::string& task, const std::string& setting, std::size_t value, std::size_t min,

@@ -6,9 +6,29 @@
 #include <utility>
 
 #include "autograd/random.h"
+#include "data/registry.h"
 #include "data/settings.h"
 
 namespace xgrad::data {
+
+namespace {
+TaskEntry data_entry() {
+  TaskEntry e;
+  e.name = "data";
+  e.description = "user token arrays: inputs.npy and targets.npy of a directory, read in order";
+  e.order = 80;
+  e.settings = {path_setting("data", "data: directory of inputs.npy and targets.npy (int32/int64 [N, T]; target -1 = "
+                                     "no loss), optionally eval_inputs.npy and eval_targets.npy"),
+                whole_setting("vocab_size", 0, 0, kMaxVocab, "data: vocabulary size (0 = max token id + 1)"),
+                boolean_setting("shuffle", false, "data: read the rows in a seeded random order, a new one each epoch")};
+  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
+    return std::make_unique<TokenArrays>(
+        TokenArraysConfig{v.get<std::string>("data"), v.get<std::size_t>("vocab_size"), v.get<bool>("shuffle")});
+  };
+  return e;
+}
+const Registration<TaskEntry> registration{data_entry()};
+}  // namespace
 
 namespace {
 

@@ -7,9 +7,9 @@ namespace xgrad::fuzz {
 
 inline train::TrainConfig tiny_run() {
   train::TrainConfig c;
-  c.n_keys = 2;
-  c.n_values = 2;
-  c.n_pairs = 2;
+  c.settings.set("n_keys", 2);
+  c.settings.set("n_values", 2);
+  c.settings.set("n_pairs", 2);
   c.d_model = 4;
   c.d_ff = 8;
   c.out = "fuzz";

@@ -12,7 +12,7 @@ using namespace xgrad;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const train::TrainConfig config = fuzz::tiny_run();
-  static const std::unique_ptr<data::Task> task = data::make_task(config.task_options());
+  static const std::unique_ptr<data::Task> task = config.make_task();
   nn::Checkpoint checkpoint;
   try {
     checkpoint = nn::from_safetensors(data, size, "fuzz");

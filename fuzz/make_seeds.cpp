@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   }
   const fs::path dir(argv[1]);
   const train::TrainConfig config = fuzz::tiny_run();
-  const auto task = data::make_task(config.task_options());
+  const auto task = config.make_task();
   nn::AttentionModel model(train::model_config(config, *task), config.seed);
   nn::AdamW adamw(model.parameters(), config.lr);
   train::RunProgress progress;

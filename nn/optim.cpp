@@ -8,6 +8,51 @@
 
 namespace xgrad::nn {
 
+namespace {
+// weight_decay means the same for both optimizers (added to the gradient for SGD, decoupled for AdamW): one
+// declaration, shared.
+Setting weight_decay_setting() {
+  return number_setting("weight_decay", 0.0, 0.0, 1e30, "weight decay (decoupled for AdamW)");
+}
+
+OptimizerEntry sgd_entry() {
+  OptimizerEntry e;
+  e.name = "sgd";
+  e.description = "SGD with momentum (PyTorch's form: the momentum buffer accumulates the gradient)";
+  e.order = 10;
+  e.settings = {number_setting("momentum", 0.9, 0.0, 1.0, "SGD momentum", false, true), weight_decay_setting()};
+  e.build = [](std::vector<Tensor> params, double lr, const SettingValues& v) -> std::unique_ptr<Optimizer> {
+    return std::make_unique<SGD>(std::move(params), lr, v.get<double>("momentum"), v.get<double>("weight_decay"));
+  };
+  return e;
+}
+
+OptimizerEntry adamw_entry() {
+  OptimizerEntry e;
+  e.name = "adamw";
+  e.description = "AdamW (Loshchilov & Hutter 2019, \"Decoupled Weight Decay Regularization\", Algorithm 2)";
+  e.order = 20;
+  e.settings = {weight_decay_setting(),
+                number_setting("beta1", 0.9, 0.0, 1.0, "AdamW: decay rate of the first moment", false, true),
+                number_setting("beta2", 0.999, 0.0, 1.0, "AdamW: decay rate of the second moment", false, true),
+                number_setting("eps", 1e-8, 0.0, 1.0, "AdamW: added to the root of the second moment", true, false)};
+  e.build = [](std::vector<Tensor> params, double lr, const SettingValues& v) -> std::unique_ptr<Optimizer> {
+    return std::make_unique<AdamW>(std::move(params), lr, v.get<double>("beta1"), v.get<double>("beta2"),
+                                   v.get<double>("eps"), v.get<double>("weight_decay"));
+  };
+  return e;
+}
+
+const Registration<OptimizerEntry> sgd_registration{sgd_entry()};
+const Registration<OptimizerEntry> adamw_registration{adamw_entry()};
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, double lr,
+                                          const SettingValues& given) {
+  const OptimizerEntry& entry = OptimizerRegistry::instance().at(name);
+  return entry.build(std::move(params), lr, resolve_settings(entry.settings, given.json()));
+}
+
 Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) { set_lr(lr); }
 
 void Optimizer::set_lr(double lr) {

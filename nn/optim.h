@@ -1,11 +1,15 @@
 // Optimizers and gradient clipping, over a list of parameters (as torch.optim).
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "common/registry.h"
+#include "common/setting.h"
 
 namespace xgrad::nn {
 
@@ -35,6 +39,8 @@ class Optimizer {
   /// Throws Error naming the optimizer, the buffer kind and the parameter index for a missing or unexpected kind,
   /// a wrong number of arrays, or an array whose shape differs from its parameter's.
   virtual void load_state(const OptimizerState& state) = 0;
+  /// The buffer kinds of state() ("momentum_buffer"; "m", "v"), for checkpoint readers.
+  virtual std::vector<std::string> state_kinds() const = 0;
 
  protected:
   /// Checks `state` holds exactly `kinds`, each with one array per parameter of the parameter's shape.
@@ -51,6 +57,7 @@ class SGD : public Optimizer {
   void step() override;
   OptimizerState state() const override;
   void load_state(const OptimizerState& state) override;
+  std::vector<std::string> state_kinds() const override { return {"momentum_buffer"}; }
 
  private:
   double momentum_, weight_decay_;
@@ -67,12 +74,32 @@ class AdamW : public Optimizer {
   std::size_t step_count() const { return t_; }
   OptimizerState state() const override;
   void load_state(const OptimizerState& state) override;
+  std::vector<std::string> state_kinds() const override { return {"m", "v"}; }
 
  private:
   double beta1_, beta2_, eps_, weight_decay_;
   std::size_t t_ = 0;
   std::vector<xt::xarray<float>> m_, v_;
 };
+
+/// The optimizer registry (common/registry.h): each optimizer registers itself with its settings, so --optimizer,
+/// --arms, their flags, config.json and checkpoints take the names and settings from the entries.
+struct OptimizerEntry {
+  static constexpr const char* kind = "optimizer";
+  std::string name;         ///< what --optimizer and --arms take
+  std::string description;  ///< one line with its source
+  int order = 0;            ///< place in listings
+  std::vector<Setting> settings;  ///< its own settings (momentum, weight_decay, ...), besides lr
+  /// Builds the optimizer over `params` at learning rate `lr` (> 0, finite) with `settings` (every declared key).
+  std::function<std::unique_ptr<Optimizer>(std::vector<Tensor> params, double lr, const SettingValues& settings)>
+      build;
+};
+using OptimizerRegistry = Registry<OptimizerEntry>;
+
+/// Builds the optimizer `name` with `given` settings over the entry's defaults. Throws RegistryError for an unknown
+/// name (listing the registered ones) and Error for a bad lr.
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, double lr,
+                                          const SettingValues& given = SettingValues());
 
 /// Global L2 norm of all gradients. If it exceeds max_norm, scales every gradient by max_norm / norm.
 /// Returns the norm before clipping (as torch.nn.utils.clip_grad_norm_). max_norm <= 0 or infinite: no clipping.

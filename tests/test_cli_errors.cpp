@@ -75,6 +75,11 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
     f << "{}";
   }
 
+  const std::string bad_key = (root / "bad_key.json").string();
+  {
+    std::ofstream f(bad_key);
+    f << "{\"d_modle\": 16}";
+  }
   const std::vector<Case> cases{
       {{}, 2, "a command is required (allowed: train, sweep, experiment, probe, compare;"},
       {{"bogus"}, 2, "unknown command 'bogus' (allowed: train, sweep, experiment, probe, compare;"},
@@ -83,9 +88,8 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"train", "--out", out, "--steps", "abc"}, 2, "--steps: must be a whole number in [1, 1000000000], got 'abc'"},
       {{"train", "--out", out, "--steps", "0"}, 2, "--steps: must be in [1, 1000000000], got 0"},
       {{"train", "--out", out, "--steps", "-3"}, 2, "--steps: must be a whole number in [1, 1000000000]"},
-      {{"train", "--out", out, "--steps", "5", "--steps", "6"}, 2, "--steps"},
       {{"train", "--out", out, "--batch-size", "0"}, 2, "--batch-size: must be in [1, 1048576]"},
-      {{"train", "--out", out, "--lr", "-1"}, 2, "--lr must be a finite number > 0"},
+      {{"train", "--out", out, "--lr", "-1"}, 2, "--lr: must be in [1.17549435e-38, 3.40282347e+38], got -1"},
       {{"train", "--out", out, "--lr", "nan"}, 2, "--lr: must be a decimal number, got 'nan'"},
       {{"train", "--out", out, "--lr", "1e999"}, 2, "--lr: must be finite"},
       {{"train", "--out", out, "--optimizer", "adam"}, 2, "--optimizer: adam not in {sgd,adamw}"},
@@ -94,13 +98,30 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"train", "--out", out, "--mlp", "maybe"}, 2, "--mlp: must be true or false, got 'maybe'"},
       {{"train", "--out", out, "--d-model", "10", "--n-heads", "3"}, 2, "--d-model (10) must be divisible by --n-heads (3)"},
       {{"train", "--out", out, "--n-keys", "4", "--n-pairs", "8"}, 2, "n_pairs"},
-      {{"train", "--out", out, "--momentum", "1"}, 2, "--momentum must be in [0, 1)"},
+      {{"train", "--out", out, "--optimizer", "sgd", "--momentum", "1"}, 2, "--momentum: must be in [0, 1), got 1"},
+      // A setting of a component the run does not select is refused, naming its owners and the selection.
+      {{"train", "--out", out, "--momentum", "0.5"}, 2, "--momentum is read only by --optimizer sgd (the optimizer is adamw)"},
+      {{"train", "--out", out, "--task", "copy", "--n-keys", "4"}, 2, "--n-keys is read only by --task kv_recall (the task is copy)"},
+      {{"train", "--out", out, "--seq-len", "8"}, 2, "--seq-len is read only by --task copy, reverse, sort, majority, induction, char_lm (the task is kv_recall)"},
+      {{"train", "--out", out, "--beta1", "0.5", "--optimizer", "sgd"}, 2, "--beta1 is read only by --optimizer adamw (the optimizer is sgd)"},
+      {{"train", "--out", out, "--steps", "5", "--steps", "6"}, 2, "--steps: given more than once"},
+      {{"train", "--config", file}, 2, "--config: " + file + " is not valid JSON"},
+      {{"train", "--config", (root / "absent.json").string()}, 2, "--config: File does not exist"},
+      {{"train", "--config", bad_key}, 2, bad_key + ": 'd_modle' is not a setting of xgrad"},
+      {{"train", "--resume", run_dir, "--config", run_dir + "/config.json"}, 2, "--resume and --config exclude each other"},
+      {{"sweep", "--out", out, "--grid", "d_model"}, 2, "--grid: 'd_model' is not KEY=V1,V2,..."},
+      {{"sweep", "--out", out, "--grid", "d_model=8,x"}, 2, "--grid: d_model=x: must be a whole number in [1, 16384], got 'x'"},
+      {{"sweep", "--out", out, "--grid", "scale=none"}, 2, "--grid: scale is an axis of its own: give it with --scale"},
+      {{"sweep", "--out", out, "--grid", "bogus=1"}, 2, "--grid: 'bogus' is not a setting"},
+      {{"sweep", "--out", out, "--grid", "d_model=8,8"}, 2, "--grid: d_model=8 is given twice"},
+      {{"sweep", "--out", out, "--grid", "data=/tmp"}, 2, "--grid: sweep does not pass --data to its runs"},
+      {{"sweep", "--out", out, "--task", "copy", "--n-keys", "3"}, 2, "--n-keys is read only by --task kv_recall (the task is copy)"},
       {{"train", "--out", out, "--threads", "0"}, 2, "--threads: must be in [1, 64], got 0"},
       {{"train", "--out", out, "--seed", "-1"}, 2, "--seed: must be a whole number in [0, 18446744073709551615]"},
       {{"train", "--out", out, "--d-model", "16384", "--batch-size", "4096"}, 2, "GiB (limit 12)"},
       {{"train", "--out", out, "--on-nan", "ignore"}, 2, "--on-nan: ignore not in {stop,skip}"},
       {{"train", "--out", out, "--checkpoint-every", "-1"}, 2, "--checkpoint-every: must be a whole number in [0, "},
-      {{"train", "--out", out, "--init-from", (root / "absent.safetensors").string()}, 2, "--init-from: File does not exist"},
+      {{"train", "--out", out, "--init-from", (root / "absent.safetensors").string()}, 2, "--init-from: '" + (root / "absent.safetensors").string() + "' is not a file"},
       {{"train", "--out", out, "--d-model", "16", "--init-from", checkpoint}, 2,
        "--init-from: checkpoint " + checkpoint + ": tensor 'model.tok_emb.weight' has shape [72, 8], the model needs [72, 16]"},
       {{"train", "--out", out, "--init-from", file}, 2, "--init-from: safetensors: " + file + ": header length"},
@@ -120,7 +141,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"train", "--out", out, "--task", "data", "--data", empty}, 2, "--data: npy: " + empty + "/inputs.npy: no such file"},
       {{"train", "--out", out, "--data", empty}, 2, "--data is read only by --task data (the task is kv_recall)"},
       {{"train", "--out", out, "--vocab-size", "5"}, 2, "--vocab-size is read only by --task data"},
-      {{"train", "--out", out, "--data", file}, 2, "--data: Directory is actually a file"},
+      {{"train", "--out", out, "--task", "data", "--data", file}, 2, "--data: data: '" + file + "' is not a directory"},
       {{"train", "--out", out, "--task", "char_lm", "--text", "/dev/zero"}, 2, "'/dev/zero' is not a regular file"},
       {{"train", "--out", out, "--task", "char_lm", "--text", (root / "absent.txt").string()}, 2, "does not exist"},
       {{"train", "--out", out, "--text", file}, 2, "--text is read only by --task char_lm"},
@@ -258,8 +279,8 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
       {{"train", "--resume", empty}, 2, "--resume: " + empty + "/config.json is not valid JSON"},
       {{"train", "--resume", foreign, "--steps", "4"}, 2,
        "--resume: --seed is 7 in " + foreign + "/checkpoint.safetensors but 0 in " + foreign + "/config.json"},
-      {{"train", "--out", out, "--lr", "1e-300"}, 2, "--lr must be in [1.17549435e-38, 3.40282347e+38] (a normal float)"},
-      {{"train", "--out", out, "--lr", "1e-46"}, 2, "--lr must be in [1.17549435e-38"},
+      {{"train", "--out", out, "--lr", "1e-300"}, 2, "--lr: must be in [1.17549435e-38, 3.40282347e+38], got 1e-300"},
+      {{"train", "--out", out, "--lr", "1e-46"}, 2, "--lr: must be in [1.17549435e-38"},
       {{"train", "--out", out, "--clip-grad-norm", "1e-300"}, 2,
        "--clip-grad-norm must be 0 (off) or in [1.17549435e-38, 1e30)"},
       {{"sweep", "--out", run_dir, "--steps", "2", "--d-k", "4", "--seeds", "0", "--scale", "none"}, 2,

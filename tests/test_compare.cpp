@@ -66,7 +66,7 @@ void write_run(const fs::path& dir, const FakeRun& r) {
   const std::size_t rows = r.loss.size();
   const std::size_t steps = r.steps ? r.steps : rows;
   nlohmann::json config{{"task", "kv_recall"},   {"n_values", 8},       {"chance_loss", std::log(8.0)},
-                        {"d_model", r.d_k},      {"d_k", r.d_k},        {"n_heads", 2},
+                        {"d_model", 64},         {"d_k", r.d_k},        {"n_heads", 2},
                         {"n_layers", 2},         {"scale", r.scale},    {"optimizer", r.optimizer},
                         {"lr", r.lr},            {"batch_size", 64},    {"steps", steps},
                         {"mlp", true},           {"layer_norm", true},  {"residual", true},

@@ -38,7 +38,7 @@ TEST_CASE("kv_recall: sizes, token ranges, distinct keys, and a target that answ
 }
 
 TEST_CASE("kv_recall: batch i depends only on (seed, i)") {
-  KeyValueRecall task({});
+  KeyValueRecall task({8, 8, 8});
   const Batch a = task.batch(1, 5, 8), b = task.batch(1, 5, 8);
   CHECK(a.inputs == b.inputs);
   CHECK(a.targets == b.targets);
@@ -78,9 +78,14 @@ TEST_CASE("kv_recall: invalid settings throw with the setting's name") {
 #include "data/induction.h"
 #include "data/majority.h"
 #include "data/registry.h"
+#include "tests/support/task_options.h"
 #include "data/sequence_transform.h"
 
 namespace {
+
+using xgrad::testing::TaskOptions;
+using xgrad::testing::make_task;
+
 
 /// A file in the temp directory that exists for the lifetime of the object.
 struct TempFile {
@@ -157,9 +162,9 @@ TaskOptions options_for(const std::string& name) {
 
 TEST_CASE("task suite: every named task keeps the Task contract") {
   const TempFile text("contract", sample_text(200));
-  CHECK(task_names() ==
+  CHECK(TaskRegistry::instance().names() ==
         std::vector<std::string>{"kv_recall", "copy", "reverse", "sort", "majority", "induction", "char_lm", "data"});
-  for (const std::string& name : task_names()) {
+  for (const std::string& name : TaskRegistry::instance().names()) {
     if (name == "data") continue;  // user files, read in order whatever the seed: tested in test_npy_task.cpp
     TaskOptions options = options_for(name);
     options.text_path = text.path.string();

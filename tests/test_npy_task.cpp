@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "data/registry.h"
+#include "tests/support/task_options.h"
 #include "data/token_arrays.h"
 #include "train/trainer.h"
 #include "tests/support/temp_dir.h"
@@ -22,6 +23,9 @@ namespace fs = std::filesystem;
 using xgrad::testing::TempDir;
 
 namespace {
+
+using xgrad::testing::TaskOptions;
+using xgrad::testing::make_task;
 
 // Writes an int32 (or int64) .npy file of shape [rows, cols] as numpy would.
 template <class T>
@@ -205,8 +209,8 @@ TEST_CASE("xgrad train --task data learns a pattern from token arrays; its flags
   write_npy(dir / "targets.npy", N, T, targets);
   train::TrainConfig c;
   c.task = "data";
-  c.data_dir = dir.string();
-  c.shuffle = true;
+  c.settings.set("data", dir.string());
+  c.settings.set("shuffle", true);
   c.d_model = 16;
   c.batch_size = 16;
   c.steps = 150;
@@ -230,11 +234,11 @@ TEST_CASE("xgrad train --task data learns a pattern from token arrays; its flags
   e.eval_every = 10;
   CHECK(config_error(e).find("--eval-every: the data in") != std::string::npos);
   e = c;
-  e.task = "kv_recall";
-  CHECK(config_error(e).find("--data is read only by --task data") != std::string::npos);
-  e.data_dir.clear();
+  e.task = "kv_recall";  // assigned, not set_setting: the data task's settings stay, and are refused
+  CHECK(config_error(e).find("--data is read only by --task data (the task is kv_recall)") != std::string::npos);
+  e.settings = xgrad::SettingValues(nlohmann::json{{"shuffle", true}});
   CHECK(config_error(e).find("--shuffle is read only by --task data") != std::string::npos);
   e = c;
-  e.data_vocab_size = 5;
+  e.settings.set("vocab_size", 5);
   CHECK(config_error(e).find("--data: data: the files hold token id 11, not below vocab_size 5") == 0);
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <sys/wait.h>
 
@@ -162,7 +163,7 @@ TEST_CASE("more BLAS threads: the same run to float tolerance (what README's Det
   // results may then differ in the last bits. What is promised is agreement to float tolerance, tested here.
   TrainConfig c;
   c.d_model = 32;
-  c.head_dim = 64;
+  c.d_k = 64;
   c.batch_size = 64;
   c.steps = 20;
   c.out = temp_dir("threads_1").string();
@@ -180,24 +181,83 @@ TEST_CASE("more BLAS threads: the same run to float tolerance (what README's Det
   for (auto& p : {c.out, d.out}) fs::remove_all(p);
 }
 
-TEST_CASE("to_args reproduces every setting (the experiment launches its runs with it)") {
-  TrainConfig c;
-  c.d_model = 12;
-  c.n_heads = 3;
-  c.lr = 0.123456789012345;
-  c.scale = "none";
-  c.mlp = false;
-  c.out = "x";
-  const auto args = to_args(c);
-  auto value_of = [&](const std::string& flag) {
-    for (std::size_t i = 0; i + 1 < args.size(); ++i)
-      if (args[i] == flag) return args[i + 1];
-    return std::string("<missing>");
+TEST_CASE("--config: a run's config.json given to xgrad train reproduces its metrics.csv; flags override the file") {
+  const fs::path dir = temp_dir("config_round_trip");
+  // Settings of every kind: core, the task's own, the optimizer's own, a boolean, a number.
+  REQUIRE(run_cli("train --out " + (dir / "a").string() + " --task copy --seq-len 8 --n-symbols 5 --d-model 16 "
+                  "--optimizer sgd --momentum 0.5 --lr 0.05 --mlp false --steps 12 --batch-size 8 --seed 3") == 0);
+  REQUIRE(run_cli("train --config " + (dir / "a/config.json").string() + " --out " + (dir / "b").string()) == 0);
+  CHECK(csv_without_timing(dir / "a/metrics.csv") == csv_without_timing(dir / "b/metrics.csv"));
+  auto config_of = [&](const std::string& run) {
+    std::ifstream in(dir / run / "config.json");
+    return nlohmann::json::parse(in);
   };
-  CHECK(std::stod(value_of("--lr")) == c.lr);
-  CHECK(value_of("--scale") == "none");
-  CHECK(value_of("--mlp") == "false");
-  CHECK(value_of("--n-heads") == "3");
+  nlohmann::json a = config_of("a"), b = config_of("b");
+  CHECK(b.at("momentum") == 0.5);
+  CHECK(b.at("seq_len") == 8);
+  CHECK(b.at("data_seed") == 3);  // from the file, not reset to the seed's default
+  for (auto* j : {&a, &b}) j->erase("out"), j->erase("environment");
+  CHECK(a == b);
+  // A flag overrides the file; selecting another task drops the file's copy settings instead of refusing them.
+  REQUIRE(run_cli("train --config " + (dir / "a/config.json").string() + " --out " + (dir / "c").string() +
+                  " --task kv_recall --n-pairs 4 --steps 3") == 0);
+  const nlohmann::json c = config_of("c");
+  CHECK(c.at("task") == "kv_recall");
+  CHECK(c.at("n_pairs") == 4);
+  CHECK(c.at("steps") == 3);
+  CHECK(c.at("momentum") == 0.5);
+  CHECK_FALSE(c.contains("n_symbols"));
+  // One name per idea: derived values apart from the settings of the same name.
+  CHECK(a.at("derived").at("seq_len") == 8);
+  CHECK(a.at("derived").at("vocab_size") == 6);
+  CHECK_FALSE(a.contains("task_seq_len"));
+  CHECK_FALSE(a.contains("head_dim"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sweep --grid: any setting is an axis; run names carry it, each child runs from its config file") {
+  const fs::path dir = temp_dir("grid");
+  REQUIRE(run_cli("sweep --out " + dir.string() + " --d-k 4 --seeds 0 --scale none --arms sgd@0.1 --steps 3 "
+                  "--batch-size 4 --grid d_model=8,16 --n-pairs 4") == 0);
+  for (const char* run : {"dk4-none-sgd-lr0.1-d_model8-s0", "dk4-none-sgd-lr0.1-d_model16-s0"}) {
+    INFO(run);
+    CHECK(fs::exists(dir / "runs" / run / "summary.json"));
+    std::ifstream in(dir / "configs" / (std::string(run) + ".json"));
+    REQUIRE(in);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    CHECK(j.at("n_pairs") == 4);
+    CHECK(j.at("d_k") == 4);
+  }
+  std::ifstream index(dir / "sweep.json");
+  const nlohmann::json sweep = nlohmann::json::parse(index);
+  REQUIRE(sweep.at("runs").size() == 2);
+  CHECK(sweep.at("grid").at("d_model") == nlohmann::json::array({8, 16}));
+  CHECK(sweep.at("runs").at(1).at("grid").at("d_model") == 16);
+  // compare tells the arms apart by d_model.
+  const std::string table = (dir / "table.txt").string();
+  REQUIRE(std::system((std::string(XGRAD_BIN) + " compare " + dir.string() + " --plots false > " + table).c_str()) == 0);
+  std::ifstream t(table);
+  const std::string text((std::istreambuf_iterator<char>(t)), std::istreambuf_iterator<char>());
+  CHECK(text.find("d_model") != std::string::npos);
+  // A grid axis that has its own flag, or a setting no run reads, is refused.
+  CHECK(run_cli("sweep --out " + (dir / "x").string() + " --grid d_k=4,8") == 2);
+  CHECK(run_cli("sweep --out " + (dir / "x").string() + " --grid nonsense=1") == 2);
+  CHECK(run_cli("sweep --out " + (dir / "x").string() + " --task copy --n-keys 3") == 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("xgrad --version prints the version, the commit and the library versions, and exits 0") {
+  const fs::path dir = temp_dir("version");
+  fs::create_directories(dir);
+  const std::string out = (dir / "version.txt").string();
+  REQUIRE(std::system((std::string(XGRAD_BIN) + " --version > " + out).c_str()) == 0);
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.rfind("xgrad ", 0) == 0);
+  CHECK(text.find("(commit ") != std::string::npos);
+  CHECK(text.find("openblas") != std::string::npos);
+  CHECK(text.find("compiler") != std::string::npos);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {

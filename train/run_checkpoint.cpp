@@ -67,11 +67,6 @@ class MetadataReader {
   std::string path_;
 };
 
-std::vector<std::string> state_kinds(const std::string& optimizer) {
-  if (optimizer == "sgd") return {"momentum_buffer"};
-  return {"m", "v"};
-}
-
 }  // namespace
 
 nn::Checkpoint make_run_checkpoint(const TrainConfig& config, const nn::AttentionModel& model,
@@ -147,7 +142,7 @@ void restore_run_checkpoint(const nn::Checkpoint& c, const std::string& path, co
   const auto named = model.named_parameters();
   nn::OptimizerState state;
   state.step = meta.whole("optim.step");
-  for (const std::string& kind : state_kinds(config.optimizer))
+  for (const std::string& kind : optimizer.state_kinds())
     for (const auto& [name, param] : named) {
       const std::string key = "optim." + kind + "." + name;
       const xt::xarray<float>* value = c.find(key);

@@ -19,6 +19,7 @@
 #include "train/metrics_log.h"
 #include "train/number_format.h"
 #include "train/run_checkpoint.h"
+#include "train/settings.h"
 #include "train/run_directory.h"
 #include "train/run_files.h"
 #include "train/step_metrics.h"
@@ -33,7 +34,7 @@ nn::ModelConfig model_config(const TrainConfig& cfg, const data::Task& task) {
   mc.max_seq_len = task.seq_len();
   mc.d_model = cfg.d_model;
   mc.n_heads = cfg.n_heads;
-  mc.d_k = cfg.head_dim;
+  mc.d_k = cfg.d_k;
   mc.n_layers = cfg.n_layers;
   mc.d_ff = cfg.d_ff;
   mc.mlp = cfg.mlp;
@@ -42,6 +43,10 @@ nn::ModelConfig model_config(const TrainConfig& cfg, const data::Task& task) {
   mc.causal = cfg.causal;
   mc.scale = cfg.scale;
   mc.attention = cfg.attention;
+  // The scaling's and the attention layer's own settings (keys are unique across registries).
+  nlohmann::json model_settings = component_values(cfg, "scale").json();
+  model_settings.update(component_values(cfg, "attention").json());
+  mc.settings = SettingValues(model_settings);
   mc.emb_init_std = cfg.emb_init_std;
   mc.proj_init_gain = cfg.proj_init_gain;
   return mc;
@@ -132,13 +137,10 @@ Run::Run(const TrainConfig& config)
   platform::set_threads(cfg.threads);
   platform::set_flush_denormals(cfg.flush_denormals);
 
-  task = data::make_task(cfg.task_options());
+  task = cfg.make_task();
   model = std::make_unique<nn::AttentionModel>(model_config(cfg, *task), cfg.seed);
   named = model->named_parameters();
-  if (cfg.optimizer == "sgd")
-    opt = std::make_unique<nn::SGD>(model->parameters(), cfg.lr, cfg.momentum, cfg.weight_decay);
-  else
-    opt = std::make_unique<nn::AdamW>(model->parameters(), cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay);
+  opt = nn::make_optimizer(cfg.optimizer, model->parameters(), cfg.lr, component_values(cfg, "optimizer"));
 
   if (cfg.resume && fs::exists(checkpoint_path))
     resume_from_checkpoint(have_stored ? &stored : nullptr);
@@ -168,8 +170,8 @@ void Run::resume_from_checkpoint(const TrainConfig* stored) {
     }
     const std::string key = first_differing_setting(written, *stored);
     if (!key.empty())
-      throw ConfigError("--resume: " + flag_of(key) + " is " + written.to_json().at(key).dump() + " in " +
-                        checkpoint_path.string() + " but " + stored->to_json().at(key).dump() + " in " +
+      throw ConfigError("--resume: " + flag_of(key) + " is " + written.to_json().value(key, nlohmann::json()).dump() + " in " +
+                        checkpoint_path.string() + " but " + stored->to_json().value(key, nlohmann::json()).dump() + " in " +
                         (dir / kConfigFile).string() + "; the checkpoint is not this run's (start over with --overwrite)");
   }
   try {
@@ -201,10 +203,10 @@ void Run::start_from_scratch() {
 
 void Run::write_config_json() const {
   nlohmann::json config_json = cfg.to_json();
-  config_json["vocab_size"] = task->vocab_size();
-  config_json["seq_len"] = task->seq_len();
-  config_json["chance_loss"] = task->chance_loss();
-  config_json["num_parameters"] = model->num_parameters();
+  config_json["derived"] = {{"vocab_size", task->vocab_size()},
+                            {"seq_len", task->seq_len()},
+                            {"chance_loss", task->chance_loss()},
+                            {"num_parameters", model->num_parameters()}};
   config_json["environment"] = platform::environment_json();
   write_json(dir / kConfigFile, config_json);
 }
@@ -212,7 +214,7 @@ void Run::write_config_json() const {
 void Run::log_start() const {
   spdlog::info("[{}] training {}: d_model={} n_heads={} d_k={} n_layers={} scale={} optimizer={} lr={} steps={} "
                "params={}",
-               name, cfg.task, cfg.d_model, cfg.n_heads, cfg.d_k(), cfg.n_layers, cfg.scale,
+               name, cfg.task, cfg.d_model, cfg.n_heads, cfg.head_size(), cfg.n_layers, cfg.scale,
                cfg.optimizer, cfg.lr, cfg.steps, model->num_parameters());
 }
 

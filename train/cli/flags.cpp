@@ -6,7 +6,12 @@
 #include <regex>
 #include <thread>
 
+#include <filesystem>
+#include <fstream>
+
 #include "data/registry.h"
+#include "nn/optim.h"
+#include "train/settings.h"
 
 namespace xgrad::train {
 
@@ -77,17 +82,21 @@ void refuse_flags(CLI::App& app, const std::vector<RefusedFlag>& flags) {
 }
 
 std::vector<RefusedFlag> sweep_refused_flags(const std::string& command) {
-  return {
+  std::vector<RefusedFlag> out{
       {"--lr", command + " takes learning rates through --arms (e.g. --arms sgd@0.01,adamw@0.001)"},
       {"--optimizer", command + " takes optimizers through --arms (e.g. --arms sgd@0.01,adamw@0.001)"},
       {"--seed", command + " sets each run's seed from --seeds (e.g. --seeds 0,1,2; --data-seed is the data stream "
                            "of seed 0)"},
-      {"--data", command + " does not pass --data to its runs (--task data is not available to " + command +
-                     "); train on a data directory with xgrad train --task data --data DIR"},
-      {"--vocab-size", command + " does not pass --vocab-size to its runs (--task data is not available to " +
-                           command + ")"},
-      {"--shuffle", command + " does not pass --shuffle to its runs (--task data is not available to " + command + ")"},
   };
+  if (const data::TaskEntry* data_task = data::TaskRegistry::instance().find("data"))
+    for (const Setting& s : data_task->settings) {
+      const std::string flag = s.flag();
+      out.push_back({flag, command + " does not pass " + flag + " to its runs (--task data is not available to " +
+                               command + ")" +
+                               (s.key == "data" ? "; train on a data directory with xgrad train --task data --data DIR"
+                                                : "")});
+    }
+  return out;
 }
 
 CLI::Option* add_list_flag_raw(CLI::App& app, const std::string& flag,
@@ -131,7 +140,7 @@ CLI::Validator arm_entry() {
           const std::string error = decimal_number()(lr);
           if (!error.empty())
             return "learning rate in '" + s + "' " + error +
-                   " (form: optimizer@lr, e.g. sgd@0.1 or adamw@0.003; optimizers: sgd, adamw)";
+                   " (form: optimizer@lr, e.g. sgd@0.1 or adamw@0.003; optimizers: " + nn::OptimizerRegistry::instance().joined_names() + ")";
         }
         try {
           parse_arm(s);
@@ -146,162 +155,147 @@ CLI::Validator arm_entry() {
 }
 
 std::vector<RefusedFlag> probe_refused_flags() {
+  std::vector<std::string> flags;
+  for (const CoreSetting& c : core_settings())
+    if ((c.setting.commands & Setting::kSweep) && !(c.setting.commands & Setting::kProbe))
+      flags.push_back(c.setting.flag());
+  for (const ComponentSetting& c : component_settings())
+    if (c.component == "optimizer") flags.push_back(c.setting.flag());
   std::vector<RefusedFlag> out;
-  for (const std::string flag : {"--lr", "--optimizer", "--momentum", "--weight-decay", "--clip-grad-norm", "--steps",
-                                 "--log-every", "--print-every", "--eval-every", "--eval-batches"})
+  for (const std::string& flag : flags)
     out.push_back({flag, "probe trains nothing (one forward batch at initialisation), so it does not read " + flag +
                              "; leave it out"});
   return out;
 }
 
-void add_training_flags(CLI::App& app, TrainConfig& c, std::string& scale, bool with_model_size,
-                        const std::string& no_data_task) {
-  if (no_data_task.empty()) {
-    app.add_option("--task", c.task, "task (allowed: " + CLI::detail::join(data::task_names()) + ")")
-        ->capture_default_str()
-        ->check(CLI::IsMember(data::task_names()));
-  } else {
-    std::vector<std::string> names;
-    for (const auto& n : data::task_names())
-      if (n != "data") names.push_back(n);
-    const std::string allowed = CLI::detail::join(names, ", ");
-    app.add_option("--task", c.task, "task (allowed: " + allowed + ")")
-        ->capture_default_str()
-        ->check(CLI::Validator(
-            [names, allowed, no_data_task](std::string& s) -> std::string {
-              if (s == "data")
-                return "data is not taken by " + no_data_task + " (its runs get no --data directory); train on a "
-                       "data directory with xgrad train --task data --data DIR";
-              for (const auto& n : names)
-                if (s == n) return "";
-              return s + " not in {" + allowed + "}";
-            },
-            "TASK"));
-  }
-  app.add_option("--n-keys", c.n_keys, "kv_recall: distinct keys")->capture_default_str()
-      ->check(whole_number(1, 4096));
-  app.add_option("--n-values", c.n_values, "kv_recall: distinct values (answer classes)")->capture_default_str()
-      ->check(whole_number(2, 4096));
-  app.add_option("--n-pairs", c.n_pairs, "kv_recall: key-value pairs per sequence")->capture_default_str()
-      ->check(whole_number(1, 4096));
-  app.add_option("--seq-len", c.seq_len, "copy/reverse/sort/majority/induction/char_lm: tokens per sequence")
-      ->capture_default_str()
-      ->check(whole_number(2, 65536));
-  app.add_option("--n-symbols", c.n_symbols, "copy/reverse/sort/majority/induction: alphabet size")
-      ->capture_default_str()
-      ->check(whole_number(2, 4096));
-  app.add_option("--text", c.text_path, "char_lm: a UTF-8 text file (the last 10% is held out for eval_loss)");
-  app.add_option("--attention", c.attention,
-                 "attention layer of each block (allowed: " +
-                     Registry<nn::AttentionLayerEntry>::instance().joined_names() + ")")
-      ->capture_default_str()
-      ->check(CLI::IsMember(Registry<nn::AttentionLayerEntry>::instance().names()));
-  app.add_option("--d-model", c.d_model, "model width")->capture_default_str()
-      ->check(whole_number(1, 16384));
-  if (with_model_size) {
-    const auto& scalings = Registry<nn::ScalingEntry>::instance();
-    app.add_option("--scale", scale, "attention score scaling (allowed: " + scalings.joined_names() + ")")
-        ->capture_default_str()
-        ->check(CLI::IsMember(scalings.names()));
-  }
-  if (with_model_size)
-    app.add_option("--d-k", c.head_dim, "head size d_k (0 = d_model / n_heads)")
-        ->capture_default_str()
-        ->check(whole_number(0, 8192));
-  app.add_option("--n-heads", c.n_heads, "attention heads (d_k = d_model / n_heads)")->capture_default_str()
-      ->check(whole_number(1, 1024));
-  app.add_option("--n-layers", c.n_layers, "transformer blocks")->capture_default_str()
-      ->check(whole_number(1, 64));
-  app.add_option("--d-ff", c.d_ff, "MLP hidden size (0 = 4 * d_model)")->capture_default_str()
-      ->check(whole_number(0, 65536));
-  app.add_option("--mlp", c.mlp, "include the MLP in each block (true/false)")->capture_default_str()
-      ->check(boolean_word());
-  app.add_option("--layer-norm", c.layer_norm, "LayerNorm before each sublayer and the readout (true/false)")
-      ->capture_default_str()
-      ->check(boolean_word());
-  app.add_option("--residual", c.residual, "residual connections (true/false)")->capture_default_str()
-      ->check(boolean_word());
-  app.add_option("--causal", c.causal, "causal attention mask (true/false)")->capture_default_str()
-      ->check(boolean_word());
-  app.add_option("--emb-init-std", c.emb_init_std, "std of the token and position embeddings at init")
-      ->capture_default_str()
-      ->check(decimal_number());
-  app.add_option("--proj-init-gain", c.proj_init_gain, "multiplies the LeCun init std of W_q, W_k, W_v, W_o")
-      ->capture_default_str()
-      ->check(decimal_number());
-  app.add_option("--batch-size", c.batch_size, "sequences per step")->capture_default_str()
-      ->check(whole_number(1, 1 << 20));
-  app.add_option("--steps", c.steps, "training steps")->capture_default_str()
-      ->check(whole_number(1, 1000000000));
-  app.add_option("--lr", c.lr, "learning rate")->capture_default_str()
-      ->check(decimal_number());
-  app.add_option("--optimizer", c.optimizer, "optimizer (allowed: sgd, adamw)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "adamw"}));
-  app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str()
-      ->check(decimal_number());
-  app.add_option("--weight-decay", c.weight_decay, "weight decay (decoupled for AdamW)")->capture_default_str()
-      ->check(decimal_number());
-  app.add_option("--clip-grad-norm", c.clip_grad_norm, "clip the global gradient norm (0 = off)")
-      ->capture_default_str()
-      ->check(decimal_number());
-  app.add_option("--seed", c.seed, "seed of the initial weights")->capture_default_str()
-      ->check(whole_number(0, UINT64_MAX));
-  app.add_option("--data-seed", c.data_seed, "seed of the data stream (default: --seed)")
-      ->check(whole_number(0, UINT64_MAX));
-  app.add_option("--log-every", c.log_every, "attention statistics and update RMS every N steps")
-      ->capture_default_str()
-      ->check(whole_number(1, 1000000000));
-  app.add_option("--print-every", c.print_every, "console progress every N steps")->capture_default_str()
-      ->check(whole_number(1, 1000000000));
-  app.add_option("--eval-every", c.eval_every, "held-out loss every N steps (0 = off)")->capture_default_str()
-      ->check(whole_number(0, 1000000000));
-  app.add_option("--eval-batches", c.eval_batches, "batches per held-out evaluation")->capture_default_str()
-      ->check(whole_number(1, 10000));
-  app.add_option("--flush-denormals", c.flush_denormals, "flush subnormal floats to zero (faster saturated softmax)")
-      ->capture_default_str()
-      ->check(boolean_word());
-  app.add_option("--threads", c.threads, "threads per run, for BLAS and xgrad's own loops")->capture_default_str()
-      ->check(whole_number(1, 64));
+bool GivenSettings::contains(const std::string& key) const {
+  for (const auto& [k, v] : values)
+    if (k == key) return true;
+  return false;
 }
 
-void add_run_flags(CLI::App& app, TrainConfig& c, std::string& resume_dir) {
-  app.add_option("--out", c.out, "run directory to write");
+namespace {
+
+std::string join(const std::vector<std::string>& names, const std::string& separator) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : separator) + n;
+  return out;
+}
+
+// One flag for one declared setting. Booleans also take the bare flag (--shuffle means --shuffle true).
+void add_setting_flag(CLI::App& app, Setting setting, const std::string& help, GivenSettings& given,
+                      const nlohmann::json& shown, std::function<std::string(const std::string&)> extra_check) {
+  const std::string flag = setting.flag(), key = setting.key;
+  const bool boolean = setting.type == Setting::Type::boolean;
+  CLI::Option* option = app.add_option(
+      flag,
+      [flag, key, setting, boolean, extra_check, &given](const CLI::results_t& results) -> bool {
+        if (results.size() > 1) throw CLI::ValidationError(flag, "given more than once");
+        std::string text = results.empty() ? std::string() : results.front();
+        if (boolean && results.empty()) text = "true";
+        if (extra_check) {
+          const std::string error = extra_check(text);
+          if (!error.empty()) throw CLI::ValidationError(flag, error);
+        }
+        nlohmann::json value;
+        const std::string error = parse_setting_value(setting, text, value);
+        if (!error.empty()) throw CLI::ValidationError(flag, error);
+        if (setting.type == Setting::Type::path && !text.empty())
+          value = std::filesystem::absolute(text).lexically_normal().string();
+        given.values.emplace_back(key, value);
+        return true;
+      },
+      help);
+  std::string type;
+  switch (setting.type) {
+    case Setting::Type::boolean: type = "true|false"; break;
+    case Setting::Type::whole: type = "INT in " + range_text(setting); break;
+    case Setting::Type::number: type = "NUMBER in " + range_text(setting); break;
+    case Setting::Type::text: type = setting.choices.empty() ? "TEXT" : "{" + join(setting.choices, ",") + "}"; break;
+    case Setting::Type::path: type = "PATH"; break;
+  }
+  option->type_name(type);
+  if (boolean) option->expected(0, 1);
+  else option->expected(1, CLI::detail::expected_max_vector_size);  // a repeated flag is refused by the callback
+  if (!shown.is_null() && !(shown.is_string() && shown.get<std::string>().empty()))
+    option->default_str(setting_value_text(shown));
+}
+
+}  // namespace
+
+void add_setting_flags(CLI::App& app, unsigned command, GivenSettings& given, const TrainConfig& shown,
+                       const std::string& no_data_task) {
+  for (const CoreSetting& c : core_settings()) {
+    if (!(c.setting.commands & command)) continue;
+    Setting s = c.setting;
+    std::function<std::string(const std::string&)> extra;
+    std::string help = s.help;
+    if (const Component* component = find_component(s.key)) {
+      s.choices = component->names();
+      if (!no_data_task.empty() && s.key == "task") {
+        s.choices.erase(std::remove(s.choices.begin(), s.choices.end(), "data"), s.choices.end());
+        extra = [no_data_task](const std::string& text) -> std::string {
+          if (text == "data")
+            return "data is not taken by " + no_data_task + " (its runs get no --data directory); train on a "
+                   "data directory with xgrad train --task data --data DIR";
+          return "";
+        };
+      }
+      help += " (allowed: " + join(s.choices, ", ") + ")";
+    }
+    // The value shown is the one the command starts from: 0 for d_k and d_ff means "derived", not the derived size.
+    nlohmann::json value = c.get(shown);
+    if (s.key == "d_k") value = shown.d_k;
+    if (s.key == "d_ff") value = shown.d_ff;
+    if (s.key == "data_seed" && (command & Setting::kTrain)) value = nullptr;  // default: --seed
+    add_setting_flag(app, s, help, given, value, extra);
+  }
+  for (const ComponentSetting& c : component_settings()) {
+    const std::string help = join(c.owners, "/") + ": " + c.setting.help;
+    const nlohmann::json value =
+        shown.settings.contains(c.setting.key) ? shown.settings.json().at(c.setting.key) : c.setting.default_value;
+    add_setting_flag(app, c.setting, help, given, value, nullptr);
+  }
+}
+
+void apply_given_settings(TrainConfig& config, const GivenSettings& given) {
+  for (const auto& [key, value] : given.values)
+    if (find_component(key)) set_setting(config, key, value);
+  for (const auto& [key, value] : given.values)
+    if (!find_component(key)) set_setting(config, key, value);
+}
+
+void add_run_flags(CLI::App& app, TrainConfig& c, std::string& resume_dir, std::string& config_file) {
   app.add_flag("--overwrite", c.overwrite, "replace a run already in --out");
   app.add_option("--resume", resume_dir,
                  "continue the run in DIR from its checkpoint (its settings are kept; --steps may be raised)")
       ->check(CLI::ExistingDirectory);
-  app.add_option("--checkpoint-every", c.checkpoint_every,
-                 "write DIR/checkpoint.safetensors every N steps (0 = only at the end)")
-      ->capture_default_str()
-      ->check(whole_number(0, 1000000000));
-  app.add_option("--on-nan", c.on_nan, "non-finite loss or gradient: stop the run (exit 3) or skip the step (allowed: stop, skip)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"stop", "skip"}));
-  add_data_flags(app, c);
-  app.add_option("--init-from", c.init_from, "start from the weights in this .safetensors file (shapes must match)")
+  app.add_option("--config", config_file,
+                 "start from the settings in FILE (a config.json of a run, or any subset of its keys); flags given "
+                 "override them")
       ->check(CLI::ExistingFile);
 }
 
-void add_data_flags(CLI::App& app, TrainConfig& c) {
-  app.add_option("--data", c.data_dir,
-                 "data: directory of inputs.npy and targets.npy (int32/int64 [N, T]; target -1 = no loss), optionally "
-                 "eval_inputs.npy and eval_targets.npy")
-      ->check(CLI::ExistingDirectory);
-  app.add_option("--vocab-size", c.data_vocab_size, "data: vocabulary size (0 = max token id + 1)")
-      ->capture_default_str()
-      ->check(whole_number(0, 1u << 24));
-  app.add_flag("--shuffle", c.shuffle, "data: read the rows in a seeded random order, a new one each epoch");
-}
-
-std::string find_resume_dir(int argc, char** argv) {
+std::string find_train_flag_value(int argc, char** argv, const std::string& flag) {
   if (argc < 2 || std::string(argv[1]) != "train") return "";
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--resume" && i + 1 < argc) return argv[i + 1];
-    if (arg.rfind("--resume=", 0) == 0) return arg.substr(9);
+    if (arg == flag && i + 1 < argc) return argv[i + 1];
+    if (arg.rfind(flag + "=", 0) == 0) return arg.substr(flag.size() + 1);
   }
   return "";
+}
+
+TrainConfig read_config_file(const std::string& path, const std::string& flag) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(flag + ": cannot read " + path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(flag + ": " + path + " is not valid JSON: " + e.what());
+  }
+  return TrainConfig::from_json(j, path);
 }
 
 SweepConfig experiment_defaults() {
@@ -320,8 +314,7 @@ SweepConfig experiment_defaults() {
 }
 
 void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
-  std::string unused_scale;
-  add_training_flags(app, config.base, unused_scale, false, app.get_name());
+  add_setting_flags(app, Setting::kSweep, flags.given, config.base, app.get_name());
   flags.scales = config.scales;
   for (auto& a : config.arms) flags.arms.push_back(a.optimizer + "@" + CLI::detail::to_string(a.lr));
   flags.seeds = config.seeds;
@@ -335,20 +328,83 @@ void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
   add_list_flag(app, "--seeds", flags.seeds, "weight seeds; seed k also picks data stream data_seed + k",
                 whole_number(0, UINT64_MAX));
   add_list_flag(app, "--arms", flags.arms, "optimizer@lr pairs, e.g. --arms sgd@0.1,adamw@0.003", arm_entry());
+  app.add_option("--grid", flags.grid,
+                 "one more axis: any setting and its values, e.g. --grid d_model=16,64 --grid n_pairs=4,8 (repeatable)")
+      ->type_name("KEY=V1,V2,...")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              parse_grid_axis(text);
+            } catch (const ConfigError& e) {
+              std::string message = e.what();
+              if (message.rfind("--grid: ", 0) == 0) message = message.substr(8);
+              return message;
+            }
+            return "";
+          },
+          "KEY=V1,V2,..."));
   app.add_option("--jobs", config.jobs, "runs in parallel (default: one per core)")
       ->capture_default_str()
       ->check(whole_number(1, 256));
   app.add_option("--out", config.out, "sweep directory (sweep: required; experiment: default runs/experiment-<date>-<time>)");
 }
 
+GridAxis parse_grid_axis(const std::string& text) {
+  const std::size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--grid: '" + text + "' is not KEY=V1,V2,... (e.g. --grid d_model=16,64)");
+  GridAxis axis;
+  axis.key = text.substr(0, eq);
+  static const std::vector<std::pair<std::string, std::string>> own_flags{
+      {"scale", "--scale"}, {"d_k", "--d-k"},      {"seed", "--seeds"}, {"data_seed", "--seeds"},
+      {"optimizer", "--arms"}, {"lr", "--arms"}, {"out", "--out"}};
+  for (const auto& [key, flag] : own_flags)
+    if (axis.key == key) throw ConfigError("--grid: " + key + " is an axis of its own: give it with " + flag);
+  const Setting* s = find_setting(axis.key);
+  if (!s) throw ConfigError("--grid: '" + axis.key + "' is not a setting (settings are config.json keys, e.g. d_model)");
+  if (!(s->commands & Setting::kSweep)) throw ConfigError("--grid: " + axis.key + " is not taken by sweep");
+  for (const RefusedFlag& refused : sweep_refused_flags("sweep"))
+    if (refused.flag == s->flag()) throw ConfigError("--grid: " + refused.reason);
+  const std::string values = text.substr(eq + 1);
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = values.find(',', start);
+    const std::string item = values.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw ConfigError("--grid: empty value in '" + text + "'");
+    nlohmann::json value;
+    Setting declared = *s;
+    if (const Component* component = find_component(axis.key)) declared.choices = component->names();
+    const std::string error = parse_setting_value(declared, item, value);
+    if (!error.empty()) throw ConfigError("--grid: " + axis.key + "=" + item + ": " + error);
+    for (const auto& v : axis.values)
+      if (v == value) throw ConfigError("--grid: " + axis.key + "=" + item + " is given twice");
+    axis.values.push_back(value);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return axis;
+}
+
 void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFlags& flags) {
-  if (app.count("--data-seed") == 0) config.base.data_seed = 0;
-  config.scales.clear();
+  apply_given_settings(config.base, flags.given);
+  if (!flags.given.contains("data_seed")) config.base.data_seed = 0;
+  (void)app;
   config.scales = flags.scales;
   config.arms.clear();
   for (auto& a : flags.arms) config.arms.push_back(parse_arm(a));
   config.seeds = flags.seeds;
   config.d_ks = flags.d_ks;
+  config.grid.clear();
+  for (const std::string& text : flags.grid) {
+    GridAxis axis = parse_grid_axis(text);
+    for (const GridAxis& other : config.grid)
+      if (other.key == axis.key) throw ConfigError("--grid: " + axis.key + " is given twice");
+    if (flags.given.contains(axis.key))
+      throw ConfigError("--grid: " + axis.key + " is also given as " + flag_of(axis.key) + "; give it once");
+    config.grid.push_back(std::move(axis));
+  }
   config.base.out = config.out.empty() ? "-" : config.out;  // replaced per run
 }
 

@@ -13,6 +13,7 @@
 #include "train/cli/main.h"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "autograd/blas.h"
@@ -23,6 +24,7 @@
 #include "train/cli/sweep.h"
 #include "train/report/probe.h"
 #include "train/report/tables.h"
+#include "train/settings.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
@@ -45,15 +47,36 @@ void install_stop_handlers() {
 
 // The stored run's settings, so that the flags given with --resume are applied over them. Errors are left to
 // train(), which reads the file again and reports them.
-void load_resume_defaults(const std::string& dir, TrainConfig& config, std::string& scale) {
+void load_resume_defaults(const std::string& dir, TrainConfig& config) {
   try {
     std::ifstream in(std::filesystem::path(dir) / "config.json");
     if (!in) return;
     config = TrainConfig::from_json(nlohmann::json::parse(in), dir + "/config.json");
-    scale = config.scale;
   } catch (const std::exception&) {
   }
   config.out = dir;
+}
+
+// `xgrad --version`: what a bug report needs to say which build ran.
+void print_version(std::ostream& out) {
+  out << "xgrad " << XGRAD_VERSION << " (commit " << XGRAD_GIT_COMMIT << ")\n";
+  nlohmann::json env = platform::environment_json();
+  env["cli11"] = CLI11_VERSION;
+  env["fmt"] = std::to_string(FMT_VERSION / 10000) + "." + std::to_string(FMT_VERSION / 100 % 100) + "." +
+               std::to_string(FMT_VERSION % 100);
+  for (const auto& [key, value] : env.items())
+    out << "  " << key << ": " << (value.is_string() ? value.get<std::string>() : value.dump()) << "\n";
+}
+
+// Whether the --config file sets `key` (read again: the file was parsed once already, and is small).
+bool config_has_key(const std::string& path, const std::string& key) {
+  if (path.empty()) return false;
+  try {
+    std::ifstream in(path);
+    return canonical_config_json(nlohmann::json::parse(in), path).contains(key);
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 std::string default_experiment_dir() {
@@ -75,16 +98,22 @@ int main(int argc, char** argv) {
   CLI::App app{"xgrad: train toy attention models with and without 1/sqrt(d_k) score scaling and compare them"};
   app.require_subcommand(1);
 
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    print_version(std::cout);
+    return 0;
+  }
+
   TrainConfig train_cfg;
-  std::string train_scale = "sqrt_dk";
-  const std::string resume_dir = find_resume_dir(argc, argv);
-  if (!resume_dir.empty()) load_resume_defaults(resume_dir, train_cfg, train_scale);
-  std::string resume_flag;
+  const std::string resume_dir = find_train_flag_value(argc, argv, "--resume");
+  const std::string config_file = find_train_flag_value(argc, argv, "--config");
+  if (!resume_dir.empty()) load_resume_defaults(resume_dir, train_cfg);
+  std::string resume_flag, config_flag;
+  GivenSettings train_given, probe_given;
   CLI::App* train_cmd = app.add_subcommand(
       "train", "train one configuration; writes config.json, metrics.csv, checkpoint.safetensors and summary.json "
                "(exit 3 if it diverged)");
-  add_training_flags(*train_cmd, train_cfg, train_scale, true);
-  add_run_flags(*train_cmd, train_cfg, resume_flag);
+  add_setting_flags(*train_cmd, Setting::kTrain, train_given, train_cfg);
+  add_run_flags(*train_cmd, train_cfg, resume_flag, config_flag);
 
   // `sweep` takes the grid from its flags; `experiment` is the default sweep (see experiment_defaults) + compare.
   SweepFlags sweep_flags, exp_flags;
@@ -101,11 +130,9 @@ int main(int argc, char** argv) {
 
   TrainConfig probe_cfg;
   std::vector<std::size_t> probe_d_ks{4, 16, 64, 256, 1024};
-  std::string unused_probe_scale;
   CLI::App* probe_cmd = app.add_subcommand(
       "probe", "no training: attention statistics at initialisation, unscaled and scaled, next to the theory");
-  add_training_flags(*probe_cmd, probe_cfg, unused_probe_scale, false);
-  add_data_flags(*probe_cmd, probe_cfg);
+  add_setting_flags(*probe_cmd, Setting::kProbe, probe_given, probe_cfg);
   refuse_flags(*probe_cmd, probe_refused_flags());
   add_list_flag(*probe_cmd, "--d-k", probe_d_ks, "head sizes, e.g. --d-k 4,16,64", whole_number(1, 8192));
 
@@ -137,7 +164,7 @@ int main(int argc, char** argv) {
     known = known || sub->get_name() == first;
   }
   if (argc < 2) {
-    std::cerr << "xgrad: a command is required (allowed: " << commands << "; see 'xgrad --help')\n";
+    std::cerr << "xgrad: a command is required (allowed: " << commands << "; see 'xgrad --help', 'xgrad --version')\n";
     return 2;
   }
   if (!first.empty() && first[0] != '-' && !known) {
@@ -157,6 +184,14 @@ int main(int argc, char** argv) {
 
   try {
     if (*train_cmd) {
+      if (!config_file.empty()) {
+        if (!resume_dir.empty())
+          throw ConfigError("--config: a resumed run keeps its own settings (--resume and --config exclude each other)");
+        const bool overwrite = train_cfg.overwrite;
+        train_cfg = read_config_file(config_file, "--config");
+        train_cfg.overwrite = overwrite;
+      }
+      apply_given_settings(train_cfg, train_given);
       train_cfg.resume = !resume_flag.empty();
       if (train_cfg.resume) {
         namespace fs = std::filesystem;
@@ -165,10 +200,9 @@ int main(int argc, char** argv) {
           throw ConfigError("--out: " + train_cfg.out + " is not the --resume directory " + resume_flag +
                             " (a run is continued in place; --out may be left out)");
         train_cfg.out = resume_flag;
-      } else if (train_cmd->count("--data-seed") == 0) {
-        train_cfg.data_seed = train_cfg.seed;
+      } else if (!train_given.contains("data_seed") && !config_has_key(config_file, "data_seed")) {
+        train_cfg.data_seed = train_cfg.seed;  // the data stream follows the seed unless given
       }
-      train_cfg.scale = train_scale;
       install_stop_handlers();
       const RunSummary s = xgrad::train::train(train_cfg);
       if (s.stop_signal) return 128 + s.stop_signal;
@@ -195,7 +229,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*probe_cmd) {
-      if (probe_cmd->count("--data-seed") == 0) probe_cfg.data_seed = probe_cfg.seed;
+      apply_given_settings(probe_cfg, probe_given);
+      if (!probe_given.contains("data_seed")) probe_cfg.data_seed = probe_cfg.seed;
       probe_cfg.eval_every = 0;  // probe evaluates nothing (a data directory needs no held-out split)
       probe_cfg.out = "-";  // probe writes no files
       platform::set_threads(probe_cfg.threads);

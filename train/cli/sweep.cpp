@@ -1,6 +1,7 @@
 #include "train/cli/sweep.h"
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <fcntl.h>
@@ -20,7 +21,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "nn/optim.h"
 #include "train/number_format.h"
+#include "train/settings.h"
 #include "train/trainer.h"
 
 extern char** environ;
@@ -31,10 +34,11 @@ namespace fs = std::filesystem;
 
 Arm parse_arm(const std::string& text) {
   const auto at = text.find('@');
-  const std::string form = " (form: optimizer@lr, e.g. sgd@0.1 or adamw@0.003; optimizers: sgd, adamw)";
+  const std::string form = " (form: optimizer@lr, e.g. sgd@0.1 or adamw@0.003; optimizers: " +
+                           nn::OptimizerRegistry::instance().joined_names() + ")";
   if (at == std::string::npos) throw ConfigError("--arms: '" + text + "' has no '@'" + form);
   Arm arm{text.substr(0, at), 0.0};
-  if (arm.optimizer != "sgd" && arm.optimizer != "adamw")
+  if (!nn::OptimizerRegistry::instance().find(arm.optimizer))
     throw ConfigError("--arms: unknown optimizer '" + arm.optimizer + "'" + form);
   const std::string lr = text.substr(at + 1);
   char* end = nullptr;
@@ -44,53 +48,42 @@ Arm parse_arm(const std::string& text) {
   return arm;
 }
 
-std::vector<std::string> to_args(const TrainConfig& c) {
-  auto num = [](double v) { return fmt::format("{:.17g}", v); };
-  std::vector<std::string> a{"train",
-                             "--task", c.task,
-                             "--n-keys", std::to_string(c.n_keys),
-                             "--n-values", std::to_string(c.n_values),
-                             "--n-pairs", std::to_string(c.n_pairs),
-                             "--seq-len", std::to_string(c.seq_len),
-                             "--n-symbols", std::to_string(c.n_symbols),
-                             "--d-model", std::to_string(c.d_model),
-                             "--d-k", std::to_string(c.head_dim),
-                             "--n-heads", std::to_string(c.n_heads),
-                             "--n-layers", std::to_string(c.n_layers),
-                             "--d-ff", std::to_string(c.d_ff),
-                             "--mlp", c.mlp ? "true" : "false",
-                             "--layer-norm", c.layer_norm ? "true" : "false",
-                             "--residual", c.residual ? "true" : "false",
-                             "--causal", c.causal ? "true" : "false",
-                             "--scale", c.scale,
-                             "--attention", c.attention,
-                             "--emb-init-std", num(c.emb_init_std),
-                             "--proj-init-gain", num(c.proj_init_gain),
-                             "--batch-size", std::to_string(c.batch_size),
-                             "--steps", std::to_string(c.steps),
-                             "--lr", num(c.lr),
-                             "--optimizer", c.optimizer,
-                             "--momentum", num(c.momentum),
-                             "--weight-decay", num(c.weight_decay),
-                             "--clip-grad-norm", num(c.clip_grad_norm),
-                             "--seed", std::to_string(c.seed),
-                             "--data-seed", std::to_string(c.data_seed),
-                             "--log-every", std::to_string(c.log_every),
-                             "--print-every", std::to_string(c.print_every),
-                             "--eval-every", std::to_string(c.eval_every),
-                             "--eval-batches", std::to_string(c.eval_batches),
-                             "--threads", std::to_string(c.threads),
-                             "--flush-denormals", c.flush_denormals ? "true" : "false",
-                             "--out", c.out};
-  if (!c.text_path.empty()) a.insert(a.end(), {"--text", c.text_path});
-  if (c.overwrite) a.push_back("--overwrite");
-  return a;
+std::string run_config_path(const SweepConfig& config, const std::string& name) {
+  return (fs::path(config.out) / "configs" / (name + ".json")).string();
 }
 
 namespace {
 
-std::string run_name(std::size_t d_k, const std::string& scale, const Arm& arm, std::uint64_t seed) {
-  return fmt::format("dk{}-{}-{}-lr{}-s{}", d_k, scale, arm.optimizer, arm.lr, seed);
+// A grid value as it appears in a run's name: the flag's text, with characters a directory name should not hold
+// replaced.
+std::string name_part(const nlohmann::json& value) {
+  std::string text = setting_value_text(value);
+  for (char& ch : text)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') ch = '_';
+  return text;
+}
+
+std::string run_name(std::size_t d_k, const std::string& scale, const Arm& arm, const nlohmann::json& grid,
+                     std::uint64_t seed) {
+  std::string axes;
+  for (const auto& [key, value] : grid.items()) axes += "-" + key + name_part(value);
+  return fmt::format("dk{}-{}-{}-lr{}{}-s{}", d_k, scale, arm.optimizer, arm.lr, axes, seed);
+}
+
+// Every combination of the grid axes' values, the last axis varying fastest; one empty combination without axes.
+std::vector<std::vector<std::pair<std::string, nlohmann::json>>> grid_points(const std::vector<GridAxis>& grid) {
+  std::vector<std::vector<std::pair<std::string, nlohmann::json>>> points{{}};
+  for (const GridAxis& axis : grid) {
+    std::vector<std::vector<std::pair<std::string, nlohmann::json>>> next;
+    for (const auto& point : points)
+      for (const auto& value : axis.values) {
+        auto p = point;
+        p.emplace_back(axis.key, value);
+        next.push_back(std::move(p));
+      }
+    points = std::move(next);
+  }
+  return points;
 }
 
 template <class V>
@@ -115,13 +108,21 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   } catch (const std::exception&) {
     return OnDisk::partial;  // a config.json cut short by a kill: the run never really started
   }
-  nlohmann::json want = c.to_json();
-  for (const char* key : {"out", "print_every", "threads", "overwrite"}) want.erase(key);
-  for (auto& [key, value] : want.items())
+  try {
+    config = canonical_config_json(config, (dir / "config.json").string());
+  } catch (const std::exception&) {
+    return OnDisk::partial;
+  }
+  const nlohmann::json want = c.to_json();
+  for (auto& [key, value] : want.items()) {
+    const Setting* declared = find_setting(key);
+    // Where the run is written and how it reports progress do not make it another run.
+    if (declared && declared->resumable && declared->role == Setting::Role::record) continue;
     if (config.contains(key) && config.at(key) != value) {
       if (differing_key) *differing_key = key;
       return OnDisk::other;
     }
+  }
   try {
     std::ifstream in(dir / "summary.json");
     if (!in) return OnDisk::partial;
@@ -153,13 +154,17 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs) {
   nlohmann::json j;
   j["base"] = cfg.base.to_json();
   j["base"].erase("out");
+  j["grid"] = nlohmann::json::object();
+  for (const GridAxis& axis : cfg.grid) j["grid"][axis.key] = axis.values;
   j["runs"] = nlohmann::json::array();
   for (const auto& r : runs)
     j["runs"].push_back({{"name", r.name},
                          {"dir", fs::relative(r.config.out, cfg.out).string()},
                          {"status", r.status},
-                         {"d_k", r.config.d_k()},
+                         {"config_file", fs::relative(run_config_path(cfg, r.name), cfg.out).string()},
+                         {"d_k", r.config.head_size()},
                          {"scale", r.config.scale},
+                         {"grid", r.grid},
                          {"optimizer", r.config.optimizer},
                          {"lr", r.config.lr},
                          {"seed", r.config.seed},
@@ -190,33 +195,55 @@ extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   require_unique(cfg.d_ks, "--d-k");
   require_unique(cfg.seeds, "--seeds");
-  std::vector<std::string> scale_names, arm_names;
-  for (const auto& s : cfg.scales) scale_names.push_back(s);
+  std::vector<std::string> arm_names;
   for (auto& a : cfg.arms) arm_names.push_back(fmt::format("{}@{}", a.optimizer, a.lr));
-  require_unique(scale_names, "--scale");
+  require_unique(cfg.scales, "--scale");
   require_unique(arm_names, "--arms");
   if (cfg.jobs < 1 || cfg.jobs > 256) throw ConfigError("--jobs must be in [1, 256]");
   if (cfg.out.empty()) throw ConfigError("--out: a sweep directory is required");
+  const auto points = grid_points(cfg.grid);
+  // A setting given for the sweep is passed to the runs whose components read it (--momentum to the sgd arms); one
+  // that no run reads is refused as it would be for a single run.
+  std::set<std::string> read;
   std::vector<SweepRun> runs;
   for (auto d_k : cfg.d_ks) {
     if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
     for (const auto& scale : cfg.scales)
       for (const auto& arm : cfg.arms)
-        for (auto seed : cfg.seeds) {
-          SweepRun r;
-          r.name = run_name(d_k, scale, arm, seed);
-          r.config = cfg.base;
-          r.config.head_dim = d_k;
-          r.config.scale = scale;
-          r.config.optimizer = arm.optimizer;
-          r.config.lr = arm.lr;
-          r.config.seed = seed;
-          r.config.data_seed = cfg.base.data_seed + seed;  // seed k sees data stream k in every arm
-          r.config.out = (fs::path(cfg.out) / "runs" / r.name).string();
-          r.config.validate();
-          runs.push_back(std::move(r));
-        }
+        for (const auto& point : points)
+          for (auto seed : cfg.seeds) {
+            SweepRun r;
+            r.config = cfg.base;
+            set_setting(r.config, "scale", scale);
+            set_setting(r.config, "optimizer", arm.optimizer);
+            for (const auto& [key, value] : point) {
+              set_setting(r.config, key, value);
+              r.grid[key] = value;
+            }
+            r.name = run_name(d_k, scale, arm, r.grid, seed);
+            r.config.d_k = d_k;
+            r.config.lr = arm.lr;
+            r.config.seed = seed;
+            r.config.data_seed = cfg.base.data_seed + seed;  // seed k sees data stream k in every arm
+            r.config.out = fs::absolute(fs::path(cfg.out) / "runs" / r.name).lexically_normal().string();
+            nlohmann::json kept = nlohmann::json::object();
+            for (const auto& [key, value] : r.config.settings.json().items())
+              if (unread_setting_error(r.config, key).empty()) {
+                kept[key] = value;
+                read.insert(key);
+              }
+            r.config.settings = SettingValues(kept);
+            runs.push_back(std::move(r));
+          }
   }
+  for (const auto& [key, value] : cfg.base.settings.json().items())
+    if (!read.count(key)) {
+      TrainConfig first = cfg.base;
+      if (!runs.empty()) first = runs.front().config;
+      first.settings.set(key, value);
+      throw ConfigError(unread_setting_error(first, key));
+    }
+  for (const SweepRun& r : runs) r.config.validate();
   return runs;
 }
 
@@ -293,7 +320,18 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
           if (fs::exists(r.config.out, ec) && !fs::is_directory(r.config.out, ec))
             throw std::runtime_error(r.config.out + " exists and is not a directory");
           fs::create_directories(r.config.out);
-          const pid_t pid = spawn(cfg.executable, to_args(r.config), (fs::path(r.config.out) / "train.log").string());
+          // The child reads its settings from a file the sweep writes: every setting, declared or registered,
+          // reaches it the same way, and a user can rerun the point with the same command.
+          const std::string config_file = run_config_path(cfg, r.name);
+          fs::create_directories(fs::path(config_file).parent_path());
+          {
+            std::ofstream out(config_file, std::ios::trunc);
+            out << r.config.to_json().dump(2) << "\n";
+            if (!out) throw std::runtime_error("writing " + config_file + " failed");
+          }
+          std::vector<std::string> args{"train", "--config", config_file};
+          if (r.config.overwrite) args.push_back("--overwrite");
+          const pid_t pid = spawn(cfg.executable, args, (fs::path(r.config.out) / "train.log").string());
           running[pid] = todo[next - 1];
           started[pid] = std::chrono::steady_clock::now();
         } catch (const std::exception& e) {  // this run cannot start; the others still can

@@ -34,10 +34,10 @@ std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size
     if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
     for (const auto& scale : scales) {
       TrainConfig c = base;
-      c.head_dim = d_k;
+      c.d_k = d_k;
       c.scale = scale;
       c.validate();
-      const auto task = data::make_task(c.task_options());
+      const auto task = c.make_task();
       const nn::ModelConfig mc = model_config(c, *task);
       nn::AttentionModel model(mc, c.seed);
       auto layer = model.attention_layers().front();

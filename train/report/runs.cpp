@@ -11,6 +11,7 @@
 
 #include "train/metrics_log.h"
 #include "train/run_files.h"
+#include "train/settings.h"
 
 namespace xgrad::train {
 
@@ -146,6 +147,8 @@ RunRecord load_run(const std::string& dir) {
   run.dir = dir;
   run.config = read_json(path / kConfigFile);
   if (!run.config.is_object()) throw std::runtime_error((path / kConfigFile).string() + " is not a JSON object");
+  // Through the same definitions the trainer writes with: a run of an older release is read in today's form.
+  run.config = canonical_config_json(run.config, (path / kConfigFile).string());
   const auto steps = run.config.find("steps");
   if (steps != run.config.end() && steps->is_number_unsigned()) run.steps_planned = steps->get<std::size_t>();
 

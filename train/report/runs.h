@@ -25,7 +25,7 @@ struct RunSeries {
 /// One run directory as compare sees it.
 struct RunRecord {
   std::string dir;
-  nlohmann::json config;           // config.json as written by the trainer
+  nlohmann::json config;           // config.json in its canonical form (canonical_config_json; any release)
   bool has_summary = false;        // summary.json present and readable
   bool diverged = false;           // from summary.json; without one, a non-finite loss/grad_norm in the last row
                                    // (unless the run skips non-finite steps: config on_nan = "skip")

@@ -1,5 +1,7 @@
 #include "train/report/stats.h"
 
+#include "train/settings.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -150,12 +152,20 @@ std::string ArmStats::optimizer() const { return setting_text(settings, "optimiz
 double ArmStats::lr() const { return number_or_nan(settings, "lr"); }
 
 nlohmann::json arm_settings(const nlohmann::json& config) {
-  static const std::vector<std::string> ignored{"seed",      "data_seed",   "out",        "environment",
-                                                "threads",   "print_every", "log_every",  "eval_every",
-                                                "eval_batches", "overwrite", "num_parameters",
-                                                "checkpoint_every"};  // num_parameters follows from the scale mode
-  nlohmann::json s = config;
-  for (const auto& key : ignored) s.erase(key);
+  // By declaration: settings of role arm define the arm; seeds tell its replicates apart and record settings (output
+  // directory, logging cadence, threads) change no number. A key no declaration knows (a run of a build with more
+  // registry entries) counts as an arm setting.
+  nlohmann::json s = nlohmann::json::object();
+  for (const auto& [key, value] : config.items()) {
+    if (key == "environment" || key == "config_version" || key == "derived") continue;
+    const Setting* declared = find_setting(key);
+    if (declared && declared->role != Setting::Role::arm) continue;
+    s[key] = value;
+  }
+  // What the run is measured against (the steps-to-threshold default) follows from the settings: kept with the arm.
+  const auto derived = config.find("derived");
+  if (derived != config.end() && derived->is_object() && derived->contains("chance_loss"))
+    s["chance_loss"] = derived->at("chance_loss");
   return s;
 }
 
@@ -303,8 +313,10 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
 }
 
 std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms) {
-  static const std::vector<std::string> fixed{"d_k", "scale", "optimizer", "lr"};
-  static const std::vector<std::string> priority{"task",     "n_heads",    "n_layers", "steps",
+  // Every setting whose value is not the same in all arms, so that no row reads as a comparison of scalings between
+  // arms that differ in something else (task, d_model, ...). chance_loss follows from the settings.
+  static const std::vector<std::string> fixed{"d_k", "scale", "optimizer", "lr", "chance_loss"};
+  static const std::vector<std::string> priority{"task",       "d_model",  "n_heads",  "n_layers", "steps",
                                                  "batch_size", "mlp",      "layer_norm", "residual"};
   std::vector<std::string> candidates = priority;
   std::set<std::string> rest;
@@ -314,32 +326,16 @@ std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms) 
           std::find(priority.begin(), priority.end(), item.key()) == priority.end())
         rest.insert(item.key());
   candidates.insert(candidates.end(), rest.begin(), rest.end());
-
-  auto distinct = [&](const std::vector<std::string>& keys) {
-    std::set<std::string> seen;
-    for (const ArmStats& arm : arms) {
-      std::string label;
-      for (const auto& k : keys) {
-        const auto it = arm.settings.find(k);
-        label += (it == arm.settings.end() ? std::string("-") : it->dump()) + "|";
-      }
-      seen.insert(label);
-    }
-    return seen.size();
-  };
-  std::vector<std::string> keys = fixed;
-  std::size_t n = distinct(keys);
   std::vector<std::string> extra;
   for (const auto& k : candidates) {
-    if (n == arms.size()) break;
-    keys.push_back(k);
-    const std::size_t with = distinct(keys);
-    if (with > n) {
-      n = with;
-      extra.push_back(k);
-    } else {
-      keys.pop_back();
+    std::set<std::string> values;
+    for (const ArmStats& arm : arms) {
+      // A setting only some arms' components read (momentum for sgd) differs only if those arms disagree: the
+      // component that reads it is itself a differing setting.
+      const auto it = arm.settings.find(k);
+      if (it != arm.settings.end()) values.insert(it->dump());
     }
+    if (values.size() > 1) extra.push_back(k);
   }
   return extra;
 }

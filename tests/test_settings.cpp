@@ -1,0 +1,172 @@
+// One definition per setting: the declarations behind TrainConfig, config.json of this release and of the release
+// before it (tests/fixtures/legacy_run_d6e25a8, written by xgrad at d6e25a8's format: `xgrad train --steps 4
+// --d-model 8 --batch-size 4 --n-keys 4 --n-values 4 --n-pairs 4 --optimizer sgd --lr 0.1 --checkpoint-every 2`).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "data/registry.h"
+#include "nn/optim.h"
+#include "train/report/runs.h"
+#include "train/report/stats.h"
+#include "train/settings.h"
+
+using namespace xgrad;
+using namespace xgrad::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kLegacyRun = fs::path(XGRAD_SOURCE_DIR) / "tests/fixtures/legacy_run_d6e25a8";
+
+fs::path temp_copy_of_legacy_run(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("xgrad_test_settings_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p.parent_path());
+  fs::copy(kLegacyRun, p, fs::copy_options::recursive);
+  return p;
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+std::vector<double> loss_column(const fs::path& csv) {
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);  // header: step,loss,...
+  std::vector<double> out;
+  while (std::getline(in, line)) out.push_back(std::stod(line.substr(line.find(',') + 1)));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every core setting and every registered entry's setting is declared once, with a flag from its key") {
+  std::set<std::string> keys;
+  for (const CoreSetting& c : core_settings()) {
+    CHECK(keys.insert(c.setting.key).second);
+    CHECK(check_setting_value(c.setting, c.setting.default_value) == "");
+  }
+  for (const ComponentSetting& c : component_settings()) {
+    INFO(c.setting.key);
+    CHECK(keys.insert(c.setting.key).second);  // keys unique across core and registries
+    CHECK(check_setting_value(c.setting, c.setting.default_value) == "");
+  }
+  CHECK(flag_of("d_model") == "--d-model");
+  CHECK(flag_of("n_keys") == "--n-keys");
+  // The trainer's defaults are the declarations': the default experiment is unchanged (n_keys and n_values 8).
+  const TrainConfig c;
+  CHECK(c.task == "kv_recall");
+  CHECK(get_setting(c, "n_keys") == 8);
+  CHECK(get_setting(c, "n_values") == 8);
+  CHECK(get_setting(c, "n_pairs") == 8);
+  CHECK(c.optimizer == "adamw");
+  CHECK(get_setting(c, "beta2") == 0.999);
+  CHECK(get_setting(c, "momentum").is_null());  // adamw does not read it
+  // The owners of a shared declaration: every sequence task and char_lm read seq_len.
+  for (const ComponentSetting& s : component_settings())
+    if (s.setting.key == "seq_len")
+      CHECK(s.owners == std::vector<std::string>{"copy", "reverse", "sort", "majority", "induction", "char_lm"});
+}
+
+TEST_CASE("set_setting checks the declaration; selecting another task drops only the settings it does not read") {
+  TrainConfig c;
+  CHECK_THROWS_WITH_AS(set_setting(c, "d_model", 0), "--d-model: must be in [1, 16384], got 0", ConfigError);
+  CHECK_THROWS_WITH_AS(set_setting(c, "task", "mnist"), doctest::Contains("--task: mnist is not a registered task"),
+                       ConfigError);
+  const std::string allowed = "(allowed: " + nn::OptimizerRegistry::instance().joined_names() + ")";
+  CHECK_THROWS_WITH_AS(set_setting(c, "optimizer", "adam"), doctest::Contains(allowed.c_str()), ConfigError);
+  set_setting(c, "task", "copy");
+  set_setting(c, "seq_len", 10);
+  set_setting(c, "task", "char_lm");  // char_lm reads seq_len too
+  CHECK(get_setting(c, "seq_len") == 10);
+  set_setting(c, "task", "kv_recall");
+  CHECK_FALSE(c.settings.contains("seq_len"));
+  c.settings.set("momentum", 0.5);
+  CHECK(unread_setting_error(c, "momentum") == "--momentum is read only by --optimizer sgd (the optimizer is adamw)");
+}
+
+TEST_CASE("config.json: to_json and from_json round-trip every setting; d_k is resolved; derived values apart") {
+  TrainConfig c;
+  set_setting(c, "task", "majority");
+  set_setting(c, "n_symbols", 5);
+  set_setting(c, "optimizer", "sgd");
+  set_setting(c, "momentum", 0.25);
+  c.d_model = 32;
+  c.n_heads = 2;
+  c.out = "somewhere";
+  const nlohmann::json j = c.to_json();
+  CHECK(j.at("d_k") == 16);
+  CHECK(j.at("n_symbols") == 5);
+  CHECK(j.at("seq_len") == 16);
+  CHECK_FALSE(j.contains("n_keys"));
+  CHECK(j.at("config_version") == kConfigVersion);
+  const TrainConfig back = TrainConfig::from_json(j, "test");
+  CHECK(back.to_json() == j);
+  CHECK(first_differing_setting(c, back) == "");
+}
+
+TEST_CASE("a legacy config.json (d6e25a8) reads in the canonical form: keys renamed, unread settings dropped") {
+  const nlohmann::json legacy = read_json(kLegacyRun / "config.json");
+  REQUIRE_FALSE(legacy.contains("config_version"));
+  REQUIRE(legacy.contains("task_seq_len"));
+  const nlohmann::json j = canonical_config_json(legacy, "fixture");
+  CHECK(j.at("derived").at("vocab_size") == 20);
+  CHECK(j.at("derived").at("seq_len") == 5);
+  CHECK(j.at("derived").at("chance_loss") == doctest::Approx(std::log(4.0)));
+  for (const char* gone : {"task_seq_len", "text_path", "data_dir", "data_vocab_size", "seq_len", "n_symbols",
+                           "vocab_size", "chance_loss", "num_parameters"})
+    CHECK_FALSE(j.contains(gone));
+  CHECK(j.at("n_keys") == 4);
+  CHECK(j.at("momentum") == 0.9);
+  const TrainConfig c = TrainConfig::from_json(legacy, "fixture");
+  CHECK(c.optimizer == "sgd");
+  CHECK(get_setting(c, "n_pairs") == 4);
+  CHECK(c.head_size() == 8);
+}
+
+TEST_CASE("a run directory of the previous release loads in compare and resumes with xgrad train --resume") {
+  const RunRecord run = load_run(kLegacyRun.string());
+  CHECK_FALSE(run.incomplete);
+  CHECK(run.steps_planned == 4);
+  CHECK(run.series.size() == 4);
+  const nlohmann::json arm = arm_settings(run.config);
+  CHECK(arm.at("chance_loss") == doctest::Approx(std::log(4.0)));
+  CHECK(arm.at("n_keys") == 4);
+  CHECK_FALSE(arm.contains("seed"));
+
+  // Resumed to 6 steps, the curve is the one a run of 6 steps from the start draws.
+  const fs::path dir = temp_copy_of_legacy_run("resume");
+  const std::string xgrad = XGRAD_BIN;
+  REQUIRE(std::system((xgrad + " train --resume " + dir.string() + " --steps 6 > /dev/null 2>&1").c_str()) == 0);
+  const fs::path fresh = dir.string() + "_fresh";
+  fs::remove_all(fresh);
+  REQUIRE(std::system((xgrad + " train --out " + fresh.string() + " --steps 6 --d-model 8 --batch-size 4 --n-keys 4 "
+                       "--n-values 4 --n-pairs 4 --optimizer sgd --lr 0.1 --checkpoint-every 2 > /dev/null 2>&1")
+                          .c_str()) == 0);
+  const std::vector<double> resumed = loss_column(dir / "metrics.csv"), whole = loss_column(fresh / "metrics.csv");
+  REQUIRE(resumed.size() == 6);
+  REQUIRE(whole.size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) CHECK(resumed[i] == doctest::Approx(whole[i]).epsilon(1e-5));
+  // The resumed run's config.json is rewritten in this release's format.
+  CHECK(read_json(dir / "config.json").at("config_version") == kConfigVersion);
+  // A changed setting is still refused by its flag.
+  CHECK(std::system((xgrad + " train --resume " + dir.string() + " --d-model 16 > /dev/null 2>&1").c_str()) != 0);
+  // compare reads the legacy copy and a new run side by side as one arm per setting.
+  const fs::path copy = temp_copy_of_legacy_run("compare");
+  REQUIRE(std::system((xgrad + " compare " + copy.string() + " " + fresh.string() + " --plots false --out " +
+                       (copy / "report").string() + " > /dev/null 2>&1")
+                          .c_str()) == 0);
+  CHECK(fs::exists(copy / "report" / "report.md"));
+  for (const auto& p : {dir, fresh, copy}) fs::remove_all(p);
+}

@@ -1,0 +1,331 @@
+#include "train/settings.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cstdint>
+#include <type_traits>
+
+#include "data/registry.h"
+#include "nn/optim.h"
+#include "nn/attention_layer.h"
+#include "nn/scaling.h"
+
+namespace xgrad::train {
+
+namespace {
+
+// Binds a declaration to a member of TrainConfig of a plain type (whole numbers, numbers, booleans, strings).
+template <class T>
+CoreSetting bind(T TrainConfig::*member, Setting setting) {
+  CoreSetting c;
+  c.setting = std::move(setting);
+  c.get = [member](const TrainConfig& config) { return nlohmann::json(config.*member); };
+  c.set = [member](TrainConfig& config, const nlohmann::json& value) { config.*member = value.get<T>(); };
+  return c;
+}
+
+Setting with_role(Setting s, Setting::Role role, bool resumable = false) {
+  s.role = role;
+  s.resumable = resumable;
+  return s;
+}
+
+Setting for_commands(Setting s, unsigned commands) {
+  s.commands = commands;
+  return s;
+}
+
+constexpr unsigned kTrain = Setting::kTrain, kSweep = Setting::kSweep, kRun = kTrain | kSweep;
+constexpr std::uint64_t kMaxSteps = 1000000000;
+
+std::vector<CoreSetting> make_core_settings() {
+  using Role = Setting::Role;
+  std::vector<CoreSetting> t;
+  // components: their names are checked against the registries (components()), not a list here
+  t.push_back(bind(&TrainConfig::task, text_setting("task", "kv_recall", {}, "task")));
+  t.push_back(bind(&TrainConfig::scale, for_commands(text_setting("scale", "sqrt_dk", {}, "attention score scaling"),
+                                                     kTrain)));
+  t.push_back(bind(&TrainConfig::attention, text_setting("attention", "multi_head", {}, "attention layer of each block")));
+  // model
+  t.push_back(bind(&TrainConfig::d_model, whole_setting("d_model", 64, 1, 16384, "model width")));
+  {
+    CoreSetting d_k = bind(&TrainConfig::d_k, for_commands(whole_setting("d_k", 0, 0, 8192,
+                                                                         "head size d_k (0 = d_model / n_heads)"),
+                                                           kTrain));
+    d_k.get = [](const TrainConfig& c) { return nlohmann::json(c.head_size()); };
+    t.push_back(std::move(d_k));
+  }
+  t.push_back(bind(&TrainConfig::n_heads, whole_setting("n_heads", 1, 1, 1024, "attention heads (d_k = d_model / n_heads)")));
+  t.push_back(bind(&TrainConfig::n_layers, whole_setting("n_layers", 1, 1, 64, "transformer blocks")));
+  {
+    CoreSetting d_ff = bind(&TrainConfig::d_ff, whole_setting("d_ff", 0, 0, 65536, "MLP hidden size (0 = 4 * d_model)"));
+    d_ff.get = [](const TrainConfig& c) { return nlohmann::json(c.d_ff ? c.d_ff : 4 * c.d_model); };
+    t.push_back(std::move(d_ff));
+  }
+  t.push_back(bind(&TrainConfig::mlp, boolean_setting("mlp", true, "include the MLP in each block (true/false)")));
+  t.push_back(bind(&TrainConfig::layer_norm, boolean_setting("layer_norm", true,
+                                                             "LayerNorm before each sublayer and the readout (true/false)")));
+  t.push_back(bind(&TrainConfig::residual, boolean_setting("residual", true, "residual connections (true/false)")));
+  t.push_back(bind(&TrainConfig::causal, boolean_setting("causal", true, "causal attention mask (true/false)")));
+  t.push_back(bind(&TrainConfig::emb_init_std, number_setting("emb_init_std", 1.0, 0, 1e30,
+                                                              "std of the token and position embeddings at init", true)));
+  t.push_back(bind(&TrainConfig::proj_init_gain, number_setting("proj_init_gain", 1.0, 0, 1e30,
+                                                                "multiplies the LeCun init std of W_q, W_k, W_v, W_o", true)));
+  // optimisation
+  t.push_back(bind(&TrainConfig::batch_size, whole_setting("batch_size", 64, 1, 1 << 20, "sequences per step")));
+  t.push_back(bind(&TrainConfig::steps, for_commands(with_role(whole_setting("steps", 800, 1, kMaxSteps,
+                                                                             "training steps"),
+                                                               Role::arm, true),
+                                                     kRun)));
+  // The optimizer computes in float: a learning rate below the smallest normal float (FLT_MIN, printed to 9
+  // digits) becomes 0 (or a subnormal that flush_denormals zeroes), one above the largest becomes inf.
+  t.push_back(bind(&TrainConfig::lr, for_commands(number_setting("lr", 3e-3, 1.17549435e-38, FLT_MAX, "learning rate"), kRun)));
+  t.push_back(bind(&TrainConfig::optimizer, for_commands(text_setting("optimizer", "adamw", {}, "optimizer"), kRun)));
+  t.push_back(bind(&TrainConfig::clip_grad_norm,
+                   for_commands(number_setting("clip_grad_norm", 0.0, 0, 1e30,
+                                               "clip the global gradient norm (0 = off)", false, true),
+                                kRun)));
+  // reproducibility, logging and output
+  t.push_back(bind(&TrainConfig::seed, with_role(whole_setting("seed", 0, 0, UINT64_MAX, "seed of the initial weights"),
+                                                 Role::replicate)));
+  t.push_back(bind(&TrainConfig::data_seed, with_role(whole_setting("data_seed", 0, 0, UINT64_MAX,
+                                                                    "seed of the data stream (default: --seed)"),
+                                                      Role::replicate)));
+  t.push_back(bind(&TrainConfig::log_every,
+                   for_commands(with_role(whole_setting("log_every", 1, 1, kMaxSteps,
+                                                        "attention statistics and update RMS every N steps"),
+                                          Role::record),
+                                kRun)));
+  t.push_back(bind(&TrainConfig::print_every,
+                   for_commands(with_role(whole_setting("print_every", 100, 1, kMaxSteps, "console progress every N steps"),
+                                          Role::record, true),
+                                kRun)));
+  t.push_back(bind(&TrainConfig::eval_every,
+                   for_commands(with_role(whole_setting("eval_every", 0, 0, kMaxSteps,
+                                                        "held-out loss every N steps (0 = off)"),
+                                          Role::record),
+                                kRun)));
+  t.push_back(bind(&TrainConfig::eval_batches,
+                   for_commands(with_role(whole_setting("eval_batches", 4, 1, 10000, "batches per held-out evaluation"),
+                                          Role::record),
+                                kRun)));
+  t.push_back(bind(&TrainConfig::flush_denormals, boolean_setting("flush_denormals", true,
+                                                                  "flush subnormal floats to zero (faster saturated softmax)")));
+  t.push_back(bind(&TrainConfig::threads, with_role(whole_setting("threads", 1, 1, 64,
+                                                                  "threads per run, for BLAS and xgrad's own loops"),
+                                                    Role::record, true)));
+  t.push_back(bind(&TrainConfig::out, for_commands(with_role(text_setting("out", "", {}, "run directory to write"),
+                                                             Role::record, true),
+                                                   kTrain)));
+  t.push_back(bind(&TrainConfig::checkpoint_every,
+                   for_commands(with_role(whole_setting("checkpoint_every", 100, 0, kMaxSteps,
+                                                        "write DIR/checkpoint.safetensors every N steps (0 = only at "
+                                                        "the end)"),
+                                          Role::record, true),
+                                kTrain)));
+  t.push_back(bind(&TrainConfig::on_nan, for_commands(with_role(text_setting("on_nan", "stop", {"stop", "skip"},
+                                                                             "non-finite loss or gradient: stop the run "
+                                                                             "(exit 3) or skip the step"),
+                                                                Role::arm, true),
+                                                      kTrain)));
+  t.push_back(bind(&TrainConfig::init_from, for_commands(path_setting("init_from", "start from the weights in this "
+                                                                                   ".safetensors file (shapes must match)"),
+                                                         kTrain)));
+  return t;
+}
+
+const CoreSetting* find_core(const std::string& key) {
+  for (const CoreSetting& c : core_settings())
+    if (c.setting.key == key) return &c;
+  return nullptr;
+}
+
+template <class Entry>
+Component registry_component(const std::string& key) {
+  Component c;
+  c.key = key;
+  c.names = [] { return Registry<Entry>::instance().names(); };
+  c.settings_of = [](const std::string& name) -> const std::vector<Setting>* {
+    const Entry* e = Registry<Entry>::instance().find(name);
+    return e ? &e->settings : nullptr;
+  };
+  return c;
+}
+
+// The names of the entries of `component` that declare `key`.
+std::vector<std::string> owners_of(const Component& component, const std::string& key) {
+  std::vector<std::string> out;
+  for (const std::string& name : component.names())
+    if (const auto* settings = component.settings_of(name))
+      for (const Setting& s : *settings)
+        if (s.key == key) out.push_back(name);
+  return out;
+}
+
+bool declares(const std::vector<Setting>* settings, const std::string& key) {
+  if (!settings) return false;
+  return std::any_of(settings->begin(), settings->end(), [&](const Setting& s) { return s.key == key; });
+}
+
+}  // namespace
+
+const std::vector<CoreSetting>& core_settings() {
+  static const std::vector<CoreSetting> table = make_core_settings();
+  return table;
+}
+
+const std::vector<Component>& components() {
+  static const std::vector<Component> list{registry_component<data::TaskEntry>("task"),
+                                           registry_component<nn::ScalingEntry>("scale"),
+                                           registry_component<nn::AttentionLayerEntry>("attention"),
+                                           registry_component<nn::OptimizerEntry>("optimizer")};
+  return list;
+}
+
+const Component* find_component(const std::string& key) {
+  for (const Component& c : components())
+    if (c.key == key) return &c;
+  return nullptr;
+}
+
+std::vector<ComponentSetting> component_settings() {
+  std::vector<ComponentSetting> out;
+  for (const Component& component : components())
+    for (const std::string& name : component.names())
+      for (const Setting& s : *component.settings_of(name)) {
+        auto it = std::find_if(out.begin(), out.end(), [&](const ComponentSetting& c) { return c.setting.key == s.key; });
+        if (it == out.end()) out.push_back({s, component.key, {name}});
+        else it->owners.push_back(name);
+      }
+  return out;
+}
+
+const Setting* find_setting(const std::string& key) {
+  if (const CoreSetting* c = find_core(key)) return &c->setting;
+  for (const Component& component : components())
+    for (const std::string& name : component.names())
+      for (const Setting& s : *component.settings_of(name))
+        if (s.key == key) return &s;
+  return nullptr;
+}
+
+std::string flag_of(const std::string& key) {
+  if (const Setting* s = find_setting(key)) return s->flag();
+  Setting s;
+  s.key = key;
+  return s.flag();
+}
+
+nlohmann::json get_setting(const TrainConfig& config, const std::string& key) {
+  if (const CoreSetting* c = find_core(key)) return c->get(config);
+  for (const Component& component : components()) {
+    const std::string name = find_core(component.key)->get(config).get<std::string>();
+    const auto* settings = component.settings_of(name);
+    if (!settings) continue;
+    for (const Setting& s : *settings)
+      if (s.key == key) return config.settings.contains(key) ? config.settings.json().at(key) : s.default_value;
+  }
+  return nullptr;
+}
+
+void set_setting(TrainConfig& config, const std::string& key, const nlohmann::json& value) {
+  const Setting* declared = find_setting(key);
+  if (!declared) throw ConfigError(flag_of(key) + ": not a setting of xgrad (config key '" + key + "')");
+  std::string error = check_setting_value(*declared, value);
+  if (error.empty())
+    if (const Component* component = find_component(key))
+      if (!component->settings_of(value.get<std::string>()))
+        error = value.get<std::string>() + " is not a registered " + key + " (allowed: " +
+                [&] {
+                  std::string names;
+                  for (const auto& n : component->names()) names += (names.empty() ? "" : ", ") + n;
+                  return names;
+                }() +
+                ")";
+  if (!error.empty()) throw ConfigError(declared->flag() + ": " + error);
+  if (const CoreSetting* core = find_core(key)) {
+    if (const Component* component = find_component(key)) {
+      const std::string old_name = core->get(config).get<std::string>(), new_name = value.get<std::string>();
+      const auto* old_settings = component->settings_of(old_name);
+      const auto* new_settings = component->settings_of(new_name);
+      if (old_name != new_name && old_settings) {
+        nlohmann::json kept = config.settings.json();
+        for (const Setting& s : *old_settings)
+          if (!declares(new_settings, s.key)) kept.erase(s.key);
+        config.settings = SettingValues(kept);
+      }
+    }
+    core->set(config, value);
+    return;
+  }
+  config.settings.set(key, value);
+}
+
+SettingValues component_values(const TrainConfig& config, const std::string& key) {
+  const Component* component = find_component(key);
+  if (!component) throw ConfigError("no component '" + key + "'");
+  const std::string name = find_core(key)->get(config).get<std::string>();
+  const auto* settings = component->settings_of(name);
+  if (!settings) {
+    std::string names;
+    for (const auto& n : component->names()) names += (names.empty() ? "" : ", ") + n;
+    throw ConfigError(flag_of(key) + ": unknown '" + name + "' (allowed: " + names + ")");
+  }
+  return resolve_settings(*settings, config.settings.json());
+}
+
+std::string unread_setting_error(const TrainConfig& config, const std::string& key) {
+  for (const Component& component : components()) {
+    const std::string name = find_core(component.key)->get(config).get<std::string>();
+    if (declares(component.settings_of(name), key)) return "";
+  }
+  for (const Component& component : components()) {
+    const std::vector<std::string> owners = owners_of(component, key);
+    if (owners.empty()) continue;
+    std::string list;
+    for (const auto& o : owners) list += (list.empty() ? "" : ", ") + o;
+    const std::string name = find_core(component.key)->get(config).get<std::string>();
+    return flag_of(key) + " is read only by --" + component.key + " " + list + " (the " + component.key + " is " +
+           name + ")";
+  }
+  return flag_of(key) + ": not a setting of xgrad (config key '" + key + "')";
+}
+
+nlohmann::json canonical_config_json(const nlohmann::json& stored, const std::string& source) {
+  if (!stored.is_object()) throw ConfigError(source + " is not a JSON object");
+  if (stored.contains("config_version")) return stored;
+  // The legacy format: derived values beside the settings (vocab_size and seq_len among them, whose names the
+  // settings now use), settings under other names, and every task's and optimizer's settings in every file.
+  nlohmann::json out = nlohmann::json::object(), derived = nlohmann::json::object();
+  for (const char* key : {"vocab_size", "seq_len", "chance_loss", "num_parameters"})
+    if (stored.contains(key)) derived[key] = stored.at(key);
+  static const std::vector<std::pair<std::string, std::string>> renamed{
+      {"task_seq_len", "seq_len"}, {"text_path", "text"}, {"data_dir", "data"}, {"data_vocab_size", "vocab_size"}};
+  for (const auto& [key, value] : stored.items()) {
+    if (derived.contains(key)) continue;
+    std::string name = key;
+    for (const auto& [old_key, new_key] : renamed)
+      if (key == old_key) name = new_key;
+    out[name] = value;
+  }
+  // Settings of entries the run did not select were written with their values but never read: drop them.
+  for (const Component& component : components()) {
+    const auto it = out.find(component.key);
+    const std::string selected = it != out.end() && it->is_string() ? it->get<std::string>() : "";
+    for (const std::string& name : component.names())
+      for (const Setting& s : *component.settings_of(name))
+        if (out.contains(s.key) && !declares(component.settings_of(selected), s.key)) {
+          bool read_by_other = false;  // a key another component of the run reads (none today) stays
+          for (const Component& other : components())
+            if (&other != &component && out.contains(other.key) && out.at(other.key).is_string() &&
+                declares(other.settings_of(out.at(other.key).get<std::string>()), s.key))
+              read_by_other = true;
+          if (!read_by_other) out.erase(s.key);
+        }
+  }
+  out["config_version"] = kConfigVersion;
+  if (!derived.empty()) out["derived"] = derived;
+  return out;
+}
+
+}  // namespace xgrad::train

@@ -1,0 +1,88 @@
+// The settings of a training run, each declared once (common/setting.h): the core settings in one table bound to
+// their TrainConfig members (settings.cpp), and the components' own settings (a task's, an optimizer's, ...) in their
+// registry entries. The CLI's flags, config.json writing and reading (this format and the legacy one), the resume
+// checks, sweep axes and the report's grouping of runs all go through the functions here.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/setting.h"
+#include "train/config.h"
+
+namespace xgrad::train {
+
+/// A core setting: its declaration bound to its TrainConfig member.
+struct CoreSetting {
+  Setting setting;
+  /// The member's value as config.json holds it (d_k and d_ff resolved: 0 is written as the size used).
+  std::function<nlohmann::json(const TrainConfig&)> get;
+  /// Stores a value that check_setting_value accepted.
+  std::function<void(TrainConfig&, const nlohmann::json&)> set;
+};
+
+/// Every core setting, in --help order.
+const std::vector<CoreSetting>& core_settings();
+
+/// A core setting that names a registry entry (task, optimizer, ...): the entry's own settings belong to it.
+struct Component {
+  std::string key;  ///< the core setting ("task"), also what messages call it ("--task copy")
+  std::function<std::vector<std::string>()> names;                              ///< registered names, in order
+  std::function<const std::vector<Setting>*(const std::string& name)> settings_of;  ///< null: not registered
+};
+
+/// The components of a run, in the order their settings are listed.
+const std::vector<Component>& components();
+/// The component whose core setting is `key`, or null.
+const Component* find_component(const std::string& key);
+
+/// A component setting as the CLI offers it: one per key (entries share a key only through one declaration), with
+/// the component and the entries that read it.
+struct ComponentSetting {
+  Setting setting;
+  std::string component;            ///< "task"
+  std::vector<std::string> owners;  ///< "copy", "reverse", ...
+};
+/// Every component setting of every registered entry, components in order, then entries in registry order.
+std::vector<ComponentSetting> component_settings();
+
+/// The declaration of `key`, core or component, or null.
+const Setting* find_setting(const std::string& key);
+
+/// The command-line flag of a config.json key ("d_model" -> "--d-model").
+std::string flag_of(const std::string& key);
+
+/// The value of `key` in `config` (a core member, or a component setting with its default filled in); null if the
+/// key is not a setting of the run's components.
+nlohmann::json get_setting(const TrainConfig& config, const std::string& key);
+
+/// Sets `key` to `value` after checking it against the declaration (ConfigError "<flag>: <what is wrong>"; an
+/// undeclared key: "<flag>: not a setting (...)"). Selecting another component (task, optimizer, ...) drops the
+/// values of settings only the previous entry read, so that a config file's task settings do not follow the run to
+/// another task.
+void set_setting(TrainConfig& config, const std::string& key, const nlohmann::json& value);
+
+/// The settings of the component `key` ("task") of `config` as its entry's build function takes them (defaults
+/// filled in). Throws ConfigError for an unregistered name.
+SettingValues component_values(const TrainConfig& config, const std::string& key);
+
+/// "" if `key` (a component setting present in config.settings) is read by the run's components, else the refusal:
+/// "--n-keys is read only by --task kv_recall (the task is copy)".
+std::string unread_setting_error(const TrainConfig& config, const std::string& key);
+
+/// config.json's version of the format written by this release; a file without "config_version" is of the legacy
+/// format (releases up to d6e25a8: task_seq_len, text_path, data_dir, data_vocab_size, head_dim-free d_k, every
+/// task's and optimizer's settings in every file, derived values beside the settings).
+inline constexpr int kConfigVersion = 2;
+
+/// A stored config.json in the canonical form: the settings at the top level, derived values (vocab_size, seq_len,
+/// chance_loss, num_parameters as resolved for the run) under "derived", and "environment" when present. A legacy
+/// file is converted (keys renamed, settings of tasks and optimizers the run did not use dropped, derived values
+/// moved). Unknown keys (a run of a build with more registry entries) are kept. Throws ConfigError if `stored` is not
+/// an object.
+nlohmann::json canonical_config_json(const nlohmann::json& stored, const std::string& source);
+
+}  // namespace xgrad::train
