@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 #include <sys/wait.h>
 
@@ -14,6 +15,7 @@
 
 #include "train/cli/sweep.h"
 #include "train/metrics_log.h"
+#include "train/run_files.h"
 #include "platform/environment.h"
 #include "train/trainer.h"
 #include "tests/support/run_files.h"
@@ -86,6 +88,23 @@ TEST_CASE("metrics.csv and config.json hold what the README promises") {
   CHECK(j.at("environment").contains("openblas_core"));
   CHECK(j.at("environment").at("xgrad").is_string());
   fs::remove_all(c.out);
+}
+
+TEST_CASE("metrics.csv column names: one definition the trainer writes with and compare reads with") {
+  namespace columns = metrics_columns;
+  CHECK(columns::grad_norm("blocks.0.attn.w_q.weight") == "grad_norm/blocks.0.attn.w_q.weight");
+  CHECK(columns::grad_norm_parameter("grad_norm/blocks.0.attn.w_q.weight") == "blocks.0.attn.w_q.weight");
+  CHECK(columns::grad_norm_parameter(columns::kGradNorm).empty());
+  CHECK(columns::is_query_weight("blocks.1.attn.w_q.weight"));
+  CHECK_FALSE(columns::is_query_weight("blocks.1.attn.w_k.weight"));
+  CHECK(columns::attention(1, 3, "entropy_mean") == "attn/l1h3/entropy_mean");
+  CHECK(columns::is_attention("attn/l1h3/entropy_mean", 1, "entropy_mean"));
+  CHECK_FALSE(columns::is_attention("attn/l11h3/entropy_mean", 1, "entropy_mean"));
+  CHECK_FALSE(columns::is_attention("attn/l1h3/entropy_min", 1, "entropy_mean"));
+  CHECK(columns::attention_stat_name(&nn::AttentionStats::frac_max_prob_above_099) == "frac_max_prob_gt_0.99");
+  std::set<std::string> names;
+  for (const auto& stat : columns::attention_stats()) names.insert(stat.name);
+  CHECK(names.size() == columns::attention_stats().size());
 }
 
 TEST_CASE("MetricsReader: empty and non-numeric cells read as NaN; a row cut short ends the rows") {
