@@ -26,28 +26,14 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/trainer.h"
+#include "tests/support/op_testing.h"
 
 using namespace xgrad;
+using namespace xgrad::testing;
 using examples::lerp;
 using examples::softplus;
 
 namespace {
-
-using Inputs = std::vector<DTensor>;
-
-xt::xarray<double> uniform(const shape_t& shape, std::mt19937& gen, double lo = -1.0, double hi = 1.0) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  xt::xarray<double> v = xt::xarray<double>::from_shape(shape);
-  for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = dist(gen);
-  return v;
-}
-
-DTensor rand_input(const shape_t& shape, std::mt19937& gen, double lo = -1.0, double hi = 1.0) {
-  return DTensor(uniform(shape, gen, lo, hi), true);
-}
-
-/// A float64 leaf holding a float tensor's value, requiring a gradient.
-DTensor to_double(const Tensor& t) { return DTensor(xt::xarray<double>(t.value()), true); }
 
 /// Every element within atol + rtol |want|.
 bool close(const xt::xarray<double>& got, const xt::xarray<double>& want, double rtol, double atol) {
@@ -55,26 +41,6 @@ bool close(const xt::xarray<double>& got, const xt::xarray<double>& want, double
 }
 
 }  // namespace
-
-#define CHECK_GRADIENT(...)                                                      \
-  do {                                                                           \
-    const ::xgrad::GradcheckResult gc_result_ = ::xgrad::gradcheck(__VA_ARGS__); \
-    INFO(gc_result_.message);                                                    \
-    CHECK(gc_result_.ok);                                                        \
-  } while (false)
-
-/// `statement` throws xgrad::Error whose message starts with `prefix`.
-#define CHECK_ERROR_STARTS(statement, prefix)                          \
-  do {                                                                 \
-    std::string what_;                                                 \
-    try {                                                              \
-      statement;                                                       \
-    } catch (const ::xgrad::Error& e) {                                \
-      what_ = e.what();                                                \
-    }                                                                  \
-    INFO("message: " << what_);                                        \
-    CHECK(what_.rfind(prefix, 0) == 0);                                \
-  } while (false)
 
 TEST_CASE("softplus: a custom op outside the engine") {
   std::mt19937 gen(5);

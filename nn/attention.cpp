@@ -209,7 +209,8 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
               for (std::size_t i = 0; i < T; ++i) {  // dZ from dS (masked entries have dS = 0 and stay 0)
                 float* d = dS.data() + i * T;
                 const std::size_t keys = causal ? i + 1 : T;
-                if (transform) transform->transform_scores_backward(pre_transform.data() + pair * T * T + i * T, d, keys);
+                if (transform)
+                  transform->transform_scores_backward(pre_transform.data() + pair * T * T + i * T, d, keys);
                 if (!rows.empty())
                   for (std::size_t j = 0; j < keys; ++j) d[j] *= rows[i];
               }

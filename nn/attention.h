@@ -42,13 +42,14 @@ basic_tensor<T> multi_head_attention_reference(const basic_tensor<T>& x, const b
 /// [T, T] boolean mask, true above the diagonal: position i may attend to j <= i only.
 xt::xarray<bool> causal_mask(std::size_t T);
 
-/// Multi-head self-attention (attention layer "multi_head", the default): q, k, v = x W_q, x W_k, x W_v split into n_heads heads of d_k each (default
-/// d_model / n_heads; a given d_k decouples the head size from the width, W_q: [d_model, n_heads * d_k]),
-/// attention per head, heads concatenated, then W_o: [n_heads * d_k, d_model]. x: [B, T, d_model] → same.
+/// Multi-head self-attention, the attention layer "multi_head" (the default): q, k, v = x W_q, x W_k, x W_v split
+/// into n_heads heads of d_k each (default d_model / n_heads; a given d_k decouples the head size from the width,
+/// W_q: [d_model, n_heads * d_k]), attention per head with the scores of its scaling (nn/scaling.h), heads
+/// concatenated, then W_o: [n_heads * d_k, d_model]. x: [B, T, d_model] → same.
 /// Projections have no bias; init LeCun normal N(0, 1/d_model), so for unit-variance inputs (after LayerNorm) each
 /// q and k component has variance ~1 and an unscaled score q·k has standard deviation ~sqrt(d_k) — the premise of
 /// Vaswani et al.'s footnote 4. The attention itself runs as one fused op over the heads in place (no permuted
-/// copies); it computes what scaled_dot_product_attention computes on the heads permuted to [B, H, T, d_k].
+/// copies); it computes what multi_head_attention_reference computes from plain autograd ops.
 class MultiHeadAttention : public AttentionLayer {
  public:
   /// `scale` names a registered scaling (nn/scaling.h), built with its settings from `settings` (defaults for

@@ -25,9 +25,10 @@ prefix=$work/prefix
 my_xgrad=$work/build/my_xgrad
 xgrad=$prefix/bin/xgrad
 sweep=$work/sweep
-# A tiny model for a few steps: this proves the wiring, not the science.
-"$my_xgrad" sweep --out "$sweep" --scale dk_power,sqrt_dk --attention multi_query --n-heads 2 --d-k 4 --seeds 0 \
-  --arms adamw@0.01 --d-model 8 \
+# A tiny model for a few steps: this proves the wiring, not the science. Every run trains the downstream task with
+# its own setting; the downstream scaling and attention layer are axes beside built-in ones.
+"$my_xgrad" sweep --out "$sweep" --task lookback --lookback-distance 2 --seq-len 8 --scale dk_power,sqrt_dk \
+  --grid attention=multi_head,multi_query --n-heads 2 --d-k 4 --d-model 8 --seeds 0 --arms adamw@0.01 \
   --batch-size 4 --steps 6 --print-every 100 --jobs 2 >"$work/sweep.log" 2>&1 \
   || { cat "$work/sweep.log"; exit 1; }
 
@@ -39,29 +40,31 @@ refuse() {  # refuse FILE TEXT: FILE does not contain TEXT
   ! grep -qF -- "$2" "$1" || { echo "FAIL: $1 contains '$2'"; cat "$1"; fail=1; }
 }
 
-# Every run used the downstream attention layer, and it recorded what the saturation statistics need.
 runs=0
 for run in "$sweep"/runs/*/; do
   runs=$((runs + 1))
-  expect "$run/config.json" '"attention": "multi_query"'
-  # The second head's mean attention entropy at step 0: a number, not nan.
+  expect "$run/config.json" '"task": "lookback"'
+  expect "$run/config.json" '"lookback_distance": 2'
+  # Every attention layer's records reach the saturation statistics: the second head's mean attention entropy at
+  # step 0 is a number, not nan.
   entropy=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "attn/l0h1/entropy_mean") c = i }
                      NR == 2 { print (c ? $c : "absent") }' "$run/metrics.csv")
   case "$entropy" in [0-9]*) ;; *) echo "FAIL: $run/metrics.csv: attn/l0h1/entropy_mean is '$entropy'"; fail=1 ;; esac
 done
-[ "$runs" -eq 2 ] || { echo "FAIL: $runs runs in $sweep/runs, expected 2"; fail=1; }
+[ "$runs" -eq 4 ] || { echo "FAIL: $runs runs in $sweep/runs, expected 4"; fail=1; }
 
-# The downstream build knows dk_power: table, report and plots show it beside the built-in sqrt_dk.
+# The downstream build knows its extensions: table, report and plots show them beside the built-ins.
 "$my_xgrad" compare "$sweep" >"$work/my_compare.txt" 2>&1 || { cat "$work/my_compare.txt"; exit 1; }
-for name in dk_power sqrt_dk; do
+for name in dk_power sqrt_dk multi_query multi_head; do
   expect "$work/my_compare.txt" "$name"
   expect "$sweep/report.md" "$name"
 done
+expect "$sweep/report.md" "task lookback"
 refuse "$work/my_compare.txt" "not registered"
 
-# Plain xgrad does not: it still compares, naming the scaling and warning that it draws it in a palette colour.
+# Plain xgrad does not: it still compares, naming them, and warns that it draws dk_power in a palette colour.
 "$xgrad" compare "$sweep" >"$work/compare.txt" 2>&1 || { cat "$work/compare.txt"; exit 1; }
-for name in dk_power sqrt_dk; do
+for name in dk_power sqrt_dk multi_query multi_head; do
   expect "$work/compare.txt" "$name"
   expect "$sweep/report.md" "$name"
 done

@@ -12,19 +12,14 @@
 #include "nn/checkpoint.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "tests/support/temp_dir.h"
 
 using namespace xgrad;
 using namespace xgrad::nn;
 namespace fs = std::filesystem;
+using xgrad::testing::TempDir;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("xgrad_test_ckpt_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
 
 // A safetensors image from a header text and raw data bytes (the length prefix is computed).
 std::string image(const std::string& header, const std::string& data = "") {
@@ -102,7 +97,7 @@ TEST_CASE("safetensors: the layout is the published one (length prefix, JSON hea
 }
 
 TEST_CASE("safetensors: save is atomic and leaves no temporary file; load names missing files") {
-  const fs::path dir = temp_dir("save");
+  const TempDir dir("checkpoint_save");
   const std::string path = (dir / "c.safetensors").string();
   save_checkpoint(path, sample());
   Checkpoint second = sample();

@@ -11,9 +11,11 @@
 
 #include "nn/checkpoint.h"
 #include "train/trainer.h"
+#include "tests/support/temp_dir.h"
 
 using namespace xgrad;
 namespace fs = std::filesystem;
+using xgrad::testing::TempDir;
 
 namespace {
 
@@ -51,8 +53,7 @@ struct Case {
 }  // namespace
 
 TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-line message naming the flag") {
-  const fs::path root = fs::temp_directory_path() / ("xgrad_test_cli_errors_" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  const TempDir root("cli_errors");
   fs::create_directories(root / "empty");
   const std::string out = (root / "new").string(), run_dir = (root / "run").string(),
                     file = (root / "file.txt").string(), empty = (root / "empty").string();
@@ -234,12 +235,10 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
     CHECK(j.at("d_model") == 16);
     CHECK(j.at("d_k") == 4);
   }
-  fs::remove_all(root);
 }
 
 TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing values and sweep directories") {
-  const fs::path root = fs::temp_directory_path() / ("xgrad_test_cli_errors2_" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  const TempDir root("cli_errors2");
   const std::string run_dir = (root / "run").string(), other_dir = (root / "other").string(),
                     out = (root / "new").string();
   train::TrainConfig c;
@@ -325,5 +324,4 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
     std::ifstream in(sg + "/sweep.json");
     CHECK(nlohmann::json::parse(in).at("runs").at(0).at("status") == "failed");
   }
-  fs::remove_all(root);
 }

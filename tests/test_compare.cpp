@@ -21,9 +21,11 @@
 #include "train/report/stats.h"
 #include "train/report/tables.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/run_files.h"
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;
+using xgrad::testing::read_text;
 using xgrad::testing::TempDir;
 
 namespace {
@@ -114,13 +116,6 @@ Comparison analyse_dirs(const std::vector<std::string>& inputs, double loss_thre
   std::vector<RunRecord> runs;
   for (const auto& d : find_run_dirs(inputs)) runs.push_back(load_run(d));
   return analyse_runs(std::move(runs), loss_threshold, accuracy_threshold, window);
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Sets PATH for the lifetime of the guard (to hide gnuplot).

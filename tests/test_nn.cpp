@@ -173,14 +173,15 @@ TEST_CASE("attention layers come from their registry: multi_head by default, unk
   }
   ModelConfig c = small_config();
   c.attention = "multihead";
-  CHECK_THROWS_WITH_AS(AttentionModel(c, 1), doctest::Contains("attention layer 'multihead' is unknown (allowed: multi_head"),
-                       RegistryError);
+  CHECK_THROWS_WITH_AS(AttentionModel(c, 1),
+                       doctest::Contains("attention layer 'multihead' is unknown (allowed: multi_head"), RegistryError);
   AttentionLayerContext context;
   context.d_model = 10;
   context.n_heads = 3;
   context.scale = "sqrt_dk";
   Generator gen(1);
-  CHECK_THROWS_WITH_AS(make_attention_layer("multi_head", context, gen), doctest::Contains("multiple of n_heads"), Error);
+  CHECK_THROWS_WITH_AS(make_attention_layer("multi_head", context, gen), doctest::Contains("multiple of n_heads"),
+                       Error);
   context.d_k = 4;  // a given head size decouples it from the width
   CHECK(make_attention_layer("multi_head", context, gen)->n_heads() == 3);
 }

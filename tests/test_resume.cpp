@@ -24,39 +24,21 @@
 #include "nn/checkpoint.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
+#include "tests/support/run_files.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 
 extern char** environ;
 
 using namespace xgrad;
 using namespace xgrad::train;
 namespace fs = std::filesystem;
+using xgrad::testing::metrics_without_timing;
+using xgrad::testing::read_text;
+using xgrad::testing::temp_dir;
+using xgrad::testing::tiny_run;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("xgrad_test_resume_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// metrics.csv without its last column, step_ms (checked to be the last one).
-std::string metrics_without_timing(const fs::path& dir) {
-  std::ifstream in(dir / "metrics.csv");
-  std::string line, out;
-  bool header = true;
-  while (std::getline(in, line)) {
-    const auto comma = line.rfind(',');
-    if (header) REQUIRE(line.substr(comma + 1) == "step_ms");
-    header = false;
-    out += line.substr(0, comma) + "\n";
-  }
-  return out;
-}
 
 std::size_t count_lines(const fs::path& path) {
   std::ifstream in(path);
@@ -230,7 +212,7 @@ TEST_CASE("resume: a run with no checkpoint yet starts again; a cut-short last r
   c.checkpoint_every = 0;
   c.out = temp_dir("nockpt").string();
   xgrad::train::train(c);
-  const std::string expected = metrics_without_timing(c.out);
+  const auto expected = metrics_without_timing(c.out);
   // As if killed before the first checkpoint, halfway through writing a row.
   fs::remove(fs::path(c.out) / kCheckpointFile);
   fs::remove(fs::path(c.out) / "summary.json");
@@ -255,7 +237,7 @@ TEST_CASE("resume: a run with no checkpoint yet starts again; a cut-short last r
   xgrad::train::train(ten);
   fs::copy_file(fs::path(ten.out) / kCheckpointFile, ckpt, fs::copy_options::overwrite_existing);
   {
-    const std::string text = read_file(fs::path(c.out) / "metrics.csv");
+    const std::string text = read_text(fs::path(c.out) / "metrics.csv");
     std::size_t pos = 0;
     for (int line = 0; line < 17; ++line) pos = text.find('\n', pos) + 1;  // header + 16 rows
     std::ofstream out(fs::path(c.out) / "metrics.csv", std::ios::binary | std::ios::trunc);
@@ -430,12 +412,8 @@ class LogCapture {
 };
 
 TrainConfig nan_run(const std::string& name) {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 20;
-  c.print_every = 1000;
+  TrainConfig c = tiny_run(temp_dir(name).string(), 20);
   c.checkpoint_every = 4;
-  c.out = temp_dir(name).string();
   return c;
 }
 
@@ -495,7 +473,7 @@ TEST_CASE("--on-nan skip: the step's update is dropped, the row kept, the count 
   CHECK(nlohmann::json::parse(in).at("skipped_steps") == 3);
   // AdamW took 17 steps, and the skipped rows show no update.
   CHECK(nn::load_checkpoint((fs::path(c.out) / kCheckpointFile).string()).meta("optim.step") == "17");
-  const auto table = read_file(fs::path(c.out) / "metrics.csv");
+  const auto table = read_text(fs::path(c.out) / "metrics.csv");
   std::istringstream lines(table);
   std::string header, line;
   std::getline(lines, header);
@@ -553,7 +531,7 @@ TEST_CASE("resume refuses a checkpoint that is not the run's: copied from anothe
   b.out = temp_dir("foreign_b").string();
   xgrad::train::train(b);
   const fs::path ckpt = fs::path(a.out) / kCheckpointFile, config = fs::path(a.out) / "config.json";
-  const std::string own = read_file(ckpt);
+  const std::string own = read_text(ckpt);
   fs::copy_file(fs::path(b.out) / kCheckpointFile, ckpt, fs::copy_options::overwrite_existing);
   TrainConfig r = a;
   r.resume = true;
@@ -561,13 +539,13 @@ TEST_CASE("resume refuses a checkpoint that is not the run's: copied from anothe
   CHECK_THROWS_WITH_AS(xgrad::train::train(r),
                        doctest::Contains(("--resume: --seed is 1 in " + ckpt.string() + " but 0 in " + config.string()).c_str()),
                        ConfigError);
-  CHECK(read_file(ckpt) != own);  // refused before anything was written
+  CHECK(read_text(ckpt) != own);  // refused before anything was written
   {
     std::ofstream out(ckpt, std::ios::binary | std::ios::trunc);
     out << own;
   }
   // config.json edited after the checkpoint was written (xgrad train --resume reads its settings from config.json).
-  nlohmann::json j = nlohmann::json::parse(read_file(config));
+  nlohmann::json j = nlohmann::json::parse(read_text(config));
   j["lr"] = 0.5;
   {
     std::ofstream out(config, std::ios::trunc);
@@ -617,7 +595,7 @@ TEST_CASE("a corrupt config.json is refused as bad usage naming the file and the
   c.out = temp_dir("corrupt_config").string();
   xgrad::train::train(c);
   const fs::path config = fs::path(c.out) / "config.json";
-  const nlohmann::json good = nlohmann::json::parse(read_file(config));
+  const nlohmann::json good = nlohmann::json::parse(read_text(config));
   TrainConfig r = c;
   r.resume = true;
   auto write = [&](const std::string& text) {
@@ -671,7 +649,7 @@ TEST_CASE("a run directory is locked while a process trains in it; a killed run 
   wait_status(pid);
   // The kernel released the lock with the process: the run resumes (and stops at once, asked to beforehand).
   const std::size_t at = checkpoint_step(dir);
-  TrainConfig again = TrainConfig::from_json(nlohmann::json::parse(read_file(dir / "config.json")), "config.json");
+  TrainConfig again = TrainConfig::from_json(nlohmann::json::parse(read_text(dir / "config.json")), "config.json");
   again.out = dir.string();
   again.resume = true;
   request_stop(SIGTERM);

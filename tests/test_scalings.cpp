@@ -18,10 +18,14 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/trainer.h"
+#include "tests/support/op_testing.h"
+#include "tests/support/run_files.h"
 
 using namespace xgrad;
 using namespace xgrad::nn;
 namespace fs = std::filesystem;
+using xgrad::testing::metrics_without_timing;
+using xgrad::testing::to_double;
 
 namespace {
 
@@ -31,12 +35,6 @@ xt::xarray<float> normal_array(const shape_t& shape, Generator& gen, double std 
   xt::xarray<float> a = xt::xarray<float>::from_shape(shape);
   for (std::size_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<float>(std * gen.normal());
   return a;
-}
-
-DTensor to_double(const Tensor& t) {
-  DTensor d(xt::xarray<double>(xt::cast<double>(t.value())));
-  d.set_requires_grad(true);
-  return d;
 }
 
 // max |a - b| / (1 + max |b|): a relative error that stays meaningful where b is near 0.
@@ -264,13 +262,6 @@ double sigma_of(const AttentionScaling& scaling, const xt::xarray<float>& w) {
 
 Tensor tensor_of(const xt::xarray<float>& a) { return Tensor(xt::xarray<float>(a)); }
 
-std::vector<std::string> metrics_rows_without_timing(const fs::path& dir) {
-  std::ifstream in(dir / "metrics.csv");
-  std::vector<std::string> rows;
-  for (std::string line; std::getline(in, line);) rows.push_back(line.substr(0, line.rfind(',')));  // step_ms last
-  return rows;
-}
-
 }  // namespace
 
 TEST_CASE("sigma_reparam: sigma is the largest singular value; gamma starts at it, so W' = W at init") {
@@ -379,7 +370,7 @@ TEST_CASE("sigma_reparam: its power-iteration state is in the checkpoint, and a 
   uninterrupted.steps = 50;
   uninterrupted.out = whole.string();
   train::train(uninterrupted);
-  const auto resumed_rows = metrics_rows_without_timing(part);
+  const auto resumed_rows = metrics_without_timing(part);
   CHECK(resumed_rows.size() == 51);
-  CHECK(resumed_rows == metrics_rows_without_timing(whole));
+  CHECK(resumed_rows == metrics_without_timing(whole));
 }

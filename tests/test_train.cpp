@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 #include <sys/wait.h>
 
@@ -14,19 +15,19 @@
 
 #include "train/cli/sweep.h"
 #include "train/metrics_log.h"
+#include "train/run_files.h"
 #include "platform/environment.h"
 #include "train/trainer.h"
+#include "tests/support/run_files.h"
+#include "tests/support/temp_dir.h"
 
 using namespace xgrad;
 using namespace xgrad::train;
 namespace fs = std::filesystem;
+using xgrad::testing::metrics_without_timing;
+using xgrad::testing::temp_dir;
 
 namespace {
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("xgrad_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
 std::vector<std::string> column_text(const fs::path& csv, std::size_t col) {
   std::ifstream in(csv);
   std::string line;
@@ -37,23 +38,6 @@ std::vector<std::string> column_text(const fs::path& csv, std::size_t col) {
     std::string cell;
     for (std::size_t i = 0; i <= col; ++i) std::getline(ss, cell, ',');
     out.push_back(cell);
-  }
-  return out;
-}
-// Every line of a metrics.csv with the step_ms column (wall-clock timing, never reproducible) removed.
-std::vector<std::string> csv_without_timing(const fs::path& csv) {
-  std::ifstream in(csv);
-  std::string line;
-  std::vector<std::string> out;
-  long timing = -1;
-  while (std::getline(in, line)) {
-    std::stringstream ss(line);
-    std::string cell, kept;
-    for (long i = 0; std::getline(ss, cell, ','); ++i) {
-      if (out.empty() && cell == "step_ms") timing = i;
-      if (i != timing) kept += cell + ",";
-    }
-    out.push_back(kept);
   }
   return out;
 }
@@ -106,6 +90,23 @@ TEST_CASE("metrics.csv and config.json hold what the README promises") {
   fs::remove_all(c.out);
 }
 
+TEST_CASE("metrics.csv column names: one definition the trainer writes with and compare reads with") {
+  namespace columns = metrics_columns;
+  CHECK(columns::grad_norm("blocks.0.attn.w_q.weight") == "grad_norm/blocks.0.attn.w_q.weight");
+  CHECK(columns::grad_norm_parameter("grad_norm/blocks.0.attn.w_q.weight") == "blocks.0.attn.w_q.weight");
+  CHECK(columns::grad_norm_parameter(columns::kGradNorm).empty());
+  CHECK(columns::is_query_weight("blocks.1.attn.w_q.weight"));
+  CHECK_FALSE(columns::is_query_weight("blocks.1.attn.w_k.weight"));
+  CHECK(columns::attention(1, 3, "entropy_mean") == "attn/l1h3/entropy_mean");
+  CHECK(columns::is_attention("attn/l1h3/entropy_mean", 1, "entropy_mean"));
+  CHECK_FALSE(columns::is_attention("attn/l11h3/entropy_mean", 1, "entropy_mean"));
+  CHECK_FALSE(columns::is_attention("attn/l1h3/entropy_min", 1, "entropy_mean"));
+  CHECK(columns::attention_stat_name(&nn::AttentionStats::frac_max_prob_above_099) == "frac_max_prob_gt_0.99");
+  std::set<std::string> names;
+  for (const auto& stat : columns::attention_stats()) names.insert(stat.name);
+  CHECK(names.size() == columns::attention_stats().size());
+}
+
 TEST_CASE("MetricsReader: empty and non-numeric cells read as NaN; a row cut short ends the rows") {
   const fs::path dir = temp_dir("metrics_reader");
   fs::create_directories(dir);
@@ -152,9 +153,9 @@ TEST_CASE("two runs with the same seed write identical loss columns; another see
   CHECK(la == column_text(fs::path(d.out) / "metrics.csv", 1));
   CHECK(la != column_text(fs::path(e.out) / "metrics.csv", 1));
   // Bit-identical means every column but the timing: loss, accuracy, every gradient norm and saturation statistic.
-  const auto a = csv_without_timing(fs::path(c.out) / "metrics.csv");
+  const auto a = metrics_without_timing(c.out);
   CHECK(a.size() == 31);
-  CHECK(a == csv_without_timing(fs::path(d.out) / "metrics.csv"));
+  CHECK(a == metrics_without_timing(d.out));
   for (auto& p : {c.out, d.out, e.out}) fs::remove_all(p);
 }
 
@@ -187,7 +188,7 @@ TEST_CASE("--config: a run's config.json given to xgrad train reproduces its met
   REQUIRE(run_cli("train --out " + (dir / "a").string() + " --task copy --seq-len 8 --n-symbols 5 --d-model 16 "
                   "--optimizer sgd --momentum 0.5 --lr 0.05 --mlp false --steps 12 --batch-size 8 --seed 3") == 0);
   REQUIRE(run_cli("train --config " + (dir / "a/config.json").string() + " --out " + (dir / "b").string()) == 0);
-  CHECK(csv_without_timing(dir / "a/metrics.csv") == csv_without_timing(dir / "b/metrics.csv"));
+  CHECK(metrics_without_timing(dir / "a") == metrics_without_timing(dir / "b"));
   auto config_of = [&](const std::string& run) {
     std::ifstream in(dir / run / "config.json");
     return nlohmann::json::parse(in);

@@ -24,7 +24,7 @@ xgrad::nn::ScalingEntry dk_power_entry() {
   e.name = "dk_power";
   e.description = "scores = q·k / d_k^p: p = 0.5 is Vaswani et al. 2017 (eq. 1), p = 1 muP (Yang et al. 2022, sec. 3)";
   e.order = 1000;  // after the built-in scalings in listings and reports
-  e.settings = {xgrad::number_setting("dk_power_exponent", 0.75, 0.0, 2.0, "dk_power: the exponent p of d_k^-p")};
+  e.settings = {xgrad::number_setting("dk_power_exponent", 0.75, 0.0, 2.0, "the exponent p of d_k^-p")};
   e.build = [](const xgrad::nn::ScalingContext& c) {
     return std::make_shared<DkPowerScaling>(c.d_k, c.settings.get<double>("dk_power_exponent"));
   };

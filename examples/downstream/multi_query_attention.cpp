@@ -43,10 +43,15 @@ class MultiQueryAttention : public nn::AttentionLayer {
     Tensor k = expand(reshape(w_k->forward(x), {B, T, 1, D}), {B, T, H, D});
     Tensor v = expand(reshape(w_v->forward(x), {B, T, 1, D}), {B, T, H, D});
     if (scaling->transforms_qk()) std::tie(q, k) = scaling->transform_qk(q, k, scaling->parameters());
+    q = permute(q, {0, 2, 1, 3});  // [B, H, T, d_k]
+    k = permute(k, {0, 2, 1, 3});
     const xt::xarray<bool> mask = nn::causal_mask(x.size(1));
-    Tensor heads = nn::scaled_dot_product_attention(permute(q, {0, 2, 1, 3}), permute(k, {0, 2, 1, 3}),
-                                                    permute(v, {0, 2, 1, 3}), causal_ ? &mask : nullptr, *scaling,
-                                                    record_attention ? &last : nullptr);
+    Tensor heads = nn::scaled_dot_product_attention(q, k, permute(v, {0, 2, 1, 3}), causal_ ? &mask : nullptr,
+                                                    *scaling, record_attention ? &last : nullptr);
+    if (record_attention) {  // probe's std(q), std(k)
+      last.q = q.value();
+      last.k = k.value();
+    }
     return w_o->forward(reshape(permute(heads, {0, 2, 1, 3}), {B, T, H * D}));
   }
 

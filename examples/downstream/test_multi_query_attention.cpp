@@ -68,6 +68,8 @@ TEST_CASE("multi_query: one key and one value head shared by the query heads") {
   layer->forward(normal_input(2));
   CHECK(layer->last.probs.shape() == shape_t{2, kHeads, kT, kT});
   CHECK(layer->last.scores.shape() == shape_t{2, kHeads, kT, kT});
+  CHECK(layer->last.q.shape() == shape_t{2, kHeads, kT, kDk});
+  CHECK(layer->last.k.shape() == shape_t{2, kHeads, kT, kDk});
 }
 
 TEST_CASE("multi_query equals multi-head attention with every key and value head the same, values and gradients") {

@@ -1,7 +1,8 @@
 // ssmax: scores = s · log(n) · q·k / sqrt(d_k), n the number of keys the query may attend to (i + 1 for query i
 // under the causal mask, T without it), s a learned scalar per head (Scalable-Softmax: Nakanishi 2025,
 // "Scalable-Softmax Is Superior for Attention": softmax((s log n) z) keeps the largest weight from fading as n
-// grows, where softmax(z) flattens). s is the parameter ssmax_s, [n_heads], applied to q; log(n) is a row multiplier of the fused op.
+// grows, where softmax(z) flattens). s is the parameter ssmax_s, [n_heads], applied to q; log(n) is a row
+// multiplier of the fused op.
 //
 // Init s = 1 / log(max_seq_len): at the full training length s log(n) = 1, so at init the longest rows are exactly
 // the sqrt_dk attention the experiment compares with, and shorter (causal) rows are softer, as SSMax intends (a
@@ -40,7 +41,8 @@ class SsmaxScaling : public AttentionScaling {
  private:
   // q: [B, T, H, d_k] times s per head (p[0]: ssmax_s, [H], viewed as [H, 1]).
   template <class T>
-  TensorPair<T> scaled(const basic_tensor<T>& q, const basic_tensor<T>& k, const std::vector<basic_tensor<T>>& p) const {
+  TensorPair<T> scaled(const basic_tensor<T>& q, const basic_tensor<T>& k,
+                       const std::vector<basic_tensor<T>>& p) const {
     return {q * reshape(p[0], {static_cast<std::int64_t>(n_heads_), 1}), k};
   }
   double multiplier_;

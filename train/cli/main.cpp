@@ -49,7 +49,7 @@ void install_stop_handlers() {
 // train(), which reads the file again and reports them.
 void load_resume_defaults(const std::string& dir, TrainConfig& config) {
   try {
-    std::ifstream in(std::filesystem::path(dir) / "config.json");
+    std::ifstream in(std::filesystem::path(dir) / kConfigFile);
     if (!in) return;
     config = TrainConfig::from_json(nlohmann::json::parse(in), dir + "/config.json");
   } catch (const std::exception&) {

@@ -100,16 +100,16 @@ enum class OnDisk { none, complete, partial, other };
 
 OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   const fs::path dir(c.out);
-  if (!fs::exists(dir / "config.json")) return OnDisk::none;
+  if (!fs::exists(dir / kConfigFile)) return OnDisk::none;
   nlohmann::json config;
   try {
-    std::ifstream in(dir / "config.json");
+    std::ifstream in(dir / kConfigFile);
     config = nlohmann::json::parse(in);
   } catch (const std::exception&) {
     return OnDisk::partial;  // a config.json cut short by a kill: the run never really started
   }
   try {
-    config = canonical_config_json(config, (dir / "config.json").string());
+    config = canonical_config_json(config, (dir / kConfigFile).string());
   } catch (const std::exception&) {
     return OnDisk::partial;
   }
@@ -124,7 +124,7 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
     }
   }
   try {
-    std::ifstream in(dir / "summary.json");
+    std::ifstream in(dir / kSummaryFile);
     if (!in) return OnDisk::partial;
     RunSummary::from_json(nlohmann::json::parse(in));
     return OnDisk::complete;
@@ -256,7 +256,7 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
   if (fs::exists(out, ec) && !fs::is_directory(out, ec))
     throw ConfigError("--out: " + cfg.out + " exists and is not a directory");
   if (!fs::exists(out / "sweep.json", ec))
-    for (const char* f : {"config.json", "metrics.csv", "summary.json", "checkpoint.safetensors"})
+    for (const std::string& f : run_file_names())
       if (fs::exists(out / f, ec))
         throw ConfigError("--out: " + cfg.out + " holds an `xgrad train` run (" + f +
                           "), not a sweep; give a new directory or an existing sweep's");
@@ -275,7 +275,7 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
                         "'; use a new --out for a sweep with other settings");
     if (state == OnDisk::complete) {
       runs[i].status = "skipped";
-      std::ifstream in(fs::path(runs[i].config.out) / "summary.json");
+      std::ifstream in(fs::path(runs[i].config.out) / kSummaryFile);
       const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
       runs[i].final_loss = s.final_loss;
       runs[i].diverged_step = s.diverged_step;
@@ -357,7 +357,7 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
       run_seconds += r.seconds;
       ++done;
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      const fs::path summary_path = fs::path(r.config.out) / "summary.json";
+      const fs::path summary_path = fs::path(r.config.out) / kSummaryFile;
       if ((code == 0 || code == 3) && fs::exists(summary_path)) {
         std::ifstream in(summary_path);
         const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
