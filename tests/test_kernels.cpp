@@ -162,7 +162,9 @@ TEST_CASE("simd gelu (float) against the exact tanh-form gelu") {
   MESSAGE("gelu float: x >= -3 " << near.ulp << " ulp (x = " << double(near.input) << "), x in [-10, 10] " << all.ulp
                                  << " ulp (x = " << double(all.input) << ")");
   CHECK(near.ulp <= 14);
-  CHECK(all.ulp <= 183);
+  // Below -3 the bound depends on how the compiler contracts the inner term (183 ulp at -O2, 197 at the sanitizer
+  // build's -O1): assert the larger with headroom.
+  CHECK(all.ulp <= 256);
   const std::vector<float> edges{0.0f, -0.0f, 30.0f, -30.0f};
   std::vector<float> eo(edges.size()), es(edges.size());
   simd::gelu(edges.data(), eo.data(), es.data(), edges.size());
