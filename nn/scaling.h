@@ -95,6 +95,16 @@ class AttentionScaling : public Module {
   double effective_multiplier(std::size_t T) const;
 };
 
+/// A scaling that only multiplies q·k by a constant c (none: 1, sqrt_dk: 1/sqrt(d_k), dk: 1/d_k).
+class ConstantScaling : public AttentionScaling {
+ public:
+  explicit ConstantScaling(double multiplier) : multiplier_(multiplier) {}
+  double multiplier() const override { return multiplier_; }
+
+ private:
+  double multiplier_;
+};
+
 /// A registered scaling. Register one from its own file:
 ///   static const xgrad::Registration<xgrad::nn::ScalingEntry> registration{make_entry()};
 struct ScalingEntry {

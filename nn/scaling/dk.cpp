@@ -5,21 +5,14 @@
 namespace xgrad::nn {
 namespace {
 
-class DkScaling : public AttentionScaling {
- public:
-  explicit DkScaling(std::size_t d_k) : multiplier_(1.0 / static_cast<double>(d_k)) {}
-  double multiplier() const override { return multiplier_; }
-
- private:
-  double multiplier_;
-};
-
 ScalingEntry make_entry() {
   ScalingEntry e;
   e.name = "dk";
   e.description = "scores = q·k / d_k (muP: Yang et al. 2022, \"Tensor Programs V\", sec. 3 and App. J)";
   e.order = 20;
-  e.build = [](const ScalingContext& c) { return std::make_shared<DkScaling>(c.d_k); };
+  e.build = [](const ScalingContext& c) {
+    return std::make_shared<ConstantScaling>(1.0 / static_cast<double>(c.d_k));
+  };
   e.colour = "#1E8449";
   return e;
 }

@@ -5,17 +5,12 @@
 namespace xgrad::nn {
 namespace {
 
-class NoScaling : public AttentionScaling {
- public:
-  double multiplier() const override { return 1.0; }
-};
-
 ScalingEntry make_entry() {
   ScalingEntry e;
   e.name = "none";
   e.description = "scores = q·k, unscaled (the baseline; Vaswani et al. 2017, footnote 4)";
   e.order = 0;
-  e.build = [](const ScalingContext&) { return std::make_shared<NoScaling>(); };
+  e.build = [](const ScalingContext&) { return std::make_shared<ConstantScaling>(1.0); };
   e.colour = "#C0392B";
   e.is_reference = true;
   return e;
