@@ -94,7 +94,8 @@ bool read_stored_config(const TrainConfig& cfg, TrainConfig& stored) {
 // One run in progress: its directory, task, model, optimizer and running sums, with the steps of train()'s loop.
 class Run {
  public:
-  explicit Run(const TrainConfig& cfg);
+  // `built` is the task validate() built from cfg: its files are read once.
+  Run(const TrainConfig& cfg, std::unique_ptr<data::Task> built);
   StepRecord train_step(std::size_t step);
   // Adds a step to the running sums, or handles a non-finite one (skip, or stop as diverged). False: stop the run.
   bool account(const StepRecord& record, RunSummary& summary);
@@ -125,8 +126,9 @@ class Run {
   bool nonfinite_saved_ = false;
 };
 
-Run::Run(const TrainConfig& config)
-    : cfg(config), dir(config.out), name(dir.filename().string()), checkpoint_path(dir / kCheckpointFile) {
+Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
+    : cfg(config), dir(config.out), name(dir.filename().string()), checkpoint_path(dir / kCheckpointFile),
+      task(std::move(built)) {
   std::error_code ec;
   // A directory that exists is locked before anything in it is read: a second process is told so, whatever else
   // it would be refused for.
@@ -137,7 +139,6 @@ Run::Run(const TrainConfig& config)
   platform::set_threads(cfg.threads);
   platform::set_flush_denormals(cfg.flush_denormals);
 
-  task = cfg.make_task();
   model = std::make_unique<nn::AttentionModel>(model_config(cfg, *task), cfg.seed);
   named = model->named_parameters();
   opt = nn::make_optimizer(cfg.optimizer, model->parameters(), cfg.lr, component_values(cfg, "optimizer"));
@@ -368,8 +369,7 @@ RunSummary Run::finish(RunSummary summary) {
 void request_stop(int signal) noexcept { g_stop_signal.store(signal); }
 
 RunSummary train(const TrainConfig& cfg) {
-  cfg.validate();
-  Run run(cfg);
+  Run run(cfg, cfg.validate());
   StepMetrics metrics(*run.model, *run.task, cfg);
   const std::unique_ptr<MetricsLog> log = open_metrics(run.dir, metrics.columns(), cfg.resume, run.progress.step);
   run.log_start();
