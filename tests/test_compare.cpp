@@ -20,8 +20,11 @@
 #include "train/report/runs.h"
 #include "train/report/stats.h"
 #include "train/report/tables.h"
+#include "train/run_files.h"
+#include "train/trainer.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/run_files.h"
+#include "tests/support/tiny_run.h"
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;
@@ -284,6 +287,36 @@ TEST_CASE("mean loss (AUC), zero-gradient fractions and NaN attention columns") 
   CHECK_FALSE(cmp.arms[0].measured_from_step_0);
   CHECK(format_percent(cmp.arms[0].frac_zero_grad_w_q.mean) == "50.0%");
   CHECK(format_percent(0.0) == "0%");
+}
+
+TEST_CASE("zero-gradient fractions: summary.json and compare give the same number for an --on-nan skip run") {
+  // Unscaled attention with 100x the projection init: scores so large that the softmax is exactly one-hot in
+  // float on many steps, which passes back an exactly-zero gradient to W_q and W_k. Four steps get a NaN gradient
+  // and are skipped: they have no gradient, and neither statistic may count them.
+  const TempDir root("compare_zero_grad_skip");
+  TrainConfig c = xgrad::testing::tiny_run((root / "run").string(), 24);
+  c.scale = "none";
+  c.proj_init_gain = 100;
+  c.on_nan = "skip";
+  c.nan_gradient_steps = {2, 5, 6, 11};
+  const RunSummary trained = xgrad::train::train(c);
+  REQUIRE(trained.skipped_steps == 4);
+  std::ifstream in(root / "run" / "summary.json");
+  const RunSummary summary = RunSummary::from_json(nlohmann::json::parse(in));
+  // Some but not all finite steps had a zero gradient, so counting the skipped rows would change the fraction.
+  REQUIRE(summary.frac_zero_grad_w_q > 0);
+  REQUIRE(summary.frac_zero_grad_w_q < 1);
+
+  const Comparison cmp = analyse_dirs({(root / "run").string()});
+  REQUIRE(cmp.stats.size() == 1);
+  CHECK(cmp.stats[0].frac_zero_grad_w_q == summary.frac_zero_grad_w_q);
+  CHECK(cmp.stats[0].frac_zero_grad_w_k == summary.frac_zero_grad_w_k);
+  // metrics.csv holds the norms to 9 significant digits.
+  CHECK(cmp.stats[0].mean_grad_norm_w_q == doctest::Approx(summary.mean_grad_norm_w_q).epsilon(1e-7).scale(0));
+  CHECK(cmp.stats[0].mean_grad_norm_w_k == doctest::Approx(summary.mean_grad_norm_w_k).epsilon(1e-7).scale(0));
+  const std::string table = arm_table(cmp).text();
+  INFO(table);
+  CHECK(table.find(format_percent(summary.frac_zero_grad_w_q)) != std::string::npos);
 }
 
 TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, initial) minus the best") {

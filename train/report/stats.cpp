@@ -38,13 +38,6 @@ long first_step(const std::vector<double>& values, const std::vector<double>& st
   return -1;
 }
 
-double zero_fraction(const std::vector<double>& norms) {
-  if (norms.empty()) return kNoValue;
-  std::size_t zeros = 0;
-  for (double n : norms) zeros += n == 0.0 ? 1 : 0;
-  return static_cast<double>(zeros) / static_cast<double>(norms.size());
-}
-
 // Report order of the scalings: the unscaled reference first (the report compares the others with it), then the
 // registry's order, then names this build does not know.
 std::size_t scale_rank(const std::string& scale) {
@@ -83,12 +76,12 @@ RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_
     r.step_to_loss = first_step(s.loss, s.step, window, [&](double m) { return m <= loss_threshold; });
   r.step_to_accuracy = first_step(s.accuracy, s.step, window, [&](double m) { return m >= accuracy_threshold; });
   if (run.has_w_q) {
-    r.frac_zero_grad_w_q = zero_fraction(s.grad_norm_w_q);
-    r.mean_grad_norm_w_q = finite_mean(s.grad_norm_w_q);
+    r.frac_zero_grad_w_q = run.gradients.frac_zero_grad_w_q();
+    r.mean_grad_norm_w_q = run.gradients.mean_grad_norm_w_q();
   }
   if (run.has_w_k) {
-    r.frac_zero_grad_w_k = zero_fraction(s.grad_norm_w_k);
-    r.mean_grad_norm_w_k = finite_mean(s.grad_norm_w_k);
+    r.frac_zero_grad_w_k = run.gradients.frac_zero_grad_w_k();
+    r.mean_grad_norm_w_k = run.gradients.mean_grad_norm_w_k();
   }
   for (std::size_t i = 0; i < rows; ++i)
     if (std::isfinite(s.entropy[i])) {

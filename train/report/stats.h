@@ -15,7 +15,8 @@ namespace xgrad::train {
 
 constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 
-/// What one run measured. Losses in nats. A "row" is one metrics.csv row (one optimizer step).
+/// What one run measured. Losses in nats. A "row" is one metrics.csv row (one step); a "finite row" one whose update
+/// was applied (is_finite_step, train/run_files.h): not a step skipped under --on-nan skip nor one a run diverged at.
 struct RunStats {
   double initial_loss = kNoValue;     // loss at the first row
   double final_loss = kNoValue;       // mean loss over the last min(20, rows) rows (as summary.json); NaN if diverged
@@ -24,9 +25,11 @@ struct RunStats {
   long step_to_loss = -1;             // first step whose trailing mean loss over `window` rows is <= the threshold;
                                       // -1: never
   long step_to_accuracy = -1;         // same for accuracy >= its threshold
-  double frac_zero_grad_w_q = kNoValue;  // fraction of rows where every W_q gradient norm is exactly 0
+  // RunRecord::gradients: over the finite rows, the numbers summary.json holds (GradientStats); NaN without W_q
+  // (W_k) columns.
+  double frac_zero_grad_w_q = kNoValue;  // fraction of finite rows where every W_q gradient norm is exactly 0
   double frac_zero_grad_w_k = kNoValue;  // same for W_k
-  double mean_grad_norm_w_q = kNoValue;  // mean over rows of the W_q gradient norm (all layers, L2)
+  double mean_grad_norm_w_q = kNoValue;  // mean over finite rows of the W_q gradient norm (all layers, L2)
   double mean_grad_norm_w_k = kNoValue;
   double entropy_first = kNoValue, entropy_last = kNoValue;      // first/last measured first-layer entropy (nats)
   double score_std_first = kNoValue, score_std_last = kNoValue;  // first/last measured first-layer score std
