@@ -319,6 +319,113 @@ TEST_CASE("zero-gradient fractions: summary.json and compare give the same numbe
   CHECK(table.find(format_percent(summary.frac_zero_grad_w_q)) != std::string::npos);
 }
 
+namespace {
+
+// A real run of `tiny_run` (kv_recall, d_model 16) with `task` and `scale`, `steps` steps, written to `dir`.
+TrainConfig short_run(const fs::path& dir, const std::string& task, const std::string& scale, std::size_t steps = 6) {
+  TrainConfig c = xgrad::testing::tiny_run(dir.string(), steps);
+  c.task = task;
+  c.scale = scale;
+  return c;
+}
+
+std::string compare_text(const fs::path& input, std::string* report = nullptr) {
+  CompareOptions options;
+  options.inputs = {input.string()};
+  options.plots = false;
+  std::ostringstream out;
+  run_compare(options, out);
+  if (report) *report = read_text(input / "report.md");
+  return out.str();
+}
+
+}  // namespace
+
+TEST_CASE("compare shows the task of arms that differ in it, and states no scaling comparison across tasks") {
+  // The issue's reproduction: copy unscaled and kv_recall scaled read as "64 none 2.080" and "64 sqrt_dk 0.003".
+  const TempDir root("compare_task_scale");
+  xgrad::train::train(short_run(root / "sweep" / "copy-none", "copy", "none"));
+  xgrad::train::train(short_run(root / "sweep" / "kv-sqrt", "kv_recall", "sqrt_dk"));
+  std::string md;
+  const std::string console = compare_text(root / "sweep", &md);
+  INFO(console);
+  INFO(md);
+  const Comparison cmp = analyse_dirs({(root / "sweep").string()});
+  REQUIRE(cmp.arms.size() == 2);
+  CHECK(distinguishing_keys(cmp.arms) == std::vector<std::string>{"task"});
+  CHECK(console.find("task") != std::string::npos);
+  CHECK(console.find("copy") != std::string::npos);
+  CHECK(console.find("kv_recall") != std::string::npos);
+  // Said, on the console and in report.md, instead of a comparison.
+  const std::string none_said = "no scaling comparison: no two arms differ only in scale; arms of different scales "
+                                "also differ in task";
+  CHECK(console.find(none_said) != std::string::npos);
+  CHECK(md.find(none_said) != std::string::npos);
+  CHECK(scale_sentences(cmp).empty());
+  const StoryChecks checks = story_checks(cmp);
+  CHECK(checks.holds.empty());
+  CHECK(checks.fails.empty());
+  CHECK(checks.undecided.empty());
+  CHECK(md.find("At d_k=") == std::string::npos);               // a scale sentence
+  CHECK(md.find(", unscaled vs sqrt_dk") == std::string::npos);  // a story check
+
+  // With copy scaled as well, copy is compared within copy only, and the kv_recall arm is named as having no
+  // counterpart.
+  xgrad::train::train(short_run(root / "sweep" / "copy-sqrt", "copy", "sqrt_dk"));
+  const Comparison three = analyse_dirs({(root / "sweep").string()});
+  REQUIRE(three.arms.size() == 3);
+  const auto sentences = scale_sentences(three);
+  REQUIRE(sentences.size() == 1);
+  CHECK(sentences[0].find("task=copy") != std::string::npos);
+  CHECK(sentences[0].find("kv_recall") == std::string::npos);
+  const std::string console3 = compare_text(root / "sweep", &md);
+  INFO(console3);
+  CHECK(console3.find("no scaling comparison for d_k=16 sqrt_dk adamw lr=0.003 task=kv_recall: every arm of another "
+                      "scale also differs from it in task") != std::string::npos);
+  CHECK(md.find("no scaling comparison for d_k=16 sqrt_dk adamw lr=0.003 task=kv_recall") != std::string::npos);
+
+  // Arms that differ in a setting only one of them has (the softcap scaling's cap) are not compared either, and the
+  // note names that setting.
+  xgrad::train::train(short_run(root / "capped" / "none", "kv_recall", "none"));
+  xgrad::train::train(short_run(root / "capped" / "softcap", "kv_recall", "softcap"));
+  const std::string capped = compare_text(root / "capped");
+  INFO(capped);
+  CHECK(capped.find("no scaling comparison: no two arms differ only in scale; arms of different scales also differ "
+                    "in softcap_cap") != std::string::npos);
+}
+
+TEST_CASE("arms of d_model 64 and 128 are labelled by d_model, not by the d_ff that follows from it") {
+  const TempDir root("compare_d_model");
+  for (const std::size_t d_model : {64, 128}) {
+    TrainConfig c = short_run(root / "sweep" / ("d" + std::to_string(d_model)), "kv_recall", "sqrt_dk", 2);
+    c.d_model = d_model;
+    c.d_k = 16;  // one head size: the arms differ in d_model (and the d_ff following it) only
+    xgrad::train::train(c);
+  }
+  std::string md;
+  const std::string console = compare_text(root / "sweep", &md);
+  INFO(console);
+  INFO(md);
+  const Comparison cmp = analyse_dirs({(root / "sweep").string()});
+  REQUIRE(cmp.arms.size() == 2);
+  CHECK(distinguishing_keys(cmp.arms) == std::vector<std::string>{"d_model"});
+  CHECK(arm_label(cmp.arms[0], distinguishing_keys(cmp.arms)) == "d_k=16 sqrt_dk adamw lr=0.003 d_model=64");
+  CHECK(console.find("d_model") != std::string::npos);
+  CHECK(console.find("d_ff") == std::string::npos);
+  CHECK(md.find("d_ff") == std::string::npos);
+  CHECK(md.find("d_model=128") != std::string::npos);
+
+  // A d_ff that was set (not 4 * d_model) is a setting of its own, shown when it differs.
+  TrainConfig c = short_run(root / "sweep" / "d64-ff100", "kv_recall", "sqrt_dk", 2);
+  c.d_model = 64;
+  c.d_k = 16;
+  c.d_ff = 100;
+  xgrad::train::train(c);
+  const Comparison with_ff = analyse_dirs({(root / "sweep").string()});
+  REQUIRE(with_ff.arms.size() == 3);
+  CHECK(distinguishing_keys(with_ff.arms) == std::vector<std::string>{"d_model", "d_ff"});
+}
+
 TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, initial) minus the best") {
   // Hand example: objectives 1.0, 0.5 and 4.0 (a diverged run counts as its initial loss 4.0):
   // mean 5.5 / 3 = 1.8333, best 0.5, sensitivity 1.3333.
