@@ -73,6 +73,14 @@ std::string first_nonfinite(const NamedParameters& named) {
   return "";
 }
 
+// What made a step non-finite, with the values: the loss, or (at a finite loss) the gradient.
+std::string nonfinite_values(const StepRecord& r) {
+  auto text = [](double v) { return std::isnan(v) ? std::string("nan") : fmt::format("{:.6g}", v); };
+  if (std::isfinite(r.loss))
+    return fmt::format("non-finite gradient (grad_norm={}; loss={} is finite)", text(r.grad_norm), text(r.loss));
+  return fmt::format("non-finite loss (loss={}, grad_norm={})", text(r.loss), text(r.grad_norm));
+}
+
 // The config.json of a run being resumed, checked to describe the run `cfg` asks for; nothing if there is none.
 bool read_stored_config(const TrainConfig& cfg, TrainConfig& stored) {
   const fs::path config_path = fs::path(cfg.out) / kConfigFile;
@@ -259,7 +267,7 @@ StepRecord Run::train_step(std::size_t step) {
     sum_squares += r.grad_norms.back() * r.grad_norms.back();
   }
   r.grad_norm = std::sqrt(sum_squares);
-  r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
+  r.finite = is_finite_step(r.loss, r.grad_norm);
   if (r.finite) {
     nn::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
   } else {
@@ -279,19 +287,15 @@ StepRecord Run::train_step(std::size_t step) {
 bool Run::account(const StepRecord& r, RunSummary& summary) {
   if (r.step == 0) progress.first_loss = r.loss;
   summary.steps_done = r.step + 1;
+  double wq = 0, wk = 0;
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const double square = r.grad_norms[i] * r.grad_norms[i];
+    if (metrics_columns::is_query_weight(named[i].first)) wq += square;
+    if (metrics_columns::is_key_weight(named[i].first)) wk += square;
+  }
+  progress.gradients.add(r.loss, r.grad_norm, std::sqrt(wq), std::sqrt(wk));
   if (r.finite) {
     progress.consecutive_skips = 0;
-    double wq = 0, wk = 0;
-    for (std::size_t i = 0; i < named.size(); ++i) {
-      const double square = r.grad_norms[i] * r.grad_norms[i];
-      if (metrics_columns::is_query_weight(named[i].first)) wq += square;
-      if (metrics_columns::is_key_weight(named[i].first)) wk += square;
-    }
-    progress.sum_grad_norm_w_q += std::sqrt(wq);
-    progress.sum_grad_norm_w_k += std::sqrt(wk);
-    progress.zero_grad_w_q += wq == 0.0 ? 1 : 0;
-    progress.zero_grad_w_k += wk == 0.0 ? 1 : 0;
-    ++progress.finite_steps;
     progress.recent_loss.push_back(r.loss);
     progress.recent_accuracy.push_back(r.accuracy);
     if (progress.recent_loss.size() > RunProgress::kRecent) {
@@ -312,8 +316,7 @@ bool Run::account(const StepRecord& r, RunSummary& summary) {
     ++progress.skipped_steps;
     ++progress.consecutive_skips;
     progress.step = r.step + 1;
-    spdlog::warn("[{}] step {}: non-finite loss={} grad_norm={}; {}; step skipped (--on-nan skip)", name, r.step,
-                 r.loss, r.grad_norm, where);
+    spdlog::warn("[{}] step {}: {}; {}; step skipped (--on-nan skip)", name, r.step, nonfinite_values(r), where);
     return true;
   }
   summary.diverged = true;
@@ -322,9 +325,9 @@ bool Run::account(const StepRecord& r, RunSummary& summary) {
                           : weight_broken      ? " (a weight is non-finite: skipping cannot recover)"
                                                : " (" + std::to_string(kMaxConsecutiveSkips) +
                                                 " non-finite steps in a row: skipping does not recover)";
-  spdlog::warn("[{}] diverged at step {}: loss={} grad_norm={}; {}; stopping{} (every row so far is in metrics.csv, "
-               "the state before this step in {})",
-               name, r.step, r.loss, r.grad_norm, where, why, (dir / kNonfiniteCheckpointFile).string());
+  spdlog::warn("[{}] diverged at step {}: {}; {}; stopping{} (every row so far is in metrics.csv, the state before "
+               "this step in {})",
+               name, r.step, nonfinite_values(r), where, why, (dir / kNonfiniteCheckpointFile).string());
   return false;
 }
 
@@ -343,12 +346,11 @@ RunSummary Run::finish(RunSummary summary) {
     summary.wall_seconds = progress.wall_seconds + session_seconds();
     return summary;
   }
-  const double n = static_cast<double>(progress.finite_steps);
   summary.first_loss = progress.first_loss;
-  summary.mean_grad_norm_w_q = progress.sum_grad_norm_w_q / n;
-  summary.mean_grad_norm_w_k = progress.sum_grad_norm_w_k / n;
-  summary.frac_zero_grad_w_q = static_cast<double>(progress.zero_grad_w_q) / n;
-  summary.frac_zero_grad_w_k = static_cast<double>(progress.zero_grad_w_k) / n;
+  summary.mean_grad_norm_w_q = progress.gradients.mean_grad_norm_w_q();
+  summary.mean_grad_norm_w_k = progress.gradients.mean_grad_norm_w_k();
+  summary.frac_zero_grad_w_q = progress.gradients.frac_zero_grad_w_q();
+  summary.frac_zero_grad_w_k = progress.gradients.frac_zero_grad_w_k();
   summary.skipped_steps = progress.skipped_steps;
   // The last min(20, steps) finite steps, summed oldest first.
   const std::size_t window = std::min<std::size_t>({RunProgress::kRecent, cfg.steps, progress.recent_loss.size()});
