@@ -1,11 +1,6 @@
 #include "data/char_lm.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <utility>
 
 #include "autograd/random.h"
@@ -32,18 +27,11 @@ const Registration<TaskEntry> registration{char_lm_entry()};
 
 namespace {
 
-std::vector<std::uint8_t> read_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (!fs::exists(status)) throw TaskError("char_lm: --text file '" + path + "' does not exist");
-  if (fs::is_directory(status)) throw TaskError("char_lm: --text file '" + path + "' is a directory, not a file");
-  // A device or pipe (/dev/zero, /dev/stdin) would be read without end.
-  if (!fs::is_regular_file(status)) throw TaskError("char_lm: --text file '" + path + "' is not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TaskError("char_lm: cannot open --text file '" + path + "': " + std::strerror(errno));
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw TaskError("char_lm: cannot read --text file '" + path + "': " + std::strerror(errno));
+std::vector<std::uint8_t> read_file(const std::string& path, InputFile& fingerprint) {
+  InputReader in(path, "text", "char_lm: --text file '" + path + "'");
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(in.size()));
+  in.read(bytes.data(), bytes.size());
+  fingerprint = in.finish();
   return bytes;
 }
 
@@ -52,7 +40,7 @@ std::vector<std::uint8_t> read_file(const std::string& path) {
 CharLM::CharLM(CharLMConfig config) : config_(std::move(config)) {
   check_setting("char_lm", "seq_len", config_.seq_len, 1, kMaxSeqLen);
   if (config_.text_path.empty()) throw TaskError("char_lm: --text is required: name a UTF-8 text file (--text FILE)");
-  bytes_ = read_file(config_.text_path);
+  bytes_ = read_file(config_.text_path, file_);
   const std::size_t size = bytes_.size(), window = config_.seq_len + 1;
   eval_begin_ = size - size / 10;
   const std::size_t train_size = eval_begin_, eval_size = size - eval_begin_;

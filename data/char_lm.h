@@ -22,13 +22,15 @@ struct CharLMConfig {
 /// Chance loss: ln(256).
 class CharLM : public Task {
  public:
-  /// Reads the whole file. Throws TaskError naming the path if text_path is empty, the file is missing or cannot be
+  /// Reads the whole file, once, in bulk (hashing it on the way, input_files()). Throws TaskError naming the path if text_path is empty, the file is missing or cannot be
   /// read, or either split holds fewer than seq_len + 1 bytes; and unless seq_len is in [1, 65536].
   explicit CharLM(CharLMConfig config);
   std::string name() const override { return "char_lm"; }
   std::size_t vocab_size() const override { return 256; }
   std::size_t seq_len() const override { return config_.seq_len; }
   double chance_loss() const override;
+  std::size_t data_bytes() const override { return bytes_.size(); }
+  std::vector<InputFile> input_files() const override { return {file_}; }
   const CharLMConfig& config() const { return config_; }
   /// Byte offset where the eval split begins; the train split is [0, eval_begin()), the eval split the rest.
   std::size_t eval_begin() const { return eval_begin_; }
@@ -38,6 +40,7 @@ class CharLM : public Task {
   Batch make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const override;
   CharLMConfig config_;
   std::vector<std::uint8_t> bytes_;
+  InputFile file_;
   std::size_t eval_begin_ = 0;
 };
 

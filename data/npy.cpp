@@ -3,9 +3,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <set>
+#include <utility>
 
 #include "data/task.h"
 
@@ -126,34 +125,43 @@ class HeaderParser {
 
 }  // namespace
 
-NpyArray parse_npy(const void* data, std::size_t size, const std::string& source) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  auto fail = [&](const std::string& what) { return TaskError("npy: " + source + ": " + what); };
+namespace {
+
+TaskError npy_error(const std::string& source, const std::string& what) { return TaskError("npy: " + source + ": " + what); }
+
+// Where the header dict lies in a file of `size` bytes, from its first min(size, 12) bytes at `bytes`: checks the
+// magic, the version and the header length. Returns {header_begin, header_len}.
+std::pair<std::size_t, std::size_t> locate_header(const unsigned char* bytes, std::size_t size,
+                                                  const std::string& source) {
   static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (size < 10 || std::memcmp(bytes, magic, 6) != 0) throw fail("not a .npy file (no \\x93NUMPY magic)");
+  if (size < 10 || std::memcmp(bytes, magic, 6) != 0) throw npy_error(source, "not a .npy file (no \\x93NUMPY magic)");
   const unsigned major = bytes[6], minor = bytes[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
-    throw fail("format version " + std::to_string(major) + "." + std::to_string(minor) +
-               " is not supported (allowed: 1.0, 2.0, 3.0)");
+    throw npy_error(source, "format version " + std::to_string(major) + "." + std::to_string(minor) +
+                                " is not supported (allowed: 1.0, 2.0, 3.0)");
   std::size_t header_len = 0, header_begin = 0;
   if (major == 1) {
     header_len = bytes[8] | (static_cast<std::size_t>(bytes[9]) << 8);
     header_begin = 10;
   } else {
-    if (size < 12) throw fail("the file ends inside the header length");
+    if (size < 12) throw npy_error(source, "the file ends inside the header length");
     header_len = bytes[8] | (static_cast<std::size_t>(bytes[9]) << 8) | (static_cast<std::size_t>(bytes[10]) << 16) |
                  (static_cast<std::size_t>(bytes[11]) << 24);
     header_begin = 12;
   }
   if (header_len > kMaxNpyHeaderBytes)
-    throw fail("header length " + std::to_string(header_len) + " exceeds the limit of " +
-               std::to_string(kMaxNpyHeaderBytes) + " bytes");
+    throw npy_error(source, "header length " + std::to_string(header_len) + " exceeds the limit of " +
+                                std::to_string(kMaxNpyHeaderBytes) + " bytes");
   if (header_len > size - header_begin)
-    throw fail("header length " + std::to_string(header_len) + " runs past the end of the file (" +
-               std::to_string(size - header_begin) + " bytes follow the length)");
-  const std::string header(reinterpret_cast<const char*>(bytes + header_begin), header_len);
+    throw npy_error(source, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
+                                std::to_string(size - header_begin) + " bytes follow the length)");
+  return {header_begin, header_len};
+}
 
-  NpyArray out;
+// The array a header describes, without its data; `data_size` is the number of bytes after the header. Returns
+// the number of elements, with out.descr and out.shape set.
+std::size_t parse_header(const std::string& header, std::size_t data_size, const std::string& source,
+                         NpyArray& out) {
   bool fortran_order = false;
   HeaderParser(header, source).parse(out.descr, fortran_order, out.shape);
   std::size_t itemsize = 0;
@@ -162,43 +170,76 @@ NpyArray parse_npy(const void* data, std::size_t size, const std::string& source
   else if (out.descr == "<i8")
     itemsize = 8;
   else
-    throw fail("dtype '" + out.descr + "' is not supported (allowed: '<i4' int32, '<i8' int64, little-endian)");
+    throw npy_error(source, "dtype '" + out.descr + "' is not supported (allowed: '<i4' int32, '<i8' int64, little-endian)");
   if (fortran_order)
-    throw fail("fortran_order is True; save a C-ordered array (np.ascontiguousarray) instead");
+    throw npy_error(source, "fortran_order is True; save a C-ordered array (np.ascontiguousarray) instead");
   std::size_t count = 1;
   for (std::size_t d : out.shape) {
-    if (d != 0 && count > (SIZE_MAX / itemsize) / d) throw fail("the shape has more elements than a file can hold");
+    if (d != 0 && count > (SIZE_MAX / itemsize) / d) throw npy_error(source, "the shape has more elements than a file can hold");
     count *= d;
   }
-  const std::size_t data_begin = header_begin + header_len, data_size = size - data_begin;
   if (data_size != count * itemsize)
-    throw fail("the data is " + std::to_string(data_size) + " bytes, but the shape and dtype need " +
-               std::to_string(count * itemsize) + (data_size < count * itemsize ? " (truncated file)" : ""));
-  out.values.resize(count);
-  const unsigned char* p = bytes + data_begin;
-  for (std::size_t i = 0; i < count; ++i, p += itemsize) {
-    if (itemsize == 4) {
-      std::int32_t v;
-      std::memcpy(&v, p, 4);
-      out.values[i] = v;
-    } else {
-      std::memcpy(&out.values[i], p, 8);
-    }
+    throw npy_error(source, "the data is " + std::to_string(data_size) + " bytes, but the shape and dtype need " +
+                                std::to_string(count * itemsize) + (data_size < count * itemsize ? " (truncated file)" : ""));
+  return count;
+}
+
+// The element storage of `out` (descr and size known), as bytes to fill.
+void* allocate(NpyArray& out, std::size_t count) {
+  if (out.descr == "<i4") {
+    out.int32_values.resize(count);
+    return out.int32_values.data();
+  }
+  out.int64_values.resize(count);
+  return out.int64_values.data();
+}
+
+}  // namespace
+
+NpyArray parse_npy(const void* data, std::size_t size, const std::string& source) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  const auto [header_begin, header_len] = locate_header(bytes, size, source);
+  const std::string header(reinterpret_cast<const char*>(bytes + header_begin), header_len);
+  const std::size_t data_begin = header_begin + header_len;
+  NpyArray out;
+  const std::size_t count = parse_header(header, size - data_begin, source, out);
+  if (count > 0) {
+    void* dest = allocate(out, count);
+    std::memcpy(dest, bytes + data_begin, out.bytes());
   }
   return out;
 }
 
-NpyArray read_npy(const std::string& path) {
+NpyArray read_npy(const std::string& path, const std::string& setting, InputFile* fingerprint) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (!fs::exists(status)) throw TaskError("npy: " + path + ": no such file");
   if (!fs::is_regular_file(status)) throw TaskError("npy: " + path + ": not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TaskError("npy: " + path + ": cannot open: " + std::strerror(errno));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw TaskError("npy: " + path + ": cannot read: " + std::strerror(errno));
-  return parse_npy(bytes.data(), bytes.size(), path);
+  InputReader in(path, setting, "npy: " + path + ":");
+  const std::uint64_t size = in.size();
+  unsigned char preamble[12] = {};
+  const std::size_t preamble_size = static_cast<std::size_t>(std::min<std::uint64_t>(size, 12));
+  in.read(preamble, preamble_size);
+  const auto [header_begin, header_len] = locate_header(preamble, static_cast<std::size_t>(size), path);
+  std::string header(header_len, '\0');
+  // The preamble may hold the first bytes of the header (a version 1 header starts at byte 10).
+  const std::size_t in_preamble = std::min(preamble_size - header_begin, header_len);
+  std::memcpy(header.data(), preamble + header_begin, in_preamble);
+  in.read(header.data() + in_preamble, header_len - in_preamble);
+  const std::size_t data_begin = header_begin + header_len;
+  NpyArray out;
+  const std::size_t count = parse_header(header, static_cast<std::size_t>(size) - data_begin, path, out);
+  // The preamble may also hold the first data bytes (a tiny file whose header ends before byte 12).
+  const std::size_t data_in_preamble = preamble_size - std::min(preamble_size, data_begin);
+  if (count > 0) {
+    auto* dest = static_cast<unsigned char*>(allocate(out, count));
+    std::memcpy(dest, preamble + data_begin, data_in_preamble);
+    in.read(dest + data_in_preamble, out.bytes() - data_in_preamble);
+  }
+  const InputFile file = in.finish();
+  if (fingerprint) *fingerprint = file;
+  return out;
 }
 
 }  // namespace xgrad::data

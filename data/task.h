@@ -9,6 +9,8 @@
 
 #include <xtensor/xarray.hpp>
 
+#include "data/input_file.h"
+
 namespace xgrad::data {
 
 /// Thrown for invalid task settings and unreadable task inputs; the message starts with the task name and names
@@ -46,6 +48,12 @@ class Task {
   virtual std::size_t seq_len() const = 0;
   /// Loss in nats of a model that spreads its probability uniformly over the possible answers.
   virtual double chance_loss() const = 0;
+  /// Bytes of data the task holds in memory for the whole run (a file's contents, token arrays); 0 for tasks that
+  /// generate their sequences. The memory estimate counts them.
+  virtual std::size_t data_bytes() const { return 0; }
+  /// The files the task read, with their size and content hash, in a fixed order; empty for generated tasks.
+  /// config.json records them, and a resumed run must read the same bytes.
+  virtual std::vector<InputFile> input_files() const { return {}; }
   /// Batch number `index` of the stream named by `seed` in `split`: the same arguments always give the same batch,
   /// so runs that differ only in model settings see the same data, and a resumed run sees what an uninterrupted one
   /// saw. inputs and targets are [batch_size, seq_len()].

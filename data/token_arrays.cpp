@@ -40,8 +40,40 @@ std::string shape_text(const std::vector<std::size_t>& shape) {
   return s + "]";
 }
 
-TokenArraysSplit read_split(const std::filesystem::path& dir, const std::string& prefix) {
-  return {read_npy((dir / (prefix + "inputs.npy")).string()), read_npy((dir / (prefix + "targets.npy")).string())};
+TokenArraysSplit read_split(const std::filesystem::path& dir, const std::string& prefix, std::vector<InputFile>& files) {
+  TokenArraysSplit split;
+  files.emplace_back();
+  split.inputs = read_npy((dir / (prefix + "inputs.npy")).string(), "data", &files.back());
+  files.emplace_back();
+  split.targets = read_npy((dir / (prefix + "targets.npy")).string(), "data", &files.back());
+  return split;
+}
+
+// Calls f with the elements of `a` as a pointer of their own type (int32 or int64).
+template <class F>
+decltype(auto) with_elements(const NpyArray& a, F&& f) {
+  return a.int32_values.empty() ? f(a.int64_values.data()) : f(a.int32_values.data());
+}
+
+// The checks of one split's ids: inputs >= 0, targets >= -1. Returns the largest id and whether any target is set.
+template <class In, class Target>
+std::pair<std::int64_t, bool> scan_ids(const In* inputs, const Target* targets, std::size_t N, std::size_t T,
+                                       const std::string& in_name, const std::string& target_name) {
+  std::int64_t max_id = -1;
+  bool any_target = false;
+  for (std::size_t i = 0; i < N * T; ++i) {
+    const std::int64_t x = inputs[i], y = targets[i];
+    // The common case first and branch-light: a bad id is found again below, with its place.
+    max_id = std::max({max_id, x, y});
+    any_target = any_target || y >= 0;
+    if (x < 0 || y < -1) {
+      const std::string where = " (row " + std::to_string(i / T) + ", position " + std::to_string(i % T) + ")";
+      if (x < 0) throw TaskError("data: " + in_name + " holds token id " + std::to_string(x) + where + "; ids must be >= 0");
+      throw TaskError("data: " + target_name + " holds " + std::to_string(y) + where +
+                      "; targets must be >= 0, or -1 for no loss");
+    }
+  }
+  return {max_id, any_target};
 }
 
 }  // namespace
@@ -52,11 +84,11 @@ TokenArrays::TokenArrays(TokenArraysConfig config) : config_(std::move(config)) 
   std::error_code ec;
   if (!fs::is_directory(config_.dir, ec)) throw TaskError("data: '" + config_.dir + "' is not a directory");
   const fs::path dir(config_.dir);
-  train_ = read_split(dir, "");
+  train_ = read_split(dir, "", files_);
   const bool has_eval_inputs = fs::exists(dir / "eval_inputs.npy", ec), has_eval_targets = fs::exists(dir / "eval_targets.npy", ec);
   if (has_eval_inputs != has_eval_targets)
     throw TaskError("data: " + config_.dir + " has only one of eval_inputs.npy and eval_targets.npy (give both or neither)");
-  if (has_eval_inputs) eval_ = read_split(dir, "eval_");
+  if (has_eval_inputs) eval_ = read_split(dir, "eval_", files_);
   check(config_.dir + "/");
 }
 
@@ -82,17 +114,12 @@ void TokenArrays::check(const std::string& source) {
       throw TaskError("data: " + in_name + " has sequences of " + std::to_string(T) + " tokens, the training split " +
                       std::to_string(seq_len_) + " (they must match)");
     seq_len_ = T;
-    bool any_target = false;
-    for (std::size_t i = 0; i < N * T; ++i) {
-      const std::int64_t x = split.inputs.values[i], y = split.targets.values[i];
-      auto where = [&] { return " (row " + std::to_string(i / T) + ", position " + std::to_string(i % T) + ")"; };
-      if (x < 0) throw TaskError("data: " + in_name + " holds token id " + std::to_string(x) + where() + "; ids must be >= 0");
-      if (y < -1)
-        throw TaskError("data: " + target_name + " holds " + std::to_string(y) + where() +
-                        "; targets must be >= 0, or -1 for no loss");
-      max_id = std::max({max_id, x, y});
-      any_target = any_target || y >= 0;
-    }
+    const auto [split_max, any_target] = with_elements(split.inputs, [&](const auto* inputs) {
+      return with_elements(split.targets, [&](const auto* targets) {
+        return scan_ids(inputs, targets, N, T, in_name, target_name);
+      });
+    });
+    max_id = std::max(max_id, split_max);
     if (prefix.empty() && !any_target)
       throw TaskError("data: every target in " + target_name + " is -1: there is nothing to learn");
   };
@@ -112,6 +139,11 @@ void TokenArrays::check(const std::string& source) {
     vocab_size_ = config_.vocab_size;
   }
   if (vocab_size_ < 2) throw TaskError("data: the vocabulary has " + std::to_string(vocab_size_) + " token (needs 2 or more)");
+}
+
+std::size_t TokenArrays::data_bytes() const {
+  return train_.inputs.bytes() + train_.targets.bytes() + eval_.inputs.bytes() + eval_.targets.bytes() +
+         (config_.shuffle ? rows() * sizeof(std::size_t) : 0);  // the permutation of an epoch
 }
 
 double TokenArrays::chance_loss() const { return std::log(static_cast<double>(vocab_size_)); }
@@ -146,8 +178,8 @@ Batch TokenArrays::make_batch(std::uint64_t seed, std::uint64_t index, std::size
     const auto r = static_cast<std::size_t>(position % N);
     const auto epoch = static_cast<std::uint64_t>(position / N);
     const std::size_t row = shuffle ? shuffled_row(seed, epoch, r) : r;
-    std::copy_n(s.inputs.values.data() + row * T, T, &b.inputs(k, 0));
-    std::copy_n(s.targets.values.data() + row * T, T, &b.targets(k, 0));
+    with_elements(s.inputs, [&](const auto* v) { std::copy_n(v + row * T, T, &b.inputs(k, 0)); });
+    with_elements(s.targets, [&](const auto* v) { std::copy_n(v + row * T, T, &b.targets(k, 0)); });
   }
   return b;
 }

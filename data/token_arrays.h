@@ -23,7 +23,7 @@ struct TokenArraysSplit {
 };
 
 /// Trains on the rows of DIR/inputs.npy and DIR/targets.npy: int32 or int64 arrays of shape [N, T] (any N >= 1,
-/// 1 <= T <= 65536). inputs hold token ids in [0, vocab_size); targets hold class ids in [0, vocab_size), or -1
+/// 1 <= T <= 65536), held in memory in their own element type (each file read once, in bulk). inputs hold token ids in [0, vocab_size); targets hold class ids in [0, vocab_size), or -1
 /// where the position carries no loss (at least one target must not be -1). Training batch i holds rows
 /// i*B .. (i+1)*B - 1, taken modulo N (so epochs follow each other seamlessly and a batch may straddle two).
 /// With shuffle, position p of that sequence reads row perm_e[p mod N] of epoch e = floor(p / N), where perm_e is a
@@ -44,6 +44,8 @@ class TokenArrays : public Task {
   std::size_t vocab_size() const override { return vocab_size_; }
   std::size_t seq_len() const override { return seq_len_; }
   double chance_loss() const override;
+  std::size_t data_bytes() const override;
+  std::vector<InputFile> input_files() const override { return files_; }
   bool has_eval_split() const { return !eval_.inputs.shape.empty(); }
   /// N of the training split.
   std::size_t rows() const { return train_.inputs.shape[0]; }
@@ -56,6 +58,7 @@ class TokenArrays : public Task {
 
   TokenArraysConfig config_;
   TokenArraysSplit train_, eval_;
+  std::vector<InputFile> files_;  // in the order read: inputs, targets, eval_inputs, eval_targets
   std::size_t vocab_size_ = 0, seq_len_ = 0;
   // The permutation of the last epoch asked for: batches come in order, so it is reused until the epoch ends.
   mutable std::mutex cache_mutex_;

@@ -9,7 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const xgrad::data::NpyArray a = xgrad::data::parse_npy(data, size, "fuzz");
     std::size_t count = 1;
     for (std::size_t d : a.shape) count *= d;
-    if (count != a.values.size() || (a.descr != "<i4" && a.descr != "<i8")) std::abort();
+    if (count != a.size() || (a.descr != "<i4" && a.descr != "<i8")) std::abort();
   } catch (const xgrad::data::TaskError&) {
   }
   return 0;

@@ -28,6 +28,11 @@ void set_flush_denormals(bool on);
 /// n < 1.
 void set_threads(int n);
 
+/// The CPUs this process may run on: those of its affinity mask (sched_getaffinity, which taskset, cpusets and
+/// cluster schedulers' CPU binding restrict), and no more than a cgroup v2 CPU quota (cpu.max) allows, rounded up.
+/// At least 1.
+int available_cpus();
+
 /// xgrad, compiler, xtensor, xtensor-blas, OpenBLAS (version string and core), spdlog, nlohmann-json versions;
 /// BLAS threads and xgrad's own threads.
 nlohmann::json environment_json();

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sys/wait.h>
@@ -121,6 +122,13 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"train", "--out", out, "--threads", "0"}, 2, "--threads: must be in [1, 64], got 0"},
       {{"train", "--out", out, "--seed", "-1"}, 2, "--seed: must be a whole number in [0, 18446744073709551615]"},
       {{"train", "--out", out, "--d-model", "16384", "--batch-size", "4096"}, 2, "GiB (limit 12)"},
+      // The memory refusal names the flags of what needs the memory.
+      {{"train", "--out", out, "--task", "copy", "--seq-len", "65536"}, 2,
+       "the attention scores (--batch-size x --n-heads x --seq-len^2 x --n-layers)"},
+      {{"train", "--out", out, "--task", "copy", "--n-heads", "64", "--d-k", "8192"}, 2,
+       "--n-heads x --d-k"},
+      {{"train", "--out", out, "--task", "copy", "--d-model", "16384", "--batch-size", "1", "--seq-len", "4"}, 2,
+       "the MLP weights (--n-layers x --d-model x --d-ff)"},
       {{"train", "--out", out, "--on-nan", "ignore"}, 2, "--on-nan: ignore not in {stop,skip}"},
       {{"train", "--out", out, "--checkpoint-every", "-1"}, 2, "--checkpoint-every: must be a whole number in [0, "},
       {{"train", "--out", out, "--init-from", (root / "absent.safetensors").string()}, 2, "--init-from: '" + (root / "absent.safetensors").string() + "' is not a file"},
@@ -324,4 +332,39 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
     std::ifstream in(sg + "/sweep.json");
     CHECK(nlohmann::json::parse(in).at("runs").at(0).at("status") == "failed");
   }
+}
+
+TEST_CASE("xgrad train: --threads above the CPUs this process may use is refused, naming the allowed range") {
+  // taskset gives the process one CPU, whatever the machine has; the check counts its affinity mask.
+  if (std::system("taskset -c 0 true > /dev/null 2>&1") != 0) {
+    MESSAGE("taskset cannot pin to CPU 0 here; skipped");
+    return;
+  }
+  const TempDir root("cli_threads");
+  const std::string out = (root / "run").string();
+  const std::string xgrad = std::string("taskset -c 0 ") + XGRAD_BIN + " train --steps 1 --d-model 8 --batch-size 2 --out '" + out + "'";
+  auto run_shell = [](const std::string& command) {
+    Result r;
+    FILE* pipe = ::popen((command + " 2>&1 >/dev/null").c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::array<char, 4096> buf{};
+    std::size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.stderr_text.append(buf.data(), n);
+    const int status = ::pclose(pipe);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  };
+  Result r = run_shell(xgrad + " --threads 2");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("xgrad: --threads: 2 is more than the 1 CPU this process may use (allowed: 1 to 1;") == 0);
+  CHECK(r.stderr_text.find("XGRAD_ALLOW_THREADS_ABOVE_CPUS=1") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  // The override lets it run.
+  r = run_shell("XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 " + xgrad + " --threads 2");
+  CHECK(r.code == 0);
+  CHECK(fs::exists(out + "/summary.json"));
+  // Within the range: accepted.
+  r = run_shell(xgrad + " --threads 1 --overwrite");
+  CHECK(r.code == 0);
 }

@@ -20,8 +20,11 @@
 #include "train/report/runs.h"
 #include "train/report/stats.h"
 #include "train/report/tables.h"
+#include "train/run_files.h"
+#include "train/trainer.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/run_files.h"
+#include "tests/support/tiny_run.h"
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;
@@ -284,6 +287,143 @@ TEST_CASE("mean loss (AUC), zero-gradient fractions and NaN attention columns") 
   CHECK_FALSE(cmp.arms[0].measured_from_step_0);
   CHECK(format_percent(cmp.arms[0].frac_zero_grad_w_q.mean) == "50.0%");
   CHECK(format_percent(0.0) == "0%");
+}
+
+TEST_CASE("zero-gradient fractions: summary.json and compare give the same number for an --on-nan skip run") {
+  // Unscaled attention with 100x the projection init: scores so large that the softmax is exactly one-hot in
+  // float on many steps, which passes back an exactly-zero gradient to W_q and W_k. Four steps get a NaN gradient
+  // and are skipped: they have no gradient, and neither statistic may count them.
+  const TempDir root("compare_zero_grad_skip");
+  TrainConfig c = xgrad::testing::tiny_run((root / "run").string(), 24);
+  c.scale = "none";
+  c.proj_init_gain = 100;
+  c.on_nan = "skip";
+  c.nan_gradient_steps = {2, 5, 6, 11};
+  const RunSummary trained = xgrad::train::train(c);
+  REQUIRE(trained.skipped_steps == 4);
+  std::ifstream in(root / "run" / "summary.json");
+  const RunSummary summary = RunSummary::from_json(nlohmann::json::parse(in));
+  // Some but not all finite steps had a zero gradient, so counting the skipped rows would change the fraction.
+  REQUIRE(summary.frac_zero_grad_w_q > 0);
+  REQUIRE(summary.frac_zero_grad_w_q < 1);
+
+  const Comparison cmp = analyse_dirs({(root / "run").string()});
+  REQUIRE(cmp.stats.size() == 1);
+  CHECK(cmp.stats[0].frac_zero_grad_w_q == summary.frac_zero_grad_w_q);
+  CHECK(cmp.stats[0].frac_zero_grad_w_k == summary.frac_zero_grad_w_k);
+  // metrics.csv holds the norms to 9 significant digits.
+  CHECK(cmp.stats[0].mean_grad_norm_w_q == doctest::Approx(summary.mean_grad_norm_w_q).epsilon(1e-7).scale(0));
+  CHECK(cmp.stats[0].mean_grad_norm_w_k == doctest::Approx(summary.mean_grad_norm_w_k).epsilon(1e-7).scale(0));
+  const std::string table = arm_table(cmp).text();
+  INFO(table);
+  CHECK(table.find(format_percent(summary.frac_zero_grad_w_q)) != std::string::npos);
+}
+
+namespace {
+
+// A real run of `tiny_run` (kv_recall, d_model 16) with `task` and `scale`, `steps` steps, written to `dir`.
+TrainConfig short_run(const fs::path& dir, const std::string& task, const std::string& scale, std::size_t steps = 6) {
+  TrainConfig c = xgrad::testing::tiny_run(dir.string(), steps);
+  c.task = task;
+  c.scale = scale;
+  return c;
+}
+
+std::string compare_text(const fs::path& input, std::string* report = nullptr) {
+  CompareOptions options;
+  options.inputs = {input.string()};
+  options.plots = false;
+  std::ostringstream out;
+  run_compare(options, out);
+  if (report) *report = read_text(input / "report.md");
+  return out.str();
+}
+
+}  // namespace
+
+TEST_CASE("compare shows the task of arms that differ in it, and states no scaling comparison across tasks") {
+  // The reproduction: copy unscaled and kv_recall scaled read as "64 none 2.080" and "64 sqrt_dk 0.003".
+  const TempDir root("compare_task_scale");
+  xgrad::train::train(short_run(root / "sweep" / "copy-none", "copy", "none"));
+  xgrad::train::train(short_run(root / "sweep" / "kv-sqrt", "kv_recall", "sqrt_dk"));
+  std::string md;
+  const std::string console = compare_text(root / "sweep", &md);
+  INFO(console);
+  INFO(md);
+  const Comparison cmp = analyse_dirs({(root / "sweep").string()});
+  REQUIRE(cmp.arms.size() == 2);
+  CHECK(distinguishing_keys(cmp.arms) == std::vector<std::string>{"task"});
+  CHECK(console.find("task") != std::string::npos);
+  CHECK(console.find("copy") != std::string::npos);
+  CHECK(console.find("kv_recall") != std::string::npos);
+  // Said, on the console and in report.md, instead of a comparison.
+  const std::string none_said = "no scaling comparison: no two arms differ only in scale; arms of different scales "
+                                "also differ in task";
+  CHECK(console.find(none_said) != std::string::npos);
+  CHECK(md.find(none_said) != std::string::npos);
+  CHECK(scale_sentences(cmp).empty());
+  const StoryChecks checks = story_checks(cmp);
+  CHECK(checks.holds.empty());
+  CHECK(checks.fails.empty());
+  CHECK(checks.undecided.empty());
+  CHECK(md.find("At d_k=") == std::string::npos);               // a scale sentence
+  CHECK(md.find(", unscaled vs sqrt_dk") == std::string::npos);  // a story check
+
+  // With copy scaled as well, copy is compared within copy only, and the kv_recall arm is named as having no
+  // counterpart.
+  xgrad::train::train(short_run(root / "sweep" / "copy-sqrt", "copy", "sqrt_dk"));
+  const Comparison three = analyse_dirs({(root / "sweep").string()});
+  REQUIRE(three.arms.size() == 3);
+  const auto sentences = scale_sentences(three);
+  REQUIRE(sentences.size() == 1);
+  CHECK(sentences[0].find("task=copy") != std::string::npos);
+  CHECK(sentences[0].find("kv_recall") == std::string::npos);
+  const std::string console3 = compare_text(root / "sweep", &md);
+  INFO(console3);
+  CHECK(console3.find("no scaling comparison for d_k=16 sqrt_dk adamw lr=0.003 task=kv_recall: every arm of another "
+                      "scale also differs from it in task") != std::string::npos);
+  CHECK(md.find("no scaling comparison for d_k=16 sqrt_dk adamw lr=0.003 task=kv_recall") != std::string::npos);
+
+  // Arms that differ in a setting only one of them has (the softcap scaling's cap) are not compared either, and the
+  // note names that setting.
+  xgrad::train::train(short_run(root / "capped" / "none", "kv_recall", "none"));
+  xgrad::train::train(short_run(root / "capped" / "softcap", "kv_recall", "softcap"));
+  const std::string capped = compare_text(root / "capped");
+  INFO(capped);
+  CHECK(capped.find("no scaling comparison: no two arms differ only in scale; arms of different scales also differ "
+                    "in softcap_cap") != std::string::npos);
+}
+
+TEST_CASE("arms of d_model 64 and 128 are labelled by d_model, not by the d_ff that follows from it") {
+  const TempDir root("compare_d_model");
+  for (const std::size_t d_model : {64, 128}) {
+    TrainConfig c = short_run(root / "sweep" / ("d" + std::to_string(d_model)), "kv_recall", "sqrt_dk", 2);
+    c.d_model = d_model;
+    c.d_k = 16;  // one head size: the arms differ in d_model (and the d_ff following it) only
+    xgrad::train::train(c);
+  }
+  std::string md;
+  const std::string console = compare_text(root / "sweep", &md);
+  INFO(console);
+  INFO(md);
+  const Comparison cmp = analyse_dirs({(root / "sweep").string()});
+  REQUIRE(cmp.arms.size() == 2);
+  CHECK(distinguishing_keys(cmp.arms) == std::vector<std::string>{"d_model"});
+  CHECK(arm_label(cmp.arms[0], distinguishing_keys(cmp.arms)) == "d_k=16 sqrt_dk adamw lr=0.003 d_model=64");
+  CHECK(console.find("d_model") != std::string::npos);
+  CHECK(console.find("d_ff") == std::string::npos);
+  CHECK(md.find("d_ff") == std::string::npos);
+  CHECK(md.find("d_model=128") != std::string::npos);
+
+  // A d_ff that was set (not 4 * d_model) is a setting of its own, shown when it differs.
+  TrainConfig c = short_run(root / "sweep" / "d64-ff100", "kv_recall", "sqrt_dk", 2);
+  c.d_model = 64;
+  c.d_k = 16;
+  c.d_ff = 100;
+  xgrad::train::train(c);
+  const Comparison with_ff = analyse_dirs({(root / "sweep").string()});
+  REQUIRE(with_ff.arms.size() == 3);
+  CHECK(distinguishing_keys(with_ff.arms) == std::vector<std::string>{"d_model", "d_ff"});
 }
 
 TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, initial) minus the best") {

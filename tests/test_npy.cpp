@@ -60,7 +60,8 @@ TEST_CASE("npy: reads what numpy writes (byte for byte a file from np.save)") {
   CHECK(npy(dict, raw<std::int32_t>({1, -1, 2, 3, 4, -1})) == from_numpy);
   const NpyArray a = parse_npy(from_numpy.data(), from_numpy.size(), "numpy");
   CHECK(a.shape == std::vector<std::size_t>{2, 3});
-  CHECK(a.values == std::vector<std::int64_t>{1, -1, 2, 3, 4, -1});
+  CHECK(a.int32_values == NpyValues<std::int32_t>{1, -1, 2, 3, 4, -1});
+  CHECK(a.int64_values.empty());  // int32 stays int32
   CHECK(a.descr == "<i4");
 }
 
@@ -72,16 +73,17 @@ TEST_CASE("npy: versions 2 and 3, int64, 1-d, 0-d and empty arrays, Python 2 lon
     const std::string bytes = npy(i64, values, version);
     const NpyArray a = parse_npy(bytes.data(), bytes.size(), "v");
     CHECK(a.shape == std::vector<std::size_t>{3, 2});
-    CHECK(a.values == std::vector<std::int64_t>{5, 6, 7, 8, -1, 9000000000});
+    CHECK(a.int64_values == NpyValues<std::int64_t>{5, 6, 7, 8, -1, 9000000000});
+    CHECK(a.int32_values.empty());
   }
   const std::string one_d = npy("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", raw<std::int32_t>({1, 2, 3}));
   CHECK(parse_npy(one_d.data(), one_d.size(), "1d").shape == std::vector<std::size_t>{3});
   const std::string scalar = npy("{'descr': '<i8', 'fortran_order': False, 'shape': (), }", raw<std::int64_t>({4}));
   const NpyArray s = parse_npy(scalar.data(), scalar.size(), "0d");
   CHECK(s.shape.empty());
-  CHECK(s.values == std::vector<std::int64_t>{4});
+  CHECK(s.int64_values == NpyValues<std::int64_t>{4});
   const std::string empty = npy("{'descr': '<i8', 'fortran_order': False, 'shape': (0, 5), }", "");
-  CHECK(parse_npy(empty.data(), empty.size(), "empty").values.empty());
+  CHECK(parse_npy(empty.data(), empty.size(), "empty").size() == 0);
   const std::string old = npy("{\"shape\": (2L, 1L), \"fortran_order\": False, \"descr\": \"<i4\"}", raw<std::int32_t>({1, 2}));
   CHECK(parse_npy(old.data(), old.size(), "old").shape == std::vector<std::size_t>{2, 1});
 }
@@ -145,5 +147,7 @@ TEST_CASE("npy: read_npy names missing files and directories") {
     std::ofstream out(dir / "a.npy", std::ios::binary);
     out << npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", raw<std::int32_t>({7, 8}));
   }
-  CHECK(read_npy((dir / "a.npy").string()).values == std::vector<std::int64_t>{7, 8});
+  const NpyArray a = read_npy((dir / "a.npy").string());
+  CHECK(a.int32_values == NpyValues<std::int32_t>{7, 8});
+  CHECK(a.bytes() == 8);
 }

@@ -242,3 +242,27 @@ TEST_CASE("xgrad train --task data learns a pattern from token arrays; its flags
   e.settings.set("vocab_size", 5);
   CHECK(config_error(e).find("--data: data: the files hold token id 11, not below vocab_size 5") == 0);
 }
+
+TEST_CASE("data task: int32 arrays are held as int32, and the memory estimate counts the data") {
+  const TempDir dir("npy_task_int32");
+  write_rows(dir, 7, 4);  // inputs int32, targets int64
+  TaskOptions o;
+  o.name = "data";
+  o.data_dir = dir.string();
+  const auto task = make_task(o);
+  // 4 bytes per int32 input, 8 per int64 target: nothing is widened.
+  CHECK(task->data_bytes() == 7 * 4 * 4 + 7 * 4 * 8);
+
+  train::TrainConfig c;
+  c.task = "data";
+  c.settings.set("data", dir.string());
+  const train::MemoryEstimate estimate = c.estimate_memory(*task);
+  const auto data = std::find_if(estimate.terms.begin(), estimate.terms.end(),
+                                 [](const train::MemoryTerm& t) { return t.what == "the task's data"; });
+  REQUIRE(data != estimate.terms.end());
+  CHECK(data->bytes == doctest::Approx(7 * 4 * 4 + 7 * 4 * 8));
+  CHECK(data->factors == "--data");
+  double sum = 0;
+  for (const train::MemoryTerm& t : estimate.terms) sum += t.bytes;
+  CHECK(estimate.bytes() == doctest::Approx(sum));
+}

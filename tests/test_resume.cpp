@@ -658,3 +658,39 @@ TEST_CASE("a run directory is locked while a process trains in it; a killed run 
   CHECK(s.steps_done == at);
   fs::remove_all(dir);
 }
+
+TEST_CASE("a non-finite step says what was non-finite, with its value: the gradient when the loss was finite") {
+  // A NaN gradient at a finite loss (the issue's "non-finite loss=7.4e+22" read as if the loss were the cause).
+  TrainConfig c = nan_run("nan_message_gradient");
+  c.on_nan = "skip";
+  c.nan_gradient_steps = {3};
+  {
+    LogCapture log;
+    xgrad::train::train(c);
+    INFO(log.text());
+    CHECK(log.text().find("step 3: non-finite gradient (grad_norm=nan; loss=") != std::string::npos);
+    CHECK(log.text().find(" is finite); first non-finite: gradient of blocks.0.attn.w_q.weight; step skipped") !=
+          std::string::npos);
+    CHECK(log.text().find("non-finite loss") == std::string::npos);
+  }
+  c.on_nan = "stop";
+  c.overwrite = true;
+  {
+    LogCapture log;
+    xgrad::train::train(c);
+    INFO(log.text());
+    CHECK(log.text().find("diverged at step 3: non-finite gradient (grad_norm=nan; loss=") != std::string::npos);
+  }
+  // SGD at lr 1e12 makes the loss itself NaN at step 1.
+  TrainConfig l = nan_run("nan_message_loss");
+  l.optimizer = "sgd";
+  l.lr = 1e12;
+  LogCapture log;
+  const RunSummary s = xgrad::train::train(l);
+  INFO(log.text());
+  REQUIRE(s.diverged);
+  CHECK(log.text().find("diverged at step " + std::to_string(s.diverged_step) + ": non-finite loss (loss=nan") !=
+        std::string::npos);
+  fs::remove_all(c.out);
+  fs::remove_all(l.out);
+}

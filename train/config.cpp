@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <type_traits>
 
 #include <fmt/format.h>
 
 #include "data/token_arrays.h"
+#include "platform/environment.h"
 #include "train/settings.h"
 
 namespace xgrad::train {
@@ -39,7 +41,7 @@ TrainConfig::TrainConfig() {
   for (const CoreSetting& c : core_settings()) c.set(*this, c.setting.default_value);
 }
 
-void TrainConfig::validate() const {
+std::unique_ptr<data::Task> TrainConfig::validate() const {
   for (const CoreSetting& c : core_settings()) {
     // d_k and d_ff as given (0: derived from d_model), not as config.json writes them
     const nlohmann::json value = c.setting.key == "d_k" ? nlohmann::json(d_k)
@@ -48,6 +50,14 @@ void TrainConfig::validate() const {
     const std::string error = check_setting_value(c.setting, value);
     require(error.empty(), c.setting.flag() + " " + error);
   }
+  // More threads than CPUs make every step wait for threads that cannot run (measured: 9x slower at 64 threads on
+  // 2 CPUs), and on a shared or cluster machine take CPUs that belong to others.
+  const int cpus = platform::available_cpus();
+  const char* allow = std::getenv("XGRAD_ALLOW_THREADS_ABOVE_CPUS");
+  require(threads <= static_cast<std::size_t>(cpus) || (allow && std::string(allow) == "1"),
+          fmt::format("--threads: {} is more than the {} CPU{} this process may use (allowed: 1 to {}; set "
+                      "XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 to run anyway)",
+                      threads, cpus, cpus == 1 ? "" : "s", cpus));
   // Each component must be registered, and each of the given component settings read by one of them: a flag of
   // one task given to another is a mistake, not a setting to ignore silently.
   for (const Component& component : components()) component_values(*this, component.key);
@@ -80,22 +90,66 @@ void TrainConfig::validate() const {
     require(std::filesystem::is_regular_file(init_from, ec),
             "--init-from: '" + init_from + "' is not a file (give a .safetensors checkpoint)");
   }
-  const double gib = estimated_memory_gib(t->vocab_size(), t->seq_len());
-  require(gib <= kMaxMemoryGiB, "the model and batch need about " + std::to_string(static_cast<int>(gib)) +
-                                    " GiB (limit " + std::to_string(static_cast<int>(kMaxMemoryGiB)) +
-                                    "): reduce --d-model, --d-ff, --n-layers, --batch-size or the task's vocabulary");
+  const MemoryEstimate memory = estimate_memory(*t);
+  const MemoryTerm& largest = memory.largest();
+  require(memory.gib() <= kMaxMemoryGiB,
+          fmt::format("the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}): reduce {}",
+                      memory.gib(), kMaxMemoryGiB, largest.bytes / (1024.0 * 1024 * 1024), largest.what,
+                      largest.factors, largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
+  return t;
 }
 
-double TrainConfig::estimated_memory_gib(std::size_t vocab, std::size_t T) const {
-  const double d = static_cast<double>(d_model), V = static_cast<double>(vocab), L = static_cast<double>(n_layers),
-               B = static_cast<double>(batch_size), H = static_cast<double>(n_heads), Td = static_cast<double>(T);
+double MemoryEstimate::bytes() const {
+  double sum = 0;
+  for (const MemoryTerm& t : terms) sum += t.bytes;
+  return sum;
+}
+
+const MemoryTerm& MemoryEstimate::largest() const {
+  return *std::max_element(terms.begin(), terms.end(),
+                           [](const MemoryTerm& a, const MemoryTerm& b) { return a.bytes < b.bytes; });
+}
+
+MemoryEstimate TrainConfig::estimate_memory(const data::Task& task_built) const {
+  // The flag of a task's setting where the task declares it, else the quantity's name.
+  const data::TaskEntry* entry = data::TaskRegistry::instance().find(task);
+  auto task_flag = [&](const std::string& key, const std::string& otherwise) {
+    if (entry)
+      for (const Setting& s : entry->settings)
+        if (s.key == key) return s.flag();
+    return otherwise;
+  };
+  std::string data_flags;
+  if (entry)
+    for (const Setting& s : entry->settings)
+      if (s.type == Setting::Type::path) data_flags += (data_flags.empty() ? "" : ", ") + s.flag();
+  const std::string T_flag = task_flag("seq_len", "T (the task's sequence length)");
+  const std::string V_flag = task_flag("vocab_size", "V (the task's vocabulary)");
+
+  const double d = static_cast<double>(d_model), V = static_cast<double>(task_built.vocab_size()),
+               L = static_cast<double>(n_layers), B = static_cast<double>(batch_size), H = static_cast<double>(n_heads),
+               T = static_cast<double>(task_built.seq_len());
   const double ff = mlp ? static_cast<double>(d_ff ? d_ff : 4 * d_model) : 0.0;
   const double inner = static_cast<double>(n_heads * head_size());
-  const double params = 2 * V * d + Td * d + L * (4 * d * inner + 2 * d * ff);
-  // value, gradient, two Adam moments and the pre-step copy per parameter; forward activations kept for backward,
-  // and as much again for their gradients
-  const double activations = B * Td * (L * (10 * d + 8 * inner + 4 * ff + 4 * H * Td) + 3 * V);
-  return (4.0 * 5 * params + 4.0 * 2 * activations) / (1024.0 * 1024 * 1024);
+  // Per parameter: value, gradient, two Adam moments and the pre-step copy, 4 bytes each. Per activation: the
+  // forward value kept for backward and its gradient, 4 bytes each.
+  const double per_parameter = 4.0 * 5, per_activation = 4.0 * 2;
+  MemoryEstimate m;
+  m.terms = {
+      {"the embeddings and readout", V_flag + " x --d-model", per_parameter * (2 * V * d + T * d)},
+      {"the attention weights", "--n-layers x --d-model x --n-heads x --d-k", per_parameter * L * 4 * d * inner},
+      {"the MLP weights", "--n-layers x --d-model x --d-ff", per_parameter * L * 2 * d * ff},
+      {"the residual stream", "--batch-size x " + T_flag + " x --n-layers x --d-model",
+       per_activation * B * T * L * 10 * d},
+      {"the attention activations", "--batch-size x " + T_flag + " x --n-layers x --n-heads x --d-k",
+       per_activation * B * T * L * 8 * inner},
+      {"the attention scores", "--batch-size x --n-heads x " + T_flag + "^2 x --n-layers",
+       per_activation * B * T * L * 4 * H * T},
+      {"the MLP activations", "--batch-size x " + T_flag + " x --n-layers x --d-ff", per_activation * B * T * L * 4 * ff},
+      {"the logits", "--batch-size x " + T_flag + " x " + V_flag, per_activation * B * T * 3 * V},
+      {"the task's data", data_flags.empty() ? "the task" : data_flags, static_cast<double>(task_built.data_bytes())},
+  };
+  return m;
 }
 
 std::unique_ptr<data::Task> TrainConfig::make_task() const {

@@ -20,6 +20,23 @@ class ConfigError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+/// One part of a run's memory: what holds it, the settings it grows with, and its size.
+struct MemoryTerm {
+  std::string what;     ///< "the attention scores"
+  std::string factors;  ///< the flags it is a product of: "--batch-size x --n-heads x --seq-len^2 x --n-layers"
+  double bytes = 0;
+};
+
+/// A rough upper estimate of the memory one run needs, by part: weights with their gradients, optimizer moments and
+/// pre-step copy; activations kept for backward and as much again for their gradients; the task's data.
+struct MemoryEstimate {
+  std::vector<MemoryTerm> terms;
+  double bytes() const;
+  double gib() const { return bytes() / (1024.0 * 1024 * 1024); }
+  /// The term holding the most memory.
+  const MemoryTerm& largest() const;
+};
+
 /// The settings of one training run. The core settings are typed members for the trainer to read; their declarations
 /// (flag, config.json key, type, default, range, help) are one table in settings.cpp, which also sets the defaults
 /// (the constructor), so no default is written here. The settings of the selected components (the task's, the
@@ -63,10 +80,13 @@ struct TrainConfig {
 
   /// The head size used: d_k, or d_model / n_heads when d_k is 0.
   std::size_t head_size() const { return d_k ? d_k : d_model / n_heads; }
-  /// Throws ConfigError naming the first bad flag (task settings included: the task is built once to check them).
-  void validate() const;
-  /// A rough upper estimate of the memory one run needs (parameters, optimizer state, activations), in GiB.
-  double estimated_memory_gib(std::size_t vocab_size, std::size_t seq_len) const;
+  /// Throws ConfigError naming the first bad flag. Task settings are checked by building the task (reading its
+  /// files), which is returned for the run to use, so that no file is read twice. Also refused: an estimated memory
+  /// above kMaxMemoryGiB (naming the settings of the largest part), and more threads than the CPUs this process may
+  /// use (platform::available_cpus) unless XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 is in the environment.
+  std::unique_ptr<data::Task> validate() const;
+  /// The memory a run of these settings on `task` needs (its vocabulary, sequence length and data).
+  MemoryEstimate estimate_memory(const data::Task& task) const;
   /// validate() rejects a configuration estimated above this.
   static constexpr double kMaxMemoryGiB = 12.0;
   /// The task these settings describe (data/registry.h); throws what the task's build throws.

@@ -89,11 +89,11 @@ nn::Checkpoint make_run_checkpoint(const TrainConfig& config, const nn::Attentio
       {"nonfinite", nonfinite ? "true" : "false"},
       {"config", config.to_json().dump()},
       {"progress.first_loss", exact(p.first_loss)},
-      {"progress.sum_grad_norm_w_q", exact(p.sum_grad_norm_w_q)},
-      {"progress.sum_grad_norm_w_k", exact(p.sum_grad_norm_w_k)},
-      {"progress.zero_grad_w_q", std::to_string(p.zero_grad_w_q)},
-      {"progress.zero_grad_w_k", std::to_string(p.zero_grad_w_k)},
-      {"progress.finite_steps", std::to_string(p.finite_steps)},
+      {"progress.sum_grad_norm_w_q", exact(p.gradients.sum_grad_norm_w_q)},
+      {"progress.sum_grad_norm_w_k", exact(p.gradients.sum_grad_norm_w_k)},
+      {"progress.zero_grad_w_q", std::to_string(p.gradients.zero_grad_w_q)},
+      {"progress.zero_grad_w_k", std::to_string(p.gradients.zero_grad_w_k)},
+      {"progress.finite_steps", std::to_string(p.gradients.finite_steps)},
       {"progress.skipped_steps", std::to_string(p.skipped_steps)},
       {"progress.consecutive_skips", std::to_string(p.consecutive_skips)},
       {"progress.recent_loss", exact_list(p.recent_loss)},
@@ -158,11 +158,11 @@ void restore_run_checkpoint(const nn::Checkpoint& c, const std::string& path, co
   RunProgress r;
   r.step = meta.whole("step");
   r.first_loss = meta.number("progress.first_loss");
-  r.sum_grad_norm_w_q = meta.number("progress.sum_grad_norm_w_q");
-  r.sum_grad_norm_w_k = meta.number("progress.sum_grad_norm_w_k");
-  r.zero_grad_w_q = meta.whole("progress.zero_grad_w_q");
-  r.zero_grad_w_k = meta.whole("progress.zero_grad_w_k");
-  r.finite_steps = meta.whole("progress.finite_steps");
+  r.gradients.sum_grad_norm_w_q = meta.number("progress.sum_grad_norm_w_q");
+  r.gradients.sum_grad_norm_w_k = meta.number("progress.sum_grad_norm_w_k");
+  r.gradients.zero_grad_w_q = meta.whole("progress.zero_grad_w_q");
+  r.gradients.zero_grad_w_k = meta.whole("progress.zero_grad_w_k");
+  r.gradients.finite_steps = meta.whole("progress.finite_steps");
   r.skipped_steps = meta.whole("progress.skipped_steps");
   r.consecutive_skips = meta.whole("progress.consecutive_skips");
   r.recent_loss = meta.list("progress.recent_loss");

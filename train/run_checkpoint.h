@@ -30,11 +30,7 @@ namespace xgrad::train {
 struct RunProgress {
   std::size_t step = 0;           // steps done (including skipped ones): the next step to run
   double first_loss = 0;          // loss at step 0
-  double sum_grad_norm_w_q = 0;   // over finite steps: sum of the query weights' gradient norm
-  double sum_grad_norm_w_k = 0;
-  std::size_t zero_grad_w_q = 0;  // finite steps where the query weights' gradient was exactly zero
-  std::size_t zero_grad_w_k = 0;
-  std::size_t finite_steps = 0;   // steps whose loss and gradients were finite
+  GradientStats gradients;        // over the finite steps so far
   std::size_t skipped_steps = 0;  // non-finite steps skipped under --on-nan skip
   std::size_t consecutive_skips = 0;  // non-finite steps skipped since the last finite one
   std::deque<double> recent_loss, recent_accuracy;  // the last kRecent finite steps, oldest first

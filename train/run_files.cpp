@@ -1,5 +1,6 @@
 #include "train/run_files.h"
 
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -10,6 +11,30 @@ const std::vector<std::string>& run_file_names() {
                                               kNonfiniteCheckpointFile};
   return files;
 }
+
+bool is_finite_step(double loss, double grad_norm) { return std::isfinite(loss) && std::isfinite(grad_norm); }
+
+void GradientStats::add(double loss, double grad_norm, double norm_w_q, double norm_w_k) {
+  if (!is_finite_step(loss, grad_norm)) return;
+  ++finite_steps;
+  zero_grad_w_q += norm_w_q == 0.0 ? 1 : 0;
+  zero_grad_w_k += norm_w_k == 0.0 ? 1 : 0;
+  sum_grad_norm_w_q += norm_w_q;
+  sum_grad_norm_w_k += norm_w_k;
+}
+
+namespace {
+
+double ratio(double numerator, std::size_t steps) {
+  return steps ? numerator / static_cast<double>(steps) : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace
+
+double GradientStats::frac_zero_grad_w_q() const { return ratio(static_cast<double>(zero_grad_w_q), finite_steps); }
+double GradientStats::frac_zero_grad_w_k() const { return ratio(static_cast<double>(zero_grad_w_k), finite_steps); }
+double GradientStats::mean_grad_norm_w_q() const { return ratio(sum_grad_norm_w_q, finite_steps); }
+double GradientStats::mean_grad_norm_w_k() const { return ratio(sum_grad_norm_w_k, finite_steps); }
 
 nlohmann::json RunSummary::to_json() const {
   return {{"steps_done", steps_done},

@@ -23,6 +23,32 @@ inline constexpr const char* kNonfiniteCheckpointFile = "checkpoint-nonfinite.sa
 /// The files that make a directory hold a run: config.json, metrics.csv, summary.json and both checkpoints.
 const std::vector<std::string>& run_file_names();
 
+/// True for a step whose update was applied: its loss and its global gradient norm (metrics.csv's loss and
+/// grad_norm) are finite. Under --on-nan skip the other steps are skipped; under --on-nan stop the run ends at one.
+bool is_finite_step(double loss, double grad_norm);
+
+/// The gradient statistics of the query and key weights, defined once: the trainer accumulates them for
+/// summary.json and compare recomputes them from metrics.csv, both with add(). They count finite steps only
+/// (is_finite_step): a step skipped under --on-nan skip, or the step a run diverged at, has no gradient the
+/// optimizer used.
+struct GradientStats {
+  std::size_t finite_steps = 0;
+  std::size_t zero_grad_w_q = 0;  // finite steps whose query weights' gradient (every layer) was exactly zero
+  std::size_t zero_grad_w_k = 0;  // same for the key weights
+  double sum_grad_norm_w_q = 0;   // sum over finite steps of the query weights' gradient norm
+  double sum_grad_norm_w_k = 0;
+  /// Counts the step if is_finite_step(loss, grad_norm); otherwise does nothing. norm_w_q, norm_w_k: the L2 norm of
+  /// the gradient of every layer's attn.w_q.weight (attn.w_k.weight) together, before clipping.
+  void add(double loss, double grad_norm, double norm_w_q, double norm_w_k);
+  /// Fraction of finite steps whose query (key) weights' gradient was exactly zero, in [0, 1]; NaN with no finite
+  /// step.
+  double frac_zero_grad_w_q() const;
+  double frac_zero_grad_w_k() const;
+  /// Mean over finite steps of the query (key) weights' gradient norm; NaN with no finite step.
+  double mean_grad_norm_w_q() const;
+  double mean_grad_norm_w_k() const;
+};
+
 /// What a run reports at its end: summary.json. A run that was stopped or killed has none.
 struct RunSummary {
   std::size_t steps_done = 0;
@@ -30,10 +56,10 @@ struct RunSummary {
   double first_loss = 0;       // loss at step 0
   double final_loss = 0;       // mean loss over the last min(20, steps) finite steps (nan if the run diverged)
   double final_accuracy = 0;   // mean accuracy over the same window
-  double mean_grad_norm_w_q = 0;  // mean over finite steps of the gradient norm of the query weights (all layers, L2)
-  double mean_grad_norm_w_k = 0;  // same for the key weights
-  double frac_zero_grad_w_q = 0;  // fraction of finite steps where the query weights' gradient was exactly zero
-  double frac_zero_grad_w_k = 0;  // same for the key weights
+  double mean_grad_norm_w_q = 0;  // GradientStats::mean_grad_norm_w_q: over finite steps
+  double mean_grad_norm_w_k = 0;
+  double frac_zero_grad_w_q = 0;  // GradientStats::frac_zero_grad_w_q: fraction of finite steps
+  double frac_zero_grad_w_k = 0;
   bool diverged = false;       // loss or gradient became NaN/Inf (and the run stopped there)
   long diverged_step = -1;
   std::size_t skipped_steps = 0;  // non-finite steps skipped under --on-nan skip

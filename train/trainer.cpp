@@ -75,6 +75,14 @@ std::string first_nonfinite(const NamedParameters& named) {
   return "";
 }
 
+// What made a step non-finite, with the values: the loss, or (at a finite loss) the gradient.
+std::string nonfinite_values(const StepRecord& r) {
+  auto text = [](double v) { return std::isnan(v) ? std::string("nan") : fmt::format("{:.6g}", v); };
+  if (std::isfinite(r.loss))
+    return fmt::format("non-finite gradient (grad_norm={}; loss={} is finite)", text(r.grad_norm), text(r.loss));
+  return fmt::format("non-finite loss (loss={}, grad_norm={})", text(r.loss), text(r.grad_norm));
+}
+
 // The config.json of a run being resumed, checked to describe the run `cfg` asks for; nothing if there is none.
 bool read_stored_config(const TrainConfig& cfg, TrainConfig& stored) {
   const fs::path config_path = fs::path(cfg.out) / kConfigFile;
@@ -96,7 +104,8 @@ bool read_stored_config(const TrainConfig& cfg, TrainConfig& stored) {
 // One run in progress: its directory, task, model, optimizer and running sums, with the steps of train()'s loop.
 class Run {
  public:
-  explicit Run(const TrainConfig& cfg);
+  // `built` is the task validate() built from cfg: its files are read once.
+  Run(const TrainConfig& cfg, std::unique_ptr<data::Task> built);
   StepRecord train_step(std::size_t step);
   // Adds a step to the running sums, or handles a non-finite one (skip, or stop as diverged). False: stop the run.
   bool account(const StepRecord& record, RunSummary& summary);
@@ -127,8 +136,9 @@ class Run {
   bool nonfinite_saved_ = false;
 };
 
-Run::Run(const TrainConfig& config)
-    : cfg(config), dir(config.out), name(dir.filename().string()), checkpoint_path(dir / kCheckpointFile) {
+Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
+    : cfg(config), dir(config.out), name(dir.filename().string()), checkpoint_path(dir / kCheckpointFile),
+      task(std::move(built)) {
   std::error_code ec;
   // A directory that exists is locked before anything in it is read: a second process is told so, whatever else
   // it would be refused for.
@@ -139,7 +149,6 @@ Run::Run(const TrainConfig& config)
   platform::set_threads(cfg.threads);
   platform::set_flush_denormals(cfg.flush_denormals);
 
-  task = cfg.make_task();
   model = std::make_unique<nn::AttentionModel>(model_config(cfg, *task), cfg.seed);
   named = model->named_parameters();
   opt = nn::make_optimizer(cfg.optimizer, model->parameters(), cfg.lr, component_values(cfg, "optimizer"));
@@ -260,7 +269,7 @@ StepRecord Run::train_step(std::size_t step) {
     sum_squares += r.grad_norms.back() * r.grad_norms.back();
   }
   r.grad_norm = std::sqrt(sum_squares);
-  r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
+  r.finite = is_finite_step(r.loss, r.grad_norm);
   if (r.finite) {
     nn::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
   } else {
@@ -280,19 +289,15 @@ StepRecord Run::train_step(std::size_t step) {
 bool Run::account(const StepRecord& r, RunSummary& summary) {
   if (r.step == 0) progress.first_loss = r.loss;
   summary.steps_done = r.step + 1;
+  double wq = 0, wk = 0;
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const double square = r.grad_norms[i] * r.grad_norms[i];
+    if (metrics_columns::is_query_weight(named[i].first)) wq += square;
+    if (metrics_columns::is_key_weight(named[i].first)) wk += square;
+  }
+  progress.gradients.add(r.loss, r.grad_norm, std::sqrt(wq), std::sqrt(wk));
   if (r.finite) {
     progress.consecutive_skips = 0;
-    double wq = 0, wk = 0;
-    for (std::size_t i = 0; i < named.size(); ++i) {
-      const double square = r.grad_norms[i] * r.grad_norms[i];
-      if (metrics_columns::is_query_weight(named[i].first)) wq += square;
-      if (metrics_columns::is_key_weight(named[i].first)) wk += square;
-    }
-    progress.sum_grad_norm_w_q += std::sqrt(wq);
-    progress.sum_grad_norm_w_k += std::sqrt(wk);
-    progress.zero_grad_w_q += wq == 0.0 ? 1 : 0;
-    progress.zero_grad_w_k += wk == 0.0 ? 1 : 0;
-    ++progress.finite_steps;
     progress.recent_loss.push_back(r.loss);
     progress.recent_accuracy.push_back(r.accuracy);
     if (progress.recent_loss.size() > RunProgress::kRecent) {
@@ -313,8 +318,7 @@ bool Run::account(const StepRecord& r, RunSummary& summary) {
     ++progress.skipped_steps;
     ++progress.consecutive_skips;
     progress.step = r.step + 1;
-    spdlog::warn("[{}] step {}: non-finite loss={} grad_norm={}; {}; step skipped (--on-nan skip)", name, r.step,
-                 r.loss, r.grad_norm, where);
+    spdlog::warn("[{}] step {}: {}; {}; step skipped (--on-nan skip)", name, r.step, nonfinite_values(r), where);
     return true;
   }
   summary.diverged = true;
@@ -323,9 +327,9 @@ bool Run::account(const StepRecord& r, RunSummary& summary) {
                           : weight_broken      ? " (a weight is non-finite: skipping cannot recover)"
                                                : " (" + std::to_string(kMaxConsecutiveSkips) +
                                                 " non-finite steps in a row: skipping does not recover)";
-  spdlog::warn("[{}] diverged at step {}: loss={} grad_norm={}; {}; stopping{} (every row so far is in metrics.csv, "
-               "the state before this step in {})",
-               name, r.step, r.loss, r.grad_norm, where, why, (dir / kNonfiniteCheckpointFile).string());
+  spdlog::warn("[{}] diverged at step {}: {}; {}; stopping{} (every row so far is in metrics.csv, the state before "
+               "this step in {})",
+               name, r.step, nonfinite_values(r), where, why, (dir / kNonfiniteCheckpointFile).string());
   return false;
 }
 
@@ -344,12 +348,11 @@ RunSummary Run::finish(RunSummary summary) {
     summary.wall_seconds = progress.wall_seconds + session_seconds();
     return summary;
   }
-  const double n = static_cast<double>(progress.finite_steps);
   summary.first_loss = progress.first_loss;
-  summary.mean_grad_norm_w_q = progress.sum_grad_norm_w_q / n;
-  summary.mean_grad_norm_w_k = progress.sum_grad_norm_w_k / n;
-  summary.frac_zero_grad_w_q = static_cast<double>(progress.zero_grad_w_q) / n;
-  summary.frac_zero_grad_w_k = static_cast<double>(progress.zero_grad_w_k) / n;
+  summary.mean_grad_norm_w_q = progress.gradients.mean_grad_norm_w_q();
+  summary.mean_grad_norm_w_k = progress.gradients.mean_grad_norm_w_k();
+  summary.frac_zero_grad_w_q = progress.gradients.frac_zero_grad_w_q();
+  summary.frac_zero_grad_w_k = progress.gradients.frac_zero_grad_w_k();
   summary.skipped_steps = progress.skipped_steps;
   // The last min(20, steps) finite steps, summed oldest first.
   const std::size_t window = std::min<std::size_t>({RunProgress::kRecent, cfg.steps, progress.recent_loss.size()});
@@ -370,8 +373,7 @@ RunSummary Run::finish(RunSummary summary) {
 void request_stop(int signal) noexcept { g_stop_signal.store(signal); }
 
 RunSummary train(const TrainConfig& cfg) {
-  cfg.validate();
-  Run run(cfg);
+  Run run(cfg, cfg.validate());
   StepMetrics metrics(*run.model, *run.task, cfg);
   const std::unique_ptr<MetricsLog> log = open_metrics(run.dir, metrics.columns(), cfg.resume, run.progress.step);
   run.log_start();

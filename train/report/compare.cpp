@@ -42,6 +42,7 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
 
   out << c.runs.size() << " runs in " << c.arms.size() << " arms\n\n" << arm_table(c).text();
   const Table lr = lr_table(c);
+  for (const auto& line : no_scaling_comparison_notes(c)) out << line << "\n";
   if (!lr.rows.empty()) out << "\nLR sensitivity (Wortsman et al. 2023, sec. 3.2):\n" << lr.text();
   for (const auto& run : c.runs)
     if (run.incomplete) out << "incomplete: " << run.dir << " (" << run.incomplete_reason << ")\n";

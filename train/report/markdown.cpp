@@ -25,20 +25,18 @@ struct ScalePair {
 
 std::vector<ScalePair> scale_pairs(const Comparison& c) {
   const auto extra = distinguishing_keys(c.arms);
-  std::map<std::string, std::vector<const ArmStats*>> groups;
-  std::vector<std::string> order;
-  for (const ArmStats& arm : c.arms) {
-    const std::string key = key_without(arm.settings, {"scale"});
-    if (groups.find(key) == groups.end()) order.push_back(key);
-    groups[key].push_back(&arm);  // arms are sorted with the unscaled reference first within equal other settings
-  }
   std::vector<ScalePair> pairs;
-  for (const auto& key : order) {
-    const auto& members = groups[key];
-    for (std::size_t i = 1; i < members.size(); ++i)
-      pairs.push_back({members[0], members[i], arm_label(*members[0], extra, {"scale"})});
+  for (const ScaleGroup& g : scale_groups(c.arms)) {
+    const ArmStats& ref = c.arms[g.arms.front()];  // the unscaled reference when the group has one
+    for (std::size_t i = 1; i < g.arms.size(); ++i)
+      pairs.push_back({&ref, &c.arms[g.arms[i]], arm_label(ref, extra, {"scale"})});
   }
   return pairs;
+}
+
+// LR groups whose arms differ in nothing but scale and lr are compared across scalings.
+std::string lr_group_key(const Comparison& c, const LrGroup& g) {
+  return key_without(c.arms[g.arms.front()].settings, {"scale", "lr"});
 }
 
 std::string mode_name(const ArmStats& arm) { return is_reference_scale(arm.scale()) ? "unscaled" : arm.scale(); }
@@ -163,7 +161,7 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
   std::map<std::string, std::vector<const LrGroup*>> by_rest;
   std::vector<std::string> order;
   for (const LrGroup& g : c.lr_groups) {
-    const std::string key = key_without(c.arms[g.arms.front()].settings, {"scale", "lr"});
+    const std::string key = lr_group_key(c, g);
     if (by_rest.find(key) == by_rest.end()) order.push_back(key);
     by_rest[key].push_back(&g);
   }
@@ -181,6 +179,24 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
                                                                         {"scale", "lr"}),
                               join(parts, " vs ")));
   }
+  return out;
+}
+
+std::vector<std::string> no_scaling_comparison_notes(const Comparison& c) {
+  const std::vector<UnpairedScaleArm> unpaired = unpaired_scale_arms(c.arms);
+  if (unpaired.empty()) return {};
+  if (scale_pairs(c).empty()) {
+    std::set<std::string> all;
+    for (const auto& u : unpaired) all.insert(u.differs_in.begin(), u.differs_in.end());
+    const std::vector<std::string> ordered = in_setting_order(c.arms, all);
+    return {"no scaling comparison: no two arms differ only in scale; arms of different scales also differ in " +
+            join(ordered, ", ")};
+  }
+  const auto extra = distinguishing_keys(c.arms);
+  std::vector<std::string> out;
+  for (const auto& u : unpaired)
+    out.push_back(fmt::format("no scaling comparison for {}: every arm of another scale also differs from it in {}",
+                              arm_label(c.arms[u.arm], extra), join(u.differs_in, ", ")));
   return out;
 }
 
@@ -298,8 +314,7 @@ StoryChecks story_checks(const Comparison& c) {
     if (!is_reference_scale(rf.scale())) continue;
     for (const LrGroup& go : c.lr_groups) {
       const ArmStats& of = c.arms[go.arms.front()];
-      if (&go == &gr || key_without(of.settings, {"scale", "lr"}) != key_without(rf.settings, {"scale", "lr"}))
-        continue;
+      if (&go == &gr || lr_group_key(c, go) != lr_group_key(c, gr)) continue;
       const std::string head = fmt::format("{}, unscaled vs {}: ", arm_label(rf, extra, {"scale", "lr"}), of.scale());
       const std::string nums = fmt::format("LR sensitivity {} vs {}", format_number(gr.sensitivity),
                                            format_number(go.sensitivity));
@@ -351,7 +366,8 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
         "did and \"never\" that none did. *mean loss (AUC)* is the mean loss over all steps: the area under the "
         "loss curve divided by its length, so runs of equal length compare. *zero-grad W_q / W_k* is the fraction "
         "of steps at which the gradient of every layer's query (key) weights was exactly zero — what a fully "
-        "saturated softmax passes back. *LR sensitivity* (Wortsman et al. 2023, \"Small-scale proxies for "
+        "saturated softmax passes back — counted, like the mean gradient norms and as in summary.json, over the "
+        "steps whose loss and gradient norm were finite (a step skipped under --on-nan skip has no gradient). *LR sensitivity* (Wortsman et al. 2023, \"Small-scale proxies for "
         "large-scale Transformer training instabilities\", sec. 3.2) is, over arms that differ only in learning "
         "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
         "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
@@ -373,8 +389,11 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
 
   md += "## Scale modes compared, per d_k\n\n";
   const auto sentences = scale_sentences(c);
-  if (sentences.empty()) md += "No two arms differ only in scale mode, so there is no scaled-vs-unscaled comparison.\n";
+  const auto unpaired = no_scaling_comparison_notes(c);
+  if (sentences.empty() && unpaired.empty())
+    md += "Every arm has the same scale mode, so there is no scaled-vs-unscaled comparison.\n";
   for (const auto& s : sentences) md += "- " + s + "\n";
+  for (const auto& s : unpaired) md += "- " + s + ".\n";
   md += "\n";
 
   md += "## Where the usual story holds, and where it does not\n\n"

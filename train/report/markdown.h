@@ -16,6 +16,12 @@ namespace xgrad::train {
 /// steps to the thresholds, W_q / W_k gradient norms, zero-gradient steps and divergence.
 std::vector<std::string> scale_sentences(const Comparison& c);
 
+/// Where compare makes no scaling comparison although arms of several scale modes were read (unpaired_scale_arms):
+/// "no scaling comparison: no two arms differ only in scale; arms of different scales also differ in task" when no
+/// arm has a counterpart, else one "no scaling comparison for <arm>: every arm of another scale also differs from it
+/// in <settings>" per arm without one. Empty when every arm has a counterpart or all share one scale mode.
+std::vector<std::string> no_scaling_comparison_notes(const Comparison& c);
+
 /// The usual story: unscaled attention at large d_k starts saturated (lower entropy), passes less gradient to
 /// W_q and W_k, trains worse (higher final loss, reaches the thresholds later or never), is more sensitive to the
 /// learning rate, while scaled runs do not diverge. Each check compares an unscaled arm with an arm that differs

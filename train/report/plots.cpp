@@ -56,7 +56,8 @@ const std::vector<FigureSpec>& figure_specs() {
   static const std::vector<FigureSpec> specs{
       {Kind::loss, "loss", "Training loss by step; thin lines: each run, thick: mean over seeds",
        "loss (nats, log scale)", true,
-       "One panel per d_k (and per optimizer and learning rate when several were run), scale modes in colour "
+       "One panel per group of arms identical in every setting but the scale mode (per d_k, and per any other "
+       "setting that differs, named in the panel title), scale modes in colour "
        "(red: unscaled, blue: sqrt_dk). Thin lines are single runs, thick lines the mean over seeds. A cross marks "
        "where a run diverged (at its last loss, or at the top of the axis); the dotted line is the loss threshold"},
       {Kind::grad_norm, "grad_norm",
@@ -340,8 +341,8 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
       d.files["runs"] = stem + "runs.dat";
   }
 
-  // Panels: arms that differ only in scale mode, so each panel is a scaled-vs-unscaled comparison; each d_k
-  // starts a new row. Titles leave out the settings every arm shares.
+  // Panels: arms that differ only in scale mode (scale_groups), so each panel is a scaled-vs-unscaled comparison;
+  // each d_k starts a new row. Titles leave out the settings every arm shares.
   std::vector<std::string> omit{"scale"};
   for (const std::string key : {"optimizer", "lr"}) {
     bool same = true;
@@ -350,11 +351,9 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
   }
   const auto extra = distinguishing_keys(c.arms);
   std::vector<Panel> panels;
-  std::map<std::string, std::size_t> panel_of_key;
-  for (std::size_t a = 0; a < c.arms.size(); ++a) {
-    const auto [it, inserted] = panel_of_key.emplace(key_without(c.arms[a].settings, {"scale"}), panels.size());
-    if (inserted) panels.push_back({arm_label(c.arms[a], extra, omit), c.arms[a].d_k(), {}});
-    panels[it->second].arms.push_back(a);
+  for (const ScaleGroup& g : scale_groups(c.arms)) {
+    const ArmStats& first = c.arms[g.arms.front()];
+    panels.push_back({arm_label(first, extra, omit), first.d_k(), g.arms});
   }
   std::stable_sort(panels.begin(), panels.end(), [](const Panel& x, const Panel& y) { return x.d_k < y.d_k; });
   std::map<std::size_t, std::size_t> per_d_k;

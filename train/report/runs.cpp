@@ -100,7 +100,9 @@ void read_series(const fs::path& path, RunRecord& run) {
     s.grad_norm_w_k.push_back(combined_norm(cells, wk));
     s.entropy.push_back(finite_mean(cells, entropy));
     s.score_std.push_back(finite_mean(cells, score_std));
-    last_row_finite = std::isfinite(cells[loss_col]) && (grad_col == absent || std::isfinite(cells[grad_col]));
+    const double grad_norm = grad_col == absent ? 0.0 : cells[grad_col];
+    run.gradients.add(cells[loss_col], grad_norm, s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
+    last_row_finite = is_finite_step(cells[loss_col], grad_norm);
   }
   if (reader.cut()) add_reason(run, "metrics.csv row " + std::to_string(reader.rows()) + " cut short (dropped)");
   // Without summary.json, a run whose last row is non-finite stopped there: the trainer's default (--on-nan stop)

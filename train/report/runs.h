@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/run_files.h"
+
 namespace xgrad::train {
 
 /// The per-step series of one run, one entry per metrics.csv row, in file order. NaN where the CSV holds nan or
@@ -34,6 +36,8 @@ struct RunRecord {
   std::string incomplete_reason;   // why, for the report ("" when complete)
   std::size_t steps_planned = 0;   // config "steps"
   bool has_w_q = false, has_w_k = false;  // metrics.csv has grad_norm/...attn.w_q.weight (resp. w_k) columns
+  GradientStats gradients;         // over the finite rows of metrics.csv, as the trainer counts for summary.json
+                                   // (without a grad_norm column, the loss alone says whether a row is finite)
   RunSeries series;
 };
 

@@ -1,7 +1,5 @@
 #include "train/report/stats.h"
 
-#include "train/settings.h"
-
 #include <algorithm>
 #include <map>
 #include <set>
@@ -9,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "nn/scaling.h"
+#include "train/config.h"
+#include "train/settings.h"
 
 namespace xgrad::train {
 
@@ -38,13 +38,6 @@ long first_step(const std::vector<double>& values, const std::vector<double>& st
   return -1;
 }
 
-double zero_fraction(const std::vector<double>& norms) {
-  if (norms.empty()) return kNoValue;
-  std::size_t zeros = 0;
-  for (double n : norms) zeros += n == 0.0 ? 1 : 0;
-  return static_cast<double>(zeros) / static_cast<double>(norms.size());
-}
-
 // Report order of the scalings: the unscaled reference first (the report compares the others with it), then the
 // registry's order, then names this build does not know.
 std::size_t scale_rank(const std::string& scale) {
@@ -55,6 +48,75 @@ std::size_t scale_rank(const std::string& scale) {
 double number_or_nan(const nlohmann::json& j, const std::string& key) {
   const auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : kNoValue;
+}
+
+// Settings whose default follows from other settings (d_ff: 4 * d_model). d_k also follows from d_model and
+// n_heads by default, but it is the setting every table shows.
+const std::vector<std::string>& derived_by_default() {
+  static const std::vector<std::string> keys{"d_ff"};
+  return keys;
+}
+
+// True when the arm's `key` holds the value it takes when not given: a value that follows from the others.
+bool holds_derived_default(const nlohmann::json& settings, const std::string& key) {
+  const auto it = settings.find(key);
+  if (it == settings.end()) return false;
+  nlohmann::json given = settings;
+  given.erase(key);
+  given.erase("chance_loss");  // added by arm_settings, not a setting
+  given["config_version"] = kConfigVersion;
+  try {
+    return TrainConfig::from_json(given, "compare").to_json().value(key, nlohmann::json()) == *it;
+  } catch (const std::exception&) {
+    return false;  // settings of a build this one cannot read: the value is shown
+  }
+}
+
+// A derived setting in which the arms differ only through what it follows from: every arm holds its default.
+bool follows_in_every_arm(const std::vector<const nlohmann::json*>& settings, const std::string& key) {
+  if (std::find(derived_by_default().begin(), derived_by_default().end(), key) == derived_by_default().end())
+    return false;
+  for (const nlohmann::json* s : settings)
+    if (s->contains(key) && !holds_derived_default(*s, key)) return false;
+  return true;
+}
+
+// Every key of `settings`, in the order tables list them: the settings that change what is learned first (task,
+// model size), then the rest alphabetically. chance_loss follows from the task's settings and is left out.
+std::vector<std::string> ordered_keys(const std::vector<const nlohmann::json*>& settings) {
+  static const std::vector<std::string> priority{"task",       "d_model",  "d_k",      "scale",      "optimizer",
+                                                 "lr",         "n_heads",  "n_layers", "steps",      "batch_size",
+                                                 "mlp",        "layer_norm", "residual"};
+  std::set<std::string> rest;
+  for (const nlohmann::json* s : settings)
+    for (const auto& item : s->items())
+      if (item.key() != "chance_loss" && std::find(priority.begin(), priority.end(), item.key()) == priority.end())
+        rest.insert(item.key());
+  std::vector<std::string> keys = priority;
+  keys.insert(keys.end(), rest.begin(), rest.end());
+  return keys;
+}
+
+// The keys (ordered_keys) whose values are not all the same in `settings`, derived ones that follow in every arm
+// left out. A setting only some arms' components read (momentum for sgd) differs only if those arms disagree: the
+// component that reads it is itself a differing setting.
+std::vector<std::string> differing_keys(const std::vector<const nlohmann::json*>& settings) {
+  std::vector<std::string> out;
+  for (const auto& k : ordered_keys(settings)) {
+    std::set<std::string> values;
+    for (const nlohmann::json* s : settings) {
+      const auto it = s->find(k);
+      if (it != s->end()) values.insert(it->dump());
+    }
+    if (values.size() > 1 && !follows_in_every_arm(settings, k)) out.push_back(k);
+  }
+  return out;
+}
+
+std::vector<const nlohmann::json*> settings_of(const std::vector<ArmStats>& arms) {
+  std::vector<const nlohmann::json*> out;
+  for (const ArmStats& arm : arms) out.push_back(&arm.settings);
+  return out;
 }
 
 }  // namespace
@@ -83,12 +145,12 @@ RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_
     r.step_to_loss = first_step(s.loss, s.step, window, [&](double m) { return m <= loss_threshold; });
   r.step_to_accuracy = first_step(s.accuracy, s.step, window, [&](double m) { return m >= accuracy_threshold; });
   if (run.has_w_q) {
-    r.frac_zero_grad_w_q = zero_fraction(s.grad_norm_w_q);
-    r.mean_grad_norm_w_q = finite_mean(s.grad_norm_w_q);
+    r.frac_zero_grad_w_q = run.gradients.frac_zero_grad_w_q();
+    r.mean_grad_norm_w_q = run.gradients.mean_grad_norm_w_q();
   }
   if (run.has_w_k) {
-    r.frac_zero_grad_w_k = zero_fraction(s.grad_norm_w_k);
-    r.mean_grad_norm_w_k = finite_mean(s.grad_norm_w_k);
+    r.frac_zero_grad_w_k = run.gradients.frac_zero_grad_w_k();
+    r.mean_grad_norm_w_k = run.gradients.mean_grad_norm_w_k();
   }
   for (std::size_t i = 0; i < rows; ++i)
     if (std::isfinite(s.entropy[i])) {
@@ -314,30 +376,64 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
 
 std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms) {
   // Every setting whose value is not the same in all arms, so that no row reads as a comparison of scalings between
-  // arms that differ in something else (task, d_model, ...). chance_loss follows from the settings.
-  static const std::vector<std::string> fixed{"d_k", "scale", "optimizer", "lr", "chance_loss"};
-  static const std::vector<std::string> priority{"task",       "d_model",  "n_heads",  "n_layers", "steps",
-                                                 "batch_size", "mlp",      "layer_norm", "residual"};
-  std::vector<std::string> candidates = priority;
-  std::set<std::string> rest;
-  for (const ArmStats& arm : arms)
-    for (const auto& item : arm.settings.items())
-      if (std::find(fixed.begin(), fixed.end(), item.key()) == fixed.end() &&
-          std::find(priority.begin(), priority.end(), item.key()) == priority.end())
-        rest.insert(item.key());
-  candidates.insert(candidates.end(), rest.begin(), rest.end());
+  // arms that differ in something else (task, d_model, ...).
+  static const std::vector<std::string> fixed{"d_k", "scale", "optimizer", "lr"};
   std::vector<std::string> extra;
-  for (const auto& k : candidates) {
-    std::set<std::string> values;
-    for (const ArmStats& arm : arms) {
-      // A setting only some arms' components read (momentum for sgd) differs only if those arms disagree: the
-      // component that reads it is itself a differing setting.
-      const auto it = arm.settings.find(k);
-      if (it != arm.settings.end()) values.insert(it->dump());
-    }
-    if (values.size() > 1) extra.push_back(k);
-  }
+  for (const auto& k : differing_keys(settings_of(arms)))
+    if (std::find(fixed.begin(), fixed.end(), k) == fixed.end()) extra.push_back(k);
   return extra;
+}
+
+std::vector<std::string> settings_differing(const nlohmann::json& a, const nlohmann::json& b) {
+  return differing_keys({&a, &b});
+}
+
+std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, const std::set<std::string>& keys) {
+  std::vector<std::string> out;
+  for (const auto& k : ordered_keys(settings_of(arms)))
+    if (keys.count(k)) out.push_back(k);
+  return out;
+}
+
+std::vector<ScaleGroup> scale_groups(const std::vector<ArmStats>& arms) {
+  std::map<std::string, std::size_t> group_of_key;
+  std::vector<ScaleGroup> groups;
+  for (std::size_t a = 0; a < arms.size(); ++a) {
+    const auto [it, inserted] = group_of_key.emplace(key_without(arms[a].settings, {"scale"}), groups.size());
+    if (inserted) groups.emplace_back();
+    groups[it->second].arms.push_back(a);
+  }
+  return groups;
+}
+
+std::vector<UnpairedScaleArm> unpaired_scale_arms(const std::vector<ArmStats>& arms) {
+  std::vector<UnpairedScaleArm> out;
+  for (const ScaleGroup& g : scale_groups(arms)) {
+    if (g.arms.size() > 1) continue;
+    const std::size_t a = g.arms.front();
+    // The nearest arms of another scale: those differing from this one in the fewest other settings.
+    std::vector<std::vector<std::string>> nearest;
+    for (std::size_t b = 0; b < arms.size(); ++b) {
+      if (arms[b].scale() == arms[a].scale()) continue;
+      std::vector<std::string> keys = settings_differing(arms[a].settings, arms[b].settings);
+      keys.erase(std::remove(keys.begin(), keys.end(), "scale"), keys.end());
+      // Nothing else differs in value: the arms differ in settings only one of them has (those of its scale mode,
+      // softcap_cap).
+      if (keys.empty())
+        for (const auto& [mine, other] : {std::make_pair(&arms[a].settings, &arms[b].settings),
+                                          std::make_pair(&arms[b].settings, &arms[a].settings)})
+          for (const auto& item : mine->items())
+            if (item.key() != "chance_loss" && !other->contains(item.key())) keys.push_back(item.key());
+      if (!nearest.empty() && keys.size() > nearest.front().size()) continue;
+      if (!nearest.empty() && keys.size() < nearest.front().size()) nearest.clear();
+      nearest.push_back(std::move(keys));
+    }
+    if (nearest.empty()) continue;  // every arm has this arm's scale: nothing to compare it with
+    std::set<std::string> keys;
+    for (const auto& n : nearest) keys.insert(n.begin(), n.end());
+    out.push_back({a, in_setting_order(arms, keys)});
+  }
+  return out;
 }
 
 }  // namespace xgrad::train

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,8 @@ namespace xgrad::train {
 
 constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 
-/// What one run measured. Losses in nats. A "row" is one metrics.csv row (one optimizer step).
+/// What one run measured. Losses in nats. A "row" is one metrics.csv row (one step); a "finite row" one whose update
+/// was applied (is_finite_step, train/run_files.h): not a step skipped under --on-nan skip nor one a run diverged at.
 struct RunStats {
   double initial_loss = kNoValue;     // loss at the first row
   double final_loss = kNoValue;       // mean loss over the last min(20, rows) rows (as summary.json); NaN if diverged
@@ -24,9 +26,11 @@ struct RunStats {
   long step_to_loss = -1;             // first step whose trailing mean loss over `window` rows is <= the threshold;
                                       // -1: never
   long step_to_accuracy = -1;         // same for accuracy >= its threshold
-  double frac_zero_grad_w_q = kNoValue;  // fraction of rows where every W_q gradient norm is exactly 0
+  // RunRecord::gradients: over the finite rows, the numbers summary.json holds (GradientStats); NaN without W_q
+  // (W_k) columns.
+  double frac_zero_grad_w_q = kNoValue;  // fraction of finite rows where every W_q gradient norm is exactly 0
   double frac_zero_grad_w_k = kNoValue;  // same for W_k
-  double mean_grad_norm_w_q = kNoValue;  // mean over rows of the W_q gradient norm (all layers, L2)
+  double mean_grad_norm_w_q = kNoValue;  // mean over finite rows of the W_q gradient norm (all layers, L2)
   double mean_grad_norm_w_k = kNoValue;
   double entropy_first = kNoValue, entropy_last = kNoValue;      // first/last measured first-layer entropy (nats)
   double score_std_first = kNoValue, score_std_last = kNoValue;  // first/last measured first-layer score std
@@ -122,10 +126,35 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
 /// objective is min(final loss, initial loss)). NaN entries are skipped; NaN for fewer than 2 finite entries.
 double lr_sensitivity(const std::vector<double>& objective);
 
-/// Settings beyond d_k, scale, optimizer and lr needed to tell the arms apart (in a fixed order of importance:
-/// task, n_heads, n_layers, steps, batch_size, mlp, layer_norm, residual, then the rest alphabetically), each added
-/// only if it separates arms the earlier ones did not.
+/// Every setting beyond d_k, scale, optimizer and lr whose value is not the same in all arms (in a fixed order of
+/// importance: task, d_model, n_heads, n_layers, steps, batch_size, mlp, layer_norm, residual, then the rest
+/// alphabetically): a table or label that shows them never presents arms differing in, say, the task as differing
+/// in scale only. A setting whose default follows from others (d_ff: 4 * d_model) is left out when every arm holds
+/// that default: the setting it follows from is shown instead.
 std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms);
+
+/// The settings (arm_settings keys, in distinguishing_keys' order, d_k, scale, optimizer and lr included) whose
+/// values differ between two arms; a derived setting that holds its default in both is left out.
+std::vector<std::string> settings_differing(const nlohmann::json& a, const nlohmann::json& b);
+
+/// `keys` in the order distinguishing_keys and settings_differing list settings of `arms`.
+std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, const std::set<std::string>& keys);
+
+/// Arms identical in every setting but scale (and seed, which makes them arms): the only arms compare contrasts
+/// scalings between. Arms in `arms` order, so the unscaled reference comes first (analyse_runs sorts them so).
+struct ScaleGroup {
+  std::vector<std::size_t> arms;  // indices into the arms
+};
+std::vector<ScaleGroup> scale_groups(const std::vector<ArmStats>& arms);
+
+/// An arm alone in its scale group while arms of another scale exist: compare states no scaling comparison for it.
+/// `differs_in`: the settings besides scale in which the nearest arms of another scale (those differing in the
+/// fewest settings) differ from it, in distinguishing_keys' order.
+struct UnpairedScaleArm {
+  std::size_t arm = 0;  // index into the arms
+  std::vector<std::string> differs_in;
+};
+std::vector<UnpairedScaleArm> unpaired_scale_arms(const std::vector<ArmStats>& arms);
 
 /// "0.003", "true", "kv_recall": a setting as a table cell.
 std::string setting_text(const nlohmann::json& settings, const std::string& key);

@@ -1,0 +1,111 @@
+#include "data/input_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// Header-only: no library to link, for xgrad or for what builds against an installed xgrad.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "data/task.h"
+
+namespace xgrad::data {
+
+nlohmann::json InputFile::to_json() const {
+  return {{"setting", setting}, {"path", path}, {"size", size}, {"xxh3", hash_text(xxh3)}};
+}
+
+InputFile InputFile::from_json(const nlohmann::json& j) {
+  auto field = [&](const char* key) -> const nlohmann::json& {
+    if (!j.is_object() || !j.contains(key)) throw std::invalid_argument(std::string("no '") + key + "'");
+    return j.at(key);
+  };
+  InputFile f;
+  if (!field("setting").is_string() || !field("path").is_string() || !field("size").is_number_unsigned() ||
+      !field("xxh3").is_string())
+    throw std::invalid_argument("setting, path, xxh3 must be strings and size a whole number");
+  f.setting = j.at("setting").get<std::string>();
+  f.path = j.at("path").get<std::string>();
+  f.size = j.at("size").get<std::uint64_t>();
+  const std::string hex = j.at("xxh3").get<std::string>();
+  if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw std::invalid_argument("xxh3 is not 16 hex digits");
+  f.xxh3 = std::stoull(hex, nullptr, 16);
+  return f;
+}
+
+std::string hash_text(std::uint64_t hash) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hash));
+  return buf;
+}
+
+struct ContentHash::State {
+  XXH3_state_t xxh;
+};
+
+ContentHash::ContentHash() : state_(std::make_unique<State>()) { XXH3_64bits_reset(&state_->xxh); }
+ContentHash::~ContentHash() = default;
+void ContentHash::update(const void* data, std::size_t size) { XXH3_64bits_update(&state_->xxh, data, size); }
+std::uint64_t ContentHash::digest() const { return XXH3_64bits_digest(&state_->xxh); }
+
+InputReader::InputReader(const std::string& path, const std::string& setting, const std::string& what)
+    : setting_(setting), path_(std::filesystem::absolute(path).lexically_normal().string()), what_(what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) throw TaskError(what_ + " does not exist");
+    throw TaskError(what_ + " cannot be read: " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) throw TaskError(what_ + " is a directory, not a file");
+  // A device or pipe (/dev/zero, /dev/stdin) would be read without end.
+  if (!S_ISREG(st.st_mode)) throw TaskError(what_ + " is not a regular file");
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw TaskError(what_ + " cannot be opened: " + std::strerror(errno));
+  if (::fstat(fd_, &st) != 0) throw TaskError(what_ + " cannot be read: " + std::strerror(errno));
+  size_ = static_cast<std::uint64_t>(st.st_size);
+  ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+}
+
+InputReader::~InputReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void InputReader::read(void* out, std::size_t n) {
+  // Pieces small enough to be hashed while still in cache.
+  constexpr std::size_t kPiece = std::size_t(4) << 20;
+  auto* p = static_cast<unsigned char*>(out);
+  while (n > 0) {
+    const ssize_t got = ::read(fd_, p, std::min(n, kPiece));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw TaskError(what_ + " cannot be read: " + std::strerror(errno));
+    }
+    if (got == 0)
+      throw TaskError(what_ + " ended after " + std::to_string(done_) + " of its " + std::to_string(size_) +
+                      " bytes (was it changed while being read?)");
+    hash_.update(p, static_cast<std::size_t>(got));
+    p += got;
+    n -= static_cast<std::size_t>(got);
+    done_ += static_cast<std::uint64_t>(got);
+  }
+}
+
+InputFile InputReader::finish() {
+  char extra;
+  ssize_t got;
+  do got = ::read(fd_, &extra, 1);
+  while (got < 0 && errno == EINTR);
+  if (got > 0 || done_ != size_)
+    throw TaskError(what_ + " changed size while being read (" + std::to_string(size_) + " bytes when opened)");
+  return InputFile{setting_, path_, size_, hash_.digest()};
+}
+
+}  // namespace xgrad::data
