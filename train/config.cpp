@@ -181,7 +181,7 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& stored, const std::stri
       }
     }
   for (const auto& [key, value] : j.items()) {
-    if (key == "config_version" || key == "derived" || key == "environment" || find_component(key)) continue;
+    if (is_record_key(key) || find_component(key)) continue;
     if (!find_setting(key)) throw ConfigError(source + ": '" + key + "' is not a setting of xgrad");
     // nlohmann converts any number to any arithmetic type (-3 to 18446744073709551613, 2.5 to 2): the declaration's
     // check refuses those, so a corrupt config.json is refused by key instead of read as another run.

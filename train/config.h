@@ -96,7 +96,7 @@ struct TrainConfig {
   nlohmann::json to_json() const;
   /// The configuration a config.json describes, of this release's format or the legacy one (canonical_config_json);
   /// settings `j` lacks keep their defaults. Throws ConfigError naming the key and `source` for a key that is not a
-  /// setting, a value of the wrong type or out of its range. "derived" and "environment" are ignored.
+  /// setting, a value of the wrong type or out of its range. The records (is_record_key) are ignored.
   static TrainConfig from_json(const nlohmann::json& j, const std::string& source);
 };
 

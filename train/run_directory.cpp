@@ -1,5 +1,6 @@
 #include "train/run_directory.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "nn/checkpoint.h"
 #include "train/run_checkpoint.h"
 #include "train/run_files.h"
+#include "train/settings.h"
 
 namespace xgrad::train {
 
@@ -107,6 +109,93 @@ void check_run_directory(const TrainConfig& cfg) {
   if (!cfg.resume && !cfg.overwrite && holds_run)
     throw ConfigError("--out: " + dir.string() + " already holds a run (config.json, metrics.csv or a checkpoint); " +
                       "pass --overwrite to replace it or --resume to continue it");
+}
+
+namespace {
+
+const char* const kInputAdvice = "; put the original back to continue the run, or train a new one on the new data";
+
+// The files config.json records under "inputs"; ConfigError if the record is not what xgrad writes.
+std::vector<data::InputFile> recorded_inputs(const nlohmann::json& recorded, const std::string& config_path) {
+  std::vector<data::InputFile> files;
+  try {
+    if (!recorded.is_array()) throw std::invalid_argument("not a list");
+    for (const nlohmann::json& j : recorded) files.push_back(data::InputFile::from_json(j));
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("--resume: " + config_path + ": 'inputs' is not what xgrad writes (" + e.what() + ")");
+  }
+  return files;
+}
+
+// Throws when `now_size` differs from the recorded size (or the file is gone: now_size empty).
+void check_size(const TrainConfig& cfg, const data::InputFile& was, const std::uint64_t* now_size) {
+  const std::string head = flag_of(was.setting) + ": " + was.path;
+  if (!now_size)
+    throw ConfigError(head + ", which the run in " + cfg.out + " was trained on, is not there now (moved or deleted?)" +
+                      kInputAdvice);
+  if (*now_size != was.size)
+    throw ConfigError(head + " has changed since the run in " + cfg.out + " started: " + std::to_string(*now_size) +
+                      " bytes now, " + std::to_string(was.size) + " then" + kInputAdvice);
+}
+
+}  // namespace
+
+void check_inputs_on_disk(const TrainConfig& cfg) {
+  const fs::path config_path = fs::path(cfg.out) / kConfigFile;
+  std::ifstream in(config_path);
+  nlohmann::json stored;
+  try {
+    stored = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return;  // reported by the resume itself, with the parser's message
+  }
+  const auto recorded = stored.is_object() ? stored.find("inputs") : stored.end();
+  if (!stored.is_object() || recorded == stored.end()) return;
+  for (const data::InputFile& was : recorded_inputs(*recorded, config_path.string())) {
+    std::error_code ec;
+    const std::uint64_t size = fs::file_size(was.path, ec);
+    check_size(cfg, was, ec ? nullptr : &size);
+  }
+}
+
+std::string check_same_inputs(const TrainConfig& cfg, const nlohmann::json& stored_config,
+                              const std::vector<data::InputFile>& current) {
+  const std::string config_path = (fs::path(cfg.out) / kConfigFile).string();
+  const auto recorded = stored_config.find("inputs");
+  if (recorded == stored_config.end()) {
+    std::string flags;
+    for (const data::InputFile& f : current) {
+      const nlohmann::json value = get_setting(cfg, f.setting);
+      const std::string path = value.is_string() ? value.get<std::string>() : "";
+      if (!path.empty() && fs::path(path).is_relative())
+        throw ConfigError(flag_of(f.setting) + ": " + config_path + " names the file by the relative path '" + path +
+                          "' and records no fingerprint of it (written by an older xgrad), so which file the run was "
+                          "trained on cannot be told from this working directory; put the file's absolute path in its "
+                          "place in config.json to resume");
+      if (flags.find(flag_of(f.setting)) == std::string::npos) flags += (flags.empty() ? "" : ", ") + flag_of(f.setting);
+    }
+    if (current.empty()) return "";
+    return config_path + " records no fingerprint of " + flags +
+           " (written by an older xgrad): cannot check that the run goes on with the files it started with; "
+           "recording them now";
+  }
+  const std::vector<data::InputFile> stored = recorded_inputs(*recorded, config_path);
+  auto find = [](const std::vector<data::InputFile>& files, const std::string& path) {
+    return std::find_if(files.begin(), files.end(), [&](const data::InputFile& f) { return f.path == path; });
+  };
+  for (const data::InputFile& was : stored) {
+    const auto now = find(current, was.path);
+    check_size(cfg, was, now == current.end() ? nullptr : &now->size);
+    if (now->xxh3 != was.xxh3)
+      throw ConfigError(flag_of(was.setting) + ": " + was.path + " has changed since the run in " + cfg.out +
+                        " started: same size (" + std::to_string(now->size) + " bytes), other content (XXH3 " +
+                        data::hash_text(now->xxh3) + " now, " + data::hash_text(was.xxh3) + " then)" + kInputAdvice);
+  }
+  for (const data::InputFile& now : current)
+    if (find(stored, now.path) == stored.end())
+      throw ConfigError(flag_of(now.setting) + ": " + now.path + " is read now but was not when the run in " + cfg.out +
+                        " started" + kInputAdvice);
+  return "";
 }
 
 void prepare_run_directory(const TrainConfig& cfg, RunLock& lock) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/input_file.h"
 #include "train/config.h"
 #include "train/metrics_log.h"
 
@@ -55,6 +56,21 @@ inline constexpr const char* kInheritedLockVariable = "XGRAD_RUN_LOCK_FD";
 /// Checks config.out against overwrite/resume without touching it (a refused run leaves no trace). Throws
 /// ConfigError naming --out, --resume or --overwrite.
 void check_run_directory(const TrainConfig& config);
+
+/// For --resume: compares the input files the run's config.json recorded under "inputs" (`stored_config`, in the
+/// canonical form) with those the task read now (`current`, data::Task::input_files()). Throws ConfigError
+/// "<flag>: <path> has changed since the run in <out> started: ..." naming the file and what changed (its size, its
+/// content), or that a file the run read is not read now or one is read that the run did not. A config.json without
+/// "inputs" (written before xgrad recorded them) cannot be checked: a relative path in it is refused with exit 2
+/// (it would resolve against the working directory of the resume, perhaps to another file); otherwise the returned
+/// warning says the files were not checked. Returns "" when every file matches.
+std::string check_same_inputs(const TrainConfig& config, const nlohmann::json& stored_config,
+                              const std::vector<data::InputFile>& current);
+
+/// For --resume, before any input file is read: each file config.out/config.json records under "inputs" must still
+/// be there with its recorded size (ConfigError naming the file otherwise, as check_same_inputs words it). A
+/// config.json that is missing or not JSON is left to the resume to report.
+void check_inputs_on_disk(const TrainConfig& config);
 
 /// Creates config.out, takes its lock (if not taken yet), proves it writable, deletes the run's files under
 /// overwrite (and a stale summary.json under resume) and temporary files of atomic writes cut short. Throws

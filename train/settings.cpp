@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstdint>
+#include <filesystem>
 #include <type_traits>
 
 #include "data/registry.h"
@@ -289,6 +290,26 @@ std::string unread_setting_error(const TrainConfig& config, const std::string& k
            name + ")";
   }
   return flag_of(key) + ": not a setting of xgrad (config key '" + key + "')";
+}
+
+TrainConfig with_absolute_paths(TrainConfig config) {
+  auto absolute = [](const std::string& path) {
+    return path.empty() ? path : std::filesystem::absolute(path).lexically_normal().string();
+  };
+  for (const CoreSetting& c : core_settings())
+    if (c.setting.type == Setting::Type::path) c.set(config, absolute(c.get(config).get<std::string>()));
+  for (const Component& component : components()) {
+    const auto* settings = component.settings_of(find_core(component.key)->get(config).get<std::string>());
+    if (!settings) continue;
+    for (const Setting& s : *settings)
+      if (s.type == Setting::Type::path && config.settings.contains(s.key) && config.settings.json().at(s.key).is_string())
+        config.settings.set(s.key, absolute(config.settings.json().at(s.key).get<std::string>()));
+  }
+  return config;
+}
+
+bool is_record_key(const std::string& key) {
+  return key == "config_version" || key == "derived" || key == "environment" || key == "inputs";
 }
 
 nlohmann::json canonical_config_json(const nlohmann::json& stored, const std::string& source) {

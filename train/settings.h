@@ -73,9 +73,20 @@ SettingValues component_values(const TrainConfig& config, const std::string& key
 /// "--n-keys is read only by --task kv_recall (the task is copy)".
 std::string unread_setting_error(const TrainConfig& config, const std::string& key);
 
+/// `config` with each path setting (a core one such as init_from, and those of the selected components, such as the
+/// task's text or data) that is relative made absolute against the working directory, so that config.json names
+/// the same file whatever directory a run is later resumed from. Empty paths stay empty.
+TrainConfig with_absolute_paths(TrainConfig config);
+
+/// The config.json keys that are not settings but records of the run: "config_version", "derived", "environment"
+/// and "inputs" (the files the run read: setting, absolute path, size, XXH3 content hash; see data/input_file.h).
+bool is_record_key(const std::string& key);
+
 /// config.json's version of the format written by this release; a file without "config_version" is of the legacy
 /// format (releases up to d6e25a8: task_seq_len, text_path, data_dir, data_vocab_size, head_dim-free d_k, every
 /// task's and optimizer's settings in every file, derived values beside the settings).
+/// Version 2 files written since "inputs" was added carry it; those written before do not, and read the same (a
+/// resumed run then warns that it cannot check its input files): an added record, so the version stays 2.
 inline constexpr int kConfigVersion = 2;
 
 /// A stored config.json in the canonical form: the settings at the top level, derived values (vocab_size, seq_len,

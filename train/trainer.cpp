@@ -83,13 +83,13 @@ std::string nonfinite_values(const StepRecord& r) {
   return fmt::format("non-finite loss (loss={}, grad_norm={})", text(r.loss), text(r.grad_norm));
 }
 
-// The config.json of a run being resumed, checked to describe the run `cfg` asks for; nothing if there is none.
-bool read_stored_config(const TrainConfig& cfg, TrainConfig& stored) {
+// The config.json of a run being resumed (as read into `stored_json`), checked to describe the run `cfg` asks for;
+// nothing if there is none.
+bool read_stored_config(const TrainConfig& cfg, TrainConfig& stored, nlohmann::json& stored_json) {
   const fs::path config_path = fs::path(cfg.out) / kConfigFile;
   std::error_code ec;
   if (!cfg.resume || !fs::exists(config_path, ec)) return false;
   std::ifstream in(config_path);
-  nlohmann::json stored_json;
   try {
     stored_json = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
@@ -144,8 +144,13 @@ Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
   // it would be refused for.
   if (fs::is_directory(dir, ec)) lock.acquire(dir, false);
   TrainConfig stored;
-  const bool have_stored = read_stored_config(cfg, stored);
+  nlohmann::json stored_json;
+  const bool have_stored = read_stored_config(cfg, stored, stored_json);
   check_run_directory(cfg);
+  if (have_stored) {
+    const std::string unchecked = check_same_inputs(cfg, stored_json, task->input_files());
+    if (!unchecked.empty()) spdlog::warn("[{}] --resume: {}", name, unchecked);
+  }
   platform::set_threads(cfg.threads);
   platform::set_flush_denormals(cfg.flush_denormals);
 
@@ -219,6 +224,8 @@ void Run::write_config_json() const {
                             {"chance_loss", task->chance_loss()},
                             {"num_parameters", model->num_parameters()}};
   config_json["environment"] = platform::environment_json();
+  config_json["inputs"] = nlohmann::json::array();
+  for (const data::InputFile& f : task->input_files()) config_json["inputs"].push_back(f.to_json());
   write_json(dir / kConfigFile, config_json);
 }
 
@@ -372,7 +379,10 @@ RunSummary Run::finish(RunSummary summary) {
 
 void request_stop(int signal) noexcept { g_stop_signal.store(signal); }
 
-RunSummary train(const TrainConfig& cfg) {
+RunSummary train(const TrainConfig& requested) {
+  // A resumed run keeps the paths its config.json holds: check_same_inputs refuses relative ones it cannot check.
+  const TrainConfig cfg = requested.resume ? requested : with_absolute_paths(requested);
+  if (cfg.resume) check_inputs_on_disk(cfg);  // a file moved away or resized: said so before reading anything
   Run run(cfg, cfg.validate());
   StepMetrics metrics(*run.model, *run.task, cfg);
   const std::unique_ptr<MetricsLog> log = open_metrics(run.dir, metrics.columns(), cfg.resume, run.progress.step);

@@ -11,7 +11,8 @@
 
 namespace xgrad::train {
 
-/// Trains one configuration and writes into config.out: config.json (resolved config and environment),
+/// Trains one configuration and writes into config.out: config.json (resolved config with its paths made absolute,
+/// environment, and under "inputs" each file the task read with its size and content hash),
 /// metrics.csv (header, then one row per step, flushed per row), checkpoint.safetensors (every
 /// config.checkpoint_every steps and at the end; contents in run_checkpoint.h), summary.json. Creates the directory
 /// and checks it is writable; refuses (ConfigError) a directory that already holds a run (config.json, metrics.csv,
@@ -21,7 +22,8 @@ namespace xgrad::train {
 /// train() on the same directory, in any process, is refused with ConfigError naming the holder's pid.
 ///
 /// config.resume continues the run in config.out: config must describe the same run as its config.json
-/// (check_same_run), and so must the settings in the checkpoint's metadata (ConfigError naming the first differing
+/// (check_same_run), its input files must hold the bytes recorded there (check_same_inputs: ConfigError naming the
+/// file and what changed), and so must the settings in the checkpoint's metadata (ConfigError naming the first differing
 /// setting and both files otherwise: a checkpoint copied from another run, or a config.json edited since); the
 /// weights, optimizer state and running sums come from checkpoint.safetensors (a run without one starts again at
 /// step 0, with a warning saying so and how many metrics.csv rows it discards), metrics.csv is cut back to the checkpoint's step (rows after it are computed again,

@@ -219,7 +219,7 @@ nlohmann::json arm_settings(const nlohmann::json& config) {
   // registry entries) counts as an arm setting.
   nlohmann::json s = nlohmann::json::object();
   for (const auto& [key, value] : config.items()) {
-    if (key == "environment" || key == "config_version" || key == "derived") continue;
+    if (is_record_key(key)) continue;
     const Setting* declared = find_setting(key);
     if (declared && declared->role != Setting::Role::arm) continue;
     s[key] = value;

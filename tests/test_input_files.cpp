@@ -1,0 +1,173 @@
+// The files a run reads (--text, --data) are recorded in config.json with their absolute path, size and content
+// hash, and a resumed run refuses (exit 2, naming the file and what changed) to read other bytes: an edited file, one
+// of another size, one moved away, or a relative path that would resolve against another working directory.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/run_files.h"
+#include "tests/support/temp_dir.h"
+
+namespace fs = std::filesystem;
+using xgrad::testing::read_text;
+using xgrad::testing::TempDir;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string stderr_text, stdout_text;  // errors go to stderr; log lines, warnings included, to stdout
+};
+
+// Runs `xgrad ARGS` through the shell in `cwd`, stdout and stderr captured.
+Result xgrad_in(const fs::path& cwd, const std::string& args) {
+  const fs::path out = cwd / ".stdout", err = cwd / ".stderr";
+  const std::string command = "cd '" + cwd.string() + "' && " + XGRAD_BIN + " " + args + " > '" + out.string() +
+                              "' 2> '" + err.string() + "'";
+  const int status = std::system(command.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.stdout_text = read_text(out);
+  r.stderr_text = read_text(err);
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+// 3000 bytes of text: long enough for --seq-len 8 in both splits.
+std::string some_text(char first) {
+  std::string s;
+  for (int i = 0; s.size() < 3000; ++i) s += std::string(1, static_cast<char>(first + i % 7)) + "abc defg hij. ";
+  return s.substr(0, 3000);
+}
+
+nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(read_text(path)); }
+
+const std::string kTiny = "--task char_lm --seq-len 8 --d-model 8 --batch-size 2 --checkpoint-every 2 --print-every 100";
+
+}  // namespace
+
+TEST_CASE("config.json records each input file; --resume refuses one whose content or size changed, or that moved") {
+  const TempDir root("inputs_changed");
+  const fs::path text = root / "text.txt", run = root / "run";
+  const std::string original = some_text('A');
+  write_file(text, original);
+  REQUIRE(xgrad_in(root, "train " + kTiny + " --text text.txt --steps 4 --out run").code == 0);
+  const nlohmann::json inputs = read_json(run / "config.json").at("inputs");
+  REQUIRE(inputs.size() == 1);
+  CHECK(inputs.at(0).at("setting") == "text");
+  CHECK(inputs.at(0).at("path") == text.string());
+  CHECK(inputs.at(0).at("size") == 3000);
+  CHECK(inputs.at(0).at("xxh3").get<std::string>().size() == 16);
+
+  const std::string resume = "train --resume '" + run.string() + "' --steps 6";
+  // Same size, one byte different.
+  std::string edited = original;
+  edited[1500] = edited[1500] == 'x' ? 'y' : 'x';
+  write_file(text, edited);
+  Result r = xgrad_in(root, resume);
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("xgrad: --text: " + text.string() + " has changed since the run in " + run.string() +
+                           " started: same size (3000 bytes), other content") == 0);
+  // Longer.
+  write_file(text, original + "more");
+  r = xgrad_in(root, resume);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--text: " + text.string() + " has changed since the run in " + run.string() +
+                           " started: 3004 bytes now, 3000 then") != std::string::npos);
+  // Moved away.
+  write_file(text, original);
+  fs::rename(text, root / "moved.txt");
+  r = xgrad_in(root, resume);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--text: " + text.string() + ", which the run in " + run.string() +
+                           " was trained on, is not there now (moved or deleted?)") != std::string::npos);
+  // Put back as it was: the run continues.
+  fs::rename(root / "moved.txt", text);
+  r = xgrad_in(root, resume);
+  CHECK(r.code == 0);
+  CHECK(read_json(run / "config.json").at("inputs") == inputs);
+}
+
+TEST_CASE("a relative --text path given in a --config file is stored absolute: a resume from elsewhere reads the same file") {
+  const TempDir root("inputs_relative");
+  fs::create_directories(root / "a");
+  fs::create_directories(root / "b");
+  write_file(root / "a" / "text.txt", some_text('A'));
+  write_file(root / "b" / "text.txt", some_text('K'));  // same name and size, other bytes
+  write_file(root / "a" / "run.json",
+             R"({"task": "char_lm", "text": "text.txt", "seq_len": 8, "d_model": 8, "batch_size": 2, "steps": 4,
+                 "checkpoint_every": 2, "print_every": 100})");
+  const fs::path run = root / "a" / "run";
+  REQUIRE(xgrad_in(root / "a", "train --config run.json --out run").code == 0);
+  CHECK(read_json(run / "config.json").at("text") == (root / "a" / "text.txt").string());
+  // From b, whose text.txt has other bytes: the run goes on with a/text.txt.
+  const Result r = xgrad_in(root / "b", "train --resume '" + run.string() + "' --steps 6");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 0);
+  CHECK(read_json(run / "config.json").at("inputs").at(0).at("path") == (root / "a" / "text.txt").string());
+
+  // A config.json of an older xgrad: a relative path and no fingerprint. Which file the run read cannot be known,
+  // so the resume is refused instead of reading b/text.txt.
+  nlohmann::json old = read_json(run / "config.json");
+  old["text"] = "text.txt";
+  old.erase("inputs");
+  write_file(run / "config.json", old.dump(2));
+  const Result refused = xgrad_in(root / "b", "train --resume '" + run.string() + "' --steps 8");
+  INFO("stderr: " << refused.stderr_text);
+  CHECK(refused.code == 2);
+  CHECK(refused.stderr_text.find("--text: " + (run / "config.json").string() +
+                                 " names the file by the relative path 'text.txt'") != std::string::npos);
+  // Written with the absolute path, the same config.json (still without a fingerprint) resumes, with a warning.
+  old["text"] = (root / "a" / "text.txt").string();
+  write_file(run / "config.json", old.dump(2));
+  const Result accepted = xgrad_in(root / "b", "train --resume '" + run.string() + "' --steps 8");
+  CHECK(accepted.code == 0);
+  CHECK(accepted.stdout_text.find("records no fingerprint of --text") != std::string::npos);
+  CHECK(read_json(run / "config.json").at("inputs").size() == 1);
+}
+
+TEST_CASE("--task data: every array file of the directory is recorded and checked on resume") {
+  const TempDir root("inputs_data");
+  fs::create_directories(root / "d");
+  // 16 rows of 4 tokens, int64, written as numpy does.
+  auto write_npy = [&](const fs::path& path, std::int64_t offset) {
+    std::string header = "{'descr': '<i8', 'fortran_order': False, 'shape': (16, 4), }";
+    while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+    header += '\n';
+    std::string bytes = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header;
+    for (std::int64_t i = 0; i < 64; ++i) {
+      const std::int64_t v = (i + offset) % 10;
+      bytes.append(reinterpret_cast<const char*>(&v), 8);
+    }
+    write_file(path, bytes);
+  };
+  write_npy(root / "d" / "inputs.npy", 0);
+  write_npy(root / "d" / "targets.npy", 1);
+  const fs::path run = root / "run";
+  REQUIRE(xgrad_in(root, "train --task data --data d --d-model 8 --batch-size 2 --steps 4 --checkpoint-every 2 "
+                         "--print-every 100 --out run")
+              .code == 0);
+  const nlohmann::json inputs = read_json(run / "config.json").at("inputs");
+  REQUIRE(inputs.size() == 2);
+  CHECK(inputs.at(0).at("path") == (root / "d" / "inputs.npy").string());
+  CHECK(inputs.at(1).at("path") == (root / "d" / "targets.npy").string());
+  CHECK(inputs.at(1).at("setting") == "data");
+  write_npy(root / "d" / "targets.npy", 2);  // same size, other targets
+  const Result r = xgrad_in(root, "train --resume '" + run.string() + "' --steps 6");
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--data: " + (root / "d" / "targets.npy").string() + " has changed since the run") !=
+        std::string::npos);
+}
