@@ -40,10 +40,10 @@ namespace {
 const std::vector<std::string> kRuns{"dk4-none-adamw-lr0.01-s0", "dk4-none-adamw-lr0.01-s1",
                                      "dk4-sqrt_dk-adamw-lr0.01-s0", "dk4-sqrt_dk-adamw-lr0.01-s1"};
 
-std::vector<std::string> sweep_args(const fs::path& out, const std::string& jobs = "2") {
+std::vector<std::string> sweep_args(const fs::path& out) {
   return {"sweep",   "--out",   out.string(), "--scale",       "none,sqrt_dk", "--d-k",   "4",
           "--seeds", "0,1",     "--arms",     "adamw@0.01",    "--d-model",    "16",      "--batch-size",
-          "8",       "--steps", "4000",       "--print-every", "100000",       "--jobs",  jobs,
+          "8",       "--steps", "4000",       "--print-every", "100000",       "--jobs",  "2",
           "--threads", "1"};
 }
 
@@ -138,6 +138,23 @@ pid_t running_child(pid_t sweep, const fs::path& out, const std::string& name) {
   return lock_holder(dir);
 }
 
+// Stops process `pid` (SIGSTOP) until the end of the scope, also when a REQUIRE leaves it early: a process left
+// stopped would hold its run's lock forever.
+class Frozen {
+ public:
+  explicit Frozen(pid_t pid) : pid_(pid) { kill(pid_, SIGSTOP); }
+  ~Frozen() { thaw(); }
+  Frozen(const Frozen&) = delete;
+  Frozen& operator=(const Frozen&) = delete;
+  void thaw() {
+    if (pid_ > 0) kill(pid_, SIGCONT);
+    pid_ = 0;
+  }
+
+ private:
+  pid_t pid_;
+};
+
 nlohmann::json sweep_index(const fs::path& out) { return nlohmann::json::parse(read_text(out / "sweep.json")); }
 
 nlohmann::json index_entry(const fs::path& out, const std::string& name) {
@@ -189,8 +206,7 @@ TEST_CASE("sweep_faults_lock: a second sweep on the same --out exits 2 naming th
   const TempDir root("sweep_lock");
   const fs::path out = root / "sweep";
   const pid_t first = start(sweep_args(out), root / "first.txt");
-  const pid_t child = running_child(first, out, kRuns[0]);
-  kill(child, SIGSTOP);  // the first sweep stays mid-run while the second one tries
+  Frozen child(running_child(first, out, kRuns[0]));  // the first sweep stays mid-run while the second one tries
   const std::string log_before = read_text(out / "runs" / kRuns[0] / "train.log");
   const int second = run(sweep_args(out), root / "second.txt");
   const std::string said = read_text(root / "second.txt");
@@ -199,7 +215,7 @@ TEST_CASE("sweep_faults_lock: a second sweep on the same --out exits 2 naming th
   CHECK(contains(said, "--out: " + out.string()));
   CHECK(contains(said, "(pid " + std::to_string(first) + ")"));
   CHECK(read_text(out / "runs" / kRuns[0] / "train.log") == log_before);
-  kill(child, SIGCONT);
+  child.thaw();
   const int code = exit_code(wait_status(first));
   INFO("first sweep said: " << read_text(root / "first.txt"));
   CHECK(code == 0);
@@ -215,7 +231,7 @@ TEST_CASE("sweep_faults_parent_killed: children of a SIGKILLed sweep checkpoint 
   const fs::path out = root / "sweep";
   const pid_t sweep = start(sweep_args(out), root / "first.txt");
   const pid_t frozen = running_child(sweep, out, kRuns[0]);
-  kill(frozen, SIGSTOP);  // a run still alive when the sweep is rerun
+  Frozen freeze(frozen);  // a run still alive when the sweep is rerun
   const pid_t other = running_child(sweep, out, kRuns[1]);
   {
     const nlohmann::json entry = index_entry(out, kRuns[1]);
@@ -250,7 +266,7 @@ TEST_CASE("sweep_faults_parent_killed: children of a SIGKILLed sweep checkpoint 
   CHECK(contains(read_text(out / "runs" / kRuns[1] / "train.log"), "resuming from"));
 
   // Woken, the orphan gets the SIGTERM its parent's death sent and stops with a checkpoint; the next rerun resumes it.
-  kill(frozen, SIGCONT);
+  freeze.thaw();
   CHECK(exit_code(wait_status(frozen)) == 128 + SIGTERM);
   const int last = run(sweep_args(out), root / "last.txt");
   INFO("last rerun said: " << read_text(root / "last.txt"));
@@ -266,14 +282,12 @@ TEST_CASE("sweep_faults_hangup: a hangup stops the sweep with checkpoints and ex
   const fs::path out = root / "sweep";
   const pid_t sweep = start(sweep_args(out), root / "first.txt");
   // Both running children frozen mid-run, so the hangup finds them there.
-  const pid_t a = running_child(sweep, out, kRuns[0]);
-  kill(a, SIGSTOP);
-  const pid_t b = running_child(sweep, out, kRuns[1]);
-  kill(b, SIGSTOP);
+  Frozen a(running_child(sweep, out, kRuns[0]));
+  Frozen b(running_child(sweep, out, kRuns[1]));
   // A terminal hangup: SIGHUP to the whole job (the sweep and its children).
   killpg(sweep, SIGHUP);
-  kill(a, SIGCONT);
-  kill(b, SIGCONT);
+  a.thaw();
+  b.thaw();
   const int code = exit_code(wait_status(sweep));
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
@@ -303,14 +317,12 @@ TEST_CASE("sweep_faults_nohup: a sweep whose SIGHUP and SIGINT are ignored (nohu
   const TempDir root("sweep_nohup");
   const fs::path out = root / "sweep";
   const pid_t sweep = start(sweep_args(out), root / "first.txt", Options{{SIGHUP, SIGINT}, true});
-  const pid_t a = running_child(sweep, out, kRuns[0]);
-  kill(a, SIGSTOP);
-  const pid_t b = running_child(sweep, out, kRuns[1]);
-  kill(b, SIGSTOP);
+  Frozen a(running_child(sweep, out, kRuns[0]));
+  Frozen b(running_child(sweep, out, kRuns[1]));
   killpg(sweep, SIGHUP);
   killpg(sweep, SIGINT);
-  kill(a, SIGCONT);
-  kill(b, SIGCONT);
+  a.thaw();
+  b.thaw();
   const int code = exit_code(wait_status(sweep));
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
@@ -323,7 +335,7 @@ TEST_CASE("sweep_faults_nohup: a sweep whose SIGHUP and SIGINT are ignored (nohu
 TEST_CASE("sweep_faults_child_killed: a child killed by a signal is reported by its signal; the rerun redoes it") {
   const TempDir root("sweep_child_killed");
   const fs::path out = root / "sweep";
-  const pid_t sweep = start(sweep_args(out, "1"), root / "first.txt");
+  const pid_t sweep = start(sweep_args(out), root / "first.txt");
   kill(running_child(sweep, out, kRuns[0]), SIGKILL);
   const int code = exit_code(wait_status(sweep));
   const std::string said = read_text(root / "first.txt");
