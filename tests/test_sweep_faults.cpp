@@ -93,7 +93,9 @@ int exit_code(int status) {
   return WEXITSTATUS(status);
 }
 
-int run(const std::vector<std::string>& args, const fs::path& output) { return exit_code(wait_status(start(args, output))); }
+int run(const std::vector<std::string>& args, const fs::path& output) {
+  return exit_code(wait_status(start(args, output)));
+}
 
 // Polls `done` every millisecond for up to two minutes (sanitizer builds on a busy machine are slow); false if it
 // never held.
@@ -158,7 +160,7 @@ class Frozen {
 nlohmann::json sweep_index(const fs::path& out) { return nlohmann::json::parse(read_text(out / "sweep.json")); }
 
 nlohmann::json index_entry(const fs::path& out, const std::string& name) {
-  const nlohmann::json index = sweep_index(out);  // named: a range-for over sweep_index(out).at() reads a dead temporary
+  const nlohmann::json index = sweep_index(out);  // named: a range-for over sweep_index(out).at() would not be
   for (const auto& r : index.at("runs"))
     if (r.at("name") == name) return r;
   FAIL("no run " << name << " in " << (out / "sweep.json"));
@@ -328,7 +330,8 @@ TEST_CASE("sweep_faults_nohup: a sweep whose SIGHUP and SIGINT are ignored (nohu
   INFO("sweep said: " << said);
   CHECK(code == 0);
   CHECK_FALSE(contains(said, "interrupted"));
-  for (const std::string& name : kRuns) CHECK_FALSE(contains(read_text(out / "runs" / name / "train.log"), "stopped by"));
+  for (const std::string& name : kRuns)
+    CHECK_FALSE(contains(read_text(out / "runs" / name / "train.log"), "stopped by"));
   check_equals_reference(out);
 }
 
@@ -349,7 +352,7 @@ TEST_CASE("sweep_faults_child_killed: a child killed by a signal is reported by 
   check_equals_reference(out);
 }
 
-TEST_CASE("sweep_faults_shell_quoting: the printed 'xgrad compare' and 'continue with' commands work pasted into bash") {
+TEST_CASE("sweep_faults_shell_quoting: the printed 'xgrad compare' and 'continue with' commands work in bash") {
   const TempDir root("sweep_quoting");
   // Directory names a shell would split or choke on.
   const fs::path sweep_dir = root / "a sweep's $HOME";

@@ -269,16 +269,18 @@ std::string record_end(SweepRun& r, int status, bool stopping) {
   std::error_code ec;
   r.pid = 0;
   const std::string see = "see " + shell_quote((dir / "train.log").string());
-  if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3) && fs::exists(dir / kSummaryFile, ec)) {
+  const bool finished = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
+  if (finished && fs::exists(dir / kSummaryFile, ec)) {
     std::ifstream in(dir / kSummaryFile);
     const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
     r.status = s.diverged ? "diverged" : "complete";
     r.diverged_step = s.diverged_step;
     r.final_loss = s.final_loss;
-    return s.diverged ? fmt::format("diverged at step {}", s.diverged_step) : "final loss " + format_number(s.final_loss, 4);
+    return s.diverged ? fmt::format("diverged at step {}", s.diverged_step)
+                      : "final loss " + format_number(s.final_loss, 4);
   }
-  // `xgrad train` exits 128 + the signal after writing its checkpoint; one killed by a stop signal before its
-  // handlers were in place had not started training.
+  // `xgrad train` exits 128 + the signal after writing its checkpoint; one that a stop signal ended while the sweep
+  // was stopping had not got as far as its handlers, nor as training.
   const int stop_exit = WIFEXITED(status) && WEXITSTATUS(status) > 128 ? WEXITSTATUS(status) - 128 : 0;
   if ((is_stop_signal(stop_exit) && fs::exists(dir / kCheckpointFile, ec)) ||
       (stopping && WIFSIGNALED(status) && is_stop_signal(WTERMSIG(status)))) {
@@ -316,8 +318,8 @@ pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vec
     if (!out) throw std::runtime_error("writing " + config_file + " failed");
   }
   // A resumed run keeps its own settings (config.json), which the sweep checked to be these.
-  const std::vector<std::string> args = resume ? std::vector<std::string>{"train", "--resume", r.config.out}
-                                               : std::vector<std::string>{"train", "--config", config_file, "--overwrite"};
+  std::vector<std::string> args{"train", "--config", config_file, "--overwrite"};
+  if (resume) args = {"train", "--resume", r.config.out};
   // A child's console output goes to its own log: parallel runs would interleave on the terminal.
   const std::string log_path = (fs::path(r.config.out) / "train.log").string();
   const int log_fd =
