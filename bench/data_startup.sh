@@ -30,6 +30,7 @@ for name in ("inputs.npy", "targets.npy"):
         for _ in range(rows * cols * 4 // len(block)):
             f.write(block)
 PY
+sync  # written back before timing: the first run would otherwise read while the kernel flushes 4 GiB
 ls -l "$dir"/*.npy | awk '{print "data_startup: " $NF ": " $5 " bytes"}'
 echo "xgrad,wall_s,peak_rss_mib"
 for xgrad in "$@"; do

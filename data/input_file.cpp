@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,10 +80,27 @@ InputReader::~InputReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+namespace {
+
+// Faults in the pages of [p, p + n) in one call (Linux 5.14+; elsewhere a no-op): read() into fresh memory would
+// otherwise take a page fault per 4 KiB, which costs more than the copy itself.
+void populate(unsigned char* p, std::size_t n) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(p) + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
+
+}  // namespace
+
 void InputReader::read(void* out, std::size_t n) {
   // Pieces small enough to be hashed while still in cache.
   constexpr std::size_t kPiece = std::size_t(4) << 20;
   auto* p = static_cast<unsigned char*>(out);
+  if (n >= 16 * kPiece) populate(p, n);
   while (n > 0) {
     const ssize_t got = ::read(fd_, p, std::min(n, kPiece));
     if (got < 0) {

@@ -165,9 +165,30 @@ TEST_CASE("--task data: every array file of the directory is recorded and checke
   CHECK(inputs.at(0).at("path") == (root / "d" / "inputs.npy").string());
   CHECK(inputs.at(1).at("path") == (root / "d" / "targets.npy").string());
   CHECK(inputs.at(1).at("setting") == "data");
+  const std::string resume = "train --resume '" + run.string() + "' --steps 6";
   write_npy(root / "d" / "targets.npy", 2);  // same size, other targets
-  const Result r = xgrad_in(root, "train --resume '" + run.string() + "' --steps 6");
+  Result r = xgrad_in(root, resume);
   CHECK(r.code == 2);
   CHECK(r.stderr_text.find("--data: " + (root / "d" / "targets.npy").string() + " has changed since the run") !=
         std::string::npos);
+  write_npy(root / "d" / "targets.npy", 1);
+  // A held-out split added since: the task would now read files the run did not.
+  write_npy(root / "d" / "eval_inputs.npy", 0);
+  write_npy(root / "d" / "eval_targets.npy", 1);
+  r = xgrad_in(root, resume);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--data: " + (root / "d" / "eval_inputs.npy").string() + " is read now but was not when") !=
+        std::string::npos);
+  fs::remove(root / "d" / "eval_inputs.npy");
+  fs::remove(root / "d" / "eval_targets.npy");
+  // A damaged record is refused, not skipped.
+  nlohmann::json config = read_json(run / "config.json");
+  config["inputs"][0]["xxh3"] = "not a hash";
+  write_file(run / "config.json", config.dump(2));
+  r = xgrad_in(root, resume);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("'inputs' is not what xgrad writes (xxh3 is not 16 hex digits)") != std::string::npos);
+  config["inputs"] = inputs;
+  write_file(run / "config.json", config.dump(2));
+  CHECK(xgrad_in(root, resume).code == 0);
 }

@@ -365,14 +365,14 @@ TEST_CASE("sweep: a run that diverges at step 0 is recorded as diverged and the 
   const fs::path dir = temp_dir("sweep_div0");
   SweepConfig s = tiny_sweep(dir);
   s.base.proj_init_gain = 1e23;
-  const auto runs = run_sweep(s, nullptr);
+  const auto runs = run_sweep(s, nullptr).runs;
   REQUIRE(runs.size() == 1);
   CHECK(runs[0].status == "diverged");
   CHECK(runs[0].diverged_step == 0);
   std::ifstream index(dir / "sweep.json");
   CHECK(nlohmann::json::parse(index).at("runs").at(0).at("status") == "diverged");
   // Run again: the diverged run is complete (skipped), not redone forever.
-  const auto again = run_sweep(s, nullptr);
+  const auto again = run_sweep(s, nullptr).runs;
   CHECK(again[0].status == "skipped");
   CHECK(again[0].diverged_step == 0);
   fs::remove_all(dir);
@@ -400,7 +400,7 @@ TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that canno
   fs::create_directories(sg / "runs");
   for (const char* name : {"dk4-none-sgd-lr0.1-s0", "dk4-none-sgd-lr0.1-s1"}) std::ofstream(sg / "runs" / name) << "x";
   std::vector<SweepRun> runs;
-  CHECK_NOTHROW(runs = run_sweep(s, nullptr));
+  CHECK_NOTHROW(runs = run_sweep(s, nullptr).runs);
   REQUIRE(runs.size() == 2);
   for (const auto& r : runs) CHECK(r.status == "failed");
   std::ifstream index(sg / "sweep.json");

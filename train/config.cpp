@@ -92,10 +92,17 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
   }
   const MemoryEstimate memory = estimate_memory(*t);
   const MemoryTerm& largest = memory.largest();
+  // T and V stand for the task's sequence length and vocabulary where no flag of the task sets them.
+  std::string legend;
+  for (const auto& [symbol, meaning] : {std::pair<std::string, std::string>{"T", "the task's sequence length"},
+                                        {"V", "the task's vocabulary size"}})
+    if ((" " + largest.factors + " ").find(" " + symbol + " ") != std::string::npos ||
+        (" " + largest.factors).find(" " + symbol + "^") != std::string::npos)
+      legend += (legend.empty() ? "; " : ", ") + symbol + " = " + meaning;
   require(memory.gib() <= kMaxMemoryGiB,
-          fmt::format("the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}): reduce {}",
+          fmt::format("the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}{}): reduce {}",
                       memory.gib(), kMaxMemoryGiB, largest.bytes / (1024.0 * 1024 * 1024), largest.what,
-                      largest.factors, largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
+                      largest.factors, legend, largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
   return t;
 }
 
@@ -123,8 +130,7 @@ MemoryEstimate TrainConfig::estimate_memory(const data::Task& task_built) const 
   if (entry)
     for (const Setting& s : entry->settings)
       if (s.type == Setting::Type::path) data_flags += (data_flags.empty() ? "" : ", ") + s.flag();
-  const std::string T_flag = task_flag("seq_len", "T (the task's sequence length)");
-  const std::string V_flag = task_flag("vocab_size", "V (the task's vocabulary)");
+  const std::string T_flag = task_flag("seq_len", "T"), V_flag = task_flag("vocab_size", "V");
 
   const double d = static_cast<double>(d_model), V = static_cast<double>(task_built.vocab_size()),
                L = static_cast<double>(n_layers), B = static_cast<double>(batch_size), H = static_cast<double>(n_heads),

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nn/checkpoint.h"
@@ -19,34 +22,76 @@ namespace xgrad::train {
 
 namespace fs = std::filesystem;
 
-RunLock::~RunLock() {
+RunLock::~RunLock() { release(); }
+
+void RunLock::release() {
   if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
-bool RunLock::acquire(const fs::path& dir, bool required) {
-  const fs::path path = dir / ".lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (!required) return false;
-    throw ConfigError("--out: run directory " + dir.string() + " is not writable: " + std::strerror(errno));
+void RunLock::set_holder(long pid) {
+  const std::string text = std::to_string(pid) + "\n";
+  if (fd_ < 0 || ::ftruncate(fd_, 0) != 0 ||
+      ::pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    // the pid is only for the messages of those refused; the lock itself holds
   }
+}
+
+bool RunLock::adopt_inherited(const fs::path& path) {
+  const char* inherited = std::getenv(kInheritedLockVariable);
+  if (!inherited || fd_ >= 0) return false;
+  char* end = nullptr;
+  const long fd = std::strtol(inherited, &end, 10);
+  struct stat open_file {}, lock_file {};
+  if (end == inherited || *end != '\0' || fd < 0 || fd > INT_MAX || ::fstat(static_cast<int>(fd), &open_file) != 0 ||
+      ::stat(path.c_str(), &lock_file) != 0 || open_file.st_dev != lock_file.st_dev ||
+      open_file.st_ino != lock_file.st_ino)
+    return false;  // not this directory's lock: take it the usual way
+  // The parent's lock is on this open file, so this succeeds at once; were it not held, it is taken here.
+  if (::flock(static_cast<int>(fd), LOCK_EX | LOCK_NB) != 0) return false;
+  ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
+  ::unsetenv(kInheritedLockVariable);  // a later train() in this process takes its own lock
+  fd_ = static_cast<int>(fd);
+  set_holder(::getpid());
+  return true;
+}
+
+bool RunLock::try_acquire(const fs::path& dir, std::string& holder) {
+  const fs::path path = dir / ".lock";
+  if (adopt_inherited(path)) return true;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw ConfigError("--out: cannot open " + path.string() + ": " + std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char buf[32] = {};
     const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
     ::close(fd);
-    std::string pid = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "unknown";
-    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-    if (err == EWOULDBLOCK)
-      throw ConfigError("--out/--resume: " + dir.string() + " is being written by another xgrad process (pid " +
-                        pid + ")");
-    throw ConfigError("--out: cannot lock " + path.string() + ": " + std::strerror(err));
-  }
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
-    // the pid is only for the message; the lock itself holds
+    if (err != EWOULDBLOCK) throw ConfigError("--out: cannot lock " + path.string() + ": " + std::strerror(err));
+    holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    if (holder.empty()) holder = "unknown";
+    return false;
   }
   fd_ = fd;
+  set_holder(::getpid());
+  return true;
+}
+
+bool RunLock::acquire(const fs::path& dir, bool required) {
+  const fs::path path = dir / ".lock";
+  if (adopt_inherited(path)) return true;
+  {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      if (!required) return false;
+      throw ConfigError("--out: run directory " + dir.string() + " is not writable: " + std::strerror(errno));
+    }
+    ::close(fd);
+  }
+  std::string holder;
+  if (!try_acquire(dir, holder))
+    throw ConfigError("--out/--resume: " + dir.string() + " is being written by another xgrad process (pid " + holder +
+                      ")");
   return true;
 }
 

@@ -17,7 +17,12 @@ namespace xgrad::train {
 
 /// An exclusive flock on DIR/.lock for as long as a train() writes into DIR: a second process (or a second train()
 /// in this one) is refused instead of writing the same files. The kernel drops the lock when the descriptor closes,
-/// the process exits or is killed, so a SIGKILL leaves no stale lock (the file stays, unlocked).
+/// the process exits or is killed, so a SIGKILL leaves no stale lock (the file stays, unlocked). The file holds the
+/// holder's pid, for the messages of those refused. `xgrad sweep` locks its sweep directory the same way.
+///
+/// A lock can be handed to a child process: the parent takes it, starts the child with the descriptor open (not
+/// close-on-exec) and its number in the environment variable kInheritedLockVariable, then releases its own copy. The
+/// child's acquire() of the same directory adopts that descriptor, so the run is never unlocked in between.
 class RunLock {
  public:
   RunLock() = default;
@@ -28,10 +33,25 @@ class RunLock {
   /// Takes the lock on dir/.lock. Returns false if the file cannot be opened (and `required` is false); throws
   /// ConfigError naming the holder's pid if another holder has it.
   bool acquire(const std::filesystem::path& dir, bool required);
+  /// Takes the lock on dir/.lock unless another process holds it: then returns false with that process's pid (as
+  /// the file states it, "unknown" if it states none) in `holder`. Throws ConfigError naming --out if the file
+  /// cannot be opened or locked.
+  bool try_acquire(const std::filesystem::path& dir, std::string& holder);
+  /// Records `pid` as the holder in the lock file (a sweep hands the lock to the child it started).
+  void set_holder(long pid);
+  /// The locked descriptor (-1 if not held), for handing the lock to a child process.
+  int descriptor() const { return fd_; }
+  /// Closes this process's descriptor: the lock goes with it unless a child process holds a copy.
+  void release();
 
  private:
+  // Adopts the descriptor a parent handed over (see the class comment) if it is the lock file at `path`.
+  bool adopt_inherited(const std::filesystem::path& path);
   int fd_ = -1;
 };
+
+/// The environment variable naming the descriptor of a lock a child process inherits (see RunLock).
+inline constexpr const char* kInheritedLockVariable = "XGRAD_RUN_LOCK_FD";
 
 /// Checks config.out against overwrite/resume without touching it (a refused run leaves no trace). Throws
 /// ConfigError naming --out, --resume or --overwrite.

@@ -16,12 +16,14 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "platform/environment.h"
+#include "platform/signals.h"
 #include "train/metrics_log.h"
 #include "train/number_format.h"
 #include "train/run_checkpoint.h"
 #include "train/settings.h"
 #include "train/run_directory.h"
 #include "train/run_files.h"
+#include "train/shell_quote.h"
 #include "train/step_metrics.h"
 
 namespace xgrad::train {
@@ -347,9 +349,9 @@ void Run::print_progress(const StepRecord& r) const {
 RunSummary Run::finish(RunSummary summary) {
   if (!summary.diverged) save(checkpoint_path, false);
   if (summary.stop_signal) {
-    spdlog::warn("[{}] stopped by signal {} after step {}; checkpoint written to {}; continue with: xgrad train "
-                 "--resume {}",
-                 name, summary.stop_signal, progress.step, checkpoint_path.string(), dir.string());
+    spdlog::warn("[{}] stopped by {} after step {}; checkpoint written to {}; continue with: xgrad train --resume {}",
+                 name, platform::signal_name(summary.stop_signal), progress.step, checkpoint_path.string(),
+                 shell_quote(dir.string()));
     summary.wall_seconds = progress.wall_seconds + session_seconds();
     return summary;
   }

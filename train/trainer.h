@@ -39,7 +39,7 @@ namespace xgrad::train {
 /// a parameter value that is itself non-finite, or kMaxConsecutiveSkips non-finite steps in a row, cannot be
 /// skipped past and stop the run as above.
 ///
-/// request_stop (a SIGINT/SIGTERM handler) makes the run finish the step in progress, write a checkpoint, and
+/// request_stop (a SIGINT/SIGTERM/SIGHUP handler) makes the run finish the step in progress, write a checkpoint, and
 /// return with stop_signal set and no summary.json.
 ///
 /// Throws ConfigError for bad settings (and a --init-from file that does not fit the model), std::runtime_error for

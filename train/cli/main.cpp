@@ -1,7 +1,9 @@
 // The `xgrad` command line: `xgrad train` runs one configuration, `xgrad experiment` the scaled-vs-unscaled
 // comparison. Exit codes: 0 success, 1 runtime failure, 2 bad usage (one line naming the flag and the allowed
-// values), 3 a training run diverged (NaN/Inf loss or gradient; its files are kept), 128 + signal (130 for SIGINT,
-// 143 for SIGTERM) when `train` was stopped by that signal after writing a checkpoint (continue with --resume).
+// values), 3 a training run diverged (NaN/Inf loss or gradient; its files are kept), 128 + signal (129 for SIGHUP,
+// 130 for SIGINT, 143 for SIGTERM) when `train` was stopped by that signal after writing a checkpoint (continue with
+// --resume) or a sweep was stopped by it (its runs checkpointed; the same command resumes them). A sweep exits 1
+// when a run failed, was interrupted, or is still running in another process.
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -20,11 +22,13 @@
 #include "data/registry.h"
 #include "train/cli/flags.h"
 #include "platform/environment.h"
+#include "platform/signals.h"
 #include "train/report/compare.h"
 #include "train/cli/sweep.h"
 #include "train/report/probe.h"
 #include "train/report/tables.h"
 #include "train/settings.h"
+#include "train/shell_quote.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
@@ -34,15 +38,18 @@ namespace {
 
 extern "C" void xgrad_on_train_stop_signal(int signal) { request_stop(signal); }
 
-// SIGINT/SIGTERM let the step in progress finish and a checkpoint be written; SA_RESETHAND makes a second signal
-// end the process at once, for a user who does not want to wait.
+// SIGINT, SIGTERM and SIGHUP let the step in progress finish and a checkpoint be written; SA_RESETHAND makes a
+// second signal end the process at once, for a user who does not want to wait. A signal ignored when xgrad started
+// (nohup, a script's `&`) stays ignored. A sweep starts its children with these signals blocked (see sweep.cpp), so
+// one sent before the handlers were in place is handled now.
 void install_stop_handlers() {
-  struct sigaction action {};
-  action.sa_handler = xgrad_on_train_stop_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART | SA_RESETHAND;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : platform::kStopSignals) {
+    platform::catch_unless_ignored(sig, xgrad_on_train_stop_signal, SA_RESTART | SA_RESETHAND);
+    sigaddset(&stop, sig);
+  }
+  sigprocmask(SIG_UNBLOCK, &stop, nullptr);
 }
 
 // The stored run's settings, so that the flags given with --resume are applied over them. Errors are left to
@@ -251,11 +258,14 @@ int main(int argc, char** argv) {
                    experiment ? "experiment" : "sweep", planned.size(), cfg.out, cfg.jobs, cfg.base.threads,
                    blas::core_name());
       const auto t0 = std::chrono::steady_clock::now();
-      const auto runs = run_sweep(cfg, [](const std::string& line) { spdlog::info("{}", line); });
+      const SweepResult result = run_sweep(cfg, [](const std::string& line) { spdlog::info("{}", line); });
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::size_t failed = 0;
-      for (const auto& r : runs) failed += r.status == "failed" ? 1 : 0;
-      spdlog::info("{} runs in {:.0f} s ({} failed); index: {}/sweep.json", runs.size(), secs, failed, cfg.out);
+      const std::string summary = sweep_summary(result, secs) + "; index: " + cfg.out + "/sweep.json";
+      if (sweep_exit_code(result) == 0)
+        spdlog::info("{}", summary);
+      else
+        spdlog::warn("{}", summary);
+      if (result.stop_signal) return sweep_exit_code(result);
       if (experiment) {
         CompareOptions options;
         options.inputs = {cfg.out};
@@ -265,9 +275,9 @@ int main(int argc, char** argv) {
                   << "Runs: " << cfg.out << "/runs/<name>/ (config.json, metrics.csv, summary.json, train.log)\n"
                   << "Wall time: " << static_cast<int>(secs) << " s\n";
       } else {
-        std::cout << "Compare the runs with: xgrad compare " << cfg.out << "\n";
+        std::cout << "Compare the runs with: xgrad compare " << shell_quote(cfg.out) << "\n";
       }
-      return failed ? 1 : 0;
+      return sweep_exit_code(result);
     }
   } catch (const ConfigError& e) {
     std::cerr << "xgrad: " << e.what() << "\n";

@@ -3,9 +3,8 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <cmath>
-#include <fcntl.h>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -14,16 +13,23 @@
 #include <map>
 #include <set>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
-#include <spawn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
 #include "nn/optim.h"
+#include "platform/signals.h"
 #include "train/number_format.h"
+#include "train/run_directory.h"
 #include "train/settings.h"
+#include "train/shell_quote.h"
 #include "train/trainer.h"
 
 extern char** environ;
@@ -95,8 +101,9 @@ void require_unique(const V& values, const std::string& flag) {
 }
 
 // What a run directory holds: nothing (or an unreadable run, to be redone), this very run finished, this run cut
-// short (to be redone), or a run with other settings (refused: a sweep never silently replaces another's results).
-enum class OnDisk { none, complete, partial, other };
+// short with a checkpoint (to be resumed) or without one (to be redone), or a run with other settings (refused: a
+// sweep never silently replaces another's results).
+enum class OnDisk { none, complete, resumable, partial, other };
 
 OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   const fs::path dir(c.out);
@@ -125,28 +132,61 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   }
   try {
     std::ifstream in(dir / kSummaryFile);
-    if (!in) return OnDisk::partial;
-    RunSummary::from_json(nlohmann::json::parse(in));
-    return OnDisk::complete;
+    if (in) {
+      RunSummary::from_json(nlohmann::json::parse(in));
+      return OnDisk::complete;
+    }
   } catch (const std::exception&) {
-    return OnDisk::partial;  // unreadable summary: redo the run
+    // an unreadable summary: the run is continued (or redone) as if it had none
   }
+  std::error_code ec;
+  return fs::exists(dir / kCheckpointFile, ec) ? OnDisk::resumable : OnDisk::partial;
 }
 
-pid_t spawn(const std::string& exe, const std::vector<std::string>& args, const std::string& log_path) {
+// Starts `exe args` as a child that writes its output to `log_fd` and holds the run lock `lock_fd` (handed over,
+// see RunLock). Between fork and exec only async-signal-safe calls. The stop signals are blocked across the fork
+// and stay blocked in the child until its own handlers are in place (`xgrad train` unblocks them), so a stop
+// request never lands in the sweep's handlers copied into the child; `caught` are reset to their default there.
+pid_t spawn(const std::string& exe, const std::vector<std::string>& args, int log_fd, int lock_fd,
+            const std::vector<int>& caught) {
+  std::vector<std::string> words{exe};
+  words.insert(words.end(), args.begin(), args.end());
   std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(exe.c_str()));
-  for (auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+  for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  // A child's console output goes to its own log: parallel runs would interleave on the terminal.
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("cannot start " + exe + ": " + std::strerror(rc));
+  const std::string prefix = std::string(kInheritedLockVariable) + "=";
+  std::vector<std::string> variables{prefix + std::to_string(lock_fd)};
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, prefix.c_str(), prefix.size()) != 0) variables.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& v : variables) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  const std::string exec_failed = "xgrad sweep: cannot start " + exe + "\n";
+
+  sigset_t stop, before;
+  sigemptyset(&stop);
+  for (int sig : platform::kStopSignals) sigaddset(&stop, sig);
+  pthread_sigmask(SIG_BLOCK, &stop, &before);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    for (int sig : caught) sigaction(sig, &default_action, nullptr);
+    // SIGTERM when the sweep dies, however it dies (SIGKILL included): the run checkpoints and exits. A sweep that
+    // died before this line is no longer the parent.
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(128 + SIGTERM);
+    if (dup2(log_fd, STDOUT_FILENO) < 0 || dup2(log_fd, STDERR_FILENO) < 0 || fcntl(lock_fd, F_SETFD, 0) != 0)
+      _exit(127);
+    execve(exe.c_str(), argv.data(), envp.data());
+    const ssize_t ignored = write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
+    (void)ignored;
+    _exit(127);
+  }
+  const int fork_error = errno;
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  if (pid < 0) throw std::runtime_error("cannot start " + exe + ": " + std::strerror(fork_error));
   return pid;
 }
 
@@ -161,6 +201,7 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs) {
     j["runs"].push_back({{"name", r.name},
                          {"dir", fs::relative(r.config.out, cfg.out).string()},
                          {"status", r.status},
+                         {"pid", r.status == "running" ? nlohmann::json(r.pid) : nlohmann::json()},
                          {"config_file", fs::relative(run_config_path(cfg, r.name), cfg.out).string()},
                          {"d_k", r.config.head_size()},
                          {"scale", r.config.scale},
@@ -189,6 +230,115 @@ std::string clock(double seconds) {
 
 std::atomic<int> g_stop_signal{0};
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// The sweep's handlers for the stop signals the user did not ignore, for as long as it runs; the dispositions
+// before are restored when it ends.
+class StopHandlers {
+ public:
+  StopHandlers() {
+    g_stop_signal = 0;
+    for (int sig : platform::kStopSignals) {
+      struct sigaction before {};
+      if (platform::catch_unless_ignored(sig, on_stop_signal, 0, &before)) replaced_.emplace_back(sig, before);
+    }
+  }
+  ~StopHandlers() {
+    for (const auto& [sig, before] : replaced_) sigaction(sig, &before, nullptr);
+  }
+  StopHandlers(const StopHandlers&) = delete;
+  StopHandlers& operator=(const StopHandlers&) = delete;
+  std::vector<int> caught() const {
+    std::vector<int> signals;
+    for (const auto& entry : replaced_) signals.push_back(entry.first);
+    return signals;
+  }
+
+ private:
+  std::vector<std::pair<int, struct sigaction>> replaced_;
+};
+
+bool is_stop_signal(int sig) {
+  for (int s : platform::kStopSignals)
+    if (s == sig) return true;
+  return false;
+}
+
+// Sets r's status from how its child ended (wait status `status`); returns what the progress line says about it.
+std::string record_end(SweepRun& r, int status, bool stopping) {
+  const fs::path dir(r.config.out);
+  std::error_code ec;
+  r.pid = 0;
+  const std::string see = "see " + shell_quote((dir / "train.log").string());
+  const bool finished = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
+  if (finished && fs::exists(dir / kSummaryFile, ec)) {
+    std::ifstream in(dir / kSummaryFile);
+    const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
+    r.status = s.diverged ? "diverged" : "complete";
+    r.diverged_step = s.diverged_step;
+    r.final_loss = s.final_loss;
+    return s.diverged ? fmt::format("diverged at step {}", s.diverged_step)
+                      : "final loss " + format_number(s.final_loss, 4);
+  }
+  // `xgrad train` exits 128 + the signal after writing its checkpoint; one that a stop signal ended while the sweep
+  // was stopping had not got as far as its handlers, nor as training.
+  const int stop_exit = WIFEXITED(status) && WEXITSTATUS(status) > 128 ? WEXITSTATUS(status) - 128 : 0;
+  if ((is_stop_signal(stop_exit) && fs::exists(dir / kCheckpointFile, ec)) ||
+      (stopping && WIFSIGNALED(status) && is_stop_signal(WTERMSIG(status)))) {
+    r.status = "interrupted";
+    return "interrupted by " + platform::signal_name(stop_exit ? stop_exit : WTERMSIG(status)) +
+           "; resumable (run the same sweep again)";
+  }
+  r.status = "failed";
+  if (WIFSIGNALED(status)) return "FAILED (killed by " + platform::signal_name(WTERMSIG(status)) + "; " + see + ")";
+  return fmt::format("FAILED (exit {}; {})", WEXITSTATUS(status), see);
+}
+
+// Starts run r: takes its lock (or finds it held: then r is "running" in another process, left alone, and the
+// result is 0), writes its config file, opens its train.log (appended to when resuming, so the earlier sessions'
+// output stays) and starts `xgrad train` holding both.
+pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vector<int>& caught) {
+  std::error_code ec;
+  if (fs::exists(r.config.out, ec) && !fs::is_directory(r.config.out, ec))
+    throw std::runtime_error(r.config.out + " exists and is not a directory");
+  fs::create_directories(r.config.out);
+  RunLock lock;
+  std::string holder;
+  if (!lock.try_acquire(r.config.out, holder)) {
+    r.status = "running";
+    r.pid = std::strtol(holder.c_str(), nullptr, 10);
+    return 0;
+  }
+  // The child reads its settings from a file the sweep writes: every setting, declared or registered, reaches it
+  // the same way, and a user can rerun the point with the same command.
+  const std::string config_file = run_config_path(cfg, r.name);
+  fs::create_directories(fs::path(config_file).parent_path());
+  {
+    std::ofstream out(config_file, std::ios::trunc);
+    out << r.config.to_json().dump(2) << "\n";
+    if (!out) throw std::runtime_error("writing " + config_file + " failed");
+  }
+  // A resumed run keeps its own settings (config.json), which the sweep checked to be these.
+  std::vector<std::string> args{"train", "--config", config_file, "--overwrite"};
+  if (resume) args = {"train", "--resume", r.config.out};
+  // A child's console output goes to its own log: parallel runs would interleave on the terminal.
+  const std::string log_path = (fs::path(r.config.out) / "train.log").string();
+  const int log_fd =
+      ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (resume ? O_APPEND : O_TRUNC), 0644);
+  if (log_fd < 0) throw std::runtime_error("cannot open " + log_path + ": " + std::strerror(errno));
+  pid_t pid = 0;
+  try {
+    pid = spawn(cfg.executable, args, log_fd, lock.descriptor(), caught);
+  } catch (...) {
+    ::close(log_fd);
+    throw;
+  }
+  ::close(log_fd);
+  lock.set_holder(pid);  // the child holds the lock from here; this process lets go of its copy
+  lock.release();
+  r.status = "running";
+  r.pid = pid;
+  return pid;
+}
 
 }  // namespace
 
@@ -247,8 +397,10 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   return runs;
 }
 
-std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void(const std::string&)>& progress) {
-  std::vector<SweepRun> runs = plan_sweep(cfg);
+SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std::string&)>& progress) {
+  SweepResult result;
+  result.runs = plan_sweep(cfg);
+  std::vector<SweepRun>& runs = result.runs;
   std::error_code ec;
   // A sweep directory holds sweep.json and runs/; one with a single run's files is an `xgrad train` run, which a
   // sweep must not mix its runs into.
@@ -260,13 +412,21 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
       if (fs::exists(out / f, ec))
         throw ConfigError("--out: " + cfg.out + " holds an `xgrad train` run (" + f +
                           "), not a sweep; give a new directory or an existing sweep's");
-  fs::create_directories(fs::path(cfg.out) / "runs", ec);
+  fs::create_directories(out, ec);
+  if (ec) throw ConfigError("--out: cannot create sweep directory " + cfg.out + ": " + ec.message());
+  RunLock sweep_lock;
+  std::string holder;
+  if (!sweep_lock.try_acquire(out, holder))
+    throw ConfigError("--out: " + cfg.out + " is in use by another xgrad sweep (pid " + holder +
+                      "); wait for it to end, or stop it, before sweeping into it again");
+  fs::create_directories(out / "runs", ec);
   if (ec) throw ConfigError("--out: cannot create sweep directory " + cfg.out + ": " + ec.message());
   // Children start OpenBLAS with their own thread count: unset, the library starts a worker per core at load, which
   // then spins in sched_yield (6% of a core in a profile of a one-thread run) beside the other runs of the sweep.
   // The parent's own OpenBLAS is already loaded, so this affects only the children.
   if (!std::getenv("OPENBLAS_NUM_THREADS")) setenv("OPENBLAS_NUM_THREADS", std::to_string(cfg.base.threads).c_str(), 1);
   std::vector<std::size_t> todo;
+  std::vector<bool> resume(runs.size(), false);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     std::string key;
     const OnDisk state = on_disk(runs[i].config, &key);
@@ -280,7 +440,7 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
       runs[i].final_loss = s.final_loss;
       runs[i].diverged_step = s.diverged_step;
     } else {
-      runs[i].config.overwrite = true;  // a run cut short earlier starts over
+      resume[i] = state == OnDisk::resumable;  // an interrupted run continues from its checkpoint
       todo.push_back(i);
     }
   }
@@ -288,114 +448,116 @@ std::vector<SweepRun> run_sweep(const SweepConfig& cfg, const std::function<void
   if (progress && todo.size() < runs.size())
     progress(fmt::format("sweep: {} of {} runs already complete, skipped", runs.size() - todo.size(), runs.size()));
 
-  struct sigaction action {}, old_int {}, old_term {}, old_hup {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  g_stop_signal = 0;
-  sigaction(SIGINT, &action, &old_int);
-  sigaction(SIGTERM, &action, &old_term);
-  sigaction(SIGHUP, &action, &old_hup);
-
+  const StopHandlers handlers;
+  const std::vector<int> caught = handlers.caught();
   std::map<pid_t, std::size_t> running;
   std::map<pid_t, std::chrono::steady_clock::time_point> started;
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  auto stop_children = [&] {
-    for (auto& [pid, i] : running) kill(pid, SIGTERM);
-    for (auto& [pid, i] : running) {
-      waitpid(pid, nullptr, 0);
-      runs[i].status = "interrupted";
-    }
-    running.clear();
-  };
   std::size_t next = 0, done = 0;
   double run_seconds = 0;
+  auto finish = [&](pid_t pid, int status) {
+    const auto it = running.find(pid);
+    if (it == running.end()) return;
+    SweepRun& r = runs[it->second];
+    running.erase(it);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started[pid]).count();
+    run_seconds += r.seconds;
+    ++done;
+    const std::string what = record_end(r, status, g_stop_signal != 0);
+    write_index(cfg, runs);
+    if (progress) {
+      const double per_run = run_seconds / static_cast<double>(done);
+      const double eta = per_run * static_cast<double>(todo.size() - done) / static_cast<double>(cfg.jobs);
+      progress(fmt::format("sweep: {}/{} runs done, elapsed {}, ETA {} | {}: {}", done, todo.size(), clock(elapsed()),
+                           clock(eta), r.name, what));
+    }
+  };
+  // SIGTERM to every child still running (each writes its checkpoint), then waits for them.
+  auto stop_children = [&] {
+    std::vector<pid_t> pids;
+    for (const auto& [pid, i] : running) pids.push_back(pid);
+    for (pid_t pid : pids) kill(pid, SIGTERM);
+    for (pid_t pid : pids) {
+      int status = 0;
+      pid_t got = -1;
+      do got = waitpid(pid, &status, 0);
+      while (got < 0 && errno == EINTR);
+      if (got == pid) finish(pid, status);
+    }
+  };
   try {
-    while (done < todo.size()) {
-      if (next >= todo.size() && running.empty()) break;
+    while (!g_stop_signal) {
       while (next < todo.size() && running.size() < static_cast<std::size_t>(cfg.jobs) && !g_stop_signal) {
-        SweepRun& r = runs[todo[next]];
-        ++next;
+        const std::size_t i = todo[next++];
+        SweepRun& r = runs[i];
         try {
-          if (fs::exists(r.config.out, ec) && !fs::is_directory(r.config.out, ec))
-            throw std::runtime_error(r.config.out + " exists and is not a directory");
-          fs::create_directories(r.config.out);
-          // The child reads its settings from a file the sweep writes: every setting, declared or registered,
-          // reaches it the same way, and a user can rerun the point with the same command.
-          const std::string config_file = run_config_path(cfg, r.name);
-          fs::create_directories(fs::path(config_file).parent_path());
-          {
-            std::ofstream out(config_file, std::ios::trunc);
-            out << r.config.to_json().dump(2) << "\n";
-            if (!out) throw std::runtime_error("writing " + config_file + " failed");
+          const pid_t pid = start_run(cfg, r, resume[i], caught);
+          if (pid == 0) {
+            ++done;
+            if (progress)
+              progress(fmt::format("sweep: {} is still running (pid {}) in another process; left alone", r.name,
+                                   r.pid));
+          } else {
+            running[pid] = i;
+            started[pid] = std::chrono::steady_clock::now();
           }
-          std::vector<std::string> args{"train", "--config", config_file};
-          if (r.config.overwrite) args.push_back("--overwrite");
-          const pid_t pid = spawn(cfg.executable, args, (fs::path(r.config.out) / "train.log").string());
-          running[pid] = todo[next - 1];
-          started[pid] = std::chrono::steady_clock::now();
         } catch (const std::exception& e) {  // this run cannot start; the others still can
           r.status = "failed";
           ++done;
-          write_index(cfg, runs);
           spdlog::error("sweep: run {} FAILED to start: {}", r.name, e.what());
         }
+        write_index(cfg, runs);
       }
-      if (g_stop_signal) break;
-      if (running.empty()) continue;  // every run left failed to start: nothing to wait for
+      if (running.empty() || g_stop_signal) break;
       int status = 0;
       const pid_t pid = waitpid(-1, &status, 0);
       if (pid < 0) {
         if (errno == EINTR) continue;
         throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
       }
-      auto it = running.find(pid);
-      if (it == running.end()) continue;
-      SweepRun& r = runs[it->second];
-      running.erase(it);
-      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started[pid]).count();
-      run_seconds += r.seconds;
-      ++done;
-      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      const fs::path summary_path = fs::path(r.config.out) / kSummaryFile;
-      if ((code == 0 || code == 3) && fs::exists(summary_path)) {
-        std::ifstream in(summary_path);
-        const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
-        r.status = s.diverged ? "diverged" : "complete";
-        r.diverged_step = s.diverged_step;
-        r.final_loss = s.final_loss;
-      } else {
-        r.status = "failed";
-      }
-      write_index(cfg, runs);
-      if (progress) {
-        const double per_run = run_seconds / static_cast<double>(done);
-        const double eta = per_run * static_cast<double>(todo.size() - done) / static_cast<double>(cfg.jobs);
-        std::string what = r.status == "diverged"   ? fmt::format("diverged at step {}", r.diverged_step)
-                           : r.status == "failed" ? fmt::format("FAILED (exit {}; see {}/train.log)", code, r.config.out)
-                                                  : "final loss " + format_number(r.final_loss, 4);
-        progress(fmt::format("sweep: {}/{} runs done, elapsed {}, ETA {} | {}: {}", done, todo.size(), clock(elapsed()),
-                             clock(eta), r.name, what));
-      }
+      finish(pid, status);
     }
   } catch (...) {
     stop_children();
     write_index(cfg, runs);
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-    sigaction(SIGHUP, &old_hup, nullptr);
     throw;
   }
   stop_children();
   write_index(cfg, runs);
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  sigaction(SIGHUP, &old_hup, nullptr);
-  if (g_stop_signal) {
-    if (progress) progress("sweep: interrupted; run the same command again to resume (complete runs are skipped)");
-    raise(g_stop_signal);
+  result.stop_signal = g_stop_signal;
+  return result;
+}
+
+std::string sweep_summary(const SweepResult& result, double seconds) {
+  std::map<std::string, std::size_t> count;
+  std::vector<std::string> others;  // pids of runs another process is training
+  for (const SweepRun& r : result.runs) {
+    ++count[r.status == "skipped" ? "complete" : r.status];
+    if (r.status == "running") others.push_back(std::to_string(r.pid));
   }
-  return runs;
+  std::string parts;
+  auto add = [&](const std::string& status, const std::string& text) {
+    if (count[status]) parts += fmt::format(", {} {}", count[status], text);
+  };
+  add("diverged", "diverged");
+  add("interrupted", "interrupted (resumable)");
+  add("failed", "failed");
+  if (!others.empty())
+    parts += fmt::format(", {} still running in another process (pid {})", others.size(), fmt::join(others, ", "));
+  add("pending", "not started");
+  const std::size_t complete = count["complete"];
+  if (result.stop_signal)
+    return fmt::format("sweep interrupted by {}: {} of {} runs complete{}; run the same command again to resume",
+                       platform::signal_name(result.stop_signal), complete, result.runs.size(), parts);
+  return fmt::format("{} runs in {:.0f} s: {} complete{}", result.runs.size(), seconds, complete, parts);
+}
+
+int sweep_exit_code(const SweepResult& result) {
+  if (result.stop_signal) return 128 + result.stop_signal;
+  for (const SweepRun& r : result.runs)
+    if (r.status != "complete" && r.status != "skipped" && r.status != "diverged") return 1;
+  return 0;
 }
 
 }  // namespace xgrad::train

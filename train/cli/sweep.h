@@ -1,7 +1,12 @@
 // `xgrad sweep`: a grid of scale mode × d_k × (optimizer, learning rate) × any other settings (--grid) × seed runs,
-// each a child process (`xgrad train --config FILE`, FILE written by the sweep), `jobs` at a time, all below one sweep directory with an index file. Runs already complete are
-// skipped, so an interrupted sweep resumes by running the same command again. A run that diverges is a result,
-// recorded with its step; the sweep goes on.
+// each a child process (`xgrad train --config FILE`, FILE written by the sweep), `jobs` at a time, all below one
+// sweep directory with an index file. Running the same command again skips the complete runs, resumes the
+// interrupted ones from their checkpoints (`xgrad train --resume`) and leaves alone a run another process is still
+// training. A run that diverges is a result, recorded with its step; the sweep goes on.
+//
+// One sweep at a time writes a sweep directory (a lock on DIR/.lock), and a child writes a run directory only while
+// it holds the run's lock: the sweep takes it, opens train.log, and hands both to the child. Children never outlive
+// the sweep: they get SIGTERM (and checkpoint) when it ends, however it ends.
 #pragma once
 
 #include <functional>
@@ -44,7 +49,10 @@ struct SweepRun {
   std::string name;  // dk<d_k>-<scale>-<optimizer>-lr<lr>[-<key><value> per grid axis]-s<seed>
   TrainConfig config;
   nlohmann::json grid = nlohmann::json::object();  // this run's value of each grid axis
-  std::string status = "pending";  // pending | complete | diverged | failed | skipped (complete before this sweep)
+  // pending | running (pid: the process training it, this sweep's child or another's) | complete | diverged |
+  // interrupted (stopped with a checkpoint: the next sweep resumes it) | failed | skipped (complete before this sweep)
+  std::string status = "pending";
+  long pid = 0;
   long diverged_step = -1;
   double final_loss = 0;
   double seconds = 0;
@@ -54,10 +62,26 @@ struct SweepRun {
 /// (empty lists, duplicates, invalid run settings).
 std::vector<SweepRun> plan_sweep(const SweepConfig& config);
 
-/// Runs the plan; writes out/sweep.json after every finished run (atomically). `progress` gets one line per
-/// finished run ("runs done / total, elapsed, ETA"). On SIGINT/SIGTERM the children are stopped, the index written,
-/// and the signal re-raised. Returns the runs with their status.
-std::vector<SweepRun> run_sweep(const SweepConfig& config, const std::function<void(const std::string&)>& progress);
+struct SweepResult {
+  std::vector<SweepRun> runs;
+  int stop_signal = 0;  // the signal that interrupted the sweep, 0 if it ran to its end
+};
+
+/// Runs the plan; writes out/sweep.json (atomically) whenever a run starts or ends. `progress` gets one line per
+/// finished run ("runs done / total, elapsed, ETA") and per run left alone. SIGINT, SIGTERM and SIGHUP, unless
+/// ignored when the sweep started (nohup), stop it: no new run starts, the running children get SIGTERM and write
+/// a checkpoint ("interrupted"), the index is written, and the result names the signal (the handlers in place
+/// before are restored). Throws ConfigError naming --out when another sweep holds the directory's lock (with its
+/// pid) or the directory holds other runs.
+SweepResult run_sweep(const SweepConfig& config, const std::function<void(const std::string&)>& progress);
+
+/// One line for the end of a sweep: "4 runs in 12 s: 3 complete, 1 failed", or "interrupted by SIGHUP: 2 of 4 runs
+/// complete, 2 interrupted (resumable)". Counts that are zero are left out.
+std::string sweep_summary(const SweepResult& result, double seconds);
+
+/// The exit code of `xgrad sweep`: 128 + the signal when interrupted; 1 when a run failed, was interrupted, or is
+/// still running in another process; 0 when every run is complete or diverged.
+int sweep_exit_code(const SweepResult& result);
 
 /// Where the sweep writes the config file of run `name` (`xgrad train --config FILE` runs it): out/configs/name.json.
 std::string run_config_path(const SweepConfig& config, const std::string& name);

@@ -36,8 +36,7 @@ std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size
       TrainConfig c = base;
       c.d_k = d_k;
       c.scale = scale;
-      c.validate();
-      const auto task = c.make_task();
+      const auto task = c.validate();  // the task it built to check the settings: its files are read once
       const nn::ModelConfig mc = model_config(c, *task);
       nn::AttentionModel model(mc, c.seed);
       auto layer = model.attention_layers().front();

@@ -1,0 +1,41 @@
+#include "platform/signals.h"
+
+namespace xgrad::platform {
+
+std::string signal_name(int signal) {
+  switch (signal) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGSYS: return "SIGSYS";
+    default: return "signal " + std::to_string(signal);
+  }
+}
+
+bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct sigaction* previous) {
+  struct sigaction current {};
+  if (sigaction(signal, nullptr, &current) != 0) return false;
+  if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) return false;
+  struct sigaction action {};
+  action.sa_handler = handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = flags;
+  if (sigaction(signal, &action, previous) != 0) return false;
+  return true;
+}
+
+}  // namespace xgrad::platform

@@ -1,0 +1,403 @@
+// `xgrad sweep` under the faults of issue #15, with the real executable and real signals: two sweeps on one --out,
+// the sweep killed with SIGKILL, a hangup with and without nohup, a child killed by a signal, and the commands the
+// sweep and the trainer print, pasted into bash. Every case reruns the interrupted sweep and checks each run's
+// metrics.csv (all columns but step_ms) against the same sweep run without interruption.
+//
+// A run here takes a few thousand steps of a tiny model, long against the microseconds between seeing its
+// metrics.csv grow and signalling it; where a case needs a run to stay mid-way it freezes it with SIGSTOP.
+// Each TEST_CASE is its own ctest test (tests/CMakeLists.txt), so they run in parallel.
+#include <doctest/doctest.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/run_files.h"
+#include "tests/support/temp_dir.h"
+
+namespace fs = std::filesystem;
+using xgrad::testing::metrics_without_timing;
+using xgrad::testing::read_text;
+using xgrad::testing::TempDir;
+
+namespace {
+
+// Runs in plan order: d_k, scale, optimizer@lr, seed; with --jobs 2 the first two start together.
+const std::vector<std::string> kRuns{"dk4-none-adamw-lr0.01-s0", "dk4-none-adamw-lr0.01-s1",
+                                     "dk4-sqrt_dk-adamw-lr0.01-s0", "dk4-sqrt_dk-adamw-lr0.01-s1"};
+
+std::vector<std::string> sweep_args(const fs::path& out) {
+  return {"sweep",   "--out",   out.string(), "--scale",       "none,sqrt_dk", "--d-k",   "4",
+          "--seeds", "0,1",     "--arms",     "adamw@0.01",    "--d-model",    "16",      "--batch-size",
+          "8",       "--steps", "4000",       "--print-every", "100000",       "--jobs",  "2",
+          "--threads", "1"};
+}
+
+struct Options {
+  std::vector<int> ignored;  // signals set to SIG_IGN before exec, as nohup (SIGHUP) or a script's `&` (SIGINT) do
+  bool own_group = true;     // a process group of its own, as a shell job gets: killpg reaches the sweep's children
+};
+
+// Starts `xgrad ARGS` with stdout and stderr in `output`; returns its pid.
+pid_t start(const std::vector<std::string>& args, const fs::path& output, const Options& options = {}) {
+  std::vector<std::string> all{XGRAD_BIN};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (options.own_group) setpgid(0, 0);
+    for (int sig : options.ignored) signal(sig, SIG_IGN);
+    const int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int in = open("/dev/null", O_RDONLY);
+    if (fd < 0 || in < 0) _exit(126);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    dup2(in, STDIN_FILENO);
+    execv(XGRAD_BIN, argv.data());
+    _exit(127);
+  }
+  if (options.own_group) setpgid(pid, pid);  // also here: the test may signal the group before the child runs
+  return pid;
+}
+
+int wait_status(pid_t pid) {
+  int status = 0;
+  pid_t got = -1;
+  do got = waitpid(pid, &status, 0);
+  while (got < 0 && errno == EINTR);
+  REQUIRE(got == pid);
+  return status;
+}
+
+// The exit code of a process that exited; fails the test (with how it ended) otherwise.
+int exit_code(int status) {
+  INFO("killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+int run(const std::vector<std::string>& args, const fs::path& output) {
+  return exit_code(wait_status(start(args, output)));
+}
+
+// Polls `done` every millisecond for up to two minutes (sanitizer builds on a busy machine are slow); false if it
+// never held.
+bool eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return done();
+}
+
+std::size_t metrics_rows(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "metrics.csv");
+  std::size_t lines = 0;
+  std::string line;
+  while (std::getline(in, line)) ++lines;
+  return lines > 0 ? lines - 1 : 0;
+}
+
+// The pid the run's lock file names (the process training in it), 0 if none yet.
+pid_t lock_holder(const fs::path& run_dir) {
+  std::ifstream in(run_dir / ".lock");
+  long pid = 0;
+  in >> pid;
+  return static_cast<pid_t>(pid);
+}
+
+// Whether process `pid` (a child of this one) has ended; it stays waitable.
+bool ended(pid_t pid) {
+  siginfo_t info{};
+  return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+
+// Waits until run `name` of the sweep `sweep` (writing into `out`) has written a few rows and returns the pid
+// training it.
+pid_t running_child(pid_t sweep, const fs::path& out, const std::string& name) {
+  const fs::path dir = out / "runs" / name;
+  REQUIRE_MESSAGE(eventually([&] { return (metrics_rows(dir) >= 5 && lock_holder(dir) > 0) || ended(sweep); }),
+                  name << " never started");
+  REQUIRE_MESSAGE(!ended(sweep), "the sweep ended before " << name << " was seen running");
+  return lock_holder(dir);
+}
+
+// Stops process `pid` (SIGSTOP) until the end of the scope, also when a REQUIRE leaves it early: a process left
+// stopped would hold its run's lock forever.
+class Frozen {
+ public:
+  explicit Frozen(pid_t pid) : pid_(pid) { kill(pid_, SIGSTOP); }
+  ~Frozen() { thaw(); }
+  Frozen(const Frozen&) = delete;
+  Frozen& operator=(const Frozen&) = delete;
+  void thaw() {
+    if (pid_ > 0) kill(pid_, SIGCONT);
+    pid_ = 0;
+  }
+
+ private:
+  pid_t pid_;
+};
+
+nlohmann::json sweep_index(const fs::path& out) { return nlohmann::json::parse(read_text(out / "sweep.json")); }
+
+nlohmann::json index_entry(const fs::path& out, const std::string& name) {
+  const nlohmann::json index = sweep_index(out);  // named: a range-for over sweep_index(out).at() would not be
+  for (const auto& r : index.at("runs"))
+    if (r.at("name") == name) return r;
+  FAIL("no run " << name << " in " << (out / "sweep.json"));
+  return {};
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The same sweep, never interrupted: what every interrupted-and-resumed run must equal.
+const fs::path& reference_sweep() {
+  static const TempDir dir("sweep_reference");
+  static const bool done = [] {
+    const int code = run(sweep_args(dir / "sweep"), dir / "output.txt");
+    INFO(read_text(dir / "output.txt"));
+    REQUIRE(code == 0);
+    return true;
+  }();
+  (void)done;
+  static const fs::path out = dir / "sweep";
+  return out;
+}
+
+// Every run of `out` is complete (in this sweep or an earlier one: "skipped") and wrote the metrics.csv of the
+// uninterrupted sweep.
+void check_equals_reference(const fs::path& out) {
+  for (const std::string& name : kRuns) {
+    INFO("run " << name);
+    const std::string status = index_entry(out, name).at("status");
+    CHECK((status == "complete" || status == "skipped"));
+    CHECK(metrics_without_timing(out / "runs" / name) == metrics_without_timing(reference_sweep() / "runs" / name));
+  }
+}
+
+// A train.log written by one process: no other process's refusal, no holes.
+void check_log_whole(const fs::path& run_dir) {
+  const std::string log = read_text(run_dir / "train.log");
+  INFO((run_dir / "train.log").string() << ":\n" << log);
+  CHECK_FALSE(contains(log, "being written by another"));
+  CHECK(log.find('\0') == std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("sweep_faults_lock: a second sweep on the same --out exits 2 naming the first's pid and touches nothing") {
+  const TempDir root("sweep_lock");
+  const fs::path out = root / "sweep";
+  const pid_t first = start(sweep_args(out), root / "first.txt");
+  Frozen child(running_child(first, out, kRuns[0]));  // the first sweep stays mid-run while the second one tries
+  const std::string log_before = read_text(out / "runs" / kRuns[0] / "train.log");
+  const int second = run(sweep_args(out), root / "second.txt");
+  const std::string said = read_text(root / "second.txt");
+  INFO("second sweep said: " << said);
+  CHECK(second == 2);
+  CHECK(contains(said, "--out: " + out.string()));
+  CHECK(contains(said, "(pid " + std::to_string(first) + ")"));
+  CHECK(read_text(out / "runs" / kRuns[0] / "train.log") == log_before);
+  child.thaw();
+  const int code = exit_code(wait_status(first));
+  INFO("first sweep said: " << read_text(root / "first.txt"));
+  CHECK(code == 0);
+  for (const std::string& name : kRuns) check_log_whole(out / "runs" / name);
+  check_equals_reference(out);
+}
+
+TEST_CASE("sweep_faults_parent_killed: children of a SIGKILLed sweep checkpoint and exit; a rerun leaves a live run "
+          "alone, then resumes every run to the uninterrupted curve") {
+  // Orphans are re-parented to this process, which can then wait for them and read how they ended.
+  REQUIRE(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+  const TempDir root("sweep_parent_killed");
+  const fs::path out = root / "sweep";
+  const pid_t sweep = start(sweep_args(out), root / "first.txt");
+  const pid_t frozen = running_child(sweep, out, kRuns[0]);
+  Frozen freeze(frozen);  // a run still alive when the sweep is rerun
+  const pid_t other = running_child(sweep, out, kRuns[1]);
+  {
+    const nlohmann::json entry = index_entry(out, kRuns[1]);
+    CHECK(entry.at("status") == "running");
+    CHECK(entry.value("pid", nlohmann::json()) == other);
+  }
+  kill(sweep, SIGKILL);
+  wait_status(sweep);
+  // The parent's death stops its children as a SIGTERM would: a checkpoint at the step reached, exit 143.
+  const int other_status = wait_status(other);
+  INFO(kRuns[1] << "/train.log: " << read_text(out / "runs" / kRuns[1] / "train.log"));
+  CHECK(exit_code(other_status) == 128 + SIGTERM);
+  CHECK(fs::exists(out / "runs" / kRuns[1] / "checkpoint.safetensors"));
+
+  // The frozen run still holds its lock: the rerun reports it and does not touch its directory.
+  const fs::path frozen_dir = out / "runs" / kRuns[0];
+  const std::string log_before = read_text(frozen_dir / "train.log");
+  const std::string metrics_before = read_text(frozen_dir / "metrics.csv");
+  const int rerun = run(sweep_args(out), root / "rerun.txt");
+  const std::string said = read_text(root / "rerun.txt");
+  INFO("rerun said: " << said);
+  CHECK(rerun == 1);  // not every run is complete
+  CHECK(contains(said, kRuns[0] + " is still running (pid " + std::to_string(frozen) + ")"));
+  CHECK(read_text(frozen_dir / "train.log") == log_before);
+  CHECK(read_text(frozen_dir / "metrics.csv") == metrics_before);
+  {
+    const nlohmann::json entry = index_entry(out, kRuns[0]);
+    CHECK(entry.at("status") == "running");
+    CHECK(entry.value("pid", nlohmann::json()) == frozen);
+  }
+  for (std::size_t i = 1; i < kRuns.size(); ++i) CHECK(index_entry(out, kRuns[i]).at("status") == "complete");
+  CHECK(contains(read_text(out / "runs" / kRuns[1] / "train.log"), "resuming from"));
+
+  // Woken, the orphan gets the SIGTERM its parent's death sent and stops with a checkpoint; the next rerun resumes it.
+  freeze.thaw();
+  CHECK(exit_code(wait_status(frozen)) == 128 + SIGTERM);
+  const int last = run(sweep_args(out), root / "last.txt");
+  INFO("last rerun said: " << read_text(root / "last.txt"));
+  CHECK(last == 0);
+  CHECK(contains(read_text(frozen_dir / "train.log"), "resuming from"));
+  for (const std::string& name : kRuns) check_log_whole(out / "runs" / name);
+  check_equals_reference(out);
+}
+
+TEST_CASE("sweep_faults_hangup: a hangup stops the sweep with checkpoints and exit 129, never '0 failed'; the rerun "
+          "resumes every run to the uninterrupted curve") {
+  const TempDir root("sweep_hangup");
+  const fs::path out = root / "sweep";
+  const pid_t sweep = start(sweep_args(out), root / "first.txt");
+  // Both running children frozen mid-run, so the hangup finds them there.
+  Frozen a(running_child(sweep, out, kRuns[0]));
+  Frozen b(running_child(sweep, out, kRuns[1]));
+  // A terminal hangup: SIGHUP to the whole job (the sweep and its children).
+  killpg(sweep, SIGHUP);
+  a.thaw();
+  b.thaw();
+  const int code = exit_code(wait_status(sweep));
+  const std::string said = read_text(root / "first.txt");
+  INFO("sweep said: " << said);
+  CHECK(code == 128 + SIGHUP);
+  CHECK(contains(said, "interrupted by SIGHUP"));
+  CHECK_FALSE(contains(said, "0 failed"));
+  for (std::size_t i = 0; i < 2; ++i) {
+    INFO("run " << kRuns[i]);
+    CHECK(index_entry(out, kRuns[i]).at("status") == "interrupted");
+    CHECK(fs::exists(out / "runs" / kRuns[i] / "checkpoint.safetensors"));
+    CHECK(contains(read_text(out / "runs" / kRuns[i] / "train.log"), "continue with: xgrad train --resume"));
+  }
+  const int rerun = run(sweep_args(out), root / "rerun.txt");
+  INFO("rerun said: " << read_text(root / "rerun.txt"));
+  CHECK(rerun == 0);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::string log = read_text(out / "runs" / kRuns[i] / "train.log");
+    INFO(kRuns[i] << "/train.log: " << log);
+    CHECK(contains(log, "resuming from"));
+    CHECK(contains(log, "stopped by SIG"));  // the first session's output is kept
+  }
+  check_equals_reference(out);
+}
+
+TEST_CASE("sweep_faults_nohup: a sweep whose SIGHUP and SIGINT are ignored (nohup, a script's &) ignores them, and "
+          "so do its children") {
+  const TempDir root("sweep_nohup");
+  const fs::path out = root / "sweep";
+  const pid_t sweep = start(sweep_args(out), root / "first.txt", Options{{SIGHUP, SIGINT}, true});
+  Frozen a(running_child(sweep, out, kRuns[0]));
+  Frozen b(running_child(sweep, out, kRuns[1]));
+  killpg(sweep, SIGHUP);
+  killpg(sweep, SIGINT);
+  a.thaw();
+  b.thaw();
+  const int code = exit_code(wait_status(sweep));
+  const std::string said = read_text(root / "first.txt");
+  INFO("sweep said: " << said);
+  CHECK(code == 0);
+  CHECK_FALSE(contains(said, "interrupted"));
+  for (const std::string& name : kRuns)
+    CHECK_FALSE(contains(read_text(out / "runs" / name / "train.log"), "stopped by"));
+  check_equals_reference(out);
+}
+
+TEST_CASE("sweep_faults_child_killed: a child killed by a signal is reported by its signal; the rerun redoes it") {
+  const TempDir root("sweep_child_killed");
+  const fs::path out = root / "sweep";
+  const pid_t sweep = start(sweep_args(out), root / "first.txt");
+  kill(running_child(sweep, out, kRuns[0]), SIGKILL);
+  const int code = exit_code(wait_status(sweep));
+  const std::string said = read_text(root / "first.txt");
+  INFO("sweep said: " << said);
+  CHECK(code == 1);
+  CHECK(contains(said, kRuns[0] + ": FAILED (killed by SIGKILL; see "));
+  CHECK_FALSE(contains(said, "exit -1"));
+  CHECK(index_entry(out, kRuns[0]).at("status") == "failed");
+  for (std::size_t i = 1; i < kRuns.size(); ++i) CHECK(index_entry(out, kRuns[i]).at("status") == "complete");
+  CHECK(run(sweep_args(out), root / "rerun.txt") == 0);
+  check_equals_reference(out);
+}
+
+TEST_CASE("sweep_faults_shell_quoting: the printed 'xgrad compare' and 'continue with' commands work in bash") {
+  const TempDir root("sweep_quoting");
+  // Directory names a shell would split or choke on.
+  const fs::path sweep_dir = root / "a sweep's $HOME";
+  const fs::path run_dir = root / "it's a \"run\" (1)";
+  const std::string bin_dir = fs::path(XGRAD_BIN).parent_path().string();
+  setenv("PATH", (bin_dir + ":" + std::getenv("PATH")).c_str(), 1);
+  // Runs the command `output` prints after `prefix` (which ends with "xgrad ") as a line of a bash script.
+  auto pasted = [&](const std::string& output, const std::string& prefix) {
+    const auto at = output.find(prefix);
+    REQUIRE_MESSAGE(at != std::string::npos, "no '" << prefix << "' in: " << output);
+    const auto from = at + prefix.size() - std::string("xgrad ").size();
+    const std::string command = output.substr(from, output.find('\n', from) - from);
+    INFO("pasted: " << command);
+    {
+      std::ofstream script(root / "pasted.sh");
+      script << command << "\n";
+    }
+    std::vector<std::string> bash{"/bin/bash", (root / "pasted.sh").string()};
+    std::vector<char*> argv{bash[0].data(), bash[1].data(), nullptr};
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const int fd = open((root / "pasted.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    const int code = exit_code(wait_status(pid));
+    INFO("bash said: " << read_text(root / "pasted.txt"));
+    CHECK(code == 0);
+  };
+
+  CHECK(run({"sweep", "--out", sweep_dir.string(), "--scale", "none", "--d-k", "4", "--seeds", "0", "--arms",
+             "adamw@0.01", "--d-model", "16", "--steps", "3", "--jobs", "1"},
+            root / "sweep.txt") == 0);
+  pasted(read_text(root / "sweep.txt"), "Compare the runs with: xgrad ");
+  CHECK(fs::exists(sweep_dir / "report.md"));
+
+  const pid_t train = start({"train", "--out", run_dir.string(), "--d-model", "16", "--batch-size", "8", "--steps",
+                             "4000", "--print-every", "100000", "--checkpoint-every", "0", "--threads", "1"},
+                            root / "train.txt", Options{{}, false});
+  REQUIRE(eventually([&] { return metrics_rows(run_dir) >= 5; }));
+  kill(train, SIGTERM);
+  CHECK(exit_code(wait_status(train)) == 128 + SIGTERM);
+  pasted(read_text(root / "train.txt"), "continue with: xgrad ");
+  CHECK(fs::exists(run_dir / "summary.json"));
+}
