@@ -16,9 +16,11 @@
 
 #include "train/report/compare.h"
 #include "train/report/plots.h"
+#include "train/report/probe.h"
 #include "train/report/markdown.h"
 #include "train/report/runs.h"
 #include "train/report/stats.h"
+#include "train/report/summary.h"
 #include "train/report/tables.h"
 #include "train/run_files.h"
 #include "train/trainer.h"
@@ -311,6 +313,11 @@ TEST_CASE("zero-gradient fractions: summary.json and compare give the same numbe
   REQUIRE(cmp.stats.size() == 1);
   CHECK(cmp.stats[0].frac_zero_grad_w_q == summary.frac_zero_grad_w_q);
   CHECK(cmp.stats[0].frac_zero_grad_w_k == summary.frac_zero_grad_w_k);
+  // The near-zero share is defined once too (GradientStats): summary.json and compare agree on it.
+  REQUIRE(std::isfinite(summary.frac_near_zero_grad_w_q));
+  CHECK(summary.frac_near_zero_grad_w_q >= summary.frac_zero_grad_w_q);
+  CHECK(cmp.stats[0].frac_near_zero_grad_w_q == summary.frac_near_zero_grad_w_q);
+  CHECK(cmp.stats[0].frac_near_zero_grad_w_k == summary.frac_near_zero_grad_w_k);
   // metrics.csv holds the norms to 9 significant digits.
   CHECK(cmp.stats[0].mean_grad_norm_w_q == doctest::Approx(summary.mean_grad_norm_w_q).epsilon(1e-7).scale(0));
   CHECK(cmp.stats[0].mean_grad_norm_w_k == doctest::Approx(summary.mean_grad_norm_w_k).epsilon(1e-7).scale(0));
@@ -475,12 +482,208 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
   CHECK(t.rows[0].back() == "1.875");
   CHECK(t.rows[0][3].find("1: 4.000 (diverged 1/1)") != std::string::npos);
 
+  // The two scalings are compared over the learning rates both were run at (0.01 and 0.1): none's 1.875 is over
+  // four learning rates, sqrt_dk's 0 over two, and a sensitivity over more learning rates is not comparable.
+  const LrComparison shared = compare_lr_sensitivity(cmp, none, scaled);
+  CHECK(shared.decided);
+  CHECK(shared.lrs == std::vector<double>{0.01, 0.1});
+  CHECK(shared.sensitivity_a == doctest::Approx((1.0 + 0.5) / 2 - 0.5));
+  CHECK(shared.sensitivity_b == doctest::Approx(0.0));
   const StoryChecks checks = story_checks(cmp);
   bool said = false;
   for (const auto& s : checks.holds)
-    said = said || s.find("unscaled is more sensitive to the learning rate (LR sensitivity 1.875 vs 0.000)") !=
-                       std::string::npos;
+    said = said || s.find("unscaled is more sensitive to the learning rate (LR sensitivity 0.250 vs 0.000 over lr "
+                          "0.01, 0.1)") != std::string::npos;
+  INFO(checks.holds.size());
   CHECK(said);
+
+  // The same lrs as a summary figure: final loss against lr, one line per scaling; lr 1 diverged, so no point.
+  const std::vector<SummaryFigure> figures = summary_figures(cmp);
+  REQUIRE(figures.size() == 1);  // one d_k: no figure against d_k
+  const SummaryFigure& by_lr = figures[0];
+  CHECK(by_lr.name == "final_loss_vs_lr");
+  REQUIRE(by_lr.lines.size() == 2);
+  REQUIRE(by_lr.lines[0].points.size() == 4);
+  CHECK(by_lr.lines[0].scale == "none");
+  CHECK(by_lr.lines[0].points[1].x == doctest::Approx(0.01));
+  CHECK(by_lr.lines[0].points[1].y == doctest::Approx(1.0));
+  CHECK(std::isnan(by_lr.lines[0].points[3].y));
+  CHECK(by_lr.lines[0].points[3].n_diverged == 1);
+}
+
+TEST_CASE("LR sensitivity is not decided where both scalings diverged at one learning rate or neither learned") {
+  const TempDir root("compare_lr_undecided");
+  // loss: 4 at step 0, then `final_loss` for 20 steps, or inf at step 1 (diverged).
+  auto run = [&](const fs::path& dir, double lr, double final_loss, bool diverged, const std::string& scale) {
+    FakeRun r;
+    r.scale = scale;
+    r.optimizer = "sgd";
+    r.lr = lr;
+    r.loss = {4.0};
+    if (diverged) {
+      r.loss.push_back(inf_value);
+      r.diverged = true;
+      r.diverged_step = 1;
+      r.steps = 21;
+    } else {
+      const auto tail = constant(20, final_loss);
+      r.loss.insert(r.loss.end(), tail.begin(), tail.end());
+    }
+    write_run(dir / (scale + "-lr" + cell(lr)), r);
+  };
+  for (const std::string scale : {"none", "sqrt_dk"}) {
+    // Both diverge at lr 1: there both objectives are the initial loss, whatever the scaling.
+    run(root / "diverged", 0.01, scale == "none" ? 1.0 : 0.5, false, scale);
+    run(root / "diverged", 0.1, 0.5, false, scale);
+    run(root / "diverged", 1.0, 0.0, true, scale);
+    // Neither learns: the final loss stays at the initial loss at every lr.
+    run(root / "flat", 0.01, 4.0, false, scale);
+    run(root / "flat", 0.1, 4.0, false, scale);
+  }
+  {
+    const Comparison cmp = analyse_dirs({(root / "diverged").string()});
+    REQUIRE(cmp.lr_groups.size() == 2);
+    const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+    CHECK_FALSE(lr.decided);
+    CHECK(lr.reason.find("both scalings diverged at lr 1") != std::string::npos);
+    const StoryChecks checks = story_checks(cmp);
+    for (const auto& line : checks.fails) CHECK(line.find("learning rate") == std::string::npos);
+    for (const auto& line : checks.holds) CHECK(line.find("learning rate") == std::string::npos);
+    bool said = false;
+    for (const auto& line : checks.undecided)
+      said = said || line.find("LR sensitivity not decided: both scalings diverged at lr 1") != std::string::npos;
+    CHECK(said);
+  }
+  {
+    const Comparison cmp = analyse_dirs({(root / "flat").string()});
+    REQUIRE(cmp.lr_groups.size() == 2);
+    const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+    CHECK_FALSE(lr.decided);
+    CHECK(lr.reason.find("neither scaling learned at any learning rate") != std::string::npos);
+    const StoryChecks checks = story_checks(cmp);
+    for (const auto& line : checks.fails) CHECK(line.find("learning rate") == std::string::npos);
+    CHECK(findings(cmp).size() <= 10);
+  }
+}
+
+TEST_CASE("a diverged run is left out of every statistic of its arm, and counted") {
+  // The issue's report: one unscaled run that diverged at step 16 (W_q gradient norm 5.83, score std 1e+29) turned
+  // the comparison into "unscaled W_q gradients are not smaller but larger (2.15 vs 0.472)"; without it, 0.31.
+  const TempDir root("compare_diverged_aggregates");
+  for (int seed = 0; seed < 2; ++seed) {
+    FakeRun none;
+    none.d_k = 64;
+    none.seed = seed;
+    none.loss = constant(30, 1.5);
+    none.w_q0 = constant(30, 0.31);
+    none.w_q1 = constant(30, 0.0);
+    none.w_k0 = constant(30, 0.2);
+    none.w_k1 = constant(30, 0.0);
+    none.entropy = constant(30, 0.3);
+    none.score_std = constant(30, 8.0);
+    if (seed == 1) {
+      none.loss.resize(17);
+      none.loss[16] = nan_value;
+      none.w_q0 = constant(17, 5.83);
+      none.w_k0 = constant(17, 5.0);
+      none.score_std = constant(17, 8.0);
+      none.score_std[15] = 1e29;
+      none.entropy = constant(17, 0.0);
+      none.diverged = true;
+      none.diverged_step = 16;
+      none.steps = 30;
+    }
+    write_run(root / ("none-s" + std::to_string(seed)), none);
+    FakeRun scaled;
+    scaled.d_k = 64;
+    scaled.seed = seed;
+    scaled.scale = "sqrt_dk";
+    scaled.loss = constant(30, 0.5);
+    scaled.w_q0 = constant(30, 0.47);
+    scaled.w_q1 = constant(30, 0.0);
+    scaled.w_k0 = constant(30, 0.4);
+    scaled.w_k1 = constant(30, 0.0);
+    scaled.entropy = constant(30, 2.0);
+    scaled.score_std = constant(30, 1.0);
+    write_run(root / ("sqrt-s" + std::to_string(seed)), scaled);
+  }
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.arms.size() == 2);
+  const ArmStats& none = cmp.arms[0];
+  REQUIRE(none.scale() == "none");
+  CHECK(none.diverged_steps == std::vector<long>{16});
+  CHECK(none.kept.size() == 1);
+  CHECK(none.mean_grad_norm_w_q.n == 1);
+  CHECK(none.mean_grad_norm_w_q.mean == doctest::Approx(0.31));
+  CHECK(none.mean_grad_norm_w_k.mean == doctest::Approx(0.2));
+  CHECK(none.frac_zero_grad_w_q.n == 1);
+  CHECK(none.score_std_last.mean == doctest::Approx(8.0));
+  CHECK(none.entropy_first.mean == doctest::Approx(0.3));
+  CHECK(none.final_loss.n == 1);
+
+  const StoryChecks checks = story_checks(cmp);
+  const std::string head = "d_k=64 adamw lr=0.01, unscaled vs sqrt_dk (1 unscaled and 0 sqrt_dk run diverged, left out): ";
+  bool less = false;
+  for (const auto& line : checks.holds)
+    less = less || (line.rfind(head, 0) == 0 &&
+                    line.find("unscaled W_q gets less gradient (mean gradient norm 0.31 vs 0.47)") != std::string::npos);
+  INFO(checks.holds.size() << " holds, " << checks.fails.size() << " fails");
+  for (const auto& line : checks.fails) {
+    INFO(line);
+    CHECK(line.find("not smaller but larger") == std::string::npos);
+  }
+  CHECK(less);
+  const auto sentences = scale_sentences(cmp);
+  REQUIRE_FALSE(sentences.empty());
+  CHECK(sentences[0].find("unscaled (2 seeds, 1 diverged (left out))") != std::string::npos);
+  CHECK(sentences[0].find("score std at step 0 8 vs 1 (at the end 8 vs 1)") != std::string::npos);
+}
+
+TEST_CASE("near-zero gradient column: steps below 1e-6 of the step-0 norm, beside the exactly-zero count") {
+  // The issue's run: a W_q gradient norm below 1e-12 on most steps, exactly zero on none, showed "0%".
+  GradientStats g;
+  g.add(2.0, 1.0, 0.5, 0.5);     // step 0: the reference norms
+  g.add(2.0, 1.0, 1e-13, 0.5);   // below 1e-6 x 0.5
+  g.add(2.0, 1.0, 4e-7, 0.0);    // below 5e-7; W_k exactly zero
+  g.add(2.0, 1.0, 6e-7, 1e-3);   // above 5e-7
+  g.add(nan_value, 1.0, 0.0, 0.0);  // not a finite step: not counted
+  CHECK(g.finite_steps == 4);
+  CHECK(g.frac_zero_grad_w_q() == doctest::Approx(0.0));
+  CHECK(g.frac_near_zero_grad_w_q() == doctest::Approx(0.5));
+  CHECK(g.frac_zero_grad_w_k() == doctest::Approx(0.25));
+  CHECK(g.frac_near_zero_grad_w_k() == doctest::Approx(0.25));  // exactly zero is near zero too
+  CHECK(std::isnan(GradientStats().frac_near_zero_grad_w_q()));
+
+  const TempDir root("compare_near_zero");
+  FakeRun r;
+  r.loss = constant(10, 2.0);
+  r.w_q0 = constant(10, 1e-13);
+  r.w_q0[0] = 0.8;
+  r.w_q1 = constant(10, 0.0);
+  r.w_q1[0] = 0.6;  // step 0: norm 1
+  write_run(root / "run", r);
+  const Comparison cmp = analyse_dirs({root.string()});
+  CHECK(cmp.stats[0].frac_zero_grad_w_q == doctest::Approx(0.0));
+  CHECK(cmp.stats[0].frac_near_zero_grad_w_q == doctest::Approx(0.9));
+  CHECK(cmp.arms[0].frac_near_zero_grad_w_q.mean == doctest::Approx(0.9));
+  const Table t = arm_table(cmp);
+  INFO(t.text());
+  REQUIRE(t.rows.size() == 1);
+  const auto column = [&](const std::string& name) {
+    const auto it = std::find(t.header.begin(), t.header.end(), name);
+    REQUIRE(it != t.header.end());
+    return t.rows[0][static_cast<std::size_t>(it - t.header.begin())];
+  };
+  CHECK(column("W_q grad =0") == "0%");
+  CHECK(column("W_q grad <1e-06·step 0") == "90.0%");
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.plots = false;
+  std::ostringstream out;
+  run_compare(options, out);
+  const std::string md = read_text(root / "report.md");
+  CHECK(md.find("*W_q / W_k grad <1e-06·step 0* the fraction at which its norm was below 1e-06 times the norm at the "
+                "run's first step") != std::string::npos);
 }
 
 TEST_CASE("diverged runs: counted per arm with their step, left out of final loss, never poison means") {
@@ -875,4 +1078,149 @@ TEST_CASE("huge numbers print in scientific notation (%.4g from 1e6 up), not as 
   };
   CHECK(longest_digit_run(console) < 20);
   CHECK(longest_digit_run(report) < 20);
+}
+
+namespace {
+
+// Two seeds each of unscaled and sqrt_dk at d_k 16, 64 and 256: unscaled as good at 16 and worse above, with a
+// larger W_q gradient at every d_k, lower entropy and a per-query score gradient that shrinks with d_k.
+void write_dk_sweep(const fs::path& root) {
+  const std::vector<std::size_t> d_ks{16, 64, 256};
+  for (std::size_t d = 0; d < d_ks.size(); ++d)
+    for (int seed = 0; seed < 2; ++seed)
+      for (const std::string scale : {"none", "sqrt_dk"}) {
+        const bool unscaled = scale == "none";
+        FakeRun r;
+        r.d_k = d_ks[d];
+        r.seed = seed;
+        r.scale = scale;
+        r.loss = constant(30, unscaled ? 0.5 + 0.5 * static_cast<double>(d) + 0.1 * seed : 0.5 + 0.1 * seed);
+        r.w_q0 = constant(30, unscaled ? 2.0 : 0.5);
+        r.entropy = constant(30, unscaled ? 1.0 / (1.0 + static_cast<double>(d)) : 2.0);
+        r.score_std = constant(30, unscaled ? std::sqrt(static_cast<double>(d_ks[d])) : 1.0);
+        write_run(root / fmt_name(d_ks[d], scale, seed), r);
+        // The median per-query score gradient: its own column (FakeRun writes none), appended to metrics.csv.
+        const fs::path csv = root / fmt_name(d_ks[d], scale, seed) / "metrics.csv";
+        std::ifstream in(csv);
+        std::string line, text;
+        const double grad = unscaled ? std::pow(10.0, -3.0 - 4.0 * static_cast<double>(d)) * (1 + seed) : 1e-3;
+        for (bool header = true; std::getline(in, line); header = false)
+          text += line + "," + (header ? std::string("attn/l0h0/score_grad_median") : cell(grad)) + "\n";
+        in.close();
+        std::ofstream(csv) << text;
+      }
+}
+
+}  // namespace
+
+TEST_CASE("report.md opens with at most ten findings counted from the numbers, each linking to its details") {
+  const TempDir root("compare_findings");
+  write_dk_sweep(root / "runs");
+  const Comparison cmp = analyse_dirs({(root / "runs").string()});
+  REQUIRE(cmp.arms.size() == 6);
+  const std::vector<FindingLine> lines = findings(cmp);
+  REQUIRE(!lines.empty());
+  CHECK(lines.size() <= 10);
+  std::string all;
+  for (const auto& l : lines) all += l.text + "\n";
+  INFO(all);
+  CHECK(lines[0].text == "sqrt_dk trains better than unscaled in 2 of 3 comparisons (final loss lower by more than "
+                         "the larger seed sd or 2%); as well in 1.");
+  CHECK(lines[1].text == "The unscaled W_q gradient (mean norm over steps) is larger than with sqrt_dk in 3 of 3 "
+                         "comparisons, the W_k gradient in 0 of 3.");
+  CHECK(all.find("Saturation at step 0, first layer: attention entropy unscaled 1.00 / 0.50 / 0.33 vs sqrt_dk 2.00 / "
+                 "2.00 / 2.00 nats at d_k = 16 / 64 / 256") != std::string::npos);
+  // One arm per scaling and d_k: the median over its two seeds (1 and 2 × 10^-3, 10^-7, 10^-11), no range.
+  CHECK(all.find("unscaled 0.0015 / 1.5e-07 / 1.5e-11 vs sqrt_dk 0.001 / 0.001 / 0.001 at d_k = 16 / 64 / 256") !=
+        std::string::npos);
+  CHECK(all.find("None of the 12 runs diverged.") != std::string::npos);
+
+  CompareOptions options;
+  options.inputs = {(root / "runs").string()};
+  options.out = (root / "report").string();
+  options.plots = false;
+  std::ostringstream out;
+  run_compare(options, out);
+  const std::string md = read_text(root / "report" / "report.md");
+  INFO(md);
+  const auto findings_at = md.find("## Findings");
+  REQUIRE(findings_at != std::string::npos);
+  CHECK(findings_at < md.find("## How to read this"));
+  CHECK(md.find("- " + lines[0].text + " [→ details](#story)") != std::string::npos);
+  for (const auto& l : lines) CHECK(md.find("<a id=\"" + l.anchor + "\"></a>") != std::string::npos);
+  // The per-arm sentences stay, below.
+  CHECK(md.find("At d_k=64 adamw lr=0.01, unscaled") > findings_at);
+}
+
+TEST_CASE("summary figures: final loss, step-0 attention and per-query score gradient against d_k") {
+  const TempDir root("compare_summary");
+  write_dk_sweep(root / "runs");
+  const Comparison cmp = analyse_dirs({(root / "runs").string()});
+  const std::vector<SummaryFigure> figures = summary_figures(cmp);
+  std::vector<std::string> names;
+  for (const auto& f : figures) names.push_back(f.name);
+  CHECK(names == std::vector<std::string>{"final_loss_vs_d_k", "entropy_step0_vs_d_k", "score_std_step0_vs_d_k",
+                                          "score_grad_vs_d_k"});
+  const SummaryFigure& loss = figures[0];
+  REQUIRE(loss.lines.size() == 2);
+  CHECK(loss.lines[0].scale == "none");
+  REQUIRE(loss.lines[0].points.size() == 3);
+  CHECK(loss.lines[0].points[2].x == 256);
+  CHECK(loss.lines[0].points[2].y == doctest::Approx(1.55));               // mean of 1.5 and 1.6
+  CHECK(loss.lines[0].points[2].hi - loss.lines[0].points[2].y == doctest::Approx(std::sqrt(0.005)));  // sd
+  CHECK(loss.lines[0].points[2].n == 2);
+  const SummaryFigure& std0 = figures[2];
+  CHECK(std0.lines[0].points[1].y == doctest::Approx(8.0));  // sqrt(64), as written
+  const SummaryFigure& grad = figures[3];
+  CHECK(grad.log_y);
+  CHECK(grad.lines[0].points[1].y == doctest::Approx(1.5e-7));  // median over the seeds' 1e-7 and 2e-7
+  CHECK(grad.lines[0].points[1].lo == doctest::Approx(1e-7));
+  CHECK(grad.lines[0].points[1].hi == doctest::Approx(2e-7));
+}
+
+TEST_CASE("summary figures of real runs: the step-0 theory line, PNG and SVG beside the other plots, in report.md") {
+  const TempDir root("compare_summary_real");
+  for (const std::size_t d_k : {4, 16})
+    for (const std::string scale : {"none", "sqrt_dk"}) {
+      TrainConfig c = short_run(root / "sweep" / (scale + std::to_string(d_k)), "kv_recall", scale, 2);
+      c.d_k = d_k;
+      xgrad::train::train(c);
+    }
+  const Comparison cmp = analyse_dirs({(root / "sweep").string()});
+  const std::vector<SummaryFigure> figures = summary_figures(cmp);
+  const auto std0 = std::find_if(figures.begin(), figures.end(),
+                                 [](const SummaryFigure& f) { return f.name == "score_std_step0_vs_d_k"; });
+  REQUIRE(std0 != figures.end());
+  INFO(std0->notes.size());
+  // Per scaling a measured line and its theory line, the theory from probe() on the same configuration.
+  REQUIRE(std0->lines.size() == 4);
+  CHECK_FALSE(std0->lines[0].theory);
+  CHECK(std0->lines[1].theory);
+  REQUIRE(std0->lines[1].points.size() == 2);
+  TrainConfig config = TrainConfig::from_json(cmp.runs[0].config, "test");
+  const auto probed = probe(config, {16}, {"none"});
+  CHECK(std0->lines[1].points[1].y == doctest::Approx(probed[0].theory_std));
+  CHECK(std0->lines[0].points[1].y > 0);
+
+  CompareOptions options;
+  options.inputs = {(root / "sweep").string()};
+  options.out = (root / "report").string();
+  std::ostringstream out;
+  run_compare(options, out);
+  for (const auto& f : figures) CHECK(fs::exists(root / "report" / "plots" / (f.name + ".gp")));
+  const std::string md = read_text(root / "report" / "report.md");
+  INFO(md);
+  CHECK(md.find("## Summary figures") < md.find("## Plots"));
+  CHECK(md.find("| line \\ d_k | 4 | 16 |") != std::string::npos);
+  if (!gnuplot_available()) {
+    MESSAGE("gnuplot not installed: PNG/SVG check skipped");
+    return;
+  }
+  for (const auto& f : figures)
+    for (const std::string ext : {".png", ".svg"}) {
+      const fs::path p = root / "report" / "plots" / (f.name + ext);
+      INFO(p.string());
+      CHECK(fs::exists(p));
+    }
+  CHECK(md.find("![Final loss against d_k, mean ± sd over seeds](plots/final_loss_vs_d_k.png)") != std::string::npos);
 }

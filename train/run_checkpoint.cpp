@@ -45,6 +45,7 @@ class MetadataReader {
     return static_cast<std::size_t>(v);
   }
   double number(const std::string& key) const { return parse_number(key, text(key)); }
+  bool has(const std::string& key) const { return c_.metadata.count(key) > 0; }
   std::deque<double> list(const std::string& key) const {
     std::deque<double> out;
     std::stringstream ss(text(key));
@@ -94,6 +95,10 @@ nn::Checkpoint make_run_checkpoint(const TrainConfig& config, const nn::Attentio
       {"progress.zero_grad_w_q", std::to_string(p.gradients.zero_grad_w_q)},
       {"progress.zero_grad_w_k", std::to_string(p.gradients.zero_grad_w_k)},
       {"progress.finite_steps", std::to_string(p.gradients.finite_steps)},
+      {"progress.first_grad_norm_w_q", exact(p.gradients.first_grad_norm_w_q)},
+      {"progress.first_grad_norm_w_k", exact(p.gradients.first_grad_norm_w_k)},
+      {"progress.near_zero_grad_w_q", std::to_string(p.gradients.near_zero_grad_w_q)},
+      {"progress.near_zero_grad_w_k", std::to_string(p.gradients.near_zero_grad_w_k)},
       {"progress.skipped_steps", std::to_string(p.skipped_steps)},
       {"progress.consecutive_skips", std::to_string(p.consecutive_skips)},
       {"progress.recent_loss", exact_list(p.recent_loss)},
@@ -163,6 +168,13 @@ void restore_run_checkpoint(const nn::Checkpoint& c, const std::string& path, co
   r.gradients.zero_grad_w_q = meta.whole("progress.zero_grad_w_q");
   r.gradients.zero_grad_w_k = meta.whole("progress.zero_grad_w_k");
   r.gradients.finite_steps = meta.whole("progress.finite_steps");
+  // A checkpoint of a build before the near-zero counts leaves them unknown (the first norm NaN), not zero.
+  if (meta.has("progress.first_grad_norm_w_q")) {
+    r.gradients.first_grad_norm_w_q = meta.number("progress.first_grad_norm_w_q");
+    r.gradients.first_grad_norm_w_k = meta.number("progress.first_grad_norm_w_k");
+    r.gradients.near_zero_grad_w_q = meta.whole("progress.near_zero_grad_w_q");
+    r.gradients.near_zero_grad_w_k = meta.whole("progress.near_zero_grad_w_k");
+  }
   r.skipped_steps = meta.whole("progress.skipped_steps");
   r.consecutive_skips = meta.whole("progress.consecutive_skips");
   r.recent_loss = meta.list("progress.recent_loss");

@@ -16,7 +16,14 @@ bool is_finite_step(double loss, double grad_norm) { return std::isfinite(loss) 
 
 void GradientStats::add(double loss, double grad_norm, double norm_w_q, double norm_w_k) {
   if (!is_finite_step(loss, grad_norm)) return;
+  if (finite_steps == 0) {
+    first_grad_norm_w_q = norm_w_q;
+    first_grad_norm_w_k = norm_w_k;
+  }
   ++finite_steps;
+  // Exactly zero counts even when the first step's norm was zero too (then nothing is below a fraction of it).
+  near_zero_grad_w_q += norm_w_q == 0.0 || norm_w_q < kNearZeroGradFraction * first_grad_norm_w_q ? 1 : 0;
+  near_zero_grad_w_k += norm_w_k == 0.0 || norm_w_k < kNearZeroGradFraction * first_grad_norm_w_k ? 1 : 0;
   zero_grad_w_q += norm_w_q == 0.0 ? 1 : 0;
   zero_grad_w_k += norm_w_k == 0.0 ? 1 : 0;
   sum_grad_norm_w_q += norm_w_q;
@@ -33,6 +40,14 @@ double ratio(double numerator, std::size_t steps) {
 
 double GradientStats::frac_zero_grad_w_q() const { return ratio(static_cast<double>(zero_grad_w_q), finite_steps); }
 double GradientStats::frac_zero_grad_w_k() const { return ratio(static_cast<double>(zero_grad_w_k), finite_steps); }
+double GradientStats::frac_near_zero_grad_w_q() const {
+  return std::isnan(first_grad_norm_w_q) ? std::numeric_limits<double>::quiet_NaN()
+                                         : ratio(static_cast<double>(near_zero_grad_w_q), finite_steps);
+}
+double GradientStats::frac_near_zero_grad_w_k() const {
+  return std::isnan(first_grad_norm_w_k) ? std::numeric_limits<double>::quiet_NaN()
+                                         : ratio(static_cast<double>(near_zero_grad_w_k), finite_steps);
+}
 double GradientStats::mean_grad_norm_w_q() const { return ratio(sum_grad_norm_w_q, finite_steps); }
 double GradientStats::mean_grad_norm_w_k() const { return ratio(sum_grad_norm_w_k, finite_steps); }
 
@@ -46,6 +61,8 @@ nlohmann::json RunSummary::to_json() const {
           {"mean_grad_norm_w_k", mean_grad_norm_w_k},
           {"frac_zero_grad_w_q", frac_zero_grad_w_q},
           {"frac_zero_grad_w_k", frac_zero_grad_w_k},
+          {"frac_near_zero_grad_w_q", frac_near_zero_grad_w_q},
+          {"frac_near_zero_grad_w_k", frac_near_zero_grad_w_k},
           {"diverged", diverged},
           {"diverged_step", diverged_step},
           {"skipped_steps", skipped_steps},
@@ -70,6 +87,10 @@ RunSummary RunSummary::from_json(const nlohmann::json& j) {
   s.mean_grad_norm_w_k = number("mean_grad_norm_w_k");
   s.frac_zero_grad_w_q = j.contains("frac_zero_grad_w_q") ? number("frac_zero_grad_w_q") : 0.0;
   s.frac_zero_grad_w_k = j.contains("frac_zero_grad_w_k") ? number("frac_zero_grad_w_k") : 0.0;
+  s.frac_near_zero_grad_w_q = j.contains("frac_near_zero_grad_w_q") ? number("frac_near_zero_grad_w_q")
+                                                                     : std::numeric_limits<double>::quiet_NaN();
+  s.frac_near_zero_grad_w_k = j.contains("frac_near_zero_grad_w_k") ? number("frac_near_zero_grad_w_k")
+                                                                     : std::numeric_limits<double>::quiet_NaN();
   s.diverged = j.at("diverged").get<bool>();
   s.diverged_step = j.at("diverged_step").get<long>();
   s.skipped_steps = j.value("skipped_steps", std::size_t{0});

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@ const std::vector<std::string>& run_file_names();
 /// grad_norm) are finite. Under --on-nan skip the other steps are skipped; under --on-nan stop the run ends at one.
 bool is_finite_step(double loss, double grad_norm);
 
+/// The near-zero threshold of GradientStats: a finite step's query (key) weights' gradient counts as near zero when
+/// its norm is below this fraction of the norm at the run's first finite step (step 0 unless that was skipped), or
+/// exactly zero. A saturated softmax passes back a gradient that is tiny (1e-12 and below) long before it is exactly
+/// zero in float; the exactly-zero count alone reads as 0% for such a run.
+inline constexpr double kNearZeroGradFraction = 1e-6;
+
 /// The gradient statistics of the query and key weights, defined once: the trainer accumulates them for
 /// summary.json and compare recomputes them from metrics.csv, both with add(). They count finite steps only
 /// (is_finite_step): a step skipped under --on-nan skip, or the step a run diverged at, has no gradient the
@@ -37,6 +44,13 @@ struct GradientStats {
   std::size_t zero_grad_w_k = 0;  // same for the key weights
   double sum_grad_norm_w_q = 0;   // sum over finite steps of the query weights' gradient norm
   double sum_grad_norm_w_k = 0;
+  // The query (key) weights' gradient norm at the first finite step: the reference of near_zero_grad_*. NaN before
+  // the first finite step, and in the statistics of a run resumed from a checkpoint written without it.
+  double first_grad_norm_w_q = std::numeric_limits<double>::quiet_NaN();
+  double first_grad_norm_w_k = std::numeric_limits<double>::quiet_NaN();
+  std::size_t near_zero_grad_w_q = 0;  // finite steps whose query weights' gradient norm was exactly zero or below
+                                       // kNearZeroGradFraction × first_grad_norm_w_q
+  std::size_t near_zero_grad_w_k = 0;  // same for the key weights
   /// Counts the step if is_finite_step(loss, grad_norm); otherwise does nothing. norm_w_q, norm_w_k: the L2 norm of
   /// the gradient of every layer's attn.w_q.weight (attn.w_k.weight) together, before clipping.
   void add(double loss, double grad_norm, double norm_w_q, double norm_w_k);
@@ -44,6 +58,10 @@ struct GradientStats {
   /// step.
   double frac_zero_grad_w_q() const;
   double frac_zero_grad_w_k() const;
+  /// Fraction of finite steps whose query (key) weights' gradient was near zero (near_zero_grad_*), in [0, 1]; NaN
+  /// with no finite step or without the first step's norm.
+  double frac_near_zero_grad_w_q() const;
+  double frac_near_zero_grad_w_k() const;
   /// Mean over finite steps of the query (key) weights' gradient norm; NaN with no finite step.
   double mean_grad_norm_w_q() const;
   double mean_grad_norm_w_k() const;
@@ -60,6 +78,8 @@ struct RunSummary {
   double mean_grad_norm_w_k = 0;
   double frac_zero_grad_w_q = 0;  // GradientStats::frac_zero_grad_w_q: fraction of finite steps
   double frac_zero_grad_w_k = 0;
+  double frac_near_zero_grad_w_q = 0;  // GradientStats::frac_near_zero_grad_w_q: fraction of finite steps
+  double frac_near_zero_grad_w_k = 0;
   bool diverged = false;       // loss or gradient became NaN/Inf (and the run stopped there)
   long diverged_step = -1;
   std::size_t skipped_steps = 0;  // non-finite steps skipped under --on-nan skip
@@ -69,7 +89,7 @@ struct RunSummary {
   /// The summary.json object; NaN numbers become null (JSON has no NaN).
   nlohmann::json to_json() const;
   /// Reads to_json's object back (null numbers as NaN). Keys added after the first release (frac_zero_grad_*,
-  /// skipped_steps) default to 0. Throws nlohmann::json::exception for a missing key or a value of the wrong type.
+  /// skipped_steps) default to 0, frac_near_zero_grad_* (added later still) to NaN: unknown. Throws nlohmann::json::exception for a missing key or a value of the wrong type.
   static RunSummary from_json(const nlohmann::json& j);
 };
 

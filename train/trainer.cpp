@@ -360,6 +360,8 @@ RunSummary Run::finish(RunSummary summary) {
   summary.mean_grad_norm_w_k = progress.gradients.mean_grad_norm_w_k();
   summary.frac_zero_grad_w_q = progress.gradients.frac_zero_grad_w_q();
   summary.frac_zero_grad_w_k = progress.gradients.frac_zero_grad_w_k();
+  summary.frac_near_zero_grad_w_q = progress.gradients.frac_near_zero_grad_w_q();
+  summary.frac_near_zero_grad_w_k = progress.gradients.frac_near_zero_grad_w_k();
   summary.skipped_steps = progress.skipped_steps;
   // The last min(20, steps) finite steps, summed oldest first.
   const std::size_t window = std::min<std::size_t>({RunProgress::kRecent, cfg.steps, progress.recent_loss.size()});

@@ -9,6 +9,7 @@
 #include "train/report/markdown.h"
 #include "train/report/runs.h"
 #include "train/report/stats.h"
+#include "train/report/summary.h"
 #include "train/report/tables.h"
 
 namespace xgrad::train {
@@ -52,12 +53,14 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
   context.out_dir = out_dir.string();
   context.plots_requested = options.plots;
   context.loss_threshold_option = options.loss_threshold;
+  context.summary = summary_figures(c);
   if (options.plots) {
     context.plots = write_plots(c, (out_dir / "plots").string());
+    write_summary_plots(context.summary, (out_dir / "plots").string(), context.plots);
     for (const auto& w : context.plots.warnings) out << "warning: plots: " << w << "\n";
     if (!context.plots.note.empty()) out << "\nplots: " << context.plots.note << "\n";
-    else out << "\nplots: " << context.plots.drawn.size() << " figures (PNG and SVG) in " << (out_dir / "plots").string()
-             << "\n";
+    else out << "\nplots: " << context.plots.drawn.size() + context.plots.summary_drawn.size()
+             << " figures (PNG and SVG) in " << (out_dir / "plots").string() << "\n";
   }
 
   const fs::path report = out_dir / "report.md";

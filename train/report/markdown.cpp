@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "train/report/summary.h"
 #include "train/report/tables.h"
 
 namespace xgrad::train {
@@ -44,6 +45,7 @@ std::string mode_name(const ArmStats& arm) { return is_reference_scale(arm.scale
 std::string sig(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : format_number(v); }
 
 std::string steps_phrase(std::size_t reached, std::size_t n, double mean_step) {
+  if (n == 0) return "no run (all diverged)";
   if (reached == 0) return "never";
   const std::string step = fmt::format("step {:.0f}", mean_step);
   return reached == n ? step : fmt::format("{} in {}/{} seeds, never in the others", step, reached, n);
@@ -60,6 +62,11 @@ std::string diverged_phrase(const ArmStats& arm) {
   return out;
 }
 
+// ", 1 diverged (left out)": the diverged runs no statistic of the arm includes.
+std::string diverged_left_out(const ArmStats& arm) {
+  return arm.diverged_steps.empty() ? "" : fmt::format(", {} diverged (left out)", arm.diverged_steps.size());
+}
+
 std::string final_loss_phrase(const ArmStats& arm) {
   if (arm.final_loss.n == 0 && !arm.diverged_steps.empty()) return "none (all diverged)";
   return format_mean_sd(arm.final_loss);
@@ -67,14 +74,17 @@ std::string final_loss_phrase(const ArmStats& arm) {
 
 std::string seeds(const ArmStats& arm) {
   const std::size_t n = arm.n_seeds;
-  return fmt::format("{} seed{}{}{}", n, n == 1 ? "" : "s",
+  return fmt::format("{} seed{}{}{}{}", n, n == 1 ? "" : "s",
                      arm.used.size() != n ? fmt::format(", {} runs", arm.used.size()) : std::string(),
-                     arm.only_incomplete() ? ", incomplete" : "");
+                     arm.only_incomplete() ? ", incomplete" : "", diverged_left_out(arm));
 }
 
 std::string start_phrase(const ArmStats& a, const ArmStats& b) {
   return a.measured_from_step_0 && b.measured_from_step_0 ? "at step 0" : "at the first measured step";
 }
+
+// "1e-06×": the near-zero fraction of GradientStats.
+std::string near_zero_name() { return fmt::format("{:g} ×", kNearZeroGradFraction); }
 
 std::string accuracy_name(const Comparison& c) { return fmt::format("accuracy ≥ {:g}", c.accuracy_threshold); }
 
@@ -134,11 +144,11 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
       parts.push_back("no final loss on either side (every run diverged)");
     if (std::isfinite(r.loss_threshold))
       parts.push_back(fmt::format("{}: {} vs {}", loss_name(r),
-                                  steps_phrase(r.reached_loss, r.used.size(), r.mean_step_to_loss),
-                                  steps_phrase(o.reached_loss, o.used.size(), o.mean_step_to_loss)));
+                                  steps_phrase(r.reached_loss, r.kept.size(), r.mean_step_to_loss),
+                                  steps_phrase(o.reached_loss, o.kept.size(), o.mean_step_to_loss)));
     parts.push_back(fmt::format("{}: {} vs {}", accuracy_name(c),
-                                steps_phrase(r.reached_accuracy, r.used.size(), r.mean_step_to_accuracy),
-                                steps_phrase(o.reached_accuracy, o.used.size(), o.mean_step_to_accuracy)));
+                                steps_phrase(r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy),
+                                steps_phrase(o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy)));
     if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean))
       parts.push_back(fmt::format("mean gradient norm of W_q {} vs {} and of W_k {} vs {}",
                                   sig(r.mean_grad_norm_w_q.mean), sig(o.mean_grad_norm_w_q.mean),
@@ -151,6 +161,14 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
                                   format_percent(r.frac_zero_grad_w_k.mean), format_percent(o.frac_zero_grad_w_k.mean)));
     else if (std::isfinite(zr) && std::isfinite(zo))
       parts.push_back("no step had an exactly-zero W_q or W_k gradient");
+    const double nr = std::max(r.frac_near_zero_grad_w_q.mean, r.frac_near_zero_grad_w_k.mean);
+    const double no = std::max(o.frac_near_zero_grad_w_q.mean, o.frac_near_zero_grad_w_k.mean);
+    if (nr > 0 || no > 0)
+      parts.push_back(fmt::format("steps with a gradient norm below {} its step-0 norm: W_q {} vs {}, W_k {} vs {}",
+                                  near_zero_name(), format_percent(r.frac_near_zero_grad_w_q.mean),
+                                  format_percent(o.frac_near_zero_grad_w_q.mean),
+                                  format_percent(r.frac_near_zero_grad_w_k.mean),
+                                  format_percent(o.frac_near_zero_grad_w_k.mean)));
     parts.push_back(fmt::format("diverged {} vs {}", diverged_phrase(r), diverged_phrase(o)));
     out.push_back(fmt::format("At {}, {} ({}) vs {} ({}): {}.", label, mode_name(r), seeds(r), mode_name(o), seeds(o),
                               join(parts, "; ")));
@@ -206,7 +224,13 @@ StoryChecks story_checks(const Comparison& c) {
     const ArmStats& r = *ref;
     const ArmStats& o = *other;
     if (!is_reference_scale(r.scale())) continue;
-    const std::string head = fmt::format("{}, unscaled vs {}: ", label, o.scale());
+    // Diverged runs are left out of every number below; the head says how many, so no reader takes them as counted.
+    std::string left_out;
+    if (!r.diverged_steps.empty() || !o.diverged_steps.empty())
+      left_out = fmt::format(" ({} unscaled and {} {} run{} diverged, left out)", r.diverged_steps.size(),
+                             o.diverged_steps.size(), o.scale(),
+                             r.diverged_steps.size() + o.diverged_steps.size() == 1 ? "" : "s");
+    const std::string head = fmt::format("{}, unscaled vs {}{}: ", label, o.scale(), left_out);
     std::vector<std::string> holds, fails, undecided;
 
     const double er = r.entropy_first.mean, eo = o.entropy_first.mean;
@@ -259,6 +283,10 @@ StoryChecks story_checks(const Comparison& c) {
     auto threshold = [&](const std::string& what, const Reach& u, const Reach& s) {
       const std::string nums =
           fmt::format("{} vs {}", steps_phrase(u.reached, u.n, u.step), steps_phrase(s.reached, s.n, s.step));
+      if (u.n == 0 || s.n == 0) {
+        undecided.push_back(fmt::format("{}: every run of {} diverged", what, u.n == 0 ? "unscaled" : o.scale()));
+        return;
+      }
       if (u.reached == 0 && s.reached == 0) {
         undecided.push_back(fmt::format("neither reaches {}", what));
         return;
@@ -287,11 +315,11 @@ StoryChecks story_checks(const Comparison& c) {
       }
     };
     if (std::isfinite(r.loss_threshold))
-      threshold(loss_name(r), {r.reached_loss, r.used.size(), r.mean_step_to_loss, r.sd_step_to_loss},
-                {o.reached_loss, o.used.size(), o.mean_step_to_loss, o.sd_step_to_loss});
+      threshold(loss_name(r), {r.reached_loss, r.kept.size(), r.mean_step_to_loss, r.sd_step_to_loss},
+                {o.reached_loss, o.kept.size(), o.mean_step_to_loss, o.sd_step_to_loss});
     threshold(accuracy_name(c),
-              {r.reached_accuracy, r.used.size(), r.mean_step_to_accuracy, r.sd_step_to_accuracy},
-              {o.reached_accuracy, o.used.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy});
+              {r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy, r.sd_step_to_accuracy},
+              {o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy});
 
     const double dr = r.used.empty() ? 0 : static_cast<double>(r.diverged_steps.size()) / r.used.size();
     const double dd = o.used.empty() ? 0 : static_cast<double>(o.diverged_steps.size()) / o.used.size();
@@ -307,7 +335,8 @@ StoryChecks story_checks(const Comparison& c) {
     if (!undecided.empty()) checks.undecided.push_back(head + join(undecided, "; ") + ".");
   }
 
-  // LR sensitivity: an unscaled LR group against each LR group that differs from it only in scale.
+  // LR sensitivity: an unscaled LR group against each LR group that differs from it only in scale, over the
+  // learning rates both hold.
   const auto extra = distinguishing_keys(c.arms);
   for (const LrGroup& gr : c.lr_groups) {
     const ArmStats& rf = c.arms[gr.arms.front()];
@@ -316,13 +345,182 @@ StoryChecks story_checks(const Comparison& c) {
       const ArmStats& of = c.arms[go.arms.front()];
       if (&go == &gr || lr_group_key(c, go) != lr_group_key(c, gr)) continue;
       const std::string head = fmt::format("{}, unscaled vs {}: ", arm_label(rf, extra, {"scale", "lr"}), of.scale());
-      const std::string nums = fmt::format("LR sensitivity {} vs {}", format_number(gr.sensitivity),
-                                           format_number(go.sensitivity));
-      if (gr.sensitivity > go.sensitivity) checks.holds.push_back(head + "unscaled is more sensitive to the learning rate (" + nums + ").");
+      const LrComparison cmp = compare_lr_sensitivity(c, gr, go);
+      std::vector<std::string> lrs;
+      for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));
+      const std::string nums = fmt::format("LR sensitivity {} vs {} over lr {}", format_number(cmp.sensitivity_a),
+                                           format_number(cmp.sensitivity_b), join(lrs, ", "));
+      if (!cmp.decided)
+        checks.undecided.push_back(head + "LR sensitivity not decided: " + cmp.reason +
+                                   (cmp.lrs.size() >= 2 ? " (" + nums + ")." : "."));
+      else if (cmp.sensitivity_a > cmp.sensitivity_b)
+        checks.holds.push_back(head + "unscaled is more sensitive to the learning rate (" + nums + ").");
       else checks.fails.push_back(head + "unscaled is not more sensitive to the learning rate (" + nums + ").");
     }
   }
   return checks;
+}
+
+namespace {
+
+// "0.67 / 0.34 / 0.13": one value per d_k.
+std::string per_d_k(const std::vector<std::string>& values) { return join(values, " / "); }
+
+std::string short_number(double v) { return std::isfinite(v) ? fmt::format("{:.2g}", v) : std::string("—"); }
+
+}  // namespace
+
+std::vector<FindingLine> findings(const Comparison& c) {
+  std::vector<FindingLine> out;
+  if (c.runs.empty()) return out;
+
+  // Per scaling compared with unscaled: final loss and W_q / W_k gradient, counted over the scale pairs.
+  std::vector<std::string> scales;
+  std::map<std::string, std::vector<ScalePair>> pairs_of;
+  for (const ScalePair& p : scale_pairs(c)) {
+    if (!is_reference_scale(p.ref->scale())) continue;
+    const std::string s = p.other->scale();
+    if (!pairs_of.count(s)) scales.push_back(s);
+    pairs_of[s].push_back(p);
+  }
+  for (const auto& s : scales) {
+    const auto& pairs = pairs_of[s];
+    std::size_t better = 0, equal = 0, worse = 0, undecided = 0;
+    std::size_t grad_q = 0, n_q = 0, grad_k = 0, n_k = 0;
+    for (const ScalePair& p : pairs) {
+      const ArmStats& r = *p.ref;
+      const ArmStats& o = *p.other;
+      if (r.final_loss.n == 0 || o.final_loss.n == 0) ++undecided;
+      else {
+        const double diff = r.final_loss.mean - o.final_loss.mean;
+        const double tol = equal_loss_tolerance(r.final_loss, o.final_loss);
+        if (diff > tol) ++better;
+        else if (diff < -tol) ++worse;
+        else ++equal;
+      }
+      if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean)) {
+        ++n_q;
+        grad_q += r.mean_grad_norm_w_q.mean > o.mean_grad_norm_w_q.mean ? 1 : 0;
+      }
+      if (std::isfinite(r.mean_grad_norm_w_k.mean) && std::isfinite(o.mean_grad_norm_w_k.mean)) {
+        ++n_k;
+        grad_k += r.mean_grad_norm_w_k.mean > o.mean_grad_norm_w_k.mean ? 1 : 0;
+      }
+    }
+    std::string text = fmt::format("{} trains better than unscaled in {} of {} comparison{} (final loss lower by more "
+                                   "than the larger seed sd or 2%)",
+                                   s, better, pairs.size(), pairs.size() == 1 ? "" : "s");
+    if (equal) text += fmt::format("; as well in {}", equal);
+    if (worse) text += fmt::format("; worse in {}", worse);
+    if (undecided) text += fmt::format("; not decided in {} (every run of a side diverged)", undecided);
+    out.push_back({text + ".", "story"});
+    if (n_q || n_k)
+      out.push_back({fmt::format("The unscaled W_q gradient (mean norm over steps) is larger than with {} in {} of {} "
+                                 "comparisons, the W_k gradient in {} of {}.",
+                                 s, grad_q, n_q, grad_k, n_k),
+                     "story"});
+  }
+  if (scales.empty()) {
+    const auto notes = no_scaling_comparison_notes(c);
+    out.push_back({notes.empty() ? "Every arm has the same scale mode or no unscaled counterpart: no scaling comparison."
+                                 : notes.front() + ".",
+                   "scale-modes"});
+  }
+
+  // Saturation and the per-query gradient, per scaling (reference first, as the arms are sorted) and d_k.
+  std::vector<std::size_t> d_ks;
+  std::vector<std::string> all_scales;
+  for (const ArmStats& arm : c.arms) {
+    if (std::find(d_ks.begin(), d_ks.end(), arm.d_k()) == d_ks.end()) d_ks.push_back(arm.d_k());
+    if (std::find(all_scales.begin(), all_scales.end(), arm.scale()) == all_scales.end())
+      all_scales.push_back(arm.scale());
+  }
+  std::sort(d_ks.begin(), d_ks.end());
+  std::vector<std::string> dk_text;
+  for (auto d : d_ks) dk_text.push_back(std::to_string(d));
+  const std::string at_d_k = fmt::format("at d_k = {}", per_d_k(dk_text));
+  std::vector<std::string> entropy_parts, saturated_parts, grad_parts;
+  bool any_saturated = false;
+  for (const auto& s : all_scales) {
+    std::vector<std::string> e, sat, g;
+    bool any_e = false, any_g = false;
+    for (auto d : d_ks) {
+      std::vector<double> entropy, saturated;
+      double lo = kNoValue, hi = kNoValue;
+      for (const ArmStats& arm : c.arms) {
+        if (arm.scale() != s || arm.d_k() != d) continue;
+        for (auto i : arm.kept)
+          if (c.stats[i].first_measured_step == 0) {
+            entropy.push_back(c.stats[i].entropy_first);
+            saturated.push_back(c.stats[i].saturated_first);
+          }
+        const double m = arm.score_grad_median_median;
+        if (std::isfinite(m)) {
+          lo = std::isnan(lo) ? m : std::min(lo, m);
+          hi = std::isnan(hi) ? m : std::max(hi, m);
+        }
+      }
+      const MeanSd me = mean_sd(entropy), ms = mean_sd(saturated);
+      any_e = any_e || me.n > 0;
+      any_saturated = any_saturated || ms.n > 0;
+      any_g = any_g || std::isfinite(lo);
+      e.push_back(me.n ? format_number(me.mean, 2) : "—");
+      sat.push_back(ms.n ? format_percent(ms.mean) : "—");
+      g.push_back(!std::isfinite(lo) ? "—" : lo == hi ? short_number(lo) : short_number(lo) + "–" + short_number(hi));
+    }
+    const std::string name = is_reference_scale(s) ? "unscaled" : s;
+    if (any_e) {
+      entropy_parts.push_back(fmt::format("{} {}", name, per_d_k(e)));
+      saturated_parts.push_back(fmt::format("{} {}", name, per_d_k(sat)));
+    }
+    if (any_g) grad_parts.push_back(fmt::format("{} {}", name, per_d_k(g)));
+  }
+  if (!entropy_parts.empty()) {
+    std::string text = fmt::format("Saturation at step 0, first layer: attention entropy {} nats {}", 
+                                   join(entropy_parts, " vs "), at_d_k);
+    if (any_saturated)
+      text += fmt::format("; queries with max weight > 0.99: {}", join(saturated_parts, " vs "));
+    out.push_back({text + ".", "summary-figures"});
+  }
+  if (!grad_parts.empty())
+    out.push_back({fmt::format("Median per-query score gradient ‖dLoss/d(score row)‖ (per run the median over logged "
+                               "steps; a range spans the arms' optimizers and learning rates): {} {}.",
+                               join(grad_parts, " vs "), at_d_k),
+                   "summary-figures"});
+
+  // LR sensitivity over shared learning rates.
+  std::size_t lr_more = 0, lr_not = 0, lr_undecided = 0;
+  for (const LrGroup& gr : c.lr_groups) {
+    if (!is_reference_scale(c.arms[gr.arms.front()].scale())) continue;
+    for (const LrGroup& go : c.lr_groups) {
+      if (&go == &gr || lr_group_key(c, go) != lr_group_key(c, gr)) continue;
+      const LrComparison cmp = compare_lr_sensitivity(c, gr, go);
+      if (!cmp.decided) ++lr_undecided;
+      else if (cmp.sensitivity_a > cmp.sensitivity_b) ++lr_more;
+      else ++lr_not;
+    }
+  }
+  const std::size_t lr_n = lr_more + lr_not + lr_undecided;
+  if (lr_n)
+    out.push_back({fmt::format("Unscaled is more sensitive to the learning rate in {} of {} comparison{} (over the "
+                               "learning rates both scalings share){}.",
+                               lr_more, lr_n, lr_n == 1 ? "" : "s",
+                               lr_undecided ? fmt::format("; not decided in {}", lr_undecided) : std::string()),
+                   "story"});
+
+  std::size_t diverged = 0, incomplete = 0;
+  for (const auto& run : c.runs) {
+    diverged += run.diverged ? 1 : 0;
+    incomplete += run.incomplete ? 1 : 0;
+  }
+  std::string runs = diverged ? fmt::format("{} of the {} runs diverged; they are left out of every statistic of their "
+                                            "arm and counted in its diverged column",
+                                            diverged, c.runs.size())
+                              : fmt::format("None of the {} runs diverged", c.runs.size());
+  if (incomplete) runs += fmt::format("; {} {} cut short (incomplete)", incomplete, incomplete == 1 ? "was" : "were");
+  out.push_back({runs + ".", "runs-read"});
+  if (out.size() > 10) out.resize(10);
+  return out;
 }
 
 std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to) {
@@ -343,6 +541,59 @@ std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std:
   return out;
 }
 
+namespace {
+
+std::string point_text(const SummaryPoint& p, bool theory) {
+  if (!std::isfinite(p.y)) return p.n_diverged ? "diverged" : "—";
+  std::string out = sig(p.y);
+  if (!theory && std::isfinite(p.lo) && std::isfinite(p.hi) && p.lo != p.hi)
+    out += " [" + sig(p.lo) + ", " + sig(p.hi) + "]";
+  if (!theory && p.n_diverged) out += fmt::format(" ({} diverged)", p.n_diverged);
+  return out;
+}
+
+// The summary figures: each one's image (when drawn), caption and numbers, so the findings that link here have
+// their details even without gnuplot.
+std::string summary_section(const ReportContext& ctx) {
+  std::string md = "<a id=\"summary-figures\"></a>\n\n## Summary figures\n\n";
+  if (ctx.summary.empty()) {
+    md += "These runs have a single d_k and no arms that differ only in learning rate: no summary figure.\n\n";
+    return md;
+  }
+  for (const SummaryFigure& f : ctx.summary) {
+    md += "### " + f.title + "\n\n";
+    const bool drawn = std::any_of(ctx.plots.summary_drawn.begin(), ctx.plots.summary_drawn.end(),
+                                   [&](const PlotFigure& p) { return p.name == f.name; });
+    if (drawn)
+      md += fmt::format("![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n", f.title, f.name,
+                        f.name, f.name);
+    md += f.caption + ".\n\n";
+    std::vector<double> xs;
+    for (const SummaryLine& line : f.lines)
+      for (const SummaryPoint& p : line.points)
+        if (std::find(xs.begin(), xs.end(), p.x) == xs.end()) xs.push_back(p.x);
+    std::sort(xs.begin(), xs.end());
+    Table t;
+    t.header = {f.name.find("_vs_lr") != std::string::npos ? "line \\ lr" : "line \\ d_k"};
+    for (double x : xs) t.header.push_back(fmt::format("{:g}", x));
+    for (const SummaryLine& line : f.lines) {
+      std::vector<std::string> row{line.label};
+      for (double x : xs) {
+        const auto it = std::find_if(line.points.begin(), line.points.end(),
+                                     [&](const SummaryPoint& p) { return p.x == x; });
+        row.push_back(it == line.points.end() ? "" : point_text(*it, line.theory));
+      }
+      t.rows.push_back(std::move(row));
+    }
+    md += t.markdown() + "\n";
+    for (const auto& note : f.notes) md += "- Note: " + note + ".\n";
+    if (!f.notes.empty()) md += "\n";
+  }
+  return md;
+}
+
+}  // namespace
+
 std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   std::string md = "# xgrad compare: attention scaling report\n\n";
   std::size_t n_complete = 0, n_diverged = 0, n_incomplete = 0;
@@ -354,6 +605,10 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   md += fmt::format("{} runs in {} arms ({} complete, {} incomplete, {} diverged).\n\n", c.runs.size(), c.arms.size(),
                     n_complete, n_incomplete, n_diverged);
 
+  md += "## Findings\n\n";
+  for (const FindingLine& f : findings(c)) md += "- " + f.text + " [→ details](#" + f.anchor + ")\n";
+  md += "\n";
+
   md += "## How to read this\n\n"
         "An *arm* is a set of runs whose config.json agree on everything but the seed (seed, data_seed, the output "
         "directory and logging settings are ignored); the table aggregates each arm over its seeds. *final loss* is "
@@ -364,10 +619,16 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
         std::to_string(c.window) +
         " steps reaches the threshold, averaged over the seeds that reached it; \"(k/n)\" says only k of n seeds "
         "did and \"never\" that none did. *mean loss (AUC)* is the mean loss over all steps: the area under the "
-        "loss curve divided by its length, so runs of equal length compare. *zero-grad W_q / W_k* is the fraction "
+        "loss curve divided by its length, so runs of equal length compare. *W_q / W_k grad =0* is the fraction "
         "of steps at which the gradient of every layer's query (key) weights was exactly zero — what a fully "
-        "saturated softmax passes back — counted, like the mean gradient norms and as in summary.json, over the "
-        "steps whose loss and gradient norm were finite (a step skipped under --on-nan skip has no gradient). *LR sensitivity* (Wortsman et al. 2023, \"Small-scale proxies for "
+        "saturated softmax passes back in float; *W_q / W_k grad <" + fmt::format("{:g}", kNearZeroGradFraction) +
+        "·step 0* the fraction at which its norm was below " + fmt::format("{:g}", kNearZeroGradFraction) +
+        " times the norm at the run's first step (or exactly zero): a gradient that has all but vanished, which "
+        "the exactly-zero count reads as 0%. Both are counted, like the mean gradient norms and as in summary.json, "
+        "over the steps whose loss and gradient norm were finite (a step skipped under --on-nan skip has no "
+        "gradient). Every statistic of an arm leaves out its diverged runs alike (counted in *diverged*), so no "
+        "number or sentence is decided by a run that blew up; only the LR sensitivity counts a diverged run, as "
+        "its initial loss. *LR sensitivity* (Wortsman et al. 2023, \"Small-scale proxies for "
         "large-scale Transformer training instabilities\", sec. 3.2) is, over arms that differ only in learning "
         "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
         "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
@@ -377,6 +638,7 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
         "they differ by less than the larger seed standard deviation or 2% of the loss.\n\n";
 
   md += "## Results by arm\n\n" + arm_table(c).markdown() + "\n";
+  md += summary_section(ctx);
   const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir);
   if (!duplicates.empty()) {
     md += "**Duplicate seeds.** Runs of one arm with the same seed and data_seed are the same run twice, not two "
@@ -385,9 +647,9 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
     md += "\n";
   }
   const Table lr = lr_table(c);
-  if (!lr.rows.empty()) md += "### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
+  if (!lr.rows.empty()) md += "<a id=\"lr-sensitivity\"></a>\n\n### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
 
-  md += "## Scale modes compared, per d_k\n\n";
+  md += "<a id=\"scale-modes\"></a>\n\n## Scale modes compared, per d_k\n\n";
   const auto sentences = scale_sentences(c);
   const auto unpaired = no_scaling_comparison_notes(c);
   if (sentences.empty() && unpaired.empty())
@@ -396,7 +658,7 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   for (const auto& s : unpaired) md += "- " + s + ".\n";
   md += "\n";
 
-  md += "## Where the usual story holds, and where it does not\n\n"
+  md += "<a id=\"story\"></a>\n\n## Where the usual story holds, and where it does not\n\n"
         "The usual story: without 1/sqrt(d_k) scaling, attention scores grow with d_k, the softmax saturates (low "
         "entropy), W_q and W_k get little gradient, and training is worse (higher final loss, thresholds reached "
         "later or never) and more sensitive to the learning rate; scaled runs train stably. Each point compares an "
@@ -456,7 +718,7 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   md += "- final loss / accuracy: mean over the last min(20, steps) steps of a run\n";
   md += "- entropy and score std: first attention layer, mean over its heads (queries as measured by the trainer)\n\n";
 
-  md += "## Runs read\n\n";
+  md += "<a id=\"runs-read\"></a>\n\n## Runs read\n\n";
   Table runs;
   runs.header = {"run", "arm", "seed", "steps", "status"};
   const auto extra = distinguishing_keys(c.arms);

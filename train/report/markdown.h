@@ -8,6 +8,7 @@
 
 #include "train/report/plots.h"
 #include "train/report/stats.h"
+#include "train/report/summary.h"
 
 namespace xgrad::train {
 
@@ -38,10 +39,26 @@ StoryChecks story_checks(const Comparison& c);
 /// the spread over seeds); the seeds column counts the pair once.
 std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to = "");
 
+/// One line of report.md's Findings section: a sentence counted from the numbers, and where its details are.
+struct FindingLine {
+  std::string text;    // plain text, no markdown
+  std::string anchor;  // id of the report.md section with the details (report_markdown writes <a id="..."> before
+                       // its heading): "story", "scale-modes", "summary-figures", "lr-sensitivity", "runs-read"
+};
+
+/// At most ten lines, counted from the numbers: per scaling compared with unscaled, in how many of the N
+/// comparisons (arms differing only in scale) it trains better (final loss lower by more than equal_loss_tolerance)
+/// and in how many the unscaled W_q (W_k) mean gradient norm is larger; the attention entropy and saturated share at
+/// step 0 per scaling and d_k; the median per-query score gradient per scaling and d_k (range over the arms'
+/// optimizers and learning rates); LR sensitivity compared over shared learning rates; how many runs diverged or
+/// were cut short. Diverged runs are in no number (ArmStats::kept). Empty for no runs.
+std::vector<FindingLine> findings(const Comparison& c);
+
 struct ReportContext {
   std::string out_dir;                  // report.md's directory (run paths are shown relative to it)
   bool plots_requested = true;
   PlotOutcome plots;                    // figures drawn (paths relative to out_dir/plots)
+  std::vector<SummaryFigure> summary;   // summary_figures(c): tabulated in report.md, drawn if in plots.summary_drawn
   std::vector<std::string> skipped;     // run directories that could not be read, with the reason
   double loss_threshold_option = -1;    // as given (< 0: half the chance loss)
 };

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -516,6 +517,110 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
     outcome.note += " (see " + (dir / "gnuplot.log").string() + ")";
   }
   return outcome;
+}
+
+void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,
+                         PlotOutcome& outcome) {
+  const fs::path dir(plots_dir);
+  std::error_code ec;
+  fs::create_directories(dir / "data", ec);
+  if (ec) throw std::runtime_error("compare: cannot create " + (dir / "data").string() + ": " + ec.message());
+  const bool have_gnuplot = gnuplot_available();
+  std::vector<std::string> failed;
+  for (const SummaryFigure& f : figures) {
+    std::vector<std::string> elements;
+    std::set<double> xs;
+    Range range;
+    std::map<std::string, int> lines_of_scale;  // how many lines of each scaling so far: their point type
+    for (std::size_t l = 0; l < f.lines.size(); ++l) {
+      const SummaryLine& line = f.lines[l];
+      std::vector<const SummaryPoint*> points;
+      for (const SummaryPoint& p : line.points)
+        if (std::isfinite(p.x) && std::isfinite(p.y) && (!f.log_y || p.y > 0)) points.push_back(&p);
+      if (points.empty()) continue;
+      const std::string file = fmt::format("data/{}_{}.dat", f.name, l);
+      std::ofstream out(dir / file);
+      if (!out) throw std::runtime_error("compare: cannot write " + (dir / file).string());
+      out << "# " << line.label << "\n# x y low high\n";
+      for (const SummaryPoint* p : points) {
+        // An error bar's low end at or below 0 cannot be drawn on a log axis: clipped to the point.
+        const double lo = std::isfinite(p->lo) && (!f.log_y || p->lo > 0) ? p->lo : p->y;
+        const double hi = std::isfinite(p->hi) ? p->hi : p->y;
+        out << num(p->x) << " " << num(p->y) << " " << num(lo) << " " << num(hi) << "\n";
+        xs.insert(p->x);
+        range.add(p->y);
+        range.add(lo);
+        range.add(hi);
+      }
+      if (!out) throw std::runtime_error("compare: writing " + (dir / file).string() + " failed");
+      const ScalingStyle style = style_of(line.scale, outcome.warnings);
+      if (line.theory) {
+        elements.push_back(fmt::format("'{}' using 1:2 with lines dt 2 lw 1.5 lc rgb '#{}' title {}", file,
+                                       lighter(style.colour, 0.3), gnuplot_string(line.label)));
+        continue;
+      }
+      const int k = lines_of_scale[line.scale]++;
+      static const int point_types[] = {7, 5, 9, 11, 13, 4, 6, 8};
+      elements.push_back(fmt::format("'{}' using 1:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
+                                     "title {}",
+                                     file, k % 4 + 1, point_types[k % 8], style.colour, gnuplot_string(line.label)));
+    }
+    std::string body;
+    body += "set title " + gnuplot_string(f.title) + "\n";
+    body += "set xlabel " + gnuplot_string(f.x_label) + "\nset ylabel " + gnuplot_string(f.y_label) + "\n";
+    const bool d_k_axis = f.name.find("_vs_d_k") != std::string::npos;
+    if (f.log_x) body += d_k_axis ? "set logscale x 2\n" : "set logscale x 10\n";
+    if (!xs.empty()) {
+      std::string tics;
+      for (double x : xs) tics += (tics.empty() ? "" : ", ") + fmt::format("\"{:g}\" {}", x, num(x));
+      body += "set xtics (" + tics + ")\n";
+      // Room on both sides of the first and last x so their error bars show.
+      const double lo = *xs.begin(), hi = *xs.rbegin();
+      const double pad = f.log_x ? 1.25 : 0;
+      if (f.log_x && lo > 0) body += fmt::format("set xrange [{}:{}]\n", num(lo / pad), num(hi * pad));
+    }
+    if (f.log_y) body += "set logscale y\n" + log_tics(range);
+    else body += f.name.find("entropy") != std::string::npos ? "set yrange [0:*]\n" : "set yrange [*:*]\n";
+    if (elements.empty())
+      body += "unset logscale\nset label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n";
+    else {
+      body += "plot ";
+      for (std::size_t i = 0; i < elements.size(); ++i) body += (i ? ", \\\n     " : "") + elements[i];
+      body += "\n";
+    }
+    std::string script = "# Written by `xgrad compare`; re-run with `gnuplot " + f.name + ".gp` in this directory.\n";
+    for (const auto& [terminal, extension] :
+         std::vector<std::pair<std::string, std::string>>{{"pngcairo", "png"}, {"svg", "svg"}}) {
+      script += fmt::format("set terminal {} size 900,560 noenhanced font 'Sans,{}'{}\n", terminal,
+                            terminal == "svg" ? 11 : 10, terminal == "svg" ? " background rgb 'white'" : "");
+      script += fmt::format("set output '{}.{}'\n", f.name, extension);
+      script += "set key outside right top vertical font ',9' samplen 3\nset grid\nset format y '%g'\n";
+      script += body;
+      script += "set output\nunset logscale\nunset xtics\nset xtics\nset xrange [*:*]\nset yrange [*:*]\n\n";
+    }
+    const fs::path script_path = dir / (f.name + ".gp");
+    {
+      std::ofstream out(script_path);
+      if (!out) throw std::runtime_error("compare: cannot write " + script_path.string());
+      out << script;
+      if (!out) throw std::runtime_error("compare: writing " + script_path.string() + " failed");
+    }
+    if (!have_gnuplot) continue;
+    for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (f.name + ext), ec);
+    const std::string command =
+        "cd " + shell_quote(dir.string()) + " && gnuplot " + f.name + ".gp >> gnuplot.log 2>&1";
+    const int status = std::system(command.c_str());
+    if (status == 0 && fs::exists(dir / (f.name + ".png")) && fs::exists(dir / (f.name + ".svg")))
+      outcome.summary_drawn.push_back({f.name, f.caption});
+    else
+      failed.push_back(f.name);
+  }
+  if (!failed.empty()) {
+    std::string note = "gnuplot failed for summary figure(s):";
+    for (const auto& f : failed) note += " " + f + ".gp";
+    note += " (see " + (dir / "gnuplot.log").string() + ")";
+    outcome.note += (outcome.note.empty() ? "" : "; ") + note;
+  }
 }
 
 }  // namespace xgrad::train

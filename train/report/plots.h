@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "train/report/stats.h"
+#include "train/report/summary.h"
 
 namespace xgrad::train {
 
@@ -17,6 +18,7 @@ struct PlotFigure {
 
 struct PlotOutcome {
   std::vector<PlotFigure> drawn;  // figures whose PNG and SVG gnuplot produced
+  std::vector<PlotFigure> summary_drawn;  // the same for write_summary_plots' figures
   std::string note;               // why plots were skipped or which failed ("" when all were drawn)
   std::vector<std::string> warnings;  // e.g. a scaling this build does not know, drawn in a palette colour
 };
@@ -38,5 +40,13 @@ bool gnuplot_available();
 /// in plots_dir (output in plots_dir/gnuplot.log). Never throws for a gnuplot failure (it is reported in the
 /// note); throws std::runtime_error when plots_dir cannot be written.
 PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir);
+
+/// Draws each summary figure (summary_figures) like write_plots' figures: plots_dir/data/<name>_<line>.dat (x, y, error
+/// bar low, high), plots_dir/<name>.gp, and with gnuplot <name>.png and .svg; one colour per scaling (its registry
+/// colour), point and dash styles telling apart the lines of one scaling, theory lines dashed without points.
+/// Appends the drawn ones to outcome.summary_drawn and what failed to outcome.note. Never throws for a gnuplot
+/// failure; throws std::runtime_error when plots_dir cannot be written.
+void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,
+                         PlotOutcome& outcome);
 
 }  // namespace xgrad::train

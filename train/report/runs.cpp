@@ -70,9 +70,11 @@ void read_series(const fs::path& path, RunRecord& run) {
   const std::vector<std::string>& header = reader.columns();
   constexpr std::size_t absent = std::numeric_limits<std::size_t>::max();
   std::size_t step_col = absent, loss_col = absent, acc_col = absent, grad_col = absent;
-  std::vector<std::size_t> wq, wk, entropy, score_std;
+  std::vector<std::size_t> wq, wk, entropy, score_std, score_grad_median, saturated;
   const std::string entropy_stat = columns::attention_stat_name(&nn::AttentionStats::entropy_mean);
   const std::string score_std_stat = columns::attention_stat_name(&nn::AttentionStats::score_std);
+  const std::string score_grad_stat = columns::attention_stat_name(&nn::AttentionStats::score_grad_median);
+  const std::string saturated_stat = columns::attention_stat_name(&nn::AttentionStats::frac_max_prob_above_099);
   for (std::size_t i = 0; i < header.size(); ++i) {
     const std::string& c = header[i];
     const std::string grad_norm_of = columns::grad_norm_parameter(c);
@@ -84,6 +86,8 @@ void read_series(const fs::path& path, RunRecord& run) {
     if (columns::is_key_weight(grad_norm_of)) wk.push_back(i);
     if (columns::is_attention(c, 0, entropy_stat)) entropy.push_back(i);
     if (columns::is_attention(c, 0, score_std_stat)) score_std.push_back(i);
+    if (columns::is_attention(c, 0, score_grad_stat)) score_grad_median.push_back(i);
+    if (columns::is_attention(c, 0, saturated_stat)) saturated.push_back(i);
   }
   if (loss_col == absent) throw std::runtime_error(path.string() + " has no 'loss' column");
   run.has_w_q = !wq.empty();
@@ -100,6 +104,8 @@ void read_series(const fs::path& path, RunRecord& run) {
     s.grad_norm_w_k.push_back(combined_norm(cells, wk));
     s.entropy.push_back(finite_mean(cells, entropy));
     s.score_std.push_back(finite_mean(cells, score_std));
+    s.score_grad_median.push_back(finite_mean(cells, score_grad_median));
+    s.saturated.push_back(finite_mean(cells, saturated));
     const double grad_norm = grad_col == absent ? 0.0 : cells[grad_col];
     run.gradients.add(cells[loss_col], grad_norm, s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
     last_row_finite = is_finite_step(cells[loss_col], grad_norm);

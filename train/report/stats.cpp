@@ -146,10 +146,12 @@ RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_
   r.step_to_accuracy = first_step(s.accuracy, s.step, window, [&](double m) { return m >= accuracy_threshold; });
   if (run.has_w_q) {
     r.frac_zero_grad_w_q = run.gradients.frac_zero_grad_w_q();
+    r.frac_near_zero_grad_w_q = run.gradients.frac_near_zero_grad_w_q();
     r.mean_grad_norm_w_q = run.gradients.mean_grad_norm_w_q();
   }
   if (run.has_w_k) {
     r.frac_zero_grad_w_k = run.gradients.frac_zero_grad_w_k();
+    r.frac_near_zero_grad_w_k = run.gradients.frac_near_zero_grad_w_k();
     r.mean_grad_norm_w_k = run.gradients.mean_grad_norm_w_k();
   }
   for (std::size_t i = 0; i < rows; ++i)
@@ -160,6 +162,12 @@ RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_
       }
       r.entropy_last = s.entropy[i];
     }
+  for (std::size_t i = 0; i < rows; ++i)
+    if (std::isfinite(s.saturated[i])) {
+      r.saturated_first = s.saturated[i];
+      break;
+    }
+  r.score_grad_median = median(s.score_grad_median);
   for (std::size_t i = 0; i < rows; ++i)
     if (std::isfinite(s.score_std[i])) {
       if (!std::isfinite(r.score_std_first)) r.score_std_first = s.score_std[i];
@@ -188,6 +196,15 @@ MeanSd mean_sd(const std::vector<double>& values) {
   return m;
 }
 
+double median(std::vector<double> values) {
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }),
+               values.end());
+  if (values.empty()) return kNoValue;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
 double equal_loss_tolerance(const MeanSd& a, const MeanSd& b) {
   double tol = 0.02 * std::max(std::fabs(a.mean), std::fabs(b.mean));
   if (std::isfinite(a.sd)) tol = std::max(tol, a.sd);
@@ -212,6 +229,11 @@ std::string ArmStats::scale() const { return setting_text(settings, "scale"); }
 std::string ArmStats::optimizer() const { return setting_text(settings, "optimizer"); }
 
 double ArmStats::lr() const { return number_or_nan(settings, "lr"); }
+
+bool ArmStats::learned() const {
+  return final_loss.n > 0 && initial_loss.n > 0 &&
+         initial_loss.mean - final_loss.mean > equal_loss_tolerance(initial_loss, final_loss);
+}
 
 nlohmann::json arm_settings(const nlohmann::json& config) {
   // By declaration: settings of role arm define the arm; seeds tell its replicates apart and record settings (output
@@ -305,9 +327,17 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
     for (const auto& key : seed_order)
       if (by_seed[key].size() > 1) arm.duplicate_seeds.push_back(by_seed[key]);
 
-    std::vector<double> final_loss, final_acc, auc, initial, zq, zk, gq, gk, e0, e1, s0, s1, objective;
-    std::vector<double> step_loss, step_acc;
+    // Every statistic over the runs that did not diverge; the lr objective over all used runs (a diverged run
+    // counts as its initial loss there, by the objective's definition).
+    std::vector<double> objective;
     for (auto i : arm.used) {
+      objective.push_back(c.stats[i].lr_objective);
+      if (c.runs[i].diverged) arm.diverged_steps.push_back(c.runs[i].diverged_step);
+      else arm.kept.push_back(i);
+    }
+    std::vector<double> final_loss, final_acc, auc, initial, zq, zk, nzq, nzk, gq, gk, e0, e1, s0, s1, sat0, sgm;
+    std::vector<double> step_loss, step_acc;
+    for (auto i : arm.kept) {
       const RunStats& r = c.stats[i];
       final_loss.push_back(r.final_loss);
       final_acc.push_back(r.final_accuracy);
@@ -315,17 +345,19 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
       initial.push_back(r.initial_loss);
       zq.push_back(r.frac_zero_grad_w_q);
       zk.push_back(r.frac_zero_grad_w_k);
+      nzq.push_back(r.frac_near_zero_grad_w_q);
+      nzk.push_back(r.frac_near_zero_grad_w_k);
       gq.push_back(r.mean_grad_norm_w_q);
       gk.push_back(r.mean_grad_norm_w_k);
       e0.push_back(r.entropy_first);
       e1.push_back(r.entropy_last);
       s0.push_back(r.score_std_first);
       s1.push_back(r.score_std_last);
-      objective.push_back(r.lr_objective);
+      sat0.push_back(r.saturated_first);
+      sgm.push_back(r.score_grad_median);
       if (r.step_to_loss >= 0) step_loss.push_back(static_cast<double>(r.step_to_loss));
       if (r.step_to_accuracy >= 0) step_acc.push_back(static_cast<double>(r.step_to_accuracy));
       if (std::isfinite(r.first_measured_step) && r.first_measured_step != 0) arm.measured_from_step_0 = false;
-      if (c.runs[i].diverged) arm.diverged_steps.push_back(c.runs[i].diverged_step);
     }
     arm.final_loss = mean_sd(final_loss);
     arm.final_accuracy = mean_sd(final_acc);
@@ -333,12 +365,22 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
     arm.initial_loss = mean_sd(initial);
     arm.frac_zero_grad_w_q = mean_sd(zq);
     arm.frac_zero_grad_w_k = mean_sd(zk);
+    arm.frac_near_zero_grad_w_q = mean_sd(nzq);
+    arm.frac_near_zero_grad_w_k = mean_sd(nzk);
     arm.mean_grad_norm_w_q = mean_sd(gq);
     arm.mean_grad_norm_w_k = mean_sd(gk);
     arm.entropy_first = mean_sd(e0);
     arm.entropy_last = mean_sd(e1);
     arm.score_std_first = mean_sd(s0);
     arm.score_std_last = mean_sd(s1);
+    arm.saturated_first = mean_sd(sat0);
+    arm.score_grad_median = mean_sd(sgm);
+    arm.score_grad_median_median = median(sgm);
+    for (double v : sgm)
+      if (std::isfinite(v)) {
+        arm.score_grad_median_min = std::isnan(arm.score_grad_median_min) ? v : std::min(arm.score_grad_median_min, v);
+        arm.score_grad_median_max = std::isnan(arm.score_grad_median_max) ? v : std::max(arm.score_grad_median_max, v);
+      }
     arm.lr_objective = mean_sd(objective);
     arm.reached_loss = step_loss.size();
     arm.reached_accuracy = step_acc.size();
@@ -372,6 +414,48 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
     c.lr_groups.push_back(std::move(g));
   }
   return c;
+}
+
+LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const LrGroup& b) {
+  LrComparison out;
+  std::vector<double> objective_a, objective_b;
+  std::vector<std::string> both_diverged;
+  bool any_learned = false;
+  for (auto ia : a.arms)
+    for (auto ib : b.arms) {
+      const ArmStats& x = c.arms[ia];
+      const ArmStats& y = c.arms[ib];
+      if (x.lr() != y.lr()) continue;
+      out.lrs.push_back(x.lr());
+      objective_a.push_back(x.lr_objective.mean);
+      objective_b.push_back(y.lr_objective.mean);
+      if (!x.diverged_steps.empty() && !y.diverged_steps.empty()) both_diverged.push_back(setting_text(x.settings, "lr"));
+      any_learned = any_learned || x.learned() || y.learned();
+    }
+  auto list = [&](const LrGroup& g) {
+    std::string s;
+    for (auto i : g.arms) s += (s.empty() ? "" : ", ") + setting_text(c.arms[i].settings, "lr");
+    return s;
+  };
+  if (out.lrs.size() < 2) {
+    out.reason = fmt::format("they share fewer than two learning rates ({} vs {})", list(a), list(b));
+    return out;
+  }
+  out.sensitivity_a = lr_sensitivity(objective_a);
+  out.sensitivity_b = lr_sensitivity(objective_b);
+  if (!both_diverged.empty()) {
+    std::string lrs;
+    for (const auto& lr : both_diverged) lrs += (lrs.empty() ? "" : ", ") + lr;
+    out.reason = fmt::format("both scalings diverged at lr {}, where the objective is the initial loss on both sides",
+                             lrs);
+  } else if (!any_learned) {
+    out.reason = "neither scaling learned at any learning rate (final loss never below the initial loss)";
+  } else if (!std::isfinite(out.sensitivity_a) || !std::isfinite(out.sensitivity_b)) {
+    out.reason = "an objective is missing at the shared learning rates";
+  } else {
+    out.decided = true;
+  }
+  return out;
 }
 
 std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms) {

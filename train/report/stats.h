@@ -30,11 +30,18 @@ struct RunStats {
   // (W_k) columns.
   double frac_zero_grad_w_q = kNoValue;  // fraction of finite rows where every W_q gradient norm is exactly 0
   double frac_zero_grad_w_k = kNoValue;  // same for W_k
+  double frac_near_zero_grad_w_q = kNoValue;  // fraction of finite rows whose W_q gradient norm was exactly zero or
+                                              // below kNearZeroGradFraction (1e-6) of its first finite row's
+  double frac_near_zero_grad_w_k = kNoValue;  // same for W_k
   double mean_grad_norm_w_q = kNoValue;  // mean over finite rows of the W_q gradient norm (all layers, L2)
   double mean_grad_norm_w_k = kNoValue;
   double entropy_first = kNoValue, entropy_last = kNoValue;      // first/last measured first-layer entropy (nats)
   double score_std_first = kNoValue, score_std_last = kNoValue;  // first/last measured first-layer score std
   double first_measured_step = kNoValue;  // the step of entropy_first
+  double saturated_first = kNoValue;      // share of first-layer queries with max attention weight > 0.99 at the
+                                          // first measured step (mean over heads)
+  double score_grad_median = kNoValue;    // median over the measured rows of the first layer's median per-query
+                                          // score gradient ‖dLoss/d(score row)‖ (mean over heads)
   double lr_objective = kNoValue;     // min(final loss, initial loss); the initial loss if the run diverged
 };
 
@@ -62,25 +69,38 @@ double equal_loss_tolerance(const MeanSd& a, const MeanSd& b);
 double equal_step_tolerance(double step_a, double sd_a, double step_b, double sd_b);
 
 /// Runs whose settings agree on everything but the seed, aggregated over seeds.
+/// Every statistic of an arm is over its `kept` runs: the used runs that did not diverge. A diverged run is left
+/// out of all of them alike (final loss, steps to thresholds, gradient norms and zero-gradient shares, attention
+/// statistics) and counted in diverged_steps, so no number is decided by a run that blew up. The one exception is
+/// the lr objective, which by its definition (Wortsman et al. 2023) counts a diverged run as its initial loss.
 struct ArmStats {
   nlohmann::json settings;         // arm_settings() of its runs' config.json
   std::vector<std::size_t> runs;   // indices into Comparison::runs
-  std::vector<std::size_t> used;   // the runs the aggregates use: the complete ones, or all if none is complete
+  std::vector<std::size_t> used;   // the complete runs, or all if none is complete
+  std::vector<std::size_t> kept;   // the used runs that did not diverge: the runs every statistic below is over
   std::size_t n_incomplete = 0;    // runs of `runs` that are incomplete
   std::size_t n_seeds = 0;         // distinct (seed, data_seed) pairs among the used runs
   std::vector<std::vector<std::size_t>> duplicate_seeds;  // used runs sharing one (seed, data_seed), a group per
                                                           // pair held by more than one; all stay in the aggregates
   double loss_threshold = kNoValue;
-  MeanSd final_loss, final_accuracy, auc_loss;  // over the used runs that did not diverge
+  MeanSd final_loss, final_accuracy, auc_loss;
   MeanSd initial_loss;
-  std::size_t reached_loss = 0, reached_accuracy = 0;  // used runs that reached the threshold
+  std::size_t reached_loss = 0, reached_accuracy = 0;  // kept runs that reached the threshold
   double mean_step_to_loss = kNoValue, mean_step_to_accuracy = kNoValue;  // mean over the runs that reached it
   double sd_step_to_loss = kNoValue, sd_step_to_accuracy = kNoValue;      // their sample sd (0 for one run)
   MeanSd frac_zero_grad_w_q, frac_zero_grad_w_k, mean_grad_norm_w_q, mean_grad_norm_w_k;
-  MeanSd entropy_first, entropy_last, score_std_first, score_std_last;
-  bool measured_from_step_0 = true;  // every used run measured attention at step 0
-  MeanSd lr_objective;
+  MeanSd frac_near_zero_grad_w_q, frac_near_zero_grad_w_k;
+  MeanSd entropy_first, entropy_last, score_std_first, score_std_last, saturated_first;
+  MeanSd score_grad_median;          // RunStats::score_grad_median over the kept runs (its mean is not used: the
+                                     // values span orders of magnitude; see the median and range below)
+  double score_grad_median_median = kNoValue;  // median over the kept runs of RunStats::score_grad_median
+  double score_grad_median_min = kNoValue, score_grad_median_max = kNoValue;  // their range
+  bool measured_from_step_0 = true;  // every kept run measured attention at step 0
+  MeanSd lr_objective;               // over the used runs, diverged ones included (as their initial loss)
   std::vector<long> diverged_steps;  // one per used run that diverged
+
+  /// The final loss is lower than the initial loss by more than equal_loss_tolerance: the arm learned something.
+  bool learned() const;
 
   std::size_t d_k() const;
   std::string scale() const;
@@ -99,6 +119,17 @@ struct LrGroup {
   std::vector<std::size_t> arms;  // indices into Comparison::arms, by increasing lr
   double sensitivity = kNoValue;
   std::size_t best_arm = 0;       // the arm with the lowest lr objective
+};
+
+/// Two LR groups of different scale compared by LR sensitivity over the learning rates both hold (a sensitivity over
+/// different sets of learning rates is not comparable). Not decided, with the reason, when they share fewer than two
+/// learning rates, when both diverged (some run of each) at one of them — the lr objective then is the initial loss
+/// on both sides, whatever the scaling — or when neither learned (ArmStats::learned) at any.
+struct LrComparison {
+  std::vector<double> lrs;                      // the shared learning rates, increasing
+  double sensitivity_a = kNoValue, sensitivity_b = kNoValue;  // lr_sensitivity over those lrs
+  bool decided = false;
+  std::string reason;                           // why not decided; "" when decided
 };
 
 struct Comparison {
@@ -121,6 +152,12 @@ std::string key_without(const nlohmann::json& settings, const std::vector<std::s
 /// accuracy_threshold in [0, 1]; window >= 1 (0 is taken as 1).
 Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
                         std::size_t window);
+
+/// `a` and `b`: LR groups of `c`.
+LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const LrGroup& b);
+
+/// Median of the finite values (mean of the middle two for an even count); NaN when none is finite.
+double median(std::vector<double> values);
 
 /// Mean over learning rates of `objective` minus its minimum (Wortsman et al. 2023, sec. 3.2, where each
 /// objective is min(final loss, initial loss)). NaN entries are skipped; NaN for fewer than 2 finite entries.

@@ -112,6 +112,7 @@ std::string format_percent(double fraction) {
 }
 
 std::string format_steps(std::size_t reached, std::size_t n, double mean_step) {
+  if (n == 0) return "—";  // every run diverged: no run to reach it
   if (reached == 0) return "never";
   const std::string step = fmt::format("{:.0f}", mean_step);
   return reached == n ? step : fmt::format("{} ({}/{})", step, reached, n);
@@ -151,6 +152,7 @@ std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra
 Table arm_table(const Comparison& c) {
   const auto extra = distinguishing_keys(c.arms);
   const double threshold = common_loss_threshold(c);
+  const std::string near_zero = fmt::format("{:g}", kNearZeroGradFraction);
   Table t;
   t.header = setting_header(extra, true);
   const std::vector<std::string> rest{
@@ -160,13 +162,15 @@ Table arm_table(const Comparison& c) {
       std::isnan(threshold) ? std::string("step loss≤thr") : "step loss≤" + format_number(threshold, 3),
       "step acc≥" + fmt::format("{:g}", c.accuracy_threshold),
       "mean loss (AUC)",
-      "zero-grad W_q",
-      "zero-grad W_k",
+      "W_q grad =0",
+      "W_k grad =0",
+      "W_q grad <" + near_zero + "·step 0",
+      "W_k grad <" + near_zero + "·step 0",
       "diverged"};
   t.header.insert(t.header.end(), rest.begin(), rest.end());
   for (const ArmStats& arm : c.arms) {
     std::vector<std::string> row = setting_cells(arm, extra, true);
-    const std::size_t n = arm.used.size();
+    const std::size_t n = arm.kept.size();
     const std::vector<std::string> cells{
         format_seeds(arm),
         format_mean_sd(arm.final_loss),
@@ -177,6 +181,8 @@ Table arm_table(const Comparison& c) {
         format_mean_sd(arm.auc_loss),
         format_percent(arm.frac_zero_grad_w_q.mean),
         format_percent(arm.frac_zero_grad_w_k.mean),
+        format_percent(arm.frac_near_zero_grad_w_q.mean),
+        format_percent(arm.frac_near_zero_grad_w_k.mean),
         format_diverged(arm)};
     row.insert(row.end(), cells.begin(), cells.end());
     t.rows.push_back(std::move(row));

@@ -20,7 +20,9 @@ struct Table {
 };
 
 /// One row per arm: settings, seeds, final loss mean ± sd, final accuracy, steps to the loss and accuracy
-/// thresholds, mean loss over steps, fractions of steps with zero W_q / W_k gradient, diverged runs.
+/// thresholds, mean loss over steps, fractions of steps with an exactly-zero W_q / W_k gradient ("W_q grad =0") and
+/// with one below kNearZeroGradFraction of its step-0 norm ("W_q grad <1e-06·step 0"), diverged runs. Every
+/// statistic is over the arm's kept runs (diverged ones left out); the diverged column counts those.
 Table arm_table(const Comparison& c);
 
 /// One row per LR group: settings, the lr objective min(final, initial) per lr, the best lr, the sensitivity.
