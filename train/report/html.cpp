@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/metrics_log.h"
+#include "train/report/summary.h"
 #include "train/report/tables.h"
 #include "train/report/web_assets.h"
 #include "train/run_files.h"
@@ -247,10 +248,26 @@ std::string script_safe(const std::string& json) {
   return out;
 }
 
-struct PageParts {
-  nlohmann::json meta;                // everything but the runs' series
-  std::vector<std::string> series;    // per run: {"x":[...],"cols":{...}} text
-};
+// A number for nlohmann, which writes NaN as null: rounded, so that a figure's points stay short.
+double rounded(double v) { return std::isfinite(v) ? std::stod(fmt::format("{:.6g}", v)) : v; }
+
+// report.md's summary figures (summary_figures) for the page to draw.
+nlohmann::json summary_json(const std::vector<SummaryFigure>& figures) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SummaryFigure& f : figures) {
+    nlohmann::json lines = nlohmann::json::array();
+    for (const SummaryLine& line : f.lines) {
+      nlohmann::json points = nlohmann::json::array();
+      for (const SummaryPoint& p : line.points)
+        points.push_back({rounded(p.x), rounded(p.y), rounded(p.lo), rounded(p.hi), p.n, p.n_diverged});
+      lines.push_back({{"label", line.label}, {"scale", line.scale}, {"theory", line.theory}, {"points", points}});
+    }
+    out.push_back({{"name", f.name}, {"title", f.title}, {"caption", f.caption}, {"x_label", f.x_label},
+                   {"y_label", f.y_label}, {"log_x", f.log_x}, {"log_y", f.log_y}, {"lines", lines},
+                   {"notes", f.notes}});
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -411,6 +428,16 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
     meta["max_points_headline"] = headline_points;
     meta["downsampled"] = downsampled;
     meta["notes"] = notes;
+
+    // What report.md says first and its figures: the findings, the per-arm sentences and checks, the summary
+    // figures' data (points [x, y, lo, hi, runs, diverged runs left out]).
+    nlohmann::json finding_lines = nlohmann::json::array();
+    for (const FindingLine& f : findings(c)) finding_lines.push_back(f.text);
+    meta["findings"] = finding_lines;
+    meta["sentences"] = scale_sentences(c);
+    const StoryChecks checks = story_checks(c);
+    meta["checks"] = {{"holds", checks.holds}, {"fails", checks.fails}, {"undecided", checks.undecided}};
+    meta["summary"] = summary_json(context.summary);
 
     nlohmann::json run_meta = nlohmann::json::array();
     for (std::size_t r = 0; r < n; ++r) {

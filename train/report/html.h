@@ -67,7 +67,8 @@ struct HtmlOutcome {
 
 /// The page's JSON (the contents of its <script type="application/json" id="xgrad-data"> block): the runs of `c`
 /// with every metrics.csv column downsampled (re-read from each run directory), settings that vary between runs,
-/// the arms table, each run's final metrics, and the notes. Non-finite values are null (JSON has no NaN).
+/// the arms table, each run's final metrics, report.md's findings, sentences and checks, the summary figures of
+/// `context.summary`, and the notes. Non-finite values are null (JSON has no NaN).
 /// `outcome` receives max_points, downsampled and notes. Throws std::runtime_error when a run's metrics.csv can no
 /// longer be read.
 std::string report_json(const Comparison& c, const ReportContext& context, const HtmlOptions& options,
