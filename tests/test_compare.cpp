@@ -1,6 +1,6 @@
 // `xgrad compare` on hand-written run directories with known numbers: arm grouping, mean ± sd over seeds,
 // steps to threshold, mean loss (AUC), zero-gradient fractions, LR sensitivity, divergence, cut-short runs, NaN
-// columns, report.md sentences, and plots with and without gnuplot.
+// columns, report.md sentences and findings, summary figures against d_k and lr, and plots with and without gnuplot.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -587,7 +587,7 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
       none.w_q0 = constant(17, 5.83);
       none.w_k0 = constant(17, 5.0);
       none.score_std = constant(17, 8.0);
-      none.score_std[15] = 1e29;
+      none.score_std[15] = none.score_std[16] = 1e29;
       none.entropy = constant(17, 0.0);
       none.diverged = true;
       none.diverged_step = 16;

@@ -543,11 +543,12 @@ std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std:
 
 namespace {
 
-std::string point_text(const SummaryPoint& p, bool theory) {
+// "0.208 ± 0.048" (sd bars) or "7.1e-07 [5.2e-14, 4.2e-06]" (min-max bars).
+std::string point_text(const SummaryPoint& p, bool theory, bool sd) {
   if (!std::isfinite(p.y)) return p.n_diverged ? "diverged" : "—";
   std::string out = sig(p.y);
   if (!theory && std::isfinite(p.lo) && std::isfinite(p.hi) && p.lo != p.hi)
-    out += " [" + sig(p.lo) + ", " + sig(p.hi) + "]";
+    out += sd ? " ± " + sig(p.hi - p.y) : " [" + sig(p.lo) + ", " + sig(p.hi) + "]";
   if (!theory && p.n_diverged) out += fmt::format(" ({} diverged)", p.n_diverged);
   return out;
 }
@@ -581,7 +582,7 @@ std::string summary_section(const ReportContext& ctx) {
       for (double x : xs) {
         const auto it = std::find_if(line.points.begin(), line.points.end(),
                                      [&](const SummaryPoint& p) { return p.x == x; });
-        row.push_back(it == line.points.end() ? "" : point_text(*it, line.theory));
+        row.push_back(it == line.points.end() ? "" : point_text(*it, line.theory, f.error_bar_sd));
       }
       t.rows.push_back(std::move(row));
     }

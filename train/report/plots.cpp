@@ -532,6 +532,10 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
     std::set<double> xs;
     Range range;
     std::map<std::string, int> lines_of_scale;  // how many lines of each scaling so far: their point type
+    // Lines share their x values; each is drawn shifted by a few percent of the log x axis so that error bars at
+    // one d_k (lr) do not hide each other. The data files keep the true x in column 1.
+    std::size_t n_measured = 0, j = 0;
+    for (const SummaryLine& line : f.lines) n_measured += line.theory ? 0 : 1;
     for (std::size_t l = 0; l < f.lines.size(); ++l) {
       const SummaryLine& line = f.lines[l];
       std::vector<const SummaryPoint*> points;
@@ -541,12 +545,15 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       const std::string file = fmt::format("data/{}_{}.dat", f.name, l);
       std::ofstream out(dir / file);
       if (!out) throw std::runtime_error("compare: cannot write " + (dir / file).string());
-      out << "# " << line.label << "\n# x y low high\n";
+      const double shift = line.theory || !f.log_x
+                               ? 1.0
+                               : std::pow(2.0, 0.05 * (static_cast<double>(j++) - 0.5 * static_cast<double>(n_measured - 1)));
+      out << "# " << line.label << "\n# x y low high drawn_x\n";
       for (const SummaryPoint* p : points) {
         // An error bar's low end at or below 0 cannot be drawn on a log axis: clipped to the point.
         const double lo = std::isfinite(p->lo) && (!f.log_y || p->lo > 0) ? p->lo : p->y;
         const double hi = std::isfinite(p->hi) ? p->hi : p->y;
-        out << num(p->x) << " " << num(p->y) << " " << num(lo) << " " << num(hi) << "\n";
+        out << num(p->x) << " " << num(p->y) << " " << num(lo) << " " << num(hi) << " " << num(p->x * shift) << "\n";
         xs.insert(p->x);
         range.add(p->y);
         range.add(lo);
@@ -561,7 +568,7 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       }
       const int k = lines_of_scale[line.scale]++;
       static const int point_types[] = {7, 5, 9, 11, 13, 4, 6, 8};
-      elements.push_back(fmt::format("'{}' using 1:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
+      elements.push_back(fmt::format("'{}' using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
                                      "title {}",
                                      file, k % 4 + 1, point_types[k % 8], style.colour, gnuplot_string(line.label)));
     }
@@ -579,8 +586,8 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       const double pad = f.log_x ? 1.25 : 0;
       if (f.log_x && lo > 0) body += fmt::format("set xrange [{}:{}]\n", num(lo / pad), num(hi * pad));
     }
-    if (f.log_y) body += "set logscale y\n" + log_tics(range);
-    else body += f.name.find("entropy") != std::string::npos ? "set yrange [0:*]\n" : "set yrange [*:*]\n";
+    if (f.log_y) body += "set logscale y\nset offsets 0, 0, graph 0.04, graph 0.04\n" + log_tics(range);
+    else body += "set yrange [0:*]\n";  // losses and entropies are >= 0 (an sd bar may reach below)
     if (elements.empty())
       body += "unset logscale\nset label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n";
     else {
@@ -596,7 +603,8 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       script += fmt::format("set output '{}.{}'\n", f.name, extension);
       script += "set key outside right top vertical font ',9' samplen 3\nset grid\nset format y '%g'\n";
       script += body;
-      script += "set output\nunset logscale\nunset xtics\nset xtics\nset xrange [*:*]\nset yrange [*:*]\n\n";
+      script += "set output\nunset logscale\nset xtics autofreq\nset ytics autofreq\nset offsets 0, 0, 0, 0\n"
+                "set xrange [*:*]\nset yrange [*:*]\n\n";
     }
     const fs::path script_path = dir / (f.name + ".gp");
     {

@@ -178,6 +178,7 @@ SummaryFigure score_grad_vs_d_k(const Comparison& c) {
   f.y_label = "median ‖dLoss/d(score row)‖ (log scale)";
   f.log_x = true;
   f.log_y = true;
+  f.error_bar_sd = false;
   const auto extra = distinguishing_keys(c.arms);
   const auto omit = shared_parts(c.arms, {"d_k"});
   std::size_t zero = 0;

@@ -36,6 +36,7 @@ struct SummaryFigure {
   std::string x_label, y_label;
   bool log_x = false;   // x on a log axis (base 2 for d_k, base 10 for the learning rate)
   bool log_y = false;
+  bool error_bar_sd = true;  // the error bars are mean ± sd (false: the min and max over runs)
   std::vector<SummaryLine> lines;
   std::vector<std::string> notes;  // what could not be drawn and why
 };
