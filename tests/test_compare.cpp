@@ -637,6 +637,24 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
   REQUIRE_FALSE(sentences.empty());
   CHECK(sentences[0].find("unscaled (2 seeds, 1 diverged (left out))") != std::string::npos);
   CHECK(sentences[0].find("score std at step 0 8 vs 1 (at the end 8 vs 1)") != std::string::npos);
+
+  // The plots draw the diverged run (thin, with its cross) but leave it out of the arm's mean line, and say so.
+  PathGuard no_gnuplot("/nonexistent-xgrad-test");  // the data files and scripts are written either way
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.out = (root / "report").string();
+  std::ostringstream out;
+  run_compare(options, out);
+  const fs::path plots = root / "report" / "plots";
+  std::ifstream mean_w_q(plots / "data" / "arm0_w_q.dat");
+  std::string header, step, value;
+  std::getline(mean_w_q, header);
+  mean_w_q >> step >> value;
+  REQUIRE(step == "0");
+  CHECK(std::stod(value) == doctest::Approx(0.31));
+  CHECK(read_text(plots / "loss.gp").find("title \"none (2 runs, 1 diverged: not in the mean)\"") !=
+        std::string::npos);
+  CHECK(read_text(plots / "score_std.gp").find("none (2 runs, 1 diverged: not in the mean)") != std::string::npos);
 }
 
 TEST_CASE("near-zero gradient column: steps below 1e-6 of the step-0 norm, beside the exactly-zero count") {
