@@ -60,7 +60,8 @@ const std::vector<FigureSpec>& figure_specs() {
        "One panel per group of arms identical in every setting but the scale mode (per d_k, and per any other "
        "setting that differs, named in the panel title), scale modes in colour "
        "(red: unscaled, blue: sqrt_dk). Thin lines are single runs, thick lines the mean over the seeds that did "
-       "not diverge. A cross marks where a run diverged (at its last loss, or at the top of the axis); the dotted line is the loss threshold"},
+       "not diverge. A cross marks where a run diverged (at its last loss, or at the top of the axis); the dotted "
+       "line is the loss threshold"},
       {Kind::grad_norm, "grad_norm",
        "Gradient norm of W_q (solid, dark) and W_k (dashed, light), all layers; mean over seeds",
        "gradient norm (log scale)", true,
