@@ -1242,3 +1242,32 @@ TEST_CASE("summary figures of real runs: the step-0 theory line, PNG and SVG bes
     }
   CHECK(md.find("![Final loss against d_k, mean ± sd over seeds](plots/final_loss_vs_d_k.png)") != std::string::npos);
 }
+
+TEST_CASE("findings say why a comparison is not decided, and that one scale mode has no comparison") {
+  const TempDir root("compare_findings_undecided");
+  // Unscaled under --on-nan skip with no finite loss at the end (every step skipped): not a divergence, and no
+  // final loss to compare.
+  FakeRun none;
+  none.on_nan = "skip";
+  none.loss = constant(25, nan_value);
+  none.loss[0] = 4.0;
+  write_run(root / "both" / "none", none);
+  FakeRun scaled;
+  scaled.scale = "sqrt_dk";
+  scaled.on_nan = "skip";  // as the unscaled run: the arms differ only in scale
+  scaled.loss = constant(25, 1.0);
+  write_run(root / "both" / "sqrt", scaled);
+  const Comparison cmp = analyse_dirs({(root / "both").string()});
+  std::string all;
+  for (const auto& l : findings(cmp)) all += l.text + "\n";
+  INFO(all);
+  CHECK(all.find("sqrt_dk trains better than unscaled in 0 of 1 comparison (final loss lower by more than the larger "
+                 "seed sd or 2%); not decided in 1 (a side has no finite final loss).") != std::string::npos);
+  CHECK(all.find("None of the 2 runs diverged.") != std::string::npos);
+
+  write_run(root / "one" / "sqrt", scaled);
+  const std::vector<FindingLine> one = findings(analyse_dirs({(root / "one").string()}));
+  REQUIRE_FALSE(one.empty());
+  CHECK(one[0].text == "Every arm has scale mode sqrt_dk: no scaling comparison.");
+  CHECK(one[0].anchor == "scale-modes");
+}

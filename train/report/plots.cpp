@@ -547,7 +547,8 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       const SummaryLine& line = f.lines[l];
       std::vector<const SummaryPoint*> points;
       for (const SummaryPoint& p : line.points)
-        if (std::isfinite(p.x) && std::isfinite(p.y) && (!f.log_y || p.y > 0)) points.push_back(&p);
+        if (std::isfinite(p.x) && std::isfinite(p.y) && (!f.log_x || p.x > 0) && (!f.log_y || p.y > 0))
+          points.push_back(&p);
       if (points.empty()) continue;
       const std::string file = fmt::format("data/{}_{}.dat", f.name, l);
       std::ofstream out(dir / file);
