@@ -11,8 +11,9 @@ cd "$(dirname "$0")"
 PACKAGES=(g++ make cmake pkg-config
   libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev libopenblas-dev
   doctest-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev gnuplot-nox)
-# Only the test suite needs these: numpy reads a checkpoint (ctest safetensors_numpy).
-TEST_PACKAGES=(python3-numpy)
+# Only the test suite needs these: numpy reads a checkpoint (ctest safetensors_numpy); chromium opens report.html
+# (ctest report_page_browser, driven by puppeteer-core from npm: node_packages below).
+TEST_PACKAGES=(python3-numpy chromium)
 
 install_packages() {
   local missing=()
@@ -29,6 +30,23 @@ install_packages() {
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# node and npm for the browser test, unless some node is installed already (Debian's nodejs 18 and npm 9 do; a
+# node from elsewhere may bring its own npm and conflict with Debian's npm package).
+node_tools() {
+  command -v node >/dev/null || echo nodejs
+  command -v npm >/dev/null || echo npm
+}
+
+# The browser test's node packages (package.json, pinned in package-lock.json): puppeteer-core, which drives Debian's
+# chromium and downloads no browser, and uplot, the source of train/report/web/vendor. Installed again only when the
+# lock file changed since.
+node_packages() {
+  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    echo "run.sh: npm ci (puppeteer-core and uplot for the browser test)"
+    PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
+  fi
 }
 
 build() {
@@ -52,7 +70,9 @@ case "$cmd" in
     exec ./build/bin/xgrad experiment "$@"
     ;;
   test)
-    install_packages "${TEST_PACKAGES[@]}"
+    # shellcheck disable=SC2046
+    install_packages "${TEST_PACKAGES[@]}" $(node_tools)
+    node_packages
     build
     cd build && exec ctest --output-on-failure -j"$(nproc)" "$@"
     ;;
@@ -62,7 +82,9 @@ case "$cmd" in
   sanitize)
     # AddressSanitizer + UndefinedBehaviorSanitizer over the whole suite. -O1 keeps the build and the training tests
     # fast enough for CI while the sanitizers still see every access; any UBSan report fails the test it occurs in.
-    install_packages "${TEST_PACKAGES[@]}"
+    # shellcheck disable=SC2046
+    install_packages "${TEST_PACKAGES[@]}" $(node_tools)
+    node_packages
     dir="${XGRAD_ASAN_DIR:-build-asan}"
     cmake -S . -B "$dir" -DXGRAD_SANITIZE=ON -DXGRAD_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >/dev/null

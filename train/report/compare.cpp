@@ -4,6 +4,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "train/report/html.h"
 #include "train/report/plots.h"
 #include "train/report/markdown.h"
 #include "train/report/runs.h"
@@ -68,6 +69,10 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
   md << report_markdown(c, context);
   if (!md) throw std::runtime_error("compare: writing " + report.string() + " failed");
   out << "report: " << report.string() << "\n";
+
+  const fs::path page = out_dir / "report.html";
+  const HtmlOutcome html = write_report_html(c, context, page.string());
+  out << "page: " << page.string() << " (" << (html.bytes + 500) / 1000 << " kB; open it in a browser, no server needed)\n";
   return n_runs;
 }
 

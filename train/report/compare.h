@@ -1,6 +1,7 @@
 // `xgrad compare DIR...`: reads run directories (config.json, metrics.csv, summary.json) — given directly or found
 // anywhere below the given directories (a sweep directory holds many) — groups them into arms that differ only in
-// seed, and reports: a table, gnuplot plots (PNG and SVG), and report.md with sentences generated from the numbers.
+// seed, and reports: a table, gnuplot plots (PNG and SVG), report.md with sentences generated from the numbers, and
+// report.html, an interactive page of every run's curves (train/report/html.h).
 #pragma once
 
 #include <cstddef>
@@ -12,14 +13,14 @@ namespace xgrad::train {
 
 struct CompareOptions {
   std::vector<std::string> inputs;  // run or sweep directories
-  std::string out;                  // where report.md and plots/ go (created); empty: the first input
+  std::string out;                  // where report.md, report.html and plots/ go (created); empty: the first input
   double loss_threshold = -1;       // "steps to reach loss <= x"; < 0: half the chance loss
   double accuracy_threshold = 0.9;  // "steps to reach accuracy >= x"
   bool plots = true;                // draw plots with gnuplot (skipped with a note if gnuplot is missing)
   std::size_t threshold_window = 10;  // steps-to-threshold use the trailing mean over this many steps (1: raw)
 };
 
-/// Prints the comparison table to `out` and writes report.md (+ plots). Returns the number of runs read.
+/// Prints the comparison table to `out` and writes report.md, report.html (+ plots). Returns the number of runs read.
 /// Throws std::invalid_argument when an input is not a directory or holds no run, std::runtime_error on I/O errors.
 std::size_t run_compare(const CompareOptions& options, std::ostream& out);
 

@@ -1,0 +1,261 @@
+// report.html in a real browser (issue 11): makes a small sweep with the xgrad executable, runs `xgrad compare` on
+// it, opens the page in Debian's chromium (headless) through puppeteer-core, and checks what a person would see:
+// no console error or page exception, as many runs and groups as the sweep has, a hidden group's curves gone, a log
+// y axis, a redraw on another column, a screenshot that is not blank, no http(s) reference in the file. Then the
+// same on runs with bad input (a missing column, NaN/Inf rows, a metrics.csv with no rows): the page still draws and
+// lists what it left out.
+//   node tests/browser/report_page_test.js XGRAD_EXECUTABLE WORK_DIR
+// Needs /usr/bin/chromium (or $CHROMIUM) and `npm ci` at the repository root; without them it fails and says what to
+// install. The screenshots stay in WORK_DIR.
+"use strict";
+
+const fs = require("fs");
+const path = require("path");
+const { execFileSync } = require("child_process");
+
+const [xgrad, workDir] = process.argv.slice(2);
+if (!xgrad || !workDir) {
+  console.error("usage: node report_page_test.js XGRAD_EXECUTABLE WORK_DIR");
+  process.exit(2);
+}
+const repo = path.resolve(__dirname, "..", "..");
+const chromium = process.env.CHROMIUM || "/usr/bin/chromium";
+if (!fs.existsSync(chromium)) {
+  console.error(`FAIL: no browser at ${chromium}. Install Debian's chromium: apt-get install chromium ` +
+                `(./run.sh test does), or point $CHROMIUM at one.`);
+  process.exit(1);
+}
+let puppeteer;
+try {
+  puppeteer = require("puppeteer-core");
+} catch (e) {
+  console.error(`FAIL: puppeteer-core is not installed (${e.code || e.message}). Run 'npm ci' in ${repo} ` +
+                `(./run.sh test does; Debian: apt-get install npm).`);
+  process.exit(1);
+}
+
+let failures = 0;
+function check(ok, what) {
+  console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
+  if (!ok) failures++;
+}
+
+function run(args) {
+  return execFileSync(xgrad, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"],
+                                     env: Object.assign({}, process.env, { OPENBLAS_NUM_THREADS: "1" }) });
+}
+
+// The small sweep: 2 d_k x 2 scales x 2 seeds = 8 runs; grouped by all but seed, 4 groups of 2.
+function makeSweep(dir) {
+  fs.rmSync(dir, { recursive: true, force: true });
+  run(["sweep", "--out", dir, "--d-model", "16", "--d-k", "4,8", "--scale", "sqrt_dk,none", "--seeds", "0,1",
+       "--steps", "40", "--log-every", "5", "--print-every", "1000", "--jobs", "2"]);
+  return fs.readdirSync(path.join(dir, "runs")).map((r) => path.join(dir, "runs", r)).sort();
+}
+
+// Bad input from the sweep's runs: one without a column, one with NaN and Inf rows, one with a header and no rows,
+// one whose metrics.csv is empty (compare skips it), and one single run as its own group.
+function makeBadInput(dir, runs) {
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  const copy = (src, name) => {
+    const dst = path.join(dir, name);
+    fs.mkdirSync(dst);
+    for (const f of ["config.json", "metrics.csv", "summary.json"])
+      if (fs.existsSync(path.join(src, f))) fs.copyFileSync(path.join(src, f), path.join(dst, f));
+    return dst;
+  };
+  const edit = (d, f) => {
+    const p = path.join(d, "metrics.csv");
+    fs.writeFileSync(p, f(fs.readFileSync(p, "utf8").split("\n")).join("\n"));
+  };
+  // No accuracy column.
+  edit(copy(runs[0], "no_accuracy"), (lines) => lines.map((l) => {
+    const cells = l.split(",");
+    if (l) cells.splice(2, 1);
+    return cells.join(",");
+  }));
+  // NaN and Inf in the loss of rows 5 to 9.
+  edit(copy(runs[1], "nonfinite"), (lines) => lines.map((l, i) => {
+    if (i < 5 || i > 9 || !l) return l;
+    const cells = l.split(",");
+    cells[1] = i % 2 ? "nan" : "inf";
+    return cells.join(",");
+  }));
+  edit(copy(runs[2], "header_only"), (lines) => [lines[0], ""]);
+  fs.writeFileSync(path.join(copy(runs[3], "empty_file"), "metrics.csv"), "");
+  copy(runs[4], "single");
+  return 4;  // runs compare can read
+}
+
+async function openPage(browser, file, screenshot) {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1400, height: 1000 });
+  const errors = [];
+  page.on("console", (m) => { if (m.type() === "error") errors.push("console: " + m.text()); });
+  page.on("pageerror", (e) => errors.push("page exception: " + e.message));
+  page.on("requestfailed", (r) => errors.push("request failed: " + r.url()));
+  const requests = [];
+  page.on("request", (r) => { if (!r.url().startsWith("file:") && !r.url().startsWith("blob:") &&
+                                  !r.url().startsWith("data:")) requests.push(r.url()); });
+  await page.goto("file://" + file, { waitUntil: "load" });
+  await page.waitForFunction("window.xgradPage && window.xgradPage.drawMs != null", { timeout: 20000 });
+  await page.screenshot({ path: screenshot, fullPage: true });
+  return { page, errors, requests };
+}
+
+// Pixel variance of a PNG, decoded by the browser itself (no image library needed).
+async function pngVariance(page, file) {
+  const b64 = fs.readFileSync(file).toString("base64");
+  return page.evaluate(async (src) => {
+    const img = new Image();
+    img.src = "data:image/png;base64," + src;
+    await img.decode();
+    const c = document.createElement("canvas");
+    c.width = img.width; c.height = img.height;
+    const ctx = c.getContext("2d");
+    ctx.drawImage(img, 0, 0);
+    const d = ctx.getImageData(0, 0, c.width, c.height).data;
+    let s = 0, ss = 0, n = 0;
+    for (let i = 0; i < d.length; i += 4) {
+      const v = (d[i] + d[i + 1] + d[i + 2]) / 3;
+      s += v; ss += v * v; n++;
+    }
+    const m = s / n;
+    return ss / n - m * m;
+  }, b64);
+}
+
+const canvasHash = (page, i) => page.evaluate((i) => {
+  const c = window.xgradPage.state.panels[i].chart.ctx.canvas.toDataURL();
+  let h = 0;
+  for (let k = 0; k < c.length; k++) h = (h * 31 + c.charCodeAt(k)) | 0;
+  return h;
+}, i);
+
+function checkFile(file) {
+  const text = fs.readFileSync(file, "utf8");
+  const urls = text.match(/https?:\/\/[^\s"'<>)]*/g) || [];
+  check(urls.length === 0, `no http(s) reference in ${path.basename(file)}` + (urls.length ? `: ${urls.slice(0, 3)}` : ""));
+  const m = text.match(/<script type="application\/json" id="xgrad-data">([\s\S]*?)<\/script>/);
+  check(m != null, "the page embeds its data block");
+  return JSON.parse(m[1]);
+}
+
+async function main() {
+  fs.mkdirSync(workDir, { recursive: true });
+  const sweep = path.join(workDir, "sweep");
+  const runs = makeSweep(sweep);
+  run(["compare", sweep, "--plots", "false"]);
+  const file = path.join(sweep, "report.html");
+  const data = checkFile(file);
+  check(data.runs.length === runs.length, `the page's JSON holds the sweep's ${runs.length} runs (${data.runs.length})`);
+
+  const browser = await puppeteer.launch({ executablePath: chromium, headless: true,
+                                           args: ["--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"] });
+  try {
+    const shot = path.join(workDir, "report_page.png");
+    const { page, errors, requests } = await openPage(browser, file, shot);
+    const shown = await page.evaluate(() => {
+      const c = document.getElementById("counts");
+      return { runs: +c.dataset.runs, groups: +c.dataset.groups, legend: document.querySelectorAll(".legend-item").length,
+               panels: window.xgradPage.state.panels.length, drawMs: window.xgradPage.drawMs };
+    });
+    check(shown.runs === 8, `8 runs shown (${shown.runs})`);
+    check(shown.groups === 4 && shown.legend === 4, `4 groups shown, 4 legend entries (${shown.groups}, ${shown.legend})`);
+    check(shown.panels >= 2, `the default panels are drawn (${shown.panels})`);
+    console.log(`     drawn in ${shown.drawMs.toFixed(0)} ms after the script started`);
+
+    // Hiding a group: its curves (runs, band, mean) are no longer drawn, and the canvas changes.
+    const before = await canvasHash(page, 0);
+    await page.click('.legend-item[data-group="0"]');
+    const hidden = await page.evaluate(() => {
+      const p = window.xgradPage.state.panels[0];
+      return p.roles.map((r, i) => ({ group: r.group, show: p.chart.series[i + 1].show }));
+    });
+    check(hidden.filter((s) => s.group === 0).length > 0 && hidden.every((s) => s.show === (s.group !== 0)),
+          "hiding group 0 hides its curves and only those");
+    check((await canvasHash(page, 0)) !== before, "hiding a group changes the drawing");
+    await page.click('.legend-item[data-group="0"]');
+    check(await page.evaluate(() => window.xgradPage.state.panels[0].chart.series.every((s) => s.show !== false)),
+          "showing it again brings its curves back");
+
+    // Log y: the scale becomes logarithmic and the axis' ticks change.
+    const ticks = () => page.evaluate(() => {
+      const u = window.xgradPage.state.panels[0].chart;
+      return { distr: u.scales.y.distr, splits: JSON.stringify(u.axes[1]._splits) };
+    });
+    const lin = await ticks();
+    await page.click(".panel:first-child input.ylog");
+    const log = await ticks();
+    check(lin.distr === 1 && log.distr === 3, `y switches from linear to log (distr ${lin.distr} -> ${log.distr})`);
+    check(lin.splits !== log.splits, "the y axis' ticks change with it");
+
+    // Another column redraws the panel with other data.
+    const draws = await page.evaluate(() => window.xgradPage.state.panels[0].drawCount);
+    const hashBefore = await canvasHash(page, 0);
+    await page.select(".panel:first-child select.metric", "grad_norm");
+    const after = await page.evaluate(() => {
+      const p = window.xgradPage.state.panels[0];
+      return { draws: p.drawCount, column: p.column, points: p.chart.data[0].length };
+    });
+    check(after.column === "grad_norm" && after.draws === draws + 1 && after.points > 0,
+          `choosing grad_norm redraws the panel (${after.draws - draws} redraw, ${after.points} points)`);
+    check((await canvasHash(page, 0)) !== hashBefore, "the drawing changes with the column");
+
+    // Regrouping by every setting but d_k gives 2 groups; smoothing and the band switch redraw without error.
+    await page.evaluate(() => {
+      const boxes = Array.from(document.querySelectorAll("input.group-key"));
+      const dk = boxes.find((b) => b.parentElement.textContent.trim() === "d_k");
+      dk.click();
+    });
+    check(await page.evaluate(() => +document.getElementById("counts").dataset.groups) === 2,
+          "grouping without d_k gives 2 groups (scale)");
+    await page.evaluate(() => {
+      const s = document.getElementById("smoothing");
+      s.value = "0.9";
+      s.dispatchEvent(new Event("input"));
+      const b = document.getElementById("band");
+      b.value = "minmax";
+      b.dispatchEvent(new Event("change"));
+    });
+    await page.hover("#arms-table tbody tr");
+    check(await page.evaluate(() => Array.isArray(window.xgradPage.state.highlight) &&
+                                    window.xgradPage.state.highlight.length === 2),
+          "hovering an arms-table row highlights its 2 runs");
+
+    const variance = await pngVariance(page, shot);
+    check(variance > 100, `the screenshot is not blank (pixel variance ${variance.toFixed(0)})`);
+    check(errors.length === 0, "no console error or page exception" + (errors.length ? ": " + errors.join("; ") : ""));
+    check(requests.length === 0, "no network request" + (requests.length ? ": " + requests.join(", ") : ""));
+    await page.close();
+    console.log(`     screenshot: ${shot}`);
+
+    // Bad input.
+    const bad = path.join(workDir, "bad_input");
+    const readable = makeBadInput(bad, runs);
+    run(["compare", bad, "--plots", "false"]);
+    const badFile = path.join(bad, "report.html");
+    const badData = checkFile(badFile);
+    check(badData.runs.length === readable, `bad input: the JSON holds the ${readable} readable runs (${badData.runs.length})`);
+    const badShot = path.join(workDir, "report_page_bad_input.png");
+    const b = await openPage(browser, badFile, badShot);
+    const notes = await b.page.evaluate(() => Array.from(document.querySelectorAll("#notes li")).map((li) => li.textContent));
+    const has = (re) => notes.some((n) => re.test(n));
+    check(has(/empty_file/) && has(/accuracy is missing from 1 of 4 runs/) && has(/non-finite/) &&
+          has(/header_only/), "bad input: the page says what it left out:\n       " + notes.join("\n       "));
+    check(await b.page.evaluate(() => +document.getElementById("counts").dataset.runs) === readable,
+          `bad input: ${readable} runs shown`);
+    check(b.errors.length === 0, "bad input: no console error or page exception" + (b.errors.length ? ": " + b.errors.join("; ") : ""));
+    check((await pngVariance(b.page, badShot)) > 100, "bad input: the screenshot is not blank");
+  } finally {
+    await browser.close();
+  }
+  console.log(failures === 0 ? "report page browser test: all checks passed" : `report page browser test: ${failures} checks failed`);
+  process.exit(failures === 0 ? 0 : 1);
+}
+
+main().catch((e) => {
+  console.error("FAIL: " + (e && e.stack || e));
+  process.exit(1);
+});

@@ -1,0 +1,311 @@
+// report.html of `xgrad compare` (issue 11): min-max downsampling, the page's embedded JSON, and bad input — runs
+// with mismatched columns, an empty metrics.csv, NaN/Inf rows, a single run, 500 runs, series longer than the page's
+// budget — still give a valid page that says what it left out. What the page does in a browser is
+// tests/browser/report_page_test.js.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "train/report/compare.h"
+#include "train/report/html.h"
+#include "train/report/markdown.h"
+#include "train/report/runs.h"
+#include "train/report/stats.h"
+#include "train/run_files.h"
+#include "train/trainer.h"
+#include "tests/support/run_files.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
+
+using namespace xgrad::train;
+namespace fs = std::filesystem;
+using xgrad::testing::read_text;
+using xgrad::testing::TempDir;
+
+namespace {
+
+const double nan_value = std::numeric_limits<double>::quiet_NaN();
+
+// The JSON block of a report.html, parsed (fails the test when it is missing or not JSON).
+nlohmann::json page_data(const fs::path& html_path) {
+  const std::string html = read_text(html_path);
+  const std::string open = "<script type=\"application/json\" id=\"xgrad-data\">";
+  const auto begin = html.find(open);
+  REQUIRE(begin != std::string::npos);
+  const auto end = html.find("</script>", begin);
+  REQUIRE(end != std::string::npos);
+  return nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
+}
+
+bool any_note(const nlohmann::json& data, const std::string& fragment) {
+  for (const auto& n : data.at("notes"))
+    if (n.get<std::string>().find(fragment) != std::string::npos) return true;
+  return false;
+}
+
+std::string notes_text(const nlohmann::json& data) {
+  std::string out;
+  for (const auto& n : data.at("notes")) out += n.get<std::string>() + "\n";
+  return out;
+}
+
+// One tiny trained run in `dir` (12 steps).
+void tiny_trained_run(const fs::path& dir, std::size_t seed = 0) {
+  TrainConfig c = xgrad::testing::tiny_run(dir.string());
+  c.seed = seed;
+  train(c);
+}
+
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::vector<std::string> lines;
+  std::ifstream in(p);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+void write_lines(const fs::path& p, const std::vector<std::string>& lines) {
+  std::ofstream out(p);
+  for (const auto& l : lines) out << l << "\n";
+}
+
+// A copy of run `src` as `dst` with config.json's seed set to `seed` (a replicate, without training one).
+void copy_run(const fs::path& src, const fs::path& dst, std::size_t seed) {
+  fs::create_directories(dst);
+  for (const char* f : {kMetricsFile, kSummaryFile}) fs::copy_file(src / f, dst / f);
+  nlohmann::json config = nlohmann::json::parse(read_text(src / kConfigFile));
+  config["seed"] = seed;
+  config["data_seed"] = seed;
+  std::ofstream(dst / kConfigFile) << config.dump(2);
+}
+
+std::size_t compare_quietly(const std::vector<std::string>& inputs, const fs::path& out) {
+  CompareOptions o;
+  o.inputs = inputs;
+  o.out = out.string();
+  o.plots = false;
+  std::ostringstream sink;
+  return run_compare(o, sink);
+}
+
+}  // namespace
+
+TEST_CASE("downsample_min_max keeps a short series exactly") {
+  const std::vector<double> x{1, 2, 3, 4, 5}, y{0.5, nan_value, 3, -1, 2};
+  const DownsampledSeries d = downsample_min_max(x, y, 5);
+  CHECK_FALSE(d.downsampled);
+  CHECK(d.x == x);
+  REQUIRE(d.y.size() == 5);
+  CHECK(std::isnan(d.y[1]));
+  CHECK(d.y[3] == -1);
+}
+
+TEST_CASE("downsample_min_max: about max_points points, spikes survive, equal lengths share x") {
+  const std::size_t n = 100000;
+  std::vector<double> x(n), y(n, 1.0), z(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = static_cast<double>(i + 1);
+    z[i] = std::sin(0.001 * static_cast<double>(i));
+  }
+  y[31337] = 1e6;   // a one-step spike up
+  y[77777] = -1e6;  // and down
+  const DownsampledSeries d = downsample_min_max(x, y, 2000);
+  CHECK(d.downsampled);
+  CHECK(d.x.size() <= 2000);
+  CHECK(d.x.size() >= 1990);
+  CHECK(*std::max_element(d.y.begin(), d.y.end()) == 1e6);
+  CHECK(*std::min_element(d.y.begin(), d.y.end()) == -1e6);
+  CHECK(d.x.front() == 1);
+  CHECK(d.x.back() == static_cast<double>(n));
+  CHECK(std::is_sorted(d.x.begin(), d.x.end()));
+  // Another series of the same length is drawn at the same steps: a mean over runs needs no interpolation.
+  CHECK(downsample_min_max(x, z, 2000).x == d.x);
+}
+
+TEST_CASE("downsample_min_max: each bucket's extremes in the order they occur; a bucket of NaN is a gap") {
+  // 12 points into buckets of 3 (max_points 8: 4 buckets).
+  const std::vector<double> x{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  const std::vector<double> y{5, 9, 1, 2, 0, 7, nan_value, nan_value, nan_value, 4, nan_value, 3};
+  const DownsampledSeries d = downsample_min_max(x, y, 8);
+  CHECK(d.downsampled);
+  CHECK(d.x == std::vector<double>{0, 2, 3, 5, 6, 8, 9, 11});
+  REQUIRE(d.y.size() == 8);
+  CHECK(d.y[0] == 9);  // the max (step 1) comes before the min (step 2)
+  CHECK(d.y[1] == 1);
+  CHECK(d.y[2] == 0);  // min at step 4, then max at step 5
+  CHECK(d.y[3] == 7);
+  CHECK(std::isnan(d.y[4]));
+  CHECK(std::isnan(d.y[5]));
+  CHECK(d.y[6] == 4);  // max at step 9, min at step 11
+  CHECK(d.y[7] == 3);
+  CHECK_THROWS_AS(downsample_min_max({1, 2}, {1}, 10), std::invalid_argument);
+}
+
+TEST_CASE("report.html: the sweep's runs, every column, the arms table and final metrics as JSON; no http(s)") {
+  TempDir dir("html_basic");
+  tiny_trained_run(dir / "runs" / "a", 0);
+  tiny_trained_run(dir / "runs" / "b", 1);
+  CHECK(compare_quietly({dir.string()}, dir.path()) == 2);
+  const std::string html = read_text(dir / "report.html");
+  CHECK(html.find("http://") == std::string::npos);
+  CHECK(html.find("https://") == std::string::npos);
+  CHECK(html.find("uPlot") != std::string::npos);
+  CHECK(html.find("Permission is hereby granted") != std::string::npos);  // uPlot's MIT notice travels with it
+
+  const nlohmann::json data = page_data(dir / "report.html");
+  REQUIRE(data.at("runs").size() == 2);
+  CHECK(data.at("runs")[0].at("name") == "runs/a");
+  CHECK(data.at("series").size() == 2);
+  const auto& columns = data.at("columns");
+  CHECK(std::find(columns.begin(), columns.end(), "loss") != columns.end());
+  CHECK(std::find(columns.begin(), columns.end(), "grad_norm/blocks.0.attn.w_q.weight") != columns.end());
+  CHECK(std::find(columns.begin(), columns.end(), "step") == columns.end());
+  // Grouping: seed varies, and the default groups by everything else.
+  const auto& keys = data.at("group_keys");
+  CHECK(std::find(keys.begin(), keys.end(), "seed") != keys.end());
+  CHECK(data.at("default_group_by").empty());
+  CHECK(data.at("arms").at("rows").size() == 1);
+  CHECK(data.at("arms").at("runs")[0] == nlohmann::json::array({0, 1}));
+  CHECK(data.at("final").at("rows").size() == 2);
+  // A run's loss series: one point per step, exact steps, shared x.
+  const std::size_t loss_index = static_cast<std::size_t>(std::find(columns.begin(), columns.end(), "loss") - columns.begin());
+  const auto& loss = data.at("series")[0].at("cols").at(loss_index);
+  const auto& x = data.at("series")[0].at("x")[loss[0].get<std::size_t>()];
+  CHECK(x.size() == 12);
+  CHECK(loss[1].size() == 12);
+  CHECK_FALSE(data.at("downsampled").get<bool>());
+}
+
+TEST_CASE("report.html on bad input: mismatched columns, NaN/Inf rows, no rows, an empty metrics.csv") {
+  TempDir dir("html_bad");
+  const fs::path good = dir / "src";
+  tiny_trained_run(good);
+  // No accuracy column.
+  copy_run(good, dir / "runs" / "no_accuracy", 1);
+  {
+    std::vector<std::string> lines = lines_of(dir / "runs" / "no_accuracy" / kMetricsFile);
+    for (auto& l : lines) {  // step,loss,accuracy,...: the third cell goes
+      const auto a = l.find(',', l.find(',') + 1);
+      const auto b = l.find(',', a + 1);
+      l.erase(a, b - a);
+    }
+    write_lines(dir / "runs" / "no_accuracy" / kMetricsFile, lines);
+  }
+  // nan and inf losses (JSON has neither: they must become null).
+  copy_run(good, dir / "runs" / "nonfinite", 2);
+  {
+    std::vector<std::string> lines = lines_of(dir / "runs" / "nonfinite" / kMetricsFile);
+    for (std::size_t i = 3; i <= 5; ++i) {
+      const auto a = lines[i].find(',');
+      const auto b = lines[i].find(',', a + 1);
+      lines[i].replace(a + 1, b - a - 1, i == 4 ? "inf" : (i == 5 ? "-inf" : "nan"));
+    }
+    write_lines(dir / "runs" / "nonfinite" / kMetricsFile, lines);
+  }
+  // A header and no rows; and a file with nothing at all (compare cannot read that run).
+  copy_run(good, dir / "runs" / "header_only", 3);
+  write_lines(dir / "runs" / "header_only" / kMetricsFile, {lines_of(good / kMetricsFile)[0]});
+  copy_run(good, dir / "runs" / "empty_file", 4);
+  write_lines(dir / "runs" / "empty_file" / kMetricsFile, {});
+  fs::remove_all(good);
+
+  CHECK(compare_quietly({(dir / "runs").string()}, dir.path()) == 3);
+  const nlohmann::json data = page_data(dir / "report.html");
+  CAPTURE(notes_text(data));
+  REQUIRE(data.at("runs").size() == 3);
+  CHECK(any_note(data, "Left out (unreadable): "));
+  CHECK(any_note(data, "empty_file"));
+  CHECK(any_note(data, "Column accuracy is missing from 1 of 3 runs (no curve there): runs/no_accuracy."));
+  CHECK(any_note(data, "no rows in metrics.csv (no curve): runs/header_only"));
+  CHECK(any_note(data, "3 non-finite values (NaN or Inf) in 1 run(s) are drawn as gaps: runs/nonfinite."));
+  for (std::size_t r = 0; r < 3; ++r) {
+    const std::string name = data.at("runs")[r].at("name");
+    const auto& cols = data.at("series")[r].at("cols");
+    const auto column = [&](const std::string& c) -> const nlohmann::json& {
+      const auto& all = data.at("columns");
+      return cols.at(static_cast<std::size_t>(std::find(all.begin(), all.end(), c) - all.begin()));
+    };
+    if (name == "runs/nonfinite") {
+      const auto& loss = column("loss")[1];
+      CHECK(loss[2].is_null());
+      CHECK(loss[3].is_null());
+      CHECK(loss[4].is_null());
+      CHECK(loss[5].is_number());
+    }
+    if (name == "runs/no_accuracy") CHECK(column("accuracy").is_null());
+    if (name == "runs/header_only")
+      for (const auto& col : cols) CHECK(col.is_null());
+  }
+}
+
+TEST_CASE("report.html of a single run") {
+  TempDir dir("html_single");
+  tiny_trained_run(dir / "run");
+  CHECK(compare_quietly({(dir / "run").string()}, dir / "out") == 1);
+  const nlohmann::json data = page_data(dir / "out" / "report.html");
+  CHECK(data.at("runs").size() == 1);
+  CHECK(data.at("group_keys").empty());
+  CHECK(data.at("arms").at("rows").size() == 1);
+}
+
+TEST_CASE("report.html of 500 runs is a valid page, and says when it is over its data budget") {
+  TempDir dir("html_500");
+  tiny_trained_run(dir / "src");
+  for (std::size_t i = 0; i < 500; ++i) copy_run(dir / "src", dir / "runs" / ("r" + std::to_string(1000 + i)), i);
+  fs::remove_all(dir / "src");
+  CHECK(compare_quietly({(dir / "runs").string()}, dir.path()) == 500);
+  const nlohmann::json data = page_data(dir / "report.html");
+  CHECK(data.at("runs").size() == 500);
+  CHECK(data.at("series").size() == 500);
+  // 500 runs x 68 columns x 12 steps do not fit in 2.85 MB at 4 digits, and 12 points are not downsampled.
+  CHECK(any_note(data, "over its 2.9 MB budget"));
+  CHECK(fs::file_size(dir / "report.html") < 6000000);
+}
+
+TEST_CASE("report.html: series over the page budget are downsampled further, and the page says so") {
+  TempDir dir("html_budget");
+  tiny_trained_run(dir / "src");
+  const std::vector<std::string> src_lines = lines_of(dir / "src" / kMetricsFile);
+  // 6 runs of 3000 steps with 3 columns, the loss with a spike at step 1234.
+  for (std::size_t r = 0; r < 6; ++r) {
+    const fs::path run = dir / "runs" / ("r" + std::to_string(r));
+    copy_run(dir / "src", run, r);
+    std::vector<std::string> lines{"step,loss,accuracy"};
+    for (std::size_t s = 1; s <= 3000; ++s)
+      lines.push_back(std::to_string(s) + "," + (s == 1234 ? "99.5" : std::to_string(2.0 / std::sqrt(s + r))) +
+                      ",0.5");
+    write_lines(run / kMetricsFile, lines);
+  }
+  fs::remove_all(dir / "src");
+  std::vector<RunRecord> records;
+  for (const auto& d : find_run_dirs({(dir / "runs").string()})) records.push_back(load_run(d));
+  const Comparison c = analyse_runs(std::move(records), -1, 0.9, 10);
+  ReportContext context;
+  context.out_dir = dir.string();
+
+  HtmlOutcome outcome;
+  HtmlOptions options;
+  const std::string unlimited = report_json(c, context, options, outcome);
+  CHECK(outcome.max_points == 2000);
+  CHECK(outcome.downsampled);
+  CHECK(nlohmann::json::parse(unlimited).at("series")[0].at("cols").at(0)[1].size() <= 2000);  // columns: loss, ...
+
+  options.max_data_bytes = 40000;
+  const std::string small = report_json(c, context, options, outcome);
+  CHECK(small.size() <= 40000);
+  CHECK(outcome.max_points < 2000);  // loss and accuracy: headline columns, shortened when nothing else is left
+  const nlohmann::json data = nlohmann::json::parse(small);
+  CHECK(any_note(data, "Downsampled: series longer than " + std::to_string(outcome.max_points) + " points"));
+  double highest = 0;
+  REQUIRE(data.at("columns")[0] == "loss");
+  for (const auto& v : data.at("series")[0].at("cols").at(0)[1])
+    if (v.is_number()) highest = std::max(highest, v.get<double>());
+  CHECK(highest == 99.5);  // the spike survives
+}

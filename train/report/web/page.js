@@ -1,0 +1,543 @@
+// report.html's own script: reads the runs from the page's JSON block (train/report/html.cpp writes it) and draws
+// them with uPlot. Embedded in the page by the build (train/report/web/embed.cmake); runs from file:// with no
+// network. window.xgradPage exposes the state the browser test (tests/browser) checks.
+(function () {
+  "use strict";
+
+  var started = performance.now();
+  var data = JSON.parse(document.getElementById("xgrad-data").textContent);
+  var runs = data.runs.map(function (r, i) {
+    return { index: i, name: r.name, settings: r.settings, diverged: r.diverged, divergedStep: r.diverged_step,
+             incomplete: r.incomplete, incompleteReason: r.incomplete_reason, rows: r.rows, series: data.series[i] };
+  });
+
+  var state = {
+    groupBy: data.default_group_by.slice(),
+    band: "sd",          // "sd": mean ± sd; "minmax": min to max
+    smoothing: 0,        // EMA weight in [0, 1); 0 = off
+    hidden: {},          // group key -> true
+    highlight: null,     // run indices highlighted (an arms-table row), or null
+    pinned: null,        // the arms-table row whose highlight stays
+    panels: []           // {column, xlog, ylog, chart, el, ...}
+  };
+
+  // ---- helpers ----------------------------------------------------------------------------------------------------
+
+  function el(tag, attrs, children) {
+    var e = document.createElement(tag);
+    if (attrs) Object.keys(attrs).forEach(function (k) {
+      if (k === "text") e.textContent = attrs[k];
+      else if (k === "class") e.className = attrs[k];
+      else if (k.slice(0, 2) === "on") e.addEventListener(k.slice(2), attrs[k]);
+      else e.setAttribute(k, attrs[k]);
+    });
+    (children || []).forEach(function (c) { if (c) e.appendChild(c); });
+    return e;
+  }
+
+  var palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+                 "#17becf", "#393b79", "#ad494a", "#637939", "#8c6d31", "#7b4173", "#3182bd", "#e6550d", "#31a354"];
+  function color(i) {
+    return i < palette.length ? palette[i] : "hsl(" + ((i * 137.508) % 360).toFixed(0) + ",60%,42%)";
+  }
+  function alpha(c, a) {
+    if (c.charAt(0) === "#") {
+      var n = parseInt(c.slice(1), 16);
+      return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + a + ")";
+    }
+    return c.replace("hsl(", "hsla(").replace(")", "," + a + ")");
+  }
+
+  function fmt(v) {
+    if (v == null || !isFinite(v)) return "—";
+    var a = Math.abs(v);
+    if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(3);
+    return String(+v.toPrecision(4));
+  }
+
+  function csvCell(s) {
+    s = s == null ? "" : String(s);
+    return /[",\n]/.test(s) ? "\"" + s.replace(/"/g, "\"\"") + "\"" : s;
+  }
+  function download(name, header, rows) {
+    var text = [header].concat(rows).map(function (r) { return r.map(csvCell).join(","); }).join("\n") + "\n";
+    var a = el("a", { href: URL.createObjectURL(new Blob([text], { type: "text/csv" })), download: name });
+    document.body.appendChild(a);
+    a.click();
+    setTimeout(function () { URL.revokeObjectURL(a.href); a.remove(); }, 0);
+  }
+
+  // ---- groups -----------------------------------------------------------------------------------------------------
+
+  function groupKey(run) {
+    return state.groupBy.map(function (k) { return k + "=" + run.settings[k]; }).join(" ");
+  }
+  function computeGroups() {
+    var byKey = {}, groups = [];
+    runs.forEach(function (run) {
+      var key = groupKey(run);
+      if (!(key in byKey)) {
+        byKey[key] = groups.length;
+        groups.push({ key: key, runs: [], color: color(groups.length) });
+      }
+      groups[byKey[key]].runs.push(run.index);
+    });
+    // In the order of their settings, numbers as numbers (d_k 16, 64, 256), then recoloured in that order.
+    groups.sort(function (a, b) {
+      var ra = runs[a.runs[0]].settings, rb = runs[b.runs[0]].settings;
+      for (var i = 0; i < state.groupBy.length; i++) {
+        var k = state.groupBy[i], x = ra[k], y = rb[k], nx = Number(x), ny = Number(y);
+        if (x === y) continue;
+        if (x !== "" && y !== "" && !isNaN(nx) && !isNaN(ny)) return nx - ny;
+        return x < y ? -1 : 1;
+      }
+      return 0;
+    });
+    groups.forEach(function (g, i) { g.color = color(i); });
+    // Labels name d_k, scale, optimizer and lr, and of the other settings only those that tell the groups apart: one
+    // implied by the others (an optimizer's beta1 or momentum, given the optimizer) is left out, from the last one,
+    // while the labels stay distinct; "—" (a setting the run does not have) is never shown.
+    var labelKeys = state.groupBy.slice();
+    function labelOf(g, keys) {
+      var run = runs[g.runs[0]];
+      return keys.filter(function (k) { return run.settings[k] !== "—"; })
+                 .map(function (k) { return k + "=" + run.settings[k]; }).join(" ");
+    }
+    function distinct(keys) {
+      var seen = {};
+      return groups.every(function (g) { var l = labelOf(g, keys); if (seen[l]) return false; seen[l] = 1; return true; });
+    }
+    for (var i = labelKeys.length - 1; i >= 0; i--) {
+      if (["d_k", "scale", "optimizer", "lr"].indexOf(labelKeys[i]) >= 0) continue;  // always named, as in report.md
+      var without = labelKeys.slice(0, i).concat(labelKeys.slice(i + 1));
+      if (distinct(without)) labelKeys = without;
+    }
+    groups.forEach(function (g) { g.label = labelOf(g, labelKeys) || "all runs"; });
+    return groups;
+  }
+  var groups = computeGroups();
+
+  // ---- series arithmetic ------------------------------------------------------------------------------------------
+
+  // A run's points of `column`: {x, y} (y null at gaps), or null when the run lacks the column.
+  var columnIndex = {};
+  data.columns.forEach(function (c, i) { columnIndex[c] = i; });
+  function runPoints(run, column) {
+    var c = run.series.cols[columnIndex[column]];
+    if (!c) return null;
+    return { x: run.series.x[c[0]], y: c[1] };
+  }
+
+  // Exponential moving average with the startup bias removed (as in Adam): after k finite points the weights sum to
+  // 1 - w^k, so the average is divided by that. Gaps stay gaps and do not reset it.
+  function ema(y, w) {
+    if (!(w > 0)) return y;
+    var out = new Array(y.length), m = 0, k = 0;
+    for (var i = 0; i < y.length; i++) {
+      if (y[i] == null) { out[i] = null; continue; }
+      m = w * m + (1 - w) * y[i];
+      k++;
+      out[i] = m / (1 - Math.pow(w, k));
+    }
+    return out;
+  }
+
+  // y of (x, y) at each of `xs` (sorted): exact where x holds the point, linear between two finite neighbours, null
+  // outside x's range or next to a gap.
+  function resample(x, y, xs) {
+    var out = new Array(xs.length), j = 0;
+    for (var i = 0; i < xs.length; i++) {
+      var u = xs[i];
+      while (j + 1 < x.length && x[j + 1] <= u) j++;
+      if (x[j] === u) out[i] = y[j];
+      else if (x[j] < u && j + 1 < x.length && y[j] != null && y[j + 1] != null)
+        out[i] = y[j] + (y[j + 1] - y[j]) * (u - x[j]) / (x[j + 1] - x[j]);
+      else out[i] = null;
+    }
+    return out;
+  }
+
+  function sameArray(a, b) {
+    if (a === b) return true;
+    if (a.length !== b.length) return false;
+    for (var i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+    return true;
+  }
+
+  // Mean and band over a group's runs at the union of their steps.
+  function groupStats(points) {
+    var xs = points[0].x, shared = points.every(function (p) { return sameArray(p.x, xs); });
+    if (!shared) {
+      var all = [];
+      points.forEach(function (p) { all = all.concat(p.x); });
+      all.sort(function (a, b) { return a - b; });
+      xs = all.filter(function (v, i) { return i === 0 || v !== all[i - 1]; });
+    }
+    var ys = points.map(function (p) { return shared ? p.y : resample(p.x, p.y, xs); });
+    var mean = [], lo = [], hi = [];
+    for (var i = 0; i < xs.length; i++) {
+      var s = 0, n = 0, mn = Infinity, mx = -Infinity;
+      for (var r = 0; r < ys.length; r++) {
+        var v = ys[r][i];
+        if (v == null) continue;
+        s += v; n++;
+        if (v < mn) mn = v;
+        if (v > mx) mx = v;
+      }
+      if (n === 0) { mean.push(null); lo.push(null); hi.push(null); continue; }
+      var m = s / n;
+      mean.push(m);
+      if (state.band === "minmax") { lo.push(mn); hi.push(mx); continue; }
+      var ss = 0;
+      for (r = 0; r < ys.length; r++) if (ys[r][i] != null) ss += (ys[r][i] - m) * (ys[r][i] - m);
+      var sd = n > 1 ? Math.sqrt(ss / (n - 1)) : 0;
+      lo.push(m - sd); hi.push(m + sd);
+    }
+    return { x: xs, mean: mean, lo: lo, hi: hi };
+  }
+
+  // Log axes cannot show x or y <= 0: such points become gaps, counted for the panel's note.
+  function positive(x, y, xlog, ylog, counter) {
+    var ox = [], oy = [];
+    for (var i = 0; i < x.length; i++) {
+      if (xlog && !(x[i] > 0)) { counter.n++; continue; }
+      var v = y[i];
+      if (ylog && v != null && !(v > 0)) { counter.n++; v = null; }
+      ox.push(x[i]); oy.push(v);
+    }
+    return { x: ox, y: oy };
+  }
+
+  // ---- panels -----------------------------------------------------------------------------------------------------
+
+  function panelData(panel) {
+    var tables = [], series = [{}], bands = [], roles = [], counter = { n: 0 };
+    var smoothing = state.smoothing;
+    groups.forEach(function (g, gi) {
+      var pts = [];
+      g.runs.forEach(function (ri) {
+        var p = runPoints(runs[ri], panel.column);
+        if (!p) return;
+        var raw = positive(p.x, p.y, panel.xlog, panel.ylog, counter);
+        pts.push({ x: raw.x, y: ema(raw.y, smoothing), run: ri });
+        tables.push([raw.x, raw.y]);
+        series.push({ label: runs[ri].name, group: gi, run: ri, role: "run", width: 1, points: { show: false },
+                      stroke: runStroke(g, ri) });
+        roles.push({ group: gi, run: ri, role: "run" });
+      });
+      if (pts.length === 0) return;
+      var st = groupStats(pts);
+      tables.push([st.x, st.lo, st.hi, st.mean]);
+      var base = series.length;
+      series.push({ label: g.label + " low", group: gi, role: "lo", width: 0, points: { show: false },
+                    stroke: g.color });
+      series.push({ label: g.label + " high", group: gi, role: "hi", width: 0, points: { show: false },
+                    stroke: g.color });
+      series.push({ label: g.label, group: gi, role: "mean", width: 2, points: { show: false }, stroke: meanStroke(g) });
+      roles.push({ group: gi, role: "lo" }, { group: gi, role: "hi" }, { group: gi, role: "mean" });
+      bands.push({ series: [base + 1, base], fill: alpha(g.color, 0.18) });
+    });
+    var joined = tables.length ? uPlot.join(tables) : [[]];
+    return { data: joined, series: series, bands: bands, roles: roles, dropped: counter.n };
+  }
+
+  // Faint runs behind the group's line; an arms-table row shows its runs at full strength, the others fainter.
+  function runStroke(g, ri) {
+    return function () {
+      if (state.highlight) return state.highlight.indexOf(ri) >= 0 ? g.color : alpha(g.color, 0.06);
+      return alpha(g.color, state.smoothing > 0 ? 0.3 : 0.35);
+    };
+  }
+  function meanStroke(g) {
+    return function () {
+      if (!state.highlight) return g.color;
+      var on = g.runs.some(function (ri) { return state.highlight.indexOf(ri) >= 0; });
+      return on ? g.color : alpha(g.color, 0.25);
+    };
+  }
+
+  function chartSize(panel) {
+    var w = Math.max(280, panel.plotEl.clientWidth || 480);
+    return { width: w, height: Math.round(Math.min(340, Math.max(220, w * 0.55))) };
+  }
+
+  function drawPanel(panel) {
+    if (panel.chart) { panel.chart.destroy(); panel.chart = null; }
+    var pd = panelData(panel);
+    panel.roles = pd.roles;
+    var size = chartSize(panel);
+    var opts = {
+      width: size.width, height: size.height,
+      legend: { show: false },
+      cursor: { drag: { x: true, y: true, uni: 30 } },
+      scales: {
+        x: { time: false, distr: panel.xlog ? 3 : 1, log: 10 },
+        y: { distr: panel.ylog ? 3 : 1, log: 10 }
+      },
+      axes: [{ label: "step", labelSize: 20 }, { size: 60 }],
+      series: pd.series.map(function (s, i) {
+        if (i === 0) return { label: "step" };
+        var out = { label: s.label, stroke: s.stroke, width: s.width, points: s.points, spanGaps: false,
+                    show: !state.hidden[groups[s.group].key] };
+        return out;
+      }),
+      bands: pd.bands,
+      hooks: { setCursor: [function (u) { showValues(panel, u); }] }
+    };
+    panel.chart = new uPlot(opts, pd.data, panel.plotEl);
+    panel.note.textContent = pd.dropped > 0
+      ? pd.dropped + " points at or below 0 are not shown on the log axis." : "";
+    panel.drawCount = (panel.drawCount || 0) + 1;
+  }
+
+  function showValues(panel, u) {
+    var idx = u.cursor.idx;
+    if (idx == null) { panel.readout.textContent = ""; return; }
+    var parts = ["step " + fmt(u.data[0][idx])];
+    panel.roles.forEach(function (r, i) {
+      if (r.role !== "mean" || state.hidden[groups[r.group].key]) return;
+      var v = u.data[i + 1][idx];
+      if (v != null) parts.push(groups[r.group].label + ": " + fmt(v));
+    });
+    panel.readout.textContent = parts.join("   ");
+  }
+
+  function columnSelect(panel) {
+    var sel = el("select", { class: "metric", title: "metrics.csv column", onchange: function () {
+      panel.column = sel.value; drawPanel(panel);
+    } });
+    data.columns.forEach(function (c) {
+      var o = el("option", { value: c, text: c });
+      if (c === panel.column) o.selected = true;
+      sel.appendChild(o);
+    });
+    return sel;
+  }
+
+  function checkbox(cls, label, checked, onchange) {
+    var box = el("input", { type: "checkbox", class: cls });
+    box.checked = checked;
+    box.addEventListener("change", function () { onchange(box.checked); });
+    return el("label", { class: "toggle" }, [box, document.createTextNode(" " + label)]);
+  }
+
+  function addPanel(column) {
+    var panel = { column: column, xlog: false, ylog: false, chart: null };
+    panel.plotEl = el("div", { class: "plot" });
+    panel.readout = el("div", { class: "readout" });
+    panel.note = el("div", { class: "panel-note" });
+    var controls = el("div", { class: "panel-controls" }, [
+      columnSelect(panel),
+      checkbox("xlog", "log x", false, function (v) { panel.xlog = v; drawPanel(panel); }),
+      checkbox("ylog", "log y", false, function (v) { panel.ylog = v; drawPanel(panel); }),
+      el("button", { class: "remove", title: "remove this panel", text: "×", onclick: function () {
+        if (panel.chart) panel.chart.destroy();
+        panel.el.remove();
+        state.panels.splice(state.panels.indexOf(panel), 1);
+      } })
+    ]);
+    panel.el = el("section", { class: "panel" }, [controls, panel.plotEl, panel.readout, panel.note]);
+    panelsEl.appendChild(panel.el);
+    state.panels.push(panel);
+    drawPanel(panel);
+    return panel;
+  }
+
+  function redrawAll() {
+    state.panels.forEach(drawPanel);
+  }
+  function restyleAll() {
+    state.panels.forEach(function (p) { if (p.chart) p.chart.redraw(false, false); });
+  }
+
+  // ---- legend (one entry per group) -------------------------------------------------------------------------------
+
+  function setGroupShown(gi, shown) {
+    var key = groups[gi].key;
+    if (shown) delete state.hidden[key]; else state.hidden[key] = true;
+    state.panels.forEach(function (p) {
+      if (!p.chart) return;
+      p.roles.forEach(function (r, i) { if (r.group === gi) p.chart.setSeries(i + 1, { show: shown }); });
+    });
+    renderLegend();
+  }
+
+  function renderLegend() {
+    legendEl.textContent = "";
+    groups.forEach(function (g, gi) {
+      var hidden = !!state.hidden[g.key];
+      var item = el("button", { class: "legend-item" + (hidden ? " off" : ""), "data-group": gi,
+                                title: hidden ? "show this group" : "hide this group",
+                                onclick: function () { setGroupShown(gi, hidden); } }, [
+        el("span", { class: "swatch", style: "background:" + g.color }),
+        document.createTextNode(g.label + " (" + g.runs.length + (g.runs.length === 1 ? " run)" : " runs)"))
+      ]);
+      legendEl.appendChild(item);
+    });
+    countsEl.textContent = runs.length + (runs.length === 1 ? " run" : " runs") + " in " + groups.length +
+      (groups.length === 1 ? " group" : " groups");
+    countsEl.setAttribute("data-runs", runs.length);
+    countsEl.setAttribute("data-groups", groups.length);
+  }
+
+  function regroup() {
+    groups = computeGroups();
+    state.hidden = {};
+    renderLegend();
+    redrawAll();
+  }
+
+  // ---- arms table -------------------------------------------------------------------------------------------------
+
+  function sortValue(s) {
+    if (s === "never") return Infinity;
+    var v = parseFloat(s);
+    return isNaN(v) ? null : v;
+  }
+
+  function renderArms() {
+    var arms = data.arms, order = arms.rows.map(function (r, i) { return i; }), sortCol = -1, asc = true;
+    var table = el("table", { id: "arms-table", class: "arms" });
+    var thead = el("thead"), tbody = el("tbody"), tr = el("tr");
+    arms.header.forEach(function (h, ci) {
+      tr.appendChild(el("th", { text: h, title: "sort", onclick: function () {
+        asc = sortCol === ci ? !asc : true;
+        sortCol = ci;
+        order.sort(function (a, b) {
+          var x = arms.rows[a][ci], y = arms.rows[b][ci], vx = sortValue(x), vy = sortValue(y), d;
+          if (vx != null && vy != null) d = vx - vy;
+          else if (vx != null) d = -1;
+          else if (vy != null) d = 1;
+          else d = x < y ? -1 : x > y ? 1 : 0;
+          return asc ? d : -d;
+        });
+        Array.prototype.forEach.call(thead.querySelectorAll("th"), function (th, i) {
+          th.className = i === ci ? (asc ? "asc" : "desc") : "";
+        });
+        body();
+      } }));
+    });
+    thead.appendChild(tr);
+    function body() {
+      tbody.textContent = "";
+      order.forEach(function (ai) {
+        var row = el("tr", { "data-arm": ai }, arms.rows[ai].map(function (c) { return el("td", { text: c }); }));
+        if (state.pinned === ai) row.className = "pinned";
+        row.addEventListener("mouseenter", function () { if (state.pinned == null) highlight(arms.runs[ai]); });
+        row.addEventListener("mouseleave", function () { if (state.pinned == null) highlight(null); });
+        row.addEventListener("click", function () {
+          state.pinned = state.pinned === ai ? null : ai;
+          highlight(state.pinned == null ? null : arms.runs[ai]);
+          body();
+        });
+        tbody.appendChild(row);
+      });
+    }
+    body();
+    table.appendChild(thead);
+    table.appendChild(tbody);
+    return table;
+  }
+
+  function highlight(runIndices) {
+    state.highlight = runIndices;
+    restyleAll();
+  }
+
+  // ---- page -------------------------------------------------------------------------------------------------------
+
+  var app = document.getElementById("app");
+  app.textContent = "";
+  var countsEl = el("span", { id: "counts" });
+  var legendEl = el("div", { id: "legend" });
+  var panelsEl = el("div", { id: "panels" });
+
+  var common = Object.keys(data.common_settings).map(function (k) { return k + "=" + data.common_settings[k]; });
+  app.appendChild(el("header", null, [
+    el("h1", { text: data.title }),
+    el("p", { class: "summary" }, [countsEl,
+      document.createTextNode(data.downsampled
+        ? "; long series downsampled by min-max buckets (spikes kept; see below)."
+        : "; every point shown.")]),
+    common.length ? el("details", { class: "common" }, [el("summary", { text: "Settings shared by every run" }),
+                                                        el("p", { text: common.join(", ") })]) : null
+  ]));
+  if (data.notes.length) {
+    app.appendChild(el("details", { id: "notes", open: "" }, [
+      el("summary", { text: "What this page leaves out or changes (" + data.notes.length + ")" }),
+      el("ul", null, data.notes.map(function (n) { return el("li", { text: n }); }))
+    ]));
+  }
+
+  var groupBoxes = el("div", { id: "group-by" }, [el("span", { class: "label", text: "group by:" })]);
+  data.group_keys.forEach(function (k) {
+    groupBoxes.appendChild(checkbox("group-key", k, state.groupBy.indexOf(k) >= 0, function (on) {
+      state.groupBy = data.group_keys.filter(function (key) {
+        return key === k ? on : state.groupBy.indexOf(key) >= 0;
+      });
+      regroup();
+    }));
+  });
+  if (!data.group_keys.length) groupBoxes.appendChild(el("span", { text: "(every run has the same settings)" }));
+
+  var bandSel = el("select", { id: "band", onchange: function () { state.band = bandSel.value; redrawAll(); } }, [
+    el("option", { value: "sd", text: "band: mean ± sd" }), el("option", { value: "minmax", text: "band: min to max" })
+  ]);
+  var smoothOut = el("output", { id: "smoothing-value", text: "off" });
+  var smooth = el("input", { id: "smoothing", type: "range", min: "0", max: "0.99", step: "0.01", value: "0" });
+  smooth.addEventListener("input", function () {
+    state.smoothing = +smooth.value;
+    smoothOut.textContent = state.smoothing > 0 ? state.smoothing.toFixed(2) : "off";
+    redrawAll();
+  });
+  app.appendChild(el("div", { id: "controls" }, [
+    groupBoxes,
+    el("div", { class: "row" }, [
+      bandSel,
+      el("label", { title: "exponential moving average, debiased; 0 = off. The runs stay raw, faint behind." }, [
+        document.createTextNode("smoothing "), smooth, document.createTextNode(" "), smoothOut]),
+      el("button", { id: "add-panel", text: "add panel", onclick: function () { addPanel(data.columns[0]); } }),
+      el("span", { class: "hint", text: "drag to zoom, double-click to reset; click a group to hide it" })
+    ])
+  ]));
+  app.appendChild(legendEl);
+  app.appendChild(panelsEl);
+
+  app.appendChild(el("h2", { text: "Arms" }));
+  app.appendChild(el("p", { class: "hint",
+    text: "As in report.md: runs that differ only in seed. Click a column to sort, hover or click a row to highlight its runs." }));
+  app.appendChild(renderArms());
+  app.appendChild(el("div", { class: "downloads" }, [
+    el("button", { id: "download-arms", text: "download arms table (CSV)", onclick: function () {
+      download("arms.csv", data.arms.header, data.arms.rows);
+    } }),
+    el("button", { id: "download-final", text: "download final metrics of every run (CSV)", onclick: function () {
+      download("final_metrics.csv", data.final.header, data.final.rows);
+    } })
+  ]));
+
+  renderLegend();
+  var panelColumns = data.default_panels.length ? data.default_panels : data.columns.slice(0, 1);
+  panelColumns.forEach(addPanel);
+
+  var resizeTimer = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(function () {
+      state.panels.forEach(function (p) { if (p.chart) p.chart.setSize(chartSize(p)); });
+    }, 100);
+  });
+
+  window.xgradPage = {
+    state: state, runs: runs,
+    groups: function () { return groups; },
+    setGroupShown: setGroupShown,
+    drawMs: null
+  };
+  requestAnimationFrame(function () {
+    requestAnimationFrame(function () {
+      window.xgradPage.drawMs = performance.now() - started;
+      window.xgradPage.sinceNavigationMs = performance.now();
+    });
+  });
+})();
