@@ -385,12 +385,16 @@ std::vector<FindingLine> findings(const Comparison& c) {
   }
   for (const auto& s : scales) {
     const auto& pairs = pairs_of[s];
-    std::size_t better = 0, equal = 0, worse = 0, undecided = 0;
+    std::size_t better = 0, equal = 0, worse = 0, undecided = 0, all_diverged = 0;
     std::size_t grad_q = 0, n_q = 0, grad_k = 0, n_k = 0;
     for (const ScalePair& p : pairs) {
       const ArmStats& r = *p.ref;
       const ArmStats& o = *p.other;
-      if (r.final_loss.n == 0 || o.final_loss.n == 0) ++undecided;
+      if (r.final_loss.n == 0 || o.final_loss.n == 0) {
+        ++undecided;
+        const auto diverged_out = [](const ArmStats& a) { return a.final_loss.n == 0 && a.kept.empty(); };
+        all_diverged += diverged_out(r) || diverged_out(o) ? 1 : 0;
+      }
       else {
         const double diff = r.final_loss.mean - o.final_loss.mean;
         const double tol = equal_loss_tolerance(r.final_loss, o.final_loss);
@@ -412,7 +416,11 @@ std::vector<FindingLine> findings(const Comparison& c) {
                                    s, better, pairs.size(), pairs.size() == 1 ? "" : "s");
     if (equal) text += fmt::format("; as well in {}", equal);
     if (worse) text += fmt::format("; worse in {}", worse);
-    if (undecided) text += fmt::format("; not decided in {} (every run of a side diverged)", undecided);
+    if (undecided)
+      text += fmt::format("; not decided in {} ({})", undecided,
+                          all_diverged == undecided ? "every run of a side diverged"
+                          : all_diverged == 0      ? "a side has no finite final loss"
+                                                   : "every run of a side diverged, or a side has no finite final loss");
     out.push_back({text + ".", "story"});
     if (n_q || n_k)
       out.push_back({fmt::format("The unscaled W_q gradient (mean norm over steps) is larger than with {} in {} of {} "
@@ -421,10 +429,15 @@ std::vector<FindingLine> findings(const Comparison& c) {
                      "story"});
   }
   if (scales.empty()) {
+    std::set<std::string> modes;
+    for (const ArmStats& arm : c.arms) modes.insert(arm.scale());
     const auto notes = no_scaling_comparison_notes(c);
-    out.push_back({notes.empty() ? "Every arm has the same scale mode or no unscaled counterpart: no scaling comparison."
-                                 : notes.front() + ".",
-                   "scale-modes"});
+    std::string text = modes.size() == 1 ? fmt::format("Every arm has scale mode {}: no scaling comparison.",
+                                                       *modes.begin())
+                       : !notes.empty()  ? notes.front() + "."
+                                         : "No unscaled arm has a counterpart differing only in scale mode: no "
+                                           "comparison with unscaled attention.";
+    out.push_back({text, "scale-modes"});
   }
 
   // Saturation and the per-query gradient, per scaling (reference first, as the arms are sorted) and d_k.

@@ -29,7 +29,8 @@ struct PlotOutcome {
 /// scaling registry (a name it lacks gets a palette colour and a warning). The moving average spans
 /// ~1/75 of the longest run in steps; each title says how many steps, and, for a quantity measured every k > 1
 /// steps (attention statistics, --log-every), how many measurements that is, or that it is not smoothed. Every run
-/// is drawn, incomplete ones included; non-finite values leave gaps. Long runs are thinned to at most ~1500 points
+/// is drawn, incomplete ones included; non-finite values leave gaps. The mean leaves out diverged runs (as every
+/// statistic of an arm does), and the legend says how many. Long runs are thinned to at most ~1500 points
 /// per line.
 const std::vector<PlotFigure>& plot_figures();
 
