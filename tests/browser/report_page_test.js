@@ -75,11 +75,12 @@ function makeBadInput(dir, runs) {
     if (l) cells.splice(2, 1);
     return cells.join(",");
   }));
-  // NaN and Inf in the loss of rows 5 to 9.
+  // NaN and Inf in the loss of rows 5 to 9, and losses down to 1e-35 in rows 15 to 20 (as a vanishing score
+  // gradient has: a log axis must show them).
   edit(copy(runs[1], "nonfinite"), (lines) => lines.map((l, i) => {
-    if (i < 5 || i > 9 || !l) return l;
+    if (i < 5 || (i > 9 && i < 15) || i > 20 || !l) return l;
     const cells = l.split(",");
-    cells[1] = i % 2 ? "nan" : "inf";
+    cells[1] = i > 9 ? `1e-${15 + i}` : i % 2 ? "nan" : "inf";
     return cells.join(",");
   }));
   edit(copy(runs[2], "header_only"), (lines) => [lines[0], ""]);
@@ -164,6 +165,9 @@ async function main() {
     check(shown.runs === 8, `8 runs shown (${shown.runs})`);
     check(shown.groups === 4 && shown.legend === 4, `4 groups shown, 4 legend entries (${shown.groups}, ${shown.legend})`);
     check(shown.panels >= 2, `the default panels are drawn (${shown.panels})`);
+    const figures = await page.evaluate(() => window.xgradPage.summaryCharts().map((u) => u && u.series.length));
+    check(figures.length === data.summary.length && figures.length > 0 && figures.every((n) => n > 1),
+          `report.md's ${data.summary.length} summary figures are drawn (${figures.length})`);
     console.log(`     drawn in ${shown.drawMs.toFixed(0)} ms after the script started`);
 
     // Hiding a group: its curves (runs, band, mean) are no longer drawn, and the canvas changes.
@@ -180,16 +184,21 @@ async function main() {
     check(await page.evaluate(() => window.xgradPage.state.panels[0].chart.series.every((s) => s.show !== false)),
           "showing it again brings its curves back");
 
-    // Log y: the scale becomes logarithmic and the axis' ticks change.
+    // Log y: the curves are drawn at log10 of their values and the axis' ticks and labels change (the page draws a
+    // log axis itself: uPlot's fails on values like 1e-30).
     const ticks = () => page.evaluate(() => {
-      const u = window.xgradPage.state.panels[0].chart;
-      return { distr: u.scales.y.distr, splits: JSON.stringify(u.axes[1]._splits) };
+      const p = window.xgradPage.state.panels[0], u = p.chart;
+      const mean = p.roles.findIndex((r) => r.role === "mean") + 1;
+      const i = u.data[mean].findIndex((v) => v != null);
+      return { ylog: p.ylog, splits: JSON.stringify(u.axes[1]._splits), labels: u.axes[1]._values, mean: u.data[mean][i] };
     });
     const lin = await ticks();
     await page.click(".panel:first-child input.ylog");
     const log = await ticks();
-    check(lin.distr === 1 && log.distr === 3, `y switches from linear to log (distr ${lin.distr} -> ${log.distr})`);
-    check(lin.splits !== log.splits, "the y axis' ticks change with it");
+    check(!lin.ylog && log.ylog && Math.abs(Math.pow(10, log.mean) - lin.mean) < 1e-9 * Math.abs(lin.mean),
+          `y switches from linear to log (a mean of ${lin.mean} drawn at log10 = ${log.mean})`);
+    check(lin.splits !== log.splits && JSON.stringify(lin.labels) !== JSON.stringify(log.labels),
+          `the y axis' ticks change with it (${lin.labels} -> ${log.labels})`);
 
     // Another column redraws the panel with other data.
     const draws = await page.evaluate(() => window.xgradPage.state.panels[0].drawCount);
@@ -246,6 +255,9 @@ async function main() {
           has(/header_only/), "bad input: the page says what it left out:\n       " + notes.join("\n       "));
     check(await b.page.evaluate(() => +document.getElementById("counts").dataset.runs) === readable,
           `bad input: ${readable} runs shown`);
+    await b.page.click(".panel:first-child input.ylog");
+    const labels = await b.page.evaluate(() => window.xgradPage.state.panels[0].chart.axes[1]._values);
+    check(labels.some((l) => /^1e-3\d$/.test(l)), `bad input: log y shows losses down to 1e-35 (${labels})`);
     check(b.errors.length === 0, "bad input: no console error or page exception" + (b.errors.length ? ": " + b.errors.join("; ") : ""));
     check((await pngVariance(b.page, badShot)) > 100, "bad input: the screenshot is not blank");
   } finally {
