@@ -105,7 +105,12 @@
     }
     function distinct(keys) {
       var seen = {};
-      return groups.every(function (g) { var l = labelOf(g, keys); if (seen[l]) return false; seen[l] = 1; return true; });
+      return groups.every(function (g) {
+        var l = labelOf(g, keys);
+        if (seen[l]) return false;
+        seen[l] = 1;
+        return true;
+      });
     }
     for (var i = labelKeys.length - 1; i >= 0; i--) {
       if (["d_k", "scale", "optimizer", "lr"].indexOf(labelKeys[i]) >= 0) continue;  // always named, as in report.md
@@ -218,7 +223,16 @@
     if (!(isFinite(min) && isFinite(max))) return out;
     if (max - min <= 2.5) {
       for (var e = Math.floor(min); e <= Math.ceil(max); e++)
-        [1, 2, 5].forEach(function (m) { var v = e + Math.log10(m); if (v >= min - 1e-9 && v <= max + 1e-9) out.push(v); });
+        [1, 2, 5].forEach(function (m) {
+          var v = e + Math.log10(m);
+          if (v >= min - 1e-9 && v <= max + 1e-9) out.push(v);
+        });
+      if (out.length >= 3) return out;
+      // Less than a few 1-2-5 steps across: evenly spaced values, as on a linear axis, at their logs.
+      var lo = Math.pow(10, min), hi = Math.pow(10, max), raw = (hi - lo) / 4;
+      var mag = Math.pow(10, Math.floor(Math.log10(raw))), step = mag * (raw / mag >= 5 ? 5 : raw / mag >= 2 ? 2 : 1);
+      out = [];
+      for (var v = Math.ceil(lo / step) * step; v <= hi * (1 + 1e-12); v += step) if (v > 0) out.push(Math.log10(v));
       return out;
     }
     var step = Math.max(1, Math.ceil((max - min) / 8));
@@ -260,7 +274,8 @@
                     stroke: g.color });
       series.push({ label: g.label + " high", group: gi, role: "hi", width: 0, points: { show: false },
                     stroke: g.color });
-      series.push({ label: g.label, group: gi, role: "mean", width: 2, points: { show: false }, stroke: meanStroke(g) });
+      series.push({ label: g.label, group: gi, role: "mean", width: 2, points: { show: false },
+                    stroke: meanStroke(g) });
       roles.push({ group: gi, role: "lo" }, { group: gi, role: "hi" }, { group: gi, role: "mean" });
       bands.push({ series: [base + 1, base], fill: alpha(g.color, 0.18) });
     });
@@ -485,13 +500,34 @@
     var joined = uPlot.join(tables);
     var base = fig.name.indexOf("d_k") >= 0 ? 2 : 10;
     var series = [{ label: fig.x_label }].concat(fig.lines.map(function (line, i) {
-      return { label: line.label, stroke: color(i), width: line.theory ? 1.5 : 2, dash: line.theory ? [6, 4] : undefined,
+      return { label: line.label, stroke: color(i), width: line.theory ? 1.5 : 2,
+               dash: line.theory ? [6, 4] : undefined,
                spanGaps: true, points: { show: !line.theory, size: 6 },
                value: function (u, v) { return v == null ? "—" : fmt(fig.log_y ? Math.pow(10, v) : v); } };
     }));
+    // The y range holds the error bars too (a bar whose low end is <= 0 on a log axis goes to the bottom).
+    function yRange(u, dataMin, dataMax) {
+      var lo = dataMin, hi = dataMax;
+      fig.lines.forEach(function (line) {
+        line.points.forEach(function (p) {
+          [p[1], p[2], p[3]].forEach(function (v) {
+            if (v == null || (fig.log_y && !(v > 0))) return;
+            var t = fig.log_y ? Math.log10(v) : v;
+            if (lo == null || t < lo) lo = t;
+            if (hi == null || t > hi) hi = t;
+          });
+        });
+      });
+      if (lo == null || hi == null) return [0, 1];
+      var pad = (hi - lo) * 0.06 || Math.abs(hi) * 0.1 || 1;
+      return [lo - pad, hi + pad];
+    }
     function errorBars(u) {
       var ctx = u.ctx;
       ctx.save();
+      ctx.beginPath();
+      ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
+      ctx.clip();
       ctx.lineWidth = 1.5 * devicePixelRatio;
       fig.lines.forEach(function (line, i) {
         if (line.theory || !u.series[i + 1].show) return;
@@ -515,7 +551,7 @@
     }
     return new uPlot({
       width: width, height: Math.round(width * 0.62),
-      scales: { x: { time: false, distr: fig.log_x ? 3 : 1, log: base }, y: { distr: 1 } },
+      scales: { x: { time: false, distr: fig.log_x ? 3 : 1, log: base }, y: { distr: 1, range: yRange } },
       axes: [{ label: fig.x_label, labelSize: 20 },
              fig.log_y ? logAxis({ label: fig.y_label }) : { label: fig.y_label, size: 60 }],
       series: series,
@@ -627,7 +663,8 @@
 
   app.appendChild(el("h2", { text: "Arms" }));
   app.appendChild(el("p", { class: "hint",
-    text: "As in report.md: runs that differ only in seed. Click a column to sort, hover or click a row to highlight its runs." }));
+    text: "As in report.md: runs that differ only in seed. Click a column to sort, hover or click a row to highlight " +
+          "its runs." }));
   app.appendChild(renderArms());
   app.appendChild(el("div", { class: "downloads" }, [
     el("button", { id: "download-arms", text: "download arms table (CSV)", onclick: function () {
