@@ -193,9 +193,26 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
       parts.push_back(fmt::format("{} {} (best lr {}, over lr {})", format_number(g->sensitivity), mode_name(first),
                                   setting_text(c.arms[g->best_arm].settings, "lr"), join(lrs, ", ")));
     }
-    out.push_back(fmt::format("LR sensitivity at {}: {}.", arm_label(c.arms[groups.front()->arms.front()], extra,
-                                                                        {"scale", "lr"}),
-                              join(parts, " vs ")));
+    // Sensitivities over different sets of learning rates do not compare: the unscaled group against each other
+    // scaling over the learning rates both hold, where those sets differ.
+    std::vector<std::string> shared;
+    const LrGroup* ref = groups.front();
+    for (const LrGroup* g : groups) {
+      if (g == ref || !is_reference_scale(c.arms[ref->arms.front()].scale())) continue;
+      const LrComparison cmp = compare_lr_sensitivity(c, *ref, *g);
+      if (cmp.lrs.size() == ref->arms.size() && cmp.lrs.size() == g->arms.size()) continue;
+      std::vector<std::string> lrs;
+      for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));
+      shared.push_back(cmp.lrs.size() < 2
+                           ? fmt::format("unscaled and {} share fewer than two learning rates",
+                                         c.arms[g->arms.front()].scale())
+                           : fmt::format("over the learning rates unscaled and {} share ({}): {} vs {}",
+                                         c.arms[g->arms.front()].scale(), join(lrs, ", "),
+                                         format_number(cmp.sensitivity_a), format_number(cmp.sensitivity_b)));
+    }
+    out.push_back(fmt::format("LR sensitivity at {}: {}{}.", arm_label(c.arms[groups.front()->arms.front()], extra,
+                                                                          {"scale", "lr"}),
+                              join(parts, " vs "), shared.empty() ? "" : "; " + join(shared, "; ")));
   }
   return out;
 }
@@ -419,8 +436,9 @@ std::vector<FindingLine> findings(const Comparison& c) {
     if (undecided)
       text += fmt::format("; not decided in {} ({})", undecided,
                           all_diverged == undecided ? "every run of a side diverged"
-                          : all_diverged == 0      ? "a side has no finite final loss"
-                                                   : "every run of a side diverged, or a side has no finite final loss");
+                          : all_diverged == 0       ? "a side has no finite final loss"
+                                                    : "every run of a side diverged, or a side has no finite final "
+                                                      "loss");
     out.push_back({text + ".", "story"});
     if (n_q || n_k)
       out.push_back({fmt::format("The unscaled W_q gradient (mean norm over steps) is larger than with {} in {} of {} "
@@ -479,7 +497,9 @@ std::vector<FindingLine> findings(const Comparison& c) {
       any_g = any_g || std::isfinite(lo);
       e.push_back(me.n ? format_number(me.mean, 2) : "—");
       sat.push_back(ms.n ? format_percent(ms.mean) : "—");
-      g.push_back(!std::isfinite(lo) ? "—" : lo == hi ? short_number(lo) : short_number(lo) + "–" + short_number(hi));
+      g.push_back(!std::isfinite(lo) ? "—"
+                  : lo == hi         ? short_number(lo)
+                                     : short_number(lo) + "–" + short_number(hi));
     }
     const std::string name = is_reference_scale(s) ? "unscaled" : s;
     if (any_e) {
@@ -661,7 +681,8 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
     md += "\n";
   }
   const Table lr = lr_table(c);
-  if (!lr.rows.empty()) md += "<a id=\"lr-sensitivity\"></a>\n\n### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
+  if (!lr.rows.empty())
+    md += "<a id=\"lr-sensitivity\"></a>\n\n### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
 
   md += "<a id=\"scale-modes\"></a>\n\n## Scale modes compared, per d_k\n\n";
   const auto sentences = scale_sentences(c);

@@ -553,9 +553,9 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       const std::string file = fmt::format("data/{}_{}.dat", f.name, l);
       std::ofstream out(dir / file);
       if (!out) throw std::runtime_error("compare: cannot write " + (dir / file).string());
-      const double shift = line.theory || !f.log_x
-                               ? 1.0
-                               : std::pow(2.0, 0.05 * (static_cast<double>(j++) - 0.5 * static_cast<double>(n_measured - 1)));
+      const double offset = static_cast<double>(j) - 0.5 * static_cast<double>(n_measured - 1);
+      const double shift = line.theory || !f.log_x ? 1.0 : std::pow(2.0, 0.05 * offset);
+      if (!line.theory) ++j;
       out << "# " << line.label << "\n# x y low high drawn_x\n";
       for (const SummaryPoint* p : points) {
         // An error bar's low end at or below 0 cannot be drawn on a log axis: clipped to the point.
