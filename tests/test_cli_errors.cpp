@@ -158,6 +158,19 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"sweep", "--out", out, "--jobs", "0"}, 2, "--jobs: must be in [1, 256], got 0"},
       {{"sweep", "--out", out, "--arms", "adam@0.1"}, 2, "--arms: unknown optimizer 'adam'"},
       {{"sweep", "--out", out, "--d-k", "4,4"}, 2, "--d-k: 4"},
+      // Grid axes that would repeat runs: values one run name cannot tell apart, a setting no run of the sweep reads,
+      // one that changes only how a run is recorded or executed.
+      {{"sweep", "--out", out, "--task", "char_lm", "--grid", "text=a/b.txt,a_b.txt"}, 2,
+       "--grid text: the values a/b.txt and a_b.txt give runs the same name dk16-sqrt_dk-adamw-lr0.003-texta_b.txt-s0"},
+      {{"sweep", "--out", out, "--task", "copy", "--grid", "text=" + file + "," + empty}, 2,
+       "--grid text: --text is read only by --task char_lm (the task is copy); an axis must change every run"},
+      {{"sweep", "--out", out, "--grid", "momentum=0.5,0.9"}, 2,
+       "--grid momentum: --momentum is read only by --optimizer sgd (the optimizer is adamw)"},
+      {{"sweep", "--out", out, "--arms", "sgd@0.1,adamw@0.01", "--grid", "momentum=0.5,0.9"}, 2,
+       "--grid momentum: --momentum is read only by --optimizer sgd (the optimizer is adamw)"},
+      {{"sweep", "--out", out, "--grid", "print_every=1,2"}, 2,
+       "--grid print_every: --print-every changes how a run is recorded or executed, not what it computes"},
+      {{"sweep", "--out", out, "--grid", "threads=1,2"}, 2, "--grid threads: --threads changes how a run is recorded"},
       {{"probe", "--d-k", "-1"}, 2, "--d-k: must be a whole number in [1, 8192]"},
       {{"train", "--out", out, "--task", "char_lm"}, 2, "char_lm: --text is required: name a UTF-8 text file"},
       // Flags a multi-run command sets itself, or probe never reads: refused, naming what to use instead.
@@ -332,6 +345,38 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
     std::ifstream in(sg + "/sweep.json");
     CHECK(nlohmann::json::parse(in).at("runs").at(0).at("status") == "failed");
   }
+}
+
+TEST_CASE("xgrad sweep: --jobs x --threads above the CPUs is refused as --threads is; by default no more runs at once "
+          "than the CPUs hold") {
+  if (std::system("taskset -c 0 true > /dev/null 2>&1") != 0) {
+    MESSAGE("taskset cannot pin to CPU 0 here; skipped");
+    return;
+  }
+  const TempDir root("cli_jobs");
+  auto sweep = [&](const std::string& name, const std::string& flags) {
+    const std::string command = "taskset -c 0 " + std::string(XGRAD_BIN) + " sweep --out '" + (root / name).string() +
+                                "' --scale none --d-k 4 --seeds 0,1 --arms adamw@0.01 --d-model 8 --batch-size 2 "
+                                "--steps 2 --print-every 100 " + flags + " 2>&1";
+    Result r;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::array<char, 4096> buf{};
+    std::size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.stderr_text.append(buf.data(), n);
+    const int status = ::pclose(pipe);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  };
+  Result r = sweep("two", "--jobs 2");
+  INFO("said: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("xgrad: --jobs: 2 runs at a time of --threads 1 each make 2 threads, more than the 1 CPU "
+                           "this process may use (allowed: --jobs x --threads up to 1;") == 0);
+  CHECK_FALSE(fs::exists(root / "two"));
+  r = sweep("default", "");
+  CHECK(r.code == 0);
+  CHECK(r.stderr_text.find("2 runs into " + (root / "default").string() + ", 1 at a time") != std::string::npos);
 }
 
 TEST_CASE("xgrad train: --threads above the CPUs this process may use is refused, naming the allowed range") {

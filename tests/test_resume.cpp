@@ -691,6 +691,10 @@ TEST_CASE("a non-finite step says what was non-finite, with its value: the gradi
   REQUIRE(s.diverged);
   CHECK(log.text().find("diverged at step " + std::to_string(s.diverged_step) + ": non-finite loss (loss=nan") !=
         std::string::npos);
+  // Every gradient is non-finite at a non-finite loss: the message names a weight, or none, never "the first" of them.
+  CHECK(log.text().find("first non-finite: gradient of") == std::string::npos);
+  CHECK((log.text().find("every weight is finite (the forward pass overflowed)") != std::string::npos ||
+         log.text().find("first non-finite: value of ") != std::string::npos));
   fs::remove_all(c.out);
   fs::remove_all(l.out);
 }

@@ -17,6 +17,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fcntl.h>
@@ -51,6 +52,7 @@ std::vector<std::string> sweep_args(const fs::path& out) {
 struct Options {
   std::vector<int> ignored;  // signals set to SIG_IGN before exec, as nohup (SIGHUP) or a script's `&` (SIGINT) do
   bool own_group = true;     // a process group of its own, as a shell job gets: killpg reaches the sweep's children
+  fs::path cwd;              // the working directory, if not this process's
 };
 
 // Starts `xgrad ARGS` with stdout and stderr in `output`; returns its pid.
@@ -65,6 +67,7 @@ pid_t start(const std::vector<std::string>& args, const fs::path& output, const 
   if (pid == 0) {
     if (options.own_group) setpgid(0, 0);
     for (int sig : options.ignored) signal(sig, SIG_IGN);
+    if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(125);
     const int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int in = open("/dev/null", O_RDONLY);
     if (fd < 0 || in < 0) _exit(126);
@@ -101,8 +104,8 @@ int killed_by(int status) {
   return WTERMSIG(status);
 }
 
-int run(const std::vector<std::string>& args, const fs::path& output) {
-  return exit_code(wait_status(start(args, output)));
+int run(const std::vector<std::string>& args, const fs::path& output, const Options& options = {}) {
+  return exit_code(wait_status(start(args, output, options)));
 }
 
 // Polls `done` every millisecond for up to two minutes (sanitizer builds on a busy machine are slow); false if it
@@ -331,7 +334,7 @@ TEST_CASE("sweep_faults_nohup: a sweep whose SIGHUP and SIGINT are ignored (nohu
           "so do its children") {
   const TempDir root("sweep_nohup");
   const fs::path out = root / "sweep";
-  const pid_t sweep = start(sweep_args(out), root / "first.txt", Options{{SIGHUP, SIGINT}, true});
+  const pid_t sweep = start(sweep_args(out), root / "first.txt", Options{{SIGHUP, SIGINT}, true, {}});
   Frozen a(running_child(sweep, out, kRuns[0]));
   Frozen b(running_child(sweep, out, kRuns[1]));
   killpg(sweep, SIGHUP);
@@ -381,7 +384,7 @@ TEST_CASE("sweep_faults_shell_quoting: the printed 'xgrad compare' and 'continue
     INFO("pasted: " << command);
     {
       std::ofstream script(root / "pasted.sh");
-      script << command << "\n";
+      script << "cd " << root.string() << "\n" << command << "\n";  // relative paths are printed as given
     }
     std::vector<std::string> bash{"/bin/bash", (root / "pasted.sh").string()};
     std::vector<char*> argv{bash[0].data(), bash[1].data(), nullptr};
@@ -407,12 +410,27 @@ TEST_CASE("sweep_faults_shell_quoting: the printed 'xgrad compare' and 'continue
 
   const pid_t train = start({"train", "--out", run_dir.string(), "--d-model", "16", "--batch-size", "8", "--steps",
                              "4000", "--print-every", "100000", "--checkpoint-every", "0", "--threads", "1"},
-                            root / "train.txt", Options{{}, false});
+                            root / "train.txt", Options{{}, false, {}});
   REQUIRE(eventually([&] { return metrics_rows(run_dir) >= 5; }));
   kill(train, SIGTERM);
   CHECK(killed_by(wait_status(train)) == SIGTERM);
   pasted(read_text(root / "train.txt"), "continue with: xgrad ");
   CHECK(fs::exists(run_dir / "summary.json"));
+
+  // Relative directories whose names start with '-' (given as --out=-dash), which a command would take for flags.
+  CHECK(run({"sweep", "--out=-sweep", "--scale", "none", "--d-k", "4", "--seeds", "0", "--arms", "adamw@0.01",
+             "--d-model", "16", "--steps", "3", "--jobs", "1"},
+            root / "dash_sweep.txt", Options{{}, true, root.path()}) == 0);
+  pasted(read_text(root / "dash_sweep.txt"), "Compare the runs with: xgrad ");
+  CHECK(fs::exists(root / "-sweep" / "report.md"));
+  const pid_t dash = start({"train", "--out=-run", "--d-model", "16", "--batch-size", "8", "--steps", "4000",
+                            "--print-every", "100000", "--checkpoint-every", "0", "--threads", "1"},
+                           root / "dash_train.txt", Options{{}, false, root.path()});
+  REQUIRE(eventually([&] { return metrics_rows(root / "-run") >= 5; }));
+  kill(dash, SIGTERM);
+  CHECK(killed_by(wait_status(dash)) == SIGTERM);
+  pasted(read_text(root / "dash_train.txt"), "continue with: xgrad ");
+  CHECK(fs::exists(root / "-run" / "summary.json"));
 }
 
 TEST_CASE("sweep_faults_shell_loop: Ctrl-C stops a shell loop over xgrad train, after the run's checkpoint") {
@@ -452,7 +470,7 @@ TEST_CASE("sweep_faults_term_ignored: a sweep started with SIGTERM ignored still
   const TempDir root("sweep_term_ignored");
   const fs::path out = root / "sweep";
   // `trap "" TERM; exec xgrad sweep ...` in a script: the sweep ignores SIGTERM, the signal it stops its runs with.
-  const pid_t sweep = start(sweep_args(out), root / "first.txt", Options{{SIGTERM}, true});
+  const pid_t sweep = start(sweep_args(out), root / "first.txt", Options{{SIGTERM}, true, {}});
   running_child(sweep, out, kRuns[0]);
   running_child(sweep, out, kRuns[1]);
   kill(sweep, SIGINT);  // the sweep alone: it passes the stop on to its runs
@@ -555,4 +573,50 @@ TEST_CASE("sweep_faults_broken_pipe: a sweep whose output pipe is closed (`| hea
   INFO("stderr: " << read_text(root / "stderr.txt"));
   CHECK(code == 0);
   CHECK(index_entry(out, "dk4-none-adamw-lr0.01-s0").at("status") == "complete");
+}
+
+TEST_CASE("sweep_faults_deleted_run: a run whose directory is deleted while it trains is reported without naming a "
+          "log that is gone") {
+  const TempDir root("sweep_deleted_run");
+  const fs::path out = root / "sweep";
+  const pid_t sweep = start(sweep_args(out), root / "first.txt");
+  Frozen child(running_child(sweep, out, kRuns[0]));
+  fs::remove_all(out / "runs" / kRuns[0]);
+  child.thaw();
+  const int code = exit_code(wait_status(sweep));
+  const std::string said = read_text(root / "first.txt");
+  INFO("sweep said: " << said);
+  CHECK(code == 1);
+  CHECK(contains(said, kRuns[0] + ": FAILED (exit "));
+  CHECK(contains(said, "its directory " + (out / "runs" / kRuns[0]).string() + " is gone, and its train.log with it"));
+  CHECK_FALSE(contains(said, "see " + (out / "runs" / kRuns[0] / "train.log").string()));
+}
+
+TEST_CASE("sweep_faults_lock_pid: of two `xgrad train --resume` of one run started together, the one refused names "
+          "the other's pid") {
+  const TempDir root("sweep_lock_pid");
+  const fs::path dir = root / "run";
+  REQUIRE(run({"train", "--out", dir.string(), "--d-model", "8", "--batch-size", "2", "--steps", "1", "--threads", "1",
+               "--print-every", "100"},
+              root / "first.txt") == 0);
+  // Both processes do the same work up to the lock, so the second often asks just after the first took it, before
+  // it wrote its pid.
+  std::size_t refused = 0;
+  for (int i = 0; i < 20; ++i) {
+    const std::vector<std::string> args{"train", "--resume", dir.string(), "--steps", std::to_string(i + 2)};
+    const pid_t a = start(args, root / "a.txt"), b = start(args, root / "b.txt");
+    const int code_a = exit_code(wait_status(a)), code_b = exit_code(wait_status(b));
+    for (const auto& [code, output, other] : {std::make_tuple(code_a, root / "a.txt", b),
+                                              std::make_tuple(code_b, root / "b.txt", a)}) {
+      const std::string said = read_text(output);
+      INFO("attempt " << i << ": " << said);
+      CHECK((code == 0 || code == 2));
+      CHECK_FALSE(contains(said, "pid unknown"));
+      if (code == 2) {
+        ++refused;
+        CHECK(contains(said, "is being written by another xgrad process (pid " + std::to_string(other) + ")"));
+      }
+    }
+  }
+  MESSAGE(refused << " of 20 pairs had one process refused");
 }

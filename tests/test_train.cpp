@@ -378,6 +378,38 @@ TEST_CASE("sweep: a run that diverges at step 0 is recorded as diverged and the 
   fs::remove_all(dir);
 }
 
+TEST_CASE("sweep: a sweep into an earlier sweep's --out with other settings is refused naming the setting; one adding "
+          "seeds keeps the earlier runs in the index") {
+  const fs::path dir = temp_dir("sweep_other_settings");
+  const SweepConfig first = tiny_sweep(dir);
+  REQUIRE(run_sweep(first, nullptr).runs.at(0).status == "complete");
+  SweepConfig other = tiny_sweep(dir);
+  other.seeds = {1};
+  other.base.steps = 3;
+  CHECK_THROWS_WITH_AS(run_sweep(other, nullptr),
+                       ("--out: " + dir.string() + " holds a sweep with --steps 2 (this one: 3); use a new --out for a "
+                        "sweep with other settings").c_str(),
+                       ConfigError);
+  other.base.steps = first.base.steps;
+  other.grid = {GridAxis{"n_layers", {1, 2}}};
+  CHECK_THROWS_WITH_AS(run_sweep(other, nullptr),
+                       ("--out: " + dir.string() + " holds a sweep over --grid (none) (this one: n_layers); use a "
+                        "new --out for a sweep over other axes").c_str(),
+                       ConfigError);
+  other.grid.clear();
+  other.base.print_every = 7;  // how a run reports progress is not another setting
+  const auto runs = run_sweep(other, nullptr).runs;
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].status == "complete");
+  std::ifstream in(dir / "sweep.json");
+  const nlohmann::json index = nlohmann::json::parse(in);
+  REQUIRE(index.at("runs").size() == 2);
+  CHECK(index.at("runs").at(0).at("name") == "dk4-none-sgd-lr0.1-s1");
+  CHECK(index.at("runs").at(1).at("name") == "dk4-none-sgd-lr0.1-s0");
+  CHECK(index.at("runs").at(1).at("status") == "complete");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that cannot start are failed, not fatal") {
   const fs::path dir = temp_dir("sweep_into_run");
   TrainConfig c;

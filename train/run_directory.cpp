@@ -31,8 +31,9 @@ void RunLock::release() {
 
 void RunLock::set_holder(long pid) {
   const std::string text = std::to_string(pid) + "\n";
-  if (fd_ < 0 || ::ftruncate(fd_, 0) != 0 ||
-      ::pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+  // Written before the rest is cut off, so that the file never reads empty to a process refused meanwhile.
+  if (fd_ < 0 || ::pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
+      ::ftruncate(fd_, static_cast<off_t>(text.size())) != 0) {
     // the pid is only for the messages of those refused; the lock itself holds
   }
 }
@@ -63,11 +64,20 @@ bool RunLock::try_acquire(const fs::path& dir, std::string& holder) {
   if (fd < 0) throw ConfigError("--out: cannot open " + path.string() + ": " + std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    char buf[32] = {};
-    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    if (err != EWOULDBLOCK) {
+      ::close(fd);
+      throw ConfigError("--out: cannot lock " + path.string() + ": " + std::strerror(err));
+    }
+    // The holder writes its pid (a whole line) just after taking the lock: a process refused in between finds the
+    // file empty, and reads it again for up to a second.
+    holder.clear();
+    for (int attempt = 0; attempt < 200 && (holder.empty() || holder.back() != '\n'); ++attempt) {
+      if (attempt > 0) ::usleep(5000);
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+    }
     ::close(fd);
-    if (err != EWOULDBLOCK) throw ConfigError("--out: cannot lock " + path.string() + ": " + std::strerror(err));
-    holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     if (holder.empty()) holder = "unknown";
     return false;

@@ -20,4 +20,10 @@ inline std::string shell_quote(const std::string& word) {
   return quoted + "'";
 }
 
+/// A path as a command's argument, quoted as shell_quote does, with "./" before a relative path that starts with
+/// '-', which the command would take for a flag.
+inline std::string shell_quote_path(const std::string& path) {
+  return shell_quote(!path.empty() && path[0] == '-' ? "./" + path : path);
+}
+
 }  // namespace xgrad::train

@@ -314,12 +314,14 @@ bool Run::account(const StepRecord& r, RunSummary& summary) {
     progress.step = r.step + 1;
     return true;
   }
-  const std::string where = r.first_nonfinite.empty()
-                                ? "no parameter or gradient is non-finite (the forward pass overflowed)"
-                                : "first non-finite: " + r.first_nonfinite;
   // Skipping cannot help once a weight itself is non-finite, nor when step after step fails (weights so large that
   // every forward pass overflows): the run would skip to its end without learning.
   const bool weight_broken = r.first_nonfinite.rfind("value of ", 0) == 0;
+  // At a non-finite loss every gradient is non-finite too: naming the first of them would read as a second cause.
+  const bool named = weight_broken || (std::isfinite(r.loss) && !r.first_nonfinite.empty());
+  const std::string where = named                   ? "first non-finite: " + r.first_nonfinite
+                            : std::isfinite(r.loss) ? "no parameter or gradient is non-finite (the forward pass overflowed)"
+                                                    : "every weight is finite (the forward pass overflowed)";
   const bool too_many = progress.consecutive_skips + 1 >= kMaxConsecutiveSkips;
   if (cfg.on_nan == "skip" && !weight_broken && !too_many) {
     ++progress.skipped_steps;
@@ -351,7 +353,7 @@ RunSummary Run::finish(RunSummary summary) {
   if (summary.stop_signal) {
     spdlog::warn("[{}] stopped by {} after step {}; checkpoint written to {}; continue with: xgrad train --resume {}",
                  name, platform::signal_name(summary.stop_signal), progress.step, checkpoint_path.string(),
-                 shell_quote(dir.string()));
+                 shell_quote_path(dir.string()));
     summary.wall_seconds = progress.wall_seconds + session_seconds();
     return summary;
   }

@@ -1,5 +1,6 @@
 #include "train/cli/flags.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 
 #include "data/registry.h"
 #include "nn/optim.h"
+#include "platform/environment.h"
 #include "train/settings.h"
 
 namespace xgrad::train {
@@ -392,7 +394,6 @@ GridAxis parse_grid_axis(const std::string& text) {
 void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFlags& flags) {
   apply_given_settings(config.base, flags.given);
   if (!flags.given.contains("data_seed")) config.base.data_seed = 0;
-  (void)app;
   config.scales = flags.scales;
   config.arms.clear();
   for (auto& a : flags.arms) config.arms.push_back(parse_arm(a));
@@ -408,6 +409,10 @@ void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFla
     config.grid.push_back(std::move(axis));
   }
   config.base.out = config.out.empty() ? "-" : config.out;  // replaced per run
+  // Unless given, no more runs at once than the CPUs hold at --threads each (plan_sweep refuses more, as train
+  // refuses --threads above the CPUs).
+  if (app.count("--jobs") == 0)
+    config.jobs = std::max(1, std::min(config.jobs, platform::available_cpus() / static_cast<int>(config.base.threads)));
 }
 
 }  // namespace xgrad::train

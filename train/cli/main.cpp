@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
                   << "Runs: " << cfg.out << "/runs/<name>/ (config.json, metrics.csv, summary.json, train.log)\n"
                   << "Wall time: " << static_cast<int>(secs) << " s\n";
       } else {
-        std::cout << "Compare the runs with: xgrad compare " << shell_quote(cfg.out) << "\n";
+        std::cout << "Compare the runs with: xgrad compare " << shell_quote_path(cfg.out) << "\n";
       }
       return sweep_exit_code(result);
     }

@@ -25,6 +25,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nn/optim.h"
+#include "platform/environment.h"
 #include "platform/signals.h"
 #include "train/number_format.h"
 #include "train/run_directory.h"
@@ -195,7 +196,48 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args, int lo
   return pid;
 }
 
-void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs) {
+// sweep.json's run entries that are not runs of this sweep (an earlier sweep into the same directory with other
+// seeds, scales, arms or grid values): kept in the index, so that it lists every run in runs/.
+nlohmann::json earlier_entries(const nlohmann::json& index, const std::vector<SweepRun>& runs) {
+  nlohmann::json kept = nlohmann::json::array();
+  if (!index.is_object() || !index.contains("runs") || !index.at("runs").is_array()) return kept;
+  std::set<std::string> names;
+  for (const SweepRun& r : runs) names.insert(r.name);
+  for (const nlohmann::json& entry : index.at("runs"))
+    if (entry.is_object() && entry.contains("name") && entry.at("name").is_string() &&
+        !names.count(entry.at("name").get<std::string>()))
+      kept.push_back(entry);
+  return kept;
+}
+
+// Refuses a sweep into a directory whose sweep.json (`index`) records other settings for its runs: runs of two
+// settings in one runs/ would be compared as one experiment. Settings that only say how a run is recorded or
+// executed may differ, as may the seeds, scales, head sizes, arms and grid values (runs added to the sweep).
+void check_same_sweep(const SweepConfig& cfg, const nlohmann::json& index) {
+  if (!index.is_object() || !index.contains("base") || !index.at("base").is_object()) return;
+  const nlohmann::json& was = index.at("base");
+  nlohmann::json now = cfg.base.to_json();
+  now.erase("out");
+  for (const auto& [key, value] : now.items()) {
+    const Setting* declared = find_setting(key);
+    if (declared && declared->resumable && declared->role == Setting::Role::record) continue;
+    if (was.contains(key) && was.at(key) != value)
+      throw ConfigError("--out: " + cfg.out + " holds a sweep with " + flag_of(key) + " " +
+                        setting_value_text(was.at(key)) + " (this one: " + setting_value_text(value) +
+                        "); use a new --out for a sweep with other settings");
+  }
+  std::set<std::string> axes_was, axes_now;
+  if (index.contains("grid") && index.at("grid").is_object())
+    for (const auto& [key, values] : index.at("grid").items()) axes_was.insert(key);
+  for (const GridAxis& axis : cfg.grid) axes_now.insert(axis.key);
+  if (axes_was != axes_now)
+    throw ConfigError(fmt::format("--out: {} holds a sweep over --grid {} (this one: {}); use a new --out for a sweep "
+                                  "over other axes",
+                                  cfg.out, axes_was.empty() ? "(none)" : fmt::format("{}", fmt::join(axes_was, ",")),
+                                  axes_now.empty() ? "(none)" : fmt::format("{}", fmt::join(axes_now, ","))));
+}
+
+void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs, const nlohmann::json& earlier) {
   nlohmann::json j;
   j["base"] = cfg.base.to_json();
   j["base"].erase("out");
@@ -219,11 +261,18 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs) {
                                             : nlohmann::json()},
                          {"diverged_step", r.diverged_step},
                          {"seconds", r.seconds}});
+  for (const nlohmann::json& entry : earlier) j["runs"].push_back(entry);
   const fs::path path = fs::path(cfg.out) / "sweep.json", tmp = fs::path(cfg.out) / "sweep.json.tmp";
   {
     std::ofstream out(tmp);
     out << j.dump(2) << "\n";
-    if (!out) throw std::runtime_error("writing " + tmp.string() + " failed");
+    out.flush();
+    if (!out) {
+      const int error = errno;  // of the write that failed (ENOSPC on a full disk)
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      throw std::runtime_error("writing " + tmp.string() + " failed: " + std::strerror(error));
+    }
   }
   fs::rename(tmp, path);
 }
@@ -273,7 +322,10 @@ std::string record_end(SweepRun& r, int status, bool stopping) {
   const fs::path dir(r.config.out);
   std::error_code ec;
   r.pid = 0;
-  const std::string see = "see " + shell_quote((dir / "train.log").string());
+  // A run directory deleted while its run trained takes the log with it: said so, instead of naming a missing file.
+  const std::string see = fs::exists(dir / "train.log", ec)
+                              ? "see " + shell_quote((dir / "train.log").string())
+                              : "its directory " + shell_quote(dir.string()) + " is gone, and its train.log with it";
   const bool finished = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
   if (finished && fs::exists(dir / kSummaryFile, ec)) {
     std::ifstream in(dir / kSummaryFile);
@@ -400,11 +452,29 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   require_unique(arm_names, "--arms");
   if (cfg.jobs < 1 || cfg.jobs > 256) throw ConfigError("--jobs must be in [1, 256]");
   if (cfg.out.empty()) throw ConfigError("--out: a sweep directory is required");
+  // A setting that changes only how a run is recorded or executed makes runs that repeat each other as an axis.
+  for (const GridAxis& axis : cfg.grid) {
+    const Setting* declared = find_setting(axis.key);
+    if (declared && declared->role == Setting::Role::record)
+      throw ConfigError("--grid " + axis.key + ": " + flag_of(axis.key) + " changes how a run is recorded or executed, "
+                        "not what it computes, so its runs would repeat each other; give it once as " +
+                        flag_of(axis.key));
+  }
+  // --threads above the CPUs is refused for a run (TrainConfig::validate); so is the same through parallel runs.
+  const int cpus = platform::available_cpus();
+  const char* allow = std::getenv("XGRAD_ALLOW_THREADS_ABOVE_CPUS");
+  const std::size_t threads = static_cast<std::size_t>(cfg.jobs) * cfg.base.threads;
+  if (threads > static_cast<std::size_t>(cpus) && !(allow && std::string(allow) == "1"))
+    throw ConfigError(fmt::format("--jobs: {} runs at a time of --threads {} each make {} threads, more than the {} "
+                                  "CPU{} this process may use (allowed: --jobs x --threads up to {}; set "
+                                  "XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 to run anyway)",
+                                  cfg.jobs, cfg.base.threads, threads, cpus, cpus == 1 ? "" : "s", cpus));
   const auto points = grid_points(cfg.grid);
   // A setting given for the sweep is passed to the runs whose components read it (--momentum to the sgd arms); one
   // that no run reads is refused as it would be for a single run.
   std::set<std::string> read;
   std::vector<SweepRun> runs;
+  std::map<std::string, std::size_t> named;  // run name -> its index in runs
   for (auto d_k : cfg.d_ks) {
     if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
     for (const auto& scale : cfg.scales)
@@ -420,6 +490,25 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
               r.grid[key] = value;
             }
             r.name = run_name(d_k, scale, arm, r.grid, seed);
+            const auto [same, fresh] = named.emplace(r.name, runs.size());
+            if (!fresh) {
+              std::string key = r.grid.empty() ? std::string() : r.grid.begin().key();
+              for (const auto& [k, value] : r.grid.items())
+                if (runs[same->second].grid.value(k, nlohmann::json()) != value) key = k;
+              throw ConfigError("--grid " + key + ": the values " +
+                                setting_value_text(runs[same->second].grid.value(key, nlohmann::json())) + " and " +
+                                setting_value_text(r.grid.value(key, nlohmann::json())) + " give runs the same name " +
+                                r.name + " (a name keeps only the letters, digits, '.', '_' and '-' of a value); give "
+                                "values that differ in those");
+            }
+            // A grid axis no run of a point reads would repeat that run under another name.
+            for (const auto& [key, value] : point)
+              if (r.config.settings.contains(key)) {
+                const std::string unread = unread_setting_error(r.config, key);
+                if (!unread.empty())
+                  throw ConfigError("--grid " + key + ": " + unread + "; an axis must change every run of the sweep " +
+                                    "(sweep the runs that read it on their own)");
+              }
             r.config.d_k = d_k;
             r.config.lr = arm.lr;
             r.config.seed = seed;
@@ -476,6 +565,18 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
   // then spins in sched_yield (6% of a core in a profile of a one-thread run) beside the other runs of the sweep.
   // The parent's own OpenBLAS is already loaded, so this affects only the children.
   if (!std::getenv("OPENBLAS_NUM_THREADS")) setenv("OPENBLAS_NUM_THREADS", std::to_string(cfg.base.threads).c_str(), 1);
+  nlohmann::json earlier = nlohmann::json::array();
+  if (fs::exists(out / "sweep.json", ec)) {
+    nlohmann::json index;
+    try {
+      std::ifstream in(out / "sweep.json");
+      index = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception&) {
+      // an index cut short is rewritten from the runs; each run directory is still checked below
+    }
+    check_same_sweep(cfg, index);
+    earlier = earlier_entries(index, runs);
+  }
   std::vector<std::size_t> todo;
   std::vector<bool> resume(runs.size(), false);
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -495,7 +596,7 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
       todo.push_back(i);
     }
   }
-  write_index(cfg, runs);
+  write_index(cfg, runs, earlier);
   if (progress && todo.size() < runs.size())
     progress(fmt::format("sweep: {} of {} runs already complete, skipped", runs.size() - todo.size(), runs.size()));
 
@@ -516,7 +617,7 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
     run_seconds += r.seconds;
     ++done;
     const std::string what = record_end(r, status, g_stop_signal != 0);
-    write_index(cfg, runs);
+    write_index(cfg, runs, earlier);
     if (progress) {
       const double per_run = run_seconds / static_cast<double>(done);
       const double eta = per_run * static_cast<double>(todo.size() - done) / static_cast<double>(cfg.jobs);
@@ -566,7 +667,7 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
           ++done;
           spdlog::error("sweep: run {} FAILED to start: {}", r.name, e.what());
         }
-        write_index(cfg, runs);
+        write_index(cfg, runs, earlier);
       }
       if (running.empty() || g_stop_signal) break;
       int status = 0;
@@ -579,7 +680,7 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
     }
   } catch (...) {
     stop_children();
-    write_index(cfg, runs);
+    write_index(cfg, runs, earlier);
     throw;
   }
   stop_children();
@@ -588,7 +689,7 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
       const std::string what = recheck_left_alone(r);
       if (progress && !what.empty()) progress("sweep: " + r.name + " (left alone): " + what);
     }
-  write_index(cfg, runs);
+  write_index(cfg, runs, earlier);
   result.stop_signal = g_stop_signal;
   return result;
 }
