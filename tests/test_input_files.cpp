@@ -192,3 +192,95 @@ TEST_CASE("--task data: every array file of the directory is recorded and checke
   write_file(run / "config.json", config.dump(2));
   CHECK(xgrad_in(root, resume).code == 0);
 }
+
+namespace {
+
+// A .npy file of shape [rows, cols] whose data is a hole: the header, then ftruncate to the full size, so that a
+// file of many GiB takes no disk and reading it would cost only memory (which the tests below must never spend).
+void write_sparse_npy(const fs::path& path, std::size_t rows, std::size_t cols, const std::string& descr = "<i4") {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  write_file(path, std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header);
+  const std::size_t itemsize = descr == "<i4" ? 4 : 8;
+  fs::resize_file(path, 10 + header.size() + rows * cols * itemsize);
+}
+
+// The address-space limit under which the runs below start: reading (allocating) the data they are refused for
+// fails at once instead of filling the machine's memory. An AddressSanitizer build reserves terabytes of address
+// space and cannot run under a limit; there the refusals are checked without it.
+std::string address_space_limit(const std::string& kib) {
+#if defined(__SANITIZE_ADDRESS__)
+  (void)kib;
+  return "";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  (void)kib;
+  return "";
+#else
+  return "ulimit -v " + kib + " && ";
+#endif
+#else
+  return "ulimit -v " + kib + " && ";
+#endif
+}
+
+}  // namespace
+
+TEST_CASE("--task data: arrays too large for memory, or of too long sequences, are refused from their headers alone") {
+  const TempDir root("inputs_too_large");
+  const std::string limit = address_space_limit("4000000");  // 4 GB: the binary runs, no array below fits
+  const std::string run = "train --task data --d-model 8 --batch-size 2 --steps 2 --print-every 100 --out run --data ";
+  // 2 x 28 GiB of int32: far above the memory limit, refused before any of it is read.
+  fs::create_directories(root / "huge");
+  write_sparse_npy(root / "huge" / "inputs.npy", std::size_t(7) << 26, 16);
+  write_sparse_npy(root / "huge" / "targets.npy", std::size_t(7) << 26, 16);
+  const auto xgrad_limited = [&](const std::string& args) {
+    const fs::path out = root / ".stdout", err = root / ".stderr";
+    const std::string command = "cd '" + root.path().string() + "' && " + limit + XGRAD_BIN + " " + args + " > '" +
+                                out.string() + "' 2> '" + err.string() + "'";
+    const int status = std::system(command.c_str());
+    Result result;
+    result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    result.stderr_text = read_text(err);
+    return result;
+  };
+  Result r = xgrad_limited(run + "huge");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.rfind("xgrad: --data: ", 0) == 0);
+  CHECK(r.stderr_text.find((root / "huge" / "inputs.npy").string() + " [469762048, 16] int32 (28.0 GiB)") !=
+        std::string::npos);
+  CHECK(r.stderr_text.find("56.0 GiB") != std::string::npos);
+  CHECK(r.stderr_text.find("limit 12") != std::string::npos);
+  CHECK_FALSE(fs::exists(root / "run"));
+
+  // Sequences of 100000 tokens (4 GB per file, under the memory limit by their bytes): refused for T first.
+  fs::create_directories(root / "long");
+  write_sparse_npy(root / "long" / "inputs.npy", 10000, 100000);
+  write_sparse_npy(root / "long" / "targets.npy", 10000, 100000);
+  r = xgrad_limited(run + "long");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.rfind("xgrad: --data: ", 0) == 0);
+  CHECK(r.stderr_text.find("sequence length T") != std::string::npos);
+  CHECK(r.stderr_text.find("100000") != std::string::npos);
+
+#if !defined(__SANITIZE_ADDRESS__)
+  // 2 x 4 GiB: within the memory limit, but not within this process's address space: the failed allocation is
+  // reported as the data's size, naming --data, not as the model's.
+  if (!limit.empty()) {
+    fs::create_directories(root / "big");
+    write_sparse_npy(root / "big" / "inputs.npy", std::size_t(1) << 24, 64);
+    write_sparse_npy(root / "big" / "targets.npy", std::size_t(1) << 24, 64);
+    r = xgrad_limited(run + "big");
+    INFO("stderr: " << r.stderr_text);
+    CHECK(r.code == 2);
+    CHECK(r.stderr_text.rfind("xgrad: --data: ", 0) == 0);
+    CHECK(r.stderr_text.find("cannot allocate 4.0 GiB for " + (root / "big" / "inputs.npy").string()) !=
+          std::string::npos);
+    CHECK(r.stderr_text.find("--d-model") == std::string::npos);
+  }
+#endif
+}

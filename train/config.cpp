@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "data/npy.h"
 #include "data/token_arrays.h"
 #include "platform/environment.h"
 #include "train/settings.h"
@@ -67,12 +68,30 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
     const std::string error = check_setting_value(*find_setting(key), value);
     require(error.empty(), flag_of(key) + " " + error);
   }
+  auto task_error = [&](const data::TaskError& e) {
+    if (task == "data") return ConfigError(std::string("--data: ") + e.what());
+    return ConfigError(std::string("invalid task settings: ") + e.what());
+  };
+  // A task's files are sized from their headers before they are read: a run that cannot hold them is refused
+  // without first filling the machine's memory with them.
+  const data::TaskEntry* entry = data::TaskRegistry::instance().find(task);
+  if (entry && entry->plan) {
+    data::TaskPlan plan;
+    try {
+      plan = entry->plan(component_values(*this, "task"));
+    } catch (const data::TaskError& e) {
+      throw task_error(e);
+    }
+    // The vocabulary of file data is known only once it is read: 2, the least, until then.
+    refuse_above_limit(estimate_memory(std::max<std::size_t>(plan.vocab_size, 2), std::max<std::size_t>(plan.seq_len, 1),
+                                       plan.data_bytes),
+                       plan.data_text);
+  }
   std::unique_ptr<data::Task> t;
   try {
     t = make_task();
   } catch (const data::TaskError& e) {
-    if (task == "data") throw ConfigError(std::string("--data: ") + e.what());
-    throw ConfigError(std::string("invalid task settings: ") + e.what());
+    throw task_error(e);
   }
   if (const auto* arrays = dynamic_cast<const data::TokenArrays*>(t.get()))
     require(eval_every == 0 || arrays->has_eval_split(),
@@ -90,8 +109,18 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
     require(std::filesystem::is_regular_file(init_from, ec),
             "--init-from: '" + init_from + "' is not a file (give a .safetensors checkpoint)");
   }
-  const MemoryEstimate memory = estimate_memory(*t);
+  refuse_above_limit(estimate_memory(*t), "");
+  return t;
+}
+
+void TrainConfig::refuse_above_limit(const MemoryEstimate& memory, const std::string& data_text) const {
+  if (memory.gib() <= kMaxMemoryGiB) return;
   const MemoryTerm& largest = memory.largest();
+  if (largest.what == kDataTerm && !data_text.empty())
+    throw ConfigError(fmt::format("{}: the task's data takes {} in memory ({}), and the run needs about {:.1f} GiB in all "
+                                  "(limit {:.0f}); give less data",
+                                  largest.factors, data::gib_text(largest.bytes), data_text, memory.gib(),
+                                  kMaxMemoryGiB));
   // T and V stand for the task's sequence length and vocabulary where no flag of the task sets them.
   std::string legend;
   for (const auto& [symbol, meaning] : {std::pair<std::string, std::string>{"T", "the task's sequence length"},
@@ -99,11 +128,9 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
     if ((" " + largest.factors + " ").find(" " + symbol + " ") != std::string::npos ||
         (" " + largest.factors).find(" " + symbol + "^") != std::string::npos)
       legend += (legend.empty() ? "; " : ", ") + symbol + " = " + meaning;
-  require(memory.gib() <= kMaxMemoryGiB,
-          fmt::format("the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}{}): reduce {}",
+  throw ConfigError(fmt::format("the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}{}): reduce {}",
                       memory.gib(), kMaxMemoryGiB, largest.bytes / (1024.0 * 1024 * 1024), largest.what,
                       largest.factors, legend, largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
-  return t;
 }
 
 double MemoryEstimate::bytes() const {
@@ -118,6 +145,10 @@ const MemoryTerm& MemoryEstimate::largest() const {
 }
 
 MemoryEstimate TrainConfig::estimate_memory(const data::Task& task_built) const {
+  return estimate_memory(task_built.vocab_size(), task_built.seq_len(), task_built.data_bytes());
+}
+
+MemoryEstimate TrainConfig::estimate_memory(std::size_t vocab_size, std::size_t seq_len, std::size_t data_bytes) const {
   // The flag of a task's setting where the task declares it, else the quantity's name.
   const data::TaskEntry* entry = data::TaskRegistry::instance().find(task);
   auto task_flag = [&](const std::string& key, const std::string& otherwise) {
@@ -132,9 +163,9 @@ MemoryEstimate TrainConfig::estimate_memory(const data::Task& task_built) const 
       if (s.type == Setting::Type::path) data_flags += (data_flags.empty() ? "" : ", ") + s.flag();
   const std::string T_flag = task_flag("seq_len", "T"), V_flag = task_flag("vocab_size", "V");
 
-  const double d = static_cast<double>(d_model), V = static_cast<double>(task_built.vocab_size()),
+  const double d = static_cast<double>(d_model), V = static_cast<double>(vocab_size),
                L = static_cast<double>(n_layers), B = static_cast<double>(batch_size), H = static_cast<double>(n_heads),
-               T = static_cast<double>(task_built.seq_len());
+               T = static_cast<double>(seq_len);
   const double ff = mlp ? static_cast<double>(d_ff ? d_ff : 4 * d_model) : 0.0;
   const double inner = static_cast<double>(n_heads * head_size());
   // Per parameter: value, gradient, two Adam moments and the pre-step copy, 4 bytes each. Per activation: the
@@ -153,7 +184,7 @@ MemoryEstimate TrainConfig::estimate_memory(const data::Task& task_built) const 
        per_activation * B * T * L * 4 * H * T},
       {"the MLP activations", "--batch-size x " + T_flag + " x --n-layers x --d-ff", per_activation * B * T * L * 4 * ff},
       {"the logits", "--batch-size x " + T_flag + " x " + V_flag, per_activation * B * T * 3 * V},
-      {"the task's data", data_flags.empty() ? "the task" : data_flags, static_cast<double>(task_built.data_bytes())},
+      {kDataTerm, data_flags.empty() ? "the task" : data_flags, static_cast<double>(data_bytes)},
   };
   return m;
 }

@@ -87,6 +87,10 @@ struct TrainConfig {
   std::unique_ptr<data::Task> validate() const;
   /// The memory a run of these settings on `task` needs (its vocabulary, sequence length and data).
   MemoryEstimate estimate_memory(const data::Task& task) const;
+  /// The same for a task of `vocab_size` tokens, sequences of `seq_len` and `data_bytes` of data held.
+  MemoryEstimate estimate_memory(std::size_t vocab_size, std::size_t seq_len, std::size_t data_bytes) const;
+  /// What MemoryTerm::what calls the task's data.
+  static constexpr const char* kDataTerm = "the task's data";
   /// validate() rejects a configuration estimated above this.
   static constexpr double kMaxMemoryGiB = 12.0;
   /// The task these settings describe (data/registry.h); throws what the task's build throws.
@@ -98,6 +102,11 @@ struct TrainConfig {
   /// settings `j` lacks keep their defaults. Throws ConfigError naming the key and `source` for a key that is not a
   /// setting, a value of the wrong type or out of its range. The records (is_record_key) are ignored.
   static TrainConfig from_json(const nlohmann::json& j, const std::string& source);
+
+ private:
+  // ConfigError when `memory` is above kMaxMemoryGiB, naming the settings of its largest part; `data_text` describes
+  // the task's files when they are known only by their headers (TaskPlan::data_text).
+  void refuse_above_limit(const MemoryEstimate& memory, const std::string& data_text) const;
 };
 
 /// Throws ConfigError unless `requested` describes the same run as `stored` (the run directory's config.json): every
