@@ -31,6 +31,9 @@ struct TaskEntry {
   /// The task's own settings (flags and config.json keys). A key used by several tasks (seq_len, n_symbols) has one
   /// declaration they share (data/settings.h).
   std::vector<Setting> settings;
+  /// What sets the task's sequence length T and vocabulary V, for messages that name them ("--n-pairs",
+  /// "--n-keys and --n-values", "the arrays in --data"); empty where a setting named seq_len / vocab_size does.
+  std::string seq_len_from, vocab_size_from;
   /// Builds the task from its settings (every declared key present). Throws TaskError for values it cannot use
   /// (naming the setting) and for unreadable inputs (naming the file).
   std::function<std::unique_ptr<Task>(const SettingValues&)> build;

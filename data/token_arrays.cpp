@@ -17,6 +17,8 @@ TaskEntry data_entry() {
   e.name = "data";
   e.description = "user token arrays: inputs.npy and targets.npy of a directory, read in order";
   e.order = 80;
+  e.seq_len_from = "the arrays in --data";
+  e.vocab_size_from = "the ids in --data, or --vocab-size";
   e.settings = {path_setting("data", "directory of inputs.npy and targets.npy (int32/int64 [N, T]; target -1 = "
                                      "no loss), optionally eval_inputs.npy and eval_targets.npy"),
                 whole_setting("vocab_size", 0, 0, kMaxVocab, "vocabulary size (0 = max token id + 1)"),

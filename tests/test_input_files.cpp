@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -283,4 +285,129 @@ TEST_CASE("--task data: arrays too large for memory, or of too long sequences, a
     CHECK(r.stderr_text.find("--d-model") == std::string::npos);
   }
 #endif
+}
+
+TEST_CASE("a sweep rerun refuses run directories trained on input files that have changed since") {
+  const TempDir root("inputs_sweep");
+  const fs::path text = root / "text.txt";
+  const std::string original = some_text('A');
+  write_file(text, original);
+  const std::string sweep = "sweep --out sw --task char_lm --text text.txt --seq-len 8 --d-model 8 --batch-size 2 "
+                            "--steps 3 --print-every 100 --d-k 4 --scale none,sqrt_dk --seeds 0 --arms adamw@0.001";
+  Result r = xgrad_in(root, sweep);
+  INFO("stderr: " << r.stderr_text);
+  REQUIRE(r.code == 0);
+  const fs::path run = root / "sw" / "runs" / "dk4-none-adamw-lr0.001-s0";
+  const std::string config_before = read_text(run / "config.json");
+  // The same size, other bytes; one run made pending again (no summary, no checkpoint): it must not be restarted
+  // on the new bytes beside a run on the old ones.
+  std::string edited = original;
+  edited[10] = edited[10] == 'x' ? 'y' : 'x';
+  write_file(text, edited);
+  fs::remove(run / "summary.json");
+  fs::remove(run / "checkpoint.safetensors");
+  r = xgrad_in(root, sweep);
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--text: " + text.string() + " has changed since the run in ") != std::string::npos);
+  CHECK(r.stderr_text.find("same size (3000 bytes), other content") != std::string::npos);
+  CHECK(read_text(run / "config.json") == config_before);
+  // Put back: the rerun completes the run.
+  write_file(text, original);
+  r = xgrad_in(root, sweep);
+  CHECK(r.code == 0);
+  CHECK(fs::exists(run / "summary.json"));
+  // Another file for the same sweep directory: refused, naming the setting with both values.
+  write_file(root / "other.txt", original);
+  std::string other = sweep;
+  other.replace(other.find("text.txt"), 8, "other.txt");
+  r = xgrad_in(root, other);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("holds a run with a different 'text' (\"" + text.string() + "\" there, \"" +
+                           (root / "other.txt").string() + "\" here)") != std::string::npos);
+}
+
+TEST_CASE("train --config of a run's config.json checks the files it records, unless the file's flag is given") {
+  const TempDir root("inputs_config");
+  const fs::path text = root / "text.txt";
+  const std::string original = some_text('A');
+  write_file(text, original);
+  REQUIRE(xgrad_in(root, "train " + kTiny + " --text text.txt --steps 4 --out run").code == 0);
+  write_file(text, original + "more");
+  Result r = xgrad_in(root, "train --config run/config.json --out again");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--text: " + text.string() +
+                           " has changed since the run of run/config.json read it: 3004 bytes now, 3000 then") !=
+        std::string::npos);
+  CHECK(r.stderr_text.find("pass --text") != std::string::npos);
+  CHECK_FALSE(fs::exists(root / "again"));
+  // Named on the command line, the file is taken as it is now.
+  r = xgrad_in(root, "train --config run/config.json --out again --text text.txt");
+  CHECK(r.code == 0);
+  // Unchanged, the config reproduces the run.
+  write_file(text, original);
+  CHECK(xgrad_in(root, "train --config run/config.json --out again2").code == 0);
+  CHECK(read_text(root / "again2" / "metrics.csv").size() > 0);
+}
+
+TEST_CASE("--init-from is recorded as an input file and checked on --resume") {
+  const TempDir root("inputs_init_from");
+  const std::string tiny = "--task copy --seq-len 8 --d-model 8 --batch-size 2 --print-every 100";
+  REQUIRE(xgrad_in(root, "train " + tiny + " --steps 2 --out base").code == 0);
+  const fs::path init = root / "base" / "checkpoint.safetensors";
+  REQUIRE(xgrad_in(root, "train " + tiny + " --steps 4 --checkpoint-every 2 --init-from base/checkpoint.safetensors "
+                         "--out run")
+              .code == 0);
+  const nlohmann::json inputs = read_json(root / "run" / "config.json").at("inputs");
+  REQUIRE(inputs.size() == 1);
+  CHECK(inputs.at(0).at("setting") == "init_from");
+  CHECK(inputs.at(0).at("path") == init.string());
+  // Another base run of the same shape in its place: same size, other weights.
+  REQUIRE(xgrad_in(root, "train " + tiny + " --steps 2 --seed 5 --out base --overwrite").code == 0);
+  const Result r = xgrad_in(root, "train --resume run --steps 6");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--init-from: " + init.string() + " has changed since the run in ") != std::string::npos);
+}
+
+TEST_CASE("--resume says so when an input file has become a directory or a FIFO") {
+  const TempDir root("inputs_not_file");
+  const fs::path text = root / "text.txt";
+  write_file(text, some_text('A'));
+  REQUIRE(xgrad_in(root, "train " + kTiny + " --text text.txt --steps 4 --out run").code == 0);
+  fs::remove(text);
+  fs::create_directories(text);
+  Result r = xgrad_in(root, "train --resume run --steps 6");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--text: " + text.string() + ", which the run in ") != std::string::npos);
+  CHECK(r.stderr_text.find("is a directory now") != std::string::npos);
+  fs::remove(text);
+  REQUIRE(::mkfifo(text.c_str(), 0644) == 0);
+  r = xgrad_in(root, "train --resume run --steps 6");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("is not a regular file now (a FIFO, socket or device)") != std::string::npos);
+}
+
+TEST_CASE("a run directory, or a report directory, that cannot be written is refused with the reason, up front") {
+  if (::geteuid() == 0) {  // permissions do not bind root: nothing to observe
+    MESSAGE("skipped: running as root");
+    return;
+  }
+  const TempDir root("inputs_read_only");
+  write_file(root / "text.txt", some_text('A'));
+  REQUIRE(xgrad_in(root, "train " + kTiny + " --text text.txt --steps 4 --out run").code == 0);
+  fs::permissions(root / "run", fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                  fs::perm_options::remove);
+  Result r = xgrad_in(root, "train --resume run --steps 6");
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--out: run directory run is not writable: Permission denied") != std::string::npos);
+  CHECK(r.stdout_text.find("resuming from") == std::string::npos);
+  r = xgrad_in(root, "compare run");
+  CHECK(r.code == 1);
+  CHECK(r.stderr_text.find("compare: cannot write the report into run: Permission denied; give a writable report "
+                           "directory with --out DIR") != std::string::npos);
+  fs::permissions(root / "run", fs::perms::owner_write, fs::perm_options::add);
 }

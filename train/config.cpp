@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <tuple>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -35,6 +36,28 @@ std::string expected_value(const Setting& s) {
     }
   }
   return "";
+}
+// The offset of the first byte of `s` that is not part of a well-formed UTF-8 sequence, or npos.
+std::size_t invalid_utf8_at(const std::string& s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 && c >= 0xc2 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e && c <= 0xf4 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return i;
+    for (std::size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return i;
+    i += n;
+  }
+  return std::string::npos;
+}
+
+// `s` with bytes that are not printable ASCII written as \xNN, for a message about a name that is not text.
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    out += c >= 0x20 && c < 0x7f ? std::string(1, ch) : fmt::format("\\x{:02x}", c);
+  }
+  return out;
 }
 }  // namespace
 
@@ -104,6 +127,16 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
           fmt::format("--clip-grad-norm must be 0 (off) or in [{:.9g}, 1e30) (a normal float), got {:g}", FLT_MIN,
                       clip_grad_norm));
   require(!out.empty(), "--out: a run directory is required");
+  // config.json and summary.json are JSON, whose strings are UTF-8: a name of other bytes could not be recorded.
+  const nlohmann::json recorded = to_json();  // named: items() of a temporary dangles
+  for (const auto& [key, value] : recorded.items())
+    if (value.is_string() && invalid_utf8_at(value.get<std::string>()) != std::string::npos)
+      throw ConfigError(flag_of(key) + ": '" + escaped(value.get<std::string>()) +
+                        "' is not valid UTF-8 (config.json records it as text); give a name in UTF-8");
+  for (const auto& part : std::filesystem::path(out))
+    require(part.string().size() <= kMaxFileNameBytes,
+            fmt::format("--out: the name '{}...' in {} is {} bytes, more than the {} a file name may have",
+                        part.string().substr(0, 40), out, part.string().size(), kMaxFileNameBytes));
   if (!init_from.empty() && !resume) {  // a resumed run takes its weights from its checkpoint
     std::error_code ec;
     require(std::filesystem::is_regular_file(init_from, ec),
@@ -121,13 +154,17 @@ void TrainConfig::refuse_above_limit(const MemoryEstimate& memory, const std::st
                                   "(limit {:.0f}); give less data",
                                   largest.factors, data::gib_text(largest.bytes), data_text, memory.gib(),
                                   kMaxMemoryGiB));
-  // T and V stand for the task's sequence length and vocabulary where no flag of the task sets them.
+  // T and V stand for the task's sequence length and vocabulary where no flag of the task is them; the task says
+  // what sets them.
+  const data::TaskEntry* entry = data::TaskRegistry::instance().find(task);
   std::string legend;
-  for (const auto& [symbol, meaning] : {std::pair<std::string, std::string>{"T", "the task's sequence length"},
-                                        {"V", "the task's vocabulary size"}})
+  for (const auto& [symbol, meaning, from] :
+       {std::tuple<std::string, std::string, std::string>{"T", "the task's sequence length",
+                                                          entry ? entry->seq_len_from : ""},
+        {"V", "the task's vocabulary size", entry ? entry->vocab_size_from : ""}})
     if ((" " + largest.factors + " ").find(" " + symbol + " ") != std::string::npos ||
         (" " + largest.factors).find(" " + symbol + "^") != std::string::npos)
-      legend += (legend.empty() ? "; " : ", ") + symbol + " = " + meaning;
+      legend += (legend.empty() ? "; " : ", ") + symbol + " = " + meaning + (from.empty() ? "" : ", set by " + from);
   throw ConfigError(fmt::format("the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}{}): reduce {}",
                       memory.gib(), kMaxMemoryGiB, largest.bytes / (1024.0 * 1024 * 1024), largest.what,
                       largest.factors, legend, largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
