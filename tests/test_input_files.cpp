@@ -411,3 +411,17 @@ TEST_CASE("a run directory, or a report directory, that cannot be written is ref
                            "directory with --out DIR") != std::string::npos);
   fs::permissions(root / "run", fs::perms::owner_write, fs::perm_options::add);
 }
+
+TEST_CASE("a relative path in a --config file is relative to the file's directory, not the working directory") {
+  const TempDir root("inputs_config_dir");
+  fs::create_directories(root / "in");
+  write_file(root / "in" / "text.txt", some_text('A'));
+  write_file(root / "in" / "cfg.json",
+             R"({"task": "char_lm", "text": "text.txt", "seq_len": 8, "d_model": 8, "batch_size": 2, "steps": 2,
+                 "print_every": 100})");
+  // Run from root, which holds no text.txt: the file beside cfg.json is read; --out stays relative to the cwd.
+  const Result r = xgrad_in(root, "train --config in/cfg.json --out run");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 0);
+  CHECK(read_json(root / "run" / "config.json").at("text") == (root / "in" / "text.txt").string());
+}
