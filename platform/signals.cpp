@@ -1,5 +1,7 @@
 #include "platform/signals.h"
 
+#include <cstdio>
+
 namespace xgrad::platform {
 
 std::string signal_name(int signal) {
@@ -36,6 +38,20 @@ bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct si
   action.sa_flags = flags;
   if (sigaction(signal, &action, previous) != 0) return false;
   return true;
+}
+
+int end_by_signal(int signal) {
+  std::fflush(nullptr);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  sigaction(signal, &default_action, nullptr);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, signal);
+  sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  raise(signal);
+  return 128 + signal;
 }
 
 }  // namespace xgrad::platform

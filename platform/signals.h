@@ -19,4 +19,10 @@ std::string signal_name(int signal);
 /// undo that. Returns whether the handler was installed; `previous` (if given) gets the disposition it replaced.
 bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct sigaction* previous = nullptr);
 
+/// Ends this process by `signal` with its default action, after flushing stdio: a process that stopped because of a
+/// signal (after writing its checkpoint) ends as if the signal had killed it, so that a shell running it in a loop
+/// or script stops too (bash stops a loop only when its command died of the SIGINT) and reports 128 + the signal.
+/// Returns 128 + signal, the exit status to use, only if the process is still alive after that.
+int end_by_signal(int signal);
+
 }  // namespace xgrad::platform

@@ -533,6 +533,13 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
                           "0.01, 0.1)") != std::string::npos;
   INFO(checks.holds.size());
   CHECK(said);
+  // The per-arm sentence gives each group's own sensitivity and, since their learning rates differ, the shared one.
+  bool sentence = false;
+  for (const auto& s : scale_sentences(cmp))
+    sentence = sentence ||
+               s.find("; over the learning rates unscaled and sqrt_dk share (0.01, 0.1): 0.250 vs 0.000.") !=
+                   std::string::npos;
+  CHECK(sentence);
 
   // The same lrs as a summary figure: final loss against lr, one line per scaling; lr 1 diverged, so no point.
   const std::vector<SummaryFigure> figures = summary_figures(cmp);
@@ -659,11 +666,13 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
   CHECK(none.final_loss.n == 1);
 
   const StoryChecks checks = story_checks(cmp);
-  const std::string head = "d_k=64 adamw lr=0.01, unscaled vs sqrt_dk (1 unscaled and 0 sqrt_dk run diverged, left out): ";
+  const std::string head =
+      "d_k=64 adamw lr=0.01, unscaled vs sqrt_dk (1 unscaled and 0 sqrt_dk run diverged, left out): ";
   bool less = false;
   for (const auto& line : checks.holds)
-    less = less || (line.rfind(head, 0) == 0 &&
-                    line.find("unscaled W_q gets less gradient (mean gradient norm 0.31 vs 0.47)") != std::string::npos);
+    less = less ||
+           (line.rfind(head, 0) == 0 &&
+            line.find("unscaled W_q gets less gradient (mean gradient norm 0.31 vs 0.47)") != std::string::npos);
   INFO(checks.holds.size() << " holds, " << checks.fails.size() << " fails");
   for (const auto& line : checks.fails) {
     INFO(line);
@@ -674,6 +683,24 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
   REQUIRE_FALSE(sentences.empty());
   CHECK(sentences[0].find("unscaled (2 seeds, 1 diverged (left out))") != std::string::npos);
   CHECK(sentences[0].find("score std at step 0 8 vs 1 (at the end 8 vs 1)") != std::string::npos);
+
+  // The plots draw the diverged run (thin, with its cross) but leave it out of the arm's mean line, and say so.
+  PathGuard no_gnuplot("/nonexistent-xgrad-test");  // the data files and scripts are written either way
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.out = (root / "report").string();
+  std::ostringstream out;
+  run_compare(options, out);
+  const fs::path plots = root / "report" / "plots";
+  std::ifstream mean_w_q(plots / "data" / "arm0_w_q.dat");
+  std::string header, step, value;
+  std::getline(mean_w_q, header);
+  mean_w_q >> step >> value;
+  REQUIRE(step == "0");
+  CHECK(std::stod(value) == doctest::Approx(0.31));
+  CHECK(read_text(plots / "loss.gp").find("title \"none (2 runs, 1 diverged: not in the mean)\"") !=
+        std::string::npos);
+  CHECK(read_text(plots / "score_std.gp").find("none (2 runs, 1 diverged: not in the mean)") != std::string::npos);
 }
 
 TEST_CASE("near-zero gradient column: steps below 1e-6 of the step-0 norm, beside the exactly-zero count") {
@@ -1260,4 +1287,33 @@ TEST_CASE("summary figures of real runs: the step-0 theory line, PNG and SVG bes
       CHECK(fs::exists(p));
     }
   CHECK(md.find("![Final loss against d_k, mean ± sd over seeds](plots/final_loss_vs_d_k.png)") != std::string::npos);
+}
+
+TEST_CASE("findings say why a comparison is not decided, and that one scale mode has no comparison") {
+  const TempDir root("compare_findings_undecided");
+  // Unscaled under --on-nan skip with no finite loss at the end (every step skipped): not a divergence, and no
+  // final loss to compare.
+  FakeRun none;
+  none.on_nan = "skip";
+  none.loss = constant(25, nan_value);
+  none.loss[0] = 4.0;
+  write_run(root / "both" / "none", none);
+  FakeRun scaled;
+  scaled.scale = "sqrt_dk";
+  scaled.on_nan = "skip";  // as the unscaled run: the arms differ only in scale
+  scaled.loss = constant(25, 1.0);
+  write_run(root / "both" / "sqrt", scaled);
+  const Comparison cmp = analyse_dirs({(root / "both").string()});
+  std::string all;
+  for (const auto& l : findings(cmp)) all += l.text + "\n";
+  INFO(all);
+  CHECK(all.find("sqrt_dk trains better than unscaled in 0 of 1 comparison (final loss lower by more than the larger "
+                 "seed sd or 2%); not decided in 1 (a side has no finite final loss).") != std::string::npos);
+  CHECK(all.find("None of the 2 runs diverged.") != std::string::npos);
+
+  write_run(root / "one" / "sqrt", scaled);
+  const std::vector<FindingLine> one = findings(analyse_dirs({(root / "one").string()}));
+  REQUIRE_FALSE(one.empty());
+  CHECK(one[0].text == "Every arm has scale mode sqrt_dk: no scaling comparison.");
+  CHECK(one[0].anchor == "scale-modes");
 }

@@ -175,7 +175,7 @@ TEST_CASE("report.html: the sweep's runs, every column, the arms table and final
   CHECK(data.at("arms").at("runs")[0] == nlohmann::json::array({0, 1}));
   CHECK(data.at("final").at("rows").size() == 2);
   // A run's loss series: one point per step, exact steps, shared x.
-  const std::size_t loss_index = static_cast<std::size_t>(std::find(columns.begin(), columns.end(), "loss") - columns.begin());
+  const auto loss_index = static_cast<std::size_t>(std::find(columns.begin(), columns.end(), "loss") - columns.begin());
   const auto& loss = data.at("series")[0].at("cols").at(loss_index);
   const auto& x = data.at("series")[0].at("x")[loss[0].get<std::size_t>()];
   CHECK(x.size() == 12);

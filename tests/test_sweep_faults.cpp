@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -91,6 +92,13 @@ int exit_code(int status) {
   INFO("killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
   REQUIRE(WIFEXITED(status));
   return WEXITSTATUS(status);
+}
+
+// The signal that ended a process (xgrad re-raises the stop signal after its checkpoint); fails the test otherwise.
+int killed_by(int status) {
+  INFO("exited with " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  REQUIRE(WIFSIGNALED(status));
+  return WTERMSIG(status);
 }
 
 int run(const std::vector<std::string>& args, const fs::path& output) {
@@ -214,6 +222,7 @@ TEST_CASE("sweep_faults_lock: a second sweep on the same --out exits 2 naming th
   const std::string said = read_text(root / "second.txt");
   INFO("second sweep said: " << said);
   CHECK(second == 2);
+  CHECK_FALSE(contains(said, "runs into"));  // a refused sweep announces nothing
   CHECK(contains(said, "--out: " + out.string()));
   CHECK(contains(said, "(pid " + std::to_string(first) + ")"));
   CHECK(read_text(out / "runs" / kRuns[0] / "train.log") == log_before);
@@ -242,13 +251,15 @@ TEST_CASE("sweep_faults_parent_killed: children of a SIGKILLed sweep checkpoint 
   }
   kill(sweep, SIGKILL);
   wait_status(sweep);
-  // The parent's death stops its children as a SIGTERM would: a checkpoint at the step reached, exit 143.
+  // The parent's death stops its children as a SIGTERM would: a checkpoint at the step reached, then the end by
+  // SIGTERM.
   const int other_status = wait_status(other);
   INFO(kRuns[1] << "/train.log: " << read_text(out / "runs" / kRuns[1] / "train.log"));
-  CHECK(exit_code(other_status) == 128 + SIGTERM);
+  CHECK(killed_by(other_status) == SIGTERM);
   CHECK(fs::exists(out / "runs" / kRuns[1] / "checkpoint.safetensors"));
 
-  // The frozen run still holds its lock: the rerun reports it and does not touch its directory.
+  // The frozen run still holds its lock: the rerun reports it (stopped, so it will not go on by itself) and does not
+  // touch its directory.
   const fs::path frozen_dir = out / "runs" / kRuns[0];
   const std::string log_before = read_text(frozen_dir / "train.log");
   const std::string metrics_before = read_text(frozen_dir / "metrics.csv");
@@ -256,7 +267,9 @@ TEST_CASE("sweep_faults_parent_killed: children of a SIGKILLed sweep checkpoint 
   const std::string said = read_text(root / "rerun.txt");
   INFO("rerun said: " << said);
   CHECK(rerun == 1);  // not every run is complete
-  CHECK(contains(said, kRuns[0] + " is still running (pid " + std::to_string(frozen) + ")"));
+  CHECK(contains(said, kRuns[0] + " is held by a stopped process (pid " + std::to_string(frozen) + ")"));
+  CHECK(contains(said, "1 held by a stopped process (pid " + std::to_string(frozen) + ";"));
+  CHECK_FALSE(contains(said, "still running"));
   CHECK(read_text(frozen_dir / "train.log") == log_before);
   CHECK(read_text(frozen_dir / "metrics.csv") == metrics_before);
   {
@@ -269,7 +282,7 @@ TEST_CASE("sweep_faults_parent_killed: children of a SIGKILLed sweep checkpoint 
 
   // Woken, the orphan gets the SIGTERM its parent's death sent and stops with a checkpoint; the next rerun resumes it.
   freeze.thaw();
-  CHECK(exit_code(wait_status(frozen)) == 128 + SIGTERM);
+  CHECK(killed_by(wait_status(frozen)) == SIGTERM);
   const int last = run(sweep_args(out), root / "last.txt");
   INFO("last rerun said: " << read_text(root / "last.txt"));
   CHECK(last == 0);
@@ -290,10 +303,10 @@ TEST_CASE("sweep_faults_hangup: a hangup stops the sweep with checkpoints and ex
   killpg(sweep, SIGHUP);
   a.thaw();
   b.thaw();
-  const int code = exit_code(wait_status(sweep));
+  const int status = wait_status(sweep);
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
-  CHECK(code == 128 + SIGHUP);
+  CHECK(killed_by(status) == SIGHUP);  // re-raised after the checkpoints: a shell sees 129
   CHECK(contains(said, "interrupted by SIGHUP"));
   CHECK_FALSE(contains(said, "0 failed"));
   for (std::size_t i = 0; i < 2; ++i) {
@@ -397,7 +410,149 @@ TEST_CASE("sweep_faults_shell_quoting: the printed 'xgrad compare' and 'continue
                             root / "train.txt", Options{{}, false});
   REQUIRE(eventually([&] { return metrics_rows(run_dir) >= 5; }));
   kill(train, SIGTERM);
-  CHECK(exit_code(wait_status(train)) == 128 + SIGTERM);
+  CHECK(killed_by(wait_status(train)) == SIGTERM);
   pasted(read_text(root / "train.txt"), "continue with: xgrad ");
   CHECK(fs::exists(run_dir / "summary.json"));
+}
+
+TEST_CASE("sweep_faults_shell_loop: Ctrl-C stops a shell loop over xgrad train, after the run's checkpoint") {
+  const TempDir root("sweep_shell_loop");
+  // bash goes on with a loop after a command that exited, even with 130, and stops it when the command died of the
+  // SIGINT it got too.
+  const std::string script =
+      "for i in 1 2; do \"$0\" train --out \"$1/run$i\" --d-model 16 --batch-size 8 --steps 4000 "
+      "--print-every 100000 --checkpoint-every 0 --threads 1; done";
+  std::vector<std::string> words{"/bin/bash", "-c", script, XGRAD_BIN, root.path().string()};
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const pid_t bash = fork();
+  REQUIRE(bash >= 0);
+  if (bash == 0) {
+    setpgid(0, 0);  // a job of its own, as in an interactive shell: Ctrl-C signals the whole of it
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+    const int fd = open((root / "output.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  setpgid(bash, bash);
+  REQUIRE_MESSAGE(eventually([&] { return metrics_rows(root / "run1") >= 5 || ended(bash); }), "run1 never started");
+  killpg(bash, SIGINT);
+  const int status = wait_status(bash);
+  INFO("output: " << read_text(root / "output.txt"));
+  CHECK(killed_by(status) == SIGINT);
+  CHECK_FALSE(fs::exists(root / "run2"));
+  CHECK(fs::exists(root / "run1" / "checkpoint.safetensors"));
+  CHECK(contains(read_text(root / "output.txt"), "stopped by SIGINT"));
+}
+
+TEST_CASE("sweep_faults_term_ignored: a sweep started with SIGTERM ignored still stops its runs with a checkpoint") {
+  const TempDir root("sweep_term_ignored");
+  const fs::path out = root / "sweep";
+  // `trap "" TERM; exec xgrad sweep ...` in a script: the sweep ignores SIGTERM, the signal it stops its runs with.
+  const pid_t sweep = start(sweep_args(out), root / "first.txt", Options{{SIGTERM}, true});
+  running_child(sweep, out, kRuns[0]);
+  running_child(sweep, out, kRuns[1]);
+  kill(sweep, SIGINT);  // the sweep alone: it passes the stop on to its runs
+  const int status = wait_status(sweep);
+  const std::string said = read_text(root / "first.txt");
+  INFO("sweep said: " << said);
+  CHECK(killed_by(status) == SIGINT);
+  for (std::size_t i = 0; i < 2; ++i) {
+    INFO("run " << kRuns[i] << ": " << read_text(out / "runs" / kRuns[i] / "train.log"));
+    CHECK(index_entry(out, kRuns[i]).at("status") == "interrupted");
+    CHECK(contains(read_text(out / "runs" / kRuns[i] / "train.log"), "stopped by SIGTERM"));
+  }
+}
+
+TEST_CASE("sweep_faults_stopped_child: a sweep stopped while a child is stopped (SIGSTOP) wakes it to checkpoint") {
+  const TempDir root("sweep_stopped_child");
+  const fs::path out = root / "sweep";
+  const pid_t sweep = start(sweep_args(out), root / "first.txt");
+  Frozen child(running_child(sweep, out, kRuns[0]));
+  running_child(sweep, out, kRuns[1]);
+  kill(sweep, SIGTERM);
+  REQUIRE_MESSAGE(eventually([&] { return ended(sweep); }), "the sweep waits for its stopped child forever");
+  const int status = wait_status(sweep);
+  INFO("sweep said: " << read_text(root / "first.txt"));
+  CHECK(killed_by(status) == SIGTERM);
+  INFO(kRuns[0] << "/train.log: " << read_text(out / "runs" / kRuns[0] / "train.log"));
+  CHECK(index_entry(out, kRuns[0]).at("status") == "interrupted");
+  CHECK(fs::exists(out / "runs" / kRuns[0] / "checkpoint.safetensors"));
+}
+
+TEST_CASE("sweep_faults_stale_running: a run another process held when the sweep started, and that ended since, is "
+          "not reported running at the end") {
+  const TempDir root("sweep_stale_running");
+  const fs::path out = root / "sweep";
+  const fs::path held = out / "runs" / kRuns[0];
+  fs::create_directories(held);
+  // Another process holding the run's lock (as a run left by a killed sweep does) and then ending.
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t holder = fork();
+  REQUIRE(holder >= 0);
+  if (holder == 0) {
+    const int fd = open((held / ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
+    const std::string pid = std::to_string(getpid()) + "\n";
+    if (write(fd, pid.data(), pid.size()) < 0 || write(ready[1], "x", 1) != 1) _exit(1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char byte = 0;
+  REQUIRE(read(ready[0], &byte, 1) == 1);
+  close(ready[0]);
+  const pid_t sweep = start(sweep_args(out), root / "first.txt");
+  // The sweep stays mid-way (a child of its frozen) until the holder has ended.
+  Frozen child(running_child(sweep, out, kRuns[1]));
+  REQUIRE(eventually([&] { return contains(read_text(root / "first.txt"), "left alone") || ended(sweep); }));
+  {
+    const std::string said = read_text(root / "first.txt");
+    INFO("sweep said: " << said);
+    CHECK(contains(said, kRuns[0] + " is still running (pid " + std::to_string(holder) + ")"));
+    CHECK(index_entry(out, kRuns[0]).at("status") == "running");
+  }
+  kill(holder, SIGKILL);
+  wait_status(holder);
+  child.thaw();
+  const int code = exit_code(wait_status(sweep));
+  const std::string said = read_text(root / "first.txt");
+  INFO("sweep said: " << said);
+  CHECK(code == 1);  // one run not done
+  CHECK(contains(said, kRuns[0] + " (left alone): the other process has ended since, leaving it pending"));
+  CHECK_FALSE(contains(said, "still running in another process"));
+  CHECK(index_entry(out, kRuns[0]).at("status") == "pending");
+  CHECK(index_entry(out, kRuns[0]).at("pid").is_null());
+}
+
+TEST_CASE("sweep_faults_broken_pipe: a sweep whose output pipe is closed (`| head -1`) runs to its end") {
+  const TempDir root("sweep_broken_pipe");
+  const fs::path out = root / "sweep";
+  int pipe_fds[2];
+  REQUIRE(pipe(pipe_fds) == 0);
+  close(pipe_fds[0]);  // the reader is gone before the sweep writes a line
+  std::vector<std::string> words{XGRAD_BIN, "sweep",      "--out",   out.string(), "--scale", "none", "--d-k", "4",
+                                 "--seeds", "0",          "--arms",  "adamw@0.01", "--d-model", "16", "--steps", "20",
+                                 "--jobs",  "1",          "--threads", "1"};
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const pid_t sweep = fork();
+  REQUIRE(sweep >= 0);
+  if (sweep == 0) {
+    signal(SIGPIPE, SIG_DFL);
+    const int err = open((root / "stderr.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    execv(XGRAD_BIN, argv.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  const int code = exit_code(wait_status(sweep));
+  INFO("stderr: " << read_text(root / "stderr.txt"));
+  CHECK(code == 0);
+  CHECK(index_entry(out, "dk4-none-adamw-lr0.01-s0").at("status") == "complete");
 }

@@ -89,7 +89,8 @@ struct RunSummary {
   /// The summary.json object; NaN numbers become null (JSON has no NaN).
   nlohmann::json to_json() const;
   /// Reads to_json's object back (null numbers as NaN). Keys added after the first release (frac_zero_grad_*,
-  /// skipped_steps) default to 0, frac_near_zero_grad_* (added later still) to NaN: unknown. Throws nlohmann::json::exception for a missing key or a value of the wrong type.
+  /// skipped_steps) default to 0, frac_near_zero_grad_* (added later still) to NaN: unknown. Throws
+  /// nlohmann::json::exception for a missing key or a value of the wrong type.
   static RunSummary from_json(const nlohmann::json& j);
 };
 

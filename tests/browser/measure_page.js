@@ -24,6 +24,7 @@ const [file, shot] = process.argv.slice(2);
   if (shot) await page.screenshot({ path: shot, fullPage: true });
   console.log(`${file}: ${(fs.statSync(file).size / 1e6).toFixed(2)} MB, ${t.runs} runs in ${t.groups} groups, ` +
               `${t.panels} panels; drawn ${t.total.toFixed(0)} ms after navigation start ` +
-              `(${t.script.toFixed(0)} ms in the page's script)` + (errors.length ? `; errors: ${errors.join("; ")}` : ""));
+              `(${t.script.toFixed(0)} ms in the page's script)` +
+              (errors.length ? `; errors: ${errors.join("; ")}` : ""));
   await browser.close();
 })().catch((e) => { console.error(e); process.exit(1); });

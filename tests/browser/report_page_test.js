@@ -75,11 +75,12 @@ function makeBadInput(dir, runs) {
     if (l) cells.splice(2, 1);
     return cells.join(",");
   }));
-  // NaN and Inf in the loss of rows 5 to 9.
+  // NaN and Inf in the loss of rows 5 to 9, and losses down to 1e-35 in rows 15 to 20 (as a vanishing score
+  // gradient has: a log axis must show them).
   edit(copy(runs[1], "nonfinite"), (lines) => lines.map((l, i) => {
-    if (i < 5 || i > 9 || !l) return l;
+    if (i < 5 || (i > 9 && i < 15) || i > 20 || !l) return l;
     const cells = l.split(",");
-    cells[1] = i % 2 ? "nan" : "inf";
+    cells[1] = i > 9 ? `1e-${15 + i}` : i % 2 ? "nan" : "inf";
     return cells.join(",");
   }));
   edit(copy(runs[2], "header_only"), (lines) => [lines[0], ""]);
@@ -136,7 +137,8 @@ const canvasHash = (page, i) => page.evaluate((i) => {
 function checkFile(file) {
   const text = fs.readFileSync(file, "utf8");
   const urls = text.match(/https?:\/\/[^\s"'<>)]*/g) || [];
-  check(urls.length === 0, `no http(s) reference in ${path.basename(file)}` + (urls.length ? `: ${urls.slice(0, 3)}` : ""));
+  check(urls.length === 0,
+        `no http(s) reference in ${path.basename(file)}` + (urls.length ? `: ${urls.slice(0, 3)}` : ""));
   const m = text.match(/<script type="application\/json" id="xgrad-data">([\s\S]*?)<\/script>/);
   check(m != null, "the page embeds its data block");
   return JSON.parse(m[1]);
@@ -149,7 +151,8 @@ async function main() {
   run(["compare", sweep, "--plots", "false"]);
   const file = path.join(sweep, "report.html");
   const data = checkFile(file);
-  check(data.runs.length === runs.length, `the page's JSON holds the sweep's ${runs.length} runs (${data.runs.length})`);
+  check(data.runs.length === runs.length,
+        `the page's JSON holds the sweep's ${runs.length} runs (${data.runs.length})`);
 
   const browser = await puppeteer.launch({ executablePath: chromium, headless: true,
                                            args: ["--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"] });
@@ -158,12 +161,17 @@ async function main() {
     const { page, errors, requests } = await openPage(browser, file, shot);
     const shown = await page.evaluate(() => {
       const c = document.getElementById("counts");
-      return { runs: +c.dataset.runs, groups: +c.dataset.groups, legend: document.querySelectorAll(".legend-item").length,
+      return { runs: +c.dataset.runs, groups: +c.dataset.groups,
+               legend: document.querySelectorAll(".legend-item").length,
                panels: window.xgradPage.state.panels.length, drawMs: window.xgradPage.drawMs };
     });
     check(shown.runs === 8, `8 runs shown (${shown.runs})`);
-    check(shown.groups === 4 && shown.legend === 4, `4 groups shown, 4 legend entries (${shown.groups}, ${shown.legend})`);
+    check(shown.groups === 4 && shown.legend === 4,
+          `4 groups shown, 4 legend entries (${shown.groups}, ${shown.legend})`);
     check(shown.panels >= 2, `the default panels are drawn (${shown.panels})`);
+    const figures = await page.evaluate(() => window.xgradPage.summaryCharts().map((u) => u && u.series.length));
+    check(figures.length === data.summary.length && figures.length > 0 && figures.every((n) => n > 1),
+          `report.md's ${data.summary.length} summary figures are drawn (${figures.length})`);
     console.log(`     drawn in ${shown.drawMs.toFixed(0)} ms after the script started`);
 
     // Hiding a group: its curves (runs, band, mean) are no longer drawn, and the canvas changes.
@@ -180,16 +188,22 @@ async function main() {
     check(await page.evaluate(() => window.xgradPage.state.panels[0].chart.series.every((s) => s.show !== false)),
           "showing it again brings its curves back");
 
-    // Log y: the scale becomes logarithmic and the axis' ticks change.
+    // Log y: the curves are drawn at log10 of their values and the axis' ticks and labels change (the page draws a
+    // log axis itself: uPlot's fails on values like 1e-30).
     const ticks = () => page.evaluate(() => {
-      const u = window.xgradPage.state.panels[0].chart;
-      return { distr: u.scales.y.distr, splits: JSON.stringify(u.axes[1]._splits) };
+      const p = window.xgradPage.state.panels[0], u = p.chart;
+      const mean = p.roles.findIndex((r) => r.role === "mean") + 1;
+      const i = u.data[mean].findIndex((v) => v != null);
+      return { ylog: p.ylog, splits: JSON.stringify(u.axes[1]._splits), labels: u.axes[1]._values,
+               mean: u.data[mean][i] };
     });
     const lin = await ticks();
     await page.click(".panel:first-child input.ylog");
     const log = await ticks();
-    check(lin.distr === 1 && log.distr === 3, `y switches from linear to log (distr ${lin.distr} -> ${log.distr})`);
-    check(lin.splits !== log.splits, "the y axis' ticks change with it");
+    check(!lin.ylog && log.ylog && Math.abs(Math.pow(10, log.mean) - lin.mean) < 1e-9 * Math.abs(lin.mean),
+          `y switches from linear to log (a mean of ${lin.mean} drawn at log10 = ${log.mean})`);
+    check(lin.splits !== log.splits && JSON.stringify(lin.labels) !== JSON.stringify(log.labels),
+          `the y axis' ticks change with it (${lin.labels} -> ${log.labels})`);
 
     // Another column redraws the panel with other data.
     const draws = await page.evaluate(() => window.xgradPage.state.panels[0].drawCount);
@@ -224,6 +238,43 @@ async function main() {
                                     window.xgradPage.state.highlight.length === 2),
           "hovering an arms-table row highlights its 2 runs");
 
+    // The arms table sorts by a clicked column.
+    await page.evaluate(() => {
+      const th = Array.from(document.querySelectorAll("#arms-table th")).find((h) => h.textContent === "final loss");
+      th.click();
+    });
+    const sorted = await page.evaluate(() => {
+      const col = Array.from(document.querySelectorAll("#arms-table th"))
+                       .findIndex((h) => h.textContent.startsWith("final loss"));
+      return Array.from(document.querySelectorAll("#arms-table tbody tr"))
+                  .map((tr) => parseFloat(tr.children[col].textContent));
+    });
+    check(sorted.length === 4 && sorted.every((v, i) => i === 0 || sorted[i - 1] <= v),
+          `a click on "final loss" sorts the arms table by it (${sorted})`);
+
+    // The download buttons write the arms table and every run's final metrics as CSV.
+    const downloads = path.join(workDir, "downloads");
+    fs.rmSync(downloads, { recursive: true, force: true });
+    fs.mkdirSync(downloads, { recursive: true });
+    const cdp = await page.createCDPSession();
+    await cdp.send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloads });
+    await page.click("#download-arms");
+    await page.click("#download-final");
+    const waitFor = async (file) => {
+      for (const deadline = Date.now() + 20000; Date.now() < deadline;) {
+        if (fs.existsSync(file)) return fs.readFileSync(file, "utf8");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return "";
+    };
+    const armsCsv = (await waitFor(path.join(downloads, "arms.csv"))).trim().split("\n");
+    const finalCsv = (await waitFor(path.join(downloads, "final_metrics.csv"))).trim().split("\n");
+    check(armsCsv.length === 5 && armsCsv[0].startsWith("d_k,scale,optimizer,lr,seeds,final loss"),
+          `arms.csv: a header and 4 arms (${armsCsv.length} lines)`);
+    check(finalCsv.length === 9 && finalCsv[0].split(",").includes("final_loss") &&
+          finalCsv[0].split(",").includes("last loss"),
+          `final_metrics.csv: a header and 8 runs (${finalCsv.length} lines)`);
+
     const variance = await pngVariance(page, shot);
     check(variance > 100, `the screenshot is not blank (pixel variance ${variance.toFixed(0)})`);
     check(errors.length === 0, "no console error or page exception" + (errors.length ? ": " + errors.join("; ") : ""));
@@ -237,21 +288,28 @@ async function main() {
     run(["compare", bad, "--plots", "false"]);
     const badFile = path.join(bad, "report.html");
     const badData = checkFile(badFile);
-    check(badData.runs.length === readable, `bad input: the JSON holds the ${readable} readable runs (${badData.runs.length})`);
+    check(badData.runs.length === readable,
+          `bad input: the JSON holds the ${readable} readable runs (${badData.runs.length})`);
     const badShot = path.join(workDir, "report_page_bad_input.png");
     const b = await openPage(browser, badFile, badShot);
-    const notes = await b.page.evaluate(() => Array.from(document.querySelectorAll("#notes li")).map((li) => li.textContent));
+    const notes = await b.page.evaluate(
+        () => Array.from(document.querySelectorAll("#notes li")).map((li) => li.textContent));
     const has = (re) => notes.some((n) => re.test(n));
     check(has(/empty_file/) && has(/accuracy is missing from 1 of 4 runs/) && has(/non-finite/) &&
           has(/header_only/), "bad input: the page says what it left out:\n       " + notes.join("\n       "));
     check(await b.page.evaluate(() => +document.getElementById("counts").dataset.runs) === readable,
           `bad input: ${readable} runs shown`);
-    check(b.errors.length === 0, "bad input: no console error or page exception" + (b.errors.length ? ": " + b.errors.join("; ") : ""));
+    await b.page.click(".panel:first-child input.ylog");
+    const labels = await b.page.evaluate(() => window.xgradPage.state.panels[0].chart.axes[1]._values);
+    check(labels.some((l) => /^1e-3\d$/.test(l)), `bad input: log y shows losses down to 1e-35 (${labels})`);
+    check(b.errors.length === 0,
+          "bad input: no console error or page exception" + (b.errors.length ? ": " + b.errors.join("; ") : ""));
     check((await pngVariance(b.page, badShot)) > 100, "bad input: the screenshot is not blank");
   } finally {
     await browser.close();
   }
-  console.log(failures === 0 ? "report page browser test: all checks passed" : `report page browser test: ${failures} checks failed`);
+  console.log(failures === 0 ? "report page browser test: all checks passed"
+                             : `report page browser test: ${failures} checks failed`);
   process.exit(failures === 0 ? 0 : 1);
 }
 

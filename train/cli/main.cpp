@@ -1,9 +1,10 @@
 // The `xgrad` command line: `xgrad train` runs one configuration, `xgrad experiment` the scaled-vs-unscaled
 // comparison. Exit codes: 0 success, 1 runtime failure, 2 bad usage (one line naming the flag and the allowed
-// values), 3 a training run diverged (NaN/Inf loss or gradient; its files are kept), 128 + signal (129 for SIGHUP,
-// 130 for SIGINT, 143 for SIGTERM) when `train` was stopped by that signal after writing a checkpoint (continue with
-// --resume) or a sweep was stopped by it (its runs checkpointed; the same command resumes them). A sweep exits 1
-// when a run failed, was interrupted, or is still running in another process.
+// values), 3 a training run diverged (NaN/Inf loss or gradient; its files are kept). When `train` was stopped by
+// SIGINT, SIGTERM or SIGHUP after writing a checkpoint (continue with --resume), or a sweep was stopped by it (its
+// runs checkpointed; the same command resumes them), the process ends by that signal, re-raised with its default
+// action, so a shell sees 128 + signal (129 for SIGHUP, 130 for SIGINT, 143 for SIGTERM) and a shell loop stops. A
+// sweep exits 1 when a run failed, was interrupted, or is still running in another process.
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -217,7 +218,7 @@ int main(int argc, char** argv) {
       }
       install_stop_handlers();
       const RunSummary s = xgrad::train::train(train_cfg);
-      if (s.stop_signal) return 128 + s.stop_signal;
+      if (s.stop_signal) return platform::end_by_signal(s.stop_signal);
       spdlog::info("done: final loss {}, final accuracy {:.3f} (means over the last 20 steps){}; wrote {}/metrics.csv",
                    format_number(s.final_loss, 4), s.final_accuracy, s.diverged ? " (diverged)" : "", train_cfg.out);
       return s.diverged ? 3 : 0;
@@ -259,18 +260,23 @@ int main(int argc, char** argv) {
       if (cfg.out.empty()) cfg.out = default_experiment_dir();
       cfg.executable = std::filesystem::canonical("/proc/self/exe").string();
       const auto planned = plan_sweep(cfg);
-      spdlog::info("{}: {} runs into {}, {} at a time, {} BLAS thread(s) each; OpenBLAS core {}",
-                   experiment ? "experiment" : "sweep", planned.size(), cfg.out, cfg.jobs, cfg.base.threads,
-                   blas::core_name());
+      // A sweep outlives a reader of its output that went away (`| head -1`): its runs and sweep.json matter more
+      // than its progress lines, which then go nowhere. Its runs get SIGPIPE back (see spawn in sweep.cpp).
+      std::signal(SIGPIPE, SIG_IGN);
+      const std::string start_line =
+          fmt::format("{}: {} runs into {}, {} at a time, {} BLAS thread(s) each; OpenBLAS core {}",
+                      experiment ? "experiment" : "sweep", planned.size(), cfg.out, cfg.jobs, cfg.base.threads,
+                      blas::core_name());
       const auto t0 = std::chrono::steady_clock::now();
-      const SweepResult result = run_sweep(cfg, [](const std::string& line) { spdlog::info("{}", line); });
+      const SweepResult result =
+          run_sweep(cfg, [](const std::string& line) { spdlog::info("{}", line); }, start_line);
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const std::string summary = sweep_summary(result, secs) + "; index: " + cfg.out + "/sweep.json";
       if (sweep_exit_code(result) == 0)
         spdlog::info("{}", summary);
       else
         spdlog::warn("{}", summary);
-      if (result.stop_signal) return sweep_exit_code(result);
+      if (result.stop_signal) return platform::end_by_signal(result.stop_signal);
       if (experiment) {
         CompareOptions options;
         options.inputs = {cfg.out};

@@ -174,6 +174,11 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args, int lo
     default_action.sa_handler = SIG_DFL;
     sigemptyset(&default_action.sa_mask);
     for (int sig : caught) sigaction(sig, &default_action, nullptr);
+    // SIGTERM is how the sweep stops its runs (stop_children, PR_SET_PDEATHSIG), so a run must act on it even when
+    // the sweep itself was started with SIGTERM ignored (`trap "" TERM` in a script); SIGPIPE is the sweep's own
+    // business (see run_sweep).
+    sigaction(SIGTERM, &default_action, nullptr);
+    sigaction(SIGPIPE, &default_action, nullptr);
     // SIGTERM when the sweep dies, however it dies (SIGKILL included): the run checkpoints and exits. A sweep that
     // died before this line is no longer the parent.
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(128 + SIGTERM);
@@ -279,18 +284,27 @@ std::string record_end(SweepRun& r, int status, bool stopping) {
     return s.diverged ? fmt::format("diverged at step {}", s.diverged_step)
                       : "final loss " + format_number(s.final_loss, 4);
   }
-  // `xgrad train` exits 128 + the signal after writing its checkpoint; one that a stop signal ended while the sweep
-  // was stopping had not got as far as its handlers, nor as training.
-  const int stop_exit = WIFEXITED(status) && WEXITSTATUS(status) > 128 ? WEXITSTATUS(status) - 128 : 0;
-  if ((is_stop_signal(stop_exit) && fs::exists(dir / kCheckpointFile, ec)) ||
-      (stopping && WIFSIGNALED(status) && is_stop_signal(WTERMSIG(status)))) {
+  // `xgrad train` ends by the stop signal it got, re-raised after writing its checkpoint. One that a stop signal ended
+  // before its handlers were in place wrote none: it is redone (or resumed from an earlier checkpoint) by a rerun,
+  // and counts as interrupted when the sweep was stopping.
+  const int stop = WIFSIGNALED(status) && is_stop_signal(WTERMSIG(status)) ? WTERMSIG(status) : 0;
+  if (stop && (stopping || fs::exists(dir / kCheckpointFile, ec))) {
     r.status = "interrupted";
-    return "interrupted by " + platform::signal_name(stop_exit ? stop_exit : WTERMSIG(status)) +
-           "; resumable (run the same sweep again)";
+    return "interrupted by " + platform::signal_name(stop) + "; resumable (run the same sweep again)";
   }
   r.status = "failed";
   if (WIFSIGNALED(status)) return "FAILED (killed by " + platform::signal_name(WTERMSIG(status)) + "; " + see + ")";
   return fmt::format("FAILED (exit {}; {})", WEXITSTATUS(status), see);
+}
+
+// Whether process `pid` is stopped (state T or t in /proc/PID/stat): it holds its run's lock but trains no further
+// until it gets SIGCONT.
+bool process_stopped(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto name_end = stat.rfind(')');  // the command name, in parentheses, may hold anything
+  return name_end != std::string::npos && name_end + 2 < stat.size() &&
+         (stat[name_end + 2] == 'T' || stat[name_end + 2] == 't');
 }
 
 // Starts run r: takes its lock (or finds it held: then r is "running" in another process, left alone, and the
@@ -306,6 +320,7 @@ pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vec
   if (!lock.try_acquire(r.config.out, holder)) {
     r.status = "running";
     r.pid = std::strtol(holder.c_str(), nullptr, 10);
+    r.stopped = r.pid > 0 && process_stopped(r.pid);
     return 0;
   }
   // The child reads its settings from a file the sweep writes: every setting, declared or registered, reaches it
@@ -338,6 +353,40 @@ pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vec
   r.status = "running";
   r.pid = pid;
   return pid;
+}
+
+// Run r was left alone because another process held its lock; that process may have ended since (the orphan of a
+// killed sweep writing its checkpoint): r's state is read again, so that the sweep's last line and sweep.json do not
+// call an ended process running. Returns what the progress line says, "" when r is still held.
+std::string recheck_left_alone(SweepRun& r) {
+  RunLock lock;
+  std::string holder;
+  try {
+    if (!lock.try_acquire(r.config.out, holder)) {
+      r.pid = std::strtol(holder.c_str(), nullptr, 10);
+      r.stopped = r.pid > 0 && process_stopped(r.pid);
+      return "";
+    }
+  } catch (const ConfigError&) {
+    return "";  // the lock file cannot be opened now: the state stays as it was seen
+  }
+  r.pid = 0;
+  r.stopped = false;
+  const OnDisk state = on_disk(r.config, nullptr);
+  r.status = state == OnDisk::resumable ? "interrupted" : "pending";
+  if (state == OnDisk::complete) {
+    try {
+      std::ifstream in(fs::path(r.config.out) / kSummaryFile);
+      const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
+      r.status = s.diverged ? "diverged" : "complete";
+      r.final_loss = s.final_loss;
+      r.diverged_step = s.diverged_step;
+    } catch (const std::exception&) {
+    }
+  }
+  return r.status == "complete" ? "the other process has completed it since"
+                                : "the other process has ended since, leaving it " + r.status +
+                                      "; run the same sweep again to continue it";
 }
 
 }  // namespace
@@ -404,7 +453,8 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   return runs;
 }
 
-SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std::string&)>& progress) {
+SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std::string&)>& progress,
+                      const std::string& start_line) {
   SweepResult result;
   result.runs = plan_sweep(cfg);
   std::vector<SweepRun>& runs = result.runs;
@@ -428,6 +478,7 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
                       "); wait for it to end, or stop it, before sweeping into it again");
   fs::create_directories(out / "runs", ec);
   if (ec) throw ConfigError("--out: cannot create sweep directory " + cfg.out + ": " + ec.message());
+  if (progress && !start_line.empty()) progress(start_line);
   // Children start OpenBLAS with their own thread count: unset, the library starts a worker per core at load, which
   // then spins in sched_yield (6% of a core in a profile of a one-thread run) beside the other runs of the sweep.
   // The parent's own OpenBLAS is already loaded, so this affects only the children.
@@ -488,11 +539,15 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
                            clock(eta), r.name, what));
     }
   };
-  // SIGTERM to every child still running (each writes its checkpoint), then waits for them.
+  // SIGTERM to every child still running (each writes its checkpoint), then waits for them. A child stopped by
+  // SIGSTOP (or Ctrl-Z on it alone) would never act on it: SIGCONT wakes it to do so.
   auto stop_children = [&] {
     std::vector<pid_t> pids;
     for (const auto& [pid, i] : running) pids.push_back(pid);
-    for (pid_t pid : pids) kill(pid, SIGTERM);
+    for (pid_t pid : pids) {
+      kill(pid, SIGTERM);
+      kill(pid, SIGCONT);
+    }
     for (pid_t pid : pids) {
       int status = 0;
       pid_t got = -1;
@@ -510,7 +565,11 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
           const pid_t pid = start_run(cfg, r, resume[i], caught);
           if (pid == 0) {
             ++done;
-            if (progress)
+            if (progress && r.stopped)
+              progress(fmt::format("sweep: {} is held by a stopped process (pid {}); left alone: `kill -CONT {}` lets "
+                                   "it go on (or end it), then run the same sweep again",
+                                   r.name, r.pid, r.pid));
+            else if (progress)
               progress(fmt::format("sweep: {} is still running (pid {}) in another process; left alone", r.name,
                                    r.pid));
           } else {
@@ -539,6 +598,11 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
     throw;
   }
   stop_children();
+  for (SweepRun& r : runs)
+    if (r.status == "running") {  // not this sweep's child: those have all ended
+      const std::string what = recheck_left_alone(r);
+      if (progress && !what.empty()) progress("sweep: " + r.name + " (left alone): " + what);
+    }
   write_index(cfg, runs);
   result.stop_signal = g_stop_signal;
   return result;
@@ -546,10 +610,10 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
 
 std::string sweep_summary(const SweepResult& result, double seconds) {
   std::map<std::string, std::size_t> count;
-  std::vector<std::string> others;  // pids of runs another process is training
+  std::vector<std::string> others, stopped;  // pids of runs another process is training, or holds stopped
   for (const SweepRun& r : result.runs) {
     ++count[r.status == "skipped" ? "complete" : r.status];
-    if (r.status == "running") others.push_back(std::to_string(r.pid));
+    if (r.status == "running") (r.stopped ? stopped : others).push_back(std::to_string(r.pid));
   }
   std::string parts;
   auto add = [&](const std::string& status, const std::string& text) {
@@ -560,6 +624,9 @@ std::string sweep_summary(const SweepResult& result, double seconds) {
   add("failed", "failed");
   if (!others.empty())
     parts += fmt::format(", {} still running in another process (pid {})", others.size(), fmt::join(others, ", "));
+  if (!stopped.empty())
+    parts += fmt::format(", {} held by a stopped process (pid {}; `kill -CONT` it or end it)", stopped.size(),
+                         fmt::join(stopped, ", "));
   add("pending", "not started");
   const std::size_t complete = count["complete"];
   if (result.stop_signal)

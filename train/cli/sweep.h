@@ -53,6 +53,7 @@ struct SweepRun {
   // interrupted (stopped with a checkpoint: the next sweep resumes it) | failed | skipped (complete before this sweep)
   std::string status = "pending";
   long pid = 0;
+  bool stopped = false;  // running in another process that is stopped (SIGSTOP, Ctrl-Z): it goes on only if woken
   long diverged_step = -1;
   double final_loss = 0;
   double seconds = 0;
@@ -67,20 +68,23 @@ struct SweepResult {
   int stop_signal = 0;  // the signal that interrupted the sweep, 0 if it ran to its end
 };
 
-/// Runs the plan; writes out/sweep.json (atomically) whenever a run starts or ends. `progress` gets one line per
-/// finished run ("runs done / total, elapsed, ETA") and per run left alone. SIGINT, SIGTERM and SIGHUP, unless
-/// ignored when the sweep started (nohup), stop it: no new run starts, the running children get SIGTERM and write
-/// a checkpoint ("interrupted"), the index is written, and the result names the signal (the handlers in place
-/// before are restored). Throws ConfigError naming --out when another sweep holds the directory's lock (with its
-/// pid) or the directory holds other runs.
-SweepResult run_sweep(const SweepConfig& config, const std::function<void(const std::string&)>& progress);
+/// Runs the plan; writes out/sweep.json (atomically) whenever a run starts or ends. `progress` gets `start_line` (if
+/// not empty) once the sweep holds its directory, so a refused sweep says nothing else, then one line per finished
+/// run ("runs done / total, elapsed, ETA") and per run left alone. SIGINT, SIGTERM and SIGHUP, unless ignored when
+/// the sweep started (nohup), stop it: no new run starts, the running children get SIGTERM (and SIGCONT, should one
+/// be stopped) and write a checkpoint ("interrupted"), the index is written, and the result names the signal (the
+/// handlers in place before are restored). Throws ConfigError naming --out when another sweep holds the directory's
+/// lock (with its pid) or the directory holds other runs.
+SweepResult run_sweep(const SweepConfig& config, const std::function<void(const std::string&)>& progress,
+                      const std::string& start_line = "");
 
 /// One line for the end of a sweep: "4 runs in 12 s: 3 complete, 1 failed", or "interrupted by SIGHUP: 2 of 4 runs
 /// complete, 2 interrupted (resumable)". Counts that are zero are left out.
 std::string sweep_summary(const SweepResult& result, double seconds);
 
-/// The exit code of `xgrad sweep`: 128 + the signal when interrupted; 1 when a run failed, was interrupted, or is
-/// still running in another process; 0 when every run is complete or diverged.
+/// The exit code of `xgrad sweep`: 128 + the signal when interrupted (the command ends by the signal itself, which a
+/// shell reports as that code); 1 when a run failed, was interrupted, or is still running in another process; 0 when
+/// every run is complete or diverged.
 int sweep_exit_code(const SweepResult& result);
 
 /// Where the sweep writes the config file of run `name` (`xgrad train --config FILE` runs it): out/configs/name.json.

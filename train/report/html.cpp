@@ -112,7 +112,11 @@ std::string json_number(double v, int digits) {
   return plain.size() <= exp_form.size() ? plain : exp_form;
 }
 
-std::string exact(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : (std::isnan(v) ? "" : fmt::format("{}", v)); }
+// A value for the final-metrics CSV: 9 significant digits (exact for the float32 the trainer computes in), "" for NaN.
+std::string exact(double v) {
+  if (std::isnan(v)) return "";
+  return std::isfinite(v) ? fmt::format("{:.9g}", v) : fmt::format("{}", v);
+}
 
 std::string names_list(const std::vector<std::string>& names) {
   std::string out;
@@ -386,15 +390,15 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
       notes.push_back(fmt::format("Downsampled: series longer than {} points are reduced to at most {} points {}",
                                   headline_points, headline_points, buckets));
     else if (headline_downsampled)
-      notes.push_back(fmt::format("Downsampled: series of {} longer than {} points are reduced to at most {} points, those of "
-                                  "every other column (to keep the page small) to at most {}, {}",
+      notes.push_back(fmt::format("Downsampled: series of {} longer than {} points are reduced to at most {} points, "
+                                  "those of every other column (to keep the page small) to at most {}, {}",
                                   headline, headline_points, headline_points, max_points, buckets));
     else if (other_downsampled)
-      notes.push_back(fmt::format("Downsampled (to keep the page small): series longer than {} points are reduced to at most "
-                                  "{} points {} Every point of {} is shown.",
+      notes.push_back(fmt::format("Downsampled (to keep the page small): series longer than {} points are reduced to "
+                                  "at most {} points {} Every point of {} is shown.",
                                   max_points, max_points, buckets, headline));
     notes.push_back(fmt::format(
-        "Values in the curves are rounded to {} significant digits; the final-metrics CSV holds them exactly.",
+        "Values in the curves are rounded to {} significant digits; the final-metrics CSV holds 9.",
         options.significant_digits));
 
     nlohmann::json meta;
@@ -416,7 +420,8 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
         break;
       }
     add_panel(metrics_columns::attention(0, 0, "score_grad_median"));
-    add_panel(metrics_columns::attention(0, 0, metrics_columns::attention_stat_name(&nn::AttentionStats::entropy_mean)));
+    add_panel(
+        metrics_columns::attention(0, 0, metrics_columns::attention_stat_name(&nn::AttentionStats::entropy_mean)));
     meta["default_panels"] = panels;
     meta["group_keys"] = keys;
     std::vector<std::string> default_group;
@@ -563,7 +568,8 @@ HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context,
     if (std::string(asset).find("</") != std::string::npos)
       throw std::logic_error("report.html: an embedded script or style holds \"</\", which would end its element");
   std::string license = web_assets::kUplotLicense;
-  for (std::size_t at = license.find("*/"); at != std::string::npos; at = license.find("*/", at)) license.replace(at, 2, "* /");
+  for (std::size_t at = license.find("*/"); at != std::string::npos; at = license.find("*/", at))
+    license.replace(at, 2, "* /");  // inside a /* */ comment
 
   std::string html;
   html.reserve(data.size() + 200000);

@@ -193,9 +193,26 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
       parts.push_back(fmt::format("{} {} (best lr {}, over lr {})", format_number(g->sensitivity), mode_name(first),
                                   setting_text(c.arms[g->best_arm].settings, "lr"), join(lrs, ", ")));
     }
-    out.push_back(fmt::format("LR sensitivity at {}: {}.", arm_label(c.arms[groups.front()->arms.front()], extra,
-                                                                        {"scale", "lr"}),
-                              join(parts, " vs ")));
+    // Sensitivities over different sets of learning rates do not compare: the unscaled group against each other
+    // scaling over the learning rates both hold, where those sets differ.
+    std::vector<std::string> shared;
+    const LrGroup* ref = groups.front();
+    for (const LrGroup* g : groups) {
+      if (g == ref || !is_reference_scale(c.arms[ref->arms.front()].scale())) continue;
+      const LrComparison cmp = compare_lr_sensitivity(c, *ref, *g);
+      if (cmp.lrs.size() == ref->arms.size() && cmp.lrs.size() == g->arms.size()) continue;
+      std::vector<std::string> lrs;
+      for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));
+      shared.push_back(cmp.lrs.size() < 2
+                           ? fmt::format("unscaled and {} share fewer than two learning rates",
+                                         c.arms[g->arms.front()].scale())
+                           : fmt::format("over the learning rates unscaled and {} share ({}): {} vs {}",
+                                         c.arms[g->arms.front()].scale(), join(lrs, ", "),
+                                         format_number(cmp.sensitivity_a), format_number(cmp.sensitivity_b)));
+    }
+    out.push_back(fmt::format("LR sensitivity at {}: {}{}.", arm_label(c.arms[groups.front()->arms.front()], extra,
+                                                                          {"scale", "lr"}),
+                              join(parts, " vs "), shared.empty() ? "" : "; " + join(shared, "; ")));
   }
   return out;
 }
@@ -385,12 +402,16 @@ std::vector<FindingLine> findings(const Comparison& c) {
   }
   for (const auto& s : scales) {
     const auto& pairs = pairs_of[s];
-    std::size_t better = 0, equal = 0, worse = 0, undecided = 0;
+    std::size_t better = 0, equal = 0, worse = 0, undecided = 0, all_diverged = 0;
     std::size_t grad_q = 0, n_q = 0, grad_k = 0, n_k = 0;
     for (const ScalePair& p : pairs) {
       const ArmStats& r = *p.ref;
       const ArmStats& o = *p.other;
-      if (r.final_loss.n == 0 || o.final_loss.n == 0) ++undecided;
+      if (r.final_loss.n == 0 || o.final_loss.n == 0) {
+        ++undecided;
+        const auto diverged_out = [](const ArmStats& a) { return a.final_loss.n == 0 && a.kept.empty(); };
+        all_diverged += diverged_out(r) || diverged_out(o) ? 1 : 0;
+      }
       else {
         const double diff = r.final_loss.mean - o.final_loss.mean;
         const double tol = equal_loss_tolerance(r.final_loss, o.final_loss);
@@ -412,7 +433,12 @@ std::vector<FindingLine> findings(const Comparison& c) {
                                    s, better, pairs.size(), pairs.size() == 1 ? "" : "s");
     if (equal) text += fmt::format("; as well in {}", equal);
     if (worse) text += fmt::format("; worse in {}", worse);
-    if (undecided) text += fmt::format("; not decided in {} (every run of a side diverged)", undecided);
+    if (undecided)
+      text += fmt::format("; not decided in {} ({})", undecided,
+                          all_diverged == undecided ? "every run of a side diverged"
+                          : all_diverged == 0       ? "a side has no finite final loss"
+                                                    : "every run of a side diverged, or a side has no finite final "
+                                                      "loss");
     out.push_back({text + ".", "story"});
     if (n_q || n_k)
       out.push_back({fmt::format("The unscaled W_q gradient (mean norm over steps) is larger than with {} in {} of {} "
@@ -421,10 +447,15 @@ std::vector<FindingLine> findings(const Comparison& c) {
                      "story"});
   }
   if (scales.empty()) {
+    std::set<std::string> modes;
+    for (const ArmStats& arm : c.arms) modes.insert(arm.scale());
     const auto notes = no_scaling_comparison_notes(c);
-    out.push_back({notes.empty() ? "Every arm has the same scale mode or no unscaled counterpart: no scaling comparison."
-                                 : notes.front() + ".",
-                   "scale-modes"});
+    std::string text = modes.size() == 1 ? fmt::format("Every arm has scale mode {}: no scaling comparison.",
+                                                       *modes.begin())
+                       : !notes.empty()  ? notes.front() + "."
+                                         : "No unscaled arm has a counterpart differing only in scale mode: no "
+                                           "comparison with unscaled attention.";
+    out.push_back({text, "scale-modes"});
   }
 
   // Saturation and the per-query gradient, per scaling (reference first, as the arms are sorted) and d_k.
@@ -466,7 +497,9 @@ std::vector<FindingLine> findings(const Comparison& c) {
       any_g = any_g || std::isfinite(lo);
       e.push_back(me.n ? format_number(me.mean, 2) : "—");
       sat.push_back(ms.n ? format_percent(ms.mean) : "—");
-      g.push_back(!std::isfinite(lo) ? "—" : lo == hi ? short_number(lo) : short_number(lo) + "–" + short_number(hi));
+      g.push_back(!std::isfinite(lo) ? "—"
+                  : lo == hi         ? short_number(lo)
+                                     : short_number(lo) + "–" + short_number(hi));
     }
     const std::string name = is_reference_scale(s) ? "unscaled" : s;
     if (any_e) {
@@ -648,7 +681,8 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
     md += "\n";
   }
   const Table lr = lr_table(c);
-  if (!lr.rows.empty()) md += "<a id=\"lr-sensitivity\"></a>\n\n### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
+  if (!lr.rows.empty())
+    md += "<a id=\"lr-sensitivity\"></a>\n\n### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
 
   md += "<a id=\"scale-modes\"></a>\n\n## Scale modes compared, per d_k\n\n";
   const auto sentences = scale_sentences(c);

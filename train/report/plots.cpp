@@ -59,8 +59,9 @@ const std::vector<FigureSpec>& figure_specs() {
        "loss (nats, log scale)", true,
        "One panel per group of arms identical in every setting but the scale mode (per d_k, and per any other "
        "setting that differs, named in the panel title), scale modes in colour "
-       "(red: unscaled, blue: sqrt_dk). Thin lines are single runs, thick lines the mean over seeds. A cross marks "
-       "where a run diverged (at its last loss, or at the top of the axis); the dotted line is the loss threshold"},
+       "(red: unscaled, blue: sqrt_dk). Thin lines are single runs, thick lines the mean over the seeds that did "
+       "not diverge. A cross marks where a run diverged (at its last loss, or at the top of the axis); the dotted "
+       "line is the loss threshold"},
       {Kind::grad_norm, "grad_norm",
        "Gradient norm of W_q (solid, dark) and W_k (dashed, light), all layers; mean over seeds",
        "gradient norm (log scale)", true,
@@ -153,6 +154,9 @@ std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) :
 std::vector<Point> mean_over_runs(const Comparison& c, const ArmStats& arm, std::vector<double> RunSeries::*series) {
   std::map<double, std::pair<double, std::size_t>> by_step;
   for (auto i : arm.runs) {
+    // A diverged run is left out of the mean, as of every statistic of its arm (its own line and cross still show
+    // it): its last steps before the blow-up would decide the mean there.
+    if (c.runs[i].diverged) continue;
     const RunSeries& s = c.runs[i].series;
     const std::vector<double>& v = s.*series;
     for (std::size_t r = 0; r < s.size(); ++r)
@@ -400,9 +404,12 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
         const ArmData& d = arms[a];
         const ArmStats& arm = c.arms[a];
         const std::size_t n = arm.runs.size();
+        std::size_t n_diverged = 0;
+        for (auto i : arm.runs) n_diverged += c.runs[i].diverged ? 1 : 0;
         const std::string title =
-            fmt::format("{} ({} run{}{})", arm.scale(), n, n == 1 ? "" : "s",
-                        arm.n_incomplete ? fmt::format(", {} incomplete", arm.n_incomplete) : std::string());
+            fmt::format("{} ({} run{}{}{})", arm.scale(), n, n == 1 ? "" : "s",
+                        arm.n_incomplete ? fmt::format(", {} incomplete", arm.n_incomplete) : std::string(),
+                        n_diverged ? fmt::format(", {} diverged: not in the mean", n_diverged) : std::string());
         auto has = [&](const std::string& s) { return d.files.count(s) > 0; };
         switch (spec.kind) {
           case Kind::loss:
@@ -540,14 +547,15 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       const SummaryLine& line = f.lines[l];
       std::vector<const SummaryPoint*> points;
       for (const SummaryPoint& p : line.points)
-        if (std::isfinite(p.x) && std::isfinite(p.y) && (!f.log_y || p.y > 0)) points.push_back(&p);
+        if (std::isfinite(p.x) && std::isfinite(p.y) && (!f.log_x || p.x > 0) && (!f.log_y || p.y > 0))
+          points.push_back(&p);
       if (points.empty()) continue;
       const std::string file = fmt::format("data/{}_{}.dat", f.name, l);
       std::ofstream out(dir / file);
       if (!out) throw std::runtime_error("compare: cannot write " + (dir / file).string());
-      const double shift = line.theory || !f.log_x
-                               ? 1.0
-                               : std::pow(2.0, 0.05 * (static_cast<double>(j++) - 0.5 * static_cast<double>(n_measured - 1)));
+      const double offset = static_cast<double>(j) - 0.5 * static_cast<double>(n_measured - 1);
+      const double shift = line.theory || !f.log_x ? 1.0 : std::pow(2.0, 0.05 * offset);
+      if (!line.theory) ++j;
       out << "# " << line.label << "\n# x y low high drawn_x\n";
       for (const SummaryPoint* p : points) {
         // An error bar's low end at or below 0 cannot be drawn on a log axis: clipped to the point.

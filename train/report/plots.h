@@ -29,7 +29,8 @@ struct PlotOutcome {
 /// scaling registry (a name it lacks gets a palette colour and a warning). The moving average spans
 /// ~1/75 of the longest run in steps; each title says how many steps, and, for a quantity measured every k > 1
 /// steps (attention statistics, --log-every), how many measurements that is, or that it is not smoothed. Every run
-/// is drawn, incomplete ones included; non-finite values leave gaps. Long runs are thinned to at most ~1500 points
+/// is drawn, incomplete ones included; non-finite values leave gaps. The mean leaves out diverged runs (as every
+/// statistic of an arm does), and the legend says how many. Long runs are thinned to at most ~1500 points
 /// per line.
 const std::vector<PlotFigure>& plot_figures();
 
@@ -41,11 +42,12 @@ bool gnuplot_available();
 /// note); throws std::runtime_error when plots_dir cannot be written.
 PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir);
 
-/// Draws each summary figure (summary_figures) like write_plots' figures: plots_dir/data/<name>_<line>.dat (x, y, error
-/// bar low, high, the x it is drawn at: lines are spread a few percent along a log x axis), plots_dir/<name>.gp, and with gnuplot <name>.png and .svg; one colour per scaling (its registry
-/// colour), point and dash styles telling apart the lines of one scaling, theory lines dashed without points.
-/// Appends the drawn ones to outcome.summary_drawn and what failed to outcome.note. Never throws for a gnuplot
-/// failure; throws std::runtime_error when plots_dir cannot be written.
+/// Draws each summary figure (summary_figures) like write_plots' figures: plots_dir/data/<name>_<line>.dat (x, y,
+/// error bar low, high, and the x it is drawn at: lines are spread a few percent along a log x axis so their error
+/// bars do not hide each other), plots_dir/<name>.gp, and with gnuplot <name>.png and .svg. One colour per scaling
+/// (its registry colour), point and dash styles telling apart the lines of one scaling, theory lines dashed without
+/// points. Appends the drawn ones to outcome.summary_drawn and what failed to outcome.note. Never throws for a
+/// gnuplot failure; throws std::runtime_error when plots_dir cannot be written.
 void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,
                          PlotOutcome& outcome);
 

@@ -443,7 +443,8 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
       out.lrs.push_back(x.lr());
       objective_a.push_back(x.lr_objective.mean);
       objective_b.push_back(y.lr_objective.mean);
-      if (!x.diverged_steps.empty() && !y.diverged_steps.empty()) both_diverged.push_back(setting_text(x.settings, "lr"));
+      if (!x.diverged_steps.empty() && !y.diverged_steps.empty())
+        both_diverged.push_back(setting_text(x.settings, "lr"));
       any_learned = any_learned || x.learned() || y.learned();
     }
   auto list = [&](const LrGroup& g) {

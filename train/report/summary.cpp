@@ -33,7 +33,8 @@ const std::set<std::string>& not_at_step0() {
 std::vector<std::string> shared_parts(const std::vector<ArmStats>& arms, std::vector<std::string> omit) {
   for (const std::string key : {"scale", "optimizer", "lr"}) {
     bool same = true;
-    for (const ArmStats& arm : arms) same = same && setting_text(arm.settings, key) == setting_text(arms[0].settings, key);
+    for (const ArmStats& arm : arms)
+      same = same && setting_text(arm.settings, key) == setting_text(arms[0].settings, key);
     if (same && key != "scale") omit.push_back(key);
   }
   return omit;

@@ -105,7 +105,12 @@
     }
     function distinct(keys) {
       var seen = {};
-      return groups.every(function (g) { var l = labelOf(g, keys); if (seen[l]) return false; seen[l] = 1; return true; });
+      return groups.every(function (g) {
+        var l = labelOf(g, keys);
+        if (seen[l]) return false;
+        seen[l] = 1;
+        return true;
+      });
     }
     for (var i = labelKeys.length - 1; i >= 0; i--) {
       if (["d_k", "scale", "optimizer", "lr"].indexOf(labelKeys[i]) >= 0) continue;  // always named, as in report.md
@@ -208,6 +213,42 @@
     return { x: ox, y: oy };
   }
 
+  // A log y axis is drawn as log10 of the values on a linear scale, with ticks labelled by the values: uPlot's own
+  // log scale rounds to fixed decimals and fails on the values these runs have (score gradients of 1e-30).
+  function log10s(y) {
+    return y.map(function (v) { return v != null && v > 0 ? Math.log10(v) : null; });
+  }
+  function logSplits(u, axisIdx, min, max) {
+    var out = [];
+    if (!(isFinite(min) && isFinite(max))) return out;
+    if (max - min <= 2.5) {
+      for (var e = Math.floor(min); e <= Math.ceil(max); e++)
+        [1, 2, 5].forEach(function (m) {
+          var v = e + Math.log10(m);
+          if (v >= min - 1e-9 && v <= max + 1e-9) out.push(v);
+        });
+      if (out.length >= 3) return out;
+      // Less than a few 1-2-5 steps across: evenly spaced values, as on a linear axis, at their logs.
+      var lo = Math.pow(10, min), hi = Math.pow(10, max), raw = (hi - lo) / 4;
+      var mag = Math.pow(10, Math.floor(Math.log10(raw))), step = mag * (raw / mag >= 5 ? 5 : raw / mag >= 2 ? 2 : 1);
+      out = [];
+      for (var v = Math.ceil(lo / step) * step; v <= hi * (1 + 1e-12); v += step) if (v > 0) out.push(Math.log10(v));
+      return out;
+    }
+    var step = Math.max(1, Math.ceil((max - min) / 8));
+    for (var k = Math.ceil(min / step) * step; k <= max + 1e-9; k += step) out.push(k);
+    return out;
+  }
+  function logLabel(v) {
+    var r = Math.round(v);
+    if (Math.abs(v - r) > 1e-6) return fmt(Math.pow(10, v));
+    return r >= -2 && r <= 3 ? String(+Math.pow(10, r).toPrecision(1)) : "1e" + r;
+  }
+  function logAxis(extra) {
+    return Object.assign({ size: 60, splits: logSplits,
+                           values: function (u, splits) { return splits.map(logLabel); } }, extra || {});
+  }
+
   // ---- panels -----------------------------------------------------------------------------------------------------
 
   function panelData(panel) {
@@ -220,20 +261,21 @@
         if (!p) return;
         var raw = positive(p.x, p.y, panel.xlog, panel.ylog, counter);
         pts.push({ x: raw.x, y: ema(raw.y, smoothing), run: ri });
-        tables.push([raw.x, raw.y]);
+        tables.push([raw.x, panel.ylog ? log10s(raw.y) : raw.y]);
         series.push({ label: runs[ri].name, group: gi, run: ri, role: "run", width: 1, points: { show: false },
                       stroke: runStroke(g, ri) });
         roles.push({ group: gi, run: ri, role: "run" });
       });
       if (pts.length === 0) return;
       var st = groupStats(pts);
-      tables.push([st.x, st.lo, st.hi, st.mean]);
+      tables.push(panel.ylog ? [st.x, log10s(st.lo), log10s(st.hi), log10s(st.mean)] : [st.x, st.lo, st.hi, st.mean]);
       var base = series.length;
       series.push({ label: g.label + " low", group: gi, role: "lo", width: 0, points: { show: false },
                     stroke: g.color });
       series.push({ label: g.label + " high", group: gi, role: "hi", width: 0, points: { show: false },
                     stroke: g.color });
-      series.push({ label: g.label, group: gi, role: "mean", width: 2, points: { show: false }, stroke: meanStroke(g) });
+      series.push({ label: g.label, group: gi, role: "mean", width: 2, points: { show: false },
+                    stroke: meanStroke(g) });
       roles.push({ group: gi, role: "lo" }, { group: gi, role: "hi" }, { group: gi, role: "mean" });
       bands.push({ series: [base + 1, base], fill: alpha(g.color, 0.18) });
     });
@@ -272,9 +314,9 @@
       cursor: { drag: { x: true, y: true, uni: 30 } },
       scales: {
         x: { time: false, distr: panel.xlog ? 3 : 1, log: 10 },
-        y: { distr: panel.ylog ? 3 : 1, log: 10 }
+        y: { distr: 1 }
       },
-      axes: [{ label: "step", labelSize: 20 }, { size: 60 }],
+      axes: [{ label: "step", labelSize: 20 }, panel.ylog ? logAxis() : { size: 60 }],
       series: pd.series.map(function (s, i) {
         if (i === 0) return { label: "step" };
         var out = { label: s.label, stroke: s.stroke, width: s.width, points: s.points, spanGaps: false,
@@ -297,7 +339,7 @@
     panel.roles.forEach(function (r, i) {
       if (r.role !== "mean" || state.hidden[groups[r.group].key]) return;
       var v = u.data[i + 1][idx];
-      if (v != null) parts.push(groups[r.group].label + ": " + fmt(v));
+      if (v != null) parts.push(groups[r.group].label + ": " + fmt(panel.ylog ? Math.pow(10, v) : v));
     });
     panel.readout.textContent = parts.join("   ");
   }
@@ -444,6 +486,114 @@
     restyleAll();
   }
 
+  // ---- summary figures (report.md's, from summary_figures) ---------------------------------------------------------
+
+  // One figure: a line per SummaryLine, its points with error bars (lo to hi, drawn after the lines), theory lines
+  // dashed. Points are [x, y, lo, hi, runs, diverged runs left out].
+  function summaryChart(fig, host, width) {
+    var tables = fig.lines.map(function (line) {
+      var pts = line.points.filter(function (p) { return p[0] != null && (!fig.log_x || p[0] > 0); });
+      var ys = pts.map(function (p) { return p[1]; });
+      return [pts.map(function (p) { return p[0]; }), fig.log_y ? log10s(ys) : ys];
+    });
+    if (!tables.length) return null;
+    var joined = uPlot.join(tables);
+    var base = fig.name.indexOf("d_k") >= 0 ? 2 : 10;
+    var series = [{ label: fig.x_label }].concat(fig.lines.map(function (line, i) {
+      return { label: line.label, stroke: color(i), width: line.theory ? 1.5 : 2,
+               dash: line.theory ? [6, 4] : undefined,
+               spanGaps: true, points: { show: !line.theory, size: 6 },
+               value: function (u, v) { return v == null ? "—" : fmt(fig.log_y ? Math.pow(10, v) : v); } };
+    }));
+    // The y range holds the error bars too (a bar whose low end is <= 0 on a log axis goes to the bottom).
+    function yRange(u, dataMin, dataMax) {
+      var lo = dataMin, hi = dataMax;
+      fig.lines.forEach(function (line) {
+        line.points.forEach(function (p) {
+          [p[1], p[2], p[3]].forEach(function (v) {
+            if (v == null || (fig.log_y && !(v > 0))) return;
+            var t = fig.log_y ? Math.log10(v) : v;
+            if (lo == null || t < lo) lo = t;
+            if (hi == null || t > hi) hi = t;
+          });
+        });
+      });
+      if (lo == null || hi == null) return [0, 1];
+      var pad = (hi - lo) * 0.06 || Math.abs(hi) * 0.1 || 1;
+      return [lo - pad, hi + pad];
+    }
+    function errorBars(u) {
+      var ctx = u.ctx;
+      ctx.save();
+      ctx.beginPath();
+      ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
+      ctx.clip();
+      ctx.lineWidth = 1.5 * devicePixelRatio;
+      fig.lines.forEach(function (line, i) {
+        if (line.theory || !u.series[i + 1].show) return;
+        ctx.strokeStyle = color(i);
+        line.points.forEach(function (p) {
+          if (p[0] == null || p[2] == null || p[3] == null || (fig.log_x && !(p[0] > 0))) return;
+          var lo = p[2], hi = p[3];
+          if (fig.log_y) {
+            lo = lo > 0 ? Math.log10(lo) : u.scales.y.min;
+            hi = hi > 0 ? Math.log10(hi) : u.scales.y.min;
+          }
+          var x = u.valToPos(p[0], "x", true), y1 = u.valToPos(lo, "y", true), y2 = u.valToPos(hi, "y", true);
+          ctx.beginPath();
+          ctx.moveTo(x, y1); ctx.lineTo(x, y2);
+          ctx.moveTo(x - 4, y1); ctx.lineTo(x + 4, y1);
+          ctx.moveTo(x - 4, y2); ctx.lineTo(x + 4, y2);
+          ctx.stroke();
+        });
+      });
+      ctx.restore();
+    }
+    return new uPlot({
+      width: width, height: Math.round(width * 0.62),
+      scales: { x: { time: false, distr: fig.log_x ? 3 : 1, log: base }, y: { distr: 1, range: yRange } },
+      axes: [{ label: fig.x_label, labelSize: 20 },
+             fig.log_y ? logAxis({ label: fig.y_label }) : { label: fig.y_label, size: 60 }],
+      series: series,
+      hooks: { draw: [errorBars] }
+    }, joined, host);
+  }
+
+  function renderSummary() {
+    if (!data.summary || !data.summary.length) return null;
+    var grid = el("div", { id: "summary-figures" });
+    var section = el("section", null, [
+      el("h2", { text: "Summary figures" }),
+      el("p", { class: "hint", text: "As in report.md. Click a line in a legend to hide it; hover for values." }),
+      grid]);
+    data.summary.forEach(function (fig) {
+      var host = el("div", { class: "plot" });
+      var box = el("div", { class: "panel summary-figure", "data-figure": fig.name }, [
+        el("h3", { text: fig.title }), host,
+        el("p", { class: "caption", text: fig.caption }),
+        fig.notes.length ? el("ul", { class: "caption" }, fig.notes.map(function (n) { return el("li", { text: n }); }))
+                         : null]);
+      grid.appendChild(box);
+      summaryFigures.push({ fig: fig, box: box, host: host });
+    });
+    return section;
+  }
+  var summaryFigures = [];
+  function drawSummary() {
+    summaryFigures.forEach(function (s) {
+      if (s.chart) s.chart.destroy();
+      s.chart = summaryChart(s.fig, s.host, Math.max(280, s.host.clientWidth || 420));
+    });
+  }
+
+  function listSection(title, items, open) {
+    if (!items || !items.length) return null;
+    var d = el("details", open ? { open: "" } : null, [
+      el("summary", { text: title + " (" + items.length + ")" }),
+      el("ul", null, items.map(function (t) { return el("li", { text: t }); }))]);
+    return d;
+  }
+
   // ---- page -------------------------------------------------------------------------------------------------------
 
   var app = document.getElementById("app");
@@ -462,6 +612,11 @@
     common.length ? el("details", { class: "common" }, [el("summary", { text: "Settings shared by every run" }),
                                                         el("p", { text: common.join(", ") })]) : null
   ]));
+  if (data.findings && data.findings.length) {
+    app.appendChild(el("section", { id: "findings" }, [
+      el("h2", { text: "Findings" }),
+      el("ul", null, data.findings.map(function (t) { return el("li", { text: t }); }))]));
+  }
   if (data.notes.length) {
     app.appendChild(el("details", { id: "notes", open: "" }, [
       el("summary", { text: "What this page leaves out or changes (" + data.notes.length + ")" }),
@@ -503,9 +658,13 @@
   app.appendChild(legendEl);
   app.appendChild(panelsEl);
 
+  var summarySection = renderSummary();
+  if (summarySection) app.appendChild(summarySection);
+
   app.appendChild(el("h2", { text: "Arms" }));
   app.appendChild(el("p", { class: "hint",
-    text: "As in report.md: runs that differ only in seed. Click a column to sort, hover or click a row to highlight its runs." }));
+    text: "As in report.md: runs that differ only in seed. Click a column to sort, hover or click a row to highlight " +
+          "its runs." }));
   app.appendChild(renderArms());
   app.appendChild(el("div", { class: "downloads" }, [
     el("button", { id: "download-arms", text: "download arms table (CSV)", onclick: function () {
@@ -516,15 +675,27 @@
     } })
   ]));
 
+  var details = el("section", { id: "details" }, [
+    listSection("Per-arm comparisons (as in report.md)", data.sentences, false),
+    listSection("The usual story: holds", data.checks && data.checks.holds, false),
+    listSection("The usual story: does NOT hold", data.checks && data.checks.fails, false),
+    listSection("The usual story: not decided", data.checks && data.checks.undecided, false)]);
+  if (details.childNodes.length) {
+    app.appendChild(el("h2", { text: "Details" }));
+    app.appendChild(details);
+  }
+
   renderLegend();
   var panelColumns = data.default_panels.length ? data.default_panels : data.columns.slice(0, 1);
   panelColumns.forEach(addPanel);
+  drawSummary();
 
   var resizeTimer = null;
   window.addEventListener("resize", function () {
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(function () {
       state.panels.forEach(function (p) { if (p.chart) p.chart.setSize(chartSize(p)); });
+      drawSummary();
     }, 100);
   });
 
@@ -532,6 +703,7 @@
     state: state, runs: runs,
     groups: function () { return groups; },
     setGroupShown: setGroupShown,
+    summaryCharts: function () { return summaryFigures.map(function (s) { return s.chart; }); },
     drawMs: null
   };
   requestAnimationFrame(function () {
