@@ -41,7 +41,11 @@ std::string expected_value(const Setting& s) {
 std::size_t invalid_utf8_at(const std::string& s) {
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 && c >= 0xc2 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e && c <= 0xf4 ? 4 : 0;
+    const std::size_t n = c < 0x80                         ? 1
+                          : (c >> 5) == 0x6 && c >= 0xc2   ? 2
+                          : (c >> 4) == 0xe                ? 3
+                          : (c >> 3) == 0x1e && c <= 0xf4  ? 4
+                                                           : 0;
     if (n == 0 || i + n > s.size()) return i;
     for (std::size_t k = 1; k < n; ++k)
       if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return i;
@@ -106,8 +110,8 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
       throw task_error(e);
     }
     // The vocabulary of file data is known only once it is read: 2, the least, until then.
-    refuse_above_limit(estimate_memory(std::max<std::size_t>(plan.vocab_size, 2), std::max<std::size_t>(plan.seq_len, 1),
-                                       plan.data_bytes),
+    refuse_above_limit(estimate_memory(std::max<std::size_t>(plan.vocab_size, 2),
+                                       std::max<std::size_t>(plan.seq_len, 1), plan.data_bytes),
                        plan.data_text);
   }
   std::unique_ptr<data::Task> t;
@@ -150,8 +154,8 @@ void TrainConfig::refuse_above_limit(const MemoryEstimate& memory, const std::st
   if (memory.gib() <= kMaxMemoryGiB) return;
   const MemoryTerm& largest = memory.largest();
   if (largest.what == kDataTerm && !data_text.empty())
-    throw ConfigError(fmt::format("{}: the task's data takes {} in memory ({}), and the run needs about {:.1f} GiB in all "
-                                  "(limit {:.0f}); give less data",
+    throw ConfigError(fmt::format("{}: the task's data takes {} in memory ({}), and the run needs about {:.1f} GiB "
+                                  "in all (limit {:.0f}); give less data",
                                   largest.factors, data::gib_text(largest.bytes), data_text, memory.gib(),
                                   kMaxMemoryGiB));
   // T and V stand for the task's sequence length and vocabulary where no flag of the task is them; the task says
@@ -165,9 +169,10 @@ void TrainConfig::refuse_above_limit(const MemoryEstimate& memory, const std::st
     if ((" " + largest.factors + " ").find(" " + symbol + " ") != std::string::npos ||
         (" " + largest.factors).find(" " + symbol + "^") != std::string::npos)
       legend += (legend.empty() ? "; " : ", ") + symbol + " = " + meaning + (from.empty() ? "" : ", set by " + from);
-  throw ConfigError(fmt::format("the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}{}): reduce {}",
-                      memory.gib(), kMaxMemoryGiB, largest.bytes / (1024.0 * 1024 * 1024), largest.what,
-                      largest.factors, legend, largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
+  throw ConfigError(fmt::format(
+      "the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}{}): reduce {}", memory.gib(),
+      kMaxMemoryGiB, largest.bytes / (1024.0 * 1024 * 1024), largest.what, largest.factors, legend,
+      largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
 }
 
 double MemoryEstimate::bytes() const {

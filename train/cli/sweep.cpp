@@ -126,7 +126,8 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
     // Where the run is written and how it reports progress do not make it another run.
     if (declared && declared->resumable && declared->role == Setting::Role::record) continue;
     if (config.contains(key) && config.at(key) != value) {
-      if (differing_key) *differing_key = "'" + key + "' (" + config.at(key).dump() + " there, " + value.dump() + " here)";
+      if (differing_key)
+        *differing_key = "'" + key + "' (" + config.at(key).dump() + " there, " + value.dump() + " here)";
       return OnDisk::other;
     }
   }
