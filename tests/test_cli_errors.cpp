@@ -134,6 +134,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
        "V = the task's vocabulary size, set by --n-keys and --n-values"},
       // config.json records --out as JSON text: UTF-8 only; a name longer than a file name may be.
       {{"train", "--out", out + "/bad\xffutf"}, 2, "--out: '" + out + "/bad\\xffutf' is not valid UTF-8"},
+      {{"sweep", "--out", out + "/bad\xffutf"}, 2, "/bad\\xffutf/runs/dk16-sqrt_dk-adamw-lr0.003-s0' is not valid UTF-8"},
       {{"train", "--out", out + "/" + std::string(300, 'a')}, 2,
        "is 300 bytes, more than the 255 a file name may have"},
       {{"sweep", "--out", out, "--task", "char_lm", "--grid", "text=" + std::string(250, 'a')}, 2,
