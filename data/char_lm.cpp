@@ -1,9 +1,11 @@
 #include "data/char_lm.h"
 
 #include <cmath>
+#include <filesystem>
 #include <utility>
 
 #include "autograd/random.h"
+#include "data/npy.h"
 #include "data/registry.h"
 #include "data/settings.h"
 
@@ -15,10 +17,25 @@ TaskEntry char_lm_entry() {
   e.name = "char_lm";
   e.description = "character-level language modelling: next-byte prediction on a text file";
   e.order = 70;
+  e.vocab_size_from = "the 256 byte values";
   e.settings = {path_setting("text", "a UTF-8 text file (the last 10% is held out for eval_loss)"),
                 seq_len_setting()};
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
     return std::make_unique<CharLM>(CharLMConfig{v.get<std::string>("text"), v.get<std::size_t>("seq_len")});
+  };
+  // The file's bytes are held whole: its size is known before reading it.
+  e.plan = [](const SettingValues& v) {
+    TaskPlan plan;
+    plan.seq_len = v.get<std::size_t>("seq_len");
+    plan.vocab_size = 256;
+    const std::string path = v.get<std::string>("text");
+    std::error_code ec;
+    if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return plan;  // the build says what is wrong
+    const auto size = static_cast<std::size_t>(std::filesystem::file_size(path, ec));
+    if (ec) return plan;
+    plan.data_bytes = size;
+    plan.data_text = path + " (" + gib_text(static_cast<double>(size)) + ")";
+    return plan;
   };
   return e;
 }

@@ -14,6 +14,7 @@ TaskEntry induction_entry() {
   e.description = "induction heads: after A B ... A, predict B (Olsson et al. 2022)";
   e.order = 60;
   e.settings = {seq_len_setting(), n_symbols_setting()};
+  e.vocab_size_from = "--n-symbols";
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
     return std::make_unique<InductionHeads>(symbol_sequence_config(v));
   };

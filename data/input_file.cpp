@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -125,6 +126,17 @@ InputFile InputReader::finish() {
   if (got > 0 || done_ != size_)
     throw TaskError(what_ + " changed size while being read (" + std::to_string(size_) + " bytes when opened)");
   return InputFile{setting_, path_, size_, hash_.digest()};
+}
+
+InputFile fingerprint_file(const std::string& path, const std::string& setting, const std::string& what) {
+  InputReader in(path, setting, what);
+  std::vector<unsigned char> piece(std::size_t(4) << 20);
+  for (std::uint64_t left = in.size(); left > 0;) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, piece.size()));
+    in.read(piece.data(), n);
+    left -= n;
+  }
+  return in.finish();
 }
 
 }  // namespace xgrad::data

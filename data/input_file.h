@@ -67,4 +67,8 @@ class InputReader {
   ContentHash hash_;
 };
 
+/// The fingerprint of the whole file at `path` (read front to back; nothing kept), as InputReader gives it. Throws
+/// TaskError "<what> ..." as InputReader does.
+InputFile fingerprint_file(const std::string& path, const std::string& setting, const std::string& what);
+
 }  // namespace xgrad::data

@@ -19,6 +19,8 @@ TaskEntry kv_recall_entry() {
   e.settings = {whole_setting("n_keys", 8, 1, kMaxSymbols, "distinct keys"),
                 whole_setting("n_values", 8, 2, kMaxSymbols, "distinct values (answer classes)"),
                 whole_setting("n_pairs", 8, 1, kMaxSymbols, "key-value pairs per sequence")};
+  e.seq_len_from = "--n-pairs";
+  e.vocab_size_from = "--n-keys and --n-values";
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
     return std::make_unique<KeyValueRecall>(KeyValueRecallConfig{
         v.get<std::size_t>("n_keys"), v.get<std::size_t>("n_values"), v.get<std::size_t>("n_pairs")});

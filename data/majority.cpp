@@ -16,6 +16,7 @@ TaskEntry majority_entry() {
   e.description = "majority: answer the most frequent symbol of the sequence";
   e.order = 50;
   e.settings = {seq_len_setting(), n_symbols_setting()};
+  e.vocab_size_from = "--n-symbols";
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
     return std::make_unique<Majority>(symbol_sequence_config(v));
   };

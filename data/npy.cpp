@@ -1,10 +1,14 @@
 #include "data/npy.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <set>
 #include <utility>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "data/task.h"
 
@@ -184,17 +188,37 @@ std::size_t parse_header(const std::string& header, std::size_t data_size, const
   return count;
 }
 
-// The element storage of `out` (descr and size known), as bytes to fill.
-void* allocate(NpyArray& out, std::size_t count) {
-  if (out.descr == "<i4") {
-    out.int32_values.resize(count);
-    return out.int32_values.data();
+// The element storage of `out` (descr and size known), as bytes to fill. A failed allocation is the data's size
+// (the arrays are the largest thing a run holds, and are allocated before the model): said so, naming the file.
+void* allocate(NpyArray& out, std::size_t count, const std::string& source) {
+  try {
+    if (out.descr == "<i4") {
+      out.int32_values.resize(count);
+      return out.int32_values.data();
+    }
+    out.int64_values.resize(count);
+    return out.int64_values.data();
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
   }
-  out.int64_values.resize(count);
-  return out.int64_values.data();
+  throw TaskError("npy: cannot allocate " + gib_text(static_cast<double>(count) * (out.descr == "<i4" ? 4 : 8)) +
+                  " for " + source + " " + npy_text(out.shape, out.descr) +
+                  ": the data does not fit in the memory this process may use; give fewer rows");
 }
 
 }  // namespace
+
+std::string gib_text(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+std::string npy_text(const std::vector<std::size_t>& shape, const std::string& descr) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "] " + (descr == "<i4" ? "int32" : descr == "<i8" ? "int64" : descr);
+}
 
 NpyArray parse_npy(const void* data, std::size_t size, const std::string& source) {
   const auto* bytes = static_cast<const unsigned char*>(data);
@@ -204,7 +228,7 @@ NpyArray parse_npy(const void* data, std::size_t size, const std::string& source
   NpyArray out;
   const std::size_t count = parse_header(header, size - data_begin, source, out);
   if (count > 0) {
-    void* dest = allocate(out, count);
+    void* dest = allocate(out, count, source);
     std::memcpy(dest, bytes + data_begin, out.bytes());
   }
   return out;
@@ -233,12 +257,56 @@ NpyArray read_npy(const std::string& path, const std::string& setting, InputFile
   // The preamble may also hold the first data bytes (a tiny file whose header ends before byte 12).
   const std::size_t data_in_preamble = preamble_size - std::min(preamble_size, data_begin);
   if (count > 0) {
-    auto* dest = static_cast<unsigned char*>(allocate(out, count));
+    auto* dest = static_cast<unsigned char*>(allocate(out, count, path));
     std::memcpy(dest, preamble + data_begin, data_in_preamble);
     in.read(dest + data_in_preamble, out.bytes() - data_in_preamble);
   }
   const InputFile file = in.finish();
   if (fingerprint) *fingerprint = file;
+  return out;
+}
+
+}  // namespace xgrad::data
+
+namespace xgrad::data {
+
+NpyHeader read_npy_header(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) throw TaskError("npy: " + path + ": no such file");
+  if (!fs::is_regular_file(status)) throw TaskError("npy: " + path + ": not a regular file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw TaskError("npy: " + path + ": cannot be opened: " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  const auto size = static_cast<std::size_t>(fs::file_size(path, ec));
+  if (ec) throw TaskError("npy: " + path + ": cannot be read: " + ec.message());
+  // The magic, version and length, then the header: at most kMaxNpyHeaderBytes more.
+  auto read_at = [&](std::size_t offset, std::size_t n) {
+    std::string bytes(n, '\0');
+    std::size_t done = 0;
+    while (done < n) {
+      const ssize_t got = ::pread(fd, bytes.data() + done, n - done, static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) throw TaskError("npy: " + path + ": cannot be read: " + std::strerror(errno));
+      if (got == 0) throw TaskError("npy: " + path + ": changed size while being read");
+      done += static_cast<std::size_t>(got);
+    }
+    return bytes;
+  };
+  const std::string preamble = read_at(0, std::min<std::size_t>(size, 12));
+  const auto [header_begin, header_len] =
+      locate_header(reinterpret_cast<const unsigned char*>(preamble.data()), size, path);
+  const std::string header = read_at(header_begin, header_len);
+  NpyArray array;
+  NpyHeader out;
+  out.count = parse_header(header, size - header_begin - header_len, path, array);
+  out.shape = array.shape;
+  out.descr = array.descr;
+  out.itemsize = array.descr == "<i4" ? 4 : 8;
   return out;
 }
 

@@ -54,6 +54,22 @@ struct NpyArray {
   std::int64_t operator[](std::size_t i) const { return int32_values.empty() ? int64_values[i] : int32_values[i]; }
 };
 
+/// What a .npy file's header says of its array, without its data.
+struct NpyHeader {
+  std::vector<std::size_t> shape;
+  std::string descr;          ///< "<i4" or "<i8"
+  std::size_t itemsize = 0;   ///< 4 or 8
+  std::size_t count = 0;      ///< prod(shape)
+  /// The bytes the elements take in memory (as on disk).
+  std::size_t bytes() const { return count * itemsize; }
+};
+
+/// "28.0 GiB": a size in bytes as messages show it (GiB, one decimal).
+std::string gib_text(double bytes);
+
+/// "[3, 4] int32": an array's shape and element type as messages show them.
+std::string npy_text(const std::vector<std::size_t>& shape, const std::string& descr);
+
 /// Headers longer than this are refused (numpy itself refuses headers above 10000 bytes by default).
 inline constexpr std::size_t kMaxNpyHeaderBytes = 1 << 20;
 
@@ -71,5 +87,9 @@ NpyArray parse_npy(const void* data, std::size_t size, const std::string& source
 /// which receives the file's path, size and content hash. Throws TaskError naming the path if it is missing, not a
 /// regular file, unreadable or malformed.
 NpyArray read_npy(const std::string& path, const std::string& setting = "", InputFile* fingerprint = nullptr);
+
+/// The header of the file at `path` alone (its first bytes), checked as read_npy checks it, the file's size
+/// included: what reading the file would allocate, known before reading it. Throws TaskError as read_npy does.
+NpyHeader read_npy_header(const std::string& path);
 
 }  // namespace xgrad::data

@@ -14,6 +14,15 @@
 
 namespace xgrad::data {
 
+/// What a task that reads files will hold, known from its settings, the files' sizes and headers before their data
+/// is read (TaskEntry::plan).
+struct TaskPlan {
+  std::size_t data_bytes = 0;  ///< bytes the built task will hold (its data_bytes())
+  std::size_t seq_len = 0;     ///< T if the headers or settings give it, else 0
+  std::size_t vocab_size = 0;  ///< the vocabulary if the settings give it, else 0 (known only from the data)
+  std::string data_text;       ///< the files and their sizes, for messages: "/d/inputs.npy [N, T] int32 (28.0 GiB)"
+};
+
 struct TaskEntry {
   static constexpr const char* kind = "task";
   std::string name;         ///< what --task takes
@@ -22,9 +31,16 @@ struct TaskEntry {
   /// The task's own settings (flags and config.json keys). A key used by several tasks (seq_len, n_symbols) has one
   /// declaration they share (data/settings.h).
   std::vector<Setting> settings;
+  /// What sets the task's sequence length T and vocabulary V, for messages that name them ("--n-pairs",
+  /// "--n-keys and --n-values", "the arrays in --data"); empty where a setting named seq_len / vocab_size does.
+  std::string seq_len_from, vocab_size_from;
   /// Builds the task from its settings (every declared key present). Throws TaskError for values it cannot use
   /// (naming the setting) and for unreadable inputs (naming the file).
   std::function<std::unique_ptr<Task>(const SettingValues&)> build;
+  /// Optional, for a task that reads files: its plan from the settings and the files' headers alone, so that a
+  /// run that cannot hold the data is refused before any of it is read. Throws TaskError as build would for what
+  /// it finds wrong (a missing file, a malformed header, a sequence length out of range).
+  std::function<TaskPlan(const SettingValues&)> plan;
 };
 
 using TaskRegistry = Registry<TaskEntry>;

@@ -18,6 +18,7 @@ TaskEntry copy_entry() {
   e.description = "copy: write the sequence out again after a separator";
   e.order = 20;
   e.settings = {seq_len_setting(), n_symbols_setting()};
+  e.vocab_size_from = "--n-symbols";
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
     return std::make_unique<CopySequence>(symbol_sequence_config(v));
   };
@@ -29,6 +30,7 @@ TaskEntry reverse_entry() {
   e.description = "reverse: write the sequence out reversed after a separator";
   e.order = 30;
   e.settings = {seq_len_setting(), n_symbols_setting()};
+  e.vocab_size_from = "--n-symbols";
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
     return std::make_unique<ReverseSequence>(symbol_sequence_config(v));
   };
@@ -40,6 +42,7 @@ TaskEntry sort_entry() {
   e.description = "sort: write the sequence out sorted after a separator";
   e.order = 40;
   e.settings = {seq_len_setting(), n_symbols_setting()};
+  e.vocab_size_from = "--n-symbols";
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
     return std::make_unique<SortSequence>(symbol_sequence_config(v));
   };

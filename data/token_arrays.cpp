@@ -17,14 +17,19 @@ TaskEntry data_entry() {
   e.name = "data";
   e.description = "user token arrays: inputs.npy and targets.npy of a directory, read in order";
   e.order = 80;
+  e.seq_len_from = "the arrays in --data";
+  e.vocab_size_from = "the ids in --data, or --vocab-size";
   e.settings = {path_setting("data", "directory of inputs.npy and targets.npy (int32/int64 [N, T]; target -1 = "
                                      "no loss), optionally eval_inputs.npy and eval_targets.npy"),
                 whole_setting("vocab_size", 0, 0, kMaxVocab, "vocabulary size (0 = max token id + 1)"),
                 boolean_setting("shuffle", false, "read the rows in a seeded random order, a new one each epoch")};
-  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
-    return std::make_unique<TokenArrays>(
-        TokenArraysConfig{v.get<std::string>("data"), v.get<std::size_t>("vocab_size"), v.get<bool>("shuffle")});
+  auto config = [](const SettingValues& v) {
+    return TokenArraysConfig{v.get<std::string>("data"), v.get<std::size_t>("vocab_size"), v.get<bool>("shuffle")};
   };
+  e.build = [config](const SettingValues& v) -> std::unique_ptr<Task> {
+    return std::make_unique<TokenArrays>(config(v));
+  };
+  e.plan = [config](const SettingValues& v) { return TokenArrays::plan(config(v)); };
   return e;
 }
 const Registration<TaskEntry> registration{data_entry()};
@@ -77,6 +82,31 @@ std::pair<std::int64_t, bool> scan_ids(const In* inputs, const Target* targets, 
 }
 
 }  // namespace
+
+TaskPlan TokenArrays::plan(const TokenArraysConfig& config) {
+  namespace fs = std::filesystem;
+  TaskPlan plan;
+  plan.vocab_size = config.vocab_size;
+  std::error_code ec;
+  if (config.dir.empty() || !fs::is_directory(config.dir, ec)) return plan;  // the build says what is wrong
+  const fs::path dir(config.dir);
+  std::vector<std::string> files{"inputs.npy", "targets.npy"};
+  if (fs::exists(dir / "eval_inputs.npy", ec) && fs::exists(dir / "eval_targets.npy", ec))
+    files.insert(files.end(), {"eval_inputs.npy", "eval_targets.npy"});
+  for (const std::string& file : files) {
+    const std::string path = (dir / file).string();
+    const NpyHeader header = read_npy_header(path);
+    if (header.shape.size() == 2) {
+      check_setting("data", path + " sequence length T", header.shape[1], 1, kMaxSeqLen);
+      plan.seq_len = header.shape[1];
+      if (file == "inputs.npy" && config.shuffle) plan.data_bytes += header.shape[0] * sizeof(std::size_t);
+    }
+    plan.data_bytes += header.bytes();
+    plan.data_text += (plan.data_text.empty() ? "" : ", ") + path + " " + npy_text(header.shape, header.descr) +
+                      " (" + gib_text(static_cast<double>(header.bytes())) + ")";
+  }
+  return plan;
+}
 
 TokenArrays::TokenArrays(TokenArraysConfig config) : config_(std::move(config)) {
   namespace fs = std::filesystem;

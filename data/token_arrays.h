@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "data/npy.h"
+#include "data/registry.h"
 #include "data/task.h"
 
 namespace xgrad::data {
@@ -40,6 +41,10 @@ class TokenArrays : public Task {
   /// The same checks on arrays already in memory (`eval` may be empty: both arrays without a shape); `source`
   /// names them in messages.
   TokenArrays(TokenArraysConfig config, TokenArraysSplit train, TokenArraysSplit eval, const std::string& source);
+  /// What the task of `config` will hold, from the headers of its files alone (TaskEntry::plan): the arrays' bytes
+  /// (and the shuffle permutation's), and T. Throws TaskError naming the file for a missing or malformed file, a
+  /// shape that is not [N, T], or T outside [1, kMaxSeqLen].
+  static TaskPlan plan(const TokenArraysConfig& config);
   std::string name() const override { return "data"; }
   std::size_t vocab_size() const override { return vocab_size_; }
   std::size_t seq_len() const override { return seq_len_; }

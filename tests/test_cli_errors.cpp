@@ -129,6 +129,16 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
        "--n-heads x --d-k"},
       {{"train", "--out", out, "--task", "copy", "--d-model", "16384", "--batch-size", "1", "--seq-len", "4"}, 2,
        "the MLP weights (--n-layers x --d-model x --d-ff)"},
+      // T and V named by what sets them where no flag is T or V.
+      {{"train", "--out", out, "--n-keys", "4096", "--n-values", "4096"}, 2,
+       "V = the task's vocabulary size, set by --n-keys and --n-values"},
+      // config.json records --out as JSON text: UTF-8 only; a name longer than a file name may be.
+      {{"train", "--out", out + "/bad\xffutf"}, 2, "--out: '" + out + "/bad\\xffutf' is not valid UTF-8"},
+      {{"sweep", "--out", out + "/bad\xffutf"}, 2, "/bad\\xffutf/runs/dk16-sqrt_dk-adamw-lr0.003-s0' is not valid UTF-8"},
+      {{"train", "--out", out + "/" + std::string(300, 'a')}, 2,
+       "is 300 bytes, more than the 255 a file name may have"},
+      {{"sweep", "--out", out, "--task", "char_lm", "--grid", "text=" + std::string(250, 'a')}, 2,
+       "--grid: the run name dk16-sqrt_dk-adamw-lr0.003-text"},
       {{"train", "--out", out, "--on-nan", "ignore"}, 2, "--on-nan: ignore not in {stop,skip}"},
       {{"train", "--out", out, "--checkpoint-every", "-1"}, 2, "--checkpoint-every: must be a whole number in [0, "},
       {{"train", "--out", out, "--init-from", (root / "absent.safetensors").string()}, 2, "--init-from: '" + (root / "absent.safetensors").string() + "' is not a file"},

@@ -401,6 +401,43 @@ TEST_CASE("compare shows the task of arms that differ in it, and states no scali
                     "in softcap_cap") != std::string::npos);
 }
 
+TEST_CASE("runs on other contents of one input file are other arms, labelled by file and hash, never compared") {
+  // Two char_lm runs of one path, the file replaced between them, one unscaled and one scaled: without the recorded
+  // hashes they read as "unscaled trains worse (2.3 vs 0.03)".
+  const TempDir root("compare_inputs");
+  auto run_on = [&](const std::string& name, const std::string& scale, double loss, const std::string& hash) {
+    FakeRun r;
+    r.scale = scale;
+    r.loss = constant(30, loss);
+    write_run(root / "sweep" / name, r);
+    nlohmann::json config = nlohmann::json::parse(read_text(root / "sweep" / name / "config.json"));
+    config["inputs"] = {{{"setting", "text"}, {"path", "/data/text.txt"}, {"size", 3000}, {"xxh3", hash}}};
+    std::ofstream(root / "sweep" / name / "config.json") << config.dump(2);
+  };
+  run_on("none", "none", 2.3, "0123456789abcdef");
+  run_on("sqrt", "sqrt_dk", 0.03, "fedcba9876543210");
+  std::string md;
+  const std::string console = compare_text(root / "sweep", &md);
+  INFO(console);
+  const Comparison cmp = analyse_dirs({(root / "sweep").string()});
+  REQUIRE(cmp.arms.size() == 2);
+  CHECK(distinguishing_keys(cmp.arms) == std::vector<std::string>{"inputs"});
+  CHECK(console.find("text.txt 01234567") != std::string::npos);
+  CHECK(console.find("text.txt fedcba98") != std::string::npos);
+  CHECK(scale_sentences(cmp).empty());
+  const StoryChecks checks = story_checks(cmp);
+  CHECK(checks.holds.empty());
+  CHECK(checks.fails.empty());
+  CHECK(md.find("trains worse") == std::string::npos);
+  CHECK(console.find("also differ in inputs") != std::string::npos);
+
+  // The same bytes: one comparison, and no inputs column.
+  run_on("sqrt", "sqrt_dk", 0.03, "0123456789abcdef");
+  const Comparison same = analyse_dirs({(root / "sweep").string()});
+  CHECK(distinguishing_keys(same.arms).empty());
+  CHECK(scale_sentences(same).size() == 1);
+}
+
 TEST_CASE("arms of d_model 64 and 128 are labelled by d_model, not by the d_ff that follows from it") {
   const TempDir root("compare_d_model");
   for (const std::size_t d_model : {64, 128}) {

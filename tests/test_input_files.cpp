@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -191,4 +193,235 @@ TEST_CASE("--task data: every array file of the directory is recorded and checke
   config["inputs"] = inputs;
   write_file(run / "config.json", config.dump(2));
   CHECK(xgrad_in(root, resume).code == 0);
+}
+
+namespace {
+
+// A .npy file of shape [rows, cols] whose data is a hole: the header, then ftruncate to the full size, so that a
+// file of many GiB takes no disk and reading it would cost only memory (which the tests below must never spend).
+void write_sparse_npy(const fs::path& path, std::size_t rows, std::size_t cols, const std::string& descr = "<i4") {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  write_file(path, std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header);
+  const std::size_t itemsize = descr == "<i4" ? 4 : 8;
+  fs::resize_file(path, 10 + header.size() + rows * cols * itemsize);
+}
+
+// The address-space limit under which the runs below start: reading (allocating) the data they are refused for
+// fails at once instead of filling the machine's memory. An AddressSanitizer build reserves terabytes of address
+// space and cannot run under a limit; there the refusals are checked without it.
+std::string address_space_limit(const std::string& kib) {
+#if defined(__SANITIZE_ADDRESS__)
+  (void)kib;
+  return "";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  (void)kib;
+  return "";
+#else
+  return "ulimit -v " + kib + " && ";
+#endif
+#else
+  return "ulimit -v " + kib + " && ";
+#endif
+}
+
+}  // namespace
+
+TEST_CASE("--task data: arrays too large for memory, or of too long sequences, are refused from their headers alone") {
+  const TempDir root("inputs_too_large");
+  const std::string limit = address_space_limit("4000000");  // 4 GB: the binary runs, no array below fits
+  const std::string run = "train --task data --d-model 8 --batch-size 2 --steps 2 --print-every 100 --out run --data ";
+  // 2 x 28 GiB of int32: far above the memory limit, refused before any of it is read.
+  fs::create_directories(root / "huge");
+  write_sparse_npy(root / "huge" / "inputs.npy", std::size_t(7) << 26, 16);
+  write_sparse_npy(root / "huge" / "targets.npy", std::size_t(7) << 26, 16);
+  const auto xgrad_limited = [&](const std::string& args) {
+    const fs::path out = root / ".stdout", err = root / ".stderr";
+    const std::string command = "cd '" + root.path().string() + "' && " + limit + XGRAD_BIN + " " + args + " > '" +
+                                out.string() + "' 2> '" + err.string() + "'";
+    const int status = std::system(command.c_str());
+    Result result;
+    result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    result.stderr_text = read_text(err);
+    return result;
+  };
+  Result r = xgrad_limited(run + "huge");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.rfind("xgrad: --data: ", 0) == 0);
+  CHECK(r.stderr_text.find((root / "huge" / "inputs.npy").string() + " [469762048, 16] int32 (28.0 GiB)") !=
+        std::string::npos);
+  CHECK(r.stderr_text.find("56.0 GiB") != std::string::npos);
+  CHECK(r.stderr_text.find("limit 12") != std::string::npos);
+  CHECK_FALSE(fs::exists(root / "run"));
+
+  // Sequences of 100000 tokens (4 GB per file, under the memory limit by their bytes): refused for T first.
+  fs::create_directories(root / "long");
+  write_sparse_npy(root / "long" / "inputs.npy", 10000, 100000);
+  write_sparse_npy(root / "long" / "targets.npy", 10000, 100000);
+  r = xgrad_limited(run + "long");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.rfind("xgrad: --data: ", 0) == 0);
+  CHECK(r.stderr_text.find("sequence length T") != std::string::npos);
+  CHECK(r.stderr_text.find("100000") != std::string::npos);
+
+#if !defined(__SANITIZE_ADDRESS__)
+  // 2 x 4 GiB: within the memory limit, but not within this process's address space: the failed allocation is
+  // reported as the data's size, naming --data, not as the model's.
+  if (!limit.empty()) {
+    fs::create_directories(root / "big");
+    write_sparse_npy(root / "big" / "inputs.npy", std::size_t(1) << 24, 64);
+    write_sparse_npy(root / "big" / "targets.npy", std::size_t(1) << 24, 64);
+    r = xgrad_limited(run + "big");
+    INFO("stderr: " << r.stderr_text);
+    CHECK(r.code == 2);
+    CHECK(r.stderr_text.rfind("xgrad: --data: ", 0) == 0);
+    CHECK(r.stderr_text.find("cannot allocate 4.0 GiB for " + (root / "big" / "inputs.npy").string()) !=
+          std::string::npos);
+    CHECK(r.stderr_text.find("--d-model") == std::string::npos);
+  }
+#endif
+}
+
+TEST_CASE("a sweep rerun refuses run directories trained on input files that have changed since") {
+  const TempDir root("inputs_sweep");
+  const fs::path text = root / "text.txt";
+  const std::string original = some_text('A');
+  write_file(text, original);
+  const std::string sweep = "sweep --out sw --task char_lm --text text.txt --seq-len 8 --d-model 8 --batch-size 2 "
+                            "--steps 3 --print-every 100 --d-k 4 --scale none,sqrt_dk --seeds 0 --arms adamw@0.001";
+  Result r = xgrad_in(root, sweep);
+  INFO("stderr: " << r.stderr_text);
+  REQUIRE(r.code == 0);
+  const fs::path run = root / "sw" / "runs" / "dk4-none-adamw-lr0.001-s0";
+  const std::string config_before = read_text(run / "config.json");
+  // The same size, other bytes; one run made pending again (no summary, no checkpoint): it must not be restarted
+  // on the new bytes beside a run on the old ones.
+  std::string edited = original;
+  edited[10] = edited[10] == 'x' ? 'y' : 'x';
+  write_file(text, edited);
+  fs::remove(run / "summary.json");
+  fs::remove(run / "checkpoint.safetensors");
+  r = xgrad_in(root, sweep);
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--text: " + text.string() + " has changed since the run in ") != std::string::npos);
+  CHECK(r.stderr_text.find("same size (3000 bytes), other content") != std::string::npos);
+  CHECK(read_text(run / "config.json") == config_before);
+  // Put back: the rerun completes the run.
+  write_file(text, original);
+  r = xgrad_in(root, sweep);
+  CHECK(r.code == 0);
+  CHECK(fs::exists(run / "summary.json"));
+  // Another file for the same sweep directory: refused, naming the setting with both values.
+  write_file(root / "other.txt", original);
+  std::string other = sweep;
+  other.replace(other.find("text.txt"), 8, "other.txt");
+  r = xgrad_in(root, other);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("holds a run with a different 'text' (\"" + text.string() + "\" there, \"" +
+                           (root / "other.txt").string() + "\" here)") != std::string::npos);
+}
+
+TEST_CASE("train --config of a run's config.json checks the files it records, unless the file's flag is given") {
+  const TempDir root("inputs_config");
+  const fs::path text = root / "text.txt";
+  const std::string original = some_text('A');
+  write_file(text, original);
+  REQUIRE(xgrad_in(root, "train " + kTiny + " --text text.txt --steps 4 --out run").code == 0);
+  write_file(text, original + "more");
+  Result r = xgrad_in(root, "train --config run/config.json --out again");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--text: " + text.string() +
+                           " has changed since the run of run/config.json read it: 3004 bytes now, 3000 then") !=
+        std::string::npos);
+  CHECK(r.stderr_text.find("pass --text") != std::string::npos);
+  CHECK_FALSE(fs::exists(root / "again"));
+  // Named on the command line, the file is taken as it is now.
+  r = xgrad_in(root, "train --config run/config.json --out again --text text.txt");
+  CHECK(r.code == 0);
+  // Unchanged, the config reproduces the run.
+  write_file(text, original);
+  CHECK(xgrad_in(root, "train --config run/config.json --out again2").code == 0);
+  CHECK(read_text(root / "again2" / "metrics.csv").size() > 0);
+}
+
+TEST_CASE("--init-from is recorded as an input file and checked on --resume") {
+  const TempDir root("inputs_init_from");
+  const std::string tiny = "--task copy --seq-len 8 --d-model 8 --batch-size 2 --print-every 100";
+  REQUIRE(xgrad_in(root, "train " + tiny + " --steps 2 --out base").code == 0);
+  const fs::path init = root / "base" / "checkpoint.safetensors";
+  REQUIRE(xgrad_in(root, "train " + tiny + " --steps 4 --checkpoint-every 2 --init-from base/checkpoint.safetensors "
+                         "--out run")
+              .code == 0);
+  const nlohmann::json inputs = read_json(root / "run" / "config.json").at("inputs");
+  REQUIRE(inputs.size() == 1);
+  CHECK(inputs.at(0).at("setting") == "init_from");
+  CHECK(inputs.at(0).at("path") == init.string());
+  // Another base run of the same shape in its place: same size, other weights.
+  REQUIRE(xgrad_in(root, "train " + tiny + " --steps 2 --seed 5 --out base --overwrite").code == 0);
+  const Result r = xgrad_in(root, "train --resume run --steps 6");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--init-from: " + init.string() + " has changed since the run in ") != std::string::npos);
+}
+
+TEST_CASE("--resume says so when an input file has become a directory or a FIFO") {
+  const TempDir root("inputs_not_file");
+  const fs::path text = root / "text.txt";
+  write_file(text, some_text('A'));
+  REQUIRE(xgrad_in(root, "train " + kTiny + " --text text.txt --steps 4 --out run").code == 0);
+  fs::remove(text);
+  fs::create_directories(text);
+  Result r = xgrad_in(root, "train --resume run --steps 6");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--text: " + text.string() + ", which the run in ") != std::string::npos);
+  CHECK(r.stderr_text.find("is a directory now") != std::string::npos);
+  fs::remove(text);
+  REQUIRE(::mkfifo(text.c_str(), 0644) == 0);
+  r = xgrad_in(root, "train --resume run --steps 6");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("is not a regular file now (a FIFO, socket or device)") != std::string::npos);
+}
+
+TEST_CASE("a run directory, or a report directory, that cannot be written is refused with the reason, up front") {
+  if (::geteuid() == 0) {  // permissions do not bind root: nothing to observe
+    MESSAGE("skipped: running as root");
+    return;
+  }
+  const TempDir root("inputs_read_only");
+  write_file(root / "text.txt", some_text('A'));
+  REQUIRE(xgrad_in(root, "train " + kTiny + " --text text.txt --steps 4 --out run").code == 0);
+  fs::permissions(root / "run", fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                  fs::perm_options::remove);
+  Result r = xgrad_in(root, "train --resume run --steps 6");
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--out: run directory run is not writable: Permission denied") != std::string::npos);
+  CHECK(r.stdout_text.find("resuming from") == std::string::npos);
+  r = xgrad_in(root, "compare run");
+  CHECK(r.code == 1);
+  CHECK(r.stderr_text.find("compare: cannot write the report into run: Permission denied; give a writable report "
+                           "directory with --out DIR") != std::string::npos);
+  fs::permissions(root / "run", fs::perms::owner_write, fs::perm_options::add);
+}
+
+TEST_CASE("a relative path in a --config file is relative to the file's directory, not the working directory") {
+  const TempDir root("inputs_config_dir");
+  fs::create_directories(root / "in");
+  write_file(root / "in" / "text.txt", some_text('A'));
+  write_file(root / "in" / "cfg.json",
+             R"({"task": "char_lm", "text": "text.txt", "seq_len": 8, "d_model": 8, "batch_size": 2, "steps": 2,
+                 "print_every": 100})");
+  // Run from root, which holds no text.txt: the file beside cfg.json is read; --out stays relative to the cwd.
+  const Result r = xgrad_in(root, "train --config in/cfg.json --out run");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 0);
+  CHECK(read_json(root / "run" / "config.json").at("text") == (root / "in" / "text.txt").string());
 }

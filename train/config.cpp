@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <tuple>
 #include <type_traits>
 
 #include <fmt/format.h>
 
+#include "data/npy.h"
 #include "data/token_arrays.h"
 #include "platform/environment.h"
 #include "train/settings.h"
@@ -34,6 +36,32 @@ std::string expected_value(const Setting& s) {
     }
   }
   return "";
+}
+// The offset of the first byte of `s` that is not part of a well-formed UTF-8 sequence, or npos.
+std::size_t invalid_utf8_at(const std::string& s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80                         ? 1
+                          : (c >> 5) == 0x6 && c >= 0xc2   ? 2
+                          : (c >> 4) == 0xe                ? 3
+                          : (c >> 3) == 0x1e && c <= 0xf4  ? 4
+                                                           : 0;
+    if (n == 0 || i + n > s.size()) return i;
+    for (std::size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return i;
+    i += n;
+  }
+  return std::string::npos;
+}
+
+// `s` with bytes that are not printable ASCII written as \xNN, for a message about a name that is not text.
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    out += c >= 0x20 && c < 0x7f ? std::string(1, ch) : fmt::format("\\x{:02x}", c);
+  }
+  return out;
 }
 }  // namespace
 
@@ -67,12 +95,30 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
     const std::string error = check_setting_value(*find_setting(key), value);
     require(error.empty(), flag_of(key) + " " + error);
   }
+  auto task_error = [&](const data::TaskError& e) {
+    if (task == "data") return ConfigError(std::string("--data: ") + e.what());
+    return ConfigError(std::string("invalid task settings: ") + e.what());
+  };
+  // A task's files are sized from their headers before they are read: a run that cannot hold them is refused
+  // without first filling the machine's memory with them.
+  const data::TaskEntry* entry = data::TaskRegistry::instance().find(task);
+  if (entry && entry->plan) {
+    data::TaskPlan plan;
+    try {
+      plan = entry->plan(component_values(*this, "task"));
+    } catch (const data::TaskError& e) {
+      throw task_error(e);
+    }
+    // The vocabulary of file data is known only once it is read: 2, the least, until then.
+    refuse_above_limit(estimate_memory(std::max<std::size_t>(plan.vocab_size, 2),
+                                       std::max<std::size_t>(plan.seq_len, 1), plan.data_bytes),
+                       plan.data_text);
+  }
   std::unique_ptr<data::Task> t;
   try {
     t = make_task();
   } catch (const data::TaskError& e) {
-    if (task == "data") throw ConfigError(std::string("--data: ") + e.what());
-    throw ConfigError(std::string("invalid task settings: ") + e.what());
+    throw task_error(e);
   }
   if (const auto* arrays = dynamic_cast<const data::TokenArrays*>(t.get()))
     require(eval_every == 0 || arrays->has_eval_split(),
@@ -85,25 +131,48 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
           fmt::format("--clip-grad-norm must be 0 (off) or in [{:.9g}, 1e30) (a normal float), got {:g}", FLT_MIN,
                       clip_grad_norm));
   require(!out.empty(), "--out: a run directory is required");
+  // config.json and summary.json are JSON, whose strings are UTF-8: a name of other bytes could not be recorded.
+  const nlohmann::json recorded = to_json();  // named: items() of a temporary dangles
+  for (const auto& [key, value] : recorded.items())
+    if (value.is_string() && invalid_utf8_at(value.get<std::string>()) != std::string::npos)
+      throw ConfigError(flag_of(key) + ": '" + escaped(value.get<std::string>()) +
+                        "' is not valid UTF-8 (config.json records it as text); give a name in UTF-8");
+  for (const auto& part : std::filesystem::path(out))
+    require(part.string().size() <= kMaxFileNameBytes,
+            fmt::format("--out: the name '{}...' in {} is {} bytes, more than the {} a file name may have",
+                        part.string().substr(0, 40), out, part.string().size(), kMaxFileNameBytes));
   if (!init_from.empty() && !resume) {  // a resumed run takes its weights from its checkpoint
     std::error_code ec;
     require(std::filesystem::is_regular_file(init_from, ec),
             "--init-from: '" + init_from + "' is not a file (give a .safetensors checkpoint)");
   }
-  const MemoryEstimate memory = estimate_memory(*t);
+  refuse_above_limit(estimate_memory(*t), "");
+  return t;
+}
+
+void TrainConfig::refuse_above_limit(const MemoryEstimate& memory, const std::string& data_text) const {
+  if (memory.gib() <= kMaxMemoryGiB) return;
   const MemoryTerm& largest = memory.largest();
-  // T and V stand for the task's sequence length and vocabulary where no flag of the task sets them.
+  if (largest.what == kDataTerm && !data_text.empty())
+    throw ConfigError(fmt::format("{}: the task's data takes {} in memory ({}), and the run needs about {:.1f} GiB "
+                                  "in all (limit {:.0f}); give less data",
+                                  largest.factors, data::gib_text(largest.bytes), data_text, memory.gib(),
+                                  kMaxMemoryGiB));
+  // T and V stand for the task's sequence length and vocabulary where no flag of the task is them; the task says
+  // what sets them.
+  const data::TaskEntry* entry = data::TaskRegistry::instance().find(task);
   std::string legend;
-  for (const auto& [symbol, meaning] : {std::pair<std::string, std::string>{"T", "the task's sequence length"},
-                                        {"V", "the task's vocabulary size"}})
+  for (const auto& [symbol, meaning, from] :
+       {std::tuple<std::string, std::string, std::string>{"T", "the task's sequence length",
+                                                          entry ? entry->seq_len_from : ""},
+        {"V", "the task's vocabulary size", entry ? entry->vocab_size_from : ""}})
     if ((" " + largest.factors + " ").find(" " + symbol + " ") != std::string::npos ||
         (" " + largest.factors).find(" " + symbol + "^") != std::string::npos)
-      legend += (legend.empty() ? "; " : ", ") + symbol + " = " + meaning;
-  require(memory.gib() <= kMaxMemoryGiB,
-          fmt::format("the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}{}): reduce {}",
-                      memory.gib(), kMaxMemoryGiB, largest.bytes / (1024.0 * 1024 * 1024), largest.what,
-                      largest.factors, legend, largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
-  return t;
+      legend += (legend.empty() ? "; " : ", ") + symbol + " = " + meaning + (from.empty() ? "" : ", set by " + from);
+  throw ConfigError(fmt::format(
+      "the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}{}): reduce {}", memory.gib(),
+      kMaxMemoryGiB, largest.bytes / (1024.0 * 1024 * 1024), largest.what, largest.factors, legend,
+      largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
 }
 
 double MemoryEstimate::bytes() const {
@@ -118,6 +187,10 @@ const MemoryTerm& MemoryEstimate::largest() const {
 }
 
 MemoryEstimate TrainConfig::estimate_memory(const data::Task& task_built) const {
+  return estimate_memory(task_built.vocab_size(), task_built.seq_len(), task_built.data_bytes());
+}
+
+MemoryEstimate TrainConfig::estimate_memory(std::size_t vocab_size, std::size_t seq_len, std::size_t data_bytes) const {
   // The flag of a task's setting where the task declares it, else the quantity's name.
   const data::TaskEntry* entry = data::TaskRegistry::instance().find(task);
   auto task_flag = [&](const std::string& key, const std::string& otherwise) {
@@ -132,9 +205,9 @@ MemoryEstimate TrainConfig::estimate_memory(const data::Task& task_built) const 
       if (s.type == Setting::Type::path) data_flags += (data_flags.empty() ? "" : ", ") + s.flag();
   const std::string T_flag = task_flag("seq_len", "T"), V_flag = task_flag("vocab_size", "V");
 
-  const double d = static_cast<double>(d_model), V = static_cast<double>(task_built.vocab_size()),
+  const double d = static_cast<double>(d_model), V = static_cast<double>(vocab_size),
                L = static_cast<double>(n_layers), B = static_cast<double>(batch_size), H = static_cast<double>(n_heads),
-               T = static_cast<double>(task_built.seq_len());
+               T = static_cast<double>(seq_len);
   const double ff = mlp ? static_cast<double>(d_ff ? d_ff : 4 * d_model) : 0.0;
   const double inner = static_cast<double>(n_heads * head_size());
   // Per parameter: value, gradient, two Adam moments and the pre-step copy, 4 bytes each. Per activation: the
@@ -153,7 +226,7 @@ MemoryEstimate TrainConfig::estimate_memory(const data::Task& task_built) const 
        per_activation * B * T * L * 4 * H * T},
       {"the MLP activations", "--batch-size x " + T_flag + " x --n-layers x --d-ff", per_activation * B * T * L * 4 * ff},
       {"the logits", "--batch-size x " + T_flag + " x " + V_flag, per_activation * B * T * 3 * V},
-      {"the task's data", data_flags.empty() ? "the task" : data_flags, static_cast<double>(task_built.data_bytes())},
+      {kDataTerm, data_flags.empty() ? "the task" : data_flags, static_cast<double>(data_bytes)},
   };
   return m;
 }

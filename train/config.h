@@ -74,6 +74,10 @@ struct TrainConfig {
   // Not settings (no config.json key): how this invocation treats the run directory.
   bool overwrite = false;  // replace an existing run in `out`
   bool resume = false;     // continue the run in `out` from its checkpoint
+  /// The input files a run's config.json given to --config recorded ("inputs"), less those whose setting was given
+  /// on the command line: a new run of that config must read the same bytes (check_recorded_inputs).
+  std::vector<data::InputFile> recorded_inputs;
+  std::string recorded_inputs_source;  // the config.json they come from, for messages
   // Testing only (no flag, not in config.json): at these steps one gradient element of the first attn.w_q.weight is
   // set to NaN after backward, to exercise the non-finite handling.
   std::vector<std::size_t> nan_gradient_steps;
@@ -83,10 +87,17 @@ struct TrainConfig {
   /// Throws ConfigError naming the first bad flag. Task settings are checked by building the task (reading its
   /// files), which is returned for the run to use, so that no file is read twice. Also refused: an estimated memory
   /// above kMaxMemoryGiB (naming the settings of the largest part), and more threads than the CPUs this process may
-  /// use (platform::available_cpus) unless XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 is in the environment.
+  /// use (platform::available_cpus) unless XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 is in the environment, a text setting
+  /// (--out, --text, ...) that is not UTF-8, and an --out with a name longer than kMaxFileNameBytes.
   std::unique_ptr<data::Task> validate() const;
   /// The memory a run of these settings on `task` needs (its vocabulary, sequence length and data).
   MemoryEstimate estimate_memory(const data::Task& task) const;
+  /// The same for a task of `vocab_size` tokens, sequences of `seq_len` and `data_bytes` of data held.
+  MemoryEstimate estimate_memory(std::size_t vocab_size, std::size_t seq_len, std::size_t data_bytes) const;
+  /// What MemoryTerm::what calls the task's data.
+  static constexpr const char* kDataTerm = "the task's data";
+  /// The longest name of one file or directory (NAME_MAX of Linux file systems), in bytes.
+  static constexpr std::size_t kMaxFileNameBytes = 255;
   /// validate() rejects a configuration estimated above this.
   static constexpr double kMaxMemoryGiB = 12.0;
   /// The task these settings describe (data/registry.h); throws what the task's build throws.
@@ -98,6 +109,11 @@ struct TrainConfig {
   /// settings `j` lacks keep their defaults. Throws ConfigError naming the key and `source` for a key that is not a
   /// setting, a value of the wrong type or out of its range. The records (is_record_key) are ignored.
   static TrainConfig from_json(const nlohmann::json& j, const std::string& source);
+
+ private:
+  // ConfigError when `memory` is above kMaxMemoryGiB, naming the settings of its largest part; `data_text` describes
+  // the task's files when they are known only by their headers (TaskPlan::data_text).
+  void refuse_above_limit(const MemoryEstimate& memory, const std::string& data_text) const;
 };
 
 /// Throws ConfigError unless `requested` describes the same run as `stored` (the run directory's config.json): every

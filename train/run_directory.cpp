@@ -150,6 +150,70 @@ void check_size(const TrainConfig& cfg, const data::InputFile& was, const std::u
 
 }  // namespace
 
+std::string input_difference(const data::InputFile& was, const data::InputFile& now) {
+  if (now.size != was.size) return std::to_string(now.size) + " bytes now, " + std::to_string(was.size) + " then";
+  if (now.xxh3 != was.xxh3)
+    return "same size (" + std::to_string(now.size) + " bytes), other content (XXH3 " + data::hash_text(now.xxh3) +
+           " now, " + data::hash_text(was.xxh3) + " then)";
+  return "";
+}
+
+void check_recorded_inputs(const TrainConfig& cfg, const std::vector<data::InputFile>& current) {
+  for (const data::InputFile& was : cfg.recorded_inputs) {
+    const nlohmann::json value = get_setting(cfg, was.setting);
+    if (!value.is_string() || value.get<std::string>().empty()) continue;  // a setting this run does not read
+    const std::string head = flag_of(was.setting) + ": " + was.path;
+    const std::string advice = "; put the original back to reproduce that run, or pass " + flag_of(was.setting) +
+                               " to train on the file as it is now";
+    const auto now = std::find_if(current.begin(), current.end(),
+                                  [&](const data::InputFile& f) { return f.path == was.path; });
+    if (now == current.end())
+      throw ConfigError(head + ", which the run of " + cfg.recorded_inputs_source + " read, is not read now" + advice);
+    const std::string difference = input_difference(was, *now);
+    if (!difference.empty())
+      throw ConfigError(head + " has changed since the run of " + cfg.recorded_inputs_source + " read it: " +
+                        difference + advice);
+  }
+}
+
+void check_run_inputs_unchanged(const std::string& run_dir, const std::string& advice,
+                                std::map<std::string, data::InputFile>& cache) {
+  const fs::path config_path = fs::path(run_dir) / kConfigFile;
+  nlohmann::json stored;
+  try {
+    std::ifstream in(config_path);
+    if (!in) return;
+    stored = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return;
+  }
+  if (!stored.is_object() || !stored.contains("inputs")) return;
+  for (const data::InputFile& was : recorded_inputs(stored.at("inputs"), config_path.string())) {
+    const std::string head = flag_of(was.setting) + ": " + was.path;
+    std::error_code ec;
+    const std::uint64_t size = fs::file_size(was.path, ec);
+    if (ec)
+      throw ConfigError(head + ", which the run in " + run_dir + " read, is not there now (" + ec.message() + ")" +
+                        advice);
+    std::string difference;
+    if (size != was.size) {
+      difference = std::to_string(size) + " bytes now, " + std::to_string(was.size) + " then";
+    } else {
+      auto it = cache.find(was.path);
+      if (it == cache.end()) {
+        try {
+          it = cache.emplace(was.path, data::fingerprint_file(was.path, was.setting, head)).first;
+        } catch (const data::TaskError& e) {
+          throw ConfigError(std::string(e.what()) + advice);
+        }
+      }
+      difference = input_difference(was, it->second);
+    }
+    if (!difference.empty())
+      throw ConfigError(head + " has changed since the run in " + run_dir + " read it: " + difference + advice);
+  }
+}
+
 void check_inputs_on_disk(const TrainConfig& cfg) {
   const fs::path config_path = fs::path(cfg.out) / kConfigFile;
   std::ifstream in(config_path);
@@ -163,6 +227,12 @@ void check_inputs_on_disk(const TrainConfig& cfg) {
   if (!stored.is_object() || recorded == stored.end()) return;
   for (const data::InputFile& was : recorded_inputs(*recorded, config_path.string())) {
     std::error_code ec;
+    const fs::file_status status = fs::status(was.path, ec);
+    const std::string head = flag_of(was.setting) + ": " + was.path + ", which the run in " + cfg.out +
+                             " was trained on, ";
+    if (fs::is_directory(status)) throw ConfigError(head + "is a directory now" + kInputAdvice);
+    if (fs::exists(status) && !fs::is_regular_file(status))
+      throw ConfigError(head + "is not a regular file now (a FIFO, socket or device)" + kInputAdvice);
     const std::uint64_t size = fs::file_size(was.path, ec);
     check_size(cfg, was, ec ? nullptr : &size);
   }
@@ -196,10 +266,10 @@ std::string check_same_inputs(const TrainConfig& cfg, const nlohmann::json& stor
   for (const data::InputFile& was : stored) {
     const auto now = find(current, was.path);
     check_size(cfg, was, now == current.end() ? nullptr : &now->size);
-    if (now->xxh3 != was.xxh3)
+    const std::string difference = input_difference(was, *now);
+    if (!difference.empty())
       throw ConfigError(flag_of(was.setting) + ": " + was.path + " has changed since the run in " + cfg.out +
-                        " started: same size (" + std::to_string(now->size) + " bytes), other content (XXH3 " +
-                        data::hash_text(now->xxh3) + " now, " + data::hash_text(was.xxh3) + " then)" + kInputAdvice);
+                        " started: " + difference + kInputAdvice);
   }
   for (const data::InputFile& now : current)
     if (find(stored, now.path) == stored.end())
@@ -208,18 +278,22 @@ std::string check_same_inputs(const TrainConfig& cfg, const nlohmann::json& stor
   return "";
 }
 
+void check_writable(const fs::path& dir) {
+  // A directory can exist and still refuse files (permissions, read-only mount): found out before training.
+  const fs::path probe = dir / (".xgrad-write-test-" + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw ConfigError("--out: run directory " + dir.string() + " is not writable: " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 void prepare_run_directory(const TrainConfig& cfg, RunLock& lock) {
   const fs::path dir(cfg.out);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw ConfigError("--out: cannot create run directory " + dir.string() + ": " + ec.message());
   if (!lock.held()) lock.acquire(dir, true);
-  // A directory can exist and still refuse files (permissions, read-only mount): find out before training.
-  const fs::path probe = dir / (".xgrad-write-test-" + std::to_string(::getpid()));
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw ConfigError("--out: run directory " + dir.string() + " is not writable: " + std::strerror(errno));
-  ::close(fd);
-  ::unlink(probe.c_str());
+  check_writable(dir);
   if (cfg.overwrite)
     for (const auto& f : run_file_names()) fs::remove(dir / f, ec);
   // A stale summary would mark a run that is being continued as finished (xgrad sweep skips finished runs).

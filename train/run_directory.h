@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,10 +68,29 @@ void check_run_directory(const TrainConfig& config);
 std::string check_same_inputs(const TrainConfig& config, const nlohmann::json& stored_config,
                               const std::vector<data::InputFile>& current);
 
+/// How `now` differs from `was` (one file read at two times): "" if not at all, else "3004 bytes now, 3000 then" or
+/// "same size (3000 bytes), other content (XXH3 ... now, ... then)".
+std::string input_difference(const data::InputFile& was, const data::InputFile& now);
+
+/// For `train --config` of a run's config.json (config.recorded_inputs): each recorded file whose setting the run
+/// reads must be among `current` (what the task read now) with the same size and content. Throws ConfigError
+/// "<flag>: <path> has changed since the run of <config.json> read it: ..." naming how to take the file as it is now.
+void check_recorded_inputs(const TrainConfig& config, const std::vector<data::InputFile>& current);
+
+/// For a sweep that finds a run in `run_dir`: each file its config.json records under "inputs" must be there now with
+/// the recorded size and content (read and hashed; `cache` keeps the fingerprints of files already read, by path).
+/// Throws ConfigError "<flag>: <path> has changed since the run in <run_dir> read it: ..." (or that it is gone),
+/// ending in `advice`. A config.json that is missing, not JSON or without "inputs" is not checked.
+void check_run_inputs_unchanged(const std::string& run_dir, const std::string& advice,
+                                std::map<std::string, data::InputFile>& cache);
+
 /// For --resume, before any input file is read: each file config.out/config.json records under "inputs" must still
 /// be there with its recorded size (ConfigError naming the file otherwise, as check_same_inputs words it). A
 /// config.json that is missing or not JSON is left to the resume to report.
 void check_inputs_on_disk(const TrainConfig& config);
+
+/// Throws ConfigError "--out: run directory DIR is not writable: <reason>" unless a file can be created in `dir`.
+void check_writable(const std::filesystem::path& dir);
 
 /// Creates config.out, takes its lock (if not taken yet), proves it writable, deletes the run's files under
 /// overwrite (and a stale summary.json under resume) and temporary files of atomic writes cut short. Throws

@@ -123,6 +123,7 @@ class Run {
   const fs::path checkpoint_path;
   RunLock lock;
   std::unique_ptr<data::Task> task;
+  std::vector<data::InputFile> inputs;  // recorded in config.json
   std::unique_ptr<nn::AttentionModel> model;
   NamedParameters named;
   std::unique_ptr<nn::Optimizer> opt;
@@ -147,10 +148,15 @@ Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
   nlohmann::json stored_json;
   const bool have_stored = read_stored_config(cfg, stored, stored_json);
   check_run_directory(cfg);
+  // The files the run reads: the task's, and the weights it starts from (read again if it restarts from step 0).
+  inputs = task->input_files();
+  if (!cfg.init_from.empty())
+    inputs.push_back(data::fingerprint_file(cfg.init_from, "init_from", "--init-from: file '" + cfg.init_from + "'"));
   if (have_stored) {
-    const std::string unchecked = check_same_inputs(cfg, stored_json, task->input_files());
+    const std::string unchecked = check_same_inputs(cfg, stored_json, inputs);
     if (!unchecked.empty()) spdlog::warn("[{}] --resume: {}", name, unchecked);
   }
+  if (!cfg.resume) check_recorded_inputs(cfg, inputs);
   platform::set_threads(cfg.threads);
   platform::set_flush_denormals(cfg.flush_denormals);
 
@@ -158,6 +164,8 @@ Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
   named = model->named_parameters();
   opt = nn::make_optimizer(cfg.optimizer, model->parameters(), cfg.lr, component_values(cfg, "optimizer"));
 
+  // Refused before "resuming from ..." is said of a run that cannot go on.
+  if (cfg.resume) check_writable(dir);
   if (cfg.resume && fs::exists(checkpoint_path))
     resume_from_checkpoint(have_stored ? &stored : nullptr);
   else
@@ -225,7 +233,7 @@ void Run::write_config_json() const {
                             {"num_parameters", model->num_parameters()}};
   config_json["environment"] = platform::environment_json();
   config_json["inputs"] = nlohmann::json::array();
-  for (const data::InputFile& f : task->input_files()) config_json["inputs"].push_back(f.to_json());
+  for (const data::InputFile& f : inputs) config_json["inputs"].push_back(f.to_json());
   write_json(dir / kConfigFile, config_json);
 }
 

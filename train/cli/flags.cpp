@@ -299,7 +299,33 @@ TrainConfig read_config_file(const std::string& path, const std::string& flag) {
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(flag + ": " + path + " is not valid JSON: " + e.what());
   }
-  return TrainConfig::from_json(j, path);
+  TrainConfig config = TrainConfig::from_json(j, path);
+  const std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
+  if (j.is_object())
+    for (const auto& [key, value] : j.items()) {
+      const Setting* declared = find_setting(key);
+      if (!declared || declared->type != Setting::Type::path || !value.is_string()) continue;
+      const std::string text = value.get<std::string>();
+      if (!text.empty() && std::filesystem::path(text).is_relative())
+        set_setting(config, key, (dir / text).lexically_normal().string());
+    }
+  return config;
+}
+
+std::vector<data::InputFile> recorded_input_files(const std::string& path) {
+  std::vector<data::InputFile> files;
+  try {
+    std::ifstream in(path);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    if (!j.is_object() || !j.contains("inputs")) return files;
+    if (!j.at("inputs").is_array()) throw std::invalid_argument("not a list");
+    for (const nlohmann::json& f : j.at("inputs")) files.push_back(data::InputFile::from_json(f));
+  } catch (const nlohmann::json::exception&) {
+    return files;  // read_config_file reports a file that is not JSON
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("--config: " + path + ": 'inputs' is not what xgrad writes (" + e.what() + ")");
+  }
+  return files;
 }
 
 SweepConfig experiment_defaults() {

@@ -88,9 +88,15 @@ CLI::Validator arm_entry();
 /// read before parsing so that the stored settings become the defaults the given flags override.
 std::string find_train_flag_value(int argc, char** argv, const std::string& flag);
 
-/// Reads a config.json-shaped file (any of its settings; the legacy format too) as a TrainConfig. Throws ConfigError
-/// naming `flag` and the file when it cannot be read or holds a bad setting.
+/// Reads a config.json-shaped file (any of its settings; the legacy format too) as a TrainConfig. A relative path
+/// in it (--text, --data, --init-from) is taken relative to the file's directory, as a path written in a file is
+/// meant; --out, the place the command writes, stays relative to the working directory. Throws ConfigError naming
+/// `flag` and the file when it cannot be read or holds a bad setting.
 TrainConfig read_config_file(const std::string& path, const std::string& flag);
+
+/// The input files a run's config.json at `path` records ("inputs"), empty if it records none. Throws ConfigError
+/// naming --config and the file when the record is not what xgrad writes.
+std::vector<data::InputFile> recorded_input_files(const std::string& path);
 
 /// Raw values of the list flags of `sweep` / `experiment`, turned into a SweepConfig by finish_sweep_flags.
 struct SweepFlags {

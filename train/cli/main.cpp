@@ -198,6 +198,11 @@ int main(int argc, char** argv) {
         const bool overwrite = train_cfg.overwrite;
         train_cfg = read_config_file(config_file, "--config");
         train_cfg.overwrite = overwrite;
+        // A run's config.json names the bytes that run read: a new run of it reads the same ones, except those of
+        // a file flag given here (a choice of another file, or of the file as it is now).
+        for (const data::InputFile& f : recorded_input_files(config_file))
+          if (!train_given.contains(f.setting)) train_cfg.recorded_inputs.push_back(f);
+        train_cfg.recorded_inputs_source = config_file;
       }
       apply_given_settings(train_cfg, train_given);
       train_cfg.resume = !resume_flag.empty();

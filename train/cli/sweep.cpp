@@ -127,7 +127,8 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
     // Where the run is written and how it reports progress do not make it another run.
     if (declared && declared->resumable && declared->role == Setting::Role::record) continue;
     if (config.contains(key) && config.at(key) != value) {
-      if (differing_key) *differing_key = key;
+      if (differing_key)
+        *differing_key = "'" + key + "' (" + config.at(key).dump() + " there, " + value.dump() + " here)";
       return OnDisk::other;
     }
   }
@@ -509,11 +510,18 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
                   throw ConfigError("--grid " + key + ": " + unread + "; an axis must change every run of the sweep " +
                                     "(sweep the runs that read it on their own)");
               }
+            if (r.name.size() > TrainConfig::kMaxFileNameBytes)
+              throw ConfigError(fmt::format("--grid: the run name {} is {} bytes, more than the {} a directory name "
+                                            "may have; give fewer or shorter --grid values",
+                                            r.name, r.name.size(), TrainConfig::kMaxFileNameBytes));
             r.config.d_k = d_k;
             r.config.lr = arm.lr;
             r.config.seed = seed;
             r.config.data_seed = cfg.base.data_seed + seed;  // seed k sees data stream k in every arm
             r.config.out = fs::absolute(fs::path(cfg.out) / "runs" / r.name).lexically_normal().string();
+            // The runs read their files by absolute path: the config file the sweep writes for a run is read
+            // relative to its own directory, and config.json records absolute paths.
+            r.config = with_absolute_paths(r.config);
             nlohmann::json kept = nlohmann::json::object();
             for (const auto& [key, value] : r.config.settings.json().items())
               if (unread_setting_error(r.config, key).empty()) {
@@ -579,12 +587,20 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
   }
   std::vector<std::size_t> todo;
   std::vector<bool> resume(runs.size(), false);
+  std::map<std::string, data::InputFile> inputs_now;  // each input file hashed once
   for (std::size_t i = 0; i < runs.size(); ++i) {
     std::string key;
     const OnDisk state = on_disk(runs[i].config, &key);
+    // A run read its files' bytes of then: one on other bytes than those there now is not continued, skipped as
+    // complete nor redone beside runs on the new bytes.
+    if (state != OnDisk::none)
+      check_run_inputs_unchanged(runs[i].config.out,
+                                 "; put the original back to go on with this sweep, or sweep the new file into a "
+                                 "new --out",
+                                 inputs_now);
     if (state == OnDisk::other)
-      throw ConfigError("--out: " + runs[i].config.out + " holds a run with a different '" + key +
-                        "'; use a new --out for a sweep with other settings");
+      throw ConfigError("--out: " + runs[i].config.out + " holds a run with a different " + key +
+                        "; use a new --out for a sweep with other settings");
     if (state == OnDisk::complete) {
       runs[i].status = "skipped";
       std::ifstream in(fs::path(runs[i].config.out) / kSummaryFile);

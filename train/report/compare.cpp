@@ -2,7 +2,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "train/report/html.h"
 #include "train/report/plots.h"
@@ -40,7 +45,18 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
   const fs::path out_dir(options.out.empty() ? options.inputs.front() : options.out);
   std::error_code ec;
   fs::create_directories(out_dir, ec);
-  if (ec) throw std::runtime_error("compare: cannot create " + out_dir.string() + ": " + ec.message());
+  if (ec)
+    throw std::runtime_error("compare: cannot create " + out_dir.string() + ": " + ec.message() +
+                             "; give another report directory with --out DIR");
+  {  // Found out before the figures are drawn, with the reason.
+    const fs::path probe = out_dir / (".xgrad-write-test-" + std::to_string(::getpid()));
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+      throw std::runtime_error("compare: cannot write the report into " + out_dir.string() + ": " +
+                               std::strerror(errno) + "; give a writable report directory with --out DIR");
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
 
   out << c.runs.size() << " runs in " << c.arms.size() << " arms\n\n" << arm_table(c).text();
   const Table lr = lr_table(c);

@@ -1,6 +1,7 @@
 #include "train/report/stats.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -245,6 +246,19 @@ nlohmann::json arm_settings(const nlohmann::json& config) {
     const Setting* declared = find_setting(key);
     if (declared && declared->role != Setting::Role::arm) continue;
     s[key] = value;
+  }
+  // The bytes the run read (each input file's name and the start of its content hash): runs of one path on other
+  // contents are other arms, labelled apart, and never compared as if only their scaling differed.
+  const auto inputs = config.find("inputs");
+  if (inputs != config.end() && inputs->is_array() && !inputs->empty()) {
+    std::string text;
+    for (const nlohmann::json& f : *inputs)
+      if (f.is_object() && f.contains("path") && f.at("path").is_string() && f.contains("xxh3") &&
+          f.at("xxh3").is_string())
+        text += (text.empty() ? "" : ", ") +
+                std::filesystem::path(f.at("path").get<std::string>()).filename().string() + " " +
+                f.at("xxh3").get<std::string>().substr(0, 8);
+    s["inputs"] = text;
   }
   // What the run is measured against (the steps-to-threshold default) follows from the settings: kept with the arm.
   const auto derived = config.find("derived");

@@ -142,7 +142,9 @@ struct Comparison {
 };
 
 /// The settings that define an arm: config.json without seed, data_seed, out, environment and the settings that
-/// only change what is logged or printed (threads, print_every, log_every, eval_every, eval_batches, overwrite).
+/// only change what is logged or printed (threads, print_every, log_every, eval_every, eval_batches, overwrite),
+/// with "inputs": the recorded input files as "name hash8, ..." (file name, first 8 hex digits of its XXH3), so that
+/// runs on other bytes of one path are other arms.
 nlohmann::json arm_settings(const nlohmann::json& config);
 
 /// `settings` with `keys` removed, serialised: arms with equal results compare equal but for those keys.
