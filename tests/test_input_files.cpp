@@ -323,8 +323,8 @@ TEST_CASE("a sweep rerun refuses run directories trained on input files that hav
   other.replace(other.find("text.txt"), 8, "other.txt");
   r = xgrad_in(root, other);
   CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("holds a run with a different 'text' (\"" + text.string() + "\" there, \"" +
-                           (root / "other.txt").string() + "\" here)") != std::string::npos);
+  CHECK(r.stderr_text.find("holds a sweep with --text " + text.string() + " (this one: " +
+                           (root / "other.txt").string() + ")") != std::string::npos);
 }
 
 TEST_CASE("train --config of a run's config.json checks the files it records, unless the file's flag is given") {

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -69,9 +70,14 @@ bool RunLock::try_acquire(const fs::path& dir, std::string& holder) {
       throw ConfigError("--out: cannot lock " + path.string() + ": " + std::strerror(err));
     }
     // The holder writes its pid (a whole line) just after taking the lock: a process refused in between finds the
-    // file empty, and reads it again for up to a second.
+    // file empty, or naming an earlier holder that has exited, and reads it again for up to a second.
+    auto written = [](const std::string& text) {
+      if (text.empty() || text.back() != '\n') return false;
+      const long pid = std::strtol(text.c_str(), nullptr, 10);
+      return pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
+    };
     holder.clear();
-    for (int attempt = 0; attempt < 200 && (holder.empty() || holder.back() != '\n'); ++attempt) {
+    for (int attempt = 0; attempt < 200 && !written(holder); ++attempt) {
       if (attempt > 0) ::usleep(5000);
       char buf[32] = {};
       const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
