@@ -312,6 +312,15 @@ TEST_CASE("a sweep rerun refuses run directories trained on input files that hav
   CHECK(r.stderr_text.find("--text: " + text.string() + " has changed since the run in ") != std::string::npos);
   CHECK(r.stderr_text.find("same size (3000 bytes), other content") != std::string::npos);
   CHECK(read_text(run / "config.json") == config_before);
+  // A damaged record is refused by the sweep's flag, not by --resume, which the user did not give.
+  nlohmann::json damaged = read_json(run / "config.json");
+  damaged["inputs"][0]["size"] = "many";
+  write_file(run / "config.json", damaged.dump(2));
+  r = xgrad_in(root, sweep);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("xgrad: --out: " + (run / "config.json").string() + ": 'inputs' is not what xgrad writes") ==
+        0);
+  write_file(run / "config.json", config_before);
   // Put back: the rerun completes the run.
   write_file(text, original);
   r = xgrad_in(root, sweep);
