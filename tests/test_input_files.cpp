@@ -257,6 +257,11 @@ TEST_CASE("--task data: arrays too large for memory, or of too long sequences, a
   CHECK(r.stderr_text.find("56.0 GiB") != std::string::npos);
   CHECK(r.stderr_text.find("limit 12") != std::string::npos);
   CHECK_FALSE(fs::exists(root / "run"));
+  // probe builds the task the same way.
+  r = xgrad_limited("probe --task data --d-model 8 --batch-size 2 --data huge");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.rfind("xgrad: --data: the task's data takes 56.0 GiB in memory", 0) == 0);
 
   // Sequences of 100000 tokens (4 GB per file, under the memory limit by their bytes): refused for T first.
   fs::create_directories(root / "long");
