@@ -263,6 +263,15 @@ TEST_CASE("--task data: arrays too large for memory, or of too long sequences, a
   CHECK(r.code == 2);
   CHECK(r.stderr_text.rfind("xgrad: --data: the task's data takes 56.0 GiB in memory", 0) == 0);
 
+  // A --text file is held whole: its size alone decides.
+  write_file(root / "big.txt", "");
+  fs::resize_file(root / "big.txt", std::uintmax_t(13) << 30);
+  r = xgrad_limited("train --task char_lm --seq-len 8 --d-model 8 --batch-size 2 --steps 2 --out run --text big.txt");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.rfind("xgrad: --text: the task's data takes 13.0 GiB in memory (" +
+                                (root / "big.txt").string() + " (13.0 GiB))", 0) == 0);
+
   // Sequences of 100000 tokens (4 GB per file, under the memory limit by their bytes): refused for T first.
   fs::create_directories(root / "long");
   write_sparse_npy(root / "long" / "inputs.npy", 10000, 100000);
