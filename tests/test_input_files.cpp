@@ -257,6 +257,20 @@ TEST_CASE("--task data: arrays too large for memory, or of too long sequences, a
   CHECK(r.stderr_text.find("56.0 GiB") != std::string::npos);
   CHECK(r.stderr_text.find("limit 12") != std::string::npos);
   CHECK_FALSE(fs::exists(root / "run"));
+  // probe builds the task the same way.
+  r = xgrad_limited("probe --task data --d-model 8 --batch-size 2 --data huge");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.rfind("xgrad: --data: the task's data takes 56.0 GiB in memory", 0) == 0);
+
+  // A --text file is held whole: its size alone decides.
+  write_file(root / "big.txt", "");
+  fs::resize_file(root / "big.txt", std::uintmax_t(13) << 30);
+  r = xgrad_limited("train --task char_lm --seq-len 8 --d-model 8 --batch-size 2 --steps 2 --out run --text big.txt");
+  INFO("stderr: " << r.stderr_text);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.rfind("xgrad: --text: the task's data takes 13.0 GiB in memory (" +
+                                (root / "big.txt").string() + " (13.0 GiB))", 0) == 0);
 
   // Sequences of 100000 tokens (4 GB per file, under the memory limit by their bytes): refused for T first.
   fs::create_directories(root / "long");
@@ -312,6 +326,15 @@ TEST_CASE("a sweep rerun refuses run directories trained on input files that hav
   CHECK(r.stderr_text.find("--text: " + text.string() + " has changed since the run in ") != std::string::npos);
   CHECK(r.stderr_text.find("same size (3000 bytes), other content") != std::string::npos);
   CHECK(read_text(run / "config.json") == config_before);
+  // A damaged record is refused by the sweep's flag, not by --resume, which the user did not give.
+  nlohmann::json damaged = read_json(run / "config.json");
+  damaged["inputs"][0]["size"] = "many";
+  write_file(run / "config.json", damaged.dump(2));
+  r = xgrad_in(root, sweep);
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("xgrad: --out: " + (run / "config.json").string() + ": 'inputs' is not what xgrad writes") ==
+        0);
+  write_file(run / "config.json", config_before);
   // Put back: the rerun completes the run.
   write_file(text, original);
   r = xgrad_in(root, sweep);

@@ -131,14 +131,15 @@ namespace {
 
 const char* const kInputAdvice = "; put the original back to continue the run, or train a new one on the new data";
 
-// The files config.json records under "inputs"; ConfigError if the record is not what xgrad writes.
-std::vector<data::InputFile> recorded_inputs(const nlohmann::json& recorded, const std::string& config_path) {
+// The files config.json records under "inputs"; ConfigError naming `flag` if the record is not what xgrad writes.
+std::vector<data::InputFile> recorded_inputs(const nlohmann::json& recorded, const std::string& config_path,
+                                             const std::string& flag = "--resume") {
   std::vector<data::InputFile> files;
   try {
     if (!recorded.is_array()) throw std::invalid_argument("not a list");
     for (const nlohmann::json& j : recorded) files.push_back(data::InputFile::from_json(j));
   } catch (const std::invalid_argument& e) {
-    throw ConfigError("--resume: " + config_path + ": 'inputs' is not what xgrad writes (" + e.what() + ")");
+    throw ConfigError(flag + ": " + config_path + ": 'inputs' is not what xgrad writes (" + e.what() + ")");
   }
   return files;
 }
@@ -194,7 +195,7 @@ void check_run_inputs_unchanged(const std::string& run_dir, const std::string& a
     return;
   }
   if (!stored.is_object() || !stored.contains("inputs")) return;
-  for (const data::InputFile& was : recorded_inputs(stored.at("inputs"), config_path.string())) {
+  for (const data::InputFile& was : recorded_inputs(stored.at("inputs"), config_path.string(), "--out")) {
     const std::string head = flag_of(was.setting) + ": " + was.path;
     std::error_code ec;
     const std::uint64_t size = fs::file_size(was.path, ec);

@@ -80,7 +80,8 @@ void check_recorded_inputs(const TrainConfig& config, const std::vector<data::In
 /// For a sweep that finds a run in `run_dir`: each file its config.json records under "inputs" must be there now with
 /// the recorded size and content (read and hashed; `cache` keeps the fingerprints of files already read, by path).
 /// Throws ConfigError "<flag>: <path> has changed since the run in <run_dir> read it: ..." (or that it is gone),
-/// ending in `advice`. A config.json that is missing, not JSON or without "inputs" is not checked.
+/// ending in `advice`, and "--out: <config.json>: 'inputs' is not what xgrad writes" for a damaged record. A
+/// config.json that is missing, not JSON or without "inputs" is not checked.
 void check_run_inputs_unchanged(const std::string& run_dir, const std::string& advice,
                                 std::map<std::string, data::InputFile>& cache);
 
