@@ -12,6 +12,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "train/report/compare.h"
@@ -1316,4 +1317,116 @@ TEST_CASE("findings say why a comparison is not decided, and that one scale mode
   REQUIRE_FALSE(one.empty());
   CHECK(one[0].text == "Every arm has scale mode sqrt_dk: no scaling comparison.");
   CHECK(one[0].anchor == "scale-modes");
+}
+
+TEST_CASE("a run whose loss blew up without becoming NaN (SGD at lr 1: 1e14) is diverged, left out, and counted") {
+  // The reviewer's sweep: sgd at lr=1 drives the loss of both scalings to ~1e14 in 60 steps with every value
+  // finite; such runs counted as complete and decided "unscaled trains as well (2.317e+14 vs 2.057e+14)".
+  const TempDir root("compare_blew_up");
+  for (const std::string scale : {"none", "sqrt_dk"})
+    for (const double lr : {0.1, 1.0}) {
+      TrainConfig c = short_run(root / "sweep" / (scale + "-lr" + cell(lr)), "kv_recall", scale, 60);
+      c.d_k = 4;
+      c.optimizer = "sgd";
+      c.lr = lr;
+      xgrad::train::train(c);
+    }
+  const Comparison cmp = analyse_dirs({(root / "sweep").string()});
+  REQUIRE(cmp.arms.size() == 4);
+  for (const ArmStats& arm : cmp.arms) {
+    INFO(arm.settings.dump());
+    if (arm.lr() == 1.0) {
+      CHECK(arm.diverged_steps.size() == 1);
+      CHECK(arm.final_loss.n == 0);
+      CHECK(arm.kept.empty());
+    } else {
+      CHECK(arm.diverged_steps.empty());
+      CHECK(arm.final_loss.n == 1);
+    }
+  }
+  for (const RunRecord& run : cmp.runs)
+    if (run.config.at("lr").get<double>() == 1.0) {
+      CHECK(run.diverged);
+      CHECK(run.diverged_step > 0);
+      CHECK(loss_blew_up(run.series.loss.front(), run.series.loss.back()));
+    }
+  const StoryChecks checks = story_checks(cmp);
+  for (const auto& line : checks.holds) {
+    INFO(line);
+    CHECK(line.find("e+1") == std::string::npos);
+  }
+  std::string all;
+  for (const auto& l : findings(cmp)) all += l.text + "\n";
+  INFO(all);
+  CHECK(all.find("2 of the 4 runs diverged") != std::string::npos);
+  // The LR figure draws no blown-up point: its y axis is not stretched to 1e14.
+  for (const SummaryFigure& f : summary_figures(cmp))
+    for (const SummaryLine& line : f.lines)
+      for (const SummaryPoint& p : line.points) {
+        INFO(f.name);
+        CHECK(!(p.y > 100));
+      }
+  std::string md;
+  compare_text(root / "sweep", &md);
+  CHECK(md.find(fmt::format("more than {:g} times", kDivergedLossFactor)) != std::string::npos);
+}
+
+TEST_CASE("LR sensitivity: differences within the seed spread are about the same; no run below chance learned") {
+  // The reviewer's case: "unscaled is more sensitive in 1 of 1" from 0.582 vs 0.579 with a seed sd of 0.06-0.13,
+  // while no run came below the chance loss ln(8) = 2.08 (final 2.95-4.1 from 4.6).
+  const TempDir root("compare_lr_tolerance");
+  auto run = [&](const fs::path& dir, const std::string& scale, double lr, int seed, double final_loss) {
+    FakeRun r;
+    r.scale = scale;
+    r.optimizer = "sgd";
+    r.lr = lr;
+    r.seed = seed;
+    r.loss = {4.6};
+    const auto tail = constant(20, final_loss);
+    r.loss.insert(r.loss.end(), tail.begin(), tail.end());
+    write_run(dir / (scale + "-lr" + cell(lr) + "-s" + std::to_string(seed)), r);
+  };
+  // Objectives: none 3.9 at 0.01 and (2.95 + 3.15) / 2 = 3.05 at 0.1 -> 0.425; sqrt_dk 4.0 and 3.15 -> 0.425 + 0.0025.
+  for (const auto& [scale, a, b, c, d] :
+       std::vector<std::tuple<std::string, double, double, double, double>>{{"none", 3.8, 4.0, 2.95, 3.15},
+                                                                            {"sqrt_dk", 3.9, 4.1, 3.05, 3.255}}) {
+    run(root / "nolearn", scale, 0.01, 0, a);
+    run(root / "nolearn", scale, 0.01, 1, b);
+    run(root / "nolearn", scale, 0.1, 0, c);
+    run(root / "nolearn", scale, 0.1, 1, d);
+    // The same shape below chance: every run learned, the sensitivities differ by less than the seed sd.
+    run(root / "learned", scale, 0.01, 0, a - 2.5);
+    run(root / "learned", scale, 0.01, 1, b - 2.5);
+    run(root / "learned", scale, 0.1, 0, c - 2.5);
+    run(root / "learned", scale, 0.1, 1, d - 2.5);
+  }
+  {
+    const Comparison cmp = analyse_dirs({(root / "nolearn").string()});
+    REQUIRE(cmp.lr_groups.size() == 2);
+    for (const ArmStats& arm : cmp.arms) CHECK_FALSE(arm.learned());
+    const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+    CHECK_FALSE(lr.decided);
+    CHECK(lr.reason.find("neither scaling learned at any learning rate") != std::string::npos);
+    std::string all;
+    for (const auto& l : findings(cmp)) all += l.text + "\n";
+    INFO(all);
+    CHECK(all.find("more sensitive to the learning rate in 0 of 1") != std::string::npos);
+  }
+  {
+    const Comparison cmp = analyse_dirs({(root / "learned").string()});
+    REQUIRE(cmp.lr_groups.size() == 2);
+    for (const ArmStats& arm : cmp.arms) CHECK(arm.learned());
+    const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+    CHECK(lr.decided);
+    CHECK(lr.about_same);
+    CHECK(lr.tolerance >= 0.14);  // the larger seed sd of the objective (0.1414 at both lrs)
+    const StoryChecks checks = story_checks(cmp);
+    for (const auto& line : checks.holds) CHECK(line.find("more sensitive to the learning rate") == std::string::npos);
+    for (const auto& line : checks.fails) CHECK(line.find("learning rate") == std::string::npos);
+    std::string all;
+    for (const auto& l : findings(cmp)) all += l.text + "\n";
+    INFO(all);
+    CHECK(all.find("more sensitive to the learning rate in 0 of 1") != std::string::npos);
+    CHECK(all.find("about the same (within the seed sd or 2%) in 1") != std::string::npos);
+  }
 }

@@ -12,6 +12,10 @@ const std::vector<std::string>& run_file_names() {
   return files;
 }
 
+bool loss_blew_up(double first_loss, double final_loss) {
+  return std::isfinite(first_loss) && std::isfinite(final_loss) && final_loss > kDivergedLossFactor * first_loss;
+}
+
 bool is_finite_step(double loss, double grad_norm) { return std::isfinite(loss) && std::isfinite(grad_norm); }
 
 void GradientStats::add(double loss, double grad_norm, double norm_w_q, double norm_w_k) {

@@ -28,6 +28,17 @@ const std::vector<std::string>& run_file_names();
 /// grad_norm) are finite. Under --on-nan skip the other steps are skipped; under --on-nan stop the run ends at one.
 bool is_finite_step(double loss, double grad_norm);
 
+/// Divergence without a NaN: a run whose loss stays finite but ends far above where it started has blown up as
+/// surely as one whose loss became Inf (plain SGD at a large learning rate drives the loss to 1e14 in 60 steps with
+/// every value finite). The factor is wide on purpose: a run that merely failed to learn ends near its step-0 loss.
+inline constexpr double kDivergedLossFactor = 10;
+
+/// The one definition of "diverged" for a run whose loss stayed finite: its final loss (the mean over its last
+/// min(20, rows) finite losses, as summary.json's final_loss) is above kDivergedLossFactor times its step-0 loss.
+/// Losses in nats. False when either is NaN (a run with a non-finite loss is diverged by is_finite_step instead).
+/// compare treats such a run exactly as one that diverged with a NaN (train/report/runs.h: RunRecord::diverged).
+bool loss_blew_up(double first_loss, double final_loss);
+
 /// The near-zero threshold of GradientStats: a finite step's query (key) weights' gradient counts as near zero when
 /// its norm is below this fraction of the norm at the run's first finite step (step 0 unless that was skipped), or
 /// exactly zero. A saturated softmax passes back a gradient that is tiny (1e-12 and below) long before it is exactly

@@ -370,6 +370,9 @@ StoryChecks story_checks(const Comparison& c) {
       if (!cmp.decided)
         checks.undecided.push_back(head + "LR sensitivity not decided: " + cmp.reason +
                                    (cmp.lrs.size() >= 2 ? " (" + nums + ")." : "."));
+      else if (cmp.about_same)
+        checks.undecided.push_back(head + "LR sensitivity about the same (" + nums + "; they differ by less than " +
+                                   format_number(cmp.tolerance) + ", the larger seed sd of the objective or 2%).");
       else if (cmp.sensitivity_a > cmp.sensitivity_b)
         checks.holds.push_back(head + "unscaled is more sensitive to the learning rate (" + nums + ").");
       else checks.fails.push_back(head + "unscaled is not more sensitive to the learning rate (" + nums + ").");
@@ -522,22 +525,25 @@ std::vector<FindingLine> findings(const Comparison& c) {
                    "summary-figures"});
 
   // LR sensitivity over shared learning rates.
-  std::size_t lr_more = 0, lr_not = 0, lr_undecided = 0;
+  std::size_t lr_more = 0, lr_not = 0, lr_undecided = 0, lr_same = 0;
   for (const LrGroup& gr : c.lr_groups) {
     if (!is_reference_scale(c.arms[gr.arms.front()].scale())) continue;
     for (const LrGroup& go : c.lr_groups) {
       if (&go == &gr || lr_group_key(c, go) != lr_group_key(c, gr)) continue;
       const LrComparison cmp = compare_lr_sensitivity(c, gr, go);
       if (!cmp.decided) ++lr_undecided;
+      else if (cmp.about_same) ++lr_same;
       else if (cmp.sensitivity_a > cmp.sensitivity_b) ++lr_more;
       else ++lr_not;
     }
   }
-  const std::size_t lr_n = lr_more + lr_not + lr_undecided;
+  const std::size_t lr_n = lr_more + lr_not + lr_undecided + lr_same;
   if (lr_n)
     out.push_back({fmt::format("Unscaled is more sensitive to the learning rate in {} of {} comparison{} (over the "
-                               "learning rates both scalings share){}.",
+                               "learning rates both scalings share){}{}.",
                                lr_more, lr_n, lr_n == 1 ? "" : "s",
+                               lr_same ? fmt::format("; about the same (within the seed sd or 2%) in {}", lr_same)
+                                       : std::string(),
                                lr_undecided ? fmt::format("; not decided in {}", lr_undecided) : std::string()),
                    "story"});
 
@@ -648,7 +654,10 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
         "directory and logging settings are ignored); the table aggregates each arm over its seeds. *final loss* is "
         "the mean training loss over the last 20 steps of a run (as in summary.json), shown as mean ± sample standard "
         "deviation over seeds; *final acc* likewise. Both leave out diverged runs, which the *diverged* column "
-        "counts with the step they stopped at. *step loss≤x* / *step acc≥y* is the first step at which the mean "
+        "counts with the step they stopped at. A run *diverged* when its loss or gradient became NaN or Inf, or "
+        "when its loss stayed finite but blew up: its final loss is more than " +
+        fmt::format("{:g}", kDivergedLossFactor) +
+        " times its step-0 loss (its step is then the first whose loss passed that). *step loss≤x* / *step acc≥y* is the first step at which the mean "
         "over the last " +
         std::to_string(c.window) +
         " steps reaches the threshold, averaged over the seeds that reached it; \"(k/n)\" says only k of n seeds "
@@ -666,7 +675,9 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
         "large-scale Transformer training instabilities\", sec. 3.2) is, over arms that differ only in learning "
         "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
         "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
-        "best. Incomplete runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
+        "best; two sensitivities count as about the same when they differ by less than the larger seed sd of the "
+        "objective or 2% of it, and a comparison is not decided when no arm of either scaling ended below the "
+        "chance loss (a uniform guess) by more than that. Incomplete runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
         "complete run. Gradient norms are measured before the optimizer step; AdamW normalises its updates, so "
         "there a smaller gradient does not by itself mean a smaller update. Every sentence below is generated from these numbers; two final losses count as equal when "
         "they differ by less than the larger seed standard deviation or 2% of the loss.\n\n";

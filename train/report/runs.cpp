@@ -181,6 +181,26 @@ RunRecord load_run(const std::string& dir) {
   const std::size_t expected = run.has_summary ? steps_done : run.steps_planned;
   if (!run.diverged && rows < expected)
     add_reason(run, std::to_string(rows) + " of " + std::to_string(expected) + " steps in metrics.csv");
+  // A loss that stayed finite but blew up (loss_blew_up, the one definition) is a divergence like a NaN: at the
+  // first step whose loss passed kDivergedLossFactor times the step-0 loss.
+  const RunSeries& s = run.series;
+  if (!run.diverged && rows > 0) {
+    std::vector<double> tail;
+    for (std::size_t i = rows; i-- > 0 && tail.size() < 20;)
+      if (std::isfinite(s.loss[i])) tail.push_back(s.loss[i]);
+    double final_loss = 0;
+    for (double v : tail) final_loss += v;
+    final_loss = tail.empty() ? kNaN : final_loss / static_cast<double>(tail.size());
+    if (loss_blew_up(s.loss.front(), final_loss)) {
+      run.diverged = true;
+      run.diverged_step = static_cast<long>(s.step.back());
+      for (std::size_t i = 0; i < rows; ++i)
+        if (loss_blew_up(s.loss.front(), s.loss[i])) {
+          run.diverged_step = static_cast<long>(s.step[i]);
+          break;
+        }
+    }
+  }
   return run;
 }
 

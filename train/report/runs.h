@@ -33,8 +33,10 @@ struct RunRecord {
   nlohmann::json config;           // config.json in its canonical form (canonical_config_json; any release)
   bool has_summary = false;        // summary.json present and readable
   bool diverged = false;           // from summary.json; without one, a non-finite loss/grad_norm in the last row
-                                   // (unless the run skips non-finite steps: config on_nan = "skip")
-  long diverged_step = -1;
+                                   // (unless the run skips non-finite steps: config on_nan = "skip"); or, with
+                                   // every loss finite, loss_blew_up (train/run_files.h): the final loss (mean of
+                                   // the last min(20, rows) finite losses) above kDivergedLossFactor × step 0's
+  long diverged_step = -1;         // for a blow-up, the first step whose loss passed that factor
   bool incomplete = false;         // cut short: no summary.json, a truncated last line, or fewer rows than steps
   std::string incomplete_reason;   // why, for the report ("" when complete)
   std::size_t steps_planned = 0;   // config "steps"

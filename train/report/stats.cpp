@@ -232,8 +232,11 @@ std::string ArmStats::optimizer() const { return setting_text(settings, "optimiz
 double ArmStats::lr() const { return number_or_nan(settings, "lr"); }
 
 bool ArmStats::learned() const {
-  return final_loss.n > 0 && initial_loss.n > 0 &&
-         initial_loss.mean - final_loss.mean > equal_loss_tolerance(initial_loss, final_loss);
+  if (final_loss.n == 0) return false;
+  // A loss that fell from a bad start but stays above a uniform guess has learned nothing about the task.
+  const double chance = number_or_nan(settings, "chance_loss");
+  const MeanSd reference = std::isfinite(chance) ? MeanSd{chance, 0.0, 1} : initial_loss;
+  return reference.n > 0 && reference.mean - final_loss.mean > equal_loss_tolerance(reference, final_loss);
 }
 
 nlohmann::json arm_settings(const nlohmann::json& config) {
@@ -435,6 +438,7 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
   std::vector<double> objective_a, objective_b;
   std::vector<std::string> both_diverged;
   bool any_learned = false;
+  double tolerance = 0;
   for (auto ia : a.arms)
     for (auto ib : b.arms) {
       const ArmStats& x = c.arms[ia];
@@ -446,6 +450,10 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
       if (!x.diverged_steps.empty() && !y.diverged_steps.empty())
         both_diverged.push_back(setting_text(x.settings, "lr"));
       any_learned = any_learned || x.learned() || y.learned();
+      for (const MeanSd* m : {&x.lr_objective, &y.lr_objective}) {
+        if (std::isfinite(m->sd)) tolerance = std::max(tolerance, m->sd);
+        if (std::isfinite(m->mean)) tolerance = std::max(tolerance, 0.02 * std::fabs(m->mean));
+      }
     }
   auto list = [&](const LrGroup& g) {
     std::string s;
@@ -464,11 +472,14 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
     out.reason = fmt::format("both scalings diverged at lr {}, where the objective is the initial loss on both sides",
                              lrs);
   } else if (!any_learned) {
-    out.reason = "neither scaling learned at any learning rate (final loss never below the initial loss)";
+    out.reason = "neither scaling learned at any learning rate (mean final loss never below the chance loss by "
+                 "more than the seed sd or 2%)";
   } else if (!std::isfinite(out.sensitivity_a) || !std::isfinite(out.sensitivity_b)) {
     out.reason = "an objective is missing at the shared learning rates";
   } else {
     out.decided = true;
+    out.tolerance = tolerance;
+    out.about_same = std::fabs(out.sensitivity_a - out.sensitivity_b) <= tolerance;
   }
   return out;
 }

@@ -99,7 +99,9 @@ struct ArmStats {
   MeanSd lr_objective;               // over the used runs, diverged ones included (as their initial loss)
   std::vector<long> diverged_steps;  // one per used run that diverged
 
-  /// The final loss is lower than the initial loss by more than equal_loss_tolerance: the arm learned something.
+  /// The arm learned something: its mean final loss is below the chance loss (config.json's derived chance_loss,
+  /// ln(n_values): a uniform guess) by more than equal_loss_tolerance (the seed sd, at least 2%); without a chance
+  /// loss, below the mean initial loss by that much. False with no kept run.
   bool learned() const;
 
   std::size_t d_k() const;
@@ -124,11 +126,16 @@ struct LrGroup {
 /// Two LR groups of different scale compared by LR sensitivity over the learning rates both hold (a sensitivity over
 /// different sets of learning rates is not comparable). Not decided, with the reason, when they share fewer than two
 /// learning rates, when both diverged (some run of each) at one of them — the lr objective then is the initial loss
-/// on both sides, whatever the scaling — or when neither learned (ArmStats::learned) at any.
+/// on both sides, whatever the scaling — or when neither learned (ArmStats::learned) at any. Decided but
+/// about_same when the sensitivities differ by no more than `tolerance`: a difference within the seed spread of the
+/// objectives is not a result.
 struct LrComparison {
   std::vector<double> lrs;                      // the shared learning rates, increasing
   double sensitivity_a = kNoValue, sensitivity_b = kNoValue;  // lr_sensitivity over those lrs
   bool decided = false;
+  bool about_same = false;   // decided, and |sensitivity_a - sensitivity_b| <= tolerance: neither is more sensitive
+  double tolerance = kNoValue;  // the larger of the seed sds of the lr objective over the shared arms, and 2% of the
+                                // larger mean objective there (as equal_loss_tolerance)
   std::string reason;                           // why not decided; "" when decided
 };
 
