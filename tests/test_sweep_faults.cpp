@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -619,4 +620,34 @@ TEST_CASE("sweep_faults_lock_pid: of two `xgrad train --resume` of one run start
     }
   }
   MESSAGE(refused << " of 20 pairs had one process refused");
+}
+
+TEST_CASE("sweep_faults_file_too_large: a sweep that cannot write sweep.json says why and leaves no sweep.json.tmp") {
+  const TempDir root("sweep_file_too_large");
+  const fs::path out = root / "sweep";
+  std::vector<std::string> words{XGRAD_BIN, "sweep",  "--out",    out.string(), "--scale", "none,sqrt_dk", "--d-k",
+                                 "4,8",     "--seeds", "0,1",     "--arms",     "adamw@0.01", "--d-model", "16",
+                                 "--steps", "3",       "--jobs",  "1",          "--threads", "1"};
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const pid_t sweep = fork();
+  REQUIRE(sweep >= 0);
+  if (sweep == 0) {
+    // Files of at most 1 KiB, as on a disk that fills up: the index of 8 runs is larger.
+    signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit limit{1024, 1024};
+    const int fd = open((root / "output.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(126);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    execv(XGRAD_BIN, argv.data());
+    _exit(127);
+  }
+  const int code = exit_code(wait_status(sweep));
+  const std::string said = read_text(root / "output.txt");
+  INFO("sweep said: " << said);
+  CHECK(code == 1);
+  CHECK(contains(said, "writing " + (out / "sweep.json.tmp").string() + " failed: File too large"));
+  CHECK_FALSE(fs::exists(out / "sweep.json.tmp"));
 }
