@@ -1430,3 +1430,31 @@ TEST_CASE("LR sensitivity: differences within the seed spread are about the same
     CHECK(all.find("about the same (within the seed sd or 2%) in 1") != std::string::npos);
   }
 }
+
+TEST_CASE("findings never pool arms of different tasks or settings into one number: a line per setting group") {
+  // The reviewer's case: copy and kv_recall runs compared together gave "attention entropy unscaled 1.60 / 1.21",
+  // the mean of the two tasks' lines, a number that appears nowhere below.
+  const TempDir root("compare_findings_groups");
+  for (const std::string task : {"copy", "kv_recall"})
+    for (const std::size_t d_k : {4, 8})
+      for (const std::string scale : {"none", "sqrt_dk"}) {
+        TrainConfig c = short_run(root / "sweep" / (task + scale + std::to_string(d_k)), task, scale, 4);
+        c.d_k = d_k;
+        xgrad::train::train(c);
+      }
+  const Comparison cmp = analyse_dirs({(root / "sweep").string()});
+  std::size_t saturation = 0, gradient = 0;
+  std::string all;
+  for (const auto& l : findings(cmp)) all += l.text + "\n";
+  INFO(all);
+  for (const auto& l : findings(cmp)) {
+    const bool sat = l.text.find("Saturation at step 0") != std::string::npos;
+    const bool grad = l.text.find("Median per-query score gradient") != std::string::npos;
+    if (!sat && !grad) continue;
+    saturation += sat;
+    gradient += grad;
+    CHECK((l.text.find("task=copy") != std::string::npos) != (l.text.find("task=kv_recall") != std::string::npos));
+  }
+  CHECK(saturation == 2);
+  CHECK(gradient == 2);
+}

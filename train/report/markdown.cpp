@@ -461,67 +461,90 @@ std::vector<FindingLine> findings(const Comparison& c) {
     out.push_back({text, "scale-modes"});
   }
 
-  // Saturation and the per-query gradient, per scaling (reference first, as the arms are sorted) and d_k.
-  std::vector<std::size_t> d_ks;
-  std::vector<std::string> all_scales;
+  // Saturation and the per-query gradient, per scaling (reference first, as the arms are sorted) and d_k, and per
+  // group of arms that agree on every other distinguishing setting (task, d_model, ...): a number pooled over tasks
+  // would appear nowhere below. Optimizer and learning rate do not split a group (the gradient line gives a range).
+  const auto group_keys = distinguishing_keys(c.arms);
+  std::vector<std::string> group_order;
+  std::map<std::string, std::vector<const ArmStats*>> groups;
   for (const ArmStats& arm : c.arms) {
-    if (std::find(d_ks.begin(), d_ks.end(), arm.d_k()) == d_ks.end()) d_ks.push_back(arm.d_k());
-    if (std::find(all_scales.begin(), all_scales.end(), arm.scale()) == all_scales.end())
-      all_scales.push_back(arm.scale());
+    std::string label;
+    for (const auto& k : group_keys) label += (label.empty() ? "" : " ") + k + "=" + setting_text(arm.settings, k);
+    if (!groups.count(label)) group_order.push_back(label);
+    groups[label].push_back(&arm);
   }
-  std::sort(d_ks.begin(), d_ks.end());
-  std::vector<std::string> dk_text;
-  for (auto d : d_ks) dk_text.push_back(std::to_string(d));
-  const std::string at_d_k = fmt::format("at d_k = {}", per_d_k(dk_text));
-  std::vector<std::string> entropy_parts, saturated_parts, grad_parts;
-  bool any_saturated = false;
-  for (const auto& s : all_scales) {
-    std::vector<std::string> e, sat, g;
-    bool any_e = false, any_g = false;
-    for (auto d : d_ks) {
-      std::vector<double> entropy, saturated;
-      double lo = kNoValue, hi = kNoValue;
-      for (const ArmStats& arm : c.arms) {
-        if (arm.scale() != s || arm.d_k() != d) continue;
-        for (auto i : arm.kept)
-          if (c.stats[i].first_measured_step == 0) {
-            entropy.push_back(c.stats[i].entropy_first);
-            saturated.push_back(c.stats[i].saturated_first);
+  const std::size_t kMaxGroups = 3;  // two lines each: the ten-line budget keeps room for the other findings
+  for (std::size_t gi = 0; gi < group_order.size() && gi < kMaxGroups; ++gi) {
+    const std::string& group_label = group_order[gi];
+    const std::vector<const ArmStats*>& group = groups[group_label];
+    const std::string prefix = group_label.empty() ? "" : group_label + ": ";
+    std::vector<std::size_t> d_ks;
+    std::vector<std::string> all_scales;
+    for (const ArmStats* arm : group) {
+      if (std::find(d_ks.begin(), d_ks.end(), arm->d_k()) == d_ks.end()) d_ks.push_back(arm->d_k());
+      if (std::find(all_scales.begin(), all_scales.end(), arm->scale()) == all_scales.end())
+        all_scales.push_back(arm->scale());
+    }
+    std::sort(d_ks.begin(), d_ks.end());
+    std::vector<std::string> dk_text;
+    for (auto d : d_ks) dk_text.push_back(std::to_string(d));
+    const std::string at_d_k = fmt::format("at d_k = {}", per_d_k(dk_text));
+    std::vector<std::string> entropy_parts, saturated_parts, grad_parts;
+    bool any_saturated = false;
+    for (const auto& s : all_scales) {
+      std::vector<std::string> e, sat, g;
+      bool any_e = false, any_g = false;
+      for (auto d : d_ks) {
+        std::vector<double> entropy, saturated;
+        double lo = kNoValue, hi = kNoValue;
+        for (const ArmStats* armp : group) {
+          const ArmStats& arm = *armp;
+          if (arm.scale() != s || arm.d_k() != d) continue;
+          for (auto i : arm.kept)
+            if (c.stats[i].first_measured_step == 0) {
+              entropy.push_back(c.stats[i].entropy_first);
+              saturated.push_back(c.stats[i].saturated_first);
+            }
+          const double m = arm.score_grad_median_median;
+          if (std::isfinite(m)) {
+            lo = std::isnan(lo) ? m : std::min(lo, m);
+            hi = std::isnan(hi) ? m : std::max(hi, m);
           }
-        const double m = arm.score_grad_median_median;
-        if (std::isfinite(m)) {
-          lo = std::isnan(lo) ? m : std::min(lo, m);
-          hi = std::isnan(hi) ? m : std::max(hi, m);
         }
+        const MeanSd me = mean_sd(entropy), ms = mean_sd(saturated);
+        any_e = any_e || me.n > 0;
+        any_saturated = any_saturated || ms.n > 0;
+        any_g = any_g || std::isfinite(lo);
+        e.push_back(me.n ? format_number(me.mean, 2) : "—");
+        sat.push_back(ms.n ? format_percent(ms.mean) : "—");
+        g.push_back(!std::isfinite(lo) ? "—"
+                    : lo == hi         ? short_number(lo)
+                                       : short_number(lo) + "–" + short_number(hi));
       }
-      const MeanSd me = mean_sd(entropy), ms = mean_sd(saturated);
-      any_e = any_e || me.n > 0;
-      any_saturated = any_saturated || ms.n > 0;
-      any_g = any_g || std::isfinite(lo);
-      e.push_back(me.n ? format_number(me.mean, 2) : "—");
-      sat.push_back(ms.n ? format_percent(ms.mean) : "—");
-      g.push_back(!std::isfinite(lo) ? "—"
-                  : lo == hi         ? short_number(lo)
-                                     : short_number(lo) + "–" + short_number(hi));
+      const std::string name = is_reference_scale(s) ? "unscaled" : s;
+      if (any_e) {
+        entropy_parts.push_back(fmt::format("{} {}", name, per_d_k(e)));
+        saturated_parts.push_back(fmt::format("{} {}", name, per_d_k(sat)));
+      }
+      if (any_g) grad_parts.push_back(fmt::format("{} {}", name, per_d_k(g)));
     }
-    const std::string name = is_reference_scale(s) ? "unscaled" : s;
-    if (any_e) {
-      entropy_parts.push_back(fmt::format("{} {}", name, per_d_k(e)));
-      saturated_parts.push_back(fmt::format("{} {}", name, per_d_k(sat)));
+    if (!entropy_parts.empty()) {
+      std::string text = prefix + fmt::format("Saturation at step 0, first layer: attention entropy {} nats {}",
+                                              join(entropy_parts, " vs "), at_d_k);
+      if (any_saturated)
+        text += fmt::format("; queries with max weight > 0.99: {}", join(saturated_parts, " vs "));
+      out.push_back({text + ".", "summary-figures"});
     }
-    if (any_g) grad_parts.push_back(fmt::format("{} {}", name, per_d_k(g)));
+    if (!grad_parts.empty())
+      out.push_back({prefix + fmt::format("Median per-query score gradient ‖dLoss/d(score row)‖ (per run the median "
+                                          "over logged steps; a range spans the arms' optimizers and learning "
+                                          "rates): {} {}.",
+                                          join(grad_parts, " vs "), at_d_k),
+                     "summary-figures"});
   }
-  if (!entropy_parts.empty()) {
-    std::string text = fmt::format("Saturation at step 0, first layer: attention entropy {} nats {}", 
-                                   join(entropy_parts, " vs "), at_d_k);
-    if (any_saturated)
-      text += fmt::format("; queries with max weight > 0.99: {}", join(saturated_parts, " vs "));
-    out.push_back({text + ".", "summary-figures"});
-  }
-  if (!grad_parts.empty())
-    out.push_back({fmt::format("Median per-query score gradient ‖dLoss/d(score row)‖ (per run the median over logged "
-                               "steps; a range spans the arms' optimizers and learning rates): {} {}.",
-                               join(grad_parts, " vs "), at_d_k),
+  if (group_order.size() > kMaxGroups)
+    out.push_back({fmt::format("Saturation and the per-query gradient of {} more setting groups: in the summary "
+                               "figures.", group_order.size() - kMaxGroups),
                    "summary-figures"});
 
   // LR sensitivity over shared learning rates.
