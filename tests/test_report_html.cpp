@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nn/scaling.h"
 #include "train/report/compare.h"
 #include "train/report/html.h"
 #include "train/report/markdown.h"
@@ -308,4 +309,36 @@ TEST_CASE("report.html: series over the page budget are downsampled further, and
   for (const auto& v : data.at("series")[0].at("cols").at(0)[1])
     if (v.is_number()) highest = std::max(highest, v.get<double>());
   CHECK(highest == 99.5);  // the spike survives
+}
+
+TEST_CASE("report.html: summary lines carry their scaling's registered colour (theory lines too); findings link to "
+          "their details; the title names the report") {
+  TempDir dir("html_summary_colours");
+  for (const std::size_t d_k : {4, 8})
+    for (const std::string scale : {"none", "sqrt_dk"}) {
+      TrainConfig c = xgrad::testing::tiny_run((dir / "sweep" / (scale + std::to_string(d_k))).string(), 4);
+      c.d_k = d_k;
+      c.scale = scale;
+      train(c);
+    }
+  CHECK(compare_quietly({(dir / "sweep").string()}, dir / "my-report") == 4);
+  const nlohmann::json data = page_data(dir / "my-report" / "report.html");
+  std::size_t theory = 0;
+  for (const auto& fig : data.at("summary"))
+    for (const auto& line : fig.at("lines")) {
+      INFO(line.dump());
+      const auto* entry = xgrad::Registry<xgrad::nn::ScalingEntry>::instance().find(line.at("scale"));
+      REQUIRE(entry);
+      CHECK(line.at("colour") == entry->colour);
+      theory += line.at("theory").get<bool>();
+    }
+  CHECK(theory == 2);  // score std at step 0: one theory line per scaling, in that scaling's colour
+  REQUIRE_FALSE(data.at("findings").empty());
+  for (const auto& f : data.at("findings")) {
+    INFO(f.dump());
+    CHECK(f.at("text").is_string());
+    CHECK_FALSE(f.at("anchor").get<std::string>().empty());
+  }
+  const std::string html = read_text(dir / "my-report" / "report.html");
+  CHECK(html.find("<title>xgrad compare: my-report</title>") != std::string::npos);
 }

@@ -173,6 +173,14 @@ async function main() {
     check(figures.length === data.summary.length && figures.length > 0 && figures.every((n) => n > 1),
           `report.md's ${data.summary.length} summary figures are drawn (${figures.length})`);
     console.log(`     drawn in ${shown.drawMs.toFixed(0)} ms after the script started`);
+    // Summary lines in their scaling's registered colour (as the PNGs), theory lines included.
+    const strokes = await page.evaluate(() => window.xgradPage.summaryCharts().map(
+        (u) => u.series.slice(1).map((s, i) => (typeof s.stroke === "function" ? s.stroke(u, i + 1) : s.stroke))));
+    const wanted = data.summary.map((f) => f.lines.map((l) => l.colour));
+    check(JSON.stringify(strokes) === JSON.stringify(wanted),
+          `summary lines drawn in their scalings' colours (${JSON.stringify(strokes)} vs ${JSON.stringify(wanted)})`);
+    const links = await page.evaluate(() => document.querySelectorAll("#findings a.details-link").length);
+    check(links === data.findings.length && links > 0, `each finding links to its details (${links})`);
 
     // Hiding a group: its curves (runs, band, mean) are no longer drawn, and the canvas changes.
     const before = await canvasHash(page, 0);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/metrics_log.h"
+#include "train/report/plots.h"
 #include "train/report/summary.h"
 #include "train/report/tables.h"
 #include "train/report/web_assets.h"
@@ -255,6 +256,30 @@ std::string script_safe(const std::string& json) {
 // A number for nlohmann, which writes NaN as null: rounded, so that a figure's points stay short.
 double rounded(double v) { return std::isfinite(v) ? std::stod(fmt::format("{:.6g}", v)) : v; }
 
+// "xgrad compare: <the report directory's name>": the page's title and heading.
+std::string title_of(const ReportContext& context) {
+  fs::path dir = fs::path(context.out_dir.empty() ? std::string(".") : context.out_dir).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "out/" → "out"
+  std::string name = dir.filename().string();
+  if (name.empty() || name == ".") name = fs::absolute(dir).lexically_normal().filename().string();
+  return "xgrad compare: " + name;
+}
+
+// `text` with &, <, > and " as entities: safe inside an element or attribute.
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
 // report.md's summary figures (summary_figures) for the page to draw.
 nlohmann::json summary_json(const std::vector<SummaryFigure>& figures) {
   nlohmann::json out = nlohmann::json::array();
@@ -264,7 +289,8 @@ nlohmann::json summary_json(const std::vector<SummaryFigure>& figures) {
       nlohmann::json points = nlohmann::json::array();
       for (const SummaryPoint& p : line.points)
         points.push_back({rounded(p.x), rounded(p.y), rounded(p.lo), rounded(p.hi), p.n, p.n_diverged});
-      lines.push_back({{"label", line.label}, {"scale", line.scale}, {"theory", line.theory}, {"points", points}});
+      lines.push_back({{"label", line.label}, {"scale", line.scale}, {"colour", scaling_colour(line.scale)},
+                       {"theory", line.theory}, {"points", points}});
     }
     out.push_back({{"name", f.name}, {"title", f.title}, {"caption", f.caption}, {"x_label", f.x_label},
                    {"y_label", f.y_label}, {"log_x", f.log_x}, {"log_y", f.log_y}, {"lines", lines},
@@ -403,7 +429,7 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
 
     nlohmann::json meta;
     meta["format"] = 1;
-    meta["title"] = "xgrad compare: " + fs::path(out_dir).filename().string();
+    meta["title"] = title_of(context);
     meta["n_runs"] = n;
     meta["columns"] = shown;
     std::vector<std::string> panels;
@@ -437,7 +463,7 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
     // What report.md says first and its figures: the findings, the per-arm sentences and checks, the summary
     // figures' data (points [x, y, lo, hi, runs, diverged runs left out]).
     nlohmann::json finding_lines = nlohmann::json::array();
-    for (const FindingLine& f : findings(c)) finding_lines.push_back(f.text);
+    for (const FindingLine& f : findings(c)) finding_lines.push_back({{"text", f.text}, {"anchor", f.anchor}});
     meta["findings"] = finding_lines;
     meta["sentences"] = scale_sentences(c);
     const StoryChecks checks = story_checks(c);
@@ -575,7 +601,7 @@ HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context,
   html.reserve(data.size() + 200000);
   html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  html += "<title>xgrad compare</title>\n<style>\n";
+  html += "<title>" + html_escape(title_of(context)) + "</title>\n<style>\n";
   html += web_assets::kUplotCss;
   html += "\n";
   html += web_assets::kPageCss;

@@ -294,6 +294,11 @@ struct Panel {
 
 }  // namespace
 
+std::string scaling_colour(const std::string& scale) {
+  std::vector<std::string> warnings;  // write_plots reports them
+  return "#" + style_of(scale, warnings).colour;
+}
+
 const std::vector<PlotFigure>& plot_figures() {
   static const std::vector<PlotFigure> figures = [] {
     std::vector<PlotFigure> f;

@@ -51,4 +51,9 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir);
 void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,
                          PlotOutcome& outcome);
 
+/// The colour every figure draws `scale` in, "#RRGGBB": its registry entry's colour, or for a name this build does
+/// not know (or an entry whose colour is not #RRGGBB) a fixed palette colour chosen by a hash of the name, the same
+/// one write_plots uses. The report page draws its summary figures in it too.
+std::string scaling_colour(const std::string& scale);
+
 }  // namespace xgrad::train

@@ -499,9 +499,14 @@
     if (!tables.length) return null;
     var joined = uPlot.join(tables);
     var base = fig.name.indexOf("d_k") >= 0 ? 2 : 10;
+    // Each line in its scaling's registered colour (as the PNGs), a theory line in its scaling's colour dashed;
+    // further measured lines of one scaling told apart by their dash.
+    var dashes = [undefined, [10, 3], [2, 3], [10, 3, 2, 3]], seen = {};
+    var strokes = fig.lines.map(function (line, i) { return line.colour || color(i); });
     var series = [{ label: fig.x_label }].concat(fig.lines.map(function (line, i) {
-      return { label: line.label, stroke: color(i), width: line.theory ? 1.5 : 2,
-               dash: line.theory ? [6, 4] : undefined,
+      var k = line.theory ? 0 : (seen[line.scale] = (seen[line.scale] || 0) + 1) - 1;
+      return { label: line.label, stroke: strokes[i], width: line.theory ? 1.5 : 2,
+               dash: line.theory ? [6, 4] : dashes[k % dashes.length],
                spanGaps: true, points: { show: !line.theory, size: 6 },
                value: function (u, v) { return v == null ? "—" : fmt(fig.log_y ? Math.pow(10, v) : v); } };
     }));
@@ -531,7 +536,7 @@
       ctx.lineWidth = 1.5 * devicePixelRatio;
       fig.lines.forEach(function (line, i) {
         if (line.theory || !u.series[i + 1].show) return;
-        ctx.strokeStyle = color(i);
+        ctx.strokeStyle = strokes[i];
         line.points.forEach(function (p) {
           if (p[0] == null || p[2] == null || p[3] == null || (fig.log_x && !(p[0] > 0))) return;
           var lo = p[2], hi = p[3];
@@ -598,6 +603,7 @@
 
   var app = document.getElementById("app");
   app.textContent = "";
+  document.title = data.title;
   var countsEl = el("span", { id: "counts" });
   var legendEl = el("div", { id: "legend" });
   var panelsEl = el("div", { id: "panels" });
@@ -615,7 +621,13 @@
   if (data.findings && data.findings.length) {
     app.appendChild(el("section", { id: "findings" }, [
       el("h2", { text: "Findings" }),
-      el("ul", null, data.findings.map(function (t) { return el("li", { text: t }); }))]));
+      el("ul", null, data.findings.map(function (f) {
+        // Details on this page where it has them (the summary figures), else in report.md beside it.
+        var href = document.getElementById(f.anchor) || f.anchor === "summary-figures" ? "#" + f.anchor
+                                                                                         : "report.md#" + f.anchor;
+        return el("li", null, [document.createTextNode(f.text + " "),
+                               el("a", { href: href, class: "details-link", text: "→ details" })]);
+      }))]));
   }
   if (data.notes.length) {
     app.appendChild(el("details", { id: "notes", open: "" }, [
