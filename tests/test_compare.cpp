@@ -1458,3 +1458,48 @@ TEST_CASE("findings never pool arms of different tasks or settings into one numb
   CHECK(saturation == 2);
   CHECK(gradient == 2);
 }
+
+namespace {
+// The '|' of a markdown table line that are cell separators (not escaped as "\|").
+std::size_t unescaped_pipes(const std::string& line) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) n += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+  return n;
+}
+}  // namespace
+
+TEST_CASE("report.md escapes run names and setting values: '|' and newlines keep tables whole, '<' is not HTML") {
+  const TempDir root("compare_md_escape");
+  const std::string evil = "a|b\nc<img src=x onerror=alert(1)>";
+  for (const std::string scale : {"none", "sqrt_dk"}) {
+    FakeRun r;
+    r.scale = scale;
+    r.loss = constant(25, 1.0);
+    const fs::path dir = root / "sweep" / (scale + evil);
+    write_run(dir, r);
+    // A recorded input file whose name holds the same characters and a newline: its name is part of the arm.
+    nlohmann::json config = nlohmann::json::parse(read_text(dir / "config.json"));
+    config["inputs"] = nlohmann::json::array({{{"path", "/data/in|put\n<b>x.txt"}, {"xxh3", "0123456789abcdef"}}});
+    std::ofstream(dir / "config.json") << config.dump(2);
+  }
+  std::string md;
+  compare_text(root / "sweep", &md);
+  INFO(md);
+  CHECK(md.find("<img") == std::string::npos);
+  CHECK(md.find("<b>") == std::string::npos);
+  CHECK(md.find("a\\|b c&lt;img src=x onerror=alert(1)>") != std::string::npos);
+  // Every table keeps its header's number of cells on every line.
+  std::istringstream lines(md);
+  std::size_t header_pipes = 0, table_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '|') {
+      header_pipes = 0;
+      continue;
+    }
+    ++table_lines;
+    if (header_pipes == 0) header_pipes = unescaped_pipes(line);
+    INFO(line);
+    CHECK(unescaped_pipes(line) == header_pipes);
+  }
+  CHECK(table_lines > 4);
+}

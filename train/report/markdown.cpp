@@ -669,7 +669,7 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
                     n_complete, n_incomplete, n_diverged);
 
   md += "## Findings\n\n";
-  for (const FindingLine& f : findings(c)) md += "- " + f.text + " [→ details](#" + f.anchor + ")\n";
+  for (const FindingLine& f : findings(c)) md += "- " + markdown_escape(f.text) + " [→ details](#" + f.anchor + ")\n";
   md += "\n";
 
   md += "## How to read this\n\n"
@@ -711,7 +711,7 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   if (!duplicates.empty()) {
     md += "**Duplicate seeds.** Runs of one arm with the same seed and data_seed are the same run twice, not two "
           "seeds:\n\n";
-    for (const auto& d : duplicates) md += "- " + d + "\n";
+    for (const auto& d : duplicates) md += "- " + markdown_escape(d) + "\n";
     md += "\n";
   }
   const Table lr = lr_table(c);
@@ -723,8 +723,8 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   const auto unpaired = no_scaling_comparison_notes(c);
   if (sentences.empty() && unpaired.empty())
     md += "Every arm has the same scale mode, so there is no scaled-vs-unscaled comparison.\n";
-  for (const auto& s : sentences) md += "- " + s + "\n";
-  for (const auto& s : unpaired) md += "- " + s + ".\n";
+  for (const auto& s : sentences) md += "- " + markdown_escape(s) + "\n";
+  for (const auto& s : unpaired) md += "- " + markdown_escape(s) + ".\n";
   md += "\n";
 
   md += "<a id=\"story\"></a>\n\n## Where the usual story holds, and where it does not\n\n"
@@ -738,13 +738,13 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   } else {
     md += "### Where it does NOT hold\n\n";
     if (checks.fails.empty()) md += "Nowhere in these runs: every check agrees with the story.\n";
-    for (const auto& s : checks.fails) md += "- " + s + "\n";
+    for (const auto& s : checks.fails) md += "- " + markdown_escape(s) + "\n";
     md += "\n### Where it holds\n\n";
     if (checks.holds.empty()) md += "Nowhere in these runs.\n";
-    for (const auto& s : checks.holds) md += "- " + s + "\n";
+    for (const auto& s : checks.holds) md += "- " + markdown_escape(s) + "\n";
     if (!checks.undecided.empty()) {
       md += "\n### Not decided by these runs\n\n";
-      for (const auto& s : checks.undecided) md += "- " + s + "\n";
+      for (const auto& s : checks.undecided) md += "- " + markdown_escape(s) + "\n";
     }
     md += "\n";
   }
@@ -803,7 +803,7 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   md += runs.markdown() + "\n";
   if (!ctx.skipped.empty()) {
     md += "Skipped (unreadable):\n\n";
-    for (const auto& s : ctx.skipped) md += "- " + s + "\n";
+    for (const auto& s : ctx.skipped) md += "- " + markdown_escape(s) + "\n";
     md += "\n";
   }
   return md;

@@ -83,10 +83,23 @@ std::string Table::text() const {
   return out;
 }
 
+std::string markdown_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch == '|' && (i == 0 || text[i - 1] != '\\')) out += "\\|";
+    else if (ch == '\n' || ch == '\r') out += ' ';
+    else if (ch == '<') out += "&lt;";
+    else out += ch;
+  }
+  return out;
+}
+
 std::string Table::markdown() const {
   auto line = [](const std::vector<std::string>& cells) {
     std::string out = "|";
-    for (const auto& c : cells) out += " " + c + " |";
+    for (const auto& c : cells) out += " " + markdown_escape(c) + " |";
     return out + "\n";
   };
   std::string out = line(header);

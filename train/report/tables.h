@@ -15,9 +15,14 @@ struct Table {
   std::vector<std::vector<std::string>> rows;
   /// Columns padded to their widest cell (UTF-8 aware), two spaces apart, text left- and numbers right-aligned.
   std::string text() const;
-  /// A GitHub-flavoured markdown table.
+  /// A GitHub-flavoured markdown table; every cell through markdown_escape.
   std::string markdown() const;
 };
+
+/// `text` safe as one line of report.md, in a table cell or a list item: a '|' not already escaped becomes "\|"
+/// (a cell separator otherwise), CR and LF become spaces (they would end the row or item), '<' becomes "&lt;" (run
+/// names and setting values are not HTML). Idempotent: escaping twice gives the same text.
+std::string markdown_escape(const std::string& text);
 
 /// One row per arm: settings, seeds, final loss mean ± sd, final accuracy, steps to the loss and accuracy
 /// thresholds, mean loss over steps, fractions of steps with an exactly-zero W_q / W_k gradient ("W_q grad =0") and
