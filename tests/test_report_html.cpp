@@ -210,6 +210,17 @@ TEST_CASE("report.html on bad input: mismatched columns, NaN/Inf rows, no rows, 
     }
     write_lines(dir / "runs" / "nonfinite" / kMetricsFile, lines);
   }
+  // Text where a number belongs, in two rows: "not a number", not counted with NaN/Inf.
+  copy_run(good, dir / "runs" / "text_cells", 5);
+  {
+    std::vector<std::string> lines = lines_of(dir / "runs" / "text_cells" / kMetricsFile);
+    for (std::size_t i = 2; i <= 3; ++i) {
+      const auto a = lines[i].find(',');
+      const auto b = lines[i].find(',', a + 1);
+      lines[i].replace(a + 1, b - a - 1, "oops");
+    }
+    write_lines(dir / "runs" / "text_cells" / kMetricsFile, lines);
+  }
   // A header and no rows; and a file with nothing at all (compare cannot read that run).
   copy_run(good, dir / "runs" / "header_only", 3);
   write_lines(dir / "runs" / "header_only" / kMetricsFile, {lines_of(good / kMetricsFile)[0]});
@@ -217,16 +228,23 @@ TEST_CASE("report.html on bad input: mismatched columns, NaN/Inf rows, no rows, 
   write_lines(dir / "runs" / "empty_file" / kMetricsFile, {});
   fs::remove_all(good);
 
-  CHECK(compare_quietly({(dir / "runs").string()}, dir.path()) == 3);
+  CHECK(compare_quietly({(dir / "runs").string()}, dir.path()) == 4);
   const nlohmann::json data = page_data(dir / "report.html");
   CAPTURE(notes_text(data));
-  REQUIRE(data.at("runs").size() == 3);
+  REQUIRE(data.at("runs").size() == 4);
+  CHECK(any_note(data, "2 cells that are not numbers in 1 run(s) are drawn as gaps: runs/text_cells."));
+  for (const auto& n : data.at("notes")) {
+    const std::string note = n.get<std::string>();
+    const bool counts_text_as_nonfinite =
+        note.find("non-finite") != std::string::npos && note.find("runs/text_cells") != std::string::npos;
+    CHECK_FALSE(counts_text_as_nonfinite);
+  }
   CHECK(any_note(data, "Left out (unreadable): "));
   CHECK(any_note(data, "empty_file"));
-  CHECK(any_note(data, "Column accuracy is missing from 1 of 3 runs (no curve there): runs/no_accuracy."));
+  CHECK(any_note(data, "Column accuracy is missing from 1 of 4 runs (no curve there): runs/no_accuracy."));
   CHECK(any_note(data, "no rows in metrics.csv (no curve): runs/header_only"));
   CHECK(any_note(data, "3 non-finite values (NaN or Inf) in 1 run(s) are drawn as gaps: runs/nonfinite."));
-  for (std::size_t r = 0; r < 3; ++r) {
+  for (std::size_t r = 0; r < 4; ++r) {
     const std::string name = data.at("runs")[r].at("name");
     const auto& cols = data.at("series")[r].at("cols");
     const auto column = [&](const std::string& c) -> const nlohmann::json& {

@@ -107,6 +107,27 @@ TEST_CASE("metrics.csv column names: one definition the trainer writes with and 
   CHECK(names.size() == columns::attention_stats().size());
 }
 
+TEST_CASE("MetricsReader: a UTF-8 BOM and CRLF line ends are not part of column names or cells") {
+  const fs::path dir = temp_dir("metrics_reader_bom");
+  fs::create_directories(dir);
+  const fs::path csv = dir / "metrics.csv";
+  std::ofstream(csv, std::ios::binary) << "\xEF\xBB\xBFstep,loss,step_ms\r\n0,1.5,2\r\n1,x,3\r\n";
+  MetricsReader reader(csv.string());
+  CHECK(reader.columns() == std::vector<std::string>{"step", "loss", "step_ms"});
+  REQUIRE(reader.next());
+  CHECK(reader.cells()[2] == 2);
+  CHECK(reader.malformed_cells() == 0);
+  CHECK(reader.line() == "0,1.5,2");
+  REQUIRE(reader.next());
+  CHECK(reader.cells()[2] == 3);
+  CHECK(reader.malformed_cells() == 1);  // "x", not the line end
+  CHECK_FALSE(reader.malformed(0));
+  CHECK(reader.malformed(1));
+  CHECK_FALSE(reader.next());
+  CHECK_FALSE(reader.cut());
+  fs::remove_all(dir);
+}
+
 TEST_CASE("MetricsReader: empty and non-numeric cells read as NaN; a row cut short ends the rows") {
   const fs::path dir = temp_dir("metrics_reader");
   fs::create_directories(dir);

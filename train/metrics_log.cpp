@@ -1,5 +1,7 @@
 #include "train/metrics_log.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
@@ -29,7 +31,13 @@ void MetricsLog::write(const std::vector<double>& row) {
 
 MetricsReader::MetricsReader(const std::string& path) : in_(path, std::ios::binary) {
   if (!in_) throw std::runtime_error("cannot open " + path);
-  if (!std::getline(in_, header_) || header_.empty()) throw std::runtime_error(path + " has no header row");
+  // A file saved by a spreadsheet or editor may start with a UTF-8 byte-order mark and end lines with CRLF:
+  // neither belongs to a column name or a cell.
+  if (std::getline(in_, header_)) {
+    if (header_.compare(0, 3, "\xEF\xBB\xBF") == 0) header_.erase(0, 3);
+    if (!header_.empty() && header_.back() == '\r') header_.pop_back();
+  }
+  if (header_.empty()) throw std::runtime_error(path + " has no header row");
   for (std::size_t start = 0;;) {
     const auto comma = header_.find(',', start);
     columns_.push_back(header_.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
@@ -37,15 +45,18 @@ MetricsReader::MetricsReader(const std::string& path) : in_(path, std::ios::bina
     start = comma + 1;
   }
   cells_.resize(columns_.size());
+  malformed_flags_.assign(columns_.size(), 0);
 }
 
 bool MetricsReader::next() {
   while (std::getline(in_, line_)) {
     // getline sets eof when the line had no newline: the writer stopped mid-row.
     const bool no_newline = in_.eof();
+    if (!line_.empty() && line_.back() == '\r') line_.pop_back();
     if (line_.empty()) continue;
     ++rows_;
     malformed_ = 0;
+    std::fill(malformed_flags_.begin(), malformed_flags_.end(), 0);
     std::size_t n_cells = 0;
     for (std::size_t start = 0;;) {
       if (n_cells < cells_.size()) {
@@ -55,6 +66,7 @@ bool MetricsReader::next() {
         // strtod returns 0 for an empty or unparsable cell; it reads as NaN, not as a measured zero.
         if (end == begin || (*end != ',' && *end != '\0')) {
           cells_[n_cells] = std::numeric_limits<double>::quiet_NaN();
+          malformed_flags_[n_cells] = 1;
           ++malformed_;
         }
       }

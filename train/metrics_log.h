@@ -31,7 +31,8 @@ class MetricsLog {
 /// Reads a metrics.csv row by row, so a long run's file is never held whole.
 class MetricsReader {
  public:
-  /// Opens `path` and reads the header row. Throws std::runtime_error naming the path if it cannot be opened or has
+  /// Opens `path` and reads the header row. A UTF-8 byte-order mark before it and a CR before any newline are
+  /// dropped (not part of a column name or cell). Throws std::runtime_error naming the path if it cannot be opened or has
   /// no header row.
   explicit MetricsReader(const std::string& path);
   const std::vector<std::string>& columns() const { return columns_; }
@@ -45,6 +46,8 @@ class MetricsReader {
   const std::string& line() const { return line_; }
   const std::vector<double>& cells() const { return cells_; }
   std::size_t malformed_cells() const { return malformed_; }
+  /// Whether cell `i` of the last row read was empty or not a number (it reads as NaN). `i` < columns().size().
+  bool malformed(std::size_t i) const { return malformed_flags_[i] != 0; }
   /// Data rows read so far (the cut row, if any, included).
   std::size_t rows() const { return rows_; }
   /// next() returned false at a row cut short rather than at the end of the file.
@@ -55,6 +58,7 @@ class MetricsReader {
   std::string header_, line_;
   std::vector<std::string> columns_;
   std::vector<double> cells_;
+  std::vector<char> malformed_flags_;
   std::size_t malformed_ = 0, rows_ = 0;
   bool cut_ = false;
 };

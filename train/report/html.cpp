@@ -163,7 +163,8 @@ struct RunPage {
   std::vector<double> last_finite;               // per column: its last finite value (NaN: none)
   std::vector<std::size_t> finite_count;         // per column
   std::vector<bool> downsampled;                 // per column
-  std::size_t rows = 0, nonfinite = 0, malformed = 0;
+  std::vector<std::size_t> malformed_per_column;  // per column: cells that are empty or not a number
+  std::size_t rows = 0, nonfinite = 0, malformed = 0;  // malformed: every column's, summed
 };
 
 // Reads `dir`/metrics.csv twice (streaming: a long run is never held whole): once to count each column's finite
@@ -182,16 +183,19 @@ RunPage read_run_page(const std::string& dir, std::size_t headline_points, std::
       else page.columns.push_back(header[i]);
     }
     page.finite_count.assign(page.columns.size(), 0);
+    std::vector<std::size_t> malformed(page.columns.size(), 0);
     while (reader.next()) {
       ++page.rows;
       std::size_t k = 0;
       for (std::size_t i = 0; i < reader.cells().size(); ++i) {
         if (i == step_col) continue;
         if (std::isfinite(reader.cells()[i])) ++page.finite_count[k];
+        if (reader.malformed(i)) ++malformed[k];
         ++k;
       }
     }
-    page.malformed = reader.malformed_cells();
+    for (std::size_t k = 0; k < malformed.size(); ++k) page.malformed += malformed[k];
+    page.malformed_per_column = std::move(malformed);
   }
   const std::size_t n_cols = page.columns.size();
   std::vector<bool> sparse(n_cols);
@@ -201,7 +205,8 @@ RunPage read_run_page(const std::string& dir, std::size_t headline_points, std::
     sparse[k] = 2 * page.finite_count[k] <= page.rows;
     samplers.emplace_back(sparse[k] ? page.finite_count[k] : page.rows,
                           headline_column(page.columns[k]) ? headline_points : max_points);
-    page.nonfinite += sparse[k] ? 0 : page.rows - page.finite_count[k];
+    // Text where a number belongs is counted apart (malformed), not as NaN or Inf.
+    page.nonfinite += sparse[k] ? 0 : page.rows - page.finite_count[k] - page.malformed_per_column[k];
   }
   page.last_finite.assign(n_cols, std::numeric_limits<double>::quiet_NaN());
   {
