@@ -1503,3 +1503,23 @@ TEST_CASE("report.md escapes run names and setting values: '|' and newlines keep
   }
   CHECK(table_lines > 4);
 }
+
+TEST_CASE("a comparison where both sides diverged says so, not that one side did") {
+  const TempDir root("compare_both_diverged");
+  for (const std::string scale : {"none", "sqrt_dk"}) {
+    FakeRun r;
+    r.scale = scale;
+    r.loss = {4.0, inf_value};
+    r.diverged = true;
+    r.diverged_step = 1;
+    r.steps = 21;
+    write_run(root / scale, r);
+  }
+  const StoryChecks checks = story_checks(analyse_dirs({root.string()}));
+  std::string all;
+  for (const auto& line : checks.undecided) all += line + "\n";
+  INFO(all);
+  CHECK(all.find("every run of both unscaled and sqrt_dk diverged") != std::string::npos);
+  CHECK(all.find("every run of unscaled diverged") == std::string::npos);
+  CHECK(all.find("every run of sqrt_dk diverged") == std::string::npos);
+}

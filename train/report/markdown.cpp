@@ -301,7 +301,10 @@ StoryChecks story_checks(const Comparison& c) {
       const std::string nums =
           fmt::format("{} vs {}", steps_phrase(u.reached, u.n, u.step), steps_phrase(s.reached, s.n, s.step));
       if (u.n == 0 || s.n == 0) {
-        undecided.push_back(fmt::format("{}: every run of {} diverged", what, u.n == 0 ? "unscaled" : o.scale()));
+        undecided.push_back(fmt::format("{}: every run of {} diverged", what,
+                                        u.n == 0 && s.n == 0 ? "both unscaled and " + o.scale()
+                                        : u.n == 0           ? std::string("unscaled")
+                                                             : o.scale()));
         return;
       }
       if (u.reached == 0 && s.reached == 0) {
