@@ -282,6 +282,12 @@ async function main() {
     check(finalCsv.length === 9 && finalCsv[0].split(",").includes("final_loss") &&
           finalCsv[0].split(",").includes("last loss"),
           `final_metrics.csv: a header and 8 runs (${finalCsv.length} lines)`);
+    check(!finalCsv.some((l) => l.includes("—")), "final_metrics.csv leaves cells without a value empty (no '—')");
+    // A cell a spreadsheet would run as a formula (=, +, -, @ before text) is quoted with a leading '; numbers stay.
+    const cells = await page.evaluate(() => ["=1+2", "@SUM(A1)", "+x", "-x", "-0.5", "+1", "a,b"].map(
+        (s) => window.xgradPage.csvCell(s)));
+    check(JSON.stringify(cells) === JSON.stringify(["'=1+2", "'@SUM(A1)", "'+x", "'-x", "-0.5", "+1", "\"a,b\""]),
+          `CSV cells that would be formulas are quoted (${JSON.stringify(cells)})`);
 
     const variance = await pngVariance(page, shot);
     check(variance > 100, `the screenshot is not blank (pixel variance ${variance.toFixed(0)})`);

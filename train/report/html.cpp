@@ -510,7 +510,7 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
     for (std::size_t r = 0; r < n; ++r) {
       const RunStats& st = c.stats[r];
       std::vector<std::string> row{names[r]};
-      for (const auto& k : keys) row.push_back(run_meta[r]["settings"][k].get<std::string>());
+      for (const auto& k : keys) row.push_back(settings[r].contains(k) ? setting_text(settings[r], k) : "");
       const std::vector<std::string> cells{
           c.runs[r].diverged ? "true" : "false",
           c.runs[r].diverged ? std::to_string(c.runs[r].diverged_step) : "",

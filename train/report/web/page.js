@@ -55,9 +55,12 @@
     return String(+v.toPrecision(4));
   }
 
+  // A cell of a downloaded CSV. Text a spreadsheet would run as a formula (=, +, -, @, tab or CR first; a run name
+  // or setting value can be anything) gets a leading ' (OWASP's advice); numbers, negative ones included, stay.
   function csvCell(s) {
     s = s == null ? "" : String(s);
-    return /[",\n]/.test(s) ? "\"" + s.replace(/"/g, "\"\"") + "\"" : s;
+    if (/^[=+\-@\t\r]/.test(s) && (s.trim() === "" || isNaN(Number(s)))) s = "'" + s;
+    return /[",\n\r]/.test(s) ? "\"" + s.replace(/"/g, "\"\"") + "\"" : s;
   }
   function download(name, header, rows) {
     var text = [header].concat(rows).map(function (r) { return r.map(csvCell).join(","); }).join("\n") + "\n";
@@ -716,6 +719,7 @@
     groups: function () { return groups; },
     setGroupShown: setGroupShown,
     summaryCharts: function () { return summaryFigures.map(function (s) { return s.chart; }); },
+    csvCell: csvCell,
     drawMs: null
   };
   requestAnimationFrame(function () {
