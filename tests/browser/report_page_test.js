@@ -283,6 +283,20 @@ async function main() {
           finalCsv[0].split(",").includes("last loss"),
           `final_metrics.csv: a header and 8 runs (${finalCsv.length} lines)`);
     check(!finalCsv.some((l) => l.includes("—")), "final_metrics.csv leaves cells without a value empty (no '—')");
+    // Not hovered, the summary figures' legends show no placeholder values ("—", "--").
+    const placeholders = await page.evaluate(() => [...document.querySelectorAll("#summary-figures .u-value")]
+        .map((e) => e.textContent).filter((t) => t === "—" || t === "--").length);
+    check(placeholders === 0, `summary legends show no placeholder values when not hovered (${placeholders})`);
+    // The mean ± sd band of a quantity that is never negative stops at the data's minimum, not below zero.
+    const band = await page.evaluate(() => {
+      const st = window.xgradPage.state, was = st.band;
+      st.band = "sd";
+      const out = window.xgradPage.groupStats([{ x: [0, 1], y: [1, 0] }, { x: [0, 1], y: [1, 10] }]);
+      st.band = was;
+      return out;
+    });
+    check(band.lo[1] === 0 && band.hi[1] > 5, `an sd band of non-negative values is clipped at their minimum ` +
+          `(${JSON.stringify(band)})`);
     // A cell a spreadsheet would run as a formula (=, +, -, @ before text) is quoted with a leading '; numbers stay.
     const cells = await page.evaluate(() => ["=1+2", "@SUM(A1)", "+x", "-x", "-0.5", "+1", "a,b"].map(
         (s) => window.xgradPage.csvCell(s)));

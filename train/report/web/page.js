@@ -182,6 +182,10 @@
       xs = all.filter(function (v, i) { return i === 0 || v !== all[i - 1]; });
     }
     var ys = points.map(function (p) { return shared ? p.y : resample(p.x, p.y, xs); });
+    // A quantity never negative in this group (a loss, a norm, a share) gets no band below its smallest value.
+    var floor = Infinity;
+    ys.forEach(function (y) { y.forEach(function (v) { if (v != null && v < floor) floor = v; }); });
+    if (!(floor >= 0)) floor = -Infinity;
     var mean = [], lo = [], hi = [];
     for (var i = 0; i < xs.length; i++) {
       var s = 0, n = 0, mn = Infinity, mx = -Infinity;
@@ -199,7 +203,7 @@
       var ss = 0;
       for (r = 0; r < ys.length; r++) if (ys[r][i] != null) ss += (ys[r][i] - m) * (ys[r][i] - m);
       var sd = n > 1 ? Math.sqrt(ss / (n - 1)) : 0;
-      lo.push(m - sd); hi.push(m + sd);
+      lo.push(Math.max(m - sd, floor)); hi.push(m + sd);
     }
     return { x: xs, mean: mean, lo: lo, hi: hi };
   }
@@ -506,12 +510,13 @@
     // further measured lines of one scaling told apart by their dash.
     var dashes = [undefined, [10, 3], [2, 3], [10, 3, 2, 3]], seen = {};
     var strokes = fig.lines.map(function (line, i) { return line.colour || color(i); });
-    var series = [{ label: fig.x_label }].concat(fig.lines.map(function (line, i) {
+    // Values show while hovering; otherwise the legend holds the line names only (no "--" placeholders).
+    var series = [{ label: fig.x_label, value: function (u, v) { return v == null ? "" : fmt(v); } }].concat(fig.lines.map(function (line, i) {
       var k = line.theory ? 0 : (seen[line.scale] = (seen[line.scale] || 0) + 1) - 1;
       return { label: line.label, stroke: strokes[i], width: line.theory ? 1.5 : 2,
                dash: line.theory ? [6, 4] : dashes[k % dashes.length],
                spanGaps: true, points: { show: !line.theory, size: 6 },
-               value: function (u, v) { return v == null ? "—" : fmt(fig.log_y ? Math.pow(10, v) : v); } };
+               value: function (u, v) { return v == null ? "" : fmt(fig.log_y ? Math.pow(10, v) : v); } };
     }));
     // The y range holds the error bars too (a bar whose low end is <= 0 on a log axis goes to the bottom).
     function yRange(u, dataMin, dataMax) {
@@ -720,6 +725,7 @@
     setGroupShown: setGroupShown,
     summaryCharts: function () { return summaryFigures.map(function (s) { return s.chart; }); },
     csvCell: csvCell,
+    groupStats: function (points) { return groupStats(points); },
     drawMs: null
   };
   requestAnimationFrame(function () {
