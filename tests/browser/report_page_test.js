@@ -283,6 +283,16 @@ async function main() {
           finalCsv[0].split(",").includes("last loss"),
           `final_metrics.csv: a header and 8 runs (${finalCsv.length} lines)`);
     check(!finalCsv.some((l) => l.includes("—")), "final_metrics.csv leaves cells without a value empty (no '—')");
+    // Each summary figure's y label fits along its plot area (it was cut: "median ‖dLoss/d(score row)‖ (log sc").
+    const yLabels = await page.evaluate(() => window.xgradPage.summaryCharts().map((u) => {
+      const axis = u.axes[1];
+      u.ctx.save();
+      u.ctx.font = axis.labelFont ? axis.labelFont[0] : u.ctx.font;
+      const width = u.ctx.measureText(axis.label).width;
+      u.ctx.restore();
+      return { label: axis.label, width: Math.round(width), height: Math.round(u.bbox.height) };
+    }));
+    check(yLabels.every((l) => l.width <= l.height), `summary y labels fit their axes (${JSON.stringify(yLabels)})`);
     // Not hovered, the summary figures' legends show no placeholder values ("—", "--").
     const placeholders = await page.evaluate(() => [...document.querySelectorAll("#summary-figures .u-value")]
         .map((e) => e.textContent).filter((t) => t === "—" || t === "--").length);

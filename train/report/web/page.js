@@ -563,10 +563,13 @@
       ctx.restore();
     }
     return new uPlot({
-      width: width, height: Math.round(width * 0.62),
+      width: width, height: Math.round(width * 0.8),
       scales: { x: { time: false, distr: fig.log_x ? 3 : 1, log: base }, y: { distr: 1, range: yRange } },
       axes: [{ label: fig.x_label, labelSize: 20 },
-             fig.log_y ? logAxis({ label: fig.y_label }) : { label: fig.y_label, size: 60 }],
+             // The y label runs along the plot's height: "(log scale)" is left to the axis's powers of ten so
+             // the longest label (the score gradient's) is not cut.
+             fig.log_y ? logAxis({ label: fig.y_label.replace(/ \(log scale\)$/, "") })
+                       : { label: fig.y_label, size: 60 }],
       series: series,
       hooks: { draw: [errorBars] }
     }, joined, host);
