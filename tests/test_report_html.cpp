@@ -360,3 +360,21 @@ TEST_CASE("report.html: summary lines carry their scaling's registered colour (t
   const std::string html = read_text(dir / "my-report" / "report.html");
   CHECK(html.find("<title>xgrad compare: my-report</title>") != std::string::npos);
 }
+
+TEST_CASE("report.html: final metrics leave a setting a run does not have empty, never '—'") {
+  TempDir dir("html_final_empty");
+  for (const std::string optimizer : {"sgd", "adamw"}) {
+    TrainConfig c = xgrad::testing::tiny_run((dir / "runs" / optimizer).string(), 3);
+    c.optimizer = optimizer;
+    train(c);
+  }
+  CHECK(compare_quietly({(dir / "runs").string()}, dir.path()) == 2);
+  const nlohmann::json data = page_data(dir / "report.html");
+  const auto& header = data.at("final").at("header");
+  REQUIRE(header.size() > 3);
+  for (const auto& row : data.at("final").at("rows"))
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      INFO(header[i].get<std::string>());
+      CHECK(row[i].get<std::string>() != "—");
+    }
+}
