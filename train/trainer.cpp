@@ -13,6 +13,7 @@
 
 #include "data/registry.h"
 #include "nn/checkpoint.h"
+#include "nn/lr_schedule.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "platform/environment.h"
@@ -127,6 +128,8 @@ class Run {
   std::unique_ptr<nn::AttentionModel> model;
   NamedParameters named;
   std::unique_ptr<nn::Optimizer> opt;
+  const nn::LRScheduleEntry* schedule = nullptr;
+  SettingValues schedule_settings;
   RunProgress progress;
 
  private:
@@ -163,6 +166,8 @@ Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
   model = std::make_unique<nn::AttentionModel>(model_config(cfg, *task), cfg.seed);
   named = model->named_parameters();
   opt = nn::make_optimizer(cfg.optimizer, model->parameters(), cfg.lr, component_values(cfg, "optimizer"));
+  schedule = &nn::LRScheduleRegistry::instance().at(cfg.lr_schedule);
+  schedule_settings = component_values(cfg, "lr_schedule");
 
   // Refused before "resuming from ..." is said of a run that cannot go on.
   if (cfg.resume) check_writable(dir);
@@ -295,6 +300,7 @@ StepRecord Run::train_step(std::size_t step) {
   }
   if (r.measured)
     for (const auto& [param, p] : named) r.before_update.push_back(p.value());
+  opt->set_lr(schedule->lr_at(cfg.lr, step, cfg.steps, schedule_settings));
   if (r.finite) opt->step();
   r.lr = opt->lr();
   r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
