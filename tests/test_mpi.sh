@@ -22,6 +22,9 @@ trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+# Each test's mpirun keeps its session files in the test's directory: two mpiruns starting at once both create
+# /tmp/ompi.<host>.<uid> otherwise, and one of them fails ("mkdir ... File exists").
+export OMPI_MCA_orte_tmpdir_base="$dir"
 # Open MPI keeps some of its allocations until exit: LeakSanitizer (in the sanitizer build) is told to ignore those.
 export LSAN_OPTIONS="suppressions=$src/tests/mpi_lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 # Shared-memory transport only, with no network interfaces probed: the ranks are all on this machine. A rank waiting
