@@ -141,8 +141,9 @@ class Run {
   std::unique_ptr<nn::AttentionModel> model;
   NamedParameters named;
   std::unique_ptr<nn::Optimizer> opt;
-  const nn::LRScheduleEntry* schedule = nullptr;
-  SettingValues schedule_settings;
+  // The learning rate of each step (a function of the step alone: nothing to broadcast or checkpoint).
+  const nn::LRScheduleEntry& schedule = nn::LRScheduleRegistry::instance().at(cfg.lr_schedule);
+  const SettingValues schedule_settings = component_values(cfg, "lr_schedule");
   RunProgress progress;
 
  private:
@@ -190,8 +191,6 @@ Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
   model = std::make_unique<nn::AttentionModel>(model_config(cfg, *task), cfg.seed);
   named = model->named_parameters();
   opt = nn::make_optimizer(cfg.optimizer, model->parameters(), cfg.lr, component_values(cfg, "optimizer"));
-  schedule = &nn::LRScheduleRegistry::instance().at(cfg.lr_schedule);
-  schedule_settings = component_values(cfg, "lr_schedule");
 
   // Refused before "resuming from ..." is said of a run that cannot go on.
   if (cfg.resume) check_writable(dir);
@@ -333,7 +332,7 @@ StepRecord Run::train_step(std::size_t step) {
   }
   if (r.measured)
     for (const auto& [param, p] : named) r.before_update.push_back(p.value());
-  opt->set_lr(schedule->lr_at(cfg.lr, step, cfg.steps, schedule_settings));
+  opt->set_lr(schedule.lr_at(cfg.lr, step, cfg.steps, schedule_settings));
   if (r.finite) opt->step();
   r.lr = opt->lr();
   r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
