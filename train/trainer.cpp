@@ -264,10 +264,10 @@ StepRecord Run::train_step(std::size_t step) {
   for (auto& layer : model->attention_layers()) layer->record_attention = r.measured;
 
   data::Batch batch = task->batch(cfg.data_seed, step, cfg.batch_size);
-  Tensor logits = model->forward(batch.inputs);
-  Tensor loss = cross_entropy(logits, batch.targets);
+  const nn::TargetLoss out = nn::loss_at_targets(*model, batch.inputs, batch.targets);  // readout at targets only
+  Tensor loss = out.loss;
   r.loss = loss.item();
-  r.accuracy = accuracy(logits.value(), batch.targets);
+  r.accuracy = accuracy(out.logits.value(), out.targets);
   r.targets = std::move(batch.targets);
   opt->zero_grad();
   loss.backward();
