@@ -294,10 +294,10 @@ StepRecord Run::train_step(std::size_t step) {
   data::Batch global = task->batch(cfg.data_seed, step, cfg.batch_size);
   const auto [shard_begin, shard_end] = shard_rows(cfg.batch_size, rank, world_size);
   data::Batch batch = world_size > 1 ? batch_rows(global, shard_begin, shard_end) : std::move(global);
-  Tensor logits = model->forward(batch.inputs);
-  Tensor loss = cross_entropy(logits, batch.targets);
+  const nn::TargetLoss out = nn::loss_at_targets(*model, batch.inputs, batch.targets);  // readout at targets only
+  Tensor loss = out.loss;
   r.loss = loss.item();
-  r.accuracy = accuracy(logits.value(), batch.targets);
+  r.accuracy = accuracy(out.logits.value(), out.targets);
   opt->zero_grad();
   loss.backward();
   if (root() &&
