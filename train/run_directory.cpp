@@ -93,6 +93,24 @@ bool RunLock::try_acquire(const fs::path& dir, std::string& holder) {
   return true;
 }
 
+std::string run_lock_holder(const fs::path& dir) {
+  const fs::path path = dir / ".lock";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string holder;
+  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    ::flock(fd, LOCK_UN);
+  } else if (errno == EWOULDBLOCK) {
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    if (holder.empty()) holder = "unknown";
+  }
+  ::close(fd);
+  return holder;
+}
+
 bool RunLock::acquire(const fs::path& dir, bool required) {
   const fs::path path = dir / ".lock";
   if (adopt_inherited(path)) return true;
