@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -135,9 +136,10 @@ class Frozen {
 TEST_CASE("sweep --launcher slurm writes the manifest and the array script first, and trains nothing") {
   const TempDir root("manifest_slurm");
   const fs::path out = fs::absolute(root / "sweep");
-  const Result r = run_xgrad(sweep_args(out, "30", {"--launcher", "slurm", "--max-parallel", "3", "--partition", "debug",
-                                                "--time", "0:10:00"}),
-                         root);
+  const Result r = run_xgrad(
+      sweep_args(out, "30",
+                 {"--launcher", "slurm", "--max-parallel", "3", "--partition", "debug", "--time", "0:10:00"}),
+      root);
   INFO(r.output);
   REQUIRE(r.code == 0);
   const std::string script = (out / "sweep.sbatch").string();
@@ -220,11 +222,13 @@ TEST_CASE("sweep run-one: a second copy is refused while the first trains, compa
   const TempDir root("manifest_running");
   const fs::path out = fs::absolute(root / "sweep");
   REQUIRE(run_xgrad(sweep_args(out, "3000", {"--launcher", "slurm"}), root).code == 0);
-  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root).code == 0);  // one complete run to compare
+  // One complete run beside the one in training, for compare.
+  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root).code == 0);
   const fs::path run = out / "runs" / kNames[1];
   const pid_t first = start({"sweep", "run-one", out.string(), "--index", "1"}, root / "first.txt");
   // run-one becomes `xgrad train` in the same process, which holds the lock and checkpoints every 100 steps.
-  REQUIRE_MESSAGE(eventually([&] { return fs::exists(run / "checkpoint.safetensors"); }), read_text(root / "first.txt"));
+  REQUIRE_MESSAGE(eventually([&] { return fs::exists(run / "checkpoint.safetensors"); }),
+                  read_text(root / "first.txt"));
   {
     Frozen frozen(first);
     const std::string running = status_line(out, 1, root);
@@ -325,6 +329,8 @@ TEST_CASE("sweep run-one, status and --launcher refuse bad input with exit 2 nam
       {sweep_args(out, "10", {"--launcher", "slurm", "--time", "1h"}),
        "--time: must be a Slurm time limit (allowed: minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S, UNLIMITED), got '1h'"},
       {sweep_args(out, "10", {"--launcher", "slurm", "--partition", "a b"}), "--partition: must be a partition name"},
+      {sweep_args(root / "a b", "10", {"--launcher", "slurm"}),
+       "holds whitespace, a quote or a backslash, which the #SBATCH --output line of the Slurm script does not take"},
       {sweep_args(out, "10", {"--launcher", "slurm", "--threads", "2", "--cpus-per-task", "1"}),
        "--cpus-per-task: 1 is below --threads 2 (allowed: 2 or more)"},
   };

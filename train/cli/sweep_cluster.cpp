@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,7 +16,6 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "train/number_format.h"
@@ -62,7 +60,8 @@ std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
     if (e.contains("config")) p.config = e.at("config");
     points.push_back(std::move(p));
   }
-  std::sort(points.begin(), points.end(), [](const ManifestPoint& a, const ManifestPoint& b) { return a.index < b.index; });
+  std::sort(points.begin(), points.end(),
+            [](const ManifestPoint& a, const ManifestPoint& b) { return a.index < b.index; });
   for (std::size_t i = 0; i < points.size(); ++i)
     if (points[i].index != i)
       throw ConfigError(fmt::format("DIR: {} does not number its grid points 0 to {} (point {} is missing); {} to "
@@ -192,7 +191,8 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
 }
 
 bool is_slurm_time(const std::string& text) {
-  static const std::regex form(R"(UNLIMITED|INFINITE|unlimited|infinite|[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2})");
+  static const std::regex form(
+      R"(UNLIMITED|INFINITE|unlimited|infinite|[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2})");
   return text.size() <= 32 && std::regex_match(text, form);
 }
 
@@ -213,8 +213,12 @@ SlurmSubmission prepare_slurm_sweep(const SweepConfig& cfg, const SlurmOptions& 
   if (cpus < static_cast<int>(cfg.base.threads))
     throw ConfigError(fmt::format("--cpus-per-task: {} is below --threads {} (allowed: {} or more)", cpus,
                                   cfg.base.threads, cfg.base.threads));
-  const std::vector<SweepRun> runs = write_sweep_manifest(cfg);
   const fs::path dir = fs::absolute(cfg.out).lexically_normal();
+  // #SBATCH lines are split at whitespace by sbatch's own rules, not a shell's: a path is written there only bare.
+  if (dir.string().find_first_of(" \t\n\"'\\") != std::string::npos)
+    throw ConfigError("--out: " + dir.string() + " holds whitespace, a quote or a backslash, which the #SBATCH "
+                      "--output line of the Slurm script does not take; use another --out for --launcher slurm");
+  const std::vector<SweepRun> runs = write_sweep_manifest(cfg);
   SlurmSubmission submission;
   submission.points = runs.size();
   submission.script = (dir / "sweep.sbatch").string();
@@ -276,7 +280,8 @@ std::string submit_to_slurm(const std::vector<std::string>& command) {
     throw std::runtime_error("sbatch failed: " + output);
   }
   // --parsable prints "jobid" or "jobid;cluster"
-  const std::string last = output.substr(output.find_last_of('\n') == std::string::npos ? 0 : output.find_last_of('\n') + 1);
+  const std::size_t newline = output.find_last_of('\n');
+  const std::string last = output.substr(newline == std::string::npos ? 0 : newline + 1);
   return last.substr(0, last.find(';'));
 }
 
