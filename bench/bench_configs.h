@@ -16,6 +16,12 @@ struct BenchConfig {
   std::size_t warmup, steps;  // default step counts: enough for a stable median in a few seconds
   std::size_t d_k = 0;        // head size; 0: d_model / n_heads
   std::size_t vocab = 32;
+  /// Where the batch carries targets: "all" positions (a random class each), or "last" only (one per sequence, as
+  /// kv_recall; the others -1).
+  std::string targets = "all";
+  /// true: logits at every position, then cross_entropy skipping the -1 targets (the trainer's path before the
+  /// readout ran at target positions only); false: nn::loss_at_targets, as the trainer does.
+  bool full_readout = false;
 };
 
 /// S, M and L of bench/README.md.

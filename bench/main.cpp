@@ -39,12 +39,11 @@ void print_environment(bool csv) {
               blas::num_threads(), load_average().c_str());
 }
 
-int run_step(const std::vector<std::string>& names, long steps, long warmup, bool csv) {
+int run_step(const std::vector<BenchConfig>& sizes, long steps, long warmup, bool csv) {
   if (!csv)
     std::printf("%-3s %7s %7s %6s %5s %6s %10s %10s %10s %9s %12s\n", "cfg", "d_model", "n_heads", "batch", "seq",
                 "steps", "median_ms", "min_ms", "cpu_ms", "GFLOP/s", "peak_rss_MiB");
-  for (const auto& name : names) {
-    const BenchConfig& c = bench_config(name);
+  for (const BenchConfig& c : sizes) {
     const std::size_t w = warmup >= 0 ? static_cast<std::size_t>(warmup) : c.warmup;
     const std::size_t n = steps > 0 ? static_cast<std::size_t>(steps) : c.steps;
     const StepTiming t = time_training_steps(c, w, n);
@@ -195,6 +194,19 @@ int main(int argc, char** argv) {
       ->check(whole_number(1, 1000000000));
   step_cmd->add_option("--warmup", warmup, "untimed steps first (default: per size)")
       ->check(whole_number(0, 1000000000));
+  std::string step_shape, step_targets = "all", step_readout = "targets";
+  step_cmd
+      ->add_option("--shape", step_shape,
+                   "another model instead of --config: d_model,n_heads,d_k,batch,seq_len,vocab (as sgemm --shape)")
+      ->excludes(step_cmd->get_option("--config"));
+  step_cmd->add_option("--targets", step_targets, "positions with a target: all, or last (one per sequence, as kv_recall)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"all", "last"}));
+  step_cmd->add_option("--readout", step_readout,
+                       "targets: readout and cross-entropy at the target positions only (as the trainer); full: at "
+                       "every position")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"targets", "full"}));
 
   std::string sgemm_config = "L", sgemm_shape;
   CLI::App* sgemm_cmd = app.add_subcommand("sgemm", "time the GEMMs of one training step alone (the floor)");
@@ -266,9 +278,17 @@ int main(int argc, char** argv) {
     // A bad --shape is refused before anything is printed.
     const BenchConfig sgemm_size =
         *sgemm_cmd && sgemm_cmd->count("--shape") ? parse_shape(sgemm_shape) : bench_config(sgemm_config);
+    std::vector<BenchConfig> step_sizes;
+    if (*step_cmd && step_cmd->count("--shape")) step_sizes.push_back(parse_shape(step_shape));
+    else if (*step_cmd)
+      for (const auto& name : configs) step_sizes.push_back(bench_config(name));
+    for (BenchConfig& c : step_sizes) {
+      c.targets = step_targets;
+      c.full_readout = step_readout == "full";
+    }
     platform::set_threads(threads);
     print_environment(csv);
-    if (*step_cmd) return run_step(configs, steps, warmup, csv);
+    if (*step_cmd) return run_step(step_sizes, steps, warmup, csv);
     if (*sgemm_cmd) return run_sgemm(sgemm_size, csv);
     if (*memory_cmd) return run_memory(memory_config, memory_steps);
     if (*floor_cmd) return run_floor(floor_dir, floor_wall, floor_cores);

@@ -30,11 +30,14 @@ StepRunner::Time StepRunner::step(std::size_t index) {
   index_array targets = index_array::from_shape({config_.batch, config_.seq_len});
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens.data()[i] = static_cast<std::int64_t>(gen.uniform(vocab));
   for (std::size_t i = 0; i < targets.size(); ++i) targets.data()[i] = static_cast<std::int64_t>(gen.uniform(vocab));
+  if (config_.targets == "last")
+    for (std::size_t i = 0; i < targets.size(); ++i)
+      if (i % config_.seq_len + 1 != config_.seq_len) targets.data()[i] = -1;
 
   const double cpu0 = thread_cpu_ms();
   const auto t0 = std::chrono::steady_clock::now();
-  Tensor logits = model_.forward(tokens);
-  Tensor loss = cross_entropy(logits, targets);
+  Tensor loss = config_.full_readout ? cross_entropy(model_.forward(tokens), targets)
+                                     : nn::loss_at_targets(model_, tokens, targets).loss;
   optimizer_.zero_grad();
   loss.backward();
   optimizer_.step();

@@ -18,8 +18,9 @@ class StepRunner {
   struct Time {
     double wall_ms, cpu_ms;  // cpu_ms: this thread's CPU time, less sensitive to other processes than wall time
   };
-  /// Runs training step `index` and returns its time: model.forward, cross_entropy, zero_grad, backward (which
-  /// frees the graph), AdamW step, loss.item(). Drawing the batch is not timed.
+  /// Runs training step `index` and returns its time: the forward pass and cross_entropy (nn::loss_at_targets, or
+  /// the full readout: BenchConfig::full_readout), zero_grad, backward (which frees the graph), AdamW step,
+  /// loss.item(). Drawing the batch is not timed.
   Time step(std::size_t index);
   double last_loss() const { return last_loss_; }
 

@@ -46,23 +46,68 @@ AttentionModel::AttentionModel(const ModelConfig& c, std::uint64_t seed) : confi
   head_ = register_module("head", std::make_shared<Linear>(c.d_model, c.vocab_size, true, gen));
 }
 
-Tensor AttentionModel::forward(const index_array& tokens) {
-  if (tokens.dimension() != 2) throw Error("AttentionModel: tokens must be [B, T], got " +
-                                           shape_str(shape_t(tokens.shape().begin(), tokens.shape().end())));
+Tensor AttentionModel::hidden(const index_array& tokens) {
+  if (tokens.dimension() != 2 && tokens.dimension() != 3)
+    throw Error("AttentionModel: tokens must be [B, T] or [B, T, S], got " +
+                shape_str(shape_t(tokens.shape().begin(), tokens.shape().end())));
   const std::size_t T = tokens.shape(1);
   if (T > config_.max_seq_len)
     throw Error("AttentionModel: sequence length " + std::to_string(T) + " exceeds max_seq_len " +
                 std::to_string(config_.max_seq_len));
   index_array positions = index_array::from_shape({T});
   for (std::size_t t = 0; t < T; ++t) positions(t) = static_cast<std::int64_t>(t);
-  Tensor x = tok_emb_->forward(tokens) + pos_emb_->forward(positions);  // [B, T, d] + [T, d]
+  Tensor embedded = tok_emb_->forward(tokens);  // [B, T, d] or [B, T, S, d]
+  if (tokens.dimension() == 3) embedded = sum(embedded, {2});
+  Tensor x = embedded + pos_emb_->forward(positions);  // [B, T, d] + [T, d]
   for (auto& block : blocks_->items()) x = block->forward(x);
-  return head_->forward(ln_f_ ? ln_f_->forward(x) : x);
+  return x;
+}
+
+Tensor AttentionModel::readout(const Tensor& h) { return head_->forward(ln_f_ ? ln_f_->forward(h) : h); }
+
+Tensor AttentionModel::forward(const index_array& tokens) { return readout(hidden(tokens)); }
+
+Tensor AttentionModel::forward(const index_array& tokens, const index_array& positions) {
+  Tensor h = hidden(tokens);
+  const auto rows = static_cast<std::int64_t>(h.size(0) * h.size(1));
+  // The rows of [B * T, d_model]; LayerNorm and the readout act on each row alone, so selecting first is exact.
+  return readout(index_select(reshape(h, {rows, static_cast<std::int64_t>(config_.d_model)}), 0, positions));
 }
 
 std::vector<std::shared_ptr<AttentionLayer>> AttentionModel::attention_layers() const {
   std::vector<std::shared_ptr<AttentionLayer>> out;
   for (auto& b : blocks_->items()) out.push_back(b->attn);
+  return out;
+}
+
+index_array target_positions(const index_array& targets) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i) n += targets.data()[i] != -1;
+  index_array positions = index_array::from_shape({n});
+  for (std::size_t i = 0, j = 0; i < targets.size(); ++i)
+    if (targets.data()[i] != -1) positions(j++) = static_cast<std::int64_t>(i);
+  return positions;
+}
+
+TargetLoss loss_at_targets(AttentionModel& model, const index_array& inputs, const index_array& targets) {
+  if (targets.dimension() != 2 || inputs.dimension() < 2 || targets.shape(0) != inputs.shape(0) ||
+      targets.shape(1) != inputs.shape(1))
+    throw Error("loss_at_targets: targets must be [B, T] of inputs " +
+                shape_str(shape_t(inputs.shape().begin(), inputs.shape().end())) + ", got " +
+                shape_str(shape_t(targets.shape().begin(), targets.shape().end())));
+  TargetLoss out;
+  const index_array positions = target_positions(targets);
+  if (positions.size() == 0 || positions.size() == targets.size()) {
+    // No target (loss 0, with its graph), or a target everywhere: every row is read out, without a gather.
+    out.logits = model.forward(inputs);
+    out.targets = targets;
+    out.loss = cross_entropy(out.logits, targets);
+    return out;
+  }
+  out.targets = index_array::from_shape({positions.size()});
+  for (std::size_t i = 0; i < positions.size(); ++i) out.targets(i) = targets.data()[positions(i)];
+  out.logits = model.forward(inputs, positions);
+  out.loss = cross_entropy(out.logits, out.targets);
   return out;
 }
 

@@ -40,7 +40,9 @@ class TransformerBlock : public Module {
   bool residual = true;
 };
 
-/// tokens [B, T] → logits [B, T, vocab_size]. Parameters: tok_emb.weight, pos_emb.weight, blocks.<i>.*, ln_f.*,
+/// tokens [B, T] → logits [B, T, vocab_size], or only the rows that carry a target (forward(tokens, positions)).
+/// tokens may also be [B, T, S]: each position's input is then the sum of its S token embeddings (plus its
+/// position's), as kv_recall's `sum` encoding (key + value) gives them. Parameters: tok_emb.weight, pos_emb.weight, blocks.<i>.*, ln_f.*,
 /// head.weight/bias. Init: embeddings N(0, emb_init_std^2), projections LeCun normal N(0, 1/fan_in) (attention
 /// projections times proj_init_gain). With LayerNorm on, every q and k component then has variance ~1 at init.
 /// Two models built from the same config and seed have identical weights whatever the scaling: scalings draw no
@@ -50,7 +52,18 @@ class AttentionModel : public Module {
   /// Throws Error on a zero size or d_model not divisible by n_heads, RegistryError on an unknown scaling or
   /// attention layer.
   AttentionModel(const ModelConfig& config, std::uint64_t seed);
+  /// tokens [B, T] or [B, T, S] → logits [B, T, vocab_size] at every position (evaluation per position, probes).
+  /// Throws Error for another rank or T above max_seq_len.
   Tensor forward(const index_array& tokens);
+  /// The logits at the flat positions `positions` [N] (b * T + t, each in [0, B * T)) only: [N, vocab_size]. The
+  /// final LayerNorm and the readout run on those N rows of the last hidden state, so a loss that needs one position
+  /// per sequence pays for one. Row i equals forward(tokens)[b, t] up to float summation order. Throws Error for a
+  /// position outside [0, B * T) and what forward throws.
+  Tensor forward(const index_array& tokens, const index_array& positions);
+  /// The last block's output, before the final LayerNorm: tokens [B, T] or [B, T, S] → [B, T, d_model].
+  Tensor hidden(const index_array& tokens);
+  /// Final LayerNorm (when on) and readout: [..., d_model] → [..., vocab_size].
+  Tensor readout(const Tensor& h);
   /// The attention layers, first block first (for saturation statistics).
   std::vector<std::shared_ptr<AttentionLayer>> attention_layers() const;
   const ModelConfig& config() const { return config_; }
@@ -62,5 +75,24 @@ class AttentionModel : public Module {
   std::shared_ptr<LayerNorm> ln_f_;
   std::shared_ptr<Linear> head_;
 };
+
+/// A batch's logits and cross-entropy, computed only at the positions that carry a target. A batch with a target at
+/// no position or at every one gets the full readout instead: logits [B, T, vocab_size], targets [B, T] (loss 0 for
+/// no target).
+struct TargetLoss {
+  Tensor logits;          ///< [N, vocab_size]: the rows of the N positions whose target is not -1, row-major order
+  index_array targets;    ///< [N]: their targets
+  Tensor loss;            ///< 0-d: mean cross-entropy over the N rows, nats
+};
+
+/// The flat positions b * T + t of targets [B, T] that carry a target (not -1, the ignore index), in row-major
+/// order: [N].
+index_array target_positions(const index_array& targets);
+
+/// `model` on inputs [B, T] (or [B, T, S]) with targets [B, T] (-1: no loss there): the readout and cross_entropy at
+/// the target positions only. Loss and gradients equal cross_entropy(model.forward(inputs), targets) up to float
+/// summation order (tests/test_readout.cpp). Throws Error when targets is not [B, T] of the inputs, and what
+/// forward and cross_entropy throw (a target outside [0, vocab_size) other than -1).
+TargetLoss loss_at_targets(AttentionModel& model, const index_array& inputs, const index_array& targets);
 
 }  // namespace xgrad::nn

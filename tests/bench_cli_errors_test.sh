@@ -29,6 +29,10 @@ expect "--steps: must be in [1, 1000000000], got 0" step --steps 0
 expect "--steps: must be a whole number in [1, 1000000000], got '-1'" step --steps -1
 expect "--warmup: must be a whole number in [0, 1000000000], got '-1'" step --warmup -1
 expect "--config: X not in {S,M,L}" step --config S,X
+expect "--targets: first not in {all,last}" step --targets first
+expect "--readout: some not in {targets,full}" step --readout some
+expect "--config excludes --shape" step --config S --shape 64,1,0,2,16,32
+expect "--shape: expected six whole numbers" step --shape 64,1
 expect "--steps: must be in [1, 1000000000], got 0" memory --steps 0
 expect "--steps: must be a whole number in [1, 1000000000], got '-5'" memory --steps -5
 expect "--wall: must be a decimal number > 0 (seconds), got 'nan'" floor "$dir" --wall nan

@@ -27,7 +27,7 @@ double eval_loss(nn::AttentionModel& model, const data::Task& task, const TrainC
   double total = 0;
   for (std::size_t i = 0; i < cfg.eval_batches; ++i) {
     const data::Batch b = task.batch(cfg.data_seed, step * cfg.eval_batches + i, cfg.batch_size, data::Split::eval);
-    total += cross_entropy(model.forward(b.inputs), b.targets).item();
+    total += nn::loss_at_targets(model, b.inputs, b.targets).loss.item();
   }
   return total / static_cast<double>(cfg.eval_batches);
 }

@@ -29,6 +29,7 @@ struct StepRecord {
   xt::xarray<std::int64_t> targets;             // the batch's targets [B, T] (-1: no loss there)
   std::vector<xt::xarray<float>> before_update;  // measured steps: the parameters before the optimizer step
   double step_ms = 0;            // forward, backward and update, milliseconds
+  bool stop_requested = false;   // several ranks: some rank was asked to stop; every rank stops after this step
 };
 
 /// The metrics.csv columns of one run and, for each, what is written there. Rows of steps that are not measured

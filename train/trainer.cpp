@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,8 +16,10 @@
 #include "nn/checkpoint.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "platform/distributed.h"
 #include "platform/environment.h"
 #include "platform/signals.h"
+#include "train/data_parallel.h"
 #include "train/metrics_log.h"
 #include "train/number_format.h"
 #include "train/run_checkpoint.h"
@@ -58,8 +61,6 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "request_stop must be async-signal-safe");
-
-using NamedParameters = std::vector<std::pair<std::string, Tensor>>;
 
 std::string first_nonfinite(const NamedParameters& named) {
   auto finite = [](const xt::xarray<float>& a) {
@@ -107,6 +108,12 @@ class Run {
   // `built` is the task validate() built from cfg: its files are read once.
   Run(const TrainConfig& cfg, std::unique_ptr<data::Task> built);
   StepRecord train_step(std::size_t step);
+  // With several ranks: sums the gradients, loss and hits of the ranks' shards into `r` (one allreduce) and, on a
+  // measured step, gathers the attention records of the global batch.
+  void reduce_step(StepRecord& r, const data::Batch& shard, std::size_t shard_begin, double shard_loss,
+                   std::size_t global_targets);
+  // With several ranks: stops the run (std::runtime_error naming `where`) unless every rank holds rank 0's weights.
+  void check_same_parameters_across_ranks(const std::string& where) const;
   // Adds a step to the running sums, or handles a non-finite one (skip, or stop as diverged). False: stop the run.
   bool account(const StepRecord& record, RunSummary& summary);
   void save(const fs::path& path, bool nonfinite);
@@ -117,6 +124,12 @@ class Run {
   RunSummary finish(RunSummary summary);
 
   const TrainConfig& cfg;
+  // Data parallelism: this process is rank `rank` of `world_size`; rank 0 alone reads and writes the run directory.
+  const int world_size = platform::world_size();
+  const int rank = platform::rank();
+  bool root() const { return rank == 0; }
+  double allreduce_seconds = 0;  // this session's time in the gradient allreduce
+  std::size_t allreduce_steps = 0;
   const std::chrono::steady_clock::time_point wall_start = std::chrono::steady_clock::now();
   const fs::path dir;
   const std::string name;  // the run directory's name, in log lines
@@ -135,11 +148,22 @@ class Run {
   void write_config_json() const;
   double session_seconds() const;
   bool nonfinite_saved_ = false;
+  std::vector<float> allreduce_buffer_;
 };
 
 Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
     : cfg(config), dir(config.out), name(dir.filename().string()), checkpoint_path(dir / kCheckpointFile),
       task(std::move(built)) {
+  if (!root()) {
+    // The other ranks compute and touch no file of the run: they start from rank 0's state (broadcast_from_root).
+    platform::set_threads(cfg.threads);
+    platform::set_flush_denormals(cfg.flush_denormals);
+    model = std::make_unique<nn::AttentionModel>(model_config(cfg, *task), cfg.seed);
+    named = model->named_parameters();
+    opt = nn::make_optimizer(cfg.optimizer, model->parameters(), cfg.lr, component_values(cfg, "optimizer"));
+    broadcast_from_root(cfg, *model, *opt, progress);
+    return;
+  }
   std::error_code ec;
   // A directory that exists is locked before anything in it is read: a second process is told so, whatever else
   // it would be refused for.
@@ -172,6 +196,7 @@ Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
     start_from_scratch();
   prepare_run_directory(cfg, lock);
   write_config_json();
+  broadcast_from_root(cfg, *model, *opt, progress);
 }
 
 void Run::resume_from_checkpoint(const TrainConfig* stored) {
@@ -232,6 +257,7 @@ void Run::write_config_json() const {
                             {"chance_loss", task->chance_loss()},
                             {"num_parameters", model->num_parameters()}};
   config_json["environment"] = platform::environment_json();
+  config_json["environment"]["world_size"] = world_size;  // MPI processes of this session (1 without mpirun)
   config_json["inputs"] = nlohmann::json::array();
   for (const data::InputFile& f : inputs) config_json["inputs"].push_back(f.to_json());
   write_json(dir / kConfigFile, config_json);
@@ -263,20 +289,27 @@ StepRecord Run::train_step(std::size_t step) {
   r.measured = step % cfg.log_every == 0 || step + 1 == cfg.steps;
   for (auto& layer : model->attention_layers()) layer->record_attention = r.measured;
 
-  data::Batch batch = task->batch(cfg.data_seed, step, cfg.batch_size);
-  Tensor logits = model->forward(batch.inputs);
-  Tensor loss = cross_entropy(logits, batch.targets);
+  if (world_size > 1 && r.measured) check_same_parameters_across_ranks(fmt::format("step {}", step));
+  // Every rank draws the one-process batch and computes its own rows of it.
+  data::Batch global = task->batch(cfg.data_seed, step, cfg.batch_size);
+  const auto [shard_begin, shard_end] = shard_rows(cfg.batch_size, rank, world_size);
+  data::Batch batch = world_size > 1 ? batch_rows(global, shard_begin, shard_end) : std::move(global);
+  const nn::TargetLoss out = nn::loss_at_targets(*model, batch.inputs, batch.targets);  // readout at targets only
+  Tensor loss = out.loss;
   r.loss = loss.item();
-  r.accuracy = accuracy(logits.value(), batch.targets);
-  r.targets = std::move(batch.targets);
+  r.accuracy = accuracy(out.logits.value(), out.targets);
   opt->zero_grad();
   loss.backward();
-  if (std::find(cfg.nan_gradient_steps.begin(), cfg.nan_gradient_steps.end(), step) != cfg.nan_gradient_steps.end())
+  if (root() &&
+      std::find(cfg.nan_gradient_steps.begin(), cfg.nan_gradient_steps.end(), step) != cfg.nan_gradient_steps.end())
     for (auto [param, p] : named)  // a copy of the handle: the tensor itself is shared
       if (metrics_columns::is_query_weight(param) && p.has_grad()) {
         p.mutable_grad().data()[0] = std::numeric_limits<float>::quiet_NaN();
         break;
       }
+  if (world_size > 1)
+    reduce_step(r, batch, shard_begin, r.loss, count_targets(global.targets));
+  r.targets = world_size > 1 ? std::move(global.targets) : std::move(batch.targets);
 
   double sum_squares = 0;  // the global norm as clip_grad_norm computes it, before any clipping
   for (const auto& [param, p] : named) {
@@ -290,7 +323,7 @@ StepRecord Run::train_step(std::size_t step) {
   } else {
     r.first_nonfinite = first_nonfinite(named);
     // The state before this step, with the gradients that broke it; checkpoint.safetensors keeps the last good one.
-    if (!nonfinite_saved_) save(dir / kNonfiniteCheckpointFile, true);
+    if (!nonfinite_saved_ && root()) save(dir / kNonfiniteCheckpointFile, true);
     nonfinite_saved_ = true;
   }
   if (r.measured)
@@ -299,6 +332,27 @@ StepRecord Run::train_step(std::size_t step) {
   r.lr = opt->lr();
   r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+void Run::reduce_step(StepRecord& r, const data::Batch& shard, std::size_t shard_begin, double shard_loss,
+                      std::size_t global_targets) {
+  // The loss is a mean over the positions that carry a target, whose count differs between shards: each shard's
+  // mean (and gradient) counts in proportion to its targets.
+  const std::size_t shard_targets = count_targets(shard.targets);
+  const double weight = global_targets ? static_cast<double>(shard_targets) / static_cast<double>(global_targets) : 0.0;
+  const double hits = std::round(r.accuracy * static_cast<double>(shard_targets));
+  const ReducedStep reduced = allreduce_gradients(named, weight, shard_targets ? shard_loss * weight : 0.0, hits,
+                                                  g_stop_signal.load() != 0, allreduce_buffer_);
+  allreduce_seconds += reduced.seconds;
+  ++allreduce_steps;
+  r.loss = global_targets ? reduced.loss : shard_loss;
+  r.accuracy = global_targets ? reduced.hits / static_cast<double>(global_targets) : 0.0;
+  r.stop_requested = reduced.stop;
+  if (r.measured) gather_attention_records(*model, shard_begin, cfg.batch_size, weight);
+}
+
+void Run::check_same_parameters_across_ranks(const std::string& where) const {
+  check_same_parameters(parameter_checksums(named), where);
 }
 
 bool Run::account(const StepRecord& r, RunSummary& summary) {
@@ -357,12 +411,26 @@ void Run::print_progress(const StepRecord& r) const {
 }
 
 RunSummary Run::finish(RunSummary summary) {
+  if (world_size > 1) {
+    const std::vector<std::uint64_t> checksums = parameter_checksums(named);
+    std::string listed;
+    for (std::size_t i = 0; i < checksums.size(); ++i) listed += fmt::format("{}rank {} {:016x}", i ? ", " : "", i, checksums[i]);
+    spdlog::info("[{}] {} ranks; parameter checksums after step {}: {}; allreduce {:.3f} ms/step over {} steps", name,
+                 world_size, progress.step, listed, allreduce_steps ? 1e3 * allreduce_seconds / allreduce_steps : 0.0,
+                 allreduce_steps);
+    check_same_parameters(checksums, fmt::format("after step {}", progress.step));
+  }
+  if (!root()) {
+    platform::barrier();  // rank 0 has written its files before any rank ends (a launcher stops the job then)
+    return summary;
+  }
   if (!summary.diverged) save(checkpoint_path, false);
   if (summary.stop_signal) {
     spdlog::warn("[{}] stopped by {} after step {}; checkpoint written to {}; continue with: xgrad train --resume {}",
                  name, platform::signal_name(summary.stop_signal), progress.step, checkpoint_path.string(),
                  shell_quote_path(dir.string()));
     summary.wall_seconds = progress.wall_seconds + session_seconds();
+    platform::barrier();
     return summary;
   }
   summary.first_loss = progress.first_loss;
@@ -384,6 +452,7 @@ RunSummary Run::finish(RunSummary summary) {
   summary.final_accuracy = summary.diverged || window == 0 ? 0.0 : tail_acc / static_cast<double>(window);
   summary.wall_seconds = progress.wall_seconds + session_seconds();
   write_json(dir / kSummaryFile, summary.to_json());
+  platform::barrier();
   return summary;
 }
 
@@ -394,26 +463,44 @@ void request_stop(int signal) noexcept { g_stop_signal.store(signal); }
 RunSummary train(const TrainConfig& requested) {
   // A resumed run keeps the paths its config.json holds: check_same_inputs refuses relative ones it cannot check.
   const TrainConfig cfg = requested.resume ? requested : with_absolute_paths(requested);
-  if (cfg.resume) check_inputs_on_disk(cfg);  // a file moved away or resized: said so before reading anything
+  const int world_size = platform::world_size();
+  if (cfg.batch_size % static_cast<std::size_t>(world_size) != 0)
+    throw ConfigError(fmt::format("--batch-size: {} is not divisible by the {} MPI processes (mpirun -np {}); the "
+                                  "global batch is split evenly between them",
+                                  cfg.batch_size, world_size, world_size));
+  const bool root = platform::rank() == 0;
+  // a file moved away or resized: said so before reading anything
+  if (cfg.resume && root) check_inputs_on_disk(cfg);
   Run run(cfg, cfg.validate());
   StepMetrics metrics(*run.model, *run.task, cfg);
-  const std::unique_ptr<MetricsLog> log = open_metrics(run.dir, metrics.columns(), cfg.resume, run.progress.step);
-  run.log_start();
+  const std::unique_ptr<MetricsLog> log =
+      root ? open_metrics(run.dir, metrics.columns(), cfg.resume, run.progress.step) : nullptr;
+  if (root) run.log_start();
   RunSummary summary;
   summary.chance_loss = run.task->chance_loss();
   summary.steps_done = run.progress.step;
   for (std::size_t step = run.progress.step; step < cfg.steps; ++step) {
-    if (const int sig = g_stop_signal.exchange(0)) {  // consumed: a later train() in this process runs normally
-      summary.stop_signal = sig;
-      break;
-    }
+    // With several ranks the request travels in the step's allreduce, so that every rank stops after the same step.
+    if (world_size == 1)
+      if (const int sig = g_stop_signal.exchange(0)) {  // consumed: a later train() in this process runs normally
+        summary.stop_signal = sig;
+        break;
+      }
     const StepRecord record = run.train_step(step);
-    log->write(metrics.row(record));
+    if (log)
+      log->write(metrics.row(record));
+    else
+      for (auto& layer : run.model->attention_layers()) layer->last = nn::AttentionRecord();
     if (!run.account(record, summary)) break;
     const std::size_t done = run.progress.step;
-    if (cfg.checkpoint_every > 0 && done % cfg.checkpoint_every == 0 && done < cfg.steps)
+    if (root && cfg.checkpoint_every > 0 && done % cfg.checkpoint_every == 0 && done < cfg.steps)
       run.save(run.checkpoint_path, false);
-    run.print_progress(record);
+    if (root) run.print_progress(record);
+    if (record.stop_requested) {
+      const int sig = g_stop_signal.exchange(0);
+      summary.stop_signal = sig ? sig : SIGTERM;  // another rank's signal
+      break;
+    }
   }
   return run.finish(summary);
 }

@@ -42,6 +42,16 @@ namespace xgrad::train {
 /// request_stop (a SIGINT/SIGTERM/SIGHUP handler) makes the run finish the step in progress, write a checkpoint, and
 /// return with stop_signal set and no summary.json.
 ///
+/// Data parallelism (started by mpirun or srun --mpi=pmix, platform/distributed.h): every one of the P processes
+/// draws the batch a one-process run draws at each step and computes rows [r·B/P, (r+1)·B/P) of it (B =
+/// config.batch_size, which must be divisible by P: ConfigError otherwise); one allreduce per step sums the gradients,
+/// each shard's weighted by its share of the batch's target positions, so that the update, the loss, accuracy,
+/// gradient norms and attention statistics are those of one process up to the order of the sums. Rank 0 alone reads
+/// and writes the run directory (config.json records environment.world_size = P); the others start from its
+/// parameters and optimizer state (also after --resume, which may use another P). Every log_every steps and at the
+/// end the ranks compare a checksum of their parameters (std::runtime_error naming the step if one differs). A stop
+/// request on any rank stops every rank after the same step.
+///
 /// Throws ConfigError for bad settings (and a --init-from file that does not fit the model), std::runtime_error for
 /// I/O failures and unreadable checkpoints.
 ///

@@ -22,6 +22,7 @@
 #include "autograd/blas.h"
 #include "data/registry.h"
 #include "train/cli/flags.h"
+#include "platform/distributed.h"
 #include "platform/environment.h"
 #include "platform/signals.h"
 #include "train/report/compare.h"
@@ -44,6 +45,15 @@ extern "C" void xgrad_on_train_stop_signal(int signal) { request_stop(signal); }
 // second signal end the process at once, for a user who does not want to wait. A signal ignored when xgrad started
 // (nohup, a script's `&`) stays ignored. A sweep starts its children with these signals blocked (see sweep.cpp), so
 // one sent before the handlers were in place is handled now.
+// Prints `line` and returns `exit_code`. In a data-parallel run the other ranks may be waiting for this one in a
+// collective: the whole job ends, with this rank's message.
+int fail(int exit_code, const std::string& line) {
+  if (platform::world_size() > 1)
+    platform::abort_job(exit_code, fmt::format("{} (rank {} of {})", line, platform::rank(), platform::world_size()));
+  std::cerr << line << "\n";
+  return exit_code;
+}
+
 void install_stop_handlers() {
   sigset_t stop;
   sigemptyset(&stop);
@@ -267,6 +277,9 @@ int main(int argc, char** argv) {
       } else if (!train_given.contains("data_seed") && !config_has_key(config_file, "data_seed")) {
         train_cfg.data_seed = train_cfg.seed;  // the data stream follows the seed unless given
       }
+      // Under mpirun (or srun --mpi=pmix) each process is one rank of a data-parallel run; rank 0 speaks for all.
+      platform::init_distributed(nullptr, nullptr);
+      if (platform::rank() != 0) spdlog::set_level(spdlog::level::err);
       install_stop_handlers();
       const RunSummary s = xgrad::train::train(train_cfg);
       if (s.stop_signal) return platform::end_by_signal(s.stop_signal);
@@ -365,17 +378,13 @@ int main(int argc, char** argv) {
       return sweep_exit_code(result);
     }
   } catch (const ConfigError& e) {
-    std::cerr << "xgrad: " << e.what() << "\n";
-    return 2;
+    return fail(2, std::string("xgrad: ") + e.what());
   } catch (const std::invalid_argument& e) {
-    std::cerr << "xgrad: " << e.what() << "\n";
-    return 2;
+    return fail(2, std::string("xgrad: ") + e.what());
   } catch (const std::bad_alloc&) {
-    std::cerr << "xgrad: error: out of memory; reduce --d-model, --d-ff, --n-layers or --batch-size\n";
-    return 1;
+    return fail(1, "xgrad: error: out of memory; reduce --d-model, --d-ff, --n-layers or --batch-size");
   } catch (const std::exception& e) {
-    std::cerr << "xgrad: error: " << e.what() << "\n";
-    return 1;
+    return fail(1, std::string("xgrad: error: ") + e.what());
   }
   return 2;
 }

@@ -1,0 +1,174 @@
+#include "platform/distributed.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+
+#ifdef XGRAD_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace xgrad::platform {
+
+namespace {
+
+bool started_by_launcher() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+}
+
+#ifdef XGRAD_HAVE_MPI
+bool g_mpi = false;
+int g_size = 1;
+int g_rank = 0;
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+// MPI counts are ints: a larger buffer goes in pieces.
+template <class T>
+void in_chunks(T* data, std::size_t n, void (*op)(T*, int)) {
+  constexpr std::size_t kChunk = static_cast<std::size_t>(INT_MAX) / 2;
+  for (std::size_t offset = 0; offset < n; offset += kChunk)
+    op(data + offset, static_cast<int>(std::min(kChunk, n - offset)));
+}
+
+void check(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  abort_job(1, std::string("xgrad: error: ") + call + " failed: " + std::string(text, length));
+}
+#endif
+
+}  // namespace
+
+bool distributed_available() {
+#ifdef XGRAD_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+void init_distributed(int* argc, char*** argv) {
+#ifdef XGRAD_HAVE_MPI
+  if (g_mpi || !started_by_launcher()) return;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) MPI_Init(argc, argv);
+  // Errors end the job with a message (check) rather than MPI's default of aborting without one.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  g_mpi = true;
+  std::atexit(finalize_at_exit);
+#else
+  (void)argc;
+  (void)argv;
+  if (!started_by_launcher()) return;
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (size && std::atoi(size) > 1)
+    throw std::runtime_error(std::string("started by mpirun as one of ") + size +
+                             " processes, but this xgrad was built without MPI (XGRAD_MPI=OFF; install "
+                             "libopenmpi-dev and rebuild)");
+#endif
+}
+
+int world_size() {
+#ifdef XGRAD_HAVE_MPI
+  return g_size;
+#else
+  return 1;
+#endif
+}
+
+int rank() {
+#ifdef XGRAD_HAVE_MPI
+  return g_rank;
+#else
+  return 0;
+#endif
+}
+
+void allreduce_sum(float* data, std::size_t n) {
+#ifdef XGRAD_HAVE_MPI
+  if (!g_mpi || g_size == 1) return;
+  in_chunks<float>(data, n, [](float* p, int count) {
+    check(MPI_Allreduce(MPI_IN_PLACE, p, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  });
+#else
+  (void)data;
+  (void)n;
+#endif
+}
+
+void allreduce_sum(double* data, std::size_t n) {
+#ifdef XGRAD_HAVE_MPI
+  if (!g_mpi || g_size == 1) return;
+  in_chunks<double>(data, n, [](double* p, int count) {
+    check(MPI_Allreduce(MPI_IN_PLACE, p, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  });
+#else
+  (void)data;
+  (void)n;
+#endif
+}
+
+#ifdef XGRAD_HAVE_MPI
+namespace {
+int g_root = 0;  // for the captureless chunk callbacks of broadcast
+}
+#endif
+
+void broadcast(float* data, std::size_t n, int root) {
+#ifdef XGRAD_HAVE_MPI
+  if (!g_mpi || g_size == 1) return;
+  g_root = root;
+  in_chunks<float>(data, n, [](float* p, int count) {
+    check(MPI_Bcast(p, count, MPI_FLOAT, g_root, MPI_COMM_WORLD), "MPI_Bcast");
+  });
+#else
+  (void)data;
+  (void)n;
+  (void)root;
+#endif
+}
+
+void broadcast(double* data, std::size_t n, int root) {
+#ifdef XGRAD_HAVE_MPI
+  if (!g_mpi || g_size == 1) return;
+  g_root = root;
+  in_chunks<double>(data, n, [](double* p, int count) {
+    check(MPI_Bcast(p, count, MPI_DOUBLE, g_root, MPI_COMM_WORLD), "MPI_Bcast");
+  });
+#else
+  (void)data;
+  (void)n;
+  (void)root;
+#endif
+}
+
+void barrier() {
+#ifdef XGRAD_HAVE_MPI
+  if (!g_mpi || g_size == 1) return;
+  check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+#endif
+}
+
+void abort_job(int exit_code, const std::string& message) {
+  std::cerr << message << "\n" << std::flush;
+  std::fflush(nullptr);
+#ifdef XGRAD_HAVE_MPI
+  if (g_mpi && g_size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+#endif
+  std::exit(exit_code);
+}
+
+}  // namespace xgrad::platform

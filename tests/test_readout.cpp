@@ -1,0 +1,128 @@
+// The readout and cross-entropy only at the positions that carry a target (nn::loss_at_targets) against the full
+// readout over every position (model.forward, then cross_entropy with ignore index -1): the same loss, the same
+// gradient for every parameter and the same accuracy, up to float summation order.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "autograd/ops.h"
+#include "data/registry.h"
+#include "nn/model.h"
+#include "train/step_metrics.h"
+
+using namespace xgrad;
+
+namespace {
+
+// Float32 results of two evaluation orders: the loss is a mean over rows and each gradient a sum over rows, where
+// the full path adds exact zeros of the rows without a target. Relative to the largest magnitude of the array.
+constexpr double kRelTol = 1e-5;
+
+double max_abs(const xt::xarray<float>& a) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(static_cast<double>(a.data()[i])));
+  return m;
+}
+
+double max_abs_diff(const xt::xarray<float>& a, const xt::xarray<float>& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::abs(static_cast<double>(a.data()[i]) - static_cast<double>(b.data()[i])));
+  return m;
+}
+
+struct Pass {
+  double loss = 0, accuracy = 0;
+  std::vector<std::pair<std::string, xt::xarray<float>>> grads;
+};
+
+nn::ModelConfig tiny_model(const data::Task& task) {
+  nn::ModelConfig c;
+  c.vocab_size = task.vocab_size();
+  c.max_seq_len = task.seq_len();
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.n_layers = 2;
+  c.d_ff = 32;
+  return c;
+}
+
+Pass run(const data::Task& task, bool full, std::uint64_t step) {
+  nn::AttentionModel model(tiny_model(task), /*seed=*/3);
+  const data::Batch b = task.batch(/*seed=*/5, step, /*batch_size=*/12);
+  Pass p;
+  Tensor loss;
+  if (full) {
+    const Tensor logits = model.forward(b.inputs);
+    CHECK(logits.shape() == shape_t{12, task.seq_len(), task.vocab_size()});
+    loss = cross_entropy(logits, b.targets);
+    p.accuracy = train::accuracy(logits.value(), b.targets);
+  } else {
+    const nn::TargetLoss out = nn::loss_at_targets(model, b.inputs, b.targets);
+    CHECK(out.logits.shape() == shape_t{nn::target_positions(b.targets).size(), task.vocab_size()});
+    loss = out.loss;
+    p.accuracy = train::accuracy(out.logits.value(), out.targets);
+  }
+  p.loss = loss.item();
+  loss.backward();
+  for (const auto& [name, param] : model.named_parameters()) {
+    REQUIRE_MESSAGE(param.has_grad(), name);
+    p.grads.emplace_back(name, param.grad());
+  }
+  return p;
+}
+
+void check_equivalent(const data::Task& task) {
+  for (std::uint64_t step : {0, 1, 2}) {
+    const Pass full = run(task, true, step), rows = run(task, false, step);
+    CHECK(rows.loss == doctest::Approx(full.loss).epsilon(kRelTol));
+    CHECK(rows.accuracy == full.accuracy);
+    REQUIRE(rows.grads.size() == full.grads.size());
+    for (std::size_t i = 0; i < full.grads.size(); ++i) {
+      INFO(task.name() << " step " << step << ": " << full.grads[i].first);
+      REQUIRE(rows.grads[i].first == full.grads[i].first);
+      REQUIRE(rows.grads[i].second.shape() == full.grads[i].second.shape());
+      const double scale = std::max(max_abs(full.grads[i].second), 1e-12);
+      CHECK(max_abs(full.grads[i].second) > 0);  // every parameter receives a gradient here
+      CHECK(max_abs_diff(rows.grads[i].second, full.grads[i].second) <= kRelTol * scale);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("target_positions: the flat positions whose target is not -1, in row-major order") {
+  index_array t{{-1, 3, -1}, {0, -1, 2}};
+  const index_array p = nn::target_positions(t);
+  CHECK(p == index_array{1, 3, 5});
+  CHECK(nn::target_positions(index_array{{-1, -1}}).size() == 0);
+}
+
+TEST_CASE("loss_at_targets equals the full readout: kv_recall (one target per sequence, the last position)") {
+  const auto task = data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4},
+                                                                              {"n_pairs", 5}}));
+  check_equivalent(*task);
+}
+
+TEST_CASE("loss_at_targets equals the full readout: copy (targets on the second half, -1 on the first)") {
+  const auto task = data::make_task("copy", SettingValues(nlohmann::json{{"seq_len", 6}, {"n_symbols", 5}}));
+  const data::Batch b = task->batch(5, 0, 12);
+  const std::size_t n = nn::target_positions(b.targets).size();
+  REQUIRE(n > 12);           // several targets per sequence
+  REQUIRE(n < b.targets.size());  // and positions without one
+  check_equivalent(*task);
+}
+
+TEST_CASE("loss_at_targets: a batch without targets takes the full readout (loss 0, logits [B, T, V])") {
+  const auto task = data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 4}, {"n_values", 3},
+                                                                              {"n_pairs", 3}}));
+  nn::AttentionModel model(tiny_model(*task), 1);
+  data::Batch b = task->batch(0, 0, 4);
+  b.targets.fill(-1);
+  const nn::TargetLoss out = nn::loss_at_targets(model, b.inputs, b.targets);
+  CHECK(out.loss.item() == 0.0f);
+  CHECK(out.logits.shape() == shape_t{4, task->seq_len(), task->vocab_size()});
+  CHECK_THROWS_AS(nn::loss_at_targets(model, b.inputs, index_array{{0, -1}}), Error);
+}
