@@ -13,7 +13,9 @@
 #include "autograd/kernels/loops.h"
 #include "autograd/kernels/softmax.h"
 #include "autograd/kernels/vector_math.h"
+#include "autograd/ops_elementwise.h"
 #include "autograd/ops_nn.h"
+#include "autograd/ops_reduce.h"
 
 namespace xgrad {
 
@@ -422,6 +424,26 @@ basic_tensor<T> dropout(const basic_tensor<T>& x, double p, bool training, Gener
   });
 }
 
+template <class T>
+basic_tensor<T> z_loss(const basic_tensor<T>& logits, const index_array& targets, std::int64_t ignore_index) {
+  const shape_t& ls = logits.shape();
+  const shape_t ts(targets.shape().begin(), targets.shape().end());
+  if (ls.empty() || shape_t(ls.begin(), ls.end() - 1) != ts)
+    throw Error("z_loss: targets of shape " + shape_str(ts) + " do not match logits " + shape_str(ls) +
+                " (expected logits [..., C] with targets [...])");
+  if (ls.back() == 0) throw Error("z_loss: logits " + shape_str(ls) + " have no classes (last axis of size 0)");
+  xt::xarray<T> mask = xt::zeros<T>(targets.shape());
+  std::size_t counted = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    if (targets.data()[i] != ignore_index) {
+      mask.data()[i] = 1;
+      ++counted;
+    }
+  if (counted == 0) return basic_tensor<T>(xt::xarray<T>(T(0)));
+  const basic_tensor<T> log_z = logsumexp(logits, {-1});
+  return mul_scalar(sum(mul(mul(log_z, log_z), basic_tensor<T>(std::move(mask)))), 1.0 / static_cast<double>(counted));
+}
+
 #define XGRAD_INSTANTIATE(T)                                                                                    \
   template basic_tensor<T> softmax<T>(const basic_tensor<T>&, int);                                             \
   template basic_tensor<T> log_softmax<T>(const basic_tensor<T>&, int);                                         \
@@ -433,6 +455,7 @@ basic_tensor<T> dropout(const basic_tensor<T>& x, double p, bool training, Gener
   template basic_tensor<T> embedding<T>(const basic_tensor<T>&, const index_array&);                            \
   template basic_tensor<T> cross_entropy<T>(const basic_tensor<T>&, const index_array&, std::int64_t, double,     \
                                             Reduction);                                                          \
+  template basic_tensor<T> z_loss<T>(const basic_tensor<T>&, const index_array&, std::int64_t);                 \
   template basic_tensor<T> rms_norm<T>(const basic_tensor<T>&, const basic_tensor<T>&, double);                 \
   template basic_tensor<T> dropout<T>(const basic_tensor<T>&, double, bool, Generator&);
 XGRAD_INSTANTIATE(float)

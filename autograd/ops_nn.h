@@ -69,4 +69,13 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
                               std::int64_t ignore_index = -1, double label_smoothing = 0.0,
                               Reduction reduction = Reduction::mean);
 
+/// The z-loss of `logits` [..., C] at the positions of `targets` [...] (same leading shape) that are not
+/// `ignore_index`: mean_i (log Z_i)^2 with log Z_i = logsumexp(logits_i), the auxiliary loss that keeps the softmax
+/// normalizer near 1 (Chowdhery et al. 2022, PaLM, section 5; Wortsman et al. 2023, section 3.2, "output logit
+/// divergence"). A 0-d tensor; a constant 0 (no graph) when no position carries a target. A composite of logsumexp, mul
+/// and sum, so its gradient is theirs: 2 log Z_i softmax(logits_i) / N. Throws Error on a shape mismatch or logits
+/// without classes.
+template <class T>
+basic_tensor<T> z_loss(const basic_tensor<T>& logits, const index_array& targets, std::int64_t ignore_index = -1);
+
 }  // namespace xgrad

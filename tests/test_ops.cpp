@@ -588,6 +588,39 @@ TEST_CASE("embedding") {
   }
 }
 
+// z_loss: mean of logsumexp(logits)^2 over positions whose target is not ignore_index (PaLM's auxiliary loss).
+TEST_CASE("z_loss") {
+  std::mt19937 gen(115);
+  SUBCASE("gradients") {
+    DTensor l2 = rand_input({4, 5}, gen, -2.0, 2.0);
+    const index_array t2{1, -1, 3, -1};
+    CHECK_GRADIENT([&](const Inputs& in) { return z_loss(in[0], t2); }, {l2});
+    DTensor l3 = rand_input({2, 3, 4}, gen, -3.0, 3.0);
+    const index_array t3{{0, 3, -1}, {2, -1, 1}};
+    CHECK_GRADIENT([&](const Inputs& in) { return z_loss(in[0], t3); }, {l3});
+    // The loss the trainer minimises with --z-loss: cross-entropy plus coefficient times z-loss.
+    CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t2) + z_loss(in[0], t2) * 1e-2; }, {l2});
+  }
+  SUBCASE("values") {
+    // Uniform logits over 3 classes: log Z = log 3 at each counted row; ignored rows do not count.
+    CHECK(z_loss(Tensor(xt::xarray<float>{{0, 0, 0}, {50, 0, 0}}), index_array{1, -1}).item() ==
+          doctest::Approx(std::log(3.0) * std::log(3.0)));
+    // The mean of (log Z_i)^2 by hand, in double.
+    const DTensor l(uniform({3, 4}, gen, -2.0, 2.0));
+    double expected = 0;
+    for (std::size_t i : {0, 2}) {
+      double z = 0;
+      for (std::size_t j = 0; j < 4; ++j) z += std::exp(l.value()(i, j));
+      expected += std::log(z) * std::log(z) / 2;
+    }
+    CHECK(z_loss(l, index_array{2, -1, 0}).item() == doctest::Approx(expected).epsilon(1e-12));
+    CHECK(z_loss(Tensor(xt::xarray<float>{{1, 2}, {3, 4}}), index_array{-1, -1}).item() == 0.f);
+  }
+  SUBCASE("errors") {
+    CHECK_ERROR("z_loss: targets of shape", z_loss(Tensor(xt::xarray<float>{{1, 2}}), index_array{0, 1}));
+  }
+}
+
 // cross_entropy: mean over positions whose target is not ignore_index, 1-D/2-D/3-D logits.
 TEST_CASE("cross_entropy") {
   std::mt19937 gen(114);

@@ -55,6 +55,7 @@ struct TrainConfig {
   // optimisation
   std::size_t batch_size, steps;
   double lr, clip_grad_norm;  // clip 0 = off
+  double z_loss;              // coefficient of the z-loss added to the cross-entropy (0 = off; the column is logged)
   std::string lr_schedule;    // a registered schedule (nn/lr_schedule.h): the learning rate of each step
   // reproducibility and output
   std::uint64_t seed, data_seed;

@@ -105,7 +105,7 @@ struct RunSummary {
   static RunSummary from_json(const nlohmann::json& j);
 };
 
-/// The columns of metrics.csv, in order: step, loss, accuracy, lr, grad_norm (global L2, before clipping),
+/// The columns of metrics.csv, in order: step, loss, accuracy, lr, z_loss, grad_norm (global L2, before clipping),
 /// grad_norm/<param> for every parameter (named_parameters() order), attn/l<l>h<h>/<stat> for every attention
 /// layer l, head h and attention statistic, update_rms/<param>, grad_rms/<param>, eval_loss, step_ms. The trainer's
 /// table of what it writes to each is train/step_metrics.cpp.
@@ -115,6 +115,7 @@ inline constexpr const char* kStep = "step";
 inline constexpr const char* kLoss = "loss";
 inline constexpr const char* kAccuracy = "accuracy";
 inline constexpr const char* kLr = "lr";
+inline constexpr const char* kZLoss = "z_loss";
 inline constexpr const char* kGradNorm = "grad_norm";
 inline constexpr const char* kEvalLoss = "eval_loss";
 inline constexpr const char* kStepMs = "step_ms";

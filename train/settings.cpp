@@ -85,6 +85,10 @@ std::vector<CoreSetting> make_core_settings() {
   t.push_back(bind(&TrainConfig::optimizer, for_commands(text_setting("optimizer", "adamw", {}, "optimizer"), kRun)));
   t.push_back(bind(&TrainConfig::lr_schedule,
                    for_commands(text_setting("lr_schedule", "constant", {}, "learning-rate schedule over the steps"), kRun)));
+  t.push_back(bind(&TrainConfig::z_loss,
+                   for_commands(number_setting("z_loss", 0.0, 0, 1e30,
+                                               "coefficient of the z-loss, mean (log Z)^2 of the readout (0 = off)"),
+                                kRun)));
   t.push_back(bind(&TrainConfig::clip_grad_norm,
                    for_commands(number_setting("clip_grad_norm", 0.0, 0, 1e30,
                                                "clip the global gradient norm (0 = off)", false, true),

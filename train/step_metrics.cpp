@@ -62,6 +62,7 @@ StepMetrics::StepMetrics(nn::AttentionModel& model, const data::Task& task, cons
   add_scalar(columns::kLoss, [](const StepRecord& r) { return r.loss; });
   add_scalar(columns::kAccuracy, [](const StepRecord& r) { return r.accuracy; });
   add_scalar(columns::kLr, [](const StepRecord& r) { return r.lr; });
+  add_scalar(columns::kZLoss, [](const StepRecord& r) { return r.z_loss; });
   add_scalar(columns::kGradNorm, [](const StepRecord& r) { return r.grad_norm; });
   add(per_parameter(columns::grad_norm), false, [](const StepRecord& r, std::vector<double>& row) {
     row.insert(row.end(), r.grad_norms.begin(), r.grad_norms.end());

@@ -21,6 +21,7 @@ struct StepRecord {
   double loss = 0;               // mean cross-entropy of the batch, nats
   double accuracy = 0;           // fraction of target positions whose arg-max logit is the target
   double lr = 0;                 // the optimizer's learning rate at this step
+  double z_loss = 0;             // mean (log Z)^2 of the readout at the target positions (z_loss in autograd/ops_nn.h)
   double grad_norm = 0;          // global L2 norm of the gradients, before clipping
   std::vector<double> grad_norms;  // per parameter (named_parameters() order), before clipping
   bool finite = true;            // loss and gradients finite (the update was applied)

@@ -299,8 +299,10 @@ StepRecord Run::train_step(std::size_t step) {
   const auto [shard_begin, shard_end] = shard_rows(cfg.batch_size, rank, world_size);
   data::Batch batch = world_size > 1 ? batch_rows(global, shard_begin, shard_end) : std::move(global);
   const nn::TargetLoss out = nn::loss_at_targets(*model, batch.inputs, batch.targets);  // readout at targets only
-  Tensor loss = out.loss;
-  r.loss = loss.item();
+  const Tensor z = z_loss(out.logits, out.targets);  // logged for every run, added to the loss with --z-loss
+  Tensor loss = cfg.z_loss > 0 ? out.loss + z * cfg.z_loss : out.loss;
+  r.loss = out.loss.item();
+  r.z_loss = z.item();
   r.accuracy = accuracy(out.logits.value(), out.targets);
   opt->zero_grad();
   loss.backward();

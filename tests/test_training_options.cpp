@@ -1,11 +1,14 @@
-// Learning-rate schedules: the registered schedules against their closed forms, and the lr column of metrics.csv
-// showing the rate each step used.
+// Training options of the science presets: learning-rate schedules against their closed forms (and the lr column of
+// metrics.csv showing the rate each step used), and the z-loss column and coefficient.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <filesystem>
 
+#include "autograd/ops.h"
 #include "nn/lr_schedule.h"
+#include "nn/model.h"
+#include "train/config.h"
 #include "train/metrics_log.h"
 #include "train/trainer.h"
 #include "tests/support/temp_dir.h"
@@ -66,4 +69,35 @@ TEST_CASE("metrics.csv's lr column holds the scheduled rate each step used, reco
   CHECK(j.at("warmup_steps") == 4);
   CHECK(j.at("min_lr") == 0.001);
   fs::remove_all(c.out);
+}
+
+TEST_CASE("z_loss column: mean (log Z)^2 of step 0's readout; --z-loss adds it to the loss and keeps log Z smaller") {
+  train::TrainConfig c = xgrad::testing::tiny_run(xgrad::testing::temp_dir("zloss_off").string(), 150);
+  c.lr = 0.02;
+  train::train(c);
+  // Step 0's value, recomputed from the same initial weights and batch.
+  const auto task = c.make_task();
+  nn::AttentionModel model(train::model_config(c, *task), c.seed);
+  const data::Batch batch = task->batch(c.data_seed, 0, c.batch_size);
+  const nn::TargetLoss out = nn::loss_at_targets(model, batch.inputs, batch.targets);
+  const train::MetricsTable off = train::read_metrics((fs::path(c.out) / "metrics.csv").string());
+  CHECK(off.rows[0][off.column("z_loss")] == doctest::Approx(z_loss(out.logits, out.targets).item()).epsilon(1e-5));
+  CHECK(off.rows[0][off.column("loss")] == doctest::Approx(out.loss.item()).epsilon(1e-5));
+
+  train::TrainConfig with = c;
+  with.out = xgrad::testing::temp_dir("zloss_on").string();
+  with.z_loss = 0.1;
+  train::train(with);
+  const train::MetricsTable on = train::read_metrics((fs::path(with.out) / "metrics.csv").string());
+  // Step 0 is before any update: the same z_loss and cross-entropy; the gradient differs, so later steps do.
+  CHECK(on.rows[0][on.column("z_loss")] == off.rows[0][off.column("z_loss")]);
+  CHECK(on.rows[0][on.column("loss")] == off.rows[0][off.column("loss")]);
+  CHECK(on.rows[0][on.column("grad_norm")] != off.rows[0][off.column("grad_norm")]);
+  INFO("final z_loss without: " << off.rows.back()[off.column("z_loss")]
+                                << ", with --z-loss 0.1: " << on.rows.back()[on.column("z_loss")]);
+  CHECK(on.rows.back()[on.column("z_loss")] < 0.5 * off.rows.back()[off.column("z_loss")]);
+  std::ifstream in(fs::path(with.out) / "config.json");
+  CHECK(nlohmann::json::parse(in).at("z_loss") == 0.1);
+  fs::remove_all(c.out);
+  fs::remove_all(with.out);
 }
