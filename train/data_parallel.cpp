@@ -1,5 +1,6 @@
 #include "train/data_parallel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -82,13 +83,15 @@ ReducedStep allreduce_gradients(const NamedParameters& named, double weight, dou
                                 bool stop, std::vector<float>& buffer) {
   std::size_t total = 0;
   for (const auto& [name, p] : named) total += p.numel();
-  buffer.assign(total + 3, 0.0f);
+  buffer.resize(total + 3);
   std::size_t offset = 0;
   const auto w = static_cast<float>(weight);
   for (const auto& [name, p] : named) {
     if (p.has_grad()) {
       const float* g = p.grad().data();
       for (std::size_t i = 0; i < p.numel(); ++i) buffer[offset + i] = g[i] * w;
+    } else {
+      std::fill(buffer.begin() + offset, buffer.begin() + offset + p.numel(), 0.0f);
     }
     offset += p.numel();
   }
