@@ -79,11 +79,11 @@ std::pair<std::size_t, std::size_t> shard_rows(std::size_t batch_size, int rank,
   return {per_rank * static_cast<std::size_t>(rank), per_rank * static_cast<std::size_t>(rank + 1)};
 }
 
-ReducedStep allreduce_gradients(const NamedParameters& named, double weight, double weighted_loss, double hits,
-                                bool stop, std::vector<float>& buffer) {
+ReducedStep allreduce_gradients(const NamedParameters& named, double weight, double weighted_loss,
+                                double weighted_z_loss, double hits, bool stop, std::vector<float>& buffer) {
   std::size_t total = 0;
   for (const auto& [name, p] : named) total += p.numel();
-  buffer.resize(total + 3);
+  buffer.resize(total + 4);
   std::size_t offset = 0;
   const auto w = static_cast<float>(weight);
   for (const auto& [name, p] : named) {
@@ -98,6 +98,7 @@ ReducedStep allreduce_gradients(const NamedParameters& named, double weight, dou
   buffer[total] = static_cast<float>(weighted_loss);
   buffer[total + 1] = static_cast<float>(hits);
   buffer[total + 2] = stop ? 1.0f : 0.0f;
+  buffer[total + 3] = static_cast<float>(weighted_z_loss);
   const auto t0 = std::chrono::steady_clock::now();
   platform::allreduce_sum(buffer.data(), buffer.size());
   ReducedStep reduced;
@@ -110,6 +111,7 @@ ReducedStep allreduce_gradients(const NamedParameters& named, double weight, dou
   reduced.loss = buffer[total];
   reduced.hits = buffer[total + 1];
   reduced.stop = buffer[total + 2] > 0;
+  reduced.z_loss = buffer[total + 3];
   return reduced;
 }
 

@@ -33,6 +33,7 @@ std::pair<std::size_t, std::size_t> shard_rows(std::size_t batch_size, int rank,
 /// What the ranks' shards add up to in one step.
 struct ReducedStep {
   double loss = 0;       // sum over ranks of (shard loss × shard targets / global targets): the global mean loss
+  double z_loss = 0;     // the same for the z-loss (mean (log Z)^2 over the targets)
   double hits = 0;       // target positions whose arg-max logit is the target, over the global batch
   bool stop = false;     // some rank was asked to stop (SIGINT/SIGTERM/SIGHUP)
   double seconds = 0;    // time spent in the allreduce (including waiting for the slowest rank)
@@ -40,10 +41,10 @@ struct ReducedStep {
 
 /// One MPI_Allreduce over one flat float buffer: every parameter's gradient (named order, each multiplied by
 /// `weight` = shard targets / global targets, so the sum is the gradient of the global mean loss), then the weighted
-/// loss, the hits and the stop request. Writes the summed gradients back into the parameters that have one.
+/// loss, the weighted z-loss, the hits and the stop request. Writes the summed gradients back into the parameters that have one.
 /// `buffer` is reused between steps. A collective: every rank calls it once per step.
-ReducedStep allreduce_gradients(const NamedParameters& named, double weight, double weighted_loss, double hits,
-                                bool stop, std::vector<float>& buffer);
+ReducedStep allreduce_gradients(const NamedParameters& named, double weight, double weighted_loss,
+                                double weighted_z_loss, double hits, bool stop, std::vector<float>& buffer);
 
 /// Replaces each attention layer's record of this step (scores [b, H, T, T] with their gradient, probs; b = this
 /// rank's rows, starting at row `begin` of the global batch of `batch_size` rows) by the record of the global batch,

@@ -348,11 +348,13 @@ void Run::reduce_step(StepRecord& r, const data::Batch& shard, std::size_t shard
   const std::size_t shard_targets = count_targets(shard.targets);
   const double weight = global_targets ? static_cast<double>(shard_targets) / static_cast<double>(global_targets) : 0.0;
   const double hits = std::round(r.accuracy * static_cast<double>(shard_targets));
-  const ReducedStep reduced = allreduce_gradients(named, weight, shard_targets ? shard_loss * weight : 0.0, hits,
-                                                  g_stop_signal.load() != 0, allreduce_buffer_);
+  const ReducedStep reduced =
+      allreduce_gradients(named, weight, shard_targets ? shard_loss * weight : 0.0,
+                          shard_targets ? r.z_loss * weight : 0.0, hits, g_stop_signal.load() != 0, allreduce_buffer_);
   allreduce_seconds += reduced.seconds;
   ++allreduce_steps;
   r.loss = global_targets ? reduced.loss : shard_loss;
+  r.z_loss = global_targets ? reduced.z_loss : r.z_loss;
   r.accuracy = global_targets ? reduced.hits / static_cast<double>(global_targets) : 0.0;
   r.stop_requested = reduced.stop;
   if (r.measured) gather_attention_records(*model, shard_begin, cfg.batch_size, weight);
