@@ -63,6 +63,7 @@ StepMetrics::StepMetrics(nn::AttentionModel& model, const data::Task& task, cons
   add_scalar(columns::kAccuracy, [](const StepRecord& r) { return r.accuracy; });
   add_scalar(columns::kLr, [](const StepRecord& r) { return r.lr; });
   add_scalar(columns::kZLoss, [](const StepRecord& r) { return r.z_loss; });
+  groups_.back().added_later = true;
   add_scalar(columns::kGradNorm, [](const StepRecord& r) { return r.grad_norm; });
   add(per_parameter(columns::grad_norm), false, [](const StepRecord& r, std::vector<double>& row) {
     row.insert(row.end(), r.grad_norms.begin(), r.grad_norms.end());
@@ -123,6 +124,17 @@ std::vector<std::string> StepMetrics::columns() const {
   std::vector<std::string> names;
   for (const auto& group : groups_) names.insert(names.end(), group.names.begin(), group.names.end());
   return names;
+}
+
+void StepMetrics::keep_columns_of(const std::string& header) {
+  std::vector<Group> kept;
+  std::string without_later;
+  for (const auto& group : groups_) {
+    if (group.added_later) continue;
+    kept.push_back(group);
+    for (const auto& name : group.names) without_later += (without_later.empty() ? "" : ",") + name;
+  }
+  if (header == without_later) groups_ = std::move(kept);
 }
 
 std::vector<double> StepMetrics::row(const StepRecord& record) {

@@ -41,6 +41,10 @@ class StepMetrics {
   StepMetrics(nn::AttentionModel& model, const data::Task& task, const TrainConfig& config);
   /// The header of metrics.csv.
   std::vector<std::string> columns() const;
+  /// For a resumed run: drops the columns added since an earlier release wrote `header` (the first line of its
+  /// metrics.csv), when those are all it lacks, so that the run continues its file with the columns it began with.
+  /// Any other difference is left for the resume to refuse.
+  void keep_columns_of(const std::string& header);
   /// The metrics.csv row of `record`, one value per column. Reads and then frees the attention layers' records of
   /// a measured step; runs the held-out evaluation on an eval step.
   std::vector<double> row(const StepRecord& record);
@@ -50,6 +54,7 @@ class StepMetrics {
     std::vector<std::string> names;
     bool measured_only;  // nan on steps that are not measured
     std::function<void(const StepRecord&, std::vector<double>& row)> append;  // appends names.size() values
+    bool added_later = false;  // absent from the metrics.csv of earlier releases (keep_columns_of may drop it)
   };
   void add(std::vector<std::string> names, bool measured_only,
            std::function<void(const StepRecord&, std::vector<double>&)> append);

@@ -482,6 +482,11 @@ RunSummary train(const TrainConfig& requested) {
   if (cfg.resume && root) check_inputs_on_disk(cfg);
   Run run(cfg, cfg.validate());
   StepMetrics metrics(*run.model, *run.task, cfg);
+  if (cfg.resume && root) {
+    std::ifstream existing(run.dir / kMetricsFile);
+    std::string header;
+    if (std::getline(existing, header)) metrics.keep_columns_of(header);
+  }
   const std::unique_ptr<MetricsLog> log =
       root ? open_metrics(run.dir, metrics.columns(), cfg.resume, run.progress.step) : nullptr;
   if (root) run.log_start();
