@@ -13,8 +13,9 @@ PACKAGES=(g++ make cmake pkg-config
   doctest-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev gnuplot-nox
   openmpi-bin libopenmpi-dev)
 # Only the test suite needs these: numpy reads a checkpoint (ctest safetensors_numpy); chromium opens report.html
-# (ctest report_page_browser, driven by puppeteer-core from npm: node_packages below).
-TEST_PACKAGES=(python3-numpy chromium)
+# (ctest report_page_browser, driven by puppeteer-core from npm: node_packages below); a single-node Slurm runs a
+# sweep as a job array (ctest slurm_sweep: munge, slurmctld, slurmd and the client commands).
+TEST_PACKAGES=(python3-numpy chromium munge slurmctld slurmd slurm-client)
 
 install_packages() {
   local missing=()

@@ -425,9 +425,12 @@ TEST_CASE("sweep: a sweep into an earlier sweep's --out with other settings is r
   std::ifstream in(dir / "sweep.json");
   const nlohmann::json index = nlohmann::json::parse(in);
   REQUIRE(index.at("runs").size() == 2);
-  CHECK(index.at("runs").at(0).at("name") == "dk4-none-sgd-lr0.1-s1");
-  CHECK(index.at("runs").at(1).at("name") == "dk4-none-sgd-lr0.1-s0");
-  CHECK(index.at("runs").at(1).at("status") == "complete");
+  // In manifest order: the earlier sweep's run keeps grid point 0, the added seed is point 1.
+  CHECK(index.at("runs").at(0).at("name") == "dk4-none-sgd-lr0.1-s0");
+  CHECK(index.at("runs").at(0).at("index") == 0);
+  CHECK(index.at("runs").at(0).at("status") == "complete");
+  CHECK(index.at("runs").at(1).at("name") == "dk4-none-sgd-lr0.1-s1");
+  CHECK(index.at("runs").at(1).at("index") == 1);
   fs::remove_all(dir);
 }
 

@@ -70,7 +70,8 @@ bool RunLock::try_acquire(const fs::path& dir, std::string& holder) {
       throw ConfigError("--out: cannot lock " + path.string() + ": " + std::strerror(err));
     }
     // The holder writes its pid (a whole line) just after taking the lock: a process refused in between finds the
-    // file empty, or naming an earlier holder that has exited, and reads it again for up to a second.
+    // file empty, or naming an earlier holder that has exited, and reads it again for up to a second. A holder that
+    // writes no pid may be a probe (run_lock_holder), which lets go within microseconds: the lock is tried again.
     auto written = [](const std::string& text) {
       if (text.empty() || text.back() != '\n') return false;
       const long pid = std::strtol(text.c_str(), nullptr, 10);
@@ -78,7 +79,14 @@ bool RunLock::try_acquire(const fs::path& dir, std::string& holder) {
     };
     holder.clear();
     for (int attempt = 0; attempt < 200 && !written(holder); ++attempt) {
-      if (attempt > 0) ::usleep(5000);
+      if (attempt > 0) {
+        ::usleep(5000);
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+          fd_ = fd;
+          set_holder(::getpid());
+          return true;
+        }
+      }
       char buf[32] = {};
       const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
       holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
@@ -91,6 +99,24 @@ bool RunLock::try_acquire(const fs::path& dir, std::string& holder) {
   fd_ = fd;
   set_holder(::getpid());
   return true;
+}
+
+std::string run_lock_holder(const fs::path& dir) {
+  const fs::path path = dir / ".lock";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string holder;
+  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    ::flock(fd, LOCK_UN);
+  } else if (errno == EWOULDBLOCK) {
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    if (holder.empty()) holder = "unknown";
+  }
+  ::close(fd);
+  return holder;
 }
 
 bool RunLock::acquire(const fs::path& dir, bool required) {

@@ -51,6 +51,11 @@ class RunLock {
   int fd_ = -1;
 };
 
+/// Whether a process holds dir/.lock, without taking the lock: "" when none does (or there is no lock file), else
+/// the holder's pid as the file states it ("unknown" if it states none). The probe is a shared flock held for a few
+/// microseconds; RunLock::try_acquire, finding the lock held by a process that named no live pid, tries again.
+std::string run_lock_holder(const std::filesystem::path& dir);
+
 /// The environment variable naming the descriptor of a lock a child process inherits (see RunLock).
 inline constexpr const char* kInheritedLockVariable = "XGRAD_RUN_LOCK_FD";
 

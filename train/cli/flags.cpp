@@ -1,6 +1,7 @@
 #include "train/cli/flags.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -379,6 +380,55 @@ void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
       ->capture_default_str()
       ->check(whole_number(1, 256));
   app.add_option("--out", config.out, "sweep directory (sweep: required; experiment: default runs/experiment-<date>-<time>)");
+}
+
+void add_launcher_flags(CLI::App& app, std::string& launcher, SlurmOptions& slurm) {
+  app.add_option("--launcher", launcher,
+                 "local: run the grid here, --jobs at a time; slurm: write DIR/sweep.sbatch, a job array of one task "
+                 "per grid point, and print its sbatch command (or run it: --submit)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return text == "local" || text == "slurm" ? "" : "must be local or slurm, got '" + text + "'";
+          },
+          "local|slurm"));
+  app.add_option("--max-parallel", slurm.max_parallel, "slurm: array tasks running at once (--array=...%K)")
+      ->capture_default_str()
+      ->check(whole_number(1, 100000));
+  app.add_option("--partition", slurm.partition, "slurm: the partition (default: the cluster's default)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            for (char c : text)
+              if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.' && c != ',')
+                return "must be a partition name (letters, digits, '_', '-', '.', ','), got '" + text + "'";
+            return text.empty() ? "must not be empty" : "";
+          },
+          "NAME"));
+  app.add_option("--time", slurm.time,
+                 "slurm: time limit per grid point, as sbatch takes it (minutes, H:M:S, D-H:M:S; default: the "
+                 "partition's)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return is_slurm_time(text) ? ""
+                                       : "must be a Slurm time limit (allowed: minutes, M:S, H:M:S, D-H, D-H:M, "
+                                         "D-H:M:S, UNLIMITED), got '" + text + "'";
+          },
+          "TIME"));
+  app.add_option("--cpus-per-task", slurm.cpus_per_task, "slurm: CPUs per grid point (default: --threads)")
+      ->check(whole_number(1, 4096));
+  app.add_flag("--submit", slurm.submit, "slurm: run sbatch (else print its command)");
+}
+
+void check_launcher_flags(const CLI::App& app, const std::string& launcher) {
+  if (launcher == "local") {
+    for (const char* flag : {"--max-parallel", "--partition", "--time", "--cpus-per-task", "--submit"})
+      if (app.count(flag))
+        throw ConfigError(std::string(flag) + ": a flag of --launcher slurm (this sweep runs here: --launcher local, " +
+                          "which runs --jobs at a time)");
+  } else if (app.count("--jobs")) {
+    throw ConfigError("--jobs: --launcher slurm runs --max-parallel array tasks at a time (allowed with --jobs: "
+                      "--launcher local)");
+  }
 }
 
 GridAxis parse_grid_axis(const std::string& text) {

@@ -10,6 +10,7 @@
 
 #include "train/config.h"
 #include "train/cli/sweep.h"
+#include "train/cli/sweep_cluster.h"
 
 namespace xgrad::train {
 
@@ -109,6 +110,12 @@ struct SweepFlags {
 /// Flags of `sweep` and `experiment`: the training flags plus --scale, --d-k, --seeds, --arms, --grid, --jobs,
 /// --out; the defaults shown are those already in `config`.
 void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags);
+/// Flags of `sweep` only: --launcher local|slurm and the Slurm launcher's --max-parallel, --partition, --time,
+/// --cpus-per-task, --submit (into `slurm`).
+void add_launcher_flags(CLI::App& app, std::string& launcher, SlurmOptions& slurm);
+/// Refuses (ConfigError naming the flag) a Slurm launcher flag given with --launcher local, and --jobs with
+/// --launcher slurm, which runs --max-parallel array tasks at a time instead.
+void check_launcher_flags(const CLI::App& app, const std::string& launcher);
 /// Copies the flags that were given into `config` (throws ConfigError on a bad --arms or --grid entry).
 void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFlags& flags);
 /// One --grid entry "key=v1,v2,...": the key must be a declared setting that is not set per run by another flag

@@ -27,6 +27,7 @@
 #include "platform/signals.h"
 #include "train/report/compare.h"
 #include "train/cli/sweep.h"
+#include "train/cli/sweep_cluster.h"
 #include "train/report/probe.h"
 #include "train/report/tables.h"
 #include "train/settings.h"
@@ -104,6 +105,46 @@ std::string default_experiment_dir() {
   return buf;
 }
 
+// `xgrad sweep run-one DIR --index I` and `xgrad sweep status DIR`: commands on a sweep directory's manifest, which
+// take none of the sweep's grid flags. Returns the exit code.
+int sweep_directory_command(int argc, char** argv) {
+  const std::string command = argv[2];
+  CLI::App app{command == "run-one"
+                   ? "train one grid point of a sweep directory's manifest (sweep.json): resumes it from its "
+                     "checkpoint, does nothing if it is complete; what a Slurm array task or GNU parallel runs"
+                   : "the state of every grid point of a sweep directory: complete, diverged, running, interrupted, "
+                     "failed or pending, read from the run directories",
+               "xgrad sweep " + command};
+  std::string dir;
+  long index = -1;
+  app.add_option("DIR", dir, "the sweep directory (its sweep.json)")->required();
+  if (command == "run-one")
+    app.add_option("--index", index, "the grid point, 0 to N-1 (sweep.json's \"index\")")
+        ->required()
+        ->check(whole_number(0, 1000000000));
+  try {
+    app.parse(argc - 2, argv + 2);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "xgrad: " << e.what() << " (see 'xgrad sweep " << command << " --help')\n";
+    return 2;
+  }
+  try {
+    if (command == "status") {
+      print_sweep_status(dir, std::cout);
+      return 0;
+    }
+    return sweep_run_one(dir, index, std::filesystem::canonical("/proc/self/exe").string(), std::cout);
+  } catch (const ConfigError& e) {
+    std::cerr << "xgrad: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "xgrad: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
 }  // namespace
 
 namespace xgrad::cli {
@@ -120,6 +161,10 @@ int main(int argc, char** argv) {
     print_version(std::cout);
     return 0;
   }
+
+  if (argc >= 3 && std::string(argv[1]) == "sweep" &&
+      (std::string(argv[2]) == "run-one" || std::string(argv[2]) == "status"))
+    return sweep_directory_command(argc, argv);
 
   TrainConfig train_cfg;
   const std::string resume_dir = find_train_flag_value(argc, argv, "--resume");
@@ -139,8 +184,14 @@ int main(int argc, char** argv) {
   CLI::App* sweep_cmd = app.add_subcommand(
       "sweep", "train a grid of scale x d_k x seed x optimizer@lr as parallel runs into one sweep directory");
   add_sweep_flags(*sweep_cmd, sweep_cfg, sweep_flags);
+  std::string launcher = "local";
+  SlurmOptions slurm;
+  add_launcher_flags(*sweep_cmd, launcher, slurm);
   refuse_flags(*sweep_cmd, sweep_refused_flags("sweep"));
   sweep_cmd->get_option("--out")->required();
+  sweep_cmd->footer("On a sweep directory: `xgrad sweep run-one DIR --index I` trains grid point I of DIR/sweep.json "
+                    "(what a Slurm array task or GNU parallel runs); `xgrad sweep status DIR` prints every point's "
+                    "state.");
   CLI::App* exp_cmd = app.add_subcommand(
       "experiment", "the default sweep (scaled vs unscaled at d_k 16, 64, 256; SGD and AdamW; 3 seeds), then compare");
   add_sweep_flags(*exp_cmd, exp_cfg, exp_flags);
@@ -272,7 +323,30 @@ int main(int argc, char** argv) {
       finish_sweep_flags(cmd, cfg, experiment ? exp_flags : sweep_flags);
       if (cfg.out.empty()) cfg.out = default_experiment_dir();
       cfg.executable = std::filesystem::canonical("/proc/self/exe").string();
+      if (!experiment) check_launcher_flags(cmd, launcher);
+      if (launcher == "slurm") cfg.jobs = 1;  // Slurm places the tasks: no local limit on --jobs x --threads
       const auto planned = plan_sweep(cfg);
+      if (launcher == "slurm") {
+        const SlurmSubmission submission = prepare_slurm_sweep(cfg, slurm);
+        const std::string dir = shell_quote_path(cfg.out);
+        std::cout << "sweep: " << submission.points << " grid points in " << cfg.out << "/sweep.json; Slurm array "
+                  << "script " << submission.script << "\n";
+        if (submission.command.empty()) {
+          std::cout << "every grid point is complete or running; nothing to submit (xgrad sweep status " << dir
+                    << ")\n";
+          return 0;
+        }
+        std::string line;
+        for (const std::string& word : submission.command) line += (line.empty() ? "" : " ") + shell_quote(word);
+        if (!slurm.submit) {
+          std::cout << submission.indices.size() << " point(s) to run; submit them with:\n  " << line << "\n";
+          return 0;
+        }
+        const std::string job = submit_to_slurm(submission.command);
+        std::cout << "submitted job " << job << ": " << submission.indices.size() << " point(s), " << line << "\n"
+                  << "follow it with: xgrad sweep status " << dir << "\n";
+        return 0;
+      }
       // A sweep outlives a reader of its output that went away (`| head -1`): its runs and sweep.json matter more
       // than its progress lines, which then go nowhere. Its runs get SIGPIPE back (see spawn in sweep.cpp).
       std::signal(SIGPIPE, SIG_IGN);

@@ -1,5 +1,6 @@
 #include "train/cli/sweep.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -101,10 +102,7 @@ void require_unique(const V& values, const std::string& flag) {
     if (!seen.insert(v).second) throw ConfigError(flag + ": " + fmt::format("{}", v) + " is given twice");
 }
 
-// What a run directory holds: nothing (or an unreadable run, to be redone), this very run finished, this run cut
-// short with a checkpoint (to be resumed) or without one (to be redone), or a run with other settings (refused: a
-// sweep never silently replaces another's results).
-enum class OnDisk { none, complete, resumable, partial, other };
+}  // namespace
 
 OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   const fs::path dir(c.out);
@@ -144,6 +142,8 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   std::error_code ec;
   return fs::exists(dir / kCheckpointFile, ec) ? OnDisk::resumable : OnDisk::partial;
 }
+
+namespace {
 
 // Starts `exe args` as a child that writes its output to `log_fd` and holds the run lock `lock_fd` (handed over,
 // see RunLock). Between fork and exec only async-signal-safe calls. The stop signals are blocked across the fork
@@ -246,7 +246,8 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs, cons
   for (const GridAxis& axis : cfg.grid) j["grid"][axis.key] = axis.values;
   j["runs"] = nlohmann::json::array();
   for (const auto& r : runs)
-    j["runs"].push_back({{"name", r.name},
+    j["runs"].push_back({{"index", r.index},
+                         {"name", r.name},
                          {"dir", fs::relative(r.config.out, cfg.out).string()},
                          {"status", r.status},
                          {"pid", r.status == "running" ? nlohmann::json(r.pid) : nlohmann::json()},
@@ -261,8 +262,13 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs, cons
                                             ? nlohmann::json(r.final_loss)
                                             : nlohmann::json()},
                          {"diverged_step", r.diverged_step},
-                         {"seconds", r.seconds}});
+                         {"seconds", r.seconds},
+                         {"config", r.config.to_json()}});
   for (const nlohmann::json& entry : earlier) j["runs"].push_back(entry);
+  // In index order: entry i of the list is grid point i, the number a Slurm array task or `sweep run-one` is given.
+  std::stable_sort(j["runs"].begin(), j["runs"].end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a.value("index", std::size_t{0}) < b.value("index", std::size_t{0});
+  });
   const fs::path path = fs::path(cfg.out) / "sweep.json", tmp = fs::path(cfg.out) / "sweep.json.tmp";
   {
     std::ofstream out(tmp);
@@ -376,15 +382,9 @@ pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vec
     r.stopped = r.pid > 0 && process_stopped(r.pid);
     return 0;
   }
-  // The child reads its settings from a file the sweep writes: every setting, declared or registered, reaches it
-  // the same way, and a user can rerun the point with the same command.
+  // The child reads its settings from the file the manifest step wrote: every setting, declared or registered,
+  // reaches it the same way, and a user can rerun the point with the same command.
   const std::string config_file = run_config_path(cfg, r.name);
-  fs::create_directories(fs::path(config_file).parent_path());
-  {
-    std::ofstream out(config_file, std::ios::trunc);
-    out << r.config.to_json().dump(2) << "\n";
-    if (!out) throw std::runtime_error("writing " + config_file + " failed");
-  }
   // A resumed run keeps its own settings (config.json), which the sweep checked to be these.
   std::vector<std::string> args{"train", "--config", config_file, "--overwrite"};
   if (resume) args = {"train", "--resume", r.config.out};
@@ -543,11 +543,51 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   return runs;
 }
 
-SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std::string&)>& progress,
-                      const std::string& start_line) {
-  SweepResult result;
-  result.runs = plan_sweep(cfg);
-  std::vector<SweepRun>& runs = result.runs;
+namespace {
+
+// The sweep directory with its lock held, every run's state on disk known, the config files and the manifest written.
+struct OpenedSweep {
+  RunLock lock;
+  nlohmann::json earlier = nlohmann::json::array();  // sweep.json entries of runs outside this plan
+  std::vector<std::size_t> todo;                     // runs to train, in plan order
+  std::vector<bool> resume;                          // per run: continue it from its checkpoint
+};
+
+// Gives each run its manifest index: the one `index` (an earlier sweep.json) records for its name, else the next free
+// one, in plan order. Earlier entries without an index (an index written before manifests) get theirs first, in
+// their order there, which is the plan order of the sweep that wrote them.
+void assign_indices(std::vector<SweepRun>& runs, nlohmann::json& earlier, const nlohmann::json& index) {
+  std::map<std::string, std::size_t> known;
+  std::size_t next = 0;
+  if (index.is_object() && index.contains("runs") && index.at("runs").is_array()) {
+    for (const nlohmann::json& e : index.at("runs"))
+      if (e.is_object() && e.contains("index") && e.at("index").is_number_unsigned() && e.contains("name") &&
+          e.at("name").is_string()) {
+        known[e.at("name").get<std::string>()] = e.at("index").get<std::size_t>();
+        next = std::max(next, e.at("index").get<std::size_t>() + 1);
+      }
+    for (const nlohmann::json& e : index.at("runs"))
+      if (e.is_object() && e.contains("name") && e.at("name").is_string() &&
+          !known.count(e.at("name").get<std::string>()))
+        known[e.at("name").get<std::string>()] = next++;
+  }
+  for (SweepRun& r : runs) {
+    const auto it = known.find(r.name);
+    r.index = it != known.end() ? it->second : next++;
+  }
+  for (nlohmann::json& e : earlier) e["index"] = known.at(e.at("name").get<std::string>());
+}
+
+void write_config_file(const SweepConfig& cfg, const SweepRun& r) {
+  const std::string config_file = run_config_path(cfg, r.name);
+  fs::create_directories(fs::path(config_file).parent_path());
+  std::ofstream out(config_file, std::ios::trunc);
+  out << r.config.to_json().dump(2) << "\n";
+  if (!out) throw std::runtime_error("writing " + config_file + " failed");
+}
+
+void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep& opened,
+                const std::function<void(const std::string&)>& progress, const std::string& start_line) {
   std::error_code ec;
   // A sweep directory holds sweep.json and runs/; one with a single run's files is an `xgrad train` run, which a
   // sweep must not mix its runs into.
@@ -561,21 +601,15 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
                           "), not a sweep; give a new directory or an existing sweep's");
   fs::create_directories(out, ec);
   if (ec) throw ConfigError("--out: cannot create sweep directory " + cfg.out + ": " + ec.message());
-  RunLock sweep_lock;
   std::string holder;
-  if (!sweep_lock.try_acquire(out, holder))
+  if (!opened.lock.try_acquire(out, holder))
     throw ConfigError("--out: " + cfg.out + " is in use by another xgrad sweep (pid " + holder +
                       "); wait for it to end, or stop it, before sweeping into it again");
   fs::create_directories(out / "runs", ec);
   if (ec) throw ConfigError("--out: cannot create sweep directory " + cfg.out + ": " + ec.message());
   if (progress && !start_line.empty()) progress(start_line);
-  // Children start OpenBLAS with their own thread count: unset, the library starts a worker per core at load, which
-  // then spins in sched_yield (6% of a core in a profile of a one-thread run) beside the other runs of the sweep.
-  // The parent's own OpenBLAS is already loaded, so this affects only the children.
-  if (!std::getenv("OPENBLAS_NUM_THREADS")) setenv("OPENBLAS_NUM_THREADS", std::to_string(cfg.base.threads).c_str(), 1);
-  nlohmann::json earlier = nlohmann::json::array();
+  nlohmann::json index;
   if (fs::exists(out / "sweep.json", ec)) {
-    nlohmann::json index;
     try {
       std::ifstream in(out / "sweep.json");
       index = nlohmann::json::parse(in);
@@ -583,10 +617,10 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
       // an index cut short is rewritten from the runs; each run directory is still checked below
     }
     check_same_sweep(cfg, index);
-    earlier = earlier_entries(index, runs);
+    opened.earlier = earlier_entries(index, runs);
   }
-  std::vector<std::size_t> todo;
-  std::vector<bool> resume(runs.size(), false);
+  assign_indices(runs, opened.earlier, index);
+  opened.resume.assign(runs.size(), false);
   std::map<std::string, data::InputFile> inputs_now;  // each input file hashed once
   for (std::size_t i = 0; i < runs.size(); ++i) {
     std::string key;
@@ -608,11 +642,91 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
       runs[i].final_loss = s.final_loss;
       runs[i].diverged_step = s.diverged_step;
     } else {
-      resume[i] = state == OnDisk::resumable;  // an interrupted run continues from its checkpoint
-      todo.push_back(i);
+      opened.resume[i] = state == OnDisk::resumable;  // an interrupted run continues from its checkpoint
+      opened.todo.push_back(i);
     }
   }
-  write_index(cfg, runs, earlier);
+  // The manifest comes first: every point's settings are on disk before any run starts, for any launcher.
+  for (const SweepRun& r : runs) write_config_file(cfg, r);
+  write_index(cfg, runs, opened.earlier);
+}
+
+}  // namespace
+
+std::vector<SweepRun> write_sweep_manifest(const SweepConfig& cfg) {
+  std::vector<SweepRun> runs = plan_sweep(cfg);
+  OpenedSweep opened;
+  open_sweep(cfg, runs, opened, nullptr, "");
+  return runs;
+}
+
+long checkpoint_step(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char size_bytes[8] = {};
+  if (!in.read(reinterpret_cast<char*>(size_bytes), 8)) return -1;
+  std::uint64_t size = 0;
+  for (int i = 7; i >= 0; --i) size = size << 8 | size_bytes[i];
+  if (size == 0 || size > (std::uint64_t{1} << 26)) return -1;
+  std::string header(size, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(size))) return -1;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(header);
+    return std::stol(j.at("__metadata__").at("step").get<std::string>());
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+PointState point_state(const std::string& run_dir) {
+  const fs::path dir(run_dir);
+  PointState state;
+  std::error_code ec;
+  try {
+    std::ifstream in(dir / kSummaryFile);
+    if (in) {
+      const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
+      state.status = s.diverged ? "diverged" : "complete";
+      state.step = s.diverged ? s.diverged_step : -1;
+      state.final_loss = s.final_loss;
+      return state;
+    }
+  } catch (const std::exception&) {
+    // a summary cut short: the run is continued or redone, as if it had none
+  }
+  state.holder = run_lock_holder(dir);
+  if (!state.holder.empty()) {
+    state.status = "running";
+    state.step = static_cast<long>(count_metrics_rows(dir));
+    return state;
+  }
+  if (fs::exists(dir / kCheckpointFile, ec)) {
+    state.status = "interrupted";
+    state.step = checkpoint_step((dir / kCheckpointFile).string());
+    return state;
+  }
+  // The files an attempt leaves before its first checkpoint (train.log is opened before training starts).
+  for (const char* file : {kConfigFile, kMetricsFile, "train.log"})
+    if (fs::exists(dir / file, ec)) {
+      state.status = "failed";
+      return state;
+    }
+  return state;
+}
+
+SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std::string&)>& progress,
+                      const std::string& start_line) {
+  SweepResult result;
+  result.runs = plan_sweep(cfg);
+  std::vector<SweepRun>& runs = result.runs;
+  OpenedSweep opened;
+  open_sweep(cfg, runs, opened, progress, start_line);
+  // Children start OpenBLAS with their own thread count: unset, the library starts a worker per core at load, which
+  // then spins in sched_yield (6% of a core in a profile of a one-thread run) beside the other runs of the sweep.
+  // The parent's own OpenBLAS is already loaded, so this affects only the children.
+  if (!std::getenv("OPENBLAS_NUM_THREADS")) setenv("OPENBLAS_NUM_THREADS", std::to_string(cfg.base.threads).c_str(), 1);
+  const nlohmann::json& earlier = opened.earlier;
+  const std::vector<std::size_t>& todo = opened.todo;
+  const std::vector<bool>& resume = opened.resume;
   if (progress && todo.size() < runs.size())
     progress(fmt::format("sweep: {} of {} runs already complete, skipped", runs.size() - todo.size(), runs.size()));
 

@@ -46,6 +46,7 @@ struct SweepConfig {
 };
 
 struct SweepRun {
+  std::size_t index = 0;  // its grid point's number in the manifest (sweep.json), kept when a later sweep adds runs
   std::string name;  // dk<d_k>-<scale>-<optimizer>-lr<lr>[-<key><value> per grid axis]-s<seed>
   TrainConfig config;
   nlohmann::json grid = nlohmann::json::object();  // this run's value of each grid axis
@@ -86,6 +87,37 @@ std::string sweep_summary(const SweepResult& result, double seconds);
 /// shell reports as that code); 1 when a run failed, was interrupted, or is still running in another process; 0 when
 /// every run is complete or diverged.
 int sweep_exit_code(const SweepResult& result);
+
+/// Writes the sweep directory's manifest without running anything: takes the sweep's lock (refused with ConfigError
+/// naming --out, as run_sweep is, while another sweep holds it), checks the runs already on disk as run_sweep does,
+/// writes every point's config file (out/configs/<name>.json) and out/sweep.json, whose "runs" list every grid point
+/// with its "index", "name", "dir" (relative to out), "config" (its resolved settings) and status, then lets go of
+/// the lock. A point keeps the index an earlier sweep into `out` gave it; new points get the next free ones. Returns
+/// the plan with each run's index and status (skipped = complete on disk, pending = to run).
+std::vector<SweepRun> write_sweep_manifest(const SweepConfig& config);
+
+/// What the run directory config.out holds for a point to be run with `config`: nothing (or an unreadable run, to be
+/// redone), this very run finished (summary.json, diverged or not), this run cut short with a checkpoint (to be
+/// resumed) or without one (to be redone), or a run with other settings (refused: a sweep never silently replaces
+/// another's results; `differing_key`, if given, gets the first setting that differs, with both values).
+enum class OnDisk { none, complete, resumable, partial, other };
+OnDisk on_disk(const TrainConfig& config, std::string* differing_key);
+
+/// Where one grid point stands, read from its run directory alone, so it holds whichever launcher and host ran it.
+struct PointState {
+  // complete | diverged (summary.json) | running (a process holds the run's lock) | interrupted (a checkpoint,
+  // nobody training: the next run-one or sweep resumes it) | failed (files of an attempt, but neither a checkpoint nor
+  // a summary: it failed or was killed before its first checkpoint; the next attempt starts it over) | pending
+  std::string status = "pending";
+  std::string holder;  // running: the pid its lock file names (a pid on another host under Slurm)
+  long step = -1;      // diverged: the step; interrupted: the checkpoint's step; running: rows in metrics.csv
+  double final_loss = 0;  // complete: mean loss of the last steps, as summary.json has it
+};
+PointState point_state(const std::string& run_dir);
+
+/// The step a run checkpoint was written after (its safetensors metadata "step"), read from the header alone; -1 when
+/// the file cannot be read as one.
+long checkpoint_step(const std::string& path);
 
 /// Where the sweep writes the config file of run `name` (`xgrad train --config FILE` runs it): out/configs/name.json.
 std::string run_config_path(const SweepConfig& config, const std::string& name);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "train/metrics_log.h"
+#include "train/run_directory.h"
 #include "train/run_files.h"
 #include "train/settings.h"
 
@@ -173,7 +174,9 @@ RunRecord load_run(const std::string& dir) {
       add_reason(run, std::string("summary.json unreadable (") + e.what() + ")");
     }
   } else {
-    add_reason(run, "no summary.json");
+    // A run another process is training (its lock is held) is not a run that stopped: the report says which.
+    const std::string holder = run_lock_holder(path);
+    add_reason(run, holder.empty() ? std::string("no summary.json") : "still running (pid " + holder + ")");
   }
   read_series(path / kMetricsFile, run);
 

@@ -37,7 +37,9 @@ struct RunRecord {
                                    // every loss finite, loss_blew_up (train/run_files.h): the final loss (mean of
                                    // the last min(20, rows) finite losses) above kDivergedLossFactor × step 0's
   long diverged_step = -1;         // for a blow-up, the first step whose loss passed that factor
-  bool incomplete = false;         // cut short: no summary.json, a truncated last line, or fewer rows than steps
+  bool incomplete = false;         // cut short or still running: no summary.json (the reason says "still running
+                                   // (pid N)" while a process holds the run's lock), a truncated last line, or
+                                   // fewer rows than steps
   std::string incomplete_reason;   // why, for the report ("" when complete)
   std::size_t steps_planned = 0;   // config "steps"
   bool has_w_q = false, has_w_k = false;  // metrics.csv has grad_norm/...attn.w_q.weight (resp. w_k) columns

@@ -1,0 +1,343 @@
+// A sweep as a manifest (issue 12, item 5), without Slurm: `xgrad sweep --launcher slurm` writes sweep.json (every
+// grid point with its index and resolved settings) and the array script before anything runs; `xgrad sweep run-one`
+// trains one point (resumes it, leaves a complete one alone, refuses a second copy); `xgrad sweep status` reads every
+// point's state from the run directories; `xgrad compare` marks a run still training; bad flags exit 2. The real
+// xgrad executable throughout (tests/slurm/slurm_sweep_test.sh does the same through a real Slurm).
+#include <doctest/doctest.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/run_files.h"
+#include "tests/support/temp_dir.h"
+
+namespace fs = std::filesystem;
+using xgrad::testing::read_text;
+using xgrad::testing::TempDir;
+
+namespace {
+
+struct Result {
+  int code = -1;       // exit code; 128 + signal when killed by one
+  std::string output;  // stdout and stderr
+};
+
+// Starts `xgrad ARGS` with stdout and stderr in `output`; returns its pid.
+pid_t start(const std::vector<std::string>& args, const fs::path& output) {
+  std::vector<std::string> all{XGRAD_BIN};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int in = open("/dev/null", O_RDONLY);
+    if (fd < 0 || in < 0) _exit(126);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    dup2(in, STDIN_FILENO);
+    execv(XGRAD_BIN, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_code(pid_t pid) {
+  int status = 0;
+  pid_t got = -1;
+  do got = waitpid(pid, &status, 0);
+  while (got < 0 && errno == EINTR);
+  REQUIRE(got == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+Result run_xgrad(const std::vector<std::string>& args, const fs::path& scratch) {
+  const fs::path output = scratch / "output.txt";
+  Result r;
+  r.code = wait_code(start(args, output));
+  r.output = read_text(output);
+  return r;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Polls `done` every 5 ms for up to two minutes (a sanitizer build on a busy machine is slow); false if it never held.
+bool eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
+const std::vector<std::string> kNames{"dk4-none-adamw-lr0.01-s0", "dk4-none-adamw-lr0.01-s1",
+                                      "dk4-sqrt_dk-adamw-lr0.01-s0", "dk4-sqrt_dk-adamw-lr0.01-s1"};
+
+// A 4-point sweep of a tiny model (plan order: scale, then seed), with `extra` flags.
+std::vector<std::string> sweep_args(const fs::path& out, const std::string& steps,
+                                    const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args{"sweep", "--out", out.string(), "--scale", "none,sqrt_dk", "--d-k", "4",
+                                "--seeds", "0,1", "--arms", "adamw@0.01", "--d-model", "16", "--batch-size", "8",
+                                "--steps", steps, "--print-every", "100000"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// The status column `xgrad sweep status` gives point `index`, and the rest of its line.
+std::string status_line(const fs::path& out, std::size_t index, const fs::path& scratch) {
+  const Result r = run_xgrad({"sweep", "status", out.string()}, scratch);
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const std::regex row("^ *" + std::to_string(index) + "  \\S+ +(.*)$");
+  std::istringstream lines(r.output);
+  std::string line;
+  std::smatch m;
+  while (std::getline(lines, line))
+    if (std::regex_match(line, m, row)) return m[1];
+  FAIL("no point " << index << " in:\n" << r.output);
+  return "";
+}
+
+// Stops process `pid` (SIGSTOP) until thawed or the end of the scope: a process left stopped would hold its lock.
+class Frozen {
+ public:
+  explicit Frozen(pid_t pid) : pid_(pid) { kill(pid_, SIGSTOP); }
+  ~Frozen() { thaw(); }
+  Frozen(const Frozen&) = delete;
+  Frozen& operator=(const Frozen&) = delete;
+  void thaw() {
+    if (pid_ > 0) kill(pid_, SIGCONT);
+    pid_ = 0;
+  }
+
+ private:
+  pid_t pid_;
+};
+
+}  // namespace
+
+TEST_CASE("sweep --launcher slurm writes the manifest and the array script first, and trains nothing") {
+  const TempDir root("manifest_slurm");
+  const fs::path out = fs::absolute(root / "sweep");
+  const Result r = run_xgrad(
+      sweep_args(out, "30",
+                 {"--launcher", "slurm", "--max-parallel", "3", "--partition", "debug", "--time", "0:10:00"}),
+      root);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const std::string script = (out / "sweep.sbatch").string();
+  CHECK(contains(r.output, "sbatch --array=0-3%3 " + script));
+  const nlohmann::json index = nlohmann::json::parse(read_text(out / "sweep.json"));
+  REQUIRE(index.at("runs").size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const nlohmann::json& e = index.at("runs").at(i);
+    CHECK(e.at("index") == i);
+    CHECK(e.at("name") == kNames[i]);
+    CHECK(e.at("dir") == "runs/" + kNames[i]);
+    CHECK(e.at("status") == "pending");
+    // Fully resolved: the settings a run reads, as its config file holds them.
+    CHECK(e.at("config").at("d_k") == 4);
+    CHECK(e.at("config").at("steps") == 30);
+    CHECK(e.at("config").at("seed") == i % 2);
+    CHECK(e.at("config") == nlohmann::json::parse(read_text(out / "configs" / (kNames[i] + ".json"))));
+    CHECK_FALSE(fs::exists(out / "runs" / kNames[i] / "config.json"));
+  }
+  const std::string sbatch = read_text(script);
+  INFO(sbatch);
+  CHECK(contains(sbatch, "#SBATCH --array=0-3%3\n"));
+  CHECK(contains(sbatch, "#SBATCH --cpus-per-task=1\n"));
+  CHECK(contains(sbatch, "#SBATCH --partition=debug\n"));
+  CHECK(contains(sbatch, "#SBATCH --time=0:10:00\n"));
+  CHECK(contains(sbatch, "#SBATCH --output=" + out.string() + "/slurm-%A_%a.out\n"));
+  CHECK(contains(sbatch, "exec " + fs::canonical(XGRAD_BIN).string() + " sweep run-one " + out.string() +
+                             " --index \"$SLURM_ARRAY_TASK_ID\"\n"));
+  CHECK((fs::status(script).permissions() & fs::perms::owner_exec) != fs::perms::none);
+
+  // A later sweep into the directory with more seeds keeps the points' numbers and numbers the new ones after them.
+  const Result more = run_xgrad({"sweep", "--out", out.string(), "--scale", "none,sqrt_dk", "--d-k", "4", "--seeds",
+                             "0,1,2", "--arms", "adamw@0.01", "--d-model", "16", "--batch-size", "8", "--steps", "30",
+                             "--print-every", "100000", "--launcher", "slurm"},
+                            root);
+  INFO(more.output);
+  REQUIRE(more.code == 0);
+  const nlohmann::json grown = nlohmann::json::parse(read_text(out / "sweep.json"));
+  REQUIRE(grown.at("runs").size() == 6);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(grown.at("runs").at(i).at("name") == kNames[i]);
+  CHECK(grown.at("runs").at(4).at("name") == "dk4-none-adamw-lr0.01-s2");
+  CHECK(grown.at("runs").at(5).at("name") == "dk4-sqrt_dk-adamw-lr0.01-s2");
+  CHECK(contains(more.output, "--array=0-5%16 "));
+}
+
+TEST_CASE("sweep run-one trains one point, leaves a complete one alone, and the next submission skips it") {
+  const TempDir root("manifest_run_one");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "40", {"--launcher", "slurm"}), root).code == 0);
+  const Result first = run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, root);
+  INFO(first.output);
+  REQUIRE(first.code == 0);
+  CHECK(contains(first.output, "grid point 2 of 4 (" + kNames[2] + "): starting; log: "));
+  CHECK(fs::exists(out / "runs" / kNames[2] / "summary.json"));
+  CHECK(contains(read_text(out / "runs" / kNames[2] / "train.log"), "done: final loss"));
+  CHECK(contains(status_line(out, 2, root), "complete     final loss "));
+  CHECK(status_line(out, 0, root) == "pending");
+
+  const Result again = run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, root);
+  INFO(again.output);
+  CHECK(again.code == 0);
+  CHECK(contains(again.output, "is complete already (final loss "));
+  const Result status = run_xgrad({"sweep", "status", out.string()}, root);
+  CHECK(contains(status.output, "4 points: 1 complete, 3 pending\n"));
+
+  const Result submit = run_xgrad(sweep_args(out, "40", {"--launcher", "slurm", "--max-parallel", "2"}), root);
+  INFO(submit.output);
+  CHECK(submit.code == 0);
+  CHECK(contains(submit.output, "3 point(s) to run; submit them with:\n  sbatch --array=0-1,3%2 "));
+  // The manifest's config is what run-one trained: a local sweep over the same grid finds point 2 complete.
+  const Result local = run_xgrad(sweep_args(out, "40", {"--jobs", "1"}), root);
+  INFO(local.output);
+  CHECK(local.code == 0);
+  CHECK(contains(local.output, "1 of 4 runs already complete, skipped"));
+  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "4 points: 4 complete\n"));
+}
+
+TEST_CASE("sweep run-one: a second copy is refused while the first trains, compare marks the run as running, and "
+          "a stopped point resumes from its checkpoint") {
+  const TempDir root("manifest_running");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "3000", {"--launcher", "slurm"}), root).code == 0);
+  // One complete run beside the one in training, for compare.
+  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root).code == 0);
+  const fs::path run = out / "runs" / kNames[1];
+  const pid_t first = start({"sweep", "run-one", out.string(), "--index", "1"}, root / "first.txt");
+  // run-one becomes `xgrad train` in the same process, which holds the lock and checkpoints every 100 steps.
+  REQUIRE_MESSAGE(eventually([&] { return fs::exists(run / "checkpoint.safetensors"); }),
+                  read_text(root / "first.txt"));
+  {
+    Frozen frozen(first);
+    const std::string running = status_line(out, 1, root);
+    CHECK(contains(running, "running      pid " + std::to_string(first) + ", "));
+    CHECK(contains(running, " of 3000 logged"));
+    const Result second = run_xgrad({"sweep", "run-one", out.string(), "--index", "1"}, root);
+    INFO(second.output);
+    CHECK(second.code == 1);
+    CHECK(contains(second.output, "(" + kNames[1] + ") is being trained by another process (pid " +
+                                      std::to_string(first) + "); left alone"));
+    const Result compared = run_xgrad({"compare", out.string(), "--plots", "false"}, root);
+    INFO(compared.output);
+    CHECK(compared.code == 0);
+    CHECK(contains(compared.output, "incomplete: " + run.string() + " (still running (pid " + std::to_string(first) +
+                                        "); "));
+    kill(first, SIGTERM);  // acted on once thawed: the step ends, the checkpoint is written
+  }
+  CHECK(wait_code(first) == 128 + SIGTERM);
+  const std::string stopped = status_line(out, 1, root);
+  CHECK(std::regex_search(stopped, std::regex("^interrupted  checkpoint at step [1-9][0-9]* of 3000; ")));
+  const Result compared = run_xgrad({"compare", out.string(), "--plots", "false"}, root);
+  CHECK(contains(compared.output, "incomplete: " + run.string() + " (no summary.json; "));
+
+  const Result resumed = run_xgrad({"sweep", "run-one", out.string(), "--index", "1"}, root);
+  INFO(resumed.output);
+  CHECK(resumed.code == 0);
+  CHECK(std::regex_search(resumed.output, std::regex("resuming from the checkpoint at step [1-9][0-9]*; log: ")));
+  CHECK(contains(status_line(out, 1, root), "complete"));
+  const std::string log = read_text(run / "train.log");
+  CHECK(contains(log, "stopped by SIGTERM"));  // the first session's output is kept
+  CHECK(contains(log, "done: final loss"));
+  std::ifstream metrics(run / "metrics.csv");
+  std::size_t lines = 0;
+  for (std::string line; std::getline(metrics, line);) ++lines;
+  CHECK(lines == 3001);
+}
+
+TEST_CASE("sweep status: a point whose run failed before a checkpoint is failed, and run-one starts it over") {
+  const TempDir root("manifest_failed");
+  const fs::path out = fs::absolute(root / "sweep");
+  const fs::path text = fs::absolute(root / "text.txt");
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 200; ++i) f << "the quick brown fox jumps over the lazy dog\n";
+  }
+  REQUIRE(run_xgrad({"sweep", "--out", out.string(), "--task", "char_lm", "--text", text.string(), "--scale", "none",
+                 "--d-k", "4", "--seeds", "0", "--arms", "adamw@0.01", "--d-model", "16", "--batch-size", "4",
+                 "--seq-len", "8", "--steps", "20", "--print-every", "100000", "--launcher", "slurm"},
+                root)
+              .code == 0);
+  fs::rename(text, root / "moved.txt");
+  const Result failed = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root);
+  INFO(failed.output);
+  CHECK(failed.code != 0);
+  const std::string line = status_line(out, 0, root);
+  CHECK(contains(line, "failed       ended before a checkpoint (failed or killed); see "));
+  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "1 point: 1 failed\n"));
+  fs::rename(root / "moved.txt", text);
+  const Result redone = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root);
+  INFO(redone.output);
+  CHECK(redone.code == 0);
+  CHECK(contains(redone.output, "): starting; log: "));
+  CHECK(contains(status_line(out, 0, root), "complete"));
+}
+
+TEST_CASE("sweep run-one, status and --launcher refuse bad input with exit 2 naming the flag and the allowed values") {
+  const TempDir root("manifest_refusals");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "10", {"--launcher", "slurm"}), root).code == 0);
+  const fs::path empty = root / "empty";
+  fs::create_directories(empty);
+  const fs::path old = root / "old";
+  fs::create_directories(old);
+  {
+    std::ofstream f(old / "sweep.json");
+    f << R"({"base": {}, "grid": {}, "runs": [{"name": "dk4-none-adamw-lr0.01-s0", "dir": "runs/x"}]})";
+  }
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases{
+      {{"sweep", "run-one", out.string(), "--index", "4"},
+       "--index: 4 is not a grid point of " + out.string() + " (allowed: 0 to 3)"},
+      {{"sweep", "run-one", out.string(), "--index", "-1"}, "--index: must be a whole number in [0, "},
+      {{"sweep", "run-one", out.string()}, "--index is required"},
+      {{"sweep", "run-one", empty.string(), "--index", "0"},
+       "DIR: " + empty.string() + " holds no sweep.json, so no sweep manifest; write one with `xgrad sweep --out DIR"},
+      {{"sweep", "status", empty.string()}, "holds no sweep.json, so no sweep manifest"},
+      {{"sweep", "status", (root / "absent").string()}, "is not a directory"},
+      {{"sweep", "run-one", old.string(), "--index", "0"}, "is an index written before sweep manifests"},
+      {sweep_args(out, "10", {"--launcher", "pbs"}), "--launcher: must be local or slurm, got 'pbs'"},
+      {sweep_args(out, "10", {"--submit"}), "--submit: a flag of --launcher slurm"},
+      {sweep_args(out, "10", {"--max-parallel", "2"}), "--max-parallel: a flag of --launcher slurm"},
+      {sweep_args(out, "10", {"--launcher", "slurm", "--jobs", "2"}),
+       "--jobs: --launcher slurm runs --max-parallel array tasks at a time"},
+      {sweep_args(out, "10", {"--launcher", "slurm", "--max-parallel", "0"}), "--max-parallel: must be"},
+      {sweep_args(out, "10", {"--launcher", "slurm", "--time", "1h"}),
+       "--time: must be a Slurm time limit (allowed: minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S, UNLIMITED), got '1h'"},
+      {sweep_args(out, "10", {"--launcher", "slurm", "--partition", "a b"}), "--partition: must be a partition name"},
+      {sweep_args(root / "a b", "10", {"--launcher", "slurm"}),
+       "holds whitespace, a quote or a backslash, which the #SBATCH --output line of the Slurm script does not take"},
+      {sweep_args(out, "10", {"--launcher", "slurm", "--threads", "2", "--cpus-per-task", "1"}),
+       "--cpus-per-task: 1 is below --threads 2 (allowed: 2 or more)"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run_xgrad(c.args, root);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(contains(r.output, c.message));
+  }
+}
