@@ -698,3 +698,23 @@ TEST_CASE("a non-finite step says what was non-finite, with its value: the gradi
   fs::remove_all(c.out);
   fs::remove_all(l.out);
 }
+
+TEST_CASE("a cosine-scheduled run stopped by SIGTERM resumes with the same learning rates; other --steps are refused") {
+  const fs::path whole = temp_dir("cosine_whole"), cut = temp_dir("cosine_cut");
+  auto args = [](const fs::path& dir) {
+    std::vector<std::string> a = run_args(dir, "adamw");
+    for (const char* extra : {"--lr-schedule", "cosine", "--warmup-steps", "20", "--min-lr", "0.0003"})
+      a.push_back(extra);
+    return a;
+  };
+  REQUIRE(run_xgrad(args(whole)) == 0);
+  const int status = interrupt_at(args(cut), cut, 60, SIGTERM);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK_FALSE(fs::exists(cut / "summary.json"));
+  CHECK(run_xgrad({"train", "--resume", cut.string(), "--steps", "300"}) == 2);
+  REQUIRE(run_xgrad({"train", "--resume", cut.string()}) == 0);
+  CHECK(metrics_without_timing(cut) == metrics_without_timing(whole));
+  CHECK(summary_without_time(cut) == summary_without_time(whole));
+  fs::remove_all(whole);
+  fs::remove_all(cut);
+}

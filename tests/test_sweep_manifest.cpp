@@ -203,7 +203,8 @@ TEST_CASE("sweep run-one trains one point, leaves a complete one alone, and the 
   CHECK(again.code == 0);
   CHECK(contains(again.output, "is complete already (final loss "));
   const Result status = run_xgrad({"sweep", "status", out.string()}, root);
-  CHECK(contains(status.output, "4 points: 1 complete, 3 pending\n"));
+  CHECK(contains(status.output, "4 points: 1 complete, 3 pending\nto continue: the same xgrad sweep command again (any "
+                                "--launcher), or `xgrad sweep run-one " + out.string() + " --index I` for one point\n"));
 
   const Result submit = run_xgrad(sweep_args(out, "40", {"--launcher", "slurm", "--max-parallel", "2"}), root);
   INFO(submit.output);

@@ -12,6 +12,7 @@
 
 #include "data/npy.h"
 #include "data/token_arrays.h"
+#include "nn/lr_schedule.h"
 #include "platform/environment.h"
 #include "train/settings.h"
 
@@ -94,6 +95,10 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
     require(unread.empty(), unread);
     const std::string error = check_setting_value(*find_setting(key), value);
     require(error.empty(), flag_of(key) + " " + error);
+  }
+  if (const auto* schedule = nn::LRScheduleRegistry::instance().find(lr_schedule); schedule && schedule->check) {
+    const std::string error = schedule->check(lr, steps, component_values(*this, "lr_schedule"));
+    require(error.empty(), error);
   }
   auto task_error = [&](const data::TaskError& e) {
     if (task == "data") return ConfigError(std::string("--data: ") + e.what());
@@ -301,6 +306,12 @@ void check_same_run(const TrainConfig& stored, const TrainConfig& requested) {
                       (b.contains(key) ? b.at(key).dump() : "null") +
                       "; a resumed run keeps its settings (it may change only " + may_change + ")");
   }
+  const auto* schedule = nn::LRScheduleRegistry::instance().find(stored.lr_schedule);
+  if (requested.steps != stored.steps && schedule && schedule->depends_on_steps)
+    throw ConfigError("--steps: the run in " + stored.out + " follows the " + stored.lr_schedule +
+                      " learning-rate schedule over its " + std::to_string(stored.steps) +
+                      " steps; other --steps would change the rates of the steps it has taken (got " +
+                      std::to_string(requested.steps) + "; start a new run instead)");
   if (requested.steps < stored.steps)
     throw ConfigError("--steps: the run in " + stored.out + " was set to " + std::to_string(stored.steps) +
                       " steps; a resumed run may raise --steps but not lower it (got " +

@@ -55,6 +55,7 @@ struct TrainConfig {
   // optimisation
   std::size_t batch_size, steps;
   double lr, clip_grad_norm;  // clip 0 = off
+  std::string lr_schedule;    // a registered schedule (nn/lr_schedule.h): the learning rate of each step
   // reproducibility and output
   std::uint64_t seed, data_seed;
   std::size_t log_every;     // saturation metrics and update RMS every N steps (other rows hold nan there)

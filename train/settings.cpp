@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "data/registry.h"
+#include "nn/lr_schedule.h"
 #include "nn/optim.h"
 #include "nn/attention_layer.h"
 #include "nn/scaling.h"
@@ -82,6 +83,8 @@ std::vector<CoreSetting> make_core_settings() {
   // digits) becomes 0 (or a subnormal that flush_denormals zeroes), one above the largest becomes inf.
   t.push_back(bind(&TrainConfig::lr, for_commands(number_setting("lr", 3e-3, 1.17549435e-38, FLT_MAX, "learning rate"), kRun)));
   t.push_back(bind(&TrainConfig::optimizer, for_commands(text_setting("optimizer", "adamw", {}, "optimizer"), kRun)));
+  t.push_back(bind(&TrainConfig::lr_schedule,
+                   for_commands(text_setting("lr_schedule", "constant", {}, "learning-rate schedule over the steps"), kRun)));
   t.push_back(bind(&TrainConfig::clip_grad_norm,
                    for_commands(number_setting("clip_grad_norm", 0.0, 0, 1e30,
                                                "clip the global gradient norm (0 = off)", false, true),
@@ -179,7 +182,8 @@ const std::vector<Component>& components() {
   static const std::vector<Component> list{registry_component<data::TaskEntry>("task"),
                                            registry_component<nn::ScalingEntry>("scale"),
                                            registry_component<nn::AttentionLayerEntry>("attention"),
-                                           registry_component<nn::OptimizerEntry>("optimizer")};
+                                           registry_component<nn::OptimizerEntry>("optimizer"),
+                                           registry_component<nn::LRScheduleEntry>("lr_schedule")};
   return list;
 }
 
@@ -286,7 +290,7 @@ std::string unread_setting_error(const TrainConfig& config, const std::string& k
     std::string list;
     for (const auto& o : owners) list += (list.empty() ? "" : ", ") + o;
     const std::string name = find_core(component.key)->get(config).get<std::string>();
-    return flag_of(key) + " is read only by --" + component.key + " " + list + " (the " + component.key + " is " +
+    return flag_of(key) + " is read only by " + flag_of(component.key) + " " + list + " (the " + component.key + " is " +
            name + ")";
   }
   return flag_of(key) + ": not a setting of xgrad (config key '" + key + "')";

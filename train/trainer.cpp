@@ -14,6 +14,7 @@
 
 #include "data/registry.h"
 #include "nn/checkpoint.h"
+#include "nn/lr_schedule.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "platform/distributed.h"
@@ -140,6 +141,9 @@ class Run {
   std::unique_ptr<nn::AttentionModel> model;
   NamedParameters named;
   std::unique_ptr<nn::Optimizer> opt;
+  // The learning rate of each step (a function of the step alone: nothing to broadcast or checkpoint).
+  const nn::LRScheduleEntry& schedule = nn::LRScheduleRegistry::instance().at(cfg.lr_schedule);
+  const SettingValues schedule_settings = component_values(cfg, "lr_schedule");
   RunProgress progress;
 
  private:
@@ -331,6 +335,7 @@ StepRecord Run::train_step(std::size_t step) {
   }
   if (r.measured)
     for (const auto& [param, p] : named) r.before_update.push_back(p.value());
+  opt->set_lr(schedule.lr_at(cfg.lr, step, cfg.steps, schedule_settings));
   if (r.finite) opt->step();
   r.lr = opt->lr();
   r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -5,9 +5,11 @@
 # or chroot without systemd). Then:
 #   1. a 4-point sweep submitted with `xgrad sweep --launcher slurm --submit` runs to the end: `sweep status` says 4
 #      complete, every run has its summary.json, and `xgrad compare` reads the four runs;
-#   2. in a 2-point sweep, one array task is cancelled (scancel: SIGTERM, the run writes its checkpoint) while it
-#      trains; `sweep status` says running, then interrupted; submitting the same sweep again submits that point
-#      alone, which resumes from its checkpoint and completes; a third submission has nothing to submit.
+#      submitting it again has nothing to submit;
+#   2. in a 2-point sweep, one array task is cancelled while it trains (held mid-run with SIGSTOP, however fast the
+#      machine, until scancel's SIGCONT and SIGTERM make it write its checkpoint and end); `sweep status` says running,
+#      then interrupted; submitting the same sweep again submits that point alone, which resumes from its checkpoint
+#      and completes.
 # The daemons it started are stopped by their pids when it ends, however it ends. Where they cannot start, it says
 # why (their logs) and what to install, and fails.
 #
@@ -41,6 +43,12 @@ show_logs() {
 }
 cleanup() {
   local status=$?
+  # Jobs still in this cluster (a failed check leaves them) end before the daemons, so no run outlives the test.
+  if [ ${#daemons[@]} -ge 2 ] && kill -0 "${daemons[1]}" 2>/dev/null && [ -n "$(squeue -h -o %A 2>/dev/null)" ]; then
+    [ -n "${stopped:-}" ] && kill -CONT "$stopped" 2>/dev/null
+    squeue -h -o %A 2>/dev/null | xargs -r scancel 2>/dev/null
+    for _ in $(seq 1 75); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.2; done
+  fi
   for pid in "${daemons[@]}"; do kill "$pid" 2>/dev/null; done
   for pid in "${daemons[@]}"; do
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -60,16 +68,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-# Polls `$@` every 0.2 s until it succeeds, for up to $deadline seconds (a sanitizer build on a busy machine is
-# slow); fails the test naming `what` otherwise.
+# Polls `$@` every $interval seconds until it succeeds, for up to $deadline seconds (a sanitizer build on a busy
+# machine is slow); fails the test naming `what` otherwise.
 deadline=180
+interval=0.2
 wait_for() {
   local what="$1"
   shift
   local end=$((SECONDS + deadline))
   until "$@"; do
     [ $SECONDS -lt $end ] || fail "waited ${deadline} s for $what"
-    sleep 0.2
+    sleep "$interval"
   done
 }
 
@@ -137,7 +146,14 @@ slurmctld -D -f "$conf" >"$tmp/log/slurmctld.out" 2>&1 &
 daemons+=($!)
 slurmd -D -f "$conf" -N "$host" >"$tmp/log/slurmd.out" 2>&1 &
 daemons+=($!)
-node_idle() { [ "$(sinfo -h -N -o %t 2>/dev/null)" = "idle" ]; }
+node_idle() {
+  local names=(munged slurmctld slurmd) i
+  for i in 0 1 2; do
+    kill -0 "${daemons[$i]}" 2>/dev/null ||
+      fail "${names[$i]} exited at start (its log is below; Debian 12 packages: munge slurmctld slurmd slurm-client)"
+  done
+  [ "$(sinfo -h -N -o %t 2>/dev/null)" = "idle" ]
+}
 deadline=60 wait_for "the Slurm node to be idle (sinfo: $(sinfo -h -N -o %t 2>&1 | head -1))" node_idle ||
   fail "slurmctld/slurmd did not start"
 echo "slurm_sweep: single-node Slurm up on ports $port/$((port + 1)) in $tmp"
@@ -182,11 +198,19 @@ grep -q "nothing to submit" <<<"$again" || fail "a complete sweep submitted agai
 
 # 2. One array task cancelled mid-run, then the sweep submitted again.
 b="$tmp/sweep-b"
-args=("${common[@]}" --scale none --seeds 0,1 --steps 20000)
+run1="$b/runs/dk4-none-adamw-lr0.01-s1"
+args=("${common[@]}" --scale none --seeds 0,1 --steps 10000)
 submit "$b" "${args[@]}"
-has_checkpoint() { [ "$(state_of "$b" 1)" = running ] && [ -f "$b/runs/dk4-none-adamw-lr0.01-s1/checkpoint.safetensors" ]; }
-wait_for "point 1 to be running with a checkpoint" has_checkpoint
-"$xgrad" sweep status "$b"
+has_checkpoint() { [ -f "$run1/checkpoint.safetensors" ] && [ "$(state_of "$b" 1)" = running ]; }
+interval=0.02 wait_for "point 1 to be running with a checkpoint" has_checkpoint
+# The task stays mid-run, however fast this machine, until Slurm cancels it (it sends SIGCONT before SIGTERM).
+pid="$(head -n 1 "$run1/.lock")"
+kill -STOP "$pid" || fail "cannot stop the process training point 1 (pid $pid)"
+stopped=$pid
+status="$("$xgrad" sweep status "$b")"
+echo "$status"
+grep -Eq "^ +1 +dk4-none-adamw-lr0.01-s1 +running +pid $pid, [0-9]+ step\(s\) of 10000 logged" <<<"$status" ||
+  fail "sweep status while point 1 trains: $status"
 scancel "${job}_1" || fail "scancel ${job}_1"
 task_gone() { [ -z "$(squeue -h -j "${job}_1" 2>/dev/null)" ]; }
 wait_for "array task ${job}_1 to end" task_gone
@@ -194,10 +218,10 @@ interrupted() { [ "$(state_of "$b" 1)" = interrupted ]; }
 wait_for "point 1 to be interrupted" interrupted
 status="$("$xgrad" sweep status "$b")"
 echo "$status"
-grep -Eq "^ +1 +dk4-none-adamw-lr0.01-s1 +interrupted +checkpoint at step [1-9][0-9]* of 20000" <<<"$status" ||
+grep -Eq "^ +1 +dk4-none-adamw-lr0.01-s1 +interrupted +checkpoint at step [1-9][0-9]* of 10000" <<<"$status" ||
   fail "sweep status after scancel: $status"
-grep -q "stopped by SIGTERM" "$b/runs/dk4-none-adamw-lr0.01-s1/train.log" ||
-  fail "the cancelled run did not write its checkpoint on SIGTERM: $(tail -3 "$b/runs/dk4-none-adamw-lr0.01-s1/train.log")"
+grep -q "stopped by SIGTERM" "$run1/train.log" ||
+  fail "the cancelled run did not write its checkpoint on SIGTERM: $(tail -3 "$run1/train.log")"
 wait_for "job $job to end" job_gone "$job"
 [ "$(state_of "$b" 0)" = complete ] || fail "point 0 after its task: $("$xgrad" sweep status "$b")"
 first_job=$job
@@ -210,8 +234,8 @@ grep -q "^2 points: 2 complete$" <<<"$status" || fail "sweep status after the re
 grep -q "resuming from the checkpoint at step [1-9]" "$b/slurm-${job}_1.out" ||
   fail "the resubmitted point did not resume: $(cat "$b/slurm-${job}_1.out")"
 [ ! -e "$b/slurm-${job}_0.out" ] || fail "the resubmission ran point 0 again"
-rows=$(($(wc -l <"$b/runs/dk4-none-adamw-lr0.01-s1/metrics.csv") - 1))
-[ "$rows" -eq 20000 ] || fail "the resumed run's metrics.csv has $rows rows, not 20000"
+rows=$(($(wc -l <"$run1/metrics.csv") - 1))
+[ "$rows" -eq 10000 ] || fail "the resumed run's metrics.csv has $rows rows, not 10000"
 compared="$("$xgrad" compare "$b" --plots false 2>&1)" || fail "xgrad compare: $compared"
 grep -q "^2 runs in 1 arms" <<<"$compared" || fail "compare did not read 2 runs: $compared"
 echo "slurm_sweep: OK (jobs $first_job and $job; $SECONDS s)"

@@ -188,6 +188,9 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
   for (const char* status : {"complete", "diverged", "running", "interrupted", "failed", "pending"})
     if (count[status]) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", count[status], status);
   out << points.size() << " point" << (points.size() == 1 ? "" : "s") << ": " << counts << "\n";
+  if (count["interrupted"] + count["failed"] + count["pending"] > 0)
+    out << "to continue: the same xgrad sweep command again (any --launcher), or `xgrad sweep run-one "
+        << shell_quote_path(sweep_dir) << " --index I` for one point\n";
 }
 
 bool is_slurm_time(const std::string& text) {
