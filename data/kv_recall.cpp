@@ -18,12 +18,17 @@ TaskEntry kv_recall_entry() {
   e.order = 10;
   e.settings = {whole_setting("n_keys", 8, 1, kMaxSymbols, "distinct keys"),
                 whole_setting("n_values", 8, 2, kMaxSymbols, "distinct values (answer classes)"),
-                whole_setting("n_pairs", 8, 1, kMaxSymbols, "key-value pairs per sequence")};
+                whole_setting("n_pairs", 8, 1, kMaxSymbols, "key-value pairs per sequence"),
+                text_setting("kv_encoding", "pair", {"pair", "sum"},
+                             "pair: one token per key-value pair; sum: key embedding + value embedding at one "
+                             "position")};
   e.seq_len_from = "--n-pairs";
-  e.vocab_size_from = "--n-keys and --n-values";
+  e.vocab_size_from = "--n-keys, --n-values and --kv-encoding";
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
+    const KeyValueEncoding encoding =
+        v.get<std::string>("kv_encoding") == "sum" ? KeyValueEncoding::sum : KeyValueEncoding::pair;
     return std::make_unique<KeyValueRecall>(KeyValueRecallConfig{
-        v.get<std::size_t>("n_keys"), v.get<std::size_t>("n_values"), v.get<std::size_t>("n_pairs")});
+        v.get<std::size_t>("n_keys"), v.get<std::size_t>("n_values"), v.get<std::size_t>("n_pairs"), encoding});
   };
   return e;
 }
@@ -40,14 +45,20 @@ KeyValueRecall::KeyValueRecall(KeyValueRecallConfig config) : config_(config) {
                     std::to_string(config_.n_pairs) + "): keys are distinct within a sequence");
 }
 
-std::size_t KeyValueRecall::vocab_size() const { return config_.n_keys * config_.n_values + config_.n_keys; }
+std::size_t KeyValueRecall::vocab_size() const {
+  if (config_.encoding == KeyValueEncoding::sum) return config_.n_values + config_.n_keys + 1;
+  return config_.n_keys * config_.n_values + config_.n_keys;
+}
 
 double KeyValueRecall::chance_loss() const { return std::log(static_cast<double>(config_.n_values)); }
 
 Batch KeyValueRecall::make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const {
   const std::size_t T = seq_len(), P = config_.n_pairs;
+  const bool sum = config_.encoding == KeyValueEncoding::sum;
+  const auto key_token = [this](std::size_t key) { return static_cast<std::int64_t>(config_.n_values + key); };
   Batch b;
-  b.inputs = xt::xarray<std::int64_t>::from_shape({batch_size, T});
+  b.inputs = sum ? xt::xarray<std::int64_t>::from_shape({batch_size, T, 2})
+                 : xt::xarray<std::int64_t>::from_shape({batch_size, T});
   b.targets = xt::xarray<std::int64_t>::from_shape({batch_size, T});
   b.targets.fill(-1);
   Generator rng(seed, split_stream(0x6b76 /* "kv" */, split), index);
@@ -60,10 +71,20 @@ Batch KeyValueRecall::make_batch(std::uint64_t seed, std::uint64_t index, std::s
     std::size_t answer = 0;
     for (std::size_t i = 0; i < P; ++i) {
       const std::size_t value = rng.uniform(config_.n_values);
-      b.inputs(s, i) = static_cast<std::int64_t>(keys[i] * config_.n_values + value);
+      if (sum) {
+        b.inputs(s, i, 0) = key_token(keys[i]);
+        b.inputs(s, i, 1) = static_cast<std::int64_t>(value);
+      } else {
+        b.inputs(s, i) = static_cast<std::int64_t>(keys[i] * config_.n_values + value);
+      }
       if (i == query_pos) answer = value;
     }
-    b.inputs(s, P) = static_cast<std::int64_t>(config_.n_keys * config_.n_values + keys[query_pos]);
+    if (sum) {
+      b.inputs(s, P, 0) = key_token(keys[query_pos]);
+      b.inputs(s, P, 1) = key_token(config_.n_keys);  // the query marker, n_values + n_keys
+    } else {
+      b.inputs(s, P) = static_cast<std::int64_t>(config_.n_keys * config_.n_values + keys[query_pos]);
+    }
     b.targets(s, P) = static_cast<std::int64_t>(answer);
   }
   return b;

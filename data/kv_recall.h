@@ -5,19 +5,32 @@
 
 namespace xgrad::data {
 
+/// How a sequence's key-value pairs enter the model (setting kv_encoding).
+enum class KeyValueEncoding {
+  pair,  ///< one token per pair: every pair's embedding is learned on its own
+  sum,   ///< the key's token and the value's token at one position: the model sums their embeddings
+};
+
 /// The defaults live in the task's setting declarations (kv_recall.cpp), not here.
 struct KeyValueRecallConfig {
   std::size_t n_keys;    // distinct keys
   std::size_t n_values;  // distinct values (the answer classes)
   std::size_t n_pairs;   // key-value pairs per sequence; keys are distinct within a sequence
+  KeyValueEncoding encoding = KeyValueEncoding::pair;
 };
 
-/// Each of the first n_pairs positions holds one pair as a single token, token = key * n_values + value.
-/// The last position holds a query token, n_keys * n_values + key, for one of the keys present. The target there is
-/// the value paired with that key (class id value, in [0, n_values)); every other position has target -1.
-/// Sequence length T = n_pairs + 1; vocabulary = n_keys * n_values + n_keys. Keys are drawn without replacement,
-/// values with replacement, so only the query's key — not position or frequency — identifies the answer.
-/// Chance loss: ln(n_values). Eval batches come from their own generator stream.
+/// Sequence length T = n_pairs + 1: the first n_pairs positions hold the pairs, the last one a query for one of the
+/// keys present. The target there is the value paired with that key (class id value, in [0, n_values)); every other
+/// position has target -1. Keys are drawn without replacement, values with replacement, so only the query's key —
+/// not position or frequency — identifies the answer. Chance loss: ln(n_values). Eval batches come from their own
+/// generator stream. The same (seed, index, split) draws the same keys, values and query in both encodings.
+///
+/// pair: inputs [B, T]. A pair is one token, key * n_values + value; the query is the token n_keys * n_values + key.
+/// Vocabulary n_keys * n_values + n_keys.
+/// sum: inputs [B, T, 2], two tokens per position whose embeddings the model adds (nn/model.h). Values are tokens
+/// [0, n_values) (so a value's token is its class id), keys n_values + key, and the query marker is n_values + n_keys:
+/// a pair position holds (key token, value token), the query position (key token, query marker). Key and value
+/// embeddings are each shared by every pair they occur in. Vocabulary n_values + n_keys + 1.
 class KeyValueRecall : public Task {
  public:
   /// Throws TaskError unless 1 <= n_pairs <= n_keys <= 4096 and 2 <= n_values <= 4096.

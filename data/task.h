@@ -20,8 +20,9 @@ class TaskError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-/// One batch of sequences. inputs: [B, T] token ids in [0, vocab_size). targets: [B, T] class ids in
-/// [0, vocab_size), or -1 where the position carries no loss.
+/// One batch of sequences. inputs: [B, T] token ids in [0, vocab_size), or [B, T, S]: S token ids per position,
+/// whose embeddings the model adds (kv_recall's sum encoding). targets: [B, T] class ids in [0, vocab_size), or -1
+/// where the position carries no loss.
 struct Batch {
   xt::xarray<std::int64_t> inputs;
   xt::xarray<std::int64_t> targets;

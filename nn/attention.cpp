@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <type_traits>
 
@@ -14,6 +16,15 @@
 namespace xgrad::nn {
 
 namespace {
+
+// Without W_o the concatenated heads [.., n_heads * d_k] are added to the residual stream [.., d_model].
+void check_without_out_proj(std::size_t d_model, std::size_t n_heads, std::size_t d_k) {
+  if (n_heads * d_k != d_model)
+    throw std::invalid_argument("--attn-out-proj false: the heads' concatenation is the attention output, so --n-heads x "
+                                "--d-k must equal --d-model; got " + std::to_string(n_heads) + " x " +
+                                std::to_string(d_k) + " = " + std::to_string(n_heads * d_k) + " and --d-model " +
+                                std::to_string(d_model));
+}
 
 // scaled_dot_product_attention's body: scores = f(scale · r_i · q k^T) with r and f from `scaling` when given.
 template <class T>
@@ -76,7 +87,8 @@ basic_tensor<T> multi_head_attention_reference(const basic_tensor<T>& x, const b
   const xt::xarray<bool> mask = causal_mask(static_cast<std::size_t>(n));
   basic_tensor<T> out = composed_attention<T>(transpose(q, 1, 2), transpose(k, 1, 2), transpose(v, 1, 2),
                                               causal ? &mask : nullptr, scaling.multiplier(), &scaling, nullptr);
-  return matmul(reshape(transpose(out, 1, 2), {B, n, H * D}), w_o);
+  basic_tensor<T> heads = reshape(transpose(out, 1, 2), {B, n, H * D});
+  return w_o.defined() ? matmul(heads, w_o) : heads;
 }
 
 template Tensor multi_head_attention_reference<float>(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
@@ -235,13 +247,14 @@ xt::xarray<bool> causal_mask(std::size_t T) {
 
 MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads_, const std::string& scale_,
                                        bool causal_, Generator& gen, std::size_t max_seq_len, double init_gain,
-                                       std::size_t d_k_, const SettingValues& settings)
+                                       std::size_t d_k_, const SettingValues& settings, bool out_proj)
     : d_model(d_model_), d_k(d_k_), scale(scale_), causal(causal_), heads_(n_heads_) {
   const std::size_t n_heads = heads_;
   if (d_model == 0 || n_heads == 0 || (d_k == 0 && d_model % n_heads != 0))
     throw Error("MultiHeadAttention: d_model (" + std::to_string(d_model) + ") must be a positive multiple of n_heads (" +
                 std::to_string(n_heads) + ") unless d_k is given");
   if (d_k == 0) d_k = d_model / n_heads;
+  if (!out_proj) check_without_out_proj(d_model, n_heads, d_k);
   // Built before the projections draw their weights, so an unknown name fails before any work.
   ScalingContext context;
   context.d_model = d_model;
@@ -255,9 +268,10 @@ MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads
   w_q = register_module("w_q", std::make_shared<Linear>(d_model, inner, false, gen));
   w_k = register_module("w_k", std::make_shared<Linear>(d_model, inner, false, gen));
   w_v = register_module("w_v", std::make_shared<Linear>(d_model, inner, false, gen));
-  w_o = register_module("w_o", std::make_shared<Linear>(inner, d_model, false, gen));
+  if (out_proj) w_o = register_module("w_o", std::make_shared<Linear>(inner, d_model, false, gen));
   if (init_gain != 1.0)
-    for (auto* w : {&w_q->weight, &w_k->weight, &w_v->weight, &w_o->weight}) w->mutable_value() *= static_cast<float>(init_gain);
+    for (auto* w : {&w_q->weight, &w_k->weight, &w_v->weight, w_o ? &w_o->weight : nullptr})
+      if (w) w->mutable_value() *= static_cast<float>(init_gain);
   scaling = register_inline_module(std::move(built));
   scaling->init_weights(w_q->weight, w_k->weight);
 }
@@ -289,7 +303,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   Tensor q, k, v;
   project(x, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
   Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr);
-  return w_o->forward(out);
+  return w_o ? w_o->forward(out) : out;
 }
 
 Tensor MultiHeadAttention::forward_reference(const Tensor& x) {
@@ -297,8 +311,8 @@ Tensor MultiHeadAttention::forward_reference(const Tensor& x) {
     throw Error("MultiHeadAttention: input must be [B, T, " + std::to_string(d_model) + "], got " +
                 shape_str(x.shape()));
   if (is_training() && grad_enabled()) scaling->update_state(w_q->weight, w_k->weight);
-  return multi_head_attention_reference(x, w_q->weight, w_k->weight, w_v->weight, w_o->weight, *scaling,
-                                        scaling->parameters(), heads_, causal);
+  return multi_head_attention_reference(x, w_q->weight, w_k->weight, w_v->weight, w_o ? w_o->weight : Tensor(),
+                                        *scaling, scaling->parameters(), heads_, causal);
 }
 
 double MultiHeadAttention::effective_multiplier(std::size_t T) const { return scaling->effective_multiplier(T); }
@@ -310,9 +324,15 @@ AttentionLayerEntry make_entry() {
   e.name = "multi_head";
   e.description = "multi-head attention, scores scaled by --scale (Vaswani et al. 2017, sec. 3.2.2)";
   e.order = 0;
+  e.settings = {boolean_setting("attn_out_proj", true,
+                                "the attention output projection W_o (false: the heads' concatenation is the "
+                                "output; needs n_heads * d_k = d_model)")};
+  e.check = [](const AttentionLayerContext& c) {
+    if (!c.settings.get<bool>("attn_out_proj")) check_without_out_proj(c.d_model, c.n_heads, c.d_k);
+  };
   e.build = [](const AttentionLayerContext& c, Generator& gen) {
     return std::make_shared<MultiHeadAttention>(c.d_model, c.n_heads, c.scale, c.causal, gen, c.max_seq_len,
-                                                c.init_gain, c.d_k, c.settings);
+                                                c.init_gain, c.d_k, c.settings, c.settings.get<bool>("attn_out_proj"));
   };
   return e;
 }

@@ -28,7 +28,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 /// Multi-head attention from plain autograd ops, on explicit weights, with every hook of `scaling`: W_q', W_k' =
 /// transform_weights; q, k, v = x W_q', x W_k', x W_v viewed as [B, T, n_heads, d_k]; q, k = transform_qk; heads
 /// permuted to [B, H, T, d_k]; scaled_dot_product_attention with the scaling (causal mask when `causal`); heads
-/// concatenated, @ W_o. x: [B, T, d_model]; W_q, W_k, W_v: [d_model, n_heads * d_k]; W_o: [n_heads * d_k, d_model];
+/// concatenated, @ W_o (left out when W_o is undefined). x: [B, T, d_model]; W_q, W_k, W_v: [d_model, n_heads * d_k];
+/// W_o: [n_heads * d_k, d_model];
 /// params: the scaling's parameters in named_parameters() order. Returns [B, T, d_model]. T = float is
 /// MultiHeadAttention::forward_reference; T = double is what a float64 gradcheck of a scaling differentiates.
 /// Advances no state. Throws Error on mismatched shapes.
@@ -45,7 +46,9 @@ xt::xarray<bool> causal_mask(std::size_t T);
 /// Multi-head self-attention, the attention layer "multi_head" (the default): q, k, v = x W_q, x W_k, x W_v split
 /// into n_heads heads of d_k each (default d_model / n_heads; a given d_k decouples the head size from the width,
 /// W_q: [d_model, n_heads * d_k]), attention per head with the scores of its scaling (nn/scaling.h), heads
-/// concatenated, then W_o: [n_heads * d_k, d_model]. x: [B, T, d_model] → same.
+/// concatenated, then W_o: [n_heads * d_k, d_model]. x: [B, T, d_model] → same. Without W_o (`out_proj` false,
+/// setting attn_out_proj) the concatenated heads are the output, so n_heads * d_k must equal d_model: one layer is
+/// then exactly softmax(q·kᵀ·scale)·v, as in the textbook analyses.
 /// Projections have no bias; init LeCun normal N(0, 1/d_model), so for unit-variance inputs (after LayerNorm) each
 /// q and k component has variance ~1 and an unscaled score q·k has standard deviation ~sqrt(d_k) — the premise of
 /// Vaswani et al.'s footnote 4. The attention itself runs as one fused op over the heads in place (no permuted
@@ -56,10 +59,11 @@ class MultiHeadAttention : public AttentionLayer {
   /// missing keys). Throws Error unless d_model > 0, n_heads > 0 and (d_k > 0 or d_model % n_heads == 0);
   /// RegistryError listing the registered scalings for an unknown `scale`. `max_seq_len` is the longest sequence
   /// forward takes (some scalings size their state by it); `init_gain` multiplies the std of the projections'
-  /// LeCun init; d_k = 0 means d_model / n_heads.
+  /// LeCun init; d_k = 0 means d_model / n_heads. `out_proj` false leaves out W_o and throws std::invalid_argument
+  /// unless n_heads * d_k == d_model.
   MultiHeadAttention(std::size_t d_model, std::size_t n_heads, const std::string& scale, bool causal, Generator& gen,
                      std::size_t max_seq_len = 16, double init_gain = 1.0, std::size_t d_k = 0,
-                     const SettingValues& settings = SettingValues());
+                     const SettingValues& settings = SettingValues(), bool out_proj = true);
   /// x: [B, T, d_model] → [B, T, d_model], through the fused attention op. Throws Error on another input shape.
   Tensor forward(const Tensor& x) override;
   std::size_t n_heads() const override { return heads_; }
@@ -72,7 +76,7 @@ class MultiHeadAttention : public AttentionLayer {
   std::size_t d_model, d_k;
   std::string scale;  // the scaling's registry name
   bool causal;
-  std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+  std::shared_ptr<Linear> w_q, w_k, w_v, w_o;  // w_o null without the output projection
   /// Its parameters are named as this layer's own ("blocks.0.attn.qk_gain").
   std::shared_ptr<AttentionScaling> scaling;
 

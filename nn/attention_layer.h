@@ -64,6 +64,9 @@ struct AttentionLayerEntry {
   /// Builds one block's attention, drawing its initial weights from `gen`. Throws Error for a context it cannot
   /// serve, naming the setting.
   std::function<std::shared_ptr<AttentionLayer>(const AttentionLayerContext&, Generator&)> build;
+  /// Optional: refuses a context the layer cannot serve before any weight is drawn (the trainer checks a run's
+  /// settings with it, so the CLI exits 2). Throws std::invalid_argument naming the flags and their values.
+  std::function<void(const AttentionLayerContext&)> check;
 };
 
 /// Builds the registered attention layer `name`: context.d_k 0 becomes d_model / n_heads, and the entry's settings
@@ -71,5 +74,9 @@ struct AttentionLayerEntry {
 /// unknown name, Error for d_k 0 with n_heads not dividing d_model or what the layer's build throws.
 std::shared_ptr<AttentionLayer> make_attention_layer(const std::string& name, AttentionLayerContext context,
                                                      Generator& gen);
+
+/// The entry's check of `context` (resolved as make_attention_layer resolves it), without building the layer.
+/// Throws what make_attention_layer throws before building, and std::invalid_argument from the entry's check.
+void check_attention_layer(const std::string& name, AttentionLayerContext context);
 
 }  // namespace xgrad::nn

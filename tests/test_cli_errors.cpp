@@ -98,6 +98,14 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"train", "--out", out, "--scale", "sqrt"}, 2, "--scale: sqrt not in {none,sqrt_dk,dk,qk_layernorm,learned,softcap,ssmax,sigma_reparam}"},
       {{"train", "--out", out, "--task", "mnist"}, 2, "--task: mnist not in {kv_recall,copy,reverse,sort,majority,"},
       {{"train", "--out", out, "--mlp", "maybe"}, 2, "--mlp: must be true or false, got 'maybe'"},
+      {{"train", "--out", out, "--kv-encoding", "triple"}, 2, "--kv-encoding: triple not in {pair,sum}"},
+      {{"train", "--out", out, "--task", "copy", "--kv-encoding", "sum"}, 2,
+       "--kv-encoding is read only by --task kv_recall (the task is copy)"},
+      {{"train", "--out", out, "--attn-out-proj", "maybe"}, 2, "--attn-out-proj: must be true or false, got 'maybe'"},
+      {{"train", "--out", out, "--attn-out-proj", "false", "--d-k", "16"}, 2,
+       "--attn-out-proj false: the heads' concatenation is the attention output, so --n-heads x --d-k must equal "
+       "--d-model; got 1 x 16 = 16 and --d-model 64"},
+      {{"sweep", "--out", out, "--attn-out-proj", "false", "--d-k", "16,64"}, 2, "--attn-out-proj false: "},
       {{"train", "--out", out, "--d-model", "10", "--n-heads", "3"}, 2, "--d-model (10) must be divisible by --n-heads (3)"},
       {{"train", "--out", out, "--n-keys", "4", "--n-pairs", "8"}, 2, "n_pairs"},
       {{"train", "--out", out, "--optimizer", "sgd", "--momentum", "1"}, 2, "--momentum: must be in [0, 1), got 1"},
@@ -135,7 +143,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
        "the MLP weights (--n-layers x --d-model x --d-ff)"},
       // T and V named by what sets them where no flag is T or V.
       {{"train", "--out", out, "--n-keys", "4096", "--n-values", "4096"}, 2,
-       "V = the task's vocabulary size, set by --n-keys and --n-values"},
+       "V = the task's vocabulary size, set by --n-keys, --n-values and --kv-encoding"},
       // config.json records --out as JSON text: UTF-8 only; a name longer than a file name may be.
       {{"train", "--out", out + "/bad\xffutf"}, 2, "--out: '" + out + "/bad\\xffutf' is not valid UTF-8"},
       {{"sweep", "--out", out + "/bad\xffutf"}, 2, "/bad\\xffutf/runs/dk16-sqrt_dk-adamw-lr0.003-s0' is not valid UTF-8"},

@@ -132,6 +132,18 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
   require(d_k > 0 || d_model % n_heads == 0, "--d-model (" + std::to_string(d_model) +
                                                       ") must be divisible by --n-heads (" + std::to_string(n_heads) +
                                                       "), or give the head size with --d-k");
+  {  // the attention layer's own limits on the model's shape (--attn-out-proj false: n_heads * d_k = d_model)
+    nn::AttentionLayerContext context;
+    context.d_model = d_model;
+    context.n_heads = n_heads;
+    context.d_k = d_k;
+    context.settings = component_values(*this, "attention");
+    try {
+      nn::check_attention_layer(attention, context);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(e.what());
+    }
+  }
   require(clip_grad_norm == 0 || static_cast<float>(clip_grad_norm) >= FLT_MIN,
           fmt::format("--clip-grad-norm must be 0 (off) or in [{:.9g}, 1e30) (a normal float), got {:g}", FLT_MIN,
                       clip_grad_norm));

@@ -9,7 +9,7 @@
 #   2. in a 2-point sweep, one array task is cancelled while it trains (held mid-run with SIGSTOP, however fast the
 #      machine, until scancel's SIGCONT and SIGTERM make it write its checkpoint and end); `sweep status` says running,
 #      then interrupted; submitting the same sweep again submits that point alone, which resumes from its checkpoint
-#      and completes.
+#      and completes with the metrics.csv of the same point trained without interruption.
 # The daemons it started are stopped by their pids when it ends, however it ends. Where they cannot start, it says
 # why (their logs) and what to install, and fails.
 #
@@ -236,6 +236,15 @@ grep -q "resuming from the checkpoint at step [1-9]" "$b/slurm-${job}_1.out" ||
 [ ! -e "$b/slurm-${job}_0.out" ] || fail "the resubmission ran point 0 again"
 rows=$(($(wc -l <"$run1/metrics.csv") - 1))
 [ "$rows" -eq 10000 ] || fail "the resumed run's metrics.csv has $rows rows, not 10000"
+# The cancelled and resumed point wrote the metrics.csv of the same point trained without interruption (every
+# column but step_ms, the wall time).
+"$xgrad" train --config "$b/configs/dk4-none-adamw-lr0.01-s1.json" --out "$tmp/uninterrupted" >/dev/null 2>&1 ||
+  fail "xgrad train of point 1's config file failed"
+without_timing() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "step_ms") skip = i }
+  { line = ""; for (i = 1; i <= NF; i++) if (i != skip) line = line $i ","; print line }' "$1"; }
+[ "$(without_timing "$run1/metrics.csv" | grep -c ,)" -eq 10001 ] || fail "cannot read $run1/metrics.csv"
+cmp -s <(without_timing "$run1/metrics.csv") <(without_timing "$tmp/uninterrupted/metrics.csv") ||
+  fail "the resumed point's metrics.csv differs from an uninterrupted run's"
 compared="$("$xgrad" compare "$b" --plots false 2>&1)" || fail "xgrad compare: $compared"
 grep -q "^2 runs in 1 arms" <<<"$compared" || fail "compare did not read 2 runs: $compared"
 echo "slurm_sweep: OK (jobs $first_job and $job; $SECONDS s)"

@@ -144,9 +144,18 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   // between and a scheduler's signal reaches the run itself.
   ::fflush(stdout);
   ::fflush(stderr);
+  // Kept to say why, where the caller reads, should the exec fail.
+  const int saved_out = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
+  const int saved_err = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
+  auto restore = [&] {
+    if (saved_out >= 0) ::dup2(saved_out, STDOUT_FILENO);
+    if (saved_err >= 0) ::dup2(saved_err, STDERR_FILENO);
+  };
   if (::dup2(log_fd, STDOUT_FILENO) < 0 || ::dup2(log_fd, STDERR_FILENO) < 0 ||
-      ::fcntl(lock.descriptor(), F_SETFD, 0) != 0)
+      ::fcntl(lock.descriptor(), F_SETFD, 0) != 0) {
+    restore();
     throw std::runtime_error("cannot redirect the output of " + point.name + " to " + log_path);
+  }
   ::setenv(kInheritedLockVariable, std::to_string(lock.descriptor()).c_str(), 1);
   if (!std::getenv("OPENBLAS_NUM_THREADS")) ::setenv("OPENBLAS_NUM_THREADS", std::to_string(config.threads).c_str(), 1);
   std::vector<char*> argv;
@@ -154,6 +163,7 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   argv.push_back(nullptr);
   ::execv(executable.c_str(), argv.data());
   const int error = errno;
+  restore();
   throw std::runtime_error("cannot start " + executable + ": " + std::strerror(error));
 }
 
