@@ -1,7 +1,8 @@
 #!/bin/bash
 # ctest mpi_<case>: data-parallel training under the real Open MPI `mpirun` with the real xgrad (issue 12).
-#   tests/test_mpi.sh XGRAD_BIN SOURCE_DIR CASE
-# CASE: equivalence | batch_size_not_divisible | killed_rank | stopped_job | resume_other_world_size | bad_input
+#   tests/test_mpi.sh XGRAD_BIN SOURCE_DIR CASE [TEST_MPI_CHECKSUM_BIN]
+# CASE: equivalence | batch_size_not_divisible | killed_rank | stopped_job | resume_other_world_size | bad_input |
+#       checksum_mismatch
 # Fails (never skips) without mpirun, naming the packages to install. Runs as root in CI: OMPI_ALLOW_RUN_AS_ROOT.
 # Tolerance: P = 2 and P = 4 differ from P = 1 only in the order the gradient sums are added up (measured over 100
 # steps of the tiny model below: max relative difference 1.3e-7 in loss and grad_norm, 7e-7 in a per-parameter
@@ -11,6 +12,7 @@ set -u
 xgrad=$1
 src=$2
 case_name=$3
+checksum_test=${4:-}
 readonly kTolerance=1e-5
 
 fail() { echo "mpi_$case_name: FAILED: $*" >&2; exit 1; }
@@ -203,6 +205,12 @@ EOF
     code=$?
     [ "$code" -ne 0 ] || fail "the job succeeded with a bad input on rank 1: $(cat out.log)"
     grep -q "rank1/d/inputs.npy.*(rank 1 of 2)" out.log || fail "rank 1's message missing: $(cat out.log)"
+    ;;
+  checksum_mismatch)
+    # tests/test_mpi_checksum.cpp on 2 ranks: rank 1 changes a weight; the next checksum stops the run on both.
+    export XGRAD_MPI_TEST_DIR="$dir"
+    mpi 2 -x XGRAD_MPI_TEST_DIR "$checksum_test" --no-colors=true >out.log 2>&1 || fail "$(cat out.log)"
+    [ "$(grep -c 'Status: SUCCESS' out.log)" -eq 2 ] || fail "expected both ranks to pass: $(cat out.log)"
     ;;
   *)
     fail "unknown case '$case_name'"

@@ -83,6 +83,9 @@ struct TrainConfig {
   // Testing only (no flag, not in config.json): at these steps one gradient element of the first attn.w_q.weight is
   // set to NaN after backward, to exercise the non-finite handling.
   std::vector<std::size_t> nan_gradient_steps;
+  // Testing only (no flag, not in config.json): in a data-parallel run, the last rank adds 1 to its first parameter
+  // element at the start of these steps, so that the ranks' parameters differ.
+  std::vector<std::size_t> desync_steps;
 
   /// The head size used: d_k, or d_model / n_heads when d_k is 0.
   std::size_t head_size() const { return d_k ? d_k : d_model / n_heads; }

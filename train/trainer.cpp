@@ -293,6 +293,9 @@ StepRecord Run::train_step(std::size_t step) {
   r.measured = step % cfg.log_every == 0 || step + 1 == cfg.steps;
   for (auto& layer : model->attention_layers()) layer->record_attention = r.measured;
 
+  if (rank + 1 == world_size && world_size > 1 &&
+      std::find(cfg.desync_steps.begin(), cfg.desync_steps.end(), step) != cfg.desync_steps.end())
+    named.front().second.mutable_value().data()[0] += 1.0f;
   if (world_size > 1 && r.measured) check_same_parameters_across_ranks(fmt::format("step {}", step));
   // Every rank draws the one-process batch and computes its own rows of it.
   data::Batch global = task->batch(cfg.data_seed, step, cfg.batch_size);
