@@ -48,9 +48,9 @@ mpi() {
   timeout 300 mpirun --oversubscribe -np "$np" --mca btl self,vader --mca mpi_yield_when_idle 1 "${pass[@]}" "$@"
 }
 tiny=(--d-model 16 --batch-size 8 --log-every 10 --print-every 1000)
-# A run that a fault interrupts: slow enough (1.5 ms per step on 2 ranks of an idle 2-core machine) that its 400 steps
-# are far from done when the first checkpoint, at step 50, is seen and the fault is sent.
-long=(--d-model 64 --batch-size 32 --log-every 10 --print-every 1000 --steps 400 --checkpoint-every 50)
+# A run that a fault interrupts: its ranks are held with SIGSTOP as soon as the first checkpoint (step 50) appears
+# (start_and_hold), so the fault lands mid-run however fast the machine; 1000 steps leave the poll ample margin.
+long=(--d-model 64 --batch-size 32 --log-every 10 --print-every 1000 --steps 1000 --checkpoint-every 50)
 
 # same_columns A B: the loss and grad_norm columns (and every per-parameter grad_norm) of A/metrics.csv and
 # B/metrics.csv agree within kTolerance (relative), row by row, over the same steps.
@@ -93,13 +93,23 @@ mpirun_under() {
   done
 }
 
-world_size_of() { grep -o '"world_size": [0-9]*' "$1/config.json" | awk '{print $2}'; }
-
-# wait_for FILE: polls until FILE exists (generous deadline; the test fails rather than hangs).
-wait_for() {
-  for _ in $(seq 1200); do [ -e "$1" ] && return 0; sleep 0.1; done
-  fail "$1 did not appear within 120 s"
+# start_and_hold DIR LOG: starts the ${long[*]} run on 2 ranks into DIR, waits (10 ms polls) for its first
+# checkpoint and stops both ranks with SIGSTOP. Sets job (the background job), mpirun_pid and ranks.
+start_and_hold() {
+  mpi 2 "$xgrad" train "${long[@]}" --out "$1" >"$2" 2>&1 &
+  job=$!
+  for _ in $(seq 12000); do [ -e "$1/checkpoint.safetensors" ] && break; sleep 0.01; done
+  [ -e "$1/checkpoint.safetensors" ] || fail "$1/checkpoint.safetensors did not appear within 120 s: $(cat "$2")"
+  mpirun_pid=$(mpirun_under "$job")
+  [ -n "$mpirun_pid" ] || fail "mpirun not found under pid $job (the run ended before it was held: $(cat "$2"))"
+  # The ranks are mpirun's children (on one machine mpirun is also their daemon).
+  ranks=($(ps --ppid "$mpirun_pid" -o pid=,comm= | awk '$2 == "xgrad" {print $1}'))
+  [ "${#ranks[@]}" -eq 2 ] || fail "expected 2 ranks under mpirun $mpirun_pid, found ${#ranks[@]}"
+  kill -STOP "${ranks[@]}"
+  [ ! -e "$1/summary.json" ] || fail "the run ended before it was held (make \${long[*]} slower)"
 }
+
+world_size_of() { grep -o '"world_size": [0-9]*' "$1/config.json" | awk '{print $2}'; }
 
 # exits_within PID SECONDS: waits for the background job PID; fails if it is still running after SECONDS (a hang).
 exits_within() {
@@ -133,15 +143,9 @@ case "$case_name" in
     # A rank killed by SIGKILL: the job ends nonzero without hanging; the last checkpoint is whole, and --resume
     # continues to the curve of an uninterrupted run.
     mpi 2 "$xgrad" train "${long[@]}" --out whole >whole.log 2>&1 || fail "uninterrupted: $(cat whole.log)"
-    mpi 2 "$xgrad" train "${long[@]}" --out run >run.log 2>&1 &
-    job=$!
-    wait_for run/checkpoint.safetensors
-    # The ranks are mpirun's children (on one machine mpirun is also their daemon).
-    mpirun_pid=$(mpirun_under "$job")
-    [ -n "$mpirun_pid" ] || fail "mpirun not found under pid $job"
-    ranks=($(ps --ppid "$mpirun_pid" -o pid=,comm= | awk '$2 == "xgrad" {print $1}'))
-    [ "${#ranks[@]}" -eq 2 ] || fail "expected 2 ranks under mpirun $mpirun_pid, found ${#ranks[@]}"
+    start_and_hold run run.log
     kill -KILL "${ranks[1]}"
+    kill -CONT "${ranks[0]}"
     exits_within "$job" 60
     code=$?
     [ "$code" -ne 0 ] || fail "mpirun exited 0: the run ended before the kill (make \${long[*]} slower)"
@@ -153,12 +157,9 @@ case "$case_name" in
     # SIGTERM to mpirun (as a scheduler sends it) reaches every rank: all stop after the same step, rank 0 writes a
     # checkpoint, and --resume continues to the uninterrupted curve.
     mpi 2 "$xgrad" train "${long[@]}" --out whole >whole.log 2>&1 || fail "uninterrupted: $(cat whole.log)"
-    mpi 2 "$xgrad" train "${long[@]}" --out run >run.log 2>&1 &
-    job=$!
-    wait_for run/checkpoint.safetensors
-    mpirun_pid=$(mpirun_under "$job")
-    [ -n "$mpirun_pid" ] || fail "mpirun not found under pid $job"
+    start_and_hold run run.log
     kill -TERM "$mpirun_pid"
+    kill -CONT "${ranks[@]}"
     exits_within "$job" 60
     code=$?
     [ "$code" -ne 0 ] || fail "mpirun exited 0: the run ended before SIGTERM (make \${long[*]} slower)"
