@@ -5,6 +5,8 @@
 // xgrad executable throughout (tests/slurm/slurm_sweep_test.sh does the same through a real Slurm).
 #include <doctest/doctest.h>
 
+#include <sched.h>
+
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -183,6 +185,23 @@ TEST_CASE("sweep --launcher slurm writes the manifest and the array script first
   CHECK(grown.at("runs").at(4).at("name") == "dk4-none-adamw-lr0.01-s2");
   CHECK(grown.at("runs").at(5).at("name") == "dk4-sqrt_dk-adamw-lr0.01-s2");
   CHECK(contains(more.output, "--array=0-5%16 "));
+}
+
+TEST_CASE("sweep --launcher slurm does not hold --threads against the CPUs of the machine that plans the sweep") {
+  // The points run on the cluster's nodes with --cpus-per-task CPUs; a 2-CPU login node plans 64-thread runs. (The
+  // same flags with the local launcher are refused on a machine with fewer CPUs.)
+  const TempDir root("manifest_threads");
+  const fs::path out = fs::absolute(root / "sweep");
+  const Result r = run_xgrad(sweep_args(out, "30", {"--launcher", "slurm", "--threads", "64"}), root);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(contains(read_text(out / "sweep.sbatch"), "#SBATCH --cpus-per-task=64\n"));
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < 64) {
+    const Result local = run_xgrad(sweep_args(root / "local", "30", {"--threads", "64"}), root);
+    CHECK(local.code == 2);
+    CHECK(contains(local.output, "--threads"));
+  }
 }
 
 TEST_CASE("sweep run-one trains one point, leaves a complete one alone, and the next submission skips it") {

@@ -83,7 +83,7 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
   // 2 CPUs), and on a shared or cluster machine take CPUs that belong to others.
   const int cpus = platform::available_cpus();
   const char* allow = std::getenv("XGRAD_ALLOW_THREADS_ABOVE_CPUS");
-  require(threads <= static_cast<std::size_t>(cpus) || (allow && std::string(allow) == "1"),
+  require(!threads_on_this_machine || threads <= static_cast<std::size_t>(cpus) || (allow && std::string(allow) == "1"),
           fmt::format("--threads: {} is more than the {} CPU{} this process may use (allowed: 1 to {}; set "
                       "XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 to run anyway)",
                       threads, cpus, cpus == 1 ? "" : "s", cpus));

@@ -76,6 +76,9 @@ struct TrainConfig {
   // Not settings (no config.json key): how this invocation treats the run directory.
   bool overwrite = false;  // replace an existing run in `out`
   bool resume = false;     // continue the run in `out` from its checkpoint
+  // false: a scheduler runs this on another machine (sweep --launcher slurm), so validate() does not hold --threads
+  // against this machine's CPUs; the run checks it where it runs.
+  bool threads_on_this_machine = true;
   /// The input files a run's config.json given to --config recorded ("inputs"), less those whose setting was given
   /// on the command line: a new run of that config must read the same bytes (check_recorded_inputs).
   std::vector<data::InputFile> recorded_inputs;

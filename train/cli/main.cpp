@@ -324,7 +324,10 @@ int main(int argc, char** argv) {
       if (cfg.out.empty()) cfg.out = default_experiment_dir();
       cfg.executable = std::filesystem::canonical("/proc/self/exe").string();
       if (!experiment) check_launcher_flags(cmd, launcher);
-      if (launcher == "slurm") cfg.jobs = 1;  // Slurm places the tasks: no local limit on --jobs x --threads
+      if (launcher == "slurm") {  // Slurm places the tasks on its nodes: no local limit on --jobs x --threads
+        cfg.jobs = 1;
+        cfg.runs_here = false;
+      }
       const auto planned = plan_sweep(cfg);
       if (launcher == "slurm") {
         const SlurmSubmission submission = prepare_slurm_sweep(cfg, slurm);

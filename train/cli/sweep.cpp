@@ -465,7 +465,7 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   const int cpus = platform::available_cpus();
   const char* allow = std::getenv("XGRAD_ALLOW_THREADS_ABOVE_CPUS");
   const std::size_t threads = static_cast<std::size_t>(cfg.jobs) * cfg.base.threads;
-  if (threads > static_cast<std::size_t>(cpus) && !(allow && std::string(allow) == "1"))
+  if (cfg.runs_here && threads > static_cast<std::size_t>(cpus) && !(allow && std::string(allow) == "1"))
     throw ConfigError(fmt::format("--jobs: {} runs at a time of --threads {} each make {} threads, more than the {} "
                                   "CPU{} this process may use (allowed: --jobs x --threads up to {}; set "
                                   "XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 to run anyway)",
@@ -539,7 +539,10 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
       first.settings.set(key, value);
       throw ConfigError(unread_setting_error(first, key));
     }
-  for (const SweepRun& r : runs) r.config.validate();
+  for (SweepRun& r : runs) {
+    r.config.threads_on_this_machine = cfg.runs_here;
+    r.config.validate();
+  }
   return runs;
 }
 

@@ -43,6 +43,9 @@ struct SweepConfig {
   int jobs = 2;            // runs at once (each run uses base.threads threads, BLAS and xgrad's own)
   std::string out;         // sweep directory: runs in out/runs/<name>, the index in out/sweep.json
   std::string executable;  // the xgrad binary children run
+  // false (--launcher slurm): the points run on the cluster's nodes, so --jobs x --threads is not held against the
+  // CPUs of the machine that plans the sweep; each run checks --threads where it runs.
+  bool runs_here = true;
 };
 
 struct SweepRun {
