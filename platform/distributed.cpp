@@ -13,11 +13,11 @@
 
 namespace xgrad::platform {
 
-namespace {
-
 bool started_by_launcher() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
 }
+
+namespace {
 
 #ifdef XGRAD_HAVE_MPI
 bool g_mpi = false;

@@ -15,6 +15,9 @@ namespace xgrad::platform {
 /// the launcher asks for more than one process: each would train alone, believing it is the whole job.
 void init_distributed(int* argc, char*** argv);
 
+/// Whether an MPI launcher (mpirun, srun --mpi=pmix) started this process: OMPI_COMM_WORLD_SIZE or PMIX_RANK is set.
+bool started_by_launcher();
+
 /// Whether this build can run under MPI (XGRAD_MPI=ON).
 bool distributed_available();
 

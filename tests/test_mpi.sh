@@ -131,6 +131,14 @@ case "$case_name" in
     done
     [ "$(world_size_of p1)" = 1 ] || fail "config.json of a plain run records world_size $(world_size_of p1)"
     ;;
+  other_commands)
+    # Only train is data-parallel: a sweep under mpirun would make every rank a sweep whose runs think they are ranks.
+    mpi 2 "$xgrad" sweep --out sw --d-k 4 --seeds 0 --scale none --steps 3 >sweep.log 2>&1 && fail "sweep under mpirun exited 0"
+    grep -q "sweep does not run under mpirun" sweep.log || fail "no refusal: $(cat sweep.log)"
+    [ ! -e sw ] || fail "the refused sweep wrote sw/"
+    mpi 2 "$xgrad" probe --d-model 8 >probe.log 2>&1 && fail "probe under mpirun exited 0"
+    grep -q "probe does not run under mpirun" probe.log || fail "no refusal: $(cat probe.log)"
+    ;;
   batch_size_not_divisible)
     mpi 4 "$xgrad" train --d-model 16 --batch-size 6 --steps 5 --out run >out.log 2>&1
     code=$?

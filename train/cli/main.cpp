@@ -251,6 +251,13 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Only a training run is data-parallel. Under mpirun every rank would run the whole command (a sweep's runs would
+  // each start as ranks of a job they are not part of).
+  if (known && first != "train" && platform::started_by_launcher()) {
+    std::cerr << "xgrad: " << first << " does not run under mpirun or srun --mpi=pmix: only 'xgrad train' is "
+              << "data-parallel (run a sweep's points as a Slurm array: xgrad sweep --launcher slurm)\n";
+    return 2;
+  }
   try {
     if (*train_cmd) {
       if (!config_file.empty()) {
