@@ -326,6 +326,13 @@ TEST_CASE("sweep run-one, status and --launcher refuse bad input with exit 2 nam
     std::ofstream f(old / "sweep.json");
     f << R"({"base": {}, "grid": {}, "runs": [{"name": "dk4-none-adamw-lr0.01-s0", "dir": "runs/x"}]})";
   }
+  // A manifest edited so that a point's directory leaves the sweep directory: run-one must not train there.
+  const fs::path escaping = root / "escaping";
+  fs::create_directories(escaping);
+  {
+    std::ofstream f(escaping / "sweep.json");
+    f << R"({"runs": [{"index": 0, "name": "dk4-none-adamw-lr0.01-s0", "dir": "../../etc"}]})";
+  }
   struct Case {
     std::vector<std::string> args;
     std::string message;
@@ -340,6 +347,8 @@ TEST_CASE("sweep run-one, status and --launcher refuse bad input with exit 2 nam
       {{"sweep", "status", empty.string()}, "holds no sweep.json, so no sweep manifest"},
       {{"sweep", "status", (root / "absent").string()}, "is not a directory"},
       {{"sweep", "run-one", old.string(), "--index", "0"}, "is an index written before sweep manifests"},
+      {{"sweep", "run-one", escaping.string(), "--index", "0"},
+       "gives point 0 the run directory '../../etc' (allowed: runs/<name> inside the sweep directory)"},
       {sweep_args(out, "10", {"--launcher", "pbs"}), "--launcher: must be local or slurm, got 'pbs'"},
       {sweep_args(out, "10", {"--submit"}), "--submit: a flag of --launcher slurm"},
       {sweep_args(out, "10", {"--max-parallel", "2"}), "--max-parallel: a flag of --launcher slurm"},

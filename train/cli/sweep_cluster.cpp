@@ -56,7 +56,12 @@ std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
     ManifestPoint p;
     p.index = e.at("index").get<std::size_t>();
     p.name = e.at("name").get<std::string>();
-    p.dir = (fs::path(sweep_dir) / e.at("dir").get<std::string>()).lexically_normal().string();
+    // A point trains only under DIR/runs/: a manifest edited to point elsewhere must not make run-one write there.
+    const fs::path dir = fs::path(e.at("dir").get<std::string>()).lexically_normal();
+    if (dir.is_absolute() || dir.empty() || *dir.begin() != "runs" || std::distance(dir.begin(), dir.end()) != 2)
+      throw ConfigError("DIR: " + path.string() + " gives point " + std::to_string(p.index) + " the run directory '" +
+                        e.at("dir").get<std::string>() + "' (allowed: runs/<name> inside the sweep directory)");
+    p.dir = (fs::path(sweep_dir) / dir).string();
     if (e.contains("config")) p.config = e.at("config");
     points.push_back(std::move(p));
   }
