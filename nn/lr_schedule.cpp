@@ -19,12 +19,12 @@ double cosine_lr(double lr, double min_lr, std::size_t step, std::size_t warmup_
   return min_lr + (lr - min_lr) * 0.5 * (1.0 + std::cos(M_PI * std::min(t, span) / span));
 }
 
-namespace {
-
 // warmup_steps means the same in every schedule: one declaration, shared (one flag, --warmup-steps).
 Setting warmup_steps_setting() {
   return whole_setting("warmup_steps", 0, 0, 1000000000, "linear learning-rate warmup over the first N steps (0 = off)");
 }
+
+namespace {
 
 std::string check_warmup(std::size_t steps, const SettingValues& v) {
   const auto warmup = v.get<std::size_t>("warmup_steps");

@@ -14,7 +14,8 @@ namespace xgrad::nn {
 
 /// The schedule registry (common/registry.h): each schedule registers itself from its own file with its settings,
 /// so --lr-schedule, its flags (--warmup-steps, --min-lr), config.json, sweeps and compare take them from here.
-/// Add one with a `Registration<LRScheduleEntry>` in a new .cpp of xgrad_nn (see lr_schedule.cpp).
+/// Add one with a `Registration<LRScheduleEntry>` in a .cpp file of your own, linked into your executable as
+/// examples/downstream links its scalings (README "Extending xgrad"); lr_schedule.cpp registers the built-in ones.
 struct LRScheduleEntry {
   static constexpr const char* kind = "lr_schedule";
   std::string name;         ///< what --lr-schedule takes
@@ -27,7 +28,9 @@ struct LRScheduleEntry {
   /// The settings' error for a run of `steps` steps at peak learning rate `lr`, or "" when they fit (e.g. a minimum
   /// above the peak). Optional.
   std::function<std::string(double lr, std::size_t steps, const SettingValues& settings)> check;
-  /// The learning rate of step `step` (0-based) of a run of `steps` steps whose peak learning rate is `lr`: > 0.
+  /// The learning rate of step `step` (0-based) of a run of `steps` steps whose peak learning rate is `lr`. Must be
+  /// a finite number > 0 for every step (the optimizer refuses 0 mid-run); check() should refuse settings that
+  /// would give anything else.
   std::function<double(double lr, std::size_t step, std::size_t steps, const SettingValues& settings)> lr_at;
 };
 using LRScheduleRegistry = Registry<LRScheduleEntry>;
@@ -36,6 +39,10 @@ using LRScheduleRegistry = Registry<LRScheduleEntry>;
 /// step s < warmup_steps takes lr * (s + 1) / warmup_steps, so the first step is not 0 and step warmup_steps - 1
 /// reaches lr; later steps take `after`. Shared by the registered schedules through their `warmup_steps` setting.
 double linear_warmup(double lr, std::size_t step, std::size_t warmup_steps, double after);
+
+/// The `warmup_steps` setting (--warmup-steps) the built-in schedules declare; a schedule of your own that warms up
+/// declares this one, so that one flag means one thing.
+Setting warmup_steps_setting();
 
 /// Cosine decay (Loshchilov & Hutter 2017, "SGDR", eq. 5, one cycle, no restart) from lr to min_lr over steps
 /// [warmup_steps, steps): lr_t = min_lr + (lr - min_lr) (1 + cos(pi t / T)) / 2 with t = step - warmup_steps and
