@@ -135,6 +135,22 @@ TEST_CASE("a legacy config.json (d6e25a8) reads in the canonical form: keys rena
   CHECK(c.head_size() == 8);
 }
 
+TEST_CASE("a --config file of a few keys without config_version: every key is applied, or refused by name") {
+  // Such a file lacks the component keys: its settings of the default task, schedule and layer were dropped unseen.
+  const TrainConfig warm = TrainConfig::from_json({{"warmup_steps", 2}}, "c.json");
+  CHECK(get_setting(warm, "warmup_steps") == 2);
+  CHECK(get_setting(TrainConfig::from_json({{"kv_encoding", "sum"}}, "c.json"), "kv_encoding") == "sum");
+  CHECK(get_setting(TrainConfig::from_json({{"n_keys", 16}}, "c.json"), "n_keys") == 16);
+  CHECK(get_setting(TrainConfig::from_json({{"attn_out_proj", false}}, "c.json"), "attn_out_proj") == false);
+  CHECK_THROWS_WITH_AS(TrainConfig::from_json({{"warmup_steps", -1}}, "c.json"),
+                       doctest::Contains("c.json: 'warmup_steps' holds -1"), ConfigError);
+  // A key no selected entry reads is refused as on the command line, not dropped.
+  TrainConfig momentum = TrainConfig::from_json({{"momentum", 0.5}}, "c.json");
+  momentum.out = "unused";
+  CHECK_THROWS_WITH_AS(momentum.validate(), doctest::Contains("--momentum is read only by --optimizer sgd"),
+                       ConfigError);
+}
+
 TEST_CASE("a run directory of the previous release loads in compare and resumes with xgrad train --resume") {
   const RunRecord run = load_run(kLegacyRun.string());
   CHECK_FALSE(run.incomplete);

@@ -337,10 +337,18 @@ nlohmann::json canonical_config_json(const nlohmann::json& stored, const std::st
       if (key == old_key) name = new_key;
     out[name] = value;
   }
-  // Settings of entries the run did not select were written with their values but never read: drop them.
+  // Settings of entries the run did not select were written with their values but never read: drop them. Only in a
+  // file of the legacy format (it recorded derived values); a hand-written subset of settings without config_version
+  // keeps every key, so that one no selected entry reads is refused by validate() rather than dropped unseen.
+  if (derived.empty()) {
+    out["config_version"] = kConfigVersion;
+    return out;
+  }
   for (const Component& component : components()) {
     const auto it = out.find(component.key);
-    const std::string selected = it != out.end() && it->is_string() ? it->get<std::string>() : "";
+    const std::string selected = it != out.end() && it->is_string()
+                                     ? it->get<std::string>()
+                                     : find_core(component.key)->get(TrainConfig()).get<std::string>();
     for (const std::string& name : component.names())
       for (const Setting& s : *component.settings_of(name))
         if (out.contains(s.key) && !declares(component.settings_of(selected), s.key)) {
