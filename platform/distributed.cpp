@@ -31,8 +31,8 @@ void finalize_at_exit() {
 }
 
 // MPI counts are ints: a larger buffer goes in pieces.
-template <class T>
-void in_chunks(T* data, std::size_t n, void (*op)(T*, int)) {
+template <class T, class Op>
+void in_chunks(T* data, std::size_t n, Op op) {
   constexpr std::size_t kChunk = static_cast<std::size_t>(INT_MAX) / 2;
   for (std::size_t offset = 0; offset < n; offset += kChunk)
     op(data + offset, static_cast<int>(std::min(kChunk, n - offset)));
@@ -97,63 +97,40 @@ int rank() {
 #endif
 }
 
-void allreduce_sum(float* data, std::size_t n) {
-#ifdef XGRAD_HAVE_MPI
-  if (!g_mpi || g_size == 1) return;
-  in_chunks<float>(data, n, [](float* p, int count) {
-    check(MPI_Allreduce(MPI_IN_PLACE, p, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
-  });
-#else
-  (void)data;
-  (void)n;
-#endif
-}
-
-void allreduce_sum(double* data, std::size_t n) {
-#ifdef XGRAD_HAVE_MPI
-  if (!g_mpi || g_size == 1) return;
-  in_chunks<double>(data, n, [](double* p, int count) {
-    check(MPI_Allreduce(MPI_IN_PLACE, p, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
-  });
-#else
-  (void)data;
-  (void)n;
-#endif
-}
-
 #ifdef XGRAD_HAVE_MPI
 namespace {
-int g_root = 0;  // for the captureless chunk callbacks of broadcast
-}
-#endif
+MPI_Datatype mpi_type(const float*) { return MPI_FLOAT; }
+MPI_Datatype mpi_type(const double*) { return MPI_DOUBLE; }
 
-void broadcast(float* data, std::size_t n, int root) {
-#ifdef XGRAD_HAVE_MPI
+template <class T>
+void allreduce_in_place(T* data, std::size_t n) {
   if (!g_mpi || g_size == 1) return;
-  g_root = root;
-  in_chunks<float>(data, n, [](float* p, int count) {
-    check(MPI_Bcast(p, count, MPI_FLOAT, g_root, MPI_COMM_WORLD), "MPI_Bcast");
+  in_chunks(data, n, [](T* p, int count) {
+    check(MPI_Allreduce(MPI_IN_PLACE, p, count, mpi_type(p), MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
   });
-#else
-  (void)data;
-  (void)n;
-  (void)root;
-#endif
 }
 
-void broadcast(double* data, std::size_t n, int root) {
-#ifdef XGRAD_HAVE_MPI
+template <class T>
+void broadcast_from(T* data, std::size_t n, int root) {
   if (!g_mpi || g_size == 1) return;
-  g_root = root;
-  in_chunks<double>(data, n, [](double* p, int count) {
-    check(MPI_Bcast(p, count, MPI_DOUBLE, g_root, MPI_COMM_WORLD), "MPI_Bcast");
+  in_chunks(data, n, [root](T* p, int count) {
+    check(MPI_Bcast(p, count, mpi_type(p), root, MPI_COMM_WORLD), "MPI_Bcast");
   });
-#else
-  (void)data;
-  (void)n;
-  (void)root;
-#endif
 }
+}  // namespace
+#else
+namespace {
+template <class T>
+void allreduce_in_place(T*, std::size_t) {}
+template <class T>
+void broadcast_from(T*, std::size_t, int) {}
+}  // namespace
+#endif
+
+void allreduce_sum(float* data, std::size_t n) { allreduce_in_place(data, n); }
+void allreduce_sum(double* data, std::size_t n) { allreduce_in_place(data, n); }
+void broadcast(float* data, std::size_t n, int root) { broadcast_from(data, n, root); }
+void broadcast(double* data, std::size_t n, int root) { broadcast_from(data, n, root); }
 
 void barrier() {
 #ifdef XGRAD_HAVE_MPI
