@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nn/attention_stats.h"
+#include "nn/entropy_bound.h"
 #include "nn/model.h"
 #include "train/metrics_log.h"
 #include "train/run_files.h"
@@ -196,4 +197,44 @@ TEST_CASE("a run whose metrics.csv has no qk_spectral_norm columns (an earlier r
   }
   CHECK(rows == 24);
   fs::remove_all(c.out);
+}
+
+TEST_CASE("entropy_lower_bound: the least softmax entropy under a norm on the logits, attained, never undercut") {
+  auto entropy = [](const std::vector<double>& a) {
+    double m = -INFINITY, z = 0, h = 0;
+    for (double v : a) m = std::max(m, v);
+    for (double v : a) z += std::exp(v - m);
+    for (double v : a) {
+      const double p = std::exp(v - m) / z;
+      if (p > 0) h -= p * std::log(p);
+    }
+    return h;
+  };
+  CHECK(nn::entropy_lower_bound(0, 9) == doctest::Approx(std::log(9.0)));
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (const double T : {2.0, 5.0, 9.0}) {
+    for (const double sigma : {0.5, 2.0, 6.0, 20.0}) {
+      INFO("T " << T << ", sigma " << sigma);
+      const double bound = nn::entropy_lower_bound(sigma, T);
+      // the extremal vector: centred, one logit sigma sqrt((T-1)/T), the others -sigma / sqrt(T (T-1))
+      std::vector<double> a(static_cast<std::size_t>(T), -sigma / std::sqrt(T * (T - 1)));
+      a[0] = sigma * std::sqrt((T - 1) / T);
+      double norm2 = 0;
+      for (double v : a) norm2 += v * v;
+      CHECK(std::sqrt(norm2) == doctest::Approx(sigma));
+      CHECK(entropy(a) == doctest::Approx(bound).epsilon(1e-9));
+      // random vectors of that norm never go below it
+      for (int trial = 0; trial < 2000; ++trial) {
+        std::vector<double> r(a.size());
+        double n2 = 0;
+        for (double& v : r) {
+          v = normal(rng) + (trial % 2 ? 0.0 : 3.0 * (&v == &r[0]));  // half of them peaked on one key
+          n2 += v * v;
+        }
+        for (double& v : r) v *= sigma / std::sqrt(n2);
+        CHECK(entropy(r) >= bound - 1e-12);
+      }
+    }
+  }
 }
