@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # xgrad's entry point. Installs what it needs (Debian 12 packages), configures, builds, then:
-#   ./run.sh experiment [flags]   train scaled vs unscaled attention at d_k = 16, 64, 256 and print the comparison
+#   ./run.sh experiment [flags]   run an experiment preset (default dk: scaled vs unscaled at d_k 16 to 1024) and write the report
 #   ./run.sh test                 run the test suite (ctest)
 #   ./run.sh sanitize             build with ASan + UBSan in build-asan/ and run the test suite there
 #   ./run.sh build                only install and build

@@ -17,6 +17,8 @@ import os
 import statistics
 import time
 
+PROCESS_START = time.perf_counter()  # as early as possible: toy mode reports the process's time
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -157,6 +159,88 @@ def blas_core():
         return "not OpenBLAS"
 
 
+# ---- toy mode (bench/toy_sweep.sh): the model and task of a toy sweep, as `xgrad train` runs them ----
+
+class ToyModel(nn.Module):
+    """xgrad's AttentionModel as `xgrad train --task kv_recall --kv-encoding sum --n-heads 1 --d-k D --mlp false
+    --attn-out-proj false` builds it: each position's input is the sum of its two token embeddings plus its position's;
+    one pre-LN block x + softmax(q k^T / sqrt(d_k), causal) v (optionally W_o, optionally the MLP); final LayerNorm;
+    the readout (with bias) at the target rows only."""
+
+    def __init__(self, vocab, d_model, seq_len, out_proj, mlp, layer_norm):
+        super().__init__()
+        self.tok_emb, self.pos_emb = nn.Embedding(vocab, d_model), nn.Embedding(seq_len, d_model)  # N(0, 1)
+        self.ln_1 = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
+        self.ln_2 = nn.LayerNorm(d_model) if layer_norm and mlp else nn.Identity()
+        self.ln_f = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
+        self.w_q, self.w_k, self.w_v = (lecun_linear(d_model, d_model, False) for _ in range(3))
+        self.w_o = lecun_linear(d_model, d_model, False) if out_proj else None
+        self.mlp = nn.Sequential(lecun_linear(d_model, 4 * d_model, True), nn.GELU(approximate="tanh"),
+                                 lecun_linear(4 * d_model, d_model, True)) if mlp else None
+        self.head = lecun_linear(d_model, vocab, True)
+        self.scale = 1.0 / math.sqrt(d_model)
+        self.register_buffer("mask", torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool), 1))
+        self.register_buffer("positions", torch.arange(seq_len))
+
+    def forward(self, tokens, target_pos):
+        """tokens [B, T, 2] -> logits [B, vocab] at position target_pos of every sequence."""
+        x = self.tok_emb(tokens).sum(2) + self.pos_emb(self.positions)
+        h = self.ln_1(x)
+        scores = (self.w_q(h) @ self.w_k(h).transpose(-2, -1)) * self.scale
+        a = torch.softmax(scores.masked_fill(self.mask, float("-inf")), dim=-1) @ self.w_v(h)
+        x = x + (self.w_o(a) if self.w_o is not None else a)
+        if self.mlp is not None:
+            x = x + self.mlp(self.ln_2(x))
+        return self.head(self.ln_f(x[:, target_pos]))
+
+
+def kv_recall_sum_batch(gen, batch, n_keys, n_values, n_pairs):
+    """kv_recall's `sum` encoding (data/kv_recall.cpp): n_pairs distinct keys each with a uniform value, then the
+    query (a key of the sequence + the query marker); tokens [B, n_pairs + 1, 2], targets [B]."""
+    keys = torch.rand(batch, n_keys, generator=gen).argsort(1)[:, :n_pairs]
+    values = torch.randint(0, n_values, (batch, n_pairs), generator=gen)
+    query = torch.randint(0, n_pairs, (batch,), generator=gen)
+    rows = torch.arange(batch)
+    tokens = torch.empty(batch, n_pairs + 1, 2, dtype=torch.long)
+    tokens[:, :n_pairs, 0] = n_values + keys
+    tokens[:, :n_pairs, 1] = values
+    tokens[:, n_pairs, 0] = n_values + keys[rows, query]
+    tokens[:, n_pairs, 1] = n_values + n_keys
+    return tokens, values[rows, query]
+
+
+def toy_run(args):
+    """Trains the toy model for args.steps steps as a sweep's run would and prints one CSV line:
+    toy,d_k,optimizer,steps,train_seconds,steps_per_s,final_loss,process_seconds (process_seconds from interpreter
+    start, so it includes importing torch)."""
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(1000 + args.seed)
+    n_keys = n_values = n_pairs = 8
+    vocab, seq_len = n_values + n_keys + 1, n_pairs + 1
+    model = ToyModel(vocab, args.d_k, seq_len, args.attn_out_proj, args.mlp, args.layer_norm)
+    if args.optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    params = [p for p in model.parameters()]
+    log = open(os.devnull, "w") if not args.metrics else open(args.metrics, "w")
+    log.write("step,loss,grad_norm\n")
+    t0 = time.perf_counter()
+    for step in range(args.steps):
+        tokens, targets = kv_recall_sum_batch(gen, args.batch, n_keys, n_values, n_pairs)
+        loss = F.cross_entropy(model(tokens, n_pairs), targets)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        # The global gradient norm and the loss of every step, as xgrad's metrics.csv records them.
+        grad_norm = torch.norm(torch.stack([torch.norm(p.grad) for p in params]))
+        opt.step()
+        log.write(f"{step + 1},{loss.item():.9g},{grad_norm.item():.9g}\n")
+        log.flush()
+    seconds = time.perf_counter() - t0
+    print(f"toy,{args.d_k},{args.optimizer},{args.steps},{seconds:.4f},{args.steps / seconds:.2f},{loss.item():.6g},"
+          f"{time.perf_counter() - PROCESS_START:.4f}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="S,M,L")
@@ -164,7 +248,23 @@ def main():
     parser.add_argument("--warmup", type=int, default=None)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--csv", action="store_true")
+    parser.add_argument("--toy", action="store_true", help="train the toy sweep's model instead (bench/toy_sweep.sh)")
+    parser.add_argument("--d-k", type=int, default=64, help="toy: d_model = d_k")
+    parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="adamw", help="toy")
+    parser.add_argument("--lr", type=float, default=1e-3, help="toy")
+    parser.add_argument("--batch", type=int, default=64, help="toy")
+    parser.add_argument("--seed", type=int, default=0, help="toy")
+    parser.add_argument("--attn-out-proj", action="store_true", help="toy: with W_o")
+    parser.add_argument("--mlp", action="store_true", help="toy: with the MLP")
+    parser.add_argument("--no-layer-norm", dest="layer_norm", action="store_false", help="toy: without LayerNorm")
+    parser.add_argument("--metrics", default="", help="toy: write step,loss,grad_norm per step here")
     args = parser.parse_args()
+    if args.toy:
+        torch.set_num_threads(args.threads)
+        torch.set_flush_denormal(True)
+        args.steps = args.steps or 3000
+        toy_run(args)
+        return
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as xgrad's training (set_flush_denormals)
     core = blas_core()

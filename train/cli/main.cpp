@@ -20,8 +20,10 @@
 #include <spdlog/spdlog.h>
 
 #include "autograd/blas.h"
+#include "common/registry.h"
 #include "data/registry.h"
 #include "train/cli/flags.h"
+#include "train/cli/presets/preset.h"
 #include "platform/distributed.h"
 #include "platform/environment.h"
 #include "platform/signals.h"
@@ -36,6 +38,9 @@
 
 using namespace xgrad;
 using namespace xgrad::train;
+using xgrad::cli::kDefaultPreset;
+using xgrad::cli::Preset;
+using xgrad::cli::grid_points;
 
 namespace {
 
@@ -103,6 +108,52 @@ std::string default_experiment_dir() {
   char buf[64];
   std::strftime(buf, sizeof buf, "runs/experiment-%Y%m%d-%H%M%S", std::localtime(&now));
   return buf;
+}
+
+// The preset `xgrad experiment` runs: --preset NAME (or --preset=NAME) and --quick, read before parsing. An unknown
+// name leaves the default preset's grid in place; the --preset check then refuses it naming the presets.
+struct PresetChoice {
+  std::string name = kDefaultPreset;
+  bool quick = false;
+  const Preset* entry = nullptr;
+};
+PresetChoice find_preset(int argc, char** argv) {
+  PresetChoice choice;
+  if (argc >= 2 && std::string(argv[1]) == "experiment")
+    for (int i = 2; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--preset" && i + 1 < argc) choice.name = argv[i + 1];
+      if (arg.rfind("--preset=", 0) == 0) choice.name = arg.substr(9);
+      if (arg == "--quick") choice.quick = true;
+    }
+  choice.entry = Registry<Preset>::instance().find(choice.name);
+  if (!choice.entry) choice.entry = &Registry<Preset>::instance().at(kDefaultPreset);
+  return choice;
+}
+
+// --preset and --quick, and the presets listed in --help with their run counts.
+void add_preset_flags(CLI::App& app, PresetChoice& choice) {
+  const auto& presets = Registry<Preset>::instance();
+  app.add_option("--preset", choice.name,
+                 "the experiment to run (allowed: " + presets.joined_names() + "; see the list below)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [&presets](std::string& name) -> std::string {
+            return presets.find(name) ? "" : "'" + name + "' is not a preset (allowed: " + presets.joined_names() + ")";
+          },
+          "PRESET"));
+  app.add_flag("--quick", choice.quick, "the preset's small grid (what CI runs; a minute or two on 2 cores)");
+  std::string footer = "Presets (train/cli/presets/, one file each; runs = grid points, full / --quick):";
+  for (const Preset* p : presets.entries()) {
+    std::string counts;
+    try {
+      counts = fmt::format("{} / {} runs", grid_points(p->grid(false)), grid_points(p->grid(true)));
+    } catch (const std::exception& e) {
+      counts = std::string("grid refused: ") + e.what();
+    }
+    footer += fmt::format("\n  {:<9} {} ({})", p->name, p->description, counts);
+  }
+  app.footer(footer);
 }
 
 // `xgrad sweep run-one DIR --index I` and `xgrad sweep status DIR`: commands on a sweep directory's manifest, which
@@ -180,7 +231,9 @@ int main(int argc, char** argv) {
 
   // `sweep` takes the grid from its flags; `experiment` is the default sweep (see experiment_defaults) + compare.
   SweepFlags sweep_flags, exp_flags;
-  SweepConfig sweep_cfg, exp_cfg = experiment_defaults();
+  // The preset is read before parsing: its grid is the default the given flags override, and --help shows it.
+  PresetChoice preset = find_preset(argc, argv);
+  SweepConfig sweep_cfg, exp_cfg = preset.entry->grid(preset.quick);
   CLI::App* sweep_cmd = app.add_subcommand(
       "sweep", "train a grid of scale x d_k x seed x optimizer@lr as parallel runs into one sweep directory");
   add_sweep_flags(*sweep_cmd, sweep_cfg, sweep_flags);
@@ -193,7 +246,9 @@ int main(int argc, char** argv) {
                     "(what a Slurm array task or GNU parallel runs); `xgrad sweep status DIR` prints every point's "
                     "state.");
   CLI::App* exp_cmd = app.add_subcommand(
-      "experiment", "the default sweep (scaled vs unscaled at d_k 16, 64, 256; SGD and AdamW; 3 seeds), then compare");
+      "experiment", "a preset's sweep (default: dk, scaled vs unscaled at d_k 16 to 1024), then compare with the "
+                    "preset's report sections");
+  add_preset_flags(*exp_cmd, preset);
   add_sweep_flags(*exp_cmd, exp_cfg, exp_flags);
   refuse_flags(*exp_cmd, sweep_refused_flags("experiment"));
 
@@ -329,6 +384,10 @@ int main(int argc, char** argv) {
       SweepConfig& cfg = experiment ? exp_cfg : sweep_cfg;
       finish_sweep_flags(cmd, cfg, experiment ? exp_flags : sweep_flags);
       if (cfg.out.empty()) cfg.out = default_experiment_dir();
+      if (experiment) {
+        cfg.preset = preset.name;
+        cfg.preset_quick = preset.quick;
+      }
       cfg.executable = std::filesystem::canonical("/proc/self/exe").string();
       if (!experiment) check_launcher_flags(cmd, launcher);
       if (launcher == "slurm") {  // Slurm places the tasks on its nodes: no local limit on --jobs x --threads
@@ -362,7 +421,8 @@ int main(int argc, char** argv) {
       std::signal(SIGPIPE, SIG_IGN);
       const std::string start_line =
           fmt::format("{}: {} runs into {}, {} at a time, {} BLAS thread(s) each; OpenBLAS core {}",
-                      experiment ? "experiment" : "sweep", planned.size(), cfg.out, cfg.jobs, cfg.base.threads,
+                      experiment ? "experiment --preset " + preset.name + (preset.quick ? " --quick" : "") : "sweep",
+                      planned.size(), cfg.out, cfg.jobs, cfg.base.threads,
                       blas::core_name());
       const auto t0 = std::chrono::steady_clock::now();
       const SweepResult result =

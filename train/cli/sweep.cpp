@@ -244,6 +244,7 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs, cons
   j["base"].erase("out");
   j["grid"] = nlohmann::json::object();
   for (const GridAxis& axis : cfg.grid) j["grid"][axis.key] = axis.values;
+  if (!cfg.preset.empty()) j["preset"] = {{"name", cfg.preset}, {"quick", cfg.preset_quick}};
   j["runs"] = nlohmann::json::array();
   for (const auto& r : runs)
     j["runs"].push_back({{"index", r.index},

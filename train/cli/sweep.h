@@ -46,6 +46,10 @@ struct SweepConfig {
   // false (--launcher slurm): the points run on the cluster's nodes, so --jobs x --threads is not held against the
   // CPUs of the machine that plans the sweep; each run checks --threads where it runs.
   bool runs_here = true;
+  // The experiment preset that set this grid (`xgrad experiment --preset NAME [--quick]`), recorded in sweep.json as
+  // "preset": {"name", "quick"} so that `xgrad compare` writes its report sections; "" for `xgrad sweep`.
+  std::string preset;
+  bool preset_quick = false;
 };
 
 struct SweepRun {

@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "common/registry.h"
 #include "train/report/html.h"
+#include "train/report/preset_report.h"
 #include "train/report/plots.h"
 #include "train/report/markdown.h"
 #include "train/report/runs.h"
@@ -70,9 +72,31 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
   context.plots_requested = options.plots;
   context.loss_threshold_option = options.loss_threshold;
   context.summary = summary_figures(c);
+  // A preset's sweep (sweep.json records it) gets the preset's own sections too, computed from the same numbers.
+  for (const std::string& input : options.inputs) {
+    context.preset = read_preset_record(input);
+    if (!context.preset.name.empty()) break;
+  }
+  if (!context.preset.name.empty()) {
+    const PresetReport* preset = Registry<PresetReport>::instance().find(context.preset.name);
+    try {
+      if (!preset)
+        context.preset_note = "preset '" + context.preset.name + "' is not registered in this build of xgrad (" +
+                              Registry<PresetReport>::instance().joined_names() + " are): its sections are not written";
+      else if (preset->sections)
+        context.preset_sections = preset->sections(PresetInput{c, context.preset.quick, out_dir.string()});
+    } catch (const std::exception& e) {
+      context.preset_note = "the sections of preset '" + context.preset.name + "' could not be computed: " + e.what();
+    }
+    if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
+  }
   if (options.plots) {
     context.plots = write_plots(c, (out_dir / "plots").string());
     write_summary_plots(context.summary, (out_dir / "plots").string(), context.plots);
+    std::vector<SummaryFigure> preset_figures;
+    for (const PresetSection& section : context.preset_sections)
+      preset_figures.insert(preset_figures.end(), section.figures.begin(), section.figures.end());
+    write_summary_plots(preset_figures, (out_dir / "plots").string(), context.plots);
     for (const auto& w : context.plots.warnings) out << "warning: plots: " << w << "\n";
     if (!context.plots.note.empty()) out << "\nplots: " << context.plots.note << "\n";
     else out << "\nplots: " << context.plots.drawn.size() + context.plots.summary_drawn.size()

@@ -618,6 +618,45 @@ std::string point_text(const SummaryPoint& p, bool theory, bool sd) {
   return out;
 }
 
+// One figure: its heading, image (when drawn), caption, the numbers as a table (unless the figure says not to) and
+// its notes, so a reader has the numbers even without gnuplot.
+std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
+  std::string md = "### " + f.title + "\n\n";
+  const bool drawn = std::any_of(ctx.plots.summary_drawn.begin(), ctx.plots.summary_drawn.end(),
+                                 [&](const PlotFigure& p) { return p.name == f.name; });
+  if (drawn)
+    md += fmt::format("![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n", f.title, f.name,
+                      f.name, f.name);
+  md += f.caption + ".\n\n";
+  if (!f.tabulate) {
+    for (const auto& note : f.notes) md += "- Note: " + note + ".\n";
+    return md + (f.notes.empty() ? "" : "\n");
+  }
+  std::vector<double> xs;
+  for (const SummaryLine& line : f.lines)
+    for (const SummaryPoint& p : line.points)
+      if (std::find(xs.begin(), xs.end(), p.x) == xs.end()) xs.push_back(p.x);
+  std::sort(xs.begin(), xs.end());
+  Table t;
+  t.header = {f.name.find("_vs_lr") != std::string::npos    ? "line \\ lr"
+               : f.name.find("_vs_d_k") != std::string::npos ? "line \\ d_k"
+                                                              : "line \\ " + f.x_label};
+  for (double x : xs) t.header.push_back(fmt::format("{:g}", x));
+  for (const SummaryLine& line : f.lines) {
+    std::vector<std::string> row{line.label};
+    for (double x : xs) {
+      const auto it = std::find_if(line.points.begin(), line.points.end(),
+                                   [&](const SummaryPoint& p) { return p.x == x; });
+      row.push_back(it == line.points.end() ? "" : point_text(*it, line.theory, f.error_bar_sd));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  md += t.markdown() + "\n";
+  for (const auto& note : f.notes) md += "- Note: " + note + ".\n";
+  if (!f.notes.empty()) md += "\n";
+  return md;
+}
+
 // The summary figures: each one's image (when drawn), caption and numbers, so the findings that link here have
 // their details even without gnuplot.
 std::string summary_section(const ReportContext& ctx) {
@@ -626,35 +665,7 @@ std::string summary_section(const ReportContext& ctx) {
     md += "These runs have a single d_k and no arms that differ only in learning rate: no summary figure.\n\n";
     return md;
   }
-  for (const SummaryFigure& f : ctx.summary) {
-    md += "### " + f.title + "\n\n";
-    const bool drawn = std::any_of(ctx.plots.summary_drawn.begin(), ctx.plots.summary_drawn.end(),
-                                   [&](const PlotFigure& p) { return p.name == f.name; });
-    if (drawn)
-      md += fmt::format("![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n", f.title, f.name,
-                        f.name, f.name);
-    md += f.caption + ".\n\n";
-    std::vector<double> xs;
-    for (const SummaryLine& line : f.lines)
-      for (const SummaryPoint& p : line.points)
-        if (std::find(xs.begin(), xs.end(), p.x) == xs.end()) xs.push_back(p.x);
-    std::sort(xs.begin(), xs.end());
-    Table t;
-    t.header = {f.name.find("_vs_lr") != std::string::npos ? "line \\ lr" : "line \\ d_k"};
-    for (double x : xs) t.header.push_back(fmt::format("{:g}", x));
-    for (const SummaryLine& line : f.lines) {
-      std::vector<std::string> row{line.label};
-      for (double x : xs) {
-        const auto it = std::find_if(line.points.begin(), line.points.end(),
-                                     [&](const SummaryPoint& p) { return p.x == x; });
-        row.push_back(it == line.points.end() ? "" : point_text(*it, line.theory, f.error_bar_sd));
-      }
-      t.rows.push_back(std::move(row));
-    }
-    md += t.markdown() + "\n";
-    for (const auto& note : f.notes) md += "- Note: " + note + ".\n";
-    if (!f.notes.empty()) md += "\n";
-  }
+  for (const SummaryFigure& f : ctx.summary) md += figure_markdown(f, ctx);
   return md;
 }
 
@@ -670,6 +681,18 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   }
   md += fmt::format("{} runs in {} arms ({} complete, {} incomplete, {} diverged).\n\n", c.runs.size(), c.arms.size(),
                     n_complete, n_incomplete, n_diverged);
+
+  if (!ctx.preset.name.empty())
+    md += "Preset: `" + ctx.preset.name + "`" + (ctx.preset.quick ? " (its --quick grid)" : "") +
+          "; its sections come first, then the usual report.\n\n";
+  if (!ctx.preset_note.empty()) md += "**Note:** " + markdown_escape(ctx.preset_note) + ".\n\n";
+  for (const PresetSection& section : ctx.preset_sections) {
+    md += "<a id=\"" + section.anchor + "\"></a>\n\n## " + section.title + "\n\n";
+    for (const SummaryFigure& f : section.figures) md += figure_markdown(f, ctx);
+    md += section.markdown;
+    if (!section.markdown.empty() && section.markdown.back() != '\n') md += "\n";
+    md += "\n";
+  }
 
   md += "## Findings\n\n";
   for (const FindingLine& f : findings(c)) md += "- " + markdown_escape(f.text) + " [→ details](#" + f.anchor + ")\n";

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "train/report/plots.h"
+#include "train/report/preset_report.h"
 #include "train/report/stats.h"
 #include "train/report/summary.h"
 
@@ -61,6 +62,9 @@ struct ReportContext {
   std::vector<SummaryFigure> summary;   // summary_figures(c): tabulated in report.md, drawn if in plots.summary_drawn
   std::vector<std::string> skipped;     // run directories that could not be read, with the reason
   double loss_threshold_option = -1;    // as given (< 0: half the chance loss)
+  PresetRecord preset;                  // the preset whose sweep this is (name "" for none)
+  std::vector<PresetSection> preset_sections;  // its sections, written after the Findings
+  std::string preset_note;              // why its sections are missing ("" when written)
 };
 
 /// The whole report.md text.

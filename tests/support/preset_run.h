@@ -1,0 +1,94 @@
+// Running an experiment preset through the real xgrad executable (XGRAD_BIN), for the preset_quick tests: one
+// quick preset's sweep directory, its sweep.json, report.md and console output, and the parts of report.md a
+// preset's test checks against numbers it computes from the runs itself.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/temp_dir.h"
+
+namespace xgrad::testing {
+
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+struct PresetRun {
+  std::filesystem::path dir;  // the sweep directory (--out)
+  int exit_code = -1;
+  std::string output;         // stdout and stderr of the command
+  nlohmann::json sweep;       // sweep.json
+  std::string report;         // report.md
+};
+
+/// `xgrad experiment --preset NAME --quick --out DIR <extra>` (extra: words without quoting needs), into `dir`.
+inline PresetRun run_preset(const std::string& name, const std::filesystem::path& dir, const std::string& extra = "",
+                            bool quick = true) {
+  PresetRun run;
+  run.dir = dir;
+  const std::filesystem::path log = dir.string() + ".log";
+  const std::string command = std::string(XGRAD_BIN) + " experiment --preset " + name + (quick ? " --quick" : "") +
+                              " --out " + dir.string() + " " + extra + " >" + log.string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.output = read_text(log);
+  std::ifstream sweep(dir / "sweep.json");
+  if (sweep) run.sweep = nlohmann::json::parse(sweep, nullptr, false);
+  run.report = read_text(dir / "report.md");
+  return run;
+}
+
+/// The section of report.md that starts at <a id="anchor"> and ends before the next level-2 heading's anchor or
+/// heading; "" when the anchor is absent.
+inline std::string report_section(const std::string& report, const std::string& anchor) {
+  const std::size_t start = report.find("<a id=\"" + anchor + "\"></a>");
+  if (start == std::string::npos) return "";
+  std::size_t end = report.find("\n## ", report.find("\n## ", start) + 1);
+  const std::size_t next_anchor = report.find("<a id=\"", start + 1);
+  if (next_anchor != std::string::npos && next_anchor < end) end = next_anchor;
+  return report.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+/// The figure plots/<name> exists as a gnuplot script and, when gnuplot is installed, as PNG and SVG referenced by
+/// the report.
+inline void check_figure(const PresetRun& run, const std::string& name) {
+  INFO("figure " << name);
+  CHECK(std::filesystem::exists(run.dir / "plots" / (name + ".gp")));
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    CHECK(std::filesystem::exists(run.dir / "plots" / (name + ".png")));
+    CHECK(std::filesystem::exists(run.dir / "plots" / (name + ".svg")));
+    CHECK(run.report.find("](plots/" + name + ".png)") != std::string::npos);
+  }
+}
+
+/// The checks every quick preset passes: exit 0; sweep.json records the preset and the quick grid; every run is
+/// complete or diverged; the console names the planned run count; report.md names the preset; and `xgrad compare
+/// DIR --out DIR2` writes the same report (the preset's sections again, from sweep.json's record).
+inline void check_preset_run(const PresetRun& run, const std::string& name, std::size_t planned_runs) {
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  REQUIRE(run.sweep.is_object());
+  CHECK(run.sweep.at("preset") == nlohmann::json{{"name", name}, {"quick", true}});
+  CHECK(run.sweep.at("runs").size() == planned_runs);
+  for (const auto& r : run.sweep.at("runs")) CHECK(r.at("status").get<std::string>() == "complete");
+  CHECK(run.output.find("experiment --preset " + name + " --quick: " + std::to_string(planned_runs) + " runs into") !=
+        std::string::npos);
+  CHECK(run.report.find("Preset: `" + name + "` (its --quick grid)") != std::string::npos);
+  const std::filesystem::path again = run.dir.string() + "-compare";
+  const std::string command = std::string(XGRAD_BIN) + " compare " + run.dir.string() + " --out " + again.string() +
+                              " >/dev/null 2>&1";
+  REQUIRE(std::system(command.c_str()) == 0);
+  // The same text but for the run paths, which report.md shows relative to its own directory.
+  auto preset_part = [](const std::string& report) { return report.substr(0, report.find("## Findings")); };
+  CHECK(preset_part(read_text(again / "report.md")) == preset_part(run.report));
+}
+
+}  // namespace xgrad::testing
