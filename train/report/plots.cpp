@@ -581,16 +581,20 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       }
       const int k = lines_of_scale[line.scale]++;
       static const int point_types[] = {7, 5, 9, 11, 13, 4, 6, 8};
-      elements.push_back(fmt::format("'{}' using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
-                                     "title {}",
-                                     file, k % 4 + 1, point_types[k % 8], style.colour, gnuplot_string(line.label)));
+      if (!f.tabulate)  // a curve over many steps: a line, no points or error bars
+        elements.push_back(fmt::format("'{}' using 1:2 with lines lw 2 dt {} lc rgb '#{}' title {}", file, k % 4 + 1,
+                                       style.colour, gnuplot_string(line.label)));
+      else
+        elements.push_back(fmt::format("'{}' using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
+                                       "title {}",
+                                       file, k % 4 + 1, point_types[k % 8], style.colour, gnuplot_string(line.label)));
     }
     std::string body;
     body += "set title " + gnuplot_string(f.title) + "\n";
     body += "set xlabel " + gnuplot_string(f.x_label) + "\nset ylabel " + gnuplot_string(f.y_label) + "\n";
     const bool d_k_axis = f.name.find("_vs_d_k") != std::string::npos;
     if (f.log_x) body += d_k_axis ? "set logscale x 2\n" : "set logscale x 10\n";
-    if (!xs.empty()) {
+    if (!xs.empty() && f.tabulate) {
       std::string tics;
       for (double x : xs) tics += (tics.empty() ? "" : ", ") + fmt::format("\"{:g}\" {}", x, num(x));
       body += "set xtics (" + tics + ")\n";

@@ -37,7 +37,9 @@ struct SummaryFigure {
   bool log_x = false;   // x on a log axis (base 2 for d_k, base 10 for the learning rate)
   bool log_y = false;
   bool error_bar_sd = true;  // the error bars are mean ± sd (false: the min and max over runs)
-  bool tabulate = true;      // report.md lists the points as a table under the image (false: curves of many steps)
+  bool tabulate = true;      // report.md lists the points as a table under the image, and gnuplot draws them with
+                             // points and error bars at x tics of their own; false: curves over many steps (lines
+                             // only, gnuplot's own x tics, no table)
   std::vector<SummaryLine> lines;
   std::vector<std::string> notes;  // what could not be drawn and why
 };
