@@ -16,9 +16,7 @@ TaskEntry kv_recall_entry() {
   e.name = "kv_recall";
   e.description = "key-value recall: n_pairs key-value pairs, then a key; answer its value (content-based routing)";
   e.order = 10;
-  e.settings = {whole_setting("n_keys", 8, 1, kMaxSymbols, "distinct keys"),
-                whole_setting("n_values", 8, 2, kMaxSymbols, "distinct values (answer classes)"),
-                whole_setting("n_pairs", 8, 1, kMaxSymbols, "key-value pairs per sequence"),
+  e.settings = {n_keys_setting(), n_values_setting(), n_pairs_setting(8),
                 text_setting("kv_encoding", "pair", {"pair", "sum"},
                              "pair: one token per key-value pair; sum: key embedding + value embedding at one "
                              "position")};
@@ -51,6 +49,14 @@ std::size_t KeyValueRecall::vocab_size() const {
 }
 
 double KeyValueRecall::chance_loss() const { return std::log(static_cast<double>(config_.n_values)); }
+
+std::vector<std::size_t> KeyValueRecall::trained_positions(const Task& trained) const {
+  const std::size_t trained_pairs = trained.seq_len() - 1;
+  std::vector<std::size_t> out(seq_len());
+  for (std::size_t i = 0; i < config_.n_pairs; ++i) out[i] = i % trained_pairs;
+  out[config_.n_pairs] = trained_pairs;  // the query
+  return out;
+}
 
 Batch KeyValueRecall::make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const {
   const std::size_t T = seq_len(), P = config_.n_pairs;

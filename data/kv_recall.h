@@ -40,6 +40,9 @@ class KeyValueRecall : public Task {
   std::size_t seq_len() const override { return config_.n_pairs + 1; }
   double chance_loss() const override;
   const KeyValueRecallConfig& config() const { return config_; }
+  /// A pair's position does not matter to the answer: pair i takes the trained pair position i mod (trained
+  /// n_pairs), and the query the trained query position. `trained` is a kv_recall (its seq_len() - 1 pairs).
+  std::vector<std::size_t> trained_positions(const Task& trained) const override;
 
  private:
   Batch make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const override;

@@ -29,6 +29,16 @@ inline Setting seq_len_setting() {
 inline Setting n_symbols_setting() {
   return whole_setting("n_symbols", 8, 2, kMaxSymbols, "alphabet size of the random sequences");
 }
+/// The declarations of the key-value recall tasks' settings (kv_recall, mqar), one each. n_pairs takes the task's
+/// default (kv_recall 8, the default experiment's; mqar 4, which fits the shared default seq_len 16), and --help
+/// names every owner's default where they differ (train/settings.cpp: component_settings).
+inline Setting n_keys_setting() { return whole_setting("n_keys", 8, 1, kMaxSymbols, "distinct keys"); }
+inline Setting n_values_setting() {
+  return whole_setting("n_values", 8, 2, kMaxSymbols, "distinct values (answer classes)");
+}
+inline Setting n_pairs_setting(std::size_t default_value) {
+  return whole_setting("n_pairs", default_value, 1, kMaxSymbols, "key-value pairs per sequence");
+}
 /// The settings of a symbol-sequence task, read from its resolved values.
 inline SymbolSequenceConfig symbol_sequence_config(const SettingValues& values) {
   return SymbolSequenceConfig{values.get<std::size_t>("seq_len"), values.get<std::size_t>("n_symbols")};

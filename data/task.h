@@ -55,6 +55,16 @@ class Task {
   /// The files the task read, with their size and content hash, in a fixed order; empty for generated tasks.
   /// config.json records them, and a resumed run must read the same bytes.
   virtual std::vector<InputFile> input_files() const { return {}; }
+  /// For a model trained on `trained` (this task at another length: --eval-seq-len, --eval-n-pairs) and evaluated on
+  /// this task: for each of this task's seq_len() positions, the position of `trained` whose learned positional
+  /// embedding it takes, each in [0, trained.seq_len()). The model has no embedding for positions it never saw; a
+  /// task maps each position to a trained one of the same role. Default: the positions the trained sequence has
+  /// keep theirs, later ones repeat them from the start (t mod trained.seq_len()).
+  virtual std::vector<std::size_t> trained_positions(const Task& trained) const {
+    std::vector<std::size_t> out(seq_len());
+    for (std::size_t t = 0; t < out.size(); ++t) out[t] = t % trained.seq_len();
+    return out;
+  }
   /// Batch number `index` of the stream named by `seed` in `split`: the same arguments always give the same batch,
   /// so runs that differ only in model settings see the same data, and a resumed run sees what an uninterrupted one
   /// saw. inputs and targets are [batch_size, seq_len()].

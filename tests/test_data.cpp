@@ -163,11 +163,13 @@ TaskOptions options_for(const std::string& name) {
 TEST_CASE("task suite: every named task keeps the Task contract") {
   const TempFile text("contract", sample_text(200));
   CHECK(TaskRegistry::instance().names() ==
-        std::vector<std::string>{"kv_recall", "copy", "reverse", "sort", "majority", "induction", "char_lm", "data"});
+        std::vector<std::string>{"kv_recall", "copy", "reverse", "sort", "majority", "induction", "mqar", "char_lm",
+                                 "data"});
   for (const std::string& name : TaskRegistry::instance().names()) {
     if (name == "data") continue;  // user files, read in order whatever the seed: tested in test_npy_task.cpp
     TaskOptions options = options_for(name);
     options.text_path = text.path.string();
+    if (name == "mqar") options.n_pairs = 4;  // its pairs and queries fill 4 x n_pairs positions of seq_len 16
     const std::unique_ptr<Task> task = make_task(options);
     REQUIRE(task != nullptr);
     CHECK(task->name() == name);
@@ -213,7 +215,7 @@ TEST_CASE("make_task: passes each task its own settings") {
 TEST_CASE("make_task: unknown names and out-of-range settings throw, naming the setting and its range") {
   CHECK_THROWS_WITH_AS(
       make_task(options_for("copyy")),
-      "task 'copyy' is unknown (allowed: kv_recall, copy, reverse, sort, majority, induction, char_lm, data)",
+      "task 'copyy' is unknown (allowed: kv_recall, copy, reverse, sort, majority, induction, mqar, char_lm, data)",
       TaskError);
   CHECK_THROWS_AS(make_task(options_for("")), TaskError);
 

@@ -76,7 +76,8 @@ TEST_CASE("every core setting and every registered entry's setting is declared o
   // The owners of a shared declaration: every sequence task and char_lm read seq_len.
   for (const ComponentSetting& s : component_settings())
     if (s.setting.key == "seq_len")
-      CHECK(s.owners == std::vector<std::string>{"copy", "reverse", "sort", "majority", "induction", "char_lm"});
+      CHECK(s.owners ==
+            std::vector<std::string>{"copy", "reverse", "sort", "majority", "induction", "mqar", "char_lm"});
 }
 
 TEST_CASE("set_setting checks the declaration; selecting another task drops only the settings it does not read") {

@@ -14,6 +14,7 @@
 #include "data/token_arrays.h"
 #include "nn/lr_schedule.h"
 #include "platform/environment.h"
+#include "train/length_eval.h"
 #include "train/settings.h"
 
 namespace xgrad::train {
@@ -164,6 +165,11 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
             "--init-from: '" + init_from + "' is not a file (give a .safetensors checkpoint)");
   }
   refuse_above_limit(estimate_memory(*t), "");
+  // Evaluations at other lengths: each task built (its settings checked) and its longest sequence held to the limit.
+  for (const LengthEvalPoint& point : length_eval_points(*this)) {
+    const std::unique_ptr<data::Task> at_length = task_at_length(*this, point, *t);
+    refuse_above_limit(estimate_memory(at_length->vocab_size(), at_length->seq_len(), t->data_bytes()), "");
+  }
   return t;
 }
 

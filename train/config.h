@@ -63,6 +63,9 @@ struct TrainConfig {
   std::size_t print_every;   // console progress every N steps
   std::size_t eval_every;    // held-out loss every N steps (0 = off); eval_loss column
   std::size_t eval_batches;  // batches per held-out evaluation
+  // Evaluations at the end of training at other values of the task's seq_len / n_pairs: comma-separated whole
+  // numbers ("" = none); summary.json's length_eval (train/length_eval.h)
+  std::string eval_seq_len, eval_n_pairs;
   std::size_t threads;       // BLAS and xgrad's own loops (autograd/parallel.h)
   bool flush_denormals;      // flush subnormal floats to zero (see environment.h)
   std::string out;           // run directory

@@ -55,8 +55,36 @@ double GradientStats::frac_near_zero_grad_w_k() const {
 double GradientStats::mean_grad_norm_w_q() const { return ratio(sum_grad_norm_w_q, finite_steps); }
 double GradientStats::mean_grad_norm_w_k() const { return ratio(sum_grad_norm_w_k, finite_steps); }
 
+namespace {
+
+double number_or_nan(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
+}
+
+}  // namespace
+
+nlohmann::json LengthEval::to_json() const {
+  return {{"setting", setting},   {"value", value},
+          {"seq_len", seq_len},   {"loss", loss},
+          {"accuracy", accuracy}, {"max_prob_mean", max_prob_mean},
+          {"entropy_mean", entropy_mean}};
+}
+
+LengthEval LengthEval::from_json(const nlohmann::json& j) {
+  LengthEval e;
+  e.setting = j.at("setting").get<std::string>();
+  e.value = j.at("value").get<std::size_t>();
+  e.seq_len = j.at("seq_len").get<std::size_t>();
+  e.loss = number_or_nan(j, "loss");
+  e.accuracy = number_or_nan(j, "accuracy");
+  e.max_prob_mean = number_or_nan(j, "max_prob_mean");
+  e.entropy_mean = number_or_nan(j, "entropy_mean");
+  return e;
+}
+
 nlohmann::json RunSummary::to_json() const {
-  return {{"steps_done", steps_done},
+  nlohmann::json j = {{"steps_done", steps_done},
           {"chance_loss", chance_loss},
           {"first_loss", first_loss},
           {"final_loss", final_loss},
@@ -71,6 +99,11 @@ nlohmann::json RunSummary::to_json() const {
           {"diverged_step", diverged_step},
           {"skipped_steps", skipped_steps},
           {"wall_seconds", wall_seconds}};
+  if (!length_eval.empty()) {
+    j["length_eval"] = nlohmann::json::array();
+    for (const LengthEval& e : length_eval) j["length_eval"].push_back(e.to_json());
+  }
+  return j;
 }
 
 RunSummary RunSummary::from_json(const nlohmann::json& j) {
@@ -99,6 +132,8 @@ RunSummary RunSummary::from_json(const nlohmann::json& j) {
   s.diverged_step = j.at("diverged_step").get<long>();
   s.skipped_steps = j.value("skipped_steps", std::size_t{0});
   s.wall_seconds = number("wall_seconds");
+  if (j.contains("length_eval"))
+    for (const nlohmann::json& e : j.at("length_eval")) s.length_eval.push_back(LengthEval::from_json(e));
   return s;
 }
 

@@ -78,6 +78,25 @@ struct GradientStats {
   double mean_grad_norm_w_k() const;
 };
 
+/// One evaluation of the trained model at another length than training (--eval-seq-len, --eval-n-pairs): the task
+/// with one setting changed, the model's positional embeddings taken per Task::trained_positions, over
+/// --eval-batches held-out batches of --batch-size sequences. summary.json: one object per evaluation under
+/// "length_eval", in the order given (--eval-seq-len's values, then --eval-n-pairs's).
+struct LengthEval {
+  std::string setting;     ///< the task setting evaluated at another value: "seq_len" or "n_pairs"
+  std::size_t value = 0;   ///< its value in this evaluation
+  std::size_t seq_len = 0;  ///< T of the evaluated sequences
+  double loss = 0;         ///< mean cross-entropy over the positions that carry a target, nats
+  double accuracy = 0;     ///< share of those positions whose arg-max prediction is the target
+  /// The last attention layer, at the queries that carry a target, mean over its heads: the largest attention
+  /// weight (mean over queries; in (0, 1], 1/n for uniform attention over n keys) and the attention entropy (nats).
+  double max_prob_mean = 0;
+  double entropy_mean = 0;
+  nlohmann::json to_json() const;
+  /// Throws nlohmann::json::exception for a missing key or a value of the wrong type.
+  static LengthEval from_json(const nlohmann::json& j);
+};
+
 /// What a run reports at its end: summary.json. A run that was stopped or killed has none.
 struct RunSummary {
   std::size_t steps_done = 0;
@@ -95,12 +114,13 @@ struct RunSummary {
   long diverged_step = -1;
   std::size_t skipped_steps = 0;  // non-finite steps skipped under --on-nan skip
   double wall_seconds = 0;     // training time, summed over the sessions of a resumed run
+  std::vector<LengthEval> length_eval;  // evaluations at other lengths (summary.json key only when there are any)
   int stop_signal = 0;         // the signal that interrupted the run (request_stop), 0 if it ran to its end; not
                                // written to summary.json, which an interrupted run does not write
   /// The summary.json object; NaN numbers become null (JSON has no NaN).
   nlohmann::json to_json() const;
   /// Reads to_json's object back (null numbers as NaN). Keys added after the first release (frac_zero_grad_*,
-  /// skipped_steps) default to 0, frac_near_zero_grad_* (added later still) to NaN: unknown. Throws
+  /// skipped_steps) default to 0, frac_near_zero_grad_* (added later still) to NaN: unknown, length_eval to none. Throws
   /// nlohmann::json::exception for a missing key or a value of the wrong type.
   static RunSummary from_json(const nlohmann::json& j);
 };

@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cstdint>
 #include <filesystem>
+#include <tuple>
 #include <type_traits>
 
 #include "data/registry.h"
@@ -117,6 +118,15 @@ std::vector<CoreSetting> make_core_settings() {
                    for_commands(with_role(whole_setting("eval_batches", 4, 1, 10000, "batches per held-out evaluation"),
                                           Role::record),
                                 kRun)));
+  for (auto [member, key, setting] :
+       {std::tuple{&TrainConfig::eval_seq_len, "eval_seq_len", "--seq-len"},
+        std::tuple{&TrainConfig::eval_n_pairs, "eval_n_pairs", "--n-pairs"}})
+    t.push_back(bind(member, for_commands(with_role(text_setting(key, "", {},
+                                                                 std::string("at the end, evaluate at each of these "
+                                                                             "comma-separated values of the task's ") +
+                                                                     setting + " into summary.json (length_eval)"),
+                                                    Role::record),
+                                          kRun)));
   t.push_back(bind(&TrainConfig::flush_denormals, boolean_setting("flush_denormals", true,
                                                                   "flush subnormal floats to zero (faster saturated softmax)")));
   t.push_back(bind(&TrainConfig::threads, with_role(whole_setting("threads", 1, 1, 64,
@@ -203,8 +213,14 @@ std::vector<ComponentSetting> component_settings() {
     for (const std::string& name : component.names())
       for (const Setting& s : *component.settings_of(name)) {
         auto it = std::find_if(out.begin(), out.end(), [&](const ComponentSetting& c) { return c.setting.key == s.key; });
-        if (it == out.end()) out.push_back({s, component.key, {name}});
-        else it->owners.push_back(name);
+        if (it == out.end()) {
+          out.push_back({s, component.key, {name}});
+          continue;
+        }
+        it->owners.push_back(name);
+        // One declaration whose default depends on the entry (n_pairs): --help names the other defaults.
+        if (s.default_value != it->setting.default_value)
+          it->setting.help += " (" + name + ": default " + s.default_value.dump() + ")";
       }
   return out;
 }

@@ -21,6 +21,7 @@
 #include "platform/environment.h"
 #include "platform/signals.h"
 #include "train/data_parallel.h"
+#include "train/length_eval.h"
 #include "train/metrics_log.h"
 #include "train/number_format.h"
 #include "train/run_checkpoint.h"
@@ -462,6 +463,8 @@ RunSummary Run::finish(RunSummary summary) {
   }
   summary.final_loss = summary.diverged || window == 0 ? NAN : tail_loss / static_cast<double>(window);
   summary.final_accuracy = summary.diverged || window == 0 ? 0.0 : tail_acc / static_cast<double>(window);
+  // The final weights alone decide these, so a resumed run gets the uninterrupted one's.
+  if (!summary.diverged) summary.length_eval = evaluate_lengths(*model, *task, cfg);
   summary.wall_seconds = progress.wall_seconds + session_seconds();
   write_json(dir / kSummaryFile, summary.to_json());
   platform::barrier();
