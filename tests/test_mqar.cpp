@@ -119,7 +119,7 @@ TEST_CASE("mqar: settings it cannot draw are refused, naming the flags and the a
   CHECK(dynamic_cast<const MultiQueryRecall&>(*task).config().n_pairs == 4);
 }
 
-TEST_CASE("mqar: a two-layer model learns it; one layer does not get far") {
+TEST_CASE("mqar: a two-layer model learns it, also at 4x the trained length; one layer does not get far") {
   auto run = [](std::size_t n_layers) {
     train::TrainConfig c = xgrad::testing::tiny_run(xgrad::testing::temp_dir("mqar").string(), 400);
     train::set_setting(c, "task", "mqar");
@@ -129,11 +129,15 @@ TEST_CASE("mqar: a two-layer model learns it; one layer does not get far") {
     c.lr = 3e-3;
     c.log_every = 100;
     c.checkpoint_every = 0;
+    c.eval_seq_len = "64";  // the query region 4x as long, its positions repeating the trained ones
     return train::train(c);
   };
   const train::RunSummary two = run(2), one = run(1);
   INFO("final accuracy: 2 layers " << two.final_accuracy << ", 1 layer " << one.final_accuracy << "; final loss "
                                    << two.final_loss << " / " << one.final_loss << " (chance ln 8 = 2.08)");
   CHECK(two.final_accuracy > 0.9);
+  REQUIRE(two.length_eval.size() == 1);
+  CHECK(two.length_eval[0].seq_len == 64);
+  CHECK(two.length_eval[0].accuracy > 0.9);
   CHECK(one.final_accuracy < 0.6);
 }
