@@ -1,7 +1,7 @@
 // `xgrad experiment --preset lr --quick` through the real executable (label preset_quick): every registered scaling
 // x 4 lrs of AdamW and of SGD x 2 seeds at d_k 64. Its three sections and their figures exist, and their numbers are
 // the ones this test computes from the runs' own files (summary.json): each scaling's mean final loss per lr, its best
-// lr by the Wortsman objective, and the highest lr at which no seed diverged.
+// lr by the Wortsman objective, the highest lr at which no seed diverged and the highest that learned.
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -54,12 +54,14 @@ TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and larges
   // (optimizer, scale) -> lr -> the seeds, from each run's summary.json; compare counts a run as diverged when it
   // says so or its final loss blew up (run_files.h).
   std::map<std::pair<std::string, std::string>, std::map<double, Seeds>> curves;
+  double chance = NAN;
   for (const auto& r : run.sweep.at("runs")) {
     CHECK(r.at("config").at("kv_encoding") == "sum");
     CHECK(r.at("d_k") == 64);
     const nlohmann::json summary =
         nlohmann::json::parse(read_text(run.dir / r.at("dir").get<std::string>() / "summary.json"));
     const double first = summary.at("first_loss").get<double>();
+    chance = summary.at("chance_loss").get<double>();
     const bool diverged = summary.at("diverged").get<bool>() ||
                           (summary.at("final_loss").is_number() &&
                            xgrad::train::loss_blew_up(first, summary.at("final_loss").get<double>()));
@@ -95,7 +97,7 @@ TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and larges
       // Final loss against lr: the mean over the kept seeds, or "diverged" when none is kept.
       const std::string row = line_starting(figure, "| " + scale + " |");
       REQUIRE(!row.empty());
-      double best_lr = NAN, best_objective = INFINITY, highest_survived = NAN;
+      double best_lr = NAN, best_objective = INFINITY, highest_survived = NAN, highest_learned = NAN;
       for (const auto& [lr, seeds] : by_lr) {
         double sum = 0;
         for (double v : seeds.kept_final) sum += v;
@@ -108,18 +110,31 @@ TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and larges
           best_objective = objective;
           best_lr = lr;
         }
-        if (seeds.diverged == 0) highest_survived = lr;
+        if (seeds.diverged == 0) {
+          highest_survived = lr;
+          // Learned (ArmStats::learned): the mean final loss below chance by more than the seed sd and 2%.
+          const double mean = sum / seeds.kept_final.size();
+          double sq = 0;
+          for (double v : seeds.kept_final) sq += (v - mean) * (v - mean);
+          const double sd = seeds.kept_final.size() > 1 ? std::sqrt(sq / (seeds.kept_final.size() - 1)) : 0;
+          if (chance - mean > std::max(0.02 * std::max(chance, mean), sd)) highest_learned = lr;
+        }
         some_diverged += seeds.diverged;
       }
-      // The table: best lr, its mean objective, and the highest lr without divergence (last column).
+      // The table: best lr, its mean objective, the highest lr without divergence and the highest that learned.
       const std::string table_row = line_starting(table, "| " + optimizer + " | 64 | " + scale + " | ");
       REQUIRE(!table_row.empty());
       CHECK(table_row.find("| " + scale + " | " + g3(best_lr) + " | " + g3(best_objective)) != std::string::npos);
       const std::string survived = std::isnan(highest_survived) ? "none" : g3(highest_survived);
-      CHECK(table_row.substr(table_row.rfind("| ", table_row.size() - 3)) == "| " + survived + " |");
-      // The logit sentence names the same lr.
-      if (!std::isnan(highest_survived))
-        CHECK(sentences.find(scale + ": highest lr without divergence " + survived) != std::string::npos);
+      const std::string learned = std::isnan(highest_learned) ? "none" : g3(highest_learned);
+      CHECK(table_row.size() > survived.size() + learned.size() + 6);
+      CHECK(table_row.substr(table_row.size() - survived.size() - learned.size() - 7) ==
+            "| " + survived + " | " + learned + " |");
+      // The logit sentence names the lr that learned.
+      if (!std::isnan(highest_learned))
+        CHECK(sentences.find(scale + ": highest lr survived " + learned) != std::string::npos);
+      else
+        CHECK(sentences.find(scale + ": survives no lr") != std::string::npos);
     }
   }
   // The quick grid reaches divergence (SGD at lr 1), so the survival column is not trivially the highest lr.

@@ -233,7 +233,13 @@ int main(int argc, char** argv) {
   SweepFlags sweep_flags, exp_flags;
   // The preset is read before parsing: its grid is the default the given flags override, and --help shows it.
   PresetChoice preset = find_preset(argc, argv);
-  SweepConfig sweep_cfg, exp_cfg = preset.entry->grid(preset.quick);
+  SweepConfig sweep_cfg, exp_cfg;
+  try {
+    exp_cfg = preset.entry->grid(preset.quick);
+  } catch (const std::exception& e) {
+    std::cerr << "xgrad: --preset " << preset.name << ": its grid could not be made: " << e.what() << "\n";
+    return 1;
+  }
   CLI::App* sweep_cmd = app.add_subcommand(
       "sweep", "train a grid of scale x d_k x seed x optimizer@lr as parallel runs into one sweep directory");
   add_sweep_flags(*sweep_cmd, sweep_cfg, sweep_flags);

@@ -89,6 +89,8 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
       context.preset_note = "the sections of preset '" + context.preset.name + "' could not be computed: " + e.what();
     }
     if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
+    else out << "preset " << context.preset.name << (context.preset.quick ? " (quick)" : "") << ": "
+             << context.preset_sections.size() << " section(s) of its own at the top of report.md\n";
   }
   if (options.plots) {
     context.plots = write_plots(c, (out_dir / "plots").string());

@@ -116,8 +116,13 @@ struct CurveFacts {
   double usable_lo = kNoValue, usable_hi = kNoValue;  // the lowest and highest lr usable in every seed
   double sensitivity = kNoValue;       // Wortsman et al.: mean over lrs of the objective minus its minimum
   double highest_survived = kNoValue;  // the highest lr at which no seed diverged
-  std::size_t highest_survived_arm = 0;
   bool survived_any = false;
+  // The highest lr the scaling survives: no seed diverged and the arm learned (ArmStats::learned: mean final loss
+  // below the chance loss by more than the seed sd and 2%). A run whose loss stays at chance did not diverge, but its
+  // training failed all the same (AdamW's normalised updates rarely blow up; they stall).
+  double highest_learned = kNoValue;
+  std::size_t highest_learned_arm = 0;
+  bool learned_any = false;
   std::string survival_note;           // seeds that disagree on divergence at some lr
 };
 
@@ -155,8 +160,12 @@ CurveFacts facts_of(const Comparison& c, const Curve& curve) {
     const std::size_t diverged = diverged_runs(c, arm);
     if (!arm.used.empty() && diverged == 0) {
       f.highest_survived = arm.lr();
-      f.highest_survived_arm = curve.arms[i];
       f.survived_any = true;
+      if (arm.learned()) {
+        f.highest_learned = arm.lr();
+        f.highest_learned_arm = curve.arms[i];
+        f.learned_any = true;
+      }
     } else if (diverged && diverged < arm.used.size()) {
       f.survival_note += fmt::format("{}{} of {} seeds diverged at lr {}", f.survival_note.empty() ? "" : "; ",
                                      diverged, arm.used.size(), g3(arm.lr()));
@@ -240,7 +249,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   table.title = "LR sensitivity per scaling";
   train::Table t;
   t.header = {"optimizer", "d_k", "scaling", "best lr", "best objective", "usable lrs", "LR sensitivity",
-              "highest lr without divergence"};
+              "highest lr without divergence", "highest lr that learned"};
   for (const Panel& panel : panels)
     for (const Curve& curve : panel.curves) {
       const CurveFacts f = facts_of(c, curve);
@@ -248,7 +257,8 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       t.rows.push_back({panel.optimizer, std::to_string(panel.d_k), curve.scale, g3(best.lr()),
                         g3(f.best_objective) + (best.lr_objective.n > 1 ? " ± " + g3(best.lr_objective.sd) : ""),
                         usable_text(f, curve.arms.size()), g3(f.sensitivity),
-                        f.survived_any ? g3(f.highest_survived) : "none"});
+                        f.survived_any ? g3(f.highest_survived) : "none",
+                        f.learned_any ? g3(f.highest_learned) : "none"});
     }
   table.markdown = fmt::format(
       "The objective of a run is min(final loss, initial loss), a diverged run counting as its initial loss (Wortsman "
@@ -256,7 +266,9 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       "rates at which every seed's objective is within m = {:g} x the chance loss (ln(n_values), a uniform guess among "
       "the values) of that best and below the chance loss by m (it learned something); lrs usable in some seeds only "
       "are counted apart. *LR sensitivity*: the mean over the lrs of the mean objective "
-      "minus the best (0: every lr as good as the best). *highest lr without divergence*: no seed diverged there.\n\n",
+      "minus the best (0: every lr as good as the best). *highest lr without divergence*: no seed diverged there. *highest "
+      "lr that learned*: no seed diverged there and the mean final loss is below the chance loss by more than the seed "
+      "sd and 2% (the lr the scaling survives, below).\n\n",
       kUsableMargin);
   table.markdown += t.markdown() + "\n";
   for (const Panel& panel : panels) {
@@ -297,13 +309,17 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   train::PresetSection logits;
   logits.anchor = "lr-max-logit";
   logits.title = "Largest attention logit against step, at the highest lr each scaling survives";
+  logits.markdown = "A scaling *survives* an lr when no seed diverged there and the arm learned (mean final loss below "
+                    "the chance loss by more than the seed sd and 2%): a run stuck at the chance loss did not diverge, "
+                    "but its training failed. The largest logit is the largest |scaled score| over every layer and "
+                    "head at a logged step (metrics.csv attn/l*h*/score_max_abs).\n\n";
   for (const Panel& panel : panels) {
     SummaryFigure f;
     f.name = "lr_max_logit_vs_step_" + panel.stem();
     f.title = "Largest attention logit at the highest surviving lr, " + panel.title();
     f.caption = "Per logged step, the largest |scaled score| over every layer and head (metrics.csv "
-                "attn/l*h*/score_max_abs), mean over the seeds, at the highest lr at which no seed of the scaling "
-                "diverged (the lr is in the legend)";
+                "attn/l*h*/score_max_abs), mean over the seeds, at the highest lr the scaling survives (no seed "
+                "diverged and it learned; the lr is in the legend)";
     f.x_label = "step";
     f.y_label = "largest attention logit";
     f.log_y = true;
@@ -311,11 +327,13 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     std::vector<std::string> sentences;
     for (const Curve& curve : panel.curves) {
       const CurveFacts facts = facts_of(c, curve);
-      if (!facts.survived_any) {
-        sentences.push_back(fmt::format("{}: diverged at every lr", curve.scale));
+      if (!facts.learned_any) {
+        sentences.push_back(fmt::format("{}: survives no lr ({})", curve.scale,
+                                        facts.survived_any ? "it learned at none without divergence"
+                                                           : "some seed diverged at every lr"));
         continue;
       }
-      const ArmStats& arm = c.arms[facts.highest_survived_arm];
+      const ArmStats& arm = c.arms[facts.highest_learned_arm];
       std::map<double, std::pair<double, std::size_t>> by_step;  // step -> (sum, n)
       std::size_t grows = 0, shrinks = 0, flat = 0, measured = 0;
       double last_mean = 0;
@@ -361,8 +379,8 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       else
         trend = fmt::format("not decided whether the largest logit grows (seeds disagree: {} grow, {} shrink, {} "
                             "stay within {:g}x)", grows, shrinks, flat, kLogitChange);
-      std::string s = fmt::format("{}: highest lr without divergence {}{}; there {}", curve.scale, g3(arm.lr()),
-                                  facts.highest_survived_arm == curve.arms.back() ? " (the highest tried)" : "",
+      std::string s = fmt::format("{}: highest lr survived {}{}; there {}", curve.scale, g3(arm.lr()),
+                                  facts.highest_learned_arm == curve.arms.back() ? " (the highest tried)" : "",
                                   trend);
       if (measured) s += fmt::format(", ending at {} (mean over {} seeds)", g3(last_mean / measured), measured);
       if (!facts.survival_note.empty()) s += "; seeds disagree on divergence: " + facts.survival_note;
