@@ -475,7 +475,8 @@ void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFla
   for (auto& a : flags.arms) config.arms.push_back(parse_arm(a));
   config.seeds = flags.seeds;
   config.d_ks = flags.d_ks;
-  config.grid.clear();
+  // A preset's own axes (SweepConfig::grid) stay unless --grid is given, as its scales, seeds and arms do.
+  if (app.count("--grid") > 0) config.grid.clear();
   for (const std::string& text : flags.grid) {
     GridAxis axis = parse_grid_axis(text);
     for (const GridAxis& other : config.grid)

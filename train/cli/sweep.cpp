@@ -491,6 +491,13 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
               set_setting(r.config, key, value);
               r.grid[key] = value;
             }
+            if (cfg.keep) {
+              TrainConfig point_config = r.config;
+              point_config.d_k = d_k;
+              point_config.lr = arm.lr;
+              point_config.seed = seed;
+              if (!cfg.keep(point_config)) continue;
+            }
             r.name = run_name(d_k, scale, arm, r.grid, seed);
             const auto [same, fresh] = named.emplace(r.name, runs.size());
             if (!fresh) {

@@ -50,6 +50,10 @@ struct SweepConfig {
   // "preset": {"name", "quick"} so that `xgrad compare` writes its report sections; "" for `xgrad sweep`.
   std::string preset;
   bool preset_quick = false;
+  // A preset's filter of the grid (null: every point): plan_sweep leaves out the runs whose settings (scale, d_k,
+  // optimizer, lr, seed and grid values applied) it returns false for, e.g. d_model = d_k only, or muP only with its
+  // 1/d_k attention. Not recorded in sweep.json; the runs it keeps are.
+  std::function<bool(const TrainConfig&)> keep;
 };
 
 struct SweepRun {

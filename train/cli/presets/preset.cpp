@@ -20,7 +20,34 @@ train::SweepConfig preset_defaults() { return train::experiment_defaults(); }
 std::size_t grid_points(const train::SweepConfig& grid) {
   std::size_t n = grid.scales.size() * grid.d_ks.size() * grid.arms.size() * grid.seeds.size();
   for (const train::GridAxis& axis : grid.grid) n *= axis.values.size();
-  return n;
+  if (!grid.keep) return n;
+  // A filtered grid: count the points it keeps, as plan_sweep forms them.
+  std::vector<train::TrainConfig> points{grid.base};
+  for (const train::GridAxis& axis : grid.grid) {
+    std::vector<train::TrainConfig> next;
+    for (const train::TrainConfig& p : points)
+      for (const auto& value : axis.values) {
+        train::TrainConfig q = p;
+        train::set_setting(q, axis.key, value);
+        next.push_back(q);
+      }
+    points = std::move(next);
+  }
+  std::size_t kept = 0;
+  for (const train::TrainConfig& p : points)
+    for (std::size_t d_k : grid.d_ks)
+      for (const std::string& scale : grid.scales)
+        for (const train::Arm& arm : grid.arms)
+          for (std::uint64_t seed : grid.seeds) {
+            train::TrainConfig q = p;
+            train::set_setting(q, "scale", scale);
+            train::set_setting(q, "optimizer", arm.optimizer);
+            q.d_k = d_k;
+            q.lr = arm.lr;
+            q.seed = seed;
+            kept += grid.keep(q) ? 1 : 0;
+          }
+  return kept;
 }
 
 std::vector<std::string> all_scalings() { return Registry<nn::ScalingEntry>::instance().names(); }

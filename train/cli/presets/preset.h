@@ -73,7 +73,8 @@ constexpr const char* kDefaultPreset = "dk";
 /// 10 steps, one run per core) with the scales, d_ks, seeds and arms of today's `dk` experiment.
 train::SweepConfig preset_defaults();
 
-/// The number of runs of `grid`: scales x d_ks x arms x seeds x the values of each grid axis.
+/// The number of runs of `grid`: scales x d_ks x arms x seeds x the values of each grid axis, less the points its
+/// `keep` filter leaves out.
 std::size_t grid_points(const train::SweepConfig& grid);
 
 /// Every registered scaling, in registry order.
