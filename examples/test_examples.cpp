@@ -273,7 +273,10 @@ TEST_CASE("QKNormAttention is the registered attention layer qk_norm: a model bu
     if (names[i].rfind("attn/l0h0/", 0) == 0) {
       ++attention_columns;
       INFO(names[i] << " = " << values[i]);
-      CHECK(std::isfinite(std::stod(values[i])));
+      // qk_spectral_norm comes from AttentionLayer::qk_spectral_norms, which this layer leaves at its default
+      // (empty: nan): it normalises q and k, so the weights' spectral norm would bound no score.
+      if (names[i] == "attn/l0h0/qk_spectral_norm") CHECK(std::isnan(std::stod(values[i])));
+      else CHECK(std::isfinite(std::stod(values[i])));
     }
   CHECK(attention_columns > 0);
 }

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "autograd/blas.h"
+#include "nn/attention_stats.h"
 #include "autograd/kernels/gradient_buffers.h"
 #include "autograd/kernels/parallel.h"
 #include "autograd/kernels/softmax.h"
@@ -303,6 +304,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   Tensor q, k, v;
   project(x, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
   Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr);
+  if (record_attention) last.qk_spectral_norms = qk_spectral_norms();  // the weights project() used
   return w_o ? w_o->forward(out) : out;
 }
 
@@ -316,6 +318,16 @@ Tensor MultiHeadAttention::forward_reference(const Tensor& x) {
 }
 
 double MultiHeadAttention::effective_multiplier(std::size_t T) const { return scaling->effective_multiplier(T); }
+
+std::vector<double> MultiHeadAttention::qk_spectral_norms() const {
+  NoGradGuard no_grad;
+  TensorPair<float> w{w_q->weight, w_k->weight};
+  if (scaling->transforms_weights()) w = scaling->transform_weights(w_q->weight, w_k->weight, scaling->parameters());
+  std::vector<double> out(heads_);
+  for (std::size_t h = 0; h < heads_; ++h)
+    out[h] = std::abs(scaling->multiplier()) * qk_spectral_norm(w.first.value(), w.second.value(), heads_, h);
+  return out;
+}
 
 namespace {
 

@@ -69,6 +69,9 @@ class MultiHeadAttention : public AttentionLayer {
   std::size_t n_heads() const override { return heads_; }
   /// The scaling's effective_multiplier.
   double effective_multiplier(std::size_t T) const override;
+  /// AttentionLayer::qk_spectral_norms: multiplier() · ||W_q',h W_k',h^T||_2 per head, W' = the scaling's
+  /// transform_weights of W_q, W_k (the stored weights unless it transforms them).
+  std::vector<double> qk_spectral_norms() const override;
   /// The same function from plain autograd ops (multi_head_attention_reference on this layer's weights): the
   /// reference forward() is tested against. Records nothing; advances a scaling's state as forward() does.
   Tensor forward_reference(const Tensor& x);

@@ -24,6 +24,7 @@ struct AttentionRecord {
   Tensor scores;
   xt::xarray<float> probs;
   xt::xarray<float> q, k;  // [B, H, T, d_k], as they enter q·k (after any normalisation, before multipliers)
+  std::vector<double> qk_spectral_norms;  // per head, AttentionLayer::qk_spectral_norms of the weights this call used
 };
 
 /// A block's attention: x [B, T, d_model] → [B, T, d_model].
@@ -36,7 +37,16 @@ class AttentionLayer : public Module {
   /// a length-T sequence: probe's theory line (1/sqrt(d_k) for the attention of Vaswani et al. 2017, eq. 1).
   virtual double effective_multiplier(std::size_t T) const = 0;
 
-  /// When true, forward() records its scores, weights, q and k in `last` (see AttentionRecord).
+  /// Per head, the spectral norm of the bilinear form that gives the head's scores before any per-row multiplier or
+  /// elementwise transform: c · ||W_q,h W_k,h^T||_2, with W_q, W_k as the forward pass uses them and c the scaling's
+  /// constant multiplier (1/sqrt(d_k) for sqrt_dk, 1 for none), by power iteration (nn/attention_stats.h). For
+  /// inputs x_i (after the block's LayerNorm) it bounds |score_ij| <= norm · |x_i| |x_j| unless the scaling
+  /// normalises q and k (qk_layernorm), multiplies rows (ssmax) or transforms scores (softcap). Empty (the metrics
+  /// column holds NaN) for a layer without query and key projections of that form.
+  virtual std::vector<double> qk_spectral_norms() const { return {}; }
+
+  /// When true, forward() records its scores, weights, q and k, and the heads' qk_spectral_norms, in `last` (see
+  /// AttentionRecord).
   bool record_attention = false;
   AttentionRecord last;
 };

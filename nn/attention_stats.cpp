@@ -17,6 +17,66 @@ double percentile(std::vector<double>& values, double q) {
   return values[lo] + (pos - static_cast<double>(lo)) * (values[hi] - values[lo]);
 }
 
+template <class T>
+double qk_spectral_norm(const xt::xarray<T>& w_q, const xt::xarray<T>& w_k, std::size_t n_heads, std::size_t head,
+                        std::size_t max_iterations, double tolerance) {
+  if (w_q.dimension() != 2 || w_q.shape() != w_k.shape() || n_heads == 0 || w_q.shape(1) % n_heads != 0 ||
+      head >= n_heads)
+    throw std::invalid_argument("qk_spectral_norm: W_q and W_k must share one [d_model, n_heads * d_k] shape, with "
+                                "head < n_heads");
+  const std::size_t d = w_q.shape(0), cols = w_q.shape(1), d_k = cols / n_heads, c0 = head * d_k;
+  // Head h's columns of row i: w[i * cols + c0 + c].
+  auto at = [cols, c0](const xt::xarray<T>& w, std::size_t i, std::size_t c) {
+    return static_cast<double>(w.data()[i * cols + c0 + c]);
+  };
+  // A fixed start vector that no weight matrix is likely to be orthogonal to: a sequence of the golden ratio's
+  // fractional parts, centred.
+  std::vector<double> v(d), a(d_k), u(d), b(d_k);
+  for (std::size_t i = 0; i < d; ++i) v[i] = std::fmod(0.6180339887498949 * static_cast<double>(i + 1), 1.0) - 0.5;
+  auto normalise = [](std::vector<double>& x) {
+    double n2 = 0;
+    for (double e : x) n2 += e * e;
+    const double n = std::sqrt(n2);
+    if (n > 0)
+      for (double& e : x) e /= n;
+    return n;
+  };
+  normalise(v);
+  double sigma = 0;
+  for (std::size_t it = 0; it < std::max<std::size_t>(max_iterations, 1); ++it) {
+    // u = M v = W_q (W_k^T v)
+    std::fill(a.begin(), a.end(), 0.0);
+    for (std::size_t i = 0; i < d; ++i)
+      for (std::size_t c = 0; c < d_k; ++c) a[c] += at(w_k, i, c) * v[i];
+    for (std::size_t i = 0; i < d; ++i) {
+      double s = 0;
+      for (std::size_t c = 0; c < d_k; ++c) s += at(w_q, i, c) * a[c];
+      u[i] = s;
+    }
+    const double next = normalise(u);
+    if (next == 0) return 0.0;  // v in M's null space: M is zero (the start vector is generic)
+    const bool converged = it > 0 && next - sigma <= tolerance * next;
+    sigma = next;
+    if (converged) break;
+    // v = M^T u = W_k (W_q^T u), normalised
+    std::fill(b.begin(), b.end(), 0.0);
+    for (std::size_t i = 0; i < d; ++i)
+      for (std::size_t c = 0; c < d_k; ++c) b[c] += at(w_q, i, c) * u[i];
+    for (std::size_t i = 0; i < d; ++i) {
+      double s = 0;
+      for (std::size_t c = 0; c < d_k; ++c) s += at(w_k, i, c) * b[c];
+      v[i] = s;
+    }
+    if (normalise(v) == 0) return sigma;
+  }
+  return sigma;
+}
+
+template double qk_spectral_norm<float>(const xt::xarray<float>&, const xt::xarray<float>&, std::size_t, std::size_t,
+                                        std::size_t, double);
+template double qk_spectral_norm<double>(const xt::xarray<double>&, const xt::xarray<double>&, std::size_t,
+                                         std::size_t, std::size_t, double);
+
 std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, const xt::xarray<float>& probs,
                                             const xt::xarray<float>* score_grad,
                                             const xt::xarray<bool>* query_mask) {
@@ -67,7 +127,7 @@ std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, con
       }
     }
     if (s.n_queries == 0) {
-      s.score_std = s.score_max_abs = s.entropy_mean = s.entropy_min = s.max_prob_mean = nan;
+      s.score_std = s.score_max_abs = s.qk_spectral_norm = s.entropy_mean = s.entropy_min = s.max_prob_mean = nan;
       s.frac_max_prob_above_099 = s.score_grad_p10 = s.score_grad_median = s.score_grad_p90 = nan;
       continue;
     }
@@ -75,6 +135,7 @@ std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, con
     const double mean = sum / n;
     s.score_std = std::sqrt(std::max(0.0, sum2 / n - mean * mean));
     s.score_max_abs = max_abs;
+    s.qk_spectral_norm = nan;
     s.entropy_mean = entropy_sum / q;
     s.entropy_min = entropy_min;
     s.max_prob_mean = max_prob_sum / q;

@@ -15,6 +15,9 @@ struct AttentionStats {
   std::size_t n_queries = 0;          // queries included (selected, with at least 2 keys they may attend to)
   double score_std = 0;               // population std of the scaled scores over the keys they may attend to
   double score_max_abs = 0;           // max |scaled score| over the same entries
+  double qk_spectral_norm = 0;        // spectral norm of the head's score matrix from its weights (see
+                                      // AttentionLayer::qk_spectral_norms); NaN from attention_stats(), which sees
+                                      // only the recorded scores: the trainer fills it from the layer
   double entropy_mean = 0;            // mean over queries of -sum_j p_j ln p_j, in nats
   double entropy_min = 0;             // min over queries of the same
   double max_prob_mean = 0;           // mean over queries of max_j p_j
@@ -33,6 +36,18 @@ struct AttentionStats {
 std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, const xt::xarray<float>& probs,
                                             const xt::xarray<float>* score_grad,
                                             const xt::xarray<bool>* query_mask);
+
+/// The largest singular value of one head's score matrix M = W_q,h W_k,h^T ([d_model, d_model]; the head's
+/// unscaled score of inputs x_i, x_j is x_i^T M x_j), by power iteration on M^T M in double: v <- M^T M v / |.|
+/// from a fixed start vector, with sigma = |M v| for unit v, until sigma changes by less than `tolerance` relative
+/// to itself or after `max_iterations`. The estimate approaches the norm from below; it is a deterministic function
+/// of the weights (no state carried between calls), so a resumed run logs what an uninterrupted one logs.
+/// w_q, w_k: [d_model, n_heads * d_k] (the layout of MultiHeadAttention's W_q, W_k); head in [0, n_heads). Products
+/// are formed as W_q (W_k^T v), never M itself: O(d_model d_k) per iteration. Throws std::invalid_argument on
+/// mismatched shapes, n_heads not dividing the columns, or head >= n_heads.
+template <class T>
+double qk_spectral_norm(const xt::xarray<T>& w_q, const xt::xarray<T>& w_k, std::size_t n_heads, std::size_t head,
+                        std::size_t max_iterations = 100, double tolerance = 1e-7);
 
 /// Linear-interpolation percentile (q in [0, 1]) of `values` (reordered in place); NaN for an empty vector.
 double percentile(std::vector<double>& values, double q);

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "nn/mup.h"
+
 namespace xgrad::nn {
 
 TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen) : residual(c.residual) {
@@ -44,6 +46,14 @@ AttentionModel::AttentionModel(const ModelConfig& c, std::uint64_t seed) : confi
   for (std::size_t i = 0; i < c.n_layers; ++i) blocks_->push_back(std::make_shared<TransformerBlock>(c, gen));
   if (c.layer_norm) ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.d_model));
   head_ = register_module("head", std::make_shared<Linear>(c.d_model, c.vocab_size, true, gen));
+  if (c.parametrization == "mup") {
+    const MupPlan plan = mup_plan(c, c.base_width);
+    for (const MupParameter& p : plan.parameters)
+      if (p.name == "head.weight" && p.init_std != 1.0) head_->weight.mutable_value() *= static_cast<float>(p.init_std);
+    readout_multiplier_ = plan.readout_multiplier;
+  } else if (c.parametrization != "sp") {
+    throw Error("AttentionModel: parametrization must be sp or mup, got '" + c.parametrization + "'");
+  }
 }
 
 Tensor AttentionModel::hidden(const index_array& tokens) {
@@ -63,7 +73,10 @@ Tensor AttentionModel::hidden(const index_array& tokens) {
   return x;
 }
 
-Tensor AttentionModel::readout(const Tensor& h) { return head_->forward(ln_f_ ? ln_f_->forward(h) : h); }
+Tensor AttentionModel::readout(const Tensor& h) {
+  Tensor x = ln_f_ ? ln_f_->forward(h) : h;
+  return head_->forward(readout_multiplier_ != 1.0 ? x * readout_multiplier_ : x);
+}
 
 Tensor AttentionModel::forward(const index_array& tokens) { return readout(hidden(tokens)); }
 

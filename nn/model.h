@@ -25,6 +25,8 @@ struct ModelConfig {
   SettingValues settings;  // the scaling's and attention layer's own settings (defaults for missing keys)
   double emb_init_std = 1.0;    // std of the token and positional embeddings at init
   double proj_init_gain = 1.0;  // multiplies the LeCun std N(0, 1/fan_in) of the attention projections
+  std::string parametrization = "sp";  // "sp" | "mup": muP's readout multiplier and readout init (nn/mup.h)
+  std::size_t base_width = 64;         // mup: the d_model at which mup and sp coincide
 };
 
 /// Pre-LayerNorm block (as GPT-2; Xiong et al. 2020), its attention built from the attention-layer registry
@@ -46,7 +48,9 @@ class TransformerBlock : public Module {
 /// head.weight/bias. Init: embeddings N(0, emb_init_std^2), projections LeCun normal N(0, 1/fan_in) (attention
 /// projections times proj_init_gain). With LayerNorm on, every q and k component then has variance ~1 at init.
 /// Two models built from the same config and seed have identical weights whatever the scaling: scalings draw no
-/// random numbers (ScalingEntry::build).
+/// random numbers (ScalingEntry::build). Under parametrization "mup" (nn/mup.h) the readout weight's init std is
+/// multiplied by sqrt(d_model / base_width) after the same draws, and the readout multiplies its input by
+/// base_width / d_model; every other weight is drawn as under "sp".
 class AttentionModel : public Module {
  public:
   /// Throws Error on a zero size or d_model not divisible by n_heads, RegistryError on an unknown scaling or
@@ -67,6 +71,8 @@ class AttentionModel : public Module {
   /// The attention layers, first block first (for saturation statistics).
   std::vector<std::shared_ptr<AttentionLayer>> attention_layers() const;
   const ModelConfig& config() const { return config_; }
+  /// What the readout multiplies its input by: 1 under sp, base_width / d_model under mup (nn/mup.h).
+  double readout_multiplier() const { return readout_multiplier_; }
 
  private:
   ModelConfig config_;
@@ -74,6 +80,7 @@ class AttentionModel : public Module {
   std::shared_ptr<ModuleList<TransformerBlock>> blocks_;
   std::shared_ptr<LayerNorm> ln_f_;
   std::shared_ptr<Linear> head_;
+  double readout_multiplier_ = 1.0;
 };
 
 /// A batch's logits and cross-entropy, computed only at the positions that carry a target. A batch with a target at

@@ -53,7 +53,20 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<T
   return entry.build(std::move(params), lr, resolve_settings(entry.settings, given.json()));
 }
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) { set_lr(lr); }
+Optimizer::Optimizer(std::vector<Tensor> params, double lr)
+    : params_(std::move(params)), lr_(lr), lr_multipliers_(params_.size(), 1.0) {
+  set_lr(lr);
+}
+
+void Optimizer::set_lr_multipliers(std::vector<double> multipliers) {
+  if (multipliers.size() != params_.size())
+    throw Error("optimizer: " + std::to_string(multipliers.size()) + " lr multipliers for " +
+                std::to_string(params_.size()) + " parameters");
+  for (double m : multipliers)
+    if (!(m > 0) || !std::isfinite(m))
+      throw Error("optimizer: lr multipliers must be finite numbers > 0, got " + std::to_string(m));
+  lr_multipliers_ = std::move(multipliers);
+}
 
 void Optimizer::set_lr(double lr) {
   if (!(lr > 0) || !std::isfinite(lr)) throw Error("optimizer: lr must be a finite number > 0, got " + std::to_string(lr));
@@ -99,7 +112,7 @@ void SGD::step() {
     const float* g = p.grad().data();
     float* b = buf_[i].data();
     const auto mu = static_cast<float>(momentum_), wd = static_cast<float>(weight_decay_),
-               lr = static_cast<float>(lr_);
+               lr = static_cast<float>(lr_of(i));
     parallel_for(0, p.numel(), grain_for(4, 64), [&](std::size_t lo, std::size_t hi) {
       for (std::size_t j = lo; j < hi; ++j) {
         b[j] = mu * b[j] + g[j] + wd * w[j];
@@ -131,11 +144,12 @@ void AdamW::step() {
   const double bc1 = 1 - std::pow(beta1_, static_cast<double>(t_));
   const double bc2 = 1 - std::pow(beta2_, static_cast<double>(t_));
   const auto b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_), eps = static_cast<float>(eps_);
-  const auto step_size = static_cast<float>(lr_ / bc1), rbc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const auto decay = static_cast<float>(1.0 - lr_ * weight_decay_);
+  const auto rbc2 = static_cast<float>(1.0 / std::sqrt(bc2));
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     if (!p.has_grad()) continue;
+    const auto step_size = static_cast<float>(lr_of(i) / bc1);
+    const auto decay = static_cast<float>(1.0 - lr_of(i) * weight_decay_);
     float* w = p.mutable_value().data();
     const float* g = p.grad().data();
     float* m = m_[i].data();

@@ -33,6 +33,11 @@ class Optimizer {
   /// Throws Error unless lr > 0 and finite.
   void set_lr(double lr);
   const std::vector<Tensor>& params() const { return params_; }
+  /// Per-parameter factors on lr (params() order; all 1 unless set): parameter i steps with lr * multipliers[i], its
+  /// decoupled weight decay included (as a torch.optim parameter group's own lr). muP's per-layer learning rates
+  /// (nn/mup.h). Throws Error unless there is one finite factor > 0 per parameter.
+  void set_lr_multipliers(std::vector<double> multipliers);
+  const std::vector<double>& lr_multipliers() const { return lr_multipliers_; }
   /// A copy of the state (see OptimizerState).
   virtual OptimizerState state() const = 0;
   /// Replaces the state with `state`, so that the next step() continues exactly where the saved optimizer stopped.
@@ -46,8 +51,12 @@ class Optimizer {
   /// Checks `state` holds exactly `kinds`, each with one array per parameter of the parameter's shape.
   void check_state(const char* optimizer, const OptimizerState& state, const std::vector<std::string>& kinds) const;
 
+  /// lr * lr_multipliers()[i]: the learning rate of parameter i.
+  double lr_of(std::size_t i) const { return lr_ * lr_multipliers_[i]; }
+
   std::vector<Tensor> params_;
   double lr_;
+  std::vector<double> lr_multipliers_;
 };
 
 /// SGD with momentum (PyTorch's form): buf = momentum * buf + (g + weight_decay * p); p -= lr * buf.

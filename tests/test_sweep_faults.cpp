@@ -634,9 +634,10 @@ TEST_CASE("sweep_faults_file_too_large: a sweep that cannot write sweep.json say
   const pid_t sweep = fork();
   REQUIRE(sweep >= 0);
   if (sweep == 0) {
-    // Files of at most 1 KiB, as on a disk that fills up: the index of 8 runs is larger.
+    // Files of at most 4 KiB, as on a disk that fills up: a run's config file (about 1 KiB) fits, the index of 8
+    // runs (about 15 KiB) does not.
     signal(SIGXFSZ, SIG_IGN);
-    const struct rlimit limit{1024, 1024};
+    const struct rlimit limit{4096, 4096};
     const int fd = open((root / "output.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(126);
     dup2(fd, STDOUT_FILENO);

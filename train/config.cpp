@@ -145,6 +145,18 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
       throw ConfigError(e.what());
     }
   }
+  if (parametrization == "mup") {  // Tensor Programs V: 1/d_k attention (Definition 4.1), Table 3's optimizers
+    require(scale == "dk", "--parametrization mup scales attention scores by 1/d_k (Tensor Programs V, Definition "
+                           "4.1): give --scale dk (got " + scale + ")");
+    require(optimizer == "adamw" || optimizer == "sgd",
+            "--parametrization mup: muP's learning rates are defined for --optimizer adamw and sgd (got " + optimizer +
+                ")");
+    const std::size_t dk = head_size(), ff = d_ff ? d_ff : 4 * d_model;
+    require(dk * base_width % d_model == 0 && ff * base_width % d_model == 0,
+            "--base-width: d_k (" + std::to_string(dk) + ") and d_ff (" + std::to_string(ff) +
+                ") scale with --d-model under muP, so each times --base-width (" + std::to_string(base_width) +
+                ") / --d-model (" + std::to_string(d_model) + ") must be whole");
+  }
   require(clip_grad_norm == 0 || static_cast<float>(clip_grad_norm) >= FLT_MIN,
           fmt::format("--clip-grad-norm must be 0 (off) or in [{:.9g}, 1e30) (a normal float), got {:g}", FLT_MIN,
                       clip_grad_norm));

@@ -52,6 +52,8 @@ struct TrainConfig {
   std::size_t d_k;                               // the head size; 0: d_model / n_heads
   bool mlp, layer_norm, residual, causal;
   double emb_init_std, proj_init_gain;
+  std::string parametrization;  // "sp" | "mup" (nn/mup.h)
+  std::size_t base_width;       // mup: the d_model at which mup and sp coincide
   // optimisation
   std::size_t batch_size, steps;
   double lr, clip_grad_norm;  // clip 0 = off

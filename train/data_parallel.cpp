@@ -126,7 +126,9 @@ void gather_attention_records(nn::AttentionModel& model, std::size_t begin, std:
       scores.node()->has_grad = true;
     }
     xt::xarray<float> probs = gathered_rows(last.probs, begin, batch_size, 1.0f);
+    std::vector<double> qk_spectral_norms = std::move(last.qk_spectral_norms);  // of the weights every rank shares
     last = nn::AttentionRecord();
+    last.qk_spectral_norms = std::move(qk_spectral_norms);
     last.scores = scores;
     last.probs = std::move(probs);
   }

@@ -159,6 +159,7 @@ const std::vector<AttentionStatColumn>& attention_stats() {
   using S = nn::AttentionStats;
   static const std::vector<AttentionStatColumn> stats{{"score_std", &S::score_std},
                                                       {"score_max_abs", &S::score_max_abs},
+                                                      {"qk_spectral_norm", &S::qk_spectral_norm, true},
                                                       {"entropy_mean", &S::entropy_mean},
                                                       {"entropy_min", &S::entropy_min},
                                                       {"max_prob_mean", &S::max_prob_mean},

@@ -151,8 +151,14 @@ std::string grad_rms(const std::string& parameter);
 struct AttentionStatColumn {
   const char* name;
   double nn::AttentionStats::*field;
+  /// Absent from the metrics.csv of earlier releases: a run they began continues without it when resumed.
+  bool added_later = false;
 };
-/// Every attention statistic metrics.csv holds, in column order.
+/// Every attention statistic metrics.csv holds, in column order. Among them qk_spectral_norm, beside the largest
+/// score score_max_abs: c · ||W_q,h W_k,h^T||_2, the spectral norm of the head's score matrix times the scaling's
+/// constant multiplier c (1/sqrt(d_k) under sqrt_dk; 1 under none), from the weights the step's forward pass used
+/// (nn::AttentionLayer::qk_spectral_norms), by power iteration to a relative change below 1e-7 or 100 iterations.
+/// Zhai et al. 2023's attention entropy bound is in terms of this scaled norm.
 const std::vector<AttentionStatColumn>& attention_stats();
 /// The column name of an AttentionStats field ("entropy_mean" for &AttentionStats::entropy_mean). Throws
 /// std::invalid_argument for a field that is not written.

@@ -74,6 +74,12 @@ std::vector<CoreSetting> make_core_settings() {
                                                               "std of the token and position embeddings at init", true)));
   t.push_back(bind(&TrainConfig::proj_init_gain, number_setting("proj_init_gain", 1.0, 0, 1e30,
                                                                 "multiplies the LeCun init std of W_q, W_k, W_v, W_o", true)));
+  t.push_back(bind(&TrainConfig::parametrization,
+                   text_setting("parametrization", "sp", {"sp", "mup"},
+                                "sp: standard; mup: muP of Tensor Programs V, Table 3 (readout multiplier, per-layer "
+                                "lr and readout init scaled by d_model / --base-width; needs --scale dk)")));
+  t.push_back(bind(&TrainConfig::base_width, whole_setting("base_width", 64, 1, 16384,
+                                                           "mup: the d_model at which mup equals sp")));
   // optimisation
   t.push_back(bind(&TrainConfig::batch_size, whole_setting("batch_size", 64, 1, 1 << 20, "sequences per step")));
   t.push_back(bind(&TrainConfig::steps, for_commands(with_role(whole_setting("steps", 800, 1, kMaxSteps,

@@ -15,6 +15,10 @@ namespace columns = metrics_columns;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// The releases that added metrics.csv columns, in order (Group::added_in).
+constexpr int kZLossAdded = 1;
+constexpr int kQkSpectralNormAdded = 2;
+
 double rms(const float* x, std::size_t n) {
   double s = 0;
   for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
@@ -63,7 +67,7 @@ StepMetrics::StepMetrics(nn::AttentionModel& model, const data::Task& task, cons
   add_scalar(columns::kAccuracy, [](const StepRecord& r) { return r.accuracy; });
   add_scalar(columns::kLr, [](const StepRecord& r) { return r.lr; });
   add_scalar(columns::kZLoss, [](const StepRecord& r) { return r.z_loss; });
-  groups_.back().added_later = true;
+  groups_.back().added_in = kZLossAdded;
   add_scalar(columns::kGradNorm, [](const StepRecord& r) { return r.grad_norm; });
   add(per_parameter(columns::grad_norm), false, [](const StepRecord& r, std::vector<double>& row) {
     row.insert(row.end(), r.grad_norms.begin(), r.grad_norms.end());
@@ -92,9 +96,13 @@ StepMetrics::StepMetrics(nn::AttentionModel& model, const data::Task& task, cons
 void StepMetrics::add_attention_statistics(nn::AttentionModel& model) {
   const auto layers = model.attention_layers();
   std::vector<std::string> names;
+  std::vector<int> later;
   for (std::size_t l = 0; l < layers.size(); ++l)
     for (std::size_t h = 0; h < layers[l]->n_heads(); ++h)
-      for (const auto& stat : columns::attention_stats()) names.push_back(columns::attention(l, h, stat.name));
+      for (const auto& stat : columns::attention_stats()) {
+        names.push_back(columns::attention(l, h, stat.name));
+        later.push_back(stat.added_later ? kQkSpectralNormAdded : 0);
+      }
   add(names, true, [layers](const StepRecord& r, std::vector<double>& row) {
     xt::xarray<bool> target_positions = xt::xarray<bool>::from_shape(r.targets.shape());
     for (std::size_t i = 0; i < r.targets.size(); ++i) target_positions.data()[i] = r.targets.data()[i] >= 0;
@@ -103,17 +111,24 @@ void StepMetrics::add_attention_statistics(nn::AttentionModel& model) {
       const Tensor& scores = layer.last.scores;
       const xt::xarray<float>* grad = scores.has_grad() ? &scores.grad() : nullptr;
       const bool last_layer = l + 1 == layers.size();
-      for (const auto& head : nn::attention_stats(scores.value(), layer.last.probs, grad,
-                                                  last_layer ? &target_positions : nullptr))
+      auto heads = nn::attention_stats(scores.value(), layer.last.probs, grad, last_layer ? &target_positions : nullptr);
+      if (layer.last.qk_spectral_norms.size() == heads.size())
+        for (std::size_t h = 0; h < heads.size(); ++h) heads[h].qk_spectral_norm = layer.last.qk_spectral_norms[h];
+      for (const auto& head : heads)
         for (const auto& stat : columns::attention_stats()) row.push_back(head.*stat.field);
       layer.last = nn::AttentionRecord();  // free the recorded graph piece
     }
   });
+  groups_.back().name_added_in = std::move(later);
 }
 
 void StepMetrics::add(std::vector<std::string> names, bool measured_only,
                       std::function<void(const StepRecord&, std::vector<double>&)> append) {
-  groups_.push_back(Group{std::move(names), measured_only, std::move(append)});
+  Group g;
+  g.names = std::move(names);
+  g.measured_only = measured_only;
+  g.append = std::move(append);
+  groups_.push_back(std::move(g));
 }
 
 void StepMetrics::add_scalar(const std::string& name, std::function<double(const StepRecord&)> value) {
@@ -127,23 +142,43 @@ std::vector<std::string> StepMetrics::columns() const {
 }
 
 void StepMetrics::keep_columns_of(const std::string& header) {
-  std::vector<Group> kept;
-  std::string without_later;
-  for (const auto& group : groups_) {
-    if (group.added_later) continue;
-    kept.push_back(group);
-    for (const auto& name : group.names) without_later += (without_later.empty() ? "" : ",") + name;
+  for (int release = kQkSpectralNormAdded; release > 0; --release) {  // the newest earlier release first
+    std::vector<Group> kept;
+    std::string written;
+    for (const auto& group : groups_) {
+      if (group.added_in >= release) continue;
+      Group g = group;
+      if (!g.name_added_in.empty()) {
+        g.dropped.assign(group.names.size(), false);
+        g.names.clear();
+        for (std::size_t i = 0; i < group.names.size(); ++i) {
+          g.dropped[i] = group.name_added_in[i] >= release;
+          if (!g.dropped[i]) g.names.push_back(group.names[i]);
+        }
+      }
+      for (const auto& name : g.names) written += (written.empty() ? "" : ",") + name;
+      kept.push_back(std::move(g));
+    }
+    if (header == written) {
+      groups_ = std::move(kept);
+      return;
+    }
   }
-  if (header == without_later) groups_ = std::move(kept);
 }
 
 std::vector<double> StepMetrics::row(const StepRecord& record) {
   std::vector<double> row;
   for (const auto& group : groups_) {
-    if (group.measured_only && !record.measured)
+    if (group.measured_only && !record.measured) {
       row.insert(row.end(), group.names.size(), kNaN);
-    else
+    } else if (group.dropped.empty()) {
       group.append(record, row);
+    } else {
+      std::vector<double> all;
+      group.append(record, all);
+      for (std::size_t i = 0; i < all.size(); ++i)
+        if (!group.dropped[i]) row.push_back(all[i]);
+    }
   }
   return row;
 }

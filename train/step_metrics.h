@@ -42,7 +42,7 @@ class StepMetrics {
   /// The header of metrics.csv.
   std::vector<std::string> columns() const;
   /// For a resumed run: drops the columns added since an earlier release wrote `header` (the first line of its
-  /// metrics.csv), when those are all it lacks, so that the run continues its file with the columns it began with.
+  /// metrics.csv), when those are all it lacks (the z_loss column, then each head's qk_spectral_norm), so that the run continues its file with the columns it began with.
   /// Any other difference is left for the resume to refuse.
   void keep_columns_of(const std::string& header);
   /// The metrics.csv row of `record`, one value per column. Reads and then frees the attention layers' records of
@@ -54,7 +54,12 @@ class StepMetrics {
     std::vector<std::string> names;
     bool measured_only;  // nan on steps that are not measured
     std::function<void(const StepRecord&, std::vector<double>& row)> append;  // appends names.size() values
-    bool added_later = false;  // absent from the metrics.csv of earlier releases (keep_columns_of may drop it)
+    // When the columns were added: 0 in the first release that wrote metrics.csv, then 1, 2, ... in the order of
+    // later additions (kZLossAdded, kQkSpectralNormAdded). keep_columns_of drops the columns added after the
+    // release that began a resumed run's file.
+    int added_in = 0;
+    std::vector<int> name_added_in;  // per name, where a group's columns were not all added at once (else empty)
+    std::vector<bool> dropped;       // set by keep_columns_of: the values of `append` that are not written
   };
   void add(std::vector<std::string> names, bool measured_only,
            std::function<void(const StepRecord&, std::vector<double>&)> append);

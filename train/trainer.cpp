@@ -30,6 +30,7 @@
 #include "train/run_files.h"
 #include "train/shell_quote.h"
 #include "train/step_metrics.h"
+#include "nn/mup.h"
 
 namespace xgrad::train {
 
@@ -56,7 +57,16 @@ nn::ModelConfig model_config(const TrainConfig& cfg, const data::Task& task) {
   mc.settings = SettingValues(model_settings);
   mc.emb_init_std = cfg.emb_init_std;
   mc.proj_init_gain = cfg.proj_init_gain;
+  mc.parametrization = cfg.parametrization;
+  mc.base_width = cfg.base_width;
   return mc;
+}
+
+std::unique_ptr<nn::Optimizer> make_run_optimizer(const TrainConfig& cfg, const nn::AttentionModel& model) {
+  auto opt = nn::make_optimizer(cfg.optimizer, model.parameters(), cfg.lr, component_values(cfg, "optimizer"));
+  if (cfg.parametrization == "mup")
+    opt->set_lr_multipliers(nn::mup_plan(model.config(), cfg.base_width).lr_multipliers(cfg.optimizer));
+  return opt;
 }
 
 namespace {
@@ -165,7 +175,7 @@ Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
     platform::set_flush_denormals(cfg.flush_denormals);
     model = std::make_unique<nn::AttentionModel>(model_config(cfg, *task), cfg.seed);
     named = model->named_parameters();
-    opt = nn::make_optimizer(cfg.optimizer, model->parameters(), cfg.lr, component_values(cfg, "optimizer"));
+    opt = make_run_optimizer(cfg, *model);
     broadcast_from_root(cfg, *model, *opt, progress);
     return;
   }
@@ -191,7 +201,7 @@ Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
 
   model = std::make_unique<nn::AttentionModel>(model_config(cfg, *task), cfg.seed);
   named = model->named_parameters();
-  opt = nn::make_optimizer(cfg.optimizer, model->parameters(), cfg.lr, component_values(cfg, "optimizer"));
+  opt = make_run_optimizer(cfg, *model);
 
   // Refused before "resuming from ..." is said of a run that cannot go on.
   if (cfg.resume) check_writable(dir);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/model.h"
+#include "nn/optim.h"
 #include "train/config.h"
 #include "train/run_files.h"
 
@@ -69,5 +70,9 @@ void request_stop(int signal) noexcept;
 
 /// The model settings of `config` for `task` (vocabulary and positions come from the task).
 nn::ModelConfig model_config(const TrainConfig& config, const data::Task& task);
+
+/// The run's optimizer over `model`'s parameters at --lr with the optimizer's settings; under --parametrization mup
+/// with muP's per-parameter learning-rate factors (nn/mup.h). Throws what make_optimizer and mup_plan throw.
+std::unique_ptr<nn::Optimizer> make_run_optimizer(const TrainConfig& config, const nn::AttentionModel& model);
 
 }  // namespace xgrad::train

@@ -1,0 +1,92 @@
+// AdamW's beta1, beta2 and eps as settings: the update takes its closed form with them, a run records them in
+// config.json and refuses to resume with others, and a config.json written without them reads as the defaults.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "nn/optim.h"
+#include "train/config.h"
+#include "train/metrics_log.h"
+#include "train/settings.h"
+#include "train/trainer.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
+
+using namespace xgrad;
+namespace fs = std::filesystem;
+
+TEST_CASE("AdamW with given betas and eps: three steps against the closed form in double") {
+  const double lr = 0.1, b1 = 0.8, b2 = 0.95, eps = 1e-2, wd = 0.1;
+  Tensor p(xt::xarray<float>{0.5f, -1.0f, 2.0f}, true);
+  auto opt = nn::make_optimizer("adamw", {p}, lr,
+                                SettingValues(nlohmann::json{{"beta1", b1}, {"beta2", b2}, {"eps", eps}, {"weight_decay", wd}}));
+  const std::vector<std::vector<double>> grads{{0.3, -0.2, 1.0}, {-0.1, 0.4, 0.5}, {0.2, 0.2, -0.7}};
+  std::vector<double> w{0.5, -1.0, 2.0}, m(3, 0.0), v(3, 0.0);
+  for (std::size_t t = 1; t <= grads.size(); ++t) {
+    p.zero_grad();
+    xt::xarray<float> g = xt::zeros<float>({3});
+    for (std::size_t i = 0; i < 3; ++i) g(i) = static_cast<float>(grads[t - 1][i]);
+    p.node()->grad = g;
+    p.node()->has_grad = true;
+    opt->step();
+    for (std::size_t i = 0; i < 3; ++i) {
+      const double gi = grads[t - 1][i];
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      const double m_hat = m[i] / (1 - std::pow(b1, t)), v_hat = v[i] / (1 - std::pow(b2, t));
+      w[i] = w[i] * (1 - lr * wd) - lr * m_hat / (std::sqrt(v_hat) + eps);
+      INFO("step " << t << ", element " << i);
+      CHECK(p.value()(i) == doctest::Approx(w[i]).epsilon(1e-6));
+    }
+  }
+  CHECK_THROWS_WITH_AS(nn::make_optimizer("adamw", {p}, lr, SettingValues(nlohmann::json{{"beta2", 1.0}})),
+                       "AdamW: betas must be in [0, 1)", Error);
+  CHECK_THROWS_WITH_AS(nn::make_optimizer("adamw", {p}, lr, SettingValues(nlohmann::json{{"eps", 0.0}})),
+                       "AdamW: eps must be > 0", Error);
+  // the flags refuse them first, naming the range
+  CHECK(check_setting_value(*train::find_setting("beta2"), 1.0) == "must be in [0, 1), got 1.0");
+  CHECK(check_setting_value(*train::find_setting("eps"), 0.0) == "must be in (0, 1], got 0.0");
+}
+
+TEST_CASE("--beta1, --beta2, --eps: in config.json, read by the run, fixed on resume; absent keys read as defaults") {
+  train::TrainConfig c = xgrad::testing::tiny_run(xgrad::testing::temp_dir("adamw_betas").string(), 6);
+  c.settings.set("beta1", 0.5);
+  c.settings.set("beta2", 0.9);
+  c.settings.set("eps", 1e-6);
+  train::train(c);
+  std::ifstream in(fs::path(c.out) / "config.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  CHECK(j.at("beta1") == 0.5);
+  CHECK(j.at("beta2") == 0.9);
+  CHECK(j.at("eps") == 1e-6);
+
+  // The run used them: from step 1 on (the first AdamW step is sign-like whatever the betas) its losses differ
+  // from a run with the defaults.
+  train::TrainConfig d = xgrad::testing::tiny_run(xgrad::testing::temp_dir("adamw_defaults").string(), 6);
+  train::train(d);
+  const auto with = train::read_metrics((fs::path(c.out) / "metrics.csv").string());
+  const auto without = train::read_metrics((fs::path(d.out) / "metrics.csv").string());
+  CHECK(with.rows[0][with.column("loss")] == without.rows[0][without.column("loss")]);
+  CHECK(with.rows[3][with.column("loss")] != without.rows[3][without.column("loss")]);
+
+  // Resuming with another value is refused, naming the flag.
+  const train::TrainConfig stored = train::TrainConfig::from_json(j, "config.json");
+  train::TrainConfig requested = stored;
+  train::set_setting(requested, "beta2", 0.99);
+  CHECK_THROWS_WITH_AS(train::check_same_run(stored, requested), doctest::Contains("--beta2"), train::ConfigError);
+  CHECK_NOTHROW(train::check_same_run(stored, stored));
+
+  // A config.json written before the keys existed (every other setting as this run's): today's defaults.
+  nlohmann::json old = j;
+  for (const char* key : {"beta1", "beta2", "eps"}) old.erase(key);
+  const train::TrainConfig legacy = train::TrainConfig::from_json(old, "old/config.json");
+  CHECK(train::get_setting(legacy, "beta1") == 0.9);
+  CHECK(train::get_setting(legacy, "beta2") == 0.999);
+  CHECK(train::get_setting(legacy, "eps") == 1e-8);
+  const SettingValues values = train::component_values(legacy, "optimizer");
+  CHECK(values.get<double>("eps") == 1e-8);
+  fs::remove_all(c.out);
+  fs::remove_all(d.out);
+}
