@@ -153,7 +153,7 @@ void add_preset_flags(CLI::App& app, PresetChoice& choice) {
     }
     footer += fmt::format("\n  {:<9} {} ({})", p->name, p->description, counts);
   }
-  app.footer(footer);
+  app.footer(footer + "\n");
 }
 
 // `xgrad sweep run-one DIR --index I` and `xgrad sweep status DIR`: commands on a sweep directory's manifest, which

@@ -285,9 +285,9 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       if (curve.arms.size() != ref->arms.size()) {
         undecided.push_back(curve.scale + " (other lrs than none's)");
       } else if (f.usable_all > rf.usable_any) {
-        wider.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_all, rf.usable_all));
+        wider.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_all, rf.usable_any));
       } else if (f.usable_any < rf.usable_all) {
-        narrower.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_all, rf.usable_all));
+        narrower.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_any, rf.usable_all));
       } else if (f.usable_all == f.usable_any && rf.usable_all == rf.usable_any) {
         same.push_back(curve.scale);
       } else {
@@ -296,11 +296,18 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
                                         here && there ? curve.scale + " and of none" : here ? curve.scale : "none"));
       }
     }
-    std::string line = fmt::format("- {}: unscaled attention has {} usable lrs of {}.", panel.title(), rf.usable_all,
-                                   ref->arms.size());
-    if (!wider.empty()) line += fmt::format(" Wider: {}.", fmt::join(wider, ", "));
-    if (!narrower.empty()) line += fmt::format(" Narrower: {}.", fmt::join(narrower, ", "));
-    if (!same.empty()) line += fmt::format(" As many: {}.", fmt::join(same, ", "));
+    std::string line = fmt::format("- {}: unscaled attention has {} of {} lrs usable in every seed{}.", panel.title(),
+                                   rf.usable_all, ref->arms.size(),
+                                   rf.usable_any > rf.usable_all
+                                       ? fmt::format(" ({} more in some seeds)", rf.usable_any - rf.usable_all)
+                                       : "");
+    // Decided only when every seed agrees: the fewest lrs one side may have (usable in every seed) against the most
+    // the other may have (usable in some seed), the counts shown in that order.
+    if (!wider.empty()) line += fmt::format(" More usable lrs than unscaled (usable in every seed, against unscaled's usable in any seed): {}.",
+                                          fmt::join(wider, ", "));
+    if (!narrower.empty()) line += fmt::format(" Fewer usable lrs than unscaled (usable in any seed, against unscaled's usable in every seed): {}.",
+                                             fmt::join(narrower, ", "));
+    if (!same.empty()) line += fmt::format(" As many as unscaled: {}.", fmt::join(same, ", "));
     if (!undecided.empty()) line += fmt::format(" Not decided: {}.", fmt::join(undecided, ", "));
     table.markdown += line + "\n";
   }
