@@ -561,6 +561,10 @@ std::vector<std::string> settings_differing(const nlohmann::json& a, const nlohm
   return differing_keys({&a, &b});
 }
 
+std::vector<std::string> settings_differing(const std::vector<const nlohmann::json*>& settings) {
+  return differing_keys(settings);
+}
+
 std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, const std::set<std::string>& keys) {
   std::vector<std::string> out;
   for (const auto& k : ordered_keys(settings_of(arms)))

@@ -204,6 +204,10 @@ std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms);
 /// values differ between two arms; a derived setting that holds its default in both is left out.
 std::vector<std::string> settings_differing(const nlohmann::json& a, const nlohmann::json& b);
 
+/// The settings (arm_settings keys, in distinguishing_keys' order, d_k, scale, optimizer and lr included) whose values
+/// are not all the same in `settings`; a derived setting that holds its default in every one is left out.
+std::vector<std::string> settings_differing(const std::vector<const nlohmann::json*>& settings);
+
 /// `keys` in the order distinguishing_keys and settings_differing list settings of `arms`.
 std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, const std::set<std::string>& keys);
 
