@@ -134,7 +134,7 @@ TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and larges
       if (!std::isnan(highest_learned))
         CHECK(sentences.find(scale + ": highest lr survived " + learned) != std::string::npos);
       else
-        CHECK(sentences.find(scale + ": survives no lr") != std::string::npos);
+        CHECK(sentences.find(scale + ": no learning rate survives") != std::string::npos);
     }
   }
   // The quick grid reaches divergence (SGD at lr 1), so the survival column is not trivially the highest lr.

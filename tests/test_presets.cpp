@@ -379,3 +379,17 @@ TEST_CASE("width and collapse reports: lines that flags add are labelled apart; 
   CHECK(s.find("(the seeds disagree)") == std::string::npos);  // one seed: nothing to disagree
   CHECK(s.find("fewer than two seeds logged an entropy") != std::string::npos);
 }
+
+TEST_CASE("length report: Nakanishi's claim is not decided from seeds that never learned the task") {
+  // 5 steps learn nothing: each seed's largest weight sits on an arbitrary key, so whether it fades says nothing about
+  // the claim (a newcomer's run of 50 steps printed "reproduced" from two runs at chance accuracy).
+  TempDir tmp("presets_length_unlearned");
+  const auto run = xgrad::testing::run_preset("length", tmp / "len", "--scale sqrt_dk,ssmax --steps 5 --seeds 0");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const std::string findings = xgrad::testing::report_section(run.report, "length-findings");
+  INFO(findings);
+  CHECK(findings.find("(Nakanishi 2025): not decided (seeds that learned the task: sqrt_dk 0 of 1, ssmax 0 of 1)") !=
+        std::string::npos);
+  CHECK(findings.find("reproduced") == std::string::npos);
+}

@@ -386,9 +386,15 @@ std::string findings(const Panel& panel) {
     // Nakanishi 2025's claim at this scale: standard attention fades with more keys, Scalable-Softmax does not.
     const Change ref = change_of(*reference, &LengthEval::max_prob_mean, kWeightChange);
     const Change ss = change_of(*scalable, &LengthEval::max_prob_mean, kWeightChange);
+    // The claim is about attention that has learned where to look: a seed that never learned the task (its weight
+    // sits on an arbitrary key) decides nothing, so every seed of both must have learned.
+    const Learned ref_learned = learned_seeds(*reference), ss_learned = learned_seeds(*scalable);
     std::string verdict;
     if (ref.n == 0 || ss.n == 0)
       verdict = "not measured (" + (ref.n == 0 ? ref.not_measured : ss.not_measured) + ")";
+    else if (ref_learned.learned < ref_learned.measured || ss_learned.learned < ss_learned.measured)
+      verdict = fmt::format("not decided (seeds that learned the task: sqrt_dk {} of {}, ssmax {} of {})",
+                            ref_learned.learned, ref_learned.measured, ss_learned.learned, ss_learned.measured);
     else if (ref.down == ref.n && ss.down == 0) verdict = "reproduced: sqrt_dk fades in every seed, ssmax in none";
     else if (ref.down == 0) verdict = "not reproduced: sqrt_dk's largest weight does not fade in any seed";
     else if (ss.down == ss.n) verdict = "not reproduced: ssmax fades in every seed too";

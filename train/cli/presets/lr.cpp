@@ -370,9 +370,9 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     for (const Curve& curve : panel.curves) {
       const CurveFacts facts = facts_of(c, curve);
       if (!facts.learned_any) {
-        sentences.push_back(fmt::format("{}: survives no lr ({})", curve.label,
+        sentences.push_back(fmt::format("{}: no learning rate survives ({})", curve.label,
                                         facts.all_diverged  ? "every run diverged"
-                                        : facts.survived_any ? "it learned at none without divergence"
+                                        : facts.survived_any ? "at no learning rate did it learn without diverging"
                                                              : "some seed diverged at every lr"));
         continue;
       }
