@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-
-#include <fmt/format.h>
+#include <cstdio>
+#include <string>
 
 #include "autograd/kernels/parallel.h"
 #include "autograd/kernels/vector_math.h"
@@ -17,6 +17,13 @@ namespace {
 // allowed. An eps below the smallest normal float is 0 in float, or a subnormal that flush_denormals reads as 0.
 constexpr double kMaxDecay = 1.0 - 0x1p-24;  // 0.99999994
 constexpr double kMinEps = FLT_MIN;
+
+// printf's %.*g of `v` (nn does not link fmt).
+std::string number_text(double v, int digits) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
 
 // weight_decay means the same for both optimizers (added to the gradient for SGD, decoupled for AdamW): one
 // declaration, shared.
@@ -110,7 +117,8 @@ void Optimizer::check_state(const char* optimizer, const OptimizerState& state,
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay)
     : Optimizer(std::move(params), lr), momentum_(momentum), weight_decay_(weight_decay) {
   if (!(momentum >= 0 && momentum <= kMaxDecay))
-    throw Error(fmt::format("SGD: momentum must be in [0, {:.8g}] (below 1 in float), got {:.17g}", kMaxDecay, momentum));
+    throw Error("SGD: momentum must be in [0, " + number_text(kMaxDecay, 8) + "] (below 1 in float), got " +
+                number_text(momentum, 17));
   for (auto& p : params_) buf_.emplace_back(xt::zeros<float>(p.value().shape()));
 }
 
@@ -142,10 +150,11 @@ void SGD::load_state(const OptimizerState& state) {
 AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay)
     : Optimizer(std::move(params), lr), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {
   if (!(beta1 >= 0 && beta1 <= kMaxDecay && beta2 >= 0 && beta2 <= kMaxDecay))
-    throw Error(fmt::format("AdamW: betas must be in [0, {:.8g}] (below 1 in float), got beta1 {:.17g} and beta2 {:.17g}",
-                            kMaxDecay, beta1, beta2));
+    throw Error("AdamW: betas must be in [0, " + number_text(kMaxDecay, 8) + "] (below 1 in float), got beta1 " +
+                number_text(beta1, 17) + " and beta2 " + number_text(beta2, 17));
   if (!(eps >= kMinEps && eps <= 1))
-    throw Error(fmt::format("AdamW: eps must be in [{:.9g}, 1] (a normal float), got {:.17g}", kMinEps, eps));
+    throw Error("AdamW: eps must be in [" + number_text(kMinEps, 9) + ", 1] (a normal float), got " +
+                number_text(eps, 17));
   for (auto& p : params_) {
     m_.emplace_back(xt::zeros<float>(p.value().shape()));
     v_.emplace_back(xt::zeros<float>(p.value().shape()));
