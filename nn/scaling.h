@@ -117,11 +117,11 @@ struct ScalingEntry {
   /// same weights whatever the scaling).
   std::function<std::shared_ptr<AttentionScaling>(const ScalingContext&)> build;
   std::string colour;             ///< plot colour, "#RRGGBB"
-  std::string dash = "solid";     ///< plot line style: solid | dashed | dotted | dashdot
+  std::string dash = "solid";     ///< plot line style, its own: one of scaling_dash_styles()
   bool is_reference = false;      ///< the unscaled baseline the report compares the other scalings with
 };
 
-/// The plot line styles a ScalingEntry may name, in order.
+/// The line styles a ScalingEntry may name: eight, each drawn with its own dash pattern and point type.
 const std::vector<std::string>& scaling_dash_styles();
 
 /// Builds the registered scaling `name` for a layer of `n_heads` heads of size d_k, filling the entry's settings

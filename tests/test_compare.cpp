@@ -9,12 +9,15 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/registry.h"
+#include "nn/scaling.h"
 #include "train/report/compare.h"
 #include "train/report/plots.h"
 #include "train/report/probe.h"
@@ -875,7 +878,8 @@ TEST_CASE("report.md: tables, generated sentences per d_k, and where the usual s
   CHECK(md.find("accuracy ≥ 0.9: never vs step 20") != std::string::npos);
   CHECK(md.find("### Where it does NOT hold") != std::string::npos);
   CHECK(md.find("unscaled W_q gradients are not smaller but larger") != std::string::npos);
-  CHECK(md.find("unscaled trains worse (final loss 2.000 ± 0.000 vs 0.500 ± 0.000)") != std::string::npos);
+  CHECK(md.find("unscaled trains worse (final loss 2.000 ± 0.000 vs 0.500 ± 0.000; higher by more than 2% in each "
+                "of the 2 seeds both arms have)") != std::string::npos);
   CHECK(md.find("| 256 | none | adamw | 0.01 | 2 | 2.000 ± 0.000 |") != std::string::npos);
   CHECK(md.find("## How to read this") != std::string::npos);
   CHECK(md.find("## Runs read") != std::string::npos);
@@ -1071,9 +1075,9 @@ TEST_CASE("plots: W_k in a lighter shade than W_q; titles give the smoothing win
   const fs::path plots = root / "report" / "plots";
   const std::string grad = read_text(plots / "grad_norm.gp");
   INFO(grad);
-  // Unscaled red C0392B: W_q in it, W_k dashed in the colour halfway to white.
-  CHECK(grad.find("dt 1 lc rgb '#C0392B' title \"none (1 run): W_q\"") != std::string::npos);
-  CHECK(grad.find("dt 2 lc rgb '#E09C95' title \"none (1 run): W_k\"") != std::string::npos);
+  // Unscaled rose CC6677: W_q in it, W_k dashed in the colour halfway to white.
+  CHECK(grad.find("dt 1 lc rgb '#CC6677' title \"none (1 run): W_q\"") != std::string::npos);
+  CHECK(grad.find("dt 2 lc rgb '#E6B3BB' title \"none (1 run): W_k\"") != std::string::npos);
   // 300 rows: a window of +-2 steps, i.e. 5 steps; attention measured every 10 steps is not smoothed by it.
   CHECK(read_text(plots / "loss.gp").find("means smoothed over 5 steps") != std::string::npos);
   const std::string entropy = read_text(plots / "entropy.gp"), score_std = read_text(plots / "score_std.gp");
@@ -1099,7 +1103,7 @@ TEST_CASE("plots: colour and dash style come from the scaling registry; a name i
   run_compare(options, out);
   const std::string loss = read_text(root / "report" / "plots" / "loss.gp");
   INFO(loss);
-  CHECK(loss.find("dt 2 lc rgb '#117A65' title \"ssmax (1 run)\"") != std::string::npos);  // its entry: dashed
+  CHECK(loss.find("dt 4 lc rgb '#AA4499' title \"ssmax (1 run)\"") != std::string::npos);  // its entry: dash-dot
   CHECK(loss.find("lc rgb '#424242'") == std::string::npos);  // never the grey of an unknown name
   INFO(out.str());
   CHECK(out.str().find("warning: plots: scaling 'from_another_build' is not registered in this build; drawn in #") !=
@@ -1190,7 +1194,7 @@ TEST_CASE("report.md opens with at most ten findings counted from the numbers, e
   for (const auto& l : lines) all += l.text + "\n";
   INFO(all);
   CHECK(lines[0].text == "sqrt_dk trains better than unscaled in 2 of 3 comparisons (final loss lower by more than "
-                         "the larger seed sd or 2%); as well in 1.");
+                         "2% in every seed both arms have); as well in 1.");
   CHECK(lines[1].text == "The unscaled W_q gradient (mean norm over steps) is larger than with sqrt_dk in 3 of 3 "
                          "comparisons, the W_k gradient in 0 of 3.");
   CHECK(all.find("Saturation at step 0, first layer: attention entropy unscaled 1.00 / 0.50 / 0.33 vs sqrt_dk 2.00 / "
@@ -1309,7 +1313,7 @@ TEST_CASE("findings say why a comparison is not decided, and that one scale mode
   for (const auto& l : findings(cmp)) all += l.text + "\n";
   INFO(all);
   CHECK(all.find("sqrt_dk trains better than unscaled in 0 of 1 comparison (final loss lower by more than the larger "
-                 "seed sd or 2%); not decided in 1 (a side has no finite final loss).") != std::string::npos);
+                 "seed sd or 2%); not decided in 1 (a side has no finite final loss in 1).") != std::string::npos);
   CHECK(all.find("None of the 2 runs diverged.") != std::string::npos);
 
   write_run(root / "one" / "sqrt", scaled);
@@ -1522,4 +1526,210 @@ TEST_CASE("a comparison where both sides diverged says so, not that one side did
   CHECK(all.find("every run of both unscaled and sqrt_dk diverged") != std::string::npos);
   CHECK(all.find("every run of unscaled diverged") == std::string::npos);
   CHECK(all.find("every run of sqrt_dk diverged") == std::string::npos);
+}
+
+namespace {
+
+// Two seeds per scaling, final losses given (20 rows at that value after a first row of 4.6; chance ln 8 = 2.08).
+void write_final_losses(const fs::path& dir, const std::string& scale, const std::vector<double>& final_per_seed,
+                        double lr = 0.01) {
+  for (std::size_t seed = 0; seed < final_per_seed.size(); ++seed) {
+    FakeRun r;
+    r.scale = scale;
+    r.lr = lr;
+    r.seed = static_cast<int>(seed);
+    r.loss = {4.6};
+    const auto tail = constant(20, final_per_seed[seed]);
+    r.loss.insert(r.loss.end(), tail.begin(), tail.end());
+    write_run(dir / (scale + "-lr" + cell(lr) + "-s" + std::to_string(seed)), r);
+  }
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  return all;
+}
+
+std::string findings_text(const Comparison& cmp) {
+  std::string all;
+  for (const auto& l : findings(cmp)) all += l.text + "\n";
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("final loss verdicts pair seeds: worse in every seed is worse whatever the sd; disagreeing seeds decide "
+          "nothing") {
+  const TempDir root("compare_paired_seeds");
+  // The breaker's length --quick numbers: unscaled worse in both seeds (2.79 vs 0.005, 0.063 vs 0.024), but the
+  // means 1.426 ± 1.928 vs 0.015 ± 0.013 are within the unscaled sd.
+  write_final_losses(root / "worse", "none", {2.79, 0.063});
+  write_final_losses(root / "worse", "sqrt_dk", {0.005, 0.024});
+  // Seeds that disagree: unscaled lower in seed 0, higher in seed 1.
+  write_final_losses(root / "disagree", "none", {0.5, 1.5});
+  write_final_losses(root / "disagree", "sqrt_dk", {1.0, 0.4});
+  {
+    const Comparison cmp = analyse_dirs({(root / "worse").string()});
+    REQUIRE(cmp.arms.size() == 2);
+    const LossComparison lc = compare_final_loss(cmp, cmp.arms[0], cmp.arms[1]);
+    CHECK(lc.paired);
+    CHECK(lc.n_shared == 2);
+    CHECK(lc.b_lower == 2);
+    CHECK(lc.verdict == LossComparison::Verdict::b_lower);
+    const StoryChecks checks = story_checks(cmp);
+    INFO((joined(checks.holds) + "--\n" + joined(checks.fails) + "--\n" + joined(checks.undecided)));
+    CHECK(joined(checks.holds).find("unscaled trains worse (final loss 1.426 ± 1.928 vs 0.015 ± 0.013; higher "
+                                    "by more than 2% in each of the 2 seeds both arms have)") != std::string::npos);
+    CHECK(joined(checks.fails).find("trains as well") == std::string::npos);
+    const std::string all = findings_text(cmp);
+    INFO(all);
+    CHECK(all.find("sqrt_dk trains better than unscaled in 1 of 1 comparison (final loss lower by more than 2% in "
+                   "every seed both arms have)") != std::string::npos);
+  }
+  {
+    const Comparison cmp = analyse_dirs({(root / "disagree").string()});
+    const LossComparison lc = compare_final_loss(cmp, cmp.arms[0], cmp.arms[1]);
+    CHECK(lc.verdict == LossComparison::Verdict::not_decided);
+    const StoryChecks checks = story_checks(cmp);
+    INFO((joined(checks.holds) + "--\n" + joined(checks.fails) + "--\n" + joined(checks.undecided)));
+    CHECK(joined(checks.holds).find("trains worse") == std::string::npos);
+    CHECK(joined(checks.fails).find("trains") == std::string::npos);
+    CHECK(joined(checks.undecided).find("final loss not decided: the seeds disagree (unscaled lower in 1, higher in "
+                                        "1 of the 2 seeds both arms have") != std::string::npos);
+    const std::string all = findings_text(cmp);
+    INFO(all);
+    CHECK(all.find("not decided in 1 (seeds disagree in 1)") != std::string::npos);
+  }
+  // The report says which rule it used.
+  CompareOptions options;
+  options.inputs = {(root / "worse").string()};
+  options.out = (root / "report").string();
+  options.plots = false;
+  std::ostringstream out;
+  run_compare(options, out);
+  const std::string md = read_text(root / "report" / "report.md");
+  CHECK(md.find("seed by seed") != std::string::npos);
+}
+
+TEST_CASE("comparisons where neither arm learned (final loss at chance) decide nothing: dk --quick") {
+  const TempDir root("compare_at_chance");
+  // The breaker's dk --quick numbers around chance ln 8 = 2.079: unscaled 2.130 / 2.138, sqrt_dk 2.110 / 2.020.
+  write_final_losses(root, "none", {2.130, 2.138});
+  write_final_losses(root, "sqrt_dk", {2.110, 2.020});
+  const Comparison cmp = analyse_dirs({root.string()});
+  for (const ArmStats& arm : cmp.arms) CHECK_FALSE(arm.learned());
+  const LossComparison lc = compare_final_loss(cmp, cmp.arms[0], cmp.arms[1]);
+  CHECK(lc.neither_learned);
+  CHECK(lc.verdict == LossComparison::Verdict::not_decided);
+  const StoryChecks checks = story_checks(cmp);
+  INFO((joined(checks.holds) + "--\n" + joined(checks.fails) + "--\n" + joined(checks.undecided)));
+  CHECK(joined(checks.holds).find("trains worse") == std::string::npos);
+  CHECK(joined(checks.undecided).find("neither learned (final loss 2.134 ± 0.006 vs 2.065 ± 0.064, chance "
+                                      "2.079): which trains better is not decided") != std::string::npos);
+  const std::string all = findings_text(cmp);
+  INFO(all);
+  CHECK(all.find("sqrt_dk trains better than unscaled in 0 of 1 comparison") != std::string::npos);
+  CHECK(all.find("not decided in 1 (neither learned in 1)") != std::string::npos);
+}
+
+TEST_CASE("LR sensitivity: a scaling that never learned at any lr gives no verdict, however flat its curve") {
+  // The breaker's lr --quick case: unscaled ends just below chance (2.05-2.07 against ln 8 = 2.079, within 2%) at
+  // every lr, so its objective is flat and it read as "not more sensitive" than sqrt_dk, which learned.
+  const TempDir root("compare_lr_never_learned");
+  for (const double lr : {0.01, 0.1, 1.0}) {
+    write_final_losses(root, "none", {2.06 + 0.005 * std::log10(lr), 2.065 + 0.005 * std::log10(lr)}, lr);
+    const double sqrt_dk = lr == 0.01 ? 0.5 : lr == 0.1 ? 1.0 : 2.0;
+    write_final_losses(root, "sqrt_dk", {sqrt_dk, sqrt_dk + 0.05}, lr);
+  }
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.lr_groups.size() == 2);
+  const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+  CHECK_FALSE(lr.decided);
+  CHECK(lr.reason.find("unscaled never learned at any learning rate") != std::string::npos);
+  const StoryChecks checks = story_checks(cmp);
+  INFO((joined(checks.holds) + "--\n" + joined(checks.fails) + "--\n" + joined(checks.undecided)));
+  CHECK(joined(checks.fails).find("learning rate") == std::string::npos);
+  CHECK(joined(checks.holds).find("learning rate") == std::string::npos);
+  CHECK(joined(checks.undecided).find("LR sensitivity not decided: unscaled never learned at any learning rate") !=
+        std::string::npos);
+}
+
+TEST_CASE("findings name every compared scaling, or say which were left out and where they are") {
+  const TempDir root("compare_findings_every_scaling");
+  const std::vector<std::string> scales{"none",    "sqrt_dk",       "dk",           "ssmax",
+                                        "softcap", "sigma_reparam", "qk_layernorm", "learned"};
+  for (std::size_t i = 0; i < scales.size(); ++i)
+    write_final_losses(root, scales[i], {0.5 + 0.1 * static_cast<double>(i), 0.55 + 0.1 * static_cast<double>(i)});
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.arms.size() == scales.size());
+  const std::vector<FindingLine> lines = findings(cmp);
+  CHECK(lines.size() <= 10);
+  const std::string all = findings_text(cmp);
+  INFO(all);
+  for (std::size_t i = 1; i < scales.size(); ++i) {
+    const bool own_line = all.find(scales[i] + " trains better than unscaled") != std::string::npos;
+    bool named_as_left_out = false;
+    for (const auto& l : lines)
+      named_as_left_out = named_as_left_out || (l.text.find("left out") != std::string::npos &&
+                                                l.text.find(" " + scales[i]) != std::string::npos);
+    CHECK_MESSAGE((own_line || named_as_left_out), scales[i]);
+  }
+  CHECK(all.find("None of the 16 runs diverged.") != std::string::npos);
+}
+
+TEST_CASE("plots: the registered scalings differ in colour (a colour-blind-safe scheme), dash and point type") {
+  // Paul Tol's "muted" scheme (designed to stay apart under colour blindness; https://personal.sron.nl/~pault/).
+  const std::set<std::string> muted{"#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE",
+                                    "#882255", "#44AA99", "#999933", "#AA4499"};
+  const auto entries = xgrad::Registry<xgrad::nn::ScalingEntry>::instance().entries();
+  REQUIRE(entries.size() >= 8);
+  std::set<std::string> colours, dashes;
+  SummaryFigure curve;
+  curve.name = "styles_vs_lr";
+  curve.x_label = "lr";
+  curve.y_label = "loss";
+  curve.log_x = true;
+  for (const xgrad::nn::ScalingEntry* e : entries) {
+    INFO(e->name);
+    CHECK(muted.count(e->colour) == 1);
+    colours.insert(e->colour);
+    dashes.insert(e->dash);
+    SummaryLine line;
+    line.label = e->name;
+    line.scale = e->name;
+    line.points = {{0.01, 1.0, 0.9, 1.1, 2, 0}, {0.1, 2.0, 1.9, 2.1, 2, 0}};
+    curve.lines.push_back(line);
+  }
+  CHECK(colours.size() == entries.size());
+  CHECK(dashes.size() == entries.size());
+  SummaryFigure steps = curve;  // per-step curves: lines without points
+  steps.name = "styles_vs_step";
+  steps.tabulate = false;
+  const TempDir root("compare_scaling_styles");
+  PathGuard no_gnuplot("/nonexistent-xgrad-test");
+  PlotOutcome outcome;
+  write_summary_plots({curve, steps}, (root / "plots").string(), outcome);
+  for (const std::string name : {"styles_vs_lr", "styles_vs_step"}) {
+    const std::string gp = read_text(root / "plots" / (name + ".gp"));
+    INFO(gp);
+    std::set<std::string> dts, pts;
+    for (const xgrad::nn::ScalingEntry* e : entries) {
+      const auto title = gp.find("title \"" + e->name + "\"");
+      REQUIRE(title != std::string::npos);
+      const auto begin = gp.rfind('\'', gp.rfind(" using ", title));
+      const std::string element = gp.substr(begin, title - begin);
+      CHECK(element.find("lc rgb '" + e->colour + "'") != std::string::npos);
+      const auto dt = element.find(" dt ");
+      REQUIRE(dt != std::string::npos);
+      dts.insert(element.substr(dt + 4, element.find(' ', dt + 4) - dt - 4));
+      const auto pt = element.find(" pt ");
+      if (name == "styles_vs_lr") {
+        REQUIRE(pt != std::string::npos);
+        pts.insert(element.substr(pt + 4, element.find(' ', pt + 4) - pt - 4));
+      }
+    }
+    CHECK(dts.size() == entries.size());
+    if (name == "styles_vs_lr") CHECK(pts.size() == entries.size());
+  }
 }

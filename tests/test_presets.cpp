@@ -143,3 +143,111 @@ TEST_CASE("a preset's sections and figures reach report.md with the numbers its 
   run_compare(options, out);
   CHECK(read_text(dir / "report.md").find("preset 'not_here' is not registered in this build") != std::string::npos);
 }
+
+namespace {
+
+// summary.json of the run of sweep.json entry `r`.
+nlohmann::json summary_of(const xgrad::testing::PresetRun& run, const nlohmann::json& r) {
+  return nlohmann::json::parse(read_text(run.dir / r.at("dir").get<std::string>() / "summary.json"));
+}
+
+// "0.12 → 0.34": a run's value of `field` at the first and the second number of pairs (length_eval), 2 decimals.
+std::string length_change(const nlohmann::json& summary, int from, int to, const std::string& field) {
+  double a = -1, b = -1;
+  for (const auto& e : summary.at("length_eval")) {
+    if (e.at("value") == from) a = e.at(field).get<double>();
+    if (e.at("value") == to) b = e.at(field).get<double>();
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f → %.2f", a, b);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("lr report: arms that flags add (--grid n_layers=1,2) are lines and rows of their own, labelled apart") {
+  TempDir tmp("presets_lr_labels");
+  const auto run = xgrad::testing::run_preset("lr", tmp / "lr", "--scale sqrt_dk --seeds 0 --steps 5 --grid n_layers=1,2");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  REQUIRE(run.sweep.at("runs").size() == 16);  // 8 quick arms x n_layers 1, 2
+  const std::string table = xgrad::testing::report_section(run.report, "lr-sensitivity-table");
+  INFO(table);
+  for (const std::string optimizer : {"adamw", "sgd"})
+    for (const std::string layers : {"1", "2"})
+      CHECK(table.find("| " + optimizer + " | 64 | sqrt_dk n_layers=" + layers + " |") != std::string::npos);
+  CHECK(table.find("| sqrt_dk |") == std::string::npos);
+  const std::string gp = read_text(run.dir / "plots" / "lr_final_loss_vs_lr_adamw_dk64.gp");
+  CHECK(gp.find("sqrt_dk n_layers=1") != std::string::npos);
+  CHECK(gp.find("sqrt_dk n_layers=2") != std::string::npos);
+}
+
+TEST_CASE("length report: each run read at its own trained length; lines labelled by what differs; no empty lists") {
+  TempDir tmp("presets_length_labels");
+  const auto run = xgrad::testing::run_preset(
+      "length", tmp / "len", "--scale sqrt_dk --grid n_pairs=4,8 --arms adamw@0.003,adamw@0.0003 --steps 5 --seeds 0");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  REQUIRE(run.sweep.at("runs").size() == 4);
+  const std::string accuracy = xgrad::testing::report_section(run.report, "length-accuracy");
+  const std::string findings = xgrad::testing::report_section(run.report, "length-findings");
+  INFO(accuracy);
+  INFO(findings);
+  for (const std::string lr : {"0.003", "0.0003"})
+    for (const std::string pairs : {"4", "8"})
+      CHECK(accuracy.find("sqrt_dk lr=" + lr + " n_pairs=" + pairs) != std::string::npos);
+  // The runs trained at 8 pairs: their own accuracy and largest weight from 8 to 64 pairs, under their own heading.
+  for (const auto& r : run.sweep.at("runs")) {
+    const std::string lr = r.at("lr").get<double>() > 0.001 ? "0.003" : "0.0003";
+    const int pairs = r.at("config").at("n_pairs").get<int>();
+    const std::size_t heading = findings.find("**d_k = 64, lr=" + lr + " n_pairs=" + std::to_string(pairs) + ".**");
+    REQUIRE(heading != std::string::npos);
+    const std::string group = findings.substr(heading, findings.find("**d_k", heading + 1) - heading);
+    INFO(group);
+    if (pairs == 8) {
+      const nlohmann::json summary = summary_of(run, r);
+      CHECK(group.find(length_change(summary, 8, 64, "accuracy")) != std::string::npos);
+      CHECK(group.find(length_change(summary, 8, 64, "max_prob_mean")) != std::string::npos);
+      CHECK(group.find("From 8 to 64 keys per query") != std::string::npos);
+    } else {  // trained at 4, evaluated at 8 to 64: nothing to compare with
+      CHECK(group.find("not measured") != std::string::npos);
+      CHECK(group.find("trained at 4") != std::string::npos);
+    }
+  }
+  CHECK(findings.find("no scaling") == std::string::npos);
+  CHECK(run.report.find("trained at 4 pairs. Mean") == std::string::npos);  // the caption names both lengths
+}
+
+TEST_CASE("length report: the evaluated lengths are the runs' own; a trained length not evaluated is not measured") {
+  TempDir tmp("presets_length_eval");
+  const auto run = xgrad::testing::run_preset("length", tmp / "len", "--scale sqrt_dk --eval-n-pairs 16,32 --steps 5 --seeds 0");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const std::string accuracy = xgrad::testing::report_section(run.report, "length-accuracy");
+  const std::string findings = xgrad::testing::report_section(run.report, "length-findings");
+  INFO(accuracy);
+  INFO(findings);
+  CHECK(accuracy.find("1x, 2x, 4x and 8x") == std::string::npos);
+  CHECK(accuracy.find("trained at 8 key-value pairs and evaluated after training at 16 and 32 (2x and 4x)") !=
+        std::string::npos);
+  CHECK(findings.find("From 8 to 32 keys") == std::string::npos);
+  CHECK(findings.find("not measured") != std::string::npos);
+  CHECK(findings.find("no scaling") == std::string::npos);
+  CHECK(findings.find("(1 of 1)") == std::string::npos);  // no run was measured at the trained length
+}
+
+TEST_CASE("lr report: where every run diverged it says so, naming no best lr nor a sensitivity") {
+  TempDir tmp("presets_lr_diverged");
+  const auto run =
+      xgrad::testing::run_preset("lr", tmp / "lr", "--scale sqrt_dk --arms sgd@1000,sgd@100 --seeds 0 --steps 20");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  for (const auto& r : run.sweep.at("runs")) REQUIRE(!r.at("diverged_step").is_null());
+  const std::string loss = xgrad::testing::report_section(run.report, "lr-final-loss");
+  const std::string table = xgrad::testing::report_section(run.report, "lr-sensitivity-table");
+  INFO(loss);
+  INFO(table);
+  CHECK(loss.find("every run diverged with sqrt_dk") != std::string::npos);
+  CHECK(loss.find("at lr 100") == std::string::npos);
+  CHECK(table.find("| sgd | 64 | sqrt_dk | — | every run diverged |") != std::string::npos);
+}

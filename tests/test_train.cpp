@@ -282,6 +282,29 @@ TEST_CASE("xgrad --version prints the version, the commit and the library versio
   fs::remove_all(dir);
 }
 
+TEST_CASE("help texts say what they mean: --version's thread counts, compare's outputs and --plots' default") {
+  const fs::path dir = temp_dir("help_texts");
+  fs::create_directories(dir);
+  auto output = [&](const std::string& args) {
+    const std::string out = (dir / "out.txt").string();
+    std::system((std::string(XGRAD_BIN) + " " + args + " > " + out + " 2>&1").c_str());
+    std::ifstream in(out);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string version = output("--version");
+  INFO(version);
+  // The process's BLAS thread count is not what a run uses: a run sets --threads (default 1).
+  CHECK(version.find("blas_threads: ") != std::string::npos);
+  CHECK(version.find("a run uses --threads, default 1") != std::string::npos);
+  const std::string help = output("compare --help");
+  INFO(help);
+  CHECK(help.find("report.md and report.html") != std::string::npos);
+  CHECK(help.find("--plots") != std::string::npos);
+  CHECK(help.find("=true") != std::string::npos);
+  CHECK(help.find("=1 ") == std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {
   const fs::path dir = temp_dir("cli");
   CHECK(run_cli("") == 2);

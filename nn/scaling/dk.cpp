@@ -13,7 +13,8 @@ ScalingEntry make_entry() {
   e.build = [](const ScalingContext& c) {
     return std::make_shared<ConstantScaling>(1.0 / static_cast<double>(c.d_k));
   };
-  e.colour = "#1E8449";
+  e.colour = "#117733";
+  e.dash = "dotted";
   return e;
 }
 

@@ -45,7 +45,8 @@ ScalingEntry make_entry() {
       "eq. 5)";
   e.order = 40;
   e.build = [](const ScalingContext& c) { return std::make_shared<LearnedScaling>(c.max_seq_len); };
-  e.colour = "#B7950B";
+  e.colour = "#44AA99";
+  e.dash = "dashdashdot";
   return e;
 }
 

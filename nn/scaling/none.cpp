@@ -11,7 +11,8 @@ ScalingEntry make_entry() {
   e.description = "scores = q·k, unscaled (the baseline; Vaswani et al. 2017, footnote 4)";
   e.order = 0;
   e.build = [](const ScalingContext&) { return std::make_shared<ConstantScaling>(1.0); };
-  e.colour = "#C0392B";
+  e.colour = "#CC6677";
+  e.dash = "solid";
   e.is_reference = true;
   return e;
 }

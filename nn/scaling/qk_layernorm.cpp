@@ -44,7 +44,8 @@ ScalingEntry make_entry() {
       "22 Billion Parameters\", sec. 2.1)";
   e.order = 30;
   e.build = [](const ScalingContext& c) { return std::make_shared<QkLayerNormScaling>(c.d_k); };
-  e.colour = "#7D3C98";
+  e.colour = "#882255";
+  e.dash = "longdashdot";
   return e;
 }
 

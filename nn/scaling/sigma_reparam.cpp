@@ -133,8 +133,8 @@ ScalingEntry make_entry() {
       "al. 2023, \"Stabilizing Transformer Training by Preventing Attention Entropy Collapse\", eq. 2)";
   e.order = 70;
   e.build = [](const ScalingContext& c) { return std::make_shared<SigmaReparamScaling>(c.d_model, c.n_heads, c.d_k); };
-  e.colour = "#A04000";
-  e.dash = "dotted";
+  e.colour = "#88CCEE";
+  e.dash = "dashdotdot";
   return e;
 }
 

@@ -53,8 +53,8 @@ ScalingEntry make_entry() {
   e.build = [](const ScalingContext& c) {
     return std::make_shared<SoftcapScaling>(c.d_k, c.settings.get<double>("softcap_cap"));
   };
-  e.colour = "#D35400";
-  e.dash = "dashed";
+  e.colour = "#999933";
+  e.dash = "longdash";
   return e;
 }
 

@@ -15,7 +15,8 @@ ScalingEntry make_entry() {
   e.build = [](const ScalingContext& c) {
     return std::make_shared<ConstantScaling>(1.0 / std::sqrt(static_cast<double>(c.d_k)));
   };
-  e.colour = "#1F4E9C";
+  e.colour = "#332288";
+  e.dash = "dashed";
   return e;
 }
 

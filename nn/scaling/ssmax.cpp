@@ -60,8 +60,8 @@ ScalingEntry make_entry() {
   e.build = [](const ScalingContext& c) {
     return std::make_shared<SsmaxScaling>(c.n_heads, c.d_k, c.max_seq_len, c.causal);
   };
-  e.colour = "#117A65";
-  e.dash = "dashed";
+  e.colour = "#AA4499";
+  e.dash = "dashdot";
   return e;
 }
 

@@ -88,8 +88,14 @@ void print_version(std::ostream& out) {
   env["cli11"] = CLI11_VERSION;
   env["fmt"] = std::to_string(FMT_VERSION / 10000) + "." + std::to_string(FMT_VERSION / 100 % 100) + "." +
                std::to_string(FMT_VERSION % 100);
+  // The thread counts are this process's (OpenBLAS's own default until a run sets them): a run uses --threads.
+  const std::size_t run_threads = TrainConfig().threads;
   for (const auto& [key, value] : env.items())
-    out << "  " << key << ": " << (value.is_string() ? value.get<std::string>() : value.dump()) << "\n";
+    out << "  " << key << ": " << (value.is_string() ? value.get<std::string>() : value.dump())
+        << (key == "blas_threads" || key == "xgrad_threads"
+                ? fmt::format(" (this process before a run sets them; a run uses --threads, default {})", run_threads)
+                : std::string())
+        << "\n";
 }
 
 // Whether the --config file sets `key` (read again: the file was parsed once already, and is small).
@@ -268,7 +274,7 @@ int main(int argc, char** argv) {
 
   CompareOptions compare_opts;
   CLI::App* compare_cmd = app.add_subcommand(
-      "compare", "compare run or sweep directories: table, plots (PNG, SVG) and report.md");
+      "compare", "compare run or sweep directories: table, plots (PNG, SVG), report.md and report.html");
   // Extras allowed so that an unknown flag is reported by name after parsing ("--lr: not a flag of compare"), not
   // as the directory its value would otherwise become; the directories are checked after that.
   compare_cmd->allow_extras();
@@ -282,7 +288,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(decimal_in(0, false, 1, true));
   compare_cmd->add_option("--plots", compare_opts.plots, "draw plots with gnuplot (true/false)")
-      ->capture_default_str()
+      ->default_str(compare_opts.plots ? "true" : "false")  // CLI11 would show a bool's default as 1
       ->check(boolean_word());
 
   // CLI11 would say "A subcommand is required" for both a missing and a misspelt command.

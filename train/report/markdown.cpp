@@ -283,16 +283,38 @@ StoryChecks story_checks(const Comparison& c) {
     }
 
     if (r.final_loss.n > 0 && o.final_loss.n > 0) {
-      const double tol = equal_loss_tolerance(r.final_loss, o.final_loss);
-      const double diff = r.final_loss.mean - o.final_loss.mean;
+      using V = LossComparison::Verdict;
+      const LossComparison lc = compare_final_loss(c, r, o);
       const std::string nums =
           fmt::format("final loss {} vs {}", format_mean_sd(r.final_loss), format_mean_sd(o.final_loss));
-      if (diff > tol) holds.push_back("unscaled trains worse (" + nums + ")");
-      else if (diff >= -tol)
-        fails.push_back("unscaled trains as well (" + nums +
-                        fmt::format("; the difference is within {}, the larger seed sd or 2% of the loss)",
-                                    format_number(tol)));
-      else fails.push_back("unscaled trains better (" + nums + ")");
+      const std::string both = fmt::format("{} seed{} both arms have", lc.n_shared, lc.n_shared == 1 ? "" : "s");
+      const std::string each = lc.n_shared == 1 ? "in the 1 seed both arms have" : "in each of the " + both;
+      if (lc.neither_learned) {
+        const double chance = r.settings.value("chance_loss", kNoValue);
+        undecided.push_back(fmt::format("neither learned ({}{}): which trains better is not decided", nums,
+                                        std::isfinite(chance) ? ", chance " + format_number(chance) : std::string()));
+      } else if (lc.paired) {
+        if (lc.verdict == V::b_lower)
+          holds.push_back("unscaled trains worse (" + nums + "; higher by more than 2% " + each + ")");
+        else if (lc.verdict == V::a_lower)
+          fails.push_back("unscaled trains better (" + nums + "; lower by more than 2% " + each + ")");
+        else if (lc.verdict == V::about_same)
+          fails.push_back("unscaled trains as well (" + nums + "; within 2% " + each + ")");
+        else
+          undecided.push_back(fmt::format("final loss not decided: the seeds disagree (unscaled lower in {}, higher "
+                                          "in {}{} of the {}; {})",
+                                          lc.a_lower, lc.b_lower,
+                                          lc.same ? fmt::format(", within 2% in {}", lc.same) : std::string(), both,
+                                          nums));
+      } else {
+        const std::string by_means = fmt::format("; no seed in common, so by the means: the difference is {} {}, the "
+                                                 "larger seed sd or 2% of the loss",
+                                                 lc.verdict == V::about_same ? "within" : "more than",
+                                                 format_number(lc.tolerance));
+        if (lc.verdict == V::b_lower) holds.push_back("unscaled trains worse (" + nums + by_means + ")");
+        else if (lc.verdict == V::about_same) fails.push_back("unscaled trains as well (" + nums + by_means + ")");
+        else fails.push_back("unscaled trains better (" + nums + by_means + ")");
+      }
     }
 
     // The story holds when fewer unscaled seeds reach the threshold, or when every seed of both arms reaches it and
@@ -393,6 +415,52 @@ std::string short_number(double v) { return std::isfinite(v) ? fmt::format("{:.2
 
 }  // namespace
 
+namespace {
+
+// Ten findings at most, none dropped silently: lines give way in the order gradient counts per scaling, then
+// saturation and score-gradient lines (from the last), then the final-loss lines of the last scalings; one line
+// then says what was left out and where it is.
+std::vector<FindingLine> at_most_ten(std::vector<FindingLine> lines,
+                                     const std::vector<std::pair<std::size_t, std::string>>& scaling_lines,
+                                     const std::vector<std::size_t>& gradient_lines,
+                                     const std::vector<std::size_t>& saturation_lines) {
+  constexpr std::size_t kMax = 10;
+  if (lines.size() <= kMax) return lines;
+  std::vector<bool> dropped(lines.size(), false);
+  std::size_t kept = lines.size();
+  bool gradients_out = false, saturation_out = false;
+  std::vector<std::string> scalings_out;
+  for (auto it = gradient_lines.rbegin(); it != gradient_lines.rend() && kept + 1 > kMax; ++it, --kept)
+    dropped[*it] = gradients_out = true;
+  for (auto it = saturation_lines.rbegin(); it != saturation_lines.rend() && kept + 1 > kMax; ++it, --kept)
+    dropped[*it] = saturation_out = true;
+  for (auto it = scaling_lines.rbegin(); it != scaling_lines.rend() && kept + 1 > kMax; ++it, --kept) {
+    dropped[it->first] = true;
+    scalings_out.insert(scalings_out.begin(), it->second);
+  }
+  std::vector<std::string> what;
+  if (!scalings_out.empty())
+    what.push_back("the final-loss counts of " + join(scalings_out, ", ") + " against unscaled");
+  if (gradients_out) what.push_back("the W_q / W_k gradient counts per scaling");
+  if (saturation_out) what.push_back("the step-0 saturation and per-query score gradient per scaling and d_k");
+  std::vector<FindingLine> out;
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (!dropped[i]) out.push_back(std::move(lines[i]));
+  const std::string where = !scalings_out.empty() || gradients_out
+                                ? "in \"Where the usual story holds\" and \"Scale modes compared\""
+                                : "in the summary figures";
+  const FindingLine note{"To keep the findings to ten lines, " + join(what, "; ") + " are left out here: they are " +
+                             where + (saturation_out && where != "in the summary figures"
+                                          ? " (saturation and score gradients: in the summary figures)"
+                                          : "") +
+                             ".",
+                         !scalings_out.empty() || gradients_out ? "story" : "summary-figures"};
+  out.insert(out.end() - 1, note);  // before the runs line, which stays last
+  return out;
+}
+
+}  // namespace
+
 std::vector<FindingLine> findings(const Comparison& c) {
   std::vector<FindingLine> out;
   if (c.runs.empty()) return out;
@@ -406,24 +474,34 @@ std::vector<FindingLine> findings(const Comparison& c) {
     if (!pairs_of.count(s)) scales.push_back(s);
     pairs_of[s].push_back(p);
   }
+  // Which lines may give way when there are more than ten: the per-scaling gradient counts first, then saturation
+  // and score gradients; a scaling's final-loss line only when even those cannot make room.
+  std::vector<std::pair<std::size_t, std::string>> scaling_lines;  // index into out, scaling
+  std::vector<std::size_t> gradient_lines, saturation_lines;
   for (const auto& s : scales) {
     const auto& pairs = pairs_of[s];
-    std::size_t better = 0, equal = 0, worse = 0, undecided = 0, all_diverged = 0;
+    std::size_t better = 0, equal = 0, worse = 0, no_loss = 0, all_diverged = 0, not_learned = 0, disagree = 0;
+    std::size_t paired = 0, unpaired = 0;
     std::size_t grad_q = 0, n_q = 0, grad_k = 0, n_k = 0;
     for (const ScalePair& p : pairs) {
       const ArmStats& r = *p.ref;
       const ArmStats& o = *p.other;
-      if (r.final_loss.n == 0 || o.final_loss.n == 0) {
-        ++undecided;
+      const LossComparison lc = compare_final_loss(c, r, o);
+      (lc.n_shared ? paired : unpaired) += 1;
+      if (lc.no_final_loss) {
+        ++no_loss;
         const auto diverged_out = [](const ArmStats& a) { return a.final_loss.n == 0 && a.kept.empty(); };
         all_diverged += diverged_out(r) || diverged_out(o) ? 1 : 0;
-      }
-      else {
-        const double diff = r.final_loss.mean - o.final_loss.mean;
-        const double tol = equal_loss_tolerance(r.final_loss, o.final_loss);
-        if (diff > tol) ++better;
-        else if (diff < -tol) ++worse;
-        else ++equal;
+      } else if (lc.neither_learned) {
+        ++not_learned;
+      } else if (lc.verdict == LossComparison::Verdict::b_lower) {
+        ++better;
+      } else if (lc.verdict == LossComparison::Verdict::a_lower) {
+        ++worse;
+      } else if (lc.verdict == LossComparison::Verdict::about_same) {
+        ++equal;
+      } else {
+        ++disagree;
       }
       if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean)) {
         ++n_q;
@@ -434,23 +512,37 @@ std::vector<FindingLine> findings(const Comparison& c) {
         grad_k += r.mean_grad_norm_w_k.mean > o.mean_grad_norm_w_k.mean ? 1 : 0;
       }
     }
-    std::string text = fmt::format("{} trains better than unscaled in {} of {} comparison{} (final loss lower by more "
-                                   "than the larger seed sd or 2%)",
-                                   s, better, pairs.size(), pairs.size() == 1 ? "" : "s");
+    const std::string rule = !unpaired ? "final loss lower by more than 2% in every seed both arms have"
+                             : !paired ? "final loss lower by more than the larger seed sd or 2%"
+                                       : "final loss lower by more than 2% in every seed both arms have, or where "
+                                         "they share no seed by more than the larger seed sd or 2% of the mean";
+    std::string text = fmt::format("{} trains better than unscaled in {} of {} comparison{} ({})", s, better,
+                                   pairs.size(), pairs.size() == 1 ? "" : "s", rule);
     if (equal) text += fmt::format("; as well in {}", equal);
     if (worse) text += fmt::format("; worse in {}", worse);
-    if (undecided)
-      text += fmt::format("; not decided in {} ({})", undecided,
-                          all_diverged == undecided ? "every run of a side diverged"
-                          : all_diverged == 0       ? "a side has no finite final loss"
-                                                    : "every run of a side diverged, or a side has no finite final "
-                                                      "loss");
+    const std::size_t undecided = no_loss + not_learned + disagree;
+    if (undecided) {
+      std::vector<std::string> why;
+      if (no_loss)
+        why.push_back(fmt::format("{} in {}",
+                                  all_diverged == no_loss ? "every run of a side diverged"
+                                  : all_diverged == 0     ? "a side has no finite final loss"
+                                                          : "every run of a side diverged, or a side has no finite "
+                                                            "final loss",
+                                  no_loss));
+      if (not_learned) why.push_back(fmt::format("neither learned in {}", not_learned));
+      if (disagree) why.push_back(fmt::format("seeds disagree in {}", disagree));
+      text += fmt::format("; not decided in {} ({})", undecided, join(why, "; "));
+    }
     out.push_back({text + ".", "story"});
-    if (n_q || n_k)
+    scaling_lines.push_back({out.size() - 1, s});
+    if (n_q || n_k) {
       out.push_back({fmt::format("The unscaled W_q gradient (mean norm over steps) is larger than with {} in {} of {} "
                                  "comparisons, the W_k gradient in {} of {}.",
                                  s, grad_q, n_q, grad_k, n_k),
                      "story"});
+      gradient_lines.push_back(out.size() - 1);
+    }
   }
   if (scales.empty()) {
     std::set<std::string> modes;
@@ -537,13 +629,16 @@ std::vector<FindingLine> findings(const Comparison& c) {
       if (any_saturated)
         text += fmt::format("; queries with max weight > 0.99: {}", join(saturated_parts, " vs "));
       out.push_back({text + ".", "summary-figures"});
+      saturation_lines.push_back(out.size() - 1);
     }
-    if (!grad_parts.empty())
+    if (!grad_parts.empty()) {
       out.push_back({prefix + fmt::format("Median per-query score gradient ‖dLoss/d(score row)‖ (per run the median "
                                           "over logged steps; a range spans the arms' optimizers and learning "
                                           "rates): {} {}.",
                                           join(grad_parts, " vs "), at_d_k),
                      "summary-figures"});
+      saturation_lines.push_back(out.size() - 1);
+    }
   }
   if (group_order.size() > kMaxGroups)
     out.push_back({fmt::format("Saturation and the per-query gradient of {} more setting groups: in the summary "
@@ -584,8 +679,7 @@ std::vector<FindingLine> findings(const Comparison& c) {
                               : fmt::format("None of the {} runs diverged", c.runs.size());
   if (incomplete) runs += fmt::format("; {} {} cut short (incomplete)", incomplete, incomplete == 1 ? "was" : "were");
   out.push_back({runs + ".", "runs-read"});
-  if (out.size() > 10) out.resize(10);
-  return out;
+  return at_most_ten(std::move(out), scaling_lines, gradient_lines, saturation_lines);
 }
 
 std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to) {
@@ -725,11 +819,15 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
         "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
         "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
         "best; two sensitivities count as about the same when they differ by less than the larger seed sd of the "
-        "objective or 2% of it, and a comparison is not decided when no arm of either scaling ended below the "
-        "chance loss (a uniform guess) by more than that. Incomplete runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
+        "objective or 2% of it, and a comparison is not decided when either scaling ended below the chance loss "
+        "(a uniform guess) by more than that at no learning rate: a curve flat at chance is not insensitive. Incomplete runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
         "complete run. Gradient norms are measured before the optimizer step; AdamW normalises its updates, so "
-        "there a smaller gradient does not by itself mean a smaller update. Every sentence below is generated from these numbers; two final losses count as equal when "
-        "they differ by less than the larger seed standard deviation or 2% of the loss.\n\n";
+        "there a smaller gradient does not by itself mean a smaller update. Every sentence below is generated from these numbers. Which of two arms trains better is decided "
+        "seed by seed where they share seeds: better (worse) when its final loss is lower (higher) by more than 2% "
+        "in every seed both have, as well when within 2% in every one, and otherwise not decided (the seeds "
+        "disagree) — a mean ± sd is never the verdict; arms without a seed in common are compared by their means, "
+        "equal within the larger seed standard deviation or 2% of the loss. Where neither arm learned (mean final "
+        "loss not below the chance loss by more than the seed sd or 2%) which trains better is not decided.\n\n";
 
   md += "## Results by arm\n\n" + arm_table(c).markdown() + "\n";
   md += summary_section(ctx);

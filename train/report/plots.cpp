@@ -82,12 +82,27 @@ const std::vector<FigureSpec>& figure_specs() {
   return specs;
 }
 
-// How a scaling's lines are drawn: colour RRGGBB (no '#') and gnuplot dash type (1 solid, 2 dashed, 3 dotted,
-// 4 dash-dot).
+// How a scaling's lines are drawn: colour RRGGBB (no '#') and style 1 + its index in nn::scaling_dash_styles(),
+// which picks both its dash pattern (dash_pattern) and its point type (point_type).
 struct ScalingStyle {
   std::string colour;
   int dash = 1;
 };
+
+// gnuplot's dt of style `dash` (1-based, nn::scaling_dash_styles() order): solid, dashed, dotted, dash-dot,
+// dash-dot-dot, then patterns of its own (long dash, long dash-dot, dash-dash-dot), so eight scalings drawn on one
+// panel differ in dash as well as in colour; beyond eight the patterns repeat.
+std::string dash_pattern(int dash) {
+  static const char* const patterns[] = {"1", "2", "3", "4", "5", "(24,10)", "(24,8,3,8)", "(10,6,10,6,2,6)"};
+  return patterns[(dash - 1) % 8];
+}
+
+// gnuplot's pt of style `dash`: filled circle, square, triangle, diamond, inverted triangle, then open square,
+// circle, triangle: a marker of its own per style.
+int point_type(int dash) {
+  static const int types[] = {7, 5, 9, 13, 11, 4, 6, 8};
+  return types[(dash - 1) % 8];
+}
 
 bool is_hex_colour(const std::string& s) {
   return s.size() == 7 && s[0] == '#' &&
@@ -255,7 +270,7 @@ bool write_run_losses(const Comparison& c, const ArmStats& arm, double stride, c
 }
 
 std::string line_style(const std::string& colour, double width, bool faint, int dash = 1) {
-  return fmt::format("with lines lw {} dt {} lc rgb '#{}{}'", width, dash, faint ? "99" : "", colour);
+  return fmt::format("with lines lw {} dt {} lc rgb '#{}{}'", width, dash_pattern(dash), faint ? "99" : "", colour);
 }
 
 // Log-axis tics: gnuplot labels only powers of ten, which leaves a loss axis from 1 to 6 with one label; over
@@ -579,15 +594,17 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
                                        lighter(style.colour, 0.3), gnuplot_string(line.label)));
         continue;
       }
+      // The scaling's own dash and point; further lines of one scaling (other optimizers, widths) the next styles.
       const int k = lines_of_scale[line.scale]++;
-      static const int point_types[] = {7, 5, 9, 11, 13, 4, 6, 8};
+      const int dash = (style.dash - 1 + k) % 8 + 1;
       if (!f.tabulate)  // a curve over many steps: a line, no points or error bars
-        elements.push_back(fmt::format("'{}' using 1:2 with lines lw 2 dt {} lc rgb '#{}' title {}", file, k % 4 + 1,
-                                       style.colour, gnuplot_string(line.label)));
+        elements.push_back(fmt::format("'{}' using 1:2 with lines lw 2 dt {} lc rgb '#{}' title {}", file,
+                                       dash_pattern(dash), style.colour, gnuplot_string(line.label)));
       else
         elements.push_back(fmt::format("'{}' using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
                                        "title {}",
-                                       file, k % 4 + 1, point_types[k % 8], style.colour, gnuplot_string(line.label)));
+                                       file, dash_pattern(dash), point_type(dash), style.colour,
+                                       gnuplot_string(line.label)));
     }
     std::string body;
     body += "set title " + gnuplot_string(f.title) + "\n";

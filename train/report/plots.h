@@ -45,7 +45,7 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir);
 /// Draws each summary figure (summary_figures) like write_plots' figures: plots_dir/data/<name>_<line>.dat (x, y,
 /// error bar low, high, and the x it is drawn at: lines are spread a few percent along a log x axis so their error
 /// bars do not hide each other), plots_dir/<name>.gp, and with gnuplot <name>.png and .svg. One colour per scaling
-/// (its registry colour), point and dash styles telling apart the lines of one scaling, theory lines dashed without
+/// (its registry colour) with its own dash and point (the next styles for more lines of it), theory dashed without
 /// points. Appends the drawn ones to outcome.summary_drawn and what failed to outcome.note. Never throws for a
 /// gnuplot failure; throws std::runtime_error when plots_dir cannot be written.
 void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,

@@ -1,5 +1,6 @@
 #include "train/report/preset_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,31 @@
 namespace xgrad::train {
 
 namespace fs = std::filesystem;
+
+LineLabels::LineLabels(const Comparison& c, const std::vector<std::string>& shown) {
+  std::vector<const nlohmann::json*> settings;
+  for (const ArmStats& arm : c.arms) settings.push_back(&arm.settings);
+  for (const std::string& key : settings_differing(settings))
+    if (std::find(shown.begin(), shown.end(), key) == shown.end()) keys_.push_back(key);
+}
+
+std::string LineLabels::extras(const nlohmann::json& settings) const {
+  std::string out;
+  for (const std::string& key : keys_) out += (out.empty() ? "" : " ") + key + "=" + setting_text(settings, key);
+  return out;
+}
+
+std::string LineLabels::operator()(const std::string& name, const nlohmann::json& settings) const {
+  const std::string more = extras(settings);
+  return more.empty() ? name : name + " " + more;
+}
+
+std::string join_and(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return out;
+}
 
 PresetRecord read_preset_record(const std::string& sweep_dir) {
   PresetRecord record;

@@ -40,6 +40,32 @@ struct PresetReport {
   std::function<std::vector<PresetSection>(const PresetInput&)> sections;
 };
 
+/// How a preset names its lines (figure lines, table rows, the subjects of its sentences): the name it gives a line
+/// (its scaling, say), then "key=value" for each setting in which the comparison's arms differ beyond the ones the
+/// preset shows otherwise (`shown`: the settings its panels, x axes and names stand for, e.g. {"d_k", "scale", "lr"}).
+/// Flags add settings to a preset's grid (--grid n_layers=1,2, --arms with two lrs): without these extras, the runs
+/// of each value would be drawn as lines of one name, and a sentence could set one against the other as if they were
+/// the same line.
+class LineLabels {
+ public:
+  /// `c`'s arms decide which settings differ (settings_differing, in its order).
+  LineLabels(const Comparison& c, const std::vector<std::string>& shown);
+  /// "lr=0.003 n_layers=1": the values, in `settings` (arm_settings of a run's config.json, or ArmStats::settings), of
+  /// the differing settings beyond `shown`; "" when the arms differ in nothing else. Lines with equal extras differ
+  /// only in shown settings: the ones a preset may set against each other.
+  std::string extras(const nlohmann::json& settings) const;
+  /// `name`, then extras(settings) after a space when there are any: "sqrt_dk lr=0.003 n_layers=1".
+  std::string operator()(const std::string& name, const nlohmann::json& settings) const;
+  /// The differing settings beyond `shown`, in settings_differing's order.
+  const std::vector<std::string>& keys() const { return keys_; }
+
+ private:
+  std::vector<std::string> keys_;
+};
+
+/// "a", "a and b", "a, b and c"; "" for none.
+std::string join_and(const std::vector<std::string>& items);
+
 /// The preset a sweep directory ran: sweep.json's "preset" {"name", "quick"}; name "" when the directory has no
 /// sweep.json or it records no preset (a plain `xgrad sweep`).
 struct PresetRecord {

@@ -433,11 +433,18 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
   return c;
 }
 
+namespace {
+
+// "unscaled" for the reference scaling, else the scaling's name.
+std::string mode_of(const ArmStats& arm) { return is_reference_scale(arm.scale()) ? "unscaled" : arm.scale(); }
+
+}  // namespace
+
 LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const LrGroup& b) {
   LrComparison out;
   std::vector<double> objective_a, objective_b;
   std::vector<std::string> both_diverged;
-  bool any_learned = false;
+  bool learned_a = false, learned_b = false;
   double tolerance = 0;
   for (auto ia : a.arms)
     for (auto ib : b.arms) {
@@ -449,7 +456,8 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
       objective_b.push_back(y.lr_objective.mean);
       if (!x.diverged_steps.empty() && !y.diverged_steps.empty())
         both_diverged.push_back(setting_text(x.settings, "lr"));
-      any_learned = any_learned || x.learned() || y.learned();
+      learned_a = learned_a || x.learned();
+      learned_b = learned_b || y.learned();
       for (const MeanSd* m : {&x.lr_objective, &y.lr_objective}) {
         if (std::isfinite(m->sd)) tolerance = std::max(tolerance, m->sd);
         if (std::isfinite(m->mean)) tolerance = std::max(tolerance, 0.02 * std::fabs(m->mean));
@@ -471,9 +479,14 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
     for (const auto& lr : both_diverged) lrs += (lrs.empty() ? "" : ", ") + lr;
     out.reason = fmt::format("both scalings diverged at lr {}, where the objective is the initial loss on both sides",
                              lrs);
-  } else if (!any_learned) {
-    out.reason = "neither scaling learned at any learning rate (mean final loss never below the chance loss by "
-                 "more than the seed sd or 2%)";
+  } else if (!learned_a || !learned_b) {
+    // A scaling that learned at no learning rate has a flat objective near chance: it would read as insensitive to
+    // the learning rate when it is simply bad at all of them.
+    const std::string who = !learned_a && !learned_b
+                                ? std::string("neither scaling learned")
+                                : mode_of(c.arms[(!learned_a ? a : b).arms.front()]) + " never learned";
+    out.reason = who + " at any learning rate (mean final loss never below the chance loss by more than the seed "
+                 "sd or 2%)";
   } else if (!std::isfinite(out.sensitivity_a) || !std::isfinite(out.sensitivity_b)) {
     out.reason = "an objective is missing at the shared learning rates";
   } else {
@@ -481,6 +494,56 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
     out.tolerance = tolerance;
     out.about_same = std::fabs(out.sensitivity_a - out.sensitivity_b) <= tolerance;
   }
+  return out;
+}
+
+LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b) {
+  LossComparison out;
+  // Final loss per (seed, data_seed) of the kept runs; runs sharing a pair count as their mean.
+  auto per_seed = [&](const ArmStats& arm) {
+    std::map<std::string, std::vector<double>> losses;
+    for (auto i : arm.kept) {
+      if (!std::isfinite(c.stats[i].final_loss)) continue;
+      const nlohmann::json& config = c.runs[i].config;
+      losses[nlohmann::json::array({config.value("seed", nlohmann::json()),
+                                    config.value("data_seed", nlohmann::json())}).dump()]
+          .push_back(c.stats[i].final_loss);
+    }
+    std::map<std::string, double> mean;
+    for (const auto& [seed, v] : losses) mean[seed] = mean_sd(v).mean;
+    return mean;
+  };
+  const auto la = per_seed(a), lb = per_seed(b);
+  for (const auto& [seed, x] : la) {
+    const auto it = lb.find(seed);
+    if (it == lb.end()) continue;
+    const double y = it->second;
+    ++out.n_shared;
+    const double tol = 0.02 * std::max(std::fabs(x), std::fabs(y));
+    if (y - x > tol) ++out.a_lower;
+    else if (x - y > tol) ++out.b_lower;
+    else ++out.same;
+  }
+  using V = LossComparison::Verdict;
+  if (a.final_loss.n == 0 || b.final_loss.n == 0) {
+    out.no_final_loss = true;
+    return out;
+  }
+  if (!a.learned() && !b.learned()) {
+    out.neither_learned = true;
+    return out;
+  }
+  if (out.n_shared > 0) {
+    out.paired = true;
+    out.verdict = out.a_lower == out.n_shared   ? V::a_lower
+                  : out.b_lower == out.n_shared ? V::b_lower
+                  : out.same == out.n_shared    ? V::about_same
+                                                : V::not_decided;
+    return out;
+  }
+  out.tolerance = equal_loss_tolerance(a.final_loss, b.final_loss);
+  const double diff = a.final_loss.mean - b.final_loss.mean;
+  out.verdict = diff > out.tolerance ? V::b_lower : diff < -out.tolerance ? V::a_lower : V::about_same;
   return out;
 }
 
@@ -496,6 +559,10 @@ std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms) 
 
 std::vector<std::string> settings_differing(const nlohmann::json& a, const nlohmann::json& b) {
   return differing_keys({&a, &b});
+}
+
+std::vector<std::string> settings_differing(const std::vector<const nlohmann::json*>& settings) {
+  return differing_keys(settings);
 }
 
 std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, const std::set<std::string>& keys) {

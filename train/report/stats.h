@@ -126,7 +126,8 @@ struct LrGroup {
 /// Two LR groups of different scale compared by LR sensitivity over the learning rates both hold (a sensitivity over
 /// different sets of learning rates is not comparable). Not decided, with the reason, when they share fewer than two
 /// learning rates, when both diverged (some run of each) at one of them — the lr objective then is the initial loss
-/// on both sides, whatever the scaling — or when neither learned (ArmStats::learned) at any. Decided but
+/// on both sides, whatever the scaling — or when either learned (ArmStats::learned) at none of them: an arm stuck
+/// near chance at every learning rate has a flat objective and would read as insensitive. Decided but
 /// about_same when the sensitivities differ by no more than `tolerance`: a difference within the seed spread of the
 /// objectives is not a result.
 struct LrComparison {
@@ -165,6 +166,26 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
 /// `a` and `b`: LR groups of `c`.
 LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const LrGroup& b);
 
+/// Which of two arms ends with the lower final loss, as every verdict of the report decides it. Where the arms share
+/// seeds ((seed, data_seed) pairs among their kept runs), seed by seed: a lower when its final loss is lower by more
+/// than 2% of the larger of the two in every shared seed, b lower likewise, about the same when every shared seed is
+/// within 2%, otherwise not decided (the seeds disagree); a seed held by several runs of one arm counts as their mean.
+/// A mean ± sd over seeds that hides one arm being worse in every seed is never the verdict. Without a shared seed,
+/// by the means, equal within equal_loss_tolerance. Not decided either when a side has no final loss (every run
+/// diverged) or when neither arm learned (ArmStats::learned): two losses at the chance level say nothing about
+/// which scaling trains better.
+struct LossComparison {
+  enum class Verdict { a_lower, b_lower, about_same, not_decided };
+  Verdict verdict = Verdict::not_decided;
+  bool paired = false;            // decided seed by seed over the shared seeds
+  std::size_t n_shared = 0;       // seeds both arms have a final loss for (counted even when not decided)
+  std::size_t a_lower = 0, b_lower = 0, same = 0;  // per shared seed: which side is lower by more than 2%
+  double tolerance = kNoValue;    // unpaired: equal_loss_tolerance of the two means
+  bool no_final_loss = false;     // a side has no final loss (every kept run missing: all diverged)
+  bool neither_learned = false;   // neither arm learned
+};
+LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b);
+
 /// Median of the finite values (mean of the middle two for an even count); NaN when none is finite.
 double median(std::vector<double> values);
 
@@ -182,6 +203,10 @@ std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms);
 /// The settings (arm_settings keys, in distinguishing_keys' order, d_k, scale, optimizer and lr included) whose
 /// values differ between two arms; a derived setting that holds its default in both is left out.
 std::vector<std::string> settings_differing(const nlohmann::json& a, const nlohmann::json& b);
+
+/// The settings (arm_settings keys, in distinguishing_keys' order, d_k, scale, optimizer and lr included) whose values
+/// are not all the same in `settings`; a derived setting that holds its default in every one is left out.
+std::vector<std::string> settings_differing(const std::vector<const nlohmann::json*>& settings);
 
 /// `keys` in the order distinguishing_keys and settings_differing list settings of `arms`.
 std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, const std::set<std::string>& keys);

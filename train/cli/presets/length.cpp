@@ -99,29 +99,36 @@ std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
   return out;
 }
 
-// One scaling at one d_k.
+// One arm: a scaling at one d_k (and the other settings flags may add to the grid).
 struct Curve {
   std::string scale;
+  std::string extras;             // LineLabels::extras: the other settings in which the arms differ
+  std::string label;              // the scaling and those extras
   std::size_t trained = 0;        // n_pairs of training
   std::vector<RunLengths> runs;   // kept runs with evaluations
   std::vector<std::size_t> pairs;  // evaluated in every run, increasing
   std::size_t n_diverged = 0;
 };
+// The curves of one d_k (a figure), or of one d_k and extras (a group of findings: curves that differ only in scaling).
 struct Panel {
   std::size_t d_k = 0;
   std::vector<Curve> curves;  // in the arms' (report) order
+  std::string extras;         // a group's extras ("" for a figure)
 };
 
 std::vector<Panel> panels_of(const Comparison& c) {
+  const train::LineLabels labels(c, {"d_k", "scale"});
   std::vector<Panel> panels;
   for (const ArmStats& arm : c.arms) {
     auto panel = std::find_if(panels.begin(), panels.end(), [&](const Panel& p) { return p.d_k == arm.d_k(); });
     if (panel == panels.end()) {
-      panels.push_back(Panel{arm.d_k(), {}});
+      panels.push_back(Panel{arm.d_k(), {}, ""});
       panel = panels.end() - 1;
     }
     Curve curve;
     curve.scale = arm.scale();
+    curve.extras = labels.extras(arm.settings);
+    curve.label = labels(arm.scale(), arm.settings);
     curve.trained = arm.settings.value("n_pairs", std::size_t{0});
     curve.runs = lengths_of(c, arm);
     for (std::size_t r : arm.used) curve.n_diverged += c.runs[r].diverged ? 1 : 0;
@@ -138,6 +145,36 @@ std::vector<Panel> panels_of(const Comparison& c) {
   return panels;
 }
 
+// A figure's curves split by their extras, in first-appearance order: the curves each group of findings compares.
+std::vector<Panel> groups_of(const Panel& panel) {
+  std::vector<Panel> groups;
+  for (const Curve& curve : panel.curves) {
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Panel& p) { return p.extras == curve.extras; });
+    if (g == groups.end()) {
+      groups.push_back(Panel{panel.d_k, {}, curve.extras});
+      g = groups.end() - 1;
+    }
+    g->curves.push_back(curve);
+  }
+  return groups;
+}
+
+std::string count_list(const std::vector<std::size_t>& values) {
+  std::vector<std::string> items;
+  for (std::size_t v : values) items.push_back(std::to_string(v));
+  return train::join_and(items);
+}
+
+// "8 pairs, evaluated at 16 and 32 (2x and 4x)"
+std::string lengths_text(const Curve& curve) {
+  std::string s = fmt::format("{} key-value pairs and evaluated after training at ", curve.trained);
+  if (curve.pairs.empty()) return s + "no length (no run recorded length evaluations)";
+  std::vector<std::string> ratios;
+  for (std::size_t p : curve.pairs)
+    ratios.push_back(curve.trained ? fmt::format("{:g}x", static_cast<double>(p) / curve.trained) : "?");
+  return s + count_list(curve.pairs) + " (" + train::join_and(ratios) + ")";
+}
+
 // Mean and sample sd over the curve's runs of one field at `pairs`.
 train::MeanSd at(const Curve& curve, std::size_t pairs, double LengthEval::*field) {
   std::vector<double> values;
@@ -149,16 +186,18 @@ SummaryFigure figure(const Panel& panel, const std::string& stem, const std::str
   SummaryFigure f;
   f.name = fmt::format("length_{}_vs_keys_dk{}", stem, panel.d_k);
   f.title = fmt::format("{} against the number of keys, d_k = {}", what, panel.d_k);
+  std::set<std::size_t> trained;
+  for (const Curve& curve : panel.curves) trained.insert(curve.trained);
   f.caption = fmt::format(
       "Evaluated at the end of training on --eval-batches held-out batches per length (summary.json length_eval); "
-      "trained at {} pairs. Mean over the seeds that did not diverge, error bars ± their sample sd",
-      panel.curves.empty() ? 0 : panel.curves.front().trained);
+      "trained at {} pairs{}. Mean over the seeds that did not diverge, error bars ± their sample sd",
+      count_list({trained.begin(), trained.end()}), trained.size() > 1 ? " (n_pairs in the legend)" : "");
   f.x_label = "key-value pairs per sequence (keys a query sees)";
   f.y_label = what;
   f.log_x = true;
   for (const Curve& curve : panel.curves) {
     SummaryLine line;
-    line.label = curve.scale;
+    line.label = curve.label;
     line.scale = curve.scale;
     for (std::size_t pairs : curve.pairs) {
       const train::MeanSd m = at(curve, pairs, field);
@@ -173,7 +212,7 @@ SummaryFigure figure(const Panel& panel, const std::string& stem, const std::str
       p.n_diverged = curve.n_diverged;
       line.points.push_back(p);
     }
-    if (curve.pairs.empty()) f.notes.push_back(curve.scale + ": no run recorded length evaluations");
+    if (curve.pairs.empty()) f.notes.push_back(curve.label + ": no run recorded length evaluations");
     f.lines.push_back(line);
   }
   return f;
@@ -184,8 +223,9 @@ struct Change {
   std::size_t down = 0, same = 0, up = 0, n = 0;
   double from = kNoValue, to = kNoValue;  // means
   // "falls in every seed", "holds in every seed", "rises in every seed", or "not decided (...)"
+  std::string not_measured;  // why n is 0
   std::string text(const std::string& falls, const std::string& holds, const std::string& rises) const {
-    if (n == 0) return "not measured";
+    if (n == 0) return "not measured (" + not_measured + ")";
     if (down == n) return falls + " in every seed";
     if (same == n) return holds + " in every seed";
     if (up == n) return rises + " in every seed";
@@ -195,9 +235,19 @@ struct Change {
 
 Change change_of(const Curve& curve, double LengthEval::*field, double margin) {
   Change c;
-  if (curve.pairs.empty()) return c;
+  if (curve.pairs.empty()) {
+    c.not_measured = "no run recorded length evaluations";
+    return c;
+  }
   const std::size_t first = curve.trained, last = curve.pairs.back();
-  if (!std::count(curve.pairs.begin(), curve.pairs.end(), first)) return c;
+  if (!std::count(curve.pairs.begin(), curve.pairs.end(), first)) {
+    c.not_measured = fmt::format("trained at {} pairs, evaluated at {} only", first, count_list(curve.pairs));
+    return c;
+  }
+  if (last == first) {
+    c.not_measured = fmt::format("evaluated at the trained {} pairs only", first);
+    return c;
+  }
   for (const RunLengths& run : curve.runs) {
     const double a = run.by_pairs.at(first).*field, b = run.by_pairs.at(last).*field;
     ++c.n;
@@ -210,10 +260,17 @@ Change change_of(const Curve& curve, double LengthEval::*field, double margin) {
   return c;
 }
 
-std::size_t learned_seeds(const Curve& curve) {
-  std::size_t n = 0;
+// The runs evaluated at the trained length, and those of them that learned the task.
+struct Learned {
+  std::size_t learned = 0, measured = 0;
+};
+Learned learned_seeds(const Curve& curve) {
+  Learned n;
   for (const RunLengths& run : curve.runs)
-    if (run.by_pairs.count(curve.trained)) n += run.by_pairs.at(curve.trained).accuracy >= kLearned ? 1 : 0;
+    if (run.by_pairs.count(curve.trained)) {
+      ++n.measured;
+      n.learned += run.by_pairs.at(curve.trained).accuracy >= kLearned ? 1 : 0;
+    }
   return n;
 }
 
@@ -238,52 +295,68 @@ std::string paired(const Curve& a, const Curve& b, double LengthEval::*field, do
   const std::string values = fmt::format("{} vs {}", f2(sum_a / n), f2(sum_b / n));
   if (larger == n) return fmt::format("larger than {}'s in every seed ({})", b.scale, values);
   if (smaller == n) return fmt::format("smaller than {}'s in every seed ({})", b.scale, values);
-  if (larger + smaller == 0)
-    return fmt::format("within {:g} of {}'s in every seed ({})", margin, b.scale, values);
+  if (larger + smaller == 0) return fmt::format("within {:g} of {}'s in every seed ({})", margin, b.scale, values);
   return fmt::format("not decided against {}'s (seeds disagree: larger in {}, smaller in {}, within {:g} in {} of {}; "
                      "{})",
                      b.scale, larger, smaller, margin, n - larger - smaller, n, values);
 }
 
-// "a, b" or "no scaling" ("none" is a scaling's name).
-std::string listed(const std::vector<std::string>& names) {
-  return names.empty() ? "no scaling" : fmt::format("{}", fmt::join(names, ", "));
-}
-
+// One group of findings: curves of one d_k that differ only in scaling (Panel::extras names what else they share).
 std::string findings(const Panel& panel) {
-  std::string md = fmt::format("**d_k = {}.**\n\n", panel.d_k);
+  std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.d_k, panel.extras.empty() ? "" : ", " + panel.extras);
   train::Table t;
   t.header = {"scaling", "seeds learned", "accuracy (trained → longest)", "accuracy change",
               "max attention weight (trained → longest)", "max weight change"};
   const Curve* scalable = nullptr;
   const Curve* reference = nullptr;
   std::vector<std::string> fading, holding, undecided, not_learned;
+  std::vector<std::pair<std::string, std::vector<std::string>>> unmeasured;  // why -> scalings
   for (const Curve& curve : panel.curves) {
     if (curve.scale == kScalable) scalable = &curve;
     if (curve.scale == "sqrt_dk") reference = &curve;
     const Change acc = change_of(curve, &LengthEval::accuracy, kAccuracyChange);
     const Change weight = change_of(curve, &LengthEval::max_prob_mean, kWeightChange);
-    const std::size_t learned = learned_seeds(curve);
-    t.rows.push_back({curve.scale, fmt::format("{} of {}", learned, curve.runs.size()),
+    const Learned learned = learned_seeds(curve);
+    t.rows.push_back({curve.scale,
+                      learned.measured ? fmt::format("{} of {}", learned.learned, learned.measured)
+                                       : "not measured at the trained length",
                       f2(acc.from) + " → " + f2(acc.to), acc.text("falls", "holds", "rises"),
                       f2(weight.from) + " → " + f2(weight.to), weight.text("fades", "holds", "rises")});
-    if (learned < curve.runs.size()) not_learned.push_back(fmt::format("{} ({} of {})", curve.scale,
-                                                                        curve.runs.size() - learned, curve.runs.size()));
+    if (learned.learned < learned.measured)
+      not_learned.push_back(
+          fmt::format("{} ({} of {})", curve.scale, learned.measured - learned.learned, learned.measured));
     if (weight.n && weight.down == weight.n) fading.push_back(fmt::format("{} ({} → {})", curve.scale, f2(weight.from),
                                                                           f2(weight.to)));
     else if (weight.n && weight.same + weight.up == weight.n)
       holding.push_back(fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to)));
     else if (weight.n) undecided.push_back(curve.scale);
+    else {
+      auto why = std::find_if(unmeasured.begin(), unmeasured.end(),
+                              [&](const auto& u) { return u.first == weight.not_measured; });
+      if (why == unmeasured.end()) why = unmeasured.insert(unmeasured.end(), {weight.not_measured, {}});
+      why->second.push_back(curve.scale);
+    }
   }
   const std::size_t longest = panel.curves.empty() || panel.curves.front().pairs.empty()
                                   ? 0 : panel.curves.front().pairs.back();
   const std::size_t trained = panel.curves.empty() ? 0 : panel.curves.front().trained;
   md += t.markdown() + "\n";
-  md += fmt::format("- From {} to {} keys per query, the largest attention weight fades (falls by more than {:g} in "
-                    "every seed) with: {}; holds (within {:g}, or rises, in every seed) with: {}; not decided with: "
-                    "{}.\n",
-                    trained, longest, kWeightChange, listed(fading), kWeightChange, listed(holding),
-                    listed(undecided));
+  // Only the lists that hold a scaling: an empty one would read as a scaling's name ("none") or as a result.
+  std::vector<std::string> clauses;
+  if (!fading.empty())
+    clauses.push_back(fmt::format("fades (falls by more than {:g} in every seed) with {}", kWeightChange,
+                                  train::join_and(fading)));
+  if (!holding.empty())
+    clauses.push_back(fmt::format("holds (within {:g}, or rises, in every seed) with {}", kWeightChange,
+                                  train::join_and(holding)));
+  if (!undecided.empty())
+    clauses.push_back(fmt::format("is not decided (the seeds disagree) with {}", train::join_and(undecided)));
+  if (!clauses.empty())
+    md += fmt::format("- From {} to {} keys per query, the largest attention weight {}.\n", trained, longest,
+                      fmt::join(clauses, "; "));
+  for (const auto& [why, scales] : unmeasured)
+    md += fmt::format("- The change from the trained length is not measured for {} ({}).\n", train::join_and(scales),
+                      why);
   if (!not_learned.empty())
     md += fmt::format("- Runs below {:g} accuracy at the trained length (they did not learn the task, so their length "
                       "results say little): {}.\n",
@@ -314,7 +387,8 @@ std::string findings(const Panel& panel) {
     const Change ref = change_of(*reference, &LengthEval::max_prob_mean, kWeightChange);
     const Change ss = change_of(*scalable, &LengthEval::max_prob_mean, kWeightChange);
     std::string verdict;
-    if (ref.n == 0 || ss.n == 0) verdict = "not decided (not measured at the trained length)";
+    if (ref.n == 0 || ss.n == 0)
+      verdict = "not measured (" + (ref.n == 0 ? ref.not_measured : ss.not_measured) + ")";
     else if (ref.down == ref.n && ss.down == 0) verdict = "reproduced: sqrt_dk fades in every seed, ssmax in none";
     else if (ref.down == 0) verdict = "not reproduced: sqrt_dk's largest weight does not fade in any seed";
     else if (ss.down == ss.n) verdict = "not reproduced: ssmax fades in every seed too";
@@ -337,14 +411,22 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   train::PresetSection facts;
   facts.anchor = "length-findings";
   facts.title = "What changes with more keys, per scaling";
+  std::vector<std::string> lengths;  // what the runs were trained and evaluated at, each once
   for (const Panel& panel : panels) {
     accuracy.figures.push_back(figure(panel, "accuracy", "accuracy", &LengthEval::accuracy));
     weight.figures.push_back(figure(panel, "max_prob", "largest attention weight", &LengthEval::max_prob_mean));
-    facts.markdown += findings(panel);
+    for (const Panel& group : groups_of(panel)) facts.markdown += findings(group);
+    for (const Curve& curve : panel.curves)
+      if (std::find(lengths.begin(), lengths.end(), lengths_text(curve)) == lengths.end())
+        lengths.push_back(lengths_text(curve));
   }
   accuracy.markdown =
-      "Each run is evaluated after training at 1x, 2x, 4x and 8x the trained number of key-value pairs. The "
-      "evaluated sequences reuse the trained positions (pair i takes the trained pair position i mod the trained "
+      (lengths.empty() ? std::string("No run was read.")
+       : lengths.size() == 1
+           ? "Each run is trained at " + lengths.front() + "."
+           : fmt::format("The runs are trained at {} (the legend names each run's settings).",
+                         fmt::join(lengths, ", or at "))) +
+      " The evaluated sequences reuse the trained positions (pair i takes the trained pair position i mod the trained "
       "number of pairs, the query the trained query position), so only the number of keys a query sees changes.\n";
   weight.markdown =
       "The largest attention weight is the mean over the queries of the last attention layer's largest softmax "

@@ -61,6 +61,8 @@ std::string g3(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : 
 struct Curve {
   std::string scale;
   std::vector<std::size_t> arms;  // by increasing lr
+  std::string extras;             // LineLabels::extras: the other settings in which the curves differ
+  std::string label;              // the scaling and those extras
 };
 struct Panel {
   std::string optimizer;
@@ -73,6 +75,7 @@ struct Panel {
 // The arms grouped into panels by (optimizer, d_k) and curves by scaling, from the groups of arms that differ only
 // in lr (an arm alone at its settings is a curve of one point).
 std::vector<Panel> panels_of(const Comparison& c) {
+  const train::LineLabels labels(c, {"d_k", "scale", "optimizer", "lr"});
   std::vector<Panel> panels;
   std::set<std::size_t> grouped;
   std::vector<std::vector<std::size_t>> groups;
@@ -92,7 +95,7 @@ std::vector<Panel> panels_of(const Comparison& c) {
       panels.push_back(Panel{first.optimizer(), first.d_k(), {}});
       panel = panels.end() - 1;
     }
-    panel->curves.push_back(Curve{first.scale(), g});
+    panel->curves.push_back(Curve{first.scale(), g, labels.extras(first.settings), labels(first.scale(), first.settings)});
   }
   std::sort(panels.begin(), panels.end(), [](const Panel& a, const Panel& b) {
     return a.optimizer != b.optimizer ? a.optimizer < b.optimizer : a.d_k < b.d_k;
@@ -124,6 +127,7 @@ struct CurveFacts {
   std::size_t highest_learned_arm = 0;
   bool learned_any = false;
   std::string survival_note;           // seeds that disagree on divergence at some lr
+  bool all_diverged = false;           // every run at every lr diverged: no best lr, no sensitivity
 };
 
 CurveFacts facts_of(const Comparison& c, const Curve& curve) {
@@ -138,6 +142,15 @@ CurveFacts facts_of(const Comparison& c, const Curve& curve) {
     }
   }
   f.sensitivity = train::lr_sensitivity(objectives);
+  f.all_diverged = true;
+  for (std::size_t a : curve.arms) {
+    const ArmStats& arm = c.arms[a];
+    f.all_diverged = f.all_diverged && !arm.used.empty() && diverged_runs(c, arm) == arm.used.size();
+  }
+  if (f.all_diverged) {  // the objective is every run's initial loss: the "best" of them is noise
+    f.best_objective = kNoValue;
+    f.sensitivity = kNoValue;
+  }
   const double chance = c.arms[curve.arms.front()].settings.value("chance_loss", kNoValue);
   f.margin = kUsableMargin * chance;
   for (std::size_t i = 0; i < curve.arms.size(); ++i) {
@@ -187,7 +200,7 @@ SummaryFigure loss_figure(const Comparison& c, const Panel& panel) {
   f.log_y = true;
   for (const Curve& curve : panel.curves) {
     SummaryLine line;
-    line.label = curve.scale;
+    line.label = curve.label;
     line.scale = curve.scale;
     for (std::size_t a : curve.arms) {
       const ArmStats& arm = c.arms[a];
@@ -215,11 +228,19 @@ std::string usable_text(const CurveFacts& f, std::size_t n_lrs) {
   return s;
 }
 
-// The reference scaling's curve of a panel (the unscaled one), or null.
-const Curve* reference_curve(const Panel& panel) {
+// The reference scaling's curve of a panel (the unscaled one) with the given extras, or null.
+const Curve* reference_curve(const Panel& panel, const std::string& extras) {
   for (const Curve& curve : panel.curves)
-    if (train::is_reference_scale(curve.scale)) return &curve;
+    if (curve.extras == extras && train::is_reference_scale(curve.scale)) return &curve;
   return nullptr;
+}
+
+// The extras of a panel's curves, in their order, each once.
+std::vector<std::string> extras_of(const Panel& panel) {
+  std::vector<std::string> out;
+  for (const Curve& curve : panel.curves)
+    if (std::find(out.begin(), out.end(), curve.extras) == out.end()) out.push_back(curve.extras);
+  return out;
 }
 
 std::vector<train::PresetSection> report(const train::PresetInput& in) {
@@ -232,15 +253,21 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   loss.title = "Final loss against learning rate, per scaling";
   for (const Panel& panel : panels) loss.figures.push_back(loss_figure(c, panel));
   for (const Panel& panel : panels) {
-    std::vector<std::string> best;
+    std::vector<std::string> best, diverged;
     for (const Curve& curve : panel.curves) {
       const CurveFacts f = facts_of(c, curve);
       if (std::isfinite(f.best_objective))
-        best.push_back(fmt::format("{} at lr {} ({})", curve.scale, g3(c.arms[curve.arms[f.best]].lr()),
+        best.push_back(fmt::format("{} at lr {} ({})", curve.label, g3(c.arms[curve.arms[f.best]].lr()),
                                    g3(c.arms[curve.arms[f.best]].final_loss.mean)));
+      else if (f.all_diverged)
+        diverged.push_back(curve.label);
     }
-    loss.markdown += fmt::format("- {}: the lowest mean final loss of each scaling: {}.\n", panel.title(),
-                                 best.empty() ? "none (every run diverged)" : fmt::format("{}", fmt::join(best, "; ")));
+    std::string line = "- " + panel.title() + ": ";
+    if (!best.empty()) line += fmt::format("the lowest mean final loss of each scaling: {}", fmt::join(best, "; "));
+    if (!diverged.empty())
+      line += (best.empty() ? "" : "; ") + fmt::format("every run diverged with {}", train::join_and(diverged));
+    if (best.empty() && diverged.empty()) line += "no run measured";
+    loss.markdown += line + ".\n";
   }
   sections.push_back(loss);
 
@@ -254,7 +281,12 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     for (const Curve& curve : panel.curves) {
       const CurveFacts f = facts_of(c, curve);
       const ArmStats& best = c.arms[curve.arms[f.best]];
-      t.rows.push_back({panel.optimizer, std::to_string(panel.d_k), curve.scale, g3(best.lr()),
+      if (f.all_diverged) {
+        t.rows.push_back({panel.optimizer, std::to_string(panel.d_k), curve.label, "—", "every run diverged",
+                          usable_text(f, curve.arms.size()), "—", "none", "none"});
+        continue;
+      }
+      t.rows.push_back({panel.optimizer, std::to_string(panel.d_k), curve.label, g3(best.lr()),
                         g3(f.best_objective) + (best.lr_objective.n > 1 ? " ± " + g3(best.lr_objective.sd) : ""),
                         usable_text(f, curve.arms.size()), g3(f.sensitivity),
                         f.survived_any ? g3(f.highest_survived) : "none",
@@ -271,16 +303,18 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       "sd and 2% (the lr the scaling survives, below).\n\n",
       kUsableMargin);
   table.markdown += t.markdown() + "\n";
-  for (const Panel& panel : panels) {
-    const Curve* ref = reference_curve(panel);
+  for (const Panel& panel : panels)
+   for (const std::string& extras : extras_of(panel)) {
+    const std::string where = panel.title() + (extras.empty() ? "" : ", " + extras);
+    const Curve* ref = reference_curve(panel, extras);
     if (!ref) {
-      table.markdown += "- " + panel.title() + ": no unscaled (`none`) curve to compare the scalings with.\n";
+      table.markdown += "- " + where + ": no unscaled (`none`) curve to compare the scalings with.\n";
       continue;
     }
     const CurveFacts rf = facts_of(c, *ref);
     std::vector<std::string> wider, narrower, same, undecided;
     for (const Curve& curve : panel.curves) {
-      if (&curve == ref) continue;
+      if (&curve == ref || curve.extras != extras) continue;
       const CurveFacts f = facts_of(c, curve);
       if (curve.arms.size() != ref->arms.size()) {
         undecided.push_back(curve.scale + " (other lrs than none's)");
@@ -296,7 +330,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
                                         here && there ? curve.scale + " and of none" : here ? curve.scale : "none"));
       }
     }
-    std::string line = fmt::format("- {}: unscaled attention has {} of {} lrs usable in every seed{}.", panel.title(),
+    std::string line = fmt::format("- {}: unscaled attention has {} of {} lrs usable in every seed{}.", where,
                                    rf.usable_all, ref->arms.size(),
                                    rf.usable_any > rf.usable_all
                                        ? fmt::format(" ({} more in some seeds)", rf.usable_any - rf.usable_all)
@@ -335,9 +369,10 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     for (const Curve& curve : panel.curves) {
       const CurveFacts facts = facts_of(c, curve);
       if (!facts.learned_any) {
-        sentences.push_back(fmt::format("{}: survives no lr ({})", curve.scale,
-                                        facts.survived_any ? "it learned at none without divergence"
-                                                           : "some seed diverged at every lr"));
+        sentences.push_back(fmt::format("{}: survives no lr ({})", curve.label,
+                                        facts.all_diverged  ? "every run diverged"
+                                        : facts.survived_any ? "it learned at none without divergence"
+                                                             : "some seed diverged at every lr"));
         continue;
       }
       const ArmStats& arm = c.arms[facts.highest_learned_arm];
@@ -369,7 +404,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         flat += ratio <= kLogitChange && ratio >= 1 / kLogitChange ? 1 : 0;
       }
       SummaryLine line;
-      line.label = fmt::format("{} lr={}", curve.scale, g3(arm.lr()));
+      line.label = fmt::format("{} lr={}", curve.label, g3(arm.lr()));
       line.scale = curve.scale;
       for (const auto& [step, sum_n] : by_step)
         if (sum_n.second == measured) line.points.push_back(SummaryPoint{step, sum_n.first / sum_n.second, kNoValue,
@@ -386,7 +421,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       else
         trend = fmt::format("not decided whether the largest logit grows (seeds disagree: {} grow, {} shrink, {} "
                             "stay within {:g}x)", grows, shrinks, flat, kLogitChange);
-      std::string s = fmt::format("{}: highest lr survived {}{}; there {}", curve.scale, g3(arm.lr()),
+      std::string s = fmt::format("{}: highest lr survived {}{}; there {}", curve.label, g3(arm.lr()),
                                   facts.highest_learned_arm == curve.arms.back() ? " (the highest tried)" : "",
                                   trend);
       if (measured) s += fmt::format(", ending at {} (mean over {} seeds)", g3(last_mean / measured), measured);
