@@ -251,3 +251,131 @@ TEST_CASE("lr report: where every run diverged it says so, naming no best lr nor
   CHECK(loss.find("at lr 100") == std::string::npos);
   CHECK(table.find("| sgd | 64 | sqrt_dk | — | every run diverged |") != std::string::npos);
 }
+
+TEST_CASE("compare writes a preset's sections only when every input sweep records that preset") {
+  TempDir tmp("presets_compare_mixed");
+  const auto dk = xgrad::testing::run_preset("dk", tmp / "pdk", "--seeds 0 --steps 5 --d-k 16");
+  const auto len = xgrad::testing::run_preset("length", tmp / "len", "--scale sqrt_dk --seeds 0 --steps 5");
+  REQUIRE(dk.exit_code == 0);
+  REQUIRE(len.exit_code == 0);
+  for (const bool dk_first : {true, false}) {
+    CAPTURE(dk_first);
+    CompareOptions options;
+    options.inputs = dk_first ? std::vector<std::string>{(tmp / "pdk").string(), (tmp / "len").string()}
+                              : std::vector<std::string>{(tmp / "len").string(), (tmp / "pdk").string()};
+    options.out = (tmp / (dk_first ? "both1" : "both2")).string();
+    options.plots = false;
+    std::ostringstream out;
+    REQUIRE(run_compare(options, out) == 5);
+    const std::string report = read_text(fs::path(options.out) / "report.md");
+    INFO(report);
+    CHECK(report.find("length-findings") == std::string::npos);
+    CHECK(report.find("Preset: `") == std::string::npos);
+    CHECK(report.find("the inputs record different presets (") != std::string::npos);
+    CHECK(report.find("pdk: dk --quick") != std::string::npos);
+    CHECK(report.find("len: length --quick") != std::string::npos);
+    CHECK(out.str().find("warning: the inputs record different presets") != std::string::npos);
+  }
+}
+
+TEST_CASE("a preset sweep directory takes no other preset nor variant; a malformed record is said; dk has no sections") {
+  TempDir tmp("presets_record");
+  const fs::path dir = tmp / "pdk";
+  const auto quick = xgrad::testing::run_preset("dk", dir, "--seeds 0 --steps 5 --d-k 16");
+  INFO(quick.output);
+  REQUIRE(quick.exit_code == 0);
+  // dk has no sections of its own: the report and the console say so, and no "its sections come first".
+  CHECK(quick.report.find("Preset: `dk` (its --quick grid); it has no sections of its own: the usual report.") !=
+        std::string::npos);
+  CHECK(quick.report.find("its sections come first") == std::string::npos);
+  CHECK(quick.output.find("preset dk (quick): no sections of its own") != std::string::npos);
+  CHECK(quick.output.find("0 section(s)") == std::string::npos);
+
+  const auto full = xgrad::testing::run_preset("dk", dir, "--seeds 0 --steps 5 --d-k 16", false);
+  CHECK(full.exit_code == 2);
+  CHECK(full.output.find("holds the sweep of `xgrad experiment --preset dk --quick` (this one: `xgrad experiment "
+                         "--preset dk`)") != std::string::npos);
+  const auto other = xgrad::testing::run_preset("length", dir, "--seeds 0 --steps 5 --d-k 16");
+  CHECK(other.exit_code == 2);
+  CHECK(other.output.find("(this one: `xgrad experiment --preset length --quick`)") != std::string::npos);
+  const nlohmann::json index = nlohmann::json::parse(read_text(dir / "sweep.json"));
+  CHECK(index.at("preset") == nlohmann::json{{"name", "dk"}, {"quick", true}});
+  CHECK(index.at("runs").size() == 4);
+
+  // A record of another form: compare says so instead of ignoring it.
+  for (const nlohmann::json& bad : {nlohmann::json{{"name", 123}}, nlohmann::json{{"name", "dk"}, {"quick", "yes"}},
+                                    nlohmann::json()}) {
+    CAPTURE(bad.dump());
+    nlohmann::json edited = index;
+    edited["preset"] = bad;
+    std::ofstream(dir / "sweep.json") << edited.dump(2);
+    CompareOptions options;
+    options.inputs = {dir.string()};
+    options.plots = false;
+    std::ostringstream out;
+    run_compare(options, out);
+    const std::string report = read_text(dir / "report.md");
+    CHECK(report.find("records the preset as " + bad.dump()) != std::string::npos);
+    CHECK(out.str().find("warning: ") != std::string::npos);
+  }
+
+  // An unregistered preset: a note, and no sentence promising its sections.
+  nlohmann::json edited = index;
+  edited["preset"] = {{"name", "not_here"}, {"quick", false}};
+  std::ofstream(dir / "sweep.json") << edited.dump(2);
+  CompareOptions options;
+  options.inputs = {dir.string()};
+  options.plots = false;
+  std::ostringstream out;
+  run_compare(options, out);
+  const std::string report = read_text(dir / "report.md");
+  CHECK(report.find("preset 'not_here' is not registered") != std::string::npos);
+  CHECK(report.find("its sections come first") == std::string::npos);
+}
+
+TEST_CASE("sweep status on a preset directory names the experiment command; a preset's own value is named as such") {
+  TempDir tmp("presets_status");
+  const fs::path dir = tmp / "pdk";
+  const auto run = xgrad::testing::run_preset("dk", dir, "--seeds 0 --steps 5 --d-k 16");
+  REQUIRE(run.exit_code == 0);
+  fs::remove_all(dir / run.sweep.at("runs").at(0).at("dir").get<std::string>());  // a point to continue
+  int code = -1;
+  const std::string status = output_of("sweep status " + dir.string(), &code);
+  INFO(status);
+  CHECK(status.find("to continue: the same `xgrad experiment --preset dk --quick` command again") != std::string::npos);
+  CHECK(status.find("xgrad sweep command") == std::string::npos);
+
+  const std::string refused =
+      output_of("experiment --preset length --quick --n-keys 16 --out " + (tmp / "len").string(), &code);
+  CHECK(code == 2);
+  CHECK(refused.find("--eval-n-pairs 8,16,32,64 is preset length's --quick value; give --eval-n-pairs to change it") !=
+        std::string::npos);
+}
+
+TEST_CASE("width and collapse reports: lines that flags add are labelled apart; every run diverged names no best lr") {
+  TempDir tmp("presets_width_collapse");
+  const auto width =
+      xgrad::testing::run_preset("width", tmp / "width", "--seeds 0 --steps 5 --arms adamw@0.01,sgd@1000");
+  INFO(width.output);
+  REQUIRE(width.exit_code == 0);
+  REQUIRE(width.sweep.at("runs").size() == 12);  // 2 widths x 3 variants x 2 arms
+  const std::string w = xgrad::testing::report_section(width.report, "width");
+  INFO(w);
+  for (const std::string variant : {"SP sqrt_dk", "SP none", "muP (1/d_k)"}) {
+    CHECK(w.find("| " + variant + " optimizer=adamw | 16 |") != std::string::npos);
+    CHECK(w.find("| " + variant + " optimizer=sgd | 16 | none (every run diverged) |") != std::string::npos);
+    CHECK(w.find("| " + variant + " |") == std::string::npos);
+  }
+  CHECK(fs::exists(width.dir / "plots" / "width_loss_vs_lr_sqrt_dk_sp_optimizer_sgd.gp"));
+
+  const auto collapse = xgrad::testing::run_preset("collapse", tmp / "collapse",
+                                                   "--seeds 0 --steps 24 --scale sqrt_dk --arms adamw@0.01,sgd@0.01");
+  INFO(collapse.output);
+  REQUIRE(collapse.exit_code == 0);
+  const std::string s = xgrad::testing::report_section(collapse.report, "collapse");
+  INFO(s);
+  CHECK(s.find("- **sqrt_dk optimizer=adamw**: ") != std::string::npos);
+  CHECK(s.find("- **sqrt_dk optimizer=sgd**: ") != std::string::npos);
+  CHECK(s.find("(the seeds disagree)") == std::string::npos);  // one seed: nothing to disagree
+  CHECK(s.find("fewer than two seeds logged an entropy") != std::string::npos);
+}

@@ -5,6 +5,7 @@
 // runs checkpointed; the same command resumes them), the process ends by that signal, re-raised with its default
 // action, so a shell sees 128 + signal (129 for SIGHUP, 130 for SIGINT, 143 for SIGTERM) and a shell loop stops. A
 // sweep exits 1 when a run failed, was interrupted, or is still running in another process.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -135,6 +136,22 @@ PresetChoice find_preset(int argc, char** argv) {
   choice.entry = Registry<Preset>::instance().find(choice.name);
   if (!choice.entry) choice.entry = &Registry<Preset>::instance().at(kDefaultPreset);
   return choice;
+}
+
+// `message` (a ConfigError's, "--eval-n-pairs 32: ...") with a note when its flag is one the user did not give whose
+// value the preset set: the user never typed it, so the message must say where it came from.
+std::string with_preset_origin(const std::string& message, const PresetChoice& preset, const SweepConfig& grid,
+                               const GivenSettings& given) {
+  if (message.rfind("--", 0) != 0) return message;
+  const std::string flag = message.substr(0, message.find_first_of(" :=,"));
+  std::string key = flag.substr(2);
+  std::replace(key.begin(), key.end(), '-', '_');
+  if (!find_setting(key) || given.contains(key)) return message;
+  const nlohmann::json value = get_setting(grid.base, key);
+  if (value.is_null() || value == get_setting(experiment_defaults().base, key)) return message;
+  return message + " (" + flag + " " + (value.is_string() ? value.get<std::string>() : value.dump()) +
+         " is preset " + preset.name + "'s" + (preset.quick ? " --quick" : "") + " value; give " + flag +
+         " to change it)";
 }
 
 // --preset and --quick, and the presets listed in --help with their run counts.
@@ -463,6 +480,7 @@ int main(int argc, char** argv) {
       return sweep_exit_code(result);
     }
   } catch (const ConfigError& e) {
+    if (exp_cmd->parsed()) return fail(2, "xgrad: " + with_preset_origin(e.what(), preset, exp_cfg, exp_flags.given));
     return fail(2, std::string("xgrad: ") + e.what());
   } catch (const std::invalid_argument& e) {
     return fail(2, std::string("xgrad: ") + e.what());

@@ -214,8 +214,26 @@ nlohmann::json earlier_entries(const nlohmann::json& index, const std::vector<Sw
 // Refuses a sweep into a directory whose sweep.json (`index`) records other settings for its runs: runs of two
 // settings in one runs/ would be compared as one experiment. Settings that only say how a run is recorded or
 // executed may differ, as may the seeds, scales, head sizes, arms and grid values (runs added to the sweep).
+// The command that wrote a sweep directory: "xgrad experiment --preset dk --quick", or "xgrad sweep".
+std::string sweep_command(const nlohmann::json& preset) {
+  if (preset.is_null()) return "xgrad sweep";
+  if (!preset.is_object() || !preset.contains("name") || !preset.at("name").is_string())
+    return "a preset recorded as " + preset.dump();
+  const auto quick = preset.find("quick");
+  return "xgrad experiment --preset " + preset.at("name").get<std::string>() +
+         (quick != preset.end() && *quick == true ? " --quick" : "");
+}
+
 void check_same_sweep(const SweepConfig& cfg, const nlohmann::json& index) {
   if (!index.is_object() || !index.contains("base") || !index.at("base").is_object()) return;
+  // One preset's grid (full or --quick) per directory: its report sections are computed for that grid, and
+  // sweep.json records one preset.
+  const nlohmann::json was_preset = index.contains("preset") ? index.at("preset") : nlohmann::json();
+  const nlohmann::json now_preset =
+      cfg.preset.empty() ? nlohmann::json() : nlohmann::json{{"name", cfg.preset}, {"quick", cfg.preset_quick}};
+  if (sweep_command(was_preset) != sweep_command(now_preset))
+    throw ConfigError("--out: " + cfg.out + " holds the sweep of `" + sweep_command(was_preset) + "` (this one: `" +
+                      sweep_command(now_preset) + "`); use a new --out for another preset or grid");
   const nlohmann::json& was = index.at("base");
   nlohmann::json now = cfg.base.to_json();
   now.erase("out");

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/number_format.h"
+#include "train/report/preset_report.h"
 #include "train/run_directory.h"
 #include "train/run_files.h"
 #include "train/shell_quote.h"
@@ -203,9 +204,14 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
   for (const char* status : {"complete", "diverged", "running", "interrupted", "failed", "pending"})
     if (count[status]) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", count[status], status);
   out << points.size() << " point" << (points.size() == 1 ? "" : "s") << ": " << counts << "\n";
-  if (count["interrupted"] + count["failed"] + count["pending"] > 0)
-    out << "to continue: the same xgrad sweep command again (any --launcher), or `xgrad sweep run-one "
-        << shell_quote_path(sweep_dir) << " --index I` for one point\n";
+  if (count["interrupted"] + count["failed"] + count["pending"] > 0) {
+    const train::PresetRecord preset = train::read_preset_record(sweep_dir);
+    const std::string command = preset.name.empty()
+                                    ? "the same xgrad sweep command again (any --launcher)"
+                                    : "the same `xgrad experiment --preset " + preset.text() + "` command again (same --out)";
+    out << "to continue: " << command << ", or `xgrad sweep run-one " << shell_quote_path(sweep_dir)
+        << " --index I` for one point\n";
+  }
 }
 
 bool is_slurm_time(const std::string& text) {

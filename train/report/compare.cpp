@@ -73,9 +73,31 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
   context.loss_threshold_option = options.loss_threshold;
   context.summary = summary_figures(c);
   // A preset's sweep (sweep.json records it) gets the preset's own sections too, computed from the same numbers.
-  for (const std::string& input : options.inputs) {
-    context.preset = read_preset_record(input);
-    if (!context.preset.name.empty()) break;
+  // Written only when every input records the same preset (name and grid): sections of one preset computed over
+  // another's runs would be numbers of the wrong question.
+  {
+    std::vector<std::pair<std::string, PresetRecord>> records;
+    for (const std::string& input : options.inputs) records.push_back({input, read_preset_record(input)});
+    std::vector<std::string> problems, named;
+    bool same = true;
+    for (const auto& [input, record] : records) {
+      if (!record.problem.empty()) problems.push_back(record.problem);
+      named.push_back(input + ": " + (record.name.empty() ? "no preset" : record.text()));
+      same = same && record.name == records.front().second.name && record.quick == records.front().second.quick;
+    }
+    if (!problems.empty()) {
+      for (const std::string& p : problems) context.preset_note += (context.preset_note.empty() ? "" : "; ") + p;
+      context.preset_note += ": no preset sections are written";
+    } else if (!same) {
+      std::string list;
+      for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;
+      context.preset_note = "the inputs record different presets (" + list +
+                            "): a preset's sections are written only when every input records the same one, so "
+                            "none are written";
+    } else {
+      context.preset = records.front().second;
+    }
+    if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
   }
   if (!context.preset.name.empty()) {
     const PresetReport* preset = Registry<PresetReport>::instance().find(context.preset.name);
@@ -89,6 +111,9 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
       context.preset_note = "the sections of preset '" + context.preset.name + "' could not be computed: " + e.what();
     }
     if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
+    else if (context.preset_sections.empty())
+      out << "preset " << context.preset.name << (context.preset.quick ? " (quick)" : "")
+          << ": no sections of its own; the usual report\n";
     else out << "preset " << context.preset.name << (context.preset.quick ? " (quick)" : "") << ": "
              << context.preset_sections.size() << " section(s) of its own at the top of report.md\n";
   }

@@ -778,7 +778,9 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
 
   if (!ctx.preset.name.empty())
     md += "Preset: `" + ctx.preset.name + "`" + (ctx.preset.quick ? " (its --quick grid)" : "") +
-          "; its sections come first, then the usual report.\n\n";
+          (!ctx.preset_sections.empty() ? "; its sections come first, then the usual report.\n\n"
+           : ctx.preset_note.empty()    ? "; it has no sections of its own: the usual report.\n\n"
+                                        : ".\n\n");
   if (!ctx.preset_note.empty()) md += "**Note:** " + markdown_escape(ctx.preset_note) + ".\n\n";
   for (const PresetSection& section : ctx.preset_sections) {
     md += "<a id=\"" + section.anchor + "\"></a>\n\n## " + section.title + "\n\n";

@@ -48,8 +48,16 @@ PresetRecord read_preset_record(const std::string& sweep_dir) {
   try {
     const nlohmann::json j = nlohmann::json::parse(in);
     const auto preset = j.find("preset");
-    if (preset == j.end() || !preset->is_object()) return record;
-    record.name = preset->value("name", std::string());
+    if (preset == j.end()) return record;
+    const bool well_formed = preset->is_object() && preset->contains("name") && preset->at("name").is_string() &&
+                             !preset->at("name").get<std::string>().empty() &&
+                             (!preset->contains("quick") || preset->at("quick").is_boolean());
+    if (!well_formed) {
+      record.problem = (fs::path(sweep_dir) / "sweep.json").string() + " records the preset as " + preset->dump() +
+                       " (expected {\"name\": a preset's name, \"quick\": true or false})";
+      return record;
+    }
+    record.name = preset->at("name").get<std::string>();
     record.quick = preset->value("quick", false);
   } catch (const nlohmann::json::exception&) {
     // An unreadable index names no preset: the usual report is written.

@@ -67,10 +67,14 @@ class LineLabels {
 std::string join_and(const std::vector<std::string>& items);
 
 /// The preset a sweep directory ran: sweep.json's "preset" {"name", "quick"}; name "" when the directory has no
-/// sweep.json or it records no preset (a plain `xgrad sweep`).
+/// sweep.json or it records no preset (a plain `xgrad sweep`). A record of another form ({"name": 123}, "quick":
+/// "yes", null) names no preset and says what is wrong in `problem`.
 struct PresetRecord {
   std::string name;
   bool quick = false;
+  std::string problem;  // "" when the record is absent or well formed
+  /// "length --quick", "dk"; "" for no preset.
+  std::string text() const { return name.empty() ? "" : name + (quick ? " --quick" : ""); }
 };
 PresetRecord read_preset_record(const std::string& sweep_dir);
 

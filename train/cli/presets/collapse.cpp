@@ -102,13 +102,17 @@ struct Cell {  // one (scaling, lr, warmup): its runs
 std::vector<train::PresetSection> report(const train::PresetInput& in) {
   const train::Comparison& c = in.comparison;
   std::vector<RunCurves> curves(c.runs.size());
-  std::map<std::string, std::map<double, std::map<long, Cell>>> cells;  // scaling -> lr -> warmup -> cell
-  std::vector<std::string> order;  // scalings in the order the comparison lists them
+  std::map<std::string, std::map<double, std::map<long, Cell>>> cells;  // line -> lr -> warmup -> cell
+  std::vector<std::string> order;  // lines (a scaling and the other settings the arms differ in), in the order the
+                                   // comparison lists them
+  std::map<std::string, std::string> scale_of;  // line -> its scaling
+  const train::LineLabels labels(c, {"scale", "lr", "warmup_steps"});
   double T = 0;                    // keys the answer's query attends to
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const nlohmann::json& cfg = c.runs[i].config;
     if (!cfg.contains("scale") || !cfg.contains("lr")) continue;
-    const std::string scale = cfg.at("scale").get<std::string>();
+    const std::string scale = labels(cfg.at("scale").get<std::string>(), train::arm_settings(cfg));
+    scale_of[scale] = cfg.at("scale").get<std::string>();
     if (std::find(order.begin(), order.end(), scale) == order.end()) order.push_back(scale);
     const long warmup = cfg.value("warmup_steps", 0L);
     Cell& cell = cells[scale][cfg.at("lr").get<double>()][warmup];
@@ -162,7 +166,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         for (std::size_t k = 0; k < curves[i].step.size(); ++k) by_step[curves[i].step[k]].push_back(curves[i].entropy_min[k]);
       train::SummaryLine line;
       line.label = scale;
-      line.scale = scale;
+      line.scale = scale_of[scale];
       for (const auto& [step, values] : by_step) {
         train::SummaryPoint p;
         p.x = step;
@@ -205,7 +209,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         }
       train::SummaryLine line;
       line.label = scale;
-      line.scale = scale;
+      line.scale = scale_of[scale];
       for (const auto& [step, pair] : by_step) {
         train::SummaryPoint p;
         p.x = train::mean_sd(pair.first).mean;
@@ -229,7 +233,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     if (T >= 2 && norm_hi > 0) {
       train::SummaryLine bound;
       bound.label = fmt::format("bound, T = {:g}", T);
-      bound.scale = order.empty() ? "none" : order.front();
+      bound.scale = order.empty() ? "none" : scale_of[order.front()];
       bound.theory = true;
       for (int k = 0; k <= 40; ++k) {
         train::SummaryPoint p;
@@ -246,13 +250,15 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   train::Table t;
   t.header = {"scaling", "lr", "warmup steps", "collapsed seeds", "lowest entropy (mean)", "final accuracy (mean)",
               "diverged"};
-  auto status = [](const Cell& cell) {  // 1 every seed collapsed, 0 none, -1 not decided (or nothing read)
-    if (cell.read < 2) return -1;
+  auto status = [](const Cell& cell) {  // 1 every seed collapsed, 0 none, -1 not decided (or nothing read), -2 every
+                                        // run diverged and none logged an entropy
+    if (cell.read == 0 && !cell.runs.empty() && cell.diverged == cell.runs.size()) return -2;
+    if (cell.read < 2) return -3;  // fewer than two seeds: nothing for them to agree on
     return cell.collapsed == cell.read ? 1 : cell.collapsed == 0 ? 0 : -1;
   };
   std::string text;
   for (const std::string& scale : order) {
-    std::vector<std::string> collapsed, safe, undecided, warmup_helped;
+    std::vector<std::string> collapsed, safe, undecided, warmup_helped, diverged, few;
     for (const auto& [lr, by_warmup] : cells[scale]) {
       for (const auto& [w, cell] : by_warmup) {
         t.rows.push_back({scale, lr_text(lr), std::to_string(w), fmt::format("{} of {}", cell.collapsed, cell.read),
@@ -261,7 +267,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
                           fmt::format("{} of {}", cell.diverged, cell.runs.size())});
         const std::string where = "lr " + lr_text(lr) + (w == 0 ? " without warmup" : fmt::format(" with {} warmup steps", w));
         const int st = status(cell);
-        (st == 1 ? collapsed : st == 0 ? safe : undecided).push_back(where);
+        (st == 1 ? collapsed : st == 0 ? safe : st == -2 ? diverged : st == -3 ? few : undecided).push_back(where);
       }
       if (by_warmup.count(0))
         for (const auto& [w, cell] : by_warmup)
@@ -274,12 +280,17 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       return out;
     };
     std::string line = "- **" + scale + "**: ";
-    if (collapsed.empty() && undecided.empty()) line += "no collapse in any seed at any learning rate tried";
+    if (collapsed.empty() && undecided.empty() && diverged.empty() && few.empty())
+      line += "no collapse in any seed at any learning rate tried";
+    else if (collapsed.empty() && undecided.empty() && safe.empty() && few.empty())
+      line += "every run diverged before logging an entropy";
     else {
       std::vector<std::string> parts;
       if (!collapsed.empty()) parts.push_back("collapses in every seed at " + list(collapsed));
       if (!safe.empty()) parts.push_back("in none at " + list(safe));
       if (!undecided.empty()) parts.push_back("not decided at " + list(undecided) + " (the seeds disagree)");
+      if (!few.empty()) parts.push_back("not decided at " + list(few) + " (fewer than two seeds logged an entropy)");
+      if (!diverged.empty()) parts.push_back("every run diverged before logging an entropy at " + list(diverged));
       for (std::size_t k = 0; k < parts.size(); ++k) line += (k ? "; " : "") + parts[k];
     }
     if (!warmup_helped.empty()) line += "; warmup prevented the collapse at " + list(warmup_helped);

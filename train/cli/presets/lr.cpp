@@ -303,47 +303,48 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       "sd and 2% (the lr the scaling survives, below).\n\n",
       kUsableMargin);
   table.markdown += t.markdown() + "\n";
-  for (const Panel& panel : panels)
-   for (const std::string& extras : extras_of(panel)) {
-    const std::string where = panel.title() + (extras.empty() ? "" : ", " + extras);
-    const Curve* ref = reference_curve(panel, extras);
-    if (!ref) {
-      table.markdown += "- " + where + ": no unscaled (`none`) curve to compare the scalings with.\n";
-      continue;
-    }
-    const CurveFacts rf = facts_of(c, *ref);
-    std::vector<std::string> wider, narrower, same, undecided;
-    for (const Curve& curve : panel.curves) {
-      if (&curve == ref || curve.extras != extras) continue;
-      const CurveFacts f = facts_of(c, curve);
-      if (curve.arms.size() != ref->arms.size()) {
-        undecided.push_back(curve.scale + " (other lrs than none's)");
-      } else if (f.usable_all > rf.usable_any) {
-        wider.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_all, rf.usable_any));
-      } else if (f.usable_any < rf.usable_all) {
-        narrower.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_any, rf.usable_all));
-      } else if (f.usable_all == f.usable_any && rf.usable_all == rf.usable_any) {
-        same.push_back(curve.scale);
-      } else {
-        const bool here = f.usable_all != f.usable_any, there = rf.usable_all != rf.usable_any;
-        undecided.push_back(fmt::format("{} (the seeds of {} disagree at some lr)", curve.scale,
-                                        here && there ? curve.scale + " and of none" : here ? curve.scale : "none"));
+  for (const Panel& panel : panels) {
+    for (const std::string& extras : extras_of(panel)) {
+      const std::string where = panel.title() + (extras.empty() ? "" : ", " + extras);
+      const Curve* ref = reference_curve(panel, extras);
+      if (!ref) {
+        table.markdown += "- " + where + ": no unscaled (`none`) curve to compare the scalings with.\n";
+        continue;
       }
+      const CurveFacts rf = facts_of(c, *ref);
+      std::vector<std::string> wider, narrower, same, undecided;
+      for (const Curve& curve : panel.curves) {
+        if (&curve == ref || curve.extras != extras) continue;
+        const CurveFacts f = facts_of(c, curve);
+        if (curve.arms.size() != ref->arms.size()) {
+          undecided.push_back(curve.scale + " (other lrs than none's)");
+        } else if (f.usable_all > rf.usable_any) {
+          wider.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_all, rf.usable_any));
+        } else if (f.usable_any < rf.usable_all) {
+          narrower.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_any, rf.usable_all));
+        } else if (f.usable_all == f.usable_any && rf.usable_all == rf.usable_any) {
+          same.push_back(curve.scale);
+        } else {
+          const bool here = f.usable_all != f.usable_any, there = rf.usable_all != rf.usable_any;
+          undecided.push_back(fmt::format("{} (the seeds of {} disagree at some lr)", curve.scale,
+                                          here && there ? curve.scale + " and of none" : here ? curve.scale : "none"));
+        }
+      }
+      std::string line = fmt::format("- {}: unscaled attention has {} of {} lrs usable in every seed{}.", where,
+                                     rf.usable_all, ref->arms.size(),
+                                     rf.usable_any > rf.usable_all
+                                         ? fmt::format(" ({} more in some seeds)", rf.usable_any - rf.usable_all)
+                                         : "");
+      // Decided only when every seed agrees: the fewest lrs one side may have (usable in every seed) against the most
+      // the other may have (usable in some seed), the counts shown in that order.
+      if (!wider.empty()) line += fmt::format(" More usable lrs than unscaled (usable in every seed, against unscaled's usable in any seed): {}.",
+                                            fmt::join(wider, ", "));
+      if (!narrower.empty()) line += fmt::format(" Fewer usable lrs than unscaled (usable in any seed, against unscaled's usable in every seed): {}.",
+                                               fmt::join(narrower, ", "));
+      if (!same.empty()) line += fmt::format(" As many as unscaled: {}.", fmt::join(same, ", "));
+      if (!undecided.empty()) line += fmt::format(" Not decided: {}.", fmt::join(undecided, ", "));
+      table.markdown += line + "\n";
     }
-    std::string line = fmt::format("- {}: unscaled attention has {} of {} lrs usable in every seed{}.", where,
-                                   rf.usable_all, ref->arms.size(),
-                                   rf.usable_any > rf.usable_all
-                                       ? fmt::format(" ({} more in some seeds)", rf.usable_any - rf.usable_all)
-                                       : "");
-    // Decided only when every seed agrees: the fewest lrs one side may have (usable in every seed) against the most
-    // the other may have (usable in some seed), the counts shown in that order.
-    if (!wider.empty()) line += fmt::format(" More usable lrs than unscaled (usable in every seed, against unscaled's usable in any seed): {}.",
-                                          fmt::join(wider, ", "));
-    if (!narrower.empty()) line += fmt::format(" Fewer usable lrs than unscaled (usable in any seed, against unscaled's usable in every seed): {}.",
-                                             fmt::join(narrower, ", "));
-    if (!same.empty()) line += fmt::format(" As many as unscaled: {}.", fmt::join(same, ", "));
-    if (!undecided.empty()) line += fmt::format(" Not decided: {}.", fmt::join(undecided, ", "));
-    table.markdown += line + "\n";
   }
   sections.push_back(table);
 

@@ -26,7 +26,8 @@
 //     s.title = "My question";
 //     train::SummaryFigure f;                         // drawn with gnuplot into plots/my_figure.{png,svg,gp}
 //     f.name = "my_figure"; f.title = "..."; f.caption = "..."; f.x_label = "..."; f.y_label = "...";
-//     f.lines = ...;                                  // computed from in.comparison (arms, runs, stats)
+//     f.lines = ...;                                  // computed from in.comparison (arms, runs, stats), each
+//                                                     // labelled with train::LineLabels (flags add settings)
 //     s.figures.push_back(f);
 //     s.markdown = "...";                             // sentences computed from the numbers; "not decided" where
 //     return {s};                                     // the seeds disagree

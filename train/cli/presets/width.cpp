@@ -4,6 +4,7 @@
 // from 16 to 512 (one head, attention only, key-value recall with summed key and value embeddings) x AdamW learning
 // rates x {standard with sqrt_dk, standard with none, muP (1/d_k attention, --base-width 64)}.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -66,11 +67,17 @@ std::string lr_text(double lr) { return fmt::format("{:g}", lr); }
 std::vector<train::PresetSection> report(const train::PresetInput& in) {
   const train::Comparison& c = in.comparison;
   // variant -> width -> lr -> cell
+  // A line is a variant and the other settings the arms differ in (flags may add some: --grid n_layers=1,2).
   std::map<std::string, std::map<std::size_t, std::map<double, Cell>>> cells;
+  const train::LineLabels labels(c, {"d_model", "d_k", "lr", "scale", "parametrization"});
+  std::map<std::string, std::string> variant_base, line_extras;  // line -> its variant (kVariants), its extras
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const nlohmann::json& cfg = c.runs[i].config;
     if (!cfg.contains("d_model") || !cfg.contains("lr") || c.runs[i].incomplete) continue;
-    Cell& cell = cells[variant_of(cfg)][cfg.at("d_model").get<std::size_t>()][cfg.at("lr").get<double>()];
+    const std::string line = labels(variant_of(cfg), train::arm_settings(cfg));
+    variant_base[line] = variant_of(cfg);
+    line_extras[line] = labels.extras(train::arm_settings(cfg));
+    Cell& cell = cells[line][cfg.at("d_model").get<std::size_t>()][cfg.at("lr").get<double>()];
     const double objective = c.stats[i].lr_objective;
     cell.objective.push_back(objective);
     cell.by_seed[cfg.value("seed", std::uint64_t{0})] = objective;
@@ -84,11 +91,17 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     s.markdown = "No complete run of the width grid was found.\n";
     return {s};
   }
+  std::vector<std::string> lines;  // in kVariants order
+  for (const std::string& v : kVariants)
+    for (const auto& [line, base] : variant_base)
+      if (base == v) lines.push_back(line);
   // Loss against lr, one figure per variant, one line per width.
-  for (const std::string& variant : kVariants) {
-    if (!cells.count(variant)) continue;
+  for (const std::string& variant : lines) {
+    std::string suffix;  // the extras, as a file name's part
+    for (char ch : line_extras[variant]) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
     train::SummaryFigure f;
-    f.name = "width_loss_vs_lr_" + variant_scale(variant) + (variant.rfind("muP", 0) == 0 ? "_mup" : "_sp");
+    f.name = "width_loss_vs_lr_" + variant_scale(variant_base[variant]) +
+             (variant.rfind("muP", 0) == 0 ? "_mup" : "_sp") + (suffix.empty() ? "" : "_" + suffix);
     f.title = "Final loss against learning rate per width, " + variant;
     f.caption = "AdamW; per width (d_model = d_k) the mean over seeds of the final loss (runs that diverged left out), "
                 "error bars ± sd";
@@ -98,7 +111,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     for (const auto& [width, by_lr] : cells.at(variant)) {
       train::SummaryLine line;
       line.label = "d_model=" + std::to_string(width);
-      line.scale = variant_scale(variant);
+      line.scale = variant_scale(variant_base[variant]);
       for (const auto& [lr, cell] : by_lr) {
         const train::MeanSd m = train::mean_sd(cell.final_loss);
         train::SummaryPoint p;
@@ -133,11 +146,10 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   fb.log_x = true;
   fb.log_y = true;
   fb.error_bar_sd = false;
-  for (const std::string& variant : kVariants) {
-    if (!cells.count(variant)) continue;
+  for (const std::string& variant : lines) {
     train::SummaryLine line;
     line.label = variant;
-    line.scale = variant_scale(variant);
+    line.scale = variant_scale(variant_base[variant]);
     for (const auto& [width, by_lr] : cells.at(variant)) {
       Best b;
       std::map<std::uint64_t, std::pair<double, double>> seed_best;  // seed -> (objective, lr)
@@ -162,6 +174,9 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         b.hi = *seed_lrs.rbegin();
       }
       b.objective = best_mean;
+      bool all_diverged = true;  // every run at this width diverged: each objective is a step-0 loss, no best lr
+      for (const auto& [lr, cell] : by_lr) all_diverged = all_diverged && cell.diverged == cell.objective.size();
+      if (all_diverged) b = Best{};
       b.at_edge = std::isfinite(b.lr) && (b.lr == by_lr.begin()->first || b.lr == by_lr.rbegin()->first);
       best[variant][width] = b;
       train::SummaryPoint p;
@@ -178,7 +193,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
 
   train::Table t;
   t.header = {"variant", "d_model = d_k", "best lr", "seeds' best lrs", "lr objective at it", "diverged runs"};
-  for (const std::string& variant : kVariants) {
+  for (const std::string& variant : lines) {
     if (!best.count(variant)) continue;
     for (const auto& [width, b] : best.at(variant)) {
       std::size_t diverged = 0, runs = 0;
@@ -187,8 +202,10 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         runs += cell.objective.size();
       }
       t.rows.push_back({variant, std::to_string(width),
-                        std::isfinite(b.lr) ? lr_text(b.lr) + (b.decided ? "" : " (not decided)") : "none",
-                        b.lo == b.hi ? lr_text(b.lo) : lr_text(b.lo) + " to " + lr_text(b.hi),
+                        std::isfinite(b.lr) ? lr_text(b.lr) + (b.decided ? "" : " (not decided)")
+                        : diverged == runs  ? "none (every run diverged)"
+                                            : "none",
+                        !std::isfinite(b.lo) ? "—" : b.lo == b.hi ? lr_text(b.lo) : lr_text(b.lo) + " to " + lr_text(b.hi),
                         train::format_number(b.objective, 3), fmt::format("{} of {}", diverged, runs)});
     }
   }
@@ -196,7 +213,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   // where the seeds agree.
   std::string text;
   std::map<std::string, double> spread;  // variant -> max/min of the decided best lrs (NaN: fewer than 2 decided)
-  for (const std::string& variant : kVariants) {
+  for (const std::string& variant : lines) {
     if (!best.count(variant)) continue;
     std::vector<std::pair<std::size_t, double>> decided;
     std::vector<std::size_t> undecided;
@@ -232,28 +249,50 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     }
     text += line + "\n";
   }
-  // The literature's claim: muP's best lr moves less with width than SP's.
-  std::string claim;
-  const double mup = spread.count("muP (1/d_k)") ? spread.at("muP (1/d_k)") : train::kNoValue;
-  const double sp = spread.count("SP sqrt_dk") ? spread.at("SP sqrt_dk") : train::kNoValue;
-  if (!std::isfinite(mup) || !std::isfinite(sp))
-    claim = "Whether muP holds the best learning rate in place better than SP with sqrt_dk is not decided here: one "
-            "of them has fewer than two widths where the seeds agree.";
-  else if (mup < sp)
-    claim = fmt::format("Yang et al.'s claim reproduced at this scale: across widths the best learning rate moves by "
-                        "a factor of {:.3g} under muP and {:.3g} under SP with sqrt_dk.", mup, sp);
-  else if (mup == sp)
-    claim = fmt::format("Whether muP holds the best learning rate in place better than SP with sqrt_dk is not decided "
-                        "on this grid: across widths it moves by the same factor ({:.3g}) under both.", mup);
-  else
-    claim = fmt::format("Yang et al.'s claim did not reproduce at this scale: across widths the best learning rate "
-                        "moves by a factor of {:.3g} under muP, more than the {:.3g} under SP with sqrt_dk.", mup, sp);
+  // The literature's claim: muP's best lr moves less with width than SP's; between lines of equal extras.
+  std::string claims;
+  std::vector<std::string> extras_seen;
+  for (const std::string& variant : lines) {
+    const std::string extras = line_extras[variant];
+    if (std::find(extras_seen.begin(), extras_seen.end(), extras) != extras_seen.end()) continue;
+    extras_seen.push_back(extras);
+    auto with = [&](const std::string& name) { return extras.empty() ? name : name + " " + extras; };
+    std::string claim;
+    const double mup = spread.count(with("muP (1/d_k)")) ? spread.at(with("muP (1/d_k)")) : train::kNoValue;
+    const double sp = spread.count(with("SP sqrt_dk")) ? spread.at(with("SP sqrt_dk")) : train::kNoValue;
+    if (!spread.count(with("muP (1/d_k)")) || !spread.count(with("SP sqrt_dk")))
+      claim =
+          "Whether muP holds the best learning rate in place better than SP with sqrt_dk is not asked here: the runs "
+          "hold no " +
+          std::string(spread.count(with("SP sqrt_dk")) ? "muP" : "SP sqrt_dk") + " line.";
+    else if (!std::isfinite(mup) || !std::isfinite(sp))
+      claim =
+          "Whether muP holds the best learning rate in place better than SP with sqrt_dk is not decided here: one "
+          "of them has fewer than two widths where the seeds agree.";
+    else if (mup < sp)
+      claim = fmt::format(
+          "Yang et al.'s claim reproduced at this scale: across widths the best learning rate moves by "
+          "a factor of {:.3g} under muP and {:.3g} under SP with sqrt_dk.",
+          mup, sp);
+    else if (mup == sp)
+      claim = fmt::format(
+          "Whether muP holds the best learning rate in place better than SP with sqrt_dk is not decided "
+          "on this grid: across widths it moves by the same factor ({:.3g}) under both.",
+          mup);
+    else
+      claim = fmt::format(
+          "Yang et al.'s claim did not reproduce at this scale: across widths the best learning rate "
+          "moves by a factor of {:.3g} under muP, more than the {:.3g} under SP with sqrt_dk.",
+          mup, sp);
+    claims += (extras.empty() ? "" : "With " + extras + ": ") + claim + "\n";
+  }
   s.markdown = "AdamW at " + std::to_string(cells.begin()->second.begin()->second.size()) +
                " learning rates; one head, attention only, d_model = d_k; muP relative to d_model " +
-               std::to_string(kBaseWidth) + " (`--base-width`). The lr objective is min(final loss, step-0 loss), a "
+               std::to_string(kBaseWidth) +
+               " (`--base-width`). The lr objective is min(final loss, step-0 loss), a "
                "diverged run counting its step-0 loss (Wortsman et al. 2023). A best learning rate is decided where "
                "every seed has its lowest objective at it.\n\n" +
-               text + "\n" + claim + "\n\n" + t.markdown() + "\n";
+               text + "\n" + claims + "\n" + t.markdown() + "\n";
   return {s};
 }
 
