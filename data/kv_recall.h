@@ -38,6 +38,8 @@ class KeyValueRecall : public Task {
   std::string name() const override { return "kv_recall"; }
   std::size_t vocab_size() const override;
   std::size_t seq_len() const override { return config_.n_pairs + 1; }
+  /// The query, the last position.
+  std::size_t targets_per_sequence() const override { return 1; }
   double chance_loss() const override;
   const KeyValueRecallConfig& config() const { return config_; }
   /// A pair's position does not matter to the answer: pair i takes the trained pair position i mod (trained

@@ -53,8 +53,8 @@ MultiQueryRecall::MultiQueryRecall(MultiQueryRecallConfig config) : config_(conf
                     "): values are distinct within a sequence");
   if (config_.seq_len < 4 * P)
     throw TaskError("mqar: --seq-len (" + text(config_.seq_len) + ") must be >= 4 x --n-pairs = " + text(4 * P) +
-                    " (the pairs take 2 x --n-pairs tokens and the queries every other position after them), or "
-                    "--n-pairs <= " + text(config_.seq_len / 4));
+                    " (the pairs take 2 x --n-pairs tokens and the queries every other position after them): give "
+                    "--seq-len >= " + text(4 * P) + ", or --n-pairs <= " + text(config_.seq_len / 4));
   if (!(config_.power_a > 0.0 && config_.power_a <= 1.0))
     throw TaskError("mqar: --power-a must be in (0, 1], got " + std::to_string(config_.power_a));
   const std::size_t slots = (config_.seq_len - 2 * P) / 2;

@@ -38,6 +38,8 @@ class MultiQueryRecall : public Task {
   std::string name() const override { return "mqar"; }
   std::size_t vocab_size() const override { return config_.n_keys + config_.n_values + 1; }
   std::size_t seq_len() const override { return config_.seq_len; }
+  /// One query per key.
+  std::size_t targets_per_sequence() const override { return config_.n_pairs; }
   double chance_loss() const override;
   const MultiQueryRecallConfig& config() const { return config_; }
   /// Pair positions repeat the trained pairs' positions (2 x trained n_pairs of them, so a key stays at an even one

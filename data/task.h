@@ -49,6 +49,9 @@ class Task {
   virtual std::size_t seq_len() const = 0;
   /// Loss in nats of a model that spreads its probability uniformly over the possible answers.
   virtual double chance_loss() const = 0;
+  /// At most how many positions of a sequence carry a target (not -1). The readout runs at those only
+  /// (nn::loss_at_targets), so the memory estimate sizes the logits by it. Default: every position.
+  virtual std::size_t targets_per_sequence() const { return seq_len(); }
   /// Bytes of data the task holds in memory for the whole run (a file's contents, token arrays); 0 for tasks that
   /// generate their sequences. The memory estimate counts them.
   virtual std::size_t data_bytes() const { return 0; }

@@ -1,7 +1,10 @@
 #include "nn/optim.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "autograd/kernels/parallel.h"
 #include "autograd/kernels/vector_math.h"
@@ -9,6 +12,19 @@
 namespace xgrad::nn {
 
 namespace {
+// The updates compute in float. A decay rate below 1 as a double can be 1.0f (0.99999999 is): the moment then never
+// decays and AdamW's second moment stays 0 (the update becomes m / eps). The largest float below 1 is the most
+// allowed. An eps below the smallest normal float is 0 in float, or a subnormal that flush_denormals reads as 0.
+constexpr double kMaxDecay = 1.0 - 0x1p-24;  // 0.99999994
+constexpr double kMinEps = FLT_MIN;
+
+// printf's %.*g of `v` (nn does not link fmt).
+std::string number_text(double v, int digits) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
 // weight_decay means the same for both optimizers (added to the gradient for SGD, decoupled for AdamW): one
 // declaration, shared.
 Setting weight_decay_setting() {
@@ -20,7 +36,7 @@ OptimizerEntry sgd_entry() {
   e.name = "sgd";
   e.description = "SGD with momentum (PyTorch's form: the momentum buffer accumulates the gradient)";
   e.order = 10;
-  e.settings = {number_setting("momentum", 0.9, 0.0, 1.0, "SGD momentum", false, true), weight_decay_setting()};
+  e.settings = {number_setting("momentum", 0.9, 0.0, kMaxDecay, "SGD momentum (below 1 in float)"), weight_decay_setting()};
   e.build = [](std::vector<Tensor> params, double lr, const SettingValues& v) -> std::unique_ptr<Optimizer> {
     return std::make_unique<SGD>(std::move(params), lr, v.get<double>("momentum"), v.get<double>("weight_decay"));
   };
@@ -33,9 +49,9 @@ OptimizerEntry adamw_entry() {
   e.description = "AdamW (Loshchilov & Hutter 2019, \"Decoupled Weight Decay Regularization\", Algorithm 2)";
   e.order = 20;
   e.settings = {weight_decay_setting(),
-                number_setting("beta1", 0.9, 0.0, 1.0, "decay rate of the first moment", false, true),
-                number_setting("beta2", 0.999, 0.0, 1.0, "decay rate of the second moment", false, true),
-                number_setting("eps", 1e-8, 0.0, 1.0, "added to the root of the second moment", true, false)};
+                number_setting("beta1", 0.9, 0.0, kMaxDecay, "decay rate of the first moment (below 1 in float)"),
+                number_setting("beta2", 0.999, 0.0, kMaxDecay, "decay rate of the second moment (below 1 in float)"),
+                number_setting("eps", 1e-8, kMinEps, 1.0, "added to the root of the second moment (a normal float)")};
   e.build = [](std::vector<Tensor> params, double lr, const SettingValues& v) -> std::unique_ptr<Optimizer> {
     return std::make_unique<AdamW>(std::move(params), lr, v.get<double>("beta1"), v.get<double>("beta2"),
                                    v.get<double>("eps"), v.get<double>("weight_decay"));
@@ -100,7 +116,9 @@ void Optimizer::check_state(const char* optimizer, const OptimizerState& state,
 
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay)
     : Optimizer(std::move(params), lr), momentum_(momentum), weight_decay_(weight_decay) {
-  if (momentum < 0 || momentum >= 1) throw Error("SGD: momentum must be in [0, 1), got " + std::to_string(momentum));
+  if (!(momentum >= 0 && momentum <= kMaxDecay))
+    throw Error("SGD: momentum must be in [0, " + number_text(kMaxDecay, 8) + "] (below 1 in float), got " +
+                number_text(momentum, 17));
   for (auto& p : params_) buf_.emplace_back(xt::zeros<float>(p.value().shape()));
 }
 
@@ -131,8 +149,12 @@ void SGD::load_state(const OptimizerState& state) {
 
 AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay)
     : Optimizer(std::move(params), lr), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {
-  if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1) throw Error("AdamW: betas must be in [0, 1)");
-  if (!(eps > 0)) throw Error("AdamW: eps must be > 0");
+  if (!(beta1 >= 0 && beta1 <= kMaxDecay && beta2 >= 0 && beta2 <= kMaxDecay))
+    throw Error("AdamW: betas must be in [0, " + number_text(kMaxDecay, 8) + "] (below 1 in float), got beta1 " +
+                number_text(beta1, 17) + " and beta2 " + number_text(beta2, 17));
+  if (!(eps >= kMinEps && eps <= 1))
+    throw Error("AdamW: eps must be in [" + number_text(kMinEps, 9) + ", 1] (a normal float), got " +
+                number_text(eps, 17));
   for (auto& p : params_) {
     m_.emplace_back(xt::zeros<float>(p.value().shape()));
     v_.emplace_back(xt::zeros<float>(p.value().shape()));

@@ -42,12 +42,44 @@ TEST_CASE("AdamW with given betas and eps: three steps against the closed form i
     }
   }
   CHECK_THROWS_WITH_AS(nn::make_optimizer("adamw", {p}, lr, SettingValues(nlohmann::json{{"beta2", 1.0}})),
-                       "AdamW: betas must be in [0, 1)", Error);
+                       doctest::Contains("AdamW: betas must be in [0, 0.99999994] (below 1 in float), got beta1 0.9"), Error);
   CHECK_THROWS_WITH_AS(nn::make_optimizer("adamw", {p}, lr, SettingValues(nlohmann::json{{"eps", 0.0}})),
-                       "AdamW: eps must be > 0", Error);
+                       doctest::Contains("AdamW: eps must be in [1.17549435e-38, 1] (a normal float), got 0"), Error);
   // the flags refuse them first, naming the range
-  CHECK(check_setting_value(*train::find_setting("beta2"), 1.0) == "must be in [0, 1), got 1.0");
-  CHECK(check_setting_value(*train::find_setting("eps"), 0.0) == "must be in (0, 1], got 0.0");
+  CHECK(check_setting_value(*train::find_setting("beta2"), 1.0) == "must be in [0, 0.99999994], got 1.0");
+  CHECK(check_setting_value(*train::find_setting("eps"), 0.0) == "must be in [1.17549435e-38, 1], got 0.0");
+}
+
+TEST_CASE("AdamW and SGD: a beta or momentum below 1 in double that is 1 in float is refused; eps below FLT_MIN too") {
+  Tensor p(xt::xarray<float>{0.5f, -1.0f, 2.0f}, true);
+  // The update computes in float: 0.99999999 and 1 - 2^-53 round to 1.0f, which leaves the second moment at 0.
+  for (const double beta : {0.99999999, 0.9999999999999999}) {
+    INFO("beta " << beta);
+    CHECK_THROWS_WITH_AS(nn::make_optimizer("adamw", {p}, 0.1, SettingValues(nlohmann::json{{"beta2", beta}})),
+                         doctest::Contains("AdamW: betas must be in [0, 0.99999994] (below 1 in float)"), Error);
+    CHECK_THROWS_WITH_AS(nn::make_optimizer("adamw", {p}, 0.1, SettingValues(nlohmann::json{{"beta1", beta}})),
+                         doctest::Contains("AdamW: betas must be in [0, 0.99999994] (below 1 in float)"), Error);
+    CHECK_THROWS_WITH_AS(nn::make_optimizer("sgd", {p}, 0.1, SettingValues(nlohmann::json{{"momentum", beta}})),
+                         doctest::Contains("SGD: momentum must be in [0, 0.99999994] (below 1 in float)"), Error);
+    CHECK(check_setting_value(*train::find_setting("beta2"), beta).rfind("must be in [0, 0.99999994], got", 0) == 0);
+    CHECK(check_setting_value(*train::find_setting("beta1"), beta).rfind("must be in [0, 0.99999994], got", 0) == 0);
+    CHECK(check_setting_value(*train::find_setting("momentum"), beta).rfind("must be in [0, 0.99999994], got", 0) == 0);
+  }
+  // eps 1e-46 is 0 in float, 1e-40 a subnormal that flush_denormals reads as 0.
+  for (const double eps : {1e-320, 1e-46, 1e-40}) {
+    INFO("eps " << eps);
+    CHECK_THROWS_WITH_AS(nn::make_optimizer("adamw", {p}, 0.1, SettingValues(nlohmann::json{{"eps", eps}})),
+                         doctest::Contains("AdamW: eps must be in [1.17549435e-38, 1] (a normal float)"), Error);
+    CHECK(check_setting_value(*train::find_setting("eps"), eps).rfind("must be in [1.17549435e-38, 1], got", 0) == 0);
+  }
+  // The largest float below 1 is allowed, and the second moment then moves: the first steps are Adam's, not m / eps.
+  auto opt = nn::make_optimizer("adamw", {p}, 0.1, SettingValues(nlohmann::json{{"beta2", 0.99999994}}));
+  CHECK(check_setting_value(*train::find_setting("beta2"), 0.99999994) == "");
+  p.zero_grad();
+  p.node()->grad = xt::xarray<float>{1.0f, 1.0f, 1.0f};
+  p.node()->has_grad = true;
+  opt->step();
+  CHECK(p.value()(0) == doctest::Approx(0.4).epsilon(1e-3));  // first step: lr x sign(g)
 }
 
 TEST_CASE("--beta1, --beta2, --eps: in config.json, read by the run, fixed on resume; absent keys read as defaults") {

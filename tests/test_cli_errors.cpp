@@ -108,7 +108,27 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"sweep", "--out", out, "--attn-out-proj", "false", "--d-k", "16,64"}, 2, "--attn-out-proj false: "},
       {{"train", "--out", out, "--d-model", "10", "--n-heads", "3"}, 2, "--d-model (10) must be divisible by --n-heads (3)"},
       {{"train", "--out", out, "--n-keys", "4", "--n-pairs", "8"}, 2, "n_pairs"},
-      {{"train", "--out", out, "--optimizer", "sgd", "--momentum", "1"}, 2, "--momentum: must be in [0, 1), got 1"},
+      {{"train", "--out", out, "--optimizer", "sgd", "--momentum", "1"}, 2, "--momentum: must be in [0, 0.99999994], got 1"},
+      // The optimizers compute in float: betas that round to 1.0f and an eps below the smallest normal float are
+      // refused at the flag.
+      {{"train", "--out", out, "--beta2", "0.99999999"}, 2, "--beta2: must be in [0, 0.99999994], got 0.99999999"},
+      {{"train", "--out", out, "--beta2", "0.9999999999999999"}, 2, "--beta2: must be in [0, 0.99999994], got"},
+      {{"train", "--out", out, "--beta1", "0.99999999"}, 2, "--beta1: must be in [0, 0.99999994], got 0.99999999"},
+      {{"train", "--out", out, "--optimizer", "sgd", "--momentum", "0.99999999"}, 2, "--momentum: must be in [0, 0.99999994]"},
+      {{"train", "--out", out, "--eps", "1e-320"}, 2, "--eps: must be in [1.17549435e-38, 1], got"},
+      {{"train", "--out", out, "--eps", "1e-46"}, 2, "--eps: must be in [1.17549435e-38, 1], got"},
+      // --base-width is read only under muP: refused with sp, as a grid axis, and by probe (which measures sp).
+      {{"train", "--out", out, "--base-width", "32"}, 2,
+       "--base-width is read only by --parametrization mup (the parametrization is sp)"},
+      {{"train", "--out", out, "--base-width", "64"}, 2,
+       "--base-width is read only by --parametrization mup (the parametrization is sp)"},
+      {{"sweep", "--out", out, "--grid", "base_width=16,32"}, 2,
+       "--grid base_width: --base-width is read only by --parametrization mup (the parametrization is sp); an axis "
+       "must change every run"},
+      {{"sweep", "--out", out, "--base-width", "32"}, 2,
+       "--base-width is read only by --parametrization mup (the parametrization is sp)"},
+      {{"probe", "--parametrization", "mup"}, 2, "--parametrization: probe measures the standard parametrization"},
+      {{"probe", "--base-width", "32"}, 2, "--base-width: probe measures the standard parametrization"},
       // A setting of a component the run does not select is refused, naming its owners and the selection.
       {{"train", "--out", out, "--momentum", "0.5"}, 2, "--momentum is read only by --optimizer sgd (the optimizer is adamw)"},
       {{"train", "--out", out, "--task", "copy", "--n-keys", "4"}, 2, "--n-keys is read only by --task kv_recall, mqar (the task is copy)"},
@@ -121,7 +141,23 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"sweep", "--out", out, "--task", "copy", "--eval-n-pairs", "16"}, 2,
        "--eval-n-pairs: the task copy has no --n-pairs (evaluation at another n_pairs is defined for --task kv_recall, mqar)"},
       {{"train", "--out", out, "--task", "mqar", "--seq-len", "15"}, 2,
-       "mqar: --seq-len (15) must be >= 4 x --n-pairs = 16"},
+       "mqar: --seq-len (15) must be >= 4 x --n-pairs = 16 (the pairs take 2 x --n-pairs tokens and the queries every "
+       "other position after them): give --seq-len >= 16, or --n-pairs <= 3"},
+      // Evaluation lists: a value given twice, an empty list; each list is evaluated with the other trained setting.
+      {{"train", "--out", out, "--eval-n-pairs", "4,4"}, 2, "--eval-n-pairs: 4 is given twice in '4,4'"},
+      {{"train", "--out", out, "--eval-n-pairs", ""}, 2,
+       "--eval-n-pairs: empty entry in '' (leave the flag out to evaluate at no other length)"},
+      {{"sweep", "--out", out, "--task", "copy", "--eval-seq-len", ""}, 2, "--eval-seq-len: empty entry in ''"},
+      {{"train", "--out", out, "--task", "mqar", "--eval-n-pairs", "8", "--eval-seq-len", "32"}, 2,
+       "--eval-n-pairs 8: mqar: --seq-len (16) must be >= 4 x --n-pairs = 32"},
+      {{"train", "--out", out, "--task", "mqar", "--eval-n-pairs", "8", "--eval-seq-len", "32"}, 2,
+       "; each --eval-n-pairs value is evaluated at the trained --seq-len 16 (--eval-seq-len and --eval-n-pairs are "
+       "not combined): train with a longer --seq-len"},
+      // The memory estimate of an evaluation names the evaluation's flag, not the training's.
+      {{"train", "--out", out, "--task", "copy", "--eval-seq-len", "65536"}, 2,
+       "T^2 x --n-layers; T = the evaluated sequence length, set by --eval-seq-len 65536)"},
+      {{"train", "--out", out, "--n-keys", "4096", "--kv-encoding", "sum", "--eval-n-pairs", "4096"}, 2,
+       "T = the evaluated sequence length, set by --eval-n-pairs 4096"},
       {{"train", "--out", out, "--lr-schedule", "linear"}, 2, "--lr-schedule: linear not in {constant,cosine}"},
       {{"train", "--out", out, "--min-lr", "0.001"}, 2, "--min-lr is read only by --lr-schedule cosine (the lr_schedule is constant)"},
       {{"train", "--out", out, "--lr-schedule", "cosine", "--lr", "0.001", "--min-lr", "0.01"}, 2, "--min-lr: 0.01 is above --lr 0.001 (allowed: 0 to 0.001)"},
@@ -442,4 +478,20 @@ TEST_CASE("xgrad train: --threads above the CPUs this process may use is refused
   // Within the range: accepted.
   r = run_shell(xgrad + " --threads 1 --overwrite");
   CHECK(r.code == 0);
+}
+
+TEST_CASE("xgrad sweep into a sweep of other settings: a setting the new sweep leaves unset is called 'not set'") {
+  const TempDir root("cli_errors_not_set");
+  const std::string out = (root / "sweep").string();
+  const std::vector<std::string> sweep{"sweep", "--out", out, "--d-model", "8", "--steps", "2", "--batch-size", "2",
+                                       "--d-k", "4", "--seeds", "0", "--scale", "none", "--arms", "sgd@0.1"};
+  std::vector<std::string> with_eval = sweep;
+  with_eval.insert(with_eval.end(), {"--eval-n-pairs", "4,8"});
+  const Result first = run(with_eval);
+  INFO("stderr: " << first.stderr_text);
+  REQUIRE(first.code == 0);
+  const Result again = run(sweep);
+  INFO("stderr: " << again.stderr_text);
+  CHECK(again.code == 2);
+  CHECK(again.stderr_text.find("holds a sweep with --eval-n-pairs 4,8 (this one: not set)") != std::string::npos);
 }

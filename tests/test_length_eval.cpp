@@ -3,6 +3,7 @@
 // resume), and the settings refused.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -186,4 +187,36 @@ TEST_CASE("--eval-seq-len and --eval-n-pairs are refused where they are not defi
   c.eval_n_pairs = "";
   c.eval_seq_len = "32,64";
   CHECK_NOTHROW(c.validate());
+}
+
+TEST_CASE("memory estimate: the logits are counted at the positions that carry a target (kv_recall: one per sequence)") {
+  TrainConfig c;
+  c.task = "kv_recall";
+  c.d_model = 16;
+  c.batch_size = 64;
+  set_setting(c, "n_keys", 4096);
+  set_setting(c, "kv_encoding", "sum");
+  set_setting(c, "n_pairs", 1500);
+  const std::unique_ptr<data::Task> task = c.make_task();
+  CHECK(task->targets_per_sequence() == 1);
+  const MemoryEstimate m = c.estimate_memory(*task);
+  const auto logits = std::find_if(m.terms.begin(), m.terms.end(), [](const MemoryTerm& t) { return t.what == "the logits"; });
+  REQUIRE(logits != m.terms.end());
+  // value and gradient of the logits, the softmax and its gradient: 3 x 8 bytes per logit, one row per sequence
+  CHECK(logits->bytes == doctest::Approx(8.0 * 3 * 64 * 1 * static_cast<double>(task->vocab_size())));
+  CHECK(logits->factors == "--batch-size x the targets per sequence (1) x V");
+  // The breaker's case: evaluating at 1500 pairs was refused as about 14 GiB, 9 of it logits that are never formed.
+  c.settings = SettingValues(nlohmann::json{{"n_keys", 4096}, {"kv_encoding", "sum"}});
+  c.eval_n_pairs = "1500";
+  c.out = (temp_dir("estimate_1500") / "run").string();
+  CHECK_NOTHROW(c.validate());
+
+  // mqar queries every key once: n_pairs targets; copy keeps the default (every position may carry one).
+  TrainConfig q;
+  q.task = "mqar";
+  set_setting(q, "n_pairs", 3);
+  CHECK(q.make_task()->targets_per_sequence() == 3);
+  TrainConfig copy;
+  copy.task = "copy";
+  CHECK(copy.make_task()->targets_per_sequence() == copy.make_task()->seq_len());
 }

@@ -103,7 +103,7 @@ TEST_CASE("mqar: power_a puts queries soon after the pairs (Zoology's power law)
 TEST_CASE("mqar: settings it cannot draw are refused, naming the flags and the allowed values") {
   CHECK_THROWS_WITH_AS(MultiQueryRecall(config(8, 8, 4, 15)),
                        "mqar: --seq-len (15) must be >= 4 x --n-pairs = 16 (the pairs take 2 x --n-pairs tokens and "
-                       "the queries every other position after them), or --n-pairs <= 3",
+                       "the queries every other position after them): give --seq-len >= 16, or --n-pairs <= 3",
                        TaskError);
   CHECK_THROWS_WITH_AS(MultiQueryRecall(config(3, 8, 4, 16)),
                        "mqar: --n-keys (3) must be >= --n-pairs (4): keys are distinct within a sequence", TaskError);

@@ -718,3 +718,42 @@ TEST_CASE("a cosine-scheduled run stopped by SIGTERM resumes with the same learn
   fs::remove_all(whole);
   fs::remove_all(cut);
 }
+
+TEST_CASE("SIGTERM during the end-of-run length evaluation: the run ends by SIGTERM soon, without summary.json; "
+          "--resume redoes the evaluation") {
+  const fs::path dir = temp_dir("term_length_eval");
+  // kv_recall evaluated at 1024 pairs: each held-out batch takes a while, so the signal lands inside the evaluation.
+  const std::vector<std::string> args{"train", "--out", dir.string(), "--task", "kv_recall", "--kv-encoding", "sum",
+                                      "--n-keys", "1024", "--n-values", "16", "--steps", "5", "--d-model", "16",
+                                      "--batch-size", "16", "--eval-n-pairs", "8,1024", "--eval-batches", "8",
+                                      "--threads", "1"};
+  const pid_t pid = spawn_xgrad(args);
+  // The only checkpoint (--checkpoint-every 100) is the one at the end, written just before the evaluation.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool exited = false;
+  int status = 0;
+  while (!fs::exists(dir / kCheckpointFile) && std::chrono::steady_clock::now() < deadline)
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      break;
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  REQUIRE_FALSE(exited);
+  REQUIRE(fs::exists(dir / kCheckpointFile));
+  kill(pid, SIGTERM);
+  status = wait_status(pid);
+  REQUIRE(WIFSIGNALED(status));  // a shell sees 143, not 0
+  CHECK(WTERMSIG(status) == SIGTERM);
+  CHECK_FALSE(fs::exists(dir / "summary.json"));
+  CHECK(checkpoint_step(dir) == 5);
+  CHECK(count_lines(dir / "metrics.csv") == 6);
+  // The training is complete; the resumed run only evaluates, and writes both points.
+  REQUIRE(run_xgrad({"train", "--resume", dir.string()}) == 0);
+  CHECK(count_lines(dir / "metrics.csv") == 6);
+  std::ifstream in(dir / "summary.json");
+  const nlohmann::json summary = nlohmann::json::parse(in);
+  REQUIRE(summary.at("length_eval").size() == 2);
+  CHECK(summary.at("length_eval")[1].at("value") == 1024);
+  fs::remove_all(dir);
+}

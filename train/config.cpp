@@ -97,6 +97,12 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
     const std::string error = check_setting_value(*find_setting(key), value);
     require(error.empty(), flag_of(key) + " " + error);
   }
+  // A core setting only some runs read (--base-width: mup) holds its default in the others.
+  for (const CoreSetting& c : core_settings())
+    if (c.unread && c.get(*this) != c.setting.default_value) {
+      const std::string unread = c.unread(*this);
+      require(unread.empty(), unread);
+    }
   if (const auto* schedule = nn::LRScheduleRegistry::instance().find(lr_schedule); schedule && schedule->check) {
     const std::string error = schedule->check(lr, steps, component_values(*this, "lr_schedule"));
     require(error.empty(), error);
@@ -180,7 +186,10 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
   // Evaluations at other lengths: each task built (its settings checked) and its longest sequence held to the limit.
   for (const LengthEvalPoint& point : length_eval_points(*this)) {
     const std::unique_ptr<data::Task> at_length = task_at_length(*this, point, *t);
-    refuse_above_limit(estimate_memory(at_length->vocab_size(), at_length->seq_len(), t->data_bytes()), "");
+    refuse_above_limit(estimate_memory(at_length->vocab_size(), at_length->seq_len(), t->data_bytes(),
+                                       at_length->targets_per_sequence(),
+                                       flag_of("eval_" + point.setting) + " " + std::to_string(point.value)),
+                       "");
   }
   return t;
 }
@@ -198,8 +207,9 @@ void TrainConfig::refuse_above_limit(const MemoryEstimate& memory, const std::st
   const data::TaskEntry* entry = data::TaskRegistry::instance().find(task);
   std::string legend;
   for (const auto& [symbol, meaning, from] :
-       {std::tuple<std::string, std::string, std::string>{"T", "the task's sequence length",
-                                                          entry ? entry->seq_len_from : ""},
+       {std::tuple<std::string, std::string, std::string>{
+            "T", memory.seq_len_from.empty() ? "the task's sequence length" : "the evaluated sequence length",
+            !memory.seq_len_from.empty() ? memory.seq_len_from : entry ? entry->seq_len_from : ""},
         {"V", "the task's vocabulary size", entry ? entry->vocab_size_from : ""}})
     if ((" " + largest.factors + " ").find(" " + symbol + " ") != std::string::npos ||
         (" " + largest.factors).find(" " + symbol + "^") != std::string::npos)
@@ -222,10 +232,12 @@ const MemoryTerm& MemoryEstimate::largest() const {
 }
 
 MemoryEstimate TrainConfig::estimate_memory(const data::Task& task_built) const {
-  return estimate_memory(task_built.vocab_size(), task_built.seq_len(), task_built.data_bytes());
+  return estimate_memory(task_built.vocab_size(), task_built.seq_len(), task_built.data_bytes(),
+                         task_built.targets_per_sequence());
 }
 
-MemoryEstimate TrainConfig::estimate_memory(std::size_t vocab_size, std::size_t seq_len, std::size_t data_bytes) const {
+MemoryEstimate TrainConfig::estimate_memory(std::size_t vocab_size, std::size_t seq_len, std::size_t data_bytes,
+                                            std::size_t targets, const std::string& seq_len_from) const {
   // The flag of a task's setting where the task declares it, else the quantity's name.
   const data::TaskEntry* entry = data::TaskRegistry::instance().find(task);
   auto task_flag = [&](const std::string& key, const std::string& otherwise) {
@@ -238,17 +250,22 @@ MemoryEstimate TrainConfig::estimate_memory(std::size_t vocab_size, std::size_t 
   if (entry)
     for (const Setting& s : entry->settings)
       if (s.type == Setting::Type::path) data_flags += (data_flags.empty() ? "" : ", ") + s.flag();
-  const std::string T_flag = task_flag("seq_len", "T"), V_flag = task_flag("vocab_size", "V");
+  const std::string T_flag = seq_len_from.empty() ? task_flag("seq_len", "T") : "T",
+                    V_flag = task_flag("vocab_size", "V");
+  // The readout runs only where a target is (nn::loss_at_targets): kv_recall's logits are one row per sequence.
+  const bool sparse = targets != 0 && targets < seq_len;
+  const std::string rows_text = sparse ? fmt::format("the targets per sequence ({})", targets) : T_flag;
 
   const double d = static_cast<double>(d_model), V = static_cast<double>(vocab_size),
                L = static_cast<double>(n_layers), B = static_cast<double>(batch_size), H = static_cast<double>(n_heads),
-               T = static_cast<double>(seq_len);
+               T = static_cast<double>(seq_len), rows = static_cast<double>(sparse ? targets : seq_len);
   const double ff = mlp ? static_cast<double>(d_ff ? d_ff : 4 * d_model) : 0.0;
   const double inner = static_cast<double>(n_heads * head_size());
   // Per parameter: value, gradient, two Adam moments and the pre-step copy, 4 bytes each. Per activation: the
   // forward value kept for backward and its gradient, 4 bytes each.
   const double per_parameter = 4.0 * 5, per_activation = 4.0 * 2;
   MemoryEstimate m;
+  m.seq_len_from = seq_len_from;
   m.terms = {
       {"the embeddings and readout", V_flag + " x --d-model", per_parameter * (2 * V * d + T * d)},
       {"the attention weights", "--n-layers x --d-model x --n-heads x --d-k", per_parameter * L * 4 * d * inner},
@@ -260,7 +277,7 @@ MemoryEstimate TrainConfig::estimate_memory(std::size_t vocab_size, std::size_t 
       {"the attention scores", "--batch-size x --n-heads x " + T_flag + "^2 x --n-layers",
        per_activation * B * T * L * 4 * H * T},
       {"the MLP activations", "--batch-size x " + T_flag + " x --n-layers x --d-ff", per_activation * B * T * L * 4 * ff},
-      {"the logits", "--batch-size x " + T_flag + " x " + V_flag, per_activation * B * T * 3 * V},
+      {"the logits", "--batch-size x " + rows_text + " x " + V_flag, per_activation * B * rows * 3 * V},
       {kDataTerm, data_flags.empty() ? "the task" : data_flags, static_cast<double>(data_bytes)},
   };
   return m;

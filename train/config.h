@@ -35,6 +35,9 @@ struct MemoryEstimate {
   double gib() const { return bytes() / (1024.0 * 1024 * 1024); }
   /// The term holding the most memory.
   const MemoryTerm& largest() const;
+  /// What set the sequence length when it is not the task's own setting: "--eval-n-pairs 1500" for an evaluation
+  /// at another length ("" for the run's training).
+  std::string seq_len_from;
 };
 
 /// The settings of one training run. The core settings are typed members for the trainer to read; their declarations
@@ -105,8 +108,11 @@ struct TrainConfig {
   std::unique_ptr<data::Task> validate() const;
   /// The memory a run of these settings on `task` needs (its vocabulary, sequence length and data).
   MemoryEstimate estimate_memory(const data::Task& task) const;
-  /// The same for a task of `vocab_size` tokens, sequences of `seq_len` and `data_bytes` of data held.
-  MemoryEstimate estimate_memory(std::size_t vocab_size, std::size_t seq_len, std::size_t data_bytes) const;
+  /// The same for a task of `vocab_size` tokens, sequences of `seq_len` with at most `targets` positions carrying a
+  /// target (0: every position), and `data_bytes` of data held. `seq_len_from` (MemoryEstimate::seq_len_from): the
+  /// flag and value that set seq_len when they are not the task's setting, "" otherwise.
+  MemoryEstimate estimate_memory(std::size_t vocab_size, std::size_t seq_len, std::size_t data_bytes,
+                                 std::size_t targets = 0, const std::string& seq_len_from = "") const;
   /// What MemoryTerm::what calls the task's data.
   static constexpr const char* kDataTerm = "the task's data";
   /// The longest name of one file or directory (NAME_MAX of Linux file systems), in bytes.

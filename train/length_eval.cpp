@@ -55,7 +55,11 @@ std::vector<LengthEvalPoint> length_eval_points(const TrainConfig& cfg) {
       if (!error.empty())
         throw ConfigError(flag + ": '" + list + "': each value must be a whole number in " + range_text(*declared) +
                           " (comma-separated, e.g. 16,32,64); got '" + item + "'");
-      points.push_back({f.key, static_cast<std::size_t>(std::stoull(item))});
+      const auto value = static_cast<std::size_t>(std::stoull(item));
+      for (const LengthEvalPoint& p : points)  // the same evaluation twice would be run twice
+        if (p.setting == f.key && p.value == value)
+          throw ConfigError(flag + ": " + item + " is given twice in '" + list + "'");
+      points.push_back({f.key, value});
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
@@ -72,7 +76,15 @@ std::unique_ptr<data::Task> task_at_length(const TrainConfig& cfg, const LengthE
   try {
     task = data::make_task(cfg.task, SettingValues(settings));
   } catch (const data::TaskError& e) {
-    throw ConfigError(given + ": " + e.what());
+    // A task with both lengths (mqar): each list changes its own setting, the other keeps the trained value.
+    const std::string other = point.setting == "seq_len" ? "n_pairs" : "seq_len";
+    std::string kept;
+    if (settings.contains(other))
+      kept = "; each " + eval_flag(point.setting) + " value is evaluated at the trained " + flag_of(other) + " " +
+             settings.at(other).dump() + " (" + eval_flag("seq_len") + " and " + eval_flag("n_pairs") +
+             " are not combined): train with a " +
+             (other == "seq_len" ? "longer --seq-len" : "other --n-pairs") + " to evaluate there";
+    throw ConfigError(given + ": " + e.what() + kept);
   }
   if (task->vocab_size() != trained.vocab_size())
     throw ConfigError(fmt::format("{}: the task's vocabulary would be {} tokens instead of the trained {}; the model "
@@ -108,10 +120,13 @@ std::unique_ptr<nn::AttentionModel> model_at_length(const nn::AttentionModel& tr
 }
 
 std::vector<LengthEval> evaluate_lengths(const nn::AttentionModel& model, const data::Task& trained_task,
-                                         const TrainConfig& cfg) {
+                                         const TrainConfig& cfg, const std::function<bool()>& stop_requested) {
   std::vector<LengthEval> out;
   NoGradGuard no_grad;
+  // A batch at a long length takes seconds: a stop request is honoured between batches, not after the last.
+  auto stopped = [&] { return stop_requested && stop_requested(); };
   for (const LengthEvalPoint& point : length_eval_points(cfg)) {
+    if (stopped()) return out;
     const std::unique_ptr<data::Task> task = task_at_length(cfg, point, trained_task);
     const std::unique_ptr<nn::AttentionModel> at_length = model_at_length(model, model.config(), trained_task, *task);
     const auto layers = at_length->attention_layers();
@@ -121,6 +136,7 @@ std::vector<LengthEval> evaluate_lengths(const nn::AttentionModel& model, const 
     e.value = point.value;
     e.seq_len = task->seq_len();
     for (std::size_t i = 0; i < cfg.eval_batches; ++i) {
+      if (stopped()) return out;
       const data::Batch b = task->batch(cfg.data_seed, i, cfg.batch_size, data::Split::eval);
       const nn::TargetLoss result = nn::loss_at_targets(*at_length, b.inputs, b.targets);
       e.loss += result.loss.item();

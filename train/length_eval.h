@@ -2,6 +2,7 @@
 // seq_len or n_pairs changed, at the end of the run, into summary.json (run_files.h: LengthEval).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,8 +41,10 @@ std::unique_ptr<nn::AttentionModel> model_at_length(const nn::AttentionModel& tr
 /// Loss, accuracy and the last attention layer's largest weight and entropy at the queries that carry a target,
 /// over cfg.eval_batches held-out batches (Split::eval, batches 0, 1, ...: the same for a resumed run) of
 /// cfg.batch_size sequences, for every point of length_eval_points(cfg). No gradient is computed. `model` is
-/// unchanged (its attention layers record nothing afterwards).
+/// unchanged (its attention layers record nothing afterwards). `stop_requested` (if given) is asked before each
+/// point and each batch: once it says true the evaluation ends there and returns the points finished so far (the
+/// caller, told the same by its own flag, discards them).
 std::vector<LengthEval> evaluate_lengths(const nn::AttentionModel& model, const data::Task& trained_task,
-                                         const TrainConfig& cfg);
+                                         const TrainConfig& cfg, const std::function<bool()>& stop_requested = nullptr);
 
 }  // namespace xgrad::train

@@ -74,12 +74,24 @@ std::vector<CoreSetting> make_core_settings() {
                                                               "std of the token and position embeddings at init", true)));
   t.push_back(bind(&TrainConfig::proj_init_gain, number_setting("proj_init_gain", 1.0, 0, 1e30,
                                                                 "multiplies the LeCun init std of W_q, W_k, W_v, W_o", true)));
+  // Probe measures the standard parametrization's initialisation (scales none and sqrt_dk): not probe flags.
   t.push_back(bind(&TrainConfig::parametrization,
-                   text_setting("parametrization", "sp", {"sp", "mup"},
-                                "sp: standard; mup: muP of Tensor Programs V, Table 3 (readout multiplier, per-layer "
-                                "lr and readout init scaled by d_model / --base-width; needs --scale dk)")));
-  t.push_back(bind(&TrainConfig::base_width, whole_setting("base_width", 64, 1, 16384,
-                                                           "mup: the d_model at which mup equals sp")));
+                   for_commands(text_setting("parametrization", "sp", {"sp", "mup"},
+                                             "sp: standard; mup: muP of Tensor Programs V, Table 3 (readout "
+                                             "multiplier, per-layer lr and readout init scaled by d_model / "
+                                             "--base-width; needs --scale dk)"),
+                                kRun)));
+  {
+    CoreSetting base_width = bind(&TrainConfig::base_width,
+                                  for_commands(whole_setting("base_width", 64, 1, 16384,
+                                                             "mup: the d_model at which mup equals sp"),
+                                               kRun));
+    base_width.unread = [](const TrainConfig& c) -> std::string {
+      if (c.parametrization == "mup") return "";
+      return "--base-width is read only by --parametrization mup (the parametrization is " + c.parametrization + ")";
+    };
+    t.push_back(std::move(base_width));
+  }
   // optimisation
   t.push_back(bind(&TrainConfig::batch_size, whole_setting("batch_size", 64, 1, 1 << 20, "sequences per step")));
   t.push_back(bind(&TrainConfig::steps, for_commands(with_role(whole_setting("steps", 800, 1, kMaxSteps,
@@ -306,6 +318,7 @@ SettingValues component_values(const TrainConfig& config, const std::string& key
 }
 
 std::string unread_setting_error(const TrainConfig& config, const std::string& key) {
+  if (const CoreSetting* core = find_core(key)) return core->unread ? core->unread(config) : "";
   for (const Component& component : components()) {
     const std::string name = find_core(component.key)->get(config).get<std::string>();
     if (declares(component.settings_of(name), key)) return "";

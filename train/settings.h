@@ -22,6 +22,10 @@ struct CoreSetting {
   std::function<nlohmann::json(const TrainConfig&)> get;
   /// Stores a value that check_setting_value accepted.
   std::function<void(TrainConfig&, const nlohmann::json&)> set;
+  /// Null for a setting every run reads; else "" where `config` reads it and the refusal where it does not
+  /// ("--base-width is read only by --parametrization mup (the parametrization is sp)"). A value other than the
+  /// default is then refused (TrainConfig::validate), as is the flag given to train and a --grid axis of it.
+  std::function<std::string(const TrainConfig&)> unread;
 };
 
 /// Every core setting, in --help order.
@@ -70,7 +74,8 @@ void set_setting(TrainConfig& config, const std::string& key, const nlohmann::js
 SettingValues component_values(const TrainConfig& config, const std::string& key);
 
 /// "" if `key` (a component setting present in config.settings) is read by the run's components, else the refusal:
-/// "--n-keys is read only by --task kv_recall (the task is copy)".
+/// "--n-keys is read only by --task kv_recall (the task is copy)". For a core setting: CoreSetting::unread's answer
+/// ("" if it has none).
 std::string unread_setting_error(const TrainConfig& config, const std::string& key);
 
 /// `config` with each path setting (a core one such as init_from, and those of the selected components, such as the

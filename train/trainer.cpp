@@ -474,7 +474,22 @@ RunSummary Run::finish(RunSummary summary) {
   summary.final_loss = summary.diverged || window == 0 ? NAN : tail_loss / static_cast<double>(window);
   summary.final_accuracy = summary.diverged || window == 0 ? 0.0 : tail_acc / static_cast<double>(window);
   // The final weights alone decide these, so a resumed run gets the uninterrupted one's.
-  if (!summary.diverged) summary.length_eval = evaluate_lengths(*model, *task, cfg);
+  if (!summary.diverged) {
+    summary.length_eval = evaluate_lengths(*model, *task, cfg, [] { return g_stop_signal.load() != 0; });
+    // Stopped during the evaluation: ended as a stop during training is (the checkpoint holds every step; no
+    // summary.json, so --resume evaluates again).
+    if (const int sig = g_stop_signal.exchange(0)) {
+      summary.stop_signal = sig;
+      spdlog::warn("[{}] stopped by {} during the evaluation at other lengths, after all {} steps; checkpoint written "
+                   "to {}; evaluate with: xgrad train --resume {}",
+                   name, platform::signal_name(sig), progress.step, checkpoint_path.string(),
+                   shell_quote_path(dir.string()));
+      summary.length_eval.clear();
+      summary.wall_seconds = progress.wall_seconds + session_seconds();
+      platform::barrier();
+      return summary;
+    }
+  }
   summary.wall_seconds = progress.wall_seconds + session_seconds();
   write_json(dir / kSummaryFile, summary.to_json());
   platform::barrier();

@@ -166,8 +166,13 @@ std::vector<RefusedFlag> probe_refused_flags() {
     if (c.component == "optimizer") flags.push_back(c.setting.flag());
   std::vector<RefusedFlag> out;
   for (const std::string& flag : flags)
-    out.push_back({flag, "probe trains nothing (one forward batch at initialisation), so it does not read " + flag +
-                             "; leave it out"});
+    if (flag == "--parametrization" || flag == "--base-width")
+      out.push_back({flag, "probe measures the standard parametrization at initialisation (scales none and sqrt_dk; "
+                           "muP changes only the readout and the lrs there), so it does not read " + flag +
+                               "; leave it out"});
+    else
+      out.push_back({flag, "probe trains nothing (one forward batch at initialisation), so it does not read " + flag +
+                               "; leave it out"});
   return out;
 }
 
@@ -251,6 +256,11 @@ void add_setting_flags(CLI::App& app, unsigned command, GivenSettings& given, co
     if (s.key == "d_k") value = shown.d_k;
     if (s.key == "d_ff") value = shown.d_ff;
     if (s.key == "data_seed" && (command & Setting::kTrain)) value = nullptr;  // default: --seed
+    // "" is their default (no evaluation at another length): given empty, the flag is a mistake, as in list flags.
+    if (s.key == "eval_seq_len" || s.key == "eval_n_pairs")
+      extra = [](const std::string& text) -> std::string {
+        return text.empty() ? "empty entry in '' (leave the flag out to evaluate at no other length)" : "";
+      };
     add_setting_flag(app, s, help, given, value, extra);
   }
   for (const ComponentSetting& c : component_settings()) {

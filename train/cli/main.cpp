@@ -358,6 +358,9 @@ int main(int argc, char** argv) {
       }
       apply_given_settings(train_cfg, train_given);
       train_cfg.resume = !resume_flag.empty();
+      if (!train_cfg.resume)  // a resumed run's settings are its config.json's, read later
+        for (const auto& [key, value] : train_given.values)
+          if (const std::string unread = unread_setting_error(train_cfg, key); !unread.empty()) throw ConfigError(unread);
       if (train_cfg.resume) {
         namespace fs = std::filesystem;
         std::error_code ec;

@@ -240,10 +240,14 @@ void check_same_sweep(const SweepConfig& cfg, const nlohmann::json& index) {
   for (const auto& [key, value] : now.items()) {
     const Setting* declared = find_setting(key);
     if (declared && declared->resumable && declared->role == Setting::Role::record) continue;
-    if (was.contains(key) && was.at(key) != value)
-      throw ConfigError("--out: " + cfg.out + " holds a sweep with " + flag_of(key) + " " +
-                        setting_value_text(was.at(key)) + " (this one: " + setting_value_text(value) +
-                        "); use a new --out for a sweep with other settings");
+    if (was.contains(key) && was.at(key) != value) {
+      auto shown = [](const nlohmann::json& v) {  // an empty text setting (--eval-n-pairs) is one not given
+        const std::string text = setting_value_text(v);
+        return text.empty() ? std::string("not set") : text;
+      };
+      throw ConfigError("--out: " + cfg.out + " holds a sweep with " + flag_of(key) + " " + shown(was.at(key)) +
+                        " (this one: " + shown(value) + "); use a new --out for a sweep with other settings");
+    }
   }
   std::set<std::string> axes_was, axes_now;
   if (index.contains("grid") && index.at("grid").is_object())
@@ -529,8 +533,12 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
                                 "values that differ in those");
             }
             // A grid axis no run of a point reads would repeat that run under another name.
+            auto is_core = [](const std::string& k) {
+              return std::any_of(core_settings().begin(), core_settings().end(),
+                                 [&](const CoreSetting& c) { return c.setting.key == k; });
+            };
             for (const auto& [key, value] : point)
-              if (r.config.settings.contains(key)) {
+              if (r.config.settings.contains(key) || is_core(key)) {
                 const std::string unread = unread_setting_error(r.config, key);
                 if (!unread.empty())
                   throw ConfigError("--grid " + key + ": " + unread + "; an axis must change every run of the sweep " +
@@ -557,6 +565,17 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
             r.config.settings = SettingValues(kept);
             runs.push_back(std::move(r));
           }
+  }
+  // A core setting only some runs read (--base-width: mup) goes to those, the others keep its default; given to a
+  // sweep none of whose runs read it, it is refused as a component setting is.
+  for (const CoreSetting& c : core_settings()) {
+    if (!c.unread || c.get(cfg.base) == c.setting.default_value) continue;
+    bool any_reads = false;
+    for (SweepRun& r : runs) {
+      if (c.unread(r.config).empty()) any_reads = true;
+      else c.set(r.config, c.setting.default_value);
+    }
+    if (!any_reads) throw ConfigError(c.unread(runs.empty() ? cfg.base : runs.front().config));
   }
   for (const auto& [key, value] : cfg.base.settings.json().items())
     if (!read.count(key)) {
