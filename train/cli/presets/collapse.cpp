@@ -297,7 +297,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     text += line + ".\n";
   }
   std::string bound_text =
-      T >= 2 ? fmt::format("The dashed curve is Zhai et al. 2023's lower bound (section 3): the least entropy of a "
+      T >= 2 ? fmt::format("The dashed curve is Zhai et al. 2023's lower bound (Theorem 3.1): the least entropy of a "
                            "softmax over T keys whose logit vector has norm at most σ, log(1 + (T−1)β) + "
                            "σ·sqrt(T(T−1))·β / (1 + (T−1)β), β = exp(−σ·sqrt(T/(T−1))), drawn with T = {:g} and σ = "
                            "c·||W_q,h W_k,hᵀ||₂. That σ leaves out the inputs: a query's logit vector has norm up to "
