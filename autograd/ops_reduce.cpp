@@ -42,10 +42,10 @@ basic_tensor<T> reduce_sum(const basic_tensor<T>& a, const std::vector<std::size
       if (std::find(axes.begin(), axes.end(), i) == axes.end()) dropped.push_back(in_shape[i]);
     value.reshape(dropped);
   }
-  return make_result<T>(op, std::move(value), {a}, [in_shape, kshape, factor, op](Node<T>& self) {
+  return make_result<T>(op, std::move(value), {a}, [in_shape, kshape, axes, factor, op](Node<T>& self) {
     xt::xarray<T> g = self.grad;
     g.reshape(kshape);
-    xt::xarray<T> full = xt::broadcast(g, in_shape);
+    xt::xarray<T> full = broadcast_over_axes(g, in_shape, axes);
     if (factor != 1.0) full *= static_cast<T>(factor);
     accumulate_grad(*self.inputs[0], std::move(full), op);
   });

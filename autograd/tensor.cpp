@@ -5,6 +5,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include <xtensor/xbroadcast.hpp>
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xreducer.hpp>
 
@@ -287,15 +288,24 @@ xt::xarray<T> sum_over_axes(const xt::xarray<T>& x, const std::vector<std::size_
   if (x.size() == 0) return out;
   const T* in = x.data();
   T* o = out.data();
-  // Leading axes reduced (e.g. a bias gradient [B, T, D] -> [1, 1, D]): add rows.
-  std::size_t lead = 0;
-  while (lead < n && reduced[lead]) ++lead;
-  bool rest_kept = true;
-  for (std::size_t i = lead; i < n; ++i) rest_kept = rest_kept && !reduced[i];
-  if (rest_kept) {
-    const std::size_t inner = out.size(), rows = x.size() / inner;
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t j = 0; j < inner; ++j) o[j] += in[r * inner + j];
+  // One contiguous run of reduced axes (a bias gradient [B, T, D] -> [1, 1, D]; summed embeddings [B, T, S, D] ->
+  // [B, T, 1, D]): the input is [outer, R, inner] and each output row of `inner` adds R input rows.
+  std::size_t first = 0;
+  while (first < n && !reduced[first]) ++first;
+  std::size_t end = first;
+  while (end < n && reduced[end]) ++end;
+  bool contiguous = true;
+  for (std::size_t i = end; i < n; ++i) contiguous = contiguous && !reduced[i];
+  if (contiguous) {
+    std::size_t outer = 1, r_count = 1, inner = 1;
+    for (std::size_t i = 0; i < n; ++i) (i < first ? outer : i < end ? r_count : inner) *= xs[i];
+    for (std::size_t b = 0; b < outer; ++b) {
+      T* dst = o + b * inner;
+      for (std::size_t r = 0; r < r_count; ++r) {
+        const T* src = in + (b * r_count + r) * inner;
+        for (std::size_t j = 0; j < inner; ++j) dst[j] += src[j];
+      }
+    }
     return out;
   }
   // General case: walk the input once with an odometer, tracking the output offset (reduced axes stride 0).
@@ -315,6 +325,30 @@ xt::xarray<T> sum_over_axes(const xt::xarray<T>& x, const std::vector<std::size_
       idx[d] = 0;
     }
   }
+  return out;
+}
+
+template <class T>
+xt::xarray<T> broadcast_over_axes(const xt::xarray<T>& g, const shape_t& shape, const std::vector<std::size_t>& axes) {
+  const std::size_t n = shape.size();
+  std::vector<bool> reduced(n, false);
+  for (auto a : axes) reduced[a] = true;
+  std::size_t first = 0;
+  while (first < n && !reduced[first]) ++first;
+  std::size_t end = first;
+  while (end < n && reduced[end]) ++end;
+  bool contiguous = true;
+  for (std::size_t i = end; i < n; ++i) contiguous = contiguous && !reduced[i];
+  if (!contiguous) return xt::broadcast(g, shape);
+  // [outer, 1, inner] -> [outer, R, inner]: each row of `inner` copied R times.
+  std::size_t outer = 1, r_count = 1, inner = 1;
+  for (std::size_t i = 0; i < n; ++i) (i < first ? outer : i < end ? r_count : inner) *= shape[i];
+  xt::xarray<T> out = xt::xarray<T>::from_shape(shape);
+  if (g.size() != outer * inner) throw Error("broadcast_over_axes: gradient size does not match the kept axes");
+  const T* src = g.data();
+  T* dst = out.data();
+  for (std::size_t b = 0; b < outer; ++b)
+    for (std::size_t r = 0; r < r_count; ++r) std::copy(src + b * inner, src + (b + 1) * inner, dst + (b * r_count + r) * inner);
   return out;
 }
 
@@ -371,6 +405,7 @@ basic_tensor<T> scalar(T v, bool requires_grad) {
   template void accumulate_grad<T>(Node<T>&, xt::xarray<T>&&, const char*);                                   \
   template xt::xarray<T> sum_to_shape<T>(const xt::xarray<T>&, const shape_t&);                              \
   template xt::xarray<T> sum_over_axes<T>(const xt::xarray<T>&, const std::vector<std::size_t>&);                              \
+  template xt::xarray<T> broadcast_over_axes<T>(const xt::xarray<T>&, const shape_t&, const std::vector<std::size_t>&);                              \
   template basic_tensor<T> zeros<T>(const shape_t&, bool);                                                    \
   template basic_tensor<T> ones<T>(const shape_t&, bool);                                                     \
   template basic_tensor<T> scalar<T>(T, bool);                                                                \

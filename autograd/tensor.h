@@ -143,9 +143,13 @@ template <class T>
 void accumulate_grad(Node<T>& node, xt::xarray<T>&& g, const char* op);
 
 /// Sums `x` over `axes` (sorted, distinct, in range), keeping them as size 1. Plain loops: correct for empty
-/// tensors (xt::sum is not), and fast for the common leading-axes (bias gradient) and trailing-axes cases.
+/// tensors (xt::sum is not), and fast when the reduced axes are one contiguous run (bias gradients, summed embeddings).
 template <class T>
 xt::xarray<T> sum_over_axes(const xt::xarray<T>& x, const std::vector<std::size_t>& axes);
+/// The inverse shape move of sum_over_axes: g of `shape` with `axes` set to 1 (any layout of the same size),
+/// repeated along `axes` to `shape`. Throws Error when g's size does not match.
+template <class T>
+xt::xarray<T> broadcast_over_axes(const xt::xarray<T>& g, const shape_t& shape, const std::vector<std::size_t>& axes);
 
 /// Sums a broadcast gradient back to `shape` (NumPy broadcasting in reverse); used by every broadcasting op.
 template <class T>

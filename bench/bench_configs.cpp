@@ -82,16 +82,19 @@ nn::ModelConfig model_config(const BenchConfig& c) {
   return mc;
 }
 
-std::vector<GemmShape> step_gemms(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len) {
+std::vector<GemmShape> step_gemms(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len,
+                                  const NeededRows& needed) {
   const std::size_t rows = batch * seq_len, d = mc.d_model, h = mc.n_heads;
   const std::size_t d_k = mc.d_k ? mc.d_k : d / h, inner = h * d_k, d_ff = mc.d_ff ? mc.d_ff : 4 * d;
   const std::size_t t = seq_len, heads = batch * h;
+  const std::size_t last_t = needed.positions ? needed.positions : t, last_rows = batch * last_t;
+  const std::size_t readout_rows = needed.readout_rows ? needed.readout_rows : rows;
   std::vector<GemmShape> out;
-  // x [rows, in] @ W [in, out], then dX = dY W^T and dW = X^T dY.
-  auto linear = [&](std::size_t in, std::size_t o, std::size_t times) {
-    out.push_back({false, false, rows, o, in, times});
-    out.push_back({false, true, rows, in, o, times});
-    out.push_back({true, false, in, o, rows, times});
+  // x [m, in] @ W [in, out], then dX = dY W^T and dW = X^T dY.
+  auto linear = [&](std::size_t m, std::size_t in, std::size_t o, std::size_t times) {
+    out.push_back({false, false, m, o, in, times});
+    out.push_back({false, true, m, in, o, times});
+    out.push_back({true, false, in, o, m, times});
   };
   // Per (batch, head) matrix: A [m, k] @ B [k, n] and its two gradients.
   auto batched = [&](std::size_t m, std::size_t n, std::size_t k) {
@@ -100,22 +103,25 @@ std::vector<GemmShape> step_gemms(const nn::ModelConfig& mc, std::size_t batch, 
     out.push_back({true, false, k, n, m, heads});
   };
   for (std::size_t layer = 0; layer < mc.n_layers; ++layer) {
-    linear(d, inner, 3);     // q, k, v projections
-    batched(t, t, d_k);      // scores = q @ k^T
-    batched(t, d_k, t);      // probs @ v
-    linear(inner, d, 1);     // output projection
+    const bool last = layer + 1 == mc.n_layers;
+    const std::size_t q_t = last ? last_t : t, q_rows = last ? last_rows : rows;
+    linear(q_rows, d, inner, 1);  // q projection
+    linear(rows, d, inner, 2);    // k, v projections
+    batched(q_t, t, d_k);         // scores = q @ k^T
+    batched(q_t, d_k, t);         // probs @ v
+    if (needed.out_proj) linear(q_rows, inner, d, 1);  // output projection
     if (mc.mlp) {
-      linear(d, d_ff, 1);
-      linear(d_ff, d, 1);
+      linear(q_rows, d, d_ff, 1);
+      linear(q_rows, d_ff, d, 1);
     }
   }
-  linear(d, mc.vocab_size, 1);  // readout
+  linear(readout_rows, d, mc.vocab_size, 1);  // readout
   return out;
 }
 
-double step_flops(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len) {
+double step_flops(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len, const NeededRows& needed) {
   double total = 0;
-  for (const auto& g : step_gemms(mc, batch, seq_len)) total += g.flops();
+  for (const auto& g : step_gemms(mc, batch, seq_len, needed)) total += g.flops();
   return total;
 }
 

@@ -58,9 +58,20 @@ struct GemmShape {
 /// (dA = dC B^T, dB = A^T dC; every operand here requires a gradient), so a step is 3x the forward count.
 /// Left out: embedding gather/scatter, LayerNorms, softmax, GELU, residual adds and biases, masking, the
 /// cross-entropy and AdamW — all O(elements) work, a few percent of the GEMM FLOPs at these sizes.
-std::vector<GemmShape> step_gemms(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len);
+///
+/// With `needed` the count is of what the loss needs, as the trainer computes it (nn::loss_at_targets): the last
+/// block's queries, q k^T, probs v, output projection and MLP at `needed.positions` positions per sequence (its keys
+/// and values at all of them), the readout at `needed.readout_rows` rows of the batch, no output projection without
+/// W_o. The default {} counts every position.
+struct NeededRows {
+  std::size_t positions = 0;     ///< sequence positions the last block computes (0: seq_len)
+  std::size_t readout_rows = 0;  ///< rows of the batch with a target (0: batch x seq_len)
+  bool out_proj = true;          ///< the attention output projection W_o exists
+};
+std::vector<GemmShape> step_gemms(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len,
+                                  const NeededRows& needed = {});
 
 /// Sum of flops() over step_gemms.
-double step_flops(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len);
+double step_flops(const nn::ModelConfig& mc, std::size_t batch, std::size_t seq_len, const NeededRows& needed = {});
 
 }  // namespace xgrad::bench

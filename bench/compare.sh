@@ -1,68 +1,95 @@
 #!/usr/bin/env bash
-# Side-by-side step times of xgrad and PyTorch on one thread with the same OpenBLAS core, runs alternating.
+# Side-by-side step times of xgrad and PyTorch with the same OpenBLAS core and thread count, runs alternating.
 #
-#   bench/compare.sh [BUILD_DIR] [ROUNDS]        (defaults: build, 3)
+#   bench/compare.sh [--threads N] [--configs S,M,L] [BUILD_DIR] [ROUNDS]      (defaults: 1, S,M,L, build, 3)
 #
-# Each round times S, M and L in both engines — xgrad then PyTorch per size in odd rounds, PyTorch then xgrad in
+# Each round times each size in both engines — xgrad then PyTorch per size in odd rounds, PyTorch then xgrad in
 # even ones — and the sgemm floor of L once. The table holds, per size, the median over rounds of each engine's
-# median step time, and xgrad/PyTorch ratios of wall and thread CPU time. PyTorch is Debian's python3-torch
+# median step time with its spread over rounds ((max - min) / median), the minimum over rounds of each engine's
+# fastest step, and xgrad/PyTorch ratios of the medians, of the minima and of thread CPU time. --threads N gives
+# both engines N threads (BLAS and their own loops). PyTorch is Debian's python3-torch
 # (`apt-get install -y python3-torch`), run with /usr/bin/python3; it is optional and never a dependency of xgrad.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-build=${1:-$here/../build}
-rounds=${2:-3}
+threads=1 configs=S,M,L
+args=()
+while (($#)); do
+  case $1 in
+    --threads) threads=${2:-}; shift 2 || { echo "compare.sh: --threads needs a value" >&2; exit 2; } ;;
+    --configs) configs=${2:-}; shift 2 || { echo "compare.sh: --configs needs a value" >&2; exit 2; } ;;
+    -*) echo "compare.sh: unknown option '$1' (allowed: --threads N, --configs S,M,L)" >&2; exit 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+[[ $threads =~ ^[1-9][0-9]?$ ]] || { echo "compare.sh: --threads must be a whole number in [1, 99], got '$threads'" >&2; exit 2; }
+[[ $configs =~ ^[SML](,[SML])*$ ]] || { echo "compare.sh: --configs must be a comma list of S, M, L, got '$configs'" >&2; exit 2; }
+build=${args[0]:-$here/../build}
+rounds=${args[1]:-3}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: ROUNDS must be a whole number >= 1, got '$rounds'" >&2; exit 2; }
 bench=$build/bin/xgrad_bench
 python=/usr/bin/python3
 [ -x "$bench" ] || { echo "compare.sh: $bench not found; build the xgrad_bench target first" >&2; exit 2; }
 "$python" -c "import torch" 2>/dev/null ||
   { echo "compare.sh: $python cannot import torch; apt-get install -y python3-torch" >&2; exit 2; }
 
-# One thread everywhere, the same OpenBLAS kernels in both processes (Debian's torch calls sgemm_ through
+# The same thread count everywhere, the same OpenBLAS kernels in both processes (Debian's torch calls sgemm_ through
 # libblas.so.3, which the alternatives system points at the same OpenBLAS as xgrad's libopenblas.so.0).
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-echo "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $rounds rounds, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $threads thread(s), sizes $configs, $rounds rounds, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= rounds; r++)); do
-  for cfg in S M L; do
+  for cfg in ${configs//,/ }; do
     if ((r % 2)); then
-      "$bench" --csv step --config "$cfg" >>"$out/xgrad.csv"
-      "$python" "$here/torch_reference.py" --csv --config "$cfg" >>"$out/torch.csv"
+      "$bench" --threads "$threads" --csv step --config "$cfg" >>"$out/xgrad.csv"
+      "$python" "$here/torch_reference.py" --threads "$threads" --csv --config "$cfg" >>"$out/torch.csv"
     else
-      "$python" "$here/torch_reference.py" --csv --config "$cfg" >>"$out/torch.csv"
-      "$bench" --csv step --config "$cfg" >>"$out/xgrad.csv"
+      "$python" "$here/torch_reference.py" --threads "$threads" --csv --config "$cfg" >>"$out/torch.csv"
+      "$bench" --threads "$threads" --csv step --config "$cfg" >>"$out/xgrad.csv"
     fi
   done
-  "$bench" --csv sgemm --config L >>"$out/sgemm.csv"
+  OPENBLAS_NUM_THREADS=1 "$bench" --csv sgemm --config L >>"$out/sgemm.csv"
   echo "round $r/$rounds done, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 
 # step,cfg,median_ms,min_ms,cpu_ms,gflops,peak_rss_mib,core,threads
 # sgemm,cfg,total_ms,total_cpu_ms,gflops,cpu_gflops,peak_gflops,core,threads
-awk -F, -v targets="S=0.5 M=0.8 L=1.0" '
-  function median(list,   n, a, i, j, t) {
+# Targets: one thread S <= 0.5, M <= 0.8, L <= 1.0 (issue 5); two threads M, L <= 0.8 (issue 14).
+targets="S=0.5 M=0.8 L=1.0"
+((threads == 1)) || targets="S=- M=0.8 L=0.8"
+awk -F, -v targets="$targets" -v configs="$configs" '
+  function sort(list, a,   n, i, j, t) {
     n = split(list, a, " ")
     for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    return n
   }
+  function median(list,   a, n) { n = sort(list, a); return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+  function lo(list,   a) { sort(list, a); return a[1] }
+  function spread(list,   a, n) { n = sort(list, a); return 100 * (a[n] - a[1]) / median(list) }
   FNR == 1 { engine = FILENAME ~ /xgrad.csv$/ ? "x" : FILENAME ~ /torch.csv$/ ? "t" : "s" }
-  engine != "s" { ms[engine, $2] = ms[engine, $2] " " $3; cpu[engine, $2] = cpu[engine, $2] " " $5
+  engine != "s" { ms[engine, $2] = ms[engine, $2] " " $3; mn[engine, $2] = mn[engine, $2] " " $4
+                  cpu[engine, $2] = cpu[engine, $2] " " $5
                   gf[engine, $2] = gf[engine, $2] " " $6; rss[engine, $2] = $7; core[engine] = $8; thr[engine] = $9 }
   engine == "s" { fms = fms " " $3; fcpu = fcpu " " $4; fgf = fgf " " $5; fcgf = fcgf " " $6; fpk = fpk " " $7 }
   END {
     split(targets, tl, " "); for (i in tl) { split(tl[i], kv, "="); target[kv[1]] = kv[2] }
     printf "xgrad: OpenBLAS core %s, %s thread(s); PyTorch: OpenBLAS core %s, %s thread(s)\n", core["x"], thr["x"], core["t"], thr["t"]
-    printf "%-3s %10s %10s %7s %8s %10s %10s %7s %10s %10s %9s %9s\n", "cfg", "xgrad_ms", "torch_ms", "ratio", "target",
-           "xgrad_cpu", "torch_cpu", "ratio", "xgrad_GF/s", "torch_GF/s", "xgrad_MiB", "torch_MiB"
-    n = split("S M L", cfgs, " ")
+    printf "ratio = median over rounds of each engine'\''s median step; min_ratio = minimum over rounds of each engine'\''s fastest step; spread = (max - min) / median of the medians\n"
+    printf "%-3s %10s %7s %10s %7s %10s %10s %7s %9s %8s %10s %10s %7s %10s %10s %9s %9s\n", "cfg", "xgrad_ms", "spread",
+           "torch_ms", "spread", "xgrad_min", "torch_min", "ratio", "min_ratio", "target", "xgrad_cpu", "torch_cpu", "ratio",
+           "xgrad_GF/s", "torch_GF/s", "xgrad_MiB", "torch_MiB"
+    n = split(configs, cfgs, ",")
     for (i = 1; i <= n; i++) {
       c = cfgs[i]; xm = median(ms["x", c]); tm = median(ms["t", c]); xc = median(cpu["x", c]); tc = median(cpu["t", c])
-      printf "%-3s %10.3f %10.3f %7.3f %8s %10.3f %10.3f %7.3f %10.2f %10.2f %9.1f %9.1f\n", c, xm, tm, xm / tm,
-             "<= " target[c], xc, tc, xc / tc, median(gf["x", c]), median(gf["t", c]), rss["x", c], rss["t", c]
+      printf "%-3s %10.3f %6.1f%% %10.3f %6.1f%% %10.3f %10.3f %7.3f %9.3f %8s %10.3f %10.3f %7.3f %10.2f %10.2f %9.1f %9.1f\n",
+             c, xm, spread(ms["x", c]), tm, spread(ms["t", c]), lo(mn["x", c]), lo(mn["t", c]), xm / tm,
+             lo(mn["x", c]) / lo(mn["t", c]), "<= " target[c], xc, tc, xc / tc, median(gf["x", c]), median(gf["t", c]),
+             rss["x", c], rss["t", c]
     }
+    if (!(("x", "L") in ms)) exit
     fl = median(fgf); lx = median(gf["x", "L"])
     printf "sgemm floor (every GEMM of one L step alone, one thread): %.1f ms = %.2f GFLOP/s (by CPU time: %.1f ms = %.2f GFLOP/s); best single shape %.2f GFLOP/s\n",
            median(fms), fl, median(fcpu), median(fcgf), median(fpk)

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/registry.h"
+
 namespace xgrad::bench {
 
 namespace fs = std::filesystem;
@@ -20,6 +22,32 @@ nlohmann::json read_json(const fs::path& path) {
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path.string() + ": not valid JSON (" + e.what() + ")");
   }
+}
+
+// What the loss of a run needs (step_gemms' NeededRows): the task's first training batch gives the sequence
+// positions that carry a target and how many rows do, as nn::loss_at_targets computes them. A task that cannot be
+// built here (a data file moved away) counts every position.
+NeededRows needed_rows(const nlohmann::json& c, std::size_t batch, std::size_t seq_len) {
+  NeededRows needed;
+  needed.out_proj = c.value("attn_out_proj", true);
+  std::unique_ptr<data::Task> task;
+  try {
+    task = data::make_task(c.at("task").get<std::string>(), SettingValues(c));
+  } catch (const std::exception&) {
+    return needed;
+  }
+  const data::Batch b = task->batch(c.value("data_seed", std::uint64_t{0}), 0, batch);
+  std::vector<bool> position(seq_len, false);
+  std::size_t rows = 0;
+  for (std::size_t i = 0; i < b.targets.size(); ++i)
+    if (b.targets.data()[i] != -1) {
+      ++rows;
+      position[i % seq_len] = true;
+    }
+  if (rows == 0 || rows == b.targets.size()) return needed;  // the trainer's full path
+  needed.readout_rows = rows;
+  for (bool p : position) needed.positions += p;
+  return needed;
 }
 
 }  // namespace
@@ -40,10 +68,14 @@ SweepWork read_sweep_work(const std::string& dir) {
       mc.n_layers = c.at("n_layers").get<std::size_t>();
       mc.d_ff = c.at("d_ff").get<std::size_t>();
       mc.mlp = c.at("mlp").get<bool>();
-      mc.vocab_size = c.at("vocab_size").get<std::size_t>();
-      const std::size_t batch = c.at("batch_size").get<std::size_t>(), seq_len = c.at("seq_len").get<std::size_t>();
+      // config_version 2 keeps the sizes the task decides under "derived".
+      auto derived = [&c](const char* key) {
+        return (c.contains(key) ? c.at(key) : c.at("derived").at(key)).get<std::size_t>();
+      };
+      mc.vocab_size = derived("vocab_size");
+      const std::size_t batch = c.at("batch_size").get<std::size_t>(), seq_len = derived("seq_len");
       const std::size_t steps = c.at("steps").get<std::size_t>();
-      const double flops = step_flops(mc, batch, seq_len) * static_cast<double>(steps);
+      const double flops = step_flops(mc, batch, seq_len, needed_rows(c, batch, seq_len)) * static_cast<double>(steps);
       const std::string key = std::to_string(mc.d_model) + "," + std::to_string(mc.n_heads) + "," +
                               std::to_string(mc.d_k) + "," + std::to_string(batch) + "," + std::to_string(seq_len) +
                               "," + std::to_string(mc.vocab_size);

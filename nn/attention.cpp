@@ -116,9 +116,20 @@ namespace {
 // as the scores' gradient (what retain_grad gives on the unfused path).
 // The (b, h) pairs run in parallel (autograd/kernels/parallel.h): each writes only its own blocks, so results do not
 // depend on the thread count.
+//
+// With `query_positions` (sorted, distinct, each < T) only those queries are computed: q is [B, Tq, H * d_k] with
+// row i the query at sequence position query_positions[i], k and v stay [B, T, H * d_k], and the result is
+// [B, Tq, H * d_k], equal to rows query_positions of the full result (the mask and r_i taken at each row's
+// position). No `record` then: the statistics cover every query.
 Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
-                       const std::shared_ptr<const AttentionScaling>& scaling, AttentionRecord* record) {
-  const std::size_t B = q.size(0), T = q.size(1), HD = q.size(2), H = n_heads, D = HD / H;
+                       const std::shared_ptr<const AttentionScaling>& scaling, AttentionRecord* record,
+                       const std::vector<std::size_t>* query_positions = nullptr) {
+  const std::size_t B = k.size(0), T = k.size(1), HD = k.size(2), H = n_heads, D = HD / H;
+  const std::size_t Tq = query_positions ? query_positions->size() : T;
+  if (query_positions && record) throw Error("attention: a record needs every query row");
+  // Sequence position of query row i.
+  std::vector<std::size_t> pos(Tq);
+  for (std::size_t i = 0; i < Tq; ++i) pos[i] = query_positions ? (*query_positions)[i] : i;
   const float alpha = static_cast<float>(scaling->multiplier());
   const std::vector<float> rows = scaling->row_multipliers(T);
   if (!rows.empty() && rows.size() != T)
@@ -126,39 +137,40 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
                 std::to_string(T) + " queries");
   // Kept for backward only when f is not the identity: its derivative is taken at Z.
   const std::shared_ptr<const AttentionScaling> transform = scaling->transforms_scores() ? scaling : nullptr;
-  xt::xarray<float> probs = xt::xarray<float>::from_shape({B, H, T, T});
-  xt::xarray<float> out = xt::xarray<float>::from_shape({B, T, HD});
+  xt::xarray<float> probs = xt::xarray<float>::from_shape({B, H, Tq, T});
+  xt::xarray<float> out = xt::xarray<float>::from_shape({B, Tq, HD});
   xt::xarray<float> scores, pre_transform;
   if (record) scores = xt::xarray<float>::from_shape({B, H, T, T});
-  if (transform) pre_transform = xt::xarray<float>::from_shape({B, H, T, T});
+  if (transform) pre_transform = xt::xarray<float>::from_shape({B, H, Tq, T});
   const float* Q = q.value().data();
   const float* K = k.value().data();
   const float* V = v.value().data();
   // Work of one (b, h) pair in element-operations: a GEMM flop counts as a sixteenth of one (BLAS runs them at
   // several per cycle), the softmax about 4 per score.
-  const std::size_t pair_work = T * T * D / 4 + 4 * T * T;
+  const std::size_t pair_work = Tq * T * D / 4 + 4 * Tq * T;
   parallel_for(0, B * H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t pair = lo; pair < hi; ++pair) {
       const std::size_t b = pair / H, h = pair % H;
-      const std::size_t head = b * T * HD + h * D;  // offset of the [T, d_k] block, row stride HD
-      float* P = probs.data() + pair * T * T;
-      blas::gemm<float>(false, true, T, T, D, alpha, Q + head, HD, K + head, HD, 0.0f, P, T);
+      const std::size_t head = b * T * HD + h * D;        // offset of a [T, d_k] key/value block, row stride HD
+      const std::size_t q_head = b * Tq * HD + h * D;     // of the [Tq, d_k] query and output blocks
+      float* P = probs.data() + pair * Tq * T;
+      blas::gemm<float>(false, true, Tq, T, D, alpha, Q + q_head, HD, K + head, HD, 0.0f, P, T);
       if (!rows.empty() || transform)
-        for (std::size_t i = 0; i < T; ++i) {
+        for (std::size_t i = 0; i < Tq; ++i) {
           float* row = P + i * T;
-          const std::size_t keys = causal ? i + 1 : T;  // the entries the mask leaves
+          const std::size_t keys = causal ? pos[i] + 1 : T;  // the entries the mask leaves
           if (!rows.empty())
-            for (std::size_t j = 0; j < keys; ++j) row[j] *= rows[i];
+            for (std::size_t j = 0; j < keys; ++j) row[j] *= rows[pos[i]];
           if (transform) {
-            std::copy(row, row + T, pre_transform.data() + pair * T * T + i * T);
+            std::copy(row, row + T, pre_transform.data() + pair * Tq * T + i * T);
             transform->transform_scores(row, row, keys);
           }
         }
       if (causal)
-        for (std::size_t i = 0; i < T; ++i) std::fill(P + i * T + i + 1, P + (i + 1) * T, -INFINITY);
+        for (std::size_t i = 0; i < Tq; ++i) std::fill(P + i * T + pos[i] + 1, P + (i + 1) * T, -INFINITY);
       if (record) std::copy(P, P + T * T, scores.data() + pair * T * T);
-      for (std::size_t i = 0; i < T; ++i) simd::softmax_row(P + i * T, P + i * T, T);
-      blas::gemm<float>(false, false, T, D, T, 1.0f, P, T, V + head, HD, 0.0f, out.data() + head, HD);
+      for (std::size_t i = 0; i < Tq; ++i) simd::softmax_row(P + i * T, P + i * T, T);
+      blas::gemm<float>(false, false, Tq, D, T, 1.0f, P, T, V + head, HD, 0.0f, out.data() + q_head, HD);
     }
   });
   std::shared_ptr<Node<float>> score_node;
@@ -181,7 +193,7 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
   }
   return make_result<float>(
       "attention", std::move(out), {q, k, v},
-      [B, T, HD, H, D, alpha, causal, rows, transform, probs = std::move(probs),
+      [B, T, Tq, HD, H, D, alpha, causal, rows, transform, pos = std::move(pos), probs = std::move(probs),
        pre_transform = std::move(pre_transform), score_node](Node<float>& self) {
         const float* Q = self.inputs[0]->value.data();
         const float* K = self.inputs[1]->value.data();
@@ -201,17 +213,18 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
         if (score_node) score_grad = xt::xarray<float>::from_shape(score_node->value.shape());
         // When q and k (or v) are one tensor, dQ and dK are the same array, but a pair still writes only its own
         // head blocks of it, both times from the same thread in the same order.
-        const std::size_t pair_work = T * T * D / 2 + 4 * T * T;
+        const std::size_t pair_work = Tq * T * D / 2 + 4 * Tq * T;
         parallel_for(0, B * H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
-          std::vector<float> dS(T * T);
+          std::vector<float> dS(Tq * T);
           for (std::size_t pair = lo; pair < hi; ++pair) {
             const std::size_t b = pair / H, h = pair % H;
-            const std::size_t head = b * T * HD + h * D;
-            const float* P = probs.data() + pair * T * T;
-            if (need_v) blas::gemm<float>(true, false, T, D, T, 1.0f, P, T, dO + head, HD, beta_v, dV + head, HD);
+            const std::size_t head = b * T * HD + h * D, q_head = b * Tq * HD + h * D;
+            const float* P = probs.data() + pair * Tq * T;
+            if (need_v)
+              blas::gemm<float>(true, false, T, D, Tq, 1.0f, P, T, dO + q_head, HD, beta_v, dV + head, HD);
             if (!need_q && !need_k && !score_node) continue;
-            blas::gemm<float>(false, true, T, T, D, 1.0f, dO + head, HD, V + head, HD, 0.0f, dS.data(), T);
-            for (std::size_t i = 0; i < T; ++i) {  // softmax backward, row by row (masked entries have P = 0)
+            blas::gemm<float>(false, true, Tq, T, D, 1.0f, dO + q_head, HD, V + head, HD, 0.0f, dS.data(), T);
+            for (std::size_t i = 0; i < Tq; ++i) {  // softmax backward, row by row (masked entries have P = 0)
               float* d = dS.data() + i * T;
               const float* p = P + i * T;
               const float dot = simd::dot(d, p, T);
@@ -219,18 +232,18 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
             }
             if (score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + pair * T * T);
             if (!rows.empty() || transform)
-              for (std::size_t i = 0; i < T; ++i) {  // dZ from dS (masked entries have dS = 0 and stay 0)
+              for (std::size_t i = 0; i < Tq; ++i) {  // dZ from dS (masked entries have dS = 0 and stay 0)
                 float* d = dS.data() + i * T;
-                const std::size_t keys = causal ? i + 1 : T;
+                const std::size_t keys = causal ? pos[i] + 1 : T;
                 if (transform)
-                  transform->transform_scores_backward(pre_transform.data() + pair * T * T + i * T, d, keys);
+                  transform->transform_scores_backward(pre_transform.data() + pair * Tq * T + i * T, d, keys);
                 if (!rows.empty())
-                  for (std::size_t j = 0; j < keys; ++j) d[j] *= rows[i];
+                  for (std::size_t j = 0; j < keys; ++j) d[j] *= rows[pos[i]];
               }
             if (need_q)
-              blas::gemm<float>(false, false, T, D, T, alpha, dS.data(), T, K + head, HD, beta_q, dQ + head, HD);
+              blas::gemm<float>(false, false, Tq, D, T, alpha, dS.data(), T, K + head, HD, beta_q, dQ + q_head, HD);
             if (need_k)
-              blas::gemm<float>(true, false, T, D, T, alpha, dS.data(), T, Q + head, HD, beta_k, dK + head, HD);
+              blas::gemm<float>(true, false, T, D, Tq, alpha, dS.data(), T, Q + q_head, HD, beta_k, dK + head, HD);
           }
         });
         if (score_node) accumulate_grad(*score_node, std::move(score_grad), "attention");
@@ -277,34 +290,46 @@ MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads
   scaling->init_weights(w_q->weight, w_k->weight);
 }
 
-void MultiHeadAttention::project(const Tensor& x, Tensor& q, Tensor& k, Tensor& v) {
+void MultiHeadAttention::project(const Tensor& x, const std::vector<std::size_t>* query_positions, Tensor& q,
+                                 Tensor& k, Tensor& v) {
   if (x.dim() != 3 || x.size(2) != d_model)
     throw Error("MultiHeadAttention: input must be [B, T, " + std::to_string(d_model) + "], got " +
                 shape_str(x.shape()));
   const auto B = static_cast<std::int64_t>(x.size(0)), T = static_cast<std::int64_t>(x.size(1));
   const auto H = static_cast<std::int64_t>(heads_), D = static_cast<std::int64_t>(d_k);
   if (is_training() && grad_enabled()) scaling->update_state(w_q->weight, w_k->weight);
+  const Tensor xq = query_positions ? select_positions(x, *query_positions) : x;
+  const auto Tq = static_cast<std::int64_t>(xq.size(1));
   if (scaling->transforms_weights()) {
     const auto weights = scaling->transform_weights(w_q->weight, w_k->weight, scaling->parameters());
-    q = matmul(x, weights.first);
+    q = matmul(xq, weights.first);
     k = matmul(x, weights.second);
   } else {
-    q = w_q->forward(x);
+    q = w_q->forward(xq);
     k = w_k->forward(x);
   }
   v = w_v->forward(x);
   if (scaling->transforms_qk()) {  // per head: [B, T, H, d_k] views of the same memory
-    auto qk = scaling->transform_qk(reshape(q, {B, T, H, D}), reshape(k, {B, T, H, D}), scaling->parameters());
-    q = reshape(qk.first, {B, T, H * D});
+    auto qk = scaling->transform_qk(reshape(q, {B, Tq, H, D}), reshape(k, {B, T, H, D}), scaling->parameters());
+    q = reshape(qk.first, {B, Tq, H * D});
     k = reshape(qk.second, {B, T, H * D});
   }
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x) {
   Tensor q, k, v;
-  project(x, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
+  project(x, nullptr, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
   Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr);
   if (record_attention) last.qk_spectral_norms = qk_spectral_norms();  // the weights project() used
+  return w_o ? w_o->forward(out) : out;
+}
+
+Tensor MultiHeadAttention::forward_at(const Tensor& x, const std::vector<std::size_t>& positions) {
+  if (record_attention || x.dim() != 3 || positions.size() == x.size(1)) return AttentionLayer::forward_at(x, positions);
+  check_positions(positions, x.size(1));
+  Tensor q, k, v;
+  project(x, &positions, q, k, v);
+  Tensor out = attention_heads(q, k, v, heads_, causal, scaling, nullptr, &positions);
   return w_o ? w_o->forward(out) : out;
 }
 

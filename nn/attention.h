@@ -66,6 +66,9 @@ class MultiHeadAttention : public AttentionLayer {
                      const SettingValues& settings = SettingValues(), bool out_proj = true);
   /// x: [B, T, d_model] → [B, T, d_model], through the fused attention op. Throws Error on another input shape.
   Tensor forward(const Tensor& x) override;
+  /// AttentionLayer::forward_at: queries (and W_o) only at `positions`; keys and values at every position. With
+  /// record_attention set it runs forward() and selects the rows, so the statistics cover every query.
+  Tensor forward_at(const Tensor& x, const std::vector<std::size_t>& positions) override;
   std::size_t n_heads() const override { return heads_; }
   /// The scaling's effective_multiplier.
   double effective_multiplier(std::size_t T) const override;
@@ -85,8 +88,9 @@ class MultiHeadAttention : public AttentionLayer {
 
  private:
   std::size_t heads_;
-  /// q, k after the weight and q/k hooks, v: each [B, T, n_heads * d_k].
-  void project(const Tensor& x, Tensor& q, Tensor& k, Tensor& v);
+  /// q, k after the weight and q/k hooks, v: each [B, T, n_heads * d_k]; with `query_positions`, q only at those
+  /// positions: [B, Tq, n_heads * d_k].
+  void project(const Tensor& x, const std::vector<std::size_t>* query_positions, Tensor& q, Tensor& k, Tensor& v);
 };
 
 }  // namespace xgrad::nn

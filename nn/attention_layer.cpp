@@ -1,5 +1,9 @@
 #include "nn/attention_layer.h"
 
+#include <string>
+
+#include "autograd/ops.h"
+
 namespace xgrad::nn {
 
 namespace {
@@ -30,5 +34,27 @@ std::shared_ptr<AttentionLayer> make_attention_layer(const std::string& name, At
 }
 
 void check_attention_layer(const std::string& name, AttentionLayerContext context) { resolve(name, context); }
+
+Tensor AttentionLayer::forward_at(const Tensor& x, const std::vector<std::size_t>& positions) {
+  if (x.dim() == 3) check_positions(positions, x.size(1));
+  return select_positions(forward(x), positions);
+}
+
+void check_positions(const std::vector<std::size_t>& positions, std::size_t T) {
+  for (std::size_t i = 0; i < positions.size(); ++i) {
+    if (positions[i] >= T)
+      throw Error("attention: query position " + std::to_string(positions[i]) + " is outside [0, " +
+                  std::to_string(T) + ")");
+    if (i > 0 && positions[i] <= positions[i - 1])
+      throw Error("attention: query positions must be sorted and distinct; " + std::to_string(positions[i]) +
+                  " follows " + std::to_string(positions[i - 1]));
+  }
+}
+
+Tensor select_positions(const Tensor& x, const std::vector<std::size_t>& positions) {
+  index_array index = index_array::from_shape({positions.size()});
+  for (std::size_t i = 0; i < positions.size(); ++i) index(i) = static_cast<std::int64_t>(positions[i]);
+  return index_select(x, 1, index);
+}
 
 }  // namespace xgrad::nn

@@ -32,6 +32,13 @@ class AttentionLayer : public Module {
  public:
   /// Throws Error on an input of another shape.
   virtual Tensor forward(const Tensor& x) = 0;
+  /// The output at the sequence positions `positions` only (sorted, distinct, each < T): x [B, T, d_model] →
+  /// [B, len(positions), d_model], equal to rows `positions` of forward(x) up to float summation order. The last
+  /// block calls it with the positions that carry a target, so a layer can compute its queries only there. The
+  /// default runs forward(x) and selects the rows; a layer that overrides it must record (record_attention) every
+  /// query as forward() does. Throws Error for positions that are unsorted, repeated or >= T, and what forward
+  /// throws.
+  virtual Tensor forward_at(const Tensor& x, const std::vector<std::size_t>& positions);
   virtual std::size_t n_heads() const = 0;
   /// The factor between q·k of the recorded q and k and the recorded scores (before any elementwise transform), for
   /// a length-T sequence: probe's theory line (1/sqrt(d_k) for the attention of Vaswani et al. 2017, eq. 1).
@@ -50,6 +57,12 @@ class AttentionLayer : public Module {
   bool record_attention = false;
   AttentionRecord last;
 };
+
+/// Throws Error unless `positions` is sorted, without repeats, and every entry is < T (the message names the entry).
+void check_positions(const std::vector<std::size_t>& positions, std::size_t T);
+
+/// x [B, T, d] → [B, len(positions), d]: the rows at sequence positions `positions` (index_select along dim 1).
+Tensor select_positions(const Tensor& x, const std::vector<std::size_t>& positions);
 
 /// What an attention layer is built from.
 struct AttentionLayerContext {

@@ -33,6 +33,14 @@ Tensor TransformerBlock::forward(const Tensor& x) {
   return mlp ? sublayer(h, ln_2, [this](const Tensor& t) { return mlp->forward(t); }) : h;
 }
 
+Tensor TransformerBlock::forward_at(const Tensor& x, const std::vector<std::size_t>& positions) {
+  Tensor out = attn->forward_at(ln_1 ? ln_1->forward(x) : x, positions);
+  Tensor h = residual ? select_positions(x, positions) + out : out;
+  if (!mlp) return h;
+  Tensor m = mlp->forward(ln_2 ? ln_2->forward(h) : h);
+  return residual ? h + m : m;
+}
+
 AttentionModel::AttentionModel(const ModelConfig& c, std::uint64_t seed) : config_(c) {
   if (c.vocab_size == 0 || c.max_seq_len == 0 || c.d_model == 0 || c.n_heads == 0 || c.n_layers == 0)
     throw Error("AttentionModel: vocab_size, max_seq_len, d_model, n_heads and n_layers must all be > 0");
@@ -56,7 +64,14 @@ AttentionModel::AttentionModel(const ModelConfig& c, std::uint64_t seed) : confi
   }
 }
 
-Tensor AttentionModel::hidden(const index_array& tokens) {
+Tensor AttentionModel::hidden(const index_array& tokens) { return hidden_at(tokens, {}, false); }
+
+Tensor AttentionModel::hidden_at(const index_array& tokens, const std::vector<std::size_t>& positions) {
+  return hidden_at(tokens, positions, true);
+}
+
+Tensor AttentionModel::hidden_at(const index_array& tokens, const std::vector<std::size_t>& query_positions,
+                                 bool select) {
   if (tokens.dimension() != 2 && tokens.dimension() != 3)
     throw Error("AttentionModel: tokens must be [B, T] or [B, T, S], got " +
                 shape_str(shape_t(tokens.shape().begin(), tokens.shape().end())));
@@ -69,7 +84,9 @@ Tensor AttentionModel::hidden(const index_array& tokens) {
   Tensor embedded = tok_emb_->forward(tokens);  // [B, T, d] or [B, T, S, d]
   if (tokens.dimension() == 3) embedded = sum(embedded, {2});
   Tensor x = embedded + pos_emb_->forward(positions);  // [B, T, d] + [T, d]
-  for (auto& block : blocks_->items()) x = block->forward(x);
+  const auto& blocks = blocks_->items();
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    x = select && i + 1 == blocks.size() ? blocks[i]->forward_at(x, query_positions) : blocks[i]->forward(x);
   return x;
 }
 
@@ -81,10 +98,37 @@ Tensor AttentionModel::readout(const Tensor& h) {
 Tensor AttentionModel::forward(const index_array& tokens) { return readout(hidden(tokens)); }
 
 Tensor AttentionModel::forward(const index_array& tokens, const index_array& positions) {
-  Tensor h = hidden(tokens);
-  const auto rows = static_cast<std::int64_t>(h.size(0) * h.size(1));
-  // The rows of [B * T, d_model]; LayerNorm and the readout act on each row alone, so selecting first is exact.
-  return readout(index_select(reshape(h, {rows, static_cast<std::int64_t>(config_.d_model)}), 0, positions));
+  if (tokens.dimension() < 2) return forward(tokens);  // forward's error
+  const std::size_t B = tokens.shape(0), T = tokens.shape(1);
+  if (positions.dimension() != 1)
+    throw Error("AttentionModel: positions must be 1-D, got " +
+                shape_str(shape_t(positions.shape().begin(), positions.shape().end())));
+  // The sequence positions some row needs: the last block computes only those.
+  std::vector<bool> needed(T, false);
+  for (std::size_t i = 0; i < positions.size(); ++i) {
+    const std::int64_t p = positions(i);
+    if (p < 0 || static_cast<std::size_t>(p) >= B * T)
+      throw Error("AttentionModel: position " + std::to_string(p) + " is outside [0, " + std::to_string(B * T) +
+                  ") for tokens of " + std::to_string(B) + " x " + std::to_string(T));
+    needed[static_cast<std::size_t>(p) % T] = true;
+  }
+  std::vector<std::size_t> seq_positions, row_of(T, 0);
+  for (std::size_t t = 0; t < T; ++t)
+    if (needed[t]) {
+      row_of[t] = seq_positions.size();
+      seq_positions.push_back(t);
+    }
+  const bool all = seq_positions.size() == T || seq_positions.empty();
+  const Tensor h = all ? hidden(tokens) : hidden_at(tokens, seq_positions);  // [B, Tn, d_model]
+  const std::size_t Tn = h.size(1);
+  index_array rows = index_array::from_shape({positions.size()});
+  for (std::size_t i = 0; i < positions.size(); ++i) {
+    const auto p = static_cast<std::size_t>(positions(i));
+    rows(i) = static_cast<std::int64_t>(p / T * Tn + (all ? p % T : row_of[p % T]));
+  }
+  // The rows of [B * Tn, d_model]; LayerNorm and the readout act on each row alone, so selecting first is exact.
+  return readout(index_select(reshape(h, {static_cast<std::int64_t>(B * Tn), static_cast<std::int64_t>(config_.d_model)}),
+                              0, rows));
 }
 
 std::vector<std::shared_ptr<AttentionLayer>> AttentionModel::attention_layers() const {

@@ -35,7 +35,12 @@ struct ModelConfig {
 class TransformerBlock : public Module {
  public:
   TransformerBlock(const ModelConfig& config, Generator& gen);
+  /// x [B, T, d_model] → [B, T, d_model].
   Tensor forward(const Tensor& x);
+  /// The output at sequence positions `positions` only (sorted, distinct, < T): [B, len(positions), d_model].
+  /// Attention reads every position's keys and values (AttentionLayer::forward_at); the residual, the MLP and its
+  /// LayerNorm act on each row alone, so they run on the selected rows only.
+  Tensor forward_at(const Tensor& x, const std::vector<std::size_t>& positions);
   std::shared_ptr<LayerNorm> ln_1, ln_2;  // null when config.layer_norm is false
   std::shared_ptr<AttentionLayer> attn;  // the registered layer config.attention names
   std::shared_ptr<MLP> mlp;  // null when config.mlp is false
@@ -60,12 +65,16 @@ class AttentionModel : public Module {
   /// Throws Error for another rank or T above max_seq_len.
   Tensor forward(const index_array& tokens);
   /// The logits at the flat positions `positions` [N] (b * T + t, each in [0, B * T)) only: [N, vocab_size]. The
-  /// final LayerNorm and the readout run on those N rows of the last hidden state, so a loss that needs one position
-  /// per sequence pays for one. Row i equals forward(tokens)[b, t] up to float summation order. Throws Error for a
-  /// position outside [0, B * T) and what forward throws.
+  /// last block computes only the sequence positions t that some row needs (its queries, residual and MLP), and the
+  /// final LayerNorm and the readout run on those N rows, so a loss that needs one position per sequence pays for
+  /// about one. Row i equals forward(tokens)[b, t] up to float summation order. Throws Error for a position outside
+  /// [0, B * T) and what forward throws.
   Tensor forward(const index_array& tokens, const index_array& positions);
   /// The last block's output, before the final LayerNorm: tokens [B, T] or [B, T, S] → [B, T, d_model].
   Tensor hidden(const index_array& tokens);
+  /// hidden(tokens) at sequence positions `positions` only (sorted, distinct, < T): [B, len(positions), d_model].
+  /// The blocks before the last run in full; the last computes only those rows (TransformerBlock::forward_at).
+  Tensor hidden_at(const index_array& tokens, const std::vector<std::size_t>& positions);
   /// Final LayerNorm (when on) and readout: [..., d_model] → [..., vocab_size].
   Tensor readout(const Tensor& h);
   /// The attention layers, first block first (for saturation statistics).
@@ -75,6 +84,8 @@ class AttentionModel : public Module {
   double readout_multiplier() const { return readout_multiplier_; }
 
  private:
+  // hidden (select false) or hidden_at (select true).
+  Tensor hidden_at(const index_array& tokens, const std::vector<std::size_t>& positions, bool select);
   ModelConfig config_;
   std::shared_ptr<Embedding> tok_emb_, pos_emb_;
   std::shared_ptr<ModuleList<TransformerBlock>> blocks_;

@@ -226,6 +226,21 @@ TEST_CASE("sum, mean: all elements and over axes") {
     CHECK_CLOSE(mean(x, {-1}).value(), (xt::xarray<double>{2, 5}), 1e-6);
     CHECK_CLOSE(mean(x, {-1}, true).value(), reshaped<double>({2, 5}, {2, 1}), 1e-6);
     CHECK_CLOSE(mean(x, {1, 0}).value(), (xt::xarray<double>(3.5)), 1e-6);
+    // Reduced axes in the middle (summed token embeddings [B, T, S, d]) and non-contiguous ones, against xtensor;
+    // the gradient of each is every input's weight in the weighted sum.
+    std::mt19937 g(7);
+    const DTensor y = rand_input({2, 3, 2, 4}, g);
+    for (const std::vector<int>& axes : std::vector<std::vector<int>>{{2}, {1, 2}, {0, 2}, {1, 3}, {0, 1}}) {
+      std::vector<std::size_t> ax(axes.begin(), axes.end());
+      INFO("axes " << axes.front() << ", " << axes.back());
+      CHECK_CLOSE(sum(y, axes).value(), xt::xarray<double>(xt::sum(y.value(), ax)), 1e-12);
+      DTensor leaf(y.value(), true);
+      const DTensor out = sum(leaf, axes, true);
+      xt::xarray<double> w = xt::xarray<double>::from_shape(out.shape());
+      for (std::size_t i = 0; i < w.size(); ++i) w.data()[i] = static_cast<double>(i + 1);
+      sum(out * DTensor(w)).backward();
+      CHECK_CLOSE(leaf.grad(), xt::xarray<double>(xt::broadcast(w, y.shape())), 0.0);
+    }
   }
   SUBCASE("errors") {
     CHECK_ERROR("sum: ", sum(a, {3}));

@@ -1,15 +1,20 @@
-// The readout and cross-entropy only at the positions that carry a target (nn::loss_at_targets) against the full
+// The readout and cross-entropy only at the positions that carry a target (nn::loss_at_targets), with the last block
+// computing only the sequence positions that carry one (its queries, W_o, residual, MLP), against the full
 // readout over every position (model.forward, then cross_entropy with ignore index -1): the same loss, the same
-// gradient for every parameter and the same accuracy, up to float summation order.
+// gradient for every parameter and the same accuracy, up to float summation order, for every registered scaling and
+// the block's options.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include "autograd/ops.h"
 #include "data/registry.h"
+#include "nn/attention.h"
 #include "nn/model.h"
+#include "nn/scaling.h"
 #include "train/step_metrics.h"
 
 using namespace xgrad;
@@ -49,8 +54,14 @@ nn::ModelConfig tiny_model(const data::Task& task) {
   return c;
 }
 
-Pass run(const data::Task& task, bool full, std::uint64_t step) {
-  nn::AttentionModel model(tiny_model(task), /*seed=*/3);
+using Configure = std::function<void(nn::ModelConfig&)>;
+
+Pass run(const data::Task& task, bool full, std::uint64_t step, const Configure& configure = nullptr,
+         bool record = false) {
+  nn::ModelConfig config = tiny_model(task);
+  if (configure) configure(config);
+  nn::AttentionModel model(config, /*seed=*/3);
+  for (auto& layer : model.attention_layers()) layer->record_attention = record;
   const data::Batch b = task.batch(/*seed=*/5, step, /*batch_size=*/12);
   Pass p;
   Tensor loss;
@@ -74,9 +85,9 @@ Pass run(const data::Task& task, bool full, std::uint64_t step) {
   return p;
 }
 
-void check_equivalent(const data::Task& task) {
+void check_equivalent(const data::Task& task, const Configure& configure = nullptr, bool record = false) {
   for (std::uint64_t step : {0, 1, 2}) {
-    const Pass full = run(task, true, step), rows = run(task, false, step);
+    const Pass full = run(task, true, step, configure), rows = run(task, false, step, configure, record);
     CHECK(rows.loss == doctest::Approx(full.loss).epsilon(kRelTol));
     CHECK(rows.accuracy == full.accuracy);
     REQUIRE(rows.grads.size() == full.grads.size());
@@ -125,4 +136,83 @@ TEST_CASE("loss_at_targets: a batch without targets takes the full readout (loss
   CHECK(out.loss.item() == 0.0f);
   CHECK(out.logits.shape() == shape_t{4, task->seq_len(), task->vocab_size()});
   CHECK_THROWS_AS(nn::loss_at_targets(model, b.inputs, index_array{{0, -1}}), Error);
+}
+
+TEST_CASE("loss_at_targets equals the full readout for every scaling (queries only at target positions)") {
+  const auto kv = data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4},
+                                                                            {"n_pairs", 5}, {"kv_encoding", "sum"}}));
+  const auto copy = data::make_task("copy", SettingValues(nlohmann::json{{"seq_len", 6}, {"n_symbols", 5}}));
+  for (const std::string& scale : Registry<nn::ScalingEntry>::instance().names()) {
+    INFO("scale " << scale);
+    const Configure c = [&](nn::ModelConfig& m) { m.scale = scale; };
+    check_equivalent(*kv, c);
+    check_equivalent(*copy, c);
+  }
+}
+
+TEST_CASE("loss_at_targets equals the full readout with each block option of the last block") {
+  const auto kv = data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4},
+                                                                            {"n_pairs", 5}}));
+  const auto copy = data::make_task("copy", SettingValues(nlohmann::json{{"seq_len", 6}, {"n_symbols", 5}}));
+  const std::vector<std::pair<std::string, Configure>> options = {
+      {"one layer", [](nn::ModelConfig& m) { m.n_layers = 1; }},
+      {"no MLP", [](nn::ModelConfig& m) { m.mlp = false; }},
+      {"no W_o", [](nn::ModelConfig& m) { m.settings = SettingValues(nlohmann::json{{"attn_out_proj", false}}); }},
+      {"no LayerNorm", [](nn::ModelConfig& m) { m.layer_norm = false; }},
+      {"no residual", [](nn::ModelConfig& m) { m.residual = false; }},
+      {"not causal", [](nn::ModelConfig& m) { m.causal = false; }},
+      {"the textbook layer", [](nn::ModelConfig& m) {
+         m.n_layers = 1;
+         m.mlp = false;
+         m.n_heads = 1;
+         m.settings = SettingValues(nlohmann::json{{"attn_out_proj", false}});
+       }},
+  };
+  for (const auto& [name, configure] : options) {
+    INFO(name);
+    check_equivalent(*kv, configure);
+    check_equivalent(*copy, configure);
+  }
+}
+
+TEST_CASE("loss_at_targets with the attention recorded (a measured step) runs every query and gives the same result") {
+  const auto kv = data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4},
+                                                                            {"n_pairs", 5}}));
+  check_equivalent(*kv, nullptr, /*record=*/true);
+  nn::AttentionModel model(tiny_model(*kv), 3);
+  for (auto& layer : model.attention_layers()) layer->record_attention = true;
+  const data::Batch b = kv->batch(5, 0, 12);
+  nn::loss_at_targets(model, b.inputs, b.targets);
+  const std::size_t T = kv->seq_len();
+  for (auto& layer : model.attention_layers()) CHECK(layer->last.probs.shape() == shape_t{12, 2, T, T});
+}
+
+TEST_CASE("MultiHeadAttention::forward_at: the rows of forward at the given positions, with their gradients") {
+  Generator gen(7, 1);
+  for (const std::string& scale : Registry<nn::ScalingEntry>::instance().names()) {
+    INFO("scale " << scale);
+    for (const bool causal : {true, false}) {
+      nn::MultiHeadAttention attn(8, 2, scale, causal, gen, /*max_seq_len=*/7);
+      xt::xarray<float> x0 = xt::xarray<float>::from_shape({3, 7, 8});
+      for (auto& e : x0) e = static_cast<float>(gen.normal());
+      const std::vector<std::size_t> positions = {0, 3, 6};
+      Tensor x_full(x0, true), x_rows(x0, true);
+      const Tensor full = nn::select_positions(attn.forward(x_full), positions);
+      const Tensor rows = attn.forward_at(x_rows, positions);
+      REQUIRE(rows.shape() == shape_t{3, 3, 8});
+      CHECK(max_abs_diff(rows.value(), full.value()) <= 1e-5 * std::max(max_abs(full.value()), 1.0));
+      sum(full * full).backward();
+      sum(rows * rows).backward();
+      CHECK(max_abs_diff(x_rows.grad(), x_full.grad()) <= 1e-5 * std::max(max_abs(x_full.grad()), 1.0));
+    }
+  }
+}
+
+TEST_CASE("forward_at refuses positions that are unsorted, repeated or past the sequence") {
+  Generator gen(1, 1);
+  nn::MultiHeadAttention attn(8, 2, "sqrt_dk", true, gen, 5);
+  const Tensor x(xt::xarray<float>(xt::zeros<float>({2, 5, 8})));
+  CHECK_THROWS_WITH_AS(attn.forward_at(x, {3, 1}), doctest::Contains("sorted and distinct"), Error);
+  CHECK_THROWS_WITH_AS(attn.forward_at(x, {1, 1}), doctest::Contains("sorted and distinct"), Error);
+  CHECK_THROWS_WITH_AS(attn.forward_at(x, {5}), doctest::Contains("outside [0, 5)"), Error);
 }
