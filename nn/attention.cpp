@@ -120,13 +120,12 @@ namespace {
 // With `query_positions` (sorted, distinct, each < T) only those queries are computed: q is [B, Tq, H * d_k] with
 // row i the query at sequence position query_positions[i], k and v stay [B, T, H * d_k], and the result is
 // [B, Tq, H * d_k], equal to rows query_positions of the full result (the mask and r_i taken at each row's
-// position). No `record` then: the statistics cover every query.
+// position); a `record` then holds those rows only ([B, H, Tq, T]) and their positions.
 Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
                        const std::shared_ptr<const AttentionScaling>& scaling, AttentionRecord* record,
                        const std::vector<std::size_t>* query_positions = nullptr) {
   const std::size_t B = k.size(0), T = k.size(1), HD = k.size(2), H = n_heads, D = HD / H;
   const std::size_t Tq = query_positions ? query_positions->size() : T;
-  if (query_positions && record) throw Error("attention: a record needs every query row");
   // Sequence position of query row i.
   std::vector<std::size_t> pos(Tq);
   for (std::size_t i = 0; i < Tq; ++i) pos[i] = query_positions ? (*query_positions)[i] : i;
@@ -140,7 +139,7 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
   xt::xarray<float> probs = xt::xarray<float>::from_shape({B, H, Tq, T});
   xt::xarray<float> out = xt::xarray<float>::from_shape({B, Tq, HD});
   xt::xarray<float> scores, pre_transform;
-  if (record) scores = xt::xarray<float>::from_shape({B, H, T, T});
+  if (record) scores = xt::xarray<float>::from_shape({B, H, Tq, T});
   if (transform) pre_transform = xt::xarray<float>::from_shape({B, H, Tq, T});
   const float* Q = q.value().data();
   const float* K = k.value().data();
@@ -168,23 +167,25 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
         }
       if (causal)
         for (std::size_t i = 0; i < Tq; ++i) std::fill(P + i * T + pos[i] + 1, P + (i + 1) * T, -INFINITY);
-      if (record) std::copy(P, P + T * T, scores.data() + pair * T * T);
+      if (record) std::copy(P, P + Tq * T, scores.data() + pair * Tq * T);
       for (std::size_t i = 0; i < Tq; ++i) simd::softmax_row(P + i * T, P + i * T, T);
       blas::gemm<float>(false, false, Tq, D, T, 1.0f, P, T, V + head, HD, 0.0f, out.data() + q_head, HD);
     }
   });
   std::shared_ptr<Node<float>> score_node;
   if (record) {
-    auto heads_first = [&](const Tensor& heads) {  // [B, T, H * d_k] → [B, H, T, d_k], for the statistics
-      xt::xarray<float> r = xt::xarray<float>::from_shape({B, H, T, D});
+    auto heads_first = [&](const Tensor& heads) {  // [B, n, H * d_k] → [B, H, n, d_k], for the statistics
+      const std::size_t n = heads.size(1);
+      xt::xarray<float> r = xt::xarray<float>::from_shape({B, H, n, D});
       for (std::size_t b = 0; b < B; ++b)
         for (std::size_t h = 0; h < H; ++h)
-          for (std::size_t t = 0; t < T; ++t) {
-            const float* src = heads.value().data() + b * T * HD + t * HD + h * D;
-            std::copy(src, src + D, r.data() + ((b * H + h) * T + t) * D);
+          for (std::size_t t = 0; t < n; ++t) {
+            const float* src = heads.value().data() + b * n * HD + t * HD + h * D;
+            std::copy(src, src + D, r.data() + ((b * H + h) * n + t) * D);
           }
       return r;
     };
+    record->query_positions = query_positions ? *query_positions : std::vector<std::size_t>();
     record->q = heads_first(q);
     record->k = heads_first(k);
     record->probs = probs;
@@ -230,7 +231,7 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
               const float dot = simd::dot(d, p, T);
               for (std::size_t j = 0; j < T; ++j) d[j] = p[j] * (d[j] - dot);
             }
-            if (score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + pair * T * T);
+            if (score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + pair * Tq * T);
             if (!rows.empty() || transform)
               for (std::size_t i = 0; i < Tq; ++i) {  // dZ from dS (masked entries have dS = 0 and stay 0)
                 float* d = dS.data() + i * T;
@@ -325,11 +326,12 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
 }
 
 Tensor MultiHeadAttention::forward_at(const Tensor& x, const std::vector<std::size_t>& positions) {
-  if (record_attention || x.dim() != 3 || positions.size() == x.size(1)) return AttentionLayer::forward_at(x, positions);
+  if (x.dim() != 3 || positions.size() == x.size(1)) return AttentionLayer::forward_at(x, positions);
   check_positions(positions, x.size(1));
   Tensor q, k, v;
   project(x, &positions, q, k, v);
-  Tensor out = attention_heads(q, k, v, heads_, causal, scaling, nullptr, &positions);
+  Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr, &positions);
+  if (record_attention) last.qk_spectral_norms = qk_spectral_norms();
   return w_o ? w_o->forward(out) : out;
 }
 

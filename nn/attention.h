@@ -67,7 +67,7 @@ class MultiHeadAttention : public AttentionLayer {
   /// x: [B, T, d_model] → [B, T, d_model], through the fused attention op. Throws Error on another input shape.
   Tensor forward(const Tensor& x) override;
   /// AttentionLayer::forward_at: queries (and W_o) only at `positions`; keys and values at every position. With
-  /// record_attention set it runs forward() and selects the rows, so the statistics cover every query.
+  /// record_attention set, `last` holds those queries' rows and last.query_positions = positions.
   Tensor forward_at(const Tensor& x, const std::vector<std::size_t>& positions) override;
   std::size_t n_heads() const override { return heads_; }
   /// The scaling's effective_multiplier.

@@ -19,12 +19,16 @@ namespace xgrad::nn {
 
 /// What an attention call recorded for saturation statistics, beside the graph: the softmax input (scaled scores,
 /// -inf where masked) as a tensor whose gradient backward fills in (on a graph of autograd ops, the live scores
-/// tensor kept by retain_grad), and the attention weights. Shapes [B, H, T, T].
+/// tensor kept by retain_grad), and the attention weights. Shapes [B, H, Tq, T]: every query (Tq = T) from
+/// forward(), the queries at query_positions from forward_at().
 struct AttentionRecord {
   Tensor scores;
   xt::xarray<float> probs;
-  xt::xarray<float> q, k;  // [B, H, T, d_k], as they enter q·k (after any normalisation, before multipliers)
+  xt::xarray<float> q, k;  // [B, H, Tq, d_k] and [B, H, T, d_k], as they enter q·k (after any normalisation,
+                           // before multipliers)
   std::vector<double> qk_spectral_norms;  // per head, AttentionLayer::qk_spectral_norms of the weights this call used
+  /// Empty: row i of scores, probs and q is sequence position i. Otherwise row i is position query_positions[i].
+  std::vector<std::size_t> query_positions;
 };
 
 /// A block's attention: x [B, T, d_model] → [B, T, d_model].
@@ -34,10 +38,10 @@ class AttentionLayer : public Module {
   virtual Tensor forward(const Tensor& x) = 0;
   /// The output at the sequence positions `positions` only (sorted, distinct, each < T): x [B, T, d_model] →
   /// [B, len(positions), d_model], equal to rows `positions` of forward(x) up to float summation order. The last
-  /// block calls it with the positions that carry a target, so a layer can compute its queries only there. The
-  /// default runs forward(x) and selects the rows; a layer that overrides it must record (record_attention) every
-  /// query as forward() does. Throws Error for positions that are unsorted, repeated or >= T, and what forward
-  /// throws.
+  /// block calls it with the positions that carry a target, so a layer can compute its queries only there (the
+  /// trainer's statistics of the last layer read only those queries). The default runs forward(x) and selects the
+  /// rows, recording every query; a layer that overrides it records the queries it computed and sets
+  /// last.query_positions. Throws Error for positions that are unsorted, repeated or >= T, and what forward throws.
   virtual Tensor forward_at(const Tensor& x, const std::vector<std::size_t>& positions);
   virtual std::size_t n_heads() const = 0;
   /// The factor between q·k of the recorded q and k and the recorded scores (before any elementwise transform), for

@@ -79,11 +79,17 @@ template double qk_spectral_norm<double>(const xt::xarray<double>&, const xt::xa
 
 std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, const xt::xarray<float>& probs,
                                             const xt::xarray<float>* score_grad,
-                                            const xt::xarray<bool>* query_mask) {
-  if (scores.dimension() != 4 || scores.shape(2) != scores.shape(3) || probs.shape() != scores.shape() ||
-      (score_grad && score_grad->shape() != scores.shape()))
-    throw std::invalid_argument("attention_stats: scores, probs and score_grad must share one [B, H, T, T] shape");
-  const std::size_t B = scores.shape(0), H = scores.shape(1), T = scores.shape(2);
+                                            const xt::xarray<bool>* query_mask,
+                                            const std::vector<std::size_t>* query_positions) {
+  if (scores.dimension() != 4 ||
+      scores.shape(2) != (query_positions ? query_positions->size() : scores.shape(3)) ||
+      probs.shape() != scores.shape() || (score_grad && score_grad->shape() != scores.shape()))
+    throw std::invalid_argument("attention_stats: scores, probs and score_grad must share one [B, H, Tq, T] shape, "
+                                "Tq = T or the number of query positions");
+  const std::size_t B = scores.shape(0), H = scores.shape(1), Tq = scores.shape(2), T = scores.shape(3);
+  if (query_positions)
+    for (std::size_t p : *query_positions)
+      if (p >= T) throw std::invalid_argument("attention_stats: query position " + std::to_string(p) + " >= T");
   if (query_mask && (query_mask->dimension() != 2 || query_mask->shape(0) != B || query_mask->shape(1) != T))
     throw std::invalid_argument("attention_stats: query_mask must be [B, T] = [" + std::to_string(B) + ", " +
                                 std::to_string(T) + "]");
@@ -95,9 +101,9 @@ std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, con
     std::size_t n_entries = 0, saturated = 0;
     std::vector<double> grad_norms;
     for (std::size_t b = 0; b < B; ++b) {
-      for (std::size_t i = 0; i < T; ++i) {
-        if (query_mask && !(*query_mask)(b, i)) continue;
-        const std::size_t row = ((b * H + h) * T + i) * T;
+      for (std::size_t i = 0; i < Tq; ++i) {
+        if (query_mask && !(*query_mask)(b, query_positions ? (*query_positions)[i] : i)) continue;
+        const std::size_t row = ((b * H + h) * Tq + i) * T;
         const float* sc = scores.data() + row;
         const float* p = probs.data() + row;
         std::size_t keys = 0;

@@ -30,12 +30,15 @@ struct AttentionStats {
 /// Per-head statistics. scores: [B, H, T, T] scaled scores, -inf where masked (the softmax input); probs: the
 /// softmax of scores, same shape; score_grad: the loss gradient with respect to scores, same shape, or null (the
 /// gradient fields are then NaN); query_mask: [B, T], true for the query positions to include, or null for all.
+/// query_positions: null when row i is position i; otherwise the arrays are [B, H, Tq, T] (a record of forward_at,
+/// AttentionRecord::query_positions) and row i is position query_positions[i] (query_mask still indexes positions).
 /// A query with fewer than 2 keys it may attend to (the first position under a causal mask) is skipped: its
 /// softmax is 1 by construction and would read as saturated. Percentiles interpolate linearly between ranks (as
 /// numpy.percentile). Returns one entry per head. Throws std::invalid_argument on mismatched shapes.
 std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, const xt::xarray<float>& probs,
                                             const xt::xarray<float>* score_grad,
-                                            const xt::xarray<bool>* query_mask);
+                                            const xt::xarray<bool>* query_mask,
+                                            const std::vector<std::size_t>* query_positions = nullptr);
 
 /// The largest singular value of one head's score matrix M = W_q,h W_k,h^T ([d_model, d_model]; the head's
 /// unscaled score of inputs x_i, x_j is x_i^T M x_j), by power iteration on M^T M in double: v <- M^T M v / |.|

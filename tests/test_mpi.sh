@@ -49,8 +49,9 @@ mpi() {
 }
 tiny=(--d-model 16 --batch-size 8 --log-every 10 --print-every 1000)
 # A run that a fault interrupts: its ranks are held with SIGSTOP as soon as the first checkpoint (step 50) appears
-# (start_and_hold), so the fault lands mid-run however fast the machine; 1000 steps leave the poll ample margin.
-long=(--d-model 64 --batch-size 32 --log-every 10 --print-every 1000 --steps 1000 --checkpoint-every 50)
+# (start_and_hold), so the fault lands mid-run however fast the machine; 2000 steps (2.5 s on two ranks once the last
+# block computed only the target position) leave the poll margin on a loaded machine.
+long=(--d-model 64 --batch-size 32 --log-every 10 --print-every 1000 --steps 2000 --checkpoint-every 50)
 
 # same_columns A B: the loss and grad_norm columns (and every per-parameter grad_norm) of A/metrics.csv and
 # B/metrics.csv agree within kTolerance (relative), row by row, over the same steps.

@@ -13,6 +13,7 @@
 #include "autograd/ops.h"
 #include "data/registry.h"
 #include "nn/attention.h"
+#include "nn/attention_stats.h"
 #include "nn/model.h"
 #include "nn/scaling.h"
 #include "train/step_metrics.h"
@@ -175,16 +176,49 @@ TEST_CASE("loss_at_targets equals the full readout with each block option of the
   }
 }
 
-TEST_CASE("loss_at_targets with the attention recorded (a measured step) runs every query and gives the same result") {
+TEST_CASE("loss_at_targets with the attention recorded (a measured step): the same loss, and the last layer's "
+          "statistics over the target queries equal the full path's") {
   const auto kv = data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4},
                                                                             {"n_pairs", 5}}));
-  check_equivalent(*kv, nullptr, /*record=*/true);
-  nn::AttentionModel model(tiny_model(*kv), 3);
-  for (auto& layer : model.attention_layers()) layer->record_attention = true;
-  const data::Batch b = kv->batch(5, 0, 12);
-  nn::loss_at_targets(model, b.inputs, b.targets);
-  const std::size_t T = kv->seq_len();
-  for (auto& layer : model.attention_layers()) CHECK(layer->last.probs.shape() == shape_t{12, 2, T, T});
+  const auto copy = data::make_task("copy", SettingValues(nlohmann::json{{"seq_len", 6}, {"n_symbols", 5}}));
+  for (const data::Task* task : {kv.get(), copy.get()}) {
+    check_equivalent(*task, nullptr, /*record=*/true);
+    for (const std::string& scale : Registry<nn::ScalingEntry>::instance().names()) {
+      INFO(task->name() << ", scale " << scale);
+      const data::Batch b = task->batch(5, 0, 12);
+      xt::xarray<bool> targets = xt::xarray<bool>::from_shape(b.targets.shape());
+      for (std::size_t i = 0; i < targets.size(); ++i) targets.data()[i] = b.targets.data()[i] >= 0;
+      nn::ModelConfig config = tiny_model(*task);
+      config.scale = scale;
+      std::vector<std::vector<nn::AttentionStats>> stats;
+      std::vector<std::size_t> rows;
+      for (const bool full : {true, false}) {
+        nn::AttentionModel model(config, 3);
+        for (auto& layer : model.attention_layers()) layer->record_attention = true;
+        Tensor loss = full ? cross_entropy(model.forward(b.inputs), b.targets)
+                           : nn::loss_at_targets(model, b.inputs, b.targets).loss;
+        loss.backward();
+        const nn::AttentionRecord& last = model.attention_layers().back()->last;
+        REQUIRE(last.scores.has_grad());
+        if (!full) rows.push_back(last.probs.shape(2));
+        stats.push_back(nn::attention_stats(last.scores.value(), last.probs, &last.scores.grad(), &targets,
+                                            last.query_positions.empty() ? nullptr : &last.query_positions));
+      }
+      CHECK(rows.front() < task->seq_len());  // the pruned path recorded fewer query rows
+      REQUIRE(stats[0].size() == stats[1].size());
+      for (std::size_t h = 0; h < stats[0].size(); ++h) {
+        const nn::AttentionStats &f = stats[0][h], &p = stats[1][h];
+        CHECK(p.n_queries == f.n_queries);
+        CHECK(f.n_queries > 0);
+        for (auto field : {&nn::AttentionStats::score_std, &nn::AttentionStats::score_max_abs,
+                           &nn::AttentionStats::entropy_mean, &nn::AttentionStats::entropy_min,
+                           &nn::AttentionStats::max_prob_mean, &nn::AttentionStats::frac_max_prob_above_099,
+                           &nn::AttentionStats::score_grad_p10, &nn::AttentionStats::score_grad_median,
+                           &nn::AttentionStats::score_grad_p90})
+          CHECK(p.*field == doctest::Approx(f.*field).epsilon(1e-5));
+      }
+    }
+  }
 }
 
 TEST_CASE("MultiHeadAttention::forward_at: the rows of forward at the given positions, with their gradients") {

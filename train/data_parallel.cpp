@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -115,17 +116,39 @@ ReducedStep allreduce_gradients(const NamedParameters& named, double weight, dou
   return reduced;
 }
 
+namespace {
+
+// A record of forward_at ([B, H, Tq, T]) as [B, H, T, T]: row i goes to row query_positions[i], the rows of positions
+// this rank did not compute hold `fill`. Ranks can compute different positions (the targets of their own rows), so
+// each gathers the full shape; filled with -inf scores (every key masked) such a row is skipped by attention_stats,
+// and it is never a target row of the rank, so the statistics are those of the computed rows.
+xt::xarray<float> all_query_rows(const xt::xarray<float>& a, const std::vector<std::size_t>& query_positions, float fill) {
+  if (query_positions.empty()) return a;
+  const std::size_t B = a.shape(0), H = a.shape(1), Tq = a.shape(2), T = a.shape(3);
+  xt::xarray<float> out = xt::xarray<float>::from_shape({B, H, T, T});
+  std::fill(out.begin(), out.end(), fill);
+  for (std::size_t bh = 0; bh < B * H; ++bh)
+    for (std::size_t i = 0; i < Tq; ++i)
+      std::copy(a.data() + (bh * Tq + i) * T, a.data() + (bh * Tq + i + 1) * T,
+                out.data() + (bh * T + query_positions[i]) * T);
+  return out;
+}
+
+}  // namespace
+
 void gather_attention_records(nn::AttentionModel& model, std::size_t begin, std::size_t batch_size, double weight) {
   for (auto& layer : model.attention_layers()) {
     nn::AttentionRecord& last = layer->last;
     if (!last.scores.defined()) continue;
     const bool has_grad = last.scores.has_grad();
-    Tensor scores(gathered_rows(last.scores.value(), begin, batch_size, 1.0f));
+    const std::vector<std::size_t>& rows = last.query_positions;
+    Tensor scores(gathered_rows(all_query_rows(last.scores.value(), rows, -INFINITY), begin, batch_size, 1.0f));
     if (has_grad) {
-      scores.node()->grad = gathered_rows(last.scores.grad(), begin, batch_size, static_cast<float>(weight));
+      scores.node()->grad =
+          gathered_rows(all_query_rows(last.scores.grad(), rows, 0.0f), begin, batch_size, static_cast<float>(weight));
       scores.node()->has_grad = true;
     }
-    xt::xarray<float> probs = gathered_rows(last.probs, begin, batch_size, 1.0f);
+    xt::xarray<float> probs = gathered_rows(all_query_rows(last.probs, rows, 0.0f), begin, batch_size, 1.0f);
     std::vector<double> qk_spectral_norms = std::move(last.qk_spectral_norms);  // of the weights every rank shares
     last = nn::AttentionRecord();
     last.qk_spectral_norms = std::move(qk_spectral_norms);

@@ -145,7 +145,8 @@ std::vector<LengthEval> evaluate_lengths(const nn::AttentionModel& model, const 
       for (std::size_t j = 0; j < b.targets.size(); ++j) queries.data()[j] = b.targets.data()[j] >= 0;
       const nn::AttentionRecord& last = layers.back()->last;
       double max_prob = 0, entropy = 0;
-      const auto heads = nn::attention_stats(last.scores.value(), last.probs, nullptr, &queries);
+      const auto heads = nn::attention_stats(last.scores.value(), last.probs, nullptr, &queries,
+                                             last.query_positions.empty() ? nullptr : &last.query_positions);
       for (const nn::AttentionStats& head : heads) {
         max_prob += head.max_prob_mean;
         entropy += head.entropy_mean;

@@ -111,7 +111,9 @@ void StepMetrics::add_attention_statistics(nn::AttentionModel& model) {
       const Tensor& scores = layer.last.scores;
       const xt::xarray<float>* grad = scores.has_grad() ? &scores.grad() : nullptr;
       const bool last_layer = l + 1 == layers.size();
-      auto heads = nn::attention_stats(scores.value(), layer.last.probs, grad, last_layer ? &target_positions : nullptr);
+      const auto& rows = layer.last.query_positions;  // the last layer may have computed only the target positions
+      auto heads = nn::attention_stats(scores.value(), layer.last.probs, grad, last_layer ? &target_positions : nullptr,
+                                       rows.empty() ? nullptr : &rows);
       if (layer.last.qk_spectral_norms.size() == heads.size())
         for (std::size_t h = 0; h < heads.size(); ++h) heads[h].qk_spectral_norm = layer.last.qk_spectral_norms[h];
       for (const auto& head : heads)
