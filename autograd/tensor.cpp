@@ -9,6 +9,8 @@
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xreducer.hpp>
 
+#include "autograd/kernels/parallel.h"
+
 namespace xgrad {
 
 std::string shape_str(const shape_t& shape) {
@@ -249,8 +251,9 @@ template <class T>
 static void add_into(xt::xarray<T>& acc, const xt::xarray<T>& g) {
   T* a = acc.data();
   const T* b = g.data();
-  const std::size_t n = acc.size();
-  for (std::size_t i = 0; i < n; ++i) a[i] += b[i];
+  parallel_for(0, acc.size(), grain_for(1, 16), [a, b](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) a[i] += b[i];
+  });
 }
 
 template <class T>
@@ -299,13 +302,16 @@ xt::xarray<T> sum_over_axes(const xt::xarray<T>& x, const std::vector<std::size_
   if (contiguous) {
     std::size_t outer = 1, r_count = 1, inner = 1;
     for (std::size_t i = 0; i < n; ++i) (i < first ? outer : i < end ? r_count : inner) *= xs[i];
-    for (std::size_t b = 0; b < outer; ++b) {
-      T* dst = o + b * inner;
-      for (std::size_t r = 0; r < r_count; ++r) {
-        const T* src = in + (b * r_count + r) * inner;
-        for (std::size_t j = 0; j < inner; ++j) dst[j] += src[j];
+    // Split over output columns (each output element still adds its R inputs in order, on one thread).
+    parallel_for(0, inner, grain_for(outer * r_count, 16), [&](std::size_t j0, std::size_t j1) {
+      for (std::size_t b = 0; b < outer; ++b) {
+        T* dst = o + b * inner;
+        for (std::size_t r = 0; r < r_count; ++r) {
+          const T* src = in + (b * r_count + r) * inner;
+          for (std::size_t j = j0; j < j1; ++j) dst[j] += src[j];
+        }
       }
-    }
+    });
     return out;
   }
   // General case: walk the input once with an odometer, tracking the output offset (reduced axes stride 0).

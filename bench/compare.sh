@@ -22,7 +22,8 @@ while (($#)); do
     *) args+=("$1"); shift ;;
   esac
 done
-[[ $threads =~ ^[1-9][0-9]?$ ]] || { echo "compare.sh: --threads must be a whole number in [1, 99], got '$threads'" >&2; exit 2; }
+[[ $threads =~ ^[1-9][0-9]?$ ]] && ((threads <= 64)) ||
+  { echo "compare.sh: --threads must be a whole number in [1, 64], got '$threads'" >&2; exit 2; }
 [[ $configs =~ ^[SML](,[SML])*$ ]] || { echo "compare.sh: --configs must be a comma list of S, M, L, got '$configs'" >&2; exit 2; }
 build=${args[0]:-$here/../build}
 rounds=${args[1]:-3}
@@ -89,7 +90,7 @@ awk -F, -v targets="$targets" -v configs="$configs" '
              lo(mn["x", c]) / lo(mn["t", c]), "<= " target[c], xc, tc, xc / tc, median(gf["x", c]), median(gf["t", c]),
              rss["x", c], rss["t", c]
     }
-    if (!(("x", "L") in ms)) exit
+    if (!(("x", "L") in ms) || thr["x"] != 1) exit  # the floor is of one thread
     fl = median(fgf); lx = median(gf["x", "L"])
     printf "sgemm floor (every GEMM of one L step alone, one thread): %.1f ms = %.2f GFLOP/s (by CPU time: %.1f ms = %.2f GFLOP/s); best single shape %.2f GFLOP/s\n",
            median(fms), fl, median(fcpu), median(fcgf), median(fpk)

@@ -167,8 +167,9 @@ class ToyModel(nn.Module):
     one pre-LN block x + softmax(q k^T / sqrt(d_k), causal) v (optionally W_o, optionally the MLP); final LayerNorm;
     the readout (with bias) at the target rows only."""
 
-    def __init__(self, vocab, d_model, seq_len, out_proj, mlp, layer_norm):
+    def __init__(self, vocab, d_model, seq_len, out_proj, mlp, layer_norm, queries="all"):
         super().__init__()
+        self.queries = queries
         self.tok_emb, self.pos_emb = nn.Embedding(vocab, d_model), nn.Embedding(seq_len, d_model)  # N(0, 1)
         self.ln_1 = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
         self.ln_2 = nn.LayerNorm(d_model) if layer_norm and mlp else nn.Identity()
@@ -186,6 +187,14 @@ class ToyModel(nn.Module):
         """tokens [B, T, 2] -> logits [B, vocab] at position target_pos of every sequence."""
         x = self.tok_emb(tokens).sum(2) + self.pos_emb(self.positions)
         h = self.ln_1(x)
+        if self.queries == "target":  # as xgrad's last block: the query, W_o, residual and MLP at the target only
+            t = slice(target_pos, target_pos + 1)
+            scores = (self.w_q(h[:, t]) @ self.w_k(h).transpose(-2, -1)) * self.scale  # [B, 1, T]
+            a = torch.softmax(scores.masked_fill(self.mask[t], float("-inf")), dim=-1) @ self.w_v(h)
+            x = x[:, t] + (self.w_o(a) if self.w_o is not None else a)
+            if self.mlp is not None:
+                x = x + self.mlp(self.ln_2(x))
+            return self.head(self.ln_f(x[:, 0]))
         scores = (self.w_q(h) @ self.w_k(h).transpose(-2, -1)) * self.scale
         a = torch.softmax(scores.masked_fill(self.mask, float("-inf")), dim=-1) @ self.w_v(h)
         x = x + (self.w_o(a) if self.w_o is not None else a)
@@ -217,7 +226,7 @@ def toy_run(args):
     gen = torch.Generator().manual_seed(1000 + args.seed)
     n_keys = n_values = n_pairs = 8
     vocab, seq_len = n_values + n_keys + 1, n_pairs + 1
-    model = ToyModel(vocab, args.d_k, seq_len, args.attn_out_proj, args.mlp, args.layer_norm)
+    model = ToyModel(vocab, args.d_k, seq_len, args.attn_out_proj, args.mlp, args.layer_norm, args.queries)
     if args.optimizer == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     else:
@@ -258,6 +267,9 @@ def main():
     parser.add_argument("--mlp", action="store_true", help="toy: with the MLP")
     parser.add_argument("--no-layer-norm", dest="layer_norm", action="store_false", help="toy: without LayerNorm")
     parser.add_argument("--metrics", default="", help="toy: write step,loss,grad_norm per step here")
+    parser.add_argument("--queries", choices=["all", "target"], default="all",
+                        help="toy: queries (and what follows them) at every position, or only at the target as xgrad's "
+                             "trainer computes them")
     args = parser.parse_args()
     if args.toy:
         torch.set_num_threads(args.threads)
