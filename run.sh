@@ -51,13 +51,14 @@ node_packages() {
   fi
 }
 
+# build [TARGET...]: everything, or only the given targets (the experiment needs the xgrad executable, not the tests).
 build() {
   install_packages
   if [ ! -f build/CMakeCache.txt ]; then
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
   fi
-  echo "run.sh: building (log: build/build.log)"
-  if ! cmake --build build -j"$(nproc)" >build/build.log 2>&1; then
+  echo "run.sh: building${1:+ $*} (log: build/build.log)"
+  if ! cmake --build build -j"$(nproc)" ${1:+--target "$@"} >build/build.log 2>&1; then
     grep -E 'error|Error' -A5 build/build.log | head -60 >&2
     echo "run.sh: build failed; the full log is build/build.log" >&2
     exit 1
@@ -68,7 +69,7 @@ cmd="${1:-}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
   experiment)
-    build
+    build xgrad
     exec ./build/bin/xgrad experiment "$@"
     ;;
   test)

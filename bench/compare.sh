@@ -25,6 +25,7 @@ done
 [[ $threads =~ ^[1-9][0-9]?$ ]] && ((threads <= 64)) ||
   { echo "compare.sh: --threads must be a whole number in [1, 64], got '$threads'" >&2; exit 2; }
 [[ $configs =~ ^[SML](,[SML])*$ ]] || { echo "compare.sh: --configs must be a comma list of S, M, L, got '$configs'" >&2; exit 2; }
+((${#args[@]} <= 2)) || { echo "compare.sh: at most BUILD_DIR and ROUNDS, got '${args[*]}'" >&2; exit 2; }
 build=${args[0]:-$here/../build}
 rounds=${args[1]:-3}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: ROUNDS must be a whole number >= 1, got '$rounds'" >&2; exit 2; }
@@ -52,7 +53,7 @@ for ((r = 1; r <= rounds; r++)); do
       "$bench" --threads "$threads" --csv step --config "$cfg" >>"$out/xgrad.csv"
     fi
   done
-  OPENBLAS_NUM_THREADS=1 "$bench" --csv sgemm --config L >>"$out/sgemm.csv"
+  [[ $configs == *L* ]] && ((threads == 1)) && "$bench" --csv sgemm --config L >>"$out/sgemm.csv"
   echo "round $r/$rounds done, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 
@@ -61,6 +62,7 @@ done
 # Targets: one thread S <= 0.5, M <= 0.8, L <= 1.0 (issue 5); two threads M, L <= 0.8 (issue 14).
 targets="S=0.5 M=0.8 L=1.0"
 ((threads == 1)) || targets="S=- M=0.8 L=0.8"
+touch "$out/sgemm.csv"
 awk -F, -v targets="$targets" -v configs="$configs" '
   function sort(list, a,   n, i, j, t) {
     n = split(list, a, " ")
@@ -78,14 +80,14 @@ awk -F, -v targets="$targets" -v configs="$configs" '
   END {
     split(targets, tl, " "); for (i in tl) { split(tl[i], kv, "="); target[kv[1]] = kv[2] }
     printf "xgrad: OpenBLAS core %s, %s thread(s); PyTorch: OpenBLAS core %s, %s thread(s)\n", core["x"], thr["x"], core["t"], thr["t"]
-    printf "ratio = median over rounds of each engine'\''s median step; min_ratio = minimum over rounds of each engine'\''s fastest step; spread = (max - min) / median of the medians\n"
-    printf "%-3s %10s %7s %10s %7s %10s %10s %7s %9s %8s %10s %10s %7s %10s %10s %9s %9s\n", "cfg", "xgrad_ms", "spread",
-           "torch_ms", "spread", "xgrad_min", "torch_min", "ratio", "min_ratio", "target", "xgrad_cpu", "torch_cpu", "ratio",
+    printf "ratio = median over rounds of each engine'\''s median step (the figure judged); min_ratio = minimum over rounds of each engine'\''s fastest step; spread = (max - min) / median of the medians (0 with one round); cpu: thread CPU time\n"
+    printf "%-3s %10s %7s %10s %7s %10s %10s %7s %9s %8s %10s %10s %9s %10s %10s %9s %9s\n", "cfg", "xgrad_ms", "spread",
+           "torch_ms", "spread", "xgrad_min", "torch_min", "ratio", "min_ratio", "target", "xgrad_cpu", "torch_cpu", "cpu_ratio",
            "xgrad_GF/s", "torch_GF/s", "xgrad_MiB", "torch_MiB"
     n = split(configs, cfgs, ",")
     for (i = 1; i <= n; i++) {
       c = cfgs[i]; xm = median(ms["x", c]); tm = median(ms["t", c]); xc = median(cpu["x", c]); tc = median(cpu["t", c])
-      printf "%-3s %10.3f %6.1f%% %10.3f %6.1f%% %10.3f %10.3f %7.3f %9.3f %8s %10.3f %10.3f %7.3f %10.2f %10.2f %9.1f %9.1f\n",
+      printf "%-3s %10.3f %6.1f%% %10.3f %6.1f%% %10.3f %10.3f %7.3f %9.3f %8s %10.3f %10.3f %9.3f %10.2f %10.2f %9.1f %9.1f\n",
              c, xm, spread(ms["x", c]), tm, spread(ms["t", c]), lo(mn["x", c]), lo(mn["t", c]), xm / tm,
              lo(mn["x", c]) / lo(mn["t", c]), "<= " target[c], xc, tc, xc / tc, median(gf["x", c]), median(gf["t", c]),
              rss["x", c], rss["t", c]

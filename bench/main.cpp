@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
 #include "autograd/blas.h"
@@ -108,6 +110,8 @@ int run_memory(const std::string& name, long steps) {
 // the rate its own GEMM shapes reach (a floor these small matrices can actually meet).
 int run_floor(const std::string& dir, double wall_seconds, int cores) {
   const SweepWork work = read_sweep_work(dir);
+  double load = 0;
+  std::ifstream("/proc/loadavg") >> load;
   const SgemmFloor l = measure_sgemm_floor(bench_config("L"));
   double shape_seconds = 0;
   std::printf("%zu runs, %.1f GFLOP of GEMMs in all; the runs' own times sum to %.1f s\n", work.runs,
@@ -125,8 +129,14 @@ int run_floor(const std::string& dir, double wall_seconds, int cores) {
   std::printf("floor at the sweep's shapes:  %8.1f s (its GEMMs alone, at the rate those shapes reach)\n",
               floor_shapes);
   const double wall = wall_seconds > 0 ? wall_seconds : work.run_seconds / cores;
-  std::printf("wall time:                    %8.1f s (%s) = %.2fx the L-rate floor, %.2fx the shape floor\n", wall,
-              wall_seconds > 0 ? "given" : "runs' times / cores", wall / floor_l, wall / floor_shapes);
+  std::printf("wall time:                    %8.1f s (%s) = %.2fx the L-rate floor (the figure judged: aim <= 1.3x), "
+              "%.2fx the shape floor\n", wall, wall_seconds > 0 ? "given" : "runs' times / cores", wall / floor_l,
+              wall / floor_shapes);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online > 0 && load > static_cast<double>(online) + 0.5)
+    std::printf("warning: load average %.2f on %ld cores when this started: other work slowed the sgemm timings, so "
+                "the floors are too long and the ratios too small; measure on an otherwise idle machine\n",
+                load, online);
   return 0;
 }
 

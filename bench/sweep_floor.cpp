@@ -1,5 +1,6 @@
 #include "bench/sweep_floor.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -26,14 +27,16 @@ nlohmann::json read_json(const fs::path& path) {
 
 // What the loss of a run needs (step_gemms' NeededRows): the task's first training batch gives the sequence
 // positions that carry a target and how many rows do, as nn::loss_at_targets computes them. A task that cannot be
-// built here (a data file moved away) counts every position.
-NeededRows needed_rows(const nlohmann::json& c, std::size_t batch, std::size_t seq_len) {
+// built here (a data file moved away) counts every position, with a warning naming the run.
+NeededRows needed_rows(const nlohmann::json& c, std::size_t batch, std::size_t seq_len, const fs::path& config_path) {
   NeededRows needed;
   needed.out_proj = c.value("attn_out_proj", true);
   std::unique_ptr<data::Task> task;
   try {
     task = data::make_task(c.at("task").get<std::string>(), SettingValues(c));
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xgrad_bench floor: %s: cannot build its task (%s); counting every position\n",
+                 config_path.string().c_str(), e.what());
     return needed;
   }
   const data::Batch b = task->batch(c.value("data_seed", std::uint64_t{0}), 0, batch);
@@ -69,13 +72,15 @@ SweepWork read_sweep_work(const std::string& dir) {
       mc.d_ff = c.at("d_ff").get<std::size_t>();
       mc.mlp = c.at("mlp").get<bool>();
       // config_version 2 keeps the sizes the task decides under "derived".
+      // (a task's own setting of the same name, e.g. --task data's --vocab-size 0 = from the files, stays on top).
       auto derived = [&c](const char* key) {
-        return (c.contains(key) ? c.at(key) : c.at("derived").at(key)).get<std::size_t>();
+        const bool v2 = c.contains("derived") && c.at("derived").contains(key);
+        return (v2 ? c.at("derived").at(key) : c.at(key)).get<std::size_t>();
       };
       mc.vocab_size = derived("vocab_size");
       const std::size_t batch = c.at("batch_size").get<std::size_t>(), seq_len = derived("seq_len");
       const std::size_t steps = c.at("steps").get<std::size_t>();
-      const double flops = step_flops(mc, batch, seq_len, needed_rows(c, batch, seq_len)) * static_cast<double>(steps);
+      const double flops = step_flops(mc, batch, seq_len, needed_rows(c, batch, seq_len, config_path)) * static_cast<double>(steps);
       const std::string key = std::to_string(mc.d_model) + "," + std::to_string(mc.n_heads) + "," +
                               std::to_string(mc.d_k) + "," + std::to_string(batch) + "," + std::to_string(seq_len) +
                               "," + std::to_string(mc.vocab_size);

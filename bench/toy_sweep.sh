@@ -121,7 +121,7 @@ awk -F, '
              qm, lo(ms["q", k]), 100 * (hi(ms["q", k]) - lo(ms["q", k])) / qm,
              xm / tm, lo(ms["x", k]) / lo(ms["t", k]), xm / qm, lo(ms["x", k]) / lo(ms["q", k]), "<= 0.5"
     }
-    printf "final loss, median: "
+    printf "final loss, median (the engines draw different batches and initial weights, so only similar, not equal): "
     for (i = 1; i <= n; i++) { k = order[i]; split(k, kk, SUBSEP)
       printf "%s/%s xgrad %.4g torch %.4g torch_q %.4g; ", kk[1], kk[2], median(loss["x", k]), median(loss["t", k]), median(loss["q", k]) }
     printf "\nprocess time outside the training loop (start-up, and xgrad'\''s final files), median: xgrad %.3f s, PyTorch %.3f s\n",

@@ -41,6 +41,7 @@ Tensor AttentionLayer::forward_at(const Tensor& x, const std::vector<std::size_t
 }
 
 void check_positions(const std::vector<std::size_t>& positions, std::size_t T) {
+  if (positions.empty()) throw Error("attention: no query positions (forward_at needs at least one)");
   for (std::size_t i = 0; i < positions.size(); ++i) {
     if (positions[i] >= T)
       throw Error("attention: query position " + std::to_string(positions[i]) + " is outside [0, " +

@@ -41,7 +41,8 @@ class AttentionLayer : public Module {
   /// block calls it with the positions that carry a target, so a layer can compute its queries only there (the
   /// trainer's statistics of the last layer read only those queries). The default runs forward(x) and selects the
   /// rows, recording every query; a layer that overrides it records the queries it computed and sets
-  /// last.query_positions. Throws Error for positions that are unsorted, repeated or >= T, and what forward throws.
+  /// last.query_positions. Throws Error for no positions, positions that are unsorted, repeated or >= T, and what
+  /// forward throws.
   virtual Tensor forward_at(const Tensor& x, const std::vector<std::size_t>& positions);
   virtual std::size_t n_heads() const = 0;
   /// The factor between q·k of the recorded q and k and the recorded scores (before any elementwise transform), for
@@ -62,7 +63,8 @@ class AttentionLayer : public Module {
   AttentionRecord last;
 };
 
-/// Throws Error unless `positions` is sorted, without repeats, and every entry is < T (the message names the entry).
+/// Throws Error unless `positions` is non-empty, sorted, without repeats, and every entry is < T (the message names
+/// the entry).
 void check_positions(const std::vector<std::size_t>& positions, std::size_t T);
 
 /// x [B, T, d] → [B, len(positions), d]: the rows at sequence positions `positions` (index_select along dim 1).

@@ -69,6 +69,31 @@ TEST_CASE("read_sweep_work reads config_version 2 files and counts kv_recall at 
   fs::remove_all(dir);
 }
 
+TEST_CASE("read_sweep_work: sizes from \"derived\" over a task setting of the same name; a task it cannot build "
+          "counts every position") {
+  const fs::path dir = fs::temp_directory_path() / "xgrad_test_bench_floor_derived";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "runs" / "a");
+  // --task data keeps its own --vocab-size (0: from the files) on top; the size the run used is under "derived".
+  // Its files are gone here, so the task cannot be built: every position counts, with a warning.
+  const nlohmann::json config = {
+      {"task", "data"}, {"data", (dir / "moved").string()}, {"vocab_size", 0}, {"d_model", 16}, {"n_heads", 2},
+      {"d_k", 8}, {"n_layers", 1}, {"d_ff", 32}, {"mlp", true}, {"batch_size", 4}, {"steps", 3},
+      {"derived", {{"seq_len", 12}, {"vocab_size", 10}}}};
+  std::ofstream(dir / "runs" / "a" / "config.json") << config.dump();
+  std::ofstream(dir / "sweep.json") << nlohmann::json{{"runs", {{{"dir", "runs/a"}}}}}.dump();
+  nn::ModelConfig mc;
+  mc.d_model = 16;
+  mc.n_heads = 2;
+  mc.d_k = 8;
+  mc.n_layers = 1;
+  mc.d_ff = 32;
+  mc.mlp = true;
+  mc.vocab_size = 10;
+  CHECK(bench::read_sweep_work(dir.string()).flops == doctest::Approx(3 * bench::step_flops(mc, 4, 12)));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("read_sweep_work names the file that is missing") {
   CHECK_THROWS_WITH_AS(bench::read_sweep_work("/nonexistent-sweep"), doctest::Contains("sweep.json: cannot open"),
                        std::runtime_error);

@@ -242,11 +242,12 @@ TEST_CASE("MultiHeadAttention::forward_at: the rows of forward at the given posi
   }
 }
 
-TEST_CASE("forward_at refuses positions that are unsorted, repeated or past the sequence") {
+TEST_CASE("forward_at refuses no positions, and positions that are unsorted, repeated or past the sequence") {
   Generator gen(1, 1);
   nn::MultiHeadAttention attn(8, 2, "sqrt_dk", true, gen, 5);
   const Tensor x(xt::xarray<float>(xt::zeros<float>({2, 5, 8})));
   CHECK_THROWS_WITH_AS(attn.forward_at(x, {3, 1}), doctest::Contains("sorted and distinct"), Error);
   CHECK_THROWS_WITH_AS(attn.forward_at(x, {1, 1}), doctest::Contains("sorted and distinct"), Error);
   CHECK_THROWS_WITH_AS(attn.forward_at(x, {5}), doctest::Contains("outside [0, 5)"), Error);
+  CHECK_THROWS_WITH_AS(attn.forward_at(x, {}), doctest::Contains("no query positions"), Error);
 }
