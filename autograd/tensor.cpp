@@ -277,6 +277,22 @@ void accumulate_grad(Node<T>& node, xt::xarray<T>&& g, const char* op) {
   }
 }
 
+// When the `reduced` axes of `shape` are one contiguous run (or none), its sizes as [outer, R, inner]: the product of
+// the axes before the run, of the run, and after it. False when the reduced axes are not contiguous.
+static bool split_at_reduced_run(const shape_t& shape, const std::vector<bool>& reduced, std::size_t& outer,
+                                 std::size_t& r_count, std::size_t& inner) {
+  const std::size_t n = shape.size();
+  std::size_t first = 0;
+  while (first < n && !reduced[first]) ++first;
+  std::size_t end = first;
+  while (end < n && reduced[end]) ++end;
+  for (std::size_t i = end; i < n; ++i)
+    if (reduced[i]) return false;
+  outer = r_count = inner = 1;
+  for (std::size_t i = 0; i < n; ++i) (i < first ? outer : i < end ? r_count : inner) *= shape[i];
+  return true;
+}
+
 template <class T>
 xt::xarray<T> sum_over_axes(const xt::xarray<T>& x, const std::vector<std::size_t>& axes) {
   const auto& xs = x.shape();
@@ -293,15 +309,8 @@ xt::xarray<T> sum_over_axes(const xt::xarray<T>& x, const std::vector<std::size_
   T* o = out.data();
   // One contiguous run of reduced axes (a bias gradient [B, T, D] -> [1, 1, D]; summed embeddings [B, T, S, D] ->
   // [B, T, 1, D]): the input is [outer, R, inner] and each output row of `inner` adds R input rows.
-  std::size_t first = 0;
-  while (first < n && !reduced[first]) ++first;
-  std::size_t end = first;
-  while (end < n && reduced[end]) ++end;
-  bool contiguous = true;
-  for (std::size_t i = end; i < n; ++i) contiguous = contiguous && !reduced[i];
-  if (contiguous) {
-    std::size_t outer = 1, r_count = 1, inner = 1;
-    for (std::size_t i = 0; i < n; ++i) (i < first ? outer : i < end ? r_count : inner) *= xs[i];
+  std::size_t outer = 1, r_count = 1, inner = 1;
+  if (split_at_reduced_run(shape_t(xs.begin(), xs.end()), reduced, outer, r_count, inner)) {
     // Split over output columns (each output element still adds its R inputs in order, on one thread).
     parallel_for(0, inner, grain_for(outer * r_count, 16), [&](std::size_t j0, std::size_t j1) {
       for (std::size_t b = 0; b < outer; ++b) {
@@ -336,19 +345,11 @@ xt::xarray<T> sum_over_axes(const xt::xarray<T>& x, const std::vector<std::size_
 
 template <class T>
 xt::xarray<T> broadcast_over_axes(const xt::xarray<T>& g, const shape_t& shape, const std::vector<std::size_t>& axes) {
-  const std::size_t n = shape.size();
-  std::vector<bool> reduced(n, false);
+  std::vector<bool> reduced(shape.size(), false);
   for (auto a : axes) reduced[a] = true;
-  std::size_t first = 0;
-  while (first < n && !reduced[first]) ++first;
-  std::size_t end = first;
-  while (end < n && reduced[end]) ++end;
-  bool contiguous = true;
-  for (std::size_t i = end; i < n; ++i) contiguous = contiguous && !reduced[i];
-  if (!contiguous) return xt::broadcast(g, shape);
   // [outer, 1, inner] -> [outer, R, inner]: each row of `inner` copied R times.
   std::size_t outer = 1, r_count = 1, inner = 1;
-  for (std::size_t i = 0; i < n; ++i) (i < first ? outer : i < end ? r_count : inner) *= shape[i];
+  if (!split_at_reduced_run(shape, reduced, outer, r_count, inner)) return xt::broadcast(g, shape);
   xt::xarray<T> out = xt::xarray<T>::from_shape(shape);
   if (g.size() != outer * inner) throw Error("broadcast_over_axes: gradient size does not match the kept axes");
   const T* src = g.data();

@@ -19,17 +19,23 @@ namespace {
 // 2 m n k per product, three products (forward and both gradients) per GEMM: written out independently.
 double linear_flops(double rows, double in, double out) { return 3 * 2 * rows * in * out; }
 
-}  // namespace
-
-TEST_CASE("step_flops: every position by default, the last block and readout at the needed rows with NeededRows") {
+nn::ModelConfig model(std::size_t n_layers, std::size_t vocab_size) {
   nn::ModelConfig mc;
   mc.d_model = 16;
   mc.n_heads = 2;
-  mc.d_k = 4;
-  mc.n_layers = 2;
+  mc.d_k = 8;
+  mc.n_layers = n_layers;
   mc.d_ff = 32;
   mc.mlp = true;
-  mc.vocab_size = 10;
+  mc.vocab_size = vocab_size;
+  return mc;
+}
+
+}  // namespace
+
+TEST_CASE("step_flops: every position by default, the last block and readout at the needed rows with NeededRows") {
+  nn::ModelConfig mc = model(2, 10);
+  mc.d_k = 4;
   const double B = 3, T = 5, inner = 8, heads = B * 2;
   const double block_full = 4 * linear_flops(B * T, 16, inner) + 2 * 3 * 2 * heads * T * T * 4 +
                             linear_flops(B * T, 16, 32) + linear_flops(B * T, 32, 16);
@@ -82,15 +88,7 @@ TEST_CASE("read_sweep_work: sizes from \"derived\" over a task setting of the sa
       {"derived", {{"seq_len", 12}, {"vocab_size", 10}}}};
   std::ofstream(dir / "runs" / "a" / "config.json") << config.dump();
   std::ofstream(dir / "sweep.json") << nlohmann::json{{"runs", {{{"dir", "runs/a"}}}}}.dump();
-  nn::ModelConfig mc;
-  mc.d_model = 16;
-  mc.n_heads = 2;
-  mc.d_k = 8;
-  mc.n_layers = 1;
-  mc.d_ff = 32;
-  mc.mlp = true;
-  mc.vocab_size = 10;
-  CHECK(bench::read_sweep_work(dir.string()).flops == doctest::Approx(3 * bench::step_flops(mc, 4, 12)));
+  CHECK(bench::read_sweep_work(dir.string()).flops == doctest::Approx(3 * bench::step_flops(model(1, 10), 4, 12)));
   fs::remove_all(dir);
 }
 
