@@ -25,17 +25,16 @@ TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen) : resid
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  auto sublayer = [this](const Tensor& in, const std::shared_ptr<LayerNorm>& ln, auto&& f) {
-    Tensor out = f(ln ? ln->forward(in) : in);
-    return residual ? in + out : out;
-  };
-  Tensor h = sublayer(x, ln_1, [this](const Tensor& t) { return attn->forward(t); });
-  return mlp ? sublayer(h, ln_2, [this](const Tensor& t) { return mlp->forward(t); }) : h;
+  Tensor out = attn->forward(ln_1 ? ln_1->forward(x) : x);
+  return mlp_sublayer(residual ? x + out : out);
 }
 
 Tensor TransformerBlock::forward_at(const Tensor& x, const std::vector<std::size_t>& positions) {
   Tensor out = attn->forward_at(ln_1 ? ln_1->forward(x) : x, positions);
-  Tensor h = residual ? select_positions(x, positions) + out : out;
+  return mlp_sublayer(residual ? select_positions(x, positions) + out : out);
+}
+
+Tensor TransformerBlock::mlp_sublayer(const Tensor& h) {
   if (!mlp) return h;
   Tensor m = mlp->forward(ln_2 ? ln_2->forward(h) : h);
   return residual ? h + m : m;

@@ -45,6 +45,10 @@ class TransformerBlock : public Module {
   std::shared_ptr<AttentionLayer> attn;  // the registered layer config.attention names
   std::shared_ptr<MLP> mlp;  // null when config.mlp is false
   bool residual = true;
+
+ private:
+  // h, then + mlp(ln_2(h)) (without the residual: mlp(ln_2(h))); h itself without an MLP.
+  Tensor mlp_sublayer(const Tensor& h);
 };
 
 /// tokens [B, T] → logits [B, T, vocab_size], or only the rows that carry a target (forward(tokens, positions)).
