@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# xgrad's entry point. Installs what it needs (Debian 12 packages), configures, builds, then:
+# xgrad's entry point. Installs what it needs (Debian 12 or 13 packages), configures, builds, then:
 #   ./run.sh experiment [flags]   run an experiment preset (default dk: scaled vs unscaled at d_k 16 to 1024) and write the report
 #   ./run.sh test                 run the test suite (ctest)
-#   ./run.sh sanitize             build with ASan + UBSan in build-asan/ and run the test suite there
+#   ./run.sh sanitize             build with ASan + UBSan in build-asan/ and run the sanitizer suite there
 #   ./run.sh build                only install and build
 # Flags after `experiment` go to `xgrad experiment` (see ./build/bin/xgrad experiment --help).
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(g++ make cmake pkg-config
+PACKAGES=(g++ make cmake pkg-config ccache
   libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev libopenblas-dev
   doctest-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev gnuplot-nox
   openmpi-bin libopenmpi-dev)
@@ -16,6 +16,19 @@ PACKAGES=(g++ make cmake pkg-config
 # (ctest report_page_browser, driven by puppeteer-core from npm: node_packages below); a single-node Slurm runs a
 # sweep as a job array (ctest slurm_sweep: munge, slurmctld, slurmd and the client commands).
 TEST_PACKAGES=(python3-numpy chromium munge slurmctld slurmd slurm-client)
+
+# Each stage says how long it took, so that growth is seen when it happens.
+stage_start=$SECONDS
+stage_done() {
+  echo "run.sh: $1 took $((SECONDS - stage_start)) s"
+  stage_start=$SECONDS
+}
+
+# Compiler cache: a build in another clone of the same tree (CI's clean clone) reuses this machine's objects. Paths
+# under the tree are hashed relative to it (base_dir), and the build directory's own path is not hashed.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+launcher=()
+command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 install_packages() {
   local missing=()
@@ -51,18 +64,27 @@ node_packages() {
   fi
 }
 
+# compile DIR WHAT [TARGET...]: builds the configured tree DIR (everything, or the given targets).
+compile() {
+  local dir=$1 what=$2
+  shift 2
+  echo "run.sh: building $what${1:+ ($*)} (log: $dir/build.log)"
+  if ! cmake --build "$dir" -j"$(nproc)" ${1:+--target "$@"} >"$dir/build.log" 2>&1; then
+    grep -E 'error|Error' -A5 "$dir/build.log" | head -60 >&2
+    echo "run.sh: build failed; the full log is $dir/build.log" >&2
+    exit 1
+  fi
+  stage_done "building $what"
+}
+
 # build [TARGET...]: everything, or only the given targets (the experiment needs the xgrad executable, not the tests).
 build() {
   install_packages
+  stage_done "installing packages"
   if [ ! -f build/CMakeCache.txt ]; then
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
   fi
-  echo "run.sh: building${1:+ $*} (log: build/build.log)"
-  if ! cmake --build build -j"$(nproc)" ${1:+--target "$@"} >build/build.log 2>&1; then
-    grep -E 'error|Error' -A5 build/build.log | head -60 >&2
-    echo "run.sh: build failed; the full log is build/build.log" >&2
-    exit 1
-  fi
+  compile build "the release build" "$@"
 }
 
 cmd="${1:-}"
@@ -77,33 +99,32 @@ case "$cmd" in
     install_packages "${TEST_PACKAGES[@]}" $(node_tools)
     node_packages
     build
-    cd build && exec ctest --output-on-failure -j"$(nproc)" "$@"
+    cd build
+    rc=0
+    ctest --output-on-failure -j"$(nproc)" "$@" || rc=$?
+    stage_done "the test suite (ctest)"
+    exit $rc
     ;;
   build)
     build
     ;;
   sanitize)
-    # AddressSanitizer + UndefinedBehaviorSanitizer over the whole suite. -O1 keeps the build and the training tests
+    # AddressSanitizer + UndefinedBehaviorSanitizer over the sanitizer suite (tests/CMakeLists.txt, label sanitize:
+    # the engine, loaders, checkpoints, run files and the sweep's process code). -O1 keeps the build and the tests
     # fast enough for CI while the sanitizers still see every access; any UBSan report fails the test it occurs in.
-    # shellcheck disable=SC2046
-    install_packages "${TEST_PACKAGES[@]}" $(node_tools)
-    node_packages
+    install_packages
+    stage_done "installing packages"
     dir="${XGRAD_ASAN_DIR:-build-asan}"
     cmake -S . -B "$dir" -DXGRAD_SANITIZE=ON -DXGRAD_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >/dev/null
-    echo "run.sh: building with ASan + UBSan in $dir (log: $dir/build.log)"
-    if ! cmake --build "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1; then
-      grep -E 'error|Error' -A5 "$dir/build.log" | head -60 >&2
-      echo "run.sh: sanitizer build failed; the full log is $dir/build.log" >&2
-      exit 1
-    fi
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" "${launcher[@]}" >/dev/null
+    compile "$dir" "the ASan + UBSan build" xgrad_sanitizer_suite
     cd "$dir"
     export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}"
     export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
-    # The preset_quick tests (one --quick experiment preset each, up to ~130 runs) are left out: they run the trainer,
-    # sweep and compare code the other tests cover under the sanitizers (test_presets runs a preset's whole path on 4
-    # tiny runs), only over many more runs, which at -O1 with ASan would take several minutes each.
-    exec ctest --output-on-failure -j"$(nproc)" -LE preset_quick "$@"
+    rc=0
+    ctest --output-on-failure -j"$(nproc)" -L sanitize "$@" || rc=$?
+    stage_done "the sanitizer suite (ctest -L sanitize)"
+    exit $rc
     ;;
   *)
     echo "usage: ./run.sh experiment [flags] | ./run.sh test | ./run.sh sanitize | ./run.sh build" >&2

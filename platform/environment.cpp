@@ -19,6 +19,7 @@
 #include <xtensor/xtensor_config.hpp>
 
 #include "autograd/blas.h"
+#include "autograd/kernels/isa.h"
 #include "autograd/kernels/parallel.h"
 
 namespace xgrad::platform {
@@ -46,6 +47,13 @@ void select_blas_core(int /*argc*/, char** argv) {
   if (!wanted) return;
   setenv("OPENBLAS_CORETYPE", wanted, 1);
   setenv("XGRAD_NO_BLAS_REEXEC", "1", 1);  // never loop
+  // The executable's own path, not /proc/self/exe: the process would be named "exe" in ps, top and pgrep.
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    execv(self, argv);
+  }
   execv("/proc/self/exe", argv);
   // exec failed: carry on with the slower kernels rather than fail the run.
   spdlog::warn("OpenBLAS picked core {}; re-executing with OPENBLAS_CORETYPE={} failed, continuing", core, wanted);
@@ -102,6 +110,7 @@ nlohmann::json environment_json() {
       {"openblas", openblas_get_config()},
       {"openblas_core", blas::core_name()},
       {"openblas_coretype_env", coretype ? coretype : ""},
+      {"simd", simd::isa_name(simd::active_isa())},
       {"blas_threads", blas::num_threads()},
       {"xgrad_threads", xgrad::num_threads()},
       {"spdlog", std::to_string(SPDLOG_VER_MAJOR) + "." + std::to_string(SPDLOG_VER_MINOR) + "." +

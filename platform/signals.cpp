@@ -28,10 +28,30 @@ std::string signal_name(int signal) {
   }
 }
 
+namespace {
+// Plain zero-initialised storage: record_startup_signals runs before any constructor of this library.
+bool ignored_at_startup[NSIG];
+}  // namespace
+
+void record_startup_signals(int, char**, char**) {
+  for (int signal : kStopSignals) {
+    struct sigaction current {};
+    ignored_at_startup[signal] = sigaction(signal, nullptr, &current) == 0 &&
+                                 !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN;
+  }
+}
+
 bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct sigaction* previous) {
   struct sigaction current {};
   if (sigaction(signal, nullptr, &current) != 0) return false;
   if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) return false;
+  if (signal > 0 && signal < NSIG && ignored_at_startup[signal]) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(signal, &ignore, nullptr);
+    return false;
+  }
   struct sigaction action {};
   action.sa_handler = handler;
   sigemptyset(&action.sa_mask);

@@ -14,10 +14,27 @@ inline constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 /// "SIGHUP", "SIGKILL", ... for the signals of POSIX; "signal N" for any other.
 std::string signal_name(int signal);
 
-/// Installs `handler` (with sigaction flags `flags`) for `signal` unless the signal is ignored: `nohup` ignores
-/// SIGHUP and a non-interactive shell's `&` ignores SIGINT so that the command survives them, and a handler would
-/// undo that. Returns whether the handler was installed; `previous` (if given) gets the disposition it replaced.
+/// Installs `handler` (with sigaction flags `flags`) for `signal` unless the signal is ignored, or was ignored when
+/// the process started (record_startup_signals): `nohup` ignores SIGHUP and a non-interactive shell's `&` ignores
+/// SIGINT so that the command survives them, and a handler would undo that. A signal ignored at start-up that a
+/// library has caught since is ignored again. Returns whether the handler was installed; `previous` (if given) gets
+/// the disposition it replaced.
 bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct sigaction* previous = nullptr);
+
+/// Records which of kStopSignals the process was started with ignored. Called from the executable's .preinit_array
+/// (XGRAD_RECORD_STARTUP_SIGNALS), which runs before any shared library's initializer: UCX, which Open MPI 5 loads,
+/// installs a SIGHUP handler of its own when it is loaded, so that by main() an ignored SIGHUP no longer looks ignored.
+void record_startup_signals(int argc, char** argv, char** envp);
+
+}  // namespace xgrad::platform
+
+/// Put once in an executable's main file (xgrad's own and a downstream project's): runs record_startup_signals
+/// before the shared libraries initialise.
+#define XGRAD_RECORD_STARTUP_SIGNALS()                                                          \
+  __attribute__((section(".preinit_array"), used)) static void (*const xgrad_startup_signals)( \
+      int, char**, char**) = &::xgrad::platform::record_startup_signals
+
+namespace xgrad::platform {
 
 /// Ends this process by `signal` with its default action, after flushing stdio: a process that stopped because of a
 /// signal (after writing its checkpoint) ends as if the signal had killed it, so that a shell running it in a loop

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/support/paths.h"
 #include "nn/checkpoint.h"
 #include "train/trainer.h"
 #include "tests/support/temp_dir.h"
@@ -494,4 +495,13 @@ TEST_CASE("xgrad sweep into a sweep of other settings: a setting the new sweep l
   INFO("stderr: " << again.stderr_text);
   CHECK(again.code == 2);
   CHECK(again.stderr_text.find("holds a sweep with --eval-n-pairs 4,8 (this one: not set)") != std::string::npos);
+}
+
+TEST_CASE("xgrad: an XGRAD_SIMD that names no kernel variant this CPU runs is refused before anything runs") {
+  setenv("XGRAD_SIMD", "sse9", 1);
+  const Result r = run({"--version"});
+  unsetenv("XGRAD_SIMD");
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("XGRAD_SIMD=sse9 is not a kernel variant this CPU runs; allowed here: baseline") !=
+        std::string::npos);
 }

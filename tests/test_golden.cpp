@@ -24,6 +24,7 @@
 
 #include <xtensor/xnpy.hpp>
 
+#include "tests/support/paths.h"
 #include "autograd/ops.h"
 #include "nn/attention.h"
 #include "nn/model.h"

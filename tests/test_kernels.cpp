@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -25,6 +26,7 @@
 #include "autograd/kernels/loops.h"
 #include "autograd/kernels/parallel.h"
 #include "autograd/kernels/reference.h"
+#include "autograd/kernels/isa.h"
 #include "autograd/kernels/softmax.h"
 #include "autograd/kernels/vector_math.h"
 #include "autograd/ops.h"
@@ -66,10 +68,10 @@ std::vector<float> simd_exp(const std::vector<float>& x) {
   return y;
 }
 
-// exp_in_place compiled for one ISA each (n a multiple of 16), as the library's target clones compile it.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define XGRAD_EXP_FOR_ISA(name, isa)                                    \
-  __attribute__((target(isa))) void name   (float* x, std::size_t n) { \
+// exp_in_place compiled for one ISA each (n a multiple of 16), as XGRAD_ISA_VARIANTS compiles the kernels.
+#if defined(__x86_64__)
+#define XGRAD_EXP_FOR_ISA(name, target_attribute)                       \
+  target_attribute void name(float* x, std::size_t n) {                 \
     for (std::size_t i = 0; i < n; i += simd::kWide) {                  \
       simd::float16 v;                                                  \
       std::memcpy(&v, x + i, sizeof v);                                 \
@@ -77,9 +79,9 @@ std::vector<float> simd_exp(const std::vector<float>& x) {
       std::memcpy(x + i, &v, sizeof v);                                 \
     }                                                                   \
   }
-XGRAD_EXP_FOR_ISA(exp_avx512, "avx512f")
-XGRAD_EXP_FOR_ISA(exp_avx2, "avx2")
-XGRAD_EXP_FOR_ISA(exp_baseline, "default")
+XGRAD_EXP_FOR_ISA(exp_avx512, __attribute__((target("avx512f"))))
+XGRAD_EXP_FOR_ISA(exp_avx2, __attribute__((target("avx2"))))
+XGRAD_EXP_FOR_ISA(exp_baseline, )
 #undef XGRAD_EXP_FOR_ISA
 #endif
 
@@ -118,9 +120,22 @@ TEST_CASE("simd exp (float): within 1 ulp of exp on its range; the edges exact")
   CHECK(std::isnan(e[14]));
 }
 
+// ctest runs this file once per variant (XGRAD_SIMD, tests/CMakeLists.txt): each run must be the variant it names.
+TEST_CASE("simd::active_isa: the variant XGRAD_SIMD names, else the widest this CPU runs") {
+  const char* wanted = std::getenv("XGRAD_SIMD");
+  if (wanted != nullptr && *wanted != '\0') {
+    CHECK(std::string(simd::isa_name(simd::active_isa())) == wanted);
+  } else {
+    CHECK(simd::cpu_runs(simd::active_isa()));
+    for (simd::Isa wider : {simd::Isa::avx2, simd::Isa::avx512f})
+      if (simd::cpu_runs(wider)) CHECK(static_cast<int>(simd::active_isa()) >= static_cast<int>(wider));
+  }
+  CHECK(simd::cpu_runs(simd::Isa::baseline));
+}
+
 // The building block under every float kernel, compiled for each ISA this CPU runs (the clones may differ in
 // their last bit: with AVX-512 the compiler fuses multiply-adds): each within 1 ulp on the range.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(__x86_64__)
 TEST_CASE("simd exp_in_place compiled for AVX-512, AVX2 and baseline: each within 1 ulp") {
   std::vector<float> x = sample(kExpLo, kExpHi, 1e-4, 4099, 4);
   x.resize(x.size() / simd::kWide * simd::kWide);

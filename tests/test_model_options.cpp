@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/paths.h"
 #include "autograd/ops.h"
 #include "data/kv_recall.h"
 #include "data/registry.h"

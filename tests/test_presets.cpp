@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/paths.h"
 #include "common/registry.h"
 #include "tests/support/preset_run.h"
 #include "tests/support/temp_dir.h"

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "autograd/ops.h"
@@ -23,8 +24,20 @@ using namespace xgrad;
 namespace {
 
 // Float32 results of two evaluation orders: the loss is a mean over rows and each gradient a sum over rows, where
-// the full path adds exact zeros of the rows without a target. Relative to the largest magnitude of the array.
+// the full path adds exact zeros of the rows without a target, and the GEMMs under it sum in an order of each BLAS
+// kernel's own. Relative to the largest magnitude of the array, with an absolute floor relative to the block's
+// largest gradient (block_scale): some gradients are sums whose terms cancel, and what the two orders leave of them
+// is rounding noise of the size of the terms, not of the sum. k_norm.bias under qk_layernorm is zero in exact
+// arithmetic (a shift of every key moves a query's scores by one constant, which softmax ignores; its terms are the
+// key gradients, the size of the block's weight gradients); sigma_reparam's gain sums W * dL/dW over the whole
+// matrix. 1e-5 is about 170 float32 ulps: a few hundred terms' worth of reordering.
 constexpr double kRelTol = 1e-5;
+
+/// "blocks.N" for a parameter of block N, else the parameter's own name: the group whose gradients set the floor.
+std::string block_of(const std::string& name) {
+  if (name.rfind("blocks.", 0) != 0) return name;
+  return name.substr(0, name.find('.', 7));
+}
 
 double max_abs(const xt::xarray<float>& a) {
   double m = 0;
@@ -92,11 +105,13 @@ void check_equivalent(const data::Task& task, const Configure& configure = nullp
     CHECK(rows.loss == doctest::Approx(full.loss).epsilon(kRelTol));
     CHECK(rows.accuracy == full.accuracy);
     REQUIRE(rows.grads.size() == full.grads.size());
+    std::map<std::string, double> block_scale;
+    for (const auto& [name, grad] : full.grads) block_scale[block_of(name)] = std::max(block_scale[block_of(name)], max_abs(grad));
     for (std::size_t i = 0; i < full.grads.size(); ++i) {
       INFO(task.name() << " step " << step << ": " << full.grads[i].first);
       REQUIRE(rows.grads[i].first == full.grads[i].first);
       REQUIRE(rows.grads[i].second.shape() == full.grads[i].second.shape());
-      const double scale = std::max(max_abs(full.grads[i].second), 1e-12);
+      const double scale = std::max(max_abs(full.grads[i].second), block_scale[block_of(full.grads[i].first)]);
       CHECK(max_abs(full.grads[i].second) > 0);  // every parameter receives a gradient here
       CHECK(max_abs_diff(rows.grads[i].second, full.grads[i].second) <= kRelTol * scale);
     }

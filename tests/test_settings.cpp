@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/paths.h"
 #include "data/registry.h"
 #include "nn/optim.h"
 #include "train/report/runs.h"

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/paths.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 

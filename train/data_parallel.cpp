@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -30,7 +31,7 @@ xt::xarray<T> rows_of(const xt::xarray<T>& a, std::size_t begin, std::size_t end
 // its own values and zeros elsewhere, so the sum is exact.
 xt::xarray<float> gathered_rows(const xt::xarray<float>& shard, std::size_t begin, std::size_t batch_size,
                                 float multiplier) {
-  auto shape = shard.shape();
+  std::vector<std::size_t> shape(shard.shape().begin(), shard.shape().end());
   const std::size_t row = shape[0] ? shard.size() / shape[0] : 0;
   shape[0] = batch_size;
   xt::xarray<float> full = xt::zeros<float>(shape);

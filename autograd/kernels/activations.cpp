@@ -14,8 +14,9 @@ const T gelu_k = static_cast<T>(std::sqrt(2.0 / M_PI));
 template <class T>
 const T gelu_c = static_cast<T>(0.044715);
 
-// The float kernels, compiled per ISA (XGRAD_TARGET_CLONES).
-XGRAD_TARGET_CLONES void gelu_f32(const float* x, float* out, float* sig, std::size_t n, float k, float c) {
+// The float kernels, compiled per ISA (XGRAD_ISA_VARIANTS).
+__attribute__((always_inline)) inline void gelu_body(const float* x, float* out, float* sig, std::size_t n, float k,
+                                                     float c) {
   for_each_wide(n, [&](std::size_t i, auto count) __attribute__((always_inline)) {
     float16 xi;
     load16(xi, x + i, count);
@@ -27,13 +28,18 @@ XGRAD_TARGET_CLONES void gelu_f32(const float* x, float* out, float* sig, std::s
   });
 }
 
-XGRAD_TARGET_CLONES void gelu_backward_f32(const float* x, const float* sig, float* g, std::size_t n, float k,
-                                           float c) {
+__attribute__((always_inline)) inline void gelu_backward_body(const float* x, const float* sig, float* g,
+                                                              std::size_t n, float k, float c) {
   for (std::size_t i = 0; i < n; ++i) {  // plain loop: the compiler vectorises it at each clone's width
     const float xi = x[i], s = sig[i];
     g[i] *= s + xi * s * (1.0f - s) * 2.0f * k * (1.0f + 3.0f * c * xi * xi);
   }
 }
+
+XGRAD_ISA_VARIANTS(gelu_f32, gelu_body, (const float* x, float* out, float* sig, std::size_t n, float k, float c),
+                   (x, out, sig, n, k, c))
+XGRAD_ISA_VARIANTS(gelu_backward_f32, gelu_backward_body,
+                   (const float* x, const float* sig, float* g, std::size_t n, float k, float c), (x, sig, g, n, k, c))
 
 }  // namespace
 

@@ -10,8 +10,8 @@ namespace xgrad::simd {
 
 namespace {
 
-// The float row, compiled per ISA (XGRAD_TARGET_CLONES): max, shifted exps and their sum, then a division.
-XGRAD_TARGET_CLONES void softmax_row_f32(const float* in, float* out, std::size_t n) {
+// The float row, compiled per ISA (XGRAD_ISA_VARIANTS): max, shifted exps and their sum, then a division.
+__attribute__((always_inline)) inline void softmax_row_body(const float* in, float* out, std::size_t n) {
   const float ninf = -std::numeric_limits<float>::infinity();
   float16 mv = float16{} + ninf;
   for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
@@ -39,7 +39,7 @@ XGRAD_TARGET_CLONES void softmax_row_f32(const float* in, float* out, std::size_
   for (std::size_t j = 0; j < n; ++j) out[j] /= s;
 }
 
-XGRAD_TARGET_CLONES void exp_shifted_f32(const float* in, float shift, float* out, std::size_t n) {
+__attribute__((always_inline)) inline void exp_shifted_body(const float* in, float shift, float* out, std::size_t n) {
   for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
     float16 e;
     load16(e, in + j, count);
@@ -48,6 +48,10 @@ XGRAD_TARGET_CLONES void exp_shifted_f32(const float* in, float shift, float* ou
     store16(out + j, e, count);
   });
 }
+
+XGRAD_ISA_VARIANTS(softmax_row_f32, softmax_row_body, (const float* in, float* out, std::size_t n), (in, out, n))
+XGRAD_ISA_VARIANTS(exp_shifted_f32, exp_shifted_body, (const float* in, float shift, float* out, std::size_t n),
+                   (in, shift, out, n))
 
 }  // namespace
 
@@ -69,7 +73,7 @@ void softmax_row(const double* in, double* out, std::size_t n) {
     store(out + j, e, count);
     sum += e;
   });
-  const double s = xsimd::hadd(sum);
+  const double s = lane_sum(sum);
   for (std::size_t j = 0; j < n; ++j) out[j] /= s;
 }
 

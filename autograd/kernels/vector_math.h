@@ -4,7 +4,7 @@
 //  - xsimd batches at the width of the compile target (SSE2 on a baseline x86-64 build: 4 floats, 2 doubles), for
 //    float and double: sums and dot products (layer_norm, softmax backward), softmax rows, sqrt in AdamW.
 //  - Wide float vectors for the exp-bound kernels (kernels/activations.cpp, kernels/softmax.cpp): GCC vector
-//    extensions of 16 floats, in functions compiled three times (XGRAD_TARGET_CLONES: AVX-512, AVX2, baseline) so
+//    extensions of 16 floats, in functions compiled three times (XGRAD_ISA_VARIANTS: AVX-512F, AVX2, baseline) so
 //    that the loader picks the widest the CPU runs, as PyTorch dispatches its kernels. Double keeps the xsimd path
 //    (gradcheck runs in double and needs libm accuracy).
 // Each kernel built on these is compared with its plain reference (kernels/reference.h) in tests/test_kernels.cpp.
@@ -19,13 +19,29 @@
 
 #include <xsimd/xsimd.hpp>
 
-// The wide kernels' definitions carry XGRAD_TARGET_CLONES: under GCC an ifunc and three clones. Under clang 14 the
-// fuzz build's link failed with softmax_row_f32 undefined (the ifunc was not emitted for a kernel called only from
-// other translation units), so clang builds compile the kernels once, for the build's target.
-#if defined(__clang__)
-#define XGRAD_TARGET_CLONES
+#include "autograd/kernels/isa.h"
+
+// XGRAD_ISA_VARIANTS(name, body, params, args) defines `name` as three functions, each `body` (an always_inline
+// function) compiled for one instruction set (AVX-512F, AVX2, baseline x86-64), and a `name` that calls the one
+// simd::active_isa() chose (kernels/isa.h): the widest this CPU runs, as PyTorch dispatches its kernels, or the one
+// XGRAD_SIMD names, so that tests run each variant on one machine. Explicit, not GCC's target_clones: clang emits
+// it the same way, and the choice can be forced.
+#if defined(__x86_64__) || defined(__i386__)
+#define XGRAD_ISA_VARIANTS(name, body, params, args)                      \
+  __attribute__((target("avx512f"))) void name##_avx512f params { body args; } \
+  __attribute__((target("avx2"))) void name##_avx2 params { body args; }       \
+  void name##_baseline params { body args; }                                   \
+  void name params {                                                           \
+    switch (::xgrad::simd::active_isa()) {                                     \
+      case ::xgrad::simd::Isa::avx512f: return name##_avx512f args;            \
+      case ::xgrad::simd::Isa::avx2: return name##_avx2 args;                  \
+      case ::xgrad::simd::Isa::baseline: break;                                \
+    }                                                                          \
+    name##_baseline args;                                                      \
+  }
 #else
-#define XGRAD_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define XGRAD_ISA_VARIANTS(name, body, params, args) \
+  void name params { body args; }
 #endif
 
 namespace xgrad::simd {
@@ -39,7 +55,8 @@ batch<T> load(const T* p, std::size_t count, T fill = T(0)) {
   if (count == batch<T>::size) return batch<T>::load_unaligned(p);
   alignas(64) T buffer[batch<T>::size];
   std::fill(buffer, buffer + batch<T>::size, fill);
-  std::copy(p, p + count, buffer);
+  // min: GCC 14 cannot tell count < size here and warns (-Warray-bounds) of a copy past the buffer.
+  std::copy(p, p + std::min(count, batch<T>::size), buffer);
   return batch<T>::load_aligned(buffer);
 }
 
@@ -49,7 +66,7 @@ void store(T* p, const batch<T>& v, std::size_t count) {
   if (count == batch<T>::size) return v.store_unaligned(p);
   alignas(64) T buffer[batch<T>::size];
   v.store_aligned(buffer);
-  std::copy(buffer, buffer + count, p);
+  std::copy(buffer, buffer + std::min(count, batch<T>::size), p);
 }
 
 /// A full batch's element count as a compile-time constant, so that load/store of a full batch compile to one
@@ -68,13 +85,23 @@ void for_each_batch(std::size_t n, F&& body) {
   if (i < n) body(i, n - i);
 }
 
+/// The sum of a batch's lanes, in lane order. Written here, not xsimd's: xsimd 8-12 call it hadd, 13 reduce_add.
+template <class T>
+T lane_sum(const batch<T>& v) {
+  alignas(64) T lanes[batch<T>::size];
+  v.store_aligned(lanes);
+  T s = lanes[0];
+  for (std::size_t l = 1; l < batch<T>::size; ++l) s += lanes[l];
+  return s;
+}
+
 /// Sum of x[0, n): one partial sum per lane, so the additions do not wait on each other (a plain loop is one
 /// chain of dependent adds, since the compiler may not reorder floating-point sums).
 template <class T>
 T sum(const T* x, std::size_t n) {
   batch<T> acc(T(0));
   for_each_batch<T>(n, [&](std::size_t i, auto count) { acc += load(x + i, count); });
-  return xsimd::hadd(acc);
+  return lane_sum(acc);
 }
 
 /// Sum of x[i] * y[i] over [0, n), with per-lane partial sums as sum().
@@ -82,7 +109,7 @@ template <class T>
 T dot(const T* x, const T* y, std::size_t n) {
   batch<T> acc(T(0));
   for_each_batch<T>(n, [&](std::size_t i, auto count) { acc += load(x + i, count) * load(y + i, count); });
-  return xsimd::hadd(acc);
+  return lane_sum(acc);
 }
 
 /// Sum of (x[i] - c)^2 over [0, n).
@@ -93,7 +120,7 @@ T sum_squared_deviation(const T* x, std::size_t n, T c) {
     const batch<T> d = load(x + i, count, c) - c;  // padding lanes hold c: they add 0
     acc += d * d;
   });
-  return xsimd::hadd(acc);
+  return lane_sum(acc);
 }
 
 // ---- wide float kernels --------------------------------------------------------------------------------------

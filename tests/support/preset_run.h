@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/paths.h"
 #include "tests/support/temp_dir.h"
 
 namespace xgrad::testing {

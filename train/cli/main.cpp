@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "autograd/blas.h"
+#include "autograd/kernels/isa.h"
 #include "common/registry.h"
 #include "data/registry.h"
 #include "train/cli/flags.h"
@@ -226,6 +227,12 @@ namespace xgrad::cli {
 int main(int argc, char** argv) {
   platform::select_blas_core(argc, argv);
   platform::tune_allocator();
+  try {
+    simd::active_isa();  // a bad XGRAD_SIMD is refused here, not at the first kernel call inside a worker thread
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "xgrad: error: " << e.what() << "\n";
+    return 2;
+  }
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
 
   CLI::App app{"xgrad: train toy attention models with and without 1/sqrt(d_k) score scaling and compare them"};

@@ -596,11 +596,14 @@ std::vector<UnpairedScaleArm> unpaired_scale_arms(const std::vector<ArmStats>& a
       keys.erase(std::remove(keys.begin(), keys.end(), "scale"), keys.end());
       // Nothing else differs in value: the arms differ in settings only one of them has (those of its scale mode,
       // softcap_cap).
-      if (keys.empty())
-        for (const auto& [mine, other] : {std::make_pair(&arms[a].settings, &arms[b].settings),
-                                          std::make_pair(&arms[b].settings, &arms[a].settings)})
-          for (const auto& item : mine->items())
-            if (item.key() != "chance_loss" && !other->contains(item.key())) keys.push_back(item.key());
+      const auto add_only_in = [&keys](const auto& mine, const auto& other) {
+        for (const auto& item : mine.items())
+          if (item.key() != "chance_loss" && !other.contains(item.key())) keys.push_back(item.key());
+      };
+      if (keys.empty()) {
+        add_only_in(arms[a].settings, arms[b].settings);
+        add_only_in(arms[b].settings, arms[a].settings);
+      }
       if (!nearest.empty() && keys.size() > nearest.front().size()) continue;
       if (!nearest.empty() && keys.size() < nearest.front().size()) nearest.clear();
       nearest.push_back(std::move(keys));
