@@ -21,6 +21,7 @@
 #include "autograd/blas.h"
 #include "autograd/kernels/isa.h"
 #include "autograd/kernels/parallel.h"
+#include "platform/signals.h"
 
 namespace xgrad::platform {
 
@@ -48,9 +49,10 @@ void select_blas_core(int /*argc*/, char** argv) {
   setenv("OPENBLAS_CORETYPE", wanted, 1);
   setenv("XGRAD_NO_BLAS_REEXEC", "1", 1);  // never loop
   // The executable's own path, not /proc/self/exe: the process would be named "exe" in ps, top and pgrep.
+  restore_startup_ignored_signals();  // exec would turn a library's handler into the default action
   char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self);
+  if (n > 0 && static_cast<std::size_t>(n) < sizeof self) {  // n == sizeof self: the path may be cut short
     self[n] = '\0';
     execv(self, argv);
   }

@@ -41,6 +41,16 @@ void record_startup_signals(int, char**, char**) {
   }
 }
 
+void restore_startup_ignored_signals() {
+  for (int signal : kStopSignals) {
+    if (!ignored_at_startup[signal]) continue;
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(signal, &ignore, nullptr);
+  }
+}
+
 bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct sigaction* previous) {
   struct sigaction current {};
   if (sigaction(signal, nullptr, &current) != 0) return false;

@@ -26,6 +26,10 @@ bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct si
 /// installs a SIGHUP handler of its own when it is loaded, so that by main() an ignored SIGHUP no longer looks ignored.
 void record_startup_signals(int argc, char** argv, char** envp);
 
+/// Sets every stop signal that was ignored at start-up back to SIG_IGN: before an exec, which resets a caught signal
+/// to its default, so that the new image starts with what the user chose.
+void restore_startup_ignored_signals();
+
 }  // namespace xgrad::platform
 
 /// Put once in an executable's main file (xgrad's own and a downstream project's): runs record_startup_signals

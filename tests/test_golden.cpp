@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -109,7 +110,9 @@ class OpCase {
   void check(const Tensor& out, const std::vector<std::pair<std::string, Tensor>>& inputs) const {
     CHECK_MATCHES(out.value(), load<float>(dir_ + "out.npy"), name_ + " out");
     out.backward(load<float>(dir_ + "W.npy"));
-    for (const auto& [k, t] : inputs) {
+    for (const auto& k_t_entry : inputs) {
+      const auto& k = std::get<0>(k_t_entry);
+      const auto& t = std::get<1>(k_t_entry);
       REQUIRE_MESSAGE(t.has_grad(), name_ << ": no gradient reached input " << k);
       CHECK_MATCHES(t.grad(), load<float>(dir_ + "grad_" + k + ".npy"), name_ + " grad_" + k);
     }
@@ -199,7 +202,9 @@ std::unique_ptr<nn::AttentionModel> golden_model() {
   for (const auto& [name, p] : params) names.push_back(name);
   // A renamed, added or reordered parameter must fail here rather than silently skip a comparison.
   REQUIRE(names == fixture_param_names());
-  for (const auto& [name, p] : params) {
+  for (const auto& name_p_entry : params) {
+    const auto& name = std::get<0>(name_p_entry);
+    const auto& p = std::get<1>(name_p_entry);
     xt::xarray<float> value = load<float>(model_dir + "params/" + name + ".npy");
     REQUIRE_MESSAGE(shape_of(value) == p.shape(), name << ": fixture " << shape_str(shape_of(value)) << ", model "
                                                        << shape_str(p.shape()));
@@ -245,7 +250,9 @@ TEST_CASE("golden: AttentionModel logits, loss and every parameter's gradient") 
   CHECK_MATCHES(loss.value(), load<float>(model_dir + "loss.npy"), "loss");
 
   loss.backward();
-  for (const auto& [name, p] : model->named_parameters()) {
+  for (const auto& name_p_entry : model->named_parameters()) {
+    const auto& name = std::get<0>(name_p_entry);
+    const auto& p = std::get<1>(name_p_entry);
     REQUIRE_MESSAGE(p.has_grad(), name << " received no gradient");
     CHECK_MATCHES(p.grad(), load<float>(model_dir + "grads/" + name + ".npy"), "grad " + name);
   }

@@ -27,7 +27,9 @@ TEST_CASE("preset dk --quick: d_k 16 and 256, both scalings, SGD and AdamW, 2 se
   const std::string section = xgrad::testing::report_section(run.report, "summary-figures");
   REQUIRE(!section.empty());
   CHECK(section.find("| line \\ d_k | 16 | 256 |") != std::string::npos);
-  for (const auto& [key, sum_n] : per_point) {
+  for (const auto& key_sum_n_entry : per_point) {
+    const auto& key = std::get<0>(key_sum_n_entry);
+    const auto& sum_n = std::get<1>(key_sum_n_entry);
     INFO(key);
     CHECK(sum_n.second == 2);
     char mean[32];

@@ -51,10 +51,14 @@ TEST_CASE("preset length --quick: 4 scalings x 2 seeds, evaluated at 1x-8x the k
   REQUIRE(!accuracy.empty());
   REQUIRE(!weight.empty());
   REQUIRE(!findings.empty());
-  for (const auto& [scale, points] : per_point) {
+  for (const auto& scale_points_entry : per_point) {
+    const auto& scale = std::get<0>(scale_points_entry);
+    const auto& points = std::get<1>(scale_points_entry);
     INFO(scale);
     CHECK(points.size() == 4);
-    for (const auto& [pairs, sums] : points) {
+    for (const auto& pairs_sums_entry : points) {
+      const auto& pairs = std::get<0>(pairs_sums_entry);
+      const auto& sums = std::get<1>(pairs_sums_entry);
       INFO("n_pairs " << pairs);
       CHECK(sums[2] == 2);
       CHECK(weight.find(g3(sums[1] / sums[2])) != std::string::npos);

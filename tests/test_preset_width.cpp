@@ -51,7 +51,8 @@ TEST_CASE("preset width --quick: the diagonal d_model = d_k, three parametrizati
   const std::string section = xgrad::testing::report_section(run.report, "width");
   REQUIRE(!section.empty());
   for (const auto& [key, by_lr] : cells) {
-    const auto& [name, width] = key;
+    const auto& name = std::get<0>(key);
+    const auto& width = std::get<1>(key);
     INFO(name << " d_model " << width);
     // the loss-against-lr table: its row for this width holds the mean final loss at each lr
     const std::size_t figure = section.find("per width, " + name);

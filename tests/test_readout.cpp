@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "autograd/ops.h"
 #include "data/registry.h"
@@ -92,7 +93,9 @@ Pass run(const data::Task& task, bool full, std::uint64_t step, const Configure&
   }
   p.loss = loss.item();
   loss.backward();
-  for (const auto& [name, param] : model.named_parameters()) {
+  for (const auto& name_param_entry : model.named_parameters()) {
+    const auto& name = std::get<0>(name_param_entry);
+    const auto& param = std::get<1>(name_param_entry);
     REQUIRE_MESSAGE(param.has_grad(), name);
     p.grads.emplace_back(name, param.grad());
   }
@@ -184,7 +187,9 @@ TEST_CASE("loss_at_targets equals the full readout with each block option of the
          m.settings = SettingValues(nlohmann::json{{"attn_out_proj", false}});
        }},
   };
-  for (const auto& [name, configure] : options) {
+  for (const auto& name_configure_entry : options) {
+    const auto& name = std::get<0>(name_configure_entry);
+    const auto& configure = std::get<1>(name_configure_entry);
     INFO(name);
     check_equivalent(*kv, configure);
     check_equivalent(*copy, configure);

@@ -603,9 +603,11 @@ TEST_CASE("a corrupt config.json is refused as bad usage naming the file and the
     std::ofstream out(config, std::ios::trunc);
     out << text;
   };
-  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+  for (const auto& key_value_entry : std::vector<std::pair<std::string, nlohmann::json>>{
            {"steps", -3}, {"d_model", 2.5}, {"seed", -1}, {"threads", 1.5}, {"mlp", 1}, {"lr", nullptr},
            {"d_model", "x"}}) {
+    const auto& key = std::get<0>(key_value_entry);
+    const auto& value = std::get<1>(key_value_entry);
     nlohmann::json j = good;
     j[key] = value;
     write(j.dump());

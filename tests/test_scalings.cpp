@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "autograd/gradcheck.h"
@@ -68,7 +69,9 @@ std::vector<xt::xarray<float>> gradients(MultiHeadAttention& attn, const Tensor&
   output = y.value();
   sum(y * Tensor(weights)).backward();
   std::vector<xt::xarray<float>> out{x.grad()};
-  for (const auto& [name, p] : attn.named_parameters()) {
+  for (const auto& name_p_entry : attn.named_parameters()) {
+    const auto& name = std::get<0>(name_p_entry);
+    const auto& p = std::get<1>(name_p_entry);
     INFO("parameter " << name);
     REQUIRE(p.has_grad());
     out.push_back(p.grad());

@@ -1,5 +1,6 @@
 #include "autograd/kernels/isa.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -15,17 +16,33 @@ Isa widest_on_cpu() {
   return Isa::baseline;
 }
 
-Isa choose() {
+/// The variant XGRAD_SIMD asks for: set to true in `given` when it is set; throws for a value that is not a variant
+/// this CPU runs.
+Isa requested(bool& given) {
   const char* wanted = std::getenv("XGRAD_SIMD");
-  if (wanted == nullptr || *wanted == '\0') return widest_on_cpu();
+  given = wanted != nullptr && *wanted != '\0';
+  if (!given) return widest_on_cpu();
   std::string runnable;
   for (Isa isa : kAll) {
-    if (!cpu_runs(isa)) continue;
-    if (std::string(wanted) == isa_name(isa)) return isa;
-    runnable += std::string(runnable.empty() ? "" : ", ") + isa_name(isa);
+    if (std::string(wanted) != isa_name(isa)) continue;
+    if (cpu_runs(isa)) return isa;
+    for (Isa other : kAll)
+      if (cpu_runs(other)) runnable += std::string(runnable.empty() ? "" : ", ") + isa_name(other);
+    throw std::invalid_argument(std::string("XGRAD_SIMD=") + isa_name(isa) + ": this CPU does not run it; allowed " +
+                                "here: " + runnable);
   }
-  throw std::invalid_argument("XGRAD_SIMD=" + std::string(wanted) + " is not a kernel variant this CPU runs; " +
-                              "allowed here: " + runnable);
+  throw std::invalid_argument("XGRAD_SIMD: not a kernel variant (allowed: baseline, avx2, avx512f; unset for the "
+                              "widest this CPU runs)");
+}
+
+Isa choose() {
+  bool given = false;
+  try {
+    return requested(given);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "xgrad: %s; using %s\n", e.what(), isa_name(widest_on_cpu()));
+    return widest_on_cpu();
+  }
 }
 
 }  // namespace
@@ -54,8 +71,13 @@ bool cpu_runs(Isa isa) {
 }
 
 Isa active_isa() {
-  static const Isa chosen = choose();  // a throw leaves it unset: the next call chooses (and throws) again
+  static const Isa chosen = choose();
   return chosen;
+}
+
+void require_valid_simd_env() {
+  bool given = false;
+  requested(given);
 }
 
 }  // namespace xgrad::simd

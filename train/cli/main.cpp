@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
   platform::select_blas_core(argc, argv);
   platform::tune_allocator();
   try {
-    simd::active_isa();  // a bad XGRAD_SIMD is refused here, not at the first kernel call inside a worker thread
+    simd::require_valid_simd_env();
   } catch (const std::invalid_argument& e) {
     std::cerr << "xgrad: error: " << e.what() << "\n";
     return 2;
