@@ -33,6 +33,8 @@ namespace {
 bool ignored_at_startup[NSIG];
 }  // namespace
 
+static_assert(NSIG > SIGTERM && NSIG > SIGHUP && NSIG > SIGINT);
+
 void record_startup_signals(int, char**, char**) {
   for (int signal : kStopSignals) {
     struct sigaction current {};
@@ -41,14 +43,16 @@ void record_startup_signals(int, char**, char**) {
   }
 }
 
+static void ignore(int signal) {
+  struct sigaction action {};
+  action.sa_handler = SIG_IGN;
+  sigemptyset(&action.sa_mask);
+  sigaction(signal, &action, nullptr);
+}
+
 void restore_startup_ignored_signals() {
-  for (int signal : kStopSignals) {
-    if (!ignored_at_startup[signal]) continue;
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    sigaction(signal, &ignore, nullptr);
-  }
+  for (int signal : kStopSignals)
+    if (ignored_at_startup[signal]) ignore(signal);
 }
 
 bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct sigaction* previous) {
@@ -56,10 +60,7 @@ bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct si
   if (sigaction(signal, nullptr, &current) != 0) return false;
   if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) return false;
   if (signal > 0 && signal < NSIG && ignored_at_startup[signal]) {
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    sigaction(signal, &ignore, nullptr);
+    ignore(signal);
     return false;
   }
   struct sigaction action {};

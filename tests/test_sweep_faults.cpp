@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -55,6 +56,7 @@ struct Options {
   std::vector<int> ignored;  // signals set to SIG_IGN before exec, as nohup (SIGHUP) or a script's `&` (SIGINT) do
   bool own_group = true;     // a process group of its own, as a shell job gets: killpg reaches the sweep's children
   fs::path cwd;              // the working directory, if not this process's
+  std::vector<std::pair<std::string, std::string>> environment = {};  // variables set in the child before exec
 };
 
 // Starts `xgrad ARGS` with stdout and stderr in `output`; returns its pid.
@@ -70,6 +72,7 @@ pid_t start(const std::vector<std::string>& args, const fs::path& output, const 
     if (options.own_group) setpgid(0, 0);
     for (int sig : options.ignored) signal(sig, SIG_IGN);
     if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(125);
+    for (const auto& [name, value] : options.environment) setenv(name.c_str(), value.c_str(), 1);
     const int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int in = open("/dev/null", O_RDONLY);
     if (fd < 0 || in < 0) _exit(126);
@@ -351,6 +354,29 @@ TEST_CASE("sweep_faults_nohup: a sweep whose SIGHUP and SIGINT are ignored (nohu
   for (const std::string& name : kRuns)
     CHECK_FALSE(contains(read_text(out / "runs" / name / "train.log"), "stopped by"));
   check_equals_reference(out);
+}
+
+TEST_CASE("sweep_faults_nohup_library_handler: a SIGHUP ignored at start stays ignored when a library catches it as "
+          "it loads (UCX does, under Open MPI 5), also across the OpenBLAS re-exec") {
+  const TempDir root("nohup_library");
+  const fs::path out = root / "run";
+  Options options{{SIGHUP}, true, {}, {}};
+  options.environment.emplace_back(
+      "LD_PRELOAD", xgrad::test::required_env("XGRAD_TEST_SIGHUP_LIBRARY", "the path of libxgrad_test_sighup.so"));
+  const pid_t pid = start({"train", "--out", out.string(), "--steps", "1000000", "--d-model", "8", "--batch-size", "2",
+                           "--print-every", "1000000"},
+                          root / "log.txt", options);
+  REQUIRE(eventually([&] { return metrics_rows(out) >= 5 || ended(pid); }));
+  REQUIRE_FALSE(ended(pid));
+  kill(pid, SIGHUP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const bool survived = !ended(pid);
+  kill(pid, SIGTERM);
+  const int status = wait_status(pid);
+  INFO("xgrad said: " << read_text(root / "log.txt"));
+  CHECK(survived);
+  CHECK(killed_by(status) == SIGTERM);
+  CHECK_FALSE(contains(read_text(root / "log.txt"), "stopped by SIGHUP"));
 }
 
 TEST_CASE("sweep_faults_child_killed: a child killed by a signal is reported by its signal; the rerun redoes it") {
