@@ -26,9 +26,12 @@ stage_done() {
 
 # Compiler cache: a build in another clone of the same tree (CI's clean clone) reuses this machine's objects. Paths
 # under the tree are hashed relative to it (base_dir), and the build directory's own path is not hashed.
+# launcher_flags prints the CMake flag, once install_packages has installed ccache.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
-launcher=()
-command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+launcher_flags() {
+  command -v ccache >/dev/null 2>&1 && echo "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+  return 0
+}
 
 install_packages() {
   local missing=()
@@ -81,8 +84,11 @@ compile() {
 build() {
   install_packages
   stage_done "installing packages"
-  if [ ! -f build/CMakeCache.txt ]; then
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+  # Configured once; again when ccache has come since (a tree configured without it would never use it).
+  if [ ! -f build/CMakeCache.txt ] ||
+    { [ -n "$(launcher_flags)" ] && ! grep -q '^CMAKE_CXX_COMPILER_LAUNCHER' build/CMakeCache.txt; }; then
+    # shellcheck disable=SC2046
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(launcher_flags) >/dev/null
   fi
   compile build "the release build" "$@"
 }
@@ -115,8 +121,9 @@ case "$cmd" in
     install_packages
     stage_done "installing packages"
     dir="${XGRAD_ASAN_DIR:-build-asan}"
+    # shellcheck disable=SC2046
     cmake -S . -B "$dir" -DXGRAD_SANITIZE=ON -DXGRAD_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" "${launcher[@]}" >/dev/null
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" $(launcher_flags) >/dev/null
     compile "$dir" "the ASan + UBSan build" xgrad_sanitizer_suite
     cd "$dir"
     export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}"

@@ -16,12 +16,11 @@ Isa widest_on_cpu() {
   return Isa::baseline;
 }
 
-/// The variant XGRAD_SIMD asks for: set to true in `given` when it is set; throws for a value that is not a variant
-/// this CPU runs.
-Isa requested(bool& given) {
+/// The variant XGRAD_SIMD asks for, the widest this CPU runs when it is unset or empty; throws for a value that is
+/// not a variant this CPU runs.
+Isa requested() {
   const char* wanted = std::getenv("XGRAD_SIMD");
-  given = wanted != nullptr && *wanted != '\0';
-  if (!given) return widest_on_cpu();
+  if (wanted == nullptr || *wanted == '\0') return widest_on_cpu();
   std::string runnable;
   for (Isa isa : kAll) {
     if (std::string(wanted) != isa_name(isa)) continue;
@@ -36,9 +35,8 @@ Isa requested(bool& given) {
 }
 
 Isa choose() {
-  bool given = false;
   try {
-    return requested(given);
+    return requested();
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "xgrad: %s; using %s\n", e.what(), isa_name(widest_on_cpu()));
     return widest_on_cpu();
@@ -75,9 +73,6 @@ Isa active_isa() {
   return chosen;
 }
 
-void require_valid_simd_env() {
-  bool given = false;
-  requested(given);
-}
+void require_valid_simd_env() { requested(); }
 
 }  // namespace xgrad::simd

@@ -4,8 +4,8 @@
 //  - xsimd batches at the width of the compile target (SSE2 on a baseline x86-64 build: 4 floats, 2 doubles), for
 //    float and double: sums and dot products (layer_norm, softmax backward), softmax rows, sqrt in AdamW.
 //  - Wide float vectors for the exp-bound kernels (kernels/activations.cpp, kernels/softmax.cpp): GCC vector
-//    extensions of 16 floats, in functions compiled three times (XGRAD_ISA_VARIANTS: AVX-512F, AVX2, baseline) so
-//    that the loader picks the widest the CPU runs, as PyTorch dispatches its kernels. Double keeps the xsimd path
+//    extensions of 16 floats, in functions compiled three times (XGRAD_ISA_VARIANTS: AVX-512F, AVX2, baseline), of
+//    which the widest the CPU runs is called, as PyTorch dispatches its kernels. Double keeps the xsimd path
 //    (gradcheck runs in double and needs libm accuracy).
 // Each kernel built on these is compared with its plain reference (kernels/reference.h) in tests/test_kernels.cpp.
 #pragma once
