@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/escape.h"
 #include "common/registry.h"
 #include "nn/scaling.h"
 #include "train/report/compare.h"
@@ -702,7 +703,7 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
   mean_w_q >> step >> value;
   REQUIRE(step == "0");
   CHECK(std::stod(value) == doctest::Approx(0.31));
-  CHECK(read_text(plots / "loss.gp").find("title \"none (2 runs, 1 diverged: not in the mean)\"") !=
+  CHECK(read_text(plots / "loss.gp").find("title 'none (2 runs, 1 diverged: not in the mean)'") !=
         std::string::npos);
   CHECK(read_text(plots / "score_std.gp").find("none (2 runs, 1 diverged: not in the mean)") != std::string::npos);
 }
@@ -1076,8 +1077,8 @@ TEST_CASE("plots: W_k in a lighter shade than W_q; titles give the smoothing win
   const std::string grad = read_text(plots / "grad_norm.gp");
   INFO(grad);
   // Unscaled rose CC6677: W_q in it, W_k dashed in the colour halfway to white.
-  CHECK(grad.find("dt 1 lc rgb '#CC6677' title \"none (1 run): W_q\"") != std::string::npos);
-  CHECK(grad.find("dt 2 lc rgb '#E6B3BB' title \"none (1 run): W_k\"") != std::string::npos);
+  CHECK(grad.find("dt 1 lc rgb '#CC6677' title 'none (1 run): W_q'") != std::string::npos);
+  CHECK(grad.find("dt 2 lc rgb '#E6B3BB' title 'none (1 run): W_k'") != std::string::npos);
   // 300 rows: a window of +-2 steps, i.e. 5 steps; attention measured every 10 steps is not smoothed by it.
   CHECK(read_text(plots / "loss.gp").find("means smoothed over 5 steps") != std::string::npos);
   const std::string entropy = read_text(plots / "entropy.gp"), score_std = read_text(plots / "score_std.gp");
@@ -1103,7 +1104,7 @@ TEST_CASE("plots: colour and dash style come from the scaling registry; a name i
   run_compare(options, out);
   const std::string loss = read_text(root / "report" / "plots" / "loss.gp");
   INFO(loss);
-  CHECK(loss.find("dt 4 lc rgb '#AA4499' title \"ssmax (1 run)\"") != std::string::npos);  // its entry: dash-dot
+  CHECK(loss.find("dt 4 lc rgb '#AA4499' title 'ssmax (1 run)'") != std::string::npos);  // its entry: dash-dot
   CHECK(loss.find("lc rgb '#424242'") == std::string::npos);  // never the grey of an unknown name
   INFO(out.str());
   CHECK(out.str().find("warning: plots: scaling 'from_another_build' is not registered in this build; drawn in #") !=
@@ -1715,7 +1716,7 @@ TEST_CASE("plots: the registered scalings differ in colour (a colour-blind-safe 
     INFO(gp);
     std::set<std::string> dts, pts;
     for (const xgrad::nn::ScalingEntry* e : entries) {
-      const auto title = gp.find("title \"" + e->name + "\"");
+      const auto title = gp.find("title '" + e->name + "'");
       REQUIRE(title != std::string::npos);
       const auto begin = gp.rfind('\'', gp.rfind(" using ", title));
       const std::string element = gp.substr(begin, title - begin);
@@ -1731,5 +1732,151 @@ TEST_CASE("plots: the registered scalings differ in colour (a colour-blind-safe 
     }
     CHECK(dts.size() == entries.size());
     if (name == "styles_vs_lr") CHECK(pts.size() == entries.size());
+  }
+}
+
+namespace {
+
+// The text of an SVG as gnuplot writes it (XML entities undone), so a label can be compared with what was given.
+std::string svg_text(const fs::path& svg) {
+  std::string s = read_text(svg), out;
+  const std::vector<std::pair<std::string, std::string>> entities{
+      {"&quot;", "\""}, {"&apos;", "'"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}};
+  for (std::size_t i = 0; i < s.size();) {
+    bool replaced = false;
+    for (const auto& [entity, ch] : entities)
+      if (s.compare(i, entity.size(), entity) == 0) {
+        out += ch;
+        i += entity.size();
+        replaced = true;
+        break;
+      }
+    if (!replaced) out += s[i++];
+  }
+  return out;
+}
+
+bool has_control(const std::string& s, bool newlines_allowed) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto ch = static_cast<unsigned char>(s[i]);
+    if ((ch < 0x20 && !(newlines_allowed && ch == '\n')) || ch == 0x7F) return true;
+    if (ch == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(s[i + 1]) <= 0x9F)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("no command runs from data: backticks, $(), quotes, newlines and system() in names reach gnuplot inert") {
+  const TempDir root("compare_hostile");
+  const std::string marker = (root / "RAN").string();
+  // Every way gnuplot (or a shell behind it) could be told to run something, in a scale name and a --text file name.
+  const std::string hostile = "x`touch " + marker + "1`$(touch " + marker + "2)'q\"dq\"\\n" + "\n" + "system(\"touch " +
+                              marker + "3\")@mac";
+  const std::string text_path = "/data/a`touch " + marker + "4`.txt";
+  const std::string ansi_dir = "run\x1b]0;title\a\x1b[2J";
+  for (const std::string& scale : std::vector<std::string>{"none", "sqrt_dk" + hostile}) {
+    FakeRun r;
+    r.scale = scale;
+    for (int i = 0; i < 30; ++i) r.loss.push_back(3.0 * std::exp(-0.05 * i));
+    r.summary = false;  // incomplete: its directory name is printed on the terminal too
+    const fs::path dir = root / "sweep" / (scale == "none" ? ansi_dir : std::string("hostile"));
+    write_run(dir, r);
+    nlohmann::json config = nlohmann::json::parse(read_text(dir / "config.json"));
+    config["inputs"] = {{{"setting", "text"}, {"path", text_path}, {"size", 3000}, {"xxh3", "0123456789abcdef"}}};
+    if (scale != "none") config["inputs"][0]["xxh3"] = "fedcba9876543210";  // arms differ in the file: in titles
+    std::ofstream(dir / "config.json") << config.dump(2);
+  }
+  CompareOptions options;
+  options.inputs = {(root / "sweep").string()};
+  options.plots = gnuplot_available();
+  std::ostringstream out;
+  run_compare(options, out);
+  const std::string console = out.str();
+  INFO(console);
+  for (int i = 1; i <= 4; ++i) {
+    CHECK_FALSE(fs::exists(marker + std::to_string(i)));
+    CHECK_FALSE(fs::exists(root / "sweep" / "plots" / ("RAN" + std::to_string(i))));
+  }
+  // Control characters are shown, not obeyed: on the terminal and in report.md.
+  const std::string md = read_text(root / "sweep" / "report.md");
+  CHECK_FALSE(has_control(console, true));
+  CHECK_FALSE(has_control(md, true));
+  CHECK(console.find("run\\e]0;title\\a\\e[2J") != std::string::npos);
+  CHECK(md.find("run\\e]0;title\\a\\e[2J") != std::string::npos);
+  if (!options.plots) {
+    MESSAGE("gnuplot not installed: SVG text check skipped");
+    return;
+  }
+  // Every script passes each string as one inert literal, and the legend reads as given (the newline shown as \n).
+  const std::string svg = svg_text(root / "sweep" / "plots" / "loss.svg");
+  CHECK(svg.find("sqrt_dk" + xgrad::escape_control(hostile)) != std::string::npos);
+  CHECK(svg.find("RAN4`.txt") != std::string::npos);  // the file is labelled by its base name
+}
+
+TEST_CASE("property: gnuplot_string and escape_control of random strings over the special characters") {
+  // Random strings of the characters gnuplot, shells and terminals treat specially; each must come out of gnuplot
+  // exactly as escape_control shows it, with nothing run.
+  const TempDir root("gnuplot_fuzz");
+  const std::vector<std::string> alphabet{"`", "$", "(", ")", "'", "\"", "\\", "\n", "\r", "\t", "\x1b", "\a",
+                                          "@", ";", "|", "&", "#", "{", "}", "^", "_", "%", "a", "Z", " ", "\x7f",
+                                          "\xc2\x9b", "\xc3\xa9", "system(", "touch " + (root / "RAN").string()};
+  std::uint32_t state = 12345;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  std::vector<std::string> samples;
+  for (int n = 0; n < 200; ++n) {
+    std::string s;
+    for (std::uint32_t len = next() % 24; len > 0; --len) s += alphabet[(next() >> 8) % alphabet.size()];
+    samples.push_back(s);
+  }
+  std::string script = "set terminal svg noenhanced\nset output 'fuzz.svg'\n";
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const std::string& s = samples[i];
+    const std::string shown = xgrad::escape_control(s);
+    INFO(shown);
+    CHECK_FALSE(has_control(shown, false));
+    CHECK(xgrad::escape_control(s, true).find('\r') == std::string::npos);
+    // The literal is 'text' or ('part'."\047".'part'...): single-quoted parts (no quote inside) and quotes.
+    const std::string literal = gnuplot_string(s);
+    CHECK_FALSE(has_control(literal, false));
+    std::string inner = literal, undoubled;
+    if (!inner.empty() && inner.front() == '(') {
+      REQUIRE(inner.back() == ')');
+      inner = inner.substr(1, inner.size() - 2);
+    }
+    for (std::size_t k = 0; k < inner.size();) {
+      if (inner.front() == '(' || (k > 0 && inner[k++] != '.')) FAIL("not a concatenation: " << literal);
+      if (inner.compare(k, 6, "\"\\047\"") == 0) {
+        undoubled += '\'';
+        k += 6;
+        continue;
+      }
+      REQUIRE(inner[k] == '\'');
+      const std::size_t close = inner.find('\'', k + 1);
+      REQUIRE(close != std::string::npos);
+      undoubled += inner.substr(k + 1, close - k - 1);
+      k = close + 1;
+    }
+    CHECK(undoubled == shown);
+    script += fmt::format("set label {} {} at graph 0.01, graph {}\n", i + 1, gnuplot_string("L" + std::to_string(i) +
+                          ":" + s + ":E"), 0.005 * static_cast<double>(i));
+  }
+  if (!gnuplot_available()) {
+    MESSAGE("gnuplot not installed: the gnuplot half of the property is skipped");
+    return;
+  }
+  script += "plot [0:1] [0:1] NaN notitle\n";
+  std::ofstream(root / "fuzz.gp") << script;
+  const std::string command = "cd '" + root.string() + "' && gnuplot fuzz.gp > gnuplot.log 2>&1";
+  CHECK(std::system(command.c_str()) == 0);
+  INFO(read_text(root / "gnuplot.log"));
+  CHECK_FALSE(fs::exists(root / "RAN"));
+  const std::string svg = svg_text(root / "fuzz.svg");
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const std::string want = "L" + std::to_string(i) + ":" + xgrad::escape_control(samples[i]) + ":E";
+    INFO(want);
+    CHECK(svg.find(want) != std::string::npos);
   }
 }

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "common/escape.h"
 #include "common/registry.h"
 #include "train/report/html.h"
 #include "train/report/preset_report.h"
@@ -23,7 +24,55 @@ namespace xgrad::train {
 
 namespace fs = std::filesystem;
 
-std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
+namespace {
+
+// What compare prints passes through escape_control on its way to the terminal: run directory names, file names
+// and config.json values are data, and an ANSI escape in one must be shown, not obeyed. Newlines pass.
+class EscapingBuf : public std::streambuf {
+ public:
+  explicit EscapingBuf(std::ostream& sink) : sink_(sink) {}
+  ~EscapingBuf() override { flush_pending(); }
+
+ protected:
+  int overflow(int ch) override {
+    if (ch == traits_type::eof()) return traits_type::not_eof(ch);
+    const auto byte = static_cast<unsigned char>(ch);
+    if (pending_) {  // a C1 control is two bytes in UTF-8: C2 then 80..9F
+      pending_ = false;
+      sink_ << escape_control(std::string{'\xC2', static_cast<char>(byte)}, true);
+      return ch;
+    }
+    if (byte == 0xC2) pending_ = true;
+    else sink_ << escape_control(std::string(1, static_cast<char>(byte)), true);
+    return ch;
+  }
+  int sync() override {
+    sink_.flush();
+    return 0;
+  }
+
+ private:
+  void flush_pending() {
+    if (pending_) sink_ << '\xC2';
+    pending_ = false;
+  }
+  std::ostream& sink_;
+  bool pending_ = false;
+};
+
+std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out);
+
+}  // namespace
+
+std::size_t run_compare(const CompareOptions& options, std::ostream& terminal) {
+  EscapingBuf buf(terminal);
+  std::ostream out(&buf);
+  return run_compare_unescaped(options, out);
+}
+
+namespace {
+
+std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out) {
   if (options.inputs.empty()) throw std::invalid_argument("compare: no run or sweep directory given");
   const std::vector<std::string> dirs = find_run_dirs(options.inputs);
 
@@ -133,7 +182,7 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
   const fs::path report = out_dir / "report.md";
   std::ofstream md(report);
   if (!md) throw std::runtime_error("compare: cannot write " + report.string());
-  md << report_markdown(c, context);
+  md << escape_control(report_markdown(c, context), true);
   if (!md) throw std::runtime_error("compare: writing " + report.string() + " failed");
   out << "report: " << report.string() << "\n";
 
@@ -142,5 +191,7 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& out) {
   out << "page: " << page.string() << " (" << (html.bytes + 500) / 1000 << " kB; open it in a browser, no server needed)\n";
   return n_runs;
 }
+
+}  // namespace
 
 }  // namespace xgrad::train

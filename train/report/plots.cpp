@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/escape.h"
 #include "nn/scaling.h"
 #include "train/report/tables.h"
 
@@ -146,15 +147,6 @@ double median_gap(const std::vector<Point>& points) {
   for (std::size_t i = 1; i < points.size(); ++i) gaps.push_back(points[i].step - points[i - 1].step);
   std::nth_element(gaps.begin(), gaps.begin() + static_cast<long>(gaps.size() / 2), gaps.end());
   return std::max(1.0, gaps[gaps.size() / 2]);
-}
-
-std::string gnuplot_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out + "\"";
 }
 
 std::string shell_quote(const std::string& s) {
@@ -321,6 +313,29 @@ const std::vector<PlotFigure>& plot_figures() {
     return f;
   }();
   return figures;
+}
+
+std::string gnuplot_string(const std::string& s) {
+  // Single quotes: gnuplot expands backticks (a shell command) and backslash escapes only inside double quotes, and
+  // the terminals are set noenhanced. A quote cannot be doubled inside one (two doubled quotes in a row fail to
+  // parse in gnuplot 5.4), so a string holding quotes is a concatenation of single-quoted parts and "\047", which
+  // holds no backtick. A newline would end the command and a control character could reach a terminal through
+  // gnuplot.log: escape_control writes them out visibly.
+  const std::string shown = escape_control(s);
+  if (shown.find('\'') == std::string::npos) return "'" + shown + "'";
+  std::string out = "(", part;
+  auto append = [&](const std::string& token) { out += (out.size() > 1 ? "." : "") + token; };
+  for (char ch : shown) {
+    if (ch != '\'') {
+      part += ch;
+      continue;
+    }
+    if (!part.empty()) append("'" + part + "'");
+    part.clear();
+    append("\"\\047\"");
+  }
+  if (!part.empty()) append("'" + part + "'");
+  return out + ")";
 }
 
 bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }

@@ -34,6 +34,12 @@ struct PlotOutcome {
 /// per line.
 const std::vector<PlotFigure>& plot_figures();
 
+/// `s` as one gnuplot string expression that gnuplot prints exactly as given and never interprets: single-quoted
+/// (no backtick command substitution, no backslash escapes); a string holding quotes becomes
+/// ('part'."\047".'part'). Control characters (newlines included) are written out visibly by escape_control.
+/// Every name, label, key and title in a script goes through it.
+std::string gnuplot_string(const std::string& s);
+
 /// True when a `gnuplot` executable is on PATH.
 bool gnuplot_available();
 

@@ -1,5 +1,7 @@
 #include "train/report/tables.h"
 
+#include "common/escape.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -90,6 +92,13 @@ std::string markdown_escape(const std::string& text) {
     const char ch = text[i];
     if (ch == '|' && (i == 0 || text[i - 1] != '\\')) out += "\\|";
     else if (ch == '\n' || ch == '\r') out += ' ';
+    else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7F || (static_cast<unsigned char>(ch) == 0xC2 &&
+             i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+             static_cast<unsigned char>(text[i + 1]) <= 0x9F)) {
+      // A name's ANSI escape would act on a terminal that shows report.md: written out as escape_control does.
+      out += escape_control(text.substr(i, static_cast<unsigned char>(ch) == 0xC2 ? 2 : 1));
+      if (static_cast<unsigned char>(ch) == 0xC2) ++i;
+    }
     else if (ch == '<') out += "&lt;";
     else out += ch;
   }

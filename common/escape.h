@@ -1,0 +1,44 @@
+// Escaping of names (run directories, file names, config.json values) before they reach a terminal, a log, a
+// report or a gnuplot script: data must never be able to move a cursor, retitle a window, clear a screen or run a
+// command.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace xgrad {
+
+/// `text` with every control character written out visibly: C0 controls and DEL as \n, \r, \t, \a, \b, \e or \xHH,
+/// and the C1 controls U+0080..U+009F (UTF-8 C2 80..C2 9F, which terminals obey like ESC [) as \u00HH. A backslash
+/// is kept as it is. Other bytes (printable ASCII, UTF-8 text) are unchanged. With keep_newlines, '\n' passes
+/// through (for text of several lines). The output holds no control character other than those newlines.
+inline std::string escape_control(std::string_view text, bool keep_newlines = false) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto ch = static_cast<unsigned char>(text[i]);
+    if (ch == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+      out += fmt::format("\\u{:04X}", static_cast<unsigned char>(text[++i]));
+      continue;
+    }
+    if (ch >= 0x20 && ch != 0x7F) {
+      out += static_cast<char>(ch);
+      continue;
+    }
+    switch (ch) {
+      case '\n': out += keep_newlines ? "\n" : "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\a': out += "\\a"; break;
+      case '\b': out += "\\b"; break;
+      case 0x1B: out += "\\e"; break;
+      default: out += fmt::format("\\x{:02X}", ch);
+    }
+  }
+  return out;
+}
+
+}  // namespace xgrad
