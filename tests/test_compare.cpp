@@ -11,6 +11,9 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <signal.h>
+#include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -29,6 +32,7 @@
 #include "train/report/tables.h"
 #include "train/run_files.h"
 #include "train/trainer.h"
+#include "tests/support/paths.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/run_files.h"
 #include "tests/support/tiny_run.h"
@@ -1879,4 +1883,97 @@ TEST_CASE("property: gnuplot_string and escape_control of random strings over th
     INFO(want);
     CHECK(svg.find(want) != std::string::npos);
   }
+}
+
+TEST_CASE("compare never writes through symbolic links in the report directory, and refuses a plots/ link") {
+  const TempDir root("compare_links");
+  for (const std::string scale : {"none", "sqrt_dk"}) {
+    FakeRun r;
+    r.scale = scale;
+    r.loss = constant(20, 1.0);
+    write_run(root / "sweep" / scale, r);
+  }
+  const fs::path outside = root / "outside";
+  fs::create_directories(outside);
+  for (const std::string name : {"report.md", "report.html"}) {
+    std::ofstream(outside / name) << "keep";
+    fs::create_symlink(outside / name, root / "sweep" / name);
+  }
+  CompareOptions options;
+  options.inputs = {(root / "sweep").string()};
+  options.plots = false;
+  std::ostringstream out;
+  run_compare(options, out);
+  for (const std::string name : {"report.md", "report.html"}) {
+    CHECK(read_text(outside / name) == "keep");
+    CHECK_FALSE(fs::is_symlink(root / "sweep" / name));
+    CHECK(fs::file_size(root / "sweep" / name) > 100);
+  }
+  fs::create_directories(outside / "plots");
+  fs::create_symlink(outside / "plots", root / "sweep" / "plots");
+  options.plots = true;
+  try {
+    run_compare(options, out);
+    FAIL("a plots/ link was written through");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find((root / "sweep" / "plots").string() + " is a symbolic link") != std::string::npos);
+  }
+  CHECK(fs::is_empty(outside / "plots"));
+}
+
+TEST_CASE("SIGTERM at any point of compare leaves the old report whole or the new one whole") {
+  // Old: the report of two runs; new: of three. Whole means report.md, report.html and every plot file of one
+  // generation, and nothing of the other.
+  const TempDir root("compare_sigterm");
+  auto add_run = [&](const std::string& scale, int seed) {
+    FakeRun r;
+    r.scale = scale;
+    r.seed = seed;
+    for (int i = 0; i < 200; ++i) r.loss.push_back(3.0 * std::exp(-0.01 * i * (seed + 1)));
+    write_run(root / "sweep" / (scale + std::to_string(seed)), r);
+  };
+  add_run("none", 0);
+  add_run("sqrt_dk", 0);
+  const std::string xgrad = xgrad::test::xgrad_bin();
+  const std::string rep = (root / "rep").string();
+  const std::string run = "'" + xgrad + "' compare '" + (root / "sweep").string() + "' --out '" + rep + "' > /dev/null 2>&1";
+  REQUIRE(std::system(run.c_str()) == 0);
+  fs::copy(rep, root / "old", fs::copy_options::recursive);
+  add_run("sqrt_dk", 1);
+  REQUIRE(std::system(run.c_str()) == 0);
+  fs::copy(rep, root / "new", fs::copy_options::recursive);
+  auto same_as = [&](const fs::path& generation) {
+    for (const auto& entry : fs::recursive_directory_iterator(generation)) {
+      if (!entry.is_regular_file()) continue;
+      const fs::path here = rep / fs::relative(entry.path(), generation);
+      if (entry.path().filename() == "gnuplot.log") continue;
+      if (!fs::exists(here) || read_text(here) != read_text(entry.path())) return false;
+    }
+    for (const auto& entry : fs::recursive_directory_iterator(fs::path(rep) / "plots"))
+      if (!fs::exists(generation / fs::relative(entry.path(), rep))) return false;
+    return true;
+  };
+  int saw_old = 0, saw_new = 0;
+  for (int ms = 0; ms <= 900; ms += 50) {
+    fs::remove_all(rep);
+    fs::copy(root / "old", rep, fs::copy_options::recursive);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::execl(xgrad.c_str(), xgrad.c_str(), "compare", (root / "sweep").c_str(), "--out", rep.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    INFO("killed after " << ms << " ms");
+    const bool is_old = same_as(root / "old"), is_new = same_as(root / "new");
+    CHECK((is_old || is_new));
+    saw_old += is_old;
+    saw_new += is_new && !is_old;
+  }
+  MESSAGE("old report kept " << saw_old << " times, new one whole " << saw_new << " times");
+  CHECK(saw_old > 0);
 }

@@ -3,10 +3,14 @@
 #include <filesystem>
 #include <fstream>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
+#include <csignal>
+
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "common/escape.h"
@@ -166,28 +170,70 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
     else out << "preset " << context.preset.name << (context.preset.quick ? " (quick)" : "") << ": "
              << context.preset_sections.size() << " section(s) of its own at the top of report.md\n";
   }
+  // Everything is written beside its final place first (new plots in a directory of their own, the report files as
+  // temporary files) and renamed into place at the end with the stop signals held back, so a SIGTERM leaves the old
+  // report or the new one, each whole; a rename replaces a symbolic link the directory holds, never its target.
+  const fs::path plots_dir = out_dir / "plots";
+  const std::string tag = std::to_string(::getpid());
+  // What an earlier compare stopped by a signal left: its old plots (after its commit) or its unfinished new ones.
+  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string prefix : {".plots-old-", ".plots-new-", ".report.md.tmp-", ".report.html.tmp-"})
+      if (name.rfind(prefix, 0) == 0) {
+        const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+      }
+  }
+  const fs::path new_plots = out_dir / (".plots-new-" + tag), old_plots = out_dir / (".plots-old-" + tag);
   if (options.plots) {
-    context.plots = write_plots(c, (out_dir / "plots").string());
-    write_summary_plots(context.summary, (out_dir / "plots").string(), context.plots);
+    if (fs::is_symlink(fs::symlink_status(plots_dir)))
+      throw std::invalid_argument("compare: " + plots_dir.string() +
+                                  " is a symbolic link; compare writes only into the report directory: remove the "
+                                  "link or give another report directory with --out DIR");
+    fs::remove_all(new_plots);
+    context.plots = write_plots(c, new_plots.string());
+    write_summary_plots(context.summary, new_plots.string(), context.plots);
     std::vector<SummaryFigure> preset_figures;
     for (const PresetSection& section : context.preset_sections)
       preset_figures.insert(preset_figures.end(), section.figures.begin(), section.figures.end());
-    write_summary_plots(preset_figures, (out_dir / "plots").string(), context.plots);
+    write_summary_plots(preset_figures, new_plots.string(), context.plots);
+    for (std::size_t at; (at = context.plots.note.find(new_plots.string())) != std::string::npos;)
+      context.plots.note.replace(at, new_plots.string().size(), plots_dir.string());
     for (const auto& w : context.plots.warnings) out << "warning: plots: " << w << "\n";
     if (!context.plots.note.empty()) out << "\nplots: " << context.plots.note << "\n";
     else out << "\nplots: " << context.plots.drawn.size() + context.plots.summary_drawn.size()
-             << " figures (PNG and SVG) in " << (out_dir / "plots").string() << "\n";
+             << " figures (PNG and SVG) in " << plots_dir.string() << "\n";
   }
 
-  const fs::path report = out_dir / "report.md";
-  std::ofstream md(report);
-  if (!md) throw std::runtime_error("compare: cannot write " + report.string());
-  md << escape_control(report_markdown(c, context), true);
-  if (!md) throw std::runtime_error("compare: writing " + report.string() + " failed");
-  out << "report: " << report.string() << "\n";
+  const fs::path report = out_dir / "report.md", page = out_dir / "report.html";
+  const fs::path report_tmp = out_dir / (".report.md.tmp-" + tag), page_tmp = out_dir / (".report.html.tmp-" + tag);
+  {
+    fs::remove(report_tmp);
+    std::ofstream md(report_tmp);
+    if (!md) throw std::runtime_error("compare: cannot write " + report_tmp.string());
+    md << escape_control(report_markdown(c, context), true);
+    md.close();
+    if (!md) throw std::runtime_error("compare: writing " + report_tmp.string() + " failed");
+  }
+  fs::remove(page_tmp);
+  const HtmlOutcome html = write_report_html(c, context, page_tmp.string());
 
-  const fs::path page = out_dir / "report.html";
-  const HtmlOutcome html = write_report_html(c, context, page.string());
+  sigset_t stop, previous;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+  ::pthread_sigmask(SIG_BLOCK, &stop, &previous);
+  std::error_code ec_commit;
+  if (options.plots) {
+    if (fs::exists(fs::symlink_status(plots_dir))) fs::rename(plots_dir, old_plots, ec_commit);
+    if (!ec_commit) fs::rename(new_plots, plots_dir, ec_commit);
+  }
+  if (!ec_commit) fs::rename(report_tmp, report, ec_commit);
+  if (!ec_commit) fs::rename(page_tmp, page, ec_commit);
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (ec_commit) throw std::runtime_error("compare: cannot move the new report into " + out_dir.string() + ": " +
+                                          ec_commit.message());
+  fs::remove_all(old_plots, ec_commit);  // a stop here leaves only this hidden directory, cleared on the next run
+  out << "report: " << report.string() << "\n";
   out << "page: " << page.string() << " (" << (html.bytes + 500) / 1000 << " kB; open it in a browser, no server needed)\n";
   return n_runs;
 }
