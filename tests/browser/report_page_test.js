@@ -213,6 +213,21 @@ async function main() {
     check(lin.splits !== log.splits && JSON.stringify(lin.labels) !== JSON.stringify(log.labels),
           `the y axis' ticks change with it (${lin.labels} -> ${log.labels})`);
 
+    // Values near 1e-5 (a score gradient's median): every y tick label distinct and nonzero, on the linear axis
+    // and on the log one (uPlot's default labels them all "0").
+    for (const ylog of [true, false]) {
+      if (ylog !== (await page.evaluate(() => window.xgradPage.state.panels[0].ylog)))
+        await page.click(".panel:first-child input.ylog");
+      const small = await page.evaluate((ylog) => {
+        const u = window.xgradPage.state.panels[0].chart;
+        u.setScale("y", ylog ? { min: Math.log10(1e-5), max: Math.log10(1.00004e-5) } : { min: 1e-5, max: 1.00004e-5 });
+        return u.axes[1]._values;
+      }, ylog);
+      check(small.length >= 2 && new Set(small).size === small.length && small.every((l) => l !== "0" && l !== ""),
+            `${ylog ? "log" : "linear"} y ticks near 1e-5 read as distinct nonzero values (${small})`);
+    }
+    await page.click(".panel:first-child input.ylog");  // back to the log axis the checks below start from
+
     // Another column redraws the panel with other data.
     const draws = await page.evaluate(() => window.xgradPage.state.panels[0].drawCount);
     const hashBefore = await canvasHash(page, 0);

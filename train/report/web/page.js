@@ -251,9 +251,34 @@
     if (Math.abs(v - r) > 1e-6) return fmt(Math.pow(10, v));
     return r >= -2 && r <= 3 ? String(+Math.pow(10, r).toPrecision(1)) : "1e" + r;
   }
+  // Linear-axis tick labels with as many digits as the ticks' spacing needs: uPlot's default rounds to a few
+  // decimals, which labels every tick of a series near 1e-5 (a score gradient) "0".
+  function linearLabels(splits) {
+    var step = Infinity, big = 0;
+    for (var i = 0; i < splits.length; i++) {
+      big = Math.max(big, Math.abs(splits[i]));
+      if (i > 0 && splits[i] - splits[i - 1] > 0) step = Math.min(step, splits[i] - splits[i - 1]);
+    }
+    if (!(big > 0)) return splits.map(function () { return "0"; });
+    if (!isFinite(step)) step = big;
+    var digits = Math.max(1, Math.min(15, Math.ceil(Math.log10(big / step) - 1e-9) + 1));
+    var exp = big < 1e-3 || big >= 1e6;
+    return splits.map(function (v) {
+      if (Math.abs(v) < step * 1e-6) return "0";
+      return exp ? v.toExponential(digits - 1).replace(/\.?0+e/, "e") : String(+v.toPrecision(digits));
+    });
+  }
   function logAxis(extra) {
-    return Object.assign({ size: 60, splits: logSplits,
-                           values: function (u, splits) { return splits.map(logLabel); } }, extra || {});
+    // Decades as 1e-5 (logLabel); evenly spaced values of a narrow range with the digits their spacing needs.
+    var values = function (u, splits) {
+      var decades = splits.every(function (v) { return Math.abs(v - Math.round(v)) < 1e-6; });
+      return decades ? splits.map(logLabel)
+                     : linearLabels(splits.map(function (v) { return Math.pow(10, v); }));
+    };
+    return Object.assign({ size: 60, splits: logSplits, values: values }, extra || {});
+  }
+  function linearAxis(extra) {
+    return Object.assign({ size: 60, values: function (u, splits) { return linearLabels(splits); } }, extra || {});
   }
 
   // ---- panels -----------------------------------------------------------------------------------------------------
@@ -323,7 +348,7 @@
         x: { time: false, distr: panel.xlog ? 3 : 1, log: 10 },
         y: { distr: 1 }
       },
-      axes: [{ label: "step", labelSize: 20 }, panel.ylog ? logAxis() : { size: 60 }],
+      axes: [{ label: "step", labelSize: 20 }, panel.ylog ? logAxis() : linearAxis()],
       series: pd.series.map(function (s, i) {
         if (i === 0) return { label: "step" };
         var out = { label: s.label, stroke: s.stroke, width: s.width, points: s.points, spanGaps: false,
@@ -569,7 +594,7 @@
              // The y label runs along the plot's height: "(log scale)" is left to the axis's powers of ten so
              // the longest label (the score gradient's) is not cut.
              fig.log_y ? logAxis({ label: fig.y_label.replace(/ \(log scale\)$/, "") })
-                       : { label: fig.y_label, size: 60 }],
+                       : linearAxis({ label: fig.y_label })],
       series: series,
       hooks: { draw: [errorBars] }
     }, joined, host);
