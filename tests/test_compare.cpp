@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "common/escape.h"
@@ -1976,4 +1977,33 @@ TEST_CASE("SIGTERM at any point of compare leaves the old report whole or the ne
   }
   MESSAGE("old report kept " << saw_old << " times, new one whole " << saw_new << " times");
   CHECK(saw_old > 0);
+}
+
+TEST_CASE("plots: y ticks of values near 1e-5 in a narrow range are labelled distinctly") {
+  if (!gnuplot_available()) {
+    MESSAGE("gnuplot not installed: skipped");
+    return;
+  }
+  const TempDir root("compare_small_ticks");
+  FakeRun r;
+  for (int i = 0; i < 40; ++i) {
+    r.loss.push_back(1.0);
+    r.entropy.push_back(1e-5 + 4e-11 * i);  // a linear panel spanning 1e-5 .. 1.0000156e-5
+  }
+  write_run(root / "run", r);
+  CompareOptions options;
+  options.inputs = {root.string()};
+  std::ostringstream out;
+  run_compare(options, out);
+  const std::string svg = read_text(root / "plots" / "entropy.svg");
+  std::vector<std::string> labels;
+  for (std::size_t at = 0; (at = svg.find("<text>", at)) != std::string::npos; at += 6) {
+    const std::string text = svg.substr(at + 6, svg.find('<', at + 6) - at - 6);
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() && *end == '\0' && v > 5e-6 && v < 2e-5) labels.push_back(text);
+  }
+  INFO(fmt::format("{}", fmt::join(labels, " ")));
+  CHECK(labels.size() >= 3);
+  CHECK(std::set<std::string>(labels.begin(), labels.end()).size() == labels.size());
 }
