@@ -219,9 +219,10 @@ async function main() {
       if (ylog !== (await page.evaluate(() => window.xgradPage.state.panels[0].ylog)))
         await page.click(".panel:first-child input.ylog");
       const small = await page.evaluate((ylog) => {
-        const u = window.xgradPage.state.panels[0].chart;
-        u.setScale("y", ylog ? { min: Math.log10(1e-5), max: Math.log10(1.00004e-5) } : { min: 1e-5, max: 1.00004e-5 });
-        return u.axes[1]._values;
+        // The axis' own label function, as uPlot calls it, on ticks 2e-11 apart near 1e-5.
+        const u = window.xgradPage.state.panels[0].chart, axis = u.axes[1];
+        const splits = [1e-5, 1.00002e-5, 1.00004e-5].map((v) => (ylog ? Math.log10(v) : v));
+        return axis.values(u, splits, 1, 2e-11, 2e-11).map(String);
       }, ylog);
       check(small.length >= 2 && new Set(small).size === small.length && small.every((l) => l !== "0" && l !== ""),
             `${ylog ? "log" : "linear"} y ticks near 1e-5 read as distinct nonzero values (${small})`);
