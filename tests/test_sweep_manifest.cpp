@@ -371,3 +371,34 @@ TEST_CASE("sweep run-one, status and --launcher refuse bad input with exit 2 nam
     CHECK(contains(r.output, c.message));
   }
 }
+
+TEST_CASE("sweep run-one refuses a run directory that is a symbolic link and leaves the link's target alone") {
+  const TempDir root("manifest_run_one_link");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "40", {"--launcher", "slurm"}), root).code == 0);
+  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, root).code == 0);
+  const fs::path target = out / "runs" / kNames[2];
+  const std::string metrics_before = read_text(target / "metrics.csv");
+  const std::string config_before = read_text(target / "config.json");
+  // A run directory copied from elsewhere may hold links; point 0's directory is one to point 2's run.
+  fs::remove_all(out / "runs" / kNames[0]);
+  fs::create_directory_symlink(target, out / "runs" / kNames[0]);
+  const Result linked = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root);
+  INFO(linked.output);
+  CHECK(linked.code == 2);
+  CHECK(contains(linked.output, (out / "runs" / kNames[0]).string()));
+  CHECK(contains(linked.output, "symbolic link"));
+  CHECK(read_text(target / "metrics.csv") == metrics_before);
+  CHECK(read_text(target / "config.json") == config_before);
+
+  // A link to a directory outside the sweep: nothing is written there.
+  const fs::path elsewhere = fs::absolute(root / "elsewhere");
+  fs::create_directories(elsewhere);
+  fs::remove(out / "runs" / kNames[0]);
+  fs::create_directory_symlink(elsewhere, out / "runs" / kNames[0]);
+  const Result outside = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root);
+  INFO(outside.output);
+  CHECK(outside.code == 2);
+  CHECK(contains(outside.output, "symbolic link"));
+  CHECK(fs::is_empty(elsewhere));
+}

@@ -153,6 +153,19 @@ void check_run_directory(const TrainConfig& cfg) {
                       "pass --overwrite to replace it or --resume to continue it");
 }
 
+void check_not_linked(const fs::path& base, const fs::path& dir, const std::string& flag) {
+  const fs::path below = dir.lexically_relative(base);
+  fs::path at = base;
+  for (const fs::path& part : below) {
+    if (part.empty() || part == ".") continue;
+    at /= part;
+    std::error_code ec;
+    if (fs::is_symlink(fs::symlink_status(at, ec)))
+      throw ConfigError(flag + ": " + at.string() + " is a symbolic link; xgrad writes run directories only where " +
+                        "the directory you named holds them (replace the link with a directory, or remove it)");
+  }
+}
+
 namespace {
 
 const char* const kInputAdvice = "; put the original back to continue the run, or train a new one on the new data";

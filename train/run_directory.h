@@ -63,6 +63,11 @@ inline constexpr const char* kInheritedLockVariable = "XGRAD_RUN_LOCK_FD";
 /// ConfigError naming --out, --resume or --overwrite.
 void check_run_directory(const TrainConfig& config);
 
+/// Refuses `dir` and every path component below `base` that is a symbolic link (for directories xgrad names itself
+/// inside a directory the user named, such as a sweep's runs/<name>): writing through one would replace files in
+/// whatever the link points to. `base` itself may be a link (the user named it). Throws ConfigError naming `flag`.
+void check_not_linked(const std::filesystem::path& base, const std::filesystem::path& dir, const std::string& flag);
+
 /// For --resume: compares the input files the run's config.json recorded under "inputs" (`stored_config`, in the
 /// canonical form) with those the task read now (`current`, data::Task::input_files()). Throws ConfigError
 /// "<flag>: <path> has changed since the run in <out> started: ..." naming the file and what changed (its size, its

@@ -90,6 +90,8 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   config.out = fs::absolute(point.dir).lexically_normal().string();
   const std::string where = fmt::format("sweep run-one: grid point {} of {} ({})", index, points.size(), point.name);
 
+  // runs/ or runs/<name> as a link would make this point train into (and replace) whatever it points to.
+  check_not_linked(fs::absolute(sweep_dir).lexically_normal(), config.out, "DIR");
   std::error_code ec;
   if (fs::exists(config.out, ec) && !fs::is_directory(config.out, ec))
     throw std::runtime_error(config.out + " exists and is not a directory");
