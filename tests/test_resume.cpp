@@ -762,3 +762,22 @@ TEST_CASE("SIGTERM during the end-of-run length evaluation: the run ends by SIGT
   CHECK(summary.at("length_eval")[1].at("value") == 1024);
   fs::remove_all(dir);
 }
+
+TEST_CASE("an optimizer state that overflows to inf (--z-loss 1e30 with AdamW) stops the run as a divergence naming "
+          "the buffer, not 'done' with frozen weights") {
+  TrainConfig c = nan_run("nan_optimizer_state");
+  c.optimizer = "adamw";
+  c.z_loss = 1e30;
+  LogCapture log;
+  const RunSummary s = xgrad::train::train(c);
+  INFO(log.text());
+  CHECK(s.diverged);
+  CHECK(s.steps_done < c.steps);
+  CHECK(log.text().find("non-finite optimizer state: v of ") != std::string::npos);
+  // The checkpoint left is one whose optimizer state is finite (or none was written yet).
+  const fs::path ckpt = fs::path(c.out) / kCheckpointFile;
+  if (fs::exists(ckpt)) {
+    const nn::Checkpoint good = nn::load_checkpoint(ckpt.string());
+    CHECK(good.meta("nonfinite") == "false");
+  }
+}

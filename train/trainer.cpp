@@ -88,6 +88,18 @@ std::string first_nonfinite(const NamedParameters& named) {
   return "";
 }
 
+// The first non-finite optimizer buffer ("v of <parameter>"), or "". A moment that overflowed makes every update 0
+// (AdamW: m/sqrt(v) = 0 at v = inf) while loss and gradients stay finite, so the step check alone never sees it.
+std::string first_nonfinite_state(const nn::Optimizer& opt, const NamedParameters& named) {
+  const nn::OptimizerState state = opt.state();
+  for (const auto& [kind, arrays] : state.buffers)
+    for (std::size_t i = 0; i < arrays.size(); ++i)
+      for (std::size_t k = 0; k < arrays[i].size(); ++k)
+        if (!std::isfinite(arrays[i].data()[k]))
+          return kind + " of " + (i < named.size() ? named[i].first : "parameter " + std::to_string(i));
+  return "";
+}
+
 // What made a step non-finite, with the values: the loss, or (at a finite loss) the gradient.
 std::string nonfinite_values(const StepRecord& r) {
   auto text = [](double v) { return std::isnan(v) ? std::string("nan") : fmt::format("{:.6g}", v); };
@@ -538,6 +550,21 @@ RunSummary train(const TrainConfig& requested) {
       for (auto& layer : run.model->attention_layers()) layer->last = nn::AttentionRecord();
     if (!run.account(record, summary)) break;
     const std::size_t done = run.progress.step;
+    // Checked where a checkpoint or progress line is due (a copy of the state per check, not per step): a
+    // non-finite buffer would be saved as finite and the run would end "done" having frozen.
+    const bool checkpoint_due = cfg.checkpoint_every > 0 && done % cfg.checkpoint_every == 0;
+    if (checkpoint_due || done % cfg.print_every == 0 || done == cfg.steps) {
+      const std::string broken = first_nonfinite_state(*run.opt, run.named);
+      if (!broken.empty()) {
+        summary.diverged = true;
+        summary.diverged_step = static_cast<long>(record.step);
+        if (root)
+          spdlog::warn("[{}] diverged by step {}: non-finite optimizer state: {} (every update is 0 or non-finite "
+                       "from here); stopping (every row so far is in metrics.csv, the last finite checkpoint in {})",
+                       run.name, record.step, broken, run.checkpoint_path.string());
+        break;
+      }
+    }
     if (root && cfg.checkpoint_every > 0 && done % cfg.checkpoint_every == 0 && done < cfg.steps)
       run.save(run.checkpoint_path, false);
     if (root) run.print_progress(record);
