@@ -402,3 +402,16 @@ TEST_CASE("sweep run-one refuses a run directory that is a symbolic link and lea
   CHECK(contains(outside.output, "symbolic link"));
   CHECK(fs::is_empty(elsewhere));
 }
+
+TEST_CASE("sweep status mentions a checkpoint write left half-done (a second signal during the write)") {
+  const TempDir root("manifest_status_leftover");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "40", {"--launcher", "slurm"}), root).code == 0);
+  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, root).code == 0);
+  const fs::path leftover = out / "runs" / kNames[2] / ".checkpoint.safetensors.tmp-12345";
+  std::ofstream(leftover) << "cut short";
+  const Result status = run_xgrad({"sweep", "status", out.string()}, root);
+  INFO(status.output);
+  CHECK(status.code == 0);
+  CHECK(contains(status.output, "1 leftover partial write: " + leftover.string()));
+}

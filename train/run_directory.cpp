@@ -153,6 +153,17 @@ void check_run_directory(const TrainConfig& cfg) {
                       "pass --overwrite to replace it or --resume to continue it");
 }
 
+std::vector<fs::path> leftover_partial_writes(const fs::path& dir) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos) found.push_back(entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 void check_not_linked(const fs::path& base, const fs::path& dir, const std::string& flag) {
   const fs::path below = dir.lexically_relative(base);
   fs::path at = base;

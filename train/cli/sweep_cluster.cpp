@@ -181,7 +181,9 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
   for (const ManifestPoint& p : points) name_width = std::max(name_width, p.name.size());
   out << fmt::format("{:>5}  {:<{}}  {:<11}  {}\n", "index", "name", name_width, "status", "detail");
   std::map<std::string, std::size_t> count;
+  std::vector<fs::path> leftovers;
   for (const ManifestPoint& p : points) {
+    for (fs::path& f : leftover_partial_writes(p.dir)) leftovers.push_back(std::move(f));
     const PointState s = point_state(p.dir);
     ++count[s.status];
     long steps = -1;
@@ -206,6 +208,12 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
   for (const char* status : {"complete", "diverged", "running", "interrupted", "failed", "pending"})
     if (count[status]) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", count[status], status);
   out << points.size() << " point" << (points.size() == 1 ? "" : "s") << ": " << counts << "\n";
+  if (!leftovers.empty()) {
+    std::string listed;
+    for (const fs::path& f : leftovers) listed += (listed.empty() ? "" : ", ") + shell_quote_path(f.string());
+    out << leftovers.size() << " leftover partial write" << (leftovers.size() == 1 ? "" : "s") << ": " << listed
+        << " (a write cut short, e.g. by a second signal; the point's next run removes it)\n";
+  }
   if (count["interrupted"] + count["failed"] + count["pending"] > 0) {
     const train::PresetRecord preset = train::read_preset_record(sweep_dir);
     const std::string command = preset.name.empty()
