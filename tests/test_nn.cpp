@@ -185,3 +185,30 @@ TEST_CASE("attention layers come from their registry: multi_head by default, unk
   context.d_k = 4;  // a given head size decouples it from the width
   CHECK(make_attention_layer("multi_head", context, gen)->n_heads() == 3);
 }
+
+namespace {
+// A registry of its own, so the duplicate below leaves the real scalings and tasks alone.
+struct WidgetEntry {
+  static constexpr const char* kind = "widget";
+  std::string name;
+  int order = 0;
+};
+}  // namespace
+
+TEST_CASE("a duplicate registration at start-up is recorded with both sources, not thrown") {
+  const std::size_t before = registration_errors().size();
+  const Registration<WidgetEntry> first{WidgetEntry{"knob", 0}, "built in (nn/widgets.cpp)"};
+  // An exception here would escape a static initialiser and abort the program (exit 134), --help included.
+  CHECK_NOTHROW(Registration<WidgetEntry>(WidgetEntry{"knob", 1}, "user/extension.cpp"));
+  REQUIRE(registration_errors().size() == before + 1);
+  CHECK(registration_errors().back() ==
+        "widget 'knob' registered twice: by built in (nn/widgets.cpp) and by user/extension.cpp");
+  CHECK(Registry<WidgetEntry>::instance().at("knob").order == 0);
+  registration_errors().resize(before);
+}
+
+TEST_CASE("a registration names its source file by default") {
+  const Registration<WidgetEntry> entry{WidgetEntry{"dial", 0}};
+  CHECK(doctest::String(Registry<WidgetEntry>::instance().source("dial").c_str()) ==
+        doctest::Contains("test_nn.cpp"));
+}
