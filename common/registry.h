@@ -12,6 +12,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace xgrad {
@@ -32,11 +33,14 @@ class Registry {
     return registry;
   }
 
-  /// Adds `entry`. Throws RegistryError on an empty name or a name already registered.
-  void add(Entry entry) {
-    if (entry.name.empty()) throw RegistryError(std::string(Entry::kind) + ": an entry needs a name");
+  /// Adds `entry`, registered by `source` (a file, or "built in (file)"). Throws RegistryError on an empty name or a
+  /// name already registered; the message names both sources.
+  void add(Entry entry, const std::string& source = "") {
+    if (entry.name.empty()) throw RegistryError(std::string(Entry::kind) + ": an entry needs a name (" + source + ")");
     if (find(entry.name))
-      throw RegistryError(std::string(Entry::kind) + " '" + entry.name + "' is registered twice");
+      throw RegistryError(std::string(Entry::kind) + " '" + entry.name + "' registered twice: by " +
+                          this->source(entry.name) + " and by " + source);
+    sources_.emplace_back(entry.name, source);
     entries_.push_back(std::make_unique<Entry>(std::move(entry)));
     std::stable_sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) { return a->order < b->order; });
   }
@@ -52,6 +56,13 @@ class Registry {
   const Entry& at(const std::string& name) const {
     if (const Entry* e = find(name)) return *e;
     throw RegistryError(std::string(Entry::kind) + " '" + name + "' is unknown (allowed: " + joined_names() + ")");
+  }
+
+  /// Where the entry called `name` was registered (its source file), or "" when unknown.
+  std::string source(const std::string& name) const {
+    for (const auto& [n, src] : sources_)
+      if (n == name) return src;
+    return "";
   }
 
   /// Every entry, in report order.
@@ -86,14 +97,30 @@ class Registry {
  private:
   Registry() = default;
   std::vector<std::unique_ptr<Entry>> entries_;
+  std::vector<std::pair<std::string, std::string>> sources_;  // name, where it was registered
 };
+
+/// Messages of registrations refused during static initialisation (duplicate or empty names). Registration records
+/// them here because an exception escaping a static initialiser aborts the program before main can report it; main
+/// prints them and exits 2.
+inline std::vector<std::string>& registration_errors() {
+  static std::vector<std::string> errors;
+  return errors;
+}
 
 /// Registers an entry when its file's static objects are initialised:
 ///   static const xgrad::Registration<nn::ScalingEntry> registration{make_entry()};
-/// A duplicate name ends the program at start-up with the RegistryError's message.
+/// `source` defaults to the registering file. A duplicate name is recorded in registration_errors() (the first entry
+/// stays), and the executable reports it and exits 2 at start-up.
 template <class Entry>
 struct Registration {
-  explicit Registration(Entry entry) { Registry<Entry>::instance().add(std::move(entry)); }
+  explicit Registration(Entry entry, std::string source = __builtin_FILE()) {
+    try {
+      Registry<Entry>::instance().add(std::move(entry), source);
+    } catch (const RegistryError& e) {
+      registration_errors().push_back(e.what());
+    }
+  }
 };
 
 }  // namespace xgrad

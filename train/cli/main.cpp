@@ -225,6 +225,11 @@ int sweep_directory_command(int argc, char** argv) {
 namespace xgrad::cli {
 
 int main(int argc, char** argv) {
+  // Checked first, so that --help and --version also say which extension clashes with which entry.
+  if (!registration_errors().empty()) {
+    for (const auto& message : registration_errors()) std::cerr << "xgrad: error: " << message << "\n";
+    return 2;
+  }
   platform::select_blas_core(argc, argv);
   platform::tune_allocator();
   try {
