@@ -76,6 +76,14 @@ void set_flush_denormals(bool on) {
 #endif
 }
 
+#if defined(__SSE__)
+FloatControlScope::FloatControlScope() : saved_(_mm_getcsr()) {}
+FloatControlScope::~FloatControlScope() { _mm_setcsr(saved_); }
+#else
+FloatControlScope::FloatControlScope() = default;
+FloatControlScope::~FloatControlScope() = default;
+#endif
+
 void set_threads(int n) {
   if (n < 1) throw std::invalid_argument("--threads must be >= 1");
   blas::set_num_threads(n);

@@ -24,6 +24,19 @@ void tune_allocator();
 /// later multiply on them many times slower; flushing them to zero changes results only below 1.2e-38.
 void set_flush_denormals(bool on);
 
+/// Saves the calling thread's floating-point control (flush bits, rounding) and puts it back when destroyed: a
+/// library call that sets it (train()) leaves its caller's arithmetic as it found it, also when it throws.
+class FloatControlScope {
+ public:
+  FloatControlScope();
+  ~FloatControlScope();
+  FloatControlScope(const FloatControlScope&) = delete;
+  FloatControlScope& operator=(const FloatControlScope&) = delete;
+
+ private:
+  unsigned saved_ = 0;
+};
+
 /// Sets the threads of BLAS and of xgrad's own loops (autograd/kernels/parallel.h); throws std::invalid_argument if
 /// n < 1.
 void set_threads(int n);

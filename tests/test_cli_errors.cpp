@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -504,4 +505,65 @@ TEST_CASE("xgrad: an XGRAD_SIMD that names no kernel variant this CPU runs is re
   CHECK(r.code == 2);
   CHECK(r.stderr_text.find("XGRAD_SIMD: not a kernel variant (allowed: baseline, avx2, avx512f;") !=
         std::string::npos);
+}
+
+TEST_CASE("xgrad: an error naming a path with terminal escapes shows them escaped, never sends them to the terminal") {
+  const TempDir dir("cli_escapes");
+  const std::string name = (dir.path() / "run\x1b]0;title\a\x1b[2J").string();
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"compare", name},
+                                               std::vector<std::string>{"train", "--resume", name},
+                                               std::vector<std::string>{"sweep", "status", name}}) {
+    const Result r = run(args);
+    INFO(args[0], " -> ", r.stderr_text);
+    CHECK(r.code != 0);
+    CHECK(r.stderr_text.find('\x1b') == std::string::npos);
+    CHECK(r.stderr_text.find('\a') == std::string::npos);
+    CHECK(r.stderr_text.find("run\\e]0;title\\a\\e[2J") != std::string::npos);
+  }
+}
+
+TEST_CASE("xgrad: JSON nested 100,000 deep, repeated keys and a config_version from elsewhere are refused naming "
+          "the file, exit 2, never a crash") {
+  const TempDir root("cli_hostile_json");
+  train::TrainConfig c;
+  c.d_model = 8;
+  c.steps = 2;
+  c.print_every = 1000;
+  c.out = (root / "run").string();
+  train::train(c);
+  const fs::path config = root / "run" / "config.json";
+  const std::string good = [&] {
+    std::ifstream in(config);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const std::string deep = "{\"lr\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  struct Hostile {
+    std::string text, message;
+  };
+  const std::vector<Hostile> files{
+      {deep, "deeper than 64 levels"},
+      {"{\"lr\": 0.1, \"steps\": 2, \"lr\": 0.2}", "the key 'lr' appears twice"},
+      {std::regex_replace(good, std::regex("\"config_version\": *[0-9]+"), "\"config_version\": 99"),
+       "config_version 99 is not a format"},
+  };
+  for (const Hostile& h : files) {
+    // As a --config file.
+    const std::string path = (root / "hostile.json").string();
+    std::ofstream(path) << h.text;
+    Result r = run({"train", "--config", path, "--out", (root / "fresh").string()});
+    INFO("--config: ", r.stderr_text);
+    CHECK(r.code == 2);
+    CHECK(r.stderr_text.find(path) != std::string::npos);
+    CHECK(r.stderr_text.find(h.message) != std::string::npos);
+    // As a run's config.json, read by train --resume and by compare.
+    std::ofstream(config) << h.text;
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"train", "--resume", (root / "run").string()},
+                                                 std::vector<std::string>{"compare", (root / "run").string()}}) {
+      r = run(args);
+      INFO(args[0], " ", args[1], ": ", r.stderr_text);
+      CHECK(r.code == 2);
+      CHECK(r.stderr_text.find("config.json") != std::string::npos);
+      CHECK(r.stderr_text.find(h.message) != std::string::npos);
+    }
+  }
 }

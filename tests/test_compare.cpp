@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -1958,13 +1959,23 @@ TEST_CASE("SIGTERM at any point of compare leaves the old report whole or the ne
   for (int ms = 0; ms <= 900; ms += 50) {
     fs::remove_all(rep);
     fs::copy(root / "old", rep, fs::copy_options::recursive);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::execl(xgrad.c_str(), xgrad.c_str(), "compare", (root / "sweep").c_str(), "--out", rep.c_str(),
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
+    // posix_spawn, not fork + exec: a SIGTERM that lands between fork and exec would reach a copy of this test
+    // process, whose doctest handler reports a crash and carries on running the test cases that follow.
+    const std::string sweep = (root / "sweep").string();
+    std::vector<char*> argv{const_cast<char*>(xgrad.c_str()), const_cast<char*>("compare"),
+                            const_cast<char*>(sweep.c_str()), const_cast<char*>("--out"),
+                            const_cast<char*>(rep.c_str()), nullptr};
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGTERM);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    const int spawned = ::posix_spawn(&pid, xgrad.c_str(), nullptr, &attr, argv.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    REQUIRE(spawned == 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     ::kill(pid, SIGTERM);
     int status = 0;
@@ -2006,4 +2017,43 @@ TEST_CASE("plots: y ticks of values near 1e-5 in a narrow range are labelled dis
   INFO(fmt::format("{}", fmt::join(labels, " ")));
   CHECK(labels.size() >= 3);
   CHECK(std::set<std::string>(labels.begin(), labels.end()).size() == labels.size());
+}
+
+TEST_CASE("a subnormal number in metrics.csv (1e-310) is read as the number: report.md and report.html both written") {
+  const TempDir root("compare_subnormal");
+  FakeRun r;
+  r.loss = constant(25, 1e-310);
+  r.score_std = constant(25, 4e-320);
+  write_run(root / "run", r);
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.plots = false;
+  std::ostringstream out;
+  REQUIRE_NOTHROW(run_compare(options, out));
+  CHECK(fs::exists(root / "report.md"));
+  REQUIRE(fs::exists(root / "report.html"));
+  // The page holds the value itself (rounded to 6 digits), not 0 and not null.
+  CHECK(read_text(root / "report.html").find("1e-310") != std::string::npos);
+}
+
+TEST_CASE("a metrics.csv whose one line is 1 GiB (sparse on disk) is refused naming the file and line, not read whole") {
+  const TempDir root("compare_long_line");
+  FakeRun r;
+  r.loss = constant(5, 1.0);
+  write_run(root / "run", r);
+  const fs::path csv = root / "run" / "metrics.csv";
+  fs::resize_file(csv, fs::file_size(csv) + (std::uintmax_t{1} << 30));  // a hole: the last line is 1 GiB of NULs
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.plots = false;
+  std::ostringstream out;
+  try {
+    run_compare(options, out);
+    FAIL("compare read a 1 GiB line");
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    INFO(message);
+    CHECK(message.find(csv.string()) != std::string::npos);
+    CHECK(message.find("line 7 is longer than 16 MiB") != std::string::npos);
+  }
 }

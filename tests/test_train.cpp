@@ -490,3 +490,22 @@ TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that canno
   for (const auto& r : sweep_json.at("runs")) CHECK(r.at("status") == "failed");
   fs::remove_all(sg);
 }
+
+TEST_CASE("train() gives its caller back the floating-point control it found: subnormals still count afterwards") {
+  // Training flushes subnormals on its thread (flush_denormals); a program that trains and then reads numbers (a
+  // report of 1e-310, a gradient check) must not find them zeroed after train() returned, or after it threw.
+  volatile double tiny = 1e-310, one = 1.0;
+  REQUIRE(tiny * one > 0.0);
+  TrainConfig c;
+  c.d_model = 8;
+  c.steps = 2;
+  c.print_every = 1000;
+  c.flush_denormals = true;
+  c.out = temp_dir("fp_control").string();
+  xgrad::train::train(c);
+  CHECK(tiny * one > 0.0);
+  c.resume = true;
+  c.steps = 1;  // fewer steps than the run has: refused after the flush bits were set
+  CHECK_THROWS(xgrad::train::train(c));
+  CHECK(tiny * one > 0.0);
+}

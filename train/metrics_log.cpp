@@ -3,10 +3,36 @@
 #include <algorithm>
 
 #include <cstdlib>
+#include <istream>
+#include <string>
 #include <limits>
 #include <stdexcept>
 
 namespace xgrad::train {
+
+namespace {
+
+// std::getline with a limit: a hostile file (one line of a GiB, sparse on disk) is refused after kMaxMetricsLineBytes
+// rather than read whole into memory. At the end of a last line without a newline it sets eof, as getline does.
+bool read_line(std::istream& in, std::string& line, const std::string& path, std::size_t line_number) {
+  line.clear();
+  std::streambuf* buf = in.rdbuf();
+  for (;;) {
+    const int ch = buf->sbumpc();
+    if (ch == std::char_traits<char>::eof()) {
+      in.setstate(line.empty() ? std::ios::eofbit | std::ios::failbit : std::ios::eofbit);
+      return !line.empty();
+    }
+    if (ch == '\n') return true;
+    line.push_back(static_cast<char>(ch));
+    if (line.size() > kMaxMetricsLineBytes)
+      throw std::runtime_error(path + ": line " + std::to_string(line_number) + " is longer than " +
+                               std::to_string(kMaxMetricsLineBytes >> 20) +
+                               " MiB, far wider than any row xgrad writes; not a metrics.csv xgrad can read");
+  }
+}
+
+}  // namespace
 
 MetricsLog::MetricsLog(const std::string& path, std::vector<std::string> columns)
     : file_(std::fopen(path.c_str(), "w")), path_(path), columns_(std::move(columns)) {
@@ -29,11 +55,11 @@ void MetricsLog::write(const std::vector<double>& row) {
   if (std::fflush(file_) != 0) throw std::runtime_error("writing " + path_ + " failed");
 }
 
-MetricsReader::MetricsReader(const std::string& path) : in_(path, std::ios::binary) {
+MetricsReader::MetricsReader(const std::string& path) : in_(path, std::ios::binary), path_(path) {
   if (!in_) throw std::runtime_error("cannot open " + path);
   // A file saved by a spreadsheet or editor may start with a UTF-8 byte-order mark and end lines with CRLF:
   // neither belongs to a column name or a cell.
-  if (std::getline(in_, header_)) {
+  if (read_line(in_, header_, path_, 1)) {
     if (header_.compare(0, 3, "\xEF\xBB\xBF") == 0) header_.erase(0, 3);
     if (!header_.empty() && header_.back() == '\r') header_.pop_back();
   }
@@ -49,7 +75,7 @@ MetricsReader::MetricsReader(const std::string& path) : in_(path, std::ios::bina
 }
 
 bool MetricsReader::next() {
-  while (std::getline(in_, line_)) {
+  while (read_line(in_, line_, path_, ++lines_)) {
     // getline sets eof when the line had no newline: the writer stopped mid-row.
     const bool no_newline = in_.eof();
     if (!line_.empty() && line_.back() == '\r') line_.pop_back();

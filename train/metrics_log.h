@@ -28,18 +28,23 @@ class MetricsLog {
   std::vector<std::string> columns_;
 };
 
+/// The longest line MetricsReader reads (16 MiB). The widest row xgrad writes, a model of 64 layers of 64 heads
+/// (43,290 columns of at most 16 characters and a comma), is under 1 MiB; a longer line is refused, naming the file and line.
+inline constexpr std::size_t kMaxMetricsLineBytes = std::size_t{16} << 20;
+
 /// Reads a metrics.csv row by row, so a long run's file is never held whole.
 class MetricsReader {
  public:
   /// Opens `path` and reads the header row. A UTF-8 byte-order mark before it and a CR before any newline are
   /// dropped (not part of a column name or cell). Throws std::runtime_error naming the path if it cannot be opened or has
-  /// no header row.
+  /// no header row, or a header line longer than kMaxMetricsLineBytes.
   explicit MetricsReader(const std::string& path);
   const std::vector<std::string>& columns() const { return columns_; }
   /// The header row as it is in the file, without its newline.
   const std::string& header() const { return header_; }
   /// Reads the next data row (empty lines are skipped). False at the end of the file or at a row cut short: one
   /// without its newline (the writer stopped mid-row) or with a cell count other than the number of columns.
+  /// Throws std::runtime_error naming the path and line for a line longer than kMaxMetricsLineBytes.
   bool next();
   /// The last row read: its text without the newline, and one value per column; a cell that is empty or not a
   /// number reads as NaN and is counted in malformed_cells().
@@ -55,11 +60,12 @@ class MetricsReader {
 
  private:
   std::ifstream in_;
+  std::string path_;
   std::string header_, line_;
   std::vector<std::string> columns_;
   std::vector<double> cells_;
   std::vector<char> malformed_flags_;
-  std::size_t malformed_ = 0, rows_ = 0;
+  std::size_t malformed_ = 0, rows_ = 0, lines_ = 1;  // lines_: lines read, the header included
   bool cut_ = false;
 };
 

@@ -18,6 +18,7 @@
 #include "train/run_checkpoint.h"
 #include "train/run_files.h"
 #include "train/settings.h"
+#include "train/json_file.h"
 
 namespace xgrad::train {
 
@@ -240,7 +241,7 @@ void check_run_inputs_unchanged(const std::string& run_dir, const std::string& a
   try {
     std::ifstream in(config_path);
     if (!in) return;
-    stored = nlohmann::json::parse(in);
+    stored = parse_json(in, config_path.string());
   } catch (const nlohmann::json::exception&) {
     return;
   }
@@ -276,7 +277,7 @@ void check_inputs_on_disk(const TrainConfig& cfg) {
   std::ifstream in(config_path);
   nlohmann::json stored;
   try {
-    stored = nlohmann::json::parse(in);
+    stored = parse_json(in, config_path.string());
   } catch (const nlohmann::json::exception&) {
     return;  // reported by the resume itself, with the parser's message
   }

@@ -357,7 +357,13 @@ bool is_record_key(const std::string& key) {
 
 nlohmann::json canonical_config_json(const nlohmann::json& stored, const std::string& source) {
   if (!stored.is_object()) throw ConfigError(source + " is not a JSON object");
-  if (stored.contains("config_version")) return stored;
+  if (const auto version = stored.find("config_version"); version != stored.end()) {
+    // A file from a newer release may mean other things by the same keys: refuse it rather than read it as ours.
+    if (!version->is_number_integer() || version->get<long long>() < 1 || version->get<long long>() > kConfigVersion)
+      throw ConfigError(source + ": config_version " + version->dump() + " is not a format this build reads (1 to " +
+                        std::to_string(kConfigVersion) + "); a newer xgrad may have written it");
+    return stored;
+  }
   // The legacy format: derived values beside the settings (vocab_size and seq_len among them, whose names the
   // settings now use), settings under other names, and every task's and optimizer's settings in every file.
   nlohmann::json out = nlohmann::json::object(), derived = nlohmann::json::object();

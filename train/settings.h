@@ -98,7 +98,7 @@ inline constexpr int kConfigVersion = 2;
 /// chance_loss, num_parameters as resolved for the run) under "derived", and "environment" when present. A legacy
 /// file is converted (keys renamed, settings of tasks and optimizers the run did not use dropped, derived values
 /// moved). Unknown keys (a run of a build with more registry entries) are kept. Throws ConfigError if `stored` is not
-/// an object.
+/// an object, or if its config_version is not an integer in 1..kConfigVersion.
 nlohmann::json canonical_config_json(const nlohmann::json& stored, const std::string& source);
 
 }  // namespace xgrad::train

@@ -30,6 +30,7 @@
 #include "train/run_files.h"
 #include "train/shell_quote.h"
 #include "train/step_metrics.h"
+#include "train/json_file.h"
 #include "nn/mup.h"
 
 namespace xgrad::train {
@@ -116,7 +117,7 @@ bool read_stored_config(const TrainConfig& cfg, TrainConfig& stored, nlohmann::j
   if (!cfg.resume || !fs::exists(config_path, ec)) return false;
   std::ifstream in(config_path);
   try {
-    stored_json = nlohmann::json::parse(in);
+    stored_json = parse_json(in, config_path.string());
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError("--resume: " + config_path.string() + " is not valid JSON: " + e.what());
   }
@@ -513,6 +514,7 @@ RunSummary Run::finish(RunSummary summary) {
 void request_stop(int signal) noexcept { g_stop_signal.store(signal); }
 
 RunSummary train(const TrainConfig& requested) {
+  const platform::FloatControlScope restore_float_control;  // the run sets flush_denormals on this thread
   // A resumed run keeps the paths its config.json holds: check_same_inputs refuses relative ones it cannot check.
   const TrainConfig cfg = requested.resume ? requested : with_absolute_paths(requested);
   const int world_size = platform::world_size();

@@ -15,6 +15,7 @@
 #include "nn/optim.h"
 #include "platform/environment.h"
 #include "train/settings.h"
+#include "train/json_file.h"
 
 namespace xgrad::train {
 
@@ -306,7 +307,7 @@ TrainConfig read_config_file(const std::string& path, const std::string& flag) {
   if (!in) throw ConfigError(flag + ": cannot read " + path);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = parse_json(in, path);
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(flag + ": " + path + " is not valid JSON: " + e.what());
   }
@@ -327,7 +328,7 @@ std::vector<data::InputFile> recorded_input_files(const std::string& path) {
   std::vector<data::InputFile> files;
   try {
     std::ifstream in(path);
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const nlohmann::json j = parse_json(in, path);
     if (!j.is_object() || !j.contains("inputs")) return files;
     if (!j.at("inputs").is_array()) throw std::invalid_argument("not a list");
     for (const nlohmann::json& f : j.at("inputs")) files.push_back(data::InputFile::from_json(f));

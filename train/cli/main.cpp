@@ -22,6 +22,7 @@
 
 #include "autograd/blas.h"
 #include "autograd/kernels/isa.h"
+#include "common/escape.h"
 #include "common/registry.h"
 #include "data/registry.h"
 #include "train/cli/flags.h"
@@ -37,6 +38,7 @@
 #include "train/settings.h"
 #include "train/shell_quote.h"
 #include "train/trainer.h"
+#include "train/json_file.h"
 
 using namespace xgrad;
 using namespace xgrad::train;
@@ -52,9 +54,11 @@ extern "C" void xgrad_on_train_stop_signal(int signal) { request_stop(signal); }
 // second signal end the process at once, for a user who does not want to wait. A signal ignored when xgrad started
 // (nohup, a script's `&`) stays ignored. A sweep starts its children with these signals blocked (see sweep.cpp), so
 // one sent before the handlers were in place is handled now.
-// Prints `line` and returns `exit_code`. In a data-parallel run the other ranks may be waiting for this one in a
+// Prints `message` and returns `exit_code`. In a data-parallel run the other ranks may be waiting for this one in a
 // collective: the whole job ends, with this rank's message.
-int fail(int exit_code, const std::string& line) {
+// Messages name paths and values from the user's files: their control characters are shown, never obeyed.
+int fail(int exit_code, const std::string& message) {
+  const std::string line = escape_control(message, true);
   if (platform::world_size() > 1)
     platform::abort_job(exit_code, fmt::format("{} (rank {} of {})", line, platform::rank(), platform::world_size()));
   std::cerr << line << "\n";
@@ -77,7 +81,7 @@ void load_resume_defaults(const std::string& dir, TrainConfig& config) {
   try {
     std::ifstream in(std::filesystem::path(dir) / kConfigFile);
     if (!in) return;
-    config = TrainConfig::from_json(nlohmann::json::parse(in), dir + "/config.json");
+    config = TrainConfig::from_json(parse_json(in, dir + "/config.json"), dir + "/config.json");
   } catch (const std::exception&) {
   }
   config.out = dir;
@@ -105,7 +109,7 @@ bool config_has_key(const std::string& path, const std::string& key) {
   if (path.empty()) return false;
   try {
     std::ifstream in(path);
-    return canonical_config_json(nlohmann::json::parse(in), path).contains(key);
+    return canonical_config_json(parse_json(in, path), path).contains(key);
   } catch (const std::exception&) {
     return false;
   }
@@ -202,8 +206,7 @@ int sweep_directory_command(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "xgrad: " << e.what() << " (see 'xgrad sweep " << command << " --help')\n";
-    return 2;
+    return fail(2, std::string("xgrad: ") + e.what() + " (see 'xgrad sweep " + command + " --help')");
   }
   try {
     if (command == "status") {
@@ -212,11 +215,9 @@ int sweep_directory_command(int argc, char** argv) {
     }
     return sweep_run_one(dir, index, std::filesystem::canonical("/proc/self/exe").string(), std::cout);
   } catch (const ConfigError& e) {
-    std::cerr << "xgrad: " << e.what() << "\n";
-    return 2;
+    return fail(2, std::string("xgrad: ") + e.what());
   } catch (const std::exception& e) {
-    std::cerr << "xgrad: error: " << e.what() << "\n";
-    return 1;
+    return fail(1, std::string("xgrad: error: ") + e.what());
   }
 }
 
@@ -343,8 +344,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "xgrad: " << e.what() << " (see 'xgrad " << (known ? first + " " : std::string()) << "--help')\n";
-    return 2;
+    return fail(2, std::string("xgrad: ") + e.what() + " (see 'xgrad " + (known ? first + " " : std::string()) + "--help')");
   }
 
   // Only a training run is data-parallel. Under mpirun every rank would run the whole command (a sweep's runs would

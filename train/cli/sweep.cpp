@@ -33,6 +33,7 @@
 #include "train/settings.h"
 #include "train/shell_quote.h"
 #include "train/trainer.h"
+#include "train/json_file.h"
 
 extern char** environ;
 
@@ -110,7 +111,7 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   nlohmann::json config;
   try {
     std::ifstream in(dir / kConfigFile);
-    config = nlohmann::json::parse(in);
+    config = parse_json(in, (dir / kConfigFile).string());
   } catch (const std::exception&) {
     return OnDisk::partial;  // a config.json cut short by a kill: the run never really started
   }
@@ -133,7 +134,7 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   try {
     std::ifstream in(dir / kSummaryFile);
     if (in) {
-      RunSummary::from_json(nlohmann::json::parse(in));
+      RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
       return OnDisk::complete;
     }
   } catch (const std::exception&) {
@@ -359,7 +360,7 @@ std::string record_end(SweepRun& r, int status, bool stopping) {
   const bool finished = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
   if (finished && fs::exists(dir / kSummaryFile, ec)) {
     std::ifstream in(dir / kSummaryFile);
-    const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
+    const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
     r.status = s.diverged ? "diverged" : "complete";
     r.diverged_step = s.diverged_step;
     r.final_loss = s.final_loss;
@@ -453,7 +454,7 @@ std::string recheck_left_alone(SweepRun& r) {
   if (state == OnDisk::complete) {
     try {
       std::ifstream in(fs::path(r.config.out) / kSummaryFile);
-      const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
+      const RunSummary s = RunSummary::from_json(parse_json(in, (fs::path(r.config.out) / kSummaryFile).string()));
       r.status = s.diverged ? "diverged" : "complete";
       r.final_loss = s.final_loss;
       r.diverged_step = s.diverged_step;
@@ -660,7 +661,7 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
   if (fs::exists(out / "sweep.json", ec)) {
     try {
       std::ifstream in(out / "sweep.json");
-      index = nlohmann::json::parse(in);
+      index = parse_json(in, (out / "sweep.json").string());
     } catch (const nlohmann::json::exception&) {
       // an index cut short is rewritten from the runs; each run directory is still checked below
     }
@@ -686,7 +687,7 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
     if (state == OnDisk::complete) {
       runs[i].status = "skipped";
       std::ifstream in(fs::path(runs[i].config.out) / kSummaryFile);
-      const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
+      const RunSummary s = RunSummary::from_json(parse_json(in, (fs::path(runs[i].config.out) / kSummaryFile).string()));
       runs[i].final_loss = s.final_loss;
       runs[i].diverged_step = s.diverged_step;
     } else {
@@ -732,7 +733,7 @@ PointState point_state(const std::string& run_dir) {
   try {
     std::ifstream in(dir / kSummaryFile);
     if (in) {
-      const RunSummary s = RunSummary::from_json(nlohmann::json::parse(in));
+      const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
       state.status = s.diverged ? "diverged" : "complete";
       state.step = s.diverged ? s.diverged_step : -1;
       state.final_loss = s.final_loss;

@@ -23,6 +23,7 @@
 #include "train/run_directory.h"
 #include "train/run_files.h"
 #include "train/shell_quote.h"
+#include "train/json_file.h"
 
 namespace xgrad::train {
 
@@ -42,7 +43,7 @@ std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
   if (!in) throw ConfigError("DIR: " + sweep_dir + " holds no sweep.json, so no sweep manifest; " + kMakeManifest);
   nlohmann::json index;
   try {
-    index = nlohmann::json::parse(in);
+    index = parse_json(in, path.string());
   } catch (const nlohmann::json::exception&) {
     throw ConfigError("DIR: " + path.string() + " is not valid JSON; " + kMakeManifest + " to write it again");
   }

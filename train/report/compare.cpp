@@ -66,6 +66,16 @@ class EscapingBuf : public std::streambuf {
 
 std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out);
 
+// The error when no run could be read: it carries the first reasons, so a caller that only prints the error (a
+// script, a test, a log) still learns why.
+std::string none_readable(std::size_t n_dirs, const std::vector<std::string>& reasons) {
+  std::string message = "compare: none of the " + std::to_string(n_dirs) + " run directories found could be read";
+  constexpr std::size_t kShown = 3;
+  for (std::size_t i = 0; i < reasons.size() && i < kShown; ++i) message += (i == 0 ? ": " : "; ") + reasons[i];
+  if (reasons.size() > kShown) message += "; and " + std::to_string(reasons.size() - kShown) + " more";
+  return message;
+}
+
 }  // namespace
 
 std::size_t run_compare(const CompareOptions& options, std::ostream& terminal) {
@@ -91,8 +101,7 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
     }
   }
   for (const auto& s : context.skipped) out << "skipped " << s << "\n";
-  if (runs.empty()) throw std::runtime_error("compare: none of the " + std::to_string(dirs.size()) +
-                                             " run directories found could be read");
+  if (runs.empty()) throw std::runtime_error(none_readable(dirs.size(), context.skipped));
   const std::size_t n_runs = runs.size();
   const Comparison c = analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold,
                                     options.threshold_window);

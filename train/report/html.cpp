@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -102,7 +103,8 @@ std::string json_number(double v, int digits) {
   while (exponent.size() > 1 && exponent[0] == '0') exponent.erase(0, 1);
   const std::string exp_form = exponent == "0" ? mantissa : mantissa + "e" + (negative ? "-" : "") + exponent;
   // The plain form of the same rounded value ({:g} switches to exponents by its own rule, not by length).
-  const double rounded = std::stod(e);
+  // strtod, not stod: stod throws out_of_range for a subnormal (1e-310), which is a number like any other here.
+  const double rounded = std::strtod(e.c_str(), nullptr);
   const int magnitude = rounded == 0 ? 0 : static_cast<int>(std::floor(std::log10(std::fabs(rounded))));
   const int decimals = std::max(0, digits - 1 - magnitude);
   std::string plain = fmt::format("{:.{}f}", rounded, decimals);
@@ -259,7 +261,8 @@ std::string script_safe(const std::string& json) {
 }
 
 // A number for nlohmann, which writes NaN as null: rounded, so that a figure's points stay short.
-double rounded(double v) { return std::isfinite(v) ? std::stod(fmt::format("{:.6g}", v)) : v; }
+// strtod, not stod, which throws out_of_range for a subnormal (1e-310).
+double rounded(double v) { return std::isfinite(v) ? std::strtod(fmt::format("{:.6g}", v).c_str(), nullptr) : v; }
 
 // "xgrad compare: <the report directory's name>": the page's title and heading.
 std::string title_of(const ReportContext& context) {

@@ -11,6 +11,7 @@
 
 #include "train/metrics_log.h"
 #include "train/run_files.h"
+#include "train/json_file.h"
 
 namespace xgrad::train {
 
@@ -46,7 +47,7 @@ PresetRecord read_preset_record(const std::string& sweep_dir) {
   std::ifstream in(fs::path(sweep_dir) / "sweep.json");
   if (!in) return record;
   try {
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const nlohmann::json j = parse_json(in, (fs::path(sweep_dir) / "sweep.json").string());
     const auto preset = j.find("preset");
     if (preset == j.end()) return record;
     const bool well_formed = preset->is_object() && preset->contains("name") && preset->at("name").is_string() &&

@@ -13,6 +13,7 @@
 #include "train/run_directory.h"
 #include "train/run_files.h"
 #include "train/settings.h"
+#include "train/json_file.h"
 
 namespace xgrad::train {
 
@@ -53,7 +54,7 @@ nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path.string());
   try {
-    return nlohmann::json::parse(in);
+    return parse_json(in, path.string());
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path.string() + " is not valid JSON: " + e.what());
   }

@@ -17,6 +17,7 @@
 #include "train/cli/presets/preset.h"
 #include "train/report/tables.h"
 #include "train/run_files.h"
+#include "train/json_file.h"
 
 namespace xgrad::cli {
 namespace {
@@ -87,7 +88,7 @@ std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
     if (!in) continue;
     RunLengths run;
     try {
-      const train::RunSummary s = train::RunSummary::from_json(nlohmann::json::parse(in));
+      const train::RunSummary s = train::RunSummary::from_json(train::parse_json(in, c.runs[r].dir + "/" + train::kSummaryFile));
       for (const LengthEval& e : s.length_eval)
         if (e.setting == "n_pairs") run.by_pairs[e.value] = e;
       run.seed = c.runs[r].config.value("seed", std::uint64_t{0});
