@@ -522,6 +522,21 @@ TEST_CASE("xgrad: an error naming a path with terminal escapes shows them escape
   }
 }
 
+TEST_CASE("xgrad: log lines of a run whose name holds terminal escapes show them escaped (terminal and train.log)") {
+  const TempDir dir("cli_log_escapes");
+  const std::string name = (dir.path() / "run\x1b]0;title\a\x1b[2J").string();
+  const std::string log = (dir.path() / "out.txt").string();
+  const std::string command = std::string(XGRAD_BIN) + " train --d-model 8 --steps 2 --print-every 1 --out '" + name +
+                              "' > '" + log + "' 2>&1";
+  REQUIRE(std::system(command.c_str()) == 0);
+  std::ifstream in(log);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  INFO(text);
+  CHECK(text.find("[run\\e]0;title\\a\\e[2J] training") != std::string::npos);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK(text.find('\a') == std::string::npos);
+}
+
 TEST_CASE("xgrad: JSON nested 100,000 deep, repeated keys and a config_version from elsewhere are refused naming "
           "the file, exit 2, never a crash") {
   const TempDir root("cli_hostile_json");

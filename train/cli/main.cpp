@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
 #include "autograd/blas.h"
@@ -49,6 +50,23 @@ using xgrad::cli::grid_points;
 namespace {
 
 extern "C" void xgrad_on_train_stop_signal(int signal) { request_stop(signal); }
+
+// A log line's text with its control characters shown (a run's name comes from a directory name, a task's file
+// from the user): the terminal and train.log (a sweep child's output) never obey them.
+class EscapedText : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const std::string text = escape_control(std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(text.data(), text.data() + text.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<EscapedText>(); }
+};
+
+void set_log_format() {
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<EscapedText>('*').set_pattern("[%H:%M:%S] %^%l%$ %*");
+  spdlog::set_formatter(std::move(formatter));
+}
 
 // SIGINT, SIGTERM and SIGHUP let the step in progress finish and a checkpoint be written; SA_RESETHAND makes a
 // second signal end the process at once, for a user who does not want to wait. A signal ignored when xgrad started
@@ -239,7 +257,7 @@ int main(int argc, char** argv) {
     std::cerr << "xgrad: error: " << e.what() << "\n";
     return 2;
   }
-  spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+  set_log_format();
 
   CLI::App app{"xgrad: train toy attention models with and without 1/sqrt(d_k) score scaling and compare them"};
   app.require_subcommand(1);
