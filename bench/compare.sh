@@ -59,7 +59,7 @@ done
 
 # step,cfg,median_ms,min_ms,cpu_ms,gflops,peak_rss_mib,core,threads
 # sgemm,cfg,total_ms,total_cpu_ms,gflops,cpu_gflops,peak_gflops,core,threads
-# Targets: one thread S <= 0.5, M <= 0.8, L <= 1.0 (issue 5); two threads M, L <= 0.8 (issue 14).
+# Targets: one thread S <= 0.5, M <= 0.8, L <= 1.0; two threads M, L <= 0.8.
 targets="S=0.5 M=0.8 L=1.0"
 ((threads == 1)) || targets="S=- M=0.8 L=0.8"
 touch "$out/sgemm.csv"

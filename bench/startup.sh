@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a run pays before and after its steps (issue 14, item 6: start-up <= 50 ms), so a sweep of many short runs can
+# What a run pays before and after its steps, so a sweep of many short runs can
 # be judged.
 #
 #   bench/startup.sh [BUILD_DIR] [REPEATS]        (defaults: build, 30)
@@ -12,7 +12,7 @@
 #                   model, one step, metrics.csv, summary.json and the final checkpoint
 #   outside steps   the same run minus its own account of its training (summary.json wall_seconds): what a run costs
 #                   outside its steps (start-up, the final files and checkpoint)
-# Target (issue 14): a run's start-up, the re-exec included, <= 50 ms ("version" where OpenBLAS misdetects the CPU,
+# Target: a run's start-up, the re-exec included, <= 50 ms ("version" where OpenBLAS misdetects the CPU,
 # else "version" plus one more process start, and "outside steps").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

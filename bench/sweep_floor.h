@@ -1,4 +1,4 @@
-// The floor of a whole sweep (issue #5, item 8): its GEMM FLOPs over the measured single-thread sgemm rate times the
+// The floor of a whole sweep: its GEMM FLOPs over the measured single-thread sgemm rate times the
 // cores it used, next to its wall time.
 #pragma once
 

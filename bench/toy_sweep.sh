@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A toy sweep in xgrad and in PyTorch, side by side (issue 14, item 2).
+# A toy sweep in xgrad and in PyTorch, side by side.
 #
 #   bench/toy_sweep.sh [BUILD_DIR] [ROUNDS] [STEPS]        (defaults: build, 3, 3000)
 #

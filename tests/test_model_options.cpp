@@ -1,4 +1,4 @@
-// Model and task options of issue 13 (item 2): kv_recall's `sum` encoding (key embedding + value embedding at one
+// Model and task options: kv_recall's `sum` encoding (key embedding + value embedding at one
 // position) and attention without its output projection W_o (`attn_out_proj` false).
 #include <doctest/doctest.h>
 

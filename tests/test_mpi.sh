@@ -1,5 +1,5 @@
 #!/bin/bash
-# ctest mpi_<case>: data-parallel training under the real Open MPI `mpirun` with the real xgrad (issue 12).
+# ctest mpi_<case>: data-parallel training under the real Open MPI `mpirun` with the real xgrad.
 #   tests/test_mpi.sh XGRAD_BIN SOURCE_DIR CASE [TEST_MPI_CHECKSUM_BIN]
 # CASE: equivalence | batch_size_not_divisible | killed_rank | stopped_job | resume_other_world_size | bad_input |
 #       checksum_mismatch

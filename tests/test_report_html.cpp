@@ -1,4 +1,4 @@
-// report.html of `xgrad compare` (issue 11): min-max downsampling, the page's embedded JSON, and bad input — runs
+// report.html of `xgrad compare`: min-max downsampling, the page's embedded JSON, and bad input — runs
 // with mismatched columns, an empty metrics.csv, NaN/Inf rows, a single run, 500 runs, series longer than the page's
 // budget — still give a valid page that says what it left out. What the page does in a browser is
 // tests/browser/report_page_test.js.

@@ -1,4 +1,4 @@
-// `xgrad sweep` under the faults of issue #15, with the real executable and real signals: two sweeps on one --out,
+// `xgrad sweep` under faults, with the real executable and real signals: two sweeps on one --out,
 // the sweep killed with SIGKILL, a hangup with and without nohup, a child killed by a signal, and the commands the
 // sweep and the trainer print, pasted into bash. Every case reruns the interrupted sweep and checks each run's
 // metrics.csv (all columns but step_ms) against the same sweep run without interruption.

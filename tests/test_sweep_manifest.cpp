@@ -1,4 +1,4 @@
-// A sweep as a manifest (issue 12, item 5), without Slurm: `xgrad sweep --launcher slurm` writes sweep.json (every
+// A sweep as a manifest, without Slurm: `xgrad sweep --launcher slurm` writes sweep.json (every
 // grid point with its index and resolved settings) and the array script before anything runs; `xgrad sweep run-one`
 // trains one point (resumes it, leaves a complete one alone, refuses a second copy); `xgrad sweep status` reads every
 // point's state from the run directories; `xgrad compare` marks a run still training; bad flags exit 2. The real

@@ -1,4 +1,4 @@
-// report.html in a real browser (issue 11): makes a small sweep with the xgrad executable, runs `xgrad compare` on
+// report.html in a real browser: makes a small sweep with the xgrad executable, runs `xgrad compare` on
 // it, opens the page in Debian's chromium (headless) through puppeteer-core, and checks what a person would see:
 // no console error or page exception, as many runs and groups as the sweep has, a hidden group's curves gone, a log
 // y axis, a redraw on another column, a screenshot that is not blank, no http(s) reference in the file. Then the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A sweep through a real Slurm (issue 12, item 6): a single-node cluster on this machine, started in a temporary
+# A sweep through a real Slurm: a single-node cluster on this machine, started in a temporary
 # directory by this script (munged with a generated key, slurmctld -D and slurmd -D with a generated slurm.conf: one
 # node with this machine's CPUs, proctrack/linuxproc, task/none, no accounting, no cgroups, so it runs in a container
 # or chroot without systemd). Then:

@@ -11,7 +11,7 @@
 //   namespace {
 //   train::SweepConfig grid(bool quick) {
 //     train::SweepConfig c = preset_defaults();       // jobs = cores, one BLAS thread per run, logging every 10 steps
-//     train::set_setting(c.base, "kv_encoding", "sum");  // new presets: the compositional encoding (issue 13 item 2)
+//     train::set_setting(c.base, "kv_encoding", "sum");  // new presets: the compositional encoding
 //     c.base.steps = quick ? 100 : 600;
 //     c.scales = all_scalings();                      // every registered scaling
 //     c.d_ks = {64, 256};
