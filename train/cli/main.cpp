@@ -37,6 +37,7 @@
 #include "train/report/probe.h"
 #include "train/report/tables.h"
 #include "train/settings.h"
+#include "train/settings_reference.h"
 #include "train/shell_quote.h"
 #include "train/trainer.h"
 #include "train/json_file.h"
@@ -339,6 +340,10 @@ int main(int argc, char** argv) {
       ->default_str(compare_opts.plots ? "true" : "false")  // CLI11 would show a bool's default as 1
       ->check(boolean_word());
 
+  CLI::App* settings_cmd = app.add_subcommand(
+      "settings", "print every setting (flag, config.json key, allowed values, default, which entries read it) as "
+                  "Markdown: docs/settings.md");
+
   // CLI11 would say "A subcommand is required" for both a missing and a misspelt command.
   std::string commands;
   bool known = false;
@@ -410,6 +415,10 @@ int main(int argc, char** argv) {
       spdlog::info("done: final loss {}, final accuracy {:.3f} (means over the last 20 steps){}; wrote {}/metrics.csv",
                    format_number(s.final_loss, 4), s.final_accuracy, s.diverged ? " (diverged)" : "", train_cfg.out);
       return s.diverged ? 3 : 0;
+    }
+    if (*settings_cmd) {
+      write_settings_reference(std::cout);
+      return 0;
     }
     if (*compare_cmd) {
       std::string flags;
