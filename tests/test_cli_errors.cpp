@@ -85,8 +85,8 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
     f << "{\"d_modle\": 16}";
   }
   const std::vector<Case> cases{
-      {{}, 2, "a command is required (allowed: train, sweep, experiment, probe, compare;"},
-      {{"bogus"}, 2, "unknown command 'bogus' (allowed: train, sweep, experiment, probe, compare;"},
+      {{}, 2, "a command is required (allowed: train, sweep, experiment, probe, compare, settings;"},
+      {{"bogus"}, 2, "unknown command 'bogus' (allowed: train, sweep, experiment, probe, compare, settings;"},
       {{"train"}, 2, "--out: a run directory is required"},
       {{"train", "--out", out, "--bogus"}, 2, "--bogus"},
       {{"train", "--out", out, "--steps", "abc"}, 2, "--steps: must be a whole number in [1, 1000000000], got 'abc'"},
