@@ -567,3 +567,28 @@ TEST_CASE("xgrad: JSON nested 100,000 deep, repeated keys and a config_version f
     }
   }
 }
+
+TEST_CASE("xgrad sweep: the start names the grid's axes and their sizes, marking those taken from defaults") {
+  const TempDir root("cli_sweep_grid");
+  const std::string out = (root / "sweep").string();
+  // --d-k and --scale given, --arms and --seeds left at their defaults: 2 x 1 x 1 x 2 x 3 = 12 runs.
+  const std::string command = std::string(XGRAD_BIN) + " sweep --out '" + out +
+                              "' --scale none,sqrt_dk --d-k 4 --grid d_model=8,16 --batch-size 2 --steps 1 "
+                              "--print-every 100 --jobs 1 2>&1";
+  std::string output;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  INFO("output: " << output);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  const std::string grid = "grid: scale × 2 (none, sqrt_dk) · d_k × 1 (4) · arms × 1 (default: adamw@0.003) · "
+                           "d_model × 2 (8, 16) · seed × 3 (default: 0, 1, 2) = 12 runs";
+  const std::size_t at = output.find(grid);
+  CHECK(at != std::string::npos);
+  // At the start: before any run has finished.
+  CHECK(at < output.find("runs done"));
+}

@@ -496,6 +496,9 @@ void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFla
       throw ConfigError("--grid: " + axis.key + " is also given as " + flag_of(axis.key) + "; give it once");
     config.grid.push_back(std::move(axis));
   }
+  for (const auto& [axis, flag] : {std::pair<const char*, const char*>{"scale", "--scale"}, {"d_k", "--d-k"},
+                                    {"arms", "--arms"}, {"seed", "--seeds"}, {"grid", "--grid"}})
+    if (app.count(flag) == 0) config.axes_from_defaults.insert(axis);
   config.base.out = config.out.empty() ? "-" : config.out;  // replaced per run
   // Unless given, no more runs at once than the CPUs hold at --threads each (plan_sweep refuses more, as train
   // refuses --threads above the CPUs).
