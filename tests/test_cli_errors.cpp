@@ -592,3 +592,32 @@ TEST_CASE("xgrad sweep: the start names the grid's axes and their sizes, marking
   // At the start: before any run has finished.
   CHECK(at < output.find("runs done"));
 }
+
+TEST_CASE("xgrad: a whole-number setting written as 2.0 is 2; 2.5 is refused naming its fractional part") {
+  const TempDir root("cli_whole_floats");
+  const std::string out = (root / "flag").string();
+  Result r = run({"train", "--out", out, "--steps", "2.0", "--d-model", "8", "--batch-size", "2"});
+  INFO("--steps 2.0: " << r.stderr_text);
+  CHECK(r.code == 0);
+  const std::string written = [&] {
+    std::ifstream in(out + "/config.json");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  CHECK(written.find("\"steps\": 2,") != std::string::npos);
+  r = run({"train", "--out", (root / "half").string(), "--steps", "2.5"});
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--steps: must be a whole number in [1, 1000000000]; 2.5 has a fractional part") !=
+        std::string::npos);
+  // In a --config file, as Python's json.dumps(float(2)) writes it.
+  const std::string config = (root / "given.json").string();
+  std::ofstream(config) << "{\"steps\": 2.0, \"d_model\": 8.0, \"batch_size\": 2}";
+  r = run({"train", "--config", config, "--out", (root / "file").string()});
+  INFO("--config: " << r.stderr_text);
+  CHECK(r.code == 0);
+  std::ofstream(config, std::ios::trunc) << "{\"steps\": 2.5, \"d_model\": 8, \"batch_size\": 2}";
+  r = run({"train", "--config", config, "--out", (root / "file_half").string()});
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find(config + ": 'steps' holds 2.5, which is not a whole number") != std::string::npos);
+  CHECK(r.stderr_text.find("it has a fractional part") != std::string::npos);
+  CHECK(r.stderr_text.find("got 2.0") == std::string::npos);
+}

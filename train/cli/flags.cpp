@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/whole_number.h"
 #include "data/registry.h"
 #include "nn/optim.h"
 #include "platform/environment.h"
@@ -207,7 +208,9 @@ void add_setting_flag(CLI::App& app, Setting setting, const std::string& help, G
           if (!error.empty()) throw CLI::ValidationError(flag, error);
         }
         nlohmann::json value;
-        const std::string error = parse_setting_value(setting, text, value);
+        std::string error;
+        const std::string whole = whole_setting_text(setting, text, error);
+        if (error.empty()) error = parse_setting_value(setting, whole, value);
         if (!error.empty()) throw CLI::ValidationError(flag, error);
         if (setting.type == Setting::Type::path && !text.empty())
           value = std::filesystem::absolute(text).lexically_normal().string();
@@ -467,7 +470,9 @@ GridAxis parse_grid_axis(const std::string& text) {
     nlohmann::json value;
     Setting declared = *s;
     if (const Component* component = find_component(axis.key)) declared.choices = component->names();
-    const std::string error = parse_setting_value(declared, item, value);
+    std::string error;
+    const std::string whole = whole_setting_text(declared, item, error);
+    if (error.empty()) error = parse_setting_value(declared, whole, value);
     if (!error.empty()) throw ConfigError("--grid: " + axis.key + "=" + item + ": " + error);
     for (const auto& v : axis.values)
       if (v == value) throw ConfigError("--grid: " + axis.key + "=" + item + " is given twice");
