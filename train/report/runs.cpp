@@ -98,6 +98,7 @@ void read_series(const fs::path& path, RunRecord& run) {
   RunSeries& s = run.series;
   bool last_row_finite = true;
   while (reader.next()) {
+    if (!reader.row_error().empty()) throw std::invalid_argument(reader.row_error());
     const std::vector<double>& cells = reader.cells();
     s.step.push_back(step_col == absent ? static_cast<double>(s.step.size()) : cells[step_col]);
     s.loss.push_back(cells[loss_col]);
@@ -112,6 +113,7 @@ void read_series(const fs::path& path, RunRecord& run) {
     run.gradients.add(cells[loss_col], grad_norm, s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
     last_row_finite = is_finite_step(cells[loss_col], grad_norm);
   }
+  if (!reader.row_error().empty()) throw std::invalid_argument(reader.row_error());
   if (reader.cut()) add_reason(run, "metrics.csv row " + std::to_string(reader.rows()) + " cut short (dropped)");
   // Without summary.json, a run whose last row is non-finite stopped there: the trainer's default (--on-nan stop)
   // ends a run at its first non-finite step. Under --on-nan skip such a row may be followed by more.
