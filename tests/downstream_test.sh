@@ -19,6 +19,31 @@ prefix=$work/prefix
   ${cxx_flags:+-DCMAKE_EXE_LINKER_FLAGS="$cxx_flags"} >"$work/configure.log"
 "$cmake_bin" --build "$work/build" -j2 >"$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
 
+# An extension registering a task under a built-in name (sort): the executable refuses every start, --help included,
+# with one line naming the entry and both files, exit 2 (not an abort from a static initialiser).
+clash_source=$(cd "$(dirname "$0")" && pwd)/downstream_clash
+"$cmake_bin" -S "$clash_source" -B "$work/clash" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
+  ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"} ${cxx_flags:+-DCMAKE_CXX_FLAGS="$cxx_flags"} \
+  ${cxx_flags:+-DCMAKE_EXE_LINKER_FLAGS="$cxx_flags"} >"$work/clash_configure.log"
+"$cmake_bin" --build "$work/clash" >"$work/clash_build.log" 2>&1 || { tail -40 "$work/clash_build.log"; exit 1; }
+clash_fail=0
+for args in "--help" "train --help" "--version" "train --steps 1 --out $work/clash_run"; do
+  code=0
+  # shellcheck disable=SC2086  # each entry is a list of words
+  "$work/clash/clash_xgrad" $args >"$work/clash_out.txt" 2>"$work/clash_err.txt" || code=$?
+  first=$(head -1 "$work/clash_err.txt")
+  case "$first" in
+    "xgrad: error: task 'sort' registered twice: by "*"/data/"*" and by "*"downstream_clash/sort_clash.cpp") ;;
+    *) echo "FAIL: clash_xgrad $args: stderr does not name the entry and both files:"; cat "$work/clash_err.txt"
+       clash_fail=1 ;;
+  esac
+  [ "$code" -eq 2 ] || { echo "FAIL: clash_xgrad $args exited $code, expected 2"; clash_fail=1; }
+  [ ! -s "$work/clash_out.txt" ] || { echo "FAIL: clash_xgrad $args printed to stdout:"; cat "$work/clash_out.txt"; clash_fail=1; }
+  ! grep -q "terminate called" "$work/clash_err.txt" || clash_fail=1
+done
+[ ! -e "$work/clash_run" ] || { echo "FAIL: clash_xgrad train wrote $work/clash_run"; clash_fail=1; }
+[ "$clash_fail" -eq 0 ] || exit 1
+
 # The project's own tests of its extensions (through xgrad's registries).
 (cd "$work/build" && ctest --output-on-failure >"$work/ctest.log" 2>&1) || { cat "$work/ctest.log"; exit 1; }
 

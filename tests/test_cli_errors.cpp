@@ -582,3 +582,122 @@ TEST_CASE("xgrad: JSON nested 100,000 deep, repeated keys and a config_version f
     }
   }
 }
+
+TEST_CASE("xgrad sweep: the start names the grid's axes and their sizes, marking those taken from defaults") {
+  const TempDir root("cli_sweep_grid");
+  const std::string out = (root / "sweep").string();
+  // --d-k and --scale given, --arms and --seeds left at their defaults: 2 x 1 x 1 x 2 x 3 = 12 runs.
+  const std::string command = std::string(XGRAD_BIN) + " sweep --out '" + out +
+                              "' --scale none,sqrt_dk --d-k 4 --grid d_model=8,16 --batch-size 2 --steps 1 "
+                              "--print-every 100 --jobs 1 2>&1";
+  std::string output;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  INFO("output: " << output);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  const std::string grid = "grid: scale × 2 (none, sqrt_dk) · d_k × 1 (4) · arms × 1 (default: adamw@0.003) · "
+                           "d_model × 2 (8, 16) · seed × 3 (default: 0, 1, 2) = 12 runs";
+  const std::size_t at = output.find(grid);
+  CHECK(at != std::string::npos);
+  // At the start: before any run has finished.
+  CHECK(at < output.find("runs done"));
+}
+
+TEST_CASE("xgrad: a whole-number setting written as 2.0 is 2; 2.5 is refused naming its fractional part") {
+  const TempDir root("cli_whole_floats");
+  const std::string out = (root / "flag").string();
+  Result r = run({"train", "--out", out, "--steps", "2.0", "--d-model", "8", "--batch-size", "2"});
+  INFO("--steps 2.0: " << r.stderr_text);
+  CHECK(r.code == 0);
+  const std::string written = [&] {
+    std::ifstream in(out + "/config.json");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  CHECK(written.find("\"steps\": 2,") != std::string::npos);
+  r = run({"train", "--out", (root / "half").string(), "--steps", "2.5"});
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find("--steps: must be a whole number in [1, 1000000000]; 2.5 has a fractional part") !=
+        std::string::npos);
+  // In a --config file, as Python's json.dumps(float(2)) writes it.
+  const std::string config = (root / "given.json").string();
+  std::ofstream(config) << "{\"steps\": 2.0, \"d_model\": 8.0, \"batch_size\": 2}";
+  r = run({"train", "--config", config, "--out", (root / "file").string()});
+  INFO("--config: " << r.stderr_text);
+  CHECK(r.code == 0);
+  std::ofstream(config, std::ios::trunc) << "{\"steps\": 2.5, \"d_model\": 8, \"batch_size\": 2}";
+  r = run({"train", "--config", config, "--out", (root / "file_half").string()});
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find(config + ": 'steps' holds 2.5, which is not a whole number") != std::string::npos);
+  CHECK(r.stderr_text.find("it has a fractional part") != std::string::npos);
+  CHECK(r.stderr_text.find("got 2.0") == std::string::npos);
+}
+
+TEST_CASE("xgrad compare: a metrics.csv cell that is not a number, or a row with too many fields, is named by file, "
+          "row, line and column; a JSON syntax error names the file, line and column") {
+  const TempDir root("cli_parse_errors");
+  train::TrainConfig c;
+  c.d_model = 8;
+  c.steps = 3;
+  c.print_every = 1000;
+  c.out = (root / "run").string();
+  train::train(c);
+  const fs::path metrics = root / "run" / "metrics.csv";
+  const std::string good = [&] {
+    std::ifstream in(metrics);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  // stdout and stderr: compare's warnings go to the log on stdout.
+  auto compare = [&](std::string& output) {
+    const std::string command = std::string(XGRAD_BIN) + " compare '" + (root / "run").string() + "' 2>&1";
+    output.clear();
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::array<char, 4096> buf{};
+    std::size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
+    const int status = ::pclose(pipe);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  // Row 2 (line 3): its loss cell (column 2 in the header xgrad writes) replaced.
+  const std::size_t row2 = good.find('\n', good.find('\n') + 1) + 1;
+  const std::size_t loss_start = good.find(',', row2) + 1, loss_end = good.find(',', loss_start);
+  REQUIRE(good.substr(0, good.find(',')) == "step");
+  REQUIRE(good.substr(good.find(',') + 1, 5) == "loss,");
+  std::ofstream(metrics, std::ios::trunc) << good.substr(0, loss_start) + "abc" + good.substr(loss_end);
+  std::string output;
+  int code = compare(output);
+  INFO("bad cell: " << output);
+  CHECK(code == 0);
+  CHECK(output.find(metrics.string() + ": row 2 (line 3), column 2 (loss): 'abc' is not a number; drawn as a gap") !=
+        std::string::npos);
+  // One field too many in row 1: that row and the rest are dropped, and the report says where.
+  const std::size_t row1_end = good.find('\n', good.find('\n') + 1);
+  std::ofstream(metrics, std::ios::trunc) << good.substr(0, row1_end) + ",7" + good.substr(row1_end);
+  code = compare(output);
+  CHECK(code == 0);
+  const std::string report = [&] {
+    std::ifstream in(root / "run" / "report.md");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  INFO("extra field: " << report);
+  CHECK(report.find(metrics.string() + ": row 1 (line 2) has ") != std::string::npos);
+  CHECK(report.find(" fields, the header ") != std::string::npos);
+  // JSON: nlohmann's parse error gives line and column; the message names the file beside them.
+  const std::string config = (root / "given.json").string();
+  std::ofstream(config) << "{\"steps\": 2,\n \"lr\": 0.1,\n \"d_model\": 8x}\n";
+  Result r = run({"train", "--config", config, "--out", (root / "fresh").string()});
+  CHECK(r.code == 2);
+  CHECK(r.stderr_text.find(config + " is not valid JSON") != std::string::npos);
+  CHECK(r.stderr_text.find("line 3, column 14") != std::string::npos);
+  std::ofstream(root / "run" / "config.json", std::ios::trunc) << "{\"steps\": 2,\n \"lr\": }\n";
+  code = compare(output);
+  INFO("config.json: " << output);
+  CHECK(code != 0);
+  CHECK(output.find((root / "run" / "config.json").string()) != std::string::npos);
+  CHECK(output.find("line 2, column 8") != std::string::npos);
+}

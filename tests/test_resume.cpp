@@ -781,3 +781,30 @@ TEST_CASE("an optimizer state that overflows to inf (--z-loss 1e30 with AdamW) s
     CHECK(good.meta("nonfinite") == "false");
   }
 }
+
+TEST_CASE("resume refuses a checkpoint whose optimizer step count differs from its step, naming the file and both "
+          "numbers, exit 2") {
+  TrainConfig c = tiny_run(temp_dir("optim_step").string(), 6);
+  c.optimizer = "adamw";
+  xgrad::train::train(c);
+  const fs::path ckpt = fs::path(c.out) / kCheckpointFile;
+  nn::Checkpoint edited = nn::load_checkpoint(ckpt.string());
+  REQUIRE(edited.meta("step") == "6");
+  REQUIRE(edited.meta("optim.step") == "6");
+  for (const std::string& count : {"3", "0", "9"}) {
+    edited.metadata["optim.step"] = count;
+    nn::save_checkpoint(ckpt.string(), edited);
+    TrainConfig r = c;
+    r.resume = true;
+    r.steps = 8;
+    INFO("optim.step = " << count);
+    CHECK_THROWS_WITH_AS(xgrad::train::train(r),
+                         doctest::Contains((ckpt.string() + ": the optimizer has taken " + count +
+                                            " steps (metadata optim.step) but the run 6 (metadata step, 0 of them "
+                                            "skipped)").c_str()),
+                         ConfigError);
+    CHECK(run_xgrad({"train", "--resume", c.out, "--steps", "8"}) == 2);
+    CHECK(checkpoint_step(c.out) == 6);  // refused before training anything
+  }
+  fs::remove_all(c.out);
+}

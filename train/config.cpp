@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/whole_number.h"
 #include "data/npy.h"
 #include "data/token_arrays.h"
 #include "nn/lr_schedule.h"
@@ -317,9 +318,11 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& stored, const std::stri
     // nlohmann converts any number to any arithmetic type (-3 to 18446744073709551613, 2.5 to 2): the declaration's
     // check refuses those, so a corrupt config.json is refused by key instead of read as another run.
     const Setting& declared = *find_setting(key);
-    if (!check_setting_value(declared, value).empty())
-      throw ConfigError(source + ": '" + key + "' holds " + value.dump() + ", which is not " + expected_value(declared));
-    set_setting(c, key, value);
+    const nlohmann::json whole = whole_setting_value(declared, value);  // 16.0 for a whole setting is 16
+    if (!check_setting_value(declared, whole).empty())
+      throw ConfigError(source + ": '" + key + "' holds " + value.dump() + ", which is not " + expected_value(declared) +
+                        (whole_setting_fraction_error(declared, value).empty() ? "" : ": it has a fractional part"));
+    set_setting(c, key, whole);
   }
   return c;
 }

@@ -81,6 +81,7 @@ bool MetricsReader::next() {
     if (!line_.empty() && line_.back() == '\r') line_.pop_back();
     if (line_.empty()) continue;
     ++rows_;
+    row_error_.clear();
     malformed_ = 0;
     std::fill(malformed_flags_.begin(), malformed_flags_.end(), 0);
     std::size_t n_cells = 0;
@@ -94,6 +95,12 @@ bool MetricsReader::next() {
           cells_[n_cells] = std::numeric_limits<double>::quiet_NaN();
           malformed_flags_[n_cells] = 1;
           ++malformed_;
+          const std::size_t comma = line_.find(',', start);
+          const std::string text = line_.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+          // An empty cell is a value not recorded; text that is not a number is a file xgrad did not write.
+          if (!text.empty() && row_error_.empty())
+            row_error_ = where() + ", column " + std::to_string(n_cells + 1) + " (" + columns_[n_cells] + "): '" +
+                         (text.size() > 40 ? text.substr(0, 40) + "..." : text) + "' is not a number";
         }
       }
       ++n_cells;
@@ -101,10 +108,19 @@ bool MetricsReader::next() {
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
+    // A row without its newline is one the writer is still writing: "na" may be the start of "nan".
+    if (no_newline) row_error_.clear();
+    if (!no_newline && n_cells > columns_.size())
+      row_error_ = where() + " has " + std::to_string(n_cells) + " fields, the header " +
+                   std::to_string(columns_.size()) + " columns";
     cut_ = no_newline || n_cells != columns_.size();
     return !cut_;
   }
   return false;
+}
+
+std::string MetricsReader::where() const {
+  return path_ + ": row " + std::to_string(rows_) + " (line " + std::to_string(lines_) + ")";
 }
 
 std::size_t MetricsTable::column(const std::string& name) const {

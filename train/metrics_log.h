@@ -53,6 +53,10 @@ class MetricsReader {
   std::size_t malformed_cells() const { return malformed_; }
   /// Whether cell `i` of the last row read was empty or not a number (it reads as NaN). `i` < columns().size().
   bool malformed(std::size_t i) const { return malformed_flags_[i] != 0; }
+  /// What is wrong with the last row read, or "": "<path>: row R (line L), column C (<name>): '<text>' is not a
+  /// number" for the first cell holding text that is not a number (an empty cell is a value not recorded, not an
+  /// error), or "<path>: row R (line L) has N fields, the header M columns" for a row with too many.
+  const std::string& row_error() const { return row_error_; }
   /// Data rows read so far (the cut row, if any, included).
   std::size_t rows() const { return rows_; }
   /// next() returned false at a row cut short rather than at the end of the file.
@@ -61,12 +65,13 @@ class MetricsReader {
  private:
   std::ifstream in_;
   std::string path_;
-  std::string header_, line_;
+  std::string header_, line_, row_error_;
   std::vector<std::string> columns_;
   std::vector<double> cells_;
   std::vector<char> malformed_flags_;
   std::size_t malformed_ = 0, rows_ = 0, lines_ = 1;  // lines_: lines read, the header included
   bool cut_ = false;
+  std::string where() const;  // "<path>: row R (line L)" of the last row read
 };
 
 /// A whole metrics.csv in memory: column names and its complete rows (a row cut short ends the table).

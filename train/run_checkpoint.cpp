@@ -134,6 +134,28 @@ void load_model_weights(const nn::Checkpoint& c, const std::string& path, nn::At
   for (auto [name, param] : named) param.mutable_value() = *c.find(prefix + name);
 }
 
+namespace {
+
+// An optimizer that counts its updates (AdamW's bias-correction t; SGD counts none and reports 0) took one per step
+// that was not skipped. A count that disagrees is an edited file or another run's state, and resuming with it would
+// apply the wrong bias correction and end as a divergence the run never had. Whether the optimizer counts is asked
+// of the optimizer itself: loaded with a count of 1, one that keeps counts gives 1 back.
+void check_optimizer_steps(nn::Optimizer& optimizer, const nn::OptimizerState& state, const RunProgress& r,
+                           const std::string& path) {
+  nn::OptimizerState probe = state;
+  probe.step = 1;
+  optimizer.load_state(probe);
+  const bool counts = optimizer.state().step == 1;
+  optimizer.load_state(state);
+  if (!counts || (r.skipped_steps <= r.step && state.step == r.step - r.skipped_steps)) return;
+  throw ConfigError("--resume: " + path + ": the optimizer has taken " + std::to_string(state.step) +
+                    " steps (metadata optim.step) but the run " + std::to_string(r.step) + " (metadata step, " +
+                    std::to_string(r.skipped_steps) + " of them skipped); the checkpoint is edited or not this "
+                    "run's (start over with --overwrite)");
+}
+
+}  // namespace
+
 void restore_run_checkpoint(const nn::Checkpoint& c, const std::string& path, const TrainConfig& config,
                             nn::AttentionModel& model, nn::Optimizer& optimizer, RunProgress& p) {
   const MetadataReader meta(c, path);
@@ -176,6 +198,7 @@ void restore_run_checkpoint(const nn::Checkpoint& c, const std::string& path, co
     r.gradients.near_zero_grad_w_k = meta.whole("progress.near_zero_grad_w_k");
   }
   r.skipped_steps = meta.whole("progress.skipped_steps");
+  check_optimizer_steps(optimizer, state, r, path);
   r.consecutive_skips = meta.whole("progress.consecutive_skips");
   r.recent_loss = meta.list("progress.recent_loss");
   r.recent_accuracy = meta.list("progress.recent_accuracy");

@@ -45,7 +45,9 @@ nn::Checkpoint make_run_checkpoint(const TrainConfig& config, const nn::Attentio
                                    const nn::Optimizer& optimizer, const RunProgress& progress, bool nonfinite);
 
 /// Loads `checkpoint` (read from `path`) into the model, the optimizer and `progress`. Throws nn::CheckpointError
-/// naming the path and the tensor or metadata entry that is missing, malformed or of the wrong shape.
+/// naming the path and the tensor or metadata entry that is missing, malformed or of the wrong shape; throws
+/// ConfigError naming the path and both counts when an optimizer that counts its updates (AdamW) holds a count other
+/// than the steps taken minus those skipped.
 void restore_run_checkpoint(const nn::Checkpoint& checkpoint, const std::string& path, const TrainConfig& config,
                             nn::AttentionModel& model, nn::Optimizer& optimizer, RunProgress& progress);
 

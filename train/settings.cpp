@@ -7,6 +7,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "common/whole_number.h"
 #include "data/registry.h"
 #include "nn/lr_schedule.h"
 #include "nn/optim.h"
@@ -271,9 +272,10 @@ nlohmann::json get_setting(const TrainConfig& config, const std::string& key) {
   return nullptr;
 }
 
-void set_setting(TrainConfig& config, const std::string& key, const nlohmann::json& value) {
+void set_setting(TrainConfig& config, const std::string& key, const nlohmann::json& given) {
   const Setting* declared = find_setting(key);
   if (!declared) throw ConfigError(flag_of(key) + ": not a setting of xgrad (config key '" + key + "')");
+  const nlohmann::json value = whole_setting_value(*declared, given);
   std::string error = check_setting_value(*declared, value);
   if (error.empty())
     if (const Component* component = find_component(key))

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/whole_number.h"
 #include "data/registry.h"
 #include "nn/optim.h"
 #include "platform/environment.h"
@@ -207,7 +208,9 @@ void add_setting_flag(CLI::App& app, Setting setting, const std::string& help, G
           if (!error.empty()) throw CLI::ValidationError(flag, error);
         }
         nlohmann::json value;
-        const std::string error = parse_setting_value(setting, text, value);
+        std::string error;
+        const std::string whole = whole_setting_text(setting, text, error);
+        if (error.empty()) error = parse_setting_value(setting, whole, value);
         if (!error.empty()) throw CLI::ValidationError(flag, error);
         if (setting.type == Setting::Type::path && !text.empty())
           value = std::filesystem::absolute(text).lexically_normal().string();
@@ -467,7 +470,9 @@ GridAxis parse_grid_axis(const std::string& text) {
     nlohmann::json value;
     Setting declared = *s;
     if (const Component* component = find_component(axis.key)) declared.choices = component->names();
-    const std::string error = parse_setting_value(declared, item, value);
+    std::string error;
+    const std::string whole = whole_setting_text(declared, item, error);
+    if (error.empty()) error = parse_setting_value(declared, whole, value);
     if (!error.empty()) throw ConfigError("--grid: " + axis.key + "=" + item + ": " + error);
     for (const auto& v : axis.values)
       if (v == value) throw ConfigError("--grid: " + axis.key + "=" + item + " is given twice");
@@ -496,6 +501,9 @@ void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFla
       throw ConfigError("--grid: " + axis.key + " is also given as " + flag_of(axis.key) + "; give it once");
     config.grid.push_back(std::move(axis));
   }
+  for (const auto& [axis, flag] : {std::pair<const char*, const char*>{"scale", "--scale"}, {"d_k", "--d-k"},
+                                    {"arms", "--arms"}, {"seed", "--seeds"}, {"grid", "--grid"}})
+    if (app.count(flag) == 0) config.axes_from_defaults.insert(axis);
   config.base.out = config.out.empty() ? "-" : config.out;  // replaced per run
   // Unless given, no more runs at once than the CPUs hold at --threads each (plan_sweep refuses more, as train
   // refuses --threads above the CPUs).

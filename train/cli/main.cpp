@@ -470,7 +470,8 @@ int main(int argc, char** argv) {
         const SlurmSubmission submission = prepare_slurm_sweep(cfg, slurm);
         const std::string dir = shell_quote_path(cfg.out);
         std::cout << "sweep: " << submission.points << " grid points in " << cfg.out << "/sweep.json; Slurm array "
-                  << "script " << submission.script << "\n";
+                  << "script " << submission.script << "\n"
+                  << grid_summary(cfg, planned.size()) << "\n";
         if (submission.command.empty()) {
           std::cout << "every grid point is complete or running; nothing to submit (xgrad sweep status " << dir
                     << ")\n";
@@ -494,7 +495,8 @@ int main(int argc, char** argv) {
           fmt::format("{}: {} runs into {}, {} at a time, {} BLAS thread(s) each; OpenBLAS core {}",
                       experiment ? "experiment --preset " + preset.name + (preset.quick ? " --quick" : "") : "sweep",
                       planned.size(), cfg.out, cfg.jobs, cfg.base.threads,
-                      blas::core_name());
+                      blas::core_name()) +
+          "\n" + grid_summary(cfg, planned.size());
       const auto t0 = std::chrono::steady_clock::now();
       const SweepResult result =
           run_sweep(cfg, [](const std::string& line) { spdlog::info("{}", line); }, start_line);

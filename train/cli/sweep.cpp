@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -592,6 +593,35 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   return runs;
 }
 
+std::string grid_summary(const SweepConfig& cfg, std::size_t planned) {
+  std::vector<std::string> axes;
+  std::size_t points = 1;
+  auto add = [&](const std::string& name, const std::string& defaulted_as, const std::vector<std::string>& values) {
+    const bool defaulted = cfg.axes_from_defaults.count(defaulted_as) > 0;
+    axes.push_back(fmt::format("{} × {} ({}{})", name, values.size(), defaulted ? "default: " : "",
+                               fmt::join(values, ", ")));
+    points *= values.size();
+  };
+  auto texts = [](const auto& values) {
+    std::vector<std::string> out;
+    for (const auto& v : values) out.push_back(fmt::format("{}", v));
+    return out;
+  };
+  add("scale", "scale", cfg.scales);
+  add("d_k", "d_k", texts(cfg.d_ks));
+  std::vector<std::string> arms;
+  for (const Arm& a : cfg.arms) arms.push_back(fmt::format("{}@{}", a.optimizer, a.lr));
+  add("arms", "arms", arms);
+  for (const GridAxis& axis : cfg.grid) {
+    std::vector<std::string> values;
+    for (const nlohmann::json& v : axis.values) values.push_back(setting_value_text(v));
+    add(axis.key, "grid", values);
+  }
+  add("seed", "seed", texts(cfg.seeds));
+  const std::string kept = planned == points ? "" : fmt::format(" ({} of {} points kept by the preset)", planned, points);
+  return fmt::format("grid: {} = {} run{}{}", fmt::join(axes, " · "), planned, planned == 1 ? "" : "s", kept);
+}
+
 namespace {
 
 // The sweep directory with its lock held, every run's state on disk known, the config files and the manifest written.
@@ -656,7 +686,10 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
                       "); wait for it to end, or stop it, before sweeping into it again");
   fs::create_directories(out / "runs", ec);
   if (ec) throw ConfigError("--out: cannot create sweep directory " + cfg.out + ": " + ec.message());
-  if (progress && !start_line.empty()) progress(start_line);
+  if (progress && !start_line.empty()) {
+    std::istringstream lines(start_line);
+    for (std::string line; std::getline(lines, line);) progress(line);
+  }
   nlohmann::json index;
   if (fs::exists(out / "sweep.json", ec)) {
     try {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ struct SweepConfig {
   // optimizer, lr, seed and grid values applied) it returns false for, e.g. d_model = d_k only, or muP only with its
   // 1/d_k attention. Not recorded in sweep.json; the runs it keeps are.
   std::function<bool(const TrainConfig&)> keep;
+  // The axes whose values no flag gave ("scale", "d_k", "arms", "seed"; "grid" for a preset's --grid axes), recorded
+  // where the flags are parsed, so the start of a sweep can say which values came from defaults.
+  std::set<std::string> axes_from_defaults;
 };
 
 struct SweepRun {
@@ -75,18 +79,23 @@ struct SweepRun {
 /// (empty lists, duplicates, invalid run settings).
 std::vector<SweepRun> plan_sweep(const SweepConfig& config);
 
+/// One line naming the grid's axes in plan order with their sizes and values, marking those taken from defaults, and
+/// the number of runs `planned` (fewer than the product when a preset's filter leaves points out), e.g.
+/// "grid: scale × 2 (none, sqrt_dk) · d_k × 3 (default: 16, 64, 256) · arms × 1 (adamw@0.01) · seed × 1 (0) = 6 runs".
+std::string grid_summary(const SweepConfig& config, std::size_t planned);
+
 struct SweepResult {
   std::vector<SweepRun> runs;
   int stop_signal = 0;  // the signal that interrupted the sweep, 0 if it ran to its end
 };
 
-/// Runs the plan; writes out/sweep.json (atomically) whenever a run starts or ends. `progress` gets `start_line` (if
-/// not empty) once the sweep holds its directory, so a refused sweep says nothing else, then one line per finished
-/// run ("runs done / total, elapsed, ETA") and per run left alone. SIGINT, SIGTERM and SIGHUP, unless ignored when
-/// the sweep started (nohup), stop it: no new run starts, the running children get SIGTERM (and SIGCONT, should one
-/// be stopped) and write a checkpoint ("interrupted"), the index is written, and the result names the signal (the
-/// handlers in place before are restored). Throws ConfigError naming --out when another sweep holds the directory's
-/// lock (with its pid) or the directory holds other runs.
+/// Runs the plan; writes out/sweep.json (atomically) whenever a run starts or ends. `progress` gets each line of
+/// `start_line` (if not empty) once the sweep holds its directory, so a refused sweep says nothing else, then one line
+/// per finished run ("runs done / total, elapsed, ETA") and per run left alone. SIGINT, SIGTERM and SIGHUP, unless
+/// ignored when the sweep started (nohup), stop it: no new run starts, the running children get SIGTERM (and SIGCONT,
+/// should one be stopped) and write a checkpoint ("interrupted"), the index is written, and the result names the signal
+/// (the handlers in place before are restored). Throws ConfigError naming --out when another sweep holds the
+/// directory's lock (with its pid) or the directory holds other runs.
 SweepResult run_sweep(const SweepConfig& config, const std::function<void(const std::string&)>& progress,
                       const std::string& start_line = "");
 

@@ -9,6 +9,8 @@
 #include <set>
 #include <stdexcept>
 
+#include <spdlog/spdlog.h>
+
 #include "train/metrics_log.h"
 #include "train/run_directory.h"
 #include "train/run_files.h"
@@ -97,7 +99,11 @@ void read_series(const fs::path& path, RunRecord& run) {
 
   RunSeries& s = run.series;
   bool last_row_finite = true;
+  std::string first_bad_cell;  // where text stands in place of a number, the first time
+  std::size_t bad_cells = 0;
   while (reader.next()) {
+    if (first_bad_cell.empty()) first_bad_cell = reader.row_error();
+    if (!reader.row_error().empty()) bad_cells += reader.malformed_cells();
     const std::vector<double>& cells = reader.cells();
     s.step.push_back(step_col == absent ? static_cast<double>(s.step.size()) : cells[step_col]);
     s.loss.push_back(cells[loss_col]);
@@ -112,7 +118,14 @@ void read_series(const fs::path& path, RunRecord& run) {
     run.gradients.add(cells[loss_col], grad_norm, s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
     last_row_finite = is_finite_step(cells[loss_col], grad_norm);
   }
-  if (reader.cut()) add_reason(run, "metrics.csv row " + std::to_string(reader.rows()) + " cut short (dropped)");
+  // Text where a number belongs is drawn as a gap (report.html counts such cells); the terminal says where it is.
+  if (!first_bad_cell.empty())
+    spdlog::warn("compare: {}{}; drawn as a gap", first_bad_cell,
+                 bad_cells > 1 ? " (the first of " + std::to_string(bad_cells) + " such cells)" : std::string());
+  if (reader.cut())
+    add_reason(run, reader.row_error().empty()
+                        ? "metrics.csv row " + std::to_string(reader.rows()) + " cut short (dropped)"
+                        : reader.row_error() + " (this row and any after it dropped)");
   // Without summary.json, a run whose last row is non-finite stopped there: the trainer's default (--on-nan stop)
   // ends a run at its first non-finite step. Under --on-nan skip such a row may be followed by more.
   const auto on_nan = run.config.find("on_nan");
