@@ -442,7 +442,7 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
         std::size_t n_diverged = 0;
         for (auto i : arm.runs) n_diverged += c.runs[i].diverged ? 1 : 0;
         const std::string title =
-            fmt::format("{} ({} run{}{}{})", arm.scale(), n, n == 1 ? "" : "s",
+            fmt::format("{} ({} run{}{}{})", scale_label(arm), n, n == 1 ? "" : "s",
                         arm.n_incomplete ? fmt::format(", {} incomplete", arm.n_incomplete) : std::string(),
                         n_diverged ? fmt::format(", {} diverged: not in the mean", n_diverged) : std::string());
         auto has = [&](const std::string& s) { return d.files.count(s) > 0; };
