@@ -1150,6 +1150,33 @@ TEST_CASE("plots: W_k in a lighter shade than W_q; titles give the smoothing win
   CHECK(score_std.find("means not smoothed (measured every 10 steps)") != std::string::npos);
 }
 
+TEST_CASE("a scaling another build registered is warned about once, however many arms and figures draw it") {
+  // Runs of a build with its own scaling (and that scaling's own setting), at two d_k: curves and summary figures.
+  const TempDir root("compare_unknown_once");
+  for (const std::string scale : {"none", "my_scale"})
+    for (const std::size_t d_k : {16, 64}) {
+      FakeRun r;
+      r.scale = scale;
+      r.d_k = d_k;
+      for (int i = 0; i < 30; ++i) r.loss.push_back(3.0 * std::exp(-0.01 * i));
+      r.score_std = constant(30, 1.0);
+      r.entropy = constant(30, 1.0);
+      if (scale == "my_scale") r.extra_config = {{"my_scale_power", 0.5}};
+      write_run(root / fmt_name(d_k, scale, 0), r);
+    }
+  PathGuard no_gnuplot("/nonexistent-xgrad-test");
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.out = (root / "report").string();
+  std::ostringstream out;
+  run_compare(options, out);
+  INFO(out.str());
+  const std::string warning = "scaling 'my_scale' is not registered in this build";
+  std::size_t count = 0;
+  for (auto at = out.str().find(warning); at != std::string::npos; at = out.str().find(warning, at + 1)) ++count;
+  CHECK(count == 1);
+}
+
 TEST_CASE("plots: colour and dash style come from the scaling registry; a name it lacks gets a palette colour and a "
           "warning") {
   const TempDir root("compare_plot_styles");

@@ -124,9 +124,11 @@ ScalingStyle style_of(const std::string& scale, std::vector<std::string>& warnin
   std::uint32_t hash = 2166136261u;  // FNV-1a
   for (unsigned char ch : scale) hash = (hash ^ ch) * 16777619u;
   const std::string colour = palette[hash % palette.size()];
-  warnings.push_back(fmt::format(entry ? "scaling '{}' declares colour '{}', not #RRGGBB; drawn in #{}"
-                                       : "scaling '{}' is not registered in this build{}; drawn in #{}",
-                                 scale, entry ? entry->colour : std::string(), colour));
+  // Every arm and figure of the scale asks again: the reader needs to be told once.
+  std::string warning = fmt::format(entry ? "scaling '{}' declares colour '{}', not #RRGGBB; drawn in #{}"
+                                          : "scaling '{}' is not registered in this build{}; drawn in #{}",
+                                    scale, entry ? entry->colour : std::string(), colour);
+  if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(std::move(warning));
   return {colour, 1};
 }
 
