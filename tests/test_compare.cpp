@@ -1338,6 +1338,34 @@ TEST_CASE("summary figures: final loss, step-0 attention and per-query score gra
   CHECK(grad.lines[0].points[1].hi == doctest::Approx(2e-7));
 }
 
+TEST_CASE("arms without a theory point are named in one note with the reason, not one note per arm and d_k") {
+  // Scalings of another build: probe() cannot build them, at any d_k.
+  const TempDir root("compare_no_theory_once");
+  for (const std::string scale : {"my_scale", "their_scale"})
+    for (const std::size_t d_k : {16, 64}) {
+      FakeRun r;
+      r.scale = scale;
+      r.d_k = d_k;
+      r.loss = constant(30, 1.0);
+      r.score_std = constant(30, 1.0);
+      r.entropy = constant(30, 1.0);
+      write_run(root / fmt_name(d_k, scale, 0), r);
+    }
+  const Comparison cmp = analyse_dirs({root.string()});
+  const std::vector<SummaryFigure> figures = summary_figures(cmp);
+  const auto std0 = std::find_if(figures.begin(), figures.end(),
+                                 [](const SummaryFigure& f) { return f.name == "score_std_step0_vs_d_k"; });
+  REQUIRE(std0 != figures.end());
+  std::vector<std::string> theory_notes;
+  for (const auto& n : std0->notes)
+    if (n.find("theory point") != std::string::npos) theory_notes.push_back(n);
+  INFO(fmt::format("{}", fmt::join(std0->notes, "\n")));
+  REQUIRE(theory_notes.size() == 1);
+  CHECK(theory_notes[0].find("my_scale at d_k=16, 64 (") != std::string::npos);
+  CHECK(theory_notes[0].find("their_scale at d_k=16, 64 (") != std::string::npos);
+  CHECK(theory_notes[0].find("is not a registered scale") != std::string::npos);  // why
+}
+
 TEST_CASE("summary figures of real runs: the step-0 theory line, PNG and SVG beside the other plots, in report.md") {
   const TempDir root("compare_summary_real");
   for (const std::size_t d_k : {4, 16})
