@@ -69,6 +69,7 @@ struct FakeRun {
   std::size_t steps = 0;  // config "steps"; 0: the number of rows
   std::string on_nan;     // config "on_nan" when not empty
   std::string tail;       // raw text after the last row (a cut-short line)
+  nlohmann::json extra_config = nlohmann::json::object();  // more config.json keys (a scaling's own settings)
 };
 
 std::string cell(double v) {
@@ -92,6 +93,7 @@ void write_run(const fs::path& dir, const FakeRun& r) {
                         {"print_every", 100},    {"log_every", 1},      {"threads", 1},
                         {"environment", {{"machine", r.environment}}}};
   if (!r.on_nan.empty()) config["on_nan"] = r.on_nan;
+  config.update(r.extra_config);
   std::ofstream(dir / "config.json") << config.dump(2);
 
   std::ofstream csv(dir / "metrics.csv");
@@ -402,14 +404,69 @@ TEST_CASE("compare shows the task of arms that differ in it, and states no scali
                       "scale also differs from it in task") != std::string::npos);
   CHECK(md.find("no scaling comparison for d_k=16 sqrt_dk adamw lr=0.003 task=kv_recall") != std::string::npos);
 
-  // Arms that differ in a setting only one of them has (the softcap scaling's cap) are not compared either, and the
-  // note names that setting.
+  // A setting only the softcap scaling has (its cap) belongs to the scaling: real runs of softcap and unscaled are
+  // compared, and the softcap arm is named with its cap.
   xgrad::train::train(short_run(root / "capped" / "none", "kv_recall", "none"));
   xgrad::train::train(short_run(root / "capped" / "softcap", "kv_recall", "softcap"));
   const std::string capped = compare_text(root / "capped");
   INFO(capped);
-  CHECK(capped.find("no scaling comparison: no two arms differ only in scale; arms of different scales also differ "
-                    "in softcap_cap") != std::string::npos);
+  CHECK(capped.find("no scaling comparison") == std::string::npos);
+  const auto capped_sentences = scale_sentences(analyse_dirs({(root / "capped").string()}));
+  REQUIRE(capped_sentences.size() == 1);
+  CHECK(capped_sentences[0].find("softcap (softcap_cap=50)") != std::string::npos);
+}
+
+TEST_CASE("a scaling's own settings do not split arms for the scaling comparison, and still label the arms") {
+  const TempDir root("compare_own_settings");
+  auto run = [&](const fs::path& dir, const std::string& scale, const nlohmann::json& extra, double loss) {
+    FakeRun r;
+    r.scale = scale;
+    r.loss = constant(30, loss);
+    r.extra_config = extra;
+    write_run(dir, r);
+  };
+  // `--scale softcap,sqrt_dk` with --softcap-cap 30: one comparison, softcap labelled with its cap.
+  run(root / "softcap" / "sqrt", "sqrt_dk", nlohmann::json::object(), 0.5);
+  run(root / "softcap" / "cap30", "softcap", {{"softcap_cap", 30.0}}, 0.4);
+  std::string md;
+  const std::string console = compare_text(root / "softcap", &md);
+  INFO(console);
+  CHECK(console.find("no scaling comparison") == std::string::npos);
+  const Comparison softcap = analyse_dirs({(root / "softcap").string()});
+  REQUIRE(softcap.arms.size() == 2);
+  const auto sentences = scale_sentences(softcap);
+  REQUIRE(sentences.size() == 1);
+  CHECK(sentences[0].find("sqrt_dk") != std::string::npos);
+  CHECK(sentences[0].find("softcap (softcap_cap=30)") != std::string::npos);
+  CHECK(sentences[0].find("softcap_cap=?") == std::string::npos);  // the reference has no cap to show
+
+  // Two caps are two arms, each compared with sqrt_dk and named by its cap.
+  run(root / "softcap" / "cap50", "softcap", {{"softcap_cap", 50.0}}, 0.45);
+  const Comparison caps = analyse_dirs({(root / "softcap").string()});
+  REQUIRE(caps.arms.size() == 3);
+  const auto two = scale_sentences(caps);
+  REQUIRE(two.size() == 2);
+  CHECK(fmt::format("{}", fmt::join(two, "\n")).find("softcap (softcap_cap=30)") != std::string::npos);
+  CHECK(fmt::format("{}", fmt::join(two, "\n")).find("softcap (softcap_cap=50)") != std::string::npos);
+  CHECK(compare_text(root / "softcap").find("no scaling comparison") == std::string::npos);
+
+  // README's dk_power, read by a build that does not register it: the setting no declaration knows belongs to the
+  // scaling this build does not know.
+  run(root / "dk_power" / "sqrt", "sqrt_dk", nlohmann::json::object(), 0.5);
+  run(root / "dk_power" / "p075", "dk_power", {{"dk_power_exponent", 0.75}}, 0.4);
+  const Comparison power = analyse_dirs({(root / "dk_power").string()});
+  REQUIRE(power.arms.size() == 2);
+  const auto power_sentences = scale_sentences(power);
+  REQUIRE(power_sentences.size() == 1);
+  CHECK(power_sentences[0].find("dk_power (dk_power_exponent=0.75)") != std::string::npos);
+
+  // Arms that also differ in a setting of the model are not compared, and the note names that setting only.
+  run(root / "wider" / "sqrt", "sqrt_dk", nlohmann::json::object(), 0.5);
+  run(root / "wider" / "cap30", "softcap", {{"softcap_cap", 30.0}, {"d_model", 32}}, 0.4);
+  const std::string wider = compare_text(root / "wider");
+  INFO(wider);
+  CHECK(wider.find("no scaling comparison: no two arms differ only in scale; arms of different scales also differ "
+                   "in d_model\n") != std::string::npos);
 }
 
 TEST_CASE("runs on other contents of one input file are other arms, labelled by file and hash, never compared") {
@@ -1093,6 +1150,33 @@ TEST_CASE("plots: W_k in a lighter shade than W_q; titles give the smoothing win
   CHECK(score_std.find("means not smoothed (measured every 10 steps)") != std::string::npos);
 }
 
+TEST_CASE("a scaling another build registered is warned about once, however many arms and figures draw it") {
+  // Runs of a build with its own scaling (and that scaling's own setting), at two d_k: curves and summary figures.
+  const TempDir root("compare_unknown_once");
+  for (const std::string scale : {"none", "my_scale"})
+    for (const std::size_t d_k : {16, 64}) {
+      FakeRun r;
+      r.scale = scale;
+      r.d_k = d_k;
+      for (int i = 0; i < 30; ++i) r.loss.push_back(3.0 * std::exp(-0.01 * i));
+      r.score_std = constant(30, 1.0);
+      r.entropy = constant(30, 1.0);
+      if (scale == "my_scale") r.extra_config = {{"my_scale_power", 0.5}};
+      write_run(root / fmt_name(d_k, scale, 0), r);
+    }
+  PathGuard no_gnuplot("/nonexistent-xgrad-test");
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.out = (root / "report").string();
+  std::ostringstream out;
+  run_compare(options, out);
+  INFO(out.str());
+  const std::string warning = "scaling 'my_scale' is not registered in this build";
+  std::size_t count = 0;
+  for (auto at = out.str().find(warning); at != std::string::npos; at = out.str().find(warning, at + 1)) ++count;
+  CHECK(count == 1);
+}
+
 TEST_CASE("plots: colour and dash style come from the scaling registry; a name it lacks gets a palette colour and a "
           "warning") {
   const TempDir root("compare_plot_styles");
@@ -1252,6 +1336,34 @@ TEST_CASE("summary figures: final loss, step-0 attention and per-query score gra
   CHECK(grad.lines[0].points[1].y == doctest::Approx(1.5e-7));  // median over the seeds' 1e-7 and 2e-7
   CHECK(grad.lines[0].points[1].lo == doctest::Approx(1e-7));
   CHECK(grad.lines[0].points[1].hi == doctest::Approx(2e-7));
+}
+
+TEST_CASE("arms without a theory point are named in one note with the reason, not one note per arm and d_k") {
+  // Scalings of another build: probe() cannot build them, at any d_k.
+  const TempDir root("compare_no_theory_once");
+  for (const std::string scale : {"my_scale", "their_scale"})
+    for (const std::size_t d_k : {16, 64}) {
+      FakeRun r;
+      r.scale = scale;
+      r.d_k = d_k;
+      r.loss = constant(30, 1.0);
+      r.score_std = constant(30, 1.0);
+      r.entropy = constant(30, 1.0);
+      write_run(root / fmt_name(d_k, scale, 0), r);
+    }
+  const Comparison cmp = analyse_dirs({root.string()});
+  const std::vector<SummaryFigure> figures = summary_figures(cmp);
+  const auto std0 = std::find_if(figures.begin(), figures.end(),
+                                 [](const SummaryFigure& f) { return f.name == "score_std_step0_vs_d_k"; });
+  REQUIRE(std0 != figures.end());
+  std::vector<std::string> theory_notes;
+  for (const auto& n : std0->notes)
+    if (n.find("theory point") != std::string::npos) theory_notes.push_back(n);
+  INFO(fmt::format("{}", fmt::join(std0->notes, "\n")));
+  REQUIRE(theory_notes.size() == 1);
+  CHECK(theory_notes[0].find("my_scale at d_k=16, 64 (") != std::string::npos);
+  CHECK(theory_notes[0].find("their_scale at d_k=16, 64 (") != std::string::npos);
+  CHECK(theory_notes[0].find("is not a registered scale") != std::string::npos);  // why
 }
 
 TEST_CASE("summary figures of real runs: the step-0 theory line, PNG and SVG beside the other plots, in report.md") {

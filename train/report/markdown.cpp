@@ -24,8 +24,16 @@ struct ScalePair {
   std::string label;  // the shared settings, e.g. "d_k=64 adamw lr=0.003"
 };
 
+// `keys` without the scales' own settings (softcap_cap): a pair's shared label names those with each scale instead.
+std::vector<std::string> without_own_scale_settings(const Comparison& c, std::vector<std::string> keys) {
+  for (const ArmStats& arm : c.arms)
+    for (const auto& own : own_settings(arm.settings, "scale"))
+      keys.erase(std::remove(keys.begin(), keys.end(), own), keys.end());
+  return keys;
+}
+
 std::vector<ScalePair> scale_pairs(const Comparison& c) {
-  const auto extra = distinguishing_keys(c.arms);
+  const auto extra = without_own_scale_settings(c, distinguishing_keys(c.arms));
   std::vector<ScalePair> pairs;
   for (const ScaleGroup& g : scale_groups(c.arms)) {
     const ArmStats& ref = c.arms[g.arms.front()];  // the unscaled reference when the group has one
@@ -35,12 +43,16 @@ std::vector<ScalePair> scale_pairs(const Comparison& c) {
   return pairs;
 }
 
-// LR groups whose arms differ in nothing but scale and lr are compared across scalings.
+// LR groups whose arms differ in nothing but scale (with its own settings) and lr are compared across scalings.
 std::string lr_group_key(const Comparison& c, const LrGroup& g) {
-  return key_without(c.arms[g.arms.front()].settings, {"scale", "lr"});
+  const nlohmann::json& settings = c.arms[g.arms.front()].settings;
+  std::vector<std::string> keys = own_settings(settings, "scale");
+  keys.push_back("scale");
+  keys.push_back("lr");
+  return key_without(settings, keys);
 }
 
-std::string mode_name(const ArmStats& arm) { return is_reference_scale(arm.scale()) ? "unscaled" : arm.scale(); }
+std::string mode_name(const ArmStats& arm) { return is_reference_scale(arm.scale()) ? "unscaled" : scale_label(arm); }
 
 std::string sig(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : format_number(v); }
 
@@ -175,7 +187,7 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
   }
 
   // LR sensitivity, per pair of LR groups that differ only in scale.
-  const auto extra = distinguishing_keys(c.arms);
+  const auto extra = without_own_scale_settings(c, distinguishing_keys(c.arms));
   std::map<std::string, std::vector<const LrGroup*>> by_rest;
   std::vector<std::string> order;
   for (const LrGroup& g : c.lr_groups) {
@@ -247,7 +259,7 @@ StoryChecks story_checks(const Comparison& c) {
       left_out = fmt::format(" ({} unscaled and {} {} run{} diverged, left out)", r.diverged_steps.size(),
                              o.diverged_steps.size(), o.scale(),
                              r.diverged_steps.size() + o.diverged_steps.size() == 1 ? "" : "s");
-    const std::string head = fmt::format("{}, unscaled vs {}{}: ", label, o.scale(), left_out);
+    const std::string head = fmt::format("{}, unscaled vs {}{}: ", label, mode_name(o), left_out);
     std::vector<std::string> holds, fails, undecided;
 
     const double er = r.entropy_first.mean, eo = o.entropy_first.mean;
@@ -379,14 +391,14 @@ StoryChecks story_checks(const Comparison& c) {
 
   // LR sensitivity: an unscaled LR group against each LR group that differs from it only in scale, over the
   // learning rates both hold.
-  const auto extra = distinguishing_keys(c.arms);
+  const auto extra = without_own_scale_settings(c, distinguishing_keys(c.arms));
   for (const LrGroup& gr : c.lr_groups) {
     const ArmStats& rf = c.arms[gr.arms.front()];
     if (!is_reference_scale(rf.scale())) continue;
     for (const LrGroup& go : c.lr_groups) {
       const ArmStats& of = c.arms[go.arms.front()];
       if (&go == &gr || lr_group_key(c, go) != lr_group_key(c, gr)) continue;
-      const std::string head = fmt::format("{}, unscaled vs {}: ", arm_label(rf, extra, {"scale", "lr"}), of.scale());
+      const std::string head = fmt::format("{}, unscaled vs {}: ", arm_label(rf, extra, {"scale", "lr"}), mode_name(of));
       const LrComparison cmp = compare_lr_sensitivity(c, gr, go);
       std::vector<std::string> lrs;
       for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));

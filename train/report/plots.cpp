@@ -124,9 +124,11 @@ ScalingStyle style_of(const std::string& scale, std::vector<std::string>& warnin
   std::uint32_t hash = 2166136261u;  // FNV-1a
   for (unsigned char ch : scale) hash = (hash ^ ch) * 16777619u;
   const std::string colour = palette[hash % palette.size()];
-  warnings.push_back(fmt::format(entry ? "scaling '{}' declares colour '{}', not #RRGGBB; drawn in #{}"
-                                       : "scaling '{}' is not registered in this build{}; drawn in #{}",
-                                 scale, entry ? entry->colour : std::string(), colour));
+  // Every arm and figure of the scale asks again: the reader needs to be told once.
+  std::string warning = fmt::format(entry ? "scaling '{}' declares colour '{}', not #RRGGBB; drawn in #{}"
+                                          : "scaling '{}' is not registered in this build{}; drawn in #{}",
+                                    scale, entry ? entry->colour : std::string(), colour);
+  if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(std::move(warning));
   return {colour, 1};
 }
 
@@ -442,7 +444,7 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
         std::size_t n_diverged = 0;
         for (auto i : arm.runs) n_diverged += c.runs[i].diverged ? 1 : 0;
         const std::string title =
-            fmt::format("{} ({} run{}{}{})", arm.scale(), n, n == 1 ? "" : "s",
+            fmt::format("{} ({} run{}{}{})", scale_label(arm), n, n == 1 ? "" : "s",
                         arm.n_incomplete ? fmt::format(", {} incomplete", arm.n_incomplete) : std::string(),
                         n_diverged ? fmt::format(", {} diverged: not in the mean", n_diverged) : std::string());
         auto has = [&](const std::string& s) { return d.files.count(s) > 0; };

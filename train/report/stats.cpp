@@ -572,11 +572,53 @@ std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, con
   return out;
 }
 
+std::vector<std::string> own_settings(const nlohmann::json& settings, const std::string& component) {
+  std::vector<std::string> out;
+  const Component* owner = find_component(component);
+  const auto name = settings.find(component);
+  if (!owner || name == settings.end() || !name->is_string()) return out;
+  if (const std::vector<Setting>* declared = owner->settings_of(name->get<std::string>())) {
+    // A setting several entries declare (n_pairs of two tasks) means the same in each: it still tells arms apart.
+    const auto declarers = [&](const std::string& key) {
+      std::size_t n = 0;
+      for (const std::string& other : owner->names())
+        if (const auto* s = owner->settings_of(other))
+          n += std::any_of(s->begin(), s->end(), [&](const Setting& d) { return d.key == key; });
+      return n;
+    };
+    for (const auto& item : settings.items())
+      if (std::any_of(declared->begin(), declared->end(), [&](const Setting& d) { return d.key == item.key(); }) &&
+          declarers(item.key()) == 1)
+        out.push_back(item.key());
+    return out;
+  }
+  for (const Component& other : components()) {
+    const auto it = settings.find(other.key);
+    if (other.key != component && it != settings.end() && it->is_string() && !other.settings_of(it->get<std::string>()))
+      return out;  // two unknown entries: which one reads an unknown key is not known
+  }
+  for (const auto& item : settings.items())
+    if (item.key() != "chance_loss" && item.key() != "inputs" && !find_setting(item.key())) out.push_back(item.key());
+  return out;
+}
+
+std::string scale_label(const ArmStats& arm) {
+  std::vector<std::string> parts;
+  for (const auto& key : own_settings(arm.settings, "scale")) parts.push_back(key + "=" + setting_text(arm.settings, key));
+  if (parts.empty()) return arm.scale();
+  std::string out = arm.scale() + " (";
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
+  return out + ")";
+}
+
 std::vector<ScaleGroup> scale_groups(const std::vector<ArmStats>& arms) {
   std::map<std::string, std::size_t> group_of_key;
   std::vector<ScaleGroup> groups;
   for (std::size_t a = 0; a < arms.size(); ++a) {
-    const auto [it, inserted] = group_of_key.emplace(key_without(arms[a].settings, {"scale"}), groups.size());
+    // The scale's own settings (softcap_cap) are part of the scaling being compared, not a difference besides it.
+    std::vector<std::string> scaling = own_settings(arms[a].settings, "scale");
+    scaling.push_back("scale");
+    const auto [it, inserted] = group_of_key.emplace(key_without(arms[a].settings, scaling), groups.size());
     if (inserted) groups.emplace_back();
     groups[it->second].arms.push_back(a);
   }
@@ -592,13 +634,20 @@ std::vector<UnpairedScaleArm> unpaired_scale_arms(const std::vector<ArmStats>& a
     std::vector<std::vector<std::string>> nearest;
     for (std::size_t b = 0; b < arms.size(); ++b) {
       if (arms[b].scale() == arms[a].scale()) continue;
+      // The scales' own settings (softcap_cap) are part of what is compared: never named as a difference.
+      std::vector<std::string> scaling = own_settings(arms[a].settings, "scale");
+      for (const auto& k : own_settings(arms[b].settings, "scale")) scaling.push_back(k);
+      scaling.push_back("scale");
+      const auto of_scaling = [&scaling](const std::string& k) {
+        return std::find(scaling.begin(), scaling.end(), k) != scaling.end();
+      };
       std::vector<std::string> keys = settings_differing(arms[a].settings, arms[b].settings);
-      keys.erase(std::remove(keys.begin(), keys.end(), "scale"), keys.end());
-      // Nothing else differs in value: the arms differ in settings only one of them has (those of its scale mode,
-      // softcap_cap).
-      const auto add_only_in = [&keys](const auto& mine, const auto& other) {
+      keys.erase(std::remove_if(keys.begin(), keys.end(), of_scaling), keys.end());
+      // Nothing else differs in value: the arms differ in settings only one of them has (of its task or layer).
+      const auto add_only_in = [&](const auto& mine, const auto& other) {
         for (const auto& item : mine.items())
-          if (item.key() != "chance_loss" && !other.contains(item.key())) keys.push_back(item.key());
+          if (item.key() != "chance_loss" && !of_scaling(item.key()) && !other.contains(item.key()))
+            keys.push_back(item.key());
       };
       if (keys.empty()) {
         add_only_in(arms[a].settings, arms[b].settings);

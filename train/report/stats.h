@@ -211,8 +211,17 @@ std::vector<std::string> settings_differing(const std::vector<const nlohmann::js
 /// `keys` in the order distinguishing_keys and settings_differing list settings of `arms`.
 std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, const std::set<std::string>& keys);
 
-/// Arms identical in every setting but scale (and seed, which makes them arms): the only arms compare contrasts
-/// scalings between. Arms in `arms` order, so the unscaled reference comes first (analyse_runs sorts them so).
+/// The keys of `settings` (arm_settings) that belong to the entry its `component` ("scale", "attention", "task")
+/// names: declared by that entry and by no other entry of the component (softcap_cap for softcap). For an entry this
+/// build does not register (a run of a build with more entries), the keys no declaration knows, when every other
+/// component of the run is registered here (nothing else can read them). In the order of `settings`.
+std::vector<std::string> own_settings(const nlohmann::json& settings, const std::string& component);
+
+/// "softcap (softcap_cap=30)": the arm's scale with the settings of its own (own_settings), or the scale alone.
+std::string scale_label(const ArmStats& arm);
+
+/// Arms identical in every setting but scale and the scale's own settings (own_settings; and seed, which makes them
+/// arms): the only arms compare contrasts scalings between. Arms in `arms` order, so the unscaled reference comes first (analyse_runs sorts them so).
 struct ScaleGroup {
   std::vector<std::size_t> arms;  // indices into the arms
 };

@@ -5,6 +5,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "train/config.h"
 #include "train/report/probe.h"
@@ -120,7 +121,11 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
   for (const auto& k : extra)
     if (!not_at_step0().count(k)) extra_step0.push_back(k);
   std::size_t not_measured = 0;
+  // Lines without a theory point: their label, the d_k values and the first reason, said in one note.
+  std::vector<std::string> no_theory;
   for (const auto& group : group_arms(c, [](const ArmStats& a) { return step0_key(a.settings); })) {
+    std::vector<std::string> no_theory_d_k;
+    std::string no_theory_reason;
     SummaryLine line, theory;
     line.label = arm_label(c.arms[group.front()], extra_step0, {"d_k", "optimizer", "lr"});
     line.scale = c.arms[group.front()].scale();
@@ -154,12 +159,17 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
         p.n = 1;
         theory.points.push_back(p);
       } catch (const std::exception& e) {
-        f.notes.push_back(fmt::format("no theory point for {} at d_k={}: {}", line.label, d_k, e.what()));
+        no_theory_d_k.push_back(std::to_string(d_k));
+        if (no_theory_reason.empty()) no_theory_reason = e.what();
       }
     }
+    if (!no_theory_d_k.empty())
+      no_theory.push_back(fmt::format("{} at d_k={} ({})", line.label, fmt::join(no_theory_d_k, ", "),
+                                      no_theory_reason));
     f.lines.push_back(std::move(line));
     if (!theory.points.empty()) f.lines.push_back(std::move(theory));
   }
+  if (!no_theory.empty()) f.notes.push_back(fmt::format("no theory point for {}", fmt::join(no_theory, "; ")));
   if (not_measured)
     f.notes.push_back(fmt::format("{} run{} did not measure attention at step 0 and {} left out", not_measured,
                                   not_measured == 1 ? "" : "s", not_measured == 1 ? "is" : "are"));
