@@ -415,3 +415,27 @@ TEST_CASE("sweep status mentions a checkpoint write left half-done (a second sig
   CHECK(status.code == 0);
   CHECK(contains(status.output, "1 leftover partial write: " + leftover.string()));
 }
+
+TEST_CASE("sweep status counts points whose run directory was deleted or cut short, and never calls them complete") {
+  const TempDir root("manifest_status_missing");
+  const fs::path out = fs::absolute(root / "sweep");
+  const Result sweep = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
+  REQUIRE_MESSAGE(sweep.code == 0, sweep.output);
+  fs::remove_all(out / "runs" / kNames[0]);                  // deleted: sweep.json records it, no directory
+  fs::remove(out / "runs" / kNames[1] / "config.json");      // summary.json without config.json: a rerun redoes it
+  std::ofstream(out / "runs" / kNames[3] / "config.json") << "{\"steps\": 2";  // cut short
+  const Result status = run_xgrad({"sweep", "status", out.string()}, root);
+  INFO(status.output);
+  CHECK(status.code == 0);
+  CHECK(status_line(out, 0, root).rfind("missing", 0) == 0);
+  CHECK(status_line(out, 1, root).rfind("incomplete", 0) == 0);
+  CHECK(status_line(out, 2, root).rfind("complete", 0) == 0);
+  CHECK(status_line(out, 3, root).rfind("incomplete", 0) == 0);
+  CHECK(contains(status.output, "4 points: 1 complete, 2 incomplete, 1 missing\n"));
+  // What status says is what the next sweep does: it keeps the one complete run and redoes the other three.
+  const Result again = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
+  INFO(again.output);
+  CHECK(again.code == 0);
+  CHECK(contains(again.output, "1 of 4 runs already complete, skipped"));
+  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "4 points: 4 complete\n"));
+}
