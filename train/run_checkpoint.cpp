@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace xgrad::train {
@@ -203,8 +204,9 @@ MetricsPrefix read_metrics_prefix(const std::string& path, const std::vector<std
     std::string cell;
     while (std::getline(ss, cell, ',')) {
       char* end = nullptr;
-      row.push_back(std::strtod(cell.c_str(), &end));
-      if (cell.empty() || *end != '\0') throw std::runtime_error(path + ": row " + std::to_string(out.rows.size()) +
+      // An empty cell was not measured that step (MetricsLog::write): NaN, as it reads everywhere.
+      row.push_back(cell.empty() ? std::numeric_limits<double>::quiet_NaN() : std::strtod(cell.c_str(), &end));
+      if (!cell.empty() && *end != '\0') throw std::runtime_error(path + ": row " + std::to_string(out.rows.size()) +
                                                                  " holds '" + cell + "', not a number");
     }
     if (row.size() != columns.size() || row[0] != static_cast<double>(out.rows.size()))
