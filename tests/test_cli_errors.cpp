@@ -701,3 +701,33 @@ TEST_CASE("xgrad compare: a metrics.csv cell that is not a number, or a row with
   CHECK(output.find((root / "run" / "config.json").string()) != std::string::npos);
   CHECK(output.find("line 2, column 8") != std::string::npos);
 }
+
+TEST_CASE("probe on sequences where no query may attend to two keys says so instead of a table of nan") {
+  const TempDir root("cli_errors_probe_one_key");
+  const fs::path data = root / "one_token";
+  fs::create_directories(data);
+  // inputs.npy and targets.npy of shape [8, 1]: every query sees only itself, so attention is 1 by construction.
+  for (const char* name : {"inputs.npy", "targets.npy"}) {
+    std::string header = "{'descr': '<i4', 'fortran_order': False, 'shape': (8, 1), }";
+    while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+    header += '\n';
+    std::ofstream out(data / name, std::ios::binary);
+    out.write("\x93NUMPY\x01\x00", 8);
+    const char length[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+    out.write(length, 2);
+    out << header;
+    const std::int32_t token = 1;
+    for (int i = 0; i < 8; ++i) out.write(reinterpret_cast<const char*>(&token), sizeof token);
+  }
+  for (const char* causal : {"true", "false"}) {
+    INFO("--causal " << causal);
+    const Result r = run({"probe", "--task", "data", "--data", data.string(), "--vocab-size", "4", "--d-k", "4",
+                          "--d-model", "16", "--batch-size", "4", "--causal", causal});
+    INFO("stderr: " << r.stderr_text);
+    CHECK(r.code == 2);
+    CHECK(r.stderr_text.rfind("xgrad: ", 0) == 0);
+    CHECK(r.stderr_text.find("no query may attend to two keys") != std::string::npos);
+    CHECK(r.stderr_text.find("1 token") != std::string::npos);
+    CHECK(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n') == 1);
+  }
+}

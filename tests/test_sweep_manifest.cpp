@@ -415,3 +415,55 @@ TEST_CASE("sweep status mentions a checkpoint write left half-done (a second sig
   CHECK(status.code == 0);
   CHECK(contains(status.output, "1 leftover partial write: " + leftover.string()));
 }
+
+TEST_CASE("sweep status counts points whose run directory was deleted or cut short, and never calls them complete") {
+  const TempDir root("manifest_status_missing");
+  const fs::path out = fs::absolute(root / "sweep");
+  const Result sweep = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
+  REQUIRE_MESSAGE(sweep.code == 0, sweep.output);
+  fs::remove_all(out / "runs" / kNames[0]);                  // deleted: sweep.json records it, no directory
+  fs::remove(out / "runs" / kNames[1] / "config.json");      // summary.json without config.json: a rerun redoes it
+  std::ofstream(out / "runs" / kNames[3] / "config.json") << "{\"steps\": 2";  // cut short
+  const Result status = run_xgrad({"sweep", "status", out.string()}, root);
+  INFO(status.output);
+  CHECK(status.code == 0);
+  CHECK(status_line(out, 0, root).rfind("missing", 0) == 0);
+  CHECK(status_line(out, 1, root).rfind("incomplete", 0) == 0);
+  CHECK(status_line(out, 2, root).rfind("complete", 0) == 0);
+  CHECK(status_line(out, 3, root).rfind("incomplete", 0) == 0);
+  CHECK(contains(status.output, "4 points: 1 complete, 2 incomplete, 1 missing\n"));
+  // What status says is what the next sweep does: it keeps the one complete run and redoes the other three.
+  const Result again = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
+  INFO(again.output);
+  CHECK(again.code == 0);
+  CHECK(contains(again.output, "1 of 4 runs already complete, skipped"));
+  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "4 points: 4 complete\n"));
+}
+
+TEST_CASE("compare of a sweep says how many of its grid points are not complete, and mentions leftover partial writes") {
+  const TempDir root("manifest_compare_missing");
+  const fs::path out = fs::absolute(root / "sweep");
+  const Result sweep = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
+  REQUIRE_MESSAGE(sweep.code == 0, sweep.output);
+  fs::remove_all(out / "runs" / kNames[0]);
+  std::ofstream(out / "runs" / kNames[2] / ".checkpoint.safetensors.tmp-12345") << "cut short";
+  const Result compare = run_xgrad({"compare", out.string()}, root);
+  INFO(compare.output);
+  CHECK(compare.code == 0);
+  CHECK(contains(compare.output, "3 runs in "));
+  const std::string said = "sweep " + out.string() + ": 3 of 4 grid points complete; 1 missing: run the same xgrad "
+                           "sweep command again";
+  CHECK(contains(compare.output, "note: " + said));
+  CHECK(contains(compare.output, "note: 1 leftover partial write: " +
+                                     (out / "runs" / kNames[2] / ".checkpoint.safetensors.tmp-12345").string()));
+  const std::string report = read_text(out / "report.md");
+  CHECK(contains(report, "3 of 4 grid points complete; 1 missing"));
+  CHECK(contains(report, "1 leftover partial write"));
+  // A whole sweep gets no such note.
+  const TempDir whole_root("manifest_compare_whole");
+  const fs::path whole = fs::absolute(whole_root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(whole, "20", {"--jobs", "1"}), whole_root).code == 0);
+  const Result all = run_xgrad({"compare", whole.string()}, whole_root);
+  CHECK(all.code == 0);
+  CHECK_FALSE(contains(all.output, "note: "));
+}

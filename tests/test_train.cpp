@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <sys/wait.h>
@@ -141,10 +142,11 @@ TEST_CASE("MetricsReader: empty and non-numeric cells read as NaN; a row cut sho
   CHECK(reader.malformed_cells() == 0);
   REQUIRE(reader.next());
   CHECK(std::isnan(reader.cells()[1]));
-  CHECK(reader.malformed_cells() == 1);
+  CHECK(reader.malformed_cells() == 0);  // an empty cell was not measured that step: NaN, not malformed
   REQUIRE(reader.next());  // the empty line is skipped
   CHECK(reader.cells()[0] == 2);
   CHECK(std::isnan(reader.cells()[1]));
+  CHECK(reader.malformed_cells() == 1);  // "x": not a number
   CHECK_FALSE(reader.next());  // three cells under two columns
   CHECK(reader.cut());
   CHECK(reader.rows() == 4);
@@ -508,4 +510,83 @@ TEST_CASE("train() gives its caller back the floating-point control it found: su
   c.steps = 1;  // fewer steps than the run has: refused after the flush bits were set
   CHECK_THROWS(xgrad::train::train(c));
   CHECK(tiny * one > 0.0);
+}
+
+TEST_CASE("train says at the start how much disk its metrics.csv and checkpoint will take, beside the memory") {
+  const fs::path dir = temp_dir("disk_estimate");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // 64 layers of 64 heads: 43,290 columns, about half a megabyte per logged row.
+  const std::string cmd = std::string(XGRAD_BIN) + " train --out " + (dir / "run").string() +
+                          " --task copy --seq-len 4 --n-symbols 4 --d-model 64 --n-heads 64 --n-layers 64"
+                          " --batch-size 1 --steps 3 --print-every 1000 > " + (dir / "log.txt").string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  const std::string log = xgrad::testing::read_text(dir / "log.txt");
+  INFO(log);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  const std::size_t at = log.find("estimate: memory about ");
+  REQUIRE(at != std::string::npos);
+  CHECK(log.find("training copy") < at);  // at the start, before any step
+  std::smatch m;
+  const std::string line = log.substr(at, log.find('\n', at) - at);
+  REQUIRE(std::regex_search(line, m, std::regex(R"(disk about ([0-9.]+) MB \(3 rows of metrics.csv, ([0-9.]+) kB per )"
+                                                R"(logged row; checkpoint )")));
+  const double disk_mb = std::stod(m[1]), row_kb = std::stod(m[2]);
+  const double csv_mb = static_cast<double>(fs::file_size(dir / "run" / "metrics.csv")) / 1e6;
+  const double ckpt_mb = static_cast<double>(fs::file_size(dir / "run" / "checkpoint.safetensors")) / 1e6;
+  CHECK(row_kb > 300);  // visible: hundreds of kB per row
+  CHECK(disk_mb >= csv_mb + 0.5 * ckpt_mb);  // an upper estimate of what was written...
+  CHECK(disk_mb <= 3 * (csv_mb + ckpt_mb));  // ...of the right size
+  fs::remove_all(dir);
+}
+
+TEST_CASE("rows of steps that are not measured leave the measured-only cells empty, and read as the same numbers") {
+  TrainConfig c;
+  c.d_model = 16;
+  c.n_heads = 8;
+  c.n_layers = 2;
+  c.steps = 40;
+  c.log_every = 20;
+  c.print_every = 1000;
+  c.out = temp_dir("short_rows").string();
+  fs::remove_all(c.out);
+  xgrad::train::train(c);
+  const fs::path csv = fs::path(c.out) / "metrics.csv";
+  const std::string text = xgrad::testing::read_text(csv);
+  // The same rows as the earlier form wrote them: nan in every measured-only cell of an unmeasured row.
+  std::string with_nan;
+  {
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::string out;
+      for (std::size_t i = 0; i < line.size(); ++i) {
+        const bool cell_start = i == 0 || line[i - 1] == ',';
+        if (cell_start && line[i] == ',') out += "nan";
+        out += line[i];
+      }
+      if (!line.empty() && line.back() == ',') out += "nan";
+      with_nan += out + "\n";
+    }
+  }
+  const fs::path old_csv = fs::path(c.out) / "metrics_with_nan.csv";
+  std::ofstream(old_csv) << with_nan;
+  CHECK(text.size() * 10 < with_nan.size() * 7);  // 37 of the 40 rows are not measured: the file shrinks
+  MetricsReader now(csv.string()), before(old_csv.string());
+  std::size_t rows = 0, nan_cells = 0;
+  while (now.next()) {
+    REQUIRE(before.next());
+    ++rows;
+    CHECK(now.malformed_cells() == 0);  // an empty cell is "not measured", not a broken one
+    for (std::size_t i = 0; i < now.cells().size(); ++i) {
+      const double a = now.cells()[i], b = before.cells()[i];
+      CHECK(((std::isnan(a) && std::isnan(b)) || a == b));
+      nan_cells += std::isnan(a) ? 1 : 0;
+    }
+  }
+  CHECK_FALSE(before.next());
+  CHECK(rows == 40);
+  CHECK(nan_cells > 0);
+  fs::remove_all(c.out);
 }

@@ -46,11 +46,14 @@ MetricsLog::~MetricsLog() {
   if (file_) std::fclose(file_);
 }
 
-void MetricsLog::write(const std::vector<double>& row) {
-  if (row.size() != columns_.size())
+void MetricsLog::write(const std::vector<double>& row, const std::vector<bool>& unmeasured) {
+  if (row.size() != columns_.size() || (!unmeasured.empty() && unmeasured.size() != columns_.size()))
     throw std::runtime_error("metrics row has " + std::to_string(row.size()) + " values for " +
                              std::to_string(columns_.size()) + " columns");
-  for (std::size_t i = 0; i < row.size(); ++i) std::fprintf(file_, "%s%.9g", i ? "," : "", row[i]);
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    if (i) std::fputc(',', file_);
+    if (unmeasured.empty() || !unmeasured[i]) std::fprintf(file_, "%.9g", row[i]);
+  }
   std::fprintf(file_, "\n");
   if (std::fflush(file_) != 0) throw std::runtime_error("writing " + path_ + " failed");
 }
@@ -90,11 +93,13 @@ bool MetricsReader::next() {
         const char* begin = line_.c_str() + start;
         char* end = nullptr;
         cells_[n_cells] = std::strtod(begin, &end);
-        // strtod returns 0 for an empty or unparsable cell; it reads as NaN, not as a measured zero.
+        // strtod returns 0 for an empty or unparsable cell; it reads as NaN, not as a measured zero. An empty cell
+        // is one the writer left out (not measured that step); anything else that is not a number is malformed.
         if (end == begin || (*end != ',' && *end != '\0')) {
           cells_[n_cells] = std::numeric_limits<double>::quiet_NaN();
-          malformed_flags_[n_cells] = 1;
-          ++malformed_;
+          const bool empty = *begin == ',' || *begin == '\0';
+          malformed_flags_[n_cells] = empty ? 0 : 1;
+          malformed_ += empty ? 0 : 1;
           const std::size_t comma = line_.find(',', start);
           const std::string text = line_.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
           // An empty cell is a value not recorded; text that is not a number is a file xgrad did not write.

@@ -18,8 +18,10 @@ class MetricsLog {
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
-  /// Writes one row (one value per column, %.9g) and flushes. Throws std::runtime_error on a column count mismatch.
-  void write(const std::vector<double>& row);
+  /// Writes one row (one value per column, %.9g) and flushes; a column `unmeasured` marks (when given, one flag per
+  /// column) is left empty: not computed this step, which keeps the rows between measured steps short (a model of
+  /// 64 layers of 64 heads has 43,200 such cells). Throws std::runtime_error on a column count mismatch.
+  void write(const std::vector<double>& row, const std::vector<bool>& unmeasured = {});
   const std::vector<std::string>& columns() const { return columns_; }
 
  private:
@@ -46,12 +48,12 @@ class MetricsReader {
   /// without its newline (the writer stopped mid-row) or with a cell count other than the number of columns.
   /// Throws std::runtime_error naming the path and line for a line longer than kMaxMetricsLineBytes.
   bool next();
-  /// The last row read: its text without the newline, and one value per column; a cell that is empty or not a
-  /// number reads as NaN and is counted in malformed_cells().
+  /// The last row read: its text without the newline, and one value per column. An empty cell (not measured that
+  /// step) reads as NaN; a cell that is not a number reads as NaN and is counted in malformed_cells().
   const std::string& line() const { return line_; }
   const std::vector<double>& cells() const { return cells_; }
   std::size_t malformed_cells() const { return malformed_; }
-  /// Whether cell `i` of the last row read was empty or not a number (it reads as NaN). `i` < columns().size().
+  /// Whether cell `i` of the last row read was not a number (it reads as NaN). `i` < columns().size().
   bool malformed(std::size_t i) const { return malformed_flags_[i] != 0; }
   /// What is wrong with the last row read, or "": "<path>: row R (line L), column C (<name>): '<text>' is not a
   /// number" for the first cell holding text that is not a number (an empty cell is a value not recorded, not an

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace xgrad::train {
@@ -222,18 +223,22 @@ MetricsPrefix read_metrics_prefix(const std::string& path, const std::vector<std
   while (out.rows.size() < rows && std::getline(in, line)) {
     if (in.eof()) break;  // a row without its newline was cut short
     std::vector<double> row;
+    std::vector<bool> empty;
     std::stringstream ss(line);
     std::string cell;
     while (std::getline(ss, cell, ',')) {
       char* end = nullptr;
-      row.push_back(std::strtod(cell.c_str(), &end));
-      if (cell.empty() || *end != '\0') throw std::runtime_error(path + ": row " + std::to_string(out.rows.size()) +
+      // An empty cell was not measured that step (MetricsLog::write): NaN, as it reads everywhere.
+      row.push_back(cell.empty() ? std::numeric_limits<double>::quiet_NaN() : std::strtod(cell.c_str(), &end));
+      empty.push_back(cell.empty());
+      if (!cell.empty() && *end != '\0') throw std::runtime_error(path + ": row " + std::to_string(out.rows.size()) +
                                                                  " holds '" + cell + "', not a number");
     }
     if (row.size() != columns.size() || row[0] != static_cast<double>(out.rows.size()))
       throw std::runtime_error(path + ": row " + std::to_string(out.rows.size()) + " is malformed; cannot resume");
     out.text += line + "\n";
     out.rows.push_back(std::move(row));
+    out.empty.push_back(std::move(empty));
   }
   if (out.rows.size() < rows)
     throw std::runtime_error(path + " holds " + std::to_string(out.rows.size()) + " complete rows, but the checkpoint " +

@@ -61,6 +61,7 @@ void load_model_weights(const nn::Checkpoint& checkpoint, const std::string& pat
 struct MetricsPrefix {
   std::string text;                       // header line and the rows, each ending in '\n'
   std::vector<std::vector<double>> rows;  // the same rows parsed
+  std::vector<std::vector<bool>> empty;   // per row, per cell: left empty (not measured that step)
 };
 MetricsPrefix read_metrics_prefix(const std::string& path, const std::vector<std::string>& columns, std::size_t rows);
 

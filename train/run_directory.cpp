@@ -374,7 +374,7 @@ std::unique_ptr<MetricsLog> open_metrics(const fs::path& dir, const std::vector<
   const MetricsPrefix prefix = read_metrics_prefix(path.string(), columns, rows);
   const fs::path tmp = dir / ".metrics.csv.tmp-resume";
   auto log = std::make_unique<MetricsLog>(tmp.string(), columns);
-  for (const auto& row : prefix.rows) log->write(row);
+  for (std::size_t i = 0; i < prefix.rows.size(); ++i) log->write(prefix.rows[i], prefix.empty[i]);
   std::ifstream in(tmp, std::ios::binary);
   const std::string rewritten((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (rewritten != prefix.text) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "autograd/ops.h"
 #include "nn/attention_stats.h"
 #include "train/run_files.h"
@@ -141,6 +143,44 @@ std::vector<std::string> StepMetrics::columns() const {
   std::vector<std::string> names;
   for (const auto& group : groups_) names.insert(names.end(), group.names.begin(), group.names.end());
   return names;
+}
+
+DiskEstimate estimate_disk(const TrainConfig& config, const std::vector<std::string>& columns,
+                           std::size_t measured_only, std::size_t parameters, std::size_t state_kinds,
+                           std::size_t from_step) {
+  // A cell is at most 16 characters of %.9g ("-1.23456789e-308") and a comma; one not measured is the comma alone.
+  constexpr double kCellBytes = 17, kNanCellBytes = 1;
+  DiskEstimate e;
+  for (std::size_t step = from_step; step < config.steps; ++step) {
+    ++e.rows;
+    if (step % config.log_every == 0 || step + 1 == config.steps) ++e.logged_rows;
+  }
+  if (from_step == 0)
+    for (const std::string& name : columns) e.header += static_cast<double>(name.size() + 1);
+  e.logged_row = kCellBytes * static_cast<double>(columns.size());
+  e.other_row = kCellBytes * static_cast<double>(columns.size() - measured_only) +
+                kNanCellBytes * static_cast<double>(measured_only);
+  e.checkpoint = 4.0 * static_cast<double>(parameters) * static_cast<double>(1 + state_kinds);
+  return e;
+}
+
+std::string byte_text(double bytes) {
+  if (bytes < 1e3) return fmt::format("{:.0f} B", bytes);
+  if (bytes < 1e6) return fmt::format("{:.1f} kB", bytes / 1e3);
+  if (bytes < 1e9) return fmt::format("{:.1f} MB", bytes / 1e6);
+  return fmt::format("{:.1f} GB", bytes / 1e9);
+}
+
+std::vector<bool> StepMetrics::measured_only_mask() const {
+  std::vector<bool> mask;
+  for (const auto& group : groups_) mask.insert(mask.end(), group.names.size(), group.measured_only);
+  return mask;
+}
+
+std::size_t StepMetrics::measured_only_columns() const {
+  std::size_t n = 0;
+  for (const auto& group : groups_) n += group.measured_only ? group.names.size() : 0;
+  return n;
 }
 
 void StepMetrics::keep_columns_of(const std::string& header) {

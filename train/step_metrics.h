@@ -34,7 +34,7 @@ struct StepRecord {
 };
 
 /// The metrics.csv columns of one run and, for each, what is written there. Rows of steps that are not measured
-/// hold nan in the measured-only groups; eval_loss holds nan except every eval_every steps and on the last step.
+/// leave the measured-only groups empty (they read as NaN); eval_loss holds nan except every eval_every steps and on the last step.
 class StepMetrics {
  public:
   /// The table for `model` (its parameters and attention layers) trained on `task` under `config`.
@@ -45,6 +45,11 @@ class StepMetrics {
   /// metrics.csv), when those are all it lacks (the z_loss column, then each head's qk_spectral_norm), so that the run continues its file with the columns it began with.
   /// Any other difference is left for the resume to refuse.
   void keep_columns_of(const std::string& header);
+  /// How many of columns() are written only on measured steps (every --log-every steps and the last).
+  std::size_t measured_only_columns() const;
+  /// Per column of columns(): whether it is written only on measured steps (MetricsLog::write leaves it empty on
+  /// the others).
+  std::vector<bool> measured_only_mask() const;
   /// The metrics.csv row of `record`, one value per column. Reads and then frees the attention layers' records of
   /// a measured step; runs the held-out evaluation on an eval step.
   std::vector<double> row(const StepRecord& record);
@@ -67,6 +72,26 @@ class StepMetrics {
   void add_attention_statistics(nn::AttentionModel& model);
   std::vector<Group> groups_;
 };
+
+/// A rough upper estimate of what a run writes to disk (bytes): metrics.csv's rows still to come and one checkpoint.
+struct DiskEstimate {
+  std::size_t rows = 0;         // rows still to write: steps from the starting step to the end
+  std::size_t logged_rows = 0;  // of them, measured steps (every log_every steps and the last)
+  double logged_row = 0;        // bytes of a measured row: every column
+  double other_row = 0;         // bytes of another row, whose measured-only columns hold nothing
+  double header = 0;            // metrics.csv's header row (0 when resuming: it is written already)
+  double checkpoint = 0;        // checkpoint.safetensors: the parameters and the optimizer's buffers, float32
+  double bytes() const { return header + logged_row * logged_rows + other_row * (rows - logged_rows) + checkpoint; }
+};
+
+/// The estimate for `config` with metrics.csv `columns` of which `measured_only` are written only on measured
+/// steps, `parameters` float32 weights with `state_kinds` optimizer buffers each, starting at `from_step`.
+DiskEstimate estimate_disk(const TrainConfig& config, const std::vector<std::string>& columns,
+                           std::size_t measured_only, std::size_t parameters, std::size_t state_kinds,
+                           std::size_t from_step);
+
+/// A size in bytes for people: "950 B", "12.3 kB", "512.0 MB", "21.6 GB" (powers of 1000).
+std::string byte_text(double bytes);
 
 /// Fraction of target positions (target >= 0) where the arg-max class of logits [..., C] equals the target.
 double accuracy(const xt::xarray<float>& logits, const xt::xarray<std::int64_t>& targets);

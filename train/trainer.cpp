@@ -142,7 +142,7 @@ class Run {
   // Adds a step to the running sums, or handles a non-finite one (skip, or stop as diverged). False: stop the run.
   bool account(const StepRecord& record, RunSummary& summary);
   void save(const fs::path& path, bool nonfinite);
-  void log_start() const;
+  void log_start(const StepMetrics& metrics) const;
   void print_progress(const StepRecord& record) const;
   // The checkpoint at the end (or where a stop request left the run) and, for a run that was not stopped,
   // summary.json.
@@ -291,11 +291,19 @@ void Run::write_config_json() const {
   write_json(dir / kConfigFile, config_json);
 }
 
-void Run::log_start() const {
+void Run::log_start(const StepMetrics& metrics) const {
   spdlog::info("[{}] training {}: d_model={} n_heads={} d_k={} n_layers={} scale={} optimizer={} lr={} steps={} "
                "params={}",
                name, cfg.task, cfg.d_model, cfg.n_heads, cfg.head_size(), cfg.n_layers, cfg.scale,
                cfg.optimizer, cfg.lr, cfg.steps, model->num_parameters());
+  // Said before the first step: a model of many heads writes half a megabyte per logged row, which a long run turns
+  // into gigabytes before anyone looks.
+  const DiskEstimate disk = estimate_disk(cfg, metrics.columns(), metrics.measured_only_columns(),
+                                          model->num_parameters(), opt->state_kinds().size(), progress.step);
+  spdlog::info("[{}] estimate: memory about {:.2f} GiB; disk about {} ({} rows of metrics.csv, {} per logged row; "
+               "checkpoint {})",
+               name, cfg.estimate_memory(*task).gib(), byte_text(disk.bytes()), disk.rows, byte_text(disk.logged_row),
+               byte_text(disk.checkpoint));
 }
 
 double Run::session_seconds() const {
@@ -534,7 +542,8 @@ RunSummary train(const TrainConfig& requested) {
   }
   const std::unique_ptr<MetricsLog> log =
       root ? open_metrics(run.dir, metrics.columns(), cfg.resume, run.progress.step) : nullptr;
-  if (root) run.log_start();
+  if (root) run.log_start(metrics);
+  const std::vector<bool> unmeasured = metrics.measured_only_mask();
   RunSummary summary;
   summary.chance_loss = run.task->chance_loss();
   summary.steps_done = run.progress.step;
@@ -547,7 +556,7 @@ RunSummary train(const TrainConfig& requested) {
       }
     const StepRecord record = run.train_step(step);
     if (log)
-      log->write(metrics.row(record));
+      log->write(metrics.row(record), record.measured ? std::vector<bool>{} : unmeasured);
     else
       for (auto& layer : run.model->attention_layers()) layer->last = nn::AttentionRecord();
     if (!run.account(record, summary)) break;

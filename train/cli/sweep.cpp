@@ -742,59 +742,6 @@ std::vector<SweepRun> write_sweep_manifest(const SweepConfig& cfg) {
   return runs;
 }
 
-long checkpoint_step(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  unsigned char size_bytes[8] = {};
-  if (!in.read(reinterpret_cast<char*>(size_bytes), 8)) return -1;
-  std::uint64_t size = 0;
-  for (int i = 7; i >= 0; --i) size = size << 8 | size_bytes[i];
-  if (size == 0 || size > (std::uint64_t{1} << 26)) return -1;
-  std::string header(size, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(size))) return -1;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(header);
-    return std::stol(j.at("__metadata__").at("step").get<std::string>());
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-
-PointState point_state(const std::string& run_dir) {
-  const fs::path dir(run_dir);
-  PointState state;
-  std::error_code ec;
-  try {
-    std::ifstream in(dir / kSummaryFile);
-    if (in) {
-      const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
-      state.status = s.diverged ? "diverged" : "complete";
-      state.step = s.diverged ? s.diverged_step : -1;
-      state.final_loss = s.final_loss;
-      return state;
-    }
-  } catch (const std::exception&) {
-    // a summary cut short: the run is continued or redone, as if it had none
-  }
-  state.holder = run_lock_holder(dir);
-  if (!state.holder.empty()) {
-    state.status = "running";
-    state.step = static_cast<long>(count_metrics_rows(dir));
-    return state;
-  }
-  if (fs::exists(dir / kCheckpointFile, ec)) {
-    state.status = "interrupted";
-    state.step = checkpoint_step((dir / kCheckpointFile).string());
-    return state;
-  }
-  // The files an attempt leaves before its first checkpoint (train.log is opened before training starts).
-  for (const char* file : {kConfigFile, kMetricsFile, "train.log"})
-    if (fs::exists(dir / file, ec)) {
-      state.status = "failed";
-      return state;
-    }
-  return state;
-}
-
 SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std::string&)>& progress,
                       const std::string& start_line) {
   SweepResult result;

@@ -123,22 +123,6 @@ std::vector<SweepRun> write_sweep_manifest(const SweepConfig& config);
 enum class OnDisk { none, complete, resumable, partial, other };
 OnDisk on_disk(const TrainConfig& config, std::string* differing_key);
 
-/// Where one grid point stands, read from its run directory alone, so it holds whichever launcher and host ran it.
-struct PointState {
-  // complete | diverged (summary.json) | running (a process holds the run's lock) | interrupted (a checkpoint,
-  // nobody training: the next run-one or sweep resumes it) | failed (files of an attempt, but neither a checkpoint nor
-  // a summary: it failed or was killed before its first checkpoint; the next attempt starts it over) | pending
-  std::string status = "pending";
-  std::string holder;  // running: the pid its lock file names (a pid on another host under Slurm)
-  long step = -1;      // diverged: the step; interrupted: the checkpoint's step; running: rows in metrics.csv
-  double final_loss = 0;  // complete: mean loss of the last steps, as summary.json has it
-};
-PointState point_state(const std::string& run_dir);
-
-/// The step a run checkpoint was written after (its safetensors metadata "step"), read from the header alone; -1 when
-/// the file cannot be read as one.
-long checkpoint_step(const std::string& path);
-
 /// Where the sweep writes the config file of run `name` (`xgrad train --config FILE` runs it): out/configs/name.json.
 std::string run_config_path(const SweepConfig& config, const std::string& name);
 

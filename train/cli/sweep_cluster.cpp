@@ -29,54 +29,6 @@ namespace xgrad::train {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-const char* const kMakeManifest = "write one with `xgrad sweep --out DIR ...` (any --launcher)";
-
-}  // namespace
-
-std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
-  const fs::path path = fs::path(sweep_dir) / "sweep.json";
-  std::error_code ec;
-  if (!fs::is_directory(sweep_dir, ec)) throw ConfigError("DIR: " + sweep_dir + " is not a directory");
-  std::ifstream in(path);
-  if (!in) throw ConfigError("DIR: " + sweep_dir + " holds no sweep.json, so no sweep manifest; " + kMakeManifest);
-  nlohmann::json index;
-  try {
-    index = parse_json(in, path.string());
-  } catch (const nlohmann::json::exception&) {
-    throw ConfigError("DIR: " + path.string() + " is not valid JSON; " + kMakeManifest + " to write it again");
-  }
-  if (!index.is_object() || !index.contains("runs") || !index.at("runs").is_array())
-    throw ConfigError("DIR: " + path.string() + " lists no runs; " + kMakeManifest);
-  std::vector<ManifestPoint> points;
-  for (const nlohmann::json& e : index.at("runs")) {
-    if (!e.is_object() || !e.contains("index") || !e.at("index").is_number_unsigned() || !e.contains("name") ||
-        !e.at("name").is_string() || !e.contains("dir") || !e.at("dir").is_string())
-      throw ConfigError("DIR: " + path.string() + " is an index written before sweep manifests (its runs have no " +
-                        "index); run the sweep command that made it again to write one");
-    ManifestPoint p;
-    p.index = e.at("index").get<std::size_t>();
-    p.name = e.at("name").get<std::string>();
-    // A point trains only under DIR/runs/: a manifest edited to point elsewhere must not make run-one write there.
-    const fs::path dir = fs::path(e.at("dir").get<std::string>()).lexically_normal();
-    if (dir.is_absolute() || dir.empty() || *dir.begin() != "runs" || std::distance(dir.begin(), dir.end()) != 2)
-      throw ConfigError("DIR: " + path.string() + " gives point " + std::to_string(p.index) + " the run directory '" +
-                        e.at("dir").get<std::string>() + "' (allowed: runs/<name> inside the sweep directory)");
-    p.dir = (fs::path(sweep_dir) / dir).string();
-    if (e.contains("config")) p.config = e.at("config");
-    points.push_back(std::move(p));
-  }
-  std::sort(points.begin(), points.end(),
-            [](const ManifestPoint& a, const ManifestPoint& b) { return a.index < b.index; });
-  for (std::size_t i = 0; i < points.size(); ++i)
-    if (points[i].index != i)
-      throw ConfigError(fmt::format("DIR: {} does not number its grid points 0 to {} (point {} is missing); {} to "
-                                    "write it again",
-                                    path.string(), points.size() - 1, i, kMakeManifest));
-  return points;
-}
-
 int sweep_run_one(const std::string& sweep_dir, long index, const std::string& executable, std::ostream& out) {
   const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
   if (index < 0 || static_cast<std::size_t>(index) >= points.size())
@@ -181,12 +133,13 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
   std::size_t name_width = 4;
   for (const ManifestPoint& p : points) name_width = std::max(name_width, p.name.size());
   out << fmt::format("{:>5}  {:<{}}  {:<11}  {}\n", "index", "name", name_width, "status", "detail");
-  std::map<std::string, std::size_t> count;
-  std::vector<fs::path> leftovers;
+  SweepStanding standing;
+  standing.points = points.size();
+  std::vector<fs::path>& leftovers = standing.leftovers;
   for (const ManifestPoint& p : points) {
     for (fs::path& f : leftover_partial_writes(p.dir)) leftovers.push_back(std::move(f));
-    const PointState s = point_state(p.dir);
-    ++count[s.status];
+    const PointState s = point_state(p);
+    ++standing.count[s.status];
     long steps = -1;
     if (p.config.is_object() && p.config.contains("steps") && p.config.at("steps").is_number_unsigned())
       steps = p.config.at("steps").get<long>();
@@ -201,21 +154,20 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
     if (s.status == "failed")
       detail = "ended before a checkpoint (failed or killed); see " +
                shell_quote((fs::path(p.dir) / "train.log").string());
+    if (s.status == "incomplete") detail = "no readable config.json; the next run starts it over";
+    if (s.status == "missing") detail = "its run directory is gone; the next run starts it over";
     std::string row = fmt::format("{:>5}  {:<{}}  {:<11}  {}", p.index, p.name, name_width, s.status, detail);
     while (!row.empty() && row.back() == ' ') row.pop_back();
     out << row << "\n";
   }
-  std::string counts;
-  for (const char* status : {"complete", "diverged", "running", "interrupted", "failed", "pending"})
-    if (count[status]) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", count[status], status);
-  out << points.size() << " point" << (points.size() == 1 ? "" : "s") << ": " << counts << "\n";
+  out << points.size() << " point" << (points.size() == 1 ? "" : "s") << ": " << standing_counts(standing) << "\n";
   if (!leftovers.empty()) {
     std::string listed;
     for (const fs::path& f : leftovers) listed += (listed.empty() ? "" : ", ") + shell_quote_path(f.string());
     out << leftovers.size() << " leftover partial write" << (leftovers.size() == 1 ? "" : "s") << ": " << listed
         << " (a write cut short, e.g. by a second signal; the point's next run removes it)\n";
   }
-  if (count["interrupted"] + count["failed"] + count["pending"] > 0) {
+  if (standing.points > standing.count_of("complete") + standing.count_of("diverged") + standing.count_of("running")) {
     const train::PresetRecord preset = train::read_preset_record(sweep_dir);
     const std::string command = preset.name.empty()
                                     ? "the same xgrad sweep command again (any --launcher)"

@@ -11,20 +11,9 @@
 #include <vector>
 
 #include "train/cli/sweep.h"
+#include "train/sweep_manifest.h"
 
 namespace xgrad::train {
-
-/// One grid point of a sweep directory's manifest.
-struct ManifestPoint {
-  std::size_t index = 0;
-  std::string name;
-  std::string dir;  // the run directory: the sweep directory / the entry's "dir"
-  nlohmann::json config;  // the resolved settings (config.json keys); null in an index written before manifests
-};
-
-/// The grid points of `sweep_dir`/sweep.json, by index. Throws ConfigError naming `sweep_dir` when it holds no
-/// sweep.json or one that is not a manifest (not JSON, or runs without index and name).
-std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir);
 
 /// `xgrad sweep run-one DIR --index I`: trains grid point I of DIR's manifest in this process, replacing it with
 /// `xgrad train` (`executable`), so that a scheduler's signals reach the run itself: SIGTERM (scancel, a time limit)

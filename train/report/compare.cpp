@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +15,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "common/escape.h"
 #include "common/registry.h"
 #include "train/report/html.h"
@@ -23,6 +27,9 @@
 #include "train/report/stats.h"
 #include "train/report/summary.h"
 #include "train/report/tables.h"
+#include "train/run_directory.h"
+#include "train/shell_quote.h"
+#include "train/sweep_manifest.h"
 
 namespace xgrad::train {
 
@@ -76,6 +83,59 @@ std::string none_readable(std::size_t n_dirs, const std::vector<std::string>& re
   return message;
 }
 
+// For each input that is a sweep directory (it holds sweep.json): how many of its grid points are complete, when
+// not all are, so that "95 runs" is not read as the whole sweep. An index that is not a manifest is said so.
+std::vector<std::string> sweep_notes(const std::vector<std::string>& inputs) {
+  std::vector<std::string> notes;
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    if (!fs::exists(fs::path(input) / "sweep.json", ec)) continue;
+    SweepStanding s;
+    try {
+      s = sweep_standing(input);
+    } catch (const std::exception& e) {
+      notes.push_back("cannot tell how many grid points the sweep " + input + " has: " + e.what());
+      continue;
+    }
+    const std::size_t done = s.count_of("complete") + s.count_of("diverged");
+    if (done == s.points) continue;
+    std::map<std::string, std::size_t> rest = s.count;
+    rest.erase("complete");
+    rest.erase("diverged");
+    SweepStanding unfinished;
+    unfinished.count = rest;
+    notes.push_back(fmt::format("sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again "
+                                "(or `xgrad sweep run-one {} --index I`) to finish them; `xgrad sweep status {}` "
+                                "lists them",
+                                input, done, s.points, standing_counts(unfinished), shell_quote_path(input),
+                                shell_quote_path(input)));
+  }
+  return notes;
+}
+
+// The temporary files of atomic writes cut short (a second signal during a checkpoint write) in the runs read and in
+// the sweeps' run directories: their runs are not what they seem until the next start removes them.
+std::string leftovers_note(const std::vector<std::string>& inputs, const std::vector<std::string>& dirs) {
+  std::set<std::string> found;
+  for (const std::string& dir : dirs)
+    for (const fs::path& f : leftover_partial_writes(dir)) found.insert(f.string());
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    if (!fs::exists(fs::path(input) / "sweep.json", ec)) continue;
+    try {
+      for (const fs::path& f : sweep_standing(input).leftovers) found.insert(f.string());
+    } catch (const std::exception&) {
+      // told by sweep_notes
+    }
+  }
+  if (found.empty()) return "";
+  std::string listed;
+  for (const std::string& f : found) listed += (listed.empty() ? "" : ", ") + f;
+  return fmt::format("{} leftover partial write{}: {} (a write cut short, e.g. by a second signal; the run's next "
+                     "start removes it)",
+                     found.size(), found.size() == 1 ? "" : "s", listed);
+}
+
 }  // namespace
 
 std::size_t run_compare(const CompareOptions& options, std::ostream& terminal) {
@@ -122,7 +182,12 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
     ::unlink(probe.c_str());
   }
 
-  out << c.runs.size() << " runs in " << c.arms.size() << " arms\n\n" << arm_table(c).text();
+  out << c.runs.size() << " runs in " << c.arms.size() << " arms\n";
+  context.sweep_notes = sweep_notes(options.inputs);
+  const std::string leftovers = leftovers_note(options.inputs, dirs);
+  if (!leftovers.empty()) context.sweep_notes.push_back(leftovers);
+  for (const std::string& note : context.sweep_notes) out << "note: " << note << "\n";
+  out << "\n" << arm_table(c).text();
   const Table lr = lr_table(c);
   for (const auto& line : no_scaling_comparison_notes(c)) out << line << "\n";
   if (!lr.rows.empty()) out << "\nLR sensitivity (Wortsman et al. 2023, sec. 3.2):\n" << lr.text();

@@ -165,7 +165,7 @@ struct RunPage {
   std::vector<double> last_finite;               // per column: its last finite value (NaN: none)
   std::vector<std::size_t> finite_count;         // per column
   std::vector<bool> downsampled;                 // per column
-  std::vector<std::size_t> malformed_per_column;  // per column: cells that are empty or not a number
+  std::vector<std::size_t> malformed_per_column;  // per column: cells that are not a number (empty ones are not)
   std::size_t rows = 0, nonfinite = 0, malformed = 0;  // malformed: every column's, summed
 };
 

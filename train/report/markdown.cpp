@@ -787,6 +787,7 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   }
   md += fmt::format("{} runs in {} arms ({} complete, {} incomplete, {} diverged).\n\n", c.runs.size(), c.arms.size(),
                     n_complete, n_incomplete, n_diverged);
+  for (const std::string& note : ctx.sweep_notes) md += "**Note:** " + markdown_escape(note) + ".\n\n";
 
   if (!ctx.preset.name.empty())
     md += "Preset: `" + ctx.preset.name + "`" + (ctx.preset.quick ? " (its --quick grid)" : "") +

@@ -65,6 +65,7 @@ struct ReportContext {
   PresetRecord preset;                  // the preset whose sweep this is (name "" for none)
   std::vector<PresetSection> preset_sections;  // its sections, written after the Findings
   std::string preset_note;              // why its sections are missing ("" when written)
+  std::vector<std::string> sweep_notes;  // grid points of the input sweeps not complete, leftover partial writes
 };
 
 /// The whole report.md text.

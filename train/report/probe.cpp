@@ -42,8 +42,18 @@ std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size
       auto layer = model.attention_layers().front();
       layer->record_attention = true;
       NoGradGuard no_grad;
-      model.forward(task->batch(c.data_seed, 0, c.batch_size).inputs);
+      const auto batch = task->batch(c.data_seed, 0, c.batch_size);
+      model.forward(batch.inputs);
       const auto stats = nn::attention_stats(layer->last.scores.value(), layer->last.probs, nullptr, nullptr);
+      // With one visible key per query every softmax is 1 by construction: a table of nan would say nothing.
+      std::size_t n_queries = 0;
+      for (const auto& s : stats) n_queries += s.n_queries;
+      const std::size_t T = batch.inputs.shape(1);
+      if (n_queries == 0)
+        throw ConfigError(fmt::format("probe: no query may attend to two keys (task {}: sequences of {} token{}), so "
+                                      "every attention weight is 1 by construction and there is nothing to measure; "
+                                      "give sequences of at least 2 tokens",
+                                      c.task, T, T == 1 ? "" : "s"));
       ProbeRow r;
       r.d_k = d_k;
       r.scale = scale;

@@ -1,0 +1,175 @@
+#include "train/sweep_manifest.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+
+#include <fmt/format.h>
+
+#include "train/config.h"
+#include "train/json_file.h"
+#include "train/run_directory.h"
+#include "train/run_files.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kMakeManifest = "write one with `xgrad sweep --out DIR ...` (any --launcher)";
+
+}  // namespace
+
+std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
+  const fs::path path = fs::path(sweep_dir) / "sweep.json";
+  std::error_code ec;
+  if (!fs::is_directory(sweep_dir, ec)) throw ConfigError("DIR: " + sweep_dir + " is not a directory");
+  std::ifstream in(path);
+  if (!in) throw ConfigError("DIR: " + sweep_dir + " holds no sweep.json, so no sweep manifest; " + kMakeManifest);
+  nlohmann::json index;
+  try {
+    index = parse_json(in, path.string());
+  } catch (const nlohmann::json::exception&) {
+    throw ConfigError("DIR: " + path.string() + " is not valid JSON; " + kMakeManifest + " to write it again");
+  }
+  if (!index.is_object() || !index.contains("runs") || !index.at("runs").is_array())
+    throw ConfigError("DIR: " + path.string() + " lists no runs; " + kMakeManifest);
+  std::vector<ManifestPoint> points;
+  for (const nlohmann::json& e : index.at("runs")) {
+    if (!e.is_object() || !e.contains("index") || !e.at("index").is_number_unsigned() || !e.contains("name") ||
+        !e.at("name").is_string() || !e.contains("dir") || !e.at("dir").is_string())
+      throw ConfigError("DIR: " + path.string() + " is an index written before sweep manifests (its runs have no " +
+                        "index); run the sweep command that made it again to write one");
+    ManifestPoint p;
+    p.index = e.at("index").get<std::size_t>();
+    p.name = e.at("name").get<std::string>();
+    // A point trains only under DIR/runs/: a manifest edited to point elsewhere must not make run-one write there.
+    const fs::path dir = fs::path(e.at("dir").get<std::string>()).lexically_normal();
+    if (dir.is_absolute() || dir.empty() || *dir.begin() != "runs" || std::distance(dir.begin(), dir.end()) != 2)
+      throw ConfigError("DIR: " + path.string() + " gives point " + std::to_string(p.index) + " the run directory '" +
+                        e.at("dir").get<std::string>() + "' (allowed: runs/<name> inside the sweep directory)");
+    p.dir = (fs::path(sweep_dir) / dir).string();
+    if (e.contains("config")) p.config = e.at("config");
+    if (e.contains("status") && e.at("status").is_string()) p.recorded_status = e.at("status").get<std::string>();
+    points.push_back(std::move(p));
+  }
+  std::sort(points.begin(), points.end(),
+            [](const ManifestPoint& a, const ManifestPoint& b) { return a.index < b.index; });
+  for (std::size_t i = 0; i < points.size(); ++i)
+    if (points[i].index != i)
+      throw ConfigError(fmt::format("DIR: {} does not number its grid points 0 to {} (point {} is missing); {} to "
+                                    "write it again",
+                                    path.string(), points.size() - 1, i, kMakeManifest));
+  return points;
+}
+
+long checkpoint_step(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char size_bytes[8] = {};
+  if (!in.read(reinterpret_cast<char*>(size_bytes), 8)) return -1;
+  std::uint64_t size = 0;
+  for (int i = 7; i >= 0; --i) size = size << 8 | size_bytes[i];
+  if (size == 0 || size > (std::uint64_t{1} << 26)) return -1;
+  std::string header(size, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(size))) return -1;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(header);
+    return std::stol(j.at("__metadata__").at("step").get<std::string>());
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+namespace {
+
+// Whether `dir`/config.json reads as a JSON object: a run without one is started over (on_disk), whatever else its
+// directory holds.
+bool config_readable(const fs::path& dir) {
+  try {
+    std::ifstream in(dir / kConfigFile);
+    return in && parse_json(in, (dir / kConfigFile).string()).is_object();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+PointState point_state(const std::string& run_dir) {
+  const fs::path dir(run_dir);
+  PointState state;
+  std::error_code ec;
+  const bool has_config = config_readable(dir);
+  try {
+    std::ifstream in(dir / kSummaryFile);
+    if (in && has_config) {
+      const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
+      state.status = s.diverged ? "diverged" : "complete";
+      state.step = s.diverged ? s.diverged_step : -1;
+      state.final_loss = s.final_loss;
+      return state;
+    }
+  } catch (const std::exception&) {
+    // a summary cut short: the run is continued or redone, as if it had none
+  }
+  state.holder = run_lock_holder(dir);
+  if (!state.holder.empty()) {
+    state.status = "running";
+    state.step = static_cast<long>(count_metrics_rows(dir));
+    return state;
+  }
+  if (!has_config && (fs::exists(dir / kSummaryFile, ec) || fs::exists(dir / kCheckpointFile, ec))) {
+    state.status = "incomplete";
+    return state;
+  }
+  if (fs::exists(dir / kCheckpointFile, ec)) {
+    state.status = "interrupted";
+    state.step = checkpoint_step((dir / kCheckpointFile).string());
+    return state;
+  }
+  // The files an attempt leaves before its first checkpoint (train.log is opened before training starts).
+  for (const char* file : {kConfigFile, kMetricsFile, "train.log"})
+    if (fs::exists(dir / file, ec)) {
+      state.status = "failed";
+      return state;
+    }
+  return state;
+}
+
+PointState point_state(const ManifestPoint& point) {
+  PointState state = point_state(point.dir);
+  std::error_code ec;
+  if (state.status == "pending" && !point.recorded_status.empty() && point.recorded_status != "pending" &&
+      !fs::exists(point.dir, ec))
+    state.status = "missing";
+  return state;
+}
+
+std::size_t SweepStanding::count_of(const std::string& status) const {
+  const auto it = count.find(status);
+  return it == count.end() ? 0 : it->second;
+}
+
+SweepStanding sweep_standing(const std::string& sweep_dir) {
+  SweepStanding standing;
+  const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
+  standing.points = points.size();
+  for (const ManifestPoint& p : points) {
+    ++standing.count[point_state(p).status];
+    for (fs::path& f : leftover_partial_writes(p.dir)) standing.leftovers.push_back(std::move(f));
+  }
+  return standing;
+}
+
+std::string standing_counts(const SweepStanding& standing) {
+  std::string counts;
+  for (const char* status :
+       {"complete", "diverged", "running", "interrupted", "failed", "incomplete", "missing", "pending"})
+    if (standing.count_of(status))
+      counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", standing.count_of(status), status);
+  return counts;
+}
+
+}  // namespace xgrad::train

@@ -1,0 +1,66 @@
+// A sweep directory's manifest (sweep.json: every grid point with its index, name, run directory and settings) and
+// where each point stands, read from its run directory: one reader for `xgrad sweep status`, `sweep run-one`, the
+// Slurm launcher and `xgrad compare`, which all say how much of a sweep is done.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace xgrad::train {
+
+/// One grid point of a sweep directory's manifest.
+struct ManifestPoint {
+  std::size_t index = 0;
+  std::string name;
+  std::string dir;  // the run directory: the sweep directory / the entry's "dir"
+  nlohmann::json config;  // the resolved settings (config.json keys); null in an index written before manifests
+  std::string recorded_status;  // the entry's "status" as the sweep last wrote it ("pending", "complete", ...); "" if none
+};
+
+/// The grid points of `sweep_dir`/sweep.json, by index. Throws ConfigError naming `sweep_dir` when it holds no
+/// sweep.json or one that is not a manifest (not JSON, or runs without index and name).
+std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir);
+
+/// Where one grid point stands, read from its run directory alone, so it holds whichever launcher and host ran it.
+struct PointState {
+  // complete | diverged (summary.json) | running (a process holds the run's lock) | interrupted (a checkpoint,
+  // nobody training: the next run-one or sweep resumes it) | failed (files of an attempt, but neither a checkpoint nor
+  // a summary: it failed or was killed before its first checkpoint; the next attempt starts it over) | incomplete
+  // (a summary.json or checkpoint without a readable config.json: the next attempt starts it over, as on_disk
+  // decides) | pending (no run directory)
+  std::string status = "pending";
+  std::string holder;  // running: the pid its lock file names (a pid on another host under Slurm)
+  long step = -1;      // diverged: the step; interrupted: the checkpoint's step; running: rows in metrics.csv
+  double final_loss = 0;  // complete: mean loss of the last steps, as summary.json has it
+};
+PointState point_state(const std::string& run_dir);
+
+/// The step a run checkpoint was written after (its safetensors metadata "step"), read from the header alone; -1 when
+/// the file cannot be read as one.
+long checkpoint_step(const std::string& path);
+
+/// The state of manifest point `point`: point_state of its run directory, except that a point without a run
+/// directory whose sweep.json entry records it started (any status but "pending") is "missing": its directory was
+/// deleted, and the next sweep or run-one trains it again.
+PointState point_state(const ManifestPoint& point);
+
+/// How far a sweep directory is: its points by state (point_state) and the leftover partial writes of their runs.
+struct SweepStanding {
+  std::size_t points = 0;                             // grid points in sweep.json
+  std::map<std::string, std::size_t> count;           // by PointState::status
+  std::vector<std::filesystem::path> leftovers;       // leftover_partial_writes of every point's run directory
+  std::size_t count_of(const std::string& status) const;
+};
+
+/// Reads `sweep_dir`/sweep.json and every point's run directory. Throws as read_sweep_manifest.
+SweepStanding sweep_standing(const std::string& sweep_dir);
+
+/// "2 complete, 1 running, 1 missing": the non-zero counts of `standing`, in a fixed order.
+std::string standing_counts(const SweepStanding& standing);
+
+}  // namespace xgrad::train
