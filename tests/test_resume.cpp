@@ -791,7 +791,7 @@ TEST_CASE("resume refuses a checkpoint whose optimizer step count differs from i
   nn::Checkpoint edited = nn::load_checkpoint(ckpt.string());
   REQUIRE(edited.meta("step") == "6");
   REQUIRE(edited.meta("optim.step") == "6");
-  for (const std::string& count : {"3", "0", "9"}) {
+  for (const char* count : {"3", "0", "9"}) {
     edited.metadata["optim.step"] = count;
     nn::save_checkpoint(ckpt.string(), edited);
     TrainConfig r = c;
