@@ -3,6 +3,8 @@
 // command.
 #pragma once
 
+#include <ostream>
+#include <streambuf>
 #include <string>
 #include <string_view>
 
@@ -40,5 +42,40 @@ inline std::string escape_control(std::string_view text, bool keep_newlines = fa
   }
   return out;
 }
+
+/// A stream buffer that passes what is written through escape_control (newlines kept) to `sink`: for output that
+/// mixes xgrad's own text with data (run directory names, file names, config.json values), whose ANSI escapes
+/// must be shown, not obeyed. Use: `EscapingStreambuf buf(std::cout); std::ostream out(&buf);`.
+class EscapingStreambuf : public std::streambuf {
+ public:
+  explicit EscapingStreambuf(std::ostream& sink) : sink_(sink) {}
+  ~EscapingStreambuf() override { flush_pending(); }
+
+ protected:
+  int overflow(int ch) override {
+    if (ch == traits_type::eof()) return traits_type::not_eof(ch);
+    const auto byte = static_cast<unsigned char>(ch);
+    if (pending_) {  // a C1 control is two bytes in UTF-8: C2 then 80..9F
+      pending_ = false;
+      sink_ << escape_control(std::string{'\xC2', static_cast<char>(byte)}, true);
+      return ch;
+    }
+    if (byte == 0xC2) pending_ = true;
+    else sink_ << escape_control(std::string(1, static_cast<char>(byte)), true);
+    return ch;
+  }
+  int sync() override {
+    sink_.flush();
+    return 0;
+  }
+
+ private:
+  void flush_pending() {
+    if (pending_) sink_ << '\xC2';
+    pending_ = false;
+  }
+  std::ostream& sink_;
+  bool pending_ = false;
+};
 
 }  // namespace xgrad

@@ -269,6 +269,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"compare", run_dir, "--lr", "0.1"}, 2, "--lr: not a flag of compare (flags: --out, --loss-threshold,"},
       {{"compare", run_dir, "--lr=0.1"}, 2, "--lr: not a flag of compare"},
       {{"compare", (root / "absent").string()}, 2, "dirs: Directory does not exist"},
+      {{"compare", run_dir, "--out", ""}, 2, "--out: empty; name a report directory, or leave --out out to write into"},
       // --d-model is a flag of sweep, experiment and probe (only --scale and --d-k are lists there).
       {{"sweep", "--out", out, "--d-model", "0"}, 2, "--d-model: must be in [1, 16384], got 0"},
       {{"experiment", "--out", out, "--d-model", "abc"}, 2, "--d-model: must be a whole number in [1, 16384]"},
@@ -535,6 +536,37 @@ TEST_CASE("xgrad: log lines of a run whose name holds terminal escapes show them
   CHECK(text.find("[run\\e]0;title\\a\\e[2J] training") != std::string::npos);
   CHECK(text.find('\x1b') == std::string::npos);
   CHECK(text.find('\a') == std::string::npos);
+}
+
+TEST_CASE("xgrad sweep status: run names from sweep.json with terminal escapes are shown escaped") {
+  const TempDir root("cli_status_escapes");
+  const std::string out = (root / "sweep").string();
+  const std::string sweep = std::string(XGRAD_BIN) + " sweep --out '" + out +
+                            "' --scale none --d-k 4 --seeds 0 --arms sgd@0.1 --d-model 8 --batch-size 2 --steps 1 "
+                            "--jobs 1 > /dev/null 2>&1";
+  REQUIRE(std::system(sweep.c_str()) == 0);
+  const fs::path index = fs::path(out) / "sweep.json";
+  nlohmann::json j = [&] {
+    std::ifstream in(index);
+    return nlohmann::json::parse(in);
+  }();
+  const std::string evil = "evil\x1b]0;PWNED\a\x1b[31mRED";
+  const std::string old_dir = j["runs"][0]["dir"].get<std::string>();
+  fs::rename(fs::path(out) / old_dir, fs::path(out) / "runs" / evil);
+  j["runs"][0]["name"] = evil;
+  j["runs"][0]["dir"] = "runs/" + evil;
+  std::ofstream(index) << j.dump(2);
+  const std::string status = std::string(XGRAD_BIN) + " sweep status '" + out + "' 2>&1";
+  std::string output;
+  FILE* pipe = ::popen(status.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) output.append(buf.data(), n);
+  ::pclose(pipe);
+  INFO(output);
+  CHECK(output.find("evil\\e]0;PWNED\\a\\e[31mRED") != std::string::npos);
+  CHECK(output.find('\x1b') == std::string::npos);
+  CHECK(output.find('\a') == std::string::npos);
 }
 
 TEST_CASE("xgrad: JSON nested 100,000 deep, repeated keys and a config_version from elsewhere are refused naming "

@@ -1999,6 +1999,37 @@ TEST_CASE("property: gnuplot_string and escape_control of random strings over th
   }
 }
 
+TEST_CASE("a newline or a C1 control in a run's name adds no data line to the plot data and no raw byte to the page") {
+  if (!gnuplot_available()) {
+    MESSAGE("gnuplot not installed: skipped");
+    return;
+  }
+  const TempDir root("compare_name_lines");
+  FakeRun r;
+  r.loss = constant(20, 1.0);
+  const std::string name = "a\n3 1000000\xC2\x9B" "31mX";
+  write_run(root / "runs" / name, r);
+  CompareOptions options;
+  options.inputs = {(root / "runs").string()};
+  options.out = (root / "rep").string();
+  std::ostringstream out;
+  run_compare(options, out);
+  bool any_dat = false;
+  for (const auto& entry : fs::recursive_directory_iterator(root / "rep" / "plots")) {
+    if (entry.path().extension() != ".dat") continue;
+    any_dat = true;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      INFO(entry.path().string() << ": " << line);
+      CHECK(line.rfind("3 1000000", 0) != 0);
+    }
+  }
+  CHECK(any_dat);
+  const std::string page = read_text(root / "rep" / "report.html");
+  CHECK(page.find("\xC2\x9B") == std::string::npos);
+  CHECK(page.find("\\u009b31mX") != std::string::npos);
+}
+
 TEST_CASE("compare never writes through symbolic links in the report directory, and refuses a plots/ link") {
   const TempDir root("compare_links");
   for (const std::string scale : {"none", "sqrt_dk"}) {

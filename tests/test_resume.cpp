@@ -808,3 +808,33 @@ TEST_CASE("resume refuses a checkpoint whose optimizer step count differs from i
   }
   fs::remove_all(c.out);
 }
+
+TEST_CASE("resume refuses a checkpoint whose metadata config nests 200,000 deep or repeats a key, naming the file, "
+          "never a crash") {
+  TrainConfig c = tiny_run(temp_dir("metadata_config").string(), 4);
+  xgrad::train::train(c);
+  const fs::path ckpt = fs::path(c.out) / kCheckpointFile;
+  const nn::Checkpoint original = nn::load_checkpoint(ckpt.string());
+  const std::string config = original.meta("config");
+  REQUIRE(config.front() == '{');
+  struct Hostile {
+    std::string text, message;
+  };
+  const std::vector<Hostile> cases{
+      {"{\"lr\": " + std::string(200000, '[') + std::string(200000, ']') + "}", "deeper than 64 levels"},
+      {"{\"lr\": 1, " + config.substr(1), "the key 'lr' appears twice"},
+  };
+  for (const Hostile& h : cases) {
+    nn::Checkpoint edited = original;
+    edited.metadata["config"] = h.text;
+    nn::save_checkpoint(ckpt.string(), edited);
+    TrainConfig r = c;
+    r.resume = true;
+    r.steps = 6;
+    INFO(h.message);
+    CHECK_THROWS_WITH_AS(xgrad::train::train(r), doctest::Contains(h.message.c_str()), ConfigError);
+    CHECK(run_xgrad({"train", "--resume", c.out, "--steps", "6"}) == 2);
+    CHECK(checkpoint_step(c.out) == 4);
+  }
+  fs::remove_all(c.out);
+}

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -75,7 +76,8 @@ long checkpoint_step(const std::string& path) {
   std::string header(size, '\0');
   if (!in.read(header.data(), static_cast<std::streamsize>(size))) return -1;
   try {
-    const nlohmann::json j = nlohmann::json::parse(header);
+    std::istringstream text(header);
+    const nlohmann::json j = parse_json(text, path);
     return std::stol(j.at("__metadata__").at("step").get<std::string>());
   } catch (const std::exception&) {
     return -1;

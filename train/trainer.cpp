@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -239,8 +240,9 @@ void Run::resume_from_checkpoint(const TrainConfig* stored) {
   if (stored && c.metadata.count("config")) {
     TrainConfig written;
     try {
-      written = TrainConfig::from_json(nlohmann::json::parse(c.metadata.at("config")),
-                                       checkpoint_path.string() + " (metadata 'config')");
+      const std::string source = checkpoint_path.string() + " (metadata 'config')";
+      std::istringstream text(c.metadata.at("config"));
+      written = TrainConfig::from_json(parse_json(text, source), source);
     } catch (const nlohmann::json::exception& e) {
       throw std::runtime_error("cannot resume: " + checkpoint_path.string() +
                                ": metadata 'config' is not valid JSON: " + e.what());

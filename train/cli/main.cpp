@@ -229,7 +229,9 @@ int sweep_directory_command(int argc, char** argv) {
   }
   try {
     if (command == "status") {
-      print_sweep_status(dir, std::cout);
+      EscapingStreambuf buf(std::cout);  // run names in sweep.json are data
+      std::ostream out(&buf);
+      print_sweep_status(dir, out);
       return 0;
     }
     return sweep_run_one(dir, index, std::filesystem::canonical("/proc/self/exe").string(), std::cout);
@@ -421,6 +423,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*compare_cmd) {
+      if (compare_cmd->count("--out") && compare_opts.out.empty())
+        throw ConfigError("--out: empty; name a report directory, or leave --out out to write into the first "
+                          "directory given");
       std::string flags;
       for (const CLI::Option* o : compare_cmd->get_options())
         if (!o->get_lnames().empty() && o->get_lnames().front() != "help")

@@ -37,40 +37,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// What compare prints passes through escape_control on its way to the terminal: run directory names, file names
-// and config.json values are data, and an ANSI escape in one must be shown, not obeyed. Newlines pass.
-class EscapingBuf : public std::streambuf {
- public:
-  explicit EscapingBuf(std::ostream& sink) : sink_(sink) {}
-  ~EscapingBuf() override { flush_pending(); }
-
- protected:
-  int overflow(int ch) override {
-    if (ch == traits_type::eof()) return traits_type::not_eof(ch);
-    const auto byte = static_cast<unsigned char>(ch);
-    if (pending_) {  // a C1 control is two bytes in UTF-8: C2 then 80..9F
-      pending_ = false;
-      sink_ << escape_control(std::string{'\xC2', static_cast<char>(byte)}, true);
-      return ch;
-    }
-    if (byte == 0xC2) pending_ = true;
-    else sink_ << escape_control(std::string(1, static_cast<char>(byte)), true);
-    return ch;
-  }
-  int sync() override {
-    sink_.flush();
-    return 0;
-  }
-
- private:
-  void flush_pending() {
-    if (pending_) sink_ << '\xC2';
-    pending_ = false;
-  }
-  std::ostream& sink_;
-  bool pending_ = false;
-};
-
 std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out);
 
 // The error when no run could be read: it carries the first reasons, so a caller that only prints the error (a
@@ -139,7 +105,7 @@ std::string leftovers_note(const std::vector<std::string>& inputs, const std::ve
 }  // namespace
 
 std::size_t run_compare(const CompareOptions& options, std::ostream& terminal) {
-  EscapingBuf buf(terminal);
+  EscapingStreambuf buf(terminal);
   std::ostream out(&buf);
   return run_compare_unescaped(options, out);
 }
@@ -181,6 +147,10 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
     ::close(fd);
     ::unlink(probe.c_str());
   }
+  if (options.plots && fs::is_symlink(fs::symlink_status(out_dir / "plots")))  // refused before anything is printed
+    throw std::invalid_argument("compare: " + (out_dir / "plots").string() +
+                                " is a symbolic link; compare writes only into the report directory: remove the "
+                                "link or give another report directory with --out DIR");
 
   out << c.runs.size() << " runs in " << c.arms.size() << " arms\n";
   context.sweep_notes = sweep_notes(options.inputs);
@@ -260,10 +230,6 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   }
   const fs::path new_plots = out_dir / (".plots-new-" + tag), old_plots = out_dir / (".plots-old-" + tag);
   if (options.plots) {
-    if (fs::is_symlink(fs::symlink_status(plots_dir)))
-      throw std::invalid_argument("compare: " + plots_dir.string() +
-                                  " is a symbolic link; compare writes only into the report directory: remove the "
-                                  "link or give another report directory with --out DIR");
     fs::remove_all(new_plots);
     context.plots = write_plots(c, new_plots.string());
     write_summary_plots(context.summary, new_plots.string(), context.plots);

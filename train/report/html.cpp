@@ -249,13 +249,22 @@ std::string number_array(const std::vector<double>& v, int digits) {
   return out + "]";
 }
 
-// JSON for a <script> block: "<" escaped everywhere (it occurs only inside strings), so no "</script>" can end it.
+// JSON for a <script> block: "<" escaped everywhere (it occurs only inside strings), so no "</script>" can end it;
+// C1 controls escaped too, so that `cat report.html` cannot drive a terminal (nlohmann escapes the C0 ones).
 std::string script_safe(const std::string& json) {
   std::string out;
   out.reserve(json.size());
-  for (char ch : json) {
-    if (ch == '<') out += "\\u003c";
-    else out += ch;
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    const auto ch = static_cast<unsigned char>(json[i]);
+    const auto next = i + 1 < json.size() ? static_cast<unsigned char>(json[i + 1]) : 0;
+    if (ch == '<') {
+      out += "\\u003c";
+    } else if (ch == 0xC2 && next >= 0x80 && next <= 0x9F) {  // a C1 control (U+0080..U+009F), which terminals obey
+      out += fmt::format("\\u{:04x}", next);
+      ++i;
+    } else {
+      out += json[i];
+    }
   }
   return out;
 }

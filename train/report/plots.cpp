@@ -237,7 +237,7 @@ bool write_run_losses(const Comparison& c, const ArmStats& arm, double stride, c
   bool any = false;
   for (auto i : arm.runs) {
     const RunRecord& run = c.runs[i];
-    out << "# " << run.dir << "\n";
+    out << "# " << escape_control(run.dir) << "\n";  // a newline in a name would start a data line
     std::vector<Point> points;
     for (std::size_t r = 0; r < run.series.size(); ++r) points.push_back({run.series.step[r], run.series.loss[r]});
     for (const auto& p : thin(points, stride)) {
@@ -593,7 +593,7 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       const double offset = static_cast<double>(j) - 0.5 * static_cast<double>(n_measured - 1);
       const double shift = line.theory || !f.log_x ? 1.0 : std::pow(2.0, 0.05 * offset);
       if (!line.theory) ++j;
-      out << "# " << line.label << "\n# x y low high drawn_x\n";
+      out << "# " << escape_control(line.label) << "\n# x y low high drawn_x\n";
       for (const SummaryPoint* p : points) {
         // An error bar's low end at or below 0 cannot be drawn on a log axis: clipped to the point.
         const double lo = std::isfinite(p->lo) && (!f.log_y || p->lo > 0) ? p->lo : p->y;
