@@ -2030,6 +2030,17 @@ TEST_CASE("a newline or a C1 control in a run's name adds no data line to the pl
   CHECK(page.find("\\u009b31mX") != std::string::npos);
 }
 
+TEST_CASE("a terminal table shows a newline or an escape inside a cell escaped: no forged row, no cursor move") {
+  Table t;
+  t.header = {"scale", "final loss"};
+  t.rows = {{"sqrt_dk\n!touch PWN\x1b[2J", "1.0"}};
+  const std::string text = t.text();
+  INFO(text);
+  CHECK(text.find("sqrt_dk\\n!touch PWN\\e[2J") != std::string::npos);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 3);  // header, rule, one row
+  CHECK(text.find('\x1b') == std::string::npos);
+}
+
 TEST_CASE("compare never writes through symbolic links in the report directory, and refuses a plots/ link") {
   const TempDir root("compare_links");
   for (const std::string scale : {"none", "sqrt_dk"}) {

@@ -1,12 +1,12 @@
 #include "train/report/tables.h"
 
-#include "common/escape.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 
 #include <fmt/format.h>
+
+#include "common/escape.h"
 
 namespace xgrad::train {
 
@@ -63,12 +63,17 @@ std::vector<std::string> setting_cells(const ArmStats& arm, const std::vector<st
 }  // namespace
 
 std::string Table::text() const {
-  std::vector<std::size_t> w(header.size(), 0);
-  for (std::size_t i = 0; i < header.size(); ++i) w[i] = width(header[i]);
-  for (const auto& row : rows)
+  // Cells hold data (run names, setting values): a newline in one would forge a row, an escape move the cursor.
+  Table shown = *this;
+  for (std::string& cell : shown.header) cell = escape_control(cell);
+  for (auto& row : shown.rows)
+    for (std::string& cell : row) cell = escape_control(cell);
+  std::vector<std::size_t> w(shown.header.size(), 0);
+  for (std::size_t i = 0; i < shown.header.size(); ++i) w[i] = width(shown.header[i]);
+  for (const auto& row : shown.rows)
     for (std::size_t i = 0; i < row.size() && i < w.size(); ++i) w[i] = std::max(w[i], width(row[i]));
-  const std::vector<bool> numeric = numeric_columns(*this);
-  auto line = [&](const std::vector<std::string>& cells, bool) {
+  const std::vector<bool> numeric = numeric_columns(shown);
+  auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
     for (std::size_t i = 0; i < cells.size() && i < w.size(); ++i) {
       const std::string pad(w[i] - width(cells[i]), ' ');
@@ -77,11 +82,11 @@ std::string Table::text() const {
     }
     return out + "\n";
   };
-  std::string out = line(header, true);
+  std::string out = line(shown.header);
   std::size_t total = 0;
   for (auto x : w) total += x;
   out += std::string(total + 2 * (w.empty() ? 0 : w.size() - 1), '-') + "\n";
-  for (const auto& row : rows) out += line(row, false);
+  for (const auto& row : shown.rows) out += line(row);
   return out;
 }
 
