@@ -130,6 +130,21 @@ TEST_CASE("MetricsReader: a UTF-8 BOM and CRLF line ends are not part of column 
   fs::remove_all(dir);
 }
 
+TEST_CASE("MetricsReader: a NUL byte inside a cell makes it malformed, not the number before the NUL") {
+  const fs::path dir = temp_dir("metrics_reader_nul");
+  fs::create_directories(dir);
+  const fs::path csv = dir / "metrics.csv";
+  std::ofstream(csv, std::ios::binary) << std::string("step,loss\n0,1\0garbage\n1,2\n", 26);
+  MetricsReader reader(csv.string());
+  REQUIRE(reader.next());
+  CHECK(std::isnan(reader.cells()[1]));
+  CHECK(reader.malformed(1));
+  REQUIRE(reader.next());
+  CHECK(reader.cells()[1] == 2);
+  CHECK(reader.malformed_cells() == 0);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("MetricsReader: empty and non-numeric cells read as NaN; a row cut short ends the rows") {
   const fs::path dir = temp_dir("metrics_reader");
   fs::create_directories(dir);

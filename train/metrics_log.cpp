@@ -95,9 +95,11 @@ bool MetricsReader::next() {
         cells_[n_cells] = std::strtod(begin, &end);
         // strtod returns 0 for an empty or unparsable cell; it reads as NaN, not as a measured zero. An empty cell
         // is one the writer left out (not measured that step); anything else that is not a number is malformed.
-        if (end == begin || (*end != ',' && *end != '\0')) {
+        // The cell ends at the next comma or the line's end, not at a NUL byte inside it ("1\0garbage").
+        const std::size_t cell_end = std::min(line_.find(',', start), line_.size());
+        if (end == begin || end != line_.c_str() + cell_end) {
           cells_[n_cells] = std::numeric_limits<double>::quiet_NaN();
-          const bool empty = *begin == ',' || *begin == '\0';
+          const bool empty = cell_end == start;
           malformed_flags_[n_cells] = empty ? 0 : 1;
           malformed_ += empty ? 0 : 1;
           const std::size_t comma = line_.find(',', start);
