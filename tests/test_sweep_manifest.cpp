@@ -440,6 +440,25 @@ TEST_CASE("sweep status counts points whose run directory was deleted or cut sho
   CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "4 points: 4 complete\n"));
 }
 
+TEST_CASE("sweep status and a rerun treat a run whose metrics.csv was deleted or cut short as incomplete, not complete") {
+  const TempDir root("manifest_status_metrics");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root).code == 0);
+  fs::remove(out / "runs" / kNames[0] / "metrics.csv");
+  const fs::path csv = out / "runs" / kNames[1] / "metrics.csv";
+  fs::resize_file(csv, fs::file_size(csv) / 2);
+  const Result status = run_xgrad({"sweep", "status", out.string()}, root);
+  INFO(status.output);
+  CHECK(status_line(out, 0, root).rfind("incomplete", 0) == 0);
+  CHECK(status_line(out, 1, root).rfind("incomplete", 0) == 0);
+  CHECK(contains(status.output, "4 points: 2 complete, 2 incomplete\n"));
+  const Result again = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
+  INFO(again.output);
+  CHECK(again.code == 0);
+  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "4 points: 4 complete\n"));
+  CHECK(fs::exists(out / "runs" / kNames[0] / "metrics.csv"));
+}
+
 TEST_CASE("compare of a sweep says how many of its grid points are not complete, and mentions leftover partial writes") {
   const TempDir root("manifest_compare_missing");
   const fs::path out = fs::absolute(root / "sweep");

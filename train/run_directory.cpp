@@ -395,6 +395,11 @@ std::size_t count_metrics_rows(const fs::path& dir) {
   return rows > 0 ? rows - 1 : 0;  // the header
 }
 
+bool metrics_complete(const fs::path& dir, std::size_t steps_done) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / kMetricsFile, ec) && count_metrics_rows(dir) >= steps_done;
+}
+
 void write_json(const fs::path& path, const nlohmann::json& j) {
   nn::write_file_atomically(path.string(), j.dump(2) + "\n");
 }

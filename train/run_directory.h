@@ -123,6 +123,10 @@ std::unique_ptr<MetricsLog> open_metrics(const std::filesystem::path& dir, const
 /// checkpoint.
 std::size_t count_metrics_rows(const std::filesystem::path& dir);
 
+/// Whether dir/metrics.csv holds at least `steps_done` complete rows: a run whose summary.json says it finished but
+/// whose metrics.csv was deleted or cut short since is not complete (compare could not read it whole).
+bool metrics_complete(const std::filesystem::path& dir, std::size_t steps_done);
+
 /// Writes `j` to `path` atomically (temporary file, fsync, rename): a kill never leaves a half-written config.json
 /// or summary.json.
 void write_json(const std::filesystem::path& path, const nlohmann::json& j);

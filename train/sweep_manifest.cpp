@@ -108,6 +108,10 @@ PointState point_state(const std::string& run_dir) {
     std::ifstream in(dir / kSummaryFile);
     if (in && has_config) {
       const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
+      if (!metrics_complete(dir, s.steps_done)) {  // metrics.csv deleted or cut short since: a rerun redoes it
+        state.status = "incomplete";
+        return state;
+      }
       state.status = s.diverged ? "diverged" : "complete";
       state.step = s.diverged ? s.diverged_step : -1;
       state.final_loss = s.final_loss;

@@ -135,7 +135,9 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   try {
     std::ifstream in(dir / kSummaryFile);
     if (in) {
-      RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
+      const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
+      // A metrics.csv deleted or cut short since: redone, as compare could not read the run.
+      if (!metrics_complete(dir, s.steps_done)) return OnDisk::partial;
       return OnDisk::complete;
     }
   } catch (const std::exception&) {
