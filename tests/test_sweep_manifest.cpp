@@ -403,6 +403,62 @@ TEST_CASE("sweep run-one refuses a run directory that is a symbolic link and lea
   CHECK(fs::is_empty(elsewhere));
 }
 
+// The arguments of a tiny `xgrad train` into `out`.
+std::vector<std::string> train_args(const fs::path& out, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args{"train", "--out", out.string(), "--steps", "3", "--d-model", "16",
+                                "--print-every", "100000"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Checks `r` is the refusal of `link` as a symbolic link in a run directory.
+void check_refused_link(const Result& r, const fs::path& link) {
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(contains(r.output, link.string() + " is a symbolic link; xgrad does not write through links"));
+}
+
+TEST_CASE("a .lock that is a symbolic link is refused by train, resume and sweep, and its target is left alone") {
+  const TempDir root("links_lock");
+  const fs::path victim = fs::absolute(root / "victim");
+  std::ofstream(victim) << "precious\n";
+  // train --out into a fresh directory holding only the link
+  const fs::path run = fs::absolute(root / "run1");
+  fs::create_directories(run);
+  fs::create_symlink(victim, run / ".lock");
+  check_refused_link(run_xgrad(train_args(run), root), run / ".lock");
+  CHECK(read_text(victim) == "precious\n");
+  // train --resume of a run whose .lock was replaced by a link
+  const fs::path done = fs::absolute(root / "run2");
+  REQUIRE(run_xgrad(train_args(done), root).code == 0);
+  fs::remove(done / ".lock");
+  fs::create_symlink(victim, done / ".lock");
+  check_refused_link(run_xgrad({"train", "--resume", done.string(), "--steps", "6"}, root), done / ".lock");
+  CHECK(read_text(victim) == "precious\n");
+  // a local sweep: its own DIR/.lock, then a run's
+  const fs::path out = fs::absolute(root / "sweep");
+  fs::create_directories(out);
+  fs::create_symlink(victim, out / ".lock");
+  check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root), out / ".lock");
+  CHECK(read_text(victim) == "precious\n");
+  fs::remove(out / ".lock");
+  fs::create_directories(out / "runs" / kNames[1]);
+  fs::create_symlink(victim, out / "runs" / kNames[1] / ".lock");
+  const Result sweep = run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root);
+  INFO(sweep.output);
+  CHECK(sweep.code != 0);  // that run fails to start; the others train
+  CHECK(contains(sweep.output, (out / "runs" / kNames[1] / ".lock").string() + " is a symbolic link"));
+  CHECK(read_text(victim) == "precious\n");
+  // sweep run-one of a manifest point whose run directory holds the link
+  const fs::path manifest = fs::absolute(root / "manifest");
+  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), root).code == 0);
+  fs::create_directories(manifest / "runs" / kNames[0]);
+  fs::create_symlink(victim, manifest / "runs" / kNames[0] / ".lock");
+  check_refused_link(run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, root),
+                     manifest / "runs" / kNames[0] / ".lock");
+  CHECK(read_text(victim) == "precious\n");
+}
+
 TEST_CASE("sweep status mentions a checkpoint write left half-done (a second signal during the write)") {
   const TempDir root("manifest_status_leftover");
   const fs::path out = fs::absolute(root / "sweep");

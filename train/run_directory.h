@@ -16,6 +16,18 @@
 
 namespace xgrad::train {
 
+/// The message refusing `path`, a file xgrad would write in a run or sweep directory, because it is a symbolic link:
+/// "PATH is a symbolic link; xgrad does not write through links in a run directory: remove it".
+std::string linked_file_message(const std::filesystem::path& path);
+
+/// Throws ConfigError (linked_file_message) when `path` is a symbolic link, dangling or not: writing through it would
+/// create or replace a file outside the directories the user named. A path that does not exist passes.
+void refuse_linked_file(const std::filesystem::path& path);
+
+/// open(2) of `path` (a file in a run or sweep directory) with `flags` plus O_NOFOLLOW and O_CLOEXEC. Returns the
+/// descriptor, or -1 with errno set; throws ConfigError (linked_file_message) when `path` is a symbolic link.
+int open_not_linked(const std::filesystem::path& path, int flags, unsigned mode = 0644);
+
 /// An exclusive flock on DIR/.lock for as long as a train() writes into DIR: a second process (or a second train()
 /// in this one) is refused instead of writing the same files. The kernel drops the lock when the descriptor closes,
 /// the process exits or is killed, so a SIGKILL leaves no stale lock (the file stays, unlocked). The file holds the
