@@ -459,6 +459,29 @@ TEST_CASE("a .lock that is a symbolic link is refused by train, resume and sweep
   CHECK(read_text(victim) == "precious\n");
 }
 
+TEST_CASE("train --out refuses a run file that is a symbolic link, dangling or not, and writes nothing through it") {
+  const TempDir root("links_run_files");
+  const fs::path outside = fs::absolute(root / "outside");
+  fs::create_directories(outside);
+  for (const std::string file : {"metrics.csv", "config.json", "summary.json", "checkpoint.safetensors"}) {
+    CAPTURE(file);
+    const fs::path run = fs::absolute(root / ("run-" + file));
+    fs::create_directories(run);
+    fs::create_symlink(outside / file, run / file);  // dangling: fs::exists says there is no such file
+    check_refused_link(run_xgrad(train_args(run), root), run / file);
+    CHECK(!fs::exists(outside / file));
+  }
+  // --overwrite and --resume of a finished run whose metrics.csv was replaced by a link to another file
+  const fs::path done = fs::absolute(root / "done");
+  REQUIRE(run_xgrad(train_args(done), root).code == 0);
+  std::ofstream(outside / "kept.csv") << "kept\n";
+  fs::remove(done / "metrics.csv");
+  fs::create_symlink(outside / "kept.csv", done / "metrics.csv");
+  check_refused_link(run_xgrad(train_args(done, {"--overwrite"}), root), done / "metrics.csv");
+  check_refused_link(run_xgrad({"train", "--resume", done.string(), "--steps", "6"}, root), done / "metrics.csv");
+  CHECK(read_text(outside / "kept.csv") == "kept\n");
+}
+
 TEST_CASE("sweep status mentions a checkpoint write left half-done (a second signal during the write)") {
   const TempDir root("manifest_status_leftover");
   const fs::path out = fs::absolute(root / "sweep");

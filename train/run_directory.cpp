@@ -161,6 +161,8 @@ void check_run_directory(const TrainConfig& cfg) {
     throw ConfigError("--resume and --overwrite exclude each other (continue the run, or start it over)");
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw ConfigError("--out: " + dir.string() + " exists and is not a directory");
+  // fs::exists follows links: a dangling metrics.csv link would pass as "no run here" and be written through.
+  for (const auto& f : run_file_names()) refuse_linked_file(dir / f);
   bool holds_run = false;
   for (const auto& f : run_file_names()) holds_run = holds_run || fs::exists(dir / f, ec);
   if (cfg.resume && !fs::exists(dir / kConfigFile, ec))
