@@ -482,6 +482,34 @@ TEST_CASE("train --out refuses a run file that is a symbolic link, dangling or n
   CHECK(read_text(outside / "kept.csv") == "kept\n");
 }
 
+TEST_CASE("a local sweep and sweep run-one refuse a train.log that is a symbolic link, and leave its target alone") {
+  const TempDir root("links_train_log");
+  const fs::path victim = fs::absolute(root / "victim");
+  for (const bool resume : {false, true}) {
+    CAPTURE(resume);
+    const fs::path out = fs::absolute(root / (resume ? "resumed" : "fresh"));
+    const fs::path log = out / "runs" / kNames[1] / "train.log";
+    if (resume) {
+      REQUIRE(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root).code == 0);
+      fs::remove(out / "runs" / kNames[1] / "summary.json");  // the run now reads as interrupted: it is resumed
+    } else {
+      fs::create_directories(log.parent_path());
+    }
+    std::ofstream(victim) << "precious\n";
+    fs::remove(log);
+    fs::create_symlink(victim, log);
+    check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root), log);
+    CHECK(read_text(victim) == "precious\n");
+  }
+  const fs::path manifest = fs::absolute(root / "manifest");
+  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), root).code == 0);
+  const fs::path log = manifest / "runs" / kNames[0] / "train.log";
+  fs::create_directories(log.parent_path());
+  fs::create_symlink(victim, log);
+  check_refused_link(run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, root), log);
+  CHECK(read_text(victim) == "precious\n");
+}
+
 TEST_CASE("sweep status mentions a checkpoint write left half-done (a second signal during the write)") {
   const TempDir root("manifest_status_leftover");
   const fs::path out = fs::absolute(root / "sweep");
