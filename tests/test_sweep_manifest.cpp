@@ -444,10 +444,7 @@ TEST_CASE("a .lock that is a symbolic link is refused by train, resume and sweep
   fs::remove(out / ".lock");
   fs::create_directories(out / "runs" / kNames[1]);
   fs::create_symlink(victim, out / "runs" / kNames[1] / ".lock");
-  const Result sweep = run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root);
-  INFO(sweep.output);
-  CHECK(sweep.code != 0);  // that run fails to start; the others train
-  CHECK(contains(sweep.output, (out / "runs" / kNames[1] / ".lock").string() + " is a symbolic link"));
+  check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root), out / "runs" / kNames[1] / ".lock");
   CHECK(read_text(victim) == "precious\n");
   // sweep run-one of a manifest point whose run directory holds the link
   const fs::path manifest = fs::absolute(root / "manifest");
@@ -508,6 +505,42 @@ TEST_CASE("a local sweep and sweep run-one refuse a train.log that is a symbolic
   fs::create_symlink(victim, log);
   check_refused_link(run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, root), log);
   CHECK(read_text(victim) == "precious\n");
+}
+
+TEST_CASE("a local sweep refuses a runs/<name> or configs/ that is a symbolic link and writes nothing through it") {
+  const TempDir root("links_sweep_dirs");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root).code == 0);
+  const std::string index_before = read_text(out / "sweep.json");
+  const fs::path outside = fs::absolute(root / "outside_target");
+  fs::create_directories(outside);
+  fs::remove_all(out / "runs" / kNames[2]);
+  fs::create_directory_symlink(outside, out / "runs" / kNames[2]);
+  const Result linked_run = run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root);
+  INFO(linked_run.output);
+  CHECK(linked_run.code == 2);
+  CHECK(contains(linked_run.output, (out / "runs" / kNames[2]).string() + " is a symbolic link"));
+  CHECK(fs::is_empty(outside));
+  CHECK(read_text(out / "sweep.json") == index_before);
+
+  fs::remove(out / "runs" / kNames[2]);
+  fs::remove_all(out / "configs");
+  fs::create_directory_symlink(outside, out / "configs");
+  const Result linked_configs = run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root);
+  INFO(linked_configs.output);
+  CHECK(linked_configs.code == 2);
+  CHECK(contains(linked_configs.output, (out / "configs").string() + " is a symbolic link"));
+  CHECK(fs::is_empty(outside));
+  // sweep run-one writes the point's config file in configs/ too
+  const fs::path manifest = fs::absolute(root / "manifest");
+  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), root).code == 0);
+  fs::remove_all(manifest / "configs");
+  fs::create_directory_symlink(outside, manifest / "configs");
+  const Result run_one = run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, root);
+  INFO(run_one.output);
+  CHECK(run_one.code == 2);
+  CHECK(contains(run_one.output, (manifest / "configs").string() + " is a symbolic link"));
+  CHECK(fs::is_empty(outside));
 }
 
 TEST_CASE("sweep status mentions a checkpoint write left half-done (a second signal during the write)") {

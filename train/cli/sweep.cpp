@@ -664,15 +664,18 @@ void write_config_file(const SweepConfig& cfg, const SweepRun& r) {
   if (!out) throw std::runtime_error("writing " + config_file + " failed");
 }
 
-// Before anything is written: a file the sweep writes in a run directory (train.log, the lock, the run's own files)
-// as a symbolic link would have the sweep write into whatever it points to.
+// Before anything is written: configs/, runs/, a run's directory or a file the sweep writes in one (train.log, the
+// lock, the run's own files) as a symbolic link would have the sweep write into whatever it points to.
 void refuse_links_in_sweep(const fs::path& out, const std::vector<SweepRun>& runs) {
   const fs::path base = fs::absolute(out).lexically_normal();
+  check_not_linked(base, base / "configs", "--out");
   for (const SweepRun& r : runs) {
+    check_not_linked(base, r.config.out, "--out");
     const fs::path dir(r.config.out);
     for (const std::string& f : run_file_names()) refuse_linked_file(dir / f);
     refuse_linked_file(dir / "train.log");
     refuse_linked_file(dir / ".lock");
+    refuse_linked_file(base / "configs" / (r.name + ".json"));
   }
 }
 

@@ -81,6 +81,9 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   }
   // The point's config file, as the local launcher writes it, with this directory's path.
   const std::string config_file = (fs::path(sweep_dir) / "configs" / (point.name + ".json")).string();
+  check_not_linked(fs::absolute(sweep_dir).lexically_normal(),
+                   fs::absolute(fs::path(sweep_dir) / "configs").lexically_normal(), "DIR");
+  refuse_linked_file(config_file);
   fs::create_directories(fs::path(config_file).parent_path());
   {
     std::ofstream file(config_file, std::ios::trunc);
