@@ -72,17 +72,18 @@ std::string run_lock_holder(const std::filesystem::path& dir);
 inline constexpr const char* kInheritedLockVariable = "XGRAD_RUN_LOCK_FD";
 
 /// Checks config.out against overwrite/resume without touching it (a refused run leaves no trace). Throws
-/// ConfigError naming --out, --resume or --overwrite.
+/// ConfigError naming --out, --resume or --overwrite, and (linked_file_message) for a run file (run_file_names())
+/// that is a symbolic link, dangling or not.
 void check_run_directory(const TrainConfig& config);
 
 /// Refuses `dir` and every path component below `base` that is a symbolic link (for directories xgrad names itself
 /// inside a directory the user named, such as a sweep's runs/<name>): writing through one would replace files in
 /// whatever the link points to. `base` itself may be a link (the user named it). Throws ConfigError naming `flag`.
+void check_not_linked(const std::filesystem::path& base, const std::filesystem::path& dir, const std::string& flag);
+
 /// The temporary files of atomic writes cut short in `dir` (".<file>.tmp-<pid>", e.g. a second signal during a
 /// checkpoint write), sorted; empty if none or `dir` cannot be read. The next run in `dir` removes them.
 std::vector<std::filesystem::path> leftover_partial_writes(const std::filesystem::path& dir);
-
-void check_not_linked(const std::filesystem::path& base, const std::filesystem::path& dir, const std::string& flag);
 
 /// For --resume: compares the input files the run's config.json recorded under "inputs" (`stored_config`, in the
 /// canonical form) with those the task read now (`current`, data::Task::input_files()). Throws ConfigError
