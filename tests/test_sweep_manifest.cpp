@@ -403,6 +403,146 @@ TEST_CASE("sweep run-one refuses a run directory that is a symbolic link and lea
   CHECK(fs::is_empty(elsewhere));
 }
 
+// The arguments of a tiny `xgrad train` into `out`.
+std::vector<std::string> train_args(const fs::path& out, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args{"train", "--out", out.string(), "--steps", "3", "--d-model", "16",
+                                "--print-every", "100000"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Checks `r` is the refusal of `link` as a symbolic link in a run directory.
+void check_refused_link(const Result& r, const fs::path& link) {
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(contains(r.output, link.string() + " is a symbolic link; xgrad does not write through links"));
+}
+
+TEST_CASE("a .lock that is a symbolic link is refused by train, resume and sweep, and its target is left alone") {
+  const TempDir root("links_lock");
+  const fs::path victim = fs::absolute(root / "victim");
+  std::ofstream(victim) << "precious\n";
+  // train --out into a fresh directory holding only the link
+  const fs::path run = fs::absolute(root / "run1");
+  fs::create_directories(run);
+  fs::create_symlink(victim, run / ".lock");
+  check_refused_link(run_xgrad(train_args(run), root), run / ".lock");
+  CHECK(read_text(victim) == "precious\n");
+  // train --resume of a run whose .lock was replaced by a link
+  const fs::path done = fs::absolute(root / "run2");
+  REQUIRE(run_xgrad(train_args(done), root).code == 0);
+  fs::remove(done / ".lock");
+  fs::create_symlink(victim, done / ".lock");
+  check_refused_link(run_xgrad({"train", "--resume", done.string(), "--steps", "6"}, root), done / ".lock");
+  CHECK(read_text(victim) == "precious\n");
+  // a local sweep: its own DIR/.lock, then a run's
+  const fs::path out = fs::absolute(root / "sweep");
+  fs::create_directories(out);
+  fs::create_symlink(victim, out / ".lock");
+  check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root), out / ".lock");
+  CHECK(read_text(victim) == "precious\n");
+  fs::remove(out / ".lock");
+  fs::create_directories(out / "runs" / kNames[1]);
+  fs::create_symlink(victim, out / "runs" / kNames[1] / ".lock");
+  check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root), out / "runs" / kNames[1] / ".lock");
+  CHECK(read_text(victim) == "precious\n");
+  // sweep run-one of a manifest point whose run directory holds the link
+  const fs::path manifest = fs::absolute(root / "manifest");
+  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), root).code == 0);
+  fs::create_directories(manifest / "runs" / kNames[0]);
+  fs::create_symlink(victim, manifest / "runs" / kNames[0] / ".lock");
+  check_refused_link(run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, root),
+                     manifest / "runs" / kNames[0] / ".lock");
+  CHECK(read_text(victim) == "precious\n");
+}
+
+TEST_CASE("train --out refuses a run file that is a symbolic link, dangling or not, and writes nothing through it") {
+  const TempDir root("links_run_files");
+  const fs::path outside = fs::absolute(root / "outside");
+  fs::create_directories(outside);
+  for (const std::string file : {"metrics.csv", "config.json", "summary.json", "checkpoint.safetensors"}) {
+    CAPTURE(file);
+    const fs::path run = fs::absolute(root / ("run-" + file));
+    fs::create_directories(run);
+    fs::create_symlink(outside / file, run / file);  // dangling: fs::exists says there is no such file
+    check_refused_link(run_xgrad(train_args(run), root), run / file);
+    CHECK(!fs::exists(outside / file));
+  }
+  // --overwrite and --resume of a finished run whose metrics.csv was replaced by a link to another file
+  const fs::path done = fs::absolute(root / "done");
+  REQUIRE(run_xgrad(train_args(done), root).code == 0);
+  std::ofstream(outside / "kept.csv") << "kept\n";
+  fs::remove(done / "metrics.csv");
+  fs::create_symlink(outside / "kept.csv", done / "metrics.csv");
+  check_refused_link(run_xgrad(train_args(done, {"--overwrite"}), root), done / "metrics.csv");
+  check_refused_link(run_xgrad({"train", "--resume", done.string(), "--steps", "6"}, root), done / "metrics.csv");
+  CHECK(read_text(outside / "kept.csv") == "kept\n");
+}
+
+TEST_CASE("a local sweep and sweep run-one refuse a train.log that is a symbolic link, and leave its target alone") {
+  const TempDir root("links_train_log");
+  const fs::path victim = fs::absolute(root / "victim");
+  for (const bool resume : {false, true}) {
+    CAPTURE(resume);
+    const fs::path out = fs::absolute(root / (resume ? "resumed" : "fresh"));
+    const fs::path log = out / "runs" / kNames[1] / "train.log";
+    if (resume) {
+      REQUIRE(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root).code == 0);
+      fs::remove(out / "runs" / kNames[1] / "summary.json");  // the run now reads as interrupted: it is resumed
+    } else {
+      fs::create_directories(log.parent_path());
+    }
+    std::ofstream(victim) << "precious\n";
+    fs::remove(log);
+    fs::create_symlink(victim, log);
+    check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root), log);
+    CHECK(read_text(victim) == "precious\n");
+  }
+  const fs::path manifest = fs::absolute(root / "manifest");
+  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), root).code == 0);
+  const fs::path log = manifest / "runs" / kNames[0] / "train.log";
+  fs::create_directories(log.parent_path());
+  fs::create_symlink(victim, log);
+  check_refused_link(run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, root), log);
+  CHECK(read_text(victim) == "precious\n");
+}
+
+TEST_CASE("a local sweep refuses a runs/<name> or configs/ that is a symbolic link and writes nothing through it") {
+  const TempDir root("links_sweep_dirs");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root).code == 0);
+  const std::string index_before = read_text(out / "sweep.json");
+  const fs::path outside = fs::absolute(root / "outside_target");
+  fs::create_directories(outside);
+  fs::remove_all(out / "runs" / kNames[2]);
+  fs::create_directory_symlink(outside, out / "runs" / kNames[2]);
+  const Result linked_run = run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root);
+  INFO(linked_run.output);
+  CHECK(linked_run.code == 2);
+  CHECK(contains(linked_run.output, (out / "runs" / kNames[2]).string() + " is a symbolic link"));
+  CHECK(fs::is_empty(outside));
+  CHECK(read_text(out / "sweep.json") == index_before);
+
+  fs::remove(out / "runs" / kNames[2]);
+  fs::remove_all(out / "configs");
+  fs::create_directory_symlink(outside, out / "configs");
+  const Result linked_configs = run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root);
+  INFO(linked_configs.output);
+  CHECK(linked_configs.code == 2);
+  CHECK(contains(linked_configs.output, (out / "configs").string() + " is a symbolic link"));
+  CHECK(fs::is_empty(outside));
+  // sweep run-one writes the point's config file in configs/ too
+  const fs::path manifest = fs::absolute(root / "manifest");
+  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), root).code == 0);
+  fs::remove_all(manifest / "configs");
+  fs::create_directory_symlink(outside, manifest / "configs");
+  const Result run_one = run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, root);
+  INFO(run_one.output);
+  CHECK(run_one.code == 2);
+  CHECK(contains(run_one.output, (manifest / "configs").string() + " is a symbolic link"));
+  CHECK(fs::is_empty(outside));
+}
+
 TEST_CASE("sweep status mentions a checkpoint write left half-done (a second signal during the write)") {
   const TempDir root("manifest_status_leftover");
   const fs::path out = fs::absolute(root / "sweep");

@@ -2,11 +2,16 @@
 
 #include <algorithm>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <istream>
 #include <string>
 #include <limits>
 #include <stdexcept>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace xgrad::train {
 
@@ -32,11 +37,20 @@ bool read_line(std::istream& in, std::string& line, const std::string& path, std
   }
 }
 
+// fopen(path, "w") that refuses a symbolic link (ELOOP) instead of creating or truncating what it points to.
+std::FILE* open_for_writing(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return nullptr;
+  std::FILE* file = ::fdopen(fd, "w");
+  if (!file) ::close(fd);
+  return file;
+}
+
 }  // namespace
 
 MetricsLog::MetricsLog(const std::string& path, std::vector<std::string> columns)
-    : file_(std::fopen(path.c_str(), "w")), path_(path), columns_(std::move(columns)) {
-  if (!file_) throw std::runtime_error("cannot open " + path + " for writing");
+    : file_(open_for_writing(path)), path_(path), columns_(std::move(columns)) {
+  if (!file_) throw std::runtime_error("cannot open " + path + " for writing: " + std::strerror(errno));
   for (std::size_t i = 0; i < columns_.size(); ++i) std::fprintf(file_, "%s%s", i ? "," : "", columns_[i].c_str());
   std::fprintf(file_, "\n");
   std::fflush(file_);

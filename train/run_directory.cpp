@@ -24,6 +24,22 @@ namespace xgrad::train {
 
 namespace fs = std::filesystem;
 
+std::string linked_file_message(const fs::path& path) {
+  return path.string() + " is a symbolic link; xgrad does not write through links in a run directory: remove it";
+}
+
+void refuse_linked_file(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_symlink(fs::symlink_status(path, ec))) throw ConfigError(linked_file_message(path));
+}
+
+int open_not_linked(const fs::path& path, int flags, unsigned mode) {
+  // O_NOFOLLOW makes the check and the open one step: a link put in place between the two is refused too.
+  const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0 && errno == ELOOP) throw ConfigError(linked_file_message(path));
+  return fd;
+}
+
 RunLock::~RunLock() { release(); }
 
 void RunLock::release() {
@@ -47,7 +63,7 @@ bool RunLock::adopt_inherited(const fs::path& path) {
   const long fd = std::strtol(inherited, &end, 10);
   struct stat open_file {}, lock_file {};
   if (end == inherited || *end != '\0' || fd < 0 || fd > INT_MAX || ::fstat(static_cast<int>(fd), &open_file) != 0 ||
-      ::stat(path.c_str(), &lock_file) != 0 || open_file.st_dev != lock_file.st_dev ||
+      ::lstat(path.c_str(), &lock_file) != 0 || open_file.st_dev != lock_file.st_dev ||
       open_file.st_ino != lock_file.st_ino)
     return false;  // not this directory's lock: take it the usual way
   // The parent's lock is on this open file, so this succeeds at once; were it not held, it is taken here.
@@ -62,7 +78,7 @@ bool RunLock::adopt_inherited(const fs::path& path) {
 bool RunLock::try_acquire(const fs::path& dir, std::string& holder) {
   const fs::path path = dir / ".lock";
   if (adopt_inherited(path)) return true;
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = open_not_linked(path, O_RDWR | O_CREAT, 0644);
   if (fd < 0) throw ConfigError("--out: cannot open " + path.string() + ": " + std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -124,7 +140,7 @@ bool RunLock::acquire(const fs::path& dir, bool required) {
   const fs::path path = dir / ".lock";
   if (adopt_inherited(path)) return true;
   {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const int fd = open_not_linked(path, O_RDWR | O_CREAT, 0644);
     if (fd < 0) {
       if (!required) return false;
       throw ConfigError("--out: run directory " + dir.string() + " is not writable: " + std::strerror(errno));
@@ -145,6 +161,8 @@ void check_run_directory(const TrainConfig& cfg) {
     throw ConfigError("--resume and --overwrite exclude each other (continue the run, or start it over)");
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw ConfigError("--out: " + dir.string() + " exists and is not a directory");
+  // fs::exists follows links: a dangling metrics.csv link would pass as "no run here" and be written through.
+  for (const auto& f : run_file_names()) refuse_linked_file(dir / f);
   bool holds_run = false;
   for (const auto& f : run_file_names()) holds_run = holds_run || fs::exists(dir / f, ec);
   if (cfg.resume && !fs::exists(dir / kConfigFile, ec))

@@ -16,6 +16,18 @@
 
 namespace xgrad::train {
 
+/// The message refusing `path`, a file xgrad would write in a run or sweep directory, because it is a symbolic link:
+/// "PATH is a symbolic link; xgrad does not write through links in a run directory: remove it".
+std::string linked_file_message(const std::filesystem::path& path);
+
+/// Throws ConfigError (linked_file_message) when `path` is a symbolic link, dangling or not: writing through it would
+/// create or replace a file outside the directories the user named. A path that does not exist passes.
+void refuse_linked_file(const std::filesystem::path& path);
+
+/// open(2) of `path` (a file in a run or sweep directory) with `flags` plus O_NOFOLLOW and O_CLOEXEC. Returns the
+/// descriptor, or -1 with errno set; throws ConfigError (linked_file_message) when `path` is a symbolic link.
+int open_not_linked(const std::filesystem::path& path, int flags, unsigned mode = 0644);
+
 /// An exclusive flock on DIR/.lock for as long as a train() writes into DIR: a second process (or a second train()
 /// in this one) is refused instead of writing the same files. The kernel drops the lock when the descriptor closes,
 /// the process exits or is killed, so a SIGKILL leaves no stale lock (the file stays, unlocked). The file holds the
@@ -60,17 +72,18 @@ std::string run_lock_holder(const std::filesystem::path& dir);
 inline constexpr const char* kInheritedLockVariable = "XGRAD_RUN_LOCK_FD";
 
 /// Checks config.out against overwrite/resume without touching it (a refused run leaves no trace). Throws
-/// ConfigError naming --out, --resume or --overwrite.
+/// ConfigError naming --out, --resume or --overwrite, and (linked_file_message) for a run file (run_file_names())
+/// that is a symbolic link, dangling or not.
 void check_run_directory(const TrainConfig& config);
 
 /// Refuses `dir` and every path component below `base` that is a symbolic link (for directories xgrad names itself
 /// inside a directory the user named, such as a sweep's runs/<name>): writing through one would replace files in
 /// whatever the link points to. `base` itself may be a link (the user named it). Throws ConfigError naming `flag`.
+void check_not_linked(const std::filesystem::path& base, const std::filesystem::path& dir, const std::string& flag);
+
 /// The temporary files of atomic writes cut short in `dir` (".<file>.tmp-<pid>", e.g. a second signal during a
 /// checkpoint write), sorted; empty if none or `dir` cannot be read. The next run in `dir` removes them.
 std::vector<std::filesystem::path> leftover_partial_writes(const std::filesystem::path& dir);
-
-void check_not_linked(const std::filesystem::path& base, const std::filesystem::path& dir, const std::string& flag);
 
 /// For --resume: compares the input files the run's config.json recorded under "inputs" (`stored_config`, in the
 /// canonical form) with those the task read now (`current`, data::Task::input_files()). Throws ConfigError

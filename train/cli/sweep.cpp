@@ -417,8 +417,7 @@ pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vec
   if (resume) args = {"train", "--resume", r.config.out};
   // A child's console output goes to its own log: parallel runs would interleave on the terminal.
   const std::string log_path = (fs::path(r.config.out) / "train.log").string();
-  const int log_fd =
-      ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (resume ? O_APPEND : O_TRUNC), 0644);
+  const int log_fd = open_not_linked(log_path, O_WRONLY | O_CREAT | (resume ? O_APPEND : O_TRUNC));
   if (log_fd < 0) throw std::runtime_error("cannot open " + log_path + ": " + std::strerror(errno));
   pid_t pid = 0;
   try {
@@ -667,6 +666,21 @@ void write_config_file(const SweepConfig& cfg, const SweepRun& r) {
   if (!out) throw std::runtime_error("writing " + config_file + " failed");
 }
 
+// Before anything is written: configs/, runs/, a run's directory or a file the sweep writes in one (train.log, the
+// lock, the run's own files) as a symbolic link would have the sweep write into whatever it points to.
+void refuse_links_in_sweep(const fs::path& out, const std::vector<SweepRun>& runs) {
+  const fs::path base = fs::absolute(out).lexically_normal();
+  check_not_linked(base, base / "configs", "--out");
+  for (const SweepRun& r : runs) {
+    check_not_linked(base, r.config.out, "--out");
+    const fs::path dir(r.config.out);
+    for (const std::string& f : run_file_names()) refuse_linked_file(dir / f);
+    refuse_linked_file(dir / "train.log");
+    refuse_linked_file(dir / ".lock");
+    refuse_linked_file(base / "configs" / (r.name + ".json"));
+  }
+}
+
 void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep& opened,
                 const std::function<void(const std::string&)>& progress, const std::string& start_line) {
   std::error_code ec;
@@ -686,6 +700,7 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
   if (!opened.lock.try_acquire(out, holder))
     throw ConfigError("--out: " + cfg.out + " is in use by another xgrad sweep (pid " + holder +
                       "); wait for it to end, or stop it, before sweeping into it again");
+  refuse_links_in_sweep(out, runs);
   fs::create_directories(out / "runs", ec);
   if (ec) throw ConfigError("--out: cannot create sweep directory " + cfg.out + ": " + ec.message());
   if (progress && !start_line.empty()) {

@@ -81,6 +81,9 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   }
   // The point's config file, as the local launcher writes it, with this directory's path.
   const std::string config_file = (fs::path(sweep_dir) / "configs" / (point.name + ".json")).string();
+  check_not_linked(fs::absolute(sweep_dir).lexically_normal(),
+                   fs::absolute(fs::path(sweep_dir) / "configs").lexically_normal(), "DIR");
+  refuse_linked_file(config_file);
   fs::create_directories(fs::path(config_file).parent_path());
   {
     std::ofstream file(config_file, std::ios::trunc);
@@ -99,7 +102,7 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   out << where << ": " << (resume ? fmt::format("resuming from the checkpoint at step {}", from) : "starting")
       << "; log: " << log_path << std::endl;
 
-  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (resume ? O_APPEND : O_TRUNC), 0644);
+  const int log_fd = open_not_linked(log_path, O_WRONLY | O_CREAT | (resume ? O_APPEND : O_TRUNC));
   if (log_fd < 0) throw std::runtime_error("cannot open " + log_path + ": " + std::strerror(errno));
   // `xgrad train` takes over this process and the lock (kInheritedLockVariable), so the point is never unlocked in
   // between and a scheduler's signal reaches the run itself.
