@@ -264,7 +264,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     ::unlink(tmp.c_str());
     return CheckpointError(message);
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) throw fail("cannot create " + tmp.string());
   std::size_t done = 0;
   while (done < bytes.size()) {

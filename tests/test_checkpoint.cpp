@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <unistd.h>
 
@@ -229,4 +230,18 @@ TEST_CASE("optimizer state: export, import into a fresh optimizer, and the next 
     bad.buffers.begin()->second.clear();
     CHECK_THROWS_WITH_AS(opt_b->load_state(bad), doctest::Contains("0 arrays for 1 parameters"), Error);
   }
+}
+
+TEST_CASE("write_file_atomically never writes through a symbolic link left at its temporary file's name") {
+  const TempDir dir("atomic_link");
+  const auto victim = dir.path() / "victim.txt";
+  std::ofstream(victim) << "keep";
+  const auto target = dir.path() / "config.json";
+  const auto tmp = dir.path() / (".config.json.tmp-" + std::to_string(::getpid()));
+  std::filesystem::create_symlink(victim, tmp);
+  CHECK_THROWS_AS(xgrad::nn::write_file_atomically(target.string(), "{}\n"), xgrad::nn::CheckpointError);
+  std::ifstream in(victim);
+  const std::string kept((std::istreambuf_iterator<char>(in)), {});
+  CHECK(kept == "keep");
+  CHECK_FALSE(std::filesystem::exists(target));
 }
