@@ -89,6 +89,8 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"bogus"}, 2, "unknown command 'bogus' (allowed: train, sweep, experiment, probe, compare, settings;"},
       {{"train"}, 2, "--out: a run directory is required"},
       {{"train", "--out", out, "--bogus"}, 2, "--bogus"},
+      {{"train", "--out", out, "--scal", "none"}, 2, "--scal: not a flag of train (see 'xgrad train --help')"},
+      {{"train", "--out", out, "--d-model", "32", "64"}, 2, "unexpected argument '64' of train"},
       {{"train", "--out", out, "--steps", "abc"}, 2, "--steps: must be a whole number in [1, 1000000000], got 'abc'"},
       {{"train", "--out", out, "--steps", "0"}, 2, "--steps: must be in [1, 1000000000], got 0"},
       {{"train", "--out", out, "--steps", "-3"}, 2, "--steps: must be a whole number in [1, 1000000000]"},

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <ctime>
 #include <iostream>
+#include <sstream>
 
 #include "train/cli/main.h"
 
@@ -62,6 +63,21 @@ class EscapedText : public spdlog::custom_flag_formatter {
   }
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<EscapedText>(); }
 };
+
+// CLI11's "The following arguments were not expected: none --scal" (its words in reverse order) as the flag that
+// is not one: "--scal: not a flag of train (see 'xgrad train --help')".
+std::string unexpected_arguments(const std::string& what, const std::string& command) {
+  std::vector<std::string> words;
+  std::istringstream in(what.substr(what.find(':') == std::string::npos ? 0 : what.find(':') + 1));
+  for (std::string w; in >> w;) words.insert(words.begin(), w);  // back in the order given
+  const std::string see = " (see 'xgrad " + (command.empty() ? std::string() : command + " ") + "--help')";
+  const std::string of = command.empty() ? "" : " of " + command;
+  for (const std::string& w : words)
+    if (w.size() > 1 && w[0] == '-') return w.substr(0, w.find('=')) + ": not a flag" + of + see;
+  if (words.empty()) return what + see;
+  return "unexpected argument '" + words.front() + "'" + of +
+         (words.front().find(',') != std::string::npos ? "; lists of values are taken by xgrad sweep" : "") + see;
+}
 
 void set_log_format() {
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
@@ -368,6 +384,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    return fail(2, "xgrad: " + unexpected_arguments(e.what(), known ? first : std::string()));
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string("xgrad: ") + e.what() + " (see 'xgrad " + (known ? first + " " : std::string()) + "--help')");
   }
