@@ -47,6 +47,23 @@ Result run(const std::vector<std::string>& args) {
   return r;
 }
 
+// Runs a shell command line (its words quoted by the caller) with stdout and stderr together: for the output that
+// goes to the log on stdout as well as the errors.
+struct Output {
+  int code = -1;
+  std::string text;
+};
+Output shell_output(const std::string& command) {
+  Output o;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) o.text.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
 struct Case {
   std::vector<std::string> args;
   int code;
@@ -558,13 +575,7 @@ TEST_CASE("xgrad sweep status: run names from sweep.json with terminal escapes a
   j["runs"][0]["name"] = evil;
   j["runs"][0]["dir"] = "runs/" + evil;
   std::ofstream(index) << j.dump(2);
-  const std::string status = std::string(XGRAD_BIN) + " sweep status '" + out + "' 2>&1";
-  std::string output;
-  FILE* pipe = ::popen(status.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) output.append(buf.data(), n);
-  ::pclose(pipe);
+  const std::string output = shell_output(std::string(XGRAD_BIN) + " sweep status '" + out + "'").text;
   INFO(output);
   CHECK(output.find("evil\\e]0;PWNED\\a\\e[31mRED") != std::string::npos);
   CHECK(output.find('\x1b') == std::string::npos);
@@ -623,17 +634,11 @@ TEST_CASE("xgrad sweep: the start names the grid's axes and their sizes, marking
   // --d-k and --scale given, --arms and --seeds left at their defaults: 2 x 1 x 1 x 2 x 3 = 12 runs.
   const std::string command = std::string(XGRAD_BIN) + " sweep --out '" + out +
                               "' --scale none,sqrt_dk --d-k 4 --grid d_model=8,16 --batch-size 2 --steps 1 "
-                              "--print-every 100 --jobs 1 2>&1";
-  std::string output;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
-  const int status = ::pclose(pipe);
+                              "--print-every 100 --jobs 1";
+  const Output run_output = shell_output(command);
+  const std::string& output = run_output.text;
   INFO("output: " << output);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(run_output.code == 0);
   const std::string grid = "grid: scale × 2 (none, sqrt_dk) · d_k × 1 (4) · arms × 1 (default: adamw@0.003) · "
                            "d_model × 2 (8, 16) · seed × 3 (default: 0, 1, 2) = 12 runs";
   const std::size_t at = output.find(grid);
@@ -687,15 +692,9 @@ TEST_CASE("xgrad compare: a metrics.csv cell that is not a number, or a row with
   }();
   // stdout and stderr: compare's warnings go to the log on stdout.
   auto compare = [&](std::string& output) {
-    const std::string command = std::string(XGRAD_BIN) + " compare '" + (root / "run").string() + "' 2>&1";
-    output.clear();
-    FILE* pipe = ::popen(command.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    std::array<char, 4096> buf{};
-    std::size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
-    const int status = ::pclose(pipe);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const Output o = shell_output(std::string(XGRAD_BIN) + " compare '" + (root / "run").string() + "'");
+    output = o.text;
+    return o.code;
   };
   // Row 2 (line 3): its loss cell (column 2 in the header xgrad writes) replaced.
   const std::size_t row2 = good.find('\n', good.find('\n') + 1) + 1;
