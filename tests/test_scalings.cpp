@@ -15,6 +15,7 @@
 #include "autograd/gradcheck.h"
 #include "nn/attention.h"
 #include "nn/checkpoint.h"
+#include "nn/constant_scaling.h"
 #include "nn/model.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
@@ -80,6 +81,34 @@ std::vector<xt::xarray<float>> gradients(MultiHeadAttention& attn, const Tensor&
 }
 
 }  // namespace
+
+TEST_CASE("constant_scaling: the entry's layers multiply every score by multiplier(context), with its settings and style") {
+  const ScalingEntry e = constant_scaling(
+      "test_half_power", "scores = q·k / d_k^p", 5,
+      [](const ScalingContext& c) { return std::pow(static_cast<double>(c.d_k), -c.settings.get<double>("test_p")); },
+      {"#123456", "dotted"}, {number_setting("test_p", 0.5, 0.0, 2.0, "the exponent")});
+  CHECK(e.name == "test_half_power");
+  CHECK(e.order == 5);
+  CHECK(e.colour == "#123456");
+  CHECK(e.dash == "dotted");
+  CHECK(!e.is_reference);
+  REQUIRE(e.settings.size() == 1);
+  ScalingContext c;
+  c.d_k = 16;
+  c.settings = resolve_settings(e.settings, nlohmann::json::object());
+  const auto scaling = e.build(c);
+  CHECK(scaling->multiplier() == doctest::Approx(0.25));  // 16^-0.5
+  CHECK(scaling->parameters().empty());                   // nothing learned: a constant has no parameters
+  // The three built-in constant scalings are such entries: 1, 1/sqrt(d_k) and 1/d_k at d_k = 64.
+  CHECK(make_scaling("none", 1, 64, 8, true)->multiplier() == doctest::Approx(1.0));
+  CHECK(make_scaling("sqrt_dk", 1, 64, 8, true)->multiplier() == doctest::Approx(0.125));
+  CHECK(make_scaling("dk", 1, 64, 8, true)->multiplier() == doctest::Approx(1.0 / 64));
+  // A multiplier that is not a finite number > 0 is refused naming the entry, not used to train.
+  const ScalingEntry bad = constant_scaling("test_zero", "scores = 0", 6, [](const ScalingContext&) { return 0.0; },
+                                            {"#654321", "solid"});
+  CHECK_THROWS_WITH_AS(bad.build(c), doctest::Contains("scaling test_zero: its multiplier for d_k = 16 is 0"),
+                       std::invalid_argument);
+}
 
 TEST_CASE("the registry holds the built-in scalings, each with a description, a colour and a build function") {
   const auto names = registered_scalings();

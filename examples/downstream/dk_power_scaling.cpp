@@ -3,36 +3,17 @@
 // Programs V", sec. 3); values between interpolate, to ask where between the two a model trains best.
 // The whole extension is this file: the static registration below adds it to --scale, sweeps, compare and probe.
 #include <cmath>
-#include <memory>
 
-#include "nn/scaling.h"
+#include "nn/constant_scaling.h"
 
 namespace {
 
-class DkPowerScaling : public xgrad::nn::AttentionScaling {
- public:
-  DkPowerScaling(std::size_t d_k, double exponent)
-      : multiplier_(std::pow(static_cast<double>(d_k), -exponent)) {}
-  double multiplier() const override { return multiplier_; }
-
- private:
-  double multiplier_;
-};
-
-xgrad::nn::ScalingEntry dk_power_entry() {
-  xgrad::nn::ScalingEntry e;
-  e.name = "dk_power";
-  e.description = "scores = q·k / d_k^p: p = 0.5 is Vaswani et al. 2017 (eq. 1), p = 1 muP (Yang et al. 2022, sec. 3)";
-  e.order = 1000;  // after the built-in scalings in listings and reports
-  e.settings = {xgrad::number_setting("dk_power_exponent", 0.75, 0.0, 2.0, "the exponent p of d_k^-p")};
-  e.build = [](const xgrad::nn::ScalingContext& c) {
-    return std::make_shared<DkPowerScaling>(c.d_k, c.settings.get<double>("dk_power_exponent"));
-  };
-  e.colour = "#8E44AD";
-  e.dash = "dashed";
-  return e;
-}
-
-const xgrad::Registration<xgrad::nn::ScalingEntry> registration{dk_power_entry()};
+const xgrad::Registration<xgrad::nn::ScalingEntry> registration{xgrad::nn::constant_scaling(
+    "dk_power", "scores = q·k / d_k^p: p = 0.5 is Vaswani et al. 2017 (eq. 1), p = 1 muP (Yang et al. 2022, sec. 3)",
+    1000,  // after the built-in scalings in listings and reports
+    [](const xgrad::nn::ScalingContext& c) {
+      return std::pow(static_cast<double>(c.d_k), -c.settings.get<double>("dk_power_exponent"));
+    },
+    {"#8E44AD", "dashed"}, {xgrad::number_setting("dk_power_exponent", 0.75, 0.0, 2.0, "the exponent p of d_k^-p")})};
 
 }  // namespace

@@ -1,23 +1,18 @@
 // none: scores = q·k, no scaling. The unscaled baseline of the experiment (Vaswani et al. 2017, footnote 4, on why
 // it saturates the softmax as d_k grows).
-#include "nn/scaling.h"
+#include "nn/constant_scaling.h"
 
 namespace xgrad::nn {
 namespace {
 
-ScalingEntry make_entry() {
-  ScalingEntry e;
-  e.name = "none";
-  e.description = "scores = q·k, unscaled (the baseline; Vaswani et al. 2017, footnote 4)";
-  e.order = 0;
-  e.build = [](const ScalingContext&) { return std::make_shared<ConstantScaling>(1.0); };
-  e.colour = "#CC6677";
-  e.dash = "solid";
-  e.is_reference = true;
+ScalingEntry unscaled() {
+  ScalingEntry e = constant_scaling("none", "scores = q·k, unscaled (the baseline; Vaswani et al. 2017, footnote 4)", 0,
+                                    [](const ScalingContext&) { return 1.0; }, {"#CC6677", "solid"});
+  e.is_reference = true;  // the report compares every other scaling with this one
   return e;
 }
 
-const Registration<ScalingEntry> registration{make_entry()};
+const Registration<ScalingEntry> registration{unscaled()};
 
 }  // namespace
 }  // namespace xgrad::nn

@@ -2,25 +2,14 @@
 // Need", sec. 3.2.1, eq. 1.
 #include <cmath>
 
-#include "nn/scaling.h"
+#include "nn/constant_scaling.h"
 
 namespace xgrad::nn {
 namespace {
 
-ScalingEntry make_entry() {
-  ScalingEntry e;
-  e.name = "sqrt_dk";
-  e.description = "scores = q·k / sqrt(d_k) (Vaswani et al. 2017, \"Attention Is All You Need\", eq. 1)";
-  e.order = 10;
-  e.build = [](const ScalingContext& c) {
-    return std::make_shared<ConstantScaling>(1.0 / std::sqrt(static_cast<double>(c.d_k)));
-  };
-  e.colour = "#332288";
-  e.dash = "dashed";
-  return e;
-}
-
-const Registration<ScalingEntry> registration{make_entry()};
+const Registration<ScalingEntry> registration{constant_scaling(
+    "sqrt_dk", "scores = q·k / sqrt(d_k) (Vaswani et al. 2017, \"Attention Is All You Need\", eq. 1)", 10,
+    [](const ScalingContext& c) { return 1.0 / std::sqrt(static_cast<double>(c.d_k)); }, {"#332288", "dashed"})};
 
 }  // namespace
 }  // namespace xgrad::nn
