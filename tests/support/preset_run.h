@@ -13,14 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/paths.h"
+#include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 
 namespace xgrad::testing {
-
-inline std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 struct PresetRun {
   std::filesystem::path dir;  // the sweep directory (--out)
