@@ -58,7 +58,7 @@ node_tools() {
 }
 
 # The browser test's node packages (package.json, pinned in package-lock.json): puppeteer-core, which drives Debian's
-# chromium and downloads no browser, and uplot, the source of train/report/web/vendor. Installed again only when the
+# chromium and downloads no browser, and uplot, the source of report/web/vendor. Installed again only when the
 # lock file changed since.
 node_packages() {
   if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

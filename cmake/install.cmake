@@ -23,10 +23,10 @@ install(TARGETS ${xgrad_exported_targets} xgrad
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
-# Every header keeps its folder: P/include/xgrad/autograd/tensor.h, P/include/xgrad/train/cli/main.h, ... (listed
+# Every header keeps its folder: P/include/xgrad/autograd/tensor.h, P/include/xgrad/cli/main.h, ... (listed
 # file by file: install(DIRECTORY) would also create the folders that hold only sources, such as nn/scaling/).
 file(GLOB_RECURSE xgrad_headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
-  autograd/*.h common/*.h data/*.h nn/*.h platform/*.h train/*.h)
+  autograd/*.h cli/*.h common/*.h data/*.h nn/*.h platform/*.h report/*.h train/*.h)
 foreach(header IN LISTS xgrad_headers)
   get_filename_component(folder ${header} DIRECTORY)
   install(FILES ${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad/${folder})

@@ -1,4 +1,4 @@
-// The experiment-preset machinery (train/cli/presets/preset.h, train/report/preset_report.h): `xgrad experiment
+// The experiment-preset machinery (cli/presets/preset.h, report/preset_report.h): `xgrad experiment
 // --help` lists the registered presets, an unknown one is refused naming them, flags override a preset's grid, and a
 // preset's report sections and figures reach report.md with the numbers its function computed from the runs.
 #include <cstdio>
@@ -14,8 +14,8 @@
 #include "common/registry.h"
 #include "tests/support/preset_run.h"
 #include "tests/support/temp_dir.h"
-#include "train/report/compare.h"
-#include "train/report/preset_report.h"
+#include "report/compare.h"
+#include "report/preset_report.h"
 
 using namespace xgrad;
 using namespace xgrad::train;
@@ -77,7 +77,7 @@ TEST_CASE("experiment --help lists every preset with its run counts; an unknown 
   CHECK(code == 0);
   CHECK(help.find("--preset") != std::string::npos);
   CHECK(help.find("--quick") != std::string::npos);
-  CHECK(help.find("Presets (train/cli/presets/") != std::string::npos);
+  CHECK(help.find("Presets (cli/presets/") != std::string::npos);
   CHECK(help.find("  dk ") != std::string::npos);
   CHECK(help.find("(72 / 16 runs)") != std::string::npos);  // dk: 4 d_k x 2 scales x 3 arms x 3 seeds; quick 2x2x2x2
 

@@ -15,11 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/scaling.h"
-#include "train/report/compare.h"
-#include "train/report/html.h"
-#include "train/report/markdown.h"
-#include "train/report/runs.h"
-#include "train/report/stats.h"
+#include "report/compare.h"
+#include "report/html.h"
+#include "report/markdown.h"
+#include "report/runs.h"
+#include "report/stats.h"
 #include "train/run_files.h"
 #include "train/trainer.h"
 #include "tests/support/run_files.h"

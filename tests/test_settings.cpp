@@ -16,8 +16,8 @@
 #include "tests/support/paths.h"
 #include "data/registry.h"
 #include "nn/optim.h"
-#include "train/report/runs.h"
-#include "train/report/stats.h"
+#include "report/runs.h"
+#include "report/stats.h"
 #include "train/settings.h"
 
 using namespace xgrad;

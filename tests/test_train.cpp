@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/paths.h"
-#include "train/cli/sweep.h"
+#include "cli/sweep.h"
 #include "train/metrics_log.h"
 #include "train/run_files.h"
 #include "platform/environment.h"

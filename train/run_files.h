@@ -36,7 +36,7 @@ inline constexpr double kDivergedLossFactor = 10;
 /// The one definition of "diverged" for a run whose loss stayed finite: its final loss (the mean over its last
 /// min(20, rows) finite losses, as summary.json's final_loss) is above kDivergedLossFactor times its step-0 loss.
 /// Losses in nats. False when either is NaN (a run with a non-finite loss is diverged by is_finite_step instead).
-/// compare treats such a run exactly as one that diverged with a NaN (train/report/runs.h: RunRecord::diverged).
+/// compare treats such a run exactly as one that diverged with a NaN (report/runs.h: RunRecord::diverged).
 bool loss_blew_up(double first_loss, double final_loss);
 
 /// The near-zero threshold of GradientStats: a finite step's query (key) weights' gradient counts as near zero when

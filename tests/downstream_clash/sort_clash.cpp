@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "data/registry.h"
-#include "train/cli/main.h"
+#include "cli/main.h"
 
 namespace {
 

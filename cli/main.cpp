@@ -1,0 +1,559 @@
+// The `xgrad` command line: `xgrad train` runs one configuration, `xgrad experiment` the scaled-vs-unscaled
+// comparison. Exit codes: 0 success, 1 runtime failure, 2 bad usage (one line naming the flag and the allowed
+// values), 3 a training run diverged (NaN/Inf loss or gradient; its files are kept). When `train` was stopped by
+// SIGINT, SIGTERM or SIGHUP after writing a checkpoint (continue with --resume), or a sweep was stopped by it (its
+// runs checkpointed; the same command resumes them), the process ends by that signal, re-raised with its default
+// action, so a shell sees 128 + signal (129 for SIGHUP, 130 for SIGINT, 143 for SIGTERM) and a shell loop stops. A
+// sweep exits 1 when a run failed, was interrupted, or is still running in another process.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <ctime>
+#include <iostream>
+#include <sstream>
+
+#include "cli/main.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/spdlog.h>
+
+#include "autograd/blas.h"
+#include "autograd/kernels/isa.h"
+#include "common/escape.h"
+#include "common/registry.h"
+#include "data/registry.h"
+#include "cli/flags.h"
+#include "cli/presets/preset.h"
+#include "platform/distributed.h"
+#include "platform/environment.h"
+#include "platform/signals.h"
+#include "report/compare.h"
+#include "cli/sweep.h"
+#include "cli/sweep_cluster.h"
+#include "report/probe.h"
+#include "report/tables.h"
+#include "train/settings.h"
+#include "train/settings_reference.h"
+#include "train/shell_quote.h"
+#include "train/trainer.h"
+#include "train/json_file.h"
+
+using namespace xgrad;
+using namespace xgrad::train;
+using xgrad::cli::kDefaultPreset;
+using xgrad::cli::Preset;
+using xgrad::cli::grid_points;
+
+namespace {
+
+extern "C" void xgrad_on_train_stop_signal(int signal) { request_stop(signal); }
+
+// A log line's text with its control characters shown (a run's name comes from a directory name, a task's file
+// from the user): the terminal and train.log (a sweep child's output) never obey them.
+class EscapedText : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const std::string text = escape_control(std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(text.data(), text.data() + text.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<EscapedText>(); }
+};
+
+// CLI11's "The following arguments were not expected: none --scal" (its words in reverse order) as the flag that
+// is not one: "--scal: not a flag of train (see 'xgrad train --help')".
+std::string unexpected_arguments(const std::string& what, const std::string& command) {
+  std::vector<std::string> words;
+  std::istringstream in(what.substr(what.find(':') == std::string::npos ? 0 : what.find(':') + 1));
+  for (std::string w; in >> w;) words.insert(words.begin(), w);  // back in the order given
+  const std::string see = " (see 'xgrad " + (command.empty() ? std::string() : command + " ") + "--help')";
+  const std::string of = command.empty() ? "" : " of " + command;
+  for (const std::string& w : words)
+    if (w.size() > 1 && w[0] == '-') return w.substr(0, w.find('=')) + ": not a flag" + of + see;
+  if (words.empty()) return what + see;
+  return "unexpected argument '" + words.front() + "'" + of +
+         (words.front().find(',') != std::string::npos ? "; lists of values are taken by xgrad sweep" : "") + see;
+}
+
+void set_log_format() {
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<EscapedText>('*').set_pattern("[%H:%M:%S] %^%l%$ %*");
+  spdlog::set_formatter(std::move(formatter));
+}
+
+// SIGINT, SIGTERM and SIGHUP let the step in progress finish and a checkpoint be written; SA_RESETHAND makes a
+// second signal end the process at once, for a user who does not want to wait. A signal ignored when xgrad started
+// (nohup, a script's `&`) stays ignored. A sweep starts its children with these signals blocked (see sweep.cpp), so
+// one sent before the handlers were in place is handled now.
+// Prints `message` and returns `exit_code`. In a data-parallel run the other ranks may be waiting for this one in a
+// collective: the whole job ends, with this rank's message.
+// Messages name paths and values from the user's files: their control characters are shown, never obeyed.
+int fail(int exit_code, const std::string& message) {
+  const std::string line = escape_control(message, true);
+  if (platform::world_size() > 1)
+    platform::abort_job(exit_code, fmt::format("{} (rank {} of {})", line, platform::rank(), platform::world_size()));
+  std::cerr << line << "\n";
+  return exit_code;
+}
+
+void install_stop_handlers() {
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : platform::kStopSignals) {
+    platform::catch_unless_ignored(sig, xgrad_on_train_stop_signal, SA_RESTART | SA_RESETHAND);
+    sigaddset(&stop, sig);
+  }
+  sigprocmask(SIG_UNBLOCK, &stop, nullptr);
+}
+
+// The stored run's settings, so that the flags given with --resume are applied over them. Errors are left to
+// train(), which reads the file again and reports them.
+void load_resume_defaults(const std::string& dir, TrainConfig& config) {
+  try {
+    std::ifstream in(std::filesystem::path(dir) / kConfigFile);
+    if (!in) return;
+    config = TrainConfig::from_json(parse_json(in, dir + "/config.json"), dir + "/config.json");
+  } catch (const std::exception&) {
+  }
+  config.out = dir;
+}
+
+// `xgrad --version`: what a bug report needs to say which build ran.
+void print_version(std::ostream& out) {
+  out << "xgrad " << XGRAD_VERSION << " (commit " << XGRAD_GIT_COMMIT << ")\n";
+  nlohmann::json env = platform::environment_json();
+  env["cli11"] = CLI11_VERSION;
+  env["fmt"] = std::to_string(FMT_VERSION / 10000) + "." + std::to_string(FMT_VERSION / 100 % 100) + "." +
+               std::to_string(FMT_VERSION % 100);
+  // The thread counts are this process's (OpenBLAS's own default until a run sets them): a run uses --threads.
+  const std::size_t run_threads = TrainConfig().threads;
+  for (const auto& [key, value] : env.items())
+    out << "  " << key << ": " << (value.is_string() ? value.get<std::string>() : value.dump())
+        << (key == "blas_threads" || key == "xgrad_threads"
+                ? fmt::format(" (this process before a run sets them; a run uses --threads, default {})", run_threads)
+                : std::string())
+        << "\n";
+}
+
+// Whether the --config file sets `key` (read again: the file was parsed once already, and is small).
+bool config_has_key(const std::string& path, const std::string& key) {
+  if (path.empty()) return false;
+  try {
+    std::ifstream in(path);
+    return canonical_config_json(parse_json(in, path), path).contains(key);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string default_experiment_dir() {
+  const std::time_t now = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "runs/experiment-%Y%m%d-%H%M%S", std::localtime(&now));
+  return buf;
+}
+
+// The preset `xgrad experiment` runs: --preset NAME (or --preset=NAME) and --quick, read before parsing. An unknown
+// name leaves the default preset's grid in place; the --preset check then refuses it naming the presets.
+struct PresetChoice {
+  std::string name = kDefaultPreset;
+  bool quick = false;
+  const Preset* entry = nullptr;
+};
+PresetChoice find_preset(int argc, char** argv) {
+  PresetChoice choice;
+  if (argc >= 2 && std::string(argv[1]) == "experiment")
+    for (int i = 2; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--preset" && i + 1 < argc) choice.name = argv[i + 1];
+      if (arg.rfind("--preset=", 0) == 0) choice.name = arg.substr(9);
+      if (arg == "--quick") choice.quick = true;
+    }
+  choice.entry = Registry<Preset>::instance().find(choice.name);
+  if (!choice.entry) choice.entry = &Registry<Preset>::instance().at(kDefaultPreset);
+  return choice;
+}
+
+// `message` (a ConfigError's, "--eval-n-pairs 32: ...") with a note when its flag is one the user did not give whose
+// value the preset set: the user never typed it, so the message must say where it came from.
+std::string with_preset_origin(const std::string& message, const PresetChoice& preset, const SweepConfig& grid,
+                               const GivenSettings& given) {
+  if (message.rfind("--", 0) != 0) return message;
+  const std::string flag = message.substr(0, message.find_first_of(" :=,"));
+  std::string key = flag.substr(2);
+  std::replace(key.begin(), key.end(), '-', '_');
+  if (!find_setting(key) || given.contains(key)) return message;
+  const nlohmann::json value = get_setting(grid.base, key);
+  if (value.is_null() || value == get_setting(experiment_defaults().base, key)) return message;
+  return message + " (" + flag + " " + (value.is_string() ? value.get<std::string>() : value.dump()) +
+         " is preset " + preset.name + "'s" + (preset.quick ? " --quick" : "") + " value; give " + flag +
+         " to change it)";
+}
+
+// --preset and --quick, and the presets listed in --help with their run counts.
+void add_preset_flags(CLI::App& app, PresetChoice& choice) {
+  const auto& presets = Registry<Preset>::instance();
+  app.add_option("--preset", choice.name,
+                 "the experiment to run (allowed: " + presets.joined_names() + "; see the list below)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [&presets](std::string& name) -> std::string {
+            return presets.find(name) ? "" : "'" + name + "' is not a preset (allowed: " + presets.joined_names() + ")";
+          },
+          "PRESET"));
+  app.add_flag("--quick", choice.quick, "the preset's small grid (what CI runs; a minute or two on 2 cores)");
+  std::string footer = "Presets (cli/presets/, one file each; runs = grid points, full / --quick):";
+  for (const Preset* p : presets.entries()) {
+    std::string counts;
+    try {
+      counts = fmt::format("{} / {} runs", grid_points(p->grid(false)), grid_points(p->grid(true)));
+    } catch (const std::exception& e) {
+      counts = std::string("grid refused: ") + e.what();
+    }
+    footer += fmt::format("\n  {:<9} {} ({})", p->name, p->description, counts);
+  }
+  app.footer(footer + "\n");
+}
+
+// `xgrad sweep run-one DIR --index I` and `xgrad sweep status DIR`: commands on a sweep directory's manifest, which
+// take none of the sweep's grid flags. Returns the exit code.
+int sweep_directory_command(int argc, char** argv) {
+  const std::string command = argv[2];
+  CLI::App app{command == "run-one"
+                   ? "train one grid point of a sweep directory's manifest (sweep.json): resumes it from its "
+                     "checkpoint, does nothing if it is complete; what a Slurm array task or GNU parallel runs"
+                   : "the state of every grid point of a sweep directory: complete, diverged, running, interrupted, "
+                     "failed or pending, read from the run directories",
+               "xgrad sweep " + command};
+  std::string dir;
+  long index = -1;
+  app.add_option("DIR", dir, "the sweep directory (its sweep.json)")->required();
+  if (command == "run-one")
+    app.add_option("--index", index, "the grid point, 0 to N-1 (sweep.json's \"index\")")
+        ->required()
+        ->check(whole_number(0, 1000000000));
+  try {
+    app.parse(argc - 2, argv + 2);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(2, std::string("xgrad: ") + e.what() + " (see 'xgrad sweep " + command + " --help')");
+  }
+  try {
+    if (command == "status") {
+      EscapingStreambuf buf(std::cout);  // run names in sweep.json are data
+      std::ostream out(&buf);
+      print_sweep_status(dir, out);
+      return 0;
+    }
+    return sweep_run_one(dir, index, std::filesystem::canonical("/proc/self/exe").string(), std::cout);
+  } catch (const ConfigError& e) {
+    return fail(2, std::string("xgrad: ") + e.what());
+  } catch (const std::exception& e) {
+    return fail(1, std::string("xgrad: error: ") + e.what());
+  }
+}
+
+}  // namespace
+
+namespace xgrad::cli {
+
+int main(int argc, char** argv) {
+  // Checked first, so that --help and --version also say which extension clashes with which entry.
+  if (!registration_errors().empty()) {
+    for (const auto& message : registration_errors()) std::cerr << "xgrad: error: " << message << "\n";
+    return 2;
+  }
+  platform::select_blas_core(argc, argv);
+  platform::tune_allocator();
+  try {
+    simd::require_valid_simd_env();
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "xgrad: error: " << e.what() << "\n";
+    return 2;
+  }
+  set_log_format();
+
+  CLI::App app{"xgrad: train toy attention models with and without 1/sqrt(d_k) score scaling and compare them"};
+  app.require_subcommand(1);
+
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    print_version(std::cout);
+    return 0;
+  }
+
+  if (argc >= 3 && std::string(argv[1]) == "sweep" &&
+      (std::string(argv[2]) == "run-one" || std::string(argv[2]) == "status"))
+    return sweep_directory_command(argc, argv);
+
+  TrainConfig train_cfg;
+  const std::string resume_dir = find_train_flag_value(argc, argv, "--resume");
+  const std::string config_file = find_train_flag_value(argc, argv, "--config");
+  if (!resume_dir.empty()) load_resume_defaults(resume_dir, train_cfg);
+  std::string resume_flag, config_flag;
+  GivenSettings train_given, probe_given;
+  CLI::App* train_cmd = app.add_subcommand(
+      "train", "train one configuration; writes config.json, metrics.csv, checkpoint.safetensors and summary.json "
+               "(exit 3 if it diverged)");
+  add_setting_flags(*train_cmd, Setting::kTrain, train_given, train_cfg);
+  add_run_flags(*train_cmd, train_cfg, resume_flag, config_flag);
+
+  // `sweep` takes the grid from its flags; `experiment` is the default sweep (see experiment_defaults) + compare.
+  SweepFlags sweep_flags, exp_flags;
+  // The preset is read before parsing: its grid is the default the given flags override, and --help shows it.
+  PresetChoice preset = find_preset(argc, argv);
+  SweepConfig sweep_cfg, exp_cfg;
+  try {
+    exp_cfg = preset.entry->grid(preset.quick);
+  } catch (const std::exception& e) {
+    std::cerr << "xgrad: --preset " << preset.name << ": its grid could not be made: " << e.what() << "\n";
+    return 1;
+  }
+  CLI::App* sweep_cmd = app.add_subcommand(
+      "sweep", "train a grid of scale x d_k x seed x optimizer@lr as parallel runs into one sweep directory");
+  add_sweep_flags(*sweep_cmd, sweep_cfg, sweep_flags);
+  std::string launcher = "local";
+  SlurmOptions slurm;
+  add_launcher_flags(*sweep_cmd, launcher, slurm);
+  refuse_flags(*sweep_cmd, sweep_refused_flags("sweep"));
+  sweep_cmd->get_option("--out")->required();
+  sweep_cmd->footer("On a sweep directory: `xgrad sweep run-one DIR --index I` trains grid point I of DIR/sweep.json "
+                    "(what a Slurm array task or GNU parallel runs); `xgrad sweep status DIR` prints every point's "
+                    "state.");
+  CLI::App* exp_cmd = app.add_subcommand(
+      "experiment", "a preset's sweep (default: dk, scaled vs unscaled at d_k 16 to 1024), then compare with the "
+                    "preset's report sections");
+  add_preset_flags(*exp_cmd, preset);
+  add_sweep_flags(*exp_cmd, exp_cfg, exp_flags);
+  refuse_flags(*exp_cmd, sweep_refused_flags("experiment"));
+
+  TrainConfig probe_cfg;
+  std::vector<std::size_t> probe_d_ks{4, 16, 64, 256, 1024};
+  CLI::App* probe_cmd = app.add_subcommand(
+      "probe", "no training: attention statistics at initialisation, unscaled and scaled, next to the theory");
+  add_setting_flags(*probe_cmd, Setting::kProbe, probe_given, probe_cfg);
+  refuse_flags(*probe_cmd, probe_refused_flags());
+  add_list_flag(*probe_cmd, "--d-k", probe_d_ks, "head sizes, e.g. --d-k 4,16,64", whole_number(1, 8192));
+
+  CompareOptions compare_opts;
+  CLI::App* compare_cmd = app.add_subcommand(
+      "compare", "compare run or sweep directories: table, plots (PNG, SVG), report.md and report.html");
+  // Extras allowed so that an unknown flag is reported by name after parsing ("--lr: not a flag of compare"), not
+  // as the directory its value would otherwise become; the directories are checked after that.
+  compare_cmd->allow_extras();
+  compare_cmd->add_option("dirs", compare_opts.inputs, "run or sweep directories")->required();
+  compare_cmd->add_option("--out", compare_opts.out, "report directory (default: the first directory given)");
+  compare_cmd->add_option("--loss-threshold", compare_opts.loss_threshold,
+                          "steps-to-threshold loss in nats, > 0 (default: half the chance loss)")
+      ->check(decimal_in(0, false, HUGE_VAL, false));
+  compare_cmd->add_option("--accuracy-threshold", compare_opts.accuracy_threshold,
+                          "steps-to-threshold accuracy, in (0, 1]")
+      ->capture_default_str()
+      ->check(decimal_in(0, false, 1, true));
+  compare_cmd->add_option("--plots", compare_opts.plots, "draw plots with gnuplot (true/false)")
+      ->default_str(compare_opts.plots ? "true" : "false")  // CLI11 would show a bool's default as 1
+      ->check(boolean_word());
+
+  CLI::App* settings_cmd = app.add_subcommand(
+      "settings", "print every setting (flag, config.json key, allowed values, default, which entries read it) as "
+                  "Markdown: docs/settings.md");
+
+  // CLI11 would say "A subcommand is required" for both a missing and a misspelt command.
+  std::string commands;
+  bool known = false;
+  const std::string first = argc > 1 ? argv[1] : "";
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    commands += (commands.empty() ? "" : ", ") + sub->get_name();
+    known = known || sub->get_name() == first;
+  }
+  if (argc < 2) {
+    std::cerr << "xgrad: a command is required (allowed: " << commands << "; see 'xgrad --help', 'xgrad --version')\n";
+    return 2;
+  }
+  if (!first.empty() && first[0] != '-' && !known) {
+    std::cerr << "xgrad: unknown command '" << first << "' (allowed: " << commands << "; see 'xgrad --help')\n";
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    return fail(2, "xgrad: " + unexpected_arguments(e.what(), known ? first : std::string()));
+  } catch (const CLI::ParseError& e) {
+    return fail(2, std::string("xgrad: ") + e.what() + " (see 'xgrad " + (known ? first + " " : std::string()) + "--help')");
+  }
+
+  // Only a training run is data-parallel. Under mpirun every rank would run the whole command (a sweep's runs would
+  // each start as ranks of a job they are not part of).
+  if (known && first != "train" && platform::started_by_launcher()) {
+    std::cerr << "xgrad: " << first << " does not run under mpirun or srun --mpi=pmix: only 'xgrad train' is "
+              << "data-parallel (run a sweep's points as a Slurm array: xgrad sweep --launcher slurm)\n";
+    return 2;
+  }
+  try {
+    if (*train_cmd) {
+      if (!config_file.empty()) {
+        if (!resume_dir.empty())
+          throw ConfigError("--config: a resumed run keeps its own settings (--resume and --config exclude each other)");
+        const bool overwrite = train_cfg.overwrite;
+        train_cfg = read_config_file(config_file, "--config");
+        train_cfg.overwrite = overwrite;
+        // A run's config.json names the bytes that run read: a new run of it reads the same ones, except those of
+        // a file flag given here (a choice of another file, or of the file as it is now).
+        for (const data::InputFile& f : recorded_input_files(config_file))
+          if (!train_given.contains(f.setting)) train_cfg.recorded_inputs.push_back(f);
+        train_cfg.recorded_inputs_source = config_file;
+      }
+      apply_given_settings(train_cfg, train_given);
+      train_cfg.resume = !resume_flag.empty();
+      if (!train_cfg.resume)  // a resumed run's settings are its config.json's, read later
+        for (const auto& [key, value] : train_given.values)
+          if (const std::string unread = unread_setting_error(train_cfg, key); !unread.empty()) throw ConfigError(unread);
+      if (train_cfg.resume) {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        if (train_cmd->count("--out") && !fs::equivalent(train_cfg.out, resume_flag, ec))
+          throw ConfigError("--out: " + train_cfg.out + " is not the --resume directory " + resume_flag +
+                            " (a run is continued in place; --out may be left out)");
+        train_cfg.out = resume_flag;
+      } else if (!train_given.contains("data_seed") && !config_has_key(config_file, "data_seed")) {
+        train_cfg.data_seed = train_cfg.seed;  // the data stream follows the seed unless given
+      }
+      // Under mpirun (or srun --mpi=pmix) each process is one rank of a data-parallel run; rank 0 speaks for all.
+      platform::init_distributed(nullptr, nullptr);
+      if (platform::rank() != 0) spdlog::set_level(spdlog::level::err);
+      install_stop_handlers();
+      const RunSummary s = xgrad::train::train(train_cfg);
+      if (s.stop_signal) return platform::end_by_signal(s.stop_signal);
+      spdlog::info("done: final loss {}, final accuracy {:.3f} (means over the last 20 steps){}; wrote {}/metrics.csv",
+                   format_number(s.final_loss, 4), s.final_accuracy, s.diverged ? " (diverged)" : "", train_cfg.out);
+      return s.diverged ? 3 : 0;
+    }
+    if (*settings_cmd) {
+      write_settings_reference(std::cout);
+      return 0;
+    }
+    if (*compare_cmd) {
+      if (compare_cmd->count("--out") && compare_opts.out.empty())
+        throw ConfigError("--out: empty; name a report directory, or leave --out out to write into the first "
+                          "directory given");
+      std::string flags;
+      for (const CLI::Option* o : compare_cmd->get_options())
+        if (!o->get_lnames().empty() && o->get_lnames().front() != "help")
+          flags += (flags.empty() ? "--" : ", --") + o->get_lnames().front();
+      for (const std::string& extra : compare_cmd->remaining())
+        if (extra.size() > 1 && extra[0] == '-')
+          throw ConfigError(extra.substr(0, extra.find('=')) + ": not a flag of compare (flags: " + flags + ")");
+      if (!compare_cmd->remaining().empty())
+        throw ConfigError("compare: unexpected argument '" + compare_cmd->remaining().front() + "'");
+      for (const std::string& dir : compare_opts.inputs) {
+        std::string copy = dir;
+        const std::string error = CLI::ExistingDirectory(copy);
+        if (!error.empty()) throw ConfigError("dirs: " + error);
+      }
+      run_compare(compare_opts, std::cout);
+      return 0;
+    }
+    if (*probe_cmd) {
+      apply_given_settings(probe_cfg, probe_given);
+      if (!probe_given.contains("data_seed")) probe_cfg.data_seed = probe_cfg.seed;
+      probe_cfg.eval_every = 0;  // probe evaluates nothing (a data directory needs no held-out split)
+      probe_cfg.out = "-";  // probe writes no files
+      platform::set_threads(probe_cfg.threads);
+      platform::set_flush_denormals(probe_cfg.flush_denormals);
+      const auto rows = probe(probe_cfg, probe_d_ks, {"none", "sqrt_dk"});
+      std::cout << format_probe_table(rows);
+      return 0;
+    }
+    if (*sweep_cmd || *exp_cmd) {
+      const bool experiment = exp_cmd->parsed();
+      CLI::App& cmd = experiment ? *exp_cmd : *sweep_cmd;
+      SweepConfig& cfg = experiment ? exp_cfg : sweep_cfg;
+      finish_sweep_flags(cmd, cfg, experiment ? exp_flags : sweep_flags);
+      if (cfg.out.empty()) cfg.out = default_experiment_dir();
+      if (experiment) {
+        cfg.preset = preset.name;
+        cfg.preset_quick = preset.quick;
+      }
+      cfg.executable = std::filesystem::canonical("/proc/self/exe").string();
+      if (!experiment) check_launcher_flags(cmd, launcher);
+      if (launcher == "slurm") {  // Slurm places the tasks on its nodes: no local limit on --jobs x --threads
+        cfg.jobs = 1;
+        cfg.runs_here = false;
+      }
+      const auto planned = plan_sweep(cfg);
+      if (launcher == "slurm") {
+        const SlurmSubmission submission = prepare_slurm_sweep(cfg, slurm);
+        const std::string dir = shell_quote_path(cfg.out);
+        std::cout << "sweep: " << submission.points << " grid points in " << cfg.out << "/sweep.json; Slurm array "
+                  << "script " << submission.script << "\n"
+                  << grid_summary(cfg, planned.size()) << "\n";
+        if (submission.command.empty()) {
+          std::cout << "every grid point is complete or running; nothing to submit (xgrad sweep status " << dir
+                    << ")\n";
+          return 0;
+        }
+        std::string line;
+        for (const std::string& word : submission.command) line += (line.empty() ? "" : " ") + shell_quote(word);
+        if (!slurm.submit) {
+          std::cout << submission.indices.size() << " point(s) to run; submit them with:\n  " << line << "\n";
+          return 0;
+        }
+        const std::string job = submit_to_slurm(submission.command);
+        std::cout << "submitted job " << job << ": " << submission.indices.size() << " point(s), " << line << "\n"
+                  << "follow it with: xgrad sweep status " << dir << "\n";
+        return 0;
+      }
+      // A sweep outlives a reader of its output that went away (`| head -1`): its runs and sweep.json matter more
+      // than its progress lines, which then go nowhere. Its runs get SIGPIPE back (see spawn in sweep.cpp).
+      std::signal(SIGPIPE, SIG_IGN);
+      const std::string start_line =
+          fmt::format("{}: {} runs into {}, {} at a time, {} BLAS thread(s) each; OpenBLAS core {}",
+                      experiment ? "experiment --preset " + preset.name + (preset.quick ? " --quick" : "") : "sweep",
+                      planned.size(), cfg.out, cfg.jobs, cfg.base.threads,
+                      blas::core_name()) +
+          "\n" + grid_summary(cfg, planned.size());
+      const auto t0 = std::chrono::steady_clock::now();
+      const SweepResult result =
+          run_sweep(cfg, [](const std::string& line) { spdlog::info("{}", line); }, start_line);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::string summary = sweep_summary(result, secs) + "; index: " + cfg.out + "/sweep.json";
+      if (sweep_exit_code(result) == 0)
+        spdlog::info("{}", summary);
+      else
+        spdlog::warn("{}", summary);
+      if (result.stop_signal) return platform::end_by_signal(result.stop_signal);
+      if (experiment) {
+        CompareOptions options;
+        options.inputs = {cfg.out};
+        std::cout << "\n";
+        run_compare(options, std::cout);
+        std::cout << "\nReport: " << cfg.out << "/report.md (plots in " << cfg.out << "/plots/)\n"
+                  << "Runs: " << cfg.out << "/runs/<name>/ (config.json, metrics.csv, summary.json, train.log)\n"
+                  << "Wall time: " << static_cast<int>(secs) << " s\n";
+      } else {
+        std::cout << "Compare the runs with: xgrad compare " << shell_quote_path(cfg.out) << "\n";
+      }
+      return sweep_exit_code(result);
+    }
+  } catch (const ConfigError& e) {
+    if (exp_cmd->parsed()) return fail(2, "xgrad: " + with_preset_origin(e.what(), preset, exp_cfg, exp_flags.given));
+    return fail(2, std::string("xgrad: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    return fail(2, std::string("xgrad: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(1, "xgrad: error: out of memory; reduce --d-model, --d-ff, --n-layers or --batch-size");
+  } catch (const std::exception& e) {
+    return fail(1, std::string("xgrad: error: ") + e.what());
+  }
+  return 2;
+}
+
+}  // namespace xgrad::cli

@@ -1,0 +1,67 @@
+#include "cli/presets/preset.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "common/registry.h"
+#include "nn/scaling.h"
+#include "cli/flags.h"
+
+namespace xgrad::cli {
+
+PresetRegistration::PresetRegistration(Preset preset) {
+  train::PresetReport report{preset.name, preset.order, preset.report};
+  Registry<Preset>::instance().add(std::move(preset));
+  Registry<train::PresetReport>::instance().add(std::move(report));
+}
+
+train::SweepConfig preset_defaults() { return train::experiment_defaults(); }
+
+std::size_t grid_points(const train::SweepConfig& grid) {
+  std::size_t n = grid.scales.size() * grid.d_ks.size() * grid.arms.size() * grid.seeds.size();
+  for (const train::GridAxis& axis : grid.grid) n *= axis.values.size();
+  if (!grid.keep) return n;
+  // A filtered grid: count the points it keeps, as plan_sweep forms them.
+  std::vector<train::TrainConfig> points{grid.base};
+  for (const train::GridAxis& axis : grid.grid) {
+    std::vector<train::TrainConfig> next;
+    for (const train::TrainConfig& p : points)
+      for (const auto& value : axis.values) {
+        train::TrainConfig q = p;
+        train::set_setting(q, axis.key, value);
+        next.push_back(q);
+      }
+    points = std::move(next);
+  }
+  std::size_t kept = 0;
+  for (const train::TrainConfig& p : points)
+    for (std::size_t d_k : grid.d_ks)
+      for (const std::string& scale : grid.scales)
+        for (const train::Arm& arm : grid.arms)
+          for (std::uint64_t seed : grid.seeds) {
+            train::TrainConfig q = p;
+            train::set_setting(q, "scale", scale);
+            train::set_setting(q, "optimizer", arm.optimizer);
+            q.d_k = d_k;
+            q.lr = arm.lr;
+            q.seed = seed;
+            kept += grid.keep(q) ? 1 : 0;
+          }
+  return kept;
+}
+
+std::vector<std::string> all_scalings() { return Registry<nn::ScalingEntry>::instance().names(); }
+
+std::vector<double> log_spaced(double lo, double hi, std::size_t n) {
+  if (n < 2 || !(lo > 0) || !(hi > lo) || !std::isfinite(hi))
+    throw std::invalid_argument("log_spaced: needs n >= 2 and 0 < lo < hi");
+  std::vector<double> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * static_cast<double>(i) / (n - 1));
+    const double scale = std::pow(10.0, std::floor(std::log10(v)) - 2);
+    out.push_back(std::round(v / scale) * scale);
+  }
+  return out;
+}
+
+}  // namespace xgrad::cli

@@ -1,0 +1,278 @@
+#include "cli/sweep_cluster.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "train/number_format.h"
+#include "report/preset_report.h"
+#include "train/run_directory.h"
+#include "train/run_files.h"
+#include "train/shell_quote.h"
+#include "train/json_file.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+int sweep_run_one(const std::string& sweep_dir, long index, const std::string& executable, std::ostream& out) {
+  const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
+  if (index < 0 || static_cast<std::size_t>(index) >= points.size())
+    throw ConfigError(fmt::format("--index: {} is not a grid point of {} (allowed: 0 to {})", index, sweep_dir,
+                                  points.size() - 1));
+  const ManifestPoint& point = points[static_cast<std::size_t>(index)];
+  if (point.config.is_null())
+    throw ConfigError("DIR: the sweep.json of " + sweep_dir + " records no settings for " + point.name +
+                      " (an index written before sweep manifests); run the sweep command that made it again");
+  TrainConfig config = TrainConfig::from_json(point.config, fs::path(sweep_dir).string() + "/sweep.json " + point.name);
+  // The sweep directory may sit at another path here than where it was written (another mount point on a node).
+  config.out = fs::absolute(point.dir).lexically_normal().string();
+  const std::string where = fmt::format("sweep run-one: grid point {} of {} ({})", index, points.size(), point.name);
+
+  // runs/ or runs/<name> as a link would make this point train into (and replace) whatever it points to.
+  check_not_linked(fs::absolute(sweep_dir).lexically_normal(), config.out, "DIR");
+  std::error_code ec;
+  if (fs::exists(config.out, ec) && !fs::is_directory(config.out, ec))
+    throw std::runtime_error(config.out + " exists and is not a directory");
+  fs::create_directories(config.out);
+  // A lock probe (`sweep status`, `compare`) holds the lock for microseconds: a holder that stays is a run.
+  RunLock lock;
+  std::string holder;
+  bool locked = false;
+  for (int attempt = 0; attempt < 40 && !(locked = lock.try_acquire(config.out, holder)); ++attempt)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (!locked) {
+    out << where << " is being trained by another process (pid " << holder << "); left alone" << std::endl;
+    return 1;
+  }
+  std::string key;
+  const OnDisk state = on_disk(config, &key);
+  if (state == OnDisk::other)
+    throw ConfigError("DIR: " + config.out + " holds a run with a different " + key +
+                      " than sweep.json records for it; use a new sweep directory for other settings");
+  if (state != OnDisk::none) {
+    std::map<std::string, data::InputFile> cache;
+    check_run_inputs_unchanged(config.out,
+                               "; put the original back to go on with this sweep, or sweep the new file into a new "
+                               "sweep directory",
+                               cache);
+  }
+  if (state == OnDisk::complete) {
+    const PointState done = point_state(config.out);
+    out << where << " is "
+        << (done.status == "diverged" ? fmt::format("done (diverged at step {})", done.step)
+                                      : "complete already (final loss " + format_number(done.final_loss, 4) + ")")
+        << "; nothing to do" << std::endl;
+    return 0;
+  }
+  // The point's config file, as the local launcher writes it, with this directory's path.
+  const std::string config_file = (fs::path(sweep_dir) / "configs" / (point.name + ".json")).string();
+  check_not_linked(fs::absolute(sweep_dir).lexically_normal(),
+                   fs::absolute(fs::path(sweep_dir) / "configs").lexically_normal(), "DIR");
+  refuse_linked_file(config_file);
+  fs::create_directories(fs::path(config_file).parent_path());
+  {
+    std::ofstream file(config_file, std::ios::trunc);
+    file << config.to_json().dump(2) << "\n";
+    if (!file) throw std::runtime_error("writing " + config_file + " failed");
+  }
+  const bool resume = state == OnDisk::resumable;
+  std::vector<std::string> words{executable, "train"};
+  if (resume) {
+    words.insert(words.end(), {"--resume", config.out});
+  } else {
+    words.insert(words.end(), {"--config", config_file, "--overwrite"});
+  }
+  const std::string log_path = (fs::path(config.out) / "train.log").string();
+  const long from = resume ? checkpoint_step((fs::path(config.out) / kCheckpointFile).string()) : 0;
+  out << where << ": " << (resume ? fmt::format("resuming from the checkpoint at step {}", from) : "starting")
+      << "; log: " << log_path << std::endl;
+
+  const int log_fd = open_not_linked(log_path, O_WRONLY | O_CREAT | (resume ? O_APPEND : O_TRUNC));
+  if (log_fd < 0) throw std::runtime_error("cannot open " + log_path + ": " + std::strerror(errno));
+  // `xgrad train` takes over this process and the lock (kInheritedLockVariable), so the point is never unlocked in
+  // between and a scheduler's signal reaches the run itself.
+  ::fflush(stdout);
+  ::fflush(stderr);
+  // Kept to say why, where the caller reads, should the exec fail.
+  const int saved_out = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
+  const int saved_err = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
+  auto restore = [&] {
+    if (saved_out >= 0) ::dup2(saved_out, STDOUT_FILENO);
+    if (saved_err >= 0) ::dup2(saved_err, STDERR_FILENO);
+  };
+  if (::dup2(log_fd, STDOUT_FILENO) < 0 || ::dup2(log_fd, STDERR_FILENO) < 0 ||
+      ::fcntl(lock.descriptor(), F_SETFD, 0) != 0) {
+    restore();
+    throw std::runtime_error("cannot redirect the output of " + point.name + " to " + log_path);
+  }
+  ::setenv(kInheritedLockVariable, std::to_string(lock.descriptor()).c_str(), 1);
+  if (!std::getenv("OPENBLAS_NUM_THREADS")) ::setenv("OPENBLAS_NUM_THREADS", std::to_string(config.threads).c_str(), 1);
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  ::execv(executable.c_str(), argv.data());
+  const int error = errno;
+  restore();
+  throw std::runtime_error("cannot start " + executable + ": " + std::strerror(error));
+}
+
+void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
+  const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
+  std::size_t name_width = 4;
+  for (const ManifestPoint& p : points) name_width = std::max(name_width, p.name.size());
+  out << fmt::format("{:>5}  {:<{}}  {:<11}  {}\n", "index", "name", name_width, "status", "detail");
+  SweepStanding standing;
+  standing.points = points.size();
+  std::vector<fs::path>& leftovers = standing.leftovers;
+  for (const ManifestPoint& p : points) {
+    for (fs::path& f : leftover_partial_writes(p.dir)) leftovers.push_back(std::move(f));
+    const PointState s = point_state(p);
+    ++standing.count[s.status];
+    long steps = -1;
+    if (p.config.is_object() && p.config.contains("steps") && p.config.at("steps").is_number_unsigned())
+      steps = p.config.at("steps").get<long>();
+    const std::string of = steps >= 0 ? fmt::format(" of {}", steps) : "";
+    std::string detail;
+    if (s.status == "complete") detail = "final loss " + format_number(s.final_loss, 4);
+    if (s.status == "diverged") detail = fmt::format("at step {}", s.step);
+    if (s.status == "running") detail = fmt::format("pid {}, {} step(s){} logged", s.holder, s.step, of);
+    if (s.status == "interrupted")
+      detail = s.step >= 0 ? fmt::format("checkpoint at step {}{}; the next run-one resumes it", s.step, of)
+                           : "checkpoint unreadable; the next run-one resumes or restarts it";
+    if (s.status == "failed")
+      detail = "ended before a checkpoint (failed or killed); see " +
+               shell_quote((fs::path(p.dir) / "train.log").string());
+    if (s.status == "incomplete") detail = "no readable config.json; the next run starts it over";
+    if (s.status == "missing") detail = "its run directory is gone; the next run starts it over";
+    std::string row = fmt::format("{:>5}  {:<{}}  {:<11}  {}", p.index, p.name, name_width, s.status, detail);
+    while (!row.empty() && row.back() == ' ') row.pop_back();
+    out << row << "\n";
+  }
+  out << points.size() << " point" << (points.size() == 1 ? "" : "s") << ": " << standing_counts(standing) << "\n";
+  if (!leftovers.empty()) {
+    std::string listed;
+    for (const fs::path& f : leftovers) listed += (listed.empty() ? "" : ", ") + shell_quote_path(f.string());
+    out << leftovers.size() << " leftover partial write" << (leftovers.size() == 1 ? "" : "s") << ": " << listed
+        << " (a write cut short, e.g. by a second signal; the point's next run removes it)\n";
+  }
+  if (standing.points > standing.count_of("complete") + standing.count_of("diverged") + standing.count_of("running")) {
+    const train::PresetRecord preset = train::read_preset_record(sweep_dir);
+    const std::string command = preset.name.empty()
+                                    ? "the same xgrad sweep command again (any --launcher)"
+                                    : "the same `xgrad experiment --preset " + preset.text() + "` command again (same --out)";
+    out << "to continue: " << command << ", or `xgrad sweep run-one " << shell_quote_path(sweep_dir)
+        << " --index I` for one point\n";
+  }
+}
+
+bool is_slurm_time(const std::string& text) {
+  static const std::regex form(
+      R"(UNLIMITED|INFINITE|unlimited|infinite|[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2})");
+  return text.size() <= 32 && std::regex_match(text, form);
+}
+
+std::string slurm_array_list(const std::vector<std::size_t>& indices) {
+  std::string list;
+  for (std::size_t i = 0; i < indices.size();) {
+    std::size_t j = i;
+    while (j + 1 < indices.size() && indices[j + 1] == indices[j] + 1) ++j;
+    list += (list.empty() ? "" : ",") +
+            (j == i ? std::to_string(indices[i]) : fmt::format("{}-{}", indices[i], indices[j]));
+    i = j + 1;
+  }
+  return list;
+}
+
+SlurmSubmission prepare_slurm_sweep(const SweepConfig& cfg, const SlurmOptions& options) {
+  const int cpus = options.cpus_per_task > 0 ? options.cpus_per_task : static_cast<int>(cfg.base.threads);
+  if (cpus < static_cast<int>(cfg.base.threads))
+    throw ConfigError(fmt::format("--cpus-per-task: {} is below --threads {} (allowed: {} or more)", cpus,
+                                  cfg.base.threads, cfg.base.threads));
+  const fs::path dir = fs::absolute(cfg.out).lexically_normal();
+  // #SBATCH lines are split at whitespace by sbatch's own rules, not a shell's: a path is written there only bare.
+  if (dir.string().find_first_of(" \t\n\"'\\") != std::string::npos)
+    throw ConfigError("--out: " + dir.string() + " holds whitespace, a quote or a backslash, which the #SBATCH "
+                      "--output line of the Slurm script does not take; use another --out for --launcher slurm");
+  const std::vector<SweepRun> runs = write_sweep_manifest(cfg);
+  SlurmSubmission submission;
+  submission.points = runs.size();
+  submission.script = (dir / "sweep.sbatch").string();
+  std::vector<std::size_t> all;
+  for (const SweepRun& r : runs) {
+    all.push_back(r.index);
+    const std::string status = point_state(r.config.out).status;
+    if (status != "complete" && status != "diverged" && status != "running") submission.indices.push_back(r.index);
+  }
+  std::sort(all.begin(), all.end());
+  std::sort(submission.indices.begin(), submission.indices.end());
+  const std::string throttle = "%" + std::to_string(options.max_parallel);
+  // Slurm reads '%' in a file name as a pattern; %% is a literal one.
+  std::string output;
+  for (char c : (dir / "slurm-").string()) output += c == '%' ? std::string("%%") : std::string(1, c);
+  std::string script = "#!/bin/bash\n";
+  script += fmt::format("# xgrad sweep: grid points of {}/sweep.json, one Slurm array task each.\n", dir.string());
+  script += "# Written by `xgrad sweep --launcher slurm`; its --submit runs only the points not complete.\n";
+  script += "# State of every point: xgrad sweep status " + shell_quote(dir.string()) + "\n";
+  script += "#SBATCH --job-name=xgrad-sweep\n";
+  script += "#SBATCH --array=" + slurm_array_list(all) + throttle + "\n";
+  script += "#SBATCH --ntasks=1\n";
+  script += fmt::format("#SBATCH --cpus-per-task={}\n", cpus);
+  if (!options.partition.empty()) script += "#SBATCH --partition=" + options.partition + "\n";
+  if (!options.time.empty()) script += "#SBATCH --time=" + options.time + "\n";
+  script += "#SBATCH --output=" + output + "%A_%a.out\n";
+  script += fmt::format("export OPENBLAS_NUM_THREADS={}\n", cfg.base.threads);
+  script += "exec " + shell_quote(cfg.executable) + " sweep run-one " + shell_quote(dir.string()) +
+            " --index \"$SLURM_ARRAY_TASK_ID\"\n";
+  {
+    std::ofstream file(submission.script, std::ios::trunc);
+    file << script;
+    if (!file) throw std::runtime_error("writing " + submission.script + " failed");
+  }
+  fs::permissions(submission.script, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
+                  fs::perm_options::add);
+  if (!submission.indices.empty())
+    submission.command = {"sbatch", "--array=" + slurm_array_list(submission.indices) + throttle, submission.script};
+  return submission;
+}
+
+std::string submit_to_slurm(const std::vector<std::string>& command) {
+  std::vector<std::string> words = command;
+  words.insert(words.begin() + 1, "--parsable");  // an option after the script would be the script's argument
+  std::string line;
+  for (const std::string& word : words) line += (line.empty() ? "" : " ") + shell_quote(word);
+  line += " 2>&1";
+  FILE* pipe = ::popen(line.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run sbatch: " + std::string(std::strerror(errno)));
+  std::string output;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, pipe)) output += buf;
+  const int status = ::pclose(pipe);
+  while (!output.empty() && (output.back() == '\n' || output.back() == ' ')) output.pop_back();
+  if (status != 0 || output.empty()) {
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+      throw std::runtime_error("sbatch not found: run this where Slurm's client commands are installed (Debian: "
+                               "slurm-client), or submit the script yourself");
+    throw std::runtime_error("sbatch failed: " + output);
+  }
+  // --parsable prints "jobid" or "jobid;cluster"
+  const std::size_t newline = output.find_last_of('\n');
+  const std::string last = output.substr(newline == std::string::npos ? 0 : newline + 1);
+  return last.substr(0, last.find(';'));
+}
+
+}  // namespace xgrad::train

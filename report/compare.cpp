@@ -1,0 +1,283 @@
+#include "report/compare.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include <csignal>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "common/escape.h"
+#include "common/registry.h"
+#include "report/html.h"
+#include "report/preset_report.h"
+#include "report/plots.h"
+#include "report/markdown.h"
+#include "report/runs.h"
+#include "report/stats.h"
+#include "report/summary.h"
+#include "report/tables.h"
+#include "train/run_directory.h"
+#include "train/shell_quote.h"
+#include "train/sweep_manifest.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out);
+
+// The error when no run could be read: it carries the first reasons, so a caller that only prints the error (a
+// script, a test, a log) still learns why.
+std::string none_readable(std::size_t n_dirs, const std::vector<std::string>& reasons) {
+  std::string message = "compare: none of the " + std::to_string(n_dirs) + " run directories found could be read";
+  constexpr std::size_t kShown = 3;
+  for (std::size_t i = 0; i < reasons.size() && i < kShown; ++i) message += (i == 0 ? ": " : "; ") + reasons[i];
+  if (reasons.size() > kShown) message += "; and " + std::to_string(reasons.size() - kShown) + " more";
+  return message;
+}
+
+// For each input that is a sweep directory (it holds sweep.json): how many of its grid points are complete, when
+// not all are, so that "95 runs" is not read as the whole sweep. An index that is not a manifest is said so.
+std::vector<std::string> sweep_notes(const std::vector<std::string>& inputs) {
+  std::vector<std::string> notes;
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    if (!fs::exists(fs::path(input) / "sweep.json", ec)) continue;
+    SweepStanding s;
+    try {
+      s = sweep_standing(input);
+    } catch (const std::exception& e) {
+      notes.push_back("cannot tell how many grid points the sweep " + input + " has: " + e.what());
+      continue;
+    }
+    const std::size_t done = s.count_of("complete") + s.count_of("diverged");
+    if (done == s.points) continue;
+    std::map<std::string, std::size_t> rest = s.count;
+    rest.erase("complete");
+    rest.erase("diverged");
+    SweepStanding unfinished;
+    unfinished.count = rest;
+    notes.push_back(fmt::format("sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again "
+                                "(or `xgrad sweep run-one {} --index I`) to finish them; `xgrad sweep status {}` "
+                                "lists them",
+                                input, done, s.points, standing_counts(unfinished), shell_quote_path(input),
+                                shell_quote_path(input)));
+  }
+  return notes;
+}
+
+// The temporary files of atomic writes cut short (a second signal during a checkpoint write) in the runs read and in
+// the sweeps' run directories: their runs are not what they seem until the next start removes them.
+std::string leftovers_note(const std::vector<std::string>& inputs, const std::vector<std::string>& dirs) {
+  std::set<std::string> found;
+  for (const std::string& dir : dirs)
+    for (const fs::path& f : leftover_partial_writes(dir)) found.insert(f.string());
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    if (!fs::exists(fs::path(input) / "sweep.json", ec)) continue;
+    try {
+      for (const fs::path& f : sweep_standing(input).leftovers) found.insert(f.string());
+    } catch (const std::exception&) {
+      // told by sweep_notes
+    }
+  }
+  if (found.empty()) return "";
+  std::string listed;
+  for (const std::string& f : found) listed += (listed.empty() ? "" : ", ") + f;
+  return fmt::format("{} leftover partial write{}: {} (a write cut short, e.g. by a second signal; the run's next "
+                     "start removes it)",
+                     found.size(), found.size() == 1 ? "" : "s", listed);
+}
+
+}  // namespace
+
+std::size_t run_compare(const CompareOptions& options, std::ostream& terminal) {
+  EscapingStreambuf buf(terminal);
+  std::ostream out(&buf);
+  return run_compare_unescaped(options, out);
+}
+
+namespace {
+
+std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out) {
+  if (options.inputs.empty()) throw std::invalid_argument("compare: no run or sweep directory given");
+  const std::vector<std::string> dirs = find_run_dirs(options.inputs);
+
+  std::vector<RunRecord> runs;
+  ReportContext context;
+  for (const auto& dir : dirs) {
+    try {
+      runs.push_back(load_run(dir));
+    } catch (const std::runtime_error& e) {
+      // One unreadable run must not hide the others (a sweep may hold a broken one).
+      context.skipped.push_back(dir + ": " + e.what());
+    }
+  }
+  for (const auto& s : context.skipped) out << "skipped " << s << "\n";
+  if (runs.empty()) throw std::runtime_error(none_readable(dirs.size(), context.skipped));
+  const std::size_t n_runs = runs.size();
+  const Comparison c = analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold,
+                                    options.threshold_window);
+
+  const fs::path out_dir(options.out.empty() ? options.inputs.front() : options.out);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec)
+    throw std::runtime_error("compare: cannot create " + out_dir.string() + ": " + ec.message() +
+                             "; give another report directory with --out DIR");
+  {  // Found out before the figures are drawn, with the reason.
+    const fs::path probe = out_dir / (".xgrad-write-test-" + std::to_string(::getpid()));
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+      throw std::runtime_error("compare: cannot write the report into " + out_dir.string() + ": " +
+                               std::strerror(errno) + "; give a writable report directory with --out DIR");
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  if (options.plots && fs::is_symlink(fs::symlink_status(out_dir / "plots")))  // refused before anything is printed
+    throw std::invalid_argument("compare: " + (out_dir / "plots").string() +
+                                " is a symbolic link; compare writes only into the report directory: remove the "
+                                "link or give another report directory with --out DIR");
+
+  out << c.runs.size() << " runs in " << c.arms.size() << " arms\n";
+  context.sweep_notes = sweep_notes(options.inputs);
+  const std::string leftovers = leftovers_note(options.inputs, dirs);
+  if (!leftovers.empty()) context.sweep_notes.push_back(leftovers);
+  for (const std::string& note : context.sweep_notes) out << "note: " << note << "\n";
+  out << "\n" << arm_table(c).text();
+  const Table lr = lr_table(c);
+  for (const auto& line : no_scaling_comparison_notes(c)) out << line << "\n";
+  if (!lr.rows.empty()) out << "\nLR sensitivity (Wortsman et al. 2023, sec. 3.2):\n" << lr.text();
+  for (const auto& run : c.runs)
+    if (run.incomplete) out << "incomplete: " << run.dir << " (" << run.incomplete_reason << ")\n";
+  for (const auto& line : duplicate_seed_warnings(c)) out << "warning: duplicate seed: " << line << "\n";
+
+  context.out_dir = out_dir.string();
+  context.plots_requested = options.plots;
+  context.loss_threshold_option = options.loss_threshold;
+  context.summary = summary_figures(c);
+  // A preset's sweep (sweep.json records it) gets the preset's own sections too, computed from the same numbers.
+  // Written only when every input records the same preset (name and grid): sections of one preset computed over
+  // another's runs would be numbers of the wrong question.
+  {
+    std::vector<std::pair<std::string, PresetRecord>> records;
+    for (const std::string& input : options.inputs) records.push_back({input, read_preset_record(input)});
+    std::vector<std::string> problems, named;
+    bool same = true;
+    for (const auto& [input, record] : records) {
+      if (!record.problem.empty()) problems.push_back(record.problem);
+      named.push_back(input + ": " + (record.name.empty() ? "no preset" : record.text()));
+      same = same && record.name == records.front().second.name && record.quick == records.front().second.quick;
+    }
+    if (!problems.empty()) {
+      for (const std::string& p : problems) context.preset_note += (context.preset_note.empty() ? "" : "; ") + p;
+      context.preset_note += ": no preset sections are written";
+    } else if (!same) {
+      std::string list;
+      for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;
+      context.preset_note = "the inputs record different presets (" + list +
+                            "): a preset's sections are written only when every input records the same one, so "
+                            "none are written";
+    } else {
+      context.preset = records.front().second;
+    }
+    if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
+  }
+  if (!context.preset.name.empty()) {
+    const PresetReport* preset = Registry<PresetReport>::instance().find(context.preset.name);
+    try {
+      if (!preset)
+        context.preset_note = "preset '" + context.preset.name + "' is not registered in this build of xgrad (" +
+                              Registry<PresetReport>::instance().joined_names() + " are): its sections are not written";
+      else if (preset->sections)
+        context.preset_sections = preset->sections(PresetInput{c, context.preset.quick, out_dir.string()});
+    } catch (const std::exception& e) {
+      context.preset_note = "the sections of preset '" + context.preset.name + "' could not be computed: " + e.what();
+    }
+    if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
+    else if (context.preset_sections.empty())
+      out << "preset " << context.preset.name << (context.preset.quick ? " (quick)" : "")
+          << ": no sections of its own; the usual report\n";
+    else out << "preset " << context.preset.name << (context.preset.quick ? " (quick)" : "") << ": "
+             << context.preset_sections.size() << " section(s) of its own at the top of report.md\n";
+  }
+  // Everything is written beside its final place first (new plots in a directory of their own, the report files as
+  // temporary files) and renamed into place at the end with the stop signals held back, so a SIGTERM leaves the old
+  // report or the new one, each whole; a rename replaces a symbolic link the directory holds, never its target.
+  const fs::path plots_dir = out_dir / "plots";
+  const std::string tag = std::to_string(::getpid());
+  // What an earlier compare stopped by a signal left: its old plots (after its commit) or its unfinished new ones.
+  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string prefix : {".plots-old-", ".plots-new-", ".report.md.tmp-", ".report.html.tmp-"})
+      if (name.rfind(prefix, 0) == 0) {
+        const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+      }
+  }
+  const fs::path new_plots = out_dir / (".plots-new-" + tag), old_plots = out_dir / (".plots-old-" + tag);
+  if (options.plots) {
+    fs::remove_all(new_plots);
+    context.plots = write_plots(c, new_plots.string());
+    write_summary_plots(context.summary, new_plots.string(), context.plots);
+    std::vector<SummaryFigure> preset_figures;
+    for (const PresetSection& section : context.preset_sections)
+      preset_figures.insert(preset_figures.end(), section.figures.begin(), section.figures.end());
+    write_summary_plots(preset_figures, new_plots.string(), context.plots);
+    for (std::size_t at; (at = context.plots.note.find(new_plots.string())) != std::string::npos;)
+      context.plots.note.replace(at, new_plots.string().size(), plots_dir.string());
+    for (const auto& w : context.plots.warnings) out << "warning: plots: " << w << "\n";
+    if (!context.plots.note.empty()) out << "\nplots: " << context.plots.note << "\n";
+    else out << "\nplots: " << context.plots.drawn.size() + context.plots.summary_drawn.size()
+             << " figures (PNG and SVG) in " << plots_dir.string() << "\n";
+  }
+
+  const fs::path report = out_dir / "report.md", page = out_dir / "report.html";
+  const fs::path report_tmp = out_dir / (".report.md.tmp-" + tag), page_tmp = out_dir / (".report.html.tmp-" + tag);
+  {
+    fs::remove(report_tmp);
+    std::ofstream md(report_tmp);
+    if (!md) throw std::runtime_error("compare: cannot write " + report_tmp.string());
+    md << escape_control(report_markdown(c, context), true);
+    md.close();
+    if (!md) throw std::runtime_error("compare: writing " + report_tmp.string() + " failed");
+  }
+  fs::remove(page_tmp);
+  const HtmlOutcome html = write_report_html(c, context, page_tmp.string());
+
+  sigset_t stop, previous;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+  ::pthread_sigmask(SIG_BLOCK, &stop, &previous);
+  std::error_code ec_commit;
+  if (options.plots) {
+    if (fs::exists(fs::symlink_status(plots_dir))) fs::rename(plots_dir, old_plots, ec_commit);
+    if (!ec_commit) fs::rename(new_plots, plots_dir, ec_commit);
+  }
+  if (!ec_commit) fs::rename(report_tmp, report, ec_commit);
+  if (!ec_commit) fs::rename(page_tmp, page, ec_commit);
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (ec_commit) throw std::runtime_error("compare: cannot move the new report into " + out_dir.string() + ": " +
+                                          ec_commit.message());
+  fs::remove_all(old_plots, ec_commit);  // a stop here leaves only this hidden directory, cleared on the next run
+  out << "report: " << report.string() << "\n";
+  out << "page: " << page.string() << " (" << (html.bytes + 500) / 1000 << " kB; open it in a browser, no server needed)\n";
+  return n_runs;
+}
+
+}  // namespace
+
+}  // namespace xgrad::train

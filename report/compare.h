@@ -1,0 +1,27 @@
+// `xgrad compare DIR...`: reads run directories (config.json, metrics.csv, summary.json) — given directly or found
+// anywhere below the given directories (a sweep directory holds many) — groups them into arms that differ only in
+// seed, and reports: a table, gnuplot plots (PNG and SVG), report.md with sentences generated from the numbers, and
+// report.html, an interactive page of every run's curves (report/html.h).
+#pragma once
+
+#include <cstddef>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace xgrad::train {
+
+struct CompareOptions {
+  std::vector<std::string> inputs;  // run or sweep directories
+  std::string out;                  // where report.md, report.html and plots/ go (created); empty: the first input
+  double loss_threshold = -1;       // "steps to reach loss <= x"; < 0: half the chance loss
+  double accuracy_threshold = 0.9;  // "steps to reach accuracy >= x"
+  bool plots = true;                // draw plots with gnuplot (skipped with a note if gnuplot is missing)
+  std::size_t threshold_window = 10;  // steps-to-threshold use the trailing mean over this many steps (1: raw)
+};
+
+/// Prints the comparison table to `out` and writes report.md, report.html (+ plots). Returns the number of runs read.
+/// Throws std::invalid_argument when an input is not a directory or holds no run, std::runtime_error on I/O errors.
+std::size_t run_compare(const CompareOptions& options, std::ostream& out);
+
+}  // namespace xgrad::train

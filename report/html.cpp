@@ -1,0 +1,646 @@
+#include "report/html.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "train/metrics_log.h"
+#include "report/plots.h"
+#include "report/summary.h"
+#include "report/tables.h"
+#include "report/web_assets.h"
+#include "train/run_files.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+MinMaxDownsampler::MinMaxDownsampler(std::size_t n, std::size_t max_points) {
+  max_points = std::max<std::size_t>(max_points, 4);
+  if (n > max_points) {
+    const std::size_t buckets = max_points / 2;
+    width_ = (n + buckets - 1) / buckets;
+    out_.downsampled = width_ > 1;
+  }
+  out_.x.reserve(std::min(n, max_points));
+  out_.y.reserve(std::min(n, max_points));
+}
+
+void MinMaxDownsampler::add(double x, double y) {
+  if (width_ == 1) {
+    out_.x.push_back(x);
+    out_.y.push_back(y);
+    return;
+  }
+  if (in_bucket_ == 0) {
+    first_x_ = x;
+    any_finite_ = false;
+  }
+  last_x_ = x;
+  if (std::isfinite(y)) {
+    if (!any_finite_ || y < min_y_) min_y_ = y, min_at_ = in_bucket_;
+    if (!any_finite_ || y > max_y_) max_y_ = y, max_at_ = in_bucket_;
+    any_finite_ = true;
+  }
+  if (++in_bucket_ == width_) flush();
+}
+
+void MinMaxDownsampler::flush() {
+  if (in_bucket_ == 0) return;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double first = !any_finite_ ? nan : (min_at_ <= max_at_ ? min_y_ : max_y_);
+  const double second = !any_finite_ ? nan : (min_at_ <= max_at_ ? max_y_ : min_y_);
+  out_.x.push_back(first_x_);
+  out_.y.push_back(first);
+  if (in_bucket_ > 1) {
+    out_.x.push_back(last_x_);
+    out_.y.push_back(second);
+  }
+  in_bucket_ = 0;
+}
+
+DownsampledSeries MinMaxDownsampler::finish() {
+  flush();
+  return std::move(out_);
+}
+
+DownsampledSeries downsample_min_max(const std::vector<double>& x, const std::vector<double>& y,
+                                     std::size_t max_points) {
+  if (x.size() != y.size())
+    throw std::invalid_argument(fmt::format("downsample_min_max: x has {} points, y {}", x.size(), y.size()));
+  MinMaxDownsampler d(x.size(), max_points);
+  for (std::size_t i = 0; i < x.size(); ++i) d.add(x[i], y[i]);
+  return d.finish();
+}
+
+namespace {
+
+constexpr std::size_t kListed = 5;  // run names a note lists before "and N more"
+
+// A number as short JSON: null for NaN/Inf, integers exactly, others to `digits` significant digits in the shorter
+// of plain and exponent notation, without zero padding ("1.235e-5", not "0.00001235" or "1.235e-05").
+std::string json_number(double v, int digits) {
+  if (!std::isfinite(v)) return "null";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{:.0f}", v);
+  // The shortest exponent form: mantissa without trailing zeros, exponent without sign padding or leading zeros.
+  std::string e = fmt::format("{:.{}e}", v, digits - 1);
+  const auto at = e.find('e');
+  std::string mantissa = e.substr(0, at), exponent = e.substr(at + 1);
+  if (mantissa.find('.') != std::string::npos) {
+    while (mantissa.back() == '0') mantissa.pop_back();
+    if (mantissa.back() == '.') mantissa.pop_back();
+  }
+  const bool negative = exponent[0] == '-';
+  exponent = exponent.substr(exponent[0] == '-' || exponent[0] == '+' ? 1 : 0);
+  while (exponent.size() > 1 && exponent[0] == '0') exponent.erase(0, 1);
+  const std::string exp_form = exponent == "0" ? mantissa : mantissa + "e" + (negative ? "-" : "") + exponent;
+  // The plain form of the same rounded value ({:g} switches to exponents by its own rule, not by length).
+  // strtod, not stod: stod throws out_of_range for a subnormal (1e-310), which is a number like any other here.
+  const double rounded = std::strtod(e.c_str(), nullptr);
+  const int magnitude = rounded == 0 ? 0 : static_cast<int>(std::floor(std::log10(std::fabs(rounded))));
+  const int decimals = std::max(0, digits - 1 - magnitude);
+  std::string plain = fmt::format("{:.{}f}", rounded, decimals);
+  if (plain.find('.') != std::string::npos) {
+    while (plain.back() == '0') plain.pop_back();
+    if (plain.back() == '.') plain.pop_back();
+  }
+  return plain.size() <= exp_form.size() ? plain : exp_form;
+}
+
+// A value for the final-metrics CSV: 9 significant digits (exact for the float32 the trainer computes in), "" for NaN.
+std::string exact(double v) {
+  if (std::isnan(v)) return "";
+  return std::isfinite(v) ? fmt::format("{:.9g}", v) : fmt::format("{}", v);
+}
+
+std::string names_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < kListed; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > kListed) out += fmt::format(" and {} more", names.size() - kListed);
+  return out;
+}
+
+// A run directory as the page names it: relative to the report's directory when below it.
+std::string run_name(const std::string& dir, const std::string& out_dir) {
+  std::error_code ec;
+  const fs::path rel = fs::relative(fs::path(dir), fs::path(out_dir), ec);
+  const std::string r = ec ? std::string() : rel.generic_string();
+  if (r.empty() || r == "." || r.rfind("..", 0) == 0) return fs::path(dir).lexically_normal().generic_string();
+  return r;
+}
+
+// The settings a page can group by: the arm's settings, the seeds, and nothing else of config.json.
+nlohmann::json group_settings(const nlohmann::json& config) {
+  nlohmann::json s = arm_settings(config);
+  for (const char* key : {"seed", "data_seed"})
+    if (config.contains(key)) s[key] = config.at(key);
+  return s;
+}
+
+// The columns a page shows first (its default panels) and people compare most: kept at the full point limit while
+// the page's budget cuts the others.
+bool headline_column(const std::string& c) {
+  namespace mc = metrics_columns;
+  const std::string parameter = mc::grad_norm_parameter(c);
+  return c == mc::kLoss || c == mc::kAccuracy || c == mc::kGradNorm || c == mc::kEvalLoss ||
+         mc::is_query_weight(parameter) || mc::is_key_weight(parameter) ||
+         mc::is_attention(c, 0, "score_grad_median") ||
+         mc::is_attention(c, 0, mc::attention_stat_name(&nn::AttentionStats::entropy_mean));
+}
+
+// One run's metrics.csv, reduced for the page.
+struct RunPage {
+  std::vector<std::string> columns;              // as in the file, step excluded
+  std::vector<std::vector<double>> grids;        // distinct x arrays, shared by the columns that have them
+  std::vector<std::size_t> grid_of;              // per column
+  std::vector<std::vector<double>> ys;           // per column
+  std::vector<double> last_finite;               // per column: its last finite value (NaN: none)
+  std::vector<std::size_t> finite_count;         // per column
+  std::vector<bool> downsampled;                 // per column
+  std::vector<std::size_t> malformed_per_column;  // per column: cells that are not a number (empty ones are not)
+  std::size_t rows = 0, nonfinite = 0, malformed = 0;  // malformed: every column's, summed
+};
+
+// Reads `dir`/metrics.csv twice (streaming: a long run is never held whole): once to count each column's finite
+// cells, once to downsample. A column finite on at most half the rows (the attention and RMS columns, logged every
+// --log-every steps) is drawn through its finite points only; the others on every row, with gaps at non-finite ones.
+// Headline columns (headline_column) keep up to `headline_points` points, the others `max_points`.
+RunPage read_run_page(const std::string& dir, std::size_t headline_points, std::size_t max_points) {
+  const std::string path = (fs::path(dir) / kMetricsFile).string();
+  RunPage page;
+  std::size_t step_col = SIZE_MAX;
+  {
+    MetricsReader reader(path);
+    const auto& header = reader.columns();
+    for (std::size_t i = 0; i < header.size(); ++i) {
+      if (header[i] == metrics_columns::kStep && step_col == SIZE_MAX) step_col = i;
+      else page.columns.push_back(header[i]);
+    }
+    page.finite_count.assign(page.columns.size(), 0);
+    std::vector<std::size_t> malformed(page.columns.size(), 0);
+    while (reader.next()) {
+      ++page.rows;
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < reader.cells().size(); ++i) {
+        if (i == step_col) continue;
+        if (std::isfinite(reader.cells()[i])) ++page.finite_count[k];
+        if (reader.malformed(i)) ++malformed[k];
+        ++k;
+      }
+    }
+    for (std::size_t k = 0; k < malformed.size(); ++k) page.malformed += malformed[k];
+    page.malformed_per_column = std::move(malformed);
+  }
+  const std::size_t n_cols = page.columns.size();
+  std::vector<bool> sparse(n_cols);
+  std::vector<MinMaxDownsampler> samplers;
+  samplers.reserve(n_cols);
+  for (std::size_t k = 0; k < n_cols; ++k) {
+    sparse[k] = 2 * page.finite_count[k] <= page.rows;
+    samplers.emplace_back(sparse[k] ? page.finite_count[k] : page.rows,
+                          headline_column(page.columns[k]) ? headline_points : max_points);
+    // Text where a number belongs is counted apart (malformed), not as NaN or Inf.
+    page.nonfinite += sparse[k] ? 0 : page.rows - page.finite_count[k] - page.malformed_per_column[k];
+  }
+  page.last_finite.assign(n_cols, std::numeric_limits<double>::quiet_NaN());
+  {
+    MetricsReader reader(path);
+    std::size_t row = 0;
+    while (reader.next() && row < page.rows) {
+      const auto& cells = reader.cells();
+      const double x = step_col == SIZE_MAX ? static_cast<double>(row) : cells[step_col];
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < cells.size(); ++i) {
+        if (i == step_col) continue;
+        const double y = cells[i];
+        if (std::isfinite(y)) page.last_finite[k] = y;
+        if (!sparse[k] || std::isfinite(y)) samplers[k].add(x, y);
+        ++k;
+      }
+      ++row;
+    }
+  }
+  std::map<std::vector<double>, std::size_t> grid_index;
+  for (std::size_t k = 0; k < n_cols; ++k) {
+    DownsampledSeries d = samplers[k].finish();
+    page.downsampled.push_back(d.downsampled);
+    auto [it, added] = grid_index.emplace(std::move(d.x), page.grids.size());
+    if (added) page.grids.push_back(it->first);
+    page.grid_of.push_back(it->second);
+    page.ys.push_back(std::move(d.y));
+  }
+  return page;
+}
+
+std::string number_array(const std::vector<double>& v, int digits) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += json_number(v[i], digits);
+  }
+  return out + "]";
+}
+
+// JSON for a <script> block: "<" escaped everywhere (it occurs only inside strings), so no "</script>" can end it;
+// C1 controls escaped too, so that `cat report.html` cannot drive a terminal (nlohmann escapes the C0 ones).
+std::string script_safe(const std::string& json) {
+  std::string out;
+  out.reserve(json.size());
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    const auto ch = static_cast<unsigned char>(json[i]);
+    const auto next = i + 1 < json.size() ? static_cast<unsigned char>(json[i + 1]) : 0;
+    if (ch == '<') {
+      out += "\\u003c";
+    } else if (ch == 0xC2 && next >= 0x80 && next <= 0x9F) {  // a C1 control (U+0080..U+009F), which terminals obey
+      out += fmt::format("\\u{:04x}", next);
+      ++i;
+    } else {
+      out += json[i];
+    }
+  }
+  return out;
+}
+
+// A number for nlohmann, which writes NaN as null: rounded, so that a figure's points stay short.
+// strtod, not stod, which throws out_of_range for a subnormal (1e-310).
+double rounded(double v) { return std::isfinite(v) ? std::strtod(fmt::format("{:.6g}", v).c_str(), nullptr) : v; }
+
+// "xgrad compare: <the report directory's name>": the page's title and heading.
+std::string title_of(const ReportContext& context) {
+  fs::path dir = fs::path(context.out_dir.empty() ? std::string(".") : context.out_dir).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "out/" → "out"
+  std::string name = dir.filename().string();
+  if (name.empty() || name == ".") name = fs::absolute(dir).lexically_normal().filename().string();
+  return "xgrad compare: " + name;
+}
+
+// `text` with &, <, > and " as entities: safe inside an element or attribute.
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+// report.md's summary figures (summary_figures) for the page to draw.
+nlohmann::json summary_json(const std::vector<SummaryFigure>& figures) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SummaryFigure& f : figures) {
+    nlohmann::json lines = nlohmann::json::array();
+    for (const SummaryLine& line : f.lines) {
+      nlohmann::json points = nlohmann::json::array();
+      for (const SummaryPoint& p : line.points)
+        points.push_back({rounded(p.x), rounded(p.y), rounded(p.lo), rounded(p.hi), p.n, p.n_diverged});
+      lines.push_back({{"label", line.label}, {"scale", line.scale}, {"colour", scaling_colour(line.scale)},
+                       {"theory", line.theory}, {"points", points}});
+    }
+    out.push_back({{"name", f.name}, {"title", f.title}, {"caption", f.caption}, {"x_label", f.x_label},
+                   {"y_label", f.y_label}, {"log_x", f.log_x}, {"log_y", f.log_y}, {"lines", lines},
+                   {"notes", f.notes}});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string report_json(const Comparison& c, const ReportContext& context, const HtmlOptions& options,
+                        HtmlOutcome& outcome) {
+  const std::size_t n = c.runs.size();
+  const std::string out_dir = context.out_dir.empty() ? std::string(".") : context.out_dir;
+  std::vector<std::string> names(n);
+  std::vector<nlohmann::json> settings(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    names[r] = run_name(c.runs[r].dir, out_dir);
+    settings[r] = group_settings(c.runs[r].config);
+  }
+  // Settings whose value is not the same in every run: what the page can group by.
+  std::vector<std::string> keys;
+  {
+    std::map<std::string, std::string> first;
+    std::vector<std::string> order;
+    for (std::size_t r = 0; r < n; ++r)
+      for (const auto& [key, value] : settings[r].items())
+        if (!first.count(key)) first[key] = value.dump(), order.push_back(key);
+    for (const auto& key : order) {
+      bool varies = false;
+      for (std::size_t r = 0; r < n && !varies; ++r)
+        varies = !settings[r].contains(key) || settings[r].at(key).dump() != first[key];
+      if (varies) keys.push_back(key);
+    }
+    // As report.md names arms: d_k, scale, optimizer, lr first, then the rest by name, the seeds last.
+    const std::vector<std::string> first_keys{"d_k", "scale", "optimizer", "lr"}, last_keys{"seed", "data_seed"};
+    const auto rank = [&](const std::string& k) {
+      const auto f = std::find(first_keys.begin(), first_keys.end(), k);
+      if (f != first_keys.end()) return static_cast<int>(f - first_keys.begin());
+      const auto l = std::find(last_keys.begin(), last_keys.end(), k);
+      return l != last_keys.end() ? 100 + static_cast<int>(l - last_keys.begin()) : 50;
+    };
+    std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
+      return rank(a) != rank(b) ? rank(a) < rank(b) : a < b;
+    });
+  }
+  nlohmann::json common = nlohmann::json::object();
+  if (n > 0)
+    for (const auto& [key, value] : settings[0].items())
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) common[key] = setting_text(settings[0], key);
+
+  constexpr std::size_t kFewest = 16;  // the budget shortens no series below this
+  std::size_t headline_points = std::max<std::size_t>(options.max_points, 4), max_points = headline_points;
+  std::string json;
+  for (int attempt = 0;; ++attempt) {
+    std::vector<std::string> columns;  // union, first-seen order
+    std::map<std::string, std::size_t> column_index;
+    std::vector<std::vector<std::string>> missing_from;  // per column: runs without it
+    std::vector<std::size_t> finite_anywhere;
+    std::vector<RunPage> pages;
+    pages.reserve(n);
+    bool headline_downsampled = false, other_downsampled = false;
+    for (std::size_t r = 0; r < n; ++r) {
+      pages.push_back(read_run_page(c.runs[r].dir, headline_points, max_points));
+      for (std::size_t k = 0; k < pages.back().columns.size(); ++k) {
+        if (!pages.back().downsampled[k]) continue;
+        (headline_column(pages.back().columns[k]) ? headline_downsampled : other_downsampled) = true;
+      }
+      for (std::size_t k = 0; k < pages.back().columns.size(); ++k) {
+        const std::string& col = pages.back().columns[k];
+        auto [it, added] = column_index.emplace(col, columns.size());
+        if (added) {
+          columns.push_back(col);
+          finite_anywhere.push_back(0);
+        }
+        finite_anywhere[it->second] += pages.back().finite_count[k];
+      }
+    }
+    missing_from.assign(columns.size(), {});
+    for (std::size_t r = 0; r < n; ++r)
+      for (std::size_t j = 0; j < columns.size(); ++j)
+        if (std::find(pages[r].columns.begin(), pages[r].columns.end(), columns[j]) == pages[r].columns.end())
+          missing_from[j].push_back(names[r]);
+
+    std::vector<std::string> notes;
+    for (const auto& s : context.skipped) notes.push_back("Left out (unreadable): " + s + ".");
+    std::vector<std::string> shown;
+    std::vector<std::string> never_finite;
+    for (std::size_t j = 0; j < columns.size(); ++j) {
+      if (finite_anywhere[j] == 0) never_finite.push_back(columns[j]);
+      else shown.push_back(columns[j]);
+    }
+    if (!never_finite.empty())
+      notes.push_back("Left out of the column picker (no finite value in any run): " + names_list(never_finite) + ".");
+    for (std::size_t j = 0; j < columns.size(); ++j)
+      if (!missing_from[j].empty() && finite_anywhere[j] > 0)
+        notes.push_back(fmt::format("Column {} is missing from {} of {} runs (no curve there): {}.", columns[j],
+                                    missing_from[j].size(), n, names_list(missing_from[j])));
+    std::vector<std::string> empty_runs, nonfinite_runs, malformed_runs;
+    std::size_t nonfinite_total = 0, malformed_total = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (pages[r].rows == 0) empty_runs.push_back(names[r]);
+      if (pages[r].nonfinite > 0) nonfinite_runs.push_back(names[r]), nonfinite_total += pages[r].nonfinite;
+      if (pages[r].malformed > 0) malformed_runs.push_back(names[r]), malformed_total += pages[r].malformed;
+    }
+    if (!empty_runs.empty())
+      notes.push_back(fmt::format("{} run(s) have no rows in metrics.csv (no curve): {}.", empty_runs.size(),
+                                  names_list(empty_runs)));
+    if (nonfinite_total > 0)
+      notes.push_back(fmt::format("{} non-finite values (NaN or Inf) in {} run(s) are drawn as gaps: {}.",
+                                  nonfinite_total, nonfinite_runs.size(), names_list(nonfinite_runs)));
+    if (malformed_total > 0)
+      notes.push_back(fmt::format("{} cells that are not numbers in {} run(s) are drawn as gaps: {}.",
+                                  malformed_total, malformed_runs.size(), names_list(malformed_runs)));
+    for (std::size_t r = 0; r < n; ++r)
+      if (c.runs[r].incomplete) notes.push_back("Incomplete: " + names[r] + " (" + c.runs[r].incomplete_reason + ").");
+    const bool downsampled = headline_downsampled || other_downsampled;
+    const std::string buckets = "by min-max buckets (each bucket keeps its smallest and largest value, so spikes "
+                                "survive); shorter series are exact.";
+    const std::string headline = "loss, accuracy, grad_norm, the W_q and W_k gradient norms and the first layer's "
+                                 "entropy and score-gradient median";
+    if (headline_downsampled && (!other_downsampled || headline_points == max_points))
+      notes.push_back(fmt::format("Downsampled: series longer than {} points are reduced to at most {} points {}",
+                                  headline_points, headline_points, buckets));
+    else if (headline_downsampled)
+      notes.push_back(fmt::format("Downsampled: series of {} longer than {} points are reduced to at most {} points, "
+                                  "those of every other column (to keep the page small) to at most {}, {}",
+                                  headline, headline_points, headline_points, max_points, buckets));
+    else if (other_downsampled)
+      notes.push_back(fmt::format("Downsampled (to keep the page small): series longer than {} points are reduced to "
+                                  "at most {} points {} Every point of {} is shown.",
+                                  max_points, max_points, buckets, headline));
+    notes.push_back(fmt::format(
+        "Values in the curves are rounded to {} significant digits; the final-metrics CSV holds 9.",
+        options.significant_digits));
+
+    nlohmann::json meta;
+    meta["format"] = 1;
+    meta["title"] = title_of(context);
+    meta["n_runs"] = n;
+    meta["columns"] = shown;
+    std::vector<std::string> panels;
+    auto add_panel = [&](const std::string& col) {
+      if (std::find(shown.begin(), shown.end(), col) != shown.end() &&
+          std::find(panels.begin(), panels.end(), col) == panels.end())
+        panels.push_back(col);
+    };
+    add_panel(metrics_columns::kLoss);
+    add_panel(metrics_columns::kAccuracy);
+    for (const auto& col : shown)
+      if (metrics_columns::is_query_weight(metrics_columns::grad_norm_parameter(col))) {
+        add_panel(col);
+        break;
+      }
+    add_panel(metrics_columns::attention(0, 0, "score_grad_median"));
+    add_panel(
+        metrics_columns::attention(0, 0, metrics_columns::attention_stat_name(&nn::AttentionStats::entropy_mean)));
+    meta["default_panels"] = panels;
+    meta["group_keys"] = keys;
+    std::vector<std::string> default_group;
+    for (const auto& k : keys)
+      if (k != "seed" && k != "data_seed") default_group.push_back(k);
+    meta["default_group_by"] = default_group;
+    meta["common_settings"] = common;
+    meta["max_points"] = max_points;
+    meta["max_points_headline"] = headline_points;
+    meta["downsampled"] = downsampled;
+    meta["notes"] = notes;
+
+    // What report.md says first and its figures: the findings, the per-arm sentences and checks, the summary
+    // figures' data (points [x, y, lo, hi, runs, diverged runs left out]).
+    nlohmann::json finding_lines = nlohmann::json::array();
+    for (const FindingLine& f : findings(c)) finding_lines.push_back({{"text", f.text}, {"anchor", f.anchor}});
+    meta["findings"] = finding_lines;
+    meta["sentences"] = scale_sentences(c);
+    const StoryChecks checks = story_checks(c);
+    meta["checks"] = {{"holds", checks.holds}, {"fails", checks.fails}, {"undecided", checks.undecided}};
+    meta["summary"] = summary_json(context.summary);
+
+    nlohmann::json run_meta = nlohmann::json::array();
+    for (std::size_t r = 0; r < n; ++r) {
+      const RunRecord& run = c.runs[r];
+      nlohmann::json s = nlohmann::json::object();
+      for (const auto& k : keys) s[k] = settings[r].contains(k) ? setting_text(settings[r], k) : std::string("—");
+      run_meta.push_back({{"name", names[r]},
+                          {"settings", s},
+                          {"diverged", run.diverged},
+                          {"diverged_step", run.diverged_step},
+                          {"incomplete", run.incomplete},
+                          {"incomplete_reason", run.incomplete_reason},
+                          {"rows", pages[r].rows},
+                          {"downsampled", std::find(pages[r].downsampled.begin(), pages[r].downsampled.end(),
+                                                    true) != pages[r].downsampled.end()}});
+    }
+    meta["runs"] = run_meta;
+
+    const Table arms = arm_table(c);
+    nlohmann::json arm_runs = nlohmann::json::array();
+    for (const auto& arm : c.arms) arm_runs.push_back(arm.runs);
+    meta["arms"] = {{"header", arms.header}, {"rows", arms.rows}, {"runs", arm_runs}};
+
+    // Every run's final metrics: compare's per-run statistics, then each column's last finite value, exact.
+    std::vector<std::string> final_header{"run"};
+    final_header.insert(final_header.end(), keys.begin(), keys.end());
+    const std::vector<std::string> stat_names{
+        "diverged", "diverged_step", "incomplete", "rows", "initial_loss", "final_loss", "final_accuracy",
+        "auc_loss", "step_to_loss", "step_to_accuracy", "mean_grad_norm_w_q", "mean_grad_norm_w_k",
+        "frac_zero_grad_w_q", "frac_zero_grad_w_k"};
+    final_header.insert(final_header.end(), stat_names.begin(), stat_names.end());
+    for (const auto& col : shown) final_header.push_back("last " + col);
+    nlohmann::json final_rows = nlohmann::json::array();
+    for (std::size_t r = 0; r < n; ++r) {
+      const RunStats& st = c.stats[r];
+      std::vector<std::string> row{names[r]};
+      for (const auto& k : keys) row.push_back(settings[r].contains(k) ? setting_text(settings[r], k) : "");
+      const std::vector<std::string> cells{
+          c.runs[r].diverged ? "true" : "false",
+          c.runs[r].diverged ? std::to_string(c.runs[r].diverged_step) : "",
+          c.runs[r].incomplete ? "true" : "false",
+          std::to_string(pages[r].rows),
+          exact(st.initial_loss), exact(st.final_loss), exact(st.final_accuracy), exact(st.auc_loss),
+          st.step_to_loss < 0 ? "" : std::to_string(st.step_to_loss),
+          st.step_to_accuracy < 0 ? "" : std::to_string(st.step_to_accuracy),
+          exact(st.mean_grad_norm_w_q), exact(st.mean_grad_norm_w_k),
+          exact(st.frac_zero_grad_w_q), exact(st.frac_zero_grad_w_k)};
+      row.insert(row.end(), cells.begin(), cells.end());
+      for (const auto& col : shown) {
+        const auto it = std::find(pages[r].columns.begin(), pages[r].columns.end(), col);
+        row.push_back(it == pages[r].columns.end() ? "" : exact(pages[r].last_finite[it - pages[r].columns.begin()]));
+      }
+      final_rows.push_back(row);
+    }
+    meta["final"] = {{"header", final_header}, {"rows", final_rows}};
+
+    // The series, written by hand: numbers rounded (nlohmann would print 17 digits).
+    std::string series = "[";
+    std::size_t other_bytes = 0;  // of the non-headline columns' values: what shortening them saves
+    for (std::size_t r = 0; r < n; ++r) {
+      const RunPage& p = pages[r];
+      series += r ? ",{\"x\":[" : "{\"x\":[";
+      for (std::size_t g = 0; g < p.grids.size(); ++g) series += (g ? "," : "") + number_array(p.grids[g], 17);
+      // One entry per column of the picker (meta "columns"), null where the run has nothing to draw.
+      series += "],\"cols\":[";
+      for (std::size_t j = 0; j < shown.size(); ++j) {
+        const auto it = std::find(p.columns.begin(), p.columns.end(), shown[j]);
+        const std::size_t k = static_cast<std::size_t>(it - p.columns.begin());
+        series += j ? "," : "";
+        if (it == p.columns.end() || p.finite_count[k] == 0) {
+          series += "null";
+          continue;
+        }
+        const std::string values = number_array(p.ys[k], options.significant_digits);
+        if (!headline_column(shown[j])) other_bytes += values.size();
+        series += "[" + std::to_string(p.grid_of[k]) + "," + values + "]";
+      }
+      series += "]}";
+    }
+    series += "]";
+    const auto assemble = [&] {
+      std::string meta_text = meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      meta_text.pop_back();  // the closing brace: the series join the same object
+      return script_safe(meta_text + ",\"series\":" + series + "}");
+    };
+    json = assemble();
+
+    outcome.max_points = max_points;
+    outcome.downsampled = downsampled;
+    // Over budget: fewer points for the other columns first, then for the headline ones too, in proportion to the
+    // bytes they take, until it fits or every series is down to kFewest points.
+    if (json.size() <= options.max_data_bytes || headline_points <= kFewest || attempt >= 8) {
+      if (json.size() > options.max_data_bytes) {
+        notes.push_back(fmt::format(
+            "The page holds {:.1f} MB of data, over its {:.1f} MB budget: its series are as short as they go.",
+            static_cast<double>(json.size()) / 1e6, static_cast<double>(options.max_data_bytes) / 1e6));
+        meta["notes"] = notes;
+        json = assemble();
+      }
+      outcome.notes = notes;
+      break;
+    }
+    const double excess = static_cast<double>(json.size() - options.max_data_bytes);
+    const bool cut_others = max_points > kFewest && other_bytes > 0;
+    std::size_t longest = 0;  // series shorter than the limit do not shrink with it: start below the longest one
+    for (const auto& p : pages)
+      for (std::size_t k = 0; k < p.ys.size(); ++k)
+        if (headline_column(p.columns[k]) != cut_others) longest = std::max(longest, p.ys[k].size());
+    const double bytes = cut_others ? static_cast<double>(other_bytes) : static_cast<double>(json.size() - other_bytes);
+    const double ratio = bytes > excess ? (bytes - excess) / bytes * 0.95 : 0.0;
+    std::size_t& points = cut_others ? max_points : headline_points;
+    points = std::max(kFewest, static_cast<std::size_t>(static_cast<double>(std::min(points, longest)) * ratio));
+    if (!cut_others) max_points = std::min(max_points, headline_points);
+  }
+  return json;
+}
+
+HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context, const std::string& path,
+                              const HtmlOptions& options) {
+  HtmlOutcome outcome;
+  const std::string data = report_json(c, context, options, outcome);
+  for (const char* asset : {web_assets::kUplotJs, web_assets::kPageJs, web_assets::kUplotCss, web_assets::kPageCss})
+    if (std::string(asset).find("</") != std::string::npos)
+      throw std::logic_error("report.html: an embedded script or style holds \"</\", which would end its element");
+  std::string license = web_assets::kUplotLicense;
+  for (std::size_t at = license.find("*/"); at != std::string::npos; at = license.find("*/", at))
+    license.replace(at, 2, "* /");  // inside a /* */ comment
+
+  std::string html;
+  html.reserve(data.size() + 200000);
+  html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  html += "<title>" + html_escape(title_of(context)) + "</title>\n<style>\n";
+  html += web_assets::kUplotCss;
+  html += "\n";
+  html += web_assets::kPageCss;
+  html += "\n</style>\n</head>\n<body>\n<div id=\"app\"><p id=\"loading\">Loading…</p></div>\n";
+  html += "<noscript>This page draws its figures with JavaScript; report.md beside it has the tables.</noscript>\n";
+  html += "<script type=\"application/json\" id=\"xgrad-data\">";
+  html += data;
+  html += "</script>\n<script>\n/* uPlot, vendored from npm (report/web/VENDORED.md). Its licence:\n";
+  html += license;
+  html += "*/\n";
+  html += web_assets::kUplotJs;
+  html += "\n</script>\n<script>\n";
+  html += web_assets::kPageJs;
+  html += "\n</script>\n</body>\n</html>\n";
+
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error("compare: cannot write " + path);
+  out << html;
+  out.close();
+  if (!out) throw std::runtime_error("compare: writing " + path + " failed");
+  outcome.bytes = html.size();
+  return outcome;
+}
+
+}  // namespace xgrad::train

@@ -1,0 +1,82 @@
+// report.html of `xgrad compare`: one self-contained page (no server, no network) that embeds every run's
+// metrics.csv series as JSON, the vendored uPlot and the page's own script (report/web), and draws any column
+// of any run, grouped by any settings, with bands, smoothing, log axes, zoom, the arms table and CSV downloads.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "report/markdown.h"
+#include "report/stats.h"
+
+namespace xgrad::train {
+
+/// A series reduced for drawing: the points kept, in order.
+struct DownsampledSeries {
+  std::vector<double> x;
+  std::vector<double> y;     // NaN where the bucket held no finite value (drawn as a gap)
+  bool downsampled = false;  // false: x and y are the input, unchanged
+};
+
+/// Streaming min-max bucket downsampling of a series of known length `n`, for a series too long to hold: add() its
+/// points in order, then finish(). With n <= max_points every point is kept as given. Otherwise the points are cut
+/// into buckets of w = ceil(n / (max_points / 2)) consecutive points, and each bucket becomes two points, at the x of
+/// its first and its last point, holding its smallest and its largest finite y in the order they occur: a one-step
+/// spike keeps its height, and every series of the same length gets the same x (curves of runs stay aligned, and the
+/// mean over runs is taken at common steps). A bucket without a finite y gives two NaN points (a gap); a last bucket
+/// of one point gives one. The result has at most max_points points. max_points < 4 is taken as 4.
+class MinMaxDownsampler {
+ public:
+  MinMaxDownsampler(std::size_t n, std::size_t max_points);
+  void add(double x, double y);
+  /// The points kept; call once, after the n-th add().
+  DownsampledSeries finish();
+
+ private:
+  void flush();
+  std::size_t width_ = 1;
+  std::size_t in_bucket_ = 0;
+  double first_x_ = 0, last_x_ = 0;
+  double min_y_ = 0, max_y_ = 0;
+  std::size_t min_at_ = 0, max_at_ = 0;
+  bool any_finite_ = false;
+  DownsampledSeries out_;
+};
+
+/// min-max bucket downsampling (MinMaxDownsampler) of a whole series. x and y of equal length (throws
+/// std::invalid_argument otherwise).
+DownsampledSeries downsample_min_max(const std::vector<double>& x, const std::vector<double>& y,
+                                     std::size_t max_points);
+
+struct HtmlOptions {
+  std::size_t max_points = 2000;       // per series, before the page's budget lowers it
+  std::size_t max_data_bytes = 2850000;  // the embedded JSON's budget (the page stays under 3 MB with its scripts)
+  int significant_digits = 4;          // of the series' values in the page (the final-metrics CSV is exact)
+};
+
+/// What the page holds, for the caller's console line and for tests.
+struct HtmlOutcome {
+  std::size_t bytes = 0;        // size of report.html
+  std::size_t max_points = 0;   // the per-series point limit of the columns other than the headline ones (loss,
+                                // accuracy, gradient norms of W_q, W_k and all: those keep options.max_points unless
+                                // the budget needs them too), lowered from options.max_points by the budget
+  bool downsampled = false;     // some series was downsampled
+  std::vector<std::string> notes;  // what the page leaves out or changes, one sentence each (also shown in it)
+};
+
+/// The page's JSON (the contents of its <script type="application/json" id="xgrad-data"> block): the runs of `c`
+/// with every metrics.csv column downsampled (re-read from each run directory), settings that vary between runs,
+/// the arms table, each run's final metrics, report.md's findings, sentences and checks, the summary figures of
+/// `context.summary`, and the notes. Non-finite values are null (JSON has no NaN).
+/// `outcome` receives max_points, downsampled and notes. Throws std::runtime_error when a run's metrics.csv can no
+/// longer be read.
+std::string report_json(const Comparison& c, const ReportContext& context, const HtmlOptions& options,
+                        HtmlOutcome& outcome);
+
+/// Writes `path` (report.html): report_json embedded with uPlot, the page's script and style, all inline.
+/// Throws std::runtime_error naming the path when it cannot be written.
+HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context, const std::string& path,
+                              const HtmlOptions& options = {});
+
+}  // namespace xgrad::train

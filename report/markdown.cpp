@@ -1,0 +1,951 @@
+#include "report/markdown.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "report/summary.h"
+#include "report/tables.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Arms that differ only in scale mode, the reference (unscaled if present) against each of the others.
+struct ScalePair {
+  const ArmStats* ref;
+  const ArmStats* other;
+  std::string label;  // the shared settings, e.g. "d_k=64 adamw lr=0.003"
+};
+
+// `keys` without the scales' own settings (softcap_cap): a pair's shared label names those with each scale instead.
+std::vector<std::string> without_own_scale_settings(const Comparison& c, std::vector<std::string> keys) {
+  for (const ArmStats& arm : c.arms)
+    for (const auto& own : own_settings(arm.settings, "scale"))
+      keys.erase(std::remove(keys.begin(), keys.end(), own), keys.end());
+  return keys;
+}
+
+std::vector<ScalePair> scale_pairs(const Comparison& c) {
+  const auto extra = without_own_scale_settings(c, distinguishing_keys(c.arms));
+  std::vector<ScalePair> pairs;
+  for (const ScaleGroup& g : scale_groups(c.arms)) {
+    const ArmStats& ref = c.arms[g.arms.front()];  // the unscaled reference when the group has one
+    for (std::size_t i = 1; i < g.arms.size(); ++i)
+      pairs.push_back({&ref, &c.arms[g.arms[i]], arm_label(ref, extra, {"scale"})});
+  }
+  return pairs;
+}
+
+// LR groups whose arms differ in nothing but scale (with its own settings) and lr are compared across scalings.
+std::string lr_group_key(const Comparison& c, const LrGroup& g) {
+  const nlohmann::json& settings = c.arms[g.arms.front()].settings;
+  std::vector<std::string> keys = own_settings(settings, "scale");
+  keys.push_back("scale");
+  keys.push_back("lr");
+  return key_without(settings, keys);
+}
+
+std::string mode_name(const ArmStats& arm) { return is_reference_scale(arm.scale()) ? "unscaled" : scale_label(arm); }
+
+std::string sig(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : format_number(v); }
+
+std::string steps_phrase(std::size_t reached, std::size_t n, double mean_step) {
+  if (n == 0) return "no run (all diverged)";
+  if (reached == 0) return "never";
+  const std::string step = fmt::format("step {:.0f}", mean_step);
+  return reached == n ? step : fmt::format("{} in {}/{} seeds, never in the others", step, reached, n);
+}
+
+// "0/2", "1/2 at step 37", "2/2 at steps 30, 37".
+std::string diverged_phrase(const ArmStats& arm) {
+  std::string out = fmt::format("{}/{}", arm.diverged_steps.size(), arm.used.size());
+  if (arm.diverged_steps.empty()) return out;
+  std::vector<long> steps = arm.diverged_steps;
+  std::sort(steps.begin(), steps.end());
+  out += steps.size() == 1 ? " at step " : " at steps ";
+  for (std::size_t i = 0; i < steps.size(); ++i) out += (i ? ", " : "") + std::to_string(steps[i]);
+  return out;
+}
+
+// ", 1 diverged (left out)": the diverged runs no statistic of the arm includes.
+std::string diverged_left_out(const ArmStats& arm) {
+  return arm.diverged_steps.empty() ? "" : fmt::format(", {} diverged (left out)", arm.diverged_steps.size());
+}
+
+std::string final_loss_phrase(const ArmStats& arm) {
+  if (arm.final_loss.n == 0 && !arm.diverged_steps.empty()) return "none (all diverged)";
+  return format_mean_sd(arm.final_loss);
+}
+
+std::string seeds(const ArmStats& arm) {
+  const std::size_t n = arm.n_seeds;
+  return fmt::format("{} seed{}{}{}{}", n, n == 1 ? "" : "s",
+                     arm.used.size() != n ? fmt::format(", {} runs", arm.used.size()) : std::string(),
+                     arm.only_incomplete() ? ", incomplete" : "", diverged_left_out(arm));
+}
+
+std::string start_phrase(const ArmStats& a, const ArmStats& b) {
+  return a.measured_from_step_0 && b.measured_from_step_0 ? "at step 0" : "at the first measured step";
+}
+
+// "1e-06×": the near-zero fraction of GradientStats.
+std::string near_zero_name() { return fmt::format("{:g} ×", kNearZeroGradFraction); }
+
+std::string accuracy_name(const Comparison& c) { return fmt::format("accuracy ≥ {:g}", c.accuracy_threshold); }
+
+std::string loss_name(const ArmStats& arm) { return "loss ≤ " + format_number(arm.loss_threshold); }
+
+// How many of its runs an arm has that reached a threshold, and when (mean and sd over those runs).
+struct Reach {
+  std::size_t reached, n;
+  double step, sd;
+};
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+std::string run_status(const RunRecord& run) {
+  std::string s;
+  if (run.diverged) s = fmt::format("diverged at step {}", run.diverged_step);
+  if (run.incomplete) s += (s.empty() ? "" : "; ") + std::string("incomplete: ") + run.incomplete_reason;
+  return s.empty() ? "complete" : s;
+}
+
+std::string shown_path(const std::string& dir, const std::string& out_dir) {
+  std::error_code ec;
+  const fs::path rel = fs::proximate(dir, out_dir, ec);
+  return ec || rel.empty() ? dir : rel.string();
+}
+
+}  // namespace
+
+std::vector<std::string> scale_sentences(const Comparison& c) {
+  std::vector<std::string> out;
+  for (const auto& [ref, other, label] : scale_pairs(c)) {
+    const ArmStats& r = *ref;
+    const ArmStats& o = *other;
+    std::vector<std::string> parts;
+    if (std::isfinite(r.entropy_first.mean) && std::isfinite(o.entropy_first.mean)) {
+      std::string p = fmt::format("attention entropy {} is {} nats {} vs {} with {}", start_phrase(r, o),
+                                  format_number(r.entropy_first.mean, 2), mode_name(r) == "unscaled" ? "without scaling" : "with " + mode_name(r),
+                                  format_number(o.entropy_first.mean, 2), mode_name(o));
+      if (std::isfinite(r.entropy_last.mean) && std::isfinite(o.entropy_last.mean))
+        p += fmt::format(" (at the end {} vs {})", format_number(r.entropy_last.mean, 2),
+                         format_number(o.entropy_last.mean, 2));
+      parts.push_back(p);
+    }
+    if (std::isfinite(r.score_std_first.mean) && std::isfinite(o.score_std_first.mean))
+      parts.push_back(fmt::format("score std {} {} vs {} (at the end {} vs {})", start_phrase(r, o),
+                                  sig(r.score_std_first.mean), sig(o.score_std_first.mean),
+                                  sig(r.score_std_last.mean), sig(o.score_std_last.mean)));
+    if (r.final_loss.n > 0 || o.final_loss.n > 0)
+      parts.push_back(fmt::format("final loss {} vs {}, final accuracy {} vs {}", final_loss_phrase(r),
+                                  final_loss_phrase(o), format_number(r.final_accuracy.mean, 2),
+                                  format_number(o.final_accuracy.mean, 2)));
+    else
+      parts.push_back("no final loss on either side (every run diverged)");
+    if (std::isfinite(r.loss_threshold))
+      parts.push_back(fmt::format("{}: {} vs {}", loss_name(r),
+                                  steps_phrase(r.reached_loss, r.kept.size(), r.mean_step_to_loss),
+                                  steps_phrase(o.reached_loss, o.kept.size(), o.mean_step_to_loss)));
+    parts.push_back(fmt::format("{}: {} vs {}", accuracy_name(c),
+                                steps_phrase(r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy),
+                                steps_phrase(o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy)));
+    if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean))
+      parts.push_back(fmt::format("mean gradient norm of W_q {} vs {} and of W_k {} vs {}",
+                                  sig(r.mean_grad_norm_w_q.mean), sig(o.mean_grad_norm_w_q.mean),
+                                  sig(r.mean_grad_norm_w_k.mean), sig(o.mean_grad_norm_w_k.mean)));
+    const double zr = std::max(r.frac_zero_grad_w_q.mean, r.frac_zero_grad_w_k.mean);
+    const double zo = std::max(o.frac_zero_grad_w_q.mean, o.frac_zero_grad_w_k.mean);
+    if (zr > 0 || zo > 0)
+      parts.push_back(fmt::format("steps with an exactly-zero gradient: W_q {} vs {}, W_k {} vs {}",
+                                  format_percent(r.frac_zero_grad_w_q.mean), format_percent(o.frac_zero_grad_w_q.mean),
+                                  format_percent(r.frac_zero_grad_w_k.mean), format_percent(o.frac_zero_grad_w_k.mean)));
+    else if (std::isfinite(zr) && std::isfinite(zo))
+      parts.push_back("no step had an exactly-zero W_q or W_k gradient");
+    const double nr = std::max(r.frac_near_zero_grad_w_q.mean, r.frac_near_zero_grad_w_k.mean);
+    const double no = std::max(o.frac_near_zero_grad_w_q.mean, o.frac_near_zero_grad_w_k.mean);
+    if (nr > 0 || no > 0)
+      parts.push_back(fmt::format("steps with a gradient norm below {} its step-0 norm: W_q {} vs {}, W_k {} vs {}",
+                                  near_zero_name(), format_percent(r.frac_near_zero_grad_w_q.mean),
+                                  format_percent(o.frac_near_zero_grad_w_q.mean),
+                                  format_percent(r.frac_near_zero_grad_w_k.mean),
+                                  format_percent(o.frac_near_zero_grad_w_k.mean)));
+    parts.push_back(fmt::format("diverged {} vs {}", diverged_phrase(r), diverged_phrase(o)));
+    out.push_back(fmt::format("At {}, {} ({}) vs {} ({}): {}.", label, mode_name(r), seeds(r), mode_name(o), seeds(o),
+                              join(parts, "; ")));
+  }
+
+  // LR sensitivity, per pair of LR groups that differ only in scale.
+  const auto extra = without_own_scale_settings(c, distinguishing_keys(c.arms));
+  std::map<std::string, std::vector<const LrGroup*>> by_rest;
+  std::vector<std::string> order;
+  for (const LrGroup& g : c.lr_groups) {
+    const std::string key = lr_group_key(c, g);
+    if (by_rest.find(key) == by_rest.end()) order.push_back(key);
+    by_rest[key].push_back(&g);
+  }
+  for (const auto& key : order) {
+    const auto& groups = by_rest[key];
+    std::vector<std::string> parts;
+    for (const LrGroup* g : groups) {
+      const ArmStats& first = c.arms[g->arms.front()];
+      std::vector<std::string> lrs;
+      for (auto a : g->arms) lrs.push_back(setting_text(c.arms[a].settings, "lr"));
+      parts.push_back(fmt::format("{} {} (best lr {}, over lr {})", format_number(g->sensitivity), mode_name(first),
+                                  setting_text(c.arms[g->best_arm].settings, "lr"), join(lrs, ", ")));
+    }
+    // Sensitivities over different sets of learning rates do not compare: the unscaled group against each other
+    // scaling over the learning rates both hold, where those sets differ.
+    std::vector<std::string> shared;
+    const LrGroup* ref = groups.front();
+    for (const LrGroup* g : groups) {
+      if (g == ref || !is_reference_scale(c.arms[ref->arms.front()].scale())) continue;
+      const LrComparison cmp = compare_lr_sensitivity(c, *ref, *g);
+      if (cmp.lrs.size() == ref->arms.size() && cmp.lrs.size() == g->arms.size()) continue;
+      std::vector<std::string> lrs;
+      for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));
+      shared.push_back(cmp.lrs.size() < 2
+                           ? fmt::format("unscaled and {} share fewer than two learning rates",
+                                         c.arms[g->arms.front()].scale())
+                           : fmt::format("over the learning rates unscaled and {} share ({}): {} vs {}",
+                                         c.arms[g->arms.front()].scale(), join(lrs, ", "),
+                                         format_number(cmp.sensitivity_a), format_number(cmp.sensitivity_b)));
+    }
+    out.push_back(fmt::format("LR sensitivity at {}: {}{}.", arm_label(c.arms[groups.front()->arms.front()], extra,
+                                                                          {"scale", "lr"}),
+                              join(parts, " vs "), shared.empty() ? "" : "; " + join(shared, "; ")));
+  }
+  return out;
+}
+
+std::vector<std::string> no_scaling_comparison_notes(const Comparison& c) {
+  const std::vector<UnpairedScaleArm> unpaired = unpaired_scale_arms(c.arms);
+  if (unpaired.empty()) return {};
+  if (scale_pairs(c).empty()) {
+    std::set<std::string> all;
+    for (const auto& u : unpaired) all.insert(u.differs_in.begin(), u.differs_in.end());
+    const std::vector<std::string> ordered = in_setting_order(c.arms, all);
+    return {"no scaling comparison: no two arms differ only in scale; arms of different scales also differ in " +
+            join(ordered, ", ")};
+  }
+  const auto extra = distinguishing_keys(c.arms);
+  std::vector<std::string> out;
+  for (const auto& u : unpaired)
+    out.push_back(fmt::format("no scaling comparison for {}: every arm of another scale also differs from it in {}",
+                              arm_label(c.arms[u.arm], extra), join(u.differs_in, ", ")));
+  return out;
+}
+
+StoryChecks story_checks(const Comparison& c) {
+  StoryChecks checks;
+  for (const auto& [ref, other, label] : scale_pairs(c)) {
+    const ArmStats& r = *ref;
+    const ArmStats& o = *other;
+    if (!is_reference_scale(r.scale())) continue;
+    // Diverged runs are left out of every number below; the head says how many, so no reader takes them as counted.
+    std::string left_out;
+    if (!r.diverged_steps.empty() || !o.diverged_steps.empty())
+      left_out = fmt::format(" ({} unscaled and {} {} run{} diverged, left out)", r.diverged_steps.size(),
+                             o.diverged_steps.size(), o.scale(),
+                             r.diverged_steps.size() + o.diverged_steps.size() == 1 ? "" : "s");
+    const std::string head = fmt::format("{}, unscaled vs {}{}: ", label, mode_name(o), left_out);
+    std::vector<std::string> holds, fails, undecided;
+
+    const double er = r.entropy_first.mean, eo = o.entropy_first.mean;
+    if (std::isfinite(er) && std::isfinite(eo)) {
+      const std::string nums = fmt::format("entropy {} {} vs {} nats", start_phrase(r, o), format_number(er, 2),
+                                           format_number(eo, 2));
+      if (er < eo) holds.push_back("unscaled attention starts more saturated (" + nums + ")");
+      else fails.push_back("unscaled attention does not start more saturated (" + nums + ")");
+    }
+
+    for (const auto& [name, gr, go] : {std::tuple<std::string, double, double>{"W_q", r.mean_grad_norm_w_q.mean,
+                                                                                o.mean_grad_norm_w_q.mean},
+                                       std::tuple<std::string, double, double>{"W_k", r.mean_grad_norm_w_k.mean,
+                                                                                o.mean_grad_norm_w_k.mean}}) {
+      if (!std::isfinite(gr) || !std::isfinite(go)) continue;
+      const std::string nums = fmt::format("mean gradient norm {} vs {}", sig(gr), sig(go));
+      if (gr < go) holds.push_back(fmt::format("unscaled {} gets less gradient ({})", name, nums));
+      else fails.push_back(fmt::format("unscaled {} gradients are not smaller but {} ({})", name,
+                                       gr > go ? "larger" : "equal", nums));
+    }
+
+    for (const auto& [name, zr, zo] : {std::tuple<std::string, double, double>{"W_q", r.frac_zero_grad_w_q.mean,
+                                                                                o.frac_zero_grad_w_q.mean},
+                                       std::tuple<std::string, double, double>{"W_k", r.frac_zero_grad_w_k.mean,
+                                                                                o.frac_zero_grad_w_k.mean}}) {
+      if (!std::isfinite(zr) || !std::isfinite(zo) || (zr == 0 && zo == 0)) continue;
+      const std::string nums = fmt::format("{} vs {} of steps", format_percent(zr), format_percent(zo));
+      if (zr > zo) holds.push_back(fmt::format("unscaled {} gets an exactly-zero gradient more often ({})", name, nums));
+      else if (zr < zo)
+        fails.push_back(fmt::format("{} {} gets an exactly-zero gradient more often than unscaled ({})", o.scale(),
+                                    name, nums));
+      else undecided.push_back(fmt::format("{} gets an exactly-zero gradient equally often ({})", name, nums));
+    }
+
+    if (r.final_loss.n > 0 && o.final_loss.n > 0) {
+      using V = LossComparison::Verdict;
+      const LossComparison lc = compare_final_loss(c, r, o);
+      const std::string nums =
+          fmt::format("final loss {} vs {}", format_mean_sd(r.final_loss), format_mean_sd(o.final_loss));
+      const std::string both = fmt::format("{} seed{} both arms have", lc.n_shared, lc.n_shared == 1 ? "" : "s");
+      const std::string each = lc.n_shared == 1 ? "in the 1 seed both arms have" : "in each of the " + both;
+      if (lc.neither_learned) {
+        const double chance = r.settings.value("chance_loss", kNoValue);
+        undecided.push_back(fmt::format("neither learned ({}{}): which trains better is not decided", nums,
+                                        std::isfinite(chance) ? ", chance " + format_number(chance) : std::string()));
+      } else if (lc.paired) {
+        if (lc.verdict == V::b_lower)
+          holds.push_back("unscaled trains worse (" + nums + "; higher by more than 2% " + each + ")");
+        else if (lc.verdict == V::a_lower)
+          fails.push_back("unscaled trains better (" + nums + "; lower by more than 2% " + each + ")");
+        else if (lc.verdict == V::about_same)
+          fails.push_back("unscaled trains as well (" + nums + "; within 2% " + each + ")");
+        else
+          undecided.push_back(fmt::format("final loss not decided: the seeds disagree (unscaled lower in {}, higher "
+                                          "in {}{} of the {}; {})",
+                                          lc.a_lower, lc.b_lower,
+                                          lc.same ? fmt::format(", within 2% in {}", lc.same) : std::string(), both,
+                                          nums));
+      } else {
+        const std::string by_means = fmt::format("; no seed in common, so by the means: the difference is {} {}, the "
+                                                 "larger seed sd or 2% of the loss",
+                                                 lc.verdict == V::about_same ? "within" : "more than",
+                                                 format_number(lc.tolerance));
+        if (lc.verdict == V::b_lower) holds.push_back("unscaled trains worse (" + nums + by_means + ")");
+        else if (lc.verdict == V::about_same) fails.push_back("unscaled trains as well (" + nums + by_means + ")");
+        else fails.push_back("unscaled trains better (" + nums + by_means + ")");
+      }
+    }
+
+    // The story holds when fewer unscaled seeds reach the threshold, or when every seed of both arms reaches it and
+    // unscaled is later by more than equal_step_tolerance; a near tie is "about the same", not a result.
+    auto threshold = [&](const std::string& what, const Reach& u, const Reach& s) {
+      const std::string nums =
+          fmt::format("{} vs {}", steps_phrase(u.reached, u.n, u.step), steps_phrase(s.reached, s.n, s.step));
+      if (u.n == 0 || s.n == 0) {
+        undecided.push_back(fmt::format("{}: every run of {} diverged", what,
+                                        u.n == 0 && s.n == 0 ? "both unscaled and " + o.scale()
+                                        : u.n == 0           ? std::string("unscaled")
+                                                             : o.scale()));
+        return;
+      }
+      if (u.reached == 0 && s.reached == 0) {
+        undecided.push_back(fmt::format("neither reaches {}", what));
+        return;
+      }
+      const double tol = equal_step_tolerance(u.step, u.sd, s.step, s.sd);
+      const bool later = u.reached > 0 && s.reached > 0 && u.step - s.step > tol;
+      const bool sooner = u.reached > 0 && s.reached > 0 && s.step - u.step > tol;
+      const std::string within = fmt::format("within {} steps", format_number(tol, 0));
+      const std::size_t u_share = u.reached * s.n, s_share = s.reached * u.n;  // reached / n, cross-multiplied
+      if (u_share < s_share) {
+        holds.push_back(fmt::format("unscaled reaches {} in fewer seeds ({}{})", what, nums,
+                                    u.reached == 0 || later ? "" : "; the unscaled seeds that reach it are not later"));
+      } else if (u_share > s_share) {
+        fails.push_back(fmt::format("unscaled reaches {} in more seeds ({})", what, nums));
+      } else if (u.reached < u.n) {
+        undecided.push_back(fmt::format("unscaled and {} reach {} in as many seeds ({}), {} in the seeds that do",
+                                        o.scale(), what, nums,
+                                        later ? "unscaled later" : sooner ? "unscaled sooner" : "about as soon, " + within));
+      } else if (later) {
+        holds.push_back(fmt::format("unscaled reaches {} later ({}; by more than {} steps)", what, nums,
+                                    format_number(tol, 0)));
+      } else if (sooner) {
+        fails.push_back(fmt::format("unscaled reaches {} sooner ({})", what, nums));
+      } else {
+        undecided.push_back(fmt::format("unscaled reaches {} at about the same step ({}; {})", what, nums, within));
+      }
+    };
+    if (std::isfinite(r.loss_threshold))
+      threshold(loss_name(r), {r.reached_loss, r.kept.size(), r.mean_step_to_loss, r.sd_step_to_loss},
+                {o.reached_loss, o.kept.size(), o.mean_step_to_loss, o.sd_step_to_loss});
+    threshold(accuracy_name(c),
+              {r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy, r.sd_step_to_accuracy},
+              {o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy});
+
+    const double dr = r.used.empty() ? 0 : static_cast<double>(r.diverged_steps.size()) / r.used.size();
+    const double dd = o.used.empty() ? 0 : static_cast<double>(o.diverged_steps.size()) / o.used.size();
+    if (!o.diverged_steps.empty())
+      fails.push_back(fmt::format("{} runs diverge ({}; unscaled: {})", o.scale(), diverged_phrase(o),
+                                  diverged_phrase(r)));
+    else holds.push_back(fmt::format("{} runs do not diverge ({})", o.scale(), diverged_phrase(o)));
+    if (dr > dd) holds.push_back(fmt::format("unscaled runs diverge more often ({} vs {})", diverged_phrase(r),
+                                             diverged_phrase(o)));
+
+    if (!holds.empty()) checks.holds.push_back(head + join(holds, "; ") + ".");
+    if (!fails.empty()) checks.fails.push_back(head + join(fails, "; ") + ".");
+    if (!undecided.empty()) checks.undecided.push_back(head + join(undecided, "; ") + ".");
+  }
+
+  // LR sensitivity: an unscaled LR group against each LR group that differs from it only in scale, over the
+  // learning rates both hold.
+  const auto extra = without_own_scale_settings(c, distinguishing_keys(c.arms));
+  for (const LrGroup& gr : c.lr_groups) {
+    const ArmStats& rf = c.arms[gr.arms.front()];
+    if (!is_reference_scale(rf.scale())) continue;
+    for (const LrGroup& go : c.lr_groups) {
+      const ArmStats& of = c.arms[go.arms.front()];
+      if (&go == &gr || lr_group_key(c, go) != lr_group_key(c, gr)) continue;
+      const std::string head = fmt::format("{}, unscaled vs {}: ", arm_label(rf, extra, {"scale", "lr"}), mode_name(of));
+      const LrComparison cmp = compare_lr_sensitivity(c, gr, go);
+      std::vector<std::string> lrs;
+      for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));
+      const std::string nums = fmt::format("LR sensitivity {} vs {} over lr {}", format_number(cmp.sensitivity_a),
+                                           format_number(cmp.sensitivity_b), join(lrs, ", "));
+      if (!cmp.decided)
+        checks.undecided.push_back(head + "LR sensitivity not decided: " + cmp.reason +
+                                   (cmp.lrs.size() >= 2 ? " (" + nums + ")." : "."));
+      else if (cmp.about_same)
+        checks.undecided.push_back(head + "LR sensitivity about the same (" + nums + "; they differ by less than " +
+                                   format_number(cmp.tolerance) + ", the larger seed sd of the objective or 2%).");
+      else if (cmp.sensitivity_a > cmp.sensitivity_b)
+        checks.holds.push_back(head + "unscaled is more sensitive to the learning rate (" + nums + ").");
+      else checks.fails.push_back(head + "unscaled is not more sensitive to the learning rate (" + nums + ").");
+    }
+  }
+  return checks;
+}
+
+namespace {
+
+// "0.67 / 0.34 / 0.13": one value per d_k.
+std::string per_d_k(const std::vector<std::string>& values) { return join(values, " / "); }
+
+std::string short_number(double v) { return std::isfinite(v) ? fmt::format("{:.2g}", v) : std::string("—"); }
+
+}  // namespace
+
+namespace {
+
+// Ten findings at most, none dropped silently: lines give way in the order gradient counts per scaling, then
+// saturation and score-gradient lines (from the last), then the final-loss lines of the last scalings; one line
+// then says what was left out and where it is.
+std::vector<FindingLine> at_most_ten(std::vector<FindingLine> lines,
+                                     const std::vector<std::pair<std::size_t, std::string>>& scaling_lines,
+                                     const std::vector<std::size_t>& gradient_lines,
+                                     const std::vector<std::size_t>& saturation_lines) {
+  constexpr std::size_t kMax = 10;
+  if (lines.size() <= kMax) return lines;
+  std::vector<bool> dropped(lines.size(), false);
+  std::size_t kept = lines.size();
+  bool gradients_out = false, saturation_out = false;
+  std::vector<std::string> scalings_out;
+  for (auto it = gradient_lines.rbegin(); it != gradient_lines.rend() && kept + 1 > kMax; ++it, --kept)
+    dropped[*it] = gradients_out = true;
+  for (auto it = saturation_lines.rbegin(); it != saturation_lines.rend() && kept + 1 > kMax; ++it, --kept)
+    dropped[*it] = saturation_out = true;
+  for (auto it = scaling_lines.rbegin(); it != scaling_lines.rend() && kept + 1 > kMax; ++it, --kept) {
+    dropped[it->first] = true;
+    scalings_out.insert(scalings_out.begin(), it->second);
+  }
+  std::vector<std::string> what;
+  if (!scalings_out.empty())
+    what.push_back("the final-loss counts of " + join(scalings_out, ", ") + " against unscaled");
+  if (gradients_out) what.push_back("the W_q / W_k gradient counts per scaling");
+  if (saturation_out) what.push_back("the step-0 saturation and per-query score gradient per scaling and d_k");
+  std::vector<FindingLine> out;
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (!dropped[i]) out.push_back(std::move(lines[i]));
+  const std::string where = !scalings_out.empty() || gradients_out
+                                ? "in \"Where the usual story holds\" and \"Scale modes compared\""
+                                : "in the summary figures";
+  const FindingLine note{"To keep the findings to ten lines, " + join(what, "; ") + " are left out here: they are " +
+                             where + (saturation_out && where != "in the summary figures"
+                                          ? " (saturation and score gradients: in the summary figures)"
+                                          : "") +
+                             ".",
+                         !scalings_out.empty() || gradients_out ? "story" : "summary-figures"};
+  out.insert(out.end() - 1, note);  // before the runs line, which stays last
+  return out;
+}
+
+}  // namespace
+
+std::vector<FindingLine> findings(const Comparison& c) {
+  std::vector<FindingLine> out;
+  if (c.runs.empty()) return out;
+
+  // Per scaling compared with unscaled: final loss and W_q / W_k gradient, counted over the scale pairs.
+  std::vector<std::string> scales;
+  std::map<std::string, std::vector<ScalePair>> pairs_of;
+  for (const ScalePair& p : scale_pairs(c)) {
+    if (!is_reference_scale(p.ref->scale())) continue;
+    const std::string s = p.other->scale();
+    if (!pairs_of.count(s)) scales.push_back(s);
+    pairs_of[s].push_back(p);
+  }
+  // Which lines may give way when there are more than ten: the per-scaling gradient counts first, then saturation
+  // and score gradients; a scaling's final-loss line only when even those cannot make room.
+  std::vector<std::pair<std::size_t, std::string>> scaling_lines;  // index into out, scaling
+  std::vector<std::size_t> gradient_lines, saturation_lines;
+  for (const auto& s : scales) {
+    const auto& pairs = pairs_of[s];
+    std::size_t better = 0, equal = 0, worse = 0, no_loss = 0, all_diverged = 0, not_learned = 0, disagree = 0;
+    std::size_t paired = 0, unpaired = 0;
+    std::size_t grad_q = 0, n_q = 0, grad_k = 0, n_k = 0;
+    for (const ScalePair& p : pairs) {
+      const ArmStats& r = *p.ref;
+      const ArmStats& o = *p.other;
+      const LossComparison lc = compare_final_loss(c, r, o);
+      (lc.n_shared ? paired : unpaired) += 1;
+      if (lc.no_final_loss) {
+        ++no_loss;
+        const auto diverged_out = [](const ArmStats& a) { return a.final_loss.n == 0 && a.kept.empty(); };
+        all_diverged += diverged_out(r) || diverged_out(o) ? 1 : 0;
+      } else if (lc.neither_learned) {
+        ++not_learned;
+      } else if (lc.verdict == LossComparison::Verdict::b_lower) {
+        ++better;
+      } else if (lc.verdict == LossComparison::Verdict::a_lower) {
+        ++worse;
+      } else if (lc.verdict == LossComparison::Verdict::about_same) {
+        ++equal;
+      } else {
+        ++disagree;
+      }
+      if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean)) {
+        ++n_q;
+        grad_q += r.mean_grad_norm_w_q.mean > o.mean_grad_norm_w_q.mean ? 1 : 0;
+      }
+      if (std::isfinite(r.mean_grad_norm_w_k.mean) && std::isfinite(o.mean_grad_norm_w_k.mean)) {
+        ++n_k;
+        grad_k += r.mean_grad_norm_w_k.mean > o.mean_grad_norm_w_k.mean ? 1 : 0;
+      }
+    }
+    const std::string rule = !unpaired ? "final loss lower by more than 2% in every seed both arms have"
+                             : !paired ? "final loss lower by more than the larger seed sd or 2%"
+                                       : "final loss lower by more than 2% in every seed both arms have, or where "
+                                         "they share no seed by more than the larger seed sd or 2% of the mean";
+    std::string text = fmt::format("{} trains better than unscaled in {} of {} comparison{} ({})", s, better,
+                                   pairs.size(), pairs.size() == 1 ? "" : "s", rule);
+    if (equal) text += fmt::format("; as well in {}", equal);
+    if (worse) text += fmt::format("; worse in {}", worse);
+    const std::size_t undecided = no_loss + not_learned + disagree;
+    if (undecided) {
+      std::vector<std::string> why;
+      if (no_loss)
+        why.push_back(fmt::format("{} in {}",
+                                  all_diverged == no_loss ? "every run of a side diverged"
+                                  : all_diverged == 0     ? "a side has no finite final loss"
+                                                          : "every run of a side diverged, or a side has no finite "
+                                                            "final loss",
+                                  no_loss));
+      if (not_learned) why.push_back(fmt::format("neither learned in {}", not_learned));
+      if (disagree) why.push_back(fmt::format("seeds disagree in {}", disagree));
+      text += fmt::format("; not decided in {} ({})", undecided, join(why, "; "));
+    }
+    out.push_back({text + ".", "story"});
+    scaling_lines.push_back({out.size() - 1, s});
+    if (n_q || n_k) {
+      out.push_back({fmt::format("The unscaled W_q gradient (mean norm over steps) is larger than with {} in {} of {} "
+                                 "comparisons, the W_k gradient in {} of {}.",
+                                 s, grad_q, n_q, grad_k, n_k),
+                     "story"});
+      gradient_lines.push_back(out.size() - 1);
+    }
+  }
+  if (scales.empty()) {
+    std::set<std::string> modes;
+    for (const ArmStats& arm : c.arms) modes.insert(arm.scale());
+    const auto notes = no_scaling_comparison_notes(c);
+    std::string text = modes.size() == 1 ? fmt::format("Every arm has scale mode {}: no scaling comparison.",
+                                                       *modes.begin())
+                       : !notes.empty()  ? notes.front() + "."
+                                         : "No unscaled arm has a counterpart differing only in scale mode: no "
+                                           "comparison with unscaled attention.";
+    out.push_back({text, "scale-modes"});
+  }
+
+  // Saturation and the per-query gradient, per scaling (reference first, as the arms are sorted) and d_k, and per
+  // group of arms that agree on every other distinguishing setting (task, d_model, ...): a number pooled over tasks
+  // would appear nowhere below. Optimizer and learning rate do not split a group (the gradient line gives a range).
+  const auto group_keys = distinguishing_keys(c.arms);
+  std::vector<std::string> group_order;
+  std::map<std::string, std::vector<const ArmStats*>> groups;
+  for (const ArmStats& arm : c.arms) {
+    std::string label;
+    for (const auto& k : group_keys) label += (label.empty() ? "" : " ") + k + "=" + setting_text(arm.settings, k);
+    if (!groups.count(label)) group_order.push_back(label);
+    groups[label].push_back(&arm);
+  }
+  const std::size_t kMaxGroups = 3;  // two lines each: the ten-line budget keeps room for the other findings
+  for (std::size_t gi = 0; gi < group_order.size() && gi < kMaxGroups; ++gi) {
+    const std::string& group_label = group_order[gi];
+    const std::vector<const ArmStats*>& group = groups[group_label];
+    const std::string prefix = group_label.empty() ? "" : group_label + ": ";
+    std::vector<std::size_t> d_ks;
+    std::vector<std::string> all_scales;
+    for (const ArmStats* arm : group) {
+      if (std::find(d_ks.begin(), d_ks.end(), arm->d_k()) == d_ks.end()) d_ks.push_back(arm->d_k());
+      if (std::find(all_scales.begin(), all_scales.end(), arm->scale()) == all_scales.end())
+        all_scales.push_back(arm->scale());
+    }
+    std::sort(d_ks.begin(), d_ks.end());
+    std::vector<std::string> dk_text;
+    for (auto d : d_ks) dk_text.push_back(std::to_string(d));
+    const std::string at_d_k = fmt::format("at d_k = {}", per_d_k(dk_text));
+    std::vector<std::string> entropy_parts, saturated_parts, grad_parts;
+    bool any_saturated = false;
+    for (const auto& s : all_scales) {
+      std::vector<std::string> e, sat, g;
+      bool any_e = false, any_g = false;
+      for (auto d : d_ks) {
+        std::vector<double> entropy, saturated;
+        double lo = kNoValue, hi = kNoValue;
+        for (const ArmStats* armp : group) {
+          const ArmStats& arm = *armp;
+          if (arm.scale() != s || arm.d_k() != d) continue;
+          for (auto i : arm.kept)
+            if (c.stats[i].first_measured_step == 0) {
+              entropy.push_back(c.stats[i].entropy_first);
+              saturated.push_back(c.stats[i].saturated_first);
+            }
+          const double m = arm.score_grad_median_median;
+          if (std::isfinite(m)) {
+            lo = std::isnan(lo) ? m : std::min(lo, m);
+            hi = std::isnan(hi) ? m : std::max(hi, m);
+          }
+        }
+        const MeanSd me = mean_sd(entropy), ms = mean_sd(saturated);
+        any_e = any_e || me.n > 0;
+        any_saturated = any_saturated || ms.n > 0;
+        any_g = any_g || std::isfinite(lo);
+        e.push_back(me.n ? format_number(me.mean, 2) : "—");
+        sat.push_back(ms.n ? format_percent(ms.mean) : "—");
+        g.push_back(!std::isfinite(lo) ? "—"
+                    : lo == hi         ? short_number(lo)
+                                       : short_number(lo) + "–" + short_number(hi));
+      }
+      const std::string name = is_reference_scale(s) ? "unscaled" : s;
+      if (any_e) {
+        entropy_parts.push_back(fmt::format("{} {}", name, per_d_k(e)));
+        saturated_parts.push_back(fmt::format("{} {}", name, per_d_k(sat)));
+      }
+      if (any_g) grad_parts.push_back(fmt::format("{} {}", name, per_d_k(g)));
+    }
+    if (!entropy_parts.empty()) {
+      std::string text = prefix + fmt::format("Saturation at step 0, first layer: attention entropy {} nats {}",
+                                              join(entropy_parts, " vs "), at_d_k);
+      if (any_saturated)
+        text += fmt::format("; queries with max weight > 0.99: {}", join(saturated_parts, " vs "));
+      out.push_back({text + ".", "summary-figures"});
+      saturation_lines.push_back(out.size() - 1);
+    }
+    if (!grad_parts.empty()) {
+      out.push_back({prefix + fmt::format("Median per-query score gradient ‖dLoss/d(score row)‖ (per run the median "
+                                          "over logged steps; a range spans the arms' optimizers and learning "
+                                          "rates): {} {}.",
+                                          join(grad_parts, " vs "), at_d_k),
+                     "summary-figures"});
+      saturation_lines.push_back(out.size() - 1);
+    }
+  }
+  if (group_order.size() > kMaxGroups)
+    out.push_back({fmt::format("Saturation and the per-query gradient of {} more setting groups: in the summary "
+                               "figures.", group_order.size() - kMaxGroups),
+                   "summary-figures"});
+
+  // LR sensitivity over shared learning rates.
+  std::size_t lr_more = 0, lr_not = 0, lr_undecided = 0, lr_same = 0;
+  for (const LrGroup& gr : c.lr_groups) {
+    if (!is_reference_scale(c.arms[gr.arms.front()].scale())) continue;
+    for (const LrGroup& go : c.lr_groups) {
+      if (&go == &gr || lr_group_key(c, go) != lr_group_key(c, gr)) continue;
+      const LrComparison cmp = compare_lr_sensitivity(c, gr, go);
+      if (!cmp.decided) ++lr_undecided;
+      else if (cmp.about_same) ++lr_same;
+      else if (cmp.sensitivity_a > cmp.sensitivity_b) ++lr_more;
+      else ++lr_not;
+    }
+  }
+  const std::size_t lr_n = lr_more + lr_not + lr_undecided + lr_same;
+  if (lr_n)
+    out.push_back({fmt::format("Unscaled is more sensitive to the learning rate in {} of {} comparison{} (over the "
+                               "learning rates both scalings share){}{}.",
+                               lr_more, lr_n, lr_n == 1 ? "" : "s",
+                               lr_same ? fmt::format("; about the same (within the seed sd or 2%) in {}", lr_same)
+                                       : std::string(),
+                               lr_undecided ? fmt::format("; not decided in {}", lr_undecided) : std::string()),
+                   "story"});
+
+  std::size_t diverged = 0, incomplete = 0;
+  for (const auto& run : c.runs) {
+    diverged += run.diverged ? 1 : 0;
+    incomplete += run.incomplete ? 1 : 0;
+  }
+  std::string runs = diverged ? fmt::format("{} of the {} runs diverged; they are left out of every statistic of their "
+                                            "arm and counted in its diverged column",
+                                            diverged, c.runs.size())
+                              : fmt::format("None of the {} runs diverged", c.runs.size());
+  if (incomplete) runs += fmt::format("; {} {} cut short (incomplete)", incomplete, incomplete == 1 ? "was" : "were");
+  out.push_back({runs + ".", "runs-read"});
+  return at_most_ten(std::move(out), scaling_lines, gradient_lines, saturation_lines);
+}
+
+std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to) {
+  std::vector<std::string> out;
+  const auto extra = distinguishing_keys(c.arms);
+  for (const ArmStats& arm : c.arms)
+    for (const auto& group : arm.duplicate_seeds) {
+      std::vector<std::string> dirs;
+      for (auto i : group)
+        dirs.push_back(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to));
+      const nlohmann::json& config = c.runs[group.front()].config;
+      out.push_back(fmt::format(
+          "arm {}: seed {} (data_seed {}) is in {} runs: {}; all count in the arm's means and sd (so the sd "
+          "understates the spread over seeds), the seeds column counts it once",
+          arm_label(arm, extra), setting_text(config, "seed"), setting_text(config, "data_seed"), group.size(),
+          join(dirs, ", ")));
+    }
+  return out;
+}
+
+namespace {
+
+// "0.208 ± 0.048" (sd bars) or "7.1e-07 [5.2e-14, 4.2e-06]" (min-max bars).
+std::string point_text(const SummaryPoint& p, bool theory, bool sd) {
+  if (!std::isfinite(p.y)) return p.n_diverged ? "diverged" : "—";
+  std::string out = sig(p.y);
+  if (!theory && std::isfinite(p.lo) && std::isfinite(p.hi) && p.lo != p.hi)
+    out += sd ? " ± " + sig(p.hi - p.y) : " [" + sig(p.lo) + ", " + sig(p.hi) + "]";
+  if (!theory && p.n_diverged) out += fmt::format(" ({} diverged)", p.n_diverged);
+  return out;
+}
+
+// One figure: its heading, image (when drawn), caption, the numbers as a table (unless the figure says not to) and
+// its notes, so a reader has the numbers even without gnuplot.
+std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
+  std::string md = "### " + f.title + "\n\n";
+  const bool drawn = std::any_of(ctx.plots.summary_drawn.begin(), ctx.plots.summary_drawn.end(),
+                                 [&](const PlotFigure& p) { return p.name == f.name; });
+  if (drawn)
+    md += fmt::format("![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n", f.title, f.name,
+                      f.name, f.name);
+  md += f.caption + ".\n\n";
+  if (!f.tabulate) {
+    for (const auto& note : f.notes) md += "- Note: " + note + ".\n";
+    return md + (f.notes.empty() ? "" : "\n");
+  }
+  std::vector<double> xs;
+  for (const SummaryLine& line : f.lines)
+    for (const SummaryPoint& p : line.points)
+      if (std::find(xs.begin(), xs.end(), p.x) == xs.end()) xs.push_back(p.x);
+  std::sort(xs.begin(), xs.end());
+  Table t;
+  t.header = {f.name.find("_vs_lr") != std::string::npos    ? "line \\ lr"
+               : f.name.find("_vs_d_k") != std::string::npos ? "line \\ d_k"
+                                                              : "line \\ " + f.x_label};
+  for (double x : xs) t.header.push_back(fmt::format("{:g}", x));
+  for (const SummaryLine& line : f.lines) {
+    std::vector<std::string> row{line.label};
+    for (double x : xs) {
+      const auto it = std::find_if(line.points.begin(), line.points.end(),
+                                   [&](const SummaryPoint& p) { return p.x == x; });
+      row.push_back(it == line.points.end() ? "" : point_text(*it, line.theory, f.error_bar_sd));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  md += t.markdown() + "\n";
+  for (const auto& note : f.notes) md += "- Note: " + note + ".\n";
+  if (!f.notes.empty()) md += "\n";
+  return md;
+}
+
+// The summary figures: each one's image (when drawn), caption and numbers, so the findings that link here have
+// their details even without gnuplot.
+std::string summary_section(const ReportContext& ctx) {
+  std::string md = "<a id=\"summary-figures\"></a>\n\n## Summary figures\n\n";
+  if (ctx.summary.empty()) {
+    md += "These runs have a single d_k and no arms that differ only in learning rate: no summary figure.\n\n";
+    return md;
+  }
+  for (const SummaryFigure& f : ctx.summary) md += figure_markdown(f, ctx);
+  return md;
+}
+
+}  // namespace
+
+std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
+  std::string md = "# xgrad compare: attention scaling report\n\n";
+  std::size_t n_complete = 0, n_diverged = 0, n_incomplete = 0;
+  for (const auto& run : c.runs) {
+    n_incomplete += run.incomplete ? 1 : 0;
+    n_diverged += run.diverged ? 1 : 0;
+    n_complete += run.incomplete ? 0 : 1;
+  }
+  md += fmt::format("{} runs in {} arms ({} complete, {} incomplete, {} diverged).\n\n", c.runs.size(), c.arms.size(),
+                    n_complete, n_incomplete, n_diverged);
+  for (const std::string& note : ctx.sweep_notes) md += "**Note:** " + markdown_escape(note) + ".\n\n";
+
+  if (!ctx.preset.name.empty())
+    md += "Preset: `" + ctx.preset.name + "`" + (ctx.preset.quick ? " (its --quick grid)" : "") +
+          (!ctx.preset_sections.empty() ? "; its sections come first, then the usual report.\n\n"
+           : ctx.preset_note.empty()    ? "; it has no sections of its own: the usual report.\n\n"
+                                        : ".\n\n");
+  if (!ctx.preset_note.empty()) md += "**Note:** " + markdown_escape(ctx.preset_note) + ".\n\n";
+  for (const PresetSection& section : ctx.preset_sections) {
+    md += "<a id=\"" + section.anchor + "\"></a>\n\n## " + section.title + "\n\n";
+    for (const SummaryFigure& f : section.figures) md += figure_markdown(f, ctx);
+    md += section.markdown;
+    if (!section.markdown.empty() && section.markdown.back() != '\n') md += "\n";
+    md += "\n";
+  }
+
+  md += "## Findings\n\n";
+  for (const FindingLine& f : findings(c)) md += "- " + markdown_escape(f.text) + " [→ details](#" + f.anchor + ")\n";
+  md += "\n";
+
+  md += "## How to read this\n\n"
+        "An *arm* is a set of runs whose config.json agree on everything but the seed (seed, data_seed, the output "
+        "directory and logging settings are ignored); the table aggregates each arm over its seeds. *final loss* is "
+        "the mean training loss over the last 20 steps of a run (as in summary.json), shown as mean ± sample standard "
+        "deviation over seeds; *final acc* likewise. Both leave out diverged runs, which the *diverged* column "
+        "counts with the step they stopped at. A run *diverged* when its loss or gradient became NaN or Inf, or "
+        "when its loss stayed finite but blew up: its final loss is more than " +
+        fmt::format("{:g}", kDivergedLossFactor) +
+        " times its step-0 loss (its step is then the first whose loss passed that). *step loss≤x* / *step acc≥y* is the first step at which the mean "
+        "over the last " +
+        std::to_string(c.window) +
+        " steps reaches the threshold, averaged over the seeds that reached it; \"(k/n)\" says only k of n seeds "
+        "did and \"never\" that none did. *mean loss (AUC)* is the mean loss over all steps: the area under the "
+        "loss curve divided by its length, so runs of equal length compare. *W_q / W_k grad =0* is the fraction "
+        "of steps at which the gradient of every layer's query (key) weights was exactly zero — what a fully "
+        "saturated softmax passes back in float; *W_q / W_k grad <" + fmt::format("{:g}", kNearZeroGradFraction) +
+        "·step 0* the fraction at which its norm was below " + fmt::format("{:g}", kNearZeroGradFraction) +
+        " times the norm at the run's first step (or exactly zero): a gradient that has all but vanished, which "
+        "the exactly-zero count reads as 0%. Both are counted, like the mean gradient norms and as in summary.json, "
+        "over the steps whose loss and gradient norm were finite (a step skipped under --on-nan skip has no "
+        "gradient). Every statistic of an arm leaves out its diverged runs alike (counted in *diverged*), so no "
+        "number or sentence is decided by a run that blew up; only the LR sensitivity counts a diverged run, as "
+        "its initial loss. *LR sensitivity* (Wortsman et al. 2023, \"Small-scale proxies for "
+        "large-scale Transformer training instabilities\", sec. 3.2) is, over arms that differ only in learning "
+        "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
+        "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
+        "best; two sensitivities count as about the same when they differ by less than the larger seed sd of the "
+        "objective or 2% of it, and a comparison is not decided when either scaling ended below the chance loss "
+        "(a uniform guess) by more than that at no learning rate: a curve flat at chance is not insensitive. Incomplete runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
+        "complete run. Gradient norms are measured before the optimizer step; AdamW normalises its updates, so "
+        "there a smaller gradient does not by itself mean a smaller update. Every sentence below is generated from these numbers. Which of two arms trains better is decided "
+        "seed by seed where they share seeds: better (worse) when its final loss is lower (higher) by more than 2% "
+        "in every seed both have, as well when within 2% in every one, and otherwise not decided (the seeds "
+        "disagree) — a mean ± sd is never the verdict; arms without a seed in common are compared by their means, "
+        "equal within the larger seed standard deviation or 2% of the loss. Where neither arm learned (mean final "
+        "loss not below the chance loss by more than the seed sd or 2%) which trains better is not decided.\n\n";
+
+  md += "## Results by arm\n\n" + arm_table(c).markdown() + "\n";
+  md += summary_section(ctx);
+  const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir);
+  if (!duplicates.empty()) {
+    md += "**Duplicate seeds.** Runs of one arm with the same seed and data_seed are the same run twice, not two "
+          "seeds:\n\n";
+    for (const auto& d : duplicates) md += "- " + markdown_escape(d) + "\n";
+    md += "\n";
+  }
+  const Table lr = lr_table(c);
+  if (!lr.rows.empty())
+    md += "<a id=\"lr-sensitivity\"></a>\n\n### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
+
+  md += "<a id=\"scale-modes\"></a>\n\n## Scale modes compared, per d_k\n\n";
+  const auto sentences = scale_sentences(c);
+  const auto unpaired = no_scaling_comparison_notes(c);
+  if (sentences.empty() && unpaired.empty())
+    md += "Every arm has the same scale mode, so there is no scaled-vs-unscaled comparison.\n";
+  for (const auto& s : sentences) md += "- " + markdown_escape(s) + "\n";
+  for (const auto& s : unpaired) md += "- " + markdown_escape(s) + ".\n";
+  md += "\n";
+
+  md += "<a id=\"story\"></a>\n\n## Where the usual story holds, and where it does not\n\n"
+        "The usual story: without 1/sqrt(d_k) scaling, attention scores grow with d_k, the softmax saturates (low "
+        "entropy), W_q and W_k get little gradient, and training is worse (higher final loss, thresholds reached "
+        "later or never) and more sensitive to the learning rate; scaled runs train stably. Each point compares an "
+        "unscaled arm with one that differs only in scale mode.\n\n";
+  const StoryChecks checks = story_checks(c);
+  if (checks.holds.empty() && checks.fails.empty() && checks.undecided.empty()) {
+    md += "No unscaled arm has a counterpart differing only in scale mode, so the story cannot be checked here.\n\n";
+  } else {
+    md += "### Where it does NOT hold\n\n";
+    if (checks.fails.empty()) md += "Nowhere in these runs: every check agrees with the story.\n";
+    for (const auto& s : checks.fails) md += "- " + markdown_escape(s) + "\n";
+    md += "\n### Where it holds\n\n";
+    if (checks.holds.empty()) md += "Nowhere in these runs.\n";
+    for (const auto& s : checks.holds) md += "- " + markdown_escape(s) + "\n";
+    if (!checks.undecided.empty()) {
+      md += "\n### Not decided by these runs\n\n";
+      for (const auto& s : checks.undecided) md += "- " + markdown_escape(s) + "\n";
+    }
+    md += "\n";
+  }
+  bool single_seed = false;
+  for (const ArmStats& arm : c.arms) single_seed = single_seed || arm.n_seeds < 2;
+  if (single_seed)
+    md += "Some arms have a single seed: their numbers carry no spread estimate, and a difference between them "
+          "may be seed noise.\n\n";
+
+  md += "## Plots\n\n";
+  if (!ctx.plots_requested) md += "Plots were not requested (--plots false).\n\n";
+  if (!ctx.plots.note.empty()) md += "Note: " + ctx.plots.note + "\n\n";
+  for (const auto& fig : ctx.plots.drawn)
+    md += fmt::format("### {}\n\n{}.\n\n![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n",
+                      fig.name, fig.caption, fig.name, fig.name, fig.name, fig.name);
+
+  md += "## Thresholds and definitions used\n\n";
+  std::set<std::string> thresholds;
+  for (const ArmStats& arm : c.arms) {
+    const auto chance = arm.settings.find("chance_loss");
+    thresholds.insert(ctx.loss_threshold_option >= 0
+                          ? format_number(arm.loss_threshold)
+                          : fmt::format("{} (half the chance loss {} of task {})", format_number(arm.loss_threshold),
+                                        chance != arm.settings.end() && chance->is_number()
+                                            ? format_number(chance->get<double>())
+                                            : std::string("unknown"),
+                                        setting_text(arm.settings, "task")));
+  }
+  md += "- loss threshold: " + join(std::vector<std::string>(thresholds.begin(), thresholds.end()), ", ") +
+        (ctx.loss_threshold_option >= 0 ? " (given)" : "") + "\n";
+  md += fmt::format("- accuracy threshold: {:g}\n", c.accuracy_threshold);
+  md += fmt::format("- steps-to-threshold window: trailing mean over {} step{}\n", c.window, c.window == 1 ? "" : "s");
+  md += "- seeds: the distinct (seed, data_seed) pairs among an arm's runs; runs of one arm sharing a pair are all "
+        "kept in its numbers and listed under *Duplicate seeds*\n";
+  md += "- steps to a threshold, unscaled vs another mode: the story holds when a smaller share of the unscaled runs "
+        "reaches the threshold, or when every run of both arms reaches it and the unscaled mean step is later by "
+        "more than the tolerance: the larger of 10% of the later mean step and the larger seed standard deviation "
+        "of the step (at least 1 step). A smaller difference is reported as about the same, and equal shares below "
+        "all runs are not decided\n";
+  md += "- final loss / accuracy: mean over the last min(20, steps) steps of a run\n";
+  md += "- entropy and score std: first attention layer, mean over its heads (queries as measured by the trainer)\n\n";
+
+  md += "<a id=\"runs-read\"></a>\n\n## Runs read\n\n";
+  Table runs;
+  runs.header = {"run", "arm", "seed", "steps", "status"};
+  const auto extra = distinguishing_keys(c.arms);
+  std::map<std::size_t, const ArmStats*> arm_of_run;
+  for (const ArmStats& arm : c.arms)
+    for (auto i : arm.runs) arm_of_run[i] = &arm;
+  for (std::size_t i = 0; i < c.runs.size(); ++i) {
+    const RunRecord& run = c.runs[i];
+    runs.rows.push_back({shown_path(run.dir, ctx.out_dir), arm_label(*arm_of_run[i], extra),
+                         setting_text(run.config, "seed"),
+                         fmt::format("{}/{}", run.series.size(), run.steps_planned), run_status(run)});
+  }
+  md += runs.markdown() + "\n";
+  if (!ctx.skipped.empty()) {
+    md += "Skipped (unreadable):\n\n";
+    for (const auto& s : ctx.skipped) md += "- " + markdown_escape(s) + "\n";
+    md += "\n";
+  }
+  return md;
+}
+
+}  // namespace xgrad::train

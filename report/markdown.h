@@ -1,0 +1,74 @@
+// report.md of `xgrad compare`: the tables, the plots, and sentences generated from the numbers — per d_k, how
+// each scale mode compares with the unscaled arm, and where the usual story of attention scaling does or does not
+// hold in these runs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "report/plots.h"
+#include "report/preset_report.h"
+#include "report/stats.h"
+#include "report/summary.h"
+
+namespace xgrad::train {
+
+/// One sentence per pair of arms that differ only in scale mode: the reference arm (unscaled, or the first mode
+/// present when no arm is unscaled) against each other mode, with entropy and score std at the start, final loss,
+/// steps to the thresholds, W_q / W_k gradient norms, zero-gradient steps and divergence.
+std::vector<std::string> scale_sentences(const Comparison& c);
+
+/// Where compare makes no scaling comparison although arms of several scale modes were read (unpaired_scale_arms):
+/// "no scaling comparison: no two arms differ only in scale; arms of different scales also differ in task" when no
+/// arm has a counterpart, else one "no scaling comparison for <arm>: every arm of another scale also differs from it
+/// in <settings>" per arm without one. Empty when every arm has a counterpart or all share one scale mode.
+std::vector<std::string> no_scaling_comparison_notes(const Comparison& c);
+
+/// The usual story: unscaled attention at large d_k starts saturated (lower entropy), passes less gradient to
+/// W_q and W_k, trains worse (higher final loss, reaches the thresholds later or never), is more sensitive to the
+/// learning rate, while scaled runs do not diverge. Each check compares an unscaled arm with an arm that differs
+/// only in scale mode (or, for LR sensitivity, a group of arms that differ only in lr).
+struct StoryChecks {
+  std::vector<std::string> holds;      // the data agrees
+  std::vector<std::string> fails;      // the data disagrees (said plainly in the report)
+  std::vector<std::string> undecided;  // the numbers cannot decide (missing, or both sides equal)
+};
+StoryChecks story_checks(const Comparison& c);
+
+/// One line per arm and (seed, data_seed) pair that more than one of its runs share, naming the run directories
+/// (relative to `relative_to` when not empty). Such runs all stay in the arm's means and sd (which then understate
+/// the spread over seeds); the seeds column counts the pair once.
+std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to = "");
+
+/// One line of report.md's Findings section: a sentence counted from the numbers, and where its details are.
+struct FindingLine {
+  std::string text;    // plain text, no markdown
+  std::string anchor;  // id of the report.md section with the details (report_markdown writes <a id="..."> before
+                       // its heading): "story", "scale-modes", "summary-figures", "lr-sensitivity", "runs-read"
+};
+
+/// At most ten lines, counted from the numbers: per scaling compared with unscaled, in how many of the N
+/// comparisons (arms differing only in scale) it trains better (final loss lower by more than equal_loss_tolerance)
+/// and in how many the unscaled W_q (W_k) mean gradient norm is larger; the attention entropy and saturated share at
+/// step 0 per scaling and d_k; the median per-query score gradient per scaling and d_k (range over the arms'
+/// optimizers and learning rates); LR sensitivity compared over shared learning rates; how many runs diverged or
+/// were cut short. Diverged runs are in no number (ArmStats::kept). Empty for no runs.
+std::vector<FindingLine> findings(const Comparison& c);
+
+struct ReportContext {
+  std::string out_dir;                  // report.md's directory (run paths are shown relative to it)
+  bool plots_requested = true;
+  PlotOutcome plots;                    // figures drawn (paths relative to out_dir/plots)
+  std::vector<SummaryFigure> summary;   // summary_figures(c): tabulated in report.md, drawn if in plots.summary_drawn
+  std::vector<std::string> skipped;     // run directories that could not be read, with the reason
+  double loss_threshold_option = -1;    // as given (< 0: half the chance loss)
+  PresetRecord preset;                  // the preset whose sweep this is (name "" for none)
+  std::vector<PresetSection> preset_sections;  // its sections, written after the Findings
+  std::string preset_note;              // why its sections are missing ("" when written)
+  std::vector<std::string> sweep_notes;  // grid points of the input sweeps not complete, leftover partial writes
+};
+
+/// The whole report.md text.
+std::string report_markdown(const Comparison& c, const ReportContext& context);
+
+}  // namespace xgrad::train

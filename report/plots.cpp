@@ -1,0 +1,685 @@
+#include "report/plots.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "common/escape.h"
+#include "nn/scaling.h"
+#include "report/tables.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Point {
+  double step;
+  double value;
+};
+
+struct Range {
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = 0;
+  void add(double v) {
+    if (!std::isfinite(v) || v <= 0) return;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  void add(const Range& r) {
+    lo = std::min(lo, r.lo);
+    hi = std::max(hi, r.hi);
+  }
+  bool empty() const { return hi <= 0; }
+};
+
+enum class Kind { loss, grad_norm, entropy, score_std };
+
+struct FigureSpec {
+  Kind kind;
+  std::string name;
+  std::string title;
+  std::string ylabel;
+  bool log_y;
+  std::string caption;  // for report.md
+};
+
+const std::vector<FigureSpec>& figure_specs() {
+  static const std::vector<FigureSpec> specs{
+      {Kind::loss, "loss", "Training loss by step; thin lines: each run, thick: mean over seeds",
+       "loss (nats, log scale)", true,
+       "One panel per group of arms identical in every setting but the scale mode (per d_k, and per any other "
+       "setting that differs, named in the panel title), scale modes in colour "
+       "(red: unscaled, blue: sqrt_dk). Thin lines are single runs, thick lines the mean over the seeds that did "
+       "not diverge. A cross marks where a run diverged (at its last loss, or at the top of the axis); the dotted "
+       "line is the loss threshold"},
+      {Kind::grad_norm, "grad_norm",
+       "Gradient norm of W_q (solid, dark) and W_k (dashed, light), all layers; mean over seeds",
+       "gradient norm (log scale)", true,
+       "L2 norm over all layers of the gradient of the query (solid, the mode's colour) and key (dashed, a lighter "
+       "shade of it) weights, mean over seeds. "
+       "Steps where it was exactly zero cannot be drawn on a log axis and leave gaps (see the zero-grad columns)"},
+      {Kind::entropy, "entropy",
+       "Attention entropy, first layer, mean over heads and queries; mean over seeds",
+       "entropy (nats)", false,
+       "Mean attention entropy of the first layer: low means peaked (saturated) attention. Steps where the trainer "
+       "did not measure attention are skipped"},
+      {Kind::score_std, "score_std",
+       "Std of the scaled attention scores (softmax input), first layer; mean over seeds",
+       "score std (log scale)", true,
+       "Standard deviation of the first layer's attention scores after the mode's scaling (the softmax input): the "
+       "growth of the attention logits"},
+  };
+  return specs;
+}
+
+// How a scaling's lines are drawn: colour RRGGBB (no '#') and style 1 + its index in nn::scaling_dash_styles(),
+// which picks both its dash pattern (dash_pattern) and its point type (point_type).
+struct ScalingStyle {
+  std::string colour;
+  int dash = 1;
+};
+
+// gnuplot's dt of style `dash` (1-based, nn::scaling_dash_styles() order): solid, dashed, dotted, dash-dot,
+// dash-dot-dot, then patterns of its own (long dash, long dash-dot, dash-dash-dot), so eight scalings drawn on one
+// panel differ in dash as well as in colour; beyond eight the patterns repeat.
+std::string dash_pattern(int dash) {
+  static const char* const patterns[] = {"1", "2", "3", "4", "5", "(24,10)", "(24,8,3,8)", "(10,6,10,6,2,6)"};
+  return patterns[(dash - 1) % 8];
+}
+
+// gnuplot's pt of style `dash`: filled circle, square, triangle, diamond, inverted triangle, then open square,
+// circle, triangle: a marker of its own per style.
+int point_type(int dash) {
+  static const int types[] = {7, 5, 9, 13, 11, 4, 6, 8};
+  return types[(dash - 1) % 8];
+}
+
+bool is_hex_colour(const std::string& s) {
+  return s.size() == 7 && s[0] == '#' &&
+         std::all_of(s.begin() + 1, s.end(), [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)); });
+}
+
+// The registered entry's colour and dash style, the same in every panel. A scaling this build does not know (a run
+// written by a build with its own scalings) gets a colour from a fixed palette (Okabe & Ito's colour-blind-safe
+// hues), chosen by a hash of its name so it keeps its colour across comparisons, and a warning.
+ScalingStyle style_of(const std::string& scale, std::vector<std::string>& warnings) {
+  const nn::ScalingEntry* entry = Registry<nn::ScalingEntry>::instance().find(scale);
+  if (entry && is_hex_colour(entry->colour)) {
+    const auto& dashes = nn::scaling_dash_styles();
+    const auto it = std::find(dashes.begin(), dashes.end(), entry->dash);
+    return {entry->colour.substr(1), it == dashes.end() ? 1 : static_cast<int>(it - dashes.begin()) + 1};
+  }
+  static const std::vector<std::string> palette{"E69F00", "56B4E9", "009E73", "D55E00", "CC79A7", "0072B2", "000000"};
+  std::uint32_t hash = 2166136261u;  // FNV-1a
+  for (unsigned char ch : scale) hash = (hash ^ ch) * 16777619u;
+  const std::string colour = palette[hash % palette.size()];
+  // Every arm and figure of the scale asks again: the reader needs to be told once.
+  std::string warning = fmt::format(entry ? "scaling '{}' declares colour '{}', not #RRGGBB; drawn in #{}"
+                                          : "scaling '{}' is not registered in this build{}; drawn in #{}",
+                                    scale, entry ? entry->colour : std::string(), colour);
+  if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(std::move(warning));
+  return {colour, 1};
+}
+
+// `colour` (RRGGBB) mixed with white: W_k is drawn in a lighter shade of its scale mode's colour than W_q.
+std::string lighter(const std::string& colour, double white) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < colour.size(); i += 2) {
+    const double v = static_cast<double>(std::stoi(colour.substr(i, 2), nullptr, 16));
+    out += fmt::format("{:02X}", static_cast<int>(std::lround(v + (255.0 - v) * white)));
+  }
+  return out;
+}
+
+// The typical distance in steps between measured points (1 for a quantity logged every step): the median gap.
+double median_gap(const std::vector<Point>& points) {
+  if (points.size() < 2) return 1;
+  std::vector<double> gaps;
+  for (std::size_t i = 1; i < points.size(); ++i) gaps.push_back(points[i].step - points[i - 1].step);
+  std::nth_element(gaps.begin(), gaps.begin() + static_cast<long>(gaps.size() / 2), gaps.end());
+  return std::max(1.0, gaps[gaps.size() / 2]);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string("NaN"); }
+
+// Mean over the arm's runs at each step of the finite values of one series.
+std::vector<Point> mean_over_runs(const Comparison& c, const ArmStats& arm, std::vector<double> RunSeries::*series) {
+  std::map<double, std::pair<double, std::size_t>> by_step;
+  for (auto i : arm.runs) {
+    // A diverged run is left out of the mean, as of every statistic of its arm (its own line and cross still show
+    // it): its last steps before the blow-up would decide the mean there.
+    if (c.runs[i].diverged) continue;
+    const RunSeries& s = c.runs[i].series;
+    const std::vector<double>& v = s.*series;
+    for (std::size_t r = 0; r < s.size(); ++r)
+      if (std::isfinite(v[r]) && std::isfinite(s.step[r])) {
+        auto& acc = by_step[s.step[r]];
+        acc.first += v[r];
+        ++acc.second;
+      }
+  }
+  std::vector<Point> out;
+  out.reserve(by_step.size());
+  for (const auto& [step, acc] : by_step) out.push_back({step, acc.first / static_cast<double>(acc.second)});
+  return out;
+}
+
+// Centred moving average over the points within half_width steps (points sorted by step). The window shrinks
+// symmetrically at both ends so the first and last values stay what was measured (the value at step 0 matters).
+std::vector<Point> smooth(const std::vector<Point>& points, double half_width) {
+  if (half_width <= 0 || points.empty()) return points;
+  std::vector<double> prefix(points.size() + 1, 0.0);
+  for (std::size_t i = 0; i < points.size(); ++i) prefix[i + 1] = prefix[i] + points[i].value;
+  auto by_step = [](const Point& p, double s) { return p.step < s; };
+  std::vector<Point> out(points.size());
+  const double first = points.front().step, last = points.back().step;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const double s = points[i].step;
+    const double h = std::min({half_width, s - first, last - s});
+    const auto lo = std::lower_bound(points.begin(), points.end(), s - h, by_step) - points.begin();
+    const auto hi = std::lower_bound(points.begin(), points.end(), std::nextafter(s + h, INFINITY), by_step) -
+                    points.begin();
+    out[i] = {s, (prefix[hi] - prefix[lo]) / static_cast<double>(hi - lo)};
+  }
+  return out;
+}
+
+// Keeps the first point of each `stride`-step bucket and the last point.
+std::vector<Point> thin(const std::vector<Point>& points, double stride) {
+  if (stride <= 1) return points;
+  std::vector<Point> out;
+  double last_bucket = -1;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const double bucket = std::floor(points[i].step / stride);
+    if (bucket != last_bucket || i + 1 == points.size()) out.push_back(points[i]);
+    last_bucket = bucket;
+  }
+  return out;
+}
+
+bool drawable(const std::vector<Point>& points, bool log_y) {
+  for (const auto& p : points)
+    if (std::isfinite(p.value) && (!log_y || p.value > 0)) return true;
+  return false;
+}
+
+void write_points(const fs::path& path, const std::vector<Point>& points, bool log_y) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("compare: cannot write " + path.string());
+  out << "# step value\n";
+  for (const auto& p : points) out << num(p.step) << " " << (log_y && !(p.value > 0) ? "NaN" : num(p.value)) << "\n";
+  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed");
+}
+
+// Every run's loss, one block per run (a blank line breaks the line between runs). Each diverged run adds
+// (diverged step, its last finite loss) to `diverged`; `first_losses` gets each run's first finite loss.
+bool write_run_losses(const Comparison& c, const ArmStats& arm, double stride, const fs::path& path,
+                      std::vector<Point>& diverged, std::vector<double>& first_losses, Range& range) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("compare: cannot write " + path.string());
+  bool any = false;
+  for (auto i : arm.runs) {
+    const RunRecord& run = c.runs[i];
+    out << "# " << escape_control(run.dir) << "\n";  // a newline in a name would start a data line
+    std::vector<Point> points;
+    for (std::size_t r = 0; r < run.series.size(); ++r) points.push_back({run.series.step[r], run.series.loss[r]});
+    for (const auto& p : thin(points, stride)) {
+      const bool ok = std::isfinite(p.value) && p.value > 0;
+      out << num(p.step) << " " << (ok ? num(p.value) : "NaN") << "\n";
+      any = any || ok;
+      range.add(p.value);
+    }
+    out << "\n";
+    for (const auto& p : points)
+      if (std::isfinite(p.value) && p.value > 0) {
+        first_losses.push_back(p.value);
+        break;
+      }
+    if (run.diverged)
+      for (auto p = points.rbegin(); p != points.rend(); ++p)
+        if (std::isfinite(p->value) && p->value > 0) {
+          diverged.push_back({static_cast<double>(run.diverged_step), p->value});
+          break;
+        }
+  }
+  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed");
+  return any;
+}
+
+std::string line_style(const std::string& colour, double width, bool faint, int dash = 1) {
+  return fmt::format("with lines lw {} dt {} lc rgb '#{}{}'", width, dash_pattern(dash), faint ? "99" : "", colour);
+}
+
+// Log-axis tics: gnuplot labels only powers of ten, which leaves a loss axis from 1 to 6 with one label; over
+// less than three decades, label 1-2-5 (and 3 over less than one decade) steps instead.
+std::string log_tics(const Range& range) {
+  if (range.empty() || range.hi / range.lo >= 1000) return "set ytics autofreq\n";
+  std::vector<double> mantissas{1, 2, 5};
+  if (range.hi / range.lo < 10) mantissas = {1, 1.5, 2, 3, 4, 5, 7};
+  // gnuplot's autoscale widens a log axis to whole decades; label all of them.
+  const int first = static_cast<int>(std::floor(std::log10(range.lo)));
+  const int last = static_cast<int>(std::ceil(std::log10(range.hi)));
+  std::string tics;
+  for (int e = first; e <= last; ++e)
+    for (double m : mantissas) {
+      const double v = m * std::pow(10.0, e);
+      if (v <= std::pow(10.0, last) * 1.0001) tics += (tics.empty() ? "" : ", ") + num(v);
+    }
+  return "set ytics (" + tics + ")\n";
+}
+
+struct ArmData {
+  std::string colour;  // RRGGBB
+  int dash = 1;        // gnuplot dash type of the arm's scaling
+  std::map<std::string, std::string> files;  // series name → data file, only for drawable series
+  std::map<std::string, Range> ranges;       // series name → range of its positive values
+  std::vector<Point> diverged;               // (diverged step, last finite loss) per diverged run
+  std::vector<double> first_losses;          // each run's first finite loss
+};
+
+// The arms of one panel: they differ only in scale mode.
+struct Panel {
+  std::string title;
+  std::size_t d_k;
+  std::vector<std::size_t> arms;
+};
+
+}  // namespace
+
+std::string scaling_colour(const std::string& scale) {
+  std::vector<std::string> warnings;  // write_plots reports them
+  return "#" + style_of(scale, warnings).colour;
+}
+
+const std::vector<PlotFigure>& plot_figures() {
+  static const std::vector<PlotFigure> figures = [] {
+    std::vector<PlotFigure> f;
+    for (const auto& s : figure_specs()) f.push_back({s.name, s.caption});
+    return f;
+  }();
+  return figures;
+}
+
+std::string gnuplot_string(const std::string& s) {
+  // Single quotes: gnuplot expands backticks (a shell command) and backslash escapes only inside double quotes, and
+  // the terminals are set noenhanced. A quote cannot be doubled inside one (two doubled quotes in a row fail to
+  // parse in gnuplot 5.4), so a string holding quotes is a concatenation of single-quoted parts and "\047", which
+  // holds no backtick. A newline would end the command and a control character could reach a terminal through
+  // gnuplot.log: escape_control writes them out visibly.
+  const std::string shown = escape_control(s);
+  if (shown.find('\'') == std::string::npos) return "'" + shown + "'";
+  std::string out = "(", part;
+  auto append = [&](const std::string& token) { out += (out.size() > 1 ? "." : "") + token; };
+  for (char ch : shown) {
+    if (ch != '\'') {
+      part += ch;
+      continue;
+    }
+    if (!part.empty()) append("'" + part + "'");
+    part.clear();
+    append("\"\\047\"");
+  }
+  if (!part.empty()) append("'" + part + "'");
+  return out + ")";
+}
+
+bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
+  PlotOutcome outcome;
+  const fs::path dir(plots_dir);
+  std::error_code ec;
+  fs::create_directories(dir / "data", ec);
+  if (ec) throw std::runtime_error("compare: cannot create " + (dir / "data").string() + ": " + ec.message());
+
+  // One smoothing window and one thinning stride for all lines, from the longest run.
+  double max_rows = 1;
+  for (const auto& run : c.runs) max_rows = std::max(max_rows, static_cast<double>(run.series.size()));
+  const double half_width = std::floor(max_rows / 150.0);  // a window of ~1/75 of the run
+  const double stride_mean = std::ceil(max_rows / 1500.0);
+  const double stride_runs = std::ceil(max_rows / 600.0);
+
+  std::vector<ArmData> arms(c.arms.size());
+  std::map<std::string, double> gap_of;  // series name → the widest median gap between measured steps of any arm
+  for (std::size_t a = 0; a < c.arms.size(); ++a) {
+    const ArmStats& arm = c.arms[a];
+    ArmData& d = arms[a];
+    const ScalingStyle style = style_of(arm.scale(), outcome.warnings);
+    d.colour = style.colour;
+    d.dash = style.dash;
+    const std::string stem = fmt::format("data/arm{}_", a);
+    auto put = [&](const std::string& series, std::vector<double> RunSeries::*member, bool log_y) {
+      const std::vector<Point> measured = mean_over_runs(c, arm, member);
+      gap_of[series] = std::max(gap_of[series], median_gap(measured));
+      const std::vector<Point> points = thin(smooth(measured, half_width), stride_mean);
+      if (!drawable(points, log_y)) return;
+      write_points(dir / (stem + series + ".dat"), points, log_y);
+      d.files[series] = stem + series + ".dat";
+      for (const auto& pt : points) d.ranges[series].add(pt.value);
+    };
+    put("loss", &RunSeries::loss, true);
+    put("w_q", &RunSeries::grad_norm_w_q, true);
+    put("w_k", &RunSeries::grad_norm_w_k, true);
+    put("entropy", &RunSeries::entropy, false);
+    put("score_std", &RunSeries::score_std, true);
+    if (write_run_losses(c, arm, stride_runs, dir / (stem + "runs.dat"), d.diverged, d.first_losses, d.ranges["runs"]))
+      d.files["runs"] = stem + "runs.dat";
+  }
+
+  // Panels: arms that differ only in scale mode (scale_groups), so each panel is a scaled-vs-unscaled comparison;
+  // each d_k starts a new row. Titles leave out the settings every arm shares.
+  std::vector<std::string> omit{"scale"};
+  for (const std::string key : {"optimizer", "lr"}) {
+    bool same = true;
+    for (const ArmStats& arm : c.arms) same = same && setting_text(arm.settings, key) == setting_text(c.arms[0].settings, key);
+    if (same) omit.push_back(key);
+  }
+  const auto extra = distinguishing_keys(c.arms);
+  std::vector<Panel> panels;
+  for (const ScaleGroup& g : scale_groups(c.arms)) {
+    const ArmStats& first = c.arms[g.arms.front()];
+    panels.push_back({arm_label(first, extra, omit), first.d_k(), g.arms});
+  }
+  std::stable_sort(panels.begin(), panels.end(), [](const Panel& x, const Panel& y) { return x.d_k < y.d_k; });
+  std::map<std::size_t, std::size_t> per_d_k;
+  for (const auto& p : panels) ++per_d_k[p.d_k];
+  // A regular grid (every d_k has the same k > 1 panels) gets one row per d_k; otherwise panels fill the rows.
+  bool regular = per_d_k.size() > 1;
+  for (const auto& [d_k, n] : per_d_k) regular = regular && n == per_d_k.begin()->second && n > 1 && n <= 4;
+  const std::size_t cols = regular ? per_d_k.begin()->second : std::min<std::size_t>(panels.size(), 3);
+  const std::size_t rows = (panels.size() + cols - 1) / cols;
+
+  // smooth() averages the points within +-half_width steps; for a quantity measured every `gap` steps (attention
+  // statistics: every log_every steps) that window holds fewer points, possibly one, and the title says so.
+  auto smoothing = [&](const FigureSpec& spec) -> std::string {
+    if (half_width <= 0) return "";
+    std::vector<std::string> series{"loss"};
+    if (spec.kind == Kind::grad_norm) series = {"w_q", "w_k"};
+    if (spec.kind == Kind::entropy) series = {"entropy"};
+    if (spec.kind == Kind::score_std) series = {"score_std"};
+    double gap = 1;
+    for (const auto& name : series)
+      if (gap_of.count(name)) gap = std::max(gap, gap_of.at(name));
+    const double window = 2 * half_width + 1;
+    if (gap <= 1) return fmt::format("; means smoothed over {:.0f} steps", window);
+    const double points = std::floor(2 * half_width / gap) + 1;
+    if (points < 2) return fmt::format("; means not smoothed (measured every {:.0f} steps)", gap);
+    return fmt::format("; means smoothed over {:.0f} steps ({:.0f} measurements, one every {:.0f} steps)", window,
+                       points, gap);
+  };
+
+  std::vector<std::string> failed;
+  const bool have_gnuplot = gnuplot_available();
+  fs::remove(dir / "gnuplot.log", ec);
+  for (const FigureSpec& spec : figure_specs()) {
+    std::string body;
+    for (const Panel& panel : panels) {
+      std::vector<std::string> elements;
+      Range range;
+      // Loss: the top of the axis, 1.5 × the highest initial loss, so a diverging run does not flatten the others
+      // (unless every run diverged: then the blow-up is the picture).
+      double y_max = 0;
+      bool stable = false;
+      for (auto a : panel.arms) {
+        const ArmData& d = arms[a];
+        const ArmStats& arm = c.arms[a];
+        const std::size_t n = arm.runs.size();
+        std::size_t n_diverged = 0;
+        for (auto i : arm.runs) n_diverged += c.runs[i].diverged ? 1 : 0;
+        const std::string title =
+            fmt::format("{} ({} run{}{}{})", scale_label(arm), n, n == 1 ? "" : "s",
+                        arm.n_incomplete ? fmt::format(", {} incomplete", arm.n_incomplete) : std::string(),
+                        n_diverged ? fmt::format(", {} diverged: not in the mean", n_diverged) : std::string());
+        auto has = [&](const std::string& s) { return d.files.count(s) > 0; };
+        switch (spec.kind) {
+          case Kind::loss:
+            for (double l : d.first_losses) y_max = std::max(y_max, 1.5 * l);
+            for (auto i : arm.runs) stable = stable || !c.runs[i].diverged;
+            for (const std::string series : {"runs", "loss"})
+              if (d.ranges.count(series)) range.add(d.ranges.at(series));
+            if (has("runs"))
+              elements.push_back(fmt::format("'{}' using 1:2 {} notitle", d.files.at("runs"),
+                                             line_style(d.colour, 0.8, true, d.dash)));
+            if (has("loss"))
+              elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("loss"),
+                                             line_style(d.colour, 2.5, false, d.dash), gnuplot_string(title)));
+            break;
+          case Kind::grad_norm:
+            for (const std::string series : {"w_q", "w_k"})
+              if (d.ranges.count(series)) range.add(d.ranges.at(series));
+            if (has("w_q"))
+              elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("w_q"),
+                                             line_style(d.colour, 2, false, d.dash), gnuplot_string(title + ": W_q")));
+            if (has("w_k"))
+              elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("w_k"),
+                                             line_style(lighter(d.colour, 0.5), 2, false, 2),
+                                             gnuplot_string(title + ": W_k")));
+            break;
+          case Kind::entropy:
+          case Kind::score_std: {
+            const std::string series = spec.kind == Kind::entropy ? "entropy" : "score_std";
+            if (d.ranges.count(series)) range.add(d.ranges.at(series));
+            if (has(series))
+              elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at(series),
+                                             line_style(d.colour, 2, false, d.dash), gnuplot_string(title)));
+            break;
+          }
+        }
+      }
+      body += "set title " + gnuplot_string(panel.title) + "\n";
+      body += "set xlabel \"step\"\nset ylabel " + gnuplot_string(spec.ylabel) + "\n";
+      body += spec.log_y ? "set logscale y\n" : "unset logscale y\n";
+      if (elements.empty()) {
+        body += "unset logscale y\nset label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n"
+                "unset label 1\n";
+        continue;
+      }
+      if (spec.kind == Kind::loss) {
+        if (!stable) y_max = 0;
+        // Diverged runs: a cross at the step they stopped, at their last loss or the top of the axis.
+        for (auto a : panel.arms) {
+          const ArmData& d = arms[a];
+          if (d.diverged.empty()) continue;
+          std::vector<Point> marks = d.diverged;
+          for (auto& m : marks)
+            if (y_max > 0) m.value = std::min(m.value, y_max / 1.1);
+          const std::string file = fmt::format("data/arm{}_diverged.dat", a);
+          write_points(dir / file, marks, true);
+          elements.push_back(fmt::format("'{}' using 1:2 with points pt 2 ps 2 lw 2 lc rgb '#{}' title {}", file,
+                                         d.colour, gnuplot_string(c.arms[a].scale() + ": diverged")));
+        }
+        // The threshold line when the panel's arms share it (arms of different tasks have different ones).
+        const double t = c.arms[panel.arms.front()].loss_threshold;
+        bool shared = t > 0;
+        for (auto a : panel.arms) shared = shared && c.arms[a].loss_threshold == t;
+        if (shared)
+          elements.push_back(fmt::format("{} with lines dt 3 lw 1.5 lc rgb '#606060' title {}", num(t),
+                                         gnuplot_string("loss threshold " + format_number(t, 3))));
+        body += y_max > 0 ? fmt::format("set yrange [*:{}]\n", num(y_max)) : "set yrange [*:*]\n";
+        if (y_max > 0) range.hi = std::min(range.hi, y_max);
+      } else {
+        body += spec.kind == Kind::entropy ? "set yrange [0:*]\n" : "set yrange [*:*]\n";
+      }
+      if (spec.log_y) body += log_tics(range);
+      body += "plot ";
+      for (std::size_t i = 0; i < elements.size(); ++i) body += (i ? ", \\\n     " : "") + elements[i];
+      body += "\n";
+    }
+    const std::size_t width = std::max<std::size_t>(640 * cols, 1100), height = 380 * rows + 40;
+    std::string script = "# Written by `xgrad compare`; re-run with `gnuplot " + spec.name + ".gp` in this directory.\n";
+    const std::string title = gnuplot_string(spec.title + smoothing(spec));
+    for (const auto& [terminal, extension] :
+         std::vector<std::pair<std::string, std::string>>{{"pngcairo", "png"}, {"svg", "svg"}}) {
+      script += fmt::format("set terminal {} size {},{} noenhanced font 'Sans,{}'{}\n", terminal, width, height,
+                            terminal == "svg" ? 11 : 10, terminal == "svg" ? " background rgb 'white'" : "");
+      script += fmt::format("set output '{}.{}'\n", spec.name, extension);
+      script += "set key outside right top vertical font ',9' samplen 2\nset grid\nset format y '%g'\n";
+      script += fmt::format("set multiplot layout {},{} title {} font ',12'\n", rows, cols, title);
+      script += body;
+      script += "unset multiplot\nset output\n\n";
+    }
+    const fs::path script_path = dir / (spec.name + ".gp");
+    {
+      std::ofstream out(script_path);
+      if (!out) throw std::runtime_error("compare: cannot write " + script_path.string());
+      out << script;
+      if (!out) throw std::runtime_error("compare: writing " + script_path.string() + " failed");
+    }
+    if (!have_gnuplot) continue;
+    for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (spec.name + ext), ec);
+    const std::string command =
+        "cd " + shell_quote(dir.string()) + " && gnuplot " + spec.name + ".gp >> gnuplot.log 2>&1";
+    const int status = std::system(command.c_str());
+    if (status == 0 && fs::exists(dir / (spec.name + ".png")) && fs::exists(dir / (spec.name + ".svg")))
+      outcome.drawn.push_back({spec.name, spec.caption});
+    else
+      failed.push_back(spec.name);
+  }
+  if (!have_gnuplot)
+    outcome.note = "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " + dir.string() +
+                   "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
+  else if (!failed.empty()) {
+    outcome.note = "gnuplot failed for:";
+    for (const auto& f : failed) outcome.note += " " + f + ".gp";
+    outcome.note += " (see " + (dir / "gnuplot.log").string() + ")";
+  }
+  return outcome;
+}
+
+void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,
+                         PlotOutcome& outcome) {
+  const fs::path dir(plots_dir);
+  std::error_code ec;
+  fs::create_directories(dir / "data", ec);
+  if (ec) throw std::runtime_error("compare: cannot create " + (dir / "data").string() + ": " + ec.message());
+  const bool have_gnuplot = gnuplot_available();
+  std::vector<std::string> failed;
+  for (const SummaryFigure& f : figures) {
+    std::vector<std::string> elements;
+    std::set<double> xs;
+    Range range;
+    std::map<std::string, int> lines_of_scale;  // how many lines of each scaling so far: their point type
+    // Lines share their x values; each is drawn shifted by a few percent of the log x axis so that error bars at
+    // one d_k (lr) do not hide each other. The data files keep the true x in column 1.
+    std::size_t n_measured = 0, j = 0;
+    for (const SummaryLine& line : f.lines) n_measured += line.theory ? 0 : 1;
+    for (std::size_t l = 0; l < f.lines.size(); ++l) {
+      const SummaryLine& line = f.lines[l];
+      std::vector<const SummaryPoint*> points;
+      for (const SummaryPoint& p : line.points)
+        if (std::isfinite(p.x) && std::isfinite(p.y) && (!f.log_x || p.x > 0) && (!f.log_y || p.y > 0))
+          points.push_back(&p);
+      if (points.empty()) continue;
+      const std::string file = fmt::format("data/{}_{}.dat", f.name, l);
+      std::ofstream out(dir / file);
+      if (!out) throw std::runtime_error("compare: cannot write " + (dir / file).string());
+      const double offset = static_cast<double>(j) - 0.5 * static_cast<double>(n_measured - 1);
+      const double shift = line.theory || !f.log_x ? 1.0 : std::pow(2.0, 0.05 * offset);
+      if (!line.theory) ++j;
+      out << "# " << escape_control(line.label) << "\n# x y low high drawn_x\n";
+      for (const SummaryPoint* p : points) {
+        // An error bar's low end at or below 0 cannot be drawn on a log axis: clipped to the point.
+        const double lo = std::isfinite(p->lo) && (!f.log_y || p->lo > 0) ? p->lo : p->y;
+        const double hi = std::isfinite(p->hi) ? p->hi : p->y;
+        out << num(p->x) << " " << num(p->y) << " " << num(lo) << " " << num(hi) << " " << num(p->x * shift) << "\n";
+        xs.insert(p->x);
+        range.add(p->y);
+        range.add(lo);
+        range.add(hi);
+      }
+      if (!out) throw std::runtime_error("compare: writing " + (dir / file).string() + " failed");
+      const ScalingStyle style = style_of(line.scale, outcome.warnings);
+      if (line.theory) {
+        elements.push_back(fmt::format("'{}' using 1:2 with lines dt 2 lw 1.5 lc rgb '#{}' title {}", file,
+                                       lighter(style.colour, 0.3), gnuplot_string(line.label)));
+        continue;
+      }
+      // The scaling's own dash and point; further lines of one scaling (other optimizers, widths) the next styles.
+      const int k = lines_of_scale[line.scale]++;
+      const int dash = (style.dash - 1 + k) % 8 + 1;
+      if (!f.tabulate)  // a curve over many steps: a line, no points or error bars
+        elements.push_back(fmt::format("'{}' using 1:2 with lines lw 2 dt {} lc rgb '#{}' title {}", file,
+                                       dash_pattern(dash), style.colour, gnuplot_string(line.label)));
+      else
+        elements.push_back(fmt::format("'{}' using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
+                                       "title {}",
+                                       file, dash_pattern(dash), point_type(dash), style.colour,
+                                       gnuplot_string(line.label)));
+    }
+    std::string body;
+    body += "set title " + gnuplot_string(f.title) + "\n";
+    body += "set xlabel " + gnuplot_string(f.x_label) + "\nset ylabel " + gnuplot_string(f.y_label) + "\n";
+    const bool d_k_axis = f.name.find("_vs_d_k") != std::string::npos;
+    if (f.log_x) body += d_k_axis ? "set logscale x 2\n" : "set logscale x 10\n";
+    if (!xs.empty() && f.tabulate) {
+      std::string tics;
+      for (double x : xs) tics += (tics.empty() ? "" : ", ") + fmt::format("\"{:g}\" {}", x, num(x));
+      body += "set xtics (" + tics + ")\n";
+      // Room on both sides of the first and last x so their error bars show.
+      const double lo = *xs.begin(), hi = *xs.rbegin();
+      const double pad = f.log_x ? 1.25 : 0;
+      if (f.log_x && lo > 0) body += fmt::format("set xrange [{}:{}]\n", num(lo / pad), num(hi * pad));
+    }
+    if (f.log_y) body += "set logscale y\nset offsets 0, 0, graph 0.04, graph 0.04\n" + log_tics(range);
+    else body += "set yrange [0:*]\n";  // losses and entropies are >= 0 (an sd bar may reach below)
+    if (elements.empty())
+      body += "unset logscale\nset label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n";
+    else {
+      body += "plot ";
+      for (std::size_t i = 0; i < elements.size(); ++i) body += (i ? ", \\\n     " : "") + elements[i];
+      body += "\n";
+    }
+    std::string script = "# Written by `xgrad compare`; re-run with `gnuplot " + f.name + ".gp` in this directory.\n";
+    for (const auto& [terminal, extension] :
+         std::vector<std::pair<std::string, std::string>>{{"pngcairo", "png"}, {"svg", "svg"}}) {
+      script += fmt::format("set terminal {} size 900,560 noenhanced font 'Sans,{}'{}\n", terminal,
+                            terminal == "svg" ? 11 : 10, terminal == "svg" ? " background rgb 'white'" : "");
+      script += fmt::format("set output '{}.{}'\n", f.name, extension);
+      script += "set key outside right top vertical font ',9' samplen 3\nset grid\nset format y '%g'\n";
+      script += body;
+      script += "set output\nunset logscale\nset xtics autofreq\nset ytics autofreq\nset offsets 0, 0, 0, 0\n"
+                "set xrange [*:*]\nset yrange [*:*]\n\n";
+    }
+    const fs::path script_path = dir / (f.name + ".gp");
+    {
+      std::ofstream out(script_path);
+      if (!out) throw std::runtime_error("compare: cannot write " + script_path.string());
+      out << script;
+      if (!out) throw std::runtime_error("compare: writing " + script_path.string() + " failed");
+    }
+    if (!have_gnuplot) continue;
+    for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (f.name + ext), ec);
+    const std::string command =
+        "cd " + shell_quote(dir.string()) + " && gnuplot " + f.name + ".gp >> gnuplot.log 2>&1";
+    const int status = std::system(command.c_str());
+    if (status == 0 && fs::exists(dir / (f.name + ".png")) && fs::exists(dir / (f.name + ".svg")))
+      outcome.summary_drawn.push_back({f.name, f.caption});
+    else
+      failed.push_back(f.name);
+  }
+  if (!failed.empty()) {
+    std::string note = "gnuplot failed for summary figure(s):";
+    for (const auto& f : failed) note += " " + f + ".gp";
+    note += " (see " + (dir / "gnuplot.log").string() + ")";
+    outcome.note += (outcome.note.empty() ? "" : "; ") + note;
+  }
+}
+
+}  // namespace xgrad::train

@@ -1,0 +1,65 @@
+// The figures of `xgrad compare`, drawn by gnuplot: data files and one script per figure are written into a plots
+// directory (so a reader can edit and re-run `gnuplot loss.gp` there), then gnuplot makes a PNG and an SVG of each.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "report/stats.h"
+#include "report/summary.h"
+
+namespace xgrad::train {
+
+/// One figure: its file stem and what it shows (for report.md).
+struct PlotFigure {
+  std::string name;     // "loss" → loss.gp, loss.png, loss.svg
+  std::string caption;
+};
+
+struct PlotOutcome {
+  std::vector<PlotFigure> drawn;  // figures whose PNG and SVG gnuplot produced
+  std::vector<PlotFigure> summary_drawn;  // the same for write_summary_plots' figures
+  std::string note;               // why plots were skipped or which failed ("" when all were drawn)
+  std::vector<std::string> warnings;  // e.g. a scaling this build does not know, drawn in a palette colour
+};
+
+/// The figures, one panel per d_k in each: loss by step (each run thin, the mean over seeds thick and smoothed by
+/// a moving average), W_q and W_k gradient norm (log y; W_q in the scaling's colour, W_k dashed in a lighter
+/// shade), first-layer attention entropy, and first-layer score std (log y). Colours and dash styles come from the
+/// scaling registry (a name it lacks gets a palette colour and a warning). The moving average spans
+/// ~1/75 of the longest run in steps; each title says how many steps, and, for a quantity measured every k > 1
+/// steps (attention statistics, --log-every), how many measurements that is, or that it is not smoothed. Every run
+/// is drawn, incomplete ones included; non-finite values leave gaps. The mean leaves out diverged runs (as every
+/// statistic of an arm does), and the legend says how many. Long runs are thinned to at most ~1500 points
+/// per line.
+const std::vector<PlotFigure>& plot_figures();
+
+/// `s` as one gnuplot string expression that gnuplot prints exactly as given and never interprets: single-quoted
+/// (no backtick command substitution, no backslash escapes); a string holding quotes becomes
+/// ('part'."\047".'part'). Control characters (newlines included) are written out visibly by escape_control.
+/// Every name, label, key and title in a script goes through it.
+std::string gnuplot_string(const std::string& s);
+
+/// True when a `gnuplot` executable is on PATH.
+bool gnuplot_available();
+
+/// Writes data files (plots_dir/data/) and scripts (plots_dir/<figure>.gp) and, if gnuplot is available, runs them
+/// in plots_dir (output in plots_dir/gnuplot.log). Never throws for a gnuplot failure (it is reported in the
+/// note); throws std::runtime_error when plots_dir cannot be written.
+PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir);
+
+/// Draws each summary figure (summary_figures) like write_plots' figures: plots_dir/data/<name>_<line>.dat (x, y,
+/// error bar low, high, and the x it is drawn at: lines are spread a few percent along a log x axis so their error
+/// bars do not hide each other), plots_dir/<name>.gp, and with gnuplot <name>.png and .svg. One colour per scaling
+/// (its registry colour) with its own dash and point (the next styles for more lines of it), theory dashed without
+/// points. Appends the drawn ones to outcome.summary_drawn and what failed to outcome.note. Never throws for a
+/// gnuplot failure; throws std::runtime_error when plots_dir cannot be written.
+void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,
+                         PlotOutcome& outcome);
+
+/// The colour every figure draws `scale` in, "#RRGGBB": its registry entry's colour, or for a name this build does
+/// not know (or an entry whose colour is not #RRGGBB) a fixed palette colour chosen by a hash of the name, the same
+/// one write_plots uses. The report page draws its summary figures in it too.
+std::string scaling_colour(const std::string& scale);
+
+}  // namespace xgrad::train

@@ -1,0 +1,96 @@
+#include "report/preset_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "train/metrics_log.h"
+#include "train/run_files.h"
+#include "train/json_file.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+LineLabels::LineLabels(const Comparison& c, const std::vector<std::string>& shown) {
+  std::vector<const nlohmann::json*> settings;
+  for (const ArmStats& arm : c.arms) settings.push_back(&arm.settings);
+  for (const std::string& key : settings_differing(settings))
+    if (std::find(shown.begin(), shown.end(), key) == shown.end()) keys_.push_back(key);
+}
+
+std::string LineLabels::extras(const nlohmann::json& settings) const {
+  std::string out;
+  for (const std::string& key : keys_) out += (out.empty() ? "" : " ") + key + "=" + setting_text(settings, key);
+  return out;
+}
+
+std::string LineLabels::operator()(const std::string& name, const nlohmann::json& settings) const {
+  const std::string more = extras(settings);
+  return more.empty() ? name : name + " " + more;
+}
+
+std::string join_and(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return out;
+}
+
+PresetRecord read_preset_record(const std::string& sweep_dir) {
+  PresetRecord record;
+  std::ifstream in(fs::path(sweep_dir) / "sweep.json");
+  if (!in) return record;
+  try {
+    const nlohmann::json j = parse_json(in, (fs::path(sweep_dir) / "sweep.json").string());
+    const auto preset = j.find("preset");
+    if (preset == j.end()) return record;
+    const bool well_formed = preset->is_object() && preset->contains("name") && preset->at("name").is_string() &&
+                             !preset->at("name").get<std::string>().empty() &&
+                             (!preset->contains("quick") || preset->at("quick").is_boolean());
+    if (!well_formed) {
+      record.problem = (fs::path(sweep_dir) / "sweep.json").string() + " records the preset as " + preset->dump() +
+                       " (expected {\"name\": a preset's name, \"quick\": true or false})";
+      return record;
+    }
+    record.name = preset->at("name").get<std::string>();
+    record.quick = preset->value("quick", false);
+  } catch (const nlohmann::json::exception&) {
+    // An unreadable index names no preset: the usual report is written.
+  }
+  return record;
+}
+
+std::vector<double> metrics_column_max(const std::string& run_dir, const std::string& prefix,
+                                       const std::string& suffix, std::vector<double>* steps) {
+  MetricsReader reader((fs::path(run_dir) / kMetricsFile).string());
+  const std::vector<std::string>& header = reader.columns();
+  std::vector<std::size_t> selected;
+  std::size_t step_col = header.size();
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    const std::string& c = header[i];
+    if (c == metrics_columns::kStep) step_col = i;
+    if (c.size() >= prefix.size() + suffix.size() && c.compare(0, prefix.size(), prefix) == 0 &&
+        c.compare(c.size() - suffix.size(), suffix.size(), suffix) == 0)
+      selected.push_back(i);
+  }
+  std::vector<double> out;
+  if (steps) steps->clear();
+  if (selected.empty()) return out;
+  while (reader.next()) {
+    const std::vector<double>& cells = reader.cells();
+    double m = std::numeric_limits<double>::quiet_NaN();
+    for (std::size_t i : selected)
+      if (std::isfinite(cells[i]) && !(cells[i] <= m)) m = cells[i];
+    out.push_back(m);
+    if (steps) steps->push_back(step_col < header.size() ? cells[step_col] : static_cast<double>(steps->size()));
+  }
+  return out;
+}
+
+}  // namespace xgrad::train

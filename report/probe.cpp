@@ -1,0 +1,96 @@
+#include "report/probe.h"
+
+#include <cmath>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "nn/attention_stats.h"
+#include "nn/model.h"
+#include "train/trainer.h"
+
+namespace xgrad::train {
+
+namespace {
+double std_of(const xt::xarray<float>& x) {
+  double s = 0, s2 = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    s += x.data()[i];
+    s2 += static_cast<double>(x.data()[i]) * x.data()[i];
+  }
+  const double n = static_cast<double>(x.size()), mean = s / n;
+  return std::sqrt(std::max(0.0, s2 / n - mean * mean));
+}
+}  // namespace
+
+std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
+                            const std::vector<std::string>& scales) {
+  if (d_ks.empty()) throw ConfigError("--d-k: give at least one head size");
+  std::vector<ProbeRow> rows;
+  for (std::size_t i = 0; i < d_ks.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (d_ks[i] == d_ks[j]) throw ConfigError("--d-k: " + std::to_string(d_ks[i]) + " is given twice");
+  for (auto d_k : d_ks) {
+    if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
+    for (const auto& scale : scales) {
+      TrainConfig c = base;
+      c.d_k = d_k;
+      c.scale = scale;
+      const auto task = c.validate();  // the task it built to check the settings: its files are read once
+      const nn::ModelConfig mc = model_config(c, *task);
+      nn::AttentionModel model(mc, c.seed);
+      auto layer = model.attention_layers().front();
+      layer->record_attention = true;
+      NoGradGuard no_grad;
+      const auto batch = task->batch(c.data_seed, 0, c.batch_size);
+      model.forward(batch.inputs);
+      const auto stats = nn::attention_stats(layer->last.scores.value(), layer->last.probs, nullptr, nullptr);
+      // With one visible key per query every softmax is 1 by construction: a table of nan would say nothing.
+      std::size_t n_queries = 0;
+      for (const auto& s : stats) n_queries += s.n_queries;
+      const std::size_t T = batch.inputs.shape(1);
+      if (n_queries == 0)
+        throw ConfigError(fmt::format("probe: no query may attend to two keys (task {}: sequences of {} token{}), so "
+                                      "every attention weight is 1 by construction and there is nothing to measure; "
+                                      "give sequences of at least 2 tokens",
+                                      c.task, T, T == 1 ? "" : "s"));
+      ProbeRow r;
+      r.d_k = d_k;
+      r.scale = scale;
+      r.q_std = std_of(layer->last.q);
+      r.k_std = std_of(layer->last.k);
+      const double factor = layer->effective_multiplier(mc.max_seq_len);
+      r.theory_std = std::sqrt(static_cast<double>(d_k)) * r.q_std * r.k_std * factor;
+      double score_std = 0, entropy = 0, max_prob = 0, saturated = 0;
+      for (const auto& s : stats) {  // mean over heads
+        score_std += s.score_std;
+        entropy += s.entropy_mean;
+        max_prob += s.max_prob_mean;
+        saturated += s.frac_max_prob_above_099;
+      }
+      const double H = static_cast<double>(stats.size());
+      r.score_std = score_std / H;
+      r.entropy_mean = entropy / H;
+      r.max_prob_mean = max_prob / H;
+      r.frac_saturated = saturated / H;
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+std::string format_probe_table(const std::vector<ProbeRow>& rows) {
+  std::ostringstream out;
+  out << fmt::format("{:>6}  {:<12}  {:>7}  {:>7}  {:>11}  {:>10}  {:>12}  {:>9}  {:>10}\n", "d_k", "scale", "std(q)",
+                     "std(k)", "theory std", "score std", "entropy(nat)", "max prob", "saturated");
+  for (const auto& r : rows)
+    out << fmt::format("{:>6}  {:<12}  {:>7.3f}  {:>7.3f}  {:>11.3f}  {:>10.3f}  {:>12.3f}  {:>9.3f}  {:>9.1f}%\n", r.d_k,
+                       r.scale, r.q_std, r.k_std, r.theory_std, r.score_std, r.entropy_mean,
+                       r.max_prob_mean, 100.0 * r.frac_saturated);
+  out << "theory std = sqrt(d_k) * std(q) * std(k) * the scaling's multiplier of q·k (Vaswani et al. 2017, footnote 4).\n"
+         "Statistics over the queries that may attend to at least 2 keys; score std over the keys they may attend to;\n"
+         "saturated = share of queries whose largest attention weight exceeds 0.99.\n";
+  return out.str();
+}
+
+}  // namespace xgrad::train

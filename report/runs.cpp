@@ -1,0 +1,224 @@
+#include "report/runs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "train/metrics_log.h"
+#include "train/run_directory.h"
+#include "train/run_files.h"
+#include "train/settings.h"
+#include "train/json_file.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+namespace columns = metrics_columns;
+
+bool is_run_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / kConfigFile, ec) && fs::is_regular_file(dir / kMetricsFile, ec);
+}
+
+// sqrt(sum of squares) of the selected cells; NaN if any is NaN (an unmeasured step is not a zero gradient).
+double combined_norm(const std::vector<double>& cells, const std::vector<std::size_t>& idx) {
+  if (idx.empty()) return kNaN;
+  double s = 0;
+  for (auto i : idx) s += cells[i] * cells[i];
+  return std::sqrt(s);
+}
+
+// Mean over the finite selected cells (heads without a selected query hold nan); NaN when none is finite.
+double finite_mean(const std::vector<double>& cells, const std::vector<std::size_t>& idx) {
+  double s = 0;
+  std::size_t n = 0;
+  for (auto i : idx)
+    if (std::isfinite(cells[i])) {
+      s += cells[i];
+      ++n;
+    }
+  return n ? s / static_cast<double>(n) : kNaN;
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path.string());
+  try {
+    return parse_json(in, path.string());
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path.string() + " is not valid JSON: " + e.what());
+  }
+}
+
+void add_reason(RunRecord& run, const std::string& reason) {
+  run.incomplete = true;
+  if (!run.incomplete_reason.empty()) run.incomplete_reason += "; ";
+  run.incomplete_reason += reason;
+}
+
+// Streams metrics.csv and keeps only the series compare uses.
+void read_series(const fs::path& path, RunRecord& run) {
+  MetricsReader reader(path.string());
+  const std::vector<std::string>& header = reader.columns();
+  constexpr std::size_t absent = std::numeric_limits<std::size_t>::max();
+  std::size_t step_col = absent, loss_col = absent, acc_col = absent, grad_col = absent;
+  std::vector<std::size_t> wq, wk, entropy, score_std, score_grad_median, saturated;
+  const std::string entropy_stat = columns::attention_stat_name(&nn::AttentionStats::entropy_mean);
+  const std::string score_std_stat = columns::attention_stat_name(&nn::AttentionStats::score_std);
+  const std::string score_grad_stat = columns::attention_stat_name(&nn::AttentionStats::score_grad_median);
+  const std::string saturated_stat = columns::attention_stat_name(&nn::AttentionStats::frac_max_prob_above_099);
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    const std::string& c = header[i];
+    const std::string grad_norm_of = columns::grad_norm_parameter(c);
+    if (c == columns::kStep) step_col = i;
+    if (c == columns::kLoss) loss_col = i;
+    if (c == columns::kAccuracy) acc_col = i;
+    if (c == columns::kGradNorm) grad_col = i;
+    if (columns::is_query_weight(grad_norm_of)) wq.push_back(i);
+    if (columns::is_key_weight(grad_norm_of)) wk.push_back(i);
+    if (columns::is_attention(c, 0, entropy_stat)) entropy.push_back(i);
+    if (columns::is_attention(c, 0, score_std_stat)) score_std.push_back(i);
+    if (columns::is_attention(c, 0, score_grad_stat)) score_grad_median.push_back(i);
+    if (columns::is_attention(c, 0, saturated_stat)) saturated.push_back(i);
+  }
+  if (loss_col == absent) throw std::runtime_error(path.string() + " has no 'loss' column");
+  run.has_w_q = !wq.empty();
+  run.has_w_k = !wk.empty();
+
+  RunSeries& s = run.series;
+  bool last_row_finite = true;
+  std::string first_bad_cell;  // where text stands in place of a number, the first time
+  std::size_t bad_cells = 0;
+  while (reader.next()) {
+    if (first_bad_cell.empty()) first_bad_cell = reader.row_error();
+    if (!reader.row_error().empty()) bad_cells += reader.malformed_cells();
+    const std::vector<double>& cells = reader.cells();
+    s.step.push_back(step_col == absent ? static_cast<double>(s.step.size()) : cells[step_col]);
+    s.loss.push_back(cells[loss_col]);
+    s.accuracy.push_back(acc_col == absent ? kNaN : cells[acc_col]);
+    s.grad_norm_w_q.push_back(combined_norm(cells, wq));
+    s.grad_norm_w_k.push_back(combined_norm(cells, wk));
+    s.entropy.push_back(finite_mean(cells, entropy));
+    s.score_std.push_back(finite_mean(cells, score_std));
+    s.score_grad_median.push_back(finite_mean(cells, score_grad_median));
+    s.saturated.push_back(finite_mean(cells, saturated));
+    const double grad_norm = grad_col == absent ? 0.0 : cells[grad_col];
+    run.gradients.add(cells[loss_col], grad_norm, s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
+    last_row_finite = is_finite_step(cells[loss_col], grad_norm);
+  }
+  // Text where a number belongs is drawn as a gap (report.html counts such cells); the terminal says where it is.
+  if (!first_bad_cell.empty())
+    spdlog::warn("compare: {}{}; drawn as a gap", first_bad_cell,
+                 bad_cells > 1 ? " (the first of " + std::to_string(bad_cells) + " such cells)" : std::string());
+  if (reader.cut())
+    add_reason(run, reader.row_error().empty()
+                        ? "metrics.csv row " + std::to_string(reader.rows()) + " cut short (dropped)"
+                        : reader.row_error() + " (this row and any after it dropped)");
+  // Without summary.json, a run whose last row is non-finite stopped there: the trainer's default (--on-nan stop)
+  // ends a run at its first non-finite step. Under --on-nan skip such a row may be followed by more.
+  const auto on_nan = run.config.find("on_nan");
+  const bool skips = on_nan != run.config.end() && on_nan->is_string() && on_nan->get<std::string>() == "skip";
+  if (!run.has_summary && !skips && s.size() > 0 && !last_row_finite) {
+    run.diverged = true;
+    run.diverged_step = static_cast<long>(s.step.back());
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs) {
+  std::set<std::string> seen;
+  std::vector<std::string> dirs;
+  for (const auto& input : inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(input, ec))
+      throw std::invalid_argument("compare: " + input + " is not a directory");
+    std::vector<std::string> found;
+    if (is_run_dir(input)) found.push_back(fs::path(input).lexically_normal().string());
+    fs::recursive_directory_iterator it(input, fs::directory_options::skip_permission_denied, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      std::error_code type_ec;
+      if (it->is_directory(type_ec) && is_run_dir(it->path())) found.push_back(it->path().lexically_normal().string());
+    }
+    if (found.empty())
+      throw std::invalid_argument("compare: " + input + " holds no run (no directory with config.json and metrics.csv)");
+    for (auto& dir : found) {
+      std::error_code canon_ec;
+      const fs::path canonical = fs::weakly_canonical(dir, canon_ec);
+      if (seen.insert(canon_ec ? dir : canonical.string()).second) dirs.push_back(dir);
+    }
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+RunRecord load_run(const std::string& dir) {
+  const fs::path path(dir);
+  RunRecord run;
+  run.dir = dir;
+  run.config = read_json(path / kConfigFile);
+  if (!run.config.is_object()) throw std::runtime_error((path / kConfigFile).string() + " is not a JSON object");
+  // Through the same definitions the trainer writes with: a run of an older release is read in today's form.
+  run.config = canonical_config_json(run.config, (path / kConfigFile).string());
+  const auto steps = run.config.find("steps");
+  if (steps != run.config.end() && steps->is_number_unsigned()) run.steps_planned = steps->get<std::size_t>();
+
+  std::size_t steps_done = 0;
+  std::error_code ec;
+  if (fs::is_regular_file(path / kSummaryFile, ec)) {
+    try {
+      const RunSummary summary = RunSummary::from_json(read_json(path / kSummaryFile));
+      run.has_summary = true;
+      run.diverged = summary.diverged;
+      run.diverged_step = summary.diverged_step;
+      steps_done = summary.steps_done;
+    } catch (const std::exception& e) {
+      add_reason(run, std::string("summary.json unreadable (") + e.what() + ")");
+    }
+  } else {
+    // A run another process is training (its lock is held) is not a run that stopped: the report says which.
+    const std::string holder = run_lock_holder(path);
+    add_reason(run, holder.empty() ? std::string("no summary.json") : "still running (pid " + holder + ")");
+  }
+  read_series(path / kMetricsFile, run);
+
+  const std::size_t rows = run.series.size();
+  const std::size_t expected = run.has_summary ? steps_done : run.steps_planned;
+  if (!run.diverged && rows < expected)
+    add_reason(run, std::to_string(rows) + " of " + std::to_string(expected) + " steps in metrics.csv");
+  // A loss that stayed finite but blew up (loss_blew_up, the one definition) is a divergence like a NaN: at the
+  // first step whose loss passed kDivergedLossFactor times the step-0 loss.
+  const RunSeries& s = run.series;
+  if (!run.diverged && rows > 0) {
+    std::vector<double> tail;
+    for (std::size_t i = rows; i-- > 0 && tail.size() < 20;)
+      if (std::isfinite(s.loss[i])) tail.push_back(s.loss[i]);
+    double final_loss = 0;
+    for (double v : tail) final_loss += v;
+    final_loss = tail.empty() ? kNaN : final_loss / static_cast<double>(tail.size());
+    if (loss_blew_up(s.loss.front(), final_loss)) {
+      run.diverged = true;
+      run.diverged_step = static_cast<long>(s.step.back());
+      for (std::size_t i = 0; i < rows; ++i)
+        if (loss_blew_up(s.loss.front(), s.loss[i])) {
+          run.diverged_step = static_cast<long>(s.step[i]);
+          break;
+        }
+    }
+  }
+  return run;
+}
+
+}  // namespace xgrad::train

@@ -1,0 +1,668 @@
+#include "report/stats.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "nn/scaling.h"
+#include "train/config.h"
+#include "train/settings.h"
+
+namespace xgrad::train {
+
+namespace {
+
+// Mean of the finite values in [begin, end); NaN if any value is not finite (a window touching a diverged step
+// must not count as reaching a threshold) or the range is empty.
+double strict_mean(const std::vector<double>& v, std::size_t begin, std::size_t end) {
+  if (begin >= end) return kNoValue;
+  double s = 0;
+  for (std::size_t i = begin; i < end; ++i) {
+    if (!std::isfinite(v[i])) return kNoValue;
+    s += v[i];
+  }
+  return s / static_cast<double>(end - begin);
+}
+
+double finite_mean(const std::vector<double>& v) { return mean_sd(v).mean; }
+
+// First step whose trailing mean over `window` rows passes `reached`; -1 if none does.
+template <class Pred>
+long first_step(const std::vector<double>& values, const std::vector<double>& steps, std::size_t window, Pred reached) {
+  for (std::size_t i = window - 1; i < values.size(); ++i) {
+    const double m = strict_mean(values, i + 1 - window, i + 1);
+    if (std::isfinite(m) && reached(m)) return static_cast<long>(steps[i]);
+  }
+  return -1;
+}
+
+// Report order of the scalings: the unscaled reference first (the report compares the others with it), then the
+// registry's order, then names this build does not know.
+std::size_t scale_rank(const std::string& scale) {
+  if (is_reference_scale(scale)) return 0;
+  return 1 + Registry<nn::ScalingEntry>::instance().rank(scale);
+}
+
+double number_or_nan(const nlohmann::json& j, const std::string& key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : kNoValue;
+}
+
+// Settings whose default follows from other settings (d_ff: 4 * d_model). d_k also follows from d_model and
+// n_heads by default, but it is the setting every table shows.
+const std::vector<std::string>& derived_by_default() {
+  static const std::vector<std::string> keys{"d_ff"};
+  return keys;
+}
+
+// True when the arm's `key` holds the value it takes when not given: a value that follows from the others.
+bool holds_derived_default(const nlohmann::json& settings, const std::string& key) {
+  const auto it = settings.find(key);
+  if (it == settings.end()) return false;
+  nlohmann::json given = settings;
+  given.erase(key);
+  given.erase("chance_loss");  // added by arm_settings, not a setting
+  given["config_version"] = kConfigVersion;
+  try {
+    return TrainConfig::from_json(given, "compare").to_json().value(key, nlohmann::json()) == *it;
+  } catch (const std::exception&) {
+    return false;  // settings of a build this one cannot read: the value is shown
+  }
+}
+
+// A derived setting in which the arms differ only through what it follows from: every arm holds its default.
+bool follows_in_every_arm(const std::vector<const nlohmann::json*>& settings, const std::string& key) {
+  if (std::find(derived_by_default().begin(), derived_by_default().end(), key) == derived_by_default().end())
+    return false;
+  for (const nlohmann::json* s : settings)
+    if (s->contains(key) && !holds_derived_default(*s, key)) return false;
+  return true;
+}
+
+// Every key of `settings`, in the order tables list them: the settings that change what is learned first (task,
+// model size), then the rest alphabetically. chance_loss follows from the task's settings and is left out.
+std::vector<std::string> ordered_keys(const std::vector<const nlohmann::json*>& settings) {
+  static const std::vector<std::string> priority{"task",       "d_model",  "d_k",      "scale",      "optimizer",
+                                                 "lr",         "n_heads",  "n_layers", "steps",      "batch_size",
+                                                 "mlp",        "layer_norm", "residual"};
+  std::set<std::string> rest;
+  for (const nlohmann::json* s : settings)
+    for (const auto& item : s->items())
+      if (item.key() != "chance_loss" && std::find(priority.begin(), priority.end(), item.key()) == priority.end())
+        rest.insert(item.key());
+  std::vector<std::string> keys = priority;
+  keys.insert(keys.end(), rest.begin(), rest.end());
+  return keys;
+}
+
+// The keys (ordered_keys) whose values are not all the same in `settings`, derived ones that follow in every arm
+// left out. A setting only some arms' components read (momentum for sgd) differs only if those arms disagree: the
+// component that reads it is itself a differing setting.
+std::vector<std::string> differing_keys(const std::vector<const nlohmann::json*>& settings) {
+  std::vector<std::string> out;
+  for (const auto& k : ordered_keys(settings)) {
+    std::set<std::string> values;
+    for (const nlohmann::json* s : settings) {
+      const auto it = s->find(k);
+      if (it != s->end()) values.insert(it->dump());
+    }
+    if (values.size() > 1 && !follows_in_every_arm(settings, k)) out.push_back(k);
+  }
+  return out;
+}
+
+std::vector<const nlohmann::json*> settings_of(const std::vector<ArmStats>& arms) {
+  std::vector<const nlohmann::json*> out;
+  for (const ArmStats& arm : arms) out.push_back(&arm.settings);
+  return out;
+}
+
+}  // namespace
+
+bool is_reference_scale(const std::string& scale) {
+  const nn::ScalingEntry* entry = Registry<nn::ScalingEntry>::instance().find(scale);
+  return entry && entry->is_reference;
+}
+
+RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_threshold, std::size_t window) {
+  RunStats r;
+  const RunSeries& s = run.series;
+  const std::size_t rows = s.size();
+  window = std::max<std::size_t>(window, 1);
+  if (rows == 0) return r;
+  r.initial_loss = s.loss.front();
+  if (!run.diverged) {
+    const std::size_t tail = std::min<std::size_t>(20, rows);
+    const std::vector<double> last_loss(s.loss.end() - static_cast<long>(tail), s.loss.end());
+    const std::vector<double> last_acc(s.accuracy.end() - static_cast<long>(tail), s.accuracy.end());
+    r.final_loss = finite_mean(last_loss);
+    r.final_accuracy = finite_mean(last_acc);
+    r.auc_loss = finite_mean(s.loss);
+  }
+  if (std::isfinite(loss_threshold))
+    r.step_to_loss = first_step(s.loss, s.step, window, [&](double m) { return m <= loss_threshold; });
+  r.step_to_accuracy = first_step(s.accuracy, s.step, window, [&](double m) { return m >= accuracy_threshold; });
+  if (run.has_w_q) {
+    r.frac_zero_grad_w_q = run.gradients.frac_zero_grad_w_q();
+    r.frac_near_zero_grad_w_q = run.gradients.frac_near_zero_grad_w_q();
+    r.mean_grad_norm_w_q = run.gradients.mean_grad_norm_w_q();
+  }
+  if (run.has_w_k) {
+    r.frac_zero_grad_w_k = run.gradients.frac_zero_grad_w_k();
+    r.frac_near_zero_grad_w_k = run.gradients.frac_near_zero_grad_w_k();
+    r.mean_grad_norm_w_k = run.gradients.mean_grad_norm_w_k();
+  }
+  for (std::size_t i = 0; i < rows; ++i)
+    if (std::isfinite(s.entropy[i])) {
+      if (!std::isfinite(r.entropy_first)) {
+        r.entropy_first = s.entropy[i];
+        r.first_measured_step = s.step[i];
+      }
+      r.entropy_last = s.entropy[i];
+    }
+  for (std::size_t i = 0; i < rows; ++i)
+    if (std::isfinite(s.saturated[i])) {
+      r.saturated_first = s.saturated[i];
+      break;
+    }
+  r.score_grad_median = median(s.score_grad_median);
+  for (std::size_t i = 0; i < rows; ++i)
+    if (std::isfinite(s.score_std[i])) {
+      if (!std::isfinite(r.score_std_first)) r.score_std_first = s.score_std[i];
+      r.score_std_last = s.score_std[i];
+    }
+  r.lr_objective = r.initial_loss;
+  if (!run.diverged && std::isfinite(r.final_loss) && !(r.final_loss > r.initial_loss))
+    r.lr_objective = r.final_loss;
+  return r;
+}
+
+MeanSd mean_sd(const std::vector<double>& values) {
+  MeanSd m;
+  double sum = 0;
+  for (double v : values)
+    if (std::isfinite(v)) {
+      sum += v;
+      ++m.n;
+    }
+  if (m.n == 0) return m;
+  m.mean = sum / static_cast<double>(m.n);
+  double sq = 0;
+  for (double v : values)
+    if (std::isfinite(v)) sq += (v - m.mean) * (v - m.mean);
+  m.sd = m.n > 1 ? std::sqrt(sq / static_cast<double>(m.n - 1)) : 0.0;
+  return m;
+}
+
+double median(std::vector<double> values) {
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }),
+               values.end());
+  if (values.empty()) return kNoValue;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double equal_loss_tolerance(const MeanSd& a, const MeanSd& b) {
+  double tol = 0.02 * std::max(std::fabs(a.mean), std::fabs(b.mean));
+  if (std::isfinite(a.sd)) tol = std::max(tol, a.sd);
+  if (std::isfinite(b.sd)) tol = std::max(tol, b.sd);
+  return tol;
+}
+
+double equal_step_tolerance(double step_a, double sd_a, double step_b, double sd_b) {
+  double tol = std::max(1.0, 0.10 * std::max(step_a, step_b));
+  if (std::isfinite(sd_a)) tol = std::max(tol, sd_a);
+  if (std::isfinite(sd_b)) tol = std::max(tol, sd_b);
+  return tol;
+}
+
+std::size_t ArmStats::d_k() const {
+  const auto it = settings.find("d_k");
+  return it != settings.end() && it->is_number_unsigned() ? it->get<std::size_t>() : 0;
+}
+
+std::string ArmStats::scale() const { return setting_text(settings, "scale"); }
+
+std::string ArmStats::optimizer() const { return setting_text(settings, "optimizer"); }
+
+double ArmStats::lr() const { return number_or_nan(settings, "lr"); }
+
+bool ArmStats::learned() const {
+  if (final_loss.n == 0) return false;
+  // A loss that fell from a bad start but stays above a uniform guess has learned nothing about the task.
+  const double chance = number_or_nan(settings, "chance_loss");
+  const MeanSd reference = std::isfinite(chance) ? MeanSd{chance, 0.0, 1} : initial_loss;
+  return reference.n > 0 && reference.mean - final_loss.mean > equal_loss_tolerance(reference, final_loss);
+}
+
+nlohmann::json arm_settings(const nlohmann::json& config) {
+  // By declaration: settings of role arm define the arm; seeds tell its replicates apart and record settings (output
+  // directory, logging cadence, threads) change no number. A key no declaration knows (a run of a build with more
+  // registry entries) counts as an arm setting.
+  nlohmann::json s = nlohmann::json::object();
+  for (const auto& [key, value] : config.items()) {
+    if (is_record_key(key)) continue;
+    const Setting* declared = find_setting(key);
+    if (declared && declared->role != Setting::Role::arm) continue;
+    s[key] = value;
+  }
+  // The bytes the run read (each input file's name and the start of its content hash): runs of one path on other
+  // contents are other arms, labelled apart, and never compared as if only their scaling differed.
+  const auto inputs = config.find("inputs");
+  if (inputs != config.end() && inputs->is_array() && !inputs->empty()) {
+    std::string text;
+    for (const nlohmann::json& f : *inputs)
+      if (f.is_object() && f.contains("path") && f.at("path").is_string() && f.contains("xxh3") &&
+          f.at("xxh3").is_string())
+        text += (text.empty() ? "" : ", ") +
+                std::filesystem::path(f.at("path").get<std::string>()).filename().string() + " " +
+                f.at("xxh3").get<std::string>().substr(0, 8);
+    s["inputs"] = text;
+  }
+  // What the run is measured against (the steps-to-threshold default) follows from the settings: kept with the arm.
+  const auto derived = config.find("derived");
+  if (derived != config.end() && derived->is_object() && derived->contains("chance_loss"))
+    s["chance_loss"] = derived->at("chance_loss");
+  return s;
+}
+
+std::string key_without(const nlohmann::json& settings, const std::vector<std::string>& keys) {
+  nlohmann::json s = settings;
+  for (const auto& key : keys) s.erase(key);
+  return s.dump();
+}
+
+std::string setting_text(const nlohmann::json& settings, const std::string& key) {
+  const auto it = settings.find(key);
+  if (it == settings.end()) return "?";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number_float()) return fmt::format("{:g}", it->get<double>());
+  return it->dump();
+}
+
+double lr_sensitivity(const std::vector<double>& objective) {
+  const MeanSd m = mean_sd(objective);
+  if (m.n < 2) return kNoValue;
+  double best = m.mean;
+  for (double v : objective)
+    if (std::isfinite(v)) best = std::min(best, v);
+  return m.mean - best;
+}
+
+Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
+                        std::size_t window) {
+  Comparison c;
+  c.runs = std::move(runs);
+  c.accuracy_threshold = accuracy_threshold;
+  c.window = std::max<std::size_t>(window, 1);
+
+  std::map<std::string, std::size_t> arm_of_key;
+  for (std::size_t i = 0; i < c.runs.size(); ++i) {
+    nlohmann::json settings = arm_settings(c.runs[i].config);
+    const std::string key = settings.dump();
+    auto [it, inserted] = arm_of_key.emplace(key, c.arms.size());
+    if (inserted) {
+      c.arms.emplace_back();
+      c.arms.back().settings = std::move(settings);
+    }
+    c.arms[it->second].runs.push_back(i);
+  }
+  std::sort(c.arms.begin(), c.arms.end(), [](const ArmStats& a, const ArmStats& b) {
+    if (a.d_k() != b.d_k()) return a.d_k() < b.d_k();
+    if (scale_rank(a.scale()) != scale_rank(b.scale())) return scale_rank(a.scale()) < scale_rank(b.scale());
+    if (a.scale() != b.scale()) return a.scale() < b.scale();
+    if (a.optimizer() != b.optimizer()) return a.optimizer() < b.optimizer();
+    if (a.lr() != b.lr()) return a.lr() < b.lr();
+    return a.settings.dump() < b.settings.dump();
+  });
+
+  c.stats.resize(c.runs.size());
+  for (ArmStats& arm : c.arms) {
+    arm.loss_threshold = loss_threshold >= 0 ? loss_threshold : 0.5 * number_or_nan(arm.settings, "chance_loss");
+    for (auto i : arm.runs) {
+      c.stats[i] = run_stats(c.runs[i], arm.loss_threshold, accuracy_threshold, c.window);
+      if (c.runs[i].incomplete) ++arm.n_incomplete;
+      else arm.used.push_back(i);
+    }
+    if (arm.used.empty()) arm.used = arm.runs;
+    // Replicates are told apart by (seed, data_seed): the same pair twice is the same run twice (a copied or
+    // re-run directory), not another seed.
+    std::map<std::string, std::vector<std::size_t>> by_seed;
+    std::vector<std::string> seed_order;
+    for (auto i : arm.used) {
+      const nlohmann::json& config = c.runs[i].config;
+      const std::string key = nlohmann::json::array({config.value("seed", nlohmann::json()),
+                                                     config.value("data_seed", nlohmann::json())}).dump();
+      if (by_seed.find(key) == by_seed.end()) seed_order.push_back(key);
+      by_seed[key].push_back(i);
+    }
+    arm.n_seeds = by_seed.size();
+    for (const auto& key : seed_order)
+      if (by_seed[key].size() > 1) arm.duplicate_seeds.push_back(by_seed[key]);
+
+    // Every statistic over the runs that did not diverge; the lr objective over all used runs (a diverged run
+    // counts as its initial loss there, by the objective's definition).
+    std::vector<double> objective;
+    for (auto i : arm.used) {
+      objective.push_back(c.stats[i].lr_objective);
+      if (c.runs[i].diverged) arm.diverged_steps.push_back(c.runs[i].diverged_step);
+      else arm.kept.push_back(i);
+    }
+    std::vector<double> final_loss, final_acc, auc, initial, zq, zk, nzq, nzk, gq, gk, e0, e1, s0, s1, sat0, sgm;
+    std::vector<double> step_loss, step_acc;
+    for (auto i : arm.kept) {
+      const RunStats& r = c.stats[i];
+      final_loss.push_back(r.final_loss);
+      final_acc.push_back(r.final_accuracy);
+      auc.push_back(r.auc_loss);
+      initial.push_back(r.initial_loss);
+      zq.push_back(r.frac_zero_grad_w_q);
+      zk.push_back(r.frac_zero_grad_w_k);
+      nzq.push_back(r.frac_near_zero_grad_w_q);
+      nzk.push_back(r.frac_near_zero_grad_w_k);
+      gq.push_back(r.mean_grad_norm_w_q);
+      gk.push_back(r.mean_grad_norm_w_k);
+      e0.push_back(r.entropy_first);
+      e1.push_back(r.entropy_last);
+      s0.push_back(r.score_std_first);
+      s1.push_back(r.score_std_last);
+      sat0.push_back(r.saturated_first);
+      sgm.push_back(r.score_grad_median);
+      if (r.step_to_loss >= 0) step_loss.push_back(static_cast<double>(r.step_to_loss));
+      if (r.step_to_accuracy >= 0) step_acc.push_back(static_cast<double>(r.step_to_accuracy));
+      if (std::isfinite(r.first_measured_step) && r.first_measured_step != 0) arm.measured_from_step_0 = false;
+    }
+    arm.final_loss = mean_sd(final_loss);
+    arm.final_accuracy = mean_sd(final_acc);
+    arm.auc_loss = mean_sd(auc);
+    arm.initial_loss = mean_sd(initial);
+    arm.frac_zero_grad_w_q = mean_sd(zq);
+    arm.frac_zero_grad_w_k = mean_sd(zk);
+    arm.frac_near_zero_grad_w_q = mean_sd(nzq);
+    arm.frac_near_zero_grad_w_k = mean_sd(nzk);
+    arm.mean_grad_norm_w_q = mean_sd(gq);
+    arm.mean_grad_norm_w_k = mean_sd(gk);
+    arm.entropy_first = mean_sd(e0);
+    arm.entropy_last = mean_sd(e1);
+    arm.score_std_first = mean_sd(s0);
+    arm.score_std_last = mean_sd(s1);
+    arm.saturated_first = mean_sd(sat0);
+    arm.score_grad_median = mean_sd(sgm);
+    arm.score_grad_median_median = median(sgm);
+    for (double v : sgm)
+      if (std::isfinite(v)) {
+        arm.score_grad_median_min = std::isnan(arm.score_grad_median_min) ? v : std::min(arm.score_grad_median_min, v);
+        arm.score_grad_median_max = std::isnan(arm.score_grad_median_max) ? v : std::max(arm.score_grad_median_max, v);
+      }
+    arm.lr_objective = mean_sd(objective);
+    arm.reached_loss = step_loss.size();
+    arm.reached_accuracy = step_acc.size();
+    const MeanSd to_loss = mean_sd(step_loss), to_accuracy = mean_sd(step_acc);
+    arm.mean_step_to_loss = to_loss.mean;
+    arm.sd_step_to_loss = to_loss.sd;
+    arm.mean_step_to_accuracy = to_accuracy.mean;
+    arm.sd_step_to_accuracy = to_accuracy.sd;
+  }
+
+  // Arms are sorted by lr within equal other settings, so each group's arms come out in increasing lr.
+  std::map<std::string, std::vector<std::size_t>> by_rest;
+  std::vector<std::string> order;
+  for (std::size_t a = 0; a < c.arms.size(); ++a) {
+    const std::string key = key_without(c.arms[a].settings, {"lr"});
+    if (by_rest.find(key) == by_rest.end()) order.push_back(key);
+    by_rest[key].push_back(a);
+  }
+  for (const auto& key : order) {
+    const auto& members = by_rest[key];
+    if (members.size() < 2) continue;
+    LrGroup g;
+    g.arms = members;
+    std::vector<double> objective;
+    for (auto a : members) objective.push_back(c.arms[a].lr_objective.mean);
+    g.sensitivity = lr_sensitivity(objective);
+    if (!std::isfinite(g.sensitivity)) continue;
+    g.best_arm = members.front();
+    for (auto a : members)
+      if (c.arms[a].lr_objective.mean < c.arms[g.best_arm].lr_objective.mean) g.best_arm = a;
+    c.lr_groups.push_back(std::move(g));
+  }
+  return c;
+}
+
+namespace {
+
+// "unscaled" for the reference scaling, else the scaling's name.
+std::string mode_of(const ArmStats& arm) { return is_reference_scale(arm.scale()) ? "unscaled" : arm.scale(); }
+
+}  // namespace
+
+LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const LrGroup& b) {
+  LrComparison out;
+  std::vector<double> objective_a, objective_b;
+  std::vector<std::string> both_diverged;
+  bool learned_a = false, learned_b = false;
+  double tolerance = 0;
+  for (auto ia : a.arms)
+    for (auto ib : b.arms) {
+      const ArmStats& x = c.arms[ia];
+      const ArmStats& y = c.arms[ib];
+      if (x.lr() != y.lr()) continue;
+      out.lrs.push_back(x.lr());
+      objective_a.push_back(x.lr_objective.mean);
+      objective_b.push_back(y.lr_objective.mean);
+      if (!x.diverged_steps.empty() && !y.diverged_steps.empty())
+        both_diverged.push_back(setting_text(x.settings, "lr"));
+      learned_a = learned_a || x.learned();
+      learned_b = learned_b || y.learned();
+      for (const MeanSd* m : {&x.lr_objective, &y.lr_objective}) {
+        if (std::isfinite(m->sd)) tolerance = std::max(tolerance, m->sd);
+        if (std::isfinite(m->mean)) tolerance = std::max(tolerance, 0.02 * std::fabs(m->mean));
+      }
+    }
+  auto list = [&](const LrGroup& g) {
+    std::string s;
+    for (auto i : g.arms) s += (s.empty() ? "" : ", ") + setting_text(c.arms[i].settings, "lr");
+    return s;
+  };
+  if (out.lrs.size() < 2) {
+    out.reason = fmt::format("they share fewer than two learning rates ({} vs {})", list(a), list(b));
+    return out;
+  }
+  out.sensitivity_a = lr_sensitivity(objective_a);
+  out.sensitivity_b = lr_sensitivity(objective_b);
+  if (!both_diverged.empty()) {
+    std::string lrs;
+    for (const auto& lr : both_diverged) lrs += (lrs.empty() ? "" : ", ") + lr;
+    out.reason = fmt::format("both scalings diverged at lr {}, where the objective is the initial loss on both sides",
+                             lrs);
+  } else if (!learned_a || !learned_b) {
+    // A scaling that learned at no learning rate has a flat objective near chance: it would read as insensitive to
+    // the learning rate when it is simply bad at all of them.
+    const std::string who = !learned_a && !learned_b
+                                ? std::string("neither scaling learned")
+                                : mode_of(c.arms[(!learned_a ? a : b).arms.front()]) + " never learned";
+    out.reason = who + " at any learning rate (mean final loss never below the chance loss by more than the seed "
+                 "sd or 2%)";
+  } else if (!std::isfinite(out.sensitivity_a) || !std::isfinite(out.sensitivity_b)) {
+    out.reason = "an objective is missing at the shared learning rates";
+  } else {
+    out.decided = true;
+    out.tolerance = tolerance;
+    out.about_same = std::fabs(out.sensitivity_a - out.sensitivity_b) <= tolerance;
+  }
+  return out;
+}
+
+LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b) {
+  LossComparison out;
+  // Final loss per (seed, data_seed) of the kept runs; runs sharing a pair count as their mean.
+  auto per_seed = [&](const ArmStats& arm) {
+    std::map<std::string, std::vector<double>> losses;
+    for (auto i : arm.kept) {
+      if (!std::isfinite(c.stats[i].final_loss)) continue;
+      const nlohmann::json& config = c.runs[i].config;
+      losses[nlohmann::json::array({config.value("seed", nlohmann::json()),
+                                    config.value("data_seed", nlohmann::json())}).dump()]
+          .push_back(c.stats[i].final_loss);
+    }
+    std::map<std::string, double> mean;
+    for (const auto& [seed, v] : losses) mean[seed] = mean_sd(v).mean;
+    return mean;
+  };
+  const auto la = per_seed(a), lb = per_seed(b);
+  for (const auto& [seed, x] : la) {
+    const auto it = lb.find(seed);
+    if (it == lb.end()) continue;
+    const double y = it->second;
+    ++out.n_shared;
+    const double tol = 0.02 * std::max(std::fabs(x), std::fabs(y));
+    if (y - x > tol) ++out.a_lower;
+    else if (x - y > tol) ++out.b_lower;
+    else ++out.same;
+  }
+  using V = LossComparison::Verdict;
+  if (a.final_loss.n == 0 || b.final_loss.n == 0) {
+    out.no_final_loss = true;
+    return out;
+  }
+  if (!a.learned() && !b.learned()) {
+    out.neither_learned = true;
+    return out;
+  }
+  if (out.n_shared > 0) {
+    out.paired = true;
+    out.verdict = out.a_lower == out.n_shared   ? V::a_lower
+                  : out.b_lower == out.n_shared ? V::b_lower
+                  : out.same == out.n_shared    ? V::about_same
+                                                : V::not_decided;
+    return out;
+  }
+  out.tolerance = equal_loss_tolerance(a.final_loss, b.final_loss);
+  const double diff = a.final_loss.mean - b.final_loss.mean;
+  out.verdict = diff > out.tolerance ? V::b_lower : diff < -out.tolerance ? V::a_lower : V::about_same;
+  return out;
+}
+
+std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms) {
+  // Every setting whose value is not the same in all arms, so that no row reads as a comparison of scalings between
+  // arms that differ in something else (task, d_model, ...).
+  static const std::vector<std::string> fixed{"d_k", "scale", "optimizer", "lr"};
+  std::vector<std::string> extra;
+  for (const auto& k : differing_keys(settings_of(arms)))
+    if (std::find(fixed.begin(), fixed.end(), k) == fixed.end()) extra.push_back(k);
+  return extra;
+}
+
+std::vector<std::string> settings_differing(const nlohmann::json& a, const nlohmann::json& b) {
+  return differing_keys({&a, &b});
+}
+
+std::vector<std::string> settings_differing(const std::vector<const nlohmann::json*>& settings) {
+  return differing_keys(settings);
+}
+
+std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, const std::set<std::string>& keys) {
+  std::vector<std::string> out;
+  for (const auto& k : ordered_keys(settings_of(arms)))
+    if (keys.count(k)) out.push_back(k);
+  return out;
+}
+
+std::vector<std::string> own_settings(const nlohmann::json& settings, const std::string& component) {
+  std::vector<std::string> out;
+  const Component* owner = find_component(component);
+  const auto name = settings.find(component);
+  if (!owner || name == settings.end() || !name->is_string()) return out;
+  if (const std::vector<Setting>* declared = owner->settings_of(name->get<std::string>())) {
+    // A setting several entries declare (n_pairs of two tasks) means the same in each: it still tells arms apart.
+    const auto declarers = [&](const std::string& key) {
+      std::size_t n = 0;
+      for (const std::string& other : owner->names())
+        if (const auto* s = owner->settings_of(other))
+          n += std::any_of(s->begin(), s->end(), [&](const Setting& d) { return d.key == key; });
+      return n;
+    };
+    for (const auto& item : settings.items())
+      if (std::any_of(declared->begin(), declared->end(), [&](const Setting& d) { return d.key == item.key(); }) &&
+          declarers(item.key()) == 1)
+        out.push_back(item.key());
+    return out;
+  }
+  for (const Component& other : components()) {
+    const auto it = settings.find(other.key);
+    if (other.key != component && it != settings.end() && it->is_string() && !other.settings_of(it->get<std::string>()))
+      return out;  // two unknown entries: which one reads an unknown key is not known
+  }
+  for (const auto& item : settings.items())
+    if (item.key() != "chance_loss" && item.key() != "inputs" && !find_setting(item.key())) out.push_back(item.key());
+  return out;
+}
+
+std::string scale_label(const ArmStats& arm) {
+  std::vector<std::string> parts;
+  for (const auto& key : own_settings(arm.settings, "scale")) parts.push_back(key + "=" + setting_text(arm.settings, key));
+  if (parts.empty()) return arm.scale();
+  std::string out = arm.scale() + " (";
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
+  return out + ")";
+}
+
+std::vector<ScaleGroup> scale_groups(const std::vector<ArmStats>& arms) {
+  std::map<std::string, std::size_t> group_of_key;
+  std::vector<ScaleGroup> groups;
+  for (std::size_t a = 0; a < arms.size(); ++a) {
+    // The scale's own settings (softcap_cap) are part of the scaling being compared, not a difference besides it.
+    std::vector<std::string> scaling = own_settings(arms[a].settings, "scale");
+    scaling.push_back("scale");
+    const auto [it, inserted] = group_of_key.emplace(key_without(arms[a].settings, scaling), groups.size());
+    if (inserted) groups.emplace_back();
+    groups[it->second].arms.push_back(a);
+  }
+  return groups;
+}
+
+std::vector<UnpairedScaleArm> unpaired_scale_arms(const std::vector<ArmStats>& arms) {
+  std::vector<UnpairedScaleArm> out;
+  for (const ScaleGroup& g : scale_groups(arms)) {
+    if (g.arms.size() > 1) continue;
+    const std::size_t a = g.arms.front();
+    // The nearest arms of another scale: those differing from this one in the fewest other settings.
+    std::vector<std::vector<std::string>> nearest;
+    for (std::size_t b = 0; b < arms.size(); ++b) {
+      if (arms[b].scale() == arms[a].scale()) continue;
+      // The scales' own settings (softcap_cap) are part of what is compared: never named as a difference.
+      std::vector<std::string> scaling = own_settings(arms[a].settings, "scale");
+      for (const auto& k : own_settings(arms[b].settings, "scale")) scaling.push_back(k);
+      scaling.push_back("scale");
+      const auto of_scaling = [&scaling](const std::string& k) {
+        return std::find(scaling.begin(), scaling.end(), k) != scaling.end();
+      };
+      std::vector<std::string> keys = settings_differing(arms[a].settings, arms[b].settings);
+      keys.erase(std::remove_if(keys.begin(), keys.end(), of_scaling), keys.end());
+      // Nothing else differs in value: the arms differ in settings only one of them has (of its task or layer).
+      const auto add_only_in = [&](const auto& mine, const auto& other) {
+        for (const auto& item : mine.items())
+          if (item.key() != "chance_loss" && !of_scaling(item.key()) && !other.contains(item.key()))
+            keys.push_back(item.key());
+      };
+      if (keys.empty()) {
+        add_only_in(arms[a].settings, arms[b].settings);
+        add_only_in(arms[b].settings, arms[a].settings);
+      }
+      if (!nearest.empty() && keys.size() > nearest.front().size()) continue;
+      if (!nearest.empty() && keys.size() < nearest.front().size()) nearest.clear();
+      nearest.push_back(std::move(keys));
+    }
+    if (nearest.empty()) continue;  // every arm has this arm's scale: nothing to compare it with
+    std::set<std::string> keys;
+    for (const auto& n : nearest) keys.insert(n.begin(), n.end());
+    out.push_back({a, in_setting_order(arms, keys)});
+  }
+  return out;
+}
+
+}  // namespace xgrad::train

@@ -1,0 +1,242 @@
+// The numbers of `xgrad compare`: per-run statistics, arms (runs that differ only in seed) with their aggregates
+// over seeds, and the learning-rate sensitivity of arms that differ only in learning rate.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/runs.h"
+
+namespace xgrad::train {
+
+constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
+
+/// What one run measured. Losses in nats. A "row" is one metrics.csv row (one step); a "finite row" one whose update
+/// was applied (is_finite_step, train/run_files.h): not a step skipped under --on-nan skip nor one a run diverged at.
+struct RunStats {
+  double initial_loss = kNoValue;     // loss at the first row
+  double final_loss = kNoValue;       // mean loss over the last min(20, rows) rows (as summary.json); NaN if diverged
+  double final_accuracy = kNoValue;   // mean accuracy over the same rows; NaN if diverged
+  double auc_loss = kNoValue;         // mean loss over all rows (area under the loss curve / steps); NaN if diverged
+  long step_to_loss = -1;             // first step whose trailing mean loss over `window` rows is <= the threshold;
+                                      // -1: never
+  long step_to_accuracy = -1;         // same for accuracy >= its threshold
+  // RunRecord::gradients: over the finite rows, the numbers summary.json holds (GradientStats); NaN without W_q
+  // (W_k) columns.
+  double frac_zero_grad_w_q = kNoValue;  // fraction of finite rows where every W_q gradient norm is exactly 0
+  double frac_zero_grad_w_k = kNoValue;  // same for W_k
+  double frac_near_zero_grad_w_q = kNoValue;  // fraction of finite rows whose W_q gradient norm was exactly zero or
+                                              // below kNearZeroGradFraction (1e-6) of its first finite row's
+  double frac_near_zero_grad_w_k = kNoValue;  // same for W_k
+  double mean_grad_norm_w_q = kNoValue;  // mean over finite rows of the W_q gradient norm (all layers, L2)
+  double mean_grad_norm_w_k = kNoValue;
+  double entropy_first = kNoValue, entropy_last = kNoValue;      // first/last measured first-layer entropy (nats)
+  double score_std_first = kNoValue, score_std_last = kNoValue;  // first/last measured first-layer score std
+  double first_measured_step = kNoValue;  // the step of entropy_first
+  double saturated_first = kNoValue;      // share of first-layer queries with max attention weight > 0.99 at the
+                                          // first measured step (mean over heads)
+  double score_grad_median = kNoValue;    // median over the measured rows of the first layer's median per-query
+                                          // score gradient ‖dLoss/d(score row)‖ (mean over heads)
+  double lr_objective = kNoValue;     // min(final loss, initial loss); the initial loss if the run diverged
+};
+
+/// Statistics of one run. `window` >= 1 rows for the trailing means of steps-to-threshold. Never throws on
+/// NaN/Inf values: non-finite values are skipped by the means and never reach a threshold.
+RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_threshold, std::size_t window);
+
+/// Mean and sample standard deviation (n - 1 denominator; 0 for one value) of the finite values; n counts them.
+struct MeanSd {
+  double mean = kNoValue;
+  double sd = kNoValue;
+  std::size_t n = 0;
+};
+MeanSd mean_sd(const std::vector<double>& values);
+
+/// Two mean losses closer than this count as equal when the report says which arm trains better: the larger of the
+/// two seed standard deviations, and at least 2% of the larger mean (one seed has no spread, and a 0.1% difference
+/// is not a result).
+double equal_loss_tolerance(const MeanSd& a, const MeanSd& b);
+
+/// Two mean steps-to-threshold closer than this count as about the same: the larger of 10% of the later of the two
+/// steps and the larger of the two arms' seed standard deviations of that step (NaN sds are ignored), and at least
+/// one step. The first crossing of a noisy training loss moves by several percent with the batch order alone, and
+/// with a few seeds the sd is itself a rough estimate, so a smaller difference is not called either way.
+double equal_step_tolerance(double step_a, double sd_a, double step_b, double sd_b);
+
+/// Runs whose settings agree on everything but the seed, aggregated over seeds.
+/// Every statistic of an arm is over its `kept` runs: the used runs that did not diverge. A diverged run is left
+/// out of all of them alike (final loss, steps to thresholds, gradient norms and zero-gradient shares, attention
+/// statistics) and counted in diverged_steps, so no number is decided by a run that blew up. The one exception is
+/// the lr objective, which by its definition (Wortsman et al. 2023) counts a diverged run as its initial loss.
+struct ArmStats {
+  nlohmann::json settings;         // arm_settings() of its runs' config.json
+  std::vector<std::size_t> runs;   // indices into Comparison::runs
+  std::vector<std::size_t> used;   // the complete runs, or all if none is complete
+  std::vector<std::size_t> kept;   // the used runs that did not diverge: the runs every statistic below is over
+  std::size_t n_incomplete = 0;    // runs of `runs` that are incomplete
+  std::size_t n_seeds = 0;         // distinct (seed, data_seed) pairs among the used runs
+  std::vector<std::vector<std::size_t>> duplicate_seeds;  // used runs sharing one (seed, data_seed), a group per
+                                                          // pair held by more than one; all stay in the aggregates
+  double loss_threshold = kNoValue;
+  MeanSd final_loss, final_accuracy, auc_loss;
+  MeanSd initial_loss;
+  std::size_t reached_loss = 0, reached_accuracy = 0;  // kept runs that reached the threshold
+  double mean_step_to_loss = kNoValue, mean_step_to_accuracy = kNoValue;  // mean over the runs that reached it
+  double sd_step_to_loss = kNoValue, sd_step_to_accuracy = kNoValue;      // their sample sd (0 for one run)
+  MeanSd frac_zero_grad_w_q, frac_zero_grad_w_k, mean_grad_norm_w_q, mean_grad_norm_w_k;
+  MeanSd frac_near_zero_grad_w_q, frac_near_zero_grad_w_k;
+  MeanSd entropy_first, entropy_last, score_std_first, score_std_last, saturated_first;
+  MeanSd score_grad_median;          // RunStats::score_grad_median over the kept runs (its mean is not used: the
+                                     // values span orders of magnitude; see the median and range below)
+  double score_grad_median_median = kNoValue;  // median over the kept runs of RunStats::score_grad_median
+  double score_grad_median_min = kNoValue, score_grad_median_max = kNoValue;  // their range
+  bool measured_from_step_0 = true;  // every kept run measured attention at step 0
+  MeanSd lr_objective;               // over the used runs, diverged ones included (as their initial loss)
+  std::vector<long> diverged_steps;  // one per used run that diverged
+
+  /// The arm learned something: its mean final loss is below the chance loss (config.json's derived chance_loss,
+  /// ln(n_values): a uniform guess) by more than equal_loss_tolerance (the seed sd, at least 2%); without a chance
+  /// loss, below the mean initial loss by that much. False with no kept run.
+  bool learned() const;
+
+  std::size_t d_k() const;
+  std::string scale() const;
+  std::string optimizer() const;
+  double lr() const;
+  bool only_incomplete() const { return n_incomplete == runs.size(); }
+};
+
+/// True when `scale` names the registered scaling marked is_reference (the unscaled baseline the report compares the
+/// other scalings with); false for any other name, registered in this build or not.
+bool is_reference_scale(const std::string& scale);
+
+/// Arms that differ only in learning rate (and seed), with Wortsman et al. 2023 ("Small-scale proxies for
+/// large-scale Transformer training instabilities", sec. 3.2) LR sensitivity.
+struct LrGroup {
+  std::vector<std::size_t> arms;  // indices into Comparison::arms, by increasing lr
+  double sensitivity = kNoValue;
+  std::size_t best_arm = 0;       // the arm with the lowest lr objective
+};
+
+/// Two LR groups of different scale compared by LR sensitivity over the learning rates both hold (a sensitivity over
+/// different sets of learning rates is not comparable). Not decided, with the reason, when they share fewer than two
+/// learning rates, when both diverged (some run of each) at one of them — the lr objective then is the initial loss
+/// on both sides, whatever the scaling — or when either learned (ArmStats::learned) at none of them: an arm stuck
+/// near chance at every learning rate has a flat objective and would read as insensitive. Decided but
+/// about_same when the sensitivities differ by no more than `tolerance`: a difference within the seed spread of the
+/// objectives is not a result.
+struct LrComparison {
+  std::vector<double> lrs;                      // the shared learning rates, increasing
+  double sensitivity_a = kNoValue, sensitivity_b = kNoValue;  // lr_sensitivity over those lrs
+  bool decided = false;
+  bool about_same = false;   // decided, and |sensitivity_a - sensitivity_b| <= tolerance: neither is more sensitive
+  double tolerance = kNoValue;  // the larger of the seed sds of the lr objective over the shared arms, and 2% of the
+                                // larger mean objective there (as equal_loss_tolerance)
+  std::string reason;                           // why not decided; "" when decided
+};
+
+struct Comparison {
+  std::vector<RunRecord> runs;
+  std::vector<RunStats> stats;    // one per run
+  std::vector<ArmStats> arms;          // by d_k, scale (none first), optimizer, lr
+  std::vector<LrGroup> lr_groups;
+  double accuracy_threshold = 0.9;
+  std::size_t window = 1;
+};
+
+/// The settings that define an arm: config.json without seed, data_seed, out, environment and the settings that
+/// only change what is logged or printed (threads, print_every, log_every, eval_every, eval_batches, overwrite),
+/// with "inputs": the recorded input files as "name hash8, ..." (file name, first 8 hex digits of its XXH3), so that
+/// runs on other bytes of one path are other arms.
+nlohmann::json arm_settings(const nlohmann::json& config);
+
+/// `settings` with `keys` removed, serialised: arms with equal results compare equal but for those keys.
+std::string key_without(const nlohmann::json& settings, const std::vector<std::string>& keys);
+
+/// Groups, aggregates and finds LR groups. loss_threshold < 0: half the arm's chance_loss (config.json).
+/// accuracy_threshold in [0, 1]; window >= 1 (0 is taken as 1).
+Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
+                        std::size_t window);
+
+/// `a` and `b`: LR groups of `c`.
+LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const LrGroup& b);
+
+/// Which of two arms ends with the lower final loss, as every verdict of the report decides it. Where the arms share
+/// seeds ((seed, data_seed) pairs among their kept runs), seed by seed: a lower when its final loss is lower by more
+/// than 2% of the larger of the two in every shared seed, b lower likewise, about the same when every shared seed is
+/// within 2%, otherwise not decided (the seeds disagree); a seed held by several runs of one arm counts as their mean.
+/// A mean ± sd over seeds that hides one arm being worse in every seed is never the verdict. Without a shared seed,
+/// by the means, equal within equal_loss_tolerance. Not decided either when a side has no final loss (every run
+/// diverged) or when neither arm learned (ArmStats::learned): two losses at the chance level say nothing about
+/// which scaling trains better.
+struct LossComparison {
+  enum class Verdict { a_lower, b_lower, about_same, not_decided };
+  Verdict verdict = Verdict::not_decided;
+  bool paired = false;            // decided seed by seed over the shared seeds
+  std::size_t n_shared = 0;       // seeds both arms have a final loss for (counted even when not decided)
+  std::size_t a_lower = 0, b_lower = 0, same = 0;  // per shared seed: which side is lower by more than 2%
+  double tolerance = kNoValue;    // unpaired: equal_loss_tolerance of the two means
+  bool no_final_loss = false;     // a side has no final loss (every kept run missing: all diverged)
+  bool neither_learned = false;   // neither arm learned
+};
+LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b);
+
+/// Median of the finite values (mean of the middle two for an even count); NaN when none is finite.
+double median(std::vector<double> values);
+
+/// Mean over learning rates of `objective` minus its minimum (Wortsman et al. 2023, sec. 3.2, where each
+/// objective is min(final loss, initial loss)). NaN entries are skipped; NaN for fewer than 2 finite entries.
+double lr_sensitivity(const std::vector<double>& objective);
+
+/// Every setting beyond d_k, scale, optimizer and lr whose value is not the same in all arms (in a fixed order of
+/// importance: task, d_model, n_heads, n_layers, steps, batch_size, mlp, layer_norm, residual, then the rest
+/// alphabetically): a table or label that shows them never presents arms differing in, say, the task as differing
+/// in scale only. A setting whose default follows from others (d_ff: 4 * d_model) is left out when every arm holds
+/// that default: the setting it follows from is shown instead.
+std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms);
+
+/// The settings (arm_settings keys, in distinguishing_keys' order, d_k, scale, optimizer and lr included) whose
+/// values differ between two arms; a derived setting that holds its default in both is left out.
+std::vector<std::string> settings_differing(const nlohmann::json& a, const nlohmann::json& b);
+
+/// The settings (arm_settings keys, in distinguishing_keys' order, d_k, scale, optimizer and lr included) whose values
+/// are not all the same in `settings`; a derived setting that holds its default in every one is left out.
+std::vector<std::string> settings_differing(const std::vector<const nlohmann::json*>& settings);
+
+/// `keys` in the order distinguishing_keys and settings_differing list settings of `arms`.
+std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, const std::set<std::string>& keys);
+
+/// The keys of `settings` (arm_settings) that belong to the entry its `component` ("scale", "attention", "task")
+/// names: declared by that entry and by no other entry of the component (softcap_cap for softcap). For an entry this
+/// build does not register (a run of a build with more entries), the keys no declaration knows, when every other
+/// component of the run is registered here (nothing else can read them). In the order of `settings`.
+std::vector<std::string> own_settings(const nlohmann::json& settings, const std::string& component);
+
+/// "softcap (softcap_cap=30)": the arm's scale with the settings of its own (own_settings), or the scale alone.
+std::string scale_label(const ArmStats& arm);
+
+/// Arms identical in every setting but scale and the scale's own settings (own_settings; and seed, which makes them
+/// arms): the only arms compare contrasts scalings between. Arms in `arms` order, so the unscaled reference comes first (analyse_runs sorts them so).
+struct ScaleGroup {
+  std::vector<std::size_t> arms;  // indices into the arms
+};
+std::vector<ScaleGroup> scale_groups(const std::vector<ArmStats>& arms);
+
+/// An arm alone in its scale group while arms of another scale exist: compare states no scaling comparison for it.
+/// `differs_in`: the settings besides scale in which the nearest arms of another scale (those differing in the
+/// fewest settings) differ from it, in distinguishing_keys' order.
+struct UnpairedScaleArm {
+  std::size_t arm = 0;  // index into the arms
+  std::vector<std::string> differs_in;
+};
+std::vector<UnpairedScaleArm> unpaired_scale_arms(const std::vector<ArmStats>& arms);
+
+/// "0.003", "true", "kv_recall": a setting as a table cell.
+std::string setting_text(const nlohmann::json& settings, const std::string& key);
+
+}  // namespace xgrad::train

@@ -1,0 +1,68 @@
+// The summary figures of `xgrad compare` as data: how final loss, attention at step 0 and the per-query score
+// gradient change with d_k, and final loss with the learning rate. plots.cpp draws them with gnuplot, report.md
+// tabulates them, and the report page can draw the same numbers.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "report/stats.h"
+
+namespace xgrad::train {
+
+/// One point of a summary line: the value at one d_k (or learning rate) and its error bar.
+struct SummaryPoint {
+  double x = kNoValue;   // d_k, or the learning rate
+  double y = kNoValue;   // the value drawn; NaN: nothing to draw here (e.g. every run diverged)
+  double lo = kNoValue;  // the error bar's ends (NaN: none); what they are is in the figure's caption
+  double hi = kNoValue;
+  std::size_t n = 0;           // runs behind y
+  std::size_t n_diverged = 0;  // runs at this x left out because they diverged
+};
+
+/// One line of a summary figure: arms that differ only in the x quantity (d_k or lr).
+struct SummaryLine {
+  std::string label;  // the settings the line holds fixed, e.g. "sqrt_dk adamw lr=0.001"
+  std::string scale;  // its scaling (the colour)
+  bool theory = false;                // a theory line (no error bars)
+  std::vector<SummaryPoint> points;   // by increasing x
+};
+
+struct SummaryFigure {
+  std::string name;     // file stem: "final_loss_vs_d_k" → plots/final_loss_vs_d_k.png, .svg, .gp
+  std::string title;    // what it shows, one line
+  std::string caption;  // how it was computed: what the points and error bars are, which runs are left out
+  std::string x_label, y_label;
+  bool log_x = false;   // x on a log axis (base 2 for d_k, base 10 for the learning rate)
+  bool log_y = false;
+  bool error_bar_sd = true;  // the error bars are mean ± sd (false: the min and max over runs)
+  bool tabulate = true;      // report.md lists the points as a table under the image, and gnuplot draws them with
+                             // points and error bars at x tics of their own; false: curves over many steps (lines
+                             // only, gnuplot's own x tics, no table)
+  std::vector<SummaryLine> lines;
+  std::vector<std::string> notes;  // what could not be drawn and why
+};
+
+/// The summary figures the runs of `c` support, in report order:
+/// - final_loss_vs_d_k: final loss against d_k, one line per arm without d_k (scaling, optimizer, lr, ...); the point
+///   is the mean over the arm's kept seeds (diverged runs left out), the error bar ± their sample sd;
+/// - entropy_step0_vs_d_k and score_std_step0_vs_d_k: first-layer attention entropy (nats) and score std at step 0
+///   against d_k, one line per scaling and the settings that decide the weights at step 0 (optimizer and learning
+///   rate do not), mean ± sd over the runs measured at step 0; the score-std figure adds, per line, the theory
+///   std = sqrt(d_k)·std(q)·std(k) times the scaling's multiplier (probe(), on the first run's configuration: the
+///   same weights and batch);
+/// - score_grad_vs_d_k: the median per-query score gradient ‖dLoss/d(score row)‖ (per run the median over the
+///   logged steps of attn/l0h*/score_grad_median) against d_k, one line per arm without d_k; the point is the
+///   median over the kept runs, the error bar their min and max;
+/// - final_loss_vs_lr: when some arms differ only in learning rate: final loss against the learning rate, one line
+///   per such group (Wortsman et al. 2023, LR sensitivity), mean ± sd over kept seeds.
+/// The d_k figures need at least two d_k values. Never throws for bad or missing data: what cannot be drawn is left
+/// out and said in the figure's notes.
+std::vector<SummaryFigure> summary_figures(const Comparison& c);
+
+/// The settings of an arm that decide the model and batch at step 0: arm_settings without d_k, the optimizer, its
+/// settings, and every other setting `xgrad probe` does not read (lr, steps, ...). Serialised, for grouping.
+std::string step0_key(const nlohmann::json& settings);
+
+}  // namespace xgrad::train

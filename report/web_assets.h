@@ -1,0 +1,13 @@
+// report.html's scripts and styles, compiled into xgrad from report/web (report/web/embed.cmake): the
+// vendored uPlot (version and licence: report/web/VENDORED.md) and the page's own script and style.
+#pragma once
+
+namespace xgrad::train::web_assets {
+
+extern const char kUplotJs[];       // vendor/uPlot.iife.min.js
+extern const char kUplotCss[];      // vendor/uPlot.min.css
+extern const char kUplotLicense[];  // vendor/LICENSE (MIT: the notice goes with every copy, so into every page)
+extern const char kPageJs[];        // page.js
+extern const char kPageCss[];       // page.css
+
+}  // namespace xgrad::train::web_assets

@@ -1,7 +1,0 @@
-// The `xgrad` executable: the command line with xgrad's built-in registry entries.
-#include "platform/signals.h"
-#include "train/cli/main.h"
-
-XGRAD_RECORD_STARTUP_SIGNALS();
-
-int main(int argc, char** argv) { return xgrad::cli::main(argc, argv); }
