@@ -18,13 +18,13 @@ struct GradcheckOptions {
 
 struct GradcheckResult {
   bool ok = true;
-  std::size_t input = 0;       // which input holds the worst element
-  std::size_t element = 0;     // flat index of the worst element within that input
-  double analytic = 0;         // analytic derivative there
-  double numeric = 0;          // central-difference derivative there
-  double error = 0;            // |analytic - numeric| - (atol + rtol |numeric|); <= 0 passes
-  std::size_t kinks = 0;       // elements where left and right differences disagree (relu at 0, ties of max)
-  std::string message;         // a sentence naming the worst element, for test output
+  std::size_t input = 0;    // which input holds the worst element
+  std::size_t element = 0;  // flat index of the worst element within that input
+  double analytic = 0;      // analytic derivative there
+  double numeric = 0;       // central-difference derivative there
+  double error = 0;         // |analytic - numeric| - (atol + rtol |numeric|); <= 0 passes
+  std::size_t kinks = 0;    // elements where left and right differences disagree (relu at 0, ties of max)
+  std::string message;      // a sentence naming the worst element, for test output
 };
 
 /// Checks d f(inputs) / d inputs for every input with requires_grad. A non-scalar output is reduced to

@@ -4,8 +4,8 @@
 #pragma once
 
 #include "autograd/ops_elementwise.h"
-#include "autograd/ops_reduce.h"
-#include "autograd/ops_shape.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_matmul.h"
 #include "autograd/ops_nn.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"

@@ -47,21 +47,24 @@ template <class T, class Value, class Dx, class Dy>
 basic_tensor<T> binary_op(const char* op, const basic_tensor<T>& a, const basic_tensor<T>& b, Value value, Dx dx,
                           Dy dy) {
   const shape_t out_shape = broadcast_shapes(a.shape(), b.shape(), op);
-  return make_result<T>(op, broadcast_map(a.value(), b.value(), out_shape, value), {a, b}, [op, out_shape, dx, dy](Node<T>& self) {
-    const xt::xarray<T> x = xt::broadcast(self.inputs[0]->value, out_shape);
-    const xt::xarray<T> y = xt::broadcast(self.inputs[1]->value, out_shape);
-    const T* G = self.grad.data();
-    const T* Z = self.value.data();
-    xt::xarray<T> g = xt::xarray<T>::from_shape(out_shape);
-    if (needs_grad(self, 0)) {
-      for (std::size_t i = 0; i < g.size(); ++i) g.data()[i] = G[i] * dx(x.data()[i], y.data()[i], Z[i]);
-      accumulate_grad(*self.inputs[0], sum_to_shape(g, shape_of(*self.inputs[0])), op);
-    }
-    if (needs_grad(self, 1)) {
-      for (std::size_t i = 0; i < g.size(); ++i) g.data()[i] = G[i] * dy(x.data()[i], y.data()[i], Z[i]);
-      accumulate_grad(*self.inputs[1], sum_to_shape(g, shape_of(*self.inputs[1])), op);
-    }
-  });
+  return make_result<T>(op, broadcast_map(a.value(), b.value(), out_shape, value), {a, b},
+                        [op, out_shape, dx, dy](Node<T>& self) {
+                          const xt::xarray<T> x = xt::broadcast(self.inputs[0]->value, out_shape);
+                          const xt::xarray<T> y = xt::broadcast(self.inputs[1]->value, out_shape);
+                          const T* G = self.grad.data();
+                          const T* Z = self.value.data();
+                          xt::xarray<T> g = xt::xarray<T>::from_shape(out_shape);
+                          if (needs_grad(self, 0)) {
+                            for (std::size_t i = 0; i < g.size(); ++i)
+                              g.data()[i] = G[i] * dx(x.data()[i], y.data()[i], Z[i]);
+                            accumulate_grad(*self.inputs[0], sum_to_shape(g, shape_of(*self.inputs[0])), op);
+                          }
+                          if (needs_grad(self, 1)) {
+                            for (std::size_t i = 0; i < g.size(); ++i)
+                              g.data()[i] = G[i] * dy(x.data()[i], y.data()[i], Z[i]);
+                            accumulate_grad(*self.inputs[1], sum_to_shape(g, shape_of(*self.inputs[1])), op);
+                          }
+                        });
 }
 
 // A comparison as a mask at the broadcast shape; the shape check comes first so the error names the op.
@@ -79,14 +82,18 @@ template <class T>
 basic_tensor<T> add(const basic_tensor<T>& a, const basic_tensor<T>& b) {
   const shape_t out_shape = broadcast_shapes(a.shape(), b.shape(), "add");
   return make_result<T>("add", broadcast_map(a.value(), b.value(), out_shape, std::plus<T>()), {a, b},
-                        [](Node<T>& self) { pass_sum_grad<T>(self, {T(1), T(1)}, "add"); });
+                        [](Node<T>& self) {
+                          pass_sum_grad<T>(self, {T(1), T(1)}, "add");
+                        });
 }
 
 template <class T>
 basic_tensor<T> sub(const basic_tensor<T>& a, const basic_tensor<T>& b) {
   const shape_t out_shape = broadcast_shapes(a.shape(), b.shape(), "sub");
   return make_result<T>("sub", broadcast_map(a.value(), b.value(), out_shape, std::minus<T>()), {a, b},
-                        [](Node<T>& self) { pass_sum_grad<T>(self, {T(1), T(-1)}, "sub"); });
+                        [](Node<T>& self) {
+                          pass_sum_grad<T>(self, {T(1), T(-1)}, "sub");
+                        });
 }
 
 template <class T>
@@ -159,9 +166,8 @@ basic_tensor<T> pow_scalar(const basic_tensor<T>& a, double p) {
 
 template <class T>
 basic_tensor<T> neg(const basic_tensor<T>& a) {
-  return make_result<T>("neg", -a.value(), {a}, [](Node<T>& self) {
-    accumulate_grad(*self.inputs[0], xt::xarray<T>(-self.grad), "neg");
-  });
+  return make_result<T>("neg", -a.value(), {a},
+                        [](Node<T>& self) { accumulate_grad(*self.inputs[0], xt::xarray<T>(-self.grad), "neg"); });
 }
 
 template <class T>
@@ -255,8 +261,7 @@ basic_tensor<T> rsqrt(const basic_tensor<T>& a) {
 template <class T>
 basic_tensor<T> abs(const basic_tensor<T>& a) {
   return unary_op<T>(
-      "abs", a, [](T x) { return std::abs(x); },
-      [](T x, T) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); });
+      "abs", a, [](T x) { return std::abs(x); }, [](T x, T) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); });
 }
 
 template <class T>
@@ -338,38 +343,37 @@ basic_tensor<T> where(const xt::xarray<bool>& cond, const basic_tensor<T>& a, co
   });
 }
 
-#define XGRAD_INSTANTIATE(T)                                                              \
-  template basic_tensor<T> add<T>(const basic_tensor<T>&, const basic_tensor<T>&);        \
-  template basic_tensor<T> sub<T>(const basic_tensor<T>&, const basic_tensor<T>&);        \
-  template basic_tensor<T> mul<T>(const basic_tensor<T>&, const basic_tensor<T>&);        \
-  template basic_tensor<T> div<T>(const basic_tensor<T>&, const basic_tensor<T>&);        \
-  template basic_tensor<T> add_scalar<T>(const basic_tensor<T>&, double);                 \
-  template basic_tensor<T> mul_scalar<T>(const basic_tensor<T>&, double);                 \
-  template basic_tensor<T> pow_scalar<T>(const basic_tensor<T>&, double);                 \
-  template basic_tensor<T> neg<T>(const basic_tensor<T>&);                                \
-  template basic_tensor<T> exp<T>(const basic_tensor<T>&);                                \
-  template basic_tensor<T> log<T>(const basic_tensor<T>&);                                \
-  template basic_tensor<T> sqrt<T>(const basic_tensor<T>&);                               \
-  template basic_tensor<T> tanh<T>(const basic_tensor<T>&);                               \
-  template basic_tensor<T> sigmoid<T>(const basic_tensor<T>&);                            \
-  template basic_tensor<T> relu<T>(const basic_tensor<T>&);                               \
-  template basic_tensor<T> gelu<T>(const basic_tensor<T>&);                               \
-  template basic_tensor<T> gelu_erf<T>(const basic_tensor<T>&);                           \
-  template basic_tensor<T> silu<T>(const basic_tensor<T>&);                               \
-  template basic_tensor<T> rsqrt<T>(const basic_tensor<T>&);                              \
-  template basic_tensor<T> abs<T>(const basic_tensor<T>&);                                \
-  template basic_tensor<T> clamp<T>(const basic_tensor<T>&, double, double);              \
-  template basic_tensor<T> pow<T>(const basic_tensor<T>&, const basic_tensor<T>&);        \
-  template basic_tensor<T> maximum<T>(const basic_tensor<T>&, const basic_tensor<T>&);    \
-  template basic_tensor<T> minimum<T>(const basic_tensor<T>&, const basic_tensor<T>&);    \
-  template xt::xarray<bool> eq<T>(const basic_tensor<T>&, const basic_tensor<T>&);        \
-  template xt::xarray<bool> ne<T>(const basic_tensor<T>&, const basic_tensor<T>&);        \
-  template xt::xarray<bool> lt<T>(const basic_tensor<T>&, const basic_tensor<T>&);        \
-  template xt::xarray<bool> le<T>(const basic_tensor<T>&, const basic_tensor<T>&);        \
-  template xt::xarray<bool> gt<T>(const basic_tensor<T>&, const basic_tensor<T>&);        \
-  template xt::xarray<bool> ge<T>(const basic_tensor<T>&, const basic_tensor<T>&);        \
-  template basic_tensor<T> where<T>(const xt::xarray<bool>&, const basic_tensor<T>&,      \
-                                    const basic_tensor<T>&);
+#define XGRAD_INSTANTIATE(T)                                                           \
+  template basic_tensor<T> add<T>(const basic_tensor<T>&, const basic_tensor<T>&);     \
+  template basic_tensor<T> sub<T>(const basic_tensor<T>&, const basic_tensor<T>&);     \
+  template basic_tensor<T> mul<T>(const basic_tensor<T>&, const basic_tensor<T>&);     \
+  template basic_tensor<T> div<T>(const basic_tensor<T>&, const basic_tensor<T>&);     \
+  template basic_tensor<T> add_scalar<T>(const basic_tensor<T>&, double);              \
+  template basic_tensor<T> mul_scalar<T>(const basic_tensor<T>&, double);              \
+  template basic_tensor<T> pow_scalar<T>(const basic_tensor<T>&, double);              \
+  template basic_tensor<T> neg<T>(const basic_tensor<T>&);                             \
+  template basic_tensor<T> exp<T>(const basic_tensor<T>&);                             \
+  template basic_tensor<T> log<T>(const basic_tensor<T>&);                             \
+  template basic_tensor<T> sqrt<T>(const basic_tensor<T>&);                            \
+  template basic_tensor<T> tanh<T>(const basic_tensor<T>&);                            \
+  template basic_tensor<T> sigmoid<T>(const basic_tensor<T>&);                         \
+  template basic_tensor<T> relu<T>(const basic_tensor<T>&);                            \
+  template basic_tensor<T> gelu<T>(const basic_tensor<T>&);                            \
+  template basic_tensor<T> gelu_erf<T>(const basic_tensor<T>&);                        \
+  template basic_tensor<T> silu<T>(const basic_tensor<T>&);                            \
+  template basic_tensor<T> rsqrt<T>(const basic_tensor<T>&);                           \
+  template basic_tensor<T> abs<T>(const basic_tensor<T>&);                             \
+  template basic_tensor<T> clamp<T>(const basic_tensor<T>&, double, double);           \
+  template basic_tensor<T> pow<T>(const basic_tensor<T>&, const basic_tensor<T>&);     \
+  template basic_tensor<T> maximum<T>(const basic_tensor<T>&, const basic_tensor<T>&); \
+  template basic_tensor<T> minimum<T>(const basic_tensor<T>&, const basic_tensor<T>&); \
+  template xt::xarray<bool> eq<T>(const basic_tensor<T>&, const basic_tensor<T>&);     \
+  template xt::xarray<bool> ne<T>(const basic_tensor<T>&, const basic_tensor<T>&);     \
+  template xt::xarray<bool> lt<T>(const basic_tensor<T>&, const basic_tensor<T>&);     \
+  template xt::xarray<bool> le<T>(const basic_tensor<T>&, const basic_tensor<T>&);     \
+  template xt::xarray<bool> gt<T>(const basic_tensor<T>&, const basic_tensor<T>&);     \
+  template xt::xarray<bool> ge<T>(const basic_tensor<T>&, const basic_tensor<T>&);     \
+  template basic_tensor<T> where<T>(const xt::xarray<bool>&, const basic_tensor<T>&, const basic_tensor<T>&);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)
 #undef XGRAD_INSTANTIATE

@@ -51,9 +51,8 @@ basic_tensor<T> index_select(const basic_tensor<T>& a, int dim, const index_arra
         source[k] = (o * size + static_cast<std::size_t>(indices(j))) * inner + i;
         out.data()[k] = in[source[k]];
       }
-  return make_result<T>("index_select", std::move(out), {a}, [source = std::move(source)](Node<T>& self) {
-    scatter_add(self, source, "index_select");
-  });
+  return make_result<T>("index_select", std::move(out), {a},
+                        [source = std::move(source)](Node<T>& self) { scatter_add(self, source, "index_select"); });
 }
 
 template <class T>
@@ -82,9 +81,8 @@ basic_tensor<T> gather(const basic_tensor<T>& a, int dim, const index_array& ind
   for (std::size_t flat = 0; flat < index.size(); ++flat) {
     const auto id = index.data()[flat];
     if (id < 0 || static_cast<std::size_t>(id) >= in_shape[d])
-      throw Error("gather: index " + std::to_string(id) + " at position " + shape_str(position) +
-                  " is outside [0, " + std::to_string(in_shape[d]) + ") for dim " + std::to_string(dim) + " of " +
-                  shape_str(a.shape()));
+      throw Error("gather: index " + std::to_string(id) + " at position " + shape_str(position) + " is outside [0, " +
+                  std::to_string(in_shape[d]) + ") for dim " + std::to_string(dim) + " of " + shape_str(a.shape()));
     std::size_t offset = 0;
     for (std::size_t k = 0; k < ndim; ++k) offset += (k == d ? static_cast<std::size_t>(id) : position[k]) * stride[k];
     source[flat] = offset;
@@ -94,13 +92,12 @@ basic_tensor<T> gather(const basic_tensor<T>& a, int dim, const index_array& ind
       position[k] = 0;
     }
   }
-  return make_result<T>("gather", std::move(out), {a}, [source = std::move(source)](Node<T>& self) {
-    scatter_add(self, source, "gather");
-  });
+  return make_result<T>("gather", std::move(out), {a},
+                        [source = std::move(source)](Node<T>& self) { scatter_add(self, source, "gather"); });
 }
 
-#define XGRAD_INSTANTIATE(T)                                                                     \
-  template basic_tensor<T> index_select<T>(const basic_tensor<T>&, int, const index_array&);     \
+#define XGRAD_INSTANTIATE(T)                                                                 \
+  template basic_tensor<T> index_select<T>(const basic_tensor<T>&, int, const index_array&); \
   template basic_tensor<T> gather<T>(const basic_tensor<T>&, int, const index_array&);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)

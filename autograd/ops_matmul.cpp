@@ -94,8 +94,8 @@ basic_tensor<T> matmul(const basic_tensor<T>& a, const basic_tensor<T>& b) {
     blas::gemm<T>(false, false, batch * p.m, p.n, p.k, T(1), A, p.k, B, p.n, T(0), out.data(), p.n);
   } else {
     for (std::size_t i = 0; i < batch; ++i)
-      blas::gemm<T>(false, false, p.m, p.n, p.k, T(1), A + p.a_off[i] * p.m * p.k, p.k, B + p.b_off[i] * p.k * p.n,
-                    p.n, T(0), out.data() + i * p.m * p.n, p.n);
+      blas::gemm<T>(false, false, p.m, p.n, p.k, T(1), A + p.a_off[i] * p.m * p.k, p.k, B + p.b_off[i] * p.k * p.n, p.n,
+                    T(0), out.data() + i * p.m * p.n, p.n);
   }
   return make_result<T>("matmul", std::move(out), {a, b}, [p = std::move(p), fold_rows](Node<T>& self) {
     const std::size_t batch = p.a_off.size();
@@ -115,8 +115,8 @@ basic_tensor<T> matmul(const basic_tensor<T>& a, const basic_tensor<T>& b) {
         blas::gemm<T>(false, true, batch * p.m, p.k, p.n, T(1), G, p.n, B, p.n, beta, ga, p.k);
       } else {
         for (std::size_t i = 0; i < batch; ++i)
-          blas::gemm<T>(false, true, p.m, p.k, p.n, T(1), G + i * p.m * p.n, p.n, B + p.b_off[i] * p.k * p.n, p.n,
-                        beta, ga + p.a_off[i] * p.m * p.k, p.k);
+          blas::gemm<T>(false, true, p.m, p.k, p.n, T(1), G + i * p.m * p.n, p.n, B + p.b_off[i] * p.k * p.n, p.n, beta,
+                        ga + p.a_off[i] * p.m * p.k, p.k);
       }
     }
     if (needs_grad(self, 1)) {  // dB = A^T @ dC
@@ -129,8 +129,8 @@ basic_tensor<T> matmul(const basic_tensor<T>& a, const basic_tensor<T>& b) {
         blas::gemm<T>(true, false, p.k, p.n, batch * p.m, T(1), A, p.k, G, p.n, beta, gb, p.n);
       } else {
         for (std::size_t i = 0; i < batch; ++i)
-          blas::gemm<T>(true, false, p.k, p.n, p.m, T(1), A + p.a_off[i] * p.m * p.k, p.k, G + i * p.m * p.n, p.n,
-                        beta, gb + p.b_off[i] * p.k * p.n, p.n);
+          blas::gemm<T>(true, false, p.k, p.n, p.m, T(1), A + p.a_off[i] * p.m * p.k, p.k, G + i * p.m * p.n, p.n, beta,
+                        gb + p.b_off[i] * p.k * p.n, p.n);
       }
     }
   });

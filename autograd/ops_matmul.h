@@ -14,6 +14,7 @@ namespace xgrad {
 /// dot product, a 0-d tensor. Runs cblas_sgemm / cblas_dgemm once per matrix of the batch (once in all when the
 /// right operand is a single matrix or vector).
 /// Throws Error if an operand is 0-d, the inner sizes differ or the batch dims do not broadcast.
-template <class T> basic_tensor<T> matmul(const basic_tensor<T>& a, const basic_tensor<T>& b);
+template <class T>
+basic_tensor<T> matmul(const basic_tensor<T>& a, const basic_tensor<T>& b);
 
 }  // namespace xgrad

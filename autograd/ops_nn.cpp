@@ -157,7 +157,8 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weig
 template <class T>
 basic_tensor<T> layer_norm(const basic_tensor<T>& x, const shape_t& normalized_shape, const basic_tensor<T>& weight,
                            const basic_tensor<T>& bias, double eps) {
-  if (!(eps >= 0) || !std::isfinite(eps)) throw Error("layer_norm: eps must be finite and >= 0, got " + std::to_string(eps));
+  if (!(eps >= 0) || !std::isfinite(eps))
+    throw Error("layer_norm: eps must be finite and >= 0, got " + std::to_string(eps));
   const shape_t xs = x.shape();
   const std::size_t k = normalized_shape.size();
   if (k == 0 || k > xs.size() || !std::equal(normalized_shape.begin(), normalized_shape.end(), xs.end() - k))
@@ -193,47 +194,47 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const shape_t& normalized_s
     else
       for (std::size_t j = 0; j < r.cols; ++j) o[j] = (w ? h[j] * w[j] : h[j]) + (b ? b[j] : T(0));
   });
-  return make_result<T>(
-      "layer_norm", std::move(out), {x, weight, bias},
-      [r, normalized_shape, xhat = std::move(xhat), rstd = std::move(rstd)](Node<T>& self) {
-        const T* w = self.inputs[1] ? self.inputs[1]->value.data() : nullptr;
-        const T* G = self.grad.data();
-        if (needs_grad(self, 0)) {
-          // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
-          xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
-          kernels::for_each_row(r.rows, 6 * r.cols, [&](std::size_t i) {
-            const T* g = G + i * r.cols;
-            const T* h = xhat.data() + i * r.cols;
-            T* d = gx.data() + i * r.cols;  // holds dxhat until the last loop turns it into dx
-            if (w)
-              for (std::size_t j = 0; j < r.cols; ++j) d[j] = g[j] * w[j];
-            else
-              std::copy(g, g + r.cols, d);
-            const T mean_dh = simd::sum(d, r.cols) / static_cast<T>(r.cols);
-            const T mean_dh_h = simd::dot(d, h, r.cols) / static_cast<T>(r.cols);
-            for (std::size_t j = 0; j < r.cols; ++j) d[j] = rstd[i] * (d[j] - mean_dh - h[j] * mean_dh_h);
-          });
-          accumulate_grad(*self.inputs[0], std::move(gx), "layer_norm");
-        }
-        if (needs_grad(self, 1) || needs_grad(self, 2)) {
-          xt::xarray<T> gw = xt::zeros<T>(normalized_shape), gb = xt::zeros<T>(normalized_shape);
-          T* dw = gw.data();
-          T* db = gb.data();
-          // dweight = sum over rows of g * xhat, dbias = sum over rows of g
-          kernels::for_each_column_range(r.cols, 2 * r.rows, [&](std::size_t lo, std::size_t hi) {
-            for (std::size_t i = 0; i < r.rows; ++i) {
-              const T* g = G + i * r.cols;
-              const T* h = xhat.data() + i * r.cols;
-              for (std::size_t j = lo; j < hi; ++j) {
-                dw[j] += g[j] * h[j];
-                db[j] += g[j];
-              }
-            }
-          });
-          if (needs_grad(self, 1)) accumulate_grad(*self.inputs[1], std::move(gw), "layer_norm");
-          if (needs_grad(self, 2)) accumulate_grad(*self.inputs[2], std::move(gb), "layer_norm");
-        }
-      });
+  return make_result<T>("layer_norm", std::move(out), {x, weight, bias},
+                        [r, normalized_shape, xhat = std::move(xhat), rstd = std::move(rstd)](Node<T>& self) {
+                          const T* w = self.inputs[1] ? self.inputs[1]->value.data() : nullptr;
+                          const T* G = self.grad.data();
+                          if (needs_grad(self, 0)) {
+                            // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
+                            xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
+                            kernels::for_each_row(r.rows, 6 * r.cols, [&](std::size_t i) {
+                              const T* g = G + i * r.cols;
+                              const T* h = xhat.data() + i * r.cols;
+                              T* d = gx.data() + i * r.cols;  // holds dxhat until the last loop turns it into dx
+                              if (w)
+                                for (std::size_t j = 0; j < r.cols; ++j) d[j] = g[j] * w[j];
+                              else
+                                std::copy(g, g + r.cols, d);
+                              const T mean_dh = simd::sum(d, r.cols) / static_cast<T>(r.cols);
+                              const T mean_dh_h = simd::dot(d, h, r.cols) / static_cast<T>(r.cols);
+                              for (std::size_t j = 0; j < r.cols; ++j)
+                                d[j] = rstd[i] * (d[j] - mean_dh - h[j] * mean_dh_h);
+                            });
+                            accumulate_grad(*self.inputs[0], std::move(gx), "layer_norm");
+                          }
+                          if (needs_grad(self, 1) || needs_grad(self, 2)) {
+                            xt::xarray<T> gw = xt::zeros<T>(normalized_shape), gb = xt::zeros<T>(normalized_shape);
+                            T* dw = gw.data();
+                            T* db = gb.data();
+                            // dweight = sum over rows of g * xhat, dbias = sum over rows of g
+                            kernels::for_each_column_range(r.cols, 2 * r.rows, [&](std::size_t lo, std::size_t hi) {
+                              for (std::size_t i = 0; i < r.rows; ++i) {
+                                const T* g = G + i * r.cols;
+                                const T* h = xhat.data() + i * r.cols;
+                                for (std::size_t j = lo; j < hi; ++j) {
+                                  dw[j] += g[j] * h[j];
+                                  db[j] += g[j];
+                                }
+                              }
+                            });
+                            if (needs_grad(self, 1)) accumulate_grad(*self.inputs[1], std::move(gw), "layer_norm");
+                            if (needs_grad(self, 2)) accumulate_grad(*self.inputs[2], std::move(gb), "layer_norm");
+                          }
+                        });
 }
 
 template <class T>
@@ -339,7 +340,7 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
           kernels::for_each_row(r.rows, 2 * r.cols, [&](std::size_t i) {
             const auto t = targets.data()[i];
             if (t == ignore_index) return;
-            const T scale = reduction == Reduction::none ? G[i]
+            const T scale = reduction == Reduction::none   ? G[i]
                             : reduction == Reduction::mean ? G[0] / static_cast<T>(count)
                                                            : G[0];
             const T target_step = static_cast<T>(on) * scale, spread_step = static_cast<T>(spread) * scale;
@@ -357,12 +358,13 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
 
 template <class T>
 basic_tensor<T> rms_norm(const basic_tensor<T>& x, const basic_tensor<T>& weight, double eps) {
-  if (!(eps >= 0) || !std::isfinite(eps)) throw Error("rms_norm: eps must be finite and >= 0, got " + std::to_string(eps));
+  if (!(eps >= 0) || !std::isfinite(eps))
+    throw Error("rms_norm: eps must be finite and >= 0, got " + std::to_string(eps));
   const auto& xv = x.value();
   const Rows r = rows_of(xv, "rms_norm");
   if (weight.defined() && weight.shape() != shape_t{r.cols})
-    throw Error("rms_norm: weight must have shape [" + std::to_string(r.cols) + "] for input " +
-                shape_str(x.shape()) + ", got " + shape_str(weight.shape()));
+    throw Error("rms_norm: weight must have shape [" + std::to_string(r.cols) + "] for input " + shape_str(x.shape()) +
+                ", got " + shape_str(weight.shape()));
   if (r.cols == 0) throw Error("rms_norm: last axis of " + shape_str(x.shape()) + " is empty");
   xt::xarray<T> xhat = xt::xarray<T>::from_shape(xv.shape());
   std::vector<T> rstd(r.rows);
@@ -377,36 +379,38 @@ basic_tensor<T> rms_norm(const basic_tensor<T>& x, const basic_tensor<T>& weight
   }
   xt::xarray<T> out = xhat;
   if (weight.defined()) out *= weight.value();
-  return make_result<T>(
-      "rms_norm", std::move(out), {x, weight}, [r, xhat = std::move(xhat), rstd = std::move(rstd)](Node<T>& self) {
-        const T* w = self.inputs[1] ? self.inputs[1]->value.data() : nullptr;
-        const T* G = self.grad.data();
-        if (needs_grad(self, 0)) {
-          // xhat = x * rstd with d rstd / dx_k = -x_k rstd^3 / D, so
-          // dx = rstd * (dxhat - xhat * mean(dxhat * xhat)), dxhat = g * w (layer_norm without the mean terms)
-          xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
-          std::vector<T> dh(r.cols);
-          for (std::size_t i = 0; i < r.rows; ++i) {
-            const T* g = G + i * r.cols;
-            const T* h = xhat.data() + i * r.cols;
-            T mean_dh_h = 0;
-            for (std::size_t j = 0; j < r.cols; ++j) {
-              dh[j] = w ? g[j] * w[j] : g[j];
-              mean_dh_h += dh[j] * h[j];
-            }
-            mean_dh_h /= static_cast<T>(r.cols);
-            T* d = gx.data() + i * r.cols;
-            for (std::size_t j = 0; j < r.cols; ++j) d[j] = rstd[i] * (dh[j] - h[j] * mean_dh_h);
-          }
-          accumulate_grad(*self.inputs[0], std::move(gx), "rms_norm");
-        }
-        if (needs_grad(self, 1)) {
-          xt::xarray<T> gw = xt::zeros<T>({r.cols});
-          for (std::size_t i = 0; i < r.rows; ++i)
-            for (std::size_t j = 0; j < r.cols; ++j) gw(j) += G[i * r.cols + j] * xhat.data()[i * r.cols + j];
-          accumulate_grad(*self.inputs[1], std::move(gw), "rms_norm");
-        }
-      });
+  return make_result<T>("rms_norm", std::move(out), {x, weight},
+                        [r, xhat = std::move(xhat), rstd = std::move(rstd)](Node<T>& self) {
+                          const T* w = self.inputs[1] ? self.inputs[1]->value.data() : nullptr;
+                          const T* G = self.grad.data();
+                          if (needs_grad(self, 0)) {
+                            // xhat = x * rstd with d rstd / dx_k = -x_k rstd^3 / D, so
+                            // dx = rstd * (dxhat - xhat * mean(dxhat * xhat)), dxhat = g * w (layer_norm without the
+                            // mean terms)
+                            xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
+                            std::vector<T> dh(r.cols);
+                            for (std::size_t i = 0; i < r.rows; ++i) {
+                              const T* g = G + i * r.cols;
+                              const T* h = xhat.data() + i * r.cols;
+                              T mean_dh_h = 0;
+                              for (std::size_t j = 0; j < r.cols; ++j) {
+                                dh[j] = w ? g[j] * w[j] : g[j];
+                                mean_dh_h += dh[j] * h[j];
+                              }
+                              mean_dh_h /= static_cast<T>(r.cols);
+                              T* d = gx.data() + i * r.cols;
+                              for (std::size_t j = 0; j < r.cols; ++j) d[j] = rstd[i] * (dh[j] - h[j] * mean_dh_h);
+                            }
+                            accumulate_grad(*self.inputs[0], std::move(gx), "rms_norm");
+                          }
+                          if (needs_grad(self, 1)) {
+                            xt::xarray<T> gw = xt::zeros<T>({r.cols});
+                            for (std::size_t i = 0; i < r.rows; ++i)
+                              for (std::size_t j = 0; j < r.cols; ++j)
+                                gw(j) += G[i * r.cols + j] * xhat.data()[i * r.cols + j];
+                            accumulate_grad(*self.inputs[1], std::move(gw), "rms_norm");
+                          }
+                        });
 }
 
 template <class T>
@@ -444,19 +448,19 @@ basic_tensor<T> z_loss(const basic_tensor<T>& logits, const index_array& targets
   return mul_scalar(sum(mul(mul(log_z, log_z), basic_tensor<T>(std::move(mask)))), 1.0 / static_cast<double>(counted));
 }
 
-#define XGRAD_INSTANTIATE(T)                                                                                    \
-  template basic_tensor<T> softmax<T>(const basic_tensor<T>&, int);                                             \
-  template basic_tensor<T> log_softmax<T>(const basic_tensor<T>&, int);                                         \
-  template basic_tensor<T> masked_fill<T>(const basic_tensor<T>&, const xt::xarray<bool>&, double);             \
-  template basic_tensor<T> layer_norm<T>(const basic_tensor<T>&, const basic_tensor<T>&,                        \
-                                         const basic_tensor<T>&, double);                                        \
+#define XGRAD_INSTANTIATE(T)                                                                                     \
+  template basic_tensor<T> softmax<T>(const basic_tensor<T>&, int);                                              \
+  template basic_tensor<T> log_softmax<T>(const basic_tensor<T>&, int);                                          \
+  template basic_tensor<T> masked_fill<T>(const basic_tensor<T>&, const xt::xarray<bool>&, double);              \
+  template basic_tensor<T> layer_norm<T>(const basic_tensor<T>&, const basic_tensor<T>&, const basic_tensor<T>&, \
+                                         double);                                                                \
   template basic_tensor<T> layer_norm<T>(const basic_tensor<T>&, const shape_t&, const basic_tensor<T>&,         \
                                          const basic_tensor<T>&, double);                                        \
-  template basic_tensor<T> embedding<T>(const basic_tensor<T>&, const index_array&);                            \
-  template basic_tensor<T> cross_entropy<T>(const basic_tensor<T>&, const index_array&, std::int64_t, double,     \
+  template basic_tensor<T> embedding<T>(const basic_tensor<T>&, const index_array&);                             \
+  template basic_tensor<T> cross_entropy<T>(const basic_tensor<T>&, const index_array&, std::int64_t, double,    \
                                             Reduction);                                                          \
-  template basic_tensor<T> z_loss<T>(const basic_tensor<T>&, const index_array&, std::int64_t);                 \
-  template basic_tensor<T> rms_norm<T>(const basic_tensor<T>&, const basic_tensor<T>&, double);                 \
+  template basic_tensor<T> z_loss<T>(const basic_tensor<T>&, const index_array&, std::int64_t);                  \
+  template basic_tensor<T> rms_norm<T>(const basic_tensor<T>&, const basic_tensor<T>&, double);                  \
   template basic_tensor<T> dropout<T>(const basic_tensor<T>&, double, bool, Generator&);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)

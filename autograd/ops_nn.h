@@ -1,4 +1,5 @@
-// Neural-network ops with fused, numerically stable forward and backward passes. Implemented in ops_nn.cpp, instantiated for float and double.
+// Neural-network ops with fused, numerically stable forward and backward passes. Implemented in ops_nn.cpp,
+// instantiated for float and double.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +13,13 @@ namespace xgrad {
 /// Softmax along `axis` (default the last; negative counts from the end), numerically stable (the max along the
 /// axis is subtracted before exp). A slice whose every entry is -inf (fully masked) yields all zeros (not NaN) and
 /// passes zero gradient. Throws Error on a 0-d tensor or an axis out of range.
-template <class T> basic_tensor<T> softmax(const basic_tensor<T>& a, int axis = -1);
+template <class T>
+basic_tensor<T> softmax(const basic_tensor<T>& a, int axis = -1);
 /// log(softmax(a)) along `axis` (default the last), computed as a - max - log(sum(exp(a - max))). A fully masked
 /// slice (all -inf) yields all -inf (the log of softmax's all-zero slice) and passes zero gradient. Throws as
 /// softmax.
-template <class T> basic_tensor<T> log_softmax(const basic_tensor<T>& a, int axis = -1);
+template <class T>
+basic_tensor<T> log_softmax(const basic_tensor<T>& a, int axis = -1);
 /// Where `mask` is true (broadcast to a's shape), the output holds `value` and passes no gradient.
 template <class T>
 basic_tensor<T> masked_fill(const basic_tensor<T>& a, const xt::xarray<bool>& mask, double value);
@@ -49,7 +52,8 @@ template <class T>
 basic_tensor<T> dropout(const basic_tensor<T>& x, double p, bool training, Generator& gen);
 /// Rows of `weight` [V, D] picked by `indices` (any shape S) → [S..., D]. Throws Error naming the first index
 /// outside [0, V).
-template <class T> basic_tensor<T> embedding(const basic_tensor<T>& weight, const index_array& indices);
+template <class T>
+basic_tensor<T> embedding(const basic_tensor<T>& weight, const index_array& indices);
 /// How a loss over positions is reduced (torch.nn.functional's `reduction`): `none` keeps one loss per position,
 /// `mean` averages over the positions that carry a target, `sum` adds them.
 enum class Reduction { none, mean, sum };
@@ -65,9 +69,8 @@ enum class Reduction { none, mean, sum };
 /// target, mean and sum are 0 with zero gradient. Throws Error on a shape mismatch, a target outside [0, C), or
 /// label_smoothing outside [0, 1].
 template <class T>
-basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& targets,
-                              std::int64_t ignore_index = -1, double label_smoothing = 0.0,
-                              Reduction reduction = Reduction::mean);
+basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& targets, std::int64_t ignore_index = -1,
+                              double label_smoothing = 0.0, Reduction reduction = Reduction::mean);
 
 /// The z-loss of `logits` [..., C] at the positions of `targets` [...] (same leading shape) that are not
 /// `ignore_index`: mean_i (log Z_i)^2 with log Z_i = logsumexp(logits_i), the auxiliary loss that keeps the softmax

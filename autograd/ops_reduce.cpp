@@ -30,8 +30,8 @@ shape_t keepdim_shape(const shape_t& in, const std::vector<std::size_t>& axes) {
 
 // Sum over `axes` scaled by `factor`; shared by sum and mean.
 template <class T>
-basic_tensor<T> reduce_sum(const basic_tensor<T>& a, const std::vector<std::size_t>& axes, bool keepdim,
-                           double factor, const char* op) {
+basic_tensor<T> reduce_sum(const basic_tensor<T>& a, const std::vector<std::size_t>& axes, bool keepdim, double factor,
+                           const char* op) {
   const shape_t in_shape = a.shape();
   xt::xarray<T> value = sum_over_axes(a.value(), axes);  // keepdim shape
   if (factor != 1.0) value *= static_cast<T>(factor);
@@ -84,8 +84,7 @@ struct ReductionWalk {
         out_shape.push_back(in_shape[d]);
       }
     }
-    if (count == 0)
-      throw Error(std::string(op) + ": reducing over an axis of size 0 in shape " + shape_str(in_shape));
+    if (count == 0) throw Error(std::string(op) + ": reducing over an axis of size 0 in shape " + shape_str(in_shape));
   }
 
   // Calls f(i, o) for every input flat index i, o the output flat index it reduces into.
@@ -136,17 +135,15 @@ basic_tensor<T> reduce_extreme(const basic_tensor<T>& a, std::vector<std::size_t
     std::vector<std::size_t> ties(red.out_size, 0);
     red.for_each([&](std::size_t i, std::size_t o) { ties[o] += X[i] == M[o]; });
     xt::xarray<T> gx = xt::xarray<T>::from_shape(red.in_shape);
-    red.for_each([&](std::size_t i, std::size_t o) {
-      gx.data()[i] = X[i] == M[o] ? G[o] / static_cast<T>(ties[o]) : T(0);
-    });
+    red.for_each(
+        [&](std::size_t i, std::size_t o) { gx.data()[i] = X[i] == M[o] ? G[o] / static_cast<T>(ties[o]) : T(0); });
     accumulate_grad(*self.inputs[0], std::move(gx), op);
   });
 }
 
 template <class T>
 basic_tensor<T> reduce_var(const basic_tensor<T>& a, std::vector<std::size_t> axes, bool keepdim, double correction) {
-  if (!(correction >= 0))
-    throw Error("var: correction must be >= 0, got " + std::to_string(correction));
+  if (!(correction >= 0)) throw Error("var: correction must be >= 0, got " + std::to_string(correction));
   const ReductionWalk red(a.shape(), std::move(axes), keepdim, "var");
   const T* X = a.value().data();
   // Two passes (mean, then squared deviations) in double: one-pass sum-of-squares formulas cancel badly.
@@ -162,9 +159,8 @@ basic_tensor<T> reduce_var(const basic_tensor<T>& a, std::vector<std::size_t> ax
     const T* X = self.inputs[0]->value.data();
     const T* G = self.grad.data();
     xt::xarray<T> gx = xt::xarray<T>::from_shape(red.in_shape);
-    red.for_each([&](std::size_t i, std::size_t o) {
-      gx.data()[i] = static_cast<T>(G[o] * 2.0 * (X[i] - mean[o]) / dof);
-    });
+    red.for_each(
+        [&](std::size_t i, std::size_t o) { gx.data()[i] = static_cast<T>(G[o] * 2.0 * (X[i] - mean[o]) / dof); });
     accumulate_grad(*self.inputs[0], std::move(gx), "var");
   });
 }
@@ -252,16 +248,16 @@ basic_tensor<T> logsumexp(const basic_tensor<T>& a, std::vector<int> axes, bool 
   });
 }
 
-#define XGRAD_INSTANTIATE(T)                                                              \
-  template basic_tensor<T> sum<T>(const basic_tensor<T>&);                                \
-  template basic_tensor<T> sum<T>(const basic_tensor<T>&, std::vector<int>, bool);        \
-  template basic_tensor<T> mean<T>(const basic_tensor<T>&);                               \
+#define XGRAD_INSTANTIATE(T)                                                               \
+  template basic_tensor<T> sum<T>(const basic_tensor<T>&);                                 \
+  template basic_tensor<T> sum<T>(const basic_tensor<T>&, std::vector<int>, bool);         \
+  template basic_tensor<T> mean<T>(const basic_tensor<T>&);                                \
   template basic_tensor<T> mean<T>(const basic_tensor<T>&, std::vector<int>, bool);        \
-  template basic_tensor<T> max<T>(const basic_tensor<T>&);                                \
-  template basic_tensor<T> max<T>(const basic_tensor<T>&, std::vector<int>, bool);        \
-  template basic_tensor<T> min<T>(const basic_tensor<T>&);                                \
-  template basic_tensor<T> min<T>(const basic_tensor<T>&, std::vector<int>, bool);        \
-  template basic_tensor<T> var<T>(const basic_tensor<T>&);                                \
+  template basic_tensor<T> max<T>(const basic_tensor<T>&);                                 \
+  template basic_tensor<T> max<T>(const basic_tensor<T>&, std::vector<int>, bool);         \
+  template basic_tensor<T> min<T>(const basic_tensor<T>&);                                 \
+  template basic_tensor<T> min<T>(const basic_tensor<T>&, std::vector<int>, bool);         \
+  template basic_tensor<T> var<T>(const basic_tensor<T>&);                                 \
   template basic_tensor<T> var<T>(const basic_tensor<T>&, std::vector<int>, bool, double); \
   template basic_tensor<T> logsumexp<T>(const basic_tensor<T>&, std::vector<int>, bool);
 XGRAD_INSTANTIATE(float)

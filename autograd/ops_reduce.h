@@ -9,30 +9,39 @@
 namespace xgrad {
 
 /// Sum of all elements → 0-d tensor.
-template <class T> basic_tensor<T> sum(const basic_tensor<T>& a);
+template <class T>
+basic_tensor<T> sum(const basic_tensor<T>& a);
 /// Sum over `axes` (negative axes count from the end); keeps reduced axes as size 1 when keepdim.
 /// Throws Error on an axis out of range or repeated.
-template <class T> basic_tensor<T> sum(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim = false);
+template <class T>
+basic_tensor<T> sum(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim = false);
 /// Mean of all elements → 0-d tensor.
-template <class T> basic_tensor<T> mean(const basic_tensor<T>& a);
+template <class T>
+basic_tensor<T> mean(const basic_tensor<T>& a);
 /// Mean over `axes`, as sum.
-template <class T> basic_tensor<T> mean(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim = false);
+template <class T>
+basic_tensor<T> mean(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim = false);
 
 /// Largest element → 0-d tensor (torch.amax over all dims). Where several elements tie for the maximum the
 /// gradient is split evenly among them (as torch.amax; torch.max(dim) instead routes it to one index). A NaN makes
 /// the result NaN. Throws Error on an empty tensor.
-template <class T> basic_tensor<T> max(const basic_tensor<T>& a);
+template <class T>
+basic_tensor<T> max(const basic_tensor<T>& a);
 /// Largest element over `axes`, as `sum` for the axes and keepdim, ties as `max(a)`. Throws Error on an axis out
 /// of range or repeated, or when reducing over an empty axis.
-template <class T> basic_tensor<T> max(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim = false);
+template <class T>
+basic_tensor<T> max(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim = false);
 /// Smallest element → 0-d tensor; ties and errors as `max(a)`.
-template <class T> basic_tensor<T> min(const basic_tensor<T>& a);
+template <class T>
+basic_tensor<T> min(const basic_tensor<T>& a);
 /// Smallest element over `axes`; as `max(a, axes, keepdim)`.
-template <class T> basic_tensor<T> min(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim = false);
+template <class T>
+basic_tensor<T> min(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim = false);
 
 /// Variance of all elements with Bessel's correction (divisor N - 1) → 0-d tensor, as torch.var(a). For the
 /// biased variance of all elements pass every axis with correction 0.
-template <class T> basic_tensor<T> var(const basic_tensor<T>& a);
+template <class T>
+basic_tensor<T> var(const basic_tensor<T>& a);
 /// Variance over `axes`: sum((x - mean)^2) / (N - correction), N the number of reduced elements; correction = 1
 /// (default) is Bessel's unbiased estimator as torch.var, correction = 0 the biased (population) variance.
 /// When N - correction <= 0 the result is inf or NaN, as torch.var (which warns). Gradient:

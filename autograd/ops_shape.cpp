@@ -174,8 +174,8 @@ basic_tensor<T> reshape(const basic_tensor<T>& a, const std::vector<std::int64_t
     known *= out[static_cast<std::size_t>(infer)];
   }
   if (known != a.numel())
-    throw Error("reshape: cannot reshape " + shape_str(in_shape) + " (" + std::to_string(a.numel()) +
-                " elements) to " + shape_str(out));
+    throw Error("reshape: cannot reshape " + shape_str(in_shape) + " (" + std::to_string(a.numel()) + " elements) to " +
+                shape_str(out));
   return with_shape(a, out, "reshape");
 }
 
@@ -183,8 +183,7 @@ template <class T>
 basic_tensor<T> permute(const basic_tensor<T>& a, std::vector<int> dims) {
   const std::size_t n = a.dim();
   if (dims.size() != n)
-    throw Error("permute: got " + std::to_string(dims.size()) + " dims for a tensor of shape " +
-                shape_str(a.shape()));
+    throw Error("permute: got " + std::to_string(dims.size()) + " dims for a tensor of shape " + shape_str(a.shape()));
   std::vector<std::size_t> perm(n), inverse(n);
   std::vector<bool> seen(n, false);
   for (std::size_t i = 0; i < n; ++i) {
@@ -395,21 +394,21 @@ basic_tensor<T> slice(const basic_tensor<T>& a, int dim, std::int64_t start, std
                     static_cast<std::size_t>(step), "slice");
 }
 
-#define XGRAD_INSTANTIATE(T)                                                                                      \
-  template basic_tensor<T> reshape<T>(const basic_tensor<T>&, const std::vector<std::int64_t>&);                  \
-  template basic_tensor<T> permute<T>(const basic_tensor<T>&, std::vector<int>);                                  \
-  template basic_tensor<T> transpose<T>(const basic_tensor<T>&, int, int);                                        \
-  template basic_tensor<T> unsqueeze<T>(const basic_tensor<T>&, int);                                             \
-  template basic_tensor<T> squeeze<T>(const basic_tensor<T>&);                                                    \
-  template basic_tensor<T> squeeze<T>(const basic_tensor<T>&, int);                                               \
-  template basic_tensor<T> expand<T>(const basic_tensor<T>&, const std::vector<std::int64_t>&);                   \
-  template basic_tensor<T> flatten<T>(const basic_tensor<T>&, int, int);                                          \
-  template basic_tensor<T> concat<T>(const std::vector<basic_tensor<T>>&, int);                                   \
-  template basic_tensor<T> cat<T>(const std::vector<basic_tensor<T>>&, int);                                      \
-  template basic_tensor<T> stack<T>(const std::vector<basic_tensor<T>>&, int);                                    \
-  template std::vector<basic_tensor<T>> split<T>(const basic_tensor<T>&, std::size_t, int);                       \
-  template std::vector<basic_tensor<T>> split<T>(const basic_tensor<T>&, const std::vector<std::size_t>&, int);   \
-  template std::vector<basic_tensor<T>> chunk<T>(const basic_tensor<T>&, std::size_t, int);                       \
+#define XGRAD_INSTANTIATE(T)                                                                                    \
+  template basic_tensor<T> reshape<T>(const basic_tensor<T>&, const std::vector<std::int64_t>&);                \
+  template basic_tensor<T> permute<T>(const basic_tensor<T>&, std::vector<int>);                                \
+  template basic_tensor<T> transpose<T>(const basic_tensor<T>&, int, int);                                      \
+  template basic_tensor<T> unsqueeze<T>(const basic_tensor<T>&, int);                                           \
+  template basic_tensor<T> squeeze<T>(const basic_tensor<T>&);                                                  \
+  template basic_tensor<T> squeeze<T>(const basic_tensor<T>&, int);                                             \
+  template basic_tensor<T> expand<T>(const basic_tensor<T>&, const std::vector<std::int64_t>&);                 \
+  template basic_tensor<T> flatten<T>(const basic_tensor<T>&, int, int);                                        \
+  template basic_tensor<T> concat<T>(const std::vector<basic_tensor<T>>&, int);                                 \
+  template basic_tensor<T> cat<T>(const std::vector<basic_tensor<T>>&, int);                                    \
+  template basic_tensor<T> stack<T>(const std::vector<basic_tensor<T>>&, int);                                  \
+  template std::vector<basic_tensor<T>> split<T>(const basic_tensor<T>&, std::size_t, int);                     \
+  template std::vector<basic_tensor<T>> split<T>(const basic_tensor<T>&, const std::vector<std::size_t>&, int); \
+  template std::vector<basic_tensor<T>> chunk<T>(const basic_tensor<T>&, std::size_t, int);                     \
   template basic_tensor<T> slice<T>(const basic_tensor<T>&, int, std::int64_t, std::int64_t, std::int64_t);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)

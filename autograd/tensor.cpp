@@ -41,8 +41,7 @@ std::size_t normalize_axis(int axis, std::size_t ndim, const char* op) {
     throw Error(std::string(op) + ": axis " + std::to_string(axis) + " given for a 0-d tensor, which has no axes");
   if (a < 0 || a >= n)
     throw Error(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for a tensor of " +
-                std::to_string(ndim) + " dims (allowed: " + std::to_string(-n) + " to " + std::to_string(n - 1) +
-                ")");
+                std::to_string(ndim) + " dims (allowed: " + std::to_string(-n) + " to " + std::to_string(n - 1) + ")");
   return static_cast<std::size_t>(a);
 }
 
@@ -89,8 +88,8 @@ bool basic_tensor<T>::requires_grad() const {
 }
 template <class T>
 basic_tensor<T>& basic_tensor<T>::set_requires_grad(bool on) {
-  if (!is_leaf()) throw Error(std::string("set_requires_grad: only a leaf can be changed, this is the output of ") +
-                              node_->op);
+  if (!is_leaf())
+    throw Error(std::string("set_requires_grad: only a leaf can be changed, this is the output of ") + node_->op);
   node_->requires_grad = on;
   return *this;
 }
@@ -117,8 +116,7 @@ std::size_t basic_tensor<T>::size(int axis) const {
   const int n = static_cast<int>(v.size());
   const int a = axis < 0 ? axis + n : axis;
   if (a < 0 || a >= n)
-    throw Error("size(" + std::to_string(axis) + "): axis out of range for a tensor of " + std::to_string(n) +
-                " dims");
+    throw Error("size(" + std::to_string(axis) + "): axis out of range for a tensor of " + std::to_string(n) + " dims");
   return v[static_cast<std::size_t>(a)];
 }
 template <class T>
@@ -158,15 +156,16 @@ template <class T>
 void basic_tensor<T>::backward(const xt::xarray<T>& grad_output, bool retain_graph) const {
   Node<T>& root = const_cast<Node<T>&>(checked());
   if (root.released)
-    throw Error("backward(): the graph behind this tensor was freed by an earlier backward; "
-                "pass retain_graph=true to the first backward to call it twice");
+    throw Error(
+        "backward(): the graph behind this tensor was freed by an earlier backward; "
+        "pass retain_graph=true to the first backward to call it twice");
   if (!root.requires_grad)
     throw Error("backward(): tensor does not require grad (no input of its graph has requires_grad=true)");
   if (!std::equal(grad_output.shape().begin(), grad_output.shape().end(), root.value.shape().begin(),
                   root.value.shape().end()))
-    throw Error("backward(): grad_output has shape " + shape_str(shape_t(grad_output.shape().begin(),
-                                                                              grad_output.shape().end())) +
-                ", tensor has shape " + shape_str(shape()));
+    throw Error("backward(): grad_output has shape " +
+                shape_str(shape_t(grad_output.shape().begin(), grad_output.shape().end())) + ", tensor has shape " +
+                shape_str(shape()));
 
   // Iterative post-order DFS: deep graphs (10,000+ ops) must not overflow the call stack. `order` holds owning
   // handles because freeing a node's inputs below would otherwise destroy nodes still waiting their turn.
@@ -355,7 +354,8 @@ xt::xarray<T> broadcast_over_axes(const xt::xarray<T>& g, const shape_t& shape, 
   const T* src = g.data();
   T* dst = out.data();
   for (std::size_t b = 0; b < outer; ++b)
-    for (std::size_t r = 0; r < r_count; ++r) std::copy(src + b * inner, src + (b + 1) * inner, dst + (b * r_count + r) * inner);
+    for (std::size_t r = 0; r < r_count; ++r)
+      std::copy(src + b * inner, src + (b + 1) * inner, dst + (b * r_count + r) * inner);
   return out;
 }
 
@@ -374,8 +374,8 @@ xt::xarray<T> sum_to_shape(const xt::xarray<T>& g, const shape_t& shape) {
     } else if (shape[i - lead] == 1 && gs[i] != 1) {
       axes.push_back(i);
     } else if (shape[i - lead] != gs[i]) {
-      throw Error("sum_to_shape: gradient " + shape_str(shape_t(gs.begin(), gs.end())) +
-                  " cannot be reduced to " + shape_str(shape));
+      throw Error("sum_to_shape: gradient " + shape_str(shape_t(gs.begin(), gs.end())) + " cannot be reduced to " +
+                  shape_str(shape));
     }
   }
   xt::xarray<T> reduced = sum_over_axes(g, axes);
@@ -404,18 +404,19 @@ basic_tensor<T> scalar(T v, bool requires_grad) {
   return basic_tensor<T>(std::move(a), requires_grad);
 }
 
-#define XGRAD_INSTANTIATE(T)                                                                                  \
-  template class basic_tensor<T>;                                                                             \
-  template basic_tensor<T> make_result<T>(const char*, xt::xarray<T>, std::vector<basic_tensor<T>>,          \
-                                          std::function<void(Node<T>&)>);                                     \
-  template void accumulate_grad<T>(Node<T>&, const xt::xarray<T>&, const char*);                              \
-  template void accumulate_grad<T>(Node<T>&, xt::xarray<T>&&, const char*);                                   \
-  template xt::xarray<T> sum_to_shape<T>(const xt::xarray<T>&, const shape_t&);                              \
-  template xt::xarray<T> sum_over_axes<T>(const xt::xarray<T>&, const std::vector<std::size_t>&);                              \
-  template xt::xarray<T> broadcast_over_axes<T>(const xt::xarray<T>&, const shape_t&, const std::vector<std::size_t>&);                              \
-  template basic_tensor<T> zeros<T>(const shape_t&, bool);                                                    \
-  template basic_tensor<T> ones<T>(const shape_t&, bool);                                                     \
-  template basic_tensor<T> scalar<T>(T, bool);                                                                \
+#define XGRAD_INSTANTIATE(T)                                                                        \
+  template class basic_tensor<T>;                                                                   \
+  template basic_tensor<T> make_result<T>(const char*, xt::xarray<T>, std::vector<basic_tensor<T>>, \
+                                          std::function<void(Node<T>&)>);                           \
+  template void accumulate_grad<T>(Node<T>&, const xt::xarray<T>&, const char*);                    \
+  template void accumulate_grad<T>(Node<T>&, xt::xarray<T>&&, const char*);                         \
+  template xt::xarray<T> sum_to_shape<T>(const xt::xarray<T>&, const shape_t&);                     \
+  template xt::xarray<T> sum_over_axes<T>(const xt::xarray<T>&, const std::vector<std::size_t>&);   \
+  template xt::xarray<T> broadcast_over_axes<T>(const xt::xarray<T>&, const shape_t&,               \
+                                                const std::vector<std::size_t>&);                   \
+  template basic_tensor<T> zeros<T>(const shape_t&, bool);                                          \
+  template basic_tensor<T> ones<T>(const shape_t&, bool);                                           \
+  template basic_tensor<T> scalar<T>(T, bool);                                                      \
   template basic_tensor<T> full<T>(const shape_t&, double, bool);
 XGRAD_INSTANTIATE(float)
 XGRAD_INSTANTIATE(double)

@@ -38,7 +38,7 @@ struct Node {
   xt::xarray<T> grad;  // meaningful only when has_grad
   bool has_grad = false;
   bool requires_grad = false;
-  bool released = false;  // the graph behind this node was freed by a backward pass
+  bool released = false;      // the graph behind this node was freed by a backward pass
   bool retains_grad = false;  // a non-leaf whose gradient backward keeps (see basic_tensor::retain_grad)
   const char* op = "leaf";
   std::vector<std::shared_ptr<Node>> inputs;

@@ -39,15 +39,16 @@ BenchConfig parse_shape(const std::string& shape) {
     throw std::invalid_argument("--shape: expected six whole numbers, all > 0 but d_k, got '" + shape + "'" + form);
   auto cap = [&](const char* what, double value, double limit) {
     if (value > limit)
-      throw std::invalid_argument(fmt::format("--shape: {} must be at most {}, got {} in '{}'", what, limit, value, shape));
+      throw std::invalid_argument(
+          fmt::format("--shape: {} must be at most {}, got {} in '{}'", what, limit, value, shape));
   };
   const double d_model = v[0], n_heads = v[1], batch = v[3], seq_len = v[4], vocab = v[5];
   cap("d_model", d_model, kMaxShapeDModel);
   cap("n_heads", n_heads, d_model);
   cap("d_k", v[2], kMaxShapeDk);
   if (v[2] == 0 && v[0] % v[1] != 0)
-    throw std::invalid_argument(fmt::format("--shape: d_k 0 means d_model / n_heads, but {} is not divisible by {}",
-                                            v[0], v[1]));
+    throw std::invalid_argument(
+        fmt::format("--shape: d_k 0 means d_model / n_heads, but {} is not divisible by {}", v[0], v[1]));
   cap("batch * seq_len", batch * seq_len, kMaxShapeRows);
   cap("vocab", vocab, kMaxShapeVocab);
   BenchConfig c{"custom", v[0], v[1], v[3], v[4], 3, 20};
@@ -59,9 +60,10 @@ BenchConfig parse_shape(const std::string& shape) {
                                     (static_cast<double>(g.m) * g.k + static_cast<double>(g.k) * g.n +
                                      static_cast<double>(g.m) * g.n));
   if (largest > kMaxShapeGemmBytes)
-    throw std::invalid_argument(fmt::format("--shape: its largest GEMM needs {:.1f} GiB (limit {:.0f}); reduce "
-                                            "batch, seq_len, vocab or d_model in '{}'",
-                                            largest / (1 << 30), kMaxShapeGemmBytes / (1 << 30), shape));
+    throw std::invalid_argument(
+        fmt::format("--shape: its largest GEMM needs {:.1f} GiB (limit {:.0f}); reduce "
+                    "batch, seq_len, vocab or d_model in '{}'",
+                    largest / (1 << 30), kMaxShapeGemmBytes / (1 << 30), shape));
   return c;
 }
 
@@ -105,10 +107,10 @@ std::vector<GemmShape> step_gemms(const nn::ModelConfig& mc, std::size_t batch, 
   for (std::size_t layer = 0; layer < mc.n_layers; ++layer) {
     const bool last = layer + 1 == mc.n_layers;
     const std::size_t q_t = last ? last_t : t, q_rows = last ? last_rows : rows;
-    linear(q_rows, d, inner, 1);  // q projection
-    linear(rows, d, inner, 2);    // k, v projections
-    batched(q_t, t, d_k);         // scores = q @ k^T
-    batched(q_t, d_k, t);         // probs @ v
+    linear(q_rows, d, inner, 1);                       // q projection
+    linear(rows, d, inner, 2);                         // k, v projections
+    batched(q_t, t, d_k);                              // scores = q @ k^T
+    batched(q_t, d_k, t);                              // probs @ v
     if (needed.out_proj) linear(q_rows, inner, d, 1);  // output projection
     if (mc.mlp) {
       linear(q_rows, d, d_ff, 1);

@@ -29,8 +29,9 @@ const std::vector<BenchConfig>& bench_configs();
 /// Throws std::invalid_argument for an unknown name.
 const BenchConfig& bench_config(const std::string& name);
 
-/// Limits of parse_shape: d_model and d_k (those of xgrad --d-model and --d-k), batch * seq_len, vocab, and the bytes of the largest GEMM's A, B and C
-/// (sgemm allocates them at once; a typo like 99999999 must not hang or end in bad_alloc).
+/// Limits of parse_shape: d_model and d_k (those of xgrad --d-model and --d-k), batch * seq_len, vocab, and the bytes
+/// of the largest GEMM's A, B and C (sgemm allocates them at once; a typo like 99999999 must not hang or end in
+/// bad_alloc).
 constexpr double kMaxShapeDModel = 16384, kMaxShapeDk = 8192, kMaxShapeRows = 1 << 20;
 constexpr double kMaxShapeVocab = 1 << 24, kMaxShapeGemmBytes = 4.0 * (1 << 30);
 /// A size given as "d_model,n_heads,d_k,batch,seq_len,vocab" (d_k 0: d_model / n_heads), named "custom", e.g. the
@@ -45,8 +46,9 @@ nn::ModelConfig model_config(const BenchConfig& c);
 struct GemmShape {
   bool trans_a, trans_b;
   std::size_t m, n, k, count;
-  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
-                                static_cast<double>(count); }
+  double flops() const {
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(count);
+  }
 };
 
 /// Every GEMM of one training step (forward, then both operand gradients of each product in backward) for a

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <regex>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -37,8 +37,8 @@ std::string load_average() {
 
 void print_environment(bool csv) {
   if (csv) return;
-  std::printf("OpenBLAS core %s, %d BLAS thread(s), load average %s\n", blas::core_name().c_str(),
-              blas::num_threads(), load_average().c_str());
+  std::printf("OpenBLAS core %s, %d BLAS thread(s), load average %s\n", blas::core_name().c_str(), blas::num_threads(),
+              load_average().c_str());
 }
 
 int run_step(const std::vector<BenchConfig>& sizes, long steps, long warmup, bool csv) {
@@ -71,16 +71,15 @@ int run_sgemm(const BenchConfig& c, bool csv) {
   }
   std::printf("Every GEMM of one %s training step, as the engine issues it (C[m,n] = op(A)[m,k] op(B)[k,n]):\n",
               c.name.c_str());
-  std::printf("%3s %3s %6s %6s %6s %6s %10s %10s %9s\n", "tA", "tB", "m", "n", "k", "count", "ms", "cpu_ms",
-              "GFLOP/s");
+  std::printf("%3s %3s %6s %6s %6s %6s %10s %10s %9s\n", "tA", "tB", "m", "n", "k", "count", "ms", "cpu_ms", "GFLOP/s");
   for (const auto& g : floor.gemms)
     std::printf("%3s %3s %6zu %6zu %6zu %6zu %10.3f %10.3f %9.2f\n", g.shape.trans_a ? "T" : "N",
                 g.shape.trans_b ? "T" : "N", g.shape.m, g.shape.n, g.shape.k, g.shape.count, g.ms, g.cpu_ms,
                 g.gflops());
-  std::printf("total: %.3f GFLOP in %.3f ms (%.3f ms CPU) = %.2f GFLOP/s (%.2f by CPU time); best shape %.2f "
-              "GFLOP/s\n",
-              floor.total_flops / 1e9, floor.total_ms, floor.total_cpu_ms, floor.gflops(), cpu_gflops,
-              floor.peak_gflops());
+  std::printf(
+      "total: %.3f GFLOP in %.3f ms (%.3f ms CPU) = %.2f GFLOP/s (%.2f by CPU time); best shape %.2f "
+      "GFLOP/s\n",
+      floor.total_flops / 1e9, floor.total_ms, floor.total_cpu_ms, floor.gflops(), cpu_gflops, floor.peak_gflops());
   return 0;
 }
 
@@ -114,8 +113,8 @@ int run_floor(const std::string& dir, double wall_seconds, int cores) {
   std::ifstream("/proc/loadavg") >> load;
   const SgemmFloor l = measure_sgemm_floor(bench_config("L"));
   double shape_seconds = 0;
-  std::printf("%zu runs, %.1f GFLOP of GEMMs in all; the runs' own times sum to %.1f s\n", work.runs,
-              work.flops / 1e9, work.run_seconds);
+  std::printf("%zu runs, %.1f GFLOP of GEMMs in all; the runs' own times sum to %.1f s\n", work.runs, work.flops / 1e9,
+              work.run_seconds);
   std::printf("%-28s %10s %12s %10s\n", "model shape", "steps", "GFLOP", "GFLOP/s");
   for (const auto& [key, flops] : work.flops_by_shape) {
     const SgemmFloor f = measure_sgemm_floor(parse_shape(key));
@@ -129,14 +128,16 @@ int run_floor(const std::string& dir, double wall_seconds, int cores) {
   std::printf("floor at the sweep's shapes:  %8.1f s (its GEMMs alone, at the rate those shapes reach)\n",
               floor_shapes);
   const double wall = wall_seconds > 0 ? wall_seconds : work.run_seconds / cores;
-  std::printf("wall time:                    %8.1f s (%s) = %.2fx the L-rate floor (the figure judged: aim <= 1.3x), "
-              "%.2fx the shape floor\n", wall, wall_seconds > 0 ? "given" : "runs' times / cores", wall / floor_l,
-              wall / floor_shapes);
+  std::printf(
+      "wall time:                    %8.1f s (%s) = %.2fx the L-rate floor (the figure judged: aim <= 1.3x), "
+      "%.2fx the shape floor\n",
+      wall, wall_seconds > 0 ? "given" : "runs' times / cores", wall / floor_l, wall / floor_shapes);
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   if (online > 0 && load > static_cast<double>(online) + 0.5)
-    std::printf("warning: load average %.2f on %ld cores when this started: other work slowed the sgemm timings, so "
-                "the floors are too long and the ratios too small; measure on an otherwise idle machine\n",
-                load, online);
+    std::printf(
+        "warning: load average %.2f on %ld cores when this started: other work slowed the sgemm timings, so "
+        "the floors are too long and the ratios too small; measure on an otherwise idle machine\n",
+        load, online);
   return 0;
 }
 
@@ -209,12 +210,14 @@ int main(int argc, char** argv) {
       ->add_option("--shape", step_shape,
                    "another model instead of --config: d_model,n_heads,d_k,batch,seq_len,vocab (as sgemm --shape)")
       ->excludes(step_cmd->get_option("--config"));
-  step_cmd->add_option("--targets", step_targets, "positions with a target: all, or last (one per sequence, as kv_recall)")
+  step_cmd
+      ->add_option("--targets", step_targets, "positions with a target: all, or last (one per sequence, as kv_recall)")
       ->capture_default_str()
       ->check(CLI::IsMember({"all", "last"}));
-  step_cmd->add_option("--readout", step_readout,
-                       "targets: readout and cross-entropy at the target positions only (as the trainer); full: at "
-                       "every position")
+  step_cmd
+      ->add_option("--readout", step_readout,
+                   "targets: readout and cross-entropy at the target positions only (as the trainer); full: at "
+                   "every position")
       ->capture_default_str()
       ->check(CLI::IsMember({"targets", "full"}));
 
@@ -224,9 +227,10 @@ int main(int argc, char** argv) {
                                       ->capture_default_str()
                                       ->check(CLI::IsMember(kConfigNames));
   sgemm_cmd
-      ->add_option("--shape", sgemm_shape,
-                   "another model instead of --config: d_model,n_heads,d_k,batch,seq_len,vocab (d_model <= 16384, d_k <= 8192; "
-                   "batch * seq_len <= 1048576; vocab <= 16777216)")
+      ->add_option(
+          "--shape", sgemm_shape,
+          "another model instead of --config: d_model,n_heads,d_k,batch,seq_len,vocab (d_model <= 16384, d_k <= 8192; "
+          "batch * seq_len <= 1048576; vocab <= 16777216)")
       ->excludes(sgemm_config_opt);
 
   std::string memory_config = "M";
@@ -281,7 +285,8 @@ int main(int argc, char** argv) {
     std::cerr << "xgrad_bench: " << e.what() << " (see 'xgrad_bench " << help_of(app) << "--help')\n";
     return 2;
   } catch (const CLI::ParseError& e) {
-    std::cerr << "xgrad_bench: " << e.what() << " (see 'xgrad_bench " << help_of(app) << "--help')\n";  // bad usage: 2, as xgrad
+    std::cerr << "xgrad_bench: " << e.what() << " (see 'xgrad_bench " << help_of(app)
+              << "--help')\n";  // bad usage: 2, as xgrad
     return 2;
   }
   try {
@@ -289,7 +294,8 @@ int main(int argc, char** argv) {
     const BenchConfig sgemm_size =
         *sgemm_cmd && sgemm_cmd->count("--shape") ? parse_shape(sgemm_shape) : bench_config(sgemm_config);
     std::vector<BenchConfig> step_sizes;
-    if (*step_cmd && step_cmd->count("--shape")) step_sizes.push_back(parse_shape(step_shape));
+    if (*step_cmd && step_cmd->count("--shape"))
+      step_sizes.push_back(parse_shape(step_shape));
     else if (*step_cmd)
       for (const auto& name : configs) step_sizes.push_back(bench_config(name));
     for (BenchConfig& c : step_sizes) {

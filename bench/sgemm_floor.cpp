@@ -37,8 +37,8 @@ Time time_shape(const GemmShape& g, Generator& gen) {
   const double cpu0 = thread_cpu_ms();
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < g.count; ++i)
-    blas::gemm<float>(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, a.data() + i * a_size, lda, b.data() + i * b_size,
-                      ldb, 0.0f, c.data() + i * c_size, g.n);
+    blas::gemm<float>(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, a.data() + i * a_size, lda, b.data() + i * b_size, ldb,
+                      0.0f, c.data() + i * c_size, g.n);
   const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return {wall, thread_cpu_ms() - cpu0};
 }

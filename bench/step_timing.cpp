@@ -53,8 +53,7 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-StepTiming time_training_steps(const BenchConfig& config, std::size_t warmup, std::size_t steps,
-                               std::uint64_t seed) {
+StepTiming time_training_steps(const BenchConfig& config, std::size_t warmup, std::size_t steps, std::uint64_t seed) {
   reset_peak_rss();
   StepRunner runner(config, seed);
   for (std::size_t i = 0; i < warmup; ++i) runner.step(i);

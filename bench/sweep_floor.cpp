@@ -80,7 +80,8 @@ SweepWork read_sweep_work(const std::string& dir) {
       mc.vocab_size = derived("vocab_size");
       const std::size_t batch = c.at("batch_size").get<std::size_t>(), seq_len = derived("seq_len");
       const std::size_t steps = c.at("steps").get<std::size_t>();
-      const double flops = step_flops(mc, batch, seq_len, needed_rows(c, batch, seq_len, config_path)) * static_cast<double>(steps);
+      const double flops =
+          step_flops(mc, batch, seq_len, needed_rows(c, batch, seq_len, config_path)) * static_cast<double>(steps);
       const std::string key = std::to_string(mc.d_model) + "," + std::to_string(mc.n_heads) + "," +
                               std::to_string(mc.d_k) + "," + std::to_string(batch) + "," + std::to_string(seq_len) +
                               "," + std::to_string(mc.vocab_size);

@@ -12,9 +12,9 @@ namespace xgrad::bench {
 /// What a sweep directory (the `--out` of `xgrad sweep` / `xgrad experiment`) asked the machine to compute.
 struct SweepWork {
   std::size_t runs = 0;
-  double flops = 0;            // GEMM FLOPs of every training step of every run (step_flops of what the loss
-                               // needs x steps)
-  double run_seconds = 0;      // sum of the runs' own wall times (sweep.json "seconds")
+  double flops = 0;        // GEMM FLOPs of every training step of every run (step_flops of what the loss
+                           // needs x steps)
+  double run_seconds = 0;  // sum of the runs' own wall times (sweep.json "seconds")
   std::map<std::string, double> flops_by_shape;  // per model shape "d_model,n_heads,d_k,batch,seq_len,vocab"
                                                  // (a parse_shape string)
   std::map<std::string, std::size_t> steps_by_shape;

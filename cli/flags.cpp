@@ -15,8 +15,8 @@
 #include "data/registry.h"
 #include "nn/optim.h"
 #include "platform/environment.h"
-#include "train/settings.h"
 #include "train/json_file.h"
+#include "train/settings.h"
 
 namespace xgrad::train {
 
@@ -56,7 +56,8 @@ CLI::Validator boolean_word() {
 
 CLI::Validator decimal_in(double lo, bool lo_closed, double hi, bool hi_closed) {
   const std::string range = std::string(lo_closed ? "[" : "(") + CLI::detail::to_string(lo) + ", " +
-                            (std::isinf(hi) ? std::string("inf") : CLI::detail::to_string(hi)) + (hi_closed ? "]" : ")");
+                            (std::isinf(hi) ? std::string("inf") : CLI::detail::to_string(hi)) +
+                            (hi_closed ? "]" : ")");
   return CLI::Validator(
       [lo, lo_closed, hi, hi_closed, range](std::string& s) -> std::string {
         std::string copy = s;
@@ -96,10 +97,9 @@ std::vector<RefusedFlag> sweep_refused_flags(const std::string& command) {
   if (const data::TaskEntry* data_task = data::TaskRegistry::instance().find("data"))
     for (const Setting& s : data_task->settings) {
       const std::string flag = s.flag();
-      out.push_back({flag, command + " does not pass " + flag + " to its runs (--task data is not available to " +
-                               command + ")" +
-                               (s.key == "data" ? "; train on a data directory with xgrad train --task data --data DIR"
-                                                : "")});
+      out.push_back(
+          {flag, command + " does not pass " + flag + " to its runs (--task data is not available to " + command + ")" +
+                     (s.key == "data" ? "; train on a data directory with xgrad train --task data --data DIR" : "")});
     }
   return out;
 }
@@ -118,8 +118,8 @@ CLI::Option* add_list_flag_raw(CLI::App& app, const std::string& flag,
                 const std::size_t comma = given.find(',', start);
                 std::string item = given.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
                 if (item.empty())
-                  throw CLI::ValidationError(flag, "empty entry in '" + given +
-                                                       "' (give comma-separated values, none of them empty)");
+                  throw CLI::ValidationError(
+                      flag, "empty entry in '" + given + "' (give comma-separated values, none of them empty)");
                 const std::string error = each(item);
                 if (!error.empty()) throw CLI::ValidationError(flag, error);
                 items.push_back(item);
@@ -145,7 +145,8 @@ CLI::Validator arm_entry() {
           const std::string error = decimal_number()(lr);
           if (!error.empty())
             return "learning rate in '" + s + "' " + error +
-                   " (form: optimizer@lr, e.g. sgd@0.1 or adamw@0.003; optimizers: " + nn::OptimizerRegistry::instance().joined_names() + ")";
+                   " (form: optimizer@lr, e.g. sgd@0.1 or adamw@0.003; optimizers: " +
+                   nn::OptimizerRegistry::instance().joined_names() + ")";
         }
         try {
           parse_arm(s);
@@ -169,9 +170,10 @@ std::vector<RefusedFlag> probe_refused_flags() {
   std::vector<RefusedFlag> out;
   for (const std::string& flag : flags)
     if (flag == "--parametrization" || flag == "--base-width")
-      out.push_back({flag, "probe measures the standard parametrization at initialisation (scales none and sqrt_dk; "
-                           "muP changes only the readout and the lrs there), so it does not read " + flag +
-                               "; leave it out"});
+      out.push_back({flag,
+                     "probe measures the standard parametrization at initialisation (scales none and sqrt_dk; "
+                     "muP changes only the readout and the lrs there), so it does not read " +
+                         flag + "; leave it out"});
     else
       out.push_back({flag, "probe trains nothing (one forward batch at initialisation), so it does not read " + flag +
                                "; leave it out"});
@@ -220,15 +222,27 @@ void add_setting_flag(CLI::App& app, Setting setting, const std::string& help, G
       help);
   std::string type;
   switch (setting.type) {
-    case Setting::Type::boolean: type = "true|false"; break;
-    case Setting::Type::whole: type = "INT in " + range_text(setting); break;
-    case Setting::Type::number: type = "NUMBER in " + range_text(setting); break;
-    case Setting::Type::text: type = setting.choices.empty() ? "TEXT" : "{" + join(setting.choices, ",") + "}"; break;
-    case Setting::Type::path: type = "PATH"; break;
+    case Setting::Type::boolean:
+      type = "true|false";
+      break;
+    case Setting::Type::whole:
+      type = "INT in " + range_text(setting);
+      break;
+    case Setting::Type::number:
+      type = "NUMBER in " + range_text(setting);
+      break;
+    case Setting::Type::text:
+      type = setting.choices.empty() ? "TEXT" : "{" + join(setting.choices, ",") + "}";
+      break;
+    case Setting::Type::path:
+      type = "PATH";
+      break;
   }
   option->type_name(type);
-  if (boolean) option->expected(0, 1);
-  else option->expected(1, CLI::detail::expected_max_vector_size);  // a repeated flag is refused by the callback
+  if (boolean)
+    option->expected(0, 1);
+  else
+    option->expected(1, CLI::detail::expected_max_vector_size);  // a repeated flag is refused by the callback
   if (!shown.is_null() && !(shown.is_string() && shown.get<std::string>().empty()))
     option->default_str(setting_value_text(shown));
 }
@@ -248,7 +262,8 @@ void add_setting_flags(CLI::App& app, unsigned command, GivenSettings& given, co
         s.choices.erase(std::remove(s.choices.begin(), s.choices.end(), "data"), s.choices.end());
         extra = [no_data_task](const std::string& text) -> std::string {
           if (text == "data")
-            return "data is not taken by " + no_data_task + " (its runs get no --data directory); train on a "
+            return "data is not taken by " + no_data_task +
+                   " (its runs get no --data directory); train on a "
                    "data directory with xgrad train --task data --data DIR";
           return "";
         };
@@ -364,10 +379,10 @@ void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
   for (auto& a : config.arms) flags.arms.push_back(a.optimizer + "@" + CLI::detail::to_string(a.lr));
   flags.seeds = config.seeds;
   flags.d_ks = config.d_ks;
-  add_list_flag(app, "--scale", flags.scales,
-                "scalings, e.g. --scale sqrt_dk,none (allowed: " +
-                    Registry<nn::ScalingEntry>::instance().joined_names() + ")",
-                CLI::IsMember(Registry<nn::ScalingEntry>::instance().names()));
+  add_list_flag(
+      app, "--scale", flags.scales,
+      "scalings, e.g. --scale sqrt_dk,none (allowed: " + Registry<nn::ScalingEntry>::instance().joined_names() + ")",
+      CLI::IsMember(Registry<nn::ScalingEntry>::instance().names()));
   add_list_flag(app, "--d-k", flags.d_ks, "head sizes, e.g. --d-k 16,64,256 (d_model stays --d-model)",
                 whole_number(1, 8192));
   add_list_flag(app, "--seeds", flags.seeds, "weight seeds; seed k also picks data stream data_seed + k",
@@ -393,7 +408,8 @@ void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
   app.add_option("--jobs", config.jobs, "runs in parallel (default: one per core)")
       ->capture_default_str()
       ->check(whole_number(1, 256));
-  app.add_option("--out", config.out, "sweep directory (sweep: required; experiment: default runs/experiment-<date>-<time>)");
+  app.add_option("--out", config.out,
+                 "sweep directory (sweep: required; experiment: default runs/experiment-<date>-<time>)");
 }
 
 void add_launcher_flags(CLI::App& app, std::string& launcher, SlurmOptions& slurm) {
@@ -425,7 +441,8 @@ void add_launcher_flags(CLI::App& app, std::string& launcher, SlurmOptions& slur
           [](std::string& text) -> std::string {
             return is_slurm_time(text) ? ""
                                        : "must be a Slurm time limit (allowed: minutes, M:S, H:M:S, D-H, D-H:M, "
-                                         "D-H:M:S, UNLIMITED), got '" + text + "'";
+                                         "D-H:M:S, UNLIMITED), got '" +
+                                             text + "'";
           },
           "TIME"));
   app.add_option("--cpus-per-task", slurm.cpus_per_task, "slurm: CPUs per grid point (default: --threads)")
@@ -440,8 +457,9 @@ void check_launcher_flags(const CLI::App& app, const std::string& launcher) {
         throw ConfigError(std::string(flag) + ": a flag of --launcher slurm (this sweep runs here: --launcher local, " +
                           "which runs --jobs at a time)");
   } else if (app.count("--jobs")) {
-    throw ConfigError("--jobs: --launcher slurm runs --max-parallel array tasks at a time (allowed with --jobs: "
-                      "--launcher local)");
+    throw ConfigError(
+        "--jobs: --launcher slurm runs --max-parallel array tasks at a time (allowed with --jobs: "
+        "--launcher local)");
   }
 }
 
@@ -452,12 +470,13 @@ GridAxis parse_grid_axis(const std::string& text) {
   GridAxis axis;
   axis.key = text.substr(0, eq);
   static const std::vector<std::pair<std::string, std::string>> own_flags{
-      {"scale", "--scale"}, {"d_k", "--d-k"},      {"seed", "--seeds"}, {"data_seed", "--seeds"},
+      {"scale", "--scale"},    {"d_k", "--d-k"}, {"seed", "--seeds"}, {"data_seed", "--seeds"},
       {"optimizer", "--arms"}, {"lr", "--arms"}, {"out", "--out"}};
   for (const auto& [key, flag] : own_flags)
     if (axis.key == key) throw ConfigError("--grid: " + key + " is an axis of its own: give it with " + flag);
   const Setting* s = find_setting(axis.key);
-  if (!s) throw ConfigError("--grid: '" + axis.key + "' is not a setting (settings are config.json keys, e.g. d_model)");
+  if (!s)
+    throw ConfigError("--grid: '" + axis.key + "' is not a setting (settings are config.json keys, e.g. d_model)");
   if (!(s->commands & Setting::kSweep)) throw ConfigError("--grid: " + axis.key + " is not taken by sweep");
   for (const RefusedFlag& refused : sweep_refused_flags("sweep"))
     if (refused.flag == s->flag()) throw ConfigError("--grid: " + refused.reason);
@@ -501,14 +520,18 @@ void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFla
       throw ConfigError("--grid: " + axis.key + " is also given as " + flag_of(axis.key) + "; give it once");
     config.grid.push_back(std::move(axis));
   }
-  for (const auto& [axis, flag] : {std::pair<const char*, const char*>{"scale", "--scale"}, {"d_k", "--d-k"},
-                                    {"arms", "--arms"}, {"seed", "--seeds"}, {"grid", "--grid"}})
+  for (const auto& [axis, flag] : {std::pair<const char*, const char*>{"scale", "--scale"},
+                                   {"d_k", "--d-k"},
+                                   {"arms", "--arms"},
+                                   {"seed", "--seeds"},
+                                   {"grid", "--grid"}})
     if (app.count(flag) == 0) config.axes_from_defaults.insert(axis);
   config.base.out = config.out.empty() ? "-" : config.out;  // replaced per run
   // Unless given, no more runs at once than the CPUs hold at --threads each (plan_sweep refuses more, as train
   // refuses --threads above the CPUs).
   if (app.count("--jobs") == 0)
-    config.jobs = std::max(1, std::min(config.jobs, platform::available_cpus() / static_cast<int>(config.base.threads)));
+    config.jobs =
+        std::max(1, std::min(config.jobs, platform::available_cpus() / static_cast<int>(config.base.threads)));
 }
 
 }  // namespace xgrad::train

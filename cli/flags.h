@@ -8,9 +8,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "train/config.h"
 #include "cli/sweep.h"
 #include "cli/sweep_cluster.h"
+#include "train/config.h"
 
 namespace xgrad::train {
 

@@ -9,45 +9,45 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <ctime>
 #include <iostream>
 #include <sstream>
 
 #include "cli/main.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "autograd/blas.h"
 #include "autograd/kernels/isa.h"
+#include "cli/flags.h"
+#include "cli/presets/preset.h"
+#include "cli/sweep.h"
+#include "cli/sweep_cluster.h"
 #include "common/escape.h"
 #include "common/registry.h"
 #include "data/registry.h"
-#include "cli/flags.h"
-#include "cli/presets/preset.h"
 #include "platform/distributed.h"
 #include "platform/environment.h"
 #include "platform/signals.h"
 #include "report/compare.h"
-#include "cli/sweep.h"
-#include "cli/sweep_cluster.h"
 #include "report/probe.h"
 #include "report/tables.h"
+#include "train/json_file.h"
 #include "train/settings.h"
 #include "train/settings_reference.h"
 #include "train/shell_quote.h"
 #include "train/trainer.h"
-#include "train/json_file.h"
 
 using namespace xgrad;
 using namespace xgrad::train;
+using xgrad::cli::grid_points;
 using xgrad::cli::kDefaultPreset;
 using xgrad::cli::Preset;
-using xgrad::cli::grid_points;
 
 namespace {
 
@@ -189,9 +189,8 @@ std::string with_preset_origin(const std::string& message, const PresetChoice& p
   if (!find_setting(key) || given.contains(key)) return message;
   const nlohmann::json value = get_setting(grid.base, key);
   if (value.is_null() || value == get_setting(experiment_defaults().base, key)) return message;
-  return message + " (" + flag + " " + (value.is_string() ? value.get<std::string>() : value.dump()) +
-         " is preset " + preset.name + "'s" + (preset.quick ? " --quick" : "") + " value; give " + flag +
-         " to change it)";
+  return message + " (" + flag + " " + (value.is_string() ? value.get<std::string>() : value.dump()) + " is preset " +
+         preset.name + "'s" + (preset.quick ? " --quick" : "") + " value; give " + flag + " to change it)";
 }
 
 // --preset and --quick, and the presets listed in --help with their run counts.
@@ -297,8 +296,9 @@ int main(int argc, char** argv) {
   std::string resume_flag, config_flag;
   GivenSettings train_given, probe_given;
   CLI::App* train_cmd = app.add_subcommand(
-      "train", "train one configuration; writes config.json, metrics.csv, checkpoint.safetensors and summary.json "
-               "(exit 3 if it diverged)");
+      "train",
+      "train one configuration; writes config.json, metrics.csv, checkpoint.safetensors and summary.json "
+      "(exit 3 if it diverged)");
   add_setting_flags(*train_cmd, Setting::kTrain, train_given, train_cfg);
   add_run_flags(*train_cmd, train_cfg, resume_flag, config_flag);
 
@@ -321,12 +321,14 @@ int main(int argc, char** argv) {
   add_launcher_flags(*sweep_cmd, launcher, slurm);
   refuse_flags(*sweep_cmd, sweep_refused_flags("sweep"));
   sweep_cmd->get_option("--out")->required();
-  sweep_cmd->footer("On a sweep directory: `xgrad sweep run-one DIR --index I` trains grid point I of DIR/sweep.json "
-                    "(what a Slurm array task or GNU parallel runs); `xgrad sweep status DIR` prints every point's "
-                    "state.");
-  CLI::App* exp_cmd = app.add_subcommand(
-      "experiment", "a preset's sweep (default: dk, scaled vs unscaled at d_k 16 to 1024), then compare with the "
-                    "preset's report sections");
+  sweep_cmd->footer(
+      "On a sweep directory: `xgrad sweep run-one DIR --index I` trains grid point I of DIR/sweep.json "
+      "(what a Slurm array task or GNU parallel runs); `xgrad sweep status DIR` prints every point's "
+      "state.");
+  CLI::App* exp_cmd =
+      app.add_subcommand("experiment",
+                         "a preset's sweep (default: dk, scaled vs unscaled at d_k 16 to 1024), then compare with the "
+                         "preset's report sections");
   add_preset_flags(*exp_cmd, preset);
   add_sweep_flags(*exp_cmd, exp_cfg, exp_flags);
   refuse_flags(*exp_cmd, sweep_refused_flags("experiment"));
@@ -347,11 +349,12 @@ int main(int argc, char** argv) {
   compare_cmd->allow_extras();
   compare_cmd->add_option("dirs", compare_opts.inputs, "run or sweep directories")->required();
   compare_cmd->add_option("--out", compare_opts.out, "report directory (default: the first directory given)");
-  compare_cmd->add_option("--loss-threshold", compare_opts.loss_threshold,
-                          "steps-to-threshold loss in nats, > 0 (default: half the chance loss)")
+  compare_cmd
+      ->add_option("--loss-threshold", compare_opts.loss_threshold,
+                   "steps-to-threshold loss in nats, > 0 (default: half the chance loss)")
       ->check(decimal_in(0, false, HUGE_VAL, false));
-  compare_cmd->add_option("--accuracy-threshold", compare_opts.accuracy_threshold,
-                          "steps-to-threshold accuracy, in (0, 1]")
+  compare_cmd
+      ->add_option("--accuracy-threshold", compare_opts.accuracy_threshold, "steps-to-threshold accuracy, in (0, 1]")
       ->capture_default_str()
       ->check(decimal_in(0, false, 1, true));
   compare_cmd->add_option("--plots", compare_opts.plots, "draw plots with gnuplot (true/false)")
@@ -359,8 +362,9 @@ int main(int argc, char** argv) {
       ->check(boolean_word());
 
   CLI::App* settings_cmd = app.add_subcommand(
-      "settings", "print every setting (flag, config.json key, allowed values, default, which entries read it) as "
-                  "Markdown: docs/settings.md");
+      "settings",
+      "print every setting (flag, config.json key, allowed values, default, which entries read it) as "
+      "Markdown: docs/settings.md");
 
   // CLI11 would say "A subcommand is required" for both a missing and a misspelt command.
   std::string commands;
@@ -387,7 +391,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ExtrasError& e) {
     return fail(2, "xgrad: " + unexpected_arguments(e.what(), known ? first : std::string()));
   } catch (const CLI::ParseError& e) {
-    return fail(2, std::string("xgrad: ") + e.what() + " (see 'xgrad " + (known ? first + " " : std::string()) + "--help')");
+    return fail(
+        2, std::string("xgrad: ") + e.what() + " (see 'xgrad " + (known ? first + " " : std::string()) + "--help')");
   }
 
   // Only a training run is data-parallel. Under mpirun every rank would run the whole command (a sweep's runs would
@@ -401,7 +406,8 @@ int main(int argc, char** argv) {
     if (*train_cmd) {
       if (!config_file.empty()) {
         if (!resume_dir.empty())
-          throw ConfigError("--config: a resumed run keeps its own settings (--resume and --config exclude each other)");
+          throw ConfigError(
+              "--config: a resumed run keeps its own settings (--resume and --config exclude each other)");
         const bool overwrite = train_cfg.overwrite;
         train_cfg = read_config_file(config_file, "--config");
         train_cfg.overwrite = overwrite;
@@ -415,7 +421,8 @@ int main(int argc, char** argv) {
       train_cfg.resume = !resume_flag.empty();
       if (!train_cfg.resume)  // a resumed run's settings are its config.json's, read later
         for (const auto& [key, value] : train_given.values)
-          if (const std::string unread = unread_setting_error(train_cfg, key); !unread.empty()) throw ConfigError(unread);
+          if (const std::string unread = unread_setting_error(train_cfg, key); !unread.empty())
+            throw ConfigError(unread);
       if (train_cfg.resume) {
         namespace fs = std::filesystem;
         std::error_code ec;
@@ -442,8 +449,9 @@ int main(int argc, char** argv) {
     }
     if (*compare_cmd) {
       if (compare_cmd->count("--out") && compare_opts.out.empty())
-        throw ConfigError("--out: empty; name a report directory, or leave --out out to write into the first "
-                          "directory given");
+        throw ConfigError(
+            "--out: empty; name a report directory, or leave --out out to write into the first "
+            "directory given");
       std::string flags;
       for (const CLI::Option* o : compare_cmd->get_options())
         if (!o->get_lnames().empty() && o->get_lnames().front() != "help")
@@ -465,7 +473,7 @@ int main(int argc, char** argv) {
       apply_given_settings(probe_cfg, probe_given);
       if (!probe_given.contains("data_seed")) probe_cfg.data_seed = probe_cfg.seed;
       probe_cfg.eval_every = 0;  // probe evaluates nothing (a data directory needs no held-out split)
-      probe_cfg.out = "-";  // probe writes no files
+      probe_cfg.out = "-";       // probe writes no files
       platform::set_threads(probe_cfg.threads);
       platform::set_flush_denormals(probe_cfg.flush_denormals);
       const auto rows = probe(probe_cfg, probe_d_ks, {"none", "sqrt_dk"});
@@ -517,12 +525,11 @@ int main(int argc, char** argv) {
       const std::string start_line =
           fmt::format("{}: {} runs into {}, {} at a time, {} BLAS thread(s) each; OpenBLAS core {}",
                       experiment ? "experiment --preset " + preset.name + (preset.quick ? " --quick" : "") : "sweep",
-                      planned.size(), cfg.out, cfg.jobs, cfg.base.threads,
-                      blas::core_name()) +
+                      planned.size(), cfg.out, cfg.jobs, cfg.base.threads, blas::core_name()) +
           "\n" + grid_summary(cfg, planned.size());
       const auto t0 = std::chrono::steady_clock::now();
-      const SweepResult result =
-          run_sweep(cfg, [](const std::string& line) { spdlog::info("{}", line); }, start_line);
+      const SweepResult result = run_sweep(
+          cfg, [](const std::string& line) { spdlog::info("{}", line); }, start_line);
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const std::string summary = sweep_summary(result, secs) + "; index: " + cfg.out + "/sweep.json";
       if (sweep_exit_code(result) == 0)

@@ -23,18 +23,18 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "nn/optim.h"
 #include "platform/environment.h"
 #include "platform/signals.h"
+#include "train/json_file.h"
 #include "train/number_format.h"
 #include "train/run_directory.h"
 #include "train/settings.h"
 #include "train/shell_quote.h"
 #include "train/trainer.h"
-#include "train/json_file.h"
 
 extern char** environ;
 
@@ -258,10 +258,11 @@ void check_same_sweep(const SweepConfig& cfg, const nlohmann::json& index) {
     for (const auto& [key, values] : index.at("grid").items()) axes_was.insert(key);
   for (const GridAxis& axis : cfg.grid) axes_now.insert(axis.key);
   if (axes_was != axes_now)
-    throw ConfigError(fmt::format("--out: {} holds a sweep over --grid {} (this one: {}); use a new --out for a sweep "
-                                  "over other axes",
-                                  cfg.out, axes_was.empty() ? "(none)" : fmt::format("{}", fmt::join(axes_was, ",")),
-                                  axes_now.empty() ? "(none)" : fmt::format("{}", fmt::join(axes_now, ","))));
+    throw ConfigError(
+        fmt::format("--out: {} holds a sweep over --grid {} (this one: {}); use a new --out for a sweep "
+                    "over other axes",
+                    cfg.out, axes_was.empty() ? "(none)" : fmt::format("{}", fmt::join(axes_was, ",")),
+                    axes_now.empty() ? "(none)" : fmt::format("{}", fmt::join(axes_now, ","))));
 }
 
 void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs, const nlohmann::json& earlier) {
@@ -483,7 +484,8 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   for (const GridAxis& axis : cfg.grid) {
     const Setting* declared = find_setting(axis.key);
     if (declared && declared->role == Setting::Role::record)
-      throw ConfigError("--grid " + axis.key + ": " + flag_of(axis.key) + " changes how a run is recorded or executed, "
+      throw ConfigError("--grid " + axis.key + ": " + flag_of(axis.key) +
+                        " changes how a run is recorded or executed, "
                         "not what it computes, so its runs would repeat each other; give it once as " +
                         flag_of(axis.key));
   }
@@ -492,10 +494,11 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   const char* allow = std::getenv("XGRAD_ALLOW_THREADS_ABOVE_CPUS");
   const std::size_t threads = static_cast<std::size_t>(cfg.jobs) * cfg.base.threads;
   if (cfg.runs_here && threads > static_cast<std::size_t>(cpus) && !(allow && std::string(allow) == "1"))
-    throw ConfigError(fmt::format("--jobs: {} runs at a time of --threads {} each make {} threads, more than the {} "
-                                  "CPU{} this process may use (allowed: --jobs x --threads up to {}; set "
-                                  "XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 to run anyway)",
-                                  cfg.jobs, cfg.base.threads, threads, cpus, cpus == 1 ? "" : "s", cpus));
+    throw ConfigError(
+        fmt::format("--jobs: {} runs at a time of --threads {} each make {} threads, more than the {} "
+                    "CPU{} this process may use (allowed: --jobs x --threads up to {}; set "
+                    "XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 to run anyway)",
+                    cfg.jobs, cfg.base.threads, threads, cpus, cpus == 1 ? "" : "s", cpus));
   const auto points = grid_points(cfg.grid);
   // A setting given for the sweep is passed to the runs whose components read it (--momentum to the sgd arms); one
   // that no run reads is refused as it would be for a single run.
@@ -532,7 +535,8 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
               throw ConfigError("--grid " + key + ": the values " +
                                 setting_value_text(runs[same->second].grid.value(key, nlohmann::json())) + " and " +
                                 setting_value_text(r.grid.value(key, nlohmann::json())) + " give runs the same name " +
-                                r.name + " (a name keeps only the letters, digits, '.', '_' and '-' of a value); give "
+                                r.name +
+                                " (a name keeps only the letters, digits, '.', '_' and '-' of a value); give "
                                 "values that differ in those");
             }
             // A grid axis no run of a point reads would repeat that run under another name.
@@ -548,9 +552,10 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
                                     "(sweep the runs that read it on their own)");
               }
             if (r.name.size() > TrainConfig::kMaxFileNameBytes)
-              throw ConfigError(fmt::format("--grid: the run name {} is {} bytes, more than the {} a directory name "
-                                            "may have; give fewer or shorter --grid values",
-                                            r.name, r.name.size(), TrainConfig::kMaxFileNameBytes));
+              throw ConfigError(
+                  fmt::format("--grid: the run name {} is {} bytes, more than the {} a directory name "
+                              "may have; give fewer or shorter --grid values",
+                              r.name, r.name.size(), TrainConfig::kMaxFileNameBytes));
             r.config.d_k = d_k;
             r.config.lr = arm.lr;
             r.config.seed = seed;
@@ -575,8 +580,10 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
     if (!c.unread || c.get(cfg.base) == c.setting.default_value) continue;
     bool any_reads = false;
     for (SweepRun& r : runs) {
-      if (c.unread(r.config).empty()) any_reads = true;
-      else c.set(r.config, c.setting.default_value);
+      if (c.unread(r.config).empty())
+        any_reads = true;
+      else
+        c.set(r.config, c.setting.default_value);
     }
     if (!any_reads) throw ConfigError(c.unread(runs.empty() ? cfg.base : runs.front().config));
   }
@@ -599,8 +606,8 @@ std::string grid_summary(const SweepConfig& cfg, std::size_t planned) {
   std::size_t points = 1;
   auto add = [&](const std::string& name, const std::string& defaulted_as, const std::vector<std::string>& values) {
     const bool defaulted = cfg.axes_from_defaults.count(defaulted_as) > 0;
-    axes.push_back(fmt::format("{} × {} ({}{})", name, values.size(), defaulted ? "default: " : "",
-                               fmt::join(values, ", ")));
+    axes.push_back(
+        fmt::format("{} × {} ({}{})", name, values.size(), defaulted ? "default: " : "", fmt::join(values, ", ")));
     points *= values.size();
   };
   auto texts = [](const auto& values) {
@@ -619,7 +626,8 @@ std::string grid_summary(const SweepConfig& cfg, std::size_t planned) {
     add(axis.key, "grid", values);
   }
   add("seed", "seed", texts(cfg.seeds));
-  const std::string kept = planned == points ? "" : fmt::format(" ({} of {} points kept by the preset)", planned, points);
+  const std::string kept =
+      planned == points ? "" : fmt::format(" ({} of {} points kept by the preset)", planned, points);
   return fmt::format("grid: {} = {} run{}{}", fmt::join(axes, " · "), planned, planned == 1 ? "" : "s", kept);
 }
 
@@ -737,7 +745,8 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
     if (state == OnDisk::complete) {
       runs[i].status = "skipped";
       std::ifstream in(fs::path(runs[i].config.out) / kSummaryFile);
-      const RunSummary s = RunSummary::from_json(parse_json(in, (fs::path(runs[i].config.out) / kSummaryFile).string()));
+      const RunSummary s =
+          RunSummary::from_json(parse_json(in, (fs::path(runs[i].config.out) / kSummaryFile).string()));
       runs[i].final_loss = s.final_loss;
       runs[i].diverged_step = s.diverged_step;
     } else {
@@ -828,12 +837,13 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
           if (pid == 0) {
             ++done;
             if (progress && r.stopped)
-              progress(fmt::format("sweep: {} is held by a stopped process (pid {}); left alone: `kill -CONT {}` lets "
-                                   "it go on (or end it), then run the same sweep again",
-                                   r.name, r.pid, r.pid));
+              progress(
+                  fmt::format("sweep: {} is held by a stopped process (pid {}); left alone: `kill -CONT {}` lets "
+                              "it go on (or end it), then run the same sweep again",
+                              r.name, r.pid, r.pid));
             else if (progress)
-              progress(fmt::format("sweep: {} is still running (pid {}) in another process; left alone", r.name,
-                                   r.pid));
+              progress(
+                  fmt::format("sweep: {} is still running (pid {}) in another process; left alone", r.name, r.pid));
           } else {
             running[pid] = i;
             started[pid] = std::chrono::steady_clock::now();

@@ -41,9 +41,9 @@ struct SweepConfig {
   std::vector<std::uint64_t> seeds{0, 1, 2};
   std::vector<Arm> arms{{"adamw", 3e-3}};
   std::vector<GridAxis> grid;  // in the order given; runs vary the last axis fastest (before the seed)
-  int jobs = 2;            // runs at once (each run uses base.threads threads, BLAS and xgrad's own)
-  std::string out;         // sweep directory: runs in out/runs/<name>, the index in out/sweep.json
-  std::string executable;  // the xgrad binary children run
+  int jobs = 2;                // runs at once (each run uses base.threads threads, BLAS and xgrad's own)
+  std::string out;             // sweep directory: runs in out/runs/<name>, the index in out/sweep.json
+  std::string executable;      // the xgrad binary children run
   // false (--launcher slurm): the points run on the cluster's nodes, so --jobs x --threads is not held against the
   // CPUs of the machine that plans the sweep; each run checks --threads where it runs.
   bool runs_here = true;
@@ -62,7 +62,7 @@ struct SweepConfig {
 
 struct SweepRun {
   std::size_t index = 0;  // its grid point's number in the manifest (sweep.json), kept when a later sweep adds runs
-  std::string name;  // dk<d_k>-<scale>-<optimizer>-lr<lr>[-<key><value> per grid axis]-s<seed>
+  std::string name;       // dk<d_k>-<scale>-<optimizer>-lr<lr>[-<key><value> per grid axis]-s<seed>
   TrainConfig config;
   nlohmann::json grid = nlohmann::json::object();  // this run's value of each grid axis
   // pending | running (pid: the process training it, this sweep's child or another's) | complete | diverged |

@@ -18,12 +18,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "train/number_format.h"
 #include "report/preset_report.h"
+#include "train/json_file.h"
+#include "train/number_format.h"
 #include "train/run_directory.h"
 #include "train/run_files.h"
 #include "train/shell_quote.h"
-#include "train/json_file.h"
 
 namespace xgrad::train {
 
@@ -32,8 +32,8 @@ namespace fs = std::filesystem;
 int sweep_run_one(const std::string& sweep_dir, long index, const std::string& executable, std::ostream& out) {
   const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
   if (index < 0 || static_cast<std::size_t>(index) >= points.size())
-    throw ConfigError(fmt::format("--index: {} is not a grid point of {} (allowed: 0 to {})", index, sweep_dir,
-                                  points.size() - 1));
+    throw ConfigError(
+        fmt::format("--index: {} is not a grid point of {} (allowed: 0 to {})", index, sweep_dir, points.size() - 1));
   const ManifestPoint& point = points[static_cast<std::size_t>(index)];
   if (point.config.is_null())
     throw ConfigError("DIR: the sweep.json of " + sweep_dir + " records no settings for " + point.name +
@@ -155,8 +155,8 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
       detail = s.step >= 0 ? fmt::format("checkpoint at step {}{}; the next run-one resumes it", s.step, of)
                            : "checkpoint unreadable; the next run-one resumes or restarts it";
     if (s.status == "failed")
-      detail = "ended before a checkpoint (failed or killed); see " +
-               shell_quote((fs::path(p.dir) / "train.log").string());
+      detail =
+          "ended before a checkpoint (failed or killed); see " + shell_quote((fs::path(p.dir) / "train.log").string());
     if (s.status == "incomplete") detail = "no readable config.json; the next run starts it over";
     if (s.status == "missing") detail = "its run directory is gone; the next run starts it over";
     std::string row = fmt::format("{:>5}  {:<{}}  {:<11}  {}", p.index, p.name, name_width, s.status, detail);
@@ -172,9 +172,9 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
   }
   if (standing.points > standing.count_of("complete") + standing.count_of("diverged") + standing.count_of("running")) {
     const train::PresetRecord preset = train::read_preset_record(sweep_dir);
-    const std::string command = preset.name.empty()
-                                    ? "the same xgrad sweep command again (any --launcher)"
-                                    : "the same `xgrad experiment --preset " + preset.text() + "` command again (same --out)";
+    const std::string command =
+        preset.name.empty() ? "the same xgrad sweep command again (any --launcher)"
+                            : "the same `xgrad experiment --preset " + preset.text() + "` command again (same --out)";
     out << "to continue: " << command << ", or `xgrad sweep run-one " << shell_quote_path(sweep_dir)
         << " --index I` for one point\n";
   }
@@ -206,7 +206,8 @@ SlurmSubmission prepare_slurm_sweep(const SweepConfig& cfg, const SlurmOptions& 
   const fs::path dir = fs::absolute(cfg.out).lexically_normal();
   // #SBATCH lines are split at whitespace by sbatch's own rules, not a shell's: a path is written there only bare.
   if (dir.string().find_first_of(" \t\n\"'\\") != std::string::npos)
-    throw ConfigError("--out: " + dir.string() + " holds whitespace, a quote or a backslash, which the #SBATCH "
+    throw ConfigError("--out: " + dir.string() +
+                      " holds whitespace, a quote or a backslash, which the #SBATCH "
                       "--output line of the Slurm script does not take; use another --out for --launcher slurm");
   const std::vector<SweepRun> runs = write_sweep_manifest(cfg);
   SlurmSubmission submission;
@@ -265,8 +266,9 @@ std::string submit_to_slurm(const std::vector<std::string>& command) {
   while (!output.empty() && (output.back() == '\n' || output.back() == ' ')) output.pop_back();
   if (status != 0 || output.empty()) {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-      throw std::runtime_error("sbatch not found: run this where Slurm's client commands are installed (Debian: "
-                               "slurm-client), or submit the script yourself");
+      throw std::runtime_error(
+          "sbatch not found: run this where Slurm's client commands are installed (Debian: "
+          "slurm-client), or submit the script yourself");
     throw std::runtime_error("sbatch failed: " + output);
   }
   // --parsable prints "jobid" or "jobid;cluster"

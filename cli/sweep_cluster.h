@@ -31,11 +31,11 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out);
 
 /// The flags of `xgrad sweep --launcher slurm`.
 struct SlurmOptions {
-  int max_parallel = 16;       // array tasks running at once (%K)
-  std::string partition;       // "" = the cluster's default partition
-  std::string time;            // time limit per task in a Slurm format ("30", "2:00:00", "1-0"); "" = the partition's
-  int cpus_per_task = 0;       // 0 = the sweep's --threads
-  bool submit = false;         // run sbatch (else print the command)
+  int max_parallel = 16;  // array tasks running at once (%K)
+  std::string partition;  // "" = the cluster's default partition
+  std::string time;       // time limit per task in a Slurm format ("30", "2:00:00", "1-0"); "" = the partition's
+  int cpus_per_task = 0;  // 0 = the sweep's --threads
+  bool submit = false;    // run sbatch (else print the command)
 };
 
 /// Whether `text` is a time limit sbatch takes: minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S (digits only), or

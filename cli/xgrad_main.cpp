@@ -1,6 +1,6 @@
 // The `xgrad` executable: the command line with xgrad's built-in registry entries.
-#include "platform/signals.h"
 #include "cli/main.h"
+#include "platform/signals.h"
 
 XGRAD_RECORD_STARTUP_SIGNALS();
 

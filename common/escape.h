@@ -31,13 +31,26 @@ inline std::string escape_control(std::string_view text, bool keep_newlines = fa
       continue;
     }
     switch (ch) {
-      case '\n': out += keep_newlines ? "\n" : "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\a': out += "\\a"; break;
-      case '\b': out += "\\b"; break;
-      case 0x1B: out += "\\e"; break;
-      default: out += fmt::format("\\x{:02X}", ch);
+      case '\n':
+        out += keep_newlines ? "\n" : "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\a':
+        out += "\\a";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case 0x1B:
+        out += "\\e";
+        break;
+      default:
+        out += fmt::format("\\x{:02X}", ch);
     }
   }
   return out;
@@ -60,8 +73,10 @@ class EscapingStreambuf : public std::streambuf {
       sink_ << escape_control(std::string{'\xC2', static_cast<char>(byte)}, true);
       return ch;
     }
-    if (byte == 0xC2) pending_ = true;
-    else sink_ << escape_control(std::string(1, static_cast<char>(byte)), true);
+    if (byte == 0xC2)
+      pending_ = true;
+    else
+      sink_ << escape_control(std::string(1, static_cast<char>(byte)), true);
     return ch;
   }
   int sync() override {

@@ -42,7 +42,8 @@ class Registry {
                           this->source(entry.name) + " and by " + source);
     sources_.emplace_back(entry.name, source);
     entries_.push_back(std::make_unique<Entry>(std::move(entry)));
-    std::stable_sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) { return a->order < b->order; });
+    std::stable_sort(entries_.begin(), entries_.end(),
+                     [](const auto& a, const auto& b) { return a->order < b->order; });
   }
 
   /// The entry called `name`, or null.

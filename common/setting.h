@@ -125,7 +125,8 @@ inline std::string range_text(const Setting& s) {
     std::snprintf(buf, sizeof buf, "%.9g", v);
     return std::string(buf);
   };
-  if (s.type == Setting::Type::whole) return "[" + std::to_string(s.whole_min) + ", " + std::to_string(s.whole_max) + "]";
+  if (s.type == Setting::Type::whole)
+    return "[" + std::to_string(s.whole_min) + ", " + std::to_string(s.whole_max) + "]";
   return std::string(s.min_open || std::isinf(s.min) ? "(" : "[") + number(s.min) + ", " + number(s.max) +
          (s.max_open || std::isinf(s.max) ? ")" : "]");
 }
@@ -173,9 +174,12 @@ inline std::string check_setting_value(const Setting& s, const nlohmann::json& v
 inline std::string parse_setting_value(const Setting& s, const std::string& text, nlohmann::json& value) {
   switch (s.type) {
     case Setting::Type::boolean:
-      if (text == "true" || text == "1") value = true;
-      else if (text == "false" || text == "0") value = false;
-      else return "must be true or false, got '" + text + "'";
+      if (text == "true" || text == "1")
+        value = true;
+      else if (text == "false" || text == "0")
+        value = false;
+      else
+        return "must be true or false, got '" + text + "'";
       break;
     case Setting::Type::whole: {
       if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)

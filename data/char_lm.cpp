@@ -18,8 +18,7 @@ TaskEntry char_lm_entry() {
   e.description = "character-level language modelling: next-byte prediction on a text file";
   e.order = 70;
   e.vocab_size_from = "the 256 byte values";
-  e.settings = {path_setting("text", "a UTF-8 text file (the last 10% is held out for eval_loss)"),
-                seq_len_setting()};
+  e.settings = {path_setting("text", "a UTF-8 text file (the last 10% is held out for eval_loss)"), seq_len_setting()};
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
     return std::make_unique<CharLM>(CharLMConfig{v.get<std::string>("text"), v.get<std::size_t>("seq_len")});
   };

@@ -22,8 +22,9 @@ struct CharLMConfig {
 /// Chance loss: ln(256).
 class CharLM : public Task {
  public:
-  /// Reads the whole file, once, in bulk (hashing it on the way, input_files()). Throws TaskError naming the path if text_path is empty, the file is missing or cannot be
-  /// read, or either split holds fewer than seq_len + 1 bytes; and unless seq_len is in [1, 65536].
+  /// Reads the whole file, once, in bulk (hashing it on the way, input_files()). Throws TaskError naming the path if
+  /// text_path is empty, the file is missing or cannot be read, or either split holds fewer than seq_len + 1 bytes; and
+  /// unless seq_len is in [1, 65536].
   explicit CharLM(CharLMConfig config);
   std::string name() const override { return "char_lm"; }
   std::size_t vocab_size() const override { return 256; }

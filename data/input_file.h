@@ -13,10 +13,10 @@ namespace xgrad::data {
 
 /// One file a task read: the setting that names it, where it was, how long and what it held.
 struct InputFile {
-  std::string setting;      ///< the config.json key that names it (or its directory): "text", "data"
-  std::string path;         ///< absolute, lexically normal, as opened
-  std::uint64_t size = 0;   ///< bytes
-  std::uint64_t xxh3 = 0;   ///< XXH3-64 (seed 0) of all `size` bytes
+  std::string setting;     ///< the config.json key that names it (or its directory): "text", "data"
+  std::string path;        ///< absolute, lexically normal, as opened
+  std::uint64_t size = 0;  ///< bytes
+  std::uint64_t xxh3 = 0;  ///< XXH3-64 (seed 0) of all `size` bytes
 
   /// {"setting": ..., "path": ..., "size": ..., "xxh3": "16 hex digits"}, as config.json's "inputs" holds it.
   nlohmann::json to_json() const;

@@ -15,10 +15,14 @@ namespace {
 TaskEntry mqar_entry() {
   TaskEntry e;
   e.name = "mqar";
-  e.description = "multi-query associative recall: key-value pairs as alternating tokens, then a query for every key; "
-                  "answer each with its value (Arora et al. 2023, Zoology; needs --n-layers 2)";
+  e.description =
+      "multi-query associative recall: key-value pairs as alternating tokens, then a query for every key; "
+      "answer each with its value (Arora et al. 2023, Zoology; needs --n-layers 2)";
   e.order = 65;
-  e.settings = {n_keys_setting(), n_values_setting(), n_pairs_setting(4), seq_len_setting(),
+  e.settings = {n_keys_setting(),
+                n_values_setting(),
+                n_pairs_setting(4),
+                seq_len_setting(),
                 number_setting("power_a", 0.01, 0.0, 1.0,
                                "mqar: query gaps g drawn with probability ~ (g+1)^(power_a-1) (Zoology's power_a; "
                                "1 = uniform)",
@@ -54,13 +58,13 @@ MultiQueryRecall::MultiQueryRecall(MultiQueryRecallConfig config) : config_(conf
   if (config_.seq_len < 4 * P)
     throw TaskError("mqar: --seq-len (" + text(config_.seq_len) + ") must be >= 4 x --n-pairs = " + text(4 * P) +
                     " (the pairs take 2 x --n-pairs tokens and the queries every other position after them): give "
-                    "--seq-len >= " + text(4 * P) + ", or --n-pairs <= " + text(config_.seq_len / 4));
+                    "--seq-len >= " +
+                    text(4 * P) + ", or --n-pairs <= " + text(config_.seq_len / 4));
   if (!(config_.power_a > 0.0 && config_.power_a <= 1.0))
     throw TaskError("mqar: --power-a must be in (0, 1], got " + std::to_string(config_.power_a));
   const std::size_t slots = (config_.seq_len - 2 * P) / 2;
   gap_weights_.resize(slots);
-  for (std::size_t g = 0; g < slots; ++g)
-    gap_weights_[g] = std::pow(static_cast<double>(g + 1), config_.power_a - 1.0);
+  for (std::size_t g = 0; g < slots; ++g) gap_weights_[g] = std::pow(static_cast<double>(g + 1), config_.power_a - 1.0);
 }
 
 double MultiQueryRecall::chance_loss() const { return std::log(static_cast<double>(config_.n_values)); }
@@ -77,8 +81,7 @@ std::vector<std::size_t> MultiQueryRecall::trained_positions(const Task& trained
   return out;
 }
 
-Batch MultiQueryRecall::make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size,
-                                   Split split) const {
+Batch MultiQueryRecall::make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const {
   const std::size_t T = config_.seq_len, P = config_.n_pairs, K = config_.n_keys, V = config_.n_values;
   const auto value_token = [K](std::size_t value) { return static_cast<std::int64_t>(K + value); };
   const auto blank = static_cast<std::int64_t>(K + V);
@@ -101,8 +104,7 @@ Batch MultiQueryRecall::make_batch(std::uint64_t seed, std::uint64_t index, std:
       in[2 * i] = static_cast<std::int64_t>(keys[i]);
       in[2 * i + 1] = value_token(values[i]);
     }
-    for (std::size_t t = 2 * P; t < T; ++t)
-      in[t] = config_.random_non_queries ? value_token(rng.uniform(V)) : blank;
+    for (std::size_t t = 2 * P; t < T; ++t) in[t] = config_.random_non_queries ? value_token(rng.uniform(V)) : blank;
     // Gap slots without replacement, each draw proportional to the weights of the slots still free (as
     // numpy.random.choice(replace=False, p=...), which Zoology calls).
     weights = gap_weights_;

@@ -9,10 +9,10 @@ namespace xgrad::data {
 
 /// The defaults live in the task's setting declarations (mqar.cpp), not here.
 struct MultiQueryRecallConfig {
-  std::size_t n_keys;    // distinct keys (Zoology: the first half of its vocab_size)
-  std::size_t n_values;  // distinct values, the answer classes (Zoology: the second half)
-  std::size_t n_pairs;   // key-value pairs per sequence, each key queried once (Zoology: num_kv_pairs)
-  std::size_t seq_len;   // T (Zoology: input_seq_len)
+  std::size_t n_keys;              // distinct keys (Zoology: the first half of its vocab_size)
+  std::size_t n_values;            // distinct values, the answer classes (Zoology: the second half)
+  std::size_t n_pairs;             // key-value pairs per sequence, each key queried once (Zoology: num_kv_pairs)
+  std::size_t seq_len;             // T (Zoology: input_seq_len)
   double power_a = 0.01;           // power law of the query gaps (Zoology's power_a; 1 = uniform)
   bool random_non_queries = true;  // filler between queries: random values (true) or the blank token (false)
 };

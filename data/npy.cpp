@@ -73,7 +73,8 @@ class HeaderParser {
   }
   std::string string_literal() {
     const char quote = peek();
-    if (quote != '\'' && quote != '"') throw fail("expected a quoted key or string at header byte " + std::to_string(pos_));
+    if (quote != '\'' && quote != '"')
+      throw fail("expected a quoted key or string at header byte " + std::to_string(pos_));
     ++pos_;
     const std::size_t begin = pos_;
     while (pos_ < s_.size() && s_[pos_] != quote) {
@@ -131,7 +132,9 @@ class HeaderParser {
 
 namespace {
 
-TaskError npy_error(const std::string& source, const std::string& what) { return TaskError("npy: " + source + ": " + what); }
+TaskError npy_error(const std::string& source, const std::string& what) {
+  return TaskError("npy: " + source + ": " + what);
+}
 
 // Where the header dict lies in a file of `size` bytes, from its first min(size, 12) bytes at `bytes`: checks the
 // magic, the version and the header length. Returns {header_begin, header_len}.
@@ -164,8 +167,7 @@ std::pair<std::size_t, std::size_t> locate_header(const unsigned char* bytes, st
 
 // The array a header describes, without its data; `data_size` is the number of bytes after the header. Returns
 // the number of elements, with out.descr and out.shape set.
-std::size_t parse_header(const std::string& header, std::size_t data_size, const std::string& source,
-                         NpyArray& out) {
+std::size_t parse_header(const std::string& header, std::size_t data_size, const std::string& source, NpyArray& out) {
   bool fortran_order = false;
   HeaderParser(header, source).parse(out.descr, fortran_order, out.shape);
   std::size_t itemsize = 0;
@@ -174,17 +176,20 @@ std::size_t parse_header(const std::string& header, std::size_t data_size, const
   else if (out.descr == "<i8")
     itemsize = 8;
   else
-    throw npy_error(source, "dtype '" + out.descr + "' is not supported (allowed: '<i4' int32, '<i8' int64, little-endian)");
+    throw npy_error(source,
+                    "dtype '" + out.descr + "' is not supported (allowed: '<i4' int32, '<i8' int64, little-endian)");
   if (fortran_order)
     throw npy_error(source, "fortran_order is True; save a C-ordered array (np.ascontiguousarray) instead");
   std::size_t count = 1;
   for (std::size_t d : out.shape) {
-    if (d != 0 && count > (SIZE_MAX / itemsize) / d) throw npy_error(source, "the shape has more elements than a file can hold");
+    if (d != 0 && count > (SIZE_MAX / itemsize) / d)
+      throw npy_error(source, "the shape has more elements than a file can hold");
     count *= d;
   }
   if (data_size != count * itemsize)
     throw npy_error(source, "the data is " + std::to_string(data_size) + " bytes, but the shape and dtype need " +
-                                std::to_string(count * itemsize) + (data_size < count * itemsize ? " (truncated file)" : ""));
+                                std::to_string(count * itemsize) +
+                                (data_size < count * itemsize ? " (truncated file)" : ""));
   return count;
 }
 

@@ -44,7 +44,7 @@ struct NpyArray {
   std::vector<std::size_t> shape;
   NpyValues<std::int32_t> int32_values;  // the elements of a '<i4' array (int64_values is then empty)
   NpyValues<std::int64_t> int64_values;  // the elements of a '<i8' array (int32_values is then empty)
-  std::string descr;  // the element type as the file spells it: "<i4" (int32) or "<i8" (int64)
+  std::string descr;                     // the element type as the file spells it: "<i4" (int32) or "<i8" (int64)
 
   /// The number of elements, prod(shape).
   std::size_t size() const { return int32_values.size() + int64_values.size(); }
@@ -57,9 +57,9 @@ struct NpyArray {
 /// What a .npy file's header says of its array, without its data.
 struct NpyHeader {
   std::vector<std::size_t> shape;
-  std::string descr;          ///< "<i4" or "<i8"
-  std::size_t itemsize = 0;   ///< 4 or 8
-  std::size_t count = 0;      ///< prod(shape)
+  std::string descr;         ///< "<i4" or "<i8"
+  std::size_t itemsize = 0;  ///< 4 or 8
+  std::size_t count = 0;     ///< prod(shape)
   /// The bytes the elements take in memory (as on disk).
   std::size_t bytes() const { return count * itemsize; }
 };
@@ -77,9 +77,10 @@ inline constexpr std::size_t kMaxNpyHeaderBytes = 1 << 20;
 /// "\x93NUMPY"; version 1.0 (2-byte header length), 2.0 or 3.0 (4-byte); a header of at most kMaxNpyHeaderBytes
 /// that is a Python dict literal with the keys 'descr', 'fortran_order' and 'shape', each once, as numpy writes it
 /// ({'descr': '<i8', 'fortran_order': False, 'shape': (3, 4), } padded with spaces and ending in a newline);
-/// descr '<i4' or '<i8' (numpy's spelling of little-endian int32 and int64); fortran_order False; and exactly prod(shape) * itemsize bytes of data after the header. Throws TaskError
-/// "npy: <source>: ..." naming what is wrong for anything else (big-endian, floats, Fortran order, object arrays,
-/// truncated data, trailing bytes, ...), and never reads outside [data, data + size).
+/// descr '<i4' or '<i8' (numpy's spelling of little-endian int32 and int64); fortran_order False; and exactly
+/// prod(shape) * itemsize bytes of data after the header. Throws TaskError "npy: <source>: ..." naming what is wrong
+/// for anything else (big-endian, floats, Fortran order, object arrays, truncated data, trailing bytes, ...), and never
+/// reads outside [data, data + size).
 NpyArray parse_npy(const void* data, std::size_t size, const std::string& source);
 
 /// Reads and parses the file at `path` (see parse_npy) in one pass: the header, then the data straight into the

@@ -23,9 +23,7 @@ inline constexpr std::size_t kMaxSymbols = 4096;
 inline constexpr std::size_t kMaxVocab = std::size_t(1) << 24;
 
 /// The declarations of seq_len and n_symbols, shared by every task that reads them (one definition each).
-inline Setting seq_len_setting() {
-  return whole_setting("seq_len", 16, 2, kMaxSeqLen, "tokens per sequence, T");
-}
+inline Setting seq_len_setting() { return whole_setting("seq_len", 16, 2, kMaxSeqLen, "tokens per sequence, T"); }
 inline Setting n_symbols_setting() {
   return whole_setting("n_symbols", 8, 2, kMaxSymbols, "alphabet size of the random sequences");
 }

@@ -19,8 +19,9 @@ TaskEntry data_entry() {
   e.order = 80;
   e.seq_len_from = "the arrays in --data";
   e.vocab_size_from = "the ids in --data, or --vocab-size";
-  e.settings = {path_setting("data", "directory of inputs.npy and targets.npy (int32/int64 [N, T]; target -1 = "
-                                     "no loss), optionally eval_inputs.npy and eval_targets.npy"),
+  e.settings = {path_setting("data",
+                             "directory of inputs.npy and targets.npy (int32/int64 [N, T]; target -1 = "
+                             "no loss), optionally eval_inputs.npy and eval_targets.npy"),
                 whole_setting("vocab_size", 0, 0, kMaxVocab, "vocabulary size (0 = max token id + 1)"),
                 boolean_setting("shuffle", false, "read the rows in a seeded random order, a new one each epoch")};
   auto config = [](const SettingValues& v) {
@@ -45,7 +46,8 @@ std::string shape_text(const std::vector<std::size_t>& shape) {
   return s + "]";
 }
 
-TokenArraysSplit read_split(const std::filesystem::path& dir, const std::string& prefix, std::vector<InputFile>& files) {
+TokenArraysSplit read_split(const std::filesystem::path& dir, const std::string& prefix,
+                            std::vector<InputFile>& files) {
   TokenArraysSplit split;
   files.emplace_back();
   split.inputs = read_npy((dir / (prefix + "inputs.npy")).string(), "data", &files.back());
@@ -73,7 +75,8 @@ std::pair<std::int64_t, bool> scan_ids(const In* inputs, const Target* targets, 
     any_target = any_target || y >= 0;
     if (x < 0 || y < -1) {
       const std::string where = " (row " + std::to_string(i / T) + ", position " + std::to_string(i % T) + ")";
-      if (x < 0) throw TaskError("data: " + in_name + " holds token id " + std::to_string(x) + where + "; ids must be >= 0");
+      if (x < 0)
+        throw TaskError("data: " + in_name + " holds token id " + std::to_string(x) + where + "; ids must be >= 0");
       throw TaskError("data: " + target_name + " holds " + std::to_string(y) + where +
                       "; targets must be >= 0, or -1 for no loss");
     }
@@ -102,8 +105,8 @@ TaskPlan TokenArrays::plan(const TokenArraysConfig& config) {
       if (file == "inputs.npy" && config.shuffle) plan.data_bytes += header.shape[0] * sizeof(std::size_t);
     }
     plan.data_bytes += header.bytes();
-    plan.data_text += (plan.data_text.empty() ? "" : ", ") + path + " " + npy_text(header.shape, header.descr) +
-                      " (" + gib_text(static_cast<double>(header.bytes())) + ")";
+    plan.data_text += (plan.data_text.empty() ? "" : ", ") + path + " " + npy_text(header.shape, header.descr) + " (" +
+                      gib_text(static_cast<double>(header.bytes())) + ")";
   }
   return plan;
 }
@@ -115,9 +118,11 @@ TokenArrays::TokenArrays(TokenArraysConfig config) : config_(std::move(config)) 
   if (!fs::is_directory(config_.dir, ec)) throw TaskError("data: '" + config_.dir + "' is not a directory");
   const fs::path dir(config_.dir);
   train_ = read_split(dir, "", files_);
-  const bool has_eval_inputs = fs::exists(dir / "eval_inputs.npy", ec), has_eval_targets = fs::exists(dir / "eval_targets.npy", ec);
+  const bool has_eval_inputs = fs::exists(dir / "eval_inputs.npy", ec),
+             has_eval_targets = fs::exists(dir / "eval_targets.npy", ec);
   if (has_eval_inputs != has_eval_targets)
-    throw TaskError("data: " + config_.dir + " has only one of eval_inputs.npy and eval_targets.npy (give both or neither)");
+    throw TaskError("data: " + config_.dir +
+                    " has only one of eval_inputs.npy and eval_targets.npy (give both or neither)");
   if (has_eval_inputs) eval_ = read_split(dir, "eval_", files_);
   check(config_.dir + "/");
 }
@@ -145,9 +150,8 @@ void TokenArrays::check(const std::string& source) {
                       std::to_string(seq_len_) + " (they must match)");
     seq_len_ = T;
     const auto [split_max, any_target] = with_elements(split.inputs, [&](const auto* inputs) {
-      return with_elements(split.targets, [&](const auto* targets) {
-        return scan_ids(inputs, targets, N, T, in_name, target_name);
-      });
+      return with_elements(split.targets,
+                           [&](const auto* targets) { return scan_ids(inputs, targets, N, T, in_name, target_name); });
     });
     max_id = std::max(max_id, split_max);
     if (prefix.empty() && !any_target)
@@ -164,11 +168,12 @@ void TokenArrays::check(const std::string& source) {
   } else {
     if (static_cast<std::uint64_t>(max_id) >= config_.vocab_size)
       throw TaskError("data: the files hold token id " + std::to_string(max_id) + ", not below vocab_size " +
-                      std::to_string(config_.vocab_size) + " (leave --vocab-size out to use max id + 1 = " +
-                      std::to_string(max_id + 1) + ")");
+                      std::to_string(config_.vocab_size) +
+                      " (leave --vocab-size out to use max id + 1 = " + std::to_string(max_id + 1) + ")");
     vocab_size_ = config_.vocab_size;
   }
-  if (vocab_size_ < 2) throw TaskError("data: the vocabulary has " + std::to_string(vocab_size_) + " token (needs 2 or more)");
+  if (vocab_size_ < 2)
+    throw TaskError("data: the vocabulary has " + std::to_string(vocab_size_) + " token (needs 2 or more)");
 }
 
 std::size_t TokenArrays::data_bytes() const {

@@ -24,13 +24,14 @@ struct TokenArraysSplit {
 };
 
 /// Trains on the rows of DIR/inputs.npy and DIR/targets.npy: int32 or int64 arrays of shape [N, T] (any N >= 1,
-/// 1 <= T <= 65536), held in memory in their own element type (each file read once, in bulk). inputs hold token ids in [0, vocab_size); targets hold class ids in [0, vocab_size), or -1
-/// where the position carries no loss (at least one target must not be -1). Training batch i holds rows
-/// i*B .. (i+1)*B - 1, taken modulo N (so epochs follow each other seamlessly and a batch may straddle two).
-/// With shuffle, position p of that sequence reads row perm_e[p mod N] of epoch e = floor(p / N), where perm_e is a
-/// permutation drawn from (seed, e) by Fisher-Yates: still a pure function of (seed, i). Without shuffle the seed
-/// is not used. The optional held-out split DIR/eval_inputs.npy + DIR/eval_targets.npy (same T) is read the same
-/// way, never shuffled; has_eval_split() says whether it is there. vocab_size = the largest id in any of the files
+/// 1 <= T <= 65536), held in memory in their own element type (each file read once, in bulk). inputs hold token ids in
+/// [0, vocab_size); targets hold class ids in [0, vocab_size), or -1 where the position carries no loss (at least one
+/// target must not be -1). Training batch i holds rows i*B .. (i+1)*B - 1, taken modulo N (so epochs follow each other
+/// seamlessly and a batch may straddle two). With shuffle, position p of that sequence reads row perm_e[p mod N] of
+/// epoch e = floor(p / N), where perm_e is a permutation drawn from (seed, e) by Fisher-Yates: still a pure function of
+/// (seed, i). Without shuffle the seed is not used. The optional held-out split DIR/eval_inputs.npy +
+/// DIR/eval_targets.npy (same T) is read the same way, never shuffled; has_eval_split() says whether it is there.
+/// vocab_size = the largest id in any of the files
 /// + 1 unless given. Chance loss: ln(vocab_size).
 class TokenArrays : public Task {
  public:

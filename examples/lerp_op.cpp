@@ -28,8 +28,8 @@ xgrad::basic_tensor<T> lerp(const xgrad::basic_tensor<T>& start, const xgrad::ba
       xt::xarray<T> g = xt::xarray<T>::from_shape(out_shape);
       for (std::size_t j = 0; j < g.size(); ++j) g.data()[j] = G[j] * partial(j);
       const auto& in_shape = self.inputs[i]->value.shape();
-      xgrad::accumulate_grad(*self.inputs[i],
-                             xgrad::sum_to_shape(g, xgrad::shape_t(in_shape.begin(), in_shape.end())), "lerp");
+      xgrad::accumulate_grad(*self.inputs[i], xgrad::sum_to_shape(g, xgrad::shape_t(in_shape.begin(), in_shape.end())),
+                             "lerp");
     };
     accumulate(0, [&](std::size_t j) { return T(1) - w.data()[j]; });
     accumulate(1, [&](std::size_t j) { return w.data()[j]; });

@@ -1,8 +1,8 @@
 // A new layer written outside nn/: multi-head self-attention with QK-norm, RMSNorm applied per head to the queries
 // and keys before their dot product. QK-norm was introduced with LayerNorm (Dehghani et al. 2023, "Scaling Vision
 // Transformers to 22 Billion Parameters", sec. 2.1; that form is one of xgrad's built-in scalings); the RMSNorm-per-
-// head form is the one later LLMs use (e.g. Qwen3, Gemma 3). With q and k normalised to unit RMS, |q·k| <= d_k whatever the
-// scale of the input, so the softmax cannot saturate because activations grew.
+// head form is the one later LLMs use (e.g. Qwen3, Gemma 3). With q and k normalised to unit RMS, |q·k| <= d_k whatever
+// the scale of the input, so the softmax cannot saturate because activations grew.
 //
 // The pattern for a layer whose gradients should be checked: write its math once as a function template on the
 // scalar type (qk_norm_attention<T> below), gradcheck that in double, and let the Module hold the float

@@ -7,8 +7,8 @@
 
 #include <cmath>
 #include <fstream>
-#include <sstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,10 +23,10 @@
 #include "examples/softplus_op.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "tests/support/op_testing.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/trainer.h"
-#include "tests/support/op_testing.h"
 
 using namespace xgrad;
 using namespace xgrad::testing;
@@ -104,8 +104,8 @@ TEST_CASE("lerp: a custom op with broadcasting inputs") {
     CHECK(close(a.grad(), xt::ones<double>({2, 3}), 0, 1e-12));
   }
   SUBCASE("values") {
-    const Tensor y = lerp(Tensor(xt::xarray<float>{0, 10}), Tensor(xt::xarray<float>{10, 20}),
-                          Tensor(xt::xarray<float>{0.25f}));
+    const Tensor y =
+        lerp(Tensor(xt::xarray<float>{0, 10}), Tensor(xt::xarray<float>{10, 20}), Tensor(xt::xarray<float>{0.25f}));
     CHECK(close(xt::xarray<double>(y.value()), xt::xarray<double>{2.5, 12.5}, 0, 1e-6));
   }
   SUBCASE("errors") {
@@ -135,8 +135,8 @@ TEST_CASE("QKNormAttention: a new attention layer") {
   // The seven inputs of qk_norm_attention: x, w_q, w_k, w_v, w_o, q_norm_weight, k_norm_weight.
   auto inputs = [&](std::size_t B, std::size_t T, std::size_t D, std::size_t H) {
     const std::size_t d_k = D / H;
-    return Inputs{rand_input({B, T, D}, gen),       rand_input({D, D}, gen),           rand_input({D, D}, gen),
-                  rand_input({D, D}, gen),          rand_input({D, D}, gen),           rand_input({d_k}, gen, 0.5, 1.5),
+    return Inputs{rand_input({B, T, D}, gen),      rand_input({D, D}, gen), rand_input({D, D}, gen),
+                  rand_input({D, D}, gen),         rand_input({D, D}, gen), rand_input({d_k}, gen, 0.5, 1.5),
                   rand_input({d_k}, gen, 0.5, 1.5)};
   };
   auto layer = [](std::size_t H, bool causal) {
@@ -266,8 +266,10 @@ TEST_CASE("QKNormAttention is the registered attention layer qk_norm: a model bu
   std::getline(in, header);
   std::getline(in, first_row);
   std::vector<std::string> names, values;
-  for (std::stringstream h(header); std::getline(h, names.emplace_back(), ',');) {}
-  for (std::stringstream r(first_row); std::getline(r, values.emplace_back(), ',');) {}
+  for (std::stringstream h(header); std::getline(h, names.emplace_back(), ',');) {
+  }
+  for (std::stringstream r(first_row); std::getline(r, values.emplace_back(), ',');) {
+  }
   std::size_t attention_columns = 0;
   for (std::size_t i = 0; i < names.size() && i < values.size(); ++i)
     if (names[i].rfind("attn/l0h0/", 0) == 0) {
@@ -275,8 +277,10 @@ TEST_CASE("QKNormAttention is the registered attention layer qk_norm: a model bu
       INFO(names[i] << " = " << values[i]);
       // qk_spectral_norm comes from AttentionLayer::qk_spectral_norms, which this layer leaves at its default
       // (empty: nan): it normalises q and k, so the weights' spectral norm would bound no score.
-      if (names[i] == "attn/l0h0/qk_spectral_norm") CHECK(std::isnan(std::stod(values[i])));
-      else CHECK(std::isfinite(std::stod(values[i])));
+      if (names[i] == "attn/l0h0/qk_spectral_norm")
+        CHECK(std::isnan(std::stod(values[i])));
+      else
+        CHECK(std::isfinite(std::stod(values[i])));
     }
   CHECK(attention_columns > 0);
 }

@@ -8,11 +8,11 @@
 #include <type_traits>
 
 #include "autograd/blas.h"
-#include "nn/attention_stats.h"
 #include "autograd/kernels/gradient_buffers.h"
 #include "autograd/kernels/parallel.h"
 #include "autograd/kernels/softmax.h"
 #include "autograd/kernels/vector_math.h"
+#include "nn/attention_stats.h"
 
 namespace xgrad::nn {
 
@@ -21,10 +21,11 @@ namespace {
 // Without W_o the concatenated heads [.., n_heads * d_k] are added to the residual stream [.., d_model].
 void check_without_out_proj(std::size_t d_model, std::size_t n_heads, std::size_t d_k) {
   if (n_heads * d_k != d_model)
-    throw std::invalid_argument("--attn-out-proj false: the heads' concatenation is the attention output, so --n-heads x "
-                                "--d-k must equal --d-model; got " + std::to_string(n_heads) + " x " +
-                                std::to_string(d_k) + " = " + std::to_string(n_heads * d_k) + " and --d-model " +
-                                std::to_string(d_model));
+    throw std::invalid_argument(
+        "--attn-out-proj false: the heads' concatenation is the attention output, so --n-heads x "
+        "--d-k must equal --d-model; got " +
+        std::to_string(n_heads) + " x " + std::to_string(d_k) + " = " + std::to_string(n_heads * d_k) +
+        " and --d-model " + std::to_string(d_model));
 }
 
 // scaled_dot_product_attention's body: scores = f(scale · r_i · q k^T) with r and f from `scaling` when given.
@@ -95,8 +96,8 @@ basic_tensor<T> multi_head_attention_reference(const basic_tensor<T>& x, const b
 template Tensor multi_head_attention_reference<float>(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                                       const Tensor&, const AttentionScaling&,
                                                       const std::vector<Tensor>&, std::size_t, bool);
-template DTensor multi_head_attention_reference<double>(const DTensor&, const DTensor&, const DTensor&,
-                                                        const DTensor&, const DTensor&, const AttentionScaling&,
+template DTensor multi_head_attention_reference<double>(const DTensor&, const DTensor&, const DTensor&, const DTensor&,
+                                                        const DTensor&, const AttentionScaling&,
                                                         const std::vector<DTensor>&, std::size_t, bool);
 
 namespace {
@@ -150,8 +151,8 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
   parallel_for(0, B * H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t pair = lo; pair < hi; ++pair) {
       const std::size_t b = pair / H, h = pair % H;
-      const std::size_t head = b * T * HD + h * D;        // offset of a [T, d_k] key/value block, row stride HD
-      const std::size_t q_head = b * Tq * HD + h * D;     // of the [Tq, d_k] query and output blocks
+      const std::size_t head = b * T * HD + h * D;     // offset of a [T, d_k] key/value block, row stride HD
+      const std::size_t q_head = b * Tq * HD + h * D;  // of the [Tq, d_k] query and output blocks
       float* P = probs.data() + pair * Tq * T;
       blas::gemm<float>(false, true, Tq, T, D, alpha, Q + q_head, HD, K + head, HD, 0.0f, P, T);
       if (!rows.empty() || transform)
@@ -221,8 +222,7 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
             const std::size_t b = pair / H, h = pair % H;
             const std::size_t head = b * T * HD + h * D, q_head = b * Tq * HD + h * D;
             const float* P = probs.data() + pair * Tq * T;
-            if (need_v)
-              blas::gemm<float>(true, false, T, D, Tq, 1.0f, P, T, dO + q_head, HD, beta_v, dV + head, HD);
+            if (need_v) blas::gemm<float>(true, false, T, D, Tq, 1.0f, P, T, dO + q_head, HD, beta_v, dV + head, HD);
             if (!need_q && !need_k && !score_node) continue;
             blas::gemm<float>(false, true, Tq, T, D, 1.0f, dO + q_head, HD, V + head, HD, 0.0f, dS.data(), T);
             for (std::size_t i = 0; i < Tq; ++i) {  // softmax backward, row by row (masked entries have P = 0)
@@ -266,8 +266,8 @@ MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads
     : d_model(d_model_), d_k(d_k_), scale(scale_), causal(causal_), heads_(n_heads_) {
   const std::size_t n_heads = heads_;
   if (d_model == 0 || n_heads == 0 || (d_k == 0 && d_model % n_heads != 0))
-    throw Error("MultiHeadAttention: d_model (" + std::to_string(d_model) + ") must be a positive multiple of n_heads (" +
-                std::to_string(n_heads) + ") unless d_k is given");
+    throw Error("MultiHeadAttention: d_model (" + std::to_string(d_model) +
+                ") must be a positive multiple of n_heads (" + std::to_string(n_heads) + ") unless d_k is given");
   if (d_k == 0) d_k = d_model / n_heads;
   if (!out_proj) check_without_out_proj(d_model, n_heads, d_k);
   // Built before the projections draw their weights, so an unknown name fails before any work.
@@ -291,8 +291,8 @@ MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads
   scaling->init_weights(w_q->weight, w_k->weight);
 }
 
-void MultiHeadAttention::project(const Tensor& x, const std::vector<std::size_t>* query_positions, Tensor& q,
-                                 Tensor& k, Tensor& v) {
+void MultiHeadAttention::project(const Tensor& x, const std::vector<std::size_t>* query_positions, Tensor& q, Tensor& k,
+                                 Tensor& v) {
   if (x.dim() != 3 || x.size(2) != d_model)
     throw Error("MultiHeadAttention: input must be [B, T, " + std::to_string(d_model) + "], got " +
                 shape_str(x.shape()));

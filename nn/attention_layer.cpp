@@ -44,8 +44,8 @@ void check_positions(const std::vector<std::size_t>& positions, std::size_t T) {
   if (positions.empty()) throw Error("attention: no query positions (forward_at needs at least one)");
   for (std::size_t i = 0; i < positions.size(); ++i) {
     if (positions[i] >= T)
-      throw Error("attention: query position " + std::to_string(positions[i]) + " is outside [0, " +
-                  std::to_string(T) + ")");
+      throw Error("attention: query position " + std::to_string(positions[i]) + " is outside [0, " + std::to_string(T) +
+                  ")");
     if (i > 0 && positions[i] <= positions[i - 1])
       throw Error("attention: query positions must be sorted and distinct; " + std::to_string(positions[i]) +
                   " follows " + std::to_string(positions[i - 1]));

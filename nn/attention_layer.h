@@ -77,9 +77,9 @@ struct AttentionLayerContext {
   std::size_t d_k = 0;          ///< head size, never 0 here (make_attention_layer resolves d_model / n_heads)
   std::size_t max_seq_len = 0;  ///< longest sequence forward takes
   bool causal = true;
-  double init_gain = 1.0;       ///< multiplies the std of the projections' LeCun init
-  std::string scale;            ///< the run's scaling (nn/scaling.h), for layers that take theirs from the registry
-  SettingValues settings;       ///< the layer's own settings (every declared key present) and the scaling's
+  double init_gain = 1.0;  ///< multiplies the std of the projections' LeCun init
+  std::string scale;       ///< the run's scaling (nn/scaling.h), for layers that take theirs from the registry
+  SettingValues settings;  ///< the layer's own settings (every declared key present) and the scaling's
 };
 
 /// A registered attention layer. Register one from its own file:

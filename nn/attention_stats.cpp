@@ -22,8 +22,9 @@ double qk_spectral_norm(const xt::xarray<T>& w_q, const xt::xarray<T>& w_k, std:
                         std::size_t max_iterations, double tolerance) {
   if (w_q.dimension() != 2 || w_q.shape() != w_k.shape() || n_heads == 0 || w_q.shape(1) % n_heads != 0 ||
       head >= n_heads)
-    throw std::invalid_argument("qk_spectral_norm: W_q and W_k must share one [d_model, n_heads * d_k] shape, with "
-                                "head < n_heads");
+    throw std::invalid_argument(
+        "qk_spectral_norm: W_q and W_k must share one [d_model, n_heads * d_k] shape, with "
+        "head < n_heads");
   const std::size_t d = w_q.shape(0), cols = w_q.shape(1), d_k = cols / n_heads, c0 = head * d_k;
   // Head h's columns of row i: w[i * cols + c0 + c].
   auto at = [cols, c0](const xt::xarray<T>& w, std::size_t i, std::size_t c) {
@@ -74,18 +75,17 @@ double qk_spectral_norm(const xt::xarray<T>& w_q, const xt::xarray<T>& w_k, std:
 
 template double qk_spectral_norm<float>(const xt::xarray<float>&, const xt::xarray<float>&, std::size_t, std::size_t,
                                         std::size_t, double);
-template double qk_spectral_norm<double>(const xt::xarray<double>&, const xt::xarray<double>&, std::size_t,
-                                         std::size_t, std::size_t, double);
+template double qk_spectral_norm<double>(const xt::xarray<double>&, const xt::xarray<double>&, std::size_t, std::size_t,
+                                         std::size_t, double);
 
 std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, const xt::xarray<float>& probs,
-                                            const xt::xarray<float>* score_grad,
-                                            const xt::xarray<bool>* query_mask,
+                                            const xt::xarray<float>* score_grad, const xt::xarray<bool>* query_mask,
                                             const std::vector<std::size_t>* query_positions) {
-  if (scores.dimension() != 4 ||
-      scores.shape(2) != (query_positions ? query_positions->size() : scores.shape(3)) ||
+  if (scores.dimension() != 4 || scores.shape(2) != (query_positions ? query_positions->size() : scores.shape(3)) ||
       probs.shape() != scores.shape() || (score_grad && score_grad->shape() != scores.shape()))
-    throw std::invalid_argument("attention_stats: scores, probs and score_grad must share one [B, H, Tq, T] shape, "
-                                "Tq = T or the number of query positions");
+    throw std::invalid_argument(
+        "attention_stats: scores, probs and score_grad must share one [B, H, Tq, T] shape, "
+        "Tq = T or the number of query positions");
   const std::size_t B = scores.shape(0), H = scores.shape(1), Tq = scores.shape(2), T = scores.shape(3);
   if (query_positions)
     for (std::size_t p : *query_positions)

@@ -8,9 +8,9 @@
 #include <set>
 
 #include <fcntl.h>
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 namespace xgrad::nn {
 
@@ -44,16 +44,15 @@ class Parser {
       : bytes_(bytes), size_(size), source_(std::move(source)) {}
 
   Checkpoint parse() {
-    if (size_ < 8)
-      throw fail("the file is " + std::to_string(size_) + " bytes, shorter than the 8-byte header length");
+    if (size_ < 8) throw fail("the file is " + std::to_string(size_) + " bytes, shorter than the 8-byte header length");
     std::uint64_t n = 0;
     for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(bytes_[i]) << (8 * i);
     if (n > kMaxSafetensorsHeaderBytes)
       throw fail("header length " + std::to_string(n) + " exceeds the limit of " +
                  std::to_string(kMaxSafetensorsHeaderBytes) + " bytes");
     if (n > size_ - 8)
-      throw fail("header length " + std::to_string(n) + " runs past the end of the file (" +
-                 std::to_string(size_ - 8) + " bytes follow the length)");
+      throw fail("header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size_ - 8) +
+                 " bytes follow the length)");
     if (n == 0 || bytes_[8] != '{') throw fail("the header does not start with '{'");
     const json header = parse_header(reinterpret_cast<const char*>(bytes_ + 8), static_cast<std::size_t>(n));
     data_ = bytes_ + 8 + n;
@@ -77,7 +76,9 @@ class Parser {
   }
 
  private:
-  CheckpointError fail(const std::string& what) const { return CheckpointError("safetensors: " + source_ + ": " + what); }
+  CheckpointError fail(const std::string& what) const {
+    return CheckpointError("safetensors: " + source_ + ": " + what);
+  }
 
   // A valid header is an object of objects holding one array each: anything deeper is refused while parsing, so a
   // hostile header cannot build a deep tree. Repeated keys are refused too (JSON parsers differ on which one wins).
@@ -147,7 +148,8 @@ class Parser {
                  std::to_string(kMaxDims) + ")");
     std::uint64_t numel = 1;
     for (const json& d : shape) {
-      if (!whole_number(d)) throw fail(tensor + ": shape " + shape.dump() + " holds something other than whole numbers");
+      if (!whole_number(d))
+        throw fail(tensor + ": shape " + shape.dump() + " holds something other than whole numbers");
       const auto dim = d.get<std::uint64_t>();
       if (dim != 0 && numel > (UINT64_MAX / 4) / dim)
         throw fail(tensor + ": shape " + shape.dump() + " has more elements than a file can hold");
@@ -172,9 +174,8 @@ class Parser {
 
   // Sorted by offset, the tensors must tile the data exactly: each begins where the previous one ends.
   void check_coverage(std::vector<Entry>& entries) const {
-    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-    });
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
     std::uint64_t pos = 0;
     const Entry* previous = nullptr;
     for (const Entry& e : entries) {

@@ -19,8 +19,8 @@ ScalingEntry constant_scaling(std::string name, std::string description, int ord
   e.build = [name = e.name, multiplier = std::move(multiplier)](const ScalingContext& c) {
     const double m = multiplier(c);
     if (!(std::isfinite(m) && m > 0))
-      throw std::invalid_argument("scaling " + name + ": its multiplier for d_k = " + std::to_string(c.d_k) +
-                                  " is " + std::to_string(m) + ", not a finite number > 0");
+      throw std::invalid_argument("scaling " + name + ": its multiplier for d_k = " + std::to_string(c.d_k) + " is " +
+                                  std::to_string(m) + ", not a finite number > 0");
     return std::make_shared<ConstantScaling>(m);
   };
   return e;

@@ -21,7 +21,8 @@ double cosine_lr(double lr, double min_lr, std::size_t step, std::size_t warmup_
 
 // warmup_steps means the same in every schedule: one declaration, shared (one flag, --warmup-steps).
 Setting warmup_steps_setting() {
-  return whole_setting("warmup_steps", 0, 0, 1000000000, "linear learning-rate warmup over the first N steps (0 = off)");
+  return whole_setting("warmup_steps", 0, 0, 1000000000,
+                       "linear learning-rate warmup over the first N steps (0 = off)");
 }
 
 namespace {
@@ -50,8 +51,9 @@ LRScheduleEntry constant_entry() {
 LRScheduleEntry cosine_entry() {
   LRScheduleEntry e;
   e.name = "cosine";
-  e.description = "cosine decay from --lr to --min-lr over the run (Loshchilov & Hutter 2017, SGDR, eq. 5), after "
-                  "an optional linear warmup";
+  e.description =
+      "cosine decay from --lr to --min-lr over the run (Loshchilov & Hutter 2017, SGDR, eq. 5), after "
+      "an optional linear warmup";
   e.order = 20;
   e.depends_on_steps = true;
   e.settings = {warmup_steps_setting(),

@@ -18,9 +18,9 @@ namespace xgrad::nn {
 /// examples/downstream links its scalings (README "Extending xgrad"); lr_schedule.cpp registers the built-in ones.
 struct LRScheduleEntry {
   static constexpr const char* kind = "lr_schedule";
-  std::string name;         ///< what --lr-schedule takes
-  std::string description;  ///< one line with its source
-  int order = 0;            ///< place in listings
+  std::string name;               ///< what --lr-schedule takes
+  std::string description;        ///< one line with its source
+  int order = 0;                  ///< place in listings
   std::vector<Setting> settings;  ///< its own settings (every declared key is in the SettingValues below)
   /// True when a step's rate depends on the run's length (a decay over the run): a resume may then not change
   /// --steps, which would change the rates of steps already taken.

@@ -126,8 +126,8 @@ Tensor AttentionModel::forward(const index_array& tokens, const index_array& pos
     rows(i) = static_cast<std::int64_t>(p / T * Tn + (all ? p % T : row_of[p % T]));
   }
   // The rows of [B * Tn, d_model]; LayerNorm and the readout act on each row alone, so selecting first is exact.
-  return readout(index_select(reshape(h, {static_cast<std::int64_t>(B * Tn), static_cast<std::int64_t>(config_.d_model)}),
-                              0, rows));
+  return readout(index_select(
+      reshape(h, {static_cast<std::int64_t>(B * Tn), static_cast<std::int64_t>(config_.d_model)}), 0, rows));
 }
 
 std::vector<std::shared_ptr<AttentionLayer>> AttentionModel::attention_layers() const {

@@ -13,20 +13,20 @@ struct ModelConfig {
   std::size_t max_seq_len = 0;  // positions with a learned embedding
   std::size_t d_model = 64;
   std::size_t n_heads = 1;
-  std::size_t d_k = 0;          // head size; 0 means d_model / n_heads
+  std::size_t d_k = 0;  // head size; 0 means d_model / n_heads
   std::size_t n_layers = 1;
-  std::size_t d_ff = 0;         // MLP hidden size; 0 means 4 * d_model
-  bool mlp = true;              // false: attention-only blocks
-  bool layer_norm = true;       // false: no LayerNorm in the blocks nor before the readout
-  bool residual = true;         // false: each sublayer's output replaces its input instead of adding to it
+  std::size_t d_ff = 0;    // MLP hidden size; 0 means 4 * d_model
+  bool mlp = true;         // false: attention-only blocks
+  bool layer_norm = true;  // false: no LayerNorm in the blocks nor before the readout
+  bool residual = true;    // false: each sublayer's output replaces its input instead of adding to it
   bool causal = true;
   std::string scale = "sqrt_dk";         // a registered scaling (nn/scaling.h)
   std::string attention = "multi_head";  // a registered attention layer
-  SettingValues settings;  // the scaling's and attention layer's own settings (defaults for missing keys)
-  double emb_init_std = 1.0;    // std of the token and positional embeddings at init
-  double proj_init_gain = 1.0;  // multiplies the LeCun std N(0, 1/fan_in) of the attention projections
-  std::string parametrization = "sp";  // "sp" | "mup": muP's readout multiplier and readout init (nn/mup.h)
-  std::size_t base_width = 64;         // mup: the d_model at which mup and sp coincide
+  SettingValues settings;                // the scaling's and attention layer's own settings (defaults for missing keys)
+  double emb_init_std = 1.0;             // std of the token and positional embeddings at init
+  double proj_init_gain = 1.0;           // multiplies the LeCun std N(0, 1/fan_in) of the attention projections
+  std::string parametrization = "sp";    // "sp" | "mup": muP's readout multiplier and readout init (nn/mup.h)
+  std::size_t base_width = 64;           // mup: the d_model at which mup and sp coincide
 };
 
 /// Pre-LayerNorm block (as GPT-2; Xiong et al. 2020), its attention built from the attention-layer registry
@@ -42,8 +42,8 @@ class TransformerBlock : public Module {
   /// LayerNorm act on each row alone, so they run on the selected rows only.
   Tensor forward_at(const Tensor& x, const std::vector<std::size_t>& positions);
   std::shared_ptr<LayerNorm> ln_1, ln_2;  // null when config.layer_norm is false
-  std::shared_ptr<AttentionLayer> attn;  // the registered layer config.attention names
-  std::shared_ptr<MLP> mlp;  // null when config.mlp is false
+  std::shared_ptr<AttentionLayer> attn;   // the registered layer config.attention names
+  std::shared_ptr<MLP> mlp;               // null when config.mlp is false
   bool residual = true;
 
  private:
@@ -53,13 +53,13 @@ class TransformerBlock : public Module {
 
 /// tokens [B, T] → logits [B, T, vocab_size], or only the rows that carry a target (forward(tokens, positions)).
 /// tokens may also be [B, T, S]: each position's input is then the sum of its S token embeddings (plus its
-/// position's), as kv_recall's `sum` encoding (key + value) gives them. Parameters: tok_emb.weight, pos_emb.weight, blocks.<i>.*, ln_f.*,
-/// head.weight/bias. Init: embeddings N(0, emb_init_std^2), projections LeCun normal N(0, 1/fan_in) (attention
-/// projections times proj_init_gain). With LayerNorm on, every q and k component then has variance ~1 at init.
-/// Two models built from the same config and seed have identical weights whatever the scaling: scalings draw no
-/// random numbers (ScalingEntry::build). Under parametrization "mup" (nn/mup.h) the readout weight's init std is
-/// multiplied by sqrt(d_model / base_width) after the same draws, and the readout multiplies its input by
-/// base_width / d_model; every other weight is drawn as under "sp".
+/// position's), as kv_recall's `sum` encoding (key + value) gives them. Parameters: tok_emb.weight, pos_emb.weight,
+/// blocks.<i>.*, ln_f.*, head.weight/bias. Init: embeddings N(0, emb_init_std^2), projections LeCun normal N(0,
+/// 1/fan_in) (attention projections times proj_init_gain). With LayerNorm on, every q and k component then has variance
+/// ~1 at init. Two models built from the same config and seed have identical weights whatever the scaling: scalings
+/// draw no random numbers (ScalingEntry::build). Under parametrization "mup" (nn/mup.h) the readout weight's init std
+/// is multiplied by sqrt(d_model / base_width) after the same draws, and the readout multiplies its input by base_width
+/// / d_model; every other weight is drawn as under "sp".
 class AttentionModel : public Module {
  public:
   /// Throws Error on a zero size or d_model not divisible by n_heads, RegistryError on an unknown scaling or
@@ -102,9 +102,9 @@ class AttentionModel : public Module {
 /// no position or at every one gets the full readout instead: logits [B, T, vocab_size], targets [B, T] (loss 0 for
 /// no target).
 struct TargetLoss {
-  Tensor logits;          ///< [N, vocab_size]: the rows of the N positions whose target is not -1, row-major order
-  index_array targets;    ///< [N]: their targets
-  Tensor loss;            ///< 0-d: mean cross-entropy over the N rows, nats
+  Tensor logits;        ///< [N, vocab_size]: the rows of the N positions whose target is not -1, row-major order
+  index_array targets;  ///< [N]: their targets
+  Tensor loss;          ///< 0-d: mean cross-entropy over the N rows, nats
 };
 
 /// The flat positions b * T + t of targets [B, T] that carry a target (not -1, the ignore index), in row-major

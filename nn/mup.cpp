@@ -20,10 +20,14 @@ std::pair<double, double> fans(const shape_t& shape) {
 
 const char* mup_class_name(MupClass c) {
   switch (c) {
-    case MupClass::finite: return "finite";
-    case MupClass::vector: return "vector";
-    case MupClass::output: return "output";
-    case MupClass::hidden: return "hidden";
+    case MupClass::finite:
+      return "finite";
+    case MupClass::vector:
+      return "vector";
+    case MupClass::output:
+      return "output";
+    case MupClass::hidden:
+      return "hidden";
   }
   return "?";
 }
@@ -47,9 +51,10 @@ MupPlan mup_plan(const ModelConfig& config, std::size_t base_width) {
   auto at_base = [&](std::size_t size, const char* what) -> std::size_t {
     if (size == 0) return 0;  // resolved from d_model by the model itself
     if (size * base_width % config.d_model != 0)
-      throw Error(std::string("muP: ") + what + " scales with d_model, so " + what + " x base_width / d_model must be "
-                  "whole; got " + std::to_string(size) + " x " + std::to_string(base_width) + " / " +
-                  std::to_string(config.d_model));
+      throw Error(std::string("muP: ") + what + " scales with d_model, so " + what +
+                  " x base_width / d_model must be "
+                  "whole; got " +
+                  std::to_string(size) + " x " + std::to_string(base_width) + " / " + std::to_string(config.d_model));
     return size * base_width / config.d_model;
   };
   base_config.d_k = at_base(config.d_k, "d_k");
@@ -74,8 +79,11 @@ MupPlan mup_plan(const ModelConfig& config, std::size_t base_width) {
             : out_width           ? MupClass::vector
                                   : MupClass::finite;
     switch (p.cls) {
-      case MupClass::finite: break;
-      case MupClass::vector: p.sgd_lr = p.fan_out_ratio; break;
+      case MupClass::finite:
+        break;
+      case MupClass::vector:
+        p.sgd_lr = p.fan_out_ratio;
+        break;
       case MupClass::output:
         if (p.name != "head.weight")
           throw Error("muP: " + p.name + " has a width-sized fan_in only, like the readout, but no output multiplier");

@@ -39,19 +39,19 @@ const char* mup_class_name(MupClass c);
 
 /// One parameter's factors, relative to SP at the same width.
 struct MupParameter {
-  std::string name;           ///< as named_parameters() names it
+  std::string name;  ///< as named_parameters() names it
   MupClass cls = MupClass::finite;
-  double fan_in_ratio = 1;    ///< fan_in / fan_in at the base width (1 for a vector)
-  double fan_out_ratio = 1;   ///< fan_out / fan_out at the base width
-  double init_std = 1;        ///< multiplies the SP init std
-  double adam_lr = 1;         ///< multiplies --lr under AdamW
-  double sgd_lr = 1;          ///< multiplies --lr under SGD
+  double fan_in_ratio = 1;   ///< fan_in / fan_in at the base width (1 for a vector)
+  double fan_out_ratio = 1;  ///< fan_out / fan_out at the base width
+  double init_std = 1;       ///< multiplies the SP init std
+  double adam_lr = 1;        ///< multiplies --lr under AdamW
+  double sgd_lr = 1;         ///< multiplies --lr under SGD
 };
 
 /// The whole model's muP factors.
 struct MupPlan {
-  double width_ratio = 1;          ///< d_model / base_width
-  double readout_multiplier = 1;   ///< multiplies the readout's input (so its weight's contribution, not its bias)
+  double width_ratio = 1;         ///< d_model / base_width
+  double readout_multiplier = 1;  ///< multiplies the readout's input (so its weight's contribution, not its bias)
   std::vector<MupParameter> parameters;  ///< named_parameters() order
   /// The lr factors for optimizer "adamw" or "sgd", one per parameter. Throws Error for another optimizer.
   std::vector<double> lr_multipliers(const std::string& optimizer) const;

@@ -36,7 +36,8 @@ OptimizerEntry sgd_entry() {
   e.name = "sgd";
   e.description = "SGD with momentum (PyTorch's form: the momentum buffer accumulates the gradient)";
   e.order = 10;
-  e.settings = {number_setting("momentum", 0.9, 0.0, kMaxDecay, "SGD momentum (below 1 in float)"), weight_decay_setting()};
+  e.settings = {number_setting("momentum", 0.9, 0.0, kMaxDecay, "SGD momentum (below 1 in float)"),
+                weight_decay_setting()};
   e.build = [](std::vector<Tensor> params, double lr, const SettingValues& v) -> std::unique_ptr<Optimizer> {
     return std::make_unique<SGD>(std::move(params), lr, v.get<double>("momentum"), v.get<double>("weight_decay"));
   };
@@ -85,7 +86,8 @@ void Optimizer::set_lr_multipliers(std::vector<double> multipliers) {
 }
 
 void Optimizer::set_lr(double lr) {
-  if (!(lr > 0) || !std::isfinite(lr)) throw Error("optimizer: lr must be a finite number > 0, got " + std::to_string(lr));
+  if (!(lr > 0) || !std::isfinite(lr))
+    throw Error("optimizer: lr must be a finite number > 0, got " + std::to_string(lr));
   lr_ = lr;
 }
 

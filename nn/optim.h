@@ -95,13 +95,12 @@ class AdamW : public Optimizer {
 /// --arms, their flags, config.json and checkpoints take the names and settings from the entries.
 struct OptimizerEntry {
   static constexpr const char* kind = "optimizer";
-  std::string name;         ///< what --optimizer and --arms take
-  std::string description;  ///< one line with its source
-  int order = 0;            ///< place in listings
+  std::string name;               ///< what --optimizer and --arms take
+  std::string description;        ///< one line with its source
+  int order = 0;                  ///< place in listings
   std::vector<Setting> settings;  ///< its own settings (momentum, weight_decay, ...), besides lr
   /// Builds the optimizer over `params` at learning rate `lr` (> 0, finite) with `settings` (every declared key).
-  std::function<std::unique_ptr<Optimizer>(std::vector<Tensor> params, double lr, const SettingValues& settings)>
-      build;
+  std::function<std::unique_ptr<Optimizer>(std::vector<Tensor> params, double lr, const SettingValues& settings)> build;
 };
 using OptimizerRegistry = Registry<OptimizerEntry>;
 

@@ -44,7 +44,7 @@ double AttentionScaling::effective_multiplier(std::size_t T) const {
 }
 
 const std::vector<std::string>& scaling_dash_styles() {
-  static const std::vector<std::string> styles{"solid",    "dashed",   "dotted",      "dashdot",
+  static const std::vector<std::string> styles{"solid",      "dashed",   "dotted",      "dashdot",
                                                "dashdotdot", "longdash", "longdashdot", "dashdashdot"};
   return styles;
 }

@@ -28,7 +28,7 @@ namespace xgrad::nn {
 
 /// What a scaling is built from: the attention layer it serves.
 struct ScalingContext {
-  std::size_t d_model = 1;      ///< the layer's input width (W_q: [d_model, n_heads * d_k])
+  std::size_t d_model = 1;  ///< the layer's input width (W_q: [d_model, n_heads * d_k])
   std::size_t n_heads = 1;
   std::size_t d_k = 1;          ///< head size
   std::size_t max_seq_len = 1;  ///< longest sequence the model takes (T <= max_seq_len in forward)
@@ -73,8 +73,7 @@ class AttentionScaling : public Module {
   virtual bool transforms_qk() const { return false; }
   /// q, k: [B, T, n_heads, d_k] (the projections viewed per head) → the q and k that enter q·k, same shapes.
   virtual TensorPair<float> transform_qk(const Tensor& q, const Tensor& k, const std::vector<Tensor>& params) const;
-  virtual TensorPair<double> transform_qk(const DTensor& q, const DTensor& k,
-                                          const std::vector<DTensor>& params) const;
+  virtual TensorPair<double> transform_qk(const DTensor& q, const DTensor& k, const std::vector<DTensor>& params) const;
 
   /// r_i for query rows i = 0..T-1 of a length-T sequence, or empty for r_i = 1 (the default). Constants: no
   /// gradient flows into them.
@@ -109,16 +108,16 @@ class ConstantScaling : public AttentionScaling {
 ///   static const xgrad::Registration<xgrad::nn::ScalingEntry> registration{make_entry()};
 struct ScalingEntry {
   static constexpr const char* kind = "scaling";
-  std::string name;         ///< what users type (--scale NAME); also the config.json value
-  std::string description;  ///< one line: the formula and its source (paper, section, equation)
-  int order = 0;            ///< place in listings and in the report (ties: registration order)
+  std::string name;               ///< what users type (--scale NAME); also the config.json value
+  std::string description;        ///< one line: the formula and its source (paper, section, equation)
+  int order = 0;                  ///< place in listings and in the report (ties: registration order)
   std::vector<Setting> settings;  ///< its own settings; keys prefixed with the name unless a standard term
   /// Builds the scaling of one attention layer. Draws no random numbers (two models built from one seed have the
   /// same weights whatever the scaling).
   std::function<std::shared_ptr<AttentionScaling>(const ScalingContext&)> build;
-  std::string colour;             ///< plot colour, "#RRGGBB"
-  std::string dash = "solid";     ///< plot line style, its own: one of scaling_dash_styles()
-  bool is_reference = false;      ///< the unscaled baseline the report compares the other scalings with
+  std::string colour;          ///< plot colour, "#RRGGBB"
+  std::string dash = "solid";  ///< plot line style, its own: one of scaling_dash_styles()
+  bool is_reference = false;   ///< the unscaled baseline the report compares the other scalings with
 };
 
 /// The line styles a ScalingEntry may name: eight, each drawn with its own dash pattern and point type.

@@ -113,9 +113,8 @@ void allreduce_in_place(T* data, std::size_t n) {
 template <class T>
 void broadcast_from(T* data, std::size_t n, int root) {
   if (!g_mpi || g_size == 1) return;
-  in_chunks(data, n, [root](T* p, int count) {
-    check(MPI_Bcast(p, count, mpi_type(p), root, MPI_COMM_WORLD), "MPI_Bcast");
-  });
+  in_chunks(data, n,
+            [root](T* p, int count) { check(MPI_Bcast(p, count, mpi_type(p), root, MPI_COMM_WORLD), "MPI_Bcast"); });
 }
 }  // namespace
 #else

@@ -1,17 +1,17 @@
 #include "platform/environment.h"
 
+#include <malloc.h>
+#include <sched.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <sched.h>
 #include <string>
-#include <malloc.h>
 #if defined(__SSE__)
 #include <xmmintrin.h>
 #endif
-#include <stdexcept>
 #include <unistd.h>
+#include <stdexcept>
 
 #include <cblas.h>
 #include <spdlog/spdlog.h>
@@ -93,7 +93,8 @@ void set_threads(int n) {
 int available_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  int cpus =
+      sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   // cgroup v2: "/<path>" of this process, whose cpu.max holds "<quota> <period>" or "max <period>".
   std::ifstream cgroup("/proc/self/cgroup");
   std::string line;
@@ -102,7 +103,8 @@ int available_cpus() {
       std::ifstream max("/sys/fs/cgroup" + line.substr(3) + "/cpu.max");
       std::string quota;
       double period = 0;
-      if (max >> quota >> period && !quota.empty() && quota.find_first_not_of("0123456789") == std::string::npos && period > 0)
+      if (max >> quota >> period && !quota.empty() && quota.find_first_not_of("0123456789") == std::string::npos &&
+          period > 0)
         cpus = std::min(cpus, static_cast<int>(std::ceil(std::stod(quota) / period)));
     }
   return std::max(cpus, 1);

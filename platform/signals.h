@@ -30,7 +30,6 @@ void record_startup_signals(int argc, char** argv, char** envp);
 /// to its default, so that the new image starts with what the user chose.
 void restore_startup_ignored_signals();
 
-
 /// Ends this process by `signal` with its default action, after flushing stdio: a process that stopped because of a
 /// signal (after writing its checkpoint) ends as if the signal had killed it, so that a shell running it in a loop
 /// or script stops too (bash stops a loop only when its command died of the SIGINT) and reports 128 + the signal.
@@ -41,6 +40,6 @@ int end_by_signal(int signal);
 
 /// Put once in an executable's main file (xgrad's own and a downstream project's): runs record_startup_signals
 /// before the shared libraries initialise.
-#define XGRAD_RECORD_STARTUP_SIGNALS()                                                          \
-  __attribute__((section(".preinit_array"), used)) static void (*const xgrad_startup_signals)( \
-      int, char**, char**) = &::xgrad::platform::record_startup_signals
+#define XGRAD_RECORD_STARTUP_SIGNALS()                                                                               \
+  __attribute__((section(".preinit_array"), used)) static void (*const xgrad_startup_signals)(int, char**, char**) = \
+      &::xgrad::platform::record_startup_signals

@@ -1,12 +1,12 @@
 #include "report/compare.h"
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 
 #include <csignal>
@@ -20,9 +20,9 @@
 #include "common/escape.h"
 #include "common/registry.h"
 #include "report/html.h"
-#include "report/preset_report.h"
-#include "report/plots.h"
 #include "report/markdown.h"
+#include "report/plots.h"
+#include "report/preset_report.h"
 #include "report/runs.h"
 #include "report/stats.h"
 #include "report/summary.h"
@@ -70,11 +70,11 @@ std::vector<std::string> sweep_notes(const std::vector<std::string>& inputs) {
     rest.erase("diverged");
     SweepStanding unfinished;
     unfinished.count = rest;
-    notes.push_back(fmt::format("sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again "
-                                "(or `xgrad sweep run-one {} --index I`) to finish them; `xgrad sweep status {}` "
-                                "lists them",
-                                input, done, s.points, standing_counts(unfinished), shell_quote_path(input),
-                                shell_quote_path(input)));
+    notes.push_back(fmt::format(
+        "sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again "
+        "(or `xgrad sweep run-one {} --index I`) to finish them; `xgrad sweep status {}` "
+        "lists them",
+        input, done, s.points, standing_counts(unfinished), shell_quote_path(input), shell_quote_path(input)));
   }
   return notes;
 }
@@ -97,9 +97,10 @@ std::string leftovers_note(const std::vector<std::string>& inputs, const std::ve
   if (found.empty()) return "";
   std::string listed;
   for (const std::string& f : found) listed += (listed.empty() ? "" : ", ") + f;
-  return fmt::format("{} leftover partial write{}: {} (a write cut short, e.g. by a second signal; the run's next "
-                     "start removes it)",
-                     found.size(), found.size() == 1 ? "" : "s", listed);
+  return fmt::format(
+      "{} leftover partial write{}: {} (a write cut short, e.g. by a second signal; the run's next "
+      "start removes it)",
+      found.size(), found.size() == 1 ? "" : "s", listed);
 }
 
 }  // namespace
@@ -129,8 +130,8 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   for (const auto& s : context.skipped) out << "skipped " << s << "\n";
   if (runs.empty()) throw std::runtime_error(none_readable(dirs.size(), context.skipped));
   const std::size_t n_runs = runs.size();
-  const Comparison c = analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold,
-                                    options.threshold_window);
+  const Comparison c =
+      analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold, options.threshold_window);
 
   const fs::path out_dir(options.out.empty() ? options.inputs.front() : options.out);
   std::error_code ec;
@@ -207,12 +208,14 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
     } catch (const std::exception& e) {
       context.preset_note = "the sections of preset '" + context.preset.name + "' could not be computed: " + e.what();
     }
-    if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
+    if (!context.preset_note.empty())
+      out << "warning: " << context.preset_note << "\n";
     else if (context.preset_sections.empty())
       out << "preset " << context.preset.name << (context.preset.quick ? " (quick)" : "")
           << ": no sections of its own; the usual report\n";
-    else out << "preset " << context.preset.name << (context.preset.quick ? " (quick)" : "") << ": "
-             << context.preset_sections.size() << " section(s) of its own at the top of report.md\n";
+    else
+      out << "preset " << context.preset.name << (context.preset.quick ? " (quick)" : "") << ": "
+          << context.preset_sections.size() << " section(s) of its own at the top of report.md\n";
   }
   // Everything is written beside its final place first (new plots in a directory of their own, the report files as
   // temporary files) and renamed into place at the end with the stop signals held back, so a SIGTERM leaves the old
@@ -240,9 +243,11 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
     for (std::size_t at; (at = context.plots.note.find(new_plots.string())) != std::string::npos;)
       context.plots.note.replace(at, new_plots.string().size(), plots_dir.string());
     for (const auto& w : context.plots.warnings) out << "warning: plots: " << w << "\n";
-    if (!context.plots.note.empty()) out << "\nplots: " << context.plots.note << "\n";
-    else out << "\nplots: " << context.plots.drawn.size() + context.plots.summary_drawn.size()
-             << " figures (PNG and SVG) in " << plots_dir.string() << "\n";
+    if (!context.plots.note.empty())
+      out << "\nplots: " << context.plots.note << "\n";
+    else
+      out << "\nplots: " << context.plots.drawn.size() + context.plots.summary_drawn.size()
+          << " figures (PNG and SVG) in " << plots_dir.string() << "\n";
   }
 
   const fs::path report = out_dir / "report.md", page = out_dir / "report.html";
@@ -270,11 +275,13 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   if (!ec_commit) fs::rename(report_tmp, report, ec_commit);
   if (!ec_commit) fs::rename(page_tmp, page, ec_commit);
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (ec_commit) throw std::runtime_error("compare: cannot move the new report into " + out_dir.string() + ": " +
-                                          ec_commit.message());
+  if (ec_commit)
+    throw std::runtime_error("compare: cannot move the new report into " + out_dir.string() + ": " +
+                             ec_commit.message());
   fs::remove_all(old_plots, ec_commit);  // a stop here leaves only this hidden directory, cleared on the next run
   out << "report: " << report.string() << "\n";
-  out << "page: " << page.string() << " (" << (html.bytes + 500) / 1000 << " kB; open it in a browser, no server needed)\n";
+  out << "page: " << page.string() << " (" << (html.bytes + 500) / 1000
+      << " kB; open it in a browser, no server needed)\n";
   return n_runs;
 }
 

@@ -12,11 +12,11 @@
 namespace xgrad::train {
 
 struct CompareOptions {
-  std::vector<std::string> inputs;  // run or sweep directories
-  std::string out;                  // where report.md, report.html and plots/ go (created); empty: the first input
-  double loss_threshold = -1;       // "steps to reach loss <= x"; < 0: half the chance loss
-  double accuracy_threshold = 0.9;  // "steps to reach accuracy >= x"
-  bool plots = true;                // draw plots with gnuplot (skipped with a note if gnuplot is missing)
+  std::vector<std::string> inputs;    // run or sweep directories
+  std::string out;                    // where report.md, report.html and plots/ go (created); empty: the first input
+  double loss_threshold = -1;         // "steps to reach loss <= x"; < 0: half the chance loss
+  double accuracy_threshold = 0.9;    // "steps to reach accuracy >= x"
+  bool plots = true;                  // draw plots with gnuplot (skipped with a note if gnuplot is missing)
   std::size_t threshold_window = 10;  // steps-to-threshold use the trailing mean over this many steps (1: raw)
 };
 

@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "train/metrics_log.h"
 #include "report/plots.h"
 #include "report/summary.h"
 #include "report/tables.h"
 #include "report/web_assets.h"
+#include "train/metrics_log.h"
 #include "train/run_files.h"
 
 namespace xgrad::train {
@@ -158,14 +158,14 @@ bool headline_column(const std::string& c) {
 
 // One run's metrics.csv, reduced for the page.
 struct RunPage {
-  std::vector<std::string> columns;              // as in the file, step excluded
-  std::vector<std::vector<double>> grids;        // distinct x arrays, shared by the columns that have them
-  std::vector<std::size_t> grid_of;              // per column
-  std::vector<std::vector<double>> ys;           // per column
-  std::vector<double> last_finite;               // per column: its last finite value (NaN: none)
-  std::vector<std::size_t> finite_count;         // per column
-  std::vector<bool> downsampled;                 // per column
-  std::vector<std::size_t> malformed_per_column;  // per column: cells that are not a number (empty ones are not)
+  std::vector<std::string> columns;                    // as in the file, step excluded
+  std::vector<std::vector<double>> grids;              // distinct x arrays, shared by the columns that have them
+  std::vector<std::size_t> grid_of;                    // per column
+  std::vector<std::vector<double>> ys;                 // per column
+  std::vector<double> last_finite;                     // per column: its last finite value (NaN: none)
+  std::vector<std::size_t> finite_count;               // per column
+  std::vector<bool> downsampled;                       // per column
+  std::vector<std::size_t> malformed_per_column;       // per column: cells that are not a number (empty ones are not)
   std::size_t rows = 0, nonfinite = 0, malformed = 0;  // malformed: every column's, summed
 };
 
@@ -181,8 +181,10 @@ RunPage read_run_page(const std::string& dir, std::size_t headline_points, std::
     MetricsReader reader(path);
     const auto& header = reader.columns();
     for (std::size_t i = 0; i < header.size(); ++i) {
-      if (header[i] == metrics_columns::kStep && step_col == SIZE_MAX) step_col = i;
-      else page.columns.push_back(header[i]);
+      if (header[i] == metrics_columns::kStep && step_col == SIZE_MAX)
+        step_col = i;
+      else
+        page.columns.push_back(header[i]);
     }
     page.finite_count.assign(page.columns.size(), 0);
     std::vector<std::size_t> malformed(page.columns.size(), 0);
@@ -287,11 +289,20 @@ std::string html_escape(const std::string& text) {
   std::string out;
   for (char ch : text) {
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += ch;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += ch;
     }
   }
   return out;
@@ -306,11 +317,20 @@ nlohmann::json summary_json(const std::vector<SummaryFigure>& figures) {
       nlohmann::json points = nlohmann::json::array();
       for (const SummaryPoint& p : line.points)
         points.push_back({rounded(p.x), rounded(p.y), rounded(p.lo), rounded(p.hi), p.n, p.n_diverged});
-      lines.push_back({{"label", line.label}, {"scale", line.scale}, {"colour", scaling_colour(line.scale)},
-                       {"theory", line.theory}, {"points", points}});
+      lines.push_back({{"label", line.label},
+                       {"scale", line.scale},
+                       {"colour", scaling_colour(line.scale)},
+                       {"theory", line.theory},
+                       {"points", points}});
     }
-    out.push_back({{"name", f.name}, {"title", f.title}, {"caption", f.caption}, {"x_label", f.x_label},
-                   {"y_label", f.y_label}, {"log_x", f.log_x}, {"log_y", f.log_y}, {"lines", lines},
+    out.push_back({{"name", f.name},
+                   {"title", f.title},
+                   {"caption", f.caption},
+                   {"x_label", f.x_label},
+                   {"y_label", f.y_label},
+                   {"log_x", f.log_x},
+                   {"log_y", f.log_y},
+                   {"lines", lines},
                    {"notes", f.notes}});
   }
   return out;
@@ -397,8 +417,10 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
     std::vector<std::string> shown;
     std::vector<std::string> never_finite;
     for (std::size_t j = 0; j < columns.size(); ++j) {
-      if (finite_anywhere[j] == 0) never_finite.push_back(columns[j]);
-      else shown.push_back(columns[j]);
+      if (finite_anywhere[j] == 0)
+        never_finite.push_back(columns[j]);
+      else
+        shown.push_back(columns[j]);
     }
     if (!never_finite.empty())
       notes.push_back("Left out of the column picker (no finite value in any run): " + names_list(never_finite) + ".");
@@ -420,29 +442,33 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
       notes.push_back(fmt::format("{} non-finite values (NaN or Inf) in {} run(s) are drawn as gaps: {}.",
                                   nonfinite_total, nonfinite_runs.size(), names_list(nonfinite_runs)));
     if (malformed_total > 0)
-      notes.push_back(fmt::format("{} cells that are not numbers in {} run(s) are drawn as gaps: {}.",
-                                  malformed_total, malformed_runs.size(), names_list(malformed_runs)));
+      notes.push_back(fmt::format("{} cells that are not numbers in {} run(s) are drawn as gaps: {}.", malformed_total,
+                                  malformed_runs.size(), names_list(malformed_runs)));
     for (std::size_t r = 0; r < n; ++r)
       if (c.runs[r].incomplete) notes.push_back("Incomplete: " + names[r] + " (" + c.runs[r].incomplete_reason + ").");
     const bool downsampled = headline_downsampled || other_downsampled;
-    const std::string buckets = "by min-max buckets (each bucket keeps its smallest and largest value, so spikes "
-                                "survive); shorter series are exact.";
-    const std::string headline = "loss, accuracy, grad_norm, the W_q and W_k gradient norms and the first layer's "
-                                 "entropy and score-gradient median";
+    const std::string buckets =
+        "by min-max buckets (each bucket keeps its smallest and largest value, so spikes "
+        "survive); shorter series are exact.";
+    const std::string headline =
+        "loss, accuracy, grad_norm, the W_q and W_k gradient norms and the first layer's "
+        "entropy and score-gradient median";
     if (headline_downsampled && (!other_downsampled || headline_points == max_points))
       notes.push_back(fmt::format("Downsampled: series longer than {} points are reduced to at most {} points {}",
                                   headline_points, headline_points, buckets));
     else if (headline_downsampled)
-      notes.push_back(fmt::format("Downsampled: series of {} longer than {} points are reduced to at most {} points, "
-                                  "those of every other column (to keep the page small) to at most {}, {}",
-                                  headline, headline_points, headline_points, max_points, buckets));
+      notes.push_back(
+          fmt::format("Downsampled: series of {} longer than {} points are reduced to at most {} points, "
+                      "those of every other column (to keep the page small) to at most {}, {}",
+                      headline, headline_points, headline_points, max_points, buckets));
     else if (other_downsampled)
-      notes.push_back(fmt::format("Downsampled (to keep the page small): series longer than {} points are reduced to "
-                                  "at most {} points {} Every point of {} is shown.",
-                                  max_points, max_points, buckets, headline));
-    notes.push_back(fmt::format(
-        "Values in the curves are rounded to {} significant digits; the final-metrics CSV holds 9.",
-        options.significant_digits));
+      notes.push_back(
+          fmt::format("Downsampled (to keep the page small): series longer than {} points are reduced to "
+                      "at most {} points {} Every point of {} is shown.",
+                      max_points, max_points, buckets, headline));
+    notes.push_back(
+        fmt::format("Values in the curves are rounded to {} significant digits; the final-metrics CSV holds 9.",
+                    options.significant_digits));
 
     nlohmann::json meta;
     meta["format"] = 1;
@@ -499,8 +525,8 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
                           {"incomplete", run.incomplete},
                           {"incomplete_reason", run.incomplete_reason},
                           {"rows", pages[r].rows},
-                          {"downsampled", std::find(pages[r].downsampled.begin(), pages[r].downsampled.end(),
-                                                    true) != pages[r].downsampled.end()}});
+                          {"downsampled", std::find(pages[r].downsampled.begin(), pages[r].downsampled.end(), true) !=
+                                              pages[r].downsampled.end()}});
     }
     meta["runs"] = run_meta;
 
@@ -513,8 +539,9 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
     std::vector<std::string> final_header{"run"};
     final_header.insert(final_header.end(), keys.begin(), keys.end());
     const std::vector<std::string> stat_names{
-        "diverged", "diverged_step", "incomplete", "rows", "initial_loss", "final_loss", "final_accuracy",
-        "auc_loss", "step_to_loss", "step_to_accuracy", "mean_grad_norm_w_q", "mean_grad_norm_w_k",
+        "diverged",           "diverged_step",     "incomplete",         "rows",
+        "initial_loss",       "final_loss",        "final_accuracy",     "auc_loss",
+        "step_to_loss",       "step_to_accuracy",  "mean_grad_norm_w_q", "mean_grad_norm_w_k",
         "frac_zero_grad_w_q", "frac_zero_grad_w_k"};
     final_header.insert(final_header.end(), stat_names.begin(), stat_names.end());
     for (const auto& col : shown) final_header.push_back("last " + col);
@@ -523,16 +550,20 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
       const RunStats& st = c.stats[r];
       std::vector<std::string> row{names[r]};
       for (const auto& k : keys) row.push_back(settings[r].contains(k) ? setting_text(settings[r], k) : "");
-      const std::vector<std::string> cells{
-          c.runs[r].diverged ? "true" : "false",
-          c.runs[r].diverged ? std::to_string(c.runs[r].diverged_step) : "",
-          c.runs[r].incomplete ? "true" : "false",
-          std::to_string(pages[r].rows),
-          exact(st.initial_loss), exact(st.final_loss), exact(st.final_accuracy), exact(st.auc_loss),
-          st.step_to_loss < 0 ? "" : std::to_string(st.step_to_loss),
-          st.step_to_accuracy < 0 ? "" : std::to_string(st.step_to_accuracy),
-          exact(st.mean_grad_norm_w_q), exact(st.mean_grad_norm_w_k),
-          exact(st.frac_zero_grad_w_q), exact(st.frac_zero_grad_w_k)};
+      const std::vector<std::string> cells{c.runs[r].diverged ? "true" : "false",
+                                           c.runs[r].diverged ? std::to_string(c.runs[r].diverged_step) : "",
+                                           c.runs[r].incomplete ? "true" : "false",
+                                           std::to_string(pages[r].rows),
+                                           exact(st.initial_loss),
+                                           exact(st.final_loss),
+                                           exact(st.final_accuracy),
+                                           exact(st.auc_loss),
+                                           st.step_to_loss < 0 ? "" : std::to_string(st.step_to_loss),
+                                           st.step_to_accuracy < 0 ? "" : std::to_string(st.step_to_accuracy),
+                                           exact(st.mean_grad_norm_w_q),
+                                           exact(st.mean_grad_norm_w_k),
+                                           exact(st.frac_zero_grad_w_q),
+                                           exact(st.frac_zero_grad_w_k)};
       row.insert(row.end(), cells.begin(), cells.end());
       for (const auto& col : shown) {
         const auto it = std::find(pages[r].columns.begin(), pages[r].columns.end(), col);

@@ -50,18 +50,18 @@ DownsampledSeries downsample_min_max(const std::vector<double>& x, const std::ve
                                      std::size_t max_points);
 
 struct HtmlOptions {
-  std::size_t max_points = 2000;       // per series, before the page's budget lowers it
+  std::size_t max_points = 2000;         // per series, before the page's budget lowers it
   std::size_t max_data_bytes = 2850000;  // the embedded JSON's budget (the page stays under 3 MB with its scripts)
-  int significant_digits = 4;          // of the series' values in the page (the final-metrics CSV is exact)
+  int significant_digits = 4;            // of the series' values in the page (the final-metrics CSV is exact)
 };
 
 /// What the page holds, for the caller's console line and for tests.
 struct HtmlOutcome {
-  std::size_t bytes = 0;        // size of report.html
-  std::size_t max_points = 0;   // the per-series point limit of the columns other than the headline ones (loss,
-                                // accuracy, gradient norms of W_q, W_k and all: those keep options.max_points unless
-                                // the budget needs them too), lowered from options.max_points by the budget
-  bool downsampled = false;     // some series was downsampled
+  std::size_t bytes = 0;           // size of report.html
+  std::size_t max_points = 0;      // the per-series point limit of the columns other than the headline ones (loss,
+                                   // accuracy, gradient norms of W_q, W_k and all: those keep options.max_points unless
+                                   // the budget needs them too), lowered from options.max_points by the budget
+  bool downsampled = false;        // some series was downsampled
   std::vector<std::string> notes;  // what the page leaves out or changes, one sentence each (also shown in it)
 };
 

@@ -137,7 +137,8 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
     std::vector<std::string> parts;
     if (std::isfinite(r.entropy_first.mean) && std::isfinite(o.entropy_first.mean)) {
       std::string p = fmt::format("attention entropy {} is {} nats {} vs {} with {}", start_phrase(r, o),
-                                  format_number(r.entropy_first.mean, 2), mode_name(r) == "unscaled" ? "without scaling" : "with " + mode_name(r),
+                                  format_number(r.entropy_first.mean, 2),
+                                  mode_name(r) == "unscaled" ? "without scaling" : "with " + mode_name(r),
                                   format_number(o.entropy_first.mean, 2), mode_name(o));
       if (std::isfinite(r.entropy_last.mean) && std::isfinite(o.entropy_last.mean))
         p += fmt::format(" (at the end {} vs {})", format_number(r.entropy_last.mean, 2),
@@ -146,8 +147,8 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
     }
     if (std::isfinite(r.score_std_first.mean) && std::isfinite(o.score_std_first.mean))
       parts.push_back(fmt::format("score std {} {} vs {} (at the end {} vs {})", start_phrase(r, o),
-                                  sig(r.score_std_first.mean), sig(o.score_std_first.mean),
-                                  sig(r.score_std_last.mean), sig(o.score_std_last.mean)));
+                                  sig(r.score_std_first.mean), sig(o.score_std_first.mean), sig(r.score_std_last.mean),
+                                  sig(o.score_std_last.mean)));
     if (r.final_loss.n > 0 || o.final_loss.n > 0)
       parts.push_back(fmt::format("final loss {} vs {}, final accuracy {} vs {}", final_loss_phrase(r),
                                   final_loss_phrase(o), format_number(r.final_accuracy.mean, 2),
@@ -170,17 +171,17 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
     if (zr > 0 || zo > 0)
       parts.push_back(fmt::format("steps with an exactly-zero gradient: W_q {} vs {}, W_k {} vs {}",
                                   format_percent(r.frac_zero_grad_w_q.mean), format_percent(o.frac_zero_grad_w_q.mean),
-                                  format_percent(r.frac_zero_grad_w_k.mean), format_percent(o.frac_zero_grad_w_k.mean)));
+                                  format_percent(r.frac_zero_grad_w_k.mean),
+                                  format_percent(o.frac_zero_grad_w_k.mean)));
     else if (std::isfinite(zr) && std::isfinite(zo))
       parts.push_back("no step had an exactly-zero W_q or W_k gradient");
     const double nr = std::max(r.frac_near_zero_grad_w_q.mean, r.frac_near_zero_grad_w_k.mean);
     const double no = std::max(o.frac_near_zero_grad_w_q.mean, o.frac_near_zero_grad_w_k.mean);
     if (nr > 0 || no > 0)
-      parts.push_back(fmt::format("steps with a gradient norm below {} its step-0 norm: W_q {} vs {}, W_k {} vs {}",
-                                  near_zero_name(), format_percent(r.frac_near_zero_grad_w_q.mean),
-                                  format_percent(o.frac_near_zero_grad_w_q.mean),
-                                  format_percent(r.frac_near_zero_grad_w_k.mean),
-                                  format_percent(o.frac_near_zero_grad_w_k.mean)));
+      parts.push_back(fmt::format(
+          "steps with a gradient norm below {} its step-0 norm: W_q {} vs {}, W_k {} vs {}", near_zero_name(),
+          format_percent(r.frac_near_zero_grad_w_q.mean), format_percent(o.frac_near_zero_grad_w_q.mean),
+          format_percent(r.frac_near_zero_grad_w_k.mean), format_percent(o.frac_near_zero_grad_w_k.mean)));
     parts.push_back(fmt::format("diverged {} vs {}", diverged_phrase(r), diverged_phrase(o)));
     out.push_back(fmt::format("At {}, {} ({}) vs {} ({}): {}.", label, mode_name(r), seeds(r), mode_name(o), seeds(o),
                               join(parts, "; ")));
@@ -215,15 +216,15 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
       if (cmp.lrs.size() == ref->arms.size() && cmp.lrs.size() == g->arms.size()) continue;
       std::vector<std::string> lrs;
       for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));
-      shared.push_back(cmp.lrs.size() < 2
-                           ? fmt::format("unscaled and {} share fewer than two learning rates",
-                                         c.arms[g->arms.front()].scale())
-                           : fmt::format("over the learning rates unscaled and {} share ({}): {} vs {}",
-                                         c.arms[g->arms.front()].scale(), join(lrs, ", "),
-                                         format_number(cmp.sensitivity_a), format_number(cmp.sensitivity_b)));
+      shared.push_back(
+          cmp.lrs.size() < 2
+              ? fmt::format("unscaled and {} share fewer than two learning rates", c.arms[g->arms.front()].scale())
+              : fmt::format("over the learning rates unscaled and {} share ({}): {} vs {}",
+                            c.arms[g->arms.front()].scale(), join(lrs, ", "), format_number(cmp.sensitivity_a),
+                            format_number(cmp.sensitivity_b)));
     }
-    out.push_back(fmt::format("LR sensitivity at {}: {}{}.", arm_label(c.arms[groups.front()->arms.front()], extra,
-                                                                          {"scale", "lr"}),
+    out.push_back(fmt::format("LR sensitivity at {}: {}{}.",
+                              arm_label(c.arms[groups.front()->arms.front()], extra, {"scale", "lr"}),
                               join(parts, " vs "), shared.empty() ? "" : "; " + join(shared, "; ")));
   }
   return out;
@@ -264,34 +265,38 @@ StoryChecks story_checks(const Comparison& c) {
 
     const double er = r.entropy_first.mean, eo = o.entropy_first.mean;
     if (std::isfinite(er) && std::isfinite(eo)) {
-      const std::string nums = fmt::format("entropy {} {} vs {} nats", start_phrase(r, o), format_number(er, 2),
-                                           format_number(eo, 2));
-      if (er < eo) holds.push_back("unscaled attention starts more saturated (" + nums + ")");
-      else fails.push_back("unscaled attention does not start more saturated (" + nums + ")");
+      const std::string nums =
+          fmt::format("entropy {} {} vs {} nats", start_phrase(r, o), format_number(er, 2), format_number(eo, 2));
+      if (er < eo)
+        holds.push_back("unscaled attention starts more saturated (" + nums + ")");
+      else
+        fails.push_back("unscaled attention does not start more saturated (" + nums + ")");
     }
 
-    for (const auto& [name, gr, go] : {std::tuple<std::string, double, double>{"W_q", r.mean_grad_norm_w_q.mean,
-                                                                                o.mean_grad_norm_w_q.mean},
-                                       std::tuple<std::string, double, double>{"W_k", r.mean_grad_norm_w_k.mean,
-                                                                                o.mean_grad_norm_w_k.mean}}) {
+    for (const auto& [name, gr, go] :
+         {std::tuple<std::string, double, double>{"W_q", r.mean_grad_norm_w_q.mean, o.mean_grad_norm_w_q.mean},
+          std::tuple<std::string, double, double>{"W_k", r.mean_grad_norm_w_k.mean, o.mean_grad_norm_w_k.mean}}) {
       if (!std::isfinite(gr) || !std::isfinite(go)) continue;
       const std::string nums = fmt::format("mean gradient norm {} vs {}", sig(gr), sig(go));
-      if (gr < go) holds.push_back(fmt::format("unscaled {} gets less gradient ({})", name, nums));
-      else fails.push_back(fmt::format("unscaled {} gradients are not smaller but {} ({})", name,
-                                       gr > go ? "larger" : "equal", nums));
+      if (gr < go)
+        holds.push_back(fmt::format("unscaled {} gets less gradient ({})", name, nums));
+      else
+        fails.push_back(
+            fmt::format("unscaled {} gradients are not smaller but {} ({})", name, gr > go ? "larger" : "equal", nums));
     }
 
-    for (const auto& [name, zr, zo] : {std::tuple<std::string, double, double>{"W_q", r.frac_zero_grad_w_q.mean,
-                                                                                o.frac_zero_grad_w_q.mean},
-                                       std::tuple<std::string, double, double>{"W_k", r.frac_zero_grad_w_k.mean,
-                                                                                o.frac_zero_grad_w_k.mean}}) {
+    for (const auto& [name, zr, zo] :
+         {std::tuple<std::string, double, double>{"W_q", r.frac_zero_grad_w_q.mean, o.frac_zero_grad_w_q.mean},
+          std::tuple<std::string, double, double>{"W_k", r.frac_zero_grad_w_k.mean, o.frac_zero_grad_w_k.mean}}) {
       if (!std::isfinite(zr) || !std::isfinite(zo) || (zr == 0 && zo == 0)) continue;
       const std::string nums = fmt::format("{} vs {} of steps", format_percent(zr), format_percent(zo));
-      if (zr > zo) holds.push_back(fmt::format("unscaled {} gets an exactly-zero gradient more often ({})", name, nums));
+      if (zr > zo)
+        holds.push_back(fmt::format("unscaled {} gets an exactly-zero gradient more often ({})", name, nums));
       else if (zr < zo)
-        fails.push_back(fmt::format("{} {} gets an exactly-zero gradient more often than unscaled ({})", o.scale(),
-                                    name, nums));
-      else undecided.push_back(fmt::format("{} gets an exactly-zero gradient equally often ({})", name, nums));
+        fails.push_back(
+            fmt::format("{} {} gets an exactly-zero gradient more often than unscaled ({})", o.scale(), name, nums));
+      else
+        undecided.push_back(fmt::format("{} gets an exactly-zero gradient equally often ({})", name, nums));
     }
 
     if (r.final_loss.n > 0 && o.final_loss.n > 0) {
@@ -313,19 +318,21 @@ StoryChecks story_checks(const Comparison& c) {
         else if (lc.verdict == V::about_same)
           fails.push_back("unscaled trains as well (" + nums + "; within 2% " + each + ")");
         else
-          undecided.push_back(fmt::format("final loss not decided: the seeds disagree (unscaled lower in {}, higher "
-                                          "in {}{} of the {}; {})",
-                                          lc.a_lower, lc.b_lower,
-                                          lc.same ? fmt::format(", within 2% in {}", lc.same) : std::string(), both,
-                                          nums));
+          undecided.push_back(fmt::format(
+              "final loss not decided: the seeds disagree (unscaled lower in {}, higher "
+              "in {}{} of the {}; {})",
+              lc.a_lower, lc.b_lower, lc.same ? fmt::format(", within 2% in {}", lc.same) : std::string(), both, nums));
       } else {
-        const std::string by_means = fmt::format("; no seed in common, so by the means: the difference is {} {}, the "
-                                                 "larger seed sd or 2% of the loss",
-                                                 lc.verdict == V::about_same ? "within" : "more than",
-                                                 format_number(lc.tolerance));
-        if (lc.verdict == V::b_lower) holds.push_back("unscaled trains worse (" + nums + by_means + ")");
-        else if (lc.verdict == V::about_same) fails.push_back("unscaled trains as well (" + nums + by_means + ")");
-        else fails.push_back("unscaled trains better (" + nums + by_means + ")");
+        const std::string by_means = fmt::format(
+            "; no seed in common, so by the means: the difference is {} {}, the "
+            "larger seed sd or 2% of the loss",
+            lc.verdict == V::about_same ? "within" : "more than", format_number(lc.tolerance));
+        if (lc.verdict == V::b_lower)
+          holds.push_back("unscaled trains worse (" + nums + by_means + ")");
+        else if (lc.verdict == V::about_same)
+          fails.push_back("unscaled trains as well (" + nums + by_means + ")");
+        else
+          fails.push_back("unscaled trains better (" + nums + by_means + ")");
       }
     }
 
@@ -358,10 +365,12 @@ StoryChecks story_checks(const Comparison& c) {
       } else if (u.reached < u.n) {
         undecided.push_back(fmt::format("unscaled and {} reach {} in as many seeds ({}), {} in the seeds that do",
                                         o.scale(), what, nums,
-                                        later ? "unscaled later" : sooner ? "unscaled sooner" : "about as soon, " + within));
+                                        later    ? "unscaled later"
+                                        : sooner ? "unscaled sooner"
+                                                 : "about as soon, " + within));
       } else if (later) {
-        holds.push_back(fmt::format("unscaled reaches {} later ({}; by more than {} steps)", what, nums,
-                                    format_number(tol, 0)));
+        holds.push_back(
+            fmt::format("unscaled reaches {} later ({}; by more than {} steps)", what, nums, format_number(tol, 0)));
       } else if (sooner) {
         fails.push_back(fmt::format("unscaled reaches {} sooner ({})", what, nums));
       } else {
@@ -371,18 +380,19 @@ StoryChecks story_checks(const Comparison& c) {
     if (std::isfinite(r.loss_threshold))
       threshold(loss_name(r), {r.reached_loss, r.kept.size(), r.mean_step_to_loss, r.sd_step_to_loss},
                 {o.reached_loss, o.kept.size(), o.mean_step_to_loss, o.sd_step_to_loss});
-    threshold(accuracy_name(c),
-              {r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy, r.sd_step_to_accuracy},
+    threshold(accuracy_name(c), {r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy, r.sd_step_to_accuracy},
               {o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy});
 
     const double dr = r.used.empty() ? 0 : static_cast<double>(r.diverged_steps.size()) / r.used.size();
     const double dd = o.used.empty() ? 0 : static_cast<double>(o.diverged_steps.size()) / o.used.size();
     if (!o.diverged_steps.empty())
-      fails.push_back(fmt::format("{} runs diverge ({}; unscaled: {})", o.scale(), diverged_phrase(o),
-                                  diverged_phrase(r)));
-    else holds.push_back(fmt::format("{} runs do not diverge ({})", o.scale(), diverged_phrase(o)));
-    if (dr > dd) holds.push_back(fmt::format("unscaled runs diverge more often ({} vs {})", diverged_phrase(r),
-                                             diverged_phrase(o)));
+      fails.push_back(
+          fmt::format("{} runs diverge ({}; unscaled: {})", o.scale(), diverged_phrase(o), diverged_phrase(r)));
+    else
+      holds.push_back(fmt::format("{} runs do not diverge ({})", o.scale(), diverged_phrase(o)));
+    if (dr > dd)
+      holds.push_back(
+          fmt::format("unscaled runs diverge more often ({} vs {})", diverged_phrase(r), diverged_phrase(o)));
 
     if (!holds.empty()) checks.holds.push_back(head + join(holds, "; ") + ".");
     if (!fails.empty()) checks.fails.push_back(head + join(fails, "; ") + ".");
@@ -398,7 +408,8 @@ StoryChecks story_checks(const Comparison& c) {
     for (const LrGroup& go : c.lr_groups) {
       const ArmStats& of = c.arms[go.arms.front()];
       if (&go == &gr || lr_group_key(c, go) != lr_group_key(c, gr)) continue;
-      const std::string head = fmt::format("{}, unscaled vs {}: ", arm_label(rf, extra, {"scale", "lr"}), mode_name(of));
+      const std::string head =
+          fmt::format("{}, unscaled vs {}: ", arm_label(rf, extra, {"scale", "lr"}), mode_name(of));
       const LrComparison cmp = compare_lr_sensitivity(c, gr, go);
       std::vector<std::string> lrs;
       for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));
@@ -412,7 +423,8 @@ StoryChecks story_checks(const Comparison& c) {
                                    format_number(cmp.tolerance) + ", the larger seed sd of the objective or 2%).");
       else if (cmp.sensitivity_a > cmp.sensitivity_b)
         checks.holds.push_back(head + "unscaled is more sensitive to the learning rate (" + nums + ").");
-      else checks.fails.push_back(head + "unscaled is not more sensitive to the learning rate (" + nums + ").");
+      else
+        checks.fails.push_back(head + "unscaled is not more sensitive to the learning rate (" + nums + ").");
     }
   }
   return checks;
@@ -462,9 +474,10 @@ std::vector<FindingLine> at_most_ten(std::vector<FindingLine> lines,
                                 ? "in \"Where the usual story holds\" and \"Scale modes compared\""
                                 : "in the summary figures";
   const FindingLine note{"To keep the findings to ten lines, " + join(what, "; ") + " are left out here: they are " +
-                             where + (saturation_out && where != "in the summary figures"
-                                          ? " (saturation and score gradients: in the summary figures)"
-                                          : "") +
+                             where +
+                             (saturation_out && where != "in the summary figures"
+                                  ? " (saturation and score gradients: in the summary figures)"
+                                  : "") +
                              ".",
                          !scalings_out.empty() || gradients_out ? "story" : "summary-figures"};
   out.insert(out.end() - 1, note);  // before the runs line, which stays last
@@ -560,11 +573,11 @@ std::vector<FindingLine> findings(const Comparison& c) {
     std::set<std::string> modes;
     for (const ArmStats& arm : c.arms) modes.insert(arm.scale());
     const auto notes = no_scaling_comparison_notes(c);
-    std::string text = modes.size() == 1 ? fmt::format("Every arm has scale mode {}: no scaling comparison.",
-                                                       *modes.begin())
-                       : !notes.empty()  ? notes.front() + "."
-                                         : "No unscaled arm has a counterpart differing only in scale mode: no "
-                                           "comparison with unscaled attention.";
+    std::string text = modes.size() == 1
+                           ? fmt::format("Every arm has scale mode {}: no scaling comparison.", *modes.begin())
+                       : !notes.empty() ? notes.front() + "."
+                                        : "No unscaled arm has a counterpart differing only in scale mode: no "
+                                          "comparison with unscaled attention.";
     out.push_back({text, "scale-modes"});
   }
 
@@ -624,9 +637,7 @@ std::vector<FindingLine> findings(const Comparison& c) {
         any_g = any_g || std::isfinite(lo);
         e.push_back(me.n ? format_number(me.mean, 2) : "—");
         sat.push_back(ms.n ? format_percent(ms.mean) : "—");
-        g.push_back(!std::isfinite(lo) ? "—"
-                    : lo == hi         ? short_number(lo)
-                                       : short_number(lo) + "–" + short_number(hi));
+        g.push_back(!std::isfinite(lo) ? "—" : lo == hi ? short_number(lo) : short_number(lo) + "–" + short_number(hi));
       }
       const std::string name = is_reference_scale(s) ? "unscaled" : s;
       if (any_e) {
@@ -638,8 +649,7 @@ std::vector<FindingLine> findings(const Comparison& c) {
     if (!entropy_parts.empty()) {
       std::string text = prefix + fmt::format("Saturation at step 0, first layer: attention entropy {} nats {}",
                                               join(entropy_parts, " vs "), at_d_k);
-      if (any_saturated)
-        text += fmt::format("; queries with max weight > 0.99: {}", join(saturated_parts, " vs "));
+      if (any_saturated) text += fmt::format("; queries with max weight > 0.99: {}", join(saturated_parts, " vs "));
       out.push_back({text + ".", "summary-figures"});
       saturation_lines.push_back(out.size() - 1);
     }
@@ -654,7 +664,8 @@ std::vector<FindingLine> findings(const Comparison& c) {
   }
   if (group_order.size() > kMaxGroups)
     out.push_back({fmt::format("Saturation and the per-query gradient of {} more setting groups: in the summary "
-                               "figures.", group_order.size() - kMaxGroups),
+                               "figures.",
+                               group_order.size() - kMaxGroups),
                    "summary-figures"});
 
   // LR sensitivity over shared learning rates.
@@ -664,10 +675,14 @@ std::vector<FindingLine> findings(const Comparison& c) {
     for (const LrGroup& go : c.lr_groups) {
       if (&go == &gr || lr_group_key(c, go) != lr_group_key(c, gr)) continue;
       const LrComparison cmp = compare_lr_sensitivity(c, gr, go);
-      if (!cmp.decided) ++lr_undecided;
-      else if (cmp.about_same) ++lr_same;
-      else if (cmp.sensitivity_a > cmp.sensitivity_b) ++lr_more;
-      else ++lr_not;
+      if (!cmp.decided)
+        ++lr_undecided;
+      else if (cmp.about_same)
+        ++lr_same;
+      else if (cmp.sensitivity_a > cmp.sensitivity_b)
+        ++lr_more;
+      else
+        ++lr_not;
     }
   }
   const std::size_t lr_n = lr_more + lr_not + lr_undecided + lr_same;
@@ -685,9 +700,10 @@ std::vector<FindingLine> findings(const Comparison& c) {
     diverged += run.diverged ? 1 : 0;
     incomplete += run.incomplete ? 1 : 0;
   }
-  std::string runs = diverged ? fmt::format("{} of the {} runs diverged; they are left out of every statistic of their "
-                                            "arm and counted in its diverged column",
-                                            diverged, c.runs.size())
+  std::string runs = diverged ? fmt::format(
+                                    "{} of the {} runs diverged; they are left out of every statistic of their "
+                                    "arm and counted in its diverged column",
+                                    diverged, c.runs.size())
                               : fmt::format("None of the {} runs diverged", c.runs.size());
   if (incomplete) runs += fmt::format("; {} {} cut short (incomplete)", incomplete, incomplete == 1 ? "was" : "were");
   out.push_back({runs + ".", "runs-read"});
@@ -700,8 +716,7 @@ std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std:
   for (const ArmStats& arm : c.arms)
     for (const auto& group : arm.duplicate_seeds) {
       std::vector<std::string> dirs;
-      for (auto i : group)
-        dirs.push_back(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to));
+      for (auto i : group) dirs.push_back(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to));
       const nlohmann::json& config = c.runs[group.front()].config;
       out.push_back(fmt::format(
           "arm {}: seed {} (data_seed {}) is in {} runs: {}; all count in the arm's means and sd (so the sd "
@@ -731,8 +746,8 @@ std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
   const bool drawn = std::any_of(ctx.plots.summary_drawn.begin(), ctx.plots.summary_drawn.end(),
                                  [&](const PlotFigure& p) { return p.name == f.name; });
   if (drawn)
-    md += fmt::format("![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n", f.title, f.name,
-                      f.name, f.name);
+    md += fmt::format("![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n", f.title, f.name, f.name,
+                      f.name);
   md += f.caption + ".\n\n";
   if (!f.tabulate) {
     for (const auto& note : f.notes) md += "- Note: " + note + ".\n";
@@ -745,14 +760,14 @@ std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
   std::sort(xs.begin(), xs.end());
   Table t;
   t.header = {f.name.find("_vs_lr") != std::string::npos    ? "line \\ lr"
-               : f.name.find("_vs_d_k") != std::string::npos ? "line \\ d_k"
-                                                              : "line \\ " + f.x_label};
+              : f.name.find("_vs_d_k") != std::string::npos ? "line \\ d_k"
+                                                            : "line \\ " + f.x_label};
   for (double x : xs) t.header.push_back(fmt::format("{:g}", x));
   for (const SummaryLine& line : f.lines) {
     std::vector<std::string> row{line.label};
     for (double x : xs) {
-      const auto it = std::find_if(line.points.begin(), line.points.end(),
-                                   [&](const SummaryPoint& p) { return p.x == x; });
+      const auto it =
+          std::find_if(line.points.begin(), line.points.end(), [&](const SummaryPoint& p) { return p.x == x; });
       row.push_back(it == line.points.end() ? "" : point_text(*it, line.theory, f.error_bar_sd));
     }
     t.rows.push_back(std::move(row));
@@ -807,49 +822,55 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   for (const FindingLine& f : findings(c)) md += "- " + markdown_escape(f.text) + " [→ details](#" + f.anchor + ")\n";
   md += "\n";
 
-  md += "## How to read this\n\n"
-        "An *arm* is a set of runs whose config.json agree on everything but the seed (seed, data_seed, the output "
-        "directory and logging settings are ignored); the table aggregates each arm over its seeds. *final loss* is "
-        "the mean training loss over the last 20 steps of a run (as in summary.json), shown as mean ± sample standard "
-        "deviation over seeds; *final acc* likewise. Both leave out diverged runs, which the *diverged* column "
-        "counts with the step they stopped at. A run *diverged* when its loss or gradient became NaN or Inf, or "
-        "when its loss stayed finite but blew up: its final loss is more than " +
-        fmt::format("{:g}", kDivergedLossFactor) +
-        " times its step-0 loss (its step is then the first whose loss passed that). *step loss≤x* / *step acc≥y* is the first step at which the mean "
-        "over the last " +
-        std::to_string(c.window) +
-        " steps reaches the threshold, averaged over the seeds that reached it; \"(k/n)\" says only k of n seeds "
-        "did and \"never\" that none did. *mean loss (AUC)* is the mean loss over all steps: the area under the "
-        "loss curve divided by its length, so runs of equal length compare. *W_q / W_k grad =0* is the fraction "
-        "of steps at which the gradient of every layer's query (key) weights was exactly zero — what a fully "
-        "saturated softmax passes back in float; *W_q / W_k grad <" + fmt::format("{:g}", kNearZeroGradFraction) +
-        "·step 0* the fraction at which its norm was below " + fmt::format("{:g}", kNearZeroGradFraction) +
-        " times the norm at the run's first step (or exactly zero): a gradient that has all but vanished, which "
-        "the exactly-zero count reads as 0%. Both are counted, like the mean gradient norms and as in summary.json, "
-        "over the steps whose loss and gradient norm were finite (a step skipped under --on-nan skip has no "
-        "gradient). Every statistic of an arm leaves out its diverged runs alike (counted in *diverged*), so no "
-        "number or sentence is decided by a run that blew up; only the LR sensitivity counts a diverged run, as "
-        "its initial loss. *LR sensitivity* (Wortsman et al. 2023, \"Small-scale proxies for "
-        "large-scale Transformer training instabilities\", sec. 3.2) is, over arms that differ only in learning "
-        "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
-        "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
-        "best; two sensitivities count as about the same when they differ by less than the larger seed sd of the "
-        "objective or 2% of it, and a comparison is not decided when either scaling ended below the chance loss "
-        "(a uniform guess) by more than that at no learning rate: a curve flat at chance is not insensitive. Incomplete runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
-        "complete run. Gradient norms are measured before the optimizer step; AdamW normalises its updates, so "
-        "there a smaller gradient does not by itself mean a smaller update. Every sentence below is generated from these numbers. Which of two arms trains better is decided "
-        "seed by seed where they share seeds: better (worse) when its final loss is lower (higher) by more than 2% "
-        "in every seed both have, as well when within 2% in every one, and otherwise not decided (the seeds "
-        "disagree) — a mean ± sd is never the verdict; arms without a seed in common are compared by their means, "
-        "equal within the larger seed standard deviation or 2% of the loss. Where neither arm learned (mean final "
-        "loss not below the chance loss by more than the seed sd or 2%) which trains better is not decided.\n\n";
+  md +=
+      "## How to read this\n\n"
+      "An *arm* is a set of runs whose config.json agree on everything but the seed (seed, data_seed, the output "
+      "directory and logging settings are ignored); the table aggregates each arm over its seeds. *final loss* is "
+      "the mean training loss over the last 20 steps of a run (as in summary.json), shown as mean ± sample standard "
+      "deviation over seeds; *final acc* likewise. Both leave out diverged runs, which the *diverged* column "
+      "counts with the step they stopped at. A run *diverged* when its loss or gradient became NaN or Inf, or "
+      "when its loss stayed finite but blew up: its final loss is more than " +
+      fmt::format("{:g}", kDivergedLossFactor) +
+      " times its step-0 loss (its step is then the first whose loss passed that). *step loss≤x* / *step acc≥y* is the "
+      "first step at which the mean "
+      "over the last " +
+      std::to_string(c.window) +
+      " steps reaches the threshold, averaged over the seeds that reached it; \"(k/n)\" says only k of n seeds "
+      "did and \"never\" that none did. *mean loss (AUC)* is the mean loss over all steps: the area under the "
+      "loss curve divided by its length, so runs of equal length compare. *W_q / W_k grad =0* is the fraction "
+      "of steps at which the gradient of every layer's query (key) weights was exactly zero — what a fully "
+      "saturated softmax passes back in float; *W_q / W_k grad <" +
+      fmt::format("{:g}", kNearZeroGradFraction) + "·step 0* the fraction at which its norm was below " +
+      fmt::format("{:g}", kNearZeroGradFraction) +
+      " times the norm at the run's first step (or exactly zero): a gradient that has all but vanished, which "
+      "the exactly-zero count reads as 0%. Both are counted, like the mean gradient norms and as in summary.json, "
+      "over the steps whose loss and gradient norm were finite (a step skipped under --on-nan skip has no "
+      "gradient). Every statistic of an arm leaves out its diverged runs alike (counted in *diverged*), so no "
+      "number or sentence is decided by a run that blew up; only the LR sensitivity counts a diverged run, as "
+      "its initial loss. *LR sensitivity* (Wortsman et al. 2023, \"Small-scale proxies for "
+      "large-scale Transformer training instabilities\", sec. 3.2) is, over arms that differ only in learning "
+      "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
+      "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
+      "best; two sensitivities count as about the same when they differ by less than the larger seed sd of the "
+      "objective or 2% of it, and a comparison is not decided when either scaling ended below the chance loss "
+      "(a uniform guess) by more than that at no learning rate: a curve flat at chance is not insensitive. Incomplete "
+      "runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
+      "complete run. Gradient norms are measured before the optimizer step; AdamW normalises its updates, so "
+      "there a smaller gradient does not by itself mean a smaller update. Every sentence below is generated from these "
+      "numbers. Which of two arms trains better is decided "
+      "seed by seed where they share seeds: better (worse) when its final loss is lower (higher) by more than 2% "
+      "in every seed both have, as well when within 2% in every one, and otherwise not decided (the seeds "
+      "disagree) — a mean ± sd is never the verdict; arms without a seed in common are compared by their means, "
+      "equal within the larger seed standard deviation or 2% of the loss. Where neither arm learned (mean final "
+      "loss not below the chance loss by more than the seed sd or 2%) which trains better is not decided.\n\n";
 
   md += "## Results by arm\n\n" + arm_table(c).markdown() + "\n";
   md += summary_section(ctx);
   const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir);
   if (!duplicates.empty()) {
-    md += "**Duplicate seeds.** Runs of one arm with the same seed and data_seed are the same run twice, not two "
-          "seeds:\n\n";
+    md +=
+        "**Duplicate seeds.** Runs of one arm with the same seed and data_seed are the same run twice, not two "
+        "seeds:\n\n";
     for (const auto& d : duplicates) md += "- " + markdown_escape(d) + "\n";
     md += "\n";
   }
@@ -866,11 +887,12 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   for (const auto& s : unpaired) md += "- " + markdown_escape(s) + ".\n";
   md += "\n";
 
-  md += "<a id=\"story\"></a>\n\n## Where the usual story holds, and where it does not\n\n"
-        "The usual story: without 1/sqrt(d_k) scaling, attention scores grow with d_k, the softmax saturates (low "
-        "entropy), W_q and W_k get little gradient, and training is worse (higher final loss, thresholds reached "
-        "later or never) and more sensitive to the learning rate; scaled runs train stably. Each point compares an "
-        "unscaled arm with one that differs only in scale mode.\n\n";
+  md +=
+      "<a id=\"story\"></a>\n\n## Where the usual story holds, and where it does not\n\n"
+      "The usual story: without 1/sqrt(d_k) scaling, attention scores grow with d_k, the softmax saturates (low "
+      "entropy), W_q and W_k get little gradient, and training is worse (higher final loss, thresholds reached "
+      "later or never) and more sensitive to the learning rate; scaled runs train stably. Each point compares an "
+      "unscaled arm with one that differs only in scale mode.\n\n";
   const StoryChecks checks = story_checks(c);
   if (checks.holds.empty() && checks.fails.empty() && checks.undecided.empty()) {
     md += "No unscaled arm has a counterpart differing only in scale mode, so the story cannot be checked here.\n\n";
@@ -890,15 +912,16 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   bool single_seed = false;
   for (const ArmStats& arm : c.arms) single_seed = single_seed || arm.n_seeds < 2;
   if (single_seed)
-    md += "Some arms have a single seed: their numbers carry no spread estimate, and a difference between them "
-          "may be seed noise.\n\n";
+    md +=
+        "Some arms have a single seed: their numbers carry no spread estimate, and a difference between them "
+        "may be seed noise.\n\n";
 
   md += "## Plots\n\n";
   if (!ctx.plots_requested) md += "Plots were not requested (--plots false).\n\n";
   if (!ctx.plots.note.empty()) md += "Note: " + ctx.plots.note + "\n\n";
   for (const auto& fig : ctx.plots.drawn)
-    md += fmt::format("### {}\n\n{}.\n\n![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n",
-                      fig.name, fig.caption, fig.name, fig.name, fig.name, fig.name);
+    md += fmt::format("### {}\n\n{}.\n\n![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n", fig.name,
+                      fig.caption, fig.name, fig.name, fig.name, fig.name);
 
   md += "## Thresholds and definitions used\n\n";
   std::set<std::string> thresholds;
@@ -916,13 +939,15 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
         (ctx.loss_threshold_option >= 0 ? " (given)" : "") + "\n";
   md += fmt::format("- accuracy threshold: {:g}\n", c.accuracy_threshold);
   md += fmt::format("- steps-to-threshold window: trailing mean over {} step{}\n", c.window, c.window == 1 ? "" : "s");
-  md += "- seeds: the distinct (seed, data_seed) pairs among an arm's runs; runs of one arm sharing a pair are all "
-        "kept in its numbers and listed under *Duplicate seeds*\n";
-  md += "- steps to a threshold, unscaled vs another mode: the story holds when a smaller share of the unscaled runs "
-        "reaches the threshold, or when every run of both arms reaches it and the unscaled mean step is later by "
-        "more than the tolerance: the larger of 10% of the later mean step and the larger seed standard deviation "
-        "of the step (at least 1 step). A smaller difference is reported as about the same, and equal shares below "
-        "all runs are not decided\n";
+  md +=
+      "- seeds: the distinct (seed, data_seed) pairs among an arm's runs; runs of one arm sharing a pair are all "
+      "kept in its numbers and listed under *Duplicate seeds*\n";
+  md +=
+      "- steps to a threshold, unscaled vs another mode: the story holds when a smaller share of the unscaled runs "
+      "reaches the threshold, or when every run of both arms reaches it and the unscaled mean step is later by "
+      "more than the tolerance: the larger of 10% of the later mean step and the larger seed standard deviation "
+      "of the step (at least 1 step). A smaller difference is reported as about the same, and equal shares below "
+      "all runs are not decided\n";
   md += "- final loss / accuracy: mean over the last min(20, steps) steps of a run\n";
   md += "- entropy and score std: first attention layer, mean over its heads (queries as measured by the trainer)\n\n";
 
@@ -936,8 +961,8 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const RunRecord& run = c.runs[i];
     runs.rows.push_back({shown_path(run.dir, ctx.out_dir), arm_label(*arm_of_run[i], extra),
-                         setting_text(run.config, "seed"),
-                         fmt::format("{}/{}", run.series.size(), run.steps_planned), run_status(run)});
+                         setting_text(run.config, "seed"), fmt::format("{}/{}", run.series.size(), run.steps_planned),
+                         run_status(run)});
   }
   md += runs.markdown() + "\n";
   if (!ctx.skipped.empty()) {

@@ -56,16 +56,16 @@ struct FindingLine {
 std::vector<FindingLine> findings(const Comparison& c);
 
 struct ReportContext {
-  std::string out_dir;                  // report.md's directory (run paths are shown relative to it)
+  std::string out_dir;  // report.md's directory (run paths are shown relative to it)
   bool plots_requested = true;
-  PlotOutcome plots;                    // figures drawn (paths relative to out_dir/plots)
-  std::vector<SummaryFigure> summary;   // summary_figures(c): tabulated in report.md, drawn if in plots.summary_drawn
-  std::vector<std::string> skipped;     // run directories that could not be read, with the reason
-  double loss_threshold_option = -1;    // as given (< 0: half the chance loss)
-  PresetRecord preset;                  // the preset whose sweep this is (name "" for none)
+  PlotOutcome plots;                   // figures drawn (paths relative to out_dir/plots)
+  std::vector<SummaryFigure> summary;  // summary_figures(c): tabulated in report.md, drawn if in plots.summary_drawn
+  std::vector<std::string> skipped;    // run directories that could not be read, with the reason
+  double loss_threshold_option = -1;   // as given (< 0: half the chance loss)
+  PresetRecord preset;                 // the preset whose sweep this is (name "" for none)
   std::vector<PresetSection> preset_sections;  // its sections, written after the Findings
-  std::string preset_note;              // why its sections are missing ("" when written)
-  std::vector<std::string> sweep_notes;  // grid points of the input sweeps not complete, leftover partial writes
+  std::string preset_note;                     // why its sections are missing ("" when written)
+  std::vector<std::string> sweep_notes;        // grid points of the input sweeps not complete, leftover partial writes
 };
 
 /// The whole report.md text.

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,13 +69,11 @@ const std::vector<FigureSpec>& figure_specs() {
        "L2 norm over all layers of the gradient of the query (solid, the mode's colour) and key (dashed, a lighter "
        "shade of it) weights, mean over seeds. "
        "Steps where it was exactly zero cannot be drawn on a log axis and leave gaps (see the zero-grad columns)"},
-      {Kind::entropy, "entropy",
-       "Attention entropy, first layer, mean over heads and queries; mean over seeds",
+      {Kind::entropy, "entropy", "Attention entropy, first layer, mean over heads and queries; mean over seeds",
        "entropy (nats)", false,
        "Mean attention entropy of the first layer: low means peaked (saturated) attention. Steps where the trainer "
        "did not measure attention are skipped"},
-      {Kind::score_std, "score_std",
-       "Std of the scaled attention scores (softmax input), first layer; mean over seeds",
+      {Kind::score_std, "score_std", "Std of the scaled attention scores (softmax input), first layer; mean over seeds",
        "score std (log scale)", true,
        "Standard deviation of the first layer's attention scores after the mode's scaling (the softmax input): the "
        "growth of the attention logits"},
@@ -194,8 +192,8 @@ std::vector<Point> smooth(const std::vector<Point>& points, double half_width) {
     const double s = points[i].step;
     const double h = std::min({half_width, s - first, last - s});
     const auto lo = std::lower_bound(points.begin(), points.end(), s - h, by_step) - points.begin();
-    const auto hi = std::lower_bound(points.begin(), points.end(), std::nextafter(s + h, INFINITY), by_step) -
-                    points.begin();
+    const auto hi =
+        std::lower_bound(points.begin(), points.end(), std::nextafter(s + h, INFINITY), by_step) - points.begin();
     out[i] = {s, (prefix[hi] - prefix[lo]) / static_cast<double>(hi - lo)};
   }
   return out;
@@ -286,8 +284,8 @@ std::string log_tics(const Range& range) {
 }
 
 struct ArmData {
-  std::string colour;  // RRGGBB
-  int dash = 1;        // gnuplot dash type of the arm's scaling
+  std::string colour;                        // RRGGBB
+  int dash = 1;                              // gnuplot dash type of the arm's scaling
   std::map<std::string, std::string> files;  // series name → data file, only for drawable series
   std::map<std::string, Range> ranges;       // series name → range of its positive values
   std::vector<Point> diverged;               // (diverged step, last finite loss) per diverged run
@@ -388,7 +386,8 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
   std::vector<std::string> omit{"scale"};
   for (const std::string key : {"optimizer", "lr"}) {
     bool same = true;
-    for (const ArmStats& arm : c.arms) same = same && setting_text(arm.settings, key) == setting_text(c.arms[0].settings, key);
+    for (const ArmStats& arm : c.arms)
+      same = same && setting_text(arm.settings, key) == setting_text(c.arms[0].settings, key);
     if (same) omit.push_back(key);
   }
   const auto extra = distinguishing_keys(c.arms);
@@ -487,8 +486,9 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
       body += "set xlabel \"step\"\nset ylabel " + gnuplot_string(spec.ylabel) + "\n";
       body += spec.log_y ? "set logscale y\n" : "unset logscale y\n";
       if (elements.empty()) {
-        body += "unset logscale y\nset label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n"
-                "unset label 1\n";
+        body +=
+            "unset logscale y\nset label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n"
+            "unset label 1\n";
         continue;
       }
       if (spec.kind == Kind::loss) {
@@ -523,7 +523,8 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
       body += "\n";
     }
     const std::size_t width = std::max<std::size_t>(640 * cols, 1100), height = 380 * rows + 40;
-    std::string script = "# Written by `xgrad compare`; re-run with `gnuplot " + spec.name + ".gp` in this directory.\n";
+    std::string script =
+        "# Written by `xgrad compare`; re-run with `gnuplot " + spec.name + ".gp` in this directory.\n";
     const std::string title = gnuplot_string(spec.title + smoothing(spec));
     for (const auto& [terminal, extension] :
          std::vector<std::pair<std::string, std::string>>{{"pngcairo", "png"}, {"svg", "svg"}}) {
@@ -618,10 +619,10 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
         elements.push_back(fmt::format("'{}' using 1:2 with lines lw 2 dt {} lc rgb '#{}' title {}", file,
                                        dash_pattern(dash), style.colour, gnuplot_string(line.label)));
       else
-        elements.push_back(fmt::format("'{}' using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
-                                       "title {}",
-                                       file, dash_pattern(dash), point_type(dash), style.colour,
-                                       gnuplot_string(line.label)));
+        elements.push_back(
+            fmt::format("'{}' using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
+                        "title {}",
+                        file, dash_pattern(dash), point_type(dash), style.colour, gnuplot_string(line.label)));
     }
     std::string body;
     body += "set title " + gnuplot_string(f.title) + "\n";
@@ -637,8 +638,10 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       const double pad = f.log_x ? 1.25 : 0;
       if (f.log_x && lo > 0) body += fmt::format("set xrange [{}:{}]\n", num(lo / pad), num(hi * pad));
     }
-    if (f.log_y) body += "set logscale y\nset offsets 0, 0, graph 0.04, graph 0.04\n" + log_tics(range);
-    else body += "set yrange [0:*]\n";  // losses and entropies are >= 0 (an sd bar may reach below)
+    if (f.log_y)
+      body += "set logscale y\nset offsets 0, 0, graph 0.04, graph 0.04\n" + log_tics(range);
+    else
+      body += "set yrange [0:*]\n";  // losses and entropies are >= 0 (an sd bar may reach below)
     if (elements.empty())
       body += "unset logscale\nset label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n";
     else {
@@ -654,8 +657,9 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       script += fmt::format("set output '{}.{}'\n", f.name, extension);
       script += "set key outside right top vertical font ',9' samplen 3\nset grid\nset format y '%g'\n";
       script += body;
-      script += "set output\nunset logscale\nset xtics autofreq\nset ytics autofreq\nset offsets 0, 0, 0, 0\n"
-                "set xrange [*:*]\nset yrange [*:*]\n\n";
+      script +=
+          "set output\nunset logscale\nset xtics autofreq\nset ytics autofreq\nset offsets 0, 0, 0, 0\n"
+          "set xrange [*:*]\nset yrange [*:*]\n\n";
     }
     const fs::path script_path = dir / (f.name + ".gp");
     {
@@ -666,8 +670,7 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
     }
     if (!have_gnuplot) continue;
     for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (f.name + ext), ec);
-    const std::string command =
-        "cd " + shell_quote(dir.string()) + " && gnuplot " + f.name + ".gp >> gnuplot.log 2>&1";
+    const std::string command = "cd " + shell_quote(dir.string()) + " && gnuplot " + f.name + ".gp >> gnuplot.log 2>&1";
     const int status = std::system(command.c_str());
     if (status == 0 && fs::exists(dir / (f.name + ".png")) && fs::exists(dir / (f.name + ".svg")))
       outcome.summary_drawn.push_back({f.name, f.caption});

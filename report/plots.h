@@ -12,15 +12,15 @@ namespace xgrad::train {
 
 /// One figure: its file stem and what it shows (for report.md).
 struct PlotFigure {
-  std::string name;     // "loss" → loss.gp, loss.png, loss.svg
+  std::string name;  // "loss" → loss.gp, loss.png, loss.svg
   std::string caption;
 };
 
 struct PlotOutcome {
-  std::vector<PlotFigure> drawn;  // figures whose PNG and SVG gnuplot produced
+  std::vector<PlotFigure> drawn;          // figures whose PNG and SVG gnuplot produced
   std::vector<PlotFigure> summary_drawn;  // the same for write_summary_plots' figures
-  std::string note;               // why plots were skipped or which failed ("" when all were drawn)
-  std::vector<std::string> warnings;  // e.g. a scaling this build does not know, drawn in a palette colour
+  std::string note;                       // why plots were skipped or which failed ("" when all were drawn)
+  std::vector<std::string> warnings;      // e.g. a scaling this build does not know, drawn in a palette colour
 };
 
 /// The figures, one panel per d_k in each: loss by step (each run thin, the mean over seeds thick and smoothed by
@@ -54,8 +54,7 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir);
 /// (its registry colour) with its own dash and point (the next styles for more lines of it), theory dashed without
 /// points. Appends the drawn ones to outcome.summary_drawn and what failed to outcome.note. Never throws for a
 /// gnuplot failure; throws std::runtime_error when plots_dir cannot be written.
-void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,
-                         PlotOutcome& outcome);
+void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir, PlotOutcome& outcome);
 
 /// The colour every figure draws `scale` in, "#RRGGBB": its registry entry's colour, or for a name this build does
 /// not know (or an entry whose colour is not #RRGGBB) a fixed palette colour chosen by a hash of the name, the same

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/json_file.h"
 #include "train/metrics_log.h"
 #include "train/run_files.h"
-#include "train/json_file.h"
 
 namespace xgrad::train {
 
@@ -66,8 +66,8 @@ PresetRecord read_preset_record(const std::string& sweep_dir) {
   return record;
 }
 
-std::vector<double> metrics_column_max(const std::string& run_dir, const std::string& prefix,
-                                       const std::string& suffix, std::vector<double>* steps) {
+std::vector<double> metrics_column_max(const std::string& run_dir, const std::string& prefix, const std::string& suffix,
+                                       std::vector<double>* steps) {
   MetricsReader reader((fs::path(run_dir) / kMetricsFile).string());
   const std::vector<std::string>& header = reader.columns();
   std::vector<std::size_t> selected;

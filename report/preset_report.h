@@ -18,9 +18,9 @@ namespace xgrad::train {
 /// tabulate is false), then its markdown body. Every sentence of the body is computed from the numbers, and says
 /// "not decided" where the seeds disagree (see report_markdown's rule in markdown.h).
 struct PresetSection {
-  std::string anchor;    // id for links, e.g. "lr-final-loss"; unique within the report
-  std::string title;     // the heading's text
-  std::string markdown;  // the body: sentences, tables (Table::markdown()), lists
+  std::string anchor;                  // id for links, e.g. "lr-final-loss"; unique within the report
+  std::string title;                   // the heading's text
+  std::string markdown;                // the body: sentences, tables (Table::markdown()), lists
   std::vector<SummaryFigure> figures;  // drawn before the body; names must be unique within the report
 };
 
@@ -82,7 +82,7 @@ PresetRecord read_preset_record(const std::string& sweep_dir);
 /// with `suffix` (e.g. "attn/l" and "/score_max_abs": the largest attention logit over layers and heads), NaN values
 /// skipped (NaN where the row has none: a step without attention statistics). `steps`, if given, gets the step
 /// column. Empty when no column matches. Throws std::runtime_error naming the file when it cannot be read.
-std::vector<double> metrics_column_max(const std::string& run_dir, const std::string& prefix,
-                                       const std::string& suffix, std::vector<double>* steps = nullptr);
+std::vector<double> metrics_column_max(const std::string& run_dir, const std::string& prefix, const std::string& suffix,
+                                       std::vector<double>* steps = nullptr);
 
 }  // namespace xgrad::train

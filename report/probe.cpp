@@ -50,10 +50,11 @@ std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size
       for (const auto& s : stats) n_queries += s.n_queries;
       const std::size_t T = batch.inputs.shape(1);
       if (n_queries == 0)
-        throw ConfigError(fmt::format("probe: no query may attend to two keys (task {}: sequences of {} token{}), so "
-                                      "every attention weight is 1 by construction and there is nothing to measure; "
-                                      "give sequences of at least 2 tokens",
-                                      c.task, T, T == 1 ? "" : "s"));
+        throw ConfigError(
+            fmt::format("probe: no query may attend to two keys (task {}: sequences of {} token{}), so "
+                        "every attention weight is 1 by construction and there is nothing to measure; "
+                        "give sequences of at least 2 tokens",
+                        c.task, T, T == 1 ? "" : "s"));
       ProbeRow r;
       r.d_k = d_k;
       r.scale = scale;
@@ -84,10 +85,11 @@ std::string format_probe_table(const std::vector<ProbeRow>& rows) {
   out << fmt::format("{:>6}  {:<12}  {:>7}  {:>7}  {:>11}  {:>10}  {:>12}  {:>9}  {:>10}\n", "d_k", "scale", "std(q)",
                      "std(k)", "theory std", "score std", "entropy(nat)", "max prob", "saturated");
   for (const auto& r : rows)
-    out << fmt::format("{:>6}  {:<12}  {:>7.3f}  {:>7.3f}  {:>11.3f}  {:>10.3f}  {:>12.3f}  {:>9.3f}  {:>9.1f}%\n", r.d_k,
-                       r.scale, r.q_std, r.k_std, r.theory_std, r.score_std, r.entropy_mean,
-                       r.max_prob_mean, 100.0 * r.frac_saturated);
-  out << "theory std = sqrt(d_k) * std(q) * std(k) * the scaling's multiplier of q·k (Vaswani et al. 2017, footnote 4).\n"
+    out << fmt::format("{:>6}  {:<12}  {:>7.3f}  {:>7.3f}  {:>11.3f}  {:>10.3f}  {:>12.3f}  {:>9.3f}  {:>9.1f}%\n",
+                       r.d_k, r.scale, r.q_std, r.k_std, r.theory_std, r.score_std, r.entropy_mean, r.max_prob_mean,
+                       100.0 * r.frac_saturated);
+  out << "theory std = sqrt(d_k) * std(q) * std(k) * the scaling's multiplier of q·k (Vaswani et al. 2017, footnote "
+         "4).\n"
          "Statistics over the queries that may attend to at least 2 keys; score std over the keys they may attend to;\n"
          "saturated = share of queries whose largest attention weight exceeds 0.99.\n";
   return out.str();

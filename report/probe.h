@@ -12,7 +12,7 @@ namespace xgrad::train {
 
 struct ProbeRow {
   std::size_t d_k = 0;
-  std::string scale;  // a registered scaling
+  std::string scale;            // a registered scaling
   double q_std = 0, k_std = 0;  // std of the q and k components as they enter q·k
   double theory_std = 0;        // sqrt(d_k) q_std k_std times the mode's constant scale factor
   double score_std = 0;         // measured std of the scaled scores (keys a query may attend to)
@@ -21,9 +21,9 @@ struct ProbeRow {
   double frac_saturated = 0;    // share of those queries with max probability > 0.99
 };
 
-/// Builds the model of `base` with head size d_k (d_model unchanged) at each d_k and scale mode with the same seed, runs one
-/// batch of base.batch_size sequences of the task through it, and measures the first layer's attention.
-/// Throws ConfigError on bad settings, an empty d_ks or a d_k given twice.
+/// Builds the model of `base` with head size d_k (d_model unchanged) at each d_k and scale mode with the same seed,
+/// runs one batch of base.batch_size sequences of the task through it, and measures the first layer's attention. Throws
+/// ConfigError on bad settings, an empty d_ks or a d_k given twice.
 std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
                             const std::vector<std::string>& scales);
 

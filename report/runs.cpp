@@ -11,11 +11,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "train/json_file.h"
 #include "train/metrics_log.h"
 #include "train/run_directory.h"
 #include "train/run_files.h"
 #include "train/settings.h"
-#include "train/json_file.h"
 
 namespace xgrad::train {
 
@@ -143,8 +143,7 @@ std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs) {
   std::vector<std::string> dirs;
   for (const auto& input : inputs) {
     std::error_code ec;
-    if (!fs::is_directory(input, ec))
-      throw std::invalid_argument("compare: " + input + " is not a directory");
+    if (!fs::is_directory(input, ec)) throw std::invalid_argument("compare: " + input + " is not a directory");
     std::vector<std::string> found;
     if (is_run_dir(input)) found.push_back(fs::path(input).lexically_normal().string());
     fs::recursive_directory_iterator it(input, fs::directory_options::skip_permission_denied, ec), end;
@@ -153,7 +152,8 @@ std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs) {
       if (it->is_directory(type_ec) && is_run_dir(it->path())) found.push_back(it->path().lexically_normal().string());
     }
     if (found.empty())
-      throw std::invalid_argument("compare: " + input + " holds no run (no directory with config.json and metrics.csv)");
+      throw std::invalid_argument("compare: " + input +
+                                  " holds no run (no directory with config.json and metrics.csv)");
     for (auto& dir : found) {
       std::error_code canon_ec;
       const fs::path canonical = fs::weakly_canonical(dir, canon_ec);

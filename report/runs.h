@@ -23,28 +23,28 @@ struct RunSeries {
   std::vector<double> score_std;      // attn/l0h*/score_std, mean over the first layer's heads
   std::vector<double> score_grad_median;  // attn/l0h*/score_grad_median (median over queries of the L2 norm of
                                           // dLoss/d(score row)), mean over the first layer's heads
-  std::vector<double> saturated;      // attn/l0h*/frac_max_prob_gt_0.99, mean over the first layer's heads
+  std::vector<double> saturated;          // attn/l0h*/frac_max_prob_gt_0.99, mean over the first layer's heads
   std::size_t size() const { return step.size(); }
 };
 
 /// One run directory as compare sees it.
 struct RunRecord {
   std::string dir;
-  nlohmann::json config;           // config.json in its canonical form (canonical_config_json; any release)
-  bool has_summary = false;        // summary.json present and readable
-  bool diverged = false;           // from summary.json; without one, a non-finite loss/grad_norm in the last row
-                                   // (unless the run skips non-finite steps: config on_nan = "skip"); or, with
-                                   // every loss finite, loss_blew_up (train/run_files.h): the final loss (mean of
-                                   // the last min(20, rows) finite losses) above kDivergedLossFactor × step 0's
-  long diverged_step = -1;         // for a blow-up, the first step whose loss passed that factor
-  bool incomplete = false;         // cut short or still running: no summary.json (the reason says "still running
-                                   // (pid N)" while a process holds the run's lock), a truncated last line, or
-                                   // fewer rows than steps
-  std::string incomplete_reason;   // why, for the report ("" when complete)
-  std::size_t steps_planned = 0;   // config "steps"
+  nlohmann::json config;          // config.json in its canonical form (canonical_config_json; any release)
+  bool has_summary = false;       // summary.json present and readable
+  bool diverged = false;          // from summary.json; without one, a non-finite loss/grad_norm in the last row
+                                  // (unless the run skips non-finite steps: config on_nan = "skip"); or, with
+                                  // every loss finite, loss_blew_up (train/run_files.h): the final loss (mean of
+                                  // the last min(20, rows) finite losses) above kDivergedLossFactor × step 0's
+  long diverged_step = -1;        // for a blow-up, the first step whose loss passed that factor
+  bool incomplete = false;        // cut short or still running: no summary.json (the reason says "still running
+                                  // (pid N)" while a process holds the run's lock), a truncated last line, or
+                                  // fewer rows than steps
+  std::string incomplete_reason;  // why, for the report ("" when complete)
+  std::size_t steps_planned = 0;  // config "steps"
   bool has_w_q = false, has_w_k = false;  // metrics.csv has grad_norm/...attn.w_q.weight (resp. w_k) columns
-  GradientStats gradients;         // over the finite rows of metrics.csv, as the trainer counts for summary.json
-                                   // (without a grad_norm column, the loss alone says whether a row is finite)
+  GradientStats gradients;                // over the finite rows of metrics.csv, as the trainer counts for summary.json
+                                          // (without a grad_norm column, the loss alone says whether a row is finite)
   RunSeries series;
 };
 

@@ -85,9 +85,9 @@ bool follows_in_every_arm(const std::vector<const nlohmann::json*>& settings, co
 // Every key of `settings`, in the order tables list them: the settings that change what is learned first (task,
 // model size), then the rest alphabetically. chance_loss follows from the task's settings and is left out.
 std::vector<std::string> ordered_keys(const std::vector<const nlohmann::json*>& settings) {
-  static const std::vector<std::string> priority{"task",       "d_model",  "d_k",      "scale",      "optimizer",
-                                                 "lr",         "n_heads",  "n_layers", "steps",      "batch_size",
-                                                 "mlp",        "layer_norm", "residual"};
+  static const std::vector<std::string> priority{"task", "d_model",    "d_k",      "scale", "optimizer",
+                                                 "lr",   "n_heads",    "n_layers", "steps", "batch_size",
+                                                 "mlp",  "layer_norm", "residual"};
   std::set<std::string> rest;
   for (const nlohmann::json* s : settings)
     for (const auto& item : s->items())
@@ -175,8 +175,7 @@ RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_
       r.score_std_last = s.score_std[i];
     }
   r.lr_objective = r.initial_loss;
-  if (!run.diverged && std::isfinite(r.final_loss) && !(r.final_loss > r.initial_loss))
-    r.lr_objective = r.final_loss;
+  if (!run.diverged && std::isfinite(r.final_loss) && !(r.final_loss > r.initial_loss)) r.lr_objective = r.final_loss;
   return r;
 }
 
@@ -198,8 +197,7 @@ MeanSd mean_sd(const std::vector<double>& values) {
 }
 
 double median(std::vector<double> values) {
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }),
-               values.end());
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }), values.end());
   if (values.empty()) return kNoValue;
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
@@ -325,8 +323,10 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
     arm.loss_threshold = loss_threshold >= 0 ? loss_threshold : 0.5 * number_or_nan(arm.settings, "chance_loss");
     for (auto i : arm.runs) {
       c.stats[i] = run_stats(c.runs[i], arm.loss_threshold, accuracy_threshold, c.window);
-      if (c.runs[i].incomplete) ++arm.n_incomplete;
-      else arm.used.push_back(i);
+      if (c.runs[i].incomplete)
+        ++arm.n_incomplete;
+      else
+        arm.used.push_back(i);
     }
     if (arm.used.empty()) arm.used = arm.runs;
     // Replicates are told apart by (seed, data_seed): the same pair twice is the same run twice (a copied or
@@ -335,8 +335,9 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
     std::vector<std::string> seed_order;
     for (auto i : arm.used) {
       const nlohmann::json& config = c.runs[i].config;
-      const std::string key = nlohmann::json::array({config.value("seed", nlohmann::json()),
-                                                     config.value("data_seed", nlohmann::json())}).dump();
+      const std::string key =
+          nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})
+              .dump();
       if (by_seed.find(key) == by_seed.end()) seed_order.push_back(key);
       by_seed[key].push_back(i);
     }
@@ -349,8 +350,10 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
     std::vector<double> objective;
     for (auto i : arm.used) {
       objective.push_back(c.stats[i].lr_objective);
-      if (c.runs[i].diverged) arm.diverged_steps.push_back(c.runs[i].diverged_step);
-      else arm.kept.push_back(i);
+      if (c.runs[i].diverged)
+        arm.diverged_steps.push_back(c.runs[i].diverged_step);
+      else
+        arm.kept.push_back(i);
     }
     std::vector<double> final_loss, final_acc, auc, initial, zq, zk, nzq, nzk, gq, gk, e0, e1, s0, s1, sat0, sgm;
     std::vector<double> step_loss, step_acc;
@@ -477,15 +480,16 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
   if (!both_diverged.empty()) {
     std::string lrs;
     for (const auto& lr : both_diverged) lrs += (lrs.empty() ? "" : ", ") + lr;
-    out.reason = fmt::format("both scalings diverged at lr {}, where the objective is the initial loss on both sides",
-                             lrs);
+    out.reason =
+        fmt::format("both scalings diverged at lr {}, where the objective is the initial loss on both sides", lrs);
   } else if (!learned_a || !learned_b) {
     // A scaling that learned at no learning rate has a flat objective near chance: it would read as insensitive to
     // the learning rate when it is simply bad at all of them.
     const std::string who = !learned_a && !learned_b
                                 ? std::string("neither scaling learned")
                                 : mode_of(c.arms[(!learned_a ? a : b).arms.front()]) + " never learned";
-    out.reason = who + " at any learning rate (mean final loss never below the chance loss by more than the seed "
+    out.reason = who +
+                 " at any learning rate (mean final loss never below the chance loss by more than the seed "
                  "sd or 2%)";
   } else if (!std::isfinite(out.sensitivity_a) || !std::isfinite(out.sensitivity_b)) {
     out.reason = "an objective is missing at the shared learning rates";
@@ -505,8 +509,9 @@ LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const 
     for (auto i : arm.kept) {
       if (!std::isfinite(c.stats[i].final_loss)) continue;
       const nlohmann::json& config = c.runs[i].config;
-      losses[nlohmann::json::array({config.value("seed", nlohmann::json()),
-                                    config.value("data_seed", nlohmann::json())}).dump()]
+      losses[nlohmann::json::array(
+                 {config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})
+                 .dump()]
           .push_back(c.stats[i].final_loss);
     }
     std::map<std::string, double> mean;
@@ -520,9 +525,12 @@ LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const 
     const double y = it->second;
     ++out.n_shared;
     const double tol = 0.02 * std::max(std::fabs(x), std::fabs(y));
-    if (y - x > tol) ++out.a_lower;
-    else if (x - y > tol) ++out.b_lower;
-    else ++out.same;
+    if (y - x > tol)
+      ++out.a_lower;
+    else if (x - y > tol)
+      ++out.b_lower;
+    else
+      ++out.same;
   }
   using V = LossComparison::Verdict;
   if (a.final_loss.n == 0 || b.final_loss.n == 0) {
@@ -604,7 +612,8 @@ std::vector<std::string> own_settings(const nlohmann::json& settings, const std:
 
 std::string scale_label(const ArmStats& arm) {
   std::vector<std::string> parts;
-  for (const auto& key : own_settings(arm.settings, "scale")) parts.push_back(key + "=" + setting_text(arm.settings, key));
+  for (const auto& key : own_settings(arm.settings, "scale"))
+    parts.push_back(key + "=" + setting_text(arm.settings, key));
   if (parts.empty()) return arm.scale();
   std::string out = arm.scale() + " (";
   for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];

@@ -19,30 +19,30 @@ constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 /// What one run measured. Losses in nats. A "row" is one metrics.csv row (one step); a "finite row" one whose update
 /// was applied (is_finite_step, train/run_files.h): not a step skipped under --on-nan skip nor one a run diverged at.
 struct RunStats {
-  double initial_loss = kNoValue;     // loss at the first row
-  double final_loss = kNoValue;       // mean loss over the last min(20, rows) rows (as summary.json); NaN if diverged
-  double final_accuracy = kNoValue;   // mean accuracy over the same rows; NaN if diverged
-  double auc_loss = kNoValue;         // mean loss over all rows (area under the loss curve / steps); NaN if diverged
-  long step_to_loss = -1;             // first step whose trailing mean loss over `window` rows is <= the threshold;
-                                      // -1: never
-  long step_to_accuracy = -1;         // same for accuracy >= its threshold
+  double initial_loss = kNoValue;    // loss at the first row
+  double final_loss = kNoValue;      // mean loss over the last min(20, rows) rows (as summary.json); NaN if diverged
+  double final_accuracy = kNoValue;  // mean accuracy over the same rows; NaN if diverged
+  double auc_loss = kNoValue;        // mean loss over all rows (area under the loss curve / steps); NaN if diverged
+  long step_to_loss = -1;            // first step whose trailing mean loss over `window` rows is <= the threshold;
+                                     // -1: never
+  long step_to_accuracy = -1;        // same for accuracy >= its threshold
   // RunRecord::gradients: over the finite rows, the numbers summary.json holds (GradientStats); NaN without W_q
   // (W_k) columns.
-  double frac_zero_grad_w_q = kNoValue;  // fraction of finite rows where every W_q gradient norm is exactly 0
-  double frac_zero_grad_w_k = kNoValue;  // same for W_k
+  double frac_zero_grad_w_q = kNoValue;       // fraction of finite rows where every W_q gradient norm is exactly 0
+  double frac_zero_grad_w_k = kNoValue;       // same for W_k
   double frac_near_zero_grad_w_q = kNoValue;  // fraction of finite rows whose W_q gradient norm was exactly zero or
                                               // below kNearZeroGradFraction (1e-6) of its first finite row's
   double frac_near_zero_grad_w_k = kNoValue;  // same for W_k
-  double mean_grad_norm_w_q = kNoValue;  // mean over finite rows of the W_q gradient norm (all layers, L2)
+  double mean_grad_norm_w_q = kNoValue;       // mean over finite rows of the W_q gradient norm (all layers, L2)
   double mean_grad_norm_w_k = kNoValue;
   double entropy_first = kNoValue, entropy_last = kNoValue;      // first/last measured first-layer entropy (nats)
   double score_std_first = kNoValue, score_std_last = kNoValue;  // first/last measured first-layer score std
-  double first_measured_step = kNoValue;  // the step of entropy_first
-  double saturated_first = kNoValue;      // share of first-layer queries with max attention weight > 0.99 at the
-                                          // first measured step (mean over heads)
-  double score_grad_median = kNoValue;    // median over the measured rows of the first layer's median per-query
-                                          // score gradient ‖dLoss/d(score row)‖ (mean over heads)
-  double lr_objective = kNoValue;     // min(final loss, initial loss); the initial loss if the run diverged
+  double first_measured_step = kNoValue;                         // the step of entropy_first
+  double saturated_first = kNoValue;    // share of first-layer queries with max attention weight > 0.99 at the
+                                        // first measured step (mean over heads)
+  double score_grad_median = kNoValue;  // median over the measured rows of the first layer's median per-query
+                                        // score gradient ‖dLoss/d(score row)‖ (mean over heads)
+  double lr_objective = kNoValue;       // min(final loss, initial loss); the initial loss if the run diverged
 };
 
 /// Statistics of one run. `window` >= 1 rows for the trailing means of steps-to-threshold. Never throws on
@@ -74,25 +74,25 @@ double equal_step_tolerance(double step_a, double sd_a, double step_b, double sd
 /// statistics) and counted in diverged_steps, so no number is decided by a run that blew up. The one exception is
 /// the lr objective, which by its definition (Wortsman et al. 2023) counts a diverged run as its initial loss.
 struct ArmStats {
-  nlohmann::json settings;         // arm_settings() of its runs' config.json
-  std::vector<std::size_t> runs;   // indices into Comparison::runs
-  std::vector<std::size_t> used;   // the complete runs, or all if none is complete
-  std::vector<std::size_t> kept;   // the used runs that did not diverge: the runs every statistic below is over
-  std::size_t n_incomplete = 0;    // runs of `runs` that are incomplete
-  std::size_t n_seeds = 0;         // distinct (seed, data_seed) pairs among the used runs
+  nlohmann::json settings;        // arm_settings() of its runs' config.json
+  std::vector<std::size_t> runs;  // indices into Comparison::runs
+  std::vector<std::size_t> used;  // the complete runs, or all if none is complete
+  std::vector<std::size_t> kept;  // the used runs that did not diverge: the runs every statistic below is over
+  std::size_t n_incomplete = 0;   // runs of `runs` that are incomplete
+  std::size_t n_seeds = 0;        // distinct (seed, data_seed) pairs among the used runs
   std::vector<std::vector<std::size_t>> duplicate_seeds;  // used runs sharing one (seed, data_seed), a group per
                                                           // pair held by more than one; all stay in the aggregates
   double loss_threshold = kNoValue;
   MeanSd final_loss, final_accuracy, auc_loss;
   MeanSd initial_loss;
-  std::size_t reached_loss = 0, reached_accuracy = 0;  // kept runs that reached the threshold
+  std::size_t reached_loss = 0, reached_accuracy = 0;                     // kept runs that reached the threshold
   double mean_step_to_loss = kNoValue, mean_step_to_accuracy = kNoValue;  // mean over the runs that reached it
   double sd_step_to_loss = kNoValue, sd_step_to_accuracy = kNoValue;      // their sample sd (0 for one run)
   MeanSd frac_zero_grad_w_q, frac_zero_grad_w_k, mean_grad_norm_w_q, mean_grad_norm_w_k;
   MeanSd frac_near_zero_grad_w_q, frac_near_zero_grad_w_k;
   MeanSd entropy_first, entropy_last, score_std_first, score_std_last, saturated_first;
-  MeanSd score_grad_median;          // RunStats::score_grad_median over the kept runs (its mean is not used: the
-                                     // values span orders of magnitude; see the median and range below)
+  MeanSd score_grad_median;  // RunStats::score_grad_median over the kept runs (its mean is not used: the
+                             // values span orders of magnitude; see the median and range below)
   double score_grad_median_median = kNoValue;  // median over the kept runs of RunStats::score_grad_median
   double score_grad_median_min = kNoValue, score_grad_median_max = kNoValue;  // their range
   bool measured_from_step_0 = true;  // every kept run measured attention at step 0
@@ -120,7 +120,7 @@ bool is_reference_scale(const std::string& scale);
 struct LrGroup {
   std::vector<std::size_t> arms;  // indices into Comparison::arms, by increasing lr
   double sensitivity = kNoValue;
-  std::size_t best_arm = 0;       // the arm with the lowest lr objective
+  std::size_t best_arm = 0;  // the arm with the lowest lr objective
 };
 
 /// Two LR groups of different scale compared by LR sensitivity over the learning rates both hold (a sensitivity over
@@ -131,19 +131,19 @@ struct LrGroup {
 /// about_same when the sensitivities differ by no more than `tolerance`: a difference within the seed spread of the
 /// objectives is not a result.
 struct LrComparison {
-  std::vector<double> lrs;                      // the shared learning rates, increasing
+  std::vector<double> lrs;                                    // the shared learning rates, increasing
   double sensitivity_a = kNoValue, sensitivity_b = kNoValue;  // lr_sensitivity over those lrs
   bool decided = false;
-  bool about_same = false;   // decided, and |sensitivity_a - sensitivity_b| <= tolerance: neither is more sensitive
+  bool about_same = false;      // decided, and |sensitivity_a - sensitivity_b| <= tolerance: neither is more sensitive
   double tolerance = kNoValue;  // the larger of the seed sds of the lr objective over the shared arms, and 2% of the
                                 // larger mean objective there (as equal_loss_tolerance)
-  std::string reason;                           // why not decided; "" when decided
+  std::string reason;           // why not decided; "" when decided
 };
 
 struct Comparison {
   std::vector<RunRecord> runs;
-  std::vector<RunStats> stats;    // one per run
-  std::vector<ArmStats> arms;          // by d_k, scale (none first), optimizer, lr
+  std::vector<RunStats> stats;  // one per run
+  std::vector<ArmStats> arms;   // by d_k, scale (none first), optimizer, lr
   std::vector<LrGroup> lr_groups;
   double accuracy_threshold = 0.9;
   std::size_t window = 1;
@@ -177,12 +177,12 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
 struct LossComparison {
   enum class Verdict { a_lower, b_lower, about_same, not_decided };
   Verdict verdict = Verdict::not_decided;
-  bool paired = false;            // decided seed by seed over the shared seeds
-  std::size_t n_shared = 0;       // seeds both arms have a final loss for (counted even when not decided)
+  bool paired = false;       // decided seed by seed over the shared seeds
+  std::size_t n_shared = 0;  // seeds both arms have a final loss for (counted even when not decided)
   std::size_t a_lower = 0, b_lower = 0, same = 0;  // per shared seed: which side is lower by more than 2%
-  double tolerance = kNoValue;    // unpaired: equal_loss_tolerance of the two means
-  bool no_final_loss = false;     // a side has no final loss (every kept run missing: all diverged)
-  bool neither_learned = false;   // neither arm learned
+  double tolerance = kNoValue;                     // unpaired: equal_loss_tolerance of the two means
+  bool no_final_loss = false;                      // a side has no final loss (every kept run missing: all diverged)
+  bool neither_learned = false;                    // neither arm learned
 };
 LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b);
 
@@ -221,7 +221,8 @@ std::vector<std::string> own_settings(const nlohmann::json& settings, const std:
 std::string scale_label(const ArmStats& arm);
 
 /// Arms identical in every setting but scale and the scale's own settings (own_settings; and seed, which makes them
-/// arms): the only arms compare contrasts scalings between. Arms in `arms` order, so the unscaled reference comes first (analyse_runs sorts them so).
+/// arms): the only arms compare contrasts scalings between. Arms in `arms` order, so the unscaled reference comes first
+/// (analyse_runs sorts them so).
 struct ScaleGroup {
   std::vector<std::size_t> arms;  // indices into the arms
 };

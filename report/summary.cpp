@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "train/config.h"
 #include "report/probe.h"
 #include "report/tables.h"
+#include "train/config.h"
 #include "train/settings.h"
 
 namespace xgrad::train {
@@ -76,9 +76,10 @@ SummaryFigure final_loss_vs_d_k(const Comparison& c) {
   SummaryFigure f;
   f.name = "final_loss_vs_d_k";
   f.title = "Final loss against d_k, mean ± sd over seeds";
-  f.caption = "Final loss (mean training loss over the last 20 steps) against d_k on a log2 axis, one line per arm "
-              "without d_k (scaling, optimizer, learning rate); the point is the mean over the arm's seeds, the error "
-              "bar ± their sample standard deviation. Diverged runs are left out and counted in the table";
+  f.caption =
+      "Final loss (mean training loss over the last 20 steps) against d_k on a log2 axis, one line per arm "
+      "without d_k (scaling, optimizer, learning rate); the point is the mean over the arm's seeds, the error "
+      "bar ± their sample standard deviation. Diverged runs are left out and counted in the table";
   f.x_label = "d_k (log2 scale)";
   f.y_label = "final loss (nats)";
   f.log_x = true;
@@ -104,14 +105,15 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
   SummaryFigure f;
   f.name = entropy ? "entropy_step0_vs_d_k" : "score_std_step0_vs_d_k";
   f.title = entropy ? "Attention entropy at step 0 against d_k" : "Attention score std at step 0 against d_k";
-  f.caption = std::string(entropy ? "Mean attention entropy (nats) of the first layer" :
-                                    "Standard deviation of the first layer's attention scores after the scaling") +
+  f.caption = std::string(entropy ? "Mean attention entropy (nats) of the first layer"
+                                  : "Standard deviation of the first layer's attention scores after the scaling") +
               " at step 0 against d_k on a log2 axis, one line per scaling (and any other setting that changes the "
               "weights at step 0; optimizer and learning rate do not), mean ± sd over the runs that measured "
               "attention at step 0 (diverged runs left out)" +
-              (entropy ? "" : "; dashed: the theory std = sqrt(d_k)·std(q)·std(k) times the scaling's multiplier "
-                              "(Vaswani et al. 2017, footnote 4), with std(q) and std(k) measured by `xgrad probe` on "
-                              "the first run's weights and batch");
+              (entropy ? ""
+                       : "; dashed: the theory std = sqrt(d_k)·std(q)·std(k) times the scaling's multiplier "
+                         "(Vaswani et al. 2017, footnote 4), with std(q) and std(k) measured by `xgrad probe` on "
+                         "the first run's weights and batch");
   f.x_label = "d_k (log2 scale)";
   f.y_label = entropy ? "entropy at step 0 (nats)" : "score std at step 0 (log scale)";
   f.log_x = true;
@@ -139,8 +141,10 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
       diverged_at[arm.d_k()] += arm.diverged_steps.size();
       auto& runs = runs_at[arm.d_k()];
       for (auto i : arm.kept) {
-        if (c.stats[i].first_measured_step == 0) runs.push_back(i);
-        else ++not_measured;
+        if (c.stats[i].first_measured_step == 0)
+          runs.push_back(i);
+        else
+          ++not_measured;
       }
     }
     for (const auto& [d_k, runs] : runs_at) {
@@ -164,8 +168,8 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
       }
     }
     if (!no_theory_d_k.empty())
-      no_theory.push_back(fmt::format("{} at d_k={} ({})", line.label, fmt::join(no_theory_d_k, ", "),
-                                      no_theory_reason));
+      no_theory.push_back(
+          fmt::format("{} at d_k={} ({})", line.label, fmt::join(no_theory_d_k, ", "), no_theory_reason));
     f.lines.push_back(std::move(line));
     if (!theory.points.empty()) f.lines.push_back(std::move(theory));
   }
@@ -180,11 +184,12 @@ SummaryFigure score_grad_vs_d_k(const Comparison& c) {
   SummaryFigure f;
   f.name = "score_grad_vs_d_k";
   f.title = "Median per-query score gradient against d_k";
-  f.caption = "The gradient that reaches a typical query: per run, the median over logged steps of "
-              "attn/l0h*/score_grad_median (the median over queries of ‖dLoss/d(score row)‖, first layer, mean over "
-              "heads); the point is the median over the arm's seeds, the error bar their min and max; log2 x, log y. "
-              "One line per arm without d_k; diverged runs left out. A saturated softmax passes almost no gradient "
-              "to its scores: this is the figure that shows what vanishes";
+  f.caption =
+      "The gradient that reaches a typical query: per run, the median over logged steps of "
+      "attn/l0h*/score_grad_median (the median over queries of ‖dLoss/d(score row)‖, first layer, mean over "
+      "heads); the point is the median over the arm's seeds, the error bar their min and max; log2 x, log y. "
+      "One line per arm without d_k; diverged runs left out. A saturated softmax passes almost no gradient "
+      "to its scores: this is the figure that shows what vanishes";
   f.x_label = "d_k (log2 scale)";
   f.y_label = "median ‖dLoss/d(score row)‖ (log scale)";
   f.log_x = true;
@@ -212,9 +217,10 @@ SummaryFigure score_grad_vs_d_k(const Comparison& c) {
     f.lines.push_back(std::move(line));
   }
   if (zero)
-    f.notes.push_back(fmt::format("{} point{} exactly 0 (every measured query fully saturated) and cannot be drawn "
-                                  "on the log axis",
-                                  zero, zero == 1 ? " is" : "s are"));
+    f.notes.push_back(
+        fmt::format("{} point{} exactly 0 (every measured query fully saturated) and cannot be drawn "
+                    "on the log axis",
+                    zero, zero == 1 ? " is" : "s are"));
   return f;
 }
 
@@ -222,10 +228,11 @@ SummaryFigure final_loss_vs_lr(const Comparison& c) {
   SummaryFigure f;
   f.name = "final_loss_vs_lr";
   f.title = "Final loss against learning rate, mean ± sd over seeds";
-  f.caption = "Final loss against the learning rate on a log axis, one line per group of arms that differ only in "
-              "learning rate (Wortsman et al. 2023, \"Small-scale proxies for large-scale Transformer training "
-              "instabilities\": a flatter line is less sensitive to the learning rate); mean ± sd over seeds, "
-              "diverged runs left out (a learning rate where every run diverged has no point)";
+  f.caption =
+      "Final loss against the learning rate on a log axis, one line per group of arms that differ only in "
+      "learning rate (Wortsman et al. 2023, \"Small-scale proxies for large-scale Transformer training "
+      "instabilities\": a flatter line is less sensitive to the learning rate); mean ± sd over seeds, "
+      "diverged runs left out (a learning rate where every run diverged has no point)";
   f.x_label = "learning rate (log scale)";
   f.y_label = "final loss (nats)";
   f.log_x = true;
@@ -239,8 +246,8 @@ SummaryFigure final_loss_vs_lr(const Comparison& c) {
       const ArmStats& arm = c.arms[a];
       line.points.push_back(mean_point(arm.lr(), arm.final_loss, arm.diverged_steps.size()));
       if (arm.final_loss.n == 0 && !arm.diverged_steps.empty())
-        f.notes.push_back(fmt::format("{} at lr={}: every run diverged, no point", line.label,
-                                      setting_text(arm.settings, "lr")));
+        f.notes.push_back(
+            fmt::format("{} at lr={}: every run diverged, no point", line.label, setting_text(arm.settings, "lr")));
     }
     f.lines.push_back(std::move(line));
   }

@@ -23,10 +23,10 @@ struct SummaryPoint {
 
 /// One line of a summary figure: arms that differ only in the x quantity (d_k or lr).
 struct SummaryLine {
-  std::string label;  // the settings the line holds fixed, e.g. "sqrt_dk adamw lr=0.001"
-  std::string scale;  // its scaling (the colour)
-  bool theory = false;                // a theory line (no error bars)
-  std::vector<SummaryPoint> points;   // by increasing x
+  std::string label;                 // the settings the line holds fixed, e.g. "sqrt_dk adamw lr=0.001"
+  std::string scale;                 // its scaling (the colour)
+  bool theory = false;               // a theory line (no error bars)
+  std::vector<SummaryPoint> points;  // by increasing x
 };
 
 struct SummaryFigure {
@@ -34,7 +34,7 @@ struct SummaryFigure {
   std::string title;    // what it shows, one line
   std::string caption;  // how it was computed: what the points and error bars are, which runs are left out
   std::string x_label, y_label;
-  bool log_x = false;   // x on a log axis (base 2 for d_k, base 10 for the learning rate)
+  bool log_x = false;  // x on a log axis (base 2 for d_k, base 10 for the learning rate)
   bool log_y = false;
   bool error_bar_sd = true;  // the error bars are mean ± sd (false: the min and max over runs)
   bool tabulate = true;      // report.md lists the points as a table under the image, and gnuplot draws them with

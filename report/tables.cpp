@@ -40,8 +40,10 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 double common_loss_threshold(const Comparison& c) {
   double t = kNoValue;
   for (const ArmStats& arm : c.arms) {
-    if (std::isnan(t)) t = arm.loss_threshold;
-    else if (arm.loss_threshold != t) return kNoValue;
+    if (std::isnan(t))
+      t = arm.loss_threshold;
+    else if (arm.loss_threshold != t)
+      return kNoValue;
   }
   return t;
 }
@@ -95,17 +97,20 @@ std::string markdown_escape(const std::string& text) {
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char ch = text[i];
-    if (ch == '|' && (i == 0 || text[i - 1] != '\\')) out += "\\|";
-    else if (ch == '\n' || ch == '\r') out += ' ';
-    else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7F || (static_cast<unsigned char>(ch) == 0xC2 &&
-             i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-             static_cast<unsigned char>(text[i + 1]) <= 0x9F)) {
+    if (ch == '|' && (i == 0 || text[i - 1] != '\\'))
+      out += "\\|";
+    else if (ch == '\n' || ch == '\r')
+      out += ' ';
+    else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7F ||
+             (static_cast<unsigned char>(ch) == 0xC2 && i + 1 < text.size() &&
+              static_cast<unsigned char>(text[i + 1]) >= 0x80 && static_cast<unsigned char>(text[i + 1]) <= 0x9F)) {
       // A name's ANSI escape would act on a terminal that shows report.md: written out as escape_control does.
       out += escape_control(text.substr(i, static_cast<unsigned char>(ch) == 0xC2 ? 2 : 1));
       if (static_cast<unsigned char>(ch) == 0xC2) ++i;
-    }
-    else if (ch == '<') out += "&lt;";
-    else out += ch;
+    } else if (ch == '<')
+      out += "&lt;";
+    else
+      out += ch;
   }
   return out;
 }
@@ -159,12 +164,15 @@ std::string format_seeds(const ArmStats& arm) {
   std::string notes;
   auto note = [&](const std::string& n) { notes += (notes.empty() ? "" : ", ") + n; };
   if (arm.used.size() != arm.n_seeds) note(fmt::format("{} runs", arm.used.size()));
-  if (arm.only_incomplete()) note("incomplete");
-  else if (arm.n_incomplete > 0) note(fmt::format("+{} incomplete", arm.n_incomplete));
+  if (arm.only_incomplete())
+    note("incomplete");
+  else if (arm.n_incomplete > 0)
+    note(fmt::format("+{} incomplete", arm.n_incomplete));
   return std::to_string(arm.n_seeds) + (notes.empty() ? "" : " (" + notes + ")");
 }
 
-std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra_keys, const std::vector<std::string>& omit) {
+std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra_keys,
+                      const std::vector<std::string>& omit) {
   std::vector<std::string> parts;
   if (!contains(omit, "d_k")) parts.push_back("d_k=" + setting_text(arm.settings, "d_k"));
   if (!contains(omit, "scale")) parts.push_back(arm.scale());
@@ -202,8 +210,7 @@ Table arm_table(const Comparison& c) {
         format_seeds(arm),
         format_mean_sd(arm.final_loss),
         format_number(arm.final_accuracy.mean),
-        std::isnan(arm.loss_threshold) ? std::string("n/a")
-                                       : format_steps(arm.reached_loss, n, arm.mean_step_to_loss),
+        std::isnan(arm.loss_threshold) ? std::string("n/a") : format_steps(arm.reached_loss, n, arm.mean_step_to_loss),
         format_steps(arm.reached_accuracy, n, arm.mean_step_to_accuracy),
         format_mean_sd(arm.auc_loss),
         format_percent(arm.frac_zero_grad_w_q.mean),
@@ -229,9 +236,10 @@ Table lr_table(const Comparison& c) {
     std::string by_lr;
     for (auto a : g.arms) {
       const ArmStats& arm = c.arms[a];
-      by_lr += (by_lr.empty() ? "" : ", ") + setting_text(arm.settings, "lr") + ": " +
-               format_number(arm.lr_objective.mean);
-      if (!arm.diverged_steps.empty()) by_lr += fmt::format(" (diverged {}/{})", arm.diverged_steps.size(), arm.used.size());
+      by_lr +=
+          (by_lr.empty() ? "" : ", ") + setting_text(arm.settings, "lr") + ": " + format_number(arm.lr_objective.mean);
+      if (!arm.diverged_steps.empty())
+        by_lr += fmt::format(" (diverged {}/{})", arm.diverged_steps.size(), arm.used.size());
     }
     row.push_back(by_lr);
     row.push_back(setting_text(c.arms[g.best_arm].settings, "lr"));

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "train/number_format.h"
 #include "report/stats.h"
+#include "train/number_format.h"
 
 namespace xgrad::train {
 
@@ -36,9 +36,9 @@ Table lr_table(const Comparison& c);
 
 // Cell formats (also used in generated sentences).
 std::string format_mean_sd(const MeanSd& m, int decimals = 3);  // "1.234 ± 0.056", "1.234" for one value
-std::string format_percent(double fraction);            // "0%", "12.5%", "100%"
+std::string format_percent(double fraction);                    // "0%", "12.5%", "100%"
 std::string format_steps(std::size_t reached, std::size_t n, double mean_step);  // "120", "120 (1/2)", "never"
-std::string format_diverged(const ArmStats& arm);            // "0/2", "1/2 (step 37)"
+std::string format_diverged(const ArmStats& arm);                                // "0/2", "1/2 (step 37)"
 // Distinct seeds: "2", "2 (+1 incomplete)", "1 (incomplete)", "2 (3 runs)" when two runs share a seed.
 std::string format_seeds(const ArmStats& arm);
 /// "d_k=64 none adamw lr=0.003" plus the distinguishing extra settings; without the parts named in `omit`

@@ -7,12 +7,12 @@
 #include <fstream>
 
 #include "nn/optim.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/config.h"
 #include "train/metrics_log.h"
 #include "train/settings.h"
 #include "train/trainer.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/tiny_run.h"
 
 using namespace xgrad;
 namespace fs = std::filesystem;
@@ -20,8 +20,9 @@ namespace fs = std::filesystem;
 TEST_CASE("AdamW with given betas and eps: three steps against the closed form in double") {
   const double lr = 0.1, b1 = 0.8, b2 = 0.95, eps = 1e-2, wd = 0.1;
   Tensor p(xt::xarray<float>{0.5f, -1.0f, 2.0f}, true);
-  auto opt = nn::make_optimizer("adamw", {p}, lr,
-                                SettingValues(nlohmann::json{{"beta1", b1}, {"beta2", b2}, {"eps", eps}, {"weight_decay", wd}}));
+  auto opt = nn::make_optimizer(
+      "adamw", {p}, lr,
+      SettingValues(nlohmann::json{{"beta1", b1}, {"beta2", b2}, {"eps", eps}, {"weight_decay", wd}}));
   const std::vector<std::vector<double>> grads{{0.3, -0.2, 1.0}, {-0.1, 0.4, 0.5}, {0.2, 0.2, -0.7}};
   std::vector<double> w{0.5, -1.0, 2.0}, m(3, 0.0), v(3, 0.0);
   for (std::size_t t = 1; t <= grads.size(); ++t) {
@@ -42,7 +43,8 @@ TEST_CASE("AdamW with given betas and eps: three steps against the closed form i
     }
   }
   CHECK_THROWS_WITH_AS(nn::make_optimizer("adamw", {p}, lr, SettingValues(nlohmann::json{{"beta2", 1.0}})),
-                       doctest::Contains("AdamW: betas must be in [0, 0.99999994] (below 1 in float), got beta1 0.9"), Error);
+                       doctest::Contains("AdamW: betas must be in [0, 0.99999994] (below 1 in float), got beta1 0.9"),
+                       Error);
   CHECK_THROWS_WITH_AS(nn::make_optimizer("adamw", {p}, lr, SettingValues(nlohmann::json{{"eps", 0.0}})),
                        doctest::Contains("AdamW: eps must be in [1.17549435e-38, 1] (a normal float), got 0"), Error);
   // the flags refuse them first, naming the range

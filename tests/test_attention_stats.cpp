@@ -23,7 +23,7 @@ struct Fixture {
     grad(0, 0, 0, 0) = 100;  // row 0 is skipped, so this must not show up
     grad(0, 0, 1, 0) = 3;    // row 1: |g| = 5
     grad(0, 0, 1, 1) = 4;
-    grad(0, 0, 2, 2) = 1;    // row 2: |g| = 1
+    grad(0, 0, 2, 2) = 1;  // row 2: |g| = 1
   }
 };
 }  // namespace

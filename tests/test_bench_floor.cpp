@@ -57,10 +57,10 @@ TEST_CASE("read_sweep_work reads config_version 2 files and counts kv_recall at 
   fs::create_directories(dir / "runs" / "a");
   // The keys a run's config.json has (train/config.cpp), the sizes the task decides under "derived".
   const nlohmann::json config = {
-      {"task", "kv_recall"}, {"n_keys", 8}, {"n_values", 8}, {"n_pairs", 8}, {"kv_encoding", "sum"},
-      {"d_model", 16}, {"n_heads", 1}, {"d_k", 16}, {"n_layers", 1}, {"d_ff", 64}, {"mlp", false},
-      {"attn_out_proj", false}, {"batch_size", 4}, {"steps", 10}, {"data_seed", 0},
-      {"derived", {{"seq_len", 9}, {"vocab_size", 17}}}};
+      {"task", "kv_recall"},  {"n_keys", 8},   {"n_values", 8},  {"n_pairs", 8},
+      {"kv_encoding", "sum"}, {"d_model", 16}, {"n_heads", 1},   {"d_k", 16},
+      {"n_layers", 1},        {"d_ff", 64},    {"mlp", false},   {"attn_out_proj", false},
+      {"batch_size", 4},      {"steps", 10},   {"data_seed", 0}, {"derived", {{"seq_len", 9}, {"vocab_size", 17}}}};
   std::ofstream(dir / "runs" / "a" / "config.json") << config.dump();
   std::ofstream(dir / "sweep.json") << nlohmann::json{{"runs", {{{"dir", "runs/a"}, {"seconds", 2.5}}}}}.dump();
 
@@ -69,23 +69,26 @@ TEST_CASE("read_sweep_work reads config_version 2 files and counts kv_recall at 
   CHECK(work.run_seconds == 2.5);
   // One block: q at the 4 target rows, k and v at all 36, q k^T and probs v for one query per sequence, no W_o, no
   // MLP; the readout at 4 rows.
-  const double per_step = linear_flops(4, 16, 16) + 2 * linear_flops(36, 16, 16) + 2 * 3 * 2 * 4 * 1 * 9 * 16 +
-                          linear_flops(4, 16, 17);
+  const double per_step =
+      linear_flops(4, 16, 16) + 2 * linear_flops(36, 16, 16) + 2 * 3 * 2 * 4 * 1 * 9 * 16 + linear_flops(4, 16, 17);
   CHECK(work.flops == doctest::Approx(10 * per_step));
   fs::remove_all(dir);
 }
 
-TEST_CASE("read_sweep_work: sizes from \"derived\" over a task setting of the same name; a task it cannot build "
-          "counts every position") {
+TEST_CASE(
+    "read_sweep_work: sizes from \"derived\" over a task setting of the same name; a task it cannot build "
+    "counts every position") {
   const fs::path dir = fs::temp_directory_path() / "xgrad_test_bench_floor_derived";
   fs::remove_all(dir);
   fs::create_directories(dir / "runs" / "a");
   // --task data keeps its own --vocab-size (0: from the files) on top; the size the run used is under "derived".
   // Its files are gone here, so the task cannot be built: every position counts, with a warning.
-  const nlohmann::json config = {
-      {"task", "data"}, {"data", (dir / "moved").string()}, {"vocab_size", 0}, {"d_model", 16}, {"n_heads", 2},
-      {"d_k", 8}, {"n_layers", 1}, {"d_ff", 32}, {"mlp", true}, {"batch_size", 4}, {"steps", 3},
-      {"derived", {{"seq_len", 12}, {"vocab_size", 10}}}};
+  const nlohmann::json config = {{"task", "data"},  {"data", (dir / "moved").string()},
+                                 {"vocab_size", 0}, {"d_model", 16},
+                                 {"n_heads", 2},    {"d_k", 8},
+                                 {"n_layers", 1},   {"d_ff", 32},
+                                 {"mlp", true},     {"batch_size", 4},
+                                 {"steps", 3},      {"derived", {{"seq_len", 12}, {"vocab_size", 10}}}};
   std::ofstream(dir / "runs" / "a" / "config.json") << config.dump();
   std::ofstream(dir / "sweep.json") << nlohmann::json{{"runs", {{{"dir", "runs/a"}}}}}.dump();
   CHECK(bench::read_sweep_work(dir.string()).flops == doctest::Approx(3 * bench::step_flops(model(1, 10), 4, 12)));

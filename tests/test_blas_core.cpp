@@ -7,14 +7,14 @@
 // cannot run are skipped.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fcntl.h>
 #include <fstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <vector>
 
 #include "autograd/blas.h"
@@ -112,8 +112,8 @@ TEST_CASE("OpenBLAS cores Prescott, Haswell and SkylakeX give the same training 
   ChildResult reference;
   REQUIRE(run_child("Prescott", reference));
   if (reference.core != "Prescott") {
-    MESSAGE("OPENBLAS_CORETYPE is ignored by this OpenBLAS (not a DYNAMIC_ARCH build; it ran " << reference.core
-                                                                                            << "): nothing to compare");
+    MESSAGE("OPENBLAS_CORETYPE is ignored by this OpenBLAS (not a DYNAMIC_ARCH build; it ran "
+            << reference.core << "): nothing to compare");
     return;
   }
   REQUIRE(reference.tensors.size() >= 3);

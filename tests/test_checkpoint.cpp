@@ -90,8 +90,8 @@ TEST_CASE("safetensors: the layout is the published one (length prefix, JSON hea
   CHECK(header.find(R"("__metadata__":{"k":"v"})") != std::string::npos);
   CHECK(bytes.substr(8 + n) == floats({1.0f, 2.0f}));
   // A header written by another tool (no padding, other key order) reads the same.
-  const std::string other = image(R"({"__metadata__":{"k":"v"},"w":{"shape":[1,2],"dtype":"F32","data_offsets":[0,8]}})",
-                                  floats({1.0f, 2.0f}));
+  const std::string other = image(
+      R"({"__metadata__":{"k":"v"},"w":{"shape":[1,2],"dtype":"F32","data_offsets":[0,8]}})", floats({1.0f, 2.0f}));
   const Checkpoint d = from_safetensors(other.data(), other.size(), "other");
   CHECK(*d.find("w") == xt::xarray<float>{{1.0f, 2.0f}});
   CHECK(d.metadata.at("k") == "v");
@@ -154,27 +154,45 @@ TEST_CASE("safetensors: malformed files are refused with a message naming the pr
       {"invalid UTF-8", image("{\"\xff\": 1}"), "not valid JSON"},
       {"deep nesting", image(R"({"w":{"dtype":{"a":1}}})"), "nests objects deeper"},
       {"deep arrays", image(R"({"w":{"shape":[[1]]}})"), "nests arrays deeper"},
-      {"repeated tensor", image(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", two), "repeats the key 'w'"},
-      {"repeated field", image(R"({"w":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", two), "repeats the key 'dtype'"},
+      {"repeated tensor",
+       image(
+           R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           two),
+       "repeats the key 'w'"},
+      {"repeated field", image(R"({"w":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", two),
+       "repeats the key 'dtype'"},
       {"entry not an object", image(R"({"w":3})"), "entry is not an object"},
-      {"unknown field", image(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", two), "unknown field 'x'"},
+      {"unknown field", image(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", two),
+       "unknown field 'x'"},
       {"missing dtype", image(R"({"w":{"shape":[2],"data_offsets":[0,8]}})", two), "no 'dtype' field"},
       {"missing offsets", image(R"({"w":{"dtype":"F32","shape":[2]}})", two), "no 'data_offsets' field"},
       {"wrong dtype", image(R"({"w":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", two), "dtype 'F16'"},
-      {"dtype not a string", image(R"({"w":{"dtype":7,"shape":[2],"data_offsets":[0,8]}})", two), "dtype is not a string"},
+      {"dtype not a string", image(R"({"w":{"dtype":7,"shape":[2],"data_offsets":[0,8]}})", two),
+       "dtype is not a string"},
       {"negative dim", image(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", two), "whole numbers"},
       {"fractional dim", image(R"({"w":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", two), "whole numbers"},
-      {"shape not a list", image(R"({"w":{"dtype":"F32","shape":2,"data_offsets":[0,8]}})", two), "shape is not a list"},
-      {"element count overflows", image(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", two), "more elements"},
+      {"shape not a list", image(R"({"w":{"dtype":"F32","shape":2,"data_offsets":[0,8]}})", two),
+       "shape is not a list"},
+      {"element count overflows",
+       image(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", two), "more elements"},
       {"offsets not a pair", image(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", two), "not a pair"},
       {"offsets negative", image(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", two), "not a pair"},
-      {"offsets past the data", image(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", floats({1.0f})), "outside the data"},
+      {"offsets past the data", image(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", floats({1.0f})),
+       "outside the data"},
       {"offsets reversed", image(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", two), "outside the data"},
-      {"offsets huge", image(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551615,18446744073709551615]}})", two), "outside the data"},
-      {"length does not match the shape", image(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", two), "needs 12"},
-      {"overlapping tensors", image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", two), "'a' and 'b' overlap"},
+      {"offsets huge",
+       image(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551615,18446744073709551615]}})", two),
+       "outside the data"},
+      {"length does not match the shape", image(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", two),
+       "needs 12"},
+      {"overlapping tensors",
+       image(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           two),
+       "'a' and 'b' overlap"},
       {"a hole in the data", image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", two), "bytes [0, 4)"},
-      {"bytes after the last tensor", image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", two), "bytes [4, 8)"},
+      {"bytes after the last tensor", image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", two),
+       "bytes [4, 8)"},
       {"metadata not an object", image(R"({"__metadata__":[1]})"), "__metadata__ is not an object"},
       {"metadata value not a string", image(R"({"__metadata__":{"step":3}})"), "value of 'step' is not a string"},
       {"empty tensor name", image(R"({"":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", two), "empty name"},

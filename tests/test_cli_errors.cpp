@@ -2,19 +2,19 @@
 // line on stderr, "xgrad: ...", naming the flag (and the allowed values where there is a list or a range).
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "tests/support/paths.h"
 #include "nn/checkpoint.h"
-#include "train/trainer.h"
+#include "tests/support/paths.h"
 #include "tests/support/temp_dir.h"
+#include "train/trainer.h"
 
 using namespace xgrad;
 namespace fs = std::filesystem;
@@ -116,126 +116,194 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"train", "--out", out, "--lr", "nan"}, 2, "--lr: must be a decimal number, got 'nan'"},
       {{"train", "--out", out, "--lr", "1e999"}, 2, "--lr: must be finite"},
       {{"train", "--out", out, "--optimizer", "adam"}, 2, "--optimizer: adam not in {sgd,adamw}"},
-      {{"train", "--out", out, "--scale", "sqrt"}, 2, "--scale: sqrt not in {none,sqrt_dk,dk,qk_layernorm,learned,softcap,ssmax,sigma_reparam}"},
+      {{"train", "--out", out, "--scale", "sqrt"},
+       2,
+       "--scale: sqrt not in {none,sqrt_dk,dk,qk_layernorm,learned,softcap,ssmax,sigma_reparam}"},
       {{"train", "--out", out, "--task", "mnist"}, 2, "--task: mnist not in {kv_recall,copy,reverse,sort,majority,"},
       {{"train", "--out", out, "--mlp", "maybe"}, 2, "--mlp: must be true or false, got 'maybe'"},
       {{"train", "--out", out, "--kv-encoding", "triple"}, 2, "--kv-encoding: triple not in {pair,sum}"},
-      {{"train", "--out", out, "--task", "copy", "--kv-encoding", "sum"}, 2,
+      {{"train", "--out", out, "--task", "copy", "--kv-encoding", "sum"},
+       2,
        "--kv-encoding is read only by --task kv_recall (the task is copy)"},
       {{"train", "--out", out, "--attn-out-proj", "maybe"}, 2, "--attn-out-proj: must be true or false, got 'maybe'"},
-      {{"train", "--out", out, "--attn-out-proj", "false", "--d-k", "16"}, 2,
+      {{"train", "--out", out, "--attn-out-proj", "false", "--d-k", "16"},
+       2,
        "--attn-out-proj false: the heads' concatenation is the attention output, so --n-heads x --d-k must equal "
        "--d-model; got 1 x 16 = 16 and --d-model 64"},
       {{"sweep", "--out", out, "--attn-out-proj", "false", "--d-k", "16,64"}, 2, "--attn-out-proj false: "},
-      {{"train", "--out", out, "--d-model", "10", "--n-heads", "3"}, 2, "--d-model (10) must be divisible by --n-heads (3)"},
+      {{"train", "--out", out, "--d-model", "10", "--n-heads", "3"},
+       2,
+       "--d-model (10) must be divisible by --n-heads (3)"},
       {{"train", "--out", out, "--n-keys", "4", "--n-pairs", "8"}, 2, "n_pairs"},
-      {{"train", "--out", out, "--optimizer", "sgd", "--momentum", "1"}, 2, "--momentum: must be in [0, 0.99999994], got 1"},
+      {{"train", "--out", out, "--optimizer", "sgd", "--momentum", "1"},
+       2,
+       "--momentum: must be in [0, 0.99999994], got 1"},
       // The optimizers compute in float: betas that round to 1.0f and an eps below the smallest normal float are
       // refused at the flag.
       {{"train", "--out", out, "--beta2", "0.99999999"}, 2, "--beta2: must be in [0, 0.99999994], got 0.99999999"},
       {{"train", "--out", out, "--beta2", "0.9999999999999999"}, 2, "--beta2: must be in [0, 0.99999994], got"},
       {{"train", "--out", out, "--beta1", "0.99999999"}, 2, "--beta1: must be in [0, 0.99999994], got 0.99999999"},
-      {{"train", "--out", out, "--optimizer", "sgd", "--momentum", "0.99999999"}, 2, "--momentum: must be in [0, 0.99999994]"},
+      {{"train", "--out", out, "--optimizer", "sgd", "--momentum", "0.99999999"},
+       2,
+       "--momentum: must be in [0, 0.99999994]"},
       {{"train", "--out", out, "--eps", "1e-320"}, 2, "--eps: must be in [1.17549435e-38, 1], got"},
       {{"train", "--out", out, "--eps", "1e-46"}, 2, "--eps: must be in [1.17549435e-38, 1], got"},
       // --base-width is read only under muP: refused with sp, as a grid axis, and by probe (which measures sp).
-      {{"train", "--out", out, "--base-width", "32"}, 2,
+      {{"train", "--out", out, "--base-width", "32"},
+       2,
        "--base-width is read only by --parametrization mup (the parametrization is sp)"},
-      {{"train", "--out", out, "--base-width", "64"}, 2,
+      {{"train", "--out", out, "--base-width", "64"},
+       2,
        "--base-width is read only by --parametrization mup (the parametrization is sp)"},
-      {{"sweep", "--out", out, "--grid", "base_width=16,32"}, 2,
+      {{"sweep", "--out", out, "--grid", "base_width=16,32"},
+       2,
        "--grid base_width: --base-width is read only by --parametrization mup (the parametrization is sp); an axis "
        "must change every run"},
-      {{"sweep", "--out", out, "--base-width", "32"}, 2,
+      {{"sweep", "--out", out, "--base-width", "32"},
+       2,
        "--base-width is read only by --parametrization mup (the parametrization is sp)"},
       {{"probe", "--parametrization", "mup"}, 2, "--parametrization: probe measures the standard parametrization"},
       {{"probe", "--base-width", "32"}, 2, "--base-width: probe measures the standard parametrization"},
       // A setting of a component the run does not select is refused, naming its owners and the selection.
-      {{"train", "--out", out, "--momentum", "0.5"}, 2, "--momentum is read only by --optimizer sgd (the optimizer is adamw)"},
-      {{"train", "--out", out, "--task", "copy", "--n-keys", "4"}, 2, "--n-keys is read only by --task kv_recall, mqar (the task is copy)"},
-      {{"train", "--out", out, "--seq-len", "8"}, 2, "--seq-len is read only by --task copy, reverse, sort, majority, induction, mqar, char_lm (the task is kv_recall)"},
-      {{"train", "--out", out, "--beta1", "0.5", "--optimizer", "sgd"}, 2, "--beta1 is read only by --optimizer adamw (the optimizer is sgd)"},
-      {{"train", "--out", out, "--eval-seq-len", "32"}, 2,
+      {{"train", "--out", out, "--momentum", "0.5"},
+       2,
+       "--momentum is read only by --optimizer sgd (the optimizer is adamw)"},
+      {{"train", "--out", out, "--task", "copy", "--n-keys", "4"},
+       2,
+       "--n-keys is read only by --task kv_recall, mqar (the task is copy)"},
+      {{"train", "--out", out, "--seq-len", "8"},
+       2,
+       "--seq-len is read only by --task copy, reverse, sort, majority, induction, mqar, char_lm (the task is "
+       "kv_recall)"},
+      {{"train", "--out", out, "--beta1", "0.5", "--optimizer", "sgd"},
+       2,
+       "--beta1 is read only by --optimizer adamw (the optimizer is sgd)"},
+      {{"train", "--out", out, "--eval-seq-len", "32"},
+       2,
        "--eval-seq-len: the task kv_recall has no --seq-len (evaluation at another seq_len is defined for --task "
        "copy, reverse, sort, majority, induction, mqar, char_lm); kv_recall's length is --n-pairs: use --eval-n-pairs"},
-      {{"train", "--out", out, "--eval-n-pairs", "16"}, 2, "--eval-n-pairs 16: kv_recall: n_keys (8) must be >= n_pairs (16)"},
-      {{"sweep", "--out", out, "--task", "copy", "--eval-n-pairs", "16"}, 2,
-       "--eval-n-pairs: the task copy has no --n-pairs (evaluation at another n_pairs is defined for --task kv_recall, mqar)"},
-      {{"train", "--out", out, "--task", "mqar", "--seq-len", "15"}, 2,
+      {{"train", "--out", out, "--eval-n-pairs", "16"},
+       2,
+       "--eval-n-pairs 16: kv_recall: n_keys (8) must be >= n_pairs (16)"},
+      {{"sweep", "--out", out, "--task", "copy", "--eval-n-pairs", "16"},
+       2,
+       "--eval-n-pairs: the task copy has no --n-pairs (evaluation at another n_pairs is defined for --task kv_recall, "
+       "mqar)"},
+      {{"train", "--out", out, "--task", "mqar", "--seq-len", "15"},
+       2,
        "mqar: --seq-len (15) must be >= 4 x --n-pairs = 16 (the pairs take 2 x --n-pairs tokens and the queries every "
        "other position after them): give --seq-len >= 16, or --n-pairs <= 3"},
       // Evaluation lists: a value given twice, an empty list; each list is evaluated with the other trained setting.
       {{"train", "--out", out, "--eval-n-pairs", "4,4"}, 2, "--eval-n-pairs: 4 is given twice in '4,4'"},
-      {{"train", "--out", out, "--eval-n-pairs", ""}, 2,
+      {{"train", "--out", out, "--eval-n-pairs", ""},
+       2,
        "--eval-n-pairs: empty entry in '' (leave the flag out to evaluate at no other length)"},
       {{"sweep", "--out", out, "--task", "copy", "--eval-seq-len", ""}, 2, "--eval-seq-len: empty entry in ''"},
-      {{"train", "--out", out, "--task", "mqar", "--eval-n-pairs", "8", "--eval-seq-len", "32"}, 2,
+      {{"train", "--out", out, "--task", "mqar", "--eval-n-pairs", "8", "--eval-seq-len", "32"},
+       2,
        "--eval-n-pairs 8: mqar: --seq-len (16) must be >= 4 x --n-pairs = 32"},
-      {{"train", "--out", out, "--task", "mqar", "--eval-n-pairs", "8", "--eval-seq-len", "32"}, 2,
+      {{"train", "--out", out, "--task", "mqar", "--eval-n-pairs", "8", "--eval-seq-len", "32"},
+       2,
        "; each --eval-n-pairs value is evaluated at the trained --seq-len 16 (--eval-seq-len and --eval-n-pairs are "
        "not combined): train with a longer --seq-len"},
       // The memory estimate of an evaluation names the evaluation's flag, not the training's.
-      {{"train", "--out", out, "--task", "copy", "--eval-seq-len", "65536"}, 2,
+      {{"train", "--out", out, "--task", "copy", "--eval-seq-len", "65536"},
+       2,
        "T^2 x --n-layers; T = the evaluated sequence length, set by --eval-seq-len 65536)"},
-      {{"train", "--out", out, "--n-keys", "4096", "--kv-encoding", "sum", "--eval-n-pairs", "4096"}, 2,
+      {{"train", "--out", out, "--n-keys", "4096", "--kv-encoding", "sum", "--eval-n-pairs", "4096"},
+       2,
        "T = the evaluated sequence length, set by --eval-n-pairs 4096"},
       {{"train", "--out", out, "--lr-schedule", "linear"}, 2, "--lr-schedule: linear not in {constant,cosine}"},
-      {{"train", "--out", out, "--min-lr", "0.001"}, 2, "--min-lr is read only by --lr-schedule cosine (the lr_schedule is constant)"},
-      {{"train", "--out", out, "--lr-schedule", "cosine", "--lr", "0.001", "--min-lr", "0.01"}, 2, "--min-lr: 0.01 is above --lr 0.001 (allowed: 0 to 0.001)"},
-      {{"train", "--out", out, "--warmup-steps", "900", "--steps", "800"}, 2, "--warmup-steps: 900 is more than the run's 800 steps (allowed: 0 to 800)"},
-      {{"train", "--out", out, "--softcap-cap", "3"}, 2, "--softcap-cap is read only by --scale softcap (the scale is sqrt_dk)"},
+      {{"train", "--out", out, "--min-lr", "0.001"},
+       2,
+       "--min-lr is read only by --lr-schedule cosine (the lr_schedule is constant)"},
+      {{"train", "--out", out, "--lr-schedule", "cosine", "--lr", "0.001", "--min-lr", "0.01"},
+       2,
+       "--min-lr: 0.01 is above --lr 0.001 (allowed: 0 to 0.001)"},
+      {{"train", "--out", out, "--warmup-steps", "900", "--steps", "800"},
+       2,
+       "--warmup-steps: 900 is more than the run's 800 steps (allowed: 0 to 800)"},
+      {{"train", "--out", out, "--softcap-cap", "3"},
+       2,
+       "--softcap-cap is read only by --scale softcap (the scale is sqrt_dk)"},
       {{"train", "--out", out, "--steps", "5", "--steps", "6"}, 2, "--steps: given more than once"},
       {{"train", "--config", file}, 2, "--config: " + file + " is not valid JSON"},
       {{"train", "--config", (root / "absent.json").string()}, 2, "--config: File does not exist"},
       {{"train", "--config", bad_key}, 2, bad_key + ": 'd_modle' is not a setting of xgrad"},
-      {{"train", "--resume", run_dir, "--config", run_dir + "/config.json"}, 2, "--resume and --config exclude each other"},
+      {{"train", "--resume", run_dir, "--config", run_dir + "/config.json"},
+       2,
+       "--resume and --config exclude each other"},
       {{"sweep", "--out", out, "--grid", "d_model"}, 2, "--grid: 'd_model' is not KEY=V1,V2,..."},
-      {{"sweep", "--out", out, "--grid", "d_model=8,x"}, 2, "--grid: d_model=x: must be a whole number in [1, 16384], got 'x'"},
+      {{"sweep", "--out", out, "--grid", "d_model=8,x"},
+       2,
+       "--grid: d_model=x: must be a whole number in [1, 16384], got 'x'"},
       {{"sweep", "--out", out, "--grid", "scale=none"}, 2, "--grid: scale is an axis of its own: give it with --scale"},
       {{"sweep", "--out", out, "--grid", "bogus=1"}, 2, "--grid: 'bogus' is not a setting"},
       {{"sweep", "--out", out, "--grid", "d_model=8,8"}, 2, "--grid: d_model=8 is given twice"},
       {{"sweep", "--out", out, "--grid", "data=/tmp"}, 2, "--grid: sweep does not pass --data to its runs"},
-      {{"sweep", "--out", out, "--task", "copy", "--n-keys", "3"}, 2, "--n-keys is read only by --task kv_recall, mqar (the task is copy)"},
+      {{"sweep", "--out", out, "--task", "copy", "--n-keys", "3"},
+       2,
+       "--n-keys is read only by --task kv_recall, mqar (the task is copy)"},
       {{"train", "--out", out, "--threads", "0"}, 2, "--threads: must be in [1, 64], got 0"},
       {{"train", "--out", out, "--seed", "-1"}, 2, "--seed: must be a whole number in [0, 18446744073709551615]"},
       {{"train", "--out", out, "--d-model", "16384", "--batch-size", "4096"}, 2, "GiB (limit 12)"},
       // The memory refusal names the flags of what needs the memory.
-      {{"train", "--out", out, "--task", "copy", "--seq-len", "65536"}, 2,
+      {{"train", "--out", out, "--task", "copy", "--seq-len", "65536"},
+       2,
        "the attention scores (--batch-size x --n-heads x --seq-len^2 x --n-layers)"},
-      {{"train", "--out", out, "--task", "copy", "--n-heads", "64", "--d-k", "8192"}, 2,
-       "--n-heads x --d-k"},
-      {{"train", "--out", out, "--task", "copy", "--d-model", "16384", "--batch-size", "1", "--seq-len", "4"}, 2,
+      {{"train", "--out", out, "--task", "copy", "--n-heads", "64", "--d-k", "8192"}, 2, "--n-heads x --d-k"},
+      {{"train", "--out", out, "--task", "copy", "--d-model", "16384", "--batch-size", "1", "--seq-len", "4"},
+       2,
        "the MLP weights (--n-layers x --d-model x --d-ff)"},
       // T and V named by what sets them where no flag is T or V.
-      {{"train", "--out", out, "--n-keys", "4096", "--n-values", "4096"}, 2,
+      {{"train", "--out", out, "--n-keys", "4096", "--n-values", "4096"},
+       2,
        "V = the task's vocabulary size, set by --n-keys, --n-values and --kv-encoding"},
       // config.json records --out as JSON text: UTF-8 only; a name longer than a file name may be.
       {{"train", "--out", out + "/bad\xffutf"}, 2, "--out: '" + out + "/bad\\xffutf' is not valid UTF-8"},
-      {{"sweep", "--out", out + "/bad\xffutf"}, 2, "/bad\\xffutf/runs/dk16-sqrt_dk-adamw-lr0.003-s0' is not valid UTF-8"},
-      {{"train", "--out", out + "/" + std::string(300, 'a')}, 2,
+      {{"sweep", "--out", out + "/bad\xffutf"},
+       2,
+       "/bad\\xffutf/runs/dk16-sqrt_dk-adamw-lr0.003-s0' is not valid UTF-8"},
+      {{"train", "--out", out + "/" + std::string(300, 'a')},
+       2,
        "is 300 bytes, more than the 255 a file name may have"},
-      {{"sweep", "--out", out, "--task", "char_lm", "--grid", "text=" + std::string(250, 'a')}, 2,
+      {{"sweep", "--out", out, "--task", "char_lm", "--grid", "text=" + std::string(250, 'a')},
+       2,
        "--grid: the run name dk16-sqrt_dk-adamw-lr0.003-text"},
       {{"train", "--out", out, "--on-nan", "ignore"}, 2, "--on-nan: ignore not in {stop,skip}"},
       {{"train", "--out", out, "--checkpoint-every", "-1"}, 2, "--checkpoint-every: must be a whole number in [0, "},
-      {{"train", "--out", out, "--init-from", (root / "absent.safetensors").string()}, 2, "--init-from: '" + (root / "absent.safetensors").string() + "' is not a file"},
-      {{"train", "--out", out, "--d-model", "16", "--init-from", checkpoint}, 2,
-       "--init-from: checkpoint " + checkpoint + ": tensor 'model.tok_emb.weight' has shape [72, 8], the model needs [72, 16]"},
+      {{"train", "--out", out, "--init-from", (root / "absent.safetensors").string()},
+       2,
+       "--init-from: '" + (root / "absent.safetensors").string() + "' is not a file"},
+      {{"train", "--out", out, "--d-model", "16", "--init-from", checkpoint},
+       2,
+       "--init-from: checkpoint " + checkpoint +
+           ": tensor 'model.tok_emb.weight' has shape [72, 8], the model needs [72, 16]"},
       {{"train", "--out", out, "--init-from", file}, 2, "--init-from: safetensors: " + file + ": header length"},
-      {{"train", "--out", run_dir}, 2, "already holds a run (config.json, metrics.csv or a checkpoint); pass --overwrite"},
+      {{"train", "--out", run_dir},
+       2,
+       "already holds a run (config.json, metrics.csv or a checkpoint); pass --overwrite"},
       {{"train", "--out", file}, 2, "--out: " + file + " exists and is not a directory"},
       {{"train", "--out", file + "/run"}, 2, "--out: cannot create run directory " + file + "/run"},
       {{"train", "--out", ""}, 2, "--out: a run directory is required"},
       {{"train", "--resume", (root / "absent").string()}, 2, "--resume: Directory does not exist"},
       {{"train", "--resume", empty}, 2, "--resume: " + empty + " holds no run (no config.json)"},
-      {{"train", "--resume", run_dir, "--d-model", "16"}, 2, "--d-model: the run in " + run_dir + " was trained with 8, not 16"},
-      {{"train", "--resume", run_dir, "--scale", "none"}, 2, "--scale: the run in " + run_dir + " was trained with \"sqrt_dk\""},
-      {{"train", "--resume", run_dir, "--steps", "2"}, 2, "--steps: the run in " + run_dir + " was set to 3 steps; a resumed run may raise"},
+      {{"train", "--resume", run_dir, "--d-model", "16"},
+       2,
+       "--d-model: the run in " + run_dir + " was trained with 8, not 16"},
+      {{"train", "--resume", run_dir, "--scale", "none"},
+       2,
+       "--scale: the run in " + run_dir + " was trained with \"sqrt_dk\""},
+      {{"train", "--resume", run_dir, "--steps", "2"},
+       2,
+       "--steps: the run in " + run_dir + " was set to 3 steps; a resumed run may raise"},
       {{"train", "--resume", run_dir, "--overwrite"}, 2, "--resume and --overwrite exclude each other"},
       {{"train", "--resume", run_dir, "--out", empty}, 2, "--out: " + empty + " is not the --resume directory"},
       {{"train", "--resume", corrupt_dir}, 1, "cannot resume: safetensors: " + corrupt_dir + "/checkpoint.safetensors"},
       {{"train", "--out", out, "--task", "data"}, 2, "--data: data: no directory given"},
-      {{"train", "--out", out, "--task", "data", "--data", empty}, 2, "--data: npy: " + empty + "/inputs.npy: no such file"},
+      {{"train", "--out", out, "--task", "data", "--data", empty},
+       2,
+       "--data: npy: " + empty + "/inputs.npy: no such file"},
       {{"train", "--out", out, "--data", empty}, 2, "--data is read only by --task data (the task is kv_recall)"},
       {{"train", "--out", out, "--vocab-size", "5"}, 2, "--vocab-size is read only by --task data"},
       {{"train", "--out", out, "--task", "data", "--data", file}, 2, "--data: data: '" + file + "' is not a directory"},
@@ -247,24 +315,32 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"sweep", "--out", out, "--d-k", "4,4"}, 2, "--d-k: 4"},
       // Grid axes that would repeat runs: values one run name cannot tell apart, a setting no run of the sweep reads,
       // one that changes only how a run is recorded or executed.
-      {{"sweep", "--out", out, "--task", "char_lm", "--grid", "text=a/b.txt,a_b.txt"}, 2,
+      {{"sweep", "--out", out, "--task", "char_lm", "--grid", "text=a/b.txt,a_b.txt"},
+       2,
        "--grid text: the values a/b.txt and a_b.txt give runs the same name dk16-sqrt_dk-adamw-lr0.003-texta_b.txt-s0"},
-      {{"sweep", "--out", out, "--task", "copy", "--grid", "text=" + file + "," + empty}, 2,
+      {{"sweep", "--out", out, "--task", "copy", "--grid", "text=" + file + "," + empty},
+       2,
        "--grid text: --text is read only by --task char_lm (the task is copy); an axis must change every run"},
-      {{"sweep", "--out", out, "--grid", "momentum=0.5,0.9"}, 2,
+      {{"sweep", "--out", out, "--grid", "momentum=0.5,0.9"},
+       2,
        "--grid momentum: --momentum is read only by --optimizer sgd (the optimizer is adamw)"},
-      {{"sweep", "--out", out, "--arms", "sgd@0.1,adamw@0.01", "--grid", "momentum=0.5,0.9"}, 2,
+      {{"sweep", "--out", out, "--arms", "sgd@0.1,adamw@0.01", "--grid", "momentum=0.5,0.9"},
+       2,
        "--grid momentum: --momentum is read only by --optimizer sgd (the optimizer is adamw)"},
-      {{"sweep", "--out", out, "--grid", "print_every=1,2"}, 2,
+      {{"sweep", "--out", out, "--grid", "print_every=1,2"},
+       2,
        "--grid print_every: --print-every changes how a run is recorded or executed, not what it computes"},
       {{"sweep", "--out", out, "--grid", "threads=1,2"}, 2, "--grid threads: --threads changes how a run is recorded"},
       {{"probe", "--d-k", "-1"}, 2, "--d-k: must be a whole number in [1, 8192]"},
       {{"train", "--out", out, "--task", "char_lm"}, 2, "char_lm: --text is required: name a UTF-8 text file"},
       // Flags a multi-run command sets itself, or probe never reads: refused, naming what to use instead.
-      {{"sweep", "--out", out, "--lr", "0.1"}, 2,
+      {{"sweep", "--out", out, "--lr", "0.1"},
+       2,
        "--lr: sweep takes learning rates through --arms (e.g. --arms sgd@0.01,adamw@0.001)"},
       {{"sweep", "--out", out, "--optimizer", "sgd"}, 2, "--optimizer: sweep takes optimizers through --arms"},
-      {{"sweep", "--out", out, "--seed", "3"}, 2, "--seed: sweep sets each run's seed from --seeds (e.g. --seeds 0,1,2"},
+      {{"sweep", "--out", out, "--seed", "3"},
+       2,
+       "--seed: sweep sets each run's seed from --seeds (e.g. --seeds 0,1,2"},
       {{"sweep", "--out", out, "--seed=3"}, 2, "--seed: sweep sets each run's seed from --seeds"},
       {{"sweep", "--out", out, "--lr"}, 2, "--lr: sweep takes learning rates through --arms"},
       {{"experiment", "--out", out, "--lr", "0.1"}, 2, "--lr: experiment takes learning rates through --arms"},
@@ -274,15 +350,21 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"probe", "--steps", "10"}, 2, "--steps: probe trains nothing"},
       {{"probe", "--weight-decay", "0.1"}, 2, "--weight-decay: probe trains nothing"},
       {{"probe", "--d-k", "16,16"}, 2, "--d-k: 16 is given twice"},
-      {{"compare", run_dir, "--out", out, "--loss-threshold", "-1"}, 2, "--loss-threshold: must be in (0, inf), got -1"},
+      {{"compare", run_dir, "--out", out, "--loss-threshold", "-1"},
+       2,
+       "--loss-threshold: must be in (0, inf), got -1"},
       {{"compare", run_dir, "--out", out, "--loss-threshold", "0"}, 2, "--loss-threshold: must be in (0, inf), got 0"},
-      {{"compare", run_dir, "--out", out, "--loss-threshold", "nan"}, 2,
+      {{"compare", run_dir, "--out", out, "--loss-threshold", "nan"},
+       2,
        "--loss-threshold: must be a decimal number, got 'nan' in (0, inf)"},
-      {{"compare", run_dir, "--out", out, "--accuracy-threshold", "1.5"}, 2,
+      {{"compare", run_dir, "--out", out, "--accuracy-threshold", "1.5"},
+       2,
        "--accuracy-threshold: must be in (0, 1], got 1.5"},
-      {{"compare", run_dir, "--out", out, "--accuracy-threshold", "0"}, 2,
+      {{"compare", run_dir, "--out", out, "--accuracy-threshold", "0"},
+       2,
        "--accuracy-threshold: must be in (0, 1], got 0"},
-      {{"compare", run_dir, "--out", out, "--accuracy-threshold", "nan"}, 2,
+      {{"compare", run_dir, "--out", out, "--accuracy-threshold", "nan"},
+       2,
        "--accuracy-threshold: must be a decimal number, got 'nan'"},
       // An unknown flag of compare is named, not taken for a directory (its value would be).
       {{"compare", run_dir, "--lr", "0.1"}, 2, "--lr: not a flag of compare (flags: --out, --loss-threshold,"},
@@ -309,10 +391,12 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"sweep", "--out", out, "--scale", ""}, 2, "--scale: empty entry in ''"},
       {{"experiment", "--out", out, "--seeds", ",1"}, 2, "--seeds: empty entry in ',1'"},
       {{"probe", "--d-k", "4,"}, 2, "--d-k: empty entry in '4,'"},
-      {{"sweep", "--out", out, "--arms", "sgd@ 0.1"}, 2,
+      {{"sweep", "--out", out, "--arms", "sgd@ 0.1"},
+       2,
        "--arms: learning rate in 'sgd@ 0.1' must be a decimal number, got ' 0.1'"},
       {{"sweep", "--out", out, "--arms", " sgd@0.1"}, 2, "--arms: unknown optimizer ' sgd'"},
-      {{"sweep", "--out", out, "--arms", "sgd@0x1p-3"}, 2,
+      {{"sweep", "--out", out, "--arms", "sgd@0x1p-3"},
+       2,
        "--arms: learning rate in 'sgd@0x1p-3' must be a decimal number, got '0x1p-3'"},
       {{"sweep", "--out", out, "--arms", "sgd@-0.1"}, 2, "--arms: learning rate '-0.1' in 'sgd@-0.1' must be"},
       {{"sweep", "--out", out, "--seeds", "0, 1"}, 2, "--seeds: must be a whole number in [0, "},
@@ -383,16 +467,21 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
                 fs::copy_options::overwrite_existing);
 
   const std::vector<Case> cases{
-      {{"train", "--resume", negative}, 2, negative + "/config.json: 'steps' holds -3, which is not a whole number >= 0"},
+      {{"train", "--resume", negative},
+       2,
+       negative + "/config.json: 'steps' holds -3, which is not a whole number >= 0"},
       {{"train", "--resume", nan_filled}, 2, "--resume: " + nan_filled + "/config.json is not valid JSON"},
       {{"train", "--resume", empty}, 2, "--resume: " + empty + "/config.json is not valid JSON"},
-      {{"train", "--resume", foreign, "--steps", "4"}, 2,
+      {{"train", "--resume", foreign, "--steps", "4"},
+       2,
        "--resume: --seed is 7 in " + foreign + "/checkpoint.safetensors but 0 in " + foreign + "/config.json"},
       {{"train", "--out", out, "--lr", "1e-300"}, 2, "--lr: must be in [1.17549435e-38, 3.40282347e+38], got 1e-300"},
       {{"train", "--out", out, "--lr", "1e-46"}, 2, "--lr: must be in [1.17549435e-38"},
-      {{"train", "--out", out, "--clip-grad-norm", "1e-300"}, 2,
+      {{"train", "--out", out, "--clip-grad-norm", "1e-300"},
+       2,
        "--clip-grad-norm must be 0 (off) or in [1.17549435e-38, 1e30)"},
-      {{"sweep", "--out", run_dir, "--steps", "2", "--d-k", "4", "--seeds", "0", "--scale", "none"}, 2,
+      {{"sweep", "--out", run_dir, "--steps", "2", "--d-k", "4", "--seeds", "0", "--scale", "none"},
+       2,
        "--out: " + run_dir + " holds an `xgrad train` run (config.json), not a sweep"},
   };
   for (const Case& k : cases) {
@@ -412,8 +501,8 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
   // A run diverging at step 0 is a sweep result (exit 0); runs that cannot start make the sweep fail (exit 1) at its
   // end, not abort it.
   const std::string pg = (root / "pg").string(), sg = (root / "sg").string();
-  const std::vector<std::string> sweep{"sweep", "--steps", "2", "--batch-size", "2", "--d-k", "4", "--seeds", "0",
-                                       "--scale", "none", "--arms", "sgd@0.1"};
+  const std::vector<std::string> sweep{"sweep",   "--steps", "2",       "--batch-size", "2",      "--d-k",  "4",
+                                       "--seeds", "0",       "--scale", "none",         "--arms", "sgd@0.1"};
   std::vector<std::string> diverging = sweep;
   diverging.insert(diverging.end(), {"--out", pg, "--proj-init-gain", "99999999999999999999999"});
   CHECK(run(diverging).code == 0);
@@ -435,8 +524,9 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
   }
 }
 
-TEST_CASE("xgrad sweep: --jobs x --threads above the CPUs is refused as --threads is; by default no more runs at once "
-          "than the CPUs hold") {
+TEST_CASE(
+    "xgrad sweep: --jobs x --threads above the CPUs is refused as --threads is; by default no more runs at once "
+    "than the CPUs hold") {
   if (std::system("taskset -c 0 true > /dev/null 2>&1") != 0) {
     MESSAGE("taskset cannot pin to CPU 0 here; skipped");
     return;
@@ -445,7 +535,8 @@ TEST_CASE("xgrad sweep: --jobs x --threads above the CPUs is refused as --thread
   auto sweep = [&](const std::string& name, const std::string& flags) {
     const std::string command = "taskset -c 0 " + std::string(XGRAD_BIN) + " sweep --out '" + (root / name).string() +
                                 "' --scale none --d-k 4 --seeds 0,1 --arms adamw@0.01 --d-model 8 --batch-size 2 "
-                                "--steps 2 --print-every 100 " + flags + " 2>&1";
+                                "--steps 2 --print-every 100 " +
+                                flags + " 2>&1";
     Result r;
     FILE* pipe = ::popen(command.c_str(), "r");
     REQUIRE(pipe != nullptr);
@@ -475,7 +566,8 @@ TEST_CASE("xgrad train: --threads above the CPUs this process may use is refused
   }
   const TempDir root("cli_threads");
   const std::string out = (root / "run").string();
-  const std::string xgrad = std::string("taskset -c 0 ") + XGRAD_BIN + " train --steps 1 --d-model 8 --batch-size 2 --out '" + out + "'";
+  const std::string xgrad =
+      std::string("taskset -c 0 ") + XGRAD_BIN + " train --steps 1 --d-model 8 --batch-size 2 --out '" + out + "'";
   auto run_shell = [](const std::string& command) {
     Result r;
     FILE* pipe = ::popen((command + " 2>&1 >/dev/null").c_str(), "r");
@@ -505,8 +597,9 @@ TEST_CASE("xgrad train: --threads above the CPUs this process may use is refused
 TEST_CASE("xgrad sweep into a sweep of other settings: a setting the new sweep leaves unset is called 'not set'") {
   const TempDir root("cli_errors_not_set");
   const std::string out = (root / "sweep").string();
-  const std::vector<std::string> sweep{"sweep", "--out", out, "--d-model", "8", "--steps", "2", "--batch-size", "2",
-                                       "--d-k", "4", "--seeds", "0", "--scale", "none", "--arms", "sgd@0.1"};
+  const std::vector<std::string> sweep{"sweep", "--out",        out,    "--d-model", "8",      "--steps",
+                                       "2",     "--batch-size", "2",    "--d-k",     "4",      "--seeds",
+                                       "0",     "--scale",      "none", "--arms",    "sgd@0.1"};
   std::vector<std::string> with_eval = sweep;
   with_eval.insert(with_eval.end(), {"--eval-n-pairs", "4,8"});
   const Result first = run(with_eval);
@@ -523,16 +616,15 @@ TEST_CASE("xgrad: an XGRAD_SIMD that names no kernel variant this CPU runs is re
   const Result r = run({"--version"});
   unsetenv("XGRAD_SIMD");
   CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("XGRAD_SIMD: not a kernel variant (allowed: baseline, avx2, avx512f;") !=
-        std::string::npos);
+  CHECK(r.stderr_text.find("XGRAD_SIMD: not a kernel variant (allowed: baseline, avx2, avx512f;") != std::string::npos);
 }
 
 TEST_CASE("xgrad: an error naming a path with terminal escapes shows them escaped, never sends them to the terminal") {
   const TempDir dir("cli_escapes");
   const std::string name = (dir.path() / "run\x1b]0;title\a\x1b[2J").string();
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"compare", name},
-                                               std::vector<std::string>{"train", "--resume", name},
-                                               std::vector<std::string>{"sweep", "status", name}}) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"compare", name}, std::vector<std::string>{"train", "--resume", name},
+        std::vector<std::string>{"sweep", "status", name}}) {
     const Result r = run(args);
     INFO(args[0], " -> ", r.stderr_text);
     CHECK(r.code != 0);
@@ -546,8 +638,8 @@ TEST_CASE("xgrad: log lines of a run whose name holds terminal escapes show them
   const TempDir dir("cli_log_escapes");
   const std::string name = (dir.path() / "run\x1b]0;title\a\x1b[2J").string();
   const std::string log = (dir.path() / "out.txt").string();
-  const std::string command = std::string(XGRAD_BIN) + " train --d-model 8 --steps 2 --print-every 1 --out '" + name +
-                              "' > '" + log + "' 2>&1";
+  const std::string command =
+      std::string(XGRAD_BIN) + " train --d-model 8 --steps 2 --print-every 1 --out '" + name + "' > '" + log + "' 2>&1";
   REQUIRE(std::system(command.c_str()) == 0);
   std::ifstream in(log);
   const std::string text(std::istreambuf_iterator<char>(in), {});
@@ -582,8 +674,9 @@ TEST_CASE("xgrad sweep status: run names from sweep.json with terminal escapes a
   CHECK(output.find('\a') == std::string::npos);
 }
 
-TEST_CASE("xgrad: JSON nested 100,000 deep, repeated keys and a config_version from elsewhere are refused naming "
-          "the file, exit 2, never a crash") {
+TEST_CASE(
+    "xgrad: JSON nested 100,000 deep, repeated keys and a config_version from elsewhere are refused naming "
+    "the file, exit 2, never a crash") {
   const TempDir root("cli_hostile_json");
   train::TrainConfig c;
   c.d_model = 8;
@@ -639,8 +732,9 @@ TEST_CASE("xgrad sweep: the start names the grid's axes and their sizes, marking
   const std::string& output = run_output.text;
   INFO("output: " << output);
   CHECK(run_output.code == 0);
-  const std::string grid = "grid: scale × 2 (none, sqrt_dk) · d_k × 1 (4) · arms × 1 (default: adamw@0.003) · "
-                           "d_model × 2 (8, 16) · seed × 3 (default: 0, 1, 2) = 12 runs";
+  const std::string grid =
+      "grid: scale × 2 (none, sqrt_dk) · d_k × 1 (4) · arms × 1 (default: adamw@0.003) · "
+      "d_model × 2 (8, 16) · seed × 3 (default: 0, 1, 2) = 12 runs";
   const std::size_t at = output.find(grid);
   CHECK(at != std::string::npos);
   // At the start: before any run has finished.
@@ -676,8 +770,9 @@ TEST_CASE("xgrad: a whole-number setting written as 2.0 is 2; 2.5 is refused nam
   CHECK(r.stderr_text.find("got 2.0") == std::string::npos);
 }
 
-TEST_CASE("xgrad compare: a metrics.csv cell that is not a number, or a row with too many fields, is named by file, "
-          "row, line and column; a JSON syntax error names the file, line and column") {
+TEST_CASE(
+    "xgrad compare: a metrics.csv cell that is not a number, or a row with too many fields, is named by file, "
+    "row, line and column; a JSON syntax error names the file, line and column") {
   const TempDir root("cli_parse_errors");
   train::TrainConfig c;
   c.d_model = 8;

@@ -3,6 +3,10 @@
 // columns, report.md sentences and findings, summary figures against d_k and lr, and plots with and without gnuplot.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,11 +15,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -25,19 +25,19 @@
 #include "common/registry.h"
 #include "nn/scaling.h"
 #include "report/compare.h"
+#include "report/markdown.h"
 #include "report/plots.h"
 #include "report/probe.h"
-#include "report/markdown.h"
 #include "report/runs.h"
 #include "report/stats.h"
 #include "report/summary.h"
 #include "report/tables.h"
+#include "tests/support/paths.h"
+#include "tests/support/run_files.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/run_files.h"
 #include "train/trainer.h"
-#include "tests/support/paths.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/run_files.h"
-#include "tests/support/tiny_run.h"
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;
@@ -66,9 +66,9 @@ struct FakeRun {
   bool summary = true;
   bool diverged = false;
   long diverged_step = -1;
-  std::size_t steps = 0;  // config "steps"; 0: the number of rows
-  std::string on_nan;     // config "on_nan" when not empty
-  std::string tail;       // raw text after the last row (a cut-short line)
+  std::size_t steps = 0;                                   // config "steps"; 0: the number of rows
+  std::string on_nan;                                      // config "on_nan" when not empty
+  std::string tail;                                        // raw text after the last row (a cut-short line)
   nlohmann::json extra_config = nlohmann::json::object();  // more config.json keys (a scaling's own settings)
 };
 
@@ -84,13 +84,27 @@ void write_run(const fs::path& dir, const FakeRun& r) {
   fs::create_directories(dir);
   const std::size_t rows = r.loss.size();
   const std::size_t steps = r.steps ? r.steps : rows;
-  nlohmann::json config{{"task", "kv_recall"},   {"n_values", 8},       {"chance_loss", std::log(8.0)},
-                        {"d_model", 64},         {"d_k", r.d_k},        {"n_heads", 2},
-                        {"n_layers", 2},         {"scale", r.scale},    {"optimizer", r.optimizer},
-                        {"lr", r.lr},            {"batch_size", 64},    {"steps", steps},
-                        {"mlp", true},           {"layer_norm", true},  {"residual", true},
-                        {"seed", r.seed},        {"data_seed", r.data_seed < 0 ? r.seed : r.data_seed}, {"out", dir.string()},
-                        {"print_every", 100},    {"log_every", 1},      {"threads", 1},
+  nlohmann::json config{{"task", "kv_recall"},
+                        {"n_values", 8},
+                        {"chance_loss", std::log(8.0)},
+                        {"d_model", 64},
+                        {"d_k", r.d_k},
+                        {"n_heads", 2},
+                        {"n_layers", 2},
+                        {"scale", r.scale},
+                        {"optimizer", r.optimizer},
+                        {"lr", r.lr},
+                        {"batch_size", 64},
+                        {"steps", steps},
+                        {"mlp", true},
+                        {"layer_norm", true},
+                        {"residual", true},
+                        {"seed", r.seed},
+                        {"data_seed", r.data_seed < 0 ? r.seed : r.data_seed},
+                        {"out", dir.string()},
+                        {"print_every", 100},
+                        {"log_every", 1},
+                        {"threads", 1},
                         {"environment", {{"machine", r.environment}}}};
   if (!r.on_nan.empty()) config["on_nan"] = r.on_nan;
   config.update(r.extra_config);
@@ -102,23 +116,41 @@ void write_run(const fs::path& dir, const FakeRun& r) {
          "attn/l0h0/score_std,attn/l0h0/entropy_mean,attn/l0h1/score_std,attn/l0h1/entropy_mean,"
          "attn/l1h0/entropy_mean,eval_loss,step_ms\n";
   for (std::size_t i = 0; i < rows; ++i) {
-    const std::vector<double> row{static_cast<double>(i), r.loss[i], at(r.accuracy, i, 0.0), r.lr,
-                                  std::isfinite(r.loss[i]) ? 1.0 : nan_value, 0.5,
-                                  at(r.w_q0, i, 1.0), at(r.w_k0, i, 1.0), at(r.w_q1, i, 1.0), at(r.w_k1, i, 1.0),
-                                  at(r.score_std, i, nan_value), at(r.entropy, i, nan_value),
-                                  at(r.score_std, i, nan_value), at(r.entropy, i, nan_value),
+    const std::vector<double> row{static_cast<double>(i),
+                                  r.loss[i],
+                                  at(r.accuracy, i, 0.0),
+                                  r.lr,
+                                  std::isfinite(r.loss[i]) ? 1.0 : nan_value,
+                                  0.5,
+                                  at(r.w_q0, i, 1.0),
+                                  at(r.w_k0, i, 1.0),
+                                  at(r.w_q1, i, 1.0),
+                                  at(r.w_k1, i, 1.0),
+                                  at(r.score_std, i, nan_value),
+                                  at(r.entropy, i, nan_value),
+                                  at(r.score_std, i, nan_value),
+                                  at(r.entropy, i, nan_value),
                                   99.0,  // a second layer's entropy: compare reads the first layer only
-                                  nan_value, 1.0};
+                                  nan_value,
+                                  1.0};
     for (std::size_t c = 0; c < row.size(); ++c) csv << (c ? "," : "") << cell(row[c]);
     csv << "\n";
   }
   csv << r.tail;
   csv.close();
   if (r.summary) {
-    nlohmann::json s{{"steps_done", rows},       {"chance_loss", std::log(8.0)}, {"first_loss", r.loss.front()},
-                     {"final_loss", 0.0},        {"final_accuracy", 0.0},        {"mean_grad_norm_w_q", 0.0},
-                     {"mean_grad_norm_w_k", 0.0}, {"frac_zero_grad_w_q", 0.0},   {"frac_zero_grad_w_k", 0.0},
-                     {"diverged", r.diverged},   {"diverged_step", r.diverged_step}, {"wall_seconds", 1.0}};
+    nlohmann::json s{{"steps_done", rows},
+                     {"chance_loss", std::log(8.0)},
+                     {"first_loss", r.loss.front()},
+                     {"final_loss", 0.0},
+                     {"final_accuracy", 0.0},
+                     {"mean_grad_norm_w_q", 0.0},
+                     {"mean_grad_norm_w_k", 0.0},
+                     {"frac_zero_grad_w_q", 0.0},
+                     {"frac_zero_grad_w_k", 0.0},
+                     {"diverged", r.diverged},
+                     {"diverged_step", r.diverged_step},
+                     {"wall_seconds", 1.0}};
     std::ofstream(dir / "summary.json") << s.dump(2);
   }
 }
@@ -291,8 +323,8 @@ TEST_CASE("mean loss (AUC), zero-gradient fractions and NaN attention columns") 
   const Comparison cmp = analyse_dirs({root.string()});
   const RunStats& s = cmp.stats[0];
   CHECK(s.auc_loss == doctest::Approx(2.5));
-  CHECK(s.frac_zero_grad_w_q == doctest::Approx(0.5));   // steps 1 and 3
-  CHECK(s.frac_zero_grad_w_k == doctest::Approx(0.5));   // steps 2 and 3
+  CHECK(s.frac_zero_grad_w_q == doctest::Approx(0.5));  // steps 1 and 3
+  CHECK(s.frac_zero_grad_w_k == doctest::Approx(0.5));  // steps 2 and 3
   CHECK(s.mean_grad_norm_w_q == doctest::Approx((std::sqrt(2.0) + 0 + 0.5 + 0) / 4));
   CHECK(s.entropy_first == doctest::Approx(2.0));  // layer 0 only (layer 1 holds 99)
   CHECK(s.entropy_last == doctest::Approx(0.5));
@@ -377,8 +409,9 @@ TEST_CASE("compare shows the task of arms that differ in it, and states no scali
   CHECK(console.find("copy") != std::string::npos);
   CHECK(console.find("kv_recall") != std::string::npos);
   // Said, on the console and in report.md, instead of a comparison.
-  const std::string none_said = "no scaling comparison: no two arms differ only in scale; arms of different scales "
-                                "also differ in task";
+  const std::string none_said =
+      "no scaling comparison: no two arms differ only in scale; arms of different scales "
+      "also differ in task";
   CHECK(console.find(none_said) != std::string::npos);
   CHECK(md.find(none_said) != std::string::npos);
   CHECK(scale_sentences(cmp).empty());
@@ -386,7 +419,7 @@ TEST_CASE("compare shows the task of arms that differ in it, and states no scali
   CHECK(checks.holds.empty());
   CHECK(checks.fails.empty());
   CHECK(checks.undecided.empty());
-  CHECK(md.find("At d_k=") == std::string::npos);               // a scale sentence
+  CHECK(md.find("At d_k=") == std::string::npos);                // a scale sentence
   CHECK(md.find(", unscaled vs sqrt_dk") == std::string::npos);  // a story check
 
   // With copy scaled as well, copy is compared within copy only, and the kv_recall arm is named as having no
@@ -597,16 +630,17 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
   const StoryChecks checks = story_checks(cmp);
   bool said = false;
   for (const auto& s : checks.holds)
-    said = said || s.find("unscaled is more sensitive to the learning rate (LR sensitivity 0.250 vs 0.000 over lr "
-                          "0.01, 0.1)") != std::string::npos;
+    said = said || s.find(
+                       "unscaled is more sensitive to the learning rate (LR sensitivity 0.250 vs 0.000 over lr "
+                       "0.01, 0.1)") != std::string::npos;
   INFO(checks.holds.size());
   CHECK(said);
   // The per-arm sentence gives each group's own sensitivity and, since their learning rates differ, the shared one.
   bool sentence = false;
   for (const auto& s : scale_sentences(cmp))
-    sentence = sentence ||
-               s.find("; over the learning rates unscaled and sqrt_dk share (0.01, 0.1): 0.250 vs 0.000.") !=
-                   std::string::npos;
+    sentence =
+        sentence || s.find("; over the learning rates unscaled and sqrt_dk share (0.01, 0.1): 0.250 vs 0.000.") !=
+                        std::string::npos;
   CHECK(sentence);
 
   // The same lrs as a summary figure: final loss against lr, one line per scaling; lr 1 diverged, so no point.
@@ -738,9 +772,9 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
       "d_k=64 adamw lr=0.01, unscaled vs sqrt_dk (1 unscaled and 0 sqrt_dk run diverged, left out): ";
   bool less = false;
   for (const auto& line : checks.holds)
-    less = less ||
-           (line.rfind(head, 0) == 0 &&
-            line.find("unscaled W_q gets less gradient (mean gradient norm 0.31 vs 0.47)") != std::string::npos);
+    less =
+        less || (line.rfind(head, 0) == 0 &&
+                 line.find("unscaled W_q gets less gradient (mean gradient norm 0.31 vs 0.47)") != std::string::npos);
   INFO(checks.holds.size() << " holds, " << checks.fails.size() << " fails");
   for (const auto& line : checks.fails) {
     INFO(line);
@@ -766,18 +800,17 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
   mean_w_q >> step >> value;
   REQUIRE(step == "0");
   CHECK(std::stod(value) == doctest::Approx(0.31));
-  CHECK(read_text(plots / "loss.gp").find("title 'none (2 runs, 1 diverged: not in the mean)'") !=
-        std::string::npos);
+  CHECK(read_text(plots / "loss.gp").find("title 'none (2 runs, 1 diverged: not in the mean)'") != std::string::npos);
   CHECK(read_text(plots / "score_std.gp").find("none (2 runs, 1 diverged: not in the mean)") != std::string::npos);
 }
 
 TEST_CASE("near-zero gradient column: steps below 1e-6 of the step-0 norm, beside the exactly-zero count") {
   // The issue's run: a W_q gradient norm below 1e-12 on most steps, exactly zero on none, showed "0%".
   GradientStats g;
-  g.add(2.0, 1.0, 0.5, 0.5);     // step 0: the reference norms
-  g.add(2.0, 1.0, 1e-13, 0.5);   // below 1e-6 x 0.5
-  g.add(2.0, 1.0, 4e-7, 0.0);    // below 5e-7; W_k exactly zero
-  g.add(2.0, 1.0, 6e-7, 1e-3);   // above 5e-7
+  g.add(2.0, 1.0, 0.5, 0.5);        // step 0: the reference norms
+  g.add(2.0, 1.0, 1e-13, 0.5);      // below 1e-6 x 0.5
+  g.add(2.0, 1.0, 4e-7, 0.0);       // below 5e-7; W_k exactly zero
+  g.add(2.0, 1.0, 6e-7, 1e-3);      // above 5e-7
   g.add(nan_value, 1.0, 0.0, 0.0);  // not a finite step: not counted
   CHECK(g.finite_steps == 4);
   CHECK(g.frac_zero_grad_w_q() == doctest::Approx(0.0));
@@ -937,8 +970,7 @@ TEST_CASE("report.md: tables, generated sentences per d_k, and where the usual s
   CHECK_FALSE(fs::exists(out_dir / "plots"));
   const std::string md = read_text(out_dir / "report.md");
   INFO(md);
-  CHECK(md.find("attention entropy at step 0 is 0.30 nats without scaling vs 2.40 with sqrt_dk") !=
-        std::string::npos);
+  CHECK(md.find("attention entropy at step 0 is 0.30 nats without scaling vs 2.40 with sqrt_dk") != std::string::npos);
   CHECK(md.find("accuracy ≥ 0.9: never vs step 20") != std::string::npos);
   CHECK(md.find("### Where it does NOT hold") != std::string::npos);
   CHECK(md.find("unscaled W_q gradients are not smaller but larger") != std::string::npos);
@@ -1060,9 +1092,10 @@ TEST_CASE("seeds: an arm counts distinct (seed, data_seed) pairs; runs sharing o
   CHECK(md.find("- seeds: the distinct (seed, data_seed) pairs") != std::string::npos);
 }
 
-TEST_CASE("steps to a threshold in the story: fewer seeds, or later by more than the tolerance; near ties decide nothing") {
-  CHECK(equal_step_tolerance(360, 2, 354, 2) == doctest::Approx(36));  // 10% of the later step
-  CHECK(equal_step_tolerance(100, 30, 90, 0) == doctest::Approx(30));  // the seed sd when larger
+TEST_CASE(
+    "steps to a threshold in the story: fewer seeds, or later by more than the tolerance; near ties decide nothing") {
+  CHECK(equal_step_tolerance(360, 2, 354, 2) == doctest::Approx(36));    // 10% of the later step
+  CHECK(equal_step_tolerance(100, 30, 90, 0) == doctest::Approx(30));    // the seed sd when larger
   CHECK(equal_step_tolerance(5, 0, 4, kNoValue) == doctest::Approx(1));  // at least one step
 
   const TempDir root("compare_story_steps");
@@ -1078,7 +1111,7 @@ TEST_CASE("steps to a threshold in the story: fewer seeds, or later by more than
     write_run(root / fmt_name(d_k, scale, seed), r);
   };
   const std::vector<long> near_none{358, 360, 362}, near_scaled{352, 354, 356};  // 360 vs 354: a near tie
-  const std::vector<long> few_none{382, -1, -1}, few_scaled{383, 383, 383};     // 1/3 seeds, at an earlier step
+  const std::vector<long> few_none{382, -1, -1}, few_scaled{383, 383, 383};      // 1/3 seeds, at an earlier step
   const std::vector<long> late_none{300, 310, 290}, late_scaled{100, 110, 90};   // later by far more than 10%
   for (int seed = 0; seed < 3; ++seed) {
     write(16, "none", seed, near_none[seed]);
@@ -1096,25 +1129,28 @@ TEST_CASE("steps to a threshold in the story: fewer seeds, or later by more than
       if (l.rfind(prefix, 0) == 0) return l;
     return std::string();
   };
-  const std::string at16 = "d_k=16 adamw lr=0.01, unscaled vs sqrt_dk: ", at64 = "d_k=64 adamw lr=0.01, unscaled vs sqrt_dk: ",
+  const std::string at16 = "d_k=16 adamw lr=0.01, unscaled vs sqrt_dk: ",
+                    at64 = "d_k=64 adamw lr=0.01, unscaled vs sqrt_dk: ",
                     at256 = "d_k=256 adamw lr=0.01, unscaled vs sqrt_dk: ";
   INFO(line_of(checks.holds, at16) << "\n" << line_of(checks.fails, at16) << "\n" << line_of(checks.undecided, at16));
   // Near tie: neither list claims it.
   CHECK(line_of(checks.holds, at16).find("loss ≤") == std::string::npos);
   CHECK(line_of(checks.fails, at16).find("loss ≤") == std::string::npos);
-  CHECK(line_of(checks.undecided, at16).find(
-            "unscaled reaches loss ≤ 1.000 at about the same step (step 360 vs step 354; within 36 steps)") !=
+  CHECK(line_of(checks.undecided, at16)
+            .find("unscaled reaches loss ≤ 1.000 at about the same step (step 360 vs step 354; within 36 steps)") !=
         std::string::npos);
   // Fewer seeds: the story holds, but the step is not called later.
   INFO(line_of(checks.holds, at64));
-  CHECK(line_of(checks.holds, at64).find(
-            "unscaled reaches loss ≤ 1.000 in fewer seeds (step 382 in 1/3 seeds, never in the others vs step 383; "
-            "the unscaled seeds that reach it are not later)") != std::string::npos);
+  CHECK(
+      line_of(checks.holds, at64)
+          .find("unscaled reaches loss ≤ 1.000 in fewer seeds (step 382 in 1/3 seeds, never in the others vs step 383; "
+                "the unscaled seeds that reach it are not later)") != std::string::npos);
   CHECK(line_of(checks.holds, at64).find("later or never") == std::string::npos);
   // Clearly later in every seed.
   INFO(line_of(checks.holds, at256));
-  CHECK(line_of(checks.holds, at256).find(
-            "unscaled reaches loss ≤ 1.000 later (step 300 vs step 100; by more than 30 steps)") != std::string::npos);
+  CHECK(line_of(checks.holds, at256)
+            .find("unscaled reaches loss ≤ 1.000 later (step 300 vs step 100; by more than 30 steps)") !=
+        std::string::npos);
 }
 
 TEST_CASE("plots: W_k in a lighter shade than W_q; titles give the smoothing window of sparse series honestly") {
@@ -1177,8 +1213,9 @@ TEST_CASE("a scaling another build registered is warned about once, however many
   CHECK(count == 1);
 }
 
-TEST_CASE("plots: colour and dash style come from the scaling registry; a name it lacks gets a palette colour and a "
-          "warning") {
+TEST_CASE(
+    "plots: colour and dash style come from the scaling registry; a name it lacks gets a palette colour and a "
+    "warning") {
   const TempDir root("compare_plot_styles");
   for (const std::string scale : {"none", "ssmax", "from_another_build"}) {
     FakeRun r;
@@ -1284,10 +1321,12 @@ TEST_CASE("report.md opens with at most ten findings counted from the numbers, e
   std::string all;
   for (const auto& l : lines) all += l.text + "\n";
   INFO(all);
-  CHECK(lines[0].text == "sqrt_dk trains better than unscaled in 2 of 3 comparisons (final loss lower by more than "
-                         "2% in every seed both arms have); as well in 1.");
-  CHECK(lines[1].text == "The unscaled W_q gradient (mean norm over steps) is larger than with sqrt_dk in 3 of 3 "
-                         "comparisons, the W_k gradient in 0 of 3.");
+  CHECK(lines[0].text ==
+        "sqrt_dk trains better than unscaled in 2 of 3 comparisons (final loss lower by more than "
+        "2% in every seed both arms have); as well in 1.");
+  CHECK(lines[1].text ==
+        "The unscaled W_q gradient (mean norm over steps) is larger than with sqrt_dk in 3 of 3 "
+        "comparisons, the W_k gradient in 0 of 3.");
   CHECK(all.find("Saturation at step 0, first layer: attention entropy unscaled 1.00 / 0.50 / 0.33 vs sqrt_dk 2.00 / "
                  "2.00 / 2.00 nats at d_k = 16 / 64 / 256") != std::string::npos);
   // One arm per scaling and d_k: the median over its two seeds (1 and 2 × 10^-3, 10^-7, 10^-11), no range.
@@ -1326,7 +1365,7 @@ TEST_CASE("summary figures: final loss, step-0 attention and per-query score gra
   CHECK(loss.lines[0].scale == "none");
   REQUIRE(loss.lines[0].points.size() == 3);
   CHECK(loss.lines[0].points[2].x == 256);
-  CHECK(loss.lines[0].points[2].y == doctest::Approx(1.55));               // mean of 1.5 and 1.6
+  CHECK(loss.lines[0].points[2].y == doctest::Approx(1.55));  // mean of 1.5 and 1.6
   CHECK(loss.lines[0].points[2].hi - loss.lines[0].points[2].y == doctest::Approx(std::sqrt(0.005)));  // sd
   CHECK(loss.lines[0].points[2].n == 2);
   const SummaryFigure& std0 = figures[2];
@@ -1510,9 +1549,8 @@ TEST_CASE("LR sensitivity: differences within the seed spread are about the same
     write_run(dir / (scale + "-lr" + cell(lr) + "-s" + std::to_string(seed)), r);
   };
   // Objectives: none 3.9 at 0.01 and (2.95 + 3.15) / 2 = 3.05 at 0.1 -> 0.425; sqrt_dk 4.0 and 3.15 -> 0.425 + 0.0025.
-  for (const auto& [scale, a, b, c, d] :
-       std::vector<std::tuple<std::string, double, double, double, double>>{{"none", 3.8, 4.0, 2.95, 3.15},
-                                                                            {"sqrt_dk", 3.9, 4.1, 3.05, 3.255}}) {
+  for (const auto& [scale, a, b, c, d] : std::vector<std::tuple<std::string, double, double, double, double>>{
+           {"none", 3.8, 4.0, 2.95, 3.15}, {"sqrt_dk", 3.9, 4.1, 3.05, 3.255}}) {
     run(root / "nolearn", scale, 0.01, 0, a);
     run(root / "nolearn", scale, 0.01, 1, b);
     run(root / "nolearn", scale, 0.1, 0, c);
@@ -1678,8 +1716,9 @@ std::string findings_text(const Comparison& cmp) {
 
 }  // namespace
 
-TEST_CASE("final loss verdicts pair seeds: worse in every seed is worse whatever the sd; disagreeing seeds decide "
-          "nothing") {
+TEST_CASE(
+    "final loss verdicts pair seeds: worse in every seed is worse whatever the sd; disagreeing seeds decide "
+    "nothing") {
   const TempDir root("compare_paired_seeds");
   // The breaker's length --quick numbers: unscaled worse in both seeds (2.79 vs 0.005, 0.063 vs 0.024), but the
   // means 1.426 ± 1.928 vs 0.015 ± 0.013 are within the unscaled sd.
@@ -1698,8 +1737,9 @@ TEST_CASE("final loss verdicts pair seeds: worse in every seed is worse whatever
     CHECK(lc.verdict == LossComparison::Verdict::b_lower);
     const StoryChecks checks = story_checks(cmp);
     INFO((joined(checks.holds) + "--\n" + joined(checks.fails) + "--\n" + joined(checks.undecided)));
-    CHECK(joined(checks.holds).find("unscaled trains worse (final loss 1.426 ± 1.928 vs 0.015 ± 0.013; higher "
-                                    "by more than 2% in each of the 2 seeds both arms have)") != std::string::npos);
+    CHECK(joined(checks.holds)
+              .find("unscaled trains worse (final loss 1.426 ± 1.928 vs 0.015 ± 0.013; higher "
+                    "by more than 2% in each of the 2 seeds both arms have)") != std::string::npos);
     CHECK(joined(checks.fails).find("trains as well") == std::string::npos);
     const std::string all = findings_text(cmp);
     INFO(all);
@@ -1714,8 +1754,9 @@ TEST_CASE("final loss verdicts pair seeds: worse in every seed is worse whatever
     INFO((joined(checks.holds) + "--\n" + joined(checks.fails) + "--\n" + joined(checks.undecided)));
     CHECK(joined(checks.holds).find("trains worse") == std::string::npos);
     CHECK(joined(checks.fails).find("trains") == std::string::npos);
-    CHECK(joined(checks.undecided).find("final loss not decided: the seeds disagree (unscaled lower in 1, higher in "
-                                        "1 of the 2 seeds both arms have") != std::string::npos);
+    CHECK(joined(checks.undecided)
+              .find("final loss not decided: the seeds disagree (unscaled lower in 1, higher in "
+                    "1 of the 2 seeds both arms have") != std::string::npos);
     const std::string all = findings_text(cmp);
     INFO(all);
     CHECK(all.find("not decided in 1 (seeds disagree in 1)") != std::string::npos);
@@ -1744,8 +1785,9 @@ TEST_CASE("comparisons where neither arm learned (final loss at chance) decide n
   const StoryChecks checks = story_checks(cmp);
   INFO((joined(checks.holds) + "--\n" + joined(checks.fails) + "--\n" + joined(checks.undecided)));
   CHECK(joined(checks.holds).find("trains worse") == std::string::npos);
-  CHECK(joined(checks.undecided).find("neither learned (final loss 2.134 ± 0.006 vs 2.065 ± 0.064, chance "
-                                      "2.079): which trains better is not decided") != std::string::npos);
+  CHECK(joined(checks.undecided)
+            .find("neither learned (final loss 2.134 ± 0.006 vs 2.065 ± 0.064, chance "
+                  "2.079): which trains better is not decided") != std::string::npos);
   const std::string all = findings_text(cmp);
   INFO(all);
   CHECK(all.find("sqrt_dk trains better than unscaled in 0 of 1 comparison") != std::string::npos);
@@ -1891,8 +1933,8 @@ TEST_CASE("no command runs from data: backticks, $(), quotes, newlines and syste
   const TempDir root("compare_hostile");
   const std::string marker = (root / "RAN").string();
   // Every way gnuplot (or a shell behind it) could be told to run something, in a scale name and a --text file name.
-  const std::string hostile = "x`touch " + marker + "1`$(touch " + marker + "2)'q\"dq\"\\n" + "\n" + "system(\"touch " +
-                              marker + "3\")@mac";
+  const std::string hostile =
+      "x`touch " + marker + "1`$(touch " + marker + "2)'q\"dq\"\\n" + "\n" + "system(\"touch " + marker + "3\")@mac";
   const std::string text_path = "/data/a`touch " + marker + "4`.txt";
   const std::string ansi_dir = "run\x1b]0;title\a\x1b[2J";
   for (const std::string& scale : std::vector<std::string>{"none", "sqrt_dk" + hostile}) {
@@ -1938,9 +1980,10 @@ TEST_CASE("property: gnuplot_string and escape_control of random strings over th
   // Random strings of the characters gnuplot, shells and terminals treat specially; each must come out of gnuplot
   // exactly as escape_control shows it, with nothing run.
   const TempDir root("gnuplot_fuzz");
-  const std::vector<std::string> alphabet{"`", "$", "(", ")", "'", "\"", "\\", "\n", "\r", "\t", "\x1b", "\a",
-                                          "@", ";", "|", "&", "#", "{", "}", "^", "_", "%", "a", "Z", " ", "\x7f",
-                                          "\xc2\x9b", "\xc3\xa9", "system(", "touch " + (root / "RAN").string()};
+  const std::vector<std::string> alphabet{
+      "`",    "$",  "(", ")", "'", "\"",   "\\",       "\n",       "\r",      "\t",
+      "\x1b", "\a", "@", ";", "|", "&",    "#",        "{",        "}",       "^",
+      "_",    "%",  "a", "Z", " ", "\x7f", "\xc2\x9b", "\xc3\xa9", "system(", "touch " + (root / "RAN").string()};
   std::uint32_t state = 12345;
   auto next = [&] { return state = state * 1664525u + 1013904223u; };
   std::vector<std::string> samples;
@@ -1978,8 +2021,8 @@ TEST_CASE("property: gnuplot_string and escape_control of random strings over th
       k = close + 1;
     }
     CHECK(undoubled == shown);
-    script += fmt::format("set label {} {} at graph 0.01, graph {}\n", i + 1, gnuplot_string("L" + std::to_string(i) +
-                          ":" + s + ":E"), 0.005 * static_cast<double>(i));
+    script += fmt::format("set label {} {} at graph 0.01, graph {}\n", i + 1,
+                          gnuplot_string("L" + std::to_string(i) + ":" + s + ":E"), 0.005 * static_cast<double>(i));
   }
   if (!gnuplot_available()) {
     MESSAGE("gnuplot not installed: the gnuplot half of the property is skipped");
@@ -2007,7 +2050,9 @@ TEST_CASE("a newline or a C1 control in a run's name adds no data line to the pl
   const TempDir root("compare_name_lines");
   FakeRun r;
   r.loss = constant(20, 1.0);
-  const std::string name = "a\n3 1000000\xC2\x9B" "31mX";
+  const std::string name =
+      "a\n3 1000000\xC2\x9B"
+      "31mX";
   write_run(root / "runs" / name, r);
   CompareOptions options;
   options.inputs = {(root / "runs").string()};
@@ -2092,7 +2137,8 @@ TEST_CASE("SIGTERM at any point of compare leaves the old report whole or the ne
   add_run("sqrt_dk", 0);
   const std::string xgrad = xgrad::test::xgrad_bin();
   const std::string rep = (root / "rep").string();
-  const std::string run = "'" + xgrad + "' compare '" + (root / "sweep").string() + "' --out '" + rep + "' > /dev/null 2>&1";
+  const std::string run =
+      "'" + xgrad + "' compare '" + (root / "sweep").string() + "' --out '" + rep + "' > /dev/null 2>&1";
   REQUIRE(std::system(run.c_str()) == 0);
   fs::copy(rep, root / "old", fs::copy_options::recursive);
   add_run("sqrt_dk", 1);
@@ -2118,7 +2164,7 @@ TEST_CASE("SIGTERM at any point of compare leaves the old report whole or the ne
     const std::string sweep = (root / "sweep").string();
     std::vector<char*> argv{const_cast<char*>(xgrad.c_str()), const_cast<char*>("compare"),
                             const_cast<char*>(sweep.c_str()), const_cast<char*>("--out"),
-                            const_cast<char*>(rep.c_str()), nullptr};
+                            const_cast<char*>(rep.c_str()),   nullptr};
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     sigset_t defaults;
@@ -2190,7 +2236,8 @@ TEST_CASE("a subnormal number in metrics.csv (1e-310) is read as the number: rep
   CHECK(read_text(root / "report.html").find("1e-310") != std::string::npos);
 }
 
-TEST_CASE("a metrics.csv whose one line is 1 GiB (sparse on disk) is refused naming the file and line, not read whole") {
+TEST_CASE(
+    "a metrics.csv whose one line is 1 GiB (sparse on disk) is refused naming the file and line, not read whole") {
   const TempDir root("compare_long_line");
   FakeRun r;
   r.loss = constant(5, 1.0);

@@ -78,14 +78,13 @@ TEST_CASE("kv_recall: invalid settings throw with the setting's name") {
 #include "data/induction.h"
 #include "data/majority.h"
 #include "data/registry.h"
-#include "tests/support/task_options.h"
 #include "data/sequence_transform.h"
+#include "tests/support/task_options.h"
 
 namespace {
 
-using xgrad::testing::TaskOptions;
 using xgrad::testing::make_task;
-
+using xgrad::testing::TaskOptions;
 
 /// A file in the temp directory that exists for the lifetime of the object.
 struct TempFile {
@@ -162,9 +161,8 @@ TaskOptions options_for(const std::string& name) {
 
 TEST_CASE("task suite: every named task keeps the Task contract") {
   const TempFile text("contract", sample_text(200));
-  CHECK(TaskRegistry::instance().names() ==
-        std::vector<std::string>{"kv_recall", "copy", "reverse", "sort", "majority", "induction", "mqar", "char_lm",
-                                 "data"});
+  CHECK(TaskRegistry::instance().names() == std::vector<std::string>{"kv_recall", "copy", "reverse", "sort", "majority",
+                                                                     "induction", "mqar", "char_lm", "data"});
   for (const std::string& name : TaskRegistry::instance().names()) {
     if (name == "data") continue;  // user files, read in order whatever the seed: tested in test_npy_task.cpp
     TaskOptions options = options_for(name);

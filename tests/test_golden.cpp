@@ -25,11 +25,11 @@
 
 #include <xtensor/xnpy.hpp>
 
-#include "tests/support/paths.h"
 #include "autograd/ops.h"
 #include "nn/attention.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "tests/support/paths.h"
 
 using namespace xgrad;
 
@@ -79,8 +79,8 @@ Comparison compare(const xt::xarray<float>& got, const xt::xarray<float>& want, 
   c.ok = worst <= 1.0;
   msg << what << " " << shape_str(shape_of(want)) << ": worst element " << at;
   if (want.size() > 0)
-    msg << " got " << got.data()[at] << ", expected " << want.data()[at] << ", |diff| = "
-        << std::abs(static_cast<double>(got.data()[at]) - want.data()[at]) << " = " << worst
+    msg << " got " << got.data()[at] << ", expected " << want.data()[at]
+        << ", |diff| = " << std::abs(static_cast<double>(got.data()[at]) - want.data()[at]) << " = " << worst
         << " x (atol + rtol |expected|)";
   c.message = msg.str();
   return c;
@@ -147,7 +147,8 @@ const std::vector<GoldenOp>& golden_ops() {
       {"softmax_last", {"x"}, [](const In& x, const OpCase&) { return softmax(x[0], -1); }},
       {"softmax_axis1", {"x"}, [](const In& x, const OpCase&) { return softmax(x[0], 1); }},
       {"log_softmax_last", {"x"}, [](const In& x, const OpCase&) { return log_softmax(x[0], -1); }},
-      {"layer_norm", {"x", "weight", "bias"},
+      {"layer_norm",
+       {"x", "weight", "bias"},
        [](const In& x, const OpCase&) { return layer_norm(x[0], x[1], x[2], 1e-5); }},
       {"rms_norm", {"x", "weight"}, [](const In& x, const OpCase&) { return rms_norm(x[0], x[1], 1e-6); }},
       {"gelu_tanh", {"x"}, [](const In& x, const OpCase&) { return gelu(x[0]); }},
@@ -157,15 +158,22 @@ const std::vector<GoldenOp>& golden_ops() {
       {"log", {"x"}, [](const In& x, const OpCase&) { return log(x[0]); }},
       {"tanh", {"x"}, [](const In& x, const OpCase&) { return tanh(x[0]); }},
       {"sigmoid", {"x"}, [](const In& x, const OpCase&) { return sigmoid(x[0]); }},
-      {"sum_axes_0_2", {"x"}, [](const In& x, const OpCase&) { return sum(x[0], {0, 2}); }},
+      {"sum_axes_0_2",
+       {"x"},
+       [](const In& x, const OpCase&) {
+         return sum(x[0], {0, 2});
+       }},
       {"sum_all", {"x"}, [](const In& x, const OpCase&) { return sum(x[0]); }},
       {"mean_last_keepdim", {"x"}, [](const In& x, const OpCase&) { return mean(x[0], {-1}, true); }},
       {"mean_all", {"x"}, [](const In& x, const OpCase&) { return mean(x[0]); }},
       {"logsumexp_last", {"x"}, [](const In& x, const OpCase&) { return logsumexp(x[0], {-1}); }},
-      {"cross_entropy_ignore", {"logits"},
+      {"cross_entropy_ignore",
+       {"logits"},
        [](const In& x, const OpCase& c) { return cross_entropy(x[0], c.indices("targets"), -1); }},
       {"embedding", {"weight"}, [](const In& x, const OpCase& c) { return embedding(x[0], c.indices("indices")); }},
-      {"attention_causal", {"q", "k", "v"}, [](const In& x, const OpCase&) { return attention_causal(x[0], x[1], x[2]); }},
+      {"attention_causal",
+       {"q", "k", "v"},
+       [](const In& x, const OpCase&) { return attention_causal(x[0], x[1], x[2]); }},
   };
   return ops;
 }
@@ -206,8 +214,8 @@ std::unique_ptr<nn::AttentionModel> golden_model() {
     const auto& name = std::get<0>(name_p_entry);
     const auto& p = std::get<1>(name_p_entry);
     xt::xarray<float> value = load<float>(model_dir + "params/" + name + ".npy");
-    REQUIRE_MESSAGE(shape_of(value) == p.shape(), name << ": fixture " << shape_str(shape_of(value)) << ", model "
-                                                       << shape_str(p.shape()));
+    REQUIRE_MESSAGE(shape_of(value) == p.shape(),
+                    name << ": fixture " << shape_str(shape_of(value)) << ", model " << shape_str(p.shape()));
     Tensor(p).mutable_value() = std::move(value);
   }
   return model;

@@ -31,8 +31,8 @@ struct Result {
 // Runs `xgrad ARGS` through the shell in `cwd`, stdout and stderr captured.
 Result xgrad_in(const fs::path& cwd, const std::string& args) {
   const fs::path out = cwd / ".stdout", err = cwd / ".stderr";
-  const std::string command = "cd '" + cwd.string() + "' && " + XGRAD_BIN + " " + args + " > '" + out.string() +
-                              "' 2> '" + err.string() + "'";
+  const std::string command =
+      "cd '" + cwd.string() + "' && " + XGRAD_BIN + " " + args + " > '" + out.string() + "' 2> '" + err.string() + "'";
   const int status = std::system(command.c_str());
   Result r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -57,7 +57,8 @@ std::string some_text(char first) {
 
 nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(read_text(path)); }
 
-const std::string kTiny = "--task char_lm --seq-len 8 --d-model 8 --batch-size 2 --checkpoint-every 2 --print-every 100";
+const std::string kTiny =
+    "--task char_lm --seq-len 8 --d-model 8 --batch-size 2 --checkpoint-every 2 --print-every 100";
 
 }  // namespace
 
@@ -104,7 +105,8 @@ TEST_CASE("config.json records each input file; --resume refuses one whose conte
   CHECK(read_json(run / "config.json").at("inputs") == inputs);
 }
 
-TEST_CASE("a relative --text path given in a --config file is stored absolute: a resume from elsewhere reads the same file") {
+TEST_CASE(
+    "a relative --text path given in a --config file is stored absolute: a resume from elsewhere reads the same file") {
   const TempDir root("inputs_relative");
   fs::create_directories(root / "a");
   fs::create_directories(root / "b");
@@ -160,8 +162,9 @@ TEST_CASE("--task data: every array file of the directory is recorded and checke
   write_npy(root / "d" / "inputs.npy", 0);
   write_npy(root / "d" / "targets.npy", 1);
   const fs::path run = root / "run";
-  REQUIRE(xgrad_in(root, "train --task data --data d --d-model 8 --batch-size 2 --steps 4 --checkpoint-every 2 "
-                         "--print-every 100 --out run")
+  REQUIRE(xgrad_in(root,
+                   "train --task data --data d --d-model 8 --batch-size 2 --steps 4 --checkpoint-every 2 "
+                   "--print-every 100 --out run")
               .code == 0);
   const nlohmann::json inputs = read_json(run / "config.json").at("inputs");
   REQUIRE(inputs.size() == 2);
@@ -270,8 +273,9 @@ TEST_CASE("--task data: arrays too large for memory, or of too long sequences, a
   r = xgrad_limited("train --task char_lm --seq-len 8 --d-model 8 --batch-size 2 --steps 2 --out run --text big.txt");
   INFO("stderr: " << r.stderr_text);
   CHECK(r.code == 2);
-  CHECK(r.stderr_text.rfind("xgrad: --text: the task's data takes 13.0 GiB in memory (" +
-                                (root / "big.txt").string() + " (13.0 GiB))", 0) == 0);
+  CHECK(r.stderr_text.rfind(
+            "xgrad: --text: the task's data takes 13.0 GiB in memory (" + (root / "big.txt").string() + " (13.0 GiB))",
+            0) == 0);
 
   // Sequences of 100000 tokens (4 GB per file, under the memory limit by their bytes): refused for T first.
   fs::create_directories(root / "long");
@@ -307,8 +311,9 @@ TEST_CASE("a sweep rerun refuses run directories trained on input files that hav
   const fs::path text = root / "text.txt";
   const std::string original = some_text('A');
   write_file(text, original);
-  const std::string sweep = "sweep --out sw --task char_lm --text text.txt --seq-len 8 --d-model 8 --batch-size 2 "
-                            "--steps 3 --print-every 100 --d-k 4 --scale none,sqrt_dk --seeds 0 --arms adamw@0.001";
+  const std::string sweep =
+      "sweep --out sw --task char_lm --text text.txt --seq-len 8 --d-model 8 --batch-size 2 "
+      "--steps 3 --print-every 100 --d-k 4 --scale none,sqrt_dk --seeds 0 --arms adamw@0.001";
   Result r = xgrad_in(root, sweep);
   INFO("stderr: " << r.stderr_text);
   REQUIRE(r.code == 0);
@@ -347,8 +352,8 @@ TEST_CASE("a sweep rerun refuses run directories trained on input files that hav
   other.replace(other.find("text.txt"), 8, "other.txt");
   r = xgrad_in(root, other);
   CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("holds a sweep with --text " + text.string() + " (this one: " +
-                           (root / "other.txt").string() + ")") != std::string::npos);
+  CHECK(r.stderr_text.find("holds a sweep with --text " + text.string() +
+                           " (this one: " + (root / "other.txt").string() + ")") != std::string::npos);
 }
 
 TEST_CASE("train --config of a run's config.json checks the files it records, unless the file's flag is given") {
@@ -380,8 +385,9 @@ TEST_CASE("--init-from is recorded as an input file and checked on --resume") {
   const std::string tiny = "--task copy --seq-len 8 --d-model 8 --batch-size 2 --print-every 100";
   REQUIRE(xgrad_in(root, "train " + tiny + " --steps 2 --out base").code == 0);
   const fs::path init = root / "base" / "checkpoint.safetensors";
-  REQUIRE(xgrad_in(root, "train " + tiny + " --steps 4 --checkpoint-every 2 --init-from base/checkpoint.safetensors "
-                         "--out run")
+  REQUIRE(xgrad_in(root, "train " + tiny +
+                             " --steps 4 --checkpoint-every 2 --init-from base/checkpoint.safetensors "
+                             "--out run")
               .code == 0);
   const nlohmann::json inputs = read_json(root / "run" / "config.json").at("inputs");
   REQUIRE(inputs.size() == 1);

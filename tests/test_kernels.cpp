@@ -23,10 +23,10 @@
 
 #include "autograd/kernels/activations.h"
 #include "autograd/kernels/gradient_buffers.h"
+#include "autograd/kernels/isa.h"
 #include "autograd/kernels/loops.h"
 #include "autograd/kernels/parallel.h"
 #include "autograd/kernels/reference.h"
-#include "autograd/kernels/isa.h"
 #include "autograd/kernels/softmax.h"
 #include "autograd/kernels/vector_math.h"
 #include "autograd/ops.h"
@@ -34,8 +34,8 @@
 #include "tests/support/ulp.h"
 
 using namespace xgrad;
-using xgrad::testing::uniform;
 using xgrad::testing::ulp_error;
+using xgrad::testing::uniform;
 using xgrad::testing::WorstUlp;
 
 namespace {
@@ -70,14 +70,14 @@ std::vector<float> simd_exp(const std::vector<float>& x) {
 
 // exp_in_place compiled for one ISA each (n a multiple of 16), as XGRAD_ISA_VARIANTS compiles the kernels.
 #if defined(__x86_64__)
-#define XGRAD_EXP_FOR_ISA(name, target_attribute)                       \
-  target_attribute void name(float* x, std::size_t n) {                 \
-    for (std::size_t i = 0; i < n; i += simd::kWide) {                  \
-      simd::float16 v;                                                  \
-      std::memcpy(&v, x + i, sizeof v);                                 \
-      simd::exp_in_place(v);                                            \
-      std::memcpy(x + i, &v, sizeof v);                                 \
-    }                                                                   \
+#define XGRAD_EXP_FOR_ISA(name, target_attribute)       \
+  target_attribute void name(float* x, std::size_t n) { \
+    for (std::size_t i = 0; i < n; i += simd::kWide) {  \
+      simd::float16 v;                                  \
+      std::memcpy(&v, x + i, sizeof v);                 \
+      simd::exp_in_place(v);                            \
+      std::memcpy(x + i, &v, sizeof v);                 \
+    }                                                   \
   }
 XGRAD_EXP_FOR_ISA(exp_avx512, __attribute__((target("avx512f"))))
 XGRAD_EXP_FOR_ISA(exp_avx2, __attribute__((target("avx2"))))
@@ -99,9 +99,14 @@ TEST_CASE("simd exp (float): within 1 ulp of exp on its range; the edges exact")
   MESSAGE("exp float: worst " << worst.ulp << " ulp over " << x.size() << " inputs, at x = " << double(worst.input));
   CHECK(worst.ulp <= 1);
 
-  const std::vector<float> edges{0.0f, -0.0f, 1e-30f, -1e-30f, kFloatMin, std::numeric_limits<float>::denorm_min(),
-                                 kExpLo, std::nextafter(kExpLo, -kInf), -100.0f, -kInf, kExpHi,
-                                 std::nextafter(kExpHi, kInf), 100.0f, kInf, std::nanf("")};
+  const std::vector<float> edges{0.0f,         -0.0f,
+                                 1e-30f,       -1e-30f,
+                                 kFloatMin,    std::numeric_limits<float>::denorm_min(),
+                                 kExpLo,       std::nextafter(kExpLo, -kInf),
+                                 -100.0f,      -kInf,
+                                 kExpHi,       std::nextafter(kExpHi, kInf),
+                                 100.0f,       kInf,
+                                 std::nanf("")};
   const std::vector<float> e = simd_exp(edges);
   CHECK(e[0] == 1.0f);
   CHECK(e[1] == 1.0f);
@@ -144,8 +149,9 @@ TEST_CASE("simd exp_in_place compiled for AVX-512, AVX2 and baseline: each withi
     bool runs;
     void (*exp)(float*, std::size_t);
   };
-  for (const Isa& isa : {Isa{"baseline", true, exp_baseline}, Isa{"avx2", __builtin_cpu_supports("avx2") != 0, exp_avx2},
-                         Isa{"avx512f", __builtin_cpu_supports("avx512f") != 0, exp_avx512}}) {
+  for (const Isa& isa :
+       {Isa{"baseline", true, exp_baseline}, Isa{"avx2", __builtin_cpu_supports("avx2") != 0, exp_avx2},
+        Isa{"avx512f", __builtin_cpu_supports("avx512f") != 0, exp_avx512}}) {
     if (!isa.runs) continue;
     std::vector<float> y = x;
     isa.exp(y.data(), y.size());
@@ -154,7 +160,8 @@ TEST_CASE("simd exp_in_place compiled for AVX-512, AVX2 and baseline: each withi
       const long double want = std::exp(static_cast<long double>(x[i]));
       worst.add(ulp_error(y[i], want), x[i], y[i], want);
     }
-    MESSAGE("exp_in_place " << std::string(isa.name) << ": worst " << worst.ulp << " ulp at x = " << double(worst.input));
+    MESSAGE("exp_in_place " << std::string(isa.name) << ": worst " << worst.ulp
+                            << " ulp at x = " << double(worst.input));
     CHECK(worst.ulp <= 1);
   }
 }
@@ -233,7 +240,8 @@ TEST_CASE("simd softmax_row (float) against the reference") {
         }
       }
     }
-    MESSAGE("softmax float, spread " << spread << ": " << exact.ulp << " ulp (row length " << double(exact.input) << ")");
+    MESSAGE("softmax float, spread " << spread << ": " << exact.ulp << " ulp (row length " << double(exact.input)
+                                     << ")");
     CHECK(exact.ulp <= (spread == 4.0f ? 5 : spread == 16.0f ? 12 : 35));
   }
   MESSAGE("softmax float kernel: " << kernel.ulp << " ulp (row length " << double(kernel.input) << ")");
@@ -395,8 +403,8 @@ TEST_CASE("matmul: every GEMM layout equals the reference triple loop, values an
     std::size_t batch, a_count, b_count, m, k, n;
   };
   const std::vector<Case> cases{{{2, 3, 4, 5}, {5, 6}, 1, 1, 1, 24, 5, 6},  // rows folded into one GEMM
-                                {{3, 4, 5}, {3, 5, 6}, 3, 3, 3, 4, 5, 6},    // one GEMM per batch element
-                                {{4, 5}, {3, 5, 6}, 3, 1, 3, 4, 5, 6},       // a broadcast over the batch
+                                {{3, 4, 5}, {3, 5, 6}, 3, 3, 3, 4, 5, 6},   // one GEMM per batch element
+                                {{4, 5}, {3, 5, 6}, 3, 1, 3, 4, 5, 6},      // a broadcast over the batch
                                 {{3, 4, 5}, {1, 5, 6}, 3, 3, 1, 4, 5, 6}};
   for (const Case& c : cases) {
     INFO(shape_str(c.a) << " @ " << shape_str(c.b));
@@ -408,7 +416,8 @@ TEST_CASE("matmul: every GEMM layout equals the reference triple loop, values an
     const DTensor out = matmul(a, b);
     const auto want = batched_reference(a.value(), b.value(), c.batch, c.a_count, c.b_count, c.m, c.k, c.n);
     REQUIRE(out.numel() == want.size());
-    for (std::size_t i = 0; i < want.size(); ++i) CHECK(out.value().data()[i] == doctest::Approx(double(want[i])).epsilon(1e-13));
+    for (std::size_t i = 0; i < want.size(); ++i)
+      CHECK(out.value().data()[i] == doctest::Approx(double(want[i])).epsilon(1e-13));
     const xt::xarray<double> g = filled(out.shape());
     out.backward(g);
     // dA[i] += G[i] @ B[i]^T, dB[i] += A[i]^T @ G[i], summed over the batch elements that share a matrix.
@@ -424,7 +433,9 @@ TEST_CASE("matmul: every GEMM layout equals the reference triple loop, values an
             db[(i % c.b_count) * c.k * c.n + p * c.n + j] += static_cast<long double>(A[r * c.k + p]) * G[r * c.n + j];
           }
     }
-    for (std::size_t i = 0; i < da.size(); ++i) CHECK(a.grad().data()[i] == doctest::Approx(double(da[i])).epsilon(1e-13));
-    for (std::size_t i = 0; i < db.size(); ++i) CHECK(b.grad().data()[i] == doctest::Approx(double(db[i])).epsilon(1e-13));
+    for (std::size_t i = 0; i < da.size(); ++i)
+      CHECK(a.grad().data()[i] == doctest::Approx(double(da[i])).epsilon(1e-13));
+    for (std::size_t i = 0; i < db.size(); ++i)
+      CHECK(b.grad().data()[i] == doctest::Approx(double(db[i])).epsilon(1e-13));
   }
 }

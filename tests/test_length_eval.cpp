@@ -189,7 +189,8 @@ TEST_CASE("--eval-seq-len and --eval-n-pairs are refused where they are not defi
   CHECK_NOTHROW(c.validate());
 }
 
-TEST_CASE("memory estimate: the logits are counted at the positions that carry a target (kv_recall: one per sequence)") {
+TEST_CASE(
+    "memory estimate: the logits are counted at the positions that carry a target (kv_recall: one per sequence)") {
   TrainConfig c;
   c.task = "kv_recall";
   c.d_model = 16;
@@ -200,7 +201,8 @@ TEST_CASE("memory estimate: the logits are counted at the positions that carry a
   const std::unique_ptr<data::Task> task = c.make_task();
   CHECK(task->targets_per_sequence() == 1);
   const MemoryEstimate m = c.estimate_memory(*task);
-  const auto logits = std::find_if(m.terms.begin(), m.terms.end(), [](const MemoryTerm& t) { return t.what == "the logits"; });
+  const auto logits =
+      std::find_if(m.terms.begin(), m.terms.end(), [](const MemoryTerm& t) { return t.what == "the logits"; });
   REQUIRE(logits != m.terms.end());
   // value and gradient of the logits, the softmax and its gradient: 3 x 8 bytes per logit, one row per sequence
   CHECK(logits->bytes == doctest::Approx(8.0 * 3 * 64 * 1 * static_cast<double>(task->vocab_size())));

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -14,13 +14,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/support/paths.h"
 #include "autograd/ops.h"
 #include "data/kv_recall.h"
 #include "data/registry.h"
 #include "nn/attention.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "tests/support/paths.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 
@@ -33,9 +33,9 @@ namespace {
 
 std::unique_ptr<data::Task> kv_task(std::size_t n_keys, std::size_t n_values, std::size_t n_pairs,
                                     const std::string& encoding) {
-  return data::make_task("kv_recall", SettingValues(nlohmann::json{
-                                          {"n_keys", n_keys}, {"n_values", n_values}, {"n_pairs", n_pairs},
-                                          {"kv_encoding", encoding}}));
+  return data::make_task(
+      "kv_recall", SettingValues(nlohmann::json{
+                       {"n_keys", n_keys}, {"n_values", n_values}, {"n_pairs", n_pairs}, {"kv_encoding", encoding}}));
 }
 
 // Mean loss of the last 20 of `steps` AdamW steps of a one-layer attention-only model on kv_recall.
@@ -159,7 +159,8 @@ int run_xgrad(const std::string& args) {
 TEST_CASE("--attn-out-proj false: no W_o among the parameters; with W_o (the default) blocks.0.attn.w_o.weight") {
   auto names = [](bool out_proj) {
     std::vector<std::string> out;
-    for (const auto& [name, p] : nn::AttentionModel(attention_only(out_proj), 0).named_parameters()) out.push_back(name);
+    for (const auto& [name, p] : nn::AttentionModel(attention_only(out_proj), 0).named_parameters())
+      out.push_back(name);
     return out;
   };
   const std::vector<std::string> without = names(false), with = names(true);
@@ -221,10 +222,12 @@ TEST_CASE("--attn-out-proj false: one attention-only layer is softmax(q·kᵀ/sq
   }
 }
 
-TEST_CASE("--kv-encoding sum with --attn-out-proj false: config.json records both; --config and --resume reproduce the run") {
+TEST_CASE(
+    "--kv-encoding sum with --attn-out-proj false: config.json records both; --config and --resume reproduce the run") {
   const fs::path root = temp_dir("model_options");
-  const std::string flags = " --kv-encoding sum --attn-out-proj false --n-keys 6 --n-values 4 --n-pairs 3 --d-model 16 "
-                            "--mlp false --print-every 1000";
+  const std::string flags =
+      " --kv-encoding sum --attn-out-proj false --n-keys 6 --n-values 4 --n-pairs 3 --d-model 16 "
+      "--mlp false --print-every 1000";
   const fs::path whole = root / "whole", again = root / "again", resumed = root / "resumed";
   REQUIRE(run_xgrad("train --out " + whole.string() + flags + " --steps 12") == 0);
   const nlohmann::json config = nlohmann::json::parse(read_file(whole / "config.json"));

@@ -9,11 +9,11 @@
 
 #include "nn/mup.h"
 #include "nn/optim.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/config.h"
 #include "train/settings.h"
 #include "train/trainer.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/tiny_run.h"
 
 using namespace xgrad;
 namespace fs = std::filesystem;
@@ -52,15 +52,24 @@ TEST_CASE("muP's factors for every parameter at 4x the base width match Tensor P
   const Row vector{nn::MupClass::vector, 1, 1, m}, output{nn::MupClass::output, std::sqrt(m), 1, m},
       hidden{nn::MupClass::hidden, 1, 1 / m, 1}, finite{nn::MupClass::finite, 1, 1, 1};
   const std::map<std::string, Row> expected{
-      {"tok_emb.weight", vector},          {"pos_emb.weight", vector},
-      {"blocks.0.ln_1.weight", vector},    {"blocks.0.ln_1.bias", vector},
-      {"blocks.0.attn.w_q.weight", hidden}, {"blocks.0.attn.w_k.weight", hidden},
-      {"blocks.0.attn.w_v.weight", hidden}, {"blocks.0.attn.w_o.weight", hidden},
-      {"blocks.0.ln_2.weight", vector},    {"blocks.0.ln_2.bias", vector},
-      {"blocks.0.mlp.fc_in.weight", hidden}, {"blocks.0.mlp.fc_in.bias", vector},
-      {"blocks.0.mlp.fc_out.weight", hidden}, {"blocks.0.mlp.fc_out.bias", vector},
-      {"ln_f.weight", vector},             {"ln_f.bias", vector},
-      {"head.weight", output},             {"head.bias", finite},  // the readout bias spans the vocabulary
+      {"tok_emb.weight", vector},
+      {"pos_emb.weight", vector},
+      {"blocks.0.ln_1.weight", vector},
+      {"blocks.0.ln_1.bias", vector},
+      {"blocks.0.attn.w_q.weight", hidden},
+      {"blocks.0.attn.w_k.weight", hidden},
+      {"blocks.0.attn.w_v.weight", hidden},
+      {"blocks.0.attn.w_o.weight", hidden},
+      {"blocks.0.ln_2.weight", vector},
+      {"blocks.0.ln_2.bias", vector},
+      {"blocks.0.mlp.fc_in.weight", hidden},
+      {"blocks.0.mlp.fc_in.bias", vector},
+      {"blocks.0.mlp.fc_out.weight", hidden},
+      {"blocks.0.mlp.fc_out.bias", vector},
+      {"ln_f.weight", vector},
+      {"ln_f.bias", vector},
+      {"head.weight", output},
+      {"head.bias", finite},  // the readout bias spans the vocabulary
   };
   REQUIRE(plan.parameters.size() == expected.size());
   for (const nn::MupParameter& p : plan.parameters) {

@@ -209,6 +209,5 @@ TEST_CASE("a duplicate registration at start-up is recorded with both sources, n
 
 TEST_CASE("a registration names its source file by default") {
   const Registration<WidgetEntry> entry{WidgetEntry{"dial", 0}};
-  CHECK(doctest::String(Registry<WidgetEntry>::instance().source("dial").c_str()) ==
-        doctest::Contains("test_nn.cpp"));
+  CHECK(doctest::String(Registry<WidgetEntry>::instance().source("dial").c_str()) == doctest::Contains("test_nn.cpp"));
 }

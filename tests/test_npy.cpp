@@ -76,7 +76,8 @@ TEST_CASE("npy: versions 2 and 3, int64, 1-d, 0-d and empty arrays, Python 2 lon
     CHECK(a.int64_values == NpyValues<std::int64_t>{5, 6, 7, 8, -1, 9000000000});
     CHECK(a.int32_values.empty());
   }
-  const std::string one_d = npy("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", raw<std::int32_t>({1, 2, 3}));
+  const std::string one_d =
+      npy("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", raw<std::int32_t>({1, 2, 3}));
   CHECK(parse_npy(one_d.data(), one_d.size(), "1d").shape == std::vector<std::size_t>{3});
   const std::string scalar = npy("{'descr': '<i8', 'fortran_order': False, 'shape': (), }", raw<std::int64_t>({4}));
   const NpyArray s = parse_npy(scalar.data(), scalar.size(), "0d");
@@ -84,7 +85,8 @@ TEST_CASE("npy: versions 2 and 3, int64, 1-d, 0-d and empty arrays, Python 2 lon
   CHECK(s.int64_values == NpyValues<std::int64_t>{4});
   const std::string empty = npy("{'descr': '<i8', 'fortran_order': False, 'shape': (0, 5), }", "");
   CHECK(parse_npy(empty.data(), empty.size(), "empty").size() == 0);
-  const std::string old = npy("{\"shape\": (2L, 1L), \"fortran_order\": False, \"descr\": \"<i4\"}", raw<std::int32_t>({1, 2}));
+  const std::string old =
+      npy("{\"shape\": (2L, 1L), \"fortran_order\": False, \"descr\": \"<i4\"}", raw<std::int32_t>({1, 2}));
   CHECK(parse_npy(old.data(), old.size(), "old").shape == std::vector<std::size_t>{2, 1});
 }
 
@@ -114,19 +116,25 @@ TEST_CASE("npy: malformed files are refused with a message naming the problem") 
       {"escape", npy("{'de\\scr': '<i4'}", two), "escape sequences"},
       {"text after dict", npy(ok_dict + " x", two), "text after its closing"},
       {"unknown key", npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), 'x': 1}", two), "unknown key 'x'"},
-      {"repeated key", npy("{'descr': '<i4', 'descr': '<i4', 'fortran_order': False, 'shape': (2,)}", two), "repeats the key 'descr'"},
+      {"repeated key", npy("{'descr': '<i4', 'descr': '<i4', 'fortran_order': False, 'shape': (2,)}", two),
+       "repeats the key 'descr'"},
       {"missing shape", npy("{'descr': '<i4', 'fortran_order': False}", two), "no 'shape' key"},
       {"missing descr", npy("{'fortran_order': False, 'shape': (2,)}", two), "no 'descr' key"},
-      {"float dtype", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", two), "dtype '<f4' is not supported"},
-      {"big-endian", npy("{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }", two), "dtype '>i4' is not supported"},
+      {"float dtype", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", two),
+       "dtype '<f4' is not supported"},
+      {"big-endian", npy("{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }", two),
+       "dtype '>i4' is not supported"},
       {"object array", npy("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", two), "dtype '|O'"},
-      {"structured", npy("{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (2,), }", two), "descr is not a string"},
+      {"structured", npy("{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (2,), }", two),
+       "descr is not a string"},
       {"fortran order", npy("{'descr': '<i4', 'fortran_order': True, 'shape': (2,), }", two), "fortran_order is True"},
       {"bad bool", npy("{'descr': '<i4', 'fortran_order': 0, 'shape': (2,), }", two), "neither True nor False"},
       {"negative dim", npy("{'descr': '<i4', 'fortran_order': False, 'shape': (-2,), }", two), "whole numbers"},
       {"shape not a tuple", npy("{'descr': '<i4', 'fortran_order': False, 'shape': [2], }", two), "expected '('"},
-      {"dim overflow", npy("{'descr': '<i4', 'fortran_order': False, 'shape': (99999999999999999999,), }", two), "does not fit in 64 bits"},
-      {"element overflow", npy("{'descr': '<i8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", two), "more elements"},
+      {"dim overflow", npy("{'descr': '<i4', 'fortran_order': False, 'shape': (99999999999999999999,), }", two),
+       "does not fit in 64 bits"},
+      {"element overflow", npy("{'descr': '<i8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", two),
+       "more elements"},
       {"truncated data", good.substr(0, good.size() - 1), "(truncated file)"},
       {"trailing bytes", good + "x", "is 9 bytes, but the shape and dtype need 8"},
   };
@@ -141,7 +149,8 @@ TEST_CASE("npy: malformed files are refused with a message naming the problem") 
 
 TEST_CASE("npy: read_npy names missing files and directories") {
   const xgrad::testing::TempDir dir("npy");
-  CHECK_THROWS_WITH_AS(read_npy((dir / "absent.npy").string()), doctest::Contains("absent.npy: no such file"), TaskError);
+  CHECK_THROWS_WITH_AS(read_npy((dir / "absent.npy").string()), doctest::Contains("absent.npy: no such file"),
+                       TaskError);
   CHECK_THROWS_WITH_AS(read_npy(dir.string()), doctest::Contains("not a regular file"), TaskError);
   {
     std::ofstream out(dir / "a.npy", std::ios::binary);

@@ -5,17 +5,17 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include <unistd.h>
 
 #include "data/registry.h"
-#include "tests/support/task_options.h"
 #include "data/token_arrays.h"
-#include "train/trainer.h"
+#include "tests/support/task_options.h"
 #include "tests/support/temp_dir.h"
+#include "train/trainer.h"
 
 using namespace xgrad;
 using namespace xgrad::data;
@@ -24,8 +24,8 @@ using xgrad::testing::TempDir;
 
 namespace {
 
-using xgrad::testing::TaskOptions;
 using xgrad::testing::make_task;
+using xgrad::testing::TaskOptions;
 
 // Writes an int32 (or int64) .npy file of shape [rows, cols] as numpy would.
 template <class T>
@@ -182,9 +182,11 @@ TEST_CASE("data task: bad arrays are refused naming the file, and for a bad id i
   std::vector<std::int64_t> huge(12, 1);
   huge[5] = std::numeric_limits<std::int64_t>::max();
   write_npy(dir / "inputs.npy", 3, 4, huge);
-  CHECK(task_error(o).find("the files hold token id 9223372036854775807; ids must be below 16777216") != std::string::npos);
+  CHECK(task_error(o).find("the files hold token id 9223372036854775807; ids must be below 16777216") !=
+        std::string::npos);
   o.vocab_size = 10;
-  CHECK(task_error(o).find("the files hold token id 9223372036854775807; ids must be below 16777216") != std::string::npos);
+  CHECK(task_error(o).find("the files hold token id 9223372036854775807; ids must be below 16777216") !=
+        std::string::npos);
   o.vocab_size = 0;
   huge[5] = 16777215;  // the largest id allowed
   write_npy(dir / "inputs.npy", 3, 4, huge);

@@ -43,14 +43,14 @@ TEST_CASE("add, sub, mul, div: gradients under NumPy broadcasting") {
     shape_t a, b, out;
   };
   const ShapeCase cases[] = {
-      {{2, 3}, {2, 3}, {2, 3}},           // same shape
-      {{2, 1, 3}, {4, 3}, {2, 4, 3}},     // a size-1 dim and differing ranks
-      {{4, 3}, {2, 1, 3}, {2, 4, 3}},     // the same, operands swapped
-      {{2, 3}, {}, {2, 3}},               // 0-d scalar on the right
-      {{}, {2, 3}, {2, 3}},               // 0-d scalar on the left
-      {{3, 1}, {1, 4}, {3, 4}},           // both operands broadcast
-      {{3}, {2, 1}, {2, 3}},              // rank 1 against rank 2
-      {{1}, {}, {1}},                     // one element against 0-d
+      {{2, 3}, {2, 3}, {2, 3}},        // same shape
+      {{2, 1, 3}, {4, 3}, {2, 4, 3}},  // a size-1 dim and differing ranks
+      {{4, 3}, {2, 1, 3}, {2, 4, 3}},  // the same, operands swapped
+      {{2, 3}, {}, {2, 3}},            // 0-d scalar on the right
+      {{}, {2, 3}, {2, 3}},            // 0-d scalar on the left
+      {{3, 1}, {1, 4}, {3, 4}},        // both operands broadcast
+      {{3}, {2, 1}, {2, 3}},           // rank 1 against rank 2
+      {{1}, {}, {1}},                  // one element against 0-d
   };
   for (const auto& op : ops) {
     for (const auto& c : cases) {
@@ -76,7 +76,7 @@ TEST_CASE("add, sub, mul, div: operators, constant operands and a tensor used tw
     CHECK_GRADIENT([&](const Inputs& in) { return c - in[0]; }, {a});
     CHECK_GRADIENT([&](const Inputs& in) { return in[0] * c; }, {a});
     CHECK_GRADIENT([&](const Inputs& in) { return c / in[0]; }, {a});
-    CHECK_GRADIENT([](const Inputs& in) { return in[0] * in[0]; }, {a});        // d/da = 2a
+    CHECK_GRADIENT([](const Inputs& in) { return in[0] * in[0]; }, {a});          // d/da = 2a
     CHECK_GRADIENT([](const Inputs& in) { return in[0] / in[0] + in[0]; }, {a});  // d/da = 1
     CHECK_GRADIENT([](const Inputs& in) { return -(in[0] - in[0] * in[0]); }, {a});
   }
@@ -100,8 +100,8 @@ TEST_CASE("add, sub, mul, div: operators, constant operands and a tensor used tw
 // add_scalar, mul_scalar, pow_scalar, neg and the operators built on them (a + s, a - s, s * a, a / s).
 TEST_CASE("add_scalar, mul_scalar, pow_scalar, neg") {
   std::mt19937 gen(103);
-  DTensor a = rand_input({2, 3}, gen);                 // any sign
-  DTensor pos = rand_input({2, 3}, gen, 0.3, 2.0);     // for fractional and negative exponents
+  DTensor a = rand_input({2, 3}, gen);              // any sign
+  DTensor pos = rand_input({2, 3}, gen, 0.3, 2.0);  // for fractional and negative exponents
 
   SUBCASE("gradients") {
     CHECK_GRADIENT([](const Inputs& in) { return add_scalar(in[0], 2.5); }, {a});
@@ -194,9 +194,9 @@ TEST_CASE("sum, mean: all elements and over axes") {
     shape_t out;
   };
   const AxesCase cases[] = {
-      {{1}, false, {2, 4}},          {{1}, true, {2, 1, 4}},   {{-1}, false, {2, 3}},
-      {{-1}, true, {2, 3, 1}},       {{0, 2}, false, {3}},     {{2, 0}, true, {1, 3, 1}},
-      {{-3, -1}, true, {1, 3, 1}},   {{0, 1, 2}, false, {}},   {{0, -2, 2}, true, {1, 1, 1}},
+      {{1}, false, {2, 4}},        {{1}, true, {2, 1, 4}}, {{-1}, false, {2, 3}},
+      {{-1}, true, {2, 3, 1}},     {{0, 2}, false, {3}},   {{2, 0}, true, {1, 3, 1}},
+      {{-3, -1}, true, {1, 3, 1}}, {{0, 1, 2}, false, {}}, {{0, -2, 2}, true, {1, 1, 1}},
   };
 
   SUBCASE("gradients") {
@@ -279,8 +279,8 @@ TEST_CASE("reshape, permute, transpose") {
       std::vector<int> dims;
       shape_t out;
     };
-    const PermuteCase permutes[] = {{{2, 0, 1}, {4, 2, 3}}, {{1, 0, 2}, {3, 2, 4}}, {{-1, -3, -2}, {4, 2, 3}},
-                                    {{0, 1, 2}, {2, 3, 4}}};
+    const PermuteCase permutes[] = {
+        {{2, 0, 1}, {4, 2, 3}}, {{1, 0, 2}, {3, 2, 4}}, {{-1, -3, -2}, {4, 2, 3}}, {{0, 1, 2}, {2, 3, 4}}};
     for (const auto& c : permutes) {
       INFO("permute to " << shape_str(c.out));
       CHECK(permute(a, c.dims).shape() == c.out);
@@ -311,8 +311,8 @@ TEST_CASE("reshape, permute, transpose") {
     CHECK_CLOSE(transpose(x, 0, 1).value(), (xt::xarray<double>{{1, 4}, {2, 5}, {3, 6}}), 0.0);
   }
   SUBCASE("errors") {
-    CHECK_ERROR("reshape: ", reshape(a, {5, 5}));      // 25 != 24 elements
-    CHECK_ERROR("reshape: ", reshape(a, {-1, 5}));     // 24 is not a multiple of 5
+    CHECK_ERROR("reshape: ", reshape(a, {5, 5}));   // 25 != 24 elements
+    CHECK_ERROR("reshape: ", reshape(a, {-1, 5}));  // 24 is not a multiple of 5
     CHECK_ERROR("reshape: ", reshape(a, {-1, -1}));
     CHECK_ERROR("reshape: ", reshape(a, {-2, -12}));
     CHECK_ERROR("permute: ", permute(a, {0, 0, 1}));   // repeated axis
@@ -335,13 +335,13 @@ TEST_CASE("matmul") {
     shape_t a, b, out;
   };
   const MatmulCase cases[] = {
-      {{3, 4}, {4, 2}, {3, 2}},                   // 2-D @ 2-D
-      {{2, 3, 4}, {4, 2}, {2, 3, 2}},             // 3-D @ 2-D: all rows in one GEMM
-      {{2, 2, 3, 4}, {2, 2, 4, 2}, {2, 2, 3, 2}}, // batched 4-D @ 4-D
-      {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}},    // batch dims broadcast: [2, 1] with [5]
-      {{3, 4}, {2, 4, 5}, {2, 3, 5}},             // 2-D @ batched 3-D
-      {{1, 3, 4}, {2, 4, 2}, {2, 3, 2}},          // size-1 batch dim on the left
-      {{2, 3, 4}, {1, 4, 2}, {2, 3, 2}},          // size-1 batch dim on the right
+      {{3, 4}, {4, 2}, {3, 2}},                    // 2-D @ 2-D
+      {{2, 3, 4}, {4, 2}, {2, 3, 2}},              // 3-D @ 2-D: all rows in one GEMM
+      {{2, 2, 3, 4}, {2, 2, 4, 2}, {2, 2, 3, 2}},  // batched 4-D @ 4-D
+      {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}},     // batch dims broadcast: [2, 1] with [5]
+      {{3, 4}, {2, 4, 5}, {2, 3, 5}},              // 2-D @ batched 3-D
+      {{1, 3, 4}, {2, 4, 2}, {2, 3, 2}},           // size-1 batch dim on the left
+      {{2, 3, 4}, {1, 4, 2}, {2, 3, 2}},           // size-1 batch dim on the right
   };
 
   SUBCASE("gradients and values against a reference") {
@@ -375,7 +375,7 @@ TEST_CASE("matmul") {
     CHECK_ERROR("matmul: ", matmul(m23, m45));  // inner sizes 3 and 4
     CHECK_THROWS_WITH_AS(matmul(m23, m45), doctest::Contains("[2, 3] @ [4, 5]"), Error);
     const Tensor v3(xt::xarray<float>::from_shape({3})), m34(xt::xarray<float>::from_shape({3, 4}));
-    CHECK(matmul(v3, m34).shape() == shape_t{4});     // 1-D operands follow numpy.matmul (test_ops_shape.cpp)
+    CHECK(matmul(v3, m34).shape() == shape_t{4});       // 1-D operands follow numpy.matmul (test_ops_shape.cpp)
     CHECK_ERROR("matmul: ", matmul(scalar(1.f), m34));  // 0-d operand
     const Tensor b234(xt::xarray<float>::from_shape({2, 3, 4})), b345(xt::xarray<float>::from_shape({3, 4, 5}));
     CHECK_ERROR("matmul: ", matmul(b234, b345));  // batch dims 2 and 3 do not broadcast
@@ -460,8 +460,8 @@ TEST_CASE("masked_fill") {
     const Tensor x(xt::xarray<float>{{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 12}});
     CHECK_CLOSE(masked_fill(x, full, -1.0).value(),
                 (xt::xarray<double>{{-1, 2, 3, -1}, {5, 6, -1, 8}, {-1, -1, 11, 12}}), 0.0);
-    CHECK_CLOSE(masked_fill(x, cols, 0.0).value(),
-                (xt::xarray<double>{{1, 0, 3, 0}, {5, 0, 7, 0}, {9, 0, 11, 0}}), 0.0);
+    CHECK_CLOSE(masked_fill(x, cols, 0.0).value(), (xt::xarray<double>{{1, 0, 3, 0}, {5, 0, 7, 0}, {9, 0, 11, 0}}),
+                0.0);
     CHECK_CLOSE(softmax(masked_fill(x, cols, -INFINITY)).value()(0, 0), 0.11920292202211755, 1e-6);  // 1/(1+e^2)
   }
   SUBCASE("errors") {
@@ -550,18 +550,20 @@ TEST_CASE("layer_norm over several trailing axes") {
     // Equals layer_norm over the last axis of x with the normalised axes flattened into one.
     const xt::xarray<double> x = uniform({2, 3, 4}, gen), w = uniform({3, 4}, gen), b = uniform({3, 4}, gen);
     const DTensor got = layer_norm(DTensor(x), {3, 4}, DTensor(w), DTensor(b));
-    const DTensor flat = layer_norm(DTensor(reshaped(x, {2, 12})), DTensor(reshaped(w, {12})), DTensor(reshaped(b, {12})));
+    const DTensor flat =
+        layer_norm(DTensor(reshaped(x, {2, 12})), DTensor(reshaped(w, {12})), DTensor(reshaped(b, {12})));
     CHECK_CLOSE(got.value(), reshaped(flat.value(), {2, 3, 4}), 1e-12);
     // One trailing axis is the four-argument form, bit for bit.
     const xt::xarray<float> xf = xt::cast<float>(x);
     const xt::xarray<float> wf = xt::cast<float>(xt::xarray<double>(xt::view(w, 0))),
                             bf = xt::cast<float>(xt::xarray<double>(xt::view(b, 0)));
-    CHECK(layer_norm(Tensor(xf), {4}, Tensor(wf), Tensor(bf)).value() == layer_norm(Tensor(xf), Tensor(wf), Tensor(bf)).value());
+    CHECK(layer_norm(Tensor(xf), {4}, Tensor(wf), Tensor(bf)).value() ==
+          layer_norm(Tensor(xf), Tensor(wf), Tensor(bf)).value());
   }
   SUBCASE("errors") {
     const Tensor x(xt::xarray<float>::from_shape({2, 3, 4}));
     const Tensor w34(xt::xarray<float>::from_shape({3, 4})), w12(xt::xarray<float>::from_shape({12}));
-    CHECK_ERROR("normalized_shape [4, 3]", layer_norm(x, {4, 3}, Tensor(), Tensor()));       // not the trailing axes
+    CHECK_ERROR("normalized_shape [4, 3]", layer_norm(x, {4, 3}, Tensor(), Tensor()));  // not the trailing axes
     CHECK_ERROR("normalized_shape [1, 2, 3, 4]", layer_norm(x, {1, 2, 3, 4}, Tensor(), Tensor()));  // too many
     CHECK_ERROR("normalized_shape []", layer_norm(x, shape_t{}, Tensor(), Tensor()));
     CHECK_ERROR("weight/bias must have shape [3, 4]", layer_norm(x, {3, 4}, w12, Tensor()));
@@ -595,7 +597,7 @@ TEST_CASE("embedding") {
     CHECK_CLOSE(table.grad(), (xt::xarray<double>{{1, 1}, {0, 0}, {2, 2}}), 0.0);
   }
   SUBCASE("errors") {
-    CHECK_ERROR("embedding: ", embedding(w, index_array{0, 5}));   // V = 5
+    CHECK_ERROR("embedding: ", embedding(w, index_array{0, 5}));  // V = 5
     CHECK_ERROR("embedding: ", embedding(w, index_array{-1, 0}));
     CHECK_THROWS_WITH_AS(embedding(w, index_array{0, 1, 7}), doctest::Contains("index 7"), Error);
     const DTensor flat(xt::xarray<double>::from_shape({5}));
@@ -690,7 +692,7 @@ TEST_CASE("cross_entropy") {
     CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, 5, 1, 2}));   // C = 5
     CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, -2, 1, 2}));  // negative, not ignore_index
     CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, -1, 1, 2}, 7));
-    CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, 1, 2}));      // targets [3] vs logits [4, 5]
+    CHECK_ERROR("cross_entropy: ", cross_entropy(logits, index_array{0, 1, 2}));  // targets [3] vs logits [4, 5]
   }
 }
 
@@ -725,14 +727,16 @@ TEST_CASE("cross_entropy reduction: none, sum, mean") {
     REQUIRE(n3.shape() == shape_t{2, 3});
     CHECK(n3.value()(0, 2) == 0.0);
     CHECK(n3.value()(1, 1) == 0.0);
-    CHECK(xt::sum(n3.value())() == doctest::Approx(cross_entropy(l3, t3, -1, 0.1, Reduction::sum).item()).epsilon(1e-12));
+    CHECK(xt::sum(n3.value())() ==
+          doctest::Approx(cross_entropy(l3, t3, -1, 0.1, Reduction::sum).item()).epsilon(1e-12));
     // No counted position: sum is 0 with zero gradient; none is all zeros.
     DTensor z(uniform({2, 3}, gen), true);
     const DTensor s = cross_entropy(z, index_array{-1, -1}, -1, 0.0, Reduction::sum);
     CHECK(s.item() == 0.0);
     s.backward();
     CHECK_CLOSE(z.grad(), (xt::xarray<double>{{0, 0, 0}, {0, 0, 0}}), 0.0);
-    CHECK_CLOSE(cross_entropy(z, index_array{-1, -1}, -1, 0.0, Reduction::none).value(), (xt::xarray<double>{0, 0}), 0.0);
+    CHECK_CLOSE(cross_entropy(z, index_array{-1, -1}, -1, 0.0, Reduction::none).value(), (xt::xarray<double>{0, 0}),
+                0.0);
   }
 }
 
@@ -789,8 +793,7 @@ TEST_CASE("empty tensors: reductions over a zero-length axis and broadcasting ba
 
 TEST_CASE("bad sizes found in review are errors naming the op") {
   CHECK_THROWS_WITH_AS(reshape(ones<float>({4}), {4611686018427387905LL, 4}), doctest::Contains("reshape:"), Error);
-  CHECK_THROWS_WITH_AS(cross_entropy(ones<float>({2, 0}), index_array({0, 0})), doctest::Contains("no classes"),
-                       Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(ones<float>({2, 0}), index_array({0, 0})), doctest::Contains("no classes"), Error);
   CHECK_THROWS_WITH_AS(layer_norm(ones<float>({2, 3}), Tensor(), Tensor(), -1.0), doctest::Contains("eps"), Error);
   CHECK_THROWS_WITH_AS(sum(scalar<float>(1.f), {0}), doctest::Contains("0-d tensor"), Error);
 }

@@ -19,8 +19,8 @@
 #include <xtensor/xview.hpp>
 
 #include "autograd/ops.h"
-#include "tests/support/op_testing.h"
 #include "autograd/random.h"
+#include "tests/support/op_testing.h"
 
 using namespace xgrad;
 using namespace xgrad::testing;
@@ -44,8 +44,8 @@ struct AxesCase {
   shape_t out;
 };
 const AxesCase axes_cases[] = {
-    {{1}, false, {2, 4}},        {{1}, true, {2, 1, 4}}, {{-1}, false, {2, 3}},   {{0, 2}, false, {3}},
-    {{2, 0}, true, {1, 3, 1}},   {{0, 1, 2}, false, {}}, {{0, -2, 2}, true, {1, 1, 1}},
+    {{1}, false, {2, 4}},      {{1}, true, {2, 1, 4}}, {{-1}, false, {2, 3}},         {{0, 2}, false, {3}},
+    {{2, 0}, true, {1, 3, 1}}, {{0, 1, 2}, false, {}}, {{0, -2, 2}, true, {1, 1, 1}},
 };
 
 /// Pairs of shapes that broadcast, with the broadcast shape: size-1 dims, differing ranks, 0-d on either side.
@@ -186,8 +186,8 @@ TEST_CASE("rsqrt, abs, silu, gelu_erf") {
   SUBCASE("values") {
     const DTensor x(xt::xarray<double>{-1.0, 0.0, 1.0, 3.0});
     // 0.5 x (1 + erf(x / sqrt 2))
-    CHECK_CLOSE(gelu_erf(x).value(), (xt::xarray<double>{-0.15865525393145707, 0, 0.8413447460685429, 2.99595030590511}),
-                1e-12);
+    CHECK_CLOSE(gelu_erf(x).value(),
+                (xt::xarray<double>{-0.15865525393145707, 0, 0.8413447460685429, 2.99595030590511}), 1e-12);
     // x / (1 + exp(-x))
     CHECK_CLOSE(silu(x).value(), (xt::xarray<double>{-0.2689414213699951, 0, 0.7310585786300049, 2.8577223804672998}),
                 1e-12);
@@ -287,9 +287,9 @@ TEST_CASE("where") {
       shape_t a, b, out;
     };
     const WhereCase cases[] = {
-        {&cond_full, {3, 4}, {3, 4}, {3, 4}},  // same shapes
-        {&cond_col, {1, 4}, {}, {3, 4}},       // all three broadcast: cond [3, 1], a [1, 4], b 0-d
-        {&cond_full, {4}, {3, 1}, {3, 4}},     // operands smaller than cond
+        {&cond_full, {3, 4}, {3, 4}, {3, 4}},    // same shapes
+        {&cond_col, {1, 4}, {}, {3, 4}},         // all three broadcast: cond [3, 1], a [1, 4], b 0-d
+        {&cond_full, {4}, {3, 1}, {3, 4}},       // operands smaller than cond
         {&cond_col, {2, 3, 4}, {4}, {2, 3, 4}},  // cond smaller than the output
     };
     for (const auto& c : cases) {
@@ -306,11 +306,11 @@ TEST_CASE("where") {
     CHECK_CLOSE(y.value(), (xt::xarray<double>{{1, -1, -1, 4}, {-1, 2, 3, -1}, {1, 2, -1, -1}}), 0.0);
     sum(y).backward();
     CHECK_CLOSE(a.grad(), (xt::xarray<double>{2, 2, 1, 1}), 0.0);  // true count per column
-    CHECK_CLOSE(b.grad(), (xt::xarray<double>(6.0)), 0.0);           // false count overall
+    CHECK_CLOSE(b.grad(), (xt::xarray<double>(6.0)), 0.0);         // false count overall
   }
   SUBCASE("errors") {
     const DTensor a(xt::xarray<double>::from_shape({3, 4})), b5(xt::xarray<double>::from_shape({5}));
-    CHECK_ERROR("where: ", xgrad::where(cond_full, a, b5));                             // b does not broadcast
+    CHECK_ERROR("where: ", xgrad::where(cond_full, a, b5));                            // b does not broadcast
     CHECK_ERROR("where: ", xgrad::where(xt::xarray<bool>::from_shape({2, 4}), a, a));  // cond does not broadcast
   }
 }
@@ -352,7 +352,8 @@ TEST_CASE("max, min reductions") {
     INFO(r.message);
     CHECK(r.ok);
     CHECK(r.kinks == 5);
-    CHECK_GRADIENT([](const Inputs& in) { return min(in[0], {0}, true); }, {DTensor(xt::xarray<double>{{1, 2}, {1, 0}}, true)});
+    CHECK_GRADIENT([](const Inputs& in) { return min(in[0], {0}, true); },
+                   {DTensor(xt::xarray<double>{{1, 2}, {1, 0}}, true)});
   }
   SUBCASE("values") {
     const Tensor x(xt::xarray<float>{{1, 7, 3}, {4, -5, 6}});
@@ -483,8 +484,9 @@ TEST_CASE("softmax, log_softmax along any axis") {
     DTensor m = rand_input({2, 3}, gen);
     CHECK_GRADIENT([&](const Inputs& in) { return softmax(masked_fill(in[0], mask, -inf), 0); }, {m});
     // log_softmax is -inf at masked entries; the outer fill keeps the checked sum finite.
-    CHECK_GRADIENT([&](const Inputs& in) { return masked_fill(log_softmax(masked_fill(in[0], mask, -inf), 0), mask, 0.0); },
-                   {rand_input({2, 3}, gen)});
+    CHECK_GRADIENT(
+        [&](const Inputs& in) { return masked_fill(log_softmax(masked_fill(in[0], mask, -inf), 0), mask, 0.0); },
+        {rand_input({2, 3}, gen)});
   }
   SUBCASE("values") {
     for (int axis : {0, 1}) {

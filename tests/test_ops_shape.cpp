@@ -117,7 +117,7 @@ TEST_CASE("unsqueeze, squeeze, flatten") {
     CHECK_ERROR("squeeze: ", squeeze(a, 3));
     CHECK_ERROR("squeeze: ", squeeze(a, -4));
     CHECK_ERROR("squeeze: ", squeeze(scalar(1.0), 1));
-    CHECK_ERROR("flatten: ", flatten(a, 2, 1));   // start after end
+    CHECK_ERROR("flatten: ", flatten(a, 2, 1));  // start after end
     CHECK_ERROR("flatten: ", flatten(a, -1, 0));
     CHECK_ERROR("flatten: ", flatten(a, 0, 3));
     CHECK_THROWS_WITH_AS(flatten(a, 2, 1), doctest::Contains("[2, 3, 4]"), Error);
@@ -138,13 +138,13 @@ TEST_CASE("expand") {
       shape_t out;
     };
     const ExpandCase cases[] = {
-        {{3, 1}, {3, 4}, {3, 4}},              // a size-1 axis grows
-        {{3}, {2, 3}, {2, 3}},                 // a new leading axis
-        {{1}, {2, 3, 4}, {2, 3, 4}},           // both
-        {{2, 1, 3}, {-1, 4, -1}, {2, 4, 3}},   // -1 keeps an axis
-        {{1, 3}, {2, 2, -1}, {2, 2, 3}},       // -1 after new leading axes
-        {{}, {2, 3}, {2, 3}},                  // 0-d to a matrix
-        {{2, 3}, {2, 3}, {2, 3}},              // no change
+        {{3, 1}, {3, 4}, {3, 4}},             // a size-1 axis grows
+        {{3}, {2, 3}, {2, 3}},                // a new leading axis
+        {{1}, {2, 3, 4}, {2, 3, 4}},          // both
+        {{2, 1, 3}, {-1, 4, -1}, {2, 4, 3}},  // -1 keeps an axis
+        {{1, 3}, {2, 2, -1}, {2, 2, 3}},      // -1 after new leading axes
+        {{}, {2, 3}, {2, 3}},                 // 0-d to a matrix
+        {{2, 3}, {2, 3}, {2, 3}},             // no change
     };
     for (const auto& c : cases) {
       INFO(shape_str(c.in) << " expanded to " << shape_str(c.out));
@@ -168,9 +168,9 @@ TEST_CASE("expand") {
   }
   SUBCASE("errors") {
     const Tensor a(xt::xarray<float>::from_shape({2, 3}));
-    CHECK_ERROR("expand: ", expand(a, {2, 4}));       // 3 is neither 1 nor 4
-    CHECK_ERROR("expand: ", expand(a, {3}));          // fewer dims
-    CHECK_ERROR("expand: ", expand(a, {-1, 2, 3}));   // -1 for a new leading axis
+    CHECK_ERROR("expand: ", expand(a, {2, 4}));      // 3 is neither 1 nor 4
+    CHECK_ERROR("expand: ", expand(a, {3}));         // fewer dims
+    CHECK_ERROR("expand: ", expand(a, {-1, 2, 3}));  // -1 for a new leading axis
     CHECK_ERROR("expand: ", expand(a, {2, -2}));
     CHECK_THROWS_WITH_AS(expand(a, {2, 4}), doctest::Contains("[2, 3] to [2, 4]"), Error);
   }
@@ -242,9 +242,9 @@ TEST_CASE("concat, cat, stack") {
     CHECK_ERROR("concat: ", concat(std::vector<Tensor>{}, 0));
     CHECK_ERROR("concat: ", concat({scalar(1.f), scalar(2.f)}, 0));
     CHECK_ERROR("concat: ", cat({m23, m33}, -1));
-    CHECK_ERROR("stack: ", stack({m23, m33}, 0));    // shapes differ
+    CHECK_ERROR("stack: ", stack({m23, m33}, 0));  // shapes differ
     CHECK_THROWS_WITH_AS(stack({m23, m33}), doctest::Contains("[2, 3]"), Error);
-    CHECK_ERROR("stack: ", stack({m23, m23}, 3));    // allowed: -3 to 2
+    CHECK_ERROR("stack: ", stack({m23, m23}, 3));  // allowed: -3 to 2
     CHECK_ERROR("stack: ", stack({m23, m23}, -4));
     CHECK_ERROR("stack: ", stack(std::vector<Tensor>{}, 0));
   }
@@ -309,12 +309,12 @@ TEST_CASE("split, chunk") {
     CHECK_CLOSE(y.grad(), (xt::xarray<double>{0, 5, 6, 0}), 0.0);
   }
   SUBCASE("errors") {
-    CHECK_ERROR("split: ", split(a, 0));                   // split_size 0 on a non-empty axis
-    CHECK_ERROR("split: ", split(a, {2, 2}, 0));           // 4 != 5
+    CHECK_ERROR("split: ", split(a, 0));          // split_size 0 on a non-empty axis
+    CHECK_ERROR("split: ", split(a, {2, 2}, 0));  // 4 != 5
     CHECK_THROWS_WITH_AS(split(a, {2, 2}, 0), doctest::Contains("sum to 4"), Error);
-    CHECK_ERROR("split: ", split(a, {2, 2, 2}, 0));        // 6 != 5
-    CHECK_ERROR("split: ", split(a, 2, 2));                // bad dim
-    CHECK_ERROR("split: ", split(scalar(1.0), 1));         // 0-d
+    CHECK_ERROR("split: ", split(a, {2, 2, 2}, 0));  // 6 != 5
+    CHECK_ERROR("split: ", split(a, 2, 2));          // bad dim
+    CHECK_ERROR("split: ", split(scalar(1.0), 1));   // 0-d
     CHECK_ERROR("chunk: ", chunk(a, 0));
     CHECK_ERROR("chunk: ", chunk(a, 2, -3));
     CHECK_ERROR("chunk: ", chunk(scalar(1.0), 2));
@@ -336,8 +336,8 @@ TEST_CASE("slice") {
       shape_t out;
     };
     const SliceCase cases[] = {
-        {1, 1, 4, 1, {3, 3}},     {1, 0, 7, 2, {3, 4}},   {-1, -5, -1, 3, {3, 2}}, {0, 1, 100, 1, {2, 7}},
-        {0, -100, 2, 1, {2, 7}},  {-2, 2, 3, 1, {1, 7}},  {1, 6, 7, 5, {3, 1}},    {1, 2, 1000, 10, {3, 1}},
+        {1, 1, 4, 1, {3, 3}},    {1, 0, 7, 2, {3, 4}},  {-1, -5, -1, 3, {3, 2}}, {0, 1, 100, 1, {2, 7}},
+        {0, -100, 2, 1, {2, 7}}, {-2, 2, 3, 1, {1, 7}}, {1, 6, 7, 5, {3, 1}},    {1, 2, 1000, 10, {3, 1}},
     };
     for (const auto& c : cases) {
       INFO("slice dim " << c.dim << " [" << c.start << ":" << c.end << ":" << c.step << "]");
@@ -465,8 +465,8 @@ TEST_CASE("gather") {
   }
   SUBCASE("errors") {
     const DTensor a(xt::xarray<double>::from_shape({2, 3}));
-    CHECK_ERROR("gather: ", gather(a, 1, index_array{0, 1}));             // ranks differ
-    CHECK_ERROR("gather: ", gather(a, 1, reshaped<std::int64_t>({0, 1, 2}, {3, 1})));    // index dim 0 larger than a's
+    CHECK_ERROR("gather: ", gather(a, 1, index_array{0, 1}));                          // ranks differ
+    CHECK_ERROR("gather: ", gather(a, 1, reshaped<std::int64_t>({0, 1, 2}, {3, 1})));  // index dim 0 larger than a's
     CHECK_ERROR("gather: ", gather(a, 1, index_array{{0, 3}}));
     CHECK_THROWS_WITH_AS(gather(a, 1, index_array{{0, 3}}), doctest::Contains("index 3 at position [0, 1]"), Error);
     CHECK_THROWS_WITH_AS(gather(a, 0, index_array{{0, -1}}), doctest::Contains("[0, 2)"), Error);
@@ -484,15 +484,15 @@ TEST_CASE("matmul with 1-D operands") {
     shape_t a, b, out;
   };
   const MatmulCase cases[] = {
-      {{3}, {3}, {}},                          // dot product
-      {{3}, {3, 4}, {4}},                      // vector @ matrix
-      {{4, 3}, {3}, {4}},                      // matrix @ vector
-      {{2, 5, 3}, {3}, {2, 5}},                // batched matrices @ vector (one GEMM over all rows)
-      {{3}, {2, 3, 4}, {2, 4}},                // vector @ batched matrices
-      {{3}, {2, 1, 3, 4}, {2, 1, 4}},          // vector @ 4-D batch with a size-1 batch dim
-      {{1, 2, 4, 3}, {3}, {1, 2, 4}},          // 4-D batch with a size-1 batch dim @ vector
-      {{1}, {1, 5}, {5}},                      // K = 1
-      {{2, 1, 3}, {3}, {2, 1}},                // M = 1
+      {{3}, {3}, {}},                  // dot product
+      {{3}, {3, 4}, {4}},              // vector @ matrix
+      {{4, 3}, {3}, {4}},              // matrix @ vector
+      {{2, 5, 3}, {3}, {2, 5}},        // batched matrices @ vector (one GEMM over all rows)
+      {{3}, {2, 3, 4}, {2, 4}},        // vector @ batched matrices
+      {{3}, {2, 1, 3, 4}, {2, 1, 4}},  // vector @ 4-D batch with a size-1 batch dim
+      {{1, 2, 4, 3}, {3}, {1, 2, 4}},  // 4-D batch with a size-1 batch dim @ vector
+      {{1}, {1, 5}, {5}},              // K = 1
+      {{2, 1, 3}, {3}, {2, 1}},        // M = 1
   };
 
   SUBCASE("gradients and values against a reference") {
@@ -533,8 +533,7 @@ TEST_CASE("matmul with 1-D operands") {
     CHECK_CLOSE(x.grad(), (xt::xarray<double>{4, 5, 6}), 0.0);
     CHECK_CLOSE(y.grad(), (xt::xarray<double>{1, 2, 3}), 0.0);
     // Empty inner size: the dot product of two empty vectors is 0.
-    CHECK(matmul(Tensor(xt::xarray<float>::from_shape({0})), Tensor(xt::xarray<float>::from_shape({0}))).item() ==
-          0.f);
+    CHECK(matmul(Tensor(xt::xarray<float>::from_shape({0})), Tensor(xt::xarray<float>::from_shape({0}))).item() == 0.f);
   }
   SUBCASE("errors") {
     const Tensor v3(xt::xarray<float>::from_shape({3})), v4(xt::xarray<float>::from_shape({4})),

@@ -66,7 +66,7 @@ TEST_CASE("preset collapse --quick: collapsed seeds per scaling, lr and warmup; 
   std::ostringstream bound;
   bound << below << " of " << points << " logged head measurements lie below it";
   CHECK(section.find(bound.str()) != std::string::npos);
-  for (const char* figure : {"collapse_entropy_vs_step", "collapse_entropy_vs_step_warmup",
-                             "collapse_entropy_vs_spectral_norm"})
+  for (const char* figure :
+       {"collapse_entropy_vs_step", "collapse_entropy_vs_step_warmup", "collapse_entropy_vs_spectral_norm"})
     xgrad::testing::check_figure(run, figure);
 }

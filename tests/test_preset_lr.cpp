@@ -65,7 +65,8 @@ TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and larges
     const bool diverged = summary.at("diverged").get<bool>() ||
                           (summary.at("final_loss").is_number() &&
                            xgrad::train::loss_blew_up(first, summary.at("final_loss").get<double>()));
-    Seeds& s = curves[{r.at("optimizer").get<std::string>(), r.at("scale").get<std::string>()}][r.at("lr").get<double>()];
+    Seeds& s =
+        curves[{r.at("optimizer").get<std::string>(), r.at("scale").get<std::string>()}][r.at("lr").get<double>()];
     ++s.n;
     if (diverged) {
       ++s.diverged;
@@ -101,8 +102,10 @@ TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and larges
       for (const auto& [lr, seeds] : by_lr) {
         double sum = 0;
         for (double v : seeds.kept_final) sum += v;
-        if (seeds.kept_final.empty()) CHECK(row.find("diverged") != std::string::npos);
-        else CHECK(row.find("| " + g3(sum / seeds.kept_final.size())) != std::string::npos);
+        if (seeds.kept_final.empty())
+          CHECK(row.find("diverged") != std::string::npos);
+        else
+          CHECK(row.find("| " + g3(sum / seeds.kept_final.size())) != std::string::npos);
         double objective = 0;
         for (double v : seeds.objective) objective += v;
         objective /= seeds.objective.size();

@@ -40,8 +40,8 @@ TEST_CASE("preset width --quick: the diagonal d_model = d_k, three parametrizati
     CHECK(config.at("kv_encoding") == "sum");
     CHECK(config.at("mlp") == false);
     CHECK((config.at("parametrization") == "mup") == (config.at("scale") == "dk"));
-    const nlohmann::json summary = nlohmann::json::parse(read_text(run.dir / "runs" / r.at("name").get<std::string>() /
-                                                                   "summary.json"));
+    const nlohmann::json summary =
+        nlohmann::json::parse(read_text(run.dir / "runs" / r.at("name").get<std::string>() / "summary.json"));
     auto& cell = cells[{variant(config), config.at("d_model").get<int>()}][config.at("lr").get<double>()];
     cell.first.push_back(summary.at("final_loss").get<double>());
     cell.second[config.at("seed").get<int>()] =
@@ -81,8 +81,8 @@ TEST_CASE("preset width --quick: the diagonal d_model = d_k, three parametrizati
     for (const auto& [seed, pair] : best_by_seed) seed_lrs.insert(pair.second);
     char cell[64];
     std::snprintf(cell, sizeof cell, "%g", best_lr);
-    const std::string expected = "| " + name + " | " + std::to_string(width) + " | " + cell +
-                                 (seed_lrs.size() == 1 ? " |" : " (not decided) |");
+    const std::string expected =
+        "| " + name + " | " + std::to_string(width) + " | " + cell + (seed_lrs.size() == 1 ? " |" : " (not decided) |");
     CHECK(section.find(expected) != std::string::npos);
   }
   // one sentence per variant, and the claim's verdict
@@ -90,7 +90,7 @@ TEST_CASE("preset width --quick: the diagonal d_model = d_k, three parametrizati
     CHECK(section.find(std::string("- **") + name + "**: ") != std::string::npos);
   CHECK((section.find("reproduced at this scale") != std::string::npos ||
          section.find("not decided") != std::string::npos));
-  for (const char* figure : {"width_loss_vs_lr_sqrt_dk_sp", "width_loss_vs_lr_none_sp", "width_loss_vs_lr_dk_mup",
-                             "width_best_lr_vs_d_k"})
+  for (const char* figure :
+       {"width_loss_vs_lr_sqrt_dk_sp", "width_loss_vs_lr_none_sp", "width_loss_vs_lr_dk_mup", "width_best_lr_vs_d_k"})
     xgrad::testing::check_figure(run, figure);
 }

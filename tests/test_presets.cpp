@@ -10,12 +10,12 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/support/paths.h"
 #include "common/registry.h"
-#include "tests/support/preset_run.h"
-#include "tests/support/temp_dir.h"
 #include "report/compare.h"
 #include "report/preset_report.h"
+#include "tests/support/paths.h"
+#include "tests/support/preset_run.h"
+#include "tests/support/temp_dir.h"
 
 using namespace xgrad;
 using namespace xgrad::train;
@@ -168,7 +168,8 @@ std::string length_change(const nlohmann::json& summary, int from, int to, const
 
 TEST_CASE("lr report: arms that flags add (--grid n_layers=1,2) are lines and rows of their own, labelled apart") {
   TempDir tmp("presets_lr_labels");
-  const auto run = xgrad::testing::run_preset("lr", tmp / "lr", "--scale sqrt_dk --seeds 0 --steps 5 --grid n_layers=1,2");
+  const auto run =
+      xgrad::testing::run_preset("lr", tmp / "lr", "--scale sqrt_dk --seeds 0 --steps 5 --grid n_layers=1,2");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   REQUIRE(run.sweep.at("runs").size() == 16);  // 8 quick arms x n_layers 1, 2
@@ -221,7 +222,8 @@ TEST_CASE("length report: each run read at its own trained length; lines labelle
 
 TEST_CASE("length report: the evaluated lengths are the runs' own; a trained length not evaluated is not measured") {
   TempDir tmp("presets_length_eval");
-  const auto run = xgrad::testing::run_preset("length", tmp / "len", "--scale sqrt_dk --eval-n-pairs 16,32 --steps 5 --seeds 0");
+  const auto run =
+      xgrad::testing::run_preset("length", tmp / "len", "--scale sqrt_dk --eval-n-pairs 16,32 --steps 5 --seeds 0");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   const std::string accuracy = xgrad::testing::report_section(run.report, "length-accuracy");
@@ -279,7 +281,8 @@ TEST_CASE("compare writes a preset's sections only when every input sweep record
   }
 }
 
-TEST_CASE("a preset sweep directory takes no other preset nor variant; a malformed record is said; dk has no sections") {
+TEST_CASE(
+    "a preset sweep directory takes no other preset nor variant; a malformed record is said; dk has no sections") {
   TempDir tmp("presets_record");
   const fs::path dir = tmp / "pdk";
   const auto quick = xgrad::testing::run_preset("dk", dir, "--seeds 0 --steps 5 --d-k 16");
@@ -304,8 +307,8 @@ TEST_CASE("a preset sweep directory takes no other preset nor variant; a malform
   CHECK(index.at("runs").size() == 4);
 
   // A record of another form: compare says so instead of ignoring it.
-  for (const nlohmann::json& bad : {nlohmann::json{{"name", 123}}, nlohmann::json{{"name", "dk"}, {"quick", "yes"}},
-                                    nlohmann::json()}) {
+  for (const nlohmann::json& bad :
+       {nlohmann::json{{"name", 123}}, nlohmann::json{{"name", "dk"}, {"quick", "yes"}}, nlohmann::json()}) {
     CAPTURE(bad.dump());
     nlohmann::json edited = index;
     edited["preset"] = bad;

@@ -13,11 +13,11 @@
 #include "nn/attention_stats.h"
 #include "nn/entropy_bound.h"
 #include "nn/model.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/metrics_log.h"
 #include "train/run_files.h"
 #include "train/trainer.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/tiny_run.h"
 
 using namespace xgrad;
 namespace fs = std::filesystem;
@@ -95,8 +95,7 @@ TEST_CASE("qk_spectral_norm: power iteration equals the largest singular value f
     for (std::size_t h = 0; h < shape.n_heads; ++h) {
       INFO("d_model " << shape.d_model << ", " << shape.n_heads << " heads of " << shape.d_k << ", head " << h);
       const double expected = reference_norm(w_q, w_k, shape.n_heads, h);
-      CHECK(nn::qk_spectral_norm(w_q, w_k, shape.n_heads, h, 20000, 1e-15) ==
-            doctest::Approx(expected).epsilon(1e-9));
+      CHECK(nn::qk_spectral_norm(w_q, w_k, shape.n_heads, h, 20000, 1e-15) == doctest::Approx(expected).epsilon(1e-9));
       // float weights: the same number, computed in double from the rounded weights
       const xt::xarray<float> fq = xt::cast<float>(w_q), fk = xt::cast<float>(w_k);
       CHECK(nn::qk_spectral_norm(fq, fk, shape.n_heads, h, 20000, 1e-15) ==
@@ -108,8 +107,8 @@ TEST_CASE("qk_spectral_norm: power iteration equals the largest singular value f
   w_q(0, 0) = 1, w_q(1, 0) = 2, w_q(2, 0) = 2;  // |a| = 3
   w_k(1, 0) = 3, w_k(2, 0) = 4;                 // |b| = 5
   CHECK(nn::qk_spectral_norm(w_q, w_k, 1, 0) == doctest::Approx(3.0 * 5.0));
-  CHECK(nn::qk_spectral_norm(xt::xarray<double>(xt::zeros<double>({4, 2})), xt::xarray<double>(xt::zeros<double>({4, 2})),
-                             1, 0) == 0.0);
+  CHECK(nn::qk_spectral_norm(xt::xarray<double>(xt::zeros<double>({4, 2})),
+                             xt::xarray<double>(xt::zeros<double>({4, 2})), 1, 0) == 0.0);
   CHECK_THROWS_AS(nn::qk_spectral_norm(w_q, w_k, 2, 0), std::invalid_argument);
   CHECK_THROWS_AS(nn::qk_spectral_norm(w_q, w_k, 1, 1), std::invalid_argument);
 }
@@ -134,7 +133,9 @@ TEST_CASE("metrics.csv's qk_spectral_norm: per head, beside score_max_abs, the s
     const auto task = c.make_task();
     nn::AttentionModel model(train::model_config(c, *task), c.seed);
     auto& attn = dynamic_cast<nn::MultiHeadAttention&>(*model.attention_layers()[0]);
-    const double c_scale = std::string(scale) == "sqrt_dk" ? 1 / std::sqrt(8.0) : std::string(scale) == "dk" ? 1 / 8.0 : 1.0;
+    const double c_scale = std::string(scale) == "sqrt_dk" ? 1 / std::sqrt(8.0)
+                           : std::string(scale) == "dk"    ? 1 / 8.0
+                                                           : 1.0;
     for (std::size_t h = 0; h < 2; ++h) {
       INFO(scale << ", head " << h);
       const double expected = c_scale * reference_norm(attn.w_q->weight.value(), attn.w_k->weight.value(), 2, h);

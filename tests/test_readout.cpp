@@ -109,7 +109,8 @@ void check_equivalent(const data::Task& task, const Configure& configure = nullp
     CHECK(rows.accuracy == full.accuracy);
     REQUIRE(rows.grads.size() == full.grads.size());
     std::map<std::string, double> block_scale;
-    for (const auto& [name, grad] : full.grads) block_scale[block_of(name)] = std::max(block_scale[block_of(name)], max_abs(grad));
+    for (const auto& [name, grad] : full.grads)
+      block_scale[block_of(name)] = std::max(block_scale[block_of(name)], max_abs(grad));
     for (std::size_t i = 0; i < full.grads.size(); ++i) {
       INFO(task.name() << " step " << step << ": " << full.grads[i].first);
       REQUIRE(rows.grads[i].first == full.grads[i].first);
@@ -131,8 +132,8 @@ TEST_CASE("target_positions: the flat positions whose target is not -1, in row-m
 }
 
 TEST_CASE("loss_at_targets equals the full readout: kv_recall (one target per sequence, the last position)") {
-  const auto task = data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4},
-                                                                              {"n_pairs", 5}}));
+  const auto task =
+      data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4}, {"n_pairs", 5}}));
   check_equivalent(*task);
 }
 
@@ -140,14 +141,14 @@ TEST_CASE("loss_at_targets equals the full readout: copy (targets on the second 
   const auto task = data::make_task("copy", SettingValues(nlohmann::json{{"seq_len", 6}, {"n_symbols", 5}}));
   const data::Batch b = task->batch(5, 0, 12);
   const std::size_t n = nn::target_positions(b.targets).size();
-  REQUIRE(n > 12);           // several targets per sequence
+  REQUIRE(n > 12);                // several targets per sequence
   REQUIRE(n < b.targets.size());  // and positions without one
   check_equivalent(*task);
 }
 
 TEST_CASE("loss_at_targets: a batch without targets takes the full readout (loss 0, logits [B, T, V])") {
-  const auto task = data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 4}, {"n_values", 3},
-                                                                              {"n_pairs", 3}}));
+  const auto task =
+      data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 4}, {"n_values", 3}, {"n_pairs", 3}}));
   nn::AttentionModel model(tiny_model(*task), 1);
   data::Batch b = task->batch(0, 0, 4);
   b.targets.fill(-1);
@@ -158,8 +159,9 @@ TEST_CASE("loss_at_targets: a batch without targets takes the full readout (loss
 }
 
 TEST_CASE("loss_at_targets equals the full readout for every scaling (queries only at target positions)") {
-  const auto kv = data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4},
-                                                                            {"n_pairs", 5}, {"kv_encoding", "sum"}}));
+  const auto kv = data::make_task(
+      "kv_recall",
+      SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4}, {"n_pairs", 5}, {"kv_encoding", "sum"}}));
   const auto copy = data::make_task("copy", SettingValues(nlohmann::json{{"seq_len", 6}, {"n_symbols", 5}}));
   for (const std::string& scale : Registry<nn::ScalingEntry>::instance().names()) {
     INFO("scale " << scale);
@@ -170,17 +172,21 @@ TEST_CASE("loss_at_targets equals the full readout for every scaling (queries on
 }
 
 TEST_CASE("loss_at_targets equals the full readout with each block option of the last block") {
-  const auto kv = data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4},
-                                                                            {"n_pairs", 5}}));
+  const auto kv =
+      data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4}, {"n_pairs", 5}}));
   const auto copy = data::make_task("copy", SettingValues(nlohmann::json{{"seq_len", 6}, {"n_symbols", 5}}));
   const std::vector<std::pair<std::string, Configure>> options = {
       {"one layer", [](nn::ModelConfig& m) { m.n_layers = 1; }},
       {"no MLP", [](nn::ModelConfig& m) { m.mlp = false; }},
-      {"no W_o", [](nn::ModelConfig& m) { m.settings = SettingValues(nlohmann::json{{"attn_out_proj", false}}); }},
+      {"no W_o",
+       [](nn::ModelConfig& m) {
+         m.settings = SettingValues(nlohmann::json{{"attn_out_proj", false}});
+       }},
       {"no LayerNorm", [](nn::ModelConfig& m) { m.layer_norm = false; }},
       {"no residual", [](nn::ModelConfig& m) { m.residual = false; }},
       {"not causal", [](nn::ModelConfig& m) { m.causal = false; }},
-      {"the textbook layer", [](nn::ModelConfig& m) {
+      {"the textbook layer",
+       [](nn::ModelConfig& m) {
          m.n_layers = 1;
          m.mlp = false;
          m.n_heads = 1;
@@ -196,10 +202,11 @@ TEST_CASE("loss_at_targets equals the full readout with each block option of the
   }
 }
 
-TEST_CASE("loss_at_targets with the attention recorded (a measured step): the same loss, and the last layer's "
-          "statistics over the target queries equal the full path's") {
-  const auto kv = data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4},
-                                                                            {"n_pairs", 5}}));
+TEST_CASE(
+    "loss_at_targets with the attention recorded (a measured step): the same loss, and the last layer's "
+    "statistics over the target queries equal the full path's") {
+  const auto kv =
+      data::make_task("kv_recall", SettingValues(nlohmann::json{{"n_keys", 6}, {"n_values", 4}, {"n_pairs", 5}}));
   const auto copy = data::make_task("copy", SettingValues(nlohmann::json{{"seq_len", 6}, {"n_symbols", 5}}));
   for (const data::Task* task : {kv.get(), copy.get()}) {
     check_equivalent(*task, nullptr, /*record=*/true);
@@ -230,11 +237,11 @@ TEST_CASE("loss_at_targets with the attention recorded (a measured step): the sa
         const nn::AttentionStats &f = stats[0][h], &p = stats[1][h];
         CHECK(p.n_queries == f.n_queries);
         CHECK(f.n_queries > 0);
-        for (auto field : {&nn::AttentionStats::score_std, &nn::AttentionStats::score_max_abs,
-                           &nn::AttentionStats::entropy_mean, &nn::AttentionStats::entropy_min,
-                           &nn::AttentionStats::max_prob_mean, &nn::AttentionStats::frac_max_prob_above_099,
-                           &nn::AttentionStats::score_grad_p10, &nn::AttentionStats::score_grad_median,
-                           &nn::AttentionStats::score_grad_p90})
+        for (auto field :
+             {&nn::AttentionStats::score_std, &nn::AttentionStats::score_max_abs, &nn::AttentionStats::entropy_mean,
+              &nn::AttentionStats::entropy_min, &nn::AttentionStats::max_prob_mean,
+              &nn::AttentionStats::frac_max_prob_above_099, &nn::AttentionStats::score_grad_p10,
+              &nn::AttentionStats::score_grad_median, &nn::AttentionStats::score_grad_p90})
           CHECK(p.*field == doctest::Approx(f.*field).epsilon(1e-5));
       }
     }

@@ -20,11 +20,11 @@
 #include "report/markdown.h"
 #include "report/runs.h"
 #include "report/stats.h"
-#include "train/run_files.h"
-#include "train/trainer.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
+#include "train/run_files.h"
+#include "train/trainer.h"
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;
@@ -298,8 +298,7 @@ TEST_CASE("report.html: series over the page budget are downsampled further, and
     copy_run(dir / "src", run, r);
     std::vector<std::string> lines{"step,loss,accuracy"};
     for (std::size_t s = 1; s <= 3000; ++s)
-      lines.push_back(std::to_string(s) + "," + (s == 1234 ? "99.5" : std::to_string(2.0 / std::sqrt(s + r))) +
-                      ",0.5");
+      lines.push_back(std::to_string(s) + "," + (s == 1234 ? "99.5" : std::to_string(2.0 / std::sqrt(s + r))) + ",0.5");
     write_lines(run / kMetricsFile, lines);
   }
   fs::remove_all(dir / "src");
@@ -329,8 +328,9 @@ TEST_CASE("report.html: series over the page budget are downsampled further, and
   CHECK(highest == 99.5);  // the spike survives
 }
 
-TEST_CASE("report.html: summary lines carry their scaling's registered colour (theory lines too); findings link to "
-          "their details; the title names the report") {
+TEST_CASE(
+    "report.html: summary lines carry their scaling's registered colour (theory lines too); findings link to "
+    "their details; the title names the report") {
   TempDir dir("html_summary_colours");
   for (const std::size_t d_k : {4, 8})
     for (const std::string scale : {"none", "sqrt_dk"}) {

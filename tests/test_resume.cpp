@@ -17,17 +17,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
-#include "tests/support/paths.h"
 #include "nn/checkpoint.h"
-#include "train/run_checkpoint.h"
-#include "train/trainer.h"
+#include "tests/support/paths.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
+#include "train/run_checkpoint.h"
+#include "train/trainer.h"
 
 extern char** environ;
 
@@ -103,10 +103,27 @@ int interrupt_at(const std::vector<std::string>& args, const fs::path& dir, std:
 std::vector<std::string> run_args(const fs::path& dir, const std::string& optimizer) {
   // Thinned statistics (every 7th row), held-out loss every 13th, checkpoints every 25: none of them line up, so a
   // resume lands between thinned and eval rows.
-  return {"train",        "--out",          dir.string(), "--d-model",        "32",       "--steps",
-          "200",          "--optimizer",    optimizer,    "--lr",             optimizer == "sgd" ? "0.05" : "0.003",
-          "--log-every",  "7",              "--eval-every", "13",             "--checkpoint-every", "25",
-          "--print-every", "1000",          "--threads",  "1"};
+  return {"train",
+          "--out",
+          dir.string(),
+          "--d-model",
+          "32",
+          "--steps",
+          "200",
+          "--optimizer",
+          optimizer,
+          "--lr",
+          optimizer == "sgd" ? "0.05" : "0.003",
+          "--log-every",
+          "7",
+          "--eval-every",
+          "13",
+          "--checkpoint-every",
+          "25",
+          "--print-every",
+          "1000",
+          "--threads",
+          "1"};
 }
 
 }  // namespace
@@ -426,8 +443,9 @@ bool has_nan(const xt::xarray<float>& a) {
 
 }  // namespace
 
-TEST_CASE("non-finite gradient, --on-nan stop: the run stops there, names the step and the parameter, and keeps "
-          "the last good checkpoint beside a marked non-finite one") {
+TEST_CASE(
+    "non-finite gradient, --on-nan stop: the run stops there, names the step and the parameter, and keeps "
+    "the last good checkpoint beside a marked non-finite one") {
   TrainConfig c = nan_run("nan_stop");
   c.nan_gradient_steps = {6};
   LogCapture log;
@@ -537,9 +555,10 @@ TEST_CASE("resume refuses a checkpoint that is not the run's: copied from anothe
   TrainConfig r = a;
   r.resume = true;
   r.steps = 8;
-  CHECK_THROWS_WITH_AS(xgrad::train::train(r),
-                       doctest::Contains(("--resume: --seed is 1 in " + ckpt.string() + " but 0 in " + config.string()).c_str()),
-                       ConfigError);
+  CHECK_THROWS_WITH_AS(
+      xgrad::train::train(r),
+      doctest::Contains(("--resume: --seed is 1 in " + ckpt.string() + " but 0 in " + config.string()).c_str()),
+      ConfigError);
   CHECK(read_text(ckpt) != own);  // refused before anything was written
   {
     std::ofstream out(ckpt, std::ios::binary | std::ios::trunc);
@@ -553,9 +572,10 @@ TEST_CASE("resume refuses a checkpoint that is not the run's: copied from anothe
     out << j.dump(2);
   }
   r.lr = 0.5;
-  CHECK_THROWS_WITH_AS(xgrad::train::train(r),
-                       doctest::Contains(("--resume: --lr is 0.003 in " + ckpt.string() + " but 0.5 in " + config.string()).c_str()),
-                       ConfigError);
+  CHECK_THROWS_WITH_AS(
+      xgrad::train::train(r),
+      doctest::Contains(("--resume: --lr is 0.003 in " + ckpt.string() + " but 0.5 in " + config.string()).c_str()),
+      ConfigError);
   j["lr"] = 0.003;
   {
     std::ofstream out(config, std::ios::trunc);
@@ -603,22 +623,28 @@ TEST_CASE("a corrupt config.json is refused as bad usage naming the file and the
     std::ofstream out(config, std::ios::trunc);
     out << text;
   };
-  for (const auto& key_value_entry : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"steps", -3}, {"d_model", 2.5}, {"seed", -1}, {"threads", 1.5}, {"mlp", 1}, {"lr", nullptr},
-           {"d_model", "x"}}) {
+  for (const auto& key_value_entry : std::vector<std::pair<std::string, nlohmann::json>>{{"steps", -3},
+                                                                                         {"d_model", 2.5},
+                                                                                         {"seed", -1},
+                                                                                         {"threads", 1.5},
+                                                                                         {"mlp", 1},
+                                                                                         {"lr", nullptr},
+                                                                                         {"d_model", "x"}}) {
     const auto& key = std::get<0>(key_value_entry);
     const auto& value = std::get<1>(key_value_entry);
     nlohmann::json j = good;
     j[key] = value;
     write(j.dump());
     INFO(key << " = " << value.dump());
-    CHECK_THROWS_WITH_AS(xgrad::train::train(r),
-                         doctest::Contains((config.string() + ": '" + key + "' holds " + value.dump() + ", which is not").c_str()),
-                         ConfigError);
+    CHECK_THROWS_WITH_AS(
+        xgrad::train::train(r),
+        doctest::Contains((config.string() + ": '" + key + "' holds " + value.dump() + ", which is not").c_str()),
+        ConfigError);
   }
   for (const std::string& text : {std::string(""), std::string("{\"d_model\": NaN}")}) {
     write(text);
-    CHECK_THROWS_WITH_AS(xgrad::train::train(r), doctest::Contains(("--resume: " + config.string() + " is not valid JSON").c_str()),
+    CHECK_THROWS_WITH_AS(xgrad::train::train(r),
+                         doctest::Contains(("--resume: " + config.string() + " is not valid JSON").c_str()),
                          ConfigError);
   }
   fs::remove_all(c.out);
@@ -626,8 +652,9 @@ TEST_CASE("a corrupt config.json is refused as bad usage naming the file and the
 
 TEST_CASE("a run directory is locked while a process trains in it; a killed run leaves no stale lock") {
   const fs::path dir = temp_dir("lock");
-  std::vector<std::string> args{"train", "--out", dir.string(), "--d-model", "32", "--steps", "100000",
-                                "--print-every", "100000", "--checkpoint-every", "5", "--threads", "1"};
+  std::vector<std::string> args{"train",  "--out",         dir.string(), "--d-model",          "32", "--steps",
+                                "100000", "--print-every", "100000",     "--checkpoint-every", "5",  "--threads",
+                                "1"};
   const pid_t pid = spawn_xgrad(args);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (!fs::exists(dir / kCheckpointFile) && std::chrono::steady_clock::now() < deadline)
@@ -638,10 +665,12 @@ TEST_CASE("a run directory is locked while a process trains in it; a killed run 
   r.steps = 100000;
   r.out = dir.string();
   r.resume = true;
-  CHECK_THROWS_WITH_AS(xgrad::train::train(r),
-                       doctest::Contains(("--out/--resume: " + dir.string() +
-                                         " is being written by another xgrad process (pid " + std::to_string(pid) + ")").c_str()),
-                       ConfigError);
+  CHECK_THROWS_WITH_AS(
+      xgrad::train::train(r),
+      doctest::Contains(("--out/--resume: " + dir.string() + " is being written by another xgrad process (pid " +
+                         std::to_string(pid) + ")")
+                            .c_str()),
+      ConfigError);
   TrainConfig o = r;
   o.resume = false;
   o.overwrite = true;
@@ -724,14 +753,15 @@ TEST_CASE("a cosine-scheduled run stopped by SIGTERM resumes with the same learn
   fs::remove_all(cut);
 }
 
-TEST_CASE("SIGTERM during the end-of-run length evaluation: the run ends by SIGTERM soon, without summary.json; "
-          "--resume redoes the evaluation") {
+TEST_CASE(
+    "SIGTERM during the end-of-run length evaluation: the run ends by SIGTERM soon, without summary.json; "
+    "--resume redoes the evaluation") {
   const fs::path dir = temp_dir("term_length_eval");
   // kv_recall evaluated at 1024 pairs: each held-out batch takes a while, so the signal lands inside the evaluation.
-  const std::vector<std::string> args{"train", "--out", dir.string(), "--task", "kv_recall", "--kv-encoding", "sum",
-                                      "--n-keys", "1024", "--n-values", "16", "--steps", "5", "--d-model", "16",
-                                      "--batch-size", "16", "--eval-n-pairs", "8,1024", "--eval-batches", "8",
-                                      "--threads", "1"};
+  const std::vector<std::string> args{
+      "train", "--out",          dir.string(), "--task",         "kv_recall", "--kv-encoding", "sum", "--n-keys",
+      "1024",  "--n-values",     "16",         "--steps",        "5",         "--d-model",     "16",  "--batch-size",
+      "16",    "--eval-n-pairs", "8,1024",     "--eval-batches", "8",         "--threads",     "1"};
   const pid_t pid = spawn_xgrad(args);
   // The only checkpoint (--checkpoint-every 100) is the one at the end, written just before the evaluation.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -763,8 +793,9 @@ TEST_CASE("SIGTERM during the end-of-run length evaluation: the run ends by SIGT
   fs::remove_all(dir);
 }
 
-TEST_CASE("an optimizer state that overflows to inf (--z-loss 1e30 with AdamW) stops the run as a divergence naming "
-          "the buffer, not 'done' with frozen weights") {
+TEST_CASE(
+    "an optimizer state that overflows to inf (--z-loss 1e30 with AdamW) stops the run as a divergence naming "
+    "the buffer, not 'done' with frozen weights") {
   TrainConfig c = nan_run("nan_optimizer_state");
   c.optimizer = "adamw";
   c.z_loss = 1e30;
@@ -782,8 +813,9 @@ TEST_CASE("an optimizer state that overflows to inf (--z-loss 1e30 with AdamW) s
   }
 }
 
-TEST_CASE("resume refuses a checkpoint whose optimizer step count differs from its step, naming the file and both "
-          "numbers, exit 2") {
+TEST_CASE(
+    "resume refuses a checkpoint whose optimizer step count differs from its step, naming the file and both "
+    "numbers, exit 2") {
   TrainConfig c = tiny_run(temp_dir("optim_step").string(), 6);
   c.optimizer = "adamw";
   xgrad::train::train(c);
@@ -801,7 +833,8 @@ TEST_CASE("resume refuses a checkpoint whose optimizer step count differs from i
     CHECK_THROWS_WITH_AS(xgrad::train::train(r),
                          doctest::Contains((ckpt.string() + ": the optimizer has taken " + count +
                                             " steps (metadata optim.step) but the run 6 (metadata step, 0 of them "
-                                            "skipped)").c_str()),
+                                            "skipped)")
+                                               .c_str()),
                          ConfigError);
     CHECK(run_xgrad({"train", "--resume", c.out, "--steps", "8"}) == 2);
     CHECK(checkpoint_step(c.out) == 6);  // refused before training anything
@@ -809,8 +842,9 @@ TEST_CASE("resume refuses a checkpoint whose optimizer step count differs from i
   fs::remove_all(c.out);
 }
 
-TEST_CASE("resume refuses a checkpoint whose metadata config nests 200,000 deep or repeats a key, naming the file, "
-          "never a crash") {
+TEST_CASE(
+    "resume refuses a checkpoint whose metadata config nests 200,000 deep or repeats a key, naming the file, "
+    "never a crash") {
   TrainConfig c = tiny_run(temp_dir("metadata_config").string(), 4);
   xgrad::train::train(c);
   const fs::path ckpt = fs::path(c.out) / kCheckpointFile;

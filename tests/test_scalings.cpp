@@ -17,11 +17,11 @@
 #include "nn/checkpoint.h"
 #include "nn/constant_scaling.h"
 #include "nn/model.h"
+#include "tests/support/op_testing.h"
+#include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/trainer.h"
-#include "tests/support/op_testing.h"
-#include "tests/support/run_files.h"
 
 using namespace xgrad;
 using namespace xgrad::nn;
@@ -82,7 +82,8 @@ std::vector<xt::xarray<float>> gradients(MultiHeadAttention& attn, const Tensor&
 
 }  // namespace
 
-TEST_CASE("constant_scaling: the entry's layers multiply every score by multiplier(context), with its settings and style") {
+TEST_CASE(
+    "constant_scaling: the entry's layers multiply every score by multiplier(context), with its settings and style") {
   const ScalingEntry e = constant_scaling(
       "test_half_power", "scores = q·k / d_k^p", 5,
       [](const ScalingContext& c) { return std::pow(static_cast<double>(c.d_k), -c.settings.get<double>("test_p")); },
@@ -104,8 +105,8 @@ TEST_CASE("constant_scaling: the entry's layers multiply every score by multipli
   CHECK(make_scaling("sqrt_dk", 1, 64, 8, true)->multiplier() == doctest::Approx(0.125));
   CHECK(make_scaling("dk", 1, 64, 8, true)->multiplier() == doctest::Approx(1.0 / 64));
   // A multiplier that is not a finite number > 0 is refused naming the entry, not used to train.
-  const ScalingEntry bad = constant_scaling("test_zero", "scores = 0", 6, [](const ScalingContext&) { return 0.0; },
-                                            {"#654321", "solid"});
+  const ScalingEntry bad =
+      constant_scaling("test_zero", "scores = 0", 6, [](const ScalingContext&) { return 0.0; }, {"#654321", "solid"});
   CHECK_THROWS_WITH_AS(bad.build(c), doctest::Contains("scaling test_zero: its multiplier for d_k = 16 is 0"),
                        std::invalid_argument);
 }
@@ -246,9 +247,9 @@ TEST_CASE("scalings with parameters keep the names they had as attention members
   };
   CHECK(names_of("learned") ==
         std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight", "qk_gain"});
-  CHECK(names_of("qk_layernorm") ==
-        std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight", "q_norm.weight",
-                                 "q_norm.bias", "k_norm.weight", "k_norm.bias"});
+  CHECK(names_of("qk_layernorm") == std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight",
+                                                             "q_norm.weight", "q_norm.bias", "k_norm.weight",
+                                                             "k_norm.bias"});
 }
 
 namespace {
@@ -308,8 +309,7 @@ TEST_CASE("sigma_reparam: sigma is the largest singular value; gamma starts at i
   CHECK(params[0].second.item() == doctest::Approx(3.0).epsilon(1e-6));
   CHECK(params[1].first == "w_k_gamma");
   CHECK(params[1].second.item() == doctest::Approx(0.9).epsilon(1e-5));
-  const auto reparametrised =
-      scaling->transform_weights(tensor_of(w_q), tensor_of(w_k), scaling->parameters());
+  const auto reparametrised = scaling->transform_weights(tensor_of(w_q), tensor_of(w_k), scaling->parameters());
   CHECK(relative_difference(reparametrised.first.value(), w_q) < 1e-6);
   CHECK(relative_difference(reparametrised.second.value(), w_k) < 1e-6);
 }

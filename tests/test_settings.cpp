@@ -3,21 +3,21 @@
 // --d-model 8 --batch-size 4 --n-keys 4 --n-values 4 --n-pairs 4 --optimizer sgd --lr 0.1 --checkpoint-every 2`).
 #include <doctest/doctest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include "tests/support/paths.h"
 #include "data/registry.h"
 #include "nn/optim.h"
 #include "report/runs.h"
 #include "report/stats.h"
+#include "tests/support/paths.h"
 #include "train/settings.h"
 
 using namespace xgrad;
@@ -169,7 +169,8 @@ TEST_CASE("a run directory of the previous release loads in compare and resumes 
   REQUIRE(std::system((xgrad + " train --resume " + dir.string() + " --steps 6 > /dev/null 2>&1").c_str()) == 0);
   const fs::path fresh = dir.string() + "_fresh";
   fs::remove_all(fresh);
-  REQUIRE(std::system((xgrad + " train --out " + fresh.string() + " --steps 6 --d-model 8 --batch-size 4 --n-keys 4 "
+  REQUIRE(std::system((xgrad + " train --out " + fresh.string() +
+                       " --steps 6 --d-model 8 --batch-size 4 --n-keys 4 "
                        "--n-values 4 --n-pairs 4 --optimizer sgd --lr 0.1 --checkpoint-every 2 > /dev/null 2>&1")
                           .c_str()) == 0);
   const std::vector<double> resumed = loss_column(dir / "metrics.csv"), whole = loss_column(fresh / "metrics.csv");

@@ -46,9 +46,9 @@ const std::vector<std::string> kRuns{"dk4-none-adamw-lr0.01-s0", "dk4-none-adamw
                                      "dk4-sqrt_dk-adamw-lr0.01-s0", "dk4-sqrt_dk-adamw-lr0.01-s1"};
 
 std::vector<std::string> sweep_args(const fs::path& out) {
-  return {"sweep",   "--out",   out.string(), "--scale",       "none,sqrt_dk", "--d-k",   "4",
-          "--seeds", "0,1",     "--arms",     "adamw@0.01",    "--d-model",    "16",      "--batch-size",
-          "8",       "--steps", "4000",       "--print-every", "100000",       "--jobs",  "2",
+  return {"sweep",     "--out",   out.string(), "--scale",       "none,sqrt_dk", "--d-k",  "4",
+          "--seeds",   "0,1",     "--arms",     "adamw@0.01",    "--d-model",    "16",     "--batch-size",
+          "8",         "--steps", "4000",       "--print-every", "100000",       "--jobs", "2",
           "--threads", "1"};
 }
 
@@ -242,8 +242,9 @@ TEST_CASE("sweep_faults_lock: a second sweep on the same --out exits 2 naming th
   check_equals_reference(out);
 }
 
-TEST_CASE("sweep_faults_parent_killed: children of a SIGKILLed sweep checkpoint and exit; a rerun leaves a live run "
-          "alone, then resumes every run to the uninterrupted curve") {
+TEST_CASE(
+    "sweep_faults_parent_killed: children of a SIGKILLed sweep checkpoint and exit; a rerun leaves a live run "
+    "alone, then resumes every run to the uninterrupted curve") {
   // Orphans are re-parented to this process, which can then wait for them and read how they ended.
   REQUIRE(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
   const TempDir root("sweep_parent_killed");
@@ -299,8 +300,9 @@ TEST_CASE("sweep_faults_parent_killed: children of a SIGKILLed sweep checkpoint 
   check_equals_reference(out);
 }
 
-TEST_CASE("sweep_faults_hangup: a hangup stops the sweep with checkpoints and exit 129, never '0 failed'; the rerun "
-          "resumes every run to the uninterrupted curve") {
+TEST_CASE(
+    "sweep_faults_hangup: a hangup stops the sweep with checkpoints and exit 129, never '0 failed'; the rerun "
+    "resumes every run to the uninterrupted curve") {
   const TempDir root("sweep_hangup");
   const fs::path out = root / "sweep";
   const pid_t sweep = start(sweep_args(out), root / "first.txt");
@@ -335,8 +337,9 @@ TEST_CASE("sweep_faults_hangup: a hangup stops the sweep with checkpoints and ex
   check_equals_reference(out);
 }
 
-TEST_CASE("sweep_faults_nohup: a sweep whose SIGHUP and SIGINT are ignored (nohup, a script's &) ignores them, and "
-          "so do its children") {
+TEST_CASE(
+    "sweep_faults_nohup: a sweep whose SIGHUP and SIGINT are ignored (nohup, a script's &) ignores them, and "
+    "so do its children") {
   const TempDir root("sweep_nohup");
   const fs::path out = root / "sweep";
   const pid_t sweep = start(sweep_args(out), root / "first.txt", Options{{SIGHUP, SIGINT}, true, {}});
@@ -356,8 +359,9 @@ TEST_CASE("sweep_faults_nohup: a sweep whose SIGHUP and SIGINT are ignored (nohu
   check_equals_reference(out);
 }
 
-TEST_CASE("sweep_faults_nohup_library_handler: a SIGHUP ignored at start stays ignored when a library catches it as "
-          "it loads (UCX does, under Open MPI 5), also across the OpenBLAS re-exec") {
+TEST_CASE(
+    "sweep_faults_nohup_library_handler: a SIGHUP ignored at start stays ignored when a library catches it as "
+    "it loads (UCX does, under Open MPI 5), also across the OpenBLAS re-exec") {
   const TempDir root("nohup_library");
   const fs::path out = root / "run";
   Options options{{SIGHUP}, true, {}, {}};
@@ -529,8 +533,9 @@ TEST_CASE("sweep_faults_stopped_child: a sweep stopped while a child is stopped 
   CHECK(fs::exists(out / "runs" / kRuns[0] / "checkpoint.safetensors"));
 }
 
-TEST_CASE("sweep_faults_stale_running: a run another process held when the sweep started, and that ended since, is "
-          "not reported running at the end") {
+TEST_CASE(
+    "sweep_faults_stale_running: a run another process held when the sweep started, and that ended since, is "
+    "not reported running at the end") {
   const TempDir root("sweep_stale_running");
   const fs::path out = root / "sweep";
   const fs::path held = out / "runs" / kRuns[0];
@@ -580,9 +585,9 @@ TEST_CASE("sweep_faults_broken_pipe: a sweep whose output pipe is closed (`| hea
   int pipe_fds[2];
   REQUIRE(pipe(pipe_fds) == 0);
   close(pipe_fds[0]);  // the reader is gone before the sweep writes a line
-  std::vector<std::string> words{XGRAD_BIN, "sweep",      "--out",   out.string(), "--scale", "none", "--d-k", "4",
-                                 "--seeds", "0",          "--arms",  "adamw@0.01", "--d-model", "16", "--steps", "20",
-                                 "--jobs",  "1",          "--threads", "1"};
+  std::vector<std::string> words{XGRAD_BIN, "sweep",   "--out",  out.string(), "--scale",    "none",      "--d-k",
+                                 "4",       "--seeds", "0",      "--arms",     "adamw@0.01", "--d-model", "16",
+                                 "--steps", "20",      "--jobs", "1",          "--threads",  "1"};
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
@@ -603,8 +608,9 @@ TEST_CASE("sweep_faults_broken_pipe: a sweep whose output pipe is closed (`| hea
   CHECK(index_entry(out, "dk4-none-adamw-lr0.01-s0").at("status") == "complete");
 }
 
-TEST_CASE("sweep_faults_deleted_run: a run whose directory is deleted while it trains is reported without naming a "
-          "log that is gone") {
+TEST_CASE(
+    "sweep_faults_deleted_run: a run whose directory is deleted while it trains is reported without naming a "
+    "log that is gone") {
   const TempDir root("sweep_deleted_run");
   const fs::path out = root / "sweep";
   const pid_t sweep = start(sweep_args(out), root / "first.txt");
@@ -620,8 +626,9 @@ TEST_CASE("sweep_faults_deleted_run: a run whose directory is deleted while it t
   CHECK_FALSE(contains(said, "see " + (out / "runs" / kRuns[0] / "train.log").string()));
 }
 
-TEST_CASE("sweep_faults_lock_pid: of two `xgrad train --resume` of one run started together, the one refused names "
-          "the other's pid") {
+TEST_CASE(
+    "sweep_faults_lock_pid: of two `xgrad train --resume` of one run started together, the one refused names "
+    "the other's pid") {
   const TempDir root("sweep_lock_pid");
   const fs::path dir = root / "run";
   REQUIRE(run({"train", "--out", dir.string(), "--d-model", "8", "--batch-size", "2", "--steps", "1", "--threads", "1",
@@ -634,8 +641,8 @@ TEST_CASE("sweep_faults_lock_pid: of two `xgrad train --resume` of one run start
     const std::vector<std::string> args{"train", "--resume", dir.string(), "--steps", std::to_string(i + 2)};
     const pid_t a = start(args, root / "a.txt"), b = start(args, root / "b.txt");
     const int code_a = exit_code(wait_status(a)), code_b = exit_code(wait_status(b));
-    for (const auto& [code, output, other] : {std::make_tuple(code_a, root / "a.txt", b),
-                                              std::make_tuple(code_b, root / "b.txt", a)}) {
+    for (const auto& [code, output, other] :
+         {std::make_tuple(code_a, root / "a.txt", b), std::make_tuple(code_b, root / "b.txt", a)}) {
       const std::string said = read_text(output);
       INFO("attempt " << i << ": " << said);
       CHECK((code == 0 || code == 2));
@@ -652,9 +659,10 @@ TEST_CASE("sweep_faults_lock_pid: of two `xgrad train --resume` of one run start
 TEST_CASE("sweep_faults_file_too_large: a sweep that cannot write sweep.json says why and leaves no sweep.json.tmp") {
   const TempDir root("sweep_file_too_large");
   const fs::path out = root / "sweep";
-  std::vector<std::string> words{XGRAD_BIN, "sweep",  "--out",    out.string(), "--scale", "none,sqrt_dk", "--d-k",
-                                 "4,8",     "--seeds", "0,1",     "--arms",     "adamw@0.01", "--d-model", "16",
-                                 "--steps", "3",       "--jobs",  "1",          "--threads", "1"};
+  std::vector<std::string> words{XGRAD_BIN,   "sweep", "--out",   out.string(), "--scale", "none,sqrt_dk",
+                                 "--d-k",     "4,8",   "--seeds", "0,1",        "--arms",  "adamw@0.01",
+                                 "--d-model", "16",    "--steps", "3",          "--jobs",  "1",
+                                 "--threads", "1"};
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
@@ -664,7 +672,7 @@ TEST_CASE("sweep_faults_file_too_large: a sweep that cannot write sweep.json say
     // Files of at most 4 KiB, as on a disk that fills up: a run's config file (about 1 KiB) fits, the index of 8
     // runs (about 15 KiB) does not.
     signal(SIGXFSZ, SIG_IGN);
-    const struct rlimit limit{4096, 4096};
+    const struct rlimit limit { 4096, 4096 };
     const int fd = open((root / "output.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(126);
     dup2(fd, STDOUT_FILENO);

@@ -97,9 +97,10 @@ const std::vector<std::string> kNames{"dk4-none-adamw-lr0.01-s0", "dk4-none-adam
 // A 4-point sweep of a tiny model (plan order: scale, then seed), with `extra` flags.
 std::vector<std::string> sweep_args(const fs::path& out, const std::string& steps,
                                     const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args{"sweep", "--out", out.string(), "--scale", "none,sqrt_dk", "--d-k", "4",
-                                "--seeds", "0,1", "--arms", "adamw@0.01", "--d-model", "16", "--batch-size", "8",
-                                "--steps", steps, "--print-every", "100000"};
+  std::vector<std::string> args{"sweep", "--out",        out.string(), "--scale", "none,sqrt_dk", "--d-k",
+                                "4",     "--seeds",      "0,1",        "--arms",  "adamw@0.01",   "--d-model",
+                                "16",    "--batch-size", "8",          "--steps", steps,          "--print-every",
+                                "100000"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -139,10 +140,10 @@ class Frozen {
 TEST_CASE("sweep --launcher slurm writes the manifest and the array script first, and trains nothing") {
   const TempDir root("manifest_slurm");
   const fs::path out = fs::absolute(root / "sweep");
-  const Result r = run_xgrad(
-      sweep_args(out, "30",
-                 {"--launcher", "slurm", "--max-parallel", "3", "--partition", "debug", "--time", "0:10:00"}),
-      root);
+  const Result r =
+      run_xgrad(sweep_args(out, "30",
+                           {"--launcher", "slurm", "--max-parallel", "3", "--partition", "debug", "--time", "0:10:00"}),
+                root);
   INFO(r.output);
   REQUIRE(r.code == 0);
   const std::string script = (out / "sweep.sbatch").string();
@@ -174,10 +175,11 @@ TEST_CASE("sweep --launcher slurm writes the manifest and the array script first
   CHECK((fs::status(script).permissions() & fs::perms::owner_exec) != fs::perms::none);
 
   // A later sweep into the directory with more seeds keeps the points' numbers and numbers the new ones after them.
-  const Result more = run_xgrad({"sweep", "--out", out.string(), "--scale", "none,sqrt_dk", "--d-k", "4", "--seeds",
-                             "0,1,2", "--arms", "adamw@0.01", "--d-model", "16", "--batch-size", "8", "--steps", "30",
-                             "--print-every", "100000", "--launcher", "slurm"},
-                            root);
+  const Result more =
+      run_xgrad({"sweep",   "--out",   out.string(), "--scale",       "none,sqrt_dk", "--d-k",      "4",
+                 "--seeds", "0,1,2",   "--arms",     "adamw@0.01",    "--d-model",    "16",         "--batch-size",
+                 "8",       "--steps", "30",         "--print-every", "100000",       "--launcher", "slurm"},
+                root);
   INFO(more.output);
   REQUIRE(more.code == 0);
   const nlohmann::json grown = nlohmann::json::parse(read_text(out / "sweep.json"));
@@ -223,8 +225,10 @@ TEST_CASE("sweep run-one trains one point, leaves a complete one alone, and the 
   CHECK(again.code == 0);
   CHECK(contains(again.output, "is complete already (final loss "));
   const Result status = run_xgrad({"sweep", "status", out.string()}, root);
-  CHECK(contains(status.output, "4 points: 1 complete, 3 pending\nto continue: the same xgrad sweep command again (any "
-                                "--launcher), or `xgrad sweep run-one " + out.string() + " --index I` for one point\n"));
+  CHECK(contains(status.output,
+                 "4 points: 1 complete, 3 pending\nto continue: the same xgrad sweep command again (any "
+                 "--launcher), or `xgrad sweep run-one " +
+                     out.string() + " --index I` for one point\n"));
 
   const Result submit = run_xgrad(sweep_args(out, "40", {"--launcher", "slurm", "--max-parallel", "2"}), root);
   INFO(submit.output);
@@ -238,8 +242,9 @@ TEST_CASE("sweep run-one trains one point, leaves a complete one alone, and the 
   CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "4 points: 4 complete\n"));
 }
 
-TEST_CASE("sweep run-one: a second copy is refused while the first trains, compare marks the run as running, and "
-          "a stopped point resumes from its checkpoint") {
+TEST_CASE(
+    "sweep run-one: a second copy is refused while the first trains, compare marks the run as running, and "
+    "a stopped point resumes from its checkpoint") {
   const TempDir root("manifest_running");
   const fs::path out = fs::absolute(root / "sweep");
   REQUIRE(run_xgrad(sweep_args(out, "3000", {"--launcher", "slurm"}), root).code == 0);
@@ -263,8 +268,8 @@ TEST_CASE("sweep run-one: a second copy is refused while the first trains, compa
     const Result compared = run_xgrad({"compare", out.string(), "--plots", "false"}, root);
     INFO(compared.output);
     CHECK(compared.code == 0);
-    CHECK(contains(compared.output, "incomplete: " + run.string() + " (still running (pid " + std::to_string(first) +
-                                        "); "));
+    CHECK(contains(compared.output,
+                   "incomplete: " + run.string() + " (still running (pid " + std::to_string(first) + "); "));
     kill(first, SIGTERM);  // acted on once thawed: the step ends, the checkpoint is written
   }
   CHECK(wait_code(first) == 128 + SIGTERM);
@@ -295,10 +300,12 @@ TEST_CASE("sweep status: a point whose run failed before a checkpoint is failed,
     std::ofstream f(text);
     for (int i = 0; i < 200; ++i) f << "the quick brown fox jumps over the lazy dog\n";
   }
-  REQUIRE(run_xgrad({"sweep", "--out", out.string(), "--task", "char_lm", "--text", text.string(), "--scale", "none",
-                 "--d-k", "4", "--seeds", "0", "--arms", "adamw@0.01", "--d-model", "16", "--batch-size", "4",
-                 "--seq-len", "8", "--steps", "20", "--print-every", "100000", "--launcher", "slurm"},
-                root)
+  REQUIRE(run_xgrad({"sweep",       "--out",      out.string(), "--task",    "char_lm", "--text",
+                     text.string(), "--scale",    "none",       "--d-k",     "4",       "--seeds",
+                     "0",           "--arms",     "adamw@0.01", "--d-model", "16",      "--batch-size",
+                     "4",           "--seq-len",  "8",          "--steps",   "20",      "--print-every",
+                     "100000",      "--launcher", "slurm"},
+                    root)
               .code == 0);
   fs::rename(text, root / "moved.txt");
   const Result failed = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root);
@@ -405,8 +412,8 @@ TEST_CASE("sweep run-one refuses a run directory that is a symbolic link and lea
 
 // The arguments of a tiny `xgrad train` into `out`.
 std::vector<std::string> train_args(const fs::path& out, const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args{"train", "--out", out.string(), "--steps", "3", "--d-model", "16",
-                                "--print-every", "100000"};
+  std::vector<std::string> args{"train",     "--out", out.string(),    "--steps", "3",
+                                "--d-model", "16",    "--print-every", "100000"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -561,8 +568,8 @@ TEST_CASE("sweep status counts points whose run directory was deleted or cut sho
   const fs::path out = fs::absolute(root / "sweep");
   const Result sweep = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
   REQUIRE_MESSAGE(sweep.code == 0, sweep.output);
-  fs::remove_all(out / "runs" / kNames[0]);                  // deleted: sweep.json records it, no directory
-  fs::remove(out / "runs" / kNames[1] / "config.json");      // summary.json without config.json: a rerun redoes it
+  fs::remove_all(out / "runs" / kNames[0]);              // deleted: sweep.json records it, no directory
+  fs::remove(out / "runs" / kNames[1] / "config.json");  // summary.json without config.json: a rerun redoes it
   std::ofstream(out / "runs" / kNames[3] / "config.json") << "{\"steps\": 2";  // cut short
   const Result status = run_xgrad({"sweep", "status", out.string()}, root);
   INFO(status.output);
@@ -580,7 +587,8 @@ TEST_CASE("sweep status counts points whose run directory was deleted or cut sho
   CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "4 points: 4 complete\n"));
 }
 
-TEST_CASE("sweep status and a rerun treat a run whose metrics.csv was deleted or cut short as incomplete, not complete") {
+TEST_CASE(
+    "sweep status and a rerun treat a run whose metrics.csv was deleted or cut short as incomplete, not complete") {
   const TempDir root("manifest_status_metrics");
   const fs::path out = fs::absolute(root / "sweep");
   REQUIRE(run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root).code == 0);
@@ -599,7 +607,8 @@ TEST_CASE("sweep status and a rerun treat a run whose metrics.csv was deleted or
   CHECK(fs::exists(out / "runs" / kNames[0] / "metrics.csv"));
 }
 
-TEST_CASE("compare of a sweep says how many of its grid points are not complete, and mentions leftover partial writes") {
+TEST_CASE(
+    "compare of a sweep says how many of its grid points are not complete, and mentions leftover partial writes") {
   const TempDir root("manifest_compare_missing");
   const fs::path out = fs::absolute(root / "sweep");
   const Result sweep = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
@@ -610,7 +619,8 @@ TEST_CASE("compare of a sweep says how many of its grid points are not complete,
   INFO(compare.output);
   CHECK(compare.code == 0);
   CHECK(contains(compare.output, "3 runs in "));
-  const std::string said = "sweep " + out.string() + ": 3 of 4 grid points complete; 1 missing: run the same xgrad "
+  const std::string said = "sweep " + out.string() +
+                           ": 3 of 4 grid points complete; 1 missing: run the same xgrad "
                            "sweep command again";
   CHECK(contains(compare.output, "note: " + said));
   CHECK(contains(compare.output, "note: 1 leftover partial write: " +

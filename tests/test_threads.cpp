@@ -13,8 +13,8 @@
 #include <xmmintrin.h>
 #endif
 
-#include "autograd/ops.h"
 #include "autograd/kernels/parallel.h"
+#include "autograd/ops.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 
@@ -102,11 +102,11 @@ std::vector<xt::xarray<double>> op_chain(int threads) {
   Td bias(filled<double>({96}, 2), true);
   Td row(filled<double>({64, 96}, 3), true);
   Td w(filled<double>({96}, 4, 0.1), true);
-  Td h = mul(add(x, bias), row);                       // [8, 64, 96] + [96], then * [64, 96]
-  h = add(bias, mul(row, mul_scalar(h, 0.5)));         // the block on the left
+  Td h = mul(add(x, bias), row);                // [8, 64, 96] + [96], then * [64, 96]
+  h = add(bias, mul(row, mul_scalar(h, 0.5)));  // the block on the left
   h = silu(h);
   h = gelu(h);
-  Td s = add(softmax(h, -1), softmax(h, 1));           // last axis; a middle axis (inner > 1)
+  Td s = add(softmax(h, -1), softmax(h, 1));  // last axis; a middle axis (inner > 1)
   Td l = log_softmax(layer_norm(s, w, Td(), 1e-5), -1);
   Td n = layer_norm(add(l, h), w, bias, 1e-5);
   index_array targets = token_batch(8, 64, 96, 5);
@@ -114,8 +114,8 @@ std::vector<xt::xarray<double>> op_chain(int threads) {
   Td per_position = cross_entropy(n, targets, -100, 0.0, Reduction::none);
   Td loss = add(add(cross_entropy(n, targets, -100, 0.1), mean(mul(n, n))), mean(per_position));
   loss.backward();
-  return {s.value(),    l.value(), n.value(),    per_position.value(), loss.value(),
-          x.grad(), bias.grad(), row.grad(), w.grad()};
+  return {s.value(),   l.value(),  n.value(), per_position.value(), loss.value(), x.grad(),
+          bias.grad(), row.grad(), w.grad()};
 }
 
 }  // namespace
@@ -173,8 +173,9 @@ TEST_CASE("ops in double: values and gradients bit-identical on 1 and 2 threads"
   for (std::size_t i = 0; i < one.size(); ++i) CHECK_MESSAGE(same_bits(one[i], two[i]), "array " << i);
 }
 
-TEST_CASE("training steps (attention forward/backward, LayerNorm, GELU, cross_entropy, clipping, AdamW) are "
-          "bit-identical on 1 and 2 threads") {
+TEST_CASE(
+    "training steps (attention forward/backward, LayerNorm, GELU, cross_entropy, clipping, AdamW) are "
+    "bit-identical on 1 and 2 threads") {
   const TrainTrace one = train_steps(1);
   const TrainTrace two = train_steps(2);
   REQUIRE(one.losses.size() == 3);

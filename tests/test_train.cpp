@@ -2,6 +2,7 @@
 // bad usage with exit code 2.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -10,18 +11,17 @@
 #include <regex>
 #include <set>
 #include <sstream>
-#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
-#include "tests/support/paths.h"
 #include "cli/sweep.h"
-#include "train/metrics_log.h"
-#include "train/run_files.h"
 #include "platform/environment.h"
-#include "train/trainer.h"
+#include "tests/support/paths.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
+#include "train/metrics_log.h"
+#include "train/run_files.h"
+#include "train/trainer.h"
 
 using namespace xgrad;
 using namespace xgrad::train;
@@ -158,11 +158,11 @@ TEST_CASE("MetricsReader: empty and non-numeric cells read as NaN; a row cut sho
   REQUIRE(reader.next());
   CHECK(std::isnan(reader.cells()[1]));
   CHECK(reader.malformed_cells() == 0);  // an empty cell was not measured that step: NaN, not malformed
-  REQUIRE(reader.next());  // the empty line is skipped
+  REQUIRE(reader.next());                // the empty line is skipped
   CHECK(reader.cells()[0] == 2);
   CHECK(std::isnan(reader.cells()[1]));
   CHECK(reader.malformed_cells() == 1);  // "x": not a number
-  CHECK_FALSE(reader.next());  // three cells under two columns
+  CHECK_FALSE(reader.next());            // three cells under two columns
   CHECK(reader.cut());
   CHECK(reader.rows() == 4);
 
@@ -216,7 +216,8 @@ TEST_CASE("more BLAS threads: the same run to float tolerance (what README's Det
   const auto two = column_text(fs::path(d.out) / "metrics.csv", 1);
   REQUIRE(one.size() == 20);
   REQUIRE(two.size() == 20);
-  for (std::size_t i = 0; i < one.size(); ++i) CHECK(std::stod(two[i]) == doctest::Approx(std::stod(one[i])).epsilon(1e-4));
+  for (std::size_t i = 0; i < one.size(); ++i)
+    CHECK(std::stod(two[i]) == doctest::Approx(std::stod(one[i])).epsilon(1e-4));
   xgrad::platform::set_threads(1);
   for (auto& p : {c.out, d.out}) fs::remove_all(p);
 }
@@ -224,7 +225,8 @@ TEST_CASE("more BLAS threads: the same run to float tolerance (what README's Det
 TEST_CASE("--config: a run's config.json given to xgrad train reproduces its metrics.csv; flags override the file") {
   const fs::path dir = temp_dir("config_round_trip");
   // Settings of every kind: core, the task's own, the optimizer's own, a boolean, a number.
-  REQUIRE(run_cli("train --out " + (dir / "a").string() + " --task copy --seq-len 8 --n-symbols 5 --d-model 16 "
+  REQUIRE(run_cli("train --out " + (dir / "a").string() +
+                  " --task copy --seq-len 8 --n-symbols 5 --d-model 16 "
                   "--optimizer sgd --momentum 0.5 --lr 0.05 --mlp false --steps 12 --batch-size 8 --seed 3") == 0);
   REQUIRE(run_cli("train --config " + (dir / "a/config.json").string() + " --out " + (dir / "b").string()) == 0);
   CHECK(metrics_without_timing(dir / "a") == metrics_without_timing(dir / "b"));
@@ -257,7 +259,8 @@ TEST_CASE("--config: a run's config.json given to xgrad train reproduces its met
 
 TEST_CASE("sweep --grid: any setting is an axis; run names carry it, each child runs from its config file") {
   const fs::path dir = temp_dir("grid");
-  REQUIRE(run_cli("sweep --out " + dir.string() + " --d-k 4 --seeds 0 --scale none --arms sgd@0.1 --steps 3 "
+  REQUIRE(run_cli("sweep --out " + dir.string() +
+                  " --d-k 4 --seeds 0 --scale none --arms sgd@0.1 --steps 3 "
                   "--batch-size 4 --grid d_model=8,16 --n-pairs 4") == 0);
   for (const char* run : {"dk4-none-sgd-lr0.1-d_model8-s0", "dk4-none-sgd-lr0.1-d_model16-s0"}) {
     INFO(run);
@@ -275,7 +278,8 @@ TEST_CASE("sweep --grid: any setting is an axis; run names carry it, each child 
   CHECK(sweep.at("runs").at(1).at("grid").at("d_model") == 16);
   // compare tells the arms apart by d_model.
   const std::string table = (dir / "table.txt").string();
-  REQUIRE(std::system((std::string(XGRAD_BIN) + " compare " + dir.string() + " --plots false > " + table).c_str()) == 0);
+  REQUIRE(std::system((std::string(XGRAD_BIN) + " compare " + dir.string() + " --plots false > " + table).c_str()) ==
+          0);
   std::ifstream t(table);
   const std::string text((std::istreambuf_iterator<char>(t)), std::istreambuf_iterator<char>());
   CHECK(text.find("d_model") != std::string::npos);
@@ -337,7 +341,8 @@ TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {
   CHECK(run_cli("train --out " + dir.string() + " --n-keys 4 --n-pairs 8") == 2);
   CHECK(run_cli("train") == 2);  // --out is required
   CHECK(run_cli("sweep --out " + dir.string() + " --d-k 4,8 --seeds 0,1 --arms adamw@0.003 --steps 3") == 0);
-  for (const char* run : {"dk4-sqrt_dk-adamw-lr0.003-s0", "dk4-none-adamw-lr0.003-s1", "dk8-sqrt_dk-adamw-lr0.003-s1"}) {
+  for (const char* run :
+       {"dk4-sqrt_dk-adamw-lr0.003-s0", "dk4-none-adamw-lr0.003-s1", "dk8-sqrt_dk-adamw-lr0.003-s1"}) {
     CHECK(fs::exists(dir / "runs" / run / "metrics.csv"));
     CHECK(fs::exists(dir / "runs" / run / "summary.json"));
   }
@@ -347,7 +352,8 @@ TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {
   for (const auto& r : j.at("runs")) CHECK(r.at("status") == "complete");
   // Scaled and unscaled runs of one seed share the weight seed and the data stream (equal weights for equal seeds
   // are checked in test_nn); seed k reads data stream k.
-  std::ifstream a(dir / "runs/dk8-sqrt_dk-adamw-lr0.003-s1/config.json"), b(dir / "runs/dk8-none-adamw-lr0.003-s1/config.json");
+  std::ifstream a(dir / "runs/dk8-sqrt_dk-adamw-lr0.003-s1/config.json"),
+      b(dir / "runs/dk8-none-adamw-lr0.003-s1/config.json");
   const auto ja = nlohmann::json::parse(a), jb = nlohmann::json::parse(b);
   CHECK(ja.at("seed") == jb.at("seed"));
   CHECK(ja.at("data_seed") == jb.at("data_seed"));
@@ -378,8 +384,8 @@ TEST_CASE("--lr and --clip-grad-norm must be normal floats: 1e-300 would become 
   c.lr = 3e-3;
   for (double clip : {1e-300, 1e-46}) {
     c.clip_grad_norm = clip;
-    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--clip-grad-norm must be 0 (off) or in [1.17549435e-38, 1e30)"),
-                         ConfigError);
+    CHECK_THROWS_WITH_AS(
+        c.validate(), doctest::Contains("--clip-grad-norm must be 0 (off) or in [1.17549435e-38, 1e30)"), ConfigError);
   }
   c.clip_grad_norm = 0;
   CHECK_NOTHROW(c.validate());
@@ -442,8 +448,9 @@ TEST_CASE("sweep: a run that diverges at step 0 is recorded as diverged and the 
   fs::remove_all(dir);
 }
 
-TEST_CASE("sweep: a sweep into an earlier sweep's --out with other settings is refused naming the setting; one adding "
-          "seeds keeps the earlier runs in the index") {
+TEST_CASE(
+    "sweep: a sweep into an earlier sweep's --out with other settings is refused naming the setting; one adding "
+    "seeds keeps the earlier runs in the index") {
   const fs::path dir = temp_dir("sweep_other_settings");
   const SweepConfig first = tiny_sweep(dir);
   REQUIRE(run_sweep(first, nullptr).runs.at(0).status == "complete");
@@ -451,14 +458,18 @@ TEST_CASE("sweep: a sweep into an earlier sweep's --out with other settings is r
   other.seeds = {1};
   other.base.steps = 3;
   CHECK_THROWS_WITH_AS(run_sweep(other, nullptr),
-                       ("--out: " + dir.string() + " holds a sweep with --steps 2 (this one: 3); use a new --out for a "
-                        "sweep with other settings").c_str(),
+                       ("--out: " + dir.string() +
+                        " holds a sweep with --steps 2 (this one: 3); use a new --out for a "
+                        "sweep with other settings")
+                           .c_str(),
                        ConfigError);
   other.base.steps = first.base.steps;
   other.grid = {GridAxis{"n_layers", {1, 2}}};
   CHECK_THROWS_WITH_AS(run_sweep(other, nullptr),
-                       ("--out: " + dir.string() + " holds a sweep over --grid (none) (this one: n_layers); use a "
-                        "new --out for a sweep over other axes").c_str(),
+                       ("--out: " + dir.string() +
+                        " holds a sweep over --grid (none) (this one: n_layers); use a "
+                        "new --out for a sweep over other axes")
+                           .c_str(),
                        ConfigError);
   other.grid.clear();
   other.base.print_every = 7;  // how a run reports progress is not another setting
@@ -485,9 +496,9 @@ TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that canno
   c.print_every = 1000;
   c.out = dir.string();
   xgrad::train::train(c);
-  CHECK_THROWS_WITH_AS(run_sweep(tiny_sweep(dir), nullptr),
-                       doctest::Contains(("--out: " + dir.string() + " holds an `xgrad train` run (config.json)").c_str()),
-                       ConfigError);
+  CHECK_THROWS_WITH_AS(
+      run_sweep(tiny_sweep(dir), nullptr),
+      doctest::Contains(("--out: " + dir.string() + " holds an `xgrad train` run (config.json)").c_str()), ConfigError);
   CHECK_FALSE(fs::exists(dir / "sweep.json"));
   CHECK_FALSE(fs::exists(dir / "runs"));
   fs::remove_all(dir);
@@ -503,7 +514,8 @@ TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that canno
   REQUIRE(runs.size() == 2);
   for (const auto& r : runs) CHECK(r.status == "failed");
   std::ifstream index(sg / "sweep.json");
-  const auto sweep_json = nlohmann::json::parse(index);  // named: a range-for over parse(...).at() reads a dead temporary
+  const auto sweep_json =
+      nlohmann::json::parse(index);  // named: a range-for over parse(...).at() reads a dead temporary
   for (const auto& r : sweep_json.at("runs")) CHECK(r.at("status") == "failed");
   fs::remove_all(sg);
 }
@@ -534,7 +546,8 @@ TEST_CASE("train says at the start how much disk its metrics.csv and checkpoint 
   // 64 layers of 64 heads: 43,290 columns, about half a megabyte per logged row.
   const std::string cmd = std::string(XGRAD_BIN) + " train --out " + (dir / "run").string() +
                           " --task copy --seq-len 4 --n-symbols 4 --d-model 64 --n-heads 64 --n-layers 64"
-                          " --batch-size 1 --steps 3 --print-every 1000 > " + (dir / "log.txt").string() + " 2>&1";
+                          " --batch-size 1 --steps 3 --print-every 1000 > " +
+                          (dir / "log.txt").string() + " 2>&1";
   const int status = std::system(cmd.c_str());
   const std::string log = xgrad::testing::read_text(dir / "log.txt");
   INFO(log);
@@ -545,12 +558,13 @@ TEST_CASE("train says at the start how much disk its metrics.csv and checkpoint 
   CHECK(log.find("training copy") < at);  // at the start, before any step
   std::smatch m;
   const std::string line = log.substr(at, log.find('\n', at) - at);
-  REQUIRE(std::regex_search(line, m, std::regex(R"(disk about ([0-9.]+) MB \(3 rows of metrics.csv, ([0-9.]+) kB per )"
-                                                R"(logged row; checkpoint )")));
+  REQUIRE(std::regex_search(line, m,
+                            std::regex(R"(disk about ([0-9.]+) MB \(3 rows of metrics.csv, ([0-9.]+) kB per )"
+                                       R"(logged row; checkpoint )")));
   const double disk_mb = std::stod(m[1]), row_kb = std::stod(m[2]);
   const double csv_mb = static_cast<double>(fs::file_size(dir / "run" / "metrics.csv")) / 1e6;
   const double ckpt_mb = static_cast<double>(fs::file_size(dir / "run" / "checkpoint.safetensors")) / 1e6;
-  CHECK(row_kb > 300);  // visible: hundreds of kB per row
+  CHECK(row_kb > 300);                       // visible: hundreds of kB per row
   CHECK(disk_mb >= csv_mb + 0.5 * ckpt_mb);  // an upper estimate of what was written...
   CHECK(disk_mb <= 3 * (csv_mb + ckpt_mb));  // ...of the right size
   fs::remove_all(dir);

@@ -8,11 +8,11 @@
 #include "autograd/ops.h"
 #include "nn/lr_schedule.h"
 #include "nn/model.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/config.h"
 #include "train/metrics_log.h"
 #include "train/trainer.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/tiny_run.h"
 
 using namespace xgrad;
 namespace fs = std::filesystem;

@@ -28,9 +28,12 @@ void require(bool ok, const std::string& message) {
 // What a declaration accepts, for messages about a stored value.
 std::string expected_value(const Setting& s) {
   switch (s.type) {
-    case Setting::Type::boolean: return "true or false";
-    case Setting::Type::whole: return "a whole number >= 0 in " + range_text(s);
-    case Setting::Type::number: return "a finite number in " + range_text(s);
+    case Setting::Type::boolean:
+      return "true or false";
+    case Setting::Type::whole:
+      return "a whole number >= 0 in " + range_text(s);
+    case Setting::Type::number:
+      return "a finite number in " + range_text(s);
     case Setting::Type::text:
     case Setting::Type::path: {
       std::string allowed;
@@ -44,11 +47,11 @@ std::string expected_value(const Setting& s) {
 std::size_t invalid_utf8_at(const std::string& s) {
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t n = c < 0x80                         ? 1
-                          : (c >> 5) == 0x6 && c >= 0xc2   ? 2
-                          : (c >> 4) == 0xe                ? 3
-                          : (c >> 3) == 0x1e && c <= 0xf4  ? 4
-                                                           : 0;
+    const std::size_t n = c < 0x80                        ? 1
+                          : (c >> 5) == 0x6 && c >= 0xc2  ? 2
+                          : (c >> 4) == 0xe               ? 3
+                          : (c >> 3) == 0x1e && c <= 0xf4 ? 4
+                                                          : 0;
     if (n == 0 || i + n > s.size()) return i;
     for (std::size_t k = 1; k < n; ++k)
       if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return i;
@@ -75,7 +78,7 @@ TrainConfig::TrainConfig() {
 std::unique_ptr<data::Task> TrainConfig::validate() const {
   for (const CoreSetting& c : core_settings()) {
     // d_k and d_ff as given (0: derived from d_model), not as config.json writes them
-    const nlohmann::json value = c.setting.key == "d_k" ? nlohmann::json(d_k)
+    const nlohmann::json value = c.setting.key == "d_k"    ? nlohmann::json(d_k)
                                  : c.setting.key == "d_ff" ? nlohmann::json(d_ff)
                                                            : c.get(*this);
     const std::string error = check_setting_value(c.setting, value);
@@ -135,11 +138,12 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
   }
   if (const auto* arrays = dynamic_cast<const data::TokenArrays*>(t.get()))
     require(eval_every == 0 || arrays->has_eval_split(),
-            "--eval-every: the data in " + component_values(*this, "task").get<std::string>("data") + " has no held-out split (eval_inputs.npy and eval_targets.npy); "
-            "add one or pass --eval-every 0");
+            "--eval-every: the data in " + component_values(*this, "task").get<std::string>("data") +
+                " has no held-out split (eval_inputs.npy and eval_targets.npy); "
+                "add one or pass --eval-every 0");
   require(d_k > 0 || d_model % n_heads == 0, "--d-model (" + std::to_string(d_model) +
-                                                      ") must be divisible by --n-heads (" + std::to_string(n_heads) +
-                                                      "), or give the head size with --d-k");
+                                                 ") must be divisible by --n-heads (" + std::to_string(n_heads) +
+                                                 "), or give the head size with --d-k");
   {  // the attention layer's own limits on the model's shape (--attn-out-proj false: n_heads * d_k = d_model)
     nn::AttentionLayerContext context;
     context.d_model = d_model;
@@ -153,8 +157,10 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
     }
   }
   if (parametrization == "mup") {  // Tensor Programs V: 1/d_k attention (Definition 4.1), Table 3's optimizers
-    require(scale == "dk", "--parametrization mup scales attention scores by 1/d_k (Tensor Programs V, Definition "
-                           "4.1): give --scale dk (got " + scale + ")");
+    require(scale == "dk",
+            "--parametrization mup scales attention scores by 1/d_k (Tensor Programs V, Definition "
+            "4.1): give --scale dk (got " +
+                scale + ")");
     require(optimizer == "adamw" || optimizer == "sgd",
             "--parametrization mup: muP's learning rates are defined for --optimizer adamw and sgd (got " + optimizer +
                 ")");
@@ -199,10 +205,10 @@ void TrainConfig::refuse_above_limit(const MemoryEstimate& memory, const std::st
   if (memory.gib() <= kMaxMemoryGiB) return;
   const MemoryTerm& largest = memory.largest();
   if (largest.what == kDataTerm && !data_text.empty())
-    throw ConfigError(fmt::format("{}: the task's data takes {} in memory ({}), and the run needs about {:.1f} GiB "
-                                  "in all (limit {:.0f}); give less data",
-                                  largest.factors, data::gib_text(largest.bytes), data_text, memory.gib(),
-                                  kMaxMemoryGiB));
+    throw ConfigError(
+        fmt::format("{}: the task's data takes {} in memory ({}), and the run needs about {:.1f} GiB "
+                    "in all (limit {:.0f}); give less data",
+                    largest.factors, data::gib_text(largest.bytes), data_text, memory.gib(), kMaxMemoryGiB));
   // T and V stand for the task's sequence length and vocabulary where no flag of the task is them; the task says
   // what sets them.
   const data::TaskEntry* entry = data::TaskRegistry::instance().find(task);
@@ -210,15 +216,17 @@ void TrainConfig::refuse_above_limit(const MemoryEstimate& memory, const std::st
   for (const auto& [symbol, meaning, from] :
        {std::tuple<std::string, std::string, std::string>{
             "T", memory.seq_len_from.empty() ? "the task's sequence length" : "the evaluated sequence length",
-            !memory.seq_len_from.empty() ? memory.seq_len_from : entry ? entry->seq_len_from : ""},
+            !memory.seq_len_from.empty() ? memory.seq_len_from
+            : entry                      ? entry->seq_len_from
+                                         : ""},
         {"V", "the task's vocabulary size", entry ? entry->vocab_size_from : ""}})
     if ((" " + largest.factors + " ").find(" " + symbol + " ") != std::string::npos ||
         (" " + largest.factors).find(" " + symbol + "^") != std::string::npos)
       legend += (legend.empty() ? "; " : ", ") + symbol + " = " + meaning + (from.empty() ? "" : ", set by " + from);
-  throw ConfigError(fmt::format(
-      "the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}{}): reduce {}", memory.gib(),
-      kMaxMemoryGiB, largest.bytes / (1024.0 * 1024 * 1024), largest.what, largest.factors, legend,
-      largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
+  throw ConfigError(
+      fmt::format("the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}{}): reduce {}",
+                  memory.gib(), kMaxMemoryGiB, largest.bytes / (1024.0 * 1024 * 1024), largest.what, largest.factors,
+                  legend, largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
 }
 
 double MemoryEstimate::bytes() const {
@@ -257,9 +265,9 @@ MemoryEstimate TrainConfig::estimate_memory(std::size_t vocab_size, std::size_t 
   const bool sparse = targets != 0 && targets < seq_len;
   const std::string rows_text = sparse ? fmt::format("the targets per sequence ({})", targets) : T_flag;
 
-  const double d = static_cast<double>(d_model), V = static_cast<double>(vocab_size),
-               L = static_cast<double>(n_layers), B = static_cast<double>(batch_size), H = static_cast<double>(n_heads),
-               T = static_cast<double>(seq_len), rows = static_cast<double>(sparse ? targets : seq_len);
+  const double d = static_cast<double>(d_model), V = static_cast<double>(vocab_size), L = static_cast<double>(n_layers),
+               B = static_cast<double>(batch_size), H = static_cast<double>(n_heads), T = static_cast<double>(seq_len),
+               rows = static_cast<double>(sparse ? targets : seq_len);
   const double ff = mlp ? static_cast<double>(d_ff ? d_ff : 4 * d_model) : 0.0;
   const double inner = static_cast<double>(n_heads * head_size());
   // Per parameter: value, gradient, two Adam moments and the pre-step copy, 4 bytes each. Per activation: the
@@ -277,7 +285,8 @@ MemoryEstimate TrainConfig::estimate_memory(std::size_t vocab_size, std::size_t 
        per_activation * B * T * L * 8 * inner},
       {"the attention scores", "--batch-size x --n-heads x " + T_flag + "^2 x --n-layers",
        per_activation * B * T * L * 4 * H * T},
-      {"the MLP activations", "--batch-size x " + T_flag + " x --n-layers x --d-ff", per_activation * B * T * L * 4 * ff},
+      {"the MLP activations", "--batch-size x " + T_flag + " x --n-layers x --d-ff",
+       per_activation * B * T * L * 4 * ff},
       {"the logits", "--batch-size x " + rows_text + " x " + V_flag, per_activation * B * rows * 3 * V},
       {kDataTerm, data_flags.empty() ? "the task" : data_flags, static_cast<double>(data_bytes)},
   };
@@ -320,7 +329,8 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& stored, const std::stri
     const Setting& declared = *find_setting(key);
     const nlohmann::json whole = whole_setting_value(declared, value);  // 16.0 for a whole setting is 16
     if (!check_setting_value(declared, whole).empty())
-      throw ConfigError(source + ": '" + key + "' holds " + value.dump() + ", which is not " + expected_value(declared) +
+      throw ConfigError(source + ": '" + key + "' holds " + value.dump() + ", which is not " +
+                        expected_value(declared) +
                         (whole_setting_fraction_error(declared, value).empty() ? "" : ": it has a fractional part"));
     set_setting(c, key, whole);
   }
@@ -350,7 +360,8 @@ void check_same_run(const TrainConfig& stored, const TrainConfig& requested) {
     std::string may_change;
     for (const CoreSetting& c : core_settings())
       if (c.setting.resumable && c.setting.key != "out")
-        may_change += (may_change.empty() ? "" : ", ") + c.setting.flag() + (c.setting.key == "steps" ? " (raise)" : "");
+        may_change +=
+            (may_change.empty() ? "" : ", ") + c.setting.flag() + (c.setting.key == "steps" ? " (raise)" : "");
     throw ConfigError(flag_of(key) + ": the run in " + stored.out + " was trained with " +
                       (a.contains(key) ? a.at(key).dump() : "null") + ", not " +
                       (b.contains(key) ? b.at(key).dump() : "null") +

@@ -71,9 +71,9 @@ struct TrainConfig {
   // Evaluations at the end of training at other values of the task's seq_len / n_pairs: comma-separated whole
   // numbers ("" = none); summary.json's length_eval (train/length_eval.h)
   std::string eval_seq_len, eval_n_pairs;
-  std::size_t threads;       // BLAS and xgrad's own loops (autograd/parallel.h)
-  bool flush_denormals;      // flush subnormal floats to zero (see environment.h)
-  std::string out;           // run directory
+  std::size_t threads;   // BLAS and xgrad's own loops (autograd/parallel.h)
+  bool flush_denormals;  // flush subnormal floats to zero (see environment.h)
+  std::string out;       // run directory
   // checkpoints and recovery (see trainer.h)
   std::size_t checkpoint_every;  // write out/checkpoint.safetensors every N steps (0: only at the end)
   std::string on_nan;            // non-finite loss or gradient: stop (exit 3) | skip (the step, and go on)

@@ -123,7 +123,8 @@ namespace {
 // this rank did not compute hold `fill`. Ranks can compute different positions (the targets of their own rows), so
 // each gathers the full shape; filled with -inf scores (every key masked) such a row is skipped by attention_stats,
 // and it is never a target row of the rank, so the statistics are those of the computed rows.
-xt::xarray<float> all_query_rows(const xt::xarray<float>& a, const std::vector<std::size_t>& query_positions, float fill) {
+xt::xarray<float> all_query_rows(const xt::xarray<float>& a, const std::vector<std::size_t>& query_positions,
+                                 float fill) {
   if (query_positions.empty()) return a;
   const std::size_t B = a.shape(0), H = a.shape(1), Tq = a.shape(2), T = a.shape(3);
   xt::xarray<float> out = xt::xarray<float>::from_shape({B, H, T, T});

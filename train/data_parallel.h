@@ -32,17 +32,17 @@ std::pair<std::size_t, std::size_t> shard_rows(std::size_t batch_size, int rank,
 
 /// What the ranks' shards add up to in one step.
 struct ReducedStep {
-  double loss = 0;       // sum over ranks of (shard loss × shard targets / global targets): the global mean loss
-  double z_loss = 0;     // the same for the z-loss (mean (log Z)^2 over the targets)
-  double hits = 0;       // target positions whose arg-max logit is the target, over the global batch
-  bool stop = false;     // some rank was asked to stop (SIGINT/SIGTERM/SIGHUP)
-  double seconds = 0;    // time spent in the allreduce (including waiting for the slowest rank)
+  double loss = 0;     // sum over ranks of (shard loss × shard targets / global targets): the global mean loss
+  double z_loss = 0;   // the same for the z-loss (mean (log Z)^2 over the targets)
+  double hits = 0;     // target positions whose arg-max logit is the target, over the global batch
+  bool stop = false;   // some rank was asked to stop (SIGINT/SIGTERM/SIGHUP)
+  double seconds = 0;  // time spent in the allreduce (including waiting for the slowest rank)
 };
 
 /// One MPI_Allreduce over one flat float buffer: every parameter's gradient (named order, each multiplied by
 /// `weight` = shard targets / global targets, so the sum is the gradient of the global mean loss), then the weighted
-/// loss, the weighted z-loss, the hits and the stop request. Writes the summed gradients back into the parameters that have one.
-/// `buffer` is reused between steps. A collective: every rank calls it once per step.
+/// loss, the weighted z-loss, the hits and the stop request. Writes the summed gradients back into the parameters that
+/// have one. `buffer` is reused between steps. A collective: every rank calls it once per step.
 ReducedStep allreduce_gradients(const NamedParameters& named, double weight, double weighted_loss,
                                 double weighted_z_loss, double hits, bool stop, std::vector<float>& buffer);
 

@@ -50,7 +50,8 @@ std::vector<LengthEvalPoint> length_eval_points(const TrainConfig& cfg) {
     while (true) {
       const std::size_t comma = list.find(',', start);
       const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      const bool digits = !item.empty() && item.size() <= 9 && item.find_first_not_of("0123456789") == std::string::npos;
+      const bool digits =
+          !item.empty() && item.size() <= 9 && item.find_first_not_of("0123456789") == std::string::npos;
       const std::string error = digits ? check_setting_value(*declared, std::stoull(item)) : "not a whole number";
       if (!error.empty())
         throw ConfigError(flag + ": '" + list + "': each value must be a whole number in " + range_text(*declared) +
@@ -82,14 +83,15 @@ std::unique_ptr<data::Task> task_at_length(const TrainConfig& cfg, const LengthE
     if (settings.contains(other))
       kept = "; each " + eval_flag(point.setting) + " value is evaluated at the trained " + flag_of(other) + " " +
              settings.at(other).dump() + " (" + eval_flag("seq_len") + " and " + eval_flag("n_pairs") +
-             " are not combined): train with a " +
-             (other == "seq_len" ? "longer --seq-len" : "other --n-pairs") + " to evaluate there";
+             " are not combined): train with a " + (other == "seq_len" ? "longer --seq-len" : "other --n-pairs") +
+             " to evaluate there";
     throw ConfigError(given + ": " + e.what() + kept);
   }
   if (task->vocab_size() != trained.vocab_size())
-    throw ConfigError(fmt::format("{}: the task's vocabulary would be {} tokens instead of the trained {}; the model "
-                                  "has one readout",
-                                  given, task->vocab_size(), trained.vocab_size()));
+    throw ConfigError(
+        fmt::format("{}: the task's vocabulary would be {} tokens instead of the trained {}; the model "
+                    "has one readout",
+                    given, task->vocab_size(), trained.vocab_size()));
   return task;
 }
 

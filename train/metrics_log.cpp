@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <istream>
-#include <string>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -31,15 +31,16 @@ class MetricsLog {
 };
 
 /// The longest line MetricsReader reads (16 MiB). The widest row xgrad writes, a model of 64 layers of 64 heads
-/// (43,290 columns of at most 16 characters and a comma), is under 1 MiB; a longer line is refused, naming the file and line.
+/// (43,290 columns of at most 16 characters and a comma), is under 1 MiB; a longer line is refused, naming the file and
+/// line.
 inline constexpr std::size_t kMaxMetricsLineBytes = std::size_t{16} << 20;
 
 /// Reads a metrics.csv row by row, so a long run's file is never held whole.
 class MetricsReader {
  public:
   /// Opens `path` and reads the header row. A UTF-8 byte-order mark before it and a CR before any newline are
-  /// dropped (not part of a column name or cell). Throws std::runtime_error naming the path if it cannot be opened or has
-  /// no header row, or a header line longer than kMaxMetricsLineBytes.
+  /// dropped (not part of a column name or cell). Throws std::runtime_error naming the path if it cannot be opened or
+  /// has no header row, or a header line longer than kMaxMetricsLineBytes.
   explicit MetricsReader(const std::string& path);
   const std::vector<std::string>& columns() const { return columns_; }
   /// The header row as it is in the file, without its newline.

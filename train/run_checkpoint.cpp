@@ -128,8 +128,8 @@ void load_model_weights(const nn::Checkpoint& c, const std::string& path, nn::At
                                 name + ")");
     const shape_t have(value->shape().begin(), value->shape().end());
     if (have != param.shape())
-      throw nn::CheckpointError("checkpoint " + path + ": tensor '" + prefix + name + "' has shape " +
-                                shape_str(have) + ", the model needs " + shape_str(param.shape()));
+      throw nn::CheckpointError("checkpoint " + path + ": tensor '" + prefix + name + "' has shape " + shape_str(have) +
+                                ", the model needs " + shape_str(param.shape()));
   }
   // Checked every tensor before changing any weight: a refused file leaves the model as it was.
   for (auto [name, param] : named) param.mutable_value() = *c.find(prefix + name);
@@ -151,7 +151,8 @@ void check_optimizer_steps(nn::Optimizer& optimizer, const nn::OptimizerState& s
   if (!counts || (r.skipped_steps <= r.step && state.step == r.step - r.skipped_steps)) return;
   throw ConfigError("--resume: " + path + ": the optimizer has taken " + std::to_string(state.step) +
                     " steps (metadata optim.step) but the run " + std::to_string(r.step) + " (metadata step, " +
-                    std::to_string(r.skipped_steps) + " of them skipped); the checkpoint is edited or not this "
+                    std::to_string(r.skipped_steps) +
+                    " of them skipped); the checkpoint is edited or not this "
                     "run's (start over with --overwrite)");
 }
 
@@ -209,8 +210,7 @@ void restore_run_checkpoint(const nn::Checkpoint& c, const std::string& path, co
   p = r;
 }
 
-MetricsPrefix read_metrics_prefix(const std::string& path, const std::vector<std::string>& columns,
-                                  std::size_t rows) {
+MetricsPrefix read_metrics_prefix(const std::string& path, const std::vector<std::string>& columns, std::size_t rows) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + path + " to resume");
   std::string header;
@@ -231,8 +231,9 @@ MetricsPrefix read_metrics_prefix(const std::string& path, const std::vector<std
       // An empty cell was not measured that step (MetricsLog::write): NaN, as it reads everywhere.
       row.push_back(cell.empty() ? std::numeric_limits<double>::quiet_NaN() : std::strtod(cell.c_str(), &end));
       empty.push_back(cell.empty());
-      if (!cell.empty() && *end != '\0') throw std::runtime_error(path + ": row " + std::to_string(out.rows.size()) +
-                                                                 " holds '" + cell + "', not a number");
+      if (!cell.empty() && *end != '\0')
+        throw std::runtime_error(path + ": row " + std::to_string(out.rows.size()) + " holds '" + cell +
+                                 "', not a number");
     }
     if (row.size() != columns.size() || row[0] != static_cast<double>(out.rows.size()))
       throw std::runtime_error(path + ": row " + std::to_string(out.rows.size()) + " is malformed; cannot resume");
@@ -241,8 +242,9 @@ MetricsPrefix read_metrics_prefix(const std::string& path, const std::vector<std
     out.empty.push_back(std::move(empty));
   }
   if (out.rows.size() < rows)
-    throw std::runtime_error(path + " holds " + std::to_string(out.rows.size()) + " complete rows, but the checkpoint " +
-                             "is at step " + std::to_string(rows) + "; cannot resume (start over with --overwrite)");
+    throw std::runtime_error(path + " holds " + std::to_string(out.rows.size()) +
+                             " complete rows, but the checkpoint " + "is at step " + std::to_string(rows) +
+                             "; cannot resume (start over with --overwrite)");
   return out;
 }
 

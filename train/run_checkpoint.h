@@ -2,8 +2,8 @@
 // safetensors file (nn/checkpoint.h), and the matching cut of metrics.csv.
 //
 // Tensors (float32):
-//   model.<name>                   every parameter and buffer, <name> as state_dict() gives it ("blocks.0.attn.w_q.weight")
-//   optim.m.<name>, optim.v.<name> AdamW's first and second moment estimates
+//   model.<name>                   every parameter and buffer, <name> as state_dict() gives it
+//   ("blocks.0.attn.w_q.weight") optim.m.<name>, optim.v.<name> AdamW's first and second moment estimates
 //   optim.momentum_buffer.<name>   SGD's momentum buffer
 //   grad.<name>                    only in checkpoint-nonfinite.safetensors: the gradients of the failing step
 // Metadata (strings):
@@ -28,16 +28,15 @@ namespace xgrad::train {
 
 /// Running sums over the steps done so far, from which RunSummary is computed at the end.
 struct RunProgress {
-  std::size_t step = 0;           // steps done (including skipped ones): the next step to run
-  double first_loss = 0;          // loss at step 0
-  GradientStats gradients;        // over the finite steps so far
-  std::size_t skipped_steps = 0;  // non-finite steps skipped under --on-nan skip
-  std::size_t consecutive_skips = 0;  // non-finite steps skipped since the last finite one
+  std::size_t step = 0;                             // steps done (including skipped ones): the next step to run
+  double first_loss = 0;                            // loss at step 0
+  GradientStats gradients;                          // over the finite steps so far
+  std::size_t skipped_steps = 0;                    // non-finite steps skipped under --on-nan skip
+  std::size_t consecutive_skips = 0;                // non-finite steps skipped since the last finite one
   std::deque<double> recent_loss, recent_accuracy;  // the last kRecent finite steps, oldest first
-  double wall_seconds = 0;        // training time of earlier sessions of this run
+  double wall_seconds = 0;                          // training time of earlier sessions of this run
   static constexpr std::size_t kRecent = 20;
 };
-
 
 /// The checkpoint of a run after progress.step steps. With `nonfinite`, metadata nonfinite = "true" and the current
 /// gradients are included as grad.<name>.

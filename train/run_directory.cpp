@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <cstdlib>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "nn/checkpoint.h"
+#include "train/json_file.h"
 #include "train/run_checkpoint.h"
 #include "train/run_files.h"
 #include "train/settings.h"
-#include "train/json_file.h"
 
 namespace xgrad::train {
 
@@ -61,7 +61,8 @@ bool RunLock::adopt_inherited(const fs::path& path) {
   if (!inherited || fd_ >= 0) return false;
   char* end = nullptr;
   const long fd = std::strtol(inherited, &end, 10);
-  struct stat open_file {}, lock_file {};
+  struct stat open_file {
+  }, lock_file{};
   if (end == inherited || *end != '\0' || fd < 0 || fd > INT_MAX || ::fstat(static_cast<int>(fd), &open_file) != 0 ||
       ::lstat(path.c_str(), &lock_file) != 0 || open_file.st_dev != lock_file.st_dev ||
       open_file.st_ino != lock_file.st_ino)
@@ -241,14 +242,14 @@ void check_recorded_inputs(const TrainConfig& cfg, const std::vector<data::Input
     const std::string head = flag_of(was.setting) + ": " + was.path;
     const std::string advice = "; put the original back to reproduce that run, or pass " + flag_of(was.setting) +
                                " to train on the file as it is now";
-    const auto now = std::find_if(current.begin(), current.end(),
-                                  [&](const data::InputFile& f) { return f.path == was.path; });
+    const auto now =
+        std::find_if(current.begin(), current.end(), [&](const data::InputFile& f) { return f.path == was.path; });
     if (now == current.end())
       throw ConfigError(head + ", which the run of " + cfg.recorded_inputs_source + " read, is not read now" + advice);
     const std::string difference = input_difference(was, *now);
     if (!difference.empty())
-      throw ConfigError(head + " has changed since the run of " + cfg.recorded_inputs_source + " read it: " +
-                        difference + advice);
+      throw ConfigError(head + " has changed since the run of " + cfg.recorded_inputs_source +
+                        " read it: " + difference + advice);
   }
 }
 
@@ -304,8 +305,8 @@ void check_inputs_on_disk(const TrainConfig& cfg) {
   for (const data::InputFile& was : recorded_inputs(*recorded, config_path.string())) {
     std::error_code ec;
     const fs::file_status status = fs::status(was.path, ec);
-    const std::string head = flag_of(was.setting) + ": " + was.path + ", which the run in " + cfg.out +
-                             " was trained on, ";
+    const std::string head =
+        flag_of(was.setting) + ": " + was.path + ", which the run in " + cfg.out + " was trained on, ";
     if (fs::is_directory(status)) throw ConfigError(head + "is a directory now" + kInputAdvice);
     if (fs::exists(status) && !fs::is_regular_file(status))
       throw ConfigError(head + "is not a regular file now (a FIFO, socket or device)" + kInputAdvice);
@@ -328,7 +329,8 @@ std::string check_same_inputs(const TrainConfig& cfg, const nlohmann::json& stor
                           "' and records no fingerprint of it (written by an older xgrad), so which file the run was "
                           "trained on cannot be told from this working directory; put the file's absolute path in its "
                           "place in config.json to resume");
-      if (flags.find(flag_of(f.setting)) == std::string::npos) flags += (flags.empty() ? "" : ", ") + flag_of(f.setting);
+      if (flags.find(flag_of(f.setting)) == std::string::npos)
+        flags += (flags.empty() ? "" : ", ") + flag_of(f.setting);
     }
     if (current.empty()) return "";
     return config_path + " records no fingerprint of " + flags +
@@ -409,7 +411,7 @@ std::size_t count_metrics_rows(const fs::path& dir) {
   std::ifstream in(dir / kMetricsFile);
   std::string line;
   while (std::getline(in, line))
-    if (!in.eof()) ++rows;  // complete lines only
+    if (!in.eof()) ++rows;         // complete lines only
   return rows > 0 ? rows - 1 : 0;  // the header
 }
 

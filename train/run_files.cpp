@@ -65,9 +65,9 @@ double number_or_nan(const nlohmann::json& j, const char* key) {
 }  // namespace
 
 nlohmann::json LengthEval::to_json() const {
-  return {{"setting", setting},   {"value", value},
-          {"seq_len", seq_len},   {"loss", loss},
-          {"accuracy", accuracy}, {"max_prob_mean", max_prob_mean},
+  return {{"setting", setting},          {"value", value},
+          {"seq_len", seq_len},          {"loss", loss},
+          {"accuracy", accuracy},        {"max_prob_mean", max_prob_mean},
           {"entropy_mean", entropy_mean}};
 }
 
@@ -85,20 +85,20 @@ LengthEval LengthEval::from_json(const nlohmann::json& j) {
 
 nlohmann::json RunSummary::to_json() const {
   nlohmann::json j = {{"steps_done", steps_done},
-          {"chance_loss", chance_loss},
-          {"first_loss", first_loss},
-          {"final_loss", final_loss},
-          {"final_accuracy", final_accuracy},
-          {"mean_grad_norm_w_q", mean_grad_norm_w_q},
-          {"mean_grad_norm_w_k", mean_grad_norm_w_k},
-          {"frac_zero_grad_w_q", frac_zero_grad_w_q},
-          {"frac_zero_grad_w_k", frac_zero_grad_w_k},
-          {"frac_near_zero_grad_w_q", frac_near_zero_grad_w_q},
-          {"frac_near_zero_grad_w_k", frac_near_zero_grad_w_k},
-          {"diverged", diverged},
-          {"diverged_step", diverged_step},
-          {"skipped_steps", skipped_steps},
-          {"wall_seconds", wall_seconds}};
+                      {"chance_loss", chance_loss},
+                      {"first_loss", first_loss},
+                      {"final_loss", final_loss},
+                      {"final_accuracy", final_accuracy},
+                      {"mean_grad_norm_w_q", mean_grad_norm_w_q},
+                      {"mean_grad_norm_w_k", mean_grad_norm_w_k},
+                      {"frac_zero_grad_w_q", frac_zero_grad_w_q},
+                      {"frac_zero_grad_w_k", frac_zero_grad_w_k},
+                      {"frac_near_zero_grad_w_q", frac_near_zero_grad_w_q},
+                      {"frac_near_zero_grad_w_k", frac_near_zero_grad_w_k},
+                      {"diverged", diverged},
+                      {"diverged_step", diverged_step},
+                      {"skipped_steps", skipped_steps},
+                      {"wall_seconds", wall_seconds}};
   if (!length_eval.empty()) {
     j["length_eval"] = nlohmann::json::array();
     for (const LengthEval& e : length_eval) j["length_eval"].push_back(e.to_json());
@@ -125,9 +125,9 @@ RunSummary RunSummary::from_json(const nlohmann::json& j) {
   s.frac_zero_grad_w_q = j.contains("frac_zero_grad_w_q") ? number("frac_zero_grad_w_q") : 0.0;
   s.frac_zero_grad_w_k = j.contains("frac_zero_grad_w_k") ? number("frac_zero_grad_w_k") : 0.0;
   s.frac_near_zero_grad_w_q = j.contains("frac_near_zero_grad_w_q") ? number("frac_near_zero_grad_w_q")
-                                                                     : std::numeric_limits<double>::quiet_NaN();
+                                                                    : std::numeric_limits<double>::quiet_NaN();
   s.frac_near_zero_grad_w_k = j.contains("frac_near_zero_grad_w_k") ? number("frac_near_zero_grad_w_k")
-                                                                     : std::numeric_limits<double>::quiet_NaN();
+                                                                    : std::numeric_limits<double>::quiet_NaN();
   s.diverged = j.at("diverged").get<bool>();
   s.diverged_step = j.at("diverged_step").get<long>();
   s.skipped_steps = j.value("skipped_steps", std::size_t{0});

@@ -83,11 +83,11 @@ struct GradientStats {
 /// --eval-batches held-out batches of --batch-size sequences. summary.json: one object per evaluation under
 /// "length_eval", in the order given (--eval-seq-len's values, then --eval-n-pairs's).
 struct LengthEval {
-  std::string setting;     ///< the task setting evaluated at another value: "seq_len" or "n_pairs"
-  std::size_t value = 0;   ///< its value in this evaluation
+  std::string setting;      ///< the task setting evaluated at another value: "seq_len" or "n_pairs"
+  std::size_t value = 0;    ///< its value in this evaluation
   std::size_t seq_len = 0;  ///< T of the evaluated sequences
-  double loss = 0;         ///< mean cross-entropy over the positions that carry a target, nats
-  double accuracy = 0;     ///< share of those positions whose arg-max prediction is the target
+  double loss = 0;          ///< mean cross-entropy over the positions that carry a target, nats
+  double accuracy = 0;      ///< share of those positions whose arg-max prediction is the target
   /// The last attention layer, at the queries that carry a target, mean over its heads: the largest attention
   /// weight (mean over queries; in (0, 1], 1/n for uniform attention over n keys) and the attention entropy (nats).
   double max_prob_mean = 0;
@@ -100,28 +100,28 @@ struct LengthEval {
 /// What a run reports at its end: summary.json. A run that was stopped or killed has none.
 struct RunSummary {
   std::size_t steps_done = 0;
-  double chance_loss = 0;      // ln(n_values): the loss of a uniform guess over the answers
-  double first_loss = 0;       // loss at step 0
-  double final_loss = 0;       // mean loss over the last min(20, steps) finite steps (nan if the run diverged)
-  double final_accuracy = 0;   // mean accuracy over the same window
+  double chance_loss = 0;         // ln(n_values): the loss of a uniform guess over the answers
+  double first_loss = 0;          // loss at step 0
+  double final_loss = 0;          // mean loss over the last min(20, steps) finite steps (nan if the run diverged)
+  double final_accuracy = 0;      // mean accuracy over the same window
   double mean_grad_norm_w_q = 0;  // GradientStats::mean_grad_norm_w_q: over finite steps
   double mean_grad_norm_w_k = 0;
   double frac_zero_grad_w_q = 0;  // GradientStats::frac_zero_grad_w_q: fraction of finite steps
   double frac_zero_grad_w_k = 0;
   double frac_near_zero_grad_w_q = 0;  // GradientStats::frac_near_zero_grad_w_q: fraction of finite steps
   double frac_near_zero_grad_w_k = 0;
-  bool diverged = false;       // loss or gradient became NaN/Inf (and the run stopped there)
+  bool diverged = false;  // loss or gradient became NaN/Inf (and the run stopped there)
   long diverged_step = -1;
-  std::size_t skipped_steps = 0;  // non-finite steps skipped under --on-nan skip
-  double wall_seconds = 0;     // training time, summed over the sessions of a resumed run
+  std::size_t skipped_steps = 0;        // non-finite steps skipped under --on-nan skip
+  double wall_seconds = 0;              // training time, summed over the sessions of a resumed run
   std::vector<LengthEval> length_eval;  // evaluations at other lengths (summary.json key only when there are any)
-  int stop_signal = 0;         // the signal that interrupted the run (request_stop), 0 if it ran to its end; not
-                               // written to summary.json, which an interrupted run does not write
+  int stop_signal = 0;  // the signal that interrupted the run (request_stop), 0 if it ran to its end; not
+                        // written to summary.json, which an interrupted run does not write
   /// The summary.json object; NaN numbers become null (JSON has no NaN).
   nlohmann::json to_json() const;
   /// Reads to_json's object back (null numbers as NaN). Keys added after the first release (frac_zero_grad_*,
-  /// skipped_steps) default to 0, frac_near_zero_grad_* (added later still) to NaN: unknown, length_eval to none. Throws
-  /// nlohmann::json::exception for a missing key or a value of the wrong type.
+  /// skipped_steps) default to 0, frac_near_zero_grad_* (added later still) to NaN: unknown, length_eval to none.
+  /// Throws nlohmann::json::exception for a missing key or a value of the wrong type.
   static RunSummary from_json(const nlohmann::json& j);
 };
 

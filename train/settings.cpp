@@ -9,9 +9,9 @@
 
 #include "common/whole_number.h"
 #include "data/registry.h"
+#include "nn/attention_layer.h"
 #include "nn/lr_schedule.h"
 #include "nn/optim.h"
-#include "nn/attention_layer.h"
 #include "nn/scaling.h"
 
 namespace xgrad::train {
@@ -47,34 +47,39 @@ std::vector<CoreSetting> make_core_settings() {
   std::vector<CoreSetting> t;
   // components: their names are checked against the registries (components()), not a list here
   t.push_back(bind(&TrainConfig::task, text_setting("task", "kv_recall", {}, "task")));
-  t.push_back(bind(&TrainConfig::scale, for_commands(text_setting("scale", "sqrt_dk", {}, "attention score scaling"),
-                                                     kTrain)));
-  t.push_back(bind(&TrainConfig::attention, text_setting("attention", "multi_head", {}, "attention layer of each block")));
+  t.push_back(
+      bind(&TrainConfig::scale, for_commands(text_setting("scale", "sqrt_dk", {}, "attention score scaling"), kTrain)));
+  t.push_back(
+      bind(&TrainConfig::attention, text_setting("attention", "multi_head", {}, "attention layer of each block")));
   // model
   t.push_back(bind(&TrainConfig::d_model, whole_setting("d_model", 64, 1, 16384, "model width")));
   {
-    CoreSetting d_k = bind(&TrainConfig::d_k, for_commands(whole_setting("d_k", 0, 0, 8192,
-                                                                         "head size d_k (0 = d_model / n_heads)"),
-                                                           kTrain));
+    CoreSetting d_k =
+        bind(&TrainConfig::d_k,
+             for_commands(whole_setting("d_k", 0, 0, 8192, "head size d_k (0 = d_model / n_heads)"), kTrain));
     d_k.get = [](const TrainConfig& c) { return nlohmann::json(c.head_size()); };
     t.push_back(std::move(d_k));
   }
-  t.push_back(bind(&TrainConfig::n_heads, whole_setting("n_heads", 1, 1, 1024, "attention heads (d_k = d_model / n_heads)")));
+  t.push_back(
+      bind(&TrainConfig::n_heads, whole_setting("n_heads", 1, 1, 1024, "attention heads (d_k = d_model / n_heads)")));
   t.push_back(bind(&TrainConfig::n_layers, whole_setting("n_layers", 1, 1, 64, "transformer blocks")));
   {
-    CoreSetting d_ff = bind(&TrainConfig::d_ff, whole_setting("d_ff", 0, 0, 65536, "MLP hidden size (0 = 4 * d_model)"));
+    CoreSetting d_ff =
+        bind(&TrainConfig::d_ff, whole_setting("d_ff", 0, 0, 65536, "MLP hidden size (0 = 4 * d_model)"));
     d_ff.get = [](const TrainConfig& c) { return nlohmann::json(c.d_ff ? c.d_ff : 4 * c.d_model); };
     t.push_back(std::move(d_ff));
   }
   t.push_back(bind(&TrainConfig::mlp, boolean_setting("mlp", true, "include the MLP in each block (true/false)")));
-  t.push_back(bind(&TrainConfig::layer_norm, boolean_setting("layer_norm", true,
-                                                             "LayerNorm before each sublayer and the readout (true/false)")));
+  t.push_back(bind(&TrainConfig::layer_norm,
+                   boolean_setting("layer_norm", true, "LayerNorm before each sublayer and the readout (true/false)")));
   t.push_back(bind(&TrainConfig::residual, boolean_setting("residual", true, "residual connections (true/false)")));
   t.push_back(bind(&TrainConfig::causal, boolean_setting("causal", true, "causal attention mask (true/false)")));
-  t.push_back(bind(&TrainConfig::emb_init_std, number_setting("emb_init_std", 1.0, 0, 1e30,
-                                                              "std of the token and position embeddings at init", true)));
-  t.push_back(bind(&TrainConfig::proj_init_gain, number_setting("proj_init_gain", 1.0, 0, 1e30,
-                                                                "multiplies the LeCun init std of W_q, W_k, W_v, W_o", true)));
+  t.push_back(
+      bind(&TrainConfig::emb_init_std,
+           number_setting("emb_init_std", 1.0, 0, 1e30, "std of the token and position embeddings at init", true)));
+  t.push_back(bind(
+      &TrainConfig::proj_init_gain,
+      number_setting("proj_init_gain", 1.0, 0, 1e30, "multiplies the LeCun init std of W_q, W_k, W_v, W_o", true)));
   // Probe measures the standard parametrization's initialisation (scales none and sqrt_dk): not probe flags.
   t.push_back(bind(&TrainConfig::parametrization,
                    for_commands(text_setting("parametrization", "sp", {"sp", "mup"},
@@ -83,10 +88,9 @@ std::vector<CoreSetting> make_core_settings() {
                                              "--base-width; needs --scale dk)"),
                                 kRun)));
   {
-    CoreSetting base_width = bind(&TrainConfig::base_width,
-                                  for_commands(whole_setting("base_width", 64, 1, 16384,
-                                                             "mup: the d_model at which mup equals sp"),
-                                               kRun));
+    CoreSetting base_width =
+        bind(&TrainConfig::base_width,
+             for_commands(whole_setting("base_width", 64, 1, 16384, "mup: the d_model at which mup equals sp"), kRun));
     base_width.unread = [](const TrainConfig& c) -> std::string {
       if (c.parametrization == "mup") return "";
       return "--base-width is read only by --parametrization mup (the parametrization is " + c.parametrization + ")";
@@ -95,16 +99,17 @@ std::vector<CoreSetting> make_core_settings() {
   }
   // optimisation
   t.push_back(bind(&TrainConfig::batch_size, whole_setting("batch_size", 64, 1, 1 << 20, "sequences per step")));
-  t.push_back(bind(&TrainConfig::steps, for_commands(with_role(whole_setting("steps", 800, 1, kMaxSteps,
-                                                                             "training steps"),
-                                                               Role::arm, true),
-                                                     kRun)));
+  t.push_back(bind(
+      &TrainConfig::steps,
+      for_commands(with_role(whole_setting("steps", 800, 1, kMaxSteps, "training steps"), Role::arm, true), kRun)));
   // The optimizer computes in float: a learning rate below the smallest normal float (FLT_MIN, printed to 9
   // digits) becomes 0 (or a subnormal that flush_denormals zeroes), one above the largest becomes inf.
-  t.push_back(bind(&TrainConfig::lr, for_commands(number_setting("lr", 3e-3, 1.17549435e-38, FLT_MAX, "learning rate"), kRun)));
+  t.push_back(
+      bind(&TrainConfig::lr, for_commands(number_setting("lr", 3e-3, 1.17549435e-38, FLT_MAX, "learning rate"), kRun)));
   t.push_back(bind(&TrainConfig::optimizer, for_commands(text_setting("optimizer", "adamw", {}, "optimizer"), kRun)));
-  t.push_back(bind(&TrainConfig::lr_schedule,
-                   for_commands(text_setting("lr_schedule", "constant", {}, "learning-rate schedule over the steps"), kRun)));
+  t.push_back(
+      bind(&TrainConfig::lr_schedule,
+           for_commands(text_setting("lr_schedule", "constant", {}, "learning-rate schedule over the steps"), kRun)));
   t.push_back(bind(&TrainConfig::z_loss,
                    for_commands(number_setting("z_loss", 0.0, 0, 1e30,
                                                "coefficient of the z-loss, mean (log Z)^2 of the readout (0 = off)"),
@@ -114,59 +119,61 @@ std::vector<CoreSetting> make_core_settings() {
                                                "clip the global gradient norm (0 = off)", false, true),
                                 kRun)));
   // reproducibility, logging and output
-  t.push_back(bind(&TrainConfig::seed, with_role(whole_setting("seed", 0, 0, UINT64_MAX, "seed of the initial weights"),
-                                                 Role::replicate)));
-  t.push_back(bind(&TrainConfig::data_seed, with_role(whole_setting("data_seed", 0, 0, UINT64_MAX,
-                                                                    "seed of the data stream (default: --seed)"),
-                                                      Role::replicate)));
+  t.push_back(bind(&TrainConfig::seed,
+                   with_role(whole_setting("seed", 0, 0, UINT64_MAX, "seed of the initial weights"), Role::replicate)));
+  t.push_back(bind(&TrainConfig::data_seed,
+                   with_role(whole_setting("data_seed", 0, 0, UINT64_MAX, "seed of the data stream (default: --seed)"),
+                             Role::replicate)));
   t.push_back(bind(&TrainConfig::log_every,
                    for_commands(with_role(whole_setting("log_every", 1, 1, kMaxSteps,
                                                         "attention statistics and update RMS every N steps"),
                                           Role::record),
                                 kRun)));
-  t.push_back(bind(&TrainConfig::print_every,
-                   for_commands(with_role(whole_setting("print_every", 100, 1, kMaxSteps, "console progress every N steps"),
-                                          Role::record, true),
-                                kRun)));
-  t.push_back(bind(&TrainConfig::eval_every,
-                   for_commands(with_role(whole_setting("eval_every", 0, 0, kMaxSteps,
-                                                        "held-out loss every N steps (0 = off)"),
-                                          Role::record),
-                                kRun)));
+  t.push_back(bind(&TrainConfig::print_every, for_commands(with_role(whole_setting("print_every", 100, 1, kMaxSteps,
+                                                                                   "console progress every N steps"),
+                                                                     Role::record, true),
+                                                           kRun)));
+  t.push_back(
+      bind(&TrainConfig::eval_every,
+           for_commands(with_role(whole_setting("eval_every", 0, 0, kMaxSteps, "held-out loss every N steps (0 = off)"),
+                                  Role::record),
+                        kRun)));
   t.push_back(bind(&TrainConfig::eval_batches,
                    for_commands(with_role(whole_setting("eval_batches", 4, 1, 10000, "batches per held-out evaluation"),
                                           Role::record),
                                 kRun)));
-  for (auto [member, key, setting] :
-       {std::tuple{&TrainConfig::eval_seq_len, "eval_seq_len", "--seq-len"},
-        std::tuple{&TrainConfig::eval_n_pairs, "eval_n_pairs", "--n-pairs"}})
+  for (auto [member, key, setting] : {std::tuple{&TrainConfig::eval_seq_len, "eval_seq_len", "--seq-len"},
+                                      std::tuple{&TrainConfig::eval_n_pairs, "eval_n_pairs", "--n-pairs"}})
     t.push_back(bind(member, for_commands(with_role(text_setting(key, "", {},
                                                                  std::string("at the end, evaluate at each of these "
                                                                              "comma-separated values of the task's ") +
                                                                      setting + " into summary.json (length_eval)"),
                                                     Role::record),
                                           kRun)));
-  t.push_back(bind(&TrainConfig::flush_denormals, boolean_setting("flush_denormals", true,
-                                                                  "flush subnormal floats to zero (faster saturated softmax)")));
-  t.push_back(bind(&TrainConfig::threads, with_role(whole_setting("threads", 1, 1, 64,
-                                                                  "threads per run, for BLAS and xgrad's own loops"),
-                                                    Role::record, true)));
-  t.push_back(bind(&TrainConfig::out, for_commands(with_role(text_setting("out", "", {}, "run directory to write"),
-                                                             Role::record, true),
-                                                   kTrain)));
+  t.push_back(
+      bind(&TrainConfig::flush_denormals,
+           boolean_setting("flush_denormals", true, "flush subnormal floats to zero (faster saturated softmax)")));
+  t.push_back(bind(&TrainConfig::threads,
+                   with_role(whole_setting("threads", 1, 1, 64, "threads per run, for BLAS and xgrad's own loops"),
+                             Role::record, true)));
+  t.push_back(
+      bind(&TrainConfig::out,
+           for_commands(with_role(text_setting("out", "", {}, "run directory to write"), Role::record, true), kTrain)));
   t.push_back(bind(&TrainConfig::checkpoint_every,
                    for_commands(with_role(whole_setting("checkpoint_every", 100, 0, kMaxSteps,
                                                         "write DIR/checkpoint.safetensors every N steps (0 = only at "
                                                         "the end)"),
                                           Role::record, true),
                                 kTrain)));
-  t.push_back(bind(&TrainConfig::on_nan, for_commands(with_role(text_setting("on_nan", "stop", {"stop", "skip"},
-                                                                             "non-finite loss or gradient: stop the run "
-                                                                             "(exit 3) or skip the step"),
-                                                                Role::arm, true),
-                                                      kTrain)));
-  t.push_back(bind(&TrainConfig::init_from, for_commands(path_setting("init_from", "start from the weights in this "
-                                                                                   ".safetensors file (shapes must match)"),
+  t.push_back(
+      bind(&TrainConfig::on_nan, for_commands(with_role(text_setting("on_nan", "stop", {"stop", "skip"},
+                                                                     "non-finite loss or gradient: stop the run "
+                                                                     "(exit 3) or skip the step"),
+                                                        Role::arm, true),
+                                              kTrain)));
+  t.push_back(bind(&TrainConfig::init_from, for_commands(path_setting("init_from",
+                                                                      "start from the weights in this "
+                                                                      ".safetensors file (shapes must match)"),
                                                          kTrain)));
   return t;
 }
@@ -212,11 +219,10 @@ const std::vector<CoreSetting>& core_settings() {
 }
 
 const std::vector<Component>& components() {
-  static const std::vector<Component> list{registry_component<data::TaskEntry>("task"),
-                                           registry_component<nn::ScalingEntry>("scale"),
-                                           registry_component<nn::AttentionLayerEntry>("attention"),
-                                           registry_component<nn::OptimizerEntry>("optimizer"),
-                                           registry_component<nn::LRScheduleEntry>("lr_schedule")};
+  static const std::vector<Component> list{
+      registry_component<data::TaskEntry>("task"), registry_component<nn::ScalingEntry>("scale"),
+      registry_component<nn::AttentionLayerEntry>("attention"), registry_component<nn::OptimizerEntry>("optimizer"),
+      registry_component<nn::LRScheduleEntry>("lr_schedule")};
   return list;
 }
 
@@ -231,7 +237,8 @@ std::vector<ComponentSetting> component_settings() {
   for (const Component& component : components())
     for (const std::string& name : component.names())
       for (const Setting& s : *component.settings_of(name)) {
-        auto it = std::find_if(out.begin(), out.end(), [&](const ComponentSetting& c) { return c.setting.key == s.key; });
+        auto it =
+            std::find_if(out.begin(), out.end(), [&](const ComponentSetting& c) { return c.setting.key == s.key; });
         if (it == out.end()) {
           out.push_back({s, component.key, {name}});
           continue;
@@ -280,13 +287,11 @@ void set_setting(TrainConfig& config, const std::string& key, const nlohmann::js
   if (error.empty())
     if (const Component* component = find_component(key))
       if (!component->settings_of(value.get<std::string>()))
-        error = value.get<std::string>() + " is not a registered " + key + " (allowed: " +
-                [&] {
-                  std::string names;
-                  for (const auto& n : component->names()) names += (names.empty() ? "" : ", ") + n;
-                  return names;
-                }() +
-                ")";
+        error = value.get<std::string>() + " is not a registered " + key + " (allowed: " + [&] {
+          std::string names;
+          for (const auto& n : component->names()) names += (names.empty() ? "" : ", ") + n;
+          return names;
+        }() + ")";
   if (!error.empty()) throw ConfigError(declared->flag() + ": " + error);
   if (const CoreSetting* core = find_core(key)) {
     if (const Component* component = find_component(key)) {
@@ -331,8 +336,8 @@ std::string unread_setting_error(const TrainConfig& config, const std::string& k
     std::string list;
     for (const auto& o : owners) list += (list.empty() ? "" : ", ") + o;
     const std::string name = find_core(component.key)->get(config).get<std::string>();
-    return flag_of(key) + " is read only by " + flag_of(component.key) + " " + list + " (the " + component.key + " is " +
-           name + ")";
+    return flag_of(key) + " is read only by " + flag_of(component.key) + " " + list + " (the " + component.key +
+           " is " + name + ")";
   }
   return flag_of(key) + ": not a setting of xgrad (config key '" + key + "')";
 }
@@ -347,7 +352,8 @@ TrainConfig with_absolute_paths(TrainConfig config) {
     const auto* settings = component.settings_of(find_core(component.key)->get(config).get<std::string>());
     if (!settings) continue;
     for (const Setting& s : *settings)
-      if (s.type == Setting::Type::path && config.settings.contains(s.key) && config.settings.json().at(s.key).is_string())
+      if (s.type == Setting::Type::path && config.settings.contains(s.key) &&
+          config.settings.json().at(s.key).is_string())
         config.settings.set(s.key, absolute(config.settings.json().at(s.key).get<std::string>()));
   }
   return config;

@@ -34,7 +34,7 @@ const std::vector<CoreSetting>& core_settings();
 /// A core setting that names a registry entry (task, optimizer, ...): the entry's own settings belong to it.
 struct Component {
   std::string key;  ///< the core setting ("task"), also what messages call it ("--task copy")
-  std::function<std::vector<std::string>()> names;                              ///< registered names, in order
+  std::function<std::vector<std::string>()> names;                                  ///< registered names, in order
   std::function<const std::vector<Setting>*(const std::string& name)> settings_of;  ///< null: not registered
 };
 

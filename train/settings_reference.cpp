@@ -12,11 +12,16 @@ namespace {
 
 std::string allowed_values(const Setting& s) {
   switch (s.type) {
-    case Setting::Type::boolean: return "true or false";
-    case Setting::Type::whole: return "a whole number in " + range_text(s);
-    case Setting::Type::number: return "a number in " + range_text(s);
-    case Setting::Type::path: return "a path";
-    case Setting::Type::text: break;
+    case Setting::Type::boolean:
+      return "true or false";
+    case Setting::Type::whole:
+      return "a whole number in " + range_text(s);
+    case Setting::Type::number:
+      return "a number in " + range_text(s);
+    case Setting::Type::path:
+      return "a path";
+    case Setting::Type::text:
+      break;
   }
   if (find_component(s.key) != nullptr) return "a registered name (see its section below)";
   if (s.choices.empty()) return "text";
@@ -49,7 +54,8 @@ void write_settings_reference(std::ostream& out) {
       << "Each setting is a flag (`--d-model 64`) and a key of config.json (`d_model`).\n"
       << "`train` takes each as a flag; `sweep` and `experiment` take scale, d_k, seeds and optimizer@lr as lists\n"
       << "(`--scale`, `--d-k`, `--seeds`, `--arms`) and any other setting as a flag for every run or as an\n"
-      << "axis, `--grid KEY=V1,V2`; `probe` takes the model and task settings. A setting of an entry is read only by the runs that use that entry.\n"
+      << "axis, `--grid KEY=V1,V2`; `probe` takes the model and task settings. A setting of an entry is read only by "
+         "the runs that use that entry.\n"
       << "An executable built with more entries (examples/downstream) prints its own entries too.\n\n"
       << "## Core settings\n\n";
   for (const CoreSetting& c : core_settings()) write_setting(out, c.setting, "");

@@ -18,23 +18,24 @@ namespace xgrad::train {
 /// What one training step produced, as the metrics table needs it.
 struct StepRecord {
   std::size_t step = 0;
-  double loss = 0;               // mean cross-entropy of the batch, nats
-  double accuracy = 0;           // fraction of target positions whose arg-max logit is the target
-  double lr = 0;                 // the optimizer's learning rate at this step
-  double z_loss = 0;             // mean (log Z)^2 of the readout at the target positions (z_loss in autograd/ops_nn.h)
-  double grad_norm = 0;          // global L2 norm of the gradients, before clipping
-  std::vector<double> grad_norms;  // per parameter (named_parameters() order), before clipping
-  bool finite = true;            // loss and gradients finite (the update was applied)
-  std::string first_nonfinite;   // non-finite steps: "value of <param>" or "gradient of <param>", "" if neither
-  bool measured = false;         // a log_every step: attention statistics and RMS columns are computed
-  xt::xarray<std::int64_t> targets;             // the batch's targets [B, T] (-1: no loss there)
+  double loss = 0;       // mean cross-entropy of the batch, nats
+  double accuracy = 0;   // fraction of target positions whose arg-max logit is the target
+  double lr = 0;         // the optimizer's learning rate at this step
+  double z_loss = 0;     // mean (log Z)^2 of the readout at the target positions (z_loss in autograd/ops_nn.h)
+  double grad_norm = 0;  // global L2 norm of the gradients, before clipping
+  std::vector<double> grad_norms;    // per parameter (named_parameters() order), before clipping
+  bool finite = true;                // loss and gradients finite (the update was applied)
+  std::string first_nonfinite;       // non-finite steps: "value of <param>" or "gradient of <param>", "" if neither
+  bool measured = false;             // a log_every step: attention statistics and RMS columns are computed
+  xt::xarray<std::int64_t> targets;  // the batch's targets [B, T] (-1: no loss there)
   std::vector<xt::xarray<float>> before_update;  // measured steps: the parameters before the optimizer step
-  double step_ms = 0;            // forward, backward and update, milliseconds
-  bool stop_requested = false;   // several ranks: some rank was asked to stop; every rank stops after this step
+  double step_ms = 0;                            // forward, backward and update, milliseconds
+  bool stop_requested = false;  // several ranks: some rank was asked to stop; every rank stops after this step
 };
 
 /// The metrics.csv columns of one run and, for each, what is written there. Rows of steps that are not measured
-/// leave the measured-only groups empty (they read as NaN); eval_loss holds nan except every eval_every steps and on the last step.
+/// leave the measured-only groups empty (they read as NaN); eval_loss holds nan except every eval_every steps and on
+/// the last step.
 class StepMetrics {
  public:
   /// The table for `model` (its parameters and attention layers) trained on `task` under `config`.
@@ -42,8 +43,8 @@ class StepMetrics {
   /// The header of metrics.csv.
   std::vector<std::string> columns() const;
   /// For a resumed run: drops the columns added since an earlier release wrote `header` (the first line of its
-  /// metrics.csv), when those are all it lacks (the z_loss column, then each head's qk_spectral_norm), so that the run continues its file with the columns it began with.
-  /// Any other difference is left for the resume to refuse.
+  /// metrics.csv), when those are all it lacks (the z_loss column, then each head's qk_spectral_norm), so that the run
+  /// continues its file with the columns it began with. Any other difference is left for the resume to refuse.
   void keep_columns_of(const std::string& header);
   /// How many of columns() are written only on measured steps (every --log-every steps and the last).
   std::size_t measured_only_columns() const;
@@ -57,7 +58,7 @@ class StepMetrics {
  private:
   struct Group {
     std::vector<std::string> names;
-    bool measured_only;  // nan on steps that are not measured
+    bool measured_only;                                                       // nan on steps that are not measured
     std::function<void(const StepRecord&, std::vector<double>& row)> append;  // appends names.size() values
     // When the columns were added: 0 in the first release that wrote metrics.csv, then 1, 2, ... in the order of
     // later additions (kZLossAdded, kQkSpectralNormAdded). keep_columns_of drops the columns added after the

@@ -60,9 +60,10 @@ std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
             [](const ManifestPoint& a, const ManifestPoint& b) { return a.index < b.index; });
   for (std::size_t i = 0; i < points.size(); ++i)
     if (points[i].index != i)
-      throw ConfigError(fmt::format("DIR: {} does not number its grid points 0 to {} (point {} is missing); {} to "
-                                    "write it again",
-                                    path.string(), points.size() - 1, i, kMakeManifest));
+      throw ConfigError(
+          fmt::format("DIR: {} does not number its grid points 0 to {} (point {} is missing); {} to "
+                      "write it again",
+                      path.string(), points.size() - 1, i, kMakeManifest));
   return points;
 }
 

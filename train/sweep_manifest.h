@@ -17,9 +17,10 @@ namespace xgrad::train {
 struct ManifestPoint {
   std::size_t index = 0;
   std::string name;
-  std::string dir;  // the run directory: the sweep directory / the entry's "dir"
+  std::string dir;        // the run directory: the sweep directory / the entry's "dir"
   nlohmann::json config;  // the resolved settings (config.json keys); null in an index written before manifests
-  std::string recorded_status;  // the entry's "status" as the sweep last wrote it ("pending", "complete", ...); "" if none
+  std::string
+      recorded_status;  // the entry's "status" as the sweep last wrote it ("pending", "complete", ...); "" if none
 };
 
 /// The grid points of `sweep_dir`/sweep.json, by index. Throws ConfigError naming `sweep_dir` when it holds no
@@ -34,8 +35,8 @@ struct PointState {
   // (a summary.json or checkpoint without a readable config.json: the next attempt starts it over, as on_disk
   // decides) | pending (no run directory)
   std::string status = "pending";
-  std::string holder;  // running: the pid its lock file names (a pid on another host under Slurm)
-  long step = -1;      // diverged: the step; interrupted: the checkpoint's step; running: rows in metrics.csv
+  std::string holder;     // running: the pid its lock file names (a pid on another host under Slurm)
+  long step = -1;         // diverged: the step; interrupted: the checkpoint's step; running: rows in metrics.csv
   double final_loss = 0;  // complete: mean loss of the last steps, as summary.json has it
 };
 PointState point_state(const std::string& run_dir);
@@ -51,9 +52,9 @@ PointState point_state(const ManifestPoint& point);
 
 /// How far a sweep directory is: its points by state (point_state) and the leftover partial writes of their runs.
 struct SweepStanding {
-  std::size_t points = 0;                             // grid points in sweep.json
-  std::map<std::string, std::size_t> count;           // by PointState::status
-  std::vector<std::filesystem::path> leftovers;       // leftover_partial_writes of every point's run directory
+  std::size_t points = 0;                        // grid points in sweep.json
+  std::map<std::string, std::size_t> count;      // by PointState::status
+  std::vector<std::filesystem::path> leftovers;  // leftover_partial_writes of every point's run directory
   std::size_t count_of(const std::string& status) const;
 };
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -17,22 +17,22 @@
 #include "nn/checkpoint.h"
 #include "nn/lr_schedule.h"
 #include "nn/model.h"
+#include "nn/mup.h"
 #include "nn/optim.h"
 #include "platform/distributed.h"
 #include "platform/environment.h"
 #include "platform/signals.h"
 #include "train/data_parallel.h"
+#include "train/json_file.h"
 #include "train/length_eval.h"
 #include "train/metrics_log.h"
 #include "train/number_format.h"
 #include "train/run_checkpoint.h"
-#include "train/settings.h"
 #include "train/run_directory.h"
 #include "train/run_files.h"
+#include "train/settings.h"
 #include "train/shell_quote.h"
 #include "train/step_metrics.h"
-#include "train/json_file.h"
-#include "nn/mup.h"
 
 namespace xgrad::train {
 
@@ -181,7 +181,10 @@ class Run {
 };
 
 Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
-    : cfg(config), dir(config.out), name(dir.filename().string()), checkpoint_path(dir / kCheckpointFile),
+    : cfg(config),
+      dir(config.out),
+      name(dir.filename().string()),
+      checkpoint_path(dir / kCheckpointFile),
       task(std::move(built)) {
   if (!root()) {
     // The other ranks compute and touch no file of the run: they start from rank 0's state (broadcast_from_root).
@@ -249,9 +252,10 @@ void Run::resume_from_checkpoint(const TrainConfig* stored) {
     }
     const std::string key = first_differing_setting(written, *stored);
     if (!key.empty())
-      throw ConfigError("--resume: " + flag_of(key) + " is " + written.to_json().value(key, nlohmann::json()).dump() + " in " +
-                        checkpoint_path.string() + " but " + stored->to_json().value(key, nlohmann::json()).dump() + " in " +
-                        (dir / kConfigFile).string() + "; the checkpoint is not this run's (start over with --overwrite)");
+      throw ConfigError("--resume: " + flag_of(key) + " is " + written.to_json().value(key, nlohmann::json()).dump() +
+                        " in " + checkpoint_path.string() + " but " +
+                        stored->to_json().value(key, nlohmann::json()).dump() + " in " + (dir / kConfigFile).string() +
+                        "; the checkpoint is not this run's (start over with --overwrite)");
   }
   try {
     restore_run_checkpoint(c, checkpoint_path.string(), cfg, *model, *opt, progress);
@@ -267,9 +271,10 @@ void Run::resume_from_checkpoint(const TrainConfig* stored) {
 void Run::start_from_scratch() {
   if (cfg.resume) {
     const std::size_t rows = count_metrics_rows(dir);
-    spdlog::warn("[{}] --resume: {} holds no {} (deleted, or the run stopped before its first checkpoint); "
-                 "starting again from step 0 and restarting metrics.csv{}",
-                 name, dir.string(), kCheckpointFile, rows ? fmt::format(" ({} rows discarded)", rows) : std::string());
+    spdlog::warn(
+        "[{}] --resume: {} holds no {} (deleted, or the run stopped before its first checkpoint); "
+        "starting again from step 0 and restarting metrics.csv{}",
+        name, dir.string(), kCheckpointFile, rows ? fmt::format(" ({} rows discarded)", rows) : std::string());
   }
   if (!cfg.init_from.empty()) {
     try {
@@ -294,18 +299,20 @@ void Run::write_config_json() const {
 }
 
 void Run::log_start(const StepMetrics& metrics) const {
-  spdlog::info("[{}] training {}: d_model={} n_heads={} d_k={} n_layers={} scale={} optimizer={} lr={} steps={} "
-               "params={}",
-               name, cfg.task, cfg.d_model, cfg.n_heads, cfg.head_size(), cfg.n_layers, cfg.scale,
-               cfg.optimizer, cfg.lr, cfg.steps, model->num_parameters());
+  spdlog::info(
+      "[{}] training {}: d_model={} n_heads={} d_k={} n_layers={} scale={} optimizer={} lr={} steps={} "
+      "params={}",
+      name, cfg.task, cfg.d_model, cfg.n_heads, cfg.head_size(), cfg.n_layers, cfg.scale, cfg.optimizer, cfg.lr,
+      cfg.steps, model->num_parameters());
   // Said before the first step: a model of many heads writes half a megabyte per logged row, which a long run turns
   // into gigabytes before anyone looks.
   const DiskEstimate disk = estimate_disk(cfg, metrics.columns(), metrics.measured_only_columns(),
                                           model->num_parameters(), opt->state_kinds().size(), progress.step);
-  spdlog::info("[{}] estimate: memory about {:.2f} GiB; disk about {} ({} rows of metrics.csv, {} per logged row; "
-               "checkpoint {})",
-               name, cfg.estimate_memory(*task).gib(), byte_text(disk.bytes()), disk.rows, byte_text(disk.logged_row),
-               byte_text(disk.checkpoint));
+  spdlog::info(
+      "[{}] estimate: memory about {:.2f} GiB; disk about {} ({} rows of metrics.csv, {} per logged row; "
+      "checkpoint {})",
+      name, cfg.estimate_memory(*task).gib(), byte_text(disk.bytes()), disk.rows, byte_text(disk.logged_row),
+      byte_text(disk.checkpoint));
 }
 
 double Run::session_seconds() const {
@@ -350,8 +357,7 @@ StepRecord Run::train_step(std::size_t step) {
         p.mutable_grad().data()[0] = std::numeric_limits<float>::quiet_NaN();
         break;
       }
-  if (world_size > 1)
-    reduce_step(r, batch, shard_begin, r.loss, count_targets(global.targets));
+  if (world_size > 1) reduce_step(r, batch, shard_begin, r.loss, count_targets(global.targets));
   r.targets = world_size > 1 ? std::move(global.targets) : std::move(batch.targets);
 
   double sum_squares = 0;  // the global norm as clip_grad_norm computes it, before any clipping
@@ -427,9 +433,10 @@ bool Run::account(const StepRecord& r, RunSummary& summary) {
   const bool weight_broken = r.first_nonfinite.rfind("value of ", 0) == 0;
   // At a non-finite loss every gradient is non-finite too: naming the first of them would read as a second cause.
   const bool named = weight_broken || (std::isfinite(r.loss) && !r.first_nonfinite.empty());
-  const std::string where = named                   ? "first non-finite: " + r.first_nonfinite
-                            : std::isfinite(r.loss) ? "no parameter or gradient is non-finite (the forward pass overflowed)"
-                                                    : "every weight is finite (the forward pass overflowed)";
+  const std::string where = named ? "first non-finite: " + r.first_nonfinite
+                            : std::isfinite(r.loss)
+                                ? "no parameter or gradient is non-finite (the forward pass overflowed)"
+                                : "every weight is finite (the forward pass overflowed)";
   const bool too_many = progress.consecutive_skips + 1 >= kMaxConsecutiveSkips;
   if (cfg.on_nan == "skip" && !weight_broken && !too_many) {
     ++progress.skipped_steps;
@@ -444,9 +451,10 @@ bool Run::account(const StepRecord& r, RunSummary& summary) {
                           : weight_broken      ? " (a weight is non-finite: skipping cannot recover)"
                                                : " (" + std::to_string(kMaxConsecutiveSkips) +
                                                 " non-finite steps in a row: skipping does not recover)";
-  spdlog::warn("[{}] diverged at step {}: {}; {}; stopping{} (every row so far is in metrics.csv, the state before "
-               "this step in {})",
-               name, r.step, nonfinite_values(r), where, why, (dir / kNonfiniteCheckpointFile).string());
+  spdlog::warn(
+      "[{}] diverged at step {}: {}; {}; stopping{} (every row so far is in metrics.csv, the state before "
+      "this step in {})",
+      name, r.step, nonfinite_values(r), where, why, (dir / kNonfiniteCheckpointFile).string());
   return false;
 }
 
@@ -460,7 +468,8 @@ RunSummary Run::finish(RunSummary summary) {
   if (world_size > 1) {
     const std::vector<std::uint64_t> checksums = parameter_checksums(named);
     std::string listed;
-    for (std::size_t i = 0; i < checksums.size(); ++i) listed += fmt::format("{}rank {} {:016x}", i ? ", " : "", i, checksums[i]);
+    for (std::size_t i = 0; i < checksums.size(); ++i)
+      listed += fmt::format("{}rank {} {:016x}", i ? ", " : "", i, checksums[i]);
     spdlog::info("[{}] {} ranks; parameter checksums after step {}: {}; allreduce {:.3f} ms/step over {} steps", name,
                  world_size, progress.step, listed, allreduce_steps ? 1e3 * allreduce_seconds / allreduce_steps : 0.0,
                  allreduce_steps);
@@ -503,10 +512,10 @@ RunSummary Run::finish(RunSummary summary) {
     // summary.json, so --resume evaluates again).
     if (const int sig = g_stop_signal.exchange(0)) {
       summary.stop_signal = sig;
-      spdlog::warn("[{}] stopped by {} during the evaluation at other lengths, after all {} steps; checkpoint written "
-                   "to {}; evaluate with: xgrad train --resume {}",
-                   name, platform::signal_name(sig), progress.step, checkpoint_path.string(),
-                   shell_quote_path(dir.string()));
+      spdlog::warn(
+          "[{}] stopped by {} during the evaluation at other lengths, after all {} steps; checkpoint written "
+          "to {}; evaluate with: xgrad train --resume {}",
+          name, platform::signal_name(sig), progress.step, checkpoint_path.string(), shell_quote_path(dir.string()));
       summary.length_eval.clear();
       summary.wall_seconds = progress.wall_seconds + session_seconds();
       platform::barrier();
@@ -529,9 +538,10 @@ RunSummary train(const TrainConfig& requested) {
   const TrainConfig cfg = requested.resume ? requested : with_absolute_paths(requested);
   const int world_size = platform::world_size();
   if (cfg.batch_size % static_cast<std::size_t>(world_size) != 0)
-    throw ConfigError(fmt::format("--batch-size: {} is not divisible by the {} MPI processes (mpirun -np {}); the "
-                                  "global batch is split evenly between them",
-                                  cfg.batch_size, world_size, world_size));
+    throw ConfigError(
+        fmt::format("--batch-size: {} is not divisible by the {} MPI processes (mpirun -np {}); the "
+                    "global batch is split evenly between them",
+                    cfg.batch_size, world_size, world_size));
   const bool root = platform::rank() == 0;
   // a file moved away or resized: said so before reading anything
   if (cfg.resume && root) check_inputs_on_disk(cfg);
@@ -572,9 +582,10 @@ RunSummary train(const TrainConfig& requested) {
         summary.diverged = true;
         summary.diverged_step = static_cast<long>(record.step);
         if (root)
-          spdlog::warn("[{}] diverged by step {}: non-finite optimizer state: {} (every update is 0 or non-finite "
-                       "from here); stopping (every row so far is in metrics.csv, the last finite checkpoint in {})",
-                       run.name, record.step, broken, run.checkpoint_path.string());
+          spdlog::warn(
+              "[{}] diverged by step {}: non-finite optimizer state: {} (every update is 0 or non-finite "
+              "from here); stopping (every row so far is in metrics.csv, the last finite checkpoint in {})",
+              run.name, record.step, broken, run.checkpoint_path.string());
         break;
       }
     }

@@ -24,21 +24,22 @@ namespace xgrad::train {
 ///
 /// config.resume continues the run in config.out: config must describe the same run as its config.json
 /// (check_same_run), its input files must hold the bytes recorded there (check_same_inputs: ConfigError naming the
-/// file and what changed), and so must the settings in the checkpoint's metadata (ConfigError naming the first differing
-/// setting and both files otherwise: a checkpoint copied from another run, or a config.json edited since); the
-/// weights, optimizer state and running sums come from checkpoint.safetensors (a run without one starts again at
-/// step 0, with a warning saying so and how many metrics.csv rows it discards), metrics.csv is cut back to the checkpoint's step (rows after it are computed again,
-/// identically) and training continues to config.steps. With one BLAS thread a run interrupted at any point and
-/// resumed writes the same metrics.csv, byte for byte except step_ms, as one that was never interrupted. Raising
-/// steps continues a finished run; its old last row keeps the statistics every last step gets.
+/// file and what changed), and so must the settings in the checkpoint's metadata (ConfigError naming the first
+/// differing setting and both files otherwise: a checkpoint copied from another run, or a config.json edited since);
+/// the weights, optimizer state and running sums come from checkpoint.safetensors (a run without one starts again at
+/// step 0, with a warning saying so and how many metrics.csv rows it discards), metrics.csv is cut back to the
+/// checkpoint's step (rows after it are computed again, identically) and training continues to config.steps. With one
+/// BLAS thread a run interrupted at any point and resumed writes the same metrics.csv, byte for byte except step_ms, as
+/// one that was never interrupted. Raising steps continues a finished run; its old last row keeps the statistics every
+/// last step gets.
 ///
 /// Non-finite loss or gradient at step s: the warning names s and the first non-finite parameter value or gradient;
 /// checkpoint-nonfinite.safetensors gets the state before that step with its gradients (metadata nonfinite = true;
-/// written at the first non-finite step of a session; checkpoint.safetensors keeps the last good state). on_nan = "stop": the run stops there, keeps every row written
-/// and reports diverged = true (not an exception: divergence is a result). on_nan = "skip": the step's update is
-/// dropped, its row is written (nan where the values are), and training goes on (summary.skipped_steps counts them);
-/// a parameter value that is itself non-finite, or kMaxConsecutiveSkips non-finite steps in a row, cannot be
-/// skipped past and stop the run as above.
+/// written at the first non-finite step of a session; checkpoint.safetensors keeps the last good state). on_nan =
+/// "stop": the run stops there, keeps every row written and reports diverged = true (not an exception: divergence is a
+/// result). on_nan = "skip": the step's update is dropped, its row is written (nan where the values are), and training
+/// goes on (summary.skipped_steps counts them); a parameter value that is itself non-finite, or kMaxConsecutiveSkips
+/// non-finite steps in a row, cannot be skipped past and stop the run as above.
 ///
 /// request_stop (a SIGINT/SIGTERM/SIGHUP handler) makes the run finish the step in progress, write a checkpoint, and
 /// return with stop_signal set and no summary.json.

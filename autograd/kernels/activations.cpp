@@ -17,19 +17,20 @@ const T gelu_c = static_cast<T>(0.044715);
 // The float kernels, compiled per ISA (XGRAD_ISA_VARIANTS).
 __attribute__((always_inline)) inline void gelu_body(const float* x, float* out, float* sig, std::size_t n, float k,
                                                      float c) {
-  for_each_wide(n, [&](std::size_t i, auto count) __attribute__((always_inline)) {
-    float16 xi;
-    load16(xi, x + i, count);
-    float16 e = -2.0f * k * (xi + c * xi * xi * xi);
-    exp_in_place(e);
-    const float16 s = 1.0f / (1.0f + e);
-    store16(sig + i, s, count);
-    store16(out + i, xi * s, count);
-  });
+  for_each_wide(
+      n, [&](std::size_t i, auto count) __attribute__((always_inline)) {
+        float16 xi;
+        load16(xi, x + i, count);
+        float16 e = -2.0f * k * (xi + c * xi * xi * xi);
+        exp_in_place(e);
+        const float16 s = 1.0f / (1.0f + e);
+        store16(sig + i, s, count);
+        store16(out + i, xi * s, count);
+      });
 }
 
-__attribute__((always_inline)) inline void gelu_backward_body(const float* x, const float* sig, float* g,
-                                                              std::size_t n, float k, float c) {
+__attribute__((always_inline)) inline void gelu_backward_body(const float* x, const float* sig, float* g, std::size_t n,
+                                                              float k, float c) {
   for (std::size_t i = 0; i < n; ++i) {  // plain loop: the compiler vectorises it at each clone's width
     const float xi = x[i], s = sig[i];
     g[i] *= s + xi * s * (1.0f - s) * 2.0f * k * (1.0f + 3.0f * c * xi * xi);

@@ -30,8 +30,9 @@ Isa requested() {
     throw std::invalid_argument(std::string("XGRAD_SIMD=") + isa_name(isa) + ": this CPU does not run it; allowed " +
                                 "here: " + runnable);
   }
-  throw std::invalid_argument("XGRAD_SIMD: not a kernel variant (allowed: baseline, avx2, avx512f; unset for the "
-                              "widest this CPU runs)");
+  throw std::invalid_argument(
+      "XGRAD_SIMD: not a kernel variant (allowed: baseline, avx2, avx512f; unset for the "
+      "widest this CPU runs)");
 }
 
 Isa choose() {
@@ -47,9 +48,12 @@ Isa choose() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::avx512f: return "avx512f";
-    case Isa::avx2: return "avx2";
-    case Isa::baseline: break;
+    case Isa::avx512f:
+      return "avx512f";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::baseline:
+      break;
   }
   return "baseline";
 }
@@ -58,9 +62,12 @@ bool cpu_runs(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   switch (isa) {
-    case Isa::avx512f: return __builtin_cpu_supports("avx512f") != 0;
-    case Isa::avx2: return __builtin_cpu_supports("avx2") != 0;
-    case Isa::baseline: return true;
+    case Isa::avx512f:
+      return __builtin_cpu_supports("avx512f") != 0;
+    case Isa::avx2:
+      return __builtin_cpu_supports("avx2") != 0;
+    case Isa::baseline:
+      return true;
   }
   return false;
 #else

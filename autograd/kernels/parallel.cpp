@@ -47,8 +47,8 @@ constexpr int kSpins = 2000;
 class Pool {
  public:
   // Runs part t of `used` parts of the job on thread t (0 = the caller).
-  void run(std::size_t begin, std::size_t end, std::size_t grain, std::size_t chunks, int used,
-           detail::range_fn fn, void* context) {
+  void run(std::size_t begin, std::size_t end, std::size_t grain, std::size_t chunks, int used, detail::range_fn fn,
+           void* context) {
     while (static_cast<int>(workers_.size()) < used - 1) {
       const std::size_t id = workers_.size() + 1;
       workers_.emplace_back([this, id] { work(id); });
@@ -138,8 +138,8 @@ namespace detail {
 
 bool in_parallel() { return t_in_parallel; }
 
-void run_parallel(std::size_t begin, std::size_t end, std::size_t grain, std::size_t chunks, int threads,
-                  range_fn fn, void* context) {
+void run_parallel(std::size_t begin, std::size_t end, std::size_t grain, std::size_t chunks, int threads, range_fn fn,
+                  void* context) {
   std::unique_lock<std::mutex> user(g_pool_user, std::try_to_lock);
   if (!user.owns_lock()) {
     fn(context, begin, end);

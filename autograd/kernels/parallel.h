@@ -34,8 +34,8 @@ inline std::size_t grain_for(std::size_t work_per_index, std::size_t align = 1) 
 namespace detail {
 using range_fn = void (*)(void* context, std::size_t lo, std::size_t hi);
 /// Runs fn(context, lo, hi) on `threads` threads over [begin, end) split at multiples of `grain` from `begin`.
-void run_parallel(std::size_t begin, std::size_t end, std::size_t grain, std::size_t chunks, int threads,
-                  range_fn fn, void* context);
+void run_parallel(std::size_t begin, std::size_t end, std::size_t grain, std::size_t chunks, int threads, range_fn fn,
+                  void* context);
 /// True inside a parallel region (nested parallel_for calls run serially).
 bool in_parallel();
 }  // namespace detail

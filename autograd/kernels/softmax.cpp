@@ -14,11 +14,12 @@ namespace {
 __attribute__((always_inline)) inline void softmax_row_body(const float* in, float* out, std::size_t n) {
   const float ninf = -std::numeric_limits<float>::infinity();
   float16 mv = float16{} + ninf;
-  for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
-    float16 v;
-    load16(v, in + j, count, ninf);
-    mv = v > mv ? v : mv;
-  });
+  for_each_wide(
+      n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
+        float16 v;
+        load16(v, in + j, count, ninf);
+        mv = v > mv ? v : mv;
+      });
   float m = ninf;
   for (std::size_t l = 0; l < kWide; ++l) m = std::max(m, mv[l]);
   if (m == ninf) {  // fully masked row
@@ -26,27 +27,29 @@ __attribute__((always_inline)) inline void softmax_row_body(const float* in, flo
     return;
   }
   float16 sum{};
-  for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
-    float16 e;
-    load16(e, in + j, count, ninf);  // padding lanes: exp(-inf) = 0
-    e -= m;
-    exp_in_place(e);
-    store16(out + j, e, count);
-    sum += e;
-  });
+  for_each_wide(
+      n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
+        float16 e;
+        load16(e, in + j, count, ninf);  // padding lanes: exp(-inf) = 0
+        e -= m;
+        exp_in_place(e);
+        store16(out + j, e, count);
+        sum += e;
+      });
   float s = 0;
   for (std::size_t l = 0; l < kWide; ++l) s += sum[l];
   for (std::size_t j = 0; j < n; ++j) out[j] /= s;
 }
 
 __attribute__((always_inline)) inline void exp_shifted_body(const float* in, float shift, float* out, std::size_t n) {
-  for_each_wide(n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
-    float16 e;
-    load16(e, in + j, count);
-    e -= shift;
-    exp_in_place(e);
-    store16(out + j, e, count);
-  });
+  for_each_wide(
+      n, [&](std::size_t j, auto count) __attribute__((always_inline)) {
+        float16 e;
+        load16(e, in + j, count);
+        e -= shift;
+        exp_in_place(e);
+        store16(out + j, e, count);
+      });
 }
 
 XGRAD_ISA_VARIANTS(softmax_row_f32, softmax_row_body, (const float* in, float* out, std::size_t n), (in, out, n))
@@ -55,9 +58,7 @@ XGRAD_ISA_VARIANTS(exp_shifted_f32, exp_shifted_body, (const float* in, float sh
 
 }  // namespace
 
-void softmax_row(const float* in, float* out, std::size_t n) {
-  softmax_row_f32(in, out, n);
-}
+void softmax_row(const float* in, float* out, std::size_t n) { softmax_row_f32(in, out, n); }
 
 void softmax_row(const double* in, double* out, std::size_t n) {
   double m = -std::numeric_limits<double>::infinity();
@@ -77,9 +78,7 @@ void softmax_row(const double* in, double* out, std::size_t n) {
   for (std::size_t j = 0; j < n; ++j) out[j] /= s;
 }
 
-void exp_shifted(const float* in, float shift, float* out, std::size_t n) {
-  exp_shifted_f32(in, shift, out, n);
-}
+void exp_shifted(const float* in, float shift, float* out, std::size_t n) { exp_shifted_f32(in, shift, out, n); }
 
 void exp_shifted(const double* in, double shift, double* out, std::size_t n) {
   for (std::size_t j = 0; j < n; ++j) out[j] = std::exp(in[j] - shift);

@@ -27,15 +27,18 @@
 // XGRAD_SIMD names, so that tests run each variant on one machine. Explicit, not GCC's target_clones: clang emits
 // it the same way, and the choice can be forced.
 #if defined(__x86_64__) || defined(__i386__)
-#define XGRAD_ISA_VARIANTS(name, body, params, args)                      \
+#define XGRAD_ISA_VARIANTS(name, body, params, args)                           \
   __attribute__((target("avx512f"))) void name##_avx512f params { body args; } \
   __attribute__((target("avx2"))) void name##_avx2 params { body args; }       \
   void name##_baseline params { body args; }                                   \
   void name params {                                                           \
     switch (::xgrad::simd::active_isa()) {                                     \
-      case ::xgrad::simd::Isa::avx512f: return name##_avx512f args;            \
-      case ::xgrad::simd::Isa::avx2: return name##_avx2 args;                  \
-      case ::xgrad::simd::Isa::baseline: break;                                \
+      case ::xgrad::simd::Isa::avx512f:                                        \
+        return name##_avx512f args;                                            \
+      case ::xgrad::simd::Isa::avx2:                                           \
+        return name##_avx2 args;                                               \
+      case ::xgrad::simd::Isa::baseline:                                       \
+        break;                                                                 \
     }                                                                          \
     name##_baseline args;                                                      \
   }

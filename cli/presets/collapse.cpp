@@ -1,9 +1,10 @@
 // Preset `collapse`: which attention scalings let the attention entropy collapse at high learning rates, and does a
 // warmup prevent it? Zhai et al. 2023 ("Stabilizing Transformer Training by Preventing Attention Entropy Collapse")
 // observe training instability together with a pathologically low attention entropy, and bound the entropy from
-// below by a function of the spectral norm of the attention logits (section 3; nn/entropy_bound.h). Here: every registered scaling x
-// high AdamW learning rates x {no warmup, linear warmup}, key-value recall with summed key and value embeddings, two
-// heads; per-head entropy against step, and entropy against c · ||W_q,h W_k,h^T||_2 with their bound drawn.
+// below by a function of the spectral norm of the attention logits (section 3; nn/entropy_bound.h). Here: every
+// registered scaling x high AdamW learning rates x {no warmup, linear warmup}, key-value recall with summed key and
+// value embeddings, two heads; per-head entropy against step, and entropy against c · ||W_q,h W_k,h^T||_2 with their
+// bound drawn.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -11,10 +12,10 @@
 
 #include <fmt/format.h>
 
-#include "nn/entropy_bound.h"
 #include "cli/presets/preset.h"
-#include "train/metrics_log.h"
+#include "nn/entropy_bound.h"
 #include "report/tables.h"
+#include "train/metrics_log.h"
 #include "train/run_files.h"
 
 namespace xgrad::cli {
@@ -57,12 +58,13 @@ RunCurves read_curves(const train::RunRecord& run) {
     for (std::size_t layer = 0;; ++layer) {
       std::vector<std::pair<std::size_t, std::size_t>> found;
       for (std::size_t h = 0;; ++h) {
-        const auto e = std::find(t.columns.begin(), t.columns.end(),
-                                 train::metrics_columns::attention(layer, h, "entropy_mean"));
+        const auto e =
+            std::find(t.columns.begin(), t.columns.end(), train::metrics_columns::attention(layer, h, "entropy_mean"));
         const auto n = std::find(t.columns.begin(), t.columns.end(),
                                  train::metrics_columns::attention(layer, h, "qk_spectral_norm"));
         if (e == t.columns.end() || n == t.columns.end()) break;
-        found.push_back({static_cast<std::size_t>(e - t.columns.begin()), static_cast<std::size_t>(n - t.columns.begin())});
+        found.push_back(
+            {static_cast<std::size_t>(e - t.columns.begin()), static_cast<std::size_t>(n - t.columns.begin())});
       }
       if (found.empty()) break;
       heads = found;
@@ -107,7 +109,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
                                    // comparison lists them
   std::map<std::string, std::string> scale_of;  // line -> its scaling
   const train::LineLabels labels(c, {"scale", "lr", "warmup_steps"});
-  double T = 0;                    // keys the answer's query attends to
+  double T = 0;  // keys the answer's query attends to
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const nlohmann::json& cfg = c.runs[i].config;
     if (!cfg.contains("scale") || !cfg.contains("lr")) continue;
@@ -152,8 +154,9 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     f.name = warmup == 0 ? "collapse_entropy_vs_step" : "collapse_entropy_vs_step_warmup";
     f.title = "Lowest head attention entropy against step, AdamW lr " + lr_text(top_lr) +
               (warmup == 0 ? ", no warmup" : fmt::format(", {} warmup steps", warmup));
-    f.caption = "per logged step the minimum over the heads of attn/l<last>h<h>/entropy_mean (nats, over the query "
-                "positions), mean over the seeds that logged it; bars: min and max over seeds";
+    f.caption =
+        "per logged step the minimum over the heads of attn/l<last>h<h>/entropy_mean (nats, over the query "
+        "positions), mean over the seeds that logged it; bars: min and max over seeds";
     f.x_label = "step";
     f.y_label = "lowest head entropy (nats)";
     f.error_bar_sd = false;
@@ -163,7 +166,8 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       if (lr_it == cells[scale].end() || !lr_it->second.count(warmup)) continue;
       std::map<double, std::vector<double>> by_step;
       for (std::size_t i : lr_it->second.at(warmup).runs)
-        for (std::size_t k = 0; k < curves[i].step.size(); ++k) by_step[curves[i].step[k]].push_back(curves[i].entropy_min[k]);
+        for (std::size_t k = 0; k < curves[i].step.size(); ++k)
+          by_step[curves[i].step[k]].push_back(curves[i].entropy_min[k]);
       train::SummaryLine line;
       line.label = scale;
       line.scale = scale_of[scale];
@@ -188,11 +192,14 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   {
     train::SummaryFigure f;
     f.name = "collapse_entropy_vs_spectral_norm";
-    f.title = fmt::format("Head entropy against c·||W_q,h W_k,hᵀ||₂, AdamW lr {}, no warmup; dashed: Zhai et al.'s "
-                          "bound for T = {:g}", lr_text(top_lr), T);
-    f.caption = "per scaling, each logged step's mean over seeds of the lowest head entropy against the mean of the "
-                "largest head norm (c the scaling's constant multiplier), ordered by the norm; the dashed line is "
-                "Zhai et al. 2023's lower bound for T keys (nn/entropy_bound.h)";
+    f.title = fmt::format(
+        "Head entropy against c·||W_q,h W_k,hᵀ||₂, AdamW lr {}, no warmup; dashed: Zhai et al.'s "
+        "bound for T = {:g}",
+        lr_text(top_lr), T);
+    f.caption =
+        "per scaling, each logged step's mean over seeds of the lowest head entropy against the mean of the "
+        "largest head norm (c the scaling's constant multiplier), ordered by the norm; the dashed line is "
+        "Zhai et al. 2023's lower bound for T keys (nn/entropy_bound.h)";
     f.x_label = "c·||W_q,h W_k,hᵀ||₂";
     f.y_label = "attention entropy (nats)";
     f.log_x = true;
@@ -265,14 +272,14 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
                           train::format_number(train::mean_sd(cell.lowest_entropy).mean, 3),
                           train::format_number(train::mean_sd(cell.final_accuracy).mean, 2),
                           fmt::format("{} of {}", cell.diverged, cell.runs.size())});
-        const std::string where = "lr " + lr_text(lr) + (w == 0 ? " without warmup" : fmt::format(" with {} warmup steps", w));
+        const std::string where =
+            "lr " + lr_text(lr) + (w == 0 ? " without warmup" : fmt::format(" with {} warmup steps", w));
         const int st = status(cell);
         (st == 1 ? collapsed : st == 0 ? safe : st == -2 ? diverged : st == -3 ? few : undecided).push_back(where);
       }
       if (by_warmup.count(0))
         for (const auto& [w, cell] : by_warmup)
-          if (w > 0 && status(by_warmup.at(0)) == 1 && status(cell) == 0)
-            warmup_helped.push_back("lr " + lr_text(lr));
+          if (w > 0 && status(by_warmup.at(0)) == 1 && status(cell) == 0) warmup_helped.push_back("lr " + lr_text(lr));
     }
     auto list = [](const std::vector<std::string>& v) {
       std::string out;
@@ -297,22 +304,24 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     text += line + ".\n";
   }
   std::string bound_text =
-      T >= 2 ? fmt::format("The dashed curve is Zhai et al. 2023's lower bound (Theorem 3.1): the least entropy of a "
-                           "softmax over T keys whose logit vector has norm at most σ, log(1 + (T−1)β) + "
-                           "σ·sqrt(T(T−1))·β / (1 + (T−1)β), β = exp(−σ·sqrt(T/(T−1))), drawn with T = {:g} and σ = "
-                           "c·||W_q,h W_k,hᵀ||₂. That σ leaves out the inputs: a query's logit vector has norm up to "
-                           "σ·|x_i|·||X||₂, and xgrad's attention inputs are LayerNorm'd (|x| about sqrt(d_model)), "
-                           "so the curve is the bound for inputs of unit scale, not a bound these runs must obey: {} "
-                           "of {} logged head measurements lie below it.",
-                           T, below, points)
+      T >= 2 ? fmt::format(
+                   "The dashed curve is Zhai et al. 2023's lower bound (Theorem 3.1): the least entropy of a "
+                   "softmax over T keys whose logit vector has norm at most σ, log(1 + (T−1)β) + "
+                   "σ·sqrt(T(T−1))·β / (1 + (T−1)β), β = exp(−σ·sqrt(T/(T−1))), drawn with T = {:g} and σ = "
+                   "c·||W_q,h W_k,hᵀ||₂. That σ leaves out the inputs: a query's logit vector has norm up to "
+                   "σ·|x_i|·||X||₂, and xgrad's attention inputs are LayerNorm'd (|x| about sqrt(d_model)), "
+                   "so the curve is the bound for inputs of unit scale, not a bound these runs must obey: {} "
+                   "of {} logged head measurements lie below it.",
+                   T, below, points)
              : std::string("The sequence length was not found in config.json: the bound is not drawn.");
-  s.markdown = fmt::format("A run **collapses** when some head's attention entropy (mean over the answer's query "
-                           "positions) falls below {:g} nats at a logged step and the run does not learn: it diverges "
-                           "or ends below {:g} accuracy (on key-value recall a run that learns also ends with nearly "
-                           "one-hot attention, on the right key). A scaling collapses at a learning rate when every "
-                           "seed does; \"not decided\" where the seeds disagree.\n\n",
-                           kCollapseEntropy, kLearnedAccuracy) +
-                 text + "\n" + bound_text + "\n\n" + t.markdown() + "\n";
+  s.markdown = fmt::format(
+                   "A run **collapses** when some head's attention entropy (mean over the answer's query "
+                   "positions) falls below {:g} nats at a logged step and the run does not learn: it diverges "
+                   "or ends below {:g} accuracy (on key-value recall a run that learns also ends with nearly "
+                   "one-hot attention, on the right key). A scaling collapses at a learning rate when every "
+                   "seed does; \"not decided\" where the seeds disagree.\n\n",
+                   kCollapseEntropy, kLearnedAccuracy) +
+               text + "\n" + bound_text + "\n\n" + t.markdown() + "\n";
   return {s};
 }
 

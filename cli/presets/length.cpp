@@ -16,8 +16,8 @@
 
 #include "cli/presets/preset.h"
 #include "report/tables.h"
-#include "train/run_files.h"
 #include "train/json_file.h"
+#include "train/run_files.h"
 
 namespace xgrad::cli {
 namespace {
@@ -52,8 +52,8 @@ train::SweepConfig grid(bool quick) {
   train::set_setting(c.base, "n_keys", 8 * kTrainedPairs);  // distinct keys for 8x the pairs
   train::set_setting(c.base, "n_values", 16);
   train::set_setting(c.base, "n_pairs", kTrainedPairs);
-  c.base.eval_n_pairs = fmt::format("{},{},{},{}", kTrainedPairs, 2 * kTrainedPairs, 4 * kTrainedPairs,
-                                    8 * kTrainedPairs);
+  c.base.eval_n_pairs =
+      fmt::format("{},{},{},{}", kTrainedPairs, 2 * kTrainedPairs, 4 * kTrainedPairs, 8 * kTrainedPairs);
   c.base.eval_batches = 16;  // 1024 queries per length
   c.base.mlp = false;
   c.base.steps = 1000;
@@ -88,7 +88,8 @@ std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
     if (!in) continue;
     RunLengths run;
     try {
-      const train::RunSummary s = train::RunSummary::from_json(train::parse_json(in, c.runs[r].dir + "/" + train::kSummaryFile));
+      const train::RunSummary s =
+          train::RunSummary::from_json(train::parse_json(in, c.runs[r].dir + "/" + train::kSummaryFile));
       for (const LengthEval& e : s.length_eval)
         if (e.setting == "n_pairs") run.by_pairs[e.value] = e;
       run.seed = c.runs[r].config.value("seed", std::uint64_t{0});
@@ -103,10 +104,10 @@ std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
 // One arm: a scaling at one d_k (and the other settings flags may add to the grid).
 struct Curve {
   std::string scale;
-  std::string extras;             // LineLabels::extras: the other settings in which the arms differ
-  std::string label;              // the scaling and those extras
-  std::size_t trained = 0;        // n_pairs of training
-  std::vector<RunLengths> runs;   // kept runs with evaluations
+  std::string extras;              // LineLabels::extras: the other settings in which the arms differ
+  std::string label;               // the scaling and those extras
+  std::size_t trained = 0;         // n_pairs of training
+  std::vector<RunLengths> runs;    // kept runs with evaluations
   std::vector<std::size_t> pairs;  // evaluated in every run, increasing
   std::size_t n_diverged = 0;
 };
@@ -297,17 +298,22 @@ std::string paired(const Curve& a, const Curve& b, double LengthEval::*field, do
   if (larger == n) return fmt::format("larger than {}'s in every seed ({})", b.scale, values);
   if (smaller == n) return fmt::format("smaller than {}'s in every seed ({})", b.scale, values);
   if (larger + smaller == 0) return fmt::format("within {:g} of {}'s in every seed ({})", margin, b.scale, values);
-  return fmt::format("not decided against {}'s (seeds disagree: larger in {}, smaller in {}, within {:g} in {} of {}; "
-                     "{})",
-                     b.scale, larger, smaller, margin, n - larger - smaller, n, values);
+  return fmt::format(
+      "not decided against {}'s (seeds disagree: larger in {}, smaller in {}, within {:g} in {} of {}; "
+      "{})",
+      b.scale, larger, smaller, margin, n - larger - smaller, n, values);
 }
 
 // One group of findings: curves of one d_k that differ only in scaling (Panel::extras names what else they share).
 std::string findings(const Panel& panel) {
   std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.d_k, panel.extras.empty() ? "" : ", " + panel.extras);
   train::Table t;
-  t.header = {"scaling", "seeds learned", "accuracy (trained → longest)", "accuracy change",
-              "max attention weight (trained → longest)", "max weight change"};
+  t.header = {"scaling",
+              "seeds learned",
+              "accuracy (trained → longest)",
+              "accuracy change",
+              "max attention weight (trained → longest)",
+              "max weight change"};
   const Curve* scalable = nullptr;
   const Curve* reference = nullptr;
   std::vector<std::string> fading, holding, undecided, not_learned;
@@ -326,11 +332,12 @@ std::string findings(const Panel& panel) {
     if (learned.learned < learned.measured)
       not_learned.push_back(
           fmt::format("{} ({} of {})", curve.scale, learned.measured - learned.learned, learned.measured));
-    if (weight.n && weight.down == weight.n) fading.push_back(fmt::format("{} ({} → {})", curve.scale, f2(weight.from),
-                                                                          f2(weight.to)));
+    if (weight.n && weight.down == weight.n)
+      fading.push_back(fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to)));
     else if (weight.n && weight.same + weight.up == weight.n)
       holding.push_back(fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to)));
-    else if (weight.n) undecided.push_back(curve.scale);
+    else if (weight.n)
+      undecided.push_back(curve.scale);
     else {
       auto why = std::find_if(unmeasured.begin(), unmeasured.end(),
                               [&](const auto& u) { return u.first == weight.not_measured; });
@@ -338,18 +345,18 @@ std::string findings(const Panel& panel) {
       why->second.push_back(curve.scale);
     }
   }
-  const std::size_t longest = panel.curves.empty() || panel.curves.front().pairs.empty()
-                                  ? 0 : panel.curves.front().pairs.back();
+  const std::size_t longest =
+      panel.curves.empty() || panel.curves.front().pairs.empty() ? 0 : panel.curves.front().pairs.back();
   const std::size_t trained = panel.curves.empty() ? 0 : panel.curves.front().trained;
   md += t.markdown() + "\n";
   // Only the lists that hold a scaling: an empty one would read as a scaling's name ("none") or as a result.
   std::vector<std::string> clauses;
   if (!fading.empty())
-    clauses.push_back(fmt::format("fades (falls by more than {:g} in every seed) with {}", kWeightChange,
-                                  train::join_and(fading)));
+    clauses.push_back(
+        fmt::format("fades (falls by more than {:g} in every seed) with {}", kWeightChange, train::join_and(fading)));
   if (!holding.empty())
-    clauses.push_back(fmt::format("holds (within {:g}, or rises, in every seed) with {}", kWeightChange,
-                                  train::join_and(holding)));
+    clauses.push_back(
+        fmt::format("holds (within {:g}, or rises, in every seed) with {}", kWeightChange, train::join_and(holding)));
   if (!undecided.empty())
     clauses.push_back(fmt::format("is not decided (the seeds disagree) with {}", train::join_and(undecided)));
   if (!clauses.empty())
@@ -359,9 +366,10 @@ std::string findings(const Panel& panel) {
     md += fmt::format("- The change from the trained length is not measured for {} ({}).\n", train::join_and(scales),
                       why);
   if (!not_learned.empty())
-    md += fmt::format("- Runs below {:g} accuracy at the trained length (they did not learn the task, so their length "
-                      "results say little): {}.\n",
-                      kLearned, fmt::join(not_learned, ", "));
+    md += fmt::format(
+        "- Runs below {:g} accuracy at the trained length (they did not learn the task, so their length "
+        "results say little): {}.\n",
+        kLearned, fmt::join(not_learned, ", "));
   if (!scalable) {
     md += fmt::format("- No {} runs in this sweep: the comparison with Scalable-Softmax is not made.\n", kScalable);
     return md + "\n";
@@ -396,11 +404,15 @@ std::string findings(const Panel& panel) {
     else if (ref_learned.learned < ref_learned.measured || ss_learned.learned < ss_learned.measured)
       verdict = fmt::format("not decided (seeds that learned the task: sqrt_dk {} of {}, ssmax {} of {})",
                             ref_learned.learned, ref_learned.measured, ss_learned.learned, ss_learned.measured);
-    else if (ref.down == ref.n && ss.down == 0) verdict = "reproduced: sqrt_dk fades in every seed, ssmax in none";
-    else if (ref.down == 0) verdict = "not reproduced: sqrt_dk's largest weight does not fade in any seed";
-    else if (ss.down == ss.n) verdict = "not reproduced: ssmax fades in every seed too";
-    else verdict = fmt::format("not decided (sqrt_dk fades in {} of {} seeds, ssmax in {} of {})", ref.down, ref.n,
-                               ss.down, ss.n);
+    else if (ref.down == ref.n && ss.down == 0)
+      verdict = "reproduced: sqrt_dk fades in every seed, ssmax in none";
+    else if (ref.down == 0)
+      verdict = "not reproduced: sqrt_dk's largest weight does not fade in any seed";
+    else if (ss.down == ss.n)
+      verdict = "not reproduced: ssmax fades in every seed too";
+    else
+      verdict = fmt::format("not decided (sqrt_dk fades in {} of {} seeds, ssmax in {} of {})", ref.down, ref.n,
+                            ss.down, ss.n);
     md += fmt::format("- Attention fading with more keys, and Scalable-Softmax preventing it (Nakanishi 2025): {}.\n",
                       verdict);
   }
@@ -428,11 +440,10 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         lengths.push_back(lengths_text(curve));
   }
   accuracy.markdown =
-      (lengths.empty() ? std::string("No run was read.")
-       : lengths.size() == 1
-           ? "Each run is trained at " + lengths.front() + "."
-           : fmt::format("The runs are trained at {} (the legend names each run's settings).",
-                         fmt::join(lengths, ", or at "))) +
+      (lengths.empty()       ? std::string("No run was read.")
+       : lengths.size() == 1 ? "Each run is trained at " + lengths.front() + "."
+                             : fmt::format("The runs are trained at {} (the legend names each run's settings).",
+                                           fmt::join(lengths, ", or at "))) +
       " The evaluated sequences reuse the trained positions (pair i takes the trained pair position i mod the trained "
       "number of pairs, the query the trained query position), so only the number of keys a query sees changes.\n";
   weight.markdown =

@@ -88,14 +88,14 @@ std::vector<Panel> panels_of(const Comparison& c) {
   std::sort(groups.begin(), groups.end(), [&](const auto& x, const auto& y) { return x.front() < y.front(); });
   for (const auto& g : groups) {
     const ArmStats& first = c.arms[g.front()];
-    auto panel = std::find_if(panels.begin(), panels.end(), [&](const Panel& p) {
-      return p.optimizer == first.optimizer() && p.d_k == first.d_k();
-    });
+    auto panel = std::find_if(panels.begin(), panels.end(),
+                              [&](const Panel& p) { return p.optimizer == first.optimizer() && p.d_k == first.d_k(); });
     if (panel == panels.end()) {
       panels.push_back(Panel{first.optimizer(), first.d_k(), {}});
       panel = panels.end() - 1;
     }
-    panel->curves.push_back(Curve{first.scale(), g, labels.extras(first.settings), labels(first.scale(), first.settings)});
+    panel->curves.push_back(
+        Curve{first.scale(), g, labels.extras(first.settings), labels(first.scale(), first.settings)});
   }
   std::sort(panels.begin(), panels.end(), [](const Panel& a, const Panel& b) {
     return a.optimizer != b.optimizer ? a.optimizer < b.optimizer : a.d_k < b.d_k;
@@ -111,11 +111,11 @@ std::size_t diverged_runs(const Comparison& c, const ArmStats& arm) {
 
 // What the seeds say about one curve's lrs.
 struct CurveFacts {
-  std::size_t best = 0;                // index into curve.arms: the lowest mean lr objective
+  std::size_t best = 0;  // index into curve.arms: the lowest mean lr objective
   double best_objective = kNoValue;
-  double margin = kNoValue;            // kUsableMargin x the chance loss
-  std::size_t usable_all = 0;          // lrs usable in every seed
-  std::size_t usable_any = 0;          // lrs usable in some seed (usable_all <= usable_any)
+  double margin = kNoValue;                           // kUsableMargin x the chance loss
+  std::size_t usable_all = 0;                         // lrs usable in every seed
+  std::size_t usable_any = 0;                         // lrs usable in some seed (usable_all <= usable_any)
   double usable_lo = kNoValue, usable_hi = kNoValue;  // the lowest and highest lr usable in every seed
   double sensitivity = kNoValue;       // Wortsman et al.: mean over lrs of the objective minus its minimum
   double highest_survived = kNoValue;  // the highest lr at which no seed diverged
@@ -126,8 +126,8 @@ struct CurveFacts {
   double highest_learned = kNoValue;
   std::size_t highest_learned_arm = 0;
   bool learned_any = false;
-  std::string survival_note;           // seeds that disagree on divergence at some lr
-  bool all_diverged = false;           // every run at every lr diverged: no best lr, no sensitivity
+  std::string survival_note;  // seeds that disagree on divergence at some lr
+  bool all_diverged = false;  // every run at every lr diverged: no best lr, no sensitivity
 };
 
 CurveFacts facts_of(const Comparison& c, const Curve& curve) {
@@ -192,8 +192,9 @@ SummaryFigure loss_figure(const Comparison& c, const Panel& panel) {
   SummaryFigure f;
   f.name = "lr_final_loss_vs_lr_" + panel.stem();
   f.title = "Final loss against learning rate, " + panel.title();
-  f.caption = "Mean final loss (last 20 steps) over the seeds that did not diverge, error bars ± their sample sd; a "
-              "point whose every seed diverged is not drawn and says \"diverged\" in the table";
+  f.caption =
+      "Mean final loss (last 20 steps) over the seeds that did not diverge, error bars ± their sample sd; a "
+      "point whose every seed diverged is not drawn and says \"diverged\" in the table";
   f.x_label = "learning rate";
   f.y_label = "final loss (nats)";
   f.log_x = true;
@@ -275,8 +276,15 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   table.anchor = "lr-sensitivity-table";
   table.title = "LR sensitivity per scaling";
   train::Table t;
-  t.header = {"optimizer", "d_k", "scaling", "best lr", "best objective", "usable lrs", "LR sensitivity",
-              "highest lr without divergence", "highest lr that learned"};
+  t.header = {"optimizer",
+              "d_k",
+              "scaling",
+              "best lr",
+              "best objective",
+              "usable lrs",
+              "LR sensitivity",
+              "highest lr without divergence",
+              "highest lr that learned"};
   for (const Panel& panel : panels)
     for (const Curve& curve : panel.curves) {
       const CurveFacts f = facts_of(c, curve);
@@ -298,7 +306,8 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       "rates at which every seed's objective is within m = {:g} x the chance loss (ln(n_values), a uniform guess among "
       "the values) of that best and below the chance loss by m (it learned something); lrs usable in some seeds only "
       "are counted apart. *LR sensitivity*: the mean over the lrs of the mean objective "
-      "minus the best (0: every lr as good as the best). *highest lr without divergence*: no seed diverged there. *highest "
+      "minus the best (0: every lr as good as the best). *highest lr without divergence*: no seed diverged there. "
+      "*highest "
       "lr that learned*: no seed diverged there and the mean final loss is below the chance loss by more than the seed "
       "sd and 2% (the lr the scaling survives, below).\n\n",
       kUsableMargin);
@@ -327,20 +336,24 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         } else {
           const bool here = f.usable_all != f.usable_any, there = rf.usable_all != rf.usable_any;
           undecided.push_back(fmt::format("{} (the seeds of {} disagree at some lr)", curve.scale,
-                                          here && there ? curve.scale + " and of none" : here ? curve.scale : "none"));
+                                          here && there ? curve.scale + " and of none"
+                                          : here        ? curve.scale
+                                                        : "none"));
         }
       }
-      std::string line = fmt::format("- {}: unscaled attention has {} of {} lrs usable in every seed{}.", where,
-                                     rf.usable_all, ref->arms.size(),
-                                     rf.usable_any > rf.usable_all
-                                         ? fmt::format(" ({} more in some seeds)", rf.usable_any - rf.usable_all)
-                                         : "");
+      std::string line = fmt::format(
+          "- {}: unscaled attention has {} of {} lrs usable in every seed{}.", where, rf.usable_all, ref->arms.size(),
+          rf.usable_any > rf.usable_all ? fmt::format(" ({} more in some seeds)", rf.usable_any - rf.usable_all) : "");
       // Decided only when every seed agrees: the fewest lrs one side may have (usable in every seed) against the most
       // the other may have (usable in some seed), the counts shown in that order.
-      if (!wider.empty()) line += fmt::format(" More usable lrs than unscaled (usable in every seed, against unscaled's usable in any seed): {}.",
-                                            fmt::join(wider, ", "));
-      if (!narrower.empty()) line += fmt::format(" Fewer usable lrs than unscaled (usable in any seed, against unscaled's usable in every seed): {}.",
-                                               fmt::join(narrower, ", "));
+      if (!wider.empty())
+        line += fmt::format(
+            " More usable lrs than unscaled (usable in every seed, against unscaled's usable in any seed): {}.",
+            fmt::join(wider, ", "));
+      if (!narrower.empty())
+        line += fmt::format(
+            " Fewer usable lrs than unscaled (usable in any seed, against unscaled's usable in every seed): {}.",
+            fmt::join(narrower, ", "));
       if (!same.empty()) line += fmt::format(" As many as unscaled: {}.", fmt::join(same, ", "));
       if (!undecided.empty()) line += fmt::format(" Not decided: {}.", fmt::join(undecided, ", "));
       table.markdown += line + "\n";
@@ -351,17 +364,19 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   train::PresetSection logits;
   logits.anchor = "lr-max-logit";
   logits.title = "Largest attention logit against step, at the highest lr each scaling survives";
-  logits.markdown = "A scaling *survives* an lr when no seed diverged there and the arm learned (mean final loss below "
-                    "the chance loss by more than the seed sd and 2%): a run stuck at the chance loss did not diverge, "
-                    "but its training failed. The largest logit is the largest |scaled score| over every layer and "
-                    "head at a logged step (metrics.csv attn/l*h*/score_max_abs).\n\n";
+  logits.markdown =
+      "A scaling *survives* an lr when no seed diverged there and the arm learned (mean final loss below "
+      "the chance loss by more than the seed sd and 2%): a run stuck at the chance loss did not diverge, "
+      "but its training failed. The largest logit is the largest |scaled score| over every layer and "
+      "head at a logged step (metrics.csv attn/l*h*/score_max_abs).\n\n";
   for (const Panel& panel : panels) {
     SummaryFigure f;
     f.name = "lr_max_logit_vs_step_" + panel.stem();
     f.title = "Largest attention logit at the highest surviving lr, " + panel.title();
-    f.caption = "Per logged step, the largest |scaled score| over every layer and head (metrics.csv "
-                "attn/l*h*/score_max_abs), mean over the seeds, at the highest lr the scaling survives (no seed "
-                "diverged and it learned; the lr is in the legend)";
+    f.caption =
+        "Per logged step, the largest |scaled score| over every layer and head (metrics.csv "
+        "attn/l*h*/score_max_abs), mean over the seeds, at the highest lr the scaling survives (no seed "
+        "diverged and it learned; the lr is in the legend)";
     f.x_label = "step";
     f.y_label = "largest attention logit";
     f.log_y = true;
@@ -371,7 +386,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       const CurveFacts facts = facts_of(c, curve);
       if (!facts.learned_any) {
         sentences.push_back(fmt::format("{}: no learning rate survives ({})", curve.label,
-                                        facts.all_diverged  ? "every run diverged"
+                                        facts.all_diverged   ? "every run diverged"
                                         : facts.survived_any ? "at no learning rate did it learn without diverging"
                                                              : "some seed diverged at every lr"));
         continue;
@@ -408,11 +423,12 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       line.label = fmt::format("{} lr={}", curve.label, g3(arm.lr()));
       line.scale = curve.scale;
       for (const auto& [step, sum_n] : by_step)
-        if (sum_n.second == measured) line.points.push_back(SummaryPoint{step, sum_n.first / sum_n.second, kNoValue,
-                                                                         kNoValue, sum_n.second, 0});
+        if (sum_n.second == measured)
+          line.points.push_back(SummaryPoint{step, sum_n.first / sum_n.second, kNoValue, kNoValue, sum_n.second, 0});
       f.lines.push_back(line);
       std::string trend;
-      if (measured == 0) trend = "no attention logit measured";
+      if (measured == 0)
+        trend = "no attention logit measured";
       else if (grows == measured)
         trend = fmt::format("the largest logit grows by more than {:g}x in every seed", kLogitChange);
       else if (shrinks == measured)
@@ -420,11 +436,12 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       else if (flat == measured)
         trend = fmt::format("the largest logit stays within {:g}x of its start in every seed", kLogitChange);
       else
-        trend = fmt::format("not decided whether the largest logit grows (seeds disagree: {} grow, {} shrink, {} "
-                            "stay within {:g}x)", grows, shrinks, flat, kLogitChange);
+        trend = fmt::format(
+            "not decided whether the largest logit grows (seeds disagree: {} grow, {} shrink, {} "
+            "stay within {:g}x)",
+            grows, shrinks, flat, kLogitChange);
       std::string s = fmt::format("{}: highest lr survived {}{}; there {}", curve.label, g3(arm.lr()),
-                                  facts.highest_learned_arm == curve.arms.back() ? " (the highest tried)" : "",
-                                  trend);
+                                  facts.highest_learned_arm == curve.arms.back() ? " (the highest tried)" : "", trend);
       if (measured) s += fmt::format(", ending at {} (mean over {} seeds)", g3(last_mean / measured), measured);
       if (!facts.survival_note.empty()) s += "; seeds disagree on divergence: " + facts.survival_note;
       sentences.push_back(s);

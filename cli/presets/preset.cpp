@@ -3,9 +3,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "cli/flags.h"
 #include "common/registry.h"
 #include "nn/scaling.h"
-#include "cli/flags.h"
 
 namespace xgrad::cli {
 

@@ -32,9 +32,8 @@
 //     s.markdown = "...";                             // sentences computed from the numbers; "not decided" where
 //     return {s};                                     // the seeds disagree
 //   }
-//   const PresetRegistration registration{{"my_preset", 50, "what it asks (sources: Author et al. 2023)", grid, report}};
-//   }  // namespace
-//   }  // namespace xgrad::cli
+//   const PresetRegistration registration{{"my_preset", 50, "what it asks (sources: Author et al. 2023)", grid,
+//   report}}; }  // namespace }  // namespace xgrad::cli
 //
 // Flags given with --preset override the preset's grid (e.g. --steps 50, --seeds 0, --jobs 1, --out DIR).
 #pragma once

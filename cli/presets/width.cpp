@@ -53,10 +53,12 @@ std::string variant_of(const nlohmann::json& config) {
   return p == "mup" ? "muP (1/d_k)" : "SP " + s;
 }
 const std::vector<std::string> kVariants{"SP sqrt_dk", "SP none", "muP (1/d_k)"};
-std::string variant_scale(const std::string& v) { return v == "SP sqrt_dk" ? "sqrt_dk" : v == "SP none" ? "none" : "dk"; }
+std::string variant_scale(const std::string& v) {
+  return v == "SP sqrt_dk" ? "sqrt_dk" : v == "SP none" ? "none" : "dk";
+}
 
-struct Cell {  // one (variant, width, lr): its runs
-  std::vector<double> objective;  // lr objective per seed: min(final, initial) loss, the initial loss if diverged
+struct Cell {                      // one (variant, width, lr): its runs
+  std::vector<double> objective;   // lr objective per seed: min(final, initial) loss, the initial loss if diverged
   std::vector<double> final_loss;  // of the runs that did not diverge
   std::map<std::uint64_t, double> by_seed;
   std::size_t diverged = 0;
@@ -81,8 +83,10 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     const double objective = c.stats[i].lr_objective;
     cell.objective.push_back(objective);
     cell.by_seed[cfg.value("seed", std::uint64_t{0})] = objective;
-    if (c.runs[i].diverged) ++cell.diverged;
-    else cell.final_loss.push_back(c.stats[i].final_loss);
+    if (c.runs[i].diverged)
+      ++cell.diverged;
+    else
+      cell.final_loss.push_back(c.stats[i].final_loss);
   }
   train::PresetSection s;
   s.anchor = "width";
@@ -103,8 +107,9 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     f.name = "width_loss_vs_lr_" + variant_scale(variant_base[variant]) +
              (variant.rfind("muP", 0) == 0 ? "_mup" : "_sp") + (suffix.empty() ? "" : "_" + suffix);
     f.title = "Final loss against learning rate per width, " + variant;
-    f.caption = "AdamW; per width (d_model = d_k) the mean over seeds of the final loss (runs that diverged left out), "
-                "error bars ± sd";
+    f.caption =
+        "AdamW; per width (d_model = d_k) the mean over seeds of the final loss (runs that diverged left out), "
+        "error bars ± sd";
     f.x_label = "learning rate";
     f.y_label = "final loss (nats)";
     f.log_x = true;
@@ -129,7 +134,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   }
   // The best lr per (variant, width): per seed the lr of the lowest objective; decided when the seeds agree.
   struct Best {
-    double lr = train::kNoValue;  // the mean objective's argmin
+    double lr = train::kNoValue;                        // the mean objective's argmin
     double lo = train::kNoValue, hi = train::kNoValue;  // the seeds' best lrs
     bool decided = false;
     bool at_edge = false;  // the best lr is the smallest or largest of the grid: the optimum may lie beyond it
@@ -139,8 +144,9 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   train::SummaryFigure fb;
   fb.name = "width_best_lr_vs_d_k";
   fb.title = "Best learning rate against width (d_model = d_k)";
-  fb.caption = "AdamW; the point is the learning rate of the lowest mean lr objective min(final loss, step-0 loss) "
-               "over seeds (a diverged run counts its step-0 loss); the bar spans the seeds' own best learning rates";
+  fb.caption =
+      "AdamW; the point is the learning rate of the lowest mean lr objective min(final loss, step-0 loss) "
+      "over seeds (a diverged run counts its step-0 loss); the bar spans the seeds' own best learning rates";
   fb.x_label = "d_model = d_k";
   fb.y_label = "best learning rate";
   fb.log_x = true;
@@ -205,7 +211,9 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
                         std::isfinite(b.lr) ? lr_text(b.lr) + (b.decided ? "" : " (not decided)")
                         : diverged == runs  ? "none (every run diverged)"
                                             : "none",
-                        !std::isfinite(b.lo) ? "—" : b.lo == b.hi ? lr_text(b.lo) : lr_text(b.lo) + " to " + lr_text(b.hi),
+                        !std::isfinite(b.lo) ? "—"
+                        : b.lo == b.hi       ? lr_text(b.lo)
+                                             : lr_text(b.lo) + " to " + lr_text(b.hi),
                         train::format_number(b.objective, 3), fmt::format("{} of {}", diverged, runs)});
     }
   }
@@ -219,14 +227,16 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     std::vector<std::size_t> undecided;
     bool edge = false;
     for (const auto& [width, b] : best.at(variant)) {
-      if (b.decided) decided.push_back({width, b.lr});
-      else undecided.push_back(width);
+      if (b.decided)
+        decided.push_back({width, b.lr});
+      else
+        undecided.push_back(width);
       edge = edge || (b.decided && b.at_edge);
     }
     std::string line = "- **" + variant + "**: ";
     if (decided.size() < 2) {
-      line += "not decided: the seeds agree on the best learning rate at " + std::to_string(decided.size()) +
-              " width" + (decided.size() == 1 ? "" : "s") + " only.";
+      line += "not decided: the seeds agree on the best learning rate at " + std::to_string(decided.size()) + " width" +
+              (decided.size() == 1 ? "" : "s") + " only.";
       spread[variant] = train::kNoValue;
     } else {
       double lo = INFINITY, hi = 0;
@@ -235,8 +245,9 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         hi = std::max(hi, lr);
       }
       spread[variant] = hi / lo;
-      line += fmt::format("the best learning rate is {} at d_model {} and {} at d_model {}", lr_text(decided.front().second),
-                          decided.front().first, lr_text(decided.back().second), decided.back().first);
+      line += fmt::format("the best learning rate is {} at d_model {} and {} at d_model {}",
+                          lr_text(decided.front().second), decided.front().first, lr_text(decided.back().second),
+                          decided.back().first);
       line += hi == lo ? "; it is the same at every width where the seeds agree"
                        : fmt::format("; over the widths where the seeds agree it spans a factor of {:.3g}", hi / lo);
       if (!undecided.empty()) {

@@ -20,7 +20,8 @@ class MultiQueryAttention : public nn::AttentionLayer {
       : d_model_(c.d_model), n_heads_(c.n_heads), d_k_(c.d_k), causal_(c.causal) {
     auto built = nn::make_scaling(c.scale, n_heads_, d_k_, c.max_seq_len, causal_, c.settings);
     if (built->transforms_weights())
-      throw Error("multi_query: scaling '" + c.scale + "' transforms W_q and W_k together, which multi_query shapes "
+      throw Error("multi_query: scaling '" + c.scale +
+                  "' transforms W_q and W_k together, which multi_query shapes "
                   "differently ([d_model, n_heads * d_k] and [d_model, d_k]); choose another --scale");
     w_q = register_module("w_q", std::make_shared<nn::Linear>(d_model_, n_heads_ * d_k_, false, gen));
     w_k = register_module("w_k", std::make_shared<nn::Linear>(d_model_, d_k_, false, gen));
@@ -46,8 +47,8 @@ class MultiQueryAttention : public nn::AttentionLayer {
     q = permute(q, {0, 2, 1, 3});  // [B, H, T, d_k]
     k = permute(k, {0, 2, 1, 3});
     const xt::xarray<bool> mask = nn::causal_mask(x.size(1));
-    Tensor heads = nn::scaled_dot_product_attention(q, k, permute(v, {0, 2, 1, 3}), causal_ ? &mask : nullptr,
-                                                    *scaling, record_attention ? &last : nullptr);
+    Tensor heads = nn::scaled_dot_product_attention(q, k, permute(v, {0, 2, 1, 3}), causal_ ? &mask : nullptr, *scaling,
+                                                    record_attention ? &last : nullptr);
     if (record_attention) {  // probe's std(q), std(k)
       last.q = q.value();
       last.k = k.value();

@@ -5,9 +5,9 @@
 namespace xgrad::nn {
 namespace {
 
-const Registration<ScalingEntry> registration{constant_scaling(
-    "dk", "scores = q·k / d_k (muP: Yang et al. 2022, \"Tensor Programs V\", sec. 3 and App. J)", 20,
-    [](const ScalingContext& c) { return 1.0 / static_cast<double>(c.d_k); }, {"#117733", "dotted"})};
+const Registration<ScalingEntry> registration{
+    constant_scaling("dk", "scores = q·k / d_k (muP: Yang et al. 2022, \"Tensor Programs V\", sec. 3 and App. J)", 20,
+                     [](const ScalingContext& c) { return 1.0 / static_cast<double>(c.d_k); }, {"#117733", "dotted"})};
 
 }  // namespace
 }  // namespace xgrad::nn

@@ -2,8 +2,8 @@
 // author makes without reading the reserved names. The executable must say which entry and both files, exit 2.
 #include <memory>
 
-#include "data/registry.h"
 #include "cli/main.h"
+#include "data/registry.h"
 
 namespace {
 

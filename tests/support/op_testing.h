@@ -100,39 +100,37 @@ bool all_finite(const xt::xarray<T>& a) {
   } while (false)
 
 /// Same shape and every element within `tol` (absolute) of the expected array.
-#define CHECK_CLOSE(got, want, tol)                                                             \
-  do {                                                                                          \
-    const xt::xarray<double> got_ = (got);                                                      \
-    const xt::xarray<double> want_ = (want);                                                    \
-    INFO("got:\n" << ::xgrad::testing::to_string(got_) << "\nexpected:\n"                       \
-                  << ::xgrad::testing::to_string(want_));                                       \
-    REQUIRE(::xgrad::testing::shape_of(got_) == ::xgrad::testing::shape_of(want_));             \
-    CHECK(xt::allclose(got_, want_, 0.0, (tol)));                                               \
+#define CHECK_CLOSE(got, want, tol)                                                                               \
+  do {                                                                                                            \
+    const xt::xarray<double> got_ = (got);                                                                        \
+    const xt::xarray<double> want_ = (want);                                                                      \
+    INFO("got:\n" << ::xgrad::testing::to_string(got_) << "\nexpected:\n" << ::xgrad::testing::to_string(want_)); \
+    REQUIRE(::xgrad::testing::shape_of(got_) == ::xgrad::testing::shape_of(want_));                               \
+    CHECK(xt::allclose(got_, want_, 0.0, (tol)));                                                                 \
   } while (false)
 
 /// Same shape and the same booleans.
-#define CHECK_MASK(got, want)                                                                   \
-  do {                                                                                          \
-    const xt::xarray<bool> got_ = (got);                                                        \
-    const xt::xarray<bool> want_ = (want);                                                      \
-    INFO("got:\n" << ::xgrad::testing::to_string(got_) << "\nexpected:\n"                       \
-                  << ::xgrad::testing::to_string(want_));                                       \
-    REQUIRE(::xgrad::testing::shape_of(got_) == ::xgrad::testing::shape_of(want_));             \
-    CHECK((got_ == want_));                                                                     \
+#define CHECK_MASK(got, want)                                                                                     \
+  do {                                                                                                            \
+    const xt::xarray<bool> got_ = (got);                                                                          \
+    const xt::xarray<bool> want_ = (want);                                                                        \
+    INFO("got:\n" << ::xgrad::testing::to_string(got_) << "\nexpected:\n" << ::xgrad::testing::to_string(want_)); \
+    REQUIRE(::xgrad::testing::shape_of(got_) == ::xgrad::testing::shape_of(want_));                               \
+    CHECK((got_ == want_));                                                                                       \
   } while (false)
 
 /// The expression throws xgrad::Error whose message contains `text` (the op's name, "op: ...").
 #define CHECK_ERROR(text, ...) CHECK_THROWS_WITH_AS((__VA_ARGS__), doctest::Contains(text), ::xgrad::Error)
 
 /// `statement` throws xgrad::Error whose message starts with `prefix`.
-#define CHECK_ERROR_STARTS(statement, prefix)   \
-  do {                                          \
-    std::string what_;                          \
-    try {                                       \
-      statement;                                \
-    } catch (const ::xgrad::Error& e) {         \
-      what_ = e.what();                         \
-    }                                           \
-    INFO("message: " << what_);                 \
-    CHECK(what_.rfind(prefix, 0) == 0);         \
+#define CHECK_ERROR_STARTS(statement, prefix) \
+  do {                                        \
+    std::string what_;                        \
+    try {                                     \
+      statement;                              \
+    } catch (const ::xgrad::Error& e) {       \
+      what_ = e.what();                       \
+    }                                         \
+    INFO("message: " << what_);               \
+    CHECK(what_.rfind(prefix, 0) == 0);       \
   } while (false)

@@ -3,10 +3,10 @@
 // directory (a clean clone in CI).
 #pragma once
 
+#include <unistd.h>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
-#include <unistd.h>
 
 namespace xgrad::test {
 

@@ -21,9 +21,9 @@ namespace xgrad::testing {
 struct PresetRun {
   std::filesystem::path dir;  // the sweep directory (--out)
   int exit_code = -1;
-  std::string output;         // stdout and stderr of the command
-  nlohmann::json sweep;       // sweep.json
-  std::string report;         // report.md
+  std::string output;    // stdout and stderr of the command
+  nlohmann::json sweep;  // sweep.json
+  std::string report;    // report.md
 };
 
 /// `xgrad experiment --preset NAME --quick --out DIR <extra>` (extra: words without quoting needs), into `dir`.
@@ -80,8 +80,8 @@ inline void check_preset_run(const PresetRun& run, const std::string& name, std:
         std::string::npos);
   CHECK(run.report.find("Preset: `" + name + "` (its --quick grid)") != std::string::npos);
   const std::filesystem::path again = run.dir.string() + "-compare";
-  const std::string command = std::string(XGRAD_BIN) + " compare " + run.dir.string() + " --out " + again.string() +
-                              " >/dev/null 2>&1";
+  const std::string command =
+      std::string(XGRAD_BIN) + " compare " + run.dir.string() + " --out " + again.string() + " >/dev/null 2>&1";
   REQUIRE(std::system(command.c_str()) == 0);
   // The same text but for the run paths, which report.md shows relative to its own directory.
   auto preset_part = [](const std::string& report) { return report.substr(0, report.find("## Findings")); };

@@ -21,9 +21,9 @@ struct TaskOptions {
 
 /// data::make_task(o.name, the fields as settings).
 inline std::unique_ptr<data::Task> make_task(const TaskOptions& o) {
-  const nlohmann::json values{{"n_keys", o.n_keys}, {"n_values", o.n_values}, {"n_pairs", o.n_pairs},
-                              {"seq_len", o.seq_len}, {"n_symbols", o.n_symbols}, {"text", o.text_path},
-                              {"data", o.data_dir}, {"vocab_size", o.vocab_size}, {"shuffle", o.shuffle}};
+  const nlohmann::json values{{"n_keys", o.n_keys},   {"n_values", o.n_values},     {"n_pairs", o.n_pairs},
+                              {"seq_len", o.seq_len}, {"n_symbols", o.n_symbols},   {"text", o.text_path},
+                              {"data", o.data_dir},   {"vocab_size", o.vocab_size}, {"shuffle", o.shuffle}};
   return data::make_task(o.name, SettingValues(values));
 }
 
