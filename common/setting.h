@@ -54,12 +54,47 @@ struct Setting {
   static constexpr unsigned kTrain = 1, kSweep = 2, kProbe = 4, kEveryCommand = 7;
   unsigned commands = kEveryCommand;
 
+  // Builder steps: each returns a copy with one property set, so that a declaration reads as what it means:
+  //   whole_setting("steps", 800, 1, kMaxSteps, "training steps").may_change_on_resume().only_for(kTrain | kSweep)
+  /// The range excludes `min`: (min, max].
+  Setting excluding_min() const {
+    return with([](Setting& s) { s.min_open = true; });
+  }
+  /// The range excludes `max`: [min, max).
+  Setting excluding_max() const {
+    return with([](Setting& s) { s.max_open = true; });
+  }
+  /// A setting that tells the replicates of an arm apart (Role::replicate).
+  Setting replicate() const {
+    return with([](Setting& s) { s.role = Role::replicate; });
+  }
+  /// A setting that changes only how the run is recorded or executed (Role::record).
+  Setting record_only() const {
+    return with([](Setting& s) { s.role = Role::record; });
+  }
+  /// A resumed run may change it.
+  Setting may_change_on_resume() const {
+    return with([](Setting& s) { s.resumable = true; });
+  }
+  /// Only these commands (kTrain, kSweep, kProbe bits) take it as a flag.
+  Setting only_for(unsigned command_bits) const {
+    return with([command_bits](Setting& s) { s.commands = command_bits; });
+  }
+
   /// "--d-model" for "d_model".
   std::string flag() const {
     std::string f = "--" + key;
     for (char& c : f)
       if (c == '_') c = '-';
     return f;
+  }
+
+ private:
+  template <class Change>
+  Setting with(Change change) const {
+    Setting s = *this;
+    change(s);
+    return s;
   }
 };
 
@@ -77,16 +112,14 @@ inline Setting whole_setting(std::string key, std::uint64_t default_value, std::
   s.help = std::move(help);
   return s;
 }
-inline Setting number_setting(std::string key, double default_value, double min, double max, std::string help,
-                              bool min_open = false, bool max_open = false) {
+/// A number in [min, max]; excluding_min() / excluding_max() open an end.
+inline Setting number_setting(std::string key, double default_value, double min, double max, std::string help) {
   Setting s;
   s.key = std::move(key);
   s.type = Setting::Type::number;
   s.default_value = default_value;
   s.min = min;
   s.max = max;
-  s.min_open = min_open;
-  s.max_open = max_open;
   s.help = std::move(help);
   return s;
 }

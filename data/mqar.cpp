@@ -25,8 +25,8 @@ TaskEntry mqar_entry() {
                 seq_len_setting(),
                 number_setting("power_a", 0.01, 0.0, 1.0,
                                "mqar: query gaps g drawn with probability ~ (g+1)^(power_a-1) (Zoology's power_a; "
-                               "1 = uniform)",
-                               /*min_open=*/true),
+                               "1 = uniform)")
+                    .excluding_min(),
                 boolean_setting("random_non_queries", true,
                                 "mqar: filler between queries is random value tokens (true) or a blank token "
                                 "(false) (Zoology's random_non_queries)")};

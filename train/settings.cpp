@@ -28,153 +28,154 @@ CoreSetting bind(T TrainConfig::*member, Setting setting) {
   return c;
 }
 
-Setting with_role(Setting s, Setting::Role role, bool resumable = false) {
-  s.role = role;
-  s.resumable = resumable;
-  return s;
-}
-
-Setting for_commands(Setting s, unsigned commands) {
-  s.commands = commands;
-  return s;
-}
-
 constexpr unsigned kTrain = Setting::kTrain, kSweep = Setting::kSweep, kRun = kTrain | kSweep;
 constexpr std::uint64_t kMaxSteps = 1000000000;
 
-std::vector<CoreSetting> make_core_settings() {
-  using Role = Setting::Role;
-  std::vector<CoreSetting> t;
-  // components: their names are checked against the registries (components()), not a list here
+// A core setting whose config.json value is computed (d_k and d_ff: 0 is written as the size used).
+CoreSetting with_value(CoreSetting c, std::function<nlohmann::json(const TrainConfig&)> get) {
+  c.get = std::move(get);
+  return c;
+}
+
+// The components (their names are checked against the registries, components(), not a list here) and the model.
+void add_model_settings(std::vector<CoreSetting>& t) {
   t.push_back(bind(&TrainConfig::task, text_setting("task", "kv_recall", {}, "task")));
   t.push_back(
-      bind(&TrainConfig::scale, for_commands(text_setting("scale", "sqrt_dk", {}, "attention score scaling"), kTrain)));
+      bind(&TrainConfig::scale, text_setting("scale", "sqrt_dk", {}, "attention score scaling").only_for(kTrain)));
   t.push_back(
       bind(&TrainConfig::attention, text_setting("attention", "multi_head", {}, "attention layer of each block")));
-  // model
   t.push_back(bind(&TrainConfig::d_model, whole_setting("d_model", 64, 1, 16384, "model width")));
-  {
-    CoreSetting d_k =
-        bind(&TrainConfig::d_k,
-             for_commands(whole_setting("d_k", 0, 0, 8192, "head size d_k (0 = d_model / n_heads)"), kTrain));
-    d_k.get = [](const TrainConfig& c) { return nlohmann::json(c.head_size()); };
-    t.push_back(std::move(d_k));
-  }
+  t.push_back(
+      with_value(bind(&TrainConfig::d_k,
+                      whole_setting("d_k", 0, 0, 8192, "head size d_k (0 = d_model / n_heads)").only_for(kTrain)),
+                 [](const TrainConfig& c) { return nlohmann::json(c.head_size()); }));
   t.push_back(
       bind(&TrainConfig::n_heads, whole_setting("n_heads", 1, 1, 1024, "attention heads (d_k = d_model / n_heads)")));
   t.push_back(bind(&TrainConfig::n_layers, whole_setting("n_layers", 1, 1, 64, "transformer blocks")));
-  {
-    CoreSetting d_ff =
-        bind(&TrainConfig::d_ff, whole_setting("d_ff", 0, 0, 65536, "MLP hidden size (0 = 4 * d_model)"));
-    d_ff.get = [](const TrainConfig& c) { return nlohmann::json(c.d_ff ? c.d_ff : 4 * c.d_model); };
-    t.push_back(std::move(d_ff));
-  }
+  t.push_back(
+      with_value(bind(&TrainConfig::d_ff, whole_setting("d_ff", 0, 0, 65536, "MLP hidden size (0 = 4 * d_model)")),
+                 [](const TrainConfig& c) { return nlohmann::json(c.d_ff ? c.d_ff : 4 * c.d_model); }));
   t.push_back(bind(&TrainConfig::mlp, boolean_setting("mlp", true, "include the MLP in each block (true/false)")));
   t.push_back(bind(&TrainConfig::layer_norm,
                    boolean_setting("layer_norm", true, "LayerNorm before each sublayer and the readout (true/false)")));
   t.push_back(bind(&TrainConfig::residual, boolean_setting("residual", true, "residual connections (true/false)")));
   t.push_back(bind(&TrainConfig::causal, boolean_setting("causal", true, "causal attention mask (true/false)")));
+  t.push_back(bind(&TrainConfig::emb_init_std,
+                   number_setting("emb_init_std", 1.0, 0, 1e30, "std of the token and position embeddings at init")
+                       .excluding_min()));
+  t.push_back(bind(&TrainConfig::proj_init_gain,
+                   number_setting("proj_init_gain", 1.0, 0, 1e30, "multiplies the LeCun init std of W_q, W_k, W_v, W_o")
+                       .excluding_min()));
+}
+
+// Probe measures the standard parametrization's initialisation (scales none and sqrt_dk): not probe flags.
+void add_parametrization_settings(std::vector<CoreSetting>& t) {
   t.push_back(
-      bind(&TrainConfig::emb_init_std,
-           number_setting("emb_init_std", 1.0, 0, 1e30, "std of the token and position embeddings at init", true)));
-  t.push_back(bind(
-      &TrainConfig::proj_init_gain,
-      number_setting("proj_init_gain", 1.0, 0, 1e30, "multiplies the LeCun init std of W_q, W_k, W_v, W_o", true)));
-  // Probe measures the standard parametrization's initialisation (scales none and sqrt_dk): not probe flags.
-  t.push_back(bind(&TrainConfig::parametrization,
-                   for_commands(text_setting("parametrization", "sp", {"sp", "mup"},
-                                             "sp: standard; mup: muP of Tensor Programs V, Table 3 (readout "
-                                             "multiplier, per-layer lr and readout init scaled by d_model / "
-                                             "--base-width; needs --scale dk)"),
-                                kRun)));
-  {
-    CoreSetting base_width =
-        bind(&TrainConfig::base_width,
-             for_commands(whole_setting("base_width", 64, 1, 16384, "mup: the d_model at which mup equals sp"), kRun));
-    base_width.unread = [](const TrainConfig& c) -> std::string {
-      if (c.parametrization == "mup") return "";
-      return "--base-width is read only by --parametrization mup (the parametrization is " + c.parametrization + ")";
-    };
-    t.push_back(std::move(base_width));
-  }
-  // optimisation
+      bind(&TrainConfig::parametrization,
+           text_setting("parametrization", "sp", {"sp", "mup"},
+                        "sp: standard; mup: muP of Tensor Programs V, Table 3 (readout multiplier, per-layer lr "
+                        "and readout init scaled by d_model / --base-width; needs --scale dk)")
+               .only_for(kRun)));
+  CoreSetting base_width =
+      bind(&TrainConfig::base_width,
+           whole_setting("base_width", 64, 1, 16384, "mup: the d_model at which mup equals sp").only_for(kRun));
+  base_width.unread = [](const TrainConfig& c) -> std::string {
+    if (c.parametrization == "mup") return "";
+    return "--base-width is read only by --parametrization mup (the parametrization is " + c.parametrization + ")";
+  };
+  t.push_back(std::move(base_width));
+}
+
+void add_optimisation_settings(std::vector<CoreSetting>& t) {
   t.push_back(bind(&TrainConfig::batch_size, whole_setting("batch_size", 64, 1, 1 << 20, "sequences per step")));
-  t.push_back(bind(
-      &TrainConfig::steps,
-      for_commands(with_role(whole_setting("steps", 800, 1, kMaxSteps, "training steps"), Role::arm, true), kRun)));
+  t.push_back(bind(&TrainConfig::steps,
+                   whole_setting("steps", 800, 1, kMaxSteps, "training steps").may_change_on_resume().only_for(kRun)));
   // The optimizer computes in float: a learning rate below the smallest normal float (FLT_MIN, printed to 9
   // digits) becomes 0 (or a subnormal that flush_denormals zeroes), one above the largest becomes inf.
   t.push_back(
-      bind(&TrainConfig::lr, for_commands(number_setting("lr", 3e-3, 1.17549435e-38, FLT_MAX, "learning rate"), kRun)));
-  t.push_back(bind(&TrainConfig::optimizer, for_commands(text_setting("optimizer", "adamw", {}, "optimizer"), kRun)));
+      bind(&TrainConfig::lr, number_setting("lr", 3e-3, 1.17549435e-38, FLT_MAX, "learning rate").only_for(kRun)));
+  t.push_back(bind(&TrainConfig::optimizer, text_setting("optimizer", "adamw", {}, "optimizer").only_for(kRun)));
   t.push_back(
       bind(&TrainConfig::lr_schedule,
-           for_commands(text_setting("lr_schedule", "constant", {}, "learning-rate schedule over the steps"), kRun)));
-  t.push_back(bind(&TrainConfig::z_loss,
-                   for_commands(number_setting("z_loss", 0.0, 0, 1e30,
-                                               "coefficient of the z-loss, mean (log Z)^2 of the readout (0 = off)"),
-                                kRun)));
-  t.push_back(bind(&TrainConfig::clip_grad_norm,
-                   for_commands(number_setting("clip_grad_norm", 0.0, 0, 1e30,
-                                               "clip the global gradient norm (0 = off)", false, true),
-                                kRun)));
-  // reproducibility, logging and output
-  t.push_back(bind(&TrainConfig::seed,
-                   with_role(whole_setting("seed", 0, 0, UINT64_MAX, "seed of the initial weights"), Role::replicate)));
-  t.push_back(bind(&TrainConfig::data_seed,
-                   with_role(whole_setting("data_seed", 0, 0, UINT64_MAX, "seed of the data stream (default: --seed)"),
-                             Role::replicate)));
-  t.push_back(bind(&TrainConfig::log_every,
-                   for_commands(with_role(whole_setting("log_every", 1, 1, kMaxSteps,
-                                                        "attention statistics and update RMS every N steps"),
-                                          Role::record),
-                                kRun)));
-  t.push_back(bind(&TrainConfig::print_every, for_commands(with_role(whole_setting("print_every", 100, 1, kMaxSteps,
-                                                                                   "console progress every N steps"),
-                                                                     Role::record, true),
-                                                           kRun)));
+           text_setting("lr_schedule", "constant", {}, "learning-rate schedule over the steps").only_for(kRun)));
   t.push_back(
-      bind(&TrainConfig::eval_every,
-           for_commands(with_role(whole_setting("eval_every", 0, 0, kMaxSteps, "held-out loss every N steps (0 = off)"),
-                                  Role::record),
-                        kRun)));
-  t.push_back(bind(&TrainConfig::eval_batches,
-                   for_commands(with_role(whole_setting("eval_batches", 4, 1, 10000, "batches per held-out evaluation"),
-                                          Role::record),
-                                kRun)));
+      bind(&TrainConfig::z_loss,
+           number_setting("z_loss", 0.0, 0, 1e30, "coefficient of the z-loss, mean (log Z)^2 of the readout (0 = off)")
+               .only_for(kRun)));
+  t.push_back(bind(&TrainConfig::clip_grad_norm,
+                   number_setting("clip_grad_norm", 0.0, 0, 1e30, "clip the global gradient norm (0 = off)")
+                       .excluding_max()
+                       .only_for(kRun)));
+}
+
+// Seeds, logging and evaluation cadence.
+void add_record_settings(std::vector<CoreSetting>& t) {
+  t.push_back(
+      bind(&TrainConfig::seed, whole_setting("seed", 0, 0, UINT64_MAX, "seed of the initial weights").replicate()));
+  t.push_back(
+      bind(&TrainConfig::data_seed,
+           whole_setting("data_seed", 0, 0, UINT64_MAX, "seed of the data stream (default: --seed)").replicate()));
+  t.push_back(bind(&TrainConfig::log_every,
+                   whole_setting("log_every", 1, 1, kMaxSteps, "attention statistics and update RMS every N steps")
+                       .record_only()
+                       .only_for(kRun)));
+  t.push_back(
+      bind(&TrainConfig::print_every, whole_setting("print_every", 100, 1, kMaxSteps, "console progress every N steps")
+                                          .record_only()
+                                          .may_change_on_resume()
+                                          .only_for(kRun)));
+  t.push_back(bind(&TrainConfig::eval_every,
+                   whole_setting("eval_every", 0, 0, kMaxSteps, "held-out loss every N steps (0 = off)")
+                       .record_only()
+                       .only_for(kRun)));
+  t.push_back(
+      bind(&TrainConfig::eval_batches,
+           whole_setting("eval_batches", 4, 1, 10000, "batches per held-out evaluation").record_only().only_for(kRun)));
   for (auto [member, key, setting] : {std::tuple{&TrainConfig::eval_seq_len, "eval_seq_len", "--seq-len"},
                                       std::tuple{&TrainConfig::eval_n_pairs, "eval_n_pairs", "--n-pairs"}})
-    t.push_back(bind(member, for_commands(with_role(text_setting(key, "", {},
-                                                                 std::string("at the end, evaluate at each of these "
-                                                                             "comma-separated values of the task's ") +
-                                                                     setting + " into summary.json (length_eval)"),
-                                                    Role::record),
-                                          kRun)));
+    t.push_back(bind(member, text_setting(key, "", {},
+                                          std::string("at the end, evaluate at each of these comma-separated values of "
+                                                      "the task's ") +
+                                              setting + " into summary.json (length_eval)")
+                                 .record_only()
+                                 .only_for(kRun)));
+}
+
+// Execution and output.
+void add_execution_settings(std::vector<CoreSetting>& t) {
   t.push_back(
       bind(&TrainConfig::flush_denormals,
            boolean_setting("flush_denormals", true, "flush subnormal floats to zero (faster saturated softmax)")));
-  t.push_back(bind(&TrainConfig::threads,
-                   with_role(whole_setting("threads", 1, 1, 64, "threads per run, for BLAS and xgrad's own loops"),
-                             Role::record, true)));
   t.push_back(
-      bind(&TrainConfig::out,
-           for_commands(with_role(text_setting("out", "", {}, "run directory to write"), Role::record, true), kTrain)));
+      bind(&TrainConfig::threads, whole_setting("threads", 1, 1, 64, "threads per run, for BLAS and xgrad's own loops")
+                                      .record_only()
+                                      .may_change_on_resume()));
+  t.push_back(bind(
+      &TrainConfig::out,
+      text_setting("out", "", {}, "run directory to write").record_only().may_change_on_resume().only_for(kTrain)));
   t.push_back(bind(&TrainConfig::checkpoint_every,
-                   for_commands(with_role(whole_setting("checkpoint_every", 100, 0, kMaxSteps,
-                                                        "write DIR/checkpoint.safetensors every N steps (0 = only at "
-                                                        "the end)"),
-                                          Role::record, true),
-                                kTrain)));
+                   whole_setting("checkpoint_every", 100, 0, kMaxSteps,
+                                 "write DIR/checkpoint.safetensors every N steps (0 = only at the end)")
+                       .record_only()
+                       .may_change_on_resume()
+                       .only_for(kTrain)));
   t.push_back(
-      bind(&TrainConfig::on_nan, for_commands(with_role(text_setting("on_nan", "stop", {"stop", "skip"},
-                                                                     "non-finite loss or gradient: stop the run "
-                                                                     "(exit 3) or skip the step"),
-                                                        Role::arm, true),
-                                              kTrain)));
-  t.push_back(bind(&TrainConfig::init_from, for_commands(path_setting("init_from",
-                                                                      "start from the weights in this "
-                                                                      ".safetensors file (shapes must match)"),
-                                                         kTrain)));
+      bind(&TrainConfig::on_nan, text_setting("on_nan", "stop", {"stop", "skip"},
+                                              "non-finite loss or gradient: stop the run (exit 3) or skip the step")
+                                     .may_change_on_resume()
+                                     .only_for(kTrain)));
+  t.push_back(bind(&TrainConfig::init_from,
+                   path_setting("init_from", "start from the weights in this .safetensors file (shapes must match)")
+                       .only_for(kTrain)));
+}
+
+std::vector<CoreSetting> make_core_settings() {
+  std::vector<CoreSetting> t;
+  add_model_settings(t);
+  add_parametrization_settings(t);
+  add_optimisation_settings(t);
+  add_record_settings(t);
+  add_execution_settings(t);
   return t;
 }
 

@@ -48,8 +48,8 @@ ScalingEntry make_entry() {
       "soft-capping)";
   e.order = 50;
   e.settings = {number_setting("softcap_cap", 50.0, 0.0, std::numeric_limits<double>::infinity(),
-                               "the cap c of the attention scores, c·tanh(z / c) (Gemma 2 uses 50)",
-                               /*min_open=*/true)};
+                               "the cap c of the attention scores, c·tanh(z / c) (Gemma 2 uses 50)")
+                    .excluding_min()};
   e.build = [](const ScalingContext& c) {
     return std::make_shared<SoftcapScaling>(c.d_k, c.settings.get<double>("softcap_cap"));
   };
