@@ -32,6 +32,7 @@
 #include "report/stats.h"
 #include "report/summary.h"
 #include "report/tables.h"
+#include "tests/support/fault_hooks.h"
 #include "tests/support/paths.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
@@ -345,8 +346,7 @@ TEST_CASE("zero-gradient fractions: summary.json and compare give the same numbe
   c.scale = "none";
   c.proj_init_gain = 100;
   c.on_nan = "skip";
-  c.nan_gradient_steps = {2, 5, 6, 11};
-  const RunSummary trained = xgrad::train::train(c);
+  const RunSummary trained = xgrad::train::train(c, xgrad::testing::nan_gradient_at({2, 5, 6, 11}));
   REQUIRE(trained.skipped_steps == 4);
   std::ifstream in(root / "run" / "summary.json");
   const RunSummary summary = RunSummary::from_json(nlohmann::json::parse(in));

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include "platform/distributed.h"
+#include "support/fault_hooks.h"
 #include "support/tiny_run.h"
 #include "train/trainer.h"
 
@@ -18,10 +19,10 @@ TEST_CASE("data-parallel ranks whose parameters differ stop at the next checksum
   REQUIRE_MESSAGE(dir != nullptr, "XGRAD_MPI_TEST_DIR must name a directory");
   xgrad::train::TrainConfig c = xgrad::testing::tiny_run((std::filesystem::path(dir) / "run").string(), 40);
   c.log_every = 5;
-  c.desync_steps = {7};  // rank 1 changes a weight before step 7; step 10 is the next checked
   std::string message;
   try {
-    xgrad::train::train(c);
+    // rank 1 changes a weight before step 7; step 10 is the next checked
+    xgrad::train::train(c, xgrad::testing::desync_at({7}));
   } catch (const std::runtime_error& e) {
     message = e.what();
   }

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/checkpoint.h"
+#include "tests/support/fault_hooks.h"
 #include "tests/support/paths.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
@@ -447,9 +448,8 @@ TEST_CASE(
     "non-finite gradient, --on-nan stop: the run stops there, names the step and the parameter, and keeps "
     "the last good checkpoint beside a marked non-finite one") {
   TrainConfig c = nan_run("nan_stop");
-  c.nan_gradient_steps = {6};
   LogCapture log;
-  const RunSummary s = xgrad::train::train(c);
+  const RunSummary s = xgrad::train::train(c, xgrad::testing::nan_gradient_at({6}));
   CHECK(s.diverged);
   CHECK(s.diverged_step == 6);
   CHECK(s.steps_done == 7);
@@ -471,7 +471,7 @@ TEST_CASE(
   TrainConfig r = c;
   r.resume = true;
   r.on_nan = "skip";
-  const RunSummary resumed = xgrad::train::train(r);
+  const RunSummary resumed = xgrad::train::train(r, xgrad::testing::nan_gradient_at({6}));
   CHECK_FALSE(resumed.diverged);
   CHECK(resumed.skipped_steps == 1);
   CHECK(count_lines(fs::path(c.out) / "metrics.csv") == 21);
@@ -482,8 +482,7 @@ TEST_CASE("--on-nan skip: the step's update is dropped, the row kept, the count 
   TrainConfig c = nan_run("nan_skip");
   c.on_nan = "skip";
   c.optimizer = "adamw";
-  c.nan_gradient_steps = {3, 9, 10};
-  const RunSummary s = xgrad::train::train(c);
+  const RunSummary s = xgrad::train::train(c, xgrad::testing::nan_gradient_at({3, 9, 10}));
   CHECK_FALSE(s.diverged);
   CHECK(s.skipped_steps == 3);
   CHECK(s.steps_done == 20);
@@ -515,10 +514,10 @@ TEST_CASE("--on-nan skip: the step's update is dropped, the row kept, the count 
   TrainConfig part = c;
   part.steps = 12;
   part.out = temp_dir("nan_skip_part").string();
-  xgrad::train::train(part);
+  xgrad::train::train(part, xgrad::testing::nan_gradient_at({3, 9, 10}));
   part.steps = 20;
   part.resume = true;
-  CHECK(xgrad::train::train(part).skipped_steps == 3);
+  CHECK(xgrad::train::train(part, xgrad::testing::nan_gradient_at({3, 9, 10})).skipped_steps == 3);
   CHECK(metrics_without_timing(part.out) == metrics_without_timing(c.out));
   CHECK(summary_without_time(part.out) == summary_without_time(c.out));
   fs::remove_all(c.out);
@@ -528,9 +527,10 @@ TEST_CASE("--on-nan skip: the step's update is dropped, the row kept, the count 
 TEST_CASE("--on-nan skip stops after kMaxConsecutiveSkips non-finite steps in a row") {
   TrainConfig c = nan_run("nan_streak");
   c.on_nan = "skip";
-  for (std::size_t step = 5; step < 20; ++step) c.nan_gradient_steps.push_back(step);
+  std::vector<std::size_t> nan_steps;
+  for (std::size_t step = 5; step < 20; ++step) nan_steps.push_back(step);
   LogCapture log;
-  const RunSummary s = xgrad::train::train(c);
+  const RunSummary s = xgrad::train::train(c, xgrad::testing::nan_gradient_at(nan_steps));
   CHECK(s.diverged);
   CHECK(s.diverged_step == static_cast<long>(5 + kMaxConsecutiveSkips - 1));
   CHECK(s.skipped_steps == kMaxConsecutiveSkips - 1);
@@ -692,13 +692,12 @@ TEST_CASE("a run directory is locked while a process trains in it; a killed run 
 }
 
 TEST_CASE("a non-finite step says what was non-finite, with its value: the gradient when the loss was finite") {
-  // A NaN gradient at a finite loss (the issue's "non-finite loss=7.4e+22" read as if the loss were the cause).
+  // A NaN gradient at a finite loss (a message "non-finite loss=7.4e+22" was once read as if the loss were the cause).
   TrainConfig c = nan_run("nan_message_gradient");
   c.on_nan = "skip";
-  c.nan_gradient_steps = {3};
   {
     LogCapture log;
-    xgrad::train::train(c);
+    xgrad::train::train(c, xgrad::testing::nan_gradient_at({3}));
     INFO(log.text());
     CHECK(log.text().find("step 3: non-finite gradient (grad_norm=nan; loss=") != std::string::npos);
     CHECK(log.text().find(" is finite); first non-finite: gradient of blocks.0.attn.w_q.weight; step skipped") !=
@@ -709,7 +708,7 @@ TEST_CASE("a non-finite step says what was non-finite, with its value: the gradi
   c.overwrite = true;
   {
     LogCapture log;
-    xgrad::train::train(c);
+    xgrad::train::train(c, xgrad::testing::nan_gradient_at({3}));
     INFO(log.text());
     CHECK(log.text().find("diverged at step 3: non-finite gradient (grad_norm=nan; loss=") != std::string::npos);
   }

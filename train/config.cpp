@@ -75,120 +75,162 @@ TrainConfig::TrainConfig() {
   for (const CoreSetting& c : core_settings()) c.set(*this, c.setting.default_value);
 }
 
-std::unique_ptr<data::Task> TrainConfig::validate() const {
-  for (const CoreSetting& c : core_settings()) {
-    // d_k and d_ff as given (0: derived from d_model), not as config.json writes them
-    const nlohmann::json value = c.setting.key == "d_k"    ? nlohmann::json(d_k)
-                                 : c.setting.key == "d_ff" ? nlohmann::json(d_ff)
-                                                           : c.get(*this);
-    const std::string error = check_setting_value(c.setting, value);
-    require(error.empty(), c.setting.flag() + " " + error);
+namespace {
+
+// Each core setting against its declaration; d_k and d_ff as given (0: derived from d_model), not as config.json
+// writes them.
+void check_core_values(const TrainConfig& c) {
+  for (const CoreSetting& core : core_settings()) {
+    const nlohmann::json value = core.setting.key == "d_k"    ? nlohmann::json(c.d_k)
+                                 : core.setting.key == "d_ff" ? nlohmann::json(c.d_ff)
+                                                              : core.get(c);
+    const std::string error = check_setting_value(core.setting, value);
+    require(error.empty(), core.setting.flag() + " " + error);
   }
-  // More threads than CPUs make every step wait for threads that cannot run (measured: 9x slower at 64 threads on
-  // 2 CPUs), and on a shared or cluster machine take CPUs that belong to others.
+}
+
+// More threads than CPUs make every step wait for threads that cannot run (measured: 9x slower at 64 threads on
+// 2 CPUs), and on a shared or cluster machine take CPUs that belong to others.
+void check_threads(const TrainConfig& c) {
   const int cpus = platform::available_cpus();
   const char* allow = std::getenv("XGRAD_ALLOW_THREADS_ABOVE_CPUS");
-  require(!threads_on_this_machine || threads <= static_cast<std::size_t>(cpus) || (allow && std::string(allow) == "1"),
-          fmt::format("--threads: {} is more than the {} CPU{} this process may use (allowed: 1 to {}; set "
-                      "XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 to run anyway)",
-                      threads, cpus, cpus == 1 ? "" : "s", cpus));
-  // Each component must be registered, and each of the given component settings read by one of them: a flag of
-  // one task given to another is a mistake, not a setting to ignore silently.
-  for (const Component& component : components()) component_values(*this, component.key);
-  for (const auto& [key, value] : settings.json().items()) {
-    const std::string unread = unread_setting_error(*this, key);
+  require(
+      !c.threads_on_this_machine || c.threads <= static_cast<std::size_t>(cpus) || (allow && std::string(allow) == "1"),
+      fmt::format("--threads: {} is more than the {} CPU{} this process may use (allowed: 1 to {}; set "
+                  "XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 to run anyway)",
+                  c.threads, cpus, cpus == 1 ? "" : "s", cpus));
+}
+
+// Each component must be registered, and each of the given component settings read by one of them: a flag of one
+// task given to another is a mistake, not a setting to ignore silently. A core setting only some runs read
+// (--base-width: mup) holds its default in the others. The schedule checks its settings against lr and steps.
+void check_component_settings(const TrainConfig& c) {
+  for (const Component& component : components()) component_values(c, component.key);
+  for (const auto& [key, value] : c.settings.json().items()) {
+    const std::string unread = unread_setting_error(c, key);
     require(unread.empty(), unread);
     const std::string error = check_setting_value(*find_setting(key), value);
     require(error.empty(), flag_of(key) + " " + error);
   }
-  // A core setting only some runs read (--base-width: mup) holds its default in the others.
-  for (const CoreSetting& c : core_settings())
-    if (c.unread && c.get(*this) != c.setting.default_value) {
-      const std::string unread = c.unread(*this);
+  for (const CoreSetting& core : core_settings())
+    if (core.unread && core.get(c) != core.setting.default_value) {
+      const std::string unread = core.unread(c);
       require(unread.empty(), unread);
     }
-  if (const auto* schedule = nn::LRScheduleRegistry::instance().find(lr_schedule); schedule && schedule->check) {
-    const std::string error = schedule->check(lr, steps, component_values(*this, "lr_schedule"));
+  if (const auto* schedule = nn::LRScheduleRegistry::instance().find(c.lr_schedule); schedule && schedule->check) {
+    const std::string error = schedule->check(c.lr, c.steps, component_values(c, "lr_schedule"));
     require(error.empty(), error);
   }
-  auto task_error = [&](const data::TaskError& e) {
-    if (task == "data") return ConfigError(std::string("--data: ") + e.what());
-    return ConfigError(std::string("invalid task settings: ") + e.what());
-  };
-  // A task's files are sized from their headers before they are read: a run that cannot hold them is refused
-  // without first filling the machine's memory with them.
-  const data::TaskEntry* entry = data::TaskRegistry::instance().find(task);
-  if (entry && entry->plan) {
-    data::TaskPlan plan;
-    try {
-      plan = entry->plan(component_values(*this, "task"));
-    } catch (const data::TaskError& e) {
-      throw task_error(e);
-    }
-    // The vocabulary of file data is known only once it is read: 2, the least, until then.
-    refuse_above_limit(estimate_memory(std::max<std::size_t>(plan.vocab_size, 2),
-                                       std::max<std::size_t>(plan.seq_len, 1), plan.data_bytes),
-                       plan.data_text);
-  }
-  std::unique_ptr<data::Task> t;
+}
+
+ConfigError task_error(const TrainConfig& c, const data::TaskError& e) {
+  if (c.task == "data") return ConfigError(std::string("--data: ") + e.what());
+  return ConfigError(std::string("invalid task settings: ") + e.what());
+}
+
+// A task's files are sized from their headers before they are read: a run that cannot hold them is refused without
+// first filling the machine's memory with them (`refuse`: TrainConfig::refuse_above_limit).
+template <class Refuse>
+void check_task_plan(const TrainConfig& c, Refuse refuse) {
+  const data::TaskEntry* entry = data::TaskRegistry::instance().find(c.task);
+  if (!entry || !entry->plan) return;
+  data::TaskPlan plan;
   try {
-    t = make_task();
+    plan = entry->plan(component_values(c, "task"));
   } catch (const data::TaskError& e) {
-    throw task_error(e);
+    throw task_error(c, e);
   }
-  if (const auto* arrays = dynamic_cast<const data::TokenArrays*>(t.get()))
-    require(eval_every == 0 || arrays->has_eval_split(),
-            "--eval-every: the data in " + component_values(*this, "task").get<std::string>("data") +
+  // The vocabulary of file data is known only once it is read: 2, the least, until then.
+  refuse(c.estimate_memory(std::max<std::size_t>(plan.vocab_size, 2), std::max<std::size_t>(plan.seq_len, 1),
+                           plan.data_bytes),
+         plan.data_text);
+}
+
+std::unique_ptr<data::Task> build_task(const TrainConfig& c) {
+  try {
+    return c.make_task();
+  } catch (const data::TaskError& e) {
+    throw task_error(c, e);
+  }
+}
+
+// The model's shape against the task (a held-out split for --eval-every), the heads and the attention layer's own
+// limits (--attn-out-proj false: n_heads * d_k = d_model).
+void check_model_shape(const TrainConfig& c, const data::Task& t) {
+  if (const auto* arrays = dynamic_cast<const data::TokenArrays*>(&t))
+    require(c.eval_every == 0 || arrays->has_eval_split(),
+            "--eval-every: the data in " + component_values(c, "task").get<std::string>("data") +
                 " has no held-out split (eval_inputs.npy and eval_targets.npy); "
                 "add one or pass --eval-every 0");
-  require(d_k > 0 || d_model % n_heads == 0, "--d-model (" + std::to_string(d_model) +
-                                                 ") must be divisible by --n-heads (" + std::to_string(n_heads) +
-                                                 "), or give the head size with --d-k");
-  {  // the attention layer's own limits on the model's shape (--attn-out-proj false: n_heads * d_k = d_model)
-    nn::AttentionLayerContext context;
-    context.d_model = d_model;
-    context.n_heads = n_heads;
-    context.d_k = d_k;
-    context.settings = component_values(*this, "attention");
-    try {
-      nn::check_attention_layer(attention, context);
-    } catch (const std::invalid_argument& e) {
-      throw ConfigError(e.what());
-    }
+  require(c.d_k > 0 || c.d_model % c.n_heads == 0,
+          "--d-model (" + std::to_string(c.d_model) + ") must be divisible by --n-heads (" + std::to_string(c.n_heads) +
+              "), or give the head size with --d-k");
+  nn::AttentionLayerContext context;
+  context.d_model = c.d_model;
+  context.n_heads = c.n_heads;
+  context.d_k = c.d_k;
+  context.settings = component_values(c, "attention");
+  try {
+    nn::check_attention_layer(c.attention, context);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
   }
-  if (parametrization == "mup") {  // Tensor Programs V: 1/d_k attention (Definition 4.1), Table 3's optimizers
-    require(scale == "dk",
-            "--parametrization mup scales attention scores by 1/d_k (Tensor Programs V, Definition "
-            "4.1): give --scale dk (got " +
-                scale + ")");
-    require(optimizer == "adamw" || optimizer == "sgd",
-            "--parametrization mup: muP's learning rates are defined for --optimizer adamw and sgd (got " + optimizer +
-                ")");
-    const std::size_t dk = head_size(), ff = d_ff ? d_ff : 4 * d_model;
-    require(dk * base_width % d_model == 0 && ff * base_width % d_model == 0,
-            "--base-width: d_k (" + std::to_string(dk) + ") and d_ff (" + std::to_string(ff) +
-                ") scale with --d-model under muP, so each times --base-width (" + std::to_string(base_width) +
-                ") / --d-model (" + std::to_string(d_model) + ") must be whole");
-  }
-  require(clip_grad_norm == 0 || static_cast<float>(clip_grad_norm) >= FLT_MIN,
-          fmt::format("--clip-grad-norm must be 0 (off) or in [{:.9g}, 1e30) (a normal float), got {:g}", FLT_MIN,
-                      clip_grad_norm));
-  require(!out.empty(), "--out: a run directory is required");
-  // config.json and summary.json are JSON, whose strings are UTF-8: a name of other bytes could not be recorded.
-  const nlohmann::json recorded = to_json();  // named: items() of a temporary dangles
+}
+
+// Tensor Programs V: 1/d_k attention (Definition 4.1), Table 3's optimizers.
+void check_mup(const TrainConfig& c) {
+  if (c.parametrization != "mup") return;
+  require(c.scale == "dk",
+          "--parametrization mup scales attention scores by 1/d_k (Tensor Programs V, Definition "
+          "4.1): give --scale dk (got " +
+              c.scale + ")");
+  require(c.optimizer == "adamw" || c.optimizer == "sgd",
+          "--parametrization mup: muP's learning rates are defined for --optimizer adamw and sgd (got " + c.optimizer +
+              ")");
+  const std::size_t dk = c.head_size(), ff = c.d_ff ? c.d_ff : 4 * c.d_model;
+  require(dk * c.base_width % c.d_model == 0 && ff * c.base_width % c.d_model == 0,
+          "--base-width: d_k (" + std::to_string(dk) + ") and d_ff (" + std::to_string(ff) +
+              ") scale with --d-model under muP, so each times --base-width (" + std::to_string(c.base_width) +
+              ") / --d-model (" + std::to_string(c.d_model) + ") must be whole");
+}
+
+// The run's files: --out given, every text setting recordable (config.json and summary.json are JSON, whose strings
+// are UTF-8: a name of other bytes could not be recorded), file names within the limit, --init-from a file.
+void check_files(const TrainConfig& c) {
+  require(!c.out.empty(), "--out: a run directory is required");
+  const nlohmann::json recorded = c.to_json();  // named: items() of a temporary dangles
   for (const auto& [key, value] : recorded.items())
     if (value.is_string() && invalid_utf8_at(value.get<std::string>()) != std::string::npos)
       throw ConfigError(flag_of(key) + ": '" + escaped(value.get<std::string>()) +
                         "' is not valid UTF-8 (config.json records it as text); give a name in UTF-8");
-  for (const auto& part : std::filesystem::path(out))
-    require(part.string().size() <= kMaxFileNameBytes,
+  for (const auto& part : std::filesystem::path(c.out))
+    require(part.string().size() <= TrainConfig::kMaxFileNameBytes,
             fmt::format("--out: the name '{}...' in {} is {} bytes, more than the {} a file name may have",
-                        part.string().substr(0, 40), out, part.string().size(), kMaxFileNameBytes));
-  if (!init_from.empty() && !resume) {  // a resumed run takes its weights from its checkpoint
+                        part.string().substr(0, 40), c.out, part.string().size(), TrainConfig::kMaxFileNameBytes));
+  if (!c.init_from.empty() && !c.resume) {  // a resumed run takes its weights from its checkpoint
     std::error_code ec;
-    require(std::filesystem::is_regular_file(init_from, ec),
-            "--init-from: '" + init_from + "' is not a file (give a .safetensors checkpoint)");
+    require(std::filesystem::is_regular_file(c.init_from, ec),
+            "--init-from: '" + c.init_from + "' is not a file (give a .safetensors checkpoint)");
   }
+}
+
+}  // namespace
+
+std::unique_ptr<data::Task> TrainConfig::validate() const {
+  check_core_values(*this);
+  check_threads(*this);
+  check_component_settings(*this);
+  const auto refuse = [this](const MemoryEstimate& m, const std::string& data_text) {
+    refuse_above_limit(m, data_text);
+  };
+  check_task_plan(*this, refuse);
+  std::unique_ptr<data::Task> t = build_task(*this);
+  check_model_shape(*this, *t);
+  check_mup(*this);
+  require(clip_grad_norm == 0 || static_cast<float>(clip_grad_norm) >= FLT_MIN,
+          fmt::format("--clip-grad-norm must be 0 (off) or in [{:.9g}, 1e30) (a normal float), got {:g}", FLT_MIN,
+                      clip_grad_norm));
+  check_files(*this);
   refuse_above_limit(estimate_memory(*t), "");
   // Evaluations at other lengths: each task built (its settings checked) and its longest sequence held to the limit.
   for (const LengthEvalPoint& point : length_eval_points(*this)) {

@@ -91,12 +91,6 @@ struct TrainConfig {
   /// on the command line: a new run of that config must read the same bytes (check_recorded_inputs).
   std::vector<data::InputFile> recorded_inputs;
   std::string recorded_inputs_source;  // the config.json they come from, for messages
-  // Testing only (no flag, not in config.json): at these steps one gradient element of the first attn.w_q.weight is
-  // set to NaN after backward, to exercise the non-finite handling.
-  std::vector<std::size_t> nan_gradient_steps;
-  // Testing only (no flag, not in config.json): in a data-parallel run, the last rank adds 1 to its first parameter
-  // element at the start of these steps, so that the ranks' parameters differ.
-  std::vector<std::size_t> desync_steps;
 
   /// The head size used: d_k, or d_model / n_heads when d_k is 0.
   std::size_t head_size() const { return d_k ? d_k : d_model / n_heads; }
@@ -122,7 +116,7 @@ struct TrainConfig {
   /// The task these settings describe (data/registry.h); throws what the task's build throws.
   std::unique_ptr<data::Task> make_task() const;
   /// The settings as config.json holds them: every core setting and every setting of the selected components
-  /// (defaults filled in), plus "config_version". Not resume, overwrite or nan_gradient_steps.
+  /// (defaults filled in), plus "config_version". Not resume or overwrite.
   nlohmann::json to_json() const;
   /// The configuration a config.json describes, of this release's format or the legacy one (canonical_config_json);
   /// settings `j` lacks keep their defaults. Throws ConfigError naming the key and `source` for a key that is not a

@@ -170,6 +170,7 @@ class Run {
   const nn::LRScheduleEntry& schedule = nn::LRScheduleRegistry::instance().at(cfg.lr_schedule);
   const SettingValues schedule_settings = component_values(cfg, "lr_schedule");
   RunProgress progress;
+  StepHooks hooks;
 
  private:
   void resume_from_checkpoint(const TrainConfig* stored);
@@ -334,9 +335,7 @@ StepRecord Run::train_step(std::size_t step) {
   r.measured = step % cfg.log_every == 0 || step + 1 == cfg.steps;
   for (auto& layer : model->attention_layers()) layer->record_attention = r.measured;
 
-  if (rank + 1 == world_size && world_size > 1 &&
-      std::find(cfg.desync_steps.begin(), cfg.desync_steps.end(), step) != cfg.desync_steps.end())
-    named.front().second.mutable_value().data()[0] += 1.0f;
+  if (hooks.on_step_start) hooks.on_step_start(step, named);
   if (world_size > 1 && r.measured) check_same_parameters_across_ranks(fmt::format("step {}", step));
   // Every rank draws the one-process batch and computes its own rows of it.
   data::Batch global = task->batch(cfg.data_seed, step, cfg.batch_size);
@@ -350,13 +349,7 @@ StepRecord Run::train_step(std::size_t step) {
   r.accuracy = accuracy(out.logits.value(), out.targets);
   opt->zero_grad();
   loss.backward();
-  if (root() &&
-      std::find(cfg.nan_gradient_steps.begin(), cfg.nan_gradient_steps.end(), step) != cfg.nan_gradient_steps.end())
-    for (auto [param, p] : named)  // a copy of the handle: the tensor itself is shared
-      if (metrics_columns::is_query_weight(param) && p.has_grad()) {
-        p.mutable_grad().data()[0] = std::numeric_limits<float>::quiet_NaN();
-        break;
-      }
+  if (hooks.after_backward) hooks.after_backward(step, named);
   if (world_size > 1) reduce_step(r, batch, shard_begin, r.loss, count_targets(global.targets));
   r.targets = world_size > 1 ? std::move(global.targets) : std::move(batch.targets);
 
@@ -532,7 +525,7 @@ RunSummary Run::finish(RunSummary summary) {
 
 void request_stop(int signal) noexcept { g_stop_signal.store(signal); }
 
-RunSummary train(const TrainConfig& requested) {
+RunSummary train(const TrainConfig& requested, const StepHooks& hooks) {
   const platform::FloatControlScope restore_float_control;  // the run sets flush_denormals on this thread
   // A resumed run keeps the paths its config.json holds: check_same_inputs refuses relative ones it cannot check.
   const TrainConfig cfg = requested.resume ? requested : with_absolute_paths(requested);
@@ -546,6 +539,7 @@ RunSummary train(const TrainConfig& requested) {
   // a file moved away or resized: said so before reading anything
   if (cfg.resume && root) check_inputs_on_disk(cfg);
   Run run(cfg, cfg.validate());
+  run.hooks = hooks;
   StepMetrics metrics(*run.model, *run.task, cfg);
   if (cfg.resume && root) {
     std::ifstream existing(run.dir / kMetricsFile);

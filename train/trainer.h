@@ -1,6 +1,7 @@
 // One training run: model, data, optimizer, the step loop, and the files it writes.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -8,9 +9,20 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "train/config.h"
+#include "train/data_parallel.h"
 #include "train/run_files.h"
 
 namespace xgrad::train {
+
+/// Callbacks into each training step, for instrumenting a run from code (the tests inject faults through them: a
+/// NaN gradient, ranks whose weights differ). Each is optional. `named` holds the model's parameters in
+/// named_parameters() order; a callback may change their values or gradients, and is called on every rank.
+struct StepHooks {
+  /// At the start of `step`, before the ranks' parameter check and the batch.
+  std::function<void(std::size_t step, const NamedParameters& named)> on_step_start;
+  /// After backward, before the ranks' gradients are summed, the gradient norms are taken and clipping.
+  std::function<void(std::size_t step, const NamedParameters& named)> after_backward;
+};
 
 /// Trains one configuration and writes into config.out: config.json (resolved config with its paths made absolute,
 /// environment, and under "inputs" each file the task read with its size and content hash),
@@ -60,7 +72,7 @@ namespace xgrad::train {
 /// metrics.csv columns: see train/run_files.h (names) and train/step_metrics.cpp (what each holds). Attention
 /// statistics and RMS columns are computed every log_every steps and on the last step, eval_loss every eval_every
 /// steps; other rows hold nan there.
-RunSummary train(const TrainConfig& config);
+RunSummary train(const TrainConfig& config, const StepHooks& hooks = {});
 
 /// Under on_nan = "skip", this many non-finite steps in a row stop the run as diverged.
 inline constexpr std::size_t kMaxConsecutiveSkips = 10;
