@@ -129,15 +129,13 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
 
   // Entropy against step at the highest lr, without and with warmup: mean over seeds of the lowest head entropy.
   for (long warmup : warmups) {
-    train::SummaryFigure f;
-    f.name = warmup == 0 ? "collapse_entropy_vs_step" : "collapse_entropy_vs_step_warmup";
-    f.title = "Lowest head attention entropy against step, AdamW lr " + lr_text(top_lr) +
-              (warmup == 0 ? ", no warmup" : fmt::format(", {} warmup steps", warmup));
-    f.caption =
+    train::SummaryFigure f = train::summary_figure(
+        warmup == 0 ? "collapse_entropy_vs_step" : "collapse_entropy_vs_step_warmup",
+        "Lowest head attention entropy against step, AdamW lr " + lr_text(top_lr) +
+            (warmup == 0 ? ", no warmup" : fmt::format(", {} warmup steps", warmup)),
         "per logged step the minimum over the heads of attn/l<last>h<h>/entropy_mean (nats, over the query "
-        "positions), mean over the seeds that logged it; bars: min and max over seeds";
-    f.x_label = "step";
-    f.y_label = "lowest head entropy (nats)";
+        "positions), mean over the seeds that logged it; bars: min and max over seeds",
+        "step", train::Axis::linear, "lowest head entropy (nats)", train::Axis::linear);
     f.error_bar_sd = false;
     f.tabulate = false;
     for (const std::string& scale : order) {
@@ -147,9 +145,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       for (std::size_t i : lr_it->second.at(warmup).runs)
         for (std::size_t k = 0; k < curves[i].step.size(); ++k)
           by_step[curves[i].step[k]].push_back(curves[i].entropy_min[k]);
-      train::SummaryLine line;
-      line.label = scale;
-      line.scale = scale_of[scale];
+      train::SummaryLine line = train::summary_line(scale, scale_of[scale]);
       for (const auto& [step, values] : by_step) {
         train::SummaryPoint p;
         p.x = step;
@@ -169,19 +165,15 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   std::size_t below = 0, points = 0;
   double norm_lo = INFINITY, norm_hi = 0;
   {
-    train::SummaryFigure f;
-    f.name = "collapse_entropy_vs_spectral_norm";
-    f.title = fmt::format(
-        "Head entropy against c·||W_q,h W_k,hᵀ||₂, AdamW lr {}, no warmup; dashed: Zhai et al.'s "
-        "bound for T = {:g}",
-        lr_text(top_lr), T);
-    f.caption =
+    train::SummaryFigure f = train::summary_figure(
+        "collapse_entropy_vs_spectral_norm",
+        fmt::format("Head entropy against c·||W_q,h W_k,hᵀ||₂, AdamW lr {}, no warmup; dashed: Zhai et al.'s "
+                    "bound for T = {:g}",
+                    lr_text(top_lr), T),
         "per scaling, each logged step's mean over seeds of the lowest head entropy against the mean of the "
         "largest head norm (c the scaling's constant multiplier), ordered by the norm; the dashed line is "
-        "Zhai et al. 2023's lower bound for T keys (nn/entropy_bound.h)";
-    f.x_label = "c·||W_q,h W_k,hᵀ||₂";
-    f.y_label = "attention entropy (nats)";
-    f.log_x = true;
+        "Zhai et al. 2023's lower bound for T keys (nn/entropy_bound.h)",
+        "c·||W_q,h W_k,hᵀ||₂", train::Axis::log, "attention entropy (nats)", train::Axis::linear);
     f.tabulate = false;
     f.error_bar_sd = false;
     for (const std::string& scale : order) {
@@ -193,9 +185,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
           by_step[curves[i].step[k]].first.push_back(curves[i].norm_max[k]);
           by_step[curves[i].step[k]].second.push_back(curves[i].entropy_min[k]);
         }
-      train::SummaryLine line;
-      line.label = scale;
-      line.scale = scale_of[scale];
+      train::SummaryLine line = train::summary_line(scale, scale_of[scale]);
       for (const auto& [step, pair] : by_step) {
         train::SummaryPoint p;
         p.x = train::mean_sd(pair.first).mean;
@@ -217,9 +207,8 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         }
       }
     if (T >= 2 && norm_hi > 0) {
-      train::SummaryLine bound;
-      bound.label = fmt::format("bound, T = {:g}", T);
-      bound.scale = order.empty() ? "none" : scale_of[order.front()];
+      train::SummaryLine bound =
+          train::summary_line(fmt::format("bound, T = {:g}", T), order.empty() ? "none" : scale_of[order.front()]);
       bound.theory = true;
       for (int k = 0; k <= 40; ++k) {
         train::SummaryPoint p;

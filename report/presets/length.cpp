@@ -159,9 +159,7 @@ SummaryFigure figure(const Panel& panel, const std::string& stem, const std::str
   f.y_label = what;
   f.log_x = true;
   for (const Curve& curve : panel.curves) {
-    SummaryLine line;
-    line.label = curve.label;
-    line.scale = curve.scale;
+    SummaryLine line = summary_line(curve.label, curve.scale);
     for (std::size_t pairs : curve.pairs) {
       const train::MeanSd m = at(curve, pairs, field);
       SummaryPoint p;

@@ -156,20 +156,13 @@ CurveFacts facts_of(const Comparison& c, const Curve& curve) {
 
 // Final loss against lr, one figure per panel.
 SummaryFigure loss_figure(const Comparison& c, const Panel& panel) {
-  SummaryFigure f;
-  f.name = "lr_final_loss_vs_lr_" + panel.stem();
-  f.title = "Final loss against learning rate, " + panel.title();
-  f.caption =
+  SummaryFigure f = summary_figure(
+      "lr_final_loss_vs_lr_" + panel.stem(), "Final loss against learning rate, " + panel.title(),
       "Mean final loss (last 20 steps) over the seeds that did not diverge, error bars ± their sample sd; a "
-      "point whose every seed diverged is not drawn and says \"diverged\" in the table";
-  f.x_label = "learning rate";
-  f.y_label = "final loss (nats)";
-  f.log_x = true;
-  f.log_y = true;
+      "point whose every seed diverged is not drawn and says \"diverged\" in the table",
+      "learning rate", Axis::log, "final loss (nats)", Axis::log);
   for (const Curve& curve : panel.curves) {
-    SummaryLine line;
-    line.label = curve.label;
-    line.scale = curve.scale;
+    SummaryLine line = summary_line(curve.label, curve.scale);
     for (std::size_t a : curve.arms) {
       const ArmStats& arm = c.arms[a];
       SummaryPoint p;
@@ -337,16 +330,12 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       "but its training failed. The largest logit is the largest |scaled score| over every layer and "
       "head at a logged step (metrics.csv attn/l*h*/score_max_abs).\n\n";
   for (const Panel& panel : panels) {
-    SummaryFigure f;
-    f.name = "lr_max_logit_vs_step_" + panel.stem();
-    f.title = "Largest attention logit at the highest surviving lr, " + panel.title();
-    f.caption =
+    SummaryFigure f = summary_figure(
+        "lr_max_logit_vs_step_" + panel.stem(), "Largest attention logit at the highest surviving lr, " + panel.title(),
         "Per logged step, the largest |scaled score| over every layer and head (metrics.csv "
         "attn/l*h*/score_max_abs), mean over the seeds, at the highest lr the scaling survives (no seed "
-        "diverged and it learned; the lr is in the legend)";
-    f.x_label = "step";
-    f.y_label = "largest attention logit";
-    f.log_y = true;
+        "diverged and it learned; the lr is in the legend)",
+        "step", Axis::linear, "largest attention logit", Axis::log);
     f.tabulate = false;
     std::vector<std::string> sentences;
     for (const Curve& curve : panel.curves) {
@@ -386,9 +375,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         shrinks += ratio < 1 / kLogitChange ? 1 : 0;
         flat += ratio <= kLogitChange && ratio >= 1 / kLogitChange ? 1 : 0;
       }
-      SummaryLine line;
-      line.label = fmt::format("{} lr={}", curve.label, g3(arm.lr()));
-      line.scale = curve.scale;
+      SummaryLine line = summary_line(fmt::format("{} lr={}", curve.label, g3(arm.lr())), curve.scale);
       for (const auto& [step, sum_n] : by_step)
         if (sum_n.second == measured)
           line.points.push_back(SummaryPoint{step, sum_n.first / sum_n.second, kNoValue, kNoValue, sum_n.second, 0});

@@ -73,20 +73,16 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   for (const std::string& variant : lines) {
     std::string suffix;  // the extras, as a file name's part
     for (char ch : line_extras[variant]) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-    train::SummaryFigure f;
-    f.name = "width_loss_vs_lr_" + variant_scale(variant_base[variant]) +
-             (variant.rfind("muP", 0) == 0 ? "_mup" : "_sp") + (suffix.empty() ? "" : "_" + suffix);
-    f.title = "Final loss against learning rate per width, " + variant;
-    f.caption =
+    train::SummaryFigure f = train::summary_figure(
+        "width_loss_vs_lr_" + variant_scale(variant_base[variant]) + (variant.rfind("muP", 0) == 0 ? "_mup" : "_sp") +
+            (suffix.empty() ? "" : "_" + suffix),
+        "Final loss against learning rate per width, " + variant,
         "AdamW; per width (d_model = d_k) the mean over seeds of the final loss (runs that diverged left out), "
-        "error bars ± sd";
-    f.x_label = "learning rate";
-    f.y_label = "final loss (nats)";
-    f.log_x = true;
+        "error bars ± sd",
+        "learning rate", train::Axis::log, "final loss (nats)", train::Axis::linear);
     for (const auto& [width, by_lr] : cells.at(variant)) {
-      train::SummaryLine line;
-      line.label = "d_model=" + std::to_string(width);
-      line.scale = variant_scale(variant_base[variant]);
+      train::SummaryLine line =
+          train::summary_line("d_model=" + std::to_string(width), variant_scale(variant_base[variant]));
       for (const auto& [lr, cell] : by_lr) {
         const train::MeanSd m = train::mean_sd(cell.final_loss);
         train::SummaryPoint p;
@@ -111,21 +107,14 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     double objective = train::kNoValue;
   };
   std::map<std::string, std::map<std::size_t, Best>> best;
-  train::SummaryFigure fb;
-  fb.name = "width_best_lr_vs_d_k";
-  fb.title = "Best learning rate against width (d_model = d_k)";
-  fb.caption =
+  train::SummaryFigure fb = train::summary_figure(
+      "width_best_lr_vs_d_k", "Best learning rate against width (d_model = d_k)",
       "AdamW; the point is the learning rate of the lowest mean lr objective min(final loss, step-0 loss) "
-      "over seeds (a diverged run counts its step-0 loss); the bar spans the seeds' own best learning rates";
-  fb.x_label = "d_model = d_k";
-  fb.y_label = "best learning rate";
-  fb.log_x = true;
-  fb.log_y = true;
+      "over seeds (a diverged run counts its step-0 loss); the bar spans the seeds' own best learning rates",
+      "d_model = d_k", train::Axis::log, "best learning rate", train::Axis::log);
   fb.error_bar_sd = false;
   for (const std::string& variant : lines) {
-    train::SummaryLine line;
-    line.label = variant;
-    line.scale = variant_scale(variant_base[variant]);
+    train::SummaryLine line = train::summary_line(variant, variant_scale(variant_base[variant]));
     for (const auto& [width, by_lr] : cells.at(variant)) {
       Best b;
       std::map<std::uint64_t, std::pair<double, double>> seed_best;  // seed -> (objective, lr)
