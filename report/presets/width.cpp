@@ -36,13 +36,20 @@ struct Cell {                      // one (variant, width, lr): its runs
 
 std::string lr_text(double lr) { return fmt::format("{:g}", lr); }
 
-std::vector<train::PresetSection> report(const train::PresetInput& in) {
-  const train::Comparison& c = in.comparison;
-  // variant -> width -> lr -> cell
-  // A line is a variant and the other settings the arms differ in (flags may add some: --grid n_layers=1,2).
+// The width grid's runs: line -> width -> lr -> cell, and what each line is.
+// A line is a variant and the other settings the arms differ in (flags may add some: --grid n_layers=1,2).
+struct Grid {
   std::map<std::string, std::map<std::size_t, std::map<double, Cell>>> cells;
-  const train::LineLabels labels(c, {"d_model", "d_k", "lr", "scale", "parametrization"});
   std::map<std::string, std::string> variant_base, line_extras;  // line -> its variant (kVariants), its extras
+  std::vector<std::string> lines;                                // in kVariants order
+};
+
+Grid read_grid(const train::Comparison& c) {
+  Grid g;
+  auto& cells = g.cells;
+  auto& variant_base = g.variant_base;
+  auto& line_extras = g.line_extras;
+  const train::LineLabels labels(c, {"d_model", "d_k", "lr", "scale", "parametrization"});
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const nlohmann::json& cfg = c.runs[i].config;
     if (!cfg.contains("d_model") || !cfg.contains("lr") || c.runs[i].incomplete) continue;
@@ -58,19 +65,17 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     else
       cell.final_loss.push_back(c.stats[i].final_loss);
   }
-  train::PresetSection s;
-  s.anchor = "width";
-  s.title = "Best learning rate against width (Yang et al. 2022, figure 1 at toy scale)";
-  if (cells.empty()) {
-    s.markdown = "No complete run of the width grid was found.\n";
-    return {s};
-  }
-  std::vector<std::string> lines;  // in kVariants order
   for (const std::string& v : kVariants)
     for (const auto& [line, base] : variant_base)
-      if (base == v) lines.push_back(line);
-  // Loss against lr, one figure per variant, one line per width.
-  for (const std::string& variant : lines) {
+      if (base == v) g.lines.push_back(line);
+  return g;
+}
+
+// Loss against lr, one figure per variant, one line per width.
+void add_loss_figures(Grid& g, train::PresetSection& s) {
+  auto& variant_base = g.variant_base;
+  auto& line_extras = g.line_extras;
+  for (const std::string& variant : g.lines) {
     std::string suffix;  // the extras, as a file name's part
     for (char ch : line_extras[variant]) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
     train::SummaryFigure f = train::summary_figure(
@@ -80,7 +85,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         "AdamW; per width (d_model = d_k) the mean over seeds of the final loss (runs that diverged left out), "
         "error bars ± sd",
         "learning rate", train::Axis::log, "final loss (nats)", train::Axis::linear);
-    for (const auto& [width, by_lr] : cells.at(variant)) {
+    for (const auto& [width, by_lr] : g.cells.at(variant)) {
       train::SummaryLine line =
           train::summary_line("d_model=" + std::to_string(width), variant_scale(variant_base[variant]));
       for (const auto& [lr, cell] : by_lr) {
@@ -98,71 +103,87 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     }
     s.figures.push_back(f);
   }
-  // The best lr per (variant, width): per seed the lr of the lowest objective; decided when the seeds agree.
-  struct Best {
-    double lr = train::kNoValue;                        // the mean objective's argmin
-    double lo = train::kNoValue, hi = train::kNoValue;  // the seeds' best lrs
-    bool decided = false;
-    bool at_edge = false;  // the best lr is the smallest or largest of the grid: the optimum may lie beyond it
-    double objective = train::kNoValue;
-  };
-  std::map<std::string, std::map<std::size_t, Best>> best;
+}
+
+// The best lr per (variant, width): per seed the lr of the lowest objective; decided when the seeds agree.
+struct Best {
+  double lr = train::kNoValue;                        // the mean objective's argmin
+  double lo = train::kNoValue, hi = train::kNoValue;  // the seeds' best lrs
+  bool decided = false;
+  bool at_edge = false;  // the best lr is the smallest or largest of the grid: the optimum may lie beyond it
+  double objective = train::kNoValue;
+};
+using BestLrs = std::map<std::string, std::map<std::size_t, Best>>;
+
+// The best lr at one width (its runs by lr); `seeds` gets the number of seeds that have one.
+Best best_of(const std::map<double, Cell>& by_lr, std::size_t* seeds) {
+  Best b;
+  std::map<std::uint64_t, std::pair<double, double>> seed_best;  // seed -> (objective, lr)
+  double best_mean = INFINITY;
+  for (const auto& [lr, cell] : by_lr) {
+    const double mean = train::mean_sd(cell.objective).mean;
+    if (std::isfinite(mean) && mean < best_mean) {
+      best_mean = mean;
+      b.lr = lr;
+    }
+    for (const auto& [seed, objective] : cell.by_seed) {
+      auto it = seed_best.find(seed);
+      if (std::isfinite(objective) && (it == seed_best.end() || objective < it->second.first))
+        seed_best[seed] = {objective, lr};
+    }
+  }
+  std::set<double> seed_lrs;
+  for (const auto& [seed, pair] : seed_best) seed_lrs.insert(pair.second);
+  b.decided = seed_best.size() >= 2 && seed_lrs.size() == 1;
+  if (!seed_lrs.empty()) {
+    b.lo = *seed_lrs.begin();
+    b.hi = *seed_lrs.rbegin();
+  }
+  b.objective = best_mean;
+  bool all_diverged = true;  // every run at this width diverged: each objective is a step-0 loss, no best lr
+  for (const auto& [lr, cell] : by_lr) all_diverged = all_diverged && cell.diverged == cell.objective.size();
+  if (all_diverged) b = Best{};
+  b.at_edge = std::isfinite(b.lr) && (b.lr == by_lr.begin()->first || b.lr == by_lr.rbegin()->first);
+  *seeds = seed_best.size();
+  return b;
+}
+
+BestLrs add_best_lr_figure(Grid& g, train::PresetSection& s) {
+  BestLrs best;
   train::SummaryFigure fb = train::summary_figure(
       "width_best_lr_vs_d_k", "Best learning rate against width (d_model = d_k)",
       "AdamW; the point is the learning rate of the lowest mean lr objective min(final loss, step-0 loss) "
       "over seeds (a diverged run counts its step-0 loss); the bar spans the seeds' own best learning rates",
       "d_model = d_k", train::Axis::log, "best learning rate", train::Axis::log);
   fb.error_bar_sd = false;
-  for (const std::string& variant : lines) {
-    train::SummaryLine line = train::summary_line(variant, variant_scale(variant_base[variant]));
-    for (const auto& [width, by_lr] : cells.at(variant)) {
-      Best b;
-      std::map<std::uint64_t, std::pair<double, double>> seed_best;  // seed -> (objective, lr)
-      double best_mean = INFINITY;
-      for (const auto& [lr, cell] : by_lr) {
-        const double mean = train::mean_sd(cell.objective).mean;
-        if (std::isfinite(mean) && mean < best_mean) {
-          best_mean = mean;
-          b.lr = lr;
-        }
-        for (const auto& [seed, objective] : cell.by_seed) {
-          auto it = seed_best.find(seed);
-          if (std::isfinite(objective) && (it == seed_best.end() || objective < it->second.first))
-            seed_best[seed] = {objective, lr};
-        }
-      }
-      std::set<double> seed_lrs;
-      for (const auto& [seed, pair] : seed_best) seed_lrs.insert(pair.second);
-      b.decided = seed_best.size() >= 2 && seed_lrs.size() == 1;
-      if (!seed_lrs.empty()) {
-        b.lo = *seed_lrs.begin();
-        b.hi = *seed_lrs.rbegin();
-      }
-      b.objective = best_mean;
-      bool all_diverged = true;  // every run at this width diverged: each objective is a step-0 loss, no best lr
-      for (const auto& [lr, cell] : by_lr) all_diverged = all_diverged && cell.diverged == cell.objective.size();
-      if (all_diverged) b = Best{};
-      b.at_edge = std::isfinite(b.lr) && (b.lr == by_lr.begin()->first || b.lr == by_lr.rbegin()->first);
+  for (const std::string& variant : g.lines) {
+    train::SummaryLine line = train::summary_line(variant, variant_scale(g.variant_base[variant]));
+    for (const auto& [width, by_lr] : g.cells.at(variant)) {
+      std::size_t seeds = 0;
+      const Best b = best_of(by_lr, &seeds);
       best[variant][width] = b;
       train::SummaryPoint p;
       p.x = static_cast<double>(width);
       p.y = b.lr;
       p.lo = b.lo;
       p.hi = b.hi;
-      p.n = seed_best.size();
+      p.n = seeds;
       line.points.push_back(p);
     }
     fb.lines.push_back(line);
   }
   s.figures.push_back(fb);
+  return best;
+}
 
+train::Table best_table(Grid& g, const BestLrs& best) {
   train::Table t;
   t.header = {"variant", "d_model = d_k", "best lr", "seeds' best lrs", "lr objective at it", "diverged runs"};
-  for (const std::string& variant : lines) {
+  for (const std::string& variant : g.lines) {
     if (!best.count(variant)) continue;
     for (const auto& [width, b] : best.at(variant)) {
       std::size_t diverged = 0, runs = 0;
-      for (const auto& [lr, cell] : cells.at(variant).at(width)) {
+      for (const auto& [lr, cell] : g.cells.at(variant).at(width)) {
         diverged += cell.diverged;
         runs += cell.objective.size();
       }
@@ -176,11 +197,14 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
                         train::format_number(b.objective, 3), fmt::format("{} of {}", diverged, runs)});
     }
   }
-  // Sentences, each from the numbers: how far the best lr moves across the widths, per variant, over the widths
-  // where the seeds agree.
+  return t;
+}
+
+// Sentences, each from the numbers: how far the best lr moves across the widths, per variant, over the widths
+// where the seeds agree. `spread` gets, per variant, max/min of the decided best lrs (NaN: fewer than 2 decided).
+std::string spread_text(const Grid& g, const BestLrs& best, std::map<std::string, double>& spread) {
   std::string text;
-  std::map<std::string, double> spread;  // variant -> max/min of the decided best lrs (NaN: fewer than 2 decided)
-  for (const std::string& variant : lines) {
+  for (const std::string& variant : g.lines) {
     if (!best.count(variant)) continue;
     std::vector<std::pair<std::size_t, double>> decided;
     std::vector<std::size_t> undecided;
@@ -219,11 +243,15 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     }
     text += line + "\n";
   }
-  // The literature's claim: muP's best lr moves less with width than SP's; between lines of equal extras.
+  return text;
+}
+
+// The literature's claim: muP's best lr moves less with width than SP's; between lines of equal extras.
+std::string claims_text(Grid& g, const std::map<std::string, double>& spread) {
   std::string claims;
   std::vector<std::string> extras_seen;
-  for (const std::string& variant : lines) {
-    const std::string extras = line_extras[variant];
+  for (const std::string& variant : g.lines) {
+    const std::string extras = g.line_extras[variant];
     if (std::find(extras_seen.begin(), extras_seen.end(), extras) != extras_seen.end()) continue;
     extras_seen.push_back(extras);
     auto with = [&](const std::string& name) { return extras.empty() ? name : name + " " + extras; };
@@ -256,6 +284,26 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
           mup, sp);
     claims += (extras.empty() ? "" : "With " + extras + ": ") + claim + "\n";
   }
+  return claims;
+}
+
+std::vector<train::PresetSection> report(const train::PresetInput& in) {
+  const train::Comparison& c = in.comparison;
+  Grid g = read_grid(c);
+  const auto& cells = g.cells;
+  train::PresetSection s;
+  s.anchor = "width";
+  s.title = "Best learning rate against width (Yang et al. 2022, figure 1 at toy scale)";
+  if (cells.empty()) {
+    s.markdown = "No complete run of the width grid was found.\n";
+    return {s};
+  }
+  add_loss_figures(g, s);
+  const BestLrs best = add_best_lr_figure(g, s);
+  const train::Table t = best_table(g, best);
+  std::map<std::string, double> spread;
+  const std::string text = spread_text(g, best, spread);
+  const std::string claims = claims_text(g, spread);
   s.markdown = "AdamW at " + std::to_string(cells.begin()->second.begin()->second.size()) +
                " learning rates; one head, attention only, d_model = d_k; muP relative to d_model " +
                std::to_string(kBaseWidth) +
