@@ -80,15 +80,25 @@ struct Cell {  // one (scaling, lr, warmup): its runs
   std::vector<double> lowest_entropy, final_accuracy;
 };
 
-std::vector<train::PresetSection> report(const train::PresetInput& in) {
-  const train::Comparison& c = in.comparison;
-  std::vector<RunCurves> curves(c.runs.size());
+// The collapse grid's runs: what each logged, and the cells per line, lr and warmup.
+struct Grid {
+  std::vector<RunCurves> curves;                                        // per run of the comparison
   std::map<std::string, std::map<double, std::map<long, Cell>>> cells;  // line -> lr -> warmup -> cell
   std::vector<std::string> order;  // lines (a scaling and the other settings the arms differ in), in the order the
                                    // comparison lists them
   std::map<std::string, std::string> scale_of;  // line -> its scaling
+  double T = 0;                                 // keys the answer's query attends to
+};
+
+Grid read_grid(const train::Comparison& c) {
+  Grid g;
+  g.curves.resize(c.runs.size());
+  auto& curves = g.curves;
+  auto& cells = g.cells;
+  auto& order = g.order;
+  auto& scale_of = g.scale_of;
+  double& T = g.T;
   const train::LineLabels labels(c, {"scale", "lr", "warmup_steps"});
-  double T = 0;  // keys the answer's query attends to
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const nlohmann::json& cfg = c.runs[i].config;
     if (!cfg.contains("scale") || !cfg.contains("lr")) continue;
@@ -110,6 +120,172 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
     cell.lowest_entropy.push_back(curves[i].lowest_entropy);
     if (!c.runs[i].diverged) cell.final_accuracy.push_back(c.stats[i].final_accuracy);
   }
+  return g;
+}
+
+// Entropy against step at the highest lr, without and with warmup: mean over seeds of the lowest head entropy.
+void add_step_figures(Grid& g, double top_lr, const std::set<long>& warmups, train::PresetSection& s) {
+  auto& curves = g.curves;
+  auto& cells = g.cells;
+  for (long warmup : warmups) {
+    train::SummaryFigure f = train::summary_figure(
+        warmup == 0 ? "collapse_entropy_vs_step" : "collapse_entropy_vs_step_warmup",
+        "Lowest head attention entropy against step, AdamW lr " + lr_text(top_lr) +
+            (warmup == 0 ? ", no warmup" : fmt::format(", {} warmup steps", warmup)),
+        "per logged step the minimum over the heads of attn/l<last>h<h>/entropy_mean (nats, over the query "
+        "positions), mean over the seeds that logged it; bars: min and max over seeds",
+        "step", train::Axis::linear, "lowest head entropy (nats)", train::Axis::linear);
+    f.error_bar_sd = false;
+    f.tabulate = false;
+    for (const std::string& scale : g.order) {
+      const auto lr_it = cells[scale].find(top_lr);
+      if (lr_it == cells[scale].end() || !lr_it->second.count(warmup)) continue;
+      std::map<double, std::vector<double>> by_step;
+      for (std::size_t i : lr_it->second.at(warmup).runs)
+        for (std::size_t k = 0; k < curves[i].step.size(); ++k)
+          by_step[curves[i].step[k]].push_back(curves[i].entropy_min[k]);
+      train::SummaryLine line = train::summary_line(scale, g.scale_of[scale]);
+      for (const auto& [step, values] : by_step) {
+        train::SummaryPoint p;
+        p.x = step;
+        p.y = train::mean_sd(values).mean;
+        p.lo = *std::min_element(values.begin(), values.end());
+        p.hi = *std::max_element(values.begin(), values.end());
+        p.n = values.size();
+        line.points.push_back(p);
+      }
+      f.lines.push_back(line);
+    }
+    s.figures.push_back(f);
+  }
+}
+
+// Entropy against the spectral norm, every logged head of every run at the highest lr without warmup, with the
+// bound. `below` and `points` get the number of logged head measurements below the bound and in all.
+void add_norm_figure(Grid& g, double top_lr, train::PresetSection& s, std::size_t* below, std::size_t* points) {
+  auto& curves = g.curves;
+  auto& cells = g.cells;
+  auto& order = g.order;
+  auto& scale_of = g.scale_of;
+  const double T = g.T;
+  double norm_lo = INFINITY, norm_hi = 0;
+  train::SummaryFigure f = train::summary_figure(
+      "collapse_entropy_vs_spectral_norm",
+      fmt::format("Head entropy against c·||W_q,h W_k,hᵀ||₂, AdamW lr {}, no warmup; dashed: Zhai et al.'s "
+                  "bound for T = {:g}",
+                  lr_text(top_lr), T),
+      "per scaling, each logged step's mean over seeds of the lowest head entropy against the mean of the "
+      "largest head norm (c the scaling's constant multiplier), ordered by the norm; the dashed line is "
+      "Zhai et al. 2023's lower bound for T keys (nn/entropy_bound.h)",
+      "c·||W_q,h W_k,hᵀ||₂", train::Axis::log, "attention entropy (nats)", train::Axis::linear);
+  f.tabulate = false;
+  f.error_bar_sd = false;
+  for (const std::string& scale : order) {
+    const auto lr_it = cells[scale].find(top_lr);
+    if (lr_it == cells[scale].end() || !lr_it->second.count(0)) continue;
+    std::map<double, std::pair<std::vector<double>, std::vector<double>>> by_step;  // step -> (norms, entropies)
+    for (std::size_t i : lr_it->second.at(0).runs)
+      for (std::size_t k = 0; k < curves[i].step.size(); ++k) {
+        by_step[curves[i].step[k]].first.push_back(curves[i].norm_max[k]);
+        by_step[curves[i].step[k]].second.push_back(curves[i].entropy_min[k]);
+      }
+    train::SummaryLine line = train::summary_line(scale, scale_of[scale]);
+    for (const auto& [step, pair] : by_step) {
+      train::SummaryPoint p;
+      p.x = train::mean_sd(pair.first).mean;
+      p.y = train::mean_sd(pair.second).mean;
+      p.n = pair.first.size();
+      if (std::isfinite(p.x) && p.x > 0) line.points.push_back(p);
+    }
+    std::sort(line.points.begin(), line.points.end(),
+              [](const train::SummaryPoint& a, const train::SummaryPoint& b) { return a.x < b.x; });
+    f.lines.push_back(line);
+  }
+  for (std::size_t i = 0; i < curves.size(); ++i)
+    for (const auto& [norm, entropy] : curves[i].head_points) {
+      ++*points;
+      *below += entropy < nn::entropy_lower_bound(norm, T) - 1e-9 ? 1 : 0;
+      if (norm > 0) {
+        norm_lo = std::min(norm_lo, norm);
+        norm_hi = std::max(norm_hi, norm);
+      }
+    }
+  if (T >= 2 && norm_hi > 0) {
+    train::SummaryLine bound =
+        train::summary_line(fmt::format("bound, T = {:g}", T), order.empty() ? "none" : scale_of[order.front()]);
+    bound.theory = true;
+    for (int k = 0; k <= 40; ++k) {
+      train::SummaryPoint p;
+      p.x = norm_lo * std::pow(norm_hi / norm_lo, k / 40.0);
+      p.y = nn::entropy_lower_bound(p.x, T);
+      bound.points.push_back(p);
+    }
+    f.lines.push_back(bound);
+  }
+  s.figures.push_back(f);
+}
+
+// 1 every seed collapsed, 0 none, -1 not decided (or nothing read), -2 every run diverged and none logged an
+// entropy, -3 fewer than two seeds: nothing for them to agree on.
+int status(const Cell& cell) {
+  if (cell.read == 0 && !cell.runs.empty() && cell.diverged == cell.runs.size()) return -2;
+  if (cell.read < 2) return -3;
+  return cell.collapsed == cell.read ? 1 : cell.collapsed == 0 ? 0 : -1;
+}
+
+// One line's sentence (where it collapses, where not, where warmup helped); its rows go into `t`.
+std::string line_text(const std::string& scale, const std::map<double, std::map<long, Cell>>& by_lr, train::Table& t) {
+  std::vector<std::string> collapsed, safe, undecided, warmup_helped, diverged, few;
+  for (const auto& [lr, by_warmup] : by_lr) {
+    for (const auto& [w, cell] : by_warmup) {
+      t.rows.push_back({scale, lr_text(lr), std::to_string(w), fmt::format("{} of {}", cell.collapsed, cell.read),
+                        train::format_number(train::mean_sd(cell.lowest_entropy).mean, 3),
+                        train::format_number(train::mean_sd(cell.final_accuracy).mean, 2),
+                        fmt::format("{} of {}", cell.diverged, cell.runs.size())});
+      const std::string where =
+          "lr " + lr_text(lr) + (w == 0 ? " without warmup" : fmt::format(" with {} warmup steps", w));
+      const int st = status(cell);
+      (st == 1 ? collapsed : st == 0 ? safe : st == -2 ? diverged : st == -3 ? few : undecided).push_back(where);
+    }
+    if (by_warmup.count(0))
+      for (const auto& [w, cell] : by_warmup)
+        if (w > 0 && status(by_warmup.at(0)) == 1 && status(cell) == 0) warmup_helped.push_back("lr " + lr_text(lr));
+  }
+  std::string line = "- **" + scale + "**: ";
+  if (collapsed.empty() && undecided.empty() && diverged.empty() && few.empty())
+    line += "no collapse in any seed at any learning rate tried";
+  else if (collapsed.empty() && undecided.empty() && safe.empty() && few.empty())
+    line += "every run diverged before logging an entropy";
+  else {
+    std::vector<std::string> parts;
+    if (!collapsed.empty()) parts.push_back("collapses in every seed at " + join_and(collapsed));
+    if (!safe.empty()) parts.push_back("in none at " + join_and(safe));
+    if (!undecided.empty()) parts.push_back("not decided at " + join_and(undecided) + " (the seeds disagree)");
+    if (!few.empty()) parts.push_back("not decided at " + join_and(few) + " (fewer than two seeds logged an entropy)");
+    if (!diverged.empty()) parts.push_back("every run diverged before logging an entropy at " + join_and(diverged));
+    for (std::size_t k = 0; k < parts.size(); ++k) line += (k ? "; " : "") + parts[k];
+  }
+  if (!warmup_helped.empty()) line += "; warmup prevented the collapse at " + join_and(warmup_helped);
+  return line + ".\n";
+}
+
+std::string bound_text(double T, std::size_t below, std::size_t points) {
+  return T >= 2 ? fmt::format(
+                      "The dashed curve is Zhai et al. 2023's lower bound (Theorem 3.1): the least entropy of a "
+                      "softmax over T keys whose logit vector has norm at most σ, log(1 + (T−1)β) + "
+                      "σ·sqrt(T(T−1))·β / (1 + (T−1)β), β = exp(−σ·sqrt(T/(T−1))), drawn with T = {:g} and σ = "
+                      "c·||W_q,h W_k,hᵀ||₂. That σ leaves out the inputs: a query's logit vector has norm up to "
+                      "σ·|x_i|·||X||₂, and xgrad's attention inputs are LayerNorm'd (|x| about sqrt(d_model)), "
+                      "so the curve is the bound for inputs of unit scale, not a bound these runs must obey: {} "
+                      "of {} logged head measurements lie below it.",
+                      T, below, points)
+                : std::string("The sequence length was not found in config.json: the bound is not drawn.");
+}
+
+std::vector<train::PresetSection> report(const train::PresetInput& in) {
+  const train::Comparison& c = in.comparison;
+  Grid g = read_grid(c);
+  auto& cells = g.cells;
   train::PresetSection s;
   s.anchor = "collapse";
   s.title = "Attention entropy collapse (Zhai et al. 2023)";
@@ -126,162 +302,16 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   for (const auto& [scale, by_lr] : cells)
     for (const auto& [lr, by_warmup] : by_lr)
       for (const auto& [w, cell] : by_warmup) warmups.insert(w);
-
-  // Entropy against step at the highest lr, without and with warmup: mean over seeds of the lowest head entropy.
-  for (long warmup : warmups) {
-    train::SummaryFigure f = train::summary_figure(
-        warmup == 0 ? "collapse_entropy_vs_step" : "collapse_entropy_vs_step_warmup",
-        "Lowest head attention entropy against step, AdamW lr " + lr_text(top_lr) +
-            (warmup == 0 ? ", no warmup" : fmt::format(", {} warmup steps", warmup)),
-        "per logged step the minimum over the heads of attn/l<last>h<h>/entropy_mean (nats, over the query "
-        "positions), mean over the seeds that logged it; bars: min and max over seeds",
-        "step", train::Axis::linear, "lowest head entropy (nats)", train::Axis::linear);
-    f.error_bar_sd = false;
-    f.tabulate = false;
-    for (const std::string& scale : order) {
-      const auto lr_it = cells[scale].find(top_lr);
-      if (lr_it == cells[scale].end() || !lr_it->second.count(warmup)) continue;
-      std::map<double, std::vector<double>> by_step;
-      for (std::size_t i : lr_it->second.at(warmup).runs)
-        for (std::size_t k = 0; k < curves[i].step.size(); ++k)
-          by_step[curves[i].step[k]].push_back(curves[i].entropy_min[k]);
-      train::SummaryLine line = train::summary_line(scale, scale_of[scale]);
-      for (const auto& [step, values] : by_step) {
-        train::SummaryPoint p;
-        p.x = step;
-        p.y = train::mean_sd(values).mean;
-        p.lo = *std::min_element(values.begin(), values.end());
-        p.hi = *std::max_element(values.begin(), values.end());
-        p.n = values.size();
-        line.points.push_back(p);
-      }
-      f.lines.push_back(line);
-    }
-    s.figures.push_back(f);
-  }
-
-  // Entropy against the spectral norm, every logged head of every run at the highest lr without warmup, with the
-  // bound.
+  add_step_figures(g, top_lr, warmups, s);
   std::size_t below = 0, points = 0;
-  double norm_lo = INFINITY, norm_hi = 0;
-  {
-    train::SummaryFigure f = train::summary_figure(
-        "collapse_entropy_vs_spectral_norm",
-        fmt::format("Head entropy against c·||W_q,h W_k,hᵀ||₂, AdamW lr {}, no warmup; dashed: Zhai et al.'s "
-                    "bound for T = {:g}",
-                    lr_text(top_lr), T),
-        "per scaling, each logged step's mean over seeds of the lowest head entropy against the mean of the "
-        "largest head norm (c the scaling's constant multiplier), ordered by the norm; the dashed line is "
-        "Zhai et al. 2023's lower bound for T keys (nn/entropy_bound.h)",
-        "c·||W_q,h W_k,hᵀ||₂", train::Axis::log, "attention entropy (nats)", train::Axis::linear);
-    f.tabulate = false;
-    f.error_bar_sd = false;
-    for (const std::string& scale : order) {
-      const auto lr_it = cells[scale].find(top_lr);
-      if (lr_it == cells[scale].end() || !lr_it->second.count(0)) continue;
-      std::map<double, std::pair<std::vector<double>, std::vector<double>>> by_step;  // step -> (norms, entropies)
-      for (std::size_t i : lr_it->second.at(0).runs)
-        for (std::size_t k = 0; k < curves[i].step.size(); ++k) {
-          by_step[curves[i].step[k]].first.push_back(curves[i].norm_max[k]);
-          by_step[curves[i].step[k]].second.push_back(curves[i].entropy_min[k]);
-        }
-      train::SummaryLine line = train::summary_line(scale, scale_of[scale]);
-      for (const auto& [step, pair] : by_step) {
-        train::SummaryPoint p;
-        p.x = train::mean_sd(pair.first).mean;
-        p.y = train::mean_sd(pair.second).mean;
-        p.n = pair.first.size();
-        if (std::isfinite(p.x) && p.x > 0) line.points.push_back(p);
-      }
-      std::sort(line.points.begin(), line.points.end(),
-                [](const train::SummaryPoint& a, const train::SummaryPoint& b) { return a.x < b.x; });
-      f.lines.push_back(line);
-    }
-    for (std::size_t i = 0; i < c.runs.size(); ++i)
-      for (const auto& [norm, entropy] : curves[i].head_points) {
-        ++points;
-        below += entropy < nn::entropy_lower_bound(norm, T) - 1e-9 ? 1 : 0;
-        if (norm > 0) {
-          norm_lo = std::min(norm_lo, norm);
-          norm_hi = std::max(norm_hi, norm);
-        }
-      }
-    if (T >= 2 && norm_hi > 0) {
-      train::SummaryLine bound =
-          train::summary_line(fmt::format("bound, T = {:g}", T), order.empty() ? "none" : scale_of[order.front()]);
-      bound.theory = true;
-      for (int k = 0; k <= 40; ++k) {
-        train::SummaryPoint p;
-        p.x = norm_lo * std::pow(norm_hi / norm_lo, k / 40.0);
-        p.y = nn::entropy_lower_bound(p.x, T);
-        bound.points.push_back(p);
-      }
-      f.lines.push_back(bound);
-    }
-    s.figures.push_back(f);
-  }
+  add_norm_figure(g, top_lr, s, &below, &points);
 
   // The table and the sentences: per (scaling, lr, warmup), how many seeds collapsed.
   train::Table t;
   t.header = {"scaling", "lr", "warmup steps", "collapsed seeds", "lowest entropy (mean)", "final accuracy (mean)",
               "diverged"};
-  auto status = [](const Cell& cell) {  // 1 every seed collapsed, 0 none, -1 not decided (or nothing read), -2 every
-                                        // run diverged and none logged an entropy
-    if (cell.read == 0 && !cell.runs.empty() && cell.diverged == cell.runs.size()) return -2;
-    if (cell.read < 2) return -3;  // fewer than two seeds: nothing for them to agree on
-    return cell.collapsed == cell.read ? 1 : cell.collapsed == 0 ? 0 : -1;
-  };
   std::string text;
-  for (const std::string& scale : order) {
-    std::vector<std::string> collapsed, safe, undecided, warmup_helped, diverged, few;
-    for (const auto& [lr, by_warmup] : cells[scale]) {
-      for (const auto& [w, cell] : by_warmup) {
-        t.rows.push_back({scale, lr_text(lr), std::to_string(w), fmt::format("{} of {}", cell.collapsed, cell.read),
-                          train::format_number(train::mean_sd(cell.lowest_entropy).mean, 3),
-                          train::format_number(train::mean_sd(cell.final_accuracy).mean, 2),
-                          fmt::format("{} of {}", cell.diverged, cell.runs.size())});
-        const std::string where =
-            "lr " + lr_text(lr) + (w == 0 ? " without warmup" : fmt::format(" with {} warmup steps", w));
-        const int st = status(cell);
-        (st == 1 ? collapsed : st == 0 ? safe : st == -2 ? diverged : st == -3 ? few : undecided).push_back(where);
-      }
-      if (by_warmup.count(0))
-        for (const auto& [w, cell] : by_warmup)
-          if (w > 0 && status(by_warmup.at(0)) == 1 && status(cell) == 0) warmup_helped.push_back("lr " + lr_text(lr));
-    }
-    auto list = [](const std::vector<std::string>& v) {
-      std::string out;
-      for (std::size_t k = 0; k < v.size(); ++k) out += (k ? (k + 1 == v.size() ? " and " : ", ") : "") + v[k];
-      return out;
-    };
-    std::string line = "- **" + scale + "**: ";
-    if (collapsed.empty() && undecided.empty() && diverged.empty() && few.empty())
-      line += "no collapse in any seed at any learning rate tried";
-    else if (collapsed.empty() && undecided.empty() && safe.empty() && few.empty())
-      line += "every run diverged before logging an entropy";
-    else {
-      std::vector<std::string> parts;
-      if (!collapsed.empty()) parts.push_back("collapses in every seed at " + list(collapsed));
-      if (!safe.empty()) parts.push_back("in none at " + list(safe));
-      if (!undecided.empty()) parts.push_back("not decided at " + list(undecided) + " (the seeds disagree)");
-      if (!few.empty()) parts.push_back("not decided at " + list(few) + " (fewer than two seeds logged an entropy)");
-      if (!diverged.empty()) parts.push_back("every run diverged before logging an entropy at " + list(diverged));
-      for (std::size_t k = 0; k < parts.size(); ++k) line += (k ? "; " : "") + parts[k];
-    }
-    if (!warmup_helped.empty()) line += "; warmup prevented the collapse at " + list(warmup_helped);
-    text += line + ".\n";
-  }
-  std::string bound_text =
-      T >= 2 ? fmt::format(
-                   "The dashed curve is Zhai et al. 2023's lower bound (Theorem 3.1): the least entropy of a "
-                   "softmax over T keys whose logit vector has norm at most σ, log(1 + (T−1)β) + "
-                   "σ·sqrt(T(T−1))·β / (1 + (T−1)β), β = exp(−σ·sqrt(T/(T−1))), drawn with T = {:g} and σ = "
-                   "c·||W_q,h W_k,hᵀ||₂. That σ leaves out the inputs: a query's logit vector has norm up to "
-                   "σ·|x_i|·||X||₂, and xgrad's attention inputs are LayerNorm'd (|x| about sqrt(d_model)), "
-                   "so the curve is the bound for inputs of unit scale, not a bound these runs must obey: {} "
-                   "of {} logged head measurements lie below it.",
-                   T, below, points)
-             : std::string("The sequence length was not found in config.json: the bound is not drawn.");
+  for (const std::string& scale : g.order) text += line_text(scale, cells[scale], t);
   s.markdown = fmt::format(
                    "A run **collapses** when some head's attention entropy (mean over the answer's query "
                    "positions) falls below {:g} nats at a logged step and the run does not learn: it diverges "
@@ -289,7 +319,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
                    "one-hot attention, on the right key). A scaling collapses at a learning rate when every "
                    "seed does; \"not decided\" where the seeds disagree.\n\n",
                    kCollapseEntropy, kLearnedAccuracy) +
-               text + "\n" + bound_text + "\n\n" + t.markdown() + "\n";
+               text + "\n" + bound_text(g.T, below, points) + "\n\n" + t.markdown() + "\n";
   return {s};
 }
 
