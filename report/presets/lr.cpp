@@ -204,37 +204,36 @@ std::vector<std::string> extras_of(const Panel& panel) {
   return out;
 }
 
-std::vector<train::PresetSection> report(const train::PresetInput& in) {
-  const Comparison& c = in.comparison;
-  const std::vector<Panel> panels = panels_of(c);
-  std::vector<train::PresetSection> sections;
+// One panel's sentence of the final-loss section: each scaling's lowest mean final loss, or that it diverged.
+std::string best_loss_line(const Comparison& c, const Panel& panel) {
+  std::vector<std::string> best, diverged;
+  for (const Curve& curve : panel.curves) {
+    const CurveFacts f = facts_of(c, curve);
+    if (std::isfinite(f.best_objective))
+      best.push_back(fmt::format("{} at lr {} ({})", curve.label, g3(c.arms[curve.arms[f.best]].lr()),
+                                 g3(c.arms[curve.arms[f.best]].final_loss.mean)));
+    else if (f.all_diverged)
+      diverged.push_back(curve.label);
+  }
+  std::string line = "- " + panel.title() + ": ";
+  if (!best.empty()) line += fmt::format("the lowest mean final loss of each scaling: {}", fmt::join(best, "; "));
+  if (!diverged.empty())
+    line += (best.empty() ? "" : "; ") + fmt::format("every run diverged with {}", train::join_and(diverged));
+  if (best.empty() && diverged.empty()) line += "no run measured";
+  return line + ".\n";
+}
 
+train::PresetSection loss_section(const Comparison& c, const std::vector<Panel>& panels) {
   train::PresetSection loss;
   loss.anchor = "lr-final-loss";
   loss.title = "Final loss against learning rate, per scaling";
   for (const Panel& panel : panels) loss.figures.push_back(loss_figure(c, panel));
-  for (const Panel& panel : panels) {
-    std::vector<std::string> best, diverged;
-    for (const Curve& curve : panel.curves) {
-      const CurveFacts f = facts_of(c, curve);
-      if (std::isfinite(f.best_objective))
-        best.push_back(fmt::format("{} at lr {} ({})", curve.label, g3(c.arms[curve.arms[f.best]].lr()),
-                                   g3(c.arms[curve.arms[f.best]].final_loss.mean)));
-      else if (f.all_diverged)
-        diverged.push_back(curve.label);
-    }
-    std::string line = "- " + panel.title() + ": ";
-    if (!best.empty()) line += fmt::format("the lowest mean final loss of each scaling: {}", fmt::join(best, "; "));
-    if (!diverged.empty())
-      line += (best.empty() ? "" : "; ") + fmt::format("every run diverged with {}", train::join_and(diverged));
-    if (best.empty() && diverged.empty()) line += "no run measured";
-    loss.markdown += line + ".\n";
-  }
-  sections.push_back(loss);
+  for (const Panel& panel : panels) loss.markdown += best_loss_line(c, panel);
+  return loss;
+}
 
-  train::PresetSection table;
-  table.anchor = "lr-sensitivity-table";
-  table.title = "LR sensitivity per scaling";
+// The LR-sensitivity table: a row per curve of every panel.
+train::Table sensitivity_table(const Comparison& c, const std::vector<Panel>& panels) {
   train::Table t;
   t.header = {"optimizer",
               "d_k",
@@ -260,6 +259,58 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
                         f.survived_any ? g3(f.highest_survived) : "none",
                         f.learned_any ? g3(f.highest_learned) : "none"});
     }
+  return t;
+}
+
+// The sentence comparing the usable lrs of the curves of `panel` with `extras` against unscaled attention's.
+std::string usable_line(const Comparison& c, const Panel& panel, const std::string& extras) {
+  const std::string where = panel.title() + (extras.empty() ? "" : ", " + extras);
+  const Curve* ref = reference_curve(panel, extras);
+  if (!ref) return "- " + where + ": no unscaled (`none`) curve to compare the scalings with.\n";
+  const CurveFacts rf = facts_of(c, *ref);
+  std::vector<std::string> wider, narrower, same, undecided;
+  for (const Curve& curve : panel.curves) {
+    if (&curve == ref || curve.extras != extras) continue;
+    const CurveFacts f = facts_of(c, curve);
+    if (curve.arms.size() != ref->arms.size()) {
+      undecided.push_back(curve.scale + " (other lrs than none's)");
+    } else if (f.usable_all > rf.usable_any) {
+      wider.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_all, rf.usable_any));
+    } else if (f.usable_any < rf.usable_all) {
+      narrower.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_any, rf.usable_all));
+    } else if (f.usable_all == f.usable_any && rf.usable_all == rf.usable_any) {
+      same.push_back(curve.scale);
+    } else {
+      const bool here = f.usable_all != f.usable_any, there = rf.usable_all != rf.usable_any;
+      undecided.push_back(fmt::format("{} (the seeds of {} disagree at some lr)", curve.scale,
+                                      here && there ? curve.scale + " and of none"
+                                      : here        ? curve.scale
+                                                    : "none"));
+    }
+  }
+  std::string line = fmt::format(
+      "- {}: unscaled attention has {} of {} lrs usable in every seed{}.", where, rf.usable_all, ref->arms.size(),
+      rf.usable_any > rf.usable_all ? fmt::format(" ({} more in some seeds)", rf.usable_any - rf.usable_all) : "");
+  // Decided only when every seed agrees: the fewest lrs one side may have (usable in every seed) against the most
+  // the other may have (usable in some seed), the counts shown in that order.
+  if (!wider.empty())
+    line +=
+        fmt::format(" More usable lrs than unscaled (usable in every seed, against unscaled's usable in any seed): {}.",
+                    fmt::join(wider, ", "));
+  if (!narrower.empty())
+    line += fmt::format(
+        " Fewer usable lrs than unscaled (usable in any seed, against unscaled's usable in every seed): {}.",
+        fmt::join(narrower, ", "));
+  if (!same.empty()) line += fmt::format(" As many as unscaled: {}.", fmt::join(same, ", "));
+  if (!undecided.empty()) line += fmt::format(" Not decided: {}.", fmt::join(undecided, ", "));
+  return line + "\n";
+}
+
+train::PresetSection sensitivity_section(const Comparison& c, const std::vector<Panel>& panels) {
+  train::PresetSection table;
+  table.anchor = "lr-sensitivity-table";
+  table.title = "LR sensitivity per scaling";
+  const train::Table t = sensitivity_table(c, panels);
   table.markdown = fmt::format(
       "The objective of a run is min(final loss, initial loss), a diverged run counting as its initial loss (Wortsman "
       "et al. 2023, sec. 3.2). *best objective*: the lowest mean over seeds, ± its seed sd. *usable lrs*: the learning "
@@ -272,55 +323,98 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
       "sd and 2% (the lr the scaling survives, below).\n\n",
       kUsableMargin);
   table.markdown += t.markdown() + "\n";
-  for (const Panel& panel : panels) {
-    for (const std::string& extras : extras_of(panel)) {
-      const std::string where = panel.title() + (extras.empty() ? "" : ", " + extras);
-      const Curve* ref = reference_curve(panel, extras);
-      if (!ref) {
-        table.markdown += "- " + where + ": no unscaled (`none`) curve to compare the scalings with.\n";
-        continue;
-      }
-      const CurveFacts rf = facts_of(c, *ref);
-      std::vector<std::string> wider, narrower, same, undecided;
-      for (const Curve& curve : panel.curves) {
-        if (&curve == ref || curve.extras != extras) continue;
-        const CurveFacts f = facts_of(c, curve);
-        if (curve.arms.size() != ref->arms.size()) {
-          undecided.push_back(curve.scale + " (other lrs than none's)");
-        } else if (f.usable_all > rf.usable_any) {
-          wider.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_all, rf.usable_any));
-        } else if (f.usable_any < rf.usable_all) {
-          narrower.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_any, rf.usable_all));
-        } else if (f.usable_all == f.usable_any && rf.usable_all == rf.usable_any) {
-          same.push_back(curve.scale);
-        } else {
-          const bool here = f.usable_all != f.usable_any, there = rf.usable_all != rf.usable_any;
-          undecided.push_back(fmt::format("{} (the seeds of {} disagree at some lr)", curve.scale,
-                                          here && there ? curve.scale + " and of none"
-                                          : here        ? curve.scale
-                                                        : "none"));
-        }
-      }
-      std::string line = fmt::format(
-          "- {}: unscaled attention has {} of {} lrs usable in every seed{}.", where, rf.usable_all, ref->arms.size(),
-          rf.usable_any > rf.usable_all ? fmt::format(" ({} more in some seeds)", rf.usable_any - rf.usable_all) : "");
-      // Decided only when every seed agrees: the fewest lrs one side may have (usable in every seed) against the most
-      // the other may have (usable in some seed), the counts shown in that order.
-      if (!wider.empty())
-        line += fmt::format(
-            " More usable lrs than unscaled (usable in every seed, against unscaled's usable in any seed): {}.",
-            fmt::join(wider, ", "));
-      if (!narrower.empty())
-        line += fmt::format(
-            " Fewer usable lrs than unscaled (usable in any seed, against unscaled's usable in every seed): {}.",
-            fmt::join(narrower, ", "));
-      if (!same.empty()) line += fmt::format(" As many as unscaled: {}.", fmt::join(same, ", "));
-      if (!undecided.empty()) line += fmt::format(" Not decided: {}.", fmt::join(undecided, ", "));
-      table.markdown += line + "\n";
-    }
-  }
-  sections.push_back(table);
+  for (const Panel& panel : panels)
+    for (const std::string& extras : extras_of(panel)) table.markdown += usable_line(c, panel, extras);
+  return table;
+}
 
+// How the largest logit of the kept runs of one arm moves from the first logged step to the last.
+struct LogitTrend {
+  std::map<double, std::pair<double, std::size_t>> by_step;  // step -> (sum, n)
+  std::size_t grows = 0, shrinks = 0, flat = 0, measured = 0;
+  double last_mean = 0;  // the sum of the measured runs' last values
+};
+
+LogitTrend logit_trend(const Comparison& c, const ArmStats& arm) {
+  LogitTrend tr;
+  auto& by_step = tr.by_step;
+  auto& grows = tr.grows;
+  auto& shrinks = tr.shrinks;
+  auto& flat = tr.flat;
+  auto& measured = tr.measured;
+  auto& last_mean = tr.last_mean;
+  for (std::size_t r : arm.kept) {
+    std::vector<double> steps;
+    std::vector<double> values;
+    try {
+      values = train::metrics_column_max(c.runs[r].dir, "attn/l", "/score_max_abs", &steps);
+    } catch (const std::exception&) {
+      continue;
+    }
+    double first = kNoValue, last = kNoValue;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (!std::isfinite(values[i])) continue;
+      by_step[steps[i]].first += values[i];
+      by_step[steps[i]].second += 1;
+      if (!std::isfinite(first)) first = values[i];
+      last = values[i];
+    }
+    if (!std::isfinite(first) || !(first > 0)) continue;
+    ++measured;
+    last_mean += last;
+    const double ratio = last / first;
+    grows += ratio > kLogitChange ? 1 : 0;
+    shrinks += ratio < 1 / kLogitChange ? 1 : 0;
+    flat += ratio <= kLogitChange && ratio >= 1 / kLogitChange ? 1 : 0;
+  }
+  return tr;
+}
+
+std::string trend_text(const LogitTrend& tr) {
+  const std::size_t grows = tr.grows, shrinks = tr.shrinks, flat = tr.flat, measured = tr.measured;
+  std::string trend;
+  if (measured == 0)
+    trend = "no attention logit measured";
+  else if (grows == measured)
+    trend = fmt::format("the largest logit grows by more than {:g}x in every seed", kLogitChange);
+  else if (shrinks == measured)
+    trend = fmt::format("the largest logit shrinks by more than {:g}x in every seed", kLogitChange);
+  else if (flat == measured)
+    trend = fmt::format("the largest logit stays within {:g}x of its start in every seed", kLogitChange);
+  else
+    trend = fmt::format(
+        "not decided whether the largest logit grows (seeds disagree: {} grow, {} shrink, {} "
+        "stay within {:g}x)",
+        grows, shrinks, flat, kLogitChange);
+  return trend;
+}
+
+// One curve's line of the logit figure `f` (at the highest lr it survives) and its sentence.
+std::string logit_sentence(const Comparison& c, const Curve& curve, SummaryFigure& f) {
+  const CurveFacts facts = facts_of(c, curve);
+  if (!facts.learned_any) {
+    return fmt::format("{}: no learning rate survives ({})", curve.label,
+                       facts.all_diverged   ? "every run diverged"
+                       : facts.survived_any ? "at no learning rate did it learn without diverging"
+                                            : "some seed diverged at every lr");
+  }
+  const ArmStats& arm = c.arms[facts.highest_learned_arm];
+  const LogitTrend tr = logit_trend(c, arm);
+  const std::size_t measured = tr.measured;
+  SummaryLine line = summary_line(fmt::format("{} lr={}", curve.label, g3(arm.lr())), curve.scale);
+  for (const auto& [step, sum_n] : tr.by_step)
+    if (sum_n.second == measured)
+      line.points.push_back(SummaryPoint{step, sum_n.first / sum_n.second, kNoValue, kNoValue, sum_n.second, 0});
+  f.lines.push_back(line);
+  const std::string trend = trend_text(tr);
+  std::string s = fmt::format("{}: highest lr survived {}{}; there {}", curve.label, g3(arm.lr()),
+                              facts.highest_learned_arm == curve.arms.back() ? " (the highest tried)" : "", trend);
+  if (measured) s += fmt::format(", ending at {} (mean over {} seeds)", g3(tr.last_mean / measured), measured);
+  if (!facts.survival_note.empty()) s += "; seeds disagree on divergence: " + facts.survival_note;
+  return s;
+}
+
+train::PresetSection logit_section(const Comparison& c, const std::vector<Panel>& panels) {
   train::PresetSection logits;
   logits.anchor = "lr-max-logit";
   logits.title = "Largest attention logit against step, at the highest lr each scaling survives";
@@ -338,72 +432,20 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
         "step", Axis::linear, "largest attention logit", Axis::log);
     f.tabulate = false;
     std::vector<std::string> sentences;
-    for (const Curve& curve : panel.curves) {
-      const CurveFacts facts = facts_of(c, curve);
-      if (!facts.learned_any) {
-        sentences.push_back(fmt::format("{}: no learning rate survives ({})", curve.label,
-                                        facts.all_diverged   ? "every run diverged"
-                                        : facts.survived_any ? "at no learning rate did it learn without diverging"
-                                                             : "some seed diverged at every lr"));
-        continue;
-      }
-      const ArmStats& arm = c.arms[facts.highest_learned_arm];
-      std::map<double, std::pair<double, std::size_t>> by_step;  // step -> (sum, n)
-      std::size_t grows = 0, shrinks = 0, flat = 0, measured = 0;
-      double last_mean = 0;
-      for (std::size_t r : arm.kept) {
-        std::vector<double> steps;
-        std::vector<double> values;
-        try {
-          values = train::metrics_column_max(c.runs[r].dir, "attn/l", "/score_max_abs", &steps);
-        } catch (const std::exception&) {
-          continue;
-        }
-        double first = kNoValue, last = kNoValue;
-        for (std::size_t i = 0; i < values.size(); ++i) {
-          if (!std::isfinite(values[i])) continue;
-          by_step[steps[i]].first += values[i];
-          by_step[steps[i]].second += 1;
-          if (!std::isfinite(first)) first = values[i];
-          last = values[i];
-        }
-        if (!std::isfinite(first) || !(first > 0)) continue;
-        ++measured;
-        last_mean += last;
-        const double ratio = last / first;
-        grows += ratio > kLogitChange ? 1 : 0;
-        shrinks += ratio < 1 / kLogitChange ? 1 : 0;
-        flat += ratio <= kLogitChange && ratio >= 1 / kLogitChange ? 1 : 0;
-      }
-      SummaryLine line = summary_line(fmt::format("{} lr={}", curve.label, g3(arm.lr())), curve.scale);
-      for (const auto& [step, sum_n] : by_step)
-        if (sum_n.second == measured)
-          line.points.push_back(SummaryPoint{step, sum_n.first / sum_n.second, kNoValue, kNoValue, sum_n.second, 0});
-      f.lines.push_back(line);
-      std::string trend;
-      if (measured == 0)
-        trend = "no attention logit measured";
-      else if (grows == measured)
-        trend = fmt::format("the largest logit grows by more than {:g}x in every seed", kLogitChange);
-      else if (shrinks == measured)
-        trend = fmt::format("the largest logit shrinks by more than {:g}x in every seed", kLogitChange);
-      else if (flat == measured)
-        trend = fmt::format("the largest logit stays within {:g}x of its start in every seed", kLogitChange);
-      else
-        trend = fmt::format(
-            "not decided whether the largest logit grows (seeds disagree: {} grow, {} shrink, {} "
-            "stay within {:g}x)",
-            grows, shrinks, flat, kLogitChange);
-      std::string s = fmt::format("{}: highest lr survived {}{}; there {}", curve.label, g3(arm.lr()),
-                                  facts.highest_learned_arm == curve.arms.back() ? " (the highest tried)" : "", trend);
-      if (measured) s += fmt::format(", ending at {} (mean over {} seeds)", g3(last_mean / measured), measured);
-      if (!facts.survival_note.empty()) s += "; seeds disagree on divergence: " + facts.survival_note;
-      sentences.push_back(s);
-    }
+    for (const Curve& curve : panel.curves) sentences.push_back(logit_sentence(c, curve, f));
     logits.figures.push_back(f);
     logits.markdown += "**" + panel.title() + ".** " + fmt::format("{}", fmt::join(sentences, ". ")) + ".\n\n";
   }
-  sections.push_back(logits);
+  return logits;
+}
+
+std::vector<train::PresetSection> report(const train::PresetInput& in) {
+  const Comparison& c = in.comparison;
+  const std::vector<Panel> panels = panels_of(c);
+  std::vector<train::PresetSection> sections;
+  sections.push_back(loss_section(c, panels));
+  sections.push_back(sensitivity_section(c, panels));
+  sections.push_back(logit_section(c, panels));
   return sections;
 }
 
