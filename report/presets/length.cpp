@@ -263,23 +263,29 @@ std::string paired(const Curve& a, const Curve& b, double LengthEval::*field, do
       b.scale, larger, smaller, margin, n - larger - smaller, n, values);
 }
 
-// One group of findings: curves of one d_k that differ only in scaling (Panel::extras names what else they share).
-std::string findings(const Panel& panel) {
-  std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.d_k, panel.extras.empty() ? "" : ", " + panel.extras);
-  train::Table t;
-  t.header = {"scaling",
-              "seeds learned",
-              "accuracy (trained → longest)",
-              "accuracy change",
-              "max attention weight (trained → longest)",
-              "max weight change"};
-  const Curve* scalable = nullptr;
-  const Curve* reference = nullptr;
+// The last curve of `panel` with scaling `scale`; nullptr when none.
+const Curve* curve_of(const Panel& panel, const std::string& scale) {
+  const Curve* found = nullptr;
+  for (const Curve& curve : panel.curves)
+    if (curve.scale == scale) found = &curve;
+  return found;
+}
+
+// What the curves of a group say about the largest weight: the scalings per outcome.
+struct WeightLists {
   std::vector<std::string> fading, holding, undecided, not_learned;
   std::vector<std::pair<std::string, std::vector<std::string>>> unmeasured;  // why -> scalings
+};
+
+// The lists of `panel`'s curves, and their rows of the findings table `t`.
+WeightLists weight_lists(const Panel& panel, train::Table& t) {
+  WeightLists w;
+  auto& fading = w.fading;
+  auto& holding = w.holding;
+  auto& undecided = w.undecided;
+  auto& not_learned = w.not_learned;
+  auto& unmeasured = w.unmeasured;
   for (const Curve& curve : panel.curves) {
-    if (curve.scale == kScalable) scalable = &curve;
-    if (curve.scale == "sqrt_dk") reference = &curve;
     const Change acc = change_of(curve, &LengthEval::accuracy, kAccuracyChange);
     const Change weight = change_of(curve, &LengthEval::max_prob_mean, kWeightChange);
     const Learned learned = learned_seeds(curve);
@@ -304,77 +310,104 @@ std::string findings(const Panel& panel) {
       why->second.push_back(curve.scale);
     }
   }
+  return w;
+}
+
+// The sentences of the lists (only those that hold a scaling).
+std::string lists_text(const WeightLists& w, std::size_t trained, std::size_t longest) {
+  std::string md;
+  // Only the lists that hold a scaling: an empty one would read as a scaling's name ("none") or as a result.
+  std::vector<std::string> clauses;
+  if (!w.fading.empty())
+    clauses.push_back(
+        fmt::format("fades (falls by more than {:g} in every seed) with {}", kWeightChange, train::join_and(w.fading)));
+  if (!w.holding.empty())
+    clauses.push_back(
+        fmt::format("holds (within {:g}, or rises, in every seed) with {}", kWeightChange, train::join_and(w.holding)));
+  if (!w.undecided.empty())
+    clauses.push_back(fmt::format("is not decided (the seeds disagree) with {}", train::join_and(w.undecided)));
+  if (!clauses.empty())
+    md += fmt::format("- From {} to {} keys per query, the largest attention weight {}.\n", trained, longest,
+                      fmt::join(clauses, "; "));
+  for (const auto& [why, scales] : w.unmeasured)
+    md += fmt::format("- The change from the trained length is not measured for {} ({}).\n", train::join_and(scales),
+                      why);
+  if (!w.not_learned.empty())
+    md += fmt::format(
+        "- Runs below {:g} accuracy at the trained length (they did not learn the task, so their length "
+        "results say little): {}.\n",
+        kLearned, fmt::join(w.not_learned, ", "));
+  return md;
+}
+
+// `scalable` against every other curve of `panel` at the longest length, in `field` (paired, per curve).
+std::vector<std::string> paired_all(const Panel& panel, const Curve& scalable, double LengthEval::*field) {
+  std::vector<std::string> out;
+  for (const Curve& curve : panel.curves) {
+    if (&curve == &scalable) continue;
+    const std::string s = paired(scalable, curve, field, kPairedDifference);
+    if (!s.empty()) out.push_back(s);
+  }
+  return out;
+}
+
+// Nakanishi 2025's claim at this scale: standard attention fades with more keys, Scalable-Softmax does not.
+std::string claim_verdict(const Curve& reference, const Curve& scalable) {
+  const Change ref = change_of(reference, &LengthEval::max_prob_mean, kWeightChange);
+  const Change ss = change_of(scalable, &LengthEval::max_prob_mean, kWeightChange);
+  // The claim is about attention that has learned where to look: a seed that never learned the task (its weight
+  // sits on an arbitrary key) decides nothing, so every seed of both must have learned.
+  const Learned ref_learned = learned_seeds(reference), ss_learned = learned_seeds(scalable);
+  std::string verdict;
+  if (ref.n == 0 || ss.n == 0)
+    verdict = "not measured (" + (ref.n == 0 ? ref.not_measured : ss.not_measured) + ")";
+  else if (ref_learned.learned < ref_learned.measured || ss_learned.learned < ss_learned.measured)
+    verdict = fmt::format("not decided (seeds that learned the task: sqrt_dk {} of {}, ssmax {} of {})",
+                          ref_learned.learned, ref_learned.measured, ss_learned.learned, ss_learned.measured);
+  else if (ref.down == ref.n && ss.down == 0)
+    verdict = "reproduced: sqrt_dk fades in every seed, ssmax in none";
+  else if (ref.down == 0)
+    verdict = "not reproduced: sqrt_dk's largest weight does not fade in any seed";
+  else if (ss.down == ss.n)
+    verdict = "not reproduced: ssmax fades in every seed too";
+  else
+    verdict =
+        fmt::format("not decided (sqrt_dk fades in {} of {} seeds, ssmax in {} of {})", ref.down, ref.n, ss.down, ss.n);
+  return verdict;
+}
+
+// One group of findings: curves of one d_k that differ only in scaling (Panel::extras names what else they share).
+std::string findings(const Panel& panel) {
+  std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.d_k, panel.extras.empty() ? "" : ", " + panel.extras);
+  train::Table t;
+  t.header = {"scaling",
+              "seeds learned",
+              "accuracy (trained → longest)",
+              "accuracy change",
+              "max attention weight (trained → longest)",
+              "max weight change"};
+  const WeightLists lists = weight_lists(panel, t);
   const std::size_t longest =
       panel.curves.empty() || panel.curves.front().pairs.empty() ? 0 : panel.curves.front().pairs.back();
   const std::size_t trained = panel.curves.empty() ? 0 : panel.curves.front().trained;
   md += t.markdown() + "\n";
-  // Only the lists that hold a scaling: an empty one would read as a scaling's name ("none") or as a result.
-  std::vector<std::string> clauses;
-  if (!fading.empty())
-    clauses.push_back(
-        fmt::format("fades (falls by more than {:g} in every seed) with {}", kWeightChange, train::join_and(fading)));
-  if (!holding.empty())
-    clauses.push_back(
-        fmt::format("holds (within {:g}, or rises, in every seed) with {}", kWeightChange, train::join_and(holding)));
-  if (!undecided.empty())
-    clauses.push_back(fmt::format("is not decided (the seeds disagree) with {}", train::join_and(undecided)));
-  if (!clauses.empty())
-    md += fmt::format("- From {} to {} keys per query, the largest attention weight {}.\n", trained, longest,
-                      fmt::join(clauses, "; "));
-  for (const auto& [why, scales] : unmeasured)
-    md += fmt::format("- The change from the trained length is not measured for {} ({}).\n", train::join_and(scales),
-                      why);
-  if (!not_learned.empty())
-    md += fmt::format(
-        "- Runs below {:g} accuracy at the trained length (they did not learn the task, so their length "
-        "results say little): {}.\n",
-        kLearned, fmt::join(not_learned, ", "));
+  md += lists_text(lists, trained, longest);
+  const Curve* scalable = curve_of(panel, kScalable);
+  const Curve* reference = curve_of(panel, "sqrt_dk");
   if (!scalable) {
     md += fmt::format("- No {} runs in this sweep: the comparison with Scalable-Softmax is not made.\n", kScalable);
     return md + "\n";
   }
-  std::vector<std::string> against;
-  for (const Curve& curve : panel.curves) {
-    if (&curve == scalable) continue;
-    const std::string w = paired(*scalable, curve, &LengthEval::max_prob_mean, kPairedDifference);
-    if (!w.empty()) against.push_back(w);
-  }
+  const std::vector<std::string> against = paired_all(panel, *scalable, &LengthEval::max_prob_mean);
   if (!against.empty())
     md += fmt::format("- At {} keys, {}'s largest attention weight is {}.\n", longest, kScalable,
                       fmt::join(against, "; "));
-  std::vector<std::string> accuracy_against;
-  for (const Curve& curve : panel.curves) {
-    if (&curve == scalable) continue;
-    const std::string a = paired(*scalable, curve, &LengthEval::accuracy, kPairedDifference);
-    if (!a.empty()) accuracy_against.push_back(a);
-  }
+  const std::vector<std::string> accuracy_against = paired_all(panel, *scalable, &LengthEval::accuracy);
   if (!accuracy_against.empty())
     md += fmt::format("- At {} keys, {}'s accuracy is {}.\n", longest, kScalable, fmt::join(accuracy_against, "; "));
-  if (reference) {
-    // Nakanishi 2025's claim at this scale: standard attention fades with more keys, Scalable-Softmax does not.
-    const Change ref = change_of(*reference, &LengthEval::max_prob_mean, kWeightChange);
-    const Change ss = change_of(*scalable, &LengthEval::max_prob_mean, kWeightChange);
-    // The claim is about attention that has learned where to look: a seed that never learned the task (its weight
-    // sits on an arbitrary key) decides nothing, so every seed of both must have learned.
-    const Learned ref_learned = learned_seeds(*reference), ss_learned = learned_seeds(*scalable);
-    std::string verdict;
-    if (ref.n == 0 || ss.n == 0)
-      verdict = "not measured (" + (ref.n == 0 ? ref.not_measured : ss.not_measured) + ")";
-    else if (ref_learned.learned < ref_learned.measured || ss_learned.learned < ss_learned.measured)
-      verdict = fmt::format("not decided (seeds that learned the task: sqrt_dk {} of {}, ssmax {} of {})",
-                            ref_learned.learned, ref_learned.measured, ss_learned.learned, ss_learned.measured);
-    else if (ref.down == ref.n && ss.down == 0)
-      verdict = "reproduced: sqrt_dk fades in every seed, ssmax in none";
-    else if (ref.down == 0)
-      verdict = "not reproduced: sqrt_dk's largest weight does not fade in any seed";
-    else if (ss.down == ss.n)
-      verdict = "not reproduced: ssmax fades in every seed too";
-    else
-      verdict = fmt::format("not decided (sqrt_dk fades in {} of {} seeds, ssmax in {} of {})", ref.down, ref.n,
-                            ss.down, ss.n);
+  if (reference)
     md += fmt::format("- Attention fading with more keys, and Scalable-Softmax preventing it (Nakanishi 2025): {}.\n",
-                      verdict);
-  }
+                      claim_verdict(*reference, *scalable));
   return md + "\n";
 }
 
