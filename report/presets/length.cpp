@@ -280,11 +280,6 @@ struct WeightLists {
 // The lists of `panel`'s curves, and their rows of the findings table `t`.
 WeightLists weight_lists(const Panel& panel, train::Table& t) {
   WeightLists w;
-  auto& fading = w.fading;
-  auto& holding = w.holding;
-  auto& undecided = w.undecided;
-  auto& not_learned = w.not_learned;
-  auto& unmeasured = w.unmeasured;
   for (const Curve& curve : panel.curves) {
     const Change acc = change_of(curve, &LengthEval::accuracy, kAccuracyChange);
     const Change weight = change_of(curve, &LengthEval::max_prob_mean, kWeightChange);
@@ -295,18 +290,18 @@ WeightLists weight_lists(const Panel& panel, train::Table& t) {
                       f2(acc.from) + " → " + f2(acc.to), acc.text("falls", "holds", "rises"),
                       f2(weight.from) + " → " + f2(weight.to), weight.text("fades", "holds", "rises")});
     if (learned.learned < learned.measured)
-      not_learned.push_back(
+      w.not_learned.push_back(
           fmt::format("{} ({} of {})", curve.scale, learned.measured - learned.learned, learned.measured));
     if (weight.n && weight.down == weight.n)
-      fading.push_back(fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to)));
+      w.fading.push_back(fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to)));
     else if (weight.n && weight.same + weight.up == weight.n)
-      holding.push_back(fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to)));
+      w.holding.push_back(fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to)));
     else if (weight.n)
-      undecided.push_back(curve.scale);
+      w.undecided.push_back(curve.scale);
     else {
-      auto why = std::find_if(unmeasured.begin(), unmeasured.end(),
+      auto why = std::find_if(w.unmeasured.begin(), w.unmeasured.end(),
                               [&](const auto& u) { return u.first == weight.not_measured; });
-      if (why == unmeasured.end()) why = unmeasured.insert(unmeasured.end(), {weight.not_measured, {}});
+      if (why == w.unmeasured.end()) why = w.unmeasured.insert(w.unmeasured.end(), {weight.not_measured, {}});
       why->second.push_back(curve.scale);
     }
   }

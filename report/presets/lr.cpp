@@ -337,12 +337,6 @@ struct LogitTrend {
 
 LogitTrend logit_trend(const Comparison& c, const ArmStats& arm) {
   LogitTrend tr;
-  auto& by_step = tr.by_step;
-  auto& grows = tr.grows;
-  auto& shrinks = tr.shrinks;
-  auto& flat = tr.flat;
-  auto& measured = tr.measured;
-  auto& last_mean = tr.last_mean;
   for (std::size_t r : arm.kept) {
     std::vector<double> steps;
     std::vector<double> values;
@@ -354,18 +348,18 @@ LogitTrend logit_trend(const Comparison& c, const ArmStats& arm) {
     double first = kNoValue, last = kNoValue;
     for (std::size_t i = 0; i < values.size(); ++i) {
       if (!std::isfinite(values[i])) continue;
-      by_step[steps[i]].first += values[i];
-      by_step[steps[i]].second += 1;
+      tr.by_step[steps[i]].first += values[i];
+      tr.by_step[steps[i]].second += 1;
       if (!std::isfinite(first)) first = values[i];
       last = values[i];
     }
     if (!std::isfinite(first) || !(first > 0)) continue;
-    ++measured;
-    last_mean += last;
+    ++tr.measured;
+    tr.last_mean += last;
     const double ratio = last / first;
-    grows += ratio > kLogitChange ? 1 : 0;
-    shrinks += ratio < 1 / kLogitChange ? 1 : 0;
-    flat += ratio <= kLogitChange && ratio >= 1 / kLogitChange ? 1 : 0;
+    tr.grows += ratio > kLogitChange ? 1 : 0;
+    tr.shrinks += ratio < 1 / kLogitChange ? 1 : 0;
+    tr.flat += ratio <= kLogitChange && ratio >= 1 / kLogitChange ? 1 : 0;
   }
   return tr;
 }
