@@ -21,6 +21,7 @@
 #include "bench/sgemm_floor.h"
 #include "bench/step_timing.h"
 #include "bench/sweep_floor.h"
+#include "common/whole_number.h"
 #include "platform/environment.h"
 
 using namespace xgrad;
@@ -146,11 +147,8 @@ CLI::Validator whole_number(long lo, long hi) {
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   return CLI::Validator(
       [lo, hi, range](std::string& s) -> std::string {
-        if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos)
-          return "must be a whole number in " + range + ", got '" + s + "'";
-        const long long v = std::stoll(s);
-        if (v < lo || v > hi) return "must be in " + range + ", got " + s;
-        return "";
+        if (s.size() > 18) return "must be a whole number in " + range + ", got '" + s + "'";  // not read as one
+        return whole_number_text_error(s, static_cast<std::uint64_t>(lo), static_cast<std::uint64_t>(hi));
       },
       "INT in " + range);
 }
