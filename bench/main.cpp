@@ -21,6 +21,7 @@
 #include "bench/sgemm_floor.h"
 #include "bench/step_timing.h"
 #include "bench/sweep_floor.h"
+#include "common/whole_number.h"
 #include "platform/environment.h"
 
 using namespace xgrad;
@@ -146,11 +147,8 @@ CLI::Validator whole_number(long lo, long hi) {
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   return CLI::Validator(
       [lo, hi, range](std::string& s) -> std::string {
-        if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos)
-          return "must be a whole number in " + range + ", got '" + s + "'";
-        const long long v = std::stoll(s);
-        if (v < lo || v > hi) return "must be in " + range + ", got " + s;
-        return "";
+        if (s.size() > 18) return "must be a whole number in " + range + ", got '" + s + "'";  // not read as one
+        return whole_number_text_error(s, static_cast<std::uint64_t>(lo), static_cast<std::uint64_t>(hi));
       },
       "INT in " + range);
 }
@@ -178,78 +176,91 @@ std::string help_of(const CLI::App& app) {
   return subs.empty() ? std::string() : subs.front()->get_name() + " ";
 }
 
-int main(int argc, char** argv) {
-  platform::select_blas_core(argc, argv);
-  platform::tune_allocator();
-  platform::set_flush_denormals(true);
-
+// Every subcommand's flags and what they fill in; main parses into these, then runs the one given.
+struct Commands {
   CLI::App app{"xgrad_bench: training-step time, sgemm floor and memory check"};
-  app.require_subcommand(1);
-  app.fallthrough();  // --threads and --csv also after the subcommand
   int threads = 1;
   bool csv = false;
-  app.add_option("--threads", threads, "threads for BLAS and xgrad's own loops")
-      ->capture_default_str()
-      ->check(whole_number(1, 64));
-  app.add_flag("--csv", csv, "machine-readable lines (for bench/compare.sh)");
-
   std::vector<std::string> configs{"S", "M", "L"};
   long steps = 0, warmup = -1;
-  CLI::App* step_cmd = app.add_subcommand("step", "median ms per training step (forward, backward, AdamW)");
-  step_cmd->add_option("--config", configs, "sizes, e.g. --config S,M")
+  std::string step_shape, step_targets = "all", step_readout = "targets";
+  CLI::App* step_cmd = nullptr;
+  std::string sgemm_config = "L", sgemm_shape;
+  CLI::App* sgemm_cmd = nullptr;
+  std::string memory_config = "M";
+  long memory_steps = 1000;
+  CLI::App* memory_cmd = nullptr;
+  std::string floor_dir;
+  double floor_wall = 0;
+  int floor_cores = 2;
+  CLI::App* floor_cmd = nullptr;
+};
+
+void add_step_command(Commands& c) {
+  c.step_cmd = c.app.add_subcommand("step", "median ms per training step (forward, backward, AdamW)");
+  c.step_cmd->add_option("--config", c.configs, "sizes, e.g. --config S,M")
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::IsMember(kConfigNames));
   // Left out: the per-size default of bench_configs.cpp. Given: at least 1 timed step, at least 0 warmup steps.
-  step_cmd->add_option("--steps", steps, "timed steps per size (default: per size, see bench_configs.cpp)")
+  c.step_cmd->add_option("--steps", c.steps, "timed steps per size (default: per size, see bench_configs.cpp)")
       ->check(whole_number(1, 1000000000));
-  step_cmd->add_option("--warmup", warmup, "untimed steps first (default: per size)")
+  c.step_cmd->add_option("--warmup", c.warmup, "untimed steps first (default: per size)")
       ->check(whole_number(0, 1000000000));
-  std::string step_shape, step_targets = "all", step_readout = "targets";
-  step_cmd
-      ->add_option("--shape", step_shape,
+  c.step_cmd
+      ->add_option("--shape", c.step_shape,
                    "another model instead of --config: d_model,n_heads,d_k,batch,seq_len,vocab (as sgemm --shape)")
-      ->excludes(step_cmd->get_option("--config"));
-  step_cmd
-      ->add_option("--targets", step_targets, "positions with a target: all, or last (one per sequence, as kv_recall)")
+      ->excludes(c.step_cmd->get_option("--config"));
+  c.step_cmd
+      ->add_option("--targets", c.step_targets,
+                   "positions with a target: all, or last (one per sequence, as kv_recall)")
       ->capture_default_str()
       ->check(CLI::IsMember({"all", "last"}));
-  step_cmd
-      ->add_option("--readout", step_readout,
+  c.step_cmd
+      ->add_option("--readout", c.step_readout,
                    "targets: readout and cross-entropy at the target positions only (as the trainer); full: at "
                    "every position")
       ->capture_default_str()
       ->check(CLI::IsMember({"targets", "full"}));
+}
 
-  std::string sgemm_config = "L", sgemm_shape;
-  CLI::App* sgemm_cmd = app.add_subcommand("sgemm", "time the GEMMs of one training step alone (the floor)");
-  CLI::Option* sgemm_config_opt = sgemm_cmd->add_option("--config", sgemm_config, "size")
+void add_sgemm_command(Commands& c) {
+  c.sgemm_cmd = c.app.add_subcommand("sgemm", "time the GEMMs of one training step alone (the floor)");
+  CLI::Option* sgemm_config_opt = c.sgemm_cmd->add_option("--config", c.sgemm_config, "size")
                                       ->capture_default_str()
                                       ->check(CLI::IsMember(kConfigNames));
-  sgemm_cmd
+  c.sgemm_cmd
       ->add_option(
-          "--shape", sgemm_shape,
+          "--shape", c.sgemm_shape,
           "another model instead of --config: d_model,n_heads,d_k,batch,seq_len,vocab (d_model <= 16384, d_k <= 8192; "
           "batch * seq_len <= 1048576; vocab <= 16777216)")
       ->excludes(sgemm_config_opt);
+}
 
-  std::string memory_config = "M";
-  long memory_steps = 1000;
-  CLI::App* memory_cmd = app.add_subcommand("memory", "RSS every 100 steps; exit 1 if it grows more than 5%");
-  memory_cmd->add_option("--config", memory_config, "size")->capture_default_str()->check(CLI::IsMember(kConfigNames));
-  memory_cmd->add_option("--steps", memory_steps, "steps")->capture_default_str()->check(whole_number(1, 1000000000));
+void add_memory_command(Commands& c) {
+  c.memory_cmd = c.app.add_subcommand("memory", "RSS every 100 steps; exit 1 if it grows more than 5%");
+  c.memory_cmd->add_option("--config", c.memory_config, "size")
+      ->capture_default_str()
+      ->check(CLI::IsMember(kConfigNames));
+  c.memory_cmd->add_option("--steps", c.memory_steps, "steps")
+      ->capture_default_str()
+      ->check(whole_number(1, 1000000000));
+}
 
-  std::string floor_dir;
-  double floor_wall = 0;
-  int floor_cores = 2;
-  CLI::App* floor_cmd = app.add_subcommand("floor", "a sweep's wall time next to its FLOP floor (bench/README.md)");
-  floor_cmd->add_option("dir", floor_dir, "a sweep directory (xgrad sweep / experiment --out)")->required();
-  floor_cmd->add_option("--wall", floor_wall, "the sweep's wall time in seconds (default: runs' times / cores)")
+void add_floor_command(Commands& c) {
+  c.floor_cmd = c.app.add_subcommand("floor", "a sweep's wall time next to its FLOP floor (bench/README.md)");
+  c.floor_cmd->add_option("dir", c.floor_dir, "a sweep directory (xgrad sweep / experiment --out)")->required();
+  c.floor_cmd->add_option("--wall", c.floor_wall, "the sweep's wall time in seconds (default: runs' times / cores)")
       ->check(positive_seconds());
-  floor_cmd->add_option("--cores", floor_cores, "cores the sweep used (its --jobs)")
+  c.floor_cmd->add_option("--cores", c.floor_cores, "cores the sweep used (its --jobs)")
       ->check(whole_number(1, 1024))
       ->capture_default_str();
+}
 
+// Parses the command line into `c`. Returns the exit code when the program must end here (help, a missing,
+// unknown or misused command), else -1.
+int parse_command_line(Commands& c, int argc, char** argv) {
+  CLI::App& app = c.app;
   // CLI11 would say "A subcommand is required" for a misspelt command, or take it for an extra argument.
   std::string commands;
   std::vector<std::string> command_names;
@@ -289,28 +300,53 @@ int main(int argc, char** argv) {
               << "--help')\n";  // bad usage: 2, as xgrad
     return 2;
   }
+  return -1;
+}
+
+// Runs the parsed command.
+int run_command(Commands& c) {
   try {
     // A bad --shape is refused before anything is printed.
     const BenchConfig sgemm_size =
-        *sgemm_cmd && sgemm_cmd->count("--shape") ? parse_shape(sgemm_shape) : bench_config(sgemm_config);
+        *c.sgemm_cmd && c.sgemm_cmd->count("--shape") ? parse_shape(c.sgemm_shape) : bench_config(c.sgemm_config);
     std::vector<BenchConfig> step_sizes;
-    if (*step_cmd && step_cmd->count("--shape"))
-      step_sizes.push_back(parse_shape(step_shape));
-    else if (*step_cmd)
-      for (const auto& name : configs) step_sizes.push_back(bench_config(name));
-    for (BenchConfig& c : step_sizes) {
-      c.targets = step_targets;
-      c.full_readout = step_readout == "full";
+    if (*c.step_cmd && c.step_cmd->count("--shape"))
+      step_sizes.push_back(parse_shape(c.step_shape));
+    else if (*c.step_cmd)
+      for (const auto& name : c.configs) step_sizes.push_back(bench_config(name));
+    for (BenchConfig& size : step_sizes) {
+      size.targets = c.step_targets;
+      size.full_readout = c.step_readout == "full";
     }
-    platform::set_threads(threads);
-    print_environment(csv);
-    if (*step_cmd) return run_step(step_sizes, steps, warmup, csv);
-    if (*sgemm_cmd) return run_sgemm(sgemm_size, csv);
-    if (*memory_cmd) return run_memory(memory_config, memory_steps);
-    if (*floor_cmd) return run_floor(floor_dir, floor_wall, floor_cores);
+    platform::set_threads(c.threads);
+    print_environment(c.csv);
+    if (*c.step_cmd) return run_step(step_sizes, c.steps, c.warmup, c.csv);
+    if (*c.sgemm_cmd) return run_sgemm(sgemm_size, c.csv);
+    if (*c.memory_cmd) return run_memory(c.memory_config, c.memory_steps);
+    if (*c.floor_cmd) return run_floor(c.floor_dir, c.floor_wall, c.floor_cores);
   } catch (const std::exception& e) {
     std::cerr << "xgrad_bench: " << e.what() << "\n";
     return 2;
   }
   return 2;
+}
+
+int main(int argc, char** argv) {
+  platform::select_blas_core(argc, argv);
+  platform::tune_allocator();
+  platform::set_flush_denormals(true);
+
+  Commands c;
+  c.app.require_subcommand(1);
+  c.app.fallthrough();  // --threads and --csv also after the subcommand
+  c.app.add_option("--threads", c.threads, "threads for BLAS and xgrad's own loops")
+      ->capture_default_str()
+      ->check(whole_number(1, 64));
+  c.app.add_flag("--csv", c.csv, "machine-readable lines (for bench/compare.sh)");
+  add_step_command(c);
+  add_sgemm_command(c);
+  add_memory_command(c);
+  add_floor_command(c);
+  if (const int code = parse_command_line(c, argc, argv); code >= 0) return code;
+  return run_command(c);
 }

@@ -22,16 +22,7 @@ namespace xgrad::train {
 
 CLI::Validator whole_number(std::uint64_t lo, std::uint64_t hi) {
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  return CLI::Validator(
-      [lo, hi, range](std::string& s) -> std::string {
-        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
-          return "must be a whole number in " + range + ", got '" + s + "'";
-        errno = 0;
-        const unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
-        if (errno == ERANGE || v < lo || v > hi) return "must be in " + range + ", got " + s;
-        return "";
-      },
-      "INT in " + range);
+  return CLI::Validator([lo, hi](std::string& s) { return whole_number_text_error(s, lo, hi); }, "INT in " + range);
 }
 
 CLI::Validator decimal_number() {

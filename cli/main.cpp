@@ -257,11 +257,33 @@ int sweep_directory_command(int argc, char** argv) {
   }
 }
 
-}  // namespace
+// Every subcommand's flags and what they fill in; xgrad::cli::main parses into these, then runs the one given.
+struct Commands {
+  CLI::App app{"xgrad: train toy attention models with and without 1/sqrt(d_k) score scaling and compare them"};
+  TrainConfig train_cfg;
+  std::string resume_dir, config_file;  // read before parsing: they set train's defaults
+  std::string resume_flag, config_flag;
+  GivenSettings train_given, probe_given;
+  CLI::App* train_cmd = nullptr;
+  // `sweep` takes the grid from its flags; `experiment` is the default sweep (see experiment_defaults) + compare.
+  SweepFlags sweep_flags, exp_flags;
+  PresetChoice preset;
+  SweepConfig sweep_cfg, exp_cfg;
+  std::string launcher = "local";
+  SlurmOptions slurm;
+  CLI::App* sweep_cmd = nullptr;
+  CLI::App* exp_cmd = nullptr;
+  TrainConfig probe_cfg;
+  std::vector<std::size_t> probe_d_ks{4, 16, 64, 256, 1024};
+  CLI::App* probe_cmd = nullptr;
+  CompareOptions compare_opts;
+  CLI::App* compare_cmd = nullptr;
+  CLI::App* settings_cmd = nullptr;
+};
 
-namespace xgrad::cli {
-
-int main(int argc, char** argv) {
+// What every command needs before its flags are read: no clashing registrations, the BLAS core, the allocator, a
+// valid SIMD environment, the log format. Returns the exit code when the program must end here, else -1.
+int prepare_process(int argc, char** argv) {
   // Checked first, so that --help and --version also say which extension clashes with which entry.
   if (!registration_errors().empty()) {
     for (const auto& message : registration_errors()) std::cerr << "xgrad: error: " << message << "\n";
@@ -276,282 +298,299 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_log_format();
+  return -1;
+}
 
-  CLI::App app{"xgrad: train toy attention models with and without 1/sqrt(d_k) score scaling and compare them"};
-  app.require_subcommand(1);
-
-  if (argc == 2 && std::string(argv[1]) == "--version") {
-    print_version(std::cout);
-    return 0;
-  }
-
-  if (argc >= 3 && std::string(argv[1]) == "sweep" &&
-      (std::string(argv[2]) == "run-one" || std::string(argv[2]) == "status"))
-    return sweep_directory_command(argc, argv);
-
-  TrainConfig train_cfg;
-  const std::string resume_dir = find_train_flag_value(argc, argv, "--resume");
-  const std::string config_file = find_train_flag_value(argc, argv, "--config");
-  if (!resume_dir.empty()) load_resume_defaults(resume_dir, train_cfg);
-  std::string resume_flag, config_flag;
-  GivenSettings train_given, probe_given;
-  CLI::App* train_cmd = app.add_subcommand(
+void add_train_command(Commands& c, int argc, char** argv) {
+  c.resume_dir = find_train_flag_value(argc, argv, "--resume");
+  c.config_file = find_train_flag_value(argc, argv, "--config");
+  if (!c.resume_dir.empty()) load_resume_defaults(c.resume_dir, c.train_cfg);
+  c.train_cmd = c.app.add_subcommand(
       "train",
       "train one configuration; writes config.json, metrics.csv, checkpoint.safetensors and summary.json "
       "(exit 3 if it diverged)");
-  add_setting_flags(*train_cmd, Setting::kTrain, train_given, train_cfg);
-  add_run_flags(*train_cmd, train_cfg, resume_flag, config_flag);
+  add_setting_flags(*c.train_cmd, Setting::kTrain, c.train_given, c.train_cfg);
+  add_run_flags(*c.train_cmd, c.train_cfg, c.resume_flag, c.config_flag);
+}
 
-  // `sweep` takes the grid from its flags; `experiment` is the default sweep (see experiment_defaults) + compare.
-  SweepFlags sweep_flags, exp_flags;
-  // The preset is read before parsing: its grid is the default the given flags override, and --help shows it.
-  PresetChoice preset = find_preset(argc, argv);
-  SweepConfig sweep_cfg, exp_cfg;
+// The preset is read before parsing: its grid is the default the given flags override, and --help shows it.
+// Returns false (having said why) when its grid cannot be made.
+bool make_preset_grid(Commands& c, int argc, char** argv) {
+  c.preset = find_preset(argc, argv);
   try {
-    exp_cfg = preset.entry->grid(preset.quick);
+    c.exp_cfg = c.preset.entry->grid(c.preset.quick);
   } catch (const std::exception& e) {
-    std::cerr << "xgrad: --preset " << preset.name << ": its grid could not be made: " << e.what() << "\n";
-    return 1;
+    std::cerr << "xgrad: --preset " << c.preset.name << ": its grid could not be made: " << e.what() << "\n";
+    return false;
   }
-  CLI::App* sweep_cmd = app.add_subcommand(
+  return true;
+}
+
+void add_sweep_commands(Commands& c) {
+  c.sweep_cmd = c.app.add_subcommand(
       "sweep", "train a grid of scale x d_k x seed x optimizer@lr as parallel runs into one sweep directory");
-  add_sweep_flags(*sweep_cmd, sweep_cfg, sweep_flags);
-  std::string launcher = "local";
-  SlurmOptions slurm;
-  add_launcher_flags(*sweep_cmd, launcher, slurm);
-  refuse_flags(*sweep_cmd, sweep_refused_flags("sweep"));
-  sweep_cmd->get_option("--out")->required();
-  sweep_cmd->footer(
+  add_sweep_flags(*c.sweep_cmd, c.sweep_cfg, c.sweep_flags);
+  add_launcher_flags(*c.sweep_cmd, c.launcher, c.slurm);
+  refuse_flags(*c.sweep_cmd, sweep_refused_flags("sweep"));
+  c.sweep_cmd->get_option("--out")->required();
+  c.sweep_cmd->footer(
       "On a sweep directory: `xgrad sweep run-one DIR --index I` trains grid point I of DIR/sweep.json "
       "(what a Slurm array task or GNU parallel runs); `xgrad sweep status DIR` prints every point's "
       "state.");
-  CLI::App* exp_cmd =
-      app.add_subcommand("experiment",
-                         "a preset's sweep (default: dk, scaled vs unscaled at d_k 16 to 1024), then compare with the "
-                         "preset's report sections");
-  add_preset_flags(*exp_cmd, preset);
-  add_sweep_flags(*exp_cmd, exp_cfg, exp_flags);
-  refuse_flags(*exp_cmd, sweep_refused_flags("experiment"));
+  c.exp_cmd = c.app.add_subcommand(
+      "experiment",
+      "a preset's sweep (default: dk, scaled vs unscaled at d_k 16 to 1024), then compare with the "
+      "preset's report sections");
+  add_preset_flags(*c.exp_cmd, c.preset);
+  add_sweep_flags(*c.exp_cmd, c.exp_cfg, c.exp_flags);
+  refuse_flags(*c.exp_cmd, sweep_refused_flags("experiment"));
+}
 
-  TrainConfig probe_cfg;
-  std::vector<std::size_t> probe_d_ks{4, 16, 64, 256, 1024};
-  CLI::App* probe_cmd = app.add_subcommand(
+void add_probe_command(Commands& c) {
+  c.probe_cmd = c.app.add_subcommand(
       "probe", "no training: attention statistics at initialisation, unscaled and scaled, next to the theory");
-  add_setting_flags(*probe_cmd, Setting::kProbe, probe_given, probe_cfg);
-  refuse_flags(*probe_cmd, probe_refused_flags());
-  add_list_flag(*probe_cmd, "--d-k", probe_d_ks, "head sizes, e.g. --d-k 4,16,64", whole_number(1, 8192));
+  add_setting_flags(*c.probe_cmd, Setting::kProbe, c.probe_given, c.probe_cfg);
+  refuse_flags(*c.probe_cmd, probe_refused_flags());
+  add_list_flag(*c.probe_cmd, "--d-k", c.probe_d_ks, "head sizes, e.g. --d-k 4,16,64", whole_number(1, 8192));
+}
 
-  CompareOptions compare_opts;
-  CLI::App* compare_cmd = app.add_subcommand(
+void add_compare_command(Commands& c) {
+  CompareOptions& opts = c.compare_opts;
+  c.compare_cmd = c.app.add_subcommand(
       "compare", "compare run or sweep directories: table, plots (PNG, SVG), report.md and report.html");
   // Extras allowed so that an unknown flag is reported by name after parsing ("--lr: not a flag of compare"), not
   // as the directory its value would otherwise become; the directories are checked after that.
-  compare_cmd->allow_extras();
-  compare_cmd->add_option("dirs", compare_opts.inputs, "run or sweep directories")->required();
-  compare_cmd->add_option("--out", compare_opts.out, "report directory (default: the first directory given)");
-  compare_cmd
-      ->add_option("--loss-threshold", compare_opts.loss_threshold,
+  c.compare_cmd->allow_extras();
+  c.compare_cmd->add_option("dirs", opts.inputs, "run or sweep directories")->required();
+  c.compare_cmd->add_option("--out", opts.out, "report directory (default: the first directory given)");
+  c.compare_cmd
+      ->add_option("--loss-threshold", opts.loss_threshold,
                    "steps-to-threshold loss in nats, > 0 (default: half the chance loss)")
       ->check(decimal_in(0, false, HUGE_VAL, false));
-  compare_cmd
-      ->add_option("--accuracy-threshold", compare_opts.accuracy_threshold, "steps-to-threshold accuracy, in (0, 1]")
+  c.compare_cmd->add_option("--accuracy-threshold", opts.accuracy_threshold, "steps-to-threshold accuracy, in (0, 1]")
       ->capture_default_str()
       ->check(decimal_in(0, false, 1, true));
-  compare_cmd->add_option("--plots", compare_opts.plots, "draw plots with gnuplot (true/false)")
-      ->default_str(compare_opts.plots ? "true" : "false")  // CLI11 would show a bool's default as 1
+  c.compare_cmd->add_option("--plots", opts.plots, "draw plots with gnuplot (true/false)")
+      ->default_str(opts.plots ? "true" : "false")  // CLI11 would show a bool's default as 1
       ->check(boolean_word());
+}
 
-  CLI::App* settings_cmd = app.add_subcommand(
+void add_settings_command(Commands& c) {
+  c.settings_cmd = c.app.add_subcommand(
       "settings",
       "print every setting (flag, config.json key, allowed values, default, which entries read it) as "
       "Markdown: docs/settings.md");
+}
 
+// The command named by argv[1] when it is one of app's, else "".
+std::string known_command(CLI::App& app, int argc, char** argv) {
+  const std::string first = argc > 1 ? argv[1] : "";
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    if (sub->get_name() == first) return first;
+  return "";
+}
+
+// Parses the command line into `c`. Returns the exit code when the program must end here (help, a missing,
+// unknown or misused command), else -1.
+int parse_command_line(Commands& c, int argc, char** argv) {
   // CLI11 would say "A subcommand is required" for both a missing and a misspelt command.
   std::string commands;
-  bool known = false;
-  const std::string first = argc > 1 ? argv[1] : "";
-  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+  for (const CLI::App* sub : c.app.get_subcommands([](CLI::App*) { return true; }))
     commands += (commands.empty() ? "" : ", ") + sub->get_name();
-    known = known || sub->get_name() == first;
-  }
+  const std::string first = argc > 1 ? argv[1] : "";
+  const std::string known = known_command(c.app, argc, argv);
   if (argc < 2) {
     std::cerr << "xgrad: a command is required (allowed: " << commands << "; see 'xgrad --help', 'xgrad --version')\n";
     return 2;
   }
-  if (!first.empty() && first[0] != '-' && !known) {
+  if (!first.empty() && first[0] != '-' && known.empty()) {
     std::cerr << "xgrad: unknown command '" << first << "' (allowed: " << commands << "; see 'xgrad --help')\n";
     return 2;
   }
   try {
-    app.parse(argc, argv);
+    c.app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return c.app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return c.app.exit(e);
   } catch (const CLI::ExtrasError& e) {
-    return fail(2, "xgrad: " + unexpected_arguments(e.what(), known ? first : std::string()));
+    return fail(2, "xgrad: " + unexpected_arguments(e.what(), known));
   } catch (const CLI::ParseError& e) {
     return fail(
-        2, std::string("xgrad: ") + e.what() + " (see 'xgrad " + (known ? first + " " : std::string()) + "--help')");
+        2, std::string("xgrad: ") + e.what() + " (see 'xgrad " + (known.empty() ? known : known + " ") + "--help')");
   }
+  return -1;
+}
 
-  // Only a training run is data-parallel. Under mpirun every rank would run the whole command (a sweep's runs would
-  // each start as ranks of a job they are not part of).
-  if (known && first != "train" && platform::started_by_launcher()) {
-    std::cerr << "xgrad: " << first << " does not run under mpirun or srun --mpi=pmix: only 'xgrad train' is "
-              << "data-parallel (run a sweep's points as a Slurm array: xgrad sweep --launcher slurm)\n";
-    return 2;
+int train_command(Commands& c) {
+  TrainConfig& cfg = c.train_cfg;
+  if (!c.config_file.empty()) {
+    if (!c.resume_dir.empty())
+      throw ConfigError("--config: a resumed run keeps its own settings (--resume and --config exclude each other)");
+    const bool overwrite = cfg.overwrite;
+    cfg = read_config_file(c.config_file, "--config");
+    cfg.overwrite = overwrite;
+    // A run's config.json names the bytes that run read: a new run of it reads the same ones, except those of
+    // a file flag given here (a choice of another file, or of the file as it is now).
+    for (const data::InputFile& f : recorded_input_files(c.config_file))
+      if (!c.train_given.contains(f.setting)) cfg.recorded_inputs.push_back(f);
+    cfg.recorded_inputs_source = c.config_file;
   }
+  apply_given_settings(cfg, c.train_given);
+  cfg.resume = !c.resume_flag.empty();
+  if (!cfg.resume)  // a resumed run's settings are its config.json's, read later
+    for (const auto& [key, value] : c.train_given.values)
+      if (const std::string unread = unread_setting_error(cfg, key); !unread.empty()) throw ConfigError(unread);
+  if (cfg.resume) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (c.train_cmd->count("--out") && !fs::equivalent(cfg.out, c.resume_flag, ec))
+      throw ConfigError("--out: " + cfg.out + " is not the --resume directory " + c.resume_flag +
+                        " (a run is continued in place; --out may be left out)");
+    cfg.out = c.resume_flag;
+  } else if (!c.train_given.contains("data_seed") && !config_has_key(c.config_file, "data_seed")) {
+    cfg.data_seed = cfg.seed;  // the data stream follows the seed unless given
+  }
+  // Under mpirun (or srun --mpi=pmix) each process is one rank of a data-parallel run; rank 0 speaks for all.
+  platform::init_distributed(nullptr, nullptr);
+  if (platform::rank() != 0) spdlog::set_level(spdlog::level::err);
+  install_stop_handlers();
+  const RunSummary s = xgrad::train::train(cfg);
+  if (s.stop_signal) return platform::end_by_signal(s.stop_signal);
+  spdlog::info("done: final loss {}, final accuracy {:.3f} (means over the last 20 steps){}; wrote {}/metrics.csv",
+               format_number(s.final_loss, 4), s.final_accuracy, s.diverged ? " (diverged)" : "", cfg.out);
+  return s.diverged ? 3 : 0;
+}
+
+int compare_command(Commands& c) {
+  CLI::App& cmd = *c.compare_cmd;
+  if (cmd.count("--out") && c.compare_opts.out.empty())
+    throw ConfigError(
+        "--out: empty; name a report directory, or leave --out out to write into the first "
+        "directory given");
+  std::string flags;
+  for (const CLI::Option* o : cmd.get_options())
+    if (!o->get_lnames().empty() && o->get_lnames().front() != "help")
+      flags += (flags.empty() ? "--" : ", --") + o->get_lnames().front();
+  for (const std::string& extra : cmd.remaining())
+    if (extra.size() > 1 && extra[0] == '-')
+      throw ConfigError(extra.substr(0, extra.find('=')) + ": not a flag of compare (flags: " + flags + ")");
+  if (!cmd.remaining().empty()) throw ConfigError("compare: unexpected argument '" + cmd.remaining().front() + "'");
+  for (const std::string& dir : c.compare_opts.inputs) {
+    std::string copy = dir;
+    const std::string error = CLI::ExistingDirectory(copy);
+    if (!error.empty()) throw ConfigError("dirs: " + error);
+  }
+  run_compare(c.compare_opts, std::cout);
+  return 0;
+}
+
+int probe_command(Commands& c) {
+  TrainConfig& cfg = c.probe_cfg;
+  apply_given_settings(cfg, c.probe_given);
+  if (!c.probe_given.contains("data_seed")) cfg.data_seed = cfg.seed;
+  cfg.eval_every = 0;  // probe evaluates nothing (a data directory needs no held-out split)
+  cfg.out = "-";       // probe writes no files
+  platform::set_threads(cfg.threads);
+  platform::set_flush_denormals(cfg.flush_denormals);
+  const auto rows = probe(cfg, c.probe_d_ks, {"none", "sqrt_dk"});
+  std::cout << format_probe_table(rows);
+  return 0;
+}
+
+// A sweep on Slurm: writes the array script and submits it (or says how to), then returns.
+int slurm_sweep_command(const SweepConfig& cfg, const SlurmOptions& slurm, std::size_t planned) {
+  const SlurmSubmission submission = prepare_slurm_sweep(cfg, slurm);
+  const std::string dir = shell_quote_path(cfg.out);
+  std::cout << "sweep: " << submission.points << " grid points in " << cfg.out << "/sweep.json; Slurm array "
+            << "script " << submission.script << "\n"
+            << grid_summary(cfg, planned) << "\n";
+  if (submission.command.empty()) {
+    std::cout << "every grid point is complete or running; nothing to submit (xgrad sweep status " << dir << ")\n";
+    return 0;
+  }
+  std::string line;
+  for (const std::string& word : submission.command) line += (line.empty() ? "" : " ") + shell_quote(word);
+  if (!slurm.submit) {
+    std::cout << submission.indices.size() << " point(s) to run; submit them with:\n  " << line << "\n";
+    return 0;
+  }
+  const std::string job = submit_to_slurm(submission.command);
+  std::cout << "submitted job " << job << ": " << submission.indices.size() << " point(s), " << line << "\n"
+            << "follow it with: xgrad sweep status " << dir << "\n";
+  return 0;
+}
+
+// A sweep run here, its runs `jobs` at a time; an experiment then writes its report.
+int local_sweep_command(const SweepConfig& cfg, const PresetChoice* preset, std::size_t planned) {
+  // A sweep outlives a reader of its output that went away (`| head -1`): its runs and sweep.json matter more
+  // than its progress lines, which then go nowhere. Its runs get SIGPIPE back (see spawn in sweep.cpp).
+  std::signal(SIGPIPE, SIG_IGN);
+  const std::string start_line =
+      fmt::format("{}: {} runs into {}, {} at a time, {} BLAS thread(s) each; OpenBLAS core {}",
+                  preset ? "experiment --preset " + preset->name + (preset->quick ? " --quick" : "") : "sweep", planned,
+                  cfg.out, cfg.jobs, cfg.base.threads, blas::core_name()) +
+      "\n" + grid_summary(cfg, planned);
+  const auto t0 = std::chrono::steady_clock::now();
+  const SweepResult result = run_sweep(
+      cfg, [](const std::string& line) { spdlog::info("{}", line); }, start_line);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string summary = sweep_summary(result, secs) + "; index: " + cfg.out + "/sweep.json";
+  if (sweep_exit_code(result) == 0)
+    spdlog::info("{}", summary);
+  else
+    spdlog::warn("{}", summary);
+  if (result.stop_signal) return platform::end_by_signal(result.stop_signal);
+  if (preset) {
+    CompareOptions options;
+    options.inputs = {cfg.out};
+    std::cout << "\n";
+    run_compare(options, std::cout);
+    std::cout << "\nReport: " << cfg.out << "/report.md (plots in " << cfg.out << "/plots/)\n"
+              << "Runs: " << cfg.out << "/runs/<name>/ (config.json, metrics.csv, summary.json, train.log)\n"
+              << "Wall time: " << static_cast<int>(secs) << " s\n";
+  } else {
+    std::cout << "Compare the runs with: xgrad compare " << shell_quote_path(cfg.out) << "\n";
+  }
+  return sweep_exit_code(result);
+}
+
+// `xgrad sweep` and `xgrad experiment`.
+int sweep_command(Commands& c) {
+  const bool experiment = c.exp_cmd->parsed();
+  CLI::App& cmd = experiment ? *c.exp_cmd : *c.sweep_cmd;
+  SweepConfig& cfg = experiment ? c.exp_cfg : c.sweep_cfg;
+  finish_sweep_flags(cmd, cfg, experiment ? c.exp_flags : c.sweep_flags);
+  if (cfg.out.empty()) cfg.out = default_experiment_dir();
+  if (experiment) {
+    cfg.preset = c.preset.name;
+    cfg.preset_quick = c.preset.quick;
+  }
+  cfg.executable = std::filesystem::canonical("/proc/self/exe").string();
+  if (!experiment) check_launcher_flags(cmd, c.launcher);
+  if (c.launcher == "slurm") {  // Slurm places the tasks on its nodes: no local limit on --jobs x --threads
+    cfg.jobs = 1;
+    cfg.runs_here = false;
+  }
+  const auto planned = plan_sweep(cfg);
+  if (c.launcher == "slurm") return slurm_sweep_command(cfg, c.slurm, planned.size());
+  return local_sweep_command(cfg, experiment ? &c.preset : nullptr, planned.size());
+}
+
+// Runs the parsed command; its errors become an exit code and a message.
+int run_command(Commands& c) {
   try {
-    if (*train_cmd) {
-      if (!config_file.empty()) {
-        if (!resume_dir.empty())
-          throw ConfigError(
-              "--config: a resumed run keeps its own settings (--resume and --config exclude each other)");
-        const bool overwrite = train_cfg.overwrite;
-        train_cfg = read_config_file(config_file, "--config");
-        train_cfg.overwrite = overwrite;
-        // A run's config.json names the bytes that run read: a new run of it reads the same ones, except those of
-        // a file flag given here (a choice of another file, or of the file as it is now).
-        for (const data::InputFile& f : recorded_input_files(config_file))
-          if (!train_given.contains(f.setting)) train_cfg.recorded_inputs.push_back(f);
-        train_cfg.recorded_inputs_source = config_file;
-      }
-      apply_given_settings(train_cfg, train_given);
-      train_cfg.resume = !resume_flag.empty();
-      if (!train_cfg.resume)  // a resumed run's settings are its config.json's, read later
-        for (const auto& [key, value] : train_given.values)
-          if (const std::string unread = unread_setting_error(train_cfg, key); !unread.empty())
-            throw ConfigError(unread);
-      if (train_cfg.resume) {
-        namespace fs = std::filesystem;
-        std::error_code ec;
-        if (train_cmd->count("--out") && !fs::equivalent(train_cfg.out, resume_flag, ec))
-          throw ConfigError("--out: " + train_cfg.out + " is not the --resume directory " + resume_flag +
-                            " (a run is continued in place; --out may be left out)");
-        train_cfg.out = resume_flag;
-      } else if (!train_given.contains("data_seed") && !config_has_key(config_file, "data_seed")) {
-        train_cfg.data_seed = train_cfg.seed;  // the data stream follows the seed unless given
-      }
-      // Under mpirun (or srun --mpi=pmix) each process is one rank of a data-parallel run; rank 0 speaks for all.
-      platform::init_distributed(nullptr, nullptr);
-      if (platform::rank() != 0) spdlog::set_level(spdlog::level::err);
-      install_stop_handlers();
-      const RunSummary s = xgrad::train::train(train_cfg);
-      if (s.stop_signal) return platform::end_by_signal(s.stop_signal);
-      spdlog::info("done: final loss {}, final accuracy {:.3f} (means over the last 20 steps){}; wrote {}/metrics.csv",
-                   format_number(s.final_loss, 4), s.final_accuracy, s.diverged ? " (diverged)" : "", train_cfg.out);
-      return s.diverged ? 3 : 0;
-    }
-    if (*settings_cmd) {
+    if (*c.train_cmd) return train_command(c);
+    if (*c.settings_cmd) {
       write_settings_reference(std::cout);
       return 0;
     }
-    if (*compare_cmd) {
-      if (compare_cmd->count("--out") && compare_opts.out.empty())
-        throw ConfigError(
-            "--out: empty; name a report directory, or leave --out out to write into the first "
-            "directory given");
-      std::string flags;
-      for (const CLI::Option* o : compare_cmd->get_options())
-        if (!o->get_lnames().empty() && o->get_lnames().front() != "help")
-          flags += (flags.empty() ? "--" : ", --") + o->get_lnames().front();
-      for (const std::string& extra : compare_cmd->remaining())
-        if (extra.size() > 1 && extra[0] == '-')
-          throw ConfigError(extra.substr(0, extra.find('=')) + ": not a flag of compare (flags: " + flags + ")");
-      if (!compare_cmd->remaining().empty())
-        throw ConfigError("compare: unexpected argument '" + compare_cmd->remaining().front() + "'");
-      for (const std::string& dir : compare_opts.inputs) {
-        std::string copy = dir;
-        const std::string error = CLI::ExistingDirectory(copy);
-        if (!error.empty()) throw ConfigError("dirs: " + error);
-      }
-      run_compare(compare_opts, std::cout);
-      return 0;
-    }
-    if (*probe_cmd) {
-      apply_given_settings(probe_cfg, probe_given);
-      if (!probe_given.contains("data_seed")) probe_cfg.data_seed = probe_cfg.seed;
-      probe_cfg.eval_every = 0;  // probe evaluates nothing (a data directory needs no held-out split)
-      probe_cfg.out = "-";       // probe writes no files
-      platform::set_threads(probe_cfg.threads);
-      platform::set_flush_denormals(probe_cfg.flush_denormals);
-      const auto rows = probe(probe_cfg, probe_d_ks, {"none", "sqrt_dk"});
-      std::cout << format_probe_table(rows);
-      return 0;
-    }
-    if (*sweep_cmd || *exp_cmd) {
-      const bool experiment = exp_cmd->parsed();
-      CLI::App& cmd = experiment ? *exp_cmd : *sweep_cmd;
-      SweepConfig& cfg = experiment ? exp_cfg : sweep_cfg;
-      finish_sweep_flags(cmd, cfg, experiment ? exp_flags : sweep_flags);
-      if (cfg.out.empty()) cfg.out = default_experiment_dir();
-      if (experiment) {
-        cfg.preset = preset.name;
-        cfg.preset_quick = preset.quick;
-      }
-      cfg.executable = std::filesystem::canonical("/proc/self/exe").string();
-      if (!experiment) check_launcher_flags(cmd, launcher);
-      if (launcher == "slurm") {  // Slurm places the tasks on its nodes: no local limit on --jobs x --threads
-        cfg.jobs = 1;
-        cfg.runs_here = false;
-      }
-      const auto planned = plan_sweep(cfg);
-      if (launcher == "slurm") {
-        const SlurmSubmission submission = prepare_slurm_sweep(cfg, slurm);
-        const std::string dir = shell_quote_path(cfg.out);
-        std::cout << "sweep: " << submission.points << " grid points in " << cfg.out << "/sweep.json; Slurm array "
-                  << "script " << submission.script << "\n"
-                  << grid_summary(cfg, planned.size()) << "\n";
-        if (submission.command.empty()) {
-          std::cout << "every grid point is complete or running; nothing to submit (xgrad sweep status " << dir
-                    << ")\n";
-          return 0;
-        }
-        std::string line;
-        for (const std::string& word : submission.command) line += (line.empty() ? "" : " ") + shell_quote(word);
-        if (!slurm.submit) {
-          std::cout << submission.indices.size() << " point(s) to run; submit them with:\n  " << line << "\n";
-          return 0;
-        }
-        const std::string job = submit_to_slurm(submission.command);
-        std::cout << "submitted job " << job << ": " << submission.indices.size() << " point(s), " << line << "\n"
-                  << "follow it with: xgrad sweep status " << dir << "\n";
-        return 0;
-      }
-      // A sweep outlives a reader of its output that went away (`| head -1`): its runs and sweep.json matter more
-      // than its progress lines, which then go nowhere. Its runs get SIGPIPE back (see spawn in sweep.cpp).
-      std::signal(SIGPIPE, SIG_IGN);
-      const std::string start_line =
-          fmt::format("{}: {} runs into {}, {} at a time, {} BLAS thread(s) each; OpenBLAS core {}",
-                      experiment ? "experiment --preset " + preset.name + (preset.quick ? " --quick" : "") : "sweep",
-                      planned.size(), cfg.out, cfg.jobs, cfg.base.threads, blas::core_name()) +
-          "\n" + grid_summary(cfg, planned.size());
-      const auto t0 = std::chrono::steady_clock::now();
-      const SweepResult result = run_sweep(
-          cfg, [](const std::string& line) { spdlog::info("{}", line); }, start_line);
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const std::string summary = sweep_summary(result, secs) + "; index: " + cfg.out + "/sweep.json";
-      if (sweep_exit_code(result) == 0)
-        spdlog::info("{}", summary);
-      else
-        spdlog::warn("{}", summary);
-      if (result.stop_signal) return platform::end_by_signal(result.stop_signal);
-      if (experiment) {
-        CompareOptions options;
-        options.inputs = {cfg.out};
-        std::cout << "\n";
-        run_compare(options, std::cout);
-        std::cout << "\nReport: " << cfg.out << "/report.md (plots in " << cfg.out << "/plots/)\n"
-                  << "Runs: " << cfg.out << "/runs/<name>/ (config.json, metrics.csv, summary.json, train.log)\n"
-                  << "Wall time: " << static_cast<int>(secs) << " s\n";
-      } else {
-        std::cout << "Compare the runs with: xgrad compare " << shell_quote_path(cfg.out) << "\n";
-      }
-      return sweep_exit_code(result);
-    }
+    if (*c.compare_cmd) return compare_command(c);
+    if (*c.probe_cmd) return probe_command(c);
+    if (*c.sweep_cmd || *c.exp_cmd) return sweep_command(c);
   } catch (const ConfigError& e) {
-    if (exp_cmd->parsed()) return fail(2, "xgrad: " + with_preset_origin(e.what(), preset, exp_cfg, exp_flags.given));
+    if (c.exp_cmd->parsed())
+      return fail(2, "xgrad: " + with_preset_origin(e.what(), c.preset, c.exp_cfg, c.exp_flags.given));
     return fail(2, std::string("xgrad: ") + e.what());
   } catch (const std::invalid_argument& e) {
     return fail(2, std::string("xgrad: ") + e.what());
@@ -561,6 +600,39 @@ int main(int argc, char** argv) {
     return fail(1, std::string("xgrad: error: ") + e.what());
   }
   return 2;
+}
+
+}  // namespace
+
+namespace xgrad::cli {
+
+int main(int argc, char** argv) {
+  if (const int code = prepare_process(argc, argv); code >= 0) return code;
+  Commands c;
+  c.app.require_subcommand(1);
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    print_version(std::cout);
+    return 0;
+  }
+  if (argc >= 3 && std::string(argv[1]) == "sweep" &&
+      (std::string(argv[2]) == "run-one" || std::string(argv[2]) == "status"))
+    return sweep_directory_command(argc, argv);
+  add_train_command(c, argc, argv);
+  if (!make_preset_grid(c, argc, argv)) return 1;
+  add_sweep_commands(c);
+  add_probe_command(c);
+  add_compare_command(c);
+  add_settings_command(c);
+  if (const int code = parse_command_line(c, argc, argv); code >= 0) return code;
+  // Only a training run is data-parallel. Under mpirun every rank would run the whole command (a sweep's runs would
+  // each start as ranks of a job they are not part of).
+  const std::string command = known_command(c.app, argc, argv);
+  if (!command.empty() && command != "train" && platform::started_by_launcher()) {
+    std::cerr << "xgrad: " << command << " does not run under mpirun or srun --mpi=pmix: only 'xgrad train' is "
+              << "data-parallel (run a sweep's points as a Slurm array: xgrad sweep --launcher slurm)\n";
+    return 2;
+  }
+  return run_command(c);
 }
 
 }  // namespace xgrad::cli

@@ -469,9 +469,11 @@ std::string recheck_left_alone(SweepRun& r) {
                                       "; run the same sweep again to continue it";
 }
 
-}  // namespace
+using GridPoint = std::vector<std::pair<std::string, nlohmann::json>>;
 
-std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
+// The checks of a sweep's flags before any run is formed: unique values, --jobs, --out, the --grid axes, and
+// --jobs x --threads against the CPUs.
+void check_sweep_flags(const SweepConfig& cfg) {
   require_unique(cfg.d_ks, "--d-k");
   require_unique(cfg.seeds, "--seeds");
   std::vector<std::string> arm_names;
@@ -499,6 +501,91 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
                     "CPU{} this process may use (allowed: --jobs x --threads up to {}; set "
                     "XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 to run anyway)",
                     cfg.jobs, cfg.base.threads, threads, cpus, cpus == 1 ? "" : "s", cpus));
+}
+
+// Refuses a run whose name an earlier run of the sweep already has (`named`: run name -> its index in `runs`).
+void require_new_name(const SweepRun& r, const std::vector<SweepRun>& runs, std::map<std::string, std::size_t>& named) {
+  const auto [same, fresh] = named.emplace(r.name, runs.size());
+  if (!fresh) {
+    std::string key = r.grid.empty() ? std::string() : r.grid.begin().key();
+    for (const auto& [k, value] : r.grid.items())
+      if (runs[same->second].grid.value(k, nlohmann::json()) != value) key = k;
+    throw ConfigError("--grid " + key + ": the values " +
+                      setting_value_text(runs[same->second].grid.value(key, nlohmann::json())) + " and " +
+                      setting_value_text(r.grid.value(key, nlohmann::json())) + " give runs the same name " + r.name +
+                      " (a name keeps only the letters, digits, '.', '_' and '-' of a value); give "
+                      "values that differ in those");
+  }
+}
+
+// A grid axis no run of a point reads would repeat that run under another name; a name must fit a directory.
+void check_point_run(const SweepRun& r, const GridPoint& point) {
+  auto is_core = [](const std::string& k) {
+    return std::any_of(core_settings().begin(), core_settings().end(),
+                       [&](const CoreSetting& c) { return c.setting.key == k; });
+  };
+  for (const auto& [key, value] : point)
+    if (r.config.settings.contains(key) || is_core(key)) {
+      const std::string unread = unread_setting_error(r.config, key);
+      if (!unread.empty())
+        throw ConfigError("--grid " + key + ": " + unread + "; an axis must change every run of the sweep " +
+                          "(sweep the runs that read it on their own)");
+    }
+  if (r.name.size() > TrainConfig::kMaxFileNameBytes)
+    throw ConfigError(
+        fmt::format("--grid: the run name {} is {} bytes, more than the {} a directory name "
+                    "may have; give fewer or shorter --grid values",
+                    r.name, r.name.size(), TrainConfig::kMaxFileNameBytes));
+}
+
+// The rest of run `r`'s configuration: its d_k, lr, seeds, directory, absolute paths, and the settings it reads
+// (added to `read`).
+void finish_run(SweepRun& r, const SweepConfig& cfg, std::size_t d_k, const Arm& arm, std::uint64_t seed,
+                std::set<std::string>& read) {
+  r.config.d_k = d_k;
+  r.config.lr = arm.lr;
+  r.config.seed = seed;
+  r.config.data_seed = cfg.base.data_seed + seed;  // seed k sees data stream k in every arm
+  r.config.out = fs::absolute(fs::path(cfg.out) / "runs" / r.name).lexically_normal().string();
+  // The runs read their files by absolute path: the config file the sweep writes for a run is read
+  // relative to its own directory, and config.json records absolute paths.
+  r.config = with_absolute_paths(r.config);
+  nlohmann::json kept = nlohmann::json::object();
+  for (const auto& [key, value] : r.config.settings.json().items())
+    if (unread_setting_error(r.config, key).empty()) {
+      kept[key] = value;
+      read.insert(key);
+    }
+  r.config.settings = SettingValues(kept);
+}
+
+// A core setting only some runs read (--base-width: mup) goes to those, the others keep its default; given to a
+// sweep none of whose runs read it, it is refused as a component setting is. So is a setting no run reads.
+void refuse_unread_settings(const SweepConfig& cfg, std::vector<SweepRun>& runs, const std::set<std::string>& read) {
+  for (const CoreSetting& c : core_settings()) {
+    if (!c.unread || c.get(cfg.base) == c.setting.default_value) continue;
+    bool any_reads = false;
+    for (SweepRun& r : runs) {
+      if (c.unread(r.config).empty())
+        any_reads = true;
+      else
+        c.set(r.config, c.setting.default_value);
+    }
+    if (!any_reads) throw ConfigError(c.unread(runs.empty() ? cfg.base : runs.front().config));
+  }
+  for (const auto& [key, value] : cfg.base.settings.json().items())
+    if (!read.count(key)) {
+      TrainConfig first = cfg.base;
+      if (!runs.empty()) first = runs.front().config;
+      first.settings.set(key, value);
+      throw ConfigError(unread_setting_error(first, key));
+    }
+}
+
+}  // namespace
+
+std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
+  check_sweep_flags(cfg);
   const auto points = grid_points(cfg.grid);
   // A setting given for the sweep is passed to the runs whose components read it (--momentum to the sgd arms); one
   // that no run reads is refused as it would be for a single run.
@@ -527,73 +614,13 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
               if (!cfg.keep(point_config)) continue;
             }
             r.name = run_name(d_k, scale, arm, r.grid, seed);
-            const auto [same, fresh] = named.emplace(r.name, runs.size());
-            if (!fresh) {
-              std::string key = r.grid.empty() ? std::string() : r.grid.begin().key();
-              for (const auto& [k, value] : r.grid.items())
-                if (runs[same->second].grid.value(k, nlohmann::json()) != value) key = k;
-              throw ConfigError("--grid " + key + ": the values " +
-                                setting_value_text(runs[same->second].grid.value(key, nlohmann::json())) + " and " +
-                                setting_value_text(r.grid.value(key, nlohmann::json())) + " give runs the same name " +
-                                r.name +
-                                " (a name keeps only the letters, digits, '.', '_' and '-' of a value); give "
-                                "values that differ in those");
-            }
-            // A grid axis no run of a point reads would repeat that run under another name.
-            auto is_core = [](const std::string& k) {
-              return std::any_of(core_settings().begin(), core_settings().end(),
-                                 [&](const CoreSetting& c) { return c.setting.key == k; });
-            };
-            for (const auto& [key, value] : point)
-              if (r.config.settings.contains(key) || is_core(key)) {
-                const std::string unread = unread_setting_error(r.config, key);
-                if (!unread.empty())
-                  throw ConfigError("--grid " + key + ": " + unread + "; an axis must change every run of the sweep " +
-                                    "(sweep the runs that read it on their own)");
-              }
-            if (r.name.size() > TrainConfig::kMaxFileNameBytes)
-              throw ConfigError(
-                  fmt::format("--grid: the run name {} is {} bytes, more than the {} a directory name "
-                              "may have; give fewer or shorter --grid values",
-                              r.name, r.name.size(), TrainConfig::kMaxFileNameBytes));
-            r.config.d_k = d_k;
-            r.config.lr = arm.lr;
-            r.config.seed = seed;
-            r.config.data_seed = cfg.base.data_seed + seed;  // seed k sees data stream k in every arm
-            r.config.out = fs::absolute(fs::path(cfg.out) / "runs" / r.name).lexically_normal().string();
-            // The runs read their files by absolute path: the config file the sweep writes for a run is read
-            // relative to its own directory, and config.json records absolute paths.
-            r.config = with_absolute_paths(r.config);
-            nlohmann::json kept = nlohmann::json::object();
-            for (const auto& [key, value] : r.config.settings.json().items())
-              if (unread_setting_error(r.config, key).empty()) {
-                kept[key] = value;
-                read.insert(key);
-              }
-            r.config.settings = SettingValues(kept);
+            require_new_name(r, runs, named);
+            check_point_run(r, point);
+            finish_run(r, cfg, d_k, arm, seed, read);
             runs.push_back(std::move(r));
           }
   }
-  // A core setting only some runs read (--base-width: mup) goes to those, the others keep its default; given to a
-  // sweep none of whose runs read it, it is refused as a component setting is.
-  for (const CoreSetting& c : core_settings()) {
-    if (!c.unread || c.get(cfg.base) == c.setting.default_value) continue;
-    bool any_reads = false;
-    for (SweepRun& r : runs) {
-      if (c.unread(r.config).empty())
-        any_reads = true;
-      else
-        c.set(r.config, c.setting.default_value);
-    }
-    if (!any_reads) throw ConfigError(c.unread(runs.empty() ? cfg.base : runs.front().config));
-  }
-  for (const auto& [key, value] : cfg.base.settings.json().items())
-    if (!read.count(key)) {
-      TrainConfig first = cfg.base;
-      if (!runs.empty()) first = runs.front().config;
-      first.settings.set(key, value);
-      throw ConfigError(unread_setting_error(first, key));
-    }
+  refuse_unread_settings(cfg, runs, read);
   for (SweepRun& r : runs) {
     r.config.threads_on_this_machine = cfg.runs_here;
     r.config.validate();
@@ -759,6 +786,93 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
   write_index(cfg, runs, opened.earlier);
 }
 
+// The children a sweep started and still waits for, and what it reports as each ends.
+struct Children {
+  Children(const SweepConfig& cfg, std::vector<SweepRun>& runs, const nlohmann::json& earlier,
+           const std::function<void(const std::string&)>& progress, std::size_t todo)
+      : cfg(cfg), runs(runs), earlier(earlier), progress(progress), todo(todo) {}
+  const SweepConfig& cfg;
+  std::vector<SweepRun>& runs;
+  const nlohmann::json& earlier;
+  const std::function<void(const std::string&)>& progress;
+  std::size_t todo;  // the runs this sweep runs
+  std::map<pid_t, std::size_t> running;
+  std::map<pid_t, std::chrono::steady_clock::time_point> started;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::size_t done = 0;
+  double run_seconds = 0;
+
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+
+  // Records the end of child `pid` (a wait status) and reports it.
+  void finish(pid_t pid, int status) {
+    const auto it = running.find(pid);
+    if (it == running.end()) return;
+    SweepRun& r = runs[it->second];
+    running.erase(it);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started[pid]).count();
+    run_seconds += r.seconds;
+    ++done;
+    const std::string what = record_end(r, status, g_stop_signal != 0);
+    write_index(cfg, runs, earlier);
+    if (progress) {
+      const double per_run = run_seconds / static_cast<double>(done);
+      const double eta = per_run * static_cast<double>(todo - done) / static_cast<double>(cfg.jobs);
+      progress(fmt::format("sweep: {}/{} runs done, elapsed {}, ETA {} | {}: {}", done, todo, clock(elapsed()),
+                           clock(eta), r.name, what));
+    }
+  }
+
+  // SIGTERM to every child still running (each writes its checkpoint), then waits for them. A child stopped by
+  // SIGSTOP (or Ctrl-Z on it alone) would never act on it: SIGCONT wakes it to do so.
+  void stop_all() {
+    std::vector<pid_t> pids;
+    for (const auto& [pid, i] : running) pids.push_back(pid);
+    for (pid_t pid : pids) {
+      kill(pid, SIGTERM);
+      kill(pid, SIGCONT);
+    }
+    for (pid_t pid : pids) {
+      int status = 0;
+      pid_t got = -1;
+      do got = waitpid(pid, &status, 0);
+      while (got < 0 && errno == EINTR);
+      if (got == pid) finish(pid, status);
+    }
+  }
+};
+
+// Starts run `r` as a child; returns its pid, or 0 when no child of this sweep runs it (another process holds it,
+// or it failed to start: the others still can).
+pid_t start_point(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vector<int>& caught,
+                  const std::function<void(const std::string&)>& progress) {
+  try {
+    const pid_t pid = start_run(cfg, r, resume, caught);
+    if (pid != 0) return pid;
+    if (progress && r.stopped)
+      progress(
+          fmt::format("sweep: {} is held by a stopped process (pid {}); left alone: `kill -CONT {}` lets "
+                      "it go on (or end it), then run the same sweep again",
+                      r.name, r.pid, r.pid));
+    else if (progress)
+      progress(fmt::format("sweep: {} is still running (pid {}) in another process; left alone", r.name, r.pid));
+  } catch (const std::exception& e) {
+    r.status = "failed";
+    spdlog::error("sweep: run {} FAILED to start: {}", r.name, e.what());
+  }
+  return 0;
+}
+
+// Runs another process held when the sweep began (not this sweep's children: those have all ended): what became
+// of them.
+void recheck_left_alone_runs(std::vector<SweepRun>& runs, const std::function<void(const std::string&)>& progress) {
+  for (SweepRun& r : runs)
+    if (r.status == "running") {
+      const std::string what = recheck_left_alone(r);
+      if (progress && !what.empty()) progress("sweep: " + r.name + " (left alone): " + what);
+    }
+}
+
 }  // namespace
 
 std::vector<SweepRun> write_sweep_manifest(const SweepConfig& cfg) {
@@ -787,94 +901,37 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
 
   const StopHandlers handlers;
   const std::vector<int> caught = handlers.caught();
-  std::map<pid_t, std::size_t> running;
-  std::map<pid_t, std::chrono::steady_clock::time_point> started;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  std::size_t next = 0, done = 0;
-  double run_seconds = 0;
-  auto finish = [&](pid_t pid, int status) {
-    const auto it = running.find(pid);
-    if (it == running.end()) return;
-    SweepRun& r = runs[it->second];
-    running.erase(it);
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started[pid]).count();
-    run_seconds += r.seconds;
-    ++done;
-    const std::string what = record_end(r, status, g_stop_signal != 0);
-    write_index(cfg, runs, earlier);
-    if (progress) {
-      const double per_run = run_seconds / static_cast<double>(done);
-      const double eta = per_run * static_cast<double>(todo.size() - done) / static_cast<double>(cfg.jobs);
-      progress(fmt::format("sweep: {}/{} runs done, elapsed {}, ETA {} | {}: {}", done, todo.size(), clock(elapsed()),
-                           clock(eta), r.name, what));
-    }
-  };
-  // SIGTERM to every child still running (each writes its checkpoint), then waits for them. A child stopped by
-  // SIGSTOP (or Ctrl-Z on it alone) would never act on it: SIGCONT wakes it to do so.
-  auto stop_children = [&] {
-    std::vector<pid_t> pids;
-    for (const auto& [pid, i] : running) pids.push_back(pid);
-    for (pid_t pid : pids) {
-      kill(pid, SIGTERM);
-      kill(pid, SIGCONT);
-    }
-    for (pid_t pid : pids) {
-      int status = 0;
-      pid_t got = -1;
-      do got = waitpid(pid, &status, 0);
-      while (got < 0 && errno == EINTR);
-      if (got == pid) finish(pid, status);
-    }
-  };
+  Children children(cfg, runs, earlier, progress, todo.size());
+  std::size_t next = 0;
   try {
     while (!g_stop_signal) {
-      while (next < todo.size() && running.size() < static_cast<std::size_t>(cfg.jobs) && !g_stop_signal) {
+      while (next < todo.size() && children.running.size() < static_cast<std::size_t>(cfg.jobs) && !g_stop_signal) {
         const std::size_t i = todo[next++];
-        SweepRun& r = runs[i];
-        try {
-          const pid_t pid = start_run(cfg, r, resume[i], caught);
-          if (pid == 0) {
-            ++done;
-            if (progress && r.stopped)
-              progress(
-                  fmt::format("sweep: {} is held by a stopped process (pid {}); left alone: `kill -CONT {}` lets "
-                              "it go on (or end it), then run the same sweep again",
-                              r.name, r.pid, r.pid));
-            else if (progress)
-              progress(
-                  fmt::format("sweep: {} is still running (pid {}) in another process; left alone", r.name, r.pid));
-          } else {
-            running[pid] = i;
-            started[pid] = std::chrono::steady_clock::now();
-          }
-        } catch (const std::exception& e) {  // this run cannot start; the others still can
-          r.status = "failed";
-          ++done;
-          spdlog::error("sweep: run {} FAILED to start: {}", r.name, e.what());
+        const pid_t pid = start_point(cfg, runs[i], resume[i], caught, progress);
+        if (pid == 0) {
+          ++children.done;
+        } else {
+          children.running[pid] = i;
+          children.started[pid] = std::chrono::steady_clock::now();
         }
         write_index(cfg, runs, earlier);
       }
-      if (running.empty() || g_stop_signal) break;
+      if (children.running.empty() || g_stop_signal) break;
       int status = 0;
       const pid_t pid = waitpid(-1, &status, 0);
       if (pid < 0) {
         if (errno == EINTR) continue;
         throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
       }
-      finish(pid, status);
+      children.finish(pid, status);
     }
   } catch (...) {
-    stop_children();
+    children.stop_all();
     write_index(cfg, runs, earlier);
     throw;
   }
-  stop_children();
-  for (SweepRun& r : runs)
-    if (r.status == "running") {  // not this sweep's child: those have all ended
-      const std::string what = recheck_left_alone(r);
-      if (progress && !what.empty()) progress("sweep: " + r.name + " (left alone): " + what);
-    }
+  children.stop_all();
+  recheck_left_alone_runs(runs, progress);
   write_index(cfg, runs, earlier);
   result.stop_signal = g_stop_signal;
   return result;

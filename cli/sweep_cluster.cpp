@@ -29,8 +29,11 @@ namespace xgrad::train {
 
 namespace fs = std::filesystem;
 
-int sweep_run_one(const std::string& sweep_dir, long index, const std::string& executable, std::ostream& out) {
-  const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
+namespace {
+
+// Grid point `index` of the sweep.json of `sweep_dir` (`points`) and its configuration, trained into its directory
+// as found from here. Throws ConfigError for an index out of range or a point without settings.
+TrainConfig point_config(const std::string& sweep_dir, long index, const std::vector<ManifestPoint>& points) {
   if (index < 0 || static_cast<std::size_t>(index) >= points.size())
     throw ConfigError(
         fmt::format("--index: {} is not a grid point of {} (allowed: 0 to {})", index, sweep_dir, points.size() - 1));
@@ -41,6 +44,80 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   TrainConfig config = TrainConfig::from_json(point.config, fs::path(sweep_dir).string() + "/sweep.json " + point.name);
   // The sweep directory may sit at another path here than where it was written (another mount point on a node).
   config.out = fs::absolute(point.dir).lexically_normal().string();
+  return config;
+}
+
+// What the point's directory holds; a run with other settings, or changed input files, is refused.
+OnDisk point_on_disk(const TrainConfig& config) {
+  std::string key;
+  const OnDisk state = on_disk(config, &key);
+  if (state == OnDisk::other)
+    throw ConfigError("DIR: " + config.out + " holds a run with a different " + key +
+                      " than sweep.json records for it; use a new sweep directory for other settings");
+  if (state != OnDisk::none) {
+    std::map<std::string, data::InputFile> cache;
+    check_run_inputs_unchanged(config.out,
+                               "; put the original back to go on with this sweep, or sweep the new file into a new "
+                               "sweep directory",
+                               cache);
+  }
+  return state;
+}
+
+// The point's config file, as the local launcher writes it, with this directory's path; returns its path.
+std::string write_point_config(const std::string& sweep_dir, const ManifestPoint& point, const TrainConfig& config) {
+  const std::string config_file = (fs::path(sweep_dir) / "configs" / (point.name + ".json")).string();
+  check_not_linked(fs::absolute(sweep_dir).lexically_normal(),
+                   fs::absolute(fs::path(sweep_dir) / "configs").lexically_normal(), "DIR");
+  refuse_linked_file(config_file);
+  fs::create_directories(fs::path(config_file).parent_path());
+  {
+    std::ofstream file(config_file, std::ios::trunc);
+    file << config.to_json().dump(2) << "\n";
+    if (!file) throw std::runtime_error("writing " + config_file + " failed");
+  }
+  return config_file;
+}
+
+// Replaces this process with `xgrad train` (`words`), its output into `log_path`. `xgrad train` takes over this
+// process and the lock (kInheritedLockVariable), so the point is never unlocked in between and a scheduler's
+// signal reaches the run itself. Throws std::runtime_error (the output restored) when it cannot.
+[[noreturn]] void exec_train(const std::string& executable, std::vector<std::string> words, const RunLock& lock,
+                             const TrainConfig& config, const std::string& name, const std::string& log_path,
+                             bool resume) {
+  const int log_fd = open_not_linked(log_path, O_WRONLY | O_CREAT | (resume ? O_APPEND : O_TRUNC));
+  if (log_fd < 0) throw std::runtime_error("cannot open " + log_path + ": " + std::strerror(errno));
+  ::fflush(stdout);
+  ::fflush(stderr);
+  // Kept to say why, where the caller reads, should the exec fail.
+  const int saved_out = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
+  const int saved_err = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
+  auto restore = [&] {
+    if (saved_out >= 0) ::dup2(saved_out, STDOUT_FILENO);
+    if (saved_err >= 0) ::dup2(saved_err, STDERR_FILENO);
+  };
+  if (::dup2(log_fd, STDOUT_FILENO) < 0 || ::dup2(log_fd, STDERR_FILENO) < 0 ||
+      ::fcntl(lock.descriptor(), F_SETFD, 0) != 0) {
+    restore();
+    throw std::runtime_error("cannot redirect the output of " + name + " to " + log_path);
+  }
+  ::setenv(kInheritedLockVariable, std::to_string(lock.descriptor()).c_str(), 1);
+  if (!std::getenv("OPENBLAS_NUM_THREADS")) ::setenv("OPENBLAS_NUM_THREADS", std::to_string(config.threads).c_str(), 1);
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  ::execv(executable.c_str(), argv.data());
+  const int error = errno;
+  restore();
+  throw std::runtime_error("cannot start " + executable + ": " + std::strerror(error));
+}
+
+}  // namespace
+
+int sweep_run_one(const std::string& sweep_dir, long index, const std::string& executable, std::ostream& out) {
+  const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
+  TrainConfig config = point_config(sweep_dir, index, points);  // checks the index
+  const ManifestPoint& point = points[static_cast<std::size_t>(index)];
   const std::string where = fmt::format("sweep run-one: grid point {} of {} ({})", index, points.size(), point.name);
 
   // runs/ or runs/<name> as a link would make this point train into (and replace) whatever it points to.
@@ -59,18 +136,7 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
     out << where << " is being trained by another process (pid " << holder << "); left alone" << std::endl;
     return 1;
   }
-  std::string key;
-  const OnDisk state = on_disk(config, &key);
-  if (state == OnDisk::other)
-    throw ConfigError("DIR: " + config.out + " holds a run with a different " + key +
-                      " than sweep.json records for it; use a new sweep directory for other settings");
-  if (state != OnDisk::none) {
-    std::map<std::string, data::InputFile> cache;
-    check_run_inputs_unchanged(config.out,
-                               "; put the original back to go on with this sweep, or sweep the new file into a new "
-                               "sweep directory",
-                               cache);
-  }
+  const OnDisk state = point_on_disk(config);
   if (state == OnDisk::complete) {
     const PointState done = point_state(config.out);
     out << where << " is "
@@ -79,17 +145,7 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
         << "; nothing to do" << std::endl;
     return 0;
   }
-  // The point's config file, as the local launcher writes it, with this directory's path.
-  const std::string config_file = (fs::path(sweep_dir) / "configs" / (point.name + ".json")).string();
-  check_not_linked(fs::absolute(sweep_dir).lexically_normal(),
-                   fs::absolute(fs::path(sweep_dir) / "configs").lexically_normal(), "DIR");
-  refuse_linked_file(config_file);
-  fs::create_directories(fs::path(config_file).parent_path());
-  {
-    std::ofstream file(config_file, std::ios::trunc);
-    file << config.to_json().dump(2) << "\n";
-    if (!file) throw std::runtime_error("writing " + config_file + " failed");
-  }
+  const std::string config_file = write_point_config(sweep_dir, point, config);
   const bool resume = state == OnDisk::resumable;
   std::vector<std::string> words{executable, "train"};
   if (resume) {
@@ -102,33 +158,7 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   out << where << ": " << (resume ? fmt::format("resuming from the checkpoint at step {}", from) : "starting")
       << "; log: " << log_path << std::endl;
 
-  const int log_fd = open_not_linked(log_path, O_WRONLY | O_CREAT | (resume ? O_APPEND : O_TRUNC));
-  if (log_fd < 0) throw std::runtime_error("cannot open " + log_path + ": " + std::strerror(errno));
-  // `xgrad train` takes over this process and the lock (kInheritedLockVariable), so the point is never unlocked in
-  // between and a scheduler's signal reaches the run itself.
-  ::fflush(stdout);
-  ::fflush(stderr);
-  // Kept to say why, where the caller reads, should the exec fail.
-  const int saved_out = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
-  const int saved_err = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
-  auto restore = [&] {
-    if (saved_out >= 0) ::dup2(saved_out, STDOUT_FILENO);
-    if (saved_err >= 0) ::dup2(saved_err, STDERR_FILENO);
-  };
-  if (::dup2(log_fd, STDOUT_FILENO) < 0 || ::dup2(log_fd, STDERR_FILENO) < 0 ||
-      ::fcntl(lock.descriptor(), F_SETFD, 0) != 0) {
-    restore();
-    throw std::runtime_error("cannot redirect the output of " + point.name + " to " + log_path);
-  }
-  ::setenv(kInheritedLockVariable, std::to_string(lock.descriptor()).c_str(), 1);
-  if (!std::getenv("OPENBLAS_NUM_THREADS")) ::setenv("OPENBLAS_NUM_THREADS", std::to_string(config.threads).c_str(), 1);
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  ::execv(executable.c_str(), argv.data());
-  const int error = errno;
-  restore();
-  throw std::runtime_error("cannot start " + executable + ": " + std::strerror(error));
+  exec_train(executable, words, lock, config, point.name, log_path, resume);
 }
 
 void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {

@@ -3,8 +3,10 @@
 // fraction (16.5) is refused with a message that names it.
 #pragma once
 
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -50,6 +52,18 @@ inline std::string whole_setting_text(const Setting& s, const std::string& text,
   if (fraction.find_first_not_of('0') != std::string::npos)
     error = "must be a whole number in " + range_text(s) + "; " + text + " has a fractional part";
   return digits;
+}
+
+/// "" when `text` is a plain decimal whole number in [lo, hi]; else what is wrong, naming the range: "must be a whole
+/// number in [1, 64], got 'x'" (empty, or not only digits), "must be in [1, 64], got 99" (out of range).
+inline std::string whole_number_text_error(const std::string& text, std::uint64_t lo, std::uint64_t hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    return "must be a whole number in " + range + ", got '" + text + "'";
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE || v < lo || v > hi) return "must be in " + range + ", got " + text;
+  return "";
 }
 
 }  // namespace xgrad

@@ -1,7 +1,28 @@
 // The report half of an experiment preset (`xgrad experiment --preset NAME`): the sections and figures a preset adds
 // to report.md. It lives in the report library, so that `xgrad compare DIR` on a preset's sweep directory (whose
-// sweep.json records the preset) writes the same sections again; the grid half is cli/presets/preset.h, and
-// a preset's one file registers both with xgrad::cli::PresetRegistration.
+// sweep.json records the preset) writes the same sections again. A preset's report is its own file,
+// report/presets/NAME.cpp (CMake picks up every .cpp there), registering a PresetReport under the preset's name; its
+// grid is cli/presets/NAME.cpp (cli/presets/preset.h). The report half of a preset:
+//
+//   #include "common/registry.h"
+//   #include "report/preset_report.h"
+//   namespace xgrad::train {
+//   namespace {
+//   std::vector<PresetSection> report(const PresetInput& in) {
+//     PresetSection s;
+//     s.anchor = "my-preset";
+//     s.title = "My question";
+//     SummaryFigure f;                                // drawn with gnuplot into plots/my_figure.{png,svg,gp}
+//     f.name = "my_figure"; f.title = "..."; f.caption = "..."; f.x_label = "..."; f.y_label = "...";
+//     f.lines = ...;                                  // computed from in.comparison (arms, runs, stats), each
+//                                                     // labelled with LineLabels (flags add settings)
+//     s.figures.push_back(f);
+//     s.markdown = "...";                             // sentences computed from the numbers; "not decided" where
+//     return {s};                                     // the seeds disagree
+//   }
+//   const Registration<PresetReport> registration{PresetReport{"my_preset", 50, report}};
+//   }  // namespace
+//   }  // namespace xgrad::train
 #pragma once
 
 #include <functional>

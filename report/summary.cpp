@@ -73,22 +73,16 @@ SummaryPoint mean_point(double x, const MeanSd& m, std::size_t n_diverged) {
 }
 
 SummaryFigure final_loss_vs_d_k(const Comparison& c) {
-  SummaryFigure f;
-  f.name = "final_loss_vs_d_k";
-  f.title = "Final loss against d_k, mean ± sd over seeds";
-  f.caption =
+  SummaryFigure f = summary_figure(
+      "final_loss_vs_d_k", "Final loss against d_k, mean ± sd over seeds",
       "Final loss (mean training loss over the last 20 steps) against d_k on a log2 axis, one line per arm "
       "without d_k (scaling, optimizer, learning rate); the point is the mean over the arm's seeds, the error "
-      "bar ± their sample standard deviation. Diverged runs are left out and counted in the table";
-  f.x_label = "d_k (log2 scale)";
-  f.y_label = "final loss (nats)";
-  f.log_x = true;
+      "bar ± their sample standard deviation. Diverged runs are left out and counted in the table",
+      "d_k (log2 scale)", Axis::log, "final loss (nats)", Axis::linear);
   const auto extra = distinguishing_keys(c.arms);
   const auto omit = shared_parts(c.arms, {"d_k"});
   for (const auto& group : group_arms(c, [](const ArmStats& a) { return key_without(a.settings, {"d_k"}); })) {
-    SummaryLine line;
-    line.label = arm_label(c.arms[group.front()], extra, omit);
-    line.scale = c.arms[group.front()].scale();
+    SummaryLine line = summary_line(arm_label(c.arms[group.front()], extra, omit), c.arms[group.front()].scale());
     for (auto a : group) {
       const ArmStats& arm = c.arms[a];
       line.points.push_back(mean_point(static_cast<double>(arm.d_k()), arm.final_loss, arm.diverged_steps.size()));
@@ -102,22 +96,20 @@ SummaryFigure final_loss_vs_d_k(const Comparison& c) {
 
 // Entropy or score std at step 0: the kept runs of each step-0 group at each d_k that measured attention at step 0.
 SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
-  SummaryFigure f;
-  f.name = entropy ? "entropy_step0_vs_d_k" : "score_std_step0_vs_d_k";
-  f.title = entropy ? "Attention entropy at step 0 against d_k" : "Attention score std at step 0 against d_k";
-  f.caption = std::string(entropy ? "Mean attention entropy (nats) of the first layer"
-                                  : "Standard deviation of the first layer's attention scores after the scaling") +
-              " at step 0 against d_k on a log2 axis, one line per scaling (and any other setting that changes the "
-              "weights at step 0; optimizer and learning rate do not), mean ± sd over the runs that measured "
-              "attention at step 0 (diverged runs left out)" +
-              (entropy ? ""
-                       : "; dashed: the theory std = sqrt(d_k)·std(q)·std(k) times the scaling's multiplier "
-                         "(Vaswani et al. 2017, footnote 4), with std(q) and std(k) measured by `xgrad probe` on "
-                         "the first run's weights and batch");
-  f.x_label = "d_k (log2 scale)";
-  f.y_label = entropy ? "entropy at step 0 (nats)" : "score std at step 0 (log scale)";
-  f.log_x = true;
-  f.log_y = !entropy;
+  SummaryFigure f = summary_figure(
+      entropy ? "entropy_step0_vs_d_k" : "score_std_step0_vs_d_k",
+      entropy ? "Attention entropy at step 0 against d_k" : "Attention score std at step 0 against d_k",
+      std::string(entropy ? "Mean attention entropy (nats) of the first layer"
+                          : "Standard deviation of the first layer's attention scores after the scaling") +
+          " at step 0 against d_k on a log2 axis, one line per scaling (and any other setting that changes the "
+          "weights at step 0; optimizer and learning rate do not), mean ± sd over the runs that measured "
+          "attention at step 0 (diverged runs left out)" +
+          (entropy ? ""
+                   : "; dashed: the theory std = sqrt(d_k)·std(q)·std(k) times the scaling's multiplier "
+                     "(Vaswani et al. 2017, footnote 4), with std(q) and std(k) measured by `xgrad probe` on "
+                     "the first run's weights and batch"),
+      "d_k (log2 scale)", Axis::log, entropy ? "entropy at step 0 (nats)" : "score std at step 0 (log scale)",
+      entropy ? Axis::linear : Axis::log);
   const auto extra = distinguishing_keys(c.arms);
   std::vector<std::string> extra_step0;
   for (const auto& k : extra)
@@ -181,27 +173,20 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
 }
 
 SummaryFigure score_grad_vs_d_k(const Comparison& c) {
-  SummaryFigure f;
-  f.name = "score_grad_vs_d_k";
-  f.title = "Median per-query score gradient against d_k";
-  f.caption =
+  SummaryFigure f = summary_figure(
+      "score_grad_vs_d_k", "Median per-query score gradient against d_k",
       "The gradient that reaches a typical query: per run, the median over logged steps of "
       "attn/l0h*/score_grad_median (the median over queries of ‖dLoss/d(score row)‖, first layer, mean over "
       "heads); the point is the median over the arm's seeds, the error bar their min and max; log2 x, log y. "
       "One line per arm without d_k; diverged runs left out. A saturated softmax passes almost no gradient "
-      "to its scores: this is the figure that shows what vanishes";
-  f.x_label = "d_k (log2 scale)";
-  f.y_label = "median ‖dLoss/d(score row)‖ (log scale)";
-  f.log_x = true;
-  f.log_y = true;
+      "to its scores: this is the figure that shows what vanishes",
+      "d_k (log2 scale)", Axis::log, "median ‖dLoss/d(score row)‖ (log scale)", Axis::log);
   f.error_bar_sd = false;
   const auto extra = distinguishing_keys(c.arms);
   const auto omit = shared_parts(c.arms, {"d_k"});
   std::size_t zero = 0;
   for (const auto& group : group_arms(c, [](const ArmStats& a) { return key_without(a.settings, {"d_k"}); })) {
-    SummaryLine line;
-    line.label = arm_label(c.arms[group.front()], extra, omit);
-    line.scale = c.arms[group.front()].scale();
+    SummaryLine line = summary_line(arm_label(c.arms[group.front()], extra, omit), c.arms[group.front()].scale());
     for (auto a : group) {
       const ArmStats& arm = c.arms[a];
       SummaryPoint p;
@@ -225,23 +210,17 @@ SummaryFigure score_grad_vs_d_k(const Comparison& c) {
 }
 
 SummaryFigure final_loss_vs_lr(const Comparison& c) {
-  SummaryFigure f;
-  f.name = "final_loss_vs_lr";
-  f.title = "Final loss against learning rate, mean ± sd over seeds";
-  f.caption =
+  SummaryFigure f = summary_figure(
+      "final_loss_vs_lr", "Final loss against learning rate, mean ± sd over seeds",
       "Final loss against the learning rate on a log axis, one line per group of arms that differ only in "
       "learning rate (Wortsman et al. 2023, \"Small-scale proxies for large-scale Transformer training "
       "instabilities\": a flatter line is less sensitive to the learning rate); mean ± sd over seeds, "
-      "diverged runs left out (a learning rate where every run diverged has no point)";
-  f.x_label = "learning rate (log scale)";
-  f.y_label = "final loss (nats)";
-  f.log_x = true;
+      "diverged runs left out (a learning rate where every run diverged has no point)",
+      "learning rate (log scale)", Axis::log, "final loss (nats)", Axis::linear);
   const auto extra = distinguishing_keys(c.arms);
   const auto omit = shared_parts(c.arms, {"lr"});
   for (const LrGroup& g : c.lr_groups) {
-    SummaryLine line;
-    line.label = arm_label(c.arms[g.arms.front()], extra, omit);
-    line.scale = c.arms[g.arms.front()].scale();
+    SummaryLine line = summary_line(arm_label(c.arms[g.arms.front()], extra, omit), c.arms[g.arms.front()].scale());
     for (auto a : g.arms) {
       const ArmStats& arm = c.arms[a];
       line.points.push_back(mean_point(arm.lr(), arm.final_loss, arm.diverged_steps.size()));
@@ -260,6 +239,26 @@ std::string step0_key(const nlohmann::json& settings) {
   nlohmann::json s = settings;
   for (const auto& key : not_at_step0()) s.erase(key);
   return s.dump();
+}
+
+SummaryFigure summary_figure(std::string name, std::string title, std::string caption, std::string x_label, Axis x,
+                             std::string y_label, Axis y) {
+  SummaryFigure f;
+  f.name = std::move(name);
+  f.title = std::move(title);
+  f.caption = std::move(caption);
+  f.x_label = std::move(x_label);
+  f.y_label = std::move(y_label);
+  f.log_x = x == Axis::log;
+  f.log_y = y == Axis::log;
+  return f;
+}
+
+SummaryLine summary_line(std::string label, std::string scale) {
+  SummaryLine line;
+  line.label = std::move(label);
+  line.scale = std::move(scale);
+  return line;
 }
 
 std::vector<SummaryFigure> summary_figures(const Comparison& c) {

@@ -44,6 +44,16 @@ struct SummaryFigure {
   std::vector<std::string> notes;  // what could not be drawn and why
 };
 
+/// How a figure's axis is scaled.
+enum class Axis { linear, log };
+
+/// A figure with its text and axes set (see SummaryFigure); error bars ± sd, tabulated, no lines yet.
+SummaryFigure summary_figure(std::string name, std::string title, std::string caption, std::string x_label, Axis x,
+                             std::string y_label, Axis y);
+
+/// A line labelled `label` in `scale`'s colour and dash style, no points yet.
+SummaryLine summary_line(std::string label, std::string scale);
+
 /// The summary figures the runs of `c` support, in report order:
 /// - final_loss_vs_d_k: final loss against d_k, one line per arm without d_k (scaling, optimizer, lr, ...); the point
 ///   is the mean over the arm's kept seeds (diverged runs left out), the error bar ± their sample sd;

@@ -23,7 +23,7 @@ const PresetRegistration registration{
     {"dk", 0,
      "scaled (sqrt_dk) vs unscaled attention at d_k 16, 64, 256, 1024; SGD at two lrs and AdamW; 3 seeds "
      "(Vaswani et al. 2017, sec. 3.2.1)",
-     grid, nullptr}};
+     grid}};
 
 }  // namespace
 }  // namespace xgrad::cli

@@ -9,11 +9,7 @@
 
 namespace xgrad::cli {
 
-PresetRegistration::PresetRegistration(Preset preset) {
-  train::PresetReport report{preset.name, preset.order, preset.report};
-  Registry<Preset>::instance().add(std::move(preset));
-  Registry<train::PresetReport>::instance().add(std::move(report));
-}
+PresetRegistration::PresetRegistration(Preset preset) { Registry<Preset>::instance().add(std::move(preset)); }
 
 train::SweepConfig preset_defaults() { return train::experiment_defaults(); }
 

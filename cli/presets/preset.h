@@ -1,10 +1,11 @@
 // Experiment presets: `xgrad experiment --preset NAME [--quick]` runs a named grid and writes its own report sections
-// and figures after the usual report. Each preset is one file in cli/presets/ (a user's own executable may hold
-// its own the same way) that registers a Preset; nothing else lists the names (`xgrad experiment --help` and the
-// --preset check read the registry). The sweep directory's sweep.json records {"preset": {"name", "quick"}}, so
-// `xgrad compare DIR` writes the preset's sections again.
+// and figures after the usual report. A preset is two files, one per layer: cli/presets/NAME.cpp registers its grid
+// (a Preset, here), report/presets/NAME.cpp its report sections (a train::PresetReport, report/preset_report.h) under
+// the same name; a user's own executable may hold its own the same way. Nothing else lists the names (`xgrad
+// experiment --help` and the --preset check read the registry). The sweep directory's sweep.json records
+// {"preset": {"name", "quick"}}, so `xgrad compare DIR` writes the preset's sections again.
 //
-// A preset in one file (cli/presets/my_preset.cpp; CMake picks up every .cpp there):
+// The grid (cli/presets/my_preset.cpp; CMake picks up every .cpp there):
 //
 //   #include "cli/presets/preset.h"
 //   namespace xgrad::cli {
@@ -20,20 +21,11 @@
 //     c.grid = {{"d_model", {32, 64}}};               // any other setting as an axis (as --grid)
 //     return c;
 //   }
-//   std::vector<train::PresetSection> report(const train::PresetInput& in) {
-//     train::PresetSection s;
-//     s.anchor = "my-preset";
-//     s.title = "My question";
-//     train::SummaryFigure f;                         // drawn with gnuplot into plots/my_figure.{png,svg,gp}
-//     f.name = "my_figure"; f.title = "..."; f.caption = "..."; f.x_label = "..."; f.y_label = "...";
-//     f.lines = ...;                                  // computed from in.comparison (arms, runs, stats), each
-//                                                     // labelled with train::LineLabels (flags add settings)
-//     s.figures.push_back(f);
-//     s.markdown = "...";                             // sentences computed from the numbers; "not decided" where
-//     return {s};                                     // the seeds disagree
-//   }
-//   const PresetRegistration registration{{"my_preset", 50, "what it asks (sources: Author et al. 2023)", grid,
-//   report}}; }  // namespace }  // namespace xgrad::cli
+//   const PresetRegistration registration{{"my_preset", 50, "what it asks (sources: Author et al. 2023)", grid}};
+//   }  // namespace
+//   }  // namespace xgrad::cli
+//
+// Its report (report/presets/my_preset.cpp) is shown in report/preset_report.h.
 //
 // Flags given with --preset override the preset's grid (e.g. --steps 50, --seeds 0, --jobs 1, --out DIR).
 #pragma once
@@ -56,12 +48,11 @@ struct Preset {
   // The grid: the full one, or (quick) the --quick one that CI runs (<= 2 minutes on 2 cores). Sets every axis and
   // the base settings; out and executable are set by the command.
   std::function<train::SweepConfig(bool quick)> grid;
-  // The preset's own report sections (may be empty: the usual report only).
-  std::function<std::vector<train::PresetSection>(const train::PresetInput&)> report;
 };
 
-/// Registers `preset` (Registry<Preset>) and its report (Registry<train::PresetReport>) when its file's static
-/// objects are initialised. A duplicate name ends the program at start-up with the RegistryError's message.
+/// Registers `preset` (Registry<Preset>) when its file's static objects are initialised; its report registers
+/// itself from report/presets/NAME.cpp (Registry<train::PresetReport>). A duplicate name ends the program at start-up
+/// with the RegistryError's message.
 struct PresetRegistration {
   explicit PresetRegistration(Preset preset);
 };

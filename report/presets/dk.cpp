@@ -1,0 +1,12 @@
+// The report of preset `dk` (its grid and question: cli/presets/dk.cpp): the usual report only. Registered with no
+// sections, so that `xgrad compare` on its sweep directory knows the preset and says it adds none.
+#include "common/registry.h"
+#include "report/preset_report.h"
+
+namespace xgrad::train {
+namespace {
+
+const Registration<PresetReport> registration{PresetReport{"dk", 0, nullptr}};
+
+}  // namespace
+}  // namespace xgrad::train
