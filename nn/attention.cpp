@@ -28,11 +28,12 @@ void check_without_out_proj(std::size_t d_model, std::size_t n_heads, std::size_
         " and --d-model " + std::to_string(d_model));
 }
 
-// scaled_dot_product_attention's body: scores = f(scale · r_i · q k^T) with r and f from `scaling` when given.
+// scaled_dot_product_attention's body: scores = f(scale · r_i · q k^T + bias) with r, f and a bias from `scaling`
+// when given, or the given `bias` (null for none).
 template <class T>
 basic_tensor<T> composed_attention(const basic_tensor<T>& q, const basic_tensor<T>& k, const basic_tensor<T>& v,
                                    const xt::xarray<bool>* mask, double scale, const AttentionScaling* scaling,
-                                   AttentionRecord* record) {
+                                   const basic_tensor<T>* bias, AttentionRecord* record) {
   basic_tensor<T> scores = matmul(q, transpose(k, -2, -1));
   if (scale != 1.0) scores = scores * scale;
   if (scaling) {
@@ -46,8 +47,10 @@ basic_tensor<T> composed_attention(const basic_tensor<T>& q, const basic_tensor<
       std::copy(rows.begin(), rows.end(), r.data());
       scores = scores * basic_tensor<T>(std::move(r));
     }
-    if (scaling->transforms_scores()) scores = scaling->transform_scores(scores);
+    if (scaling->adds_score_bias()) scores = scores + basic_tensor<T>(xt::xarray<T>(scaling->score_bias(n)));
   }
+  if (bias) scores = scores + *bias;
+  if (scaling && scaling->transforms_scores()) scores = scaling->transform_scores(scores);
   if (mask) scores = masked_fill(scores, *mask, -INFINITY);
   basic_tensor<T> probs = softmax(scores);
   if constexpr (std::is_same_v<T, float>) {
@@ -64,12 +67,25 @@ basic_tensor<T> composed_attention(const basic_tensor<T>& q, const basic_tensor<
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
                                     double scale, AttentionRecord* record) {
-  return composed_attention(q, k, v, mask, scale, nullptr, record);
+  return composed_attention<float>(q, k, v, mask, scale, nullptr, nullptr, record);
 }
+
+template <class T>
+basic_tensor<T> scaled_dot_product_attention(const basic_tensor<T>& q, const basic_tensor<T>& k,
+                                             const basic_tensor<T>& v, const xt::xarray<bool>* mask, double scale,
+                                             const basic_tensor<T>& bias, AttentionRecord* record) {
+  return composed_attention<T>(q, k, v, mask, scale, nullptr, &bias, record);
+}
+
+template Tensor scaled_dot_product_attention<float>(const Tensor&, const Tensor&, const Tensor&,
+                                                    const xt::xarray<bool>*, double, const Tensor&, AttentionRecord*);
+template DTensor scaled_dot_product_attention<double>(const DTensor&, const DTensor&, const DTensor&,
+                                                      const xt::xarray<bool>*, double, const DTensor&,
+                                                      AttentionRecord*);
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
                                     const AttentionScaling& scaling, AttentionRecord* record) {
-  return composed_attention(q, k, v, mask, scaling.multiplier(), &scaling, record);
+  return composed_attention<float>(q, k, v, mask, scaling.multiplier(), &scaling, nullptr, record);
 }
 
 template <class T>
@@ -87,8 +103,9 @@ basic_tensor<T> multi_head_attention_reference(const basic_tensor<T>& x, const b
   const basic_tensor<T> v = reshape(matmul(x, w_v), {B, n, H, D});
   if (scaling.transforms_qk()) std::tie(q, k) = scaling.transform_qk(q, k, params);
   const xt::xarray<bool> mask = causal_mask(static_cast<std::size_t>(n));
-  basic_tensor<T> out = composed_attention<T>(transpose(q, 1, 2), transpose(k, 1, 2), transpose(v, 1, 2),
-                                              causal ? &mask : nullptr, scaling.multiplier(), &scaling, nullptr);
+  basic_tensor<T> out =
+      composed_attention<T>(transpose(q, 1, 2), transpose(k, 1, 2), transpose(v, 1, 2), causal ? &mask : nullptr,
+                            scaling.multiplier(), &scaling, nullptr, nullptr);
   basic_tensor<T> heads = reshape(transpose(out, 1, 2), {B, n, H * D});
   return w_o.defined() ? matmul(heads, w_o) : heads;
 }
@@ -102,17 +119,168 @@ template DTensor multi_head_attention_reference<double>(const DTensor&, const DT
 
 namespace {
 
+// The scaling's per-score hooks for one fused attention call (nn/scaling.h), fixed before the (b, h) loop.
+struct ScoreHooks {
+  bool causal = false;
+  std::vector<std::size_t> pos;  // sequence position of query row i
+  std::vector<float> rows;       // r_i by sequence position; empty for r_i = 1
+  xt::xarray<float> bias;        // [H, T, T]; shape [0] for none
+  // Kept for backward only when f is not the identity: its derivative is taken at Z.
+  std::shared_ptr<const AttentionScaling> transform;
+  bool elementwise() const { return !rows.empty() || bias.size() > 0 || transform; }
+  std::size_t keys(std::size_t i, std::size_t T) const { return causal ? pos[i] + 1 : T; }  // what the mask leaves
+};
+
+ScoreHooks score_hooks(const std::shared_ptr<const AttentionScaling>& scaling, std::size_t H, std::size_t T,
+                       bool causal, const std::vector<std::size_t>* query_positions) {
+  ScoreHooks hooks;
+  hooks.causal = causal;
+  const std::size_t Tq = query_positions ? query_positions->size() : T;
+  hooks.pos.resize(Tq);
+  for (std::size_t i = 0; i < Tq; ++i) hooks.pos[i] = query_positions ? (*query_positions)[i] : i;
+  hooks.rows = scaling->row_multipliers(T);
+  if (!hooks.rows.empty() && hooks.rows.size() != T)
+    throw Error("attention: the scaling gave " + std::to_string(hooks.rows.size()) + " row multipliers for " +
+                std::to_string(T) + " queries");
+  hooks.bias = scaling->adds_score_bias() ? scaling->score_bias(T) : xt::xarray<float>::from_shape({0});
+  const shape_t bias_shape(hooks.bias.shape().begin(), hooks.bias.shape().end());
+  if (scaling->adds_score_bias() && bias_shape != shape_t{H, T, T})
+    throw Error("attention: the scaling's score bias must be [n_heads, T, T] = " + shape_str(shape_t{H, T, T}) +
+                ", got " + shape_str(bias_shape));
+  if (scaling->transforms_scores()) hooks.transform = scaling;
+  return hooks;
+}
+
+// Z = c Q K^T of head h (rows of T) → S in place: Z_ij *= r_i, Z_ij += b_hij, keep Z in `pre_transform` (when f is
+// not the identity), S = f(Z) on the entries the mask leaves, then -inf where masked.
+void scores_forward(const ScoreHooks& hooks, std::size_t h, float* P, float* pre_transform, std::size_t Tq,
+                    std::size_t T) {
+  if (hooks.elementwise())
+    for (std::size_t i = 0; i < Tq; ++i) {
+      float* row = P + i * T;
+      const std::size_t keys = hooks.keys(i, T);
+      if (!hooks.rows.empty())
+        for (std::size_t j = 0; j < keys; ++j) row[j] *= hooks.rows[hooks.pos[i]];
+      if (hooks.bias.size() > 0) {
+        const float* b = hooks.bias.data() + (h * T + hooks.pos[i]) * T;
+        for (std::size_t j = 0; j < keys; ++j) row[j] += b[j];
+      }
+      if (hooks.transform) {
+        std::copy(row, row + T, pre_transform + i * T);
+        hooks.transform->transform_scores(row, row, keys);
+      }
+    }
+  if (hooks.causal)
+    for (std::size_t i = 0; i < Tq; ++i) std::fill(P + i * T + hooks.pos[i] + 1, P + (i + 1) * T, -INFINITY);
+}
+
+// dS → dZ in place (masked entries have dS = 0 and stay 0): dZ = f'(Z) dS, then dZ_ij *= r_i (the bias is a
+// constant, so it passes dS through).
+void scores_backward(const ScoreHooks& hooks, float* dS, const float* pre_transform, std::size_t Tq, std::size_t T) {
+  if (!hooks.rows.empty() || hooks.transform)
+    for (std::size_t i = 0; i < Tq; ++i) {
+      float* d = dS + i * T;
+      const std::size_t keys = hooks.keys(i, T);
+      if (hooks.transform) hooks.transform->transform_scores_backward(pre_transform + i * T, d, keys);
+      if (!hooks.rows.empty())
+        for (std::size_t j = 0; j < keys; ++j) d[j] *= hooks.rows[hooks.pos[i]];
+    }
+}
+
+// dS = P * (dP - rowsum(dP * P)), row by row, in place on dP (masked entries have P = 0).
+void softmax_backward(float* dP, const float* P, std::size_t Tq, std::size_t T) {
+  for (std::size_t i = 0; i < Tq; ++i) {
+    float* d = dP + i * T;
+    const float* p = P + i * T;
+    const float dot = simd::dot(d, p, T);
+    for (std::size_t j = 0; j < T; ++j) d[j] = p[j] * (d[j] - dot);
+  }
+}
+
+// The sizes of one fused attention call: B batch elements, H heads of D, T keys, Tq queries; row stride HD = H D.
+struct HeadLayout {
+  std::size_t B, T, Tq, HD, H, D;
+  std::size_t kv_block(std::size_t b, std::size_t h) const { return b * T * HD + h * D; }  // [T, d_k] in k, v
+  std::size_t q_block(std::size_t b, std::size_t h) const { return b * Tq * HD + h * D; }  // [Tq, d_k] in q, out
+};
+
+// [B, n, H * d_k] → [B, H, n, d_k], for the statistics.
+xt::xarray<float> heads_first(const Tensor& heads, const HeadLayout& l) {
+  const std::size_t n = heads.size(1);
+  xt::xarray<float> r = xt::xarray<float>::from_shape({l.B, l.H, n, l.D});
+  for (std::size_t b = 0; b < l.B; ++b)
+    for (std::size_t h = 0; h < l.H; ++h)
+      for (std::size_t t = 0; t < n; ++t) {
+        const float* src = heads.value().data() + b * n * l.HD + t * l.HD + h * l.D;
+        std::copy(src, src + l.D, r.data() + ((b * l.H + h) * n + t) * l.D);
+      }
+  return r;
+}
+
+// What backward keeps of a fused attention call.
+struct AttentionSaved {
+  HeadLayout l;
+  float alpha;
+  ScoreHooks hooks;
+  xt::xarray<float> probs, pre_transform;
+  std::shared_ptr<Node<float>> score_node;  // the recorded scores, when recording
+};
+
+// Per head (Vaswani et al. 2017's attention differentiated by hand): dP = dO V^T, dS = P * (dP - rowsum(dP * P)),
+// dZ = f'(Z) * dS, dZ_ij *= r_i, dQ = c dZ K, dK = c dZ^T Q, dV = P^T dO.
+void attention_backward(Node<float>& self, const AttentionSaved& s) {
+  const HeadLayout& l = s.l;
+  const float* Q = self.inputs[0]->value.data();
+  const float* K = self.inputs[1]->value.data();
+  const float* V = self.inputs[2]->value.data();
+  const float* dO = self.grad.data();
+  const bool need_q = needs_grad(self, 0), need_k = needs_grad(self, 1), need_v = needs_grad(self, 2);
+  // Each head block of a gradient is written by one (b, h) only: overwrite a fresh gradient (beta 0), add to an
+  // earlier one (beta 1). When q, k or v are one tensor, the second grad_slot finds it taken: beta 1.
+  bool fresh = false;
+  float* dQ = need_q ? grad_slot(*self.inputs[0], fresh).data() : nullptr;
+  const float beta_q = fresh ? 0.0f : 1.0f;
+  float* dK = need_k ? grad_slot(*self.inputs[1], fresh).data() : nullptr;
+  const float beta_k = fresh ? 0.0f : 1.0f;
+  float* dV = need_v ? grad_slot(*self.inputs[2], fresh).data() : nullptr;
+  const float beta_v = fresh ? 0.0f : 1.0f;
+  xt::xarray<float> score_grad;
+  if (s.score_node) score_grad = xt::xarray<float>::from_shape(s.score_node->value.shape());
+  // When q and k (or v) are one tensor, dQ and dK are the same array, but a pair still writes only its own head
+  // blocks of it, both times from the same thread in the same order.
+  const std::size_t Tq = l.Tq, T = l.T, D = l.D, HD = l.HD;
+  const std::size_t pair_work = Tq * T * D / 2 + 4 * Tq * T;
+  parallel_for(0, l.B * l.H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
+    std::vector<float> dS(Tq * T);
+    for (std::size_t pair = lo; pair < hi; ++pair) {
+      const std::size_t head = l.kv_block(pair / l.H, pair % l.H), q_head = l.q_block(pair / l.H, pair % l.H);
+      const float* P = s.probs.data() + pair * Tq * T;
+      if (need_v) blas::gemm<float>(true, false, T, D, Tq, 1.0f, P, T, dO + q_head, HD, beta_v, dV + head, HD);
+      if (!need_q && !need_k && !s.score_node) continue;
+      blas::gemm<float>(false, true, Tq, T, D, 1.0f, dO + q_head, HD, V + head, HD, 0.0f, dS.data(), T);
+      softmax_backward(dS.data(), P, Tq, T);
+      if (s.score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + pair * Tq * T);
+      scores_backward(s.hooks, dS.data(), s.hooks.transform ? s.pre_transform.data() + pair * Tq * T : nullptr, Tq, T);
+      if (need_q)
+        blas::gemm<float>(false, false, Tq, D, T, s.alpha, dS.data(), T, K + head, HD, beta_q, dQ + q_head, HD);
+      if (need_k)
+        blas::gemm<float>(true, false, T, D, Tq, s.alpha, dS.data(), T, Q + q_head, HD, beta_k, dK + head, HD);
+    }
+  });
+  if (s.score_node) accumulate_grad(*s.score_node, std::move(score_grad), "attention");
+}
+
 // Multi-head attention on heads laid out as the projections produce them: q, k, v are [B, T, H * d_k] with head h
 // in columns [h d_k, (h + 1) d_k). For each batch element b and head h, with Q, K, V the [T, d_k] head blocks and
-// c, r, f the scaling's multiplier, row multipliers and score transform (nn/scaling.h):
-//   Z = c Q K^T, Z_ij *= r_i;  S = f(Z);  causal: S_ij = -inf for j > i;  P = softmax(S) (rows);  O = P V.
+// c, r, b, f the scaling's multiplier, row multipliers, score bias and score transform (nn/scaling.h):
+//   Z = c Q K^T, Z_ij *= r_i, Z_ij += b_hij;  S = f(Z);  causal: S_ij = -inf for j > i;  P = softmax(S) (rows);
+//   O = P V.
 // Returns O as [B, T, H * d_k], ready for the output projection. The same function as permute →
 // scaled_dot_product_attention → permute back, fused: every GEMM reads and writes the head blocks in place through
-// the row stride H * d_k (no [B, H, T, d_k] copies), c rides on the GEMM's alpha, and the row multipliers, f, the
-// mask and the softmax are applied to S in place, so only P (and Z when f is not the identity) is stored for
-// backward. Backward, per head (Vaswani et al. 2017's attention differentiated by hand): dP = dO V^T,
-// dS = P * (dP - rowsum(dP * P)), dZ = f'(Z) * dS, dZ_ij *= r_i, dQ = c dZ K, dK = c dZ^T Q, dV = P^T dO. A
-// scaling without r and f (a constant multiplier only) runs exactly the GEMMs and softmax and nothing else.
+// the row stride H * d_k (no [B, H, T, d_k] copies), c rides on the GEMM's alpha, and the row multipliers, the
+// bias, f, the mask and the softmax are applied to S in place, so only P (and Z when f is not the identity) is
+// stored for backward (attention_backward). A scaling without r, b and f (a constant multiplier only) runs exactly
+// the GEMMs and softmax and nothing else.
 // With `record`, the scores S (softmax input), P, and q, k as [B, H, T, d_k] are kept there, and backward stores dS
 // as the scores' gradient (what retain_grad gives on the unfused path).
 // The (b, h) pairs run in parallel (autograd/kernels/parallel.h): each writes only its own blocks, so results do not
@@ -120,138 +288,91 @@ namespace {
 //
 // With `query_positions` (sorted, distinct, each < T) only those queries are computed: q is [B, Tq, H * d_k] with
 // row i the query at sequence position query_positions[i], k and v stay [B, T, H * d_k], and the result is
-// [B, Tq, H * d_k], equal to rows query_positions of the full result (the mask and r_i taken at each row's
+// [B, Tq, H * d_k], equal to rows query_positions of the full result (the mask, r_i and b taken at each row's
 // position); a `record` then holds those rows only ([B, H, Tq, T]) and their positions.
 Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
                        const std::shared_ptr<const AttentionScaling>& scaling, AttentionRecord* record,
                        const std::vector<std::size_t>* query_positions = nullptr) {
-  const std::size_t B = k.size(0), T = k.size(1), HD = k.size(2), H = n_heads, D = HD / H;
-  const std::size_t Tq = query_positions ? query_positions->size() : T;
-  // Sequence position of query row i.
-  std::vector<std::size_t> pos(Tq);
-  for (std::size_t i = 0; i < Tq; ++i) pos[i] = query_positions ? (*query_positions)[i] : i;
-  const float alpha = static_cast<float>(scaling->multiplier());
-  const std::vector<float> rows = scaling->row_multipliers(T);
-  if (!rows.empty() && rows.size() != T)
-    throw Error("attention: the scaling gave " + std::to_string(rows.size()) + " row multipliers for " +
-                std::to_string(T) + " queries");
-  // Kept for backward only when f is not the identity: its derivative is taken at Z.
-  const std::shared_ptr<const AttentionScaling> transform = scaling->transforms_scores() ? scaling : nullptr;
-  xt::xarray<float> probs = xt::xarray<float>::from_shape({B, H, Tq, T});
-  xt::xarray<float> out = xt::xarray<float>::from_shape({B, Tq, HD});
-  xt::xarray<float> scores, pre_transform;
-  if (record) scores = xt::xarray<float>::from_shape({B, H, Tq, T});
-  if (transform) pre_transform = xt::xarray<float>::from_shape({B, H, Tq, T});
+  AttentionSaved s;
+  HeadLayout& l = s.l;
+  l = {k.size(0), k.size(1), query_positions ? query_positions->size() : k.size(1),
+       k.size(2), n_heads,   k.size(2) / n_heads};
+  const std::size_t Tq = l.Tq, T = l.T, D = l.D, HD = l.HD;
+  s.alpha = static_cast<float>(scaling->multiplier());
+  s.hooks = score_hooks(scaling, l.H, T, causal, query_positions);
+  s.probs = xt::xarray<float>::from_shape({l.B, l.H, Tq, T});
+  xt::xarray<float> out = xt::xarray<float>::from_shape({l.B, Tq, HD});
+  xt::xarray<float> scores;
+  if (record) scores = xt::xarray<float>::from_shape({l.B, l.H, Tq, T});
+  if (s.hooks.transform) s.pre_transform = xt::xarray<float>::from_shape({l.B, l.H, Tq, T});
   const float* Q = q.value().data();
   const float* K = k.value().data();
   const float* V = v.value().data();
   // Work of one (b, h) pair in element-operations: a GEMM flop counts as a sixteenth of one (BLAS runs them at
   // several per cycle), the softmax about 4 per score.
   const std::size_t pair_work = Tq * T * D / 4 + 4 * Tq * T;
-  parallel_for(0, B * H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
+  parallel_for(0, l.B * l.H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t pair = lo; pair < hi; ++pair) {
-      const std::size_t b = pair / H, h = pair % H;
-      const std::size_t head = b * T * HD + h * D;     // offset of a [T, d_k] key/value block, row stride HD
-      const std::size_t q_head = b * Tq * HD + h * D;  // of the [Tq, d_k] query and output blocks
-      float* P = probs.data() + pair * Tq * T;
-      blas::gemm<float>(false, true, Tq, T, D, alpha, Q + q_head, HD, K + head, HD, 0.0f, P, T);
-      if (!rows.empty() || transform)
-        for (std::size_t i = 0; i < Tq; ++i) {
-          float* row = P + i * T;
-          const std::size_t keys = causal ? pos[i] + 1 : T;  // the entries the mask leaves
-          if (!rows.empty())
-            for (std::size_t j = 0; j < keys; ++j) row[j] *= rows[pos[i]];
-          if (transform) {
-            std::copy(row, row + T, pre_transform.data() + pair * Tq * T + i * T);
-            transform->transform_scores(row, row, keys);
-          }
-        }
-      if (causal)
-        for (std::size_t i = 0; i < Tq; ++i) std::fill(P + i * T + pos[i] + 1, P + (i + 1) * T, -INFINITY);
+      const std::size_t head = l.kv_block(pair / l.H, pair % l.H), q_head = l.q_block(pair / l.H, pair % l.H);
+      float* P = s.probs.data() + pair * Tq * T;
+      blas::gemm<float>(false, true, Tq, T, D, s.alpha, Q + q_head, HD, K + head, HD, 0.0f, P, T);
+      scores_forward(s.hooks, pair % l.H, P, s.hooks.transform ? s.pre_transform.data() + pair * Tq * T : nullptr, Tq,
+                     T);
       if (record) std::copy(P, P + Tq * T, scores.data() + pair * Tq * T);
       for (std::size_t i = 0; i < Tq; ++i) simd::softmax_row(P + i * T, P + i * T, T);
       blas::gemm<float>(false, false, Tq, D, T, 1.0f, P, T, V + head, HD, 0.0f, out.data() + q_head, HD);
     }
   });
-  std::shared_ptr<Node<float>> score_node;
   if (record) {
-    auto heads_first = [&](const Tensor& heads) {  // [B, n, H * d_k] → [B, H, n, d_k], for the statistics
-      const std::size_t n = heads.size(1);
-      xt::xarray<float> r = xt::xarray<float>::from_shape({B, H, n, D});
-      for (std::size_t b = 0; b < B; ++b)
-        for (std::size_t h = 0; h < H; ++h)
-          for (std::size_t t = 0; t < n; ++t) {
-            const float* src = heads.value().data() + b * n * HD + t * HD + h * D;
-            std::copy(src, src + D, r.data() + ((b * H + h) * n + t) * D);
-          }
-      return r;
-    };
     record->query_positions = query_positions ? *query_positions : std::vector<std::size_t>();
-    record->q = heads_first(q);
-    record->k = heads_first(k);
-    record->probs = probs;
+    record->q = heads_first(q, l);
+    record->k = heads_first(k, l);
+    record->probs = s.probs;
     record->scores = Tensor(std::move(scores));
-    score_node = record->scores.node();
+    s.score_node = record->scores.node();
   }
-  return make_result<float>(
-      "attention", std::move(out), {q, k, v},
-      [B, T, Tq, HD, H, D, alpha, causal, rows, transform, pos = std::move(pos), probs = std::move(probs),
-       pre_transform = std::move(pre_transform), score_node](Node<float>& self) {
-        const float* Q = self.inputs[0]->value.data();
-        const float* K = self.inputs[1]->value.data();
-        const float* V = self.inputs[2]->value.data();
-        const float* dO = self.grad.data();
-        const bool need_q = needs_grad(self, 0), need_k = needs_grad(self, 1), need_v = needs_grad(self, 2);
-        // Each head block of a gradient is written by one (b, h) only: overwrite a fresh gradient (beta 0), add to
-        // an earlier one (beta 1). When q, k or v are one tensor, the second grad_slot finds it taken: beta 1.
-        bool fresh = false;
-        float* dQ = need_q ? grad_slot(*self.inputs[0], fresh).data() : nullptr;
-        const float beta_q = fresh ? 0.0f : 1.0f;
-        float* dK = need_k ? grad_slot(*self.inputs[1], fresh).data() : nullptr;
-        const float beta_k = fresh ? 0.0f : 1.0f;
-        float* dV = need_v ? grad_slot(*self.inputs[2], fresh).data() : nullptr;
-        const float beta_v = fresh ? 0.0f : 1.0f;
-        xt::xarray<float> score_grad;
-        if (score_node) score_grad = xt::xarray<float>::from_shape(score_node->value.shape());
-        // When q and k (or v) are one tensor, dQ and dK are the same array, but a pair still writes only its own
-        // head blocks of it, both times from the same thread in the same order.
-        const std::size_t pair_work = Tq * T * D / 2 + 4 * Tq * T;
-        parallel_for(0, B * H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
-          std::vector<float> dS(Tq * T);
-          for (std::size_t pair = lo; pair < hi; ++pair) {
-            const std::size_t b = pair / H, h = pair % H;
-            const std::size_t head = b * T * HD + h * D, q_head = b * Tq * HD + h * D;
-            const float* P = probs.data() + pair * Tq * T;
-            if (need_v) blas::gemm<float>(true, false, T, D, Tq, 1.0f, P, T, dO + q_head, HD, beta_v, dV + head, HD);
-            if (!need_q && !need_k && !score_node) continue;
-            blas::gemm<float>(false, true, Tq, T, D, 1.0f, dO + q_head, HD, V + head, HD, 0.0f, dS.data(), T);
-            for (std::size_t i = 0; i < Tq; ++i) {  // softmax backward, row by row (masked entries have P = 0)
-              float* d = dS.data() + i * T;
-              const float* p = P + i * T;
-              const float dot = simd::dot(d, p, T);
-              for (std::size_t j = 0; j < T; ++j) d[j] = p[j] * (d[j] - dot);
-            }
-            if (score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + pair * Tq * T);
-            if (!rows.empty() || transform)
-              for (std::size_t i = 0; i < Tq; ++i) {  // dZ from dS (masked entries have dS = 0 and stay 0)
-                float* d = dS.data() + i * T;
-                const std::size_t keys = causal ? pos[i] + 1 : T;
-                if (transform)
-                  transform->transform_scores_backward(pre_transform.data() + pair * Tq * T + i * T, d, keys);
-                if (!rows.empty())
-                  for (std::size_t j = 0; j < keys; ++j) d[j] *= rows[pos[i]];
-              }
-            if (need_q)
-              blas::gemm<float>(false, false, Tq, D, T, alpha, dS.data(), T, K + head, HD, beta_q, dQ + q_head, HD);
-            if (need_k)
-              blas::gemm<float>(true, false, T, D, Tq, alpha, dS.data(), T, Q + q_head, HD, beta_k, dK + head, HD);
-          }
-        });
-        if (score_node) accumulate_grad(*score_node, std::move(score_grad), "attention");
-      });
+  return make_result<float>("attention", std::move(out), {q, k, v},
+                            [s = std::move(s)](Node<float>& self) { attention_backward(self, s); });
 }
 
 }  // namespace
+
+ScaledAttentionLayer::ScaledAttentionLayer(const AttentionLayerContext& c, const std::string& layer)
+    : d_model(c.d_model), d_k(c.d_k), causal(c.causal), init_gain(c.init_gain), heads_(c.n_heads) {
+  ScalingContext context;
+  context.d_model = c.d_model;
+  context.n_heads = c.n_heads;
+  context.d_k = c.d_k;
+  context.max_seq_len = c.max_seq_len;
+  context.causal = c.causal;
+  context.settings = c.settings;
+  std::shared_ptr<AttentionScaling> built = make_scaling(c.scale, std::move(context));
+  if (built->transforms_weights())
+    throw Error(layer + ": scaling '" + c.scale + "' transforms W_q and W_k, which only " + layer +
+                " knows the shapes of; choose another --scale");
+  scaling = register_inline_module(std::move(built));
+}
+
+std::shared_ptr<Linear> ScaledAttentionLayer::add_projection(const std::string& name, std::size_t in, std::size_t out,
+                                                             Generator& gen) {
+  auto linear = register_module(name, std::make_shared<Linear>(in, out, false, gen));
+  if (init_gain != 1.0) linear->weight.mutable_value() *= static_cast<float>(init_gain);
+  return linear;
+}
+
+Tensor ScaledAttentionLayer::attend(const Tensor& q_in, const Tensor& k_in, const Tensor& v) {
+  const shape_t& shape = q_in.shape();
+  if (shape.size() != 4 || shape[2] != heads_ || shape[3] != d_k || k_in.shape() != shape || v.shape() != shape)
+    throw Error("attention: q, k and v must each be [B, T, n_heads, d_k] = [B, T, " + std::to_string(heads_) + ", " +
+                std::to_string(d_k) + "], got " + shape_str(q_in.shape()) + ", " + shape_str(k_in.shape()) + ", " +
+                shape_str(v.shape()));
+  Tensor q = q_in, k = k_in;
+  if (scaling->transforms_qk()) std::tie(q, k) = scaling->transform_qk(q, k, scaling->parameters());
+  const std::int64_t B = static_cast<std::int64_t>(shape[0]), T = static_cast<std::int64_t>(shape[1]);
+  const std::int64_t HD = static_cast<std::int64_t>(heads_ * d_k);
+  return attention_heads(reshape(q, {B, T, HD}), reshape(k, {B, T, HD}), reshape(v, {B, T, HD}), heads_, causal,
+                         scaling, record_attention ? &last : nullptr);
+}
 
 xt::xarray<bool> causal_mask(std::size_t T) {
   xt::xarray<bool> m = xt::xarray<bool>::from_shape({T, T});

@@ -18,8 +18,18 @@ namespace xgrad::nn {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
                                     double scale, AttentionRecord* record = nullptr);
 
+/// scaled_dot_product_attention with an additive score bias: softmax(q @ k^T * scale + bias, masked) @ v. bias:
+/// broadcastable to [B, H, T, T] (e.g. [H, T, T] for ALiBi's per-head linear biases, Press et al. 2022, sec. 3, or
+/// [T, T] shared by the heads); its gradient is computed when it requires one (a learned relative-position bias).
+/// T = double is what a float64 gradcheck differentiates; `record` is filled for T = float only. Throws Error when
+/// bias does not broadcast to the scores' shape.
+template <class T>
+basic_tensor<T> scaled_dot_product_attention(const basic_tensor<T>& q, const basic_tensor<T>& k,
+                                             const basic_tensor<T>& v, const xt::xarray<bool>* mask, double scale,
+                                             const basic_tensor<T>& bias, AttentionRecord* record = nullptr);
+
 /// scaled_dot_product_attention with the score hooks of `scaling` (nn/scaling.h), from plain autograd ops: scores
-/// = f(multiplier · r_i · q @ k^T), masked, softmax, @ v. q, k are taken as they enter q·k (after transform_qk; the
+/// = f(multiplier · r_i · q @ k^T + b), masked, softmax, @ v. q, k are taken as they enter q·k (after transform_qk; the
 /// weight and q/k hooks are the caller's). The reference the fused attention of MultiHeadAttention is tested
 /// against. Shapes and mask as above; throws what the ops throw on mismatched shapes.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const xt::xarray<bool>* mask,
@@ -42,6 +52,41 @@ basic_tensor<T> multi_head_attention_reference(const basic_tensor<T>& x, const b
 
 /// [T, T] boolean mask, true above the diagonal: position i may attend to j <= i only.
 xt::xarray<bool> causal_mask(std::size_t T);
+
+/// The base of an attention layer that computes its own q, k and v and scales its scores with the run's scaling
+/// (context.scale, nn/scaling.h), as the built-in attention does: a subclass registers its projections with
+/// add_projection, and its forward computes q, k, v and returns attend(q, k, v) (or that through its own output
+/// projection). attend runs the fused attention of MultiHeadAttention, so the scaling's multiplier, row
+/// multipliers, score bias and score transform all apply at its speed, and fills `last` for the saturation
+/// statistics when record_attention is set. Scalings that transform W_q and W_k together (sigma_reparam) are
+/// refused: only the layer knows its weights' shapes. examples/downstream/multi_query_attention.cpp is one.
+class ScaledAttentionLayer : public AttentionLayer {
+ public:
+  std::size_t n_heads() const override { return heads_; }
+  /// The scaling's effective_multiplier.
+  double effective_multiplier(std::size_t T) const override { return scaling->effective_multiplier(T); }
+
+  /// Its parameters are named as this layer's own ("blocks.0.attn.qk_gain").
+  std::shared_ptr<AttentionScaling> scaling;
+
+ protected:
+  /// Builds the scaling context.scale for n_heads heads of d_k (its settings from context.settings). Throws Error
+  /// naming `layer` and the scaling when the scaling transforms weights, and what make_scaling throws.
+  ScaledAttentionLayer(const AttentionLayerContext& context, const std::string& layer);
+  /// A bias-free Linear [in, out] registered as `name`, LeCun normal init N(0, 1/in) times context.init_gain.
+  std::shared_ptr<Linear> add_projection(const std::string& name, std::size_t in, std::size_t out, Generator& gen);
+  /// q, k, v: [B, T, n_heads, d_k] each (a key or value head shared by the query heads expanded to n_heads) →
+  /// [B, T, n_heads * d_k], the heads' outputs concatenated: the scaling's transform_qk, then per head
+  /// softmax(f(c · r_i · q·k + b), causal mask when context.causal) · v. Throws Error naming the shapes otherwise.
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v);
+
+  std::size_t d_model, d_k;
+  bool causal;
+  double init_gain;
+
+ private:
+  std::size_t heads_;
+};
 
 /// Multi-head self-attention, the attention layer "multi_head" (the default): q, k, v = x W_q, x W_k, x W_v split
 /// into n_heads heads of d_k each (default d_model / n_heads; a given d_k decouples the head size from the width,

@@ -28,6 +28,8 @@ TensorPair<double> AttentionScaling::transform_qk(const DTensor& q, const DTenso
 
 std::vector<float> AttentionScaling::row_multipliers(std::size_t) const { return {}; }
 
+xt::xarray<float> AttentionScaling::score_bias(std::size_t) const { return xt::xarray<float>::from_shape({0}); }
+
 Tensor AttentionScaling::transform_scores(const Tensor& z) const { return z; }
 DTensor AttentionScaling::transform_scores(const DTensor& z) const { return z; }
 

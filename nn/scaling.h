@@ -8,6 +8,7 @@
 //   W_q', W_k' = transform_weights(W_q, W_k)          (identity unless transforms_weights())
 //   q, k       = transform_qk(x W_q', x W_k')         (identity unless transforms_qk(); per head, [B, T, H, d_k])
 //   z_ij       = multiplier() * r_i * (q_i · k_j)     (r = row_multipliers(T); r_i = 1 when it is empty)
+//              + b_ij                                 (b = score_bias(T) of the head; 0 unless adds_score_bias())
 //   s_ij       = f(z_ij)                              (f = the score transform; identity unless transforms_scores())
 // then the causal mask (s_ij = -inf for j > i) and softmax over j. A scaling that overrides none of the optional
 // hooks (a constant multiplier only) costs nothing beyond the GEMMs and softmax of unscaled attention.
@@ -79,6 +80,13 @@ class AttentionScaling : public Module {
   /// gradient flows into them.
   virtual std::vector<float> row_multipliers(std::size_t T) const;
 
+  virtual bool adds_score_bias() const { return false; }
+  /// b: [n_heads, T, T] for a length-T sequence, b[h, i, j] added to head h's score of query i and key j after the
+  /// multipliers and before f (ALiBi's linear biases: Press et al. 2022, "Train Short, Test Long", sec. 3). A
+  /// constant: no gradient flows into it. The attention layer throws Error for another shape. Called once per
+  /// forward pass; the default (never called by the layer) returns an array of shape [0].
+  virtual xt::xarray<float> score_bias(std::size_t T) const;
+
   virtual bool transforms_scores() const { return false; }
   /// s = f(z) elementwise, built from autograd ops: the reference form. f has no parameters (the fused op has no
   /// gradient for them). z: any shape → same.
@@ -118,6 +126,9 @@ struct ScalingEntry {
   std::string colour;          ///< plot colour, "#RRGGBB"
   std::string dash = "solid";  ///< plot line style, its own: one of scaling_dash_styles()
   bool is_reference = false;   ///< the unscaled baseline the report compares the other scalings with
+  /// Learned scalars to log: names of parameters the scaling registers ("qk_gain"), whose values metrics.csv holds
+  /// after every step, one column per element (train/run_files.h, metrics_columns::scalar).
+  std::vector<std::string> scalars;
 };
 
 /// The line styles a ScalingEntry may name: eight, each drawn with its own dash pattern and point type.

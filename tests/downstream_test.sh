@@ -51,8 +51,8 @@ my_xgrad=$work/build/my_xgrad
 xgrad=$prefix/bin/xgrad
 sweep=$work/sweep
 # A tiny model for a few steps: this proves the wiring, not the science. Every run trains the downstream task with
-# its own setting; the downstream scaling and attention layer are axes beside built-in ones.
-"$my_xgrad" sweep --out "$sweep" --task lookback --lookback-distance 2 --seq-len 8 --scale dk_power,sqrt_dk \
+# its own setting; the downstream scalings and attention layer are axes beside built-in ones.
+"$my_xgrad" sweep --out "$sweep" --task lookback --lookback-distance 2 --seq-len 8 --scale dk_power,alibi,sqrt_dk \
   --grid attention=multi_head,multi_query --n-heads 2 --d-k 4 --d-model 8 --seeds 0 --arms adamw@0.01 \
   --batch-size 4 --steps 6 --print-every 100 --jobs 2 >"$work/sweep.log" 2>&1 \
   || { cat "$work/sweep.log"; exit 1; }
@@ -76,11 +76,11 @@ for run in "$sweep"/runs/*/; do
                      NR == 2 { print (c ? $c : "absent") }' "$run/metrics.csv")
   case "$entropy" in [0-9]*) ;; *) echo "FAIL: $run/metrics.csv: attn/l0h1/entropy_mean is '$entropy'"; fail=1 ;; esac
 done
-[ "$runs" -eq 4 ] || { echo "FAIL: $runs runs in $sweep/runs, expected 4"; fail=1; }
+[ "$runs" -eq 6 ] || { echo "FAIL: $runs runs in $sweep/runs, expected 6"; fail=1; }
 
 # The downstream build knows its extensions: table, report and plots show them beside the built-ins.
 "$my_xgrad" compare "$sweep" >"$work/my_compare.txt" 2>&1 || { cat "$work/my_compare.txt"; exit 1; }
-for name in dk_power sqrt_dk multi_query multi_head; do
+for name in dk_power alibi sqrt_dk multi_query multi_head; do
   expect "$work/my_compare.txt" "$name"
   expect "$sweep/report.md" "$name"
 done

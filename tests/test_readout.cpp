@@ -18,6 +18,7 @@
 #include "nn/attention_stats.h"
 #include "nn/model.h"
 #include "nn/scaling.h"
+#include "tests/support/biased_scaling.h"
 #include "train/step_metrics.h"
 
 using namespace xgrad;
