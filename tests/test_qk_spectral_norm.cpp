@@ -13,6 +13,7 @@
 #include "nn/attention_stats.h"
 #include "nn/entropy_bound.h"
 #include "nn/model.h"
+#include "tests/support/earlier_metrics.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/metrics_log.h"
@@ -71,13 +72,6 @@ double reference_norm(const xt::xarray<T>& w_q, const xt::xarray<T>& w_k, std::s
   double largest = 0;
   for (double e : jacobi_eigenvalues(mtm, d)) largest = std::max(largest, e);
   return std::sqrt(largest);
-}
-
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream in(line);
-  for (std::string cell; std::getline(in, cell, ',');) out.push_back(cell);
-  return out;
 }
 
 }  // namespace
@@ -158,45 +152,17 @@ TEST_CASE("a run whose metrics.csv has no qk_spectral_norm columns (an earlier r
   train::train(c);
   const fs::path csv = fs::path(c.out) / "metrics.csv";
   // Rewrite the file as a release before qk_spectral_norm wrote it: the same table without those columns.
-  std::vector<std::string> lines;
-  {
-    std::ifstream in(csv);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-  }
-  const std::vector<std::string> header = split(lines[0]);
-  std::vector<bool> keep;
-  for (const auto& name : header) keep.push_back(name.find("qk_spectral_norm") == std::string::npos);
-  REQUIRE(std::count(keep.begin(), keep.end(), false) == 1);
-  {
-    std::ofstream out(csv);
-    for (const auto& line : lines) {
-      const auto cells = split(line);
-      std::string written;
-      for (std::size_t i = 0; i < cells.size(); ++i)
-        if (keep[i]) written += (written.empty() ? "" : ",") + cells[i];
-      out << written << "\n";
-    }
-  }
-  const std::string old_header = split(lines[0]).empty() ? "" : [&] {
-    std::ifstream in(csv);
-    std::string line;
-    std::getline(in, line);
-    return line;
-  }();
+  const auto [old_header, dropped] = xgrad::testing::drop_columns(
+      csv, [](const std::string& name) { return name.find("qk_spectral_norm") != std::string::npos; });
+  REQUIRE(dropped == 1);
   train::TrainConfig more = c;
   more.steps = 24;
   more.resume = true;
   train::train(more);
-  std::ifstream in(csv);
-  std::string line;
-  std::getline(in, line);
-  CHECK(line == old_header);
-  std::size_t rows = 0;
-  while (std::getline(in, line)) {
-    ++rows;
-    CHECK(split(line).size() == split(old_header).size());
-  }
-  CHECK(rows == 24);
+  const xgrad::testing::TableShape table = xgrad::testing::table_shape(csv);
+  CHECK(table.header == old_header);
+  CHECK(table.rows == 24);
+  CHECK(table.rows_of_header_width == 24);
   fs::remove_all(c.out);
 }
 

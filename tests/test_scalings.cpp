@@ -17,6 +17,8 @@
 #include "nn/checkpoint.h"
 #include "nn/constant_scaling.h"
 #include "nn/model.h"
+#include "tests/support/biased_scaling.h"
+#include "tests/support/earlier_metrics.h"
 #include "tests/support/op_testing.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
@@ -184,6 +186,115 @@ TEST_CASE("every scaling trains kv_recall below chance in a short run") {
     CHECK(!s.diverged);
     CHECK(s.final_loss < 0.85 * s.chance_loss);
   }
+}
+
+TEST_CASE("scaled_dot_product_attention with a score bias: float64 gradcheck of q, k, v and the bias") {
+  Generator gen(3);
+  const auto normal = [&](const shape_t& shape) { return to_double(Tensor(normal_array(shape, gen))); };
+  const xt::xarray<bool> mask = causal_mask(4);
+  // q, k, v: [B 2, H 3, T 4, d_k 2]; the bias [H, T, T] broadcasts over the batch.
+  const std::vector<DTensor> inputs{normal({2, 3, 4, 2}), normal({2, 3, 4, 2}), normal({2, 3, 4, 2}),
+                                    normal({3, 4, 4})};
+  for (const xt::xarray<bool>* m : {&mask, static_cast<const xt::xarray<bool>*>(nullptr)}) {
+    const char* masking = m ? "causal" : "no mask";
+    INFO(masking);
+    auto f = [&](const std::vector<DTensor>& in) {
+      return scaled_dot_product_attention(in[0], in[1], in[2], m, 0.7, in[3]);
+    };
+    const GradcheckResult r = gradcheck(f, inputs);
+    CHECK_MESSAGE(r.ok, r.message);
+  }
+}
+
+TEST_CASE(
+    "scaled_dot_product_attention: a bias of -1e30 above the diagonal is the causal mask; a bias of another "
+    "shape is refused") {
+  Generator gen(4);
+  const Tensor q(normal_array({1, 2, 5, 3}, gen)), k(normal_array({1, 2, 5, 3}, gen)),
+      v(normal_array({1, 2, 5, 3}, gen));
+  const xt::xarray<bool> mask = causal_mask(5);
+  xt::xarray<float> bias = xt::zeros<float>({5, 5});
+  for (std::size_t i = 0; i < 5; ++i)
+    for (std::size_t j = i + 1; j < 5; ++j) bias(i, j) = -1e30f;
+  const Tensor masked = scaled_dot_product_attention(q, k, v, &mask, 0.5);
+  const Tensor biased = scaled_dot_product_attention(q, k, v, nullptr, 0.5, Tensor(bias));
+  // exp(-1e30 - max) is exactly 0 in float, so the two softmaxes see the same terms: equal to float rounding.
+  CHECK(relative_difference(biased.value(), masked.value()) < 1e-6);
+  CHECK_THROWS_AS(
+      scaled_dot_product_attention(q, k, v, nullptr, 0.5, Tensor(xt::xarray<float>(xt::zeros<float>({3, 5, 5})))),
+      Error);
+}
+
+TEST_CASE("the fused attention refuses a scaling whose score bias is not [n_heads, T, T], naming the shapes") {
+  struct WrongBias : public ConstantScaling {
+    WrongBias() : ConstantScaling(1.0) {}
+    bool adds_score_bias() const override { return true; }
+    xt::xarray<float> score_bias(std::size_t T) const override { return xt::zeros<float>({T, T}); }
+  };
+  Generator gen(6);
+  MultiHeadAttention attn(6, 2, "sqrt_dk", true, gen, 5);
+  attn.scaling = std::make_shared<WrongBias>();
+  CHECK_THROWS_WITH_AS(attn.forward(Tensor(normal_array({1, 5, 6}, gen))),
+                       doctest::Contains("score bias must be [n_heads, T, T] = [2, 5, 5], got [5, 5]"), Error);
+}
+
+TEST_CASE("a scaling's learned scalars are metrics.csv columns: learned's qk_gain, ssmax's s per head, none else") {
+  struct Expected {
+    std::string scale, parameter;
+    std::size_t per_layer;  // elements: one gain, or one s per head
+  };
+  for (const Expected& e :
+       {Expected{"learned", "qk_gain", 1}, Expected{"ssmax", "ssmax_s", 2}, Expected{"sqrt_dk", "", 0}}) {
+    INFO("scale " << e.scale);
+    const testing::TempDir dir("scalars_" + e.scale);
+    train::TrainConfig c = testing::tiny_run(dir.string(), 30);
+    c.scale = e.scale;
+    c.n_heads = 2;
+    c.lr = 0.05;  // large enough that the scalars move visibly in 30 steps
+    train::train(c);
+    const testing::TableShape table = testing::table_shape(dir.path() / "metrics.csv");
+    const auto rows = metrics_without_timing(dir.path());
+    const std::vector<std::string> header = testing::csv_cells(rows.at(0));
+    std::vector<std::string> scalars;
+    for (const auto& name : header)
+      if (name.rfind("scalar/", 0) == 0) scalars.push_back(name);
+    std::vector<std::string> expected;
+    for (std::size_t l = 0; l < c.n_layers; ++l)
+      for (std::size_t i = 0; i < e.per_layer; ++i)
+        expected.push_back("scalar/blocks." + std::to_string(l) + ".attn." + e.parameter +
+                           (e.per_layer == 1 ? "" : "/" + std::to_string(i)));
+    CHECK(scalars == expected);
+    CHECK(table.rows_of_header_width == 30);
+    if (scalars.empty()) continue;
+    // The first row holds the value after one step, near its init (log2(T^2 - T) > 2 for learned, 1/log(T) < 1 for
+    // ssmax at the task's T >= 3); later rows have moved.
+    const auto column = static_cast<std::size_t>(std::find(header.begin(), header.end(), scalars[0]) - header.begin());
+    const double first = std::stod(testing::csv_cells(rows[1])[column]);
+    const double last = std::stod(testing::csv_cells(rows.back())[column]);
+    CHECK(std::isfinite(first));
+    CHECK((e.scale == "learned" ? first > 2.0 : (first > 0.0 && first < 1.0)));
+    CHECK(last != first);
+  }
+}
+
+TEST_CASE("a run of learned whose metrics.csv has no scalar columns (an earlier release) resumes without them") {
+  const testing::TempDir dir("scalars_resume");
+  train::TrainConfig c = testing::tiny_run(dir.string(), 16);
+  c.scale = "learned";
+  c.checkpoint_every = 8;
+  train::train(c);
+  const fs::path csv = dir.path() / "metrics.csv";
+  const auto [old_header, dropped] =
+      testing::drop_columns(csv, [](const std::string& name) { return name.rfind("scalar/", 0) == 0; });
+  REQUIRE(dropped == c.n_layers);
+  train::TrainConfig more = c;
+  more.steps = 24;
+  more.resume = true;
+  train::train(more);
+  const testing::TableShape table = testing::table_shape(csv);
+  CHECK(table.header == old_header);
+  CHECK(table.rows == 24);
+  CHECK(table.rows_of_header_width == 24);
 }
 
 TEST_CASE("softcap: scores = c tanh(q.k / (sqrt(d_k) c)), c from the setting softcap_cap") {

@@ -155,6 +155,10 @@ std::string grad_norm(const std::string& parameter) { return kGradNormPrefix + p
 std::string update_rms(const std::string& parameter) { return "update_rms/" + parameter; }
 std::string grad_rms(const std::string& parameter) { return "grad_rms/" + parameter; }
 
+std::string scalar(const std::string& parameter, std::size_t index, std::size_t numel) {
+  return "scalar/" + parameter + (numel == 1 ? "" : "/" + std::to_string(index));
+}
+
 const std::vector<AttentionStatColumn>& attention_stats() {
   using S = nn::AttentionStats;
   static const std::vector<AttentionStatColumn> stats{{"score_std", &S::score_std},

@@ -127,7 +127,8 @@ struct RunSummary {
 
 /// The columns of metrics.csv, in order: step, loss, accuracy, lr, z_loss, grad_norm (global L2, before clipping),
 /// grad_norm/<param> for every parameter (named_parameters() order), attn/l<l>h<h>/<stat> for every attention
-/// layer l, head h and attention statistic, update_rms/<param>, grad_rms/<param>, eval_loss, step_ms. The trainer's
+/// layer l, head h and attention statistic, update_rms/<param>, grad_rms/<param>, scalar/<param>[/<index>] for the
+/// scaling's learned scalars (none for most scalings), eval_loss, step_ms. The trainer's
 /// table of what it writes to each is train/step_metrics.cpp.
 namespace metrics_columns {
 
@@ -146,6 +147,9 @@ std::string grad_norm(const std::string& parameter);
 std::string update_rms(const std::string& parameter);
 /// "grad_rms/<parameter>": the RMS of the parameter's gradient, before clipping.
 std::string grad_rms(const std::string& parameter);
+/// "scalar/<parameter>" for a parameter of one element, "scalar/<parameter>/<index>" for element `index` of a larger
+/// one: its value after the step's update, for the learned scalars a scaling names (nn::ScalingEntry::scalars).
+std::string scalar(const std::string& parameter, std::size_t index, std::size_t numel);
 
 /// One attention statistic: its column name and the nn::AttentionStats field written there.
 struct AttentionStatColumn {

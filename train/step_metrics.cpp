@@ -1,5 +1,6 @@
 #include "train/step_metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -7,6 +8,7 @@
 
 #include "autograd/ops.h"
 #include "nn/attention_stats.h"
+#include "nn/scaling.h"
 #include "train/run_files.h"
 
 namespace xgrad::train {
@@ -20,6 +22,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // The releases that added metrics.csv columns, in order (Group::added_in).
 constexpr int kZLossAdded = 1;
 constexpr int kQkSpectralNormAdded = 2;
+constexpr int kScalarsAdded = 3;
 
 double rms(const float* x, std::size_t n) {
   double s = 0;
@@ -85,6 +88,7 @@ StepMetrics::StepMetrics(nn::AttentionModel& model, const data::Task& task, cons
     for (std::size_t i = 0; i < named.size(); ++i)
       row.push_back(r.grad_norms[i] / std::sqrt(static_cast<double>(named[i].second.numel())));
   });
+  add_scaling_scalars(named, cfg.scale);
   add_scalar(columns::kEvalLoss, [&model, &task, cfg](const StepRecord& r) {
     const bool evaluate = cfg.eval_every > 0 && (r.step % cfg.eval_every == 0 || r.step + 1 == cfg.steps);
     return evaluate ? eval_loss(model, task, cfg, r.step) : kNaN;
@@ -124,6 +128,27 @@ void StepMetrics::add_attention_statistics(nn::AttentionModel& model) {
     }
   });
   groups_.back().name_added_in = std::move(later);
+}
+
+// scalar/<parameter>[/<index>]: the values of the parameters the run's scaling names as its learned scalars, found
+// by their own name (the part after the last '.') in every attention layer.
+void StepMetrics::add_scaling_scalars(const std::vector<std::pair<std::string, Tensor>>& named,
+                                      const std::string& scale) {
+  const nn::ScalingEntry* entry = Registry<nn::ScalingEntry>::instance().find(scale);
+  if (!entry || entry->scalars.empty()) return;
+  std::vector<std::string> names;
+  std::vector<Tensor> logged;
+  for (const auto& [name, p] : named) {
+    const std::string own = name.substr(name.rfind('.') + 1);
+    if (std::find(entry->scalars.begin(), entry->scalars.end(), own) == entry->scalars.end()) continue;
+    for (std::size_t i = 0; i < p.numel(); ++i) names.push_back(columns::scalar(name, i, p.numel()));
+    logged.push_back(p);
+  }
+  if (names.empty()) return;
+  add(std::move(names), false, [logged](const StepRecord&, std::vector<double>& row) {
+    for (const Tensor& p : logged) row.insert(row.end(), p.value().begin(), p.value().end());
+  });
+  groups_.back().added_in = kScalarsAdded;
 }
 
 void StepMetrics::add(std::vector<std::string> names, bool measured_only,
@@ -184,7 +209,7 @@ std::size_t StepMetrics::measured_only_columns() const {
 }
 
 void StepMetrics::keep_columns_of(const std::string& header) {
-  for (int release = kQkSpectralNormAdded; release > 0; --release) {  // the newest earlier release first
+  for (int release = kScalarsAdded; release > 0; --release) {  // the newest earlier release first
     std::vector<Group> kept;
     std::string written;
     for (const auto& group : groups_) {

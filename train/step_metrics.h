@@ -43,7 +43,8 @@ class StepMetrics {
   /// The header of metrics.csv.
   std::vector<std::string> columns() const;
   /// For a resumed run: drops the columns added since an earlier release wrote `header` (the first line of its
-  /// metrics.csv), when those are all it lacks (the z_loss column, then each head's qk_spectral_norm), so that the run
+  /// metrics.csv), when those are all it lacks (the z_loss column, then each head's qk_spectral_norm, then the
+  /// scaling's learned scalars), so that the run
   /// continues its file with the columns it began with. Any other difference is left for the resume to refuse.
   void keep_columns_of(const std::string& header);
   /// How many of columns() are written only on measured steps (every --log-every steps and the last).
@@ -61,8 +62,8 @@ class StepMetrics {
     bool measured_only;                                                       // nan on steps that are not measured
     std::function<void(const StepRecord&, std::vector<double>& row)> append;  // appends names.size() values
     // When the columns were added: 0 in the first release that wrote metrics.csv, then 1, 2, ... in the order of
-    // later additions (kZLossAdded, kQkSpectralNormAdded). keep_columns_of drops the columns added after the
-    // release that began a resumed run's file.
+    // later additions (kZLossAdded, kQkSpectralNormAdded, kScalarsAdded). keep_columns_of drops the columns added after
+    // the release that began a resumed run's file.
     int added_in = 0;
     std::vector<int> name_added_in;  // per name, where a group's columns were not all added at once (else empty)
     std::vector<bool> dropped;       // set by keep_columns_of: the values of `append` that are not written
@@ -71,6 +72,7 @@ class StepMetrics {
            std::function<void(const StepRecord&, std::vector<double>&)> append);
   void add_scalar(const std::string& name, std::function<double(const StepRecord&)> value);
   void add_attention_statistics(nn::AttentionModel& model);
+  void add_scaling_scalars(const std::vector<std::pair<std::string, Tensor>>& named, const std::string& scale);
   std::vector<Group> groups_;
 };
 

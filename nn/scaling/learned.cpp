@@ -47,6 +47,7 @@ ScalingEntry make_entry() {
   e.build = [](const ScalingContext& c) { return std::make_shared<LearnedScaling>(c.max_seq_len); };
   e.colour = "#44AA99";
   e.dash = "dashdashdot";
+  e.scalars = {"qk_gain"};
   return e;
 }
 

@@ -62,6 +62,7 @@ ScalingEntry make_entry() {
   };
   e.colour = "#AA4499";
   e.dash = "dashdot";
+  e.scalars = {"ssmax_s"};
   return e;
 }
 
