@@ -154,26 +154,80 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const basic_tensor<T>& weig
   return layer_norm(x, shape_t{x.shape().back()}, weight, bias, eps);
 }
 
-template <class T>
-basic_tensor<T> layer_norm(const basic_tensor<T>& x, const shape_t& normalized_shape, const basic_tensor<T>& weight,
-                           const basic_tensor<T>& bias, double eps) {
+namespace {
+
+// Checks layer_norm's arguments; returns the size of one normalised group (the product of normalized_shape).
+std::size_t layer_norm_columns(const shape_t& xs, const shape_t& normalized_shape, const shape_t* weight_shape,
+                               const shape_t* bias_shape, double eps) {
   if (!(eps >= 0) || !std::isfinite(eps))
     throw Error("layer_norm: eps must be finite and >= 0, got " + std::to_string(eps));
-  const shape_t xs = x.shape();
   const std::size_t k = normalized_shape.size();
   if (k == 0 || k > xs.size() || !std::equal(normalized_shape.begin(), normalized_shape.end(), xs.end() - k))
     throw Error("layer_norm: normalized_shape " + shape_str(normalized_shape) +
                 " must be non-empty and equal the trailing axes of input " + shape_str(xs));
-  for (const auto* p : {&weight, &bias})
-    if (p->defined() && p->shape() != normalized_shape)
+  for (const shape_t* p : {weight_shape, bias_shape})
+    if (p && *p != normalized_shape)
       throw Error("layer_norm: weight/bias must have shape " + shape_str(normalized_shape) + " for input " +
-                  shape_str(xs) + ", got " + shape_str(p->shape()));
-  // The normalized axes are the trailing ones, so each normalised group is one contiguous row.
+                  shape_str(xs) + ", got " + shape_str(*p));
   std::size_t cols = 1;
   for (const auto d : normalized_shape) cols *= d;
   if (cols == 0)
     throw Error("layer_norm: normalized_shape " + shape_str(normalized_shape) + " of input " + shape_str(xs) +
                 " is empty");
+  return cols;
+}
+
+// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w (g when there is no weight).
+template <class T>
+xt::xarray<T> layer_norm_input_grad(const T* G, const T* w, const xt::xarray<T>& xhat, const std::vector<T>& rstd,
+                                    Rows r) {
+  xt::xarray<T> gx = xt::xarray<T>::from_shape(xhat.shape());
+  kernels::for_each_row(r.rows, 6 * r.cols, [&](std::size_t i) {
+    const T* g = G + i * r.cols;
+    const T* h = xhat.data() + i * r.cols;
+    T* d = gx.data() + i * r.cols;  // holds dxhat until the last loop turns it into dx
+    if (w)
+      for (std::size_t j = 0; j < r.cols; ++j) d[j] = g[j] * w[j];
+    else
+      std::copy(g, g + r.cols, d);
+    const T mean_dh = simd::sum(d, r.cols) / static_cast<T>(r.cols);
+    const T mean_dh_h = simd::dot(d, h, r.cols) / static_cast<T>(r.cols);
+    for (std::size_t j = 0; j < r.cols; ++j) d[j] = rstd[i] * (d[j] - mean_dh - h[j] * mean_dh_h);
+  });
+  return gx;
+}
+
+// dweight = sum over rows of g * xhat, dbias = sum over rows of g; accumulated into the inputs that need them.
+template <class T>
+void layer_norm_affine_grads(Node<T>& self, const xt::xarray<T>& xhat, const shape_t& normalized_shape, Rows r) {
+  const T* G = self.grad.data();
+  xt::xarray<T> gw = xt::zeros<T>(normalized_shape), gb = xt::zeros<T>(normalized_shape);
+  T* dw = gw.data();
+  T* db = gb.data();
+  kernels::for_each_column_range(r.cols, 2 * r.rows, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = 0; i < r.rows; ++i) {
+      const T* g = G + i * r.cols;
+      const T* h = xhat.data() + i * r.cols;
+      for (std::size_t j = lo; j < hi; ++j) {
+        dw[j] += g[j] * h[j];
+        db[j] += g[j];
+      }
+    }
+  });
+  if (needs_grad(self, 1)) accumulate_grad(*self.inputs[1], std::move(gw), "layer_norm");
+  if (needs_grad(self, 2)) accumulate_grad(*self.inputs[2], std::move(gb), "layer_norm");
+}
+
+}  // namespace
+
+template <class T>
+basic_tensor<T> layer_norm(const basic_tensor<T>& x, const shape_t& normalized_shape, const basic_tensor<T>& weight,
+                           const basic_tensor<T>& bias, double eps) {
+  const shape_t weight_shape = weight.defined() ? weight.shape() : shape_t{};
+  const shape_t bias_shape = bias.defined() ? bias.shape() : shape_t{};
+  // The normalized axes are the trailing ones, so each normalised group is one contiguous row.
+  const std::size_t cols = layer_norm_columns(x.shape(), normalized_shape, weight.defined() ? &weight_shape : nullptr,
+                                              bias.defined() ? &bias_shape : nullptr, eps);
   const auto& xv = x.value();
   const Rows r{xv.size() / cols, cols};
   xt::xarray<T> xhat = xt::xarray<T>::from_shape(xv.shape());
@@ -196,44 +250,13 @@ basic_tensor<T> layer_norm(const basic_tensor<T>& x, const shape_t& normalized_s
   });
   return make_result<T>("layer_norm", std::move(out), {x, weight, bias},
                         [r, normalized_shape, xhat = std::move(xhat), rstd = std::move(rstd)](Node<T>& self) {
-                          const T* w = self.inputs[1] ? self.inputs[1]->value.data() : nullptr;
-                          const T* G = self.grad.data();
                           if (needs_grad(self, 0)) {
-                            // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
-                            xt::xarray<T> gx = xt::xarray<T>::from_shape(self.value.shape());
-                            kernels::for_each_row(r.rows, 6 * r.cols, [&](std::size_t i) {
-                              const T* g = G + i * r.cols;
-                              const T* h = xhat.data() + i * r.cols;
-                              T* d = gx.data() + i * r.cols;  // holds dxhat until the last loop turns it into dx
-                              if (w)
-                                for (std::size_t j = 0; j < r.cols; ++j) d[j] = g[j] * w[j];
-                              else
-                                std::copy(g, g + r.cols, d);
-                              const T mean_dh = simd::sum(d, r.cols) / static_cast<T>(r.cols);
-                              const T mean_dh_h = simd::dot(d, h, r.cols) / static_cast<T>(r.cols);
-                              for (std::size_t j = 0; j < r.cols; ++j)
-                                d[j] = rstd[i] * (d[j] - mean_dh - h[j] * mean_dh_h);
-                            });
-                            accumulate_grad(*self.inputs[0], std::move(gx), "layer_norm");
+                            const T* w = self.inputs[1] ? self.inputs[1]->value.data() : nullptr;
+                            accumulate_grad(*self.inputs[0], layer_norm_input_grad(self.grad.data(), w, xhat, rstd, r),
+                                            "layer_norm");
                           }
-                          if (needs_grad(self, 1) || needs_grad(self, 2)) {
-                            xt::xarray<T> gw = xt::zeros<T>(normalized_shape), gb = xt::zeros<T>(normalized_shape);
-                            T* dw = gw.data();
-                            T* db = gb.data();
-                            // dweight = sum over rows of g * xhat, dbias = sum over rows of g
-                            kernels::for_each_column_range(r.cols, 2 * r.rows, [&](std::size_t lo, std::size_t hi) {
-                              for (std::size_t i = 0; i < r.rows; ++i) {
-                                const T* g = G + i * r.cols;
-                                const T* h = xhat.data() + i * r.cols;
-                                for (std::size_t j = lo; j < hi; ++j) {
-                                  dw[j] += g[j] * h[j];
-                                  db[j] += g[j];
-                                }
-                              }
-                            });
-                            if (needs_grad(self, 1)) accumulate_grad(*self.inputs[1], std::move(gw), "layer_norm");
-                            if (needs_grad(self, 2)) accumulate_grad(*self.inputs[2], std::move(gb), "layer_norm");
-                          }
+                          if (needs_grad(self, 1) || needs_grad(self, 2))
+                            layer_norm_affine_grads(self, xhat, normalized_shape, r);
                         });
 }
 
@@ -265,6 +288,67 @@ basic_tensor<T> embedding(const basic_tensor<T>& weight, const index_array& indi
   });
 }
 
+namespace {
+
+// Throws unless every target is ignore_index or a class in [0, classes).
+void check_targets(const index_array& targets, std::size_t classes, std::int64_t ignore_index) {
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const auto t = targets.data()[i];
+    if (t == ignore_index) continue;
+    if (t < 0 || static_cast<std::size_t>(t) >= classes)
+      throw Error("cross_entropy: target " + std::to_string(t) + " at position " + std::to_string(i) +
+                  " is outside [0, " + std::to_string(classes) + ") and is not ignore_index " +
+                  std::to_string(ignore_index));
+  }
+}
+
+// Row i's loss sum_j q_j (lse - x_j) with q = (1 - eps) onehot(t) + eps / C (`on` = 1 - eps, `spread` = eps / C,
+// `smoothed` = eps > 0), and its softmax in p (kept for backward): the shifted exps, then divided by their sum.
+template <class T>
+double cross_entropy_row(const T* in, T* p, std::size_t cols, std::int64_t t, double on, double spread, bool smoothed) {
+  T m = in[0];
+  for (std::size_t j = 1; j < cols; ++j) m = std::max(m, in[j]);
+  simd::exp_shifted(in, m, p, cols);  // p_j = exp(x_j - m)
+  double s = 0;
+  for (std::size_t j = 0; j < cols; ++j) s += static_cast<double>(p[j]);
+  for (std::size_t j = 0; j < cols; ++j) p[j] = static_cast<T>(static_cast<double>(p[j]) / s);
+  // sum_j q_j (lse - x_j) = lse - on * x_t - spread * sum_j x_j, since the q_j sum to 1
+  const double lse = static_cast<double>(m) + std::log(s);
+  double loss = lse - on * static_cast<double>(in[t]);
+  if (smoothed) {
+    double row_sum = 0;
+    for (std::size_t j = 0; j < cols; ++j) row_sum += static_cast<double>(in[j]);
+    loss -= spread * row_sum;
+  }
+  return loss;
+}
+
+// The rows' losses reduced: one per row (none, shaped as the targets), or their sum or mean over the `count` rows
+// that are not ignored (0 when there are none). Summed in row order, as a serial loop would.
+template <class T>
+xt::xarray<T> reduce_rows(const std::vector<double>& row_loss, const index_array& targets, std::int64_t ignore_index,
+                          Reduction reduction, std::size_t& count) {
+  double total = 0;
+  count = 0;
+  for (std::size_t i = 0; i < row_loss.size(); ++i) {
+    if (targets.data()[i] == ignore_index) continue;
+    total += row_loss[i];
+    ++count;
+  }
+  xt::xarray<T> out;
+  if (reduction == Reduction::none) {
+    out = xt::xarray<T>::from_shape(shape_t(targets.shape().begin(), targets.shape().end()));
+    for (std::size_t i = 0; i < row_loss.size(); ++i) out.data()[i] = static_cast<T>(row_loss[i]);
+  } else {
+    out = xt::xarray<T>::from_shape({});
+    const double divisor = reduction == Reduction::mean ? static_cast<double>(count) : 1.0;
+    out() = count ? static_cast<T>(total / divisor) : T(0);
+  }
+  return out;
+}
+
+}  // namespace
+
 template <class T>
 basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& targets, std::int64_t ignore_index,
                               double label_smoothing, Reduction reduction) {
@@ -278,58 +362,20 @@ basic_tensor<T> cross_entropy(const basic_tensor<T>& logits, const index_array& 
   if (r.cols == 0) throw Error("cross_entropy: logits " + shape_str(ls) + " have no classes (last axis of size 0)");
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
     throw Error("cross_entropy: label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
+  check_targets(targets, r.cols, ignore_index);
   // q = (1 - eps) onehot(t) + eps / C: the target keeps weight `on`, every class (the target too) gets `spread`.
   const double eps = label_smoothing;
   const double on = 1.0 - eps, spread = r.cols ? eps / static_cast<double>(r.cols) : 0.0;
-  for (std::size_t i = 0; i < r.rows; ++i) {
-    const auto t = targets.data()[i];
-    if (t == ignore_index) continue;
-    if (t < 0 || static_cast<std::size_t>(t) >= r.cols)
-      throw Error("cross_entropy: target " + std::to_string(t) + " at position " + std::to_string(i) +
-                  " is outside [0, " + std::to_string(r.cols) + ") and is not ignore_index " +
-                  std::to_string(ignore_index));
-  }
-  // Each counted row's softmax, kept for backward: its shifted exps, then divided by their sum. Rows run in
-  // parallel; their losses are summed afterwards in row order, as a serial loop would.
+  // Rows run in parallel; their losses are reduced afterwards.
   xt::xarray<T> probs = xt::xarray<T>::from_shape(x.shape());
   std::vector<double> row_loss(r.rows, 0.0);
   kernels::for_each_row(r.rows, 6 * r.cols, [&](std::size_t i) {
     const auto t = targets.data()[i];
-    if (t == ignore_index) return;
-    const T* in = x.data() + i * r.cols;
-    T* p = probs.data() + i * r.cols;
-    T m = in[0];
-    for (std::size_t j = 1; j < r.cols; ++j) m = std::max(m, in[j]);
-    simd::exp_shifted(in, m, p, r.cols);  // p_j = exp(x_j - m)
-    double s = 0;
-    for (std::size_t j = 0; j < r.cols; ++j) s += static_cast<double>(p[j]);
-    for (std::size_t j = 0; j < r.cols; ++j) p[j] = static_cast<T>(static_cast<double>(p[j]) / s);
-    // sum_j q_j (lse - x_j) = lse - on * x_t - spread * sum_j x_j, since the q_j sum to 1
-    const double lse = static_cast<double>(m) + std::log(s);
-    double loss = lse - on * static_cast<double>(in[t]);
-    if (eps > 0) {
-      double row_sum = 0;
-      for (std::size_t j = 0; j < r.cols; ++j) row_sum += static_cast<double>(in[j]);
-      loss -= spread * row_sum;
-    }
-    row_loss[i] = loss;
+    if (t != ignore_index)
+      row_loss[i] = cross_entropy_row(x.data() + i * r.cols, probs.data() + i * r.cols, r.cols, t, on, spread, eps > 0);
   });
-  double total = 0;
   std::size_t count = 0;
-  for (std::size_t i = 0; i < r.rows; ++i) {
-    if (targets.data()[i] == ignore_index) continue;
-    total += row_loss[i];
-    ++count;
-  }
-  xt::xarray<T> out;
-  if (reduction == Reduction::none) {
-    out = xt::xarray<T>::from_shape(ts);
-    for (std::size_t i = 0; i < r.rows; ++i) out.data()[i] = static_cast<T>(row_loss[i]);
-  } else {
-    out = xt::xarray<T>::from_shape({});
-    const double divisor = reduction == Reduction::mean ? static_cast<double>(count) : 1.0;
-    out() = count ? static_cast<T>(total / divisor) : T(0);
-  }
+  xt::xarray<T> out = reduce_rows<T>(row_loss, targets, ignore_index, reduction, count);
   return make_result<T>(
       "cross_entropy", std::move(out), {logits},
       [r, targets, ignore_index, count, on, spread, reduction, probs = std::move(probs)](Node<T>& self) {
