@@ -8,19 +8,8 @@
 namespace xgrad::data {
 
 namespace {
-TaskEntry induction_entry() {
-  TaskEntry e;
-  e.name = "induction";
-  e.description = "induction heads: after A B ... A, predict B (Olsson et al. 2022)";
-  e.order = 60;
-  e.settings = {seq_len_setting(), n_symbols_setting()};
-  e.vocab_size_from = "--n-symbols";
-  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
-    return std::make_unique<InductionHeads>(symbol_sequence_config(v));
-  };
-  return e;
-}
-const Registration<TaskEntry> registration{induction_entry()};
+const Registration<TaskEntry> registration{symbol_sequence_task<InductionHeads>(
+    "induction", "induction heads: after A B ... A, predict B (Olsson et al. 2022)", 60)};
 }  // namespace
 
 InductionHeads::InductionHeads(SymbolSequenceConfig config) : config_(config) {

@@ -10,19 +10,8 @@
 namespace xgrad::data {
 
 namespace {
-TaskEntry majority_entry() {
-  TaskEntry e;
-  e.name = "majority";
-  e.description = "majority: answer the most frequent symbol of the sequence";
-  e.order = 50;
-  e.settings = {seq_len_setting(), n_symbols_setting()};
-  e.vocab_size_from = "--n-symbols";
-  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
-    return std::make_unique<Majority>(symbol_sequence_config(v));
-  };
-  return e;
-}
-const Registration<TaskEntry> registration{majority_entry()};
+const Registration<TaskEntry> registration{
+    symbol_sequence_task<Majority>("majority", "majority: answer the most frequent symbol of the sequence", 50)};
 }  // namespace
 
 Majority::Majority(SymbolSequenceConfig config) : config_(config) {

@@ -10,6 +10,7 @@
 
 #include "common/registry.h"
 #include "common/setting.h"
+#include "data/settings.h"
 #include "data/task.h"
 
 namespace xgrad::data {
@@ -44,6 +45,22 @@ struct TaskEntry {
 };
 
 using TaskRegistry = Registry<TaskEntry>;
+
+/// The entry of a task on sequences of symbols, built as TaskT(symbol_sequence_config(settings)): settings seq_len
+/// and n_symbols, vocabulary set by --n-symbols (copy, reverse, sort, induction, majority).
+template <class TaskT>
+TaskEntry symbol_sequence_task(std::string name, std::string description, int order) {
+  TaskEntry e;
+  e.name = std::move(name);
+  e.description = std::move(description);
+  e.order = order;
+  e.settings = {seq_len_setting(), n_symbols_setting()};
+  e.vocab_size_from = "--n-symbols";
+  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
+    return std::make_unique<TaskT>(symbol_sequence_config(v));
+  };
+  return e;
+}
 
 /// Builds the task `name` with `given` settings over the entry's defaults (keys the task does not declare are
 /// ignored). Throws TaskError for an unknown name ("task 'x' is unknown (allowed: ...)") and whatever the entry's

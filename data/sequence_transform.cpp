@@ -12,45 +12,12 @@ namespace xgrad::data {
 
 namespace {
 // Three tasks of one layout, registered beside the code they share.
-TaskEntry copy_entry() {
-  TaskEntry e;
-  e.name = "copy";
-  e.description = "copy: write the sequence out again after a separator";
-  e.order = 20;
-  e.settings = {seq_len_setting(), n_symbols_setting()};
-  e.vocab_size_from = "--n-symbols";
-  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
-    return std::make_unique<CopySequence>(symbol_sequence_config(v));
-  };
-  return e;
-}
-TaskEntry reverse_entry() {
-  TaskEntry e;
-  e.name = "reverse";
-  e.description = "reverse: write the sequence out reversed after a separator";
-  e.order = 30;
-  e.settings = {seq_len_setting(), n_symbols_setting()};
-  e.vocab_size_from = "--n-symbols";
-  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
-    return std::make_unique<ReverseSequence>(symbol_sequence_config(v));
-  };
-  return e;
-}
-TaskEntry sort_entry() {
-  TaskEntry e;
-  e.name = "sort";
-  e.description = "sort: write the sequence out sorted after a separator";
-  e.order = 40;
-  e.settings = {seq_len_setting(), n_symbols_setting()};
-  e.vocab_size_from = "--n-symbols";
-  e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {
-    return std::make_unique<SortSequence>(symbol_sequence_config(v));
-  };
-  return e;
-}
-const Registration<TaskEntry> copy_registration{copy_entry()};
-const Registration<TaskEntry> reverse_registration{reverse_entry()};
-const Registration<TaskEntry> sort_registration{sort_entry()};
+const Registration<TaskEntry> copy_registration{
+    symbol_sequence_task<CopySequence>("copy", "copy: write the sequence out again after a separator", 20)};
+const Registration<TaskEntry> reverse_registration{
+    symbol_sequence_task<ReverseSequence>("reverse", "reverse: write the sequence out reversed after a separator", 30)};
+const Registration<TaskEntry> sort_registration{
+    symbol_sequence_task<SortSequence>("sort", "sort: write the sequence out sorted after a separator", 40)};
 }  // namespace
 
 SequenceTransform::SequenceTransform(std::string name, std::uint64_t stream, SymbolSequenceConfig config)
