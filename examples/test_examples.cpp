@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -130,113 +131,122 @@ TEST_CASE("RMSNorm: a layer around an engine op") {
   CHECK_ERROR_STARTS(norm.forward(Tensor(xt::xarray<float>::from_shape({2, 3}))), "rms_norm:");
 }
 
-TEST_CASE("QKNormAttention: a new attention layer") {
+namespace {
+
+// The seven inputs of qk_norm_attention: x, w_q, w_k, w_v, w_o, q_norm_weight, k_norm_weight.
+Inputs qk_norm_inputs(std::mt19937& gen, std::size_t B, std::size_t T, std::size_t D, std::size_t H) {
+  const std::size_t d_k = D / H;
+  return Inputs{rand_input({B, T, D}, gen),      rand_input({D, D}, gen), rand_input({D, D}, gen),
+                rand_input({D, D}, gen),         rand_input({D, D}, gen), rand_input({d_k}, gen, 0.5, 1.5),
+                rand_input({d_k}, gen, 0.5, 1.5)};
+}
+
+// qk_norm_attention with n_heads H as a function of its seven inputs.
+std::function<DTensor(const Inputs&)> qk_norm_layer(std::size_t H, bool causal) {
+  return [H, causal](const Inputs& in) {
+    return examples::qk_norm_attention(in[0], in[1], in[2], in[3], in[4], in[5], in[6], H, causal);
+  };
+}
+
+}  // namespace
+
+TEST_CASE("QKNormAttention: gradients of the layer's function in double") {
   std::mt19937 gen(11);
-  // The seven inputs of qk_norm_attention: x, w_q, w_k, w_v, w_o, q_norm_weight, k_norm_weight.
-  auto inputs = [&](std::size_t B, std::size_t T, std::size_t D, std::size_t H) {
-    const std::size_t d_k = D / H;
-    return Inputs{rand_input({B, T, D}, gen),      rand_input({D, D}, gen), rand_input({D, D}, gen),
-                  rand_input({D, D}, gen),         rand_input({D, D}, gen), rand_input({d_k}, gen, 0.5, 1.5),
-                  rand_input({d_k}, gen, 0.5, 1.5)};
-  };
-  auto layer = [](std::size_t H, bool causal) {
-    return [H, causal](const Inputs& in) {
-      return examples::qk_norm_attention(in[0], in[1], in[2], in[3], in[4], in[5], in[6], H, causal);
-    };
-  };
+  CHECK_GRADIENT(qk_norm_layer(2, true), qk_norm_inputs(gen, 2, 3, 4, 2));
+  CHECK_GRADIENT(qk_norm_layer(2, false), qk_norm_inputs(gen, 1, 4, 4, 2));
+  CHECK_GRADIENT(qk_norm_layer(1, true), qk_norm_inputs(gen, 2, 2, 3, 1));
+  CHECK_GRADIENT(qk_norm_layer(3, true), qk_norm_inputs(gen, 1, 1, 6, 3));  // T = 1: every query sees only itself
+}
 
-  SUBCASE("gradients of the layer's function in double") {
-    CHECK_GRADIENT(layer(2, true), inputs(2, 3, 4, 2));
-    CHECK_GRADIENT(layer(2, false), inputs(1, 4, 4, 2));
-    CHECK_GRADIENT(layer(1, true), inputs(2, 2, 3, 1));
-    CHECK_GRADIENT(layer(3, true), inputs(1, 1, 6, 3));  // T = 1: every query sees only itself
+TEST_CASE("QKNormAttention: the float Module computes the checked function") {
+  std::mt19937 gen(11);
+  Generator init(3);
+  examples::QKNormAttention attn(8, 2, /*causal=*/true, init);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : attn.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight", "q_norm.weight",
+                                          "k_norm.weight"});
+  // Norm gains away from their init of 1, so a gain the Module failed to pass on would show. (Swapping the
+  // two would not: the scores depend on the gains only through their elementwise product.)
+  attn.q_norm->weight.mutable_value() = xt::xarray<float>(uniform({4}, gen, 0.5, 1.5));
+  attn.k_norm->weight.mutable_value() = xt::xarray<float>(uniform({4}, gen, 0.5, 1.5));
+
+  const Tensor x(xt::xarray<float>(uniform({2, 5, 8}, gen)), true);
+  const xt::xarray<double> W = uniform({2, 5, 8}, gen);
+  const Tensor y = attn.forward(x);
+  sum(y * Tensor(xt::xarray<float>(W))).backward();
+
+  // parameters() is in registration order, which is the function's argument order after x.
+  Inputs d{to_double(x)};
+  for (const auto& p : attn.parameters()) d.push_back(to_double(p));
+  const DTensor yd = qk_norm_layer(2, true)(d);
+  sum(yd * DTensor(W)).backward();
+  // float32 against float64 on the same weights: float rounding only (values are O(1), a few ops deep).
+  CHECK(close(xt::xarray<double>(y.value()), yd.value(), 1e-4, 1e-5));
+  CHECK(close(xt::xarray<double>(x.grad()), d[0].grad(), 1e-4, 1e-5));
+  const auto params = attn.parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    CAPTURE(i);
+    CHECK(close(xt::xarray<double>(params[i].grad()), d[i + 1].grad(), 1e-4, 1e-5));
   }
+}
 
-  SUBCASE("the float Module computes the checked function") {
-    Generator init(3);
-    examples::QKNormAttention attn(8, 2, /*causal=*/true, init);
-    std::vector<std::string> names;
-    for (const auto& [name, p] : attn.named_parameters()) names.push_back(name);
-    CHECK(names == std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight", "q_norm.weight",
-                                            "k_norm.weight"});
-    // Norm gains away from their init of 1, so a gain the Module failed to pass on would show. (Swapping the
-    // two would not: the scores depend on the gains only through their elementwise product.)
-    attn.q_norm->weight.mutable_value() = xt::xarray<float>(uniform({4}, gen, 0.5, 1.5));
-    attn.k_norm->weight.mutable_value() = xt::xarray<float>(uniform({4}, gen, 0.5, 1.5));
+TEST_CASE("QKNormAttention: QK-norm: scaling the input scales the output and leaves the attention pattern alone") {
+  std::mt19937 gen(11);
+  // q and k are normalised, so the scores do not grow with x; v does, linearly, and so does the output. Plain
+  // attention would instead sharpen its softmax as x grows.
+  Generator init(4);
+  examples::QKNormAttention attn(6, 3, /*causal=*/true, init);
+  const Tensor x(xt::xarray<float>(uniform({2, 4, 6}, gen)));
+  const xt::xarray<double> y = attn.forward(x).value();
+  const xt::xarray<double> y_big = attn.forward(x * 1000.0).value();
+  CHECK(close(y_big, 1000.0 * y, 1e-4, 1e-3));
+}
 
-    const Tensor x(xt::xarray<float>(uniform({2, 5, 8}, gen)), true);
-    const xt::xarray<double> W = uniform({2, 5, 8}, gen);
-    const Tensor y = attn.forward(x);
-    sum(y * Tensor(xt::xarray<float>(W))).backward();
+TEST_CASE("QKNormAttention: causal: a position does not see later ones") {
+  std::mt19937 gen(11);
+  Generator init(5);
+  examples::QKNormAttention attn(4, 2, /*causal=*/true, init);
+  xt::xarray<float> v = xt::xarray<float>(uniform({1, 3, 4}, gen));
+  const xt::xarray<float> before = attn.forward(Tensor(v)).value();
+  xt::view(v, 0, 2, xt::all()) += 5.0f;  // change the last position only
+  const xt::xarray<float> after = attn.forward(Tensor(v)).value();
+  CHECK(xt::xarray<float>(xt::view(after, 0, xt::range(0, 2), xt::all())) ==
+        xt::xarray<float>(xt::view(before, 0, xt::range(0, 2), xt::all())));
+  CHECK(xt::xarray<float>(xt::view(after, 0, 2, xt::all())) != xt::xarray<float>(xt::view(before, 0, 2, xt::all())));
+}
 
-    // parameters() is in registration order, which is the function's argument order after x.
-    Inputs d{to_double(x)};
-    for (const auto& p : attn.parameters()) d.push_back(to_double(p));
-    const DTensor yd = layer(2, true)(d);
-    sum(yd * DTensor(W)).backward();
-    // float32 against float64 on the same weights: float rounding only (values are O(1), a few ops deep).
-    CHECK(close(xt::xarray<double>(y.value()), yd.value(), 1e-4, 1e-5));
-    CHECK(close(xt::xarray<double>(x.grad()), d[0].grad(), 1e-4, 1e-5));
-    const auto params = attn.parameters();
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      CAPTURE(i);
-      CHECK(close(xt::xarray<double>(params[i].grad()), d[i + 1].grad(), 1e-4, 1e-5));
-    }
+TEST_CASE("QKNormAttention: trains with an engine optimizer") {
+  std::mt19937 gen(11);
+  Generator init(6);
+  examples::QKNormAttention attn(8, 2, /*causal=*/false, init);
+  const Tensor x(xt::xarray<float>(uniform({4, 3, 8}, gen)));
+  const Tensor target(xt::xarray<float>(uniform({4, 3, 8}, gen)));
+  nn::AdamW opt(attn.parameters(), 1e-2);
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    opt.zero_grad();
+    const Tensor diff = attn.forward(x) - target;
+    const Tensor loss = mean(diff * diff);
+    loss.backward();
+    opt.step();
+    (step == 0 ? first : last) = loss.item();
   }
+  CHECK(last < 0.8 * first);
+}
 
-  SUBCASE("QK-norm: scaling the input scales the output and leaves the attention pattern alone") {
-    // q and k are normalised, so the scores do not grow with x; v does, linearly, and so does the output. Plain
-    // attention would instead sharpen its softmax as x grows.
-    Generator init(4);
-    examples::QKNormAttention attn(6, 3, /*causal=*/true, init);
-    const Tensor x(xt::xarray<float>(uniform({2, 4, 6}, gen)));
-    const xt::xarray<double> y = attn.forward(x).value();
-    const xt::xarray<double> y_big = attn.forward(x * 1000.0).value();
-    CHECK(close(y_big, 1000.0 * y, 1e-4, 1e-3));
-  }
-
-  SUBCASE("causal: a position does not see later ones") {
-    Generator init(5);
-    examples::QKNormAttention attn(4, 2, /*causal=*/true, init);
-    xt::xarray<float> v = xt::xarray<float>(uniform({1, 3, 4}, gen));
-    const xt::xarray<float> before = attn.forward(Tensor(v)).value();
-    xt::view(v, 0, 2, xt::all()) += 5.0f;  // change the last position only
-    const xt::xarray<float> after = attn.forward(Tensor(v)).value();
-    CHECK(xt::xarray<float>(xt::view(after, 0, xt::range(0, 2), xt::all())) ==
-          xt::xarray<float>(xt::view(before, 0, xt::range(0, 2), xt::all())));
-    CHECK(xt::xarray<float>(xt::view(after, 0, 2, xt::all())) != xt::xarray<float>(xt::view(before, 0, 2, xt::all())));
-  }
-
-  SUBCASE("trains with an engine optimizer") {
-    Generator init(6);
-    examples::QKNormAttention attn(8, 2, /*causal=*/false, init);
-    const Tensor x(xt::xarray<float>(uniform({4, 3, 8}, gen)));
-    const Tensor target(xt::xarray<float>(uniform({4, 3, 8}, gen)));
-    nn::AdamW opt(attn.parameters(), 1e-2);
-    double first = 0, last = 0;
-    for (int step = 0; step < 30; ++step) {
-      opt.zero_grad();
-      const Tensor diff = attn.forward(x) - target;
-      const Tensor loss = mean(diff * diff);
-      loss.backward();
-      opt.step();
-      (step == 0 ? first : last) = loss.item();
-    }
-    CHECK(last < 0.8 * first);
-  }
-
-  SUBCASE("errors") {
-    Generator init(7);
-    CHECK_ERROR_STARTS(examples::QKNormAttention(6, 4, true, init), "QKNormAttention:");
-    CHECK_ERROR_STARTS(examples::QKNormAttention(0, 1, true, init), "QKNormAttention:");
-    examples::QKNormAttention attn(4, 2, true, init);
-    CHECK_ERROR_STARTS(attn.forward(Tensor(xt::xarray<float>::from_shape({1, 3, 6}))), "qk_norm_attention:");
-    CHECK_ERROR_STARTS(attn.forward(Tensor(xt::xarray<float>::from_shape({3, 4}))), "qk_norm_attention:");
-    Inputs in = inputs(1, 2, 4, 2);
-    in[5] = rand_input({4}, gen);  // a norm weight of d_model instead of d_k
-    CHECK_ERROR_STARTS(layer(2, true)(in), "qk_norm_attention:");
-    CHECK_ERROR_STARTS(layer(3, true)(inputs(1, 2, 4, 2)), "qk_norm_attention:");
-  }
+TEST_CASE("QKNormAttention: errors") {
+  std::mt19937 gen(11);
+  Generator init(7);
+  CHECK_ERROR_STARTS(examples::QKNormAttention(6, 4, true, init), "QKNormAttention:");
+  CHECK_ERROR_STARTS(examples::QKNormAttention(0, 1, true, init), "QKNormAttention:");
+  examples::QKNormAttention attn(4, 2, true, init);
+  CHECK_ERROR_STARTS(attn.forward(Tensor(xt::xarray<float>::from_shape({1, 3, 6}))), "qk_norm_attention:");
+  CHECK_ERROR_STARTS(attn.forward(Tensor(xt::xarray<float>::from_shape({3, 4}))), "qk_norm_attention:");
+  Inputs in = qk_norm_inputs(gen, 1, 2, 4, 2);
+  in[5] = rand_input({4}, gen);  // a norm weight of d_model instead of d_k
+  CHECK_ERROR_STARTS(qk_norm_layer(2, true)(in), "qk_norm_attention:");
+  CHECK_ERROR_STARTS(qk_norm_layer(3, true)(qk_norm_inputs(gen, 1, 2, 4, 2)), "qk_norm_attention:");
 }
 
 TEST_CASE("QKNormAttention is the registered attention layer qk_norm: a model builds it, the trainer trains it") {
