@@ -38,7 +38,11 @@ python=/usr/bin/python3
 # The same thread count everywhere, the same OpenBLAS kernels in both processes (Debian's torch calls sgemm_ through
 # libblas.so.3, which the alternatives system points at the same OpenBLAS as xgrad's libopenblas.so.0).
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+# The same kernels for both engines: AVX-512's where the CPU has it, else Haswell's (what OpenBLAS picks on most
+# AVX2 CPUs, Zen included). A SkylakeX core on a CPU without AVX-512 dies of an illegal instruction.
+default_core=Haswell
+grep -qw avx512f /proc/cpuinfo 2>/dev/null && default_core=SkylakeX
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$default_core}
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

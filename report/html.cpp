@@ -336,302 +336,369 @@ nlohmann::json summary_json(const std::vector<SummaryFigure>& figures) {
   return out;
 }
 
+// Settings whose value is not the same in every run (what the page can group by), as report.md names arms: d_k,
+// scale, optimizer, lr first, then the rest by name, the seeds last.
+std::vector<std::string> varying_keys(const std::vector<nlohmann::json>& settings) {
+  std::vector<std::string> keys;
+  std::map<std::string, std::string> first;
+  std::vector<std::string> order;
+  for (const auto& run : settings)
+    for (const auto& [key, value] : run.items())
+      if (!first.count(key)) first[key] = value.dump(), order.push_back(key);
+  for (const auto& key : order) {
+    bool varies = false;
+    for (std::size_t r = 0; r < settings.size() && !varies; ++r)
+      varies = !settings[r].contains(key) || settings[r].at(key).dump() != first[key];
+    if (varies) keys.push_back(key);
+  }
+  const std::vector<std::string> first_keys{"d_k", "scale", "optimizer", "lr"}, last_keys{"seed", "data_seed"};
+  const auto rank = [&](const std::string& k) {
+    const auto f = std::find(first_keys.begin(), first_keys.end(), k);
+    if (f != first_keys.end()) return static_cast<int>(f - first_keys.begin());
+    const auto l = std::find(last_keys.begin(), last_keys.end(), k);
+    return l != last_keys.end() ? 100 + static_cast<int>(l - last_keys.begin()) : 50;
+  };
+  std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
+    return rank(a) != rank(b) ? rank(a) < rank(b) : a < b;
+  });
+  return keys;
+}
+
+// The runs as the page shows them: names relative to the output directory, settings, and which settings vary.
+struct PageRuns {
+  std::vector<std::string> names;
+  std::vector<nlohmann::json> settings;
+  std::vector<std::string> keys;                     // varying_keys
+  nlohmann::json common = nlohmann::json::object();  // the settings every run shares, as text
+
+  std::string setting(std::size_t r, const std::string& key, const std::string& absent) const {
+    return settings[r].contains(key) ? setting_text(settings[r], key) : absent;
+  }
+};
+
+PageRuns page_runs(const Comparison& c, const ReportContext& context) {
+  PageRuns p;
+  const std::size_t n = c.runs.size();
+  const std::string out_dir = context.out_dir.empty() ? std::string(".") : context.out_dir;
+  p.names.resize(n);
+  p.settings.resize(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    p.names[r] = run_name(c.runs[r].dir, out_dir);
+    p.settings[r] = group_settings(c.runs[r].config);
+  }
+  p.keys = varying_keys(p.settings);
+  if (n > 0)
+    for (const auto& [key, value] : p.settings[0].items())
+      if (std::find(p.keys.begin(), p.keys.end(), key) == p.keys.end())
+        p.common[key] = setting_text(p.settings[0], key);
+  return p;
+}
+
+// Every run's metrics.csv read at the current point budget, and the union of their columns (first-seen order).
+struct PageColumns {
+  std::vector<RunPage> pages;
+  std::vector<std::string> columns;
+  std::vector<std::size_t> finite_anywhere;            // per column: finite values over all runs
+  std::vector<std::vector<std::string>> missing_from;  // per column: runs without it
+  bool headline_downsampled = false, other_downsampled = false;
+  std::vector<std::string> shown, never_finite;  // columns with a finite value somewhere, and the others
+};
+
+PageColumns read_pages(const Comparison& c, const PageRuns& runs, std::size_t headline_points, std::size_t max_points) {
+  PageColumns p;
+  const std::size_t n = c.runs.size();
+  std::map<std::string, std::size_t> column_index;
+  p.pages.reserve(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    p.pages.push_back(read_run_page(c.runs[r].dir, headline_points, max_points));
+    const RunPage& page = p.pages.back();
+    for (std::size_t k = 0; k < page.columns.size(); ++k) {
+      if (!page.downsampled[k]) continue;
+      (headline_column(page.columns[k]) ? p.headline_downsampled : p.other_downsampled) = true;
+    }
+    for (std::size_t k = 0; k < page.columns.size(); ++k) {
+      auto [it, added] = column_index.emplace(page.columns[k], p.columns.size());
+      if (added) {
+        p.columns.push_back(page.columns[k]);
+        p.finite_anywhere.push_back(0);
+      }
+      p.finite_anywhere[it->second] += page.finite_count[k];
+    }
+  }
+  p.missing_from.assign(p.columns.size(), {});
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t j = 0; j < p.columns.size(); ++j)
+      if (std::find(p.pages[r].columns.begin(), p.pages[r].columns.end(), p.columns[j]) == p.pages[r].columns.end())
+        p.missing_from[j].push_back(runs.names[r]);
+  for (std::size_t j = 0; j < p.columns.size(); ++j)
+    (p.finite_anywhere[j] == 0 ? p.never_finite : p.shown).push_back(p.columns[j]);
+  return p;
+}
+
+// The notes about what the data lacks: unreadable runs, columns no run or only some runs have, empty runs, and
+// cells drawn as gaps.
+void data_notes(const Comparison& c, const ReportContext& context, const PageRuns& runs, const PageColumns& p,
+                std::vector<std::string>& notes) {
+  const std::size_t n = c.runs.size();
+  for (const auto& s : context.skipped) notes.push_back("Left out (unreadable): " + s + ".");
+  if (!p.never_finite.empty())
+    notes.push_back("Left out of the column picker (no finite value in any run): " + names_list(p.never_finite) + ".");
+  for (std::size_t j = 0; j < p.columns.size(); ++j)
+    if (!p.missing_from[j].empty() && p.finite_anywhere[j] > 0)
+      notes.push_back(fmt::format("Column {} is missing from {} of {} runs (no curve there): {}.", p.columns[j],
+                                  p.missing_from[j].size(), n, names_list(p.missing_from[j])));
+  std::vector<std::string> empty_runs, nonfinite_runs, malformed_runs;
+  std::size_t nonfinite_total = 0, malformed_total = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    if (p.pages[r].rows == 0) empty_runs.push_back(runs.names[r]);
+    if (p.pages[r].nonfinite > 0) nonfinite_runs.push_back(runs.names[r]), nonfinite_total += p.pages[r].nonfinite;
+    if (p.pages[r].malformed > 0) malformed_runs.push_back(runs.names[r]), malformed_total += p.pages[r].malformed;
+  }
+  if (!empty_runs.empty())
+    notes.push_back(fmt::format("{} run(s) have no rows in metrics.csv (no curve): {}.", empty_runs.size(),
+                                names_list(empty_runs)));
+  if (nonfinite_total > 0)
+    notes.push_back(fmt::format("{} non-finite values (NaN or Inf) in {} run(s) are drawn as gaps: {}.",
+                                nonfinite_total, nonfinite_runs.size(), names_list(nonfinite_runs)));
+  if (malformed_total > 0)
+    notes.push_back(fmt::format("{} cells that are not numbers in {} run(s) are drawn as gaps: {}.", malformed_total,
+                                malformed_runs.size(), names_list(malformed_runs)));
+  for (std::size_t r = 0; r < n; ++r)
+    if (c.runs[r].incomplete)
+      notes.push_back("Incomplete: " + runs.names[r] + " (" + c.runs[r].incomplete_reason + ").");
+}
+
+// The notes about how the series were shortened and rounded.
+void downsampling_notes(const PageColumns& p, std::size_t headline_points, std::size_t max_points, int digits,
+                        std::vector<std::string>& notes) {
+  const std::string buckets =
+      "by min-max buckets (each bucket keeps its smallest and largest value, so spikes "
+      "survive); shorter series are exact.";
+  const std::string headline =
+      "loss, accuracy, grad_norm, the W_q and W_k gradient norms and the first layer's "
+      "entropy and score-gradient median";
+  if (p.headline_downsampled && (!p.other_downsampled || headline_points == max_points))
+    notes.push_back(fmt::format("Downsampled: series longer than {} points are reduced to at most {} points {}",
+                                headline_points, headline_points, buckets));
+  else if (p.headline_downsampled)
+    notes.push_back(
+        fmt::format("Downsampled: series of {} longer than {} points are reduced to at most {} points, "
+                    "those of every other column (to keep the page small) to at most {}, {}",
+                    headline, headline_points, headline_points, max_points, buckets));
+  else if (p.other_downsampled)
+    notes.push_back(
+        fmt::format("Downsampled (to keep the page small): series longer than {} points are reduced to "
+                    "at most {} points {} Every point of {} is shown.",
+                    max_points, max_points, buckets, headline));
+  notes.push_back(
+      fmt::format("Values in the curves are rounded to {} significant digits; the final-metrics CSV holds 9.", digits));
+}
+
+// The panels the page opens with: loss, accuracy, the first W_q gradient norm, the first head's score-gradient
+// median and entropy, those that have data.
+std::vector<std::string> default_panels(const std::vector<std::string>& shown) {
+  std::vector<std::string> panels;
+  auto add_panel = [&](const std::string& col) {
+    if (std::find(shown.begin(), shown.end(), col) != shown.end() &&
+        std::find(panels.begin(), panels.end(), col) == panels.end())
+      panels.push_back(col);
+  };
+  add_panel(metrics_columns::kLoss);
+  add_panel(metrics_columns::kAccuracy);
+  for (const auto& col : shown)
+    if (metrics_columns::is_query_weight(metrics_columns::grad_norm_parameter(col))) {
+      add_panel(col);
+      break;
+    }
+  add_panel(metrics_columns::attention(0, 0, "score_grad_median"));
+  add_panel(metrics_columns::attention(0, 0, metrics_columns::attention_stat_name(&nn::AttentionStats::entropy_mean)));
+  return panels;
+}
+
+// What report.md says first and its figures: the findings, the per-arm sentences and checks, the summary figures'
+// data (points [x, y, lo, hi, runs, diverged runs left out]).
+void story_json(const Comparison& c, const ReportContext& context, nlohmann::json& meta) {
+  nlohmann::json finding_lines = nlohmann::json::array();
+  for (const FindingLine& f : findings(c)) finding_lines.push_back({{"text", f.text}, {"anchor", f.anchor}});
+  meta["findings"] = finding_lines;
+  meta["sentences"] = scale_sentences(c);
+  const StoryChecks checks = story_checks(c);
+  meta["checks"] = {{"holds", checks.holds}, {"fails", checks.fails}, {"undecided", checks.undecided}};
+  meta["summary"] = summary_json(context.summary);
+}
+
+nlohmann::json run_entries(const Comparison& c, const PageRuns& runs, const PageColumns& p) {
+  nlohmann::json run_meta = nlohmann::json::array();
+  for (std::size_t r = 0; r < c.runs.size(); ++r) {
+    const RunRecord& run = c.runs[r];
+    nlohmann::json s = nlohmann::json::object();
+    for (const auto& k : runs.keys) s[k] = runs.setting(r, k, "—");
+    run_meta.push_back({{"name", runs.names[r]},
+                        {"settings", s},
+                        {"diverged", run.diverged},
+                        {"diverged_step", run.diverged_step},
+                        {"incomplete", run.incomplete},
+                        {"incomplete_reason", run.incomplete_reason},
+                        {"rows", p.pages[r].rows},
+                        {"downsampled", std::find(p.pages[r].downsampled.begin(), p.pages[r].downsampled.end(), true) !=
+                                            p.pages[r].downsampled.end()}});
+  }
+  return run_meta;
+}
+
+// Every run's final metrics: compare's per-run statistics, then each column's last finite value, exact.
+nlohmann::json final_metrics(const Comparison& c, const PageRuns& runs, const PageColumns& p) {
+  std::vector<std::string> final_header{"run"};
+  final_header.insert(final_header.end(), runs.keys.begin(), runs.keys.end());
+  const std::vector<std::string> stat_names{
+      "diverged",           "diverged_step",     "incomplete",         "rows",
+      "initial_loss",       "final_loss",        "final_accuracy",     "auc_loss",
+      "step_to_loss",       "step_to_accuracy",  "mean_grad_norm_w_q", "mean_grad_norm_w_k",
+      "frac_zero_grad_w_q", "frac_zero_grad_w_k"};
+  final_header.insert(final_header.end(), stat_names.begin(), stat_names.end());
+  for (const auto& col : p.shown) final_header.push_back("last " + col);
+  nlohmann::json final_rows = nlohmann::json::array();
+  for (std::size_t r = 0; r < c.runs.size(); ++r) {
+    const RunStats& st = c.stats[r];
+    std::vector<std::string> row{runs.names[r]};
+    for (const auto& k : runs.keys) row.push_back(runs.setting(r, k, ""));
+    const std::vector<std::string> cells{c.runs[r].diverged ? "true" : "false",
+                                         c.runs[r].diverged ? std::to_string(c.runs[r].diverged_step) : "",
+                                         c.runs[r].incomplete ? "true" : "false",
+                                         std::to_string(p.pages[r].rows),
+                                         exact(st.initial_loss),
+                                         exact(st.final_loss),
+                                         exact(st.final_accuracy),
+                                         exact(st.auc_loss),
+                                         st.step_to_loss < 0 ? "" : std::to_string(st.step_to_loss),
+                                         st.step_to_accuracy < 0 ? "" : std::to_string(st.step_to_accuracy),
+                                         exact(st.mean_grad_norm_w_q),
+                                         exact(st.mean_grad_norm_w_k),
+                                         exact(st.frac_zero_grad_w_q),
+                                         exact(st.frac_zero_grad_w_k)};
+    row.insert(row.end(), cells.begin(), cells.end());
+    const RunPage& page = p.pages[r];
+    for (const auto& col : p.shown) {
+      const auto it = std::find(page.columns.begin(), page.columns.end(), col);
+      row.push_back(it == page.columns.end() ? "" : exact(page.last_finite[it - page.columns.begin()]));
+    }
+    final_rows.push_back(row);
+  }
+  return {{"header", final_header}, {"rows", final_rows}};
+}
+
+// The page's description of its data and runs, everything but the series.
+nlohmann::json page_meta(const Comparison& c, const ReportContext& context, const PageRuns& runs, const PageColumns& p,
+                         const std::vector<std::string>& notes, std::size_t headline_points, std::size_t max_points) {
+  nlohmann::json meta;
+  meta["format"] = 1;
+  meta["title"] = title_of(context);
+  meta["n_runs"] = c.runs.size();
+  meta["columns"] = p.shown;
+  meta["default_panels"] = default_panels(p.shown);
+  meta["group_keys"] = runs.keys;
+  std::vector<std::string> default_group;
+  for (const auto& k : runs.keys)
+    if (k != "seed" && k != "data_seed") default_group.push_back(k);
+  meta["default_group_by"] = default_group;
+  meta["common_settings"] = runs.common;
+  meta["max_points"] = max_points;
+  meta["max_points_headline"] = headline_points;
+  meta["downsampled"] = p.headline_downsampled || p.other_downsampled;
+  meta["notes"] = notes;
+  story_json(c, context, meta);
+  meta["runs"] = run_entries(c, runs, p);
+  const Table arms = arm_table(c);
+  nlohmann::json arm_runs = nlohmann::json::array();
+  for (const auto& arm : c.arms) arm_runs.push_back(arm.runs);
+  meta["arms"] = {{"header", arms.header}, {"rows", arms.rows}, {"runs", arm_runs}};
+  meta["final"] = final_metrics(c, runs, p);
+  return meta;
+}
+
+// The series, written by hand: numbers rounded (nlohmann would print 17 digits). `other_bytes` gets the size of the
+// non-headline columns' values: what shortening them saves.
+std::string series_json(const PageColumns& p, int digits, std::size_t& other_bytes) {
+  std::string series = "[";
+  other_bytes = 0;
+  for (std::size_t r = 0; r < p.pages.size(); ++r) {
+    const RunPage& page = p.pages[r];
+    series += r ? ",{\"x\":[" : "{\"x\":[";
+    for (std::size_t g = 0; g < page.grids.size(); ++g) series += (g ? "," : "") + number_array(page.grids[g], 17);
+    // One entry per column of the picker (meta "columns"), null where the run has nothing to draw.
+    series += "],\"cols\":[";
+    for (std::size_t j = 0; j < p.shown.size(); ++j) {
+      const auto it = std::find(page.columns.begin(), page.columns.end(), p.shown[j]);
+      const std::size_t k = static_cast<std::size_t>(it - page.columns.begin());
+      series += j ? "," : "";
+      if (it == page.columns.end() || page.finite_count[k] == 0) {
+        series += "null";
+        continue;
+      }
+      const std::string values = number_array(page.ys[k], digits);
+      if (!headline_column(p.shown[j])) other_bytes += values.size();
+      series += "[" + std::to_string(page.grid_of[k]) + "," + values + "]";
+    }
+    series += "]}";
+  }
+  return series + "]";
+}
+
+std::string assemble_json(const nlohmann::json& meta, const std::string& series) {
+  std::string meta_text = meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  meta_text.pop_back();  // the closing brace: the series join the same object
+  return script_safe(meta_text + ",\"series\":" + series + "}");
+}
+
+constexpr std::size_t kFewestPoints = 16;  // the budget shortens no series below this
+
+// Over budget: fewer points for the other columns first, then for the headline ones too, in proportion to the
+// bytes they take, until it fits or every series is down to kFewestPoints.
+void shrink_points(const PageColumns& p, std::size_t json_bytes, std::size_t other_bytes, std::size_t budget,
+                   std::size_t& headline_points, std::size_t& max_points) {
+  const double excess = static_cast<double>(json_bytes - budget);
+  const bool cut_others = max_points > kFewestPoints && other_bytes > 0;
+  std::size_t longest = 0;  // series shorter than the limit do not shrink with it: start below the longest one
+  for (const auto& page : p.pages)
+    for (std::size_t k = 0; k < page.ys.size(); ++k)
+      if (headline_column(page.columns[k]) != cut_others) longest = std::max(longest, page.ys[k].size());
+  const double bytes = cut_others ? static_cast<double>(other_bytes) : static_cast<double>(json_bytes - other_bytes);
+  const double ratio = bytes > excess ? (bytes - excess) / bytes * 0.95 : 0.0;
+  std::size_t& points = cut_others ? max_points : headline_points;
+  points = std::max(kFewestPoints, static_cast<std::size_t>(static_cast<double>(std::min(points, longest)) * ratio));
+  if (!cut_others) max_points = std::min(max_points, headline_points);
+}
+
 }  // namespace
 
 std::string report_json(const Comparison& c, const ReportContext& context, const HtmlOptions& options,
                         HtmlOutcome& outcome) {
-  const std::size_t n = c.runs.size();
-  const std::string out_dir = context.out_dir.empty() ? std::string(".") : context.out_dir;
-  std::vector<std::string> names(n);
-  std::vector<nlohmann::json> settings(n);
-  for (std::size_t r = 0; r < n; ++r) {
-    names[r] = run_name(c.runs[r].dir, out_dir);
-    settings[r] = group_settings(c.runs[r].config);
-  }
-  // Settings whose value is not the same in every run: what the page can group by.
-  std::vector<std::string> keys;
-  {
-    std::map<std::string, std::string> first;
-    std::vector<std::string> order;
-    for (std::size_t r = 0; r < n; ++r)
-      for (const auto& [key, value] : settings[r].items())
-        if (!first.count(key)) first[key] = value.dump(), order.push_back(key);
-    for (const auto& key : order) {
-      bool varies = false;
-      for (std::size_t r = 0; r < n && !varies; ++r)
-        varies = !settings[r].contains(key) || settings[r].at(key).dump() != first[key];
-      if (varies) keys.push_back(key);
-    }
-    // As report.md names arms: d_k, scale, optimizer, lr first, then the rest by name, the seeds last.
-    const std::vector<std::string> first_keys{"d_k", "scale", "optimizer", "lr"}, last_keys{"seed", "data_seed"};
-    const auto rank = [&](const std::string& k) {
-      const auto f = std::find(first_keys.begin(), first_keys.end(), k);
-      if (f != first_keys.end()) return static_cast<int>(f - first_keys.begin());
-      const auto l = std::find(last_keys.begin(), last_keys.end(), k);
-      return l != last_keys.end() ? 100 + static_cast<int>(l - last_keys.begin()) : 50;
-    };
-    std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
-      return rank(a) != rank(b) ? rank(a) < rank(b) : a < b;
-    });
-  }
-  nlohmann::json common = nlohmann::json::object();
-  if (n > 0)
-    for (const auto& [key, value] : settings[0].items())
-      if (std::find(keys.begin(), keys.end(), key) == keys.end()) common[key] = setting_text(settings[0], key);
-
-  constexpr std::size_t kFewest = 16;  // the budget shortens no series below this
+  const PageRuns runs = page_runs(c, context);
   std::size_t headline_points = std::max<std::size_t>(options.max_points, 4), max_points = headline_points;
-  std::string json;
   for (int attempt = 0;; ++attempt) {
-    std::vector<std::string> columns;  // union, first-seen order
-    std::map<std::string, std::size_t> column_index;
-    std::vector<std::vector<std::string>> missing_from;  // per column: runs without it
-    std::vector<std::size_t> finite_anywhere;
-    std::vector<RunPage> pages;
-    pages.reserve(n);
-    bool headline_downsampled = false, other_downsampled = false;
-    for (std::size_t r = 0; r < n; ++r) {
-      pages.push_back(read_run_page(c.runs[r].dir, headline_points, max_points));
-      for (std::size_t k = 0; k < pages.back().columns.size(); ++k) {
-        if (!pages.back().downsampled[k]) continue;
-        (headline_column(pages.back().columns[k]) ? headline_downsampled : other_downsampled) = true;
-      }
-      for (std::size_t k = 0; k < pages.back().columns.size(); ++k) {
-        const std::string& col = pages.back().columns[k];
-        auto [it, added] = column_index.emplace(col, columns.size());
-        if (added) {
-          columns.push_back(col);
-          finite_anywhere.push_back(0);
-        }
-        finite_anywhere[it->second] += pages.back().finite_count[k];
-      }
-    }
-    missing_from.assign(columns.size(), {});
-    for (std::size_t r = 0; r < n; ++r)
-      for (std::size_t j = 0; j < columns.size(); ++j)
-        if (std::find(pages[r].columns.begin(), pages[r].columns.end(), columns[j]) == pages[r].columns.end())
-          missing_from[j].push_back(names[r]);
-
+    const PageColumns p = read_pages(c, runs, headline_points, max_points);
     std::vector<std::string> notes;
-    for (const auto& s : context.skipped) notes.push_back("Left out (unreadable): " + s + ".");
-    std::vector<std::string> shown;
-    std::vector<std::string> never_finite;
-    for (std::size_t j = 0; j < columns.size(); ++j) {
-      if (finite_anywhere[j] == 0)
-        never_finite.push_back(columns[j]);
-      else
-        shown.push_back(columns[j]);
-    }
-    if (!never_finite.empty())
-      notes.push_back("Left out of the column picker (no finite value in any run): " + names_list(never_finite) + ".");
-    for (std::size_t j = 0; j < columns.size(); ++j)
-      if (!missing_from[j].empty() && finite_anywhere[j] > 0)
-        notes.push_back(fmt::format("Column {} is missing from {} of {} runs (no curve there): {}.", columns[j],
-                                    missing_from[j].size(), n, names_list(missing_from[j])));
-    std::vector<std::string> empty_runs, nonfinite_runs, malformed_runs;
-    std::size_t nonfinite_total = 0, malformed_total = 0;
-    for (std::size_t r = 0; r < n; ++r) {
-      if (pages[r].rows == 0) empty_runs.push_back(names[r]);
-      if (pages[r].nonfinite > 0) nonfinite_runs.push_back(names[r]), nonfinite_total += pages[r].nonfinite;
-      if (pages[r].malformed > 0) malformed_runs.push_back(names[r]), malformed_total += pages[r].malformed;
-    }
-    if (!empty_runs.empty())
-      notes.push_back(fmt::format("{} run(s) have no rows in metrics.csv (no curve): {}.", empty_runs.size(),
-                                  names_list(empty_runs)));
-    if (nonfinite_total > 0)
-      notes.push_back(fmt::format("{} non-finite values (NaN or Inf) in {} run(s) are drawn as gaps: {}.",
-                                  nonfinite_total, nonfinite_runs.size(), names_list(nonfinite_runs)));
-    if (malformed_total > 0)
-      notes.push_back(fmt::format("{} cells that are not numbers in {} run(s) are drawn as gaps: {}.", malformed_total,
-                                  malformed_runs.size(), names_list(malformed_runs)));
-    for (std::size_t r = 0; r < n; ++r)
-      if (c.runs[r].incomplete) notes.push_back("Incomplete: " + names[r] + " (" + c.runs[r].incomplete_reason + ").");
-    const bool downsampled = headline_downsampled || other_downsampled;
-    const std::string buckets =
-        "by min-max buckets (each bucket keeps its smallest and largest value, so spikes "
-        "survive); shorter series are exact.";
-    const std::string headline =
-        "loss, accuracy, grad_norm, the W_q and W_k gradient norms and the first layer's "
-        "entropy and score-gradient median";
-    if (headline_downsampled && (!other_downsampled || headline_points == max_points))
-      notes.push_back(fmt::format("Downsampled: series longer than {} points are reduced to at most {} points {}",
-                                  headline_points, headline_points, buckets));
-    else if (headline_downsampled)
-      notes.push_back(
-          fmt::format("Downsampled: series of {} longer than {} points are reduced to at most {} points, "
-                      "those of every other column (to keep the page small) to at most {}, {}",
-                      headline, headline_points, headline_points, max_points, buckets));
-    else if (other_downsampled)
-      notes.push_back(
-          fmt::format("Downsampled (to keep the page small): series longer than {} points are reduced to "
-                      "at most {} points {} Every point of {} is shown.",
-                      max_points, max_points, buckets, headline));
-    notes.push_back(
-        fmt::format("Values in the curves are rounded to {} significant digits; the final-metrics CSV holds 9.",
-                    options.significant_digits));
-
-    nlohmann::json meta;
-    meta["format"] = 1;
-    meta["title"] = title_of(context);
-    meta["n_runs"] = n;
-    meta["columns"] = shown;
-    std::vector<std::string> panels;
-    auto add_panel = [&](const std::string& col) {
-      if (std::find(shown.begin(), shown.end(), col) != shown.end() &&
-          std::find(panels.begin(), panels.end(), col) == panels.end())
-        panels.push_back(col);
-    };
-    add_panel(metrics_columns::kLoss);
-    add_panel(metrics_columns::kAccuracy);
-    for (const auto& col : shown)
-      if (metrics_columns::is_query_weight(metrics_columns::grad_norm_parameter(col))) {
-        add_panel(col);
-        break;
-      }
-    add_panel(metrics_columns::attention(0, 0, "score_grad_median"));
-    add_panel(
-        metrics_columns::attention(0, 0, metrics_columns::attention_stat_name(&nn::AttentionStats::entropy_mean)));
-    meta["default_panels"] = panels;
-    meta["group_keys"] = keys;
-    std::vector<std::string> default_group;
-    for (const auto& k : keys)
-      if (k != "seed" && k != "data_seed") default_group.push_back(k);
-    meta["default_group_by"] = default_group;
-    meta["common_settings"] = common;
-    meta["max_points"] = max_points;
-    meta["max_points_headline"] = headline_points;
-    meta["downsampled"] = downsampled;
-    meta["notes"] = notes;
-
-    // What report.md says first and its figures: the findings, the per-arm sentences and checks, the summary
-    // figures' data (points [x, y, lo, hi, runs, diverged runs left out]).
-    nlohmann::json finding_lines = nlohmann::json::array();
-    for (const FindingLine& f : findings(c)) finding_lines.push_back({{"text", f.text}, {"anchor", f.anchor}});
-    meta["findings"] = finding_lines;
-    meta["sentences"] = scale_sentences(c);
-    const StoryChecks checks = story_checks(c);
-    meta["checks"] = {{"holds", checks.holds}, {"fails", checks.fails}, {"undecided", checks.undecided}};
-    meta["summary"] = summary_json(context.summary);
-
-    nlohmann::json run_meta = nlohmann::json::array();
-    for (std::size_t r = 0; r < n; ++r) {
-      const RunRecord& run = c.runs[r];
-      nlohmann::json s = nlohmann::json::object();
-      for (const auto& k : keys) s[k] = settings[r].contains(k) ? setting_text(settings[r], k) : std::string("—");
-      run_meta.push_back({{"name", names[r]},
-                          {"settings", s},
-                          {"diverged", run.diverged},
-                          {"diverged_step", run.diverged_step},
-                          {"incomplete", run.incomplete},
-                          {"incomplete_reason", run.incomplete_reason},
-                          {"rows", pages[r].rows},
-                          {"downsampled", std::find(pages[r].downsampled.begin(), pages[r].downsampled.end(), true) !=
-                                              pages[r].downsampled.end()}});
-    }
-    meta["runs"] = run_meta;
-
-    const Table arms = arm_table(c);
-    nlohmann::json arm_runs = nlohmann::json::array();
-    for (const auto& arm : c.arms) arm_runs.push_back(arm.runs);
-    meta["arms"] = {{"header", arms.header}, {"rows", arms.rows}, {"runs", arm_runs}};
-
-    // Every run's final metrics: compare's per-run statistics, then each column's last finite value, exact.
-    std::vector<std::string> final_header{"run"};
-    final_header.insert(final_header.end(), keys.begin(), keys.end());
-    const std::vector<std::string> stat_names{
-        "diverged",           "diverged_step",     "incomplete",         "rows",
-        "initial_loss",       "final_loss",        "final_accuracy",     "auc_loss",
-        "step_to_loss",       "step_to_accuracy",  "mean_grad_norm_w_q", "mean_grad_norm_w_k",
-        "frac_zero_grad_w_q", "frac_zero_grad_w_k"};
-    final_header.insert(final_header.end(), stat_names.begin(), stat_names.end());
-    for (const auto& col : shown) final_header.push_back("last " + col);
-    nlohmann::json final_rows = nlohmann::json::array();
-    for (std::size_t r = 0; r < n; ++r) {
-      const RunStats& st = c.stats[r];
-      std::vector<std::string> row{names[r]};
-      for (const auto& k : keys) row.push_back(settings[r].contains(k) ? setting_text(settings[r], k) : "");
-      const std::vector<std::string> cells{c.runs[r].diverged ? "true" : "false",
-                                           c.runs[r].diverged ? std::to_string(c.runs[r].diverged_step) : "",
-                                           c.runs[r].incomplete ? "true" : "false",
-                                           std::to_string(pages[r].rows),
-                                           exact(st.initial_loss),
-                                           exact(st.final_loss),
-                                           exact(st.final_accuracy),
-                                           exact(st.auc_loss),
-                                           st.step_to_loss < 0 ? "" : std::to_string(st.step_to_loss),
-                                           st.step_to_accuracy < 0 ? "" : std::to_string(st.step_to_accuracy),
-                                           exact(st.mean_grad_norm_w_q),
-                                           exact(st.mean_grad_norm_w_k),
-                                           exact(st.frac_zero_grad_w_q),
-                                           exact(st.frac_zero_grad_w_k)};
-      row.insert(row.end(), cells.begin(), cells.end());
-      for (const auto& col : shown) {
-        const auto it = std::find(pages[r].columns.begin(), pages[r].columns.end(), col);
-        row.push_back(it == pages[r].columns.end() ? "" : exact(pages[r].last_finite[it - pages[r].columns.begin()]));
-      }
-      final_rows.push_back(row);
-    }
-    meta["final"] = {{"header", final_header}, {"rows", final_rows}};
-
-    // The series, written by hand: numbers rounded (nlohmann would print 17 digits).
-    std::string series = "[";
-    std::size_t other_bytes = 0;  // of the non-headline columns' values: what shortening them saves
-    for (std::size_t r = 0; r < n; ++r) {
-      const RunPage& p = pages[r];
-      series += r ? ",{\"x\":[" : "{\"x\":[";
-      for (std::size_t g = 0; g < p.grids.size(); ++g) series += (g ? "," : "") + number_array(p.grids[g], 17);
-      // One entry per column of the picker (meta "columns"), null where the run has nothing to draw.
-      series += "],\"cols\":[";
-      for (std::size_t j = 0; j < shown.size(); ++j) {
-        const auto it = std::find(p.columns.begin(), p.columns.end(), shown[j]);
-        const std::size_t k = static_cast<std::size_t>(it - p.columns.begin());
-        series += j ? "," : "";
-        if (it == p.columns.end() || p.finite_count[k] == 0) {
-          series += "null";
-          continue;
-        }
-        const std::string values = number_array(p.ys[k], options.significant_digits);
-        if (!headline_column(shown[j])) other_bytes += values.size();
-        series += "[" + std::to_string(p.grid_of[k]) + "," + values + "]";
-      }
-      series += "]}";
-    }
-    series += "]";
-    const auto assemble = [&] {
-      std::string meta_text = meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      meta_text.pop_back();  // the closing brace: the series join the same object
-      return script_safe(meta_text + ",\"series\":" + series + "}");
-    };
-    json = assemble();
-
+    data_notes(c, context, runs, p, notes);
+    downsampling_notes(p, headline_points, max_points, options.significant_digits, notes);
+    nlohmann::json meta = page_meta(c, context, runs, p, notes, headline_points, max_points);
+    std::size_t other_bytes = 0;
+    const std::string series = series_json(p, options.significant_digits, other_bytes);
+    std::string json = assemble_json(meta, series);
     outcome.max_points = max_points;
-    outcome.downsampled = downsampled;
-    // Over budget: fewer points for the other columns first, then for the headline ones too, in proportion to the
-    // bytes they take, until it fits or every series is down to kFewest points.
-    if (json.size() <= options.max_data_bytes || headline_points <= kFewest || attempt >= 8) {
+    outcome.downsampled = p.headline_downsampled || p.other_downsampled;
+    if (json.size() <= options.max_data_bytes || headline_points <= kFewestPoints || attempt >= 8) {
       if (json.size() > options.max_data_bytes) {
         notes.push_back(fmt::format(
             "The page holds {:.1f} MB of data, over its {:.1f} MB budget: its series are as short as they go.",
             static_cast<double>(json.size()) / 1e6, static_cast<double>(options.max_data_bytes) / 1e6));
         meta["notes"] = notes;
-        json = assemble();
+        json = assemble_json(meta, series);
       }
       outcome.notes = notes;
-      break;
+      return json;
     }
-    const double excess = static_cast<double>(json.size() - options.max_data_bytes);
-    const bool cut_others = max_points > kFewest && other_bytes > 0;
-    std::size_t longest = 0;  // series shorter than the limit do not shrink with it: start below the longest one
-    for (const auto& p : pages)
-      for (std::size_t k = 0; k < p.ys.size(); ++k)
-        if (headline_column(p.columns[k]) != cut_others) longest = std::max(longest, p.ys[k].size());
-    const double bytes = cut_others ? static_cast<double>(other_bytes) : static_cast<double>(json.size() - other_bytes);
-    const double ratio = bytes > excess ? (bytes - excess) / bytes * 0.95 : 0.0;
-    std::size_t& points = cut_others ? max_points : headline_points;
-    points = std::max(kFewest, static_cast<std::size_t>(static_cast<double>(std::min(points, longest)) * ratio));
-    if (!cut_others) max_points = std::min(max_points, headline_points);
+    shrink_points(p, json.size(), other_bytes, options.max_data_bytes, headline_points, max_points);
   }
-  return json;
 }
 
 HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context, const std::string& path,

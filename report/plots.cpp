@@ -340,33 +340,37 @@ std::string gnuplot_string(const std::string& s) {
 
 bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
-PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
-  PlotOutcome outcome;
-  const fs::path dir(plots_dir);
-  std::error_code ec;
-  fs::create_directories(dir / "data", ec);
-  if (ec) throw std::runtime_error("compare: cannot create " + (dir / "data").string() + ": " + ec.message());
+namespace {
 
-  // One smoothing window and one thinning stride for all lines, from the longest run.
+// One smoothing window and one thinning stride for all lines, from the longest run.
+struct Smoothing {
+  double half_width;                     // a window of ~1/75 of the run
+  double stride_mean;                    // of the arms' mean lines
+  double stride_runs;                    // of each run's loss line
+  std::map<std::string, double> gap_of;  // series name → the widest median gap between measured steps of any arm
+};
+
+Smoothing smoothing_of(const Comparison& c) {
   double max_rows = 1;
   for (const auto& run : c.runs) max_rows = std::max(max_rows, static_cast<double>(run.series.size()));
-  const double half_width = std::floor(max_rows / 150.0);  // a window of ~1/75 of the run
-  const double stride_mean = std::ceil(max_rows / 1500.0);
-  const double stride_runs = std::ceil(max_rows / 600.0);
+  return {std::floor(max_rows / 150.0), std::ceil(max_rows / 1500.0), std::ceil(max_rows / 600.0), {}};
+}
 
+// Each arm's data files (its mean lines and its runs' losses) under dir/data, and what the figures need of them.
+std::vector<ArmData> write_arm_data(const Comparison& c, const fs::path& dir, Smoothing& smoothing,
+                                    std::vector<std::string>& warnings) {
   std::vector<ArmData> arms(c.arms.size());
-  std::map<std::string, double> gap_of;  // series name → the widest median gap between measured steps of any arm
   for (std::size_t a = 0; a < c.arms.size(); ++a) {
     const ArmStats& arm = c.arms[a];
     ArmData& d = arms[a];
-    const ScalingStyle style = style_of(arm.scale(), outcome.warnings);
+    const ScalingStyle style = style_of(arm.scale(), warnings);
     d.colour = style.colour;
     d.dash = style.dash;
     const std::string stem = fmt::format("data/arm{}_", a);
     auto put = [&](const std::string& series, std::vector<double> RunSeries::*member, bool log_y) {
       const std::vector<Point> measured = mean_over_runs(c, arm, member);
-      gap_of[series] = std::max(gap_of[series], median_gap(measured));
-      const std::vector<Point> points = thin(smooth(measured, half_width), stride_mean);
+      smoothing.gap_of[series] = std::max(smoothing.gap_of[series], median_gap(measured));
+      const std::vector<Point> points = thin(smooth(measured, smoothing.half_width), smoothing.stride_mean);
       if (!drawable(points, log_y)) return;
       write_points(dir / (stem + series + ".dat"), points, log_y);
       d.files[series] = stem + series + ".dat";
@@ -377,12 +381,21 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
     put("w_k", &RunSeries::grad_norm_w_k, true);
     put("entropy", &RunSeries::entropy, false);
     put("score_std", &RunSeries::score_std, true);
-    if (write_run_losses(c, arm, stride_runs, dir / (stem + "runs.dat"), d.diverged, d.first_losses, d.ranges["runs"]))
+    if (write_run_losses(c, arm, smoothing.stride_runs, dir / (stem + "runs.dat"), d.diverged, d.first_losses,
+                         d.ranges["runs"]))
       d.files["runs"] = stem + "runs.dat";
   }
+  return arms;
+}
 
-  // Panels: arms that differ only in scale mode (scale_groups), so each panel is a scaled-vs-unscaled comparison;
-  // each d_k starts a new row. Titles leave out the settings every arm shares.
+struct PanelGrid {
+  std::vector<Panel> panels;
+  std::size_t cols, rows;
+};
+
+// Panels: arms that differ only in scale mode (scale_groups), so each panel is a scaled-vs-unscaled comparison;
+// each d_k starts a new row. Titles leave out the settings every arm shares.
+PanelGrid panel_grid(const Comparison& c) {
   std::vector<std::string> omit{"scale"};
   for (const std::string key : {"optimizer", "lr"}) {
     bool same = true;
@@ -391,176 +404,221 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
     if (same) omit.push_back(key);
   }
   const auto extra = distinguishing_keys(c.arms);
-  std::vector<Panel> panels;
-  for (const ScaleGroup& g : scale_groups(c.arms)) {
-    const ArmStats& first = c.arms[g.arms.front()];
-    panels.push_back({arm_label(first, extra, omit), first.d_k(), g.arms});
+  PanelGrid g;
+  for (const ScaleGroup& group : scale_groups(c.arms)) {
+    const ArmStats& first = c.arms[group.arms.front()];
+    g.panels.push_back({arm_label(first, extra, omit), first.d_k(), group.arms});
   }
-  std::stable_sort(panels.begin(), panels.end(), [](const Panel& x, const Panel& y) { return x.d_k < y.d_k; });
+  std::stable_sort(g.panels.begin(), g.panels.end(), [](const Panel& x, const Panel& y) { return x.d_k < y.d_k; });
   std::map<std::size_t, std::size_t> per_d_k;
-  for (const auto& p : panels) ++per_d_k[p.d_k];
+  for (const auto& p : g.panels) ++per_d_k[p.d_k];
   // A regular grid (every d_k has the same k > 1 panels) gets one row per d_k; otherwise panels fill the rows.
   bool regular = per_d_k.size() > 1;
   for (const auto& [d_k, n] : per_d_k) regular = regular && n == per_d_k.begin()->second && n > 1 && n <= 4;
-  const std::size_t cols = regular ? per_d_k.begin()->second : std::min<std::size_t>(panels.size(), 3);
-  const std::size_t rows = (panels.size() + cols - 1) / cols;
+  g.cols = regular ? per_d_k.begin()->second : std::min<std::size_t>(g.panels.size(), 3);
+  g.rows = (g.panels.size() + g.cols - 1) / g.cols;
+  return g;
+}
 
-  // smooth() averages the points within +-half_width steps; for a quantity measured every `gap` steps (attention
-  // statistics: every log_every steps) that window holds fewer points, possibly one, and the title says so.
-  auto smoothing = [&](const FigureSpec& spec) -> std::string {
-    if (half_width <= 0) return "";
-    std::vector<std::string> series{"loss"};
-    if (spec.kind == Kind::grad_norm) series = {"w_q", "w_k"};
-    if (spec.kind == Kind::entropy) series = {"entropy"};
-    if (spec.kind == Kind::score_std) series = {"score_std"};
-    double gap = 1;
-    for (const auto& name : series)
-      if (gap_of.count(name)) gap = std::max(gap, gap_of.at(name));
-    const double window = 2 * half_width + 1;
-    if (gap <= 1) return fmt::format("; means smoothed over {:.0f} steps", window);
-    const double points = std::floor(2 * half_width / gap) + 1;
-    if (points < 2) return fmt::format("; means not smoothed (measured every {:.0f} steps)", gap);
-    return fmt::format("; means smoothed over {:.0f} steps ({:.0f} measurements, one every {:.0f} steps)", window,
-                       points, gap);
+// smooth() averages the points within +-half_width steps; for a quantity measured every `gap` steps (attention
+// statistics: every log_every steps) that window holds fewer points, possibly one, and the title says so.
+std::string smoothing_title(const FigureSpec& spec, const Smoothing& s) {
+  if (s.half_width <= 0) return "";
+  std::vector<std::string> series{"loss"};
+  if (spec.kind == Kind::grad_norm) series = {"w_q", "w_k"};
+  if (spec.kind == Kind::entropy) series = {"entropy"};
+  if (spec.kind == Kind::score_std) series = {"score_std"};
+  double gap = 1;
+  for (const auto& name : series)
+    if (s.gap_of.count(name)) gap = std::max(gap, s.gap_of.at(name));
+  const double window = 2 * s.half_width + 1;
+  if (gap <= 1) return fmt::format("; means smoothed over {:.0f} steps", window);
+  const double points = std::floor(2 * s.half_width / gap) + 1;
+  if (points < 2) return fmt::format("; means not smoothed (measured every {:.0f} steps)", gap);
+  return fmt::format("; means smoothed over {:.0f} steps ({:.0f} measurements, one every {:.0f} steps)", window, points,
+                     gap);
+}
+
+// An arm's line title: its scaling, runs, incomplete and diverged runs.
+std::string arm_title(const Comparison& c, const ArmStats& arm) {
+  const std::size_t n = arm.runs.size();
+  std::size_t n_diverged = 0;
+  for (auto i : arm.runs) n_diverged += c.runs[i].diverged ? 1 : 0;
+  return fmt::format("{} ({} run{}{}{})", scale_label(arm), n, n == 1 ? "" : "s",
+                     arm.n_incomplete ? fmt::format(", {} incomplete", arm.n_incomplete) : std::string(),
+                     n_diverged ? fmt::format(", {} diverged: not in the mean", n_diverged) : std::string());
+}
+
+// What one panel of a figure plots: a line per arm and series, the range of their values, and for the loss the
+// top of the axis, 1.5 × the highest initial loss, so a diverging run does not flatten the others (unless every
+// run diverged: then the blow-up is the picture).
+struct PanelLines {
+  std::vector<std::string> elements;
+  Range range;
+  double y_max = 0;
+  bool stable = false;
+};
+
+void add_arm_lines(const FigureSpec& spec, const Comparison& c, const ArmStats& arm, const ArmData& d, PanelLines& p) {
+  const std::string title = arm_title(c, arm);
+  auto has = [&](const std::string& s) { return d.files.count(s) > 0; };
+  auto add_range = [&](std::initializer_list<const char*> series) {
+    for (const std::string s : series)
+      if (d.ranges.count(s)) p.range.add(d.ranges.at(s));
   };
+  switch (spec.kind) {
+    case Kind::loss:
+      for (double l : d.first_losses) p.y_max = std::max(p.y_max, 1.5 * l);
+      for (auto i : arm.runs) p.stable = p.stable || !c.runs[i].diverged;
+      add_range({"runs", "loss"});
+      if (has("runs"))
+        p.elements.push_back(
+            fmt::format("'{}' using 1:2 {} notitle", d.files.at("runs"), line_style(d.colour, 0.8, true, d.dash)));
+      if (has("loss"))
+        p.elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("loss"),
+                                         line_style(d.colour, 2.5, false, d.dash), gnuplot_string(title)));
+      break;
+    case Kind::grad_norm:
+      add_range({"w_q", "w_k"});
+      if (has("w_q"))
+        p.elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("w_q"),
+                                         line_style(d.colour, 2, false, d.dash), gnuplot_string(title + ": W_q")));
+      if (has("w_k"))
+        p.elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("w_k"),
+                                         line_style(lighter(d.colour, 0.5), 2, false, 2),
+                                         gnuplot_string(title + ": W_k")));
+      break;
+    case Kind::entropy:
+    case Kind::score_std: {
+      const std::string series = spec.kind == Kind::entropy ? "entropy" : "score_std";
+      add_range({series.c_str()});
+      if (has(series))
+        p.elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at(series),
+                                         line_style(d.colour, 2, false, d.dash), gnuplot_string(title)));
+      break;
+    }
+  }
+}
 
+// The loss panel's extras: a cross per diverged run at the step it stopped (at its last loss or the top of the
+// axis), the threshold line when the panel's arms share it (arms of different tasks have different ones), and the
+// y range.
+std::string loss_panel_extras(const Comparison& c, const Panel& panel, const std::vector<ArmData>& arms,
+                              const fs::path& dir, PanelLines& p) {
+  if (!p.stable) p.y_max = 0;
+  for (auto a : panel.arms) {
+    const ArmData& d = arms[a];
+    if (d.diverged.empty()) continue;
+    std::vector<Point> marks = d.diverged;
+    for (auto& m : marks)
+      if (p.y_max > 0) m.value = std::min(m.value, p.y_max / 1.1);
+    const std::string file = fmt::format("data/arm{}_diverged.dat", a);
+    write_points(dir / file, marks, true);
+    p.elements.push_back(fmt::format("'{}' using 1:2 with points pt 2 ps 2 lw 2 lc rgb '#{}' title {}", file, d.colour,
+                                     gnuplot_string(c.arms[a].scale() + ": diverged")));
+  }
+  const double t = c.arms[panel.arms.front()].loss_threshold;
+  bool shared = t > 0;
+  for (auto a : panel.arms) shared = shared && c.arms[a].loss_threshold == t;
+  if (shared)
+    p.elements.push_back(fmt::format("{} with lines dt 3 lw 1.5 lc rgb '#606060' title {}", num(t),
+                                     gnuplot_string("loss threshold " + format_number(t, 3))));
+  if (p.y_max > 0) p.range.hi = std::min(p.range.hi, p.y_max);
+  return p.y_max > 0 ? fmt::format("set yrange [*:{}]\n", num(p.y_max)) : "set yrange [*:*]\n";
+}
+
+// The gnuplot commands of one panel of a figure.
+std::string panel_commands(const FigureSpec& spec, const Comparison& c, const Panel& panel,
+                           const std::vector<ArmData>& arms, const fs::path& dir) {
+  PanelLines p;
+  for (auto a : panel.arms) add_arm_lines(spec, c, c.arms[a], arms[a], p);
+  std::string body = "set title " + gnuplot_string(panel.title) + "\n";
+  body += "set xlabel \"step\"\nset ylabel " + gnuplot_string(spec.ylabel) + "\n";
+  body += spec.log_y ? "set logscale y\n" : "unset logscale y\n";
+  if (p.elements.empty())
+    return body +
+           "unset logscale y\nset label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n"
+           "unset label 1\n";
+  if (spec.kind == Kind::loss)
+    body += loss_panel_extras(c, panel, arms, dir, p);
+  else
+    body += spec.kind == Kind::entropy ? "set yrange [0:*]\n" : "set yrange [*:*]\n";
+  if (spec.log_y) body += log_tics(p.range);
+  body += "plot ";
+  for (std::size_t i = 0; i < p.elements.size(); ++i) body += (i ? ", \\\n     " : "") + p.elements[i];
+  return body + "\n";
+}
+
+// The figure's script: the panels once for the PNG and once for the SVG.
+std::string figure_script(const FigureSpec& spec, const PanelGrid& grid, const std::string& body,
+                          const std::string& title) {
+  const std::size_t width = std::max<std::size_t>(640 * grid.cols, 1100), height = 380 * grid.rows + 40;
+  std::string script = "# Written by `xgrad compare`; re-run with `gnuplot " + spec.name + ".gp` in this directory.\n";
+  for (const auto& [terminal, extension] :
+       std::vector<std::pair<std::string, std::string>>{{"pngcairo", "png"}, {"svg", "svg"}}) {
+    script += fmt::format("set terminal {} size {},{} noenhanced font 'Sans,{}'{}\n", terminal, width, height,
+                          terminal == "svg" ? 11 : 10, terminal == "svg" ? " background rgb 'white'" : "");
+    script += fmt::format("set output '{}.{}'\n", spec.name, extension);
+    script += "set key outside right top vertical font ',9' samplen 2\nset grid\nset format y '%g'\n";
+    script += fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols, title);
+    script += body;
+    script += "unset multiplot\nset output\n\n";
+  }
+  return script;
+}
+
+void write_script(const fs::path& path, const std::string& script) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("compare: cannot write " + path.string());
+  out << script;
+  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed");
+}
+
+// Runs gnuplot on dir/NAME.gp; true when it drew NAME.png and NAME.svg.
+bool draw_figure(const fs::path& dir, const std::string& name) {
+  std::error_code ec;
+  for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (name + ext), ec);
+  const std::string command = "cd " + shell_quote(dir.string()) + " && gnuplot " + name + ".gp >> gnuplot.log 2>&1";
+  const int status = std::system(command.c_str());
+  return status == 0 && fs::exists(dir / (name + ".png")) && fs::exists(dir / (name + ".svg"));
+}
+
+std::string plots_note(bool have_gnuplot, const std::vector<std::string>& failed, const fs::path& dir) {
+  if (!have_gnuplot)
+    return "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " + dir.string() +
+           "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
+  if (failed.empty()) return "";
+  std::string note = "gnuplot failed for:";
+  for (const auto& f : failed) note += " " + f + ".gp";
+  return note + " (see " + (dir / "gnuplot.log").string() + ")";
+}
+
+}  // namespace
+
+PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
+  PlotOutcome outcome;
+  const fs::path dir(plots_dir);
+  std::error_code ec;
+  fs::create_directories(dir / "data", ec);
+  if (ec) throw std::runtime_error("compare: cannot create " + (dir / "data").string() + ": " + ec.message());
+  Smoothing smoothing = smoothing_of(c);
+  const std::vector<ArmData> arms = write_arm_data(c, dir, smoothing, outcome.warnings);
+  const PanelGrid grid = panel_grid(c);
   std::vector<std::string> failed;
   const bool have_gnuplot = gnuplot_available();
   fs::remove(dir / "gnuplot.log", ec);
   for (const FigureSpec& spec : figure_specs()) {
     std::string body;
-    for (const Panel& panel : panels) {
-      std::vector<std::string> elements;
-      Range range;
-      // Loss: the top of the axis, 1.5 × the highest initial loss, so a diverging run does not flatten the others
-      // (unless every run diverged: then the blow-up is the picture).
-      double y_max = 0;
-      bool stable = false;
-      for (auto a : panel.arms) {
-        const ArmData& d = arms[a];
-        const ArmStats& arm = c.arms[a];
-        const std::size_t n = arm.runs.size();
-        std::size_t n_diverged = 0;
-        for (auto i : arm.runs) n_diverged += c.runs[i].diverged ? 1 : 0;
-        const std::string title =
-            fmt::format("{} ({} run{}{}{})", scale_label(arm), n, n == 1 ? "" : "s",
-                        arm.n_incomplete ? fmt::format(", {} incomplete", arm.n_incomplete) : std::string(),
-                        n_diverged ? fmt::format(", {} diverged: not in the mean", n_diverged) : std::string());
-        auto has = [&](const std::string& s) { return d.files.count(s) > 0; };
-        switch (spec.kind) {
-          case Kind::loss:
-            for (double l : d.first_losses) y_max = std::max(y_max, 1.5 * l);
-            for (auto i : arm.runs) stable = stable || !c.runs[i].diverged;
-            for (const std::string series : {"runs", "loss"})
-              if (d.ranges.count(series)) range.add(d.ranges.at(series));
-            if (has("runs"))
-              elements.push_back(fmt::format("'{}' using 1:2 {} notitle", d.files.at("runs"),
-                                             line_style(d.colour, 0.8, true, d.dash)));
-            if (has("loss"))
-              elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("loss"),
-                                             line_style(d.colour, 2.5, false, d.dash), gnuplot_string(title)));
-            break;
-          case Kind::grad_norm:
-            for (const std::string series : {"w_q", "w_k"})
-              if (d.ranges.count(series)) range.add(d.ranges.at(series));
-            if (has("w_q"))
-              elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("w_q"),
-                                             line_style(d.colour, 2, false, d.dash), gnuplot_string(title + ": W_q")));
-            if (has("w_k"))
-              elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at("w_k"),
-                                             line_style(lighter(d.colour, 0.5), 2, false, 2),
-                                             gnuplot_string(title + ": W_k")));
-            break;
-          case Kind::entropy:
-          case Kind::score_std: {
-            const std::string series = spec.kind == Kind::entropy ? "entropy" : "score_std";
-            if (d.ranges.count(series)) range.add(d.ranges.at(series));
-            if (has(series))
-              elements.push_back(fmt::format("'{}' using 1:2 {} title {}", d.files.at(series),
-                                             line_style(d.colour, 2, false, d.dash), gnuplot_string(title)));
-            break;
-          }
-        }
-      }
-      body += "set title " + gnuplot_string(panel.title) + "\n";
-      body += "set xlabel \"step\"\nset ylabel " + gnuplot_string(spec.ylabel) + "\n";
-      body += spec.log_y ? "set logscale y\n" : "unset logscale y\n";
-      if (elements.empty()) {
-        body +=
-            "unset logscale y\nset label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n"
-            "unset label 1\n";
-        continue;
-      }
-      if (spec.kind == Kind::loss) {
-        if (!stable) y_max = 0;
-        // Diverged runs: a cross at the step they stopped, at their last loss or the top of the axis.
-        for (auto a : panel.arms) {
-          const ArmData& d = arms[a];
-          if (d.diverged.empty()) continue;
-          std::vector<Point> marks = d.diverged;
-          for (auto& m : marks)
-            if (y_max > 0) m.value = std::min(m.value, y_max / 1.1);
-          const std::string file = fmt::format("data/arm{}_diverged.dat", a);
-          write_points(dir / file, marks, true);
-          elements.push_back(fmt::format("'{}' using 1:2 with points pt 2 ps 2 lw 2 lc rgb '#{}' title {}", file,
-                                         d.colour, gnuplot_string(c.arms[a].scale() + ": diverged")));
-        }
-        // The threshold line when the panel's arms share it (arms of different tasks have different ones).
-        const double t = c.arms[panel.arms.front()].loss_threshold;
-        bool shared = t > 0;
-        for (auto a : panel.arms) shared = shared && c.arms[a].loss_threshold == t;
-        if (shared)
-          elements.push_back(fmt::format("{} with lines dt 3 lw 1.5 lc rgb '#606060' title {}", num(t),
-                                         gnuplot_string("loss threshold " + format_number(t, 3))));
-        body += y_max > 0 ? fmt::format("set yrange [*:{}]\n", num(y_max)) : "set yrange [*:*]\n";
-        if (y_max > 0) range.hi = std::min(range.hi, y_max);
-      } else {
-        body += spec.kind == Kind::entropy ? "set yrange [0:*]\n" : "set yrange [*:*]\n";
-      }
-      if (spec.log_y) body += log_tics(range);
-      body += "plot ";
-      for (std::size_t i = 0; i < elements.size(); ++i) body += (i ? ", \\\n     " : "") + elements[i];
-      body += "\n";
-    }
-    const std::size_t width = std::max<std::size_t>(640 * cols, 1100), height = 380 * rows + 40;
-    std::string script =
-        "# Written by `xgrad compare`; re-run with `gnuplot " + spec.name + ".gp` in this directory.\n";
-    const std::string title = gnuplot_string(spec.title + smoothing(spec));
-    for (const auto& [terminal, extension] :
-         std::vector<std::pair<std::string, std::string>>{{"pngcairo", "png"}, {"svg", "svg"}}) {
-      script += fmt::format("set terminal {} size {},{} noenhanced font 'Sans,{}'{}\n", terminal, width, height,
-                            terminal == "svg" ? 11 : 10, terminal == "svg" ? " background rgb 'white'" : "");
-      script += fmt::format("set output '{}.{}'\n", spec.name, extension);
-      script += "set key outside right top vertical font ',9' samplen 2\nset grid\nset format y '%g'\n";
-      script += fmt::format("set multiplot layout {},{} title {} font ',12'\n", rows, cols, title);
-      script += body;
-      script += "unset multiplot\nset output\n\n";
-    }
-    const fs::path script_path = dir / (spec.name + ".gp");
-    {
-      std::ofstream out(script_path);
-      if (!out) throw std::runtime_error("compare: cannot write " + script_path.string());
-      out << script;
-      if (!out) throw std::runtime_error("compare: writing " + script_path.string() + " failed");
-    }
+    for (const Panel& panel : grid.panels) body += panel_commands(spec, c, panel, arms, dir);
+    write_script(dir / (spec.name + ".gp"),
+                 figure_script(spec, grid, body, gnuplot_string(spec.title + smoothing_title(spec, smoothing))));
     if (!have_gnuplot) continue;
-    for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (spec.name + ext), ec);
-    const std::string command =
-        "cd " + shell_quote(dir.string()) + " && gnuplot " + spec.name + ".gp >> gnuplot.log 2>&1";
-    const int status = std::system(command.c_str());
-    if (status == 0 && fs::exists(dir / (spec.name + ".png")) && fs::exists(dir / (spec.name + ".svg")))
+    if (draw_figure(dir, spec.name))
       outcome.drawn.push_back({spec.name, spec.caption});
     else
       failed.push_back(spec.name);
   }
-  if (!have_gnuplot)
-    outcome.note = "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " + dir.string() +
-                   "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
-  else if (!failed.empty()) {
-    outcome.note = "gnuplot failed for:";
-    for (const auto& f : failed) outcome.note += " " + f + ".gp";
-    outcome.note += " (see " + (dir / "gnuplot.log").string() + ")";
-  }
+  outcome.note = plots_note(have_gnuplot, failed, dir);
   return outcome;
 }
 
