@@ -113,46 +113,44 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& terminal) {
 
 namespace {
 
-std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out) {
-  if (options.inputs.empty()) throw std::invalid_argument("compare: no run or sweep directory given");
-  const std::vector<std::string> dirs = find_run_dirs(options.inputs);
-
+// Every run that loads; one unreadable run must not hide the others (a sweep may hold a broken one).
+std::vector<RunRecord> load_runs(const std::vector<std::string>& dirs, ReportContext& context, std::ostream& out) {
   std::vector<RunRecord> runs;
-  ReportContext context;
   for (const auto& dir : dirs) {
     try {
       runs.push_back(load_run(dir));
     } catch (const std::runtime_error& e) {
-      // One unreadable run must not hide the others (a sweep may hold a broken one).
       context.skipped.push_back(dir + ": " + e.what());
     }
   }
   for (const auto& s : context.skipped) out << "skipped " << s << "\n";
   if (runs.empty()) throw std::runtime_error(none_readable(dirs.size(), context.skipped));
-  const std::size_t n_runs = runs.size();
-  const Comparison c =
-      analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold, options.threshold_window);
+  return runs;
+}
 
-  const fs::path out_dir(options.out.empty() ? options.inputs.front() : options.out);
+// Creates the report directory and finds out that it is writable before the figures are drawn, with the reason.
+void prepare_report_dir(const fs::path& out_dir, bool plots) {
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec)
     throw std::runtime_error("compare: cannot create " + out_dir.string() + ": " + ec.message() +
                              "; give another report directory with --out DIR");
-  {  // Found out before the figures are drawn, with the reason.
-    const fs::path probe = out_dir / (".xgrad-write-test-" + std::to_string(::getpid()));
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-      throw std::runtime_error("compare: cannot write the report into " + out_dir.string() + ": " +
-                               std::strerror(errno) + "; give a writable report directory with --out DIR");
-    ::close(fd);
-    ::unlink(probe.c_str());
-  }
-  if (options.plots && fs::is_symlink(fs::symlink_status(out_dir / "plots")))  // refused before anything is printed
+  const fs::path probe = out_dir / (".xgrad-write-test-" + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw std::runtime_error("compare: cannot write the report into " + out_dir.string() + ": " + std::strerror(errno) +
+                             "; give a writable report directory with --out DIR");
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (plots && fs::is_symlink(fs::symlink_status(out_dir / "plots")))  // refused before anything is printed
     throw std::invalid_argument("compare: " + (out_dir / "plots").string() +
                                 " is a symbolic link; compare writes only into the report directory: remove the "
                                 "link or give another report directory with --out DIR");
+}
 
+// The terminal's tables and notes: arms, sweeps' standing, leftovers, LR sensitivity, incomplete runs, seeds.
+void print_tables(const Comparison& c, const CompareOptions& options, const std::vector<std::string>& dirs,
+                  ReportContext& context, std::ostream& out) {
   out << c.runs.size() << " runs in " << c.arms.size() << " arms\n";
   context.sweep_notes = sweep_notes(options.inputs);
   const std::string leftovers = leftovers_note(options.inputs, dirs);
@@ -165,64 +163,62 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   for (const auto& run : c.runs)
     if (run.incomplete) out << "incomplete: " << run.dir << " (" << run.incomplete_reason << ")\n";
   for (const auto& line : duplicate_seed_warnings(c)) out << "warning: duplicate seed: " << line << "\n";
+}
 
-  context.out_dir = out_dir.string();
-  context.plots_requested = options.plots;
-  context.loss_threshold_option = options.loss_threshold;
-  context.summary = summary_figures(c);
-  // A preset's sweep (sweep.json records it) gets the preset's own sections too, computed from the same numbers.
-  // Written only when every input records the same preset (name and grid): sections of one preset computed over
-  // another's runs would be numbers of the wrong question.
-  {
-    std::vector<std::pair<std::string, PresetRecord>> records;
-    for (const std::string& input : options.inputs) records.push_back({input, read_preset_record(input)});
-    std::vector<std::string> problems, named;
-    bool same = true;
-    for (const auto& [input, record] : records) {
-      if (!record.problem.empty()) problems.push_back(record.problem);
-      named.push_back(input + ": " + (record.name.empty() ? "no preset" : record.text()));
-      same = same && record.name == records.front().second.name && record.quick == records.front().second.quick;
-    }
-    if (!problems.empty()) {
-      for (const std::string& p : problems) context.preset_note += (context.preset_note.empty() ? "" : "; ") + p;
-      context.preset_note += ": no preset sections are written";
-    } else if (!same) {
-      std::string list;
-      for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;
-      context.preset_note = "the inputs record different presets (" + list +
-                            "): a preset's sections are written only when every input records the same one, so "
-                            "none are written";
-    } else {
-      context.preset = records.front().second;
-    }
-    if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
+// The preset every input records (sweep.json), into context.preset; written only when every input records the same
+// preset (name and grid): sections of one preset computed over another's runs would be numbers of the wrong
+// question. Otherwise context.preset_note says why there are none.
+void choose_preset(const std::vector<std::string>& inputs, ReportContext& context, std::ostream& out) {
+  std::vector<std::pair<std::string, PresetRecord>> records;
+  for (const std::string& input : inputs) records.push_back({input, read_preset_record(input)});
+  std::vector<std::string> problems, named;
+  bool same = true;
+  for (const auto& [input, record] : records) {
+    if (!record.problem.empty()) problems.push_back(record.problem);
+    named.push_back(input + ": " + (record.name.empty() ? "no preset" : record.text()));
+    same = same && record.name == records.front().second.name && record.quick == records.front().second.quick;
   }
-  if (!context.preset.name.empty()) {
-    const PresetReport* preset = Registry<PresetReport>::instance().find(context.preset.name);
-    try {
-      if (!preset)
-        context.preset_note = "preset '" + context.preset.name + "' is not registered in this build of xgrad (" +
-                              Registry<PresetReport>::instance().joined_names() + " are): its sections are not written";
-      else if (preset->sections)
-        context.preset_sections = preset->sections(PresetInput{c, context.preset.quick, out_dir.string()});
-    } catch (const std::exception& e) {
-      context.preset_note = "the sections of preset '" + context.preset.name + "' could not be computed: " + e.what();
-    }
-    if (!context.preset_note.empty())
-      out << "warning: " << context.preset_note << "\n";
-    else if (context.preset_sections.empty())
-      out << "preset " << context.preset.name << (context.preset.quick ? " (quick)" : "")
-          << ": no sections of its own; the usual report\n";
-    else
-      out << "preset " << context.preset.name << (context.preset.quick ? " (quick)" : "") << ": "
-          << context.preset_sections.size() << " section(s) of its own at the top of report.md\n";
+  if (!problems.empty()) {
+    for (const std::string& p : problems) context.preset_note += (context.preset_note.empty() ? "" : "; ") + p;
+    context.preset_note += ": no preset sections are written";
+  } else if (!same) {
+    std::string list;
+    for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;
+    context.preset_note = "the inputs record different presets (" + list +
+                          "): a preset's sections are written only when every input records the same one, so "
+                          "none are written";
+  } else {
+    context.preset = records.front().second;
   }
-  // Everything is written beside its final place first (new plots in a directory of their own, the report files as
-  // temporary files) and renamed into place at the end with the stop signals held back, so a SIGTERM leaves the old
-  // report or the new one, each whole; a rename replaces a symbolic link the directory holds, never its target.
-  const fs::path plots_dir = out_dir / "plots";
-  const std::string tag = std::to_string(::getpid());
-  // What an earlier compare stopped by a signal left: its old plots (after its commit) or its unfinished new ones.
+  if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
+}
+
+// The chosen preset's own sections, computed from the same numbers.
+void compute_preset_sections(const Comparison& c, const fs::path& out_dir, ReportContext& context, std::ostream& out) {
+  if (context.preset.name.empty()) return;
+  const PresetReport* preset = Registry<PresetReport>::instance().find(context.preset.name);
+  try {
+    if (!preset)
+      context.preset_note = "preset '" + context.preset.name + "' is not registered in this build of xgrad (" +
+                            Registry<PresetReport>::instance().joined_names() + " are): its sections are not written";
+    else if (preset->sections)
+      context.preset_sections = preset->sections(PresetInput{c, context.preset.quick, out_dir.string()});
+  } catch (const std::exception& e) {
+    context.preset_note = "the sections of preset '" + context.preset.name + "' could not be computed: " + e.what();
+  }
+  const std::string quick = context.preset.quick ? " (quick)" : "";
+  if (!context.preset_note.empty())
+    out << "warning: " << context.preset_note << "\n";
+  else if (context.preset_sections.empty())
+    out << "preset " << context.preset.name << quick << ": no sections of its own; the usual report\n";
+  else
+    out << "preset " << context.preset.name << quick << ": " << context.preset_sections.size()
+        << " section(s) of its own at the top of report.md\n";
+}
+
+// What an earlier compare stopped by a signal left: its old plots (after its commit) or its unfinished new ones.
+void remove_interrupted(const fs::path& out_dir) {
+  std::error_code ec;
   for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
     const std::string name = entry.path().filename().string();
     for (const std::string prefix : {".plots-old-", ".plots-new-", ".report.md.tmp-", ".report.html.tmp-"})
@@ -231,56 +227,102 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
         if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
       }
   }
-  const fs::path new_plots = out_dir / (".plots-new-" + tag), old_plots = out_dir / (".plots-old-" + tag);
-  if (options.plots) {
-    fs::remove_all(new_plots);
-    context.plots = write_plots(c, new_plots.string());
-    write_summary_plots(context.summary, new_plots.string(), context.plots);
-    std::vector<SummaryFigure> preset_figures;
-    for (const PresetSection& section : context.preset_sections)
-      preset_figures.insert(preset_figures.end(), section.figures.begin(), section.figures.end());
-    write_summary_plots(preset_figures, new_plots.string(), context.plots);
-    for (std::size_t at; (at = context.plots.note.find(new_plots.string())) != std::string::npos;)
-      context.plots.note.replace(at, new_plots.string().size(), plots_dir.string());
-    for (const auto& w : context.plots.warnings) out << "warning: plots: " << w << "\n";
-    if (!context.plots.note.empty())
-      out << "\nplots: " << context.plots.note << "\n";
-    else
-      out << "\nplots: " << context.plots.drawn.size() + context.plots.summary_drawn.size()
-          << " figures (PNG and SVG) in " << plots_dir.string() << "\n";
-  }
+}
 
-  const fs::path report = out_dir / "report.md", page = out_dir / "report.html";
-  const fs::path report_tmp = out_dir / (".report.md.tmp-" + tag), page_tmp = out_dir / (".report.html.tmp-" + tag);
-  {
-    fs::remove(report_tmp);
-    std::ofstream md(report_tmp);
-    if (!md) throw std::runtime_error("compare: cannot write " + report_tmp.string());
-    md << escape_control(report_markdown(c, context), true);
-    md.close();
-    if (!md) throw std::runtime_error("compare: writing " + report_tmp.string() + " failed");
-  }
-  fs::remove(page_tmp);
-  const HtmlOutcome html = write_report_html(c, context, page_tmp.string());
+// Every figure into new_plots, their notes naming plots_dir, where they will be.
+void draw_plots(const Comparison& c, const fs::path& new_plots, const fs::path& plots_dir, ReportContext& context,
+                std::ostream& out) {
+  fs::remove_all(new_plots);
+  context.plots = write_plots(c, new_plots.string());
+  write_summary_plots(context.summary, new_plots.string(), context.plots);
+  std::vector<SummaryFigure> preset_figures;
+  for (const PresetSection& section : context.preset_sections)
+    preset_figures.insert(preset_figures.end(), section.figures.begin(), section.figures.end());
+  write_summary_plots(preset_figures, new_plots.string(), context.plots);
+  for (std::size_t at; (at = context.plots.note.find(new_plots.string())) != std::string::npos;)
+    context.plots.note.replace(at, new_plots.string().size(), plots_dir.string());
+  for (const auto& w : context.plots.warnings) out << "warning: plots: " << w << "\n";
+  if (!context.plots.note.empty())
+    out << "\nplots: " << context.plots.note << "\n";
+  else
+    out << "\nplots: " << context.plots.drawn.size() + context.plots.summary_drawn.size()
+        << " figures (PNG and SVG) in " << plots_dir.string() << "\n";
+}
 
+void write_markdown(const Comparison& c, const ReportContext& context, const fs::path& path) {
+  fs::remove(path);
+  std::ofstream md(path);
+  if (!md) throw std::runtime_error("compare: cannot write " + path.string());
+  md << escape_control(report_markdown(c, context), true);
+  md.close();
+  if (!md) throw std::runtime_error("compare: writing " + path.string() + " failed");
+}
+
+// The renames that put the new plots and report files in place, with the stop signals held back, so a SIGTERM
+// leaves the old report or the new one, each whole; a rename replaces a symbolic link the directory holds, never its
+// target.
+struct ReportFiles {
+  fs::path out_dir, plots_dir, new_plots, old_plots, report, page, report_tmp, page_tmp;
+};
+
+void commit_report(const ReportFiles& f, bool plots) {
   sigset_t stop, previous;
   sigemptyset(&stop);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
   ::pthread_sigmask(SIG_BLOCK, &stop, &previous);
-  std::error_code ec_commit;
-  if (options.plots) {
-    if (fs::exists(fs::symlink_status(plots_dir))) fs::rename(plots_dir, old_plots, ec_commit);
-    if (!ec_commit) fs::rename(new_plots, plots_dir, ec_commit);
+  std::error_code ec;
+  if (plots) {
+    if (fs::exists(fs::symlink_status(f.plots_dir))) fs::rename(f.plots_dir, f.old_plots, ec);
+    if (!ec) fs::rename(f.new_plots, f.plots_dir, ec);
   }
-  if (!ec_commit) fs::rename(report_tmp, report, ec_commit);
-  if (!ec_commit) fs::rename(page_tmp, page, ec_commit);
+  if (!ec) fs::rename(f.report_tmp, f.report, ec);
+  if (!ec) fs::rename(f.page_tmp, f.page, ec);
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (ec_commit)
-    throw std::runtime_error("compare: cannot move the new report into " + out_dir.string() + ": " +
-                             ec_commit.message());
-  fs::remove_all(old_plots, ec_commit);  // a stop here leaves only this hidden directory, cleared on the next run
-  out << "report: " << report.string() << "\n";
-  out << "page: " << page.string() << " (" << (html.bytes + 500) / 1000
+  if (ec)
+    throw std::runtime_error("compare: cannot move the new report into " + f.out_dir.string() + ": " + ec.message());
+  fs::remove_all(f.old_plots, ec);  // a stop here leaves only this hidden directory, cleared on the next run
+}
+
+ReportFiles report_files(const fs::path& out_dir) {
+  const std::string tag = std::to_string(::getpid());
+  return {out_dir,
+          out_dir / "plots",
+          out_dir / (".plots-new-" + tag),
+          out_dir / (".plots-old-" + tag),
+          out_dir / "report.md",
+          out_dir / "report.html",
+          out_dir / (".report.md.tmp-" + tag),
+          out_dir / (".report.html.tmp-" + tag)};
+}
+
+std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out) {
+  if (options.inputs.empty()) throw std::invalid_argument("compare: no run or sweep directory given");
+  const std::vector<std::string> dirs = find_run_dirs(options.inputs);
+  ReportContext context;
+  std::vector<RunRecord> runs = load_runs(dirs, context, out);
+  const std::size_t n_runs = runs.size();
+  const Comparison c =
+      analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold, options.threshold_window);
+  const fs::path out_dir(options.out.empty() ? options.inputs.front() : options.out);
+  prepare_report_dir(out_dir, options.plots);
+  print_tables(c, options, dirs, context, out);
+  context.out_dir = out_dir.string();
+  context.plots_requested = options.plots;
+  context.loss_threshold_option = options.loss_threshold;
+  context.summary = summary_figures(c);
+  choose_preset(options.inputs, context, out);
+  compute_preset_sections(c, out_dir, context, out);
+  // Everything is written beside its final place first (new plots in a directory of their own, the report files as
+  // temporary files) and renamed into place at the end (commit_report).
+  const ReportFiles files = report_files(out_dir);
+  remove_interrupted(out_dir);
+  if (options.plots) draw_plots(c, files.new_plots, files.plots_dir, context, out);
+  write_markdown(c, context, files.report_tmp);
+  fs::remove(files.page_tmp);
+  const HtmlOutcome html = write_report_html(c, context, files.page_tmp.string());
+  commit_report(files, options.plots);
+  out << "report: " << files.report.string() << "\n";
+  out << "page: " << files.page.string() << " (" << (html.bytes + 500) / 1000
       << " kB; open it in a browser, no server needed)\n";
   return n_runs;
 }

@@ -622,6 +622,129 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
   return outcome;
 }
 
+namespace {
+
+// What a summary figure plots: a line per drawable SummaryLine, the x values, the range of y with error bars.
+struct SummaryLines {
+  std::vector<std::string> elements;
+  std::set<double> xs;
+  Range range;
+};
+
+// The drawable points of a line: finite, and > 0 on a log axis.
+std::vector<const SummaryPoint*> drawable_points(const SummaryFigure& f, const SummaryLine& line) {
+  std::vector<const SummaryPoint*> points;
+  for (const SummaryPoint& p : line.points)
+    if (std::isfinite(p.x) && std::isfinite(p.y) && (!f.log_x || p.x > 0) && (!f.log_y || p.y > 0))
+      points.push_back(&p);
+  return points;
+}
+
+// The line's data file: x y low high drawn_x, drawn_x = x · shift.
+void write_summary_data(const fs::path& path, const SummaryFigure& f, const SummaryLine& line,
+                        const std::vector<const SummaryPoint*>& points, double shift, SummaryLines& s) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("compare: cannot write " + path.string());
+  out << "# " << escape_control(line.label) << "\n# x y low high drawn_x\n";
+  for (const SummaryPoint* p : points) {
+    // An error bar's low end at or below 0 cannot be drawn on a log axis: clipped to the point.
+    const double lo = std::isfinite(p->lo) && (!f.log_y || p->lo > 0) ? p->lo : p->y;
+    const double hi = std::isfinite(p->hi) ? p->hi : p->y;
+    out << num(p->x) << " " << num(p->y) << " " << num(lo) << " " << num(hi) << " " << num(p->x * shift) << "\n";
+    s.xs.insert(p->x);
+    s.range.add(p->y);
+    s.range.add(lo);
+    s.range.add(hi);
+  }
+  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed");
+}
+
+// The plot element of a measured line: the scaling's own dash and point; further lines of one scaling (other
+// optimizers, widths) the next styles (`k` of them so far).
+std::string summary_element(const SummaryFigure& f, const SummaryLine& line, const std::string& file,
+                            const ScalingStyle& style, int k) {
+  const int dash = (style.dash - 1 + k) % 8 + 1;
+  if (!f.tabulate)  // a curve over many steps: a line, no points or error bars
+    return fmt::format("'{}' using 1:2 with lines lw 2 dt {} lc rgb '#{}' title {}", file, dash_pattern(dash),
+                       style.colour, gnuplot_string(line.label));
+  return fmt::format(
+      "'{}' using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
+      "title {}",
+      file, dash_pattern(dash), point_type(dash), style.colour, gnuplot_string(line.label));
+}
+
+// Every line's data file and plot element. Lines share their x values; each is drawn shifted by a few percent of
+// the log x axis so that error bars at one d_k (lr) do not hide each other. The data files keep the true x in
+// column 1.
+SummaryLines write_summary_lines(const SummaryFigure& f, const fs::path& dir, std::vector<std::string>& warnings) {
+  SummaryLines s;
+  std::map<std::string, int> lines_of_scale;  // how many lines of each scaling so far: their point type
+  std::size_t n_measured = 0, j = 0;
+  for (const SummaryLine& line : f.lines) n_measured += line.theory ? 0 : 1;
+  for (std::size_t l = 0; l < f.lines.size(); ++l) {
+    const SummaryLine& line = f.lines[l];
+    const std::vector<const SummaryPoint*> points = drawable_points(f, line);
+    if (points.empty()) continue;
+    const std::string file = fmt::format("data/{}_{}.dat", f.name, l);
+    const double offset = static_cast<double>(j) - 0.5 * static_cast<double>(n_measured - 1);
+    const double shift = line.theory || !f.log_x ? 1.0 : std::pow(2.0, 0.05 * offset);
+    if (!line.theory) ++j;
+    write_summary_data(dir / file, f, line, points, shift, s);
+    const ScalingStyle style = style_of(line.scale, warnings);
+    if (line.theory)
+      s.elements.push_back(fmt::format("'{}' using 1:2 with lines dt 2 lw 1.5 lc rgb '#{}' title {}", file,
+                                       lighter(style.colour, 0.3), gnuplot_string(line.label)));
+    else
+      s.elements.push_back(summary_element(f, line, file, style, lines_of_scale[line.scale]++));
+  }
+  return s;
+}
+
+// The figure's commands: title, axes (tics at the measured x of a table), and the plot.
+std::string summary_body(const SummaryFigure& f, const SummaryLines& s) {
+  std::string body;
+  body += "set title " + gnuplot_string(f.title) + "\n";
+  body += "set xlabel " + gnuplot_string(f.x_label) + "\nset ylabel " + gnuplot_string(f.y_label) + "\n";
+  const bool d_k_axis = f.name.find("_vs_d_k") != std::string::npos;
+  if (f.log_x) body += d_k_axis ? "set logscale x 2\n" : "set logscale x 10\n";
+  if (!s.xs.empty() && f.tabulate) {
+    std::string tics;
+    for (double x : s.xs) tics += (tics.empty() ? "" : ", ") + fmt::format("\"{:g}\" {}", x, num(x));
+    body += "set xtics (" + tics + ")\n";
+    // Room on both sides of the first and last x so their error bars show.
+    const double lo = *s.xs.begin(), hi = *s.xs.rbegin();
+    const double pad = f.log_x ? 1.25 : 0;
+    if (f.log_x && lo > 0) body += fmt::format("set xrange [{}:{}]\n", num(lo / pad), num(hi * pad));
+  }
+  if (f.log_y)
+    body += "set logscale y\nset offsets 0, 0, graph 0.04, graph 0.04\n" + log_tics(s.range);
+  else
+    body += "set yrange [0:*]\n";  // losses and entropies are >= 0 (an sd bar may reach below)
+  if (s.elements.empty())
+    return body + "unset logscale\nset label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n";
+  body += "plot ";
+  for (std::size_t i = 0; i < s.elements.size(); ++i) body += (i ? ", \\\n     " : "") + s.elements[i];
+  return body + "\n";
+}
+
+std::string summary_script(const std::string& name, const std::string& body) {
+  std::string script = "# Written by `xgrad compare`; re-run with `gnuplot " + name + ".gp` in this directory.\n";
+  for (const auto& [terminal, extension] :
+       std::vector<std::pair<std::string, std::string>>{{"pngcairo", "png"}, {"svg", "svg"}}) {
+    script += fmt::format("set terminal {} size 900,560 noenhanced font 'Sans,{}'{}\n", terminal,
+                          terminal == "svg" ? 11 : 10, terminal == "svg" ? " background rgb 'white'" : "");
+    script += fmt::format("set output '{}.{}'\n", name, extension);
+    script += "set key outside right top vertical font ',9' samplen 3\nset grid\nset format y '%g'\n";
+    script += body;
+    script +=
+        "set output\nunset logscale\nset xtics autofreq\nset ytics autofreq\nset offsets 0, 0, 0, 0\n"
+        "set xrange [*:*]\nset yrange [*:*]\n\n";
+  }
+  return script;
+}
+
+}  // namespace
+
 void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,
                          PlotOutcome& outcome) {
   const fs::path dir(plots_dir);
@@ -631,106 +754,10 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
   const bool have_gnuplot = gnuplot_available();
   std::vector<std::string> failed;
   for (const SummaryFigure& f : figures) {
-    std::vector<std::string> elements;
-    std::set<double> xs;
-    Range range;
-    std::map<std::string, int> lines_of_scale;  // how many lines of each scaling so far: their point type
-    // Lines share their x values; each is drawn shifted by a few percent of the log x axis so that error bars at
-    // one d_k (lr) do not hide each other. The data files keep the true x in column 1.
-    std::size_t n_measured = 0, j = 0;
-    for (const SummaryLine& line : f.lines) n_measured += line.theory ? 0 : 1;
-    for (std::size_t l = 0; l < f.lines.size(); ++l) {
-      const SummaryLine& line = f.lines[l];
-      std::vector<const SummaryPoint*> points;
-      for (const SummaryPoint& p : line.points)
-        if (std::isfinite(p.x) && std::isfinite(p.y) && (!f.log_x || p.x > 0) && (!f.log_y || p.y > 0))
-          points.push_back(&p);
-      if (points.empty()) continue;
-      const std::string file = fmt::format("data/{}_{}.dat", f.name, l);
-      std::ofstream out(dir / file);
-      if (!out) throw std::runtime_error("compare: cannot write " + (dir / file).string());
-      const double offset = static_cast<double>(j) - 0.5 * static_cast<double>(n_measured - 1);
-      const double shift = line.theory || !f.log_x ? 1.0 : std::pow(2.0, 0.05 * offset);
-      if (!line.theory) ++j;
-      out << "# " << escape_control(line.label) << "\n# x y low high drawn_x\n";
-      for (const SummaryPoint* p : points) {
-        // An error bar's low end at or below 0 cannot be drawn on a log axis: clipped to the point.
-        const double lo = std::isfinite(p->lo) && (!f.log_y || p->lo > 0) ? p->lo : p->y;
-        const double hi = std::isfinite(p->hi) ? p->hi : p->y;
-        out << num(p->x) << " " << num(p->y) << " " << num(lo) << " " << num(hi) << " " << num(p->x * shift) << "\n";
-        xs.insert(p->x);
-        range.add(p->y);
-        range.add(lo);
-        range.add(hi);
-      }
-      if (!out) throw std::runtime_error("compare: writing " + (dir / file).string() + " failed");
-      const ScalingStyle style = style_of(line.scale, outcome.warnings);
-      if (line.theory) {
-        elements.push_back(fmt::format("'{}' using 1:2 with lines dt 2 lw 1.5 lc rgb '#{}' title {}", file,
-                                       lighter(style.colour, 0.3), gnuplot_string(line.label)));
-        continue;
-      }
-      // The scaling's own dash and point; further lines of one scaling (other optimizers, widths) the next styles.
-      const int k = lines_of_scale[line.scale]++;
-      const int dash = (style.dash - 1 + k) % 8 + 1;
-      if (!f.tabulate)  // a curve over many steps: a line, no points or error bars
-        elements.push_back(fmt::format("'{}' using 1:2 with lines lw 2 dt {} lc rgb '#{}' title {}", file,
-                                       dash_pattern(dash), style.colour, gnuplot_string(line.label)));
-      else
-        elements.push_back(
-            fmt::format("'{}' using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
-                        "title {}",
-                        file, dash_pattern(dash), point_type(dash), style.colour, gnuplot_string(line.label)));
-    }
-    std::string body;
-    body += "set title " + gnuplot_string(f.title) + "\n";
-    body += "set xlabel " + gnuplot_string(f.x_label) + "\nset ylabel " + gnuplot_string(f.y_label) + "\n";
-    const bool d_k_axis = f.name.find("_vs_d_k") != std::string::npos;
-    if (f.log_x) body += d_k_axis ? "set logscale x 2\n" : "set logscale x 10\n";
-    if (!xs.empty() && f.tabulate) {
-      std::string tics;
-      for (double x : xs) tics += (tics.empty() ? "" : ", ") + fmt::format("\"{:g}\" {}", x, num(x));
-      body += "set xtics (" + tics + ")\n";
-      // Room on both sides of the first and last x so their error bars show.
-      const double lo = *xs.begin(), hi = *xs.rbegin();
-      const double pad = f.log_x ? 1.25 : 0;
-      if (f.log_x && lo > 0) body += fmt::format("set xrange [{}:{}]\n", num(lo / pad), num(hi * pad));
-    }
-    if (f.log_y)
-      body += "set logscale y\nset offsets 0, 0, graph 0.04, graph 0.04\n" + log_tics(range);
-    else
-      body += "set yrange [0:*]\n";  // losses and entropies are >= 0 (an sd bar may reach below)
-    if (elements.empty())
-      body += "unset logscale\nset label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n";
-    else {
-      body += "plot ";
-      for (std::size_t i = 0; i < elements.size(); ++i) body += (i ? ", \\\n     " : "") + elements[i];
-      body += "\n";
-    }
-    std::string script = "# Written by `xgrad compare`; re-run with `gnuplot " + f.name + ".gp` in this directory.\n";
-    for (const auto& [terminal, extension] :
-         std::vector<std::pair<std::string, std::string>>{{"pngcairo", "png"}, {"svg", "svg"}}) {
-      script += fmt::format("set terminal {} size 900,560 noenhanced font 'Sans,{}'{}\n", terminal,
-                            terminal == "svg" ? 11 : 10, terminal == "svg" ? " background rgb 'white'" : "");
-      script += fmt::format("set output '{}.{}'\n", f.name, extension);
-      script += "set key outside right top vertical font ',9' samplen 3\nset grid\nset format y '%g'\n";
-      script += body;
-      script +=
-          "set output\nunset logscale\nset xtics autofreq\nset ytics autofreq\nset offsets 0, 0, 0, 0\n"
-          "set xrange [*:*]\nset yrange [*:*]\n\n";
-    }
-    const fs::path script_path = dir / (f.name + ".gp");
-    {
-      std::ofstream out(script_path);
-      if (!out) throw std::runtime_error("compare: cannot write " + script_path.string());
-      out << script;
-      if (!out) throw std::runtime_error("compare: writing " + script_path.string() + " failed");
-    }
+    const SummaryLines lines = write_summary_lines(f, dir, outcome.warnings);
+    write_script(dir / (f.name + ".gp"), summary_script(f.name, summary_body(f, lines)));
     if (!have_gnuplot) continue;
-    for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (f.name + ext), ec);
-    const std::string command = "cd " + shell_quote(dir.string()) + " && gnuplot " + f.name + ".gp >> gnuplot.log 2>&1";
-    const int status = std::system(command.c_str());
-    if (status == 0 && fs::exists(dir / (f.name + ".png")) && fs::exists(dir / (f.name + ".svg")))
+    if (draw_figure(dir, f.name))
       outcome.summary_drawn.push_back({f.name, f.caption});
     else
       failed.push_back(f.name);

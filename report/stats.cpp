@@ -291,13 +291,10 @@ double lr_sensitivity(const std::vector<double>& objective) {
   return m.mean - best;
 }
 
-Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
-                        std::size_t window) {
-  Comparison c;
-  c.runs = std::move(runs);
-  c.accuracy_threshold = accuracy_threshold;
-  c.window = std::max<std::size_t>(window, 1);
+namespace {
 
+// The arms: runs with the same settings but seeds, sorted by d_k, scaling (registry order), optimizer, lr, rest.
+void group_into_arms(Comparison& c) {
   std::map<std::string, std::size_t> arm_of_key;
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     nlohmann::json settings = arm_settings(c.runs[i].config);
@@ -317,101 +314,104 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
     if (a.lr() != b.lr()) return a.lr() < b.lr();
     return a.settings.dump() < b.settings.dump();
   });
+}
 
-  c.stats.resize(c.runs.size());
-  for (ArmStats& arm : c.arms) {
-    arm.loss_threshold = loss_threshold >= 0 ? loss_threshold : 0.5 * number_or_nan(arm.settings, "chance_loss");
-    for (auto i : arm.runs) {
-      c.stats[i] = run_stats(c.runs[i], arm.loss_threshold, accuracy_threshold, c.window);
-      if (c.runs[i].incomplete)
-        ++arm.n_incomplete;
-      else
-        arm.used.push_back(i);
-    }
-    if (arm.used.empty()) arm.used = arm.runs;
-    // Replicates are told apart by (seed, data_seed): the same pair twice is the same run twice (a copied or
-    // re-run directory), not another seed.
-    std::map<std::string, std::vector<std::size_t>> by_seed;
-    std::vector<std::string> seed_order;
-    for (auto i : arm.used) {
-      const nlohmann::json& config = c.runs[i].config;
-      const std::string key =
-          nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})
-              .dump();
-      if (by_seed.find(key) == by_seed.end()) seed_order.push_back(key);
-      by_seed[key].push_back(i);
-    }
-    arm.n_seeds = by_seed.size();
-    for (const auto& key : seed_order)
-      if (by_seed[key].size() > 1) arm.duplicate_seeds.push_back(by_seed[key]);
-
-    // Every statistic over the runs that did not diverge; the lr objective over all used runs (a diverged run
-    // counts as its initial loss there, by the objective's definition).
-    std::vector<double> objective;
-    for (auto i : arm.used) {
-      objective.push_back(c.stats[i].lr_objective);
-      if (c.runs[i].diverged)
-        arm.diverged_steps.push_back(c.runs[i].diverged_step);
-      else
-        arm.kept.push_back(i);
-    }
-    std::vector<double> final_loss, final_acc, auc, initial, zq, zk, nzq, nzk, gq, gk, e0, e1, s0, s1, sat0, sgm;
-    std::vector<double> step_loss, step_acc;
-    for (auto i : arm.kept) {
-      const RunStats& r = c.stats[i];
-      final_loss.push_back(r.final_loss);
-      final_acc.push_back(r.final_accuracy);
-      auc.push_back(r.auc_loss);
-      initial.push_back(r.initial_loss);
-      zq.push_back(r.frac_zero_grad_w_q);
-      zk.push_back(r.frac_zero_grad_w_k);
-      nzq.push_back(r.frac_near_zero_grad_w_q);
-      nzk.push_back(r.frac_near_zero_grad_w_k);
-      gq.push_back(r.mean_grad_norm_w_q);
-      gk.push_back(r.mean_grad_norm_w_k);
-      e0.push_back(r.entropy_first);
-      e1.push_back(r.entropy_last);
-      s0.push_back(r.score_std_first);
-      s1.push_back(r.score_std_last);
-      sat0.push_back(r.saturated_first);
-      sgm.push_back(r.score_grad_median);
-      if (r.step_to_loss >= 0) step_loss.push_back(static_cast<double>(r.step_to_loss));
-      if (r.step_to_accuracy >= 0) step_acc.push_back(static_cast<double>(r.step_to_accuracy));
-      if (std::isfinite(r.first_measured_step) && r.first_measured_step != 0) arm.measured_from_step_0 = false;
-    }
-    arm.final_loss = mean_sd(final_loss);
-    arm.final_accuracy = mean_sd(final_acc);
-    arm.auc_loss = mean_sd(auc);
-    arm.initial_loss = mean_sd(initial);
-    arm.frac_zero_grad_w_q = mean_sd(zq);
-    arm.frac_zero_grad_w_k = mean_sd(zk);
-    arm.frac_near_zero_grad_w_q = mean_sd(nzq);
-    arm.frac_near_zero_grad_w_k = mean_sd(nzk);
-    arm.mean_grad_norm_w_q = mean_sd(gq);
-    arm.mean_grad_norm_w_k = mean_sd(gk);
-    arm.entropy_first = mean_sd(e0);
-    arm.entropy_last = mean_sd(e1);
-    arm.score_std_first = mean_sd(s0);
-    arm.score_std_last = mean_sd(s1);
-    arm.saturated_first = mean_sd(sat0);
-    arm.score_grad_median = mean_sd(sgm);
-    arm.score_grad_median_median = median(sgm);
-    for (double v : sgm)
-      if (std::isfinite(v)) {
-        arm.score_grad_median_min = std::isnan(arm.score_grad_median_min) ? v : std::min(arm.score_grad_median_min, v);
-        arm.score_grad_median_max = std::isnan(arm.score_grad_median_max) ? v : std::max(arm.score_grad_median_max, v);
-      }
-    arm.lr_objective = mean_sd(objective);
-    arm.reached_loss = step_loss.size();
-    arm.reached_accuracy = step_acc.size();
-    const MeanSd to_loss = mean_sd(step_loss), to_accuracy = mean_sd(step_acc);
-    arm.mean_step_to_loss = to_loss.mean;
-    arm.sd_step_to_loss = to_loss.sd;
-    arm.mean_step_to_accuracy = to_accuracy.mean;
-    arm.sd_step_to_accuracy = to_accuracy.sd;
+// Replicates are told apart by (seed, data_seed): the same pair twice is the same run twice (a copied or re-run
+// directory), not another seed.
+void count_seeds(const Comparison& c, ArmStats& arm) {
+  std::map<std::string, std::vector<std::size_t>> by_seed;
+  std::vector<std::string> seed_order;
+  for (auto i : arm.used) {
+    const nlohmann::json& config = c.runs[i].config;
+    const std::string key =
+        nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})
+            .dump();
+    if (by_seed.find(key) == by_seed.end()) seed_order.push_back(key);
+    by_seed[key].push_back(i);
   }
+  arm.n_seeds = by_seed.size();
+  for (const auto& key : seed_order)
+    if (by_seed[key].size() > 1) arm.duplicate_seeds.push_back(by_seed[key]);
+}
 
-  // Arms are sorted by lr within equal other settings, so each group's arms come out in increasing lr.
+// The mean and sd over an arm's kept runs of each per-run statistic.
+void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
+  static const std::vector<std::pair<double RunStats::*, MeanSd ArmStats::*>> fields{
+      {&RunStats::final_loss, &ArmStats::final_loss},
+      {&RunStats::final_accuracy, &ArmStats::final_accuracy},
+      {&RunStats::auc_loss, &ArmStats::auc_loss},
+      {&RunStats::initial_loss, &ArmStats::initial_loss},
+      {&RunStats::frac_zero_grad_w_q, &ArmStats::frac_zero_grad_w_q},
+      {&RunStats::frac_zero_grad_w_k, &ArmStats::frac_zero_grad_w_k},
+      {&RunStats::frac_near_zero_grad_w_q, &ArmStats::frac_near_zero_grad_w_q},
+      {&RunStats::frac_near_zero_grad_w_k, &ArmStats::frac_near_zero_grad_w_k},
+      {&RunStats::mean_grad_norm_w_q, &ArmStats::mean_grad_norm_w_q},
+      {&RunStats::mean_grad_norm_w_k, &ArmStats::mean_grad_norm_w_k},
+      {&RunStats::entropy_first, &ArmStats::entropy_first},
+      {&RunStats::entropy_last, &ArmStats::entropy_last},
+      {&RunStats::score_std_first, &ArmStats::score_std_first},
+      {&RunStats::score_std_last, &ArmStats::score_std_last},
+      {&RunStats::saturated_first, &ArmStats::saturated_first},
+      {&RunStats::score_grad_median, &ArmStats::score_grad_median}};
+  for (const auto& [run_field, arm_field] : fields) {
+    std::vector<double> values;
+    for (auto i : arm.kept) values.push_back(c.stats[i].*run_field);
+    arm.*arm_field = mean_sd(values);
+  }
+  std::vector<double> sgm, step_loss, step_acc;
+  for (auto i : arm.kept) {
+    const RunStats& r = c.stats[i];
+    sgm.push_back(r.score_grad_median);
+    if (r.step_to_loss >= 0) step_loss.push_back(static_cast<double>(r.step_to_loss));
+    if (r.step_to_accuracy >= 0) step_acc.push_back(static_cast<double>(r.step_to_accuracy));
+    if (std::isfinite(r.first_measured_step) && r.first_measured_step != 0) arm.measured_from_step_0 = false;
+  }
+  arm.score_grad_median_median = median(sgm);
+  for (double v : sgm)
+    if (std::isfinite(v)) {
+      arm.score_grad_median_min = std::isnan(arm.score_grad_median_min) ? v : std::min(arm.score_grad_median_min, v);
+      arm.score_grad_median_max = std::isnan(arm.score_grad_median_max) ? v : std::max(arm.score_grad_median_max, v);
+    }
+  arm.reached_loss = step_loss.size();
+  arm.reached_accuracy = step_acc.size();
+  const MeanSd to_loss = mean_sd(step_loss), to_accuracy = mean_sd(step_acc);
+  arm.mean_step_to_loss = to_loss.mean;
+  arm.sd_step_to_loss = to_loss.sd;
+  arm.mean_step_to_accuracy = to_accuracy.mean;
+  arm.sd_step_to_accuracy = to_accuracy.sd;
+}
+
+// One arm's runs: each run's statistics, the runs used (complete ones, or all when none is), its seeds, the runs
+// kept (not diverged), and their summaries.
+void analyse_arm(Comparison& c, ArmStats& arm, double loss_threshold, double accuracy_threshold) {
+  arm.loss_threshold = loss_threshold >= 0 ? loss_threshold : 0.5 * number_or_nan(arm.settings, "chance_loss");
+  for (auto i : arm.runs) {
+    c.stats[i] = run_stats(c.runs[i], arm.loss_threshold, accuracy_threshold, c.window);
+    if (c.runs[i].incomplete)
+      ++arm.n_incomplete;
+    else
+      arm.used.push_back(i);
+  }
+  if (arm.used.empty()) arm.used = arm.runs;
+  count_seeds(c, arm);
+  // Every statistic over the runs that did not diverge; the lr objective over all used runs (a diverged run counts
+  // as its initial loss there, by the objective's definition).
+  std::vector<double> objective;
+  for (auto i : arm.used) {
+    objective.push_back(c.stats[i].lr_objective);
+    if (c.runs[i].diverged)
+      arm.diverged_steps.push_back(c.runs[i].diverged_step);
+    else
+      arm.kept.push_back(i);
+  }
+  summarise_kept_runs(c, arm);
+  arm.lr_objective = mean_sd(objective);
+}
+
+// Arms that differ only in lr, two or more with a finite sensitivity. Arms are sorted by lr within equal other
+// settings, so each group's arms come out in increasing lr.
+std::vector<LrGroup> lr_groups_of(const Comparison& c) {
+  std::vector<LrGroup> groups;
   std::map<std::string, std::vector<std::size_t>> by_rest;
   std::vector<std::string> order;
   for (std::size_t a = 0; a < c.arms.size(); ++a) {
@@ -431,8 +431,23 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
     g.best_arm = members.front();
     for (auto a : members)
       if (c.arms[a].lr_objective.mean < c.arms[g.best_arm].lr_objective.mean) g.best_arm = a;
-    c.lr_groups.push_back(std::move(g));
+    groups.push_back(std::move(g));
   }
+  return groups;
+}
+
+}  // namespace
+
+Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
+                        std::size_t window) {
+  Comparison c;
+  c.runs = std::move(runs);
+  c.accuracy_threshold = accuracy_threshold;
+  c.window = std::max<std::size_t>(window, 1);
+  group_into_arms(c);
+  c.stats.resize(c.runs.size());
+  for (ArmStats& arm : c.arms) analyse_arm(c, arm, loss_threshold, accuracy_threshold);
+  c.lr_groups = lr_groups_of(c);
   return c;
 }
 
