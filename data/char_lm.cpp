@@ -13,10 +13,7 @@ namespace xgrad::data {
 
 namespace {
 TaskEntry char_lm_entry() {
-  TaskEntry e;
-  e.name = "char_lm";
-  e.description = "character-level language modelling: next-byte prediction on a text file";
-  e.order = 70;
+  TaskEntry e = task_entry("char_lm", "character-level language modelling: next-byte prediction on a text file", 70);
   e.vocab_size_from = "the 256 byte values";
   e.settings = {path_setting("text", "a UTF-8 text file (the last 10% is held out for eval_loss)"), seq_len_setting()};
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {

@@ -22,10 +22,7 @@ double InductionHeads::chance_loss() const { return std::log(static_cast<double>
 
 Batch InductionHeads::make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const {
   const std::size_t T = config_.seq_len, K = config_.n_symbols;
-  Batch b;
-  b.inputs = xt::xarray<std::int64_t>::from_shape({batch_size, T});
-  b.targets = xt::xarray<std::int64_t>::from_shape({batch_size, T});
-  b.targets.fill(-1);
+  Batch b = blank_batch(batch_size, T);
   Generator rng(seed, split_stream(0x6968 /* "ih" */, split), index);
   for (std::size_t s = 0; s < batch_size; ++s) {
     const std::size_t a = rng.uniform(K);

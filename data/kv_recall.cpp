@@ -12,10 +12,9 @@ namespace xgrad::data {
 
 namespace {
 TaskEntry kv_recall_entry() {
-  TaskEntry e;
-  e.name = "kv_recall";
-  e.description = "key-value recall: n_pairs key-value pairs, then a key; answer its value (content-based routing)";
-  e.order = 10;
+  TaskEntry e =
+      task_entry("kv_recall",
+                 "key-value recall: n_pairs key-value pairs, then a key; answer its value (content-based routing)", 10);
   e.settings = {n_keys_setting(), n_values_setting(), n_pairs_setting(8),
                 text_setting("kv_encoding", "pair", {"pair", "sum"},
                              "pair: one token per key-value pair; sum: key embedding + value embedding at one "

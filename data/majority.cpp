@@ -23,10 +23,7 @@ double Majority::chance_loss() const { return std::log(static_cast<double>(confi
 
 Batch Majority::make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const {
   const std::size_t T = config_.seq_len, K = config_.n_symbols;
-  Batch b;
-  b.inputs = xt::xarray<std::int64_t>::from_shape({batch_size, T});
-  b.targets = xt::xarray<std::int64_t>::from_shape({batch_size, T});
-  b.targets.fill(-1);
+  Batch b = blank_batch(batch_size, T);
   Generator rng(seed, split_stream(0x6d6a /* "mj" */, split), index);
   std::vector<std::size_t> count(K);
   for (std::size_t s = 0; s < batch_size; ++s) {

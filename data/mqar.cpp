@@ -13,12 +13,11 @@ namespace xgrad::data {
 
 namespace {
 TaskEntry mqar_entry() {
-  TaskEntry e;
-  e.name = "mqar";
-  e.description =
-      "multi-query associative recall: key-value pairs as alternating tokens, then a query for every key; "
-      "answer each with its value (Arora et al. 2023, Zoology; needs --n-layers 2)";
-  e.order = 65;
+  TaskEntry e =
+      task_entry("mqar",
+                 "multi-query associative recall: key-value pairs as alternating tokens, then a query for every key; "
+                 "answer each with its value (Arora et al. 2023, Zoology; needs --n-layers 2)",
+                 65);
   e.settings = {n_keys_setting(),
                 n_values_setting(),
                 n_pairs_setting(4),
@@ -85,10 +84,7 @@ Batch MultiQueryRecall::make_batch(std::uint64_t seed, std::uint64_t index, std:
   const std::size_t T = config_.seq_len, P = config_.n_pairs, K = config_.n_keys, V = config_.n_values;
   const auto value_token = [K](std::size_t value) { return static_cast<std::int64_t>(K + value); };
   const auto blank = static_cast<std::int64_t>(K + V);
-  Batch b;
-  b.inputs = xt::xarray<std::int64_t>::from_shape({batch_size, T});
-  b.targets = xt::xarray<std::int64_t>::from_shape({batch_size, T});
-  b.targets.fill(-1);
+  Batch b = blank_batch(batch_size, T);
   Generator rng(seed, split_stream(0x6d71 /* "mq" */, split), index);
   std::vector<std::size_t> keys(K), values(V);
   std::vector<double> weights;

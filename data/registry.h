@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/registry.h"
@@ -46,14 +47,21 @@ struct TaskEntry {
 
 using TaskRegistry = Registry<TaskEntry>;
 
-/// The entry of a task on sequences of symbols, built as TaskT(symbol_sequence_config(settings)): settings seq_len
-/// and n_symbols, vocabulary set by --n-symbols (copy, reverse, sort, induction, majority).
-template <class TaskT>
-TaskEntry symbol_sequence_task(std::string name, std::string description, int order) {
+/// An entry with its name (what --task takes), description (one line: what the model must learn) and order (its
+/// place in listings); the caller fills in the rest.
+inline TaskEntry task_entry(std::string name, std::string description, int order) {
   TaskEntry e;
   e.name = std::move(name);
   e.description = std::move(description);
   e.order = order;
+  return e;
+}
+
+/// The entry of a task on sequences of symbols, built as TaskT(symbol_sequence_config(settings)): settings seq_len
+/// and n_symbols, vocabulary set by --n-symbols (copy, reverse, sort, induction, majority).
+template <class TaskT>
+TaskEntry symbol_sequence_task(std::string name, std::string description, int order) {
+  TaskEntry e = task_entry(std::move(name), std::move(description), order);
   e.settings = {seq_len_setting(), n_symbols_setting()};
   e.vocab_size_from = "--n-symbols";
   e.build = [](const SettingValues& v) -> std::unique_ptr<Task> {

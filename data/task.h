@@ -28,6 +28,16 @@ struct Batch {
   xt::xarray<std::int64_t> targets;
 };
 
+/// A batch for a task to fill: inputs [batch_size, T] (uninitialised), targets [batch_size, T] all -1 (no loss), for
+/// tasks whose loss is taken at a few positions.
+inline Batch blank_batch(std::size_t batch_size, std::size_t T) {
+  Batch b;
+  b.inputs = xt::xarray<std::int64_t>::from_shape({batch_size, T});
+  b.targets = xt::xarray<std::int64_t>::from_shape({batch_size, T});
+  b.targets.fill(-1);
+  return b;
+}
+
 /// Which data a batch comes from. Synthetic tasks draw eval batches from their own generator stream (fresh draws
 /// from the same distribution, so not guaranteed disjoint from training sequences when the task's sequence space is
 /// small); file-backed tasks hold out a part of the file.

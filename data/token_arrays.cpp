@@ -13,10 +13,7 @@ namespace xgrad::data {
 
 namespace {
 TaskEntry data_entry() {
-  TaskEntry e;
-  e.name = "data";
-  e.description = "user token arrays: inputs.npy and targets.npy of a directory, read in order";
-  e.order = 80;
+  TaskEntry e = task_entry("data", "user token arrays: inputs.npy and targets.npy of a directory, read in order", 80);
   e.seq_len_from = "the arrays in --data";
   e.vocab_size_from = "the ids in --data, or --vocab-size";
   e.settings = {path_setting("data",

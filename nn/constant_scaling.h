@@ -16,12 +16,6 @@
 
 namespace xgrad::nn {
 
-/// How compare draws a scaling's lines: colour "#RRGGBB" and one of scaling_dash_styles().
-struct PlotStyle {
-  std::string colour;
-  std::string dash = "solid";
-};
-
 /// The entry of scaling `name` (`description`: the formula and its source; `order`: its place in listings) whose
 /// layers multiply every score by multiplier(context), a finite number > 0; `settings` are the entry's own (read in
 /// multiplier as context.settings). The entry's other fields keep their defaults (not the reference). The built

@@ -28,6 +28,20 @@ TensorPair<double> AttentionScaling::transform_qk(const DTensor& q, const DTenso
 
 std::vector<float> AttentionScaling::row_multipliers(std::size_t) const { return {}; }
 
+ScalingEntry scaling_entry(std::string name, std::string description, int order,
+                           std::function<std::shared_ptr<AttentionScaling>(const ScalingContext&)> build,
+                           PlotStyle style, std::vector<Setting> settings) {
+  ScalingEntry e;
+  e.name = std::move(name);
+  e.description = std::move(description);
+  e.order = order;
+  e.settings = std::move(settings);
+  e.build = std::move(build);
+  e.colour = std::move(style.colour);
+  e.dash = std::move(style.dash);
+  return e;
+}
+
 xt::xarray<float> AttentionScaling::score_bias(std::size_t) const { return xt::xarray<float>::from_shape({0}); }
 
 Tensor AttentionScaling::transform_scores(const Tensor& z) const { return z; }

@@ -112,6 +112,23 @@ class ConstantScaling : public AttentionScaling {
   double multiplier_;
 };
 
+/// A scaling whose transform_qk is one function template of the subclass, written once for float and double:
+///   template <class T> TensorPair<T> qk(const basic_tensor<T>& q, const basic_tensor<T>& k,
+///                                       const std::vector<basic_tensor<T>>& params) const;
+/// (public), with q, k and params as transform_qk takes them. This writes both overrides.
+template <class Derived>
+class QkTransformScaling : public AttentionScaling {
+ public:
+  bool transforms_qk() const override { return true; }
+  TensorPair<float> transform_qk(const Tensor& q, const Tensor& k, const std::vector<Tensor>& params) const override {
+    return static_cast<const Derived&>(*this).qk(q, k, params);
+  }
+  TensorPair<double> transform_qk(const DTensor& q, const DTensor& k,
+                                  const std::vector<DTensor>& params) const override {
+    return static_cast<const Derived&>(*this).qk(q, k, params);
+  }
+};
+
 /// A registered scaling. Register one from its own file:
 ///   static const xgrad::Registration<xgrad::nn::ScalingEntry> registration{make_entry()};
 struct ScalingEntry {
@@ -130,6 +147,18 @@ struct ScalingEntry {
   /// after every step, one column per element (train/run_files.h, metrics_columns::scalar).
   std::vector<std::string> scalars;
 };
+
+/// How compare draws a scaling's lines: colour "#RRGGBB" and one of scaling_dash_styles().
+struct PlotStyle {
+  std::string colour;
+  std::string dash = "solid";
+};
+
+/// The entry of scaling `name` (`description`: the formula and its source; `order`: its place in listings) whose
+/// layers `build` makes, drawn in `style`, with its own `settings`; the other fields keep their defaults.
+ScalingEntry scaling_entry(std::string name, std::string description, int order,
+                           std::function<std::shared_ptr<AttentionScaling>(const ScalingContext&)> build,
+                           PlotStyle style, std::vector<Setting> settings = {});
 
 /// The line styles a ScalingEntry may name: eight, each drawn with its own dash pattern and point type.
 const std::vector<std::string>& scaling_dash_styles();

@@ -34,17 +34,9 @@ class AlibiScaling : public nn::AttentionScaling {
   std::size_t d_k_, n_heads_;
 };
 
-nn::ScalingEntry alibi_entry() {
-  nn::ScalingEntry e;
-  e.name = "alibi";
-  e.description = "scores = q·k / sqrt(d_k) - m_h·|i - j|, slope m_h = 2^(-8(h+1)/n_heads) (ALiBi: Press et al. 2022)";
-  e.order = 1001;  // after the built-in scalings and dk_power
-  e.build = [](const nn::ScalingContext& c) { return std::make_shared<AlibiScaling>(c); };
-  e.colour = "#117733";
-  e.dash = "dotted";
-  return e;
-}
-
-const Registration<nn::ScalingEntry> registration{alibi_entry()};
+const Registration<nn::ScalingEntry> registration{nn::scaling_entry(
+    "alibi", "scores = q·k / sqrt(d_k) - m_h·|i - j|, slope m_h = 2^(-8(h+1)/n_heads) (ALiBi: Press et al. 2022)",
+    1001,  // after the built-in scalings and dk_power
+    [](const nn::ScalingContext& c) { return std::make_shared<AlibiScaling>(c); }, {"#117733", "dotted"})};
 
 }  // namespace

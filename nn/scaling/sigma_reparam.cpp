@@ -125,20 +125,12 @@ class SigmaReparamScaling : public AttentionScaling {
   Tensor u_q_, v_q_, u_k_, v_k_;
 };
 
-ScalingEntry make_entry() {
-  ScalingEntry e;
-  e.name = "sigma_reparam";
-  e.description =
-      "W_q, W_k -> (gamma / sigma(W)) W, spectral norm by power iteration, learned gamma; scores / sqrt(d_k) (Zhai et "
-      "al. 2023, \"Stabilizing Transformer Training by Preventing Attention Entropy Collapse\", eq. 2)";
-  e.order = 70;
-  e.build = [](const ScalingContext& c) { return std::make_shared<SigmaReparamScaling>(c.d_model, c.n_heads, c.d_k); };
-  e.colour = "#88CCEE";
-  e.dash = "dashdotdot";
-  return e;
-}
-
-const Registration<ScalingEntry> registration{make_entry()};
+const Registration<ScalingEntry> registration{scaling_entry(
+    "sigma_reparam",
+    "W_q, W_k -> (gamma / sigma(W)) W, spectral norm by power iteration, learned gamma; scores / sqrt(d_k) (Zhai et "
+    "al. 2023, \"Stabilizing Transformer Training by Preventing Attention Entropy Collapse\", eq. 2)",
+    70, [](const ScalingContext& c) { return std::make_shared<SigmaReparamScaling>(c.d_model, c.n_heads, c.d_k); },
+    {"#88CCEE", "dashdotdot"})};
 
 }  // namespace
 }  // namespace xgrad::nn

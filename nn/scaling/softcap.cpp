@@ -40,25 +40,18 @@ class SoftcapScaling : public AttentionScaling {
   double multiplier_, cap_, inverse_cap_;
 };
 
-ScalingEntry make_entry() {
-  ScalingEntry e;
-  e.name = "softcap";
-  e.description =
-      "scores = c·tanh(q·k / (sqrt(d_k)·c)), cap c = softcap_cap (Gemma Team 2024, \"Gemma 2\", sec. 2, logit "
-      "soft-capping)";
-  e.order = 50;
-  e.settings = {number_setting("softcap_cap", 50.0, 0.0, std::numeric_limits<double>::infinity(),
-                               "the cap c of the attention scores, c·tanh(z / c) (Gemma 2 uses 50)")
-                    .excluding_min()};
-  e.build = [](const ScalingContext& c) {
-    return std::make_shared<SoftcapScaling>(c.d_k, c.settings.get<double>("softcap_cap"));
-  };
-  e.colour = "#999933";
-  e.dash = "longdash";
-  return e;
-}
-
-const Registration<ScalingEntry> registration{make_entry()};
+const Registration<ScalingEntry> registration{scaling_entry(
+    "softcap",
+    "scores = c·tanh(q·k / (sqrt(d_k)·c)), cap c = softcap_cap (Gemma Team 2024, \"Gemma 2\", sec. 2, logit "
+    "soft-capping)",
+    50,
+    [](const ScalingContext& c) {
+      return std::make_shared<SoftcapScaling>(c.d_k, c.settings.get<double>("softcap_cap"));
+    },
+    {"#999933", "longdash"},
+    {number_setting("softcap_cap", 50.0, 0.0, std::numeric_limits<double>::infinity(),
+                    "the cap c of the attention scores, c·tanh(z / c) (Gemma 2 uses 50)")
+         .excluding_min()})};
 
 }  // namespace
 }  // namespace xgrad::nn

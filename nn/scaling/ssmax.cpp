@@ -17,7 +17,7 @@
 namespace xgrad::nn {
 namespace {
 
-class SsmaxScaling : public AttentionScaling {
+class SsmaxScaling : public QkTransformScaling<SsmaxScaling> {
  public:
   SsmaxScaling(std::size_t n_heads, std::size_t d_k, std::size_t max_seq_len, bool causal)
       : multiplier_(1.0 / std::sqrt(static_cast<double>(d_k))), n_heads_(n_heads), causal_(causal) {
@@ -25,43 +25,31 @@ class SsmaxScaling : public AttentionScaling {
     register_parameter("ssmax_s", full<float>({n_heads}, 1.0 / std::log(longest)));
   }
   double multiplier() const override { return multiplier_; }
-  bool transforms_qk() const override { return true; }
-  TensorPair<float> transform_qk(const Tensor& q, const Tensor& k, const std::vector<Tensor>& p) const override {
-    return scaled(q, k, p);
-  }
-  TensorPair<double> transform_qk(const DTensor& q, const DTensor& k, const std::vector<DTensor>& p) const override {
-    return scaled(q, k, p);
-  }
   std::vector<float> row_multipliers(std::size_t T) const override {
     std::vector<float> r(T);
     for (std::size_t i = 0; i < T; ++i) r[i] = static_cast<float>(std::log(static_cast<double>(causal_ ? i + 1 : T)));
     return r;
   }
-
- private:
   // q: [B, T, H, d_k] times s per head (p[0]: ssmax_s, [H], viewed as [H, 1]).
   template <class T>
-  TensorPair<T> scaled(const basic_tensor<T>& q, const basic_tensor<T>& k,
-                       const std::vector<basic_tensor<T>>& p) const {
+  TensorPair<T> qk(const basic_tensor<T>& q, const basic_tensor<T>& k, const std::vector<basic_tensor<T>>& p) const {
     return {q * reshape(p[0], {static_cast<std::int64_t>(n_heads_), 1}), k};
   }
+
+ private:
   double multiplier_;
   std::size_t n_heads_;
   bool causal_;
 };
 
 ScalingEntry make_entry() {
-  ScalingEntry e;
-  e.name = "ssmax";
-  e.description =
+  ScalingEntry e = scaling_entry(
+      "ssmax",
       "scores = s·log(n)·q·k / sqrt(d_k), n = keys the query may attend to, learned s per head, init 1/log(T) "
-      "(Nakanishi 2025, \"Scalable-Softmax Is Superior for Attention\")";
-  e.order = 60;
-  e.build = [](const ScalingContext& c) {
-    return std::make_shared<SsmaxScaling>(c.n_heads, c.d_k, c.max_seq_len, c.causal);
-  };
-  e.colour = "#AA4499";
-  e.dash = "dashdot";
+      "(Nakanishi 2025, \"Scalable-Softmax Is Superior for Attention\")",
+      60,
+      [](const ScalingContext& c) { return std::make_shared<SsmaxScaling>(c.n_heads, c.d_k, c.max_seq_len, c.causal); },
+      {"#AA4499", "dashdot"});
   e.scalars = {"ssmax_s"};
   return e;
 }

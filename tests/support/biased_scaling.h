@@ -50,16 +50,9 @@ class BiasedScaling : public nn::AttentionScaling {
   std::size_t n_heads_, d_k_;
 };
 
-inline nn::ScalingEntry biased_scaling_entry() {
-  nn::ScalingEntry e;
-  e.name = "test_biased";
-  e.description = "test only: row multipliers, a per-head score bias and a tanh cap together";
-  e.order = 1000;
-  e.build = [](const nn::ScalingContext& c) { return std::make_shared<BiasedScaling>(c.n_heads, c.d_k); };
-  e.colour = "#000000";
-  return e;
-}
-
-inline const Registration<nn::ScalingEntry> biased_scaling_registration{biased_scaling_entry()};
+inline const Registration<nn::ScalingEntry> biased_scaling_registration{
+    nn::scaling_entry("test_biased", "test only: row multipliers, a per-head score bias and a tanh cap together", 1000,
+                      [](const nn::ScalingContext& c) { return std::make_shared<BiasedScaling>(c.n_heads, c.d_k); },
+                      {"#000000", "solid"})};
 
 }  // namespace xgrad::testing
