@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +63,11 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
   for (int sig : options.ignored_signals) signal(sig, SIG_IGN);
   if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(125);
+  if (options.address_space_kib > 0) {
+    const rlim_t bytes = static_cast<rlim_t>(options.address_space_kib) * 1024;
+    const rlimit limit{bytes, bytes};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(125);
+  }
   if (dup2(in, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0) _exit(126);
   sigset_t none;
   sigemptyset(&none);

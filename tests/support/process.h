@@ -32,7 +32,8 @@ struct ProcessOptions {
   bool merge_stderr = false;                                     // stderr into stdout, as a shell's 2>&1
   std::filesystem::path output_file;  // stdout and stderr together into this file as written, as >FILE 2>&1
   std::vector<int> ignored_signals;   // SIG_IGN at exec, as nohup or a script's `&` do
-  bool own_group = false;  // a process group of its own, as a shell job gets: killpg reaches its children too
+  bool own_group = false;           // a process group of its own, as a shell job gets: killpg reaches its children too
+  long long address_space_kib = 0;  // RLIMIT_AS in KiB, as `ulimit -v`; 0: this process's limit
 };
 
 /// The default options but stdout and stderr captured together, interleaved as a terminal shows them
@@ -40,6 +41,13 @@ struct ProcessOptions {
 inline ProcessOptions merged_output() {
   ProcessOptions options;
   options.merge_stderr = true;
+  return options;
+}
+
+/// The default options but run in the working directory `cwd`.
+inline ProcessOptions in_directory(const std::filesystem::path& cwd) {
+  ProcessOptions options;
+  options.cwd = cwd;
   return options;
 }
 
