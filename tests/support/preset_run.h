@@ -3,7 +3,6 @@
 // preset's test checks against numbers it computes from the runs itself.
 #pragma once
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -12,7 +11,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 
@@ -26,17 +25,18 @@ struct PresetRun {
   std::string report;    // report.md
 };
 
-/// `xgrad experiment --preset NAME --quick --out DIR <extra>` (extra: words without quoting needs), into `dir`.
+/// `xgrad experiment --preset NAME --quick --out DIR <extra>` (extra: words split at spaces), into `dir`.
 inline PresetRun run_preset(const std::string& name, const std::filesystem::path& dir, const std::string& extra = "",
                             bool quick = true) {
   PresetRun run;
   run.dir = dir;
-  const std::filesystem::path log = dir.string() + ".log";
-  const std::string command = std::string(XGRAD_BIN) + " experiment --preset " + name + (quick ? " --quick" : "") +
-                              " --out " + dir.string() + " " + extra + " >" + log.string() + " 2>&1";
-  const int status = std::system(command.c_str());
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.output = read_text(log);
+  std::vector<std::string> args{"experiment", "--preset", name};
+  if (quick) args.push_back("--quick");
+  args.insert(args.end(), {"--out", dir.string()});
+  for (const std::string& word : words(extra)) args.push_back(word);
+  const ProcessResult result = run_xgrad(args, merged_output());
+  run.exit_code = result.exit_code;
+  run.output = result.out;
   std::ifstream sweep(dir / "sweep.json");
   if (sweep) run.sweep = nlohmann::json::parse(sweep, nullptr, false);
   run.report = read_text(dir / "report.md");
@@ -59,7 +59,7 @@ inline std::string report_section(const std::string& report, const std::string& 
 inline void check_figure(const PresetRun& run, const std::string& name) {
   INFO("figure " << name);
   CHECK(std::filesystem::exists(run.dir / "plots" / (name + ".gp")));
-  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+  if (on_path("gnuplot")) {
     CHECK(std::filesystem::exists(run.dir / "plots" / (name + ".png")));
     CHECK(std::filesystem::exists(run.dir / "plots" / (name + ".svg")));
     CHECK(run.report.find("](plots/" + name + ".png)") != std::string::npos);
@@ -80,9 +80,7 @@ inline void check_preset_run(const PresetRun& run, const std::string& name, std:
         std::string::npos);
   CHECK(run.report.find("Preset: `" + name + "` (its --quick grid)") != std::string::npos);
   const std::filesystem::path again = run.dir.string() + "-compare";
-  const std::string command =
-      std::string(XGRAD_BIN) + " compare " + run.dir.string() + " --out " + again.string() + " >/dev/null 2>&1";
-  REQUIRE(std::system(command.c_str()) == 0);
+  REQUIRE(run_xgrad({"compare", run.dir.string(), "--out", again.string()}).exit_code == 0);
   // The same text but for the run paths, which report.md shows relative to its own directory.
   auto preset_part = [](const std::string& report) { return report.substr(0, report.find("## Findings")); };
   CHECK(preset_part(read_text(again / "report.md")) == preset_part(run.report));

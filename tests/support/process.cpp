@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -178,6 +179,14 @@ std::vector<std::string> xgrad_command(const std::vector<std::string>& args) {
 
 ProcessResult run_xgrad(const std::vector<std::string>& args, const ProcessOptions& options) {
   return run_process(xgrad_command(args), options);
+}
+
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+  return false;
 }
 
 std::vector<std::string> words(const std::string& text) {

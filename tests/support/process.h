@@ -91,6 +91,9 @@ ProcessResult run_xgrad(const std::vector<std::string>& args, const ProcessOptio
 /// `args` with the xgrad executable under test in front, for Process.
 std::vector<std::string> xgrad_command(const std::vector<std::string>& args);
 
+/// Whether `program` is an executable file in a directory of $PATH (as the shell's `command -v` finds it).
+bool on_path(const std::string& program);
+
 /// The words of `text` split at spaces, for arguments written as one line in a test: no quoting, no expansion; a
 /// word that may hold a space (a path from the data) goes in the vector on its own.
 std::vector<std::string> words(const std::string& text);
