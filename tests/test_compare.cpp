@@ -4,8 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <cmath>
 #include <cstdio>
@@ -34,6 +32,7 @@
 #include "report/tables.h"
 #include "tests/support/fault_hooks.h"
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
@@ -42,8 +41,14 @@
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;
+using xgrad::testing::in_directory;
+using xgrad::testing::Process;
+using xgrad::testing::ProcessResult;
 using xgrad::testing::read_text;
+using xgrad::testing::run_process;
+using xgrad::testing::run_xgrad;
 using xgrad::testing::TempDir;
+using xgrad::testing::xgrad_command;
 
 namespace {
 
@@ -2030,9 +2035,9 @@ TEST_CASE("property: gnuplot_string and escape_control of random strings over th
   }
   script += "plot [0:1] [0:1] NaN notitle\n";
   std::ofstream(root / "fuzz.gp") << script;
-  const std::string command = "cd '" + root.string() + "' && gnuplot fuzz.gp > gnuplot.log 2>&1";
-  CHECK(std::system(command.c_str()) == 0);
-  INFO(read_text(root / "gnuplot.log"));
+  const ProcessResult gnuplot = run_process({"gnuplot", "fuzz.gp"}, in_directory(root));
+  CHECK(gnuplot.exit_code == 0);
+  INFO(gnuplot.out << gnuplot.err);
   CHECK_FALSE(fs::exists(root / "RAN"));
   const std::string svg = svg_text(root / "fuzz.svg");
   for (std::size_t i = 0; i < samples.size(); ++i) {
@@ -2135,14 +2140,12 @@ TEST_CASE("SIGTERM at any point of compare leaves the old report whole or the ne
   };
   add_run("none", 0);
   add_run("sqrt_dk", 0);
-  const std::string xgrad = xgrad::test::xgrad_bin();
   const std::string rep = (root / "rep").string();
-  const std::string run =
-      "'" + xgrad + "' compare '" + (root / "sweep").string() + "' --out '" + rep + "' > /dev/null 2>&1";
-  REQUIRE(std::system(run.c_str()) == 0);
+  const std::vector<std::string> compare{"compare", (root / "sweep").string(), "--out", rep};
+  REQUIRE(run_xgrad(compare).exit_code == 0);
   fs::copy(rep, root / "old", fs::copy_options::recursive);
   add_run("sqrt_dk", 1);
-  REQUIRE(std::system(run.c_str()) == 0);
+  REQUIRE(run_xgrad(compare).exit_code == 0);
   fs::copy(rep, root / "new", fs::copy_options::recursive);
   auto same_as = [&](const fs::path& generation) {
     for (const auto& entry : fs::recursive_directory_iterator(generation)) {
@@ -2159,27 +2162,12 @@ TEST_CASE("SIGTERM at any point of compare leaves the old report whole or the ne
   for (int ms = 0; ms <= 900; ms += 50) {
     fs::remove_all(rep);
     fs::copy(root / "old", rep, fs::copy_options::recursive);
-    // posix_spawn, not fork + exec: a SIGTERM that lands between fork and exec would reach a copy of this test
-    // process, whose doctest handler reports a crash and carries on running the test cases that follow.
-    const std::string sweep = (root / "sweep").string();
-    std::vector<char*> argv{const_cast<char*>(xgrad.c_str()), const_cast<char*>("compare"),
-                            const_cast<char*>(sweep.c_str()), const_cast<char*>("--out"),
-                            const_cast<char*>(rep.c_str()),   nullptr};
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGTERM);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
-    pid_t pid = -1;
-    const int spawned = ::posix_spawn(&pid, xgrad.c_str(), nullptr, &attr, argv.data(), environ);
-    posix_spawnattr_destroy(&attr);
-    REQUIRE(spawned == 0);
+    // Process blocks signals from fork until the child's dispositions are the defaults: a SIGTERM that lands
+    // between fork and exec never reaches a copy of this test process's doctest handler.
+    Process compare_run(xgrad_command(compare));
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    ::kill(pid, SIGTERM);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+    compare_run.send(SIGTERM);
+    compare_run.wait();
     INFO("killed after " << ms << " ms");
     const bool is_old = same_as(root / "old"), is_new = same_as(root / "new");
     CHECK((is_old || is_new));
