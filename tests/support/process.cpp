@@ -56,6 +56,13 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return p;
 }
 
+// Sets resource `resource` to `value` (soft and hard) when value > 0; false when that fails.
+bool set_limit(decltype(RLIMIT_AS) resource, long long value) {
+  if (value <= 0) return true;
+  const rlimit limit{static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
+  return setrlimit(resource, &limit) == 0;
+}
+
 // In the child, between fork and exec: only async-signal-safe calls. Every signal was blocked before fork, so one
 // sent now waits until the dispositions are back at their defaults (never a handler of the test's copy).
 [[noreturn]] void exec_child(const ProcessOptions& options, int in, int out, int err, char* const* argv,
@@ -64,11 +71,9 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
   for (int sig : options.ignored_signals) signal(sig, SIG_IGN);
   if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(125);
-  if (options.address_space_kib > 0) {
-    const rlim_t bytes = static_cast<rlim_t>(options.address_space_kib) * 1024;
-    const rlimit limit{bytes, bytes};
-    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(125);
-  }
+  if (!set_limit(RLIMIT_AS, options.address_space_kib * 1024) || !set_limit(RLIMIT_FSIZE, options.file_size_limit))
+    _exit(125);
+  if (options.stdout_fd >= 0) out = options.stdout_fd;
   if (dup2(in, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0) _exit(126);
   sigset_t none;
   sigemptyset(&none);
@@ -105,16 +110,18 @@ Process::Process(const std::vector<std::string>& argv, const ProcessOptions& opt
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
   std::fclose(in);
   if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(fork_errno));
+  running_ = true;
 }
 
 Process::Process(Process&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)),
+    : pid_(other.pid_),
+      running_(std::exchange(other.running_, false)),
       own_group_(other.own_group_),
       out_(std::exchange(other.out_, nullptr)),
       err_(std::exchange(other.err_, nullptr)) {}
 
 Process::~Process() {
-  if (pid_ > 0) {
+  if (running_) {
     send(SIGKILL, own_group_);
     int status = 0;
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
@@ -125,7 +132,7 @@ Process::~Process() {
 }
 
 void Process::send(int sig, bool group) const {
-  if (pid_ <= 0) return;
+  if (!running_) return;
   if (group && own_group_)
     killpg(pid_, sig);
   else
@@ -133,13 +140,13 @@ void Process::send(int sig, bool group) const {
 }
 
 bool Process::ended() const {
-  if (pid_ <= 0) return true;
+  if (!running_) return true;
   siginfo_t info{};
   return waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_;
 }
 
 ProcessResult Process::wait() {
-  if (pid_ <= 0) throw std::logic_error("Process::wait: already waited for");
+  if (!running_) throw std::logic_error("Process::wait: already waited for");
   int status = 0;
   pid_t got;
   do got = waitpid(pid_, &status, 0);
@@ -158,7 +165,7 @@ std::optional<ProcessResult> Process::wait_for(std::chrono::milliseconds timeout
 }
 
 ProcessResult Process::finish(int status) {
-  pid_ = -1;
+  running_ = false;
   ProcessResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;

@@ -34,6 +34,8 @@ struct ProcessOptions {
   std::vector<int> ignored_signals;   // SIG_IGN at exec, as nohup or a script's `&` do
   bool own_group = false;           // a process group of its own, as a shell job gets: killpg reaches its children too
   long long address_space_kib = 0;  // RLIMIT_AS in KiB, as `ulimit -v`; 0: this process's limit
+  long long file_size_limit = 0;    // RLIMIT_FSIZE in bytes, as `ulimit -f`; 0: this process's limit
+  int stdout_fd = -1;               // stdout to this descriptor (a pipe's end) instead of the capture, if >= 0
 };
 
 /// The default options but stdout and stderr captured together, interleaved as a terminal shows them
@@ -63,8 +65,9 @@ class Process {
   Process& operator=(const Process&) = delete;
   Process& operator=(Process&&) = delete;
 
+  /// The child's pid (still its number after wait()).
   pid_t pid() const { return pid_; }
-  /// Sends `sig` to the process (to its whole group with own_group and `group`).
+  /// Sends `sig` to the process (to its whole group with own_group and `group`); nothing once waited for.
   void send(int sig, bool group = false) const;
   /// Whether the process has ended (it stays waitable).
   bool ended() const;
@@ -77,6 +80,7 @@ class Process {
   ProcessResult finish(int status);
 
   pid_t pid_ = -1;
+  bool running_ = false;  // started and not yet waited for
   bool own_group_ = false;
   std::FILE* out_ = nullptr;  // temporary files the child writes, read at the end
   std::FILE* err_ = nullptr;
