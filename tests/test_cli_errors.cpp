@@ -11,6 +11,7 @@
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
@@ -21,6 +22,7 @@ using xgrad::testing::ProcessResult;
 using xgrad::testing::run_process;
 using xgrad::testing::run_xgrad;
 using xgrad::testing::TempDir;
+using xgrad::testing::tiny_run;
 using xgrad::testing::words;
 using xgrad::testing::xgrad_command;
 
@@ -54,11 +56,8 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
     f << "not a directory\n";
   }
   // A finished run to resume or refuse to overwrite, a corrupt one, and a checkpoint of another model width.
-  train::TrainConfig c;
+  train::TrainConfig c = tiny_run(run_dir, 3);
   c.d_model = 8;
-  c.steps = 3;
-  c.print_every = 1000;
-  c.out = run_dir;
   train::train(c);
   const std::string checkpoint = run_dir + "/checkpoint.safetensors";
   const std::string corrupt_dir = (root / "corrupt").string();
@@ -406,11 +405,8 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
   const TempDir root("cli_errors2");
   const std::string run_dir = (root / "run").string(), other_dir = (root / "other").string(),
                     out = (root / "new").string();
-  train::TrainConfig c;
+  train::TrainConfig c = tiny_run(run_dir, 3);
   c.d_model = 8;
-  c.steps = 3;
-  c.print_every = 1000;
-  c.out = run_dir;
   train::train(c);
   train::TrainConfig o = c;
   o.seed = 7;
@@ -633,11 +629,8 @@ TEST_CASE(
     "xgrad: JSON nested 100,000 deep, repeated keys and a config_version from elsewhere are refused naming "
     "the file, exit 2, never a crash") {
   const TempDir root("cli_hostile_json");
-  train::TrainConfig c;
+  train::TrainConfig c = tiny_run((root / "run").string(), 2);
   c.d_model = 8;
-  c.steps = 2;
-  c.print_every = 1000;
-  c.out = (root / "run").string();
   train::train(c);
   const fs::path config = root / "run" / "config.json";
   const std::string good = [&] {
@@ -729,11 +722,8 @@ TEST_CASE(
     "xgrad compare: a metrics.csv cell that is not a number, or a row with too many fields, is named by file, "
     "row, line and column; a JSON syntax error names the file, line and column") {
   const TempDir root("cli_parse_errors");
-  train::TrainConfig c;
+  train::TrainConfig c = tiny_run((root / "run").string(), 3);
   c.d_model = 8;
-  c.steps = 3;
-  c.print_every = 1000;
-  c.out = (root / "run").string();
   train::train(c);
   const fs::path metrics = root / "run" / "metrics.csv";
   const std::string good = [&] {

@@ -103,13 +103,9 @@ std::vector<std::string> run_args(const fs::path& dir, const std::string& optimi
 }  // namespace
 
 TEST_CASE("determinism: two runs of one configuration (one thread) write the same metrics.csv and summary.json") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 40;
+  TrainConfig c = tiny_run(temp_dir("det_a").string(), 40);
   c.log_every = 3;
   c.eval_every = 7;
-  c.print_every = 1000;
-  c.out = temp_dir("det_a").string();
   xgrad::train::train(c);
   TrainConfig d = c;
   d.out = temp_dir("det_b").string();
@@ -173,12 +169,8 @@ TEST_CASE("SIGTERM: the run writes a checkpoint at the step it reached, ends by 
 }
 
 TEST_CASE("resume: raising --steps continues a finished run as if it had been planned longer") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 30;
-  c.print_every = 1000;
+  TrainConfig c = tiny_run(temp_dir("raise").string(), 30);
   c.checkpoint_every = 8;
-  c.out = temp_dir("raise").string();
   xgrad::train::train(c);
   TrainConfig longer = c;
   longer.steps = 50;
@@ -197,12 +189,8 @@ TEST_CASE("resume: raising --steps continues a finished run as if it had been pl
 }
 
 TEST_CASE("resume: a run with no checkpoint yet starts again; a cut-short last row is dropped") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 20;
-  c.print_every = 1000;
+  TrainConfig c = tiny_run(temp_dir("nockpt").string(), 20);
   c.checkpoint_every = 0;
-  c.out = temp_dir("nockpt").string();
   xgrad::train::train(c);
   const auto expected = metrics_without_timing(c.out);
   // As if killed before the first checkpoint, halfway through writing a row.
@@ -243,11 +231,7 @@ TEST_CASE("resume: a run with no checkpoint yet starts again; a cut-short last r
 }
 
 TEST_CASE("resume refuses what would not continue the same run, naming the flag") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 12;
-  c.print_every = 1000;
-  c.out = temp_dir("refuse").string();
+  TrainConfig c = tiny_run(temp_dir("refuse").string());
   xgrad::train::train(c);
   auto resume_error = [&](TrainConfig r) {
     r.resume = true;
@@ -306,11 +290,7 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
 }
 
 TEST_CASE("--init-from: a run starts from a checkpoint's weights; a file that does not fit is refused by name") {
-  TrainConfig a;
-  a.d_model = 16;
-  a.steps = 25;
-  a.print_every = 1000;
-  a.out = temp_dir("init_a").string();
+  TrainConfig a = tiny_run(temp_dir("init_a").string(), 25);
   xgrad::train::train(a);
   const std::string source = (fs::path(a.out) / kCheckpointFile).string();
   const nn::Checkpoint trained = nn::load_checkpoint(source);
@@ -512,11 +492,7 @@ TEST_CASE("--on-nan skip stops after kMaxConsecutiveSkips non-finite steps in a 
 }
 
 TEST_CASE("resume refuses a checkpoint that is not the run's: copied from another run, or config.json edited since") {
-  TrainConfig a;
-  a.d_model = 16;
-  a.steps = 6;
-  a.print_every = 1000;
-  a.out = temp_dir("foreign_a").string();
+  TrainConfig a = tiny_run(temp_dir("foreign_a").string(), 6);
   xgrad::train::train(a);
   TrainConfig b = a;
   b.seed = 1;
@@ -561,11 +537,7 @@ TEST_CASE("resume refuses a checkpoint that is not the run's: copied from anothe
 }
 
 TEST_CASE("resume without a checkpoint warns that it starts again from step 0 and how many rows it discards") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 6;
-  c.print_every = 1000;
-  c.out = temp_dir("warn_nockpt").string();
+  TrainConfig c = tiny_run(temp_dir("warn_nockpt").string(), 6);
   xgrad::train::train(c);
   fs::remove(fs::path(c.out) / kCheckpointFile);
   TrainConfig r = c;
@@ -582,11 +554,8 @@ TEST_CASE("resume without a checkpoint warns that it starts again from step 0 an
 }
 
 TEST_CASE("a corrupt config.json is refused as bad usage naming the file and the key") {
-  TrainConfig c;
+  TrainConfig c = tiny_run(temp_dir("corrupt_config").string(), 3);
   c.d_model = 8;
-  c.steps = 3;
-  c.print_every = 1000;
-  c.out = temp_dir("corrupt_config").string();
   xgrad::train::train(c);
   const fs::path config = fs::path(c.out) / "config.json";
   const nlohmann::json good = nlohmann::json::parse(read_text(config));

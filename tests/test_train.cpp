@@ -19,6 +19,7 @@
 #include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/metrics_log.h"
 #include "train/run_files.h"
 #include "train/trainer.h"
@@ -31,6 +32,7 @@ using xgrad::testing::metrics_without_timing;
 using xgrad::testing::ProcessResult;
 using xgrad::testing::run_xgrad;
 using xgrad::testing::temp_dir;
+using xgrad::testing::tiny_run;
 using xgrad::testing::words;
 
 namespace {
@@ -50,11 +52,7 @@ std::vector<std::string> column_text(const fs::path& csv, std::size_t col) {
 }  // namespace
 
 TEST_CASE("sqrt_dk attention at d_k = 16 learns key-value recall to well below chance in 400 steps") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 400;
-  c.print_every = 1000;
-  c.out = temp_dir("learns").string();
+  TrainConfig c = tiny_run(temp_dir("learns").string(), 400);
   const RunSummary s = xgrad::train::train(c);
   INFO("final loss " << s.final_loss << ", chance " << s.chance_loss);
   CHECK_FALSE(s.diverged);
@@ -483,11 +481,8 @@ TEST_CASE(
 
 TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that cannot start are failed, not fatal") {
   const fs::path dir = temp_dir("sweep_into_run");
-  TrainConfig c;
+  TrainConfig c = tiny_run(dir.string(), 2);
   c.d_model = 8;
-  c.steps = 2;
-  c.print_every = 1000;
-  c.out = dir.string();
   xgrad::train::train(c);
   CHECK_THROWS_WITH_AS(
       run_sweep(tiny_sweep(dir), nullptr),
@@ -518,12 +513,9 @@ TEST_CASE("train() gives its caller back the floating-point control it found: su
   // report of 1e-310, a gradient check) must not find them zeroed after train() returned, or after it threw.
   volatile double tiny = 1e-310, one = 1.0;
   REQUIRE(tiny * one > 0.0);
-  TrainConfig c;
+  TrainConfig c = tiny_run(temp_dir("fp_control").string(), 2);
   c.d_model = 8;
-  c.steps = 2;
-  c.print_every = 1000;
   c.flush_denormals = true;
-  c.out = temp_dir("fp_control").string();
   xgrad::train::train(c);
   CHECK(tiny * one > 0.0);
   c.resume = true;
@@ -581,14 +573,10 @@ TEST_CASE("train says at the start how much disk its metrics.csv and checkpoint 
 }
 
 TEST_CASE("rows of steps that are not measured leave the measured-only cells empty, and read as the same numbers") {
-  TrainConfig c;
-  c.d_model = 16;
+  TrainConfig c = tiny_run(temp_dir("short_rows").string(), 40);
   c.n_heads = 8;
   c.n_layers = 2;
-  c.steps = 40;
   c.log_every = 20;
-  c.print_every = 1000;
-  c.out = temp_dir("short_rows").string();
   fs::remove_all(c.out);
   xgrad::train::train(c);
   const fs::path csv = fs::path(c.out) / "metrics.csv";
