@@ -30,6 +30,7 @@
 #include "report/stats.h"
 #include "report/summary.h"
 #include "report/tables.h"
+#include "tests/support/fake_run.h"
 #include "tests/support/fault_hooks.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
@@ -41,6 +42,8 @@
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;
+using xgrad::testing::csv_number;
+using xgrad::testing::FakeRun;
 using xgrad::testing::in_directory;
 using xgrad::testing::Process;
 using xgrad::testing::ProcessResult;
@@ -48,118 +51,13 @@ using xgrad::testing::read_text;
 using xgrad::testing::run_process;
 using xgrad::testing::run_xgrad;
 using xgrad::testing::TempDir;
+using xgrad::testing::write_run;
 using xgrad::testing::xgrad_command;
 
 namespace {
 
 const double nan_value = std::numeric_limits<double>::quiet_NaN();
 const double inf_value = std::numeric_limits<double>::infinity();
-
-// A run as the trainer would write it, with the series given by hand (missing series: 1 for gradient norms,
-// nan for attention statistics).
-struct FakeRun {
-  std::size_t d_k = 16;
-  std::string scale = "none";
-  std::string optimizer = "adamw";
-  double lr = 0.01;
-  int seed = 0;
-  int data_seed = -1;  // -1: the seed
-  std::string environment = "machine-a";
-  std::vector<double> loss, accuracy;
-  std::vector<double> w_q0, w_q1, w_k0, w_k1;  // per-layer gradient norms of W_q and W_k (two layers)
-  std::vector<double> entropy;                 // first layer, both heads
-  std::vector<double> score_std;
-  bool summary = true;
-  bool diverged = false;
-  long diverged_step = -1;
-  std::size_t steps = 0;                                   // config "steps"; 0: the number of rows
-  std::string on_nan;                                      // config "on_nan" when not empty
-  std::string tail;                                        // raw text after the last row (a cut-short line)
-  nlohmann::json extra_config = nlohmann::json::object();  // more config.json keys (a scaling's own settings)
-};
-
-std::string cell(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
-double at(const std::vector<double>& v, std::size_t i, double fallback) { return i < v.size() ? v[i] : fallback; }
-
-void write_run(const fs::path& dir, const FakeRun& r) {
-  fs::create_directories(dir);
-  const std::size_t rows = r.loss.size();
-  const std::size_t steps = r.steps ? r.steps : rows;
-  nlohmann::json config{{"task", "kv_recall"},
-                        {"n_values", 8},
-                        {"chance_loss", std::log(8.0)},
-                        {"d_model", 64},
-                        {"d_k", r.d_k},
-                        {"n_heads", 2},
-                        {"n_layers", 2},
-                        {"scale", r.scale},
-                        {"optimizer", r.optimizer},
-                        {"lr", r.lr},
-                        {"batch_size", 64},
-                        {"steps", steps},
-                        {"mlp", true},
-                        {"layer_norm", true},
-                        {"residual", true},
-                        {"seed", r.seed},
-                        {"data_seed", r.data_seed < 0 ? r.seed : r.data_seed},
-                        {"out", dir.string()},
-                        {"print_every", 100},
-                        {"log_every", 1},
-                        {"threads", 1},
-                        {"environment", {{"machine", r.environment}}}};
-  if (!r.on_nan.empty()) config["on_nan"] = r.on_nan;
-  config.update(r.extra_config);
-  std::ofstream(dir / "config.json") << config.dump(2);
-
-  std::ofstream csv(dir / "metrics.csv");
-  csv << "step,loss,accuracy,lr,grad_norm,grad_norm/tok_emb.weight,grad_norm/blocks.0.attn.w_q.weight,"
-         "grad_norm/blocks.0.attn.w_k.weight,grad_norm/blocks.1.attn.w_q.weight,grad_norm/blocks.1.attn.w_k.weight,"
-         "attn/l0h0/score_std,attn/l0h0/entropy_mean,attn/l0h1/score_std,attn/l0h1/entropy_mean,"
-         "attn/l1h0/entropy_mean,eval_loss,step_ms\n";
-  for (std::size_t i = 0; i < rows; ++i) {
-    const std::vector<double> row{static_cast<double>(i),
-                                  r.loss[i],
-                                  at(r.accuracy, i, 0.0),
-                                  r.lr,
-                                  std::isfinite(r.loss[i]) ? 1.0 : nan_value,
-                                  0.5,
-                                  at(r.w_q0, i, 1.0),
-                                  at(r.w_k0, i, 1.0),
-                                  at(r.w_q1, i, 1.0),
-                                  at(r.w_k1, i, 1.0),
-                                  at(r.score_std, i, nan_value),
-                                  at(r.entropy, i, nan_value),
-                                  at(r.score_std, i, nan_value),
-                                  at(r.entropy, i, nan_value),
-                                  99.0,  // a second layer's entropy: compare reads the first layer only
-                                  nan_value,
-                                  1.0};
-    for (std::size_t c = 0; c < row.size(); ++c) csv << (c ? "," : "") << cell(row[c]);
-    csv << "\n";
-  }
-  csv << r.tail;
-  csv.close();
-  if (r.summary) {
-    nlohmann::json s{{"steps_done", rows},
-                     {"chance_loss", std::log(8.0)},
-                     {"first_loss", r.loss.front()},
-                     {"final_loss", 0.0},
-                     {"final_accuracy", 0.0},
-                     {"mean_grad_norm_w_q", 0.0},
-                     {"mean_grad_norm_w_k", 0.0},
-                     {"frac_zero_grad_w_q", 0.0},
-                     {"frac_zero_grad_w_k", 0.0},
-                     {"diverged", r.diverged},
-                     {"diverged_step", r.diverged_step},
-                     {"wall_seconds", 1.0}};
-    std::ofstream(dir / "summary.json") << s.dump(2);
-  }
-}
 
 std::vector<double> constant(std::size_t n, double v) { return std::vector<double>(n, v); }
 
@@ -599,7 +497,7 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
       const auto tail = constant(20, final_loss);
       r.loss.insert(r.loss.end(), tail.begin(), tail.end());
     }
-    write_run(root / (scale + "-lr" + cell(lr)), r);
+    write_run(root / (scale + "-lr" + csv_number(lr)), r);
   };
   run(0.01, 1.0, false, "none");
   run(0.1, 0.5, false, "none");
@@ -680,7 +578,7 @@ TEST_CASE("LR sensitivity is not decided where both scalings diverged at one lea
       const auto tail = constant(20, final_loss);
       r.loss.insert(r.loss.end(), tail.begin(), tail.end());
     }
-    write_run(dir / (scale + "-lr" + cell(lr)), r);
+    write_run(dir / (scale + "-lr" + csv_number(lr)), r);
   };
   for (const std::string scale : {"none", "sqrt_dk"}) {
     // Both diverge at lr 1: there both objectives are the initial loss, whatever the scaling.
@@ -1307,7 +1205,7 @@ void write_dk_sweep(const fs::path& root) {
         std::string line, text;
         const double grad = unscaled ? std::pow(10.0, -3.0 - 4.0 * static_cast<double>(d)) * (1 + seed) : 1e-3;
         for (bool header = true; std::getline(in, line); header = false)
-          text += line + "," + (header ? std::string("attn/l0h0/score_grad_median") : cell(grad)) + "\n";
+          text += line + "," + (header ? std::string("attn/l0h0/score_grad_median") : csv_number(grad)) + "\n";
         in.close();
         std::ofstream(csv) << text;
       }
@@ -1492,7 +1390,7 @@ TEST_CASE("a run whose loss blew up without becoming NaN (SGD at lr 1: 1e14) is 
   const TempDir root("compare_blew_up");
   for (const std::string scale : {"none", "sqrt_dk"})
     for (const double lr : {0.1, 1.0}) {
-      TrainConfig c = short_run(root / "sweep" / (scale + "-lr" + cell(lr)), "kv_recall", scale, 60);
+      TrainConfig c = short_run(root / "sweep" / (scale + "-lr" + csv_number(lr)), "kv_recall", scale, 60);
       c.d_k = 4;
       c.optimizer = "sgd";
       c.lr = lr;
@@ -1551,7 +1449,7 @@ TEST_CASE("LR sensitivity: differences within the seed spread are about the same
     r.loss = {4.6};
     const auto tail = constant(20, final_loss);
     r.loss.insert(r.loss.end(), tail.begin(), tail.end());
-    write_run(dir / (scale + "-lr" + cell(lr) + "-s" + std::to_string(seed)), r);
+    write_run(dir / (scale + "-lr" + csv_number(lr) + "-s" + std::to_string(seed)), r);
   };
   // Objectives: none 3.9 at 0.01 and (2.95 + 3.15) / 2 = 3.05 at 0.1 -> 0.425; sqrt_dk 4.0 and 3.15 -> 0.425 + 0.0025.
   for (const auto& [scale, a, b, c, d] : std::vector<std::tuple<std::string, double, double, double, double>>{
@@ -1703,7 +1601,7 @@ void write_final_losses(const fs::path& dir, const std::string& scale, const std
     r.loss = {4.6};
     const auto tail = constant(20, final_per_seed[seed]);
     r.loss.insert(r.loss.end(), tail.begin(), tail.end());
-    write_run(dir / (scale + "-lr" + cell(lr) + "-s" + std::to_string(seed)), r);
+    write_run(dir / (scale + "-lr" + csv_number(lr) + "-s" + std::to_string(seed)), r);
   }
 }
 
