@@ -413,10 +413,8 @@ TEST_CASE("runs on other contents of one input file are other arms, labelled by 
     FakeRun r;
     r.scale = scale;
     r.loss = constant(30, loss);
+    r.extra_config["inputs"] = {{{"setting", "text"}, {"path", "/data/text.txt"}, {"size", 3000}, {"xxh3", hash}}};
     write_run(root / "sweep" / name, r);
-    nlohmann::json config = nlohmann::json::parse(read_text(root / "sweep" / name / "config.json"));
-    config["inputs"] = {{{"setting", "text"}, {"path", "/data/text.txt"}, {"size", 3000}, {"xxh3", hash}}};
-    std::ofstream(root / "sweep" / name / "config.json") << config.dump(2);
   };
   run_on("none", "none", 2.3, "0123456789abcdef");
   run_on("sqrt", "sqrt_dk", 0.03, "fedcba9876543210");
@@ -1539,12 +1537,10 @@ TEST_CASE("report.md escapes run names and setting values: '|' and newlines keep
     FakeRun r;
     r.scale = scale;
     r.loss = constant(25, 1.0);
-    const fs::path dir = root / "sweep" / (scale + evil);
-    write_run(dir, r);
     // A recorded input file whose name holds the same characters and a newline: its name is part of the arm.
-    nlohmann::json config = nlohmann::json::parse(read_text(dir / "config.json"));
-    config["inputs"] = nlohmann::json::array({{{"path", "/data/in|put\n<b>x.txt"}, {"xxh3", "0123456789abcdef"}}});
-    std::ofstream(dir / "config.json") << config.dump(2);
+    r.extra_config["inputs"] =
+        nlohmann::json::array({{{"path", "/data/in|put\n<b>x.txt"}, {"xxh3", "0123456789abcdef"}}});
+    write_run(root / "sweep" / (scale + evil), r);
   }
   std::string md;
   compare_text(root / "sweep", &md);
@@ -1845,12 +1841,11 @@ TEST_CASE("no command runs from data: backticks, $(), quotes, newlines and syste
     r.scale = scale;
     for (int i = 0; i < 30; ++i) r.loss.push_back(3.0 * std::exp(-0.05 * i));
     r.summary = false;  // incomplete: its directory name is printed on the terminal too
-    const fs::path dir = root / "sweep" / (scale == "none" ? ansi_dir : std::string("hostile"));
-    write_run(dir, r);
-    nlohmann::json config = nlohmann::json::parse(read_text(dir / "config.json"));
-    config["inputs"] = {{{"setting", "text"}, {"path", text_path}, {"size", 3000}, {"xxh3", "0123456789abcdef"}}};
-    if (scale != "none") config["inputs"][0]["xxh3"] = "fedcba9876543210";  // arms differ in the file: in titles
-    std::ofstream(dir / "config.json") << config.dump(2);
+    r.extra_config["inputs"] = {
+        {{"setting", "text"}, {"path", text_path}, {"size", 3000}, {"xxh3", "0123456789abcdef"}}};
+    if (scale != "none")
+      r.extra_config["inputs"][0]["xxh3"] = "fedcba9876543210";  // arms differ in the file: in titles
+    write_run(root / "sweep" / (scale == "none" ? ansi_dir : std::string("hostile")), r);
   }
   CompareOptions options;
   options.inputs = {(root / "sweep").string()};
