@@ -10,15 +10,20 @@
 #include "nn/checkpoint.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
+#include "tests/support/refusals.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
 namespace fs = std::filesystem;
+using xgrad::testing::check_refusals;
+using xgrad::testing::check_refused;
+using xgrad::testing::check_refused_in_one_line;
 using xgrad::testing::merged_output;
 using xgrad::testing::ProcessOptions;
 using xgrad::testing::ProcessResult;
+using xgrad::testing::Refusal;
 using xgrad::testing::run_process;
 using xgrad::testing::run_xgrad;
 using xgrad::testing::TempDir;
@@ -37,12 +42,6 @@ std::vector<std::string> on_cpu_0(const std::vector<std::string>& args) {
   for (const std::string& word : xgrad_command(args)) argv.push_back(word);
   return argv;
 }
-
-struct Case {
-  std::vector<std::string> args;
-  int exit_code;
-  std::string message;  // a substring of the one stderr line
-};
 
 }  // namespace
 
@@ -72,7 +71,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
     std::ofstream f(bad_key);
     f << "{\"d_modle\": 16}";
   }
-  const std::vector<Case> cases{
+  const std::vector<Refusal> cases{
       {{}, 2, "a command is required (allowed: train, sweep, experiment, probe, compare, settings;"},
       {{"bogus"}, 2, "unknown command 'bogus' (allowed: train, sweep, experiment, probe, compare, settings;"},
       {{"train"}, 2, "--out: a run directory is required"},
@@ -373,17 +372,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"sweep", "--out", out, "--seeds", "0, 1"}, 2, "--seeds: must be a whole number in [0, "},
   };
   CHECK(cases.size() >= 20);
-  for (const Case& c : cases) {
-    std::string line;
-    for (const auto& a : c.args) line += " " + a;
-    INFO("xgrad" << line);
-    const ProcessResult r = run_xgrad(c.args);
-    INFO("stderr: " << r.err);
-    CHECK(r.exit_code == c.exit_code);
-    CHECK(r.err.find(c.message) != std::string::npos);
-    CHECK(r.err.rfind("xgrad: ", 0) == 0);
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  }
+  check_refusals(cases);
   CHECK_FALSE(fs::exists(out));  // no refused invocation left a run directory behind
 
   // sweep --d-model reaches its runs.
@@ -434,7 +423,7 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
   fs::copy_file(other_dir + "/checkpoint.safetensors", foreign + "/checkpoint.safetensors",
                 fs::copy_options::overwrite_existing);
 
-  const std::vector<Case> cases{
+  const std::vector<Refusal> cases{
       {{"train", "--resume", negative},
        2,
        negative + "/config.json: 'steps' holds -3, which is not a whole number >= 0"},
@@ -452,17 +441,7 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
        2,
        "--out: " + run_dir + " holds an `xgrad train` run (config.json), not a sweep"},
   };
-  for (const Case& k : cases) {
-    std::string line;
-    for (const auto& a : k.args) line += " " + a;
-    INFO("xgrad" << line);
-    const ProcessResult r = run_xgrad(k.args);
-    INFO("stderr: " << r.err);
-    CHECK(r.exit_code == k.exit_code);
-    CHECK(r.err.find(k.message) != std::string::npos);
-    CHECK(r.err.rfind("xgrad: ", 0) == 0);
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  }
+  check_refusals(cases);
   CHECK_FALSE(fs::exists(out));
   CHECK_FALSE(fs::exists(run_dir + "/sweep.json"));
 
@@ -558,10 +537,7 @@ TEST_CASE("xgrad sweep into a sweep of other settings: a setting the new sweep l
   const ProcessResult first = run_xgrad(with_eval);
   INFO("stderr: " << first.err);
   REQUIRE(first.exit_code == 0);
-  const ProcessResult again = run_xgrad(sweep);
-  INFO("stderr: " << again.err);
-  CHECK(again.exit_code == 2);
-  CHECK(again.err.find("holds a sweep with --eval-n-pairs 4,8 (this one: not set)") != std::string::npos);
+  check_refused({sweep, 2, "holds a sweep with --eval-n-pairs 4,8 (this one: not set)"});
 }
 
 TEST_CASE("xgrad: an XGRAD_SIMD that names no kernel variant this CPU runs is refused before anything runs") {
@@ -651,21 +627,14 @@ TEST_CASE(
     // As a --config file.
     const std::string path = (root / "hostile.json").string();
     std::ofstream(path) << h.text;
-    ProcessResult r = run_xgrad({"train", "--config", path, "--out", (root / "fresh").string()});
-    INFO("--config: ", r.err);
-    CHECK(r.exit_code == 2);
+    const ProcessResult r =
+        check_refused({{"train", "--config", path, "--out", (root / "fresh").string()}, 2, h.message});
     CHECK(r.err.find(path) != std::string::npos);
-    CHECK(r.err.find(h.message) != std::string::npos);
     // As a run's config.json, read by train --resume and by compare.
     std::ofstream(config) << h.text;
     for (const std::vector<std::string>& args : {std::vector<std::string>{"train", "--resume", (root / "run").string()},
-                                                 std::vector<std::string>{"compare", (root / "run").string()}}) {
-      r = run_xgrad(args);
-      INFO(args[0], " ", args[1], ": ", r.err);
-      CHECK(r.exit_code == 2);
-      CHECK(r.err.find("config.json") != std::string::npos);
-      CHECK(r.err.find(h.message) != std::string::npos);
-    }
+                                                 std::vector<std::string>{"compare", (root / "run").string()}})
+      CHECK(check_refused({args, 2, h.message}).err.find("config.json") != std::string::npos);
   }
 }
 
@@ -700,10 +669,9 @@ TEST_CASE("xgrad: a whole-number setting written as 2.0 is 2; 2.5 is refused nam
     return std::string(std::istreambuf_iterator<char>(in), {});
   }();
   CHECK(written.find("\"steps\": 2,") != std::string::npos);
-  r = run_xgrad({"train", "--out", (root / "half").string(), "--steps", "2.5"});
-  CHECK(r.exit_code == 2);
-  CHECK(r.err.find("--steps: must be a whole number in [1, 1000000000]; 2.5 has a fractional part") !=
-        std::string::npos);
+  check_refused({{"train", "--out", (root / "half").string(), "--steps", "2.5"},
+                 2,
+                 "--steps: must be a whole number in [1, 1000000000]; 2.5 has a fractional part"});
   // In a --config file, as Python's json.dumps(float(2)) writes it.
   const std::string config = (root / "given.json").string();
   std::ofstream(config) << "{\"steps\": 2.0, \"d_model\": 8.0, \"batch_size\": 2}";
@@ -711,9 +679,9 @@ TEST_CASE("xgrad: a whole-number setting written as 2.0 is 2; 2.5 is refused nam
   INFO("--config: " << r.err);
   CHECK(r.exit_code == 0);
   std::ofstream(config, std::ios::trunc) << "{\"steps\": 2.5, \"d_model\": 8, \"batch_size\": 2}";
-  r = run_xgrad({"train", "--config", config, "--out", (root / "file_half").string()});
-  CHECK(r.exit_code == 2);
-  CHECK(r.err.find(config + ": 'steps' holds 2.5, which is not a whole number") != std::string::npos);
+  r = check_refused({{"train", "--config", config, "--out", (root / "file_half").string()},
+                     2,
+                     config + ": 'steps' holds 2.5, which is not a whole number"});
   CHECK(r.err.find("it has a fractional part") != std::string::npos);
   CHECK(r.err.find("got 2.0") == std::string::npos);
 }
@@ -763,9 +731,8 @@ TEST_CASE(
   // JSON: nlohmann's parse error gives line and column; the message names the file beside them.
   const std::string config = (root / "given.json").string();
   std::ofstream(config) << "{\"steps\": 2,\n \"lr\": 0.1,\n \"d_model\": 8x}\n";
-  ProcessResult r = run_xgrad({"train", "--config", config, "--out", (root / "fresh").string()});
-  CHECK(r.exit_code == 2);
-  CHECK(r.err.find(config + " is not valid JSON") != std::string::npos);
+  const ProcessResult r = check_refused(
+      {{"train", "--config", config, "--out", (root / "fresh").string()}, 2, config + " is not valid JSON"});
   CHECK(r.err.find("line 3, column 14") != std::string::npos);
   std::ofstream(root / "run" / "config.json", std::ios::trunc) << "{\"steps\": 2,\n \"lr\": }\n";
   code = compare(output);
@@ -794,13 +761,11 @@ TEST_CASE("probe on sequences where no query may attend to two keys says so inst
   }
   for (const char* causal : {"true", "false"}) {
     INFO("--causal " << causal);
-    const ProcessResult r = run_xgrad({"probe", "--task", "data", "--data", data.string(), "--vocab-size", "4", "--d-k",
-                                       "4", "--d-model", "16", "--batch-size", "4", "--causal", causal});
-    INFO("stderr: " << r.err);
-    CHECK(r.exit_code == 2);
-    CHECK(r.err.rfind("xgrad: ", 0) == 0);
-    CHECK(r.err.find("no query may attend to two keys") != std::string::npos);
+    const ProcessResult r =
+        check_refused_in_one_line({{"probe", "--task", "data", "--data", data.string(), "--vocab-size", "4", "--d-k",
+                                    "4", "--d-model", "16", "--batch-size", "4", "--causal", causal},
+                                   2,
+                                   "no query may attend to two keys"});
     CHECK(r.err.find("1 token") != std::string::npos);
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   }
 }

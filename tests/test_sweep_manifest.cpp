@@ -27,10 +27,12 @@
 
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
+#include "tests/support/refusals.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
+using xgrad::testing::check_refused;
 using xgrad::testing::merged_output;
 using xgrad::testing::Process;
 using xgrad::testing::ProcessOptions;
@@ -338,12 +340,7 @@ TEST_CASE("sweep run-one, status and --launcher refuse bad input with exit 2 nam
       {sweep_args(out, "10", {"--launcher", "slurm", "--threads", "2", "--cpus-per-task", "1"}),
        "--cpus-per-task: 1 is below --threads 2 (allowed: 2 or more)"},
   };
-  for (const Case& c : cases) {
-    const ProcessResult r = run_xgrad(c.args, merged_output());
-    INFO(r.out);
-    CHECK(r.exit_code == 2);
-    CHECK(contains(r.out, c.message));
-  }
+  for (const Case& c : cases) check_refused({c.args, 2, c.message});
 }
 
 TEST_CASE("sweep run-one refuses a run directory that is a symbolic link and leaves the link's target alone") {
