@@ -374,8 +374,10 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
   CHECK(cases.size() >= 20);
   check_refusals(cases);
   CHECK_FALSE(fs::exists(out));  // no refused invocation left a run directory behind
+}
 
-  // sweep --d-model reaches its runs.
+TEST_CASE("xgrad sweep --d-model reaches its runs") {
+  const TempDir root("cli_sweep_d_model");
   const std::string sweep_dir = (root / "sweep").string();
   const ProcessResult swept = run_xgrad({"sweep", "--out", sweep_dir, "--d-model", "16", "--steps", "2", "--batch-size",
                                          "2", "--d-k", "4", "--seeds", "0", "--scale", "none", "--arms", "sgd@0.1"});
