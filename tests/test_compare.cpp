@@ -472,14 +472,9 @@ TEST_CASE("arms of d_model 64 and 128 are labelled by d_model, not by the d_ff t
   CHECK(distinguishing_keys(with_ff.arms) == std::vector<std::string>{"d_model", "d_ff"});
 }
 
-TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, initial) minus the best") {
-  // Hand example: objectives 1.0, 0.5 and 4.0 (a diverged run counts as its initial loss 4.0):
-  // mean 5.5 / 3 = 1.8333, best 0.5, sensitivity 1.3333.
-  CHECK(lr_sensitivity({1.0, 0.5, 4.0}) == doctest::Approx(5.5 / 3 - 0.5));
-  CHECK(lr_sensitivity({1.0, nan_value, 1.0}) == doctest::Approx(0.0));
-  CHECK(std::isnan(lr_sensitivity({1.0})));
-
-  const TempDir root("compare_lr");
+// Fake SGD runs of one arm at four learning rates unscaled (lr 1 diverged, lr 0.001 ends above its initial loss)
+// and at two scaled by sqrt_dk, analysed.
+Comparison lr_sweep(const TempDir& root) {
   auto run = [&](double lr, double final_loss, bool diverged, const std::string& scale) {
     FakeRun r;
     r.scale = scale;
@@ -503,8 +498,18 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
   run(0.001, 5.0, false, "none");  // ends above its initial loss: counts as 4.0
   run(0.01, 0.5, false, "sqrt_dk");
   run(0.1, 0.5, false, "sqrt_dk");
+  return analyse_dirs({root.string()});
+}
 
-  const Comparison cmp = analyse_dirs({root.string()});
+TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, initial) minus the best") {
+  // Hand example: objectives 1.0, 0.5 and 4.0 (a diverged run counts as its initial loss 4.0):
+  // mean 5.5 / 3 = 1.8333, best 0.5, sensitivity 1.3333.
+  CHECK(lr_sensitivity({1.0, 0.5, 4.0}) == doctest::Approx(5.5 / 3 - 0.5));
+  CHECK(lr_sensitivity({1.0, nan_value, 1.0}) == doctest::Approx(0.0));
+  CHECK(std::isnan(lr_sensitivity({1.0})));
+
+  const TempDir root("compare_lr");
+  const Comparison cmp = lr_sweep(root);
   REQUIRE(cmp.lr_groups.size() == 2);
   const LrGroup& none = cmp.lr_groups[0];
   REQUIRE(none.arms.size() == 4);
@@ -520,7 +525,13 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
   REQUIRE(t.rows.size() == 2);
   CHECK(t.rows[0].back() == "1.875");
   CHECK(t.rows[0][3].find("1: 4.000 (diverged 1/1)") != std::string::npos);
+}
 
+TEST_CASE("LR sensitivity: two scalings are compared over the learning rates both were run at") {
+  const TempDir root("compare_lr_shared");
+  const Comparison cmp = lr_sweep(root);
+  REQUIRE(cmp.lr_groups.size() == 2);
+  const LrGroup &none = cmp.lr_groups[0], &scaled = cmp.lr_groups[1];
   // The two scalings are compared over the learning rates both were run at (0.01 and 0.1): none's 1.875 is over
   // four learning rates, sqrt_dk's 0 over two, and a sensitivity over more learning rates is not comparable.
   const LrComparison shared = compare_lr_sensitivity(cmp, none, scaled);
@@ -543,7 +554,11 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
         sentence || s.find("; over the learning rates unscaled and sqrt_dk share (0.01, 0.1): 0.250 vs 0.000.") !=
                         std::string::npos;
   CHECK(sentence);
+}
 
+TEST_CASE("LR sensitivity: final loss against lr as a summary figure, one line per scaling") {
+  const TempDir root("compare_lr_figure");
+  const Comparison cmp = lr_sweep(root);
   // The same lrs as a summary figure: final loss against lr, one line per scaling; lr 1 diverged, so no point.
   const std::vector<SummaryFigure> figures = summary_figures(cmp);
   REQUIRE(figures.size() == 1);  // one d_k: no figure against d_k
@@ -613,10 +628,9 @@ TEST_CASE("LR sensitivity is not decided where both scalings diverged at one lea
   }
 }
 
-TEST_CASE("a diverged run is left out of every statistic of its arm, and counted") {
-  // The issue's report: one unscaled run that diverged at step 16 (W_q gradient norm 5.83, score std 1e+29) turned
-  // the comparison into "unscaled W_q gradients are not smaller but larger (2.15 vs 0.472)"; without it, 0.31.
-  const TempDir root("compare_diverged_aggregates");
+// Two seeds of an unscaled and a sqrt_dk arm at d_k 64; the unscaled seed 1 diverged at step 16 with a W_q
+// gradient norm of 5.83 and a score std of 1e29.
+void write_one_diverged_seed(const fs::path& root) {
   for (int seed = 0; seed < 2; ++seed) {
     FakeRun none;
     none.d_k = 64;
@@ -654,6 +668,13 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
     scaled.score_std = constant(30, 1.0);
     write_run(root / ("sqrt-s" + std::to_string(seed)), scaled);
   }
+}
+
+TEST_CASE("a diverged run is left out of every statistic of its arm, and counted") {
+  // The issue's report: one unscaled run that diverged at step 16 (W_q gradient norm 5.83, score std 1e+29) turned
+  // the comparison into "unscaled W_q gradients are not smaller but larger (2.15 vs 0.472)"; without it, 0.31.
+  const TempDir root("compare_diverged_aggregates");
+  write_one_diverged_seed(root);
   const Comparison cmp = analyse_dirs({root.string()});
   REQUIRE(cmp.arms.size() == 2);
   const ArmStats& none = cmp.arms[0];
@@ -667,7 +688,12 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
   CHECK(none.score_std_last.mean == doctest::Approx(8.0));
   CHECK(none.entropy_first.mean == doctest::Approx(0.3));
   CHECK(none.final_loss.n == 1);
+}
 
+TEST_CASE("a diverged run is left out of the story checks and the sentences of its arm, and counted there") {
+  const TempDir root("compare_diverged_story");
+  write_one_diverged_seed(root);
+  const Comparison cmp = analyse_dirs({root.string()});
   const StoryChecks checks = story_checks(cmp);
   const std::string head =
       "d_k=64 adamw lr=0.01, unscaled vs sqrt_dk (1 unscaled and 0 sqrt_dk run diverged, left out): ";
@@ -686,7 +712,11 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
   REQUIRE_FALSE(sentences.empty());
   CHECK(sentences[0].find("unscaled (2 seeds, 1 diverged (left out))") != std::string::npos);
   CHECK(sentences[0].find("score std at step 0 8 vs 1 (at the end 8 vs 1)") != std::string::npos);
+}
 
+TEST_CASE("the plots draw a diverged run but leave it out of its arm's mean line, and say so") {
+  const TempDir root("compare_diverged_plots");
+  write_one_diverged_seed(root);
   // The plots draw the diverged run (thin, with its cross) but leave it out of the arm's mean line, and say so.
   PathGuard no_gnuplot("/nonexistent-xgrad-test");  // the data files and scripts are written either way
   CompareOptions options;
