@@ -84,6 +84,16 @@ std::string status_line(const fs::path& out, std::size_t index) {
   return "";
 }
 
+// A local sweep (--jobs 1) of `steps` over the manifest `out` with one point complete: it skips that point, runs
+// the other three, and `sweep status` then says all four are complete.
+void check_local_sweep_completes(const fs::path& out, const std::string& steps) {
+  const ProcessResult local = run_xgrad(sweep_args(out, steps, {"--jobs", "1"}), merged_output());
+  INFO(local.out);
+  CHECK(local.exit_code == 0);
+  CHECK(contains(local.out, "1 of 4 runs already complete, skipped"));
+  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, merged_output()).out, "4 points: 4 complete\n"));
+}
+
 // Stops process `pid` (SIGSTOP) until thawed or the end of the scope: a process left stopped would hold its lock.
 class Frozen {
  public:
@@ -201,11 +211,7 @@ TEST_CASE("sweep run-one trains one point, leaves a complete one alone, and the 
   CHECK(submit.exit_code == 0);
   CHECK(contains(submit.out, "3 point(s) to run; submit them with:\n  sbatch --array=0-1,3%2 "));
   // The manifest's config is what run-one trained: a local sweep over the same grid finds point 2 complete.
-  const ProcessResult local = run_xgrad(sweep_args(out, "40", {"--jobs", "1"}), merged_output());
-  INFO(local.out);
-  CHECK(local.exit_code == 0);
-  CHECK(contains(local.out, "1 of 4 runs already complete, skipped"));
-  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, merged_output()).out, "4 points: 4 complete\n"));
+  check_local_sweep_completes(out, "40");
 }
 
 TEST_CASE(
@@ -546,11 +552,7 @@ TEST_CASE("sweep status counts points whose run directory was deleted or cut sho
   CHECK(status_line(out, 3).rfind("incomplete", 0) == 0);
   CHECK(contains(status.out, "4 points: 1 complete, 2 incomplete, 1 missing\n"));
   // What status says is what the next sweep does: it keeps the one complete run and redoes the other three.
-  const ProcessResult again = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), merged_output());
-  INFO(again.out);
-  CHECK(again.exit_code == 0);
-  CHECK(contains(again.out, "1 of 4 runs already complete, skipped"));
-  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, merged_output()).out, "4 points: 4 complete\n"));
+  check_local_sweep_completes(out, "20");
 }
 
 TEST_CASE(
