@@ -22,9 +22,7 @@
 #include "tests/support/process.h"
 
 using namespace xgrad;
-using xgrad::testing::ProcessOptions;
-using xgrad::testing::ProcessResult;
-using xgrad::testing::run_process;
+using namespace xgrad::testing;
 
 namespace {
 

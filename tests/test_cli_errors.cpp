@@ -17,19 +17,7 @@
 
 using namespace xgrad;
 namespace fs = std::filesystem;
-using xgrad::testing::check_refusals;
-using xgrad::testing::check_refused;
-using xgrad::testing::check_refused_in_one_line;
-using xgrad::testing::merged_output;
-using xgrad::testing::ProcessOptions;
-using xgrad::testing::ProcessResult;
-using xgrad::testing::Refusal;
-using xgrad::testing::run_process;
-using xgrad::testing::run_xgrad;
-using xgrad::testing::TempDir;
-using xgrad::testing::tiny_run;
-using xgrad::testing::words;
-using xgrad::testing::xgrad_command;
+using namespace xgrad::testing;
 
 namespace {
 

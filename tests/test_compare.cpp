@@ -42,17 +42,7 @@
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;
-using xgrad::testing::csv_number;
-using xgrad::testing::FakeRun;
-using xgrad::testing::in_directory;
-using xgrad::testing::Process;
-using xgrad::testing::ProcessResult;
-using xgrad::testing::read_text;
-using xgrad::testing::run_process;
-using xgrad::testing::run_xgrad;
-using xgrad::testing::TempDir;
-using xgrad::testing::write_run;
-using xgrad::testing::xgrad_command;
+using namespace xgrad::testing;
 
 namespace {
 

@@ -18,13 +18,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
-using xgrad::testing::in_directory;
-using xgrad::testing::ProcessOptions;
-using xgrad::testing::ProcessResult;
-using xgrad::testing::read_text;
-using xgrad::testing::run_xgrad;
-using xgrad::testing::TempDir;
-using xgrad::testing::words;
+using namespace xgrad::testing;
 
 namespace {
 

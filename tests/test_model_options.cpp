@@ -27,10 +27,7 @@
 
 using namespace xgrad;
 namespace fs = std::filesystem;
-using xgrad::testing::metrics_without_timing;
-using xgrad::testing::run_xgrad;
-using xgrad::testing::temp_dir;
-using xgrad::testing::words;
+using namespace xgrad::testing;
 
 namespace {
 

@@ -20,11 +20,7 @@
 
 using namespace xgrad;
 using namespace xgrad::train;
-using xgrad::testing::merged_output;
-using xgrad::testing::ProcessResult;
-using xgrad::testing::read_text;
-using xgrad::testing::run_xgrad;
-using xgrad::testing::TempDir;
+using namespace xgrad::testing;
 namespace fs = std::filesystem;
 
 namespace {

@@ -31,14 +31,7 @@
 using namespace xgrad;
 using namespace xgrad::train;
 namespace fs = std::filesystem;
-using xgrad::testing::metrics_without_timing;
-using xgrad::testing::Process;
-using xgrad::testing::ProcessResult;
-using xgrad::testing::read_text;
-using xgrad::testing::run_xgrad;
-using xgrad::testing::temp_dir;
-using xgrad::testing::tiny_run;
-using xgrad::testing::xgrad_command;
+using namespace xgrad::testing;
 
 namespace {
 

@@ -33,16 +33,7 @@
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
-using xgrad::testing::merged_output;
-using xgrad::testing::metrics_without_timing;
-using xgrad::testing::Process;
-using xgrad::testing::ProcessOptions;
-using xgrad::testing::ProcessResult;
-using xgrad::testing::read_text;
-using xgrad::testing::run_process;
-using xgrad::testing::run_xgrad;
-using xgrad::testing::TempDir;
-using xgrad::testing::xgrad_command;
+using namespace xgrad::testing;
 
 namespace {
 

@@ -27,13 +27,7 @@
 using namespace xgrad;
 using namespace xgrad::train;
 namespace fs = std::filesystem;
-using xgrad::testing::merged_output;
-using xgrad::testing::metrics_without_timing;
-using xgrad::testing::ProcessResult;
-using xgrad::testing::run_xgrad;
-using xgrad::testing::temp_dir;
-using xgrad::testing::tiny_run;
-using xgrad::testing::words;
+using namespace xgrad::testing;
 
 namespace {
 std::vector<std::string> column_text(const fs::path& csv, std::size_t col) {
