@@ -91,17 +91,6 @@ int killed_by(int status) {
   return WTERMSIG(status);
 }
 
-// Polls `done` every millisecond for up to two minutes (sanitizer builds on a busy machine are slow); false if it
-// never held.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return done();
-}
-
 std::size_t metrics_rows(const fs::path& run_dir) {
   std::ifstream in(run_dir / "metrics.csv");
   std::size_t lines = 0;
@@ -128,22 +117,16 @@ pid_t running_child(const Process& sweep, const fs::path& out, const std::string
   return lock_holder(dir);
 }
 
-// Stops process `pid` (SIGSTOP) until the end of the scope, also when a REQUIRE leaves it early: a process left
-// stopped would hold its run's lock forever.
-class Frozen {
- public:
-  explicit Frozen(pid_t pid) : pid_(pid) { kill(pid_, SIGSTOP); }
-  ~Frozen() { thaw(); }
-  Frozen(const Frozen&) = delete;
-  Frozen& operator=(const Frozen&) = delete;
-  void thaw() {
-    if (pid_ > 0) kill(pid_, SIGCONT);
-    pid_ = 0;
-  }
-
- private:
-  pid_t pid_;
-};
+// Sends `signals` to the whole job of `sweep` (writing into `out`) while both its running children are frozen
+// mid-run, so that the signals find them there; then lets them go on and waits for the sweep.
+ProcessResult signal_job_mid_run(Process& sweep, const fs::path& out, const std::vector<int>& signals) {
+  Frozen a(running_child(sweep, out, kRuns[0]));
+  Frozen b(running_child(sweep, out, kRuns[1]));
+  for (int sig : signals) sweep.send(sig, true);
+  a.thaw();
+  b.thaw();
+  return sweep.wait();
+}
 
 nlohmann::json sweep_index(const fs::path& out) { return nlohmann::json::parse(read_text(out / "sweep.json")); }
 
@@ -278,14 +261,8 @@ TEST_CASE(
   const TempDir root("sweep_hangup");
   const fs::path out = root / "sweep";
   Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt"));
-  // Both running children frozen mid-run, so the hangup finds them there.
-  Frozen a(running_child(sweep, out, kRuns[0]));
-  Frozen b(running_child(sweep, out, kRuns[1]));
   // A terminal hangup: SIGHUP to the whole job (the sweep and its children).
-  sweep.send(SIGHUP, true);
-  a.thaw();
-  b.thaw();
-  const ProcessResult status = sweep.wait();
+  const ProcessResult status = signal_job_mid_run(sweep, out, {SIGHUP});
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
   CHECK(killed_by(status) == SIGHUP);  // re-raised after the checkpoints: a shell sees 129
@@ -315,13 +292,7 @@ TEST_CASE(
   const TempDir root("sweep_nohup");
   const fs::path out = root / "sweep";
   Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt", {SIGHUP, SIGINT}));
-  Frozen a(running_child(sweep, out, kRuns[0]));
-  Frozen b(running_child(sweep, out, kRuns[1]));
-  sweep.send(SIGHUP, true);
-  sweep.send(SIGINT, true);
-  a.thaw();
-  b.thaw();
-  const int code = exit_code(sweep.wait());
+  const int code = exit_code(signal_job_mid_run(sweep, out, {SIGHUP, SIGINT}));
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
   CHECK(code == 0);

@@ -38,16 +38,6 @@ namespace {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-// Polls `done` every 5 ms for up to two minutes (a sanitizer build on a busy machine is slow); false if it never held.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return done();
-}
-
 const std::vector<std::string> kNames{"dk4-none-adamw-lr0.01-s0", "dk4-none-adamw-lr0.01-s1",
                                       "dk4-sqrt_dk-adamw-lr0.01-s0", "dk4-sqrt_dk-adamw-lr0.01-s1"};
 
@@ -85,22 +75,6 @@ void check_local_sweep_completes(const fs::path& out, const std::string& steps) 
   CHECK(contains(local.out, "1 of 4 runs already complete, skipped"));
   CHECK(contains(run_xgrad({"sweep", "status", out.string()}, merged_output()).out, "4 points: 4 complete\n"));
 }
-
-// Stops process `pid` (SIGSTOP) until thawed or the end of the scope: a process left stopped would hold its lock.
-class Frozen {
- public:
-  explicit Frozen(pid_t pid) : pid_(pid) { kill(pid_, SIGSTOP); }
-  ~Frozen() { thaw(); }
-  Frozen(const Frozen&) = delete;
-  Frozen& operator=(const Frozen&) = delete;
-  void thaw() {
-    if (pid_ > 0) kill(pid_, SIGCONT);
-    pid_ = 0;
-  }
-
- private:
-  pid_t pid_;
-};
 
 }  // namespace
 

@@ -188,6 +188,22 @@ ProcessResult run_xgrad(const std::vector<std::string>& args, const ProcessOptio
   return run_process(xgrad_command(args), options);
 }
 
+bool eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return done();
+}
+
+Frozen::Frozen(pid_t pid) : pid_(pid) { kill(pid_, SIGSTOP); }
+
+void Frozen::thaw() {
+  if (pid_ > 0) kill(pid_, SIGCONT);
+  pid_ = 0;
+}
+
 bool on_path(const std::string& program) {
   const char* path = std::getenv("PATH");
   std::istringstream dirs(path != nullptr ? path : "");

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -94,6 +95,25 @@ ProcessResult run_xgrad(const std::vector<std::string>& args, const ProcessOptio
 
 /// `args` with the xgrad executable under test in front, for Process.
 std::vector<std::string> xgrad_command(const std::vector<std::string>& args);
+
+/// Polls `done` every millisecond for up to two minutes (a sanitizer build on a busy machine is slow); false if it
+/// never held.
+bool eventually(const std::function<bool()>& done);
+
+/// Stops process `pid` (SIGSTOP) until thawed or the end of the scope, also when a REQUIRE leaves it early: a process
+/// left stopped would hold its run's lock forever.
+class Frozen {
+ public:
+  explicit Frozen(pid_t pid);
+  ~Frozen() { thaw(); }
+  Frozen(const Frozen&) = delete;
+  Frozen& operator=(const Frozen&) = delete;
+  /// Lets the process go on (SIGCONT); nothing the second time.
+  void thaw();
+
+ private:
+  pid_t pid_;
+};
 
 /// Whether `program` is an executable file in a directory of $PATH (as the shell's `command -v` finds it).
 bool on_path(const std::string& program);
