@@ -462,32 +462,35 @@ TEST_CASE("arms of d_model 64 and 128 are labelled by d_model, not by the d_ff t
   CHECK(distinguishing_keys(with_ff.arms) == std::vector<std::string>{"d_model", "d_ff"});
 }
 
+// A fake SGD run in dir/<scale>-lr<lr>: loss 4 at step 0, then `final_loss` for 20 steps, or inf at step 1
+// (diverged, planned like the others: 21 steps).
+void write_sgd_run(const fs::path& dir, double lr, double final_loss, bool diverged, const std::string& scale) {
+  FakeRun r;
+  r.scale = scale;
+  r.optimizer = "sgd";
+  r.lr = lr;
+  r.loss = {4.0};
+  if (diverged) {
+    r.loss.push_back(inf_value);
+    r.diverged = true;
+    r.diverged_step = 1;
+    r.steps = 21;
+  } else {
+    const auto tail = constant(20, final_loss);
+    r.loss.insert(r.loss.end(), tail.begin(), tail.end());
+  }
+  write_run(dir / (scale + "-lr" + csv_number(lr)), r);
+}
+
 // Fake SGD runs of one arm at four learning rates unscaled (lr 1 diverged, lr 0.001 ends above its initial loss)
 // and at two scaled by sqrt_dk, analysed.
 Comparison lr_sweep(const TempDir& root) {
-  auto run = [&](double lr, double final_loss, bool diverged, const std::string& scale) {
-    FakeRun r;
-    r.scale = scale;
-    r.optimizer = "sgd";
-    r.lr = lr;
-    r.loss = {4.0};
-    if (diverged) {
-      r.loss.push_back(inf_value);
-      r.diverged = true;
-      r.diverged_step = 1;
-      r.steps = 21;  // planned like the others (same arm settings but lr)
-    } else {
-      const auto tail = constant(20, final_loss);
-      r.loss.insert(r.loss.end(), tail.begin(), tail.end());
-    }
-    write_run(root / (scale + "-lr" + csv_number(lr)), r);
-  };
-  run(0.01, 1.0, false, "none");
-  run(0.1, 0.5, false, "none");
-  run(1.0, 0.0, true, "none");
-  run(0.001, 5.0, false, "none");  // ends above its initial loss: counts as 4.0
-  run(0.01, 0.5, false, "sqrt_dk");
-  run(0.1, 0.5, false, "sqrt_dk");
+  write_sgd_run(root, 0.01, 1.0, false, "none");
+  write_sgd_run(root, 0.1, 0.5, false, "none");
+  write_sgd_run(root, 1.0, 0.0, true, "none");
+  write_sgd_run(root, 0.001, 5.0, false, "none");  // ends above its initial loss: counts as 4.0
+  write_sgd_run(root, 0.01, 0.5, false, "sqrt_dk");
+  write_sgd_run(root, 0.1, 0.5, false, "sqrt_dk");
   return analyse_dirs({root.string()});
 }
 
@@ -565,24 +568,7 @@ TEST_CASE("LR sensitivity: final loss against lr as a summary figure, one line p
 
 TEST_CASE("LR sensitivity is not decided where both scalings diverged at one learning rate or neither learned") {
   const TempDir root("compare_lr_undecided");
-  // loss: 4 at step 0, then `final_loss` for 20 steps, or inf at step 1 (diverged).
-  auto run = [&](const fs::path& dir, double lr, double final_loss, bool diverged, const std::string& scale) {
-    FakeRun r;
-    r.scale = scale;
-    r.optimizer = "sgd";
-    r.lr = lr;
-    r.loss = {4.0};
-    if (diverged) {
-      r.loss.push_back(inf_value);
-      r.diverged = true;
-      r.diverged_step = 1;
-      r.steps = 21;
-    } else {
-      const auto tail = constant(20, final_loss);
-      r.loss.insert(r.loss.end(), tail.begin(), tail.end());
-    }
-    write_run(dir / (scale + "-lr" + csv_number(lr)), r);
-  };
+  const auto run = write_sgd_run;
   for (const std::string scale : {"none", "sqrt_dk"}) {
     // Both diverge at lr 1: there both objectives are the initial loss, whatever the scaling.
     run(root / "diverged", 0.01, scale == "none" ? 1.0 : 0.5, false, scale);

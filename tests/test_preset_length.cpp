@@ -12,17 +12,8 @@
 #include "tests/support/preset_run.h"
 #include "tests/support/temp_dir.h"
 
+using xgrad::testing::g3;
 using xgrad::testing::TempDir;
-
-namespace {
-
-std::string g3(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", v);
-  return text;
-}
-
-}  // namespace
 
 TEST_CASE("preset length --quick: 4 scalings x 2 seeds, evaluated at 1x-8x the keys; figures and findings") {
   TempDir tmp("preset_length");

@@ -16,24 +16,12 @@
 #include "tests/support/temp_dir.h"
 #include "train/run_files.h"
 
+using xgrad::testing::g3;
+using xgrad::testing::line_starting;
 using xgrad::testing::read_text;
 using xgrad::testing::TempDir;
 
 namespace {
-
-std::string g3(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
-// The line of `text` that starts with `prefix`, "" if none.
-std::string line_starting(const std::string& text, const std::string& prefix) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(prefix, 0) == 0) return line;
-  return "";
-}
 
 struct Seeds {
   std::vector<double> kept_final;  // final losses of the runs that did not diverge

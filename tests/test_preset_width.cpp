@@ -12,15 +12,11 @@
 #include "tests/support/preset_run.h"
 #include "tests/support/temp_dir.h"
 
+using xgrad::testing::g3;
 using xgrad::testing::read_text;
 using xgrad::testing::TempDir;
 
 namespace {
-std::string g3(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
 std::string variant(const nlohmann::json& config) {
   return config.at("parametrization") == "mup" ? "muP (1/d_k)" : "SP " + config.at("scale").get<std::string>();
 }

@@ -25,12 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string g3(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
 // A preset report registered by this test alone: one figure of each scaling's arm mean final loss against d_k and
 // one sentence counting the arms, so the test can check what reaches report.md against sweep.json's numbers.
 std::vector<PresetSection> api_test_sections(const PresetInput& in) {

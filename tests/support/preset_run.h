@@ -3,9 +3,11 @@
 // preset's test checks against numbers it computes from the runs itself.
 #pragma once
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -41,6 +43,21 @@ inline PresetRun run_preset(const std::string& name, const std::filesystem::path
   if (sweep) run.sweep = nlohmann::json::parse(sweep, nullptr, false);
   run.report = read_text(dir / "report.md");
   return run;
+}
+
+/// `v` as report.md prints a number: 3 significant digits (%.3g).
+inline std::string g3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+/// The line of `text` that starts with `prefix`, "" if none.
+inline std::string line_starting(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) return line;
+  return "";
 }
 
 /// The section of report.md that starts at <a id="anchor"> and ends before the next level-2 heading's anchor or
