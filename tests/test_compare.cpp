@@ -274,6 +274,18 @@ TrainConfig short_run(const fs::path& dir, const std::string& task, const std::s
   return c;
 }
 
+// report.md of `xgrad compare INPUTS --out OUT_DIR --plots false`.
+std::string report_md(const std::vector<std::string>& inputs, const fs::path& out_dir) {
+  CompareOptions options;
+  options.inputs = inputs;
+  options.out = out_dir.string();
+  options.plots = false;
+  std::ostringstream out;
+  run_compare(options, out);
+  return read_text(out_dir / "report.md");
+}
+
+// The console output of `xgrad compare INPUT --plots false`; its report.md in *report if given.
 std::string compare_text(const fs::path& input, std::string* report = nullptr) {
   CompareOptions options;
   options.inputs = {input.string()};
@@ -748,12 +760,8 @@ TEST_CASE("near-zero gradient column: steps below 1e-6 of the step-0 norm, besid
   };
   CHECK(column("W_q grad =0") == "0%");
   CHECK(column("W_q grad <1e-06·step 0") == "90.0%");
-  CompareOptions options;
-  options.inputs = {root.string()};
-  options.plots = false;
-  std::ostringstream out;
-  run_compare(options, out);
-  const std::string md = read_text(root / "report.md");
+  std::string md;
+  compare_text(root, &md);
   CHECK(md.find("*W_q / W_k grad <1e-06·step 0* the fraction at which its norm was below 1e-06 times the norm at the "
                 "run's first step") != std::string::npos);
 }
@@ -1241,13 +1249,7 @@ TEST_CASE("report.md opens with at most ten findings counted from the numbers, e
         std::string::npos);
   CHECK(all.find("None of the 12 runs diverged.") != std::string::npos);
 
-  CompareOptions options;
-  options.inputs = {(root / "runs").string()};
-  options.out = (root / "report").string();
-  options.plots = false;
-  std::ostringstream out;
-  run_compare(options, out);
-  const std::string md = read_text(root / "report" / "report.md");
+  const std::string md = report_md({(root / "runs").string()}, root / "report");
   INFO(md);
   const auto findings_at = md.find("## Findings");
   REQUIRE(findings_at != std::string::npos);
@@ -1667,13 +1669,7 @@ TEST_CASE(
     CHECK(all.find("not decided in 1 (seeds disagree in 1)") != std::string::npos);
   }
   // The report says which rule it used.
-  CompareOptions options;
-  options.inputs = {(root / "worse").string()};
-  options.out = (root / "report").string();
-  options.plots = false;
-  std::ostringstream out;
-  run_compare(options, out);
-  const std::string md = read_text(root / "report" / "report.md");
+  const std::string md = report_md({(root / "worse").string()}, root / "report");
   CHECK(md.find("seed by seed") != std::string::npos);
 }
 
