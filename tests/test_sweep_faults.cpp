@@ -117,9 +117,13 @@ pid_t running_child(const Process& sweep, const fs::path& out, const std::string
   return lock_holder(dir);
 }
 
-// Sends `signals` to the whole job of `sweep` (writing into `out`) while both its running children are frozen
-// mid-run, so that the signals find them there; then lets them go on and waits for the sweep.
-ProcessResult signal_job_mid_run(Process& sweep, const fs::path& out, const std::vector<int>& signals) {
+// Starts the sweep into root/sweep (its output in root/first.txt, `ignored` signals ignored) and sends `signals` to
+// its whole job while both its running children are frozen mid-run, so that the signals find them there; then lets
+// them go on and waits for the sweep.
+ProcessResult signalled_mid_run(const fs::path& root, const std::vector<int>& signals,
+                                const std::vector<int>& ignored = {}) {
+  const fs::path out = root / "sweep";
+  Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt", ignored));
   Frozen a(running_child(sweep, out, kRuns[0]));
   Frozen b(running_child(sweep, out, kRuns[1]));
   for (int sig : signals) sweep.send(sig, true);
@@ -260,9 +264,8 @@ TEST_CASE(
     "resumes every run to the uninterrupted curve") {
   const TempDir root("sweep_hangup");
   const fs::path out = root / "sweep";
-  Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt"));
   // A terminal hangup: SIGHUP to the whole job (the sweep and its children).
-  const ProcessResult status = signal_job_mid_run(sweep, out, {SIGHUP});
+  const ProcessResult status = signalled_mid_run(root, {SIGHUP});
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
   CHECK(killed_by(status) == SIGHUP);  // re-raised after the checkpoints: a shell sees 129
@@ -291,8 +294,7 @@ TEST_CASE(
     "so do its children") {
   const TempDir root("sweep_nohup");
   const fs::path out = root / "sweep";
-  Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt", {SIGHUP, SIGINT}));
-  const int code = exit_code(signal_job_mid_run(sweep, out, {SIGHUP, SIGINT}));
+  const int code = exit_code(signalled_mid_run(root, {SIGHUP, SIGINT}, {SIGHUP, SIGINT}));
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
   CHECK(code == 0);

@@ -166,10 +166,7 @@ TEST_CASE("MetricsReader: empty and non-numeric cells read as NaN; a row cut sho
 }
 
 TEST_CASE("two runs with the same seed write identical loss columns; another seed does not") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 30;
-  c.out = temp_dir("det_a").string();
+  TrainConfig c = tiny_run(temp_dir("det_a").string(), 30);
   xgrad::train::train(c);
   TrainConfig d = c;
   d.out = temp_dir("det_b").string();
@@ -192,12 +189,10 @@ TEST_CASE("two runs with the same seed write identical loss columns; another see
 TEST_CASE("more BLAS threads: the same run to float tolerance (what README's Determinism section promises)") {
   // With several OpenBLAS threads a GEMM is split into blocks computed by different threads; README documents that
   // results may then differ in the last bits. What is promised is agreement to float tolerance, tested here.
-  TrainConfig c;
+  TrainConfig c = tiny_run(temp_dir("threads_1").string(), 20);
   c.d_model = 32;
   c.d_k = 64;
   c.batch_size = 64;
-  c.steps = 20;
-  c.out = temp_dir("threads_1").string();
   xgrad::train::train(c);
   TrainConfig d = c;
   d.threads = 2;
