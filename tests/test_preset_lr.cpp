@@ -128,12 +128,9 @@ TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and larges
   const Curves curves = read_curves(run, chance);
   REQUIRE(curves.size() == scalings.size() * 2);
 
-  const std::string loss = xgrad::testing::report_section(run.report, "lr-final-loss");
-  const std::string table = xgrad::testing::report_section(run.report, "lr-sensitivity-table");
-  const std::string logit = xgrad::testing::report_section(run.report, "lr-max-logit");
-  REQUIRE(!loss.empty());
-  REQUIRE(!table.empty());
-  REQUIRE(!logit.empty());
+  const std::string loss = xgrad::testing::required_section(run.report, "lr-final-loss");
+  const std::string table = xgrad::testing::required_section(run.report, "lr-sensitivity-table");
+  const std::string logit = xgrad::testing::required_section(run.report, "lr-max-logit");
   std::size_t some_diverged = 0;
   for (const std::string optimizer : {"adamw", "sgd"}) {
     xgrad::testing::check_figure(run, "lr_final_loss_vs_lr_" + optimizer + "_dk64");

@@ -44,8 +44,7 @@ TEST_CASE("preset width --quick: the diagonal d_model = d_k, three parametrizati
         std::min(summary.at("final_loss").get<double>(), summary.at("first_loss").get<double>());
   }
   REQUIRE(cells.size() == 6);
-  const std::string section = xgrad::testing::report_section(run.report, "width");
-  REQUIRE(!section.empty());
+  const std::string section = xgrad::testing::required_section(run.report, "width");
   for (const auto& [key, by_lr] : cells) {
     const auto& name = std::get<0>(key);
     const auto& width = std::get<1>(key);

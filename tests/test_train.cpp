@@ -43,6 +43,13 @@ std::vector<std::string> column_text(const fs::path& csv, std::size_t col) {
   }
   return out;
 }
+
+// `c` trained into a fresh temp_dir(name); the configuration it ran with.
+TrainConfig trained_into(TrainConfig c, const std::string& name) {
+  c.out = temp_dir(name).string();
+  xgrad::train::train(c);
+  return c;
+}
 }  // namespace
 
 TEST_CASE("sqrt_dk attention at d_k = 16 learns key-value recall to well below chance in 400 steps") {
@@ -166,15 +173,11 @@ TEST_CASE("MetricsReader: empty and non-numeric cells read as NaN; a row cut sho
 }
 
 TEST_CASE("two runs with the same seed write identical loss columns; another seed does not") {
-  TrainConfig c = tiny_run(temp_dir("det_a").string(), 30);
-  xgrad::train::train(c);
-  TrainConfig d = c;
-  d.out = temp_dir("det_b").string();
-  xgrad::train::train(d);
-  TrainConfig e = c;
-  e.seed = 1;
-  e.out = temp_dir("det_c").string();
-  xgrad::train::train(e);
+  const TrainConfig c = trained_into(tiny_run("", 30), "det_a");
+  const TrainConfig d = trained_into(c, "det_b");
+  TrainConfig other_seed = c;
+  other_seed.seed = 1;
+  const TrainConfig e = trained_into(other_seed, "det_c");
   const auto la = column_text(fs::path(c.out) / "metrics.csv", 1);
   CHECK(la.size() == 30);
   CHECK(la == column_text(fs::path(d.out) / "metrics.csv", 1));
@@ -189,15 +192,14 @@ TEST_CASE("two runs with the same seed write identical loss columns; another see
 TEST_CASE("more BLAS threads: the same run to float tolerance (what README's Determinism section promises)") {
   // With several OpenBLAS threads a GEMM is split into blocks computed by different threads; README documents that
   // results may then differ in the last bits. What is promised is agreement to float tolerance, tested here.
-  TrainConfig c = tiny_run(temp_dir("threads_1").string(), 20);
-  c.d_model = 32;
-  c.d_k = 64;
-  c.batch_size = 64;
-  xgrad::train::train(c);
-  TrainConfig d = c;
-  d.threads = 2;
-  d.out = temp_dir("threads_2").string();
-  xgrad::train::train(d);
+  TrainConfig one_thread = tiny_run("", 20);
+  one_thread.d_model = 32;
+  one_thread.d_k = 64;
+  one_thread.batch_size = 64;
+  const TrainConfig c = trained_into(one_thread, "threads_1");
+  TrainConfig two_threads = c;
+  two_threads.threads = 2;
+  const TrainConfig d = trained_into(two_threads, "threads_2");
   const auto one = column_text(fs::path(c.out) / "metrics.csv", 1);
   const auto two = column_text(fs::path(d.out) / "metrics.csv", 1);
   REQUIRE(one.size() == 20);

@@ -71,6 +71,13 @@ inline std::string report_section(const std::string& report, const std::string& 
   return report.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
 
+/// report_section, failing the test when the section is absent or empty.
+inline std::string required_section(const std::string& report, const std::string& anchor) {
+  std::string section = report_section(report, anchor);
+  REQUIRE_MESSAGE(!section.empty(), "report.md has no section " << anchor);
+  return section;
+}
+
 /// The figure plots/<name> exists as a gnuplot script and, when gnuplot is installed, as PNG and SVG referenced by
 /// the report.
 inline void check_figure(const PresetRun& run, const std::string& name) {
