@@ -30,6 +30,7 @@
 #include "report/stats.h"
 #include "report/summary.h"
 #include "report/tables.h"
+#include "tests/support/compare_quietly.h"
 #include "tests/support/fake_run.h"
 #include "tests/support/fault_hooks.h"
 #include "tests/support/paths.h"
@@ -276,12 +277,7 @@ TrainConfig short_run(const fs::path& dir, const std::string& task, const std::s
 
 // report.md of `xgrad compare INPUTS --out OUT_DIR --plots false`.
 std::string report_md(const std::vector<std::string>& inputs, const fs::path& out_dir) {
-  CompareOptions options;
-  options.inputs = inputs;
-  options.out = out_dir.string();
-  options.plots = false;
-  std::ostringstream out;
-  run_compare(options, out);
+  compare_quietly(inputs, out_dir);
   return read_text(out_dir / "report.md");
 }
 
