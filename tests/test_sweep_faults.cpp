@@ -359,11 +359,11 @@ TEST_CASE("sweep_faults_shell_quoting: the printed 'xgrad compare' and 'continue
     const auto from = at + prefix.size() - std::string("xgrad ").size();
     const std::string command = output.substr(from, output.find('\n', from) - from);
     INFO("pasted: " << command);
-    {
-      std::ofstream script(root / "pasted.sh");
-      script << "cd " << root.string() << "\n" << command << "\n";  // relative paths are printed as given
-    }
-    const ProcessResult bash = run_process({"/bin/bash", (root / "pasted.sh").string()}, merged_output());
+    std::ofstream(root / "pasted.sh") << command << "\n";
+    // In root: relative paths are printed as given. The script holds only the pasted line.
+    ProcessOptions in_root = merged_output();
+    in_root.cwd = root.path();
+    const ProcessResult bash = run_process({"/bin/bash", (root / "pasted.sh").string()}, in_root);
     const int code = exit_code(bash);
     INFO("bash said: " << bash.out);
     CHECK(code == 0);
