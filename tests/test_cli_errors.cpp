@@ -434,9 +434,12 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
   check_refusals(cases);
   CHECK_FALSE(fs::exists(out));
   CHECK_FALSE(fs::exists(run_dir + "/sweep.json"));
+}
 
+TEST_CASE("xgrad sweep: a run diverging at step 0 is a result; runs that cannot start fail the sweep at its end") {
   // A run diverging at step 0 is a sweep result (exit 0); runs that cannot start make the sweep fail (exit 1) at its
   // end, not abort it.
+  const TempDir root("cli_errors_sweep_results");
   const std::string pg = (root / "pg").string(), sg = (root / "sg").string();
   const std::vector<std::string> sweep{"sweep",   "--steps", "2",       "--batch-size", "2",      "--d-k",  "4",
                                        "--seeds", "0",       "--scale", "none",         "--arms", "sgd@0.1"};
@@ -448,7 +451,7 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
     CHECK(nlohmann::json::parse(in).at("runs").at(0).at("status") == "diverged");
   }
   fs::create_directories(sg + "/runs");
-  write(sg + "/runs/dk4-none-sgd-lr0.1-s0", "a file where the run directory goes");
+  std::ofstream(sg + "/runs/dk4-none-sgd-lr0.1-s0") << "a file where the run directory goes";
   std::vector<std::string> blocked = sweep;
   blocked.insert(blocked.end(), {"--out", sg});
   const ProcessResult r = run_xgrad(blocked);
