@@ -7,21 +7,22 @@
 // cannot run are skipped.
 #include <doctest/doctest.h>
 
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "autograd/blas.h"
 #include "autograd/ops.h"
 #include "nn/model.h"
+#include "tests/support/process.h"
 
 using namespace xgrad;
+using namespace xgrad::testing;
 
 namespace {
 
@@ -58,19 +59,12 @@ struct ChildResult {
 // Runs the child test case with OPENBLAS_CORETYPE=core; false if the child failed.
 bool run_child(const std::string& core, ChildResult& result) {
   const std::string path = "/tmp/xgrad_test_blas_core_" + std::to_string(getpid()) + "_" + core;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-    setenv(kOutputVariable, path.c_str(), 1);
-    const int null = open("/dev/null", O_WRONLY);  // doctest's summary of the child; failures still reach stderr
-    if (null >= 0) dup2(null, STDOUT_FILENO);
-    char arg0[] = "test_blas_core", arg1[] = "--test-case=blas core child*", arg2[] = "--minimal";
-    char* argv[] = {arg0, arg1, arg2, nullptr};
-    execv("/proc/self/exe", argv);
-    _exit(127);
-  }
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return false;
+  ProcessOptions options;
+  options.environment = {{"OPENBLAS_CORETYPE", core}, {kOutputVariable, path}};
+  const ProcessResult child =
+      run_process({"/proc/self/exe", "--test-case=blas core child*", "--minimal"}, options);  // this executable
+  std::cerr << child.err;  // doctest's summary of the child (stdout) is dropped; its failures are shown
+  if (child.exit_code != 0) return false;
   std::ifstream in(path, std::ios::binary);
   std::getline(in, result.core);
   std::size_t count = 0;

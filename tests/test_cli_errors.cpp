@@ -2,73 +2,34 @@
 // line on stderr, "xgrad: ...", naming the flag (and the allowed values where there is a list or a range).
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-#include <array>
-#include <cstdio>
-#include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
 #include "nn/checkpoint.h"
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
+#include "tests/support/refusals.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
 namespace fs = std::filesystem;
-using xgrad::testing::TempDir;
+using namespace xgrad::testing;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string stderr_text;
-};
+// Whether `taskset -c 0` can pin a process to CPU 0 here.
+bool taskset_pins() { return run_process({"taskset", "-c", "0", "true"}).exit_code == 0; }
 
-// Runs xgrad with `args` (each passed as one word), capturing stderr only.
-Result run(const std::vector<std::string>& args) {
-  std::string command = XGRAD_BIN;
-  for (const auto& a : args) {
-    std::string quoted = "'";
-    for (char ch : a) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-    command += " " + quoted + "'";
-  }
-  command += " 2>&1 >/dev/null";
-  Result r;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.stderr_text.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+// `xgrad ARGS` under `taskset -c 0`: a process allowed one CPU, whatever the machine has.
+std::vector<std::string> on_cpu_0(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"taskset", "-c", "0"};
+  for (const std::string& word : xgrad_command(args)) argv.push_back(word);
+  return argv;
 }
-
-// Runs a shell command line (its words quoted by the caller) with stdout and stderr together: for the output that
-// goes to the log on stdout as well as the errors.
-struct Output {
-  int code = -1;
-  std::string text;
-};
-Output shell_output(const std::string& command) {
-  Output o;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) o.text.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
-
-struct Case {
-  std::vector<std::string> args;
-  int code;
-  std::string message;  // a substring of the one stderr line
-};
 
 }  // namespace
 
@@ -82,11 +43,8 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
     f << "not a directory\n";
   }
   // A finished run to resume or refuse to overwrite, a corrupt one, and a checkpoint of another model width.
-  train::TrainConfig c;
+  train::TrainConfig c = tiny_run(run_dir, 3);
   c.d_model = 8;
-  c.steps = 3;
-  c.print_every = 1000;
-  c.out = run_dir;
   train::train(c);
   const std::string checkpoint = run_dir + "/checkpoint.safetensors";
   const std::string corrupt_dir = (root / "corrupt").string();
@@ -101,7 +59,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
     std::ofstream f(bad_key);
     f << "{\"d_modle\": 16}";
   }
-  const std::vector<Case> cases{
+  const std::vector<Refusal> cases{
       {{}, 2, "a command is required (allowed: train, sweep, experiment, probe, compare, settings;"},
       {{"bogus"}, 2, "unknown command 'bogus' (allowed: train, sweep, experiment, probe, compare, settings;"},
       {{"train"}, 2, "--out: a run directory is required"},
@@ -402,25 +360,17 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"sweep", "--out", out, "--seeds", "0, 1"}, 2, "--seeds: must be a whole number in [0, "},
   };
   CHECK(cases.size() >= 20);
-  for (const Case& c : cases) {
-    std::string line;
-    for (const auto& a : c.args) line += " " + a;
-    INFO("xgrad" << line);
-    const Result r = run(c.args);
-    INFO("stderr: " << r.stderr_text);
-    CHECK(r.code == c.code);
-    CHECK(r.stderr_text.find(c.message) != std::string::npos);
-    CHECK(r.stderr_text.rfind("xgrad: ", 0) == 0);
-    CHECK(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n') == 1);
-  }
+  check_refusals(cases);
   CHECK_FALSE(fs::exists(out));  // no refused invocation left a run directory behind
+}
 
-  // sweep --d-model reaches its runs.
+TEST_CASE("xgrad sweep --d-model reaches its runs") {
+  const TempDir root("cli_sweep_d_model");
   const std::string sweep_dir = (root / "sweep").string();
-  const Result swept = run({"sweep", "--out", sweep_dir, "--d-model", "16", "--steps", "2", "--batch-size", "2",
-                            "--d-k", "4", "--seeds", "0", "--scale", "none", "--arms", "sgd@0.1"});
-  INFO("stderr: " << swept.stderr_text);
-  CHECK(swept.code == 0);
+  const ProcessResult swept = run_xgrad({"sweep", "--out", sweep_dir, "--d-model", "16", "--steps", "2", "--batch-size",
+                                         "2", "--d-k", "4", "--seeds", "0", "--scale", "none", "--arms", "sgd@0.1"});
+  INFO("stderr: " << swept.err);
+  CHECK(swept.exit_code == 0);
   {
     std::ifstream in(sweep_dir + "/runs/dk4-none-sgd-lr0.1-s0/config.json");
     REQUIRE(in);
@@ -434,11 +384,8 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
   const TempDir root("cli_errors2");
   const std::string run_dir = (root / "run").string(), other_dir = (root / "other").string(),
                     out = (root / "new").string();
-  train::TrainConfig c;
+  train::TrainConfig c = tiny_run(run_dir, 3);
   c.d_model = 8;
-  c.steps = 3;
-  c.print_every = 1000;
-  c.out = run_dir;
   train::train(c);
   train::TrainConfig o = c;
   o.seed = 7;
@@ -466,7 +413,7 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
   fs::copy_file(other_dir + "/checkpoint.safetensors", foreign + "/checkpoint.safetensors",
                 fs::copy_options::overwrite_existing);
 
-  const std::vector<Case> cases{
+  const std::vector<Refusal> cases{
       {{"train", "--resume", negative},
        2,
        negative + "/config.json: 'steps' holds -3, which is not a whole number >= 0"},
@@ -484,40 +431,33 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
        2,
        "--out: " + run_dir + " holds an `xgrad train` run (config.json), not a sweep"},
   };
-  for (const Case& k : cases) {
-    std::string line;
-    for (const auto& a : k.args) line += " " + a;
-    INFO("xgrad" << line);
-    const Result r = run(k.args);
-    INFO("stderr: " << r.stderr_text);
-    CHECK(r.code == k.code);
-    CHECK(r.stderr_text.find(k.message) != std::string::npos);
-    CHECK(r.stderr_text.rfind("xgrad: ", 0) == 0);
-    CHECK(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n') == 1);
-  }
+  check_refusals(cases);
   CHECK_FALSE(fs::exists(out));
   CHECK_FALSE(fs::exists(run_dir + "/sweep.json"));
+}
 
+TEST_CASE("xgrad sweep: a run diverging at step 0 is a result; runs that cannot start fail the sweep at its end") {
   // A run diverging at step 0 is a sweep result (exit 0); runs that cannot start make the sweep fail (exit 1) at its
   // end, not abort it.
+  const TempDir root("cli_errors_sweep_results");
   const std::string pg = (root / "pg").string(), sg = (root / "sg").string();
   const std::vector<std::string> sweep{"sweep",   "--steps", "2",       "--batch-size", "2",      "--d-k",  "4",
                                        "--seeds", "0",       "--scale", "none",         "--arms", "sgd@0.1"};
   std::vector<std::string> diverging = sweep;
   diverging.insert(diverging.end(), {"--out", pg, "--proj-init-gain", "99999999999999999999999"});
-  CHECK(run(diverging).code == 0);
+  CHECK(run_xgrad(diverging).exit_code == 0);
   {
     std::ifstream in(pg + "/sweep.json");
     CHECK(nlohmann::json::parse(in).at("runs").at(0).at("status") == "diverged");
   }
   fs::create_directories(sg + "/runs");
-  write(sg + "/runs/dk4-none-sgd-lr0.1-s0", "a file where the run directory goes");
+  std::ofstream(sg + "/runs/dk4-none-sgd-lr0.1-s0") << "a file where the run directory goes";
   std::vector<std::string> blocked = sweep;
   blocked.insert(blocked.end(), {"--out", sg});
-  const Result r = run(blocked);
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 1);
-  CHECK(r.stderr_text.find("waitpid") == std::string::npos);
+  const ProcessResult r = run_xgrad(blocked);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("waitpid") == std::string::npos);
   {
     std::ifstream in(sg + "/sweep.json");
     CHECK(nlohmann::json::parse(in).at("runs").at(0).at("status") == "failed");
@@ -527,71 +467,56 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
 TEST_CASE(
     "xgrad sweep: --jobs x --threads above the CPUs is refused as --threads is; by default no more runs at once "
     "than the CPUs hold") {
-  if (std::system("taskset -c 0 true > /dev/null 2>&1") != 0) {
+  if (!taskset_pins()) {
     MESSAGE("taskset cannot pin to CPU 0 here; skipped");
     return;
   }
   const TempDir root("cli_jobs");
   auto sweep = [&](const std::string& name, const std::string& flags) {
-    const std::string command = "taskset -c 0 " + std::string(XGRAD_BIN) + " sweep --out '" + (root / name).string() +
-                                "' --scale none --d-k 4 --seeds 0,1 --arms adamw@0.01 --d-model 8 --batch-size 2 "
-                                "--steps 2 --print-every 100 " +
-                                flags + " 2>&1";
-    Result r;
-    FILE* pipe = ::popen(command.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    std::array<char, 4096> buf{};
-    std::size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.stderr_text.append(buf.data(), n);
-    const int status = ::pclose(pipe);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    return run_process(on_cpu_0(words("sweep --out " + (root / name).string() +
+                                      " --scale none --d-k 4 --seeds 0,1 --arms adamw@0.01 --d-model 8 --batch-size 2 "
+                                      "--steps 2 --print-every 100 " +
+                                      flags)),
+                       merged_output());
   };
-  Result r = sweep("two", "--jobs 2");
-  INFO("said: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("xgrad: --jobs: 2 runs at a time of --threads 1 each make 2 threads, more than the 1 CPU "
-                           "this process may use (allowed: --jobs x --threads up to 1;") == 0);
+  ProcessResult r = sweep("two", "--jobs 2");
+  INFO("said: " << r.out);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("xgrad: --jobs: 2 runs at a time of --threads 1 each make 2 threads, more than the 1 CPU "
+                   "this process may use (allowed: --jobs x --threads up to 1;") == 0);
   CHECK_FALSE(fs::exists(root / "two"));
   r = sweep("default", "");
-  CHECK(r.code == 0);
-  CHECK(r.stderr_text.find("2 runs into " + (root / "default").string() + ", 1 at a time") != std::string::npos);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("2 runs into " + (root / "default").string() + ", 1 at a time") != std::string::npos);
 }
 
 TEST_CASE("xgrad train: --threads above the CPUs this process may use is refused, naming the allowed range") {
   // taskset gives the process one CPU, whatever the machine has; the check counts its affinity mask.
-  if (std::system("taskset -c 0 true > /dev/null 2>&1") != 0) {
+  if (!taskset_pins()) {
     MESSAGE("taskset cannot pin to CPU 0 here; skipped");
     return;
   }
   const TempDir root("cli_threads");
   const std::string out = (root / "run").string();
-  const std::string xgrad =
-      std::string("taskset -c 0 ") + XGRAD_BIN + " train --steps 1 --d-model 8 --batch-size 2 --out '" + out + "'";
-  auto run_shell = [](const std::string& command) {
-    Result r;
-    FILE* pipe = ::popen((command + " 2>&1 >/dev/null").c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    std::array<char, 4096> buf{};
-    std::size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.stderr_text.append(buf.data(), n);
-    const int status = ::pclose(pipe);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+  auto train = [&](const std::string& flags, const ProcessOptions& options = {}) {
+    return run_process(on_cpu_0(words("train --steps 1 --d-model 8 --batch-size 2 --out " + out + " " + flags)),
+                       options);
   };
-  Result r = run_shell(xgrad + " --threads 2");
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("xgrad: --threads: 2 is more than the 1 CPU this process may use (allowed: 1 to 1;") == 0);
-  CHECK(r.stderr_text.find("XGRAD_ALLOW_THREADS_ABOVE_CPUS=1") != std::string::npos);
+  ProcessResult r = train("--threads 2");
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("xgrad: --threads: 2 is more than the 1 CPU this process may use (allowed: 1 to 1;") == 0);
+  CHECK(r.err.find("XGRAD_ALLOW_THREADS_ABOVE_CPUS=1") != std::string::npos);
   CHECK_FALSE(fs::exists(out));
   // The override lets it run.
-  r = run_shell("XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 " + xgrad + " --threads 2");
-  CHECK(r.code == 0);
+  ProcessOptions allowed;
+  allowed.environment = {{"XGRAD_ALLOW_THREADS_ABOVE_CPUS", "1"}};
+  r = train("--threads 2", allowed);
+  CHECK(r.exit_code == 0);
   CHECK(fs::exists(out + "/summary.json"));
   // Within the range: accepted.
-  r = run_shell(xgrad + " --threads 1 --overwrite");
-  CHECK(r.code == 0);
+  r = train("--threads 1 --overwrite");
+  CHECK(r.exit_code == 0);
 }
 
 TEST_CASE("xgrad sweep into a sweep of other settings: a setting the new sweep leaves unset is called 'not set'") {
@@ -602,21 +527,18 @@ TEST_CASE("xgrad sweep into a sweep of other settings: a setting the new sweep l
                                        "0",     "--scale",      "none", "--arms",    "sgd@0.1"};
   std::vector<std::string> with_eval = sweep;
   with_eval.insert(with_eval.end(), {"--eval-n-pairs", "4,8"});
-  const Result first = run(with_eval);
-  INFO("stderr: " << first.stderr_text);
-  REQUIRE(first.code == 0);
-  const Result again = run(sweep);
-  INFO("stderr: " << again.stderr_text);
-  CHECK(again.code == 2);
-  CHECK(again.stderr_text.find("holds a sweep with --eval-n-pairs 4,8 (this one: not set)") != std::string::npos);
+  const ProcessResult first = run_xgrad(with_eval);
+  INFO("stderr: " << first.err);
+  REQUIRE(first.exit_code == 0);
+  check_refused({sweep, 2, "holds a sweep with --eval-n-pairs 4,8 (this one: not set)"});
 }
 
 TEST_CASE("xgrad: an XGRAD_SIMD that names no kernel variant this CPU runs is refused before anything runs") {
-  setenv("XGRAD_SIMD", "sse9", 1);
-  const Result r = run({"--version"});
-  unsetenv("XGRAD_SIMD");
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("XGRAD_SIMD: not a kernel variant (allowed: baseline, avx2, avx512f;") != std::string::npos);
+  ProcessOptions options;
+  options.environment = {{"XGRAD_SIMD", "sse9"}};
+  const ProcessResult r = run_xgrad({"--version"}, options);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("XGRAD_SIMD: not a kernel variant (allowed: baseline, avx2, avx512f;") != std::string::npos);
 }
 
 TEST_CASE("xgrad: an error naming a path with terminal escapes shows them escaped, never sends them to the terminal") {
@@ -625,24 +547,22 @@ TEST_CASE("xgrad: an error naming a path with terminal escapes shows them escape
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"compare", name}, std::vector<std::string>{"train", "--resume", name},
         std::vector<std::string>{"sweep", "status", name}}) {
-    const Result r = run(args);
-    INFO(args[0], " -> ", r.stderr_text);
-    CHECK(r.code != 0);
-    CHECK(r.stderr_text.find('\x1b') == std::string::npos);
-    CHECK(r.stderr_text.find('\a') == std::string::npos);
-    CHECK(r.stderr_text.find("run\\e]0;title\\a\\e[2J") != std::string::npos);
+    const ProcessResult r = run_xgrad(args);
+    INFO(args[0], " -> ", r.err);
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find('\x1b') == std::string::npos);
+    CHECK(r.err.find('\a') == std::string::npos);
+    CHECK(r.err.find("run\\e]0;title\\a\\e[2J") != std::string::npos);
   }
 }
 
 TEST_CASE("xgrad: log lines of a run whose name holds terminal escapes show them escaped (terminal and train.log)") {
   const TempDir dir("cli_log_escapes");
   const std::string name = (dir.path() / "run\x1b]0;title\a\x1b[2J").string();
-  const std::string log = (dir.path() / "out.txt").string();
-  const std::string command =
-      std::string(XGRAD_BIN) + " train --d-model 8 --steps 2 --print-every 1 --out '" + name + "' > '" + log + "' 2>&1";
-  REQUIRE(std::system(command.c_str()) == 0);
-  std::ifstream in(log);
-  const std::string text(std::istreambuf_iterator<char>(in), {});
+  const ProcessResult train =
+      run_xgrad({"train", "--d-model", "8", "--steps", "2", "--print-every", "1", "--out", name}, merged_output());
+  REQUIRE(train.exit_code == 0);
+  const std::string& text = train.out;
   INFO(text);
   CHECK(text.find("[run\\e]0;title\\a\\e[2J] training") != std::string::npos);
   CHECK(text.find('\x1b') == std::string::npos);
@@ -652,10 +572,10 @@ TEST_CASE("xgrad: log lines of a run whose name holds terminal escapes show them
 TEST_CASE("xgrad sweep status: run names from sweep.json with terminal escapes are shown escaped") {
   const TempDir root("cli_status_escapes");
   const std::string out = (root / "sweep").string();
-  const std::string sweep = std::string(XGRAD_BIN) + " sweep --out '" + out +
-                            "' --scale none --d-k 4 --seeds 0 --arms sgd@0.1 --d-model 8 --batch-size 2 --steps 1 "
-                            "--jobs 1 > /dev/null 2>&1";
-  REQUIRE(std::system(sweep.c_str()) == 0);
+  REQUIRE(run_xgrad(words("sweep --out " + out +
+                          " --scale none --d-k 4 --seeds 0 --arms sgd@0.1 --d-model 8 --batch-size 2 --steps 1 "
+                          "--jobs 1"))
+              .exit_code == 0);
   const fs::path index = fs::path(out) / "sweep.json";
   nlohmann::json j = [&] {
     std::ifstream in(index);
@@ -667,7 +587,7 @@ TEST_CASE("xgrad sweep status: run names from sweep.json with terminal escapes a
   j["runs"][0]["name"] = evil;
   j["runs"][0]["dir"] = "runs/" + evil;
   std::ofstream(index) << j.dump(2);
-  const std::string output = shell_output(std::string(XGRAD_BIN) + " sweep status '" + out + "'").text;
+  const std::string output = run_xgrad({"sweep", "status", out}, merged_output()).out;
   INFO(output);
   CHECK(output.find("evil\\e]0;PWNED\\a\\e[31mRED") != std::string::npos);
   CHECK(output.find('\x1b') == std::string::npos);
@@ -678,11 +598,8 @@ TEST_CASE(
     "xgrad: JSON nested 100,000 deep, repeated keys and a config_version from elsewhere are refused naming "
     "the file, exit 2, never a crash") {
   const TempDir root("cli_hostile_json");
-  train::TrainConfig c;
+  train::TrainConfig c = tiny_run((root / "run").string(), 2);
   c.d_model = 8;
-  c.steps = 2;
-  c.print_every = 1000;
-  c.out = (root / "run").string();
   train::train(c);
   const fs::path config = root / "run" / "config.json";
   const std::string good = [&] {
@@ -703,21 +620,14 @@ TEST_CASE(
     // As a --config file.
     const std::string path = (root / "hostile.json").string();
     std::ofstream(path) << h.text;
-    Result r = run({"train", "--config", path, "--out", (root / "fresh").string()});
-    INFO("--config: ", r.stderr_text);
-    CHECK(r.code == 2);
-    CHECK(r.stderr_text.find(path) != std::string::npos);
-    CHECK(r.stderr_text.find(h.message) != std::string::npos);
+    const ProcessResult r =
+        check_refused({{"train", "--config", path, "--out", (root / "fresh").string()}, 2, h.message});
+    CHECK(r.err.find(path) != std::string::npos);
     // As a run's config.json, read by train --resume and by compare.
     std::ofstream(config) << h.text;
     for (const std::vector<std::string>& args : {std::vector<std::string>{"train", "--resume", (root / "run").string()},
-                                                 std::vector<std::string>{"compare", (root / "run").string()}}) {
-      r = run(args);
-      INFO(args[0], " ", args[1], ": ", r.stderr_text);
-      CHECK(r.code == 2);
-      CHECK(r.stderr_text.find("config.json") != std::string::npos);
-      CHECK(r.stderr_text.find(h.message) != std::string::npos);
-    }
+                                                 std::vector<std::string>{"compare", (root / "run").string()}})
+      CHECK(check_refused({args, 2, h.message}).err.find("config.json") != std::string::npos);
   }
 }
 
@@ -725,13 +635,13 @@ TEST_CASE("xgrad sweep: the start names the grid's axes and their sizes, marking
   const TempDir root("cli_sweep_grid");
   const std::string out = (root / "sweep").string();
   // --d-k and --scale given, --arms and --seeds left at their defaults: 2 x 1 x 1 x 2 x 3 = 12 runs.
-  const std::string command = std::string(XGRAD_BIN) + " sweep --out '" + out +
-                              "' --scale none,sqrt_dk --d-k 4 --grid d_model=8,16 --batch-size 2 --steps 1 "
-                              "--print-every 100 --jobs 1";
-  const Output run_output = shell_output(command);
-  const std::string& output = run_output.text;
+  const ProcessResult run_output = run_xgrad(words("sweep --out " + out +
+                                                   " --scale none,sqrt_dk --d-k 4 --grid d_model=8,16 --batch-size 2 "
+                                                   "--steps 1 --print-every 100 --jobs 1"),
+                                             merged_output());
+  const std::string& output = run_output.out;
   INFO("output: " << output);
-  CHECK(run_output.code == 0);
+  CHECK(run_output.exit_code == 0);
   const std::string grid =
       "grid: scale × 2 (none, sqrt_dk) · d_k × 1 (4) · arms × 1 (default: adamw@0.003) · "
       "d_model × 2 (8, 16) · seed × 3 (default: 0, 1, 2) = 12 runs";
@@ -744,41 +654,37 @@ TEST_CASE("xgrad sweep: the start names the grid's axes and their sizes, marking
 TEST_CASE("xgrad: a whole-number setting written as 2.0 is 2; 2.5 is refused naming its fractional part") {
   const TempDir root("cli_whole_floats");
   const std::string out = (root / "flag").string();
-  Result r = run({"train", "--out", out, "--steps", "2.0", "--d-model", "8", "--batch-size", "2"});
-  INFO("--steps 2.0: " << r.stderr_text);
-  CHECK(r.code == 0);
+  ProcessResult r = run_xgrad({"train", "--out", out, "--steps", "2.0", "--d-model", "8", "--batch-size", "2"});
+  INFO("--steps 2.0: " << r.err);
+  CHECK(r.exit_code == 0);
   const std::string written = [&] {
     std::ifstream in(out + "/config.json");
     return std::string(std::istreambuf_iterator<char>(in), {});
   }();
   CHECK(written.find("\"steps\": 2,") != std::string::npos);
-  r = run({"train", "--out", (root / "half").string(), "--steps", "2.5"});
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("--steps: must be a whole number in [1, 1000000000]; 2.5 has a fractional part") !=
-        std::string::npos);
+  check_refused({{"train", "--out", (root / "half").string(), "--steps", "2.5"},
+                 2,
+                 "--steps: must be a whole number in [1, 1000000000]; 2.5 has a fractional part"});
   // In a --config file, as Python's json.dumps(float(2)) writes it.
   const std::string config = (root / "given.json").string();
   std::ofstream(config) << "{\"steps\": 2.0, \"d_model\": 8.0, \"batch_size\": 2}";
-  r = run({"train", "--config", config, "--out", (root / "file").string()});
-  INFO("--config: " << r.stderr_text);
-  CHECK(r.code == 0);
+  r = run_xgrad({"train", "--config", config, "--out", (root / "file").string()});
+  INFO("--config: " << r.err);
+  CHECK(r.exit_code == 0);
   std::ofstream(config, std::ios::trunc) << "{\"steps\": 2.5, \"d_model\": 8, \"batch_size\": 2}";
-  r = run({"train", "--config", config, "--out", (root / "file_half").string()});
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find(config + ": 'steps' holds 2.5, which is not a whole number") != std::string::npos);
-  CHECK(r.stderr_text.find("it has a fractional part") != std::string::npos);
-  CHECK(r.stderr_text.find("got 2.0") == std::string::npos);
+  r = check_refused({{"train", "--config", config, "--out", (root / "file_half").string()},
+                     2,
+                     config + ": 'steps' holds 2.5, which is not a whole number"});
+  CHECK(r.err.find("it has a fractional part") != std::string::npos);
+  CHECK(r.err.find("got 2.0") == std::string::npos);
 }
 
 TEST_CASE(
     "xgrad compare: a metrics.csv cell that is not a number, or a row with too many fields, is named by file, "
     "row, line and column; a JSON syntax error names the file, line and column") {
   const TempDir root("cli_parse_errors");
-  train::TrainConfig c;
+  train::TrainConfig c = tiny_run((root / "run").string(), 3);
   c.d_model = 8;
-  c.steps = 3;
-  c.print_every = 1000;
-  c.out = (root / "run").string();
   train::train(c);
   const fs::path metrics = root / "run" / "metrics.csv";
   const std::string good = [&] {
@@ -787,9 +693,9 @@ TEST_CASE(
   }();
   // stdout and stderr: compare's warnings go to the log on stdout.
   auto compare = [&](std::string& output) {
-    const Output o = shell_output(std::string(XGRAD_BIN) + " compare '" + (root / "run").string() + "'");
-    output = o.text;
-    return o.code;
+    const ProcessResult o = run_xgrad({"compare", (root / "run").string()}, merged_output());
+    output = o.out;
+    return o.exit_code;
   };
   // Row 2 (line 3): its loss cell (column 2 in the header xgrad writes) replaced.
   const std::size_t row2 = good.find('\n', good.find('\n') + 1) + 1;
@@ -818,10 +724,9 @@ TEST_CASE(
   // JSON: nlohmann's parse error gives line and column; the message names the file beside them.
   const std::string config = (root / "given.json").string();
   std::ofstream(config) << "{\"steps\": 2,\n \"lr\": 0.1,\n \"d_model\": 8x}\n";
-  Result r = run({"train", "--config", config, "--out", (root / "fresh").string()});
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find(config + " is not valid JSON") != std::string::npos);
-  CHECK(r.stderr_text.find("line 3, column 14") != std::string::npos);
+  const ProcessResult r = check_refused(
+      {{"train", "--config", config, "--out", (root / "fresh").string()}, 2, config + " is not valid JSON"});
+  CHECK(r.err.find("line 3, column 14") != std::string::npos);
   std::ofstream(root / "run" / "config.json", std::ios::trunc) << "{\"steps\": 2,\n \"lr\": }\n";
   code = compare(output);
   INFO("config.json: " << output);
@@ -849,13 +754,11 @@ TEST_CASE("probe on sequences where no query may attend to two keys says so inst
   }
   for (const char* causal : {"true", "false"}) {
     INFO("--causal " << causal);
-    const Result r = run({"probe", "--task", "data", "--data", data.string(), "--vocab-size", "4", "--d-k", "4",
-                          "--d-model", "16", "--batch-size", "4", "--causal", causal});
-    INFO("stderr: " << r.stderr_text);
-    CHECK(r.code == 2);
-    CHECK(r.stderr_text.rfind("xgrad: ", 0) == 0);
-    CHECK(r.stderr_text.find("no query may attend to two keys") != std::string::npos);
-    CHECK(r.stderr_text.find("1 token") != std::string::npos);
-    CHECK(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n') == 1);
+    const ProcessResult r =
+        check_refused_in_one_line({{"probe", "--task", "data", "--data", data.string(), "--vocab-size", "4", "--d-k",
+                                    "4", "--d-model", "16", "--batch-size", "4", "--causal", causal},
+                                   2,
+                                   "no query may attend to two keys"});
+    CHECK(r.err.find("1 token") != std::string::npos);
   }
 }

@@ -4,8 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <cmath>
 #include <cstdio>
@@ -32,8 +30,11 @@
 #include "report/stats.h"
 #include "report/summary.h"
 #include "report/tables.h"
+#include "tests/support/compare_quietly.h"
+#include "tests/support/fake_run.h"
 #include "tests/support/fault_hooks.h"
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
@@ -42,119 +43,12 @@
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;
-using xgrad::testing::read_text;
-using xgrad::testing::TempDir;
+using namespace xgrad::testing;
 
 namespace {
 
 const double nan_value = std::numeric_limits<double>::quiet_NaN();
 const double inf_value = std::numeric_limits<double>::infinity();
-
-// A run as the trainer would write it, with the series given by hand (missing series: 1 for gradient norms,
-// nan for attention statistics).
-struct FakeRun {
-  std::size_t d_k = 16;
-  std::string scale = "none";
-  std::string optimizer = "adamw";
-  double lr = 0.01;
-  int seed = 0;
-  int data_seed = -1;  // -1: the seed
-  std::string environment = "machine-a";
-  std::vector<double> loss, accuracy;
-  std::vector<double> w_q0, w_q1, w_k0, w_k1;  // per-layer gradient norms of W_q and W_k (two layers)
-  std::vector<double> entropy;                 // first layer, both heads
-  std::vector<double> score_std;
-  bool summary = true;
-  bool diverged = false;
-  long diverged_step = -1;
-  std::size_t steps = 0;                                   // config "steps"; 0: the number of rows
-  std::string on_nan;                                      // config "on_nan" when not empty
-  std::string tail;                                        // raw text after the last row (a cut-short line)
-  nlohmann::json extra_config = nlohmann::json::object();  // more config.json keys (a scaling's own settings)
-};
-
-std::string cell(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
-double at(const std::vector<double>& v, std::size_t i, double fallback) { return i < v.size() ? v[i] : fallback; }
-
-void write_run(const fs::path& dir, const FakeRun& r) {
-  fs::create_directories(dir);
-  const std::size_t rows = r.loss.size();
-  const std::size_t steps = r.steps ? r.steps : rows;
-  nlohmann::json config{{"task", "kv_recall"},
-                        {"n_values", 8},
-                        {"chance_loss", std::log(8.0)},
-                        {"d_model", 64},
-                        {"d_k", r.d_k},
-                        {"n_heads", 2},
-                        {"n_layers", 2},
-                        {"scale", r.scale},
-                        {"optimizer", r.optimizer},
-                        {"lr", r.lr},
-                        {"batch_size", 64},
-                        {"steps", steps},
-                        {"mlp", true},
-                        {"layer_norm", true},
-                        {"residual", true},
-                        {"seed", r.seed},
-                        {"data_seed", r.data_seed < 0 ? r.seed : r.data_seed},
-                        {"out", dir.string()},
-                        {"print_every", 100},
-                        {"log_every", 1},
-                        {"threads", 1},
-                        {"environment", {{"machine", r.environment}}}};
-  if (!r.on_nan.empty()) config["on_nan"] = r.on_nan;
-  config.update(r.extra_config);
-  std::ofstream(dir / "config.json") << config.dump(2);
-
-  std::ofstream csv(dir / "metrics.csv");
-  csv << "step,loss,accuracy,lr,grad_norm,grad_norm/tok_emb.weight,grad_norm/blocks.0.attn.w_q.weight,"
-         "grad_norm/blocks.0.attn.w_k.weight,grad_norm/blocks.1.attn.w_q.weight,grad_norm/blocks.1.attn.w_k.weight,"
-         "attn/l0h0/score_std,attn/l0h0/entropy_mean,attn/l0h1/score_std,attn/l0h1/entropy_mean,"
-         "attn/l1h0/entropy_mean,eval_loss,step_ms\n";
-  for (std::size_t i = 0; i < rows; ++i) {
-    const std::vector<double> row{static_cast<double>(i),
-                                  r.loss[i],
-                                  at(r.accuracy, i, 0.0),
-                                  r.lr,
-                                  std::isfinite(r.loss[i]) ? 1.0 : nan_value,
-                                  0.5,
-                                  at(r.w_q0, i, 1.0),
-                                  at(r.w_k0, i, 1.0),
-                                  at(r.w_q1, i, 1.0),
-                                  at(r.w_k1, i, 1.0),
-                                  at(r.score_std, i, nan_value),
-                                  at(r.entropy, i, nan_value),
-                                  at(r.score_std, i, nan_value),
-                                  at(r.entropy, i, nan_value),
-                                  99.0,  // a second layer's entropy: compare reads the first layer only
-                                  nan_value,
-                                  1.0};
-    for (std::size_t c = 0; c < row.size(); ++c) csv << (c ? "," : "") << cell(row[c]);
-    csv << "\n";
-  }
-  csv << r.tail;
-  csv.close();
-  if (r.summary) {
-    nlohmann::json s{{"steps_done", rows},
-                     {"chance_loss", std::log(8.0)},
-                     {"first_loss", r.loss.front()},
-                     {"final_loss", 0.0},
-                     {"final_accuracy", 0.0},
-                     {"mean_grad_norm_w_q", 0.0},
-                     {"mean_grad_norm_w_k", 0.0},
-                     {"frac_zero_grad_w_q", 0.0},
-                     {"frac_zero_grad_w_k", 0.0},
-                     {"diverged", r.diverged},
-                     {"diverged_step", r.diverged_step},
-                     {"wall_seconds", 1.0}};
-    std::ofstream(dir / "summary.json") << s.dump(2);
-  }
-}
 
 std::vector<double> constant(std::size_t n, double v) { return std::vector<double>(n, v); }
 
@@ -381,6 +275,13 @@ TrainConfig short_run(const fs::path& dir, const std::string& task, const std::s
   return c;
 }
 
+// report.md of `xgrad compare INPUTS --out OUT_DIR --plots false`.
+std::string report_md(const std::vector<std::string>& inputs, const fs::path& out_dir) {
+  compare_quietly(inputs, out_dir);
+  return read_text(out_dir / "report.md");
+}
+
+// The console output of `xgrad compare INPUT --plots false`; its report.md in *report if given.
 std::string compare_text(const fs::path& input, std::string* report = nullptr) {
   CompareOptions options;
   options.inputs = {input.string()};
@@ -510,10 +411,8 @@ TEST_CASE("runs on other contents of one input file are other arms, labelled by 
     FakeRun r;
     r.scale = scale;
     r.loss = constant(30, loss);
+    r.extra_config["inputs"] = {{{"setting", "text"}, {"path", "/data/text.txt"}, {"size", 3000}, {"xxh3", hash}}};
     write_run(root / "sweep" / name, r);
-    nlohmann::json config = nlohmann::json::parse(read_text(root / "sweep" / name / "config.json"));
-    config["inputs"] = {{{"setting", "text"}, {"path", "/data/text.txt"}, {"size", 3000}, {"xxh3", hash}}};
-    std::ofstream(root / "sweep" / name / "config.json") << config.dump(2);
   };
   run_on("none", "none", 2.3, "0123456789abcdef");
   run_on("sqrt", "sqrt_dk", 0.03, "fedcba9876543210");
@@ -571,6 +470,38 @@ TEST_CASE("arms of d_model 64 and 128 are labelled by d_model, not by the d_ff t
   CHECK(distinguishing_keys(with_ff.arms) == std::vector<std::string>{"d_model", "d_ff"});
 }
 
+// A fake SGD run in dir/<scale>-lr<lr>: loss 4 at step 0, then `final_loss` for 20 steps, or inf at step 1
+// (diverged, planned like the others: 21 steps).
+void write_sgd_run(const fs::path& dir, double lr, double final_loss, bool diverged, const std::string& scale) {
+  FakeRun r;
+  r.scale = scale;
+  r.optimizer = "sgd";
+  r.lr = lr;
+  r.loss = {4.0};
+  if (diverged) {
+    r.loss.push_back(inf_value);
+    r.diverged = true;
+    r.diverged_step = 1;
+    r.steps = 21;
+  } else {
+    const auto tail = constant(20, final_loss);
+    r.loss.insert(r.loss.end(), tail.begin(), tail.end());
+  }
+  write_run(dir / (scale + "-lr" + csv_number(lr)), r);
+}
+
+// Fake SGD runs of one arm at four learning rates unscaled (lr 1 diverged, lr 0.001 ends above its initial loss)
+// and at two scaled by sqrt_dk, analysed.
+Comparison lr_sweep(const TempDir& root) {
+  write_sgd_run(root, 0.01, 1.0, false, "none");
+  write_sgd_run(root, 0.1, 0.5, false, "none");
+  write_sgd_run(root, 1.0, 0.0, true, "none");
+  write_sgd_run(root, 0.001, 5.0, false, "none");  // ends above its initial loss: counts as 4.0
+  write_sgd_run(root, 0.01, 0.5, false, "sqrt_dk");
+  write_sgd_run(root, 0.1, 0.5, false, "sqrt_dk");
+  return analyse_dirs({root.string()});
+}
+
 TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, initial) minus the best") {
   // Hand example: objectives 1.0, 0.5 and 4.0 (a diverged run counts as its initial loss 4.0):
   // mean 5.5 / 3 = 1.8333, best 0.5, sensitivity 1.3333.
@@ -579,31 +510,7 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
   CHECK(std::isnan(lr_sensitivity({1.0})));
 
   const TempDir root("compare_lr");
-  auto run = [&](double lr, double final_loss, bool diverged, const std::string& scale) {
-    FakeRun r;
-    r.scale = scale;
-    r.optimizer = "sgd";
-    r.lr = lr;
-    r.loss = {4.0};
-    if (diverged) {
-      r.loss.push_back(inf_value);
-      r.diverged = true;
-      r.diverged_step = 1;
-      r.steps = 21;  // planned like the others (same arm settings but lr)
-    } else {
-      const auto tail = constant(20, final_loss);
-      r.loss.insert(r.loss.end(), tail.begin(), tail.end());
-    }
-    write_run(root / (scale + "-lr" + cell(lr)), r);
-  };
-  run(0.01, 1.0, false, "none");
-  run(0.1, 0.5, false, "none");
-  run(1.0, 0.0, true, "none");
-  run(0.001, 5.0, false, "none");  // ends above its initial loss: counts as 4.0
-  run(0.01, 0.5, false, "sqrt_dk");
-  run(0.1, 0.5, false, "sqrt_dk");
-
-  const Comparison cmp = analyse_dirs({root.string()});
+  const Comparison cmp = lr_sweep(root);
   REQUIRE(cmp.lr_groups.size() == 2);
   const LrGroup& none = cmp.lr_groups[0];
   REQUIRE(none.arms.size() == 4);
@@ -619,7 +526,13 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
   REQUIRE(t.rows.size() == 2);
   CHECK(t.rows[0].back() == "1.875");
   CHECK(t.rows[0][3].find("1: 4.000 (diverged 1/1)") != std::string::npos);
+}
 
+TEST_CASE("LR sensitivity: two scalings are compared over the learning rates both were run at") {
+  const TempDir root("compare_lr_shared");
+  const Comparison cmp = lr_sweep(root);
+  REQUIRE(cmp.lr_groups.size() == 2);
+  const LrGroup &none = cmp.lr_groups[0], &scaled = cmp.lr_groups[1];
   // The two scalings are compared over the learning rates both were run at (0.01 and 0.1): none's 1.875 is over
   // four learning rates, sqrt_dk's 0 over two, and a sensitivity over more learning rates is not comparable.
   const LrComparison shared = compare_lr_sensitivity(cmp, none, scaled);
@@ -642,7 +555,11 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
         sentence || s.find("; over the learning rates unscaled and sqrt_dk share (0.01, 0.1): 0.250 vs 0.000.") !=
                         std::string::npos;
   CHECK(sentence);
+}
 
+TEST_CASE("LR sensitivity: final loss against lr as a summary figure, one line per scaling") {
+  const TempDir root("compare_lr_figure");
+  const Comparison cmp = lr_sweep(root);
   // The same lrs as a summary figure: final loss against lr, one line per scaling; lr 1 diverged, so no point.
   const std::vector<SummaryFigure> figures = summary_figures(cmp);
   REQUIRE(figures.size() == 1);  // one d_k: no figure against d_k
@@ -659,24 +576,7 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
 
 TEST_CASE("LR sensitivity is not decided where both scalings diverged at one learning rate or neither learned") {
   const TempDir root("compare_lr_undecided");
-  // loss: 4 at step 0, then `final_loss` for 20 steps, or inf at step 1 (diverged).
-  auto run = [&](const fs::path& dir, double lr, double final_loss, bool diverged, const std::string& scale) {
-    FakeRun r;
-    r.scale = scale;
-    r.optimizer = "sgd";
-    r.lr = lr;
-    r.loss = {4.0};
-    if (diverged) {
-      r.loss.push_back(inf_value);
-      r.diverged = true;
-      r.diverged_step = 1;
-      r.steps = 21;
-    } else {
-      const auto tail = constant(20, final_loss);
-      r.loss.insert(r.loss.end(), tail.begin(), tail.end());
-    }
-    write_run(dir / (scale + "-lr" + cell(lr)), r);
-  };
+  const auto run = write_sgd_run;
   for (const std::string scale : {"none", "sqrt_dk"}) {
     // Both diverge at lr 1: there both objectives are the initial loss, whatever the scaling.
     run(root / "diverged", 0.01, scale == "none" ? 1.0 : 0.5, false, scale);
@@ -712,10 +612,9 @@ TEST_CASE("LR sensitivity is not decided where both scalings diverged at one lea
   }
 }
 
-TEST_CASE("a diverged run is left out of every statistic of its arm, and counted") {
-  // The issue's report: one unscaled run that diverged at step 16 (W_q gradient norm 5.83, score std 1e+29) turned
-  // the comparison into "unscaled W_q gradients are not smaller but larger (2.15 vs 0.472)"; without it, 0.31.
-  const TempDir root("compare_diverged_aggregates");
+// Two seeds of an unscaled and a sqrt_dk arm at d_k 64; the unscaled seed 1 diverged at step 16 with a W_q
+// gradient norm of 5.83 and a score std of 1e29.
+void write_one_diverged_seed(const fs::path& root) {
   for (int seed = 0; seed < 2; ++seed) {
     FakeRun none;
     none.d_k = 64;
@@ -753,6 +652,13 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
     scaled.score_std = constant(30, 1.0);
     write_run(root / ("sqrt-s" + std::to_string(seed)), scaled);
   }
+}
+
+TEST_CASE("a diverged run is left out of every statistic of its arm, and counted") {
+  // The issue's report: one unscaled run that diverged at step 16 (W_q gradient norm 5.83, score std 1e+29) turned
+  // the comparison into "unscaled W_q gradients are not smaller but larger (2.15 vs 0.472)"; without it, 0.31.
+  const TempDir root("compare_diverged_aggregates");
+  write_one_diverged_seed(root);
   const Comparison cmp = analyse_dirs({root.string()});
   REQUIRE(cmp.arms.size() == 2);
   const ArmStats& none = cmp.arms[0];
@@ -766,7 +672,12 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
   CHECK(none.score_std_last.mean == doctest::Approx(8.0));
   CHECK(none.entropy_first.mean == doctest::Approx(0.3));
   CHECK(none.final_loss.n == 1);
+}
 
+TEST_CASE("a diverged run is left out of the story checks and the sentences of its arm, and counted there") {
+  const TempDir root("compare_diverged_story");
+  write_one_diverged_seed(root);
+  const Comparison cmp = analyse_dirs({root.string()});
   const StoryChecks checks = story_checks(cmp);
   const std::string head =
       "d_k=64 adamw lr=0.01, unscaled vs sqrt_dk (1 unscaled and 0 sqrt_dk run diverged, left out): ";
@@ -785,7 +696,11 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
   REQUIRE_FALSE(sentences.empty());
   CHECK(sentences[0].find("unscaled (2 seeds, 1 diverged (left out))") != std::string::npos);
   CHECK(sentences[0].find("score std at step 0 8 vs 1 (at the end 8 vs 1)") != std::string::npos);
+}
 
+TEST_CASE("the plots draw a diverged run but leave it out of its arm's mean line, and say so") {
+  const TempDir root("compare_diverged_plots");
+  write_one_diverged_seed(root);
   // The plots draw the diverged run (thin, with its cross) but leave it out of the arm's mean line, and say so.
   PathGuard no_gnuplot("/nonexistent-xgrad-test");  // the data files and scripts are written either way
   CompareOptions options;
@@ -841,12 +756,8 @@ TEST_CASE("near-zero gradient column: steps below 1e-6 of the step-0 norm, besid
   };
   CHECK(column("W_q grad =0") == "0%");
   CHECK(column("W_q grad <1e-06·step 0") == "90.0%");
-  CompareOptions options;
-  options.inputs = {root.string()};
-  options.plots = false;
-  std::ostringstream out;
-  run_compare(options, out);
-  const std::string md = read_text(root / "report.md");
+  std::string md;
+  compare_text(root, &md);
   CHECK(md.find("*W_q / W_k grad <1e-06·step 0* the fraction at which its norm was below 1e-06 times the norm at the "
                 "run's first step") != std::string::npos);
 }
@@ -1302,7 +1213,7 @@ void write_dk_sweep(const fs::path& root) {
         std::string line, text;
         const double grad = unscaled ? std::pow(10.0, -3.0 - 4.0 * static_cast<double>(d)) * (1 + seed) : 1e-3;
         for (bool header = true; std::getline(in, line); header = false)
-          text += line + "," + (header ? std::string("attn/l0h0/score_grad_median") : cell(grad)) + "\n";
+          text += line + "," + (header ? std::string("attn/l0h0/score_grad_median") : csv_number(grad)) + "\n";
         in.close();
         std::ofstream(csv) << text;
       }
@@ -1334,13 +1245,7 @@ TEST_CASE("report.md opens with at most ten findings counted from the numbers, e
         std::string::npos);
   CHECK(all.find("None of the 12 runs diverged.") != std::string::npos);
 
-  CompareOptions options;
-  options.inputs = {(root / "runs").string()};
-  options.out = (root / "report").string();
-  options.plots = false;
-  std::ostringstream out;
-  run_compare(options, out);
-  const std::string md = read_text(root / "report" / "report.md");
+  const std::string md = report_md({(root / "runs").string()}, root / "report");
   INFO(md);
   const auto findings_at = md.find("## Findings");
   REQUIRE(findings_at != std::string::npos);
@@ -1487,7 +1392,7 @@ TEST_CASE("a run whose loss blew up without becoming NaN (SGD at lr 1: 1e14) is 
   const TempDir root("compare_blew_up");
   for (const std::string scale : {"none", "sqrt_dk"})
     for (const double lr : {0.1, 1.0}) {
-      TrainConfig c = short_run(root / "sweep" / (scale + "-lr" + cell(lr)), "kv_recall", scale, 60);
+      TrainConfig c = short_run(root / "sweep" / (scale + "-lr" + csv_number(lr)), "kv_recall", scale, 60);
       c.d_k = 4;
       c.optimizer = "sgd";
       c.lr = lr;
@@ -1546,7 +1451,7 @@ TEST_CASE("LR sensitivity: differences within the seed spread are about the same
     r.loss = {4.6};
     const auto tail = constant(20, final_loss);
     r.loss.insert(r.loss.end(), tail.begin(), tail.end());
-    write_run(dir / (scale + "-lr" + cell(lr) + "-s" + std::to_string(seed)), r);
+    write_run(dir / (scale + "-lr" + csv_number(lr) + "-s" + std::to_string(seed)), r);
   };
   // Objectives: none 3.9 at 0.01 and (2.95 + 3.15) / 2 = 3.05 at 0.1 -> 0.425; sqrt_dk 4.0 and 3.15 -> 0.425 + 0.0025.
   for (const auto& [scale, a, b, c, d] : std::vector<std::tuple<std::string, double, double, double, double>>{
@@ -1636,12 +1541,10 @@ TEST_CASE("report.md escapes run names and setting values: '|' and newlines keep
     FakeRun r;
     r.scale = scale;
     r.loss = constant(25, 1.0);
-    const fs::path dir = root / "sweep" / (scale + evil);
-    write_run(dir, r);
     // A recorded input file whose name holds the same characters and a newline: its name is part of the arm.
-    nlohmann::json config = nlohmann::json::parse(read_text(dir / "config.json"));
-    config["inputs"] = nlohmann::json::array({{{"path", "/data/in|put\n<b>x.txt"}, {"xxh3", "0123456789abcdef"}}});
-    std::ofstream(dir / "config.json") << config.dump(2);
+    r.extra_config["inputs"] =
+        nlohmann::json::array({{{"path", "/data/in|put\n<b>x.txt"}, {"xxh3", "0123456789abcdef"}}});
+    write_run(root / "sweep" / (scale + evil), r);
   }
   std::string md;
   compare_text(root / "sweep", &md);
@@ -1698,7 +1601,7 @@ void write_final_losses(const fs::path& dir, const std::string& scale, const std
     r.loss = {4.6};
     const auto tail = constant(20, final_per_seed[seed]);
     r.loss.insert(r.loss.end(), tail.begin(), tail.end());
-    write_run(dir / (scale + "-lr" + cell(lr) + "-s" + std::to_string(seed)), r);
+    write_run(dir / (scale + "-lr" + csv_number(lr) + "-s" + std::to_string(seed)), r);
   }
 }
 
@@ -1762,13 +1665,7 @@ TEST_CASE(
     CHECK(all.find("not decided in 1 (seeds disagree in 1)") != std::string::npos);
   }
   // The report says which rule it used.
-  CompareOptions options;
-  options.inputs = {(root / "worse").string()};
-  options.out = (root / "report").string();
-  options.plots = false;
-  std::ostringstream out;
-  run_compare(options, out);
-  const std::string md = read_text(root / "report" / "report.md");
+  const std::string md = report_md({(root / "worse").string()}, root / "report");
   CHECK(md.find("seed by seed") != std::string::npos);
 }
 
@@ -1942,12 +1839,11 @@ TEST_CASE("no command runs from data: backticks, $(), quotes, newlines and syste
     r.scale = scale;
     for (int i = 0; i < 30; ++i) r.loss.push_back(3.0 * std::exp(-0.05 * i));
     r.summary = false;  // incomplete: its directory name is printed on the terminal too
-    const fs::path dir = root / "sweep" / (scale == "none" ? ansi_dir : std::string("hostile"));
-    write_run(dir, r);
-    nlohmann::json config = nlohmann::json::parse(read_text(dir / "config.json"));
-    config["inputs"] = {{{"setting", "text"}, {"path", text_path}, {"size", 3000}, {"xxh3", "0123456789abcdef"}}};
-    if (scale != "none") config["inputs"][0]["xxh3"] = "fedcba9876543210";  // arms differ in the file: in titles
-    std::ofstream(dir / "config.json") << config.dump(2);
+    r.extra_config["inputs"] = {
+        {{"setting", "text"}, {"path", text_path}, {"size", 3000}, {"xxh3", "0123456789abcdef"}}};
+    if (scale != "none")
+      r.extra_config["inputs"][0]["xxh3"] = "fedcba9876543210";  // arms differ in the file: in titles
+    write_run(root / "sweep" / (scale == "none" ? ansi_dir : std::string("hostile")), r);
   }
   CompareOptions options;
   options.inputs = {(root / "sweep").string()};
@@ -2030,9 +1926,9 @@ TEST_CASE("property: gnuplot_string and escape_control of random strings over th
   }
   script += "plot [0:1] [0:1] NaN notitle\n";
   std::ofstream(root / "fuzz.gp") << script;
-  const std::string command = "cd '" + root.string() + "' && gnuplot fuzz.gp > gnuplot.log 2>&1";
-  CHECK(std::system(command.c_str()) == 0);
-  INFO(read_text(root / "gnuplot.log"));
+  const ProcessResult gnuplot = run_process({"gnuplot", "fuzz.gp"}, in_directory(root));
+  CHECK(gnuplot.exit_code == 0);
+  INFO(gnuplot.out << gnuplot.err);
   CHECK_FALSE(fs::exists(root / "RAN"));
   const std::string svg = svg_text(root / "fuzz.svg");
   for (std::size_t i = 0; i < samples.size(); ++i) {
@@ -2135,14 +2031,12 @@ TEST_CASE("SIGTERM at any point of compare leaves the old report whole or the ne
   };
   add_run("none", 0);
   add_run("sqrt_dk", 0);
-  const std::string xgrad = xgrad::test::xgrad_bin();
   const std::string rep = (root / "rep").string();
-  const std::string run =
-      "'" + xgrad + "' compare '" + (root / "sweep").string() + "' --out '" + rep + "' > /dev/null 2>&1";
-  REQUIRE(std::system(run.c_str()) == 0);
+  const std::vector<std::string> compare{"compare", (root / "sweep").string(), "--out", rep};
+  REQUIRE(run_xgrad(compare).exit_code == 0);
   fs::copy(rep, root / "old", fs::copy_options::recursive);
   add_run("sqrt_dk", 1);
-  REQUIRE(std::system(run.c_str()) == 0);
+  REQUIRE(run_xgrad(compare).exit_code == 0);
   fs::copy(rep, root / "new", fs::copy_options::recursive);
   auto same_as = [&](const fs::path& generation) {
     for (const auto& entry : fs::recursive_directory_iterator(generation)) {
@@ -2159,27 +2053,12 @@ TEST_CASE("SIGTERM at any point of compare leaves the old report whole or the ne
   for (int ms = 0; ms <= 900; ms += 50) {
     fs::remove_all(rep);
     fs::copy(root / "old", rep, fs::copy_options::recursive);
-    // posix_spawn, not fork + exec: a SIGTERM that lands between fork and exec would reach a copy of this test
-    // process, whose doctest handler reports a crash and carries on running the test cases that follow.
-    const std::string sweep = (root / "sweep").string();
-    std::vector<char*> argv{const_cast<char*>(xgrad.c_str()), const_cast<char*>("compare"),
-                            const_cast<char*>(sweep.c_str()), const_cast<char*>("--out"),
-                            const_cast<char*>(rep.c_str()),   nullptr};
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGTERM);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
-    pid_t pid = -1;
-    const int spawned = ::posix_spawn(&pid, xgrad.c_str(), nullptr, &attr, argv.data(), environ);
-    posix_spawnattr_destroy(&attr);
-    REQUIRE(spawned == 0);
+    // Process blocks signals from fork until the child's dispositions are the defaults: a SIGTERM that lands
+    // between fork and exec never reaches a copy of this test process's doctest handler.
+    Process compare_run(xgrad_command(compare));
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    ::kill(pid, SIGTERM);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+    compare_run.send(SIGTERM);
+    compare_run.wait();
     INFO("killed after " << ms << " ms");
     const bool is_old = same_as(root / "old"), is_new = same_as(root / "new");
     CHECK((is_old || is_new));

@@ -8,40 +8,19 @@
 #include <fstream>
 
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
-using xgrad::testing::read_text;
-using xgrad::testing::TempDir;
+using namespace xgrad::testing;
 
 namespace {
-
-struct Result {
-  int code = -1;
-  std::string stderr_text, stdout_text;  // errors go to stderr; log lines, warnings included, to stdout
-};
-
-// Runs `xgrad ARGS` through the shell in `cwd`, stdout and stderr captured.
-Result xgrad_in(const fs::path& cwd, const std::string& args) {
-  const fs::path out = cwd / ".stdout", err = cwd / ".stderr";
-  const std::string command =
-      "cd '" + cwd.string() + "' && " + XGRAD_BIN + " " + args + " > '" + out.string() + "' 2> '" + err.string() + "'";
-  const int status = std::system(command.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.stdout_text = read_text(out);
-  r.stderr_text = read_text(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
 
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -67,7 +46,8 @@ TEST_CASE("config.json records each input file; --resume refuses one whose conte
   const fs::path text = root / "text.txt", run = root / "run";
   const std::string original = some_text('A');
   write_file(text, original);
-  REQUIRE(xgrad_in(root, "train " + kTiny + " --text text.txt --steps 4 --out run").code == 0);
+  REQUIRE(run_xgrad(words("train " + kTiny + " --text text.txt --steps 4 --out run"), in_directory(root)).exit_code ==
+          0);
   const nlohmann::json inputs = read_json(run / "config.json").at("inputs");
   REQUIRE(inputs.size() == 1);
   CHECK(inputs.at(0).at("setting") == "text");
@@ -75,33 +55,33 @@ TEST_CASE("config.json records each input file; --resume refuses one whose conte
   CHECK(inputs.at(0).at("size") == 3000);
   CHECK(inputs.at(0).at("xxh3").get<std::string>().size() == 16);
 
-  const std::string resume = "train --resume '" + run.string() + "' --steps 6";
+  const std::string resume = "train --resume " + run.string() + " --steps 6";
   // Same size, one byte different.
   std::string edited = original;
   edited[1500] = edited[1500] == 'x' ? 'y' : 'x';
   write_file(text, edited);
-  Result r = xgrad_in(root, resume);
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("xgrad: --text: " + text.string() + " has changed since the run in " + run.string() +
-                           " started: same size (3000 bytes), other content") == 0);
+  ProcessResult r = run_xgrad(words(resume), in_directory(root));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("xgrad: --text: " + text.string() + " has changed since the run in " + run.string() +
+                   " started: same size (3000 bytes), other content") == 0);
   // Longer.
   write_file(text, original + "more");
-  r = xgrad_in(root, resume);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("--text: " + text.string() + " has changed since the run in " + run.string() +
-                           " started: 3004 bytes now, 3000 then") != std::string::npos);
+  r = run_xgrad(words(resume), in_directory(root));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--text: " + text.string() + " has changed since the run in " + run.string() +
+                   " started: 3004 bytes now, 3000 then") != std::string::npos);
   // Moved away.
   write_file(text, original);
   fs::rename(text, root / "moved.txt");
-  r = xgrad_in(root, resume);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("--text: " + text.string() + ", which the run in " + run.string() +
-                           " was trained on, is not there now (moved or deleted?)") != std::string::npos);
+  r = run_xgrad(words(resume), in_directory(root));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--text: " + text.string() + ", which the run in " + run.string() +
+                   " was trained on, is not there now (moved or deleted?)") != std::string::npos);
   // Put back as it was: the run continues.
   fs::rename(root / "moved.txt", text);
-  r = xgrad_in(root, resume);
-  CHECK(r.code == 0);
+  r = run_xgrad(words(resume), in_directory(root));
+  CHECK(r.exit_code == 0);
   CHECK(read_json(run / "config.json").at("inputs") == inputs);
 }
 
@@ -116,12 +96,12 @@ TEST_CASE(
              R"({"task": "char_lm", "text": "text.txt", "seq_len": 8, "d_model": 8, "batch_size": 2, "steps": 4,
                  "checkpoint_every": 2, "print_every": 100})");
   const fs::path run = root / "a" / "run";
-  REQUIRE(xgrad_in(root / "a", "train --config run.json --out run").code == 0);
+  REQUIRE(run_xgrad(words("train --config run.json --out run"), in_directory(root / "a")).exit_code == 0);
   CHECK(read_json(run / "config.json").at("text") == (root / "a" / "text.txt").string());
   // From b, whose text.txt has other bytes: the run goes on with a/text.txt.
-  const Result r = xgrad_in(root / "b", "train --resume '" + run.string() + "' --steps 6");
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 0);
+  const ProcessResult r = run_xgrad(words("train --resume " + run.string() + " --steps 6"), in_directory(root / "b"));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 0);
   CHECK(read_json(run / "config.json").at("inputs").at(0).at("path") == (root / "a" / "text.txt").string());
 
   // A config.json of an older xgrad: a relative path and no fingerprint. Which file the run read cannot be known,
@@ -130,17 +110,19 @@ TEST_CASE(
   old["text"] = "text.txt";
   old.erase("inputs");
   write_file(run / "config.json", old.dump(2));
-  const Result refused = xgrad_in(root / "b", "train --resume '" + run.string() + "' --steps 8");
-  INFO("stderr: " << refused.stderr_text);
-  CHECK(refused.code == 2);
-  CHECK(refused.stderr_text.find("--text: " + (run / "config.json").string() +
-                                 " names the file by the relative path 'text.txt'") != std::string::npos);
+  const ProcessResult refused =
+      run_xgrad(words("train --resume " + run.string() + " --steps 8"), in_directory(root / "b"));
+  INFO("stderr: " << refused.err);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find("--text: " + (run / "config.json").string() +
+                         " names the file by the relative path 'text.txt'") != std::string::npos);
   // Written with the absolute path, the same config.json (still without a fingerprint) resumes, with a warning.
   old["text"] = (root / "a" / "text.txt").string();
   write_file(run / "config.json", old.dump(2));
-  const Result accepted = xgrad_in(root / "b", "train --resume '" + run.string() + "' --steps 8");
-  CHECK(accepted.code == 0);
-  CHECK(accepted.stdout_text.find("records no fingerprint of --text") != std::string::npos);
+  const ProcessResult accepted =
+      run_xgrad(words("train --resume " + run.string() + " --steps 8"), in_directory(root / "b"));
+  CHECK(accepted.exit_code == 0);
+  CHECK(accepted.out.find("records no fingerprint of --text") != std::string::npos);
   CHECK(read_json(run / "config.json").at("inputs").size() == 1);
 }
 
@@ -162,28 +144,28 @@ TEST_CASE("--task data: every array file of the directory is recorded and checke
   write_npy(root / "d" / "inputs.npy", 0);
   write_npy(root / "d" / "targets.npy", 1);
   const fs::path run = root / "run";
-  REQUIRE(xgrad_in(root,
-                   "train --task data --data d --d-model 8 --batch-size 2 --steps 4 --checkpoint-every 2 "
-                   "--print-every 100 --out run")
-              .code == 0);
+  REQUIRE(run_xgrad(words("train --task data --data d --d-model 8 --batch-size 2 --steps 4 --checkpoint-every 2 "
+                          "--print-every 100 --out run"),
+                    in_directory(root))
+              .exit_code == 0);
   const nlohmann::json inputs = read_json(run / "config.json").at("inputs");
   REQUIRE(inputs.size() == 2);
   CHECK(inputs.at(0).at("path") == (root / "d" / "inputs.npy").string());
   CHECK(inputs.at(1).at("path") == (root / "d" / "targets.npy").string());
   CHECK(inputs.at(1).at("setting") == "data");
-  const std::string resume = "train --resume '" + run.string() + "' --steps 6";
+  const std::string resume = "train --resume " + run.string() + " --steps 6";
   write_npy(root / "d" / "targets.npy", 2);  // same size, other targets
-  Result r = xgrad_in(root, resume);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("--data: " + (root / "d" / "targets.npy").string() + " has changed since the run") !=
+  ProcessResult r = run_xgrad(words(resume), in_directory(root));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--data: " + (root / "d" / "targets.npy").string() + " has changed since the run") !=
         std::string::npos);
   write_npy(root / "d" / "targets.npy", 1);
   // A held-out split added since: the task would now read files the run did not.
   write_npy(root / "d" / "eval_inputs.npy", 0);
   write_npy(root / "d" / "eval_targets.npy", 1);
-  r = xgrad_in(root, resume);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("--data: " + (root / "d" / "eval_inputs.npy").string() + " is read now but was not when") !=
+  r = run_xgrad(words(resume), in_directory(root));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--data: " + (root / "d" / "eval_inputs.npy").string() + " is read now but was not when") !=
         std::string::npos);
   fs::remove(root / "d" / "eval_inputs.npy");
   fs::remove(root / "d" / "eval_targets.npy");
@@ -191,12 +173,12 @@ TEST_CASE("--task data: every array file of the directory is recorded and checke
   nlohmann::json config = read_json(run / "config.json");
   config["inputs"][0]["xxh3"] = "not a hash";
   write_file(run / "config.json", config.dump(2));
-  r = xgrad_in(root, resume);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("'inputs' is not what xgrad writes (xxh3 is not 16 hex digits)") != std::string::npos);
+  r = run_xgrad(words(resume), in_directory(root));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("'inputs' is not what xgrad writes (xxh3 is not 16 hex digits)") != std::string::npos);
   config["inputs"] = inputs;
   write_file(run / "config.json", config.dump(2));
-  CHECK(xgrad_in(root, resume).code == 0);
+  CHECK(run_xgrad(words(resume), in_directory(root)).exit_code == 0);
 }
 
 namespace {
@@ -216,19 +198,19 @@ void write_sparse_npy(const fs::path& path, std::size_t rows, std::size_t cols, 
 // The address-space limit under which the runs below start: reading (allocating) the data they are refused for
 // fails at once instead of filling the machine's memory. An AddressSanitizer build reserves terabytes of address
 // space and cannot run under a limit; there the refusals are checked without it.
-std::string address_space_limit(const std::string& kib) {
+long long address_space_limit(long long kib) {
 #if defined(__SANITIZE_ADDRESS__)
   (void)kib;
-  return "";
+  return 0;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
   (void)kib;
-  return "";
+  return 0;
 #else
-  return "ulimit -v " + kib + " && ";
+  return kib;
 #endif
 #else
-  return "ulimit -v " + kib + " && ";
+  return kib;
 #endif
 }
 
@@ -236,44 +218,38 @@ std::string address_space_limit(const std::string& kib) {
 
 TEST_CASE("--task data: arrays too large for memory, or of too long sequences, are refused from their headers alone") {
   const TempDir root("inputs_too_large");
-  const std::string limit = address_space_limit("4000000");  // 4 GB: the binary runs, no array below fits
+  const long long limit = address_space_limit(4000000);  // 4 GB: the binary runs, no array below fits
   const std::string run = "train --task data --d-model 8 --batch-size 2 --steps 2 --print-every 100 --out run --data ";
   // 2 x 28 GiB of int32: far above the memory limit, refused before any of it is read.
   fs::create_directories(root / "huge");
   write_sparse_npy(root / "huge" / "inputs.npy", std::size_t(7) << 26, 16);
   write_sparse_npy(root / "huge" / "targets.npy", std::size_t(7) << 26, 16);
   const auto xgrad_limited = [&](const std::string& args) {
-    const fs::path out = root / ".stdout", err = root / ".stderr";
-    const std::string command = "cd '" + root.path().string() + "' && " + limit + XGRAD_BIN + " " + args + " > '" +
-                                out.string() + "' 2> '" + err.string() + "'";
-    const int status = std::system(command.c_str());
-    Result result;
-    result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    result.stderr_text = read_text(err);
-    return result;
+    ProcessOptions options = in_directory(root);
+    options.address_space_kib = limit;
+    return run_xgrad(words(args), options);
   };
-  Result r = xgrad_limited(run + "huge");
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.rfind("xgrad: --data: ", 0) == 0);
-  CHECK(r.stderr_text.find((root / "huge" / "inputs.npy").string() + " [469762048, 16] int32 (28.0 GiB)") !=
-        std::string::npos);
-  CHECK(r.stderr_text.find("56.0 GiB") != std::string::npos);
-  CHECK(r.stderr_text.find("limit 12") != std::string::npos);
+  ProcessResult r = xgrad_limited(run + "huge");
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.rfind("xgrad: --data: ", 0) == 0);
+  CHECK(r.err.find((root / "huge" / "inputs.npy").string() + " [469762048, 16] int32 (28.0 GiB)") != std::string::npos);
+  CHECK(r.err.find("56.0 GiB") != std::string::npos);
+  CHECK(r.err.find("limit 12") != std::string::npos);
   CHECK_FALSE(fs::exists(root / "run"));
   // probe builds the task the same way.
   r = xgrad_limited("probe --task data --d-model 8 --batch-size 2 --data huge");
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.rfind("xgrad: --data: the task's data takes 56.0 GiB in memory", 0) == 0);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.rfind("xgrad: --data: the task's data takes 56.0 GiB in memory", 0) == 0);
 
   // A --text file is held whole: its size alone decides.
   write_file(root / "big.txt", "");
   fs::resize_file(root / "big.txt", std::uintmax_t(13) << 30);
   r = xgrad_limited("train --task char_lm --seq-len 8 --d-model 8 --batch-size 2 --steps 2 --out run --text big.txt");
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.rfind(
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.rfind(
             "xgrad: --text: the task's data takes 13.0 GiB in memory (" + (root / "big.txt").string() + " (13.0 GiB))",
             0) == 0);
 
@@ -282,26 +258,25 @@ TEST_CASE("--task data: arrays too large for memory, or of too long sequences, a
   write_sparse_npy(root / "long" / "inputs.npy", 10000, 100000);
   write_sparse_npy(root / "long" / "targets.npy", 10000, 100000);
   r = xgrad_limited(run + "long");
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.rfind("xgrad: --data: ", 0) == 0);
-  CHECK(r.stderr_text.find("sequence length T") != std::string::npos);
-  CHECK(r.stderr_text.find("100000") != std::string::npos);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.rfind("xgrad: --data: ", 0) == 0);
+  CHECK(r.err.find("sequence length T") != std::string::npos);
+  CHECK(r.err.find("100000") != std::string::npos);
 
 #if !defined(__SANITIZE_ADDRESS__)
   // 2 x 4 GiB: within the memory limit, but not within this process's address space: the failed allocation is
   // reported as the data's size, naming --data, not as the model's.
-  if (!limit.empty()) {
+  if (limit > 0) {
     fs::create_directories(root / "big");
     write_sparse_npy(root / "big" / "inputs.npy", std::size_t(1) << 24, 64);
     write_sparse_npy(root / "big" / "targets.npy", std::size_t(1) << 24, 64);
     r = xgrad_limited(run + "big");
-    INFO("stderr: " << r.stderr_text);
-    CHECK(r.code == 2);
-    CHECK(r.stderr_text.rfind("xgrad: --data: ", 0) == 0);
-    CHECK(r.stderr_text.find("cannot allocate 4.0 GiB for " + (root / "big" / "inputs.npy").string()) !=
-          std::string::npos);
-    CHECK(r.stderr_text.find("--d-model") == std::string::npos);
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.rfind("xgrad: --data: ", 0) == 0);
+    CHECK(r.err.find("cannot allocate 4.0 GiB for " + (root / "big" / "inputs.npy").string()) != std::string::npos);
+    CHECK(r.err.find("--d-model") == std::string::npos);
   }
 #endif
 }
@@ -314,9 +289,9 @@ TEST_CASE("a sweep rerun refuses run directories trained on input files that hav
   const std::string sweep =
       "sweep --out sw --task char_lm --text text.txt --seq-len 8 --d-model 8 --batch-size 2 "
       "--steps 3 --print-every 100 --d-k 4 --scale none,sqrt_dk --seeds 0 --arms adamw@0.001";
-  Result r = xgrad_in(root, sweep);
-  INFO("stderr: " << r.stderr_text);
-  REQUIRE(r.code == 0);
+  ProcessResult r = run_xgrad(words(sweep), in_directory(root));
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
   const fs::path run = root / "sw" / "runs" / "dk4-none-adamw-lr0.001-s0";
   const std::string config_before = read_text(run / "config.json");
   // The same size, other bytes; one run made pending again (no summary, no checkpoint): it must not be restarted
@@ -326,34 +301,33 @@ TEST_CASE("a sweep rerun refuses run directories trained on input files that hav
   write_file(text, edited);
   fs::remove(run / "summary.json");
   fs::remove(run / "checkpoint.safetensors");
-  r = xgrad_in(root, sweep);
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("--text: " + text.string() + " has changed since the run in ") != std::string::npos);
-  CHECK(r.stderr_text.find("same size (3000 bytes), other content") != std::string::npos);
+  r = run_xgrad(words(sweep), in_directory(root));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--text: " + text.string() + " has changed since the run in ") != std::string::npos);
+  CHECK(r.err.find("same size (3000 bytes), other content") != std::string::npos);
   CHECK(read_text(run / "config.json") == config_before);
   // A damaged record is refused by the sweep's flag, not by --resume, which the user did not give.
   nlohmann::json damaged = read_json(run / "config.json");
   damaged["inputs"][0]["size"] = "many";
   write_file(run / "config.json", damaged.dump(2));
-  r = xgrad_in(root, sweep);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("xgrad: --out: " + (run / "config.json").string() + ": 'inputs' is not what xgrad writes") ==
-        0);
+  r = run_xgrad(words(sweep), in_directory(root));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("xgrad: --out: " + (run / "config.json").string() + ": 'inputs' is not what xgrad writes") == 0);
   write_file(run / "config.json", config_before);
   // Put back: the rerun completes the run.
   write_file(text, original);
-  r = xgrad_in(root, sweep);
-  CHECK(r.code == 0);
+  r = run_xgrad(words(sweep), in_directory(root));
+  CHECK(r.exit_code == 0);
   CHECK(fs::exists(run / "summary.json"));
   // Another file for the same sweep directory: refused, naming the setting with both values.
   write_file(root / "other.txt", original);
   std::string other = sweep;
   other.replace(other.find("text.txt"), 8, "other.txt");
-  r = xgrad_in(root, other);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("holds a sweep with --text " + text.string() +
-                           " (this one: " + (root / "other.txt").string() + ")") != std::string::npos);
+  r = run_xgrad(words(other), in_directory(root));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("holds a sweep with --text " + text.string() + " (this one: " + (root / "other.txt").string() +
+                   ")") != std::string::npos);
 }
 
 TEST_CASE("train --config of a run's config.json checks the files it records, unless the file's flag is given") {
@@ -361,64 +335,69 @@ TEST_CASE("train --config of a run's config.json checks the files it records, un
   const fs::path text = root / "text.txt";
   const std::string original = some_text('A');
   write_file(text, original);
-  REQUIRE(xgrad_in(root, "train " + kTiny + " --text text.txt --steps 4 --out run").code == 0);
+  REQUIRE(run_xgrad(words("train " + kTiny + " --text text.txt --steps 4 --out run"), in_directory(root)).exit_code ==
+          0);
   write_file(text, original + "more");
-  Result r = xgrad_in(root, "train --config run/config.json --out again");
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("--text: " + text.string() +
-                           " has changed since the run of run/config.json read it: 3004 bytes now, 3000 then") !=
+  ProcessResult r = run_xgrad(words("train --config run/config.json --out again"), in_directory(root));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--text: " + text.string() +
+                   " has changed since the run of run/config.json read it: 3004 bytes now, 3000 then") !=
         std::string::npos);
-  CHECK(r.stderr_text.find("pass --text") != std::string::npos);
+  CHECK(r.err.find("pass --text") != std::string::npos);
   CHECK_FALSE(fs::exists(root / "again"));
   // Named on the command line, the file is taken as it is now.
-  r = xgrad_in(root, "train --config run/config.json --out again --text text.txt");
-  CHECK(r.code == 0);
+  r = run_xgrad(words("train --config run/config.json --out again --text text.txt"), in_directory(root));
+  CHECK(r.exit_code == 0);
   // Unchanged, the config reproduces the run.
   write_file(text, original);
-  CHECK(xgrad_in(root, "train --config run/config.json --out again2").code == 0);
+  CHECK(run_xgrad(words("train --config run/config.json --out again2"), in_directory(root)).exit_code == 0);
   CHECK(read_text(root / "again2" / "metrics.csv").size() > 0);
 }
 
 TEST_CASE("--init-from is recorded as an input file and checked on --resume") {
   const TempDir root("inputs_init_from");
   const std::string tiny = "--task copy --seq-len 8 --d-model 8 --batch-size 2 --print-every 100";
-  REQUIRE(xgrad_in(root, "train " + tiny + " --steps 2 --out base").code == 0);
+  REQUIRE(run_xgrad(words("train " + tiny + " --steps 2 --out base"), in_directory(root)).exit_code == 0);
   const fs::path init = root / "base" / "checkpoint.safetensors";
-  REQUIRE(xgrad_in(root, "train " + tiny +
-                             " --steps 4 --checkpoint-every 2 --init-from base/checkpoint.safetensors "
-                             "--out run")
-              .code == 0);
+  REQUIRE(run_xgrad(words("train " + tiny +
+                          " --steps 4 --checkpoint-every 2 --init-from base/checkpoint.safetensors "
+                          "--out run"),
+                    in_directory(root))
+              .exit_code == 0);
   const nlohmann::json inputs = read_json(root / "run" / "config.json").at("inputs");
   REQUIRE(inputs.size() == 1);
   CHECK(inputs.at(0).at("setting") == "init_from");
   CHECK(inputs.at(0).at("path") == init.string());
   // Another base run of the same shape in its place: same size, other weights.
-  REQUIRE(xgrad_in(root, "train " + tiny + " --steps 2 --seed 5 --out base --overwrite").code == 0);
-  const Result r = xgrad_in(root, "train --resume run --steps 6");
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("--init-from: " + init.string() + " has changed since the run in ") != std::string::npos);
+  REQUIRE(
+      run_xgrad(words("train " + tiny + " --steps 2 --seed 5 --out base --overwrite"), in_directory(root)).exit_code ==
+      0);
+  const ProcessResult r = run_xgrad(words("train --resume run --steps 6"), in_directory(root));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--init-from: " + init.string() + " has changed since the run in ") != std::string::npos);
 }
 
 TEST_CASE("--resume says so when an input file has become a directory or a FIFO") {
   const TempDir root("inputs_not_file");
   const fs::path text = root / "text.txt";
   write_file(text, some_text('A'));
-  REQUIRE(xgrad_in(root, "train " + kTiny + " --text text.txt --steps 4 --out run").code == 0);
+  REQUIRE(run_xgrad(words("train " + kTiny + " --text text.txt --steps 4 --out run"), in_directory(root)).exit_code ==
+          0);
   fs::remove(text);
   fs::create_directories(text);
-  Result r = xgrad_in(root, "train --resume run --steps 6");
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("--text: " + text.string() + ", which the run in ") != std::string::npos);
-  CHECK(r.stderr_text.find("is a directory now") != std::string::npos);
+  ProcessResult r = run_xgrad(words("train --resume run --steps 6"), in_directory(root));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--text: " + text.string() + ", which the run in ") != std::string::npos);
+  CHECK(r.err.find("is a directory now") != std::string::npos);
   fs::remove(text);
   REQUIRE(::mkfifo(text.c_str(), 0644) == 0);
-  r = xgrad_in(root, "train --resume run --steps 6");
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("is not a regular file now (a FIFO, socket or device)") != std::string::npos);
+  r = run_xgrad(words("train --resume run --steps 6"), in_directory(root));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("is not a regular file now (a FIFO, socket or device)") != std::string::npos);
 }
 
 TEST_CASE("a run directory, or a report directory, that cannot be written is refused with the reason, up front") {
@@ -428,17 +407,18 @@ TEST_CASE("a run directory, or a report directory, that cannot be written is ref
   }
   const TempDir root("inputs_read_only");
   write_file(root / "text.txt", some_text('A'));
-  REQUIRE(xgrad_in(root, "train " + kTiny + " --text text.txt --steps 4 --out run").code == 0);
+  REQUIRE(run_xgrad(words("train " + kTiny + " --text text.txt --steps 4 --out run"), in_directory(root)).exit_code ==
+          0);
   fs::permissions(root / "run", fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
                   fs::perm_options::remove);
-  Result r = xgrad_in(root, "train --resume run --steps 6");
-  CHECK(r.code == 2);
-  CHECK(r.stderr_text.find("--out: run directory run is not writable: Permission denied") != std::string::npos);
-  CHECK(r.stdout_text.find("resuming from") == std::string::npos);
-  r = xgrad_in(root, "compare run");
-  CHECK(r.code == 1);
-  CHECK(r.stderr_text.find("compare: cannot write the report into run: Permission denied; give a writable report "
-                           "directory with --out DIR") != std::string::npos);
+  ProcessResult r = run_xgrad(words("train --resume run --steps 6"), in_directory(root));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--out: run directory run is not writable: Permission denied") != std::string::npos);
+  CHECK(r.out.find("resuming from") == std::string::npos);
+  r = run_xgrad(words("compare run"), in_directory(root));
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("compare: cannot write the report into run: Permission denied; give a writable report "
+                   "directory with --out DIR") != std::string::npos);
   fs::permissions(root / "run", fs::perms::owner_write, fs::perm_options::add);
 }
 
@@ -450,8 +430,8 @@ TEST_CASE("a relative path in a --config file is relative to the file's director
              R"({"task": "char_lm", "text": "text.txt", "seq_len": 8, "d_model": 8, "batch_size": 2, "steps": 2,
                  "print_every": 100})");
   // Run from root, which holds no text.txt: the file beside cfg.json is read; --out stays relative to the cwd.
-  const Result r = xgrad_in(root, "train --config in/cfg.json --out run");
-  INFO("stderr: " << r.stderr_text);
-  CHECK(r.code == 0);
+  const ProcessResult r = run_xgrad(words("train --config in/cfg.json --out run"), in_directory(root));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 0);
   CHECK(read_json(root / "run" / "config.json").at("text") == (root / "in" / "text.txt").string());
 }

@@ -21,13 +21,13 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 
 using namespace xgrad;
 namespace fs = std::filesystem;
-using xgrad::testing::metrics_without_timing;
-using xgrad::testing::temp_dir;
+using namespace xgrad::testing;
 
 namespace {
 
@@ -149,11 +149,6 @@ std::string read_file(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Runs the xgrad executable with `args` (words without quoting needs), output discarded; its exit status.
-int run_xgrad(const std::string& args) {
-  return std::system((std::string(XGRAD_BIN) + " " + args + " >/dev/null 2>&1").c_str());
-}
-
 }  // namespace
 
 TEST_CASE("--attn-out-proj false: no W_o among the parameters; with W_o (the default) blocks.0.attn.w_o.weight") {
@@ -229,15 +224,18 @@ TEST_CASE(
       " --kv-encoding sum --attn-out-proj false --n-keys 6 --n-values 4 --n-pairs 3 --d-model 16 "
       "--mlp false --print-every 1000";
   const fs::path whole = root / "whole", again = root / "again", resumed = root / "resumed";
-  REQUIRE(run_xgrad("train --out " + whole.string() + flags + " --steps 12") == 0);
+  REQUIRE(run_xgrad(words("train --out " + whole.string() + flags + " --steps 12")).exit_code == 0);
   const nlohmann::json config = nlohmann::json::parse(read_file(whole / "config.json"));
   CHECK(config.at("kv_encoding") == "sum");
   CHECK(config.at("attn_out_proj") == false);
   CHECK(config.at("derived").at("vocab_size") == 4 + 6 + 1);
-  REQUIRE(run_xgrad("train --config " + (whole / "config.json").string() + " --out " + again.string()) == 0);
+  REQUIRE(
+      run_xgrad(words("train --config " + (whole / "config.json").string() + " --out " + again.string())).exit_code ==
+      0);
   CHECK(metrics_without_timing(again) == metrics_without_timing(whole));
-  REQUIRE(run_xgrad("train --out " + resumed.string() + flags + " --steps 5 --checkpoint-every 5") == 0);
-  REQUIRE(run_xgrad("train --resume " + resumed.string() + " --steps 12") == 0);
+  REQUIRE(run_xgrad(words("train --out " + resumed.string() + flags + " --steps 5 --checkpoint-every 5")).exit_code ==
+          0);
+  REQUIRE(run_xgrad(words("train --resume " + resumed.string() + " --steps 12")).exit_code == 0);
   CHECK(metrics_without_timing(resumed) == metrics_without_timing(whole));
   // The resumed run's weights have no W_o: the checkpoint holds exactly the model's parameters.
   const std::string header = read_file(resumed / "checkpoint.safetensors").substr(0, 4096);

@@ -15,6 +15,7 @@
 #include "data/token_arrays.h"
 #include "tests/support/task_options.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
@@ -209,16 +210,12 @@ TEST_CASE("xgrad train --task data learns a pattern from token arrays; its flags
     }
   write_npy(dir / "inputs.npy", N, T, inputs);
   write_npy(dir / "targets.npy", N, T, targets);
-  train::TrainConfig c;
+  train::TrainConfig c = xgrad::testing::tiny_run((dir / "run").string(), 150);
   c.task = "data";
   c.settings.set("data", dir.string());
   c.settings.set("shuffle", true);
-  c.d_model = 16;
   c.batch_size = 16;
-  c.steps = 150;
   c.lr = 1e-2;
-  c.print_every = 1000;
-  c.out = (dir / "run").string();
   const train::RunSummary s = train::train(c);
   INFO("final loss " << s.final_loss << ", chance " << s.chance_loss);
   CHECK(s.chance_loss == doctest::Approx(std::log(12.0)));

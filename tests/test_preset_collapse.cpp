@@ -50,8 +50,7 @@ TEST_CASE("preset collapse --quick: collapsed seeds per scaling, lr and warmup; 
     c.second += 1;
   }
   REQUIRE(counts.size() == scalings.size() * 4);
-  const std::string section = xgrad::testing::report_section(run.report, "collapse");
-  REQUIRE(!section.empty());
+  const std::string section = xgrad::testing::required_section(run.report, "collapse");
   for (const auto& [key, c] : counts) {
     const auto& [scale, lr, warmup] = key;
     std::ostringstream row;

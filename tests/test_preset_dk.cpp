@@ -24,8 +24,7 @@ TEST_CASE("preset dk --quick: d_k 16 and 256, both scalings, SGD and AdamW, 2 se
     per_point[key].second += 1;
   }
   CHECK(per_point.size() == 8);
-  const std::string section = xgrad::testing::report_section(run.report, "summary-figures");
-  REQUIRE(!section.empty());
+  const std::string section = xgrad::testing::required_section(run.report, "summary-figures");
   CHECK(section.find("| line \\ d_k | 16 | 256 |") != std::string::npos);
   for (const auto& key_sum_n_entry : per_point) {
     const auto& key = std::get<0>(key_sum_n_entry);

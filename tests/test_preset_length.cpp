@@ -12,17 +12,8 @@
 #include "tests/support/preset_run.h"
 #include "tests/support/temp_dir.h"
 
+using xgrad::testing::g3;
 using xgrad::testing::TempDir;
-
-namespace {
-
-std::string g3(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", v);
-  return text;
-}
-
-}  // namespace
 
 TEST_CASE("preset length --quick: 4 scalings x 2 seeds, evaluated at 1x-8x the keys; figures and findings") {
   TempDir tmp("preset_length");
@@ -45,12 +36,9 @@ TEST_CASE("preset length --quick: 4 scalings x 2 seeds, evaluated at 1x-8x the k
     }
   }
   REQUIRE(per_point.size() == 4);
-  const std::string accuracy = xgrad::testing::report_section(run.report, "length-accuracy");
-  const std::string weight = xgrad::testing::report_section(run.report, "length-max-prob");
-  const std::string findings = xgrad::testing::report_section(run.report, "length-findings");
-  REQUIRE(!accuracy.empty());
-  REQUIRE(!weight.empty());
-  REQUIRE(!findings.empty());
+  const std::string accuracy = xgrad::testing::required_section(run.report, "length-accuracy");
+  const std::string weight = xgrad::testing::required_section(run.report, "length-max-prob");
+  const std::string findings = xgrad::testing::required_section(run.report, "length-findings");
   for (const auto& scale_points_entry : per_point) {
     const auto& scale = std::get<0>(scale_points_entry);
     const auto& points = std::get<1>(scale_points_entry);

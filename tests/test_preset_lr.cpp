@@ -16,24 +16,12 @@
 #include "tests/support/temp_dir.h"
 #include "train/run_files.h"
 
+using xgrad::testing::g3;
+using xgrad::testing::line_starting;
 using xgrad::testing::read_text;
 using xgrad::testing::TempDir;
 
 namespace {
-
-std::string g3(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
-// The line of `text` that starts with `prefix`, "" if none.
-std::string line_starting(const std::string& text, const std::string& prefix) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(prefix, 0) == 0) return line;
-  return "";
-}
 
 struct Seeds {
   std::vector<double> kept_final;  // final losses of the runs that did not diverge
@@ -42,19 +30,13 @@ struct Seeds {
   std::size_t n = 0;
 };
 
-}  // namespace
+// (optimizer, scale) -> lr -> the seeds.
+using Curves = std::map<std::pair<std::string, std::string>, std::map<double, Seeds>>;
 
-TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and largest logit carry the runs' numbers") {
-  const std::vector<std::string> scalings = xgrad::Registry<xgrad::nn::ScalingEntry>::instance().names();
-  REQUIRE(scalings.size() >= 2);
-  TempDir tmp("preset_lr");
-  const auto run = xgrad::testing::run_preset("lr", tmp / "lr");
-  xgrad::testing::check_preset_run(run, "lr", scalings.size() * 8 * 2);
-
-  // (optimizer, scale) -> lr -> the seeds, from each run's summary.json; compare counts a run as diverged when it
-  // says so or its final loss blew up (run_files.h).
-  std::map<std::pair<std::string, std::string>, std::map<double, Seeds>> curves;
-  double chance = NAN;
+// The seeds of every arm from each run's summary.json; compare counts a run as diverged when it says so or its
+// final loss blew up (run_files.h). `chance`: the runs' chance loss.
+Curves read_curves(const xgrad::testing::PresetRun& run, double& chance) {
+  Curves curves;
   for (const auto& r : run.sweep.at("runs")) {
     CHECK(r.at("config").at("kv_encoding") == "sum");
     CHECK(r.at("d_k") == 64);
@@ -77,14 +59,78 @@ TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and larges
       s.objective.push_back(std::min(final_loss, first));
     }
   }
+  return curves;
+}
+
+double mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / v.size();
+}
+
+// What the sensitivity table says of one arm: the best lr by the Wortsman objective and its mean objective, the
+// highest lr at which no seed diverged and the highest that learned (NaN: none).
+struct Sensitivity {
+  double best_lr = NAN, best_objective = INFINITY, highest_survived = NAN, highest_learned = NAN;
+};
+
+Sensitivity sensitivity(const std::map<double, Seeds>& by_lr, double chance) {
+  Sensitivity out;
+  for (const auto& [lr, seeds] : by_lr) {
+    const double objective = mean(seeds.objective);
+    if (objective < out.best_objective) {
+      out.best_objective = objective;
+      out.best_lr = lr;
+    }
+    if (seeds.diverged == 0) {
+      out.highest_survived = lr;
+      // Learned (ArmStats::learned): the mean final loss below chance by more than the seed sd and 2%.
+      const double m = mean(seeds.kept_final);
+      double sq = 0;
+      for (double v : seeds.kept_final) sq += (v - m) * (v - m);
+      const double sd = seeds.kept_final.size() > 1 ? std::sqrt(sq / (seeds.kept_final.size() - 1)) : 0;
+      if (chance - m > std::max(0.02 * std::max(chance, m), sd)) out.highest_learned = lr;
+    }
+  }
+  return out;
+}
+
+// Final loss against lr, one scaling's row: the mean over the kept seeds, or "diverged" when none is kept.
+void check_final_loss_row(const std::string& row, const std::map<double, Seeds>& by_lr) {
+  for (const auto& [lr, seeds] : by_lr) {
+    if (seeds.kept_final.empty())
+      CHECK(row.find("diverged") != std::string::npos);
+    else
+      CHECK(row.find("| " + g3(mean(seeds.kept_final))) != std::string::npos);
+  }
+}
+
+// The table row: best lr, its mean objective, the highest lr without divergence and the highest that learned.
+void check_table_row(const std::string& table_row, const std::string& scale, const Sensitivity& s) {
+  REQUIRE(!table_row.empty());
+  CHECK(table_row.find("| " + scale + " | " + g3(s.best_lr) + " | " + g3(s.best_objective)) != std::string::npos);
+  const std::string survived = std::isnan(s.highest_survived) ? "none" : g3(s.highest_survived);
+  const std::string learned = std::isnan(s.highest_learned) ? "none" : g3(s.highest_learned);
+  CHECK(table_row.size() > survived.size() + learned.size() + 6);
+  CHECK(table_row.substr(table_row.size() - survived.size() - learned.size() - 7) ==
+        "| " + survived + " | " + learned + " |");
+}
+
+}  // namespace
+
+TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and largest logit carry the runs' numbers") {
+  const std::vector<std::string> scalings = xgrad::Registry<xgrad::nn::ScalingEntry>::instance().names();
+  REQUIRE(scalings.size() >= 2);
+  TempDir tmp("preset_lr");
+  const auto run = xgrad::testing::run_preset("lr", tmp / "lr");
+  xgrad::testing::check_preset_run(run, "lr", scalings.size() * 8 * 2);
+  double chance = NAN;
+  const Curves curves = read_curves(run, chance);
   REQUIRE(curves.size() == scalings.size() * 2);
 
-  const std::string loss = xgrad::testing::report_section(run.report, "lr-final-loss");
-  const std::string table = xgrad::testing::report_section(run.report, "lr-sensitivity-table");
-  const std::string logit = xgrad::testing::report_section(run.report, "lr-max-logit");
-  REQUIRE(!loss.empty());
-  REQUIRE(!table.empty());
-  REQUIRE(!logit.empty());
+  const std::string loss = xgrad::testing::required_section(run.report, "lr-final-loss");
+  const std::string table = xgrad::testing::required_section(run.report, "lr-sensitivity-table");
+  const std::string logit = xgrad::testing::required_section(run.report, "lr-max-logit");
   std::size_t some_diverged = 0;
   for (const std::string optimizer : {"adamw", "sgd"}) {
     xgrad::testing::check_figure(run, "lr_final_loss_vs_lr_" + optimizer + "_dk64");
@@ -95,46 +141,15 @@ TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and larges
       INFO(optimizer << " " << scale);
       const auto& by_lr = curves.at({optimizer, scale});
       CHECK(by_lr.size() == 4);
-      // Final loss against lr: the mean over the kept seeds, or "diverged" when none is kept.
       const std::string row = line_starting(figure, "| " + scale + " |");
       REQUIRE(!row.empty());
-      double best_lr = NAN, best_objective = INFINITY, highest_survived = NAN, highest_learned = NAN;
-      for (const auto& [lr, seeds] : by_lr) {
-        double sum = 0;
-        for (double v : seeds.kept_final) sum += v;
-        if (seeds.kept_final.empty())
-          CHECK(row.find("diverged") != std::string::npos);
-        else
-          CHECK(row.find("| " + g3(sum / seeds.kept_final.size())) != std::string::npos);
-        double objective = 0;
-        for (double v : seeds.objective) objective += v;
-        objective /= seeds.objective.size();
-        if (objective < best_objective) {
-          best_objective = objective;
-          best_lr = lr;
-        }
-        if (seeds.diverged == 0) {
-          highest_survived = lr;
-          // Learned (ArmStats::learned): the mean final loss below chance by more than the seed sd and 2%.
-          const double mean = sum / seeds.kept_final.size();
-          double sq = 0;
-          for (double v : seeds.kept_final) sq += (v - mean) * (v - mean);
-          const double sd = seeds.kept_final.size() > 1 ? std::sqrt(sq / (seeds.kept_final.size() - 1)) : 0;
-          if (chance - mean > std::max(0.02 * std::max(chance, mean), sd)) highest_learned = lr;
-        }
-        some_diverged += seeds.diverged;
-      }
-      // The table: best lr, its mean objective, the highest lr without divergence and the highest that learned.
-      const std::string table_row = line_starting(table, "| " + optimizer + " | 64 | " + scale + " | ");
-      REQUIRE(!table_row.empty());
-      CHECK(table_row.find("| " + scale + " | " + g3(best_lr) + " | " + g3(best_objective)) != std::string::npos);
-      const std::string survived = std::isnan(highest_survived) ? "none" : g3(highest_survived);
-      const std::string learned = std::isnan(highest_learned) ? "none" : g3(highest_learned);
-      CHECK(table_row.size() > survived.size() + learned.size() + 6);
-      CHECK(table_row.substr(table_row.size() - survived.size() - learned.size() - 7) ==
-            "| " + survived + " | " + learned + " |");
+      check_final_loss_row(row, by_lr);
+      for (const auto& [lr, seeds] : by_lr) some_diverged += seeds.diverged;
+      const Sensitivity s = sensitivity(by_lr, chance);
+      check_table_row(line_starting(table, "| " + optimizer + " | 64 | " + scale + " | "), scale, s);
       // The logit sentence names the lr that learned.
-      if (!std::isnan(highest_learned))
+      const std::string learned = std::isnan(s.highest_learned) ? "none" : g3(s.highest_learned);
+      if (!std::isnan(s.highest_learned))
         CHECK(sentences.find(scale + ": highest lr survived " + learned) != std::string::npos);
       else
         CHECK(sentences.find(scale + ": no learning rate survives") != std::string::npos);

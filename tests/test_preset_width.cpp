@@ -12,15 +12,11 @@
 #include "tests/support/preset_run.h"
 #include "tests/support/temp_dir.h"
 
+using xgrad::testing::g3;
 using xgrad::testing::read_text;
 using xgrad::testing::TempDir;
 
 namespace {
-std::string g3(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
 std::string variant(const nlohmann::json& config) {
   return config.at("parametrization") == "mup" ? "muP (1/d_k)" : "SP " + config.at("scale").get<std::string>();
 }
@@ -48,8 +44,7 @@ TEST_CASE("preset width --quick: the diagonal d_model = d_k, three parametrizati
         std::min(summary.at("final_loss").get<double>(), summary.at("first_loss").get<double>());
   }
   REQUIRE(cells.size() == 6);
-  const std::string section = xgrad::testing::report_section(run.report, "width");
-  REQUIRE(!section.empty());
+  const std::string section = xgrad::testing::required_section(run.report, "width");
   for (const auto& [key, by_lr] : cells) {
     const auto& name = std::get<0>(key);
     const auto& width = std::get<1>(key);

@@ -15,29 +15,15 @@
 #include "report/preset_report.h"
 #include "tests/support/paths.h"
 #include "tests/support/preset_run.h"
+#include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
 using namespace xgrad;
 using namespace xgrad::train;
-using xgrad::testing::read_text;
-using xgrad::testing::TempDir;
+using namespace xgrad::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string output_of(const std::string& args, int* exit_code) {
-  TempDir tmp("presets_output");
-  const std::string log = (tmp / "out.log").string();
-  const int status = std::system((std::string(XGRAD_BIN) + " " + args + " >" + log + " 2>&1").c_str());
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return read_text(log);
-}
-
-std::string g3(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
 
 // A preset report registered by this test alone: one figure of each scaling's arm mean final loss against d_k and
 // one sentence counting the arms, so the test can check what reaches report.md against sweep.json's numbers.
@@ -72,17 +58,19 @@ const Registration<PresetReport> api_test_registration{PresetReport{"api_test", 
 }  // namespace
 
 TEST_CASE("experiment --help lists every preset with its run counts; an unknown preset is refused naming them") {
-  int code = -1;
-  const std::string help = output_of("experiment --help", &code);
-  CHECK(code == 0);
+  const ProcessResult help_run = run_xgrad({"experiment", "--help"}, merged_output());
+  const std::string& help = help_run.out;
+  CHECK(help_run.exit_code == 0);
   CHECK(help.find("--preset") != std::string::npos);
   CHECK(help.find("--quick") != std::string::npos);
   CHECK(help.find("Presets (cli/presets/") != std::string::npos);
   CHECK(help.find("  dk ") != std::string::npos);
   CHECK(help.find("(72 / 16 runs)") != std::string::npos);  // dk: 4 d_k x 2 scales x 3 arms x 3 seeds; quick 2x2x2x2
 
-  const std::string refused = output_of("experiment --preset bogus --out /nonexistent/x", &code);
-  CHECK(code == 2);
+  const ProcessResult refused_run =
+      run_xgrad({"experiment", "--preset", "bogus", "--out", "/nonexistent/x"}, merged_output());
+  const std::string& refused = refused_run.out;
+  CHECK(refused_run.exit_code == 2);
   CHECK(refused.find("--preset: 'bogus' is not a preset (allowed: dk") != std::string::npos);
 }
 
@@ -103,10 +91,9 @@ TEST_CASE("flags given with --preset override its grid; sweep.json records the p
 TEST_CASE("a preset's sections and figures reach report.md with the numbers its function computed") {
   TempDir tmp("presets_api");
   const fs::path dir = tmp / "sweep";
-  const std::string sweep = std::string(XGRAD_BIN) + " sweep --out " + dir.string() +
-                            " --scale sqrt_dk,none --d-k 16 --seeds 0,1 --arms adamw@0.003 --steps 20 --d-model 16 "
-                            "--print-every 1000 >/dev/null 2>&1";
-  REQUIRE(std::system(sweep.c_str()) == 0);
+  REQUIRE(run_xgrad({"sweep", "--out", dir.string(), "--scale", "sqrt_dk,none", "--d-k", "16", "--seeds", "0,1",
+                     "--arms", "adamw@0.003", "--steps", "20", "--d-model", "16", "--print-every", "1000"})
+              .exit_code == 0);
   // What `xgrad experiment --preset api_test --quick` would have recorded.
   nlohmann::json index = nlohmann::json::parse(read_text(dir / "sweep.json"));
   index["preset"] = {{"name", "api_test"}, {"quick", true}};
@@ -343,15 +330,16 @@ TEST_CASE("sweep status on a preset directory names the experiment command; a pr
   const auto run = xgrad::testing::run_preset("dk", dir, "--seeds 0 --steps 5 --d-k 16");
   REQUIRE(run.exit_code == 0);
   fs::remove_all(dir / run.sweep.at("runs").at(0).at("dir").get<std::string>());  // a point to continue
-  int code = -1;
-  const std::string status = output_of("sweep status " + dir.string(), &code);
+  const std::string status = run_xgrad({"sweep", "status", dir.string()}, merged_output()).out;
   INFO(status);
   CHECK(status.find("to continue: the same `xgrad experiment --preset dk --quick` command again") != std::string::npos);
   CHECK(status.find("xgrad sweep command") == std::string::npos);
 
-  const std::string refused =
-      output_of("experiment --preset length --quick --n-keys 16 --out " + (tmp / "len").string(), &code);
-  CHECK(code == 2);
+  const ProcessResult refused_run =
+      run_xgrad({"experiment", "--preset", "length", "--quick", "--n-keys", "16", "--out", (tmp / "len").string()},
+                merged_output());
+  const std::string& refused = refused_run.out;
+  CHECK(refused_run.exit_code == 2);
   CHECK(refused.find("--eval-n-pairs 8,16,32,64 is preset length's --quick value; give --eval-n-pairs to change it") !=
         std::string::npos);
 }

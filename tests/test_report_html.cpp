@@ -20,6 +20,7 @@
 #include "report/markdown.h"
 #include "report/runs.h"
 #include "report/stats.h"
+#include "tests/support/compare_quietly.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
@@ -28,6 +29,7 @@
 
 using namespace xgrad::train;
 namespace fs = std::filesystem;
+using xgrad::testing::compare_quietly;
 using xgrad::testing::read_text;
 using xgrad::testing::TempDir;
 
@@ -85,15 +87,6 @@ void copy_run(const fs::path& src, const fs::path& dst, std::size_t seed) {
   config["seed"] = seed;
   config["data_seed"] = seed;
   std::ofstream(dst / kConfigFile) << config.dump(2);
-}
-
-std::size_t compare_quietly(const std::vector<std::string>& inputs, const fs::path& out) {
-  CompareOptions o;
-  o.inputs = inputs;
-  o.out = out.string();
-  o.plots = false;
-  std::ostringstream sink;
-  return run_compare(o, sink);
 }
 
 }  // namespace

@@ -12,9 +12,6 @@
 #include <sstream>
 #include <thread>
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <spdlog/sinks/ostream_sink.h>
@@ -24,21 +21,17 @@
 #include "nn/checkpoint.h"
 #include "tests/support/fault_hooks.h"
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
 
-extern char** environ;
-
 using namespace xgrad;
 using namespace xgrad::train;
 namespace fs = std::filesystem;
-using xgrad::testing::metrics_without_timing;
-using xgrad::testing::read_text;
-using xgrad::testing::temp_dir;
-using xgrad::testing::tiny_run;
+using namespace xgrad::testing;
 
 namespace {
 
@@ -61,44 +54,17 @@ std::size_t checkpoint_step(const fs::path& dir) {
   return std::stoul(nn::load_checkpoint((dir / kCheckpointFile).string()).meta("step"));
 }
 
-pid_t spawn_xgrad(const std::vector<std::string>& args) {
-  std::vector<char*> argv{const_cast<char*>(XGRAD_BIN)};
-  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, XGRAD_BIN, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  REQUIRE(rc == 0);
-  return pid;
-}
-
-int wait_status(pid_t pid) {
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  return status;
-}
-
-int run_xgrad(const std::vector<std::string>& args) {
-  const int status = wait_status(spawn_xgrad(args));
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 // Starts `xgrad train`, waits until metrics.csv holds `rows` data rows, then sends `signal` (the child may have run
-// a few steps further by then: the point is an arbitrary step). Returns the wait status.
-int interrupt_at(const std::vector<std::string>& args, const fs::path& dir, std::size_t rows, int signal) {
-  const pid_t pid = spawn_xgrad(args);
+// a few steps further by then: the point is an arbitrary step). Returns how it ended.
+ProcessResult interrupt_at(const std::vector<std::string>& args, const fs::path& dir, std::size_t rows, int signal) {
+  Process train(xgrad_command(args));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (count_lines(dir / "metrics.csv") < rows + 1 && std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return status;  // finished before the signal
+    if (train.ended()) return train.wait();  // finished before the signal
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
-  kill(pid, signal);
-  return wait_status(pid);
+  train.send(signal);
+  return train.wait();
 }
 
 std::vector<std::string> run_args(const fs::path& dir, const std::string& optimizer) {
@@ -130,13 +96,9 @@ std::vector<std::string> run_args(const fs::path& dir, const std::string& optimi
 }  // namespace
 
 TEST_CASE("determinism: two runs of one configuration (one thread) write the same metrics.csv and summary.json") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 40;
+  TrainConfig c = tiny_run(temp_dir("det_a").string(), 40);
   c.log_every = 3;
   c.eval_every = 7;
-  c.print_every = 1000;
-  c.out = temp_dir("det_a").string();
   xgrad::train::train(c);
   TrainConfig d = c;
   d.out = temp_dir("det_b").string();
@@ -162,18 +124,18 @@ TEST_CASE("a run killed with SIGKILL at an arbitrary step and resumed writes the
   std::mt19937 rng(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
   for (const std::string optimizer : {"adamw", "sgd"}) {
     const fs::path whole = temp_dir("whole_" + optimizer), cut = temp_dir("cut_" + optimizer);
-    REQUIRE(run_xgrad(run_args(whole, optimizer)) == 0);
+    REQUIRE(run_xgrad(run_args(whole, optimizer)).exit_code == 0);
     const std::size_t kill_row = std::uniform_int_distribution<std::size_t>(26, 180)(rng);
     INFO(optimizer << ": SIGKILL once metrics.csv holds " << kill_row << " rows");
-    const int status = interrupt_at(run_args(cut, optimizer), cut, kill_row, SIGKILL);
-    CHECK(WIFSIGNALED(status));
+    const ProcessResult ended = interrupt_at(run_args(cut, optimizer), cut, kill_row, SIGKILL);
+    CHECK(ended.signal != 0);
     CHECK_FALSE(fs::exists(cut / "summary.json"));
     const std::size_t resumed_at = checkpoint_step(cut);
     INFO("checkpoint at step " << resumed_at << ", metrics.csv had " << count_lines(cut / "metrics.csv") - 1
                                << " rows");
     CHECK(resumed_at >= 25);
     CHECK(resumed_at % 25 == 0);
-    REQUIRE(run_xgrad({"train", "--resume", cut.string()}) == 0);
+    REQUIRE(run_xgrad({"train", "--resume", cut.string()}).exit_code == 0);
     CHECK(count_lines(cut / "metrics.csv") == 201);
     CHECK(metrics_without_timing(cut) == metrics_without_timing(whole));
     CHECK(summary_without_time(cut) == summary_without_time(whole));
@@ -184,15 +146,15 @@ TEST_CASE("a run killed with SIGKILL at an arbitrary step and resumed writes the
 
 TEST_CASE("SIGTERM: the run writes a checkpoint at the step it reached, ends by SIGTERM, and resumes identically") {
   const fs::path whole = temp_dir("term_whole"), cut = temp_dir("term_cut");
-  REQUIRE(run_xgrad(run_args(whole, "adamw")) == 0);
-  const int status = interrupt_at(run_args(cut, "adamw"), cut, 60, SIGTERM);
-  REQUIRE(WIFSIGNALED(status));  // re-raised after the checkpoint: a shell sees 143
-  CHECK(WTERMSIG(status) == SIGTERM);
+  REQUIRE(run_xgrad(run_args(whole, "adamw")).exit_code == 0);
+  const ProcessResult ended = interrupt_at(run_args(cut, "adamw"), cut, 60, SIGTERM);
+  REQUIRE(ended.signal != 0);  // re-raised after the checkpoint: a shell sees 143
+  CHECK(ended.signal == SIGTERM);
   CHECK_FALSE(fs::exists(cut / "summary.json"));
   // The checkpoint is at exactly the last row written: nothing is computed twice.
   CHECK(checkpoint_step(cut) == count_lines(cut / "metrics.csv") - 1);
   CHECK(checkpoint_step(cut) >= 60);
-  REQUIRE(run_xgrad({"train", "--resume", cut.string()}) == 0);
+  REQUIRE(run_xgrad({"train", "--resume", cut.string()}).exit_code == 0);
   CHECK(metrics_without_timing(cut) == metrics_without_timing(whole));
   CHECK(summary_without_time(cut) == summary_without_time(whole));
   fs::remove_all(whole);
@@ -200,12 +162,8 @@ TEST_CASE("SIGTERM: the run writes a checkpoint at the step it reached, ends by 
 }
 
 TEST_CASE("resume: raising --steps continues a finished run as if it had been planned longer") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 30;
-  c.print_every = 1000;
+  TrainConfig c = tiny_run(temp_dir("raise").string(), 30);
   c.checkpoint_every = 8;
-  c.out = temp_dir("raise").string();
   xgrad::train::train(c);
   TrainConfig longer = c;
   longer.steps = 50;
@@ -224,12 +182,8 @@ TEST_CASE("resume: raising --steps continues a finished run as if it had been pl
 }
 
 TEST_CASE("resume: a run with no checkpoint yet starts again; a cut-short last row is dropped") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 20;
-  c.print_every = 1000;
+  TrainConfig c = tiny_run(temp_dir("nockpt").string(), 20);
   c.checkpoint_every = 0;
-  c.out = temp_dir("nockpt").string();
   xgrad::train::train(c);
   const auto expected = metrics_without_timing(c.out);
   // As if killed before the first checkpoint, halfway through writing a row.
@@ -270,11 +224,7 @@ TEST_CASE("resume: a run with no checkpoint yet starts again; a cut-short last r
 }
 
 TEST_CASE("resume refuses what would not continue the same run, naming the flag") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 12;
-  c.print_every = 1000;
-  c.out = temp_dir("refuse").string();
+  TrainConfig c = tiny_run(temp_dir("refuse").string());
   xgrad::train::train(c);
   auto resume_error = [&](TrainConfig r) {
     r.resume = true;
@@ -333,11 +283,7 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
 }
 
 TEST_CASE("--init-from: a run starts from a checkpoint's weights; a file that does not fit is refused by name") {
-  TrainConfig a;
-  a.d_model = 16;
-  a.steps = 25;
-  a.print_every = 1000;
-  a.out = temp_dir("init_a").string();
+  TrainConfig a = tiny_run(temp_dir("init_a").string(), 25);
   xgrad::train::train(a);
   const std::string source = (fs::path(a.out) / kCheckpointFile).string();
   const nn::Checkpoint trained = nn::load_checkpoint(source);
@@ -539,11 +485,7 @@ TEST_CASE("--on-nan skip stops after kMaxConsecutiveSkips non-finite steps in a 
 }
 
 TEST_CASE("resume refuses a checkpoint that is not the run's: copied from another run, or config.json edited since") {
-  TrainConfig a;
-  a.d_model = 16;
-  a.steps = 6;
-  a.print_every = 1000;
-  a.out = temp_dir("foreign_a").string();
+  TrainConfig a = tiny_run(temp_dir("foreign_a").string(), 6);
   xgrad::train::train(a);
   TrainConfig b = a;
   b.seed = 1;
@@ -588,11 +530,7 @@ TEST_CASE("resume refuses a checkpoint that is not the run's: copied from anothe
 }
 
 TEST_CASE("resume without a checkpoint warns that it starts again from step 0 and how many rows it discards") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 6;
-  c.print_every = 1000;
-  c.out = temp_dir("warn_nockpt").string();
+  TrainConfig c = tiny_run(temp_dir("warn_nockpt").string(), 6);
   xgrad::train::train(c);
   fs::remove(fs::path(c.out) / kCheckpointFile);
   TrainConfig r = c;
@@ -609,11 +547,8 @@ TEST_CASE("resume without a checkpoint warns that it starts again from step 0 an
 }
 
 TEST_CASE("a corrupt config.json is refused as bad usage naming the file and the key") {
-  TrainConfig c;
+  TrainConfig c = tiny_run(temp_dir("corrupt_config").string(), 3);
   c.d_model = 8;
-  c.steps = 3;
-  c.print_every = 1000;
-  c.out = temp_dir("corrupt_config").string();
   xgrad::train::train(c);
   const fs::path config = fs::path(c.out) / "config.json";
   const nlohmann::json good = nlohmann::json::parse(read_text(config));
@@ -655,7 +590,8 @@ TEST_CASE("a run directory is locked while a process trains in it; a killed run 
   std::vector<std::string> args{"train",  "--out",         dir.string(), "--d-model",          "32", "--steps",
                                 "100000", "--print-every", "100000",     "--checkpoint-every", "5",  "--threads",
                                 "1"};
-  const pid_t pid = spawn_xgrad(args);
+  Process train(xgrad_command(args));
+  const pid_t pid = train.pid();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (!fs::exists(dir / kCheckpointFile) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -676,9 +612,9 @@ TEST_CASE("a run directory is locked while a process trains in it; a killed run 
   o.overwrite = true;
   CHECK_THROWS_WITH_AS(xgrad::train::train(o), doctest::Contains("is being written by another xgrad process"),
                        ConfigError);
-  CHECK(run_xgrad({"train", "--resume", dir.string()}) == 2);
-  kill(pid, SIGKILL);
-  wait_status(pid);
+  CHECK(run_xgrad({"train", "--resume", dir.string()}).exit_code == 2);
+  train.send(SIGKILL);
+  train.wait();
   // The kernel released the lock with the process: the run resumes (and stops at once, asked to beforehand).
   const std::size_t at = checkpoint_step(dir);
   TrainConfig again = TrainConfig::from_json(nlohmann::json::parse(read_text(dir / "config.json")), "config.json");
@@ -740,12 +676,12 @@ TEST_CASE("a cosine-scheduled run stopped by SIGTERM resumes with the same learn
       a.push_back(extra);
     return a;
   };
-  REQUIRE(run_xgrad(args(whole)) == 0);
-  const int status = interrupt_at(args(cut), cut, 60, SIGTERM);
-  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(run_xgrad(args(whole)).exit_code == 0);
+  const ProcessResult ended = interrupt_at(args(cut), cut, 60, SIGTERM);
+  REQUIRE(ended.signal != 0);
   CHECK_FALSE(fs::exists(cut / "summary.json"));
-  CHECK(run_xgrad({"train", "--resume", cut.string(), "--steps", "300"}) == 2);
-  REQUIRE(run_xgrad({"train", "--resume", cut.string()}) == 0);
+  CHECK(run_xgrad({"train", "--resume", cut.string(), "--steps", "300"}).exit_code == 2);
+  REQUIRE(run_xgrad({"train", "--resume", cut.string()}).exit_code == 0);
   CHECK(metrics_without_timing(cut) == metrics_without_timing(whole));
   CHECK(summary_without_time(cut) == summary_without_time(whole));
   fs::remove_all(whole);
@@ -761,13 +697,12 @@ TEST_CASE(
       "train", "--out",          dir.string(), "--task",         "kv_recall", "--kv-encoding", "sum", "--n-keys",
       "1024",  "--n-values",     "16",         "--steps",        "5",         "--d-model",     "16",  "--batch-size",
       "16",    "--eval-n-pairs", "8,1024",     "--eval-batches", "8",         "--threads",     "1"};
-  const pid_t pid = spawn_xgrad(args);
+  Process train(xgrad_command(args));
   // The only checkpoint (--checkpoint-every 100) is the one at the end, written just before the evaluation.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   bool exited = false;
-  int status = 0;
   while (!fs::exists(dir / kCheckpointFile) && std::chrono::steady_clock::now() < deadline)
-    if (waitpid(pid, &status, WNOHANG) == pid) {
+    if (train.ended()) {
       exited = true;
       break;
     } else {
@@ -775,15 +710,15 @@ TEST_CASE(
     }
   REQUIRE_FALSE(exited);
   REQUIRE(fs::exists(dir / kCheckpointFile));
-  kill(pid, SIGTERM);
-  status = wait_status(pid);
-  REQUIRE(WIFSIGNALED(status));  // a shell sees 143, not 0
-  CHECK(WTERMSIG(status) == SIGTERM);
+  train.send(SIGTERM);
+  const ProcessResult ended = train.wait();
+  REQUIRE(ended.signal != 0);  // a shell sees 143, not 0
+  CHECK(ended.signal == SIGTERM);
   CHECK_FALSE(fs::exists(dir / "summary.json"));
   CHECK(checkpoint_step(dir) == 5);
   CHECK(count_lines(dir / "metrics.csv") == 6);
   // The training is complete; the resumed run only evaluates, and writes both points.
-  REQUIRE(run_xgrad({"train", "--resume", dir.string()}) == 0);
+  REQUIRE(run_xgrad({"train", "--resume", dir.string()}).exit_code == 0);
   CHECK(count_lines(dir / "metrics.csv") == 6);
   std::ifstream in(dir / "summary.json");
   const nlohmann::json summary = nlohmann::json::parse(in);
@@ -835,7 +770,7 @@ TEST_CASE(
                                             "skipped)")
                                                .c_str()),
                          ConfigError);
-    CHECK(run_xgrad({"train", "--resume", c.out, "--steps", "8"}) == 2);
+    CHECK(run_xgrad({"train", "--resume", c.out, "--steps", "8"}).exit_code == 2);
     CHECK(checkpoint_step(c.out) == 6);  // refused before training anything
   }
   fs::remove_all(c.out);
@@ -866,7 +801,7 @@ TEST_CASE(
     r.steps = 6;
     INFO(h.message);
     CHECK_THROWS_WITH_AS(xgrad::train::train(r), doctest::Contains(h.message.c_str()), ConfigError);
-    CHECK(run_xgrad({"train", "--resume", c.out, "--steps", "6"}) == 2);
+    CHECK(run_xgrad({"train", "--resume", c.out, "--steps", "6"}).exit_code == 2);
     CHECK(checkpoint_step(c.out) == 4);
   }
   fs::remove_all(c.out);

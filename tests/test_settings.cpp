@@ -18,10 +18,12 @@
 #include "report/runs.h"
 #include "report/stats.h"
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "train/settings.h"
 
 using namespace xgrad;
 using namespace xgrad::train;
+using xgrad::testing::run_xgrad;
 namespace fs = std::filesystem;
 
 namespace {
@@ -165,14 +167,31 @@ TEST_CASE("a run directory of the previous release loads in compare and resumes 
 
   // Resumed to 6 steps, the curve is the one a run of 6 steps from the start draws.
   const fs::path dir = temp_copy_of_legacy_run("resume");
-  const std::string xgrad = XGRAD_BIN;
-  REQUIRE(std::system((xgrad + " train --resume " + dir.string() + " --steps 6 > /dev/null 2>&1").c_str()) == 0);
+  REQUIRE(run_xgrad({"train", "--resume", dir.string(), "--steps", "6"}).exit_code == 0);
   const fs::path fresh = dir.string() + "_fresh";
   fs::remove_all(fresh);
-  REQUIRE(std::system((xgrad + " train --out " + fresh.string() +
-                       " --steps 6 --d-model 8 --batch-size 4 --n-keys 4 "
-                       "--n-values 4 --n-pairs 4 --optimizer sgd --lr 0.1 --checkpoint-every 2 > /dev/null 2>&1")
-                          .c_str()) == 0);
+  REQUIRE(run_xgrad({"train",
+                     "--out",
+                     fresh.string(),
+                     "--steps",
+                     "6",
+                     "--d-model",
+                     "8",
+                     "--batch-size",
+                     "4",
+                     "--n-keys",
+                     "4",
+                     "--n-values",
+                     "4",
+                     "--n-pairs",
+                     "4",
+                     "--optimizer",
+                     "sgd",
+                     "--lr",
+                     "0.1",
+                     "--checkpoint-every",
+                     "2"})
+              .exit_code == 0);
   const std::vector<double> resumed = loss_column(dir / "metrics.csv"), whole = loss_column(fresh / "metrics.csv");
   REQUIRE(resumed.size() == 6);
   REQUIRE(whole.size() == 6);
@@ -180,12 +199,11 @@ TEST_CASE("a run directory of the previous release loads in compare and resumes 
   // The resumed run's config.json is rewritten in this release's format.
   CHECK(read_json(dir / "config.json").at("config_version") == kConfigVersion);
   // A changed setting is still refused by its flag.
-  CHECK(std::system((xgrad + " train --resume " + dir.string() + " --d-model 16 > /dev/null 2>&1").c_str()) != 0);
+  CHECK(run_xgrad({"train", "--resume", dir.string(), "--d-model", "16"}).exit_code != 0);
   // compare reads the legacy copy and a new run side by side as one arm per setting.
   const fs::path copy = temp_copy_of_legacy_run("compare");
-  REQUIRE(std::system((xgrad + " compare " + copy.string() + " " + fresh.string() + " --plots false --out " +
-                       (copy / "report").string() + " > /dev/null 2>&1")
-                          .c_str()) == 0);
+  REQUIRE(run_xgrad({"compare", copy.string(), fresh.string(), "--plots", "false", "--out", (copy / "report").string()})
+              .exit_code == 0);
   CHECK(fs::exists(copy / "report" / "report.md"));
   for (const auto& p : {dir, fresh, copy}) fs::remove_all(p);
 }

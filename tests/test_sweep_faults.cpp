@@ -21,23 +21,19 @@
 #include <utility>
 #include <vector>
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
-using xgrad::testing::metrics_without_timing;
-using xgrad::testing::read_text;
-using xgrad::testing::TempDir;
+using namespace xgrad::testing;
 
 namespace {
 
@@ -52,40 +48,21 @@ std::vector<std::string> sweep_args(const fs::path& out) {
           "--threads", "1"};
 }
 
-struct Options {
-  std::vector<int> ignored;  // signals set to SIG_IGN before exec, as nohup (SIGHUP) or a script's `&` (SIGINT) do
-  bool own_group = true;     // a process group of its own, as a shell job gets: killpg reaches the sweep's children
-  fs::path cwd;              // the working directory, if not this process's
-  std::vector<std::pair<std::string, std::string>> environment = {};  // variables set in the child before exec
-};
-
-// Starts `xgrad ARGS` with stdout and stderr in `output`; returns its pid.
-pid_t start(const std::vector<std::string>& args, const fs::path& output, const Options& options = {}) {
-  std::vector<std::string> all{XGRAD_BIN};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    if (options.own_group) setpgid(0, 0);
-    for (int sig : options.ignored) signal(sig, SIG_IGN);
-    if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(125);
-    for (const auto& [name, value] : options.environment) setenv(name.c_str(), value.c_str(), 1);
-    const int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int in = open("/dev/null", O_RDONLY);
-    if (fd < 0 || in < 0) _exit(126);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    dup2(in, STDIN_FILENO);
-    execv(XGRAD_BIN, argv.data());
-    _exit(127);
-  }
-  if (options.own_group) setpgid(pid, pid);  // also here: the test may signal the group before the child runs
-  return pid;
+// How the cases start xgrad: as a shell job (a process group of its own, so that killpg reaches the sweep's
+// children; own_group false for a single process), stdout and stderr in `output`, `ignored` signals set to SIG_IGN
+// before exec as nohup (SIGHUP) or a script's `&` (SIGINT) do, in `cwd` if given.
+ProcessOptions job(const fs::path& output, const std::vector<int>& ignored = {}, bool own_group = true,
+                   const fs::path& cwd = {}) {
+  ProcessOptions options;
+  options.output_file = output;
+  options.ignored_signals = ignored;
+  options.own_group = own_group;
+  options.cwd = cwd;
+  return options;
 }
 
+// Waits for process `pid`, a child of this one or an orphan this process reaps (PR_SET_CHILD_SUBREAPER); its
+// wait status.
 int wait_status(pid_t pid) {
   int status = 0;
   pid_t got = -1;
@@ -96,32 +73,22 @@ int wait_status(pid_t pid) {
 }
 
 // The exit code of a process that exited; fails the test (with how it ended) otherwise.
-int exit_code(int status) {
-  INFO("killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
-  REQUIRE(WIFEXITED(status));
-  return WEXITSTATUS(status);
+int exit_code(const ProcessResult& ended) {
+  INFO("killed by signal " << ended.signal);
+  REQUIRE(ended.signal == 0);
+  return ended.exit_code;
 }
 
 // The signal that ended a process (xgrad re-raises the stop signal after its checkpoint); fails the test otherwise.
+int killed_by(const ProcessResult& ended) {
+  INFO("exited with " << ended.exit_code);
+  REQUIRE(ended.signal != 0);
+  return ended.signal;
+}
 int killed_by(int status) {
   INFO("exited with " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1));
   REQUIRE(WIFSIGNALED(status));
   return WTERMSIG(status);
-}
-
-int run(const std::vector<std::string>& args, const fs::path& output, const Options& options = {}) {
-  return exit_code(wait_status(start(args, output, options)));
-}
-
-// Polls `done` every millisecond for up to two minutes (sanitizer builds on a busy machine are slow); false if it
-// never held.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return done();
 }
 
 std::size_t metrics_rows(const fs::path& run_dir) {
@@ -140,38 +107,30 @@ pid_t lock_holder(const fs::path& run_dir) {
   return static_cast<pid_t>(pid);
 }
 
-// Whether process `pid` (a child of this one) has ended; it stays waitable.
-bool ended(pid_t pid) {
-  siginfo_t info{};
-  return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
-}
-
 // Waits until run `name` of the sweep `sweep` (writing into `out`) has written a few rows and returns the pid
 // training it.
-pid_t running_child(pid_t sweep, const fs::path& out, const std::string& name) {
+pid_t running_child(const Process& sweep, const fs::path& out, const std::string& name) {
   const fs::path dir = out / "runs" / name;
-  REQUIRE_MESSAGE(eventually([&] { return (metrics_rows(dir) >= 5 && lock_holder(dir) > 0) || ended(sweep); }),
+  REQUIRE_MESSAGE(eventually([&] { return (metrics_rows(dir) >= 5 && lock_holder(dir) > 0) || sweep.ended(); }),
                   name << " never started");
-  REQUIRE_MESSAGE(!ended(sweep), "the sweep ended before " << name << " was seen running");
+  REQUIRE_MESSAGE(!sweep.ended(), "the sweep ended before " << name << " was seen running");
   return lock_holder(dir);
 }
 
-// Stops process `pid` (SIGSTOP) until the end of the scope, also when a REQUIRE leaves it early: a process left
-// stopped would hold its run's lock forever.
-class Frozen {
- public:
-  explicit Frozen(pid_t pid) : pid_(pid) { kill(pid_, SIGSTOP); }
-  ~Frozen() { thaw(); }
-  Frozen(const Frozen&) = delete;
-  Frozen& operator=(const Frozen&) = delete;
-  void thaw() {
-    if (pid_ > 0) kill(pid_, SIGCONT);
-    pid_ = 0;
-  }
-
- private:
-  pid_t pid_;
-};
+// Starts the sweep into root/sweep (its output in root/first.txt, `ignored` signals ignored) and sends `signals` to
+// its whole job while both its running children are frozen mid-run, so that the signals find them there; then lets
+// them go on and waits for the sweep.
+ProcessResult signalled_mid_run(const fs::path& root, const std::vector<int>& signals,
+                                const std::vector<int>& ignored = {}) {
+  const fs::path out = root / "sweep";
+  Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt", ignored));
+  Frozen a(running_child(sweep, out, kRuns[0]));
+  Frozen b(running_child(sweep, out, kRuns[1]));
+  for (int sig : signals) sweep.send(sig, true);
+  a.thaw();
+  b.thaw();
+  return sweep.wait();
+}
 
 nlohmann::json sweep_index(const fs::path& out) { return nlohmann::json::parse(read_text(out / "sweep.json")); }
 
@@ -189,7 +148,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 const fs::path& reference_sweep() {
   static const TempDir dir("sweep_reference");
   static const bool done = [] {
-    const int code = run(sweep_args(dir / "sweep"), dir / "output.txt");
+    const int code = exit_code(run_xgrad(sweep_args(dir / "sweep"), job(dir / "output.txt")));
     INFO(read_text(dir / "output.txt"));
     REQUIRE(code == 0);
     return true;
@@ -223,19 +182,19 @@ void check_log_whole(const fs::path& run_dir) {
 TEST_CASE("sweep_faults_lock: a second sweep on the same --out exits 2 naming the first's pid and touches nothing") {
   const TempDir root("sweep_lock");
   const fs::path out = root / "sweep";
-  const pid_t first = start(sweep_args(out), root / "first.txt");
+  Process first(xgrad_command(sweep_args(out)), job(root / "first.txt"));
   Frozen child(running_child(first, out, kRuns[0]));  // the first sweep stays mid-run while the second one tries
   const std::string log_before = read_text(out / "runs" / kRuns[0] / "train.log");
-  const int second = run(sweep_args(out), root / "second.txt");
+  const int second = exit_code(run_xgrad(sweep_args(out), job(root / "second.txt")));
   const std::string said = read_text(root / "second.txt");
   INFO("second sweep said: " << said);
   CHECK(second == 2);
   CHECK_FALSE(contains(said, "runs into"));  // a refused sweep announces nothing
   CHECK(contains(said, "--out: " + out.string()));
-  CHECK(contains(said, "(pid " + std::to_string(first) + ")"));
+  CHECK(contains(said, "(pid " + std::to_string(first.pid()) + ")"));
   CHECK(read_text(out / "runs" / kRuns[0] / "train.log") == log_before);
   child.thaw();
-  const int code = exit_code(wait_status(first));
+  const int code = exit_code(first.wait());
   INFO("first sweep said: " << read_text(root / "first.txt"));
   CHECK(code == 0);
   for (const std::string& name : kRuns) check_log_whole(out / "runs" / name);
@@ -249,7 +208,7 @@ TEST_CASE(
   REQUIRE(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
   const TempDir root("sweep_parent_killed");
   const fs::path out = root / "sweep";
-  const pid_t sweep = start(sweep_args(out), root / "first.txt");
+  Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt"));
   const pid_t frozen = running_child(sweep, out, kRuns[0]);
   Frozen freeze(frozen);  // a run still alive when the sweep is rerun
   const pid_t other = running_child(sweep, out, kRuns[1]);
@@ -258,8 +217,8 @@ TEST_CASE(
     CHECK(entry.at("status") == "running");
     CHECK(entry.value("pid", nlohmann::json()) == other);
   }
-  kill(sweep, SIGKILL);
-  wait_status(sweep);
+  sweep.send(SIGKILL);
+  sweep.wait();
   // The parent's death stops its children as a SIGTERM would: a checkpoint at the step reached, then the end by
   // SIGTERM.
   const int other_status = wait_status(other);
@@ -272,7 +231,7 @@ TEST_CASE(
   const fs::path frozen_dir = out / "runs" / kRuns[0];
   const std::string log_before = read_text(frozen_dir / "train.log");
   const std::string metrics_before = read_text(frozen_dir / "metrics.csv");
-  const int rerun = run(sweep_args(out), root / "rerun.txt");
+  const int rerun = exit_code(run_xgrad(sweep_args(out), job(root / "rerun.txt")));
   const std::string said = read_text(root / "rerun.txt");
   INFO("rerun said: " << said);
   CHECK(rerun == 1);  // not every run is complete
@@ -292,7 +251,7 @@ TEST_CASE(
   // Woken, the orphan gets the SIGTERM its parent's death sent and stops with a checkpoint; the next rerun resumes it.
   freeze.thaw();
   CHECK(killed_by(wait_status(frozen)) == SIGTERM);
-  const int last = run(sweep_args(out), root / "last.txt");
+  const int last = exit_code(run_xgrad(sweep_args(out), job(root / "last.txt")));
   INFO("last rerun said: " << read_text(root / "last.txt"));
   CHECK(last == 0);
   CHECK(contains(read_text(frozen_dir / "train.log"), "resuming from"));
@@ -305,15 +264,8 @@ TEST_CASE(
     "resumes every run to the uninterrupted curve") {
   const TempDir root("sweep_hangup");
   const fs::path out = root / "sweep";
-  const pid_t sweep = start(sweep_args(out), root / "first.txt");
-  // Both running children frozen mid-run, so the hangup finds them there.
-  Frozen a(running_child(sweep, out, kRuns[0]));
-  Frozen b(running_child(sweep, out, kRuns[1]));
   // A terminal hangup: SIGHUP to the whole job (the sweep and its children).
-  killpg(sweep, SIGHUP);
-  a.thaw();
-  b.thaw();
-  const int status = wait_status(sweep);
+  const ProcessResult status = signalled_mid_run(root, {SIGHUP});
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
   CHECK(killed_by(status) == SIGHUP);  // re-raised after the checkpoints: a shell sees 129
@@ -325,7 +277,7 @@ TEST_CASE(
     CHECK(fs::exists(out / "runs" / kRuns[i] / "checkpoint.safetensors"));
     CHECK(contains(read_text(out / "runs" / kRuns[i] / "train.log"), "continue with: xgrad train --resume"));
   }
-  const int rerun = run(sweep_args(out), root / "rerun.txt");
+  const int rerun = exit_code(run_xgrad(sweep_args(out), job(root / "rerun.txt")));
   INFO("rerun said: " << read_text(root / "rerun.txt"));
   CHECK(rerun == 0);
   for (std::size_t i = 0; i < 2; ++i) {
@@ -342,14 +294,7 @@ TEST_CASE(
     "so do its children") {
   const TempDir root("sweep_nohup");
   const fs::path out = root / "sweep";
-  const pid_t sweep = start(sweep_args(out), root / "first.txt", Options{{SIGHUP, SIGINT}, true, {}});
-  Frozen a(running_child(sweep, out, kRuns[0]));
-  Frozen b(running_child(sweep, out, kRuns[1]));
-  killpg(sweep, SIGHUP);
-  killpg(sweep, SIGINT);
-  a.thaw();
-  b.thaw();
-  const int code = exit_code(wait_status(sweep));
+  const int code = exit_code(signalled_mid_run(root, {SIGHUP, SIGINT}, {SIGHUP, SIGINT}));
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
   CHECK(code == 0);
@@ -364,19 +309,19 @@ TEST_CASE(
     "it loads (UCX does, under Open MPI 5), also across the OpenBLAS re-exec") {
   const TempDir root("nohup_library");
   const fs::path out = root / "run";
-  Options options{{SIGHUP}, true, {}, {}};
+  ProcessOptions options = job(root / "log.txt", {SIGHUP});
   options.environment.emplace_back(
       "LD_PRELOAD", xgrad::test::required_env("XGRAD_TEST_SIGHUP_LIBRARY", "the path of libxgrad_test_sighup.so"));
-  const pid_t pid = start({"train", "--out", out.string(), "--steps", "1000000", "--d-model", "8", "--batch-size", "2",
-                           "--print-every", "1000000"},
-                          root / "log.txt", options);
-  REQUIRE(eventually([&] { return metrics_rows(out) >= 5 || ended(pid); }));
-  REQUIRE_FALSE(ended(pid));
-  kill(pid, SIGHUP);
+  Process train(xgrad_command({"train", "--out", out.string(), "--steps", "1000000", "--d-model", "8", "--batch-size",
+                               "2", "--print-every", "1000000"}),
+                options);
+  REQUIRE(eventually([&] { return metrics_rows(out) >= 5 || train.ended(); }));
+  REQUIRE_FALSE(train.ended());
+  train.send(SIGHUP);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const bool survived = !ended(pid);
-  kill(pid, SIGTERM);
-  const int status = wait_status(pid);
+  const bool survived = !train.ended();
+  train.send(SIGTERM);
+  const ProcessResult status = train.wait();
   INFO("xgrad said: " << read_text(root / "log.txt"));
   CHECK(survived);
   CHECK(killed_by(status) == SIGTERM);
@@ -386,9 +331,9 @@ TEST_CASE(
 TEST_CASE("sweep_faults_child_killed: a child killed by a signal is reported by its signal; the rerun redoes it") {
   const TempDir root("sweep_child_killed");
   const fs::path out = root / "sweep";
-  const pid_t sweep = start(sweep_args(out), root / "first.txt");
+  Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt"));
   kill(running_child(sweep, out, kRuns[0]), SIGKILL);
-  const int code = exit_code(wait_status(sweep));
+  const int code = exit_code(sweep.wait());
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
   CHECK(code == 1);
@@ -396,7 +341,7 @@ TEST_CASE("sweep_faults_child_killed: a child killed by a signal is reported by 
   CHECK_FALSE(contains(said, "exit -1"));
   CHECK(index_entry(out, kRuns[0]).at("status") == "failed");
   for (std::size_t i = 1; i < kRuns.size(); ++i) CHECK(index_entry(out, kRuns[i]).at("status") == "complete");
-  CHECK(run(sweep_args(out), root / "rerun.txt") == 0);
+  CHECK(exit_code(run_xgrad(sweep_args(out), job(root / "rerun.txt"))) == 0);
   check_equals_reference(out);
 }
 
@@ -414,53 +359,43 @@ TEST_CASE("sweep_faults_shell_quoting: the printed 'xgrad compare' and 'continue
     const auto from = at + prefix.size() - std::string("xgrad ").size();
     const std::string command = output.substr(from, output.find('\n', from) - from);
     INFO("pasted: " << command);
-    {
-      std::ofstream script(root / "pasted.sh");
-      script << "cd " << root.string() << "\n" << command << "\n";  // relative paths are printed as given
-    }
-    std::vector<std::string> bash{"/bin/bash", (root / "pasted.sh").string()};
-    std::vector<char*> argv{bash[0].data(), bash[1].data(), nullptr};
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      const int fd = open((root / "pasted.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    const int code = exit_code(wait_status(pid));
-    INFO("bash said: " << read_text(root / "pasted.txt"));
+    std::ofstream(root / "pasted.sh") << command << "\n";
+    // In root: relative paths are printed as given. The script holds only the pasted line.
+    ProcessOptions in_root = merged_output();
+    in_root.cwd = root.path();
+    const ProcessResult bash = run_process({"/bin/bash", (root / "pasted.sh").string()}, in_root);
+    const int code = exit_code(bash);
+    INFO("bash said: " << bash.out);
     CHECK(code == 0);
   };
 
-  CHECK(run({"sweep", "--out", sweep_dir.string(), "--scale", "none", "--d-k", "4", "--seeds", "0", "--arms",
-             "adamw@0.01", "--d-model", "16", "--steps", "3", "--jobs", "1"},
-            root / "sweep.txt") == 0);
+  CHECK(exit_code(run_xgrad({"sweep", "--out", sweep_dir.string(), "--scale", "none", "--d-k", "4", "--seeds", "0",
+                             "--arms", "adamw@0.01", "--d-model", "16", "--steps", "3", "--jobs", "1"},
+                            job(root / "sweep.txt"))) == 0);
   pasted(read_text(root / "sweep.txt"), "Compare the runs with: xgrad ");
   CHECK(fs::exists(sweep_dir / "report.md"));
 
-  const pid_t train = start({"train", "--out", run_dir.string(), "--d-model", "16", "--batch-size", "8", "--steps",
-                             "4000", "--print-every", "100000", "--checkpoint-every", "0", "--threads", "1"},
-                            root / "train.txt", Options{{}, false, {}});
+  Process train(xgrad_command({"train", "--out", run_dir.string(), "--d-model", "16", "--batch-size", "8", "--steps",
+                               "4000", "--print-every", "100000", "--checkpoint-every", "0", "--threads", "1"}),
+                job(root / "train.txt", {}, false));
   REQUIRE(eventually([&] { return metrics_rows(run_dir) >= 5; }));
-  kill(train, SIGTERM);
-  CHECK(killed_by(wait_status(train)) == SIGTERM);
+  train.send(SIGTERM);
+  CHECK(killed_by(train.wait()) == SIGTERM);
   pasted(read_text(root / "train.txt"), "continue with: xgrad ");
   CHECK(fs::exists(run_dir / "summary.json"));
 
   // Relative directories whose names start with '-' (given as --out=-dash), which a command would take for flags.
-  CHECK(run({"sweep", "--out=-sweep", "--scale", "none", "--d-k", "4", "--seeds", "0", "--arms", "adamw@0.01",
-             "--d-model", "16", "--steps", "3", "--jobs", "1"},
-            root / "dash_sweep.txt", Options{{}, true, root.path()}) == 0);
+  CHECK(exit_code(run_xgrad({"sweep", "--out=-sweep", "--scale", "none", "--d-k", "4", "--seeds", "0", "--arms",
+                             "adamw@0.01", "--d-model", "16", "--steps", "3", "--jobs", "1"},
+                            job(root / "dash_sweep.txt", {}, true, root.path()))) == 0);
   pasted(read_text(root / "dash_sweep.txt"), "Compare the runs with: xgrad ");
   CHECK(fs::exists(root / "-sweep" / "report.md"));
-  const pid_t dash = start({"train", "--out=-run", "--d-model", "16", "--batch-size", "8", "--steps", "4000",
-                            "--print-every", "100000", "--checkpoint-every", "0", "--threads", "1"},
-                           root / "dash_train.txt", Options{{}, false, root.path()});
+  Process dash(xgrad_command({"train", "--out=-run", "--d-model", "16", "--batch-size", "8", "--steps", "4000",
+                              "--print-every", "100000", "--checkpoint-every", "0", "--threads", "1"}),
+               job(root / "dash_train.txt", {}, false, root.path()));
   REQUIRE(eventually([&] { return metrics_rows(root / "-run") >= 5; }));
-  kill(dash, SIGTERM);
-  CHECK(killed_by(wait_status(dash)) == SIGTERM);
+  dash.send(SIGTERM);
+  CHECK(killed_by(dash.wait()) == SIGTERM);
   pasted(read_text(root / "dash_train.txt"), "continue with: xgrad ");
   CHECK(fs::exists(root / "-run" / "summary.json"));
 }
@@ -472,25 +407,11 @@ TEST_CASE("sweep_faults_shell_loop: Ctrl-C stops a shell loop over xgrad train, 
   const std::string script =
       "for i in 1 2; do \"$0\" train --out \"$1/run$i\" --d-model 16 --batch-size 8 --steps 4000 "
       "--print-every 100000 --checkpoint-every 0 --threads 1; done";
-  std::vector<std::string> words{"/bin/bash", "-c", script, XGRAD_BIN, root.path().string()};
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  const pid_t bash = fork();
-  REQUIRE(bash >= 0);
-  if (bash == 0) {
-    setpgid(0, 0);  // a job of its own, as in an interactive shell: Ctrl-C signals the whole of it
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
-    const int fd = open((root / "output.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  setpgid(bash, bash);
-  REQUIRE_MESSAGE(eventually([&] { return metrics_rows(root / "run1") >= 5 || ended(bash); }), "run1 never started");
-  killpg(bash, SIGINT);
-  const int status = wait_status(bash);
+  // A job of its own, as in an interactive shell: Ctrl-C signals the whole of it.
+  Process bash({"/bin/bash", "-c", script, XGRAD_BIN, root.path().string()}, job(root / "output.txt"));
+  REQUIRE_MESSAGE(eventually([&] { return metrics_rows(root / "run1") >= 5 || bash.ended(); }), "run1 never started");
+  bash.send(SIGINT, true);
+  const ProcessResult status = bash.wait();
   INFO("output: " << read_text(root / "output.txt"));
   CHECK(killed_by(status) == SIGINT);
   CHECK_FALSE(fs::exists(root / "run2"));
@@ -502,11 +423,11 @@ TEST_CASE("sweep_faults_term_ignored: a sweep started with SIGTERM ignored still
   const TempDir root("sweep_term_ignored");
   const fs::path out = root / "sweep";
   // `trap "" TERM; exec xgrad sweep ...` in a script: the sweep ignores SIGTERM, the signal it stops its runs with.
-  const pid_t sweep = start(sweep_args(out), root / "first.txt", Options{{SIGTERM}, true, {}});
+  Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt", {SIGTERM}));
   running_child(sweep, out, kRuns[0]);
   running_child(sweep, out, kRuns[1]);
-  kill(sweep, SIGINT);  // the sweep alone: it passes the stop on to its runs
-  const int status = wait_status(sweep);
+  sweep.send(SIGINT);  // the sweep alone: it passes the stop on to its runs
+  const ProcessResult status = sweep.wait();
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
   CHECK(killed_by(status) == SIGINT);
@@ -520,12 +441,12 @@ TEST_CASE("sweep_faults_term_ignored: a sweep started with SIGTERM ignored still
 TEST_CASE("sweep_faults_stopped_child: a sweep stopped while a child is stopped (SIGSTOP) wakes it to checkpoint") {
   const TempDir root("sweep_stopped_child");
   const fs::path out = root / "sweep";
-  const pid_t sweep = start(sweep_args(out), root / "first.txt");
+  Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt"));
   Frozen child(running_child(sweep, out, kRuns[0]));
   running_child(sweep, out, kRuns[1]);
-  kill(sweep, SIGTERM);
-  REQUIRE_MESSAGE(eventually([&] { return ended(sweep); }), "the sweep waits for its stopped child forever");
-  const int status = wait_status(sweep);
+  sweep.send(SIGTERM);
+  REQUIRE_MESSAGE(eventually([&] { return sweep.ended(); }), "the sweep waits for its stopped child forever");
+  const ProcessResult status = sweep.wait();
   INFO("sweep said: " << read_text(root / "first.txt"));
   CHECK(killed_by(status) == SIGTERM);
   INFO(kRuns[0] << "/train.log: " << read_text(out / "runs" / kRuns[0] / "train.log"));
@@ -541,35 +462,26 @@ TEST_CASE(
   const fs::path held = out / "runs" / kRuns[0];
   fs::create_directories(held);
   // Another process holding the run's lock (as a run left by a killed sweep does) and then ending.
-  int ready[2];
-  REQUIRE(pipe(ready) == 0);
-  const pid_t holder = fork();
-  REQUIRE(holder >= 0);
-  if (holder == 0) {
-    const int fd = open((held / ".lock").c_str(), O_RDWR | O_CREAT, 0644);
-    if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
-    const std::string pid = std::to_string(getpid()) + "\n";
-    if (write(fd, pid.data(), pid.size()) < 0 || write(ready[1], "x", 1) != 1) _exit(1);
-    for (;;) pause();
-  }
-  close(ready[1]);
-  char byte = 0;
-  REQUIRE(read(ready[0], &byte, 1) == 1);
-  close(ready[0]);
-  const pid_t sweep = start(sweep_args(out), root / "first.txt");
+  // bash opens the lock file on descriptor 3, flock(1) locks it, bash writes its pid there and becomes `sleep`,
+  // which keeps the pid and the descriptor, so the lock, until killed. The path is an argument, never script text.
+  Process holder({"/bin/bash", "-c", "exec 3<>\"$1\" && flock 3 && echo $$ >&3 && exec sleep 100000", "bash",
+                  (held / ".lock").string()});
+  REQUIRE(eventually([&] { return lock_holder(held) == holder.pid() || holder.ended(); }));
+  REQUIRE_FALSE(holder.ended());
+  Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt"));
   // The sweep stays mid-way (a child of its frozen) until the holder has ended.
   Frozen child(running_child(sweep, out, kRuns[1]));
-  REQUIRE(eventually([&] { return contains(read_text(root / "first.txt"), "left alone") || ended(sweep); }));
+  REQUIRE(eventually([&] { return contains(read_text(root / "first.txt"), "left alone") || sweep.ended(); }));
   {
     const std::string said = read_text(root / "first.txt");
     INFO("sweep said: " << said);
-    CHECK(contains(said, kRuns[0] + " is still running (pid " + std::to_string(holder) + ")"));
+    CHECK(contains(said, kRuns[0] + " is still running (pid " + std::to_string(holder.pid()) + ")"));
     CHECK(index_entry(out, kRuns[0]).at("status") == "running");
   }
-  kill(holder, SIGKILL);
-  wait_status(holder);
+  holder.send(SIGKILL);
+  holder.wait();
   child.thaw();
-  const int code = exit_code(wait_status(sweep));
+  const int code = exit_code(sweep.wait());
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
   CHECK(code == 1);  // one run not done
@@ -584,26 +496,17 @@ TEST_CASE("sweep_faults_broken_pipe: a sweep whose output pipe is closed (`| hea
   const fs::path out = root / "sweep";
   int pipe_fds[2];
   REQUIRE(pipe(pipe_fds) == 0);
-  close(pipe_fds[0]);  // the reader is gone before the sweep writes a line
-  std::vector<std::string> words{XGRAD_BIN, "sweep",   "--out",  out.string(), "--scale",    "none",      "--d-k",
-                                 "4",       "--seeds", "0",      "--arms",     "adamw@0.01", "--d-model", "16",
-                                 "--steps", "20",      "--jobs", "1",          "--threads",  "1"};
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  const pid_t sweep = fork();
-  REQUIRE(sweep >= 0);
-  if (sweep == 0) {
-    signal(SIGPIPE, SIG_DFL);
-    const int err = open((root / "stderr.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    dup2(err, STDERR_FILENO);
-    execv(XGRAD_BIN, argv.data());
-    _exit(127);
-  }
+  close(pipe_fds[0]);      // the reader is gone before the sweep writes a line
+  ProcessOptions options;  // SIGPIPE at its default action, as every signal Process starts a child with
+  options.stdout_fd = pipe_fds[1];
+  Process sweep(
+      xgrad_command({"sweep", "--out", out.string(), "--scale", "none", "--d-k", "4", "--seeds", "0", "--arms",
+                     "adamw@0.01", "--d-model", "16", "--steps", "20", "--jobs", "1", "--threads", "1"}),
+      options);
   close(pipe_fds[1]);
-  const int code = exit_code(wait_status(sweep));
-  INFO("stderr: " << read_text(root / "stderr.txt"));
+  const ProcessResult ended = sweep.wait();
+  const int code = exit_code(ended);
+  INFO("stderr: " << ended.err);
   CHECK(code == 0);
   CHECK(index_entry(out, "dk4-none-adamw-lr0.01-s0").at("status") == "complete");
 }
@@ -613,11 +516,11 @@ TEST_CASE(
     "log that is gone") {
   const TempDir root("sweep_deleted_run");
   const fs::path out = root / "sweep";
-  const pid_t sweep = start(sweep_args(out), root / "first.txt");
+  Process sweep(xgrad_command(sweep_args(out)), job(root / "first.txt"));
   Frozen child(running_child(sweep, out, kRuns[0]));
   fs::remove_all(out / "runs" / kRuns[0]);
   child.thaw();
-  const int code = exit_code(wait_status(sweep));
+  const int code = exit_code(sweep.wait());
   const std::string said = read_text(root / "first.txt");
   INFO("sweep said: " << said);
   CHECK(code == 1);
@@ -631,18 +534,18 @@ TEST_CASE(
     "the other's pid") {
   const TempDir root("sweep_lock_pid");
   const fs::path dir = root / "run";
-  REQUIRE(run({"train", "--out", dir.string(), "--d-model", "8", "--batch-size", "2", "--steps", "1", "--threads", "1",
-               "--print-every", "100"},
-              root / "first.txt") == 0);
+  REQUIRE(exit_code(run_xgrad({"train", "--out", dir.string(), "--d-model", "8", "--batch-size", "2", "--steps", "1",
+                               "--threads", "1", "--print-every", "100"},
+                              job(root / "first.txt"))) == 0);
   // Both processes do the same work up to the lock, so the second often asks just after the first took it, before
   // it wrote its pid.
   std::size_t refused = 0;
   for (int i = 0; i < 20; ++i) {
     const std::vector<std::string> args{"train", "--resume", dir.string(), "--steps", std::to_string(i + 2)};
-    const pid_t a = start(args, root / "a.txt"), b = start(args, root / "b.txt");
-    const int code_a = exit_code(wait_status(a)), code_b = exit_code(wait_status(b));
+    Process a(xgrad_command(args), job(root / "a.txt")), b(xgrad_command(args), job(root / "b.txt"));
+    const int code_a = exit_code(a.wait()), code_b = exit_code(b.wait());
     for (const auto& [code, output, other] :
-         {std::make_tuple(code_a, root / "a.txt", b), std::make_tuple(code_b, root / "b.txt", a)}) {
+         {std::make_tuple(code_a, root / "a.txt", b.pid()), std::make_tuple(code_b, root / "b.txt", a.pid())}) {
       const std::string said = read_text(output);
       INFO("attempt " << i << ": " << said);
       CHECK((code == 0 || code == 2));
@@ -659,29 +562,17 @@ TEST_CASE(
 TEST_CASE("sweep_faults_file_too_large: a sweep that cannot write sweep.json says why and leaves no sweep.json.tmp") {
   const TempDir root("sweep_file_too_large");
   const fs::path out = root / "sweep";
-  std::vector<std::string> words{XGRAD_BIN,   "sweep", "--out",   out.string(), "--scale", "none,sqrt_dk",
-                                 "--d-k",     "4,8",   "--seeds", "0,1",        "--arms",  "adamw@0.01",
-                                 "--d-model", "16",    "--steps", "3",          "--jobs",  "1",
-                                 "--threads", "1"};
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  const pid_t sweep = fork();
-  REQUIRE(sweep >= 0);
-  if (sweep == 0) {
-    // Files of at most 4 KiB, as on a disk that fills up: a run's config file (about 1 KiB) fits, the index of 8
-    // runs (about 15 KiB) does not.
-    signal(SIGXFSZ, SIG_IGN);
-    const struct rlimit limit { 4096, 4096 };
-    const int fd = open((root / "output.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(126);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    execv(XGRAD_BIN, argv.data());
-    _exit(127);
-  }
-  const int code = exit_code(wait_status(sweep));
-  const std::string said = read_text(root / "output.txt");
+  // Files of at most 4 KiB, as on a disk that fills up: a run's config file (about 1 KiB) fits, the index of 8
+  // runs (about 15 KiB) does not.
+  ProcessOptions options = merged_output();
+  options.ignored_signals = {SIGXFSZ};
+  options.file_size_limit = 4096;
+  const ProcessResult ended =
+      run_xgrad({"sweep", "--out", out.string(), "--scale", "none,sqrt_dk", "--d-k", "4,8", "--seeds", "0,1", "--arms",
+                 "adamw@0.01", "--d-model", "16", "--steps", "3", "--jobs", "1", "--threads", "1"},
+                options);
+  const int code = exit_code(ended);
+  const std::string said = ended.out;
   INFO("sweep said: " << said);
   CHECK(code == 1);
   CHECK(contains(said, "writing " + (out / "sweep.json.tmp").string() + " failed: File too large"));

@@ -26,70 +26,17 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
+#include "tests/support/refusals.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
-using xgrad::testing::read_text;
-using xgrad::testing::TempDir;
+using namespace xgrad::testing;
 
 namespace {
 
-struct Result {
-  int code = -1;       // exit code; 128 + signal when killed by one
-  std::string output;  // stdout and stderr
-};
-
-// Starts `xgrad ARGS` with stdout and stderr in `output`; returns its pid.
-pid_t start(const std::vector<std::string>& args, const fs::path& output) {
-  std::vector<std::string> all{XGRAD_BIN};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int in = open("/dev/null", O_RDONLY);
-    if (fd < 0 || in < 0) _exit(126);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    dup2(in, STDIN_FILENO);
-    execv(XGRAD_BIN, argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_code(pid_t pid) {
-  int status = 0;
-  pid_t got = -1;
-  do got = waitpid(pid, &status, 0);
-  while (got < 0 && errno == EINTR);
-  REQUIRE(got == pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-Result run_xgrad(const std::vector<std::string>& args, const fs::path& scratch) {
-  const fs::path output = scratch / "output.txt";
-  Result r;
-  r.code = wait_code(start(args, output));
-  r.output = read_text(output);
-  return r;
-}
-
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// Polls `done` every 5 ms for up to two minutes (a sanitizer build on a busy machine is slow); false if it never held.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return done();
-}
 
 const std::vector<std::string> kNames{"dk4-none-adamw-lr0.01-s0", "dk4-none-adamw-lr0.01-s1",
                                       "dk4-sqrt_dk-adamw-lr0.01-s0", "dk4-sqrt_dk-adamw-lr0.01-s1"};
@@ -106,48 +53,42 @@ std::vector<std::string> sweep_args(const fs::path& out, const std::string& step
 }
 
 // The status column `xgrad sweep status` gives point `index`, and the rest of its line.
-std::string status_line(const fs::path& out, std::size_t index, const fs::path& scratch) {
-  const Result r = run_xgrad({"sweep", "status", out.string()}, scratch);
-  REQUIRE_MESSAGE(r.code == 0, r.output);
+std::string status_line(const fs::path& out, std::size_t index) {
+  const ProcessResult r = run_xgrad({"sweep", "status", out.string()}, merged_output());
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
   const std::regex row("^ *" + std::to_string(index) + "  \\S+ +(.*)$");
-  std::istringstream lines(r.output);
+  std::istringstream lines(r.out);
   std::string line;
   std::smatch m;
   while (std::getline(lines, line))
     if (std::regex_match(line, m, row)) return m[1];
-  FAIL("no point " << index << " in:\n" << r.output);
+  FAIL("no point " << index << " in:\n" << r.out);
   return "";
 }
 
-// Stops process `pid` (SIGSTOP) until thawed or the end of the scope: a process left stopped would hold its lock.
-class Frozen {
- public:
-  explicit Frozen(pid_t pid) : pid_(pid) { kill(pid_, SIGSTOP); }
-  ~Frozen() { thaw(); }
-  Frozen(const Frozen&) = delete;
-  Frozen& operator=(const Frozen&) = delete;
-  void thaw() {
-    if (pid_ > 0) kill(pid_, SIGCONT);
-    pid_ = 0;
-  }
-
- private:
-  pid_t pid_;
-};
+// A local sweep (--jobs 1) of `steps` over the manifest `out` with one point complete: it skips that point, runs
+// the other three, and `sweep status` then says all four are complete.
+void check_local_sweep_completes(const fs::path& out, const std::string& steps) {
+  const ProcessResult local = run_xgrad(sweep_args(out, steps, {"--jobs", "1"}), merged_output());
+  INFO(local.out);
+  CHECK(local.exit_code == 0);
+  CHECK(contains(local.out, "1 of 4 runs already complete, skipped"));
+  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, merged_output()).out, "4 points: 4 complete\n"));
+}
 
 }  // namespace
 
 TEST_CASE("sweep --launcher slurm writes the manifest and the array script first, and trains nothing") {
   const TempDir root("manifest_slurm");
   const fs::path out = fs::absolute(root / "sweep");
-  const Result r =
+  const ProcessResult r =
       run_xgrad(sweep_args(out, "30",
                            {"--launcher", "slurm", "--max-parallel", "3", "--partition", "debug", "--time", "0:10:00"}),
-                root);
-  INFO(r.output);
-  REQUIRE(r.code == 0);
+                merged_output());
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
   const std::string script = (out / "sweep.sbatch").string();
-  CHECK(contains(r.output, "sbatch --array=0-3%3 " + script));
+  CHECK(contains(r.out, "sbatch --array=0-3%3 " + script));
   const nlohmann::json index = nlohmann::json::parse(read_text(out / "sweep.json"));
   REQUIRE(index.at("runs").size() == 4);
   for (std::size_t i = 0; i < 4; ++i) {
@@ -175,19 +116,19 @@ TEST_CASE("sweep --launcher slurm writes the manifest and the array script first
   CHECK((fs::status(script).permissions() & fs::perms::owner_exec) != fs::perms::none);
 
   // A later sweep into the directory with more seeds keeps the points' numbers and numbers the new ones after them.
-  const Result more =
+  const ProcessResult more =
       run_xgrad({"sweep",   "--out",   out.string(), "--scale",       "none,sqrt_dk", "--d-k",      "4",
                  "--seeds", "0,1,2",   "--arms",     "adamw@0.01",    "--d-model",    "16",         "--batch-size",
                  "8",       "--steps", "30",         "--print-every", "100000",       "--launcher", "slurm"},
-                root);
-  INFO(more.output);
-  REQUIRE(more.code == 0);
+                merged_output());
+  INFO(more.out);
+  REQUIRE(more.exit_code == 0);
   const nlohmann::json grown = nlohmann::json::parse(read_text(out / "sweep.json"));
   REQUIRE(grown.at("runs").size() == 6);
   for (std::size_t i = 0; i < 4; ++i) CHECK(grown.at("runs").at(i).at("name") == kNames[i]);
   CHECK(grown.at("runs").at(4).at("name") == "dk4-none-adamw-lr0.01-s2");
   CHECK(grown.at("runs").at(5).at("name") == "dk4-sqrt_dk-adamw-lr0.01-s2");
-  CHECK(contains(more.output, "--array=0-5%16 "));
+  CHECK(contains(more.out, "--array=0-5%16 "));
 }
 
 TEST_CASE("sweep --launcher slurm does not hold --threads against the CPUs of the machine that plans the sweep") {
@@ -195,51 +136,48 @@ TEST_CASE("sweep --launcher slurm does not hold --threads against the CPUs of th
   // same flags with the local launcher are refused on a machine with fewer CPUs.)
   const TempDir root("manifest_threads");
   const fs::path out = fs::absolute(root / "sweep");
-  const Result r = run_xgrad(sweep_args(out, "30", {"--launcher", "slurm", "--threads", "64"}), root);
-  INFO(r.output);
-  REQUIRE(r.code == 0);
+  const ProcessResult r = run_xgrad(sweep_args(out, "30", {"--launcher", "slurm", "--threads", "64"}), merged_output());
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
   CHECK(contains(read_text(out / "sweep.sbatch"), "#SBATCH --cpus-per-task=64\n"));
   cpu_set_t cpus;
   if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < 64) {
-    const Result local = run_xgrad(sweep_args(root / "local", "30", {"--threads", "64"}), root);
-    CHECK(local.code == 2);
-    CHECK(contains(local.output, "--threads"));
+    const ProcessResult local = run_xgrad(sweep_args(root / "local", "30", {"--threads", "64"}), merged_output());
+    CHECK(local.exit_code == 2);
+    CHECK(contains(local.out, "--threads"));
   }
 }
 
 TEST_CASE("sweep run-one trains one point, leaves a complete one alone, and the next submission skips it") {
   const TempDir root("manifest_run_one");
   const fs::path out = fs::absolute(root / "sweep");
-  REQUIRE(run_xgrad(sweep_args(out, "40", {"--launcher", "slurm"}), root).code == 0);
-  const Result first = run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, root);
-  INFO(first.output);
-  REQUIRE(first.code == 0);
-  CHECK(contains(first.output, "grid point 2 of 4 (" + kNames[2] + "): starting; log: "));
+  REQUIRE(run_xgrad(sweep_args(out, "40", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
+  const ProcessResult first = run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, merged_output());
+  INFO(first.out);
+  REQUIRE(first.exit_code == 0);
+  CHECK(contains(first.out, "grid point 2 of 4 (" + kNames[2] + "): starting; log: "));
   CHECK(fs::exists(out / "runs" / kNames[2] / "summary.json"));
   CHECK(contains(read_text(out / "runs" / kNames[2] / "train.log"), "done: final loss"));
-  CHECK(contains(status_line(out, 2, root), "complete     final loss "));
-  CHECK(status_line(out, 0, root) == "pending");
+  CHECK(contains(status_line(out, 2), "complete     final loss "));
+  CHECK(status_line(out, 0) == "pending");
 
-  const Result again = run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, root);
-  INFO(again.output);
-  CHECK(again.code == 0);
-  CHECK(contains(again.output, "is complete already (final loss "));
-  const Result status = run_xgrad({"sweep", "status", out.string()}, root);
-  CHECK(contains(status.output,
+  const ProcessResult again = run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, merged_output());
+  INFO(again.out);
+  CHECK(again.exit_code == 0);
+  CHECK(contains(again.out, "is complete already (final loss "));
+  const ProcessResult status = run_xgrad({"sweep", "status", out.string()}, merged_output());
+  CHECK(contains(status.out,
                  "4 points: 1 complete, 3 pending\nto continue: the same xgrad sweep command again (any "
                  "--launcher), or `xgrad sweep run-one " +
                      out.string() + " --index I` for one point\n"));
 
-  const Result submit = run_xgrad(sweep_args(out, "40", {"--launcher", "slurm", "--max-parallel", "2"}), root);
-  INFO(submit.output);
-  CHECK(submit.code == 0);
-  CHECK(contains(submit.output, "3 point(s) to run; submit them with:\n  sbatch --array=0-1,3%2 "));
+  const ProcessResult submit =
+      run_xgrad(sweep_args(out, "40", {"--launcher", "slurm", "--max-parallel", "2"}), merged_output());
+  INFO(submit.out);
+  CHECK(submit.exit_code == 0);
+  CHECK(contains(submit.out, "3 point(s) to run; submit them with:\n  sbatch --array=0-1,3%2 "));
   // The manifest's config is what run-one trained: a local sweep over the same grid finds point 2 complete.
-  const Result local = run_xgrad(sweep_args(out, "40", {"--jobs", "1"}), root);
-  INFO(local.output);
-  CHECK(local.code == 0);
-  CHECK(contains(local.output, "1 of 4 runs already complete, skipped"));
-  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "4 points: 4 complete\n"));
+  check_local_sweep_completes(out, "40");
 }
 
 TEST_CASE(
@@ -247,42 +185,45 @@ TEST_CASE(
     "a stopped point resumes from its checkpoint") {
   const TempDir root("manifest_running");
   const fs::path out = fs::absolute(root / "sweep");
-  REQUIRE(run_xgrad(sweep_args(out, "3000", {"--launcher", "slurm"}), root).code == 0);
+  REQUIRE(run_xgrad(sweep_args(out, "3000", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
   // One complete run beside the one in training, for compare.
-  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root).code == 0);
+  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, merged_output()).exit_code == 0);
   const fs::path run = out / "runs" / kNames[1];
-  const pid_t first = start({"sweep", "run-one", out.string(), "--index", "1"}, root / "first.txt");
+  ProcessOptions to_file;
+  to_file.output_file = root / "first.txt";
+  Process first_run(xgrad_command({"sweep", "run-one", out.string(), "--index", "1"}), to_file);
+  const pid_t first = first_run.pid();
   // run-one becomes `xgrad train` in the same process, which holds the lock and checkpoints every 100 steps.
   REQUIRE_MESSAGE(eventually([&] { return fs::exists(run / "checkpoint.safetensors"); }),
                   read_text(root / "first.txt"));
   {
     Frozen frozen(first);
-    const std::string running = status_line(out, 1, root);
+    const std::string running = status_line(out, 1);
     CHECK(contains(running, "running      pid " + std::to_string(first) + ", "));
     CHECK(contains(running, " of 3000 logged"));
-    const Result second = run_xgrad({"sweep", "run-one", out.string(), "--index", "1"}, root);
-    INFO(second.output);
-    CHECK(second.code == 1);
-    CHECK(contains(second.output, "(" + kNames[1] + ") is being trained by another process (pid " +
-                                      std::to_string(first) + "); left alone"));
-    const Result compared = run_xgrad({"compare", out.string(), "--plots", "false"}, root);
-    INFO(compared.output);
-    CHECK(compared.code == 0);
-    CHECK(contains(compared.output,
+    const ProcessResult second = run_xgrad({"sweep", "run-one", out.string(), "--index", "1"}, merged_output());
+    INFO(second.out);
+    CHECK(second.exit_code == 1);
+    CHECK(contains(second.out, "(" + kNames[1] + ") is being trained by another process (pid " + std::to_string(first) +
+                                   "); left alone"));
+    const ProcessResult compared = run_xgrad({"compare", out.string(), "--plots", "false"}, merged_output());
+    INFO(compared.out);
+    CHECK(compared.exit_code == 0);
+    CHECK(contains(compared.out,
                    "incomplete: " + run.string() + " (still running (pid " + std::to_string(first) + "); "));
     kill(first, SIGTERM);  // acted on once thawed: the step ends, the checkpoint is written
   }
-  CHECK(wait_code(first) == 128 + SIGTERM);
-  const std::string stopped = status_line(out, 1, root);
+  CHECK(first_run.wait().signal == SIGTERM);
+  const std::string stopped = status_line(out, 1);
   CHECK(std::regex_search(stopped, std::regex("^interrupted  checkpoint at step [1-9][0-9]* of 3000; ")));
-  const Result compared = run_xgrad({"compare", out.string(), "--plots", "false"}, root);
-  CHECK(contains(compared.output, "incomplete: " + run.string() + " (no summary.json; "));
+  const ProcessResult compared = run_xgrad({"compare", out.string(), "--plots", "false"}, merged_output());
+  CHECK(contains(compared.out, "incomplete: " + run.string() + " (no summary.json; "));
 
-  const Result resumed = run_xgrad({"sweep", "run-one", out.string(), "--index", "1"}, root);
-  INFO(resumed.output);
-  CHECK(resumed.code == 0);
-  CHECK(std::regex_search(resumed.output, std::regex("resuming from the checkpoint at step [1-9][0-9]*; log: ")));
-  CHECK(contains(status_line(out, 1, root), "complete"));
+  const ProcessResult resumed = run_xgrad({"sweep", "run-one", out.string(), "--index", "1"}, merged_output());
+  INFO(resumed.out);
+  CHECK(resumed.exit_code == 0);
+  CHECK(std::regex_search(resumed.out, std::regex("resuming from the checkpoint at step [1-9][0-9]*; log: ")));
+  CHECK(contains(status_line(out, 1), "complete"));
   const std::string log = read_text(run / "train.log");
   CHECK(contains(log, "stopped by SIGTERM"));  // the first session's output is kept
   CHECK(contains(log, "done: final loss"));
@@ -305,27 +246,27 @@ TEST_CASE("sweep status: a point whose run failed before a checkpoint is failed,
                      "0",           "--arms",     "adamw@0.01", "--d-model", "16",      "--batch-size",
                      "4",           "--seq-len",  "8",          "--steps",   "20",      "--print-every",
                      "100000",      "--launcher", "slurm"},
-                    root)
-              .code == 0);
+                    merged_output())
+              .exit_code == 0);
   fs::rename(text, root / "moved.txt");
-  const Result failed = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root);
-  INFO(failed.output);
-  CHECK(failed.code != 0);
-  const std::string line = status_line(out, 0, root);
+  const ProcessResult failed = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, merged_output());
+  INFO(failed.out);
+  CHECK(failed.exit_code != 0);
+  const std::string line = status_line(out, 0);
   CHECK(contains(line, "failed       ended before a checkpoint (failed or killed); see "));
-  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "1 point: 1 failed\n"));
+  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, merged_output()).out, "1 point: 1 failed\n"));
   fs::rename(root / "moved.txt", text);
-  const Result redone = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root);
-  INFO(redone.output);
-  CHECK(redone.code == 0);
-  CHECK(contains(redone.output, "): starting; log: "));
-  CHECK(contains(status_line(out, 0, root), "complete"));
+  const ProcessResult redone = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, merged_output());
+  INFO(redone.out);
+  CHECK(redone.exit_code == 0);
+  CHECK(contains(redone.out, "): starting; log: "));
+  CHECK(contains(status_line(out, 0), "complete"));
 }
 
 TEST_CASE("sweep run-one, status and --launcher refuse bad input with exit 2 naming the flag and the allowed values") {
   const TempDir root("manifest_refusals");
   const fs::path out = fs::absolute(root / "sweep");
-  REQUIRE(run_xgrad(sweep_args(out, "10", {"--launcher", "slurm"}), root).code == 0);
+  REQUIRE(run_xgrad(sweep_args(out, "10", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
   const fs::path empty = root / "empty";
   fs::create_directories(empty);
   const fs::path old = root / "old";
@@ -371,30 +312,25 @@ TEST_CASE("sweep run-one, status and --launcher refuse bad input with exit 2 nam
       {sweep_args(out, "10", {"--launcher", "slurm", "--threads", "2", "--cpus-per-task", "1"}),
        "--cpus-per-task: 1 is below --threads 2 (allowed: 2 or more)"},
   };
-  for (const Case& c : cases) {
-    const Result r = run_xgrad(c.args, root);
-    INFO(r.output);
-    CHECK(r.code == 2);
-    CHECK(contains(r.output, c.message));
-  }
+  for (const Case& c : cases) check_refused({c.args, 2, c.message});
 }
 
 TEST_CASE("sweep run-one refuses a run directory that is a symbolic link and leaves the link's target alone") {
   const TempDir root("manifest_run_one_link");
   const fs::path out = fs::absolute(root / "sweep");
-  REQUIRE(run_xgrad(sweep_args(out, "40", {"--launcher", "slurm"}), root).code == 0);
-  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, root).code == 0);
+  REQUIRE(run_xgrad(sweep_args(out, "40", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
+  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, merged_output()).exit_code == 0);
   const fs::path target = out / "runs" / kNames[2];
   const std::string metrics_before = read_text(target / "metrics.csv");
   const std::string config_before = read_text(target / "config.json");
   // A run directory copied from elsewhere may hold links; point 0's directory is one to point 2's run.
   fs::remove_all(out / "runs" / kNames[0]);
   fs::create_directory_symlink(target, out / "runs" / kNames[0]);
-  const Result linked = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root);
-  INFO(linked.output);
-  CHECK(linked.code == 2);
-  CHECK(contains(linked.output, (out / "runs" / kNames[0]).string()));
-  CHECK(contains(linked.output, "symbolic link"));
+  const ProcessResult linked = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, merged_output());
+  INFO(linked.out);
+  CHECK(linked.exit_code == 2);
+  CHECK(contains(linked.out, (out / "runs" / kNames[0]).string()));
+  CHECK(contains(linked.out, "symbolic link"));
   CHECK(read_text(target / "metrics.csv") == metrics_before);
   CHECK(read_text(target / "config.json") == config_before);
 
@@ -403,10 +339,10 @@ TEST_CASE("sweep run-one refuses a run directory that is a symbolic link and lea
   fs::create_directories(elsewhere);
   fs::remove(out / "runs" / kNames[0]);
   fs::create_directory_symlink(elsewhere, out / "runs" / kNames[0]);
-  const Result outside = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, root);
-  INFO(outside.output);
-  CHECK(outside.code == 2);
-  CHECK(contains(outside.output, "symbolic link"));
+  const ProcessResult outside = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, merged_output());
+  INFO(outside.out);
+  CHECK(outside.exit_code == 2);
+  CHECK(contains(outside.out, "symbolic link"));
   CHECK(fs::is_empty(elsewhere));
 }
 
@@ -419,10 +355,10 @@ std::vector<std::string> train_args(const fs::path& out, const std::vector<std::
 }
 
 // Checks `r` is the refusal of `link` as a symbolic link in a run directory.
-void check_refused_link(const Result& r, const fs::path& link) {
-  INFO(r.output);
-  CHECK(r.code == 2);
-  CHECK(contains(r.output, link.string() + " is a symbolic link; xgrad does not write through links"));
+void check_refused_link(const ProcessResult& r, const fs::path& link) {
+  INFO(r.out);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.out, link.string() + " is a symbolic link; xgrad does not write through links"));
 }
 
 TEST_CASE("a .lock that is a symbolic link is refused by train, resume and sweep, and its target is left alone") {
@@ -433,32 +369,33 @@ TEST_CASE("a .lock that is a symbolic link is refused by train, resume and sweep
   const fs::path run = fs::absolute(root / "run1");
   fs::create_directories(run);
   fs::create_symlink(victim, run / ".lock");
-  check_refused_link(run_xgrad(train_args(run), root), run / ".lock");
+  check_refused_link(run_xgrad(train_args(run), merged_output()), run / ".lock");
   CHECK(read_text(victim) == "precious\n");
   // train --resume of a run whose .lock was replaced by a link
   const fs::path done = fs::absolute(root / "run2");
-  REQUIRE(run_xgrad(train_args(done), root).code == 0);
+  REQUIRE(run_xgrad(train_args(done), merged_output()).exit_code == 0);
   fs::remove(done / ".lock");
   fs::create_symlink(victim, done / ".lock");
-  check_refused_link(run_xgrad({"train", "--resume", done.string(), "--steps", "6"}, root), done / ".lock");
+  check_refused_link(run_xgrad({"train", "--resume", done.string(), "--steps", "6"}, merged_output()), done / ".lock");
   CHECK(read_text(victim) == "precious\n");
   // a local sweep: its own DIR/.lock, then a run's
   const fs::path out = fs::absolute(root / "sweep");
   fs::create_directories(out);
   fs::create_symlink(victim, out / ".lock");
-  check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root), out / ".lock");
+  check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), merged_output()), out / ".lock");
   CHECK(read_text(victim) == "precious\n");
   fs::remove(out / ".lock");
   fs::create_directories(out / "runs" / kNames[1]);
   fs::create_symlink(victim, out / "runs" / kNames[1] / ".lock");
-  check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root), out / "runs" / kNames[1] / ".lock");
+  check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), merged_output()),
+                     out / "runs" / kNames[1] / ".lock");
   CHECK(read_text(victim) == "precious\n");
   // sweep run-one of a manifest point whose run directory holds the link
   const fs::path manifest = fs::absolute(root / "manifest");
-  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), root).code == 0);
+  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
   fs::create_directories(manifest / "runs" / kNames[0]);
   fs::create_symlink(victim, manifest / "runs" / kNames[0] / ".lock");
-  check_refused_link(run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, root),
+  check_refused_link(run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, merged_output()),
                      manifest / "runs" / kNames[0] / ".lock");
   CHECK(read_text(victim) == "precious\n");
 }
@@ -472,17 +409,18 @@ TEST_CASE("train --out refuses a run file that is a symbolic link, dangling or n
     const fs::path run = fs::absolute(root / ("run-" + file));
     fs::create_directories(run);
     fs::create_symlink(outside / file, run / file);  // dangling: fs::exists says there is no such file
-    check_refused_link(run_xgrad(train_args(run), root), run / file);
+    check_refused_link(run_xgrad(train_args(run), merged_output()), run / file);
     CHECK(!fs::exists(outside / file));
   }
   // --overwrite and --resume of a finished run whose metrics.csv was replaced by a link to another file
   const fs::path done = fs::absolute(root / "done");
-  REQUIRE(run_xgrad(train_args(done), root).code == 0);
+  REQUIRE(run_xgrad(train_args(done), merged_output()).exit_code == 0);
   std::ofstream(outside / "kept.csv") << "kept\n";
   fs::remove(done / "metrics.csv");
   fs::create_symlink(outside / "kept.csv", done / "metrics.csv");
-  check_refused_link(run_xgrad(train_args(done, {"--overwrite"}), root), done / "metrics.csv");
-  check_refused_link(run_xgrad({"train", "--resume", done.string(), "--steps", "6"}, root), done / "metrics.csv");
+  check_refused_link(run_xgrad(train_args(done, {"--overwrite"}), merged_output()), done / "metrics.csv");
+  check_refused_link(run_xgrad({"train", "--resume", done.string(), "--steps", "6"}, merged_output()),
+                     done / "metrics.csv");
   CHECK(read_text(outside / "kept.csv") == "kept\n");
 }
 
@@ -494,7 +432,7 @@ TEST_CASE("a local sweep and sweep run-one refuse a train.log that is a symbolic
     const fs::path out = fs::absolute(root / (resume ? "resumed" : "fresh"));
     const fs::path log = out / "runs" / kNames[1] / "train.log";
     if (resume) {
-      REQUIRE(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root).code == 0);
+      REQUIRE(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), merged_output()).exit_code == 0);
       fs::remove(out / "runs" / kNames[1] / "summary.json");  // the run now reads as interrupted: it is resumed
     } else {
       fs::create_directories(log.parent_path());
@@ -502,108 +440,104 @@ TEST_CASE("a local sweep and sweep run-one refuse a train.log that is a symbolic
     std::ofstream(victim) << "precious\n";
     fs::remove(log);
     fs::create_symlink(victim, log);
-    check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root), log);
+    check_refused_link(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), merged_output()), log);
     CHECK(read_text(victim) == "precious\n");
   }
   const fs::path manifest = fs::absolute(root / "manifest");
-  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), root).code == 0);
+  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
   const fs::path log = manifest / "runs" / kNames[0] / "train.log";
   fs::create_directories(log.parent_path());
   fs::create_symlink(victim, log);
-  check_refused_link(run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, root), log);
+  check_refused_link(run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, merged_output()), log);
   CHECK(read_text(victim) == "precious\n");
 }
 
 TEST_CASE("a local sweep refuses a runs/<name> or configs/ that is a symbolic link and writes nothing through it") {
   const TempDir root("links_sweep_dirs");
   const fs::path out = fs::absolute(root / "sweep");
-  REQUIRE(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root).code == 0);
+  REQUIRE(run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), merged_output()).exit_code == 0);
   const std::string index_before = read_text(out / "sweep.json");
   const fs::path outside = fs::absolute(root / "outside_target");
   fs::create_directories(outside);
   fs::remove_all(out / "runs" / kNames[2]);
   fs::create_directory_symlink(outside, out / "runs" / kNames[2]);
-  const Result linked_run = run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root);
-  INFO(linked_run.output);
-  CHECK(linked_run.code == 2);
-  CHECK(contains(linked_run.output, (out / "runs" / kNames[2]).string() + " is a symbolic link"));
+  const ProcessResult linked_run = run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), merged_output());
+  INFO(linked_run.out);
+  CHECK(linked_run.exit_code == 2);
+  CHECK(contains(linked_run.out, (out / "runs" / kNames[2]).string() + " is a symbolic link"));
   CHECK(fs::is_empty(outside));
   CHECK(read_text(out / "sweep.json") == index_before);
 
   fs::remove(out / "runs" / kNames[2]);
   fs::remove_all(out / "configs");
   fs::create_directory_symlink(outside, out / "configs");
-  const Result linked_configs = run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), root);
-  INFO(linked_configs.output);
-  CHECK(linked_configs.code == 2);
-  CHECK(contains(linked_configs.output, (out / "configs").string() + " is a symbolic link"));
+  const ProcessResult linked_configs = run_xgrad(sweep_args(out, "3", {"--jobs", "1"}), merged_output());
+  INFO(linked_configs.out);
+  CHECK(linked_configs.exit_code == 2);
+  CHECK(contains(linked_configs.out, (out / "configs").string() + " is a symbolic link"));
   CHECK(fs::is_empty(outside));
   // sweep run-one writes the point's config file in configs/ too
   const fs::path manifest = fs::absolute(root / "manifest");
-  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), root).code == 0);
+  REQUIRE(run_xgrad(sweep_args(manifest, "3", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
   fs::remove_all(manifest / "configs");
   fs::create_directory_symlink(outside, manifest / "configs");
-  const Result run_one = run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, root);
-  INFO(run_one.output);
-  CHECK(run_one.code == 2);
-  CHECK(contains(run_one.output, (manifest / "configs").string() + " is a symbolic link"));
+  const ProcessResult run_one = run_xgrad({"sweep", "run-one", manifest.string(), "--index", "0"}, merged_output());
+  INFO(run_one.out);
+  CHECK(run_one.exit_code == 2);
+  CHECK(contains(run_one.out, (manifest / "configs").string() + " is a symbolic link"));
   CHECK(fs::is_empty(outside));
 }
 
 TEST_CASE("sweep status mentions a checkpoint write left half-done (a second signal during the write)") {
   const TempDir root("manifest_status_leftover");
   const fs::path out = fs::absolute(root / "sweep");
-  REQUIRE(run_xgrad(sweep_args(out, "40", {"--launcher", "slurm"}), root).code == 0);
-  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, root).code == 0);
+  REQUIRE(run_xgrad(sweep_args(out, "40", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
+  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "2"}, merged_output()).exit_code == 0);
   const fs::path leftover = out / "runs" / kNames[2] / ".checkpoint.safetensors.tmp-12345";
   std::ofstream(leftover) << "cut short";
-  const Result status = run_xgrad({"sweep", "status", out.string()}, root);
-  INFO(status.output);
-  CHECK(status.code == 0);
-  CHECK(contains(status.output, "1 leftover partial write: " + leftover.string()));
+  const ProcessResult status = run_xgrad({"sweep", "status", out.string()}, merged_output());
+  INFO(status.out);
+  CHECK(status.exit_code == 0);
+  CHECK(contains(status.out, "1 leftover partial write: " + leftover.string()));
 }
 
 TEST_CASE("sweep status counts points whose run directory was deleted or cut short, and never calls them complete") {
   const TempDir root("manifest_status_missing");
   const fs::path out = fs::absolute(root / "sweep");
-  const Result sweep = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
-  REQUIRE_MESSAGE(sweep.code == 0, sweep.output);
+  const ProcessResult sweep = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), merged_output());
+  REQUIRE_MESSAGE(sweep.exit_code == 0, sweep.out);
   fs::remove_all(out / "runs" / kNames[0]);              // deleted: sweep.json records it, no directory
   fs::remove(out / "runs" / kNames[1] / "config.json");  // summary.json without config.json: a rerun redoes it
   std::ofstream(out / "runs" / kNames[3] / "config.json") << "{\"steps\": 2";  // cut short
-  const Result status = run_xgrad({"sweep", "status", out.string()}, root);
-  INFO(status.output);
-  CHECK(status.code == 0);
-  CHECK(status_line(out, 0, root).rfind("missing", 0) == 0);
-  CHECK(status_line(out, 1, root).rfind("incomplete", 0) == 0);
-  CHECK(status_line(out, 2, root).rfind("complete", 0) == 0);
-  CHECK(status_line(out, 3, root).rfind("incomplete", 0) == 0);
-  CHECK(contains(status.output, "4 points: 1 complete, 2 incomplete, 1 missing\n"));
+  const ProcessResult status = run_xgrad({"sweep", "status", out.string()}, merged_output());
+  INFO(status.out);
+  CHECK(status.exit_code == 0);
+  CHECK(status_line(out, 0).rfind("missing", 0) == 0);
+  CHECK(status_line(out, 1).rfind("incomplete", 0) == 0);
+  CHECK(status_line(out, 2).rfind("complete", 0) == 0);
+  CHECK(status_line(out, 3).rfind("incomplete", 0) == 0);
+  CHECK(contains(status.out, "4 points: 1 complete, 2 incomplete, 1 missing\n"));
   // What status says is what the next sweep does: it keeps the one complete run and redoes the other three.
-  const Result again = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
-  INFO(again.output);
-  CHECK(again.code == 0);
-  CHECK(contains(again.output, "1 of 4 runs already complete, skipped"));
-  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "4 points: 4 complete\n"));
+  check_local_sweep_completes(out, "20");
 }
 
 TEST_CASE(
     "sweep status and a rerun treat a run whose metrics.csv was deleted or cut short as incomplete, not complete") {
   const TempDir root("manifest_status_metrics");
   const fs::path out = fs::absolute(root / "sweep");
-  REQUIRE(run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root).code == 0);
+  REQUIRE(run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), merged_output()).exit_code == 0);
   fs::remove(out / "runs" / kNames[0] / "metrics.csv");
   const fs::path csv = out / "runs" / kNames[1] / "metrics.csv";
   fs::resize_file(csv, fs::file_size(csv) / 2);
-  const Result status = run_xgrad({"sweep", "status", out.string()}, root);
-  INFO(status.output);
-  CHECK(status_line(out, 0, root).rfind("incomplete", 0) == 0);
-  CHECK(status_line(out, 1, root).rfind("incomplete", 0) == 0);
-  CHECK(contains(status.output, "4 points: 2 complete, 2 incomplete\n"));
-  const Result again = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
-  INFO(again.output);
-  CHECK(again.code == 0);
-  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, root).output, "4 points: 4 complete\n"));
+  const ProcessResult status = run_xgrad({"sweep", "status", out.string()}, merged_output());
+  INFO(status.out);
+  CHECK(status_line(out, 0).rfind("incomplete", 0) == 0);
+  CHECK(status_line(out, 1).rfind("incomplete", 0) == 0);
+  CHECK(contains(status.out, "4 points: 2 complete, 2 incomplete\n"));
+  const ProcessResult again = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), merged_output());
+  INFO(again.out);
+  CHECK(again.exit_code == 0);
+  CHECK(contains(run_xgrad({"sweep", "status", out.string()}, merged_output()).out, "4 points: 4 complete\n"));
   CHECK(fs::exists(out / "runs" / kNames[0] / "metrics.csv"));
 }
 
@@ -611,28 +545,28 @@ TEST_CASE(
     "compare of a sweep says how many of its grid points are not complete, and mentions leftover partial writes") {
   const TempDir root("manifest_compare_missing");
   const fs::path out = fs::absolute(root / "sweep");
-  const Result sweep = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), root);
-  REQUIRE_MESSAGE(sweep.code == 0, sweep.output);
+  const ProcessResult sweep = run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), merged_output());
+  REQUIRE_MESSAGE(sweep.exit_code == 0, sweep.out);
   fs::remove_all(out / "runs" / kNames[0]);
   std::ofstream(out / "runs" / kNames[2] / ".checkpoint.safetensors.tmp-12345") << "cut short";
-  const Result compare = run_xgrad({"compare", out.string()}, root);
-  INFO(compare.output);
-  CHECK(compare.code == 0);
-  CHECK(contains(compare.output, "3 runs in "));
+  const ProcessResult compare = run_xgrad({"compare", out.string()}, merged_output());
+  INFO(compare.out);
+  CHECK(compare.exit_code == 0);
+  CHECK(contains(compare.out, "3 runs in "));
   const std::string said = "sweep " + out.string() +
                            ": 3 of 4 grid points complete; 1 missing: run the same xgrad "
                            "sweep command again";
-  CHECK(contains(compare.output, "note: " + said));
-  CHECK(contains(compare.output, "note: 1 leftover partial write: " +
-                                     (out / "runs" / kNames[2] / ".checkpoint.safetensors.tmp-12345").string()));
+  CHECK(contains(compare.out, "note: " + said));
+  CHECK(contains(compare.out, "note: 1 leftover partial write: " +
+                                  (out / "runs" / kNames[2] / ".checkpoint.safetensors.tmp-12345").string()));
   const std::string report = read_text(out / "report.md");
   CHECK(contains(report, "3 of 4 grid points complete; 1 missing"));
   CHECK(contains(report, "1 leftover partial write"));
   // A whole sweep gets no such note.
   const TempDir whole_root("manifest_compare_whole");
   const fs::path whole = fs::absolute(whole_root / "sweep");
-  REQUIRE(run_xgrad(sweep_args(whole, "20", {"--jobs", "1"}), whole_root).code == 0);
-  const Result all = run_xgrad({"compare", whole.string()}, whole_root);
-  CHECK(all.code == 0);
-  CHECK_FALSE(contains(all.output, "note: "));
+  REQUIRE(run_xgrad(sweep_args(whole, "20", {"--jobs", "1"}), merged_output()).exit_code == 0);
+  const ProcessResult all = run_xgrad({"compare", whole.string()}, merged_output());
+  CHECK(all.exit_code == 0);
+  CHECK_FALSE(contains(all.out, "note: "));
 }

@@ -2,7 +2,6 @@
 // bad usage with exit code 2.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -17,8 +16,10 @@
 #include "cli/sweep.h"
 #include "platform/environment.h"
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_run.h"
 #include "train/metrics_log.h"
 #include "train/run_files.h"
 #include "train/trainer.h"
@@ -26,8 +27,7 @@
 using namespace xgrad;
 using namespace xgrad::train;
 namespace fs = std::filesystem;
-using xgrad::testing::metrics_without_timing;
-using xgrad::testing::temp_dir;
+using namespace xgrad::testing;
 
 namespace {
 std::vector<std::string> column_text(const fs::path& csv, std::size_t col) {
@@ -43,19 +43,17 @@ std::vector<std::string> column_text(const fs::path& csv, std::size_t col) {
   }
   return out;
 }
-int run_cli(const std::string& args) {
-  const std::string cmd = std::string(XGRAD_BIN) + " " + args + " >/dev/null 2>&1";
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+
+// `c` trained into a fresh temp_dir(name); the configuration it ran with.
+TrainConfig trained_into(TrainConfig c, const std::string& name) {
+  c.out = temp_dir(name).string();
+  xgrad::train::train(c);
+  return c;
 }
 }  // namespace
 
 TEST_CASE("sqrt_dk attention at d_k = 16 learns key-value recall to well below chance in 400 steps") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 400;
-  c.print_every = 1000;
-  c.out = temp_dir("learns").string();
+  TrainConfig c = tiny_run(temp_dir("learns").string(), 400);
   const RunSummary s = xgrad::train::train(c);
   INFO("final loss " << s.final_loss << ", chance " << s.chance_loss);
   CHECK_FALSE(s.diverged);
@@ -175,18 +173,11 @@ TEST_CASE("MetricsReader: empty and non-numeric cells read as NaN; a row cut sho
 }
 
 TEST_CASE("two runs with the same seed write identical loss columns; another seed does not") {
-  TrainConfig c;
-  c.d_model = 16;
-  c.steps = 30;
-  c.out = temp_dir("det_a").string();
-  xgrad::train::train(c);
-  TrainConfig d = c;
-  d.out = temp_dir("det_b").string();
-  xgrad::train::train(d);
-  TrainConfig e = c;
-  e.seed = 1;
-  e.out = temp_dir("det_c").string();
-  xgrad::train::train(e);
+  const TrainConfig c = trained_into(tiny_run("", 30), "det_a");
+  const TrainConfig d = trained_into(c, "det_b");
+  TrainConfig other_seed = c;
+  other_seed.seed = 1;
+  const TrainConfig e = trained_into(other_seed, "det_c");
   const auto la = column_text(fs::path(c.out) / "metrics.csv", 1);
   CHECK(la.size() == 30);
   CHECK(la == column_text(fs::path(d.out) / "metrics.csv", 1));
@@ -201,17 +192,14 @@ TEST_CASE("two runs with the same seed write identical loss columns; another see
 TEST_CASE("more BLAS threads: the same run to float tolerance (what README's Determinism section promises)") {
   // With several OpenBLAS threads a GEMM is split into blocks computed by different threads; README documents that
   // results may then differ in the last bits. What is promised is agreement to float tolerance, tested here.
-  TrainConfig c;
-  c.d_model = 32;
-  c.d_k = 64;
-  c.batch_size = 64;
-  c.steps = 20;
-  c.out = temp_dir("threads_1").string();
-  xgrad::train::train(c);
-  TrainConfig d = c;
-  d.threads = 2;
-  d.out = temp_dir("threads_2").string();
-  xgrad::train::train(d);
+  TrainConfig one_thread = tiny_run("", 20);
+  one_thread.d_model = 32;
+  one_thread.d_k = 64;
+  one_thread.batch_size = 64;
+  const TrainConfig c = trained_into(one_thread, "threads_1");
+  TrainConfig two_threads = c;
+  two_threads.threads = 2;
+  const TrainConfig d = trained_into(two_threads, "threads_2");
   const auto one = column_text(fs::path(c.out) / "metrics.csv", 1);
   const auto two = column_text(fs::path(d.out) / "metrics.csv", 1);
   REQUIRE(one.size() == 20);
@@ -225,10 +213,12 @@ TEST_CASE("more BLAS threads: the same run to float tolerance (what README's Det
 TEST_CASE("--config: a run's config.json given to xgrad train reproduces its metrics.csv; flags override the file") {
   const fs::path dir = temp_dir("config_round_trip");
   // Settings of every kind: core, the task's own, the optimizer's own, a boolean, a number.
-  REQUIRE(run_cli("train --out " + (dir / "a").string() +
-                  " --task copy --seq-len 8 --n-symbols 5 --d-model 16 "
-                  "--optimizer sgd --momentum 0.5 --lr 0.05 --mlp false --steps 12 --batch-size 8 --seed 3") == 0);
-  REQUIRE(run_cli("train --config " + (dir / "a/config.json").string() + " --out " + (dir / "b").string()) == 0);
+  REQUIRE(run_xgrad(words("train --out " + (dir / "a").string() +
+                          " --task copy --seq-len 8 --n-symbols 5 --d-model 16 "
+                          "--optimizer sgd --momentum 0.5 --lr 0.05 --mlp false --steps 12 --batch-size 8 --seed 3"))
+              .exit_code == 0);
+  REQUIRE(run_xgrad(words("train --config " + (dir / "a/config.json").string() + " --out " + (dir / "b").string()))
+              .exit_code == 0);
   CHECK(metrics_without_timing(dir / "a") == metrics_without_timing(dir / "b"));
   auto config_of = [&](const std::string& run) {
     std::ifstream in(dir / run / "config.json");
@@ -241,8 +231,9 @@ TEST_CASE("--config: a run's config.json given to xgrad train reproduces its met
   for (auto* j : {&a, &b}) j->erase("out"), j->erase("environment");
   CHECK(a == b);
   // A flag overrides the file; selecting another task drops the file's copy settings instead of refusing them.
-  REQUIRE(run_cli("train --config " + (dir / "a/config.json").string() + " --out " + (dir / "c").string() +
-                  " --task kv_recall --n-pairs 4 --steps 3") == 0);
+  REQUIRE(run_xgrad(words("train --config " + (dir / "a/config.json").string() + " --out " + (dir / "c").string() +
+                          " --task kv_recall --n-pairs 4 --steps 3"))
+              .exit_code == 0);
   const nlohmann::json c = config_of("c");
   CHECK(c.at("task") == "kv_recall");
   CHECK(c.at("n_pairs") == 4);
@@ -259,9 +250,10 @@ TEST_CASE("--config: a run's config.json given to xgrad train reproduces its met
 
 TEST_CASE("sweep --grid: any setting is an axis; run names carry it, each child runs from its config file") {
   const fs::path dir = temp_dir("grid");
-  REQUIRE(run_cli("sweep --out " + dir.string() +
-                  " --d-k 4 --seeds 0 --scale none --arms sgd@0.1 --steps 3 "
-                  "--batch-size 4 --grid d_model=8,16 --n-pairs 4") == 0);
+  REQUIRE(run_xgrad(words("sweep --out " + dir.string() +
+                          " --d-k 4 --seeds 0 --scale none --arms sgd@0.1 --steps 3 "
+                          "--batch-size 4 --grid d_model=8,16 --n-pairs 4"))
+              .exit_code == 0);
   for (const char* run : {"dk4-none-sgd-lr0.1-d_model8-s0", "dk4-none-sgd-lr0.1-d_model16-s0"}) {
     INFO(run);
     CHECK(fs::exists(dir / "runs" / run / "summary.json"));
@@ -277,42 +269,29 @@ TEST_CASE("sweep --grid: any setting is an axis; run names carry it, each child 
   CHECK(sweep.at("grid").at("d_model") == nlohmann::json::array({8, 16}));
   CHECK(sweep.at("runs").at(1).at("grid").at("d_model") == 16);
   // compare tells the arms apart by d_model.
-  const std::string table = (dir / "table.txt").string();
-  REQUIRE(std::system((std::string(XGRAD_BIN) + " compare " + dir.string() + " --plots false > " + table).c_str()) ==
-          0);
-  std::ifstream t(table);
-  const std::string text((std::istreambuf_iterator<char>(t)), std::istreambuf_iterator<char>());
+  const ProcessResult compare = run_xgrad({"compare", dir.string(), "--plots", "false"});
+  REQUIRE(compare.exit_code == 0);
+  const std::string& text = compare.out;
   CHECK(text.find("d_model") != std::string::npos);
   // A grid axis that has its own flag, or a setting no run reads, is refused.
-  CHECK(run_cli("sweep --out " + (dir / "x").string() + " --grid d_k=4,8") == 2);
-  CHECK(run_cli("sweep --out " + (dir / "x").string() + " --grid nonsense=1") == 2);
-  CHECK(run_cli("sweep --out " + (dir / "x").string() + " --task copy --n-keys 3") == 2);
+  CHECK(run_xgrad(words("sweep --out " + (dir / "x").string() + " --grid d_k=4,8")).exit_code == 2);
+  CHECK(run_xgrad(words("sweep --out " + (dir / "x").string() + " --grid nonsense=1")).exit_code == 2);
+  CHECK(run_xgrad(words("sweep --out " + (dir / "x").string() + " --task copy --n-keys 3")).exit_code == 2);
   fs::remove_all(dir);
 }
 
 TEST_CASE("xgrad --version prints the version, the commit and the library versions, and exits 0") {
-  const fs::path dir = temp_dir("version");
-  fs::create_directories(dir);
-  const std::string out = (dir / "version.txt").string();
-  REQUIRE(std::system((std::string(XGRAD_BIN) + " --version > " + out).c_str()) == 0);
-  std::ifstream in(out);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const ProcessResult version = run_xgrad({"--version"});
+  REQUIRE(version.exit_code == 0);
+  const std::string& text = version.out;
   CHECK(text.rfind("xgrad ", 0) == 0);
   CHECK(text.find("(commit ") != std::string::npos);
   CHECK(text.find("openblas") != std::string::npos);
   CHECK(text.find("compiler") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("help texts say what they mean: --version's thread counts, compare's outputs and --plots' default") {
-  const fs::path dir = temp_dir("help_texts");
-  fs::create_directories(dir);
-  auto output = [&](const std::string& args) {
-    const std::string out = (dir / "out.txt").string();
-    std::system((std::string(XGRAD_BIN) + " " + args + " > " + out + " 2>&1").c_str());
-    std::ifstream in(out);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
+  auto output = [](const std::string& args) { return run_xgrad(words(args), merged_output()).out; };
   const std::string version = output("--version");
   INFO(version);
   // The process's BLAS thread count is not what a run uses: a run sets --threads (default 1).
@@ -326,21 +305,21 @@ TEST_CASE("help texts say what they mean: --version's thread counts, compare's o
   CHECK((help.find("=true") != std::string::npos || help.find("[true]") != std::string::npos));
   CHECK(help.find("=1 ") == std::string::npos);
   CHECK(help.find("[1]") == std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {
   const fs::path dir = temp_dir("cli");
-  CHECK(run_cli("") == 2);
-  CHECK(run_cli("bogus") == 2);
-  CHECK(run_cli("train --out " + dir.string() + " --scale sqrt") == 2);
-  CHECK(run_cli("train --out " + dir.string() + " --d-model 10 --n-heads 3") == 2);
-  CHECK(run_cli("train --out " + dir.string() + " --lr -1") == 2);
-  CHECK(run_cli("train --out " + dir.string() + " --optimizer adam") == 2);
-  CHECK(run_cli("train --out " + dir.string() + " --steps abc") == 2);
-  CHECK(run_cli("train --out " + dir.string() + " --n-keys 4 --n-pairs 8") == 2);
-  CHECK(run_cli("train") == 2);  // --out is required
-  CHECK(run_cli("sweep --out " + dir.string() + " --d-k 4,8 --seeds 0,1 --arms adamw@0.003 --steps 3") == 0);
+  CHECK(run_xgrad(words("")).exit_code == 2);
+  CHECK(run_xgrad(words("bogus")).exit_code == 2);
+  CHECK(run_xgrad(words("train --out " + dir.string() + " --scale sqrt")).exit_code == 2);
+  CHECK(run_xgrad(words("train --out " + dir.string() + " --d-model 10 --n-heads 3")).exit_code == 2);
+  CHECK(run_xgrad(words("train --out " + dir.string() + " --lr -1")).exit_code == 2);
+  CHECK(run_xgrad(words("train --out " + dir.string() + " --optimizer adam")).exit_code == 2);
+  CHECK(run_xgrad(words("train --out " + dir.string() + " --steps abc")).exit_code == 2);
+  CHECK(run_xgrad(words("train --out " + dir.string() + " --n-keys 4 --n-pairs 8")).exit_code == 2);
+  CHECK(run_xgrad(words("train")).exit_code == 2);  // --out is required
+  CHECK(run_xgrad(words("sweep --out " + dir.string() + " --d-k 4,8 --seeds 0,1 --arms adamw@0.003 --steps 3"))
+            .exit_code == 0);
   for (const char* run :
        {"dk4-sqrt_dk-adamw-lr0.003-s0", "dk4-none-adamw-lr0.003-s1", "dk8-sqrt_dk-adamw-lr0.003-s1"}) {
     CHECK(fs::exists(dir / "runs" / run / "metrics.csv"));
@@ -361,13 +340,16 @@ TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {
   CHECK(ja.at("d_k") == 8);
   CHECK(ja.at("d_model") == 64);
   // Running the same sweep again skips every complete run; a duplicate value is bad usage.
-  CHECK(run_cli("sweep --out " + dir.string() + " --d-k 4,8 --seeds 0,1 --arms adamw@0.003 --steps 3") == 0);
-  CHECK(run_cli("sweep --out " + dir.string() + " --d-k 4,4 --steps 3") == 2);
+  CHECK(run_xgrad(words("sweep --out " + dir.string() + " --d-k 4,8 --seeds 0,1 --arms adamw@0.003 --steps 3"))
+            .exit_code == 0);
+  CHECK(run_xgrad(words("sweep --out " + dir.string() + " --d-k 4,4 --steps 3")).exit_code == 2);
   // The same directory with other settings is refused rather than overwritten.
-  CHECK(run_cli("sweep --out " + dir.string() + " --d-k 4,8 --seeds 0,1 --arms adamw@0.003 --steps 4") == 2);
-  CHECK(run_cli("sweep --out " + dir.string() + " --arms adam@0.1 --steps 3") == 2);
-  CHECK(run_cli("sweep --out " + dir.string() + " --arms sgd@-1 --steps 3") == 2);
-  CHECK(run_cli("train --out " + (dir / "runs/dk4-none-adamw-lr0.003-s0").string()) == 2);  // holds a run already
+  CHECK(run_xgrad(words("sweep --out " + dir.string() + " --d-k 4,8 --seeds 0,1 --arms adamw@0.003 --steps 4"))
+            .exit_code == 2);
+  CHECK(run_xgrad(words("sweep --out " + dir.string() + " --arms adam@0.1 --steps 3")).exit_code == 2);
+  CHECK(run_xgrad(words("sweep --out " + dir.string() + " --arms sgd@-1 --steps 3")).exit_code == 2);
+  CHECK(run_xgrad(words("train --out " + (dir / "runs/dk4-none-adamw-lr0.003-s0").string())).exit_code ==
+        2);  // holds a run already
   fs::remove_all(dir);
 }
 
@@ -490,11 +472,8 @@ TEST_CASE(
 
 TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that cannot start are failed, not fatal") {
   const fs::path dir = temp_dir("sweep_into_run");
-  TrainConfig c;
+  TrainConfig c = tiny_run(dir.string(), 2);
   c.d_model = 8;
-  c.steps = 2;
-  c.print_every = 1000;
-  c.out = dir.string();
   xgrad::train::train(c);
   CHECK_THROWS_WITH_AS(
       run_sweep(tiny_sweep(dir), nullptr),
@@ -525,12 +504,9 @@ TEST_CASE("train() gives its caller back the floating-point control it found: su
   // report of 1e-310, a gradient check) must not find them zeroed after train() returned, or after it threw.
   volatile double tiny = 1e-310, one = 1.0;
   REQUIRE(tiny * one > 0.0);
-  TrainConfig c;
+  TrainConfig c = tiny_run(temp_dir("fp_control").string(), 2);
   c.d_model = 8;
-  c.steps = 2;
-  c.print_every = 1000;
   c.flush_denormals = true;
-  c.out = temp_dir("fp_control").string();
   xgrad::train::train(c);
   CHECK(tiny * one > 0.0);
   c.resume = true;
@@ -544,15 +520,32 @@ TEST_CASE("train says at the start how much disk its metrics.csv and checkpoint 
   fs::remove_all(dir);
   fs::create_directories(dir);
   // 64 layers of 64 heads: 43,290 columns, about half a megabyte per logged row.
-  const std::string cmd = std::string(XGRAD_BIN) + " train --out " + (dir / "run").string() +
-                          " --task copy --seq-len 4 --n-symbols 4 --d-model 64 --n-heads 64 --n-layers 64"
-                          " --batch-size 1 --steps 3 --print-every 1000 > " +
-                          (dir / "log.txt").string() + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  const std::string log = xgrad::testing::read_text(dir / "log.txt");
+  const ProcessResult train = run_xgrad({"train",
+                                         "--out",
+                                         (dir / "run").string(),
+                                         "--task",
+                                         "copy",
+                                         "--seq-len",
+                                         "4",
+                                         "--n-symbols",
+                                         "4",
+                                         "--d-model",
+                                         "64",
+                                         "--n-heads",
+                                         "64",
+                                         "--n-layers",
+                                         "64",
+                                         "--batch-size",
+                                         "1",
+                                         "--steps",
+                                         "3",
+                                         "--print-every",
+                                         "1000"},
+                                        merged_output());
+  const std::string& log = train.out;
   INFO(log);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(train.signal == 0);
+  REQUIRE(train.exit_code == 0);
   const std::size_t at = log.find("estimate: memory about ");
   REQUIRE(at != std::string::npos);
   CHECK(log.find("training copy") < at);  // at the start, before any step
@@ -571,14 +564,10 @@ TEST_CASE("train says at the start how much disk its metrics.csv and checkpoint 
 }
 
 TEST_CASE("rows of steps that are not measured leave the measured-only cells empty, and read as the same numbers") {
-  TrainConfig c;
-  c.d_model = 16;
+  TrainConfig c = tiny_run(temp_dir("short_rows").string(), 40);
   c.n_heads = 8;
   c.n_layers = 2;
-  c.steps = 40;
   c.log_every = 20;
-  c.print_every = 1000;
-  c.out = temp_dir("short_rows").string();
   fs::remove_all(c.out);
   xgrad::train::train(c);
   const fs::path csv = fs::path(c.out) / "metrics.csv";

@@ -3,16 +3,17 @@
 // preset's test checks against numbers it computes from the runs itself.
 #pragma once
 
-#include <cstdlib>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/support/paths.h"
+#include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 
@@ -26,21 +27,37 @@ struct PresetRun {
   std::string report;    // report.md
 };
 
-/// `xgrad experiment --preset NAME --quick --out DIR <extra>` (extra: words without quoting needs), into `dir`.
+/// `xgrad experiment --preset NAME --quick --out DIR <extra>` (extra: words split at spaces), into `dir`.
 inline PresetRun run_preset(const std::string& name, const std::filesystem::path& dir, const std::string& extra = "",
                             bool quick = true) {
   PresetRun run;
   run.dir = dir;
-  const std::filesystem::path log = dir.string() + ".log";
-  const std::string command = std::string(XGRAD_BIN) + " experiment --preset " + name + (quick ? " --quick" : "") +
-                              " --out " + dir.string() + " " + extra + " >" + log.string() + " 2>&1";
-  const int status = std::system(command.c_str());
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.output = read_text(log);
+  std::vector<std::string> args{"experiment", "--preset", name};
+  if (quick) args.push_back("--quick");
+  args.insert(args.end(), {"--out", dir.string()});
+  for (const std::string& word : words(extra)) args.push_back(word);
+  const ProcessResult result = run_xgrad(args, merged_output());
+  run.exit_code = result.exit_code;
+  run.output = result.out;
   std::ifstream sweep(dir / "sweep.json");
   if (sweep) run.sweep = nlohmann::json::parse(sweep, nullptr, false);
   run.report = read_text(dir / "report.md");
   return run;
+}
+
+/// `v` as report.md prints a number: 3 significant digits (%.3g).
+inline std::string g3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+/// The line of `text` that starts with `prefix`, "" if none.
+inline std::string line_starting(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) return line;
+  return "";
 }
 
 /// The section of report.md that starts at <a id="anchor"> and ends before the next level-2 heading's anchor or
@@ -54,12 +71,19 @@ inline std::string report_section(const std::string& report, const std::string& 
   return report.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
 
+/// report_section, failing the test when the section is absent or empty.
+inline std::string required_section(const std::string& report, const std::string& anchor) {
+  std::string section = report_section(report, anchor);
+  REQUIRE_MESSAGE(!section.empty(), "report.md has no section " << anchor);
+  return section;
+}
+
 /// The figure plots/<name> exists as a gnuplot script and, when gnuplot is installed, as PNG and SVG referenced by
 /// the report.
 inline void check_figure(const PresetRun& run, const std::string& name) {
   INFO("figure " << name);
   CHECK(std::filesystem::exists(run.dir / "plots" / (name + ".gp")));
-  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+  if (on_path("gnuplot")) {
     CHECK(std::filesystem::exists(run.dir / "plots" / (name + ".png")));
     CHECK(std::filesystem::exists(run.dir / "plots" / (name + ".svg")));
     CHECK(run.report.find("](plots/" + name + ".png)") != std::string::npos);
@@ -80,9 +104,7 @@ inline void check_preset_run(const PresetRun& run, const std::string& name, std:
         std::string::npos);
   CHECK(run.report.find("Preset: `" + name + "` (its --quick grid)") != std::string::npos);
   const std::filesystem::path again = run.dir.string() + "-compare";
-  const std::string command =
-      std::string(XGRAD_BIN) + " compare " + run.dir.string() + " --out " + again.string() + " >/dev/null 2>&1";
-  REQUIRE(std::system(command.c_str()) == 0);
+  REQUIRE(run_xgrad({"compare", run.dir.string(), "--out", again.string()}).exit_code == 0);
   // The same text but for the run paths, which report.md shows relative to its own directory.
   auto preset_part = [](const std::string& report) { return report.substr(0, report.find("## Findings")); };
   CHECK(preset_part(read_text(again / "report.md")) == preset_part(run.report));
