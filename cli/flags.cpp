@@ -127,6 +127,23 @@ CLI::Option* add_list_flag_raw(CLI::App& app, const std::string& flag,
       ->allow_extra_args();
 }
 
+namespace {
+
+// The message of the ConfigError `parse` throws without its leading `prefix` (CLI11 names the flag itself), or ""
+// when it throws none: what a validator returns.
+std::string config_error_text(const std::function<void()>& parse, const std::string& prefix) {
+  try {
+    parse();
+  } catch (const ConfigError& e) {
+    std::string message = e.what();
+    if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
+    return message;
+  }
+  return "";
+}
+
+}  // namespace
+
 CLI::Validator arm_entry() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
@@ -139,14 +156,7 @@ CLI::Validator arm_entry() {
                    " (form: optimizer@lr, e.g. sgd@0.1 or adamw@0.003; optimizers: " +
                    nn::OptimizerRegistry::instance().joined_names() + ")";
         }
-        try {
-          parse_arm(s);
-        } catch (const ConfigError& e) {
-          std::string message = e.what();
-          if (message.rfind("--arms: ", 0) == 0) message = message.substr(8);
-          return message;
-        }
-        return "";
+        return config_error_text([&] { parse_arm(s); }, "--arms: ");
       },
       "OPTIMIZER@LR");
 }
@@ -386,14 +396,7 @@ void add_sweep_flags(CLI::App& app, SweepConfig& config, SweepFlags& flags) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
-            try {
-              parse_grid_axis(text);
-            } catch (const ConfigError& e) {
-              std::string message = e.what();
-              if (message.rfind("--grid: ", 0) == 0) message = message.substr(8);
-              return message;
-            }
-            return "";
+            return config_error_text([&] { parse_grid_axis(text); }, "--grid: ");
           },
           "KEY=V1,V2,..."));
   app.add_option("--jobs", config.jobs, "runs in parallel (default: one per core)")

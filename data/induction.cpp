@@ -12,7 +12,7 @@ const Registration<TaskEntry> registration{symbol_sequence_task<InductionHeads>(
     "induction", "induction heads: after A B ... A, predict B (Olsson et al. 2022)", 60)};
 }  // namespace
 
-InductionHeads::InductionHeads(SymbolSequenceConfig config) : config_(config) {
+InductionHeads::InductionHeads(SymbolSequenceConfig config) : SymbolSequenceTask(config) {
   check_setting("induction", "seq_len", config_.seq_len, 3, kMaxSeqLen);
   // Three symbols at least, so that the filler is not just B repeated and the answer is not "the other symbol".
   check_setting("induction", "n_symbols", config_.n_symbols, 3, kMaxSymbols);

@@ -18,19 +18,15 @@ namespace xgrad::data {
 /// Target at T-1 = B; every other position has target -1.
 /// Vocabulary = n_symbols; the loss is taken at position T-1 only. Chance loss: ln(n_symbols - 1), since the last
 /// token shows the answer is not A. Eval batches come from their own generator stream.
-class InductionHeads : public Task {
+class InductionHeads : public SymbolSequenceTask {
  public:
   /// Throws TaskError unless seq_len is in [3, 65536] and n_symbols in [3, 4096].
   explicit InductionHeads(SymbolSequenceConfig config);
   std::string name() const override { return "induction"; }
-  std::size_t vocab_size() const override { return config_.n_symbols; }
-  std::size_t seq_len() const override { return config_.seq_len; }
   double chance_loss() const override;
-  const SymbolSequenceConfig& config() const { return config_; }
 
  private:
   Batch make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const override;
-  SymbolSequenceConfig config_;
 };
 
 }  // namespace xgrad::data

@@ -28,12 +28,11 @@ struct InputFile {
 std::string hash_text(std::uint64_t hash);
 
 /// XXH3-64 over bytes fed in pieces (xxHash, Debian's libxxhash-dev, used header-only).
+/// Not copyable (it owns its state).
 class ContentHash {
  public:
   ContentHash();
   ~ContentHash();
-  ContentHash(const ContentHash&) = delete;
-  ContentHash& operator=(const ContentHash&) = delete;
   void update(const void* data, std::size_t size);
   std::uint64_t digest() const;
 

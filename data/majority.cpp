@@ -14,7 +14,7 @@ const Registration<TaskEntry> registration{
     symbol_sequence_task<Majority>("majority", "majority: answer the most frequent symbol of the sequence", 50)};
 }  // namespace
 
-Majority::Majority(SymbolSequenceConfig config) : config_(config) {
+Majority::Majority(SymbolSequenceConfig config) : SymbolSequenceTask(config) {
   check_setting("majority", "seq_len", config_.seq_len, 1, kMaxSeqLen);
   check_setting("majority", "n_symbols", config_.n_symbols, 2, kMaxMajoritySymbols);
 }

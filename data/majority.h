@@ -17,20 +17,16 @@ inline constexpr std::size_t kMaxMajoritySymbols = 64;
 /// sharp, saturated attention is of no use here: the contrast to kv_recall.
 /// T = seq_len; vocabulary = n_symbols; the loss is taken at position T-1 only. Chance loss: ln(n_symbols).
 /// Eval batches come from their own generator stream.
-class Majority : public Task {
+class Majority : public SymbolSequenceTask {
  public:
   /// Throws TaskError unless seq_len is in [1, 65536] and n_symbols in [2, 64] (a small alphabet: with many symbols
   /// most draws tie and the redrawing gets slow).
   explicit Majority(SymbolSequenceConfig config);
   std::string name() const override { return "majority"; }
-  std::size_t vocab_size() const override { return config_.n_symbols; }
-  std::size_t seq_len() const override { return config_.seq_len; }
   double chance_loss() const override;
-  const SymbolSequenceConfig& config() const { return config_; }
 
  private:
   Batch make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const override;
-  SymbolSequenceConfig config_;
 };
 
 }  // namespace xgrad::data

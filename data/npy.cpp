@@ -30,7 +30,10 @@ class HeaderParser {
     expect('{');
     while (true) {
       skip_space();
-      if (peek() == '}') break;
+      if (peek() == '}') {
+        ++pos_;
+        break;
+      }
       const std::string key = string_literal();
       if (!seen.insert(key).second) throw fail("the header repeats the key '" + key + "'");
       skip_space();
@@ -47,14 +50,8 @@ class HeaderParser {
       } else {
         throw fail("the header has an unknown key '" + key + "' (allowed: descr, fortran_order, shape)");
       }
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (peek() != '}') throw fail("expected ',' or '}' at header byte " + std::to_string(pos_));
+      if (!next_item('}', "")) break;
     }
-    ++pos_;  // '}'
     skip_space();
     if (pos_ != s_.size()) throw fail("the header has text after its closing '}'");
     for (const char* key : {"descr", "fortran_order", "shape"})
@@ -66,6 +63,18 @@ class HeaderParser {
   char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
   void skip_space() {
     while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r')) ++pos_;
+  }
+  // After an item of a dict or tuple: true past a ',' (another item may follow), false past `close` (the end).
+  bool next_item(char close, const char* where) {
+    skip_space();
+    if (peek() == ',') {
+      ++pos_;
+      return true;
+    }
+    if (peek() != close)
+      throw fail(std::string("expected ',' or '") + close + "'" + where + " at header byte " + std::to_string(pos_));
+    ++pos_;
+    return false;
   }
   void expect(char c) {
     if (peek() != c) throw fail(std::string("expected '") + c + "' at header byte " + std::to_string(pos_));
@@ -100,7 +109,10 @@ class HeaderParser {
     expect('(');
     while (true) {
       skip_space();
-      if (peek() == ')') break;
+      if (peek() == ')') {
+        ++pos_;
+        break;
+      }
       if (peek() < '0' || peek() > '9') throw fail("shape holds something other than whole numbers");
       std::size_t v = 0;
       while (peek() >= '0' && peek() <= '9') {
@@ -112,14 +124,8 @@ class HeaderParser {
       if (peek() == 'L') ++pos_;  // Python 2 long literal, as old numpy versions wrote
       dims.push_back(v);
       if (dims.size() > 32) throw fail("shape has more than 32 dimensions");
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (peek() != ')') throw fail("expected ',' or ')' in shape at header byte " + std::to_string(pos_));
+      if (!next_item(')', " in shape")) break;
     }
-    ++pos_;  // ')'
     return dims;
   }
 

@@ -42,6 +42,19 @@ inline SymbolSequenceConfig symbol_sequence_config(const SettingValues& values) 
   return SymbolSequenceConfig{values.get<std::size_t>("seq_len"), values.get<std::size_t>("n_symbols")};
 }
 
+/// A task whose sequences are seq_len symbols of an alphabet of n_symbols, which is its vocabulary (induction,
+/// majority): what such a task reports of its SymbolSequenceConfig.
+class SymbolSequenceTask : public Task {
+ public:
+  std::size_t vocab_size() const override { return config_.n_symbols; }
+  std::size_t seq_len() const override { return config_.seq_len; }
+  const SymbolSequenceConfig& config() const { return config_; }
+
+ protected:
+  explicit SymbolSequenceTask(SymbolSequenceConfig config) : config_(config) {}
+  SymbolSequenceConfig config_;
+};
+
 /// Throws TaskError "<task>: <setting> must be in [min, max], got <value>" unless min <= value <= max.
 inline void check_setting(const std::string& task, const std::string& setting, std::size_t value, std::size_t min,
                           std::size_t max) {

@@ -339,14 +339,8 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
 
 ScaledAttentionLayer::ScaledAttentionLayer(const AttentionLayerContext& c, const std::string& layer)
     : d_model(c.d_model), d_k(c.d_k), causal(c.causal), init_gain(c.init_gain), heads_(c.n_heads) {
-  ScalingContext context;
-  context.d_model = c.d_model;
-  context.n_heads = c.n_heads;
-  context.d_k = c.d_k;
-  context.max_seq_len = c.max_seq_len;
-  context.causal = c.causal;
-  context.settings = c.settings;
-  std::shared_ptr<AttentionScaling> built = make_scaling(c.scale, std::move(context));
+  std::shared_ptr<AttentionScaling> built =
+      make_scaling(c.scale, ScalingContext{c.d_model, c.n_heads, c.d_k, c.max_seq_len, c.causal, c.settings});
   if (built->transforms_weights())
     throw Error(layer + ": scaling '" + c.scale + "' transforms W_q and W_k, which only " + layer +
                 " knows the shapes of; choose another --scale");
@@ -392,14 +386,8 @@ MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads
   if (d_k == 0) d_k = d_model / n_heads;
   if (!out_proj) check_without_out_proj(d_model, n_heads, d_k);
   // Built before the projections draw their weights, so an unknown name fails before any work.
-  ScalingContext context;
-  context.d_model = d_model;
-  context.n_heads = n_heads;
-  context.d_k = d_k;
-  context.max_seq_len = max_seq_len;
-  context.causal = causal;
-  context.settings = settings;
-  std::shared_ptr<AttentionScaling> built = make_scaling(scale, std::move(context));
+  std::shared_ptr<AttentionScaling> built =
+      make_scaling(scale, ScalingContext{d_model, n_heads, d_k, max_seq_len, causal, settings});
   const std::size_t inner = n_heads * d_k;
   w_q = register_module("w_q", std::make_shared<Linear>(d_model, inner, false, gen));
   w_k = register_module("w_k", std::make_shared<Linear>(d_model, inner, false, gen));

@@ -42,32 +42,28 @@ double qk_spectral_norm(const xt::xarray<T>& w_q, const xt::xarray<T>& w_k, std:
       for (double& e : x) e /= n;
     return n;
   };
+  // out = outer (inner^T in), through the d_k-vector mid.
+  auto multiply = [&](const xt::xarray<T>& outer, const xt::xarray<T>& inner, const std::vector<double>& in,
+                      std::vector<double>& mid, std::vector<double>& out) {
+    std::fill(mid.begin(), mid.end(), 0.0);
+    for (std::size_t i = 0; i < d; ++i)
+      for (std::size_t c = 0; c < d_k; ++c) mid[c] += at(inner, i, c) * in[i];
+    for (std::size_t i = 0; i < d; ++i) {
+      double s = 0;
+      for (std::size_t c = 0; c < d_k; ++c) s += at(outer, i, c) * mid[c];
+      out[i] = s;
+    }
+  };
   normalise(v);
   double sigma = 0;
   for (std::size_t it = 0; it < std::max<std::size_t>(max_iterations, 1); ++it) {
-    // u = M v = W_q (W_k^T v)
-    std::fill(a.begin(), a.end(), 0.0);
-    for (std::size_t i = 0; i < d; ++i)
-      for (std::size_t c = 0; c < d_k; ++c) a[c] += at(w_k, i, c) * v[i];
-    for (std::size_t i = 0; i < d; ++i) {
-      double s = 0;
-      for (std::size_t c = 0; c < d_k; ++c) s += at(w_q, i, c) * a[c];
-      u[i] = s;
-    }
+    multiply(w_q, w_k, v, a, u);  // u = M v = W_q (W_k^T v)
     const double next = normalise(u);
     if (next == 0) return 0.0;  // v in M's null space: M is zero (the start vector is generic)
     const bool converged = it > 0 && next - sigma <= tolerance * next;
     sigma = next;
     if (converged) break;
-    // v = M^T u = W_k (W_q^T u), normalised
-    std::fill(b.begin(), b.end(), 0.0);
-    for (std::size_t i = 0; i < d; ++i)
-      for (std::size_t c = 0; c < d_k; ++c) b[c] += at(w_q, i, c) * u[i];
-    for (std::size_t i = 0; i < d; ++i) {
-      double s = 0;
-      for (std::size_t c = 0; c < d_k; ++c) s += at(w_k, i, c) * b[c];
-      v[i] = s;
-    }
+    multiply(w_k, w_q, u, b, v);  // v = M^T u = W_k (W_q^T u), normalised
     if (normalise(v) == 0) return sigma;
   }
   return sigma;

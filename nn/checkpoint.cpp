@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include "common/repeated_keys.h"
+
 namespace xgrad::nn {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -83,26 +85,14 @@ class Parser {
   // A valid header is an object of objects holding one array each: anything deeper is refused while parsing, so a
   // hostile header cannot build a deep tree. Repeated keys are refused too (JSON parsers differ on which one wins).
   json parse_header(const char* text, std::size_t n) const {
-    std::vector<std::set<std::string>> keys;
+    RepeatedKeys keys;
     const auto callback = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
-      switch (event) {
-        case json::parse_event_t::object_start:
-          if (depth > 1) throw fail("the header nests objects deeper than a safetensors header does");
-          keys.emplace_back();
-          break;
-        case json::parse_event_t::array_start:
-          if (depth > 2) throw fail("the header nests arrays deeper than a safetensors header does");
-          break;
-        case json::parse_event_t::key:
-          if (!keys.back().insert(parsed.get<std::string>()).second)
-            throw fail("the header repeats the key '" + parsed.get<std::string>() + "'");
-          break;
-        case json::parse_event_t::object_end:
-          keys.pop_back();
-          break;
-        default:
-          break;
-      }
+      if (event == json::parse_event_t::object_start && depth > 1)
+        throw fail("the header nests objects deeper than a safetensors header does");
+      if (event == json::parse_event_t::array_start && depth > 2)
+        throw fail("the header nests arrays deeper than a safetensors header does");
+      const std::string repeated = keys.repeated(event, parsed);
+      if (!repeated.empty()) throw fail("the header repeats the key '" + repeated + "'");
       return true;
     };
     try {
