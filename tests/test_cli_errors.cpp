@@ -33,6 +33,7 @@ std::vector<std::string> on_cpu_0(const std::vector<std::string>& args) {
 
 }  // namespace
 
+// function-lengths: a table of inputs (each bad invocation, its exit code and message, one line each)
 TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-line message naming the flag") {
   const TempDir root("cli_errors");
   fs::create_directories(root / "empty");
