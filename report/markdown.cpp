@@ -129,59 +129,106 @@ std::string shown_path(const std::string& dir, const std::string& out_dir) {
 
 }  // namespace
 
+namespace {
+
+// What one scale pair's sentence says of training: entropy and score spread at the start, final loss and accuracy,
+// the steps to each threshold.
+void training_parts(const Comparison& c, const ArmStats& r, const ArmStats& o, std::vector<std::string>& parts) {
+  if (std::isfinite(r.entropy_first.mean) && std::isfinite(o.entropy_first.mean)) {
+    std::string p = fmt::format("attention entropy {} is {} nats {} vs {} with {}", start_phrase(r, o),
+                                format_number(r.entropy_first.mean, 2),
+                                mode_name(r) == "unscaled" ? "without scaling" : "with " + mode_name(r),
+                                format_number(o.entropy_first.mean, 2), mode_name(o));
+    if (std::isfinite(r.entropy_last.mean) && std::isfinite(o.entropy_last.mean))
+      p += fmt::format(" (at the end {} vs {})", format_number(r.entropy_last.mean, 2),
+                       format_number(o.entropy_last.mean, 2));
+    parts.push_back(p);
+  }
+  if (std::isfinite(r.score_std_first.mean) && std::isfinite(o.score_std_first.mean))
+    parts.push_back(fmt::format("score std {} {} vs {} (at the end {} vs {})", start_phrase(r, o),
+                                sig(r.score_std_first.mean), sig(o.score_std_first.mean), sig(r.score_std_last.mean),
+                                sig(o.score_std_last.mean)));
+  if (r.final_loss.n > 0 || o.final_loss.n > 0)
+    parts.push_back(fmt::format("final loss {} vs {}, final accuracy {} vs {}", final_loss_phrase(r),
+                                final_loss_phrase(o), format_number(r.final_accuracy.mean, 2),
+                                format_number(o.final_accuracy.mean, 2)));
+  else
+    parts.push_back("no final loss on either side (every run diverged)");
+  if (std::isfinite(r.loss_threshold))
+    parts.push_back(fmt::format("{}: {} vs {}", loss_name(r),
+                                steps_phrase(r.reached_loss, r.kept.size(), r.mean_step_to_loss),
+                                steps_phrase(o.reached_loss, o.kept.size(), o.mean_step_to_loss)));
+  parts.push_back(fmt::format("{}: {} vs {}", accuracy_name(c),
+                              steps_phrase(r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy),
+                              steps_phrase(o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy)));
+}
+
+// What one scale pair's sentence says of the W_q and W_k gradients: their mean norm and the steps where they vanish.
+void gradient_parts(const ArmStats& r, const ArmStats& o, std::vector<std::string>& parts) {
+  if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean))
+    parts.push_back(fmt::format("mean gradient norm of W_q {} vs {} and of W_k {} vs {}",
+                                sig(r.mean_grad_norm_w_q.mean), sig(o.mean_grad_norm_w_q.mean),
+                                sig(r.mean_grad_norm_w_k.mean), sig(o.mean_grad_norm_w_k.mean)));
+  const double zr = std::max(r.frac_zero_grad_w_q.mean, r.frac_zero_grad_w_k.mean);
+  const double zo = std::max(o.frac_zero_grad_w_q.mean, o.frac_zero_grad_w_k.mean);
+  if (zr > 0 || zo > 0)
+    parts.push_back(fmt::format("steps with an exactly-zero gradient: W_q {} vs {}, W_k {} vs {}",
+                                format_percent(r.frac_zero_grad_w_q.mean), format_percent(o.frac_zero_grad_w_q.mean),
+                                format_percent(r.frac_zero_grad_w_k.mean), format_percent(o.frac_zero_grad_w_k.mean)));
+  else if (std::isfinite(zr) && std::isfinite(zo))
+    parts.push_back("no step had an exactly-zero W_q or W_k gradient");
+  const double nr = std::max(r.frac_near_zero_grad_w_q.mean, r.frac_near_zero_grad_w_k.mean);
+  const double no = std::max(o.frac_near_zero_grad_w_q.mean, o.frac_near_zero_grad_w_k.mean);
+  if (nr > 0 || no > 0)
+    parts.push_back(
+        fmt::format("steps with a gradient norm below {} its step-0 norm: W_q {} vs {}, W_k {} vs {}", near_zero_name(),
+                    format_percent(r.frac_near_zero_grad_w_q.mean), format_percent(o.frac_near_zero_grad_w_q.mean),
+                    format_percent(r.frac_near_zero_grad_w_k.mean), format_percent(o.frac_near_zero_grad_w_k.mean)));
+}
+
+// LR sensitivity, per set of LR groups that differ only in scale.
+std::string lr_sentence(const Comparison& c, const std::vector<const LrGroup*>& groups,
+                        const std::vector<std::string>& extra) {
+  std::vector<std::string> parts;
+  for (const LrGroup* g : groups) {
+    const ArmStats& first = c.arms[g->arms.front()];
+    std::vector<std::string> lrs;
+    for (auto a : g->arms) lrs.push_back(setting_text(c.arms[a].settings, "lr"));
+    parts.push_back(fmt::format("{} {} (best lr {}, over lr {})", format_number(g->sensitivity), mode_name(first),
+                                setting_text(c.arms[g->best_arm].settings, "lr"), join(lrs, ", ")));
+  }
+  // Sensitivities over different sets of learning rates do not compare: the unscaled group against each other
+  // scaling over the learning rates both hold, where those sets differ.
+  std::vector<std::string> shared;
+  const LrGroup* ref = groups.front();
+  for (const LrGroup* g : groups) {
+    if (g == ref || !is_reference_scale(c.arms[ref->arms.front()].scale())) continue;
+    const LrComparison cmp = compare_lr_sensitivity(c, *ref, *g);
+    if (cmp.lrs.size() == ref->arms.size() && cmp.lrs.size() == g->arms.size()) continue;
+    std::vector<std::string> lrs;
+    for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));
+    shared.push_back(
+        cmp.lrs.size() < 2
+            ? fmt::format("unscaled and {} share fewer than two learning rates", c.arms[g->arms.front()].scale())
+            : fmt::format("over the learning rates unscaled and {} share ({}): {} vs {}",
+                          c.arms[g->arms.front()].scale(), join(lrs, ", "), format_number(cmp.sensitivity_a),
+                          format_number(cmp.sensitivity_b)));
+  }
+  return fmt::format("LR sensitivity at {}: {}{}.",
+                     arm_label(c.arms[groups.front()->arms.front()], extra, {"scale", "lr"}), join(parts, " vs "),
+                     shared.empty() ? "" : "; " + join(shared, "; "));
+}
+
+}  // namespace
+
 std::vector<std::string> scale_sentences(const Comparison& c) {
   std::vector<std::string> out;
   for (const auto& [ref, other, label] : scale_pairs(c)) {
     const ArmStats& r = *ref;
     const ArmStats& o = *other;
     std::vector<std::string> parts;
-    if (std::isfinite(r.entropy_first.mean) && std::isfinite(o.entropy_first.mean)) {
-      std::string p = fmt::format("attention entropy {} is {} nats {} vs {} with {}", start_phrase(r, o),
-                                  format_number(r.entropy_first.mean, 2),
-                                  mode_name(r) == "unscaled" ? "without scaling" : "with " + mode_name(r),
-                                  format_number(o.entropy_first.mean, 2), mode_name(o));
-      if (std::isfinite(r.entropy_last.mean) && std::isfinite(o.entropy_last.mean))
-        p += fmt::format(" (at the end {} vs {})", format_number(r.entropy_last.mean, 2),
-                         format_number(o.entropy_last.mean, 2));
-      parts.push_back(p);
-    }
-    if (std::isfinite(r.score_std_first.mean) && std::isfinite(o.score_std_first.mean))
-      parts.push_back(fmt::format("score std {} {} vs {} (at the end {} vs {})", start_phrase(r, o),
-                                  sig(r.score_std_first.mean), sig(o.score_std_first.mean), sig(r.score_std_last.mean),
-                                  sig(o.score_std_last.mean)));
-    if (r.final_loss.n > 0 || o.final_loss.n > 0)
-      parts.push_back(fmt::format("final loss {} vs {}, final accuracy {} vs {}", final_loss_phrase(r),
-                                  final_loss_phrase(o), format_number(r.final_accuracy.mean, 2),
-                                  format_number(o.final_accuracy.mean, 2)));
-    else
-      parts.push_back("no final loss on either side (every run diverged)");
-    if (std::isfinite(r.loss_threshold))
-      parts.push_back(fmt::format("{}: {} vs {}", loss_name(r),
-                                  steps_phrase(r.reached_loss, r.kept.size(), r.mean_step_to_loss),
-                                  steps_phrase(o.reached_loss, o.kept.size(), o.mean_step_to_loss)));
-    parts.push_back(fmt::format("{}: {} vs {}", accuracy_name(c),
-                                steps_phrase(r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy),
-                                steps_phrase(o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy)));
-    if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean))
-      parts.push_back(fmt::format("mean gradient norm of W_q {} vs {} and of W_k {} vs {}",
-                                  sig(r.mean_grad_norm_w_q.mean), sig(o.mean_grad_norm_w_q.mean),
-                                  sig(r.mean_grad_norm_w_k.mean), sig(o.mean_grad_norm_w_k.mean)));
-    const double zr = std::max(r.frac_zero_grad_w_q.mean, r.frac_zero_grad_w_k.mean);
-    const double zo = std::max(o.frac_zero_grad_w_q.mean, o.frac_zero_grad_w_k.mean);
-    if (zr > 0 || zo > 0)
-      parts.push_back(fmt::format("steps with an exactly-zero gradient: W_q {} vs {}, W_k {} vs {}",
-                                  format_percent(r.frac_zero_grad_w_q.mean), format_percent(o.frac_zero_grad_w_q.mean),
-                                  format_percent(r.frac_zero_grad_w_k.mean),
-                                  format_percent(o.frac_zero_grad_w_k.mean)));
-    else if (std::isfinite(zr) && std::isfinite(zo))
-      parts.push_back("no step had an exactly-zero W_q or W_k gradient");
-    const double nr = std::max(r.frac_near_zero_grad_w_q.mean, r.frac_near_zero_grad_w_k.mean);
-    const double no = std::max(o.frac_near_zero_grad_w_q.mean, o.frac_near_zero_grad_w_k.mean);
-    if (nr > 0 || no > 0)
-      parts.push_back(fmt::format(
-          "steps with a gradient norm below {} its step-0 norm: W_q {} vs {}, W_k {} vs {}", near_zero_name(),
-          format_percent(r.frac_near_zero_grad_w_q.mean), format_percent(o.frac_near_zero_grad_w_q.mean),
-          format_percent(r.frac_near_zero_grad_w_k.mean), format_percent(o.frac_near_zero_grad_w_k.mean)));
+    training_parts(c, r, o, parts);
+    gradient_parts(r, o, parts);
     parts.push_back(fmt::format("diverged {} vs {}", diverged_phrase(r), diverged_phrase(o)));
     out.push_back(fmt::format("At {}, {} ({}) vs {} ({}): {}.", label, mode_name(r), seeds(r), mode_name(o), seeds(o),
                               join(parts, "; ")));
@@ -196,37 +243,7 @@ std::vector<std::string> scale_sentences(const Comparison& c) {
     if (by_rest.find(key) == by_rest.end()) order.push_back(key);
     by_rest[key].push_back(&g);
   }
-  for (const auto& key : order) {
-    const auto& groups = by_rest[key];
-    std::vector<std::string> parts;
-    for (const LrGroup* g : groups) {
-      const ArmStats& first = c.arms[g->arms.front()];
-      std::vector<std::string> lrs;
-      for (auto a : g->arms) lrs.push_back(setting_text(c.arms[a].settings, "lr"));
-      parts.push_back(fmt::format("{} {} (best lr {}, over lr {})", format_number(g->sensitivity), mode_name(first),
-                                  setting_text(c.arms[g->best_arm].settings, "lr"), join(lrs, ", ")));
-    }
-    // Sensitivities over different sets of learning rates do not compare: the unscaled group against each other
-    // scaling over the learning rates both hold, where those sets differ.
-    std::vector<std::string> shared;
-    const LrGroup* ref = groups.front();
-    for (const LrGroup* g : groups) {
-      if (g == ref || !is_reference_scale(c.arms[ref->arms.front()].scale())) continue;
-      const LrComparison cmp = compare_lr_sensitivity(c, *ref, *g);
-      if (cmp.lrs.size() == ref->arms.size() && cmp.lrs.size() == g->arms.size()) continue;
-      std::vector<std::string> lrs;
-      for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));
-      shared.push_back(
-          cmp.lrs.size() < 2
-              ? fmt::format("unscaled and {} share fewer than two learning rates", c.arms[g->arms.front()].scale())
-              : fmt::format("over the learning rates unscaled and {} share ({}): {} vs {}",
-                            c.arms[g->arms.front()].scale(), join(lrs, ", "), format_number(cmp.sensitivity_a),
-                            format_number(cmp.sensitivity_b)));
-    }
-    out.push_back(fmt::format("LR sensitivity at {}: {}{}.",
-                              arm_label(c.arms[groups.front()->arms.front()], extra, {"scale", "lr"}),
-                              join(parts, " vs "), shared.empty() ? "" : "; " + join(shared, "; ")));
-  }
+  for (const auto& key : order) out.push_back(lr_sentence(c, by_rest[key], extra));
   return out;
 }
 
@@ -248,157 +265,180 @@ std::vector<std::string> no_scaling_comparison_notes(const Comparison& c) {
   return out;
 }
 
-StoryChecks story_checks(const Comparison& c) {
-  StoryChecks checks;
-  for (const auto& [ref, other, label] : scale_pairs(c)) {
-    const ArmStats& r = *ref;
-    const ArmStats& o = *other;
-    if (!is_reference_scale(r.scale())) continue;
-    // Diverged runs are left out of every number below; the head says how many, so no reader takes them as counted.
-    std::string left_out;
-    if (!r.diverged_steps.empty() || !o.diverged_steps.empty())
-      left_out = fmt::format(" ({} unscaled and {} {} run{} diverged, left out)", r.diverged_steps.size(),
-                             o.diverged_steps.size(), o.scale(),
-                             r.diverged_steps.size() + o.diverged_steps.size() == 1 ? "" : "s");
-    const std::string head = fmt::format("{}, unscaled vs {}{}: ", label, mode_name(o), left_out);
-    std::vector<std::string> holds, fails, undecided;
+namespace {
 
-    const double er = r.entropy_first.mean, eo = o.entropy_first.mean;
-    if (std::isfinite(er) && std::isfinite(eo)) {
-      const std::string nums =
-          fmt::format("entropy {} {} vs {} nats", start_phrase(r, o), format_number(er, 2), format_number(eo, 2));
-      if (er < eo)
-        holds.push_back("unscaled attention starts more saturated (" + nums + ")");
-      else
-        fails.push_back("unscaled attention does not start more saturated (" + nums + ")");
-    }
+// What one comparison of unscaled with another scaling finds for the usual story, against it, or not decided.
+struct Verdicts {
+  std::vector<std::string> holds, fails, undecided;
+};
 
-    for (const auto& [name, gr, go] :
-         {std::tuple<std::string, double, double>{"W_q", r.mean_grad_norm_w_q.mean, o.mean_grad_norm_w_q.mean},
-          std::tuple<std::string, double, double>{"W_k", r.mean_grad_norm_w_k.mean, o.mean_grad_norm_w_k.mean}}) {
-      if (!std::isfinite(gr) || !std::isfinite(go)) continue;
-      const std::string nums = fmt::format("mean gradient norm {} vs {}", sig(gr), sig(go));
-      if (gr < go)
-        holds.push_back(fmt::format("unscaled {} gets less gradient ({})", name, nums));
-      else
-        fails.push_back(
-            fmt::format("unscaled {} gradients are not smaller but {} ({})", name, gr > go ? "larger" : "equal", nums));
-    }
-
-    for (const auto& [name, zr, zo] :
-         {std::tuple<std::string, double, double>{"W_q", r.frac_zero_grad_w_q.mean, o.frac_zero_grad_w_q.mean},
-          std::tuple<std::string, double, double>{"W_k", r.frac_zero_grad_w_k.mean, o.frac_zero_grad_w_k.mean}}) {
-      if (!std::isfinite(zr) || !std::isfinite(zo) || (zr == 0 && zo == 0)) continue;
-      const std::string nums = fmt::format("{} vs {} of steps", format_percent(zr), format_percent(zo));
-      if (zr > zo)
-        holds.push_back(fmt::format("unscaled {} gets an exactly-zero gradient more often ({})", name, nums));
-      else if (zr < zo)
-        fails.push_back(
-            fmt::format("{} {} gets an exactly-zero gradient more often than unscaled ({})", o.scale(), name, nums));
-      else
-        undecided.push_back(fmt::format("{} gets an exactly-zero gradient equally often ({})", name, nums));
-    }
-
-    if (r.final_loss.n > 0 && o.final_loss.n > 0) {
-      using V = LossComparison::Verdict;
-      const LossComparison lc = compare_final_loss(c, r, o);
-      const std::string nums =
-          fmt::format("final loss {} vs {}", format_mean_sd(r.final_loss), format_mean_sd(o.final_loss));
-      const std::string both = fmt::format("{} seed{} both arms have", lc.n_shared, lc.n_shared == 1 ? "" : "s");
-      const std::string each = lc.n_shared == 1 ? "in the 1 seed both arms have" : "in each of the " + both;
-      if (lc.neither_learned) {
-        const double chance = r.settings.value("chance_loss", kNoValue);
-        undecided.push_back(fmt::format("neither learned ({}{}): which trains better is not decided", nums,
-                                        std::isfinite(chance) ? ", chance " + format_number(chance) : std::string()));
-      } else if (lc.paired) {
-        if (lc.verdict == V::b_lower)
-          holds.push_back("unscaled trains worse (" + nums + "; higher by more than 2% " + each + ")");
-        else if (lc.verdict == V::a_lower)
-          fails.push_back("unscaled trains better (" + nums + "; lower by more than 2% " + each + ")");
-        else if (lc.verdict == V::about_same)
-          fails.push_back("unscaled trains as well (" + nums + "; within 2% " + each + ")");
-        else
-          undecided.push_back(fmt::format(
-              "final loss not decided: the seeds disagree (unscaled lower in {}, higher "
-              "in {}{} of the {}; {})",
-              lc.a_lower, lc.b_lower, lc.same ? fmt::format(", within 2% in {}", lc.same) : std::string(), both, nums));
-      } else {
-        const std::string by_means = fmt::format(
-            "; no seed in common, so by the means: the difference is {} {}, the "
-            "larger seed sd or 2% of the loss",
-            lc.verdict == V::about_same ? "within" : "more than", format_number(lc.tolerance));
-        if (lc.verdict == V::b_lower)
-          holds.push_back("unscaled trains worse (" + nums + by_means + ")");
-        else if (lc.verdict == V::about_same)
-          fails.push_back("unscaled trains as well (" + nums + by_means + ")");
-        else
-          fails.push_back("unscaled trains better (" + nums + by_means + ")");
-      }
-    }
-
-    // The story holds when fewer unscaled seeds reach the threshold, or when every seed of both arms reaches it and
-    // unscaled is later by more than equal_step_tolerance; a near tie is "about the same", not a result.
-    auto threshold = [&](const std::string& what, const Reach& u, const Reach& s) {
-      const std::string nums =
-          fmt::format("{} vs {}", steps_phrase(u.reached, u.n, u.step), steps_phrase(s.reached, s.n, s.step));
-      if (u.n == 0 || s.n == 0) {
-        undecided.push_back(fmt::format("{}: every run of {} diverged", what,
-                                        u.n == 0 && s.n == 0 ? "both unscaled and " + o.scale()
-                                        : u.n == 0           ? std::string("unscaled")
-                                                             : o.scale()));
-        return;
-      }
-      if (u.reached == 0 && s.reached == 0) {
-        undecided.push_back(fmt::format("neither reaches {}", what));
-        return;
-      }
-      const double tol = equal_step_tolerance(u.step, u.sd, s.step, s.sd);
-      const bool later = u.reached > 0 && s.reached > 0 && u.step - s.step > tol;
-      const bool sooner = u.reached > 0 && s.reached > 0 && s.step - u.step > tol;
-      const std::string within = fmt::format("within {} steps", format_number(tol, 0));
-      const std::size_t u_share = u.reached * s.n, s_share = s.reached * u.n;  // reached / n, cross-multiplied
-      if (u_share < s_share) {
-        holds.push_back(fmt::format("unscaled reaches {} in fewer seeds ({}{})", what, nums,
-                                    u.reached == 0 || later ? "" : "; the unscaled seeds that reach it are not later"));
-      } else if (u_share > s_share) {
-        fails.push_back(fmt::format("unscaled reaches {} in more seeds ({})", what, nums));
-      } else if (u.reached < u.n) {
-        undecided.push_back(fmt::format("unscaled and {} reach {} in as many seeds ({}), {} in the seeds that do",
-                                        o.scale(), what, nums,
-                                        later    ? "unscaled later"
-                                        : sooner ? "unscaled sooner"
-                                                 : "about as soon, " + within));
-      } else if (later) {
-        holds.push_back(
-            fmt::format("unscaled reaches {} later ({}; by more than {} steps)", what, nums, format_number(tol, 0)));
-      } else if (sooner) {
-        fails.push_back(fmt::format("unscaled reaches {} sooner ({})", what, nums));
-      } else {
-        undecided.push_back(fmt::format("unscaled reaches {} at about the same step ({}; {})", what, nums, within));
-      }
-    };
-    if (std::isfinite(r.loss_threshold))
-      threshold(loss_name(r), {r.reached_loss, r.kept.size(), r.mean_step_to_loss, r.sd_step_to_loss},
-                {o.reached_loss, o.kept.size(), o.mean_step_to_loss, o.sd_step_to_loss});
-    threshold(accuracy_name(c), {r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy, r.sd_step_to_accuracy},
-              {o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy});
-
-    const double dr = r.used.empty() ? 0 : static_cast<double>(r.diverged_steps.size()) / r.used.size();
-    const double dd = o.used.empty() ? 0 : static_cast<double>(o.diverged_steps.size()) / o.used.size();
-    if (!o.diverged_steps.empty())
-      fails.push_back(
-          fmt::format("{} runs diverge ({}; unscaled: {})", o.scale(), diverged_phrase(o), diverged_phrase(r)));
+// Saturation: unscaled attention should start with the lower entropy.
+void check_saturation(const ArmStats& r, const ArmStats& o, Verdicts& v) {
+  const double er = r.entropy_first.mean, eo = o.entropy_first.mean;
+  if (std::isfinite(er) && std::isfinite(eo)) {
+    const std::string nums =
+        fmt::format("entropy {} {} vs {} nats", start_phrase(r, o), format_number(er, 2), format_number(eo, 2));
+    if (er < eo)
+      v.holds.push_back("unscaled attention starts more saturated (" + nums + ")");
     else
-      holds.push_back(fmt::format("{} runs do not diverge ({})", o.scale(), diverged_phrase(o)));
-    if (dr > dd)
-      holds.push_back(
-          fmt::format("unscaled runs diverge more often ({} vs {})", diverged_phrase(r), diverged_phrase(o)));
+      v.fails.push_back("unscaled attention does not start more saturated (" + nums + ")");
+  }
+}
 
-    if (!holds.empty()) checks.holds.push_back(head + join(holds, "; ") + ".");
-    if (!fails.empty()) checks.fails.push_back(head + join(fails, "; ") + ".");
-    if (!undecided.empty()) checks.undecided.push_back(head + join(undecided, "; ") + ".");
+// Gradients: unscaled W_q and W_k should get less gradient, and an exactly-zero one more often.
+void check_gradients(const ArmStats& r, const ArmStats& o, Verdicts& v) {
+  for (const auto& [name, gr, go] :
+       {std::tuple<std::string, double, double>{"W_q", r.mean_grad_norm_w_q.mean, o.mean_grad_norm_w_q.mean},
+        std::tuple<std::string, double, double>{"W_k", r.mean_grad_norm_w_k.mean, o.mean_grad_norm_w_k.mean}}) {
+    if (!std::isfinite(gr) || !std::isfinite(go)) continue;
+    const std::string nums = fmt::format("mean gradient norm {} vs {}", sig(gr), sig(go));
+    if (gr < go)
+      v.holds.push_back(fmt::format("unscaled {} gets less gradient ({})", name, nums));
+    else
+      v.fails.push_back(
+          fmt::format("unscaled {} gradients are not smaller but {} ({})", name, gr > go ? "larger" : "equal", nums));
   }
 
+  for (const auto& [name, zr, zo] :
+       {std::tuple<std::string, double, double>{"W_q", r.frac_zero_grad_w_q.mean, o.frac_zero_grad_w_q.mean},
+        std::tuple<std::string, double, double>{"W_k", r.frac_zero_grad_w_k.mean, o.frac_zero_grad_w_k.mean}}) {
+    if (!std::isfinite(zr) || !std::isfinite(zo) || (zr == 0 && zo == 0)) continue;
+    const std::string nums = fmt::format("{} vs {} of steps", format_percent(zr), format_percent(zo));
+    if (zr > zo)
+      v.holds.push_back(fmt::format("unscaled {} gets an exactly-zero gradient more often ({})", name, nums));
+    else if (zr < zo)
+      v.fails.push_back(
+          fmt::format("{} {} gets an exactly-zero gradient more often than unscaled ({})", o.scale(), name, nums));
+    else
+      v.undecided.push_back(fmt::format("{} gets an exactly-zero gradient equally often ({})", name, nums));
+  }
+}
+
+// Final loss: unscaled should train worse, by more than 2% in every shared seed (or, with none, by the means).
+void check_final_loss(const Comparison& c, const ArmStats& r, const ArmStats& o, Verdicts& v) {
+  if (r.final_loss.n > 0 && o.final_loss.n > 0) {
+    using V = LossComparison::Verdict;
+    const LossComparison lc = compare_final_loss(c, r, o);
+    const std::string nums =
+        fmt::format("final loss {} vs {}", format_mean_sd(r.final_loss), format_mean_sd(o.final_loss));
+    const std::string both = fmt::format("{} seed{} both arms have", lc.n_shared, lc.n_shared == 1 ? "" : "s");
+    const std::string each = lc.n_shared == 1 ? "in the 1 seed both arms have" : "in each of the " + both;
+    if (lc.neither_learned) {
+      const double chance = r.settings.value("chance_loss", kNoValue);
+      v.undecided.push_back(fmt::format("neither learned ({}{}): which trains better is not decided", nums,
+                                        std::isfinite(chance) ? ", chance " + format_number(chance) : std::string()));
+    } else if (lc.paired) {
+      if (lc.verdict == V::b_lower)
+        v.holds.push_back("unscaled trains worse (" + nums + "; higher by more than 2% " + each + ")");
+      else if (lc.verdict == V::a_lower)
+        v.fails.push_back("unscaled trains better (" + nums + "; lower by more than 2% " + each + ")");
+      else if (lc.verdict == V::about_same)
+        v.fails.push_back("unscaled trains as well (" + nums + "; within 2% " + each + ")");
+      else
+        v.undecided.push_back(fmt::format(
+            "final loss not decided: the seeds disagree (unscaled lower in {}, higher "
+            "in {}{} of the {}; {})",
+            lc.a_lower, lc.b_lower, lc.same ? fmt::format(", within 2% in {}", lc.same) : std::string(), both, nums));
+    } else {
+      const std::string by_means = fmt::format(
+          "; no seed in common, so by the means: the difference is {} {}, the "
+          "larger seed sd or 2% of the loss",
+          lc.verdict == V::about_same ? "within" : "more than", format_number(lc.tolerance));
+      if (lc.verdict == V::b_lower)
+        v.holds.push_back("unscaled trains worse (" + nums + by_means + ")");
+      else if (lc.verdict == V::about_same)
+        v.fails.push_back("unscaled trains as well (" + nums + by_means + ")");
+      else
+        v.fails.push_back("unscaled trains better (" + nums + by_means + ")");
+    }
+  }
+}
+
+// The story holds when fewer unscaled seeds reach the threshold, or when every seed of both arms reaches it and
+// unscaled is later by more than equal_step_tolerance; a near tie is "about the same", not a result. `scale`: the
+// other arm's scaling.
+void check_threshold(const std::string& what, const std::string& scale, const Reach& u, const Reach& s, Verdicts& v) {
+  const std::string nums =
+      fmt::format("{} vs {}", steps_phrase(u.reached, u.n, u.step), steps_phrase(s.reached, s.n, s.step));
+  if (u.n == 0 || s.n == 0) {
+    v.undecided.push_back(fmt::format("{}: every run of {} diverged", what,
+                                      u.n == 0 && s.n == 0 ? "both unscaled and " + scale
+                                      : u.n == 0           ? std::string("unscaled")
+                                                           : scale));
+    return;
+  }
+  if (u.reached == 0 && s.reached == 0) {
+    v.undecided.push_back(fmt::format("neither reaches {}", what));
+    return;
+  }
+  const double tol = equal_step_tolerance(u.step, u.sd, s.step, s.sd);
+  const bool later = u.reached > 0 && s.reached > 0 && u.step - s.step > tol;
+  const bool sooner = u.reached > 0 && s.reached > 0 && s.step - u.step > tol;
+  const std::string within = fmt::format("within {} steps", format_number(tol, 0));
+  const std::size_t u_share = u.reached * s.n, s_share = s.reached * u.n;  // reached / n, cross-multiplied
+  if (u_share < s_share) {
+    v.holds.push_back(fmt::format("unscaled reaches {} in fewer seeds ({}{})", what, nums,
+                                  u.reached == 0 || later ? "" : "; the unscaled seeds that reach it are not later"));
+  } else if (u_share > s_share) {
+    v.fails.push_back(fmt::format("unscaled reaches {} in more seeds ({})", what, nums));
+  } else if (u.reached < u.n) {
+    v.undecided.push_back(fmt::format("unscaled and {} reach {} in as many seeds ({}), {} in the seeds that do", scale,
+                                      what, nums,
+                                      later    ? "unscaled later"
+                                      : sooner ? "unscaled sooner"
+                                               : "about as soon, " + within));
+  } else if (later) {
+    v.holds.push_back(
+        fmt::format("unscaled reaches {} later ({}; by more than {} steps)", what, nums, format_number(tol, 0)));
+  } else if (sooner) {
+    v.fails.push_back(fmt::format("unscaled reaches {} sooner ({})", what, nums));
+  } else {
+    v.undecided.push_back(fmt::format("unscaled reaches {} at about the same step ({}; {})", what, nums, within));
+  }
+}
+
+// Divergence: the scaled runs should not diverge, and unscaled ones more often.
+void check_divergence(const ArmStats& r, const ArmStats& o, Verdicts& v) {
+  const double dr = r.used.empty() ? 0 : static_cast<double>(r.diverged_steps.size()) / r.used.size();
+  const double dd = o.used.empty() ? 0 : static_cast<double>(o.diverged_steps.size()) / o.used.size();
+  if (!o.diverged_steps.empty())
+    v.fails.push_back(
+        fmt::format("{} runs diverge ({}; unscaled: {})", o.scale(), diverged_phrase(o), diverged_phrase(r)));
+  else
+    v.holds.push_back(fmt::format("{} runs do not diverge ({})", o.scale(), diverged_phrase(o)));
+  if (dr > dd)
+    v.holds.push_back(
+        fmt::format("unscaled runs diverge more often ({} vs {})", diverged_phrase(r), diverged_phrase(o)));
+}
+
+// The checks of one scale pair whose reference is unscaled, each list headed by the pair.
+void pair_checks(const Comparison& c, const ArmStats& r, const ArmStats& o, const std::string& label,
+                 StoryChecks& checks) {
+  // Diverged runs are left out of every number below; the head says how many, so no reader takes them as counted.
+  std::string left_out;
+  if (!r.diverged_steps.empty() || !o.diverged_steps.empty())
+    left_out = fmt::format(" ({} unscaled and {} {} run{} diverged, left out)", r.diverged_steps.size(),
+                           o.diverged_steps.size(), o.scale(),
+                           r.diverged_steps.size() + o.diverged_steps.size() == 1 ? "" : "s");
+  const std::string head = fmt::format("{}, unscaled vs {}{}: ", label, mode_name(o), left_out);
+  Verdicts v;
+  check_saturation(r, o, v);
+  check_gradients(r, o, v);
+  check_final_loss(c, r, o, v);
+  if (std::isfinite(r.loss_threshold))
+    check_threshold(loss_name(r), o.scale(), {r.reached_loss, r.kept.size(), r.mean_step_to_loss, r.sd_step_to_loss},
+                    {o.reached_loss, o.kept.size(), o.mean_step_to_loss, o.sd_step_to_loss}, v);
+  check_threshold(accuracy_name(c), o.scale(),
+                  {r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy, r.sd_step_to_accuracy},
+                  {o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy}, v);
+
+  check_divergence(r, o, v);
+  if (!v.holds.empty()) checks.holds.push_back(head + join(v.holds, "; ") + ".");
+  if (!v.fails.empty()) checks.fails.push_back(head + join(v.fails, "; ") + ".");
+  if (!v.undecided.empty()) checks.undecided.push_back(head + join(v.undecided, "; ") + ".");
+}
+
+void lr_checks(const Comparison& c, StoryChecks& checks) {
   // LR sensitivity: an unscaled LR group against each LR group that differs from it only in scale, over the
   // learning rates both hold.
   const auto extra = without_own_scale_settings(c, distinguishing_keys(c.arms));
@@ -427,6 +467,15 @@ StoryChecks story_checks(const Comparison& c) {
         checks.fails.push_back(head + "unscaled is not more sensitive to the learning rate (" + nums + ").");
     }
   }
+}
+
+}  // namespace
+
+StoryChecks story_checks(const Comparison& c) {
+  StoryChecks checks;
+  for (const auto& [ref, other, label] : scale_pairs(c))
+    if (is_reference_scale(ref->scale())) pair_checks(c, *ref, *other, label, checks);
+  lr_checks(c, checks);
   return checks;
 }
 
@@ -484,13 +533,84 @@ std::vector<FindingLine> at_most_ten(std::vector<FindingLine> lines,
   return out;
 }
 
-}  // namespace
+// How the comparisons of one scaling with unscaled came out, over its scale pairs.
+struct ScalingVerdicts {
+  std::size_t better = 0, equal = 0, worse = 0, no_loss = 0, all_diverged = 0, not_learned = 0, disagree = 0;
+  std::size_t paired = 0, unpaired = 0;
+  std::size_t grad_q = 0, n_q = 0, grad_k = 0, n_k = 0;  // unscaled gradient larger, out of comparable pairs
+};
 
-std::vector<FindingLine> findings(const Comparison& c) {
-  std::vector<FindingLine> out;
-  if (c.runs.empty()) return out;
+ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<ScalePair>& pairs) {
+  ScalingVerdicts v;
+  for (const ScalePair& p : pairs) {
+    const ArmStats& r = *p.ref;
+    const ArmStats& o = *p.other;
+    const LossComparison lc = compare_final_loss(c, r, o);
+    (lc.n_shared ? v.paired : v.unpaired) += 1;
+    if (lc.no_final_loss) {
+      ++v.no_loss;
+      const auto diverged_out = [](const ArmStats& a) { return a.final_loss.n == 0 && a.kept.empty(); };
+      v.all_diverged += diverged_out(r) || diverged_out(o) ? 1 : 0;
+    } else if (lc.neither_learned) {
+      ++v.not_learned;
+    } else if (lc.verdict == LossComparison::Verdict::b_lower) {
+      ++v.better;
+    } else if (lc.verdict == LossComparison::Verdict::a_lower) {
+      ++v.worse;
+    } else if (lc.verdict == LossComparison::Verdict::about_same) {
+      ++v.equal;
+    } else {
+      ++v.disagree;
+    }
+    if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean)) {
+      ++v.n_q;
+      v.grad_q += r.mean_grad_norm_w_q.mean > o.mean_grad_norm_w_q.mean ? 1 : 0;
+    }
+    if (std::isfinite(r.mean_grad_norm_w_k.mean) && std::isfinite(o.mean_grad_norm_w_k.mean)) {
+      ++v.n_k;
+      v.grad_k += r.mean_grad_norm_w_k.mean > o.mean_grad_norm_w_k.mean ? 1 : 0;
+    }
+  }
+  return v;
+}
 
-  // Per scaling compared with unscaled: final loss and W_q / W_k gradient, counted over the scale pairs.
+// "<scaling> trains better than unscaled in k of n comparisons (rule); as well in ...; worse in ...; not decided".
+std::string verdict_line(const std::string& s, const ScalingVerdicts& v, std::size_t n) {
+  const std::string rule = !v.unpaired ? "final loss lower by more than 2% in every seed both arms have"
+                           : !v.paired ? "final loss lower by more than the larger seed sd or 2%"
+                                       : "final loss lower by more than 2% in every seed both arms have, or where "
+                                         "they share no seed by more than the larger seed sd or 2% of the mean";
+  std::string text = fmt::format("{} trains better than unscaled in {} of {} comparison{} ({})", s, v.better, n,
+                                 n == 1 ? "" : "s", rule);
+  if (v.equal) text += fmt::format("; as well in {}", v.equal);
+  if (v.worse) text += fmt::format("; worse in {}", v.worse);
+  const std::size_t undecided = v.no_loss + v.not_learned + v.disagree;
+  if (undecided) {
+    std::vector<std::string> why;
+    if (v.no_loss)
+      why.push_back(fmt::format("{} in {}",
+                                v.all_diverged == v.no_loss ? "every run of a side diverged"
+                                : v.all_diverged == 0       ? "a side has no finite final loss"
+                                                            : "every run of a side diverged, or a side has no finite "
+                                                              "final loss",
+                                v.no_loss));
+    if (v.not_learned) why.push_back(fmt::format("neither learned in {}", v.not_learned));
+    if (v.disagree) why.push_back(fmt::format("seeds disagree in {}", v.disagree));
+    text += fmt::format("; not decided in {} ({})", undecided, join(why, "; "));
+  }
+  return text + ".";
+}
+
+// Which lines may give way when there are more than ten: the per-scaling gradient counts first, then saturation
+// and score gradients; a scaling's final-loss line only when even those cannot make room.
+struct FindingRoles {
+  std::vector<std::pair<std::size_t, std::string>> scaling_lines;  // index into the findings, scaling
+  std::vector<std::size_t> gradient_lines, saturation_lines;
+};
+
+// Per scaling compared with unscaled: final loss and W_q / W_k gradient, counted over the scale pairs; or why there
+// is no comparison.
+void scaling_findings(const Comparison& c, std::vector<FindingLine>& out, FindingRoles& roles) {
   std::vector<std::string> scales;
   std::map<std::string, std::vector<ScalePair>> pairs_of;
   for (const ScalePair& p : scale_pairs(c)) {
@@ -499,91 +619,117 @@ std::vector<FindingLine> findings(const Comparison& c) {
     if (!pairs_of.count(s)) scales.push_back(s);
     pairs_of[s].push_back(p);
   }
-  // Which lines may give way when there are more than ten: the per-scaling gradient counts first, then saturation
-  // and score gradients; a scaling's final-loss line only when even those cannot make room.
-  std::vector<std::pair<std::size_t, std::string>> scaling_lines;  // index into out, scaling
-  std::vector<std::size_t> gradient_lines, saturation_lines;
   for (const auto& s : scales) {
-    const auto& pairs = pairs_of[s];
-    std::size_t better = 0, equal = 0, worse = 0, no_loss = 0, all_diverged = 0, not_learned = 0, disagree = 0;
-    std::size_t paired = 0, unpaired = 0;
-    std::size_t grad_q = 0, n_q = 0, grad_k = 0, n_k = 0;
-    for (const ScalePair& p : pairs) {
-      const ArmStats& r = *p.ref;
-      const ArmStats& o = *p.other;
-      const LossComparison lc = compare_final_loss(c, r, o);
-      (lc.n_shared ? paired : unpaired) += 1;
-      if (lc.no_final_loss) {
-        ++no_loss;
-        const auto diverged_out = [](const ArmStats& a) { return a.final_loss.n == 0 && a.kept.empty(); };
-        all_diverged += diverged_out(r) || diverged_out(o) ? 1 : 0;
-      } else if (lc.neither_learned) {
-        ++not_learned;
-      } else if (lc.verdict == LossComparison::Verdict::b_lower) {
-        ++better;
-      } else if (lc.verdict == LossComparison::Verdict::a_lower) {
-        ++worse;
-      } else if (lc.verdict == LossComparison::Verdict::about_same) {
-        ++equal;
-      } else {
-        ++disagree;
-      }
-      if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean)) {
-        ++n_q;
-        grad_q += r.mean_grad_norm_w_q.mean > o.mean_grad_norm_w_q.mean ? 1 : 0;
-      }
-      if (std::isfinite(r.mean_grad_norm_w_k.mean) && std::isfinite(o.mean_grad_norm_w_k.mean)) {
-        ++n_k;
-        grad_k += r.mean_grad_norm_w_k.mean > o.mean_grad_norm_w_k.mean ? 1 : 0;
-      }
-    }
-    const std::string rule = !unpaired ? "final loss lower by more than 2% in every seed both arms have"
-                             : !paired ? "final loss lower by more than the larger seed sd or 2%"
-                                       : "final loss lower by more than 2% in every seed both arms have, or where "
-                                         "they share no seed by more than the larger seed sd or 2% of the mean";
-    std::string text = fmt::format("{} trains better than unscaled in {} of {} comparison{} ({})", s, better,
-                                   pairs.size(), pairs.size() == 1 ? "" : "s", rule);
-    if (equal) text += fmt::format("; as well in {}", equal);
-    if (worse) text += fmt::format("; worse in {}", worse);
-    const std::size_t undecided = no_loss + not_learned + disagree;
-    if (undecided) {
-      std::vector<std::string> why;
-      if (no_loss)
-        why.push_back(fmt::format("{} in {}",
-                                  all_diverged == no_loss ? "every run of a side diverged"
-                                  : all_diverged == 0     ? "a side has no finite final loss"
-                                                          : "every run of a side diverged, or a side has no finite "
-                                                            "final loss",
-                                  no_loss));
-      if (not_learned) why.push_back(fmt::format("neither learned in {}", not_learned));
-      if (disagree) why.push_back(fmt::format("seeds disagree in {}", disagree));
-      text += fmt::format("; not decided in {} ({})", undecided, join(why, "; "));
-    }
-    out.push_back({text + ".", "story"});
-    scaling_lines.push_back({out.size() - 1, s});
-    if (n_q || n_k) {
+    const ScalingVerdicts v = count_verdicts(c, pairs_of[s]);
+    out.push_back({verdict_line(s, v, pairs_of[s].size()), "story"});
+    roles.scaling_lines.push_back({out.size() - 1, s});
+    if (v.n_q || v.n_k) {
       out.push_back({fmt::format("The unscaled W_q gradient (mean norm over steps) is larger than with {} in {} of {} "
                                  "comparisons, the W_k gradient in {} of {}.",
-                                 s, grad_q, n_q, grad_k, n_k),
+                                 s, v.grad_q, v.n_q, v.grad_k, v.n_k),
                      "story"});
-      gradient_lines.push_back(out.size() - 1);
+      roles.gradient_lines.push_back(out.size() - 1);
     }
   }
-  if (scales.empty()) {
-    std::set<std::string> modes;
-    for (const ArmStats& arm : c.arms) modes.insert(arm.scale());
-    const auto notes = no_scaling_comparison_notes(c);
-    std::string text = modes.size() == 1
-                           ? fmt::format("Every arm has scale mode {}: no scaling comparison.", *modes.begin())
-                       : !notes.empty() ? notes.front() + "."
-                                        : "No unscaled arm has a counterpart differing only in scale mode: no "
-                                          "comparison with unscaled attention.";
-    out.push_back({text, "scale-modes"});
-  }
+  if (!scales.empty()) return;
+  std::set<std::string> modes;
+  for (const ArmStats& arm : c.arms) modes.insert(arm.scale());
+  const auto notes = no_scaling_comparison_notes(c);
+  std::string text = modes.size() == 1
+                         ? fmt::format("Every arm has scale mode {}: no scaling comparison.", *modes.begin())
+                     : !notes.empty() ? notes.front() + "."
+                                      : "No unscaled arm has a counterpart differing only in scale mode: no "
+                                        "comparison with unscaled attention.";
+  out.push_back({text, "scale-modes"});
+}
 
-  // Saturation and the per-query gradient, per scaling (reference first, as the arms are sorted) and d_k, and per
-  // group of arms that agree on every other distinguishing setting (task, d_model, ...): a number pooled over tasks
-  // would appear nowhere below. Optimizer and learning rate do not split a group (the gradient line gives a range).
+// One scaling's cells of a saturation line, one per d_k: step-0 entropy, share of saturated queries, and the range
+// of the arms' median score gradients.
+struct SaturationCells {
+  std::vector<std::string> entropy, saturated, grad;
+  bool any_entropy = false, any_saturated = false, any_grad = false;
+};
+
+SaturationCells saturation_cells(const Comparison& c, const std::vector<const ArmStats*>& group, const std::string& s,
+                                 const std::vector<std::size_t>& d_ks) {
+  SaturationCells cells;
+  for (auto d : d_ks) {
+    std::vector<double> entropy, saturated;
+    double lo = kNoValue, hi = kNoValue;
+    for (const ArmStats* armp : group) {
+      const ArmStats& arm = *armp;
+      if (arm.scale() != s || arm.d_k() != d) continue;
+      for (auto i : arm.kept)
+        if (c.stats[i].first_measured_step == 0) {
+          entropy.push_back(c.stats[i].entropy_first);
+          saturated.push_back(c.stats[i].saturated_first);
+        }
+      const double m = arm.score_grad_median_median;
+      if (std::isfinite(m)) {
+        lo = std::isnan(lo) ? m : std::min(lo, m);
+        hi = std::isnan(hi) ? m : std::max(hi, m);
+      }
+    }
+    const MeanSd me = mean_sd(entropy), ms = mean_sd(saturated);
+    cells.any_entropy = cells.any_entropy || me.n > 0;
+    cells.any_saturated = cells.any_saturated || ms.n > 0;
+    cells.any_grad = cells.any_grad || std::isfinite(lo);
+    cells.entropy.push_back(me.n ? format_number(me.mean, 2) : "—");
+    cells.saturated.push_back(ms.n ? format_percent(ms.mean) : "—");
+    cells.grad.push_back(!std::isfinite(lo) ? "—"
+                         : lo == hi         ? short_number(lo)
+                                            : short_number(lo) + "–" + short_number(hi));
+  }
+  return cells;
+}
+
+// The saturation and score-gradient lines of one group of arms, per scaling (reference first) and d_k.
+void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& group, const std::string& prefix,
+                      std::vector<FindingLine>& out, FindingRoles& roles) {
+  std::vector<std::size_t> d_ks;
+  std::vector<std::string> all_scales;
+  for (const ArmStats* arm : group) {
+    if (std::find(d_ks.begin(), d_ks.end(), arm->d_k()) == d_ks.end()) d_ks.push_back(arm->d_k());
+    if (std::find(all_scales.begin(), all_scales.end(), arm->scale()) == all_scales.end())
+      all_scales.push_back(arm->scale());
+  }
+  std::sort(d_ks.begin(), d_ks.end());
+  std::vector<std::string> dk_text;
+  for (auto d : d_ks) dk_text.push_back(std::to_string(d));
+  const std::string at_d_k = fmt::format("at d_k = {}", per_d_k(dk_text));
+  std::vector<std::string> entropy_parts, saturated_parts, grad_parts;
+  bool any_saturated = false;
+  for (const auto& s : all_scales) {
+    const SaturationCells cells = saturation_cells(c, group, s, d_ks);
+    any_saturated = any_saturated || cells.any_saturated;
+    const std::string name = is_reference_scale(s) ? "unscaled" : s;
+    if (cells.any_entropy) {
+      entropy_parts.push_back(fmt::format("{} {}", name, per_d_k(cells.entropy)));
+      saturated_parts.push_back(fmt::format("{} {}", name, per_d_k(cells.saturated)));
+    }
+    if (cells.any_grad) grad_parts.push_back(fmt::format("{} {}", name, per_d_k(cells.grad)));
+  }
+  if (!entropy_parts.empty()) {
+    std::string text = prefix + fmt::format("Saturation at step 0, first layer: attention entropy {} nats {}",
+                                            join(entropy_parts, " vs "), at_d_k);
+    if (any_saturated) text += fmt::format("; queries with max weight > 0.99: {}", join(saturated_parts, " vs "));
+    out.push_back({text + ".", "summary-figures"});
+    roles.saturation_lines.push_back(out.size() - 1);
+  }
+  if (!grad_parts.empty()) {
+    out.push_back({prefix + fmt::format("Median per-query score gradient ‖dLoss/d(score row)‖ (per run the median "
+                                        "over logged steps; a range spans the arms' optimizers and learning "
+                                        "rates): {} {}.",
+                                        join(grad_parts, " vs "), at_d_k),
+                   "summary-figures"});
+    roles.saturation_lines.push_back(out.size() - 1);
+  }
+}
+
+// Saturation and the per-query gradient, per group of arms that agree on every other distinguishing setting (task,
+// d_model, ...): a number pooled over tasks would appear nowhere below. Optimizer and learning rate do not split a
+// group (the gradient line gives a range).
+void saturation_findings(const Comparison& c, std::vector<FindingLine>& out, FindingRoles& roles) {
   const auto group_keys = distinguishing_keys(c.arms);
   std::vector<std::string> group_order;
   std::map<std::string, std::vector<const ArmStats*>> groups;
@@ -596,79 +742,17 @@ std::vector<FindingLine> findings(const Comparison& c) {
   const std::size_t kMaxGroups = 3;  // two lines each: the ten-line budget keeps room for the other findings
   for (std::size_t gi = 0; gi < group_order.size() && gi < kMaxGroups; ++gi) {
     const std::string& group_label = group_order[gi];
-    const std::vector<const ArmStats*>& group = groups[group_label];
-    const std::string prefix = group_label.empty() ? "" : group_label + ": ";
-    std::vector<std::size_t> d_ks;
-    std::vector<std::string> all_scales;
-    for (const ArmStats* arm : group) {
-      if (std::find(d_ks.begin(), d_ks.end(), arm->d_k()) == d_ks.end()) d_ks.push_back(arm->d_k());
-      if (std::find(all_scales.begin(), all_scales.end(), arm->scale()) == all_scales.end())
-        all_scales.push_back(arm->scale());
-    }
-    std::sort(d_ks.begin(), d_ks.end());
-    std::vector<std::string> dk_text;
-    for (auto d : d_ks) dk_text.push_back(std::to_string(d));
-    const std::string at_d_k = fmt::format("at d_k = {}", per_d_k(dk_text));
-    std::vector<std::string> entropy_parts, saturated_parts, grad_parts;
-    bool any_saturated = false;
-    for (const auto& s : all_scales) {
-      std::vector<std::string> e, sat, g;
-      bool any_e = false, any_g = false;
-      for (auto d : d_ks) {
-        std::vector<double> entropy, saturated;
-        double lo = kNoValue, hi = kNoValue;
-        for (const ArmStats* armp : group) {
-          const ArmStats& arm = *armp;
-          if (arm.scale() != s || arm.d_k() != d) continue;
-          for (auto i : arm.kept)
-            if (c.stats[i].first_measured_step == 0) {
-              entropy.push_back(c.stats[i].entropy_first);
-              saturated.push_back(c.stats[i].saturated_first);
-            }
-          const double m = arm.score_grad_median_median;
-          if (std::isfinite(m)) {
-            lo = std::isnan(lo) ? m : std::min(lo, m);
-            hi = std::isnan(hi) ? m : std::max(hi, m);
-          }
-        }
-        const MeanSd me = mean_sd(entropy), ms = mean_sd(saturated);
-        any_e = any_e || me.n > 0;
-        any_saturated = any_saturated || ms.n > 0;
-        any_g = any_g || std::isfinite(lo);
-        e.push_back(me.n ? format_number(me.mean, 2) : "—");
-        sat.push_back(ms.n ? format_percent(ms.mean) : "—");
-        g.push_back(!std::isfinite(lo) ? "—" : lo == hi ? short_number(lo) : short_number(lo) + "–" + short_number(hi));
-      }
-      const std::string name = is_reference_scale(s) ? "unscaled" : s;
-      if (any_e) {
-        entropy_parts.push_back(fmt::format("{} {}", name, per_d_k(e)));
-        saturated_parts.push_back(fmt::format("{} {}", name, per_d_k(sat)));
-      }
-      if (any_g) grad_parts.push_back(fmt::format("{} {}", name, per_d_k(g)));
-    }
-    if (!entropy_parts.empty()) {
-      std::string text = prefix + fmt::format("Saturation at step 0, first layer: attention entropy {} nats {}",
-                                              join(entropy_parts, " vs "), at_d_k);
-      if (any_saturated) text += fmt::format("; queries with max weight > 0.99: {}", join(saturated_parts, " vs "));
-      out.push_back({text + ".", "summary-figures"});
-      saturation_lines.push_back(out.size() - 1);
-    }
-    if (!grad_parts.empty()) {
-      out.push_back({prefix + fmt::format("Median per-query score gradient ‖dLoss/d(score row)‖ (per run the median "
-                                          "over logged steps; a range spans the arms' optimizers and learning "
-                                          "rates): {} {}.",
-                                          join(grad_parts, " vs "), at_d_k),
-                     "summary-figures"});
-      saturation_lines.push_back(out.size() - 1);
-    }
+    group_saturation(c, groups[group_label], group_label.empty() ? "" : group_label + ": ", out, roles);
   }
   if (group_order.size() > kMaxGroups)
     out.push_back({fmt::format("Saturation and the per-query gradient of {} more setting groups: in the summary "
                                "figures.",
                                group_order.size() - kMaxGroups),
                    "summary-figures"});
+}
 
-  // LR sensitivity over shared learning rates.
+// LR sensitivity over shared learning rates, counted over the unscaled groups and their counterparts.
+void lr_finding(const Comparison& c, std::vector<FindingLine>& out) {
   std::size_t lr_more = 0, lr_not = 0, lr_undecided = 0, lr_same = 0;
   for (const LrGroup& gr : c.lr_groups) {
     if (!is_reference_scale(c.arms[gr.arms.front()].scale())) continue;
@@ -694,7 +778,10 @@ std::vector<FindingLine> findings(const Comparison& c) {
                                        : std::string(),
                                lr_undecided ? fmt::format("; not decided in {}", lr_undecided) : std::string()),
                    "story"});
+}
 
+// How many runs diverged or were cut short.
+FindingLine runs_finding(const Comparison& c) {
   std::size_t diverged = 0, incomplete = 0;
   for (const auto& run : c.runs) {
     diverged += run.diverged ? 1 : 0;
@@ -706,8 +793,20 @@ std::vector<FindingLine> findings(const Comparison& c) {
                                     diverged, c.runs.size())
                               : fmt::format("None of the {} runs diverged", c.runs.size());
   if (incomplete) runs += fmt::format("; {} {} cut short (incomplete)", incomplete, incomplete == 1 ? "was" : "were");
-  out.push_back({runs + ".", "runs-read"});
-  return at_most_ten(std::move(out), scaling_lines, gradient_lines, saturation_lines);
+  return {runs + ".", "runs-read"};
+}
+
+}  // namespace
+
+std::vector<FindingLine> findings(const Comparison& c) {
+  std::vector<FindingLine> out;
+  if (c.runs.empty()) return out;
+  FindingRoles roles;
+  scaling_findings(c, out, roles);
+  saturation_findings(c, out, roles);
+  lr_finding(c, out);
+  out.push_back(runs_finding(c));
+  return at_most_ten(std::move(out), roles.scaling_lines, roles.gradient_lines, roles.saturation_lines);
 }
 
 std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to) {
@@ -792,8 +891,11 @@ std::string summary_section(const ReportContext& ctx) {
 
 }  // namespace
 
-std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
-  std::string md = "# xgrad compare: attention scaling report\n\n";
+namespace {
+
+// The counts of runs and the sweeps' notes.
+std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
+  std::string md;
   std::size_t n_complete = 0, n_diverged = 0, n_incomplete = 0;
   for (const auto& run : c.runs) {
     n_incomplete += run.incomplete ? 1 : 0;
@@ -804,6 +906,12 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
                     n_complete, n_incomplete, n_diverged);
   for (const std::string& note : ctx.sweep_notes) md += "**Note:** " + markdown_escape(note) + ".\n\n";
 
+  return md;
+}
+
+// The preset's own sections, first.
+std::string preset_part(const ReportContext& ctx) {
+  std::string md;
   if (!ctx.preset.name.empty())
     md += "Preset: `" + ctx.preset.name + "`" + (ctx.preset.quick ? " (its --quick grid)" : "") +
           (!ctx.preset_sections.empty() ? "; its sections come first, then the usual report.\n\n"
@@ -818,10 +926,21 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
     md += "\n";
   }
 
+  return md;
+}
+
+std::string findings_section(const Comparison& c) {
+  std::string md;
   md += "## Findings\n\n";
   for (const FindingLine& f : findings(c)) md += "- " + markdown_escape(f.text) + " [→ details](#" + f.anchor + ")\n";
   md += "\n";
 
+  return md;
+}
+
+// What the table's columns and the sentences' verdicts mean.
+std::string how_to_read(const Comparison& c) {
+  std::string md;
   md +=
       "## How to read this\n\n"
       "An *arm* is a set of runs whose config.json agree on everything but the seed (seed, data_seed, the output "
@@ -864,6 +983,12 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
       "equal within the larger seed standard deviation or 2% of the loss. Where neither arm learned (mean final "
       "loss not below the chance loss by more than the seed sd or 2%) which trains better is not decided.\n\n";
 
+  return md;
+}
+
+// The table of arms, the summary figures, duplicate seeds and the LR sensitivity table.
+std::string results_section(const Comparison& c, const ReportContext& ctx) {
+  std::string md;
   md += "## Results by arm\n\n" + arm_table(c).markdown() + "\n";
   md += summary_section(ctx);
   const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir);
@@ -878,6 +1003,11 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   if (!lr.rows.empty())
     md += "<a id=\"lr-sensitivity\"></a>\n\n### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
 
+  return md;
+}
+
+std::string scale_modes_section(const Comparison& c) {
+  std::string md;
   md += "<a id=\"scale-modes\"></a>\n\n## Scale modes compared, per d_k\n\n";
   const auto sentences = scale_sentences(c);
   const auto unpaired = no_scaling_comparison_notes(c);
@@ -887,6 +1017,12 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   for (const auto& s : unpaired) md += "- " + markdown_escape(s) + ".\n";
   md += "\n";
 
+  return md;
+}
+
+// Where the usual story holds and where it does not, check by check.
+std::string story_section(const Comparison& c) {
+  std::string md;
   md +=
       "<a id=\"story\"></a>\n\n## Where the usual story holds, and where it does not\n\n"
       "The usual story: without 1/sqrt(d_k) scaling, attention scores grow with d_k, the softmax saturates (low "
@@ -916,6 +1052,11 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
         "Some arms have a single seed: their numbers carry no spread estimate, and a difference between them "
         "may be seed noise.\n\n";
 
+  return md;
+}
+
+std::string plots_section(const ReportContext& ctx) {
+  std::string md;
   md += "## Plots\n\n";
   if (!ctx.plots_requested) md += "Plots were not requested (--plots false).\n\n";
   if (!ctx.plots.note.empty()) md += "Note: " + ctx.plots.note + "\n\n";
@@ -923,6 +1064,11 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
     md += fmt::format("### {}\n\n{}.\n\n![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n", fig.name,
                       fig.caption, fig.name, fig.name, fig.name, fig.name);
 
+  return md;
+}
+
+std::string thresholds_section(const Comparison& c, const ReportContext& ctx) {
+  std::string md;
   md += "## Thresholds and definitions used\n\n";
   std::set<std::string> thresholds;
   for (const ArmStats& arm : c.arms) {
@@ -951,6 +1097,12 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   md += "- final loss / accuracy: mean over the last min(20, steps) steps of a run\n";
   md += "- entropy and score std: first attention layer, mean over its heads (queries as measured by the trainer)\n\n";
 
+  return md;
+}
+
+// Every run read, its arm and status, and the directories that could not be read.
+std::string runs_read_section(const Comparison& c, const ReportContext& ctx) {
+  std::string md;
   md += "<a id=\"runs-read\"></a>\n\n## Runs read\n\n";
   Table runs;
   runs.header = {"run", "arm", "seed", "steps", "status"};
@@ -971,6 +1123,14 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
     md += "\n";
   }
   return md;
+}
+
+}  // namespace
+
+std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
+  return "# xgrad compare: attention scaling report\n\n" + runs_summary(c, ctx) + preset_part(ctx) +
+         findings_section(c) + how_to_read(c) + results_section(c, ctx) + scale_modes_section(c) + story_section(c) +
+         plots_section(ctx) + thresholds_section(c, ctx) + runs_read_section(c, ctx);
 }
 
 }  // namespace xgrad::train
