@@ -30,7 +30,7 @@ std::vector<float> AttentionScaling::row_multipliers(std::size_t) const { return
 
 ScalingEntry scaling_entry(std::string name, std::string description, int order,
                            std::function<std::shared_ptr<AttentionScaling>(const ScalingContext&)> build,
-                           PlotStyle style, std::vector<Setting> settings) {
+                           PlotStyle style, std::vector<Setting> settings, std::vector<std::string> scalars) {
   ScalingEntry e;
   e.name = std::move(name);
   e.description = std::move(description);
@@ -39,6 +39,7 @@ ScalingEntry scaling_entry(std::string name, std::string description, int order,
   e.build = std::move(build);
   e.colour = std::move(style.colour);
   e.dash = std::move(style.dash);
+  e.scalars = std::move(scalars);
   return e;
 }
 

@@ -155,10 +155,11 @@ struct PlotStyle {
 };
 
 /// The entry of scaling `name` (`description`: the formula and its source; `order`: its place in listings) whose
-/// layers `build` makes, drawn in `style`, with its own `settings`; the other fields keep their defaults.
+/// layers `build` makes, drawn in `style`, with its own `settings` and the learned `scalars` metrics.csv logs; the
+/// other fields keep their defaults.
 ScalingEntry scaling_entry(std::string name, std::string description, int order,
                            std::function<std::shared_ptr<AttentionScaling>(const ScalingContext&)> build,
-                           PlotStyle style, std::vector<Setting> settings = {});
+                           PlotStyle style, std::vector<Setting> settings = {}, std::vector<std::string> scalars = {});
 
 /// The line styles a ScalingEntry may name: eight, each drawn with its own dash pattern and point type.
 const std::vector<std::string>& scaling_dash_styles();

@@ -113,13 +113,15 @@ std::size_t run_compare(const CompareOptions& options, std::ostream& terminal) {
 
 namespace {
 
-// Every run that loads; one unreadable run must not hide the others (a sweep may hold a broken one).
+// Every run that loads; one unreadable run must not hide the others (a sweep may hold a broken one), whatever made
+// it unreadable: a file error, or a config.json refused as a hand-written file would be (a repeated key, nesting
+// deeper than kMaxJsonDepth, a format this build does not read).
 std::vector<RunRecord> load_runs(const std::vector<std::string>& dirs, ReportContext& context, std::ostream& out) {
   std::vector<RunRecord> runs;
   for (const auto& dir : dirs) {
     try {
       runs.push_back(load_run(dir));
-    } catch (const std::runtime_error& e) {
+    } catch (const std::exception& e) {
       context.skipped.push_back(dir + ": " + e.what());
     }
   }

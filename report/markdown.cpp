@@ -930,12 +930,9 @@ std::string preset_part(const ReportContext& ctx) {
 }
 
 std::string findings_section(const Comparison& c) {
-  std::string md;
-  md += "## Findings\n\n";
+  std::string md = "## Findings\n\n";
   for (const FindingLine& f : findings(c)) md += "- " + markdown_escape(f.text) + " [→ details](#" + f.anchor + ")\n";
-  md += "\n";
-
-  return md;
+  return md + "\n";
 }
 
 // What the table's columns and the sentences' verdicts mean.

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/config.h"
 #include "train/json_file.h"
 #include "train/metrics_log.h"
 #include "train/run_files.h"
@@ -62,6 +63,8 @@ PresetRecord read_preset_record(const std::string& sweep_dir) {
     record.quick = preset->value("quick", false);
   } catch (const nlohmann::json::exception&) {
     // An unreadable index names no preset: the usual report is written.
+  } catch (const ConfigError& e) {  // a repeated key or too deep: which preset it names is not clear
+    record.problem = e.what();
   }
   return record;
 }

@@ -2137,3 +2137,28 @@ TEST_CASE(
     CHECK(message.find("line 7 is longer than 16 MiB") != std::string::npos);
   }
 }
+
+TEST_CASE(
+    "compare: a run whose config.json repeats a key or nests too deep is skipped with its reason; a sweep.json "
+    "that does names no preset; the other runs are compared") {
+  const TempDir root("compare_bad_json");
+  FakeRun run;
+  run.loss = constant(10, 1.0);
+  for (const char* name : {"good", "repeated", "deep"}) write_run(root / "runs" / name, run);
+  std::ofstream(root / "runs" / "repeated" / "config.json") << "{\"lr\": 0.1, \"lr\": 0.2}";
+  std::ofstream(root / "runs" / "deep" / "config.json") << std::string(70, '[') << std::string(70, ']');
+  std::ofstream(root / "sweep.json") << "{\"preset\": {\"name\": \"dk\", \"name\": \"width\"}}";
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.plots = false;
+  std::ostringstream out;
+  REQUIRE(run_compare(options, out) == 1);
+  INFO(out.str());
+  CHECK(out.str().find("skipped " + (root / "runs" / "repeated").string() + ": ") != std::string::npos);
+  CHECK(out.str().find("the key 'lr' appears twice in one object") != std::string::npos);
+  CHECK(out.str().find("skipped " + (root / "runs" / "deep").string() + ": ") != std::string::npos);
+  CHECK(out.str().find("nests objects and arrays deeper than 64 levels") != std::string::npos);
+  CHECK(out.str().find("the key 'name' appears twice in one object; keep one of them: no preset sections are "
+                       "written") != std::string::npos);
+  CHECK(fs::exists(root / "report.md"));
+}

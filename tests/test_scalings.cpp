@@ -28,8 +28,6 @@
 using namespace xgrad;
 using namespace xgrad::nn;
 namespace fs = std::filesystem;
-using xgrad::testing::metrics_without_timing;
-using xgrad::testing::to_double;
 
 namespace {
 
@@ -137,11 +135,11 @@ TEST_CASE("every scaling: float64 gradcheck of the attention through its hooks, 
       Layer layer(name, causal);
       MultiHeadAttention& attn = layer.attn;
       Generator gen(5);
-      std::vector<DTensor> inputs{to_double(Tensor(normal_array({2, 5, 6}, gen))), to_double(attn.w_q->weight),
-                                  to_double(attn.w_k->weight), to_double(attn.w_v->weight),
-                                  to_double(attn.w_o->weight)};
+      std::vector<DTensor> inputs{testing::to_double(Tensor(normal_array({2, 5, 6}, gen))),
+                                  testing::to_double(attn.w_q->weight), testing::to_double(attn.w_k->weight),
+                                  testing::to_double(attn.w_v->weight), testing::to_double(attn.w_o->weight)};
       const std::size_t first_param = inputs.size();
-      for (const Tensor& p : attn.scaling->parameters()) inputs.push_back(to_double(p));
+      for (const Tensor& p : attn.scaling->parameters()) inputs.push_back(testing::to_double(p));
       auto f = [&](const std::vector<DTensor>& in) {
         const std::vector<DTensor> params(in.begin() + static_cast<long>(first_param), in.end());
         return multi_head_attention_reference(in[0], in[1], in[2], in[3], in[4], *attn.scaling, params, 2, causal);
@@ -190,7 +188,7 @@ TEST_CASE("every scaling trains kv_recall below chance in a short run") {
 
 TEST_CASE("scaled_dot_product_attention with a score bias: float64 gradcheck of q, k, v and the bias") {
   Generator gen(3);
-  const auto normal = [&](const shape_t& shape) { return to_double(Tensor(normal_array(shape, gen))); };
+  const auto normal = [&](const shape_t& shape) { return testing::to_double(Tensor(normal_array(shape, gen))); };
   const xt::xarray<bool> mask = causal_mask(4);
   // q, k, v: [B 2, H 3, T 4, d_k 2]; the bias [H, T, T] broadcasts over the batch.
   const std::vector<DTensor> inputs{normal({2, 3, 4, 2}), normal({2, 3, 4, 2}), normal({2, 3, 4, 2}),
@@ -253,7 +251,7 @@ TEST_CASE("a scaling's learned scalars are metrics.csv columns: learned's qk_gai
     c.lr = 0.05;  // large enough that the scalars move visibly in 30 steps
     train::train(c);
     const testing::TableShape table = testing::table_shape(dir.path() / "metrics.csv");
-    const auto rows = metrics_without_timing(dir.path());
+    const auto rows = testing::metrics_without_timing(dir.path());
     const std::vector<std::string> header = testing::csv_cells(rows.at(0));
     std::vector<std::string> scalars;
     for (const auto& name : header)
@@ -513,7 +511,7 @@ TEST_CASE("sigma_reparam: its power-iteration state is in the checkpoint, and a 
   uninterrupted.steps = 50;
   uninterrupted.out = whole.string();
   train::train(uninterrupted);
-  const auto resumed_rows = metrics_without_timing(part);
+  const auto resumed_rows = testing::metrics_without_timing(part);
   CHECK(resumed_rows.size() == 51);
-  CHECK(resumed_rows == metrics_without_timing(whole));
+  CHECK(resumed_rows == testing::metrics_without_timing(whole));
 }

@@ -439,20 +439,17 @@ TEST_CASE(
   SweepConfig other = tiny_sweep(dir);
   other.seeds = {1};
   other.base.steps = 3;
-  CHECK_THROWS_WITH_AS(run_sweep(other, nullptr),
-                       ("--out: " + dir.string() +
-                        " holds a sweep with --steps 2 (this one: 3); use a new --out for a "
-                        "sweep with other settings")
-                           .c_str(),
-                       ConfigError);
+  // The refusal of `other` in dir: "--out: <dir> holds a sweep <what>; use a new --out for a sweep with <use>".
+  const auto refused = [&](const std::string& what, const std::string& use) {
+    CHECK_THROWS_WITH_AS(
+        run_sweep(other, nullptr),
+        ("--out: " + dir.string() + " holds a sweep " + what + "; use a new --out for a sweep " + use).c_str(),
+        ConfigError);
+  };
+  refused("with --steps 2 (this one: 3)", "with other settings");
   other.base.steps = first.base.steps;
   other.grid = {GridAxis{"n_layers", {1, 2}}};
-  CHECK_THROWS_WITH_AS(run_sweep(other, nullptr),
-                       ("--out: " + dir.string() +
-                        " holds a sweep over --grid (none) (this one: n_layers); use a "
-                        "new --out for a sweep over other axes")
-                           .c_str(),
-                       ConfigError);
+  refused("over --grid (none) (this one: n_layers)", "over other axes");
   other.grid.clear();
   other.base.print_every = 7;  // how a run reports progress is not another setting
   const auto runs = run_sweep(other, nullptr).runs;

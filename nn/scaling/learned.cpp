@@ -27,18 +27,12 @@ class LearnedScaling : public QkTransformScaling<LearnedScaling> {
   }
 };
 
-ScalingEntry make_entry() {
-  ScalingEntry e = scaling_entry(
-      "learned",
-      "scores = g·(q/|q|)·(k/|k|), learned temperature g, init log2(T^2 - T) (QKNorm: Henry et al. 2020, sec. 3, "
-      "eq. 5)",
-      40, [](const ScalingContext& c) { return std::make_shared<LearnedScaling>(c.max_seq_len); },
-      {"#44AA99", "dashdashdot"});
-  e.scalars = {"qk_gain"};
-  return e;
-}
-
-const Registration<ScalingEntry> registration{make_entry()};
+const Registration<ScalingEntry> registration{scaling_entry(
+    "learned",
+    "scores = g·(q/|q|)·(k/|k|), learned temperature g, init log2(T^2 - T) (QKNorm: Henry et al. 2020, sec. 3, "
+    "eq. 5)",
+    40, [](const ScalingContext& c) { return std::make_shared<LearnedScaling>(c.max_seq_len); },
+    {"#44AA99", "dashdashdot"}, {}, {"qk_gain"})};
 
 }  // namespace
 }  // namespace xgrad::nn

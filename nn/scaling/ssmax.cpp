@@ -42,19 +42,13 @@ class SsmaxScaling : public QkTransformScaling<SsmaxScaling> {
   bool causal_;
 };
 
-ScalingEntry make_entry() {
-  ScalingEntry e = scaling_entry(
-      "ssmax",
-      "scores = s·log(n)·q·k / sqrt(d_k), n = keys the query may attend to, learned s per head, init 1/log(T) "
-      "(Nakanishi 2025, \"Scalable-Softmax Is Superior for Attention\")",
-      60,
-      [](const ScalingContext& c) { return std::make_shared<SsmaxScaling>(c.n_heads, c.d_k, c.max_seq_len, c.causal); },
-      {"#AA4499", "dashdot"});
-  e.scalars = {"ssmax_s"};
-  return e;
-}
-
-const Registration<ScalingEntry> registration{make_entry()};
+const Registration<ScalingEntry> registration{scaling_entry(
+    "ssmax",
+    "scores = s·log(n)·q·k / sqrt(d_k), n = keys the query may attend to, learned s per head, init 1/log(T) "
+    "(Nakanishi 2025, \"Scalable-Softmax Is Superior for Attention\")",
+    60,
+    [](const ScalingContext& c) { return std::make_shared<SsmaxScaling>(c.n_heads, c.d_k, c.max_seq_len, c.causal); },
+    {"#AA4499", "dashdot"}, {}, {"ssmax_s"})};
 
 }  // namespace
 }  // namespace xgrad::nn
