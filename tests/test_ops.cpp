@@ -20,6 +20,7 @@
 #include <xtensor/xview.hpp>
 
 #include "autograd/ops.h"
+#include "tests/support/matmul_cases.h"
 #include "tests/support/op_testing.h"
 
 using namespace xgrad;
@@ -331,10 +332,7 @@ TEST_CASE("reshape, permute, transpose") {
 // against a batched one. Values against a brute-force reference and against hand-computed numbers.
 TEST_CASE("matmul") {
   std::mt19937 gen(108);
-  struct MatmulCase {
-    shape_t a, b, out;
-  };
-  const MatmulCase cases[] = {
+  const std::vector<MatmulCase> cases = {
       {{3, 4}, {4, 2}, {3, 2}},                    // 2-D @ 2-D
       {{2, 3, 4}, {4, 2}, {2, 3, 2}},              // 3-D @ 2-D: all rows in one GEMM
       {{2, 2, 3, 4}, {2, 2, 4, 2}, {2, 2, 3, 2}},  // batched 4-D @ 4-D
@@ -345,14 +343,8 @@ TEST_CASE("matmul") {
   };
 
   SUBCASE("gradients and values against a reference") {
-    for (const auto& c : cases) {
-      INFO(shape_str(c.a) << " @ " << shape_str(c.b));
-      DTensor a = rand_input(c.a, gen), b = rand_input(c.b, gen);
-      const DTensor out = matmul(a, b);
-      CHECK(out.shape() == c.out);
-      CHECK_CLOSE(out.value(), reference_matmul(a.value(), b.value()), 1e-12);
-      CHECK_GRADIENT([](const Inputs& in) { return matmul(in[0], in[1]); }, {a, b});
-    }
+    check_matmul_cases(cases, gen,
+                       [](const auto& a, const auto& b, const MatmulCase&) { return reference_matmul(a, b); });
     // One tensor on both sides: a @ a^T gets the gradient of both paths.
     DTensor a = rand_input({3, 4}, gen);
     CHECK_GRADIENT([](const Inputs& in) { return matmul(in[0], transpose(in[0], 0, 1)); }, {a});
