@@ -6,6 +6,7 @@
 
 #include "fuzz/fuzz_model.h"
 #include "nn/optim.h"
+#include "tests/support/bytes.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
 
@@ -21,21 +22,11 @@ void write(const fs::path& path, const std::string& bytes) {
 }
 
 std::string npy(const std::string& descr, const std::string& shape, const std::string& data, int major = 1) {
-  std::string out("\x93NUMPY", 6);
-  out += static_cast<char>(major);
-  out += '\0';
-  const std::size_t length_bytes = major == 1 ? 2 : 4;
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
-  while ((out.size() + length_bytes + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  for (std::size_t i = 0; i < length_bytes; ++i) out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
-  return out + header + data;
+  return testing::npy_image("{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }", data,
+                            major);
 }
 
-template <class T>
-std::string raw(std::initializer_list<T> values) {
-  return std::string(reinterpret_cast<const char*>(values.begin()), values.size() * sizeof(T));
-}
+using testing::raw;
 
 }  // namespace
 

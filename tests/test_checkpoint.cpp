@@ -13,6 +13,8 @@
 #include "nn/checkpoint.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "tests/support/bad_files.h"
+#include "tests/support/bytes.h"
 #include "tests/support/temp_dir.h"
 
 using namespace xgrad;
@@ -30,20 +32,11 @@ std::string image(const std::string& header, const std::string& data = "") {
   return out + header + data;
 }
 
-std::string floats(std::initializer_list<float> values) {
-  std::string s(values.size() * 4, '\0');
-  std::memcpy(s.data(), values.begin(), s.size());
-  return s;
-}
+std::string floats(std::initializer_list<float> values) { return xgrad::testing::raw(values); }
 
 // The error message of parsing `bytes` ("" if it parses).
 std::string parse_error(const std::string& bytes) {
-  try {
-    from_safetensors(bytes.data(), bytes.size(), "test");
-  } catch (const CheckpointError& e) {
-    return e.what();
-  }
-  return "";
+  return xgrad::testing::error_message<CheckpointError>([&] { from_safetensors(bytes.data(), bytes.size(), "test"); });
 }
 
 Checkpoint sample() {
@@ -132,16 +125,11 @@ TEST_CASE("safetensors: malformed files are refused with a message naming the pr
   const std::string good = image(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", two);
   REQUIRE(parse_error(good).empty());
 
-  struct Case {
-    const char* what;
-    std::string bytes;
-    const char* message;
-  };
   std::string huge_length(8, '\0');
   const std::uint64_t big = kMaxSafetensorsHeaderBytes + 1;
   for (int i = 0; i < 8; ++i) huge_length[i] = static_cast<char>((big >> (8 * i)) & 0xff);
   std::string all_ones(8, '\xff');
-  const std::vector<Case> cases{
+  const std::vector<xgrad::testing::BadFile> cases{
       {"empty file", "", "shorter than the 8-byte header length"},
       {"truncated length", std::string("\x10\0\0", 3), "shorter than the 8-byte header length"},
       {"header length past the end", good.substr(0, 20), "runs past the end of the file"},
@@ -197,14 +185,7 @@ TEST_CASE("safetensors: malformed files are refused with a message naming the pr
       {"metadata value not a string", image(R"({"__metadata__":{"step":3}})"), "value of 'step' is not a string"},
       {"empty tensor name", image(R"({"":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", two), "empty name"},
   };
-  for (const Case& c : cases) {
-    INFO(c.what);
-    const std::string message = parse_error(c.bytes);
-    CHECK(message.find(c.message) != std::string::npos);
-    CHECK(message.rfind("safetensors: test: ", 0) == 0);
-  }
-  // Every truncation of a valid file is refused, none crashes.
-  for (std::size_t n = 0; n < good.size(); ++n) CHECK_FALSE(parse_error(good.substr(0, n)).empty());
+  xgrad::testing::check_bad_files(cases, good, "safetensors: test: ", parse_error);
 }
 
 TEST_CASE("optimizer state: export, import into a fresh optimizer, and the next steps are bit-identical") {

@@ -71,6 +71,7 @@ TEST_CASE("kv_recall: invalid settings throw with the setting's name") {
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <string>
 
@@ -298,29 +299,37 @@ TEST_CASE("copy: every symbol occurs at every position with about equal frequenc
   }
 }
 
-TEST_CASE("majority: the target at the last position is the unique most frequent symbol") {
-  for (const SymbolSequenceConfig config : {SymbolSequenceConfig{9, 2}, SymbolSequenceConfig{8, 4},
-                                            SymbolSequenceConfig{3, 64}, SymbolSequenceConfig{1, 3}}) {
+/// Calls check(b, s, T) for every sequence s of the batch (seed, index, n) of a Task built from each config, in
+/// both splits; T is the config's seq_len.
+template <class Task, class Check>
+static void for_each_sequence(std::initializer_list<SymbolSequenceConfig> configs, std::uint64_t seed,
+                              std::uint64_t index, std::size_t n, const Check& check) {
+  for (const SymbolSequenceConfig config : configs) {
     INFO("seq_len " << config.seq_len << ", n_symbols " << config.n_symbols);
-    const Majority task(config);
-    const std::size_t T = config.seq_len;
+    const Task task(config);
     for (Split split : {Split::train, Split::eval}) {
-      const Batch b = task.batch(3, 1, 200, split);
-      for (std::size_t s = 0; s < 200; ++s) {
-        std::map<std::int64_t, std::size_t> count;
-        for (std::size_t t = 0; t < T; ++t) count[b.inputs(s, t)]++;
-        std::size_t best = 0, n_best = 0;
-        std::int64_t winner = -1;
-        for (const auto& [symbol, c] : count) {
-          if (c > best) best = c, n_best = 0, winner = symbol;
-          n_best += c == best;
-        }
-        CHECK(n_best == 1);  // ties are redrawn
-        for (std::size_t t = 0; t + 1 < T; ++t) CHECK(b.targets(s, t) == -1);
-        CHECK(b.targets(s, T - 1) == winner);
-      }
+      const Batch b = task.batch(seed, index, n, split);
+      for (std::size_t s = 0; s < n; ++s) check(b, s, config.seq_len);
     }
   }
+}
+
+TEST_CASE("majority: the target at the last position is the unique most frequent symbol") {
+  const auto configs = {SymbolSequenceConfig{9, 2}, SymbolSequenceConfig{8, 4}, SymbolSequenceConfig{3, 64},
+                        SymbolSequenceConfig{1, 3}};
+  for_each_sequence<Majority>(configs, 3, 1, 200, [](const Batch& b, std::size_t s, std::size_t T) {
+    std::map<std::int64_t, std::size_t> count;
+    for (std::size_t t = 0; t < T; ++t) count[b.inputs(s, t)]++;
+    std::size_t best = 0, n_best = 0;
+    std::int64_t winner = -1;
+    for (const auto& [symbol, c] : count) {
+      if (c > best) best = c, n_best = 0, winner = symbol;
+      n_best += c == best;
+    }
+    CHECK(n_best == 1);  // ties are redrawn
+    for (std::size_t t = 0; t + 1 < T; ++t) CHECK(b.targets(s, t) == -1);
+    CHECK(b.targets(s, T - 1) == winner);
+  });
 }
 
 TEST_CASE("majority: every symbol wins about equally often") {
@@ -331,26 +340,19 @@ TEST_CASE("majority: every symbol wins about equally often") {
 }
 
 TEST_CASE("induction: the final token occurs once before, and the target is the token that followed it") {
-  for (const SymbolSequenceConfig config : {SymbolSequenceConfig{12, 6}, SymbolSequenceConfig{3, 3}}) {
-    INFO("seq_len " << config.seq_len << ", n_symbols " << config.n_symbols);
-    const InductionHeads task(config);
-    const std::size_t T = config.seq_len;
-    for (Split split : {Split::train, Split::eval}) {
-      const Batch b = task.batch(9, 4, 300, split);
-      for (std::size_t s = 0; s < 300; ++s) {
-        const std::int64_t a = b.inputs(s, T - 1);
-        std::vector<std::size_t> earlier;
-        for (std::size_t t = 0; t + 1 < T; ++t)
-          if (b.inputs(s, t) == a) earlier.push_back(t);
-        REQUIRE(earlier.size() == 1);
-        REQUIRE(earlier[0] + 2 < T);  // B lies before the final A
-        const std::int64_t expected = b.inputs(s, earlier[0] + 1);
-        CHECK(expected != a);
-        for (std::size_t t = 0; t + 1 < T; ++t) CHECK(b.targets(s, t) == -1);
-        CHECK(b.targets(s, T - 1) == expected);
-      }
-    }
-  }
+  const auto configs = {SymbolSequenceConfig{12, 6}, SymbolSequenceConfig{3, 3}};
+  for_each_sequence<InductionHeads>(configs, 9, 4, 300, [](const Batch& b, std::size_t s, std::size_t T) {
+    const std::int64_t a = b.inputs(s, T - 1);
+    std::vector<std::size_t> earlier;
+    for (std::size_t t = 0; t + 1 < T; ++t)
+      if (b.inputs(s, t) == a) earlier.push_back(t);
+    REQUIRE(earlier.size() == 1);
+    REQUIRE(earlier[0] + 2 < T);  // B lies before the final A
+    const std::int64_t expected = b.inputs(s, earlier[0] + 1);
+    CHECK(expected != a);
+    for (std::size_t t = 0; t + 1 < T; ++t) CHECK(b.targets(s, t) == -1);
+    CHECK(b.targets(s, T - 1) == expected);
+  });
 }
 
 TEST_CASE("induction: the first A is equally likely at every possible position") {

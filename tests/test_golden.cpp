@@ -29,6 +29,7 @@
 #include "nn/attention.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "tests/support/model_config.h"
 #include "tests/support/paths.h"
 
 using namespace xgrad;
@@ -185,13 +186,8 @@ const std::string model_dir = fixture_dir + "model/";
 /// The model of make_golden.py: these sizes, every other field at its default (pre-LN, causal, sqrt_dk, GELU MLP
 /// with d_ff = 4 d_model).
 nn::ModelConfig golden_config() {
-  nn::ModelConfig c;
-  c.vocab_size = 20;
-  c.max_seq_len = 6;
-  c.d_model = 16;
-  c.n_heads = 2;
-  c.n_layers = 2;
-  return c;
+  return xgrad::testing::model_config(/*vocab_size=*/20, /*max_seq_len=*/6, /*d_model=*/16, /*n_heads=*/2,
+                                      /*n_layers=*/2);
 }
 
 std::vector<std::string> fixture_param_names() {

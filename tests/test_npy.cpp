@@ -10,6 +10,8 @@
 
 #include "data/npy.h"
 #include "data/task.h"
+#include "tests/support/bad_files.h"
+#include "tests/support/bytes.h"
 #include "tests/support/temp_dir.h"
 
 using namespace xgrad::data;
@@ -17,34 +19,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A .npy image laid out as numpy lays it out: magic, version, header length, the dict padded with spaces to a
-// multiple of 64 bytes and ended by a newline, then the data.
-std::string npy(const std::string& dict, const std::string& data, int major = 1) {
-  std::string out("\x93NUMPY", 6);
-  out += static_cast<char>(major);
-  out += '\0';
-  const std::size_t length_bytes = major == 1 ? 2 : 4;
-  std::string header = dict;
-  while ((out.size() + length_bytes + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  for (std::size_t i = 0; i < length_bytes; ++i) out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
-  return out + header + data;
-}
+using xgrad::testing::raw;
 
-template <class T>
-std::string raw(std::initializer_list<T> values) {
-  std::string s(values.size() * sizeof(T), '\0');
-  std::memcpy(s.data(), values.begin(), s.size());
-  return s;
+std::string npy(const std::string& dict, const std::string& data, int major = 1) {
+  return xgrad::testing::npy_image(dict, data, major);
 }
 
 std::string parse_error(const std::string& bytes) {
-  try {
-    parse_npy(bytes.data(), bytes.size(), "test.npy");
-  } catch (const TaskError& e) {
-    return e.what();
-  }
-  return "";
+  return xgrad::testing::error_message<TaskError>([&] { parse_npy(bytes.data(), bytes.size(), "test.npy"); });
 }
 
 }  // namespace
@@ -97,12 +79,7 @@ TEST_CASE("npy: malformed files are refused with a message naming the problem") 
   REQUIRE(parse_error(good).empty());
   std::string huge_v2 = std::string("\x93NUMPY\x02\x00", 8) + std::string("\xff\xff\xff\x7f", 4) + "{}";
   std::string past_end = good.substr(0, 10) + "{}";
-  struct Case {
-    const char* what;
-    std::string bytes;
-    const char* message;
-  };
-  const std::vector<Case> cases{
+  const std::vector<xgrad::testing::BadFile> cases{
       {"empty", "", "no \\x93NUMPY magic"},
       {"not npy", "PK\x03\x04 a zip file, maybe .npz", "no \\x93NUMPY magic"},
       {"version 4", std::string("\x93NUMPY\x04\x00\x10\x00", 10) + "{}", "version 4.0 is not supported"},
@@ -138,13 +115,7 @@ TEST_CASE("npy: malformed files are refused with a message naming the problem") 
       {"truncated data", good.substr(0, good.size() - 1), "(truncated file)"},
       {"trailing bytes", good + "x", "is 9 bytes, but the shape and dtype need 8"},
   };
-  for (const Case& c : cases) {
-    INFO(c.what);
-    const std::string message = parse_error(c.bytes);
-    CHECK(message.find(c.message) != std::string::npos);
-    CHECK(message.rfind("npy: test.npy: ", 0) == 0);
-  }
-  for (std::size_t n = 0; n < good.size(); ++n) CHECK_FALSE(parse_error(good.substr(0, n)).empty());
+  xgrad::testing::check_bad_files(cases, good, "npy: test.npy: ", parse_error);
 }
 
 TEST_CASE("npy: read_npy names missing files and directories") {

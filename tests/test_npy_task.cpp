@@ -56,6 +56,14 @@ void write_rows(const fs::path& dir, std::size_t N, std::size_t T, const std::st
   write_npy(dir / (prefix + "targets.npy"), N, T, targets);
 }
 
+// Options of the data task that reads `dir`.
+TaskOptions data_options(const fs::path& dir) {
+  TaskOptions o;
+  o.name = "data";
+  o.data_dir = dir.string();
+  return o;
+}
+
 std::size_t first_row(const Batch& b, std::size_t k, std::size_t T) {
   return static_cast<std::size_t>(b.inputs(k, 0)) / T;  // valid while N * T <= 50
 }
@@ -74,9 +82,7 @@ std::string task_error(const TaskOptions& o) {
 TEST_CASE("data task: batch i holds rows i*B .. (i+1)*B - 1 modulo N, in order; vocabulary = max id + 1") {
   const TempDir dir("npy_task_order");
   write_rows(dir, 7, 4);  // ids 0 .. 27
-  TaskOptions o;
-  o.name = "data";
-  o.data_dir = dir.string();
+  TaskOptions o = data_options(dir);
   const auto task = make_task(o);
   CHECK(task->name() == "data");
   CHECK(task->vocab_size() == 28);
@@ -106,9 +112,7 @@ TEST_CASE("data task: batch i holds rows i*B .. (i+1)*B - 1 modulo N, in order; 
 TEST_CASE("data task --shuffle: every epoch visits each row once, in an order drawn from (seed, epoch)") {
   const TempDir dir("npy_task_shuffle");
   write_rows(dir, 10, 5);
-  TaskOptions o;
-  o.name = "data";
-  o.data_dir = dir.string();
+  TaskOptions o = data_options(dir);
   o.shuffle = true;
   const auto task = make_task(o);
   std::vector<std::size_t> epoch0, epoch1;
@@ -132,9 +136,7 @@ TEST_CASE("data task --shuffle: every epoch visits each row once, in an order dr
 TEST_CASE("data task: the held-out split is read when both eval files are there") {
   const TempDir dir("npy_task_eval");
   write_rows(dir, 6, 3);
-  TaskOptions o;
-  o.name = "data";
-  o.data_dir = dir.string();
+  TaskOptions o = data_options(dir);
   auto task = make_task(o);
   CHECK_FALSE(dynamic_cast<TokenArrays&>(*task).has_eval_split());
   CHECK_THROWS_WITH_AS(task->batch(0, 0, 2, Split::eval), doctest::Contains("no held-out split"), TaskError);
@@ -152,9 +154,7 @@ TEST_CASE("data task: the held-out split is read when both eval files are there"
 
 TEST_CASE("data task: bad arrays are refused naming the file, and for a bad id its row and position") {
   const TempDir dir("npy_task_bad");
-  TaskOptions o;
-  o.name = "data";
-  o.data_dir = dir.string();
+  TaskOptions o = data_options(dir);
   CHECK(task_error(o).find("inputs.npy: no such file") != std::string::npos);
   write_rows(dir, 3, 4);
   auto write_targets = [&](std::vector<std::int64_t> t) { write_npy(dir / "targets.npy", 3, 4, t); };
@@ -245,9 +245,7 @@ TEST_CASE("xgrad train --task data learns a pattern from token arrays; its flags
 TEST_CASE("data task: int32 arrays are held as int32, and the memory estimate counts the data") {
   const TempDir dir("npy_task_int32");
   write_rows(dir, 7, 4);  // inputs int32, targets int64
-  TaskOptions o;
-  o.name = "data";
-  o.data_dir = dir.string();
+  TaskOptions o = data_options(dir);
   const auto task = make_task(o);
   // 4 bytes per int32 input, 8 per int64 target: nothing is widened.
   CHECK(task->data_bytes() == 7 * 4 * 4 + 7 * 4 * 8);

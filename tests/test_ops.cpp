@@ -20,6 +20,7 @@
 #include <xtensor/xview.hpp>
 
 #include "autograd/ops.h"
+#include "tests/support/matmul_cases.h"
 #include "tests/support/op_testing.h"
 
 using namespace xgrad;
@@ -331,10 +332,7 @@ TEST_CASE("reshape, permute, transpose") {
 // against a batched one. Values against a brute-force reference and against hand-computed numbers.
 TEST_CASE("matmul") {
   std::mt19937 gen(108);
-  struct MatmulCase {
-    shape_t a, b, out;
-  };
-  const MatmulCase cases[] = {
+  const std::vector<MatmulCase> cases = {
       {{3, 4}, {4, 2}, {3, 2}},                    // 2-D @ 2-D
       {{2, 3, 4}, {4, 2}, {2, 3, 2}},              // 3-D @ 2-D: all rows in one GEMM
       {{2, 2, 3, 4}, {2, 2, 4, 2}, {2, 2, 3, 2}},  // batched 4-D @ 4-D
@@ -345,14 +343,8 @@ TEST_CASE("matmul") {
   };
 
   SUBCASE("gradients and values against a reference") {
-    for (const auto& c : cases) {
-      INFO(shape_str(c.a) << " @ " << shape_str(c.b));
-      DTensor a = rand_input(c.a, gen), b = rand_input(c.b, gen);
-      const DTensor out = matmul(a, b);
-      CHECK(out.shape() == c.out);
-      CHECK_CLOSE(out.value(), reference_matmul(a.value(), b.value()), 1e-12);
-      CHECK_GRADIENT([](const Inputs& in) { return matmul(in[0], in[1]); }, {a, b});
-    }
+    check_matmul_cases(cases, gen,
+                       [](const auto& a, const auto& b, const MatmulCase&) { return reference_matmul(a, b); });
     // One tensor on both sides: a @ a^T gets the gradient of both paths.
     DTensor a = rand_input({3, 4}, gen);
     CHECK_GRADIENT([](const Inputs& in) { return matmul(in[0], transpose(in[0], 0, 1)); }, {a});
@@ -605,16 +597,24 @@ TEST_CASE("embedding") {
   }
 }
 
+/// Gradient checks of a loss with ignored (-1) targets: on [4, 5] logits in [-2, 2] with targets t2, then on
+/// [2, 3, 4] logits in [-range3, range3]. Returns the [4, 5] logits for further checks.
+template <class Loss>
+DTensor check_masked_loss_gradients(const Loss& loss, std::mt19937& gen, const index_array& t2, double range3) {
+  DTensor l2 = rand_input({4, 5}, gen, -2.0, 2.0);
+  CHECK_GRADIENT([&](const Inputs& in) { return loss(in[0], t2); }, {l2});
+  DTensor l3 = rand_input({2, 3, 4}, gen, -range3, range3);
+  const index_array t3{{0, 3, -1}, {2, -1, 1}};
+  CHECK_GRADIENT([&](const Inputs& in) { return loss(in[0], t3); }, {l3});
+  return l2;
+}
+
 // z_loss: mean of logsumexp(logits)^2 over positions whose target is not ignore_index (PaLM's auxiliary loss).
 TEST_CASE("z_loss") {
   std::mt19937 gen(115);
   SUBCASE("gradients") {
-    DTensor l2 = rand_input({4, 5}, gen, -2.0, 2.0);
     const index_array t2{1, -1, 3, -1};
-    CHECK_GRADIENT([&](const Inputs& in) { return z_loss(in[0], t2); }, {l2});
-    DTensor l3 = rand_input({2, 3, 4}, gen, -3.0, 3.0);
-    const index_array t3{{0, 3, -1}, {2, -1, 1}};
-    CHECK_GRADIENT([&](const Inputs& in) { return z_loss(in[0], t3); }, {l3});
+    DTensor l2 = check_masked_loss_gradients([](const auto& l, const auto& t) { return z_loss(l, t); }, gen, t2, 3.0);
     // The loss the trainer minimises with --z-loss: cross-entropy plus coefficient times z-loss.
     CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t2) + z_loss(in[0], t2) * 1e-2; }, {l2});
   }
@@ -643,12 +643,8 @@ TEST_CASE("cross_entropy") {
   std::mt19937 gen(114);
 
   SUBCASE("gradients") {
-    DTensor l2 = rand_input({4, 5}, gen, -2.0, 2.0);
-    const index_array t2{1, -1, 3, -1};
-    CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t2); }, {l2});
-    DTensor l3 = rand_input({2, 3, 4}, gen, -2.0, 2.0);
-    const index_array t3{{0, 3, -1}, {2, -1, 1}};
-    CHECK_GRADIENT([&](const Inputs& in) { return cross_entropy(in[0], t3); }, {l3});
+    DTensor l2 = check_masked_loss_gradients([](const auto& l, const auto& t) { return cross_entropy(l, t); }, gen,
+                                             index_array{1, -1, 3, -1}, 2.0);
     DTensor l1 = rand_input({5}, gen, -2.0, 2.0);
     index_array t0 = index_array::from_shape({});
     t0() = 2;

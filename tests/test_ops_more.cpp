@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <xtensor/xbuilder.hpp>
@@ -267,12 +268,11 @@ TEST_CASE("eq, ne, lt, le, gt, ge: boolean masks with broadcasting") {
   CHECK_CLOSE(masked_fill(a, lt(a, b), 0.0).value(), (xt::xarray<double>{{0, 2, 0}, {4, 5, 0}}), 0.0);
 
   const Tensor p(xt::xarray<float>::from_shape({2, 3})), q(xt::xarray<float>::from_shape({2}));
-  CHECK_ERROR("eq: ", eq(p, q));
-  CHECK_ERROR("ne: ", ne(p, q));
-  CHECK_ERROR("lt: ", lt(p, q));
-  CHECK_ERROR("le: ", le(p, q));
-  CHECK_ERROR("gt: ", gt(p, q));
-  CHECK_ERROR("ge: ", ge(p, q));
+  using Comparison = xt::xarray<bool> (*)(const Tensor&, const Tensor&);
+  const std::pair<const char*, Comparison> comparisons[] = {{"eq: ", &eq<float>}, {"ne: ", &ne<float>},
+                                                            {"lt: ", &lt<float>}, {"le: ", &le<float>},
+                                                            {"gt: ", &gt<float>}, {"ge: ", &ge<float>}};
+  for (const auto& [text, compare] : comparisons) CHECK_ERROR(text, compare(p, q));
 }
 
 // where: cond, a and b broadcast together; each operand's gradient is summed back to its own shape.

@@ -16,6 +16,7 @@
 #include <xtensor/xreducer.hpp>
 
 #include "autograd/ops.h"
+#include "tests/support/matmul_cases.h"
 #include "tests/support/op_testing.h"
 
 using namespace xgrad;
@@ -480,10 +481,7 @@ TEST_CASE("gather") {
 // 1-D @ 1-D is a 0-d dot product; batch dims of the other operand broadcast as usual.
 TEST_CASE("matmul with 1-D operands") {
   std::mt19937 gen(208);
-  struct MatmulCase {
-    shape_t a, b, out;
-  };
-  const MatmulCase cases[] = {
+  const std::vector<MatmulCase> cases = {
       {{3}, {3}, {}},                  // dot product
       {{3}, {3, 4}, {4}},              // vector @ matrix
       {{4, 3}, {3}, {4}},              // matrix @ vector
@@ -496,19 +494,13 @@ TEST_CASE("matmul with 1-D operands") {
   };
 
   SUBCASE("gradients and values against a reference") {
-    for (const auto& c : cases) {
-      INFO(shape_str(c.a) << " @ " << shape_str(c.b));
-      DTensor a = rand_input(c.a, gen), b = rand_input(c.b, gen);
-      const DTensor out = matmul(a, b);
-      CHECK(out.shape() == c.out);
-      // The reference on the promoted operands, with the added axis removed.
+    // The reference on the promoted operands, with the added axis removed.
+    check_matmul_cases(cases, gen, [](const auto& a, const auto& b, const MatmulCase& c) {
       shape_t as = c.a, bs = c.b;
       if (as.size() == 1) as.insert(as.begin(), 1);
       if (bs.size() == 1) bs.push_back(1);
-      CHECK_CLOSE(out.value(), reshaped(reference_matmul(reshaped(a.value(), as), reshaped(b.value(), bs)), c.out),
-                  1e-12);
-      CHECK_GRADIENT([](const Inputs& in) { return matmul(in[0], in[1]); }, {a, b});
-    }
+      return reshaped(reference_matmul(reshaped(a, as), reshaped(b, bs)), c.out);
+    });
     // One operand constant; and a vector dotted with itself (both paths).
     DTensor v = rand_input({3}, gen);
     const DTensor w(uniform({2, 3, 4}, gen));

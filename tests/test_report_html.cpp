@@ -192,28 +192,22 @@ TEST_CASE("report.html on bad input: mismatched columns, NaN/Inf rows, no rows, 
     }
     write_lines(dir / "runs" / "no_accuracy" / kMetricsFile, lines);
   }
+  // Sets the loss cell (the second) of metrics rows first..last of run `name`, row i to loss(i).
+  const auto set_losses = [&](const std::string& name, std::size_t first, std::size_t last, auto loss) {
+    std::vector<std::string> lines = lines_of(dir / "runs" / name / kMetricsFile);
+    for (std::size_t i = first; i <= last; ++i) {
+      const auto a = lines[i].find(',');
+      const auto b = lines[i].find(',', a + 1);
+      lines[i].replace(a + 1, b - a - 1, loss(i));
+    }
+    write_lines(dir / "runs" / name / kMetricsFile, lines);
+  };
   // nan and inf losses (JSON has neither: they must become null).
   copy_run(good, dir / "runs" / "nonfinite", 2);
-  {
-    std::vector<std::string> lines = lines_of(dir / "runs" / "nonfinite" / kMetricsFile);
-    for (std::size_t i = 3; i <= 5; ++i) {
-      const auto a = lines[i].find(',');
-      const auto b = lines[i].find(',', a + 1);
-      lines[i].replace(a + 1, b - a - 1, i == 4 ? "inf" : (i == 5 ? "-inf" : "nan"));
-    }
-    write_lines(dir / "runs" / "nonfinite" / kMetricsFile, lines);
-  }
+  set_losses("nonfinite", 3, 5, [](std::size_t i) { return i == 4 ? "inf" : (i == 5 ? "-inf" : "nan"); });
   // Text where a number belongs, in two rows: "not a number", not counted with NaN/Inf.
   copy_run(good, dir / "runs" / "text_cells", 5);
-  {
-    std::vector<std::string> lines = lines_of(dir / "runs" / "text_cells" / kMetricsFile);
-    for (std::size_t i = 2; i <= 3; ++i) {
-      const auto a = lines[i].find(',');
-      const auto b = lines[i].find(',', a + 1);
-      lines[i].replace(a + 1, b - a - 1, "oops");
-    }
-    write_lines(dir / "runs" / "text_cells" / kMetricsFile, lines);
-  }
+  set_losses("text_cells", 2, 3, [](std::size_t) { return "oops"; });
   // A header and no rows; and a file with nothing at all (compare cannot read that run).
   copy_run(good, dir / "runs" / "header_only", 3);
   write_lines(dir / "runs" / "header_only" / kMetricsFile, {lines_of(good / kMetricsFile)[0]});

@@ -17,6 +17,7 @@
 #include "autograd/ops.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "tests/support/model_config.h"
 
 using namespace xgrad;
 
@@ -57,12 +58,8 @@ struct TrainTrace {
 
 TrainTrace train_steps(int threads) {
   Threads scope(threads);
-  nn::ModelConfig c;
-  c.vocab_size = 50;
-  c.max_seq_len = 32;
-  c.d_model = 64;
-  c.n_heads = 4;
-  c.n_layers = 2;
+  nn::ModelConfig c = xgrad::testing::model_config(/*vocab_size=*/50, /*max_seq_len=*/32, /*d_model=*/64,
+                                                   /*n_heads=*/4, /*n_layers=*/2);
   c.d_ff = 256;
   c.scale = "sqrt_dk";
   nn::AttentionModel model(c, 7);
