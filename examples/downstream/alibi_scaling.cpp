@@ -3,7 +3,7 @@
 // distance from query i back to key j, with one slope per head, m_h = 2^(-8 (h + 1) / n_heads) (their geometric
 // sequence). Without the causal mask the distance is |i - j|. The bias is the scaling's score_bias hook, so the
 // fused attention adds it in place; no gradient flows into it.
-// The whole extension is this file: the static registration below adds it to --scale, sweeps, compare and probe.
+// The whole extension is this file: the static registration below adds it to --scale, sweeps and compare.
 #include <cmath>
 #include <cstdlib>
 #include <memory>

@@ -1,7 +1,7 @@
 // dk_power: scores = q·k / d_k^p, with the exponent p a setting (default 0.75). p = 0.5 is the 1/sqrt(d_k) of
 // Vaswani et al. 2017 ("Attention Is All You Need", eq. 1), p = 1 the 1/d_k of muP (Yang et al. 2022, "Tensor
 // Programs V", sec. 3); values between interpolate, to ask where between the two a model trains best.
-// The whole extension is this file: the static registration below adds it to --scale, sweeps, compare and probe.
+// The whole extension is this file: the static registration below adds it to --scale, sweeps and compare.
 #include <cmath>
 
 #include "nn/constant_scaling.h"
