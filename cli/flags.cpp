@@ -161,22 +161,23 @@ CLI::Validator arm_entry() {
       "OPTIMIZER@LR");
 }
 
-std::vector<RefusedFlag> probe_refused_flags() {
+std::vector<RefusedFlag> probe_refused_flags(const std::string& command) {
   std::vector<std::string> flags;
   for (const CoreSetting& c : core_settings())
     if ((c.setting.commands & Setting::kSweep) && !(c.setting.commands & Setting::kProbe))
       flags.push_back(c.setting.flag());
   for (const ComponentSetting& c : component_settings())
     if (c.component == "optimizer") flags.push_back(c.setting.flag());
+  const std::string batch = command == "probe" ? "one forward batch" : "one forward and backward batch";
   std::vector<RefusedFlag> out;
   for (const std::string& flag : flags)
     if (flag == "--parametrization" || flag == "--base-width")
-      out.push_back({flag,
-                     "probe measures the standard parametrization at initialisation (scales none and sqrt_dk; "
-                     "muP changes only the readout and the lrs there), so it does not read " +
-                         flag + "; leave it out"});
+      out.push_back({flag, command +
+                               " measures the standard parametrization at initialisation (muP changes only the "
+                               "readout and the lrs there), so it does not read " +
+                               flag + "; leave it out"});
     else
-      out.push_back({flag, "probe trains nothing (one forward batch at initialisation), so it does not read " + flag +
+      out.push_back({flag, command + " trains nothing (" + batch + " at initialisation), so it does not read " + flag +
                                "; leave it out"});
   return out;
 }

@@ -35,6 +35,7 @@
 #include "platform/environment.h"
 #include "platform/signals.h"
 #include "report/compare.h"
+#include "report/explain.h"
 #include "report/probe.h"
 #include "report/tables.h"
 #include "train/json_file.h"
@@ -276,6 +277,11 @@ struct Commands {
   TrainConfig probe_cfg;
   std::vector<std::size_t> probe_d_ks{4, 16, 64, 256, 1024};
   CLI::App* probe_cmd = nullptr;
+  TrainConfig explain_cfg;
+  GivenSettings explain_given;
+  ExplainOptions explain_opts;
+  std::string explain_out = "explain";
+  CLI::App* explain_cmd = nullptr;
   CompareOptions compare_opts;
   CLI::App* compare_cmd = nullptr;
   CLI::App* settings_cmd = nullptr;
@@ -350,8 +356,33 @@ void add_probe_command(Commands& c) {
   c.probe_cmd = c.app.add_subcommand(
       "probe", "no training: attention statistics at initialisation, unscaled and scaled, next to the theory");
   add_setting_flags(*c.probe_cmd, Setting::kProbe, c.probe_given, c.probe_cfg);
-  refuse_flags(*c.probe_cmd, probe_refused_flags());
+  refuse_flags(*c.probe_cmd, probe_refused_flags("probe"));
   add_list_flag(*c.probe_cmd, "--d-k", c.probe_d_ks, "head sizes, e.g. --d-k 4,16,64", whole_number(1, 8192));
+}
+
+void add_explain_command(Commands& c) {
+  c.explain_cmd = c.app.add_subcommand(
+      "explain",
+      "no training: the argument for 1/sqrt(d_k), step by step, measured on the model; explain.md, "
+      "explain.html and figures, with a verdict per step");
+  add_setting_flags(*c.explain_cmd, Setting::kProbe, c.explain_given, c.explain_cfg);
+  refuse_flags(*c.explain_cmd, probe_refused_flags("explain"));
+  add_list_flag(*c.explain_cmd, "--d-k", c.explain_opts.d_ks, "head sizes, e.g. --d-k 4,16,64", whole_number(1, 8192));
+  c.explain_cmd
+      ->add_option("--scale", c.explain_opts.scales,
+                   "scalings, e.g. --scale none,sqrt_dk (allowed: " +
+                       Registry<nn::ScalingEntry>::instance().joined_names() + ")")
+      ->delimiter(',')
+      ->check(CLI::IsMember(Registry<nn::ScalingEntry>::instance().names()))
+      ->capture_default_str();
+  c.explain_cmd
+      ->add_option("--runs", c.explain_opts.runs,
+                   "run or sweep directories whose training is the evidence of "
+                   "the last step")
+      ->delimiter(',')
+      ->check(CLI::ExistingDirectory);
+  c.explain_cmd->add_option("--out", c.explain_out, "directory for explain.md, explain.html and figures/")
+      ->capture_default_str();
 }
 
 void add_compare_command(Commands& c) {
@@ -485,6 +516,25 @@ int compare_command(Commands& c) {
   return 0;
 }
 
+int explain_command(Commands& c) {
+  TrainConfig& cfg = c.explain_cfg;
+  apply_given_settings(cfg, c.explain_given);
+  if (!c.explain_given.contains("data_seed")) cfg.data_seed = cfg.seed;
+  cfg.eval_every = 0;  // explain evaluates nothing (a data directory needs no held-out split)
+  cfg.out = "-";       // the model writes no run files
+  platform::set_threads(cfg.threads);
+  platform::set_flush_denormals(cfg.flush_denormals);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Explanation e = explain(cfg, c.explain_opts);
+  const ExplainOutcome o = write_explanation(e, c.explain_out);
+  for (const auto& s : e.sections) std::cout << fmt::format("{}. {}: {}\n", s.number, s.title, s.verdict.verdict);
+  for (const auto& n : e.notes) std::cout << "note: " << n << "\n";
+  if (!o.plot_note.empty()) std::cout << "note: " << o.plot_note << "\n";
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << fmt::format("Explanation: {} ({:.1f} s)\n", o.markdown_path, secs);
+  return 0;
+}
+
 int probe_command(Commands& c) {
   TrainConfig& cfg = c.probe_cfg;
   apply_given_settings(cfg, c.probe_given);
@@ -587,6 +637,7 @@ int run_command(Commands& c) {
     }
     if (*c.compare_cmd) return compare_command(c);
     if (*c.probe_cmd) return probe_command(c);
+    if (*c.explain_cmd) return explain_command(c);
     if (*c.sweep_cmd || *c.exp_cmd) return sweep_command(c);
   } catch (const ConfigError& e) {
     if (c.exp_cmd->parsed())
@@ -621,6 +672,7 @@ int main(int argc, char** argv) {
   if (!make_preset_grid(c, argc, argv)) return 1;
   add_sweep_commands(c);
   add_probe_command(c);
+  add_explain_command(c);
   add_compare_command(c);
   add_settings_command(c);
   if (const int code = parse_command_line(c, argc, argv); code >= 0) return code;

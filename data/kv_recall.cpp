@@ -95,4 +95,23 @@ Batch KeyValueRecall::make_batch(std::uint64_t seed, std::uint64_t index, std::s
   return b;
 }
 
+xt::xarray<std::int64_t> KeyValueRecall::answer_positions(const Batch& batch) const {
+  const std::size_t B = batch.inputs.shape(0), T = seq_len(), P = config_.n_pairs;
+  const bool sum = config_.encoding == KeyValueEncoding::sum;
+  // The key of position i: its own token in the sum encoding; key * n_values + value (pair) or n_keys * n_values +
+  // key (the query) in the pair encoding.
+  const auto key_at = [&](std::size_t s, std::size_t i) -> std::int64_t {
+    if (sum) return batch.inputs(s, i, 0);
+    const auto token = batch.inputs(s, i);
+    const auto pairs = static_cast<std::int64_t>(config_.n_keys * config_.n_values);
+    return token >= pairs ? token - pairs : token / static_cast<std::int64_t>(config_.n_values);
+  };
+  xt::xarray<std::int64_t> out = xt::xarray<std::int64_t>::from_shape({B, T});
+  out.fill(-1);
+  for (std::size_t s = 0; s < B; ++s)
+    for (std::size_t i = 0; i < P; ++i)
+      if (key_at(s, i) == key_at(s, P)) out(s, P) = static_cast<std::int64_t>(i);
+  return out;
+}
+
 }  // namespace xgrad::data

@@ -45,6 +45,8 @@ class KeyValueRecall : public Task {
   /// A pair's position does not matter to the answer: pair i takes the trained pair position i mod (trained
   /// n_pairs), and the query the trained query position. `trained` is a kv_recall (its seq_len() - 1 pairs).
   std::vector<std::size_t> trained_positions(const Task& trained) const override;
+  /// The query (last position) needs the pair position holding its key.
+  xt::xarray<std::int64_t> answer_positions(const Batch& batch) const override;
 
  private:
   Batch make_batch(std::uint64_t seed, std::uint64_t index, std::size_t batch_size, Split split) const override;

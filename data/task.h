@@ -78,6 +78,14 @@ class Task {
     for (std::size_t t = 0; t < out.size(); ++t) out[t] = t % trained.seq_len();
     return out;
   }
+  /// For analysis (`xgrad explain`): for each query position of `batch`, the position of the key whose content the
+  /// target there needs ([batch_size, seq_len()], -1 at positions without a target or whose answer is not at one
+  /// key), so that attention can be seen looking where the answer is or not. Default: empty (the task names no such
+  /// key). `batch` must come from this task's batch().
+  virtual xt::xarray<std::int64_t> answer_positions(const Batch& batch) const {
+    (void)batch;
+    return {};
+  }
   /// Batch number `index` of the stream named by `seed` in `split`: the same arguments always give the same batch,
   /// so runs that differ only in model settings see the same data, and a resumed run sees what an uninterrupted one
   /// saw. inputs and targets are [batch_size, seq_len()].

@@ -574,14 +574,18 @@ void write_script(const fs::path& path, const std::string& script) {
   if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed");
 }
 
-// Runs gnuplot on dir/NAME.gp; true when it drew NAME.png and NAME.svg.
-bool draw_figure(const fs::path& dir, const std::string& name) {
+}  // namespace
+
+bool draw_figure(const std::string& plots_dir, const std::string& name) {
+  const fs::path dir(plots_dir);
   std::error_code ec;
   for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (name + ext), ec);
   const std::string command = "cd " + shell_quote(dir.string()) + " && gnuplot " + name + ".gp >> gnuplot.log 2>&1";
   const int status = std::system(command.c_str());
   return status == 0 && fs::exists(dir / (name + ".png")) && fs::exists(dir / (name + ".svg"));
 }
+
+namespace {
 
 std::string plots_note(bool have_gnuplot, const std::vector<std::string>& failed, const fs::path& dir) {
   if (!have_gnuplot)

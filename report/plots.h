@@ -43,6 +43,10 @@ std::string gnuplot_string(const std::string& s);
 /// True when a `gnuplot` executable is on PATH.
 bool gnuplot_available();
 
+/// Runs gnuplot on plots_dir/<name>.gp in plots_dir (its output appended to plots_dir/gnuplot.log); true when it drew
+/// <name>.png and <name>.svg (an earlier pair is removed first).
+bool draw_figure(const std::string& plots_dir, const std::string& name);
+
 /// Writes data files (plots_dir/data/) and scripts (plots_dir/<figure>.gp) and, if gnuplot is available, runs them
 /// in plots_dir (output in plots_dir/gnuplot.log). Never throws for a gnuplot failure (it is reported in the
 /// note); throws std::runtime_error when plots_dir cannot be written.

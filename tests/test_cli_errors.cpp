@@ -61,8 +61,8 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
     f << "{\"d_modle\": 16}";
   }
   const std::vector<Refusal> cases{
-      {{}, 2, "a command is required (allowed: train, sweep, experiment, probe, compare, settings;"},
-      {{"bogus"}, 2, "unknown command 'bogus' (allowed: train, sweep, experiment, probe, compare, settings;"},
+      {{}, 2, "a command is required (allowed: train, sweep, experiment, probe, explain, compare, settings;"},
+      {{"bogus"}, 2, "unknown command 'bogus' (allowed: train, sweep, experiment, probe, explain, compare, settings;"},
       {{"train"}, 2, "--out: a run directory is required"},
       {{"train", "--out", out, "--bogus"}, 2, "--bogus"},
       {{"train", "--out", out, "--scal", "none"}, 2, "--scal: not a flag of train (see 'xgrad train --help')"},
@@ -309,6 +309,16 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"probe", "--steps", "10"}, 2, "--steps: probe trains nothing"},
       {{"probe", "--weight-decay", "0.1"}, 2, "--weight-decay: probe trains nothing"},
       {{"probe", "--d-k", "16,16"}, 2, "--d-k: 16 is given twice"},
+      {{"explain", "--d-k", "16,16"}, 2, "--d-k: 16 is given twice"},
+      {{"explain", "--d-k", "0"}, 2, "--d-k: must be in [1, 8192], got 0"},
+      {{"explain", "--scale", "bogus"}, 2, "--scale: bogus not in {"},
+      {{"explain", "--scale", "none,none"}, 2, "--scale: none is given twice"},
+      {{"explain", "--runs", "/nonexistent/runs"}, 2, "--runs: Directory does not exist: /nonexistent/runs"},
+      {{"explain", "--lr", "0.1"},
+       2,
+       "--lr: explain trains nothing (one forward and backward batch at initialisation)"},
+      {{"explain", "--parametrization", "mup"}, 2, "--parametrization: explain measures the standard parametrization"},
+      {{"explain", "--d-model", "16384", "--batch-size", "4096"}, 2, "GiB (limit 12)"},
       {{"compare", run_dir, "--out", out, "--loss-threshold", "-1"},
        2,
        "--loss-threshold: must be in (0, inf), got -1"},

@@ -56,6 +56,30 @@ TEST_CASE("kv_recall: query positions and answers are spread uniformly enough to
   for (int c : answer_count) CHECK(c == doctest::Approx(500).epsilon(0.15));
 }
 
+TEST_CASE("kv_recall: answer_positions names the pair whose value is the target, in both encodings") {
+  for (const auto encoding : {KeyValueEncoding::pair, KeyValueEncoding::sum}) {
+    KeyValueRecall task({/*n_keys=*/10, /*n_values=*/6, /*n_pairs=*/5, encoding});
+    const Batch b = task.batch(3, 1, 40);
+    const auto answers = task.answer_positions(b);
+    REQUIRE(answers.shape(0) == 40);
+    REQUIRE(answers.shape(1) == 6);
+    for (std::size_t s = 0; s < 40; ++s) {
+      for (std::size_t i = 0; i < 5; ++i) CHECK(answers(s, i) == -1);  // no target, no key needed
+      const auto at = answers(s, 5);
+      REQUIRE(at >= 0);
+      REQUIRE(at < 5);
+      const auto pos = static_cast<std::size_t>(at);
+      // The value stored at that pair is the target; its key is the query's key.
+      const auto value = encoding == KeyValueEncoding::sum ? b.inputs(s, pos, 1) : b.inputs(s, pos) % 6;
+      CHECK(value == b.targets(s, 5));
+      if (encoding == KeyValueEncoding::sum)
+        CHECK(b.inputs(s, pos, 0) == b.inputs(s, 5, 0));
+      else
+        CHECK(b.inputs(s, pos) / 6 == b.inputs(s, 5) - 60);
+    }
+  }
+}
+
 TEST_CASE("kv_recall: invalid settings throw with the setting's name") {
   CHECK_THROWS_WITH_AS(KeyValueRecall({4, 8, 5}), doctest::Contains("n_keys"), TaskError);
   CHECK_THROWS_WITH_AS(KeyValueRecall({8, 1, 4}), doctest::Contains("n_values"), TaskError);

@@ -1,0 +1,143 @@
+#include "report/explain.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "report/stats.h"
+#include "report/tables.h"
+
+namespace xgrad::train {
+
+const ArmMeasurement* Explanation::arm(std::size_t d_k, const std::string& scale) const {
+  for (const auto& a : arms)
+    if (a.d_k == d_k && a.scale == scale) return &a;
+  return nullptr;
+}
+
+namespace {
+
+// Log-spaced score stds from 0.01 to past the largest measured std: the softmax curves' x.
+std::vector<double> curve_grid(const std::vector<ArmMeasurement>& arms) {
+  double top = 100;
+  for (const auto& a : arms) top = std::max(top, 4 * a.score_std);
+  const std::size_t n = 81;
+  std::vector<double> xs;
+  for (std::size_t i = 0; i < n; ++i)
+    xs.push_back(0.01 * std::pow(top / 0.01, static_cast<double>(i) / static_cast<double>(n - 1)));
+  return xs;
+}
+
+std::string setup_line(const TrainConfig& c, const ArmMeasurement& a) {
+  return fmt::format(
+      "task {}, d_model {}, {} head{}, {} layer{}, {}, sequences of {} tokens, batch {}, seed {} "
+      "(data seed {}); at initialisation, the first layer's attention",
+      c.task, c.d_model, c.n_heads, c.n_heads == 1 ? "" : "s", c.n_layers, c.n_layers == 1 ? "" : "s",
+      c.causal ? "causal" : "not causal", a.heatmap.size() ? a.heatmap.front().size() : 0, c.batch_size, c.seed,
+      c.data_seed);
+}
+
+// The median over measured rows of the first layer's saturated share.
+double median_saturated(const RunRecord& run) { return median(run.series.saturated); }
+
+// The per-query score gradient relative to the loss, over the measured rows before the run reached its loss
+// threshold (all rows when it never did): a converged run has a small gradient because its loss is small, not
+// because its softmax saturated. The median over those rows of score_grad_median / loss.
+double score_grad_relative(const RunRecord& run, const RunStats& stats) {
+  std::vector<double> ratios;
+  const auto& s = run.series;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (stats.step_to_loss >= 0 && s.step[i] >= static_cast<double>(stats.step_to_loss)) break;
+    if (std::isfinite(s.score_grad_median[i]) && std::isfinite(s.loss[i]) && s.loss[i] > 0)
+      ratios.push_back(s.score_grad_median[i] / s.loss[i]);
+  }
+  return median(ratios);
+}
+
+std::string versus(const LossComparison& l) {
+  switch (l.verdict) {
+    case LossComparison::Verdict::a_lower:
+      return "lower";
+    case LossComparison::Verdict::b_lower:
+      return "higher";
+    case LossComparison::Verdict::about_same:
+      return "same";
+    default:
+      return l.neither_learned ? "neither learned" : "not decided";
+  }
+}
+
+TrainingPoint training_point(const Comparison& c, const ArmStats& arm, const std::vector<std::string>& extra) {
+  TrainingPoint p;
+  p.d_k = arm.d_k();
+  p.scale = arm.scale();
+  p.label = arm_label(arm, extra, {"d_k"});
+  p.n_runs = arm.kept.size();
+  p.final_loss = arm.final_loss.mean;
+  p.reached = arm.reached_loss;
+  p.steps_to_loss = arm.mean_step_to_loss;
+  std::vector<double> saturated, relative;
+  for (const auto r : arm.kept) {
+    saturated.push_back(median_saturated(c.runs[r]));
+    relative.push_back(score_grad_relative(c.runs[r], c.stats[r]));
+  }
+  p.saturated_share = mean_sd(saturated).mean;
+  p.score_grad_relative = mean_sd(relative).mean;
+  return p;
+}
+
+}  // namespace
+
+TrainingEvidence training_evidence(const std::vector<std::string>& inputs, double loss_threshold) {
+  TrainingEvidence t;
+  std::vector<RunRecord> runs;
+  for (const auto& dir : find_run_dirs(inputs)) {
+    try {
+      runs.push_back(load_run(dir));
+    } catch (const std::exception& e) {
+      t.notes.push_back("--runs: left out " + dir + ": " + e.what());
+    }
+  }
+  if (runs.empty()) {
+    t.notes.push_back("--runs: no run could be read, so the page has no training evidence");
+    return t;
+  }
+  const Comparison c = analyse_runs(std::move(runs), loss_threshold, 0.9, 10);
+  const auto extra = distinguishing_keys(c.arms);
+  for (const auto& group : scale_groups(c.arms)) {
+    const ArmStats& first = c.arms[group.arms.front()];
+    const bool has_reference = is_reference_scale(first.scale());
+    for (const auto i : group.arms) {
+      TrainingPoint p = training_point(c, c.arms[i], extra);
+      if (has_reference && i != group.arms.front())
+        p.versus_reference = versus(compare_final_loss(c, c.arms[i], first));
+      if (p.n_runs > 0) t.points.push_back(std::move(p));
+    }
+  }
+  std::stable_sort(t.points.begin(), t.points.end(),
+                   [](const auto& a, const auto& b) { return a.label != b.label ? a.label < b.label : a.d_k < b.d_k; });
+  if (t.points.empty()) t.notes.push_back("--runs: every run diverged or none completed, so no training evidence");
+  return t;
+}
+
+Explanation explain(const TrainConfig& base, const ExplainOptions& options) {
+  Explanation e;
+  e.d_ks = options.d_ks;
+  e.scales = options.scales;
+  e.arms = measure_arms(base, options.d_ks, options.scales);
+  e.setup = setup_line(base, e.arms.front());
+  e.curves = softmax_curves(e.arms.front().key_counts, curve_grid(e.arms), base.seed);
+  if (!options.runs.empty()) {
+    e.training = training_evidence(options.runs, options.loss_threshold);
+    e.notes.insert(e.notes.end(), e.training->notes.begin(), e.training->notes.end());
+  }
+  if (e.arms.front().chance_share != e.arms.front().chance_share && e.arms.front().n_answerable == 0)
+    e.notes.push_back("task " + base.task +
+                      " names no key its answer needs, so whether a peak is earned is not "
+                      "measured");
+  e.sections = explain_sections(e);
+  return e;
+}
+
+}  // namespace xgrad::train

@@ -1,0 +1,102 @@
+// `xgrad explain`: the argument for dividing attention scores by sqrt(d_k), step by step, measured on the actual
+// model. The five steps (Vaswani et al. 2017, sec. 3.2.1 and footnote 4): (1) q·k is a sum of d_k products, so its
+// spread grows like sqrt(d_k); (2) softmax of large scores is peaked, one weight near 1, by magnitude alone; (3) a
+// saturated softmax passes almost no gradient back; (4) 1/sqrt(d_k) undoes the growth; (5) the problem is mild at
+// small d_k and grows with it. Each step gets its measurement and a verdict computed from the numbers: where the
+// model does not behave as the argument says, the verdict says so.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/explain_measure.h"
+#include "train/config.h"
+
+namespace xgrad::train {
+
+struct ExplainOptions {
+  std::vector<std::size_t> d_ks{4, 16, 64, 256, 1024, 4096};
+  std::vector<std::string> scales{"none", "sqrt_dk"};
+  std::vector<std::string> runs;  // run or sweep directories whose training supplies the evidence of section 5
+  double loss_threshold = -1;     // as compare's: < 0 is half of each run's chance loss
+};
+
+/// The training evidence of `--runs`, per arm (runs that differ only in seed) of the runs read.
+struct TrainingPoint {
+  std::size_t d_k = 0;
+  std::string scale;
+  std::string label;  // scale, and the settings that tell this arm from others of its (d_k, scale)
+  std::size_t n_runs = 0;
+  double final_loss = 0;           // mean over seeds, nats
+  double steps_to_loss = 0;        // mean over the seeds that reached the loss threshold; NaN if none did
+  std::size_t reached = 0;         // seeds that reached it
+  double saturated_share = 0;      // mean over seeds of the median over measured steps of the saturated share
+  double score_grad_relative = 0;  // mean over seeds of RunStats::score_grad_relative
+  std::string versus_reference;    // how its final loss compares with the unscaled arm's ("" for that arm)
+};
+
+struct TrainingEvidence {
+  std::vector<TrainingPoint> points;  // by label, then d_k
+  std::vector<std::string> notes;     // runs left out and why
+};
+
+/// A verdict decided from the numbers: "holds", "does not hold", "holds only per query", ...; its class (holds,
+/// fails, partly) colours it; text gives the numbers that decide it.
+struct Verdict {
+  std::string verdict, verdict_class, text;
+};
+
+struct ExplainSection {
+  std::string id;  // growth, saturation, gradient, scaling, sizes
+  int number = 0;
+  std::string title, claim;
+  Verdict verdict;
+  std::vector<std::string> paragraphs;
+  std::vector<std::string> figures;  // figure ids, in the order the section draws them
+};
+
+struct Explanation {
+  std::string setup;  // the model, task and batch in one line
+  std::vector<std::size_t> d_ks;
+  std::vector<std::string> scales;
+  std::vector<ArmMeasurement> arms;  // d_ks × scales, d_k outer
+  SoftmaxCurves curves;              // over the first arm's key counts
+  std::optional<TrainingEvidence> training;
+  std::vector<ExplainSection> sections;  // the five steps, in order
+  std::vector<std::string> notes;        // what the page leaves out, one sentence each
+
+  /// The arm of (d_k, scale), or null.
+  const ArmMeasurement* arm(std::size_t d_k, const std::string& scale) const;
+};
+
+/// Measures (measure_arms), computes the softmax curves, reads options.runs (compare's reader: a directory that holds
+/// no run throws std::invalid_argument naming it; a run that cannot be read is left out with a note) and decides the
+/// five sections. Throws ConfigError for bad settings, as measure_arms.
+Explanation explain(const TrainConfig& base, const ExplainOptions& options);
+
+/// The sections of `e` (its arms, curves and training evidence), each verdict computed from them.
+std::vector<ExplainSection> explain_sections(const Explanation& e);
+
+/// The training evidence of the runs at `inputs` (find_run_dirs, load_run, analyse_runs). Throws
+/// std::invalid_argument when an input holds no run.
+TrainingEvidence training_evidence(const std::vector<std::string>& inputs, double loss_threshold);
+
+/// The JSON explain.html embeds (the figures' data, the sections, the notes). Non-finite numbers are null.
+nlohmann::json explain_json(const Explanation& e);
+
+struct ExplainOutcome {
+  std::string markdown_path, html_path;
+  std::size_t html_bytes = 0;
+  std::vector<std::string> figures_drawn;  // figure ids with a PNG and SVG in figures/
+  std::string plot_note;                   // why figures are missing ("" when all were drawn)
+};
+
+/// Writes out_dir/explain.md, out_dir/explain.html and out_dir/figures/ (gnuplot scripts, data, PNG and SVG). Creates
+/// out_dir. Throws std::runtime_error naming a path that cannot be written.
+ExplainOutcome write_explanation(const Explanation& e, const std::string& out_dir);
+
+}  // namespace xgrad::train

@@ -1,0 +1,46 @@
+// The figures of `xgrad explain`: one table of ids, titles and captions (explain.md and explain.html show the same
+// words), the score histogram both draw, and the gnuplot PNG + SVG of each for explain.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "report/explain.h"
+
+namespace xgrad::train {
+
+struct ExplainFigure {
+  std::string id;  // the file stem in figures/ and the page's figure id
+  std::string title;
+  std::string caption;  // what to look at
+};
+
+/// Every figure a section may name, in a fixed order.
+const std::vector<ExplainFigure>& explain_figures();
+
+/// The figure `id`, or null.
+const ExplainFigure* find_explain_figure(const std::string& id);
+
+/// "unscaled" for the reference scaling, "1/sqrt(d_k)" for sqrt_dk, the name otherwise.
+std::string scale_label_of(const std::string& scale);
+
+/// A density histogram of an arm's scores: kBins bins of `width` from x0, covering score_mean ± 4.5 times the larger
+/// of the measured and the theory std (scores outside are left out of the bins but not of the total: the area is the
+/// share inside).
+struct Histogram {
+  double x0 = 0, width = 0;
+  std::vector<double> density;
+};
+inline constexpr std::size_t kHistogramBins = 60;
+Histogram score_histogram(const ArmMeasurement& a);
+
+/// Writes dir/<id>.gp and dir/data/ for every figure of `e` and draws each PNG and SVG with gnuplot when it is on
+/// PATH. Returns the ids drawn; `note` says why some are missing ("" when none is). Throws std::runtime_error naming
+/// a path that cannot be written.
+std::vector<std::string> write_explain_figures(const Explanation& e, const std::string& dir, std::string& note);
+
+/// explain.md: the verdicts in a table, then each section with its figures (those drawn as images) and the numbers.
+std::string explain_markdown(const Explanation& e, const std::vector<std::string>& figures_drawn,
+                             const std::string& plot_note);
+
+}  // namespace xgrad::train

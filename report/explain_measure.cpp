@@ -1,0 +1,295 @@
+#include "report/explain_measure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "autograd/random.h"
+#include "nn/attention_stats.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+#include "train/run_files.h"
+#include "train/trainer.h"
+
+namespace xgrad::train {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+void softmax(const double* s, std::size_t n, double* p) {
+  const double top = *std::max_element(s, s + n);
+  double sum = 0;
+  for (std::size_t j = 0; j < n; ++j) sum += p[j] = std::exp(s[j] - top);
+  for (std::size_t j = 0; j < n; ++j) p[j] /= sum;
+}
+
+SoftmaxRow softmax_row(const double* p, std::size_t n) {
+  SoftmaxRow r;
+  double sum2 = 0, sum3 = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    if (p[j] > 0) r.entropy -= p[j] * std::log(p[j]);
+    r.max_prob = std::max(r.max_prob, p[j]);
+    sum2 += p[j] * p[j];
+    sum3 += p[j] * p[j] * p[j];
+  }
+  r.jacobian_norm = std::sqrt(std::max(0.0, sum2 - 2 * sum3 + sum2 * sum2));
+  return r;
+}
+
+SoftmaxCurves softmax_curves(const std::vector<std::size_t>& key_counts, const std::vector<double>& stds,
+                             std::uint64_t seed, std::size_t max_rows) {
+  if (key_counts.empty()) throw std::invalid_argument("softmax_curves: no key counts");
+  if (*std::min_element(key_counts.begin(), key_counts.end()) < 1)
+    throw std::invalid_argument("softmax_curves: a key count below 1");
+  // Every k-th count when there are more counts than rows; then whole passes over the counts kept.
+  const std::size_t stride = std::max<std::size_t>(1, key_counts.size() / std::max<std::size_t>(1, max_rows));
+  std::vector<std::size_t> counts;
+  for (std::size_t i = 0; i < key_counts.size(); i += stride) counts.push_back(key_counts[i]);
+  const std::size_t passes = std::max<std::size_t>(1, max_rows / counts.size());
+  Generator rng(seed, 0x736d /* "sm" */);
+  std::vector<std::vector<double>> z;  // the rows' standard normal scores, the same at every sigma
+  for (std::size_t m = 0; m < passes * counts.size(); ++m) {
+    z.emplace_back(counts[m % counts.size()]);
+    for (auto& v : z.back()) v = rng.normal();
+  }
+  SoftmaxCurves out;
+  out.std = stds;
+  std::vector<double> s, p;
+  for (const double sigma : stds) {
+    SoftmaxRow mean;
+    for (const auto& row : z) {
+      s.resize(row.size());
+      p.resize(row.size());
+      for (std::size_t j = 0; j < row.size(); ++j) s[j] = sigma * row[j];
+      softmax(s.data(), s.size(), p.data());
+      const SoftmaxRow r = softmax_row(p.data(), p.size());
+      mean.entropy += r.entropy;
+      mean.max_prob += r.max_prob;
+      mean.jacobian_norm += r.jacobian_norm;
+    }
+    const double n = static_cast<double>(z.size());
+    out.entropy.push_back(mean.entropy / n);
+    out.max_prob.push_back(mean.max_prob / n);
+    out.jacobian_norm.push_back(mean.jacobian_norm / n);
+  }
+  return out;
+}
+
+namespace {
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? kNaN : s / static_cast<double>(v.size());
+}
+
+double std_of(const std::vector<double>& v) {
+  const double m = mean_of(v);
+  double s2 = 0;
+  for (double x : v) s2 += (x - m) * (x - m);
+  return v.empty() ? kNaN : std::sqrt(s2 / static_cast<double>(v.size()));
+}
+
+double std_of(const xt::xarray<float>& x) { return std_of(std::vector<double>(x.data(), x.data() + x.size())); }
+
+// One model at one (d_k, scale), its task and one batch of it.
+struct ArmModel {
+  TrainConfig config;
+  std::unique_ptr<data::Task> task;
+  std::unique_ptr<nn::AttentionModel> model;
+  data::Batch batch;
+  double multiplier = 1;
+};
+
+ArmModel build_arm(const TrainConfig& base, std::size_t d_k, const std::string& scale) {
+  ArmModel a;
+  a.config = base;
+  a.config.d_k = d_k;
+  a.config.scale = scale;
+  a.task = a.config.validate();
+  const nn::ModelConfig mc = model_config(a.config, *a.task);
+  a.model = std::make_unique<nn::AttentionModel>(mc, a.config.seed);
+  a.batch = a.task->batch(a.config.data_seed, 0, a.config.batch_size);
+  a.multiplier = a.model->attention_layers().front()->effective_multiplier(mc.max_seq_len);
+  return a;
+}
+
+// The rows of a [B, H, Tq, T] record with at least 2 visible (finite) scores: row r is sequence b, head h, query
+// position `position` (query_positions[i], or i).
+struct QueryRow {
+  std::size_t b = 0, h = 0, i = 0, position = 0;
+  std::vector<std::size_t> keys;  // visible key positions
+};
+
+std::vector<QueryRow> query_rows(const xt::xarray<float>& scores, const std::vector<std::size_t>& query_positions) {
+  std::vector<QueryRow> rows;
+  const std::size_t B = scores.shape(0), H = scores.shape(1), Tq = scores.shape(2), T = scores.shape(3);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < Tq; ++i) {
+        QueryRow r{b, h, i, query_positions.empty() ? i : query_positions[i], {}};
+        for (std::size_t j = 0; j < T; ++j)
+          if (std::isfinite(scores(b, h, i, j))) r.keys.push_back(j);
+        if (r.keys.size() >= 2) rows.push_back(std::move(r));
+      }
+  return rows;
+}
+
+std::vector<double> row_weights(const xt::xarray<float>& probs, const QueryRow& r) {
+  std::vector<double> p;
+  for (const auto j : r.keys) p.push_back(probs(r.b, r.h, r.i, j));
+  return p;
+}
+
+// Entropy, largest weight, Jacobian norm and saturation over the queries; the median-entropy query's sorted weights.
+void measure_weights(const xt::xarray<float>& probs, const std::vector<QueryRow>& rows, ArmMeasurement& m) {
+  std::vector<std::pair<double, std::size_t>> entropies;
+  std::vector<double> entropy, max_prob, jacobian;
+  double saturated = 0;
+  for (std::size_t q = 0; q < rows.size(); ++q) {
+    const auto p = row_weights(probs, rows[q]);
+    const SoftmaxRow r = softmax_row(p.data(), p.size());
+    entropy.push_back(r.entropy);
+    max_prob.push_back(r.max_prob);
+    jacobian.push_back(r.jacobian_norm);
+    saturated += r.max_prob > 0.99;
+    entropies.emplace_back(r.entropy, q);
+    m.key_counts.push_back(p.size());
+  }
+  m.n_queries = rows.size();
+  m.entropy_mean = mean_of(entropy);
+  m.max_prob_mean = mean_of(max_prob);
+  m.jacobian_norm_mean = mean_of(jacobian);
+  m.saturated_share = saturated / static_cast<double>(rows.size());
+  const auto middle = entropies.begin() + static_cast<std::ptrdiff_t>(entropies.size() / 2);
+  std::nth_element(entropies.begin(), middle, entropies.end());
+  m.sorted_weights = row_weights(probs, rows[middle->second]);
+  std::sort(m.sorted_weights.rbegin(), m.sorted_weights.rend());
+}
+
+// Whether a saturated query's peak sits on the key its answer needs, against the share chance gives.
+void measure_earned(const xt::xarray<float>& probs, const std::vector<QueryRow>& rows,
+                    const xt::xarray<std::int64_t>& answers, ArmMeasurement& m) {
+  m.earned_share = m.chance_share = kNaN;
+  if (answers.dimension() != 2) return;
+  double hits = 0, chance_saturated = 0, chance_all = 0;
+  for (const auto& r : rows) {
+    const auto answer = answers(r.b, r.position);
+    if (answer < 0) continue;
+    ++m.n_answerable;
+    chance_all += 1.0 / static_cast<double>(r.keys.size());
+    const auto p = row_weights(probs, r);
+    const auto top = static_cast<std::size_t>(std::max_element(p.begin(), p.end()) - p.begin());
+    if (p[top] <= 0.99) continue;
+    ++m.n_answerable_saturated;
+    chance_saturated += 1.0 / static_cast<double>(r.keys.size());
+    hits += r.keys[top] == static_cast<std::size_t>(answer);
+  }
+  if (m.n_answerable_saturated > 0) {
+    m.earned_share = hits / static_cast<double>(m.n_answerable_saturated);
+    m.chance_share = chance_saturated / static_cast<double>(m.n_answerable_saturated);
+  } else if (m.n_answerable > 0) {
+    m.chance_share = chance_all / static_cast<double>(m.n_answerable);
+  }
+}
+
+void measure_scores(const nn::AttentionRecord& last, const std::vector<QueryRow>& rows, ArmMeasurement& m) {
+  const auto& scores = last.scores.value();
+  for (const auto& r : rows)
+    for (const auto j : r.keys) m.scores.push_back(scores(r.b, r.h, r.i, j));
+  m.score_mean = mean_of(m.scores);
+  m.score_std = std_of(m.scores);
+  m.heatmap.assign(scores.shape(2), std::vector<double>(scores.shape(3), kNaN));
+  for (std::size_t i = 0; i < scores.shape(2); ++i)
+    for (std::size_t j = 0; j < scores.shape(3); ++j)
+      if (std::isfinite(scores(0, 0, i, j))) m.heatmap[i][j] = last.probs(0, 0, i, j);
+}
+
+// The forward pass without gradients: scores, weights, q and k of the first layer.
+void weights_pass(ArmModel& a, ArmMeasurement& m) {
+  auto layer = a.model->attention_layers().front();
+  layer->record_attention = true;
+  NoGradGuard no_grad;
+  a.model->forward(a.batch.inputs);
+  const nn::AttentionRecord& last = layer->last;
+  const auto rows = query_rows(last.scores.value(), last.query_positions);
+  if (rows.empty())
+    throw ConfigError(fmt::format(
+        "explain: no query may attend to two keys (task {}: sequences of {} token{}), so every attention weight "
+        "is 1 by construction and there is nothing to measure; give sequences of at least 2 tokens",
+        a.config.task, a.batch.inputs.shape(1), a.batch.inputs.shape(1) == 1 ? "" : "s"));
+  m.q_std = std_of(last.q);
+  m.k_std = std_of(last.k);
+  m.multiplier = a.multiplier;
+  m.theory_std = std::sqrt(static_cast<double>(m.d_k)) * m.q_std * m.k_std * m.multiplier;
+  measure_scores(last, rows, m);
+  measure_weights(last.probs, rows, m);
+  measure_earned(last.probs, rows, a.task->answer_positions(a.batch), m);
+  layer->record_attention = false;
+  layer->last = nn::AttentionRecord();
+}
+
+// The loss at the task's targets and its backward: per-query score gradients and the W_q, W_k gradient norms.
+void gradient_pass(ArmModel& a, ArmMeasurement& m) {
+  auto layer = a.model->attention_layers().front();
+  layer->record_attention = true;
+  const nn::TargetLoss out = nn::loss_at_targets(*a.model, a.batch.inputs, a.batch.targets);
+  out.loss.backward();
+  m.loss = out.loss.item();
+  const nn::AttentionRecord& last = layer->last;
+  std::vector<double> norms;
+  if (last.scores.has_grad())
+    for (const auto& r : query_rows(last.scores.value(), last.query_positions)) {
+      double s2 = 0;
+      for (const auto j : r.keys)
+        s2 += static_cast<double>(last.scores.grad()(r.b, r.h, r.i, j)) * last.scores.grad()(r.b, r.h, r.i, j);
+      norms.push_back(std::sqrt(s2));
+    }
+  m.score_grad_p10 = nn::percentile(norms, 0.1);
+  m.score_grad_median = nn::percentile(norms, 0.5);
+  m.score_grad_p90 = nn::percentile(norms, 0.9);
+  double wq2 = 0, wk2 = 0;
+  for (const auto& [name, p] : a.model->named_parameters()) {
+    const double g = nn::grad_norm(p);
+    if (metrics_columns::is_query_weight(name)) wq2 += g * g;
+    if (metrics_columns::is_key_weight(name)) wk2 += g * g;
+  }
+  m.grad_norm_w_q = std::sqrt(wq2);
+  m.grad_norm_w_k = std::sqrt(wk2);
+  layer->last = nn::AttentionRecord();
+}
+
+void check_d_ks(const std::vector<std::size_t>& d_ks, const std::vector<std::string>& scales) {
+  if (d_ks.empty()) throw ConfigError("--d-k: give at least one head size");
+  if (scales.empty()) throw ConfigError("--scale: give at least one scaling");
+  for (std::size_t i = 0; i < d_ks.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (d_ks[i] == d_ks[j]) throw ConfigError("--d-k: " + std::to_string(d_ks[i]) + " is given twice");
+  for (std::size_t i = 0; i < scales.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (scales[i] == scales[j]) throw ConfigError("--scale: " + scales[i] + " is given twice");
+}
+
+}  // namespace
+
+std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
+                                         const std::vector<std::string>& scales) {
+  check_d_ks(d_ks, scales);
+  std::vector<ArmMeasurement> out;
+  for (const auto d_k : d_ks)
+    for (const auto& scale : scales) {
+      ArmModel a = build_arm(base, d_k, scale);
+      ArmMeasurement m;
+      m.d_k = d_k;
+      m.scale = scale;
+      weights_pass(a, m);
+      gradient_pass(a, m);
+      out.push_back(std::move(m));
+    }
+  return out;
+}
+
+}  // namespace xgrad::train

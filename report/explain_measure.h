@@ -1,0 +1,74 @@
+// The measurements of `xgrad explain`: the first layer's attention of the actual model at initialisation, on one batch
+// of the task's real inputs, per head size and scaling; and what softmax does to normal scores of a given spread
+// (Monte Carlo), the curve the measured points are drawn on.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+
+namespace xgrad::train {
+
+/// What one softmax row gives, for weights p over n >= 1 keys: entropy -sum p ln p (nats), the largest weight, and the
+/// Frobenius norm of its Jacobian d p / d s = diag(p) - p p^T, computed as sqrt(sum p^2 - 2 sum p^3 + (sum p^2)^2)
+/// (the squared entries p_i^2 (1 - p_i)^2 on the diagonal and p_i^2 p_j^2 off it, summed). Equal weights 1/n give
+/// entropy ln n and norm sqrt(n - 1) / n; one weight 1 gives 0 and 0.
+struct SoftmaxRow {
+  double entropy = 0, max_prob = 0, jacobian_norm = 0;
+};
+SoftmaxRow softmax_row(const double* p, std::size_t n);
+
+/// softmax(s) of n scores, into p (stable: the largest score is subtracted first).
+void softmax(const double* s, std::size_t n, double* p);
+
+/// E[softmax_row(softmax(sigma z))] over z ~ N(0, I_n), mixed over key counts as the measured queries are: at each
+/// sigma of `stds`, the mean over Monte Carlo rows, row m with n = key_counts[m mod Q] keys (Q = key_counts.size();
+/// every count enters equally often, so at sigma 0 the entropy is exactly the mean of ln n). At most ~max_rows rows
+/// (a multiple of Q; when Q exceeds it, every k-th count); the same z at every sigma (common random numbers: the
+/// curve is smooth in sigma). Deterministic in `seed`. Throws std::invalid_argument for an empty key_counts or a
+/// count below 1.
+struct SoftmaxCurves {
+  std::vector<double> std;  // sigma, as given
+  std::vector<double> entropy, max_prob, jacobian_norm;
+};
+SoftmaxCurves softmax_curves(const std::vector<std::size_t>& key_counts, const std::vector<double>& stds,
+                             std::uint64_t seed, std::size_t max_rows = 4000);
+
+/// The first attention layer of the model of one (d_k, scale) at initialisation. Queries: the (sequence, head,
+/// position) rows with at least 2 keys they may attend to (a lone key's weight is 1 by construction). Scores are the
+/// softmax input (after the scaling's multipliers and transforms), masked keys excluded.
+struct ArmMeasurement {
+  std::size_t d_k = 0;
+  std::string scale;
+  double q_std = 0, k_std = 0;           // std of the q and k components as they enter q·k
+  double multiplier = 1;                 // the scaling's factor on q·k (AttentionLayer::effective_multiplier)
+  double theory_std = 0;                 // sqrt(d_k) q_std k_std multiplier (Vaswani et al. 2017, footnote 4)
+  double score_mean = 0, score_std = 0;  // over every visible score of every query
+  double entropy_mean = 0, max_prob_mean = 0, jacobian_norm_mean = 0;    // means over queries (softmax_row)
+  double saturated_share = 0;                                            // queries whose largest weight exceeds 0.99
+  double loss = 0;                                                       // the batch's loss at initialisation, nats
+  double score_grad_p10 = 0, score_grad_median = 0, score_grad_p90 = 0;  // over queries of ‖dLoss/d(score row)‖
+  double grad_norm_w_q = 0, grad_norm_w_k = 0;  // ‖dLoss/dW‖ over every layer's attn.w_q.weight (w_k), L2
+  std::size_t n_queries = 0;
+  // Whether a peak is earned: over the queries whose answer sits at one key (Task::answer_positions) and that are
+  // saturated, the share whose largest weight is on that key, and the share chance gives (mean of 1 / keys).
+  std::size_t n_answerable = 0, n_answerable_saturated = 0;
+  double earned_share = 0, chance_share = 0;  // NaN when no such query (or the task names no key)
+  std::vector<double> scores;                 // every visible score (for the histogram)
+  std::vector<std::size_t> key_counts;        // per query, the keys it may attend to
+  std::vector<double> sorted_weights;         // the median-entropy query's weights, largest first
+  std::vector<std::vector<double>> heatmap;   // [T][T] weights of sequence 0, head 0; NaN where masked
+};
+
+/// Measures each (d_k, scale) of d_ks × scales (d_k outer) on the model of `base` with that head size (d_model
+/// unchanged), the same seed and one batch of base.batch_size sequences (data_seed, index 0): a forward pass for the
+/// weights, then the loss at the task's targets and its backward for the gradients. Throws ConfigError for bad
+/// settings (the message names the flag), an empty list or a d_k given twice, and when no query may attend to two
+/// keys (sequences of one token).
+std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
+                                         const std::vector<std::string>& scales);
+
+}  // namespace xgrad::train

@@ -1,0 +1,246 @@
+// `xgrad explain`: the softmax statistics against closed forms and an independent quadrature, the measurements on
+// the model against the theory they illustrate, and verdicts that follow the numbers (the same data with the
+// opposite property gets the opposite verdict).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "report/explain.h"
+#include "report/explain_figures.h"
+#include "support/fake_run.h"
+#include "support/temp_dir.h"
+
+using namespace xgrad::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The Jacobian's Frobenius norm entry by entry, for comparison with softmax_row's closed form.
+double jacobian_norm_by_entries(const std::vector<double>& p) {
+  double s = 0;
+  for (std::size_t i = 0; i < p.size(); ++i)
+    for (std::size_t j = 0; j < p.size(); ++j) {
+      const double J = (i == j ? p[i] : 0) - p[i] * p[j];
+      s += J * J;
+    }
+  return std::sqrt(s);
+}
+
+// E[f(softmax(sigma z))] over z ~ N(0, I_2) by quadrature: the two weights depend on d = z1 - z2 ~ N(0, 2) only.
+// Midpoint rule over [-10, 10] standard deviations of d, 20000 points: error far below the Monte Carlo tolerance.
+SoftmaxRow two_key_expectation(double sigma) {
+  SoftmaxRow m;
+  const std::size_t n = 20000;
+  const double sd = std::sqrt(2.0), lo = -10 * sd, h = 20 * sd / static_cast<double>(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = lo + (static_cast<double>(i) + 0.5) * h;
+    const double w = std::exp(-d * d / 4) / std::sqrt(4 * M_PI) * h;
+    const double s[2] = {sigma * d, 0};
+    double p[2];
+    softmax(s, 2, p);
+    const SoftmaxRow r = softmax_row(p, 2);
+    m.entropy += w * r.entropy;
+    m.max_prob += w * r.max_prob;
+    m.jacobian_norm += w * r.jacobian_norm;
+  }
+  return m;
+}
+
+TrainConfig small_config() {
+  TrainConfig c;
+  c.d_model = 32;
+  c.n_heads = 2;
+  c.n_layers = 2;
+  c.batch_size = 16;
+  c.out = "-";
+  c.eval_every = 0;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("explain: softmax_row against closed forms and the Jacobian entry by entry") {
+  for (const std::size_t n : {2u, 5u, 64u}) {
+    const std::vector<double> uniform(n, 1.0 / static_cast<double>(n));
+    const SoftmaxRow u = softmax_row(uniform.data(), n);
+    // Equal weights: entropy ln n and ‖diag(p) - ppᵀ‖_F = sqrt(n - 1) / n. Tolerance: a few ulps of sums of n terms.
+    CHECK(u.entropy == doctest::Approx(std::log(static_cast<double>(n))).epsilon(1e-12));
+    CHECK(u.jacobian_norm ==
+          doctest::Approx(std::sqrt(static_cast<double>(n - 1)) / static_cast<double>(n)).epsilon(1e-12));
+    std::vector<double> one_hot(n, 0.0);
+    one_hot[1] = 1;
+    const SoftmaxRow o = softmax_row(one_hot.data(), n);
+    CHECK(o.entropy == 0);
+    CHECK(o.max_prob == 1);
+    CHECK(o.jacobian_norm == 0);  // one-hot p: the Jacobian vanishes only here
+  }
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<double> s(9), p(9);
+    for (auto& v : s) v = 3 * normal(rng);
+    softmax(s.data(), s.size(), p.data());
+    // The closed form subtracts terms of size up to 1: an absolute floor of 1e-12 covers their cancellation.
+    CHECK(softmax_row(p.data(), p.size()).jacobian_norm ==
+          doctest::Approx(jacobian_norm_by_entries(p)).epsilon(1e-10).scale(1e-2));
+  }
+}
+
+TEST_CASE("explain: the softmax curves at std 0 are exact, follow quadrature for two keys, and fall with the std") {
+  const std::vector<std::size_t> counts{2, 3, 3, 8, 17};
+  const SoftmaxCurves zero = softmax_curves(counts, {0.0}, 1);
+  double ln_n = 0, jac = 0;
+  for (const auto n : counts) {
+    ln_n += std::log(static_cast<double>(n)) / 5;
+    jac += std::sqrt(static_cast<double>(n - 1)) / static_cast<double>(n) / 5;
+  }
+  CHECK(zero.entropy[0] == doctest::Approx(ln_n).epsilon(1e-12));  // every count enters equally often
+  CHECK(zero.jacobian_norm[0] == doctest::Approx(jac).epsilon(1e-12));
+
+  const std::vector<double> stds{0.3, 1, 3, 10, 100};
+  const SoftmaxCurves two = softmax_curves({2}, stds, 5, 20000);
+  for (std::size_t i = 0; i < stds.size(); ++i) {
+    const SoftmaxRow q = two_key_expectation(stds[i]);
+    // 20000 Monte Carlo rows: the standard error of a mean of values in [0, ln 2] is below 0.7 / sqrt(20000) = 0.005;
+    // 0.02 is four of them.
+    CHECK(two.entropy[i] == doctest::Approx(q.entropy).epsilon(0).scale(1).epsilon(0.02));
+    CHECK(std::abs(two.max_prob[i] - q.max_prob) < 0.02);
+    CHECK(std::abs(two.jacobian_norm[i] - q.jacobian_norm) < 0.02);
+  }
+  const SoftmaxCurves many = softmax_curves(counts, stds, 3);
+  for (std::size_t i = 1; i < stds.size(); ++i) {
+    CHECK(many.entropy[i] < many.entropy[i - 1]);  // common random numbers: monotone in sigma for each row
+    CHECK(many.max_prob[i] > many.max_prob[i - 1]);
+  }
+  CHECK(many.max_prob.back() > 0.95);
+  CHECK_THROWS_AS(softmax_curves({}, stds, 1), std::invalid_argument);
+  CHECK_THROWS_AS(softmax_curves({0}, stds, 1), std::invalid_argument);
+}
+
+TEST_CASE("explain: measured scores follow sqrt(d_k) std(q) std(k), saturate unscaled and not scaled") {
+  const auto arms = measure_arms(small_config(), {4, 64, 1024}, {"none", "sqrt_dk"});
+  REQUIRE(arms.size() == 6);
+  for (const auto& a : arms) {
+    INFO(a.d_k << " " << a.scale);
+    // q and k come from the same inputs, so their components are not quite independent: 20% covers that at batch 16.
+    CHECK(a.score_std == doctest::Approx(a.theory_std).epsilon(0.2));
+    CHECK(a.multiplier == doctest::Approx(a.scale == "none" ? 1.0 : 1.0 / std::sqrt(static_cast<double>(a.d_k))));
+    CHECK(a.sorted_weights.front() >= a.sorted_weights.back());
+    double total = 0;
+    for (double p : a.sorted_weights) total += p;
+    CHECK(total == doctest::Approx(1).epsilon(1e-5));  // float weights
+    for (const auto& row : a.heatmap) {
+      double sum = 0;
+      for (double p : row) sum += std::isnan(p) ? 0 : p;
+      CHECK(sum == doctest::Approx(1).epsilon(1e-5));
+    }
+    CHECK(a.score_grad_median > 0);
+    CHECK(a.grad_norm_w_q > 0);
+    CHECK(a.n_answerable > 0);  // kv_recall names the key of each query's answer
+    CHECK(a.scores.size() > 0);
+  }
+  CHECK(arms[4].saturated_share > arms[0].saturated_share + 0.3);  // none: d_k 1024 against 4
+  CHECK(arms[5].saturated_share < 0.1);                            // sqrt_dk at d_k 1024
+  CHECK(arms[4].jacobian_norm_mean < arms[0].jacobian_norm_mean / 2);
+  CHECK_THROWS_AS(measure_arms(small_config(), {4, 4}, {"none"}), ConfigError);
+  CHECK_THROWS_AS(measure_arms(small_config(), {4}, {"none", "none"}), ConfigError);
+  CHECK_THROWS_AS(measure_arms(small_config(), {}, {"none"}), ConfigError);
+}
+
+TEST_CASE("explain: the histogram's area is the share of scores inside it") {
+  ArmMeasurement a;
+  a.scores = {-1, 0, 0, 0.5, 1, 100};
+  a.score_mean = 0;
+  a.score_std = 1;
+  a.theory_std = 1;
+  const Histogram h = score_histogram(a);
+  double area = 0;
+  for (double d : h.density) area += d * h.width;
+  CHECK(area == doctest::Approx(5.0 / 6));  // 100 lies outside ±4.5
+  CHECK(h.density.size() == kHistogramBins);
+}
+
+namespace {
+
+// Arms whose numbers have chosen properties: unscaled scores with std d_k^slope, every point on the softmax curve,
+// the unscaled W_q gradient `w_q_factor` times the scaled one.
+Explanation synthetic(double slope, double w_q_factor, double earned_share = std::nan("")) {
+  Explanation e;
+  e.d_ks = {4, 64, 1024};
+  e.scales = {"none", "sqrt_dk"};
+  std::vector<double> grid;
+  for (int i = 0; i <= 60; ++i) grid.push_back(0.01 * std::pow(10.0, i / 10.0));
+  e.curves = softmax_curves({8}, grid, 1);
+  const double saturated[] = {0.02, 0.4, 0.9};
+  for (std::size_t i = 0; i < e.d_ks.size(); ++i)
+    for (const auto& scale : e.scales) {
+      ArmMeasurement a;
+      a.d_k = e.d_ks[i];
+      a.scale = scale;
+      a.score_std = a.theory_std = scale == "none" ? std::pow(static_cast<double>(a.d_k), slope) : 1.0;
+      const SoftmaxCurves at = softmax_curves({8}, {a.score_std}, 1);
+      a.entropy_mean = at.entropy[0];
+      a.max_prob_mean = at.max_prob[0];
+      a.jacobian_norm_mean = a.score_grad_median = at.jacobian_norm[0];
+      a.saturated_share = scale == "none" ? saturated[i] : 0.0;
+      a.grad_norm_w_q = a.grad_norm_w_k = scale == "none" ? w_q_factor : 1.0;
+      a.earned_share = scale == "none" ? earned_share : std::nan("");
+      a.chance_share = 1.0 / 8;
+      a.n_answerable_saturated = 200;
+      e.arms.push_back(a);
+    }
+  return e;
+}
+
+const ExplainSection& section(const std::vector<ExplainSection>& s, const std::string& id) {
+  for (const auto& x : s)
+    if (x.id == id) return x;
+  FAIL("no section " << id);
+  return s.front();
+}
+
+}  // namespace
+
+TEST_CASE("explain: each verdict follows its numbers, and flips with them") {
+  const auto as_told = explain_sections(synthetic(0.5, 0.5));
+  REQUIRE(as_told.size() == 5);
+  for (const auto& s : as_told) {
+    INFO(s.id << ": " << s.verdict.text);
+    CHECK(s.verdict.verdict_class == "holds");
+    CHECK_FALSE(s.verdict.text.empty());
+  }
+  // Flat unscaled scores: no growth, no saturation from magnitude.
+  const auto flat = explain_sections(synthetic(0.0, 0.5));
+  CHECK(section(flat, "growth").verdict.verdict_class == "fails");
+  // A larger unscaled W_q gradient at initialisation: the gradient step holds per query only.
+  const auto larger = explain_sections(synthetic(0.5, 2.0));
+  CHECK(section(larger, "gradient").verdict.verdict == "holds only per query");
+  CHECK(section(larger, "gradient").verdict.text.find("3 of 3") != std::string::npos);
+  // Peaks on the answer far above chance (90% of 200 against 12.5%): the peak is partly earned.
+  const auto earned = explain_sections(synthetic(0.5, 0.5, 0.9));
+  CHECK(section(earned, "saturation").verdict.verdict_class == "partly");
+  const auto chance = explain_sections(synthetic(0.5, 0.5, 0.13));
+  CHECK(section(chance, "saturation").verdict.verdict_class == "holds");
+}
+
+TEST_CASE("explain: --runs of damaged or unrelated directories gives a note or a clear error") {
+  xgrad::testing::TempDir tmp("explain_runs");
+  const fs::path root = tmp.path();
+  xgrad::testing::FakeRun r;
+  r.loss = {2.0, 1.5, 1.0, 0.5};
+  xgrad::testing::write_run(root / "sweep" / "good", r);
+  fs::create_directories(root / "sweep" / "broken");
+  std::ofstream(root / "sweep" / "broken" / "config.json") << "{not json";
+  std::ofstream(root / "sweep" / "broken" / "metrics.csv") << "step,loss\n0,1\n";
+  const TrainingEvidence t = training_evidence({(root / "sweep").string()}, -1);
+  REQUIRE(t.points.size() == 1);
+  CHECK(t.points[0].d_k == 16);
+  REQUIRE(t.notes.size() == 1);
+  CHECK(t.notes[0].find("broken") != std::string::npos);
+  fs::create_directories(root / "empty");
+  CHECK_THROWS_WITH_AS(training_evidence({(root / "empty").string()}, -1), doctest::Contains("empty"),
+                       std::invalid_argument);
+}
