@@ -8,7 +8,9 @@
 
   var started = performance.now();
   var data = JSON.parse(document.getElementById("xgrad-explain").textContent);
-  var state = { dk: 0, figures: {} };  // figures: id -> {host, charts, canvases, drawCount}
+  // figures: every figure box, in page order ({id, host, charts, canvases, drawCount}); a figure two sections name
+  // is drawn in both.
+  var state = { dk: 0, figures: [] };
   var sliderFigures = { score_hist: drawHistograms, sorted_weights: drawSortedWeights, heatmap: drawHeatmaps };
   var wideFigures = { score_hist: 1, sorted_weights: 1, heatmap: 1, runs_vs_dk: 1 };  // the page's full width
 
@@ -71,6 +73,7 @@
 
   function axesFor(spec) {
     var x = { label: spec.xLabel, labelSize: 20 };
+    if (spec.integerX) x.incrs = [1, 2, 5, 10, 20, 50, 100, 200, 500];
     var y = { label: spec.yLabel, labelSize: 20, size: 56 };
     if (spec.logY) {
       y.splits = decadeSplits;
@@ -82,7 +85,7 @@
     var x = { time: false };
     if (spec.logX) { x.distr = 3; x.log = spec.logX; }
     var y = { auto: true };
-    if (spec.logY) y.range = decadeRange;
+    if (spec.logY) y.range = function (u, min, max) { return decadeRange(u, barsMin(spec, min), barsMax(spec, max)); };
     else if (spec.yRange) y.range = spec.yRange;
     return { x: x, y: y };
   }
@@ -98,8 +101,8 @@
     return s;
   }
 
-  // A uPlot chart of `spec.lines` in `host`; spec: {lines, xLabel, yLabel, logX (base or 0), logY, yRange, bands,
-  // width, height}. Bands: [[index of the upper line, index of the lower line, fill]].
+  // A uPlot chart of `spec.lines` in `host`; spec: {lines, xLabel, yLabel, logX (base or 0), logY, yRange, integerX,
+  // bars, width, height}. bars: error bars, [{colour, x, lo, hi}] (logY charts).
   function lineChart(host, spec) {
     var lines = spec.lines.filter(function (l) { return l.x.length > 0; });
     if (!lines.length) return null;
@@ -112,8 +115,43 @@
       scales: scalesFor(spec), axes: axesFor(spec),
       series: [{ label: spec.xLabel, value: function (u, v) { return v == null ? "" : num(v); } }]
         .concat(lines.map(function (l) { return seriesFor(l, spec.logY); })),
-      bands: (spec.bands || []).map(function (b) { return { series: [b[0], b[1]], fill: b[2] }; })
+      hooks: { draw: [function (u) { drawBars(u, spec.bars || []); }] }
     }, uPlot.join(tables), host);
+  }
+
+  // Error bars' extent, in the chart's y units (log10 on a log axis), for its y range.
+  function barEnds(spec) {
+    var out = [];
+    (spec.bars || []).forEach(function (b) { out = out.concat(b.lo.map(toLog), b.hi.map(toLog)); });
+    return out.filter(function (v) { return v != null; });
+  }
+  function barsMin(spec, min) { return barEnds(spec).reduce(function (m, v) { return m == null || v < m ? v : m; }, min); }
+  function barsMax(spec, max) { return barEnds(spec).reduce(function (m, v) { return m == null || v > m ? v : m; }, max); }
+
+  // Vertical bars from lo to hi at each x (on a log y axis), with short caps, clipped to the plot.
+  function drawBars(u, bars) {
+    var ctx = u.ctx;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
+    ctx.clip();
+    ctx.lineWidth = devicePixelRatio;
+    bars.forEach(function (b) {
+      ctx.strokeStyle = b.colour;
+      b.x.forEach(function (x, k) { barAt(u, ctx, x, toLog(b.lo[k]), toLog(b.hi[k])); });
+    });
+    ctx.restore();
+  }
+  function barAt(u, ctx, x, lo, hi) {
+    if (hi == null || !(x > 0)) return;
+    if (lo == null) lo = u.scales.y.min;  // a 10th percentile of 0: the bar runs to the bottom of the log axis
+    var px = u.valToPos(x, "x", true), y1 = u.valToPos(lo, "y", true), y2 = u.valToPos(hi, "y", true);
+    var cap = 4 * devicePixelRatio;
+    ctx.beginPath();
+    ctx.moveTo(px, y1); ctx.lineTo(px, y2);
+    ctx.moveTo(px - cap, y1); ctx.lineTo(px + cap, y1);
+    ctx.moveTo(px - cap, y2); ctx.lineTo(px + cap, y2);
+    ctx.stroke();
   }
 
   // x of a log axis: only positive values.
@@ -201,19 +239,19 @@
                x: w.map(function (v, k) { return k + 1; }), y: w };
     });
     fig.charts.push(lineChart(fig.host, { lines: lines, xLabel: "rank of the key (largest weight first)",
-                                          yLabel: "attention weight", yRange: [0, 1] }));
+                                          yLabel: "attention weight", yRange: [0, 1], integerX: true }));
   }
 
   // ---- heatmaps ---------------------------------------------------------------------------------------------------
 
-  // A sequential colour scale from pale (weight 0) to dark blue (weight 1); masked cells are grey and hatched.
-  var rampStops = [[255, 255, 229], [199, 233, 180], [65, 182, 196], [34, 94, 168], [8, 29, 88]];
+  // A sequential colour scale from dark (weight 0) to bright (weight 1), viridis' stops; masked cells are blank.
+  var rampStops = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
   function rampColour(w) {
     var t = Math.max(0, Math.min(1, w)) * (rampStops.length - 1), k = Math.min(rampStops.length - 2, Math.floor(t));
     var f = t - k, a = rampStops[k], b = rampStops[k + 1];
     return "rgb(" + [0, 1, 2].map(function (c) { return Math.round(a[c] + (b[c] - a[c]) * f); }).join(",") + ")";
   }
-  var maskedColour = "#d9d9d9";
+  var maskedColour = "#ffffff";
 
   function heatmapCanvas(matrix, size) {
     var n = matrix.length, cell = Math.max(4, Math.floor(size / Math.max(1, n)));
@@ -260,14 +298,14 @@
     var first = armRows(data.points, data.scales[0]).filter(function (p) { return finite(p.theory_std); })[0];
     if (!first) return;
     var x = data.d_ks.slice();
-    lines.push({ label: "slope 1/2", colour: "#888", dash: [3, 4], width: 1, x: x,
+    lines.push({ label: "slope 1/2", colour: "#888", dash: [2, 3], width: 1, x: x,
                  y: x.map(function (d) { return first.theory_std * Math.sqrt(d / first.d_k); }) });
   }
   function drawScoreStd(host) {
     var lines = perArm(data.points, "score_std", { pointsOnly: true });
     data.scales.forEach(function (scale, i) {
-      lines.push(armLine(data.points, scale, i, "theory_std", { label: armLabel(scale) + " theory", width: 1.5,
-                                                                points: false }));
+      lines.push(armLine(data.points, scale, i, "theory_std", { label: armLabel(scale) + ": theory", width: 1.5,
+                                                                dash: [6, 4], points: false }));
     });
     stdGuide(lines);
     return lineChart(host, { lines: lines, xLabel: "d_k", yLabel: "score std", logX: 2, logY: true });
@@ -288,21 +326,15 @@
     return lineChart(host, { lines: lines, xLabel: "score std", yLabel: yLabel, logX: 10 });
   }
 
-  // The median score gradient per arm, and its p10..p90 band.
+  // The median score gradient per arm, with bars from its 10th to its 90th percentile.
   function drawScoreGrad(host) {
-    var lines = [], bands = [];
-    data.scales.forEach(function (scale, i) {
-      var c = armColour(i), base = lines.length + 1;
-      lines.push(armLine(data.points, scale, i, "score_grad_median", { label: armLabel(scale) + " median" }));
-      lines.push(armLine(data.points, scale, i, "score_grad_p90", bandEdge(scale, "p90", c)));
-      lines.push(armLine(data.points, scale, i, "score_grad_p10", bandEdge(scale, "p10", c)));
-      bands.push([base + 1, base + 2, translucent(c, 0.15)]);
+    var bars = data.scales.map(function (scale, i) {
+      var r = armRows(data.points, scale);
+      return { colour: armColour(i), x: r.map(function (p) { return p.d_k; }),
+               lo: r.map(function (p) { return p.score_grad_p10; }), hi: r.map(function (p) { return p.score_grad_p90; }) };
     });
-    return lineChart(host, { lines: lines, bands: bands, xLabel: "d_k", yLabel: "|dLoss/d(score row)|", logX: 2,
-                             logY: true });
-  }
-  function bandEdge(scale, which, colour) {
-    return { label: armLabel(scale) + " " + which, colour: translucent(colour, 0.5), width: 0.5, points: false };
+    return lineChart(host, { lines: perArm(data.points, "score_grad_median"), bars: bars, xLabel: "d_k",
+                             yLabel: "‖dLoss/ds‖ per query (median)", logX: 2, logY: true });
   }
 
   function drawWGrad(host) {
@@ -314,25 +346,42 @@
     return lineChart(host, { lines: lines, xLabel: "d_k", yLabel: "gradient norm", logX: 2, logY: true });
   }
 
+  // Per arm the share of saturated queries whose peak is on the answer, and (dashed) the share chance gives.
   function drawEarned(host) {
-    var lines = perArm(data.points, "earned_share");
-    var chance = armRows(data.points, data.scales[0]).filter(function (p) { return finite(p.chance_share); });
-    if (chance.length)
-      lines.push({ label: "chance", colour: "#888", dash: [4, 4], width: 1.5,
-                   x: chance.map(function (p) { return p.d_k; }), y: chance.map(function (p) { return p.chance_share; }) });
+    var lines = perArm(data.points, "earned_share").concat(data.scales.map(function (scale, i) {
+      return armLine(data.points, scale, i, "chance_share", { label: armLabel(scale) + ": chance", dash: [4, 4],
+                                                              width: 1.5, points: false });
+    }));
     if (!lines.some(function (l) { return l.y.some(finite); })) return null;
-    return lineChart(host, { lines: lines, xLabel: "d_k", yLabel: "weight on the right key", logX: 2,
+    return lineChart(host, { lines: lines, xLabel: "d_k", yLabel: "share of saturated queries", logX: 2,
                              yRange: [0, 1] });
   }
 
   function drawSaturated(host) {
     return lineChart(host, { lines: perArm(data.points, "saturated_share"), xLabel: "d_k",
-                             yLabel: "share of saturated queries", logX: 2, yRange: [0, 1] });
+                             yLabel: "share saturated (max weight > 0.99)", logX: 2, yRange: [0, 1] });
   }
 
-  // With --runs: one small chart per quantity, per arm a line against d_k.
-  var runQuantities = [["final_loss", "final loss", false], ["saturated_share", "saturated share", false],
-                       ["score_grad_relative", "score gradient / at start", true]];
+  // With --runs: one line per label the runs give (an arm; its scale's colour, dashed for a further label of the
+  // same scale) against d_k.
+  function runLines(points, key) {
+    var labels = [], seen = {};
+    points.forEach(function (p) {
+      var l = p.label || armLabel(p.scale);
+      if (!(l in seen)) { seen[l] = labels.length; labels.push({ label: l, scale: p.scale, rows: [] }); }
+      labels[seen[l]].rows.push(p);
+    });
+    var perScale = {};
+    return labels.map(function (g) {
+      var i = Math.max(0, data.scales.indexOf(g.scale)), k = perScale[g.scale] = (perScale[g.scale] || 0) + 1;
+      var rows = g.rows.filter(function (p) { return finite(p.d_k); }).sort(function (a, b) { return a.d_k - b.d_k; });
+      return { label: g.label, colour: armColour(i), points: true, dash: k > 1 ? [8, 4] : undefined,
+               x: rows.map(function (p) { return p.d_k; }), y: rows.map(function (p) { return p[key]; }) };
+    });
+  }
+  // One small chart per quantity.
+  var runQuantities = [["final_loss", "final loss (nats)", false], ["saturated_share", "saturated share", false],
+                       ["score_grad_relative", "score gradient (relative)", true]];
   function drawRuns(host, fig) {
     var runs = data.runs;
     if (!runs || !runs.points || !runs.points.length) return null;
@@ -340,21 +389,21 @@
     var charts = runQuantities.map(function (q) {
       var box = row.appendChild(el("div", "arm"));
       box.appendChild(el("div", "arm-title", q[1]));
-      return lineChart(box.appendChild(el("div", "plot")), { lines: perArm(runs.points, q[0]), xLabel: "d_k",
+      return lineChart(box.appendChild(el("div", "plot")), { lines: runLines(runs.points, q[0]), xLabel: "d_k",
         yLabel: q[1], logX: 2, logY: q[2], width: Math.max(240, Math.floor((host.clientWidth || 900) / 3) - 16),
         height: 220 });
     });
     if (runs.note) host.appendChild(el("p", "caption", runs.note));
-    fig.charts = charts;
-    return charts[0];
+    fig.charts = charts.filter(Boolean);
+    return fig.charts[0] || null;
   }
 
   var drawers = {
     score_std_vs_dk: drawScoreStd,
-    entropy_vs_std: function (h) { return drawAgainstStd(h, "entropy", "entropy_mean", "entropy / log(keys)"); },
-    max_prob_vs_std: function (h) { return drawAgainstStd(h, "max_prob", "max_prob_mean", "largest weight"); },
+    entropy_vs_std: function (h) { return drawAgainstStd(h, "entropy", "entropy_mean", "entropy (nats)"); },
+    max_prob_vs_std: function (h) { return drawAgainstStd(h, "max_prob", "max_prob_mean", "max weight"); },
     jacobian_vs_std: function (h) {
-      return drawAgainstStd(h, "jacobian_norm", "jacobian_norm_mean", "‖diag(p) − p pᵀ‖");
+      return drawAgainstStd(h, "jacobian_norm", "jacobian_norm_mean", "‖diag(p) − ppᵀ‖_F");
     },
     score_grad_vs_dk: drawScoreGrad,
     w_grad_vs_dk: drawWGrad,
@@ -387,12 +436,10 @@
     Array.prototype.forEach.call(document.querySelectorAll(".dk-button"), function (b, i) {
       b.classList.toggle("active", i === state.dk);
     });
-    Object.keys(sliderFigures).forEach(function (id) {
-      var fig = state.figures[id];
-      if (fig) {
-        fig.dkLabel.textContent = " (d_k = " + data.d_ks[state.dk] + ")";
-        drawFigure(fig);
-      }
+    state.figures.forEach(function (fig) {
+      if (!sliderFigures[fig.id]) return;
+      fig.dkLabel.textContent = " (d_k = " + data.d_ks[state.dk] + ")";
+      drawFigure(fig);
     });
   }
 
@@ -405,7 +452,7 @@
     fig.box = append(el("figure", "figure"), [title, fig.host, el("figcaption", "caption", meta.caption || "")]);
     fig.box.setAttribute("data-figure", id);
     if (wideFigures[id]) fig.box.classList.add("wide");
-    state.figures[id] = fig;
+    state.figures.push(fig);
     return fig.box;
   }
 
@@ -460,7 +507,7 @@
   append(app, [header(), controls()].concat((data.sections || []).map(sectionEl)));
 
   function drawAll() {
-    Object.keys(state.figures).forEach(function (id) { if (!sliderFigures[id]) drawFigure(state.figures[id]); });
+    state.figures.forEach(function (fig) { if (!sliderFigures[fig.id]) drawFigure(fig); });
     setDk(state.dk);
   }
   drawAll();

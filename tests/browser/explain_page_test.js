@@ -47,14 +47,16 @@ async function checkSections(page, data) {
   check(colours.size === classes.size && classes.size > 1, `each verdict class has its own colour (${[...colours]})`);
 }
 
-// Every figure a section names is drawn: a uPlot chart with data, or (the heatmap) a canvas per arm.
+// Every figure a section names is drawn (in each section that names it): a uPlot chart with data, or (the heatmap) a
+// canvas per arm.
 async function checkFigures(page, data) {
-  const figs = await page.evaluate(() => Object.values(window.xgradExplain.state.figures).map((f) => ({
+  const figs = await page.evaluate(() => window.xgradExplain.state.figures.map((f) => ({
     id: f.id, charts: f.charts.filter((c) => c && c.data[0].length > 1 && c.root.isConnected).length,
     canvases: f.canvases.filter((c) => c.isConnected && c.width > 0).length,
     empty: f.host.querySelectorAll(".empty").length })));
   const named = [].concat(...data.sections.map((s) => s.figures));
-  check(figs.length === new Set(named).size, `every figure a section names has a box (${figs.length})`);
+  check(JSON.stringify(figs.map((f) => f.id)) === JSON.stringify(named),
+        `every figure a section names has a box, in order (${figs.length})`);
   for (const f of figs) {
     const drawn = f.id === "heatmap" ? f.canvases === data.scales.length : f.charts > 0;
     check(drawn && f.empty === 0, `figure ${f.id} is drawn (${f.charts} charts, ${f.canvases} canvases)`);
@@ -64,14 +66,14 @@ async function checkFigures(page, data) {
 // What the d_k control redraws, as numbers that change with it.
 function sliderState(page) {
   return page.evaluate(() => {
-    const figs = window.xgradExplain.state.figures;
+    const figs = window.xgradExplain.state.figures, of = (id) => figs.find((f) => f.id === id);
     const hash = (s) => { let h = 0; for (let k = 0; k < s.length; k++) h = (h * 31 + s.charCodeAt(k)) | 0; return h; };
     return {
       dk: document.querySelector(".dk-value").textContent,
-      hist: JSON.stringify(figs.score_hist.charts.map((c) => c.data)),
-      weights: JSON.stringify(figs.sorted_weights.charts.map((c) => c.data)),
-      heat: figs.heatmap.canvases.map((c) => hash(c.toDataURL())).join(","),
-      draws: [figs.score_hist.drawCount, figs.sorted_weights.drawCount, figs.heatmap.drawCount]
+      hist: JSON.stringify(of("score_hist").charts.map((c) => c.data)),
+      weights: JSON.stringify(of("sorted_weights").charts.map((c) => c.data)),
+      heat: of("heatmap").canvases.map((c) => hash(c.toDataURL())).join(","),
+      draws: ["score_hist", "sorted_weights", "heatmap"].map((id) => of(id).drawCount)
     };
   });
 }
