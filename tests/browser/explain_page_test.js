@@ -63,6 +63,32 @@ async function checkFigures(page, data) {
   }
 }
 
+// The slider figures' parts: per arm a histogram with the theory density over it and a heatmap labelled with its arm,
+// a colour scale; log axes where the contract has them (log x: uPlot's log scale; log y: log10 with decade ticks).
+async function checkParts(page, data) {
+  const parts = await page.evaluate(() => {
+    const figs = window.xgradExplain.state.figures, of = (id) => figs.find((f) => f.id === id);
+    const heat = of("heatmap").host;
+    return {
+      hist: of("score_hist").charts.map((c) => c.series.slice(1).map((s) => s.label)),
+      armTitles: Array.from(heat.querySelectorAll(".arm-title")).map((t) => t.textContent),
+      colourScale: heat.querySelectorAll(".colour-scale canvas").length,
+      logX: of("score_std_vs_dk").charts[0].scales.x.distr,
+      logYTicks: of("score_grad_vs_dk").charts[0].axes[1]._values
+    };
+  });
+  check(parts.hist.length === data.scales.length &&
+        parts.hist.every((l) => l.length === 2 && /^N\(/.test(l[1])),
+        `each arm's histogram has the theory density over it (${JSON.stringify(parts.hist)})`);
+  const labels = data.scales.map((s) => data.scale_labels[s]);
+  check(parts.armTitles.length === labels.length && parts.armTitles.every((t, i) => t.startsWith(labels[i])),
+        `one heatmap per arm, labelled (${parts.armTitles})`);
+  check(parts.colourScale === 1, "the heatmaps have a colour scale");
+  check(parts.logX === 3, "score std against d_k has a log x axis");
+  check(parts.logYTicks.length >= 2 && parts.logYTicks.every((t) => /^(1e-?\d+|0\.0?1|1|10|100|1000)$/.test(t)),
+        `the score gradient's log y axis is labelled in decades (${parts.logYTicks})`);
+}
+
 // What the d_k control redraws, as numbers that change with it.
 function sliderState(page) {
   return page.evaluate(() => {
@@ -130,6 +156,7 @@ async function main() {
     await checkSections(page, data);
     await checkFigures(page, data);
     await checkText(page, data);
+    await checkParts(page, data);
     await checkSlider(page, data);
     const shot = path.join(workDir, "explain_page.png");
     await page.screenshot({ path: shot, fullPage: true });
