@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Copies uPlot from node_modules (after `npm ci` at the repository root) into vendor/, the copy the build embeds in
 # report.html and explain.html, and records its version and licence in VENDORED.md. Run it after changing uplot's
-# version in package.json (`npm install uplot@X.Y.Z`); never edit vendor/ by hand. The one change it makes: the banner comment's
-# project address is replaced by the version, so the page holds no http(s) reference (tests/browser checks).
+# version in package.json (`npm install uplot@X.Y.Z`); never edit vendor/ by hand. The one change it makes: the
+# banner comment's project address is replaced by the version, so the page holds no http(s) reference (tests/browser
+# checks).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
