@@ -125,8 +125,12 @@
     (spec.bars || []).forEach(function (b) { out = out.concat(b.lo.map(toLog), b.hi.map(toLog)); });
     return out.filter(function (v) { return v != null; });
   }
-  function barsMin(spec, min) { return barEnds(spec).reduce(function (m, v) { return m == null || v < m ? v : m; }, min); }
-  function barsMax(spec, max) { return barEnds(spec).reduce(function (m, v) { return m == null || v > m ? v : m; }, max); }
+  function barsMin(spec, min) {
+    return barEnds(spec).reduce(function (m, v) { return m == null || v < m ? v : m; }, min);
+  }
+  function barsMax(spec, max) {
+    return barEnds(spec).reduce(function (m, v) { return m == null || v > m ? v : m; }, max);
+  }
 
   // Vertical bars from lo to hi at each x (on a log y axis), with short caps, clipped to the plot.
   function drawBars(u, bars) {
@@ -187,7 +191,8 @@
     fig.canvases = [];
   }
   function armBox(row, arm, i, subtitle) {
-    var box = append(el("div", "arm"), [el("div", "arm-title", armLabel(arm.scale) + (subtitle ? " — " + subtitle : ""))]);
+    var title = armLabel(arm.scale) + (subtitle ? " — " + subtitle : "");
+    var box = append(el("div", "arm"), [el("div", "arm-title", title)]);
     box.style.borderTopColor = armColour(i);
     row.appendChild(box);
     return box;
@@ -331,7 +336,8 @@
     var bars = data.scales.map(function (scale, i) {
       var r = armRows(data.points, scale);
       return { colour: armColour(i), x: r.map(function (p) { return p.d_k; }),
-               lo: r.map(function (p) { return p.score_grad_p10; }), hi: r.map(function (p) { return p.score_grad_p90; }) };
+               lo: r.map(function (p) { return p.score_grad_p10; }),
+               hi: r.map(function (p) { return p.score_grad_p90; }) };
     });
     return lineChart(host, { lines: perArm(data.points, "score_grad_median"), bars: bars, xLabel: "d_k",
                              yLabel: "‖dLoss/ds‖ per query (median)", logX: 2, logY: true });

@@ -4,7 +4,8 @@
 require_browser_deps() {
   local src="$1" missing=()
   command -v node >/dev/null || missing+=("node (apt-get install nodejs npm)")
-  [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || missing+=("a browser at ${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)")
+  local browser="${CHROMIUM:-/usr/bin/chromium}"
+  [ -x "$browser" ] || missing+=("a browser at $browser (apt-get install chromium)")
   [ -f "$src/node_modules/puppeteer-core/package.json" ] || missing+=("node packages (npm ci in $src)")
   if [ ${#missing[@]} -gt 0 ]; then
     printf 'FAIL: the browser test needs %s.\n' "${missing[@]}" >&2

@@ -1,6 +1,6 @@
-// What the browser tests share (report_page_test.js, explain_page_test.js): their arguments, finding Debian's chromium and
-// puppeteer-core (failing, saying what to install, without them), the ok/FAIL lines, opening a page from file://
-// with its errors and network requests recorded, and telling a blank screenshot from a drawn one.
+// What the browser tests share (report_page_test.js, explain_page_test.js): their arguments, finding Debian's
+// chromium and puppeteer-core (failing, saying what to install, without them), the ok/FAIL lines, opening a page from
+// file:// with its errors and network requests recorded, and telling a blank screenshot from a drawn one.
 "use strict";
 
 const fs = require("fs");

@@ -113,7 +113,8 @@ async function checkSlider(page, data) {
     s.dispatchEvent(new Event("input"));
   }, data.d_ks.length - 1);
   const after = await sliderState(page);
-  check(after.dk === `d_k = ${data.d_ks[data.d_ks.length - 1]}`, `moving the slider selects the last d_k (${after.dk})`);
+  check(after.dk === `d_k = ${data.d_ks[data.d_ks.length - 1]}`,
+        `moving the slider selects the last d_k (${after.dk})`);
   check(after.hist !== before.hist, "the score histograms' data change with d_k");
   check(after.weights !== before.weights, "the sorted weights' data change with d_k");
   check(after.heat !== before.heat, "the heatmap canvases' pixels change with d_k");
