@@ -290,10 +290,24 @@
     armsAt(state.dk).forEach(function (arm, i) {
       var box = armBox(row, arm, i, arm.heatmap_label || "");
       var canvas = heatmapCanvas(arm.heatmap || [], Math.min(300, armWidth(fig)));
-      append(box, [el("div", "axis-note", "query ↓  key →"), canvas]);
+      canvas.setAttribute("role", "img");
+      canvas.setAttribute("aria-label", "attention weights, " + armLabel(arm.scale) + ", d_k " + data.d_ks[state.dk]);
+      var readout = el("div", "heat-readout", " ");
+      showWeightOnHover(canvas, arm.heatmap || [], readout);
+      append(box, [el("div", "axis-note", "query ↓  key →"), canvas, readout]);
       fig.canvases.push(canvas);
     });
     fig.host.appendChild(colourScale());
+  }
+  // The weight under the pointer, as "query q, key k: w" (0-based, as the matrix is stored).
+  function showWeightOnHover(canvas, matrix, readout) {
+    canvas.addEventListener("mousemove", function (e) {
+      var r = canvas.getBoundingClientRect(), n = matrix.length;
+      var q = Math.floor((e.clientY - r.top) / r.height * n), k = Math.floor((e.clientX - r.left) / r.width * n);
+      var w = (matrix[q] || [])[k];
+      readout.textContent = "query " + q + ", key " + k + ": " + (finite(w) ? num(w) : "masked");
+    });
+    canvas.addEventListener("mouseleave", function () { readout.textContent = " "; });
   }
 
   // ---- the figures against d_k and against the score std ----------------------------------------------------------

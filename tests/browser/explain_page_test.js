@@ -84,6 +84,16 @@ async function checkParts(page, data) {
   check(parts.armTitles.length === labels.length && parts.armTitles.every((t, i) => t.startsWith(labels[i])),
         `one heatmap per arm, labelled (${parts.armTitles})`);
   check(parts.colourScale === 1, "the heatmaps have a colour scale");
+  const canvas = await page.$('figure[data-figure="heatmap"] canvas.heatmap');
+  await canvas.evaluate((c) => c.scrollIntoView({ block: "center" }));  // below the sticky d_k control
+  const box = await canvas.boundingBox();
+  await page.mouse.move(box.x + box.width * 0.03, box.y + box.height * 0.97);  // query T-1, key 0: visible
+  const visible = await page.$eval('figure[data-figure="heatmap"] .heat-readout', (e) => e.textContent);
+  await page.mouse.move(box.x + box.width * 0.97, box.y + box.height * 0.03);  // query 0, key T-1: masked
+  const masked = await page.$eval('figure[data-figure="heatmap"] .heat-readout', (e) => e.textContent);
+  const T = data.per_dk[0].arms[0].heatmap.length;
+  check(new RegExp(`^query ${T - 1}, key 0: [0-9.e-]+$`).test(visible) && masked === `query 0, key ${T - 1}: masked`,
+        `hovering the heatmap reads out the weight ("${visible}", "${masked}")`);
   check(parts.logX === 3, "score std against d_k has a log x axis");
   check(parts.logYTicks.length >= 2 && parts.logYTicks.every((t) => /^(1e-?\d+|0\.0?1|1|10|100|1000)$/.test(t)),
         `the score gradient's log y axis is labelled in decades (${parts.logYTicks})`);
