@@ -37,10 +37,17 @@
 
   // ---- arms -------------------------------------------------------------------------------------------------------
 
+  // The i-th scale's colour: data.scale_colours[scale] when the data has it ({scale: "#rrggbb"}, optional; not in the
+  // contract), else a palette's.
   var armColours = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
   function armColour(i) {
     var scale = data.scales[i], given = data.scale_colours && data.scale_colours[scale];
     return given || armColours[i % armColours.length];
+  }
+  // The colour of a per_dk arm: its scale's (arms are in scales order; by position when the scale is unknown).
+  function scaleColour(scale, i) {
+    var k = data.scales.indexOf(scale);
+    return armColour(k >= 0 ? k : i);
   }
   function armLabel(scale) { return (data.scale_labels && data.scale_labels[scale]) || scale; }
   function translucent(hex, a) {
@@ -193,7 +200,7 @@
   function armBox(row, arm, i, subtitle) {
     var title = armLabel(arm.scale) + (subtitle ? " — " + subtitle : "");
     var box = append(el("div", "arm"), [el("div", "arm-title", title)]);
-    box.style.borderTopColor = armColour(i);
+    box.style.borderTopColor = scaleColour(arm.scale, i);
     row.appendChild(box);
     return box;
   }
@@ -226,7 +233,7 @@
     armsAt(state.dk).forEach(function (arm, i) {
       var box = armBox(row, arm, i, "std " + num(arm.score_std) + " (theory " + num(arm.theory_std) + ")");
       var host = box.appendChild(el("div", "plot"));
-      fig.charts.push(lineChart(host, { lines: histLines(arm, armColour(i)), xLabel: "score", yLabel: "density",
+      fig.charts.push(lineChart(host, { lines: histLines(arm, scaleColour(arm.scale, i)), xLabel: "score", yLabel: "density",
                                         width: armWidth(fig), height: 220 }));
     });
   }
@@ -240,7 +247,7 @@
     fig.host.textContent = "";
     var lines = armsAt(state.dk).map(function (arm, i) {
       var w = arm.sorted_weights || [];
-      return { label: armLabel(arm.scale), colour: armColour(i), points: true,
+      return { label: armLabel(arm.scale), colour: scaleColour(arm.scale, i), points: true,
                x: w.map(function (v, k) { return k + 1; }), y: w };
     });
     fig.charts.push(lineChart(fig.host, { lines: lines, xLabel: "rank of the key (largest weight first)",
