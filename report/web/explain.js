@@ -97,7 +97,7 @@
     return { x: x, y: y };
   }
 
-  // One line of a chart: {label, colour, x, y, dash, width, pointsOnly, stepped, fill, hidden}.
+  // One line of a chart: {label, colour, x, y (x increasing), dash, width, points, pointsOnly, stepped, fill}.
   function seriesFor(line, logY) {
     var s = { label: line.label, stroke: line.colour, width: line.width || 2, dash: line.dash, spanGaps: true,
               points: { show: !!line.pointsOnly || !!line.points, size: line.pointsOnly ? 8 : 6 },
@@ -233,8 +233,9 @@
     armsAt(state.dk).forEach(function (arm, i) {
       var box = armBox(row, arm, i, "std " + num(arm.score_std) + " (theory " + num(arm.theory_std) + ")");
       var host = box.appendChild(el("div", "plot"));
-      fig.charts.push(lineChart(host, { lines: histLines(arm, scaleColour(arm.scale, i)), xLabel: "score", yLabel: "density",
-                                        width: armWidth(fig), height: 220 }));
+      var lines = histLines(arm, scaleColour(arm.scale, i));
+      fig.charts.push(lineChart(host, { lines: lines, xLabel: "score", yLabel: "density", width: armWidth(fig),
+                                        height: 220 }));
     });
   }
   function armWidth(fig) {
