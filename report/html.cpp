@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 
@@ -13,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/plots.h"
+#include "report/standalone_page.h"
 #include "report/summary.h"
 #include "report/tables.h"
 #include "report/web_assets.h"
@@ -251,26 +251,6 @@ std::string number_array(const std::vector<double>& v, int digits) {
   return out + "]";
 }
 
-// JSON for a <script> block: "<" escaped everywhere (it occurs only inside strings), so no "</script>" can end it;
-// C1 controls escaped too, so that `cat report.html` cannot drive a terminal (nlohmann escapes the C0 ones).
-std::string script_safe(const std::string& json) {
-  std::string out;
-  out.reserve(json.size());
-  for (std::size_t i = 0; i < json.size(); ++i) {
-    const auto ch = static_cast<unsigned char>(json[i]);
-    const auto next = i + 1 < json.size() ? static_cast<unsigned char>(json[i + 1]) : 0;
-    if (ch == '<') {
-      out += "\\u003c";
-    } else if (ch == 0xC2 && next >= 0x80 && next <= 0x9F) {  // a C1 control (U+0080..U+009F), which terminals obey
-      out += fmt::format("\\u{:04x}", next);
-      ++i;
-    } else {
-      out += json[i];
-    }
-  }
-  return out;
-}
-
 // A number for nlohmann, which writes NaN as null: rounded, so that a figure's points stay short.
 // strtod, not stod, which throws out_of_range for a subnormal (1e-310).
 double rounded(double v) { return std::isfinite(v) ? std::strtod(fmt::format("{:.6g}", v).c_str(), nullptr) : v; }
@@ -282,30 +262,6 @@ std::string title_of(const ReportContext& context) {
   std::string name = dir.filename().string();
   if (name.empty() || name == ".") name = fs::absolute(dir).lexically_normal().filename().string();
   return "xgrad compare: " + name;
-}
-
-// `text` with &, <, > and " as entities: safe inside an element or attribute.
-std::string html_escape(const std::string& text) {
-  std::string out;
-  for (char ch : text) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += ch;
-    }
-  }
-  return out;
 }
 
 // report.md's summary figures (summary_figures) for the page to draw.
@@ -704,39 +660,16 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
 HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context, const std::string& path,
                               const HtmlOptions& options) {
   HtmlOutcome outcome;
-  const std::string data = report_json(c, context, options, outcome);
-  for (const char* asset : {web_assets::kUplotJs, web_assets::kPageJs, web_assets::kUplotCss, web_assets::kPageCss})
-    if (std::string(asset).find("</") != std::string::npos)
-      throw std::logic_error("report.html: an embedded script or style holds \"</\", which would end its element");
-  std::string license = web_assets::kUplotLicense;
-  for (std::size_t at = license.find("*/"); at != std::string::npos; at = license.find("*/", at))
-    license.replace(at, 2, "* /");  // inside a /* */ comment
-
-  std::string html;
-  html.reserve(data.size() + 200000);
-  html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  html += "<title>" + html_escape(title_of(context)) + "</title>\n<style>\n";
-  html += web_assets::kUplotCss;
-  html += "\n";
-  html += web_assets::kPageCss;
-  html += "\n</style>\n</head>\n<body>\n<div id=\"app\"><p id=\"loading\">Loading…</p></div>\n";
-  html += "<noscript>This page draws its figures with JavaScript; report.md beside it has the tables.</noscript>\n";
-  html += "<script type=\"application/json\" id=\"xgrad-data\">";
-  html += data;
-  html += "</script>\n<script>\n/* uPlot, vendored from npm (report/web/VENDORED.md). Its licence:\n";
-  html += license;
-  html += "*/\n";
-  html += web_assets::kUplotJs;
-  html += "\n</script>\n<script>\n";
-  html += web_assets::kPageJs;
-  html += "\n</script>\n</body>\n</html>\n";
-
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error("compare: cannot write " + path);
-  out << html;
-  out.close();
-  if (!out) throw std::runtime_error("compare: writing " + path + " failed");
+  StandalonePage page;
+  page.file = "report.html";
+  page.title = title_of(context);
+  page.data_id = "xgrad-data";
+  page.data = report_json(c, context, options, outcome);
+  page.noscript = "This page draws its figures with JavaScript; report.md beside it has the tables.";
+  page.css = web_assets::kPageCss;
+  page.js = web_assets::kPageJs;
+  const std::string html = standalone_page_html(page);
+  write_page_file(path, html, "compare");
   outcome.bytes = html.size();
   return outcome;
 }

@@ -1,5 +1,5 @@
-// report.html's scripts and styles, compiled into xgrad from report/web (report/web/embed.cmake): the
-// vendored uPlot (version and licence: report/web/VENDORED.md) and the page's own script and style.
+// report.html's and explain.html's scripts and styles, compiled into xgrad from report/web (report/web/embed.cmake):
+// the vendored uPlot (version and licence: report/web/VENDORED.md) and each page's own script and style.
 #pragma once
 
 namespace xgrad::train::web_assets {
@@ -9,5 +9,7 @@ extern const char kUplotCss[];      // vendor/uPlot.min.css
 extern const char kUplotLicense[];  // vendor/LICENSE (MIT: the notice goes with every copy, so into every page)
 extern const char kPageJs[];        // page.js
 extern const char kPageCss[];       // page.css
+extern const char kExplainJs[];     // explain.js (explain.html of `xgrad explain`)
+extern const char kExplainCss[];    // explain.css
 
 }  // namespace xgrad::train::web_assets

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Copies uPlot from node_modules (after `npm ci` at the repository root) into vendor/, the copy the build embeds in
-# report.html, and records its version and licence in VENDORED.md. Run it after changing uplot's version in
-# package.json (`npm install uplot@X.Y.Z`); never edit vendor/ by hand. The one change it makes: the banner comment's
-# project address is replaced by the version, so the page holds no http(s) reference (tests/browser checks).
+# report.html and explain.html, and records its version and licence in VENDORED.md. Run it after changing uplot's
+# version in package.json (`npm install uplot@X.Y.Z`); never edit vendor/ by hand. The one change it makes: the
+# banner comment's project address is replaced by the version, so the page holds no http(s) reference (tests/browser
+# checks).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
@@ -21,7 +22,7 @@ if grep -Eq 'https?://' "$here/vendor/uPlot.iife.min.js" "$here/vendor/uPlot.min
   exit 1
 fi
 cat >"$here/VENDORED.md" <<MD
-# Vendored into report.html
+# Vendored into report.html and explain.html
 
 | package | version | licence | files (in vendor/) | from |
 | --- | --- | --- | --- | --- |
@@ -29,7 +30,8 @@ cat >"$here/VENDORED.md" <<MD
 
 Written by refresh-vendor.sh, which also wrote vendor/; do not edit either by hand. To move to another version:
 \`npm install --save-exact uplot@X.Y.Z\` at the repository root, then \`report/web/refresh-vendor.sh\`, rebuild, and run
-the browser test (\`ctest -R report_page_browser\`). The build embeds vendor/ and this directory's page.js and page.css
-into xgrad (report/web/embed.cmake), so \`xgrad compare\` needs no node at run time.
+the browser tests (\`ctest -R 'report_page_browser|explain_page_browser'\`). The build embeds vendor/ and this
+directory's page.js, page.css (report.html) and explain.js, explain.css (explain.html) into xgrad
+(report/web/embed.cmake), so \`xgrad compare\` and \`xgrad explain\` need no node at run time.
 MD
 echo "refresh-vendor.sh: uplot $version ($license) -> $here/vendor"

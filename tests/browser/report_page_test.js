@@ -13,32 +13,10 @@ const fs = require("fs");
 const path = require("path");
 const { execFileSync } = require("child_process");
 
-const [xgrad, workDir] = process.argv.slice(2);
-if (!xgrad || !workDir) {
-  console.error("usage: node report_page_test.js XGRAD_EXECUTABLE WORK_DIR");
-  process.exit(2);
-}
-const repo = path.resolve(__dirname, "..", "..");
-const chromium = process.env.CHROMIUM || "/usr/bin/chromium";
-if (!fs.existsSync(chromium)) {
-  console.error(`FAIL: no browser at ${chromium}. Install Debian's chromium: apt-get install chromium ` +
-                `(./run.sh test does), or point $CHROMIUM at one.`);
-  process.exit(1);
-}
-let puppeteer;
-try {
-  puppeteer = require("puppeteer-core");
-} catch (e) {
-  console.error(`FAIL: puppeteer-core is not installed (${e.code || e.message}). Run 'npm ci' in ${repo} ` +
-                `(./run.sh test does; Debian: apt-get install npm).`);
-  process.exit(1);
-}
-
-let failures = 0;
-function check(ok, what) {
-  console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
-  if (!ok) failures++;
-}
+const { commandLine, requireBrowser, makeChecker, openFile, pngVariance } = require("./browser_support");
+const [xgrad, workDir] = commandLine("node report_page_test.js XGRAD_EXECUTABLE WORK_DIR", 2);
+const { chromium, puppeteer } = requireBrowser();
+const { check, runMain } = makeChecker();
 
 function run(args) {
   return execFileSync(xgrad, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"],
@@ -90,41 +68,9 @@ function makeBadInput(dir, runs) {
 }
 
 async function openPage(browser, file, screenshot) {
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1400, height: 1000 });
-  const errors = [];
-  page.on("console", (m) => { if (m.type() === "error") errors.push("console: " + m.text()); });
-  page.on("pageerror", (e) => errors.push("page exception: " + e.message));
-  page.on("requestfailed", (r) => errors.push("request failed: " + r.url()));
-  const requests = [];
-  page.on("request", (r) => { if (!r.url().startsWith("file:") && !r.url().startsWith("blob:") &&
-                                  !r.url().startsWith("data:")) requests.push(r.url()); });
-  await page.goto("file://" + file, { waitUntil: "load" });
-  await page.waitForFunction("window.xgradPage && window.xgradPage.drawMs != null", { timeout: 20000 });
-  await page.screenshot({ path: screenshot, fullPage: true });
-  return { page, errors, requests };
-}
-
-// Pixel variance of a PNG, decoded by the browser itself (no image library needed).
-async function pngVariance(page, file) {
-  const b64 = fs.readFileSync(file).toString("base64");
-  return page.evaluate(async (src) => {
-    const img = new Image();
-    img.src = "data:image/png;base64," + src;
-    await img.decode();
-    const c = document.createElement("canvas");
-    c.width = img.width; c.height = img.height;
-    const ctx = c.getContext("2d");
-    ctx.drawImage(img, 0, 0);
-    const d = ctx.getImageData(0, 0, c.width, c.height).data;
-    let s = 0, ss = 0, n = 0;
-    for (let i = 0; i < d.length; i += 4) {
-      const v = (d[i] + d[i + 1] + d[i + 2]) / 3;
-      s += v; ss += v * v; n++;
-    }
-    const m = s / n;
-    return ss / n - m * m;
-  }, b64);
+  const opened = await openFile(browser, file, "window.xgradPage && window.xgradPage.drawMs != null");
+  await opened.page.screenshot({ path: screenshot, fullPage: true });
+  return opened;
 }
 
 const canvasHash = (page, i) => page.evaluate((i) => {
@@ -362,12 +308,6 @@ async function main() {
   } finally {
     await browser.close();
   }
-  console.log(failures === 0 ? "report page browser test: all checks passed"
-                             : `report page browser test: ${failures} checks failed`);
-  process.exit(failures === 0 ? 0 : 1);
 }
 
-main().catch((e) => {
-  console.error("FAIL: " + (e && e.stack || e));
-  process.exit(1);
-});
+runMain("report page browser test", main);

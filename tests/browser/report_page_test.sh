@@ -4,13 +4,6 @@
 #   report_page_test.sh XGRAD_EXECUTABLE SOURCE_DIR WORK_DIR
 set -euo pipefail
 xgrad="$1" src="$2" work="$3"
-missing=()
-command -v node >/dev/null || missing+=("node (apt-get install nodejs npm)")
-[ -x "${CHROMIUM:-/usr/bin/chromium}" ] || missing+=("a browser at ${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)")
-[ -f "$src/node_modules/puppeteer-core/package.json" ] || missing+=("node packages (npm ci in $src)")
-if [ ${#missing[@]} -gt 0 ]; then
-  printf 'FAIL: the browser test needs %s.\n' "${missing[@]}" >&2
-  echo "FAIL: ./run.sh test installs all of them." >&2
-  exit 1
-fi
+. "$(dirname "$0")/browser_deps.sh"
+require_browser_deps "$src"
 exec node "$src/tests/browser/report_page_test.js" "$xgrad" "$work"

@@ -1,0 +1,37 @@
+// The frame shared by xgrad's self-contained pages (report.html of `xgrad compare`, explain.html of `xgrad explain`):
+// one HTML file with the page's JSON, the vendored uPlot (with its licence), the page's own script and style inline,
+// no server and no network.
+#pragma once
+
+#include <string>
+
+namespace xgrad::train {
+
+/// JSON made safe for a <script> block: "<" escaped everywhere (it occurs only inside strings), so that no
+/// "</script>" can end it; C1 controls escaped too, so that `cat page.html` cannot drive a terminal (nlohmann
+/// escapes the C0 ones).
+std::string script_safe(const std::string& json);
+
+/// `text` with &, <, > and " as entities: safe inside an element or attribute.
+std::string html_escape(const std::string& text);
+
+/// What one page holds besides uPlot.
+struct StandalonePage {
+  std::string file;      // the file's kind, for messages ("report.html")
+  std::string title;     // plain text (escaped here)
+  std::string data_id;   // id of the <script type="application/json"> block
+  std::string data;      // its contents: JSON already through script_safe
+  std::string noscript;  // plain text shown without JavaScript (escaped here)
+  const char* css;       // the page's own style, after uPlot's
+  const char* js;        // the page's own script, after uPlot
+};
+
+/// The whole HTML file of `page`. Throws std::logic_error when an embedded script or style holds "</" (it would end
+/// its element early).
+std::string standalone_page_html(const StandalonePage& page);
+
+/// Writes `html` to `path`. Throws std::runtime_error "<who>: cannot write <path>" (or "<who>: writing <path>
+/// failed") when it cannot.
+void write_page_file(const std::string& path, const std::string& html, const std::string& who);
+
+}  // namespace xgrad::train

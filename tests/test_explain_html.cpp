@@ -1,0 +1,104 @@
+// explain.html of `xgrad explain` (write_explain_html): the file holds the data as JSON, uPlot with its licence and
+// the page's own script and style, and nothing from the network; text in the data cannot end its block. What the
+// page does in a browser is tests/browser/explain_page_test.js, on the same fixture.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <regex>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "report/explain_html.h"
+#include "report/web_assets.h"
+#include "tests/support/paths.h"
+#include "tests/support/run_files.h"
+#include "tests/support/temp_dir.h"
+
+using namespace xgrad::train;
+namespace fs = std::filesystem;
+using xgrad::testing::read_text;
+using xgrad::testing::TempDir;
+
+namespace {
+
+const std::string kOpen = "<script type=\"application/json\" id=\"xgrad-explain\">";
+
+// The hand-written data of tests/browser/explain_fixture.json: 6 d_ks x 2 scales, T 17.
+nlohmann::json fixture() {
+  return nlohmann::json::parse(read_text(fs::path(xgrad::test::source_dir()) / "tests/browser/explain_fixture.json"));
+}
+
+// The page's JSON block: from its opening tag to the first "</script>" after it (where a browser ends it).
+std::string data_block(const std::string& html) {
+  const auto begin = html.find(kOpen);
+  REQUIRE(begin != std::string::npos);
+  const auto end = html.find("</script>", begin);
+  REQUIRE(end != std::string::npos);
+  return html.substr(begin + kOpen.size(), end - begin - kOpen.size());
+}
+
+}  // namespace
+
+TEST_CASE("write_explain_html: the data, uPlot and its licence, the page's script and style, in one file") {
+  TempDir dir("explain_html");
+  const nlohmann::json data = fixture();
+  const fs::path path = dir / "explain.html";
+  const std::size_t bytes = write_explain_html(data, path.string());
+  const std::string html = read_text(path);
+  CHECK(bytes == html.size());
+  CHECK(bytes == fs::file_size(path));
+  CHECK(nlohmann::json::parse(data_block(html)) == data);
+  CHECK(html.find("<title>xgrad explain: why 1/sqrt(d_k)?</title>") != std::string::npos);
+  CHECK(html.find(web_assets::kExplainJs) != std::string::npos);
+  CHECK(html.find(web_assets::kExplainCss) != std::string::npos);
+  CHECK(html.find(web_assets::kUplotJs) != std::string::npos);
+  CHECK(html.find("Permission is hereby granted") != std::string::npos);  // uPlot's MIT notice
+  CHECK(html.find(web_assets::kPageJs) == std::string::npos);             // report.html's script is not this page's
+  // Offline: nothing is loaded from anywhere (no src or href that names a server).
+  CHECK_FALSE(std::regex_search(html, std::regex(R"((src|href)\s*=\s*["']?\s*(https?:)?//)")));
+}
+
+TEST_CASE("write_explain_html: a string with </script> cannot end the data block; NaN is null") {
+  TempDir dir("explain_html_script");
+  nlohmann::json data = fixture();
+  data["notes"].push_back("</script><script>document.title='owned'</script> and </SCRIPT >");
+  data["setup"] = "<!-- a comment --> & \"quotes\"";
+  data["points"][0]["score_std"] = std::numeric_limits<double>::quiet_NaN();
+  data["points"][1]["score_std"] = std::numeric_limits<double>::infinity();
+  const fs::path path = dir / "explain.html";
+  write_explain_html(data, path.string());
+  const std::string block = data_block(read_text(path));
+  CHECK(block.find('<') == std::string::npos);
+  const nlohmann::json back = nlohmann::json::parse(block);
+  CHECK(back.at("notes").back() == data.at("notes").back());
+  CHECK(back.at("setup") == data.at("setup"));
+  CHECK(back.at("points")[0].at("score_std").is_null());
+  CHECK(back.at("points")[1].at("score_std").is_null());
+  CHECK(back.at("sections") == data.at("sections"));
+}
+
+TEST_CASE("write_explain_html: a title with markup is escaped in <title>") {
+  TempDir dir("explain_html_title");
+  nlohmann::json data = fixture();
+  data["title"] = "a </title><script>x</script> & b";
+  const fs::path path = dir / "explain.html";
+  write_explain_html(data, path.string());
+  const std::string html = read_text(path);
+  CHECK(html.find("<title>a &lt;/title&gt;&lt;script&gt;x&lt;/script&gt; &amp; b</title>") != std::string::npos);
+}
+
+TEST_CASE("write_explain_html: an unwritable path throws naming it") {
+  TempDir dir("explain_html_unwritable");
+  const std::string path = (dir / "no_such_directory" / "explain.html").string();
+  try {
+    write_explain_html(fixture(), path);
+    FAIL("no exception for " << path);
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find(path) != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(path));
+}
