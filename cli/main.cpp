@@ -531,7 +531,8 @@ int explain_command(Commands& c) {
   for (const auto& n : e.notes) std::cout << "note: " << n << "\n";
   if (!o.plot_note.empty()) std::cout << "note: " << o.plot_note << "\n";
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << fmt::format("Explanation: {} ({:.1f} s)\n", o.markdown_path, secs);
+  std::cout << fmt::format("Explanation: {} and {} ({} kB; {:.1f} s)\n", o.markdown_path, o.html_path,
+                           o.html_bytes / 1000, secs);
   return 0;
 }
 

@@ -8,6 +8,8 @@
 
 #include "report/explain.h"
 #include "report/explain_figures.h"
+#include "report/explain_html.h"
+#include "report/plots.h"
 #include "report/tables.h"
 
 namespace xgrad::train {
@@ -106,8 +108,11 @@ nlohmann::json explain_json(const Explanation& e) {
   nlohmann::json figures = nlohmann::json::object();
   for (const auto& f : explain_figures())
     if (f.id != "runs_vs_dk" || e.training) figures[f.id] = {{"title", f.title}, {"caption", f.caption}};
-  nlohmann::json labels = nlohmann::json::object();
-  for (const auto& s : e.scales) labels[s] = scale_label_of(s);
+  nlohmann::json labels = nlohmann::json::object(), colours = nlohmann::json::object();
+  for (const auto& s : e.scales) {
+    labels[s] = scale_label_of(s);
+    colours[s] = scaling_colour(s);  // as in the PNGs and report.html
+  }
   nlohmann::json points = nlohmann::json::array();
   for (const auto& a : e.arms) points.push_back(point_json(a));
   return {{"title", "xgrad explain: why divide attention scores by sqrt(d_k)?"},
@@ -115,6 +120,7 @@ nlohmann::json explain_json(const Explanation& e) {
           {"d_ks", e.d_ks},
           {"scales", e.scales},
           {"scale_labels", labels},
+          {"scale_colours", colours},
           {"sections", sections_json(e.sections)},
           {"figures", figures},
           {"per_dk", per_dk_json(e)},
@@ -208,6 +214,8 @@ ExplainOutcome write_explanation(const Explanation& e, const std::string& out_di
   std::ofstream md(o.markdown_path);
   md << explain_markdown(e, o.figures_drawn, o.plot_note);
   if (!md) throw std::runtime_error("explain: cannot write " + o.markdown_path);
+  o.html_path = (fs::path(out_dir) / "explain.html").string();
+  o.html_bytes = write_explain_html(explain_json(e), o.html_path);
   return o;
 }
 

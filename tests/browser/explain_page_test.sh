@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # ctest explain_page_browser: an explain.html in Debian's chromium through puppeteer-core (explain_page_test.js).
-# The page comes from anywhere (ctest explain_page_html writes it from tests/browser/explain_fixture.json; `xgrad
-# explain` writes one too). Fails, saying what to install, when node, the browser or the node packages are missing:
+# The page comes from anywhere (ctest explain_page_html writes it with `xgrad explain` at its defaults). Fails, saying what to install, when node, the browser or the node packages are missing:
 # it never passes without a browser.
 #   explain_page_test.sh EXPLAIN_HTML SOURCE_DIR WORK_DIR
 set -euo pipefail
