@@ -1,4 +1,5 @@
-// explain.html in a real browser: opens the page (ctest explain_page_html writes it with `xgrad explain`) in Debian's chromium (headless) through puppeteer-core, and checks what a person would see:
+// explain.html in a real browser: opens the page (ctest explain_page_html writes it with `xgrad explain`) in
+// Debian's chromium (headless) through puppeteer-core, and checks what a person would see:
 // no console error or page exception and no network request, the five sections each with its verdict, every figure a
 // section names drawn, the d_k control redrawing the histogram, the sorted weights and the heatmaps, text from the
 // data shown as text (never as HTML), a screenshot that is not blank. Prints the page's size and time to draw.
