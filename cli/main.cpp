@@ -37,6 +37,7 @@
 #include "report/compare.h"
 #include "report/explain.h"
 #include "report/probe.h"
+#include "report/stats.h"
 #include "report/tables.h"
 #include "train/json_file.h"
 #include "train/settings.h"
@@ -572,6 +573,28 @@ int slurm_sweep_command(const SweepConfig& cfg, const SlurmOptions& slurm, std::
   return 0;
 }
 
+// `xgrad explain` on an experiment's model, head sizes and scalings, with its runs as the training evidence, into
+// <sweep>/explain/ (report.html links it). A failure costs the experiment only that page: it is reported and the
+// report is written without it.
+void explain_experiment(const SweepConfig& cfg) {
+  ExplainOptions options;
+  options.d_ks = cfg.d_ks;
+  options.scales = cfg.scales;
+  std::stable_partition(options.scales.begin(), options.scales.end(), is_reference_scale);  // unscaled first
+  options.runs = {cfg.out};
+  TrainConfig base = cfg.base;
+  base.out = "-";
+  base.eval_every = 0;
+  try {
+    const Explanation e = explain(base, options);
+    const ExplainOutcome o = write_explanation(e, (std::filesystem::path(cfg.out) / "explain").string());
+    std::cout << "\nThe argument, measured: " << o.html_path << "\n";
+    for (const auto& s : e.sections) std::cout << fmt::format("  {}. {}: {}\n", s.number, s.title, s.verdict.verdict);
+  } catch (const std::exception& e) {
+    spdlog::warn("explain: {}; the report is written without explain.html", e.what());
+  }
+}
+
 // A sweep run here, its runs `jobs` at a time; an experiment then writes its report.
 int local_sweep_command(const SweepConfig& cfg, const PresetChoice* preset, std::size_t planned) {
   // A sweep outlives a reader of its output that went away (`| head -1`): its runs and sweep.json matter more
@@ -593,6 +616,7 @@ int local_sweep_command(const SweepConfig& cfg, const PresetChoice* preset, std:
     spdlog::warn("{}", summary);
   if (result.stop_signal) return platform::end_by_signal(result.stop_signal);
   if (preset) {
+    explain_experiment(cfg);
     CompareOptions options;
     options.inputs = {cfg.out};
     std::cout << "\n";

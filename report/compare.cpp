@@ -311,6 +311,7 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   context.out_dir = out_dir.string();
   context.plots_requested = options.plots;
   context.loss_threshold_option = options.loss_threshold;
+  if (fs::exists(out_dir / "explain" / "explain.html")) context.explain_page = "explain/explain.html";
   context.summary = summary_figures(c);
   choose_preset(options.inputs, context, out);
   compute_preset_sections(c, out_dir, context, out);

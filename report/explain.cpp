@@ -73,6 +73,7 @@ TrainingPoint training_point(const Comparison& c, const ArmStats& arm, const std
   p.d_k = arm.d_k();
   p.scale = arm.scale();
   p.label = arm_label(arm, extra, {"d_k"});
+  p.group = arm_label(arm, extra, {"d_k", "scale"});
   p.n_runs = arm.kept.size();
   p.final_loss = arm.final_loss.mean;
   p.reached = arm.reached_loss;

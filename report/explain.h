@@ -30,6 +30,7 @@ struct TrainingPoint {
   std::size_t d_k = 0;
   std::string scale;
   std::string label;  // scale, and the settings that tell this arm from others of its (d_k, scale)
+  std::string group;  // the label without the scale: arms of one group differ in scale (and d_k) only
   std::size_t n_runs = 0;
   double final_loss = 0;           // mean over seeds, nats
   double steps_to_loss = 0;        // mean over the seeds that reached the loss threshold; NaN if none did

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <stdexcept>
 
@@ -170,12 +171,20 @@ void measure_weights(const xt::xarray<float>& probs, const std::vector<QueryRow>
   std::sort(m.sorted_weights.rbegin(), m.sorted_weights.rend());
 }
 
-// Whether a saturated query's peak sits on the key its answer needs, against the share chance gives.
-void measure_earned(const xt::xarray<float>& probs, const std::vector<QueryRow>& rows,
+// The token at a query's position (the first of its tokens for inputs [B, T, S]): what fixes its q at initialisation.
+std::int64_t query_token(const xt::xarray<std::int64_t>& inputs, const QueryRow& r) {
+  return inputs.dimension() == 3 ? inputs(r.b, r.position, 0) : inputs(r.b, r.position);
+}
+
+// Whether a saturated query's peak sits on the key its answer needs, against the share chance gives. Queries of one
+// head and one token share their q, so their outcomes are not independent: the standard error of the difference
+// from chance is the cluster-robust one over (head, token) groups, sqrt(sum_c (hits_c - expected_c)^2) / N.
+void measure_earned(const xt::xarray<float>& probs, const std::vector<QueryRow>& rows, const data::Batch& batch,
                     const xt::xarray<std::int64_t>& answers, ArmMeasurement& m) {
-  m.earned_share = m.chance_share = kNaN;
+  m.earned_share = m.chance_share = m.earned_se = kNaN;
   if (answers.dimension() != 2) return;
   double hits = 0, chance_saturated = 0, chance_all = 0;
+  std::map<std::pair<std::size_t, std::int64_t>, double> excess;  // per (head, token): hits - expected hits
   for (const auto& r : rows) {
     const auto answer = answers(r.b, r.position);
     if (answer < 0) continue;
@@ -185,15 +194,23 @@ void measure_earned(const xt::xarray<float>& probs, const std::vector<QueryRow>&
     const auto top = static_cast<std::size_t>(std::max_element(p.begin(), p.end()) - p.begin());
     if (p[top] <= 0.99) continue;
     ++m.n_answerable_saturated;
-    chance_saturated += 1.0 / static_cast<double>(r.keys.size());
-    hits += r.keys[top] == static_cast<std::size_t>(answer);
+    const double hit = r.keys[top] == static_cast<std::size_t>(answer),
+                 expected = 1.0 / static_cast<double>(r.keys.size());
+    chance_saturated += expected;
+    hits += hit;
+    excess[{r.h, query_token(batch.inputs, r)}] += hit - expected;
   }
-  if (m.n_answerable_saturated > 0) {
-    m.earned_share = hits / static_cast<double>(m.n_answerable_saturated);
-    m.chance_share = chance_saturated / static_cast<double>(m.n_answerable_saturated);
-  } else if (m.n_answerable > 0) {
-    m.chance_share = chance_all / static_cast<double>(m.n_answerable);
+  if (m.n_answerable_saturated == 0) {
+    if (m.n_answerable > 0) m.chance_share = chance_all / static_cast<double>(m.n_answerable);
+    return;
   }
+  const double n = static_cast<double>(m.n_answerable_saturated);
+  m.earned_share = hits / n;
+  m.chance_share = chance_saturated / n;
+  double sum2 = 0;
+  for (const auto& [cluster, e] : excess) sum2 += e * e;
+  m.earned_se = std::sqrt(sum2) / n;
+  m.n_earned_clusters = excess.size();
 }
 
 void measure_scores(const nn::AttentionRecord& last, const std::vector<QueryRow>& rows, ArmMeasurement& m) {
@@ -227,7 +244,7 @@ void weights_pass(ArmModel& a, ArmMeasurement& m) {
   m.theory_std = std::sqrt(static_cast<double>(m.d_k)) * m.q_std * m.k_std * m.multiplier;
   measure_scores(last, rows, m);
   measure_weights(last.probs, rows, m);
-  measure_earned(last.probs, rows, a.task->answer_positions(a.batch), m);
+  measure_earned(last.probs, rows, a.batch, a.task->answer_positions(a.batch), m);
   layer->record_attention = false;
   layer->last = nn::AttentionRecord();
 }

@@ -57,10 +57,14 @@ struct ArmMeasurement {
   // saturated, the share whose largest weight is on that key, and the share chance gives (mean of 1 / keys).
   std::size_t n_answerable = 0, n_answerable_saturated = 0;
   double earned_share = 0, chance_share = 0;  // NaN when no such query (or the task names no key)
-  std::vector<double> scores;                 // every visible score (for the histogram)
-  std::vector<std::size_t> key_counts;        // per query, the keys it may attend to
-  std::vector<double> sorted_weights;         // the median-entropy query's weights, largest first
-  std::vector<std::vector<double>> heatmap;   // [T][T] weights of sequence 0, head 0; NaN where masked
+  // The standard error of earned_share - chance_share, cluster-robust over (head, query token) groups: queries that
+  // share their head and token share their q, so they are not independent draws. NaN with earned_share.
+  double earned_se = 0;
+  std::size_t n_earned_clusters = 0;         // the groups
+  std::vector<double> scores;                // every visible score (for the histogram)
+  std::vector<std::size_t> key_counts;       // per query, the keys it may attend to
+  std::vector<double> sorted_weights;        // the median-entropy query's weights, largest first
+  std::vector<std::vector<double>> heatmap;  // [T][T] weights of sequence 0, head 0; NaN where masked
 };
 
 /// Measures each (d_k, scale) of d_ks × scales (d_k outer) on the model of `base` with that head size (d_model

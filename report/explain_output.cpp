@@ -177,7 +177,7 @@ std::string section_markdown(const ExplainSection& s, const std::map<std::string
     const auto* f = find_explain_figure(id);
     if (!f) continue;
     if (drawn.count(id)) md += fmt::format("![{}](figures/{}.png)\n\n", f->title, id);
-    md += fmt::format("*{}.* {}\n\n", f->title, f->caption);
+    md += fmt::format("*{}{}* {}\n\n", f->title, f->title.back() == '?' ? "" : ".", f->caption);
   }
   return md;
 }

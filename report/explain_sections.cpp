@@ -134,20 +134,21 @@ std::pair<std::size_t, double> on_curve(const Explanation& e) {
   return {near, worst};
 }
 
-// "not earned": the saturated queries' peaks fall on the answer's key no more often than chance (two standard errors
-// of a binomial share). Empty when nothing was measured.
+// "not earned": the saturated queries' peaks fall on the answer's key no more often than chance, within two
+// cluster-robust standard errors (ArmMeasurement::earned_se). Empty when nothing was measured.
 std::string earned_sentence(const ArmMeasurement& a, bool& earned) {
   earned = false;
   if (std::isnan(a.earned_share)) return "";
-  const double n = static_cast<double>(a.n_answerable_saturated);
-  const double se = std::sqrt(a.chance_share * (1 - a.chance_share) / n);
-  earned = a.earned_share > a.chance_share + 2 * se;
+  earned = a.earned_share > a.chance_share + 2 * a.earned_se;
   return fmt::format(
       "Of the {} saturated queries whose answer sits at one key (d_k {}, {}), {} put their peak on that key; chance "
-      "gives {}: the peak is {} (two standard errors of chance: {}).",
+      "gives {}, give or take {} (two standard errors, with the queries grouped by head and token: {} groups, each "
+      "sharing its q): {}.",
       a.n_answerable_saturated, a.d_k, scale_label_of(a.scale), pct(a.earned_share), pct(a.chance_share),
-      earned ? "more often on the answer than chance, so partly earned" : "not earned, it comes from the magnitude",
-      pct(2 * se));
+      pct(2 * a.earned_se), a.n_earned_clusters,
+      earned ? "the peaks fall on the answer more often than chance (at initialisation this is built into the "
+               "weights and embeddings, not learned)"
+             : "the peak is not earned, it comes from the magnitude");
 }
 
 ExplainSection saturation_section(const Explanation& e) {
@@ -227,12 +228,12 @@ std::string training_gradient(const Explanation& e, const std::string& ref, cons
   for (const auto& p : e.training->points) {
     if (p.scale != ref) continue;
     for (const auto& q : e.training->points)
-      if (q.scale == prop && q.d_k == p.d_k && std::isfinite(p.score_grad_relative) &&
+      if (q.scale == prop && q.d_k == p.d_k && q.group == p.group && std::isfinite(p.score_grad_relative) &&
           std::isfinite(q.score_grad_relative)) {
         ++n;
         smaller += p.score_grad_relative < q.score_grad_relative;
-        list += fmt::format("{}d_k {}: {:.3g} vs {:.3g}", list.empty() ? "" : "; ", p.d_k, p.score_grad_relative,
-                            q.score_grad_relative);
+        list += fmt::format("{}{}, d_k {}: {:.3g} vs {:.3g}", list.empty() ? "" : "; ", p.group, p.d_k,
+                            p.score_grad_relative, q.score_grad_relative);
       }
   }
   if (n == 0) return "";
@@ -342,36 +343,41 @@ std::size_t first_d_k_above(const Explanation& e, const std::string& ref, double
   return 0;
 }
 
-// From which d_k on the proposed scaling ends with a lower loss than unscaled in every arm of every larger d_k, over
-// the training evidence; 0: never. `compared` counts the comparisons decided either way.
-std::size_t training_from(const Explanation& e, const std::string& prop, std::size_t& compared, std::string& list) {
-  std::size_t from = 0;
-  compared = 0;
-  for (const auto& p : e.training->points) {
-    if (p.scale != prop || p.versus_reference.empty()) continue;
-    list += fmt::format("{}d_k {}: {}", list.empty() ? "" : "; ", p.d_k, p.versus_reference);
-    compared += p.versus_reference == "lower" || p.versus_reference == "higher" || p.versus_reference == "same";
-    if (p.versus_reference == "lower") {
-      if (from == 0 || p.d_k < from) from = p.d_k;
-    } else if (from != 0 && p.d_k > from) {
-      from = 0;  // a larger d_k where it is not lower: no threshold
-    }
+// The smallest d_k from which the proposed scaling ends with a lower final loss than unscaled in every arm at that
+// d_k and every larger one (0: none), over the training evidence. `list` gets each arm's outcomes by d_k.
+std::size_t training_from(const Explanation& e, const std::string& prop, std::string& list) {
+  std::vector<const TrainingPoint*> points;
+  for (const auto& p : e.training->points)
+    if (p.scale == prop && !p.versus_reference.empty()) points.push_back(&p);
+  std::string label;
+  for (const auto* p : points) {  // by label, then d_k (training_evidence's order)
+    if (p->label != label) list += (list.empty() ? "" : "; ") + p->label + ":";
+    list += fmt::format("{} d_k {} {}", p->label == label ? "," : "", p->d_k, p->versus_reference);
+    label = p->label;
   }
-  return from;
+  std::vector<std::size_t> d_ks;
+  for (const auto* p : points) d_ks.push_back(p->d_k);
+  std::sort(d_ks.begin(), d_ks.end());
+  for (const auto d : d_ks) {
+    bool all_lower = true;
+    for (const auto* p : points) all_lower = all_lower && (p->d_k < d || p->versus_reference == "lower");
+    if (all_lower) return d;
+  }
+  return 0;
 }
 
 Verdict sizes_verdict(const Explanation& e, const std::string& nums, bool init_holds) {
   if (!e.training)
     return init_holds ? holds(nums + " (at initialisation; give --runs for training)")
                       : fails(nums +
-                              ": at initialisation the problem does not grow from mild (under 10%) to most "
-                              "queries (50%).");
-  std::size_t compared = 0;
+                              ": at initialisation the problem does not grow from mild (under a quarter of the "
+                              "queries saturated at the smallest d_k) to most queries (half at the largest).");
   std::string list;
-  const std::size_t from = training_from(e, proposed_scale(e), compared, list);
-  const std::string training =
-      fmt::format("; in training, {}'s final loss against unscaled: {}", scale_label_of(proposed_scale(e)),
-                  list.empty() ? "no comparable arms" : list);
+  const std::size_t from = training_from(e, proposed_scale(e), list);
+  const std::string training = fmt::format(
+      "; in training, {}'s final loss against unscaled (lower by more than 2% in "
+      "every seed, higher, same, or not decided), {}",
+      scale_label_of(proposed_scale(e)), list.empty() ? "no comparable arms" : list);
   if (init_holds && from)
     return holds(fmt::format("{}{}: the scaling trains better from d_k {} on", nums, training, from));
   if (init_holds) return partly("holds at initialisation only", nums + training);
@@ -402,7 +408,8 @@ ExplainSection sizes_section(const Explanation& e) {
   const std::string nums =
       fmt::format("unscaled, 10% of queries are saturated from d_k {} and half from d_k {}",
                   mild_ends ? std::to_string(mild_ends) : "never", most ? std::to_string(most) : "never");
-  const bool init_holds = first_arm(e, ref).saturated_share < kMild && last_arm(e, ref).saturated_share >= kSaturated;
+  // Mild: under a quarter of the queries saturated at the smallest d_k; grown: over half at the largest.
+  const bool init_holds = first_arm(e, ref).saturated_share < 0.25 && last_arm(e, ref).saturated_share >= kSaturated;
   s.verdict = sizes_verdict(e, nums, init_holds);
   return s;
 }

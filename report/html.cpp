@@ -562,6 +562,7 @@ nlohmann::json page_meta(const Comparison& c, const ReportContext& context, cons
   meta["max_points_headline"] = headline_points;
   meta["downsampled"] = p.headline_downsampled || p.other_downsampled;
   meta["notes"] = notes;
+  if (!context.explain_page.empty()) meta["explain"] = context.explain_page;
   story_json(c, context, meta);
   meta["runs"] = run_entries(c, runs, p);
   const Table arms = arm_table(c);

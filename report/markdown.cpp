@@ -905,6 +905,9 @@ std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
   md += fmt::format("{} runs in {} arms ({} complete, {} incomplete, {} diverged).\n\n", c.runs.size(), c.arms.size(),
                     n_complete, n_incomplete, n_diverged);
   for (const std::string& note : ctx.sweep_notes) md += "**Note:** " + markdown_escape(note) + ".\n\n";
+  if (!ctx.explain_page.empty())
+    md += "The argument for 1/sqrt(d_k), step by step, measured on this experiment's model and runs: [" +
+          markdown_escape(ctx.explain_page) + "](" + ctx.explain_page + ").\n\n";
 
   return md;
 }

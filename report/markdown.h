@@ -66,6 +66,7 @@ struct ReportContext {
   std::vector<PresetSection> preset_sections;  // its sections, written after the Findings
   std::string preset_note;                     // why its sections are missing ("" when written)
   std::vector<std::string> sweep_notes;        // grid points of the input sweeps not complete, leftover partial writes
+  std::string explain_page;  // explain.html of `xgrad explain` in the report directory, relative to it ("" if none)
 };
 
 /// The whole report.md text.

@@ -2162,3 +2162,18 @@ TEST_CASE(
                        "written") != std::string::npos);
   CHECK(fs::exists(root / "report.md"));
 }
+
+TEST_CASE("compare links explain/explain.html from report.md and report.html when the report directory holds it") {
+  const TempDir root("compare_explain_link");
+  FakeRun r;
+  r.loss = {2.0, 1.0};
+  write_run(root / "runs" / "a", r);
+  const fs::path out = root / "report";
+  CHECK(report_md({(root / "runs").string()}, out).find("explain/explain.html") == std::string::npos);
+  CHECK(read_text(out / "report.html").find("\"explain\":") == std::string::npos);
+  fs::create_directories(out / "explain");
+  std::ofstream(out / "explain" / "explain.html") << "<html></html>";
+  CHECK(report_md({(root / "runs").string()}, out).find("[explain/explain.html](explain/explain.html)") !=
+        std::string::npos);
+  CHECK(read_text(out / "report.html").find("\"explain\":\"explain/explain.html\"") != std::string::npos);
+}

@@ -190,6 +190,8 @@ Explanation synthetic(double slope, double w_q_factor, double earned_share = std
       a.earned_share = scale == "none" ? earned_share : std::nan("");
       a.chance_share = 1.0 / 8;
       a.n_answerable_saturated = 200;
+      a.earned_se = 0.03;
+      a.n_earned_clusters = 16;
       e.arms.push_back(a);
     }
   return e;

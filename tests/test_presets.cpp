@@ -329,6 +329,11 @@ TEST_CASE("sweep status on a preset directory names the experiment command; a pr
   const fs::path dir = tmp / "pdk";
   const auto run = xgrad::testing::run_preset("dk", dir, "--seeds 0 --steps 5 --d-k 16");
   REQUIRE(run.exit_code == 0);
+  // The experiment explains the argument on its own model and runs, and its report links the page.
+  CHECK(fs::exists(dir / "explain" / "explain.html"));
+  CHECK(fs::exists(dir / "explain" / "explain.md"));
+  CHECK(run.output.find("The argument, measured: ") != std::string::npos);
+  CHECK(run.report.find("[explain/explain.html](explain/explain.html)") != std::string::npos);
   fs::remove_all(dir / run.sweep.at("runs").at(0).at("dir").get<std::string>());  // a point to continue
   const std::string status = run_xgrad({"sweep", "status", dir.string()}, merged_output()).out;
   INFO(status);

@@ -665,6 +665,11 @@
                                el("a", { href: href, class: "details-link", text: "→ details" })]);
       }))]));
   }
+  if (data.explain) {
+    app.appendChild(el("p", { id: "explain-link" }, [
+      document.createTextNode("The argument for 1/sqrt(d_k), step by step, measured on this model and these runs: "),
+      el("a", { href: data.explain, text: data.explain })]));
+  }
   if (data.notes.length) {
     app.appendChild(el("details", { id: "notes", open: "" }, [
       el("summary", { text: "What this page leaves out or changes (" + data.notes.length + ")" }),
