@@ -50,8 +50,10 @@ const std::vector<ExplainFigure>& explain_figures() {
        "Share of queries whose largest weight exceeds 0.99: where it starts to rise is the d_k from which the "
        "problem appears at initialisation."},
       {"runs_vs_dk", "Training evidence against d_k (--runs)",
-       "Final loss of the runs read (mean over seeds), one line per arm: where the unscaled line rises above the "
-       "scaled one is the d_k from which the problem shows in training."}};
+       "Final loss, steps to the loss threshold (mean over the seeds that reached it), the median saturated share "
+       "over the logged steps and the per-query score gradient relative to the loss before the threshold, of the "
+       "runs read (means over seeds), one line per arm: where the unscaled line parts from the scaled one is the "
+       "d_k from which the problem shows in training."}};
   return figures;
 }
 
@@ -154,13 +156,26 @@ std::vector<SummaryFigure> line_figures(const Explanation& e) {
   return out;
 }
 
-SummaryFigure runs_figure(const TrainingEvidence& t) {
-  SummaryFigure f = figure("runs_vs_dk", "d_k", Axis::log, "final loss (nats)", Axis::linear);
+// One figure of a training quantity against d_k, one line per arm without d_k.
+SummaryFigure runs_figure(const TrainingEvidence& t, const std::string& name, const std::string& y_label, Axis y,
+                          double TrainingPoint::*field) {
+  const ExplainFigure& f = *find_explain_figure("runs_vs_dk");
+  SummaryFigure out = summary_figure(name, f.title + ": " + y_label, f.caption, "d_k", Axis::log, y_label, y);
   for (const auto& p : t.points) {
-    if (f.lines.empty() || f.lines.back().label != p.label) f.lines.push_back(summary_line(p.label, p.scale));
-    f.lines.back().points.push_back({static_cast<double>(p.d_k), p.final_loss, kNoValue, kNoValue, p.n_runs, 0});
+    if (out.lines.empty() || out.lines.back().label != p.label) out.lines.push_back(summary_line(p.label, p.scale));
+    out.lines.back().points.push_back({static_cast<double>(p.d_k), p.*field, kNoValue, kNoValue, p.n_runs, 0});
   }
-  return f;
+  return out;
+}
+
+std::vector<SummaryFigure> runs_figures(const TrainingEvidence& t) {
+  return {
+      runs_figure(t, "runs_vs_dk", "final loss (nats)", Axis::linear, &TrainingPoint::final_loss),
+      runs_figure(t, "runs_steps_vs_dk", "steps to the loss threshold", Axis::linear, &TrainingPoint::steps_to_loss),
+      runs_figure(t, "runs_saturated_vs_dk", "saturated share (median over steps)", Axis::linear,
+                  &TrainingPoint::saturated_share),
+      runs_figure(t, "runs_score_grad_vs_dk", "score gradient / loss (before the threshold)", Axis::log,
+                  &TrainingPoint::score_grad_relative)};
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -238,7 +253,8 @@ std::vector<std::string> write_explain_figures(const Explanation& e, const std::
   fs::create_directories(d / "data", ec);
   if (ec) throw std::runtime_error("explain: cannot create " + (d / "data").string() + ": " + ec.message());
   std::vector<SummaryFigure> lines = line_figures(e);
-  if (e.training && !e.training->points.empty()) lines.push_back(runs_figure(*e.training));
+  if (e.training && !e.training->points.empty())
+    for (auto& f : runs_figures(*e.training)) lines.push_back(std::move(f));
   PlotOutcome outcome;
   write_summary_plots(lines, dir, outcome);
   write_text(d / "score_hist.gp",

@@ -176,7 +176,12 @@ std::string section_markdown(const ExplainSection& s, const std::map<std::string
   for (const auto& id : s.figures) {
     const auto* f = find_explain_figure(id);
     if (!f) continue;
-    if (drawn.count(id)) md += fmt::format("![{}](figures/{}.png)\n\n", f->title, id);
+    const std::vector<std::string> files =
+        id == "runs_vs_dk"
+            ? std::vector<std::string>{id, "runs_steps_vs_dk", "runs_saturated_vs_dk", "runs_score_grad_vs_dk"}
+            : std::vector<std::string>{id};
+    for (const auto& file : files)
+      if (drawn.count(file)) md += fmt::format("![{}](figures/{}.png)\n\n", f->title, file);
     md += fmt::format("*{}{}* {}\n\n", f->title, f->title.back() == '?' ? "" : ".", f->caption);
   }
   return md;

@@ -408,8 +408,9 @@
     });
   }
   // One small chart per quantity.
-  var runQuantities = [["final_loss", "final loss (nats)", false], ["saturated_share", "saturated share", false],
-                       ["score_grad_relative", "score gradient (relative)", true]];
+  var runQuantities = [["final_loss", "final loss (nats)", false], ["steps_to_loss", "steps to the loss threshold", false],
+                       ["saturated_share", "saturated share", false],
+                       ["score_grad_relative", "score gradient / loss", true]];
   function drawRuns(host, fig) {
     var runs = data.runs;
     if (!runs || !runs.points || !runs.points.length) return null;
@@ -418,7 +419,7 @@
       var box = row.appendChild(el("div", "arm"));
       box.appendChild(el("div", "arm-title", q[1]));
       return lineChart(box.appendChild(el("div", "plot")), { lines: runLines(runs.points, q[0]), xLabel: "d_k",
-        yLabel: q[1], logX: 2, logY: q[2], width: Math.max(240, Math.floor((host.clientWidth || 900) / 3) - 16),
+        yLabel: q[1], logX: 2, logY: q[2], width: Math.max(240, Math.floor((host.clientWidth || 900) / 4) - 16),
         height: 220 });
     });
     if (runs.note) host.appendChild(el("p", "caption", runs.note));
