@@ -62,17 +62,26 @@ const ArmMeasurement& first_arm(const Explanation& e, const std::string& scale) 
 }
 const ArmMeasurement& last_arm(const Explanation& e, const std::string& scale) { return *e.arm(e.d_ks.back(), scale); }
 
+// A section with its text and figures; the verdict and paragraphs are for the caller.
+ExplainSection section(std::string id, int number, std::string title, std::string claim,
+                       std::vector<std::string> figures) {
+  ExplainSection s;
+  s.id = std::move(id);
+  s.number = number;
+  s.title = std::move(title);
+  s.claim = std::move(claim);
+  s.figures = std::move(figures);
+  return s;
+}
+
 // ---- 1. growth
 
 ExplainSection growth_section(const Explanation& e) {
-  ExplainSection s{"growth",
-                   1,
-                   "q·k grows with d_k",
-                   "A dot product of d_k-dimensional q and k is a sum of d_k products, so with independent components "
-                   "its standard deviation is sqrt(d_k)·std(q)·std(k): it grows like sqrt(d_k).",
-                   {},
-                   {},
-                   {"score_hist", "score_std_vs_dk"}};
+  ExplainSection s =
+      section("growth", 1, "q·k grows with d_k",
+              "A dot product of d_k-dimensional q and k is a sum of d_k products, so with independent components "
+              "its standard deviation is sqrt(d_k)·std(q)·std(k): it grows like sqrt(d_k).",
+              {"score_hist", "score_std_vs_dk"});
   const std::string ref = reference_scale(e);
   double worst = 0;  // the largest relative gap between measured and theory std, over every arm
   for (const auto& a : e.arms) worst = std::max(worst, std::abs(a.score_std / a.theory_std - 1));
@@ -152,14 +161,11 @@ std::string earned_sentence(const ArmMeasurement& a, bool& earned) {
 }
 
 ExplainSection saturation_section(const Explanation& e) {
-  ExplainSection s{"saturation",
-                   2,
-                   "Large scores saturate softmax",
-                   "Softmax exponentiates, so large scores give one weight near 1 and the rest near 0, and that peak "
-                   "comes from the scores' magnitude, not from any confidence the model has earned.",
-                   {},
-                   {},
-                   {"sorted_weights", "heatmap", "entropy_vs_std", "max_prob_vs_std", "earned_vs_dk"}};
+  ExplainSection s =
+      section("saturation", 2, "Large scores saturate softmax",
+              "Softmax exponentiates, so large scores give one weight near 1 and the rest near 0, and that peak "
+              "comes from the scores' magnitude, not from any confidence the model has earned.",
+              {"sorted_weights", "heatmap", "entropy_vs_std", "max_prob_vs_std", "earned_vs_dk"});
   const auto [near, worst] = on_curve(e);
   s.paragraphs.push_back(fmt::format(
       "The line is softmax over the same numbers of keys applied to normal scores of the given std (Monte Carlo); {} "
@@ -244,14 +250,11 @@ std::string training_gradient(const Explanation& e, const std::string& ref, cons
 }
 
 ExplainSection gradient_section(const Explanation& e) {
-  ExplainSection s{"gradient",
-                   3,
-                   "Saturated softmax passes little gradient",
-                   "A saturated softmax has a Jacobian diag(p) − ppᵀ near zero, so almost no gradient flows back "
-                   "through the scores and attention stops learning where it looks.",
-                   {},
-                   {},
-                   {"jacobian_vs_std", "score_grad_vs_dk", "w_grad_vs_dk"}};
+  ExplainSection s =
+      section("gradient", 3, "Saturated softmax passes little gradient",
+              "A saturated softmax has a Jacobian diag(p) − ppᵀ near zero, so almost no gradient flows back "
+              "through the scores and attention stops learning where it looks.",
+              {"jacobian_vs_std", "score_grad_vs_dk", "w_grad_vs_dk"});
   const std::string ref = reference_scale(e), prop = proposed_scale(e);
   if (ref.empty()) {
     s.verdict = partly("not measured", "the unscaled arm was not requested (--scale without none).");
@@ -303,14 +306,11 @@ std::string scaling_summary(const Explanation& e, const std::string& scale, doub
 }
 
 ExplainSection scaling_section(const Explanation& e) {
-  ExplainSection s{"scaling",
-                   4,
-                   "1/sqrt(d_k) undoes the growth",
-                   "Dividing q·k by sqrt(d_k) undoes its growth, so scores keep one spread and softmax stays in its "
-                   "useful range at every d_k.",
-                   {},
-                   {},
-                   {"score_std_vs_dk", "entropy_vs_std", "saturated_vs_dk"}};
+  ExplainSection s =
+      section("scaling", 4, "1/sqrt(d_k) undoes the growth",
+              "Dividing q·k by sqrt(d_k) undoes its growth, so scores keep one spread and softmax stays in its "
+              "useful range at every d_k.",
+              {"score_std_vs_dk", "entropy_vs_std", "saturated_vs_dk"});
   const std::string ref = reference_scale(e), prop = proposed_scale(e);
   for (const auto& scale : e.scales) {
     if (scale == ref || scale == prop) continue;
@@ -386,14 +386,11 @@ Verdict sizes_verdict(const Explanation& e, const std::string& nums, bool init_h
 }
 
 ExplainSection sizes_section(const Explanation& e) {
-  ExplainSection s{"sizes",
-                   5,
-                   "Mild at small d_k, growing with it",
-                   "The problem is mild at small d_k and grows with it, so the scaling is what keeps attention "
-                   "well-behaved across the whole range of model sizes.",
-                   {},
-                   {},
-                   {"saturated_vs_dk", "score_grad_vs_dk"}};
+  ExplainSection s =
+      section("sizes", 5, "Mild at small d_k, growing with it",
+              "The problem is mild at small d_k and grows with it, so the scaling is what keeps attention "
+              "well-behaved across the whole range of model sizes.",
+              {"saturated_vs_dk", "score_grad_vs_dk"});
   if (e.training) s.figures.push_back("runs_vs_dk");
   const std::string ref = reference_scale(e);
   if (ref.empty()) {
