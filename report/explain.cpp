@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "report/stats.h"
 #include "report/tables.h"
+#include "train/settings.h"
 
 namespace xgrad::train {
 
@@ -75,6 +78,7 @@ TrainingPoint training_point(const Comparison& c, const ArmStats& arm, const std
   p.label = arm_label(arm, extra, {"d_k"});
   p.group = arm_label(arm, extra, {"d_k", "scale"});
   p.n_runs = arm.kept.size();
+  p.settings = arm.settings;
   p.final_loss = arm.final_loss.mean;
   p.reached = arm.reached_loss;
   p.steps_to_loss = arm.mean_step_to_loss;
@@ -86,6 +90,28 @@ TrainingPoint training_point(const Comparison& c, const ArmStats& arm, const std
   p.saturated_share = mean_sd(saturated).mean;
   p.score_grad_relative = mean_sd(relative).mean;
   return p;
+}
+
+// The model and task settings (those probe and explain read) in which the runs differ from the measured model,
+// "d_model (runs 128; measured 64)": training evidence of another model says little about this one's initialisation.
+std::vector<std::string> model_differences(const TrainConfig& base, const TrainingEvidence& t) {
+  const nlohmann::json measured = base.to_json();
+  std::map<std::string, std::set<std::string>> differ;  // key → the runs' values
+  for (const auto& p : t.points)
+    for (const auto& [key, value] : p.settings.items()) {
+      const Setting* s = find_setting(key);
+      if (!s || !(s->commands & Setting::kProbe) || key == "d_k" || key == "scale" || key == "seed" ||
+          key == "data_seed" || key == "batch_size" || !measured.contains(key) || measured.at(key) == value)
+        continue;
+      differ[key].insert(value.dump());
+    }
+  std::vector<std::string> out;
+  for (const auto& [key, values] : differ) {
+    std::string runs;
+    for (const auto& v : values) runs += (runs.empty() ? "" : ", ") + v;
+    out.push_back(fmt::format("{} (runs {}; measured {})", key, runs, measured.at(key).dump()));
+  }
+  return out;
 }
 
 }  // namespace
@@ -132,6 +158,14 @@ Explanation explain(const TrainConfig& base, const ExplainOptions& options) {
   if (!options.runs.empty()) {
     e.training = training_evidence(options.runs, options.loss_threshold);
     e.notes.insert(e.notes.end(), e.training->notes.begin(), e.training->notes.end());
+    const auto differences = model_differences(base, *e.training);
+    if (!differences.empty()) {
+      std::string list;
+      for (const auto& d : differences) list += (list.empty() ? "" : ", ") + d;
+      e.notes.push_back("--runs: the runs' model or task differs from the one measured at initialisation in " + list +
+                        "; give explain the runs' model and task flags to measure "
+                        "their model");
+    }
   }
   if (e.arms.front().chance_share != e.arms.front().chance_share && e.arms.front().n_answerable == 0)
     e.notes.push_back("task " + base.task +

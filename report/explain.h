@@ -38,6 +38,7 @@ struct TrainingPoint {
   double saturated_share = 0;      // mean over seeds of the median over measured steps of the saturated share
   double score_grad_relative = 0;  // mean over seeds of RunStats::score_grad_relative
   std::string versus_reference;    // how its final loss compares with the unscaled arm's ("" for that arm)
+  nlohmann::json settings;         // the arm's settings (arm_settings of its runs' config.json)
 };
 
 struct TrainingEvidence {

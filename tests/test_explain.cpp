@@ -242,6 +242,14 @@ TEST_CASE("explain: --runs of damaged or unrelated directories gives a note or a
   CHECK(t.points[0].d_k == 16);
   REQUIRE(t.notes.size() == 1);
   CHECK(t.notes[0].find("broken") != std::string::npos);
+  // Runs of another model than the one measured: the page says in what they differ.
+  ExplainOptions options;
+  options.d_ks = {16};
+  options.runs = {(root / "sweep").string()};
+  const Explanation e = explain(small_config(), options);  // d_model 32; the fake runs have 64
+  bool named = false;
+  for (const auto& n : e.notes) named = named || n.find("d_model (runs 64; measured 32)") != std::string::npos;
+  CHECK(named);
   fs::create_directories(root / "empty");
   CHECK_THROWS_WITH_AS(training_evidence({(root / "empty").string()}, -1), doctest::Contains("empty"),
                        std::invalid_argument);
