@@ -62,6 +62,12 @@ nlohmann::json read_json(const fs::path& path) {
   }
 }
 
+// A step cell as a step number: -1 (unknown) for a cell that is NaN, infinite, negative or beyond long, which a cast
+// would turn into undefined behaviour (a hand-edited or damaged metrics.csv).
+long step_number(double cell) {
+  return std::isfinite(cell) && cell >= 0 && cell < 9.0e18 ? static_cast<long>(cell) : -1;
+}
+
 void add_reason(RunRecord& run, const std::string& reason) {
   run.incomplete = true;
   if (!run.incomplete_reason.empty()) run.incomplete_reason += "; ";
@@ -132,7 +138,7 @@ void read_series(const fs::path& path, RunRecord& run) {
   const bool skips = on_nan != run.config.end() && on_nan->is_string() && on_nan->get<std::string>() == "skip";
   if (!run.has_summary && !skips && s.size() > 0 && !last_row_finite) {
     run.diverged = true;
-    run.diverged_step = static_cast<long>(s.step.back());
+    run.diverged_step = step_number(s.step.back());
   }
 }
 
@@ -210,10 +216,10 @@ RunRecord load_run(const std::string& dir) {
     final_loss = tail.empty() ? kNaN : final_loss / static_cast<double>(tail.size());
     if (loss_blew_up(s.loss.front(), final_loss)) {
       run.diverged = true;
-      run.diverged_step = static_cast<long>(s.step.back());
+      run.diverged_step = step_number(s.step.back());
       for (std::size_t i = 0; i < rows; ++i)
         if (loss_blew_up(s.loss.front(), s.loss[i])) {
-          run.diverged_step = static_cast<long>(s.step[i]);
+          run.diverged_step = step_number(s.step[i]);
           break;
         }
     }

@@ -2177,3 +2177,18 @@ TEST_CASE("compare links explain/explain.html from report.md and report.html whe
         std::string::npos);
   CHECK(read_text(out / "report.html").find("\"explain\":\"explain/explain.html\"") != std::string::npos);
 }
+
+TEST_CASE("a run whose last row's step cell is not a number reads as diverged at an unknown step, not a cast of NaN") {
+  const TempDir root("compare_nan_step");
+  FakeRun r;
+  r.loss = {2.0, 1.0, std::nan("")};
+  r.summary = false;  // without summary.json, a non-finite last row says the run diverged there
+  write_run(root / "run", r);
+  std::string csv = read_text(root / "run" / "metrics.csv");
+  const auto last = csv.rfind('\n', csv.size() - 2) + 1;
+  csv.replace(last, csv.find(',', last) - last, "nan");  // the last row's step cell
+  std::ofstream(root / "run" / "metrics.csv") << csv;
+  const RunRecord run = load_run((root / "run").string());
+  CHECK(run.diverged);
+  CHECK(run.diverged_step == -1);
+}
