@@ -270,6 +270,13 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
   fs::rename(metrics, fs::path(c.out) / "metrics.csv.bak");
   CHECK(resume_error(r).find("metrics.csv is missing but the checkpoint is at step 14") != std::string::npos);
   fs::rename(fs::path(c.out) / "metrics.csv.bak", metrics);
+  // A metrics.csv whose header was edited: the error names the first column that differs.
+  {
+    const std::string csv = read_text(metrics);
+    std::ofstream(metrics, std::ios::trunc) << "steps" << csv.substr(csv.find(','));
+    CHECK(resume_error(r).find("column 1 is 'steps' in the file but 'step' in this run") != std::string::npos);
+    std::ofstream(metrics, std::ios::trunc) << csv;
+  }
   // A corrupt checkpoint is a runtime error naming it.
   {
     std::ofstream out(fs::path(c.out) / kCheckpointFile, std::ios::binary | std::ios::trunc);

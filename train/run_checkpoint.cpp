@@ -8,6 +8,8 @@
 #include <limits>
 #include <sstream>
 
+#include "common/escape.h"
+
 namespace xgrad::train {
 
 namespace {
@@ -210,6 +212,24 @@ void restore_run_checkpoint(const nn::Checkpoint& c, const std::string& path, co
   p = r;
 }
 
+namespace {
+
+// How a metrics.csv header differs from the columns a run writes: the first column that differs, by number and name
+// on both sides, or the counts.
+std::string header_difference(const std::string& line, const std::vector<std::string>& columns) {
+  std::vector<std::string> cells;
+  std::stringstream ss(line);
+  for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
+  for (std::size_t i = 0; i < std::min(cells.size(), columns.size()); ++i)
+    if (cells[i] != columns[i])
+      return "column " + std::to_string(i + 1) + " is '" + escape_control(cells[i]) + "' in the file but '" +
+             columns[i] + "' in this run";
+  return "the file's header has " + std::to_string(cells.size()) + " columns, this run writes " +
+         std::to_string(columns.size());
+}
+
+}  // namespace
+
 MetricsPrefix read_metrics_prefix(const std::string& path, const std::vector<std::string>& columns, std::size_t rows) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + path + " to resume");
@@ -217,8 +237,10 @@ MetricsPrefix read_metrics_prefix(const std::string& path, const std::vector<std
   for (std::size_t i = 0; i < columns.size(); ++i) header += (i ? "," : "") + columns[i];
   MetricsPrefix out;
   std::string line;
-  if (!std::getline(in, line) || line != header || in.eof())
-    throw std::runtime_error(path + ": the header differs from the columns this run writes; cannot resume");
+  if (!std::getline(in, line) || in.eof()) throw std::runtime_error(path + ": no complete header line; cannot resume");
+  if (line != header)
+    throw std::runtime_error(path + ": the header differs from the columns this run writes (" +
+                             header_difference(line, columns) + "); cannot resume");
   out.text = line + "\n";
   while (out.rows.size() < rows && std::getline(in, line)) {
     if (in.eof()) break;  // a row without its newline was cut short
