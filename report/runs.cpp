@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/escape.h"
 #include "train/json_file.h"
 #include "train/metrics_log.h"
 #include "train/run_directory.h"
@@ -78,6 +79,11 @@ void add_reason(RunRecord& run, const std::string& reason) {
 void read_series(const fs::path& path, RunRecord& run) {
   MetricsReader reader(path.string());
   const std::vector<std::string>& header = reader.columns();
+  // A column named twice would be read from whichever copy comes last, silently: the file is not one the trainer wrote.
+  std::set<std::string> seen;
+  for (const auto& c : header)
+    if (!seen.insert(c).second)
+      throw std::runtime_error(path.string() + " names column '" + escape_control(c) + "' twice");
   constexpr std::size_t absent = std::numeric_limits<std::size_t>::max();
   std::size_t step_col = absent, loss_col = absent, acc_col = absent, grad_col = absent;
   std::vector<std::size_t> wq, wk, entropy, score_std, score_grad_median, saturated;

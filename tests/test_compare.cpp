@@ -2192,3 +2192,15 @@ TEST_CASE("a run whose last row's step cell is not a number reads as diverged at
   CHECK(run.diverged);
   CHECK(run.diverged_step == -1);
 }
+
+TEST_CASE("a metrics.csv that names a column twice is not read: the run is skipped with the column named") {
+  const TempDir root("compare_duplicate_column");
+  FakeRun r;
+  r.loss = {2.0, 1.0};
+  write_run(root / "run", r);
+  std::string csv = read_text(root / "run" / "metrics.csv");
+  csv.replace(0, csv.find(',', csv.find(',') + 1), "step,step");  // the header's second column becomes a 2nd "step"
+  std::ofstream(root / "run" / "metrics.csv") << csv;
+  CHECK_THROWS_WITH_AS(load_run((root / "run").string()), doctest::Contains("names column 'step' twice"),
+                       std::runtime_error);
+}
