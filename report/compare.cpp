@@ -299,6 +299,14 @@ ReportFiles report_files(const fs::path& out_dir) {
 
 std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out) {
   if (options.inputs.empty()) throw std::invalid_argument("compare: no run or sweep directory given");
+  for (const std::string& input : options.inputs) {  // opening a FIFO would wait for a writer forever
+    std::error_code ec;
+    const fs::path index = fs::path(input) / "sweep.json";
+    if (fs::exists(index, ec) && !fs::is_regular_file(index, ec))
+      throw std::invalid_argument("compare: " + index.string() +
+                                  " is not a regular file (a FIFO, device or directory); it is read as the sweep's "
+                                  "index: remove it, or give the run directories below it");
+  }
   const std::vector<std::string> dirs = find_run_dirs(options.inputs);
   ReportContext context;
   std::vector<RunRecord> runs = load_runs(dirs, context, out);

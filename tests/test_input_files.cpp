@@ -435,3 +435,19 @@ TEST_CASE("a relative path in a --config file is relative to the file's director
   CHECK(r.exit_code == 0);
   CHECK(read_json(root / "run" / "config.json").at("text") == (root / "in" / "text.txt").string());
 }
+
+TEST_CASE("a sweep.json that is a FIFO is refused by compare and sweep status instead of waiting for a writer") {
+  const TempDir root("inputs_fifo_sweep_json");
+  write_file(root / "text.txt", some_text('A'));
+  REQUIRE(run_xgrad(words("train " + kTiny + " --text text.txt --steps 2 --out sweep/runs/a"), in_directory(root))
+              .exit_code == 0);
+  REQUIRE(::mkfifo((root / "sweep" / "sweep.json").c_str(), 0644) == 0);
+  ProcessResult r = run_xgrad(words("compare sweep --out report"), in_directory(root));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("sweep.json is not a regular file (a FIFO, device or directory)") != std::string::npos);
+  r = run_xgrad(words("sweep status sweep"), in_directory(root));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("sweep.json is not a regular file") != std::string::npos);
+}

@@ -27,6 +27,12 @@ std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
   const fs::path path = fs::path(sweep_dir) / "sweep.json";
   std::error_code ec;
   if (!fs::is_directory(sweep_dir, ec)) throw ConfigError("DIR: " + sweep_dir + " is not a directory");
+  // Opening a FIFO would wait for a writer forever.
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    throw ConfigError("DIR: " + path.string() +
+                      " is not a regular file (a FIFO, device or directory), so no sweep "
+                      "manifest; remove it or " +
+                      kMakeManifest);
   std::ifstream in(path);
   if (!in) throw ConfigError("DIR: " + sweep_dir + " holds no sweep.json, so no sweep manifest; " + kMakeManifest);
   nlohmann::json index;
