@@ -624,6 +624,7 @@ TEST_CASE(
   const std::vector<Hostile> files{
       {deep, "deeper than 64 levels"},
       {"{\"lr\": 0.1, \"steps\": 2, \"lr\": 0.2}", "the key 'lr' appears twice"},
+      {good + std::string(1, '\0') + "{\"lr\": 99}", "holds a NUL byte at offset " + std::to_string(good.size())},
       {std::regex_replace(good, std::regex("\"config_version\": *[0-9]+"), "\"config_version\": 99"),
        "config_version 99 is not a format"},
   };

@@ -1,5 +1,7 @@
 #include "train/json_file.h"
 
+#include <iterator>
+
 #include "common/repeated_keys.h"
 #include "train/config.h"
 
@@ -18,7 +20,12 @@ nlohmann::json parse_json(std::istream& in, const std::string& source) {
       throw ConfigError(source + ": the key '" + repeated + "' appears twice in one object; keep one of them");
     return true;
   };
-  return json::parse(in, callback);
+  // Read whole: parsing a stream ends at a NUL byte and would accept whatever follows it unread.
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  if (const auto nul = text.find('\0'); nul != std::string::npos)
+    throw ConfigError(source + ": holds a NUL byte at offset " + std::to_string(nul) +
+                      ", which no JSON file holds; refused");
+  return json::parse(text, callback);
 }
 
 }  // namespace xgrad::train
