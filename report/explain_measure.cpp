@@ -20,6 +20,10 @@ namespace xgrad::train {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+double theory_score_std(std::size_t d_k, double q_std, double k_std, double multiplier) {
+  return std::sqrt(static_cast<double>(d_k)) * q_std * k_std * std::abs(multiplier);
+}
+
 void softmax(const double* s, std::size_t n, double* p) {
   const double top = *std::max_element(s, s + n);
   double sum = 0;
@@ -241,7 +245,7 @@ void weights_pass(ArmModel& a, ArmMeasurement& m) {
   m.q_std = std_of(last.q);
   m.k_std = std_of(last.k);
   m.multiplier = a.multiplier;
-  m.theory_std = std::sqrt(static_cast<double>(m.d_k)) * m.q_std * m.k_std * m.multiplier;
+  m.theory_std = theory_score_std(m.d_k, m.q_std, m.k_std, m.multiplier);
   measure_scores(last, rows, m);
   measure_weights(last.probs, rows, m);
   measure_earned(last.probs, rows, a.batch, a.task->answer_positions(a.batch), m);

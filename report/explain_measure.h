@@ -21,6 +21,11 @@ struct SoftmaxRow {
 };
 SoftmaxRow softmax_row(const double* p, std::size_t n);
 
+/// The standard deviation of multiplier·q·k for q, k of d_k independent components of zero mean and standard deviations
+/// q_std and k_std: Var(q·k) = d_k Var(q_i) Var(k_i) (Vaswani et al. 2017, footnote 4), so sqrt(d_k) q_std k_std
+/// times |multiplier|.
+double theory_score_std(std::size_t d_k, double q_std, double k_std, double multiplier);
+
 /// softmax(s) of n scores, into p (stable: the largest score is subtracted first).
 void softmax(const double* s, std::size_t n, double* p);
 

@@ -120,6 +120,24 @@ TEST_CASE("explain: the softmax curves at std 0 are exact, follow quadrature for
   CHECK_THROWS_AS(softmax_curves({0}, stds, 1), std::invalid_argument);
 }
 
+TEST_CASE("explain: the theory's score std against sampled dot products of independent components") {
+  std::mt19937_64 rng(11);
+  for (const std::size_t d_k : {4u, 64u, 1024u}) {
+    std::normal_distribution<double> q(0.0, 0.7), k(0.0, 1.3);
+    const std::size_t n = 4000;
+    double s2 = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      double dot = 0;
+      for (std::size_t j = 0; j < d_k; ++j) dot += q(rng) * k(rng);
+      s2 += dot * dot;  // zero mean by construction
+    }
+    const double sampled = std::sqrt(s2 / n);
+    // The std of a std estimated from 4000 draws of a product-sum is below 2%; 6% is three of those.
+    CHECK(theory_score_std(d_k, 0.7, 1.3, 1.0) == doctest::Approx(sampled).epsilon(0.06));
+    CHECK(theory_score_std(d_k, 0.7, 1.3, 1.0 / std::sqrt(double(d_k))) == doctest::Approx(0.7 * 1.3));
+  }
+}
+
 TEST_CASE("explain: measured scores follow sqrt(d_k) std(q) std(k), saturate unscaled and not scaled") {
   const auto arms = measure_arms(small_config(), {4, 64, 1024}, {"none", "sqrt_dk"});
   REQUIRE(arms.size() == 6);
