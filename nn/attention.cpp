@@ -430,7 +430,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   Tensor q, k, v;
   project(x, nullptr, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
   Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr);
-  if (record_attention) last.qk_spectral_norms = qk_spectral_norms();  // the weights project() used
+  if (record_attention && record_spectral_norms) last.qk_spectral_norms = qk_spectral_norms();  // project()'s weights
   return w_o ? w_o->forward(out) : out;
 }
 
@@ -440,7 +440,7 @@ Tensor MultiHeadAttention::forward_at(const Tensor& x, const std::vector<std::si
   Tensor q, k, v;
   project(x, &positions, q, k, v);
   Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr, &positions);
-  if (record_attention) last.qk_spectral_norms = qk_spectral_norms();
+  if (record_attention && record_spectral_norms) last.qk_spectral_norms = qk_spectral_norms();
   return w_o ? w_o->forward(out) : out;
 }
 

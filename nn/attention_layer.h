@@ -60,6 +60,9 @@ class AttentionLayer : public Module {
   /// When true, forward() records its scores, weights, q and k, and the heads' qk_spectral_norms, in `last` (see
   /// AttentionRecord).
   bool record_attention = false;
+  /// When false, a recorded call leaves last.qk_spectral_norms empty: their power iterations are most of a record's
+  /// cost, and a reader that does not use them (`xgrad explain`) need not pay it.
+  bool record_spectral_norms = true;
   AttentionRecord last;
 };
 

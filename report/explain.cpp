@@ -119,7 +119,15 @@ std::vector<std::string> model_differences(const TrainConfig& base, const Traini
 TrainingEvidence training_evidence(const std::vector<std::string>& inputs, double loss_threshold) {
   TrainingEvidence t;
   std::vector<RunRecord> runs;
-  for (const auto& dir : find_run_dirs(inputs)) {
+  std::vector<std::string> dirs;
+  try {
+    dirs = find_run_dirs(inputs);
+  } catch (const std::invalid_argument& e) {  // its message speaks for compare
+    std::string message = e.what();
+    if (message.rfind("compare: ", 0) == 0) message = message.substr(9);
+    throw std::invalid_argument("--runs: " + message);
+  }
+  for (const auto& dir : dirs) {
     try {
       runs.push_back(load_run(dir));
     } catch (const std::exception& e) {
@@ -131,6 +139,8 @@ TrainingEvidence training_evidence(const std::vector<std::string>& inputs, doubl
     return t;
   }
   const Comparison c = analyse_runs(std::move(runs), loss_threshold, 0.9, 10);
+  for (const auto& run : c.runs)
+    if (run.incomplete) t.notes.push_back("--runs: " + run.dir + " is incomplete (" + run.incomplete_reason + ")");
   const auto extra = distinguishing_keys(c.arms);
   for (const auto& group : scale_groups(c.arms)) {
     const ArmStats& first = c.arms[group.arms.front()];
@@ -139,7 +149,12 @@ TrainingEvidence training_evidence(const std::vector<std::string>& inputs, doubl
       TrainingPoint p = training_point(c, c.arms[i], extra);
       if (has_reference && i != group.arms.front())
         p.versus_reference = versus(compare_final_loss(c, c.arms[i], first));
-      if (p.n_runs > 0) t.points.push_back(std::move(p));
+      if (p.d_k == 0)
+        t.notes.push_back("--runs: left out the runs of arm '" + p.label +
+                          "': their config.json holds no head size "
+                          "d_k of at least 1");
+      else if (p.n_runs > 0)
+        t.points.push_back(std::move(p));
     }
   }
   std::stable_sort(t.points.begin(), t.points.end(),
@@ -151,8 +166,9 @@ TrainingEvidence training_evidence(const std::vector<std::string>& inputs, doubl
 Explanation explain(const TrainConfig& base, const ExplainOptions& options) {
   Explanation e;
   e.d_ks = options.d_ks;
+  std::sort(e.d_ks.begin(), e.d_ks.end());  // every step reads from the smallest head size to the largest
   e.scales = options.scales;
-  e.arms = measure_arms(base, options.d_ks, options.scales);
+  e.arms = measure_arms(base, e.d_ks, e.scales);
   e.setup = setup_line(base, e.arms.front());
   e.curves = softmax_curves(e.arms.front().key_counts, curve_grid(e.arms), base.seed);
   if (!options.runs.empty()) {

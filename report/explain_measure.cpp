@@ -8,12 +8,14 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "autograd/random.h"
 #include "nn/attention_stats.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "train/run_files.h"
+#include "train/settings.h"
 #include "train/trainer.h"
 
 namespace xgrad::train {
@@ -109,16 +111,52 @@ struct ArmModel {
   double multiplier = 1;
 };
 
-ArmModel build_arm(const TrainConfig& base, std::size_t d_k, const std::string& scale) {
+// The run configuration of one arm, keeping only the component settings its scaling (task, ...) reads: a setting of
+// one scaling given with several (--softcap-cap with --scale none,softcap) goes to the arms that read it, as in a
+// sweep. Validated (throws ConfigError, the memory estimate included).
+TrainConfig arm_config(const TrainConfig& base, std::size_t d_k, const std::string& scale) {
+  TrainConfig c = base;
+  c.d_k = d_k;
+  c.scale = scale;
+  nlohmann::json kept = nlohmann::json::object();
+  for (const auto& [key, value] : c.settings.json().items())
+    if (unread_setting_error(c, key).empty()) kept[key] = value;
+  c.settings = SettingValues(kept);
+  c.validate();
+  return c;
+}
+
+// Every arm's configuration, checked before any is measured (a refusal after minutes of work helps no one); a
+// component setting no arm reads is refused as train refuses it.
+std::vector<TrainConfig> arm_configs(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
+                                     const std::vector<std::string>& scales) {
+  for (const auto& [key, value] : base.settings.json().items()) {
+    bool read = false;
+    for (const auto& scale : scales) {
+      TrainConfig c = base;
+      c.scale = scale;
+      read = read || unread_setting_error(c, key).empty();
+    }
+    TrainConfig first = base;
+    first.scale = scales.front();
+    if (!read) throw ConfigError(unread_setting_error(first, key));
+  }
+  std::vector<TrainConfig> out;
+  for (const auto d_k : d_ks)
+    for (const auto& scale : scales) out.push_back(arm_config(base, d_k, scale));
+  return out;
+}
+
+ArmModel build_arm(const TrainConfig& config) {
   ArmModel a;
-  a.config = base;
-  a.config.d_k = d_k;
-  a.config.scale = scale;
+  a.config = config;
   a.task = a.config.validate();
   const nn::ModelConfig mc = model_config(a.config, *a.task);
   a.model = std::make_unique<nn::AttentionModel>(mc, a.config.seed);
   a.batch = a.task->batch(a.config.data_seed, 0, a.config.batch_size);
-  a.multiplier = a.model->attention_layers().front()->effective_multiplier(mc.max_seq_len);
+  auto layer = a.model->attention_layers().front();
+  a.multiplier = layer->effective_multiplier(mc.max_seq_len);
+  layer->record_spectral_norms = false;  // not shown, and most of a record's cost
   return a;
 }
 
@@ -173,6 +211,7 @@ void measure_weights(const xt::xarray<float>& probs, const std::vector<QueryRow>
   std::nth_element(entropies.begin(), middle, entropies.end());
   m.sorted_weights = row_weights(probs, rows[middle->second]);
   std::sort(m.sorted_weights.rbegin(), m.sorted_weights.rend());
+  if (m.sorted_weights.size() > kMaxSortedWeights) m.sorted_weights.resize(kMaxSortedWeights);
 }
 
 // The token at a query's position (the first of its tokens for inputs [B, T, S]): what fixes its q at initialisation.
@@ -217,16 +256,43 @@ void measure_earned(const xt::xarray<float>& probs, const std::vector<QueryRow>&
   m.n_earned_clusters = excess.size();
 }
 
+// Mean and std over every visible score; the histogram keeps at most kMaxKeptScores of them (every k-th), the heatmap
+// the first kMaxHeatmapPositions queries and keys of sequence 0, head 0: a long sequence must not make a page of
+// hundreds of megabytes.
+constexpr std::size_t kMaxKeptScores = 200000;
+
 void measure_scores(const nn::AttentionRecord& last, const std::vector<QueryRow>& rows, ArmMeasurement& m) {
   const auto& scores = last.scores.value();
+  std::size_t visible = 0;
+  for (const auto& r : rows) visible += r.keys.size();
+  const std::size_t stride = (visible + kMaxKeptScores - 1) / kMaxKeptScores;
+  double sum = 0, sum2 = 0;
+  std::size_t n = 0;
   for (const auto& r : rows)
-    for (const auto j : r.keys) m.scores.push_back(scores(r.b, r.h, r.i, j));
-  m.score_mean = mean_of(m.scores);
-  m.score_std = std_of(m.scores);
-  m.heatmap.assign(scores.shape(2), std::vector<double>(scores.shape(3), kNaN));
-  for (std::size_t i = 0; i < scores.shape(2); ++i)
-    for (std::size_t j = 0; j < scores.shape(3); ++j)
+    for (const auto j : r.keys) {
+      const double v = scores(r.b, r.h, r.i, j);
+      sum += v;
+      sum2 += v * v;
+      if (n++ % stride == 0) m.scores.push_back(v);
+    }
+  m.score_mean = sum / static_cast<double>(n);
+  m.score_std = std::sqrt(std::max(0.0, sum2 / static_cast<double>(n) - m.score_mean * m.score_mean));
+  m.seq_len = scores.shape(3);
+  const std::size_t Tq = std::min(scores.shape(2), kMaxHeatmapPositions), T = std::min(m.seq_len, kMaxHeatmapPositions);
+  m.heatmap.assign(Tq, std::vector<double>(T, kNaN));
+  for (std::size_t i = 0; i < Tq; ++i)
+    for (std::size_t j = 0; j < T; ++j)
       if (std::isfinite(scores(0, 0, i, j))) m.heatmap[i][j] = last.probs(0, 0, i, j);
+}
+
+// Scores that overflowed (NaN or +inf; -inf marks a masked key) would read as masked keys.
+void check_finite_scores(const xt::xarray<float>& scores, const ArmModel& a, std::size_t d_k) {
+  for (std::size_t i = 0; i < scores.size(); ++i)
+    if (std::isnan(scores.data()[i]) || scores.data()[i] == INFINITY)
+      throw ConfigError(
+          fmt::format("explain: the attention scores at d_k {} with --scale {} are not finite (they overflow float at "
+                      "initialisation); lower --proj-init-gain or --emb-init-std",
+                      d_k, a.config.scale));
 }
 
 // The forward pass without gradients: scores, weights, q and k of the first layer.
@@ -236,6 +302,7 @@ void weights_pass(ArmModel& a, ArmMeasurement& m) {
   NoGradGuard no_grad;
   a.model->forward(a.batch.inputs);
   const nn::AttentionRecord& last = layer->last;
+  check_finite_scores(last.scores.value(), a, m.d_k);
   const auto rows = query_rows(last.scores.value(), last.query_positions);
   if (rows.empty())
     throw ConfigError(fmt::format(
@@ -299,17 +366,18 @@ void check_d_ks(const std::vector<std::size_t>& d_ks, const std::vector<std::str
 std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
                                          const std::vector<std::string>& scales) {
   check_d_ks(d_ks, scales);
+  const std::vector<TrainConfig> configs = arm_configs(base, d_ks, scales);
   std::vector<ArmMeasurement> out;
-  for (const auto d_k : d_ks)
-    for (const auto& scale : scales) {
-      ArmModel a = build_arm(base, d_k, scale);
-      ArmMeasurement m;
-      m.d_k = d_k;
-      m.scale = scale;
-      weights_pass(a, m);
-      gradient_pass(a, m);
-      out.push_back(std::move(m));
-    }
+  for (const auto& config : configs) {
+    spdlog::info("explain: d_k {}, --scale {} ({} of {})", config.d_k, config.scale, out.size() + 1, configs.size());
+    ArmModel a = build_arm(config);
+    ArmMeasurement m;
+    m.d_k = config.d_k;
+    m.scale = config.scale;
+    weights_pass(a, m);
+    gradient_pass(a, m);
+    out.push_back(std::move(m));
+  }
   return out;
 }
 

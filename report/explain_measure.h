@@ -42,6 +42,8 @@ struct SoftmaxCurves {
 SoftmaxCurves softmax_curves(const std::vector<std::size_t>& key_counts, const std::vector<double>& stds,
                              std::uint64_t seed, std::size_t max_rows = 4000);
 
+inline constexpr std::size_t kMaxHeatmapPositions = 64, kMaxSortedWeights = 256;
+
 /// The first attention layer of the model of one (d_k, scale) at initialisation. Queries: the (sequence, head,
 /// position) rows with at least 2 keys they may attend to (a lone key's weight is 1 by construction). Scores are the
 /// softmax input (after the scaling's multipliers and transforms), masked keys excluded.
@@ -66,17 +68,22 @@ struct ArmMeasurement {
   // share their head and token share their q, so they are not independent draws. NaN with earned_share.
   double earned_se = 0;
   std::size_t n_earned_clusters = 0;         // the groups
-  std::vector<double> scores;                // every visible score (for the histogram)
+  std::size_t seq_len = 0;                   // keys per sequence, T
+  std::vector<double> scores;                // visible scores for the histogram: all, or every k-th of more than
+                                             // 200,000
   std::vector<std::size_t> key_counts;       // per query, the keys it may attend to
-  std::vector<double> sorted_weights;        // the median-entropy query's weights, largest first
-  std::vector<std::vector<double>> heatmap;  // [T][T] weights of sequence 0, head 0; NaN where masked
+  std::vector<double> sorted_weights;        // the median-entropy query's weights, largest first (at most
+                                             // kMaxSortedWeights)
+  std::vector<std::vector<double>> heatmap;  // weights of sequence 0, head 0, the first min(T, kMaxHeatmapPositions)
+                                             // queries and keys; NaN where masked
 };
 
 /// Measures each (d_k, scale) of d_ks × scales (d_k outer) on the model of `base` with that head size (d_model
 /// unchanged), the same seed and one batch of base.batch_size sequences (data_seed, index 0): a forward pass for the
-/// weights, then the loss at the task's targets and its backward for the gradients. Throws ConfigError for bad
-/// settings (the message names the flag), an empty list or a d_k given twice, and when no query may attend to two
-/// keys (sequences of one token).
+/// weights, then the loss at the task's targets and its backward for the gradients. A component setting goes to the
+/// arms whose scaling reads it. Every arm's settings are checked before any is measured. Throws ConfigError for bad
+/// settings (the message names the flag; a setting no arm reads, a model over the memory limit), an empty list or a
+/// d_k given twice, scores that overflow, and when no query may attend to two keys (sequences of one token).
 std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
                                          const std::vector<std::string>& scales);
 

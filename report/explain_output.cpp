@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -44,7 +45,10 @@ nlohmann::json per_dk_json(const Explanation& e) {
                       {"score_std", number(a.score_std)},
                       {"sorted_weights", numbers(a.sorted_weights)},
                       {"heatmap", heatmap},
-                      {"heatmap_label", "sequence 0, head 0, layer 0"}});
+                      {"heatmap_label", a.heatmap.size() < a.seq_len
+                                            ? fmt::format("sequence 0, head 0, layer 0; the first {} of {} positions",
+                                                          a.heatmap.size(), a.seq_len)
+                                            : std::string("sequence 0, head 0, layer 0")}});
     }
     out.push_back({{"d_k", d_k}, {"arms", arms}});
   }
@@ -136,6 +140,27 @@ nlohmann::json explain_json(const Explanation& e) {
 
 namespace {
 
+// Text from the measurements and the runs read (labels, paths, setting values) as markdown that shows it literally:
+// every character markdown could read as markup is escaped, line breaks become spaces. A run's label may hold any
+// text, a link or an HTML tag included.
+// In a table cell, Table::markdown's markdown_escape takes care of '|', '<' and line breaks.
+std::string md_text(const std::string& text, bool table_cell = false) {
+  std::string out;
+  for (const char ch : text) {
+    if (ch == '\n' || ch == '\r') {
+      out += ' ';
+      continue;
+    }
+    const std::string_view markup = table_cell ? "\\`*_[]>#!~" : "\\`*_[]<>#|!~";
+    if (markup.find(ch) != std::string_view::npos) out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+// A table cell: a number, or a dash where there is none.
+std::string cell(double v, const char* format) { return std::isfinite(v) ? fmt::format(format, v) : "—"; }
+
 Table points_table(const Explanation& e) {
   Table t;
   t.header = {"d_k",        "scale",          "score std",     "theory std",          "entropy (nats)",
@@ -163,16 +188,17 @@ Table training_table(const TrainingEvidence& t) {
                 "score grad / loss",
                 "loss vs unscaled"};
   for (const auto& p : t.points)
-    out.rows.push_back({p.label, std::to_string(p.d_k), std::to_string(p.n_runs), fmt::format("{:.4f}", p.final_loss),
-                        format_steps(p.reached, p.n_runs, p.steps_to_loss), format_percent(p.saturated_share),
-                        fmt::format("{:.3g}", p.score_grad_relative), p.versus_reference});
+    out.rows.push_back({md_text(p.label, true), std::to_string(p.d_k), std::to_string(p.n_runs),
+                        cell(p.final_loss, "{:.4f}"), format_steps(p.reached, p.n_runs, p.steps_to_loss),
+                        std::isfinite(p.saturated_share) ? format_percent(p.saturated_share) : "—",
+                        cell(p.score_grad_relative, "{:.3g}"), md_text(p.versus_reference, true)});
   return out;
 }
 
 std::string section_markdown(const ExplainSection& s, const std::map<std::string, std::string>& drawn) {
-  std::string md = fmt::format("## {}. {}\n\n**Verdict: {}.** {}\n\n*The claim:* {}\n\n", s.number,
-                               markdown_escape(s.title), s.verdict.verdict, s.verdict.text, s.claim);
-  for (const auto& p : s.paragraphs) md += p + "\n\n";
+  std::string md = fmt::format("## {}. {}\n\n**Verdict: {}.** {}\n\n*The claim:* {}\n\n", s.number, md_text(s.title),
+                               md_text(s.verdict.verdict), md_text(s.verdict.text), md_text(s.claim));
+  for (const auto& p : s.paragraphs) md += md_text(p) + "\n\n";
   for (const auto& id : s.figures) {
     const auto* f = find_explain_figure(id);
     if (!f) continue;
@@ -194,13 +220,13 @@ std::string explain_markdown(const Explanation& e, const std::vector<std::string
   std::map<std::string, std::string> drawn;
   for (const auto& f : figures_drawn) drawn[f] = f;
   std::string md = "# Why divide attention scores by sqrt(d_k)? The argument, measured\n\n";
-  md += "Setup: " + markdown_escape(e.setup) + ". The same page, interactive: explain.html.\n\n";
-  for (const auto& n : e.notes) md += "- Note: " + markdown_escape(n) + "\n";
-  if (!plot_note.empty()) md += "- Note: " + markdown_escape(plot_note) + "\n";
+  md += "Setup: " + md_text(e.setup) + ". The same page, interactive: explain.html.\n\n";
+  for (const auto& n : e.notes) md += "- Note: " + md_text(n) + "\n";
+  if (!plot_note.empty()) md += "- Note: " + md_text(plot_note) + "\n";
   if (!e.notes.empty() || !plot_note.empty()) md += "\n";
   md += "| step | verdict |\n|---|---|\n";
   for (const auto& s : e.sections)
-    md += fmt::format("| {}. {} | {} |\n", s.number, markdown_escape(s.title), markdown_escape(s.verdict.verdict));
+    md += fmt::format("| {}. {} | {} |\n", s.number, md_text(s.title), md_text(s.verdict.verdict));
   md += "\n";
   for (const auto& s : e.sections) md += section_markdown(s, drawn);
   md += "## The numbers\n\n" + points_table(e).markdown() + "\n";

@@ -57,6 +57,19 @@ double log_log_slope(const Explanation& e, const std::string& scale, double ArmM
   return sxy / sxx;
 }
 
+// "0.51", or "n/a" for a number that could not be computed.
+std::string fixed(double v) { return std::isfinite(v) ? fmt::format("{:.2f}", v) : "n/a"; }
+
+// The largest relative gap |measured / theory - 1| of `scale`'s score std over the head sizes.
+double theory_gap(const Explanation& e, const std::string& scale) {
+  double worst = 0;
+  for (const auto d_k : e.d_ks) {
+    const auto& a = *e.arm(d_k, scale);
+    worst = std::max(worst, a.theory_std > 0 ? std::abs(a.score_std / a.theory_std - 1) : INFINITY);
+  }
+  return worst;
+}
+
 const ArmMeasurement& first_arm(const Explanation& e, const std::string& scale) {
   return *e.arm(e.d_ks.front(), scale);
 }
@@ -83,28 +96,29 @@ ExplainSection growth_section(const Explanation& e) {
               "its standard deviation is sqrt(d_k)·std(q)·std(k): it grows like sqrt(d_k).",
               {"score_hist", "score_std_vs_dk"});
   const std::string ref = reference_scale(e);
-  double worst = 0;  // the largest relative gap between measured and theory std, over every arm
-  for (const auto& a : e.arms) worst = std::max(worst, std::abs(a.score_std / a.theory_std - 1));
-  s.paragraphs.push_back(fmt::format(
+  std::string gaps;
+  for (const auto& scale : e.scales)
+    gaps += fmt::format("{}{} {}", gaps.empty() ? "" : ", ", scale_label_of(scale), pct(theory_gap(e, scale)));
+  s.paragraphs.push_back(
       "Measured on one batch of the task's inputs at initialisation, every visible score of the first layer. The "
-      "measured score std is within {:.0f}% of the theory's sqrt(d_k)·std(q)·std(k)·multiplier at every (d_k, "
-      "scaling).",
-      100 * worst));
+      "largest gap between the measured score std and the theory's sqrt(d_k)·std(q)·std(k)·multiplier over the "
+      "head sizes, per scaling: " +
+      gaps + ".");
   if (ref.empty()) {
     s.verdict = partly("not measured",
                        "the unscaled arm was not requested (--scale without none): there is no raw q·k "
                        "to measure; the theory line alone is drawn.");
     return s;
   }
-  const double slope = log_log_slope(e, ref, &ArmMeasurement::score_std);
+  const double slope = log_log_slope(e, ref, &ArmMeasurement::score_std), worst = theory_gap(e, ref);
   const auto& lo = first_arm(e, ref);
   const auto& hi = last_arm(e, ref);
   const std::string nums = fmt::format(
-      "unscaled score std {:.2f} at d_k {} and {:.2f} at d_k {}; log-log slope {:.2f} (theory 0.5); measured within "
-      "{:.0f}% of theory",
-      lo.score_std, lo.d_k, hi.score_std, hi.d_k, slope, 100 * worst);
+      "unscaled score std {:.3g} at d_k {} and {:.3g} at d_k {}; log-log slope {} (theory 0.5); measured within "
+      "{} of theory",
+      lo.score_std, lo.d_k, hi.score_std, hi.d_k, fixed(slope), pct(worst));
   if (std::isnan(slope))
-    s.verdict = partly("one head size", "give two or more d_k to see growth; " + nums);
+    s.verdict = partly("not decided", nums + ": a score std of 0 has no logarithm, so no slope.");
   else if (std::abs(slope - 0.5) <= 0.1 && worst <= 0.25)
     s.verdict = holds(nums + " (holds: slope within 0.1 of 0.5 and theory within 25%).");
   else if (slope > 0.2)
@@ -194,9 +208,9 @@ ExplainSection saturation_section(const Explanation& e) {
   const bool grows = hi.saturated_share >= kSaturated && hi.saturated_share > lo.saturated_share + 0.2;
   const bool explained = near * 5 >= e.arms.size() * 4;  // four points in five on the curve
   if (grows && explained && !earned)
-    s.verdict = holds(nums +
-                      "; the points lie on the softmax curve and the peaks fall on the answer no more often "
-                      "than chance.");
+    s.verdict = holds(nums + "; the points lie on the softmax curve" +
+                      (earned_text.empty() ? " (whether the peaks fall on the answer is not measured: see below)."
+                                           : " and the peaks fall on the answer no more often than chance."));
   else if (grows)
     s.verdict = partly(earned ? "holds, but some peaks are earned" : "holds, off the curve",
                        nums + (earned ? "; the peaks fall on the answer more often than chance."
@@ -300,7 +314,7 @@ std::string scaling_summary(const Explanation& e, const std::string& scale, doub
     entropy = std::min(entropy, a.entropy_mean);
   }
   return fmt::format(
-      "{}: score std {:.2f} to {:.2f} over d_k {} to {} (log-log slope {:.2f}), at most {} of queries "
+      "{}: score std {:.3g} to {:.3g} over d_k {} to {} (log-log slope {}), at most {} of queries "
       "saturated, mean entropy at least {:.2f} nats",
       scale_label_of(scale), lo, hi, e.d_ks.front(), e.d_ks.back(), slope, pct(max_saturated), entropy);
 }
@@ -324,7 +338,7 @@ ExplainSection scaling_section(const Explanation& e) {
   double slope = 0, saturated = 0;
   const std::string nums = scaling_summary(e, prop, slope, saturated);
   if (std::isnan(slope))
-    s.verdict = partly("one head size", nums + "; give two or more d_k.");
+    s.verdict = partly("not decided", nums + ": a score std of 0 has no logarithm, so no slope.");
   else if (std::abs(slope) <= 0.1 && saturated < kMild)
     s.verdict = holds(nums + " (holds: slope within 0.1 of 0 and fewer than 10% saturated).");
   else if (std::abs(slope) <= 0.25 && saturated < kSaturated)
@@ -414,7 +428,14 @@ ExplainSection sizes_section(const Explanation& e) {
 }  // namespace
 
 std::vector<ExplainSection> explain_sections(const Explanation& e) {
-  return {growth_section(e), saturation_section(e), gradient_section(e), scaling_section(e), sizes_section(e)};
+  std::vector<ExplainSection> sections{growth_section(e), saturation_section(e), gradient_section(e),
+                                       scaling_section(e), sizes_section(e)};
+  if (e.d_ks.size() < 2)  // every step compares head sizes
+    for (auto& s : sections)
+      s.verdict = partly("not decided", fmt::format("one head size (d_k {}): each step of the argument compares head "
+                                                    "sizes; give two or more with --d-k.",
+                                                    e.d_ks.front()));
+  return sections;
 }
 
 }  // namespace xgrad::train

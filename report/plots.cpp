@@ -580,7 +580,8 @@ bool draw_figure(const std::string& plots_dir, const std::string& name) {
   const fs::path dir(plots_dir);
   std::error_code ec;
   for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (name + ext), ec);
-  const std::string command = "cd " + shell_quote(dir.string()) + " && gnuplot " + name + ".gp >> gnuplot.log 2>&1";
+  // "cd --": a directory named "-P" is not an option.
+  const std::string command = "cd -- " + shell_quote(dir.string()) + " && gnuplot " + name + ".gp >> gnuplot.log 2>&1";
   const int status = std::system(command.c_str());
   return status == 0 && fs::exists(dir / (name + ".png")) && fs::exists(dir / (name + ".svg"));
 }

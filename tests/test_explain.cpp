@@ -272,3 +272,71 @@ TEST_CASE("explain: --runs of damaged or unrelated directories gives a note or a
   CHECK_THROWS_WITH_AS(training_evidence({(root / "empty").string()}, -1), doctest::Contains("empty"),
                        std::invalid_argument);
 }
+
+TEST_CASE("explain: head sizes in any order, settings of one scaling, overflow and one head size") {
+  ExplainOptions options;
+  options.d_ks = {1024, 4, 64};
+  const Explanation e = explain(small_config(), options);
+  CHECK(e.d_ks == std::vector<std::size_t>{4, 64, 1024});  // each step reads from the smallest d_k up
+  CHECK(e.arms.front().d_k == 4);
+  CHECK(section(e.sections, "saturation").verdict.verdict_class != "fails");
+
+  // A setting of softcap given with none and softcap goes to the softcap arms only; one no arm reads is refused.
+  TrainConfig capped = small_config();
+  capped.settings.set("softcap_cap", 0.5);
+  CHECK(measure_arms(capped, {4}, {"none", "softcap"}).size() == 2);
+  CHECK_THROWS_WITH_AS(measure_arms(capped, {4}, {"none", "sqrt_dk"}), doctest::Contains("--softcap-cap"), ConfigError);
+
+  TrainConfig overflow = small_config();
+  overflow.proj_init_gain = 1e20;
+  CHECK_THROWS_WITH_AS(measure_arms(overflow, {4}, {"none"}), doctest::Contains("are not finite"), ConfigError);
+
+  options.d_ks = {1};
+  for (const auto& s : explain(small_config(), options).sections) {
+    INFO(s.id << ": " << s.verdict.text);
+    CHECK(s.verdict.verdict == "not decided");
+    CHECK(s.verdict.text.find("nan") == std::string::npos);
+  }
+}
+
+TEST_CASE("explain: a verdict judges the unscaled arm, and claims only what was measured") {
+  Explanation e = synthetic(0.5, 0.5);
+  e.scales.push_back("ssmax");  // a third scaling far from the theory's line does not move step 1's verdict
+  for (const auto d_k : e.d_ks) {
+    ArmMeasurement a = *e.arm(d_k, "sqrt_dk");
+    a.scale = "ssmax";
+    a.theory_std = a.score_std / 1.4;
+    e.arms.push_back(a);
+  }
+  const auto sections = explain_sections(e);
+  CHECK(section(sections, "growth").verdict.verdict == "holds");
+  // No key named by the task: the saturation verdict does not speak of the answer's key.
+  const auto unmeasured = explain_sections(synthetic(0.5, 0.5));
+  CHECK(section(unmeasured, "saturation").verdict.text.find("no more often than chance") == std::string::npos);
+  CHECK(section(unmeasured, "saturation").verdict.text.find("not measured") != std::string::npos);
+}
+
+TEST_CASE("explain: text from the runs read reaches explain.md as text, never as markup") {
+  Explanation e = synthetic(0.5, 0.5);
+  TrainingEvidence t;
+  TrainingPoint p;
+  p.d_k = 4;
+  p.scale = "none";
+  p.label = "EVIL\n\n# INJECTED <img src=x onerror=alert(1)> [clk](javascript:alert(1))";
+  t.points.push_back(p);
+  e.training = t;
+  e.notes.push_back(p.label);
+  e.sections = explain_sections(e);
+  e.sections[0].paragraphs.push_back(p.label);
+  const std::string md = explain_markdown(e, {}, "");
+  CHECK(md.find("\n# INJECTED") == std::string::npos);
+  // Every '<' of the tag and ']' of the link is escaped, so markdown shows them as text.
+  const auto all_escaped = [&](const std::string& what) {
+    for (auto at = md.find(what); at != std::string::npos; at = md.find(what, at + 1))
+      if (at == 0 || md[at - 1] != '\\') return false;
+    return true;
+  };
+  CHECK(all_escaped("<img"));
+  CHECK(all_escaped("](javascript"));
+  CHECK(md.find("\\# INJECTED") != std::string::npos);
+}

@@ -451,3 +451,14 @@ TEST_CASE("a sweep.json that is a FIFO is refused by compare and sweep status in
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("sweep.json is not a regular file") != std::string::npos);
 }
+
+TEST_CASE(
+    "an output directory whose name starts with '-' gets its figures: gnuplot's cd does not read it as an option") {
+  const TempDir root("inputs_dash_out");
+  const ProcessResult r = run_xgrad({"explain", "--d-k", "4,16", "--out=-Lx"}, in_directory(root));
+  INFO("stderr: " << r.err << "\nstdout: " << r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK(fs::exists(root / "-Lx" / "figures" / "score_hist.png"));
+  CHECK(fs::exists(root / "-Lx" / "figures" / "saturated_vs_dk.png"));
+  CHECK(r.out.find("gnuplot failed") == std::string::npos);
+}

@@ -392,7 +392,8 @@
 
   // With --runs: one line per label the runs give (an arm; its scale's colour, dashed for a further label of the
   // same scale) against d_k.
-  function runLines(points, key) {
+  // A run's d_k must be positive (a log axis); on a log y axis a value <= 0 is a gap.
+  function runLines(points, key, logY) {
     var labels = [], seen = {};
     points.forEach(function (p) {
       var l = p.label || armLabel(p.scale);
@@ -402,9 +403,11 @@
     var perScale = {};
     return labels.map(function (g) {
       var i = Math.max(0, data.scales.indexOf(g.scale)), k = perScale[g.scale] = (perScale[g.scale] || 0) + 1;
-      var rows = g.rows.filter(function (p) { return finite(p.d_k); }).sort(function (a, b) { return a.d_k - b.d_k; });
+      var rows = g.rows.filter(function (p) { return finite(p.d_k) && p.d_k > 0; })
+                       .sort(function (a, b) { return a.d_k - b.d_k; });
       return { label: g.label, colour: armColour(i), points: true, dash: k > 1 ? [8, 4] : undefined,
-               x: rows.map(function (p) { return p.d_k; }), y: rows.map(function (p) { return p[key]; }) };
+               x: rows.map(function (p) { return p.d_k; }),
+               y: rows.map(function (p) { return logY && !(p[key] > 0) ? null : p[key]; }) };
     });
   }
   // One small chart per quantity.
@@ -418,7 +421,7 @@
     var charts = runQuantities.map(function (q) {
       var box = row.appendChild(el("div", "arm"));
       box.appendChild(el("div", "arm-title", q[1]));
-      return lineChart(box.appendChild(el("div", "plot")), { lines: runLines(runs.points, q[0]), xLabel: "d_k",
+      return lineChart(box.appendChild(el("div", "plot")), { lines: runLines(runs.points, q[0], q[2]), xLabel: "d_k",
         yLabel: q[1], logX: 2, logY: q[2], width: Math.max(240, Math.floor((host.clientWidth || 900) / 4) - 16),
         height: 220 });
     });
