@@ -473,7 +473,9 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
       objective_a.push_back(x.lr_objective.mean);
       objective_b.push_back(y.lr_objective.mean);
       if (!x.diverged_steps.empty() && !y.diverged_steps.empty())
-        both_diverged.push_back(setting_text(x.settings, "lr"));
+        both_diverged.push_back(fmt::format("{} ({} in {} of {} runs, {} in {} of {})", setting_text(x.settings, "lr"),
+                                            mode_of(x), x.diverged_steps.size(), x.used.size(), mode_of(y),
+                                            y.diverged_steps.size(), y.used.size()));
       learned_a = learned_a || x.learned();
       learned_b = learned_b || y.learned();
       for (const MeanSd* m : {&x.lr_objective, &y.lr_objective}) {
@@ -494,9 +496,11 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
   out.sensitivity_b = lr_sensitivity(objective_b);
   if (!both_diverged.empty()) {
     std::string lrs;
-    for (const auto& lr : both_diverged) lrs += (lrs.empty() ? "" : ", ") + lr;
-    out.reason =
-        fmt::format("both scalings diverged at lr {}, where the objective is the initial loss on both sides", lrs);
+    for (const auto& lr : both_diverged) lrs += (lrs.empty() ? "" : " and ") + lr;
+    out.reason = fmt::format(
+        "both scalings diverged at lr {}, where the objective counts those runs as their initial loss "
+        "on both sides",
+        lrs);
   } else if (!learned_a || !learned_b) {
     // A scaling that learned at no learning rate has a flat objective near chance: it would read as insensitive to
     // the learning rate when it is simply bad at all of them.

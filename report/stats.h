@@ -125,11 +125,11 @@ struct LrGroup {
 
 /// Two LR groups of different scale compared by LR sensitivity over the learning rates both hold (a sensitivity over
 /// different sets of learning rates is not comparable). Not decided, with the reason, when they share fewer than two
-/// learning rates, when both diverged (some run of each) at one of them — the lr objective then is the initial loss
-/// on both sides, whatever the scaling — or when either learned (ArmStats::learned) at none of them: an arm stuck
-/// near chance at every learning rate has a flat objective and would read as insensitive. Decided but
-/// about_same when the sensitivities differ by no more than `tolerance`: a difference within the seed spread of the
-/// objectives is not a result.
+/// learning rates, when both diverged (some run of each; the reason says how many of each arm's runs) at one of
+/// them — the lr objective then counts those runs as the initial loss on both sides, whatever the scaling — or when
+/// either learned (ArmStats::learned) at none of them: an arm stuck near chance at every learning rate has a flat
+/// objective and would read as insensitive. Decided but about_same when the sensitivities differ by no more than
+/// `tolerance`: a difference within the seed spread of the objectives is not a result.
 struct LrComparison {
   std::vector<double> lrs;                                    // the shared learning rates, increasing
   double sensitivity_a = kNoValue, sensitivity_b = kNoValue;  // lr_sensitivity over those lrs
