@@ -102,6 +102,12 @@ std::string accuracy_name(const Comparison& c) { return fmt::format("accuracy �
 
 std::string loss_name(const ArmStats& arm) { return "loss ≤ " + format_number(arm.loss_threshold); }
 
+// What solved() asks of every kept seed of an arm.
+std::string solved_rule(const Comparison& c) {
+  return fmt::format("final accuracy ≥ {:g} and final loss ≤ {:g} nats in every seed", c.accuracy_threshold,
+                     kSolvedLoss);
+}
+
 // How many of its runs an arm has that reached a threshold, and when (mean and sd over those runs).
 struct Reach {
   std::size_t reached, n;
@@ -316,6 +322,15 @@ void check_gradients(const ArmStats& r, const ArmStats& o, Verdicts& v) {
 
 // Final loss: unscaled should train worse, by more than 2% in every shared seed (or, with none, by the means).
 void check_final_loss(const Comparison& c, const ArmStats& r, const ArmStats& o, Verdicts& v) {
+  if (solved(r, c) && solved(o, c)) {
+    // Two losses near zero differ by more than 2% for no reason worth a verdict.
+    v.undecided.push_back(fmt::format(
+        "both unscaled and {} solved the task (final loss {} vs {}, final accuracy {} vs {}; {}): the final loss "
+        "does not tell which trains better",
+        o.scale(), format_mean_sd(r.final_loss), format_mean_sd(o.final_loss), format_number(r.final_accuracy.mean, 2),
+        format_number(o.final_accuracy.mean, 2), solved_rule(c)));
+    return;
+  }
   if (r.final_loss.n > 0 && o.final_loss.n > 0) {
     using V = LossComparison::Verdict;
     const LossComparison lc = compare_final_loss(c, r, o);
@@ -536,6 +551,7 @@ std::vector<FindingLine> at_most_ten(std::vector<FindingLine> lines,
 // How the comparisons of one scaling with unscaled came out, over its scale pairs.
 struct ScalingVerdicts {
   std::size_t better = 0, equal = 0, worse = 0, no_loss = 0, all_diverged = 0, not_learned = 0, disagree = 0;
+  std::size_t both_solved = 0;  // both arms solved the task (solved()): counted apart
   std::size_t paired = 0, unpaired = 0;
   std::size_t grad_q = 0, n_q = 0, grad_k = 0, n_k = 0;  // unscaled gradient larger, out of comparable pairs
 };
@@ -547,7 +563,9 @@ ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<ScalePair>
     const ArmStats& o = *p.other;
     const LossComparison lc = compare_final_loss(c, r, o);
     (lc.n_shared ? v.paired : v.unpaired) += 1;
-    if (lc.no_final_loss) {
+    if (solved(r, c) && solved(o, c)) {
+      ++v.both_solved;
+    } else if (lc.no_final_loss) {
       ++v.no_loss;
       const auto diverged_out = [](const ArmStats& a) { return a.final_loss.n == 0 && a.kept.empty(); };
       v.all_diverged += diverged_out(r) || diverged_out(o) ? 1 : 0;
@@ -575,13 +593,15 @@ ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<ScalePair>
 }
 
 // "<scaling> trains better than unscaled in k of n comparisons (rule); as well in ...; worse in ...; not decided".
-std::string verdict_line(const std::string& s, const ScalingVerdicts& v, std::size_t n) {
+std::string verdict_line(const Comparison& c, const std::string& s, const ScalingVerdicts& v, std::size_t n) {
   const std::string rule = !v.unpaired ? "final loss lower by more than 2% in every seed both arms have"
                            : !v.paired ? "final loss lower by more than the larger seed sd or 2%"
                                        : "final loss lower by more than 2% in every seed both arms have, or where "
                                          "they share no seed by more than the larger seed sd or 2% of the mean";
   std::string text = fmt::format("{} trains better than unscaled in {} of {} comparison{} ({})", s, v.better, n,
                                  n == 1 ? "" : "s", rule);
+  if (v.both_solved)
+    text += fmt::format("; both solved the task in {} ({}), not counted either way", v.both_solved, solved_rule(c));
   if (v.equal) text += fmt::format("; as well in {}", v.equal);
   if (v.worse) text += fmt::format("; worse in {}", v.worse);
   const std::size_t undecided = v.no_loss + v.not_learned + v.disagree;
@@ -621,7 +641,7 @@ void scaling_findings(const Comparison& c, std::vector<FindingLine>& out, Findin
   }
   for (const auto& s : scales) {
     const ScalingVerdicts v = count_verdicts(c, pairs_of[s]);
-    out.push_back({verdict_line(s, v, pairs_of[s].size()), "story"});
+    out.push_back({verdict_line(c, s, v, pairs_of[s].size()), "story"});
     roles.scaling_lines.push_back({out.size() - 1, s});
     if (v.n_q || v.n_k) {
       out.push_back({fmt::format("The unscaled W_q gradient (mean norm over steps) is larger than with {} in {} of {} "
@@ -1091,6 +1111,12 @@ std::string thresholds_section(const Comparison& c, const ReportContext& ctx) {
       "more than the tolerance: the larger of 10% of the later mean step and the larger seed standard deviation "
       "of the step (at least 1 step). A smaller difference is reported as about the same, and equal shares below "
       "all runs are not decided\n";
+  const auto pairs = scale_pairs(c);
+  if (std::any_of(pairs.begin(), pairs.end(),
+                  [&](const ScalePair& p) { return solved(*p.ref, c) && solved(*p.other, c); }))
+    md += "- solved the task: " + solved_rule(c) +
+          " (kept runs); where both arms of a comparison solved it, the final loss decides nothing and the "
+          "comparison is counted apart\n";
   md += "- final loss / accuracy: mean over the last min(20, steps) steps of a run\n";
   md += "- entropy and score std: first attention layer, mean over its heads (queries as measured by the trainer)\n\n";
 

@@ -574,6 +574,14 @@ LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const 
   return out;
 }
 
+bool solved(const ArmStats& arm, const Comparison& c) {
+  if (arm.kept.empty()) return false;
+  // A NaN final loss or accuracy (every row skipped under --on-nan skip) fails both comparisons: not solved.
+  return std::all_of(arm.kept.begin(), arm.kept.end(), [&](std::size_t i) {
+    return c.stats[i].final_accuracy >= c.accuracy_threshold && c.stats[i].final_loss <= kSolvedLoss;
+  });
+}
+
 std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms) {
   // Every setting whose value is not the same in all arms, so that no row reads as a comparison of scalings between
   // arms that differ in something else (task, d_model, ...).

@@ -186,6 +186,16 @@ struct LossComparison {
 };
 LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b);
 
+/// The final loss (nats) at or below which a run that also ends at the accuracy threshold has solved the task: on
+/// average the right answer gets a probability of at least exp(-0.01) ≈ 0.99.
+constexpr double kSolvedLoss = 0.01;
+
+/// The arm solved the task: it has a kept run (ArmStats::kept, the runs that did not diverge), and every kept run
+/// ends with final accuracy >= c.accuracy_threshold and final loss <= kSolvedLoss. Where both arms of a comparison
+/// solved it, their final losses (0.003 vs 0.004 nats) say nothing about which scaling trains better: the report
+/// says that both solved the task and counts such comparisons apart from better, as well and worse.
+bool solved(const ArmStats& arm, const Comparison& c);
+
 /// Median of the finite values (mean of the middle two for an even count); NaN when none is finite.
 double median(std::vector<double> values);
 

@@ -95,3 +95,81 @@ TEST_CASE("LR sensitivity not decided where both diverged says in how many runs 
             .find("LR sensitivity not decided: both scalings diverged at lr 0.3 (unscaled in 2 "
                   "of 3 runs, sqrt_dk in 1 of 3)") != std::string::npos);
 }
+
+namespace {
+
+// An Adam run at d_k `d_k`: loss 2 for 10 steps, then `final_loss` with accuracy `final_accuracy` for 20 steps.
+FakeRun adam_run(std::size_t d_k, const std::string& scale, int seed, double final_loss, double final_accuracy) {
+  FakeRun r;
+  r.d_k = d_k;
+  r.scale = scale;
+  r.optimizer = "adam";
+  r.lr = 0.001;
+  r.seed = seed;
+  r.loss = constant(10, 2.0);
+  r.accuracy = constant(10, 0.1);
+  const auto tail = constant(20, final_loss);
+  r.loss.insert(r.loss.end(), tail.begin(), tail.end());
+  const auto acc = constant(20, final_accuracy);
+  r.accuracy.insert(r.accuracy.end(), acc.begin(), acc.end());
+  return r;
+}
+
+void write(const fs::path& root, const FakeRun& r) { write_run(root / name_of(r), r); }
+
+}  // namespace
+
+TEST_CASE("where both arms solved the task (accuracy and a near-zero loss in every seed) the findings say so apart") {
+  // The reference runs at d_k 16: both arms at accuracy 1.000 with final loss 0.003, unscaled higher by more than 2%
+  // in every seed, read as "unscaled trains worse (0.003 ± 0.001 vs 0.003 ± 0.001)".
+  const TempDir root("findings_solved");
+  for (int seed = 0; seed < 3; ++seed) {
+    write(root, adam_run(16, "none", seed, 0.0036 + 0.001 * seed, 1.0));
+    write(root, adam_run(16, "sqrt_dk", seed, 0.0030 + 0.001 * seed, 1.0));
+    // At d_k 64 unscaled did not solve it: a comparison like any other.
+    write(root, adam_run(64, "none", seed, 1.0, 0.5));
+    write(root, adam_run(64, "sqrt_dk", seed, 0.003, 1.0));
+    // At d_k 256 both reach the accuracy threshold but unscaled keeps a loss of 0.2: not solved.
+    write(root, adam_run(256, "none", seed, 0.2, 0.95));
+    write(root, adam_run(256, "sqrt_dk", seed, 0.003, 1.0));
+  }
+  const Comparison cmp = analyse_dir(root);
+  REQUIRE(cmp.arms.size() == 6);
+  CHECK(solved(cmp.arms[0], cmp));
+  CHECK(solved(cmp.arms[1], cmp));
+  CHECK_FALSE(solved(cmp.arms[2], cmp));
+  CHECK(solved(cmp.arms[3], cmp));
+  CHECK_FALSE(solved(cmp.arms[4], cmp));  // final loss 0.2 > kSolvedLoss
+  CHECK(kSolvedLoss == doctest::Approx(0.01));
+
+  const std::string all = findings_text(cmp);
+  INFO(all);
+  CHECK(all.find("sqrt_dk trains better than unscaled in 2 of 3 comparisons (final loss lower by more than 2% in "
+                 "every seed both arms have); both solved the task in 1 (final accuracy ≥ 0.9 and final loss ≤ 0.01 "
+                 "nats in every seed), not counted either way.") != std::string::npos);
+
+  const StoryChecks checks = story_checks(cmp);
+  INFO(joined(checks.holds) << "--\n" << joined(checks.undecided));
+  CHECK(joined(checks.holds).find("d_k=16 adam lr=0.001, unscaled vs sqrt_dk: unscaled trains worse") ==
+        std::string::npos);
+  CHECK(joined(checks.undecided)
+            .find("both unscaled and sqrt_dk solved the task (final loss 0.005 ± 0.001 vs 0.004 ± 0.001, final "
+                  "accuracy 1.00 vs 1.00; final accuracy ≥ 0.9 and final loss ≤ 0.01 nats in every seed): the final "
+                  "loss does not tell which trains better") != std::string::npos);
+  CHECK(joined(checks.holds).find("d_k=64 adam lr=0.001, unscaled vs sqrt_dk: ") != std::string::npos);
+  CHECK(joined(checks.holds).find("unscaled trains worse (final loss 0.200") != std::string::npos);
+}
+
+TEST_CASE("report.md defines solved where a comparison used it, and only there") {
+  const TempDir root("findings_solved_md");
+  for (int seed = 0; seed < 2; ++seed) {
+    write(root / "solved", adam_run(16, "none", seed, 0.004, 1.0));
+    write(root / "solved", adam_run(16, "sqrt_dk", seed, 0.003, 1.0));
+    write(root / "not", adam_run(16, "none", seed, 1.0, 0.5));
+    write(root / "not", adam_run(16, "sqrt_dk", seed, 0.003, 1.0));
+  }
+  ReportContext ctx;
+  const std::string definition = "- solved the task: final accuracy ≥ 0.9 and final loss ≤ 0.01 nats in every seed";
+  CHECK(report_markdown(analyse_dir(root / "solved"), ctx).find(definition) != std::string::npos);
+  CHECK(report_markdown(analyse_dir(root / "not"), ctx).find(definition) == std::string::npos);
+}
