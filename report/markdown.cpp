@@ -372,7 +372,20 @@ void check_final_loss(const Comparison& c, const ArmStats& r, const ArmStats& o,
 // The story holds when fewer unscaled seeds reach the threshold, or when every seed of both arms reaches it and
 // unscaled is later by more than equal_step_tolerance; a near tie is "about the same", not a result. `scale`: the
 // other arm's scaling.
-void check_threshold(const std::string& what, const std::string& scale, const Reach& u, const Reach& s, Verdicts& v) {
+// What a fewer-seeds verdict adds of the unscaled seeds that reach a threshold: each compared with the other arm's
+// run of the same seed (compare_steps_by_seed); without a seed in common, by the mean step (`later`).
+std::string reaching_seeds(const Reach& u, bool later, const std::string& scale, const StepPairs& by_seed) {
+  if (u.reached == 0 || (by_seed.seeds.empty() && later)) return "";
+  if (by_seed.a_later == 0) return "; the unscaled seeds that reach it are not later";
+  std::vector<std::string> steps;
+  for (const auto& p : by_seed.seeds)
+    steps.push_back(fmt::format("seed {}: step {:.0f} vs {:.0f}", p.seed, p.step_a, p.step_b));
+  return fmt::format("; the unscaled seeds that reach it are later than {} in the same seed in {} of {} ({})", scale,
+                     by_seed.a_later, by_seed.seeds.size(), join(steps, "; "));
+}
+
+void check_threshold(const std::string& what, const std::string& scale, const Reach& u, const Reach& s,
+                     const StepPairs& by_seed, Verdicts& v) {
   const std::string nums =
       fmt::format("{} vs {}", steps_phrase(u.reached, u.n, u.step), steps_phrase(s.reached, s.n, s.step));
   if (u.n == 0 || s.n == 0) {
@@ -392,8 +405,8 @@ void check_threshold(const std::string& what, const std::string& scale, const Re
   const std::string within = fmt::format("within {} steps", format_number(tol, 0));
   const std::size_t u_share = u.reached * s.n, s_share = s.reached * u.n;  // reached / n, cross-multiplied
   if (u_share < s_share) {
-    v.holds.push_back(fmt::format("unscaled reaches {} in fewer seeds ({}{})", what, nums,
-                                  u.reached == 0 || later ? "" : "; the unscaled seeds that reach it are not later"));
+    v.holds.push_back(
+        fmt::format("unscaled reaches {} in fewer seeds ({}{})", what, nums, reaching_seeds(u, later, scale, by_seed)));
   } else if (u_share > s_share) {
     v.fails.push_back(fmt::format("unscaled reaches {} in more seeds ({})", what, nums));
   } else if (u.reached < u.n) {
@@ -442,10 +455,12 @@ void pair_checks(const Comparison& c, const ArmStats& r, const ArmStats& o, cons
   check_final_loss(c, r, o, v);
   if (std::isfinite(r.loss_threshold))
     check_threshold(loss_name(r), o.scale(), {r.reached_loss, r.kept.size(), r.mean_step_to_loss, r.sd_step_to_loss},
-                    {o.reached_loss, o.kept.size(), o.mean_step_to_loss, o.sd_step_to_loss}, v);
+                    {o.reached_loss, o.kept.size(), o.mean_step_to_loss, o.sd_step_to_loss},
+                    compare_steps_by_seed(c, r, o, true), v);
   check_threshold(accuracy_name(c), o.scale(),
                   {r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy, r.sd_step_to_accuracy},
-                  {o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy}, v);
+                  {o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy},
+                  compare_steps_by_seed(c, r, o, false), v);
 
   check_divergence(r, o, v);
   if (!v.holds.empty()) checks.holds.push_back(head + join(v.holds, "; ") + ".");

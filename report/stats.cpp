@@ -456,6 +456,23 @@ namespace {
 // "unscaled" for the reference scaling, else the scaling's name.
 std::string mode_of(const ArmStats& arm) { return is_reference_scale(arm.scale()) ? "unscaled" : arm.scale(); }
 
+// A value of the kept runs per (seed, data_seed) pair, as a JSON array [seed, data_seed] (ordered by seed); runs
+// sharing a pair count as their mean, and a run whose value is not finite is left out.
+template <class Value>
+std::map<nlohmann::json, double> per_seed_mean(const Comparison& c, const ArmStats& arm, Value value) {
+  std::map<nlohmann::json, std::vector<double>> values;
+  for (auto i : arm.kept) {
+    const double v = value(c.stats[i]);
+    if (!std::isfinite(v)) continue;
+    const nlohmann::json& config = c.runs[i].config;
+    values[nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})]
+        .push_back(v);
+  }
+  std::map<nlohmann::json, double> mean;
+  for (const auto& [seed, v] : values) mean[seed] = mean_sd(v).mean;
+  return mean;
+}
+
 }  // namespace
 
 LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const LrGroup& b) {
@@ -522,22 +539,8 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
 
 LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b) {
   LossComparison out;
-  // Final loss per (seed, data_seed) of the kept runs; runs sharing a pair count as their mean.
-  auto per_seed = [&](const ArmStats& arm) {
-    std::map<std::string, std::vector<double>> losses;
-    for (auto i : arm.kept) {
-      if (!std::isfinite(c.stats[i].final_loss)) continue;
-      const nlohmann::json& config = c.runs[i].config;
-      losses[nlohmann::json::array(
-                 {config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})
-                 .dump()]
-          .push_back(c.stats[i].final_loss);
-    }
-    std::map<std::string, double> mean;
-    for (const auto& [seed, v] : losses) mean[seed] = mean_sd(v).mean;
-    return mean;
-  };
-  const auto la = per_seed(a), lb = per_seed(b);
+  const auto final_loss = [](const RunStats& r) { return r.final_loss; };
+  const auto la = per_seed_mean(c, a, final_loss), lb = per_seed_mean(c, b, final_loss);
   for (const auto& [seed, x] : la) {
     const auto it = lb.find(seed);
     if (it == lb.end()) continue;
@@ -571,6 +574,24 @@ LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const 
   out.tolerance = equal_loss_tolerance(a.final_loss, b.final_loss);
   const double diff = a.final_loss.mean - b.final_loss.mean;
   out.verdict = diff > out.tolerance ? V::b_lower : diff < -out.tolerance ? V::a_lower : V::about_same;
+  return out;
+}
+
+StepPairs compare_steps_by_seed(const Comparison& c, const ArmStats& a, const ArmStats& b, bool loss) {
+  const auto step = [loss](const RunStats& r) {
+    const long s = loss ? r.step_to_loss : r.step_to_accuracy;
+    return s >= 0 ? static_cast<double>(s) : kNoValue;  // never reached: left out
+  };
+  const auto sa = per_seed_mean(c, a, step), sb = per_seed_mean(c, b, step);
+  StepPairs out;
+  for (const auto& [seed, x] : sa) {
+    const auto it = sb.find(seed);
+    if (it == sb.end()) continue;
+    const double y = it->second;
+    out.seeds.push_back({setting_text(nlohmann::json{{"seed", seed.at(0)}}, "seed"), x, y});
+    const double tol = equal_step_tolerance(x, kNoValue, y, kNoValue);
+    (x - y > tol ? out.a_later : y - x > tol ? out.a_sooner : out.same) += 1;
+  }
   return out;
 }
 

@@ -186,6 +186,22 @@ struct LossComparison {
 };
 LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b);
 
+/// The steps to a threshold of two arms compared seed by seed, as the final-loss verdicts are: over the (seed,
+/// data_seed) pairs in which a kept run of each arm reached the threshold (a pair held by several runs of one arm
+/// counts as their mean step), `a` is later in a seed when its step exceeds b's by more than
+/// equal_step_tolerance(step_a, NaN, step_b, NaN) (10% of the later step, at least one step), sooner likewise, and
+/// otherwise about as soon. A mean over the seeds that reached it never hides a seed of `a` that is later than the
+/// same seed of `b`. `loss`: the loss threshold (RunStats::step_to_loss), else the accuracy threshold.
+struct StepPairs {
+  struct Seed {
+    std::string seed;  // the seed, as config.json holds it
+    double step_a = kNoValue, step_b = kNoValue;
+  };
+  std::vector<Seed> seeds;  // the seeds both arms reached the threshold in, by seed
+  std::size_t a_later = 0, a_sooner = 0, same = 0;
+};
+StepPairs compare_steps_by_seed(const Comparison& c, const ArmStats& a, const ArmStats& b, bool loss);
+
 /// The final loss (nats) at or below which a run that also ends at the accuracy threshold has solved the task: on
 /// average the right answer gets a probability of at least exp(-0.01) ≈ 0.99.
 constexpr double kSolvedLoss = 0.01;

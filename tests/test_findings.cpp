@@ -173,3 +173,53 @@ TEST_CASE("report.md defines solved where a comparison used it, and only there")
   CHECK(report_markdown(analyse_dir(root / "solved"), ctx).find(definition) != std::string::npos);
   CHECK(report_markdown(analyse_dir(root / "not"), ctx).find(definition) == std::string::npos);
 }
+
+namespace {
+
+// An Adam run whose loss is 2 until `step`, then 0.5 (threshold 1): it reaches the threshold exactly there; -1: never.
+FakeRun reaching_at(const std::string& scale, int seed, long step) {
+  FakeRun r;
+  r.d_k = 64;
+  r.scale = scale;
+  r.optimizer = "adam";
+  r.lr = 0.001;
+  r.seed = seed;
+  r.loss = constant(500, 2.0);
+  if (step >= 0)
+    for (std::size_t i = static_cast<std::size_t>(step); i < 500; ++i) r.loss[i] = 0.5;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("steps to a threshold: the unscaled seeds that reach it are compared with the same seed's scaled run") {
+  // The reference runs at d_k 64: unscaled reaches the threshold in 2 of 3 seeds, at steps 190 and 443, sqrt_dk in
+  // every seed (155, 178, 160). The mean step 316 ± 179 is within the seed sd of sqrt_dk's, so the report said "the
+  // unscaled seeds that reach it are not later", though each is later than the same seed scaled.
+  const TempDir root("findings_steps_by_seed");
+  const std::vector<long> none{190, 443, -1}, scaled{155, 178, 160};
+  for (int seed = 0; seed < 3; ++seed) {
+    write(root, reaching_at("none", seed, none[static_cast<std::size_t>(seed)]));
+    write(root, reaching_at("sqrt_dk", seed, scaled[static_cast<std::size_t>(seed)]));
+  }
+  const Comparison cmp = analyse_dir(root);
+  REQUIRE(cmp.arms.size() == 2);
+  const StepPairs pairs = compare_steps_by_seed(cmp, cmp.arms[0], cmp.arms[1], true);
+  REQUIRE(pairs.seeds.size() == 2);
+  CHECK(pairs.seeds[0].seed == "0");
+  CHECK(pairs.seeds[0].step_a == doctest::Approx(190));
+  CHECK(pairs.seeds[0].step_b == doctest::Approx(155));
+  CHECK(pairs.seeds[1].step_a == doctest::Approx(443));
+  CHECK(pairs.a_later == 2);
+  CHECK(pairs.a_sooner == 0);
+  CHECK(pairs.same == 0);
+  const StoryChecks checks = story_checks(cmp);
+  INFO(joined(checks.holds));
+  CHECK(joined(checks.holds).find("not later") == std::string::npos);
+  CHECK(joined(checks.holds)
+            .find("unscaled reaches loss ≤ 1.000 in fewer seeds (step 316 in 2/3 seeds, never in the others vs step "
+                  "164; the unscaled seeds that reach it are later than sqrt_dk in the same seed in 2 of 2 (seed 0: "
+                  "step 190 vs 155; seed 1: step 443 vs 178))") != std::string::npos);
+  // Accuracy is never reached: the accuracy comparison pairs nothing.
+  CHECK(compare_steps_by_seed(cmp, cmp.arms[0], cmp.arms[1], false).seeds.empty());
+}
