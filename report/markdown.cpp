@@ -468,6 +468,17 @@ void pair_checks(const Comparison& c, const ArmStats& r, const ArmStats& o, cons
   if (!v.undecided.empty()) checks.undecided.push_back(head + join(v.undecided, "; ") + ".");
 }
 
+// "in each of the 3 seeds both have", "in the 1 seed both have".
+std::string each_seed(std::size_t n) {
+  return n == 1 ? "in the 1 seed both have" : fmt::format("in each of the {} seeds both have", n);
+}
+
+// How a paired LR verdict was reached: "" for one by the means.
+std::string lr_seeds_suffix(const LrComparison& cmp) {
+  if (!cmp.paired) return "";
+  return " " + each_seed(cmp.n_shared) + " (a seed's sensitivity over its own runs, by more than 2% of its objective)";
+}
+
 void lr_checks(const Comparison& c, StoryChecks& checks) {
   // LR sensitivity: an unscaled LR group against each LR group that differs from it only in scale, over the
   // learning rates both hold.
@@ -489,12 +500,17 @@ void lr_checks(const Comparison& c, StoryChecks& checks) {
         checks.undecided.push_back(head + "LR sensitivity not decided: " + cmp.reason +
                                    (cmp.lrs.size() >= 2 ? " (" + nums + ")." : "."));
       else if (cmp.about_same)
-        checks.undecided.push_back(head + "LR sensitivity about the same (" + nums + "; they differ by less than " +
-                                   format_number(cmp.tolerance) + ", the larger seed sd of the objective or 2%).");
-      else if (cmp.sensitivity_a > cmp.sensitivity_b)
-        checks.holds.push_back(head + "unscaled is more sensitive to the learning rate (" + nums + ").");
+        checks.undecided.push_back(head + "LR sensitivity about the same (" + nums +
+                                   (cmp.paired ? "; within 2% of the objective " + each_seed(cmp.n_shared)
+                                               : "; they differ by less than " + format_number(cmp.tolerance) +
+                                                     ", the larger seed sd of the objective or 2%") +
+                                   ").");
+      else if (cmp.a_more_sensitive)
+        checks.holds.push_back(head + "unscaled is more sensitive to the learning rate (" + nums + ")" +
+                               lr_seeds_suffix(cmp) + ".");
       else
-        checks.fails.push_back(head + "unscaled is not more sensitive to the learning rate (" + nums + ").");
+        checks.fails.push_back(head + "unscaled is " + (cmp.paired ? "less" : "not more") +
+                               " sensitive to the learning rate (" + nums + ")" + lr_seeds_suffix(cmp) + ".");
     }
   }
 }
@@ -788,7 +804,7 @@ void saturation_findings(const Comparison& c, std::vector<FindingLine>& out, Fin
 
 // LR sensitivity over shared learning rates, counted over the unscaled groups and their counterparts.
 void lr_finding(const Comparison& c, std::vector<FindingLine>& out) {
-  std::size_t lr_more = 0, lr_not = 0, lr_undecided = 0, lr_same = 0;
+  std::size_t lr_more = 0, lr_not = 0, lr_undecided = 0, lr_same = 0, lr_same_paired = 0;
   for (const LrGroup& gr : c.lr_groups) {
     if (!is_reference_scale(c.arms[gr.arms.front()].scale())) continue;
     for (const LrGroup& go : c.lr_groups) {
@@ -797,8 +813,8 @@ void lr_finding(const Comparison& c, std::vector<FindingLine>& out) {
       if (!cmp.decided)
         ++lr_undecided;
       else if (cmp.about_same)
-        ++lr_same;
-      else if (cmp.sensitivity_a > cmp.sensitivity_b)
+        ++lr_same, lr_same_paired += cmp.paired ? 1 : 0;
+      else if (cmp.a_more_sensitive)
         ++lr_more;
       else
         ++lr_not;
@@ -809,7 +825,14 @@ void lr_finding(const Comparison& c, std::vector<FindingLine>& out) {
     out.push_back({fmt::format("Unscaled is more sensitive to the learning rate in {} of {} comparison{} (over the "
                                "learning rates both scalings share){}{}.",
                                lr_more, lr_n, lr_n == 1 ? "" : "s",
-                               lr_same ? fmt::format("; about the same (within the seed sd or 2%) in {}", lr_same)
+                               lr_same ? fmt::format("; about the same ({}) in {}",
+                                                     lr_same_paired == lr_same ? "within 2% of the objective in every "
+                                                                                 "seed both have"
+                                                     : lr_same_paired == 0
+                                                         ? "within the seed sd or 2%"
+                                                         : "within 2% of the objective in every seed both have, or "
+                                                           "without a seed in common within the seed sd or 2%",
+                                                     lr_same)
                                        : std::string(),
                                lr_undecided ? fmt::format("; not decided in {}", lr_undecided) : std::string()),
                    "story"});
@@ -1002,8 +1025,11 @@ std::string how_to_read(const Comparison& c) {
       "large-scale Transformer training instabilities\", sec. 3.2) is, over arms that differ only in learning "
       "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
       "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
-      "best; two sensitivities count as about the same when they differ by less than the larger seed sd of the "
-      "objective or 2% of it, and a comparison is not decided when either scaling ended below the chance loss "
+      "best; two scalings that share seeds are compared seed by seed, each seed's sensitivity over its own runs "
+      "(more sensitive when higher by more than 2% of the seed's objective in every seed, about the same when "
+      "within that in every seed, otherwise not decided), and without a seed in common two sensitivities count as "
+      "about the same when they differ by less than the larger seed sd of the objective or 2% of it; a comparison "
+      "is not decided when either scaling ended below the chance loss "
       "(a uniform guess) by more than that at no learning rate: a curve flat at chance is not insensitive. Incomplete "
       "runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
       "complete run. Gradient norms are measured before the optimizer step; AdamW normalises its updates, so "

@@ -459,9 +459,9 @@ std::string mode_of(const ArmStats& arm) { return is_reference_scale(arm.scale()
 // A value of the kept runs per (seed, data_seed) pair, as a JSON array [seed, data_seed] (ordered by seed); runs
 // sharing a pair count as their mean, and a run whose value is not finite is left out.
 template <class Value>
-std::map<nlohmann::json, double> per_seed_mean(const Comparison& c, const ArmStats& arm, Value value) {
+std::map<nlohmann::json, double> per_seed_mean(const Comparison& c, const std::vector<std::size_t>& runs, Value value) {
   std::map<nlohmann::json, std::vector<double>> values;
-  for (auto i : arm.kept) {
+  for (auto i : runs) {
     const double v = value(c.stats[i]);
     if (!std::isfinite(v)) continue;
     const nlohmann::json& config = c.runs[i].config;
@@ -475,64 +475,119 @@ std::map<nlohmann::json, double> per_seed_mean(const Comparison& c, const ArmSta
 
 }  // namespace
 
+namespace {
+
+// Per (seed, data_seed) pair, each scaling's LR sensitivity over that seed's own lr objectives (its used runs,
+// diverged ones as their initial loss) at every shared learning rate; seeds missing at one of them are left out.
+// `shared`: the arms of a and b at each shared learning rate. Counts into out.seeds_*.
+void compare_seed_by_seed(const Comparison& c, const std::vector<std::pair<const ArmStats*, const ArmStats*>>& shared,
+                          LrComparison& out) {
+  const auto objective = [](const RunStats& r) { return r.lr_objective; };
+  std::map<nlohmann::json, std::vector<double>> seeds_a, seeds_b;
+  for (const auto& [x, y] : shared) {
+    for (const auto& [seed, v] : per_seed_mean(c, x->used, objective)) seeds_a[seed].push_back(v);
+    for (const auto& [seed, v] : per_seed_mean(c, y->used, objective)) seeds_b[seed].push_back(v);
+  }
+  for (const auto& [seed, objective_a] : seeds_a) {
+    const auto it = seeds_b.find(seed);
+    if (it == seeds_b.end()) continue;
+    const std::vector<double>& objective_b = it->second;
+    if (objective_a.size() != shared.size() || objective_b.size() != shared.size()) continue;
+    const double sa = lr_sensitivity(objective_a), sb = lr_sensitivity(objective_b);
+    if (!std::isfinite(sa) || !std::isfinite(sb)) continue;
+    // 2% of the seed's largest objective: the loss scale the sensitivities are differences of.
+    double scale = 0;
+    for (const std::vector<double>* v : {&objective_a, &objective_b})
+      for (double o : *v) scale = std::max(scale, std::fabs(o));
+    const double tol = 0.02 * scale;
+    ++out.n_shared;
+    (sa - sb > tol ? out.seeds_a_more : sb - sa > tol ? out.seeds_b_more : out.seeds_same) += 1;
+  }
+}
+
+// Why two LR groups are not compared, or "" when they are: too few shared learning rates, both diverged at one of
+// them, or a scaling that never learned.
+std::string lr_not_compared(const Comparison& c, const LrGroup& a, const LrGroup& b,
+                            const std::vector<std::pair<const ArmStats*, const ArmStats*>>& shared) {
+  auto list = [&](const LrGroup& g) {
+    std::string s;
+    for (auto i : g.arms) s += (s.empty() ? "" : ", ") + setting_text(c.arms[i].settings, "lr");
+    return s;
+  };
+  if (shared.size() < 2) return fmt::format("they share fewer than two learning rates ({} vs {})", list(a), list(b));
+  std::string both_diverged;
+  bool learned_a = false, learned_b = false;
+  for (const auto& [x, y] : shared) {
+    if (!x->diverged_steps.empty() && !y->diverged_steps.empty())
+      both_diverged +=
+          (both_diverged.empty() ? "" : " and ") +
+          fmt::format("{} ({} in {} of {} runs, {} in {} of {})", setting_text(x->settings, "lr"), mode_of(*x),
+                      x->diverged_steps.size(), x->used.size(), mode_of(*y), y->diverged_steps.size(), y->used.size());
+    learned_a = learned_a || x->learned();
+    learned_b = learned_b || y->learned();
+  }
+  if (!both_diverged.empty())
+    return fmt::format(
+        "both scalings diverged at lr {}, where the objective counts those runs as their initial loss on both sides",
+        both_diverged);
+  if (learned_a && learned_b) return "";
+  // A scaling that learned at no learning rate has a flat objective near chance: it would read as insensitive to
+  // the learning rate when it is simply bad at all of them.
+  const std::string who = !learned_a && !learned_b
+                              ? std::string("neither scaling learned")
+                              : mode_of(c.arms[(!learned_a ? a : b).arms.front()]) + " never learned";
+  return who +
+         " at any learning rate (mean final loss never below the chance loss by more than the seed sd or "
+         "2%)";
+}
+
+}  // namespace
+
 LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const LrGroup& b) {
   LrComparison out;
+  std::vector<std::pair<const ArmStats*, const ArmStats*>> shared;
   std::vector<double> objective_a, objective_b;
-  std::vector<std::string> both_diverged;
-  bool learned_a = false, learned_b = false;
   double tolerance = 0;
   for (auto ia : a.arms)
     for (auto ib : b.arms) {
       const ArmStats& x = c.arms[ia];
       const ArmStats& y = c.arms[ib];
       if (x.lr() != y.lr()) continue;
+      shared.push_back({&x, &y});
       out.lrs.push_back(x.lr());
       objective_a.push_back(x.lr_objective.mean);
       objective_b.push_back(y.lr_objective.mean);
-      if (!x.diverged_steps.empty() && !y.diverged_steps.empty())
-        both_diverged.push_back(fmt::format("{} ({} in {} of {} runs, {} in {} of {})", setting_text(x.settings, "lr"),
-                                            mode_of(x), x.diverged_steps.size(), x.used.size(), mode_of(y),
-                                            y.diverged_steps.size(), y.used.size()));
-      learned_a = learned_a || x.learned();
-      learned_b = learned_b || y.learned();
       for (const MeanSd* m : {&x.lr_objective, &y.lr_objective}) {
         if (std::isfinite(m->sd)) tolerance = std::max(tolerance, m->sd);
         if (std::isfinite(m->mean)) tolerance = std::max(tolerance, 0.02 * std::fabs(m->mean));
       }
     }
-  auto list = [&](const LrGroup& g) {
-    std::string s;
-    for (auto i : g.arms) s += (s.empty() ? "" : ", ") + setting_text(c.arms[i].settings, "lr");
-    return s;
-  };
-  if (out.lrs.size() < 2) {
-    out.reason = fmt::format("they share fewer than two learning rates ({} vs {})", list(a), list(b));
-    return out;
-  }
+  out.reason = lr_not_compared(c, a, b, shared);
+  if (out.lrs.size() < 2) return out;
   out.sensitivity_a = lr_sensitivity(objective_a);
   out.sensitivity_b = lr_sensitivity(objective_b);
-  if (!both_diverged.empty()) {
-    std::string lrs;
-    for (const auto& lr : both_diverged) lrs += (lrs.empty() ? "" : " and ") + lr;
-    out.reason = fmt::format(
-        "both scalings diverged at lr {}, where the objective counts those runs as their initial loss "
-        "on both sides",
-        lrs);
-  } else if (!learned_a || !learned_b) {
-    // A scaling that learned at no learning rate has a flat objective near chance: it would read as insensitive to
-    // the learning rate when it is simply bad at all of them.
-    const std::string who = !learned_a && !learned_b
-                                ? std::string("neither scaling learned")
-                                : mode_of(c.arms[(!learned_a ? a : b).arms.front()]) + " never learned";
-    out.reason = who +
-                 " at any learning rate (mean final loss never below the chance loss by more than the seed "
-                 "sd or 2%)";
-  } else if (!std::isfinite(out.sensitivity_a) || !std::isfinite(out.sensitivity_b)) {
+  if (!out.reason.empty()) return out;
+  if (!std::isfinite(out.sensitivity_a) || !std::isfinite(out.sensitivity_b)) {
     out.reason = "an objective is missing at the shared learning rates";
-  } else {
+    return out;
+  }
+  out.tolerance = tolerance;
+  compare_seed_by_seed(c, shared, out);
+  out.paired = out.n_shared > 0;
+  if (!out.paired) {
     out.decided = true;
-    out.tolerance = tolerance;
     out.about_same = std::fabs(out.sensitivity_a - out.sensitivity_b) <= tolerance;
+    out.a_more_sensitive = !out.about_same && out.sensitivity_a > out.sensitivity_b;
+  } else if (out.seeds_a_more == out.n_shared || out.seeds_b_more == out.n_shared || out.seeds_same == out.n_shared) {
+    out.decided = true;
+    out.about_same = out.seeds_same == out.n_shared;
+    out.a_more_sensitive = out.seeds_a_more == out.n_shared;
+  } else {
+    out.reason = fmt::format(
+        "the seeds disagree ({} more sensitive in {}, less in {}{} of the {} seeds both have at every shared "
+        "learning rate)",
+        mode_of(*shared.front().first), out.seeds_a_more, out.seeds_b_more,
+        out.seeds_same ? fmt::format(", within 2% in {}", out.seeds_same) : std::string(), out.n_shared);
   }
   return out;
 }
@@ -540,7 +595,7 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
 LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b) {
   LossComparison out;
   const auto final_loss = [](const RunStats& r) { return r.final_loss; };
-  const auto la = per_seed_mean(c, a, final_loss), lb = per_seed_mean(c, b, final_loss);
+  const auto la = per_seed_mean(c, a.kept, final_loss), lb = per_seed_mean(c, b.kept, final_loss);
   for (const auto& [seed, x] : la) {
     const auto it = lb.find(seed);
     if (it == lb.end()) continue;
@@ -582,7 +637,7 @@ StepPairs compare_steps_by_seed(const Comparison& c, const ArmStats& a, const Ar
     const long s = loss ? r.step_to_loss : r.step_to_accuracy;
     return s >= 0 ? static_cast<double>(s) : kNoValue;  // never reached: left out
   };
-  const auto sa = per_seed_mean(c, a, step), sb = per_seed_mean(c, b, step);
+  const auto sa = per_seed_mean(c, a.kept, step), sb = per_seed_mean(c, b.kept, step);
   StepPairs out;
   for (const auto& [seed, x] : sa) {
     const auto it = sb.find(seed);

@@ -1493,7 +1493,7 @@ TEST_CASE("LR sensitivity: differences within the seed spread are about the same
     for (const auto& l : findings(cmp)) all += l.text + "\n";
     INFO(all);
     CHECK(all.find("more sensitive to the learning rate in 0 of 1") != std::string::npos);
-    CHECK(all.find("about the same (within the seed sd or 2%) in 1") != std::string::npos);
+    CHECK(all.find("about the same (within 2% of the objective in every seed both have) in 1") != std::string::npos);
   }
 }
 

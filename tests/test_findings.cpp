@@ -223,3 +223,81 @@ TEST_CASE("steps to a threshold: the unscaled seeds that reach it are compared w
   // Accuracy is never reached: the accuracy comparison pairs nothing.
   CHECK(compare_steps_by_seed(cmp, cmp.arms[0], cmp.arms[1], false).seeds.empty());
 }
+
+TEST_CASE("LR sensitivity is decided seed by seed where the scalings share seeds, not within the largest seed sd") {
+  // The reference runs at d_k 64 (SGD): unscaled failed at lr 0.3 in every seed (one diverged) and learned at 0.1;
+  // sqrt_dk learned at both in every seed. The seed sd of unscaled's objective at 0.3 (1.5) exceeded the difference
+  // of the sensitivities, so the report said "about the same".
+  const TempDir root("findings_lr_paired");
+  const std::vector<double> none_low{0.01, 0.02, 0.03}, none_high{1.0, 2.0, 0.0};
+  for (int seed = 0; seed < 3; ++seed) {
+    const auto s = static_cast<std::size_t>(seed);
+    for (const FakeRun& r :
+         {sgd_run("none", 0.1, seed, none_low[s], false), sgd_run("none", 0.3, seed, none_high[s], seed == 2),
+          sgd_run("sqrt_dk", 0.1, seed, 0.02, false), sgd_run("sqrt_dk", 0.3, seed, 0.03, false)})
+      write(root, r);
+  }
+  const Comparison cmp = analyse_dir(root);
+  REQUIRE(cmp.lr_groups.size() == 2);
+  const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+  REQUIRE(lr.decided);
+  CHECK(lr.paired);
+  CHECK(lr.n_shared == 3);
+  CHECK(lr.seeds_a_more == 3);
+  CHECK(lr.seeds_b_more == 0);
+  CHECK(lr.seeds_same == 0);
+  CHECK_FALSE(lr.about_same);
+  CHECK(lr.a_more_sensitive);
+  // The old rule: the difference is within the larger seed sd of the objective.
+  CHECK(std::fabs(lr.sensitivity_a - lr.sensitivity_b) < lr.tolerance);
+  const StoryChecks checks = story_checks(cmp);
+  INFO(joined(checks.holds) << "--\n" << joined(checks.undecided));
+  CHECK(joined(checks.undecided).find("LR sensitivity") == std::string::npos);
+  CHECK(joined(checks.holds).find("unscaled is more sensitive to the learning rate (LR sensitivity ") !=
+        std::string::npos);
+  CHECK(joined(checks.holds)
+            .find(" over lr 0.1, 0.3) in each of the 3 seeds both have (a seed's sensitivity over "
+                  "its own runs, by more than 2% of its objective).") != std::string::npos);
+  const std::string all = findings_text(cmp);
+  INFO(all);
+  CHECK(all.find("Unscaled is more sensitive to the learning rate in 1 of 1 comparison") != std::string::npos);
+}
+
+TEST_CASE("LR sensitivity seed by seed: seeds that disagree decide nothing, seeds within 2% are about the same") {
+  const TempDir root("findings_lr_disagree");
+  for (int seed = 0; seed < 2; ++seed) {
+    // Seed 0: unscaled fails at lr 0.3; seed 1: sqrt_dk does.
+    write(root / "disagree", sgd_run("none", 0.1, seed, 0.02, false));
+    write(root / "disagree", sgd_run("none", 0.3, seed, seed == 0 ? 2.0 : 0.02, false));
+    write(root / "disagree", sgd_run("sqrt_dk", 0.1, seed, 0.02, false));
+    write(root / "disagree", sgd_run("sqrt_dk", 0.3, seed, seed == 1 ? 2.0 : 0.02, false));
+    write(root / "same", sgd_run("none", 0.1, seed, 0.5, false));
+    write(root / "same", sgd_run("none", 0.3, seed, 0.6 + 0.5 * seed, false));
+    write(root / "same", sgd_run("sqrt_dk", 0.1, seed, 0.5, false));
+    write(root / "same", sgd_run("sqrt_dk", 0.3, seed, 0.61 + 0.5 * seed, false));
+  }
+  {
+    const Comparison cmp = analyse_dir(root / "disagree");
+    const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+    CHECK_FALSE(lr.decided);
+    CHECK(lr.paired);
+    CHECK(lr.reason ==
+          "the seeds disagree (unscaled more sensitive in 1, less in 1 of the 2 seeds both have at every shared "
+          "learning rate)");
+  }
+  {
+    const Comparison cmp = analyse_dir(root / "same");
+    const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+    CHECK(lr.decided);
+    CHECK(lr.about_same);
+    CHECK(lr.seeds_same == 2);
+    const StoryChecks checks = story_checks(cmp);
+    INFO(joined(checks.undecided));
+    CHECK(joined(checks.undecided)
+              .find("LR sensitivity about the same (LR sensitivity 0.175 vs 0.180 over lr 0.1, 0.3; within 2% of "
+                    "the objective in each of the 2 seeds both have).") != std::string::npos);
+    const std::string all = findings_text(cmp);
+    INFO(all);
+    CHECK(all.find("about the same (within 2% of the objective in every seed both have) in 1") != std::string::npos);
+  }
+}
