@@ -292,7 +292,31 @@ void check_saturation(const ArmStats& r, const ArmStats& o, Verdicts& v) {
 }
 
 // Gradients: unscaled W_q and W_k should get less gradient, and an exactly-zero one more often.
+// The W_q and W_k gradients at step 0 and before the loss threshold: the story's claim is about a saturated start,
+// which the mean over all steps mostly does not measure (it grows with the steps a run keeps a non-zero loss).
+void check_gradient_points(const ArmStats& r, const ArmStats& o, Verdicts& v) {
+  const std::string before =
+      "before the loss threshold (mean norm up to the step a run reaches it, or over every step if it never does: ";
+  using Point = std::tuple<std::string, std::string, double, double>;
+  for (const auto& [name, where, gr, go] :
+       {Point{"W_q", "at step 0 (norm ", r.grad_norm_w_q_step0.mean, o.grad_norm_w_q_step0.mean},
+        Point{"W_q", before, r.mean_grad_norm_w_q_before_loss.mean, o.mean_grad_norm_w_q_before_loss.mean},
+        Point{"W_k", "at step 0 (norm ", r.grad_norm_w_k_step0.mean, o.grad_norm_w_k_step0.mean},
+        Point{"W_k", before, r.mean_grad_norm_w_k_before_loss.mean, o.mean_grad_norm_w_k_before_loss.mean}}) {
+    if (!std::isfinite(gr) || !std::isfinite(go)) continue;
+    const std::string nums = fmt::format("{}{} vs {})", where, sig(gr), sig(go));
+    // Within 2% is no difference (a mean of equal norms over other steps differs in its last bits).
+    const double tol = 0.02 * std::max(std::fabs(gr), std::fabs(go));
+    if (go - gr > tol)
+      v.holds.push_back(fmt::format("unscaled {} gets less gradient {}", name, nums));
+    else
+      v.fails.push_back(fmt::format("unscaled {} gradients are not smaller but {} {}", name,
+                                    gr - go > tol ? "larger" : "about equal", nums));
+  }
+}
+
 void check_gradients(const ArmStats& r, const ArmStats& o, Verdicts& v) {
+  check_gradient_points(r, o, v);
   for (const auto& [name, gr, go] :
        {std::tuple<std::string, double, double>{"W_q", r.mean_grad_norm_w_q.mean, o.mean_grad_norm_w_q.mean},
         std::tuple<std::string, double, double>{"W_k", r.mean_grad_norm_w_k.mean, o.mean_grad_norm_w_k.mean}}) {
@@ -579,13 +603,70 @@ std::vector<FindingLine> at_most_ten(std::vector<FindingLine> lines,
   return out;
 }
 
+// How often the unscaled gradient is the larger, out of the comparisons where both sides have it.
+struct GradientLarger {
+  std::size_t larger = 0, n = 0;
+  void add(double unscaled, double other) {
+    if (!std::isfinite(unscaled) || !std::isfinite(other)) return;
+    ++n;
+    larger += unscaled > other ? 1 : 0;
+  }
+};
+
 // How the comparisons of one scaling with unscaled came out, over its scale pairs.
 struct ScalingVerdicts {
   std::size_t better = 0, equal = 0, worse = 0, no_loss = 0, all_diverged = 0, not_learned = 0, disagree = 0;
   std::size_t both_solved = 0;  // both arms solved the task (solved()): counted apart
   std::size_t paired = 0, unpaired = 0;
-  std::size_t grad_q = 0, n_q = 0, grad_k = 0, n_k = 0;  // unscaled gradient larger, out of comparable pairs
+  // Unscaled W_q (W_k) gradient larger at step 0, before the loss threshold and as a mean over all steps.
+  GradientLarger q_step0, q_before, q_all, k_step0, k_before, k_all;
+  // The largest exactly-zero and near-zero W_q shares of steps over the pairs, unscaled and the other scaling.
+  double zero_q_ref = kNoValue, zero_q_other = kNoValue, near_q_ref = kNoValue, near_q_other = kNoValue;
 };
+
+// `m` raised to `v` where v is finite.
+void raise_to(double& m, double v) {
+  if (std::isfinite(v)) m = std::isfinite(m) ? std::max(m, v) : v;
+}
+
+void count_gradients(const ArmStats& r, const ArmStats& o, ScalingVerdicts& v) {
+  v.q_step0.add(r.grad_norm_w_q_step0.mean, o.grad_norm_w_q_step0.mean);
+  v.q_before.add(r.mean_grad_norm_w_q_before_loss.mean, o.mean_grad_norm_w_q_before_loss.mean);
+  v.q_all.add(r.mean_grad_norm_w_q.mean, o.mean_grad_norm_w_q.mean);
+  v.k_step0.add(r.grad_norm_w_k_step0.mean, o.grad_norm_w_k_step0.mean);
+  v.k_before.add(r.mean_grad_norm_w_k_before_loss.mean, o.mean_grad_norm_w_k_before_loss.mean);
+  v.k_all.add(r.mean_grad_norm_w_k.mean, o.mean_grad_norm_w_k.mean);
+  raise_to(v.zero_q_ref, r.frac_zero_grad_w_q.mean);
+  raise_to(v.zero_q_other, o.frac_zero_grad_w_q.mean);
+  raise_to(v.near_q_ref, r.frac_near_zero_grad_w_q.mean);
+  raise_to(v.near_q_other, o.frac_near_zero_grad_w_q.mean);
+}
+
+// The findings line of the W_q / W_k gradients of one scaling against unscaled: at step 0, before the loss threshold
+// and over all steps, with the shares of steps where the unscaled W_q gradient vanished.
+std::string gradient_line(const std::string& s, const ScalingVerdicts& v) {
+  const auto of = [](const GradientLarger& g) { return fmt::format("{} of {}", g.larger, g.n); };
+  std::string text = fmt::format(
+      "The unscaled W_q gradient norm is larger than with {} at step 0 in {} comparison{}, before the loss "
+      "threshold in {} and as a mean over all steps in {} (a mean that grows with the steps a run keeps a non-zero "
+      "loss)",
+      s, of(v.q_step0), v.q_step0.n == 1 ? "" : "s", of(v.q_before), of(v.q_all));
+  text += v.k_step0.n == v.k_before.n && v.k_before.n == v.k_all.n
+              ? fmt::format("; the W_k gradient in {}, {} and {} of {}.", v.k_step0.larger, v.k_before.larger,
+                            v.k_all.larger, v.k_all.n)
+              : fmt::format("; the W_k gradient in {}, {} and {}.", of(v.k_step0), of(v.k_before), of(v.k_all));
+  if (!std::isfinite(v.zero_q_ref) || !std::isfinite(v.zero_q_other)) return text;
+  const bool near = std::isfinite(v.near_q_ref) && std::isfinite(v.near_q_other);
+  if (v.zero_q_ref == 0 && v.zero_q_other == 0 && (!near || (v.near_q_ref == 0 && v.near_q_other == 0)))
+    return text + fmt::format(" No step had an exactly-zero{} W_q gradient on either side.",
+                              near ? fmt::format(" or near-zero (below {} step 0)", near_zero_name()) : "");
+  text += fmt::format(" The unscaled W_q gradient is exactly zero on up to {} of steps ({}: up to {})",
+                      format_percent(v.zero_q_ref), s, format_percent(v.zero_q_other));
+  if (near)
+    text += fmt::format(" and below {} its step-0 norm on up to {} ({}: up to {})", near_zero_name(),
+                        format_percent(v.near_q_ref), s, format_percent(v.near_q_other));
+  return text + ".";
+}
 
 ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<ScalePair>& pairs) {
   ScalingVerdicts v;
@@ -611,14 +692,7 @@ ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<ScalePair>
     } else {
       ++v.disagree;
     }
-    if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean)) {
-      ++v.n_q;
-      v.grad_q += r.mean_grad_norm_w_q.mean > o.mean_grad_norm_w_q.mean ? 1 : 0;
-    }
-    if (std::isfinite(r.mean_grad_norm_w_k.mean) && std::isfinite(o.mean_grad_norm_w_k.mean)) {
-      ++v.n_k;
-      v.grad_k += r.mean_grad_norm_w_k.mean > o.mean_grad_norm_w_k.mean ? 1 : 0;
-    }
+    count_gradients(r, o, v);
   }
   return v;
 }
@@ -674,11 +748,8 @@ void scaling_findings(const Comparison& c, std::vector<FindingLine>& out, Findin
     const ScalingVerdicts v = count_verdicts(c, pairs_of[s]);
     out.push_back({verdict_line(c, s, v, pairs_of[s].size()), "story"});
     roles.scaling_lines.push_back({out.size() - 1, s});
-    if (v.n_q || v.n_k) {
-      out.push_back({fmt::format("The unscaled W_q gradient (mean norm over steps) is larger than with {} in {} of {} "
-                                 "comparisons, the W_k gradient in {} of {}.",
-                                 s, v.grad_q, v.n_q, v.grad_k, v.n_k),
-                     "story"});
+    if (v.q_all.n || v.k_all.n) {
+      out.push_back({gradient_line(s, v), "story"});
       roles.gradient_lines.push_back(out.size() - 1);
     }
   }

@@ -120,6 +120,28 @@ std::vector<const nlohmann::json*> settings_of(const std::vector<ArmStats>& arms
   return out;
 }
 
+// The W_q and W_k gradient norms at step 0 and their mean up to the step the run reaches the loss threshold (every
+// row when it never does), over the rows whose loss and norm are finite. r.step_to_loss must be set.
+void gradient_points(const RunRecord& run, RunStats& r) {
+  const RunSeries& s = run.series;
+  const auto before_loss = [&](const std::vector<double>& norm) {
+    std::vector<double> values;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (r.step_to_loss >= 0 && s.step[i] > static_cast<double>(r.step_to_loss)) break;
+      if (std::isfinite(s.loss[i]) && std::isfinite(norm[i])) values.push_back(norm[i]);
+    }
+    return mean_sd(values).mean;
+  };
+  if (run.has_w_q) {
+    r.grad_norm_w_q_step0 = run.gradients.first_grad_norm_w_q;
+    r.mean_grad_norm_w_q_before_loss = before_loss(s.grad_norm_w_q);
+  }
+  if (run.has_w_k) {
+    r.grad_norm_w_k_step0 = run.gradients.first_grad_norm_w_k;
+    r.mean_grad_norm_w_k_before_loss = before_loss(s.grad_norm_w_k);
+  }
+}
+
 }  // namespace
 
 bool is_reference_scale(const std::string& scale) {
@@ -145,6 +167,7 @@ RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_
   if (std::isfinite(loss_threshold))
     r.step_to_loss = first_step(s.loss, s.step, window, [&](double m) { return m <= loss_threshold; });
   r.step_to_accuracy = first_step(s.accuracy, s.step, window, [&](double m) { return m >= accuracy_threshold; });
+  gradient_points(run, r);
   if (run.has_w_q) {
     r.frac_zero_grad_w_q = run.gradients.frac_zero_grad_w_q();
     r.frac_near_zero_grad_w_q = run.gradients.frac_near_zero_grad_w_q();
@@ -347,6 +370,10 @@ void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
       {&RunStats::frac_near_zero_grad_w_k, &ArmStats::frac_near_zero_grad_w_k},
       {&RunStats::mean_grad_norm_w_q, &ArmStats::mean_grad_norm_w_q},
       {&RunStats::mean_grad_norm_w_k, &ArmStats::mean_grad_norm_w_k},
+      {&RunStats::grad_norm_w_q_step0, &ArmStats::grad_norm_w_q_step0},
+      {&RunStats::grad_norm_w_k_step0, &ArmStats::grad_norm_w_k_step0},
+      {&RunStats::mean_grad_norm_w_q_before_loss, &ArmStats::mean_grad_norm_w_q_before_loss},
+      {&RunStats::mean_grad_norm_w_k_before_loss, &ArmStats::mean_grad_norm_w_k_before_loss},
       {&RunStats::entropy_first, &ArmStats::entropy_first},
       {&RunStats::entropy_last, &ArmStats::entropy_last},
       {&RunStats::score_std_first, &ArmStats::score_std_first},

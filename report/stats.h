@@ -35,6 +35,14 @@ struct RunStats {
   double frac_near_zero_grad_w_k = kNoValue;  // same for W_k
   double mean_grad_norm_w_q = kNoValue;       // mean over finite rows of the W_q gradient norm (all layers, L2)
   double mean_grad_norm_w_k = kNoValue;
+  // The W_q (W_k) gradient norm at the first finite row: step 0 unless that step was skipped (GradientStats'
+  // first_grad_norm_*). Before any training, so it measures the start (a saturated softmax) and not how long a run
+  // keeps a non-zero loss, which the mean over all rows mostly does.
+  double grad_norm_w_q_step0 = kNoValue, grad_norm_w_k_step0 = kNoValue;
+  // Mean W_q (W_k) gradient norm over the finite rows up to and including step_to_loss (every finite row when the
+  // run never reaches the loss threshold): the gradient while the task is still being learned, which a run that
+  // solves it early does not dilute with steps on a loss near zero.
+  double mean_grad_norm_w_q_before_loss = kNoValue, mean_grad_norm_w_k_before_loss = kNoValue;
   double entropy_first = kNoValue, entropy_last = kNoValue;      // first/last measured first-layer entropy (nats)
   double score_std_first = kNoValue, score_std_last = kNoValue;  // first/last measured first-layer score std
   double first_measured_step = kNoValue;                         // the step of entropy_first
@@ -90,6 +98,8 @@ struct ArmStats {
   double sd_step_to_loss = kNoValue, sd_step_to_accuracy = kNoValue;      // their sample sd (0 for one run)
   MeanSd frac_zero_grad_w_q, frac_zero_grad_w_k, mean_grad_norm_w_q, mean_grad_norm_w_k;
   MeanSd frac_near_zero_grad_w_q, frac_near_zero_grad_w_k;
+  MeanSd grad_norm_w_q_step0, grad_norm_w_k_step0;                        // RunStats' step-0 norms
+  MeanSd mean_grad_norm_w_q_before_loss, mean_grad_norm_w_k_before_loss;  // RunStats' before the loss threshold
   MeanSd entropy_first, entropy_last, score_std_first, score_std_last, saturated_first;
   MeanSd score_grad_median;  // RunStats::score_grad_median over the kept runs (its mean is not used: the
                              // values span orders of magnitude; see the median and range below)

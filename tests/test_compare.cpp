@@ -1236,8 +1236,10 @@ TEST_CASE("report.md opens with at most ten findings counted from the numbers, e
         "sqrt_dk trains better than unscaled in 2 of 3 comparisons (final loss lower by more than "
         "2% in every seed both arms have); as well in 1.");
   CHECK(lines[1].text ==
-        "The unscaled W_q gradient (mean norm over steps) is larger than with sqrt_dk in 3 of 3 "
-        "comparisons, the W_k gradient in 0 of 3.");
+        "The unscaled W_q gradient norm is larger than with sqrt_dk at step 0 in 3 of 3 comparisons, before the "
+        "loss threshold in 3 of 3 and as a mean over all steps in 3 of 3 (a mean that grows with the steps a run "
+        "keeps a non-zero loss); the W_k gradient in 0, 0 and 0 of 3. No step had an exactly-zero or near-zero "
+        "(below 1e-06 × step 0) W_q gradient on either side.");
   CHECK(all.find("Saturation at step 0, first layer: attention entropy unscaled 1.00 / 0.50 / 0.33 vs sqrt_dk 2.00 / "
                  "2.00 / 2.00 nats at d_k = 16 / 64 / 256") != std::string::npos);
   // One arm per scaling and d_k: the median over its two seeds (1 and 2 × 10^-3, 10^-7, 10^-11), no range.

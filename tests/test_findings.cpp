@@ -301,3 +301,70 @@ TEST_CASE("LR sensitivity seed by seed: seeds that disagree decide nothing, seed
     CHECK(all.find("about the same (within 2% of the objective in every seed both have) in 1") != std::string::npos);
   }
 }
+
+namespace {
+
+// d_k 256, Adam, one seed, 50 steps, loss threshold 1. Unscaled: W_q gradient 0.01 at step 0, exactly zero on steps
+// 1-10 (20%), then 0.3 while the loss stays at 2 (never reaching the threshold). sqrt_dk: 0.5 until the loss
+// reaches the threshold at step 10, then 0.001 on a loss near zero.
+void write_long_loss_runs(const fs::path& root) {
+  FakeRun none;
+  none.d_k = 256;
+  none.optimizer = "adam";
+  none.lr = 0.001;
+  none.loss = constant(50, 2.0);
+  none.w_q0 = constant(50, 0.3);
+  none.w_q0[0] = 0.01;
+  for (std::size_t i = 1; i <= 10; ++i) none.w_q0[i] = 0.0;
+  none.w_q1 = constant(50, 0.0);
+  write(root, none);
+  FakeRun scaled = none;
+  scaled.scale = "sqrt_dk";
+  scaled.loss = constant(50, 0.001);
+  scaled.w_q0 = constant(50, 0.001);
+  for (std::size_t i = 0; i < 10; ++i) scaled.loss[i] = 2.0;
+  for (std::size_t i = 0; i <= 10; ++i) scaled.w_q0[i] = 0.5;
+  write(root, scaled);
+}
+
+}  // namespace
+
+TEST_CASE("W_q gradients compare at step 0, before the loss threshold and over all steps, with the zero shares") {
+  // The reference runs at d_k 256 (Adam): the mean W_q gradient norm over all steps was 0.49 unscaled vs 0.022
+  // scaled, mostly because unscaled kept a non-zero loss longer, while its gradient was exactly 0 on 19.8% of its
+  // steps; "unscaled W_q gradients are not smaller but larger (9 of 9)" said nothing of when.
+  const TempDir root("findings_grad_points");
+  write_long_loss_runs(root);
+  const Comparison cmp = analyse_dir(root);
+  REQUIRE(cmp.arms.size() == 2);
+  const RunStats& none = cmp.stats[cmp.arms[0].kept.at(0)];
+  const RunStats& scaled = cmp.stats[cmp.arms[1].kept.at(0)];
+  CHECK(none.grad_norm_w_q_step0 == doctest::Approx(0.01));
+  CHECK(scaled.grad_norm_w_q_step0 == doctest::Approx(0.5));
+  CHECK(none.grad_norm_w_k_step0 == doctest::Approx(std::sqrt(2.0)));
+  // Before the threshold: every step for unscaled (never reached), steps 0-10 for sqrt_dk (reached at step 10).
+  CHECK(none.mean_grad_norm_w_q_before_loss == doctest::Approx((0.01 + 39 * 0.3) / 50));
+  CHECK(scaled.mean_grad_norm_w_q_before_loss == doctest::Approx(0.5));
+  CHECK(scaled.mean_grad_norm_w_q == doctest::Approx((11 * 0.5 + 39 * 0.001) / 50));
+  CHECK(cmp.arms[0].grad_norm_w_q_step0.mean == doctest::Approx(0.01));
+  CHECK(cmp.arms[1].mean_grad_norm_w_q_before_loss.mean == doctest::Approx(0.5));
+
+  const std::string all = findings_text(cmp);
+  INFO(all);
+  CHECK(all.find("The unscaled W_q gradient norm is larger than with sqrt_dk at step 0 in 0 of 1 comparison, before "
+                 "the loss threshold in 0 of 1 and as a mean over all steps in 1 of 1 (a mean that grows with the "
+                 "steps a run keeps a non-zero loss); the W_k gradient in 0, 0 and 0 of 1. The unscaled W_q gradient "
+                 "is exactly zero on up to 20.0% of steps (sqrt_dk: up to 0%) and below 1e-06 × its step-0 norm on "
+                 "up to 20.0% (sqrt_dk: up to 0%).") != std::string::npos);
+  CHECK(all.find("(mean norm over steps)") == std::string::npos);
+
+  const StoryChecks checks = story_checks(cmp);
+  INFO(joined(checks.holds) << "--\n" << joined(checks.fails));
+  CHECK(joined(checks.holds).find("unscaled W_q gets less gradient at step 0 (norm 0.01 vs 0.5)") != std::string::npos);
+  CHECK(joined(checks.holds)
+            .find("unscaled W_q gets less gradient before the loss threshold (mean norm up to the step a run reaches "
+                  "it, or over every step if it never does: 0.234 vs 0.5)") != std::string::npos);
+  CHECK(joined(checks.fails)
+            .find("unscaled W_q gradients are not smaller but larger (mean gradient norm 0.234 vs "
+                  "0.111)") != std::string::npos);
+}
