@@ -766,7 +766,7 @@ void scaling_findings(const Comparison& c, std::vector<FindingLine>& out, Findin
 }
 
 // One scaling's cells of a saturation line, one per d_k: step-0 entropy, share of saturated queries, and the range
-// of the arms' median score gradients.
+// of the arms' median score gradients relative to the loss before the threshold (ArmStats::score_grad_relative_*).
 struct SaturationCells {
   std::vector<std::string> entropy, saturated, grad;
   bool any_entropy = false, any_saturated = false, any_grad = false;
@@ -786,7 +786,7 @@ SaturationCells saturation_cells(const Comparison& c, const std::vector<const Ar
           entropy.push_back(c.stats[i].entropy_first);
           saturated.push_back(c.stats[i].saturated_first);
         }
-      const double m = arm.score_grad_median_median;
+      const double m = arm.score_grad_relative_median;
       if (std::isfinite(m)) {
         lo = std::isnan(lo) ? m : std::min(lo, m);
         hi = std::isnan(hi) ? m : std::max(hi, m);
@@ -839,9 +839,13 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
     roles.saturation_lines.push_back(out.size() - 1);
   }
   if (!grad_parts.empty()) {
-    out.push_back({prefix + fmt::format("Median per-query score gradient ‖dLoss/d(score row)‖ (per run the median "
-                                        "over logged steps; a range spans the arms' optimizers and learning "
-                                        "rates): {} {}.",
+    out.push_back({prefix + fmt::format("Median per-query score gradient relative to the loss, before the loss "
+                                        "threshold (per run the median of ‖dLoss/d(score row)‖ / loss over the "
+                                        "logged steps up to the step it reaches the threshold, or every step if it "
+                                        "never does: a saturated softmax passes almost no gradient whatever its "
+                                        "loss, while a run that solved the task has a small one only because its "
+                                        "loss is small; a range spans the arms' optimizers and learning rates): "
+                                        "{} {}.",
                                         join(grad_parts, " vs "), at_d_k),
                    "summary-figures"});
     roles.saturation_lines.push_back(out.size() - 1);

@@ -120,6 +120,18 @@ std::vector<const nlohmann::json*> settings_of(const std::vector<ArmStats>& arms
   return out;
 }
 
+// RunStats::score_grad_relative: the median of score_grad_median / loss over the rows up to `step_to_loss` (every
+// row when it is -1).
+double score_grad_relative(const RunSeries& s, long step_to_loss) {
+  std::vector<double> values;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (step_to_loss >= 0 && s.step[i] > static_cast<double>(step_to_loss)) break;
+    if (std::isfinite(s.score_grad_median[i]) && std::isfinite(s.loss[i]) && s.loss[i] > 0)
+      values.push_back(s.score_grad_median[i] / s.loss[i]);
+  }
+  return median(values);
+}
+
 // The W_q and W_k gradient norms at step 0 and their mean up to the step the run reaches the loss threshold (every
 // row when it never does), over the rows whose loss and norm are finite. r.step_to_loss must be set.
 void gradient_points(const RunRecord& run, RunStats& r) {
@@ -192,6 +204,7 @@ RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_
       break;
     }
   r.score_grad_median = median(s.score_grad_median);
+  r.score_grad_relative = score_grad_relative(s, r.step_to_loss);
   for (std::size_t i = 0; i < rows; ++i)
     if (std::isfinite(s.score_std[i])) {
       if (!std::isfinite(r.score_std_first)) r.score_std_first = s.score_std[i];
@@ -358,6 +371,16 @@ void count_seeds(const Comparison& c, ArmStats& arm) {
 }
 
 // The mean and sd over an arm's kept runs of each per-run statistic.
+// The median, min and max of the finite `values` (NaN when none is finite).
+void median_and_range(const std::vector<double>& values, double& mid, double& lo, double& hi) {
+  mid = median(values);
+  for (double v : values)
+    if (std::isfinite(v)) {
+      lo = std::isnan(lo) ? v : std::min(lo, v);
+      hi = std::isnan(hi) ? v : std::max(hi, v);
+    }
+}
+
 void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
   static const std::vector<std::pair<double RunStats::*, MeanSd ArmStats::*>> fields{
       {&RunStats::final_loss, &ArmStats::final_loss},
@@ -374,6 +397,7 @@ void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
       {&RunStats::grad_norm_w_k_step0, &ArmStats::grad_norm_w_k_step0},
       {&RunStats::mean_grad_norm_w_q_before_loss, &ArmStats::mean_grad_norm_w_q_before_loss},
       {&RunStats::mean_grad_norm_w_k_before_loss, &ArmStats::mean_grad_norm_w_k_before_loss},
+      {&RunStats::score_grad_relative, &ArmStats::score_grad_relative},
       {&RunStats::entropy_first, &ArmStats::entropy_first},
       {&RunStats::entropy_last, &ArmStats::entropy_last},
       {&RunStats::score_std_first, &ArmStats::score_std_first},
@@ -385,20 +409,17 @@ void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
     for (auto i : arm.kept) values.push_back(c.stats[i].*run_field);
     arm.*arm_field = mean_sd(values);
   }
-  std::vector<double> sgm, step_loss, step_acc;
+  std::vector<double> sgm, relative, step_loss, step_acc;
   for (auto i : arm.kept) {
     const RunStats& r = c.stats[i];
     sgm.push_back(r.score_grad_median);
+    relative.push_back(r.score_grad_relative);
     if (r.step_to_loss >= 0) step_loss.push_back(static_cast<double>(r.step_to_loss));
     if (r.step_to_accuracy >= 0) step_acc.push_back(static_cast<double>(r.step_to_accuracy));
     if (std::isfinite(r.first_measured_step) && r.first_measured_step != 0) arm.measured_from_step_0 = false;
   }
-  arm.score_grad_median_median = median(sgm);
-  for (double v : sgm)
-    if (std::isfinite(v)) {
-      arm.score_grad_median_min = std::isnan(arm.score_grad_median_min) ? v : std::min(arm.score_grad_median_min, v);
-      arm.score_grad_median_max = std::isnan(arm.score_grad_median_max) ? v : std::max(arm.score_grad_median_max, v);
-    }
+  median_and_range(sgm, arm.score_grad_median_median, arm.score_grad_median_min, arm.score_grad_median_max);
+  median_and_range(relative, arm.score_grad_relative_median, arm.score_grad_relative_min, arm.score_grad_relative_max);
   arm.reached_loss = step_loss.size();
   arm.reached_accuracy = step_acc.size();
   const MeanSd to_loss = mean_sd(step_loss), to_accuracy = mean_sd(step_acc);

@@ -50,7 +50,12 @@ struct RunStats {
                                         // first measured step (mean over heads)
   double score_grad_median = kNoValue;  // median over the measured rows of the first layer's median per-query
                                         // score gradient ‖dLoss/d(score row)‖ (mean over heads)
-  double lr_objective = kNoValue;       // min(final loss, initial loss); the initial loss if the run diverged
+  // Median over the measured rows up to and including step_to_loss (every row when the run never reaches the loss
+  // threshold) of score_grad_median / loss, rows with a finite positive loss. A saturated softmax passes almost no
+  // gradient whatever its loss; a run that solved the task has a small gradient only because its loss is small, and
+  // its rows after the threshold are left out: this tells saturation from convergence, score_grad_median does not.
+  double score_grad_relative = kNoValue;
+  double lr_objective = kNoValue;  // min(final loss, initial loss); the initial loss if the run diverged
 };
 
 /// Statistics of one run. `window` >= 1 rows for the trailing means of steps-to-threshold. Never throws on
@@ -105,6 +110,9 @@ struct ArmStats {
                              // values span orders of magnitude; see the median and range below)
   double score_grad_median_median = kNoValue;  // median over the kept runs of RunStats::score_grad_median
   double score_grad_median_min = kNoValue, score_grad_median_max = kNoValue;  // their range
+  MeanSd score_grad_relative;                    // RunStats::score_grad_relative over the kept runs (mean unused)
+  double score_grad_relative_median = kNoValue;  // median over the kept runs of RunStats::score_grad_relative
+  double score_grad_relative_min = kNoValue, score_grad_relative_max = kNoValue;  // their range
   bool measured_from_step_0 = true;  // every kept run measured attention at step 0
   MeanSd lr_objective;               // over the used runs, diverged ones included (as their initial loss)
   std::vector<long> diverged_steps;  // one per used run that diverged

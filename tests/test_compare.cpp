@@ -1242,8 +1242,9 @@ TEST_CASE("report.md opens with at most ten findings counted from the numbers, e
         "(below 1e-06 × step 0) W_q gradient on either side.");
   CHECK(all.find("Saturation at step 0, first layer: attention entropy unscaled 1.00 / 0.50 / 0.33 vs sqrt_dk 2.00 / "
                  "2.00 / 2.00 nats at d_k = 16 / 64 / 256") != std::string::npos);
-  // One arm per scaling and d_k: the median over its two seeds (1 and 2 × 10^-3, 10^-7, 10^-11), no range.
-  CHECK(all.find("unscaled 0.0015 / 1.5e-07 / 1.5e-11 vs sqrt_dk 0.001 / 0.001 / 0.001 at d_k = 16 / 64 / 256") !=
+  // One arm per scaling and d_k: the median over its two seeds of the score gradient (1 and 2 × 10^-3, 10^-7,
+  // 10^-11) over the loss (0.5 + 0.5 d + 0.1 seed) before the loss threshold 1, no range.
+  CHECK(all.find("unscaled 0.0027 / 1.4e-07 / 9.6e-12 vs sqrt_dk 0.0018 / 0.0018 / 0.0018 at d_k = 16 / 64 / 256") !=
         std::string::npos);
   CHECK(all.find("None of the 12 runs diverged.") != std::string::npos);
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -367,4 +368,59 @@ TEST_CASE("W_q gradients compare at step 0, before the loss threshold and over a
   CHECK(joined(checks.fails)
             .find("unscaled W_q gradients are not smaller but larger (mean gradient norm 0.234 vs "
                   "0.111)") != std::string::npos);
+}
+
+namespace {
+
+// Appends metrics.csv's attn/l0h0/score_grad_median column (FakeRun writes none) with one value per row.
+void add_score_grad(const fs::path& run_dir, const std::vector<double>& values) {
+  const fs::path csv = run_dir / "metrics.csv";
+  std::ifstream in(csv);
+  std::string line, text;
+  std::size_t row = 0;
+  for (bool header = true; std::getline(in, line); header = false)
+    text += line + "," + (header ? std::string("attn/l0h0/score_grad_median") : csv_number(values.at(row++))) + "\n";
+  in.close();
+  std::ofstream(csv) << text;
+}
+
+}  // namespace
+
+TEST_CASE("the score gradient relative to the loss before the threshold tells saturation from a solved task") {
+  // The reference runs: sqrt_dk with Adam at d_k 256 solved the task, and its median per-query score gradient over
+  // all steps was 1.3e-7 because its loss was near zero, as small as a saturated softmax's.
+  const TempDir root("findings_score_grad");
+  FakeRun none;
+  none.d_k = 256;
+  none.optimizer = "adam";
+  none.lr = 0.001;
+  none.loss = constant(40, 2.0);  // never reaches the threshold: saturated from the start
+  write(root, none);
+  add_score_grad(root / name_of(none), constant(40, 1e-9));
+  FakeRun scaled = none;
+  scaled.scale = "sqrt_dk";
+  scaled.loss = constant(40, 1e-4);
+  for (std::size_t i = 0; i < 10; ++i) scaled.loss[i] = 2.0;  // reaches the threshold at step 10
+  write(root, scaled);
+  std::vector<double> grad = constant(40, 1e-8);
+  for (std::size_t i = 0; i < 10; ++i) grad[i] = 0.1;
+  add_score_grad(root / name_of(scaled), grad);
+
+  const Comparison cmp = analyse_dir(root);
+  REQUIRE(cmp.arms.size() == 2);
+  // Over all steps both are tiny: 1e-9 vs 1e-8.
+  CHECK(cmp.arms[0].score_grad_median_median == doctest::Approx(1e-9));
+  CHECK(cmp.arms[1].score_grad_median_median == doctest::Approx(1e-8));
+  // Relative to the loss, up to the threshold (steps 0-10 for sqrt_dk: 0.1 / 2 ten times, 1e-8 / 1e-4 once).
+  CHECK(cmp.stats[cmp.arms[0].kept.at(0)].score_grad_relative == doctest::Approx(5e-10));
+  CHECK(cmp.stats[cmp.arms[1].kept.at(0)].score_grad_relative == doctest::Approx(0.05));
+  CHECK(cmp.arms[1].score_grad_relative_median == doctest::Approx(0.05));
+  CHECK(cmp.arms[1].score_grad_relative_min == doctest::Approx(0.05));
+  CHECK(cmp.arms[1].score_grad_relative_max == doctest::Approx(0.05));
+
+  const std::string all = findings_text(cmp);
+  INFO(all);
+  CHECK(all.find("Median per-query score gradient relative to the loss, before the loss threshold") !=
+        std::string::npos);
+  CHECK(all.find(": unscaled 5e-10 vs sqrt_dk 0.05 at d_k = 256.") != std::string::npos);
 }
