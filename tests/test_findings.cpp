@@ -14,6 +14,7 @@
 #include "report/markdown.h"
 #include "report/runs.h"
 #include "report/stats.h"
+#include "tests/support/compare_findings.h"
 #include "tests/support/fake_run.h"
 #include "tests/support/temp_dir.h"
 
@@ -23,51 +24,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const double inf_value = std::numeric_limits<double>::infinity();
-
 std::vector<double> constant(std::size_t n, double v) { return std::vector<double>(n, v); }
 
-Comparison analyse_dir(const fs::path& dir, double loss_threshold = 1.0) {
-  std::vector<RunRecord> runs;
-  for (const auto& d : find_run_dirs({dir.string()})) runs.push_back(load_run(d));
-  return analyse_runs(std::move(runs), loss_threshold, 0.9, 1);
-}
+Comparison analyse_dir(const fs::path& dir) { return analyse_dirs({dir.string()}); }
 
 std::string name_of(const FakeRun& r) {
   return "dk" + std::to_string(r.d_k) + "-" + r.scale + "-" + r.optimizer + "-lr" + csv_number(r.lr) + "-s" +
          std::to_string(r.seed);
-}
-
-// An SGD run at `lr`: loss 4 at step 0, then `final_loss` for 20 steps; diverged: inf at step 1 (planned 21 steps).
-FakeRun sgd_run(const std::string& scale, double lr, int seed, double final_loss, bool diverged) {
-  FakeRun r;
-  r.scale = scale;
-  r.optimizer = "sgd";
-  r.lr = lr;
-  r.seed = seed;
-  r.loss = {4.0};
-  if (diverged) {
-    r.loss.push_back(inf_value);
-    r.diverged = true;
-    r.diverged_step = 1;
-    r.steps = 21;
-  } else {
-    const auto tail = constant(20, final_loss);
-    r.loss.insert(r.loss.end(), tail.begin(), tail.end());
-  }
-  return r;
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& l : lines) out += l + "\n";
-  return out;
-}
-
-std::string findings_text(const Comparison& c) {
-  std::string out;
-  for (const auto& l : findings(c)) out += l.text + "\n";
-  return out;
 }
 
 }  // namespace
@@ -370,22 +333,6 @@ TEST_CASE("W_q gradients compare at step 0, before the loss threshold and over a
                   "0.111)") != std::string::npos);
 }
 
-namespace {
-
-// Appends metrics.csv's attn/l0h0/score_grad_median column (FakeRun writes none) with one value per row.
-void add_score_grad(const fs::path& run_dir, const std::vector<double>& values) {
-  const fs::path csv = run_dir / "metrics.csv";
-  std::ifstream in(csv);
-  std::string line, text;
-  std::size_t row = 0;
-  for (bool header = true; std::getline(in, line); header = false)
-    text += line + "," + (header ? std::string("attn/l0h0/score_grad_median") : csv_number(values.at(row++))) + "\n";
-  in.close();
-  std::ofstream(csv) << text;
-}
-
-}  // namespace
-
 TEST_CASE("the score gradient relative to the loss before the threshold tells saturation from a solved task") {
   // The reference runs: sqrt_dk with Adam at d_k 256 solved the task, and its median per-query score gradient over
   // all steps was 1.3e-7 because its loss was near zero, as small as a saturated softmax's.
@@ -396,7 +343,7 @@ TEST_CASE("the score gradient relative to the loss before the threshold tells sa
   none.lr = 0.001;
   none.loss = constant(40, 2.0);  // never reaches the threshold: saturated from the start
   write(root, none);
-  add_score_grad(root / name_of(none), constant(40, 1e-9));
+  add_score_grad(root / name_of(none), [](std::size_t) { return 1e-9; });
   FakeRun scaled = none;
   scaled.scale = "sqrt_dk";
   scaled.loss = constant(40, 1e-4);
@@ -404,7 +351,7 @@ TEST_CASE("the score gradient relative to the loss before the threshold tells sa
   write(root, scaled);
   std::vector<double> grad = constant(40, 1e-8);
   for (std::size_t i = 0; i < 10; ++i) grad[i] = 0.1;
-  add_score_grad(root / name_of(scaled), grad);
+  add_score_grad(root / name_of(scaled), [&](std::size_t i) { return grad.at(i); });
 
   const Comparison cmp = analyse_dir(root);
   REQUIRE(cmp.arms.size() == 2);
