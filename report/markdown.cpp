@@ -102,6 +102,12 @@ std::string accuracy_name(const Comparison& c) { return fmt::format("accuracy �
 
 std::string loss_name(const ArmStats& arm) { return "loss ≤ " + format_number(arm.loss_threshold); }
 
+// What solved() asks of every kept seed of an arm.
+std::string solved_rule(const Comparison& c) {
+  return fmt::format("final accuracy ≥ {:g} and final loss ≤ {:g} nats in every seed", c.accuracy_threshold,
+                     kSolvedLoss);
+}
+
 // How many of its runs an arm has that reached a threshold, and when (mean and sd over those runs).
 struct Reach {
   std::size_t reached, n;
@@ -286,7 +292,31 @@ void check_saturation(const ArmStats& r, const ArmStats& o, Verdicts& v) {
 }
 
 // Gradients: unscaled W_q and W_k should get less gradient, and an exactly-zero one more often.
+// The W_q and W_k gradients at step 0 and before the loss threshold: the story's claim is about a saturated start,
+// which the mean over all steps mostly does not measure (it grows with the steps a run keeps a non-zero loss).
+void check_gradient_points(const ArmStats& r, const ArmStats& o, Verdicts& v) {
+  const std::string before =
+      "before the loss threshold (mean norm up to the step a run reaches it, or over every step if it never does: ";
+  using Point = std::tuple<std::string, std::string, double, double>;
+  for (const auto& [name, where, gr, go] :
+       {Point{"W_q", "at step 0 (norm ", r.grad_norm_w_q_step0.mean, o.grad_norm_w_q_step0.mean},
+        Point{"W_q", before, r.mean_grad_norm_w_q_before_loss.mean, o.mean_grad_norm_w_q_before_loss.mean},
+        Point{"W_k", "at step 0 (norm ", r.grad_norm_w_k_step0.mean, o.grad_norm_w_k_step0.mean},
+        Point{"W_k", before, r.mean_grad_norm_w_k_before_loss.mean, o.mean_grad_norm_w_k_before_loss.mean}}) {
+    if (!std::isfinite(gr) || !std::isfinite(go)) continue;
+    const std::string nums = fmt::format("{}{} vs {})", where, sig(gr), sig(go));
+    // Within 2% is no difference (a mean of equal norms over other steps differs in its last bits).
+    const double tol = 0.02 * std::max(std::fabs(gr), std::fabs(go));
+    if (go - gr > tol)
+      v.holds.push_back(fmt::format("unscaled {} gets less gradient {}", name, nums));
+    else
+      v.fails.push_back(fmt::format("unscaled {} gradients are not smaller but {} {}", name,
+                                    gr - go > tol ? "larger" : "about equal", nums));
+  }
+}
+
 void check_gradients(const ArmStats& r, const ArmStats& o, Verdicts& v) {
+  check_gradient_points(r, o, v);
   for (const auto& [name, gr, go] :
        {std::tuple<std::string, double, double>{"W_q", r.mean_grad_norm_w_q.mean, o.mean_grad_norm_w_q.mean},
         std::tuple<std::string, double, double>{"W_k", r.mean_grad_norm_w_k.mean, o.mean_grad_norm_w_k.mean}}) {
@@ -316,6 +346,15 @@ void check_gradients(const ArmStats& r, const ArmStats& o, Verdicts& v) {
 
 // Final loss: unscaled should train worse, by more than 2% in every shared seed (or, with none, by the means).
 void check_final_loss(const Comparison& c, const ArmStats& r, const ArmStats& o, Verdicts& v) {
+  if (solved(r, c) && solved(o, c)) {
+    // Two losses near zero differ by more than 2% for no reason worth a verdict.
+    v.undecided.push_back(fmt::format(
+        "both unscaled and {} solved the task (final loss {} vs {}, final accuracy {} vs {}; {}): the final loss "
+        "does not tell which trains better",
+        o.scale(), format_mean_sd(r.final_loss), format_mean_sd(o.final_loss), format_number(r.final_accuracy.mean, 2),
+        format_number(o.final_accuracy.mean, 2), solved_rule(c)));
+    return;
+  }
   if (r.final_loss.n > 0 && o.final_loss.n > 0) {
     using V = LossComparison::Verdict;
     const LossComparison lc = compare_final_loss(c, r, o);
@@ -357,7 +396,20 @@ void check_final_loss(const Comparison& c, const ArmStats& r, const ArmStats& o,
 // The story holds when fewer unscaled seeds reach the threshold, or when every seed of both arms reaches it and
 // unscaled is later by more than equal_step_tolerance; a near tie is "about the same", not a result. `scale`: the
 // other arm's scaling.
-void check_threshold(const std::string& what, const std::string& scale, const Reach& u, const Reach& s, Verdicts& v) {
+// What a fewer-seeds verdict adds of the unscaled seeds that reach a threshold: each compared with the other arm's
+// run of the same seed (compare_steps_by_seed); without a seed in common, by the mean step (`later`).
+std::string reaching_seeds(const Reach& u, bool later, const std::string& scale, const StepPairs& by_seed) {
+  if (u.reached == 0 || (by_seed.seeds.empty() && later)) return "";
+  if (by_seed.a_later == 0) return "; the unscaled seeds that reach it are not later";
+  std::vector<std::string> steps;
+  for (const auto& p : by_seed.seeds)
+    steps.push_back(fmt::format("seed {}: step {:.0f} vs {:.0f}", p.seed, p.step_a, p.step_b));
+  return fmt::format("; the unscaled seeds that reach it are later than {} in the same seed in {} of {} ({})", scale,
+                     by_seed.a_later, by_seed.seeds.size(), join(steps, "; "));
+}
+
+void check_threshold(const std::string& what, const std::string& scale, const Reach& u, const Reach& s,
+                     const StepPairs& by_seed, Verdicts& v) {
   const std::string nums =
       fmt::format("{} vs {}", steps_phrase(u.reached, u.n, u.step), steps_phrase(s.reached, s.n, s.step));
   if (u.n == 0 || s.n == 0) {
@@ -377,8 +429,8 @@ void check_threshold(const std::string& what, const std::string& scale, const Re
   const std::string within = fmt::format("within {} steps", format_number(tol, 0));
   const std::size_t u_share = u.reached * s.n, s_share = s.reached * u.n;  // reached / n, cross-multiplied
   if (u_share < s_share) {
-    v.holds.push_back(fmt::format("unscaled reaches {} in fewer seeds ({}{})", what, nums,
-                                  u.reached == 0 || later ? "" : "; the unscaled seeds that reach it are not later"));
+    v.holds.push_back(
+        fmt::format("unscaled reaches {} in fewer seeds ({}{})", what, nums, reaching_seeds(u, later, scale, by_seed)));
   } else if (u_share > s_share) {
     v.fails.push_back(fmt::format("unscaled reaches {} in more seeds ({})", what, nums));
   } else if (u.reached < u.n) {
@@ -427,15 +479,28 @@ void pair_checks(const Comparison& c, const ArmStats& r, const ArmStats& o, cons
   check_final_loss(c, r, o, v);
   if (std::isfinite(r.loss_threshold))
     check_threshold(loss_name(r), o.scale(), {r.reached_loss, r.kept.size(), r.mean_step_to_loss, r.sd_step_to_loss},
-                    {o.reached_loss, o.kept.size(), o.mean_step_to_loss, o.sd_step_to_loss}, v);
+                    {o.reached_loss, o.kept.size(), o.mean_step_to_loss, o.sd_step_to_loss},
+                    compare_steps_by_seed(c, r, o, true), v);
   check_threshold(accuracy_name(c), o.scale(),
                   {r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy, r.sd_step_to_accuracy},
-                  {o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy}, v);
+                  {o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy},
+                  compare_steps_by_seed(c, r, o, false), v);
 
   check_divergence(r, o, v);
   if (!v.holds.empty()) checks.holds.push_back(head + join(v.holds, "; ") + ".");
   if (!v.fails.empty()) checks.fails.push_back(head + join(v.fails, "; ") + ".");
   if (!v.undecided.empty()) checks.undecided.push_back(head + join(v.undecided, "; ") + ".");
+}
+
+// "in each of the 3 seeds both have", "in the 1 seed both have".
+std::string each_seed(std::size_t n) {
+  return n == 1 ? "in the 1 seed both have" : fmt::format("in each of the {} seeds both have", n);
+}
+
+// How a paired LR verdict was reached: "" for one by the means.
+std::string lr_seeds_suffix(const LrComparison& cmp) {
+  if (!cmp.paired) return "";
+  return " " + each_seed(cmp.n_shared) + " (a seed's sensitivity over its own runs, by more than 2% of its objective)";
 }
 
 void lr_checks(const Comparison& c, StoryChecks& checks) {
@@ -459,12 +524,17 @@ void lr_checks(const Comparison& c, StoryChecks& checks) {
         checks.undecided.push_back(head + "LR sensitivity not decided: " + cmp.reason +
                                    (cmp.lrs.size() >= 2 ? " (" + nums + ")." : "."));
       else if (cmp.about_same)
-        checks.undecided.push_back(head + "LR sensitivity about the same (" + nums + "; they differ by less than " +
-                                   format_number(cmp.tolerance) + ", the larger seed sd of the objective or 2%).");
-      else if (cmp.sensitivity_a > cmp.sensitivity_b)
-        checks.holds.push_back(head + "unscaled is more sensitive to the learning rate (" + nums + ").");
+        checks.undecided.push_back(head + "LR sensitivity about the same (" + nums +
+                                   (cmp.paired ? "; within 2% of the objective " + each_seed(cmp.n_shared)
+                                               : "; they differ by less than " + format_number(cmp.tolerance) +
+                                                     ", the larger seed sd of the objective or 2%") +
+                                   ").");
+      else if (cmp.a_more_sensitive)
+        checks.holds.push_back(head + "unscaled is more sensitive to the learning rate (" + nums + ")" +
+                               lr_seeds_suffix(cmp) + ".");
       else
-        checks.fails.push_back(head + "unscaled is not more sensitive to the learning rate (" + nums + ").");
+        checks.fails.push_back(head + "unscaled is " + (cmp.paired ? "less" : "not more") +
+                               " sensitive to the learning rate (" + nums + ")" + lr_seeds_suffix(cmp) + ".");
     }
   }
 }
@@ -533,12 +603,70 @@ std::vector<FindingLine> at_most_ten(std::vector<FindingLine> lines,
   return out;
 }
 
+// How often the unscaled gradient is the larger, out of the comparisons where both sides have it.
+struct GradientLarger {
+  std::size_t larger = 0, n = 0;
+  void add(double unscaled, double other) {
+    if (!std::isfinite(unscaled) || !std::isfinite(other)) return;
+    ++n;
+    larger += unscaled > other ? 1 : 0;
+  }
+};
+
 // How the comparisons of one scaling with unscaled came out, over its scale pairs.
 struct ScalingVerdicts {
   std::size_t better = 0, equal = 0, worse = 0, no_loss = 0, all_diverged = 0, not_learned = 0, disagree = 0;
+  std::size_t both_solved = 0;  // both arms solved the task (solved()): counted apart
   std::size_t paired = 0, unpaired = 0;
-  std::size_t grad_q = 0, n_q = 0, grad_k = 0, n_k = 0;  // unscaled gradient larger, out of comparable pairs
+  // Unscaled W_q (W_k) gradient larger at step 0, before the loss threshold and as a mean over all steps.
+  GradientLarger q_step0, q_before, q_all, k_step0, k_before, k_all;
+  // The largest exactly-zero and near-zero W_q shares of steps over the pairs, unscaled and the other scaling.
+  double zero_q_ref = kNoValue, zero_q_other = kNoValue, near_q_ref = kNoValue, near_q_other = kNoValue;
 };
+
+// `m` raised to `v` where v is finite.
+void raise_to(double& m, double v) {
+  if (std::isfinite(v)) m = std::isfinite(m) ? std::max(m, v) : v;
+}
+
+void count_gradients(const ArmStats& r, const ArmStats& o, ScalingVerdicts& v) {
+  v.q_step0.add(r.grad_norm_w_q_step0.mean, o.grad_norm_w_q_step0.mean);
+  v.q_before.add(r.mean_grad_norm_w_q_before_loss.mean, o.mean_grad_norm_w_q_before_loss.mean);
+  v.q_all.add(r.mean_grad_norm_w_q.mean, o.mean_grad_norm_w_q.mean);
+  v.k_step0.add(r.grad_norm_w_k_step0.mean, o.grad_norm_w_k_step0.mean);
+  v.k_before.add(r.mean_grad_norm_w_k_before_loss.mean, o.mean_grad_norm_w_k_before_loss.mean);
+  v.k_all.add(r.mean_grad_norm_w_k.mean, o.mean_grad_norm_w_k.mean);
+  raise_to(v.zero_q_ref, r.frac_zero_grad_w_q.mean);
+  raise_to(v.zero_q_other, o.frac_zero_grad_w_q.mean);
+  raise_to(v.near_q_ref, r.frac_near_zero_grad_w_q.mean);
+  raise_to(v.near_q_other, o.frac_near_zero_grad_w_q.mean);
+}
+
+// The findings line of the W_q / W_k gradients of one scaling against unscaled: at step 0, before the loss threshold
+// and over all steps, with the shares of steps where the unscaled W_q gradient vanished.
+std::string gradient_line(const std::string& s, const ScalingVerdicts& v) {
+  const auto of = [](const GradientLarger& g) { return fmt::format("{} of {}", g.larger, g.n); };
+  std::string text = fmt::format(
+      "The unscaled W_q gradient norm is larger than with {} at step 0 in {} comparison{}, before the loss "
+      "threshold in {} and as a mean over all steps in {} (a mean that grows with the steps a run keeps a non-zero "
+      "loss)",
+      s, of(v.q_step0), v.q_step0.n == 1 ? "" : "s", of(v.q_before), of(v.q_all));
+  text += v.k_step0.n == v.k_before.n && v.k_before.n == v.k_all.n
+              ? fmt::format("; the W_k gradient in {}, {} and {} of {}.", v.k_step0.larger, v.k_before.larger,
+                            v.k_all.larger, v.k_all.n)
+              : fmt::format("; the W_k gradient in {}, {} and {}.", of(v.k_step0), of(v.k_before), of(v.k_all));
+  if (!std::isfinite(v.zero_q_ref) || !std::isfinite(v.zero_q_other)) return text;
+  const bool near = std::isfinite(v.near_q_ref) && std::isfinite(v.near_q_other);
+  if (v.zero_q_ref == 0 && v.zero_q_other == 0 && (!near || (v.near_q_ref == 0 && v.near_q_other == 0)))
+    return text + fmt::format(" No step had an exactly-zero{} W_q gradient on either side.",
+                              near ? fmt::format(" or near-zero (below {} step 0)", near_zero_name()) : "");
+  text += fmt::format(" The unscaled W_q gradient is exactly zero on up to {} of steps ({}: up to {})",
+                      format_percent(v.zero_q_ref), s, format_percent(v.zero_q_other));
+  if (near)
+    text += fmt::format(" and below {} its step-0 norm on up to {} ({}: up to {})", near_zero_name(),
+                        format_percent(v.near_q_ref), s, format_percent(v.near_q_other));
+  return text + ".";
+}
 
 ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<ScalePair>& pairs) {
   ScalingVerdicts v;
@@ -547,7 +675,9 @@ ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<ScalePair>
     const ArmStats& o = *p.other;
     const LossComparison lc = compare_final_loss(c, r, o);
     (lc.n_shared ? v.paired : v.unpaired) += 1;
-    if (lc.no_final_loss) {
+    if (solved(r, c) && solved(o, c)) {
+      ++v.both_solved;
+    } else if (lc.no_final_loss) {
       ++v.no_loss;
       const auto diverged_out = [](const ArmStats& a) { return a.final_loss.n == 0 && a.kept.empty(); };
       v.all_diverged += diverged_out(r) || diverged_out(o) ? 1 : 0;
@@ -562,26 +692,21 @@ ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<ScalePair>
     } else {
       ++v.disagree;
     }
-    if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean)) {
-      ++v.n_q;
-      v.grad_q += r.mean_grad_norm_w_q.mean > o.mean_grad_norm_w_q.mean ? 1 : 0;
-    }
-    if (std::isfinite(r.mean_grad_norm_w_k.mean) && std::isfinite(o.mean_grad_norm_w_k.mean)) {
-      ++v.n_k;
-      v.grad_k += r.mean_grad_norm_w_k.mean > o.mean_grad_norm_w_k.mean ? 1 : 0;
-    }
+    count_gradients(r, o, v);
   }
   return v;
 }
 
 // "<scaling> trains better than unscaled in k of n comparisons (rule); as well in ...; worse in ...; not decided".
-std::string verdict_line(const std::string& s, const ScalingVerdicts& v, std::size_t n) {
+std::string verdict_line(const Comparison& c, const std::string& s, const ScalingVerdicts& v, std::size_t n) {
   const std::string rule = !v.unpaired ? "final loss lower by more than 2% in every seed both arms have"
                            : !v.paired ? "final loss lower by more than the larger seed sd or 2%"
                                        : "final loss lower by more than 2% in every seed both arms have, or where "
                                          "they share no seed by more than the larger seed sd or 2% of the mean";
   std::string text = fmt::format("{} trains better than unscaled in {} of {} comparison{} ({})", s, v.better, n,
                                  n == 1 ? "" : "s", rule);
+  if (v.both_solved)
+    text += fmt::format("; both solved the task in {} ({}), not counted either way", v.both_solved, solved_rule(c));
   if (v.equal) text += fmt::format("; as well in {}", v.equal);
   if (v.worse) text += fmt::format("; worse in {}", v.worse);
   const std::size_t undecided = v.no_loss + v.not_learned + v.disagree;
@@ -621,13 +746,10 @@ void scaling_findings(const Comparison& c, std::vector<FindingLine>& out, Findin
   }
   for (const auto& s : scales) {
     const ScalingVerdicts v = count_verdicts(c, pairs_of[s]);
-    out.push_back({verdict_line(s, v, pairs_of[s].size()), "story"});
+    out.push_back({verdict_line(c, s, v, pairs_of[s].size()), "story"});
     roles.scaling_lines.push_back({out.size() - 1, s});
-    if (v.n_q || v.n_k) {
-      out.push_back({fmt::format("The unscaled W_q gradient (mean norm over steps) is larger than with {} in {} of {} "
-                                 "comparisons, the W_k gradient in {} of {}.",
-                                 s, v.grad_q, v.n_q, v.grad_k, v.n_k),
-                     "story"});
+    if (v.q_all.n || v.k_all.n) {
+      out.push_back({gradient_line(s, v), "story"});
       roles.gradient_lines.push_back(out.size() - 1);
     }
   }
@@ -644,7 +766,7 @@ void scaling_findings(const Comparison& c, std::vector<FindingLine>& out, Findin
 }
 
 // One scaling's cells of a saturation line, one per d_k: step-0 entropy, share of saturated queries, and the range
-// of the arms' median score gradients.
+// of the arms' median score gradients relative to the loss before the threshold (ArmStats::score_grad_relative_*).
 struct SaturationCells {
   std::vector<std::string> entropy, saturated, grad;
   bool any_entropy = false, any_saturated = false, any_grad = false;
@@ -664,7 +786,7 @@ SaturationCells saturation_cells(const Comparison& c, const std::vector<const Ar
           entropy.push_back(c.stats[i].entropy_first);
           saturated.push_back(c.stats[i].saturated_first);
         }
-      const double m = arm.score_grad_median_median;
+      const double m = arm.score_grad_relative_median;
       if (std::isfinite(m)) {
         lo = std::isnan(lo) ? m : std::min(lo, m);
         hi = std::isnan(hi) ? m : std::max(hi, m);
@@ -717,9 +839,13 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
     roles.saturation_lines.push_back(out.size() - 1);
   }
   if (!grad_parts.empty()) {
-    out.push_back({prefix + fmt::format("Median per-query score gradient ‖dLoss/d(score row)‖ (per run the median "
-                                        "over logged steps; a range spans the arms' optimizers and learning "
-                                        "rates): {} {}.",
+    out.push_back({prefix + fmt::format("Median per-query score gradient relative to the loss, before the loss "
+                                        "threshold (per run the median of ‖dLoss/d(score row)‖ / loss over the "
+                                        "logged steps up to the step it reaches the threshold, or every step if it "
+                                        "never does: a saturated softmax passes almost no gradient whatever its "
+                                        "loss, while a run that solved the task has a small one only because its "
+                                        "loss is small; a range spans the arms' optimizers and learning rates): "
+                                        "{} {}.",
                                         join(grad_parts, " vs "), at_d_k),
                    "summary-figures"});
     roles.saturation_lines.push_back(out.size() - 1);
@@ -753,7 +879,7 @@ void saturation_findings(const Comparison& c, std::vector<FindingLine>& out, Fin
 
 // LR sensitivity over shared learning rates, counted over the unscaled groups and their counterparts.
 void lr_finding(const Comparison& c, std::vector<FindingLine>& out) {
-  std::size_t lr_more = 0, lr_not = 0, lr_undecided = 0, lr_same = 0;
+  std::size_t lr_more = 0, lr_not = 0, lr_undecided = 0, lr_same = 0, lr_same_paired = 0;
   for (const LrGroup& gr : c.lr_groups) {
     if (!is_reference_scale(c.arms[gr.arms.front()].scale())) continue;
     for (const LrGroup& go : c.lr_groups) {
@@ -762,8 +888,8 @@ void lr_finding(const Comparison& c, std::vector<FindingLine>& out) {
       if (!cmp.decided)
         ++lr_undecided;
       else if (cmp.about_same)
-        ++lr_same;
-      else if (cmp.sensitivity_a > cmp.sensitivity_b)
+        ++lr_same, lr_same_paired += cmp.paired ? 1 : 0;
+      else if (cmp.a_more_sensitive)
         ++lr_more;
       else
         ++lr_not;
@@ -774,7 +900,14 @@ void lr_finding(const Comparison& c, std::vector<FindingLine>& out) {
     out.push_back({fmt::format("Unscaled is more sensitive to the learning rate in {} of {} comparison{} (over the "
                                "learning rates both scalings share){}{}.",
                                lr_more, lr_n, lr_n == 1 ? "" : "s",
-                               lr_same ? fmt::format("; about the same (within the seed sd or 2%) in {}", lr_same)
+                               lr_same ? fmt::format("; about the same ({}) in {}",
+                                                     lr_same_paired == lr_same ? "within 2% of the objective in every "
+                                                                                 "seed both have"
+                                                     : lr_same_paired == 0
+                                                         ? "within the seed sd or 2%"
+                                                         : "within 2% of the objective in every seed both have, or "
+                                                           "without a seed in common within the seed sd or 2%",
+                                                     lr_same)
                                        : std::string(),
                                lr_undecided ? fmt::format("; not decided in {}", lr_undecided) : std::string()),
                    "story"});
@@ -970,8 +1103,11 @@ std::string how_to_read(const Comparison& c) {
       "large-scale Transformer training instabilities\", sec. 3.2) is, over arms that differ only in learning "
       "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
       "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
-      "best; two sensitivities count as about the same when they differ by less than the larger seed sd of the "
-      "objective or 2% of it, and a comparison is not decided when either scaling ended below the chance loss "
+      "best; two scalings that share seeds are compared seed by seed, each seed's sensitivity over its own runs "
+      "(more sensitive when higher by more than 2% of the seed's objective in every seed, about the same when "
+      "within that in every seed, otherwise not decided), and without a seed in common two sensitivities count as "
+      "about the same when they differ by less than the larger seed sd of the objective or 2% of it; a comparison "
+      "is not decided when either scaling ended below the chance loss "
       "(a uniform guess) by more than that at no learning rate: a curve flat at chance is not insensitive. Incomplete "
       "runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
       "complete run. Gradient norms are measured before the optimizer step; AdamW normalises its updates, so "
@@ -1094,6 +1230,12 @@ std::string thresholds_section(const Comparison& c, const ReportContext& ctx) {
       "more than the tolerance: the larger of 10% of the later mean step and the larger seed standard deviation "
       "of the step (at least 1 step). A smaller difference is reported as about the same, and equal shares below "
       "all runs are not decided\n";
+  const auto pairs = scale_pairs(c);
+  if (std::any_of(pairs.begin(), pairs.end(),
+                  [&](const ScalePair& p) { return solved(*p.ref, c) && solved(*p.other, c); }))
+    md += "- solved the task: " + solved_rule(c) +
+          " (kept runs); where both arms of a comparison solved it, the final loss decides nothing and the "
+          "comparison is counted apart\n";
   md += "- final loss / accuracy: mean over the last min(20, steps) steps of a run\n";
   md += "- entropy and score std: first attention layer, mean over its heads (queries as measured by the trainer)\n\n";
 

@@ -120,6 +120,40 @@ std::vector<const nlohmann::json*> settings_of(const std::vector<ArmStats>& arms
   return out;
 }
 
+// RunStats::score_grad_relative: the median of score_grad_median / loss over the rows up to `step_to_loss` (every
+// row when it is -1).
+double score_grad_relative(const RunSeries& s, long step_to_loss) {
+  std::vector<double> values;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (step_to_loss >= 0 && s.step[i] > static_cast<double>(step_to_loss)) break;
+    if (std::isfinite(s.score_grad_median[i]) && std::isfinite(s.loss[i]) && s.loss[i] > 0)
+      values.push_back(s.score_grad_median[i] / s.loss[i]);
+  }
+  return median(values);
+}
+
+// The W_q and W_k gradient norms at step 0 and their mean up to the step the run reaches the loss threshold (every
+// row when it never does), over the rows whose loss and norm are finite. r.step_to_loss must be set.
+void gradient_points(const RunRecord& run, RunStats& r) {
+  const RunSeries& s = run.series;
+  const auto before_loss = [&](const std::vector<double>& norm) {
+    std::vector<double> values;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (r.step_to_loss >= 0 && s.step[i] > static_cast<double>(r.step_to_loss)) break;
+      if (std::isfinite(s.loss[i]) && std::isfinite(norm[i])) values.push_back(norm[i]);
+    }
+    return mean_sd(values).mean;
+  };
+  if (run.has_w_q) {
+    r.grad_norm_w_q_step0 = run.gradients.first_grad_norm_w_q;
+    r.mean_grad_norm_w_q_before_loss = before_loss(s.grad_norm_w_q);
+  }
+  if (run.has_w_k) {
+    r.grad_norm_w_k_step0 = run.gradients.first_grad_norm_w_k;
+    r.mean_grad_norm_w_k_before_loss = before_loss(s.grad_norm_w_k);
+  }
+}
+
 }  // namespace
 
 bool is_reference_scale(const std::string& scale) {
@@ -145,6 +179,7 @@ RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_
   if (std::isfinite(loss_threshold))
     r.step_to_loss = first_step(s.loss, s.step, window, [&](double m) { return m <= loss_threshold; });
   r.step_to_accuracy = first_step(s.accuracy, s.step, window, [&](double m) { return m >= accuracy_threshold; });
+  gradient_points(run, r);
   if (run.has_w_q) {
     r.frac_zero_grad_w_q = run.gradients.frac_zero_grad_w_q();
     r.frac_near_zero_grad_w_q = run.gradients.frac_near_zero_grad_w_q();
@@ -169,6 +204,7 @@ RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_
       break;
     }
   r.score_grad_median = median(s.score_grad_median);
+  r.score_grad_relative = score_grad_relative(s, r.step_to_loss);
   for (std::size_t i = 0; i < rows; ++i)
     if (std::isfinite(s.score_std[i])) {
       if (!std::isfinite(r.score_std_first)) r.score_std_first = s.score_std[i];
@@ -335,6 +371,16 @@ void count_seeds(const Comparison& c, ArmStats& arm) {
 }
 
 // The mean and sd over an arm's kept runs of each per-run statistic.
+// The median, min and max of the finite `values` (NaN when none is finite).
+void median_and_range(const std::vector<double>& values, double& mid, double& lo, double& hi) {
+  mid = median(values);
+  for (double v : values)
+    if (std::isfinite(v)) {
+      lo = std::isnan(lo) ? v : std::min(lo, v);
+      hi = std::isnan(hi) ? v : std::max(hi, v);
+    }
+}
+
 void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
   static const std::vector<std::pair<double RunStats::*, MeanSd ArmStats::*>> fields{
       {&RunStats::final_loss, &ArmStats::final_loss},
@@ -347,6 +393,11 @@ void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
       {&RunStats::frac_near_zero_grad_w_k, &ArmStats::frac_near_zero_grad_w_k},
       {&RunStats::mean_grad_norm_w_q, &ArmStats::mean_grad_norm_w_q},
       {&RunStats::mean_grad_norm_w_k, &ArmStats::mean_grad_norm_w_k},
+      {&RunStats::grad_norm_w_q_step0, &ArmStats::grad_norm_w_q_step0},
+      {&RunStats::grad_norm_w_k_step0, &ArmStats::grad_norm_w_k_step0},
+      {&RunStats::mean_grad_norm_w_q_before_loss, &ArmStats::mean_grad_norm_w_q_before_loss},
+      {&RunStats::mean_grad_norm_w_k_before_loss, &ArmStats::mean_grad_norm_w_k_before_loss},
+      {&RunStats::score_grad_relative, &ArmStats::score_grad_relative},
       {&RunStats::entropy_first, &ArmStats::entropy_first},
       {&RunStats::entropy_last, &ArmStats::entropy_last},
       {&RunStats::score_std_first, &ArmStats::score_std_first},
@@ -358,20 +409,17 @@ void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
     for (auto i : arm.kept) values.push_back(c.stats[i].*run_field);
     arm.*arm_field = mean_sd(values);
   }
-  std::vector<double> sgm, step_loss, step_acc;
+  std::vector<double> sgm, relative, step_loss, step_acc;
   for (auto i : arm.kept) {
     const RunStats& r = c.stats[i];
     sgm.push_back(r.score_grad_median);
+    relative.push_back(r.score_grad_relative);
     if (r.step_to_loss >= 0) step_loss.push_back(static_cast<double>(r.step_to_loss));
     if (r.step_to_accuracy >= 0) step_acc.push_back(static_cast<double>(r.step_to_accuracy));
     if (std::isfinite(r.first_measured_step) && r.first_measured_step != 0) arm.measured_from_step_0 = false;
   }
-  arm.score_grad_median_median = median(sgm);
-  for (double v : sgm)
-    if (std::isfinite(v)) {
-      arm.score_grad_median_min = std::isnan(arm.score_grad_median_min) ? v : std::min(arm.score_grad_median_min, v);
-      arm.score_grad_median_max = std::isnan(arm.score_grad_median_max) ? v : std::max(arm.score_grad_median_max, v);
-    }
+  median_and_range(sgm, arm.score_grad_median_median, arm.score_grad_median_min, arm.score_grad_median_max);
+  median_and_range(relative, arm.score_grad_relative_median, arm.score_grad_relative_min, arm.score_grad_relative_max);
   arm.reached_loss = step_loss.size();
   arm.reached_accuracy = step_acc.size();
   const MeanSd to_loss = mean_sd(step_loss), to_accuracy = mean_sd(step_acc);
@@ -456,84 +504,146 @@ namespace {
 // "unscaled" for the reference scaling, else the scaling's name.
 std::string mode_of(const ArmStats& arm) { return is_reference_scale(arm.scale()) ? "unscaled" : arm.scale(); }
 
+// A value of the kept runs per (seed, data_seed) pair, as a JSON array [seed, data_seed] (ordered by seed); runs
+// sharing a pair count as their mean, and a run whose value is not finite is left out.
+template <class Value>
+std::map<nlohmann::json, double> per_seed_mean(const Comparison& c, const std::vector<std::size_t>& runs, Value value) {
+  std::map<nlohmann::json, std::vector<double>> values;
+  for (auto i : runs) {
+    const double v = value(c.stats[i]);
+    if (!std::isfinite(v)) continue;
+    const nlohmann::json& config = c.runs[i].config;
+    values[nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})]
+        .push_back(v);
+  }
+  std::map<nlohmann::json, double> mean;
+  for (const auto& [seed, v] : values) mean[seed] = mean_sd(v).mean;
+  return mean;
+}
+
+}  // namespace
+
+namespace {
+
+// Per (seed, data_seed) pair, each scaling's LR sensitivity over that seed's own lr objectives (its used runs,
+// diverged ones as their initial loss) at every shared learning rate; seeds missing at one of them are left out.
+// `shared`: the arms of a and b at each shared learning rate. Counts into out.seeds_*.
+void compare_seed_by_seed(const Comparison& c, const std::vector<std::pair<const ArmStats*, const ArmStats*>>& shared,
+                          LrComparison& out) {
+  const auto objective = [](const RunStats& r) { return r.lr_objective; };
+  std::map<nlohmann::json, std::vector<double>> seeds_a, seeds_b;
+  for (const auto& [x, y] : shared) {
+    for (const auto& [seed, v] : per_seed_mean(c, x->used, objective)) seeds_a[seed].push_back(v);
+    for (const auto& [seed, v] : per_seed_mean(c, y->used, objective)) seeds_b[seed].push_back(v);
+  }
+  for (const auto& [seed, objective_a] : seeds_a) {
+    const auto it = seeds_b.find(seed);
+    if (it == seeds_b.end()) continue;
+    const std::vector<double>& objective_b = it->second;
+    if (objective_a.size() != shared.size() || objective_b.size() != shared.size()) continue;
+    const double sa = lr_sensitivity(objective_a), sb = lr_sensitivity(objective_b);
+    if (!std::isfinite(sa) || !std::isfinite(sb)) continue;
+    // 2% of the seed's largest objective: the loss scale the sensitivities are differences of.
+    double scale = 0;
+    for (const std::vector<double>* v : {&objective_a, &objective_b})
+      for (double o : *v) scale = std::max(scale, std::fabs(o));
+    const double tol = 0.02 * scale;
+    ++out.n_shared;
+    (sa - sb > tol ? out.seeds_a_more : sb - sa > tol ? out.seeds_b_more : out.seeds_same) += 1;
+  }
+}
+
+// Why two LR groups are not compared, or "" when they are: too few shared learning rates, both diverged at one of
+// them, or a scaling that never learned.
+std::string lr_not_compared(const Comparison& c, const LrGroup& a, const LrGroup& b,
+                            const std::vector<std::pair<const ArmStats*, const ArmStats*>>& shared) {
+  auto list = [&](const LrGroup& g) {
+    std::string s;
+    for (auto i : g.arms) s += (s.empty() ? "" : ", ") + setting_text(c.arms[i].settings, "lr");
+    return s;
+  };
+  if (shared.size() < 2) return fmt::format("they share fewer than two learning rates ({} vs {})", list(a), list(b));
+  std::string both_diverged;
+  bool learned_a = false, learned_b = false;
+  for (const auto& [x, y] : shared) {
+    if (!x->diverged_steps.empty() && !y->diverged_steps.empty())
+      both_diverged +=
+          (both_diverged.empty() ? "" : " and ") +
+          fmt::format("{} ({} in {} of {} runs, {} in {} of {})", setting_text(x->settings, "lr"), mode_of(*x),
+                      x->diverged_steps.size(), x->used.size(), mode_of(*y), y->diverged_steps.size(), y->used.size());
+    learned_a = learned_a || x->learned();
+    learned_b = learned_b || y->learned();
+  }
+  if (!both_diverged.empty())
+    return fmt::format(
+        "both scalings diverged at lr {}, where the objective counts those runs as their initial loss on both sides",
+        both_diverged);
+  if (learned_a && learned_b) return "";
+  // A scaling that learned at no learning rate has a flat objective near chance: it would read as insensitive to
+  // the learning rate when it is simply bad at all of them.
+  const std::string who = !learned_a && !learned_b
+                              ? std::string("neither scaling learned")
+                              : mode_of(c.arms[(!learned_a ? a : b).arms.front()]) + " never learned";
+  return who +
+         " at any learning rate (mean final loss never below the chance loss by more than the seed sd or "
+         "2%)";
+}
+
 }  // namespace
 
 LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const LrGroup& b) {
   LrComparison out;
+  std::vector<std::pair<const ArmStats*, const ArmStats*>> shared;
   std::vector<double> objective_a, objective_b;
-  std::vector<std::string> both_diverged;
-  bool learned_a = false, learned_b = false;
   double tolerance = 0;
   for (auto ia : a.arms)
     for (auto ib : b.arms) {
       const ArmStats& x = c.arms[ia];
       const ArmStats& y = c.arms[ib];
       if (x.lr() != y.lr()) continue;
+      shared.push_back({&x, &y});
       out.lrs.push_back(x.lr());
       objective_a.push_back(x.lr_objective.mean);
       objective_b.push_back(y.lr_objective.mean);
-      if (!x.diverged_steps.empty() && !y.diverged_steps.empty())
-        both_diverged.push_back(setting_text(x.settings, "lr"));
-      learned_a = learned_a || x.learned();
-      learned_b = learned_b || y.learned();
       for (const MeanSd* m : {&x.lr_objective, &y.lr_objective}) {
         if (std::isfinite(m->sd)) tolerance = std::max(tolerance, m->sd);
         if (std::isfinite(m->mean)) tolerance = std::max(tolerance, 0.02 * std::fabs(m->mean));
       }
     }
-  auto list = [&](const LrGroup& g) {
-    std::string s;
-    for (auto i : g.arms) s += (s.empty() ? "" : ", ") + setting_text(c.arms[i].settings, "lr");
-    return s;
-  };
-  if (out.lrs.size() < 2) {
-    out.reason = fmt::format("they share fewer than two learning rates ({} vs {})", list(a), list(b));
-    return out;
-  }
+  out.reason = lr_not_compared(c, a, b, shared);
+  if (out.lrs.size() < 2) return out;
   out.sensitivity_a = lr_sensitivity(objective_a);
   out.sensitivity_b = lr_sensitivity(objective_b);
-  if (!both_diverged.empty()) {
-    std::string lrs;
-    for (const auto& lr : both_diverged) lrs += (lrs.empty() ? "" : ", ") + lr;
-    out.reason =
-        fmt::format("both scalings diverged at lr {}, where the objective is the initial loss on both sides", lrs);
-  } else if (!learned_a || !learned_b) {
-    // A scaling that learned at no learning rate has a flat objective near chance: it would read as insensitive to
-    // the learning rate when it is simply bad at all of them.
-    const std::string who = !learned_a && !learned_b
-                                ? std::string("neither scaling learned")
-                                : mode_of(c.arms[(!learned_a ? a : b).arms.front()]) + " never learned";
-    out.reason = who +
-                 " at any learning rate (mean final loss never below the chance loss by more than the seed "
-                 "sd or 2%)";
-  } else if (!std::isfinite(out.sensitivity_a) || !std::isfinite(out.sensitivity_b)) {
+  if (!out.reason.empty()) return out;
+  if (!std::isfinite(out.sensitivity_a) || !std::isfinite(out.sensitivity_b)) {
     out.reason = "an objective is missing at the shared learning rates";
-  } else {
+    return out;
+  }
+  out.tolerance = tolerance;
+  compare_seed_by_seed(c, shared, out);
+  out.paired = out.n_shared > 0;
+  if (!out.paired) {
     out.decided = true;
-    out.tolerance = tolerance;
     out.about_same = std::fabs(out.sensitivity_a - out.sensitivity_b) <= tolerance;
+    out.a_more_sensitive = !out.about_same && out.sensitivity_a > out.sensitivity_b;
+  } else if (out.seeds_a_more == out.n_shared || out.seeds_b_more == out.n_shared || out.seeds_same == out.n_shared) {
+    out.decided = true;
+    out.about_same = out.seeds_same == out.n_shared;
+    out.a_more_sensitive = out.seeds_a_more == out.n_shared;
+  } else {
+    out.reason = fmt::format(
+        "the seeds disagree ({} more sensitive in {}, less in {}{} of the {} seeds both have at every shared "
+        "learning rate)",
+        mode_of(*shared.front().first), out.seeds_a_more, out.seeds_b_more,
+        out.seeds_same ? fmt::format(", within 2% in {}", out.seeds_same) : std::string(), out.n_shared);
   }
   return out;
 }
 
 LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b) {
   LossComparison out;
-  // Final loss per (seed, data_seed) of the kept runs; runs sharing a pair count as their mean.
-  auto per_seed = [&](const ArmStats& arm) {
-    std::map<std::string, std::vector<double>> losses;
-    for (auto i : arm.kept) {
-      if (!std::isfinite(c.stats[i].final_loss)) continue;
-      const nlohmann::json& config = c.runs[i].config;
-      losses[nlohmann::json::array(
-                 {config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})
-                 .dump()]
-          .push_back(c.stats[i].final_loss);
-    }
-    std::map<std::string, double> mean;
-    for (const auto& [seed, v] : losses) mean[seed] = mean_sd(v).mean;
-    return mean;
-  };
-  const auto la = per_seed(a), lb = per_seed(b);
+  const auto final_loss = [](const RunStats& r) { return r.final_loss; };
+  const auto la = per_seed_mean(c, a.kept, final_loss), lb = per_seed_mean(c, b.kept, final_loss);
   for (const auto& [seed, x] : la) {
     const auto it = lb.find(seed);
     if (it == lb.end()) continue;
@@ -568,6 +678,32 @@ LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const 
   const double diff = a.final_loss.mean - b.final_loss.mean;
   out.verdict = diff > out.tolerance ? V::b_lower : diff < -out.tolerance ? V::a_lower : V::about_same;
   return out;
+}
+
+StepPairs compare_steps_by_seed(const Comparison& c, const ArmStats& a, const ArmStats& b, bool loss) {
+  const auto step = [loss](const RunStats& r) {
+    const long s = loss ? r.step_to_loss : r.step_to_accuracy;
+    return s >= 0 ? static_cast<double>(s) : kNoValue;  // never reached: left out
+  };
+  const auto sa = per_seed_mean(c, a.kept, step), sb = per_seed_mean(c, b.kept, step);
+  StepPairs out;
+  for (const auto& [seed, x] : sa) {
+    const auto it = sb.find(seed);
+    if (it == sb.end()) continue;
+    const double y = it->second;
+    out.seeds.push_back({setting_text(nlohmann::json{{"seed", seed.at(0)}}, "seed"), x, y});
+    const double tol = equal_step_tolerance(x, kNoValue, y, kNoValue);
+    (x - y > tol ? out.a_later : y - x > tol ? out.a_sooner : out.same) += 1;
+  }
+  return out;
+}
+
+bool solved(const ArmStats& arm, const Comparison& c) {
+  if (arm.kept.empty()) return false;
+  // A NaN final loss or accuracy (every row skipped under --on-nan skip) fails both comparisons: not solved.
+  return std::all_of(arm.kept.begin(), arm.kept.end(), [&](std::size_t i) {
+    return c.stats[i].final_accuracy >= c.accuracy_threshold && c.stats[i].final_loss <= kSolvedLoss;
+  });
 }
 
 std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms) {

@@ -35,6 +35,14 @@ struct RunStats {
   double frac_near_zero_grad_w_k = kNoValue;  // same for W_k
   double mean_grad_norm_w_q = kNoValue;       // mean over finite rows of the W_q gradient norm (all layers, L2)
   double mean_grad_norm_w_k = kNoValue;
+  // The W_q (W_k) gradient norm at the first finite row: step 0 unless that step was skipped (GradientStats'
+  // first_grad_norm_*). Before any training, so it measures the start (a saturated softmax) and not how long a run
+  // keeps a non-zero loss, which the mean over all rows mostly does.
+  double grad_norm_w_q_step0 = kNoValue, grad_norm_w_k_step0 = kNoValue;
+  // Mean W_q (W_k) gradient norm over the finite rows up to and including step_to_loss (every finite row when the
+  // run never reaches the loss threshold): the gradient while the task is still being learned, which a run that
+  // solves it early does not dilute with steps on a loss near zero.
+  double mean_grad_norm_w_q_before_loss = kNoValue, mean_grad_norm_w_k_before_loss = kNoValue;
   double entropy_first = kNoValue, entropy_last = kNoValue;      // first/last measured first-layer entropy (nats)
   double score_std_first = kNoValue, score_std_last = kNoValue;  // first/last measured first-layer score std
   double first_measured_step = kNoValue;                         // the step of entropy_first
@@ -42,7 +50,12 @@ struct RunStats {
                                         // first measured step (mean over heads)
   double score_grad_median = kNoValue;  // median over the measured rows of the first layer's median per-query
                                         // score gradient ‖dLoss/d(score row)‖ (mean over heads)
-  double lr_objective = kNoValue;       // min(final loss, initial loss); the initial loss if the run diverged
+  // Median over the measured rows up to and including step_to_loss (every row when the run never reaches the loss
+  // threshold) of score_grad_median / loss, rows with a finite positive loss. A saturated softmax passes almost no
+  // gradient whatever its loss; a run that solved the task has a small gradient only because its loss is small, and
+  // its rows after the threshold are left out: this tells saturation from convergence, score_grad_median does not.
+  double score_grad_relative = kNoValue;
+  double lr_objective = kNoValue;  // min(final loss, initial loss); the initial loss if the run diverged
 };
 
 /// Statistics of one run. `window` >= 1 rows for the trailing means of steps-to-threshold. Never throws on
@@ -90,11 +103,16 @@ struct ArmStats {
   double sd_step_to_loss = kNoValue, sd_step_to_accuracy = kNoValue;      // their sample sd (0 for one run)
   MeanSd frac_zero_grad_w_q, frac_zero_grad_w_k, mean_grad_norm_w_q, mean_grad_norm_w_k;
   MeanSd frac_near_zero_grad_w_q, frac_near_zero_grad_w_k;
+  MeanSd grad_norm_w_q_step0, grad_norm_w_k_step0;                        // RunStats' step-0 norms
+  MeanSd mean_grad_norm_w_q_before_loss, mean_grad_norm_w_k_before_loss;  // RunStats' before the loss threshold
   MeanSd entropy_first, entropy_last, score_std_first, score_std_last, saturated_first;
   MeanSd score_grad_median;  // RunStats::score_grad_median over the kept runs (its mean is not used: the
                              // values span orders of magnitude; see the median and range below)
   double score_grad_median_median = kNoValue;  // median over the kept runs of RunStats::score_grad_median
   double score_grad_median_min = kNoValue, score_grad_median_max = kNoValue;  // their range
+  MeanSd score_grad_relative;                    // RunStats::score_grad_relative over the kept runs (mean unused)
+  double score_grad_relative_median = kNoValue;  // median over the kept runs of RunStats::score_grad_relative
+  double score_grad_relative_min = kNoValue, score_grad_relative_max = kNoValue;  // their range
   bool measured_from_step_0 = true;  // every kept run measured attention at step 0
   MeanSd lr_objective;               // over the used runs, diverged ones included (as their initial loss)
   std::vector<long> diverged_steps;  // one per used run that diverged
@@ -125,18 +143,29 @@ struct LrGroup {
 
 /// Two LR groups of different scale compared by LR sensitivity over the learning rates both hold (a sensitivity over
 /// different sets of learning rates is not comparable). Not decided, with the reason, when they share fewer than two
-/// learning rates, when both diverged (some run of each) at one of them — the lr objective then is the initial loss
-/// on both sides, whatever the scaling — or when either learned (ArmStats::learned) at none of them: an arm stuck
-/// near chance at every learning rate has a flat objective and would read as insensitive. Decided but
-/// about_same when the sensitivities differ by no more than `tolerance`: a difference within the seed spread of the
-/// objectives is not a result.
+/// learning rates, when both diverged (some run of each; the reason says how many of each arm's runs) at one of
+/// them — the lr objective then counts those runs as the initial loss on both sides, whatever the scaling — or
+/// when either learned (ArmStats::learned) at none of them: an arm stuck near chance at every learning rate has a
+/// flat objective and would read as insensitive.
+/// Otherwise decided as the final-loss verdicts are (compare_final_loss), seed by seed where the groups share seeds:
+/// per (seed, data_seed) pair with a run of both scalings at every shared learning rate, each scaling's sensitivity
+/// over that seed's own objectives (its used runs, a diverged one as its initial loss, several runs of one pair as
+/// their mean); a is more sensitive when its sensitivity is higher by more than 2% of the seed's largest objective in
+/// every such seed, b likewise, about the same when within that in every one, and otherwise not decided (the seeds
+/// disagree). A scaling that failed at one learning rate in every seed is never "about the same" because another
+/// seed's spread is wide. Without a shared seed, by the sensitivities of the mean objectives: about_same when they
+/// differ by no more than `tolerance`, a difference within the seed spread of the objectives being no result.
 struct LrComparison {
   std::vector<double> lrs;                                    // the shared learning rates, increasing
-  double sensitivity_a = kNoValue, sensitivity_b = kNoValue;  // lr_sensitivity over those lrs
+  double sensitivity_a = kNoValue, sensitivity_b = kNoValue;  // lr_sensitivity of the mean objectives over those lrs
   bool decided = false;
-  bool about_same = false;      // decided, and |sensitivity_a - sensitivity_b| <= tolerance: neither is more sensitive
+  bool about_same = false;        // decided, and neither is more sensitive
+  bool a_more_sensitive = false;  // decided, and a is the more sensitive (b is when neither this nor about_same)
+  bool paired = false;            // compared seed by seed (n_shared > 0)
+  std::size_t n_shared = 0;       // seeds with a run of both scalings at every shared learning rate
+  std::size_t seeds_a_more = 0, seeds_b_more = 0, seeds_same = 0;  // per shared seed, as above
   double tolerance = kNoValue;  // the larger of the seed sds of the lr objective over the shared arms, and 2% of the
-                                // larger mean objective there (as equal_loss_tolerance)
+                                // larger mean objective there (as equal_loss_tolerance): the unpaired criterion
   std::string reason;           // why not decided; "" when decided
 };
 
@@ -185,6 +214,32 @@ struct LossComparison {
   bool neither_learned = false;                    // neither arm learned
 };
 LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b);
+
+/// The steps to a threshold of two arms compared seed by seed, as the final-loss verdicts are: over the (seed,
+/// data_seed) pairs in which a kept run of each arm reached the threshold (a pair held by several runs of one arm
+/// counts as their mean step), `a` is later in a seed when its step exceeds b's by more than
+/// equal_step_tolerance(step_a, NaN, step_b, NaN) (10% of the later step, at least one step), sooner likewise, and
+/// otherwise about as soon. A mean over the seeds that reached it never hides a seed of `a` that is later than the
+/// same seed of `b`. `loss`: the loss threshold (RunStats::step_to_loss), else the accuracy threshold.
+struct StepPairs {
+  struct Seed {
+    std::string seed;  // the seed, as config.json holds it
+    double step_a = kNoValue, step_b = kNoValue;
+  };
+  std::vector<Seed> seeds;  // the seeds both arms reached the threshold in, by seed
+  std::size_t a_later = 0, a_sooner = 0, same = 0;
+};
+StepPairs compare_steps_by_seed(const Comparison& c, const ArmStats& a, const ArmStats& b, bool loss);
+
+/// The final loss (nats) at or below which a run that also ends at the accuracy threshold has solved the task: on
+/// average the right answer gets a probability of at least exp(-0.01) ≈ 0.99.
+constexpr double kSolvedLoss = 0.01;
+
+/// The arm solved the task: it has a kept run (ArmStats::kept, the runs that did not diverge), and every kept run
+/// ends with final accuracy >= c.accuracy_threshold and final loss <= kSolvedLoss. Where both arms of a comparison
+/// solved it, their final losses (0.003 vs 0.004 nats) say nothing about which scaling trains better: the report
+/// says that both solved the task and counts such comparisons apart from better, as well and worse.
+bool solved(const ArmStats& arm, const Comparison& c);
 
 /// Median of the finite values (mean of the middle two for an even count); NaN when none is finite.
 double median(std::vector<double> values);

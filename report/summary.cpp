@@ -179,7 +179,8 @@ SummaryFigure score_grad_vs_d_k(const Comparison& c) {
       "attn/l0h*/score_grad_median (the median over queries of ‖dLoss/d(score row)‖, first layer, mean over "
       "heads); the point is the median over the arm's seeds, the error bar their min and max; log2 x, log y. "
       "One line per arm without d_k; diverged runs left out. A saturated softmax passes almost no gradient "
-      "to its scores: this is the figure that shows what vanishes",
+      "to its scores, but a run that solved the task has tiny values too, as its loss is near zero: the findings "
+      "give the gradient relative to the loss before the loss threshold, which tells the two apart",
       "d_k (log2 scale)", Axis::log, "median ‖dLoss/d(score row)‖ (log scale)", Axis::log);
   f.error_bar_sd = false;
   const auto extra = distinguishing_keys(c.arms);

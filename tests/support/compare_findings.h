@@ -1,0 +1,77 @@
+// Fabricated runs and the text compare makes of them, for the tests of its statistics, story and findings: runs
+// analysed as `xgrad compare` would, an SGD run of known final loss, a score-gradient column FakeRun does not write,
+// and the findings or story lines as one string to search.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "report/markdown.h"
+#include "report/runs.h"
+#include "report/stats.h"
+#include "tests/support/fake_run.h"
+
+namespace xgrad::testing {
+
+/// The run directories at or below `inputs`, loaded and analysed (loss threshold 1 unless given).
+inline train::Comparison analyse_dirs(const std::vector<std::string>& inputs, double loss_threshold = 1.0,
+                                      double accuracy_threshold = 0.9, std::size_t window = 1) {
+  std::vector<train::RunRecord> runs;
+  for (const auto& d : train::find_run_dirs(inputs)) runs.push_back(train::load_run(d));
+  return train::analyse_runs(std::move(runs), loss_threshold, accuracy_threshold, window);
+}
+
+/// An SGD run of `scale` at `lr` and `seed`: loss 4 at step 0, then `final_loss` for 20 steps; `diverged`: inf at
+/// step 1 instead, marked diverged there (planned like the others: 21 steps).
+inline FakeRun sgd_run(const std::string& scale, double lr, int seed, double final_loss, bool diverged) {
+  FakeRun r;
+  r.scale = scale;
+  r.optimizer = "sgd";
+  r.lr = lr;
+  r.seed = seed;
+  r.loss = {4.0};
+  if (diverged) {
+    r.loss.push_back(std::numeric_limits<double>::infinity());
+    r.diverged = true;
+    r.diverged_step = 1;
+    r.steps = 21;
+  } else {
+    r.loss.insert(r.loss.end(), 20, final_loss);
+  }
+  return r;
+}
+
+/// Appends the column attn/l0h0/score_grad_median (FakeRun writes none) to `run_dir`'s metrics.csv, `value(row)` in
+/// each row.
+template <class Value>
+void add_score_grad(const std::filesystem::path& run_dir, Value value) {
+  const std::filesystem::path csv = run_dir / "metrics.csv";
+  std::ifstream in(csv);
+  std::string line, text;
+  std::size_t row = 0;
+  for (bool header = true; std::getline(in, line); header = false)
+    text += line + "," + (header ? std::string("attn/l0h0/score_grad_median") : csv_number(value(row++))) + "\n";
+  in.close();
+  std::ofstream(csv) << text;
+}
+
+/// The lines, each followed by a newline.
+inline std::string joined(const std::vector<std::string>& lines) {
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  return all;
+}
+
+/// The findings' texts, each followed by a newline.
+inline std::string findings_text(const train::Comparison& cmp) {
+  std::string all;
+  for (const auto& l : train::findings(cmp)) all += l.text + "\n";
+  return all;
+}
+
+}  // namespace xgrad::testing

@@ -1,0 +1,373 @@
+// What the findings of `xgrad compare` say the numbers mean, on hand-written runs shaped like the independent
+// reference configuration's (kv_recall, SGD and Adam, d_k 16 to 256, three seeds): where both arms solved the task,
+// at which point of a run the W_q gradients compare, learning-rate sensitivity and steps to a threshold seed by
+// seed, the score gradient relative to the loss, and how many seeds diverged.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "report/markdown.h"
+#include "report/runs.h"
+#include "report/stats.h"
+#include "tests/support/compare_findings.h"
+#include "tests/support/fake_run.h"
+#include "tests/support/temp_dir.h"
+
+using namespace xgrad::train;
+using namespace xgrad::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<double> constant(std::size_t n, double v) { return std::vector<double>(n, v); }
+
+Comparison analyse_dir(const fs::path& dir) { return analyse_dirs({dir.string()}); }
+
+std::string name_of(const FakeRun& r) {
+  return "dk" + std::to_string(r.d_k) + "-" + r.scale + "-" + r.optimizer + "-lr" + csv_number(r.lr) + "-s" +
+         std::to_string(r.seed);
+}
+
+}  // namespace
+
+TEST_CASE("LR sensitivity not decided where both diverged says in how many runs each scaling diverged") {
+  // The reference runs: at lr 0.3 unscaled diverged in 2 of 3 seeds, sqrt_dk in 1 of 3; "both scalings diverged"
+  // alone read as every run.
+  const TempDir root("findings_diverged_counts");
+  for (int seed = 0; seed < 3; ++seed) {
+    for (const std::string scale : {"none", "sqrt_dk"}) {
+      write_run(root / name_of(sgd_run(scale, 0.1, seed, 0.5, false)), sgd_run(scale, 0.1, seed, 0.5, false));
+      const bool diverged = scale == "none" ? seed < 2 : seed == 0;
+      const FakeRun high = sgd_run(scale, 0.3, seed, 0.6, diverged);
+      write_run(root / name_of(high), high);
+    }
+  }
+  const Comparison cmp = analyse_dir(root);
+  REQUIRE(cmp.lr_groups.size() == 2);
+  const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+  CHECK_FALSE(lr.decided);
+  CHECK(lr.reason.find("both scalings diverged at lr 0.3 (unscaled in 2 of 3 runs, sqrt_dk in 1 of 3)") !=
+        std::string::npos);
+  const StoryChecks checks = story_checks(cmp);
+  INFO(joined(checks.undecided));
+  CHECK(joined(checks.undecided)
+            .find("LR sensitivity not decided: both scalings diverged at lr 0.3 (unscaled in 2 "
+                  "of 3 runs, sqrt_dk in 1 of 3)") != std::string::npos);
+}
+
+namespace {
+
+// An Adam run at d_k `d_k`: loss 2 for 10 steps, then `final_loss` with accuracy `final_accuracy` for 20 steps.
+FakeRun adam_run(std::size_t d_k, const std::string& scale, int seed, double final_loss, double final_accuracy) {
+  FakeRun r;
+  r.d_k = d_k;
+  r.scale = scale;
+  r.optimizer = "adam";
+  r.lr = 0.001;
+  r.seed = seed;
+  r.loss = constant(10, 2.0);
+  r.accuracy = constant(10, 0.1);
+  const auto tail = constant(20, final_loss);
+  r.loss.insert(r.loss.end(), tail.begin(), tail.end());
+  const auto acc = constant(20, final_accuracy);
+  r.accuracy.insert(r.accuracy.end(), acc.begin(), acc.end());
+  return r;
+}
+
+void write(const fs::path& root, const FakeRun& r) { write_run(root / name_of(r), r); }
+
+}  // namespace
+
+TEST_CASE("where both arms solved the task (accuracy and a near-zero loss in every seed) the findings say so apart") {
+  // The reference runs at d_k 16: both arms at accuracy 1.000 with final loss 0.003, unscaled higher by more than 2%
+  // in every seed, read as "unscaled trains worse (0.003 ± 0.001 vs 0.003 ± 0.001)".
+  const TempDir root("findings_solved");
+  for (int seed = 0; seed < 3; ++seed) {
+    write(root, adam_run(16, "none", seed, 0.0036 + 0.001 * seed, 1.0));
+    write(root, adam_run(16, "sqrt_dk", seed, 0.0030 + 0.001 * seed, 1.0));
+    // At d_k 64 unscaled did not solve it: a comparison like any other.
+    write(root, adam_run(64, "none", seed, 1.0, 0.5));
+    write(root, adam_run(64, "sqrt_dk", seed, 0.003, 1.0));
+    // At d_k 256 both reach the accuracy threshold but unscaled keeps a loss of 0.2: not solved.
+    write(root, adam_run(256, "none", seed, 0.2, 0.95));
+    write(root, adam_run(256, "sqrt_dk", seed, 0.003, 1.0));
+  }
+  const Comparison cmp = analyse_dir(root);
+  REQUIRE(cmp.arms.size() == 6);
+  CHECK(solved(cmp.arms[0], cmp));
+  CHECK(solved(cmp.arms[1], cmp));
+  CHECK_FALSE(solved(cmp.arms[2], cmp));
+  CHECK(solved(cmp.arms[3], cmp));
+  CHECK_FALSE(solved(cmp.arms[4], cmp));  // final loss 0.2 > kSolvedLoss
+  CHECK(kSolvedLoss == doctest::Approx(0.01));
+
+  const std::string all = findings_text(cmp);
+  INFO(all);
+  CHECK(all.find("sqrt_dk trains better than unscaled in 2 of 3 comparisons (final loss lower by more than 2% in "
+                 "every seed both arms have); both solved the task in 1 (final accuracy ≥ 0.9 and final loss ≤ 0.01 "
+                 "nats in every seed), not counted either way.") != std::string::npos);
+
+  const StoryChecks checks = story_checks(cmp);
+  INFO(joined(checks.holds) << "--\n" << joined(checks.undecided));
+  CHECK(joined(checks.holds).find("d_k=16 adam lr=0.001, unscaled vs sqrt_dk: unscaled trains worse") ==
+        std::string::npos);
+  CHECK(joined(checks.undecided)
+            .find("both unscaled and sqrt_dk solved the task (final loss 0.005 ± 0.001 vs 0.004 ± 0.001, final "
+                  "accuracy 1.00 vs 1.00; final accuracy ≥ 0.9 and final loss ≤ 0.01 nats in every seed): the final "
+                  "loss does not tell which trains better") != std::string::npos);
+  CHECK(joined(checks.holds).find("d_k=64 adam lr=0.001, unscaled vs sqrt_dk: ") != std::string::npos);
+  CHECK(joined(checks.holds).find("unscaled trains worse (final loss 0.200") != std::string::npos);
+}
+
+TEST_CASE("report.md defines solved where a comparison used it, and only there") {
+  const TempDir root("findings_solved_md");
+  for (int seed = 0; seed < 2; ++seed) {
+    write(root / "solved", adam_run(16, "none", seed, 0.004, 1.0));
+    write(root / "solved", adam_run(16, "sqrt_dk", seed, 0.003, 1.0));
+    write(root / "not", adam_run(16, "none", seed, 1.0, 0.5));
+    write(root / "not", adam_run(16, "sqrt_dk", seed, 0.003, 1.0));
+  }
+  ReportContext ctx;
+  const std::string definition = "- solved the task: final accuracy ≥ 0.9 and final loss ≤ 0.01 nats in every seed";
+  CHECK(report_markdown(analyse_dir(root / "solved"), ctx).find(definition) != std::string::npos);
+  CHECK(report_markdown(analyse_dir(root / "not"), ctx).find(definition) == std::string::npos);
+}
+
+namespace {
+
+// An Adam run whose loss is 2 until `step`, then 0.5 (threshold 1): it reaches the threshold exactly there; -1: never.
+FakeRun reaching_at(const std::string& scale, int seed, long step) {
+  FakeRun r;
+  r.d_k = 64;
+  r.scale = scale;
+  r.optimizer = "adam";
+  r.lr = 0.001;
+  r.seed = seed;
+  r.loss = constant(500, 2.0);
+  if (step >= 0)
+    for (std::size_t i = static_cast<std::size_t>(step); i < 500; ++i) r.loss[i] = 0.5;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("steps to a threshold: the unscaled seeds that reach it are compared with the same seed's scaled run") {
+  // The reference runs at d_k 64: unscaled reaches the threshold in 2 of 3 seeds, at steps 190 and 443, sqrt_dk in
+  // every seed (155, 178, 160). The mean step 316 ± 179 is within the seed sd of sqrt_dk's, so the report said "the
+  // unscaled seeds that reach it are not later", though each is later than the same seed scaled.
+  const TempDir root("findings_steps_by_seed");
+  const std::vector<long> none{190, 443, -1}, scaled{155, 178, 160};
+  for (int seed = 0; seed < 3; ++seed) {
+    write(root, reaching_at("none", seed, none[static_cast<std::size_t>(seed)]));
+    write(root, reaching_at("sqrt_dk", seed, scaled[static_cast<std::size_t>(seed)]));
+  }
+  const Comparison cmp = analyse_dir(root);
+  REQUIRE(cmp.arms.size() == 2);
+  const StepPairs pairs = compare_steps_by_seed(cmp, cmp.arms[0], cmp.arms[1], true);
+  REQUIRE(pairs.seeds.size() == 2);
+  CHECK(pairs.seeds[0].seed == "0");
+  CHECK(pairs.seeds[0].step_a == doctest::Approx(190));
+  CHECK(pairs.seeds[0].step_b == doctest::Approx(155));
+  CHECK(pairs.seeds[1].step_a == doctest::Approx(443));
+  CHECK(pairs.a_later == 2);
+  CHECK(pairs.a_sooner == 0);
+  CHECK(pairs.same == 0);
+  const StoryChecks checks = story_checks(cmp);
+  INFO(joined(checks.holds));
+  CHECK(joined(checks.holds).find("not later") == std::string::npos);
+  CHECK(joined(checks.holds)
+            .find("unscaled reaches loss ≤ 1.000 in fewer seeds (step 316 in 2/3 seeds, never in the others vs step "
+                  "164; the unscaled seeds that reach it are later than sqrt_dk in the same seed in 2 of 2 (seed 0: "
+                  "step 190 vs 155; seed 1: step 443 vs 178))") != std::string::npos);
+  // Accuracy is never reached: the accuracy comparison pairs nothing.
+  CHECK(compare_steps_by_seed(cmp, cmp.arms[0], cmp.arms[1], false).seeds.empty());
+}
+
+TEST_CASE("LR sensitivity is decided seed by seed where the scalings share seeds, not within the largest seed sd") {
+  // The reference runs at d_k 64 (SGD): unscaled failed at lr 0.3 in every seed (one diverged) and learned at 0.1;
+  // sqrt_dk learned at both in every seed. The seed sd of unscaled's objective at 0.3 (1.5) exceeded the difference
+  // of the sensitivities, so the report said "about the same".
+  const TempDir root("findings_lr_paired");
+  const std::vector<double> none_low{0.01, 0.02, 0.03}, none_high{1.0, 2.0, 0.0};
+  for (int seed = 0; seed < 3; ++seed) {
+    const auto s = static_cast<std::size_t>(seed);
+    for (const FakeRun& r :
+         {sgd_run("none", 0.1, seed, none_low[s], false), sgd_run("none", 0.3, seed, none_high[s], seed == 2),
+          sgd_run("sqrt_dk", 0.1, seed, 0.02, false), sgd_run("sqrt_dk", 0.3, seed, 0.03, false)})
+      write(root, r);
+  }
+  const Comparison cmp = analyse_dir(root);
+  REQUIRE(cmp.lr_groups.size() == 2);
+  const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+  REQUIRE(lr.decided);
+  CHECK(lr.paired);
+  CHECK(lr.n_shared == 3);
+  CHECK(lr.seeds_a_more == 3);
+  CHECK(lr.seeds_b_more == 0);
+  CHECK(lr.seeds_same == 0);
+  CHECK_FALSE(lr.about_same);
+  CHECK(lr.a_more_sensitive);
+  // The old rule: the difference is within the larger seed sd of the objective.
+  CHECK(std::fabs(lr.sensitivity_a - lr.sensitivity_b) < lr.tolerance);
+  const StoryChecks checks = story_checks(cmp);
+  INFO(joined(checks.holds) << "--\n" << joined(checks.undecided));
+  CHECK(joined(checks.undecided).find("LR sensitivity") == std::string::npos);
+  CHECK(joined(checks.holds).find("unscaled is more sensitive to the learning rate (LR sensitivity ") !=
+        std::string::npos);
+  CHECK(joined(checks.holds)
+            .find(" over lr 0.1, 0.3) in each of the 3 seeds both have (a seed's sensitivity over "
+                  "its own runs, by more than 2% of its objective).") != std::string::npos);
+  const std::string all = findings_text(cmp);
+  INFO(all);
+  CHECK(all.find("Unscaled is more sensitive to the learning rate in 1 of 1 comparison") != std::string::npos);
+}
+
+TEST_CASE("LR sensitivity seed by seed: seeds that disagree decide nothing, seeds within 2% are about the same") {
+  const TempDir root("findings_lr_disagree");
+  for (int seed = 0; seed < 2; ++seed) {
+    // Seed 0: unscaled fails at lr 0.3; seed 1: sqrt_dk does.
+    write(root / "disagree", sgd_run("none", 0.1, seed, 0.02, false));
+    write(root / "disagree", sgd_run("none", 0.3, seed, seed == 0 ? 2.0 : 0.02, false));
+    write(root / "disagree", sgd_run("sqrt_dk", 0.1, seed, 0.02, false));
+    write(root / "disagree", sgd_run("sqrt_dk", 0.3, seed, seed == 1 ? 2.0 : 0.02, false));
+    write(root / "same", sgd_run("none", 0.1, seed, 0.5, false));
+    write(root / "same", sgd_run("none", 0.3, seed, 0.6 + 0.5 * seed, false));
+    write(root / "same", sgd_run("sqrt_dk", 0.1, seed, 0.5, false));
+    write(root / "same", sgd_run("sqrt_dk", 0.3, seed, 0.61 + 0.5 * seed, false));
+  }
+  {
+    const Comparison cmp = analyse_dir(root / "disagree");
+    const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+    CHECK_FALSE(lr.decided);
+    CHECK(lr.paired);
+    CHECK(lr.reason ==
+          "the seeds disagree (unscaled more sensitive in 1, less in 1 of the 2 seeds both have at every shared "
+          "learning rate)");
+  }
+  {
+    const Comparison cmp = analyse_dir(root / "same");
+    const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
+    CHECK(lr.decided);
+    CHECK(lr.about_same);
+    CHECK(lr.seeds_same == 2);
+    const StoryChecks checks = story_checks(cmp);
+    INFO(joined(checks.undecided));
+    CHECK(joined(checks.undecided)
+              .find("LR sensitivity about the same (LR sensitivity 0.175 vs 0.180 over lr 0.1, 0.3; within 2% of "
+                    "the objective in each of the 2 seeds both have).") != std::string::npos);
+    const std::string all = findings_text(cmp);
+    INFO(all);
+    CHECK(all.find("about the same (within 2% of the objective in every seed both have) in 1") != std::string::npos);
+  }
+}
+
+namespace {
+
+// d_k 256, Adam, one seed, 50 steps, loss threshold 1. Unscaled: W_q gradient 0.01 at step 0, exactly zero on steps
+// 1-10 (20%), then 0.3 while the loss stays at 2 (never reaching the threshold). sqrt_dk: 0.5 until the loss
+// reaches the threshold at step 10, then 0.001 on a loss near zero.
+void write_long_loss_runs(const fs::path& root) {
+  FakeRun none;
+  none.d_k = 256;
+  none.optimizer = "adam";
+  none.lr = 0.001;
+  none.loss = constant(50, 2.0);
+  none.w_q0 = constant(50, 0.3);
+  none.w_q0[0] = 0.01;
+  for (std::size_t i = 1; i <= 10; ++i) none.w_q0[i] = 0.0;
+  none.w_q1 = constant(50, 0.0);
+  write(root, none);
+  FakeRun scaled = none;
+  scaled.scale = "sqrt_dk";
+  scaled.loss = constant(50, 0.001);
+  scaled.w_q0 = constant(50, 0.001);
+  for (std::size_t i = 0; i < 10; ++i) scaled.loss[i] = 2.0;
+  for (std::size_t i = 0; i <= 10; ++i) scaled.w_q0[i] = 0.5;
+  write(root, scaled);
+}
+
+}  // namespace
+
+TEST_CASE("W_q gradients compare at step 0, before the loss threshold and over all steps, with the zero shares") {
+  // The reference runs at d_k 256 (Adam): the mean W_q gradient norm over all steps was 0.49 unscaled vs 0.022
+  // scaled, mostly because unscaled kept a non-zero loss longer, while its gradient was exactly 0 on 19.8% of its
+  // steps; "unscaled W_q gradients are not smaller but larger (9 of 9)" said nothing of when.
+  const TempDir root("findings_grad_points");
+  write_long_loss_runs(root);
+  const Comparison cmp = analyse_dir(root);
+  REQUIRE(cmp.arms.size() == 2);
+  const RunStats& none = cmp.stats[cmp.arms[0].kept.at(0)];
+  const RunStats& scaled = cmp.stats[cmp.arms[1].kept.at(0)];
+  CHECK(none.grad_norm_w_q_step0 == doctest::Approx(0.01));
+  CHECK(scaled.grad_norm_w_q_step0 == doctest::Approx(0.5));
+  CHECK(none.grad_norm_w_k_step0 == doctest::Approx(std::sqrt(2.0)));
+  // Before the threshold: every step for unscaled (never reached), steps 0-10 for sqrt_dk (reached at step 10).
+  CHECK(none.mean_grad_norm_w_q_before_loss == doctest::Approx((0.01 + 39 * 0.3) / 50));
+  CHECK(scaled.mean_grad_norm_w_q_before_loss == doctest::Approx(0.5));
+  CHECK(scaled.mean_grad_norm_w_q == doctest::Approx((11 * 0.5 + 39 * 0.001) / 50));
+  CHECK(cmp.arms[0].grad_norm_w_q_step0.mean == doctest::Approx(0.01));
+  CHECK(cmp.arms[1].mean_grad_norm_w_q_before_loss.mean == doctest::Approx(0.5));
+
+  const std::string all = findings_text(cmp);
+  INFO(all);
+  CHECK(all.find("The unscaled W_q gradient norm is larger than with sqrt_dk at step 0 in 0 of 1 comparison, before "
+                 "the loss threshold in 0 of 1 and as a mean over all steps in 1 of 1 (a mean that grows with the "
+                 "steps a run keeps a non-zero loss); the W_k gradient in 0, 0 and 0 of 1. The unscaled W_q gradient "
+                 "is exactly zero on up to 20.0% of steps (sqrt_dk: up to 0%) and below 1e-06 × its step-0 norm on "
+                 "up to 20.0% (sqrt_dk: up to 0%).") != std::string::npos);
+  CHECK(all.find("(mean norm over steps)") == std::string::npos);
+
+  const StoryChecks checks = story_checks(cmp);
+  INFO(joined(checks.holds) << "--\n" << joined(checks.fails));
+  CHECK(joined(checks.holds).find("unscaled W_q gets less gradient at step 0 (norm 0.01 vs 0.5)") != std::string::npos);
+  CHECK(joined(checks.holds)
+            .find("unscaled W_q gets less gradient before the loss threshold (mean norm up to the step a run reaches "
+                  "it, or over every step if it never does: 0.234 vs 0.5)") != std::string::npos);
+  CHECK(joined(checks.fails)
+            .find("unscaled W_q gradients are not smaller but larger (mean gradient norm 0.234 vs "
+                  "0.111)") != std::string::npos);
+}
+
+TEST_CASE("the score gradient relative to the loss before the threshold tells saturation from a solved task") {
+  // The reference runs: sqrt_dk with Adam at d_k 256 solved the task, and its median per-query score gradient over
+  // all steps was 1.3e-7 because its loss was near zero, as small as a saturated softmax's.
+  const TempDir root("findings_score_grad");
+  FakeRun none;
+  none.d_k = 256;
+  none.optimizer = "adam";
+  none.lr = 0.001;
+  none.loss = constant(40, 2.0);  // never reaches the threshold: saturated from the start
+  write(root, none);
+  add_score_grad(root / name_of(none), [](std::size_t) { return 1e-9; });
+  FakeRun scaled = none;
+  scaled.scale = "sqrt_dk";
+  scaled.loss = constant(40, 1e-4);
+  for (std::size_t i = 0; i < 10; ++i) scaled.loss[i] = 2.0;  // reaches the threshold at step 10
+  write(root, scaled);
+  std::vector<double> grad = constant(40, 1e-8);
+  for (std::size_t i = 0; i < 10; ++i) grad[i] = 0.1;
+  add_score_grad(root / name_of(scaled), [&](std::size_t i) { return grad.at(i); });
+
+  const Comparison cmp = analyse_dir(root);
+  REQUIRE(cmp.arms.size() == 2);
+  // Over all steps both are tiny: 1e-9 vs 1e-8.
+  CHECK(cmp.arms[0].score_grad_median_median == doctest::Approx(1e-9));
+  CHECK(cmp.arms[1].score_grad_median_median == doctest::Approx(1e-8));
+  // Relative to the loss, up to the threshold (steps 0-10 for sqrt_dk: 0.1 / 2 ten times, 1e-8 / 1e-4 once).
+  CHECK(cmp.stats[cmp.arms[0].kept.at(0)].score_grad_relative == doctest::Approx(5e-10));
+  CHECK(cmp.stats[cmp.arms[1].kept.at(0)].score_grad_relative == doctest::Approx(0.05));
+  CHECK(cmp.arms[1].score_grad_relative_median == doctest::Approx(0.05));
+  CHECK(cmp.arms[1].score_grad_relative_min == doctest::Approx(0.05));
+  CHECK(cmp.arms[1].score_grad_relative_max == doctest::Approx(0.05));
+
+  const std::string all = findings_text(cmp);
+  INFO(all);
+  CHECK(all.find("Median per-query score gradient relative to the loss, before the loss threshold") !=
+        std::string::npos);
+  CHECK(all.find(": unscaled 5e-10 vs sqrt_dk 0.05 at d_k = 256.") != std::string::npos);
+}
