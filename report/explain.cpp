@@ -44,20 +44,6 @@ std::string setup_line(const TrainConfig& c, const ArmMeasurement& a) {
 // The median over measured rows of the first layer's saturated share.
 double median_saturated(const RunRecord& run) { return median(run.series.saturated); }
 
-// The per-query score gradient relative to the loss, over the measured rows before the run reached its loss
-// threshold (all rows when it never did): a converged run has a small gradient because its loss is small, not
-// because its softmax saturated. The median over those rows of score_grad_median / loss.
-double score_grad_relative(const RunRecord& run, const RunStats& stats) {
-  std::vector<double> ratios;
-  const auto& s = run.series;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (stats.step_to_loss >= 0 && s.step[i] >= static_cast<double>(stats.step_to_loss)) break;
-    if (std::isfinite(s.score_grad_median[i]) && std::isfinite(s.loss[i]) && s.loss[i] > 0)
-      ratios.push_back(s.score_grad_median[i] / s.loss[i]);
-  }
-  return median(ratios);
-}
-
 std::string versus(const LossComparison& l) {
   switch (l.verdict) {
     case LossComparison::Verdict::a_lower:
@@ -85,7 +71,7 @@ TrainingPoint training_point(const Comparison& c, const ArmStats& arm, const std
   std::vector<double> saturated, relative;
   for (const auto r : arm.kept) {
     saturated.push_back(median_saturated(c.runs[r]));
-    relative.push_back(score_grad_relative(c.runs[r], c.stats[r]));
+    relative.push_back(c.stats[r].score_grad_relative);  // compare's definition (report/stats.h)
   }
   p.saturated_share = mean_sd(saturated).mean;
   p.score_grad_relative = mean_sd(relative).mean;
@@ -148,7 +134,9 @@ TrainingEvidence training_evidence(const std::vector<std::string>& inputs, doubl
     for (const auto i : group.arms) {
       TrainingPoint p = training_point(c, c.arms[i], extra);
       if (has_reference && i != group.arms.front())
-        p.versus_reference = versus(compare_final_loss(c, c.arms[i], first));
+        p.versus_reference = solved(c.arms[i], c) && solved(first, c)
+                                 ? "both solved"  // report.md's rule: a tie at the floor is no comparison
+                                 : versus(compare_final_loss(c, c.arms[i], first));
       if (p.d_k == 0)
         t.notes.push_back("--runs: left out the runs of arm '" + p.label +
                           "': their config.json holds no head size "

@@ -390,7 +390,7 @@ Verdict sizes_verdict(const Explanation& e, const std::string& nums, bool init_h
   const std::size_t from = training_from(e, proposed_scale(e), list);
   const std::string training = fmt::format(
       "; in training, {}'s final loss against unscaled (lower by more than 2% in "
-      "every seed, higher, same, or not decided), {}",
+      "every seed, higher, same, both solved, or not decided), {}",
       scale_label_of(proposed_scale(e)), list.empty() ? "no comparable arms" : list);
   if (init_holds && from)
     return holds(fmt::format("{}{}: the scaling trains better from d_k {} on", nums, training, from));
