@@ -392,8 +392,10 @@ TEST_CASE("xgrad sample: a table of refused run directories and flags, each one 
   c = tiny_char_lm_run((root / "wide").string(), text, 2);
   c.d_model = 32;
   train::train(c);
-  // Copies of the run: without its checkpoint, with an empty one, with the checkpoint of a wider model.
-  for (const std::string name : {"none", "empty", "mismatched"}) fs::copy(run, root / name);
+  // Copies of the run: without its checkpoint, with an empty one, with the checkpoint of a wider model, with a
+  // config.json cut short.
+  for (const std::string name : {"none", "empty", "mismatched", "corrupt"}) fs::copy(run, root / name);
+  std::ofstream(root / "corrupt" / "config.json", std::ios::trunc) << "{\"d_model\": ";
   fs::remove(root / "none" / "checkpoint.safetensors");
   std::ofstream(root / "empty" / "checkpoint.safetensors", std::ios::trunc).close();
   fs::copy_file(root / "wide" / "checkpoint.safetensors", root / "mismatched" / "checkpoint.safetensors",
@@ -403,6 +405,7 @@ TEST_CASE("xgrad sample: a table of refused run directories and flags, each one 
   check_refusals({
       {{"sample"}, 2, "run_dir is required"},
       {{"sample", dir("bare")}, 2, "RUN_DIR: no config.json in '" + dir("bare") + "'"},
+      {{"sample", dir("corrupt")}, 2, "RUN_DIR: " + dir("corrupt") + "/config.json is not valid JSON"},
       {{"sample", dir("kv")}, 2, "RUN_DIR: the run's task is kv_recall; xgrad sample generates text from char_lm"},
       {{"sample", dir("noncausal")}, 2, "RUN_DIR: the run's model is not causal (--causal false)"},
       {{"sample", dir("none")}, 2, "RUN_DIR: no checkpoint.safetensors in '" + dir("none") + "'"},
