@@ -565,6 +565,7 @@ int explain_command(Commands& c) {
 }
 
 int sample_command(Commands& c) {
+  platform::set_threads(1);  // one thread: the same bytes from the same seed on any core count
   const std::unique_ptr<nn::AttentionModel> model = load_sampling_model(c.sample_dir);
   check_sample_options(c.sample_opts, *model);
   std::cout << sample_text(*model, c.sample_opts) << std::flush;
