@@ -56,6 +56,45 @@ inline std::string escape_control(std::string_view text, bool keep_newlines = fa
   return out;
 }
 
+/// The length of the well-formed UTF-8 sequence that starts text[i] (1 to 4 bytes; The Unicode Standard, table 3-7:
+/// no overlong forms, surrogates or code points above U+10FFFF), or 0 if none starts there.
+inline std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0; };
+  const unsigned char b0 = byte(0);
+  if (b0 < 0x80) return 1;
+  std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (b0 >= 0xC2 && b0 <= 0xDF) n = 2;
+  if (b0 >= 0xE0 && b0 <= 0xEF) n = 3;
+  if (b0 >= 0xF0 && b0 <= 0xF4) n = 4;
+  if (b0 == 0xE0) lo = 0xA0;
+  if (b0 == 0xED) hi = 0x9F;
+  if (b0 == 0xF0) lo = 0x90;
+  if (b0 == 0xF4) hi = 0x8F;
+  if (n == 0 || byte(1) < lo || byte(1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k)
+    if (byte(k) < 0x80 || byte(k) > 0xBF) return 0;
+  return n;
+}
+
+/// `bytes` with well-formed UTF-8 passed through unchanged and every byte that does not begin a well-formed sequence
+/// written as \xNN (upper-case hex, as escape_control), one byte at a time: a sequence cut short or broken shows each
+/// of its bytes.
+inline std::string escape_invalid_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (std::size_t i = 0; i < bytes.size();) {
+    const std::size_t n = utf8_sequence_length(bytes, i);
+    if (n == 0) {
+      out += fmt::format("\\x{:02X}", static_cast<unsigned char>(bytes[i++]));
+      continue;
+    }
+    out.append(bytes.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
 /// A stream buffer that passes what is written through escape_control (newlines kept) to `sink`: for output that
 /// mixes xgrad's own text with data (run directory names, file names, config.json values), whose ANSI escapes
 /// must be shown, not obeyed. Use: `EscapingStreambuf buf(std::cout); std::ostream out(&buf);`.

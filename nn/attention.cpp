@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -441,6 +442,20 @@ Tensor MultiHeadAttention::forward_at(const Tensor& x, const std::vector<std::si
   project(x, &positions, q, k, v);
   Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr, &positions);
   if (record_attention && record_spectral_norms) last.qk_spectral_norms = qk_spectral_norms();
+  return w_o ? w_o->forward(out) : out;
+}
+
+Tensor MultiHeadAttention::forward_step(const Tensor& x, AttentionCache& cache) {
+  Tensor q, k, v;
+  project(x, nullptr, q, k, v);  // the new positions only: [B, n, H d_k] each
+  cache.keys = cache.length == 0 ? k : concat({cache.keys, k}, 1);
+  cache.values = cache.length == 0 ? v : concat({cache.values, v}, 1);
+  std::vector<std::size_t> positions(x.size(1));
+  std::iota(positions.begin(), positions.end(), cache.length);
+  cache.length += positions.size();
+  Tensor out = attention_heads(q, cache.keys, cache.values, heads_, causal, scaling, record_attention ? &last : nullptr,
+                               &positions);
+  if (record_attention) last.qk_spectral_norms = qk_spectral_norms();
   return w_o ? w_o->forward(out) : out;
 }
 

@@ -114,6 +114,12 @@ class MultiHeadAttention : public AttentionLayer {
   /// AttentionLayer::forward_at: queries (and W_o) only at `positions`; keys and values at every position. With
   /// record_attention set, `last` holds those queries' rows and last.query_positions = positions.
   Tensor forward_at(const Tensor& x, const std::vector<std::size_t>& positions) override;
+  /// AttentionLayer::forward_step with a key-value cache: projects only the n new positions, appends their keys
+  /// and values to cache.keys and cache.values, and attends from their queries to every cached position (the
+  /// scaling's row multipliers and score bias taken at each query's position of the length-(cache.length + n)
+  /// sequence, as forward() on that sequence takes them). Exact for scalings whose q/k transform acts on each
+  /// position alone, as forward_at assumes. With record_attention set, `last` holds the new queries' rows.
+  Tensor forward_step(const Tensor& x, AttentionCache& cache) override;
   std::size_t n_heads() const override { return heads_; }
   /// The scaling's effective_multiplier.
   double effective_multiplier(std::size_t T) const override;

@@ -1,5 +1,6 @@
 #include "nn/attention_layer.h"
 
+#include <numeric>
 #include <string>
 
 #include "autograd/ops.h"
@@ -38,6 +39,15 @@ void check_attention_layer(const std::string& name, AttentionLayerContext contex
 Tensor AttentionLayer::forward_at(const Tensor& x, const std::vector<std::size_t>& positions) {
   if (x.dim() == 3) check_positions(positions, x.size(1));
   return select_positions(forward(x), positions);
+}
+
+Tensor AttentionLayer::forward_step(const Tensor& x, AttentionCache& cache) {
+  if (x.dim() != 3) return forward(x);  // forward's error
+  cache.inputs = cache.length == 0 ? x : concat({cache.inputs, x}, 1);
+  std::vector<std::size_t> positions(x.size(1));
+  std::iota(positions.begin(), positions.end(), cache.length);
+  cache.length += positions.size();
+  return forward_at(cache.inputs, positions);
 }
 
 void check_positions(const std::vector<std::size_t>& positions, std::size_t T) {

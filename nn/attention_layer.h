@@ -31,6 +31,15 @@ struct AttentionRecord {
   std::vector<std::size_t> query_positions;
 };
 
+/// One attention layer's part of a KvCache (nn/model.h): what it keeps of the `length` positions decoded so far.
+/// MultiHeadAttention keeps their keys (after the scaling's q/k transform) and values; the default
+/// AttentionLayer::forward_step keeps the layer's inputs and recomputes the window from them.
+struct AttentionCache {
+  std::size_t length = 0;  ///< positions held
+  Tensor inputs;           ///< [B, length, d_model], or undefined (the default forward_step's)
+  Tensor keys, values;     ///< [B, length, n_heads * d_k] each, or undefined (MultiHeadAttention's)
+};
+
 /// A block's attention: x [B, T, d_model] → [B, T, d_model].
 class AttentionLayer : public Module {
  public:
@@ -44,6 +53,13 @@ class AttentionLayer : public Module {
   /// last.query_positions. Throws Error for no positions, positions that are unsorted, repeated or >= T, and what
   /// forward throws.
   virtual Tensor forward_at(const Tensor& x, const std::vector<std::size_t>& positions);
+  /// Incremental (causal) decoding: x [B, n, d_model] holds the layer's inputs at the n positions after the
+  /// cache.length held in `cache`; returns [B, n, d_model], equal to the last n rows of forward() on the whole
+  /// sequence up to float summation order, and adds the n positions to `cache`. The default keeps the inputs and
+  /// runs forward_at on the whole sequence (what a layer without a cache of its own still computes correctly); a
+  /// layer overrides it to keep what it needs instead (MultiHeadAttention: keys and values). Throws what
+  /// forward_at throws (then `cache` is undefined: clear it).
+  virtual Tensor forward_step(const Tensor& x, AttentionCache& cache);
   virtual std::size_t n_heads() const = 0;
   /// The factor between q·k of the recorded q and k and the recorded scores (before any elementwise transform), for
   /// a length-T sequence: probe's theory line (1/sqrt(d_k) for the attention of Vaswani et al. 2017, eq. 1).

@@ -34,6 +34,11 @@ Tensor TransformerBlock::forward_at(const Tensor& x, const std::vector<std::size
   return mlp_sublayer(residual ? select_positions(x, positions) + out : out);
 }
 
+Tensor TransformerBlock::forward_step(const Tensor& x, AttentionCache& cache) {
+  Tensor out = attn->forward_step(ln_1 ? ln_1->forward(x) : x, cache);
+  return mlp_sublayer(residual ? x + out : out);
+}
+
 Tensor TransformerBlock::mlp_sublayer(const Tensor& h) {
   if (!mlp) return h;
   Tensor m = mlp->forward(ln_2 ? ln_2->forward(h) : h);
@@ -87,6 +92,27 @@ Tensor AttentionModel::hidden_at(const index_array& tokens, const std::vector<st
   for (std::size_t i = 0; i < blocks.size(); ++i)
     x = select && i + 1 == blocks.size() ? blocks[i]->forward_at(x, query_positions) : blocks[i]->forward(x);
   return x;
+}
+
+Tensor AttentionModel::forward_step(const index_array& tokens, KvCache& cache) {
+  if (!config_.causal)
+    throw Error(
+        "AttentionModel::forward_step: the model is not causal, so a position's keys and values change "
+        "with the positions after it and cannot be cached");
+  if (tokens.dimension() != 2 || tokens.shape(1) == 0)
+    throw Error("AttentionModel::forward_step: tokens must be [B, n] with n >= 1, got " +
+                shape_str(shape_t(tokens.shape().begin(), tokens.shape().end())));
+  const std::size_t past = cache.length(), n = tokens.shape(1);
+  if (past + n > config_.max_seq_len)
+    throw Error("AttentionModel::forward_step: " + std::to_string(past) + " cached and " + std::to_string(n) +
+                " new positions exceed max_seq_len " + std::to_string(config_.max_seq_len));
+  index_array positions = index_array::from_shape({n});
+  for (std::size_t t = 0; t < n; ++t) positions(t) = static_cast<std::int64_t>(past + t);
+  Tensor x = tok_emb_->forward(tokens) + pos_emb_->forward(positions);  // [B, n, d] + [n, d]
+  const auto& blocks = blocks_->items();
+  cache.layers.resize(blocks.size());
+  for (std::size_t i = 0; i < blocks.size(); ++i) x = blocks[i]->forward_step(x, cache.layers[i]);
+  return readout(x);
 }
 
 Tensor AttentionModel::readout(const Tensor& h) {

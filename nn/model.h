@@ -41,6 +41,9 @@ class TransformerBlock : public Module {
   /// Attention reads every position's keys and values (AttentionLayer::forward_at); the residual, the MLP and its
   /// LayerNorm act on each row alone, so they run on the selected rows only.
   Tensor forward_at(const Tensor& x, const std::vector<std::size_t>& positions);
+  /// Incremental decoding: x [B, n, d_model] at the n positions after those in `cache` → [B, n, d_model]
+  /// (AttentionLayer::forward_step; the residual and the MLP act on each row alone).
+  Tensor forward_step(const Tensor& x, AttentionCache& cache);
   std::shared_ptr<LayerNorm> ln_1, ln_2;  // null when config.layer_norm is false
   std::shared_ptr<AttentionLayer> attn;   // the registered layer config.attention names
   std::shared_ptr<MLP> mlp;               // null when config.mlp is false
@@ -49,6 +52,15 @@ class TransformerBlock : public Module {
  private:
   // h, then + mlp(ln_2(h)) (without the residual: mlp(ln_2(h))); h itself without an MLP.
   Tensor mlp_sublayer(const Tensor& h);
+};
+
+/// What an AttentionModel keeps of the positions it has decoded so far (AttentionModel::forward_step): one
+/// AttentionCache per block, first block first. Empty when built or cleared.
+struct KvCache {
+  std::vector<AttentionCache> layers;
+  /// Positions held (0 when empty).
+  std::size_t length() const { return layers.empty() ? 0 : layers.front().length; }
+  void clear() { layers.clear(); }
 };
 
 /// tokens [B, T] → logits [B, T, vocab_size], or only the rows that carry a target (forward(tokens, positions)).
@@ -74,6 +86,14 @@ class AttentionModel : public Module {
   /// about one. Row i equals forward(tokens)[b, t] up to float summation order. Throws Error for a position outside
   /// [0, B * T) and what forward throws.
   Tensor forward(const index_array& tokens, const index_array& positions);
+  /// Incremental decoding of a causal model: tokens [B, n] at positions cache.length() .. cache.length() + n - 1 →
+  /// logits [B, n, vocab_size] there, equal to the last n rows of forward() on the whole sequence so far up to float
+  /// summation order; the n positions are added to `cache` (keys and values: each position's are computed once).
+  /// Call it first with the prompt, then with each new token. Throws Error for a model that is not causal (a
+  /// position's keys would change with the positions after it), tokens that are not [B, n] with n >= 1 and
+  /// cache.length() + n above max_seq_len (positions past the learned table;
+  /// slide the window and start a new cache instead); after a throw from a layer the cache is undefined: clear it.
+  Tensor forward_step(const index_array& tokens, KvCache& cache);
   /// The last block's output, before the final LayerNorm: tokens [B, T] or [B, T, S] → [B, T, d_model].
   Tensor hidden(const index_array& tokens);
   /// hidden(tokens) at sequence positions `positions` only (sorted, distinct, < T): [B, len(positions), d_model].

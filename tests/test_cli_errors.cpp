@@ -61,8 +61,10 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
     f << "{\"d_modle\": 16}";
   }
   const std::vector<Refusal> cases{
-      {{}, 2, "a command is required (allowed: train, sweep, experiment, probe, explain, compare, settings;"},
-      {{"bogus"}, 2, "unknown command 'bogus' (allowed: train, sweep, experiment, probe, explain, compare, settings;"},
+      {{}, 2, "a command is required (allowed: train, sweep, experiment, probe, explain, compare, sample, settings;"},
+      {{"bogus"},
+       2,
+       "unknown command 'bogus' (allowed: train, sweep, experiment, probe, explain, compare, sample, settings;"},
       {{"train"}, 2, "--out: a run directory is required"},
       {{"train", "--out", out, "--bogus"}, 2, "--bogus"},
       {{"train", "--out", out, "--scal", "none"}, 2, "--scal: not a flag of train (see 'xgrad train --help')"},
@@ -373,6 +375,52 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
   CHECK(cases.size() >= 20);
   check_refusals(cases);
   CHECK_FALSE(fs::exists(out));  // no refused invocation left a run directory behind
+}
+
+TEST_CASE("xgrad sample: a table of refused run directories and flags, each one line naming RUN_DIR or the flag") {
+  const TempDir root("cli_sample_errors");
+  const std::string text = (root / "text.txt").string(), run = (root / "run").string();
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 20; ++i) f << "a few words of text, line " << i << "\n";
+  }
+  train::train(tiny_char_lm_run(run, text, 2));
+  train::TrainConfig c = tiny_char_lm_run((root / "noncausal").string(), text, 2);
+  c.causal = false;
+  train::train(c);
+  train::train(tiny_run((root / "kv").string(), 2));
+  c = tiny_char_lm_run((root / "wide").string(), text, 2);
+  c.d_model = 32;
+  train::train(c);
+  // Copies of the run: without its checkpoint, with an empty one, with the checkpoint of a wider model, with a
+  // config.json cut short.
+  for (const std::string name : {"none", "empty", "mismatched", "corrupt"}) fs::copy(run, root / name);
+  std::ofstream(root / "corrupt" / "config.json", std::ios::trunc) << "{\"d_model\": ";
+  fs::remove(root / "none" / "checkpoint.safetensors");
+  std::ofstream(root / "empty" / "checkpoint.safetensors", std::ios::trunc).close();
+  fs::copy_file(root / "wide" / "checkpoint.safetensors", root / "mismatched" / "checkpoint.safetensors",
+                fs::copy_options::overwrite_existing);
+  fs::create_directories(root / "bare");
+  const auto dir = [&](const std::string& name) { return (root / name).string(); };
+  check_refusals({
+      {{"sample"}, 2, "run_dir is required"},
+      {{"sample", dir("bare")}, 2, "RUN_DIR: no config.json in '" + dir("bare") + "'"},
+      {{"sample", dir("corrupt")}, 2, "RUN_DIR: " + dir("corrupt") + "/config.json is not valid JSON"},
+      {{"sample", dir("kv")}, 2, "RUN_DIR: the run's task is kv_recall; xgrad sample generates text from char_lm"},
+      {{"sample", dir("noncausal")}, 2, "RUN_DIR: the run's model is not causal (--causal false)"},
+      {{"sample", dir("none")}, 2, "RUN_DIR: no checkpoint.safetensors in '" + dir("none") + "'"},
+      {{"sample", dir("empty")}, 2, "RUN_DIR: safetensors: " + dir("empty") + "/checkpoint.safetensors"},
+      {{"sample", dir("mismatched")},
+       2,
+       "RUN_DIR: checkpoint " + dir("mismatched") + "/checkpoint.safetensors: tensor 'model."},
+      {{"sample", run, "--tokens", "0"}, 2, "--tokens: must be in [1, 1000000], got 0"},
+      {{"sample", run, "--tokens", "1000001"}, 2, "--tokens: must be in [1, 1000000], got 1000001"},
+      {{"sample", run, "--temperature", "-0.5"}, 2, "--temperature: must be in [0, inf), got -0.5"},
+      {{"sample", run, "--temperature", "nan"}, 2, "--temperature: must be a decimal number, got 'nan'"},
+      {{"sample", run, "--top-k", "0"}, 2, "--top-k: must be in [1, "},
+      {{"sample", run, "--top-k", "257"}, 2, "--top-k: must be in [1, 256] (the vocabulary), got 257"},
+      {{"sample", run, "--lr", "0.1"}, 2, "--lr: not a flag of sample"},
+  });
 }
 
 TEST_CASE("xgrad sweep --d-model reaches its runs") {

@@ -39,9 +39,13 @@ namespace xgrad::train {
 namespace fs = std::filesystem;
 
 nn::ModelConfig model_config(const TrainConfig& cfg, const data::Task& task) {
+  return model_config(cfg, task.vocab_size(), task.seq_len());
+}
+
+nn::ModelConfig model_config(const TrainConfig& cfg, std::size_t vocab_size, std::size_t max_seq_len) {
   nn::ModelConfig mc;
-  mc.vocab_size = task.vocab_size();
-  mc.max_seq_len = task.seq_len();
+  mc.vocab_size = vocab_size;
+  mc.max_seq_len = max_seq_len;
   mc.d_model = cfg.d_model;
   mc.n_heads = cfg.n_heads;
   mc.d_k = cfg.d_k;

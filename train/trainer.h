@@ -83,6 +83,9 @@ void request_stop(int signal) noexcept;
 
 /// The model settings of `config` for `task` (vocabulary and positions come from the task).
 nn::ModelConfig model_config(const TrainConfig& config, const data::Task& task);
+/// The same for a vocabulary of `vocab_size` tokens and `max_seq_len` positions (what a run's config.json records
+/// under "derived", read back without building the task).
+nn::ModelConfig model_config(const TrainConfig& config, std::size_t vocab_size, std::size_t max_seq_len);
 
 /// The run's optimizer over `model`'s parameters at --lr with the optimizer's settings; under --parametrization mup
 /// with muP's per-parameter learning-rate factors (nn/mup.h). Throws what make_optimizer and mup_plan throw.

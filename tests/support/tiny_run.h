@@ -5,6 +5,7 @@
 #include <string>
 
 #include "train/config.h"
+#include "train/settings.h"
 
 namespace xgrad::testing {
 
@@ -16,6 +17,16 @@ inline train::TrainConfig tiny_run(const std::string& out, std::size_t steps = 1
   c.steps = steps;
   c.print_every = 1000;
   c.out = out;
+  return c;
+}
+
+/// tiny_run on --task char_lm: the bytes of the file `text` (at least 170 bytes: each split holds a window of
+/// seq_len 16 + 1), seq_len 16.
+inline train::TrainConfig tiny_char_lm_run(const std::string& out, const std::string& text, std::size_t steps = 12) {
+  train::TrainConfig c = tiny_run(out, steps);
+  train::set_setting(c, "task", "char_lm");
+  train::set_setting(c, "text", text);
+  train::set_setting(c, "seq_len", 16);
   return c;
 }
 

@@ -1,0 +1,181 @@
+#include "train/sample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <stdexcept>
+
+#include "common/escape.h"
+#include "train/config.h"
+#include "train/json_file.h"
+#include "train/run_checkpoint.h"
+#include "train/run_files.h"
+#include "train/trainer.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The generator stream of the draws ("sample"), apart from the init and data streams of the same seed.
+constexpr std::uint64_t kSampleStream = 0x73616d706c65;
+
+// The run's config.json, parsed. Throws ConfigError naming RUN_DIR and the file.
+nlohmann::json read_run_config(const fs::path& dir) {
+  const fs::path path = dir / kConfigFile;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw ConfigError("RUN_DIR: no " + std::string(kConfigFile) + " in '" + dir.string() +
+                      "' (give the --out directory of an xgrad train run)");
+  std::ifstream in(path);
+  if (!in) throw ConfigError("RUN_DIR: cannot read " + path.string());
+  try {
+    return parse_json(in, path.string());
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("RUN_DIR: " + path.string() + " is not valid JSON: " + e.what());
+  }
+}
+
+// A size the run recorded under "derived" (vocab_size, seq_len). Throws ConfigError naming the file and key.
+std::size_t derived_size(const nlohmann::json& config, const std::string& key, const fs::path& path) {
+  const nlohmann::json* value = nullptr;
+  if (config.contains("derived") && config["derived"].is_object() && config["derived"].contains(key))
+    value = &config["derived"][key];
+  if (!value || !value->is_number_unsigned() || value->get<std::size_t>() == 0)
+    throw ConfigError("RUN_DIR: " + path.string() + " records no derived." + key +
+                      " (not a config.json xgrad train wrote)");
+  return value->get<std::size_t>();
+}
+
+// The run's settings, refused unless a char_lm run of a causal model.
+TrainConfig sampling_config(const nlohmann::json& json, const fs::path& path) {
+  const TrainConfig cfg = TrainConfig::from_json(json, path.string());
+  if (cfg.task != "char_lm")
+    throw ConfigError("RUN_DIR: the run's task is " + cfg.task +
+                      "; xgrad sample generates text from char_lm runs only (their tokens are bytes)");
+  if (!cfg.causal)
+    throw ConfigError(
+        "RUN_DIR: the run's model is not causal (--causal false): its positions attend to later ones, "
+        "so it cannot generate left to right");
+  return cfg;
+}
+
+// The model's weights from the run's checkpoint (load_model_weights, as --init-from). Throws ConfigError.
+void load_run_weights(const fs::path& dir, nn::AttentionModel& model) {
+  const fs::path path = dir / kCheckpointFile;
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw ConfigError("RUN_DIR: no " + std::string(kCheckpointFile) + " in '" + dir.string() +
+                      "' (the run has not written a checkpoint yet)");
+  try {
+    load_model_weights(nn::load_checkpoint(path.string()), path.string(), model);
+  } catch (const nn::CheckpointError& e) {
+    throw ConfigError(std::string("RUN_DIR: ") + e.what());
+  }
+}
+
+// Indices of `logits` from the largest down (a tie: the lower index first), the first `k` of them.
+std::vector<std::size_t> largest(const std::vector<float>& logits, std::size_t k) {
+  std::vector<std::size_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(
+      order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+      [&](std::size_t a, std::size_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  order.resize(k);
+  return order;
+}
+
+}  // namespace
+
+std::unique_ptr<nn::AttentionModel> load_sampling_model(const std::string& run_dir) {
+  const fs::path dir(run_dir), path = dir / kConfigFile;
+  const nlohmann::json json = read_run_config(dir);
+  const TrainConfig cfg = sampling_config(json, path);
+  const nn::ModelConfig mc =
+      model_config(cfg, derived_size(json, "vocab_size", path), derived_size(json, "seq_len", path));
+  auto model = std::make_unique<nn::AttentionModel>(mc, cfg.seed);
+  load_run_weights(dir, *model);
+  model->eval();
+  return model;
+}
+
+void check_sample_options(const SampleOptions& options, const nn::AttentionModel& model) {
+  if (options.tokens == 0 || options.tokens > kMaxSampleTokens)
+    throw ConfigError("--tokens: must be in [1, " + std::to_string(kMaxSampleTokens) + "], got " +
+                      std::to_string(options.tokens));
+  if (!(options.temperature >= 0) || !std::isfinite(options.temperature))
+    throw ConfigError("--temperature: must be finite and >= 0 (0: greedy), got " + std::to_string(options.temperature));
+  const std::size_t vocab = model.config().vocab_size;
+  if (options.top_k > vocab)
+    throw ConfigError("--top-k: must be in [1, " + std::to_string(vocab) + "] (the vocabulary), got " +
+                      std::to_string(options.top_k));
+}
+
+std::vector<float> next_logits(nn::AttentionModel& model, const std::vector<std::int64_t>& sequence,
+                               nn::KvCache* cache) {
+  NoGradGuard no_grad;
+  const std::size_t context = model.config().max_seq_len;
+  Tensor logits;  // [1, n, vocab] or [1, vocab]
+  if (cache && sequence.size() <= context) {
+    const std::size_t past = cache->length(), n = sequence.size() - past;
+    index_array tokens = index_array::from_shape({1, n});
+    std::copy(sequence.begin() + static_cast<std::ptrdiff_t>(past), sequence.end(), tokens.data());
+    logits = model.forward_step(tokens, *cache);
+  } else {
+    if (cache) cache->clear();
+    const std::size_t window = std::min(context, sequence.size());
+    index_array tokens = index_array::from_shape({1, window});
+    std::copy(sequence.end() - static_cast<std::ptrdiff_t>(window), sequence.end(), tokens.data());
+    index_array last = index_array::from_shape({1});
+    last(0) = static_cast<std::int64_t>(window - 1);
+    logits = model.forward(tokens, last);  // the last block computes the last position's row only
+  }
+  const std::size_t vocab = model.config().vocab_size;
+  const float* last = logits.value().data() + logits.value().size() - vocab;
+  return std::vector<float>(last, last + vocab);
+}
+
+std::int64_t choose_token(const std::vector<float>& logits, const SampleOptions& options, Generator& gen) {
+  for (const float l : logits)
+    if (!std::isfinite(l))
+      throw std::runtime_error("sample: the model's logits are not finite (the checkpoint of a diverged run?)");
+  if (options.temperature == 0) return static_cast<std::int64_t>(largest(logits, 1).front());
+  const std::vector<std::size_t> kept = largest(logits, options.top_k ? options.top_k : logits.size());
+  // softmax((l - l_max) / T) over the kept logits, in double; the draw walks the cumulative sum.
+  std::vector<double> weights(kept.size());
+  double total = 0;
+  for (std::size_t i = 0; i < kept.size(); ++i)
+    total += weights[i] = std::exp((static_cast<double>(logits[kept[i]]) - logits[kept[0]]) / options.temperature);
+  double u = gen.uniform01() * total;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    if (u < weights[i]) return static_cast<std::int64_t>(kept[i]);
+    u -= weights[i];
+  }
+  return static_cast<std::int64_t>(kept.back());  // u ran past the sum by rounding
+}
+
+std::vector<std::int64_t> generate(nn::AttentionModel& model, const std::vector<std::int64_t>& prompt,
+                                   const SampleOptions& options, bool use_cache) {
+  if (prompt.empty()) throw std::invalid_argument("generate: the prompt must hold at least one token");
+  model.eval();
+  Generator gen(options.seed, kSampleStream);
+  nn::KvCache cache;
+  std::vector<std::int64_t> sequence = prompt;
+  for (std::size_t i = 0; i < options.tokens; ++i)
+    sequence.push_back(choose_token(next_logits(model, sequence, use_cache ? &cache : nullptr), options, gen));
+  return std::vector<std::int64_t>(sequence.begin() + static_cast<std::ptrdiff_t>(prompt.size()), sequence.end());
+}
+
+std::string sample_text(nn::AttentionModel& model, const SampleOptions& options) {
+  const std::string prompt = options.prompt.empty() ? "\n" : options.prompt;
+  std::vector<std::int64_t> tokens;
+  for (const char ch : prompt) tokens.push_back(static_cast<unsigned char>(ch));
+  std::string text = prompt;
+  for (const std::int64_t token : generate(model, tokens, options)) text += static_cast<char>(token);
+  return escape_invalid_utf8(text);
+}
+
+}  // namespace xgrad::train
