@@ -130,6 +130,17 @@ std::vector<RunRecord> load_runs(const std::vector<std::string>& dirs, ReportCon
   return runs;
 }
 
+// explain.html of `xgrad explain` beside the report, or in the one sweep read (`xgrad experiment` writes it there),
+// relative to the report's directory; "" when there is none.
+std::string explain_page(const fs::path& out_dir, const std::vector<std::string>& inputs) {
+  std::error_code ec;
+  if (fs::is_regular_file(out_dir / "explain" / "explain.html", ec)) return "explain/explain.html";
+  if (inputs.size() != 1 || !fs::is_regular_file(fs::path(inputs[0]) / "explain" / "explain.html", ec)) return "";
+  const fs::path relative =
+      fs::relative(fs::absolute(inputs[0]) / "explain" / "explain.html", fs::absolute(out_dir), ec);
+  return ec ? "" : relative.generic_string();
+}
+
 // Creates the report directory and finds out that it is writable before the figures are drawn, with the reason.
 void prepare_report_dir(const fs::path& out_dir, bool plots) {
   std::error_code ec;
@@ -319,7 +330,7 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   context.out_dir = out_dir.string();
   context.plots_requested = options.plots;
   context.loss_threshold_option = options.loss_threshold;
-  if (fs::exists(out_dir / "explain" / "explain.html")) context.explain_page = "explain/explain.html";
+  context.explain_page = explain_page(out_dir, options.inputs);
   context.summary = summary_figures(c);
   choose_preset(options.inputs, context, out);
   compute_preset_sections(c, out_dir, context, out);

@@ -1,9 +1,11 @@
 #include "report/markdown.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -1027,6 +1029,17 @@ std::string summary_section(const ReportContext& ctx) {
 namespace {
 
 // The counts of runs and the sweeps' notes.
+// A relative path as a link target: every byte but letters, digits and -._~/ percent-encoded (RFC 3986), so that a
+// space or parenthesis in a directory name cannot end the link.
+std::string url_path(const std::string& path) {
+  std::string out;
+  for (const unsigned char ch : path)
+    out += std::isalnum(ch) || std::string_view("-._~/").find(static_cast<char>(ch)) != std::string_view::npos
+               ? std::string(1, static_cast<char>(ch))
+               : fmt::format("%{:02X}", ch);
+  return out;
+}
+
 std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
   std::string md;
   std::size_t n_complete = 0, n_diverged = 0, n_incomplete = 0;
@@ -1040,7 +1053,7 @@ std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
   for (const std::string& note : ctx.sweep_notes) md += "**Note:** " + markdown_escape(note) + ".\n\n";
   if (!ctx.explain_page.empty())
     md += "The argument for 1/sqrt(d_k), step by step, measured on this experiment's model and runs: [" +
-          markdown_escape(ctx.explain_page) + "](" + ctx.explain_page + ").\n\n";
+          markdown_escape(ctx.explain_page) + "](" + url_path(ctx.explain_page) + ").\n\n";
 
   return md;
 }
