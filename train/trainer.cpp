@@ -33,6 +33,7 @@
 #include "train/settings.h"
 #include "train/shell_quote.h"
 #include "train/step_metrics.h"
+#include "train/tensorboard.h"
 
 namespace xgrad::train {
 
@@ -548,6 +549,9 @@ RunSummary train(const TrainConfig& requested, const StepHooks& hooks) {
   }
   const std::unique_ptr<MetricsLog> log =
       root ? open_metrics(run.dir, metrics.columns(), cfg.resume, run.progress.step) : nullptr;
+  // After open_metrics: a resumed run's event file is rewritten from the rows metrics.csv keeps.
+  const std::unique_ptr<EventFile> events =
+      root && cfg.tensorboard ? open_event_file(run.dir, metrics.columns(), cfg.resume) : nullptr;
   if (root) run.log_start(metrics);
   const std::vector<bool> unmeasured = metrics.measured_only_mask();
   RunSummary summary;
@@ -561,9 +565,12 @@ RunSummary train(const TrainConfig& requested, const StepHooks& hooks) {
         break;
       }
     const StepRecord record = run.train_step(step);
-    if (log)
-      log->write(metrics.row(record), record.measured ? std::vector<bool>{} : unmeasured);
-    else
+    if (log) {
+      const std::vector<double> row = metrics.row(record);
+      const std::vector<bool>& empty = record.measured ? std::vector<bool>{} : unmeasured;
+      log->write(row, empty);
+      if (events) events->write(wall_time_now(), row, empty);
+    } else
       for (auto& layer : run.model->attention_layers()) layer->last = nn::AttentionRecord();
     if (!run.account(record, summary)) break;
     const std::size_t done = run.progress.step;
