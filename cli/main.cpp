@@ -415,9 +415,12 @@ void add_compare_command(Commands& c) {
 // `xgrad export tensorboard RUN_OR_SWEEP... --out DIR`; `export` names the format so that others can join it.
 void add_export_command(Commands& c) {
   c.export_cmd = c.app.add_subcommand("export", "write runs in another tool's format: export tensorboard");
-  c.export_cmd->require_subcommand(1);
+  c.export_cmd->require_subcommand(0, 1);  // none or an unknown one: export_command names the formats
+  c.export_cmd->allow_extras();
   c.export_tensorboard_cmd = c.export_cmd->add_subcommand(
       "tensorboard", "write each run's metrics.csv as a TensorBoard event file, one subdirectory of --out per run");
+  // Not export's allowance of extras, which it inherits: an unknown flag is refused by name.
+  c.export_tensorboard_cmd->allow_extras(false);
   c.export_tensorboard_cmd->add_option("dirs", c.export_inputs, "run or sweep directories")->required();
   c.export_tensorboard_cmd->add_option("--out", c.export_out, "directory to write (tensorboard --logdir DIR)")
       ->required();
@@ -534,6 +537,12 @@ int compare_command(Commands& c) {
 }
 
 int export_command(Commands& c) {
+  if (!*c.export_tensorboard_cmd)
+    throw ConfigError("export: " +
+                      (c.export_cmd->remaining().empty()
+                           ? std::string("a format is required")
+                           : "unknown format '" + c.export_cmd->remaining().front() + "'") +
+                      " (allowed: tensorboard; see 'xgrad export --help')");
   if (c.export_out.empty()) throw ConfigError("--out: empty; name the directory to write the event files to");
   for (const ExportedRun& run : export_tensorboard(c.export_inputs, c.export_out))
     std::cout << run.event_file << "  (" << run.run_dir << ")\n";

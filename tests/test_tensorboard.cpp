@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "report/stats.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/tensorboard.h"
@@ -105,4 +106,11 @@ TEST_CASE("a run writes one event file with --tensorboard, none without; --overw
   config.tensorboard = false;
   train(config);
   CHECK(event_files(dir / "run").empty());
+}
+
+TEST_CASE("--tensorboard records how a run is logged: runs with and without it are one arm") {
+  TrainConfig with = tiny_run("a", 3), without = tiny_run("b", 3);
+  with.tensorboard = true;
+  CHECK(with.to_json().at("tensorboard") == true);
+  CHECK(arm_settings(with.to_json()) == arm_settings(without.to_json()));
 }
