@@ -50,9 +50,9 @@ class EventFile {
   EventFile& operator=(const EventFile&) = delete;
   /// Writes one metrics.csv row (one value per column) at `wall_time` and flushes. The step is the row's "step"
   /// cell. A cell `unmeasured` marks (when given) is left out, as metrics.csv leaves it empty; every other value is
-  /// written as the float nearest to its metrics.csv cell (%.9g), NaN and infinities included (TensorBoard draws
-  /// them as non-finite points). Throws
-  /// std::runtime_error on a column count mismatch or a failed write.
+  /// written as the float nearest to its metrics.csv cell (%.9g), NaN and infinities included (TensorBoard reads
+  /// them; a diverged run's last steps stay in its curves). Throws std::runtime_error on a column count mismatch or
+  /// a failed write.
   void write(double wall_time, const std::vector<double>& row, const std::vector<bool>& unmeasured = {});
 
  private:

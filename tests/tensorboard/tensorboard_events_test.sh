@@ -41,6 +41,10 @@ check() {
 # Every column, the measured-only ones (every 2 steps) and eval_loss (every 3) included.
 train --steps 7 --log-every 2 --eval-every 3 --tensorboard --out "$work/run"
 check "$work/run"
+# A run that diverges at step 1 and goes on (--on-nan skip): NaN cells are written as NaN floats.
+train --steps 4 --optimizer sgd --lr 1e30 --on-nan skip --tensorboard --out "$work/diverged"
+grep -q nan "$work/diverged/metrics.csv" || fail "the diverged run has no NaN cell"
+check "$work/diverged"
 
 # The reader refuses a file TensorBoard would: one byte of a payload changed breaks its CRC.
 cp -r "$work/run" "$work/corrupt"
