@@ -522,6 +522,12 @@ RunSummary Run::finish(RunSummary summary) {
   return summary;
 }
 
+// One step's row: to metrics.csv and, under --tensorboard, to the event file, as it is written.
+void write_row(MetricsLog& log, EventFile* events, const std::vector<double>& row, const std::vector<bool>& empty) {
+  log.write(row, empty);
+  if (events) events->write(wall_time_now(), row, empty);
+}
+
 }  // namespace
 
 void request_stop(int signal) noexcept { g_stop_signal.store(signal); }
@@ -565,12 +571,9 @@ RunSummary train(const TrainConfig& requested, const StepHooks& hooks) {
         break;
       }
     const StepRecord record = run.train_step(step);
-    if (log) {
-      const std::vector<double> row = metrics.row(record);
-      const std::vector<bool>& empty = record.measured ? std::vector<bool>{} : unmeasured;
-      log->write(row, empty);
-      if (events) events->write(wall_time_now(), row, empty);
-    } else
+    if (log)
+      write_row(*log, events.get(), metrics.row(record), record.measured ? std::vector<bool>{} : unmeasured);
+    else
       for (auto& layer : run.model->attention_layers()) layer->last = nn::AttentionRecord();
     if (!run.account(record, summary)) break;
     const std::size_t done = run.progress.step;
