@@ -92,6 +92,22 @@ TEST_CASE("EventFile: every cell but the unmeasured ones, at the row's step") {
                        event_record(bytes({0x09, 0, 0, 0, 0, 0, 0, 0, 0x40, 0x10, 0xAC, 0x02, 0x2A, 26}) + summary));
 }
 
+TEST_CASE("EventFile: without a step column, a row's step is its place") {
+  const TempDir dir("tensorboard_no_step");
+  const fs::path path = dir / "events.out.tfevents.test";
+  {
+    EventFile file(path.string(), {"loss"}, 1.5);
+    file.write(2.0, {0.5});
+    file.write(2.0, {0.5});
+  }
+  std::ifstream in(path, std::ios::binary);
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string summary = bytes({0x2A, 13, 0x0A, 11, 0x0A, 4}) + "loss" + bytes({0x15, 0, 0, 0, 0x3F});
+  const std::string at_2s = bytes({0x09, 0, 0, 0, 0, 0, 0, 0, 0x40});
+  CHECK(written == event_record(file_version_event(1.5)) + event_record(at_2s + summary) +
+                       event_record(at_2s + bytes({0x10, 1}) + summary));
+}
+
 TEST_CASE("a run writes one event file with --tensorboard, none without; --overwrite replaces it") {
   const TempDir dir("tensorboard_run");
   TrainConfig config = tiny_run((dir / "run").string(), 3);

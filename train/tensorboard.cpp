@@ -208,8 +208,11 @@ void EventFile::write(double wall_time, const std::vector<double>& row, const st
       tags.push_back(columns_[i]);
       values.push_back(as_written(row[i]));
     }
-  const double step = step_column_ < row.size() ? row[step_column_] : 0.0;
-  append(scalars_event(wall_time, std::isfinite(step) ? static_cast<std::int64_t>(step) : 0, tags, values));
+  // Without a step cell (a file not of xgrad's writing), the row's place is its step.
+  const double step =
+      step_column_ < row.size() && std::isfinite(row[step_column_]) ? row[step_column_] : static_cast<double>(rows_);
+  append(scalars_event(wall_time, static_cast<std::int64_t>(step), tags, values));
+  ++rows_;
 }
 
 void EventFile::append(const std::string& event) {

@@ -49,17 +49,18 @@ class EventFile {
   EventFile(const EventFile&) = delete;
   EventFile& operator=(const EventFile&) = delete;
   /// Writes one metrics.csv row (one value per column) at `wall_time` and flushes. The step is the row's "step"
-  /// cell. A cell `unmeasured` marks (when given) is left out, as metrics.csv leaves it empty; every other value is
-  /// written as the float nearest to its metrics.csv cell (%.9g), NaN and infinities included (TensorBoard reads
-  /// them; a diverged run's last steps stay in its curves). Throws std::runtime_error on a column count mismatch or
-  /// a failed write.
+  /// cell (without one, or where it is not a number, the number of rows written before). A cell `unmeasured` marks
+  /// (when given) is left out, as metrics.csv leaves it empty; every other value is written as the float nearest to its
+  /// metrics.csv cell (%.9g), NaN and infinities included (TensorBoard reads them; a diverged run's last steps stay in
+  /// its curves). Throws std::runtime_error on a column count mismatch or a failed write.
   void write(double wall_time, const std::vector<double>& row, const std::vector<bool>& unmeasured = {});
 
  private:
   std::FILE* file_;
   std::string path_;
   std::vector<std::string> columns_;
-  std::size_t step_column_;
+  std::size_t step_column_;  // the index of "step" in columns_ (columns_.size(): none)
+  std::size_t rows_ = 0;     // rows written
   void append(const std::string& event);
 };
 
