@@ -14,8 +14,9 @@ PACKAGES=(g++ make cmake pkg-config ccache
   openmpi-bin libopenmpi-dev)
 # Only the test suite needs these: numpy reads a checkpoint (ctest safetensors_numpy); chromium opens report.html
 # (ctest report_page_browser, driven by puppeteer-core from npm: node_packages below); a single-node Slurm runs a
-# sweep as a job array (ctest slurm_sweep: munge, slurmctld, slurmd and the client commands).
-TEST_PACKAGES=(python3-numpy chromium munge slurmctld slurmd slurm-client)
+# sweep as a job array (ctest slurm_sweep: munge, slurmctld, slurmd and the client commands); protoc, protobuf and
+# crcmod read TensorBoard event files with TensorBoard's schema (ctest tensorboard_events).
+TEST_PACKAGES=(python3-numpy chromium munge slurmctld slurmd slurm-client protobuf-compiler python3-protobuf python3-crcmod)
 
 # Each stage says how long it took, so that growth is seen when it happens.
 stage_start=$SECONDS

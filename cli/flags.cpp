@@ -206,7 +206,7 @@ void add_setting_flag(CLI::App& app, Setting setting, const std::string& help, G
       [flag, key, setting, boolean, extra_check, &given](const CLI::results_t& results) -> bool {
         if (results.size() > 1) throw CLI::ValidationError(flag, "given more than once");
         std::string text = results.empty() ? std::string() : results.front();
-        if (boolean && results.empty()) text = "true";
+        if (boolean && text.empty()) text = "true";  // the bare flag
         if (extra_check) {
           const std::string error = extra_check(text);
           if (!error.empty()) throw CLI::ValidationError(flag, error);
@@ -241,12 +241,16 @@ void add_setting_flag(CLI::App& app, Setting setting, const std::string& help, G
       break;
   }
   option->type_name(type);
-  if (boolean)
+  const bool has_default = !shown.is_null() && !(shown.is_string() && shown.get<std::string>().empty());
+  if (boolean) {
     option->expected(0, 1);
-  else
+    // CLI11 hands a bare option of no value its default_str: the default is shown as the help text (the same text
+    // default_str gives) instead, so that a bare --tensorboard reaches the callback as no value, meaning true.
+    option->option_text(type + (has_default ? "=" + setting_value_text(shown) : ""));
+  } else {
     option->expected(1, CLI::detail::expected_max_vector_size);  // a repeated flag is refused by the callback
-  if (!shown.is_null() && !(shown.is_string() && shown.get<std::string>().empty()))
-    option->default_str(setting_value_text(shown));
+    if (has_default) option->default_str(setting_value_text(shown));
+  }
 }
 
 }  // namespace

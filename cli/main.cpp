@@ -40,6 +40,7 @@
 #include "report/probe.h"
 #include "report/stats.h"
 #include "report/tables.h"
+#include "report/tensorboard_export.h"
 #include "train/json_file.h"
 #include "train/sample.h"
 #include "train/settings.h"
@@ -290,6 +291,10 @@ struct Commands {
   std::string sample_dir;
   SampleOptions sample_opts;
   CLI::App* sample_cmd = nullptr;
+  std::vector<std::string> export_inputs;
+  std::string export_out;
+  CLI::App* export_cmd = nullptr;
+  CLI::App* export_tensorboard_cmd = nullptr;
   CLI::App* settings_cmd = nullptr;
 };
 
@@ -434,6 +439,20 @@ void add_sample_command(Commands& c) {
       ->check(whole_number(0, std::numeric_limits<std::uint64_t>::max()));
 }
 
+// `xgrad export tensorboard RUN_OR_SWEEP... --out DIR`; `export` names the format so that others can join it.
+void add_export_command(Commands& c) {
+  c.export_cmd = c.app.add_subcommand("export", "write runs in another tool's format: export tensorboard");
+  c.export_cmd->require_subcommand(0, 1);  // none or an unknown one: export_command names the formats
+  c.export_cmd->allow_extras();
+  c.export_tensorboard_cmd = c.export_cmd->add_subcommand(
+      "tensorboard", "write each run's metrics.csv as a TensorBoard event file, one subdirectory of --out per run");
+  // Not export's allowance of extras, which it inherits: an unknown flag is refused by name.
+  c.export_tensorboard_cmd->allow_extras(false);
+  c.export_tensorboard_cmd->add_option("dirs", c.export_inputs, "run or sweep directories")->required();
+  c.export_tensorboard_cmd->add_option("--out", c.export_out, "directory to write (tensorboard --logdir DIR)")
+      ->required();
+}
+
 void add_settings_command(Commands& c) {
   c.settings_cmd = c.app.add_subcommand(
       "settings",
@@ -541,6 +560,20 @@ int compare_command(Commands& c) {
     if (!error.empty()) throw ConfigError("dirs: " + error);
   }
   run_compare(c.compare_opts, std::cout);
+  return 0;
+}
+
+int export_command(Commands& c) {
+  if (!*c.export_tensorboard_cmd)
+    throw ConfigError("export: " +
+                      (c.export_cmd->remaining().empty()
+                           ? std::string("a format is required")
+                           : "unknown format '" + c.export_cmd->remaining().front() + "'") +
+                      " (allowed: tensorboard; see 'xgrad export --help')");
+  if (c.export_out.empty()) throw ConfigError("--out: empty; name the directory to write the event files to");
+  for (const ExportedRun& run : export_tensorboard(c.export_inputs, c.export_out))
+    std::cout << run.event_file << "  (" << run.run_dir << ")\n";
+  std::cout << "View with: tensorboard --logdir " << shell_quote_path(c.export_out) << "\n";
   return 0;
 }
 
@@ -696,6 +729,7 @@ int run_command(Commands& c) {
       return 0;
     }
     if (*c.compare_cmd) return compare_command(c);
+    if (*c.export_cmd) return export_command(c);
     if (*c.probe_cmd) return probe_command(c);
     if (*c.explain_cmd) return explain_command(c);
     if (*c.sample_cmd) return sample_command(c);
@@ -736,6 +770,7 @@ int main(int argc, char** argv) {
   add_explain_command(c);
   add_compare_command(c);
   add_sample_command(c);
+  add_export_command(c);
   add_settings_command(c);
   if (const int code = parse_command_line(c, argc, argv); code >= 0) return code;
   // Only a training run is data-parallel. Under mpirun every rank would run the whole command (a sweep's runs would

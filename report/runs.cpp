@@ -150,12 +150,12 @@ void read_series(const fs::path& path, RunRecord& run) {
 
 }  // namespace
 
-std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs) {
+std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs, const std::string& command) {
   std::set<std::string> seen;
   std::vector<std::string> dirs;
   for (const auto& input : inputs) {
     std::error_code ec;
-    if (!fs::is_directory(input, ec)) throw std::invalid_argument("compare: " + input + " is not a directory");
+    if (!fs::is_directory(input, ec)) throw std::invalid_argument(command + ": " + input + " is not a directory");
     std::vector<std::string> found;
     if (is_run_dir(input)) found.push_back(fs::path(input).lexically_normal().string());
     fs::recursive_directory_iterator it(input, fs::directory_options::skip_permission_denied, ec), end;
@@ -164,7 +164,7 @@ std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs) {
       if (it->is_directory(type_ec) && is_run_dir(it->path())) found.push_back(it->path().lexically_normal().string());
     }
     if (found.empty())
-      throw std::invalid_argument("compare: " + input +
+      throw std::invalid_argument(command + ": " + input +
                                   " holds no run (no directory with config.json and metrics.csv)");
     for (auto& dir : found) {
       std::error_code canon_ec;

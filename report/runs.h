@@ -50,8 +50,8 @@ struct RunRecord {
 
 /// Every directory holding config.json and metrics.csv at or below each input, sorted, each once (an input may be
 /// a run directory or a sweep directory with runs anywhere below it). Throws std::invalid_argument naming the
-/// input when an input is not a directory or holds no run.
-std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs);
+/// input when an input is not a directory or holds no run ("<command>: <input> is not a directory").
+std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs, const std::string& command = "compare");
 
 /// Reads config.json, metrics.csv and (if present) summary.json of `dir`. A metrics.csv whose last line lacks
 /// its newline or has too few cells was cut mid-row: that row is dropped and the run marked incomplete.

@@ -61,10 +61,12 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
     f << "{\"d_modle\": 16}";
   }
   const std::vector<Refusal> cases{
-      {{}, 2, "a command is required (allowed: train, sweep, experiment, probe, explain, compare, sample, settings;"},
+      {{},
+       2,
+       "a command is required (allowed: train, sweep, experiment, probe, explain, compare, sample, export, settings;"},
       {{"bogus"},
        2,
-       "unknown command 'bogus' (allowed: train, sweep, experiment, probe, explain, compare, sample, settings;"},
+       "unknown command 'bogus' (allowed: train, sweep, experiment, probe, explain, compare, sample, export,"},
       {{"train"}, 2, "--out: a run directory is required"},
       {{"train", "--out", out, "--bogus"}, 2, "--bogus"},
       {{"train", "--out", out, "--scal", "none"}, 2, "--scal: not a flag of train (see 'xgrad train --help')"},
@@ -342,6 +344,15 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"compare", run_dir, "--lr=0.1"}, 2, "--lr: not a flag of compare"},
       {{"compare", (root / "absent").string()}, 2, "dirs: Directory does not exist"},
       {{"compare", run_dir, "--out", ""}, 2, "--out: empty; name a report directory, or leave --out out to write into"},
+      {{"export"}, 2, "export: a format is required (allowed: tensorboard; see 'xgrad export --help')"},
+      {{"export", "csv"}, 2, "export: unknown format 'csv' (allowed: tensorboard; see 'xgrad export --help')"},
+      {{"export", "tensorboard", run_dir}, 2, "--out is required"},
+      {{"export", "tensorboard", run_dir, "--out", ""}, 2, "--out: empty; name the directory to write the event files"},
+      {{"export", "tensorboard", (root / "absent").string(), "--out", out},
+       2,
+       "export tensorboard: " + (root / "absent").string() + " is not a directory"},
+      {{"export", "tensorboard", empty, "--out", out}, 2, "export tensorboard: " + empty + " holds no run"},
+      {{"export", "tensorboard", run_dir, "--out", out, "--lr", "0.1"}, 2, "--lr: not a flag of export"},
       // --d-model is a flag of sweep, experiment and probe (only --scale and --d-k are lists there).
       {{"sweep", "--out", out, "--d-model", "0"}, 2, "--d-model: must be in [1, 16384], got 0"},
       {{"experiment", "--out", out, "--d-model", "abc"}, 2, "--d-model: must be a whole number in [1, 16384]"},

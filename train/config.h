@@ -66,6 +66,7 @@ struct TrainConfig {
   std::uint64_t seed, data_seed;
   std::size_t log_every;     // saturation metrics and update RMS every N steps (other rows hold nan there)
   std::size_t print_every;   // console progress every N steps
+  bool tensorboard;          // also write metrics.csv's rows to a TensorBoard event file (train/tensorboard.h)
   std::size_t eval_every;    // held-out loss every N steps (0 = off); eval_loss column
   std::size_t eval_batches;  // batches per held-out evaluation
   // Evaluations at the end of training at other values of the task's seq_len / n_pairs: comma-separated whole

@@ -37,7 +37,8 @@ bool read_line(std::istream& in, std::string& line, const std::string& path, std
   }
 }
 
-// fopen(path, "w") that refuses a symbolic link (ELOOP) instead of creating or truncating what it points to.
+}  // namespace
+
 std::FILE* open_for_writing(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return nullptr;
@@ -45,8 +46,6 @@ std::FILE* open_for_writing(const std::string& path) {
   if (!file) ::close(fd);
   return file;
 }
-
-}  // namespace
 
 MetricsLog::MetricsLog(const std::string& path, std::vector<std::string> columns)
     : file_(open_for_writing(path)), path_(path), columns_(std::move(columns)) {
@@ -114,7 +113,7 @@ bool MetricsReader::next() {
         if (end == begin || end != line_.c_str() + cell_end) {
           cells_[n_cells] = std::numeric_limits<double>::quiet_NaN();
           const bool empty = cell_end == start;
-          malformed_flags_[n_cells] = empty ? 0 : 1;
+          malformed_flags_[n_cells] = empty ? kEmpty : kMalformed;
           malformed_ += empty ? 0 : 1;
           const std::size_t comma = line_.find(',', start);
           const std::string text = line_.substr(start, comma == std::string::npos ? std::string::npos : comma - start);

@@ -11,6 +11,10 @@
 
 namespace xgrad::train {
 
+/// fopen(path, "w") that refuses a symbolic link (ELOOP) instead of creating or truncating what it points to: the
+/// files a run writes row by row (metrics.csv, the TensorBoard event file). Null with errno set on failure.
+std::FILE* open_for_writing(const std::string& path);
+
 class MetricsLog {
  public:
   /// Creates (truncates) `path` and writes the header. Throws std::runtime_error naming the path on failure.
@@ -55,7 +59,10 @@ class MetricsReader {
   const std::vector<double>& cells() const { return cells_; }
   std::size_t malformed_cells() const { return malformed_; }
   /// Whether cell `i` of the last row read was not a number (it reads as NaN). `i` < columns().size().
-  bool malformed(std::size_t i) const { return malformed_flags_[i] != 0; }
+  bool malformed(std::size_t i) const { return malformed_flags_[i] == kMalformed; }
+  /// Whether cell `i` of the last row read was empty (not measured that step; it reads as NaN). `i` <
+  /// columns().size().
+  bool empty(std::size_t i) const { return malformed_flags_[i] == kEmpty; }
   /// What is wrong with the last row read, or "": "<path>: row R (line L), column C (<name>): '<text>' is not a
   /// number" for the first cell holding text that is not a number (an empty cell is a value not recorded, not an
   /// error), or "<path>: row R (line L) has N fields, the header M columns" for a row with too many.
@@ -71,7 +78,8 @@ class MetricsReader {
   std::string header_, line_, row_error_;
   std::vector<std::string> columns_;
   std::vector<double> cells_;
-  std::vector<char> malformed_flags_;
+  static constexpr char kMalformed = 1, kEmpty = 2;
+  std::vector<char> malformed_flags_;                 // per cell of the last row: 0 (a number), kMalformed or kEmpty
   std::size_t malformed_ = 0, rows_ = 0, lines_ = 1;  // lines_: lines read, the header included
   bool cut_ = false;
   std::string where() const;  // "<path>: row R (line L)" of the last row read

@@ -19,6 +19,7 @@
 #include "train/run_checkpoint.h"
 #include "train/run_files.h"
 #include "train/settings.h"
+#include "train/tensorboard.h"
 
 namespace xgrad::train {
 
@@ -372,8 +373,10 @@ void prepare_run_directory(const TrainConfig& cfg, RunLock& lock) {
   if (ec) throw ConfigError("--out: cannot create run directory " + dir.string() + ": " + ec.message());
   if (!lock.held()) lock.acquire(dir, true);
   check_writable(dir);
-  if (cfg.overwrite)
+  if (cfg.overwrite) {
     for (const auto& f : run_file_names()) fs::remove(dir / f, ec);
+    remove_event_files(dir);  // the replaced run's curves, under whatever time and host they were named
+  }
   // A stale summary would mark a run that is being continued as finished (xgrad sweep skips finished runs).
   if (cfg.resume) fs::remove(dir / kSummaryFile, ec);
   // Temporary files of atomic writes cut short by a kill.

@@ -124,6 +124,13 @@ void add_record_settings(std::vector<CoreSetting>& t) {
                                           .record_only()
                                           .may_change_on_resume()
                                           .only_for(kRun)));
+  t.push_back(bind(&TrainConfig::tensorboard,
+                   boolean_setting("tensorboard", false,
+                                   "also write every metrics.csv column to a TensorBoard event file beside it "
+                                   "(events.out.tfevents.*)")
+                       .record_only()
+                       .may_change_on_resume()
+                       .only_for(kRun)));
   t.push_back(bind(&TrainConfig::eval_every,
                    whole_setting("eval_every", 0, 0, kMaxSteps, "held-out loss every N steps (0 = off)")
                        .record_only()

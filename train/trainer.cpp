@@ -33,6 +33,7 @@
 #include "train/settings.h"
 #include "train/shell_quote.h"
 #include "train/step_metrics.h"
+#include "train/tensorboard.h"
 
 namespace xgrad::train {
 
@@ -525,6 +526,12 @@ RunSummary Run::finish(RunSummary summary) {
   return summary;
 }
 
+// One step's row: to metrics.csv and, under --tensorboard, to the event file, as it is written.
+void write_row(MetricsLog& log, EventFile* events, const std::vector<double>& row, const std::vector<bool>& empty) {
+  log.write(row, empty);
+  if (events) events->write(wall_time_now(), row, empty);
+}
+
 }  // namespace
 
 void request_stop(int signal) noexcept { g_stop_signal.store(signal); }
@@ -552,6 +559,9 @@ RunSummary train(const TrainConfig& requested, const StepHooks& hooks) {
   }
   const std::unique_ptr<MetricsLog> log =
       root ? open_metrics(run.dir, metrics.columns(), cfg.resume, run.progress.step) : nullptr;
+  // After open_metrics: a resumed run's event file is rewritten from the rows metrics.csv keeps.
+  const std::unique_ptr<EventFile> events =
+      root && cfg.tensorboard ? open_event_file(run.dir, metrics.columns(), cfg.resume) : nullptr;
   if (root) run.log_start(metrics);
   const std::vector<bool> unmeasured = metrics.measured_only_mask();
   RunSummary summary;
@@ -566,7 +576,7 @@ RunSummary train(const TrainConfig& requested, const StepHooks& hooks) {
       }
     const StepRecord record = run.train_step(step);
     if (log)
-      log->write(metrics.row(record), record.measured ? std::vector<bool>{} : unmeasured);
+      write_row(*log, events.get(), metrics.row(record), record.measured ? std::vector<bool>{} : unmeasured);
     else
       for (auto& layer : run.model->attention_layers()) layer->last = nn::AttentionRecord();
     if (!run.account(record, summary)) break;

@@ -1,0 +1,28 @@
+// `xgrad export tensorboard RUN_OR_SWEEP... --out DIR`: the runs found under each input (report/runs.h
+// find_run_dirs) written as TensorBoard event files (train/tensorboard.h), one subdirectory of DIR per run, so that
+// `tensorboard --logdir DIR` shows them as runs, named by their directories.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace xgrad::train {
+
+/// One run exported: its directory and the event file written for it.
+struct ExportedRun {
+  std::string run_dir;
+  std::string event_file;
+};
+
+/// The subdirectory of `out` a run gets: the name of the input it was found under, then the run's path below that
+/// input ("sweeps/dk" and its run "sweeps/dk/d_k=16_seed=0": "dk/d_k=16_seed=0"; a run directory given itself: its
+/// name). `input` and `run_dir` as find_run_dirs takes and returns them.
+std::string export_name(const std::string& input, const std::string& run_dir);
+
+/// Writes the event file of every run found under `inputs` into out/<export_name> (export_event_file: from the run's
+/// metrics.csv; an event file there before is replaced). Throws std::invalid_argument for an input that is not a
+/// directory or holds no run, or for two runs that would share a subdirectory (two inputs of one name), before
+/// writing anything; std::runtime_error naming the file that cannot be read or written.
+std::vector<ExportedRun> export_tensorboard(const std::vector<std::string>& inputs, const std::string& out);
+
+}  // namespace xgrad::train

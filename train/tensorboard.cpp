@@ -1,0 +1,262 @@
+#include "train/tensorboard.h"
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include <unistd.h>
+
+#include "train/metrics_log.h"
+#include "train/run_files.h"
+
+namespace xgrad::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The byte-at-a-time table of the reflected Castagnoli polynomial.
+std::array<std::uint32_t, 256> make_crc32c_table() {
+  std::array<std::uint32_t, 256> table{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t crc = i;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ ((crc & 1) ? 0x82F63B78u : 0u);
+    table[i] = crc;
+  }
+  return table;
+}
+
+// Protocol buffer wire format (protobuf.dev/programming-guides/encoding): a field's key is its number << 3 | its
+// wire type; varint 0, fixed64 1, length-delimited 2, fixed32 5.
+void put_varint(std::string& out, std::uint64_t v) {
+  for (; v >= 0x80; v >>= 7) out.push_back(static_cast<char>((v & 0x7F) | 0x80));
+  out.push_back(static_cast<char>(v));
+}
+
+template <class T>
+void put_little_endian(std::string& out, T bits) {
+  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
+}
+
+void put_key(std::string& out, int field, int wire_type) {
+  put_varint(out, static_cast<std::uint64_t>(field) << 3 | static_cast<std::uint64_t>(wire_type));
+}
+
+void put_bytes(std::string& out, int field, std::string_view bytes) {
+  put_key(out, field, 2);
+  put_varint(out, bytes.size());
+  out.append(bytes.data(), bytes.size());
+}
+
+// Event.wall_time (field 1, double) and Event.step (field 2, int64; left out when 0, its default).
+std::string event_header(double wall_time, std::int64_t step) {
+  std::string out;
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &wall_time, sizeof bits);
+  put_key(out, 1, 1);
+  put_little_endian(out, bits);
+  if (step != 0) {
+    put_key(out, 2, 0);
+    put_varint(out, static_cast<std::uint64_t>(step));
+  }
+  return out;
+}
+
+// Summary.Value: tag (field 1), simple_value (field 2, float).
+std::string summary_value(const std::string& tag, float value) {
+  std::string out;
+  put_bytes(out, 1, tag);
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  put_key(out, 2, 5);
+  put_little_endian(out, bits);
+  return out;
+}
+
+// The float nearest to metrics.csv's cell for `value` (%.9g, MetricsLog::write), not to `value` itself: rounding
+// twice can land one float apart, and the event file of a run then equals the one export writes from its metrics.csv.
+float as_written(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  return static_cast<float>(std::strtod(text, nullptr));
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  std::string host(name);
+  for (char& c : host)
+    if (c == '/') c = '_';
+  return host;
+}
+
+// The wall time of each complete row of the metrics.csv at `path`, reconstructed from its step_ms column: the last
+// row at `end_time`, each earlier one its successors' step_ms earlier (a cell without a number counts 0 ms).
+std::vector<double> row_wall_times(const std::string& path, double end_time) {
+  MetricsReader reader(path);
+  std::size_t column = reader.columns().size();
+  for (std::size_t i = 0; i < reader.columns().size(); ++i)
+    if (reader.columns()[i] == metrics_columns::kStepMs) column = i;
+  std::vector<double> ms;
+  while (reader.next()) ms.push_back(column < reader.columns().size() ? reader.cells()[column] : 0.0);
+  std::vector<double> wall_time(ms.size(), end_time);
+  for (std::size_t r = ms.size(); r-- > 1;)
+    wall_time[r - 1] = wall_time[r] - (std::isfinite(ms[r]) && ms[r] > 0 ? ms[r] / 1000 : 0.0);
+  return wall_time;
+}
+
+// Writes the complete rows of the metrics.csv at `path` to `file`, row r at wall_time[r], empty cells left out.
+void write_rows(EventFile& file, const std::string& path, const std::vector<double>& wall_time) {
+  MetricsReader reader(path);
+  std::vector<bool> empty(reader.columns().size());
+  for (std::size_t r = 0; r < wall_time.size() && reader.next(); ++r) {
+    for (std::size_t i = 0; i < empty.size(); ++i) empty[i] = reader.empty(i);
+    file.write(wall_time[r], reader.cells(), empty);
+  }
+}
+
+// A new event file in `dir` from the rows of `metrics_path` ("" for none), ending at `end_time`, renamed into place
+// over the others: the temporary file's name starts with '.' and holds ".tmp-", which prepare_run_directory deletes
+// after a kill.
+std::unique_ptr<EventFile> replace_event_file(const fs::path& dir, const std::vector<std::string>& columns,
+                                              const std::string& metrics_path, double end_time, fs::path& written) {
+  const double now = wall_time_now();
+  const std::vector<double> wall_time =
+      metrics_path.empty() ? std::vector<double>{} : row_wall_times(metrics_path, end_time);
+  const fs::path tmp = dir / ".events.tmp-write";
+  // The file_version event at the first row's time: TensorBoard takes a run's start time from it.
+  auto file = std::make_unique<EventFile>(tmp.string(), columns, wall_time.empty() ? now : wall_time.front());
+  if (!wall_time.empty()) write_rows(*file, metrics_path, wall_time);
+  written = dir / event_file_name(now);
+  std::error_code ec;
+  fs::rename(tmp, written, ec);
+  if (ec) throw std::runtime_error("cannot rename " + tmp.string() + " to " + written.string() + ": " + ec.message());
+  remove_event_files(dir, written.filename().string());
+  return file;
+}
+
+}  // namespace
+
+std::uint32_t crc32c(std::string_view bytes) {
+  static const std::array<std::uint32_t, 256> table = make_crc32c_table();
+  std::uint32_t crc = 0xFFFFFFFFu;
+  for (unsigned char b : bytes) crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+std::uint32_t masked_crc32c(std::string_view bytes) {
+  const std::uint32_t crc = crc32c(bytes);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+std::string event_record(std::string_view payload) {
+  std::string length;
+  put_little_endian(length, static_cast<std::uint64_t>(payload.size()));
+  std::string out = length;
+  put_little_endian(out, masked_crc32c(length));
+  out.append(payload.data(), payload.size());
+  put_little_endian(out, masked_crc32c(payload));
+  return out;
+}
+
+std::string file_version_event(double wall_time) {
+  std::string out = event_header(wall_time, 0);
+  put_bytes(out, 3, "brain.Event:2");  // Event.file_version
+  return out;
+}
+
+std::string scalars_event(double wall_time, std::int64_t step, const std::vector<std::string>& tags,
+                          const std::vector<float>& values) {
+  if (tags.size() != values.size())
+    throw std::invalid_argument("scalars_event: " + std::to_string(tags.size()) + " tags for " +
+                                std::to_string(values.size()) + " values");
+  std::string summary;
+  for (std::size_t i = 0; i < tags.size(); ++i) put_bytes(summary, 1, summary_value(tags[i], values[i]));
+  std::string out = event_header(wall_time, step);
+  put_bytes(out, 5, summary);  // Event.summary
+  return out;
+}
+
+double wall_time_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+EventFile::EventFile(const std::string& path, std::vector<std::string> columns, double wall_time)
+    : file_(open_for_writing(path)), path_(path), columns_(std::move(columns)), step_column_(columns_.size()) {
+  if (!file_) throw std::runtime_error("cannot open " + path + " for writing: " + std::strerror(errno));
+  for (std::size_t i = 0; i < columns_.size(); ++i)
+    if (columns_[i] == metrics_columns::kStep) step_column_ = i;
+  append(file_version_event(wall_time));
+}
+
+EventFile::~EventFile() {
+  if (file_) std::fclose(file_);
+}
+
+void EventFile::write(double wall_time, const std::vector<double>& row, const std::vector<bool>& unmeasured) {
+  if (row.size() != columns_.size() || (!unmeasured.empty() && unmeasured.size() != columns_.size()))
+    throw std::runtime_error("event row has " + std::to_string(row.size()) + " values for " +
+                             std::to_string(columns_.size()) + " columns");
+  std::vector<std::string> tags;
+  std::vector<float> values;
+  for (std::size_t i = 0; i < row.size(); ++i)
+    if (unmeasured.empty() || !unmeasured[i]) {
+      tags.push_back(columns_[i]);
+      values.push_back(as_written(row[i]));
+    }
+  // Without a step cell (a file not of xgrad's writing), the row's place is its step.
+  const double step =
+      step_column_ < row.size() && std::isfinite(row[step_column_]) ? row[step_column_] : static_cast<double>(rows_);
+  append(scalars_event(wall_time, static_cast<std::int64_t>(step), tags, values));
+  ++rows_;
+}
+
+void EventFile::append(const std::string& event) {
+  const std::string record = event_record(event);
+  if (std::fwrite(record.data(), 1, record.size(), file_) != record.size() || std::fflush(file_) != 0)
+    throw std::runtime_error("writing " + path_ + " failed: " + std::strerror(errno));
+}
+
+std::string event_file_name(double wall_time) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%010lld", static_cast<long long>(wall_time));
+  return kEventFilePrefix + std::string(seconds) + "." + host_name();
+}
+
+void remove_event_files(const fs::path& dir, const std::string& keep) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kEventFilePrefix, 0) == 0 && name != keep) fs::remove(entry.path(), ec);
+  }
+}
+
+std::unique_ptr<EventFile> open_event_file(const fs::path& dir, const std::vector<std::string>& columns, bool resume) {
+  fs::path written;
+  const fs::path metrics = dir / kMetricsFile;
+  std::error_code ec;
+  const bool rows = resume && fs::exists(metrics, ec);
+  return replace_event_file(dir, columns, rows ? metrics.string() : "", wall_time_now(), written);
+}
+
+fs::path export_event_file(const fs::path& run_dir, const fs::path& out_dir) {
+  const fs::path metrics = run_dir / kMetricsFile;
+  const MetricsReader header(metrics.string());
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw std::runtime_error("cannot create " + out_dir.string() + ": " + ec.message());
+  const auto modified = fs::last_write_time(metrics, ec);
+  // file_time_type's clock is not system_clock before C++20: its offset is measured against now.
+  const double end_time =
+      ec ? wall_time_now()
+         : wall_time_now() - std::chrono::duration<double>(fs::file_time_type::clock::now() - modified).count();
+  fs::path written;
+  replace_event_file(out_dir, header.columns(), metrics.string(), end_time, written);
+  return written;
+}
+
+}  // namespace xgrad::train
