@@ -316,7 +316,7 @@ std::string scaling_summary(const Explanation& e, const std::string& scale, doub
   return fmt::format(
       "{}: score std {:.3g} to {:.3g} over d_k {} to {} (log-log slope {}), at most {} of queries "
       "saturated, mean entropy at least {:.2f} nats",
-      scale_label_of(scale), lo, hi, e.d_ks.front(), e.d_ks.back(), slope, pct(max_saturated), entropy);
+      scale_label_of(scale), lo, hi, e.d_ks.front(), e.d_ks.back(), fixed(slope), pct(max_saturated), entropy);
 }
 
 ExplainSection scaling_section(const Explanation& e) {

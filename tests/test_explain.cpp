@@ -232,6 +232,8 @@ TEST_CASE("explain: each verdict follows its numbers, and flips with them") {
     CHECK(s.verdict.verdict_class == "holds");
     CHECK_FALSE(s.verdict.text.empty());
   }
+  // Slopes are printed to two decimals (a flat line is "0.00", not 17 digits).
+  CHECK(section(as_told, "scaling").verdict.text.find("log-log slope 0.00)") != std::string::npos);
   // Flat unscaled scores: no growth, no saturation from magnitude.
   const auto flat = explain_sections(synthetic(0.0, 0.5));
   CHECK(section(flat, "growth").verdict.verdict_class == "fails");
