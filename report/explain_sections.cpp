@@ -100,7 +100,9 @@ ExplainSection growth_section(const Explanation& e) {
   for (const auto& scale : e.scales)
     gaps += fmt::format("{}{} {}", gaps.empty() ? "" : ", ", scale_label_of(scale), pct(theory_gap(e, scale)));
   s.paragraphs.push_back(
-      "Measured on one batch of the task's inputs at initialisation, every visible score of the first layer. The "
+      "Measured on one batch of the task's inputs at initialisation, every visible score of the first layer's "
+      "queries that may attend to two or more keys (metrics.csv and report.md count only the queries that carry a "
+      "target, so their step-0 numbers differ). The "
       "largest gap between the measured score std and the theory's sqrt(d_k)·std(q)·std(k)·multiplier over the "
       "head sizes, per scaling: " +
       gaps + ".");
@@ -287,7 +289,10 @@ ExplainSection gradient_section(const Explanation& e) {
   const std::string training = training_gradient(e, ref, prop, smaller, n_training);
   if (!training.empty()) s.paragraphs.push_back(training);
   if (!per_query)
-    s.verdict = fails(nums + ": the per-query gradient does not fall by half or more as d_k grows.");
+    s.verdict = fails(nums + ": " +
+                      (hi.jacobian_norm_mean < lo.jacobian_norm_mean / 2 ? "the median per-query score gradient"
+                                                                         : "the mean Jacobian norm") +
+                      " does not fall by half or more from the smallest d_k to the largest (the rule: both must).");
   else if (larger > 0)
     s.verdict = partly(
         n_training > 0 && smaller * 2 > n_training ? "holds per query and during training" : "holds only per query",
@@ -314,7 +319,7 @@ std::string scaling_summary(const Explanation& e, const std::string& scale, doub
     entropy = std::min(entropy, a.entropy_mean);
   }
   return fmt::format(
-      "{}: score std {:.3g} to {:.3g} over d_k {} to {} (log-log slope {}), at most {} of queries "
+      "{}: score std between {:.3g} and {:.3g} over d_k {} to {} (log-log slope {}), at most {} of queries "
       "saturated, mean entropy at least {:.2f} nats",
       scale_label_of(scale), lo, hi, e.d_ks.front(), e.d_ks.back(), fixed(slope), pct(max_saturated), entropy);
 }
@@ -326,13 +331,15 @@ ExplainSection scaling_section(const Explanation& e) {
               "useful range at every d_k.",
               {"score_std_vs_dk", "entropy_vs_std", "saturated_vs_dk"});
   const std::string ref = reference_scale(e), prop = proposed_scale(e);
+  double slope_unused = 0, saturated_unused = 0;
   for (const auto& scale : e.scales) {
     if (scale == ref || scale == prop) continue;
     double slope = 0, saturated = 0;
     s.paragraphs.push_back(scaling_summary(e, scale, slope, saturated) + ".");
   }
-  if (prop.empty()) {
-    s.verdict = partly("not measured", "no scaling besides the unscaled arm was requested.");
+  if (prop != "sqrt_dk") {  // the claim is about 1/sqrt(d_k): another scaling is described above, not judged
+    if (!prop.empty()) s.paragraphs.push_back(scaling_summary(e, prop, slope_unused, saturated_unused) + ".");
+    s.verdict = partly("not measured", "--scale without sqrt_dk: the claim is about 1/sqrt(d_k).");
     return s;
   }
   double slope = 0, saturated = 0;
@@ -393,10 +400,10 @@ Verdict sizes_verdict(const Explanation& e, const std::string& nums, bool init_h
       "every seed, higher, same, both solved, or not decided), {}",
       scale_label_of(proposed_scale(e)), list.empty() ? "no comparable arms" : list);
   if (init_holds && from)
-    return holds(fmt::format("{}{}: the scaling trains better from d_k {} on", nums, training, from));
-  if (init_holds) return partly("holds at initialisation only", nums + training);
-  if (from) return partly("holds only during training", nums + training);
-  return fails(nums + training);
+    return holds(fmt::format("{}{}: the scaling trains better from d_k {} on.", nums, training, from));
+  if (init_holds) return partly("holds at initialisation only", nums + training + ".");
+  if (from) return partly("holds only during training", nums + training + ".");
+  return fails(nums + training + ".");
 }
 
 ExplainSection sizes_section(const Explanation& e) {
@@ -416,9 +423,11 @@ ExplainSection sizes_section(const Explanation& e) {
     shares += fmt::format("{}d_k {}: {}", shares.empty() ? "" : ", ", d_k, pct(e.arm(d_k, ref)->saturated_share));
   const std::size_t mild_ends = first_d_k_above(e, ref, kMild), most = first_d_k_above(e, ref, kSaturated);
   s.paragraphs.push_back("Unscaled saturated share by head size: " + shares + ".");
-  const std::string nums =
-      fmt::format("unscaled, 10% of queries are saturated from d_k {} and half from d_k {}",
-                  mild_ends ? std::to_string(mild_ends) : "never", most ? std::to_string(most) : "never");
+  const std::string nums = fmt::format(
+      "unscaled, {} of queries saturated at d_k {} and {} at d_k {}; 10% from d_k {}, half from d_k {} (the rule: "
+      "under a quarter at the smallest d_k, over half at the largest)",
+      pct(first_arm(e, ref).saturated_share), e.d_ks.front(), pct(last_arm(e, ref).saturated_share), e.d_ks.back(),
+      mild_ends ? std::to_string(mild_ends) : "none given", most ? std::to_string(most) : "none given");
   // Mild: under a quarter of the queries saturated at the smallest d_k; grown: over half at the largest.
   const bool init_holds = first_arm(e, ref).saturated_share < 0.25 && last_arm(e, ref).saturated_share >= kSaturated;
   s.verdict = sizes_verdict(e, nums, init_holds);

@@ -342,3 +342,21 @@ TEST_CASE("explain: text from the runs read reaches explain.md as text, never as
   CHECK(all_escaped("](javascript"));
   CHECK(md.find("\\# INJECTED") != std::string::npos);
 }
+
+TEST_CASE("explain: step 3 names the quantity that did not fall; step 4 judges 1/sqrt(d_k) only") {
+  Explanation e = synthetic(0.5, 0.5);
+  for (auto& a : e.arms)
+    if (a.scale == "none") a.jacobian_norm_mean = 0.3;  // flat Jacobian, the score gradient still falls
+  const auto flat = explain_sections(e);
+  CHECK(section(flat, "gradient").verdict.verdict_class == "fails");
+  CHECK(section(flat, "gradient").verdict.text.find("the mean Jacobian norm does not fall") != std::string::npos);
+
+  Explanation other = synthetic(0.5, 0.5);
+  other.scales = {"none", "dk"};
+  for (auto& a : other.arms)
+    if (a.scale == "sqrt_dk") a.scale = "dk";
+  const auto sections = explain_sections(other);
+  CHECK(section(sections, "scaling").verdict.verdict == "not measured");
+  REQUIRE_FALSE(section(sections, "scaling").paragraphs.empty());
+  CHECK(section(sections, "scaling").paragraphs.back().rfind("dk: score std between", 0) == 0);
+}
