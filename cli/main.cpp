@@ -577,14 +577,21 @@ int export_command(Commands& c) {
   return 0;
 }
 
-int explain_command(Commands& c) {
-  TrainConfig& cfg = c.explain_cfg;
-  apply_given_settings(cfg, c.explain_given);
-  if (!c.explain_given.contains("data_seed")) cfg.data_seed = cfg.seed;
-  cfg.eval_every = 0;  // explain evaluates nothing (a data directory needs no held-out split)
-  cfg.out = "-";       // the model writes no run files
+// The settings of probe and explain, which measure a model at initialisation: the flags given, the data seed
+// following the seed, no evaluation (a data directory needs no held-out split) and no run files; the process's
+// threads and denormal mode as a run would set them.
+void prepare_at_initialisation(TrainConfig& cfg, const GivenSettings& given) {
+  apply_given_settings(cfg, given);
+  if (!given.contains("data_seed")) cfg.data_seed = cfg.seed;
+  cfg.eval_every = 0;
+  cfg.out = "-";
   platform::set_threads(cfg.threads);
   platform::set_flush_denormals(cfg.flush_denormals);
+}
+
+int explain_command(Commands& c) {
+  TrainConfig& cfg = c.explain_cfg;
+  prepare_at_initialisation(cfg, c.explain_given);
   const auto t0 = std::chrono::steady_clock::now();
   const Explanation e = explain(cfg, c.explain_opts);
   const ExplainOutcome o = write_explanation(e, c.explain_out);
@@ -607,12 +614,7 @@ int sample_command(Commands& c) {
 
 int probe_command(Commands& c) {
   TrainConfig& cfg = c.probe_cfg;
-  apply_given_settings(cfg, c.probe_given);
-  if (!c.probe_given.contains("data_seed")) cfg.data_seed = cfg.seed;
-  cfg.eval_every = 0;  // probe evaluates nothing (a data directory needs no held-out split)
-  cfg.out = "-";       // probe writes no files
-  platform::set_threads(cfg.threads);
-  platform::set_flush_denormals(cfg.flush_denormals);
+  prepare_at_initialisation(cfg, c.probe_given);
   const auto rows = probe(cfg, c.probe_d_ks, {"none", "sqrt_dk"});
   std::cout << format_probe_table(rows);
   return 0;
