@@ -4,6 +4,7 @@
 #   ./run.sh test                 run the test suite (ctest)
 #   ./run.sh sanitize             build with ASan + UBSan in build-asan/ and run the sanitizer suite there
 #   ./run.sh build                only install and build
+#   ./run.sh corpus               install and write the text corpus of --preset text and the nanoGPT bench; print its path
 # Flags after `experiment` go to `xgrad experiment` (see ./build/bin/xgrad experiment --help).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -94,11 +95,44 @@ build() {
   compile build "the release build" "$@"
 }
 
+# The text of `experiment --preset text` and bench/nanogpt_cpu.sh: the King James Bible (1611; its copyright has
+# expired, as Debian's bible-kjv-text says), 4.2 MB of ASCII from Debian's bible-kjv, written once to CORPUS with the
+# verse numbers taken off (COLUMNS fixes the program's line width, so every machine writes the same bytes).
+# Installed only for those two.
+CORPUS="$PWD/build/corpus/kjv.txt"
+corpus() {
+  install_packages bible-kjv
+  if [ ! -s "$CORPUS" ]; then
+    mkdir -p "$(dirname "$CORPUS")"
+    COLUMNS=80 bible 'Gen1:1-Rev22:21' </dev/null | sed -E 's/^ +[0-9]+ //' >"$CORPUS.tmp"
+    mv "$CORPUS.tmp" "$CORPUS"
+    echo "run.sh: wrote the corpus $CORPUS ($(wc -c <"$CORPUS") bytes)" >&2
+  fi
+}
+
+# needs_corpus FLAG...: true for `--preset text` without a --text of the user's own.
+needs_corpus() {
+  local text_preset=false arg prev=""
+  for arg in "$@"; do
+    case "$arg" in
+      --text | --text=*) return 1 ;;
+      --preset=text) text_preset=true ;;
+      text) [ "$prev" = "--preset" ] && text_preset=true ;;
+    esac
+    prev=$arg
+  done
+  $text_preset
+}
+
 cmd="${1:-}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
   experiment)
     build xgrad
+    if needs_corpus "$@"; then
+      corpus
+      set -- "$@" --text "$CORPUS"
+    fi
     exec ./build/bin/xgrad experiment "$@"
     ;;
   test)
@@ -114,6 +148,10 @@ case "$cmd" in
     ;;
   build)
     build
+    ;;
+  corpus)
+    corpus
+    echo "$CORPUS"
     ;;
   sanitize)
     # AddressSanitizer + UndefinedBehaviorSanitizer over the sanitizer suite (tests/CMakeLists.txt, label sanitize:
@@ -135,7 +173,7 @@ case "$cmd" in
     exit $rc
     ;;
   *)
-    echo "usage: ./run.sh experiment [flags] | ./run.sh test | ./run.sh sanitize | ./run.sh build" >&2
+    echo "usage: ./run.sh experiment [flags] | ./run.sh test | ./run.sh sanitize | ./run.sh build | ./run.sh corpus" >&2
     exit 2
     ;;
 esac
