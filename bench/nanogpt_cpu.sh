@@ -69,6 +69,10 @@ python=/usr/bin/python3
 default_core=Haswell
 grep -qw avx512f /proc/cpuinfo 2>/dev/null && default_core=SkylakeX
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$default_core}
+# Debian's torch runs its own OpenMP threads beside OpenBLAS's pthreads; with libgomp's default spin-waiting, its
+# 2-thread step took 216 to 1,572 ms instead of 111 to 154 ms (this machine, 2 vCPUs, load 2 to 5). Passive waiting
+# is PyTorch's best case here; xgrad uses no OpenMP, so the variable does not touch it.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
 if [ -n "$keep" ]; then
   mkdir -p "$keep"
@@ -108,7 +112,7 @@ run() {
 }
 
 echo "nanoGPT CPU setup, $iters iterations, seeds 0..$((seeds - 1)), threads $threads_list, text $text ($(wc -c <"$text") bytes)"
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE"
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for threads in ${threads_list//,/ }; do
   for ((seed = 0; seed < seeds; seed++)); do
