@@ -53,6 +53,12 @@ std::vector<xt::xarray<float>> logits_and_gradients(nn::AttentionModel& model, c
   return out;
 }
 
+// `config` trained into `out`.
+train::RunSummary train_in(train::TrainConfig config, const fs::path& out) {
+  config.out = out.string();
+  return train::train(config);
+}
+
 std::string config_value(const fs::path& run, const std::string& key) {
   std::ifstream in(run / "config.json");
   return nlohmann::json::parse(in).at(key).dump();
@@ -118,53 +124,44 @@ TEST_CASE("the unfused attention taken while dropping out its weights equals the
 }
 
 TEST_CASE("a run with --dropout 0.1 is reproducible, resumes exactly, records dropout, and evaluates without it") {
-  const TempDir a("dropout_a"), b("dropout_b"), plain("dropout_plain"), cut("dropout_cut");
-  train::TrainConfig c = tiny_run(a.string(), 40);
+  const TempDir a("dropout_a"), b("dropout_b"), plain("dropout_plain"), cut("dropout_cut"), whole("dropout_whole");
+  train::TrainConfig c = tiny_run("", 40);
   c.dropout = 0.1;
   c.eval_every = 9;
   c.checkpoint_every = 8;
-  train::train(c);
-  train::TrainConfig same = c;
-  same.out = b.string();
-  train::train(same);
-  CHECK(metrics_without_timing(a.path()) == metrics_without_timing(b.path()));
-  CHECK(config_value(a.path(), "dropout") == "0.1");
+  train_in(c, a);
+  train_in(c, b);
+  CHECK(metrics_without_timing(a) == metrics_without_timing(b));
+  CHECK(config_value(a, "dropout") == "0.1");
   train::TrainConfig without = c;
-  without.out = plain.string();
   without.dropout = 0;
-  train::train(without);
-  CHECK(metrics_without_timing(a.path()) != metrics_without_timing(plain.path()));
-  CHECK(config_value(plain.path(), "dropout") == "0.0");
+  train_in(without, plain);
+  CHECK(metrics_without_timing(a) != metrics_without_timing(plain));
+  CHECK(config_value(plain, "dropout") == "0.0");
   // 30 steps, then --resume from the checkpoint to 40: the rows of the run never interrupted. Without eval_every,
   // whose evaluation on the last step would make row 29 differ.
-  train::TrainConfig first = c;
-  first.out = cut.string();
-  first.steps = 30;
-  first.eval_every = 0;
-  train::train(first);
-  train::TrainConfig resumed = first;
-  resumed.steps = 40;
-  resumed.resume = true;
-  train::train(resumed);
-  train::TrainConfig whole = first;
-  whole.steps = 40;
-  whole.out = b.string();
-  whole.overwrite = true;
-  train::train(whole);
-  CHECK(metrics_without_timing(cut.path()) == metrics_without_timing(b.path()));
+  train::TrainConfig shorter = c;
+  shorter.steps = 30;
+  shorter.eval_every = 0;
+  train_in(shorter, cut);
+  shorter.steps = 40;
+  shorter.resume = true;
+  train_in(shorter, cut);
+  shorter.resume = false;
+  train_in(shorter, whole);
+  CHECK(metrics_without_timing(cut) == metrics_without_timing(whole));
 }
 
 TEST_CASE("the held-out evaluation runs in eval mode and leaves the model training") {
-  auto final_loss = [](std::size_t eval_every) {
-    const TempDir dir("dropout_eval");
-    train::TrainConfig c = tiny_run(dir.string(), 20);
-    c.dropout = 0.5;
-    c.eval_every = eval_every;
-    return train::train(c).final_loss;
-  };
+  const TempDir evaluated("dropout_eval"), not_evaluated("dropout_no_eval");
+  train::TrainConfig c = tiny_run("", 20);
+  c.dropout = 0.5;
+  c.eval_every = 3;
+  const double loss = train_in(c, evaluated).final_loss;
+  c.eval_every = 0;
   // The training steps do not notice the evaluations (had one left the model in eval mode, later steps would drop
   // nothing and their losses would differ).
-  CHECK(final_loss(3) == final_loss(0));
+  CHECK(train_in(c, not_evaluated).final_loss == loss);
 }
 
 TEST_CASE("--dropout outside [0, 1) is refused naming the flag and the range") {
