@@ -167,7 +167,7 @@ std::vector<RefusedFlag> probe_refused_flags(const std::string& command) {
     if ((c.setting.commands & Setting::kSweep) && !(c.setting.commands & Setting::kProbe))
       flags.push_back(c.setting.flag());
   for (const ComponentSetting& c : component_settings())
-    if (c.component == "optimizer") flags.push_back(c.setting.flag());
+    if (c.component == "optimizer" || c.component == "lr_schedule") flags.push_back(c.setting.flag());
   const std::string batch = command == "probe" ? "one forward batch" : "one forward and backward batch";
   std::vector<RefusedFlag> out;
   for (const std::string& flag : flags)

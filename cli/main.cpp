@@ -433,7 +433,7 @@ void add_sample_command(Commands& c) {
       ->capture_default_str()
       ->check(decimal_in(0, true, HUGE_VAL, false));
   c.sample_cmd->add_option("--top-k", opts.top_k, "sample among the k most likely bytes only (default: all)")
-      ->check(whole_number(1, std::numeric_limits<std::uint32_t>::max()));
+      ->check(whole_number(1, 256));  // the byte vocabulary of char_lm, the one task sample takes
   c.sample_cmd->add_option("--seed", opts.seed, "the draws' seed: the same seed gives the same text")
       ->capture_default_str()
       ->check(whole_number(0, std::numeric_limits<std::uint64_t>::max()));

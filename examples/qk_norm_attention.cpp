@@ -30,7 +30,7 @@ QKNormAttention::QKNormAttention(std::size_t d_model_, std::size_t n_heads_, boo
 xgrad::Tensor QKNormAttention::forward(const xgrad::Tensor& x) {
   // The norms are applied inside the checked function through their weights; both were built with one eps.
   return qk_norm_attention(x, w_q->weight, w_k->weight, w_v->weight, w_o->weight, q_norm->weight, k_norm->weight,
-                           heads_, causal, q_norm->eps, record_attention ? &last : nullptr);
+                           heads_, causal, q_norm->eps, record_attention ? &last : nullptr, attn_dropout.get());
 }
 
 double QKNormAttention::effective_multiplier(std::size_t) const { return 1.0 / std::sqrt(static_cast<double>(d_k)); }

@@ -32,14 +32,16 @@ namespace examples {
 /// (xgrad's Linear layout, y = x W); q_norm_weight, k_norm_weight: [d_k] with d_k = d_model / n_heads, shared by the
 /// heads. Per head: q = rms_norm(x W_q) * q_norm_weight, k likewise, v = x W_v; softmax(q k^T / sqrt(d_k)) v with
 /// the causal mask when `causal`; heads concatenated, then W_o. Returns [B, T, d_model]. With `record` (float only),
-/// the scores (softmax input, kept with retain_grad), the weights and the normalised q, k are recorded there.
+/// the scores (softmax input, kept with retain_grad), the weights and the normalised q, k are recorded there; with
+/// `attn_dropout` (float only) the weights go through it before they multiply v (the layer's attn_dropout).
 /// Throws xgrad::Error naming the op if x is not 3-D, n_heads does not divide d_model, or a weight's shape is wrong.
 template <class T>
 xgrad::basic_tensor<T> qk_norm_attention(const xgrad::basic_tensor<T>& x, const xgrad::basic_tensor<T>& w_q,
                                          const xgrad::basic_tensor<T>& w_k, const xgrad::basic_tensor<T>& w_v,
                                          const xgrad::basic_tensor<T>& w_o, const xgrad::basic_tensor<T>& q_norm_weight,
                                          const xgrad::basic_tensor<T>& k_norm_weight, std::size_t n_heads, bool causal,
-                                         double eps = 1e-6, xgrad::nn::AttentionRecord* record = nullptr) {
+                                         double eps = 1e-6, xgrad::nn::AttentionRecord* record = nullptr,
+                                         const xgrad::nn::Dropout* attn_dropout = nullptr) {
   using xgrad::shape_str;
   if (x.dim() != 3) throw xgrad::Error("qk_norm_attention: x must be [B, T, d_model], got " + shape_str(x.shape()));
   const std::size_t D = x.size(2);
@@ -68,7 +70,7 @@ xgrad::basic_tensor<T> qk_norm_attention(const xgrad::basic_tensor<T>& x, const 
   // Vaswani et al.'s scaling assumes.
   auto scores = xgrad::matmul(q, xgrad::transpose(k, -2, -1)) * (1.0 / std::sqrt(static_cast<double>(d_k)));
   if (causal) scores = xgrad::masked_fill(scores, xgrad::nn::causal_mask(x.size(1)), -INFINITY);
-  const auto probs = xgrad::softmax(scores, -1);
+  auto probs = xgrad::softmax(scores, -1);
   if constexpr (std::is_same_v<T, float>) {
     if (record) {
       if (scores.requires_grad()) scores.retain_grad();
@@ -77,6 +79,7 @@ xgrad::basic_tensor<T> qk_norm_attention(const xgrad::basic_tensor<T>& x, const 
       record->q = q.value();
       record->k = k.value();
     }
+    if (attn_dropout) probs = attn_dropout->forward(probs);
   }
   const auto out = xgrad::matmul(probs, v);  // [B, H, T, d_k]
   return xgrad::matmul(xgrad::reshape(xgrad::permute(out, {0, 2, 1, 3}), {B, T_, H * Dk}), w_o);

@@ -261,6 +261,15 @@ TEST_CASE("QKNormAttention is the registered attention layer qk_norm: a model bu
   nn::AttentionModel model(mc, 1);
   REQUIRE(model.attention_layers().size() == 1);
   CHECK(dynamic_cast<examples::QKNormAttention*>(model.attention_layers()[0].get()) != nullptr);
+  // Its attention weights go through the layer's attn_dropout: with only that site dropping, the logits change.
+  index_array tokens = index_array::from_shape({2, 5});
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens.data()[i] = static_cast<std::int64_t>(i % 11);
+  const xt::xarray<float> plain = model.forward(tokens).value();
+  model.attention_layers()[0]->attn_dropout->p = 0.5;
+  model.attention_layers()[0]->attn_dropout->generator = std::make_shared<Generator>(2);
+  CHECK(model.forward(tokens).value() != plain);
+  model.eval();
+  CHECK(model.forward(tokens).value() == plain);
   mc.scale = "none";
   CHECK_ERROR_STARTS(nn::AttentionModel(mc, 1), "--attention qk_norm scales its scores by 1/sqrt(d_k) itself");
 

@@ -30,11 +30,12 @@ void check_without_out_proj(std::size_t d_model, std::size_t n_heads, std::size_
 }
 
 // scaled_dot_product_attention's body: scores = f(scale · r_i · q k^T + bias) with r, f and a bias from `scaling`
-// when given, or the given `bias` (null for none).
+// when given, or the given `bias` (null for none); `attn_dropout` (float only) acts on the weights before @ v.
 template <class T>
 basic_tensor<T> composed_attention(const basic_tensor<T>& q, const basic_tensor<T>& k, const basic_tensor<T>& v,
                                    const xt::xarray<bool>* mask, double scale, const AttentionScaling* scaling,
-                                   const basic_tensor<T>* bias, AttentionRecord* record) {
+                                   const basic_tensor<T>* bias, AttentionRecord* record,
+                                   const Dropout* attn_dropout = nullptr) {
   basic_tensor<T> scores = matmul(q, transpose(k, -2, -1));
   if (scale != 1.0) scores = scores * scale;
   if (scaling) {
@@ -60,6 +61,7 @@ basic_tensor<T> composed_attention(const basic_tensor<T>& q, const basic_tensor<
       record->scores = scores;
       record->probs = probs.value();
     }
+    if (attn_dropout) return matmul(attn_dropout->forward(probs), v);
   }
   return matmul(probs, v);
 }
@@ -336,6 +338,27 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
                             [s = std::move(s)](Node<float>& self) { attention_backward(self, s); });
 }
 
+// attention_heads (every query) from autograd ops, with `attn_dropout` on the weights between the softmax and @ v,
+// which the fused kernel has no place for: q, k, v [B, T, H * d_k] → [B, T, H * d_k]. A `record` gets what
+// attention_heads records: the scores with their gradient, the weights before the dropout, q and k.
+Tensor attention_heads_with_dropout(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
+                                    const AttentionScaling& scaling, AttentionRecord* record,
+                                    const Dropout& attn_dropout) {
+  const auto B = static_cast<std::int64_t>(q.size(0)), T = static_cast<std::int64_t>(q.size(1));
+  const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(q.size(2) / n_heads);
+  auto split_heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };  // [B, H, T, d_k]
+  const Tensor q_heads = split_heads(q), k_heads = split_heads(k);
+  const xt::xarray<bool> mask = causal_mask(static_cast<std::size_t>(T));
+  if (record) *record = AttentionRecord();
+  const Tensor out = composed_attention<float>(q_heads, k_heads, split_heads(v), causal ? &mask : nullptr,
+                                               scaling.multiplier(), &scaling, nullptr, record, &attn_dropout);
+  if (record) {
+    record->q = q_heads.value();
+    record->k = k_heads.value();
+  }
+  return reshape(transpose(out, 1, 2), {B, T, H * D});
+}
+
 }  // namespace
 
 ScaledAttentionLayer::ScaledAttentionLayer(const AttentionLayerContext& c, const std::string& layer)
@@ -365,8 +388,12 @@ Tensor ScaledAttentionLayer::attend(const Tensor& q_in, const Tensor& k_in, cons
   if (scaling->transforms_qk()) std::tie(q, k) = scaling->transform_qk(q, k, scaling->parameters());
   const std::int64_t B = static_cast<std::int64_t>(shape[0]), T = static_cast<std::int64_t>(shape[1]);
   const std::int64_t HD = static_cast<std::int64_t>(heads_ * d_k);
+  AttentionRecord* record = record_attention ? &last : nullptr;
+  if (attn_dropout->active())
+    return attention_heads_with_dropout(reshape(q, {B, T, HD}), reshape(k, {B, T, HD}), reshape(v, {B, T, HD}), heads_,
+                                        causal, *scaling, record, *attn_dropout);
   return attention_heads(reshape(q, {B, T, HD}), reshape(k, {B, T, HD}), reshape(v, {B, T, HD}), heads_, causal,
-                         scaling, record_attention ? &last : nullptr);
+                         scaling, record);
 }
 
 xt::xarray<bool> causal_mask(std::size_t T) {
@@ -430,13 +457,18 @@ void MultiHeadAttention::project(const Tensor& x, const std::vector<std::size_t>
 Tensor MultiHeadAttention::forward(const Tensor& x) {
   Tensor q, k, v;
   project(x, nullptr, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
-  Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr);
+  AttentionRecord* record = record_attention ? &last : nullptr;
+  Tensor out = attn_dropout->active()
+                   ? attention_heads_with_dropout(q, k, v, heads_, causal, *scaling, record, *attn_dropout)
+                   : attention_heads(q, k, v, heads_, causal, scaling, record);
   if (record_attention && record_spectral_norms) last.qk_spectral_norms = qk_spectral_norms();  // project()'s weights
   return w_o ? w_o->forward(out) : out;
 }
 
 Tensor MultiHeadAttention::forward_at(const Tensor& x, const std::vector<std::size_t>& positions) {
-  if (x.dim() != 3 || positions.size() == x.size(1)) return AttentionLayer::forward_at(x, positions);
+  // Dropout on the weights needs the unfused path, which computes every query: forward() and the rows selected.
+  if (x.dim() != 3 || positions.size() == x.size(1) || attn_dropout->active())
+    return AttentionLayer::forward_at(x, positions);
   check_positions(positions, x.size(1));
   Tensor q, k, v;
   project(x, &positions, q, k, v);

@@ -13,6 +13,7 @@
 #include "autograd/random.h"
 #include "common/registry.h"
 #include "common/setting.h"
+#include "nn/layers.h"
 #include "nn/module.h"
 
 namespace xgrad::nn {
@@ -43,6 +44,8 @@ struct AttentionCache {
 /// A block's attention: x [B, T, d_model] → [B, T, d_model].
 class AttentionLayer : public Module {
  public:
+  /// Registers attn_dropout (p = 0: the identity).
+  AttentionLayer();
   /// Throws Error on an input of another shape.
   virtual Tensor forward(const Tensor& x) = 0;
   /// The output at the sequence positions `positions` only (sorted, distinct, each < T): x [B, T, d_model] →
@@ -80,6 +83,10 @@ class AttentionLayer : public Module {
   /// cost, and a reader that does not use them (`xgrad explain`) need not pay it.
   bool record_spectral_norms = true;
   AttentionRecord last;
+  /// Dropout on the attention weights, after the softmax and before they multiply v (nanoGPT's attn_dropout): a
+  /// layer that computes its own weights applies it there. p = 0 until the model sets its p and generator
+  /// (ModelConfig::dropout); recorded weights are those before the dropout.
+  std::shared_ptr<Dropout> attn_dropout;
 };
 
 /// Throws Error unless `positions` is non-empty, sorted, without repeats, and every entry is < T (the message names

@@ -1,5 +1,8 @@
 #include "nn/layers.h"
 
+#include <string>
+#include <utility>
+
 namespace xgrad::nn {
 
 Linear::Linear(std::size_t in_features, std::size_t out_features, bool has_bias, Generator& gen) {
@@ -37,5 +40,15 @@ MLP::MLP(std::size_t d_model, std::size_t d_ff, Generator& gen) {
 }
 
 Tensor MLP::forward(const Tensor& x) const { return fc_out->forward(gelu(fc_in->forward(x))); }
+
+Dropout::Dropout(double p_, std::shared_ptr<Generator> generator_) : p(p_), generator(std::move(generator_)) {
+  if (!(p >= 0.0 && p < 1.0)) throw Error("Dropout: p must be in [0, 1), got " + std::to_string(p));
+}
+
+Tensor Dropout::forward(const Tensor& x) const {
+  if (!active()) return x;
+  if (!generator) throw Error("Dropout: p = " + std::to_string(p) + " while training needs a generator for its masks");
+  return dropout(x, p, true, *generator);
+}
 
 }  // namespace xgrad::nn

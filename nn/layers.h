@@ -47,4 +47,19 @@ class MLP : public Module {
   std::shared_ptr<Linear> fc_in, fc_out;
 };
 
+/// Inverted dropout (xgrad::dropout, as torch.nn.Dropout) while the module is training (Module::train): each element
+/// is zeroed with probability p and the others are scaled by 1 / (1 - p). In eval mode or with p = 0 forward returns
+/// its input itself (no mask drawn, no op). The masks come from `generator`, which the dropout sites of one model
+/// share, so that reseeding it once (AttentionModel::set_dropout_generator) fixes every mask of the next forward pass.
+/// x: any shape → same. Throws Error unless 0 <= p < 1, or (from forward) when a mask is due and generator is null.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.0, std::shared_ptr<Generator> generator = nullptr);
+  Tensor forward(const Tensor& x) const;
+  /// Whether forward draws a mask: training and p > 0.
+  bool active() const { return p > 0 && is_training(); }
+  double p;
+  std::shared_ptr<Generator> generator;
+};
+
 }  // namespace xgrad::nn

@@ -6,7 +6,8 @@
 
 namespace xgrad::nn {
 
-TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen) : residual(c.residual) {
+TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_generator)
+    : residual(c.residual) {
   if (c.layer_norm) ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.d_model));
   AttentionLayerContext context;
   context.d_model = c.d_model;
@@ -18,6 +19,9 @@ TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen) : resid
   context.scale = c.scale;
   context.settings = c.settings;
   attn = register_module("attn", make_attention_layer(c.attention, context, gen));
+  attn->attn_dropout->p = c.dropout;
+  attn->attn_dropout->generator = dropout_generator;
+  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(c.dropout, dropout_generator));
   if (c.mlp) {
     if (c.layer_norm) ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.d_model));
     mlp = register_module("mlp", std::make_shared<MLP>(c.d_model, c.d_ff ? c.d_ff : 4 * c.d_model, gen));
@@ -25,23 +29,24 @@ TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen) : resid
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor out = attn->forward(ln_1 ? ln_1->forward(x) : x);
-  return mlp_sublayer(residual ? x + out : out);
+  Tensor out = resid_dropout->forward(attn->forward(ln_1 ? ln_1->forward(x) : x));
+  return mlp_sublayer(residual ? x + out : out, true);
 }
 
 Tensor TransformerBlock::forward_at(const Tensor& x, const std::vector<std::size_t>& positions) {
-  Tensor out = attn->forward_at(ln_1 ? ln_1->forward(x) : x, positions);
-  return mlp_sublayer(residual ? select_positions(x, positions) + out : out);
+  Tensor out = resid_dropout->forward(attn->forward_at(ln_1 ? ln_1->forward(x) : x, positions));
+  return mlp_sublayer(residual ? select_positions(x, positions) + out : out, true);
 }
 
 Tensor TransformerBlock::forward_step(const Tensor& x, AttentionCache& cache) {
   Tensor out = attn->forward_step(ln_1 ? ln_1->forward(x) : x, cache);
-  return mlp_sublayer(residual ? x + out : out);
+  return mlp_sublayer(residual ? x + out : out, false);
 }
 
-Tensor TransformerBlock::mlp_sublayer(const Tensor& h) {
+Tensor TransformerBlock::mlp_sublayer(const Tensor& h, bool drop) {
   if (!mlp) return h;
   Tensor m = mlp->forward(ln_2 ? ln_2->forward(h) : h);
+  if (drop) m = resid_dropout->forward(m);
   return residual ? h + m : m;
 }
 
@@ -51,13 +56,18 @@ AttentionModel::AttentionModel(const ModelConfig& c, std::uint64_t seed) : confi
   if (!(c.emb_init_std > 0) || !(c.proj_init_gain > 0) || !std::isfinite(c.emb_init_std) ||
       !std::isfinite(c.proj_init_gain))
     throw Error("AttentionModel: emb_init_std and proj_init_gain must be finite and > 0");
+  if (!(c.dropout >= 0.0 && c.dropout < 1.0))
+    throw Error("AttentionModel: dropout must be in [0, 1), got " + std::to_string(c.dropout));
   Generator gen(seed, /*stream=*/0x696e6974 /* "init" */);
+  dropout_generator_ = std::make_shared<Generator>(seed, kDropoutStream);
   tok_emb_ = register_module("tok_emb", std::make_shared<Embedding>(c.vocab_size, c.d_model, gen, c.emb_init_std));
   pos_emb_ = register_module("pos_emb", std::make_shared<Embedding>(c.max_seq_len, c.d_model, gen, c.emb_init_std));
   blocks_ = register_module("blocks", std::make_shared<ModuleList<TransformerBlock>>());
-  for (std::size_t i = 0; i < c.n_layers; ++i) blocks_->push_back(std::make_shared<TransformerBlock>(c, gen));
+  for (std::size_t i = 0; i < c.n_layers; ++i)
+    blocks_->push_back(std::make_shared<TransformerBlock>(c, gen, dropout_generator_));
   if (c.layer_norm) ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.d_model));
   head_ = register_module("head", std::make_shared<Linear>(c.d_model, c.vocab_size, true, gen));
+  drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout, dropout_generator_));
   if (c.parametrization == "mup") {
     const MupPlan plan = mup_plan(c, c.base_width);
     for (const MupParameter& p : plan.parameters)
@@ -87,7 +97,7 @@ Tensor AttentionModel::hidden_at(const index_array& tokens, const std::vector<st
   for (std::size_t t = 0; t < T; ++t) positions(t) = static_cast<std::int64_t>(t);
   Tensor embedded = tok_emb_->forward(tokens);  // [B, T, d] or [B, T, S, d]
   if (tokens.dimension() == 3) embedded = sum(embedded, {2});
-  Tensor x = embedded + pos_emb_->forward(positions);  // [B, T, d] + [T, d]
+  Tensor x = drop_->forward(embedded + pos_emb_->forward(positions));  // [B, T, d] + [T, d]
   const auto& blocks = blocks_->items();
   for (std::size_t i = 0; i < blocks.size(); ++i)
     x = select && i + 1 == blocks.size() ? blocks[i]->forward_at(x, query_positions) : blocks[i]->forward(x);

@@ -27,14 +27,18 @@ struct ModelConfig {
   double proj_init_gain = 1.0;           // multiplies the LeCun std N(0, 1/fan_in) of the attention projections
   std::string parametrization = "sp";    // "sp" | "mup": muP's readout multiplier and readout init (nn/mup.h)
   std::size_t base_width = 64;           // mup: the d_model at which mup and sp coincide
+  double dropout = 0.0;                  // in [0, 1): the probability of every dropout site while training (0 = none)
 };
 
 /// Pre-LayerNorm block (as GPT-2; Xiong et al. 2020), its attention built from the attention-layer registry
 /// (nn/attention_layer.h): x + attn(ln_1(x)), then + mlp(ln_2(x)); with layer_norm
 /// off the LayerNorms are identities, with residual off the additions are dropped. x: [B, T, d_model] → same.
+/// While training with config.dropout > 0 (as nanoGPT's Block), each sublayer's output is dropped out before the
+/// addition (resid_dropout) and the attention weights too (AttentionLayer::attn_dropout); forward_step never drops.
 class TransformerBlock : public Module {
  public:
-  TransformerBlock(const ModelConfig& config, Generator& gen);
+  /// Weights are drawn from `gen`; the dropout masks from `dropout_generator` (the model's, shared by its sites).
+  TransformerBlock(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator = nullptr);
   /// x [B, T, d_model] → [B, T, d_model].
   Tensor forward(const Tensor& x);
   /// The output at sequence positions `positions` only (sorted, distinct, < T): [B, len(positions), d_model].
@@ -44,14 +48,16 @@ class TransformerBlock : public Module {
   /// Incremental decoding: x [B, n, d_model] at the n positions after those in `cache` → [B, n, d_model]
   /// (AttentionLayer::forward_step; the residual and the MLP act on each row alone).
   Tensor forward_step(const Tensor& x, AttentionCache& cache);
-  std::shared_ptr<LayerNorm> ln_1, ln_2;  // null when config.layer_norm is false
-  std::shared_ptr<AttentionLayer> attn;   // the registered layer config.attention names
-  std::shared_ptr<MLP> mlp;               // null when config.mlp is false
+  std::shared_ptr<LayerNorm> ln_1, ln_2;   // null when config.layer_norm is false
+  std::shared_ptr<AttentionLayer> attn;    // the registered layer config.attention names
+  std::shared_ptr<MLP> mlp;                // null when config.mlp is false
+  std::shared_ptr<Dropout> resid_dropout;  // on the attention's and the MLP's outputs
   bool residual = true;
 
  private:
-  // h, then + mlp(ln_2(h)) (without the residual: mlp(ln_2(h))); h itself without an MLP.
-  Tensor mlp_sublayer(const Tensor& h);
+  // h, then + mlp(ln_2(h)) (without the residual: mlp(ln_2(h))); h itself without an MLP. `drop`: the MLP's output
+  // goes through resid_dropout.
+  Tensor mlp_sublayer(const Tensor& h, bool drop);
 };
 
 /// What an AttentionModel keeps of the positions it has decoded so far (AttentionModel::forward_step): one
@@ -72,8 +78,14 @@ struct KvCache {
 /// draw no random numbers (ScalingEntry::build). Under parametrization "mup" (nn/mup.h) the readout weight's init std
 /// is multiplied by sqrt(d_model / base_width) after the same draws, and the readout multiplies its input by base_width
 /// / d_model; every other weight is drawn as under "sp".
+/// Dropout (config.dropout > 0, while training; nanoGPT's GPT): on the sum of token and position embeddings, on the
+/// attention weights and on each sublayer's output before its residual addition (TransformerBlock). Its masks are
+/// drawn from one generator, Generator(seed, kDropoutStream) when built; set_dropout_generator replaces it. In eval
+/// mode, with dropout 0 and in forward_step nothing is dropped and no mask is drawn.
 class AttentionModel : public Module {
  public:
+  /// The stream of Generator(seed, stream, index) the dropout masks are drawn from ("drop").
+  static constexpr std::uint64_t kDropoutStream = 0x64726f70;
   /// Throws Error on a zero size or d_model not divisible by n_heads, RegistryError on an unknown scaling or
   /// attention layer.
   AttentionModel(const ModelConfig& config, std::uint64_t seed);
@@ -106,6 +118,9 @@ class AttentionModel : public Module {
   const ModelConfig& config() const { return config_; }
   /// What the readout multiplies its input by: 1 under sp, base_width / d_model under mup (nn/mup.h).
   double readout_multiplier() const { return readout_multiplier_; }
+  /// The dropout masks of the following forward passes are drawn from `gen` (the trainer sets one per step, so the
+  /// masks of a step depend on the seed and the step alone).
+  void set_dropout_generator(const Generator& gen) { *dropout_generator_ = gen; }
 
  private:
   // hidden (select false) or hidden_at (select true).
@@ -115,6 +130,8 @@ class AttentionModel : public Module {
   std::shared_ptr<ModuleList<TransformerBlock>> blocks_;
   std::shared_ptr<LayerNorm> ln_f_;
   std::shared_ptr<Linear> head_;
+  std::shared_ptr<Generator> dropout_generator_;
+  std::shared_ptr<Dropout> drop_;  // on the embeddings' sum
   double readout_multiplier_ = 1.0;
 };
 

@@ -312,6 +312,8 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"probe", "--optimizer", "sgd"}, 2, "--optimizer: probe trains nothing"},
       {{"probe", "--steps", "10"}, 2, "--steps: probe trains nothing"},
       {{"probe", "--weight-decay", "0.1"}, 2, "--weight-decay: probe trains nothing"},
+      {{"probe", "--warmup-steps", "10"}, 2, "--warmup-steps: probe trains nothing"},
+      {{"explain", "--min-lr", "0.1"}, 2, "--min-lr: explain trains nothing"},
       {{"probe", "--d-k", "16,16"}, 2, "--d-k: 16 is given twice"},
       {{"explain", "--d-k", "16,16"}, 2, "--d-k: 16 is given twice"},
       {{"explain", "--d-k", "0"}, 2, "--d-k: must be in [1, 8192], got 0"},
@@ -429,7 +431,7 @@ TEST_CASE("xgrad sample: a table of refused run directories and flags, each one 
       {{"sample", run, "--temperature", "-0.5"}, 2, "--temperature: must be in [0, inf), got -0.5"},
       {{"sample", run, "--temperature", "nan"}, 2, "--temperature: must be a decimal number, got 'nan'"},
       {{"sample", run, "--top-k", "0"}, 2, "--top-k: must be in [1, "},
-      {{"sample", run, "--top-k", "257"}, 2, "--top-k: must be in [1, 256] (the vocabulary), got 257"},
+      {{"sample", run, "--top-k", "257"}, 2, "--top-k: must be in [1, 256], got 257"},
       {{"sample", run, "--lr", "0.1"}, 2, "--lr: not a flag of sample"},
   });
 }

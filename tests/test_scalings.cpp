@@ -39,16 +39,7 @@ xt::xarray<float> normal_array(const shape_t& shape, Generator& gen, double std 
   return a;
 }
 
-// max |a - b| / (1 + max |b|): a relative error that stays meaningful where b is near 0.
-double relative_difference(const xt::xarray<float>& a, const xt::xarray<float>& b) {
-  REQUIRE(a.shape() == b.shape());
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - b.data()[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b.data()[i])));
-  }
-  return diff / (1.0 + scale);
-}
+using testing::relative_difference;
 
 // A layer of 2 heads of d_k 3 on d_model 6 over sequences of 5, in eval mode (no state advances between calls).
 struct Layer {

@@ -61,6 +61,7 @@ struct TrainConfig {
   std::size_t batch_size, steps;
   double lr, clip_grad_norm;  // clip 0 = off
   double z_loss;              // coefficient of the z-loss added to the cross-entropy (0 = off; the column is logged)
+  double dropout;             // probability of every dropout site while training (nn::ModelConfig::dropout; 0 = off)
   std::string lr_schedule;    // a registered schedule (nn/lr_schedule.h): the learning rate of each step
   // reproducibility and output
   std::uint64_t seed, data_seed;

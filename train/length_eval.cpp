@@ -100,6 +100,7 @@ std::unique_ptr<nn::AttentionModel> model_at_length(const nn::AttentionModel& tr
   nn::ModelConfig c = config;
   c.max_seq_len = task.seq_len();
   auto model = std::make_unique<nn::AttentionModel>(c, 0);
+  model->eval();  // an evaluation: no dropout
   const std::vector<std::size_t> rows = task.trained_positions(trained_task);
   auto target = model->state_dict();
   const auto source = trained.state_dict();

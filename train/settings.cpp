@@ -102,6 +102,12 @@ void add_optimisation_settings(std::vector<CoreSetting>& t) {
       bind(&TrainConfig::z_loss,
            number_setting("z_loss", 0.0, 0, 1e30, "coefficient of the z-loss, mean (log Z)^2 of the readout (0 = off)")
                .only_for(kRun)));
+  t.push_back(bind(&TrainConfig::dropout,
+                   number_setting("dropout", 0.0, 0, 1,
+                                  "probability of zeroing an element at each dropout site while training: the "
+                                  "embeddings' sum, the attention weights and each sublayer's output (0 = off)")
+                       .excluding_max()
+                       .only_for(kRun)));
   t.push_back(bind(&TrainConfig::clip_grad_norm,
                    number_setting("clip_grad_norm", 0.0, 0, 1e30, "clip the global gradient norm (0 = off)")
                        .excluding_max()

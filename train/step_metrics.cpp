@@ -30,9 +30,23 @@ double rms(const float* x, std::size_t n) {
   return n ? std::sqrt(s / static_cast<double>(n)) : 0.0;
 }
 
-// Mean loss over cfg.eval_batches held-out batches, without a graph.
+// The model in eval mode (no dropout) for the guard's lifetime, then in the mode it was in.
+class EvalMode {
+ public:
+  explicit EvalMode(nn::Module& model) : model_(model), was_training_(model.is_training()) { model_.eval(); }
+  ~EvalMode() { model_.train(was_training_); }
+  EvalMode(const EvalMode&) = delete;
+  EvalMode& operator=(const EvalMode&) = delete;
+
+ private:
+  nn::Module& model_;
+  bool was_training_;
+};
+
+// Mean loss over cfg.eval_batches held-out batches, without a graph and in eval mode.
 double eval_loss(nn::AttentionModel& model, const data::Task& task, const TrainConfig& cfg, std::size_t step) {
   NoGradGuard no_grad;
+  const EvalMode eval_mode(model);
   double total = 0;
   for (std::size_t i = 0; i < cfg.eval_batches; ++i) {
     const data::Batch b = task.batch(cfg.data_seed, step * cfg.eval_batches + i, cfg.batch_size, data::Split::eval);

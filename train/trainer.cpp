@@ -66,6 +66,7 @@ nn::ModelConfig model_config(const TrainConfig& cfg, std::size_t vocab_size, std
   mc.proj_init_gain = cfg.proj_init_gain;
   mc.parametrization = cfg.parametrization;
   mc.base_width = cfg.base_width;
+  mc.dropout = cfg.dropout;
   return mc;
 }
 
@@ -346,6 +347,10 @@ StepRecord Run::train_step(std::size_t step) {
   data::Batch global = task->batch(cfg.data_seed, step, cfg.batch_size);
   const auto [shard_begin, shard_end] = shard_rows(cfg.batch_size, rank, world_size);
   data::Batch batch = world_size > 1 ? batch_rows(global, shard_begin, shard_end) : std::move(global);
+  // The step's dropout masks: a function of the seed, the step and the rank (each rank drops from its own rows).
+  if (cfg.dropout > 0)
+    model->set_dropout_generator(
+        Generator(cfg.seed, nn::AttentionModel::kDropoutStream ^ (static_cast<std::uint64_t>(rank) << 32), step));
   const nn::TargetLoss out = nn::loss_at_targets(*model, batch.inputs, batch.targets);  // readout at targets only
   const Tensor z = z_loss(out.logits, out.targets);  // logged for every run, added to the loss with --z-loss
   Tensor loss = cfg.z_loss > 0 ? out.loss + z * cfg.z_loss : out.loss;

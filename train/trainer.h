@@ -60,8 +60,9 @@ struct StepHooks {
 /// draws the batch a one-process run draws at each step and computes rows [r·B/P, (r+1)·B/P) of it (B =
 /// config.batch_size, which must be divisible by P: ConfigError otherwise); one allreduce per step sums the gradients,
 /// each shard's weighted by its share of the batch's target positions, so that the update, the loss, accuracy,
-/// gradient norms and attention statistics are those of one process up to the order of the sums. Rank 0 alone reads
-/// and writes the run directory (config.json records environment.world_size = P); the others start from its
+/// gradient norms and attention statistics are those of one process up to the order of the sums (except under
+/// --dropout: each rank draws its own masks, from (seed, step, rank), so the numbers then depend on P). Rank 0 alone
+/// reads and writes the run directory (config.json records environment.world_size = P); the others start from its
 /// parameters and optimizer state (also after --resume, which may use another P). Every log_every steps and at the
 /// end the ranks compare a checksum of their parameters (std::runtime_error naming the step if one differs). A stop
 /// request on any rank stops every rank after the same step.

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -21,6 +22,18 @@
 #include "autograd/tensor.h"
 
 namespace xgrad::testing {
+
+/// max |a - b| / (1 + max |b|): a relative error that stays meaningful where b is near 0. Fails the test (REQUIRE)
+/// when the shapes differ.
+inline double relative_difference(const xt::xarray<float>& a, const xt::xarray<float>& b) {
+  REQUIRE(a.shape() == b.shape());
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - b.data()[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b.data()[i])));
+  }
+  return diff / (1.0 + scale);
+}
 
 /// The inputs of a function under gradcheck.
 using Inputs = std::vector<DTensor>;
