@@ -94,7 +94,7 @@ if ! "$xgrad" train --help | grep -q -- --tie-word-embeddings; then  # TEMPORARY
 fi
 # xgrad's statistics rows (attention statistics, update RMS) at step 0 and the last step only, no console progress,
 # one checkpoint at the end: the steps between are timed as training alone.
-xgrad_only=(--task char_lm --optimizer adamw --lr-schedule cosine --log-every 1000000000 --print-every 1000000000
+xgrad_only=(--task char_lm --dropout 0 --optimizer adamw --lr-schedule cosine --log-every 1000000000 --print-every 1000000000
   --checkpoint-every 0 --overwrite)
 
 # run ENGINE THREADS SEED: one training run into $out/ENGINE-tTHREADS-sSEED, its wall time in wall_s.
