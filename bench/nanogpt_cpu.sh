@@ -87,11 +87,6 @@ common=(--text "$text" --seq-len 64 --n-layers 4 --n-heads 4 --d-model 128 --bat
   --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip-grad-norm 1 --warmup-steps "$warmup" --min-lr 1e-4
   --eval-every "$eval_every" --eval-batches "$eval_batches" --emb-init-std 0.02
   --tie-word-embeddings true --bias false --weight-decay-params matrices)
-if ! "$xgrad" train --help | grep -q -- --tie-word-embeddings; then  # TEMPORARY until the options land
-  common=("${common[@]:0:${#common[@]}-6}")
-  torch_fallback=(--tie-word-embeddings false --bias true --weight-decay-params all)
-  echo "WARNING: this xgrad lacks the nanoGPT options; both engines run xgrad's default layout"
-fi
 # xgrad's statistics rows (attention statistics, update RMS) at step 0 and the last step only, no console progress,
 # one checkpoint at the end: the steps between are timed as training alone.
 xgrad_only=(--task char_lm --dropout 0 --optimizer adamw --lr-schedule cosine --log-every 1000000000 --print-every 1000000000
@@ -104,7 +99,7 @@ run() {
   if [ "$1" = xgrad ]; then
     "$xgrad" train "${common[@]}" "${xgrad_only[@]}" --threads "$2" --seed "$3" --out "$dir" >"$out/$1-t$2-s$3.log" 2>&1
   else
-    "$python" "$here/nanogpt_reference.py" "${common[@]}" ${torch_fallback[@]+"${torch_fallback[@]}"} --threads "$2" --seed "$3" --out "$dir" >"$out/$1-t$2-s$3.log" 2>&1
+    "$python" "$here/nanogpt_reference.py" "${common[@]}" --threads "$2" --seed "$3" --out "$dir" >"$out/$1-t$2-s$3.log" 2>&1
   fi || { cat "$out/$1-t$2-s$3.log" >&2; echo "nanogpt_cpu.sh: the $1 run failed (above)" >&2; exit 1; }
   awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }' >"$dir/wall_s"
   printf '  %-5s %d thread(s) seed %d: %.1f s, load average %s\n' "$1" "$2" "$3" "$(cat "$dir/wall_s")" \
