@@ -187,6 +187,9 @@ void check_mup(const TrainConfig& c) {
   require(c.optimizer == "adamw" || c.optimizer == "sgd",
           "--parametrization mup: muP's learning rates are defined for --optimizer adamw and sgd (got " + c.optimizer +
               ")");
+  require(!c.tie_word_embeddings,
+          "--tie-word-embeddings true is not defined under --parametrization mup: muP gives the readout an init and a "
+          "multiplier of its own, which a table shared with the input embedding cannot have");
   const std::size_t dk = c.head_size(), ff = c.d_ff ? c.d_ff : 4 * c.d_model;
   require(dk * c.base_width % c.d_model == 0 && ff * c.base_width % c.d_model == 0,
           "--base-width: d_k (" + std::to_string(dk) + ") and d_ff (" + std::to_string(ff) +

@@ -66,6 +66,8 @@ nn::ModelConfig model_config(const TrainConfig& cfg, std::size_t vocab_size, std
   mc.proj_init_gain = cfg.proj_init_gain;
   mc.parametrization = cfg.parametrization;
   mc.base_width = cfg.base_width;
+  mc.tie_word_embeddings = cfg.tie_word_embeddings;
+  mc.bias = cfg.bias;
   return mc;
 }
 
