@@ -27,16 +27,16 @@ Embedding::Embedding(std::size_t num_embeddings, std::size_t embedding_dim, Gene
 
 Tensor Embedding::forward(const index_array& indices) const { return embedding(weight, indices); }
 
-LayerNorm::LayerNorm(std::size_t d, double eps_) : eps(eps_) {
+LayerNorm::LayerNorm(std::size_t d, double eps_, bool has_bias) : eps(eps_) {
   weight = register_parameter("weight", ones<float>({d}));
-  bias = register_parameter("bias", zeros<float>({d}));
+  if (has_bias) bias = register_parameter("bias", zeros<float>({d}));
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
 
-MLP::MLP(std::size_t d_model, std::size_t d_ff, Generator& gen) {
-  fc_in = register_module("fc_in", std::make_shared<Linear>(d_model, d_ff, true, gen));
-  fc_out = register_module("fc_out", std::make_shared<Linear>(d_ff, d_model, true, gen));
+MLP::MLP(std::size_t d_model, std::size_t d_ff, Generator& gen, bool bias) {
+  fc_in = register_module("fc_in", std::make_shared<Linear>(d_model, d_ff, bias, gen));
+  fc_out = register_module("fc_out", std::make_shared<Linear>(d_ff, d_model, bias, gen));
 }
 
 Tensor MLP::forward(const Tensor& x) const { return fc_out->forward(gelu(fc_in->forward(x))); }

@@ -29,20 +29,21 @@ class Embedding : public Module {
   Tensor weight;
 };
 
-/// Layer normalisation over the last axis (Ba et al. 2016) with learned weight (init 1) and bias (init 0), [d].
+/// Layer normalisation over the last axis (Ba et al. 2016) with learned weight (init 1) and, unless constructed with
+/// bias false (as torch.nn.LayerNorm(d, bias=False)), bias (init 0), [d] each. x: [..., d] → [..., d].
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(std::size_t d, double eps = 1e-5);
+  explicit LayerNorm(std::size_t d, double eps = 1e-5, bool bias = true);
   Tensor forward(const Tensor& x) const;
-  Tensor weight, bias;
+  Tensor weight, bias;  // bias undefined when constructed without one
   double eps;
 };
 
-/// Position-wise feed-forward network: Linear(d_model, d_ff) → GELU → Linear(d_ff, d_model).
-/// x: [..., d_model] → [..., d_model].
+/// Position-wise feed-forward network: Linear(d_model, d_ff) → GELU → Linear(d_ff, d_model), both Linears with a
+/// bias unless `bias` is false. x: [..., d_model] → [..., d_model].
 class MLP : public Module {
  public:
-  MLP(std::size_t d_model, std::size_t d_ff, Generator& gen);
+  MLP(std::size_t d_model, std::size_t d_ff, Generator& gen, bool bias = true);
   Tensor forward(const Tensor& x) const;
   std::shared_ptr<Linear> fc_in, fc_out;
 };

@@ -6,9 +6,20 @@
 
 namespace xgrad::nn {
 
+namespace {
+
+// The tied readout's bias, registered as "head" so that it keeps the untied readout's name, head.bias.
+class ReadoutBias : public Module {
+ public:
+  explicit ReadoutBias(std::size_t n) { bias = register_parameter("bias", zeros<float>({n})); }
+  Tensor bias;
+};
+
+}  // namespace
+
 TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_generator)
     : residual(c.residual) {
-  if (c.layer_norm) ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.d_model));
+  if (c.layer_norm) ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.d_model, 1e-5, c.bias));
   AttentionLayerContext context;
   context.d_model = c.d_model;
   context.n_heads = c.n_heads;
@@ -23,8 +34,8 @@ TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen, std::sh
   attn->attn_dropout->generator = dropout_generator;
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(c.dropout, dropout_generator));
   if (c.mlp) {
-    if (c.layer_norm) ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.d_model));
-    mlp = register_module("mlp", std::make_shared<MLP>(c.d_model, c.d_ff ? c.d_ff : 4 * c.d_model, gen));
+    if (c.layer_norm) ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.d_model, 1e-5, c.bias));
+    mlp = register_module("mlp", std::make_shared<MLP>(c.d_model, c.d_ff ? c.d_ff : 4 * c.d_model, gen, c.bias));
   }
 }
 
@@ -58,6 +69,10 @@ AttentionModel::AttentionModel(const ModelConfig& c, std::uint64_t seed) : confi
     throw Error("AttentionModel: emb_init_std and proj_init_gain must be finite and > 0");
   if (!(c.dropout >= 0.0 && c.dropout < 1.0))
     throw Error("AttentionModel: dropout must be in [0, 1), got " + std::to_string(c.dropout));
+  if (c.tie_word_embeddings && c.parametrization == "mup")
+    throw Error(
+        "AttentionModel: tie_word_embeddings is not defined under parametrization mup (the readout has its own init "
+        "and multiplier there)");
   Generator gen(seed, /*stream=*/0x696e6974 /* "init" */);
   dropout_generator_ = std::make_shared<Generator>(seed, kDropoutStream);
   tok_emb_ = register_module("tok_emb", std::make_shared<Embedding>(c.vocab_size, c.d_model, gen, c.emb_init_std));
@@ -65,8 +80,11 @@ AttentionModel::AttentionModel(const ModelConfig& c, std::uint64_t seed) : confi
   blocks_ = register_module("blocks", std::make_shared<ModuleList<TransformerBlock>>());
   for (std::size_t i = 0; i < c.n_layers; ++i)
     blocks_->push_back(std::make_shared<TransformerBlock>(c, gen, dropout_generator_));
-  if (c.layer_norm) ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.d_model));
-  head_ = register_module("head", std::make_shared<Linear>(c.d_model, c.vocab_size, true, gen));
+  if (c.layer_norm) ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.d_model, 1e-5, c.bias));
+  if (!c.tie_word_embeddings)
+    head_ = register_module("head", std::make_shared<Linear>(c.d_model, c.vocab_size, c.bias, gen));
+  else if (c.bias)
+    head_bias_ = register_module("head", std::make_shared<ReadoutBias>(c.vocab_size))->bias;
   drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout, dropout_generator_));
   if (c.parametrization == "mup") {
     const MupPlan plan = mup_plan(c, c.base_width);
@@ -127,7 +145,10 @@ Tensor AttentionModel::forward_step(const index_array& tokens, KvCache& cache) {
 
 Tensor AttentionModel::readout(const Tensor& h) {
   Tensor x = ln_f_ ? ln_f_->forward(h) : h;
-  return head_->forward(readout_multiplier_ != 1.0 ? x * readout_multiplier_ : x);
+  if (head_) return head_->forward(readout_multiplier_ != 1.0 ? x * readout_multiplier_ : x);
+  // Tied (never under mup, so no multiplier): [..., d_model] @ [d_model, vocab_size], a transposed view of the table.
+  Tensor logits = matmul(x, transpose(tok_emb_->weight, 0, 1));
+  return head_bias_.defined() ? logits + head_bias_ : logits;
 }
 
 Tensor AttentionModel::forward(const index_array& tokens) { return readout(hidden(tokens)); }

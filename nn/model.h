@@ -28,6 +28,8 @@ struct ModelConfig {
   std::string parametrization = "sp";    // "sp" | "mup": muP's readout multiplier and readout init (nn/mup.h)
   std::size_t base_width = 64;           // mup: the d_model at which mup and sp coincide
   double dropout = 0.0;                  // in [0, 1): the probability of every dropout site while training (0 = none)
+  bool tie_word_embeddings = false;      // the readout uses tok_emb.weight (no head.weight); not with mup
+  bool bias = true;                      // false: no bias in the MLP's Linears, the readout and the LayerNorms
 };
 
 /// Pre-LayerNorm block (as GPT-2; Xiong et al. 2020), its attention built from the attention-layer registry
@@ -78,6 +80,13 @@ struct KvCache {
 /// draw no random numbers (ScalingEntry::build). Under parametrization "mup" (nn/mup.h) the readout weight's init std
 /// is multiplied by sqrt(d_model / base_width) after the same draws, and the readout multiplies its input by base_width
 /// / d_model; every other weight is drawn as under "sp".
+///
+/// tie_word_embeddings (as Hugging Face's config; Press & Wolf 2017): the readout is h @ tok_emb.weight^T (+
+/// head.bias), one tensor for both uses, so there is no head.weight and the table's gradient is the sum of both uses'
+/// gradients. The table keeps its embedding init N(0, emb_init_std^2); the other weights are the untied model's of the
+/// same seed (the readout weight was the last draw). bias false (nanoGPT's GPTConfig.bias): no head.bias, no MLP biases
+/// and LayerNorms without a bias (the attention projections have none either way; a scaling's own LayerNorms, as
+/// qk_layernorm's, are the scaling's and keep theirs).
 /// Dropout (config.dropout > 0, while training; nanoGPT's GPT): on the sum of token and position embeddings, on the
 /// attention weights and on each sublayer's output before its residual addition (TransformerBlock). Its masks are
 /// drawn from one generator, Generator(seed, kDropoutStream) when built; set_dropout_generator replaces it. In eval
@@ -86,8 +95,8 @@ class AttentionModel : public Module {
  public:
   /// The stream of Generator(seed, stream, index) the dropout masks are drawn from ("drop").
   static constexpr std::uint64_t kDropoutStream = 0x64726f70;
-  /// Throws Error on a zero size or d_model not divisible by n_heads, RegistryError on an unknown scaling or
-  /// attention layer.
+  /// Throws Error on a zero size or d_model not divisible by n_heads, tie_word_embeddings under parametrization mup
+  /// (its readout has an init and a multiplier of its own), RegistryError on an unknown scaling or attention layer.
   AttentionModel(const ModelConfig& config, std::uint64_t seed);
   /// tokens [B, T] or [B, T, S] → logits [B, T, vocab_size] at every position (evaluation per position, probes).
   /// Throws Error for another rank or T above max_seq_len.
@@ -111,7 +120,7 @@ class AttentionModel : public Module {
   /// hidden(tokens) at sequence positions `positions` only (sorted, distinct, < T): [B, len(positions), d_model].
   /// The blocks before the last run in full; the last computes only those rows (TransformerBlock::forward_at).
   Tensor hidden_at(const index_array& tokens, const std::vector<std::size_t>& positions);
-  /// Final LayerNorm (when on) and readout: [..., d_model] → [..., vocab_size].
+  /// Final LayerNorm (when on) and readout (head, or tok_emb.weight^T when tied): [..., d_model] → [..., vocab_size].
   Tensor readout(const Tensor& h);
   /// The attention layers, first block first (for saturation statistics).
   std::vector<std::shared_ptr<AttentionLayer>> attention_layers() const;
@@ -129,7 +138,8 @@ class AttentionModel : public Module {
   std::shared_ptr<Embedding> tok_emb_, pos_emb_;
   std::shared_ptr<ModuleList<TransformerBlock>> blocks_;
   std::shared_ptr<LayerNorm> ln_f_;
-  std::shared_ptr<Linear> head_;
+  std::shared_ptr<Linear> head_;  // null when tied: the readout is tok_emb_->weight^T and head_bias_
+  Tensor head_bias_;              // [vocab_size], the tied readout's bias (undefined without one)
   std::shared_ptr<Generator> dropout_generator_;
   std::shared_ptr<Dropout> drop_;  // on the embeddings' sum
   double readout_multiplier_ = 1.0;

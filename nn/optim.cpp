@@ -31,15 +31,26 @@ Setting weight_decay_setting() {
   return number_setting("weight_decay", 0.0, 0.0, 1e30, "weight decay (decoupled for AdamW)");
 }
 
+// Which parameters weight_decay applies to, as one declaration for both optimizers: "matrices" is nanoGPT's
+// configure_optimizers (weights of 2 or more dimensions decayed; biases, LayerNorm gains and scalars not).
+Setting weight_decay_params_setting() {
+  return text_setting("weight_decay_params", "all", {"all", "matrices"},
+                      "which parameters weight_decay applies to: all, or matrices (2 or more dimensions: weights and "
+                      "embeddings, not biases, LayerNorm gains and scalars)");
+}
+
+bool decays_matrices_only(const SettingValues& v) { return v.get<std::string>("weight_decay_params") == "matrices"; }
+
 OptimizerEntry sgd_entry() {
   OptimizerEntry e;
   e.name = "sgd";
   e.description = "SGD with momentum (PyTorch's form: the momentum buffer accumulates the gradient)";
   e.order = 10;
   e.settings = {number_setting("momentum", 0.9, 0.0, kMaxDecay, "SGD momentum (below 1 in float)"),
-                weight_decay_setting()};
+                weight_decay_setting(), weight_decay_params_setting()};
   e.build = [](std::vector<Tensor> params, double lr, const SettingValues& v) -> std::unique_ptr<Optimizer> {
-    return std::make_unique<SGD>(std::move(params), lr, v.get<double>("momentum"), v.get<double>("weight_decay"));
+    return std::make_unique<SGD>(std::move(params), lr, v.get<double>("momentum"), v.get<double>("weight_decay"),
+                                 decays_matrices_only(v));
   };
   return e;
 }
@@ -49,13 +60,13 @@ OptimizerEntry adamw_entry() {
   e.name = "adamw";
   e.description = "AdamW (Loshchilov & Hutter 2019, \"Decoupled Weight Decay Regularization\", Algorithm 2)";
   e.order = 20;
-  e.settings = {weight_decay_setting(),
+  e.settings = {weight_decay_setting(), weight_decay_params_setting(),
                 number_setting("beta1", 0.9, 0.0, kMaxDecay, "decay rate of the first moment (below 1 in float)"),
                 number_setting("beta2", 0.999, 0.0, kMaxDecay, "decay rate of the second moment (below 1 in float)"),
                 number_setting("eps", 1e-8, kMinEps, 1.0, "added to the root of the second moment (a normal float)")};
   e.build = [](std::vector<Tensor> params, double lr, const SettingValues& v) -> std::unique_ptr<Optimizer> {
     return std::make_unique<AdamW>(std::move(params), lr, v.get<double>("beta1"), v.get<double>("beta2"),
-                                   v.get<double>("eps"), v.get<double>("weight_decay"));
+                                   v.get<double>("eps"), v.get<double>("weight_decay"), decays_matrices_only(v));
   };
   return e;
 }
@@ -70,8 +81,11 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<T
   return entry.build(std::move(params), lr, resolve_settings(entry.settings, given.json()));
 }
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr)
-    : params_(std::move(params)), lr_(lr), lr_multipliers_(params_.size(), 1.0) {
+Optimizer::Optimizer(std::vector<Tensor> params, double lr, bool decay_matrices_only)
+    : params_(std::move(params)),
+      lr_(lr),
+      lr_multipliers_(params_.size(), 1.0),
+      decay_matrices_only_(decay_matrices_only) {
   set_lr(lr);
 }
 
@@ -116,8 +130,12 @@ void Optimizer::check_state(const char* optimizer, const OptimizerState& state,
   }
 }
 
-SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay)
-    : Optimizer(std::move(params), lr), momentum_(momentum), weight_decay_(weight_decay) {
+double Optimizer::weight_decay_of(std::size_t i, double weight_decay) const {
+  return decay_matrices_only_ && params_[i].dim() < 2 ? 0.0 : weight_decay;
+}
+
+SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay, bool decay_matrices_only)
+    : Optimizer(std::move(params), lr, decay_matrices_only), momentum_(momentum), weight_decay_(weight_decay) {
   if (!(momentum >= 0 && momentum <= kMaxDecay))
     throw Error("SGD: momentum must be in [0, " + number_text(kMaxDecay, 8) + "] (below 1 in float), got " +
                 number_text(momentum, 17));
@@ -131,7 +149,7 @@ void SGD::step() {
     float* w = p.mutable_value().data();
     const float* g = p.grad().data();
     float* b = buf_[i].data();
-    const auto mu = static_cast<float>(momentum_), wd = static_cast<float>(weight_decay_),
+    const auto mu = static_cast<float>(momentum_), wd = static_cast<float>(weight_decay_of(i, weight_decay_)),
                lr = static_cast<float>(lr_of(i));
     parallel_for(0, p.numel(), grain_for(4, 64), [&](std::size_t lo, std::size_t hi) {
       for (std::size_t j = lo; j < hi; ++j) {
@@ -149,8 +167,13 @@ void SGD::load_state(const OptimizerState& state) {
   buf_ = state.buffers.at("momentum_buffer");
 }
 
-AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay)
-    : Optimizer(std::move(params), lr), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {
+AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay,
+             bool decay_matrices_only)
+    : Optimizer(std::move(params), lr, decay_matrices_only),
+      beta1_(beta1),
+      beta2_(beta2),
+      eps_(eps),
+      weight_decay_(weight_decay) {
   if (!(beta1 >= 0 && beta1 <= kMaxDecay && beta2 >= 0 && beta2 <= kMaxDecay))
     throw Error("AdamW: betas must be in [0, " + number_text(kMaxDecay, 8) + "] (below 1 in float), got beta1 " +
                 number_text(beta1, 17) + " and beta2 " + number_text(beta2, 17));
@@ -173,7 +196,7 @@ void AdamW::step() {
     Tensor& p = params_[i];
     if (!p.has_grad()) continue;
     const auto step_size = static_cast<float>(lr_of(i) / bc1);
-    const auto decay = static_cast<float>(1.0 - lr_of(i) * weight_decay_);
+    const auto decay = static_cast<float>(1.0 - lr_of(i) * weight_decay_of(i, weight_decay_));
     float* w = p.mutable_value().data();
     const float* g = p.grad().data();
     float* m = m_[i].data();

@@ -23,7 +23,9 @@ struct OptimizerState {
 
 class Optimizer {
  public:
-  explicit Optimizer(std::vector<Tensor> params, double lr);
+  /// decay_matrices_only: weight decay applies only to parameters of 2 or more dimensions (weight_decay_params
+  /// "matrices", nanoGPT's parameter groups); false: to every parameter (torch.optim given model.parameters()).
+  explicit Optimizer(std::vector<Tensor> params, double lr, bool decay_matrices_only = false);
   virtual ~Optimizer() = default;
   /// Updates every parameter that has a gradient; parameters without one (not reached by backward) are skipped.
   virtual void step() = 0;
@@ -38,6 +40,8 @@ class Optimizer {
   /// (nn/mup.h). Throws Error unless there is one finite factor > 0 per parameter.
   void set_lr_multipliers(std::vector<double> multipliers);
   const std::vector<double>& lr_multipliers() const { return lr_multipliers_; }
+  /// Whether weight decay skips the parameters of fewer than 2 dimensions (biases, LayerNorm gains, scalars).
+  bool decay_matrices_only() const { return decay_matrices_only_; }
   /// A copy of the state (see OptimizerState).
   virtual OptimizerState state() const = 0;
   /// Replaces the state with `state`, so that the next step() continues exactly where the saved optimizer stopped.
@@ -53,16 +57,21 @@ class Optimizer {
 
   /// lr * lr_multipliers()[i]: the learning rate of parameter i.
   double lr_of(std::size_t i) const { return lr_ * lr_multipliers_[i]; }
+  /// `weight_decay` for parameter i: 0 for one of fewer than 2 dimensions when decay_matrices_only().
+  double weight_decay_of(std::size_t i, double weight_decay) const;
 
   std::vector<Tensor> params_;
   double lr_;
   std::vector<double> lr_multipliers_;
+  bool decay_matrices_only_ = false;
 };
 
-/// SGD with momentum (PyTorch's form): buf = momentum * buf + (g + weight_decay * p); p -= lr * buf.
+/// SGD with momentum (PyTorch's form): buf = momentum * buf + (g + weight_decay * p); p -= lr * buf. With
+/// decay_matrices_only, weight_decay is 0 for parameters of fewer than 2 dimensions (Optimizer's constructor).
 class SGD : public Optimizer {
  public:
-  SGD(std::vector<Tensor> params, double lr, double momentum = 0.9, double weight_decay = 0.0);
+  SGD(std::vector<Tensor> params, double lr, double momentum = 0.9, double weight_decay = 0.0,
+      bool decay_matrices_only = false);
   void step() override;
   OptimizerState state() const override;
   void load_state(const OptimizerState& state) override;
@@ -75,10 +84,11 @@ class SGD : public Optimizer {
 
 /// AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization", Algorithm 2):
 /// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay * p).
+/// With decay_matrices_only, weight_decay is 0 for parameters of fewer than 2 dimensions (nanoGPT's no-decay group).
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Tensor> params, double lr, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
-        double weight_decay = 0.01);
+        double weight_decay = 0.01, bool decay_matrices_only = false);
   void step() override;
   std::size_t step_count() const { return t_; }
   OptimizerState state() const override;

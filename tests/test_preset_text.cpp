@@ -76,6 +76,9 @@ TEST_CASE("preset text --quick: d_k 16 and 64 two ways, none vs sqrt_dk; held-ou
     CHECK(config.at("batch_size") == 12);
     CHECK(config.at("lr_schedule") == "cosine");
     CHECK(config.at("beta2") == doctest::Approx(0.99));
+    CHECK(config.at("weight_decay_params") == "matrices");
+    CHECK(config.at("tie_word_embeddings") == true);
+    CHECK(config.at("bias") == false);
     const int d_model = config.at("d_model"), n_heads = config.at("n_heads"), d_k = r.at("d_k");
     CHECK(n_heads * d_k == d_model);
     CHECK((d_model == 64 || n_heads == 1));
@@ -93,10 +96,16 @@ TEST_CASE("preset text --quick: d_k 16 and 64 two ways, none vs sqrt_dk; held-ou
     REQUIRE(sampled.exit_code == 0);
     INFO(sampled.out);
     CHECK(samples.find("(run " + dir.filename().string() + ")") != std::string::npos);
-    const std::string head = sampled.out.substr(0, 60);
-    if (head.find_first_of(std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f\x1b", 13)) ==
-        std::string::npos)
-      CHECK(samples.find(head) != std::string::npos);
+    // The report shows control bytes but newline and tab as \xNN.
+    std::string shown;
+    for (char ch : sampled.out) {
+      const auto u = static_cast<unsigned char>(ch);
+      const bool control = (u < 0x20 && ch != '\n' && ch != '\t') || u == 0x7f;
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02X", u);
+      shown += control ? std::string(escaped) : std::string(1, ch);
+    }
+    CHECK(samples.find(shown) != std::string::npos);
   }
   REQUIRE(loss.size() == 3);
   // The verdict counts follow from the held-out losses: lower by more than 2% of the larger.

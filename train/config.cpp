@@ -187,6 +187,9 @@ void check_mup(const TrainConfig& c) {
   require(c.optimizer == "adamw" || c.optimizer == "sgd",
           "--parametrization mup: muP's learning rates are defined for --optimizer adamw and sgd (got " + c.optimizer +
               ")");
+  require(!c.tie_word_embeddings,
+          "--tie-word-embeddings true is not defined under --parametrization mup: muP gives the readout an init and a "
+          "multiplier of its own, which a table shared with the input embedding cannot have");
   const std::size_t dk = c.head_size(), ff = c.d_ff ? c.d_ff : 4 * c.d_model;
   require(dk * c.base_width % c.d_model == 0 && ff * c.base_width % c.d_model == 0,
           "--base-width: d_k (" + std::to_string(dk) + ") and d_ff (" + std::to_string(ff) +
@@ -315,10 +318,11 @@ MemoryEstimate TrainConfig::estimate_memory(std::size_t vocab_size, std::size_t 
   // Per parameter: value, gradient, two Adam moments and the pre-step copy, 4 bytes each. Per activation: the
   // forward value kept for backward and its gradient, 4 bytes each.
   const double per_parameter = 4.0 * 5, per_activation = 4.0 * 2;
+  const double vocab_tables = tie_word_embeddings ? 1 : 2;  // tied: the readout is the token embedding table
   MemoryEstimate m;
   m.seq_len_from = seq_len_from;
   m.terms = {
-      {"the embeddings and readout", V_flag + " x --d-model", per_parameter * (2 * V * d + T * d)},
+      {"the embeddings and readout", V_flag + " x --d-model", per_parameter * (vocab_tables * V * d + T * d)},
       {"the attention weights", "--n-layers x --d-model x --n-heads x --d-k", per_parameter * L * 4 * d * inner},
       {"the MLP weights", "--n-layers x --d-model x --d-ff", per_parameter * L * 2 * d * ff},
       {"the residual stream", "--batch-size x " + T_flag + " x --n-layers x --d-model",

@@ -57,6 +57,8 @@ struct TrainConfig {
   double emb_init_std, proj_init_gain;
   std::string parametrization;  // "sp" | "mup" (nn/mup.h)
   std::size_t base_width;       // mup: the d_model at which mup and sp coincide
+  bool tie_word_embeddings;     // the readout uses the token embedding table (nn/model.h)
+  bool bias;                    // false: no bias in the Linears and LayerNorms (nn/model.h)
   // optimisation
   std::size_t batch_size, steps;
   double lr, clip_grad_norm;  // clip 0 = off

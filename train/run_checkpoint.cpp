@@ -111,6 +111,20 @@ nn::Checkpoint make_run_checkpoint(const TrainConfig& config, const nn::Attentio
   return c;
 }
 
+namespace {
+
+// The setting that decides whether a model has the parameter `name` (without the checkpoint's prefix), for a
+// checkpoint of a run with other settings: "" when no setting but the shape settings does.
+std::string parameter_setting_hint(const std::string& name) {
+  if (name == "head.weight")
+    return " (a model with --tie-word-embeddings true has no head.weight: its readout uses tok_emb.weight)";
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
+    return " (a model with --bias false has no biases)";
+  return "";
+}
+
+}  // namespace
+
 void load_model_weights(const nn::Checkpoint& c, const std::string& path, nn::AttentionModel& model) {
   std::string prefix;
   for (const auto& [name, value] : c.tensors)
@@ -121,13 +135,14 @@ void load_model_weights(const nn::Checkpoint& c, const std::string& path, nn::At
     bool known = false;
     for (const auto& [n, p] : named) known = known || prefix + n == name;
     if (!known)
-      throw nn::CheckpointError("checkpoint " + path + ": tensor '" + name + "' is not a parameter of this model");
+      throw nn::CheckpointError("checkpoint " + path + ": tensor '" + name + "' is not a parameter of this model" +
+                                parameter_setting_hint(name.substr(prefix.size())));
   }
   for (auto& [name, param] : named) {
     const xt::xarray<float>* value = c.find(prefix + name);
     if (!value)
       throw nn::CheckpointError("checkpoint " + path + ": no tensor '" + prefix + name + "' (the model's parameter " +
-                                name + ")");
+                                name + ")" + parameter_setting_hint(name));
     const shape_t have(value->shape().begin(), value->shape().end());
     if (have != param.shape())
       throw nn::CheckpointError("checkpoint " + path + ": tensor '" + prefix + name + "' has shape " + shape_str(have) +

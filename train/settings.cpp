@@ -68,6 +68,19 @@ void add_model_settings(std::vector<CoreSetting>& t) {
                        .excluding_min()));
 }
 
+// The readout's weight and the biases, as nanoGPT's GPTConfig (weight tying; bias) and Hugging Face's config.
+void add_readout_settings(std::vector<CoreSetting>& t) {
+  t.push_back(bind(&TrainConfig::tie_word_embeddings,
+                   boolean_setting("tie_word_embeddings", false,
+                                   "the readout uses the token embedding table, logits = h @ tok_emb.weight^T "
+                                   "(true/false; not with --parametrization mup)")
+                       .only_for(kRun)));
+  t.push_back(bind(&TrainConfig::bias, boolean_setting("bias", true,
+                                                       "bias in the MLP's Linears, the readout and the LayerNorms "
+                                                       "(true/false)")
+                                           .only_for(kRun)));
+}
+
 // Probe measures the standard parametrization's initialisation (scales none and sqrt_dk): not probe flags.
 void add_parametrization_settings(std::vector<CoreSetting>& t) {
   t.push_back(
@@ -185,6 +198,7 @@ void add_execution_settings(std::vector<CoreSetting>& t) {
 std::vector<CoreSetting> make_core_settings() {
   std::vector<CoreSetting> t;
   add_model_settings(t);
+  add_readout_settings(t);
   add_parametrization_settings(t);
   add_optimisation_settings(t);
   add_record_settings(t);

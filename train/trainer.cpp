@@ -67,6 +67,8 @@ nn::ModelConfig model_config(const TrainConfig& cfg, std::size_t vocab_size, std
   mc.parametrization = cfg.parametrization;
   mc.base_width = cfg.base_width;
   mc.dropout = cfg.dropout;
+  mc.tie_word_embeddings = cfg.tie_word_embeddings;
+  mc.bias = cfg.bias;
   return mc;
 }
 

@@ -3,9 +3,10 @@
 // two ways: n_heads 16, 4, 1 at d_model 256 (the head size grows, the width stays), and d_model 16, 64, 256 with one
 // head (the width grows with it). Training as nanoGPT's CPU run (Karpathy, nanoGPT README: AdamW with betas 0.9/0.99,
 // weight decay 0.1 on the matrices, gradient clipping 1.0, warmup then cosine decay to a tenth of the lr, context 64,
-// batch 12), two layers and fewer steps so the full grid fits in 20 minutes on 2 cores. Any registered scaling can
-// be added with --scale. `./run.sh experiment --preset text` passes the King James Bible (run.sh corpus) as --text.
-// Report (report/presets/text.cpp): held-out loss, saturation and a sample of text per arm.
+// batch 12, tied token embedding and readout, no biases), two layers and fewer steps so the full grid fits in 20
+// minutes on 2 cores. Any registered scaling can be added with --scale. `./run.sh experiment --preset text` passes the
+// King James Bible (run.sh corpus) as --text. Report (report/presets/text.cpp): held-out loss, saturation and a sample
+// of text per arm.
 #include "cli/presets/preset.h"
 
 namespace xgrad::cli {
@@ -25,6 +26,9 @@ void set_training(train::SweepConfig& c, bool quick) {
   train::set_setting(c.base, "min_lr", 1e-4);
   train::set_setting(c.base, "beta2", 0.99);
   train::set_setting(c.base, "weight_decay", 0.1);
+  train::set_setting(c.base, "weight_decay_params", "matrices");
+  c.base.tie_word_embeddings = true;
+  c.base.bias = false;
   c.base.clip_grad_norm = 1.0;
   c.base.emb_init_std = 0.02;  // nanoGPT's: a byte embedding of std 1 would dominate the LayerNorm'd residual sum
   c.base.eval_every = quick ? 100 : 200;

@@ -198,7 +198,8 @@ std::string verdict_text(const Verdicts& v) {
   return text + v.lines + "\n";
 }
 
-// `text` in a fenced block that no line of it can close: the fence is longer than any run of backticks in it.
+// `text` in a fenced block that no line of it can close: the fence is longer than any run of backticks in it. Control
+// bytes but newline and tab are shown as \xNN, as sample_text shows invalid UTF-8.
 std::string fenced(const std::string& text) {
   std::size_t longest = 0, run = 0;
   for (char ch : text) longest = std::max(longest, run = ch == '`' ? run + 1 : 0);
@@ -206,7 +207,8 @@ std::string fenced(const std::string& text) {
   std::string shown;
   for (char ch : text) {
     const auto u = static_cast<unsigned char>(ch);
-    shown += u < 0x20 && ch != '\n' && ch != '\t' ? fmt::format("\\x{:02x}", u) : std::string(1, ch);
+    const bool control = (u < 0x20 && ch != '\n' && ch != '\t') || u == 0x7f;
+    shown += control ? fmt::format("\\x{:02X}", u) : std::string(1, ch);
   }
   return fence + "text\n" + shown + "\n" + fence + "\n";
 }
