@@ -3,25 +3,9 @@
 # flag (or command) and the allowed values; nothing is timed.
 #   tests/bench_cli_errors_test.sh XGRAD_BENCH_BIN
 set -u
-bench=$1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-# expect MESSAGE ARGS...: exit code 2, exactly one stderr line, starting "xgrad_bench: " and holding MESSAGE.
-expect() {
-  message=$1
-  shift
-  "$bench" "$@" >"$dir/out" 2>"$dir/err"
-  code=$?
-  lines=$(wc -l <"$dir/err")
-  if [ "$code" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -q '^xgrad_bench: ' "$dir/err" ||
-     ! grep -qF -- "$message" "$dir/err"; then
-    echo "FAILED: xgrad_bench $* -> exit $code, stderr:"
-    cat "$dir/err"
-    echo "  (wanted exit 2 and one line with: $message)"
-    failed=1
-  fi
-}
+program=$1 name=xgrad_bench
+# shellcheck source-path=SCRIPTDIR source=support/expect_usage_error.sh
+. "$(dirname "$0")/support/expect_usage_error.sh"
 expect "--threads: must be in [1, 64], got 9999" --threads 9999 step
 expect "--threads: must be in [1, 64], got 0" step --threads 0
 expect "--threads: must be a whole number in [1, 64], got 'abc'" --threads abc step

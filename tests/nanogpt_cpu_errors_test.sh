@@ -3,25 +3,9 @@
 # naming the flag; the arguments are checked before anything runs, so neither a build nor PyTorch is needed.
 #   tests/nanogpt_cpu_errors_test.sh SOURCE_DIR
 set -u
-script=$1/bench/nanogpt_cpu.sh
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-# expect MESSAGE ARGS...: exit code 2, exactly one stderr line, starting "nanogpt_cpu.sh: " and holding MESSAGE.
-expect() {
-  message=$1
-  shift
-  "$script" "$@" >"$dir/out" 2>"$dir/err"
-  code=$?
-  lines=$(wc -l <"$dir/err")
-  if [ "$code" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -q '^nanogpt_cpu.sh: ' "$dir/err" ||
-     ! grep -qF -- "$message" "$dir/err" || [ -s "$dir/out" ]; then
-    echo "FAILED: nanogpt_cpu.sh $* -> exit $code, stderr:"
-    cat "$dir/err"
-    echo "  (wanted exit 2, one line with: $message, and nothing on stdout)"
-    failed=1
-  fi
-}
+program=$1/bench/nanogpt_cpu.sh name=nanogpt_cpu.sh quiet_stdout=1
+# shellcheck source-path=SCRIPTDIR source=support/expect_usage_error.sh
+. "$(dirname "$0")/support/expect_usage_error.sh"
 expect "--iters must be in [8, 1000000], got 7" --iters 7
 expect "--iters must be a whole number in [8, 1000000], got 'abc'" --iters abc
 expect "--iters must be a whole number in [8, 1000000], got '-5'" --iters -5
