@@ -54,9 +54,11 @@ done
 whole --iters "$iters" 8 1000000
 whole --seeds "$seeds" 1 100
 whole --eval-batches "$eval_batches" 1 10000
+iters=$((10#$iters)) seeds=$((10#$seeds)) eval_batches=$((10#$eval_batches))  # "08" is 8, not an octal error
 [[ $threads_list =~ ^[0-9]+(,[0-9]+)*$ ]] || fail "--threads must be a comma list of thread counts in [1, 64], got '$threads_list'"
 for t in ${threads_list//,/ }; do whole --threads "$t" 1 64; done
 [[ -z $text || -f $text && -r $text ]] || fail "--text: '$text' is not a readable file"
+[[ -z $keep || -d $keep || ! -e $keep ]] || fail "--out: '$keep' exists and is not a directory"
 ((${#args[@]} <= 1)) || fail "at most one BUILD_DIR, got '${args[*]}'"
 build=${args[0]:-$here/../build}
 xgrad=$build/bin/xgrad

@@ -620,6 +620,10 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
             runs.push_back(std::move(r));
           }
   }
+  if (runs.empty())  // only a preset's filter leaves a grid without a run
+    throw ConfigError("the preset keeps no run of this grid (" + grid_summary(cfg, 0) +
+                      "): it pairs each head size with its own grid values; give head sizes among the preset's (see "
+                      "xgrad experiment --help)");
   refuse_unread_settings(cfg, runs, read);
   for (SweepRun& r : runs) {
     r.config.threads_on_this_machine = cfg.runs_here;

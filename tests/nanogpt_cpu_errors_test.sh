@@ -21,5 +21,9 @@ expect "--text: '$dir' is not a readable file" --text "$dir"
 expect "unknown option '--steps' (allowed: --iters N, --seeds N, --threads LIST, --text FILE, --eval-batches N, --out DIR)" --steps 10
 expect "at most one BUILD_DIR, got 'a b'" a b
 expect "$dir/no-build/bin/xgrad not found; build the xgrad target first (./run.sh build)" "$dir/no-build"
+# A leading zero passes the check, and the script reads it as decimal afterwards (10#: "08" is not octal).
+expect "$dir/no-build/bin/xgrad not found; build the xgrad target first (./run.sh build)" --iters 08 --seeds 09 "$dir/no-build"
+: >"$dir/afile"
+expect "--out: '$dir/afile' exists and is not a directory" --out "$dir/afile"
 [ "$failed" -eq 0 ] && echo "nanogpt_cpu_errors: ok"
 exit "$failed"

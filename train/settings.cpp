@@ -73,7 +73,8 @@ void add_readout_settings(std::vector<CoreSetting>& t) {
   t.push_back(bind(&TrainConfig::tie_word_embeddings,
                    boolean_setting("tie_word_embeddings", false,
                                    "the readout uses the token embedding table, logits = h @ tok_emb.weight^T "
-                                   "(true/false; not with --parametrization mup)")
+                                   "(true/false; not with --parametrization mup; with the default --emb-init-std 1 "
+                                   "the first logits are large: nanoGPT's is 0.02)")
                        .only_for(kRun)));
   t.push_back(bind(&TrainConfig::bias, boolean_setting("bias", true,
                                                        "bias in the MLP's Linears, the readout and the LayerNorms "

@@ -187,6 +187,10 @@ std::string verdict_text(const Verdicts& v) {
       v.scaled_lower, n, v.unscaled_lower, v.same, v.undecided);
   if (v.scaled_lower == n)
     text += "Here the usual story holds on text: the scaled attention ends lower at every head size compared.\n\n";
+  else if (v.unscaled_lower == 0 && v.scaled_lower == 0)
+    text +=
+        "Here the data does not show the usual story: the scaled attention is lower by more than 2% at no head "
+        "size compared.\n\n";
   else if (v.unscaled_lower > 0)
     text += fmt::format(
         "Here the data contradicts the usual story at {} of {}: the unscaled attention ends lower there.\n\n",
