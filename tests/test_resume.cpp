@@ -29,6 +29,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/run_checkpoint.h"
+#include "train/run_directory.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
@@ -289,6 +290,32 @@ TEST_CASE("a full disk: a write error names the run file and the cause; the run 
     CHECK(fs::exists(run / "summary.json"));
     CHECK(count_lines(run / "metrics.csv") == 41);
   }
+}
+
+TEST_CASE("a full disk while a resume cuts metrics.csv back to its checkpoint: the old file is left whole") {
+  const TempDir dir("resume_full_disk_cut");
+  const SmallDisk disk(dir / "disk", 4 << 20);
+  if (!disk.ok()) {
+    MESSAGE("SKIPPED: a full disk needs a tmpfs in a mount namespace (root): " << disk.why());
+    return;
+  }
+  const fs::path run = dir / "disk" / "run";
+  REQUIRE(run_xgrad({"train", "--out", run.string(), "--d-model", "8", "--steps", "40", "--checkpoint-every", "10",
+                     "--print-every", "1000"})
+              .exit_code == 0);
+  const std::string metrics = read_text(run / "metrics.csv");
+  // Two pages free: enough to replace config.json, not for the 40 rows (about 9 pages) the cut copies.
+  disk.fill_leaving(2 * 4096);
+  const ProcessResult full = run_xgrad({"train", "--resume", run.string(), "--steps", "50"});
+  INFO("xgrad said: " << full.err);
+  CHECK(full.exit_code == 1);
+  CHECK(full.err.find((run / "metrics.csv").string()) != std::string::npos);
+  CHECK(full.err.find(std::strerror(ENOSPC)) != std::string::npos);
+  CHECK(read_text(run / "metrics.csv") == metrics);
+  CHECK(leftover_partial_writes(run).empty());
+  disk.empty_fill();
+  CHECK(run_xgrad({"train", "--resume", run.string(), "--steps", "50"}).exit_code == 0);
+  CHECK(count_lines(run / "metrics.csv") == 51);
 }
 
 TEST_CASE("resume refuses what would not continue the same run, naming the flag") {

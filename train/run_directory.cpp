@@ -404,8 +404,16 @@ std::unique_ptr<MetricsLog> open_metrics(const fs::path& dir, const std::vector<
   if (!resume || rows == 0 || !fs::exists(path, ec)) return std::make_unique<MetricsLog>(path.string(), columns);
   const MetricsPrefix prefix = read_metrics_prefix(path.string(), columns, rows);
   const fs::path tmp = dir / ".metrics.csv.tmp-resume";
-  auto log = std::make_unique<MetricsLog>(tmp.string(), columns);
-  for (std::size_t i = 0; i < prefix.rows.size(); ++i) log->write(prefix.rows[i], prefix.empty[i]);
+  std::unique_ptr<MetricsLog> log;
+  try {
+    log = std::make_unique<MetricsLog>(tmp.string(), columns);
+    for (std::size_t i = 0; i < prefix.rows.size(); ++i) log->write(prefix.rows[i], prefix.empty[i]);
+  } catch (const std::runtime_error& e) {  // a full disk: the old file stays as it was
+    log.reset();
+    fs::remove(tmp, ec);
+    throw std::runtime_error("cutting " + path.string() + " back to its first " + std::to_string(rows) +
+                             " rows failed (" + e.what() + "); the file is left as it was");
+  }
   std::ifstream in(tmp, std::ios::binary);
   const std::string rewritten((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (rewritten != prefix.text) {
