@@ -42,6 +42,7 @@
 #include "report/tables.h"
 #include "report/tensorboard_export.h"
 #include "train/json_file.h"
+#include "train/run_directory.h"
 #include "train/sample.h"
 #include "train/settings.h"
 #include "train/settings_reference.h"
@@ -379,13 +380,10 @@ void add_explain_command(Commands& c) {
   add_setting_flags(*c.explain_cmd, Setting::kProbe, c.explain_given, c.explain_cfg);
   refuse_flags(*c.explain_cmd, probe_refused_flags("explain"));
   add_list_flag(*c.explain_cmd, "--d-k", c.explain_opts.d_ks, "head sizes, e.g. --d-k 4,16,64", whole_number(1, 8192));
-  c.explain_cmd
-      ->add_option("--scale", c.explain_opts.scales,
-                   "scalings, e.g. --scale none,sqrt_dk (allowed: " +
-                       Registry<nn::ScalingEntry>::instance().joined_names() + ")")
-      ->delimiter(',')
-      ->check(CLI::IsMember(Registry<nn::ScalingEntry>::instance().names()))
-      ->capture_default_str();
+  add_list_flag(
+      *c.explain_cmd, "--scale", c.explain_opts.scales,
+      "scalings, e.g. --scale none,sqrt_dk (allowed: " + Registry<nn::ScalingEntry>::instance().joined_names() + ")",
+      CLI::IsMember(Registry<nn::ScalingEntry>::instance().names()));
   c.explain_cmd
       ->add_option("--runs", c.explain_opts.runs,
                    "run or sweep directories whose training is the evidence of "
@@ -542,10 +540,9 @@ int train_command(Commands& c) {
 
 int compare_command(Commands& c) {
   CLI::App& cmd = *c.compare_cmd;
-  if (cmd.count("--out") && c.compare_opts.out.empty())
-    throw ConfigError(
-        "--out: empty; name a report directory, or leave --out out to write into the first "
-        "directory given");
+  if (cmd.count("--out"))
+    check_output_directory(c.compare_opts.out,
+                           "a report directory, or leave --out out to write into the first directory given");
   std::string flags;
   for (const CLI::Option* o : cmd.get_options())
     if (!o->get_lnames().empty() && o->get_lnames().front() != "help")
@@ -570,7 +567,7 @@ int export_command(Commands& c) {
                            ? std::string("a format is required")
                            : "unknown format '" + c.export_cmd->remaining().front() + "'") +
                       " (allowed: tensorboard; see 'xgrad export --help')");
-  if (c.export_out.empty()) throw ConfigError("--out: empty; name the directory to write the event files to");
+  check_output_directory(c.export_out, "the directory to write the event files to");
   for (const ExportedRun& run : export_tensorboard(c.export_inputs, c.export_out))
     std::cout << run.event_file << "  (" << run.run_dir << ")\n";
   std::cout << "View with: tensorboard --logdir " << shell_quote_path(c.export_out) << "\n";
@@ -590,6 +587,7 @@ void prepare_at_initialisation(TrainConfig& cfg, const GivenSettings& given) {
 }
 
 int explain_command(Commands& c) {
+  check_output_directory(c.explain_out, "the directory for explain.md, explain.html and figures/");
   TrainConfig& cfg = c.explain_cfg;
   prepare_at_initialisation(cfg, c.explain_given);
   const auto t0 = std::chrono::steady_clock::now();
@@ -706,7 +704,7 @@ int sweep_command(Commands& c) {
   CLI::App& cmd = experiment ? *c.exp_cmd : *c.sweep_cmd;
   SweepConfig& cfg = experiment ? c.exp_cfg : c.sweep_cfg;
   finish_sweep_flags(cmd, cfg, experiment ? c.exp_flags : c.sweep_flags);
-  if (cfg.out.empty()) cfg.out = default_experiment_dir();
+  if (!cmd.count("--out")) cfg.out = default_experiment_dir();  // an --out given empty is refused as such
   if (experiment) {
     cfg.preset = c.preset.name;
     cfg.preset_quick = c.preset.quick;

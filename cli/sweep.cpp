@@ -34,6 +34,7 @@
 #include "train/run_directory.h"
 #include "train/settings.h"
 #include "train/shell_quote.h"
+#include "train/sweep_manifest.h"
 #include "train/trainer.h"
 
 extern char** environ;
@@ -121,16 +122,10 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   } catch (const std::exception&) {
     return OnDisk::partial;
   }
-  const nlohmann::json want = c.to_json();
-  for (auto& [key, value] : want.items()) {
-    const Setting* declared = find_setting(key);
-    // Where the run is written and how it reports progress do not make it another run.
-    if (declared && declared->resumable && declared->role == Setting::Role::record) continue;
-    if (config.contains(key) && config.at(key) != value) {
-      if (differing_key)
-        *differing_key = "'" + key + "' (" + config.at(key).dump() + " there, " + value.dump() + " here)";
-      return OnDisk::other;
-    }
+  const std::string conflict = first_conflicting_setting(config, c);
+  if (!conflict.empty()) {
+    if (differing_key) *differing_key = conflict;
+    return OnDisk::other;
   }
   try {
     std::ifstream in(dir / kSummaryFile);
@@ -481,7 +476,7 @@ void check_sweep_flags(const SweepConfig& cfg) {
   require_unique(cfg.scales, "--scale");
   require_unique(arm_names, "--arms");
   if (cfg.jobs < 1 || cfg.jobs > 256) throw ConfigError("--jobs must be in [1, 256]");
-  if (cfg.out.empty()) throw ConfigError("--out: a sweep directory is required");
+  check_output_directory(cfg.out, "a sweep directory");
   // A setting that changes only how a run is recorded or executed makes runs that repeat each other as an axis.
   for (const GridAxis& axis : cfg.grid) {
     const Setting* declared = find_setting(axis.key);
@@ -726,8 +721,7 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
   // A sweep directory holds sweep.json and runs/; one with a single run's files is an `xgrad train` run, which a
   // sweep must not mix its runs into.
   const fs::path out(cfg.out);
-  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
-    throw ConfigError("--out: " + cfg.out + " exists and is not a directory");
+  check_output_directory(cfg.out, "a sweep directory");
   if (!fs::exists(out / "sweep.json", ec))
     for (const std::string& f : run_file_names())
       if (fs::exists(out / f, ec))

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/escape.h"
 #include "report/preset_report.h"
 #include "train/json_file.h"
 #include "train/number_format.h"
@@ -118,7 +119,9 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
   TrainConfig config = point_config(sweep_dir, index, points);  // checks the index
   const ManifestPoint& point = points[static_cast<std::size_t>(index)];
-  const std::string where = fmt::format("sweep run-one: grid point {} of {} ({})", index, points.size(), point.name);
+  // The name comes from sweep.json, data: a newline or an escape in it is shown, never obeyed.
+  const std::string where =
+      fmt::format("sweep run-one: grid point {} of {} ({})", index, points.size(), escape_control(point.name));
 
   // runs/ or runs/<name> as a link would make this point train into (and replace) whatever it points to.
   check_not_linked(fs::absolute(sweep_dir).lexically_normal(), config.out, "DIR");
@@ -156,7 +159,7 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   const std::string log_path = (fs::path(config.out) / "train.log").string();
   const long from = resume ? checkpoint_step((fs::path(config.out) / kCheckpointFile).string()) : 0;
   out << where << ": " << (resume ? fmt::format("resuming from the checkpoint at step {}", from) : "starting")
-      << "; log: " << log_path << std::endl;
+      << "; log: " << escape_control(log_path) << std::endl;
 
   exec_train(executable, words, lock, config, point.name, log_path, resume);
 }
@@ -189,6 +192,8 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
           "ended before a checkpoint (failed or killed); see " + shell_quote((fs::path(p.dir) / "train.log").string());
     if (s.status == "incomplete") detail = "no readable config.json; the next run starts it over";
     if (s.status == "missing") detail = "its run directory is gone; the next run starts it over";
+    if (s.status == "conflicting")
+      detail = "its config.json differs from sweep.json in " + s.conflict + "; run-one and the sweep refuse it";
     std::string row = fmt::format("{:>5}  {:<{}}  {:<11}  {}", p.index, p.name, name_width, s.status, detail);
     while (!row.empty() && row.back() == ' ') row.pop_back();
     out << row << "\n";

@@ -256,7 +256,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     return CheckpointError(message);
   };
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) throw fail("cannot create " + tmp.string());
+  if (fd < 0) throw fail("cannot create " + tmp.string() + " to write " + path);
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -265,7 +265,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
       const int saved = errno;
       ::close(fd);
       errno = saved;
-      throw fail("writing " + tmp.string() + " failed");
+      throw fail("writing " + path + " failed");
     }
     done += static_cast<std::size_t>(w);
   }
@@ -274,9 +274,9 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     const int saved = errno;
     ::close(fd);
     errno = saved;
-    throw fail("fsync of " + tmp.string() + " failed");
+    throw fail("writing " + path + " failed (fsync)");
   }
-  if (::close(fd) != 0) throw fail("closing " + tmp.string() + " failed");
+  if (::close(fd) != 0) throw fail("writing " + path + " failed (close)");
   if (::rename(tmp.c_str(), target.c_str()) != 0) throw fail("cannot rename " + tmp.string() + " to " + path);
   // The rename itself is durable only once the directory entry is.
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

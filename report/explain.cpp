@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/escape.h"
 #include "report/stats.h"
 #include "report/tables.h"
 #include "train/settings.h"
@@ -100,6 +101,12 @@ std::vector<std::string> model_differences(const TrainConfig& base, const Traini
   return out;
 }
 
+// A note names run directories, the reasons they were left out and setting values, all data: each goes to the
+// terminal, explain.md and explain.html as one line of visible text, whatever control characters it holds.
+void escape_notes(std::vector<std::string>& notes) {
+  for (std::string& note : notes) note = escape_control(note);
+}
+
 }  // namespace
 
 TrainingEvidence training_evidence(const std::vector<std::string>& inputs, double loss_threshold) {
@@ -122,6 +129,7 @@ TrainingEvidence training_evidence(const std::vector<std::string>& inputs, doubl
   }
   if (runs.empty()) {
     t.notes.push_back("--runs: no run could be read, so the page has no training evidence");
+    escape_notes(t.notes);
     return t;
   }
   const Comparison c = analyse_runs(std::move(runs), loss_threshold, 0.9, 10);
@@ -148,6 +156,7 @@ TrainingEvidence training_evidence(const std::vector<std::string>& inputs, doubl
   std::stable_sort(t.points.begin(), t.points.end(),
                    [](const auto& a, const auto& b) { return a.label != b.label ? a.label < b.label : a.d_k < b.d_k; });
   if (t.points.empty()) t.notes.push_back("--runs: every run diverged or none completed, so no training evidence");
+  escape_notes(t.notes);
   return t;
 }
 
@@ -175,6 +184,7 @@ Explanation explain(const TrainConfig& base, const ExplainOptions& options) {
     e.notes.push_back("task " + base.task +
                       " names no key its answer needs, so whether a peak is earned is not "
                       "measured");
+  escape_notes(e.notes);
   e.sections = explain_sections(e);
   return e;
 }

@@ -43,7 +43,7 @@ struct TrainingPoint {
 
 struct TrainingEvidence {
   std::vector<TrainingPoint> points;  // by label, then d_k
-  std::vector<std::string> notes;     // runs left out and why
+  std::vector<std::string> notes;     // runs left out and why; control characters escaped
 };
 
 /// A verdict decided from the numbers: "holds", "does not hold", "holds only per query", ...; its class (holds,
@@ -69,7 +69,7 @@ struct Explanation {
   SoftmaxCurves curves;              // over the first arm's key counts
   std::optional<TrainingEvidence> training;
   std::vector<ExplainSection> sections;  // the five steps, in order
-  std::vector<std::string> notes;        // what the page leaves out, one sentence each
+  std::vector<std::string> notes;        // what the page leaves out, one line each (escape_control)
 
   /// The arm of (d_k, scale), or null.
   const ArmMeasurement* arm(std::size_t d_k, const std::string& scale) const;

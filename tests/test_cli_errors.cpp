@@ -11,6 +11,7 @@
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/refusals.h"
+#include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/trainer.h"
@@ -322,6 +323,8 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"explain", "--d-k", "0"}, 2, "--d-k: must be in [1, 8192], got 0"},
       {{"explain", "--scale", "bogus"}, 2, "--scale: bogus not in {"},
       {{"explain", "--scale", "none,none"}, 2, "--scale: none is given twice"},
+      {{"explain", "--scale", "none,"}, 2, "--scale: empty entry in 'none,'"},
+      {{"explain", "--scale", ",sqrt_dk"}, 2, "--scale: empty entry in ',sqrt_dk'"},
       {{"explain", "--runs", "/nonexistent/runs"}, 2, "--runs: Directory does not exist: /nonexistent/runs"},
       {{"explain", "--lr", "0.1"},
        2,
@@ -418,6 +421,21 @@ TEST_CASE("xgrad sample: a table of refused run directories and flags, each one 
                 fs::copy_options::overwrite_existing);
   fs::create_directories(root / "bare");
   const auto dir = [&](const std::string& name) { return (root / name).string(); };
+  // config.json's record of the vocabulary and context the run trained with, edited to sizes no char_lm run has:
+  // named by file and key, before a model of that size is built (1e12 tokens would need terabytes).
+  std::vector<Refusal> absurd;
+  for (const std::string key : {"vocab_size", "seq_len"})
+    for (const nlohmann::json& value : {nlohmann::json(0), nlohmann::json(-3), nlohmann::json(1e12),
+                                        nlohmann::json(1000000000000), nlohmann::json("16"), nlohmann::json(nullptr)}) {
+      const std::string name = "absurd_" + key + "_" + std::to_string(absurd.size());
+      fs::copy(run, root / name);
+      nlohmann::json config = nlohmann::json::parse(read_text(root / name / "config.json"));
+      config["derived"][key] = value;
+      std::ofstream(root / name / "config.json", std::ios::trunc) << config.dump(2);
+      absurd.push_back(
+          {{"sample", dir(name)}, 2, dir(name) + "/config.json: 'derived." + key + "' holds " + value.dump()});
+    }
+  check_refusals(absurd);
   check_refusals({
       {{"sample"}, 2, "run_dir is required"},
       {{"sample", dir("bare")}, 2, "RUN_DIR: no config.json in '" + dir("bare") + "'"},
@@ -839,4 +857,66 @@ TEST_CASE("probe on sequences where no query may attend to two keys says so inst
                                    "no query may attend to two keys"});
     CHECK(r.err.find("1 token") != std::string::npos);
   }
+}
+
+TEST_CASE("xgrad: an --out that cannot be a directory ('', a file, /dev/null) exits 2 naming --out in every command") {
+  const TempDir root("cli_bad_out");
+  const std::string run = (root / "run").string(), file = (root / "file.txt").string();
+  std::ofstream(file) << "not a directory\n";
+  train::TrainConfig c = tiny_run(run, 2);
+  c.d_model = 8;
+  train::train(c);
+  const std::vector<std::vector<std::string>> commands{
+      {"train", "--d-model", "8", "--steps", "2"},
+      {"sweep", "--d-k", "4", "--scale", "none", "--seeds", "0", "--d-model", "8", "--steps", "2"},
+      {"compare", run},
+      {"explain", "--d-k", "4"},
+      {"export", "tensorboard", run}};
+  for (const std::string& out : {std::string(), file, std::string("/dev/null")})
+    for (std::vector<std::string> args : commands) {
+      args.insert(args.end(), {"--out", out});
+      INFO("xgrad " << args[0] << " --out '" << out << "'");
+      // In `root`: a command that took '' for its default directory would write there.
+      const ProcessResult r = run_xgrad(args, in_directory(root));
+      INFO("stderr: " << r.err);
+      CHECK(r.exit_code == 2);
+      CHECK(r.err.rfind("xgrad: --out: ", 0) == 0);
+      CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+  CHECK(read_text(file) == "not a directory\n");
+  std::size_t entries = 0;
+  for (const auto& entry : fs::directory_iterator(root.path())) entries += entry.path().filename() != "run";
+  CHECK(entries == 1);  // file.txt: nothing written beside it
+}
+
+TEST_CASE("xgrad explain --runs: run names with terminal escapes, newlines or C1 controls are shown escaped") {
+  const TempDir root("cli_explain_escapes");
+  const std::string evil =
+      "evil\x1b]0;PWNED\a\x1b[31m\nRED\xc2\x9b"
+      "2J";
+  const fs::path runs = root / "runs";
+  train::TrainConfig c = tiny_run((runs / "good").string(), 3);
+  c.d_model = 8;
+  train::train(c);
+  // A run that cannot be read (left out, with a note naming it) and one cut short (incomplete, named too).
+  fs::copy(runs / "good", runs / (evil + "-broken"));
+  std::ofstream(runs / (evil + "-broken") / "config.json", std::ios::trunc) << "{not json";
+  fs::copy(runs / "good", runs / (evil + "-cut"));
+  fs::remove(runs / (evil + "-cut") / "summary.json");
+  const fs::path out = root / "explain";
+  const ProcessResult r = run_xgrad(
+      {"explain", "--d-k", "4", "--d-model", "8", "--runs", runs.string(), "--out", out.string()}, merged_output());
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  const std::string markdown = read_text(out / "explain.md");
+  INFO(markdown);
+  for (const std::string& text : {r.out, markdown}) {
+    CHECK(text.find('\x1b') == std::string::npos);
+    CHECK(text.find('\a') == std::string::npos);
+    CHECK(text.find("\xc2\x9b") == std::string::npos);
+    // Each note stays one line: the name's newline is written out, never a line break.
+    CHECK(text.find("\nRED") == std::string::npos);
+  }
+  CHECK(r.out.find("evil\\e]0;PWNED\\a\\e[31m\\nRED\\u009B2J-broken") != std::string::npos);
+  CHECK(r.out.find("evil\\e]0;PWNED\\a\\e[31m\\nRED\\u009B2J-cut") != std::string::npos);
 }

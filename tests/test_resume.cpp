@@ -3,9 +3,11 @@
 // Every comparison of metrics.csv leaves out step_ms, the only column that is wall time.
 #include <doctest/doctest.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -23,9 +25,11 @@
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/run_files.h"
+#include "tests/support/small_disk.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/run_checkpoint.h"
+#include "train/run_directory.h"
 #include "train/trainer.h"
 
 using namespace xgrad;
@@ -221,6 +225,97 @@ TEST_CASE("resume: a run with no checkpoint yet starts again; a cut-short last r
   CHECK(metrics_without_timing(c.out) == expected);
   fs::remove_all(c.out);
   fs::remove_all(ten.out);
+}
+
+TEST_CASE("resume: a run the disk filled before its metrics.csv header was whole starts over from step 0") {
+  TrainConfig c = tiny_run(temp_dir("full_disk_header").string(), 6);
+  xgrad::train::train(c);
+  const auto expected = metrics_without_timing(c.out);
+  const fs::path metrics = fs::path(c.out) / "metrics.csv";
+  const std::string text = read_text(metrics);
+  const std::string header = text.substr(0, text.find('\n'));
+  // What a full disk leaves: config.json written, metrics.csv created with none, part or all of its header line but
+  // not its newline, no checkpoint, no summary.
+  for (const std::string& left : {std::string(), header.substr(0, header.size() / 2), header}) {
+    fs::remove(fs::path(c.out) / kCheckpointFile);
+    fs::remove(fs::path(c.out) / "summary.json");
+    std::ofstream(metrics, std::ios::binary | std::ios::trunc) << left;
+    TrainConfig r = c;
+    r.resume = true;
+    INFO("metrics.csv held " << left.size() << " bytes");
+    RunSummary s;
+    CHECK_NOTHROW(s = xgrad::train::train(r));
+    CHECK(s.steps_done == 6);
+    CHECK(metrics_without_timing(c.out) == expected);
+  }
+  fs::remove_all(c.out);
+}
+
+TEST_CASE("a full disk: a write error names the run file and the cause; the run left behind resumes and finishes") {
+  const TempDir dir("resume_full_disk");
+  const SmallDisk disk(dir / "disk", 4 << 20);
+  if (!disk.ok()) {
+    MESSAGE("SKIPPED: a full disk needs a tmpfs in a mount namespace (root): " << disk.why());
+    return;
+  }
+  const fs::path run = dir / "disk" / "run";
+  const std::string no_space = std::strerror(ENOSPC);
+  struct FullAt {
+    std::size_t pages_left;  // tmpfs pages free when the run starts
+    std::string checkpoint_every, file;
+    bool header_cut = false;  // the disk is full before metrics.csv's header line is whole
+  };
+  // A page each for .lock, config.json (under 2 kB) and metrics.csv's header (under 2 kB) with its first row; four
+  // more rows (under 1 kB each) a page; the checkpoint takes 8 pages (32 kB).
+  for (const FullAt& at : {FullAt{1, "0", "config.json"}, FullAt{2, "0", "metrics.csv", true},
+                           FullAt{4, "0", "metrics.csv"}, FullAt{8, "1", kCheckpointFile}}) {
+    fs::remove_all(run);
+    disk.fill_leaving(at.pages_left * 4096);
+    const std::vector<std::string> args{"train",   "--out", run.string(),         "--d-model",         "8",
+                                        "--steps", "40",    "--checkpoint-every", at.checkpoint_every, "--print-every",
+                                        "1000"};
+    const ProcessResult full = run_xgrad(args);
+    INFO(at.pages_left << " pages free; xgrad said: " << full.err);
+    CHECK(full.exit_code == 1);
+    CHECK(full.err.find((run / at.file).string()) != std::string::npos);
+    CHECK(full.err.find(no_space) != std::string::npos);
+    if (at.header_cut) CHECK(read_text(run / "metrics.csv").find('\n') == std::string::npos);
+    // With space again, what was left goes on: resumed when it holds a config.json (from step 0 without a
+    // checkpoint), else the same command again.
+    disk.empty_fill();
+    const ProcessResult again =
+        run_xgrad(fs::exists(run / "config.json") ? std::vector<std::string>{"train", "--resume", run.string()} : args);
+    INFO("then: " << again.err);
+    CHECK(again.exit_code == 0);
+    CHECK(fs::exists(run / "summary.json"));
+    CHECK(count_lines(run / "metrics.csv") == 41);
+  }
+}
+
+TEST_CASE("a full disk while a resume cuts metrics.csv back to its checkpoint: the old file is left whole") {
+  const TempDir dir("resume_full_disk_cut");
+  const SmallDisk disk(dir / "disk", 4 << 20);
+  if (!disk.ok()) {
+    MESSAGE("SKIPPED: a full disk needs a tmpfs in a mount namespace (root): " << disk.why());
+    return;
+  }
+  const fs::path run = dir / "disk" / "run";
+  REQUIRE(run_xgrad({"train", "--out", run.string(), "--d-model", "8", "--steps", "40", "--checkpoint-every", "10",
+                     "--print-every", "1000"})
+              .exit_code == 0);
+  const std::string metrics = read_text(run / "metrics.csv");
+  // Two pages free: enough to replace config.json, not for the 40 rows (about 9 pages) the cut copies.
+  disk.fill_leaving(2 * 4096);
+  const ProcessResult full = run_xgrad({"train", "--resume", run.string(), "--steps", "50"});
+  INFO("xgrad said: " << full.err);
+  CHECK(full.exit_code == 1);
+  CHECK(full.err.find((run / "metrics.csv").string()) != std::string::npos);
+  CHECK(full.err.find(std::strerror(ENOSPC)) != std::string::npos);
+  CHECK(read_text(run / "metrics.csv") == metrics);
+  CHECK(leftover_partial_writes(run).empty());
+  disk.empty_fill();
+  CHECK(run_xgrad({"train", "--resume", run.string(), "--steps", "50"}).exit_code == 0);
+  CHECK(count_lines(run / "metrics.csv") == 51);
 }
 
 TEST_CASE("resume refuses what would not continue the same run, naming the flag") {

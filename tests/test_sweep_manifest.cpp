@@ -570,3 +570,56 @@ TEST_CASE(
   CHECK(all.exit_code == 0);
   CHECK_FALSE(contains(all.out, "note: "));
 }
+
+TEST_CASE("sweep status: a run whose config.json contradicts sweep.json is not complete; run-one refuses it") {
+  const TempDir root("manifest_conflicting");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "10", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
+  for (const std::string index : {"0", "1"})
+    REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", index}, merged_output()).exit_code == 0);
+  // Point 0's run as another sweep would have trained it (another learning rate), finished; point 1's cut short
+  // after its checkpoint.
+  const fs::path config = out / "runs" / kNames[0] / "config.json";
+  nlohmann::json edited = nlohmann::json::parse(read_text(config));
+  edited["lr"] = 0.5;
+  std::ofstream(config, std::ios::trunc) << edited.dump(2);
+  const fs::path other = out / "runs" / kNames[1];
+  fs::remove(other / "summary.json");
+  nlohmann::json seeded = nlohmann::json::parse(read_text(other / "config.json"));
+  seeded["seed"] = 7;
+  std::ofstream(other / "config.json", std::ios::trunc) << seeded.dump(2);
+
+  const std::string line = status_line(out, 0);
+  CHECK(line.rfind("conflicting", 0) == 0);
+  CHECK(contains(line, "'lr'"));
+  CHECK(status_line(out, 1).rfind("conflicting", 0) == 0);
+  const ProcessResult status = run_xgrad({"sweep", "status", out.string()}, merged_output());
+  INFO(status.out);
+  CHECK(contains(status.out, "4 points: 2 conflicting, 2 pending\n"));
+  // What the status says is what a rerun does: the point is refused, not skipped as complete.
+  const ProcessResult rerun = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, merged_output());
+  INFO(rerun.out);
+  CHECK(rerun.exit_code == 2);
+  CHECK(contains(rerun.out, "'lr'"));
+}
+
+TEST_CASE("sweep run-one: a point name with terminal escapes, a newline or C1 controls is shown escaped") {
+  const TempDir root("manifest_run_one_escapes");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "5", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
+  const std::string evil =
+      "evil\x1b]0;PWNED\a\x1b[31m\nRED\xc2\x9b"
+      "2J";
+  nlohmann::json index = nlohmann::json::parse(read_text(out / "sweep.json"));
+  index["runs"][0]["name"] = evil;
+  std::ofstream(out / "sweep.json", std::ios::trunc) << index.dump(2);
+  for (int pass = 0; pass < 2; ++pass) {  // starting it, then finding it complete
+    const ProcessResult r = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, merged_output());
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.out, "evil\\e]0;PWNED\\a\\e[31m\\nRED\\u009B2J"));
+    CHECK(r.out.find('\x1b') == std::string::npos);
+    CHECK(r.out.find('\a') == std::string::npos);
+    CHECK(r.out.find("\xc2\x9b") == std::string::npos);
+  }
+}

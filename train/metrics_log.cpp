@@ -52,7 +52,13 @@ MetricsLog::MetricsLog(const std::string& path, std::vector<std::string> columns
   if (!file_) throw std::runtime_error("cannot open " + path + " for writing: " + std::strerror(errno));
   for (std::size_t i = 0; i < columns_.size(); ++i) std::fprintf(file_, "%s%s", i ? "," : "", columns_[i].c_str());
   std::fprintf(file_, "\n");
-  std::fflush(file_);
+  flush();
+}
+
+void MetricsLog::flush() {
+  // A full disk or quota shows here first (stdio buffers the row): said with the system's reason.
+  if (std::fflush(file_) != 0 || std::ferror(file_))
+    throw std::runtime_error("writing " + path_ + " failed: " + std::strerror(errno));
 }
 
 MetricsLog::~MetricsLog() {
@@ -68,7 +74,7 @@ void MetricsLog::write(const std::vector<double>& row, const std::vector<bool>& 
     if (unmeasured.empty() || !unmeasured[i]) std::fprintf(file_, "%.9g", row[i]);
   }
   std::fprintf(file_, "\n");
-  if (std::fflush(file_) != 0) throw std::runtime_error("writing " + path_ + " failed");
+  flush();
 }
 
 MetricsReader::MetricsReader(const std::string& path) : in_(path, std::ios::binary), path_(path) {

@@ -17,18 +17,21 @@ std::FILE* open_for_writing(const std::string& path);
 
 class MetricsLog {
  public:
-  /// Creates (truncates) `path` and writes the header. Throws std::runtime_error naming the path on failure.
+  /// Creates (truncates) `path` and writes the header. Throws std::runtime_error naming the path and the system's
+  /// reason on failure ("writing r/metrics.csv failed: No space left on device").
   MetricsLog(const std::string& path, std::vector<std::string> columns);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
   /// Writes one row (one value per column, %.9g) and flushes; a column `unmeasured` marks (when given, one flag per
   /// column) is left empty: not computed this step, which keeps the rows between measured steps short (a model of
-  /// 64 layers of 64 heads has 43,200 such cells). Throws std::runtime_error on a column count mismatch.
+  /// 64 layers of 64 heads has 43,200 such cells). Throws std::runtime_error on a column count mismatch, and naming
+  /// the path and the system's reason when the row cannot be written.
   void write(const std::vector<double>& row, const std::vector<bool>& unmeasured = {});
   const std::vector<std::string>& columns() const { return columns_; }
 
  private:
+  void flush();  // throws as write() does
   std::FILE* file_;
   std::string path_;
   std::vector<std::string> columns_;

@@ -156,13 +156,19 @@ bool RunLock::acquire(const fs::path& dir, bool required) {
   return true;
 }
 
+void check_output_directory(const std::string& dir, const std::string& what) {
+  if (dir.empty()) throw ConfigError("--out: empty; name " + what);
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw ConfigError("--out: " + dir + " exists and is not a directory");
+}
+
 void check_run_directory(const TrainConfig& cfg) {
   const fs::path dir(cfg.out);
   std::error_code ec;
   if (cfg.resume && cfg.overwrite)
     throw ConfigError("--resume and --overwrite exclude each other (continue the run, or start it over)");
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw ConfigError("--out: " + dir.string() + " exists and is not a directory");
+  check_output_directory(cfg.out, "a run directory");
   // fs::exists follows links: a dangling metrics.csv link would pass as "no run here" and be written through.
   for (const auto& f : run_file_names()) refuse_linked_file(dir / f);
   bool holds_run = false;
@@ -393,11 +399,21 @@ std::unique_ptr<MetricsLog> open_metrics(const fs::path& dir, const std::vector<
   if (resume && rows > 0 && !fs::exists(path, ec))
     throw std::runtime_error("cannot resume: " + path.string() + " is missing but the checkpoint is at step " +
                              std::to_string(rows) + " (start over with --overwrite)");
-  if (!resume || !fs::exists(path, ec)) return std::make_unique<MetricsLog>(path.string(), columns);
+  // With no row to keep (a resume that starts over from step 0), what the file holds does not matter: a disk that
+  // filled up before its header was whole leaves it empty or cut.
+  if (!resume || rows == 0 || !fs::exists(path, ec)) return std::make_unique<MetricsLog>(path.string(), columns);
   const MetricsPrefix prefix = read_metrics_prefix(path.string(), columns, rows);
   const fs::path tmp = dir / ".metrics.csv.tmp-resume";
-  auto log = std::make_unique<MetricsLog>(tmp.string(), columns);
-  for (std::size_t i = 0; i < prefix.rows.size(); ++i) log->write(prefix.rows[i], prefix.empty[i]);
+  std::unique_ptr<MetricsLog> log;
+  try {
+    log = std::make_unique<MetricsLog>(tmp.string(), columns);
+    for (std::size_t i = 0; i < prefix.rows.size(); ++i) log->write(prefix.rows[i], prefix.empty[i]);
+  } catch (const std::runtime_error& e) {  // a full disk: the old file stays as it was
+    log.reset();
+    fs::remove(tmp, ec);
+    throw std::runtime_error("cutting " + path.string() + " back to its first " + std::to_string(rows) +
+                             " rows failed (" + e.what() + "); the file is left as it was");
+  }
   std::ifstream in(tmp, std::ios::binary);
   const std::string rewritten((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (rewritten != prefix.text) {

@@ -71,6 +71,12 @@ std::string run_lock_holder(const std::filesystem::path& dir);
 /// The environment variable naming the descriptor of a lock a child process inherits (see RunLock).
 inline constexpr const char* kInheritedLockVariable = "XGRAD_RUN_LOCK_FD";
 
+/// Throws ConfigError "--out: empty; name <what>" for an empty `dir`, and "--out: DIR exists and is not a directory"
+/// for a path that exists as anything but a directory (a regular file, /dev/null, a FIFO): the one check of the
+/// directory a command writes into (train, sweep, experiment, compare, explain, export), before anything is done.
+/// `what` says what the directory is for ("a report directory").
+void check_output_directory(const std::string& dir, const std::string& what);
+
 /// Checks config.out against overwrite/resume without touching it (a refused run leaves no trace). Throws
 /// ConfigError naming --out, --resume or --overwrite, and (linked_file_message) for a run file (run_file_names())
 /// that is a symbolic link, dangling or not.
@@ -127,8 +133,9 @@ void prepare_run_directory(const TrainConfig& config, RunLock& lock);
 
 /// metrics.csv in `dir` for a new run, or for a resumed one cut back to its first `rows` rows. The cut is written to
 /// a temporary file through MetricsLog, checked to reproduce the old rows byte for byte, and renamed over the old
-/// file, so a crash during the cut leaves the old file whole. Throws std::runtime_error naming the file when it is
-/// missing or does not hold `rows` complete rows under `columns`.
+/// file, so a crash during the cut leaves the old file whole. A resume from step 0 (`rows` 0) starts the file
+/// afresh, whatever it holds. Throws std::runtime_error naming the file when it is missing or does not hold `rows`
+/// complete rows under `columns`.
 std::unique_ptr<MetricsLog> open_metrics(const std::filesystem::path& dir, const std::vector<std::string>& columns,
                                          bool resume, std::size_t rows);
 

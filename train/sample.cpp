@@ -12,6 +12,7 @@
 #include "train/json_file.h"
 #include "train/run_checkpoint.h"
 #include "train/run_files.h"
+#include "train/settings.h"
 #include "train/trainer.h"
 
 namespace xgrad::train {
@@ -19,6 +20,9 @@ namespace xgrad::train {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The vocabulary of char_lm, the one task sample takes: its tokens are bytes.
+constexpr std::size_t kByteVocabulary = 256;
 
 // The generator stream of the draws ("sample"), apart from the init and data streams of the same seed.
 constexpr std::uint64_t kSampleStream = 0x73616d706c65;
@@ -39,15 +43,20 @@ nlohmann::json read_run_config(const fs::path& dir) {
   }
 }
 
-// A size the run recorded under "derived" (vocab_size, seq_len). Throws ConfigError naming the file and key.
-std::size_t derived_size(const nlohmann::json& config, const std::string& key, const fs::path& path) {
-  const nlohmann::json* value = nullptr;
-  if (config.contains("derived") && config["derived"].is_object() && config["derived"].contains(key))
-    value = &config["derived"][key];
-  if (!value || !value->is_number_unsigned() || value->get<std::size_t>() == 0)
+// A size the run recorded under "derived" (vocab_size, seq_len), which must be `expected` (`why` says why): checked
+// before a model of that size is built, so that an edited or damaged file is named, not an allocation of terabytes
+// attempted. Throws ConfigError naming the file and key.
+std::size_t derived_size(const nlohmann::json& config, const std::string& key, const fs::path& path,
+                         std::size_t expected, const std::string& why) {
+  const auto derived = config.find("derived");
+  if (derived == config.end() || !derived->is_object() || !derived->contains(key))
     throw ConfigError("RUN_DIR: " + path.string() + " records no derived." + key +
                       " (not a config.json xgrad train wrote)");
-  return value->get<std::size_t>();
+  const nlohmann::json& value = derived->at(key);
+  if (!value.is_number_unsigned() || value.get<std::size_t>() != expected)
+    throw ConfigError("RUN_DIR: " + path.string() + ": 'derived." + key + "' holds " + value.dump() +
+                      ", which is not " + std::to_string(expected) + " (" + why + ")");
+  return expected;
 }
 
 // The run's settings, refused unless a char_lm run of a causal model.
@@ -94,8 +103,10 @@ std::unique_ptr<nn::AttentionModel> load_sampling_model(const std::string& run_d
   const fs::path dir(run_dir), path = dir / kConfigFile;
   const nlohmann::json json = read_run_config(dir);
   const TrainConfig cfg = sampling_config(json, path);
+  const std::size_t seq_len = get_setting(cfg, "seq_len").get<std::size_t>();
   const nn::ModelConfig mc =
-      model_config(cfg, derived_size(json, "vocab_size", path), derived_size(json, "seq_len", path));
+      model_config(cfg, derived_size(json, "vocab_size", path, kByteVocabulary, "char_lm's tokens are bytes"),
+                   derived_size(json, "seq_len", path, seq_len, "the run's seq_len"));
   auto model = std::make_unique<nn::AttentionModel>(mc, cfg.seed);
   load_run_weights(dir, *model);
   model->eval();

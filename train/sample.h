@@ -28,7 +28,9 @@ inline constexpr std::size_t kMaxSampleTokens = 1000000;
 /// and sequence length recorded under "derived") and given the weights of its checkpoint.safetensors (the code
 /// --init-from loads with). Throws ConfigError, naming RUN_DIR and the file, for a directory without config.json or
 /// checkpoint, a config.json that cannot be read, a run whose task is not char_lm (its tokens are not bytes), a
-/// non-causal model (it cannot generate left to right), and an empty, unreadable or mismatched checkpoint.
+/// non-causal model (it cannot generate left to right), a derived.vocab_size other than 256 or derived.seq_len other
+/// than the run's seq_len (named with the file and key, before any model is built), and an empty, unreadable or
+/// mismatched checkpoint.
 std::unique_ptr<nn::AttentionModel> load_sampling_model(const std::string& run_dir);
 
 /// Throws ConfigError naming the flag for options `model` cannot sample with: tokens 0 or above kMaxSampleTokens, a

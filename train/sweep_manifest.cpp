@@ -12,6 +12,7 @@
 #include "train/json_file.h"
 #include "train/run_directory.h"
 #include "train/run_files.h"
+#include "train/settings.h"
 
 namespace xgrad::train {
 
@@ -151,12 +152,47 @@ PointState point_state(const std::string& run_dir) {
   return state;
 }
 
+std::string first_conflicting_setting(const nlohmann::json& stored, const TrainConfig& want) {
+  const nlohmann::json wanted = want.to_json();
+  for (auto& [key, value] : wanted.items()) {
+    const Setting* declared = find_setting(key);
+    // Where the run is written and how it reports progress do not make it another run.
+    if (declared && declared->resumable && declared->role == Setting::Role::record) continue;
+    if (stored.contains(key) && stored.at(key) != value)
+      return "'" + key + "' (" + stored.at(key).dump() + " there, " + value.dump() + " here)";
+  }
+  return "";
+}
+
+namespace {
+
+// The setting in which the run of `point` contradicts sweep.json, "" when none does or either cannot be read (the
+// run or the manifest is then reported as such elsewhere).
+std::string point_conflict(const ManifestPoint& point) {
+  if (!point.config.is_object()) return "";
+  const fs::path path = fs::path(point.dir) / kConfigFile;
+  try {
+    const TrainConfig want = TrainConfig::from_json(point.config, "sweep.json " + point.name);
+    std::ifstream in(path);
+    return first_conflicting_setting(canonical_config_json(parse_json(in, path.string()), path.string()), want);
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+}  // namespace
+
 PointState point_state(const ManifestPoint& point) {
   PointState state = point_state(point.dir);
   std::error_code ec;
   if (state.status == "pending" && !point.recorded_status.empty() && point.recorded_status != "pending" &&
       !fs::exists(point.dir, ec))
     state.status = "missing";
+  if (state.status == "complete" || state.status == "diverged" || state.status == "interrupted" ||
+      state.status == "failed") {
+    state.conflict = point_conflict(point);
+    if (!state.conflict.empty()) state.status = "conflicting";
+  }
   return state;
 }
 
@@ -179,7 +215,7 @@ SweepStanding sweep_standing(const std::string& sweep_dir) {
 std::string standing_counts(const SweepStanding& standing) {
   std::string counts;
   for (const char* status :
-       {"complete", "diverged", "running", "interrupted", "failed", "incomplete", "missing", "pending"})
+       {"complete", "diverged", "running", "interrupted", "failed", "incomplete", "conflicting", "missing", "pending"})
     if (standing.count_of(status))
       counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", standing.count_of(status), status);
   return counts;

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/config.h"
+
 namespace xgrad::train {
 
 /// One grid point of a sweep directory's manifest.
@@ -33,9 +35,11 @@ struct PointState {
   // nobody training: the next run-one or sweep resumes it) | failed (files of an attempt, but neither a checkpoint nor
   // a summary: it failed or was killed before its first checkpoint; the next attempt starts it over) | incomplete
   // (a summary.json or checkpoint without a readable config.json: the next attempt starts it over, as on_disk
-  // decides) | pending (no run directory)
+  // decides) | conflicting (its config.json contradicts the manifest: the next run-one or sweep refuses it) |
+  // pending (no run directory)
   std::string status = "pending";
   std::string holder;     // running: the pid its lock file names (a pid on another host under Slurm)
+  std::string conflict;   // conflicting: the setting that differs (first_conflicting_setting)
   long step = -1;         // diverged: the step; interrupted: the checkpoint's step; running: rows in metrics.csv
   double final_loss = 0;  // complete: mean loss of the last steps, as summary.json has it
 };
@@ -45,9 +49,18 @@ PointState point_state(const std::string& run_dir);
 /// the file cannot be read as one.
 long checkpoint_step(const std::string& path);
 
+/// The first setting in which a run's config.json (`stored`, in the canonical form: canonical_config_json) differs
+/// from `want`, the settings a sweep plans for that run, as "'lr' (0.1 there, 0.01 here)" (there: the run
+/// directory; here: the plan); "" when none does. The settings a resumed run may change that only record where and
+/// how it reports (its directory, its progress lines) are not compared. The one check of a run against its sweep:
+/// a sweep and run-one refuse such a run, sweep status calls it conflicting.
+std::string first_conflicting_setting(const nlohmann::json& stored, const TrainConfig& want);
+
 /// The state of manifest point `point`: point_state of its run directory, except that a point without a run
 /// directory whose sweep.json entry records it started (any status but "pending") is "missing": its directory was
-/// deleted, and the next sweep or run-one trains it again.
+/// deleted, and the next sweep or run-one trains it again; and a point whose run (complete, diverged, interrupted or
+/// failed) has a config.json that contradicts the point's settings in sweep.json (first_conflicting_setting) is
+/// "conflicting", whatever else its directory holds.
 PointState point_state(const ManifestPoint& point);
 
 /// How far a sweep directory is: its points by state (point_state) and the leftover partial writes of their runs.
