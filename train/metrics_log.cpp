@@ -68,7 +68,7 @@ void MetricsLog::write(const std::vector<double>& row, const std::vector<bool>& 
     if (unmeasured.empty() || !unmeasured[i]) std::fprintf(file_, "%.9g", row[i]);
   }
   std::fprintf(file_, "\n");
-  if (std::fflush(file_) != 0) throw std::runtime_error("writing " + path_ + " failed");
+  if (std::fflush(file_) != 0) throw std::runtime_error("writing " + path_ + " failed: " + std::strerror(errno));
 }
 
 MetricsReader::MetricsReader(const std::string& path) : in_(path, std::ios::binary), path_(path) {
