@@ -8,8 +8,10 @@
 #include <sys/statvfs.h>
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -418,4 +420,27 @@ TEST_CASE("train --tensorboard on a full disk: the error names the real file and
     CHECK(r.err.find(".tmp-") == std::string::npos);
     MESSAGE(r.err);
   }
+}
+
+namespace {
+
+volatile std::sig_atomic_t terms_received = 0;
+void count_term(int) { terms_received = terms_received + 1; }
+
+}  // namespace
+
+TEST_CASE("platform::StopSignalsHeld: a SIGTERM while held arrives when the hold ends") {
+  struct sigaction action {
+  }, previous{};
+  action.sa_handler = count_term;
+  sigemptyset(&action.sa_mask);
+  REQUIRE(::sigaction(SIGTERM, &action, &previous) == 0);
+  terms_received = 0;
+  {
+    const xgrad::platform::StopSignalsHeld held;
+    ::kill(::getpid(), SIGTERM);
+    CHECK(terms_received == 0);
+  }
+  CHECK(terms_received == 1);
+  ::sigaction(SIGTERM, &previous, nullptr);
 }
