@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "platform/atomic_file.h"
@@ -184,6 +186,29 @@ TEST_CASE("explain: gnuplot.log starts afresh each run") {
   const ProcessResult r = run_xgrad(explain_args(out));
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   CHECK(read_text(out / "figures" / "gnuplot.log").find("from an earlier run") == std::string::npos);
+}
+
+// Not a test that failed before (a stop had to fall inside a write of a millisecond): a guard that a stop at any
+// moment leaves explain's three outputs of one run, each whole, and that the next run clears what it left.
+TEST_CASE("explain: a SIGTERM at any moment leaves the old outputs or the new ones, all of one run") {
+  const TempDir dir("writers_explain_stop");
+  const fs::path out = dir / "out";
+  REQUIRE(run_xgrad(explain_args(out)).exit_code == 0);
+  std::vector<std::string> larger = explain_args(out);
+  larger[2] = "4,8,16";
+  for (int delay_ms : {300, 700, 1000, 1300, 1600, 2000}) {
+    CAPTURE(delay_ms);
+    Process p(xgrad_command(larger));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    p.send(SIGTERM);
+    p.wait();
+    CHECK(whole_outputs(out) == "");
+    const bool md_new = read_text(out / "explain.md").find("\n| 16 |") != std::string::npos;
+    CHECK(md_new == (read_text(out / "explain.html").find("\"d_ks\":[4,8,16]") != std::string::npos));
+    CHECK(md_new == (read_text(out / "figures" / "score_hist.gp").find("d_k 16") != std::string::npos));
+  }
+  REQUIRE(run_xgrad(larger).exit_code == 0);
+  CHECK(temporaries(out).empty());
 }
 
 namespace {

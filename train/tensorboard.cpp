@@ -138,20 +138,18 @@ void write_rows(EventFile& file, const std::string& path, const std::vector<doub
   }
 }
 
-// An exclusive lock on the directory `dir` for the scope: event files renamed and deleted by two processes at once
-// could each delete the other's.
+// An exclusive lock on the directory `dir` for the scope, where its file system has locks: event files renamed and
+// deleted by two processes at once could each delete the other's. Where there are none (NFS does not lock a
+// directory), the writes stay whole, each in a temporary file of its own, and only the clean-up is unguarded.
 class DirectoryLock {
  public:
   explicit DirectoryLock(const fs::path& dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
-    if (fd_ < 0) throw std::runtime_error("cannot open " + dir.string() + ": " + std::strerror(errno));
-    while (::flock(fd_, LOCK_EX) != 0)
-      if (errno != EINTR) {
-        const std::string reason = std::strerror(errno);
-        ::close(fd_);
-        throw std::runtime_error("cannot lock " + dir.string() + ": " + reason);
-      }
+    while (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
   }
-  ~DirectoryLock() { ::close(fd_); }
+  ~DirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;
 
