@@ -243,7 +243,12 @@ EventFile::EventFile(const std::string& path, std::vector<std::string> columns, 
   }
   for (std::size_t i = 0; i < columns_.size(); ++i)
     if (columns_[i] == metrics_columns::kStep) step_column_ = i;
-  append(file_version_event(wall_time));
+  try {
+    append(file_version_event(wall_time));
+  } catch (...) {
+    std::fclose(file_);  // no destructor runs for a constructor that throws
+    throw;
+  }
 }
 
 EventFile::~EventFile() {
