@@ -568,9 +568,11 @@ int export_command(Commands& c) {
                            : "unknown format '" + c.export_cmd->remaining().front() + "'") +
                       " (allowed: tensorboard; see 'xgrad export --help')");
   check_output_directory(c.export_out, "the directory to write the event files to");
+  EscapingStreambuf buf(std::cout);  // run directories' names are data: their escapes are shown, not obeyed
+  std::ostream out(&buf);
   for (const ExportedRun& run : export_tensorboard(c.export_inputs, c.export_out))
-    std::cout << run.event_file << "  (" << run.run_dir << ")\n";
-  std::cout << "View with: tensorboard --logdir " << shell_quote_path(c.export_out) << "\n";
+    out << run.event_file << "  (" << run.run_dir << ")\n";
+  out << "View with: tensorboard --logdir " << shell_quote_path(c.export_out) << "\n";
   return 0;
 }
 

@@ -12,13 +12,13 @@
 #include <csignal>
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "common/escape.h"
 #include "common/registry.h"
+#include "platform/atomic_file.h"
 #include "report/html.h"
 #include "report/markdown.h"
 #include "report/plots.h"
@@ -279,18 +279,16 @@ struct ReportFiles {
 };
 
 void commit_report(const ReportFiles& f, bool plots) {
-  sigset_t stop, previous;
-  sigemptyset(&stop);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
-  ::pthread_sigmask(SIG_BLOCK, &stop, &previous);
   std::error_code ec;
-  if (plots) {
-    if (fs::exists(fs::symlink_status(f.plots_dir))) fs::rename(f.plots_dir, f.old_plots, ec);
-    if (!ec) fs::rename(f.new_plots, f.plots_dir, ec);
+  {
+    const platform::StopSignalsHeld held;
+    if (plots) {
+      if (fs::exists(fs::symlink_status(f.plots_dir))) fs::rename(f.plots_dir, f.old_plots, ec);
+      if (!ec) fs::rename(f.new_plots, f.plots_dir, ec);
+    }
+    if (!ec) fs::rename(f.report_tmp, f.report, ec);
+    if (!ec) fs::rename(f.page_tmp, f.page, ec);
   }
-  if (!ec) fs::rename(f.report_tmp, f.report, ec);
-  if (!ec) fs::rename(f.page_tmp, f.page, ec);
-  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (ec)
     throw std::runtime_error("compare: cannot move the new report into " + f.out_dir.string() + ": " + ec.message());
   fs::remove_all(f.old_plots, ec);  // a stop here leaves only this hidden directory, cleared on the next run

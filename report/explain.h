@@ -98,7 +98,9 @@ struct ExplainOutcome {
 };
 
 /// Writes out_dir/explain.md, out_dir/explain.html and out_dir/figures/ (gnuplot scripts, data, PNG and SVG). Creates
-/// out_dir. Throws std::runtime_error naming a path that cannot be written.
+/// out_dir. The three are written beside their places and renamed into them together (platform/atomic_file.h): a
+/// symbolic link in out_dir is replaced, never written through, and a failure or a stop signal leaves the old
+/// outputs or the new ones. Throws std::runtime_error naming a path that cannot be written and the reason.
 ExplainOutcome write_explanation(const Explanation& e, const std::string& out_dir);
 
 }  // namespace xgrad::train

@@ -1,6 +1,8 @@
 #include "report/explain_figures.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -181,7 +183,8 @@ std::vector<SummaryFigure> runs_figures(const TrainingEvidence& t) {
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
-  if (!out) throw std::runtime_error("explain: cannot write " + path.string());
+  out.close();  // a full disk may show only when the last bytes are written
+  if (!out) throw std::runtime_error("writing " + path.string() + " failed: " + std::strerror(errno));
 }
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string("NaN"); }
@@ -251,7 +254,7 @@ std::vector<std::string> write_explain_figures(const Explanation& e, const std::
   const fs::path d(dir);
   std::error_code ec;
   fs::create_directories(d / "data", ec);
-  if (ec) throw std::runtime_error("explain: cannot create " + (d / "data").string() + ": " + ec.message());
+  if (ec) throw std::runtime_error("cannot create " + (d / "data").string() + ": " + ec.message());
   std::vector<SummaryFigure> lines = line_figures(e);
   if (e.training && !e.training->points.empty())
     for (auto& f : runs_figures(*e.training)) lines.push_back(std::move(f));

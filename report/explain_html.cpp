@@ -1,11 +1,14 @@
 #include "report/explain_html.h"
 
+#include <stdexcept>
+
+#include "platform/atomic_file.h"
 #include "report/standalone_page.h"
 #include "report/web_assets.h"
 
 namespace xgrad::train {
 
-std::size_t write_explain_html(const nlohmann::json& data, const std::string& path) {
+std::string explain_html(const nlohmann::json& data) {
   StandalonePage page;
   page.file = "explain.html";
   page.title = data.contains("title") && data.at("title").is_string() ? data.at("title").get<std::string>()
@@ -16,8 +19,16 @@ std::size_t write_explain_html(const nlohmann::json& data, const std::string& pa
   page.noscript = "This page draws its figures with JavaScript.";
   page.css = web_assets::kExplainCss;
   page.js = web_assets::kExplainJs;
-  const std::string html = standalone_page_html(page);
-  write_page_file(path, html, "explain");
+  return standalone_page_html(page);
+}
+
+std::size_t write_explain_html(const nlohmann::json& data, const std::string& path) {
+  const std::string html = explain_html(data);
+  try {
+    platform::write_file_atomically(path, html);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("explain: ") + e.what());
+  }
   return html.size();
 }
 

@@ -1,12 +1,12 @@
 // explain.json (embedded in explain.html) and explain.md of `xgrad explain`.
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string_view>
 
 #include <fmt/format.h>
 
+#include "platform/atomic_file.h"
 #include "report/explain.h"
 #include "report/explain_figures.h"
 #include "report/explain_html.h"
@@ -234,19 +234,52 @@ std::string explain_markdown(const Explanation& e, const std::vector<std::string
   return md;
 }
 
+namespace {
+
+// `text` with every occurrence of `from` replaced by `to`: the figures' note names the directory they will be in.
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  for (std::size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+}  // namespace
+
 ExplainOutcome write_explanation(const Explanation& e, const std::string& out_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw std::runtime_error("explain: cannot create " + out_dir + ": " + ec.message() + "; give --out DIR");
+  const fs::path out(out_dir);
   ExplainOutcome o;
-  o.figures_drawn = write_explain_figures(e, (fs::path(out_dir) / "figures").string(), o.plot_note);
-  o.markdown_path = (fs::path(out_dir) / "explain.md").string();
-  std::ofstream md(o.markdown_path);
-  md << explain_markdown(e, o.figures_drawn, o.plot_note);
-  if (!md) throw std::runtime_error("explain: cannot write " + o.markdown_path);
-  o.html_path = (fs::path(out_dir) / "explain.html").string();
-  o.html_bytes = write_explain_html(explain_json(e), o.html_path);
+  o.markdown_path = (out / "explain.md").string();
+  o.html_path = (out / "explain.html").string();
+  bool committing = false;
+  try {
+    // Everything is written beside its place first (the figures into a new directory, explain.md and explain.html
+    // as temporary files) and renamed into place together: a link in out_dir is replaced, never written through,
+    // and a full disk or a stop leaves the old outputs or the new ones, each whole.
+    platform::remove_abandoned_temporaries(out);
+    platform::StagedDirectory figures(out / "figures");
+    o.figures_drawn = write_explain_figures(e, figures.path().string(), o.plot_note);
+    o.plot_note = replaced(o.plot_note, figures.path().string(), figures.target().string());
+    platform::StagedFile md(o.markdown_path);
+    md.write(explain_markdown(e, o.figures_drawn, o.plot_note));
+    md.finish();
+    platform::StagedFile html(o.html_path);
+    const std::string page = explain_html(explain_json(e));
+    html.write(page);
+    html.finish();
+    o.html_bytes = page.size();
+    committing = true;
+    const platform::StopSignalsHeld held;
+    figures.commit();
+    md.commit();
+    html.commit();
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error(std::string("explain: ") + error.what() +
+                             (committing ? "" : "; the outputs in " + out_dir + " are left as they were"));
+  }
   return o;
 }
 

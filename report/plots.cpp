@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -223,7 +225,7 @@ void write_points(const fs::path& path, const std::vector<Point>& points, bool l
   if (!out) throw std::runtime_error("compare: cannot write " + path.string());
   out << "# step value\n";
   for (const auto& p : points) out << num(p.step) << " " << (log_y && !(p.value > 0) ? "NaN" : num(p.value)) << "\n";
-  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed");
+  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed: " + std::strerror(errno));
 }
 
 // Every run's loss, one block per run (a blank line breaks the line between runs). Each diverged run adds
@@ -257,7 +259,7 @@ bool write_run_losses(const Comparison& c, const ArmStats& arm, double stride, c
           break;
         }
   }
-  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed");
+  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed: " + std::strerror(errno));
   return any;
 }
 
@@ -571,7 +573,7 @@ void write_script(const fs::path& path, const std::string& script) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("compare: cannot write " + path.string());
   out << script;
-  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed");
+  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed: " + std::strerror(errno));
 }
 
 }  // namespace
@@ -661,7 +663,7 @@ void write_summary_data(const fs::path& path, const SummaryFigure& f, const Summ
     s.range.add(lo);
     s.range.add(hi);
   }
-  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed");
+  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed: " + std::strerror(errno));
 }
 
 // The plot element of a measured line: the scaling's own dash and point; further lines of one scaling (other

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "report/runs.h"
+#include "train/run_directory.h"
 #include "train/tensorboard.h"
 
 namespace xgrad::train {
@@ -43,6 +44,9 @@ std::vector<ExportedRun> export_tensorboard(const std::vector<std::string>& inpu
                                     " (inputs of one name); export them to different --out directories");
       if (added) planned.emplace_back(run_dir, name);
     }
+  // Nothing is written through a symbolic link below --out (a colleague's directory may hold one): refused before
+  // anything is written.
+  for (const auto& [run_dir, name] : planned) check_not_linked(out, fs::path(out) / name, "--out");
   std::vector<ExportedRun> exported;
   for (const auto& [run_dir, name] : planned)
     exported.push_back({run_dir, export_event_file(run_dir, fs::path(out) / name).string()});

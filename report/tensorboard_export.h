@@ -21,8 +21,9 @@ std::string export_name(const std::string& input, const std::string& run_dir);
 
 /// Writes the event file of every run found under `inputs` into out/<export_name> (export_event_file: from the run's
 /// metrics.csv; an event file there before is replaced). Throws std::invalid_argument for an input that is not a
-/// directory or holds no run, or for two runs that would share a subdirectory (two inputs of one name), before
-/// writing anything; std::runtime_error naming the file that cannot be read or written.
+/// directory or holds no run, or for two runs that would share a subdirectory (two inputs of one name), and
+/// ConfigError for a symbolic link on the way to a subdirectory below `out` (never followed), before writing
+/// anything; std::runtime_error naming the file that cannot be read or written.
 std::vector<ExportedRun> export_tensorboard(const std::vector<std::string>& inputs, const std::string& out);
 
 }  // namespace xgrad::train

@@ -8,8 +8,11 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include "platform/atomic_file.h"
 #include "train/metrics_log.h"
 #include "train/run_files.h"
 
@@ -94,6 +97,13 @@ std::string host_name() {
   return host;
 }
 
+// A cell's number as metrics.csv would write it.
+std::string as_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  return text;
+}
+
 // The wall time of each complete row of the metrics.csv at `path`, reconstructed from its step_ms column: the last
 // row at `end_time`, each earlier one its successors' step_ms earlier (a cell without a number counts 0 ms).
 std::vector<double> row_wall_times(const std::string& path, double end_time) {
@@ -109,33 +119,69 @@ std::vector<double> row_wall_times(const std::string& path, double end_time) {
   return wall_time;
 }
 
-// Writes the complete rows of the metrics.csv at `path` to `file`, row r at wall_time[r], empty cells left out.
+// Writes the complete rows of the metrics.csv at `path` to `file`, row r at wall_time[r], empty cells left out; a
+// step cell that cannot be an Event's step is refused naming its place, never cast.
 void write_rows(EventFile& file, const std::string& path, const std::vector<double>& wall_time) {
   MetricsReader reader(path);
+  std::size_t step_column = reader.columns().size();
+  for (std::size_t i = 0; i < reader.columns().size(); ++i)
+    if (reader.columns()[i] == metrics_columns::kStep) step_column = i;
   std::vector<bool> empty(reader.columns().size());
   for (std::size_t r = 0; r < wall_time.size() && reader.next(); ++r) {
     for (std::size_t i = 0; i < empty.size(); ++i) empty[i] = reader.empty(i);
+    if (step_column < empty.size() && !empty[step_column] && !std::isnan(reader.cells()[step_column]) &&
+        !is_event_step(reader.cells()[step_column]))
+      throw std::runtime_error(path + ": line " + std::to_string(r + 2) + ", column " + metrics_columns::kStep + ": " +
+                               as_text(reader.cells()[step_column]) +
+                               " is not a step (a whole number in [0, 2^63)); not a metrics.csv xgrad writes");
     file.write(wall_time[r], reader.cells(), empty);
   }
 }
 
+// An exclusive lock on the directory `dir` for the scope, where its file system has locks: event files renamed and
+// deleted by two processes at once could each delete the other's. Where there are none (NFS does not lock a
+// directory), the writes stay whole, each in a temporary file of its own, and only the clean-up is unguarded.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const fs::path& dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    while (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~DirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 // A new event file in `dir` from the rows of `metrics_path` ("" for none), ending at `end_time`, renamed into place
-// over the others: the temporary file's name starts with '.' and holds ".tmp-", which prepare_run_directory deletes
-// after a kill.
+// over the others. The temporary file is this process's own (platform::temporary_path), deleted if the write fails.
 std::unique_ptr<EventFile> replace_event_file(const fs::path& dir, const std::vector<std::string>& columns,
                                               const std::string& metrics_path, double end_time, fs::path& written) {
   const double now = wall_time_now();
   const std::vector<double> wall_time =
       metrics_path.empty() ? std::vector<double>{} : row_wall_times(metrics_path, end_time);
-  const fs::path tmp = dir / ".events.tmp-write";
-  // The file_version event at the first row's time: TensorBoard takes a run's start time from it.
-  auto file = std::make_unique<EventFile>(tmp.string(), columns, wall_time.empty() ? now : wall_time.front());
-  if (!wall_time.empty()) write_rows(*file, metrics_path, wall_time);
+  const fs::path tmp = platform::temporary_path(dir, "events");
   written = dir / event_file_name(now);
-  std::error_code ec;
-  fs::rename(tmp, written, ec);
-  if (ec) throw std::runtime_error("cannot rename " + tmp.string() + " to " + written.string() + ": " + ec.message());
-  remove_event_files(dir, written.filename().string());
+  std::unique_ptr<EventFile> file;
+  try {
+    // The file_version event at the first row's time: TensorBoard takes a run's start time from it.
+    file = std::make_unique<EventFile>(tmp.string(), columns, wall_time.empty() ? now : wall_time.front(),
+                                       written.string());
+    if (!wall_time.empty()) write_rows(*file, metrics_path, wall_time);
+    const DirectoryLock lock(dir);
+    const platform::StopSignalsHeld held;
+    if (::rename(tmp.c_str(), written.c_str()) != 0)
+      throw std::runtime_error("cannot move " + tmp.string() + " to " + written.string() + ": " + std::strerror(errno));
+    remove_event_files(dir, written.filename().string());
+  } catch (...) {
+    file.reset();
+    ::unlink(tmp.c_str());
+    throw;
+  }
   return file;
 }
 
@@ -185,12 +231,24 @@ double wall_time_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-EventFile::EventFile(const std::string& path, std::vector<std::string> columns, double wall_time)
-    : file_(open_for_writing(path)), path_(path), columns_(std::move(columns)), step_column_(columns_.size()) {
-  if (!file_) throw std::runtime_error("cannot open " + path + " for writing: " + std::strerror(errno));
+EventFile::EventFile(const std::string& path, std::vector<std::string> columns, double wall_time,
+                     const std::string& name)
+    : file_(nullptr), name_(name.empty() ? path : name), columns_(std::move(columns)), step_column_(columns_.size()) {
+  const int fd = platform::create_new_file(path);
+  file_ = ::fdopen(fd, "w");
+  if (!file_) {
+    const std::string reason = std::strerror(errno);
+    ::close(fd);
+    throw std::runtime_error("cannot open " + path + " for writing: " + reason);
+  }
   for (std::size_t i = 0; i < columns_.size(); ++i)
     if (columns_[i] == metrics_columns::kStep) step_column_ = i;
-  append(file_version_event(wall_time));
+  try {
+    append(file_version_event(wall_time));
+  } catch (...) {
+    std::fclose(file_);  // no destructor runs for a constructor that throws
+    throw;
+  }
 }
 
 EventFile::~EventFile() {
@@ -210,7 +268,9 @@ void EventFile::write(double wall_time, const std::vector<double>& row, const st
     }
   // Without a step cell (a file not of xgrad's writing), the row's place is its step.
   const double step =
-      step_column_ < row.size() && std::isfinite(row[step_column_]) ? row[step_column_] : static_cast<double>(rows_);
+      step_column_ < row.size() && !std::isnan(row[step_column_]) ? row[step_column_] : static_cast<double>(rows_);
+  if (!is_event_step(step))
+    throw std::runtime_error(name_ + ": step " + as_text(step) + " is not a whole number in [0, 2^63)");
   append(scalars_event(wall_time, static_cast<std::int64_t>(step), tags, values));
   ++rows_;
 }
@@ -218,7 +278,12 @@ void EventFile::write(double wall_time, const std::vector<double>& row, const st
 void EventFile::append(const std::string& event) {
   const std::string record = event_record(event);
   if (std::fwrite(record.data(), 1, record.size(), file_) != record.size() || std::fflush(file_) != 0)
-    throw std::runtime_error("writing " + path_ + " failed: " + std::strerror(errno));
+    throw std::runtime_error("writing " + name_ + " failed: " + std::strerror(errno));
+}
+
+bool is_event_step(double step) {
+  // 2^63 is the first double past int64's range.
+  return step >= 0 && step < 9223372036854775808.0 && std::floor(step) == step;
 }
 
 std::string event_file_name(double wall_time) {

@@ -42,9 +42,10 @@ double wall_time_now();
 /// written, like metrics.csv's rows.
 class EventFile {
  public:
-  /// Creates `path` (truncating; a symbolic link there is refused) and writes the file_version event at `wall_time`.
-  /// `columns`: metrics.csv's column names, the tags. Throws std::runtime_error naming the path on failure.
-  EventFile(const std::string& path, std::vector<std::string> columns, double wall_time);
+  /// Creates the new file `path` (an existing file or a symbolic link there is refused) and writes the file_version
+  /// event at `wall_time`. `columns`: metrics.csv's column names, the tags. `name`: the file errors name (the event
+  /// file a temporary `path` becomes; `path` when empty). Throws std::runtime_error naming it and the reason.
+  EventFile(const std::string& path, std::vector<std::string> columns, double wall_time, const std::string& name = "");
   ~EventFile();
   EventFile(const EventFile&) = delete;
   EventFile& operator=(const EventFile&) = delete;
@@ -52,17 +53,21 @@ class EventFile {
   /// cell (without one, or where it is not a number, the number of rows written before). A cell `unmeasured` marks
   /// (when given) is left out, as metrics.csv leaves it empty; every other value is written as the float nearest to its
   /// metrics.csv cell (%.9g), NaN and infinities included (TensorBoard reads them; a diverged run's last steps stay in
-  /// its curves). Throws std::runtime_error on a column count mismatch or a failed write.
+  /// its curves). Throws std::runtime_error on a column count mismatch, a step that is not a whole number in
+  /// [0, 2^63) (is_event_step) or a failed write.
   void write(double wall_time, const std::vector<double>& row, const std::vector<bool>& unmeasured = {});
 
  private:
   std::FILE* file_;
-  std::string path_;
+  std::string name_;  // the file errors name
   std::vector<std::string> columns_;
   std::size_t step_column_;  // the index of "step" in columns_ (columns_.size(): none)
   std::size_t rows_ = 0;     // rows written
   void append(const std::string& event);
 };
+
+/// Whether `step` can be an Event's step: a whole number in [0, 2^63), the int64 it becomes.
+bool is_event_step(double step);
 
 /// The name of a new event file: kEventFilePrefix, the time in whole seconds (10 digits) and the host's name, as
 /// TensorFlow names its own.
@@ -72,19 +77,20 @@ std::string event_file_name(double wall_time);
 void remove_event_files(const std::filesystem::path& dir, const std::string& keep = "");
 
 /// The event file of the run in `dir` (the trainer's, for --tensorboard): a new one named event_file_name, written
-/// through a temporary file (named as prepare_run_directory's cleanup of cut writes expects) and renamed into place,
-/// the run's other event files then deleted. A resumed run's dir/metrics.csv, already cut back to its checkpoint,
-/// is written to it first, wall times reconstructed as export_event_file's but ending now: the file holds each step
-/// once. `columns`: the
-/// columns of metrics.csv. Throws std::runtime_error naming the file.
+/// through a temporary file of this process (platform::temporary_path) and renamed into place, the run's other event
+/// files then deleted; the rename and the deletion are done under a lock on `dir` with the stop signals held, so that
+/// concurrent writers and a stop in between leave one whole event file. A resumed run's dir/metrics.csv, already cut
+/// back to its checkpoint, is written to it first, wall times reconstructed as export_event_file's but ending now: the
+/// file holds each step once. `columns`: the columns of metrics.csv. Throws std::runtime_error naming the file.
 std::unique_ptr<EventFile> open_event_file(const std::filesystem::path& dir, const std::vector<std::string>& columns,
                                            bool resume);
 
 /// Writes the event file of the run directory `run_dir` into `out_dir` (created if missing; its other event files
 /// deleted) from the complete rows of the run's metrics.csv. metrics.csv holds no times: a row's wall time is
 /// reconstructed from the step_ms column, the last row at metrics.csv's modification time and each earlier one its
-/// successors' step_ms earlier (a cell without a number counts 0 ms).
-/// Returns the file's path. Throws std::runtime_error naming the file that cannot be read or written.
+/// successors' step_ms earlier (a cell without a number counts 0 ms). Written as open_event_file writes.
+/// Returns the file's path. Throws std::runtime_error naming the file that cannot be read or written, and the
+/// metrics.csv, its line and column for a step that is not a whole number in [0, 2^63).
 std::filesystem::path export_event_file(const std::filesystem::path& run_dir, const std::filesystem::path& out_dir);
 
 }  // namespace xgrad::train

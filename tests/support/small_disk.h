@@ -18,7 +18,7 @@ namespace xgrad::testing {
 
 /// A tmpfs of `bytes` mounted on `dir` in a mount namespace of this test process's own (the processes it starts
 /// share it), unmounted by the destructor. ok() is false where the test cannot mount (not root, no namespaces): the
-/// test then says so (MESSAGE "SKIPPED: ...") and returns.
+/// test then fails saying why (a full disk cannot be made without them, and a skipped test would assert nothing).
 class SmallDisk {
  public:
   SmallDisk(const std::filesystem::path& dir, std::size_t bytes) : dir_(dir) {

@@ -1,0 +1,149 @@
+#include "platform/atomic_file.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace xgrad::platform {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view kMark = ".tmp-";
+
+// The process id in a name temporary_path made, or 0 when `name` is not one.
+long temporary_owner(const std::string& name) {
+  if (name.size() < 2 || name[0] != '.') return 0;
+  const std::size_t at = name.rfind(kMark);
+  if (at == std::string::npos) return 0;
+  const char* digits = name.c_str() + at + kMark.size();
+  char* end = nullptr;
+  const long pid = std::strtol(digits, &end, 10);
+  return end != digits && *end == '-' && pid > 0 ? pid : 0;
+}
+
+// Closes `fd`, keeping errno as the failed call before it left it.
+void close_keeping_errno(int fd) {
+  const int saved = errno;
+  ::close(fd);
+  errno = saved;
+}
+
+}  // namespace
+
+std::string system_error_text(const std::string& what) { return what + " failed: " + std::strerror(errno); }
+
+fs::path temporary_path(const fs::path& dir, const std::string& name) {
+  static std::atomic<unsigned long> counter{0};
+  return dir / ("." + name + std::string(kMark) + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+}
+
+int create_new_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create " + path.string() + ": " + std::strerror(errno));
+  return fd;
+}
+
+StagedFile::StagedFile(fs::path target) : target_(std::move(target)) {
+  const fs::path dir = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
+  temporary_ = temporary_path(dir, target_.filename().string());
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error("cannot write " + target_.string() + ": " + std::strerror(errno));
+}
+
+StagedFile::~StagedFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temporary_.c_str());
+}
+
+void StagedFile::write(std::string_view bytes) {
+  if (fd_ < 0) throw std::logic_error("StagedFile::write after finish: " + target_.string());
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(system_error_text("writing " + target_.string()));
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+void StagedFile::finish() {
+  if (fd_ < 0) return;
+  // Some file systems report a full disk only here (NFS, quotas): the rename must not make a cut file visible.
+  if (::fsync(fd_) != 0) {
+    close_keeping_errno(fd_);
+    fd_ = -1;
+    throw std::runtime_error(system_error_text("writing " + target_.string()));
+  }
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) throw std::runtime_error(system_error_text("writing " + target_.string()));
+}
+
+void StagedFile::commit() {
+  finish();
+  if (::rename(temporary_.c_str(), target_.c_str()) != 0)
+    throw std::runtime_error("cannot move " + temporary_.string() + " to " + target_.string() + ": " +
+                             std::strerror(errno));
+  committed_ = true;
+}
+
+void write_file_atomically(const fs::path& target, std::string_view bytes) {
+  StagedFile file(target);
+  file.write(bytes);
+  file.commit();
+}
+
+StagedDirectory::StagedDirectory(fs::path target) : target_(std::move(target)) {
+  const fs::path dir = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
+  temporary_ = temporary_path(dir, target_.filename().string());
+  replaced_ = temporary_path(dir, target_.filename().string() + "-old");
+  if (::mkdir(temporary_.c_str(), 0755) != 0)
+    throw std::runtime_error("cannot create " + temporary_.string() + ": " + std::strerror(errno));
+}
+
+StagedDirectory::~StagedDirectory() {
+  std::error_code ec;
+  fs::remove_all(committed_ ? replaced_ : temporary_, ec);  // a link is removed itself, never what it names
+}
+
+void StagedDirectory::commit() {
+  std::error_code ec;
+  const bool existed = fs::exists(fs::symlink_status(target_, ec));
+  if (existed && ::rename(target_.c_str(), replaced_.c_str()) != 0)
+    throw std::runtime_error("cannot move " + target_.string() + " aside: " + std::strerror(errno));
+  if (::rename(temporary_.c_str(), target_.c_str()) != 0) {
+    const int saved = errno;
+    if (existed) ::rename(replaced_.c_str(), target_.c_str());
+    throw std::runtime_error("cannot move the new " + target_.string() + " into place: " + std::strerror(saved));
+  }
+  committed_ = true;
+}
+
+StopSignalsHeld::StopSignalsHeld() {
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+  ::pthread_sigmask(SIG_BLOCK, &stop, &previous_);
+}
+
+StopSignalsHeld::~StopSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+
+void remove_abandoned_temporaries(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const long pid = temporary_owner(it->path().filename().string());
+    std::error_code ignored;
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) fs::remove_all(it->path(), ignored);
+  }
+}
+
+}  // namespace xgrad::platform

@@ -1,0 +1,95 @@
+// Files and directories written whole or not at all, inside a directory that may hold anything (links a colleague
+// or an attacker left there): written under a temporary name of this process, then renamed over the target, so that
+// a reader sees the old version or the whole new one, a symbolic link at the target is replaced rather than
+// followed, and two processes writing the same target never write into one file.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include <csignal>
+
+namespace xgrad::platform {
+
+/// A name in `dir` that no other process and no other call in this one uses: "." + `name` + ".tmp-" + this process's
+/// id + "-" + a counter. The leading '.' and ".tmp-" mark a cut write for the cleaners (prepare_run_directory,
+/// remove_abandoned_temporaries).
+std::filesystem::path temporary_path(const std::filesystem::path& dir, const std::string& name);
+
+/// Creates the new file `path` for writing (O_CREAT | O_EXCL | O_NOFOLLOW: never an existing file nor a link's
+/// target) and returns its descriptor. Throws std::runtime_error "cannot create PATH: <strerror>".
+int create_new_file(const std::filesystem::path& path);
+
+/// A file written beside `target` under temporary_path and renamed over it by commit(). The destructor deletes the
+/// temporary file unless commit() was reached. Errors throw std::runtime_error naming `target` and the system's
+/// reason ("writing out/explain.md failed: No space left on device").
+class StagedFile {
+ public:
+  explicit StagedFile(std::filesystem::path target);
+  ~StagedFile();
+  StagedFile(const StagedFile&) = delete;
+  StagedFile& operator=(const StagedFile&) = delete;
+
+  /// Appends `bytes`.
+  void write(std::string_view bytes);
+  /// Flushes the file to disk and closes it: after it, the file is whole and commit() needs no space.
+  void finish();
+  /// finish() if not done yet, then renames the file over the target.
+  void commit();
+
+  const std::filesystem::path& target() const { return target_; }
+  const std::filesystem::path& temporary() const { return temporary_; }
+
+ private:
+  std::filesystem::path target_, temporary_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+/// Writes `bytes` to `target` through a StagedFile.
+void write_file_atomically(const std::filesystem::path& target, std::string_view bytes);
+
+/// A directory built beside `target` under temporary_path (created empty, never an existing one) and swapped with it
+/// by commit(). The destructor removes the new directory unless committed, and the replaced one after a commit.
+class StagedDirectory {
+ public:
+  /// Throws std::runtime_error naming the directory and the reason when it cannot be created.
+  explicit StagedDirectory(std::filesystem::path target);
+  ~StagedDirectory();
+  StagedDirectory(const StagedDirectory&) = delete;
+  StagedDirectory& operator=(const StagedDirectory&) = delete;
+
+  /// Where to build the new contents.
+  const std::filesystem::path& path() const { return temporary_; }
+  const std::filesystem::path& target() const { return target_; }
+  /// Moves what is at the target (a directory, a file or a link: the entry itself, never what a link names) aside
+  /// and the new directory into its place. Throws std::runtime_error naming the target.
+  void commit();
+
+ private:
+  std::filesystem::path target_, temporary_, replaced_;
+  bool committed_ = false;
+};
+
+/// Holds SIGINT, SIGTERM and SIGHUP back from this thread for its lifetime (they are delivered when it ends), so that
+/// a group of renames is done whole: a stop leaves all the old files or all the new ones.
+class StopSignalsHeld {
+ public:
+  StopSignalsHeld();
+  ~StopSignalsHeld();
+  StopSignalsHeld(const StopSignalsHeld&) = delete;
+  StopSignalsHeld& operator=(const StopSignalsHeld&) = delete;
+
+ private:
+  sigset_t previous_;
+};
+
+/// Removes the entries of `dir` (files or directories) that temporary_path named for a process that no longer
+/// exists: what a killed writer left. Entries of live processes, and errors, are left alone.
+void remove_abandoned_temporaries(const std::filesystem::path& dir);
+
+/// "<what> failed: <strerror(errno)>", for the messages of failed system calls.
+std::string system_error_text(const std::string& what);
+
+}  // namespace xgrad::platform
