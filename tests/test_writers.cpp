@@ -4,7 +4,6 @@
 // written faithfully are refused by name.
 #include <doctest/doctest.h>
 
-
 #include <unistd.h>
 
 #include <cerrno>
