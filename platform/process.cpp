@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,9 +39,9 @@ std::string failure(const std::string& program, const std::string& what, int err
   return "cannot run " + program + ": " + what + (error ? std::string(": ") + std::strerror(error) : std::string());
 }
 
-// What the child gets: its descriptors opened here, so that between fork and exec only async-signal-safe calls run.
+// What the child gets, opened here: stdin, its output (a file or a pipe's write end), its working directory.
 struct ChildSetup {
-  Descriptor input, output_file, directory, capture_read, capture_write, error_read, error_write;
+  Descriptor input, output_file, directory, capture_read, capture_write;
 };
 
 void open_child_setup(const std::string& program, const ProgramOptions& options, ChildSetup& s) {
@@ -61,31 +62,35 @@ void open_child_setup(const std::string& program, const ProgramOptions& options,
     s.capture_read.fd = capture[0];
     s.capture_write.fd = capture[1];
   }
-  int error_pipe[2];  // the child's exec error, if any; closed by a successful exec
-  if (::pipe2(error_pipe, O_CLOEXEC) != 0) throw std::runtime_error(failure(program, "cannot make a pipe", errno));
-  s.error_read.fd = error_pipe[0];
-  s.error_write.fd = error_pipe[1];
 }
 
-// In the child, after fork: async-signal-safe calls only. Never returns.
-[[noreturn]] void exec_child(const char* path, char* const* argv, const ChildSetup& s) {
+// posix_spawn, not fork: the child does not copy a large process's page tables (a compare holding every run in
+// memory), and an exec failure comes back as its return value.
+pid_t spawn(const std::string& path, std::vector<std::string> words, const ChildSetup& s) {
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const int out = s.output_file.fd >= 0 ? s.output_file.fd : s.capture_write.fd;
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attributes;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attributes);
+  posix_spawn_file_actions_adddup2(&actions, s.input.fd, STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out, STDERR_FILENO);
+  if (s.directory.fd >= 0) posix_spawn_file_actions_addfchdir_np(&actions, s.directory.fd);
+  // Nothing else of this process's (a run's lock, a report being written) is handed to the program.
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
   sigset_t none;
   sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  const int out = s.output_file.fd >= 0 ? s.output_file.fd : s.capture_write.fd;
-  int error = 0;
-  if (::dup2(s.input.fd, STDIN_FILENO) < 0 || ::dup2(out, STDOUT_FILENO) < 0 || ::dup2(out, STDERR_FILENO) < 0 ||
-      (s.directory.fd >= 0 && ::fchdir(s.directory.fd) != 0))
-    error = errno;
-  if (!error) {
-    // Nothing else of this process's (a run's lock, a report being written) is handed to the program.
-    ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-    ::execv(path, argv);
-    error = errno;
-  }
-  const ssize_t ignored = ::write(s.error_write.fd, &error, sizeof error);
-  (void)ignored;
-  ::_exit(127);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = -1;
+  const int error = ::posix_spawn(&pid, path.c_str(), &actions, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) throw std::runtime_error(failure(words.front(), "cannot start " + path, error));
+  return pid;
 }
 
 std::string read_all(int fd) {
@@ -132,25 +137,11 @@ ProgramResult run_program(const std::vector<std::string>& argv, const ProgramOpt
   if (path.empty()) throw std::runtime_error("cannot run " + program + ": not found on PATH");
   ChildSetup setup;
   open_child_setup(program, options, setup);
-  std::vector<std::string> words = argv;
-  std::vector<char*> pointers;
-  for (std::string& w : words) pointers.push_back(w.data());
-  pointers.push_back(nullptr);
-
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(failure(program, "fork failed", errno));
-  if (pid == 0) exec_child(path.c_str(), pointers.data(), setup);
-  setup.error_write.reset();
+  const pid_t pid = spawn(path, argv, setup);
   setup.capture_write.reset();  // the pipe ends when the child's copies close
   ProgramResult result;
   if (setup.capture_read.fd >= 0) result.output = read_all(setup.capture_read.fd);
-  const std::string exec_error = read_all(setup.error_read.fd);
   const int status = wait_for(pid);
-  if (exec_error.size() == sizeof(int)) {
-    int error = 0;
-    std::memcpy(&error, exec_error.data(), sizeof error);
-    throw std::runtime_error(failure(program, "cannot start " + path, error));
-  }
   if (status < 0) throw std::runtime_error(failure(program, "cannot wait for it", errno));
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);

@@ -31,7 +31,7 @@ std::string find_program(const std::string& program);
 /// Runs `argv` (argv[0] found by find_program) to its end, with stdin from /dev/null, no descriptor of this process
 /// but stdin, stdout and stderr, the signal mask cleared, and waits for it. Throws std::runtime_error naming the
 /// program (and the file or directory) when it cannot start: argv empty, not found, the working directory or output
-/// file cannot be opened, fork or exec failed. A program that runs and fails is a result, not an exception.
+/// file cannot be opened, posix_spawn failed. A program that runs and fails is a result, not an exception.
 ProgramResult run_program(const std::vector<std::string>& argv, const ProgramOptions& options = {});
 
 }  // namespace xgrad::platform

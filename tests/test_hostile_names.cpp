@@ -13,6 +13,8 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "common/file_name.h"
 #include "platform/process.h"
@@ -119,6 +121,12 @@ TEST_CASE("run_program passes hostile arguments to the program as they are, neve
   logged.output_file = (dir / "link.log").string();
   CHECK_THROWS_AS(xgrad::platform::run_program({"pwd"}, logged), std::runtime_error);
   CHECK(read_text(dir / "target") == "kept");
+  // No descriptor of this process but stdin, stdout and stderr reaches the program (ls opens one of its own).
+  const int leaked = ::open(dir.string().c_str(), O_RDONLY);
+  REQUIRE(leaked > 2);
+  const std::string listed = xgrad::platform::run_program({"ls", "/proc/self/fd"}).output;
+  ::close(leaked);
+  CHECK(listed == "0\n1\n2\n3\n");
   CHECK_THROWS_AS(xgrad::platform::run_program({"xgrad-no-such-program"}), std::runtime_error);
   CHECK(xgrad::platform::find_program("xgrad-no-such-program").empty());
   CHECK(xgrad::platform::find_program("sh").find("/sh") != std::string::npos);
@@ -153,11 +161,16 @@ TEST_CASE("compare on an lr sweep whose runs name hostile optimizers: no command
   std::vector<std::string> optimizers = kHostile;
   optimizers.push_back("adamw");  // a registered one keeps its figure names
   std::size_t n = 0;
-  for (const std::string& optimizer : optimizers)
+  for (std::size_t i = 0; i < optimizers.size(); ++i)
     for (const double lr : {0.01, 0.1}) {
       FakeRun r;
-      r.optimizer = optimizer;
+      r.optimizer = optimizers[i];
       r.lr = lr;
+      // Every other hostile optimizer's runs name a hostile scaling, attention layer and task too.
+      if (i % 2 && i + 1 < optimizers.size()) {
+        r.scale = optimizers[i];
+        r.extra_config = {{"task", optimizers[i]}, {"attention", optimizers[i]}};
+      }
       for (int step = 0; step < 20; ++step) r.loss.push_back(2.0 / (1.0 + 0.1 * step * lr * 10));
       xgrad::testing::write_run(sweep / "runs" / ("run" + std::to_string(n++)), r);
     }
@@ -166,6 +179,7 @@ TEST_CASE("compare on an lr sweep whose runs name hostile optimizers: no command
       run_xgrad({"compare", sweep.string(), "--out", out.string()}, xgrad::testing::merged_output());
   INFO(compared.out);
   CHECK(compared.exit_code == 0);
+  CHECK(compared.out.find("gnuplot failed") == std::string::npos);  // every hostile label reached gnuplot as text
   CHECK(traps_under(root).empty());
   for (const std::string& f : files_under(root))
     if (!before.count(f)) CHECK_MESSAGE(fs::path(f).lexically_relative("a/b/c/report").string().rfind("..", 0) != 0, f);
