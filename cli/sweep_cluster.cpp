@@ -12,13 +12,14 @@
 #include <thread>
 
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/escape.h"
+#include "common/file_name.h"
+#include "platform/process.h"
 #include "report/preset_report.h"
 #include "train/json_file.h"
 #include "train/number_format.h"
@@ -67,7 +68,8 @@ OnDisk point_on_disk(const TrainConfig& config) {
 
 // The point's config file, as the local launcher writes it, with this directory's path; returns its path.
 std::string write_point_config(const std::string& sweep_dir, const ManifestPoint& point, const TrainConfig& config) {
-  const std::string config_file = (fs::path(sweep_dir) / "configs" / (point.name + ".json")).string();
+  // The name is sweep.json's (data): as a file name, reduced like every name made from data.
+  const std::string config_file = (fs::path(sweep_dir) / "configs" / (safe_file_stem(point.name) + ".json")).string();
   check_not_linked(fs::absolute(sweep_dir).lexically_normal(),
                    fs::absolute(fs::path(sweep_dir) / "configs").lexically_normal(), "DIR");
   refuse_linked_file(config_file);
@@ -289,23 +291,14 @@ SlurmSubmission prepare_slurm_sweep(const SweepConfig& cfg, const SlurmOptions& 
 std::string submit_to_slurm(const std::vector<std::string>& command) {
   std::vector<std::string> words = command;
   words.insert(words.begin() + 1, "--parsable");  // an option after the script would be the script's argument
-  std::string line;
-  for (const std::string& word : words) line += (line.empty() ? "" : " ") + shell_quote(word);
-  line += " 2>&1";
-  FILE* pipe = ::popen(line.c_str(), "r");
-  if (!pipe) throw std::runtime_error("cannot run sbatch: " + std::string(std::strerror(errno)));
-  std::string output;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, pipe)) output += buf;
-  const int status = ::pclose(pipe);
+  if (platform::find_program(words.front()).empty())
+    throw std::runtime_error(
+        "sbatch not found: run this where Slurm's client commands are installed (Debian: "
+        "slurm-client), or submit the script yourself");
+  const platform::ProgramResult result = platform::run_program(words);
+  std::string output = result.output;
   while (!output.empty() && (output.back() == '\n' || output.back() == ' ')) output.pop_back();
-  if (status != 0 || output.empty()) {
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-      throw std::runtime_error(
-          "sbatch not found: run this where Slurm's client commands are installed (Debian: "
-          "slurm-client), or submit the script yourself");
-    throw std::runtime_error("sbatch failed: " + output);
-  }
+  if (!result.succeeded() || output.empty()) throw std::runtime_error("sbatch failed: " + output);
   // --parsable prints "jobid" or "jobid;cluster"
   const std::size_t newline = output.find_last_of('\n');
   const std::string last = output.substr(newline == std::string::npos ? 0 : newline + 1);

@@ -206,6 +206,19 @@ void choose_preset(const std::vector<std::string>& inputs, ReportContext& contex
   if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
 }
 
+// Every figure goes into one plots/ directory: a preset's figure whose name another figure has already (names made
+// from the data can reduce alike) is numbered apart, so that neither overwrites the other.
+void unique_figure_names(ReportContext& context) {
+  std::set<std::string> taken;
+  for (const PlotFigure& f : plot_figures()) taken.insert(f.name);
+  for (const SummaryFigure& f : context.summary) taken.insert(f.name);
+  for (PresetSection& section : context.preset_sections)
+    for (SummaryFigure& f : section.figures) {
+      const std::string base = f.name;
+      for (int k = 2; !taken.insert(f.name).second; ++k) f.name = fmt::format("{}-{}", base, k);
+    }
+}
+
 // The chosen preset's own sections, computed from the same numbers.
 void compute_preset_sections(const Comparison& c, const fs::path& out_dir, ReportContext& context, std::ostream& out) {
   if (context.preset.name.empty()) return;
@@ -219,6 +232,7 @@ void compute_preset_sections(const Comparison& c, const fs::path& out_dir, Repor
   } catch (const std::exception& e) {
     context.preset_note = "the sections of preset '" + context.preset.name + "' could not be computed: " + e.what();
   }
+  unique_figure_names(context);
   const std::string quick = context.preset.quick ? " (quick)" : "";
   if (!context.preset_note.empty())
     out << "warning: " << context.preset_note << "\n";

@@ -963,6 +963,31 @@ std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std:
 
 namespace {
 
+// A relative path as a link target: every byte but letters, digits and -._~/ percent-encoded (RFC 3986), so that a
+// space or parenthesis in a directory name cannot end the link.
+std::string url_path(const std::string& path) {
+  std::string out;
+  for (const unsigned char ch : path)
+    out += std::isalnum(ch) || std::string_view("-._~/").find(static_cast<char>(ch)) != std::string_view::npos
+               ? std::string(1, static_cast<char>(ch))
+               : fmt::format("%{:02X}", ch);
+  return out;
+}
+
+// A figure in report.md: its image plots/<name>.png (alt text `title`), the links to its SVG and script. The title
+// (data: an optimizer's name, a setting's value) cannot end the alt text or start a link of its own, and the name is
+// a link target whatever it holds.
+std::string figure_image(const std::string& title, const std::string& name) {
+  std::string alt;
+  for (const char ch : title) {
+    if (ch == '[' || ch == ']' || ch == '\\') alt += '\\';
+    alt += ch;
+  }
+  const std::string target = "plots/" + url_path(name);
+  return fmt::format("![{}]({}.png)\n\n([SVG]({}.svg), script {}.gp)\n\n", markdown_escape(alt), target, target,
+                     target);
+}
+
 // "0.208 ± 0.048" (sd bars) or "7.1e-07 [5.2e-14, 4.2e-06]" (min-max bars).
 std::string point_text(const SummaryPoint& p, bool theory, bool sd) {
   if (!std::isfinite(p.y)) return p.n_diverged ? "diverged" : "—";
@@ -976,12 +1001,10 @@ std::string point_text(const SummaryPoint& p, bool theory, bool sd) {
 // One figure: its heading, image (when drawn), caption, the numbers as a table (unless the figure says not to) and
 // its notes, so a reader has the numbers even without gnuplot.
 std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
-  std::string md = "### " + f.title + "\n\n";
+  std::string md = "### " + markdown_escape(f.title) + "\n\n";
   const bool drawn = std::any_of(ctx.plots.summary_drawn.begin(), ctx.plots.summary_drawn.end(),
                                  [&](const PlotFigure& p) { return p.name == f.name; });
-  if (drawn)
-    md += fmt::format("![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n", f.title, f.name, f.name,
-                      f.name);
+  if (drawn) md += figure_image(f.title, f.name);
   md += f.caption + ".\n\n";
   if (!f.tabulate) {
     for (const auto& note : f.notes) md += "- Note: " + note + ".\n";
@@ -1029,17 +1052,6 @@ std::string summary_section(const ReportContext& ctx) {
 namespace {
 
 // The counts of runs and the sweeps' notes.
-// A relative path as a link target: every byte but letters, digits and -._~/ percent-encoded (RFC 3986), so that a
-// space or parenthesis in a directory name cannot end the link.
-std::string url_path(const std::string& path) {
-  std::string out;
-  for (const unsigned char ch : path)
-    out += std::isalnum(ch) || std::string_view("-._~/").find(static_cast<char>(ch)) != std::string_view::npos
-               ? std::string(1, static_cast<char>(ch))
-               : fmt::format("%{:02X}", ch);
-  return out;
-}
-
 std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
   std::string md;
   std::size_t n_complete = 0, n_diverged = 0, n_incomplete = 0;
@@ -1210,8 +1222,7 @@ std::string plots_section(const ReportContext& ctx) {
   if (!ctx.plots_requested) md += "Plots were not requested (--plots false).\n\n";
   if (!ctx.plots.note.empty()) md += "Note: " + ctx.plots.note + "\n\n";
   for (const auto& fig : ctx.plots.drawn)
-    md += fmt::format("### {}\n\n{}.\n\n![{}](plots/{}.png)\n\n([SVG](plots/{}.svg), script plots/{}.gp)\n\n", fig.name,
-                      fig.caption, fig.name, fig.name, fig.name, fig.name);
+    md += fmt::format("### {}\n\n{}.\n\n", fig.name, fig.caption) + figure_image(fig.name, fig.name);
 
   return md;
 }

@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,7 +15,9 @@
 #include <fmt/format.h>
 
 #include "common/escape.h"
+#include "common/file_name.h"
 #include "nn/scaling.h"
+#include "platform/process.h"
 #include "report/tables.h"
 
 namespace xgrad::train {
@@ -149,12 +150,6 @@ double median_gap(const std::vector<Point>& points) {
   for (std::size_t i = 1; i < points.size(); ++i) gaps.push_back(points[i].step - points[i - 1].step);
   std::nth_element(gaps.begin(), gaps.begin() + static_cast<long>(gaps.size() / 2), gaps.end());
   return std::max(1.0, gaps[gaps.size() / 2]);
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
 }
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string("NaN"); }
@@ -340,7 +335,7 @@ std::string gnuplot_string(const std::string& s) {
   return out + ")";
 }
 
-bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+bool gnuplot_available() { return !platform::find_program("gnuplot").empty(); }
 
 namespace {
 
@@ -560,7 +555,7 @@ std::string figure_script(const FigureSpec& spec, const PanelGrid& grid, const s
        std::vector<std::pair<std::string, std::string>>{{"pngcairo", "png"}, {"svg", "svg"}}) {
     script += fmt::format("set terminal {} size {},{} noenhanced font 'Sans,{}'{}\n", terminal, width, height,
                           terminal == "svg" ? 11 : 10, terminal == "svg" ? " background rgb 'white'" : "");
-    script += fmt::format("set output '{}.{}'\n", spec.name, extension);
+    script += "set output " + gnuplot_string(spec.name + "." + extension) + "\n";
     script += "set key outside right top vertical font ',9' samplen 2\nset grid\nset format y '%g'\n";
     script += fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols, title);
     script += body;
@@ -581,11 +576,19 @@ void write_script(const fs::path& path, const std::string& script) {
 bool draw_figure(const std::string& plots_dir, const std::string& name) {
   const fs::path dir(plots_dir);
   std::error_code ec;
+  // Names come from the data (an optimizer, a setting's value): one that could be an option, a path or a pattern
+  // to gnuplot is never handed to it.
+  if (!is_safe_file_stem(name)) return false;
   for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (name + ext), ec);
-  // "cd --": a directory named "-P" is not an option.
-  const std::string command = "cd -- " + shell_quote(dir.string()) + " && gnuplot " + name + ".gp >> gnuplot.log 2>&1";
-  const int status = std::system(command.c_str());
-  return status == 0 && fs::exists(dir / (name + ".png")) && fs::exists(dir / (name + ".svg"));
+  platform::ProgramOptions options;
+  options.working_directory = dir.string();
+  options.output_file = (dir / "gnuplot.log").string();
+  try {
+    if (!platform::run_program({"gnuplot", name + ".gp"}, options).succeeded()) return false;
+  } catch (const std::runtime_error&) {  // gnuplot gone since gnuplot_available, or gnuplot.log a link
+    return false;
+  }
+  return fs::exists(dir / (name + ".png")) && fs::exists(dir / (name + ".svg"));
 }
 
 namespace {
@@ -672,12 +675,12 @@ std::string summary_element(const SummaryFigure& f, const SummaryLine& line, con
                             const ScalingStyle& style, int k) {
   const int dash = (style.dash - 1 + k) % 8 + 1;
   if (!f.tabulate)  // a curve over many steps: a line, no points or error bars
-    return fmt::format("'{}' using 1:2 with lines lw 2 dt {} lc rgb '#{}' title {}", file, dash_pattern(dash),
-                       style.colour, gnuplot_string(line.label));
+    return fmt::format("{} using 1:2 with lines lw 2 dt {} lc rgb '#{}' title {}", gnuplot_string(file),
+                       dash_pattern(dash), style.colour, gnuplot_string(line.label));
   return fmt::format(
-      "'{}' using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
+      "{} using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' "
       "title {}",
-      file, dash_pattern(dash), point_type(dash), style.colour, gnuplot_string(line.label));
+      gnuplot_string(file), dash_pattern(dash), point_type(dash), style.colour, gnuplot_string(line.label));
 }
 
 // Every line's data file and plot element. Lines share their x values; each is drawn shifted by a few percent of
@@ -699,8 +702,8 @@ SummaryLines write_summary_lines(const SummaryFigure& f, const fs::path& dir, st
     write_summary_data(dir / file, f, line, points, shift, s);
     const ScalingStyle style = style_of(line.scale, warnings);
     if (line.theory)
-      s.elements.push_back(fmt::format("'{}' using 1:2 with lines dt 2 lw 1.5 lc rgb '#{}' title {}", file,
-                                       lighter(style.colour, 0.3), gnuplot_string(line.label)));
+      s.elements.push_back(fmt::format("{} using 1:2 with lines dt 2 lw 1.5 lc rgb '#{}' title {}",
+                                       gnuplot_string(file), lighter(style.colour, 0.3), gnuplot_string(line.label)));
     else
       s.elements.push_back(summary_element(f, line, file, style, lines_of_scale[line.scale]++));
   }
@@ -740,7 +743,7 @@ std::string summary_script(const std::string& name, const std::string& body) {
        std::vector<std::pair<std::string, std::string>>{{"pngcairo", "png"}, {"svg", "svg"}}) {
     script += fmt::format("set terminal {} size 900,560 noenhanced font 'Sans,{}'{}\n", terminal,
                           terminal == "svg" ? 11 : 10, terminal == "svg" ? " background rgb 'white'" : "");
-    script += fmt::format("set output '{}.{}'\n", name, extension);
+    script += "set output " + gnuplot_string(name + "." + extension) + "\n";
     script += "set key outside right top vertical font ',9' samplen 3\nset grid\nset format y '%g'\n";
     script += body;
     script +=
@@ -761,17 +764,21 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
   const bool have_gnuplot = gnuplot_available();
   std::vector<std::string> failed;
   for (const SummaryFigure& f : figures) {
+    if (!is_safe_file_stem(f.name)) {  // a preset's name built from the data without safe_file_stem
+      failed.push_back(escape_control(f.name) + " (not a safe file name: nothing written)");
+      continue;
+    }
     const SummaryLines lines = write_summary_lines(f, dir, outcome.warnings);
     write_script(dir / (f.name + ".gp"), summary_script(f.name, summary_body(f, lines)));
     if (!have_gnuplot) continue;
     if (draw_figure(dir, f.name))
       outcome.summary_drawn.push_back({f.name, f.caption});
     else
-      failed.push_back(f.name);
+      failed.push_back(f.name + ".gp");
   }
   if (!failed.empty()) {
     std::string note = "gnuplot failed for summary figure(s):";
-    for (const auto& f : failed) note += " " + f + ".gp";
+    for (const auto& f : failed) note += " " + f;
     note += " (see " + (dir / "gnuplot.log").string() + ")";
     outcome.note += (outcome.note.empty() ? "" : "; ") + note;
   }

@@ -40,11 +40,13 @@ const std::vector<PlotFigure>& plot_figures();
 /// Every name, label, key and title in a script goes through it.
 std::string gnuplot_string(const std::string& s);
 
-/// True when a `gnuplot` executable is on PATH.
+/// True when a `gnuplot` executable is on PATH (platform::find_program; no shell is asked).
 bool gnuplot_available();
 
-/// Runs gnuplot on plots_dir/<name>.gp in plots_dir (its output appended to plots_dir/gnuplot.log); true when it drew
-/// <name>.png and <name>.svg (an earlier pair is removed first).
+/// Runs `gnuplot <name>.gp` in plots_dir as an argument vector, no shell (platform::run_program), its output appended
+/// to plots_dir/gnuplot.log; true when it drew <name>.png and <name>.svg (an earlier pair is removed first). False,
+/// with nothing run, for a name that is not a safe file stem (is_safe_file_stem, common/file_name.h): figure names
+/// made from the data go through safe_file_stem first.
 bool draw_figure(const std::string& plots_dir, const std::string& name);
 
 /// Writes data files (plots_dir/data/) and scripts (plots_dir/<figure>.gp) and, if gnuplot is available, runs them
@@ -52,7 +54,8 @@ bool draw_figure(const std::string& plots_dir, const std::string& name);
 /// note); throws std::runtime_error when plots_dir cannot be written.
 PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir);
 
-/// Draws each summary figure (summary_figures) like write_plots' figures: plots_dir/data/<name>_<line>.dat (x, y,
+/// Draws each summary figure (summary_figures) like write_plots' figures (a figure whose name is not a safe file stem
+/// is not written, and said so in outcome.note): plots_dir/data/<name>_<line>.dat (x, y,
 /// error bar low, high, and the x it is drawn at: lines are spread a few percent along a log x axis so their error
 /// bars do not hide each other), plots_dir/<name>.gp, and with gnuplot <name>.png and .svg. One colour per scaling
 /// (its registry colour) with its own dash and point (the next styles for more lines of it), theory dashed without

@@ -42,7 +42,9 @@ struct PresetSection {
   std::string anchor;                  // id for links, e.g. "lr-final-loss"; unique within the report
   std::string title;                   // the heading's text
   std::string markdown;                // the body: sentences, tables (Table::markdown()), lists
-  std::vector<SummaryFigure> figures;  // drawn before the body; names must be unique within the report
+  std::vector<SummaryFigure> figures;  // drawn before the body; names unique within the report, and a name made
+                                       // from the runs' data (an optimizer, a setting's value) through
+                                       // safe_file_stem (common/file_name.h): compare numbers apart any that collide
 };
 
 /// What a preset's sections are computed from.

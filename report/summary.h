@@ -30,7 +30,7 @@ struct SummaryLine {
 };
 
 struct SummaryFigure {
-  std::string name;     // file stem: "final_loss_vs_d_k" → plots/final_loss_vs_d_k.png, .svg, .gp
+  std::string name;     // file stem: "final_loss_vs_d_k" → plots/final_loss_vs_d_k.png, .svg, .gp (is_safe_file_stem)
   std::string title;    // what it shows, one line
   std::string caption;  // how it was computed: what the points and error bars are, which runs are left out
   std::string x_label, y_label;

@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "common/file_name.h"
 #include "common/registry.h"
+#include "nn/optim.h"
 #include "report/preset_report.h"
 #include "report/tables.h"
 
@@ -35,9 +37,23 @@ struct Panel {
   std::string optimizer;
   std::size_t d_k = 0;
   std::vector<Curve> curves;  // in registry order (the arms' order)
+  std::string stem;           // its figures' file stem, unique among the panels (panel_stems)
   std::string title() const { return fmt::format("{}, d_k = {}", optimizer, d_k); }
-  std::string stem() const { return fmt::format("{}_dk{}", optimizer, d_k); }
+  std::string shown() const { return markdown_escape(title()); }  // the title in report.md's text
 };
+
+// Each panel's file stem, "<optimizer>_dk<d_k>". An optimizer this build does not register (a run from another
+// build, or a config.json written to attack) is "unknown" there: its name is shown, escaped, in titles and text, but
+// never becomes part of a file name or a command. Unknown ones of one d_k are numbered apart.
+void panel_stems(std::vector<Panel>& panels) {
+  std::set<std::string> taken;
+  for (Panel& panel : panels) {
+    const bool known = Registry<nn::OptimizerEntry>::instance().find(panel.optimizer) != nullptr;
+    const std::string base = safe_file_stem(fmt::format("{}_dk{}", known ? panel.optimizer : "unknown", panel.d_k));
+    panel.stem = base;
+    for (int k = 2; !taken.insert(panel.stem).second; ++k) panel.stem = fmt::format("{}-{}", base, k);
+  }
+}
 
 // The arms grouped into panels by (optimizer, d_k) and curves by scaling, from the groups of arms that differ only
 // in lr (an arm alone at its settings is a curve of one point).
@@ -58,7 +74,7 @@ std::vector<Panel> panels_of(const Comparison& c) {
     auto panel = std::find_if(panels.begin(), panels.end(),
                               [&](const Panel& p) { return p.optimizer == first.optimizer() && p.d_k == first.d_k(); });
     if (panel == panels.end()) {
-      panels.push_back(Panel{first.optimizer(), first.d_k(), {}});
+      panels.push_back(Panel{first.optimizer(), first.d_k(), {}, ""});
       panel = panels.end() - 1;
     }
     panel->curves.push_back(
@@ -67,6 +83,7 @@ std::vector<Panel> panels_of(const Comparison& c) {
   std::sort(panels.begin(), panels.end(), [](const Panel& a, const Panel& b) {
     return a.optimizer != b.optimizer ? a.optimizer < b.optimizer : a.d_k < b.d_k;
   });
+  panel_stems(panels);
   return panels;
 }
 
@@ -157,7 +174,7 @@ CurveFacts facts_of(const Comparison& c, const Curve& curve) {
 // Final loss against lr, one figure per panel.
 SummaryFigure loss_figure(const Comparison& c, const Panel& panel) {
   SummaryFigure f = summary_figure(
-      "lr_final_loss_vs_lr_" + panel.stem(), "Final loss against learning rate, " + panel.title(),
+      "lr_final_loss_vs_lr_" + panel.stem, "Final loss against learning rate, " + panel.title(),
       "Mean final loss (last 20 steps) over the seeds that did not diverge, error bars ± their sample sd; a "
       "point whose every seed diverged is not drawn and says \"diverged\" in the table",
       "learning rate", Axis::log, "final loss (nats)", Axis::log);
@@ -215,7 +232,7 @@ std::string best_loss_line(const Comparison& c, const Panel& panel) {
     else if (f.all_diverged)
       diverged.push_back(curve.label);
   }
-  std::string line = "- " + panel.title() + ": ";
+  std::string line = "- " + panel.shown() + ": ";
   if (!best.empty()) line += fmt::format("the lowest mean final loss of each scaling: {}", fmt::join(best, "; "));
   if (!diverged.empty())
     line += (best.empty() ? "" : "; ") + fmt::format("every run diverged with {}", train::join_and(diverged));
@@ -264,7 +281,7 @@ train::Table sensitivity_table(const Comparison& c, const std::vector<Panel>& pa
 
 // The sentence comparing the usable lrs of the curves of `panel` with `extras` against unscaled attention's.
 std::string usable_line(const Comparison& c, const Panel& panel, const std::string& extras) {
-  const std::string where = panel.title() + (extras.empty() ? "" : ", " + extras);
+  const std::string where = panel.shown() + (extras.empty() ? "" : ", " + extras);
   const Curve* ref = reference_curve(panel, extras);
   if (!ref) return "- " + where + ": no unscaled (`none`) curve to compare the scalings with.\n";
   const CurveFacts rf = facts_of(c, *ref);
@@ -419,7 +436,7 @@ train::PresetSection logit_section(const Comparison& c, const std::vector<Panel>
       "head at a logged step (metrics.csv attn/l*h*/score_max_abs).\n\n";
   for (const Panel& panel : panels) {
     SummaryFigure f = summary_figure(
-        "lr_max_logit_vs_step_" + panel.stem(), "Largest attention logit at the highest surviving lr, " + panel.title(),
+        "lr_max_logit_vs_step_" + panel.stem, "Largest attention logit at the highest surviving lr, " + panel.title(),
         "Per logged step, the largest |scaled score| over every layer and head (metrics.csv "
         "attn/l*h*/score_max_abs), mean over the seeds, at the highest lr the scaling survives (no seed "
         "diverged and it learned; the lr is in the legend)",
@@ -428,7 +445,7 @@ train::PresetSection logit_section(const Comparison& c, const std::vector<Panel>
     std::vector<std::string> sentences;
     for (const Curve& curve : panel.curves) sentences.push_back(logit_sentence(c, curve, f));
     logits.figures.push_back(f);
-    logits.markdown += "**" + panel.title() + ".** " + fmt::format("{}", fmt::join(sentences, ". ")) + ".\n\n";
+    logits.markdown += "**" + panel.shown() + ".** " + fmt::format("{}", fmt::join(sentences, ". ")) + ".\n\n";
   }
   return logits;
 }

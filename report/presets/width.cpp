@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/file_name.h"
 #include "common/registry.h"
 #include "report/preset_report.h"
 #include "report/tables.h"
@@ -78,9 +79,10 @@ void add_loss_figures(Grid& g, train::PresetSection& s) {
   for (const std::string& variant : g.lines) {
     std::string suffix;  // the extras, as a file name's part
     for (char ch : line_extras[variant]) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    // The extras are values from the runs' config.json: bounded in length like any name made from data.
     train::SummaryFigure f = train::summary_figure(
-        "width_loss_vs_lr_" + variant_scale(variant_base[variant]) + (variant.rfind("muP", 0) == 0 ? "_mup" : "_sp") +
-            (suffix.empty() ? "" : "_" + suffix),
+        safe_file_stem("width_loss_vs_lr_" + variant_scale(variant_base[variant]) +
+                       (variant.rfind("muP", 0) == 0 ? "_mup" : "_sp") + (suffix.empty() ? "" : "_" + suffix)),
         "Final loss against learning rate per width, " + variant,
         "AdamW; per width (d_model = d_k) the mean over seeds of the final loss (runs that diverged left out), "
         "error bars ± sd",
