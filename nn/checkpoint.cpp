@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/repeated_keys.h"
+#include "platform/atomic_file.h"
 
 namespace xgrad::nn {
 
@@ -247,43 +248,11 @@ Checkpoint from_safetensors(const void* data, std::size_t size, const std::strin
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const fs::path tmp = dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  auto fail = [&](const std::string& what) {
-    const std::string message = system_error(what);
-    ::unlink(tmp.c_str());
-    return CheckpointError(message);
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) throw fail("cannot create " + tmp.string() + " to write " + path);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      const int saved = errno;
-      ::close(fd);
-      errno = saved;
-      throw fail("writing " + path + " failed");
-    }
-    done += static_cast<std::size_t>(w);
+  try {
+    platform::write_file_atomically(path, bytes);
+  } catch (const std::runtime_error& e) {
+    throw CheckpointError(e.what());
   }
-  // The data must be on disk before the rename makes it visible under the real name.
-  if (::fsync(fd) != 0) {
-    const int saved = errno;
-    ::close(fd);
-    errno = saved;
-    throw fail("writing " + path + " failed (fsync)");
-  }
-  if (::close(fd) != 0) throw fail("writing " + path + " failed (close)");
-  if (::rename(tmp.c_str(), target.c_str()) != 0) throw fail("cannot rename " + tmp.string() + " to " + path);
-  // The rename itself is durable only once the directory entry is.
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) throw CheckpointError(system_error("cannot open directory " + dir.string()));
-  const int rc = ::fsync(dir_fd);
-  ::close(dir_fd);
-  if (rc != 0) throw CheckpointError(system_error("fsync of directory " + dir.string() + " failed"));
 }
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {

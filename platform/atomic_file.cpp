@@ -94,6 +94,13 @@ void StagedFile::commit() {
     throw std::runtime_error("cannot move " + temporary_.string() + " to " + target_.string() + ": " +
                              std::strerror(errno));
   committed_ = true;
+  // The rename is durable only once the directory entry is (a checkpoint must survive a power cut whole).
+  const fs::path dir = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) throw std::runtime_error(system_error_text("opening directory " + dir.string()));
+  const int rc = ::fsync(dir_fd);
+  ::close(dir_fd);
+  if (rc != 0) throw std::runtime_error(system_error_text("syncing directory " + dir.string()));
 }
 
 void write_file_atomically(const fs::path& target, std::string_view bytes) {
