@@ -15,6 +15,7 @@
 #include <iostream>
 #include <limits>
 #include <sstream>
+#include <system_error>
 
 #include "cli/main.h"
 
@@ -32,6 +33,7 @@
 #include "common/escape.h"
 #include "common/registry.h"
 #include "data/registry.h"
+#include "platform/address_space.h"
 #include "platform/distributed.h"
 #include "platform/environment.h"
 #include "platform/signals.h"
@@ -57,7 +59,10 @@ using xgrad::cli::Preset;
 
 namespace {
 
-extern "C" void xgrad_on_train_stop_signal(int signal) { request_stop(signal); }
+extern "C" void xgrad_on_train_stop_signal(int signal) {
+  request_stop(signal);
+  platform::arm_stop_watchdog(signal);  // a run that cannot reach the end of its step still ends
+}
 
 // A log line's text with its control characters shown (a run's name comes from a directory name, a task's file
 // from the user): the terminal and train.log (a sweep child's output) never obey them.
@@ -307,6 +312,7 @@ int prepare_process(int argc, char** argv) {
     for (const auto& message : registration_errors()) std::cerr << "xgrad: error: " << message << "\n";
     return 2;
   }
+  platform::restore_blas_environment();  // before an exec or a child sees it
   platform::select_blas_core(argc, argv);
   platform::tune_allocator();
   try {
@@ -743,7 +749,14 @@ int run_command(Commands& c) {
   } catch (const std::invalid_argument& e) {
     return fail(2, std::string("xgrad: ") + e.what());
   } catch (const std::bad_alloc&) {
-    return fail(1, "xgrad: error: out of memory; reduce --d-model, --d-ff, --n-layers or --batch-size");
+    return fail(1, "xgrad: error: " + platform::out_of_memory_text() +
+                       "; reduce --d-model, --d-ff, --n-layers or --batch-size");
+  } catch (const std::system_error& e) {
+    // EAGAIN from std::thread: under an address-space limit, the new thread's stack did not fit.
+    const std::string limit = platform::address_space_limit_text();
+    const bool thread = e.code() == std::errc::resource_unavailable_try_again && !limit.empty();
+    return fail(1,
+                std::string("xgrad: error: ") + e.what() + (thread ? " (starting a thread under " + limit + ")" : ""));
   } catch (const std::exception& e) {
     return fail(1, std::string("xgrad: error: ") + e.what());
   }

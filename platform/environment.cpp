@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include <cblas.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <xtensor-blas/xblas_config.hpp>
 #include <xtensor/xtensor_config.hpp>
@@ -21,6 +22,7 @@
 #include "autograd/blas.h"
 #include "autograd/kernels/isa.h"
 #include "autograd/kernels/parallel.h"
+#include "platform/address_space.h"
 #include "platform/signals.h"
 
 namespace xgrad::platform {
@@ -64,6 +66,9 @@ void select_blas_core(int /*argc*/, char** argv) {
 void tune_allocator() {
   mallopt(M_MMAP_THRESHOLD, 256 * 1024 * 1024);
   mallopt(M_TRIM_THRESHOLD, 512 * 1024 * 1024);
+  // Every thread that allocates would reserve an arena of its own (64 MiB of address space each): under a limit the
+  // threads share one, so that the space is left for the run and its BLAS buffers.
+  if (address_space_limit() != 0) mallopt(M_ARENA_MAX, 1);
 }
 
 void set_flush_denormals(bool on) {
@@ -86,6 +91,17 @@ FloatControlScope::~FloatControlScope() = default;
 
 void set_threads(int n) {
   if (n < 1) throw std::invalid_argument("--threads must be >= 1");
+  // Under an address-space limit, the threads and their BLAS buffers are checked against it before they exist: a
+  // buffer OpenBLAS cannot map ends the process (address_space.cpp), a thread it cannot start leaves it waiting.
+  static int granted = 0;  // the count already checked: its buffers may be mapped, counted in the use
+  if (n > granted) {
+    require_address_space(threads_address_space(n) - (granted ? threads_address_space(granted) : 0),
+                          fmt::format("--threads {} (a {} MiB BLAS buffer for each thread that calls BLAS, and "
+                                      "thread stacks)",
+                                      n, kBlasBufferBytes >> 20),
+                          n > 1 ? "raise the limit or use fewer --threads" : "raise the limit");
+    granted = n;
+  }
   blas::set_num_threads(n);
   xgrad::set_num_threads(n);
 }

@@ -16,7 +16,8 @@ void select_blas_core(int argc, char** argv);
 
 /// Keeps freed large blocks in the heap instead of returning them to the kernel: every training step allocates
 /// and frees the same activation-sized arrays, and glibc's default (mmap above 128 KiB, then munmap on free) makes
-/// each step pay page faults for all of them (measured: a third of the step time at d_k = 256). Call once at start.
+/// each step pay page faults for all of them (measured: a third of the step time at d_k = 256). Under an
+/// address-space limit, all threads allocate from one arena. Call once at start.
 void tune_allocator();
 
 /// Sets (on = true) or clears the x86 MXCSR flush-to-zero and denormals-are-zero bits of the calling thread.
@@ -38,7 +39,8 @@ class FloatControlScope {
 };
 
 /// Sets the threads of BLAS and of xgrad's own loops (autograd/kernels/parallel.h); throws std::invalid_argument if
-/// n < 1.
+/// n < 1, and AddressSpaceError (platform/address_space.h) when the address-space limit cannot hold their BLAS
+/// buffers and stacks (threads_address_space) beside what the process has mapped.
 void set_threads(int n);
 
 /// The CPUs this process may run on: those of its affinity mask (sched_getaffinity, which taskset, cpusets and

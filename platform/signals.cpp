@@ -1,5 +1,7 @@
 #include "platform/signals.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 namespace xgrad::platform {
@@ -88,6 +90,44 @@ bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct si
   action.sa_flags = flags;
   if (sigaction(signal, &action, previous) != 0) return false;
   return true;
+}
+
+namespace {
+volatile sig_atomic_t g_watched_signal = 0;  // the stop signal a watchdog is armed for, 0 when none
+
+extern "C" void xgrad_on_stop_watchdog(int) {
+  const int signal = g_watched_signal;
+  if (signal == 0) return;
+  static const char message[] =
+      "xgrad: the run did not reach the end of its step after the stop signal (it cannot progress); ending it "
+      "without a checkpoint\n";
+  (void)!write(STDERR_FILENO, message, sizeof message - 1);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  sigaction(signal, &default_action, nullptr);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, signal);
+  sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  raise(signal);
+  _exit(128 + signal);
+}
+}  // namespace
+
+void arm_stop_watchdog(int signal, unsigned seconds) noexcept {
+  if (g_watched_signal != 0) return;
+  g_watched_signal = signal;
+  struct sigaction action {};
+  action.sa_handler = xgrad_on_stop_watchdog;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGALRM, &action, nullptr);
+  alarm(seconds);
+}
+
+void disarm_stop_watchdog() noexcept {
+  alarm(0);
+  g_watched_signal = 0;
 }
 
 int end_by_signal(int signal) {

@@ -5,6 +5,8 @@
 #include <csignal>
 #include <string>
 
+#include "platform/address_space.h"
+
 namespace xgrad::platform {
 
 /// The signals that ask xgrad to stop after a checkpoint: SIGINT (Ctrl-C), SIGTERM (kill, a scheduler), SIGHUP (the
@@ -36,10 +38,26 @@ void restore_startup_ignored_signals();
 /// Returns 128 + signal, the exit status to use, only if the process is still alive after that.
 int end_by_signal(int signal);
 
+/// How long a run asked to stop by a signal may take to reach the end of its step (where it sees the request and
+/// writes its checkpoint) before arm_stop_watchdog ends it. Generous: a step cut short loses the work since the last
+/// checkpoint, and a user who does not want to wait sends the signal again.
+inline constexpr unsigned kStopGraceSeconds = 60;
+
+/// For a handler of the stop signal `signal`: unless disarmed within `seconds`, the process says on stderr that it
+/// did not stop and ends by `signal` with its default action (128 + signal to a shell), without a checkpoint. A run
+/// that cannot progress (a library that retries an allocation forever, a step that never ends) would otherwise
+/// ignore the signal for good. Uses SIGALRM; the first call arms it, later ones do nothing. Async-signal-safe.
+void arm_stop_watchdog(int signal, unsigned seconds = kStopGraceSeconds) noexcept;
+
+/// Cancels arm_stop_watchdog: the run has seen the request and is stopping.
+void disarm_stop_watchdog() noexcept;
+
 }  // namespace xgrad::platform
 
-/// Put once in an executable's main file (xgrad's own and a downstream project's): runs record_startup_signals
-/// before the shared libraries initialise.
+/// Put once in an executable's main file (xgrad's own and a downstream project's): runs record_startup_signals and
+/// fit_blas_to_address_space (platform/address_space.h) before the shared libraries initialise.
 #define XGRAD_RECORD_STARTUP_SIGNALS()                                                                               \
   __attribute__((section(".preinit_array"), used)) static void (*const xgrad_startup_signals)(int, char**, char**) = \
-      &::xgrad::platform::record_startup_signals
+      &::xgrad::platform::record_startup_signals;                                                                    \
+  __attribute__((section(".preinit_array"), used)) static void (*const xgrad_startup_blas)(int, char**, char**) =    \
+      &::xgrad::platform::fit_blas_to_address_space

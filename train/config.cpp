@@ -14,6 +14,7 @@
 #include "data/npy.h"
 #include "data/token_arrays.h"
 #include "nn/lr_schedule.h"
+#include "platform/address_space.h"
 #include "platform/environment.h"
 #include "train/length_eval.h"
 #include "train/settings.h"
@@ -247,7 +248,10 @@ std::unique_ptr<data::Task> TrainConfig::validate() const {
 }
 
 void TrainConfig::refuse_above_limit(const MemoryEstimate& memory, const std::string& data_text) const {
-  if (memory.gib() <= kMaxMemoryGiB) return;
+  if (memory.gib() <= kMaxMemoryGiB) {
+    refuse_above_address_space(memory);
+    return;
+  }
   const MemoryTerm& largest = memory.largest();
   if (largest.what == kDataTerm && !data_text.empty())
     throw ConfigError(
@@ -272,6 +276,26 @@ void TrainConfig::refuse_above_limit(const MemoryEstimate& memory, const std::st
       fmt::format("the run needs about {:.0f} GiB (limit {:.0f}), {:.0f} GiB of it for {} ({}{}): reduce {}",
                   memory.gib(), kMaxMemoryGiB, largest.bytes / (1024.0 * 1024 * 1024), largest.what, largest.factors,
                   legend, largest.factors.find(" x ") != std::string::npos ? "one of these" : "it"));
+}
+
+void TrainConfig::refuse_above_address_space(const MemoryEstimate& memory) const {
+  if (!threads_on_this_machine) return;  // a scheduler runs it under its own limit, where set_threads checks it
+  // The weights and optimizer state: the task's data is read later, and a read that fails names its file.
+  const MemoryTerm* largest = nullptr;
+  double held = 0;
+  for (const MemoryTerm& t : memory.terms)
+    if (!t.activation && t.what != kDataTerm) {
+      held += t.bytes;
+      if (!largest || t.bytes > largest->bytes) largest = &t;
+    }
+  const std::uint64_t blas = platform::threads_address_space(static_cast<int>(threads));
+  platform::require_address_space(
+      static_cast<std::uint64_t>(held) + blas,
+      fmt::format("the run ({:.0f} MiB for its weights and optimizer state, {:.0f} MiB of it for {}; {:.0f} MiB of "
+                  "BLAS buffers and thread stacks for --threads {}; its data and activations besides)",
+                  held / (1024.0 * 1024), largest->bytes / (1024.0 * 1024), largest->what,
+                  static_cast<double>(blas) / (1024.0 * 1024), threads),
+      "raise the limit or reduce " + largest->factors + (threads > 1 ? " or --threads" : ""));
 }
 
 double MemoryEstimate::bytes() const {
@@ -326,14 +350,14 @@ MemoryEstimate TrainConfig::estimate_memory(std::size_t vocab_size, std::size_t 
       {"the attention weights", "--n-layers x --d-model x --n-heads x --d-k", per_parameter * L * 4 * d * inner},
       {"the MLP weights", "--n-layers x --d-model x --d-ff", per_parameter * L * 2 * d * ff},
       {"the residual stream", "--batch-size x " + T_flag + " x --n-layers x --d-model",
-       per_activation * B * T * L * 10 * d},
+       per_activation * B * T * L * 10 * d, true},
       {"the attention activations", "--batch-size x " + T_flag + " x --n-layers x --n-heads x --d-k",
-       per_activation * B * T * L * 8 * inner},
+       per_activation * B * T * L * 8 * inner, true},
       {"the attention scores", "--batch-size x --n-heads x " + T_flag + "^2 x --n-layers",
-       per_activation * B * T * L * 4 * H * T},
+       per_activation * B * T * L * 4 * H * T, true},
       {"the MLP activations", "--batch-size x " + T_flag + " x --n-layers x --d-ff",
-       per_activation * B * T * L * 4 * ff},
-      {"the logits", "--batch-size x " + rows_text + " x " + V_flag, per_activation * B * rows * 3 * V},
+       per_activation * B * T * L * 4 * ff, true},
+      {"the logits", "--batch-size x " + rows_text + " x " + V_flag, per_activation * B * rows * 3 * V, true},
       {kDataTerm, data_flags.empty() ? "the task" : data_flags, static_cast<double>(data_bytes)},
   };
   return m;

@@ -25,6 +25,7 @@ struct MemoryTerm {
   std::string what;     ///< "the attention scores"
   std::string factors;  ///< the flags it is a product of: "--batch-size x --n-heads x --seq-len^2 x --n-layers"
   double bytes = 0;
+  bool activation = false;  ///< held while a step runs (the rough upper part), not for the whole run
 };
 
 /// A rough upper estimate of the memory one run needs, by part: weights with their gradients, optimizer moments and
@@ -102,7 +103,9 @@ struct TrainConfig {
   /// files), which is returned for the run to use, so that no file is read twice. Also refused: an estimated memory
   /// above kMaxMemoryGiB (naming the settings of the largest part), and more threads than the CPUs this process may
   /// use (platform::available_cpus) unless XGRAD_ALLOW_THREADS_ABOVE_CPUS=1 is in the environment, a text setting
-  /// (--out, --text, ...) that is not UTF-8, and an --out with a name longer than kMaxFileNameBytes.
+  /// (--out, --text, ...) that is not UTF-8, and an --out with a name longer than kMaxFileNameBytes. Throws
+  /// platform::AddressSpaceError when the address-space limit (ulimit -v) cannot hold the run
+  /// (refuse_above_address_space).
   std::unique_ptr<data::Task> validate() const;
   /// The memory a run of these settings on `task` needs (its vocabulary, sequence length and data).
   MemoryEstimate estimate_memory(const data::Task& task) const;
@@ -129,8 +132,15 @@ struct TrainConfig {
 
  private:
   // ConfigError when `memory` is above kMaxMemoryGiB, naming the settings of its largest part; `data_text` describes
-  // the task's files when they are known only by their headers (TaskPlan::data_text).
+  // the task's files when they are known only by their headers (TaskPlan::data_text). Then
+  // refuse_above_address_space.
   void refuse_above_limit(const MemoryEstimate& memory, const std::string& data_text) const;
+  // platform::AddressSpaceError (a runtime failure, exit 1) when the address-space limit (ulimit -v) cannot hold the
+  // weights and optimizer state of `memory` (not its activation terms, an upper estimate often several times what a
+  // run maps, nor the data, whose failed read names its file), the BLAS buffers and thread stacks of --threads
+  // (platform::threads_address_space) and what the process has mapped: refused before the run allocates, instead of
+  // failing or stalling part-way.
+  void refuse_above_address_space(const MemoryEstimate& memory) const;
 };
 
 /// Throws ConfigError unless `requested` describes the same run as `stored` (the run directory's config.json): every

@@ -84,6 +84,14 @@ namespace {
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "request_stop must be async-signal-safe");
 
+// The stop signal received (0 if none), consumed: a later train() in this process runs normally. The run has seen
+// it and is stopping, so the signal handler's watchdog (platform::arm_stop_watchdog) is called off.
+int take_stop_signal() {
+  const int signal = g_stop_signal.exchange(0);
+  if (signal) platform::disarm_stop_watchdog();
+  return signal;
+}
+
 std::string first_nonfinite(const NamedParameters& named) {
   auto finite = [](const xt::xarray<float>& a) {
     for (std::size_t i = 0; i < a.size(); ++i)
@@ -515,7 +523,7 @@ RunSummary Run::finish(RunSummary summary) {
     summary.length_eval = evaluate_lengths(*model, *task, cfg, [] { return g_stop_signal.load() != 0; });
     // Stopped during the evaluation: ended as a stop during training is (the checkpoint holds every step; no
     // summary.json, so --resume evaluates again).
-    if (const int sig = g_stop_signal.exchange(0)) {
+    if (const int sig = take_stop_signal()) {
       summary.stop_signal = sig;
       spdlog::warn(
           "[{}] stopped by {} during the evaluation at other lengths, after all {} steps; checkpoint written "
@@ -577,7 +585,7 @@ RunSummary train(const TrainConfig& requested, const StepHooks& hooks) {
   for (std::size_t step = run.progress.step; step < cfg.steps; ++step) {
     // With several ranks the request travels in the step's allreduce, so that every rank stops after the same step.
     if (world_size == 1)
-      if (const int sig = g_stop_signal.exchange(0)) {  // consumed: a later train() in this process runs normally
+      if (const int sig = take_stop_signal()) {
         summary.stop_signal = sig;
         break;
       }
@@ -608,7 +616,7 @@ RunSummary train(const TrainConfig& requested, const StepHooks& hooks) {
       run.save(run.checkpoint_path, false);
     if (root) run.print_progress(record);
     if (record.stop_requested) {
-      const int sig = g_stop_signal.exchange(0);
+      const int sig = take_stop_signal();
       summary.stop_signal = sig ? sig : SIGTERM;  // another rank's signal
       break;
     }
