@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 #include <system_error>
 
@@ -135,14 +136,43 @@ void StagedDirectory::commit() {
   committed_ = true;
 }
 
-StopSignalsHeld::StopSignalsHeld() {
-  sigset_t stop;
-  sigemptyset(&stop);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
-  ::pthread_sigmask(SIG_BLOCK, &stop, &previous_);
+namespace {
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+std::atomic<int> g_deferred_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "defer_stop_signal must be async-signal-safe");
+
+extern "C" void defer_stop_signal(int sig) {
+  int none = 0;
+  g_deferred_signal.compare_exchange_strong(none, sig);
 }
 
-StopSignalsHeld::~StopSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+}  // namespace
+
+StopSignalsHeld::StopSignalsHeld() {
+  // Blocking in this thread alone is not enough: the kernel gives a process-directed signal to any thread that does
+  // not block it (OpenBLAS's workers block nothing), and its default action ends the whole process. A handler, which
+  // runs in whichever thread takes the signal, records it instead.
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : kStopSignals) sigaddset(&stop, sig);
+  ::pthread_sigmask(SIG_BLOCK, &stop, &previous_mask_);
+  struct sigaction action {};
+  action.sa_handler = defer_stop_signal;
+  action.sa_flags = SA_RESTART;  // the other threads' system calls go on as if nothing arrived
+  sigfillset(&action.sa_mask);
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i)
+    ::sigaction(kStopSignals[i], &action, &previous_actions_[i]);
+}
+
+StopSignalsHeld::~StopSignalsHeld() {
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i)
+    ::sigaction(kStopSignals[i], &previous_actions_[i], nullptr);
+  // A signal still pending on this thread arrives here, with the disposition restored; one another thread took is
+  // raised again. Under a nested hold it is held again, by the outer one.
+  ::pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
+  if (const int sig = g_deferred_signal.exchange(0); sig != 0) ::raise(sig);
+}
 
 void remove_abandoned_temporaries(const fs::path& dir) {
   std::error_code ec;

@@ -72,8 +72,10 @@ class StagedDirectory {
   bool committed_ = false;
 };
 
-/// Holds SIGINT, SIGTERM and SIGHUP back from this thread for its lifetime (they are delivered when it ends), so that
-/// a group of renames is done whole: a stop leaves all the old files or all the new ones.
+/// Holds SIGINT, SIGTERM and SIGHUP back for its lifetime, from every thread of the process (a stop signal that
+/// arrives is recorded and raised again when the hold ends, with the disposition the process had), so that a group of
+/// renames is done whole: a stop leaves all the old files or all the new ones. One hold at a time per process (holds
+/// may nest in one thread).
 class StopSignalsHeld {
  public:
   StopSignalsHeld();
@@ -82,7 +84,8 @@ class StopSignalsHeld {
   StopSignalsHeld& operator=(const StopSignalsHeld&) = delete;
 
  private:
-  sigset_t previous_;
+  sigset_t previous_mask_;
+  struct sigaction previous_actions_[3];
 };
 
 /// Removes the entries of `dir` (files or directories) that temporary_path named for a process that no longer

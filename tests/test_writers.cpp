@@ -4,6 +4,7 @@
 // written faithfully are refused by name.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -415,4 +416,38 @@ TEST_CASE("platform::StopSignalsHeld: a SIGTERM while held arrives when the hold
   }
   CHECK(terms_received == 1);
   ::sigaction(SIGTERM, &previous, nullptr);
+}
+
+TEST_CASE("platform::StopSignalsHeld: a SIGTERM that another thread would take waits for the hold's end too") {
+  // A process-directed signal goes to any thread that does not block it (OpenBLAS starts such a thread when it
+  // loads), so holding it back in the renaming thread alone would let its default action end the process mid-rename.
+  // In a child of its own, which the signal is to end: "held" must be written before it does.
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    std::signal(SIGTERM, SIG_DFL);
+    std::thread other([] { std::this_thread::sleep_for(std::chrono::milliseconds(400)); });
+    {
+      const xgrad::platform::StopSignalsHeld held;
+      ::kill(::getpid(), SIGTERM);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // time for the other thread to take it
+      (void)!::write(pipe_fds[1], "held", 4);
+    }
+    (void)!::write(pipe_fds[1], "-survived", 9);
+    other.join();
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string seen;
+  char buf[64];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) seen.append(buf, static_cast<std::size_t>(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(seen == "held");  // the hold's work was done, and the signal ended the process right after it
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
 }
