@@ -148,7 +148,9 @@ void check_checkpoint_shapes(const nn::Checkpoint& c, const nn::ModelConfig& mc,
   check.dimension("pos_emb.weight", 1, mc.d_model, "d_model");
   check.blocks(mc.n_layers);
   const std::size_t head_size = mc.d_k ? mc.d_k : mc.d_model / std::max<std::size_t>(mc.n_heads, 1);
-  check.dimension("blocks.0.attn.w_q.weight", 1, mc.n_heads * head_size, mc.d_k ? "n_heads' x 'd_k" : "n_heads");
+  // Another attention layer (a user's) may shape its projections otherwise.
+  if (mc.attention == "multi_head")
+    check.dimension("blocks.0.attn.w_q.weight", 1, mc.n_heads * head_size, mc.d_k ? "n_heads' x 'd_k" : "n_heads");
   if (!mc.mlp) return;
   check.has("blocks.0.mlp.fc_in.weight", "mlp");
   check.dimension("blocks.0.mlp.fc_in.weight", 1, mc.d_ff ? mc.d_ff : 4 * mc.d_model, "d_ff");

@@ -133,15 +133,21 @@ std::string_view cell_text(std::string_view line, std::size_t column) {
   return line.substr(0, line.find(','));
 }
 
-// The step a step cell holds: decimal digits only (no sign, space, exponent or hex, as metrics.csv writes steps),
-// read as an integer (a double would round steps above 2^53), at most 2^63 - 1. Nothing when the text is not one.
+// The step a step cell holds: decimal digits (no sign, space or hex), read as an integer (a double would round
+// steps above 2^53), at most 2^63 - 1; or exactly what metrics.csv's %.9g writes for a whole step from 10^9 on
+// ("1e+09"). Nothing when the text is neither.
 std::optional<std::int64_t> parse_step(std::string_view text) {
-  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  std::int64_t step = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), step);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return step;
+  if (text.empty()) return std::nullopt;
+  if (std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    std::int64_t step = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), step);
+    if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+    return step;
+  }
+  const std::string written(text);
+  const double value = std::strtod(written.c_str(), nullptr);
+  if (value >= 1e9 && is_event_step(value) && as_text(value) == written) return static_cast<std::int64_t>(value);
+  return std::nullopt;
 }
 
 // Writes the complete rows of the metrics.csv at `path` to `file`, row r at wall_time[r], empty cells left out; a
