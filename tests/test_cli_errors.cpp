@@ -446,7 +446,8 @@ TEST_CASE("xgrad sample: a table of refused run directories and flags, each one 
       {{"sample", dir("empty")}, 2, "RUN_DIR: safetensors: " + dir("empty") + "/checkpoint.safetensors"},
       {{"sample", dir("mismatched")},
        2,
-       "RUN_DIR: checkpoint " + dir("mismatched") + "/checkpoint.safetensors: tensor 'model."},
+       "RUN_DIR: " + dir("mismatched") + "/config.json: 'd_model' gives 16, but " + dir("mismatched") +
+           "/checkpoint.safetensors holds model.tok_emb.weight"},
       {{"sample", run, "--tokens", "0"}, 2, "--tokens: must be in [1, 1000000], got 0"},
       {{"sample", run, "--tokens", "1000001"}, 2, "--tokens: must be in [1, 1000000], got 1000001"},
       {{"sample", run, "--temperature", "-0.5"}, 2, "--temperature: must be in [0, inf), got -0.5"},

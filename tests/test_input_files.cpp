@@ -195,25 +195,6 @@ void write_sparse_npy(const fs::path& path, std::size_t rows, std::size_t cols, 
   fs::resize_file(path, 10 + header.size() + rows * cols * itemsize);
 }
 
-// The address-space limit under which the runs below start: reading (allocating) the data they are refused for
-// fails at once instead of filling the machine's memory. An AddressSanitizer build reserves terabytes of address
-// space and cannot run under a limit; there the refusals are checked without it.
-long long address_space_limit(long long kib) {
-#if defined(__SANITIZE_ADDRESS__)
-  (void)kib;
-  return 0;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  (void)kib;
-  return 0;
-#else
-  return kib;
-#endif
-#else
-  return kib;
-#endif
-}
-
 }  // namespace
 
 TEST_CASE("--task data: arrays too large for memory, or of too long sequences, are refused from their headers alone") {

@@ -10,7 +10,10 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/escape.h"
 #include "common/registry.h"
@@ -252,4 +255,41 @@ TEST_CASE("xgrad sample: a trained char_lm run continues its prompt, the same se
   options.prompt = "the c";
   options.tokens = 40;
   CHECK(train::sample_text(*model, options) == greedy.out);  // top-k 1 is greedy
+}
+
+TEST_CASE("xgrad sample: a config.json whose sizes disagree with the checkpoint is refused before the model is built") {
+  const TempDir root("sample_sizes");
+  const std::string text = (root / "text.txt").string(), run = (root / "run").string();
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 20; ++i) f << "the cat sat on the mat.\n";
+  }
+  train::train(tiny_char_lm_run(run, text, 5));
+  const nlohmann::json original = nlohmann::json::parse(std::ifstream(fs::path(run) / "config.json"));
+  // Each within its allowed range, together a model of gigabytes for a checkpoint of kilobytes. Under a memory
+  // limit below that, a model built before the check fails as out of memory instead of naming the file and key.
+  const std::vector<std::pair<nlohmann::json, std::string>> edits = {
+      {{{"d_model", 16384}, {"n_layers", 64}, {"d_ff", 65536}}, "d_model"},
+      {{{"d_model", 16384}}, "d_model"},
+      {{{"n_layers", 64}}, "n_layers"},
+      {{{"d_ff", 65536}}, "d_ff"},
+      {{{"d_k", 4096}}, "d_k"},
+  };
+  ProcessOptions limited;
+  limited.address_space_kib = address_space_limit(4000000);
+  for (const auto& [edit, key] : edits) {
+    CAPTURE(edit.dump());
+    const fs::path edited = root / "edited";
+    fs::remove_all(edited);
+    fs::copy(run, edited, fs::copy_options::recursive);
+    nlohmann::json config = original;
+    config.update(edit);
+    std::ofstream(edited / "config.json", std::ios::trunc) << config.dump(2);
+    const ProcessResult r = run_xgrad({"sample", edited.string(), "--tokens", "5"}, limited);
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find((edited / "config.json").string()) != std::string::npos);
+    CHECK(r.err.find("checkpoint.safetensors") != std::string::npos);
+    CHECK(r.err.find("'" + key) != std::string::npos);
+  }
 }

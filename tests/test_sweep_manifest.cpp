@@ -603,6 +603,33 @@ TEST_CASE("sweep status: a run whose config.json contradicts sweep.json is not c
   CHECK(contains(rerun.out, "'lr'"));
 }
 
+TEST_CASE("sweep status: a run whose config.json lost keys is compared at their defaults, not taken as complete") {
+  const TempDir root("manifest_lost_keys");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "10", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
+  for (const std::string index : {"0", "1"})
+    REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", index}, merged_output()).exit_code == 0);
+  // Point 0 loses 'lr' (the point's 0.01; a missing lr reads as its default 3e-3) and 'optimizer' (the point's
+  // adamw is the default); point 1 loses only keys at their defaults, so it is still the point's run.
+  const auto drop = [&](const std::string& name, const std::vector<std::string>& keys) {
+    const fs::path config = out / "runs" / name / "config.json";
+    nlohmann::json edited = nlohmann::json::parse(read_text(config));
+    for (const std::string& key : keys) REQUIRE(edited.erase(key) == 1);
+    std::ofstream(config, std::ios::trunc) << edited.dump(2);
+  };
+  drop(kNames[0], {"lr", "optimizer"});
+  drop(kNames[1], {"optimizer", "causal"});
+
+  const std::string line = status_line(out, 0);
+  CHECK(line.rfind("conflicting", 0) == 0);
+  CHECK(contains(line, "'lr'"));
+  CHECK(status_line(out, 1).rfind("complete", 0) == 0);
+  const ProcessResult rerun = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, merged_output());
+  INFO(rerun.out);
+  CHECK(rerun.exit_code == 2);
+  CHECK(contains(rerun.out, "'lr'"));
+}
+
 TEST_CASE("sweep run-one: a point name with terminal escapes, a newline or C1 controls is shown escaped") {
   const TempDir root("manifest_run_one_escapes");
   const fs::path out = fs::absolute(root / "sweep");

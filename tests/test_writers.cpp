@@ -314,7 +314,9 @@ TEST_CASE("export tensorboard: a step that is not a whole number in range is ref
   tiny_trained_run(dir / "r1", 3);
   const fs::path metrics = dir / "r1" / "metrics.csv";
   const std::string original = read_text(metrics);
-  for (const std::string step : {"1.5", "1e30", "-1"}) {
+  // Steps are whole decimal numbers: hex, a sign or space, trailing text and "nan" are not read as steps (nor
+  // replaced by the row's index).
+  for (const std::string step : {"1.5", "1e30", "-1", "0x10", " 3", "+3", "3abc", "nan", "9223372036854775808"}) {
     CAPTURE(step);
     // Line 3: the second row; its first cell is the step.
     std::string text = original;
@@ -329,6 +331,26 @@ TEST_CASE("export tensorboard: a step that is not a whole number in range is ref
     CHECK(r.err.find("step") != std::string::npos);
     if (fs::exists(dir / "out" / "r1")) CHECK(event_files(dir / "out" / "r1").empty());
   }
+}
+
+TEST_CASE("export tensorboard: the largest int64 step is exported exactly, not through a double; 1e+09 as written") {
+  const TempDir dir("writers_export_max_step");
+  tiny_trained_run(dir / "r1", 3);
+  const fs::path metrics = dir / "r1" / "metrics.csv";
+  std::string text = read_text(metrics);
+  const std::size_t last_row = text.rfind('\n', text.size() - 2) + 1;
+  text.replace(last_row, text.find(',', last_row) - last_row, "9223372036854775807");
+  // The first row as metrics.csv writes step 10^9 (%.9g): the writer's own form of a step is one.
+  const std::size_t first_row = text.find('\n') + 1;
+  text.replace(first_row, text.find(',', first_row) - first_row, "1e+09");
+  write_file(metrics, text);
+  const ProcessResult r = run_xgrad({"export", "tensorboard", (dir / "r1").string(), "--out", (dir / "out").string()});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const std::vector<fs::path> files = event_files(dir / "out" / "r1");
+  REQUIRE(files.size() == 1);
+  // Event.step (field 2, varint) 2^63 - 1: the tag byte 0x10, eight bytes of 0xFF, 0x7F.
+  const std::string step_field = std::string("\x10") + std::string(8, '\xFF') + "\x7F";
+  CHECK(read_text(files.front()).find(step_field) != std::string::npos);
 }
 
 TEST_CASE("export tensorboard: a run's name reaches the terminal with its escapes shown, not obeyed") {

@@ -1,6 +1,7 @@
 #include "train/sample.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -72,18 +73,87 @@ TrainConfig sampling_config(const nlohmann::json& json, const fs::path& path) {
   return cfg;
 }
 
-// The model's weights from the run's checkpoint (load_model_weights, as --init-from). Throws ConfigError.
-void load_run_weights(const fs::path& dir, nn::AttentionModel& model) {
+// The run's checkpoint, read whole (it holds the weights the model is about to take, so it is no larger than the
+// model). Throws ConfigError naming RUN_DIR and the file.
+nn::Checkpoint read_run_checkpoint(const fs::path& dir) {
   const fs::path path = dir / kCheckpointFile;
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw ConfigError("RUN_DIR: no " + std::string(kCheckpointFile) + " in '" + dir.string() +
                       "' (the run has not written a checkpoint yet)");
   try {
-    load_model_weights(nn::load_checkpoint(path.string()), path.string(), model);
+    return nn::load_checkpoint(path.string());
   } catch (const nn::CheckpointError& e) {
     throw ConfigError(std::string("RUN_DIR: ") + e.what());
   }
+}
+
+// The sizes config.json gives against the tensors of the checkpoint, before a model of those sizes is built: an
+// edited config.json (or one of another run) would otherwise allocate the model it describes, gigabytes for a
+// checkpoint of kilobytes, and fail as out of memory naming training flags. Checks the tensors every model of the
+// built-in layers has; a tensor the checkpoint lacks is left to load_model_weights, which names it.
+class ShapeCheck {
+ public:
+  ShapeCheck(const nn::Checkpoint& c, const fs::path& config_path, const fs::path& checkpoint_path)
+      : checkpoint_(c), config_path_(config_path), checkpoint_path_(checkpoint_path) {
+    for (const auto& [name, value] : c.tensors)
+      if (name.rfind("model.", 0) == 0) prefix_ = "model.";  // a run checkpoint (with optimizer state)
+  }
+
+  // The dimension `dim` of tensor `name` (without the prefix) is `expected`, the size config.json's `key` implies.
+  void dimension(const std::string& name, std::size_t dim, std::size_t expected, const std::string& key) const {
+    const xt::xarray<float>* value = checkpoint_.find(prefix_ + name);
+    if (!value) return;
+    if (value->dimension() <= dim || value->shape()[dim] != expected)
+      throw mismatch(key, std::to_string(expected),
+                     prefix_ + name + " of shape " + shape_str(shape_t(value->shape().begin(), value->shape().end())));
+  }
+
+  // config.json's n_layers is the number of blocks the checkpoint holds.
+  void blocks(std::size_t n_layers) const {
+    std::size_t count = 0;
+    const std::string stem = prefix_ + "blocks.";
+    for (const auto& [name, value] : checkpoint_.tensors) {
+      if (name.rfind(stem, 0) != 0) continue;
+      std::size_t index = 0;
+      // At most 9 digits: no overflow, and far above any n_layers config.json may give.
+      for (std::size_t i = stem.size();
+           i < name.size() && i < stem.size() + 9 && std::isdigit(static_cast<unsigned char>(name[i])); ++i)
+        index = index * 10 + static_cast<std::size_t>(name[i] - '0');
+      count = std::max(count, index + 1);
+    }
+    if (count != n_layers) throw mismatch("n_layers", std::to_string(n_layers), std::to_string(count) + " blocks");
+  }
+
+  // config.json's `key` says the blocks have an MLP: the checkpoint has its first weight.
+  void has(const std::string& name, const std::string& key) const {
+    if (!checkpoint_.find(prefix_ + name)) throw mismatch(key, "true", "no tensor " + prefix_ + name);
+  }
+
+ private:
+  ConfigError mismatch(const std::string& key, const std::string& value, const std::string& found) const {
+    return ConfigError("RUN_DIR: " + config_path_.string() + ": '" + key + "' gives " + value + ", but " +
+                       checkpoint_path_.string() + " holds " + found +
+                       " (config.json is edited or not this checkpoint's run)");
+  }
+
+  const nn::Checkpoint& checkpoint_;
+  const fs::path config_path_, checkpoint_path_;
+  std::string prefix_;
+};
+
+void check_checkpoint_shapes(const nn::Checkpoint& c, const nn::ModelConfig& mc, const fs::path& dir) {
+  const ShapeCheck check(c, dir / kConfigFile, dir / kCheckpointFile);
+  check.dimension("tok_emb.weight", 1, mc.d_model, "d_model");
+  check.dimension("pos_emb.weight", 1, mc.d_model, "d_model");
+  check.blocks(mc.n_layers);
+  const std::size_t head_size = mc.d_k ? mc.d_k : mc.d_model / std::max<std::size_t>(mc.n_heads, 1);
+  // Another attention layer (a user's) may shape its projections otherwise.
+  if (mc.attention == "multi_head")
+    check.dimension("blocks.0.attn.w_q.weight", 1, mc.n_heads * head_size, mc.d_k ? "n_heads' x 'd_k" : "n_heads");
+  if (!mc.mlp) return;
+  check.has("blocks.0.mlp.fc_in.weight", "mlp");
+  check.dimension("blocks.0.mlp.fc_in.weight", 1, mc.d_ff ? mc.d_ff : 4 * mc.d_model, "d_ff");
 }
 
 // Indices of `logits` from the largest down (a tie: the lower index first), the first `k` of them.
@@ -107,8 +177,14 @@ std::unique_ptr<nn::AttentionModel> load_sampling_model(const std::string& run_d
   const nn::ModelConfig mc =
       model_config(cfg, derived_size(json, "vocab_size", path, kByteVocabulary, "char_lm's tokens are bytes"),
                    derived_size(json, "seq_len", path, seq_len, "the run's seq_len"));
+  const nn::Checkpoint checkpoint = read_run_checkpoint(dir);
+  check_checkpoint_shapes(checkpoint, mc, dir);
   auto model = std::make_unique<nn::AttentionModel>(mc, cfg.seed);
-  load_run_weights(dir, *model);
+  try {
+    load_model_weights(checkpoint, (dir / kCheckpointFile).string(), *model);
+  } catch (const nn::CheckpointError& e) {
+    throw ConfigError(std::string("RUN_DIR: ") + e.what());
+  }
   model->eval();
   return model;
 }

@@ -29,8 +29,10 @@ inline constexpr std::size_t kMaxSampleTokens = 1000000;
 /// --init-from loads with). Throws ConfigError, naming RUN_DIR and the file, for a directory without config.json or
 /// checkpoint, a config.json that cannot be read, a run whose task is not char_lm (its tokens are not bytes), a
 /// non-causal model (it cannot generate left to right), a derived.vocab_size other than 256 or derived.seq_len other
-/// than the run's seq_len (named with the file and key, before any model is built), and an empty, unreadable or
-/// mismatched checkpoint.
+/// than the run's seq_len (named with the file and key, before any model is built), an empty or unreadable
+/// checkpoint, a config.json whose d_model, n_layers, n_heads/d_k, mlp or d_ff disagree with the checkpoint's tensors
+/// (named with both files and the key, before the model is built: an edited config.json cannot make it allocate a
+/// model larger than its checkpoint), and any other mismatched tensor.
 std::unique_ptr<nn::AttentionModel> load_sampling_model(const std::string& run_dir);
 
 /// Throws ConfigError naming the flag for options `model` cannot sample with: tokens 0 or above kMaxSampleTokens, a

@@ -152,14 +152,41 @@ PointState point_state(const std::string& run_dir) {
   return state;
 }
 
+namespace {
+
+// The settings a run's config.json (canonical) gave its run, every key filled: a key the file lacks is read as
+// TrainConfig::from_json reads it, at its default for the components the file selects. Null when the file is not a
+// configuration from_json accepts; its missing keys are then taken at their declared defaults.
+nlohmann::json filled_config(const nlohmann::json& stored) {
+  try {
+    return TrainConfig::from_json(stored, "config.json").to_json();
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
 std::string first_conflicting_setting(const nlohmann::json& stored, const TrainConfig& want) {
   const nlohmann::json wanted = want.to_json();
+  nlohmann::json filled;  // computed once, for the first key the file lacks
   for (auto& [key, value] : wanted.items()) {
     const Setting* declared = find_setting(key);
     // Where the run is written and how it reports progress do not make it another run.
     if (declared && declared->resumable && declared->role == Setting::Role::record) continue;
-    if (stored.contains(key) && stored.at(key) != value)
-      return "'" + key + "' (" + stored.at(key).dump() + " there, " + value.dump() + " here)";
+    if (stored.contains(key)) {
+      if (stored.at(key) != value)
+        return "'" + key + "' (" + stored.at(key).dump() + " there, " + value.dump() + " here)";
+      continue;
+    }
+    // A key the file lacks is not a match: the run used what a missing key reads as.
+    if (filled.is_null()) filled = filled_config(stored);
+    const nlohmann::json there = filled.is_object() && filled.contains(key) ? filled.at(key)
+                                 : declared                                 ? declared->default_value
+                                                                            : nlohmann::json();
+    if (there != value)
+      return "'" + key + "' (missing there, read as " + (there.is_null() ? "nothing" : there.dump()) + "; " +
+             value.dump() + " here)";
   }
   return "";
 }

@@ -52,7 +52,9 @@ long checkpoint_step(const std::string& path);
 /// The first setting in which a run's config.json (`stored`, in the canonical form: canonical_config_json) differs
 /// from `want`, the settings a sweep plans for that run, as "'lr' (0.1 there, 0.01 here)" (there: the run
 /// directory; here: the plan); "" when none does. The settings a resumed run may change that only record where and
-/// how it reports (its directory, its progress lines) are not compared. The one check of a run against its sweep:
+/// how it reports (its directory, its progress lines) are not compared. A key `stored` lacks is compared at what
+/// TrainConfig::from_json reads a missing key as (its default), so a run whose file lost keys is not taken as the
+/// plan's unless those defaults are the plan's values. The one check of a run against its sweep:
 /// a sweep and run-one refuse such a run, sweep status calls it conflicting.
 std::string first_conflicting_setting(const nlohmann::json& stored, const TrainConfig& want);
 

@@ -1,12 +1,16 @@
 #include "train/tensorboard.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -119,8 +123,36 @@ std::vector<double> row_wall_times(const std::string& path, double end_time) {
   return wall_time;
 }
 
+// Cell `column` of a metrics.csv row (cells split at commas, as MetricsReader splits them).
+std::string_view cell_text(std::string_view line, std::size_t column) {
+  for (; column > 0; --column) {
+    const std::size_t comma = line.find(',');
+    if (comma == std::string_view::npos) return {};
+    line.remove_prefix(comma + 1);
+  }
+  return line.substr(0, line.find(','));
+}
+
+// The step a step cell holds: decimal digits (no sign, space or hex), read as an integer (a double would round
+// steps above 2^53), at most 2^63 - 1; or exactly what metrics.csv's %.9g writes for a whole step from 10^9 on
+// ("1e+09"). Nothing when the text is neither.
+std::optional<std::int64_t> parse_step(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  if (std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    std::int64_t step = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), step);
+    if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+    return step;
+  }
+  const std::string written(text);
+  const double value = std::strtod(written.c_str(), nullptr);
+  if (value >= 1e9 && is_event_step(value) && as_text(value) == written) return static_cast<std::int64_t>(value);
+  return std::nullopt;
+}
+
 // Writes the complete rows of the metrics.csv at `path` to `file`, row r at wall_time[r], empty cells left out; a
-// step cell that cannot be an Event's step is refused naming its place, never cast.
+// step cell that is not a step (parse_step) is refused naming its place, never cast or read as the row's index. An
+// empty step cell (a file not of xgrad's writing) leaves the row's place as its step.
 void write_rows(EventFile& file, const std::string& path, const std::vector<double>& wall_time) {
   MetricsReader reader(path);
   std::size_t step_column = reader.columns().size();
@@ -129,12 +161,17 @@ void write_rows(EventFile& file, const std::string& path, const std::vector<doub
   std::vector<bool> empty(reader.columns().size());
   for (std::size_t r = 0; r < wall_time.size() && reader.next(); ++r) {
     for (std::size_t i = 0; i < empty.size(); ++i) empty[i] = reader.empty(i);
-    if (step_column < empty.size() && !empty[step_column] && !std::isnan(reader.cells()[step_column]) &&
-        !is_event_step(reader.cells()[step_column]))
-      throw std::runtime_error(path + ": line " + std::to_string(r + 2) + ", column " + metrics_columns::kStep + ": " +
-                               as_text(reader.cells()[step_column]) +
-                               " is not a step (a whole number in [0, 2^63)); not a metrics.csv xgrad writes");
-    file.write(wall_time[r], reader.cells(), empty);
+    if (step_column == empty.size() || empty[step_column]) {
+      file.write(wall_time[r], reader.cells(), empty);
+      continue;
+    }
+    const std::string_view text = cell_text(reader.line(), step_column);
+    const std::optional<std::int64_t> step = parse_step(text);
+    if (!step)
+      throw std::runtime_error(path + ": line " + std::to_string(r + 2) + ", column " + metrics_columns::kStep + ": '" +
+                               std::string(text.substr(0, 40)) + (text.size() > 40 ? "..." : "") +
+                               "' is not a step (a whole number in [0, 2^63)); not a metrics.csv xgrad writes");
+    file.write_at_step(wall_time[r], *step, reader.cells(), empty);
   }
 }
 
@@ -256,6 +293,17 @@ EventFile::~EventFile() {
 }
 
 void EventFile::write(double wall_time, const std::vector<double>& row, const std::vector<bool>& unmeasured) {
+  // Without a step cell (a file not of xgrad's writing), the row's place is its step.
+  const double step =
+      step_column_ < row.size() && !std::isnan(row[step_column_]) ? row[step_column_] : static_cast<double>(rows_);
+  if (!is_event_step(step))
+    throw std::runtime_error(name_ + ": step " + as_text(step) + " is not a whole number in [0, 2^63)");
+  write_at_step(wall_time, static_cast<std::int64_t>(step), row, unmeasured);
+}
+
+void EventFile::write_at_step(double wall_time, std::int64_t step, const std::vector<double>& row,
+                              const std::vector<bool>& unmeasured) {
+  if (step < 0) throw std::runtime_error(name_ + ": step " + std::to_string(step) + " is negative");
   if (row.size() != columns_.size() || (!unmeasured.empty() && unmeasured.size() != columns_.size()))
     throw std::runtime_error("event row has " + std::to_string(row.size()) + " values for " +
                              std::to_string(columns_.size()) + " columns");
@@ -266,12 +314,7 @@ void EventFile::write(double wall_time, const std::vector<double>& row, const st
       tags.push_back(columns_[i]);
       values.push_back(as_written(row[i]));
     }
-  // Without a step cell (a file not of xgrad's writing), the row's place is its step.
-  const double step =
-      step_column_ < row.size() && !std::isnan(row[step_column_]) ? row[step_column_] : static_cast<double>(rows_);
-  if (!is_event_step(step))
-    throw std::runtime_error(name_ + ": step " + as_text(step) + " is not a whole number in [0, 2^63)");
-  append(scalars_event(wall_time, static_cast<std::int64_t>(step), tags, values));
+  append(scalars_event(wall_time, step, tags, values));
   ++rows_;
 }
 

@@ -56,6 +56,10 @@ class EventFile {
   /// its curves). Throws std::runtime_error on a column count mismatch, a step that is not a whole number in
   /// [0, 2^63) (is_event_step) or a failed write.
   void write(double wall_time, const std::vector<double>& row, const std::vector<bool>& unmeasured = {});
+  /// As write, at `step` (>= 0) instead of the row's step cell: for a step read from its text (a double holds
+  /// steps exactly only up to 2^53). Throws std::runtime_error on a negative step, as write does otherwise.
+  void write_at_step(double wall_time, std::int64_t step, const std::vector<double>& row,
+                     const std::vector<bool>& unmeasured = {});
 
  private:
   std::FILE* file_;
