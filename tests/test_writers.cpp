@@ -431,14 +431,16 @@ std::vector<std::string> sweep_args(const fs::path& out) {
 
 TEST_CASE("sweep: links planted beside sweep.json or at sweep.sbatch are replaced, never written through") {
   const TempDir dir("writers_sweep_links");
-  const fs::path victim = dir / "victim";
+  const fs::path index_victim = dir / "index_victim", victim = dir / "victim";
+  write_file(index_victim, "victim\n");
   write_file(victim, "victim\n");
   const fs::perms perms = fs::status(victim).permissions();
   fs::create_directories(dir / "s1");
-  fs::create_symlink(victim, dir / "s1" / "sweep.json.tmp");
+  fs::create_symlink(index_victim, dir / "s1" / "sweep.json.tmp");
   const ProcessResult local = run_xgrad(sweep_args(dir / "s1"));
   REQUIRE_MESSAGE(local.exit_code == 0, local.err);
   CHECK(fs::is_regular_file(fs::symlink_status(dir / "s1" / "sweep.json")));
+  CHECK(read_text(index_victim) == "victim\n");
 
   fs::create_directories(dir / "s2");
   fs::create_symlink(victim, dir / "s2" / "sweep.sbatch");
@@ -559,11 +561,12 @@ TEST_CASE("explain: a second explain into one directory waits for the first's co
   std::optional<xgrad::platform::DirectoryLock> other(std::in_place, out);
   Process p(xgrad_command(larger));
   REQUIRE(xgrad::testing::eventually([&] { return staged_page_written(out); }));
-  CHECK(!p.wait_for(std::chrono::milliseconds(1500)));
+  const std::optional<ProcessResult> early = p.wait_for(std::chrono::milliseconds(1500));
+  CHECK(!early);
   CHECK(read_text(out / "explain.md") == old_md);
   CHECK(tree(out / "figures") == old_figures);
   other.reset();
-  const ProcessResult r = p.wait();
+  const ProcessResult r = early ? *early : p.wait();
   CHECK_MESSAGE(r.exit_code == 0, r.err);
   CHECK(whole_outputs(out) == "");
   CHECK(read_text(out / "explain.md").find("\n| 16 |") != std::string::npos);
