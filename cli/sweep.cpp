@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/optim.h"
+#include "platform/atomic_file.h"
 #include "platform/environment.h"
 #include "platform/signals.h"
 #include "train/json_file.h"
@@ -292,19 +293,9 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs, cons
   std::stable_sort(j["runs"].begin(), j["runs"].end(), [](const nlohmann::json& a, const nlohmann::json& b) {
     return a.value("index", std::size_t{0}) < b.value("index", std::size_t{0});
   });
-  const fs::path path = fs::path(cfg.out) / "sweep.json", tmp = fs::path(cfg.out) / "sweep.json.tmp";
-  {
-    std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
-    out.flush();
-    if (!out) {
-      const int error = errno;  // of the write that failed (ENOSPC on a full disk)
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      throw std::runtime_error("writing " + tmp.string() + " failed: " + std::strerror(error));
-    }
-  }
-  fs::rename(tmp, path);
+  // Written whole under a name of this process's own and renamed: a link planted at the index or beside it is
+  // replaced, never written through.
+  platform::write_file_atomically(fs::path(cfg.out) / "sweep.json", j.dump(2) + "\n");
 }
 
 std::string clock(double seconds) {
@@ -701,10 +692,13 @@ void write_config_file(const SweepConfig& cfg, const SweepRun& r) {
 }
 
 // Before anything is written: configs/, runs/, a run's directory or a file the sweep writes in one (train.log, the
-// lock, the run's own files) as a symbolic link would have the sweep write into whatever it points to.
-void refuse_links_in_sweep(const fs::path& out, const std::vector<SweepRun>& runs) {
-  const fs::path base = fs::absolute(out).lexically_normal();
+// lock, the run's own files) as a symbolic link would have the sweep write into whatever it points to; so would an
+// experiment's explain/ and plots/, which its report writes after the runs.
+void refuse_links_in_sweep(const SweepConfig& cfg, const std::vector<SweepRun>& runs) {
+  const fs::path base = fs::absolute(cfg.out).lexically_normal();
   check_not_linked(base, base / "configs", "--out");
+  if (!cfg.preset.empty())
+    for (const char* dir : {"explain", "plots"}) check_not_linked(base, base / dir, "--out");
   for (const SweepRun& r : runs) {
     check_not_linked(base, r.config.out, "--out");
     const fs::path dir(r.config.out);
@@ -733,7 +727,7 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
   if (!opened.lock.try_acquire(out, holder))
     throw ConfigError("--out: " + cfg.out + " is in use by another xgrad sweep (pid " + holder +
                       "); wait for it to end, or stop it, before sweeping into it again");
-  refuse_links_in_sweep(out, runs);
+  refuse_links_in_sweep(cfg, runs);
   fs::create_directories(out / "runs", ec);
   if (ec) throw ConfigError("--out: cannot create sweep directory " + cfg.out + ": " + ec.message());
   if (progress && !start_line.empty()) {

@@ -19,6 +19,7 @@
 
 #include "common/escape.h"
 #include "common/file_name.h"
+#include "platform/atomic_file.h"
 #include "platform/process.h"
 #include "report/preset_report.h"
 #include "train/json_file.h"
@@ -276,13 +277,16 @@ SlurmSubmission prepare_slurm_sweep(const SweepConfig& cfg, const SlurmOptions& 
   script += fmt::format("export OPENBLAS_NUM_THREADS={}\n", cfg.base.threads);
   script += "exec " + shell_quote(cfg.executable) + " sweep run-one " + shell_quote(dir.string()) +
             " --index \"$SLURM_ARRAY_TASK_ID\"\n";
-  {
-    std::ofstream file(submission.script, std::ios::trunc);
-    file << script;
-    if (!file) throw std::runtime_error("writing " + submission.script + " failed");
-  }
-  fs::permissions(submission.script, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
-                  fs::perm_options::add);
+  // Written whole under a name of this process's own, made executable there and renamed: a link planted at the
+  // script's name is replaced, never written through nor made executable.
+  platform::StagedFile file(submission.script);
+  file.write(script);
+  file.finish();
+  std::error_code ec;
+  fs::permissions(file.temporary(), fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
+                  fs::perm_options::add, ec);
+  if (ec) throw std::runtime_error("cannot make " + submission.script + " executable: " + ec.message());
+  file.commit();
   if (!submission.indices.empty())
     submission.command = {"sbatch", "--array=" + slurm_array_list(submission.indices) + throttle, submission.script};
   return submission;

@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,6 +57,12 @@ int create_new_file(const fs::path& path) {
 
 StagedFile::StagedFile(fs::path target) : target_(std::move(target)) {
   const fs::path dir = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
+  // Refused before anything is written: the rename that ends the write cannot replace a directory, and a group of
+  // files renamed together would otherwise stop part way.
+  struct stat st {};
+  if (::lstat(target_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw std::runtime_error("cannot write " + target_.string() + ": " + std::strerror(EISDIR) +
+                             " (remove it, or write elsewhere)");
   temporary_ = temporary_path(dir, target_.filename().string());
   fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) throw std::runtime_error("cannot write " + target_.string() + ": " + std::strerror(errno));
@@ -134,6 +141,26 @@ void StagedDirectory::commit() {
     throw std::runtime_error("cannot move the new " + target_.string() + " into place: " + std::strerror(saved));
   }
   committed_ = true;
+}
+
+void StagedDirectory::undo() {
+  if (!committed_) return;
+  if (::rename(target_.c_str(), temporary_.c_str()) != 0)
+    throw std::runtime_error("cannot move the new " + target_.string() + " out again: " + std::strerror(errno));
+  committed_ = false;
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(replaced_, ec)) && ::rename(replaced_.c_str(), target_.c_str()) != 0)
+    throw std::runtime_error("cannot put the old " + target_.string() + " back (it is " + replaced_.string() +
+                             "): " + std::strerror(errno));
+}
+
+DirectoryLock::DirectoryLock(const fs::path& dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+  while (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+  }
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 namespace {

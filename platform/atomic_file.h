@@ -23,7 +23,8 @@ int create_new_file(const std::filesystem::path& path);
 
 /// A file written beside `target` under temporary_path and renamed over it by commit(). The destructor deletes the
 /// temporary file unless commit() was reached. Errors throw std::runtime_error naming `target` and the system's
-/// reason ("writing out/explain.md failed: No space left on device").
+/// reason ("writing out/explain.md failed: No space left on device"); a directory at `target` is refused by the
+/// constructor, before anything is written.
 class StagedFile {
  public:
   explicit StagedFile(std::filesystem::path target);
@@ -66,10 +67,28 @@ class StagedDirectory {
   /// Moves what is at the target (a directory, a file or a link: the entry itself, never what a link names) aside
   /// and the new directory into its place. Throws std::runtime_error naming the target.
   void commit();
+  /// After commit(): moves the new directory out again (the destructor removes it) and what was at the target back,
+  /// for a group of renames that failed after this one. Throws std::runtime_error naming the target.
+  void undo();
 
  private:
   std::filesystem::path target_, temporary_, replaced_;
   bool committed_ = false;
+};
+
+/// An exclusive lock (flock) on the directory `dir` for its lifetime, where its file system has locks, for a group of
+/// renames and deletions in it that two processes at once would interleave. Where there are none (NFS does not lock
+/// a directory), or `dir` cannot be opened, it holds nothing: each write stays whole, in a temporary file of its own.
+/// Waits while another process holds the lock.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const std::filesystem::path& dir);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_;
 };
 
 /// Holds SIGINT, SIGTERM and SIGHUP back for its lifetime, from every thread of the process (a stop signal that

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -243,23 +244,9 @@ void compute_preset_sections(const Comparison& c, const fs::path& out_dir, Repor
         << " section(s) of its own at the top of report.md\n";
 }
 
-// What an earlier compare stopped by a signal left: its old plots (after its commit) or its unfinished new ones.
-void remove_interrupted(const fs::path& out_dir) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    for (const std::string prefix : {".plots-old-", ".plots-new-", ".report.md.tmp-", ".report.html.tmp-"})
-      if (name.rfind(prefix, 0) == 0) {
-        const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
-      }
-  }
-}
-
 // Every figure into new_plots, their notes naming plots_dir, where they will be.
 void draw_plots(const Comparison& c, const fs::path& new_plots, const fs::path& plots_dir, ReportContext& context,
                 std::ostream& out) {
-  fs::remove_all(new_plots);
   context.plots = write_plots(c, new_plots.string());
   write_summary_plots(context.summary, new_plots.string(), context.plots);
   std::vector<SummaryFigure> preset_figures;
@@ -276,48 +263,38 @@ void draw_plots(const Comparison& c, const fs::path& new_plots, const fs::path& 
         << " figures (PNG and SVG) in " << plots_dir.string() << "\n";
 }
 
-void write_markdown(const Comparison& c, const ReportContext& context, const fs::path& path) {
-  fs::remove(path);
-  std::ofstream md(path);
-  if (!md) throw std::runtime_error("compare: cannot write " + path.string());
-  md << escape_control(report_markdown(c, context), true);
-  md.close();
-  if (!md) throw std::runtime_error("compare: writing " + path.string() + " failed");
-}
-
 // The renames that put the new plots and report files in place, with the stop signals held back, so a SIGTERM
 // leaves the old report or the new one, each whole; a rename replaces a symbolic link the directory holds, never its
-// target.
-struct ReportFiles {
-  fs::path out_dir, plots_dir, new_plots, old_plots, report, page, report_tmp, page_tmp;
-};
-
-void commit_report(const ReportFiles& f, bool plots) {
-  std::error_code ec;
-  {
-    const platform::StopSignalsHeld held;
-    if (plots) {
-      if (fs::exists(fs::symlink_status(f.plots_dir))) fs::rename(f.plots_dir, f.old_plots, ec);
-      if (!ec) fs::rename(f.new_plots, f.plots_dir, ec);
-    }
-    if (!ec) fs::rename(f.report_tmp, f.report, ec);
-    if (!ec) fs::rename(f.page_tmp, f.page, ec);
+// target. Should a file's rename fail, the old plots go back in place.
+void commit_report(platform::StagedDirectory* plots, platform::StagedFile& report, platform::StagedFile& page) {
+  const platform::StopSignalsHeld held;
+  if (plots) plots->commit();
+  try {
+    report.commit();
+    page.commit();
+  } catch (const std::runtime_error&) {
+    if (plots) plots->undo();
+    throw;
   }
-  if (ec)
-    throw std::runtime_error("compare: cannot move the new report into " + f.out_dir.string() + ": " + ec.message());
-  fs::remove_all(f.old_plots, ec);  // a stop here leaves only this hidden directory, cleared on the next run
 }
 
-ReportFiles report_files(const fs::path& out_dir) {
-  const std::string tag = std::to_string(::getpid());
-  return {out_dir,
-          out_dir / "plots",
-          out_dir / (".plots-new-" + tag),
-          out_dir / (".plots-old-" + tag),
-          out_dir / "report.md",
-          out_dir / "report.html",
-          out_dir / (".report.md.tmp-" + tag),
-          out_dir / (".report.html.tmp-" + tag)};
+// Everything is written beside its final place first (the plots in a directory of their own, the report files as
+// temporary files; a directory where report.md or report.html goes is refused before) and renamed into place at
+// the end (commit_report). Returns report.html's outcome.
+HtmlOutcome write_report(const Comparison& c, const fs::path& out_dir, bool plots, ReportContext& context,
+                         std::ostream& out) {
+  platform::remove_abandoned_temporaries(out_dir);
+  platform::StagedFile report(out_dir / "report.md"), page(out_dir / "report.html");
+  std::optional<platform::StagedDirectory> new_plots;
+  if (plots) {
+    new_plots.emplace(out_dir / "plots");
+    draw_plots(c, new_plots->path(), new_plots->target(), context, out);
+  }
+  report.write(escape_control(report_markdown(c, context), true));
+  report.finish();
+  const HtmlOutcome html = write_report_html(c, context, page);
+  commit_report(new_plots ? &*new_plots : nullptr, report, page);
+  return html;
 }
 
 std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out) {
@@ -346,17 +323,15 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   context.summary = summary_figures(c);
   choose_preset(options.inputs, context, out);
   compute_preset_sections(c, out_dir, context, out);
-  // Everything is written beside its final place first (new plots in a directory of their own, the report files as
-  // temporary files) and renamed into place at the end (commit_report).
-  const ReportFiles files = report_files(out_dir);
-  remove_interrupted(out_dir);
-  if (options.plots) draw_plots(c, files.new_plots, files.plots_dir, context, out);
-  write_markdown(c, context, files.report_tmp);
-  fs::remove(files.page_tmp);
-  const HtmlOutcome html = write_report_html(c, context, files.page_tmp.string());
-  commit_report(files, options.plots);
-  out << "report: " << files.report.string() << "\n";
-  out << "page: " << files.page.string() << " (" << (html.bytes + 500) / 1000
+  HtmlOutcome html;
+  try {
+    html = write_report(c, out_dir, options.plots, context, out);
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    throw std::runtime_error(message.rfind("compare: ", 0) == 0 ? message : "compare: " + message);
+  }
+  out << "report: " << (out_dir / "report.md").string() << "\n";
+  out << "page: " << (out_dir / "report.html").string() << " (" << (html.bytes + 500) / 1000
       << " kB; open it in a browser, no server needed)\n";
   return n_runs;
 }

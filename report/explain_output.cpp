@@ -243,6 +243,23 @@ std::string replaced(std::string text, const std::string& from, const std::strin
   return text;
 }
 
+// The renames that put explain's outputs in place, one explain into a directory at a time (two at once would each
+// rename some of their outputs) and with the stop signals held back: the old outputs or the new ones, all of one
+// run. Should a file's rename fail, the old figures go back in place.
+void commit_explanation(const std::filesystem::path& out, platform::StagedDirectory& figures, platform::StagedFile& md,
+                        platform::StagedFile& html) {
+  const platform::DirectoryLock lock(out);
+  const platform::StopSignalsHeld held;
+  figures.commit();
+  try {
+    md.commit();
+    html.commit();
+  } catch (const std::runtime_error&) {
+    figures.undo();
+    throw;
+  }
+}
+
 }  // namespace
 
 ExplainOutcome write_explanation(const Explanation& e, const std::string& out_dir) {
@@ -259,23 +276,20 @@ ExplainOutcome write_explanation(const Explanation& e, const std::string& out_di
     // Everything is written beside its place first (the figures into a new directory, explain.md and explain.html
     // as temporary files) and renamed into place together: a link in out_dir is replaced, never written through,
     // and a full disk or a stop leaves the old outputs or the new ones, each whole.
+    // explain.md and explain.html first: a directory in either's place is refused before anything is written.
     platform::remove_abandoned_temporaries(out);
+    platform::StagedFile md(o.markdown_path), html(o.html_path);
     platform::StagedDirectory figures(out / "figures");
     o.figures_drawn = write_explain_figures(e, figures.path().string(), o.plot_note);
     o.plot_note = replaced(o.plot_note, figures.path().string(), figures.target().string());
-    platform::StagedFile md(o.markdown_path);
     md.write(explain_markdown(e, o.figures_drawn, o.plot_note));
     md.finish();
-    platform::StagedFile html(o.html_path);
     const std::string page = explain_html(explain_json(e));
     html.write(page);
     html.finish();
     o.html_bytes = page.size();
     committing = true;
-    const platform::StopSignalsHeld held;
-    figures.commit();
-    md.commit();
-    html.commit();
+    commit_explanation(out, figures, md, html);
   } catch (const std::runtime_error& error) {
     throw std::runtime_error(std::string("explain: ") + error.what() +
                              (committing ? "" : "; the outputs in " + out_dir + " are left as they were"));

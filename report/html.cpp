@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "platform/atomic_file.h"
 #include "report/plots.h"
 #include "report/standalone_page.h"
 #include "report/summary.h"
@@ -658,7 +659,7 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
   }
 }
 
-HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context, const std::string& path,
+HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context, platform::StagedFile& file,
                               const HtmlOptions& options) {
   HtmlOutcome outcome;
   StandalonePage page;
@@ -670,7 +671,8 @@ HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context,
   page.css = web_assets::kPageCss;
   page.js = web_assets::kPageJs;
   const std::string html = standalone_page_html(page);
-  write_page_file(path, html, "compare");
+  file.write(html);
+  file.finish();
   outcome.bytes = html.size();
   return outcome;
 }

@@ -10,6 +10,10 @@
 #include "report/markdown.h"
 #include "report/stats.h"
 
+namespace xgrad::platform {
+class StagedFile;
+}
+
 namespace xgrad::train {
 
 /// A series reduced for drawing: the points kept, in order.
@@ -74,9 +78,9 @@ struct HtmlOutcome {
 std::string report_json(const Comparison& c, const ReportContext& context, const HtmlOptions& options,
                         HtmlOutcome& outcome);
 
-/// Writes `path` (report.html): report_json embedded with uPlot, the page's script and style, all inline.
-/// Throws std::runtime_error naming the path when it cannot be written.
-HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context, const std::string& path,
+/// Writes report.html into `file` and finishes it (the caller commits it): report_json embedded with uPlot, the
+/// page's script and style, all inline. Throws std::runtime_error naming the file when it cannot be written.
+HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context, platform::StagedFile& file,
                               const HtmlOptions& options = {});
 
 }  // namespace xgrad::train

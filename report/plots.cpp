@@ -17,6 +17,7 @@
 #include "common/escape.h"
 #include "common/file_name.h"
 #include "nn/scaling.h"
+#include "platform/atomic_file.h"
 #include "platform/process.h"
 #include "report/tables.h"
 
@@ -215,20 +216,32 @@ bool drawable(const std::vector<Point>& points, bool log_y) {
   return false;
 }
 
-void write_points(const fs::path& path, const std::vector<Point>& points, bool log_y) {
+// The plot files are written into a directory of this process's own (the caller's staged one), by both compare
+// and explain: errors name the file and the reason, the caller says which command it was.
+std::ofstream open_for_writing(const fs::path& path) {
   std::ofstream out(path);
-  if (!out) throw std::runtime_error("compare: cannot write " + path.string());
+  if (!out) throw std::runtime_error(platform::system_error_text("writing " + path.string()));
+  return out;
+}
+
+// Closes `out`, which a full disk may fail only when the last bytes are written.
+void close_written(std::ofstream& out, const fs::path& path) {
+  out.close();
+  if (!out) throw std::runtime_error(platform::system_error_text("writing " + path.string()));
+}
+
+void write_points(const fs::path& path, const std::vector<Point>& points, bool log_y) {
+  std::ofstream out = open_for_writing(path);
   out << "# step value\n";
   for (const auto& p : points) out << num(p.step) << " " << (log_y && !(p.value > 0) ? "NaN" : num(p.value)) << "\n";
-  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed: " + std::strerror(errno));
+  close_written(out, path);
 }
 
 // Every run's loss, one block per run (a blank line breaks the line between runs). Each diverged run adds
 // (diverged step, its last finite loss) to `diverged`; `first_losses` gets each run's first finite loss.
 bool write_run_losses(const Comparison& c, const ArmStats& arm, double stride, const fs::path& path,
                       std::vector<Point>& diverged, std::vector<double>& first_losses, Range& range) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("compare: cannot write " + path.string());
+  std::ofstream out = open_for_writing(path);
   bool any = false;
   for (auto i : arm.runs) {
     const RunRecord& run = c.runs[i];
@@ -254,7 +267,7 @@ bool write_run_losses(const Comparison& c, const ArmStats& arm, double stride, c
           break;
         }
   }
-  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed: " + std::strerror(errno));
+  close_written(out, path);
   return any;
 }
 
@@ -565,10 +578,9 @@ std::string figure_script(const FigureSpec& spec, const PanelGrid& grid, const s
 }
 
 void write_script(const fs::path& path, const std::string& script) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("compare: cannot write " + path.string());
+  std::ofstream out = open_for_writing(path);
   out << script;
-  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed: " + std::strerror(errno));
+  close_written(out, path);
 }
 
 }  // namespace
@@ -610,7 +622,7 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
   const fs::path dir(plots_dir);
   std::error_code ec;
   fs::create_directories(dir / "data", ec);
-  if (ec) throw std::runtime_error("compare: cannot create " + (dir / "data").string() + ": " + ec.message());
+  if (ec) throw std::runtime_error("cannot create " + (dir / "data").string() + ": " + ec.message());
   Smoothing smoothing = smoothing_of(c);
   const std::vector<ArmData> arms = write_arm_data(c, dir, smoothing, outcome.warnings);
   const PanelGrid grid = panel_grid(c);
@@ -653,8 +665,7 @@ std::vector<const SummaryPoint*> drawable_points(const SummaryFigure& f, const S
 // The line's data file: x y low high drawn_x, drawn_x = x · shift.
 void write_summary_data(const fs::path& path, const SummaryFigure& f, const SummaryLine& line,
                         const std::vector<const SummaryPoint*>& points, double shift, SummaryLines& s) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("compare: cannot write " + path.string());
+  std::ofstream out = open_for_writing(path);
   out << "# " << escape_control(line.label) << "\n# x y low high drawn_x\n";
   for (const SummaryPoint* p : points) {
     // An error bar's low end at or below 0 cannot be drawn on a log axis: clipped to the point.
@@ -666,7 +677,7 @@ void write_summary_data(const fs::path& path, const SummaryFigure& f, const Summ
     s.range.add(lo);
     s.range.add(hi);
   }
-  if (!out) throw std::runtime_error("compare: writing " + path.string() + " failed: " + std::strerror(errno));
+  close_written(out, path);
 }
 
 // The plot element of a measured line: the scaling's own dash and point; further lines of one scaling (other
@@ -760,7 +771,7 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
   const fs::path dir(plots_dir);
   std::error_code ec;
   fs::create_directories(dir / "data", ec);
-  if (ec) throw std::runtime_error("compare: cannot create " + (dir / "data").string() + ": " + ec.message());
+  if (ec) throw std::runtime_error("cannot create " + (dir / "data").string() + ": " + ec.message());
   const bool have_gnuplot = gnuplot_available();
   std::vector<std::string> failed;
   for (const SummaryFigure& f : figures) {

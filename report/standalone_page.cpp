@@ -1,6 +1,5 @@
 #include "report/standalone_page.h"
 
-#include <fstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -86,14 +85,6 @@ std::string standalone_page_html(const StandalonePage& page) {
   html += page.js;
   html += "\n</script>\n</body>\n</html>\n";
   return html;
-}
-
-void write_page_file(const std::string& path, const std::string& html, const std::string& who) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error(who + ": cannot write " + path);
-  out << html;
-  out.close();
-  if (!out) throw std::runtime_error(who + ": writing " + path + " failed");
 }
 
 }  // namespace xgrad::train

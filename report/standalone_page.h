@@ -30,8 +30,4 @@ struct StandalonePage {
 /// its element early).
 std::string standalone_page_html(const StandalonePage& page);
 
-/// Writes `html` to `path`. Throws std::runtime_error "<who>: cannot write <path>" (or "<who>: writing <path>
-/// failed") when it cannot.
-void write_page_file(const std::string& path, const std::string& html, const std::string& who);
-
 }  // namespace xgrad::train

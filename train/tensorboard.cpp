@@ -13,7 +13,6 @@
 #include <string_view>
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "platform/atomic_file.h"
@@ -175,25 +174,6 @@ void write_rows(EventFile& file, const std::string& path, const std::vector<doub
   }
 }
 
-// An exclusive lock on the directory `dir` for the scope, where its file system has locks: event files renamed and
-// deleted by two processes at once could each delete the other's. Where there are none (NFS does not lock a
-// directory), the writes stay whole, each in a temporary file of its own, and only the clean-up is unguarded.
-class DirectoryLock {
- public:
-  explicit DirectoryLock(const fs::path& dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
-    while (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-    }
-  }
-  ~DirectoryLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  DirectoryLock(const DirectoryLock&) = delete;
-  DirectoryLock& operator=(const DirectoryLock&) = delete;
-
- private:
-  int fd_;
-};
-
 // A new event file in `dir` from the rows of `metrics_path` ("" for none), ending at `end_time`, renamed into place
 // over the others. The temporary file is this process's own (platform::temporary_path), deleted if the write fails.
 std::unique_ptr<EventFile> replace_event_file(const fs::path& dir, const std::vector<std::string>& columns,
@@ -209,7 +189,7 @@ std::unique_ptr<EventFile> replace_event_file(const fs::path& dir, const std::ve
     file = std::make_unique<EventFile>(tmp.string(), columns, wall_time.empty() ? now : wall_time.front(),
                                        written.string());
     if (!wall_time.empty()) write_rows(*file, metrics_path, wall_time);
-    const DirectoryLock lock(dir);
+    const platform::DirectoryLock lock(dir);
     const platform::StopSignalsHeld held;
     if (::rename(tmp.c_str(), written.c_str()) != 0)
       throw std::runtime_error("cannot move " + tmp.string() + " to " + written.string() + ": " + std::strerror(errno));
