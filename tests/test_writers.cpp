@@ -474,156 +474,157 @@ TEST_CASE("platform::StopSignalsHeld: a SIGTERM that another thread would take w
   CHECK(seen == "held");  // the hold's work was done, and the signal ended the process right after it
   CHECK(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGTERM);
+}
 
-  namespace {
+namespace {
 
-  // The smallest sweep: one run of five steps.
-  std::vector<std::string> sweep_args(const fs::path& out) {
-    return {"sweep", "--out",  out.string(), "--scale", "none", "--d-k",     "16", "--seeds",
-            "0",     "--arms", "sgd@0.1",    "--steps", "5",    "--d-model", "16"};
+// The smallest sweep: one run of five steps.
+std::vector<std::string> sweep_args(const fs::path& out) {
+  return {"sweep", "--out",  out.string(), "--scale", "none", "--d-k",     "16", "--seeds",
+          "0",     "--arms", "sgd@0.1",    "--steps", "5",    "--d-model", "16"};
+}
+
+}  // namespace
+
+TEST_CASE("sweep: links planted beside sweep.json or at sweep.sbatch are replaced, never written through") {
+  const TempDir dir("writers_sweep_links");
+  const fs::path index_victim = dir / "index_victim", victim = dir / "victim";
+  write_file(index_victim, "victim\n");
+  write_file(victim, "victim\n");
+  const fs::perms perms = fs::status(victim).permissions();
+  fs::create_directories(dir / "s1");
+  fs::create_symlink(index_victim, dir / "s1" / "sweep.json.tmp");
+  const ProcessResult local = run_xgrad(sweep_args(dir / "s1"));
+  REQUIRE_MESSAGE(local.exit_code == 0, local.err);
+  CHECK(fs::is_regular_file(fs::symlink_status(dir / "s1" / "sweep.json")));
+  CHECK(read_text(index_victim) == "victim\n");
+
+  fs::create_directories(dir / "s2");
+  fs::create_symlink(victim, dir / "s2" / "sweep.sbatch");
+  std::vector<std::string> slurm = sweep_args(dir / "s2");
+  slurm.insert(slurm.end(), {"--launcher", "slurm"});
+  const ProcessResult script = run_xgrad(slurm);
+  REQUIRE_MESSAGE(script.exit_code == 0, script.err);
+  const fs::file_status written = fs::symlink_status(dir / "s2" / "sweep.sbatch");
+  CHECK(fs::is_regular_file(written));
+  CHECK((written.permissions() & fs::perms::owner_exec) != fs::perms::none);
+  CHECK(read_text(victim) == "victim\n");
+  CHECK(fs::status(victim).permissions() == perms);
+  CHECK(temporaries(dir / "s1").empty());
+  CHECK(temporaries(dir / "s2").empty());
+}
+
+TEST_CASE("experiment: a linked explain/ in its directory is refused before anything is written") {
+  const TempDir dir("writers_experiment_explain_link");
+  const fs::path out = dir / "x", victim = dir / "victim";
+  fs::create_directories(out);
+  fs::create_directories(victim);
+  write_file(victim / "explain.md", "victim\n");
+  fs::create_symlink(victim, out / "explain");
+  const ProcessResult r =
+      run_xgrad({"experiment", "--preset", "lr", "--quick", "--steps", "10", "--d-model", "16", "--out", out.string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find((out / "explain").string()) != std::string::npos);
+  CHECK(tree(victim) == std::map<std::string, std::string>{{"explain.md", "victim\n"}});
+  CHECK(!fs::exists(out / "runs"));
+}
+
+TEST_CASE("compare: a full disk names report.md or report.html and the cause, and leaves nothing behind") {
+  const TempDir dir("writers_compare_full");
+  tiny_trained_run(dir / "runs" / "r1");
+  SmallDisk disk(dir / "disk", 1 << 20);
+  REQUIRE_MESSAGE(disk.ok(),
+                  "a full disk is a tmpfs mounted in a mount namespace: run the tests as root (" << disk.why() << ")");
+  const fs::path out = dir / "disk" / "out";
+  const std::vector<std::string> args{"compare", (dir / "runs").string(), "--out", out.string(), "--plots", "false"};
+  const ProcessResult first = run_xgrad(args);
+  REQUIRE_MESSAGE(first.exit_code == 0, first.err);
+  const auto old = tree(out);
+  for (std::size_t left : {std::size_t{0}, read_text(out / "report.md").size() + 4096}) {
+    CAPTURE(left);
+    disk.fill_leaving(left);
+    const ProcessResult r = run_xgrad(args);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("No space left on device") != std::string::npos);
+    CHECK((r.err.find(out.string() + "/report.md ") != std::string::npos ||
+           r.err.find(out.string() + "/report.html ") != std::string::npos));
+    CHECK(tree(out) == old);
   }
+}
 
-  }  // namespace
+TEST_CASE("compare and explain: a directory where a file goes is refused before any rename; the old outputs stay") {
+  const TempDir dir("writers_directory_in_place");
+  tiny_trained_run(dir / "runs" / "r1");
+  const fs::path report = dir / "report";
+  const std::vector<std::string> args{"compare", (dir / "runs").string(), "--out", report.string()};
+  REQUIRE(run_xgrad(args).exit_code == 0);
+  fs::remove(report / "report.html");
+  fs::create_directories(report / "report.html" / "kept");
+  const auto compared = tree(report);
+  const ProcessResult c = run_xgrad(args);
+  CHECK(c.exit_code == 1);
+  CHECK(c.err.find((report / "report.html").string()) != std::string::npos);
+  CHECK(tree(report) == compared);
 
-  TEST_CASE("sweep: links planted beside sweep.json or at sweep.sbatch are replaced, never written through") {
-    const TempDir dir("writers_sweep_links");
-    const fs::path index_victim = dir / "index_victim", victim = dir / "victim";
-    write_file(index_victim, "victim\n");
-    write_file(victim, "victim\n");
-    const fs::perms perms = fs::status(victim).permissions();
-    fs::create_directories(dir / "s1");
-    fs::create_symlink(index_victim, dir / "s1" / "sweep.json.tmp");
-    const ProcessResult local = run_xgrad(sweep_args(dir / "s1"));
-    REQUIRE_MESSAGE(local.exit_code == 0, local.err);
-    CHECK(fs::is_regular_file(fs::symlink_status(dir / "s1" / "sweep.json")));
-    CHECK(read_text(index_victim) == "victim\n");
+  const fs::path out = dir / "explain";
+  REQUIRE(run_xgrad(explain_args(out)).exit_code == 0);
+  fs::remove(out / "explain.html");
+  fs::create_directories(out / "explain.html" / "kept");
+  const auto explained = tree(out);
+  std::vector<std::string> larger = explain_args(out);
+  larger[2] = "4,8,16";
+  const ProcessResult e = run_xgrad(larger);
+  CHECK(e.exit_code == 1);
+  CHECK(e.err.find((out / "explain.html").string()) != std::string::npos);
+  CHECK(tree(out) == explained);
+}
 
-    fs::create_directories(dir / "s2");
-    fs::create_symlink(victim, dir / "s2" / "sweep.sbatch");
-    std::vector<std::string> slurm = sweep_args(dir / "s2");
-    slurm.insert(slurm.end(), {"--launcher", "slurm"});
-    const ProcessResult script = run_xgrad(slurm);
-    REQUIRE_MESSAGE(script.exit_code == 0, script.err);
-    const fs::file_status written = fs::symlink_status(dir / "s2" / "sweep.sbatch");
-    CHECK(fs::is_regular_file(written));
-    CHECK((written.permissions() & fs::perms::owner_exec) != fs::perms::none);
-    CHECK(read_text(victim) == "victim\n");
-    CHECK(fs::status(victim).permissions() == perms);
-    CHECK(temporaries(dir / "s1").empty());
-    CHECK(temporaries(dir / "s2").empty());
+TEST_CASE("platform::StagedDirectory::undo puts the old directory back") {
+  const TempDir dir("writers_staged_undo");
+  fs::create_directories(dir / "figures");
+  write_file(dir / "figures" / "old", "old");
+  {
+    xgrad::platform::StagedDirectory figures(dir / "figures");
+    write_file(figures.path() / "new", "new");
+    figures.commit();
+    CHECK(fs::exists(dir / "figures" / "new"));
+    figures.undo();
   }
+  CHECK(tree(dir) == std::map<std::string, std::string>{{"figures", "dir"}, {"figures/old", "old"}});
+}
 
-  TEST_CASE("experiment: a linked explain/ in its directory is refused before anything is written") {
-    const TempDir dir("writers_experiment_explain_link");
-    const fs::path out = dir / "x", victim = dir / "victim";
-    fs::create_directories(out);
-    fs::create_directories(victim);
-    write_file(victim / "explain.md", "victim\n");
-    fs::create_symlink(victim, out / "explain");
-    const ProcessResult r = run_xgrad(
-        {"experiment", "--preset", "lr", "--quick", "--steps", "10", "--d-model", "16", "--out", out.string()});
-    CHECK(r.exit_code == 2);
-    CHECK(r.err.find((out / "explain").string()) != std::string::npos);
-    CHECK(tree(victim) == std::map<std::string, std::string>{{"explain.md", "victim\n"}});
-    CHECK(!fs::exists(out / "runs"));
-  }
+namespace {
 
-  TEST_CASE("compare: a full disk names report.md or report.html and the cause, and leaves nothing behind") {
-    const TempDir dir("writers_compare_full");
-    tiny_trained_run(dir / "runs" / "r1");
-    SmallDisk disk(dir / "disk", 1 << 20);
-    REQUIRE_MESSAGE(
-        disk.ok(), "a full disk is a tmpfs mounted in a mount namespace: run the tests as root (" << disk.why() << ")");
-    const fs::path out = dir / "disk" / "out";
-    const std::vector<std::string> args{"compare", (dir / "runs").string(), "--out", out.string(), "--plots", "false"};
-    const ProcessResult first = run_xgrad(args);
-    REQUIRE_MESSAGE(first.exit_code == 0, first.err);
-    const auto old = tree(out);
-    for (std::size_t left : {std::size_t{0}, read_text(out / "report.md").size() + 4096}) {
-      CAPTURE(left);
-      disk.fill_leaving(left);
-      const ProcessResult r = run_xgrad(args);
-      CHECK(r.exit_code == 1);
-      CHECK(r.err.find("No space left on device") != std::string::npos);
-      CHECK((r.err.find(out.string() + "/report.md ") != std::string::npos ||
-             r.err.find(out.string() + "/report.html ") != std::string::npos));
-      CHECK(tree(out) == old);
-    }
-  }
+// Whether `dir` holds explain.html under a temporary name, written whole: the run is about to commit.
+bool staged_page_written(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().filename().string().rfind(".explain.html.tmp-", 0) == 0 &&
+        read_text(entry.path()).find("</html>") != std::string::npos)
+      return true;
+  return false;
+}
 
-  TEST_CASE("compare and explain: a directory where a file goes is refused before any rename; the old outputs stay") {
-    const TempDir dir("writers_directory_in_place");
-    tiny_trained_run(dir / "runs" / "r1");
-    const fs::path report = dir / "report";
-    const std::vector<std::string> args{"compare", (dir / "runs").string(), "--out", report.string()};
-    REQUIRE(run_xgrad(args).exit_code == 0);
-    fs::remove(report / "report.html");
-    fs::create_directories(report / "report.html" / "kept");
-    const auto compared = tree(report);
-    const ProcessResult c = run_xgrad(args);
-    CHECK(c.exit_code == 1);
-    CHECK(c.err.find((report / "report.html").string()) != std::string::npos);
-    CHECK(tree(report) == compared);
+}  // namespace
 
-    const fs::path out = dir / "explain";
-    REQUIRE(run_xgrad(explain_args(out)).exit_code == 0);
-    fs::remove(out / "explain.html");
-    fs::create_directories(out / "explain.html" / "kept");
-    const auto explained = tree(out);
-    std::vector<std::string> larger = explain_args(out);
-    larger[2] = "4,8,16";
-    const ProcessResult e = run_xgrad(larger);
-    CHECK(e.exit_code == 1);
-    CHECK(e.err.find((out / "explain.html").string()) != std::string::npos);
-    CHECK(tree(out) == explained);
-  }
-
-  TEST_CASE("platform::StagedDirectory::undo puts the old directory back") {
-    const TempDir dir("writers_staged_undo");
-    fs::create_directories(dir / "figures");
-    write_file(dir / "figures" / "old", "old");
-    {
-      xgrad::platform::StagedDirectory figures(dir / "figures");
-      write_file(figures.path() / "new", "new");
-      figures.commit();
-      CHECK(fs::exists(dir / "figures" / "new"));
-      figures.undo();
-    }
-    CHECK(tree(dir) == std::map<std::string, std::string>{{"figures", "dir"}, {"figures/old", "old"}});
-  }
-
-  namespace {
-
-  // Whether `dir` holds explain.html under a temporary name, written whole: the run is about to commit.
-  bool staged_page_written(const fs::path& dir) {
-    for (const auto& entry : fs::directory_iterator(dir))
-      if (entry.path().filename().string().rfind(".explain.html.tmp-", 0) == 0 &&
-          read_text(entry.path()).find("</html>") != std::string::npos)
-        return true;
-    return false;
-  }
-
-  }  // namespace
-
-  TEST_CASE("explain: a second explain into one directory waits for the first's commit") {
-    const TempDir dir("writers_explain_lock");
-    const fs::path out = dir / "out";
-    REQUIRE(run_xgrad(explain_args(out)).exit_code == 0);
-    const std::string old_md = read_text(out / "explain.md");
-    const auto old_figures = tree(out / "figures");
-    std::vector<std::string> larger = explain_args(out);
-    larger[2] = "4,8,16";
-    // Another explain's commit, as the lock on the directory shows it.
-    std::optional<xgrad::platform::DirectoryLock> other(std::in_place, out);
-    Process p(xgrad_command(larger));
-    REQUIRE(xgrad::testing::eventually([&] { return staged_page_written(out); }));
-    const std::optional<ProcessResult> early = p.wait_for(std::chrono::milliseconds(1500));
-    CHECK(!early);
-    CHECK(read_text(out / "explain.md") == old_md);
-    CHECK(tree(out / "figures") == old_figures);
-    other.reset();
-    const ProcessResult r = early ? *early : p.wait();
-    CHECK_MESSAGE(r.exit_code == 0, r.err);
-    CHECK(whole_outputs(out) == "");
-    CHECK(read_text(out / "explain.md").find("\n| 16 |") != std::string::npos);
-  }
+TEST_CASE("explain: a second explain into one directory waits for the first's commit") {
+  const TempDir dir("writers_explain_lock");
+  const fs::path out = dir / "out";
+  REQUIRE(run_xgrad(explain_args(out)).exit_code == 0);
+  const std::string old_md = read_text(out / "explain.md");
+  const auto old_figures = tree(out / "figures");
+  std::vector<std::string> larger = explain_args(out);
+  larger[2] = "4,8,16";
+  // Another explain's commit, as the lock on the directory shows it.
+  std::optional<xgrad::platform::DirectoryLock> other(std::in_place, out);
+  Process p(xgrad_command(larger));
+  REQUIRE(xgrad::testing::eventually([&] { return staged_page_written(out); }));
+  const std::optional<ProcessResult> early = p.wait_for(std::chrono::milliseconds(1500));
+  CHECK(!early);
+  CHECK(read_text(out / "explain.md") == old_md);
+  CHECK(tree(out / "figures") == old_figures);
+  other.reset();
+  const ProcessResult r = early ? *early : p.wait();
+  CHECK_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(whole_outputs(out) == "");
+  CHECK(read_text(out / "explain.md").find("\n| 16 |") != std::string::npos);
+}
