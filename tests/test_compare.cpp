@@ -37,6 +37,7 @@
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/run_files.h"
+#include "tests/support/shown_text.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/run_files.h"
@@ -2162,4 +2163,17 @@ TEST_CASE("a metrics.csv that names a column twice is not read: the run is skipp
   std::ofstream(root / "run" / "metrics.csv") << csv;
   CHECK_THROWS_WITH_AS(load_run((root / "run").string()), doctest::Contains("names column 'step' twice"),
                        std::runtime_error);
+}
+
+TEST_CASE("a terminal table pads a column to a bounded width: one very long cell does not widen every row") {
+  Table t;
+  t.header = {"name", "value"};
+  t.rows.push_back({std::string(5000, 'x'), "1"});
+  for (int i = 0; i < 100; ++i) t.rows.push_back({"r" + std::to_string(i), std::to_string(i)});
+  t.rows.push_back({"bad\xff\nforged", "2"});
+  const std::string text = t.text();
+  CHECK(text.size() < 5000 + 102 * (kMaxPaddedWidth + 20));
+  CHECK(text.find(std::string(5000, 'x')) != std::string::npos);  // the long cell is shown whole
+  CHECK(raw_lines(text).empty());
+  CHECK_FALSE(has_line_starting(text, "forged"));
 }
