@@ -11,11 +11,14 @@
 namespace xgrad::testing {
 
 /// The lines of `text` that hold a control character (any C0 byte, DEL, or a C1 control U+0080..U+009F) or a byte
-/// that starts no well-formed UTF-8 sequence: a name shown raw. Empty when every line is clean.
-inline std::vector<std::string> raw_lines(const std::string& text) {
-  std::vector<std::string> found;
+/// that starts no well-formed UTF-8 sequence: a name shown raw. Their numbers (from 1); empty when every line is
+/// clean.
+inline std::vector<std::size_t> raw_lines(const std::string& text) {
+  std::vector<std::size_t> found;
   std::istringstream lines(text);
+  std::size_t number = 0;
   for (std::string line; std::getline(lines, line);) {
+    ++number;
     bool raw = false;
     for (std::size_t i = 0; i < line.size() && !raw;) {
       const auto ch = static_cast<unsigned char>(line[i]);
@@ -23,7 +26,7 @@ inline std::vector<std::string> raw_lines(const std::string& text) {
       raw = n == 0 || ch < 0x20 || ch == 0x7F || (ch == 0xC2 && static_cast<unsigned char>(line[i + 1]) <= 0x9F);
       i += n;
     }
-    if (raw) found.push_back(escape_control(escape_invalid_utf8(line)));
+    if (raw) found.push_back(number);
   }
   return found;
 }
