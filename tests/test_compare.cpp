@@ -2178,3 +2178,20 @@ TEST_CASE("a terminal table pads a column to a bounded width: one very long cell
   CHECK(raw_lines(text).empty());
   CHECK_FALSE(has_line_starting(text, "forged"));
 }
+
+TEST_CASE("markdown_name: a name is one line of inert markdown text, valid UTF-8, its '|' never a cell separator") {
+  for (const std::string name :
+       {"[click](javascript:alert(1))", "![img](http:x.example|y)", "a\\|b", "nl\nx\xff\xfe", "`code` *em* _u_ <b>"}) {
+    const std::string md = markdown_escape(markdown_name(name));
+    INFO(md);
+    CHECK(raw_lines(md).empty());
+    CHECK(md.find('\n') == std::string::npos);
+    const bool no_link = md.find("](") == std::string::npos || md.find("\\](") != std::string::npos;
+    CHECK(no_link);
+    CHECK(md.find('<') == std::string::npos);
+    for (std::size_t i = 0, slashes = 0; i < md.size(); slashes = md[i] == '\\' ? slashes + 1 : 0, ++i)
+      if (md[i] == '|' || md[i] == '[' || md[i] == '`' || md[i] == '*' || md[i] == '_') CHECK(slashes % 2 == 1);
+    CHECK(markdown_escape(md) == md);  // idempotent
+  }
+  CHECK(markdown_text("caf\xC3\xA9 \xFF").find("\\xFF") != std::string::npos);  // invalid UTF-8 shown, not passed
+}
