@@ -577,7 +577,7 @@ int export_command(Commands& c) {
   EscapingStreambuf buf(std::cout);  // run directories' names are data: their escapes are shown, not obeyed
   std::ostream out(&buf);
   for (const ExportedRun& run : export_tensorboard(c.export_inputs, c.export_out))
-    out << run.event_file << "  (" << run.run_dir << ")\n";
+    out << escape_name(run.event_file) << "  (" << escape_name(run.run_dir) << ")\n";
   out << "View with: tensorboard --logdir " << shell_quote_path(c.export_out) << "\n";
   return 0;
 }

@@ -19,9 +19,11 @@
 
 #include "common/escape.h"
 #include "common/file_name.h"
+#include "common/registry.h"
 #include "platform/atomic_file.h"
 #include "platform/process.h"
 #include "report/preset_report.h"
+#include "report/tables.h"
 #include "train/json_file.h"
 #include "train/number_format.h"
 #include "train/run_directory.h"
@@ -169,8 +171,9 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
 
 void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
   const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
-  std::size_t name_width = 4;
-  for (const ManifestPoint& p : points) name_width = std::max(name_width, p.name.size());
+  std::size_t name_width = 4;  // up to the table's cap: a longer name is printed whole, unpadded
+  for (const ManifestPoint& p : points)
+    name_width = std::max(name_width, std::min(escape_name(p.name).size(), kMaxPaddedWidth));
   out << fmt::format("{:>5}  {:<{}}  {:<11}  {}\n", "index", "name", name_width, "status", "detail");
   SweepStanding standing;
   standing.points = points.size();
@@ -197,7 +200,8 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
     if (s.status == "missing") detail = "its run directory is gone; the next run starts it over";
     if (s.status == "conflicting")
       detail = "its config.json differs from sweep.json in " + s.conflict + "; run-one and the sweep refuse it";
-    std::string row = fmt::format("{:>5}  {:<{}}  {:<11}  {}", p.index, p.name, name_width, s.status, detail);
+    std::string row =
+        fmt::format("{:>5}  {:<{}}  {:<11}  {}", p.index, escape_name(p.name), name_width, s.status, detail);
     while (!row.empty() && row.back() == ' ') row.pop_back();
     out << row << "\n";
   }
@@ -210,9 +214,14 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
   }
   if (standing.points > standing.count_of("complete") + standing.count_of("diverged") + standing.count_of("running")) {
     const train::PresetRecord preset = train::read_preset_record(sweep_dir);
-    const std::string command =
-        preset.name.empty() ? "the same xgrad sweep command again (any --launcher)"
-                            : "the same `xgrad experiment --preset " + preset.text() + "` command again (same --out)";
+    // The preset's name is data from sweep.json: one this build does not know suggests no command.
+    std::string command = "the same xgrad sweep command again (any --launcher)";
+    if (!preset.name.empty() && Registry<PresetReport>::instance().find(preset.name))
+      command = "the same `xgrad experiment --preset " + shell_quote(preset.name) + (preset.quick ? " --quick" : "") +
+                "` command again (same --out)";
+    else if (!preset.name.empty())
+      command = "the xgrad experiment command that made it (sweep.json names preset '" + escape_name(preset.name) +
+                "', which this build of xgrad does not know)";
     out << "to continue: " << command << ", or `xgrad sweep run-one " << shell_quote_path(sweep_dir)
         << " --index I` for one point\n";
   }

@@ -95,6 +95,24 @@ inline std::string escape_invalid_utf8(std::string_view bytes) {
   return out;
 }
 
+/// A name (a run directory, a file, a config.json value) as one line of text: each well-formed UTF-8 sequence as
+/// escape_control writes it (so a newline is \n, an ESC \e, a C1 control \u00HH) and each byte that starts none
+/// as \xHH. The result is valid UTF-8 without a control character; a backslash is kept as it is.
+inline std::string escape_name(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (std::size_t i = 0; i < name.size();) {
+    const std::size_t n = utf8_sequence_length(name, i);
+    if (n == 0) {
+      out += fmt::format("\\x{:02X}", static_cast<unsigned char>(name[i++]));
+      continue;
+    }
+    out += escape_control(name.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
 /// A stream buffer that passes what is written through escape_control (newlines kept) to `sink`: for output that
 /// mixes xgrad's own text with data (run directory names, file names, config.json values), whose ANSI escapes
 /// must be shown, not obeyed. Use: `EscapingStreambuf buf(std::cout); std::ostream out(&buf);`.

@@ -175,7 +175,7 @@ void print_tables(const Comparison& c, const CompareOptions& options, const std:
   for (const auto& line : no_scaling_comparison_notes(c)) out << line << "\n";
   if (!lr.rows.empty()) out << "\nLR sensitivity (Wortsman et al. 2023, sec. 3.2):\n" << lr.text();
   for (const auto& run : c.runs)
-    if (run.incomplete) out << "incomplete: " << run.dir << " (" << run.incomplete_reason << ")\n";
+    if (run.incomplete) out << "incomplete: " << escape_name(run.dir) << " (" << run.incomplete_reason << ")\n";
   for (const auto& line : duplicate_seed_warnings(c)) out << "warning: duplicate seed: " << line << "\n";
 }
 

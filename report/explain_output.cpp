@@ -140,24 +140,6 @@ nlohmann::json explain_json(const Explanation& e) {
 
 namespace {
 
-// Text from the measurements and the runs read (labels, paths, setting values) as markdown that shows it literally:
-// every character markdown could read as markup is escaped, line breaks become spaces. A run's label may hold any
-// text, a link or an HTML tag included.
-// In a table cell, Table::markdown's markdown_escape takes care of '|', '<' and line breaks.
-std::string md_text(const std::string& text, bool table_cell = false) {
-  std::string out;
-  for (const char ch : text) {
-    if (ch == '\n' || ch == '\r') {
-      out += ' ';
-      continue;
-    }
-    const std::string_view markup = table_cell ? "\\`*_[]>#!~" : "\\`*_[]<>#|!~";
-    if (markup.find(ch) != std::string_view::npos) out += '\\';
-    out += ch;
-  }
-  return out;
-}
-
 // A table cell: a number, or a dash where there is none.
 std::string cell(double v, const char* format) { return std::isfinite(v) ? fmt::format(format, v) : "—"; }
 
@@ -188,17 +170,18 @@ Table training_table(const TrainingEvidence& t) {
                 "score grad / loss",
                 "loss vs unscaled"};
   for (const auto& p : t.points)
-    out.rows.push_back({md_text(p.label, true), std::to_string(p.d_k), std::to_string(p.n_runs),
+    out.rows.push_back({markdown_text(p.label, true), std::to_string(p.d_k), std::to_string(p.n_runs),
                         cell(p.final_loss, "{:.4f}"), format_steps(p.reached, p.n_runs, p.steps_to_loss),
                         std::isfinite(p.saturated_share) ? format_percent(p.saturated_share) : "—",
-                        cell(p.score_grad_relative, "{:.3g}"), md_text(p.versus_reference, true)});
+                        cell(p.score_grad_relative, "{:.3g}"), markdown_text(p.versus_reference, true)});
   return out;
 }
 
 std::string section_markdown(const ExplainSection& s, const std::map<std::string, std::string>& drawn) {
-  std::string md = fmt::format("## {}. {}\n\n**Verdict: {}.** {}\n\n*The claim:* {}\n\n", s.number, md_text(s.title),
-                               md_text(s.verdict.verdict), md_text(s.verdict.text), md_text(s.claim));
-  for (const auto& p : s.paragraphs) md += md_text(p) + "\n\n";
+  std::string md =
+      fmt::format("## {}. {}\n\n**Verdict: {}.** {}\n\n*The claim:* {}\n\n", s.number, markdown_text(s.title),
+                  markdown_text(s.verdict.verdict), markdown_text(s.verdict.text), markdown_text(s.claim));
+  for (const auto& p : s.paragraphs) md += markdown_text(p) + "\n\n";
   for (const auto& id : s.figures) {
     const auto* f = find_explain_figure(id);
     if (!f) continue;
@@ -220,13 +203,13 @@ std::string explain_markdown(const Explanation& e, const std::vector<std::string
   std::map<std::string, std::string> drawn;
   for (const auto& f : figures_drawn) drawn[f] = f;
   std::string md = "# Why divide attention scores by sqrt(d_k)? The argument, measured\n\n";
-  md += "Setup: " + md_text(e.setup) + ". The same page, interactive: explain.html.\n\n";
-  for (const auto& n : e.notes) md += "- Note: " + md_text(n) + "\n";
-  if (!plot_note.empty()) md += "- Note: " + md_text(plot_note) + "\n";
+  md += "Setup: " + markdown_text(e.setup) + ". The same page, interactive: explain.html.\n\n";
+  for (const auto& n : e.notes) md += "- Note: " + markdown_text(n) + "\n";
+  if (!plot_note.empty()) md += "- Note: " + markdown_text(plot_note) + "\n";
   if (!e.notes.empty() || !plot_note.empty()) md += "\n";
   md += "| step | verdict |\n|---|---|\n";
   for (const auto& s : e.sections)
-    md += fmt::format("| {}. {} | {} |\n", s.number, md_text(s.title), md_text(s.verdict.verdict));
+    md += fmt::format("| {}. {} | {} |\n", s.number, markdown_text(s.title), markdown_text(s.verdict.verdict));
   md += "\n";
   for (const auto& s : e.sections) md += section_markdown(s, drawn);
   md += "## The numbers\n\n" + points_table(e).markdown() + "\n";

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/escape.h"
 #include "report/summary.h"
 #include "report/tables.h"
 
@@ -944,19 +945,22 @@ std::vector<FindingLine> findings(const Comparison& c) {
   return at_most_ten(std::move(out), roles.scaling_lines, roles.gradient_lines, roles.saturation_lines);
 }
 
-std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to) {
+std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to,
+                                                 bool for_markdown) {
   std::vector<std::string> out;
   const auto extra = distinguishing_keys(c.arms);
+  const auto name = [&](const std::string& text) { return for_markdown ? markdown_name(text) : escape_name(text); };
   for (const ArmStats& arm : c.arms)
     for (const auto& group : arm.duplicate_seeds) {
       std::vector<std::string> dirs;
-      for (auto i : group) dirs.push_back(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to));
+      for (auto i : group)
+        dirs.push_back(name(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to)));
       const nlohmann::json& config = c.runs[group.front()].config;
       out.push_back(fmt::format(
           "arm {}: seed {} (data_seed {}) is in {} runs: {}; all count in the arm's means and sd (so the sd "
           "understates the spread over seeds), the seeds column counts it once",
-          arm_label(arm, extra), setting_text(config, "seed"), setting_text(config, "data_seed"), group.size(),
-          join(dirs, ", ")));
+          name(arm_label(arm, extra)), name(setting_text(config, "seed")), name(setting_text(config, "data_seed")),
+          group.size(), join(dirs, ", ")));
     }
   return out;
 }
@@ -1152,7 +1156,7 @@ std::string results_section(const Comparison& c, const ReportContext& ctx) {
   std::string md;
   md += "## Results by arm\n\n" + arm_table(c).markdown() + "\n";
   md += summary_section(ctx);
-  const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir);
+  const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir, true);
   if (!duplicates.empty()) {
     md +=
         "**Duplicate seeds.** Runs of one arm with the same seed and data_seed are the same run twice, not two "
@@ -1278,7 +1282,7 @@ std::string runs_read_section(const Comparison& c, const ReportContext& ctx) {
     for (auto i : arm.runs) arm_of_run[i] = &arm;
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const RunRecord& run = c.runs[i];
-    runs.rows.push_back({shown_path(run.dir, ctx.out_dir), arm_label(*arm_of_run[i], extra),
+    runs.rows.push_back({markdown_name(shown_path(run.dir, ctx.out_dir)), arm_label(*arm_of_run[i], extra),
                          setting_text(run.config, "seed"), fmt::format("{}/{}", run.series.size(), run.steps_planned),
                          run_status(run)});
   }

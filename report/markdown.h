@@ -37,8 +37,10 @@ StoryChecks story_checks(const Comparison& c);
 
 /// One line per arm and (seed, data_seed) pair that more than one of its runs share, naming the run directories
 /// (relative to `relative_to` when not empty). Such runs all stay in the arm's means and sd (which then understate
-/// the spread over seeds); the seeds column counts the pair once.
-std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to = "");
+/// the spread over seeds); the seeds column counts the pair once. Names in a line are escaped for where it goes: as
+/// escape_name for a terminal, as markdown_name for report.md (`for_markdown`; the line then needs markdown_escape).
+std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to = "",
+                                                 bool for_markdown = false);
 
 /// One line of report.md's Findings section: a sentence counted from the numbers, and where its details are.
 struct FindingLine {

@@ -67,18 +67,21 @@ std::vector<std::string> setting_cells(const ArmStats& arm, const std::vector<st
 std::string Table::text() const {
   // Cells hold data (run names, setting values): a newline in one would forge a row, an escape move the cursor.
   Table shown = *this;
-  for (std::string& cell : shown.header) cell = escape_control(cell);
+  for (std::string& cell : shown.header) cell = escape_name(cell);
   for (auto& row : shown.rows)
-    for (std::string& cell : row) cell = escape_control(cell);
+    for (std::string& cell : row) cell = escape_name(cell);
+  // A column is padded to its widest cell up to kMaxPaddedWidth; a longer cell is printed whole, unpadded, so that
+  // one long name does not pad every other row to its length.
   std::vector<std::size_t> w(shown.header.size(), 0);
-  for (std::size_t i = 0; i < shown.header.size(); ++i) w[i] = width(shown.header[i]);
+  for (std::size_t i = 0; i < shown.header.size(); ++i) w[i] = std::min(width(shown.header[i]), kMaxPaddedWidth);
   for (const auto& row : shown.rows)
-    for (std::size_t i = 0; i < row.size() && i < w.size(); ++i) w[i] = std::max(w[i], width(row[i]));
+    for (std::size_t i = 0; i < row.size() && i < w.size(); ++i)
+      w[i] = std::max(w[i], std::min(width(row[i]), kMaxPaddedWidth));
   const std::vector<bool> numeric = numeric_columns(shown);
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
     for (std::size_t i = 0; i < cells.size() && i < w.size(); ++i) {
-      const std::string pad(w[i] - width(cells[i]), ' ');
+      const std::string pad(w[i] - std::min(w[i], width(cells[i])), ' ');
       const bool right = numeric[i];
       out += (i ? "  " : "") + (right ? pad + cells[i] : cells[i] + (i + 1 < cells.size() ? pad : ""));
     }
@@ -95,9 +98,10 @@ std::string Table::text() const {
 std::string markdown_escape(const std::string& text) {
   std::string out;
   out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
+  std::size_t backslashes = 0;  // just before text[i]; a '|' after an odd number of them is escaped already
+  for (std::size_t i = 0; i < text.size(); backslashes = text[i] == '\\' ? backslashes + 1 : 0, ++i) {
     const char ch = text[i];
-    if (ch == '|' && (i == 0 || text[i - 1] != '\\'))
+    if (ch == '|' && backslashes % 2 == 0)
       out += "\\|";
     else if (ch == '\n' || ch == '\r')
       out += ' ';
@@ -114,6 +118,23 @@ std::string markdown_escape(const std::string& text) {
   }
   return out;
 }
+
+std::string markdown_text(const std::string& text, bool table_cell) {
+  const std::string valid = escape_invalid_utf8(text);
+  std::string out;
+  for (const char ch : valid) {
+    if (ch == '\n' || ch == '\r') {
+      out += ' ';
+      continue;
+    }
+    const std::string_view markup = table_cell ? "\\`*_[]>#!~" : "\\`*_[]<>#|!~";
+    if (markup.find(ch) != std::string_view::npos) out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+std::string markdown_name(const std::string& name) { return markdown_text(escape_name(name), true); }
 
 std::string Table::markdown() const {
   auto line = [](const std::vector<std::string>& cells) {

@@ -10,10 +10,14 @@
 
 namespace xgrad::train {
 
+/// The widest a text table pads a column to, in characters.
+inline constexpr std::size_t kMaxPaddedWidth = 60;
+
 struct Table {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
-  /// Columns padded to their widest cell (UTF-8 aware), two spaces apart, text left- and numbers right-aligned.
+  /// Columns padded to their widest cell (UTF-8 aware) up to kMaxPaddedWidth, two spaces apart, text left- and
+  /// numbers right-aligned; a longer cell is printed whole, unpadded. Cells through escape_name.
   std::string text() const;
   /// A GitHub-flavoured markdown table; every cell through markdown_escape.
   std::string markdown() const;
@@ -23,6 +27,16 @@ struct Table {
 /// (a cell separator otherwise), CR and LF become spaces (they would end the row or item), '<' becomes "&lt;" (run
 /// names and setting values are not HTML). Idempotent: escaping twice gives the same text.
 std::string markdown_escape(const std::string& text);
+
+/// `text` (labels, paths, setting values) as markdown that shows it literally: every character markdown could read
+/// as markup (\ ` * _ [ ] > # ! ~, and outside a table cell < and |) escaped with a backslash, line breaks as
+/// spaces, bytes that are not UTF-8 as \xHH. With table_cell, '<' and '|' are left to markdown_escape, which the
+/// text must then pass through (Table::markdown does for every cell).
+std::string markdown_text(const std::string& text, bool table_cell = false);
+
+/// A name (run directory, setting value) inside report.md text that then passes through markdown_escape (a table
+/// cell, a list item): escape_name's one line, with no live link, image, emphasis or code span.
+std::string markdown_name(const std::string& name);
 
 /// One row per arm: settings, seeds, final loss mean ± sd, final accuracy, steps to the loss and accuracy
 /// thresholds, mean loss over steps, fractions of steps with an exactly-zero W_q / W_k gradient ("W_q grad =0") and

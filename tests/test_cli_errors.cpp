@@ -921,3 +921,20 @@ TEST_CASE("xgrad explain --runs: run names with terminal escapes, newlines or C1
   CHECK(r.out.find("evil\\e]0;PWNED\\a\\e[31m\\nRED\\u009B2J-broken") != std::string::npos);
   CHECK(r.out.find("evil\\e]0;PWNED\\a\\e[31m\\nRED\\u009B2J-cut") != std::string::npos);
 }
+
+TEST_CASE("an --out too long for the file system is a usage error naming --out in every command that writes one") {
+  const TempDir root("cli_long_out");
+  const std::string input = root.string();
+  const std::string long_name = input + "/" + std::string(5000, 'o');
+  std::string long_path = input;
+  while (long_path.size() < 5000) long_path += "/" + std::string(200, 'p');
+  for (const std::string& out : {long_name, long_path})
+    check_refusals({
+        {{"compare", input, "--out", out}, 2, "--out: "},
+        {{"explain", "--out", out}, 2, "--out: "},
+        {{"export", "tensorboard", input, "--out", out}, 2, "--out: "},
+        {{"train", "--out", out}, 2, "--out: "},
+        {{"sweep", "--out", out}, 2, "--out: "},
+    });
+  CHECK_FALSE(fs::exists(root / std::string(200, 'p')));
+}

@@ -37,6 +37,7 @@
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/run_files.h"
+#include "tests/support/shown_text.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/run_files.h"
@@ -1522,7 +1523,8 @@ TEST_CASE("report.md escapes run names and setting values: '|' and newlines keep
   INFO(md);
   CHECK(md.find("<img") == std::string::npos);
   CHECK(md.find("<b>") == std::string::npos);
-  CHECK(md.find("a\\|b c&lt;img src=x onerror=alert(1)>") != std::string::npos);
+  // The name as text: its newline shown as \n (the backslash escaped for markdown), '|' and '<' escaped.
+  CHECK(md.find("a\\|b\\\\nc&lt;img src=x onerror=alert(1)\\>") != std::string::npos);
   // Every table keeps its header's number of cells on every line.
   std::istringstream lines(md);
   std::size_t header_pipes = 0, table_lines = 0;
@@ -1820,7 +1822,7 @@ TEST_CASE("no command runs from data: backticks, $(), quotes, newlines and syste
   CHECK_FALSE(has_control(console, true));
   CHECK_FALSE(has_control(md, true));
   CHECK(console.find("run\\e]0;title\\a\\e[2J") != std::string::npos);
-  CHECK(md.find("run\\e]0;title\\a\\e[2J") != std::string::npos);
+  CHECK(md.find("run\\\\e\\]0;title\\\\a\\\\e\\[2J") != std::string::npos);  // as markdown text
   if (!options.plots) {
     MESSAGE("gnuplot not installed: SVG text check skipped");
     return;
@@ -2162,4 +2164,34 @@ TEST_CASE("a metrics.csv that names a column twice is not read: the run is skipp
   std::ofstream(root / "run" / "metrics.csv") << csv;
   CHECK_THROWS_WITH_AS(load_run((root / "run").string()), doctest::Contains("names column 'step' twice"),
                        std::runtime_error);
+}
+
+TEST_CASE("a terminal table pads a column to a bounded width: one very long cell does not widen every row") {
+  Table t;
+  t.header = {"name", "value"};
+  t.rows.push_back({std::string(5000, 'x'), "1"});
+  for (int i = 0; i < 100; ++i) t.rows.push_back({"r" + std::to_string(i), std::to_string(i)});
+  t.rows.push_back({"bad\xff\nforged", "2"});
+  const std::string text = t.text();
+  CHECK(text.size() < 5000 + 102 * (kMaxPaddedWidth + 20));
+  CHECK(text.find(std::string(5000, 'x')) != std::string::npos);  // the long cell is shown whole
+  CHECK(raw_lines(text).empty());
+  CHECK_FALSE(has_line_starting(text, "forged"));
+}
+
+TEST_CASE("markdown_name: a name is one line of inert markdown text, valid UTF-8, its '|' never a cell separator") {
+  for (const std::string name :
+       {"[click](javascript:alert(1))", "![img](http:x.example|y)", "a\\|b", "nl\nx\xff\xfe", "`code` *em* _u_ <b>"}) {
+    const std::string md = markdown_escape(markdown_name(name));
+    INFO(md);
+    CHECK(raw_lines(md).empty());
+    CHECK(md.find('\n') == std::string::npos);
+    const bool no_link = md.find("](") == std::string::npos || md.find("\\](") != std::string::npos;
+    CHECK(no_link);
+    CHECK(md.find('<') == std::string::npos);
+    for (std::size_t i = 0, slashes = 0; i < md.size(); slashes = md[i] == '\\' ? slashes + 1 : 0, ++i)
+      if (md[i] == '|' || md[i] == '[' || md[i] == '`' || md[i] == '*' || md[i] == '_') CHECK(slashes % 2 == 1);
+    CHECK(markdown_escape(md) == md);  // idempotent
+  }
+  CHECK(markdown_text("caf\xC3\xA9 \xFF").find("\\xFF") != std::string::npos);  // invalid UTF-8 shown, not passed
 }

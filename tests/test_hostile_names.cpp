@@ -22,6 +22,7 @@
 #include "tests/support/fake_run.h"
 #include "tests/support/process.h"
 #include "tests/support/run_files.h"
+#include "tests/support/shown_text.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -229,4 +230,59 @@ TEST_CASE("sweep run-one: a point name in sweep.json that is a path writes its c
   for (const std::string& f : files_under(root)) CHECK_MESSAGE(f.rfind("sweep/", 0) == 0, f);
   for (const auto& e : fs::directory_iterator(out / "configs")) CHECK(is_safe_file_stem(e.path().stem().string()));
   CHECK(fs::is_regular_file(out / "configs" / (safe_file_stem("../../PWNED_CONFIG") + ".json")));
+}
+
+TEST_CASE("compare and export show a run directory's newline and invalid UTF-8 escaped: no forged line, no raw byte") {
+  const TempDir root("hostile_dir_lines");
+  const fs::path runs = root / "hn";
+  FakeRun r;  // one seed in every run: compare warns of the duplicates, naming each directory
+  for (int step = 0; step < 10; ++step) r.loss.push_back(2.0 - 0.1 * step);
+  xgrad::testing::write_run(runs / "plain", r);
+  // Copies, as `cp -r` makes them: config.json keeps the UTF-8 path it was written under.
+  for (const std::string name : {"nl\nforged: ok", "\xff\xfe"}) fs::copy(runs / "plain", runs / name);
+
+  const xgrad::testing::ProcessResult compared =
+      run_xgrad({"compare", runs.string(), "--out", (root / "hnc").string()}, xgrad::testing::merged_output());
+  INFO(compared.out);
+  REQUIRE(compared.exit_code == 0);
+  CHECK(compared.out.find("duplicate seed") != std::string::npos);
+  CHECK(xgrad::testing::raw_lines(compared.out).empty());
+  CHECK_FALSE(xgrad::testing::has_line_starting(compared.out, "forged"));
+  const std::string md = read_text(root / "hnc" / "report.md");
+  CHECK(xgrad::testing::raw_lines(md).empty());
+  CHECK_FALSE(xgrad::testing::has_line_starting(md, "forged"));
+
+  const xgrad::testing::ProcessResult exported = run_xgrad(
+      {"export", "tensorboard", runs.string(), "--out", (root / "hnt").string()}, xgrad::testing::merged_output());
+  INFO(exported.out);
+  REQUIRE(exported.exit_code == 0);
+  CHECK(xgrad::testing::raw_lines(exported.out).empty());
+  CHECK_FALSE(xgrad::testing::has_line_starting(exported.out, "forged"));
+}
+
+TEST_CASE("report.md shows run directories named like a Markdown link or image as text, not as a link or image") {
+  const TempDir root("hostile_dir_markdown");
+  const fs::path runs = root / "hm";
+  FakeRun r;
+  for (int step = 0; step < 10; ++step) r.loss.push_back(2.0 - 0.1 * step);
+  for (const std::string name : {"[click](javascript:alert(1))", "![img](http:x.example|y)", "a\\|b"})
+    xgrad::testing::write_run(runs / name, r);
+  const xgrad::testing::ProcessResult compared =
+      run_xgrad({"compare", runs.string(), "--out", (root / "hmc").string()}, xgrad::testing::merged_output());
+  INFO(compared.out);
+  REQUIRE(compared.exit_code == 0);
+  const std::string md = read_text(root / "hmc" / "report.md");
+  INFO(md);
+  // A live link or image needs "](" after an unescaped "[": escaped, the name's brackets are "\[" and "\]".
+  CHECK(md.find("[click](") == std::string::npos);
+  CHECK(md.find("[img](") == std::string::npos);
+  // Every row of the runs table has its five cells: a name's '|' after a backslash does not split a cell.
+  std::istringstream lines(md);
+  for (std::string l; std::getline(lines, l);)
+    if (l.find("a\\\\") != std::string::npos && l.rfind("| ", 0) == 0) {
+      std::size_t cells = 0;
+      for (std::size_t i = 0, slashes = 0; i < l.size(); slashes = l[i] == '\\' ? slashes + 1 : 0, ++i)
+        cells += l[i] == '|' && slashes % 2 == 0;
+      CHECK_MESSAGE(cells == 6, l);
+    }
 }

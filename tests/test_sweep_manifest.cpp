@@ -29,6 +29,7 @@
 #include "tests/support/process.h"
 #include "tests/support/refusals.h"
 #include "tests/support/run_files.h"
+#include "tests/support/shown_text.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -649,4 +650,24 @@ TEST_CASE("sweep run-one: a point name with terminal escapes, a newline or C1 co
     CHECK(r.out.find('\a') == std::string::npos);
     CHECK(r.out.find("\xc2\x9b") == std::string::npos);
   }
+}
+
+TEST_CASE("sweep status: names and the preset from sweep.json stay on their lines, unpadded past a bound, unrun") {
+  const TempDir root("manifest_status_names");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "5", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
+  const std::string huge(1 << 20, 'n');
+  nlohmann::json index = nlohmann::json::parse(read_text(out / "sweep.json"));
+  index["runs"][0]["name"] = "evil\nline2";
+  index["runs"][1]["name"] = huge;
+  index["preset"] = {{"name", "lr $(touch " + (root / "PWNED").string() + ");rm -rf ~"}, {"quick", false}};
+  std::ofstream(out / "sweep.json", std::ios::trunc) << index.dump(2);
+  const ProcessResult r = run_xgrad({"sweep", "status", out.string()}, merged_output());
+  CHECK(r.exit_code == 0);
+  CHECK(raw_lines(r.out).empty());
+  CHECK_FALSE(has_line_starting(r.out, "line2"));
+  CHECK(r.out.size() < huge.size() + 10000);  // the long name once, no row padded to it
+  // No suggested command holds the preset's name unquoted.
+  CHECK(r.out.find("--preset lr $(") == std::string::npos);
+  CHECK_FALSE(fs::exists(root / "PWNED"));
 }

@@ -14,6 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include "common/escape.h"
 #include "nn/checkpoint.h"
 #include "train/json_file.h"
 #include "train/run_checkpoint.h"
@@ -158,6 +161,15 @@ bool RunLock::acquire(const fs::path& dir, bool required) {
 
 void check_output_directory(const std::string& dir, const std::string& what) {
   if (dir.empty()) throw ConfigError("--out: empty; name " + what);
+  // A name the file system cannot hold is a usage error, the same in every command, not a failure to create it.
+  if (dir.size() >= PATH_MAX)
+    throw ConfigError(fmt::format("--out: '{}...' is {} bytes, more than the {} a path may have",
+                                  escape_name(dir.substr(0, 40)), dir.size(), PATH_MAX - 1));
+  for (const auto& part : fs::path(dir))
+    if (part.string().size() > TrainConfig::kMaxFileNameBytes)
+      throw ConfigError(fmt::format("--out: the name '{}...' in it is {} bytes, more than the {} a file name may have",
+                                    escape_name(part.string().substr(0, 40)), part.string().size(),
+                                    TrainConfig::kMaxFileNameBytes));
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw ConfigError("--out: " + dir + " exists and is not a directory");

@@ -72,8 +72,9 @@ std::string run_lock_holder(const std::filesystem::path& dir);
 inline constexpr const char* kInheritedLockVariable = "XGRAD_RUN_LOCK_FD";
 
 /// Throws ConfigError "--out: empty; name <what>" for an empty `dir`, and "--out: DIR exists and is not a directory"
-/// for a path that exists as anything but a directory (a regular file, /dev/null, a FIFO): the one check of the
-/// directory a command writes into (train, sweep, experiment, compare, explain, export), before anything is done.
+/// for a path that exists as anything but a directory (a regular file, /dev/null, a FIFO), and "--out: ... bytes"
+/// for a path of PATH_MAX bytes or more or a name in it longer than TrainConfig::kMaxFileNameBytes: the one check of
+/// the directory a command writes into (train, sweep, experiment, compare, explain, export), before anything is done.
 /// `what` says what the directory is for ("a report directory").
 void check_output_directory(const std::string& dir, const std::string& what);
 
