@@ -560,7 +560,7 @@ int compare_command(Commands& c) {
   for (const std::string& dir : c.compare_opts.inputs) {
     std::string copy = dir;
     const std::string error = CLI::ExistingDirectory(copy);
-    if (!error.empty()) throw ConfigError("dirs: " + error);
+    if (!error.empty()) throw ConfigError("compare: " + escape_name(error) + " (give run or sweep directories)");
   }
   run_compare(c.compare_opts, std::cout);
   return 0;

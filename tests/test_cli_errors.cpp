@@ -350,7 +350,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       // An unknown flag of compare is named, not taken for a directory (its value would be).
       {{"compare", run_dir, "--lr", "0.1"}, 2, "--lr: not a flag of compare (flags: --out, --loss-threshold,"},
       {{"compare", run_dir, "--lr=0.1"}, 2, "--lr: not a flag of compare"},
-      {{"compare", (root / "absent").string()}, 2, "dirs: Directory does not exist"},
+      {{"compare", (root / "absent").string()}, 2, "compare: Directory does not exist"},
       {{"compare", run_dir, "--out", ""}, 2, "--out: empty; name a report directory, or leave --out out to write into"},
       {{"export"}, 2, "export: a format is required (allowed: tensorboard; see 'xgrad export --help')"},
       {{"export", "csv"}, 2, "export: unknown format 'csv' (allowed: tensorboard; see 'xgrad export --help')"},
