@@ -749,8 +749,12 @@ int run_command(Commands& c) {
   } catch (const std::invalid_argument& e) {
     return fail(2, std::string("xgrad: ") + e.what());
   } catch (const std::bad_alloc&) {
+    // Only the commands that build a model from flags have these flags to reduce.
+    const bool model_flags = *c.train_cmd || *c.sweep_cmd || *c.exp_cmd;
     return fail(1, "xgrad: error: " + platform::out_of_memory_text() +
-                       "; reduce --d-model, --d-ff, --n-layers or --batch-size");
+                       (model_flags                       ? "; reduce --d-model, --d-ff, --n-layers or --batch-size"
+                        : platform::address_space_limit() ? "; raise the limit"
+                                                          : ""));
   } catch (const std::system_error& e) {
     // EAGAIN from std::thread: under an address-space limit, the new thread's stack did not fit.
     const std::string limit = platform::address_space_limit_text();

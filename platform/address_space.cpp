@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,9 @@ constexpr char kThreadsVariable[] = "OPENBLAS_NUM_THREADS";
 constexpr char kOneThread[] = "OPENBLAS_NUM_THREADS=1";
 // Set for the re-executed image when the user's environment had no OPENBLAS_NUM_THREADS: main() removes both.
 constexpr char kUnsetMarker[] = "XGRAD_UNSET_OPENBLAS_NUM_THREADS=1";
+
+// What OpenBLAS has mapped of its buffers, counted by this process's mmap (below).
+std::atomic<std::uint64_t> g_blas_mapped{0};
 
 // The environment entry fit_blas_to_address_space replaced in place (the user's OPENBLAS_NUM_THREADS=N), if any.
 const char* g_replaced_entry = nullptr;
@@ -74,6 +78,8 @@ std::uint64_t default_stack_bytes() {
 }
 
 }  // namespace
+
+std::uint64_t blas_buffers_mapped() { return g_blas_mapped.load(); }
 
 std::uint64_t address_space_limit() {
   rlimit limit{};
@@ -155,8 +161,13 @@ void restore_blas_environment() {
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 extern "C" void* mmap(void* address, std::size_t length, int protection, int flags, int fd, off_t offset) noexcept {
   const long result = syscall(SYS_mmap, address, length, protection, flags, fd, offset);
-  if (result != -1 || errno != ENOMEM || !(flags & MAP_ANONYMOUS) ||
-      !xgrad::platform::in_openblas(__builtin_return_address(0)))
+  if (result != -1) {
+    if (length >= xgrad::platform::kBlasBufferBytes && (flags & MAP_ANONYMOUS) &&
+        xgrad::platform::in_openblas(__builtin_return_address(0)))
+      xgrad::platform::g_blas_mapped += length;
+    return reinterpret_cast<void*>(result);
+  }
+  if (errno != ENOMEM || !(flags & MAP_ANONYMOUS) || !xgrad::platform::in_openblas(__builtin_return_address(0)))
     return reinterpret_cast<void*>(result);
   char message[512];
   const std::uint64_t limit = xgrad::platform::address_space_limit(), in_use = xgrad::platform::address_space_in_use();

@@ -32,6 +32,10 @@ std::uint64_t address_space_in_use();
 /// besides the caller, `threads` - 1), and a stack per thread started (both pools' extra threads).
 std::uint64_t threads_address_space(int threads);
 
+/// The bytes of the buffers OpenBLAS has mapped so far (they are part of address_space_in_use()); 0 in a sanitizer
+/// build, which does not watch the mappings.
+std::uint64_t blas_buffers_mapped();
+
 /// "the address-space limit of 293 MiB (ulimit -v 300000)"; "" when unlimited.
 std::string address_space_limit_text();
 

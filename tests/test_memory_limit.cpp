@@ -275,3 +275,33 @@ TEST_CASE("a BLAS buffer that cannot be mapped under the limit ends the process 
   CHECK(WEXITSTATUS(status) == 1);
   CHECK(text.find("ulimit -v") != std::string::npos);
 }
+
+TEST_CASE("explain runs under a limit that holds one small model and one BLAS buffer") {
+  // explain builds a model per d_k after its first BLAS call has mapped the buffer: that buffer is in the address
+  // space in use, and counting it again as still to come refused a command that needs about 190 MB at 300 MB.
+  if (sanitized()) return;
+  const TempDir root("memlimit_explain");
+  std::vector<std::string> args = words("explain --d-k 4,16 --d-model 16 --out");
+  args.push_back((root / "explain").string());
+  Process p(xgrad_command(args), limited(300000, 1));
+  if (const auto r = ended(p)) {
+    INFO("stderr: " << r->err);
+    CHECK(r->exit_code == 0);
+  }
+}
+
+TEST_CASE("out of memory in a command without model flags names the limit, not training flags") {
+  if (sanitized()) return;
+  const TempDir root("memlimit_compare_advice");
+  const fs::path a = root / "a";
+  REQUIRE(run_process(tiny_train(a, 1)).exit_code == 0);
+  for (long long kib : {57000LL, 60000LL, 70000LL}) {
+    CAPTURE(kib);
+    Process p(xgrad_command({"compare", a.string(), "--out", (root / ("c" + std::to_string(kib))).string()}),
+              limited(kib, 1));
+    if (const auto r = ended(p)) {
+      check_result_or_limit(*r);
+      CHECK(r->err.find("--d-model") == std::string::npos);
+    }
+  }
+}

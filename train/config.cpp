@@ -288,11 +288,13 @@ void TrainConfig::refuse_above_address_space(const MemoryEstimate& memory) const
       held += t.bytes;
       if (!largest || t.bytes > largest->bytes) largest = &t;
     }
-  const std::uint64_t blas = platform::threads_address_space(static_cast<int>(threads));
+  // Buffers BLAS has mapped already (an earlier model of this process) are in the address space in use.
+  const std::uint64_t all = platform::threads_address_space(static_cast<int>(threads)),
+                      mapped = platform::blas_buffers_mapped(), blas = all > mapped ? all - mapped : 0;
   platform::require_address_space(
       static_cast<std::uint64_t>(held) + blas,
       fmt::format("the run ({:.0f} MiB for its weights and optimizer state, {:.0f} MiB of it for {}; {:.0f} MiB of "
-                  "BLAS buffers and thread stacks for --threads {}; its data and activations besides)",
+                  "BLAS buffers and thread stacks for {} thread(s); its data and activations besides)",
                   held / (1024.0 * 1024), largest->bytes / (1024.0 * 1024), largest->what,
                   static_cast<double>(blas) / (1024.0 * 1024), threads),
       "raise the limit or reduce " + largest->factors + (threads > 1 ? " or --threads" : ""));
