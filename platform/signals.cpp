@@ -93,15 +93,8 @@ bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct si
 }
 
 namespace {
-volatile sig_atomic_t g_watched_signal = 0;  // the stop signal a watchdog is armed for, 0 when none
-
-extern "C" void xgrad_on_stop_watchdog(int) {
-  const int signal = g_watched_signal;
-  if (signal == 0) return;
-  static const char message[] =
-      "xgrad: the run did not reach the end of its step after the stop signal (it cannot progress); ending it "
-      "without a checkpoint\n";
-  (void)!write(STDERR_FILENO, message, sizeof message - 1);
+// Ends the process by `signal` as if no handler had been installed (async-signal-safe: sigaction, sigprocmask, raise).
+void raise_with_default_action(int signal) noexcept {
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
@@ -111,6 +104,18 @@ extern "C" void xgrad_on_stop_watchdog(int) {
   sigaddset(&only, signal);
   sigprocmask(SIG_UNBLOCK, &only, nullptr);
   raise(signal);
+}
+
+volatile sig_atomic_t g_watched_signal = 0;  // the stop signal a watchdog is armed for, 0 when none
+
+extern "C" void xgrad_on_stop_watchdog(int) {
+  const int signal = g_watched_signal;
+  if (signal == 0) return;
+  static const char message[] =
+      "xgrad: the run did not reach the end of its step after the stop signal (it cannot progress); ending it "
+      "without a checkpoint\n";
+  (void)!write(STDERR_FILENO, message, sizeof message - 1);
+  raise_with_default_action(signal);
   _exit(128 + signal);
 }
 }  // namespace
@@ -132,15 +137,7 @@ void disarm_stop_watchdog() noexcept {
 
 int end_by_signal(int signal) {
   std::fflush(nullptr);
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  sigemptyset(&default_action.sa_mask);
-  sigaction(signal, &default_action, nullptr);
-  sigset_t only;
-  sigemptyset(&only);
-  sigaddset(&only, signal);
-  sigprocmask(SIG_UNBLOCK, &only, nullptr);
-  raise(signal);
+  raise_with_default_action(signal);
   return 128 + signal;
 }
 
