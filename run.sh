@@ -3,6 +3,7 @@
 #   ./run.sh experiment [flags]   run an experiment preset (default dk: scaled vs unscaled at d_k 16 to 1024) and write the report
 #   ./run.sh test                 run the test suite (ctest)
 #   ./run.sh sanitize             build with ASan + UBSan in build-asan/ and run the sanitizer suite there
+#   ./run.sh clang                build every target with Clang in build-clang/ (warnings are errors) and run the suite
 #   ./run.sh build                only install and build
 #   ./run.sh corpus               install and write the text corpus of --preset text and the nanoGPT bench; print its path
 # Flags after `experiment` go to `xgrad experiment` (see ./build/bin/xgrad experiment --help).
@@ -18,6 +19,12 @@ PACKAGES=(g++ make cmake pkg-config ccache
 # sweep as a job array (ctest slurm_sweep: munge, slurmctld, slurmd and the client commands); protoc, protobuf and
 # crcmod read TensorBoard event files with TensorBoard's schema (ctest tensorboard_events).
 TEST_PACKAGES=(python3-numpy chromium munge slurmctld slurmd slurm-client protobuf-compiler python3-protobuf python3-crcmod)
+# `./run.sh clang` runs the suite but the browser, Slurm and MPI tests (they drive the xgrad executable as the other
+# tests do, so a second compiler adds nothing there).
+CLANG_PACKAGES=(clang python3-numpy protobuf-compiler python3-protobuf python3-crcmod)
+
+# XGRAD_WERROR=ON (CI sets it) makes every warning of the release build an error; `./run.sh clang` always does.
+WERROR="${XGRAD_WERROR:-OFF}"
 
 # Each stage says how long it took, so that growth is seen when it happens.
 stage_start=$SECONDS
@@ -86,11 +93,13 @@ compile() {
 build() {
   install_packages
   stage_done "installing packages"
-  # Configured once; again when ccache has come since (a tree configured without it would never use it).
+  # Configured once; again when ccache has come since (a tree configured without it would never use it), or when
+  # XGRAD_WERROR changed.
   if [ ! -f build/CMakeCache.txt ] ||
-    { [ -n "$(launcher_flags)" ] && ! grep -q '^CMAKE_CXX_COMPILER_LAUNCHER' build/CMakeCache.txt; }; then
+    { [ -n "$(launcher_flags)" ] && ! grep -q '^CMAKE_CXX_COMPILER_LAUNCHER' build/CMakeCache.txt; } ||
+    ! grep -q "^XGRAD_WERROR:BOOL=$WERROR\$" build/CMakeCache.txt; then
     # shellcheck disable=SC2046
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(launcher_flags) >/dev/null
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DXGRAD_WERROR="$WERROR" $(launcher_flags) >/dev/null
   fi
   compile build "the release build" "$@"
 }
@@ -172,8 +181,25 @@ case "$cmd" in
     stage_done "the sanitizer suite (ctest -L sanitize)"
     exit $rc
     ;;
+  clang)
+    # Every target (product, tests, bench, examples) compiled by Clang with warnings as errors, through ccache like
+    # the other builds, then the suite but the browser, Slurm and MPI tests (CLANG_PACKAGES). GCC alone let
+    # Clang-only errors (a structured binding captured by a lambda) in unseen.
+    install_packages "${CLANG_PACKAGES[@]}"
+    stage_done "installing packages"
+    # shellcheck disable=SC2046
+    cmake -S . -B build-clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release -DXGRAD_WERROR=ON \
+      $(launcher_flags) >/dev/null
+    compile build-clang "the Clang build"
+    cd build-clang
+    rc=0
+    ctest --output-on-failure -j"$(nproc)" -E 'browser|slurm|mpi' "$@" || rc=$?
+    stage_done "the test suite under Clang (ctest -E 'browser|slurm|mpi')"
+    exit $rc
+    ;;
   *)
-    echo "usage: ./run.sh experiment [flags] | ./run.sh test | ./run.sh sanitize | ./run.sh build | ./run.sh corpus" >&2
+    echo "usage: ./run.sh experiment [flags] | ./run.sh test | ./run.sh sanitize | ./run.sh clang | ./run.sh build |" \
+      "./run.sh corpus" >&2
     exit 2
     ;;
 esac

@@ -18,7 +18,10 @@
 #include "train/json_file.h"
 #include "train/settings.h"
 
-namespace xgrad::train {
+namespace xgrad::cli {
+using train::ConfigError;
+using train::find_component;
+using train::TrainConfig;
 
 CLI::Validator whole_number(std::uint64_t lo, std::uint64_t hi) {
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
@@ -163,10 +166,10 @@ CLI::Validator arm_entry() {
 
 std::vector<RefusedFlag> probe_refused_flags(const std::string& command) {
   std::vector<std::string> flags;
-  for (const CoreSetting& c : core_settings())
+  for (const train::CoreSetting& c : train::core_settings())
     if ((c.setting.commands & Setting::kSweep) && !(c.setting.commands & Setting::kProbe))
       flags.push_back(c.setting.flag());
-  for (const ComponentSetting& c : component_settings())
+  for (const train::ComponentSetting& c : train::component_settings())
     if (c.component == "optimizer" || c.component == "lr_schedule") flags.push_back(c.setting.flag());
   const std::string batch = command == "probe" ? "one forward batch" : "one forward and backward batch";
   std::vector<RefusedFlag> out;
@@ -257,12 +260,12 @@ void add_setting_flag(CLI::App& app, Setting setting, const std::string& help, G
 
 void add_setting_flags(CLI::App& app, unsigned command, GivenSettings& given, const TrainConfig& shown,
                        const std::string& no_data_task) {
-  for (const CoreSetting& c : core_settings()) {
+  for (const train::CoreSetting& c : train::core_settings()) {
     if (!(c.setting.commands & command)) continue;
     Setting s = c.setting;
     std::function<std::string(const std::string&)> extra;
     std::string help = s.help;
-    if (const Component* component = find_component(s.key)) {
+    if (const train::Component* component = find_component(s.key)) {
       s.choices = component->names();
       if (!no_data_task.empty() && s.key == "task") {
         s.choices.erase(std::remove(s.choices.begin(), s.choices.end(), "data"), s.choices.end());
@@ -288,7 +291,7 @@ void add_setting_flags(CLI::App& app, unsigned command, GivenSettings& given, co
       };
     add_setting_flag(app, s, help, given, value, extra);
   }
-  for (const ComponentSetting& c : component_settings()) {
+  for (const train::ComponentSetting& c : train::component_settings()) {
     // Which entries read it, unless the declaration's help already says so.
     const std::string owners = join(c.owners, "/") + ": ";
     const std::string help = c.setting.help.rfind(owners, 0) == 0 ? c.setting.help : owners + c.setting.help;
@@ -300,9 +303,9 @@ void add_setting_flags(CLI::App& app, unsigned command, GivenSettings& given, co
 
 void apply_given_settings(TrainConfig& config, const GivenSettings& given) {
   for (const auto& [key, value] : given.values)
-    if (find_component(key)) set_setting(config, key, value);
+    if (find_component(key)) train::set_setting(config, key, value);
   for (const auto& [key, value] : given.values)
-    if (!find_component(key)) set_setting(config, key, value);
+    if (!find_component(key)) train::set_setting(config, key, value);
 }
 
 void add_run_flags(CLI::App& app, TrainConfig& c, std::string& resume_dir, std::string& config_file) {
@@ -331,7 +334,7 @@ TrainConfig read_config_file(const std::string& path, const std::string& flag) {
   if (!in) throw ConfigError(flag + ": cannot read " + path);
   nlohmann::json j;
   try {
-    j = parse_json(in, path);
+    j = train::parse_json(in, path);
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(flag + ": " + path + " is not valid JSON: " + e.what());
   }
@@ -339,11 +342,11 @@ TrainConfig read_config_file(const std::string& path, const std::string& flag) {
   const std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
   if (j.is_object())
     for (const auto& [key, value] : j.items()) {
-      const Setting* declared = find_setting(key);
+      const Setting* declared = train::find_setting(key);
       if (!declared || declared->type != Setting::Type::path || !value.is_string()) continue;
       const std::string text = value.get<std::string>();
       if (!text.empty() && std::filesystem::path(text).is_relative())
-        set_setting(config, key, (dir / text).lexically_normal().string());
+        train::set_setting(config, key, (dir / text).lexically_normal().string());
     }
   return config;
 }
@@ -352,7 +355,7 @@ std::vector<data::InputFile> recorded_input_files(const std::string& path) {
   std::vector<data::InputFile> files;
   try {
     std::ifstream in(path);
-    const nlohmann::json j = parse_json(in, path);
+    const nlohmann::json j = train::parse_json(in, path);
     if (!j.is_object() || !j.contains("inputs")) return files;
     if (!j.at("inputs").is_array()) throw std::invalid_argument("not a list");
     for (const nlohmann::json& f : j.at("inputs")) files.push_back(data::InputFile::from_json(f));
@@ -473,7 +476,7 @@ GridAxis parse_grid_axis(const std::string& text) {
       {"optimizer", "--arms"}, {"lr", "--arms"}, {"out", "--out"}};
   for (const auto& [key, flag] : own_flags)
     if (axis.key == key) throw ConfigError("--grid: " + key + " is an axis of its own: give it with " + flag);
-  const Setting* s = find_setting(axis.key);
+  const Setting* s = train::find_setting(axis.key);
   if (!s)
     throw ConfigError("--grid: '" + axis.key + "' is not a setting (settings are config.json keys, e.g. d_model)");
   if (!(s->commands & Setting::kSweep)) throw ConfigError("--grid: " + axis.key + " is not taken by sweep");
@@ -487,7 +490,7 @@ GridAxis parse_grid_axis(const std::string& text) {
     if (item.empty()) throw ConfigError("--grid: empty value in '" + text + "'");
     nlohmann::json value;
     Setting declared = *s;
-    if (const Component* component = find_component(axis.key)) declared.choices = component->names();
+    if (const train::Component* component = find_component(axis.key)) declared.choices = component->names();
     std::string error;
     const std::string whole = whole_setting_text(declared, item, error);
     if (error.empty()) error = parse_setting_value(declared, whole, value);
@@ -516,7 +519,7 @@ void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFla
     for (const GridAxis& other : config.grid)
       if (other.key == axis.key) throw ConfigError("--grid: " + axis.key + " is given twice");
     if (flags.given.contains(axis.key))
-      throw ConfigError("--grid: " + axis.key + " is also given as " + flag_of(axis.key) + "; give it once");
+      throw ConfigError("--grid: " + axis.key + " is also given as " + train::flag_of(axis.key) + "; give it once");
     config.grid.push_back(std::move(axis));
   }
   for (const auto& [axis, flag] : {std::pair<const char*, const char*>{"scale", "--scale"},
@@ -533,4 +536,4 @@ void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFla
         std::max(1, std::min(config.jobs, platform::available_cpus() / static_cast<int>(config.base.threads)));
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::cli

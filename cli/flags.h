@@ -12,7 +12,7 @@
 #include "cli/sweep_cluster.h"
 #include "train/config.h"
 
-namespace xgrad::train {
+namespace xgrad::cli {
 
 /// A plain decimal whole number in [lo, hi]. CLI11 2.1 would turn "-1" into 2^64 - 1 for an unsigned flag; this
 /// validator rejects it, and empty strings, naming the allowed range.
@@ -53,14 +53,14 @@ struct GivenSettings {
 /// optimizer's), each checked against its declaration when parsed (exit 2 naming the flag and the allowed values).
 /// Path values are made absolute. The defaults shown are those of `shown`. A non-empty `no_data_task` (the command's
 /// name) leaves `data` out of --task, with a message saying so: that command's runs get no data directory.
-void add_setting_flags(CLI::App& app, unsigned command, GivenSettings& given, const TrainConfig& shown,
+void add_setting_flags(CLI::App& app, unsigned command, GivenSettings& given, const train::TrainConfig& shown,
                        const std::string& no_data_task = "");
 /// Applies `given` to `config`: the components (--task, --optimizer, ...) first, so that a setting given for the new
 /// task is not dropped with the old task's settings. Throws ConfigError as set_setting does.
-void apply_given_settings(TrainConfig& config, const GivenSettings& given);
+void apply_given_settings(train::TrainConfig& config, const GivenSettings& given);
 
 /// Flags of `train` that are not settings: --overwrite, --resume DIR (into `resume_dir`), --config FILE.
-void add_run_flags(CLI::App& app, TrainConfig& config, std::string& resume_dir, std::string& config_file);
+void add_run_flags(CLI::App& app, train::TrainConfig& config, std::string& resume_dir, std::string& config_file);
 
 /// A comma-separated list flag: every entry must pass `each`; an empty entry ("a,", ",a", "a,,b", "") is refused
 /// naming the flag (CLI11's own delimiter drops them silently). Replaces `values` when given; the help shows them as
@@ -93,7 +93,7 @@ std::string find_train_flag_value(int argc, char** argv, const std::string& flag
 /// in it (--text, --data, --init-from) is taken relative to the file's directory, as a path written in a file is
 /// meant; --out, the place the command writes, stays relative to the working directory. Throws ConfigError naming
 /// `flag` and the file when it cannot be read or holds a bad setting.
-TrainConfig read_config_file(const std::string& path, const std::string& flag);
+train::TrainConfig read_config_file(const std::string& path, const std::string& flag);
 
 /// The input files a run's config.json at `path` records ("inputs"), empty if it records none. Throws ConfigError
 /// naming --config and the file when the record is not what xgrad writes.
@@ -125,4 +125,4 @@ GridAxis parse_grid_axis(const std::string& text);
 /// unscaled, SGD at two learning rates and AdamW, seeds 0, 1, 2, one BLAS thread per run, one run per core.
 SweepConfig experiment_defaults();
 
-}  // namespace xgrad::train
+}  // namespace xgrad::cli

@@ -51,16 +51,13 @@
 #include "train/shell_quote.h"
 #include "train/trainer.h"
 
-using namespace xgrad;
-using namespace xgrad::train;
-using xgrad::cli::grid_points;
-using xgrad::cli::kDefaultPreset;
-using xgrad::cli::Preset;
-
+namespace xgrad::cli {
+using train::ConfigError;
+using train::TrainConfig;
 namespace {
 
 extern "C" void xgrad_on_train_stop_signal(int signal) {
-  request_stop(signal);
+  train::request_stop(signal);
   platform::arm_stop_watchdog(signal);  // a run that cannot reach the end of its step still ends
 }
 
@@ -125,9 +122,9 @@ void install_stop_handlers() {
 // train(), which reads the file again and reports them.
 void load_resume_defaults(const std::string& dir, TrainConfig& config) {
   try {
-    std::ifstream in(std::filesystem::path(dir) / kConfigFile);
+    std::ifstream in(std::filesystem::path(dir) / train::kConfigFile);
     if (!in) return;
-    config = TrainConfig::from_json(parse_json(in, dir + "/config.json"), dir + "/config.json");
+    config = TrainConfig::from_json(train::parse_json(in, dir + "/config.json"), dir + "/config.json");
   } catch (const std::exception&) {
   }
   config.out = dir;
@@ -155,7 +152,7 @@ bool config_has_key(const std::string& path, const std::string& key) {
   if (path.empty()) return false;
   try {
     std::ifstream in(path);
-    return canonical_config_json(parse_json(in, path), path).contains(key);
+    return train::canonical_config_json(train::parse_json(in, path), path).contains(key);
   } catch (const std::exception&) {
     return false;
   }
@@ -197,9 +194,9 @@ std::string with_preset_origin(const std::string& message, const PresetChoice& p
   const std::string flag = message.substr(0, message.find_first_of(" :=,"));
   std::string key = flag.substr(2);
   std::replace(key.begin(), key.end(), '-', '_');
-  if (!find_setting(key) || given.contains(key)) return message;
-  const nlohmann::json value = get_setting(grid.base, key);
-  if (value.is_null() || value == get_setting(experiment_defaults().base, key)) return message;
+  if (!train::find_setting(key) || given.contains(key)) return message;
+  const nlohmann::json value = train::get_setting(grid.base, key);
+  if (value.is_null() || value == train::get_setting(experiment_defaults().base, key)) return message;
   return message + " (" + flag + " " + (value.is_string() ? value.get<std::string>() : value.dump()) + " is preset " +
          preset.name + "'s" + (preset.quick ? " --quick" : "") + " value; give " + flag + " to change it)";
 }
@@ -289,13 +286,13 @@ struct Commands {
   CLI::App* probe_cmd = nullptr;
   TrainConfig explain_cfg;
   GivenSettings explain_given;
-  ExplainOptions explain_opts;
+  report::ExplainOptions explain_opts;
   std::string explain_out = "explain";
   CLI::App* explain_cmd = nullptr;
-  CompareOptions compare_opts;
+  report::CompareOptions compare_opts;
   CLI::App* compare_cmd = nullptr;
   std::string sample_dir;
-  SampleOptions sample_opts;
+  train::SampleOptions sample_opts;
   CLI::App* sample_cmd = nullptr;
   std::vector<std::string> export_inputs;
   std::string export_out;
@@ -401,7 +398,7 @@ void add_explain_command(Commands& c) {
 }
 
 void add_compare_command(Commands& c) {
-  CompareOptions& opts = c.compare_opts;
+  report::CompareOptions& opts = c.compare_opts;
   c.compare_cmd = c.app.add_subcommand(
       "compare", "compare run or sweep directories: table, plots (PNG, SVG), report.md and report.html");
   // Extras allowed so that an unknown flag is reported by name after parsing ("--lr: not a flag of compare"), not
@@ -422,7 +419,7 @@ void add_compare_command(Commands& c) {
 }
 
 void add_sample_command(Commands& c) {
-  SampleOptions& opts = c.sample_opts;
+  train::SampleOptions& opts = c.sample_opts;
   c.sample_cmd = c.app.add_subcommand(
       "sample",
       "generate text from a char_lm run's checkpoint: the prompt (\"\\n\" when empty, as nanoGPT) and --tokens "
@@ -432,7 +429,7 @@ void add_sample_command(Commands& c) {
   c.sample_cmd->add_option("--prompt", opts.prompt, "bytes to continue; only the last max_seq_len reach the model");
   c.sample_cmd->add_option("--tokens", opts.tokens, "bytes to generate")
       ->capture_default_str()
-      ->check(whole_number(1, kMaxSampleTokens));
+      ->check(whole_number(1, train::kMaxSampleTokens));
   c.sample_cmd->add_option("--temperature", opts.temperature, "logits are divided by it; 0 = greedy (argmax)")
       ->capture_default_str()
       ->check(decimal_in(0, true, HUGE_VAL, false));
@@ -522,7 +519,7 @@ int train_command(Commands& c) {
   cfg.resume = !c.resume_flag.empty();
   if (!cfg.resume)  // a resumed run's settings are its config.json's, read later
     for (const auto& [key, value] : c.train_given.values)
-      if (const std::string unread = unread_setting_error(cfg, key); !unread.empty()) throw ConfigError(unread);
+      if (const std::string unread = train::unread_setting_error(cfg, key); !unread.empty()) throw ConfigError(unread);
   if (cfg.resume) {
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -537,18 +534,18 @@ int train_command(Commands& c) {
   platform::init_distributed(nullptr, nullptr);
   if (platform::rank() != 0) spdlog::set_level(spdlog::level::err);
   install_stop_handlers();
-  const RunSummary s = xgrad::train::train(cfg);
+  const train::RunSummary s = xgrad::train::train(cfg);
   if (s.stop_signal) return platform::end_by_signal(s.stop_signal);
   spdlog::info("done: final loss {}, final accuracy {:.3f} (means over the last 20 steps){}; wrote {}/metrics.csv",
-               format_number(s.final_loss, 4), s.final_accuracy, s.diverged ? " (diverged)" : "", cfg.out);
+               train::format_number(s.final_loss, 4), s.final_accuracy, s.diverged ? " (diverged)" : "", cfg.out);
   return s.diverged ? 3 : 0;
 }
 
 int compare_command(Commands& c) {
   CLI::App& cmd = *c.compare_cmd;
   if (cmd.count("--out"))
-    check_output_directory(c.compare_opts.out,
-                           "a report directory, or leave --out out to write into the first directory given");
+    train::check_output_directory(c.compare_opts.out,
+                                  "a report directory, or leave --out out to write into the first directory given");
   std::string flags;
   for (const CLI::Option* o : cmd.get_options())
     if (!o->get_lnames().empty() && o->get_lnames().front() != "help")
@@ -562,7 +559,7 @@ int compare_command(Commands& c) {
     const std::string error = CLI::ExistingDirectory(copy);
     if (!error.empty()) throw ConfigError("compare: " + escape_name(error) + " (give run or sweep directories)");
   }
-  run_compare(c.compare_opts, std::cout);
+  report::run_compare(c.compare_opts, std::cout);
   return 0;
 }
 
@@ -573,12 +570,12 @@ int export_command(Commands& c) {
                            ? std::string("a format is required")
                            : "unknown format '" + c.export_cmd->remaining().front() + "'") +
                       " (allowed: tensorboard; see 'xgrad export --help')");
-  check_output_directory(c.export_out, "the directory to write the event files to");
+  train::check_output_directory(c.export_out, "the directory to write the event files to");
   EscapingStreambuf buf(std::cout);  // run directories' names are data: their escapes are shown, not obeyed
   std::ostream out(&buf);
-  for (const ExportedRun& run : export_tensorboard(c.export_inputs, c.export_out))
+  for (const report::ExportedRun& run : report::export_tensorboard(c.export_inputs, c.export_out))
     out << escape_name(run.event_file) << "  (" << escape_name(run.run_dir) << ")\n";
-  out << "View with: tensorboard --logdir " << shell_quote_path(c.export_out) << "\n";
+  out << "View with: tensorboard --logdir " << train::shell_quote_path(c.export_out) << "\n";
   return 0;
 }
 
@@ -595,12 +592,12 @@ void prepare_at_initialisation(TrainConfig& cfg, const GivenSettings& given) {
 }
 
 int explain_command(Commands& c) {
-  check_output_directory(c.explain_out, "the directory for explain.md, explain.html and figures/");
+  train::check_output_directory(c.explain_out, "the directory for explain.md, explain.html and figures/");
   TrainConfig& cfg = c.explain_cfg;
   prepare_at_initialisation(cfg, c.explain_given);
   const auto t0 = std::chrono::steady_clock::now();
-  const Explanation e = explain(cfg, c.explain_opts);
-  const ExplainOutcome o = write_explanation(e, c.explain_out);
+  const report::Explanation e = report::explain(cfg, c.explain_opts);
+  const report::ExplainOutcome o = report::write_explanation(e, c.explain_out);
   for (const auto& s : e.sections) std::cout << fmt::format("{}. {}: {}\n", s.number, s.title, s.verdict.verdict);
   for (const auto& n : e.notes) std::cout << "note: " << n << "\n";
   if (!o.plot_note.empty()) std::cout << "note: " << o.plot_note << "\n";
@@ -612,24 +609,24 @@ int explain_command(Commands& c) {
 
 int sample_command(Commands& c) {
   platform::set_threads(1);  // one thread: the same bytes from the same seed on any core count
-  const std::unique_ptr<nn::AttentionModel> model = load_sampling_model(c.sample_dir);
-  check_sample_options(c.sample_opts, *model);
-  std::cout << sample_text(*model, c.sample_opts) << std::flush;
+  const std::unique_ptr<nn::AttentionModel> model = train::load_sampling_model(c.sample_dir);
+  train::check_sample_options(c.sample_opts, *model);
+  std::cout << train::sample_text(*model, c.sample_opts) << std::flush;
   return 0;
 }
 
 int probe_command(Commands& c) {
   TrainConfig& cfg = c.probe_cfg;
   prepare_at_initialisation(cfg, c.probe_given);
-  const auto rows = probe(cfg, c.probe_d_ks, {"none", "sqrt_dk"});
-  std::cout << format_probe_table(rows);
+  const auto rows = report::probe(cfg, c.probe_d_ks, {"none", "sqrt_dk"});
+  std::cout << report::format_probe_table(rows);
   return 0;
 }
 
 // A sweep on Slurm: writes the array script and submits it (or says how to), then returns.
 int slurm_sweep_command(const SweepConfig& cfg, const SlurmOptions& slurm, std::size_t planned) {
   const SlurmSubmission submission = prepare_slurm_sweep(cfg, slurm);
-  const std::string dir = shell_quote_path(cfg.out);
+  const std::string dir = train::shell_quote_path(cfg.out);
   std::cout << "sweep: " << submission.points << " grid points in " << cfg.out << "/sweep.json; Slurm array "
             << "script " << submission.script << "\n"
             << grid_summary(cfg, planned) << "\n";
@@ -638,7 +635,7 @@ int slurm_sweep_command(const SweepConfig& cfg, const SlurmOptions& slurm, std::
     return 0;
   }
   std::string line;
-  for (const std::string& word : submission.command) line += (line.empty() ? "" : " ") + shell_quote(word);
+  for (const std::string& word : submission.command) line += (line.empty() ? "" : " ") + train::shell_quote(word);
   if (!slurm.submit) {
     std::cout << submission.indices.size() << " point(s) to run; submit them with:\n  " << line << "\n";
     return 0;
@@ -653,17 +650,18 @@ int slurm_sweep_command(const SweepConfig& cfg, const SlurmOptions& slurm, std::
 // <sweep>/explain/ (report.html links it). A failure costs the experiment only that page: it is reported and the
 // report is written without it.
 void explain_experiment(const SweepConfig& cfg) {
-  ExplainOptions options;
+  report::ExplainOptions options;
   options.d_ks = cfg.d_ks;
   options.scales = cfg.scales;
-  std::stable_partition(options.scales.begin(), options.scales.end(), is_reference_scale);  // unscaled first
+  std::stable_partition(options.scales.begin(), options.scales.end(), report::is_reference_scale);  // unscaled first
   options.runs = {cfg.out};
   TrainConfig base = cfg.base;
   base.out = "-";
   base.eval_every = 0;
   try {
-    const Explanation e = explain(base, options);
-    const ExplainOutcome o = write_explanation(e, (std::filesystem::path(cfg.out) / "explain").string());
+    const report::Explanation e = report::explain(base, options);
+    const report::ExplainOutcome o =
+        report::write_explanation(e, (std::filesystem::path(cfg.out) / "explain").string());
     std::cout << "\nThe argument, measured: " << o.html_path << "\n";
     for (const auto& s : e.sections) std::cout << fmt::format("  {}. {}: {}\n", s.number, s.title, s.verdict.verdict);
   } catch (const std::exception& e) {
@@ -693,15 +691,15 @@ int local_sweep_command(const SweepConfig& cfg, const PresetChoice* preset, std:
   if (result.stop_signal) return platform::end_by_signal(result.stop_signal);
   if (preset) {
     explain_experiment(cfg);
-    CompareOptions options;
+    report::CompareOptions options;
     options.inputs = {cfg.out};
     std::cout << "\n";
-    run_compare(options, std::cout);
+    report::run_compare(options, std::cout);
     std::cout << "\nReport: " << cfg.out << "/report.md (plots in " << cfg.out << "/plots/)\n"
               << "Runs: " << cfg.out << "/runs/<name>/ (config.json, metrics.csv, summary.json, train.log)\n"
               << "Wall time: " << static_cast<int>(secs) << " s\n";
   } else {
-    std::cout << "Compare the runs with: xgrad compare " << shell_quote_path(cfg.out) << "\n";
+    std::cout << "Compare the runs with: xgrad compare " << train::shell_quote_path(cfg.out) << "\n";
   }
   return sweep_exit_code(result);
 }
@@ -733,7 +731,7 @@ int run_command(Commands& c) {
   try {
     if (*c.train_cmd) return train_command(c);
     if (*c.settings_cmd) {
-      write_settings_reference(std::cout);
+      train::write_settings_reference(std::cout);
       return 0;
     }
     if (*c.compare_cmd) return compare_command(c);
@@ -768,8 +766,6 @@ int run_command(Commands& c) {
 }
 
 }  // namespace
-
-namespace xgrad::cli {
 
 int main(int argc, char** argv) {
   if (const int code = prepare_process(argc, argv); code >= 0) return code;

@@ -40,7 +40,14 @@
 
 extern char** environ;
 
-namespace xgrad::train {
+namespace xgrad::cli {
+using train::ConfigError;
+using train::kConfigFile;
+using train::kSummaryFile;
+using train::parse_json;
+using train::refuse_linked_file;
+using train::RunSummary;
+using train::TrainConfig;
 
 namespace fs = std::filesystem;
 
@@ -119,11 +126,11 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
     return OnDisk::partial;  // a config.json cut short by a kill: the run never really started
   }
   try {
-    config = canonical_config_json(config, (dir / kConfigFile).string());
+    config = train::canonical_config_json(config, (dir / kConfigFile).string());
   } catch (const std::exception&) {
     return OnDisk::partial;
   }
-  const std::string conflict = first_conflicting_setting(config, c);
+  const std::string conflict = train::first_conflicting_setting(config, c);
   if (!conflict.empty()) {
     if (differing_key) *differing_key = conflict;
     return OnDisk::other;
@@ -133,14 +140,14 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
     if (in) {
       const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
       // A metrics.csv deleted or cut short since: redone, as compare could not read the run.
-      if (!metrics_complete(dir, s.steps_done)) return OnDisk::partial;
+      if (!train::metrics_complete(dir, s.steps_done)) return OnDisk::partial;
       return OnDisk::complete;
     }
   } catch (const std::exception&) {
     // an unreadable summary: the run is continued (or redone) as if it had none
   }
   std::error_code ec;
-  return fs::exists(dir / kCheckpointFile, ec) ? OnDisk::resumable : OnDisk::partial;
+  return fs::exists(dir / train::kCheckpointFile, ec) ? OnDisk::resumable : OnDisk::partial;
 }
 
 namespace {
@@ -156,7 +163,7 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args, int lo
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
-  const std::string prefix = std::string(kInheritedLockVariable) + "=";
+  const std::string prefix = std::string(train::kInheritedLockVariable) + "=";
   std::vector<std::string> variables{prefix + std::to_string(lock_fd)};
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, prefix.c_str(), prefix.size()) != 0) variables.emplace_back(*e);
@@ -238,14 +245,14 @@ void check_same_sweep(const SweepConfig& cfg, const nlohmann::json& index) {
   nlohmann::json now = cfg.base.to_json();
   now.erase("out");
   for (const auto& [key, value] : now.items()) {
-    const Setting* declared = find_setting(key);
+    const Setting* declared = train::find_setting(key);
     if (declared && declared->resumable && declared->role == Setting::Role::record) continue;
     if (was.contains(key) && was.at(key) != value) {
       auto shown = [](const nlohmann::json& v) {  // an empty text setting (--eval-n-pairs) is one not given
         const std::string text = setting_value_text(v);
         return text.empty() ? std::string("not set") : text;
       };
-      throw ConfigError("--out: " + cfg.out + " holds a sweep with " + flag_of(key) + " " + shown(was.at(key)) +
+      throw ConfigError("--out: " + cfg.out + " holds a sweep with " + train::flag_of(key) + " " + shown(was.at(key)) +
                         " (this one: " + shown(value) + "); use a new --out for a sweep with other settings");
     }
   }
@@ -344,9 +351,9 @@ std::string record_end(SweepRun& r, int status, bool stopping) {
   std::error_code ec;
   r.pid = 0;
   // A run directory deleted while its run trained takes the log with it: said so, instead of naming a missing file.
-  const std::string see = fs::exists(dir / "train.log", ec)
-                              ? "see " + shell_quote((dir / "train.log").string())
-                              : "its directory " + shell_quote(dir.string()) + " is gone, and its train.log with it";
+  const std::string see = fs::exists(dir / "train.log", ec) ? "see " + train::shell_quote((dir / "train.log").string())
+                                                            : "its directory " + train::shell_quote(dir.string()) +
+                                                                  " is gone, and its train.log with it";
   const bool finished = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
   if (finished && fs::exists(dir / kSummaryFile, ec)) {
     std::ifstream in(dir / kSummaryFile);
@@ -355,13 +362,13 @@ std::string record_end(SweepRun& r, int status, bool stopping) {
     r.diverged_step = s.diverged_step;
     r.final_loss = s.final_loss;
     return s.diverged ? fmt::format("diverged at step {}", s.diverged_step)
-                      : "final loss " + format_number(s.final_loss, 4);
+                      : "final loss " + train::format_number(s.final_loss, 4);
   }
   // `xgrad train` ends by the stop signal it got, re-raised after writing its checkpoint. One that a stop signal ended
   // before its handlers were in place wrote none: it is redone (or resumed from an earlier checkpoint) by a rerun,
   // and counts as interrupted when the sweep was stopping.
   const int stop = WIFSIGNALED(status) && is_stop_signal(WTERMSIG(status)) ? WTERMSIG(status) : 0;
-  if (stop && (stopping || fs::exists(dir / kCheckpointFile, ec))) {
+  if (stop && (stopping || fs::exists(dir / train::kCheckpointFile, ec))) {
     r.status = "interrupted";
     return "interrupted by " + platform::signal_name(stop) + "; resumable (run the same sweep again)";
   }
@@ -388,7 +395,7 @@ pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vec
   if (fs::exists(r.config.out, ec) && !fs::is_directory(r.config.out, ec))
     throw std::runtime_error(r.config.out + " exists and is not a directory");
   fs::create_directories(r.config.out);
-  RunLock lock;
+  train::RunLock lock;
   std::string holder;
   if (!lock.try_acquire(r.config.out, holder)) {
     r.status = "running";
@@ -404,7 +411,7 @@ pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vec
   if (resume) args = {"train", "--resume", r.config.out};
   // A child's console output goes to its own log: parallel runs would interleave on the terminal.
   const std::string log_path = (fs::path(r.config.out) / "train.log").string();
-  const int log_fd = open_not_linked(log_path, O_WRONLY | O_CREAT | (resume ? O_APPEND : O_TRUNC));
+  const int log_fd = train::open_not_linked(log_path, O_WRONLY | O_CREAT | (resume ? O_APPEND : O_TRUNC));
   if (log_fd < 0) throw std::runtime_error("cannot open " + log_path + ": " + std::strerror(errno));
   pid_t pid = 0;
   try {
@@ -425,7 +432,7 @@ pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vec
 // killed sweep writing its checkpoint): r's state is read again, so that the sweep's last line and sweep.json do not
 // call an ended process running. Returns what the progress line says, "" when r is still held.
 std::string recheck_left_alone(SweepRun& r) {
-  RunLock lock;
+  train::RunLock lock;
   std::string holder;
   try {
     if (!lock.try_acquire(r.config.out, holder)) {
@@ -467,15 +474,15 @@ void check_sweep_flags(const SweepConfig& cfg) {
   require_unique(cfg.scales, "--scale");
   require_unique(arm_names, "--arms");
   if (cfg.jobs < 1 || cfg.jobs > 256) throw ConfigError("--jobs must be in [1, 256]");
-  check_output_directory(cfg.out, "a sweep directory");
+  train::check_output_directory(cfg.out, "a sweep directory");
   // A setting that changes only how a run is recorded or executed makes runs that repeat each other as an axis.
   for (const GridAxis& axis : cfg.grid) {
-    const Setting* declared = find_setting(axis.key);
+    const Setting* declared = train::find_setting(axis.key);
     if (declared && declared->role == Setting::Role::record)
-      throw ConfigError("--grid " + axis.key + ": " + flag_of(axis.key) +
+      throw ConfigError("--grid " + axis.key + ": " + train::flag_of(axis.key) +
                         " changes how a run is recorded or executed, "
                         "not what it computes, so its runs would repeat each other; give it once as " +
-                        flag_of(axis.key));
+                        train::flag_of(axis.key));
   }
   // --threads above the CPUs is refused for a run (TrainConfig::validate); so is the same through parallel runs.
   const int cpus = platform::available_cpus();
@@ -507,12 +514,12 @@ void require_new_name(const SweepRun& r, const std::vector<SweepRun>& runs, std:
 // A grid axis no run of a point reads would repeat that run under another name; a name must fit a directory.
 void check_point_run(const SweepRun& r, const GridPoint& point) {
   auto is_core = [](const std::string& k) {
-    return std::any_of(core_settings().begin(), core_settings().end(),
-                       [&](const CoreSetting& c) { return c.setting.key == k; });
+    return std::any_of(train::core_settings().begin(), train::core_settings().end(),
+                       [&](const train::CoreSetting& c) { return c.setting.key == k; });
   };
   for (const auto& [key, value] : point)
     if (r.config.settings.contains(key) || is_core(key)) {
-      const std::string unread = unread_setting_error(r.config, key);
+      const std::string unread = train::unread_setting_error(r.config, key);
       if (!unread.empty())
         throw ConfigError("--grid " + key + ": " + unread + "; an axis must change every run of the sweep " +
                           "(sweep the runs that read it on their own)");
@@ -535,10 +542,10 @@ void finish_run(SweepRun& r, const SweepConfig& cfg, std::size_t d_k, const Arm&
   r.config.out = fs::absolute(fs::path(cfg.out) / "runs" / r.name).lexically_normal().string();
   // The runs read their files by absolute path: the config file the sweep writes for a run is read
   // relative to its own directory, and config.json records absolute paths.
-  r.config = with_absolute_paths(r.config);
+  r.config = train::with_absolute_paths(r.config);
   nlohmann::json kept = nlohmann::json::object();
   for (const auto& [key, value] : r.config.settings.json().items())
-    if (unread_setting_error(r.config, key).empty()) {
+    if (train::unread_setting_error(r.config, key).empty()) {
       kept[key] = value;
       read.insert(key);
     }
@@ -548,7 +555,7 @@ void finish_run(SweepRun& r, const SweepConfig& cfg, std::size_t d_k, const Arm&
 // A core setting only some runs read (--base-width: mup) goes to those, the others keep its default; given to a
 // sweep none of whose runs read it, it is refused as a component setting is. So is a setting no run reads.
 void refuse_unread_settings(const SweepConfig& cfg, std::vector<SweepRun>& runs, const std::set<std::string>& read) {
-  for (const CoreSetting& c : core_settings()) {
+  for (const train::CoreSetting& c : train::core_settings()) {
     if (!c.unread || c.get(cfg.base) == c.setting.default_value) continue;
     bool any_reads = false;
     for (SweepRun& r : runs) {
@@ -564,7 +571,7 @@ void refuse_unread_settings(const SweepConfig& cfg, std::vector<SweepRun>& runs,
       TrainConfig first = cfg.base;
       if (!runs.empty()) first = runs.front().config;
       first.settings.set(key, value);
-      throw ConfigError(unread_setting_error(first, key));
+      throw ConfigError(train::unread_setting_error(first, key));
     }
 }
 
@@ -586,10 +593,10 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
           for (auto seed : cfg.seeds) {
             SweepRun r;
             r.config = cfg.base;
-            set_setting(r.config, "scale", scale);
-            set_setting(r.config, "optimizer", arm.optimizer);
+            train::set_setting(r.config, "scale", scale);
+            train::set_setting(r.config, "optimizer", arm.optimizer);
             for (const auto& [key, value] : point) {
-              set_setting(r.config, key, value);
+              train::set_setting(r.config, key, value);
               r.grid[key] = value;
             }
             if (cfg.keep) {
@@ -652,7 +659,7 @@ namespace {
 
 // The sweep directory with its lock held, every run's state on disk known, the config files and the manifest written.
 struct OpenedSweep {
-  RunLock lock;
+  train::RunLock lock;
   nlohmann::json earlier = nlohmann::json::array();  // sweep.json entries of runs outside this plan
   std::vector<std::size_t> todo;                     // runs to train, in plan order
   std::vector<bool> resume;                          // per run: continue it from its checkpoint
@@ -696,13 +703,13 @@ void write_config_file(const SweepConfig& cfg, const SweepRun& r) {
 // experiment's explain/ and plots/, which its report writes after the runs.
 void refuse_links_in_sweep(const SweepConfig& cfg, const std::vector<SweepRun>& runs) {
   const fs::path base = fs::absolute(cfg.out).lexically_normal();
-  check_not_linked(base, base / "configs", "--out");
+  train::check_not_linked(base, base / "configs", "--out");
   if (!cfg.preset.empty())
-    for (const char* dir : {"explain", "plots"}) check_not_linked(base, base / dir, "--out");
+    for (const char* dir : {"explain", "plots"}) train::check_not_linked(base, base / dir, "--out");
   for (const SweepRun& r : runs) {
-    check_not_linked(base, r.config.out, "--out");
+    train::check_not_linked(base, r.config.out, "--out");
     const fs::path dir(r.config.out);
-    for (const std::string& f : run_file_names()) refuse_linked_file(dir / f);
+    for (const std::string& f : train::run_file_names()) refuse_linked_file(dir / f);
     refuse_linked_file(dir / "train.log");
     refuse_linked_file(dir / ".lock");
     refuse_linked_file(base / "configs" / (r.name + ".json"));
@@ -715,9 +722,9 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
   // A sweep directory holds sweep.json and runs/; one with a single run's files is an `xgrad train` run, which a
   // sweep must not mix its runs into.
   const fs::path out(cfg.out);
-  check_output_directory(cfg.out, "a sweep directory");
+  train::check_output_directory(cfg.out, "a sweep directory");
   if (!fs::exists(out / "sweep.json", ec))
-    for (const std::string& f : run_file_names())
+    for (const std::string& f : train::run_file_names())
       if (fs::exists(out / f, ec))
         throw ConfigError("--out: " + cfg.out + " holds an `xgrad train` run (" + f +
                           "), not a sweep; give a new directory or an existing sweep's");
@@ -754,10 +761,11 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
     // A run read its files' bytes of then: one on other bytes than those there now is not continued, skipped as
     // complete nor redone beside runs on the new bytes.
     if (state != OnDisk::none)
-      check_run_inputs_unchanged(runs[i].config.out,
-                                 "; put the original back to go on with this sweep, or sweep the new file into a "
-                                 "new --out",
-                                 inputs_now);
+      train::check_run_inputs_unchanged(
+          runs[i].config.out,
+          "; put the original back to go on with this sweep, or sweep the new file into a "
+          "new --out",
+          inputs_now);
     if (state == OnDisk::other)
       throw ConfigError("--out: " + runs[i].config.out + " holds a run with a different " + key +
                         "; use a new --out for a sweep with other settings");
@@ -963,4 +971,4 @@ int sweep_exit_code(const SweepResult& result) {
   return 0;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::cli

@@ -18,7 +18,7 @@
 
 #include "train/config.h"
 
-namespace xgrad::train {
+namespace xgrad::cli {
 
 /// One optimizer at one learning rate.
 struct Arm {
@@ -35,7 +35,7 @@ struct GridAxis {
 };
 
 struct SweepConfig {
-  TrainConfig base;  // every setting but scale, head size, seed, optimizer, lr, the grid axes and out
+  train::TrainConfig base;  // every setting but scale, head size, seed, optimizer, lr, the grid axes and out
   std::vector<std::string> scales{"sqrt_dk", "none"};
   std::vector<std::size_t> d_ks{16, 64, 256};
   std::vector<std::uint64_t> seeds{0, 1, 2};
@@ -54,7 +54,7 @@ struct SweepConfig {
   // A preset's filter of the grid (null: every point): plan_sweep leaves out the runs whose settings (scale, d_k,
   // optimizer, lr, seed and grid values applied) it returns false for, e.g. d_model = d_k only, or muP only with its
   // 1/d_k attention. Not recorded in sweep.json; the runs it keeps are.
-  std::function<bool(const TrainConfig&)> keep;
+  std::function<bool(const train::TrainConfig&)> keep;
   // The axes whose values no flag gave ("scale", "d_k", "arms", "seed"; "grid" for a preset's --grid axes), recorded
   // where the flags are parsed, so the start of a sweep can say which values came from defaults.
   std::set<std::string> axes_from_defaults;
@@ -63,7 +63,7 @@ struct SweepConfig {
 struct SweepRun {
   std::size_t index = 0;  // its grid point's number in the manifest (sweep.json), kept when a later sweep adds runs
   std::string name;       // dk<d_k>-<scale>-<optimizer>-lr<lr>[-<key><value> per grid axis]-s<seed>
-  TrainConfig config;
+  train::TrainConfig config;
   nlohmann::json grid = nlohmann::json::object();  // this run's value of each grid axis
   // pending | running (pid: the process training it, this sweep's child or another's) | complete | diverged |
   // interrupted (stopped with a checkpoint: the next sweep resumes it) | failed | skipped (complete before this sweep)
@@ -121,9 +121,9 @@ std::vector<SweepRun> write_sweep_manifest(const SweepConfig& config);
 /// resumed) or without one (to be redone), or a run with other settings (refused: a sweep never silently replaces
 /// another's results; `differing_key`, if given, gets the first setting that differs, with both values).
 enum class OnDisk { none, complete, resumable, partial, other };
-OnDisk on_disk(const TrainConfig& config, std::string* differing_key);
+OnDisk on_disk(const train::TrainConfig& config, std::string* differing_key);
 
 /// Where the sweep writes the config file of run `name` (`xgrad train --config FILE` runs it): out/configs/name.json.
 std::string run_config_path(const SweepConfig& config, const std::string& name);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::cli

@@ -30,7 +30,11 @@
 #include "train/run_files.h"
 #include "train/shell_quote.h"
 
-namespace xgrad::train {
+namespace xgrad::cli {
+using train::ConfigError;
+using train::ManifestPoint;
+using train::shell_quote;
+using train::TrainConfig;
 
 namespace fs = std::filesystem;
 
@@ -61,10 +65,11 @@ OnDisk point_on_disk(const TrainConfig& config) {
                       " than sweep.json records for it; use a new sweep directory for other settings");
   if (state != OnDisk::none) {
     std::map<std::string, data::InputFile> cache;
-    check_run_inputs_unchanged(config.out,
-                               "; put the original back to go on with this sweep, or sweep the new file into a new "
-                               "sweep directory",
-                               cache);
+    train::check_run_inputs_unchanged(
+        config.out,
+        "; put the original back to go on with this sweep, or sweep the new file into a new "
+        "sweep directory",
+        cache);
   }
   return state;
 }
@@ -73,9 +78,9 @@ OnDisk point_on_disk(const TrainConfig& config) {
 std::string write_point_config(const std::string& sweep_dir, const ManifestPoint& point, const TrainConfig& config) {
   // The name is sweep.json's (data): as a file name, reduced like every name made from data.
   const std::string config_file = (fs::path(sweep_dir) / "configs" / (safe_file_stem(point.name) + ".json")).string();
-  check_not_linked(fs::absolute(sweep_dir).lexically_normal(),
-                   fs::absolute(fs::path(sweep_dir) / "configs").lexically_normal(), "DIR");
-  refuse_linked_file(config_file);
+  train::check_not_linked(fs::absolute(sweep_dir).lexically_normal(),
+                          fs::absolute(fs::path(sweep_dir) / "configs").lexically_normal(), "DIR");
+  train::refuse_linked_file(config_file);
   fs::create_directories(fs::path(config_file).parent_path());
   {
     std::ofstream file(config_file, std::ios::trunc);
@@ -88,10 +93,10 @@ std::string write_point_config(const std::string& sweep_dir, const ManifestPoint
 // Replaces this process with `xgrad train` (`words`), its output into `log_path`. `xgrad train` takes over this
 // process and the lock (kInheritedLockVariable), so the point is never unlocked in between and a scheduler's
 // signal reaches the run itself. Throws std::runtime_error (the output restored) when it cannot.
-[[noreturn]] void exec_train(const std::string& executable, std::vector<std::string> words, const RunLock& lock,
+[[noreturn]] void exec_train(const std::string& executable, std::vector<std::string> words, const train::RunLock& lock,
                              const TrainConfig& config, const std::string& name, const std::string& log_path,
                              bool resume) {
-  const int log_fd = open_not_linked(log_path, O_WRONLY | O_CREAT | (resume ? O_APPEND : O_TRUNC));
+  const int log_fd = train::open_not_linked(log_path, O_WRONLY | O_CREAT | (resume ? O_APPEND : O_TRUNC));
   if (log_fd < 0) throw std::runtime_error("cannot open " + log_path + ": " + std::strerror(errno));
   ::fflush(stdout);
   ::fflush(stderr);
@@ -107,7 +112,7 @@ std::string write_point_config(const std::string& sweep_dir, const ManifestPoint
     restore();
     throw std::runtime_error("cannot redirect the output of " + name + " to " + log_path);
   }
-  ::setenv(kInheritedLockVariable, std::to_string(lock.descriptor()).c_str(), 1);
+  ::setenv(train::kInheritedLockVariable, std::to_string(lock.descriptor()).c_str(), 1);
   if (!std::getenv("OPENBLAS_NUM_THREADS")) ::setenv("OPENBLAS_NUM_THREADS", std::to_string(config.threads).c_str(), 1);
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(w.data());
@@ -121,7 +126,7 @@ std::string write_point_config(const std::string& sweep_dir, const ManifestPoint
 }  // namespace
 
 int sweep_run_one(const std::string& sweep_dir, long index, const std::string& executable, std::ostream& out) {
-  const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
+  const std::vector<ManifestPoint> points = train::read_sweep_manifest(sweep_dir);
   TrainConfig config = point_config(sweep_dir, index, points);  // checks the index
   const ManifestPoint& point = points[static_cast<std::size_t>(index)];
   // The name comes from sweep.json, data: a newline or an escape in it is shown, never obeyed.
@@ -129,13 +134,13 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
       fmt::format("sweep run-one: grid point {} of {} ({})", index, points.size(), escape_control(point.name));
 
   // runs/ or runs/<name> as a link would make this point train into (and replace) whatever it points to.
-  check_not_linked(fs::absolute(sweep_dir).lexically_normal(), config.out, "DIR");
+  train::check_not_linked(fs::absolute(sweep_dir).lexically_normal(), config.out, "DIR");
   std::error_code ec;
   if (fs::exists(config.out, ec) && !fs::is_directory(config.out, ec))
     throw std::runtime_error(config.out + " exists and is not a directory");
   fs::create_directories(config.out);
   // A lock probe (`sweep status`, `compare`) holds the lock for microseconds: a holder that stays is a run.
-  RunLock lock;
+  train::RunLock lock;
   std::string holder;
   bool locked = false;
   for (int attempt = 0; attempt < 40 && !(locked = lock.try_acquire(config.out, holder)); ++attempt)
@@ -146,10 +151,11 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   }
   const OnDisk state = point_on_disk(config);
   if (state == OnDisk::complete) {
-    const PointState done = point_state(config.out);
+    const train::PointState done = train::point_state(config.out);
     out << where << " is "
-        << (done.status == "diverged" ? fmt::format("done (diverged at step {})", done.step)
-                                      : "complete already (final loss " + format_number(done.final_loss, 4) + ")")
+        << (done.status == "diverged"
+                ? fmt::format("done (diverged at step {})", done.step)
+                : "complete already (final loss " + train::format_number(done.final_loss, 4) + ")")
         << "; nothing to do" << std::endl;
     return 0;
   }
@@ -162,7 +168,7 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
     words.insert(words.end(), {"--config", config_file, "--overwrite"});
   }
   const std::string log_path = (fs::path(config.out) / "train.log").string();
-  const long from = resume ? checkpoint_step((fs::path(config.out) / kCheckpointFile).string()) : 0;
+  const long from = resume ? train::checkpoint_step((fs::path(config.out) / train::kCheckpointFile).string()) : 0;
   out << where << ": " << (resume ? fmt::format("resuming from the checkpoint at step {}", from) : "starting")
       << "; log: " << escape_control(log_path) << std::endl;
 
@@ -170,24 +176,24 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
 }
 
 void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
-  const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
+  const std::vector<ManifestPoint> points = train::read_sweep_manifest(sweep_dir);
   std::size_t name_width = 4;  // up to the table's cap: a longer name is printed whole, unpadded
   for (const ManifestPoint& p : points)
-    name_width = std::max(name_width, std::min(escape_name(p.name).size(), kMaxPaddedWidth));
+    name_width = std::max(name_width, std::min(escape_name(p.name).size(), report::kMaxPaddedWidth));
   out << fmt::format("{:>5}  {:<{}}  {:<11}  {}\n", "index", "name", name_width, "status", "detail");
-  SweepStanding standing;
+  train::SweepStanding standing;
   standing.points = points.size();
   std::vector<fs::path>& leftovers = standing.leftovers;
   for (const ManifestPoint& p : points) {
-    for (fs::path& f : leftover_partial_writes(p.dir)) leftovers.push_back(std::move(f));
-    const PointState s = point_state(p);
+    for (fs::path& f : train::leftover_partial_writes(p.dir)) leftovers.push_back(std::move(f));
+    const train::PointState s = train::point_state(p);
     ++standing.count[s.status];
     long steps = -1;
     if (p.config.is_object() && p.config.contains("steps") && p.config.at("steps").is_number_unsigned())
       steps = p.config.at("steps").get<long>();
     const std::string of = steps >= 0 ? fmt::format(" of {}", steps) : "";
     std::string detail;
-    if (s.status == "complete") detail = "final loss " + format_number(s.final_loss, 4);
+    if (s.status == "complete") detail = "final loss " + train::format_number(s.final_loss, 4);
     if (s.status == "diverged") detail = fmt::format("at step {}", s.step);
     if (s.status == "running") detail = fmt::format("pid {}, {} step(s){} logged", s.holder, s.step, of);
     if (s.status == "interrupted")
@@ -205,24 +211,25 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
     while (!row.empty() && row.back() == ' ') row.pop_back();
     out << row << "\n";
   }
-  out << points.size() << " point" << (points.size() == 1 ? "" : "s") << ": " << standing_counts(standing) << "\n";
+  out << points.size() << " point" << (points.size() == 1 ? "" : "s") << ": " << train::standing_counts(standing)
+      << "\n";
   if (!leftovers.empty()) {
     std::string listed;
-    for (const fs::path& f : leftovers) listed += (listed.empty() ? "" : ", ") + shell_quote_path(f.string());
+    for (const fs::path& f : leftovers) listed += (listed.empty() ? "" : ", ") + train::shell_quote_path(f.string());
     out << leftovers.size() << " leftover partial write" << (leftovers.size() == 1 ? "" : "s") << ": " << listed
         << " (a write cut short, e.g. by a second signal; the point's next run removes it)\n";
   }
   if (standing.points > standing.count_of("complete") + standing.count_of("diverged") + standing.count_of("running")) {
-    const train::PresetRecord preset = train::read_preset_record(sweep_dir);
+    const report::PresetRecord preset = report::read_preset_record(sweep_dir);
     // The preset's name is data from sweep.json: one this build does not know suggests no command.
     std::string command = "the same xgrad sweep command again (any --launcher)";
-    if (!preset.name.empty() && Registry<PresetReport>::instance().find(preset.name))
+    if (!preset.name.empty() && Registry<report::PresetReport>::instance().find(preset.name))
       command = "the same `xgrad experiment --preset " + shell_quote(preset.name) + (preset.quick ? " --quick" : "") +
                 "` command again (same --out)";
     else if (!preset.name.empty())
       command = "the xgrad experiment command that made it (sweep.json names preset '" + escape_name(preset.name) +
                 "', which this build of xgrad does not know)";
-    out << "to continue: " << command << ", or `xgrad sweep run-one " << shell_quote_path(sweep_dir)
+    out << "to continue: " << command << ", or `xgrad sweep run-one " << train::shell_quote_path(sweep_dir)
         << " --index I` for one point\n";
   }
 }
@@ -263,7 +270,7 @@ SlurmSubmission prepare_slurm_sweep(const SweepConfig& cfg, const SlurmOptions& 
   std::vector<std::size_t> all;
   for (const SweepRun& r : runs) {
     all.push_back(r.index);
-    const std::string status = point_state(r.config.out).status;
+    const std::string status = train::point_state(r.config.out).status;
     if (status != "complete" && status != "diverged" && status != "running") submission.indices.push_back(r.index);
   }
   std::sort(all.begin(), all.end());
@@ -318,4 +325,4 @@ std::string submit_to_slurm(const std::vector<std::string>& command) {
   return last.substr(0, last.find(';'));
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::cli

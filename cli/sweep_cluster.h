@@ -13,7 +13,7 @@
 #include "cli/sweep.h"
 #include "train/sweep_manifest.h"
 
-namespace xgrad::train {
+namespace xgrad::cli {
 
 /// `xgrad sweep run-one DIR --index I`: trains grid point I of DIR's manifest in this process, replacing it with
 /// `xgrad train` (`executable`), so that a scheduler's signals reach the run itself: SIGTERM (scancel, a time limit)
@@ -64,4 +64,4 @@ std::string submit_to_slurm(const std::vector<std::string>& command);
 /// "0-3", "1,3", "0-2,5": indices (sorted, distinct) in Slurm's --array form.
 std::string slurm_array_list(const std::vector<std::size_t>& indices);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::cli

@@ -32,7 +32,7 @@
 #include "train/shell_quote.h"
 #include "train/sweep_manifest.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 namespace fs = std::filesystem;
 
@@ -57,9 +57,9 @@ std::vector<std::string> sweep_notes(const std::vector<std::string>& inputs) {
   for (const std::string& input : inputs) {
     std::error_code ec;
     if (!fs::exists(fs::path(input) / "sweep.json", ec)) continue;
-    SweepStanding s;
+    train::SweepStanding s;
     try {
-      s = sweep_standing(input);
+      s = train::sweep_standing(input);
     } catch (const std::exception& e) {
       notes.push_back("cannot tell how many grid points the sweep " + input + " has: " + e.what());
       continue;
@@ -69,13 +69,14 @@ std::vector<std::string> sweep_notes(const std::vector<std::string>& inputs) {
     std::map<std::string, std::size_t> rest = s.count;
     rest.erase("complete");
     rest.erase("diverged");
-    SweepStanding unfinished;
+    train::SweepStanding unfinished;
     unfinished.count = rest;
-    notes.push_back(fmt::format(
-        "sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again "
-        "(or `xgrad sweep run-one {} --index I`) to finish them; `xgrad sweep status {}` "
-        "lists them",
-        input, done, s.points, standing_counts(unfinished), shell_quote_path(input), shell_quote_path(input)));
+    notes.push_back(
+        fmt::format("sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again "
+                    "(or `xgrad sweep run-one {} --index I`) to finish them; `xgrad sweep status {}` "
+                    "lists them",
+                    input, done, s.points, train::standing_counts(unfinished), train::shell_quote_path(input),
+                    train::shell_quote_path(input)));
   }
   return notes;
 }
@@ -85,12 +86,12 @@ std::vector<std::string> sweep_notes(const std::vector<std::string>& inputs) {
 std::string leftovers_note(const std::vector<std::string>& inputs, const std::vector<std::string>& dirs) {
   std::set<std::string> found;
   for (const std::string& dir : dirs)
-    for (const fs::path& f : leftover_partial_writes(dir)) found.insert(f.string());
+    for (const fs::path& f : train::leftover_partial_writes(dir)) found.insert(f.string());
   for (const std::string& input : inputs) {
     std::error_code ec;
     if (!fs::exists(fs::path(input) / "sweep.json", ec)) continue;
     try {
-      for (const fs::path& f : sweep_standing(input).leftovers) found.insert(f.string());
+      for (const fs::path& f : train::sweep_standing(input).leftovers) found.insert(f.string());
     } catch (const std::exception&) {
       // told by sweep_notes
     }
@@ -338,4 +339,4 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
 
 }  // namespace
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

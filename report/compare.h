@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 struct CompareOptions {
   std::vector<std::string> inputs;    // run or sweep directories
@@ -24,4 +24,4 @@ struct CompareOptions {
 /// Throws std::invalid_argument when an input is not a directory or holds no run, std::runtime_error on I/O errors.
 std::size_t run_compare(const CompareOptions& options, std::ostream& out);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

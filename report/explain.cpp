@@ -12,7 +12,7 @@
 #include "report/tables.h"
 #include "train/settings.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 const ArmMeasurement* Explanation::arm(std::size_t d_k, const std::string& scale) const {
   for (const auto& a : arms)
@@ -33,7 +33,7 @@ std::vector<double> curve_grid(const std::vector<ArmMeasurement>& arms) {
   return xs;
 }
 
-std::string setup_line(const TrainConfig& c, const ArmMeasurement& a) {
+std::string setup_line(const train::TrainConfig& c, const ArmMeasurement& a) {
   return fmt::format(
       "task {}, d_model {}, {} head{}, {} layer{}, {}, sequences of {} tokens, batch {}, seed {} "
       "(data seed {}); at initialisation, the first layer's attention",
@@ -81,12 +81,12 @@ TrainingPoint training_point(const Comparison& c, const ArmStats& arm, const std
 
 // The model and task settings (those probe and explain read) in which the runs differ from the measured model,
 // "d_model (runs 128; measured 64)": training evidence of another model says little about this one's initialisation.
-std::vector<std::string> model_differences(const TrainConfig& base, const TrainingEvidence& t) {
+std::vector<std::string> model_differences(const train::TrainConfig& base, const TrainingEvidence& t) {
   const nlohmann::json measured = base.to_json();
   std::map<std::string, std::set<std::string>> differ;  // key → the runs' values
   for (const auto& p : t.points)
     for (const auto& [key, value] : p.settings.items()) {
-      const Setting* s = find_setting(key);
+      const Setting* s = train::find_setting(key);
       if (!s || !(s->commands & Setting::kProbe) || key == "d_k" || key == "scale" || key == "seed" ||
           key == "data_seed" || key == "batch_size" || !measured.contains(key) || measured.at(key) == value)
         continue;
@@ -160,7 +160,7 @@ TrainingEvidence training_evidence(const std::vector<std::string>& inputs, doubl
   return t;
 }
 
-Explanation explain(const TrainConfig& base, const ExplainOptions& options) {
+Explanation explain(const train::TrainConfig& base, const ExplainOptions& options) {
   Explanation e;
   e.d_ks = options.d_ks;
   std::sort(e.d_ks.begin(), e.d_ks.end());  // every step reads from the smallest head size to the largest
@@ -189,4 +189,4 @@ Explanation explain(const TrainConfig& base, const ExplainOptions& options) {
   return e;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

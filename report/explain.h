@@ -16,7 +16,7 @@
 #include "report/explain_measure.h"
 #include "train/config.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 struct ExplainOptions {
   std::vector<std::size_t> d_ks{4, 16, 64, 256, 1024, 4096};
@@ -78,7 +78,7 @@ struct Explanation {
 /// Measures (measure_arms), computes the softmax curves, reads options.runs (compare's reader: a directory that holds
 /// no run throws std::invalid_argument naming it; a run that cannot be read is left out with a note) and decides the
 /// five sections. Throws ConfigError for bad settings, as measure_arms.
-Explanation explain(const TrainConfig& base, const ExplainOptions& options);
+Explanation explain(const train::TrainConfig& base, const ExplainOptions& options);
 
 /// The sections of `e` (its arms, curves and training evidence), each verdict computed from them.
 std::vector<ExplainSection> explain_sections(const Explanation& e);
@@ -103,4 +103,4 @@ struct ExplainOutcome {
 /// outputs or the new ones. Throws std::runtime_error naming a path that cannot be written and the reason.
 ExplainOutcome write_explanation(const Explanation& e, const std::string& out_dir);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -12,7 +12,7 @@
 #include "report/stats.h"
 #include "report/summary.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 namespace fs = std::filesystem;
 
@@ -283,4 +283,4 @@ std::vector<std::string> write_explain_figures(const Explanation& e, const std::
   return drawn;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -7,7 +7,7 @@
 
 #include "report/explain.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 struct ExplainFigure {
   std::string id;  // the file stem in figures/ and the page's figure id
@@ -43,4 +43,4 @@ std::vector<std::string> write_explain_figures(const Explanation& e, const std::
 std::string explain_markdown(const Explanation& e, const std::vector<std::string>& figures_drawn,
                              const std::string& plot_note);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -6,7 +6,7 @@
 #include "report/standalone_page.h"
 #include "report/web_assets.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 std::string explain_html(const nlohmann::json& data) {
   StandalonePage page;
@@ -32,4 +32,4 @@ std::size_t write_explain_html(const nlohmann::json& data, const std::string& pa
   return html.size();
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 /// The text of explain.html: `data` (the object `xgrad explain` builds, report/explain.h: title, setup, d_ks,
 /// scales, sections, figures, per_dk, points, curves, runs, notes) with uPlot and the page's script and style inline,
@@ -21,4 +21,4 @@ std::string explain_html(const nlohmann::json& data);
 /// reason when it cannot be written.
 std::size_t write_explain_html(const nlohmann::json& data, const std::string& path);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

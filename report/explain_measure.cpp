@@ -18,7 +18,9 @@
 #include "train/settings.h"
 #include "train/trainer.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
+using train::ConfigError;
+using train::TrainConfig;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -120,7 +122,7 @@ TrainConfig arm_config(const TrainConfig& base, std::size_t d_k, const std::stri
   c.scale = scale;
   nlohmann::json kept = nlohmann::json::object();
   for (const auto& [key, value] : c.settings.json().items())
-    if (unread_setting_error(c, key).empty()) kept[key] = value;
+    if (train::unread_setting_error(c, key).empty()) kept[key] = value;
   c.settings = SettingValues(kept);
   c.validate();
   return c;
@@ -135,11 +137,11 @@ std::vector<TrainConfig> arm_configs(const TrainConfig& base, const std::vector<
     for (const auto& scale : scales) {
       TrainConfig c = base;
       c.scale = scale;
-      read = read || unread_setting_error(c, key).empty();
+      read = read || train::unread_setting_error(c, key).empty();
     }
     TrainConfig first = base;
     first.scale = scales.front();
-    if (!read) throw ConfigError(unread_setting_error(first, key));
+    if (!read) throw ConfigError(train::unread_setting_error(first, key));
   }
   std::vector<TrainConfig> out;
   for (const auto d_k : d_ks)
@@ -151,7 +153,7 @@ ArmModel build_arm(const TrainConfig& config) {
   ArmModel a;
   a.config = config;
   a.task = a.config.validate();
-  const nn::ModelConfig mc = model_config(a.config, *a.task);
+  const nn::ModelConfig mc = train::model_config(a.config, *a.task);
   a.model = std::make_unique<nn::AttentionModel>(mc, a.config.seed);
   a.batch = a.task->batch(a.config.data_seed, 0, a.config.batch_size);
   auto layer = a.model->attention_layers().front();
@@ -342,8 +344,8 @@ void gradient_pass(ArmModel& a, ArmMeasurement& m) {
   double wq2 = 0, wk2 = 0;
   for (const auto& [name, p] : a.model->named_parameters()) {
     const double g = nn::grad_norm(p);
-    if (metrics_columns::is_query_weight(name)) wq2 += g * g;
-    if (metrics_columns::is_key_weight(name)) wk2 += g * g;
+    if (train::metrics_columns::is_query_weight(name)) wq2 += g * g;
+    if (train::metrics_columns::is_key_weight(name)) wk2 += g * g;
   }
   m.grad_norm_w_q = std::sqrt(wq2);
   m.grad_norm_w_k = std::sqrt(wk2);
@@ -381,4 +383,4 @@ std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vec
   return out;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

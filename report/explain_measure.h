@@ -10,7 +10,7 @@
 
 #include "train/config.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 /// What one softmax row gives, for weights p over n >= 1 keys: entropy -sum p ln p (nats), the largest weight, and the
 /// Frobenius norm of its Jacobian d p / d s = diag(p) - p p^T, computed as sqrt(sum p^2 - 2 sum p^3 + (sum p^2)^2)
@@ -84,7 +84,7 @@ struct ArmMeasurement {
 /// arms whose scaling reads it. Every arm's settings are checked before any is measured. Throws ConfigError for bad
 /// settings (the message names the flag; a setting no arm reads, a model over the memory limit), an empty list or a
 /// d_k given twice, scores that overflow, and when no query may attend to two keys (sequences of one token).
-std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
+std::vector<ArmMeasurement> measure_arms(const train::TrainConfig& base, const std::vector<std::size_t>& d_ks,
                                          const std::vector<std::string>& scales);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -13,7 +13,7 @@
 #include "report/plots.h"
 #include "report/tables.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 namespace {
 
@@ -280,4 +280,4 @@ ExplainOutcome write_explanation(const Explanation& e, const std::string& out_di
   return o;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

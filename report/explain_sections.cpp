@@ -10,7 +10,7 @@
 #include "report/explain_figures.h"
 #include "report/stats.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 namespace {
 
@@ -447,4 +447,4 @@ std::vector<ExplainSection> explain_sections(const Explanation& e) {
   return sections;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -20,7 +20,7 @@
 #include "train/metrics_log.h"
 #include "train/run_files.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 namespace fs = std::filesystem;
 
@@ -149,7 +149,7 @@ nlohmann::json group_settings(const nlohmann::json& config) {
 // The columns a page shows first (its default panels) and people compare most: kept at the full point limit while
 // the page's budget cuts the others.
 bool headline_column(const std::string& c) {
-  namespace mc = metrics_columns;
+  namespace mc = train::metrics_columns;
   const std::string parameter = mc::grad_norm_parameter(c);
   return c == mc::kLoss || c == mc::kAccuracy || c == mc::kGradNorm || c == mc::kEvalLoss ||
          mc::is_query_weight(parameter) || mc::is_key_weight(parameter) ||
@@ -175,14 +175,14 @@ struct RunPage {
 // --log-every steps) is drawn through its finite points only; the others on every row, with gaps at non-finite ones.
 // Headline columns (headline_column) keep up to `headline_points` points, the others `max_points`.
 RunPage read_run_page(const std::string& dir, std::size_t headline_points, std::size_t max_points) {
-  const std::string path = (fs::path(dir) / kMetricsFile).string();
+  const std::string path = (fs::path(dir) / train::kMetricsFile).string();
   RunPage page;
   std::size_t step_col = SIZE_MAX;
   {
-    MetricsReader reader(path);
+    train::MetricsReader reader(path);
     const auto& header = reader.columns();
     for (std::size_t i = 0; i < header.size(); ++i) {
-      if (header[i] == metrics_columns::kStep && step_col == SIZE_MAX)
+      if (header[i] == train::metrics_columns::kStep && step_col == SIZE_MAX)
         step_col = i;
       else
         page.columns.push_back(header[i]);
@@ -215,7 +215,7 @@ RunPage read_run_page(const std::string& dir, std::size_t headline_points, std::
   }
   page.last_finite.assign(n_cols, std::numeric_limits<double>::quiet_NaN());
   {
-    MetricsReader reader(path);
+    train::MetricsReader reader(path);
     std::size_t row = 0;
     while (reader.next() && row < page.rows) {
       const auto& cells = reader.cells();
@@ -460,15 +460,16 @@ std::vector<std::string> default_panels(const std::vector<std::string>& shown) {
         std::find(panels.begin(), panels.end(), col) == panels.end())
       panels.push_back(col);
   };
-  add_panel(metrics_columns::kLoss);
-  add_panel(metrics_columns::kAccuracy);
+  add_panel(train::metrics_columns::kLoss);
+  add_panel(train::metrics_columns::kAccuracy);
   for (const auto& col : shown)
-    if (metrics_columns::is_query_weight(metrics_columns::grad_norm_parameter(col))) {
+    if (train::metrics_columns::is_query_weight(train::metrics_columns::grad_norm_parameter(col))) {
       add_panel(col);
       break;
     }
-  add_panel(metrics_columns::attention(0, 0, "score_grad_median"));
-  add_panel(metrics_columns::attention(0, 0, metrics_columns::attention_stat_name(&nn::AttentionStats::entropy_mean)));
+  add_panel(train::metrics_columns::attention(0, 0, "score_grad_median"));
+  add_panel(train::metrics_columns::attention(
+      0, 0, train::metrics_columns::attention_stat_name(&nn::AttentionStats::entropy_mean)));
   return panels;
 }
 
@@ -677,4 +678,4 @@ HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context,
   return outcome;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

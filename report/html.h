@@ -14,7 +14,7 @@ namespace xgrad::platform {
 class StagedFile;
 }
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 /// A series reduced for drawing: the points kept, in order.
 struct DownsampledSeries {
@@ -83,4 +83,4 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
 HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context, platform::StagedFile& file,
                               const HtmlOptions& options = {});
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -14,7 +14,8 @@
 #include "report/summary.h"
 #include "report/tables.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
+using train::format_number;
 
 namespace fs = std::filesystem;
 
@@ -99,7 +100,7 @@ std::string start_phrase(const ArmStats& a, const ArmStats& b) {
 }
 
 // "1e-06×": the near-zero fraction of GradientStats.
-std::string near_zero_name() { return fmt::format("{:g} ×", kNearZeroGradFraction); }
+std::string near_zero_name() { return fmt::format("{:g} ×", train::kNearZeroGradFraction); }
 
 std::string accuracy_name(const Comparison& c) { return fmt::format("accuracy ≥ {:g}", c.accuracy_threshold); }
 
@@ -1111,7 +1112,7 @@ std::string how_to_read(const Comparison& c) {
       "deviation over seeds; *final acc* likewise. Both leave out diverged runs, which the *diverged* column "
       "counts with the step they stopped at. A run *diverged* when its loss or gradient became NaN or Inf, or "
       "when its loss stayed finite but blew up: its final loss is more than " +
-      fmt::format("{:g}", kDivergedLossFactor) +
+      fmt::format("{:g}", train::kDivergedLossFactor) +
       " times its step-0 loss (its step is then the first whose loss passed that). *step loss≤x* / *step acc≥y* is the "
       "first step at which the mean "
       "over the last " +
@@ -1121,8 +1122,8 @@ std::string how_to_read(const Comparison& c) {
       "loss curve divided by its length, so runs of equal length compare. *W_q / W_k grad =0* is the fraction "
       "of steps at which the gradient of every layer's query (key) weights was exactly zero — what a fully "
       "saturated softmax passes back in float; *W_q / W_k grad <" +
-      fmt::format("{:g}", kNearZeroGradFraction) + "·step 0* the fraction at which its norm was below " +
-      fmt::format("{:g}", kNearZeroGradFraction) +
+      fmt::format("{:g}", train::kNearZeroGradFraction) + "·step 0* the fraction at which its norm was below " +
+      fmt::format("{:g}", train::kNearZeroGradFraction) +
       " times the norm at the run's first step (or exactly zero): a gradient that has all but vanished, which "
       "the exactly-zero count reads as 0%. Both are counted, like the mean gradient norms and as in summary.json, "
       "over the steps whose loss and gradient norm were finite (a step skipped under --on-nan skip has no "
@@ -1303,4 +1304,4 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
          plots_section(ctx) + thresholds_section(c, ctx) + runs_read_section(c, ctx);
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -11,7 +11,7 @@
 #include "report/stats.h"
 #include "report/summary.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 /// One sentence per pair of arms that differ only in scale mode: the reference arm (unscaled, or the first mode
 /// present when no arm is unscaled) against each other mode, with entropy and score std at the start, final loss,
@@ -74,4 +74,4 @@ struct ReportContext {
 /// The whole report.md text.
 std::string report_markdown(const Comparison& c, const ReportContext& context);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

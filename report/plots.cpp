@@ -21,7 +21,7 @@
 #include "platform/process.h"
 #include "report/tables.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 namespace fs = std::filesystem;
 
@@ -532,7 +532,7 @@ std::string loss_panel_extras(const Comparison& c, const Panel& panel, const std
   for (auto a : panel.arms) shared = shared && c.arms[a].loss_threshold == t;
   if (shared)
     p.elements.push_back(fmt::format("{} with lines dt 3 lw 1.5 lc rgb '#606060' title {}", num(t),
-                                     gnuplot_string("loss threshold " + format_number(t, 3))));
+                                     gnuplot_string("loss threshold " + train::format_number(t, 3))));
   if (p.y_max > 0) p.range.hi = std::min(p.range.hi, p.y_max);
   return p.y_max > 0 ? fmt::format("set yrange [*:{}]\n", num(p.y_max)) : "set yrange [*:*]\n";
 }
@@ -795,4 +795,4 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
   }
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

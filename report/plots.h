@@ -8,7 +8,7 @@
 #include "report/stats.h"
 #include "report/summary.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 /// One figure: its file stem and what it shows (for report.md).
 struct PlotFigure {
@@ -68,4 +68,4 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
 /// one write_plots uses. The report page draws its summary figures in it too.
 std::string scaling_colour(const std::string& scale);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

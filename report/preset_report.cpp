@@ -14,7 +14,7 @@
 #include "train/metrics_log.h"
 #include "train/run_files.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 namespace fs = std::filesystem;
 
@@ -48,7 +48,7 @@ PresetRecord read_preset_record(const std::string& sweep_dir) {
   std::ifstream in(fs::path(sweep_dir) / "sweep.json");
   if (!in) return record;
   try {
-    const nlohmann::json j = parse_json(in, (fs::path(sweep_dir) / "sweep.json").string());
+    const nlohmann::json j = train::parse_json(in, (fs::path(sweep_dir) / "sweep.json").string());
     const auto preset = j.find("preset");
     if (preset == j.end()) return record;
     const bool well_formed = preset->is_object() && preset->contains("name") && preset->at("name").is_string() &&
@@ -63,7 +63,7 @@ PresetRecord read_preset_record(const std::string& sweep_dir) {
     record.quick = preset->value("quick", false);
   } catch (const nlohmann::json::exception&) {
     // An unreadable index names no preset: the usual report is written.
-  } catch (const ConfigError& e) {  // a repeated key or too deep: which preset it names is not clear
+  } catch (const train::ConfigError& e) {  // a repeated key or too deep: which preset it names is not clear
     record.problem = e.what();
   }
   return record;
@@ -71,13 +71,13 @@ PresetRecord read_preset_record(const std::string& sweep_dir) {
 
 std::vector<double> metrics_column_max(const std::string& run_dir, const std::string& prefix, const std::string& suffix,
                                        std::vector<double>* steps) {
-  MetricsReader reader((fs::path(run_dir) / kMetricsFile).string());
+  train::MetricsReader reader((fs::path(run_dir) / train::kMetricsFile).string());
   const std::vector<std::string>& header = reader.columns();
   std::vector<std::size_t> selected;
   std::size_t step_col = header.size();
   for (std::size_t i = 0; i < header.size(); ++i) {
     const std::string& c = header[i];
-    if (c == metrics_columns::kStep) step_col = i;
+    if (c == train::metrics_columns::kStep) step_col = i;
     if (c.size() >= prefix.size() + suffix.size() && c.compare(0, prefix.size(), prefix) == 0 &&
         c.compare(c.size() - suffix.size(), suffix.size(), suffix) == 0)
       selected.push_back(i);
@@ -96,4 +96,4 @@ std::vector<double> metrics_column_max(const std::string& run_dir, const std::st
   return out;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

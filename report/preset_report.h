@@ -6,7 +6,7 @@
 //
 //   #include "common/registry.h"
 //   #include "report/preset_report.h"
-//   namespace xgrad::train {
+//   namespace xgrad::report {
 //   namespace {
 //   std::vector<PresetSection> report(const PresetInput& in) {
 //     PresetSection s;
@@ -22,7 +22,7 @@
 //   }
 //   const Registration<PresetReport> registration{PresetReport{"my_preset", 50, report}};
 //   }  // namespace
-//   }  // namespace xgrad::train
+//   }  // namespace xgrad::report
 #pragma once
 
 #include <functional>
@@ -32,7 +32,7 @@
 #include "report/stats.h"
 #include "report/summary.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 /// One section of report.md written by a preset: a level-2 heading with an anchor, its figures (each drawn with
 /// gnuplot like the summary figures — PNG, SVG and an editable .gp in plots/ — and tabulated under its image unless
@@ -108,4 +108,4 @@ PresetRecord read_preset_record(const std::string& sweep_dir);
 std::vector<double> metrics_column_max(const std::string& run_dir, const std::string& prefix, const std::string& suffix,
                                        std::vector<double>* steps = nullptr);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

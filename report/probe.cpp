@@ -9,7 +9,8 @@
 #include "nn/model.h"
 #include "train/trainer.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
+using train::ConfigError;
 
 namespace {
 double std_of(const xt::xarray<float>& x) {
@@ -23,7 +24,7 @@ double std_of(const xt::xarray<float>& x) {
 }
 }  // namespace
 
-std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
+std::vector<ProbeRow> probe(const train::TrainConfig& base, const std::vector<std::size_t>& d_ks,
                             const std::vector<std::string>& scales) {
   if (d_ks.empty()) throw ConfigError("--d-k: give at least one head size");
   std::vector<ProbeRow> rows;
@@ -33,11 +34,11 @@ std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size
   for (auto d_k : d_ks) {
     if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
     for (const auto& scale : scales) {
-      TrainConfig c = base;
+      train::TrainConfig c = base;
       c.d_k = d_k;
       c.scale = scale;
       const auto task = c.validate();  // the task it built to check the settings: its files are read once
-      const nn::ModelConfig mc = model_config(c, *task);
+      const nn::ModelConfig mc = train::model_config(c, *task);
       nn::AttentionModel model(mc, c.seed);
       auto layer = model.attention_layers().front();
       layer->record_attention = true;
@@ -95,4 +96,4 @@ std::string format_probe_table(const std::vector<ProbeRow>& rows) {
   return out.str();
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -8,7 +8,7 @@
 
 #include "train/config.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 struct ProbeRow {
   std::size_t d_k = 0;
@@ -24,10 +24,10 @@ struct ProbeRow {
 /// Builds the model of `base` with head size d_k (d_model unchanged) at each d_k and scale mode with the same seed,
 /// runs one batch of base.batch_size sequences of the task through it, and measures the first layer's attention. Throws
 /// ConfigError on bad settings, an empty d_ks or a d_k given twice.
-std::vector<ProbeRow> probe(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
+std::vector<ProbeRow> probe(const train::TrainConfig& base, const std::vector<std::size_t>& d_ks,
                             const std::vector<std::string>& scales);
 
 /// The probe table, one line per (d_k, scale), with the uniform-attention entropy for reference.
 std::string format_probe_table(const std::vector<ProbeRow>& rows);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -18,7 +18,8 @@
 #include "train/run_files.h"
 #include "train/settings.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
+using train::kConfigFile;
 
 namespace fs = std::filesystem;
 
@@ -26,11 +27,11 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-namespace columns = metrics_columns;
+namespace columns = train::metrics_columns;
 
 bool is_run_dir(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / kConfigFile, ec) && fs::is_regular_file(dir / kMetricsFile, ec);
+  return fs::is_regular_file(dir / kConfigFile, ec) && fs::is_regular_file(dir / train::kMetricsFile, ec);
 }
 
 // sqrt(sum of squares) of the selected cells; NaN if any is NaN (an unmeasured step is not a zero gradient).
@@ -57,7 +58,7 @@ nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path.string());
   try {
-    return parse_json(in, path.string());
+    return train::parse_json(in, path.string());
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path.string() + " is not valid JSON: " + e.what());
   }
@@ -77,7 +78,7 @@ void add_reason(RunRecord& run, const std::string& reason) {
 
 // Streams metrics.csv and keeps only the series compare uses.
 void read_series(const fs::path& path, RunRecord& run) {
-  MetricsReader reader(path.string());
+  train::MetricsReader reader(path.string());
   const std::vector<std::string>& header = reader.columns();
   // A column named twice would be read from whichever copy comes last, silently: the file is not one the trainer wrote.
   std::set<std::string> seen;
@@ -128,7 +129,7 @@ void read_series(const fs::path& path, RunRecord& run) {
     s.saturated.push_back(finite_mean(cells, saturated));
     const double grad_norm = grad_col == absent ? 0.0 : cells[grad_col];
     run.gradients.add(cells[loss_col], grad_norm, s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
-    last_row_finite = is_finite_step(cells[loss_col], grad_norm);
+    last_row_finite = train::is_finite_step(cells[loss_col], grad_norm);
   }
   // Text where a number belongs is drawn as a gap (report.html counts such cells); the terminal says where it is.
   if (!first_bad_cell.empty())
@@ -183,15 +184,15 @@ RunRecord load_run(const std::string& dir) {
   run.config = read_json(path / kConfigFile);
   if (!run.config.is_object()) throw std::runtime_error((path / kConfigFile).string() + " is not a JSON object");
   // Through the same definitions the trainer writes with: a run of an older release is read in today's form.
-  run.config = canonical_config_json(run.config, (path / kConfigFile).string());
+  run.config = train::canonical_config_json(run.config, (path / kConfigFile).string());
   const auto steps = run.config.find("steps");
   if (steps != run.config.end() && steps->is_number_unsigned()) run.steps_planned = steps->get<std::size_t>();
 
   std::size_t steps_done = 0;
   std::error_code ec;
-  if (fs::is_regular_file(path / kSummaryFile, ec)) {
+  if (fs::is_regular_file(path / train::kSummaryFile, ec)) {
     try {
-      const RunSummary summary = RunSummary::from_json(read_json(path / kSummaryFile));
+      const train::RunSummary summary = train::RunSummary::from_json(read_json(path / train::kSummaryFile));
       run.has_summary = true;
       run.diverged = summary.diverged;
       run.diverged_step = summary.diverged_step;
@@ -201,10 +202,10 @@ RunRecord load_run(const std::string& dir) {
     }
   } else {
     // A run another process is training (its lock is held) is not a run that stopped: the report says which.
-    const std::string holder = run_lock_holder(path);
+    const std::string holder = train::run_lock_holder(path);
     add_reason(run, holder.empty() ? std::string("no summary.json") : "still running (pid " + holder + ")");
   }
-  read_series(path / kMetricsFile, run);
+  read_series(path / train::kMetricsFile, run);
 
   const std::size_t rows = run.series.size();
   const std::size_t expected = run.has_summary ? steps_done : run.steps_planned;
@@ -220,11 +221,11 @@ RunRecord load_run(const std::string& dir) {
     double final_loss = 0;
     for (double v : tail) final_loss += v;
     final_loss = tail.empty() ? kNaN : final_loss / static_cast<double>(tail.size());
-    if (loss_blew_up(s.loss.front(), final_loss)) {
+    if (train::loss_blew_up(s.loss.front(), final_loss)) {
       run.diverged = true;
       run.diverged_step = step_number(s.step.back());
       for (std::size_t i = 0; i < rows; ++i)
-        if (loss_blew_up(s.loss.front(), s.loss[i])) {
+        if (train::loss_blew_up(s.loss.front(), s.loss[i])) {
           run.diverged_step = step_number(s.step[i]);
           break;
         }
@@ -233,4 +234,4 @@ RunRecord load_run(const std::string& dir) {
   return run;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -9,7 +9,7 @@
 
 #include "train/run_files.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 /// The per-step series of one run, one entry per metrics.csv row, in file order. NaN where the CSV holds nan or
 /// the quantity is not in the file.
@@ -43,7 +43,7 @@ struct RunRecord {
   std::string incomplete_reason;  // why, for the report ("" when complete)
   std::size_t steps_planned = 0;  // config "steps"
   bool has_w_q = false, has_w_k = false;  // metrics.csv has grad_norm/...attn.w_q.weight (resp. w_k) columns
-  GradientStats gradients;                // over the finite rows of metrics.csv, as the trainer counts for summary.json
+  train::GradientStats gradients;         // over the finite rows of metrics.csv, as the trainer counts for summary.json
                                           // (without a grad_norm column, the loss alone says whether a row is finite)
   RunSeries series;
 };
@@ -59,4 +59,4 @@ std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs, c
 /// no loss column.
 RunRecord load_run(const std::string& dir);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

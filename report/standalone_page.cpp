@@ -6,7 +6,7 @@
 
 #include "report/web_assets.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 std::string script_safe(const std::string& json) {
   std::string out;
@@ -87,4 +87,4 @@ std::string standalone_page_html(const StandalonePage& page) {
   return html;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 /// JSON made safe for a <script> block: "<" escaped everywhere (it occurs only inside strings), so that no
 /// "</script>" can end it; C1 controls escaped too, so that `cat page.html` cannot drive a terminal (nlohmann
@@ -30,4 +30,4 @@ struct StandalonePage {
 /// its element early).
 std::string standalone_page_html(const StandalonePage& page);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -11,7 +11,7 @@
 #include "train/config.h"
 #include "train/settings.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 namespace {
 
@@ -65,9 +65,9 @@ bool holds_derived_default(const nlohmann::json& settings, const std::string& ke
   nlohmann::json given = settings;
   given.erase(key);
   given.erase("chance_loss");  // added by arm_settings, not a setting
-  given["config_version"] = kConfigVersion;
+  given["config_version"] = train::kConfigVersion;
   try {
-    return TrainConfig::from_json(given, "compare").to_json().value(key, nlohmann::json()) == *it;
+    return train::TrainConfig::from_json(given, "compare").to_json().value(key, nlohmann::json()) == *it;
   } catch (const std::exception&) {
     return false;  // settings of a build this one cannot read: the value is shown
   }
@@ -279,8 +279,8 @@ nlohmann::json arm_settings(const nlohmann::json& config) {
   // registry entries) counts as an arm setting.
   nlohmann::json s = nlohmann::json::object();
   for (const auto& [key, value] : config.items()) {
-    if (is_record_key(key)) continue;
-    const Setting* declared = find_setting(key);
+    if (train::is_record_key(key)) continue;
+    const Setting* declared = train::find_setting(key);
     if (declared && declared->role != Setting::Role::arm) continue;
     s[key] = value;
   }
@@ -733,7 +733,7 @@ std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, con
 
 std::vector<std::string> own_settings(const nlohmann::json& settings, const std::string& component) {
   std::vector<std::string> out;
-  const Component* owner = find_component(component);
+  const train::Component* owner = train::find_component(component);
   const auto name = settings.find(component);
   if (!owner || name == settings.end() || !name->is_string()) return out;
   if (const std::vector<Setting>* declared = owner->settings_of(name->get<std::string>())) {
@@ -751,13 +751,14 @@ std::vector<std::string> own_settings(const nlohmann::json& settings, const std:
         out.push_back(item.key());
     return out;
   }
-  for (const Component& other : components()) {
+  for (const train::Component& other : train::components()) {
     const auto it = settings.find(other.key);
     if (other.key != component && it != settings.end() && it->is_string() && !other.settings_of(it->get<std::string>()))
       return out;  // two unknown entries: which one reads an unknown key is not known
   }
   for (const auto& item : settings.items())
-    if (item.key() != "chance_loss" && item.key() != "inputs" && !find_setting(item.key())) out.push_back(item.key());
+    if (item.key() != "chance_loss" && item.key() != "inputs" && !train::find_setting(item.key()))
+      out.push_back(item.key());
   return out;
 }
 
@@ -825,4 +826,4 @@ std::vector<UnpairedScaleArm> unpaired_scale_arms(const std::vector<ArmStats>& a
   return out;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -12,7 +12,7 @@
 
 #include "report/runs.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 
@@ -295,4 +295,4 @@ std::vector<UnpairedScaleArm> unpaired_scale_arms(const std::vector<ArmStats>& a
 /// "0.003", "true", "kv_recall": a setting as a table cell.
 std::string setting_text(const nlohmann::json& settings, const std::string& key);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

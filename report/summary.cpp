@@ -12,7 +12,7 @@
 #include "train/config.h"
 #include "train/settings.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 namespace {
 
@@ -21,9 +21,9 @@ namespace {
 const std::set<std::string>& not_at_step0() {
   static const std::set<std::string> keys = [] {
     std::set<std::string> k{"d_k", "optimizer"};
-    for (const CoreSetting& s : core_settings())
+    for (const train::CoreSetting& s : train::core_settings())
       if ((s.setting.commands & Setting::kSweep) && !(s.setting.commands & Setting::kProbe)) k.insert(s.setting.key);
-    for (const ComponentSetting& s : component_settings())
+    for (const train::ComponentSetting& s : train::component_settings())
       if (s.component == "optimizer") k.insert(s.setting.key);
     return k;
   }();
@@ -147,7 +147,7 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
       // The theory on the weights and batch the first run started from.
       const RunRecord& run = c.runs[runs.front()];
       try {
-        const TrainConfig config = TrainConfig::from_json(run.config, run.dir + "/config.json");
+        const train::TrainConfig config = train::TrainConfig::from_json(run.config, run.dir + "/config.json");
         const std::vector<ProbeRow> rows = probe(config, {d_k}, {config.scale});
         SummaryPoint p;
         p.x = static_cast<double>(d_k);
@@ -274,4 +274,4 @@ std::vector<SummaryFigure> summary_figures(const Comparison& c) {
   return out;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -9,7 +9,7 @@
 
 #include "report/stats.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 /// One point of a summary line: the value at one d_k (or learning rate) and its error bar.
 struct SummaryPoint {
@@ -75,4 +75,4 @@ std::vector<SummaryFigure> summary_figures(const Comparison& c);
 /// settings, and every other setting `xgrad probe` does not read (lr, steps, ...). Serialised, for grouping.
 std::string step0_key(const nlohmann::json& settings);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -8,7 +8,8 @@
 
 #include "common/escape.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
+using train::format_number;
 
 namespace {
 
@@ -208,7 +209,7 @@ std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra
 Table arm_table(const Comparison& c) {
   const auto extra = distinguishing_keys(c.arms);
   const double threshold = common_loss_threshold(c);
-  const std::string near_zero = fmt::format("{:g}", kNearZeroGradFraction);
+  const std::string near_zero = fmt::format("{:g}", train::kNearZeroGradFraction);
   Table t;
   t.header = setting_header(extra, true);
   const std::vector<std::string> rest{
@@ -270,4 +271,4 @@ Table lr_table(const Comparison& c) {
   return t;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -8,7 +8,7 @@
 #include "report/stats.h"
 #include "train/number_format.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 /// The widest a text table pads a column to, in characters.
 inline constexpr std::size_t kMaxPaddedWidth = 60;
@@ -60,4 +60,4 @@ std::string format_seeds(const ArmStats& arm);
 std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra_keys,
                       const std::vector<std::string>& omit = {});
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -8,7 +8,7 @@
 #include "train/run_directory.h"
 #include "train/tensorboard.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 namespace fs = std::filesystem;
 
@@ -46,11 +46,11 @@ std::vector<ExportedRun> export_tensorboard(const std::vector<std::string>& inpu
     }
   // Nothing is written through a symbolic link below --out (a colleague's directory may hold one): refused before
   // anything is written.
-  for (const auto& [run_dir, name] : planned) check_not_linked(out, fs::path(out) / name, "--out");
+  for (const auto& [run_dir, name] : planned) train::check_not_linked(out, fs::path(out) / name, "--out");
   std::vector<ExportedRun> exported;
   for (const auto& [run_dir, name] : planned)
-    exported.push_back({run_dir, export_event_file(run_dir, fs::path(out) / name).string()});
+    exported.push_back({run_dir, train::export_event_file(run_dir, fs::path(out) / name).string()});
   return exported;
 }
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace xgrad::train {
+namespace xgrad::report {
 
 /// One run exported: its directory and the event file written for it.
 struct ExportedRun {
@@ -26,4 +26,4 @@ std::string export_name(const std::string& input, const std::string& run_dir);
 /// anything; std::runtime_error naming the file that cannot be read or written.
 std::vector<ExportedRun> export_tensorboard(const std::vector<std::string>& inputs, const std::string& out);
 
-}  // namespace xgrad::train
+}  // namespace xgrad::report

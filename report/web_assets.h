@@ -2,7 +2,7 @@
 // the vendored uPlot (version and licence: report/web/VENDORED.md) and each page's own script and style.
 #pragma once
 
-namespace xgrad::train::web_assets {
+namespace xgrad::report::web_assets {
 
 extern const char kUplotJs[];       // vendor/uPlot.iife.min.js
 extern const char kUplotCss[];      // vendor/uPlot.min.css
@@ -12,4 +12,4 @@ extern const char kPageCss[];       // page.css
 extern const char kExplainJs[];     // explain.js (explain.html of `xgrad explain`)
 extern const char kExplainCss[];    // explain.css
 
-}  // namespace xgrad::train::web_assets
+}  // namespace xgrad::report::web_assets

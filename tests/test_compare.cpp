@@ -44,6 +44,7 @@
 #include "train/trainer.h"
 
 using namespace xgrad::train;
+using namespace xgrad::report;
 namespace fs = std::filesystem;
 using namespace xgrad::testing;
 

@@ -14,6 +14,7 @@
 #include "support/temp_dir.h"
 
 using namespace xgrad::train;
+using namespace xgrad::report;
 namespace fs = std::filesystem;
 
 namespace {

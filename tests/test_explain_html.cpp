@@ -18,7 +18,7 @@
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 
-using namespace xgrad::train;
+using namespace xgrad::report;
 namespace fs = std::filesystem;
 using xgrad::testing::read_text;
 using xgrad::testing::TempDir;

@@ -18,7 +18,7 @@
 #include "tests/support/fake_run.h"
 #include "tests/support/temp_dir.h"
 
-using namespace xgrad::train;
+using namespace xgrad::report;
 using namespace xgrad::testing;
 namespace fs = std::filesystem;
 

@@ -133,18 +133,18 @@ TEST_CASE("run_program passes hostile arguments to the program as they are, neve
 }
 
 TEST_CASE("draw_figure and write_summary_plots refuse a figure name that is not a safe file stem") {
-  REQUIRE(xgrad::train::gnuplot_available());
+  REQUIRE(xgrad::report::gnuplot_available());
   const TempDir root("hostile_draw_figure");
   const fs::path plots = root / "a" / "plots";
   fs::create_directories(plots);
-  for (const std::string& name : kHostile) CHECK_FALSE(xgrad::train::draw_figure(plots.string(), name));
-  xgrad::train::SummaryFigure f = xgrad::train::summary_figure(
-      "../../x;touch PWNED", "title", "caption", "x", xgrad::train::Axis::linear, "y", xgrad::train::Axis::linear);
-  xgrad::train::SummaryLine line = xgrad::train::summary_line("line", "none");
+  for (const std::string& name : kHostile) CHECK_FALSE(xgrad::report::draw_figure(plots.string(), name));
+  xgrad::report::SummaryFigure f = xgrad::report::summary_figure(
+      "../../x;touch PWNED", "title", "caption", "x", xgrad::report::Axis::linear, "y", xgrad::report::Axis::linear);
+  xgrad::report::SummaryLine line = xgrad::report::summary_line("line", "none");
   line.points.push_back({1.0, 2.0, 1.5, 2.5, 1, 0});
   f.lines.push_back(line);
-  xgrad::train::PlotOutcome outcome;
-  xgrad::train::write_summary_plots({f}, plots.string(), outcome);
+  xgrad::report::PlotOutcome outcome;
+  xgrad::report::write_summary_plots({f}, plots.string(), outcome);
   CHECK(outcome.summary_drawn.empty());
   CHECK(outcome.note.find("not a safe file name") != std::string::npos);
   CHECK(files_under(root).empty());
@@ -152,7 +152,7 @@ TEST_CASE("draw_figure and write_summary_plots refuse a figure name that is not 
 }
 
 TEST_CASE("compare on an lr sweep whose runs name hostile optimizers: no command, nothing outside --out, a report") {
-  REQUIRE(xgrad::train::gnuplot_available());
+  REQUIRE(xgrad::report::gnuplot_available());
   const TempDir root("hostile_compare");
   // Deep enough that every "cd .." of the names stays inside root, where the test looks.
   const fs::path sweep = root / "a" / "b" / "c" / "sweep", out = root / "a" / "b" / "c" / "report";

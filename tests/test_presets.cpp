@@ -20,6 +20,7 @@
 
 using namespace xgrad;
 using namespace xgrad::train;
+using namespace xgrad::report;
 using namespace xgrad::testing;
 namespace fs = std::filesystem;
 

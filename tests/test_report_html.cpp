@@ -28,6 +28,7 @@
 #include "train/trainer.h"
 
 using namespace xgrad::train;
+using namespace xgrad::report;
 namespace fs = std::filesystem;
 using xgrad::testing::compare_quietly;
 using xgrad::testing::read_text;

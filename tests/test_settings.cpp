@@ -156,11 +156,11 @@ TEST_CASE("a --config file of a few keys without config_version: every key is ap
 }
 
 TEST_CASE("a run directory of the previous release loads in compare and resumes with xgrad train --resume") {
-  const RunRecord run = load_run(kLegacyRun.string());
+  const report::RunRecord run = report::load_run(kLegacyRun.string());
   CHECK_FALSE(run.incomplete);
   CHECK(run.steps_planned == 4);
   CHECK(run.series.size() == 4);
-  const nlohmann::json arm = arm_settings(run.config);
+  const nlohmann::json arm = report::arm_settings(run.config);
   CHECK(arm.at("chance_loss") == doctest::Approx(std::log(4.0)));
   CHECK(arm.at("n_keys") == 4);
   CHECK_FALSE(arm.contains("seed"));

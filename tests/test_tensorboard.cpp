@@ -128,5 +128,5 @@ TEST_CASE("--tensorboard records how a run is logged: runs with and without it a
   TrainConfig with = tiny_run("a", 3), without = tiny_run("b", 3);
   with.tensorboard = true;
   CHECK(with.to_json().at("tensorboard") == true);
-  CHECK(arm_settings(with.to_json()) == arm_settings(without.to_json()));
+  CHECK(xgrad::report::arm_settings(with.to_json()) == xgrad::report::arm_settings(without.to_json()));
 }

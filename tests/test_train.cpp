@@ -26,6 +26,7 @@
 
 using namespace xgrad;
 using namespace xgrad::train;
+using namespace xgrad::cli;
 namespace fs = std::filesystem;
 using namespace xgrad::testing;
 

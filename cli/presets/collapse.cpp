@@ -10,8 +10,8 @@
 namespace xgrad::cli {
 namespace {
 
-train::SweepConfig grid(bool quick) {
-  train::SweepConfig c = preset_defaults();
+cli::SweepConfig grid(bool quick) {
+  cli::SweepConfig c = preset_defaults();
   train::set_setting(c.base, "kv_encoding", "sum");
   c.base.d_model = 64;
   c.base.n_heads = 2;

@@ -7,8 +7,8 @@
 namespace xgrad::cli {
 namespace {
 
-train::SweepConfig grid(bool quick) {
-  train::SweepConfig c = preset_defaults();
+cli::SweepConfig grid(bool quick) {
+  cli::SweepConfig c = preset_defaults();
   c.d_ks = {16, 64, 256, 1024};
   if (quick) {  // two head sizes, one learning rate per optimizer, two seeds, a sixth of the steps
     c.d_ks = {16, 256};

@@ -17,8 +17,8 @@ constexpr const char* kScalable = "ssmax";
 
 constexpr std::size_t kTrainedPairs = 8;
 
-train::SweepConfig grid(bool quick) {
-  train::SweepConfig c = preset_defaults();
+cli::SweepConfig grid(bool quick) {
+  cli::SweepConfig c = preset_defaults();
   train::set_setting(c.base, "kv_encoding", "sum");
   train::set_setting(c.base, "n_keys", 8 * kTrainedPairs);  // distinct keys for 8x the pairs
   train::set_setting(c.base, "n_values", 16);

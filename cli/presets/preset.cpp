@@ -11,15 +11,15 @@ namespace xgrad::cli {
 
 PresetRegistration::PresetRegistration(Preset preset) { Registry<Preset>::instance().add(std::move(preset)); }
 
-train::SweepConfig preset_defaults() { return train::experiment_defaults(); }
+cli::SweepConfig preset_defaults() { return cli::experiment_defaults(); }
 
-std::size_t grid_points(const train::SweepConfig& grid) {
+std::size_t grid_points(const cli::SweepConfig& grid) {
   std::size_t n = grid.scales.size() * grid.d_ks.size() * grid.arms.size() * grid.seeds.size();
-  for (const train::GridAxis& axis : grid.grid) n *= axis.values.size();
+  for (const cli::GridAxis& axis : grid.grid) n *= axis.values.size();
   if (!grid.keep) return n;
   // A filtered grid: count the points it keeps, as plan_sweep forms them.
   std::vector<train::TrainConfig> points{grid.base};
-  for (const train::GridAxis& axis : grid.grid) {
+  for (const cli::GridAxis& axis : grid.grid) {
     std::vector<train::TrainConfig> next;
     for (const train::TrainConfig& p : points)
       for (const auto& value : axis.values) {
@@ -33,7 +33,7 @@ std::size_t grid_points(const train::SweepConfig& grid) {
   for (const train::TrainConfig& p : points)
     for (std::size_t d_k : grid.d_ks)
       for (const std::string& scale : grid.scales)
-        for (const train::Arm& arm : grid.arms)
+        for (const cli::Arm& arm : grid.arms)
           for (std::uint64_t seed : grid.seeds) {
             train::TrainConfig q = p;
             train::set_setting(q, "scale", scale);

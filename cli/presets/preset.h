@@ -1,6 +1,6 @@
 // Experiment presets: `xgrad experiment --preset NAME [--quick]` runs a named grid and writes its own report sections
 // and figures after the usual report. A preset is two files, one per layer: cli/presets/NAME.cpp registers its grid
-// (a Preset, here), report/presets/NAME.cpp its report sections (a train::PresetReport, report/preset_report.h) under
+// (a Preset, here), report/presets/NAME.cpp its report sections (a report::PresetReport, report/preset_report.h) under
 // the same name; a user's own executable may hold its own the same way. Nothing else lists the names (`xgrad
 // experiment --help` and the --preset check read the registry). The sweep directory's sweep.json records
 // {"preset": {"name", "quick"}}, so `xgrad compare DIR` writes the preset's sections again.
@@ -10,8 +10,8 @@
 //   #include "cli/presets/preset.h"
 //   namespace xgrad::cli {
 //   namespace {
-//   train::SweepConfig grid(bool quick) {
-//     train::SweepConfig c = preset_defaults();       // jobs = cores, one BLAS thread per run, logging every 10 steps
+//   cli::SweepConfig grid(bool quick) {
+//     cli::SweepConfig c = preset_defaults();       // jobs = cores, one BLAS thread per run, logging every 10 steps
 //     train::set_setting(c.base, "kv_encoding", "sum");  // new presets: the compositional encoding
 //     c.base.steps = quick ? 100 : 600;
 //     c.scales = all_scalings();                      // every registered scaling
@@ -47,11 +47,11 @@ struct Preset {
   std::string description;  // one line: the question, with its sources
   // The grid: the full one, or (quick) the --quick one that CI runs (<= 2 minutes on 2 cores). Sets every axis and
   // the base settings; out and executable are set by the command.
-  std::function<train::SweepConfig(bool quick)> grid;
+  std::function<cli::SweepConfig(bool quick)> grid;
 };
 
 /// Registers `preset` (Registry<Preset>) when its file's static objects are initialised; its report registers
-/// itself from report/presets/NAME.cpp (Registry<train::PresetReport>). A duplicate name ends the program at start-up
+/// itself from report/presets/NAME.cpp (Registry<report::PresetReport>). A duplicate name ends the program at start-up
 /// with the RegistryError's message.
 struct PresetRegistration {
   explicit PresetRegistration(Preset preset);
@@ -62,11 +62,11 @@ constexpr const char* kDefaultPreset = "dk";
 
 /// The common start of a grid: experiment_defaults() (kv_recall, d_model 64, 600 steps of batch 64, logging every
 /// 10 steps, one run per core) with the scales, d_ks, seeds and arms of today's `dk` experiment.
-train::SweepConfig preset_defaults();
+cli::SweepConfig preset_defaults();
 
 /// The number of runs of `grid`: scales x d_ks x arms x seeds x the values of each grid axis, less the points its
 /// `keep` filter leaves out.
-std::size_t grid_points(const train::SweepConfig& grid);
+std::size_t grid_points(const cli::SweepConfig& grid);
 
 /// Every registered scaling, in registry order.
 std::vector<std::string> all_scalings();

@@ -15,7 +15,7 @@ namespace {
 constexpr std::size_t kWide = 256;      // d_model of the n_heads family
 constexpr std::size_t kQuickWide = 64;  // its --quick value
 
-void set_training(train::SweepConfig& c, bool quick) {
+void set_training(cli::SweepConfig& c, bool quick) {
   c.base.task = "char_lm";
   train::set_setting(c.base, "seq_len", 64);
   c.base.batch_size = 12;
@@ -37,8 +37,8 @@ void set_training(train::SweepConfig& c, bool quick) {
   c.arms = {{"adamw", 1e-3}};
 }
 
-train::SweepConfig grid(bool quick) {
-  train::SweepConfig c = preset_defaults();
+cli::SweepConfig grid(bool quick) {
+  cli::SweepConfig c = preset_defaults();
   set_training(c, quick);
   c.scales = {"none", "sqrt_dk"};
   const std::size_t wide = quick ? kQuickWide : kWide;

@@ -12,8 +12,8 @@ const std::vector<std::size_t> kWidths{16, 32, 64, 128, 256, 512};
 const std::vector<std::size_t> kQuickWidths{16, 64};
 constexpr std::size_t kBaseWidth = 64;
 
-train::SweepConfig grid(bool quick) {
-  train::SweepConfig c = preset_defaults();
+cli::SweepConfig grid(bool quick) {
+  cli::SweepConfig c = preset_defaults();
   train::set_setting(c.base, "kv_encoding", "sum");
   c.base.n_heads = 1;
   c.base.mlp = false;  // attention only: the widest runs stay within the budget, and W_q, W_k, W_v, W_o are the

@@ -14,7 +14,7 @@
 #include "train/metrics_log.h"
 #include "train/run_files.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 namespace {
 
 constexpr double kCollapseEntropy = 0.1;  // nats: below it a head's attention is all but one-hot
@@ -29,7 +29,7 @@ struct RunCurves {
   bool read = false;
 };
 
-RunCurves read_curves(const train::RunRecord& run) {
+RunCurves read_curves(const report::RunRecord& run) {
   RunCurves out;
   try {
     const train::MetricsTable t = train::read_metrics(run.dir + "/" + train::kMetricsFile);
@@ -90,7 +90,7 @@ struct Grid {
   double T = 0;                                 // keys the answer's query attends to
 };
 
-Grid read_grid(const train::Comparison& c) {
+Grid read_grid(const report::Comparison& c) {
   Grid g;
   g.curves.resize(c.runs.size());
   auto& curves = g.curves;
@@ -98,11 +98,11 @@ Grid read_grid(const train::Comparison& c) {
   auto& order = g.order;
   auto& scale_of = g.scale_of;
   double& T = g.T;
-  const train::LineLabels labels(c, {"scale", "lr", "warmup_steps"});
+  const report::LineLabels labels(c, {"scale", "lr", "warmup_steps"});
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const nlohmann::json& cfg = c.runs[i].config;
     if (!cfg.contains("scale") || !cfg.contains("lr")) continue;
-    const std::string scale = labels(cfg.at("scale").get<std::string>(), train::arm_settings(cfg));
+    const std::string scale = labels(cfg.at("scale").get<std::string>(), report::arm_settings(cfg));
     scale_of[scale] = cfg.at("scale").get<std::string>();
     if (std::find(order.begin(), order.end(), scale) == order.end()) order.push_back(scale);
     const long warmup = cfg.value("warmup_steps", 0L);
@@ -124,17 +124,17 @@ Grid read_grid(const train::Comparison& c) {
 }
 
 // Entropy against step at the highest lr, without and with warmup: mean over seeds of the lowest head entropy.
-void add_step_figures(Grid& g, double top_lr, const std::set<long>& warmups, train::PresetSection& s) {
+void add_step_figures(Grid& g, double top_lr, const std::set<long>& warmups, report::PresetSection& s) {
   auto& curves = g.curves;
   auto& cells = g.cells;
   for (long warmup : warmups) {
-    train::SummaryFigure f = train::summary_figure(
+    report::SummaryFigure f = report::summary_figure(
         warmup == 0 ? "collapse_entropy_vs_step" : "collapse_entropy_vs_step_warmup",
         "Lowest head attention entropy against step, AdamW lr " + lr_text(top_lr) +
             (warmup == 0 ? ", no warmup" : fmt::format(", {} warmup steps", warmup)),
         "per logged step the minimum over the heads of attn/l<last>h<h>/entropy_mean (nats, over the query "
         "positions), mean over the seeds that logged it; bars: min and max over seeds",
-        "step", train::Axis::linear, "lowest head entropy (nats)", train::Axis::linear);
+        "step", report::Axis::linear, "lowest head entropy (nats)", report::Axis::linear);
     f.error_bar_sd = false;
     f.tabulate = false;
     for (const std::string& scale : g.order) {
@@ -144,11 +144,11 @@ void add_step_figures(Grid& g, double top_lr, const std::set<long>& warmups, tra
       for (std::size_t i : lr_it->second.at(warmup).runs)
         for (std::size_t k = 0; k < curves[i].step.size(); ++k)
           by_step[curves[i].step[k]].push_back(curves[i].entropy_min[k]);
-      train::SummaryLine line = train::summary_line(scale, g.scale_of[scale]);
+      report::SummaryLine line = report::summary_line(scale, g.scale_of[scale]);
       for (const auto& [step, values] : by_step) {
-        train::SummaryPoint p;
+        report::SummaryPoint p;
         p.x = step;
-        p.y = train::mean_sd(values).mean;
+        p.y = report::mean_sd(values).mean;
         p.lo = *std::min_element(values.begin(), values.end());
         p.hi = *std::max_element(values.begin(), values.end());
         p.n = values.size();
@@ -162,14 +162,14 @@ void add_step_figures(Grid& g, double top_lr, const std::set<long>& warmups, tra
 
 // Entropy against the spectral norm, every logged head of every run at the highest lr without warmup, with the
 // bound. `below` and `points` get the number of logged head measurements below the bound and in all.
-void add_norm_figure(Grid& g, double top_lr, train::PresetSection& s, std::size_t* below, std::size_t* points) {
+void add_norm_figure(Grid& g, double top_lr, report::PresetSection& s, std::size_t* below, std::size_t* points) {
   auto& curves = g.curves;
   auto& cells = g.cells;
   auto& order = g.order;
   auto& scale_of = g.scale_of;
   const double T = g.T;
   double norm_lo = INFINITY, norm_hi = 0;
-  train::SummaryFigure f = train::summary_figure(
+  report::SummaryFigure f = report::summary_figure(
       "collapse_entropy_vs_spectral_norm",
       fmt::format("Head entropy against c·||W_q,h W_k,hᵀ||₂, AdamW lr {}, no warmup; dashed: Zhai et al.'s "
                   "bound for T = {:g}",
@@ -177,7 +177,7 @@ void add_norm_figure(Grid& g, double top_lr, train::PresetSection& s, std::size_
       "per scaling, each logged step's mean over seeds of the lowest head entropy against the mean of the "
       "largest head norm (c the scaling's constant multiplier), ordered by the norm; the dashed line is "
       "Zhai et al. 2023's lower bound for T keys (nn/entropy_bound.h)",
-      "c·||W_q,h W_k,hᵀ||₂", train::Axis::log, "attention entropy (nats)", train::Axis::linear);
+      "c·||W_q,h W_k,hᵀ||₂", report::Axis::log, "attention entropy (nats)", report::Axis::linear);
   f.tabulate = false;
   f.error_bar_sd = false;
   for (const std::string& scale : order) {
@@ -189,16 +189,16 @@ void add_norm_figure(Grid& g, double top_lr, train::PresetSection& s, std::size_
         by_step[curves[i].step[k]].first.push_back(curves[i].norm_max[k]);
         by_step[curves[i].step[k]].second.push_back(curves[i].entropy_min[k]);
       }
-    train::SummaryLine line = train::summary_line(scale, scale_of[scale]);
+    report::SummaryLine line = report::summary_line(scale, scale_of[scale]);
     for (const auto& [step, pair] : by_step) {
-      train::SummaryPoint p;
-      p.x = train::mean_sd(pair.first).mean;
-      p.y = train::mean_sd(pair.second).mean;
+      report::SummaryPoint p;
+      p.x = report::mean_sd(pair.first).mean;
+      p.y = report::mean_sd(pair.second).mean;
       p.n = pair.first.size();
       if (std::isfinite(p.x) && p.x > 0) line.points.push_back(p);
     }
     std::sort(line.points.begin(), line.points.end(),
-              [](const train::SummaryPoint& a, const train::SummaryPoint& b) { return a.x < b.x; });
+              [](const report::SummaryPoint& a, const report::SummaryPoint& b) { return a.x < b.x; });
     f.lines.push_back(line);
   }
   for (std::size_t i = 0; i < curves.size(); ++i)
@@ -211,11 +211,11 @@ void add_norm_figure(Grid& g, double top_lr, train::PresetSection& s, std::size_
       }
     }
   if (T >= 2 && norm_hi > 0) {
-    train::SummaryLine bound =
-        train::summary_line(fmt::format("bound, T = {:g}", T), order.empty() ? "none" : scale_of[order.front()]);
+    report::SummaryLine bound =
+        report::summary_line(fmt::format("bound, T = {:g}", T), order.empty() ? "none" : scale_of[order.front()]);
     bound.theory = true;
     for (int k = 0; k <= 40; ++k) {
-      train::SummaryPoint p;
+      report::SummaryPoint p;
       p.x = norm_lo * std::pow(norm_hi / norm_lo, k / 40.0);
       p.y = nn::entropy_lower_bound(p.x, T);
       bound.points.push_back(p);
@@ -234,13 +234,13 @@ int status(const Cell& cell) {
 }
 
 // One line's sentence (where it collapses, where not, where warmup helped); its rows go into `t`.
-std::string line_text(const std::string& scale, const std::map<double, std::map<long, Cell>>& by_lr, train::Table& t) {
+std::string line_text(const std::string& scale, const std::map<double, std::map<long, Cell>>& by_lr, report::Table& t) {
   std::vector<std::string> collapsed, safe, undecided, warmup_helped, diverged, few;
   for (const auto& [lr, by_warmup] : by_lr) {
     for (const auto& [w, cell] : by_warmup) {
       t.rows.push_back({scale, lr_text(lr), std::to_string(w), fmt::format("{} of {}", cell.collapsed, cell.read),
-                        train::format_number(train::mean_sd(cell.lowest_entropy).mean, 3),
-                        train::format_number(train::mean_sd(cell.final_accuracy).mean, 2),
+                        train::format_number(report::mean_sd(cell.lowest_entropy).mean, 3),
+                        train::format_number(report::mean_sd(cell.final_accuracy).mean, 2),
                         fmt::format("{} of {}", cell.diverged, cell.runs.size())});
       const std::string where =
           "lr " + lr_text(lr) + (w == 0 ? " without warmup" : fmt::format(" with {} warmup steps", w));
@@ -282,11 +282,11 @@ std::string bound_text(double T, std::size_t below, std::size_t points) {
                 : std::string("The sequence length was not found in config.json: the bound is not drawn.");
 }
 
-std::vector<train::PresetSection> report(const train::PresetInput& in) {
-  const train::Comparison& c = in.comparison;
+std::vector<report::PresetSection> report(const report::PresetInput& in) {
+  const report::Comparison& c = in.comparison;
   Grid g = read_grid(c);
   auto& cells = g.cells;
-  train::PresetSection s;
+  report::PresetSection s;
   s.anchor = "collapse";
   s.title = "Attention entropy collapse (Zhai et al. 2023)";
   if (cells.empty()) {
@@ -307,7 +307,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   add_norm_figure(g, top_lr, s, &below, &points);
 
   // The table and the sentences: per (scaling, lr, warmup), how many seeds collapsed.
-  train::Table t;
+  report::Table t;
   t.header = {"scaling", "lr", "warmup steps", "collapsed seeds", "lowest entropy (mean)", "final accuracy (mean)",
               "diverged"};
   std::string text;
@@ -326,4 +326,4 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
 const Registration<PresetReport> registration{PresetReport{"collapse", 30, report}};
 
 }  // namespace
-}  // namespace xgrad::train
+}  // namespace xgrad::report

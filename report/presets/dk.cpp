@@ -3,10 +3,10 @@
 #include "common/registry.h"
 #include "report/preset_report.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 namespace {
 
 const Registration<PresetReport> registration{PresetReport{"dk", 0, nullptr}};
 
 }  // namespace
-}  // namespace xgrad::train
+}  // namespace xgrad::report

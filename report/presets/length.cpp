@@ -16,7 +16,8 @@
 #include "train/json_file.h"
 #include "train/run_files.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
+using train::LengthEval;
 namespace {
 
 // A seed's largest attention weight "fades" between the trained and the longest length when it falls by more than
@@ -80,7 +81,7 @@ struct Panel {
 };
 
 std::vector<Panel> panels_of(const Comparison& c) {
-  const train::LineLabels labels(c, {"d_k", "scale"});
+  const report::LineLabels labels(c, {"d_k", "scale"});
   std::vector<Panel> panels;
   for (const ArmStats& arm : c.arms) {
     auto panel = std::find_if(panels.begin(), panels.end(), [&](const Panel& p) { return p.d_k == arm.d_k(); });
@@ -125,7 +126,7 @@ std::vector<Panel> groups_of(const Panel& panel) {
 std::string count_list(const std::vector<std::size_t>& values) {
   std::vector<std::string> items;
   for (std::size_t v : values) items.push_back(std::to_string(v));
-  return train::join_and(items);
+  return report::join_and(items);
 }
 
 // "8 pairs, evaluated at 16 and 32 (2x and 4x)"
@@ -135,14 +136,14 @@ std::string lengths_text(const Curve& curve) {
   std::vector<std::string> ratios;
   for (std::size_t p : curve.pairs)
     ratios.push_back(curve.trained ? fmt::format("{:g}x", static_cast<double>(p) / curve.trained) : "?");
-  return s + count_list(curve.pairs) + " (" + train::join_and(ratios) + ")";
+  return s + count_list(curve.pairs) + " (" + report::join_and(ratios) + ")";
 }
 
 // Mean and sample sd over the curve's runs of one field at `pairs`.
-train::MeanSd at(const Curve& curve, std::size_t pairs, double LengthEval::*field) {
+report::MeanSd at(const Curve& curve, std::size_t pairs, double LengthEval::*field) {
   std::vector<double> values;
   for (const RunLengths& run : curve.runs) values.push_back(run.by_pairs.at(pairs).*field);
-  return train::mean_sd(values);
+  return report::mean_sd(values);
 }
 
 SummaryFigure figure(const Panel& panel, const std::string& stem, const std::string& what, double LengthEval::*field) {
@@ -161,7 +162,7 @@ SummaryFigure figure(const Panel& panel, const std::string& stem, const std::str
   for (const Curve& curve : panel.curves) {
     SummaryLine line = summary_line(curve.label, curve.scale);
     for (std::size_t pairs : curve.pairs) {
-      const train::MeanSd m = at(curve, pairs, field);
+      const report::MeanSd m = at(curve, pairs, field);
       SummaryPoint p;
       p.x = static_cast<double>(pairs);
       p.y = m.mean;
@@ -278,7 +279,7 @@ struct WeightLists {
 };
 
 // The lists of `panel`'s curves, and their rows of the findings table `t`.
-WeightLists weight_lists(const Panel& panel, train::Table& t) {
+WeightLists weight_lists(const Panel& panel, report::Table& t) {
   WeightLists w;
   for (const Curve& curve : panel.curves) {
     const Change acc = change_of(curve, &LengthEval::accuracy, kAccuracyChange);
@@ -314,18 +315,18 @@ std::string lists_text(const WeightLists& w, std::size_t trained, std::size_t lo
   // Only the lists that hold a scaling: an empty one would read as a scaling's name ("none") or as a result.
   std::vector<std::string> clauses;
   if (!w.fading.empty())
-    clauses.push_back(
-        fmt::format("fades (falls by more than {:g} in every seed) with {}", kWeightChange, train::join_and(w.fading)));
+    clauses.push_back(fmt::format("fades (falls by more than {:g} in every seed) with {}", kWeightChange,
+                                  report::join_and(w.fading)));
   if (!w.holding.empty())
-    clauses.push_back(
-        fmt::format("holds (within {:g}, or rises, in every seed) with {}", kWeightChange, train::join_and(w.holding)));
+    clauses.push_back(fmt::format("holds (within {:g}, or rises, in every seed) with {}", kWeightChange,
+                                  report::join_and(w.holding)));
   if (!w.undecided.empty())
-    clauses.push_back(fmt::format("is not decided (the seeds disagree) with {}", train::join_and(w.undecided)));
+    clauses.push_back(fmt::format("is not decided (the seeds disagree) with {}", report::join_and(w.undecided)));
   if (!clauses.empty())
     md += fmt::format("- From {} to {} keys per query, the largest attention weight {}.\n", trained, longest,
                       fmt::join(clauses, "; "));
   for (const auto& [why, scales] : w.unmeasured)
-    md += fmt::format("- The change from the trained length is not measured for {} ({}).\n", train::join_and(scales),
+    md += fmt::format("- The change from the trained length is not measured for {} ({}).\n", report::join_and(scales),
                       why);
   if (!w.not_learned.empty())
     md += fmt::format(
@@ -374,7 +375,7 @@ std::string claim_verdict(const Curve& reference, const Curve& scalable) {
 // One group of findings: curves of one d_k that differ only in scaling (Panel::extras names what else they share).
 std::string findings(const Panel& panel) {
   std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.d_k, panel.extras.empty() ? "" : ", " + panel.extras);
-  train::Table t;
+  report::Table t;
   t.header = {"scaling",
               "seeds learned",
               "accuracy (trained → longest)",
@@ -406,15 +407,15 @@ std::string findings(const Panel& panel) {
   return md + "\n";
 }
 
-std::vector<train::PresetSection> report(const train::PresetInput& in) {
+std::vector<report::PresetSection> report(const report::PresetInput& in) {
   const std::vector<Panel> panels = panels_of(in.comparison);
-  train::PresetSection accuracy;
+  report::PresetSection accuracy;
   accuracy.anchor = "length-accuracy";
   accuracy.title = "Accuracy against the number of keys";
-  train::PresetSection weight;
+  report::PresetSection weight;
   weight.anchor = "length-max-prob";
   weight.title = "Largest attention weight against the number of keys";
-  train::PresetSection facts;
+  report::PresetSection facts;
   facts.anchor = "length-findings";
   facts.title = "What changes with more keys, per scaling";
   std::vector<std::string> lengths;  // what the runs were trained and evaluated at, each once
@@ -448,4 +449,4 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
 const Registration<PresetReport> registration{PresetReport{"length", 40, report}};
 
 }  // namespace
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -14,7 +14,7 @@
 #include "report/preset_report.h"
 #include "report/tables.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 namespace {
 
 // An lr counts as usable when min(final loss, initial loss) is within this share of the chance loss of the best
@@ -58,7 +58,7 @@ void panel_stems(std::vector<Panel>& panels) {
 // The arms grouped into panels by (optimizer, d_k) and curves by scaling, from the groups of arms that differ only
 // in lr (an arm alone at its settings is a curve of one point).
 std::vector<Panel> panels_of(const Comparison& c) {
-  const train::LineLabels labels(c, {"d_k", "scale", "optimizer", "lr"});
+  const report::LineLabels labels(c, {"d_k", "scale", "optimizer", "lr"});
   std::vector<Panel> panels;
   std::set<std::size_t> grouped;
   std::vector<std::vector<std::size_t>> groups;
@@ -125,7 +125,7 @@ CurveFacts facts_of(const Comparison& c, const Curve& curve) {
       f.best = i;
     }
   }
-  f.sensitivity = train::lr_sensitivity(objectives);
+  f.sensitivity = report::lr_sensitivity(objectives);
   f.all_diverged = true;
   for (std::size_t a : curve.arms) {
     const ArmStats& arm = c.arms[a];
@@ -209,7 +209,7 @@ std::string usable_text(const CurveFacts& f, std::size_t n_lrs) {
 // The reference scaling's curve of a panel (the unscaled one) with the given extras, or null.
 const Curve* reference_curve(const Panel& panel, const std::string& extras) {
   for (const Curve& curve : panel.curves)
-    if (curve.extras == extras && train::is_reference_scale(curve.scale)) return &curve;
+    if (curve.extras == extras && report::is_reference_scale(curve.scale)) return &curve;
   return nullptr;
 }
 
@@ -235,13 +235,13 @@ std::string best_loss_line(const Comparison& c, const Panel& panel) {
   std::string line = "- " + panel.shown() + ": ";
   if (!best.empty()) line += fmt::format("the lowest mean final loss of each scaling: {}", fmt::join(best, "; "));
   if (!diverged.empty())
-    line += (best.empty() ? "" : "; ") + fmt::format("every run diverged with {}", train::join_and(diverged));
+    line += (best.empty() ? "" : "; ") + fmt::format("every run diverged with {}", report::join_and(diverged));
   if (best.empty() && diverged.empty()) line += "no run measured";
   return line + ".\n";
 }
 
-train::PresetSection loss_section(const Comparison& c, const std::vector<Panel>& panels) {
-  train::PresetSection loss;
+report::PresetSection loss_section(const Comparison& c, const std::vector<Panel>& panels) {
+  report::PresetSection loss;
   loss.anchor = "lr-final-loss";
   loss.title = "Final loss against learning rate, per scaling";
   for (const Panel& panel : panels) loss.figures.push_back(loss_figure(c, panel));
@@ -250,8 +250,8 @@ train::PresetSection loss_section(const Comparison& c, const std::vector<Panel>&
 }
 
 // The LR-sensitivity table: a row per curve of every panel.
-train::Table sensitivity_table(const Comparison& c, const std::vector<Panel>& panels) {
-  train::Table t;
+report::Table sensitivity_table(const Comparison& c, const std::vector<Panel>& panels) {
+  report::Table t;
   t.header = {"optimizer",
               "d_k",
               "scaling",
@@ -323,11 +323,11 @@ std::string usable_line(const Comparison& c, const Panel& panel, const std::stri
   return line + "\n";
 }
 
-train::PresetSection sensitivity_section(const Comparison& c, const std::vector<Panel>& panels) {
-  train::PresetSection table;
+report::PresetSection sensitivity_section(const Comparison& c, const std::vector<Panel>& panels) {
+  report::PresetSection table;
   table.anchor = "lr-sensitivity-table";
   table.title = "LR sensitivity per scaling";
-  const train::Table t = sensitivity_table(c, panels);
+  const report::Table t = sensitivity_table(c, panels);
   table.markdown = fmt::format(
       "The objective of a run is min(final loss, initial loss), a diverged run counting as its initial loss (Wortsman "
       "et al. 2023, sec. 3.2). *best objective*: the lowest mean over seeds, ± its seed sd. *usable lrs*: the learning "
@@ -358,7 +358,7 @@ LogitTrend logit_trend(const Comparison& c, const ArmStats& arm) {
     std::vector<double> steps;
     std::vector<double> values;
     try {
-      values = train::metrics_column_max(c.runs[r].dir, "attn/l", "/score_max_abs", &steps);
+      values = report::metrics_column_max(c.runs[r].dir, "attn/l", "/score_max_abs", &steps);
     } catch (const std::exception&) {
       continue;
     }
@@ -425,8 +425,8 @@ std::string logit_sentence(const Comparison& c, const Curve& curve, SummaryFigur
   return s;
 }
 
-train::PresetSection logit_section(const Comparison& c, const std::vector<Panel>& panels) {
-  train::PresetSection logits;
+report::PresetSection logit_section(const Comparison& c, const std::vector<Panel>& panels) {
+  report::PresetSection logits;
   logits.anchor = "lr-max-logit";
   logits.title = "Largest attention logit against step, at the highest lr each scaling survives";
   logits.markdown =
@@ -450,10 +450,10 @@ train::PresetSection logit_section(const Comparison& c, const std::vector<Panel>
   return logits;
 }
 
-std::vector<train::PresetSection> report(const train::PresetInput& in) {
+std::vector<report::PresetSection> report(const report::PresetInput& in) {
   const Comparison& c = in.comparison;
   const std::vector<Panel> panels = panels_of(c);
-  std::vector<train::PresetSection> sections;
+  std::vector<report::PresetSection> sections;
   sections.push_back(loss_section(c, panels));
   sections.push_back(sensitivity_section(c, panels));
   sections.push_back(logit_section(c, panels));
@@ -463,4 +463,4 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
 const Registration<PresetReport> registration{PresetReport{"lr", 10, report}};
 
 }  // namespace
-}  // namespace xgrad::train
+}  // namespace xgrad::report

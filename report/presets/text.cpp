@@ -17,7 +17,7 @@
 #include "train/run_files.h"
 #include "train/sample.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 namespace {
 
 constexpr std::size_t kSampleBytes = 300;
@@ -47,9 +47,9 @@ double last_finite(const std::vector<double>& v) {
 // The last finite eval_loss in the run's metrics.csv (NaN when the run has none).
 double final_eval_loss(const RunRecord& run) {
   try {
-    const MetricsTable t = read_metrics(run.dir + "/" + kMetricsFile);
+    const train::MetricsTable t = train::read_metrics(run.dir + "/" + train::kMetricsFile);
     std::vector<double> column;
-    const std::size_t k = t.column(metrics_columns::kEvalLoss);
+    const std::size_t k = t.column(train::metrics_columns::kEvalLoss);
     for (const auto& row : t.rows) column.push_back(row[k]);
     return last_finite(column);
   } catch (const std::exception&) {
@@ -133,7 +133,7 @@ Table arm_rows(const std::vector<TextArm>& arms) {
     t.rows.push_back({std::to_string(a.d_model), std::to_string(a.n_heads), std::to_string(a.d_k), a.scale,
                       format_seeds(*a.stats), format_mean_sd(a.eval_loss), format_mean_sd(a.stats->final_loss),
                       format_percent(a.stats->saturated_first.mean), format_percent(a.saturated_last.mean),
-                      format_number(a.stats->entropy_last.mean, 2)});
+                      train::format_number(a.stats->entropy_last.mean, 2)});
   return t;
 }
 
@@ -228,11 +228,11 @@ std::string samples(const Comparison& c, const std::vector<TextArm>& arms) {
     md += fmt::format("**{}, {}** (run {}):\n\n", arm_name(a), a.scale,
                       markdown_escape(std::filesystem::path(run.dir).filename().string()));
     try {
-      const auto model = load_sampling_model(run.dir);
-      SampleOptions options;
+      const auto model = train::load_sampling_model(run.dir);
+      train::SampleOptions options;
       options.tokens = kSampleBytes;
       options.temperature = kSampleTemperature;
-      md += fenced(sample_text(*model, options)) + "\n";
+      md += fenced(train::sample_text(*model, options)) + "\n";
     } catch (const std::exception& e) {
       md += "No sample: " + markdown_escape(e.what()) + "\n\n";
     }
@@ -270,4 +270,4 @@ std::vector<PresetSection> report(const PresetInput& in) {
 const Registration<PresetReport> registration{PresetReport{"text", 50, report}};
 
 }  // namespace
-}  // namespace xgrad::train
+}  // namespace xgrad::report

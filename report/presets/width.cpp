@@ -13,7 +13,7 @@
 #include "report/preset_report.h"
 #include "report/tables.h"
 
-namespace xgrad::train {
+namespace xgrad::report {
 namespace {
 
 constexpr std::size_t kBaseWidth = 64;  // the grid's --base-width (cli/presets/width.cpp)
@@ -45,18 +45,18 @@ struct Grid {
   std::vector<std::string> lines;                                // in kVariants order
 };
 
-Grid read_grid(const train::Comparison& c) {
+Grid read_grid(const report::Comparison& c) {
   Grid g;
   auto& cells = g.cells;
   auto& variant_base = g.variant_base;
   auto& line_extras = g.line_extras;
-  const train::LineLabels labels(c, {"d_model", "d_k", "lr", "scale", "parametrization"});
+  const report::LineLabels labels(c, {"d_model", "d_k", "lr", "scale", "parametrization"});
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const nlohmann::json& cfg = c.runs[i].config;
     if (!cfg.contains("d_model") || !cfg.contains("lr") || c.runs[i].incomplete) continue;
-    const std::string line = labels(variant_of(cfg), train::arm_settings(cfg));
+    const std::string line = labels(variant_of(cfg), report::arm_settings(cfg));
     variant_base[line] = variant_of(cfg);
-    line_extras[line] = labels.extras(train::arm_settings(cfg));
+    line_extras[line] = labels.extras(report::arm_settings(cfg));
     Cell& cell = cells[line][cfg.at("d_model").get<std::size_t>()][cfg.at("lr").get<double>()];
     const double objective = c.stats[i].lr_objective;
     cell.objective.push_back(objective);
@@ -73,26 +73,26 @@ Grid read_grid(const train::Comparison& c) {
 }
 
 // Loss against lr, one figure per variant, one line per width.
-void add_loss_figures(Grid& g, train::PresetSection& s) {
+void add_loss_figures(Grid& g, report::PresetSection& s) {
   auto& variant_base = g.variant_base;
   auto& line_extras = g.line_extras;
   for (const std::string& variant : g.lines) {
     std::string suffix;  // the extras, as a file name's part
     for (char ch : line_extras[variant]) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
     // The extras are values from the runs' config.json: bounded in length like any name made from data.
-    train::SummaryFigure f = train::summary_figure(
+    report::SummaryFigure f = report::summary_figure(
         safe_file_stem("width_loss_vs_lr_" + variant_scale(variant_base[variant]) +
                        (variant.rfind("muP", 0) == 0 ? "_mup" : "_sp") + (suffix.empty() ? "" : "_" + suffix)),
         "Final loss against learning rate per width, " + variant,
         "AdamW; per width (d_model = d_k) the mean over seeds of the final loss (runs that diverged left out), "
         "error bars ± sd",
-        "learning rate", train::Axis::log, "final loss (nats)", train::Axis::linear);
+        "learning rate", report::Axis::log, "final loss (nats)", report::Axis::linear);
     for (const auto& [width, by_lr] : g.cells.at(variant)) {
-      train::SummaryLine line =
-          train::summary_line("d_model=" + std::to_string(width), variant_scale(variant_base[variant]));
+      report::SummaryLine line =
+          report::summary_line("d_model=" + std::to_string(width), variant_scale(variant_base[variant]));
       for (const auto& [lr, cell] : by_lr) {
-        const train::MeanSd m = train::mean_sd(cell.final_loss);
-        train::SummaryPoint p;
+        const report::MeanSd m = report::mean_sd(cell.final_loss);
+        report::SummaryPoint p;
         p.x = lr;
         p.y = m.mean;
         p.lo = m.mean - m.sd;
@@ -109,11 +109,11 @@ void add_loss_figures(Grid& g, train::PresetSection& s) {
 
 // The best lr per (variant, width): per seed the lr of the lowest objective; decided when the seeds agree.
 struct Best {
-  double lr = train::kNoValue;                        // the mean objective's argmin
-  double lo = train::kNoValue, hi = train::kNoValue;  // the seeds' best lrs
+  double lr = report::kNoValue;                         // the mean objective's argmin
+  double lo = report::kNoValue, hi = report::kNoValue;  // the seeds' best lrs
   bool decided = false;
   bool at_edge = false;  // the best lr is the smallest or largest of the grid: the optimum may lie beyond it
-  double objective = train::kNoValue;
+  double objective = report::kNoValue;
 };
 using BestLrs = std::map<std::string, std::map<std::size_t, Best>>;
 
@@ -123,7 +123,7 @@ Best best_of(const std::map<double, Cell>& by_lr, std::size_t* seeds) {
   std::map<std::uint64_t, std::pair<double, double>> seed_best;  // seed -> (objective, lr)
   double best_mean = INFINITY;
   for (const auto& [lr, cell] : by_lr) {
-    const double mean = train::mean_sd(cell.objective).mean;
+    const double mean = report::mean_sd(cell.objective).mean;
     if (std::isfinite(mean) && mean < best_mean) {
       best_mean = mean;
       b.lr = lr;
@@ -150,21 +150,21 @@ Best best_of(const std::map<double, Cell>& by_lr, std::size_t* seeds) {
   return b;
 }
 
-BestLrs add_best_lr_figure(Grid& g, train::PresetSection& s) {
+BestLrs add_best_lr_figure(Grid& g, report::PresetSection& s) {
   BestLrs best;
-  train::SummaryFigure fb = train::summary_figure(
+  report::SummaryFigure fb = report::summary_figure(
       "width_best_lr_vs_d_k", "Best learning rate against width (d_model = d_k)",
       "AdamW; the point is the learning rate of the lowest mean lr objective min(final loss, step-0 loss) "
       "over seeds (a diverged run counts its step-0 loss); the bar spans the seeds' own best learning rates",
-      "d_model = d_k", train::Axis::log, "best learning rate", train::Axis::log);
+      "d_model = d_k", report::Axis::log, "best learning rate", report::Axis::log);
   fb.error_bar_sd = false;
   for (const std::string& variant : g.lines) {
-    train::SummaryLine line = train::summary_line(variant, variant_scale(g.variant_base[variant]));
+    report::SummaryLine line = report::summary_line(variant, variant_scale(g.variant_base[variant]));
     for (const auto& [width, by_lr] : g.cells.at(variant)) {
       std::size_t seeds = 0;
       const Best b = best_of(by_lr, &seeds);
       best[variant][width] = b;
-      train::SummaryPoint p;
+      report::SummaryPoint p;
       p.x = static_cast<double>(width);
       p.y = b.lr;
       p.lo = b.lo;
@@ -178,8 +178,8 @@ BestLrs add_best_lr_figure(Grid& g, train::PresetSection& s) {
   return best;
 }
 
-train::Table best_table(Grid& g, const BestLrs& best) {
-  train::Table t;
+report::Table best_table(Grid& g, const BestLrs& best) {
+  report::Table t;
   t.header = {"variant", "d_model = d_k", "best lr", "seeds' best lrs", "lr objective at it", "diverged runs"};
   for (const std::string& variant : g.lines) {
     if (!best.count(variant)) continue;
@@ -222,7 +222,7 @@ std::string spread_text(const Grid& g, const BestLrs& best, std::map<std::string
     if (decided.size() < 2) {
       line += "not decided: the seeds agree on the best learning rate at " + std::to_string(decided.size()) + " width" +
               (decided.size() == 1 ? "" : "s") + " only.";
-      spread[variant] = train::kNoValue;
+      spread[variant] = report::kNoValue;
     } else {
       double lo = INFINITY, hi = 0;
       for (const auto& [w, lr] : decided) {
@@ -258,8 +258,8 @@ std::string claims_text(Grid& g, const std::map<std::string, double>& spread) {
     extras_seen.push_back(extras);
     auto with = [&](const std::string& name) { return extras.empty() ? name : name + " " + extras; };
     std::string claim;
-    const double mup = spread.count(with("muP (1/d_k)")) ? spread.at(with("muP (1/d_k)")) : train::kNoValue;
-    const double sp = spread.count(with("SP sqrt_dk")) ? spread.at(with("SP sqrt_dk")) : train::kNoValue;
+    const double mup = spread.count(with("muP (1/d_k)")) ? spread.at(with("muP (1/d_k)")) : report::kNoValue;
+    const double sp = spread.count(with("SP sqrt_dk")) ? spread.at(with("SP sqrt_dk")) : report::kNoValue;
     if (!spread.count(with("muP (1/d_k)")) || !spread.count(with("SP sqrt_dk")))
       claim =
           "Whether muP holds the best learning rate in place better than SP with sqrt_dk is not asked here: the runs "
@@ -289,11 +289,11 @@ std::string claims_text(Grid& g, const std::map<std::string, double>& spread) {
   return claims;
 }
 
-std::vector<train::PresetSection> report(const train::PresetInput& in) {
-  const train::Comparison& c = in.comparison;
+std::vector<report::PresetSection> report(const report::PresetInput& in) {
+  const report::Comparison& c = in.comparison;
   Grid g = read_grid(c);
   const auto& cells = g.cells;
-  train::PresetSection s;
+  report::PresetSection s;
   s.anchor = "width";
   s.title = "Best learning rate against width (Yang et al. 2022, figure 1 at toy scale)";
   if (cells.empty()) {
@@ -302,7 +302,7 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
   }
   add_loss_figures(g, s);
   const BestLrs best = add_best_lr_figure(g, s);
-  const train::Table t = best_table(g, best);
+  const report::Table t = best_table(g, best);
   std::map<std::string, double> spread;
   const std::string text = spread_text(g, best, spread);
   const std::string claims = claims_text(g, spread);
@@ -319,4 +319,4 @@ std::vector<train::PresetSection> report(const train::PresetInput& in) {
 const Registration<PresetReport> registration{PresetReport{"width", 20, report}};
 
 }  // namespace
-}  // namespace xgrad::train
+}  // namespace xgrad::report

@@ -19,11 +19,11 @@
 namespace xgrad::testing {
 
 /// The run directories at or below `inputs`, loaded and analysed (loss threshold 1 unless given).
-inline train::Comparison analyse_dirs(const std::vector<std::string>& inputs, double loss_threshold = 1.0,
-                                      double accuracy_threshold = 0.9, std::size_t window = 1) {
-  std::vector<train::RunRecord> runs;
-  for (const auto& d : train::find_run_dirs(inputs)) runs.push_back(train::load_run(d));
-  return train::analyse_runs(std::move(runs), loss_threshold, accuracy_threshold, window);
+inline report::Comparison analyse_dirs(const std::vector<std::string>& inputs, double loss_threshold = 1.0,
+                                       double accuracy_threshold = 0.9, std::size_t window = 1) {
+  std::vector<report::RunRecord> runs;
+  for (const auto& d : report::find_run_dirs(inputs)) runs.push_back(report::load_run(d));
+  return report::analyse_runs(std::move(runs), loss_threshold, accuracy_threshold, window);
 }
 
 /// An SGD run of `scale` at `lr` and `seed`: loss 4 at step 0, then `final_loss` for 20 steps; `diverged`: inf at
@@ -68,9 +68,9 @@ inline std::string joined(const std::vector<std::string>& lines) {
 }
 
 /// The findings' texts, each followed by a newline.
-inline std::string findings_text(const train::Comparison& cmp) {
+inline std::string findings_text(const report::Comparison& cmp) {
   std::string all;
-  for (const auto& l : train::findings(cmp)) all += l.text + "\n";
+  for (const auto& l : report::findings(cmp)) all += l.text + "\n";
   return all;
 }
 

@@ -14,12 +14,12 @@ namespace xgrad::testing {
 
 /// `xgrad compare INPUTS --out OUT --plots false`; the number of runs it read. Throws what run_compare throws.
 inline std::size_t compare_quietly(const std::vector<std::string>& inputs, const std::filesystem::path& out) {
-  train::CompareOptions options;
+  report::CompareOptions options;
   options.inputs = inputs;
   options.out = out.string();
   options.plots = false;
   std::ostringstream sink;
-  return train::run_compare(options, sink);
+  return report::run_compare(options, sink);
 }
 
 }  // namespace xgrad::testing
