@@ -277,7 +277,7 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs, cons
                          {"pid", r.status == "running" ? nlohmann::json(r.pid) : nlohmann::json()},
                          {"config_file", fs::relative(run_config_path(cfg, r.name), cfg.out).string()},
                          {"d_k", r.config.head_size()},
-                         {"scale", r.config.scale},
+                         {"scale", r.config.model.scale},
                          {"grid", r.grid},
                          {"optimizer", r.config.optimizer},
                          {"lr", r.config.lr},
@@ -528,7 +528,7 @@ void check_point_run(const SweepRun& r, const GridPoint& point) {
 // (added to `read`).
 void finish_run(SweepRun& r, const SweepConfig& cfg, std::size_t d_k, const Arm& arm, std::uint64_t seed,
                 std::set<std::string>& read) {
-  r.config.d_k = d_k;
+  r.config.model.d_k = d_k;
   r.config.lr = arm.lr;
   r.config.seed = seed;
   r.config.data_seed = cfg.base.data_seed + seed;  // seed k sees data stream k in every arm
@@ -594,7 +594,7 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
             }
             if (cfg.keep) {
               TrainConfig point_config = r.config;
-              point_config.d_k = d_k;
+              point_config.model.d_k = d_k;
               point_config.lr = arm.lr;
               point_config.seed = seed;
               if (!cfg.keep(point_config)) continue;

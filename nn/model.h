@@ -8,6 +8,8 @@
 
 namespace xgrad::nn {
 
+/// The model's settings. The defaults here are also `xgrad train`'s (train/settings.cpp binds each flag to its member
+/// here and declares this default); vocab_size and max_seq_len come from the task, `settings` from the components.
 struct ModelConfig {
   std::size_t vocab_size = 0;   // input tokens and output classes
   std::size_t max_seq_len = 0;  // positions with a learned embedding

@@ -321,7 +321,7 @@ TEST_CASE("xgrad sample rebuilds a tied, bias-free model from config.json") {
 
 TEST_CASE("the memory estimate counts a tied vocabulary table once") {
   train::TrainConfig untied = tiny_run("unused"), tied = untied;
-  tied.tie_word_embeddings = true;
+  tied.model.tie_word_embeddings = true;
   const double V = 1000, d = 16, per_parameter = 4.0 * 5;
   CHECK(untied.estimate_memory(1000, 32, 0, 1).bytes() - tied.estimate_memory(1000, 32, 0, 1).bytes() ==
         doctest::Approx(per_parameter * V * d));

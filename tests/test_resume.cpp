@@ -327,13 +327,13 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
     return std::string("");
   };
   TrainConfig r = c;
-  r.d_model = 32;
+  r.model.d_model = 32;
   CHECK(resume_error(r).find("--d-model: the run in") != std::string::npos);
   r = c;
   r.lr = 0.1;
   CHECK(resume_error(r).find("--lr:") != std::string::npos);
   r = c;
-  r.scale = "none";
+  r.model.scale = "none";
   CHECK(resume_error(r).find("--scale:") != std::string::npos);
   r = c;
   r.seed = 5;
@@ -439,7 +439,7 @@ TEST_CASE("--init-from: a run starts from a checkpoint's weights; a file that do
     return message;
   };
   TrainConfig wider = b;
-  wider.d_model = 32;
+  wider.model.d_model = 32;
   CHECK(init_error(wider).find("--init-from: checkpoint " + source +
                                ": tensor 'model.tok_emb.weight' has shape [72, 16], the model needs [72, 32]") == 0);
   nn::Checkpoint partial = bare;
@@ -646,7 +646,7 @@ TEST_CASE("resume without a checkpoint warns that it starts again from step 0 an
 
 TEST_CASE("a corrupt config.json is refused as bad usage naming the file and the key") {
   TrainConfig c = tiny_run(temp_dir("corrupt_config").string(), 3);
-  c.d_model = 8;
+  c.model.d_model = 8;
   xgrad::train::train(c);
   const fs::path config = fs::path(c.out) / "config.json";
   const nlohmann::json good = nlohmann::json::parse(read_text(config));
@@ -695,7 +695,7 @@ TEST_CASE("a run directory is locked while a process trains in it; a killed run 
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   REQUIRE(fs::exists(dir / kCheckpointFile));
   TrainConfig r;
-  r.d_model = 32;
+  r.model.d_model = 32;
   r.steps = 100000;
   r.out = dir.string();
   r.resume = true;

@@ -106,8 +106,8 @@ TEST_CASE("config.json: to_json and from_json round-trip every setting; d_k is r
   set_setting(c, "n_symbols", 5);
   set_setting(c, "optimizer", "sgd");
   set_setting(c, "momentum", 0.25);
-  c.d_model = 32;
-  c.n_heads = 2;
+  c.model.d_model = 32;
+  c.model.n_heads = 2;
   c.out = "somewhere";
   const nlohmann::json j = c.to_json();
   CHECK(j.at("d_k") == 16);

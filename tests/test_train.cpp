@@ -65,7 +65,7 @@ TEST_CASE("sqrt_dk attention at d_k = 16 learns key-value recall to well below c
 
 TEST_CASE("metrics.csv and config.json hold what the README promises") {
   TrainConfig c;
-  c.d_model = 8;
+  c.model.d_model = 8;
   c.steps = 5;
   c.out = temp_dir("files").string();
   xgrad::train::train(c);
@@ -193,8 +193,8 @@ TEST_CASE("more BLAS threads: the same run to float tolerance (what README's Det
   // With several OpenBLAS threads a GEMM is split into blocks computed by different threads; README documents that
   // results may then differ in the last bits. What is promised is agreement to float tolerance, tested here.
   TrainConfig one_thread = tiny_run("", 20);
-  one_thread.d_model = 32;
-  one_thread.d_k = 64;
+  one_thread.model.d_model = 32;
+  one_thread.model.d_k = 64;
   one_thread.batch_size = 64;
   const TrainConfig c = trained_into(one_thread, "threads_1");
   TrainConfig two_threads = c;
@@ -416,7 +416,7 @@ SweepConfig tiny_sweep(const fs::path& out) {
 TEST_CASE("sweep: a run that diverges at step 0 is recorded as diverged and the sweep finishes") {
   const fs::path dir = temp_dir("sweep_div0");
   SweepConfig s = tiny_sweep(dir);
-  s.base.proj_init_gain = 1e23;
+  s.base.model.proj_init_gain = 1e23;
   const auto runs = run_sweep(s, nullptr).runs;
   REQUIRE(runs.size() == 1);
   CHECK(runs[0].status == "diverged");
@@ -470,7 +470,7 @@ TEST_CASE(
 TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that cannot start are failed, not fatal") {
   const fs::path dir = temp_dir("sweep_into_run");
   TrainConfig c = tiny_run(dir.string(), 2);
-  c.d_model = 8;
+  c.model.d_model = 8;
   xgrad::train::train(c);
   CHECK_THROWS_WITH_AS(
       run_sweep(tiny_sweep(dir), nullptr),
@@ -502,7 +502,7 @@ TEST_CASE("train() gives its caller back the floating-point control it found: su
   volatile double tiny = 1e-310, one = 1.0;
   REQUIRE(tiny * one > 0.0);
   TrainConfig c = tiny_run(temp_dir("fp_control").string(), 2);
-  c.d_model = 8;
+  c.model.d_model = 8;
   c.flush_denormals = true;
   xgrad::train::train(c);
   CHECK(tiny * one > 0.0);
@@ -562,8 +562,8 @@ TEST_CASE("train says at the start how much disk its metrics.csv and checkpoint 
 
 TEST_CASE("rows of steps that are not measured leave the measured-only cells empty, and read as the same numbers") {
   TrainConfig c = tiny_run(temp_dir("short_rows").string(), 40);
-  c.n_heads = 8;
-  c.n_layers = 2;
+  c.model.n_heads = 8;
+  c.model.n_layers = 2;
   c.log_every = 20;
   fs::remove_all(c.out);
   xgrad::train::train(c);
