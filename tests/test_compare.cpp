@@ -234,7 +234,7 @@ TEST_CASE("zero-gradient fractions: summary.json and compare give the same numbe
   TrainConfig c = xgrad::testing::tiny_run((root / "run").string(), 24);
   c.model.scale = "none";
   c.model.proj_init_gain = 100;
-  c.on_nan = "skip";
+  c.on_nan = xgrad::train::OnNan::skip;
   const RunSummary trained = xgrad::train::train(c, xgrad::testing::nan_gradient_at({2, 5, 6, 11}));
   REQUIRE(trained.skipped_steps == 4);
   std::ifstream in(root / "run" / "summary.json");

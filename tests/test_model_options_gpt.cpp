@@ -129,7 +129,7 @@ TEST_CASE("tied readout: float64 gradcheck of a tiny tied model's loss w.r.t. th
 
 TEST_CASE("tie_word_embeddings under parametrization mup is refused, naming both flags") {
   nn::ModelConfig c = tiny_config(true, true);
-  c.parametrization = "mup";
+  c.parametrization = nn::Parametrization::mup;
   c.scale = "dk";
   CHECK_THROWS_WITH_AS(nn::AttentionModel(c, 0), doctest::Contains("tie_word_embeddings"), Error);
   train::TrainConfig t = tiny_run(temp_dir("tie_mup").string());

@@ -27,7 +27,7 @@ nn::ModelConfig model(std::size_t d_model, const std::string& parametrization = 
   c.d_model = d_model;
   c.n_heads = 2;
   c.scale = "dk";
-  c.parametrization = parametrization;
+  c.parametrization = parse_enum(nn::kParametrizationNames, parametrization);
   c.base_width = base_width;
   return c;
 }
@@ -151,7 +151,7 @@ TEST_CASE("--parametrization mup, --base-width: the run's optimizer, config.json
   train::TrainConfig c = xgrad::testing::tiny_run(xgrad::testing::temp_dir("mup_run").string(), 8);
   c.model.d_model = 32;
   c.model.scale = "dk";
-  c.model.parametrization = "mup";
+  c.model.parametrization = nn::Parametrization::mup;
   c.model.base_width = 16;
   c.optimizer = "sgd";
   c.lr = 0.01;
@@ -182,7 +182,7 @@ TEST_CASE("--parametrization mup, --base-width: the run's optimizer, config.json
   nlohmann::json old = j;
   old.erase("parametrization");
   old.erase("base_width");
-  CHECK(train::TrainConfig::from_json(old, "old/config.json").model.parametrization == "sp");
+  CHECK(train::TrainConfig::from_json(old, "old/config.json").model.parametrization == nn::Parametrization::sp);
 
   // Refused: another scaling than 1/d_k, and a base width the sizes do not scale to.
   train::TrainConfig bad = c;

@@ -353,7 +353,7 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
   r = c;
   r.print_every = 3;
   r.checkpoint_every = 5;
-  r.on_nan = "skip";
+  r.on_nan = train::OnNan::skip;
   r.steps = 14;
   CHECK(resume_error(r).empty());
   // A checkpoint without the metrics.csv it continues cannot be resumed either.
@@ -514,7 +514,7 @@ TEST_CASE(
   CHECK(nlohmann::json::parse(in).at("diverged") == true);
   TrainConfig r = c;
   r.resume = true;
-  r.on_nan = "skip";
+  r.on_nan = train::OnNan::skip;
   const RunSummary resumed = xgrad::train::train(r, xgrad::testing::nan_gradient_at({6}));
   CHECK_FALSE(resumed.diverged);
   CHECK(resumed.skipped_steps == 1);
@@ -524,7 +524,7 @@ TEST_CASE(
 
 TEST_CASE("--on-nan skip: the step's update is dropped, the row kept, the count reported; it resumes identically") {
   TrainConfig c = nan_run("nan_skip");
-  c.on_nan = "skip";
+  c.on_nan = train::OnNan::skip;
   c.optimizer = "adamw";
   const RunSummary s = xgrad::train::train(c, xgrad::testing::nan_gradient_at({3, 9, 10}));
   CHECK_FALSE(s.diverged);
@@ -570,7 +570,7 @@ TEST_CASE("--on-nan skip: the step's update is dropped, the row kept, the count 
 
 TEST_CASE("--on-nan skip stops after kMaxConsecutiveSkips non-finite steps in a row") {
   TrainConfig c = nan_run("nan_streak");
-  c.on_nan = "skip";
+  c.on_nan = train::OnNan::skip;
   std::vector<std::size_t> nan_steps;
   for (std::size_t step = 5; step < 20; ++step) nan_steps.push_back(step);
   LogCapture log;
@@ -728,7 +728,7 @@ TEST_CASE("a run directory is locked while a process trains in it; a killed run 
 TEST_CASE("a non-finite step says what was non-finite, with its value: the gradient when the loss was finite") {
   // A NaN gradient at a finite loss (a message "non-finite loss=7.4e+22" was once read as if the loss were the cause).
   TrainConfig c = nan_run("nan_message_gradient");
-  c.on_nan = "skip";
+  c.on_nan = train::OnNan::skip;
   {
     LogCapture log;
     xgrad::train::train(c, xgrad::testing::nan_gradient_at({3}));
@@ -738,7 +738,7 @@ TEST_CASE("a non-finite step says what was non-finite, with its value: the gradi
           std::string::npos);
     CHECK(log.text().find("non-finite loss") == std::string::npos);
   }
-  c.on_nan = "stop";
+  c.on_nan = train::OnNan::stop;
   c.overwrite = true;
   {
     LogCapture log;

@@ -419,13 +419,13 @@ TEST_CASE("sweep: a run that diverges at step 0 is recorded as diverged and the 
   s.base.model.proj_init_gain = 1e23;
   const auto runs = run_sweep(s, nullptr).runs;
   REQUIRE(runs.size() == 1);
-  CHECK(runs[0].status == "diverged");
+  CHECK(runs[0].status == SweepStatus::diverged);
   CHECK(runs[0].diverged_step == 0);
   std::ifstream index(dir / "sweep.json");
   CHECK(nlohmann::json::parse(index).at("runs").at(0).at("status") == "diverged");
   // Run again: the diverged run is complete (skipped), not redone forever.
   const auto again = run_sweep(s, nullptr).runs;
-  CHECK(again[0].status == "skipped");
+  CHECK(again[0].status == SweepStatus::skipped);
   CHECK(again[0].diverged_step == 0);
   fs::remove_all(dir);
 }
@@ -435,7 +435,7 @@ TEST_CASE(
     "seeds keeps the earlier runs in the index") {
   const fs::path dir = temp_dir("sweep_other_settings");
   const SweepConfig first = tiny_sweep(dir);
-  REQUIRE(run_sweep(first, nullptr).runs.at(0).status == "complete");
+  REQUIRE(run_sweep(first, nullptr).runs.at(0).status == SweepStatus::complete);
   SweepConfig other = tiny_sweep(dir);
   other.seeds = {1};
   other.base.steps = 3;
@@ -454,7 +454,7 @@ TEST_CASE(
   other.base.print_every = 7;  // how a run reports progress is not another setting
   const auto runs = run_sweep(other, nullptr).runs;
   REQUIRE(runs.size() == 1);
-  CHECK(runs[0].status == "complete");
+  CHECK(runs[0].status == SweepStatus::complete);
   std::ifstream in(dir / "sweep.json");
   const nlohmann::json index = nlohmann::json::parse(in);
   REQUIRE(index.at("runs").size() == 2);
@@ -488,7 +488,7 @@ TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that canno
   std::vector<SweepRun> runs;
   CHECK_NOTHROW(runs = run_sweep(s, nullptr).runs);
   REQUIRE(runs.size() == 2);
-  for (const auto& r : runs) CHECK(r.status == "failed");
+  for (const auto& r : runs) CHECK(r.status == SweepStatus::failed);
   std::ifstream index(sg / "sweep.json");
   const auto sweep_json =
       nlohmann::json::parse(index);  // named: a range-for over parse(...).at() reads a dead temporary

@@ -180,7 +180,7 @@ void check_model_shape(const TrainConfig& c, const data::Task& t) {
 
 // Tensor Programs V: 1/d_k attention (Definition 4.1), Table 3's optimizers.
 void check_mup(const TrainConfig& c) {
-  if (c.model.parametrization != "mup") return;
+  if (c.model.parametrization != nn::Parametrization::mup) return;
   require(c.model.scale == "dk",
           "--parametrization mup scales attention scores by 1/d_k (Tensor Programs V, Definition "
           "4.1): give --scale dk (got " +

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.h"
 #include "common/setting.h"
 #include "data/registry.h"
 #include "nn/attention.h"
@@ -20,6 +21,11 @@ class ConfigError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
+
+/// What a run does at a non-finite loss or gradient (--on-nan): stop (exit 3), or skip the step and go on.
+enum class OnNan { stop, skip };
+/// The names of OnNan (config.json's and --on-nan's text).
+inline constexpr EnumName<OnNan> kOnNanNames[] = {{OnNan::stop, "stop"}, {OnNan::skip, "skip"}};
 
 /// One part of a run's memory: what holds it, the settings it grows with, and its size.
 struct MemoryTerm {
@@ -75,7 +81,7 @@ struct TrainConfig {
   std::string out;       // run directory
   // checkpoints and recovery (see trainer.h)
   std::size_t checkpoint_every;  // write out/checkpoint.safetensors every N steps (0: only at the end)
-  std::string on_nan;            // non-finite loss or gradient: stop (exit 3) | skip (the step, and go on)
+  OnNan on_nan;                  // non-finite loss or gradient: stop (exit 3) | skip (the step, and go on)
   std::string init_from;         // start from the weights of this safetensors file instead of the seed's
   /// Values of the components' own settings by key (n_keys, momentum, ...); a key the selected entry declares and
   /// this lacks takes the declared default (component_values in settings.h).

@@ -19,24 +19,51 @@ namespace xgrad::train {
 
 namespace {
 
-// Binds a declaration to a member of TrainConfig of a plain type (whole numbers, numbers, booleans, strings).
-template <class T>
-CoreSetting bind(T TrainConfig::*member, Setting setting) {
+// The part of a TrainConfig a member of class C belongs to: the config itself, or its model's settings.
+template <class C>
+C& part(TrainConfig& config) {
+  if constexpr (std::is_same_v<C, TrainConfig>)
+    return config;
+  else
+    return config.model;
+}
+template <class C>
+const C& part(const TrainConfig& config) {
+  if constexpr (std::is_same_v<C, TrainConfig>)
+    return config;
+  else
+    return config.model;
+}
+
+// Binds a declaration to a member of TrainConfig or of its model of a plain type (whole numbers, numbers, booleans,
+// strings).
+template <class C, class T>
+CoreSetting bind(T C::*member, Setting setting) {
   CoreSetting c;
   c.setting = std::move(setting);
-  c.get = [member](const TrainConfig& config) { return nlohmann::json(config.*member); };
-  c.set = [member](TrainConfig& config, const nlohmann::json& value) { config.*member = value.get<T>(); };
+  c.get = [member](const TrainConfig& config) { return nlohmann::json(part<C>(config).*member); };
+  c.set = [member](TrainConfig& config, const nlohmann::json& value) { part<C>(config).*member = value.get<T>(); };
   return c;
 }
 
-// Binds a declaration to a member of the model's settings (TrainConfig::model).
-template <class T>
-CoreSetting bind(T nn::ModelConfig::*member, Setting setting) {
+// Binds a text setting whose choices are the names in `table` to a member of an enumeration type.
+template <class C, class E, std::size_t N>
+CoreSetting bind(E C::*member, const EnumName<E> (&table)[N], Setting setting) {
   CoreSetting c;
   c.setting = std::move(setting);
-  c.get = [member](const TrainConfig& config) { return nlohmann::json(config.model.*member); };
-  c.set = [member](TrainConfig& config, const nlohmann::json& value) { config.model.*member = value.get<T>(); };
+  c.get = [member, &table](const TrainConfig& config) {
+    return nlohmann::json(enum_name(table, part<C>(config).*member));
+  };
+  c.set = [member, &table](TrainConfig& config, const nlohmann::json& value) {
+    part<C>(config).*member = parse_enum(table, value.get<std::string>());
+  };
   return c;
+}
+
+// An enumeration's setting: a text setting of the names in `table`, `default_value` its default.
+template <class E, std::size_t N>
+Setting enum_setting(std::string key, const EnumName<E> (&table)[N], E default_value, std::string help) {
+  return text_setting(std::move(key), enum_name(table, default_value), enum_names(table), std::move(help));
 }
 
 // The model settings' defaults: ModelConfig's own, declared once in nn/model.h (a function's static, so that it is
@@ -112,8 +139,8 @@ void add_readout_settings(std::vector<CoreSetting>& t) {
 void add_parametrization_settings(std::vector<CoreSetting>& t) {
   const nn::ModelConfig& defaults = model_defaults();
   t.push_back(
-      bind(&nn::ModelConfig::parametrization,
-           text_setting("parametrization", defaults.parametrization, {"sp", "mup"},
+      bind(&nn::ModelConfig::parametrization, nn::kParametrizationNames,
+           enum_setting("parametrization", nn::kParametrizationNames, defaults.parametrization,
                         "sp: standard; mup: muP of Tensor Programs V, Table 3 (readout multiplier, per-layer lr "
                         "and readout init scaled by d_model / --base-width; needs --scale dk)")
                .only_for(kRun)));
@@ -121,9 +148,9 @@ void add_parametrization_settings(std::vector<CoreSetting>& t) {
                                                                             "mup: the d_model at which mup equals sp")
                                                                   .only_for(kRun));
   base_width.unread = [](const TrainConfig& c) -> std::string {
-    if (c.model.parametrization == "mup") return "";
-    return "--base-width is read only by --parametrization mup (the parametrization is " + c.model.parametrization +
-           ")";
+    if (c.model.parametrization == nn::Parametrization::mup) return "";
+    return "--base-width is read only by --parametrization mup (the parametrization is " +
+           enum_name(nn::kParametrizationNames, c.model.parametrization) + ")";
   };
   t.push_back(std::move(base_width));
 }
@@ -215,11 +242,11 @@ void add_execution_settings(std::vector<CoreSetting>& t) {
                        .record_only()
                        .may_change_on_resume()
                        .only_for(kTrain)));
-  t.push_back(
-      bind(&TrainConfig::on_nan, text_setting("on_nan", "stop", {"stop", "skip"},
-                                              "non-finite loss or gradient: stop the run (exit 3) or skip the step")
-                                     .may_change_on_resume()
-                                     .only_for(kTrain)));
+  t.push_back(bind(&TrainConfig::on_nan, kOnNanNames,
+                   enum_setting("on_nan", kOnNanNames, OnNan::stop,
+                                "non-finite loss or gradient: stop the run (exit 3) or skip the step")
+                       .may_change_on_resume()
+                       .only_for(kTrain)));
   t.push_back(bind(&TrainConfig::init_from,
                    path_setting("init_from", "start from the weights in this .safetensors file (shapes must match)")
                        .only_for(kTrain)));

@@ -56,7 +56,7 @@ nn::ModelConfig model_config(const TrainConfig& cfg, std::size_t vocab_size, std
 
 std::unique_ptr<nn::Optimizer> make_run_optimizer(const TrainConfig& cfg, const nn::AttentionModel& model) {
   auto opt = nn::make_optimizer(cfg.optimizer, model.parameters(), cfg.lr, component_values(cfg, "optimizer"));
-  if (cfg.model.parametrization == "mup")
+  if (cfg.model.parametrization == nn::Parametrization::mup)
     opt->set_lr_multipliers(nn::mup_plan(model.config(), cfg.model.base_width).lr_multipliers(cfg.optimizer));
   return opt;
 }
@@ -433,7 +433,7 @@ bool Run::account(const StepRecord& r, RunSummary& summary) {
                                 ? "no parameter or gradient is non-finite (the forward pass overflowed)"
                                 : "every weight is finite (the forward pass overflowed)";
   const bool too_many = progress.consecutive_skips + 1 >= kMaxConsecutiveSkips;
-  if (cfg.on_nan == "skip" && !weight_broken && !too_many) {
+  if (cfg.on_nan == OnNan::skip && !weight_broken && !too_many) {
     ++progress.skipped_steps;
     ++progress.consecutive_skips;
     progress.step = r.step + 1;
@@ -442,9 +442,9 @@ bool Run::account(const StepRecord& r, RunSummary& summary) {
   }
   summary.diverged = true;
   summary.diverged_step = static_cast<long>(r.step);
-  const std::string why = cfg.on_nan == "stop" ? ""
-                          : weight_broken      ? " (a weight is non-finite: skipping cannot recover)"
-                                               : " (" + std::to_string(kMaxConsecutiveSkips) +
+  const std::string why = cfg.on_nan == OnNan::stop ? ""
+                          : weight_broken           ? " (a weight is non-finite: skipping cannot recover)"
+                                                    : " (" + std::to_string(kMaxConsecutiveSkips) +
                                                 " non-finite steps in a row: skipping does not recover)";
   spdlog::warn(
       "[{}] diverged at step {}: {}; {}; stopping{} (every row so far is in metrics.csv, the state before "

@@ -33,7 +33,7 @@ train::SweepConfig grid(bool quick) {
   // The diagonal d_model = d_k, and the three parametrizations: sp with sqrt_dk or none, mup with its 1/d_k.
   c.keep = [](const train::TrainConfig& r) {
     if (r.model.d_model != r.model.d_k) return false;
-    return r.model.parametrization == "mup" ? r.model.scale == "dk" : r.model.scale != "dk";
+    return r.model.parametrization == nn::Parametrization::mup ? r.model.scale == "dk" : r.model.scale != "dk";
   };
   return c;
 }
