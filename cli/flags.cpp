@@ -281,8 +281,8 @@ void add_setting_flags(CLI::App& app, unsigned command, GivenSettings& given, co
     }
     // The value shown is the one the command starts from: 0 for d_k and d_ff means "derived", not the derived size.
     nlohmann::json value = c.get(shown);
-    if (s.key == "d_k") value = shown.d_k;
-    if (s.key == "d_ff") value = shown.d_ff;
+    if (s.key == "d_k") value = shown.model.d_k;
+    if (s.key == "d_ff") value = shown.model.d_ff;
     if (s.key == "data_seed" && (command & Setting::kTrain)) value = nullptr;  // default: --seed
     // "" is their default (no evaluation at another length): given empty, the flag is a mistake, as in list flags.
     if (s.key == "eval_seq_len" || s.key == "eval_n_pairs")

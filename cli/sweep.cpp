@@ -277,24 +277,26 @@ void write_index(const SweepConfig& cfg, const std::vector<SweepRun>& runs, cons
   if (!cfg.preset.empty()) j["preset"] = {{"name", cfg.preset}, {"quick", cfg.preset_quick}};
   j["runs"] = nlohmann::json::array();
   for (const auto& r : runs)
-    j["runs"].push_back({{"index", r.index},
-                         {"name", r.name},
-                         {"dir", fs::relative(r.config.out, cfg.out).string()},
-                         {"status", r.status},
-                         {"pid", r.status == "running" ? nlohmann::json(r.pid) : nlohmann::json()},
-                         {"config_file", fs::relative(run_config_path(cfg, r.name), cfg.out).string()},
-                         {"d_k", r.config.head_size()},
-                         {"scale", r.config.scale},
-                         {"grid", r.grid},
-                         {"optimizer", r.config.optimizer},
-                         {"lr", r.config.lr},
-                         {"seed", r.config.seed},
-                         {"final_loss", (r.status == "complete" || r.status == "skipped") && std::isfinite(r.final_loss)
-                                            ? nlohmann::json(r.final_loss)
-                                            : nlohmann::json()},
-                         {"diverged_step", r.diverged_step},
-                         {"seconds", r.seconds},
-                         {"config", r.config.to_json()}});
+    j["runs"].push_back(
+        {{"index", r.index},
+         {"name", r.name},
+         {"dir", fs::relative(r.config.out, cfg.out).string()},
+         {"status", enum_name(train::kSweepStatusNames, r.status)},
+         {"pid", r.status == train::SweepStatus::running ? nlohmann::json(r.pid) : nlohmann::json()},
+         {"config_file", fs::relative(run_config_path(cfg, r.name), cfg.out).string()},
+         {"d_k", r.config.head_size()},
+         {"scale", r.config.model.scale},
+         {"grid", r.grid},
+         {"optimizer", r.config.optimizer},
+         {"lr", r.config.lr},
+         {"seed", r.config.seed},
+         {"final_loss", (r.status == train::SweepStatus::complete || r.status == train::SweepStatus::skipped) &&
+                                std::isfinite(r.final_loss)
+                            ? nlohmann::json(r.final_loss)
+                            : nlohmann::json()},
+         {"diverged_step", r.diverged_step},
+         {"seconds", r.seconds},
+         {"config", r.config.to_json()}});
   for (const nlohmann::json& entry : earlier) j["runs"].push_back(entry);
   // In index order: entry i of the list is grid point i, the number a Slurm array task or `sweep run-one` is given.
   std::stable_sort(j["runs"].begin(), j["runs"].end(), [](const nlohmann::json& a, const nlohmann::json& b) {
@@ -358,7 +360,7 @@ std::string record_end(SweepRun& r, int status, bool stopping) {
   if (finished && fs::exists(dir / kSummaryFile, ec)) {
     std::ifstream in(dir / kSummaryFile);
     const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
-    r.status = s.diverged ? "diverged" : "complete";
+    r.status = s.diverged ? train::SweepStatus::diverged : train::SweepStatus::complete;
     r.diverged_step = s.diverged_step;
     r.final_loss = s.final_loss;
     return s.diverged ? fmt::format("diverged at step {}", s.diverged_step)
@@ -369,10 +371,10 @@ std::string record_end(SweepRun& r, int status, bool stopping) {
   // and counts as interrupted when the sweep was stopping.
   const int stop = WIFSIGNALED(status) && is_stop_signal(WTERMSIG(status)) ? WTERMSIG(status) : 0;
   if (stop && (stopping || fs::exists(dir / train::kCheckpointFile, ec))) {
-    r.status = "interrupted";
+    r.status = train::SweepStatus::interrupted;
     return "interrupted by " + platform::signal_name(stop) + "; resumable (run the same sweep again)";
   }
-  r.status = "failed";
+  r.status = train::SweepStatus::failed;
   if (WIFSIGNALED(status)) return "FAILED (killed by " + platform::signal_name(WTERMSIG(status)) + "; " + see + ")";
   return fmt::format("FAILED (exit {}; {})", WEXITSTATUS(status), see);
 }
@@ -398,7 +400,7 @@ pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vec
   train::RunLock lock;
   std::string holder;
   if (!lock.try_acquire(r.config.out, holder)) {
-    r.status = "running";
+    r.status = train::SweepStatus::running;
     r.pid = std::strtol(holder.c_str(), nullptr, 10);
     r.stopped = r.pid > 0 && process_stopped(r.pid);
     return 0;
@@ -423,7 +425,7 @@ pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vec
   ::close(log_fd);
   lock.set_holder(pid);  // the child holds the lock from here; this process lets go of its copy
   lock.release();
-  r.status = "running";
+  r.status = train::SweepStatus::running;
   r.pid = pid;
   return pid;
 }
@@ -446,20 +448,21 @@ std::string recheck_left_alone(SweepRun& r) {
   r.pid = 0;
   r.stopped = false;
   const OnDisk state = on_disk(r.config, nullptr);
-  r.status = state == OnDisk::resumable ? "interrupted" : "pending";
+  r.status = state == OnDisk::resumable ? train::SweepStatus::interrupted : train::SweepStatus::pending;
   if (state == OnDisk::complete) {
     try {
       std::ifstream in(fs::path(r.config.out) / kSummaryFile);
       const RunSummary s = RunSummary::from_json(parse_json(in, (fs::path(r.config.out) / kSummaryFile).string()));
-      r.status = s.diverged ? "diverged" : "complete";
+      r.status = s.diverged ? train::SweepStatus::diverged : train::SweepStatus::complete;
       r.final_loss = s.final_loss;
       r.diverged_step = s.diverged_step;
     } catch (const std::exception&) {
     }
   }
-  return r.status == "complete" ? "the other process has completed it since"
-                                : "the other process has ended since, leaving it " + r.status +
-                                      "; run the same sweep again to continue it";
+  return r.status == train::SweepStatus::complete
+             ? "the other process has completed it since"
+             : "the other process has ended since, leaving it " + enum_name(train::kSweepStatusNames, r.status) +
+                   "; run the same sweep again to continue it";
 }
 
 using GridPoint = std::vector<std::pair<std::string, nlohmann::json>>;
@@ -535,7 +538,7 @@ void check_point_run(const SweepRun& r, const GridPoint& point) {
 // (added to `read`).
 void finish_run(SweepRun& r, const SweepConfig& cfg, std::size_t d_k, const Arm& arm, std::uint64_t seed,
                 std::set<std::string>& read) {
-  r.config.d_k = d_k;
+  r.config.model.d_k = d_k;
   r.config.lr = arm.lr;
   r.config.seed = seed;
   r.config.data_seed = cfg.base.data_seed + seed;  // seed k sees data stream k in every arm
@@ -601,7 +604,7 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
             }
             if (cfg.keep) {
               TrainConfig point_config = r.config;
-              point_config.d_k = d_k;
+              point_config.model.d_k = d_k;
               point_config.lr = arm.lr;
               point_config.seed = seed;
               if (!cfg.keep(point_config)) continue;
@@ -770,7 +773,7 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
       throw ConfigError("--out: " + runs[i].config.out + " holds a run with a different " + key +
                         "; use a new --out for a sweep with other settings");
     if (state == OnDisk::complete) {
-      runs[i].status = "skipped";
+      runs[i].status = train::SweepStatus::skipped;
       std::ifstream in(fs::path(runs[i].config.out) / kSummaryFile);
       const RunSummary s =
           RunSummary::from_json(parse_json(in, (fs::path(runs[i].config.out) / kSummaryFile).string()));
@@ -857,7 +860,7 @@ pid_t start_point(const SweepConfig& cfg, SweepRun& r, bool resume, const std::v
     else if (progress)
       progress(fmt::format("sweep: {} is still running (pid {}) in another process; left alone", r.name, r.pid));
   } catch (const std::exception& e) {
-    r.status = "failed";
+    r.status = train::SweepStatus::failed;
     spdlog::error("sweep: run {} FAILED to start: {}", r.name, e.what());
   }
   return 0;
@@ -867,7 +870,7 @@ pid_t start_point(const SweepConfig& cfg, SweepRun& r, bool resume, const std::v
 // of them.
 void recheck_left_alone_runs(std::vector<SweepRun>& runs, const std::function<void(const std::string&)>& progress) {
   for (SweepRun& r : runs)
-    if (r.status == "running") {
+    if (r.status == train::SweepStatus::running) {
       const std::string what = recheck_left_alone(r);
       if (progress && !what.empty()) progress("sweep: " + r.name + " (left alone): " + what);
     }
@@ -938,26 +941,26 @@ SweepResult run_sweep(const SweepConfig& cfg, const std::function<void(const std
 }
 
 std::string sweep_summary(const SweepResult& result, double seconds) {
-  std::map<std::string, std::size_t> count;
+  std::map<train::SweepStatus, std::size_t> count;
   std::vector<std::string> others, stopped;  // pids of runs another process is training, or holds stopped
   for (const SweepRun& r : result.runs) {
-    ++count[r.status == "skipped" ? "complete" : r.status];
-    if (r.status == "running") (r.stopped ? stopped : others).push_back(std::to_string(r.pid));
+    ++count[r.status == train::SweepStatus::skipped ? train::SweepStatus::complete : r.status];
+    if (r.status == train::SweepStatus::running) (r.stopped ? stopped : others).push_back(std::to_string(r.pid));
   }
   std::string parts;
-  auto add = [&](const std::string& status, const std::string& text) {
+  auto add = [&](train::SweepStatus status, const std::string& text) {
     if (count[status]) parts += fmt::format(", {} {}", count[status], text);
   };
-  add("diverged", "diverged");
-  add("interrupted", "interrupted (resumable)");
-  add("failed", "failed");
+  add(train::SweepStatus::diverged, "diverged");
+  add(train::SweepStatus::interrupted, "interrupted (resumable)");
+  add(train::SweepStatus::failed, "failed");
   if (!others.empty())
     parts += fmt::format(", {} still running in another process (pid {})", others.size(), fmt::join(others, ", "));
   if (!stopped.empty())
     parts += fmt::format(", {} held by a stopped process (pid {}; `kill -CONT` it or end it)", stopped.size(),
                          fmt::join(stopped, ", "));
-  add("pending", "not started");
-  const std::size_t complete = count["complete"];
+  add(train::SweepStatus::pending, "not started");
+  const std::size_t complete = count[train::SweepStatus::complete];
   if (result.stop_signal)
     return fmt::format("sweep interrupted by {}: {} of {} runs complete{}; run the same command again to resume",
                        platform::signal_name(result.stop_signal), complete, result.runs.size(), parts);
@@ -967,7 +970,9 @@ std::string sweep_summary(const SweepResult& result, double seconds) {
 int sweep_exit_code(const SweepResult& result) {
   if (result.stop_signal) return 128 + result.stop_signal;
   for (const SweepRun& r : result.runs)
-    if (r.status != "complete" && r.status != "skipped" && r.status != "diverged") return 1;
+    if (r.status != train::SweepStatus::complete && r.status != train::SweepStatus::skipped &&
+        r.status != train::SweepStatus::diverged)
+      return 1;
   return 0;
 }
 

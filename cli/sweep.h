@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/config.h"
+#include "train/sweep_manifest.h"
 
 namespace xgrad::cli {
 
@@ -64,10 +65,8 @@ struct SweepRun {
   std::size_t index = 0;  // its grid point's number in the manifest (sweep.json), kept when a later sweep adds runs
   std::string name;       // dk<d_k>-<scale>-<optimizer>-lr<lr>[-<key><value> per grid axis]-s<seed>
   train::TrainConfig config;
-  nlohmann::json grid = nlohmann::json::object();  // this run's value of each grid axis
-  // pending | running (pid: the process training it, this sweep's child or another's) | complete | diverged |
-  // interrupted (stopped with a checkpoint: the next sweep resumes it) | failed | skipped (complete before this sweep)
-  std::string status = "pending";
+  nlohmann::json grid = nlohmann::json::object();           // this run's value of each grid axis
+  train::SweepStatus status = train::SweepStatus::pending;  // running: pid is the process training it
   long pid = 0;
   bool stopped = false;  // running in another process that is stopped (SIGSTOP, Ctrl-Z): it goes on only if woken
   long diverged_step = -1;

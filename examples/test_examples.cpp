@@ -276,8 +276,8 @@ TEST_CASE("QKNormAttention is the registered attention layer qk_norm: a model bu
   // A short kv_recall run: it learns, and the saturation statistics come from its recorded scores.
   const testing::TempDir dir("examples_qk_norm");
   train::TrainConfig c = testing::tiny_run(dir.string(), 200);
-  c.attention = "qk_norm";
-  c.d_model = 32;
+  c.model.attention = "qk_norm";
+  c.model.d_model = 32;
   const train::RunSummary s = train::train(c);
   CHECK(s.final_loss < 0.85 * s.chance_loss);
   std::ifstream in(dir / "metrics.csv");

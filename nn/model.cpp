@@ -69,7 +69,7 @@ AttentionModel::AttentionModel(const ModelConfig& c, std::uint64_t seed) : confi
     throw Error("AttentionModel: emb_init_std and proj_init_gain must be finite and > 0");
   if (!(c.dropout >= 0.0 && c.dropout < 1.0))
     throw Error("AttentionModel: dropout must be in [0, 1), got " + std::to_string(c.dropout));
-  if (c.tie_word_embeddings && c.parametrization == "mup")
+  if (c.tie_word_embeddings && c.parametrization == Parametrization::mup)
     throw Error(
         "AttentionModel: tie_word_embeddings is not defined under parametrization mup (the readout has its own init "
         "and multiplier there)");
@@ -86,13 +86,11 @@ AttentionModel::AttentionModel(const ModelConfig& c, std::uint64_t seed) : confi
   else if (c.bias)
     head_bias_ = register_module("head", std::make_shared<ReadoutBias>(c.vocab_size))->bias;
   drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout, dropout_generator_));
-  if (c.parametrization == "mup") {
+  if (c.parametrization == Parametrization::mup) {
     const MupPlan plan = mup_plan(c, c.base_width);
     for (const MupParameter& p : plan.parameters)
       if (p.name == "head.weight" && p.init_std != 1.0) head_->weight.mutable_value() *= static_cast<float>(p.init_std);
     readout_multiplier_ = plan.readout_multiplier;
-  } else if (c.parametrization != "sp") {
-    throw Error("AttentionModel: parametrization must be sp or mup, got '" + c.parametrization + "'");
   }
 }
 

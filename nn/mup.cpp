@@ -44,7 +44,7 @@ std::vector<double> MupPlan::lr_multipliers(const std::string& optimizer) const 
 MupPlan mup_plan(const ModelConfig& config, std::size_t base_width) {
   if (base_width == 0) throw Error("muP: base_width must be > 0");
   ModelConfig sp = config;
-  sp.parametrization = "sp";
+  sp.parametrization = Parametrization::sp;
   ModelConfig base_config = sp;
   base_config.d_model = base_width;
   // d_k and d_ff scale with d_model: at the base width they are d_k · base_width / d_model (d_ff likewise).

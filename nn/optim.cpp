@@ -34,12 +34,15 @@ Setting weight_decay_setting() {
 // Which parameters weight_decay applies to, as one declaration for both optimizers: "matrices" is nanoGPT's
 // configure_optimizers (weights of 2 or more dimensions decayed; biases, LayerNorm gains and scalars not).
 Setting weight_decay_params_setting() {
-  return text_setting("weight_decay_params", "all", {"all", "matrices"},
+  return text_setting("weight_decay_params", enum_name(kWeightDecayParamsNames, WeightDecayParams::all),
+                      enum_names(kWeightDecayParamsNames),
                       "which parameters weight_decay applies to: all, or matrices (2 or more dimensions: weights and "
                       "embeddings, not biases, LayerNorm gains and scalars)");
 }
 
-bool decays_matrices_only(const SettingValues& v) { return v.get<std::string>("weight_decay_params") == "matrices"; }
+bool decays_matrices_only(const SettingValues& v) {
+  return parse_enum(kWeightDecayParamsNames, v.get<std::string>("weight_decay_params")) == WeightDecayParams::matrices;
+}
 
 OptimizerEntry sgd_entry() {
   OptimizerEntry e;

@@ -8,10 +8,18 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "common/enum_names.h"
 #include "common/registry.h"
 #include "common/setting.h"
 
 namespace xgrad::nn {
+
+/// Which parameters weight decay applies to (the optimizers' weight_decay_params setting): all, or matrices (2 or
+/// more dimensions, nanoGPT's configure_optimizers: not biases, LayerNorm gains and scalars).
+enum class WeightDecayParams { all, matrices };
+/// The names of WeightDecayParams (config.json's and --weight-decay-params' text).
+inline constexpr EnumName<WeightDecayParams> kWeightDecayParamsNames[] = {{WeightDecayParams::all, "all"},
+                                                                          {WeightDecayParams::matrices, "matrices"}};
 
 /// An optimizer's state for checkpoints: buffers by kind, each kind holding one array per parameter in params()
 /// order (SGD: "momentum_buffer"; AdamW: "m" and "v"), and the number of steps taken (AdamW's bias correction t;

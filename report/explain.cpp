@@ -37,9 +37,9 @@ std::string setup_line(const train::TrainConfig& c, const ArmMeasurement& a) {
   return fmt::format(
       "task {}, d_model {}, {} head{}, {} layer{}, {}, sequences of {} tokens, batch {}, seed {} "
       "(data seed {}); at initialisation, the first layer's attention",
-      c.task, c.d_model, c.n_heads, c.n_heads == 1 ? "" : "s", c.n_layers, c.n_layers == 1 ? "" : "s",
-      c.causal ? "causal" : "not causal", a.heatmap.size() ? a.heatmap.front().size() : 0, c.batch_size, c.seed,
-      c.data_seed);
+      c.task, c.model.d_model, c.model.n_heads, c.model.n_heads == 1 ? "" : "s", c.model.n_layers,
+      c.model.n_layers == 1 ? "" : "s", c.model.causal ? "causal" : "not causal",
+      a.heatmap.size() ? a.heatmap.front().size() : 0, c.batch_size, c.seed, c.data_seed);
 }
 
 // The median over measured rows of the first layer's saturated share.

@@ -118,8 +118,8 @@ struct ArmModel {
 // sweep. Validated (throws ConfigError, the memory estimate included).
 TrainConfig arm_config(const TrainConfig& base, std::size_t d_k, const std::string& scale) {
   TrainConfig c = base;
-  c.d_k = d_k;
-  c.scale = scale;
+  c.model.d_k = d_k;
+  c.model.scale = scale;
   nlohmann::json kept = nlohmann::json::object();
   for (const auto& [key, value] : c.settings.json().items())
     if (train::unread_setting_error(c, key).empty()) kept[key] = value;
@@ -136,11 +136,11 @@ std::vector<TrainConfig> arm_configs(const TrainConfig& base, const std::vector<
     bool read = false;
     for (const auto& scale : scales) {
       TrainConfig c = base;
-      c.scale = scale;
+      c.model.scale = scale;
       read = read || train::unread_setting_error(c, key).empty();
     }
     TrainConfig first = base;
-    first.scale = scales.front();
+    first.model.scale = scales.front();
     if (!read) throw ConfigError(train::unread_setting_error(first, key));
   }
   std::vector<TrainConfig> out;
@@ -294,7 +294,7 @@ void check_finite_scores(const xt::xarray<float>& scores, const ArmModel& a, std
       throw ConfigError(
           fmt::format("explain: the attention scores at d_k {} with --scale {} are not finite (they overflow float at "
                       "initialisation); lower --proj-init-gain or --emb-init-std",
-                      d_k, a.config.scale));
+                      d_k, a.config.model.scale));
 }
 
 // The forward pass without gradients: scores, weights, q and k of the first layer.
@@ -371,11 +371,12 @@ std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vec
   const std::vector<TrainConfig> configs = arm_configs(base, d_ks, scales);
   std::vector<ArmMeasurement> out;
   for (const auto& config : configs) {
-    spdlog::info("explain: d_k {}, --scale {} ({} of {})", config.d_k, config.scale, out.size() + 1, configs.size());
+    spdlog::info("explain: d_k {}, --scale {} ({} of {})", config.model.d_k, config.model.scale, out.size() + 1,
+                 configs.size());
     ArmModel a = build_arm(config);
     ArmMeasurement m;
-    m.d_k = config.d_k;
-    m.scale = config.scale;
+    m.d_k = config.model.d_k;
+    m.scale = config.model.scale;
     weights_pass(a, m);
     gradient_pass(a, m);
     out.push_back(std::move(m));

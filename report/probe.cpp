@@ -35,8 +35,8 @@ std::vector<ProbeRow> probe(const train::TrainConfig& base, const std::vector<st
     if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
     for (const auto& scale : scales) {
       train::TrainConfig c = base;
-      c.d_k = d_k;
-      c.scale = scale;
+      c.model.d_k = d_k;
+      c.model.scale = scale;
       const auto task = c.validate();  // the task it built to check the settings: its files are read once
       const nn::ModelConfig mc = train::model_config(c, *task);
       nn::AttentionModel model(mc, c.seed);

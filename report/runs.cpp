@@ -142,7 +142,8 @@ void read_series(const fs::path& path, RunRecord& run) {
   // Without summary.json, a run whose last row is non-finite stopped there: the trainer's default (--on-nan stop)
   // ends a run at its first non-finite step. Under --on-nan skip such a row may be followed by more.
   const auto on_nan = run.config.find("on_nan");
-  const bool skips = on_nan != run.config.end() && on_nan->is_string() && on_nan->get<std::string>() == "skip";
+  const bool skips = on_nan != run.config.end() && on_nan->is_string() &&
+                     on_nan->get<std::string>() == enum_name(train::kOnNanNames, train::OnNan::skip);
   if (!run.has_summary && !skips && s.size() > 0 && !last_row_finite) {
     run.diverged = true;
     run.diverged_step = step_number(s.step.back());

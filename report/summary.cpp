@@ -148,7 +148,7 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
       const RunRecord& run = c.runs[runs.front()];
       try {
         const train::TrainConfig config = train::TrainConfig::from_json(run.config, run.dir + "/config.json");
-        const std::vector<ProbeRow> rows = probe(config, {d_k}, {config.scale});
+        const std::vector<ProbeRow> rows = probe(config, {d_k}, {config.model.scale});
         SummaryPoint p;
         p.x = static_cast<double>(d_k);
         p.y = rows.front().theory_std;

@@ -46,7 +46,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
   }
   // A finished run to resume or refuse to overwrite, a corrupt one, and a checkpoint of another model width.
   train::TrainConfig c = tiny_run(run_dir, 3);
-  c.d_model = 8;
+  c.model.d_model = 8;
   train::train(c);
   const std::string checkpoint = run_dir + "/checkpoint.safetensors";
   const std::string corrupt_dir = (root / "corrupt").string();
@@ -235,6 +235,10 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
        2,
        "--grid: the run name dk16-sqrt_dk-adamw-lr0.003-text"},
       {{"train", "--out", out, "--on-nan", "ignore"}, 2, "--on-nan: ignore not in {stop,skip}"},
+      {{"train", "--out", out, "--parametrization", "ntk"}, 2, "--parametrization: ntk not in {sp,mup}"},
+      {{"train", "--out", out, "--weight-decay-params", "biases"},
+       2,
+       "--weight-decay-params: biases not in {all,matrices}"},
       {{"train", "--out", out, "--checkpoint-every", "-1"}, 2, "--checkpoint-every: must be a whole number in [0, "},
       {{"train", "--out", out, "--init-from", (root / "absent.safetensors").string()},
        2,
@@ -405,11 +409,11 @@ TEST_CASE("xgrad sample: a table of refused run directories and flags, each one 
   }
   train::train(tiny_char_lm_run(run, text, 2));
   train::TrainConfig c = tiny_char_lm_run((root / "noncausal").string(), text, 2);
-  c.causal = false;
+  c.model.causal = false;
   train::train(c);
   train::train(tiny_run((root / "kv").string(), 2));
   c = tiny_char_lm_run((root / "wide").string(), text, 2);
-  c.d_model = 32;
+  c.model.d_model = 32;
   train::train(c);
   // Copies of the run: without its checkpoint, with an empty one, with the checkpoint of a wider model, with a
   // config.json cut short.
@@ -479,7 +483,7 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
   const std::string run_dir = (root / "run").string(), other_dir = (root / "other").string(),
                     out = (root / "new").string();
   train::TrainConfig c = tiny_run(run_dir, 3);
-  c.d_model = 8;
+  c.model.d_model = 8;
   train::train(c);
   train::TrainConfig o = c;
   o.seed = 7;
@@ -693,7 +697,7 @@ TEST_CASE(
     "the file, exit 2, never a crash") {
   const TempDir root("cli_hostile_json");
   train::TrainConfig c = tiny_run((root / "run").string(), 2);
-  c.d_model = 8;
+  c.model.d_model = 8;
   train::train(c);
   const fs::path config = root / "run" / "config.json";
   const std::string good = [&] {
@@ -781,7 +785,7 @@ TEST_CASE(
     "row, line and column; a JSON syntax error names the file, line and column") {
   const TempDir root("cli_parse_errors");
   train::TrainConfig c = tiny_run((root / "run").string(), 3);
-  c.d_model = 8;
+  c.model.d_model = 8;
   train::train(c);
   const fs::path metrics = root / "run" / "metrics.csv";
   const std::string good = [&] {
@@ -865,7 +869,7 @@ TEST_CASE("xgrad: an --out that cannot be a directory ('', a file, /dev/null) ex
   const std::string run = (root / "run").string(), file = (root / "file.txt").string();
   std::ofstream(file) << "not a directory\n";
   train::TrainConfig c = tiny_run(run, 2);
-  c.d_model = 8;
+  c.model.d_model = 8;
   train::train(c);
   const std::vector<std::vector<std::string>> commands{
       {"train", "--d-model", "8", "--steps", "2"},
@@ -897,7 +901,7 @@ TEST_CASE("xgrad explain --runs: run names with terminal escapes, newlines or C1
       "2J";
   const fs::path runs = root / "runs";
   train::TrainConfig c = tiny_run((runs / "good").string(), 3);
-  c.d_model = 8;
+  c.model.d_model = 8;
   train::train(c);
   // A run that cannot be read (left out, with a note naming it) and one cut short (incomplete, named too).
   fs::copy(runs / "good", runs / (evil + "-broken"));

@@ -233,9 +233,9 @@ TEST_CASE("zero-gradient fractions: summary.json and compare give the same numbe
   // and are skipped: they have no gradient, and neither statistic may count them.
   const TempDir root("compare_zero_grad_skip");
   TrainConfig c = xgrad::testing::tiny_run((root / "run").string(), 24);
-  c.scale = "none";
-  c.proj_init_gain = 100;
-  c.on_nan = "skip";
+  c.model.scale = "none";
+  c.model.proj_init_gain = 100;
+  c.on_nan = xgrad::train::OnNan::skip;
   const RunSummary trained = xgrad::train::train(c, xgrad::testing::nan_gradient_at({2, 5, 6, 11}));
   REQUIRE(trained.skipped_steps == 4);
   std::ifstream in(root / "run" / "summary.json");
@@ -267,7 +267,7 @@ namespace {
 TrainConfig short_run(const fs::path& dir, const std::string& task, const std::string& scale, std::size_t steps = 6) {
   TrainConfig c = xgrad::testing::tiny_run(dir.string(), steps);
   c.task = task;
-  c.scale = scale;
+  c.model.scale = scale;
   return c;
 }
 
@@ -438,8 +438,8 @@ TEST_CASE("arms of d_model 64 and 128 are labelled by d_model, not by the d_ff t
   const TempDir root("compare_d_model");
   for (const std::size_t d_model : {64, 128}) {
     TrainConfig c = short_run(root / "sweep" / ("d" + std::to_string(d_model)), "kv_recall", "sqrt_dk", 2);
-    c.d_model = d_model;
-    c.d_k = 16;  // one head size: the arms differ in d_model (and the d_ff following it) only
+    c.model.d_model = d_model;
+    c.model.d_k = 16;  // one head size: the arms differ in d_model (and the d_ff following it) only
     xgrad::train::train(c);
   }
   std::string md;
@@ -457,9 +457,9 @@ TEST_CASE("arms of d_model 64 and 128 are labelled by d_model, not by the d_ff t
 
   // A d_ff that was set (not 4 * d_model) is a setting of its own, shown when it differs.
   TrainConfig c = short_run(root / "sweep" / "d64-ff100", "kv_recall", "sqrt_dk", 2);
-  c.d_model = 64;
-  c.d_k = 16;
-  c.d_ff = 100;
+  c.model.d_model = 64;
+  c.model.d_k = 16;
+  c.model.d_ff = 100;
   xgrad::train::train(c);
   const Comparison with_ff = analyse_dirs({(root / "sweep").string()});
   REQUIRE(with_ff.arms.size() == 3);
@@ -1294,7 +1294,7 @@ TEST_CASE("summary figures of real runs: the step-0 theory line, PNG and SVG bes
   for (const std::size_t d_k : {4, 16})
     for (const std::string scale : {"none", "sqrt_dk"}) {
       TrainConfig c = short_run(root / "sweep" / (scale + std::to_string(d_k)), "kv_recall", scale, 2);
-      c.d_k = d_k;
+      c.model.d_k = d_k;
       xgrad::train::train(c);
     }
   const Comparison cmp = analyse_dirs({(root / "sweep").string()});
@@ -1372,7 +1372,7 @@ TEST_CASE("a run whose loss blew up without becoming NaN (SGD at lr 1: 1e14) is 
   for (const std::string scale : {"none", "sqrt_dk"})
     for (const double lr : {0.1, 1.0}) {
       TrainConfig c = short_run(root / "sweep" / (scale + "-lr" + csv_number(lr)), "kv_recall", scale, 60);
-      c.d_k = 4;
+      c.model.d_k = 4;
       c.optimizer = "sgd";
       c.lr = lr;
       xgrad::train::train(c);
@@ -1478,7 +1478,7 @@ TEST_CASE("findings never pool arms of different tasks or settings into one numb
     for (const std::size_t d_k : {4, 8})
       for (const std::string scale : {"none", "sqrt_dk"}) {
         TrainConfig c = short_run(root / "sweep" / (task + scale + std::to_string(d_k)), task, scale, 4);
-        c.d_k = d_k;
+        c.model.d_k = d_k;
         xgrad::train::train(c);
       }
   const Comparison cmp = analyse_dirs({(root / "sweep").string()});

@@ -126,7 +126,7 @@ TEST_CASE("the unfused attention taken while dropping out its weights equals the
 TEST_CASE("a run with --dropout 0.1 is reproducible, resumes exactly, records dropout, and evaluates without it") {
   const TempDir a("dropout_a"), b("dropout_b"), plain("dropout_plain"), cut("dropout_cut"), whole("dropout_whole");
   train::TrainConfig c = tiny_run("", 40);
-  c.dropout = 0.1;
+  c.model.dropout = 0.1;
   c.eval_every = 9;
   c.checkpoint_every = 8;
   train_in(c, a);
@@ -134,7 +134,7 @@ TEST_CASE("a run with --dropout 0.1 is reproducible, resumes exactly, records dr
   CHECK(metrics_without_timing(a) == metrics_without_timing(b));
   CHECK(config_value(a, "dropout") == "0.1");
   train::TrainConfig without = c;
-  without.dropout = 0;
+  without.model.dropout = 0;
   train_in(without, plain);
   CHECK(metrics_without_timing(a) != metrics_without_timing(plain));
   CHECK(config_value(plain, "dropout") == "0.0");
@@ -155,7 +155,7 @@ TEST_CASE("a run with --dropout 0.1 is reproducible, resumes exactly, records dr
 TEST_CASE("the held-out evaluation runs in eval mode and leaves the model training") {
   const TempDir evaluated("dropout_eval"), not_evaluated("dropout_no_eval");
   train::TrainConfig c = tiny_run("", 20);
-  c.dropout = 0.5;
+  c.model.dropout = 0.5;
   c.eval_every = 3;
   const double loss = train_in(c, evaluated).final_loss;
   c.eval_every = 0;

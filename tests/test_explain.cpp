@@ -52,9 +52,9 @@ SoftmaxRow two_key_expectation(double sigma) {
 
 TrainConfig small_config() {
   TrainConfig c;
-  c.d_model = 32;
-  c.n_heads = 2;
-  c.n_layers = 2;
+  c.model.d_model = 32;
+  c.model.n_heads = 2;
+  c.model.n_layers = 2;
   c.batch_size = 16;
   c.out = "-";
   c.eval_every = 0;
@@ -291,7 +291,7 @@ TEST_CASE("explain: head sizes in any order, settings of one scaling, overflow a
   CHECK_THROWS_WITH_AS(measure_arms(capped, {4}, {"none", "sqrt_dk"}), doctest::Contains("--softcap-cap"), ConfigError);
 
   TrainConfig overflow = small_config();
-  overflow.proj_init_gain = 1e20;
+  overflow.model.proj_init_gain = 1e20;
   CHECK_THROWS_WITH_AS(measure_arms(overflow, {4}, {"none"}), doctest::Contains("are not finite"), ConfigError);
 
   options.d_ks = {1};

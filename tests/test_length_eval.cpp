@@ -193,7 +193,7 @@ TEST_CASE(
     "memory estimate: the logits are counted at the positions that carry a target (kv_recall: one per sequence)") {
   TrainConfig c;
   c.task = "kv_recall";
-  c.d_model = 16;
+  c.model.d_model = 16;
   c.batch_size = 64;
   set_setting(c, "n_keys", 4096);
   set_setting(c, "kv_encoding", "sum");

@@ -129,7 +129,7 @@ TEST_CASE("tied readout: float64 gradcheck of a tiny tied model's loss w.r.t. th
 
 TEST_CASE("tie_word_embeddings under parametrization mup is refused, naming both flags") {
   nn::ModelConfig c = tiny_config(true, true);
-  c.parametrization = "mup";
+  c.parametrization = nn::Parametrization::mup;
   c.scale = "dk";
   CHECK_THROWS_WITH_AS(nn::AttentionModel(c, 0), doctest::Contains("tie_word_embeddings"), Error);
   train::TrainConfig t = tiny_run(temp_dir("tie_mup").string());
@@ -321,7 +321,7 @@ TEST_CASE("xgrad sample rebuilds a tied, bias-free model from config.json") {
 
 TEST_CASE("the memory estimate counts a tied vocabulary table once") {
   train::TrainConfig untied = tiny_run("unused"), tied = untied;
-  tied.tie_word_embeddings = true;
+  tied.model.tie_word_embeddings = true;
   const double V = 1000, d = 16, per_parameter = 4.0 * 5;
   CHECK(untied.estimate_memory(1000, 32, 0, 1).bytes() - tied.estimate_memory(1000, 32, 0, 1).bytes() ==
         doctest::Approx(per_parameter * V * d));

@@ -123,9 +123,9 @@ TEST_CASE("mqar: a two-layer model learns it, also at 4x the trained length; one
   auto run = [](std::size_t n_layers) {
     train::TrainConfig c = xgrad::testing::tiny_run(xgrad::testing::temp_dir("mqar").string(), 400);
     train::set_setting(c, "task", "mqar");
-    c.n_layers = n_layers;
-    c.d_model = 32;
-    c.mlp = false;
+    c.model.n_layers = n_layers;
+    c.model.d_model = 32;
+    c.model.mlp = false;
     c.lr = 3e-3;
     c.log_every = 100;
     c.checkpoint_every = 0;

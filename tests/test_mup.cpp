@@ -27,7 +27,7 @@ nn::ModelConfig model(std::size_t d_model, const std::string& parametrization = 
   c.d_model = d_model;
   c.n_heads = 2;
   c.scale = "dk";
-  c.parametrization = parametrization;
+  c.parametrization = parse_enum(nn::kParametrizationNames, parametrization);
   c.base_width = base_width;
   return c;
 }
@@ -149,10 +149,10 @@ TEST_CASE("per-parameter lr factors: AdamW's first step moves each parameter lr 
 
 TEST_CASE("--parametrization mup, --base-width: the run's optimizer, config.json, resume and old runs") {
   train::TrainConfig c = xgrad::testing::tiny_run(xgrad::testing::temp_dir("mup_run").string(), 8);
-  c.d_model = 32;
-  c.scale = "dk";
-  c.parametrization = "mup";
-  c.base_width = 16;
+  c.model.d_model = 32;
+  c.model.scale = "dk";
+  c.model.parametrization = nn::Parametrization::mup;
+  c.model.base_width = 16;
   c.optimizer = "sgd";
   c.lr = 0.01;
   train::train(c);
@@ -182,16 +182,16 @@ TEST_CASE("--parametrization mup, --base-width: the run's optimizer, config.json
   nlohmann::json old = j;
   old.erase("parametrization");
   old.erase("base_width");
-  CHECK(train::TrainConfig::from_json(old, "old/config.json").parametrization == "sp");
+  CHECK(train::TrainConfig::from_json(old, "old/config.json").model.parametrization == nn::Parametrization::sp);
 
   // Refused: another scaling than 1/d_k, and a base width the sizes do not scale to.
   train::TrainConfig bad = c;
-  bad.scale = "sqrt_dk";
+  bad.model.scale = "sqrt_dk";
   CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("--parametrization mup scales attention scores by 1/d_k"),
                        train::ConfigError);
   bad = c;
-  bad.n_heads = 2;  // d_k 16 would be 7.5 at base width 15
-  bad.base_width = 15;
+  bad.model.n_heads = 2;  // d_k 16 would be 7.5 at base width 15
+  bad.model.base_width = 15;
   CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("--base-width"), train::ConfigError);
   fs::remove_all(c.out);
 }

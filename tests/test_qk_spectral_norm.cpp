@@ -110,8 +110,8 @@ TEST_CASE("qk_spectral_norm: power iteration equals the largest singular value f
 TEST_CASE("metrics.csv's qk_spectral_norm: per head, beside score_max_abs, the scaled norm of the weights used") {
   for (const char* scale : {"sqrt_dk", "none", "dk"}) {
     train::TrainConfig c = xgrad::testing::tiny_run(xgrad::testing::temp_dir("qk_norm").string(), 30);
-    c.n_heads = 2;
-    c.scale = scale;
+    c.model.n_heads = 2;
+    c.model.scale = scale;
     c.lr = 0.01;
     c.log_every = 5;
     c.checkpoint_every = 0;

@@ -323,8 +323,8 @@ TEST_CASE(
   for (const std::size_t d_k : {4, 8})
     for (const std::string scale : {"none", "sqrt_dk"}) {
       TrainConfig c = xgrad::testing::tiny_run((dir / "sweep" / (scale + std::to_string(d_k))).string(), 4);
-      c.d_k = d_k;
-      c.scale = scale;
+      c.model.d_k = d_k;
+      c.model.scale = scale;
       train(c);
     }
   CHECK(compare_quietly({(dir / "sweep").string()}, dir / "my-report") == 4);

@@ -327,13 +327,13 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
     return std::string("");
   };
   TrainConfig r = c;
-  r.d_model = 32;
+  r.model.d_model = 32;
   CHECK(resume_error(r).find("--d-model: the run in") != std::string::npos);
   r = c;
   r.lr = 0.1;
   CHECK(resume_error(r).find("--lr:") != std::string::npos);
   r = c;
-  r.scale = "none";
+  r.model.scale = "none";
   CHECK(resume_error(r).find("--scale:") != std::string::npos);
   r = c;
   r.seed = 5;
@@ -353,7 +353,7 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
   r = c;
   r.print_every = 3;
   r.checkpoint_every = 5;
-  r.on_nan = "skip";
+  r.on_nan = train::OnNan::skip;
   r.steps = 14;
   CHECK(resume_error(r).empty());
   // A checkpoint without the metrics.csv it continues cannot be resumed either.
@@ -439,7 +439,7 @@ TEST_CASE("--init-from: a run starts from a checkpoint's weights; a file that do
     return message;
   };
   TrainConfig wider = b;
-  wider.d_model = 32;
+  wider.model.d_model = 32;
   CHECK(init_error(wider).find("--init-from: checkpoint " + source +
                                ": tensor 'model.tok_emb.weight' has shape [72, 16], the model needs [72, 32]") == 0);
   nn::Checkpoint partial = bare;
@@ -514,7 +514,7 @@ TEST_CASE(
   CHECK(nlohmann::json::parse(in).at("diverged") == true);
   TrainConfig r = c;
   r.resume = true;
-  r.on_nan = "skip";
+  r.on_nan = train::OnNan::skip;
   const RunSummary resumed = xgrad::train::train(r, xgrad::testing::nan_gradient_at({6}));
   CHECK_FALSE(resumed.diverged);
   CHECK(resumed.skipped_steps == 1);
@@ -524,7 +524,7 @@ TEST_CASE(
 
 TEST_CASE("--on-nan skip: the step's update is dropped, the row kept, the count reported; it resumes identically") {
   TrainConfig c = nan_run("nan_skip");
-  c.on_nan = "skip";
+  c.on_nan = train::OnNan::skip;
   c.optimizer = "adamw";
   const RunSummary s = xgrad::train::train(c, xgrad::testing::nan_gradient_at({3, 9, 10}));
   CHECK_FALSE(s.diverged);
@@ -570,7 +570,7 @@ TEST_CASE("--on-nan skip: the step's update is dropped, the row kept, the count 
 
 TEST_CASE("--on-nan skip stops after kMaxConsecutiveSkips non-finite steps in a row") {
   TrainConfig c = nan_run("nan_streak");
-  c.on_nan = "skip";
+  c.on_nan = train::OnNan::skip;
   std::vector<std::size_t> nan_steps;
   for (std::size_t step = 5; step < 20; ++step) nan_steps.push_back(step);
   LogCapture log;
@@ -646,7 +646,7 @@ TEST_CASE("resume without a checkpoint warns that it starts again from step 0 an
 
 TEST_CASE("a corrupt config.json is refused as bad usage naming the file and the key") {
   TrainConfig c = tiny_run(temp_dir("corrupt_config").string(), 3);
-  c.d_model = 8;
+  c.model.d_model = 8;
   xgrad::train::train(c);
   const fs::path config = fs::path(c.out) / "config.json";
   const nlohmann::json good = nlohmann::json::parse(read_text(config));
@@ -695,7 +695,7 @@ TEST_CASE("a run directory is locked while a process trains in it; a killed run 
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   REQUIRE(fs::exists(dir / kCheckpointFile));
   TrainConfig r;
-  r.d_model = 32;
+  r.model.d_model = 32;
   r.steps = 100000;
   r.out = dir.string();
   r.resume = true;
@@ -728,7 +728,7 @@ TEST_CASE("a run directory is locked while a process trains in it; a killed run 
 TEST_CASE("a non-finite step says what was non-finite, with its value: the gradient when the loss was finite") {
   // A NaN gradient at a finite loss (a message "non-finite loss=7.4e+22" was once read as if the loss were the cause).
   TrainConfig c = nan_run("nan_message_gradient");
-  c.on_nan = "skip";
+  c.on_nan = train::OnNan::skip;
   {
     LogCapture log;
     xgrad::train::train(c, xgrad::testing::nan_gradient_at({3}));
@@ -738,7 +738,7 @@ TEST_CASE("a non-finite step says what was non-finite, with its value: the gradi
           std::string::npos);
     CHECK(log.text().find("non-finite loss") == std::string::npos);
   }
-  c.on_nan = "stop";
+  c.on_nan = train::OnNan::stop;
   c.overwrite = true;
   {
     LogCapture log;

@@ -169,8 +169,8 @@ TEST_CASE("every scaling trains kv_recall below chance in a short run") {
     INFO("scaling " << name);
     const testing::TempDir dir("scalings_" + name);
     train::TrainConfig c = testing::tiny_run(dir.string(), 200);
-    c.d_model = 32;
-    c.scale = name;
+    c.model.d_model = 32;
+    c.model.scale = name;
     const train::RunSummary s = train::train(c);
     CHECK(!s.diverged);
     CHECK(s.final_loss < 0.85 * s.chance_loss);
@@ -237,8 +237,8 @@ TEST_CASE("a scaling's learned scalars are metrics.csv columns: learned's qk_gai
     INFO("scale " << e.scale);
     const testing::TempDir dir("scalars_" + e.scale);
     train::TrainConfig c = testing::tiny_run(dir.string(), 30);
-    c.scale = e.scale;
-    c.n_heads = 2;
+    c.model.scale = e.scale;
+    c.model.n_heads = 2;
     c.lr = 0.05;  // large enough that the scalars move visibly in 30 steps
     train::train(c);
     const testing::TableShape table = testing::table_shape(dir.path() / "metrics.csv");
@@ -248,7 +248,7 @@ TEST_CASE("a scaling's learned scalars are metrics.csv columns: learned's qk_gai
     for (const auto& name : header)
       if (name.rfind("scalar/", 0) == 0) scalars.push_back(name);
     std::vector<std::string> expected;
-    for (std::size_t l = 0; l < c.n_layers; ++l)
+    for (std::size_t l = 0; l < c.model.n_layers; ++l)
       for (std::size_t i = 0; i < e.per_layer; ++i)
         expected.push_back("scalar/blocks." + std::to_string(l) + ".attn." + e.parameter +
                            (e.per_layer == 1 ? "" : "/" + std::to_string(i)));
@@ -269,13 +269,13 @@ TEST_CASE("a scaling's learned scalars are metrics.csv columns: learned's qk_gai
 TEST_CASE("a run of learned whose metrics.csv has no scalar columns (an earlier release) resumes without them") {
   const testing::TempDir dir("scalars_resume");
   train::TrainConfig c = testing::tiny_run(dir.string(), 16);
-  c.scale = "learned";
+  c.model.scale = "learned";
   c.checkpoint_every = 8;
   train::train(c);
   const fs::path csv = dir.path() / "metrics.csv";
   const auto [old_header, dropped] =
       testing::drop_columns(csv, [](const std::string& name) { return name.rfind("scalar/", 0) == 0; });
-  REQUIRE(dropped == c.n_layers);
+  REQUIRE(dropped == c.model.n_layers);
   train::TrainConfig more = c;
   more.steps = 24;
   more.resume = true;
@@ -489,7 +489,7 @@ TEST_CASE("sigma_reparam: its power-iteration state is in the checkpoint, and a 
   const testing::TempDir part("sigma_part"), whole("sigma_whole");
   train::TrainConfig c = testing::tiny_run(part.string(), 30);
   c.checkpoint_every = 8;
-  c.scale = "sigma_reparam";
+  c.model.scale = "sigma_reparam";
   train::train(c);
   const Checkpoint saved = load_checkpoint((part / "checkpoint.safetensors").string());
   CHECK(saved.find("model.blocks.0.attn.w_q_u") != nullptr);

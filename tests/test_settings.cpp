@@ -20,6 +20,7 @@
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "train/settings.h"
+#include "train/sweep_manifest.h"
 
 using namespace xgrad;
 using namespace xgrad::train;
@@ -106,8 +107,8 @@ TEST_CASE("config.json: to_json and from_json round-trip every setting; d_k is r
   set_setting(c, "n_symbols", 5);
   set_setting(c, "optimizer", "sgd");
   set_setting(c, "momentum", 0.25);
-  c.d_model = 32;
-  c.n_heads = 2;
+  c.model.d_model = 32;
+  c.model.n_heads = 2;
   c.out = "somewhere";
   const nlohmann::json j = c.to_json();
   CHECK(j.at("d_k") == 16);
@@ -206,4 +207,51 @@ TEST_CASE("a run directory of the previous release loads in compare and resumes 
               .exit_code == 0);
   CHECK(fs::exists(copy / "report" / "report.md"));
   for (const auto& p : {dir, fresh, copy}) fs::remove_all(p);
+}
+
+namespace {
+
+// Every name of `table` parses to its value and prints back as itself.
+template <class E, std::size_t N>
+void check_round_trip(const EnumName<E> (&table)[N]) {
+  for (const EnumName<E>& e : table) {
+    INFO(e.name);
+    CHECK(enum_name(table, parse_enum(table, e.name)) == e.name);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("enumerations: each value's name round-trips, and another name is refused naming the allowed ones") {
+  check_round_trip(kOnNanNames);
+  check_round_trip(nn::kParametrizationNames);
+  check_round_trip(nn::kWeightDecayParamsNames);
+  check_round_trip(kSweepStatusNames);
+  CHECK_THROWS_WITH_AS(parse_enum(kOnNanNames, "ignore"), "'ignore' is not one of stop, skip", EnumNameError);
+  // The settings offer the table's names (--help, the check of a flag's or config.json's value).
+  CHECK(find_setting("on_nan")->choices == enum_names(kOnNanNames));
+  CHECK(find_setting("parametrization")->choices == enum_names(nn::kParametrizationNames));
+  CHECK(find_setting("weight_decay_params")->choices == enum_names(nn::kWeightDecayParamsNames));
+  // A config.json value goes through the member's type and back to the same text.
+  TrainConfig c;
+  set_setting(c, "on_nan", "skip");
+  set_setting(c, "parametrization", "mup");
+  CHECK(c.on_nan == OnNan::skip);
+  CHECK(c.model.parametrization == nn::Parametrization::mup);
+  const TrainConfig back = TrainConfig::from_json(c.to_json(), "config.json");
+  CHECK(back.to_json().at("on_nan") == "skip");
+  CHECK(back.to_json().at("parametrization") == "mup");
+  // An unknown value in config.json is refused naming the allowed values.
+  struct Bad {
+    const char* key;
+    const char* value;
+    const char* allowed;
+  };
+  for (const Bad& bad : {Bad{"on_nan", "ignore", "one of stop, skip"}, Bad{"parametrization", "ntk", "one of sp, mup"},
+                         Bad{"weight_decay_params", "biases", "one of all, matrices"}}) {
+    nlohmann::json j = TrainConfig().to_json();
+    j[bad.key] = bad.value;
+    INFO(std::string(bad.key));
+    CHECK_THROWS_WITH_AS(TrainConfig::from_json(j, "config.json"), doctest::Contains(bad.allowed), ConfigError);
+  }
 }

@@ -283,11 +283,22 @@ TEST_CASE("sweep run-one, status and --launcher refuse bad input with exit 2 nam
     std::ofstream f(escaping / "sweep.json");
     f << R"({"runs": [{"index": 0, "name": "dk4-none-adamw-lr0.01-s0", "dir": "../../etc"}]})";
   }
+  // A point whose recorded status is not a SweepStatus.
+  const fs::path unknown_status = root / "unknown_status";
+  fs::create_directories(unknown_status);
+  {
+    std::ofstream f(unknown_status / "sweep.json");
+    f << R"({"runs": [{"index": 0, "name": "dk4-none-adamw-lr0.01-s0", "dir": "runs/dk4-none-adamw-lr0.01-s0", )"
+      << R"("status": "finished"}]})";
+  }
   struct Case {
     std::vector<std::string> args;
     std::string message;
   };
   const std::vector<Case> cases{
+      {{"sweep", "status", unknown_status.string()},
+       "point 0's status 'finished' is not one of pending, running, complete, diverged, interrupted, failed, skipped"},
+      {{"sweep", "run-one", unknown_status.string(), "--index", "0"}, "point 0's status 'finished' is not one of"},
       {{"sweep", "run-one", out.string(), "--index", "4"},
        "--index: 4 is not a grid point of " + out.string() + " (allowed: 0 to 3)"},
       {{"sweep", "run-one", out.string(), "--index", "-1"}, "--index: must be a whole number in [0, "},

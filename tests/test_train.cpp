@@ -66,7 +66,7 @@ TEST_CASE("sqrt_dk attention at d_k = 16 learns key-value recall to well below c
 
 TEST_CASE("metrics.csv and config.json hold what the README promises") {
   TrainConfig c;
-  c.d_model = 8;
+  c.model.d_model = 8;
   c.steps = 5;
   c.out = temp_dir("files").string();
   xgrad::train::train(c);
@@ -194,8 +194,8 @@ TEST_CASE("more BLAS threads: the same run to float tolerance (what README's Det
   // With several OpenBLAS threads a GEMM is split into blocks computed by different threads; README documents that
   // results may then differ in the last bits. What is promised is agreement to float tolerance, tested here.
   TrainConfig one_thread = tiny_run("", 20);
-  one_thread.d_model = 32;
-  one_thread.d_k = 64;
+  one_thread.model.d_model = 32;
+  one_thread.model.d_k = 64;
   one_thread.batch_size = 64;
   const TrainConfig c = trained_into(one_thread, "threads_1");
   TrainConfig two_threads = c;
@@ -417,16 +417,16 @@ SweepConfig tiny_sweep(const fs::path& out) {
 TEST_CASE("sweep: a run that diverges at step 0 is recorded as diverged and the sweep finishes") {
   const fs::path dir = temp_dir("sweep_div0");
   SweepConfig s = tiny_sweep(dir);
-  s.base.proj_init_gain = 1e23;
+  s.base.model.proj_init_gain = 1e23;
   const auto runs = run_sweep(s, nullptr).runs;
   REQUIRE(runs.size() == 1);
-  CHECK(runs[0].status == "diverged");
+  CHECK(runs[0].status == SweepStatus::diverged);
   CHECK(runs[0].diverged_step == 0);
   std::ifstream index(dir / "sweep.json");
   CHECK(nlohmann::json::parse(index).at("runs").at(0).at("status") == "diverged");
   // Run again: the diverged run is complete (skipped), not redone forever.
   const auto again = run_sweep(s, nullptr).runs;
-  CHECK(again[0].status == "skipped");
+  CHECK(again[0].status == SweepStatus::skipped);
   CHECK(again[0].diverged_step == 0);
   fs::remove_all(dir);
 }
@@ -436,7 +436,7 @@ TEST_CASE(
     "seeds keeps the earlier runs in the index") {
   const fs::path dir = temp_dir("sweep_other_settings");
   const SweepConfig first = tiny_sweep(dir);
-  REQUIRE(run_sweep(first, nullptr).runs.at(0).status == "complete");
+  REQUIRE(run_sweep(first, nullptr).runs.at(0).status == SweepStatus::complete);
   SweepConfig other = tiny_sweep(dir);
   other.seeds = {1};
   other.base.steps = 3;
@@ -455,7 +455,7 @@ TEST_CASE(
   other.base.print_every = 7;  // how a run reports progress is not another setting
   const auto runs = run_sweep(other, nullptr).runs;
   REQUIRE(runs.size() == 1);
-  CHECK(runs[0].status == "complete");
+  CHECK(runs[0].status == SweepStatus::complete);
   std::ifstream in(dir / "sweep.json");
   const nlohmann::json index = nlohmann::json::parse(in);
   REQUIRE(index.at("runs").size() == 2);
@@ -471,7 +471,7 @@ TEST_CASE(
 TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that cannot start are failed, not fatal") {
   const fs::path dir = temp_dir("sweep_into_run");
   TrainConfig c = tiny_run(dir.string(), 2);
-  c.d_model = 8;
+  c.model.d_model = 8;
   xgrad::train::train(c);
   CHECK_THROWS_WITH_AS(
       run_sweep(tiny_sweep(dir), nullptr),
@@ -489,7 +489,7 @@ TEST_CASE("sweep: --out holding an `xgrad train` run is refused; runs that canno
   std::vector<SweepRun> runs;
   CHECK_NOTHROW(runs = run_sweep(s, nullptr).runs);
   REQUIRE(runs.size() == 2);
-  for (const auto& r : runs) CHECK(r.status == "failed");
+  for (const auto& r : runs) CHECK(r.status == SweepStatus::failed);
   std::ifstream index(sg / "sweep.json");
   const auto sweep_json =
       nlohmann::json::parse(index);  // named: a range-for over parse(...).at() reads a dead temporary
@@ -503,7 +503,7 @@ TEST_CASE("train() gives its caller back the floating-point control it found: su
   volatile double tiny = 1e-310, one = 1.0;
   REQUIRE(tiny * one > 0.0);
   TrainConfig c = tiny_run(temp_dir("fp_control").string(), 2);
-  c.d_model = 8;
+  c.model.d_model = 8;
   c.flush_denormals = true;
   xgrad::train::train(c);
   CHECK(tiny * one > 0.0);
@@ -563,8 +563,8 @@ TEST_CASE("train says at the start how much disk its metrics.csv and checkpoint 
 
 TEST_CASE("rows of steps that are not measured leave the measured-only cells empty, and read as the same numbers") {
   TrainConfig c = tiny_run(temp_dir("short_rows").string(), 40);
-  c.n_heads = 8;
-  c.n_layers = 2;
+  c.model.n_heads = 8;
+  c.model.n_layers = 2;
   c.log_every = 20;
   fs::remove_all(c.out);
   xgrad::train::train(c);

@@ -82,8 +82,8 @@ namespace {
 // writes them.
 void check_core_values(const TrainConfig& c) {
   for (const CoreSetting& core : core_settings()) {
-    const nlohmann::json value = core.setting.key == "d_k"    ? nlohmann::json(c.d_k)
-                                 : core.setting.key == "d_ff" ? nlohmann::json(c.d_ff)
+    const nlohmann::json value = core.setting.key == "d_k"    ? nlohmann::json(c.model.d_k)
+                                 : core.setting.key == "d_ff" ? nlohmann::json(c.model.d_ff)
                                                               : core.get(c);
     const std::string error = check_setting_value(core.setting, value);
     require(error.empty(), core.setting.flag() + " " + error);
@@ -163,16 +163,16 @@ void check_model_shape(const TrainConfig& c, const data::Task& t) {
             "--eval-every: the data in " + component_values(c, "task").get<std::string>("data") +
                 " has no held-out split (eval_inputs.npy and eval_targets.npy); "
                 "add one or pass --eval-every 0");
-  require(c.d_k > 0 || c.d_model % c.n_heads == 0,
-          "--d-model (" + std::to_string(c.d_model) + ") must be divisible by --n-heads (" + std::to_string(c.n_heads) +
-              "), or give the head size with --d-k");
+  require(c.model.d_k > 0 || c.model.d_model % c.model.n_heads == 0,
+          "--d-model (" + std::to_string(c.model.d_model) + ") must be divisible by --n-heads (" +
+              std::to_string(c.model.n_heads) + "), or give the head size with --d-k");
   nn::AttentionLayerContext context;
-  context.d_model = c.d_model;
-  context.n_heads = c.n_heads;
-  context.d_k = c.d_k;
+  context.d_model = c.model.d_model;
+  context.n_heads = c.model.n_heads;
+  context.d_k = c.model.d_k;
   context.settings = component_values(c, "attention");
   try {
-    nn::check_attention_layer(c.attention, context);
+    nn::check_attention_layer(c.model.attention, context);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
@@ -180,22 +180,22 @@ void check_model_shape(const TrainConfig& c, const data::Task& t) {
 
 // Tensor Programs V: 1/d_k attention (Definition 4.1), Table 3's optimizers.
 void check_mup(const TrainConfig& c) {
-  if (c.parametrization != "mup") return;
-  require(c.scale == "dk",
+  if (c.model.parametrization != nn::Parametrization::mup) return;
+  require(c.model.scale == "dk",
           "--parametrization mup scales attention scores by 1/d_k (Tensor Programs V, Definition "
           "4.1): give --scale dk (got " +
-              c.scale + ")");
+              c.model.scale + ")");
   require(c.optimizer == "adamw" || c.optimizer == "sgd",
           "--parametrization mup: muP's learning rates are defined for --optimizer adamw and sgd (got " + c.optimizer +
               ")");
-  require(!c.tie_word_embeddings,
+  require(!c.model.tie_word_embeddings,
           "--tie-word-embeddings true is not defined under --parametrization mup: muP gives the readout an init and a "
           "multiplier of its own, which a table shared with the input embedding cannot have");
-  const std::size_t dk = c.head_size(), ff = c.d_ff ? c.d_ff : 4 * c.d_model;
-  require(dk * c.base_width % c.d_model == 0 && ff * c.base_width % c.d_model == 0,
+  const std::size_t dk = c.head_size(), ff = c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model;
+  require(dk * c.model.base_width % c.model.d_model == 0 && ff * c.model.base_width % c.model.d_model == 0,
           "--base-width: d_k (" + std::to_string(dk) + ") and d_ff (" + std::to_string(ff) +
-              ") scale with --d-model under muP, so each times --base-width (" + std::to_string(c.base_width) +
-              ") / --d-model (" + std::to_string(c.d_model) + ") must be whole");
+              ") scale with --d-model under muP, so each times --base-width (" + std::to_string(c.model.base_width) +
+              ") / --d-model (" + std::to_string(c.model.d_model) + ") must be whole");
 }
 
 // The run's files: --out given, every text setting recordable (config.json and summary.json are JSON, whose strings
@@ -336,15 +336,16 @@ MemoryEstimate TrainConfig::estimate_memory(std::size_t vocab_size, std::size_t 
   const bool sparse = targets != 0 && targets < seq_len;
   const std::string rows_text = sparse ? fmt::format("the targets per sequence ({})", targets) : T_flag;
 
-  const double d = static_cast<double>(d_model), V = static_cast<double>(vocab_size), L = static_cast<double>(n_layers),
-               B = static_cast<double>(batch_size), H = static_cast<double>(n_heads), T = static_cast<double>(seq_len),
+  const double d = static_cast<double>(model.d_model), V = static_cast<double>(vocab_size),
+               L = static_cast<double>(model.n_layers), B = static_cast<double>(batch_size),
+               H = static_cast<double>(model.n_heads), T = static_cast<double>(seq_len),
                rows = static_cast<double>(sparse ? targets : seq_len);
-  const double ff = mlp ? static_cast<double>(d_ff ? d_ff : 4 * d_model) : 0.0;
-  const double inner = static_cast<double>(n_heads * head_size());
+  const double ff = model.mlp ? static_cast<double>(model.d_ff ? model.d_ff : 4 * model.d_model) : 0.0;
+  const double inner = static_cast<double>(model.n_heads * head_size());
   // Per parameter: value, gradient, two Adam moments and the pre-step copy, 4 bytes each. Per activation: the
   // forward value kept for backward and its gradient, 4 bytes each.
   const double per_parameter = 4.0 * 5, per_activation = 4.0 * 2;
-  const double vocab_tables = tie_word_embeddings ? 1 : 2;  // tied: the readout is the token embedding table
+  const double vocab_tables = model.tie_word_embeddings ? 1 : 2;  // tied: the readout is the token embedding table
   MemoryEstimate m;
   m.seq_len_from = seq_len_from;
   m.terms = {

@@ -8,9 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.h"
 #include "common/setting.h"
 #include "data/registry.h"
 #include "nn/attention.h"
+#include "nn/model.h"
 
 namespace xgrad::train {
 
@@ -19,6 +21,11 @@ class ConfigError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
+
+/// What a run does at a non-finite loss or gradient (--on-nan): stop (exit 3), or skip the step and go on.
+enum class OnNan { stop, skip };
+/// The names of OnNan (config.json's and --on-nan's text).
+inline constexpr EnumName<OnNan> kOnNanNames[] = {{OnNan::stop, "stop"}, {OnNan::skip, "skip"}};
 
 /// One part of a run's memory: what holds it, the settings it grows with, and its size.
 struct MemoryTerm {
@@ -43,28 +50,21 @@ struct MemoryEstimate {
 
 /// The settings of one training run. The core settings are typed members for the trainer to read; their declarations
 /// (flag, config.json key, type, default, range, help) are one table in settings.cpp, which also sets the defaults
-/// (the constructor), so no default is written here. The settings of the selected components (the task's, the
+/// (the constructor), so no default is written here; the model's defaults are nn::ModelConfig's, which the table
+/// declares as its defaults. The settings of the selected components (the task's, the
 /// optimizer's) are values in `settings`, declared by their registry entries.
 struct TrainConfig {
   TrainConfig();
   // components: registry names (data/registry.h, nn/optim.h, nn/attention.h)
-  std::string task, optimizer;
-  std::string scale;      // a registered scaling (nn/scaling.h)
-  std::string attention;  // a registered attention layer (nn/attention_layer.h)
-  // model (nn/model.h)
-  std::size_t d_model, n_heads, n_layers, d_ff;  // d_ff 0: 4 * d_model
-  std::size_t d_k;                               // the head size; 0: d_model / n_heads
-  bool mlp, layer_norm, residual, causal;
-  double emb_init_std, proj_init_gain;
-  std::string parametrization;  // "sp" | "mup" (nn/mup.h)
-  std::size_t base_width;       // mup: the d_model at which mup and sp coincide
-  bool tie_word_embeddings;     // the readout uses the token embedding table (nn/model.h)
-  bool bias;                    // false: no bias in the Linears and LayerNorms (nn/model.h)
+  std::string task, optimizer;  // the scaling and the attention layer are model.scale, model.attention
+  /// The model's settings (nn/model.h), bound to their flags and config.json keys in settings.cpp; the task fills
+  /// in vocab_size and max_seq_len (model_config in trainer.h), and model.settings is left empty: the scaling's and
+  /// attention layer's own settings are values in `settings`.
+  nn::ModelConfig model;
   // optimisation
   std::size_t batch_size, steps;
   double lr, clip_grad_norm;  // clip 0 = off
   double z_loss;              // coefficient of the z-loss added to the cross-entropy (0 = off; the column is logged)
-  double dropout;             // probability of every dropout site while training (nn::ModelConfig::dropout; 0 = off)
   std::string lr_schedule;    // a registered schedule (nn/lr_schedule.h): the learning rate of each step
   // reproducibility and output
   std::uint64_t seed, data_seed;
@@ -81,7 +81,7 @@ struct TrainConfig {
   std::string out;       // run directory
   // checkpoints and recovery (see trainer.h)
   std::size_t checkpoint_every;  // write out/checkpoint.safetensors every N steps (0: only at the end)
-  std::string on_nan;            // non-finite loss or gradient: stop (exit 3) | skip (the step, and go on)
+  OnNan on_nan;                  // non-finite loss or gradient: stop (exit 3) | skip (the step, and go on)
   std::string init_from;         // start from the weights of this safetensors file instead of the seed's
   /// Values of the components' own settings by key (n_keys, momentum, ...); a key the selected entry declares and
   /// this lacks takes the declared default (component_values in settings.h).
@@ -97,8 +97,8 @@ struct TrainConfig {
   std::vector<data::InputFile> recorded_inputs;
   std::string recorded_inputs_source;  // the config.json they come from, for messages
 
-  /// The head size used: d_k, or d_model / n_heads when d_k is 0.
-  std::size_t head_size() const { return d_k ? d_k : d_model / n_heads; }
+  /// The head size used: model.d_k, or model.d_model / model.n_heads when d_k is 0.
+  std::size_t head_size() const { return model.d_k ? model.d_k : model.d_model / model.n_heads; }
   /// Throws ConfigError naming the first bad flag. Task settings are checked by building the task (reading its
   /// files), which is returned for the run to use, so that no file is read twice. Also refused: an estimated memory
   /// above kMaxMemoryGiB (naming the settings of the largest part), and more threads than the CPUs this process may

@@ -66,7 +66,7 @@ TrainConfig sampling_config(const nlohmann::json& json, const fs::path& path) {
   if (cfg.task != "char_lm")
     throw ConfigError("RUN_DIR: the run's task is " + cfg.task +
                       "; xgrad sample generates text from char_lm runs only (their tokens are bytes)");
-  if (!cfg.causal)
+  if (!cfg.model.causal)
     throw ConfigError(
         "RUN_DIR: the run's model is not causal (--causal false): its positions attend to later ones, "
         "so it cannot generate left to right");

@@ -11,6 +11,7 @@
 #include "data/registry.h"
 #include "nn/attention_layer.h"
 #include "nn/lr_schedule.h"
+#include "nn/model.h"
 #include "nn/optim.h"
 #include "nn/scaling.h"
 
@@ -18,14 +19,58 @@ namespace xgrad::train {
 
 namespace {
 
-// Binds a declaration to a member of TrainConfig of a plain type (whole numbers, numbers, booleans, strings).
-template <class T>
-CoreSetting bind(T TrainConfig::*member, Setting setting) {
+// The part of a TrainConfig a member of class C belongs to: the config itself, or its model's settings.
+template <class C>
+C& part(TrainConfig& config) {
+  if constexpr (std::is_same_v<C, TrainConfig>)
+    return config;
+  else
+    return config.model;
+}
+template <class C>
+const C& part(const TrainConfig& config) {
+  if constexpr (std::is_same_v<C, TrainConfig>)
+    return config;
+  else
+    return config.model;
+}
+
+// Binds a declaration to a member of TrainConfig or of its model of a plain type (whole numbers, numbers, booleans,
+// strings).
+template <class C, class T>
+CoreSetting bind(T C::*member, Setting setting) {
   CoreSetting c;
   c.setting = std::move(setting);
-  c.get = [member](const TrainConfig& config) { return nlohmann::json(config.*member); };
-  c.set = [member](TrainConfig& config, const nlohmann::json& value) { config.*member = value.get<T>(); };
+  c.get = [member](const TrainConfig& config) { return nlohmann::json(part<C>(config).*member); };
+  c.set = [member](TrainConfig& config, const nlohmann::json& value) { part<C>(config).*member = value.get<T>(); };
   return c;
+}
+
+// Binds a text setting whose choices are the names in `table` to a member of an enumeration type.
+template <class C, class E, std::size_t N>
+CoreSetting bind(E C::*member, const EnumName<E> (&table)[N], Setting setting) {
+  CoreSetting c;
+  c.setting = std::move(setting);
+  c.get = [member, &table](const TrainConfig& config) {
+    return nlohmann::json(enum_name(table, part<C>(config).*member));
+  };
+  c.set = [member, &table](TrainConfig& config, const nlohmann::json& value) {
+    part<C>(config).*member = parse_enum(table, value.get<std::string>());
+  };
+  return c;
+}
+
+// An enumeration's setting: a text setting of the names in `table`, `default_value` its default.
+template <class E, std::size_t N>
+Setting enum_setting(std::string key, const EnumName<E> (&table)[N], E default_value, std::string help) {
+  return text_setting(std::move(key), enum_name(table, default_value), enum_names(table), std::move(help));
+}
+
+// The model settings' defaults: ModelConfig's own, declared once in nn/model.h (a function's static, so that it is
+// built before a table built during another file's static initialisation reads it).
+const nn::ModelConfig& model_defaults() {
+  static const nn::ModelConfig defaults;
+  return defaults;
 }
 
 constexpr unsigned kTrain = Setting::kTrain, kSweep = Setting::kSweep, kRun = kTrain | kSweep;
@@ -39,68 +84,79 @@ CoreSetting with_value(CoreSetting c, std::function<nlohmann::json(const TrainCo
 
 // The components (their names are checked against the registries, components(), not a list here) and the model.
 void add_model_settings(std::vector<CoreSetting>& t) {
+  const nn::ModelConfig& defaults = model_defaults();
   t.push_back(bind(&TrainConfig::task, text_setting("task", "kv_recall", {}, "task")));
+  t.push_back(bind(&nn::ModelConfig::scale,
+                   text_setting("scale", defaults.scale, {}, "attention score scaling").only_for(kTrain)));
+  t.push_back(bind(&nn::ModelConfig::attention,
+                   text_setting("attention", defaults.attention, {}, "attention layer of each block")));
+  t.push_back(bind(&nn::ModelConfig::d_model, whole_setting("d_model", defaults.d_model, 1, 16384, "model width")));
+  t.push_back(with_value(
+      bind(&nn::ModelConfig::d_k,
+           whole_setting("d_k", defaults.d_k, 0, 8192, "head size d_k (0 = d_model / n_heads)").only_for(kTrain)),
+      [](const TrainConfig& c) { return nlohmann::json(c.head_size()); }));
+  t.push_back(bind(&nn::ModelConfig::n_heads,
+                   whole_setting("n_heads", defaults.n_heads, 1, 1024, "attention heads (d_k = d_model / n_heads)")));
   t.push_back(
-      bind(&TrainConfig::scale, text_setting("scale", "sqrt_dk", {}, "attention score scaling").only_for(kTrain)));
+      bind(&nn::ModelConfig::n_layers, whole_setting("n_layers", defaults.n_layers, 1, 64, "transformer blocks")));
+  t.push_back(with_value(
+      bind(&nn::ModelConfig::d_ff, whole_setting("d_ff", defaults.d_ff, 0, 65536, "MLP hidden size (0 = 4 * d_model)")),
+      [](const TrainConfig& c) { return nlohmann::json(c.model.d_ff ? c.model.d_ff : 4 * c.model.d_model); }));
   t.push_back(
-      bind(&TrainConfig::attention, text_setting("attention", "multi_head", {}, "attention layer of each block")));
-  t.push_back(bind(&TrainConfig::d_model, whole_setting("d_model", 64, 1, 16384, "model width")));
+      bind(&nn::ModelConfig::mlp, boolean_setting("mlp", defaults.mlp, "include the MLP in each block (true/false)")));
+  t.push_back(bind(&nn::ModelConfig::layer_norm,
+                   boolean_setting("layer_norm", defaults.layer_norm,
+                                   "LayerNorm before each sublayer and the readout (true/false)")));
+  t.push_back(bind(&nn::ModelConfig::residual,
+                   boolean_setting("residual", defaults.residual, "residual connections (true/false)")));
   t.push_back(
-      with_value(bind(&TrainConfig::d_k,
-                      whole_setting("d_k", 0, 0, 8192, "head size d_k (0 = d_model / n_heads)").only_for(kTrain)),
-                 [](const TrainConfig& c) { return nlohmann::json(c.head_size()); }));
+      bind(&nn::ModelConfig::causal, boolean_setting("causal", defaults.causal, "causal attention mask (true/false)")));
+  t.push_back(bind(&nn::ModelConfig::emb_init_std, number_setting("emb_init_std", defaults.emb_init_std, 0, 1e30,
+                                                                  "std of the token and position embeddings at init")
+                                                       .excluding_min()));
   t.push_back(
-      bind(&TrainConfig::n_heads, whole_setting("n_heads", 1, 1, 1024, "attention heads (d_k = d_model / n_heads)")));
-  t.push_back(bind(&TrainConfig::n_layers, whole_setting("n_layers", 1, 1, 64, "transformer blocks")));
-  t.push_back(
-      with_value(bind(&TrainConfig::d_ff, whole_setting("d_ff", 0, 0, 65536, "MLP hidden size (0 = 4 * d_model)")),
-                 [](const TrainConfig& c) { return nlohmann::json(c.d_ff ? c.d_ff : 4 * c.d_model); }));
-  t.push_back(bind(&TrainConfig::mlp, boolean_setting("mlp", true, "include the MLP in each block (true/false)")));
-  t.push_back(bind(&TrainConfig::layer_norm,
-                   boolean_setting("layer_norm", true, "LayerNorm before each sublayer and the readout (true/false)")));
-  t.push_back(bind(&TrainConfig::residual, boolean_setting("residual", true, "residual connections (true/false)")));
-  t.push_back(bind(&TrainConfig::causal, boolean_setting("causal", true, "causal attention mask (true/false)")));
-  t.push_back(bind(&TrainConfig::emb_init_std,
-                   number_setting("emb_init_std", 1.0, 0, 1e30, "std of the token and position embeddings at init")
-                       .excluding_min()));
-  t.push_back(bind(&TrainConfig::proj_init_gain,
-                   number_setting("proj_init_gain", 1.0, 0, 1e30, "multiplies the LeCun init std of W_q, W_k, W_v, W_o")
-                       .excluding_min()));
+      bind(&nn::ModelConfig::proj_init_gain, number_setting("proj_init_gain", defaults.proj_init_gain, 0, 1e30,
+                                                            "multiplies the LeCun init std of W_q, W_k, W_v, W_o")
+                                                 .excluding_min()));
 }
 
 // The readout's weight and the biases, as nanoGPT's GPTConfig (weight tying; bias) and Hugging Face's config.
 void add_readout_settings(std::vector<CoreSetting>& t) {
-  t.push_back(bind(&TrainConfig::tie_word_embeddings,
-                   boolean_setting("tie_word_embeddings", false,
+  const nn::ModelConfig& defaults = model_defaults();
+  t.push_back(bind(&nn::ModelConfig::tie_word_embeddings,
+                   boolean_setting("tie_word_embeddings", defaults.tie_word_embeddings,
                                    "the readout uses the token embedding table, logits = h @ tok_emb.weight^T "
                                    "(true/false; not with --parametrization mup; with the default --emb-init-std 1 "
                                    "the first logits are large: nanoGPT's is 0.02)")
                        .only_for(kRun)));
-  t.push_back(bind(&TrainConfig::bias, boolean_setting("bias", true,
-                                                       "bias in the MLP's Linears, the readout and the LayerNorms "
-                                                       "(true/false)")
-                                           .only_for(kRun)));
+  t.push_back(bind(&nn::ModelConfig::bias, boolean_setting("bias", defaults.bias,
+                                                           "bias in the MLP's Linears, the readout and the LayerNorms "
+                                                           "(true/false)")
+                                               .only_for(kRun)));
 }
 
 // Probe measures the standard parametrization's initialisation (scales none and sqrt_dk): not probe flags.
 void add_parametrization_settings(std::vector<CoreSetting>& t) {
+  const nn::ModelConfig& defaults = model_defaults();
   t.push_back(
-      bind(&TrainConfig::parametrization,
-           text_setting("parametrization", "sp", {"sp", "mup"},
+      bind(&nn::ModelConfig::parametrization, nn::kParametrizationNames,
+           enum_setting("parametrization", nn::kParametrizationNames, defaults.parametrization,
                         "sp: standard; mup: muP of Tensor Programs V, Table 3 (readout multiplier, per-layer lr "
                         "and readout init scaled by d_model / --base-width; needs --scale dk)")
                .only_for(kRun)));
-  CoreSetting base_width =
-      bind(&TrainConfig::base_width,
-           whole_setting("base_width", 64, 1, 16384, "mup: the d_model at which mup equals sp").only_for(kRun));
+  CoreSetting base_width = bind(&nn::ModelConfig::base_width, whole_setting("base_width", defaults.base_width, 1, 16384,
+                                                                            "mup: the d_model at which mup equals sp")
+                                                                  .only_for(kRun));
   base_width.unread = [](const TrainConfig& c) -> std::string {
-    if (c.parametrization == "mup") return "";
-    return "--base-width is read only by --parametrization mup (the parametrization is " + c.parametrization + ")";
+    if (c.model.parametrization == nn::Parametrization::mup) return "";
+    return "--base-width is read only by --parametrization mup (the parametrization is " +
+           enum_name(nn::kParametrizationNames, c.model.parametrization) + ")";
   };
   t.push_back(std::move(base_width));
 }
 
 void add_optimisation_settings(std::vector<CoreSetting>& t) {
+  const nn::ModelConfig& defaults = model_defaults();
   t.push_back(bind(&TrainConfig::batch_size, whole_setting("batch_size", 64, 1, 1 << 20, "sequences per step")));
   t.push_back(bind(&TrainConfig::steps,
                    whole_setting("steps", 800, 1, kMaxSteps, "training steps").may_change_on_resume().only_for(kRun)));
@@ -116,8 +172,8 @@ void add_optimisation_settings(std::vector<CoreSetting>& t) {
       bind(&TrainConfig::z_loss,
            number_setting("z_loss", 0.0, 0, 1e30, "coefficient of the z-loss, mean (log Z)^2 of the readout (0 = off)")
                .only_for(kRun)));
-  t.push_back(bind(&TrainConfig::dropout,
-                   number_setting("dropout", 0.0, 0, 1,
+  t.push_back(bind(&nn::ModelConfig::dropout,
+                   number_setting("dropout", defaults.dropout, 0, 1,
                                   "probability of zeroing an element at each dropout site while training: the "
                                   "embeddings' sum, the attention weights and each sublayer's output (0 = off)")
                        .excluding_max()
@@ -186,11 +242,11 @@ void add_execution_settings(std::vector<CoreSetting>& t) {
                        .record_only()
                        .may_change_on_resume()
                        .only_for(kTrain)));
-  t.push_back(
-      bind(&TrainConfig::on_nan, text_setting("on_nan", "stop", {"stop", "skip"},
-                                              "non-finite loss or gradient: stop the run (exit 3) or skip the step")
-                                     .may_change_on_resume()
-                                     .only_for(kTrain)));
+  t.push_back(bind(&TrainConfig::on_nan, kOnNanNames,
+                   enum_setting("on_nan", kOnNanNames, OnNan::stop,
+                                "non-finite loss or gradient: stop the run (exit 3) or skip the step")
+                       .may_change_on_resume()
+                       .only_for(kTrain)));
   t.push_back(bind(&TrainConfig::init_from,
                    path_setting("init_from", "start from the weights in this .safetensors file (shapes must match)")
                        .only_for(kTrain)));

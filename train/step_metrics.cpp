@@ -102,7 +102,7 @@ StepMetrics::StepMetrics(nn::AttentionModel& model, const data::Task& task, cons
     for (std::size_t i = 0; i < named.size(); ++i)
       row.push_back(r.grad_norms[i] / std::sqrt(static_cast<double>(named[i].second.numel())));
   });
-  add_scaling_scalars(named, cfg.scale);
+  add_scaling_scalars(named, cfg.model.scale);
   add_scalar(columns::kEvalLoss, [&model, &task, cfg](const StepRecord& r) {
     const bool evaluate = cfg.eval_every > 0 && (r.step % cfg.eval_every == 0 || r.step + 1 == cfg.steps);
     return evaluate ? eval_loss(model, task, cfg, r.step) : kNaN;

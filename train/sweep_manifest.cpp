@@ -60,7 +60,13 @@ std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
                         e.at("dir").get<std::string>() + "' (allowed: runs/<name> inside the sweep directory)");
     p.dir = (fs::path(sweep_dir) / dir).string();
     if (e.contains("config")) p.config = e.at("config");
-    if (e.contains("status") && e.at("status").is_string()) p.recorded_status = e.at("status").get<std::string>();
+    if (e.contains("status") && e.at("status").is_string()) {
+      try {
+        p.recorded_status = parse_enum(kSweepStatusNames, e.at("status").get<std::string>());
+      } catch (const EnumNameError& error) {
+        throw ConfigError("DIR: " + path.string() + ": point " + std::to_string(p.index) + "'s status " + error.what());
+      }
+    }
     points.push_back(std::move(p));
   }
   std::sort(points.begin(), points.end(),
@@ -212,7 +218,7 @@ std::string point_conflict(const ManifestPoint& point) {
 PointState point_state(const ManifestPoint& point) {
   PointState state = point_state(point.dir);
   std::error_code ec;
-  if (state.status == "pending" && !point.recorded_status.empty() && point.recorded_status != "pending" &&
+  if (state.status == "pending" && point.recorded_status && *point.recorded_status != SweepStatus::pending &&
       !fs::exists(point.dir, ec))
     state.status = "missing";
   if (state.status == "complete" || state.status == "diverged" || state.status == "interrupted" ||

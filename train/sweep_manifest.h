@@ -6,14 +6,26 @@
 #include <cstddef>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.h"
 #include "train/config.h"
 
 namespace xgrad::train {
+
+/// Where a sweep's run stands as the sweep records it (sweep.json's "status"): pending | running (a process trains
+/// it, this sweep's child or another's) | complete | diverged | interrupted (stopped with a checkpoint: the next
+/// sweep resumes it) | failed | skipped (complete before this sweep).
+enum class SweepStatus { pending, running, complete, diverged, interrupted, failed, skipped };
+/// The names of SweepStatus (sweep.json's text).
+inline constexpr EnumName<SweepStatus> kSweepStatusNames[] = {
+    {SweepStatus::pending, "pending"},   {SweepStatus::running, "running"},         {SweepStatus::complete, "complete"},
+    {SweepStatus::diverged, "diverged"}, {SweepStatus::interrupted, "interrupted"}, {SweepStatus::failed, "failed"},
+    {SweepStatus::skipped, "skipped"}};
 
 /// One grid point of a sweep directory's manifest.
 struct ManifestPoint {
@@ -21,12 +33,12 @@ struct ManifestPoint {
   std::string name;
   std::string dir;        // the run directory: the sweep directory / the entry's "dir"
   nlohmann::json config;  // the resolved settings (config.json keys); null in an index written before manifests
-  std::string
-      recorded_status;  // the entry's "status" as the sweep last wrote it ("pending", "complete", ...); "" if none
+  std::optional<SweepStatus> recorded_status;  // the entry's "status" as the sweep last wrote it; none if absent
 };
 
 /// The grid points of `sweep_dir`/sweep.json, by index. Throws ConfigError naming `sweep_dir` when it holds no
-/// sweep.json or one that is not a manifest (not JSON, or runs without index and name).
+/// sweep.json or one that is not a manifest (not JSON, or runs without index and name), or a point whose "status" is
+/// not one of kSweepStatusNames (naming the allowed ones).
 std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir);
 
 /// Where one grid point stands, read from its run directory alone, so it holds whichever launcher and host ran it.

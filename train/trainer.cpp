@@ -44,38 +44,20 @@ nn::ModelConfig model_config(const TrainConfig& cfg, const data::Task& task) {
 }
 
 nn::ModelConfig model_config(const TrainConfig& cfg, std::size_t vocab_size, std::size_t max_seq_len) {
-  nn::ModelConfig mc;
+  nn::ModelConfig mc = cfg.model;
   mc.vocab_size = vocab_size;
   mc.max_seq_len = max_seq_len;
-  mc.d_model = cfg.d_model;
-  mc.n_heads = cfg.n_heads;
-  mc.d_k = cfg.d_k;
-  mc.n_layers = cfg.n_layers;
-  mc.d_ff = cfg.d_ff;
-  mc.mlp = cfg.mlp;
-  mc.layer_norm = cfg.layer_norm;
-  mc.residual = cfg.residual;
-  mc.causal = cfg.causal;
-  mc.scale = cfg.scale;
-  mc.attention = cfg.attention;
   // The scaling's and the attention layer's own settings (keys are unique across registries).
   nlohmann::json model_settings = component_values(cfg, "scale").json();
   model_settings.update(component_values(cfg, "attention").json());
   mc.settings = SettingValues(model_settings);
-  mc.emb_init_std = cfg.emb_init_std;
-  mc.proj_init_gain = cfg.proj_init_gain;
-  mc.parametrization = cfg.parametrization;
-  mc.base_width = cfg.base_width;
-  mc.dropout = cfg.dropout;
-  mc.tie_word_embeddings = cfg.tie_word_embeddings;
-  mc.bias = cfg.bias;
   return mc;
 }
 
 std::unique_ptr<nn::Optimizer> make_run_optimizer(const TrainConfig& cfg, const nn::AttentionModel& model) {
   auto opt = nn::make_optimizer(cfg.optimizer, model.parameters(), cfg.lr, component_values(cfg, "optimizer"));
-  if (cfg.parametrization == "mup")
-    opt->set_lr_multipliers(nn::mup_plan(model.config(), cfg.base_width).lr_multipliers(cfg.optimizer));
+  if (cfg.model.parametrization == nn::Parametrization::mup)
+    opt->set_lr_multipliers(nn::mup_plan(model.config(), cfg.model.base_width).lr_multipliers(cfg.optimizer));
   return opt;
 }
 
@@ -319,8 +301,8 @@ void Run::log_start(const StepMetrics& metrics) const {
   spdlog::info(
       "[{}] training {}: d_model={} n_heads={} d_k={} n_layers={} scale={} optimizer={} lr={} steps={} "
       "params={}",
-      name, cfg.task, cfg.d_model, cfg.n_heads, cfg.head_size(), cfg.n_layers, cfg.scale, cfg.optimizer, cfg.lr,
-      cfg.steps, model->num_parameters());
+      name, cfg.task, cfg.model.d_model, cfg.model.n_heads, cfg.head_size(), cfg.model.n_layers, cfg.model.scale,
+      cfg.optimizer, cfg.lr, cfg.steps, model->num_parameters());
   // Said before the first step: a model of many heads writes half a megabyte per logged row, which a long run turns
   // into gigabytes before anyone looks.
   const DiskEstimate disk = estimate_disk(cfg, metrics.columns(), metrics.measured_only_columns(),
@@ -358,7 +340,7 @@ StepRecord Run::train_step(std::size_t step) {
   const auto [shard_begin, shard_end] = shard_rows(cfg.batch_size, rank, world_size);
   data::Batch batch = world_size > 1 ? batch_rows(global, shard_begin, shard_end) : std::move(global);
   // The step's dropout masks: a function of the seed, the step and the rank (each rank drops from its own rows).
-  if (cfg.dropout > 0)
+  if (cfg.model.dropout > 0)
     model->set_dropout_generator(
         Generator(cfg.seed, nn::AttentionModel::kDropoutStream ^ (static_cast<std::uint64_t>(rank) << 32), step));
   const nn::TargetLoss out = nn::loss_at_targets(*model, batch.inputs, batch.targets);  // readout at targets only
@@ -451,7 +433,7 @@ bool Run::account(const StepRecord& r, RunSummary& summary) {
                                 ? "no parameter or gradient is non-finite (the forward pass overflowed)"
                                 : "every weight is finite (the forward pass overflowed)";
   const bool too_many = progress.consecutive_skips + 1 >= kMaxConsecutiveSkips;
-  if (cfg.on_nan == "skip" && !weight_broken && !too_many) {
+  if (cfg.on_nan == OnNan::skip && !weight_broken && !too_many) {
     ++progress.skipped_steps;
     ++progress.consecutive_skips;
     progress.step = r.step + 1;
@@ -460,9 +442,9 @@ bool Run::account(const StepRecord& r, RunSummary& summary) {
   }
   summary.diverged = true;
   summary.diverged_step = static_cast<long>(r.step);
-  const std::string why = cfg.on_nan == "stop" ? ""
-                          : weight_broken      ? " (a weight is non-finite: skipping cannot recover)"
-                                               : " (" + std::to_string(kMaxConsecutiveSkips) +
+  const std::string why = cfg.on_nan == OnNan::stop ? ""
+                          : weight_broken           ? " (a weight is non-finite: skipping cannot recover)"
+                                                    : " (" + std::to_string(kMaxConsecutiveSkips) +
                                                 " non-finite steps in a row: skipping does not recover)";
   spdlog::warn(
       "[{}] diverged at step {}: {}; {}; stopping{} (every row so far is in metrics.csv, the state before "

@@ -13,8 +13,8 @@ namespace {
 cli::SweepConfig grid(bool quick) {
   cli::SweepConfig c = preset_defaults();
   train::set_setting(c.base, "kv_encoding", "sum");
-  c.base.d_model = 64;
-  c.base.n_heads = 2;
+  c.base.model.d_model = 64;
+  c.base.model.n_heads = 2;
   c.d_ks = {32};
   c.base.steps = quick ? 80 : 400;
   c.base.log_every = quick ? 4 : 10;

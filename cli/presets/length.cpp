@@ -26,7 +26,7 @@ cli::SweepConfig grid(bool quick) {
   c.base.eval_n_pairs =
       fmt::format("{},{},{},{}", kTrainedPairs, 2 * kTrainedPairs, 4 * kTrainedPairs, 8 * kTrainedPairs);
   c.base.eval_batches = 16;  // 1024 queries per length
-  c.base.mlp = false;
+  c.base.model.mlp = false;
   c.base.steps = 1000;
   c.base.log_every = 50;
   c.scales = all_scalings();

@@ -38,7 +38,7 @@ std::size_t grid_points(const cli::SweepConfig& grid) {
             train::TrainConfig q = p;
             train::set_setting(q, "scale", scale);
             train::set_setting(q, "optimizer", arm.optimizer);
-            q.d_k = d_k;
+            q.model.d_k = d_k;
             q.lr = arm.lr;
             q.seed = seed;
             kept += grid.keep(q) ? 1 : 0;

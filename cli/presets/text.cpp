@@ -19,7 +19,7 @@ void set_training(cli::SweepConfig& c, bool quick) {
   c.base.task = "char_lm";
   train::set_setting(c.base, "seq_len", 64);
   c.base.batch_size = 12;
-  c.base.n_layers = quick ? 1 : 2;
+  c.base.model.n_layers = quick ? 1 : 2;
   c.base.steps = quick ? 300 : 1000;
   c.base.lr_schedule = "cosine";
   train::set_setting(c.base, "warmup_steps", quick ? 30 : 100);
@@ -27,10 +27,10 @@ void set_training(cli::SweepConfig& c, bool quick) {
   train::set_setting(c.base, "beta2", 0.99);
   train::set_setting(c.base, "weight_decay", 0.1);
   train::set_setting(c.base, "weight_decay_params", "matrices");
-  c.base.tie_word_embeddings = true;
-  c.base.bias = false;
+  c.base.model.tie_word_embeddings = true;
+  c.base.model.bias = false;
   c.base.clip_grad_norm = 1.0;
-  c.base.emb_init_std = 0.02;  // nanoGPT's: a byte embedding of std 1 would dominate the LayerNorm'd residual sum
+  c.base.model.emb_init_std = 0.02;  // nanoGPT's: a byte embedding of std 1 would dominate the LayerNorm'd residual sum
   c.base.eval_every = quick ? 100 : 200;
   c.base.eval_batches = quick ? 4 : 16;
   c.base.log_every = quick ? 10 : 25;
@@ -52,7 +52,7 @@ cli::SweepConfig grid(bool quick) {
   c.seeds = quick ? std::vector<std::uint64_t>{0} : std::vector<std::uint64_t>{0, 1};
   // Two families through the (d_model, n_heads, d_k) cube: n_heads x d_k = d_model at d_model = wide, and one head.
   c.keep = [wide](const train::TrainConfig& r) {
-    return r.n_heads * r.d_k == r.d_model && (r.d_model == wide || r.n_heads == 1);
+    return r.model.n_heads * r.model.d_k == r.model.d_model && (r.model.d_model == wide || r.model.n_heads == 1);
   };
   return c;
 }

@@ -15,10 +15,10 @@ constexpr std::size_t kBaseWidth = 64;
 cli::SweepConfig grid(bool quick) {
   cli::SweepConfig c = preset_defaults();
   train::set_setting(c.base, "kv_encoding", "sum");
-  c.base.n_heads = 1;
-  c.base.mlp = false;  // attention only: the widest runs stay within the budget, and W_q, W_k, W_v, W_o are the
-                       // hidden matrices muP rescales
-  c.base.base_width = kBaseWidth;
+  c.base.model.n_heads = 1;
+  c.base.model.mlp = false;  // attention only: the widest runs stay within the budget, and W_q, W_k, W_v, W_o are the
+                             // hidden matrices muP rescales
+  c.base.model.base_width = kBaseWidth;
   c.base.steps = quick ? 40 : 150;
   c.base.log_every = 50;
   const std::vector<std::size_t>& widths = quick ? kQuickWidths : kWidths;
@@ -32,8 +32,8 @@ cli::SweepConfig grid(bool quick) {
   c.seeds = {0, 1};
   // The diagonal d_model = d_k, and the three parametrizations: sp with sqrt_dk or none, mup with its 1/d_k.
   c.keep = [](const train::TrainConfig& r) {
-    if (r.d_model != r.d_k) return false;
-    return r.parametrization == "mup" ? r.scale == "dk" : r.scale != "dk";
+    if (r.model.d_model != r.model.d_k) return false;
+    return r.model.parametrization == nn::Parametrization::mup ? r.model.scale == "dk" : r.model.scale != "dk";
   };
   return c;
 }

@@ -13,7 +13,7 @@ namespace xgrad::testing {
 /// `out`. Trains in well under a second.
 inline train::TrainConfig tiny_run(const std::string& out, std::size_t steps = 12) {
   train::TrainConfig c;
-  c.d_model = 16;
+  c.model.d_model = 16;
   c.steps = steps;
   c.print_every = 1000;
   c.out = out;
