@@ -102,16 +102,17 @@ TEST_CASE("parameter roles: embeddings, readout, gains (LayerNorm and a scaling'
                                                       {"ln_f.weight", ParameterRole::gain},
                                                       {"head.weight", ParameterRole::readout},
                                                       {"head.bias", ParameterRole::bias}};
-  for (const auto& [name, role] : expected) {
+  for (const auto& name_role : expected) {
+    const std::string& name = name_role.first;
     CAPTURE(name);
     REQUIRE(roles.count(name) == 1);
-    CHECK(roles.at(name) == role);
+    CHECK(roles.at(name) == name_role.second);
   }
   // The roles of weights are those of 2 or more dimensions: weight_decay_params "matrices" selects the same
   // parameters by role as it did by shape.
-  for (const auto& [name, p] : model.named_parameters()) {
-    CAPTURE(name);
-    CHECK(nn::is_matrix(roles.at(name)) == (p.dim() >= 2));
+  for (const auto& named : model.named_parameters()) {
+    CAPTURE(named.first);
+    CHECK(nn::is_matrix(roles.at(named.first)) == (named.second.dim() >= 2));
   }
 
   // The tied table is named once, as tok_emb.weight, and keeps the embedding's role; the readout bias stays a bias.
