@@ -33,9 +33,7 @@ void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
                   const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta, double* c,
                   std::size_t ldc) {
   if (trivial(m, n, k, beta, c, ldc)) return;
-  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, ld(lda), b, ld(ldb), beta, c,
-              ld(ldc));
+  gemm_reference(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 std::string core_name() {

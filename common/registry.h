@@ -6,16 +6,30 @@
 //   std::string name;                 // what users type (--scale sqrt_dk); unique within the registry
 //   int order;                        // place in listings and report order (ties: registration order)
 //   static constexpr const char* kind // what the entries are called in messages, e.g. "scaling"
+// and may provide
+//   static void on_register(Entry& entry, const std::vector<const Entry*>& registered);
+// which add() calls before the entry joins the ones `registered` already: it checks the entry (throwing
+// RegistryError, which names the entry, to refuse it) and may complete it (a scaling without a plot style gets one).
 #pragma once
 
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace xgrad {
+
+namespace detail {
+template <class Entry, class = void>
+struct has_on_register : std::false_type {};
+template <class Entry>
+struct has_on_register<Entry, std::void_t<decltype(Entry::on_register(
+                                  std::declval<Entry&>(), std::declval<const std::vector<const Entry*>&>()))>>
+    : std::true_type {};
+}  // namespace detail
 
 /// Thrown for an unknown or duplicate name; the message names the kind and lists the registered names.
 class RegistryError : public std::invalid_argument {
@@ -33,13 +47,23 @@ class Registry {
     return registry;
   }
 
+  /// A registry of its own, apart from the program's instance() (a test's).
+  Registry() = default;
+
   /// Adds `entry`, registered by `source` (a file, or "built in (file)"). Throws RegistryError on an empty name or a
-  /// name already registered; the message names both sources.
+  /// name already registered (the message names both sources), or when the entry type's on_register refuses it.
   void add(Entry entry, const std::string& source = "") {
     if (entry.name.empty()) throw RegistryError(std::string(Entry::kind) + ": an entry needs a name (" + source + ")");
     if (find(entry.name))
       throw RegistryError(std::string(Entry::kind) + " '" + entry.name + "' registered twice: by " +
                           this->source(entry.name) + " and by " + source);
+    if constexpr (detail::has_on_register<Entry>::value) {
+      try {
+        Entry::on_register(entry, entries());
+      } catch (const RegistryError& e) {
+        throw RegistryError(source.empty() ? e.what() : std::string(e.what()) + " (registered by " + source + ")");
+      }
+    }
     sources_.emplace_back(entry.name, source);
     entries_.push_back(std::make_unique<Entry>(std::move(entry)));
     std::stable_sort(entries_.begin(), entries_.end(),
@@ -96,7 +120,6 @@ class Registry {
   }
 
  private:
-  Registry() = default;
   std::vector<std::unique_ptr<Entry>> entries_;
   std::vector<std::pair<std::string, std::string>> sources_;  // name, where it was registered
 };

@@ -32,13 +32,22 @@ const char* mup_class_name(MupClass c) {
   return "?";
 }
 
-std::vector<double> MupPlan::lr_multipliers(const std::string& optimizer) const {
-  if (optimizer != "adamw" && optimizer != "sgd")
-    throw Error("muP: learning-rate factors are defined for adamw and sgd (Tensor Programs V, Table 3), not '" +
-                optimizer + "'");
+std::vector<double> MupPlan::lr_multipliers(MupLearningRates rule) const {
+  if (rule == MupLearningRates::none) throw Error("muP: no learning-rate factors without a column of Table 3");
   std::vector<double> out;
-  for (const MupParameter& p : parameters) out.push_back(optimizer == "sgd" ? p.sgd_lr : p.adam_lr);
+  for (const MupParameter& p : parameters) out.push_back(rule == MupLearningRates::sgd ? p.sgd_lr : p.adam_lr);
   return out;
+}
+
+std::vector<double> MupPlan::lr_multipliers(const std::string& optimizer) const {
+  const OptimizerEntry* entry = OptimizerRegistry::instance().find(optimizer);
+  const MupLearningRates rule = entry ? entry->mup_lr : MupLearningRates::none;
+  if (rule == MupLearningRates::none)
+    throw Error(
+        "muP: learning-rate factors are defined for adamw and sgd (Tensor Programs V, Table 3) and for "
+        "optimizers whose entry declares which of the two columns they follow (mup_lr), not '" +
+        optimizer + "'");
+  return lr_multipliers(rule);
 }
 
 MupPlan mup_plan(const ModelConfig& config, std::size_t base_width) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "nn/model.h"
+#include "nn/optim.h"
 
 namespace xgrad::nn {
 
@@ -53,7 +54,11 @@ struct MupPlan {
   double width_ratio = 1;         ///< d_model / base_width
   double readout_multiplier = 1;  ///< multiplies the readout's input (so its weight's contribution, not its bias)
   std::vector<MupParameter> parameters;  ///< named_parameters() order
-  /// The lr factors for optimizer "adamw" or "sgd", one per parameter. Throws Error for another optimizer.
+  /// The lr factors of muP's column `rule` (adam_lr or sgd_lr), one per parameter. Throws Error for none.
+  std::vector<double> lr_multipliers(MupLearningRates rule) const;
+  /// The lr factors of the column the registered optimizer `optimizer` declares (OptimizerEntry::mup_lr: adamw the
+  /// Adam column, sgd the SGD column). Throws Error naming it for an optimizer that declares none or is not
+  /// registered.
   std::vector<double> lr_multipliers(const std::string& optimizer) const;
 };
 

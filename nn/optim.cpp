@@ -25,25 +25,6 @@ std::string number_text(double v, int digits) {
   return buf;
 }
 
-// weight_decay means the same for both optimizers (added to the gradient for SGD, decoupled for AdamW): one
-// declaration, shared.
-Setting weight_decay_setting() {
-  return number_setting("weight_decay", 0.0, 0.0, 1e30, "weight decay (decoupled for AdamW)");
-}
-
-// Which parameters weight_decay applies to, as one declaration for both optimizers: "matrices" is nanoGPT's
-// configure_optimizers (weights of 2 or more dimensions decayed; biases, LayerNorm gains and scalars not).
-Setting weight_decay_params_setting() {
-  return text_setting("weight_decay_params", enum_name(kWeightDecayParamsNames, WeightDecayParams::all),
-                      enum_names(kWeightDecayParamsNames),
-                      "which parameters weight_decay applies to: all, or matrices (2 or more dimensions: weights and "
-                      "embeddings, not biases, LayerNorm gains and scalars)");
-}
-
-bool decays_matrices_only(const SettingValues& v) {
-  return parse_enum(kWeightDecayParamsNames, v.get<std::string>("weight_decay_params")) == WeightDecayParams::matrices;
-}
-
 OptimizerEntry sgd_entry() {
   OptimizerEntry e;
   e.name = "sgd";
@@ -51,7 +32,9 @@ OptimizerEntry sgd_entry() {
   e.order = 10;
   e.settings = {number_setting("momentum", 0.9, 0.0, kMaxDecay, "SGD momentum (below 1 in float)"),
                 weight_decay_setting(), weight_decay_params_setting()};
-  e.build = [](std::vector<Tensor> params, double lr, const SettingValues& v) -> std::unique_ptr<Optimizer> {
+  e.mup_lr = MupLearningRates::sgd;
+  e.build = [](std::vector<OptimizerParameter> params, double lr,
+               const SettingValues& v) -> std::unique_ptr<Optimizer> {
     return std::make_unique<SGD>(std::move(params), lr, v.get<double>("momentum"), v.get<double>("weight_decay"),
                                  decays_matrices_only(v));
   };
@@ -67,7 +50,9 @@ OptimizerEntry adamw_entry() {
                 number_setting("beta1", 0.9, 0.0, kMaxDecay, "decay rate of the first moment (below 1 in float)"),
                 number_setting("beta2", 0.999, 0.0, kMaxDecay, "decay rate of the second moment (below 1 in float)"),
                 number_setting("eps", 1e-8, kMinEps, 1.0, "added to the root of the second moment (a normal float)")};
-  e.build = [](std::vector<Tensor> params, double lr, const SettingValues& v) -> std::unique_ptr<Optimizer> {
+  e.mup_lr = MupLearningRates::adam;
+  e.build = [](std::vector<OptimizerParameter> params, double lr,
+               const SettingValues& v) -> std::unique_ptr<Optimizer> {
     return std::make_unique<AdamW>(std::move(params), lr, v.get<double>("beta1"), v.get<double>("beta2"),
                                    v.get<double>("eps"), v.get<double>("weight_decay"), decays_matrices_only(v));
   };
@@ -78,19 +63,81 @@ const Registration<OptimizerEntry> sgd_registration{sgd_entry()};
 const Registration<OptimizerEntry> adamw_registration{adamw_entry()};
 }  // namespace
 
-std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, double lr,
+const char* parameter_role_name(ParameterRole role) {
+  static const char* const names[] = {"hidden_matrix", "embedding", "readout", "gain", "bias"};
+  return names[static_cast<int>(role)];
+}
+
+bool is_matrix(ParameterRole role) {
+  return role == ParameterRole::hidden_matrix || role == ParameterRole::embedding || role == ParameterRole::readout;
+}
+
+ParameterRole parameter_role(const std::string& name, const shape_t& shape) {
+  if (shape.size() >= 2) {
+    if (name == "tok_emb.weight" || name == "pos_emb.weight") return ParameterRole::embedding;
+    if (name == "head.weight") return ParameterRole::readout;
+    return ParameterRole::hidden_matrix;
+  }
+  const std::size_t dot = name.rfind('.');
+  return name.substr(dot == std::string::npos ? 0 : dot + 1) == "bias" ? ParameterRole::bias : ParameterRole::gain;
+}
+
+std::vector<OptimizerParameter> optimizer_parameters(const std::vector<std::pair<std::string, Tensor>>& named) {
+  std::vector<OptimizerParameter> out;
+  for (const auto& [name, tensor] : named) out.push_back({name, parameter_role(name, tensor.shape()), tensor});
+  return out;
+}
+
+std::vector<OptimizerParameter> optimizer_parameters(const std::vector<Tensor>& params) {
+  std::vector<OptimizerParameter> out;
+  for (std::size_t i = 0; i < params.size(); ++i)
+    out.push_back(
+        {std::to_string(i), params[i].dim() >= 2 ? ParameterRole::hidden_matrix : ParameterRole::gain, params[i]});
+  return out;
+}
+
+// weight_decay means the same for every optimizer that takes it (added to the gradient for SGD, decoupled for
+// AdamW): one declaration, shared.
+Setting weight_decay_setting() {
+  return number_setting("weight_decay", 0.0, 0.0, 1e30, "weight decay (decoupled for AdamW)");
+}
+
+// Which parameters weight_decay applies to, as one declaration for every optimizer: "matrices" is nanoGPT's
+// configure_optimizers (weights of 2 or more dimensions decayed; biases, LayerNorm gains and scalars not).
+Setting weight_decay_params_setting() {
+  return text_setting("weight_decay_params", enum_name(kWeightDecayParamsNames, WeightDecayParams::all),
+                      enum_names(kWeightDecayParamsNames),
+                      "which parameters weight_decay applies to: all, or matrices (2 or more dimensions: weights and "
+                      "embeddings, not biases, LayerNorm gains and scalars)");
+}
+
+bool decays_matrices_only(const SettingValues& v) {
+  return parse_enum(kWeightDecayParamsNames, v.get<std::string>("weight_decay_params")) == WeightDecayParams::matrices;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<OptimizerParameter> params, double lr,
                                           const SettingValues& given) {
   const OptimizerEntry& entry = OptimizerRegistry::instance().at(name);
   return entry.build(std::move(params), lr, resolve_settings(entry.settings, given.json()));
 }
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr, bool decay_matrices_only)
-    : params_(std::move(params)),
-      lr_(lr),
-      lr_multipliers_(params_.size(), 1.0),
-      decay_matrices_only_(decay_matrices_only) {
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const std::vector<Tensor>& params, double lr,
+                                          const SettingValues& given) {
+  return make_optimizer(name, optimizer_parameters(params), lr, given);
+}
+
+Optimizer::Optimizer(std::vector<OptimizerParameter> params, double lr, bool decay_matrices_only)
+    : lr_(lr), lr_multipliers_(params.size(), 1.0), decay_matrices_only_(decay_matrices_only) {
+  for (OptimizerParameter& p : params) {
+    params_.push_back(std::move(p.tensor));
+    names_.push_back(std::move(p.name));
+    roles_.push_back(p.role);
+  }
   set_lr(lr);
 }
+
+Optimizer::Optimizer(const std::vector<Tensor>& params, double lr, bool decay_matrices_only)
+    : Optimizer(optimizer_parameters(params), lr, decay_matrices_only) {}
 
 void Optimizer::set_lr_multipliers(std::vector<double> multipliers) {
   if (multipliers.size() != params_.size())
@@ -134,10 +181,11 @@ void Optimizer::check_state(const char* optimizer, const OptimizerState& state,
 }
 
 double Optimizer::weight_decay_of(std::size_t i, double weight_decay) const {
-  return decay_matrices_only_ && params_[i].dim() < 2 ? 0.0 : weight_decay;
+  return decay_matrices_only_ && !is_matrix(roles_[i]) ? 0.0 : weight_decay;
 }
 
-SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay, bool decay_matrices_only)
+SGD::SGD(std::vector<OptimizerParameter> params, double lr, double momentum, double weight_decay,
+         bool decay_matrices_only)
     : Optimizer(std::move(params), lr, decay_matrices_only), momentum_(momentum), weight_decay_(weight_decay) {
   if (!(momentum >= 0 && momentum <= kMaxDecay))
     throw Error("SGD: momentum must be in [0, " + number_text(kMaxDecay, 8) + "] (below 1 in float), got " +
@@ -170,8 +218,8 @@ void SGD::load_state(const OptimizerState& state) {
   buf_ = state.buffers.at("momentum_buffer");
 }
 
-AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay,
-             bool decay_matrices_only)
+AdamW::AdamW(std::vector<OptimizerParameter> params, double lr, double beta1, double beta2, double eps,
+             double weight_decay, bool decay_matrices_only)
     : Optimizer(std::move(params), lr, decay_matrices_only),
       beta1_(beta1),
       beta2_(beta2),

@@ -1,9 +1,75 @@
 #include "nn/scaling.h"
 
 #include <algorithm>
+#include <cctype>
 #include <numeric>
 
 namespace xgrad::nn {
+
+namespace {
+
+bool is_hex_colour(const std::string& s) {
+  return s.size() == 7 && s[0] == '#' &&
+         std::all_of(s.begin() + 1, s.end(), [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)); });
+}
+
+bool same_colour(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::toupper(static_cast<unsigned char>(x)) == std::toupper(static_cast<unsigned char>(y));
+         });
+}
+
+// The colours given to entries that declare none, in the order they are given: the one colour of Paul Tol's "muted"
+// scheme the built-in scalings leave free, then his "vibrant" and "bright" schemes without their greys (grey is
+// compare's colour for a scaling a build does not know).
+const std::vector<std::string>& free_colours() {
+  static const std::vector<std::string> colours{"#DDCC77", "#0077BB", "#EE7733", "#009988", "#EE3377", "#33BBEE",
+                                                "#CC3311", "#4477AA", "#228833", "#AA3377", "#CCBB44", "#66CCEE"};
+  return colours;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// The first style, in a fixed order, that no registered entry draws (the same colour with the same dash): candidate
+// k is free colour k mod C with dash (k + k / C) mod 8, so the first C such entries differ in colour and each of the
+// C x 8 pairs comes up once. A declared `dash` is kept and only the colour chosen.
+PlotStyle free_style(const std::string& scaling, const std::string& dash,
+                     const std::vector<const ScalingEntry*>& registered) {
+  const std::vector<std::string>& colours = free_colours();
+  const std::vector<std::string>& dashes = scaling_dash_styles();
+  const std::size_t candidates = dash.empty() ? colours.size() * dashes.size() : colours.size();
+  for (std::size_t k = 0; k < candidates; ++k) {
+    PlotStyle style{colours[k % colours.size()], dash};
+    if (dash.empty()) style.dash = dashes[(k + k / colours.size()) % dashes.size()];
+    const bool taken = std::any_of(registered.begin(), registered.end(), [&](const ScalingEntry* e) {
+      return same_colour(e->colour, style.colour) && e->dash == style.dash;
+    });
+    if (!taken) return style;
+  }
+  throw RegistryError("scaling '" + scaling + "': every plot style of the palette is taken; declare a colour");
+}
+
+}  // namespace
+
+void ScalingEntry::on_register(ScalingEntry& entry, const std::vector<const ScalingEntry*>& registered) {
+  const std::vector<std::string>& dashes = scaling_dash_styles();
+  if (!entry.dash.empty() && std::find(dashes.begin(), dashes.end(), entry.dash) == dashes.end())
+    throw RegistryError("scaling '" + entry.name + "': dash style '" + entry.dash +
+                        "' is unknown (allowed: " + joined(dashes) + ")");
+  if (!entry.colour.empty() && !is_hex_colour(entry.colour))
+    throw RegistryError("scaling '" + entry.name + "': colour '" + entry.colour +
+                        "' is not #RRGGBB (six hexadecimal digits)");
+  if (entry.colour.empty()) {
+    const PlotStyle style = free_style(entry.name, entry.dash, registered);
+    entry.colour = style.colour;
+    entry.dash = style.dash;
+  }
+  if (entry.dash.empty()) entry.dash = "solid";
+}
 
 void AttentionScaling::init_weights(const Tensor&, const Tensor&) {}
 

@@ -140,18 +140,25 @@ struct ScalingEntry {
   /// Builds the scaling of one attention layer. Draws no random numbers (two models built from one seed have the
   /// same weights whatever the scaling).
   std::function<std::shared_ptr<AttentionScaling>(const ScalingContext&)> build;
-  std::string colour;          ///< plot colour, "#RRGGBB"
-  std::string dash = "solid";  ///< plot line style, its own: one of scaling_dash_styles()
-  bool is_reference = false;   ///< the unscaled baseline the report compares the other scalings with
+  /// Plot colour, "#RRGGBB"; empty: registering gives the entry a colour (and, without a dash, a dash) that no
+  /// entry registered before it draws, the first free one of a fixed palette apart from the built-ins' colours.
+  std::string colour;
+  std::string dash;           ///< plot line style: one of scaling_dash_styles(); empty: "solid" beside a colour
+  bool is_reference = false;  ///< the unscaled baseline the report compares the other scalings with
   /// Learned scalars to log: names of parameters the scaling registers ("qk_gain"), whose values metrics.csv holds
   /// after every step, one column per element (train/run_files.h, metrics_columns::scalar).
   std::vector<std::string> scalars;
+
+  /// Called by Registry::add: throws RegistryError naming the entry for a dash that is not one of
+  /// scaling_dash_styles() (listing them) or a colour that is not #RRGGBB, and completes a style left empty.
+  static void on_register(ScalingEntry& entry, const std::vector<const ScalingEntry*>& registered);
 };
 
-/// How compare draws a scaling's lines: colour "#RRGGBB" and one of scaling_dash_styles().
+/// How compare draws a scaling's lines: colour "#RRGGBB" and one of scaling_dash_styles() (both empty: chosen when
+/// the entry registers; see ScalingEntry::colour).
 struct PlotStyle {
   std::string colour;
-  std::string dash = "solid";
+  std::string dash;
 };
 
 /// The entry of scaling `name` (`description`: the formula and its source; `order`: its place in listings) whose
@@ -161,7 +168,8 @@ ScalingEntry scaling_entry(std::string name, std::string description, int order,
                            std::function<std::shared_ptr<AttentionScaling>(const ScalingContext&)> build,
                            PlotStyle style, std::vector<Setting> settings = {}, std::vector<std::string> scalars = {});
 
-/// The line styles a ScalingEntry may name: eight, each drawn with its own dash pattern and point type.
+/// The line styles a ScalingEntry may name, each drawn with its own dash pattern and point type: solid, dashed,
+/// dotted, dashdot, dashdotdot, longdash, longdashdot, dashdashdot.
 const std::vector<std::string>& scaling_dash_styles();
 
 /// Builds the registered scaling `name` for a layer of `n_heads` heads of size d_k, filling the entry's settings

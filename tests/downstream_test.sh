@@ -78,6 +78,20 @@ for run in "$sweep"/runs/*/; do
 done
 [ "$runs" -eq 6 ] || { echo "FAIL: $runs runs in $sweep/runs, expected 6"; fail=1; }
 
+# The downstream optimizer trains with the weight-decay settings it declares; --parametrization mup, whose learning
+# rates it does not declare, is refused naming both (exit 2, nothing written).
+"$my_xgrad" train --optimizer signum --weight-decay 0.1 --weight-decay-params matrices --task lookback \
+  --lookback-distance 2 --seq-len 8 --d-model 8 --n-heads 2 --batch-size 4 --steps 3 --print-every 100 \
+  --out "$work/signum" >"$work/signum.log" 2>&1 || { cat "$work/signum.log"; exit 1; }
+expect "$work/signum/config.json" '"optimizer": "signum"'
+expect "$work/signum/config.json" '"weight_decay_params": "matrices"'
+code=0
+"$my_xgrad" train --optimizer signum --parametrization mup --scale dk --steps 1 --out "$work/signum_mup" \
+  >"$work/signum_mup.txt" 2>&1 || code=$?
+[ "$code" -eq 2 ] || { echo "FAIL: signum under --parametrization mup exited $code, expected 2"; fail=1; }
+expect "$work/signum_mup.txt" "--parametrization mup: --optimizer signum"
+[ ! -e "$work/signum_mup" ] || { echo "FAIL: signum under --parametrization mup wrote $work/signum_mup"; fail=1; }
+
 # The downstream build knows its extensions: table, report and plots show them beside the built-ins.
 "$my_xgrad" compare "$sweep" >"$work/my_compare.txt" 2>&1 || { cat "$work/my_compare.txt"; exit 1; }
 for name in dk_power alibi sqrt_dk multi_query multi_head; do

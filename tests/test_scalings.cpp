@@ -8,8 +8,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "autograd/gradcheck.h"
@@ -117,6 +120,77 @@ TEST_CASE("the registry holds the built-in scalings, each with a description, a 
     const auto& dashes = scaling_dash_styles();
     CHECK(std::find(dashes.begin(), dashes.end(), e->dash) != dashes.end());
   }
+}
+
+namespace {
+
+// An entry of `name` multiplying scores by 1, drawn in `style`.
+ScalingEntry unit_scaling(const std::string& name, PlotStyle style) {
+  return constant_scaling(
+      name, "scores = q·k (a test's own)", 900, [](const ScalingContext&) { return 1.0; }, std::move(style));
+}
+
+}  // namespace
+
+TEST_CASE("a scaling's declared style is checked when it registers: a dash style it names, a colour #RRGGBB") {
+  Registry<ScalingEntry>& registry = Registry<ScalingEntry>::instance();
+  const std::size_t before = registry.entries().size();
+  CHECK_THROWS_AS(registry.add(unit_scaling("test_dotdash", {"#123456", "dotdash"})), RegistryError);
+  try {
+    registry.add(unit_scaling("test_dotdash", {"#123456", "dotdash"}));
+  } catch (const RegistryError& e) {
+    const std::string message = e.what();
+    for (const std::string& dash : scaling_dash_styles()) CHECK(message.find(dash) != std::string::npos);
+  }
+  for (const char* colour : {"red", "#12345", "#1234567", "#12345G", "123456#"}) {
+    CAPTURE(colour);
+    CHECK_THROWS_AS(registry.add(unit_scaling("test_bad_colour", {colour, "dotted"})), RegistryError);
+  }
+  CHECK(registry.find("test_dotdash") == nullptr);
+  CHECK(registry.find("test_bad_colour") == nullptr);
+  CHECK(registry.entries().size() == before);
+  // Through a Registration, as a user's file registers: recorded, so the executable exits 2 naming it at start-up.
+  const std::size_t errors = registration_errors().size();
+  const Registration<ScalingEntry> refused{unit_scaling("test_dotdash", {"#123456", "dotdash"})};
+  REQUIRE(registration_errors().size() == errors + 1);
+  CHECK(registration_errors().back().find("test_dotdash") != std::string::npos);
+  registration_errors().pop_back();
+  CHECK(registry.find("test_dotdash") == nullptr);
+}
+
+TEST_CASE("scalings that declare no style get a colour and dash no other registered entry has, deterministically") {
+  // A registry of its own holding copies of the program's entries (the built-in scalings), then two without a style.
+  auto with_two_unstyled = [] {
+    auto registry = std::make_unique<Registry<ScalingEntry>>();
+    for (const ScalingEntry* e : Registry<ScalingEntry>::instance().entries()) registry->add(*e);
+    registry->add(unit_scaling("test_unstyled_a", {}));
+    registry->add(unit_scaling("test_unstyled_b", {}));
+    return registry;
+  };
+  const auto registry = with_two_unstyled();
+  std::set<std::pair<std::string, std::string>> styles;
+  std::set<std::string> builtin_colours;
+  for (const ScalingEntry* e : registry->entries()) {
+    styles.insert({e->colour, e->dash});
+    if (e->name.rfind("test_unstyled", 0) != 0) builtin_colours.insert(e->colour);
+  }
+  CHECK(styles.size() == registry->entries().size());  // every (colour, dash) its own
+  const auto& dashes = scaling_dash_styles();
+  for (const char* name : {"test_unstyled_a", "test_unstyled_b"}) {
+    CAPTURE(name);
+    const ScalingEntry& e = registry->at(name);
+    CHECK(e.colour.size() == 7);
+    CHECK(e.colour[0] == '#');
+    CHECK(std::find(dashes.begin(), dashes.end(), e.dash) != dashes.end());
+    CHECK(builtin_colours.count(e.colour) == 0);  // not even a built-in's colour with another dash
+    CHECK(with_two_unstyled()->at(name).colour == e.colour);
+    CHECK(with_two_unstyled()->at(name).dash == e.dash);
+  }
+  CHECK(registry->at("test_unstyled_a").colour != registry->at("test_unstyled_b").colour);
+  // A colour without a dash is drawn solid, as before.
+  Registry<ScalingEntry> own;
+  own.add(unit_scaling("test_colour_only", {"#123456", ""}));
+  CHECK(own.at("test_colour_only").dash == "solid");
 }
 
 TEST_CASE("every scaling: float64 gradcheck of the attention through its hooks, parameters included") {

@@ -14,6 +14,7 @@
 #include "data/npy.h"
 #include "data/token_arrays.h"
 #include "nn/lr_schedule.h"
+#include "nn/optim.h"
 #include "platform/address_space.h"
 #include "platform/environment.h"
 #include "train/length_eval.h"
@@ -185,9 +186,10 @@ void check_mup(const TrainConfig& c) {
           "--parametrization mup scales attention scores by 1/d_k (Tensor Programs V, Definition "
           "4.1): give --scale dk (got " +
               c.model.scale + ")");
-  require(c.optimizer == "adamw" || c.optimizer == "sgd",
-          "--parametrization mup: muP's learning rates are defined for --optimizer adamw and sgd (got " + c.optimizer +
-              ")");
+  const nn::OptimizerEntry* optimizer = nn::OptimizerRegistry::instance().find(c.optimizer);
+  require(!optimizer || optimizer->mup_lr != nn::MupLearningRates::none,
+          "--parametrization mup: --optimizer " + c.optimizer +
+              " has no muP learning rates (its entry declares no mup_lr; those of adamw and sgd are Table 3's)");
   require(!c.model.tie_word_embeddings,
           "--tie-word-embeddings true is not defined under --parametrization mup: muP gives the readout an init and a "
           "multiplier of its own, which a table shared with the input embedding cannot have");

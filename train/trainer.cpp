@@ -55,7 +55,8 @@ nn::ModelConfig model_config(const TrainConfig& cfg, std::size_t vocab_size, std
 }
 
 std::unique_ptr<nn::Optimizer> make_run_optimizer(const TrainConfig& cfg, const nn::AttentionModel& model) {
-  auto opt = nn::make_optimizer(cfg.optimizer, model.parameters(), cfg.lr, component_values(cfg, "optimizer"));
+  auto opt = nn::make_optimizer(cfg.optimizer, nn::optimizer_parameters(model.named_parameters()), cfg.lr,
+                                component_values(cfg, "optimizer"));
   if (cfg.model.parametrization == nn::Parametrization::mup)
     opt->set_lr_multipliers(nn::mup_plan(model.config(), cfg.model.base_width).lr_multipliers(cfg.optimizer));
   return opt;

@@ -88,8 +88,9 @@ nn::ModelConfig model_config(const TrainConfig& config, const data::Task& task);
 /// under "derived", read back without building the task).
 nn::ModelConfig model_config(const TrainConfig& config, std::size_t vocab_size, std::size_t max_seq_len);
 
-/// The run's optimizer over `model`'s parameters at --lr with the optimizer's settings; under --parametrization mup
-/// with muP's per-parameter learning-rate factors (nn/mup.h). Throws what make_optimizer and mup_plan throw.
+/// The run's optimizer over `model`'s named parameters with their roles (nn::optimizer_parameters) at --lr with the
+/// optimizer's settings; under --parametrization mup with muP's per-parameter learning-rate factors (nn/mup.h).
+/// Throws what make_optimizer and mup_plan throw.
 std::unique_ptr<nn::Optimizer> make_run_optimizer(const TrainConfig& config, const nn::AttentionModel& model);
 
 }  // namespace xgrad::train
