@@ -277,7 +277,10 @@ TEST_CASE("xgrad sample: a config.json whose sizes disagree with the checkpoint 
   };
   ProcessOptions limited;
   limited.address_space_kib = address_space_limit(4000000);
-  for (const auto& [edit, key] : edits) {
+  for (const auto& entry : edits) {
+    // Named, not a structured binding: doctest's assertions are lambdas, which C++17 lets no binding enter.
+    const nlohmann::json& edit = entry.first;
+    const std::string& key = entry.second;
     CAPTURE(edit.dump());
     const fs::path edited = root / "edited";
     fs::remove_all(edited);

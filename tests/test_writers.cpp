@@ -253,8 +253,11 @@ TEST_CASE("export tensorboard: a linked subdirectory of --out is refused and its
   fs::create_directories(victim);
   write_file(victim / (std::string(kEventFilePrefix) + "1.other"), "someone's events");
   const auto before = tree(victim);
-  for (const auto& [input, link] :
+  for (const auto& entry :
        std::vector<std::pair<fs::path, fs::path>>{{dir / "runs" / "r1", out / "r1"}, {dir / "runs", out / "runs"}}) {
+    // Named, not a structured binding: doctest's assertions are lambdas, which C++17 lets no binding enter.
+    const fs::path& input = entry.first;
+    const fs::path& link = entry.second;
     CAPTURE(link);
     fs::create_symlink(victim, link);
     const ProcessResult r = run_xgrad({"export", "tensorboard", input.string(), "--out", out.string()});
