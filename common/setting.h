@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include <regex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -201,6 +200,36 @@ inline std::string check_setting_value(const Setting& s, const nlohmann::json& v
   return "";
 }
 
+namespace detail {
+/// True if `text` is a decimal number as a number setting takes it: [+-]? (digits [. digits] | . digits), then
+/// optionally [eE] [+-]? digits. (Matched by hand: <regex> would be parsed by every file that includes this one.)
+inline bool is_decimal_number(const std::string& text) {
+  std::size_t i = 0;
+  const auto sign = [&] {
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+  };
+  const auto digits = [&] {
+    const std::size_t from = i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    return i > from;
+  };
+  sign();
+  const bool whole_part = digits();
+  bool fraction = false;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    fraction = digits();
+  }
+  if (!whole_part && !fraction) return false;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    sign();
+    if (!digits()) return false;
+  }
+  return i == text.size();
+}
+}  // namespace detail
+
 /// Parses `text` (a flag's value, a --grid entry) as a value of `s` into `value` and checks it
 /// (check_setting_value). Whole numbers are plain decimal digits (no sign: "-1" is refused, not wrapped to 2^64 - 1);
 /// numbers are decimal (no hex, inf or nan); booleans are true/false/1/0. Returns "" or what is wrong.
@@ -224,8 +253,7 @@ inline std::string parse_setting_value(const Setting& s, const std::string& text
       break;
     }
     case Setting::Type::number: {
-      static const std::regex decimal(R"([+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)");
-      if (!std::regex_match(text, decimal)) return "must be a decimal number, got '" + text + "'";
+      if (!detail::is_decimal_number(text)) return "must be a decimal number, got '" + text + "'";
       const double v = std::strtod(text.c_str(), nullptr);
       if (!std::isfinite(v)) return "must be finite, got " + text;
       value = v;

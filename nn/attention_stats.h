@@ -8,24 +8,9 @@
 
 #include <xtensor/xarray.hpp>
 
-namespace xgrad::nn {
+#include "nn/attention_stats_fields.h"
 
-/// Statistics of one head over the selected queries of a batch. Every field is NaN when no query was selected.
-struct AttentionStats {
-  std::size_t n_queries = 0;           // queries included (selected, with at least 2 keys they may attend to)
-  double score_std = 0;                // population std of the scaled scores over the keys they may attend to
-  double score_max_abs = 0;            // max |scaled score| over the same entries
-  double qk_spectral_norm = 0;         // spectral norm of the head's score matrix from its weights (see
-                                       // AttentionLayer::qk_spectral_norms); NaN from attention_stats(), which sees
-                                       // only the recorded scores: the trainer fills it from the layer
-  double entropy_mean = 0;             // mean over queries of -sum_j p_j ln p_j, in nats
-  double entropy_min = 0;              // min over queries of the same
-  double max_prob_mean = 0;            // mean over queries of max_j p_j
-  double frac_max_prob_above_099 = 0;  // fraction of queries with max_j p_j > 0.99 (saturated)
-  double score_grad_p10 = 0;           // 10th percentile over queries of |dL/d scores_row| (L2 norm of the row)
-  double score_grad_median = 0;        // 50th percentile of the same
-  double score_grad_p90 = 0;           // 90th percentile of the same
-};
+namespace xgrad::nn {
 
 /// Per-head statistics. scores: [B, H, T, T] scaled scores, -inf where masked (the softmax input); probs: the
 /// softmax of scores, same shape; score_grad: the loss gradient with respect to scores, same shape, or null (the

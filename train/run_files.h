@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/attention_stats.h"
+#include "nn/attention_stats_fields.h"
 
 namespace xgrad::train {
 
