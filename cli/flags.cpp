@@ -14,6 +14,7 @@
 #include "common/whole_number.h"
 #include "data/registry.h"
 #include "nn/optim.h"
+#include "nn/scaling.h"
 #include "platform/environment.h"
 #include "train/json_file.h"
 #include "train/settings.h"

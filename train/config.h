@@ -10,9 +10,12 @@
 
 #include "common/enum_names.h"
 #include "common/setting.h"
-#include "data/registry.h"
-#include "nn/attention.h"
-#include "nn/model.h"
+#include "data/input_file.h"
+#include "nn/model_config.h"
+
+namespace xgrad::data {
+class Task;
+}  // namespace xgrad::data
 
 namespace xgrad::train {
 

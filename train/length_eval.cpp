@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "autograd/ops.h"
+#include "data/registry.h"
 #include "nn/attention_stats.h"
 #include "train/settings.h"
 #include "train/step_metrics.h"

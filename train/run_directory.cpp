@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common/escape.h"
+#include "data/registry.h"
 #include "nn/checkpoint.h"
 #include "train/json_file.h"
 #include "train/run_checkpoint.h"
