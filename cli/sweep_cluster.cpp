@@ -153,7 +153,7 @@ int sweep_run_one(const std::string& sweep_dir, long index, const std::string& e
   if (state == OnDisk::complete) {
     const train::PointState done = train::point_state(config.out);
     out << where << " is "
-        << (done.status == "diverged"
+        << (done.status == train::PointStatus::diverged
                 ? fmt::format("done (diverged at step {})", done.step)
                 : "complete already (final loss " + train::format_number(done.final_loss, 4) + ")")
         << "; nothing to do" << std::endl;
@@ -193,21 +193,22 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
       steps = p.config.at("steps").get<long>();
     const std::string of = steps >= 0 ? fmt::format(" of {}", steps) : "";
     std::string detail;
-    if (s.status == "complete") detail = "final loss " + train::format_number(s.final_loss, 4);
-    if (s.status == "diverged") detail = fmt::format("at step {}", s.step);
-    if (s.status == "running") detail = fmt::format("pid {}, {} step(s){} logged", s.holder, s.step, of);
-    if (s.status == "interrupted")
+    if (s.status == train::PointStatus::complete) detail = "final loss " + train::format_number(s.final_loss, 4);
+    if (s.status == train::PointStatus::diverged) detail = fmt::format("at step {}", s.step);
+    if (s.status == train::PointStatus::running)
+      detail = fmt::format("pid {}, {} step(s){} logged", s.holder, s.step, of);
+    if (s.status == train::PointStatus::interrupted)
       detail = s.step >= 0 ? fmt::format("checkpoint at step {}{}; the next run-one resumes it", s.step, of)
                            : "checkpoint unreadable; the next run-one resumes or restarts it";
-    if (s.status == "failed")
+    if (s.status == train::PointStatus::failed)
       detail =
           "ended before a checkpoint (failed or killed); see " + shell_quote((fs::path(p.dir) / "train.log").string());
-    if (s.status == "incomplete") detail = "no readable config.json; the next run starts it over";
-    if (s.status == "missing") detail = "its run directory is gone; the next run starts it over";
-    if (s.status == "conflicting")
+    if (s.status == train::PointStatus::incomplete) detail = "no readable config.json; the next run starts it over";
+    if (s.status == train::PointStatus::missing) detail = "its run directory is gone; the next run starts it over";
+    if (s.status == train::PointStatus::conflicting)
       detail = "its config.json differs from sweep.json in " + s.conflict + "; run-one and the sweep refuse it";
-    std::string row =
-        fmt::format("{:>5}  {:<{}}  {:<11}  {}", p.index, escape_name(p.name), name_width, s.status, detail);
+    std::string row = fmt::format("{:>5}  {:<{}}  {:<11}  {}", p.index, escape_name(p.name), name_width,
+                                  enum_name(train::kPointStatusNames, s.status), detail);
     while (!row.empty() && row.back() == ' ') row.pop_back();
     out << row << "\n";
   }
@@ -219,7 +220,9 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
     out << leftovers.size() << " leftover partial write" << (leftovers.size() == 1 ? "" : "s") << ": " << listed
         << " (a write cut short, e.g. by a second signal; the point's next run removes it)\n";
   }
-  if (standing.points > standing.count_of("complete") + standing.count_of("diverged") + standing.count_of("running")) {
+  if (standing.points > standing.count_of(train::PointStatus::complete) +
+                            standing.count_of(train::PointStatus::diverged) +
+                            standing.count_of(train::PointStatus::running)) {
     const report::PresetRecord preset = report::read_preset_record(sweep_dir);
     // The preset's name is data from sweep.json: one this build does not know suggests no command.
     std::string command = "the same xgrad sweep command again (any --launcher)";
@@ -270,8 +273,10 @@ SlurmSubmission prepare_slurm_sweep(const SweepConfig& cfg, const SlurmOptions& 
   std::vector<std::size_t> all;
   for (const SweepRun& r : runs) {
     all.push_back(r.index);
-    const std::string status = train::point_state(r.config.out).status;
-    if (status != "complete" && status != "diverged" && status != "running") submission.indices.push_back(r.index);
+    using train::PointStatus;
+    const PointStatus status = train::point_state(r.config.out).status;
+    if (status != PointStatus::complete && status != PointStatus::diverged && status != PointStatus::running)
+      submission.indices.push_back(r.index);
   }
   std::sort(all.begin(), all.end());
   std::sort(submission.indices.begin(), submission.indices.end());

@@ -64,13 +64,12 @@ std::vector<std::string> sweep_notes(const std::vector<std::string>& inputs) {
       notes.push_back("cannot tell how many grid points the sweep " + input + " has: " + e.what());
       continue;
     }
-    const std::size_t done = s.count_of("complete") + s.count_of("diverged");
+    const std::size_t done = s.count_of(train::PointStatus::complete) + s.count_of(train::PointStatus::diverged);
     if (done == s.points) continue;
-    std::map<std::string, std::size_t> rest = s.count;
-    rest.erase("complete");
-    rest.erase("diverged");
     train::SweepStanding unfinished;
-    unfinished.count = rest;
+    unfinished.count = s.count;
+    unfinished.count.erase(train::PointStatus::complete);
+    unfinished.count.erase(train::PointStatus::diverged);
     notes.push_back(
         fmt::format("sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again "
                     "(or `xgrad sweep run-one {} --index I`) to finish them; `xgrad sweep status {}` "

@@ -123,10 +123,10 @@ PointState point_state(const std::string& run_dir) {
     if (in && has_config) {
       const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
       if (!metrics_complete(dir, s.steps_done)) {  // metrics.csv deleted or cut short since: a rerun redoes it
-        state.status = "incomplete";
+        state.status = PointStatus::incomplete;
         return state;
       }
-      state.status = s.diverged ? "diverged" : "complete";
+      state.status = s.diverged ? PointStatus::diverged : PointStatus::complete;
       state.step = s.diverged ? s.diverged_step : -1;
       state.final_loss = s.final_loss;
       return state;
@@ -136,23 +136,23 @@ PointState point_state(const std::string& run_dir) {
   }
   state.holder = run_lock_holder(dir);
   if (!state.holder.empty()) {
-    state.status = "running";
+    state.status = PointStatus::running;
     state.step = static_cast<long>(count_metrics_rows(dir));
     return state;
   }
   if (!has_config && (fs::exists(dir / kSummaryFile, ec) || fs::exists(dir / kCheckpointFile, ec))) {
-    state.status = "incomplete";
+    state.status = PointStatus::incomplete;
     return state;
   }
   if (fs::exists(dir / kCheckpointFile, ec)) {
-    state.status = "interrupted";
+    state.status = PointStatus::interrupted;
     state.step = checkpoint_step((dir / kCheckpointFile).string());
     return state;
   }
   // The files an attempt leaves before its first checkpoint (train.log is opened before training starts).
   for (const char* file : {kConfigFile, kMetricsFile, "train.log"})
     if (fs::exists(dir / file, ec)) {
-      state.status = "failed";
+      state.status = PointStatus::failed;
       return state;
     }
   return state;
@@ -218,18 +218,18 @@ std::string point_conflict(const ManifestPoint& point) {
 PointState point_state(const ManifestPoint& point) {
   PointState state = point_state(point.dir);
   std::error_code ec;
-  if (state.status == "pending" && point.recorded_status && *point.recorded_status != SweepStatus::pending &&
+  if (state.status == PointStatus::pending && point.recorded_status && *point.recorded_status != SweepStatus::pending &&
       !fs::exists(point.dir, ec))
-    state.status = "missing";
-  if (state.status == "complete" || state.status == "diverged" || state.status == "interrupted" ||
-      state.status == "failed") {
+    state.status = PointStatus::missing;
+  if (state.status == PointStatus::complete || state.status == PointStatus::diverged ||
+      state.status == PointStatus::interrupted || state.status == PointStatus::failed) {
     state.conflict = point_conflict(point);
-    if (!state.conflict.empty()) state.status = "conflicting";
+    if (!state.conflict.empty()) state.status = PointStatus::conflicting;
   }
   return state;
 }
 
-std::size_t SweepStanding::count_of(const std::string& status) const {
+std::size_t SweepStanding::count_of(PointStatus status) const {
   const auto it = count.find(status);
   return it == count.end() ? 0 : it->second;
 }
@@ -247,10 +247,9 @@ SweepStanding sweep_standing(const std::string& sweep_dir) {
 
 std::string standing_counts(const SweepStanding& standing) {
   std::string counts;
-  for (const char* status :
-       {"complete", "diverged", "running", "interrupted", "failed", "incomplete", "conflicting", "missing", "pending"})
+  for (const auto& [status, name] : kPointStatusNames)
     if (standing.count_of(status))
-      counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", standing.count_of(status), status);
+      counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", standing.count_of(status), name);
   return counts;
 }
 

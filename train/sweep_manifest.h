@@ -42,14 +42,24 @@ struct ManifestPoint {
 std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir);
 
 /// Where one grid point stands, read from its run directory alone, so it holds whichever launcher and host ran it.
+/// Where a sweep's point stands on disk (`sweep status`): complete | diverged (summary.json) | running (a process holds
+/// the run's lock) | interrupted (a checkpoint, nobody training: the next run-one or sweep resumes it) | failed (files
+/// of an attempt, but neither a checkpoint nor a summary: it failed or was killed before its first checkpoint; the
+/// next attempt starts it over) | incomplete (a summary.json or checkpoint without a readable config.json: the next
+/// attempt starts it over, as on_disk decides) | conflicting (its config.json contradicts the manifest: the next
+/// run-one or sweep refuses it) | missing (its directory is gone, though the manifest recorded an attempt) | pending
+/// (no run directory).
+enum class PointStatus { complete, diverged, running, interrupted, failed, incomplete, conflicting, missing, pending };
+/// The names of PointStatus, in the order `sweep status` counts them.
+inline constexpr EnumName<PointStatus> kPointStatusNames[] = {
+    {PointStatus::complete, "complete"},       {PointStatus::diverged, "diverged"},
+    {PointStatus::running, "running"},         {PointStatus::interrupted, "interrupted"},
+    {PointStatus::failed, "failed"},           {PointStatus::incomplete, "incomplete"},
+    {PointStatus::conflicting, "conflicting"}, {PointStatus::missing, "missing"},
+    {PointStatus::pending, "pending"}};
+
 struct PointState {
-  // complete | diverged (summary.json) | running (a process holds the run's lock) | interrupted (a checkpoint,
-  // nobody training: the next run-one or sweep resumes it) | failed (files of an attempt, but neither a checkpoint nor
-  // a summary: it failed or was killed before its first checkpoint; the next attempt starts it over) | incomplete
-  // (a summary.json or checkpoint without a readable config.json: the next attempt starts it over, as on_disk
-  // decides) | conflicting (its config.json contradicts the manifest: the next run-one or sweep refuses it) |
-  // pending (no run directory)
-  std::string status = "pending";
+  PointStatus status = PointStatus::pending;
   std::string holder;     // running: the pid its lock file names (a pid on another host under Slurm)
   std::string conflict;   // conflicting: the setting that differs (first_conflicting_setting)
   long step = -1;         // diverged: the step; interrupted: the checkpoint's step; running: rows in metrics.csv
@@ -80,9 +90,9 @@ PointState point_state(const ManifestPoint& point);
 /// How far a sweep directory is: its points by state (point_state) and the leftover partial writes of their runs.
 struct SweepStanding {
   std::size_t points = 0;                        // grid points in sweep.json
-  std::map<std::string, std::size_t> count;      // by PointState::status
+  std::map<PointStatus, std::size_t> count;      // by PointState::status
   std::vector<std::filesystem::path> leftovers;  // leftover_partial_writes of every point's run directory
-  std::size_t count_of(const std::string& status) const;
+  std::size_t count_of(PointStatus status) const;
 };
 
 /// Reads `sweep_dir`/sweep.json and every point's run directory. Throws as read_sweep_manifest.
