@@ -2,11 +2,15 @@
 # ctest downstream: install the already-built xgrad into a fresh prefix, build examples/downstream against it with
 # find_package(xgrad), run a small sweep with the downstream executable, and compare it with that executable and
 # with the installed plain xgrad.
-#   downstream_test.sh CMAKE XGRAD_BUILD_DIR DOWNSTREAM_SOURCE_DIR WORK_DIR [CXX_COMPILER_LAUNCHER [CXX_FLAGS]]
+#   downstream_test.sh CMAKE XGRAD_BUILD_DIR DOWNSTREAM_SOURCE_DIR WORK_DIR [CXX_COMPILER_LAUNCHER [CXX_FLAGS
+#                      [CXX_COMPILER]]]
 # CXX_FLAGS: flags the downstream project must compile and link with to use this build's libraries (a sanitizer
 # build's -fsanitize=..., whose runtime must come first in the executable).
 set -euo pipefail
-cmake_bin=$1 build_dir=$2 source_dir=$3 work=$4 launcher=${5:-} cxx_flags=${6:-}
+cmake_bin=$1 build_dir=$2 source_dir=$3 work=$4 launcher=${5:-} cxx_flags=${6:-} compiler=${7:-}
+# CXX_COMPILER: the compiler that built xgrad. A project uses the package with the compiler that built it: GCC and
+# Clang mangle the static of an inline function with an ABI tag differently (registration_errors()), so a program of
+# one linked with libraries of the other holds two copies and a clash of names goes unreported.
 
 # The work directory is fixed (under ctest's build tree) so a compiler cache sees the same paths on every run.
 rm -rf "$work"
@@ -16,6 +20,7 @@ prefix=$work/prefix
 "$cmake_bin" --install "$build_dir" --prefix "$prefix" >"$work/install.log"
 "$cmake_bin" -S "$source_dir" -B "$work/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
   ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"} ${cxx_flags:+-DCMAKE_CXX_FLAGS="$cxx_flags"} \
+  ${compiler:+-DCMAKE_CXX_COMPILER="$compiler"} \
   ${cxx_flags:+-DCMAKE_EXE_LINKER_FLAGS="$cxx_flags"} >"$work/configure.log"
 "$cmake_bin" --build "$work/build" -j2 >"$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
 
@@ -24,6 +29,7 @@ prefix=$work/prefix
 clash_source=$(cd "$(dirname "$0")" && pwd)/downstream_clash
 "$cmake_bin" -S "$clash_source" -B "$work/clash" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
   ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"} ${cxx_flags:+-DCMAKE_CXX_FLAGS="$cxx_flags"} \
+  ${compiler:+-DCMAKE_CXX_COMPILER="$compiler"} \
   ${cxx_flags:+-DCMAKE_EXE_LINKER_FLAGS="$cxx_flags"} >"$work/clash_configure.log"
 "$cmake_bin" --build "$work/clash" >"$work/clash_build.log" 2>&1 || { tail -40 "$work/clash_build.log"; exit 1; }
 clash_fail=0
