@@ -21,12 +21,6 @@ struct Time {
   double wall_ms, cpu_ms;
 };
 
-double thread_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-}
-
 // All `count` products of one shape, each on its own matrices laid out one after another (as a batched matmul
 // reads them).
 Time time_shape(const GemmShape& g, Generator& gen) {

@@ -15,13 +15,11 @@ StepRunner::StepRunner(const BenchConfig& config, std::uint64_t seed)
       model_(model_config(config), seed),
       optimizer_(model_.parameters(), 1e-3, 0.9, 0.999, 1e-8, 0.01) {}
 
-namespace {
 double thread_cpu_ms() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
-}  // namespace
 
 StepRunner::Time StepRunner::step(std::size_t index) {
   const std::size_t vocab = model_config(config_).vocab_size;

@@ -10,6 +10,9 @@
 
 namespace xgrad::bench {
 
+/// This thread's CPU time in milliseconds (CLOCK_THREAD_CPUTIME_ID): less sensitive to other processes than wall time.
+double thread_cpu_ms();
+
 /// A model of one benchmarked size with its AdamW (lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01),
 /// trained on random tokens and targets drawn from xgrad::Generator (batch i is a function of (seed, i)).
 class StepRunner {

@@ -30,6 +30,7 @@
 #include "cli/presets/preset.h"
 #include "cli/sweep.h"
 #include "cli/sweep_cluster.h"
+#include "cli/version.h"
 #include "common/escape.h"
 #include "common/registry.h"
 #include "data/registry.h"
@@ -128,23 +129,6 @@ void load_resume_defaults(const std::string& dir, TrainConfig& config) {
   } catch (const std::exception&) {
   }
   config.out = dir;
-}
-
-// `xgrad --version`: what a bug report needs to say which build ran.
-void print_version(std::ostream& out) {
-  out << "xgrad " << XGRAD_VERSION << " (commit " << XGRAD_GIT_COMMIT << ")\n";
-  nlohmann::json env = platform::environment_json();
-  env["cli11"] = CLI11_VERSION;
-  env["fmt"] = std::to_string(FMT_VERSION / 10000) + "." + std::to_string(FMT_VERSION / 100 % 100) + "." +
-               std::to_string(FMT_VERSION % 100);
-  // The thread counts are this process's (OpenBLAS's own default until a run sets them): a run uses --threads.
-  const std::size_t run_threads = TrainConfig().threads;
-  for (const auto& [key, value] : env.items())
-    out << "  " << key << ": " << (value.is_string() ? value.get<std::string>() : value.dump())
-        << (key == "blas_threads" || key == "xgrad_threads"
-                ? fmt::format(" (this process before a run sets them; a run uses --threads, default {})", run_threads)
-                : std::string())
-        << "\n";
 }
 
 // Whether the --config file sets `key` (read again: the file was parsed once already, and is small).

@@ -35,7 +35,7 @@ TaskEntry char_lm_entry() {
   };
   return e;
 }
-const Registration<TaskEntry> registration{char_lm_entry()};
+const Registration<TaskEntry> char_lm_registration{char_lm_entry()};
 }  // namespace
 
 namespace {

@@ -8,7 +8,7 @@
 namespace xgrad::data {
 
 namespace {
-const Registration<TaskEntry> registration{symbol_sequence_task<InductionHeads>(
+const Registration<TaskEntry> induction_registration{symbol_sequence_task<InductionHeads>(
     "induction", "induction heads: after A B ... A, predict B (Olsson et al. 2022)", 60)};
 }  // namespace
 

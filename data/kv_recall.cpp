@@ -29,7 +29,7 @@ TaskEntry kv_recall_entry() {
   };
   return e;
 }
-const Registration<TaskEntry> registration{kv_recall_entry()};
+const Registration<TaskEntry> kv_recall_registration{kv_recall_entry()};
 }  // namespace
 
 KeyValueRecall::KeyValueRecall(KeyValueRecallConfig config) : config_(config) {

@@ -10,7 +10,7 @@
 namespace xgrad::data {
 
 namespace {
-const Registration<TaskEntry> registration{
+const Registration<TaskEntry> majority_registration{
     symbol_sequence_task<Majority>("majority", "majority: answer the most frequent symbol of the sequence", 50)};
 }  // namespace
 

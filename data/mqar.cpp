@@ -37,7 +37,7 @@ TaskEntry mqar_entry() {
   };
   return e;
 }
-const Registration<TaskEntry> registration{mqar_entry()};
+const Registration<TaskEntry> mqar_registration{mqar_entry()};
 
 std::string text(std::size_t v) { return std::to_string(v); }
 }  // namespace

@@ -30,7 +30,7 @@ TaskEntry data_entry() {
   e.plan = [config](const SettingValues& v) { return TokenArrays::plan(config(v)); };
   return e;
 }
-const Registration<TaskEntry> registration{data_entry()};
+const Registration<TaskEntry> token_arrays_registration{data_entry()};
 }  // namespace
 
 namespace {

@@ -532,7 +532,7 @@ AttentionLayerEntry make_entry() {
   return e;
 }
 
-const Registration<AttentionLayerEntry> registration{make_entry()};
+const Registration<AttentionLayerEntry> attention_registration{make_entry()};
 
 }  // namespace
 

@@ -1,4 +1,5 @@
 #include "platform/atomic_file.h"
+#include "platform/signals.h"
 
 #include <atomic>
 #include <cerrno>
@@ -165,7 +166,6 @@ DirectoryLock::~DirectoryLock() {
 
 namespace {
 
-constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 std::atomic<int> g_deferred_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "defer_stop_signal must be async-signal-safe");
 

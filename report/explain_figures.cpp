@@ -187,8 +187,6 @@ void write_text(const fs::path& path, const std::string& text) {
   if (!out) throw std::runtime_error("writing " + path.string() + " failed: " + std::strerror(errno));
 }
 
-std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string("NaN"); }
-
 // A multiplot, one row per scaling and one column per d_k; `panel` writes a panel's data and returns its commands.
 template <class Panel>
 std::string grid_script(const Explanation& e, const std::string& id, Panel panel) {
@@ -215,19 +213,20 @@ std::string hist_panel(const fs::path& dir, const ArmMeasurement& a, const std::
   const Histogram h = score_histogram(a);
   std::string data;
   for (std::size_t i = 0; i < h.density.size(); ++i)
-    data += num(h.x0 + (static_cast<double>(i) + 0.5) * h.width) + " " + num(h.density[i]) + "\n";
+    data += gnuplot_number(h.x0 + (static_cast<double>(i) + 0.5) * h.width) + " " + gnuplot_number(h.density[i]) + "\n";
   write_text(dir / file, data);
   return fmt::format(
       "set key off\nset xrange [{}:{}]\nplot '{}' using 1:2 with boxes fs solid 0.5 lc rgb '{}', "
       "exp(-(x-({}))**2/(2*({})**2))/(({})*sqrt(2*pi)) with lines dt 2 lw 2 lc rgb 'black'\n",
-      num(h.x0), num(h.x0 + h.width * static_cast<double>(h.density.size())), file, scaling_colour(a.scale),
-      num(a.score_mean), num(a.theory_std), num(a.theory_std));
+      gnuplot_number(h.x0), gnuplot_number(h.x0 + h.width * static_cast<double>(h.density.size())), file,
+      scaling_colour(a.scale), gnuplot_number(a.score_mean), gnuplot_number(a.theory_std),
+      gnuplot_number(a.theory_std));
 }
 
 std::string weights_panel(const fs::path& dir, const ArmMeasurement& a, const std::string& file) {
   std::string data;
   for (std::size_t i = 0; i < a.sorted_weights.size(); ++i)
-    data += fmt::format("{} {}\n", i + 1, num(a.sorted_weights[i]));
+    data += fmt::format("{} {}\n", i + 1, gnuplot_number(a.sorted_weights[i]));
   write_text(dir / file, data);
   return fmt::format(
       "set key off\nset yrange [0:1]\nset xlabel 'rank'\nplot '{}' using 1:2 with linespoints pt 7 "
@@ -238,7 +237,7 @@ std::string weights_panel(const fs::path& dir, const ArmMeasurement& a, const st
 std::string heatmap_panel(const fs::path& dir, const ArmMeasurement& a, const std::string& file) {
   std::string data;
   for (const auto& row : a.heatmap) {
-    for (std::size_t j = 0; j < row.size(); ++j) data += (j ? " " : "") + num(row[j]);
+    for (std::size_t j = 0; j < row.size(); ++j) data += (j ? " " : "") + gnuplot_number(row[j]);
     data += "\n";
   }
   write_text(dir / file, data);

@@ -153,8 +153,6 @@ double median_gap(const std::vector<Point>& points) {
   return std::max(1.0, gaps[gaps.size() / 2]);
 }
 
-std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string("NaN"); }
-
 // Mean over the arm's runs at each step of the finite values of one series.
 std::vector<Point> mean_over_runs(const Comparison& c, const ArmStats& arm, std::vector<double> RunSeries::*series) {
   std::map<double, std::pair<double, std::size_t>> by_step;
@@ -233,7 +231,8 @@ void close_written(std::ofstream& out, const fs::path& path) {
 void write_points(const fs::path& path, const std::vector<Point>& points, bool log_y) {
   std::ofstream out = open_for_writing(path);
   out << "# step value\n";
-  for (const auto& p : points) out << num(p.step) << " " << (log_y && !(p.value > 0) ? "NaN" : num(p.value)) << "\n";
+  for (const auto& p : points)
+    out << gnuplot_number(p.step) << " " << (log_y && !(p.value > 0) ? "NaN" : gnuplot_number(p.value)) << "\n";
   close_written(out, path);
 }
 
@@ -250,7 +249,7 @@ bool write_run_losses(const Comparison& c, const ArmStats& arm, double stride, c
     for (std::size_t r = 0; r < run.series.size(); ++r) points.push_back({run.series.step[r], run.series.loss[r]});
     for (const auto& p : thin(points, stride)) {
       const bool ok = std::isfinite(p.value) && p.value > 0;
-      out << num(p.step) << " " << (ok ? num(p.value) : "NaN") << "\n";
+      out << gnuplot_number(p.step) << " " << (ok ? gnuplot_number(p.value) : "NaN") << "\n";
       any = any || ok;
       range.add(p.value);
     }
@@ -288,7 +287,7 @@ std::string log_tics(const Range& range) {
   for (int e = first; e <= last; ++e)
     for (double m : mantissas) {
       const double v = m * std::pow(10.0, e);
-      if (v <= std::pow(10.0, last) * 1.0001) tics += (tics.empty() ? "" : ", ") + num(v);
+      if (v <= std::pow(10.0, last) * 1.0001) tics += (tics.empty() ? "" : ", ") + gnuplot_number(v);
     }
   return "set ytics (" + tics + ")\n";
 }
@@ -324,6 +323,8 @@ const std::vector<PlotFigure>& plot_figures() {
   }();
   return figures;
 }
+
+std::string gnuplot_number(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string("NaN"); }
 
 std::string gnuplot_string(const std::string& s) {
   // Single quotes: gnuplot expands backticks (a shell command) and backslash escapes only inside double quotes, and
@@ -531,10 +532,10 @@ std::string loss_panel_extras(const Comparison& c, const Panel& panel, const std
   bool shared = t > 0;
   for (auto a : panel.arms) shared = shared && c.arms[a].loss_threshold == t;
   if (shared)
-    p.elements.push_back(fmt::format("{} with lines dt 3 lw 1.5 lc rgb '#606060' title {}", num(t),
+    p.elements.push_back(fmt::format("{} with lines dt 3 lw 1.5 lc rgb '#606060' title {}", gnuplot_number(t),
                                      gnuplot_string("loss threshold " + train::format_number(t, 3))));
   if (p.y_max > 0) p.range.hi = std::min(p.range.hi, p.y_max);
-  return p.y_max > 0 ? fmt::format("set yrange [*:{}]\n", num(p.y_max)) : "set yrange [*:*]\n";
+  return p.y_max > 0 ? fmt::format("set yrange [*:{}]\n", gnuplot_number(p.y_max)) : "set yrange [*:*]\n";
 }
 
 // The gnuplot commands of one panel of a figure.
@@ -671,7 +672,8 @@ void write_summary_data(const fs::path& path, const SummaryFigure& f, const Summ
     // An error bar's low end at or below 0 cannot be drawn on a log axis: clipped to the point.
     const double lo = std::isfinite(p->lo) && (!f.log_y || p->lo > 0) ? p->lo : p->y;
     const double hi = std::isfinite(p->hi) ? p->hi : p->y;
-    out << num(p->x) << " " << num(p->y) << " " << num(lo) << " " << num(hi) << " " << num(p->x * shift) << "\n";
+    out << gnuplot_number(p->x) << " " << gnuplot_number(p->y) << " " << gnuplot_number(lo) << " " << gnuplot_number(hi)
+        << " " << gnuplot_number(p->x * shift) << "\n";
     s.xs.insert(p->x);
     s.range.add(p->y);
     s.range.add(lo);
@@ -730,12 +732,13 @@ std::string summary_body(const SummaryFigure& f, const SummaryLines& s) {
   if (f.log_x) body += d_k_axis ? "set logscale x 2\n" : "set logscale x 10\n";
   if (!s.xs.empty() && f.tabulate) {
     std::string tics;
-    for (double x : s.xs) tics += (tics.empty() ? "" : ", ") + fmt::format("\"{:g}\" {}", x, num(x));
+    for (double x : s.xs) tics += (tics.empty() ? "" : ", ") + fmt::format("\"{:g}\" {}", x, gnuplot_number(x));
     body += "set xtics (" + tics + ")\n";
     // Room on both sides of the first and last x so their error bars show.
     const double lo = *s.xs.begin(), hi = *s.xs.rbegin();
     const double pad = f.log_x ? 1.25 : 0;
-    if (f.log_x && lo > 0) body += fmt::format("set xrange [{}:{}]\n", num(lo / pad), num(hi * pad));
+    if (f.log_x && lo > 0)
+      body += fmt::format("set xrange [{}:{}]\n", gnuplot_number(lo / pad), gnuplot_number(hi * pad));
   }
   if (f.log_y)
     body += "set logscale y\nset offsets 0, 0, graph 0.04, graph 0.04\n" + log_tics(s.range);

@@ -40,6 +40,10 @@ const std::vector<PlotFigure>& plot_figures();
 /// Every name, label, key and title in a script goes through it.
 std::string gnuplot_string(const std::string& s);
 
+/// `v` as a number in a gnuplot data file or script: 9 significant digits (a float reads back exactly), "NaN" when
+/// not finite (gnuplot leaves a gap).
+std::string gnuplot_number(double v);
+
 /// True when a `gnuplot` executable is on PATH (platform::find_program; no shell is asked).
 bool gnuplot_available();
 

@@ -6,7 +6,7 @@
 //
 //   #include "common/registry.h"
 //   #include "report/preset_report.h"
-//   namespace xgrad::report {
+//   namespace xgrad::report::presets::my_preset {  // a namespace of its own: the library is a unity build
 //   namespace {
 //   std::vector<PresetSection> report(const PresetInput& in) {
 //     PresetSection s;
@@ -20,9 +20,9 @@
 //     s.markdown = "...";                             // sentences computed from the numbers; "not decided" where
 //     return {s};                                     // the seeds disagree
 //   }
-//   const Registration<PresetReport> registration{PresetReport{"my_preset", 50, report}};
+//   const Registration<PresetReport> my_preset_registration{PresetReport{"my_preset", 50, report}};
 //   }  // namespace
-//   }  // namespace xgrad::report
+//   }  // namespace xgrad::report::presets::my_preset
 #pragma once
 
 #include <functional>

@@ -13,7 +13,7 @@ namespace xgrad::report {
 using train::ConfigError;
 
 namespace {
-double std_of(const xt::xarray<float>& x) {
+double one_pass_std(const xt::xarray<float>& x) {
   double s = 0, s2 = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     s += x.data()[i];
@@ -59,8 +59,8 @@ std::vector<ProbeRow> probe(const train::TrainConfig& base, const std::vector<st
       ProbeRow r;
       r.d_k = d_k;
       r.scale = scale;
-      r.q_std = std_of(layer->last.q);
-      r.k_std = std_of(layer->last.k);
+      r.q_std = one_pass_std(layer->last.q);
+      r.k_std = one_pass_std(layer->last.k);
       const double factor = layer->effective_multiplier(mc.max_seq_len);
       r.theory_std = std::sqrt(static_cast<double>(d_k)) * r.q_std * r.k_std * factor;
       double score_std = 0, entropy = 0, max_prob = 0, saturated = 0;

@@ -50,10 +50,7 @@ using namespace xgrad::testing;
 
 namespace {
 
-const double nan_value = std::numeric_limits<double>::quiet_NaN();
 const double inf_value = std::numeric_limits<double>::infinity();
-
-std::vector<double> constant(std::size_t n, double v) { return std::vector<double>(n, v); }
 
 std::string fmt_name(std::size_t d_k, const std::string& scale, int seed) {
   return "dk" + std::to_string(d_k) + "-" + scale + "-s" + std::to_string(seed);

@@ -24,8 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<double> constant(std::size_t n, double v) { return std::vector<double>(n, v); }
-
 Comparison analyse_dir(const fs::path& dir) { return analyse_dirs({dir.string()}); }
 
 std::string name_of(const FakeRun& r) {

@@ -34,8 +34,6 @@ std::string some_text(char first) {
   return s.substr(0, 3000);
 }
 
-nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(read_text(path)); }
-
 const std::string kTiny =
     "--task char_lm --seq-len 8 --d-model 8 --batch-size 2 --checkpoint-every 2 --print-every 100";
 

@@ -13,6 +13,7 @@
 #include "autograd/ops.h"
 #include "data/mqar.h"
 #include "data/registry.h"
+#include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
 #include "train/length_eval.h"
@@ -22,6 +23,7 @@
 using namespace xgrad;
 using namespace xgrad::train;
 namespace fs = std::filesystem;
+using xgrad::testing::read_json;
 using xgrad::testing::temp_dir;
 using xgrad::testing::tiny_run;
 
@@ -29,11 +31,6 @@ namespace {
 
 std::unique_ptr<data::Task> task(const std::string& name, nlohmann::json settings) {
   return data::make_task(name, SettingValues(settings));
-}
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
 }
 
 // kv_recall in the sum encoding with 16 keys, trained at 4 pairs, evaluated at `n_pairs`.

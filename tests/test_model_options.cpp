@@ -142,7 +142,7 @@ nn::ModelConfig attention_only(bool out_proj) {
   return c;
 }
 
-xt::xarray<double> to_double(const Tensor& t) { return xt::cast<double>(t.value()); }
+xt::xarray<double> values_as_double(const Tensor& t) { return xt::cast<double>(t.value()); }
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p);
@@ -176,7 +176,7 @@ TEST_CASE("--attn-out-proj false: no W_o among the parameters; with W_o (the def
 TEST_CASE("--attn-out-proj false: one attention-only layer is softmax(q·kᵀ/sqrt(d_k))·v + residual → readout") {
   nn::AttentionModel model(attention_only(false), 4);
   std::map<std::string, xt::xarray<double>> w;
-  for (const auto& [name, p] : model.named_parameters()) w[name] = to_double(p);
+  for (const auto& [name, p] : model.named_parameters()) w[name] = values_as_double(p);
   const index_array tokens{{3, 0, 4}, {1, 1, 2}};
   const xt::xarray<float> logits = model.forward(tokens).value();
   const std::size_t T = 3, d = 4, V = 5;

@@ -20,6 +20,7 @@
 #include "report/markdown.h"
 #include "report/runs.h"
 #include "report/stats.h"
+#include "tests/support/compare_findings.h"
 #include "tests/support/compare_quietly.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
@@ -31,12 +32,11 @@ using namespace xgrad::train;
 using namespace xgrad::report;
 namespace fs = std::filesystem;
 using xgrad::testing::compare_quietly;
+using xgrad::testing::nan_value;
 using xgrad::testing::read_text;
 using xgrad::testing::TempDir;
 
 namespace {
-
-const double nan_value = std::numeric_limits<double>::quiet_NaN();
 
 // The JSON block of a report.html, parsed (fails the test when it is missing or not JSON).
 nlohmann::json page_data(const fs::path& html_path) {
@@ -65,7 +65,7 @@ std::string notes_text(const nlohmann::json& data) {
 void tiny_trained_run(const fs::path& dir, std::size_t seed = 0) {
   TrainConfig c = xgrad::testing::tiny_run(dir.string());
   c.seed = seed;
-  train(c);
+  xgrad::train::train(c);
 }
 
 std::vector<std::string> lines_of(const fs::path& p) {
@@ -325,7 +325,7 @@ TEST_CASE(
       TrainConfig c = xgrad::testing::tiny_run((dir / "sweep" / (scale + std::to_string(d_k))).string(), 4);
       c.model.d_k = d_k;
       c.model.scale = scale;
-      train(c);
+      xgrad::train::train(c);
     }
   CHECK(compare_quietly({(dir / "sweep").string()}, dir / "my-report") == 4);
   const nlohmann::json data = page_data(dir / "my-report" / "report.html");
@@ -354,7 +354,7 @@ TEST_CASE("report.html: final metrics leave a setting a run does not have empty,
   for (const std::string optimizer : {"sgd", "adamw"}) {
     TrainConfig c = xgrad::testing::tiny_run((dir / "runs" / optimizer).string(), 3);
     c.optimizer = optimizer;
-    train(c);
+    xgrad::train::train(c);
   }
   CHECK(compare_quietly({(dir / "runs").string()}, dir.path()) == 2);
   const nlohmann::json data = page_data(dir / "report.html");

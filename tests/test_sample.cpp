@@ -38,7 +38,7 @@ namespace {
 // GEMMs of other shapes than those of the whole window, and each BLAS kernel blocks its sums by shape. Relative to
 // the largest logit, as tests/test_readout.cpp holds rows computed at selected positions to the full forward: 1e-5
 // is about 170 float32 ulps, a few hundred terms' worth of reordering through two blocks.
-constexpr double kRelTol = 1e-5;
+constexpr double kCachedRelTol = 1e-5;
 
 // An attention layer that keeps no cache (a user's layer written before forward_step existed): forward only, so
 // AttentionModel::forward_step goes through AttentionLayer's default, which recomputes the window.
@@ -113,7 +113,7 @@ void check_cache_equals_recompute(const nn::ModelConfig& config) {
   for (std::size_t step = 0; sequence.size() < 3 * config.max_seq_len; ++step) {
     INFO(config.attention << " / " << config.scale << ": step " << step << ", length " << sequence.size());
     const std::vector<float> cached = train::next_logits(model, sequence, &cache);
-    CHECK(relative_difference(cached, recomputed_logits(model, sequence)) <= kRelTol);
+    CHECK(relative_difference(cached, recomputed_logits(model, sequence)) <= kCachedRelTol);
     CHECK(cache.length() == (sequence.size() <= config.max_seq_len ? sequence.size() : 0));
     sequence.push_back(static_cast<std::int64_t>((step * 5 + 2) % config.vocab_size));
   }
@@ -151,7 +151,7 @@ TEST_CASE("forward_step: logits of n new tokens at once; refused past max_seq_le
   for (std::size_t t = 0; t < 8; ++t)
     for (std::size_t v = 0; v < 11; ++v) {
       const float got = t < 5 ? first.value()(0, t, v) : rest.value()(0, t - 5, v);
-      CHECK(got == doctest::Approx(full(0, t, v)).epsilon(kRelTol).scale(10));
+      CHECK(got == doctest::Approx(full(0, t, v)).epsilon(kCachedRelTol).scale(10));
     }
   CHECK_THROWS_WITH_AS(model.forward_step(row(tokens, 0, 1), cache),
                        "AttentionModel::forward_step: 8 cached and 1 new positions exceed max_seq_len 8", Error);

@@ -19,11 +19,13 @@
 #include "report/stats.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
+#include "tests/support/run_files.h"
 #include "train/settings.h"
 #include "train/sweep_manifest.h"
 
 using namespace xgrad;
 using namespace xgrad::train;
+using xgrad::testing::read_json;
 using xgrad::testing::run_xgrad;
 namespace fs = std::filesystem;
 
@@ -37,11 +39,6 @@ fs::path temp_copy_of_legacy_run(const std::string& name) {
   fs::create_directories(p.parent_path());
   fs::copy(kLegacyRun, p, fs::copy_options::recursive);
   return p;
-}
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
 }
 
 std::vector<double> loss_column(const fs::path& csv) {

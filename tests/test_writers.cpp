@@ -130,7 +130,7 @@ std::string event_file_problem(const fs::path& path, std::size_t events) {
   return records == events ? "" : std::to_string(records) + " records, not " + std::to_string(events);
 }
 
-std::vector<fs::path> event_files(const fs::path& dir) {
+std::vector<fs::path> event_file_paths(const fs::path& dir) {
   std::vector<fs::path> out;
   for (const auto& entry : fs::directory_iterator(dir))
     if (entry.path().filename().string().rfind(kEventFilePrefix, 0) == 0) out.push_back(entry.path());
@@ -138,7 +138,7 @@ std::vector<fs::path> event_files(const fs::path& dir) {
 }
 
 // A tiny trained run in `dir` of `steps` steps.
-void tiny_trained_run(const fs::path& dir, std::size_t steps = 12) {
+void trained_tiny_run(const fs::path& dir, std::size_t steps = 12) {
   TrainConfig config = tiny_run(dir.string(), steps);
   train(config);
 }
@@ -247,7 +247,7 @@ TEST_CASE("explain: a full disk leaves the old outputs whole and says why") {
 
 TEST_CASE("export tensorboard: a linked subdirectory of --out is refused and its target left alone") {
   const TempDir dir("writers_export_link");
-  tiny_trained_run(dir / "runs" / "r1", 3);
+  trained_tiny_run(dir / "runs" / "r1", 3);
   const fs::path out = dir / "out", victim = dir / "victim";
   fs::create_directories(out);
   fs::create_directories(victim);
@@ -272,14 +272,14 @@ TEST_CASE("export tensorboard: two exports into one directory at once each write
   const TempDir dir("writers_export_concurrent");
   // Two runs of one name, of different lengths: both are exported to out/r1.
   const fs::path first = dir / "a" / "r1", second = dir / "b" / "r1", out = dir / "out";
-  tiny_trained_run(first, 3000);
-  tiny_trained_run(second, 2000);
+  trained_tiny_run(first, 3000);
+  trained_tiny_run(second, 2000);
   // What each export writes alone (the file's bytes follow from metrics.csv and its modification time).
   std::vector<std::vector<std::string>> alone;
   for (const fs::path& run : {first, second}) {
     const fs::path reference = dir / ("alone_" + std::to_string(alone.size()));
     REQUIRE(run_xgrad({"export", "tensorboard", run.string(), "--out", reference.string()}).exit_code == 0);
-    const std::vector<fs::path> files = event_files(reference / "r1");
+    const std::vector<fs::path> files = event_file_paths(reference / "r1");
     REQUIRE(files.size() == 1);
     REQUIRE(event_file_problem(files.front(), alone.empty() ? 3001 : 2001) == "");
     std::string problem;
@@ -307,7 +307,7 @@ TEST_CASE("export tensorboard: two exports into one directory at once each write
       // The other export may have replaced it since; what it names, if there, is whole.
       if (fs::exists(written)) CHECK_MESSAGE(whole(written) == "", written);
     }
-    const std::vector<fs::path> files = event_files(out / "r1");
+    const std::vector<fs::path> files = event_file_paths(out / "r1");
     REQUIRE(files.size() == 1);
     CHECK_MESSAGE(whole(files.front()) == "", files.front());
     CHECK(temporaries(out / "r1").empty());
@@ -316,7 +316,7 @@ TEST_CASE("export tensorboard: two exports into one directory at once each write
 
 TEST_CASE("export tensorboard: a step that is not a whole number in range is refused naming file, line, column") {
   const TempDir dir("writers_export_steps");
-  tiny_trained_run(dir / "r1", 3);
+  trained_tiny_run(dir / "r1", 3);
   const fs::path metrics = dir / "r1" / "metrics.csv";
   const std::string original = read_text(metrics);
   // Steps are whole decimal numbers: hex, a sign or space, trailing text and "nan" are not read as steps (nor
@@ -334,13 +334,13 @@ TEST_CASE("export tensorboard: a step that is not a whole number in range is ref
     CHECK(r.err.find(metrics.string()) != std::string::npos);
     CHECK(r.err.find("line 3") != std::string::npos);
     CHECK(r.err.find("step") != std::string::npos);
-    if (fs::exists(dir / "out" / "r1")) CHECK(event_files(dir / "out" / "r1").empty());
+    if (fs::exists(dir / "out" / "r1")) CHECK(event_file_paths(dir / "out" / "r1").empty());
   }
 }
 
 TEST_CASE("export tensorboard: the largest int64 step is exported exactly, not through a double; 1e+09 as written") {
   const TempDir dir("writers_export_max_step");
-  tiny_trained_run(dir / "r1", 3);
+  trained_tiny_run(dir / "r1", 3);
   const fs::path metrics = dir / "r1" / "metrics.csv";
   std::string text = read_text(metrics);
   const std::size_t last_row = text.rfind('\n', text.size() - 2) + 1;
@@ -351,7 +351,7 @@ TEST_CASE("export tensorboard: the largest int64 step is exported exactly, not t
   write_file(metrics, text);
   const ProcessResult r = run_xgrad({"export", "tensorboard", (dir / "r1").string(), "--out", (dir / "out").string()});
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  const std::vector<fs::path> files = event_files(dir / "out" / "r1");
+  const std::vector<fs::path> files = event_file_paths(dir / "out" / "r1");
   REQUIRE(files.size() == 1);
   // Event.step (field 2, varint) 2^63 - 1: the tag byte 0x10, eight bytes of 0xFF, 0x7F.
   const std::string step_field = std::string("\x10") + std::string(8, '\xFF') + "\x7F";
@@ -361,7 +361,7 @@ TEST_CASE("export tensorboard: the largest int64 step is exported exactly, not t
 TEST_CASE("export tensorboard: a run's name reaches the terminal with its escapes shown, not obeyed") {
   const TempDir dir("writers_export_escapes");
   const fs::path run = dir / "r\x1b]0;title\x07\nx";
-  tiny_trained_run(run, 3);
+  trained_tiny_run(run, 3);
   const ProcessResult r = run_xgrad({"export", "tensorboard", run.string(), "--out", (dir / "out").string()});
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   CHECK(r.out.find('\x1b') == std::string::npos);
@@ -371,7 +371,7 @@ TEST_CASE("export tensorboard: a run's name reaches the terminal with its escape
 
 TEST_CASE("export tensorboard: a full disk gives an error naming the event file and the cause, and no file") {
   const TempDir dir("writers_export_full");
-  tiny_trained_run(dir / "r1", 400);
+  trained_tiny_run(dir / "r1", 400);
   SmallDisk disk(dir / "disk", 1 << 20);
   REQUIRE_MESSAGE(disk.ok(),
                   "a full disk is a tmpfs mounted in a mount namespace: run the tests as root (" << disk.why() << ")");
@@ -382,7 +382,7 @@ TEST_CASE("export tensorboard: a full disk gives an error naming the event file 
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("No space left on device") != std::string::npos);
   CHECK(r.err.find((out / "r1" / kEventFilePrefix).string()) != std::string::npos);
-  CHECK(event_files(out / "r1").empty());
+  CHECK(event_file_paths(out / "r1").empty());
   CHECK(temporaries(out / "r1").empty());
 }
 
@@ -534,7 +534,7 @@ TEST_CASE("experiment: a linked explain/ in its directory is refused before anyt
 
 TEST_CASE("compare: a full disk names report.md or report.html and the cause, and leaves nothing behind") {
   const TempDir dir("writers_compare_full");
-  tiny_trained_run(dir / "runs" / "r1");
+  trained_tiny_run(dir / "runs" / "r1");
   SmallDisk disk(dir / "disk", 1 << 20);
   REQUIRE_MESSAGE(disk.ok(),
                   "a full disk is a tmpfs mounted in a mount namespace: run the tests as root (" << disk.why() << ")");
@@ -557,7 +557,7 @@ TEST_CASE("compare: a full disk names report.md or report.html and the cause, an
 
 TEST_CASE("compare and explain: a directory where a file goes is refused before any rename; the old outputs stay") {
   const TempDir dir("writers_directory_in_place");
-  tiny_trained_run(dir / "runs" / "r1");
+  trained_tiny_run(dir / "runs" / "r1");
   const fs::path report = dir / "report";
   const std::vector<std::string> args{"compare", (dir / "runs").string(), "--out", report.string()};
   REQUIRE(run_xgrad(args).exit_code == 0);

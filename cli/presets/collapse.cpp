@@ -7,7 +7,7 @@
 // bound drawn.
 #include "cli/presets/preset.h"
 
-namespace xgrad::cli {
+namespace xgrad::cli::presets::collapse {
 namespace {
 
 cli::SweepConfig grid(bool quick) {
@@ -27,11 +27,11 @@ cli::SweepConfig grid(bool quick) {
   return c;
 }
 
-const PresetRegistration registration{
+const PresetRegistration collapse_registration{
     {"collapse", 30,
      "attention entropy collapse: every scaling x high AdamW lrs x {no warmup, warmup}; entropy against step and "
      "against the spectral norm with Zhai et al. 2023's lower bound",
      grid}};
 
 }  // namespace
-}  // namespace xgrad::cli
+}  // namespace xgrad::cli::presets::collapse

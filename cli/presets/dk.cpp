@@ -4,7 +4,7 @@
 // usual one (final loss, attention at step 0 and score gradient against d_k, the usual story checked).
 #include "cli/presets/preset.h"
 
-namespace xgrad::cli {
+namespace xgrad::cli::presets::dk {
 namespace {
 
 cli::SweepConfig grid(bool quick) {
@@ -19,11 +19,11 @@ cli::SweepConfig grid(bool quick) {
   return c;
 }
 
-const PresetRegistration registration{
+const PresetRegistration dk_registration{
     {"dk", 0,
      "scaled (sqrt_dk) vs unscaled attention at d_k 16, 64, 256, 1024; SGD at two lrs and AdamW; 3 seeds "
      "(Vaswani et al. 2017, sec. 3.2.1)",
      grid}};
 
 }  // namespace
-}  // namespace xgrad::cli
+}  // namespace xgrad::cli::presets::dk

@@ -9,7 +9,7 @@
 
 #include "cli/presets/preset.h"
 
-namespace xgrad::cli {
+namespace xgrad::cli::presets::length {
 namespace {
 
 // The scaling the question is about.
@@ -43,11 +43,11 @@ cli::SweepConfig grid(bool quick) {
   return c;
 }
 
-const PresetRegistration registration{
+const PresetRegistration length_registration{
     {"length", 40,
      "attention fading with more keys: trained at 8 key-value pairs, evaluated at 8, 16, 32, 64; every scaling "
      "(ssmax among them) x d_k 16, 64, 256 x 3 seeds (Nakanishi 2025, Scalable-Softmax)",
      grid}};
 
 }  // namespace
-}  // namespace xgrad::cli
+}  // namespace xgrad::cli::presets::length

@@ -7,7 +7,7 @@
 // survives.
 #include "cli/presets/preset.h"
 
-namespace xgrad::cli {
+namespace xgrad::cli::presets::lr {
 namespace {
 
 cli::SweepConfig grid(bool quick) {
@@ -33,11 +33,11 @@ cli::SweepConfig grid(bool quick) {
   return c;
 }
 
-const PresetRegistration registration{
+const PresetRegistration lr_registration{
     {"lr", 10,
      "LR sensitivity per scaling: every scaling x 7 lrs of AdamW and SGD x 3 seeds x d_k 64, 256 (Wortsman et al. "
      "2023, sec. 3.1-3.2)",
      grid}};
 
 }  // namespace
-}  // namespace xgrad::cli
+}  // namespace xgrad::cli::presets::lr

@@ -8,7 +8,7 @@
 // The grid (cli/presets/my_preset.cpp; CMake picks up every .cpp there):
 //
 //   #include "cli/presets/preset.h"
-//   namespace xgrad::cli {
+//   namespace xgrad::cli::presets::my_preset {  // a namespace of its own: the library is a unity build
 //   namespace {
 //   cli::SweepConfig grid(bool quick) {
 //     cli::SweepConfig c = preset_defaults();       // jobs = cores, one BLAS thread per run, logging every 10 steps
@@ -21,9 +21,9 @@
 //     c.grid = {{"d_model", {32, 64}}};               // any other setting as an axis (as --grid)
 //     return c;
 //   }
-//   const PresetRegistration registration{{"my_preset", 50, "what it asks (sources: Author et al. 2023)", grid}};
+//   const PresetRegistration my_preset_registration{{"my_preset", 50, "what it asks (sources: Author et al. 2023)", grid}};
 //   }  // namespace
-//   }  // namespace xgrad::cli
+//   }  // namespace xgrad::cli::presets::my_preset
 //
 // Its report (report/presets/my_preset.cpp) is shown in report/preset_report.h.
 //

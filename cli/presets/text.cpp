@@ -9,7 +9,7 @@
 // of text per arm.
 #include "cli/presets/preset.h"
 
-namespace xgrad::cli {
+namespace xgrad::cli::presets::text {
 namespace {
 
 constexpr std::size_t kWide = 256;      // d_model of the n_heads family
@@ -57,11 +57,11 @@ cli::SweepConfig grid(bool quick) {
   return c;
 }
 
-const PresetRegistration registration{
+const PresetRegistration text_registration{
     {"text", 50,
      "scaled vs unscaled attention on text (char_lm, --text; run.sh passes the King James Bible): d_k 16, 64, 256 "
      "as n_heads 16, 4, 1 at d_model 256 and as d_model 16, 64, 256 at one head; nanoGPT's CPU training; 2 seeds",
      grid}};
 
 }  // namespace
-}  // namespace xgrad::cli
+}  // namespace xgrad::cli::presets::text

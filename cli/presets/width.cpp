@@ -5,7 +5,7 @@
 // rates x {standard with sqrt_dk, standard with none, muP (1/d_k attention, --base-width 64)}.
 #include "cli/presets/preset.h"
 
-namespace xgrad::cli {
+namespace xgrad::cli::presets::width {
 namespace {
 
 const std::vector<std::size_t> kWidths{16, 32, 64, 128, 256, 512};
@@ -38,11 +38,11 @@ cli::SweepConfig grid(bool quick) {
   return c;
 }
 
-const PresetRegistration registration{
+const PresetRegistration width_registration{
     {"width", 20,
      "best learning rate against width: d_model = d_k 16 to 512 x AdamW lrs x {SP sqrt_dk, SP none, muP} (Yang et "
      "al. 2022, Tensor Programs V, figure 1)",
      grid}};
 
 }  // namespace
-}  // namespace xgrad::cli
+}  // namespace xgrad::cli::presets::width

@@ -5,7 +5,7 @@
 namespace xgrad::nn {
 namespace {
 
-const Registration<ScalingEntry> registration{
+const Registration<ScalingEntry> dk_registration{
     constant_scaling("dk", "scores = q·k / d_k (muP: Yang et al. 2022, \"Tensor Programs V\", sec. 3 and App. J)", 20,
                      [](const ScalingContext& c) { return 1.0 / static_cast<double>(c.d_k); }, {"#117733", "dotted"})};
 

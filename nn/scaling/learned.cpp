@@ -27,7 +27,7 @@ class LearnedScaling : public QkTransformScaling<LearnedScaling> {
   }
 };
 
-const Registration<ScalingEntry> registration{scaling_entry(
+const Registration<ScalingEntry> learned_registration{scaling_entry(
     "learned",
     "scores = g·(q/|q|)·(k/|k|), learned temperature g, init log2(T^2 - T) (QKNorm: Henry et al. 2020, sec. 3, "
     "eq. 5)",

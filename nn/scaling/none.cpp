@@ -12,7 +12,7 @@ ScalingEntry unscaled() {
   return e;
 }
 
-const Registration<ScalingEntry> registration{unscaled()};
+const Registration<ScalingEntry> none_registration{unscaled()};
 
 }  // namespace
 }  // namespace xgrad::nn

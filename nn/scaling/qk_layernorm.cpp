@@ -28,7 +28,7 @@ class QkLayerNormScaling : public QkTransformScaling<QkLayerNormScaling> {
   double multiplier_;
 };
 
-const Registration<ScalingEntry> registration{scaling_entry(
+const Registration<ScalingEntry> qk_layernorm_registration{scaling_entry(
     "qk_layernorm",
     "scores = LN(q)·LN(k) / sqrt(d_k), LayerNorm over d_k (Dehghani et al. 2023, \"Scaling Vision Transformers to "
     "22 Billion Parameters\", sec. 2.1)",

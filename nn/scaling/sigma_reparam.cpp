@@ -125,7 +125,7 @@ class SigmaReparamScaling : public AttentionScaling {
   Tensor u_q_, v_q_, u_k_, v_k_;
 };
 
-const Registration<ScalingEntry> registration{scaling_entry(
+const Registration<ScalingEntry> sigma_reparam_registration{scaling_entry(
     "sigma_reparam",
     "W_q, W_k -> (gamma / sigma(W)) W, spectral norm by power iteration, learned gamma; scores / sqrt(d_k) (Zhai et "
     "al. 2023, \"Stabilizing Transformer Training by Preventing Attention Entropy Collapse\", eq. 2)",

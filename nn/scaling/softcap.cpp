@@ -40,7 +40,7 @@ class SoftcapScaling : public AttentionScaling {
   double multiplier_, cap_, inverse_cap_;
 };
 
-const Registration<ScalingEntry> registration{scaling_entry(
+const Registration<ScalingEntry> softcap_registration{scaling_entry(
     "softcap",
     "scores = c·tanh(q·k / (sqrt(d_k)·c)), cap c = softcap_cap (Gemma Team 2024, \"Gemma 2\", sec. 2, logit "
     "soft-capping)",

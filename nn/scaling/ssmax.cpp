@@ -42,7 +42,7 @@ class SsmaxScaling : public QkTransformScaling<SsmaxScaling> {
   bool causal_;
 };
 
-const Registration<ScalingEntry> registration{scaling_entry(
+const Registration<ScalingEntry> ssmax_registration{scaling_entry(
     "ssmax",
     "scores = s·log(n)·q·k / sqrt(d_k), n = keys the query may attend to, learned s per head, init 1/log(T) "
     "(Nakanishi 2025, \"Scalable-Softmax Is Superior for Attention\")",

@@ -14,7 +14,7 @@
 #include "train/metrics_log.h"
 #include "train/run_files.h"
 
-namespace xgrad::report {
+namespace xgrad::report::presets::collapse {
 namespace {
 
 constexpr double kCollapseEntropy = 0.1;  // nats: below it a head's attention is all but one-hot
@@ -323,7 +323,7 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
   return {s};
 }
 
-const Registration<PresetReport> registration{PresetReport{"collapse", 30, report}};
+const Registration<PresetReport> collapse_registration{PresetReport{"collapse", 30, report}};
 
 }  // namespace
-}  // namespace xgrad::report
+}  // namespace xgrad::report::presets::collapse

@@ -3,10 +3,10 @@
 #include "common/registry.h"
 #include "report/preset_report.h"
 
-namespace xgrad::report {
+namespace xgrad::report::presets::dk {
 namespace {
 
-const Registration<PresetReport> registration{PresetReport{"dk", 0, nullptr}};
+const Registration<PresetReport> dk_registration{PresetReport{"dk", 0, nullptr}};
 
 }  // namespace
-}  // namespace xgrad::report
+}  // namespace xgrad::report::presets::dk

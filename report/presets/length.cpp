@@ -16,7 +16,7 @@
 #include "train/json_file.h"
 #include "train/run_files.h"
 
-namespace xgrad::report {
+namespace xgrad::report::presets::length {
 using train::LengthEval;
 namespace {
 
@@ -446,7 +446,7 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
   return {accuracy, weight, facts};
 }
 
-const Registration<PresetReport> registration{PresetReport{"length", 40, report}};
+const Registration<PresetReport> length_registration{PresetReport{"length", 40, report}};
 
 }  // namespace
-}  // namespace xgrad::report
+}  // namespace xgrad::report::presets::length

@@ -14,7 +14,7 @@
 #include "report/preset_report.h"
 #include "report/tables.h"
 
-namespace xgrad::report {
+namespace xgrad::report::presets::lr {
 namespace {
 
 // An lr counts as usable when min(final loss, initial loss) is within this share of the chance loss of the best
@@ -460,7 +460,7 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
   return sections;
 }
 
-const Registration<PresetReport> registration{PresetReport{"lr", 10, report}};
+const Registration<PresetReport> lr_registration{PresetReport{"lr", 10, report}};
 
 }  // namespace
-}  // namespace xgrad::report
+}  // namespace xgrad::report::presets::lr

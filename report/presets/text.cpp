@@ -17,7 +17,7 @@
 #include "train/run_files.h"
 #include "train/sample.h"
 
-namespace xgrad::report {
+namespace xgrad::report::presets::text {
 namespace {
 
 constexpr std::size_t kSampleBytes = 300;
@@ -267,7 +267,7 @@ std::vector<PresetSection> report(const PresetInput& in) {
   return {s, samples_section};
 }
 
-const Registration<PresetReport> registration{PresetReport{"text", 50, report}};
+const Registration<PresetReport> text_registration{PresetReport{"text", 50, report}};
 
 }  // namespace
-}  // namespace xgrad::report
+}  // namespace xgrad::report::presets::text

@@ -13,7 +13,7 @@
 #include "report/preset_report.h"
 #include "report/tables.h"
 
-namespace xgrad::report {
+namespace xgrad::report::presets::width {
 namespace {
 
 constexpr std::size_t kBaseWidth = 64;  // the grid's --base-width (cli/presets/width.cpp)
@@ -316,7 +316,7 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
   return {s};
 }
 
-const Registration<PresetReport> registration{PresetReport{"width", 20, report}};
+const Registration<PresetReport> width_registration{PresetReport{"width", 20, report}};
 
 }  // namespace
-}  // namespace xgrad::report
+}  // namespace xgrad::report::presets::width

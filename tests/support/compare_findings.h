@@ -18,6 +18,12 @@
 
 namespace xgrad::testing {
 
+/// A missing value in a metric series (compare reads an empty or "nan" cell as one).
+inline const double nan_value = std::numeric_limits<double>::quiet_NaN();
+
+/// `n` copies of `v`: a flat metric series.
+inline std::vector<double> constant(std::size_t n, double v) { return std::vector<double>(n, v); }
+
 /// The run directories at or below `inputs`, loaded and analysed (loss threshold 1 unless given).
 inline report::Comparison analyse_dirs(const std::vector<std::string>& inputs, double loss_threshold = 1.0,
                                        double accuracy_threshold = 0.9, std::size_t window = 1) {

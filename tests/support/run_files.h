@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace xgrad::testing {
 
 /// The whole file as bytes ("" if it cannot be read).
@@ -18,6 +20,9 @@ inline std::string read_text(const std::filesystem::path& path) {
   text << in.rdbuf();
   return text.str();
 }
+
+/// The JSON document in the file at `path` (throws nlohmann::json::parse_error if it is not one).
+inline nlohmann::json read_json(const std::filesystem::path& path) { return nlohmann::json::parse(read_text(path)); }
 
 /// The lines of `run_dir`/metrics.csv (header first) without the step_ms column (wall-clock time, the one column
 /// two identical runs do not share). Fails the test if the header has no step_ms column.
