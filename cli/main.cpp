@@ -289,8 +289,10 @@ struct Commands {
 // valid SIMD environment, the log format. Returns the exit code when the program must end here, else -1.
 int prepare_process(int argc, char** argv) {
   // Checked first, so that --help and --version also say which extension clashes with which entry.
-  if (!registration_errors().empty()) {
-    for (const auto& message : registration_errors()) std::cerr << "xgrad: error: " << message << "\n";
+  std::vector<std::string> errors = registration_errors();
+  for (std::string& message : train::setting_declaration_errors()) errors.push_back(std::move(message));
+  if (!errors.empty()) {
+    for (const auto& message : errors) std::cerr << "xgrad: error: " << message << "\n";
     return 2;
   }
   platform::restore_blas_environment();  // before an exec or a child sees it

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/escape.h"
+
 namespace xgrad {
 
 /// Thrown by parse_enum for a name that is not in the table; the message names the allowed names.
@@ -48,7 +50,8 @@ E parse_enum(const EnumName<E> (&table)[N], const std::string& name) {
     if (name == e.name) return e.value;
     allowed += (allowed.empty() ? "" : ", ") + std::string(e.name);
   }
-  throw EnumNameError("'" + name + "' is not one of " + allowed);
+  throw EnumNameError("'" + escape_name(name.substr(0, 80)) + (name.size() > 80 ? "...'" : "'") + " is not one of " +
+                      allowed);
 }
 
 }  // namespace xgrad

@@ -8,9 +8,18 @@
 #include <string>
 #include <string_view>
 
-#include <fmt/format.h>
 
 namespace xgrad {
+
+namespace detail {
+// `prefix` then the `digits` low hex digits of `value`, upper case: \x1B, \u0085.
+inline std::string hex_escape(const char* prefix, unsigned value, int digits) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out(prefix);
+  for (int d = digits - 1; d >= 0; --d) out += kHex[(value >> (4 * d)) & 0xFu];
+  return out;
+}
+}  // namespace detail
 
 /// `text` with every control character written out visibly: C0 controls and DEL as \n, \r, \t, \a, \b, \e or \xHH,
 /// and the C1 controls U+0080..U+009F (UTF-8 C2 80..C2 9F, which terminals obey like ESC [) as \u00HH. A backslash
@@ -23,7 +32,7 @@ inline std::string escape_control(std::string_view text, bool keep_newlines = fa
     const auto ch = static_cast<unsigned char>(text[i]);
     if (ch == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
         static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
-      out += fmt::format("\\u{:04X}", static_cast<unsigned char>(text[++i]));
+      out += detail::hex_escape("\\u", static_cast<unsigned char>(text[++i]), 4);
       continue;
     }
     if (ch >= 0x20 && ch != 0x7F) {
@@ -50,7 +59,7 @@ inline std::string escape_control(std::string_view text, bool keep_newlines = fa
         out += "\\e";
         break;
       default:
-        out += fmt::format("\\x{:02X}", ch);
+        out += detail::hex_escape("\\x", ch, 2);
     }
   }
   return out;
@@ -86,7 +95,7 @@ inline std::string escape_invalid_utf8(std::string_view bytes) {
   for (std::size_t i = 0; i < bytes.size();) {
     const std::size_t n = utf8_sequence_length(bytes, i);
     if (n == 0) {
-      out += fmt::format("\\x{:02X}", static_cast<unsigned char>(bytes[i++]));
+      out += detail::hex_escape("\\x", static_cast<unsigned char>(bytes[i++]), 2);
       continue;
     }
     out.append(bytes.substr(i, n));
@@ -104,7 +113,7 @@ inline std::string escape_name(std::string_view name) {
   for (std::size_t i = 0; i < name.size();) {
     const std::size_t n = utf8_sequence_length(name, i);
     if (n == 0) {
-      out += fmt::format("\\x{:02X}", static_cast<unsigned char>(name[i++]));
+      out += detail::hex_escape("\\x", static_cast<unsigned char>(name[i++]), 2);
       continue;
     }
     out += escape_control(name.substr(i, n));

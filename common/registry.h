@@ -3,13 +3,15 @@
 // xgrad lists the names: the CLI's choices and --help, config.json, sweeps, plots and the report read the registry.
 //
 // An Entry type provides:
-//   std::string name;                 // what users type (--scale sqrt_dk); unique within the registry
+//   std::string name;                 // what users type (--scale sqrt_dk); unique within the registry, and a valid
+//                                     // entry name (is_entry_name: it is a flag value, a list item, a file name)
 //   int order;                        // place in listings and report order (ties: registration order)
 //   static constexpr const char* kind // what the entries are called in messages, e.g. "scaling"
 // and may provide
 //   static void on_register(Entry& entry, const std::vector<const Entry*>& registered);
 // which add() calls before the entry joins the ones `registered` already: it checks the entry (throwing
 // RegistryError, which names the entry, to refuse it) and may complete it (a scaling without a plot style gets one).
+// An entry with a `build` function (scalings, attention layers, optimizers, tasks) must have one.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/escape.h"
+
 namespace xgrad {
 
 namespace detail {
@@ -29,7 +33,23 @@ template <class Entry>
 struct has_on_register<Entry, std::void_t<decltype(Entry::on_register(
                                   std::declval<Entry&>(), std::declval<const std::vector<const Entry*>&>()))>>
     : std::true_type {};
+template <class Entry, class = void>
+struct has_build : std::false_type {};
+template <class Entry>
+struct has_build<Entry, std::void_t<decltype(std::declval<Entry&>().build)>> : std::true_type {};
 }  // namespace detail
+
+/// The longest entry name: it goes into run directory names and plot legends.
+inline constexpr std::size_t kMaxEntryName = 64;
+
+/// Whether `name` may name a registry entry: 1 to kMaxEntryName lowercase ASCII letters, digits and '_', starting
+/// with a letter (sqrt_dk, kv_recall, adamw). Names are typed as flag values, listed with ',' (--scale a,b), joined
+/// with '@' (--arms sgd@0.1) and written into run directory and file names: nothing else can stand in all of those.
+inline bool is_entry_name(const std::string& name) {
+  if (name.empty() || name.size() > kMaxEntryName || !(name[0] >= 'a' && name[0] <= 'z')) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
+}
 
 /// Thrown for an unknown or duplicate name; the message names the kind and lists the registered names.
 class RegistryError : public std::invalid_argument {
@@ -50,10 +70,19 @@ class Registry {
   /// A registry of its own, apart from the program's instance() (a test's).
   Registry() = default;
 
-  /// Adds `entry`, registered by `source` (a file, or "built in (file)"). Throws RegistryError on an empty name or a
-  /// name already registered (the message names both sources), or when the entry type's on_register refuses it.
+  /// Adds `entry`, registered by `source` (a file, or "built in (file)"). Throws RegistryError on an empty name, a
+  /// name that is not is_entry_name, a name already registered (the message names both sources), an empty `build`
+  /// function, or when the entry type's on_register refuses it.
   void add(Entry entry, const std::string& source = "") {
     if (entry.name.empty()) throw RegistryError(std::string(Entry::kind) + ": an entry needs a name (" + source + ")");
+    if (!is_entry_name(entry.name))
+      throw RegistryError(std::string(Entry::kind) + " '" + escape_name(entry.name.substr(0, 80)) +
+                          (entry.name.size() > 80 ? "...'" : "'") +
+                          ": a name is 1 to 64 lowercase letters, digits and '_', starting with a letter (" + source +
+                          ")");
+    if constexpr (detail::has_build<Entry>::value)
+      if (!entry.build)
+        throw RegistryError(std::string(Entry::kind) + " '" + entry.name + "' has no build function (" + source + ")");
     if (find(entry.name))
       throw RegistryError(std::string(Entry::kind) + " '" + entry.name + "' registered twice: by " +
                           this->source(entry.name) + " and by " + source);

@@ -118,7 +118,9 @@ bool decays_matrices_only(const SettingValues& v) {
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<OptimizerParameter> params, double lr,
                                           const SettingValues& given) {
   const OptimizerEntry& entry = OptimizerRegistry::instance().at(name);
-  return entry.build(std::move(params), lr, resolve_settings(entry.settings, given.json()));
+  auto optimizer = entry.build(std::move(params), lr, resolve_settings(entry.settings, given.json()));
+  if (!optimizer) throw Error("optimizer '" + name + "': its build function returned nothing");
+  return optimizer;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const std::vector<Tensor>& params, double lr,

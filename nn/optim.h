@@ -190,7 +190,7 @@ struct OptimizerEntry {
 using OptimizerRegistry = Registry<OptimizerEntry>;
 
 /// Builds the optimizer `name` over `params` with `given` settings over the entry's defaults. Throws RegistryError
-/// for an unknown name (listing the registered ones) and Error for a bad lr.
+/// for an unknown name (listing the registered ones) and Error for a bad lr or an entry whose build returns null.
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<OptimizerParameter> params, double lr,
                                           const SettingValues& given = SettingValues());
 /// The same over parameters named by position, with the roles of their shapes (optimizer_parameters).

@@ -12,7 +12,8 @@ cmake_bin=$1 build_dir=$2 source_dir=$3 work=$4 launcher=${5:-} cxx_flags=${6:-}
 # Clang mangle the static of an inline function with an ABI tag differently (registration_errors()), so a program of
 # one linked with libraries of the other holds two copies and a clash of names goes unreported.
 
-# The work directory is fixed (under ctest's build tree) so a compiler cache sees the same paths on every run.
+# The work directory is fixed (under ctest's build tree) so a compiler cache sees the same paths on every run; it is
+# removed at the end unless XGRAD_KEEP_WORK is set.
 rm -rf "$work"
 mkdir -p "$work"
 prefix=$work/prefix
@@ -43,6 +44,11 @@ for args in "--help" "train --help" "--version" "train --steps 1 --out $work/cla
     *) echo "FAIL: clash_xgrad $args: stderr does not name the entry and both files:"; cat "$work/clash_err.txt"
        clash_fail=1 ;;
   esac
+  # Every other mistake on a line of its own naming its entry (and the key, for a setting).
+  for entry in "'my@opt'" "'no_build'" "--optimizer core_key .*'lr'" "--optimizer other_form .*'weight_decay_params'"; do
+    grep -q "^xgrad: error: .*$entry" "$work/clash_err.txt" ||
+      { echo "FAIL: clash_xgrad $args does not report $entry:"; cat "$work/clash_err.txt"; clash_fail=1; }
+  done
   [ "$code" -eq 2 ] || { echo "FAIL: clash_xgrad $args exited $code, expected 2"; clash_fail=1; }
   [ ! -s "$work/clash_out.txt" ] || { echo "FAIL: clash_xgrad $args printed to stdout:"; cat "$work/clash_out.txt"; clash_fail=1; }
   ! grep -q "terminate called" "$work/clash_err.txt" || clash_fail=1
@@ -115,5 +121,5 @@ for name in dk_power sqrt_dk multi_query multi_head; do
 done
 expect "$work/compare.txt" "scaling 'dk_power' is not registered in this build"
 [ "$fail" -eq 0 ] || exit 1
-rm -rf "$work"
+[ -n "${XGRAD_KEEP_WORK:-}" ] || rm -rf "$work"
 echo "downstream: installed, built against the package, tested, swept and compared"

@@ -514,7 +514,7 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
   const std::vector<Refusal> cases{
       {{"train", "--resume", negative},
        2,
-       negative + "/config.json: 'steps' holds -3, which is not a whole number >= 0"},
+       negative + "/config.json: 'steps' holds -3, which is not a whole number in [1, "},
       {{"train", "--resume", nan_filled}, 2, "--resume: " + nan_filled + "/config.json is not valid JSON"},
       {{"train", "--resume", empty}, 2, "--resume: " + empty + "/config.json is not valid JSON"},
       {{"train", "--resume", foreign, "--steps", "4"},

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "autograd/gradcheck.h"
 #include "nn/model.h"
@@ -205,6 +206,36 @@ TEST_CASE("a duplicate registration at start-up is recorded with both sources, n
         "widget 'knob' registered twice: by built in (nn/widgets.cpp) and by user/extension.cpp");
   CHECK(Registry<WidgetEntry>::instance().at("knob").order == 0);
   registration_errors().resize(before);
+}
+
+namespace {
+// An entry type with a build function, as scalings, optimizers and tasks have.
+struct GadgetEntry {
+  static constexpr const char* kind = "gadget";
+  std::string name;
+  int order = 0;
+  std::function<int()> build;
+};
+}  // namespace
+
+TEST_CASE("a registry refuses a name that cannot stand as a flag value, list item and file name") {
+  Registry<WidgetEntry> registry;
+  // Each breaks something downstream: ',' splits --scale a,b; '@' splits --arms; '/' and '..' leave the run
+  // directory's name; a space or newline splits --help; capitals make AdamW beside adamw.
+  for (const std::string& bad : std::vector<std::string>{"a,b", "my@opt", "../evil", "x y", "line\nbreak", "AdamW",
+                                                         "9lives", "_x", "a-b", std::string(65, 'a')})
+    CHECK_THROWS_AS(registry.add(WidgetEntry{bad, 0}, "user/extension.cpp"), RegistryError);
+  CHECK(registry.names().empty());
+  for (const std::string& good : std::vector<std::string>{"a", "sqrt_dk", "qk_layernorm2", std::string(64, 'a')})
+    CHECK_NOTHROW(registry.add(WidgetEntry{good, 0}, "user/extension.cpp"));
+  CHECK(registry.names().size() == 4);
+}
+
+TEST_CASE("a registry refuses an entry without its build function") {
+  Registry<GadgetEntry> registry;
+  CHECK_THROWS_AS(registry.add(GadgetEntry{"empty", 0, nullptr}), RegistryError);
+  CHECK(registry.find("empty") == nullptr);
+  CHECK_NOTHROW(registry.add(GadgetEntry{"built", 0, [] { return 1; }}));
 }
 
 TEST_CASE("a registration names its source file by default") {

@@ -33,14 +33,14 @@ std::string expected_value(const Setting& s) {
     case Setting::Type::boolean:
       return "true or false";
     case Setting::Type::whole:
-      return "a whole number >= 0 in " + range_text(s);
+      return "a whole number in " + range_text(s);
     case Setting::Type::number:
       return "a finite number in " + range_text(s);
     case Setting::Type::text:
     case Setting::Type::path: {
       std::string allowed;
       for (const auto& c : s.choices) allowed += (allowed.empty() ? "" : ", ") + c;
-      return allowed.empty() ? "a string" : "a string, one of " + allowed;
+      return allowed.empty() ? "a string" : "one of " + allowed;
     }
   }
   return "";

@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <tuple>
 #include <type_traits>
 
@@ -334,6 +335,33 @@ std::vector<ComponentSetting> component_settings() {
           it->setting.help += " (" + name + ": default " + s.default_value.dump() + ")";
       }
   return out;
+}
+
+namespace {
+// Whether two declarations of one key accept and refuse the same values (their defaults and help may differ).
+bool same_declaration(const Setting& a, const Setting& b) {
+  return a.type == b.type && a.choices == b.choices && a.min == b.min && a.max == b.max && a.min_open == b.min_open &&
+         a.max_open == b.max_open && a.whole_min == b.whole_min && a.whole_max == b.whole_max && a.role == b.role;
+}
+}  // namespace
+
+std::vector<std::string> setting_declaration_errors() {
+  std::vector<std::string> errors;
+  std::map<std::string, std::pair<std::string, const Setting*>> first;  // key: the first entry declaring it
+  for (const Component& component : components())
+    for (const std::string& name : component.names())
+      for (const Setting& s : *component.settings_of(name)) {
+        const std::string entry = "--" + component.key + " " + name;
+        if (find_core(s.key) || is_record_key(s.key))
+          errors.push_back(entry + " declares the setting '" + s.key +
+                           "', which is one of xgrad's own: give it a key of its own");
+        else if (auto it = first.find(s.key); it == first.end())
+          first.emplace(s.key, std::make_pair(entry, &s));
+        else if (!same_declaration(*it->second.second, s))
+          errors.push_back(entry + " declares the setting '" + s.key + "' with another type, range or choices than " +
+                           it->second.first + ": entries share a key only through one declaration");
+      }
+  return errors;
 }
 
 const Setting* find_setting(const std::string& key) {

@@ -53,6 +53,12 @@ struct ComponentSetting {
 /// Every component setting of every registered entry, components in order, then entries in registry order.
 std::vector<ComponentSetting> component_settings();
 
+/// What is wrong with the settings the registered entries declare, one message each (empty: nothing): an entry's
+/// setting whose key is one of xgrad's own settings (its flag would be offered twice), or a key two entries declare
+/// with another type, range or choices (one key is one flag: entries share a key only through one declaration;
+/// the default may differ). The executable reports them at start-up and exits 2.
+std::vector<std::string> setting_declaration_errors();
+
 /// The declaration of `key`, core or component, or null.
 const Setting* find_setting(const std::string& key);
 

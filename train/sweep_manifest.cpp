@@ -60,9 +60,11 @@ std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
                         e.at("dir").get<std::string>() + "' (allowed: runs/<name> inside the sweep directory)");
     p.dir = (fs::path(sweep_dir) / dir).string();
     if (e.contains("config")) p.config = e.at("config");
-    if (e.contains("status") && e.at("status").is_string()) {
+    if (e.contains("status")) {
+      const nlohmann::json& status = e.at("status");  // not a string (1, null): refused as any other unknown status
       try {
-        p.recorded_status = parse_enum(kSweepStatusNames, e.at("status").get<std::string>());
+        p.recorded_status =
+            parse_enum(kSweepStatusNames, status.is_string() ? status.get<std::string>() : status.dump());
       } catch (const EnumNameError& error) {
         throw ConfigError("DIR: " + path.string() + ": point " + std::to_string(p.index) + "'s status " + error.what());
       }
