@@ -255,12 +255,15 @@ TEST_CASE("a BLAS buffer that cannot be mapped under the limit ends the process 
   if (child == 0) {
     dup2(err[1], STDERR_FILENO);
     xgrad::blas::set_num_threads(1);
-    std::vector<float> a(64 * 64, 1.0f), c(64 * 64);
+    // 256 x 256: past the small-matrix kernels (SkylakeX's take M*N*K up to 100^3 without the buffer), so that every
+    // kernel family maps its buffer on this call.
+    constexpr int n = 256;
+    std::vector<float> a(n * n, 1.0f), c(n * n);
     // Room for more matrices, not for OpenBLAS's buffer, which its first call maps.
     const rlim_t bytes = xgrad::platform::address_space_in_use() + (rlim_t(32) << 20);
     const rlimit limit{bytes, bytes};
     if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(125);
-    xgrad::blas::gemm<float>(false, false, 64, 64, 64, 1.0f, a.data(), 64, a.data(), 64, 0.0f, c.data(), 64);
+    xgrad::blas::gemm<float>(false, false, n, n, n, 1.0f, a.data(), n, a.data(), n, 0.0f, c.data(), n);
     _exit(0);
   }
   close(err[1]);

@@ -291,6 +291,14 @@ TEST_CASE("sweep run-one, status and --launcher refuse bad input with exit 2 nam
     f << R"({"runs": [{"index": 0, "name": "dk4-none-adamw-lr0.01-s0", "dir": "runs/dk4-none-adamw-lr0.01-s0", )"
       << R"("status": "finished"}]})";
   }
+  // A status that is not a string at all: refused as an unknown one, not read as no status (pending).
+  const fs::path number_status = root / "number_status";
+  fs::create_directories(number_status);
+  {
+    std::ofstream f(number_status / "sweep.json");
+    f << R"({"runs": [{"index": 0, "name": "dk4-none-adamw-lr0.01-s0", "dir": "runs/dk4-none-adamw-lr0.01-s0", )"
+      << R"("status": 1}]})";
+  }
   struct Case {
     std::vector<std::string> args;
     std::string message;
@@ -299,6 +307,8 @@ TEST_CASE("sweep run-one, status and --launcher refuse bad input with exit 2 nam
       {{"sweep", "status", unknown_status.string()},
        "point 0's status 'finished' is not one of pending, running, complete, diverged, interrupted, failed, skipped"},
       {{"sweep", "run-one", unknown_status.string(), "--index", "0"}, "point 0's status 'finished' is not one of"},
+      {{"sweep", "status", number_status.string()}, "point 0's status '1' is not one of"},
+      {{"sweep", "run-one", number_status.string(), "--index", "0"}, "point 0's status '1' is not one of"},
       {{"sweep", "run-one", out.string(), "--index", "4"},
        "--index: 4 is not a grid point of " + out.string() + " (allowed: 0 to 3)"},
       {{"sweep", "run-one", out.string(), "--index", "-1"}, "--index: must be a whole number in [0, "},

@@ -23,14 +23,21 @@ class SmallDisk {
  public:
   SmallDisk(const std::filesystem::path& dir, std::size_t bytes) : dir_(dir) {
     std::filesystem::create_directories(dir);
+    const std::string what = "a full disk is a tmpfs mounted in a mount namespace of the test's own: ";
     if (::unshare(CLONE_NEWNS) != 0) {
-      why_ = std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
+      why_ = what + "run the tests as root (unshare(CLONE_NEWNS): " + std::strerror(errno) + ")";
       return;
     }
-    // Private, so that the mount never shows outside this process's namespace.
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + std::to_string(bytes)).c_str()) != 0) {
-      why_ = std::string("mount: ") + std::strerror(errno);
+    // Private, so that the mount never shows outside this process's namespace. Where '/' is no mount point (a
+    // chroot) it cannot be made private, and a mount under it could reach other namespaces: no full disk there.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      why_ = what + (errno == EINVAL ? "'/' is not a mount point here (a chroot?): run the tests on a machine, a VM "
+                                       "or a container"
+                                     : std::string("run the tests as root (mount: ") + std::strerror(errno) + ")");
+      return;
+    }
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + std::to_string(bytes)).c_str()) != 0) {
+      why_ = what + "mount tmpfs: " + std::strerror(errno);
       return;
     }
     mounted_ = true;
