@@ -21,8 +21,10 @@
 //     c.grid = {{"d_model", {32, 64}}};               // any other setting as an axis (as --grid)
 //     return c;
 //   }
-//   const PresetRegistration my_preset_registration{{"my_preset", 50, "what it asks (sources: Author et al. 2023)",
-//   grid}}; }  // namespace }  // namespace xgrad::cli::presets::my_preset
+//   const PresetRegistration my_preset_registration{
+//       {"my_preset", 50, "what it asks (sources: Author et al. 2023)", grid}};
+//   }  // namespace
+//   }  // namespace xgrad::cli::presets::my_preset
 //
 // Its report (report/presets/my_preset.cpp) is shown in report/preset_report.h.
 //
