@@ -50,8 +50,7 @@ E parse_enum(const EnumName<E> (&table)[N], const std::string& name) {
     if (name == e.name) return e.value;
     allowed += (allowed.empty() ? "" : ", ") + std::string(e.name);
   }
-  throw EnumNameError("'" + escape_name(name.substr(0, 80)) + (name.size() > 80 ? "...'" : "'") + " is not one of " +
-                      allowed);
+  throw EnumNameError("'" + shortened_name(name) + "' is not one of " + allowed);
 }
 
 }  // namespace xgrad

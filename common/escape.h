@@ -106,6 +106,13 @@ inline std::string escape_invalid_utf8(std::string_view bytes) {
 /// A name (a run directory, a file, a config.json value) as one line of text: each well-formed UTF-8 sequence as
 /// escape_control writes it (so a newline is \n, an ESC \e, a C1 control \u00HH) and each byte that starts none
 /// as \xHH. The result is valid UTF-8 without a control character; a backslash is kept as it is.
+inline std::string escape_name(std::string_view name);
+
+/// escape_name of at most the first `max_bytes` of `name`, with "..." when it is longer: a name quoted in a message.
+inline std::string shortened_name(std::string_view name, std::size_t max_bytes = 80) {
+  return escape_name(name.substr(0, max_bytes)) + (name.size() > max_bytes ? "..." : "");
+}
+
 inline std::string escape_name(std::string_view name) {
   std::string out;
   out.reserve(name.size());

@@ -76,8 +76,7 @@ class Registry {
   void add(Entry entry, const std::string& source = "") {
     if (entry.name.empty()) throw RegistryError(std::string(Entry::kind) + ": an entry needs a name (" + source + ")");
     if (!is_entry_name(entry.name))
-      throw RegistryError(std::string(Entry::kind) + " '" + escape_name(entry.name.substr(0, 80)) +
-                          (entry.name.size() > 80 ? "...'" : "'") +
+      throw RegistryError(std::string(Entry::kind) + " '" + shortened_name(entry.name) + "'" +
                           ": a name is 1 to 64 lowercase letters, digits and '_', starting with a letter (" + source +
                           ")");
     if constexpr (detail::has_build<Entry>::value)

@@ -12,7 +12,6 @@ namespace {
 // The entry `name` and `context` with d_k and the entry's missing settings resolved, checked by the entry.
 const AttentionLayerEntry& resolve(const std::string& name, AttentionLayerContext& context) {
   const AttentionLayerEntry& entry = Registry<AttentionLayerEntry>::instance().at(name);
-  if (!entry.build) throw Error("attention layer '" + name + "' has no build function");
   if (context.d_model == 0 || context.n_heads == 0 || (context.d_k == 0 && context.d_model % context.n_heads != 0))
     throw Error("attention layer '" + name + "': d_model (" + std::to_string(context.d_model) +
                 ") must be a positive multiple of n_heads (" + std::to_string(context.n_heads) +

@@ -146,7 +146,6 @@ std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, std::siz
 
 std::shared_ptr<AttentionScaling> make_scaling(const std::string& name, ScalingContext context) {
   const ScalingEntry& entry = Registry<ScalingEntry>::instance().at(name);
-  if (!entry.build) throw Error("scaling '" + name + "' has no build function");
   context.settings = resolve_settings(entry.settings, context.settings.json());
   auto scaling = entry.build(context);
   if (!scaling) throw Error("scaling '" + name + "': its build function returned nothing");
