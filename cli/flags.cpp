@@ -515,6 +515,10 @@ void finish_sweep_flags(const CLI::App& app, SweepConfig& config, const SweepFla
   config.d_ks = flags.d_ks;
   // A preset's own axes (SweepConfig::grid) stay unless --grid is given, as its scales, seeds and arms do.
   if (app.count("--grid") > 0) config.grid.clear();
+  // A flag given for one of them replaces it, as --scale replaces the preset's scales: its value holds for every run.
+  config.grid.erase(std::remove_if(config.grid.begin(), config.grid.end(),
+                                   [&](const GridAxis& axis) { return flags.given.contains(axis.key); }),
+                    config.grid.end());
   for (const std::string& text : flags.grid) {
     GridAxis axis = parse_grid_axis(text);
     for (const GridAxis& other : config.grid)

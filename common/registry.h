@@ -8,9 +8,10 @@
 //   int order;                        // place in listings and report order (ties: registration order)
 //   static constexpr const char* kind // what the entries are called in messages, e.g. "scaling"
 // and may provide
-//   static void on_register(Entry& entry, const std::vector<const Entry*>& registered);
+//   static void on_register(Entry& entry, const std::vector<Entry*>& registered);
 // which add() calls before the entry joins the ones `registered` already: it checks the entry (throwing
-// RegistryError, which names the entry, to refuse it) and may complete it (a scaling without a plot style gets one).
+// RegistryError, which names the entry, to refuse it) and may complete it and those registered (a scaling without a
+// plot style gets one, and one whose chosen style a later entry declares gets another).
 // An entry with a `build` function (scalings, attention layers, optimizers, tasks) must have one.
 #pragma once
 
@@ -30,8 +31,8 @@ namespace detail {
 template <class Entry, class = void>
 struct has_on_register : std::false_type {};
 template <class Entry>
-struct has_on_register<Entry, std::void_t<decltype(Entry::on_register(
-                                  std::declval<Entry&>(), std::declval<const std::vector<const Entry*>&>()))>>
+struct has_on_register<Entry, std::void_t<decltype(Entry::on_register(std::declval<Entry&>(),
+                                                                      std::declval<const std::vector<Entry*>&>()))>>
     : std::true_type {};
 template <class Entry, class = void>
 struct has_build : std::false_type {};
@@ -87,7 +88,9 @@ class Registry {
                           this->source(entry.name) + " and by " + source);
     if constexpr (detail::has_on_register<Entry>::value) {
       try {
-        Entry::on_register(entry, entries());
+        std::vector<Entry*> registered;
+        for (const auto& e : entries_) registered.push_back(e.get());
+        Entry::on_register(entry, registered);
       } catch (const RegistryError& e) {
         throw RegistryError(source.empty() ? e.what() : std::string(e.what()) + " (registered by " + source + ")");
       }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <numeric>
 
 namespace xgrad::nn {
@@ -55,7 +56,7 @@ PlotStyle free_style(const std::string& scaling, const std::string& dash,
 
 }  // namespace
 
-void ScalingEntry::on_register(ScalingEntry& entry, const std::vector<const ScalingEntry*>& registered) {
+void ScalingEntry::on_register(ScalingEntry& entry, const std::vector<ScalingEntry*>& registered) {
   const std::vector<std::string>& dashes = scaling_dash_styles();
   if (!entry.dash.empty() && std::find(dashes.begin(), dashes.end(), entry.dash) == dashes.end())
     throw RegistryError("scaling '" + entry.name + "': dash style '" + entry.dash +
@@ -63,12 +64,27 @@ void ScalingEntry::on_register(ScalingEntry& entry, const std::vector<const Scal
   if (!entry.colour.empty() && !is_hex_colour(entry.colour))
     throw RegistryError("scaling '" + entry.name + "': colour '" + entry.colour +
                         "' is not #RRGGBB (six hexadecimal digits)");
+  std::vector<const ScalingEntry*> others(registered.begin(), registered.end());
   if (entry.colour.empty()) {
-    const PlotStyle style = free_style(entry.name, entry.dash, registered);
+    entry.dash_chosen = entry.dash.empty();
+    const PlotStyle style = free_style(entry.name, entry.dash, others);
     entry.colour = style.colour;
     entry.dash = style.dash;
+    entry.colour_chosen = true;
   }
   if (entry.dash.empty()) entry.dash = "solid";
+  if (entry.colour_chosen) return;
+  // A declared style wins over one chosen for an entry registered before it, whichever file linked first.
+  others.push_back(&entry);
+  for (ScalingEntry* e : registered)
+    if (e->colour_chosen && same_colour(e->colour, entry.colour) && e->dash == entry.dash) {
+      std::vector<const ScalingEntry*> rest;
+      std::copy_if(others.begin(), others.end(), std::back_inserter(rest),
+                   [&](const ScalingEntry* o) { return o != e; });
+      const PlotStyle style = free_style(e->name, e->dash_chosen ? "" : e->dash, rest);
+      e->colour = style.colour;
+      e->dash = style.dash;
+    }
 }
 
 void AttentionScaling::init_weights(const Tensor&, const Tensor&) {}

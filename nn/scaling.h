@@ -143,15 +143,19 @@ struct ScalingEntry {
   /// Plot colour, "#RRGGBB"; empty: registering gives the entry a colour (and, without a dash, a dash) that no
   /// entry registered before it draws, the first free one of a fixed palette apart from the built-ins' colours.
   std::string colour;
-  std::string dash;           ///< plot line style: one of scaling_dash_styles(); empty: "solid" beside a colour
+  std::string dash;  ///< plot line style: one of scaling_dash_styles(); empty: "solid" beside a colour
+  /// Set when registering chose the colour (and the dash): an entry registered later that declares this very style
+  /// keeps it, and this one gets the next free one, so which of the two links first does not matter.
+  bool colour_chosen = false, dash_chosen = false;
   bool is_reference = false;  ///< the unscaled baseline the report compares the other scalings with
   /// Learned scalars to log: names of parameters the scaling registers ("qk_gain"), whose values metrics.csv holds
   /// after every step, one column per element (train/run_files.h, metrics_columns::scalar).
   std::vector<std::string> scalars;
 
   /// Called by Registry::add: throws RegistryError naming the entry for a dash that is not one of
-  /// scaling_dash_styles() (listing them) or a colour that is not #RRGGBB, and completes a style left empty.
-  static void on_register(ScalingEntry& entry, const std::vector<const ScalingEntry*>& registered);
+  /// scaling_dash_styles() (listing them) or a colour that is not #RRGGBB, completes a style left empty, and gives a
+  /// registered entry whose chosen style `entry` declares another one.
+  static void on_register(ScalingEntry& entry, const std::vector<ScalingEntry*>& registered);
 };
 
 /// How compare draws a scaling's lines: colour "#RRGGBB" and one of scaling_dash_styles() (both empty: chosen when

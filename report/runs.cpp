@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/escape.h"
+#include "common/whole_number.h"
 #include "train/json_file.h"
 #include "train/metrics_log.h"
 #include "train/run_directory.h"
@@ -150,6 +151,21 @@ void read_series(const fs::path& path, RunRecord& run) {
   }
 }
 
+// Throws for a value of config.json that this build's declaration of its setting refuses (an edited "on_nan":
+// "bogus"), as a resume or run-one of the run would: grouped and judged by such a value, the run would stand for a
+// setting nobody trained. Of a component (scale, optimizer, task) only the type is checked: another build's entries
+// are names this one may not know.
+void check_declared_values(const nlohmann::json& config, const fs::path& file) {
+  for (const auto& [key, value] : config.items()) {
+    if (train::find_component(key) && !value.is_string())
+      throw std::runtime_error(file.string() + ": '" + key + "' must be a name, got " + value.dump());
+    const Setting* declared = train::find_setting(key);
+    if (!declared || train::find_component(key) || train::is_record_key(key)) continue;
+    const std::string error = check_setting_value(*declared, whole_setting_value(*declared, value));
+    if (!error.empty()) throw std::runtime_error(file.string() + ": '" + key + "' " + error);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs, const std::string& command) {
@@ -186,6 +202,7 @@ RunRecord load_run(const std::string& dir) {
   if (!run.config.is_object()) throw std::runtime_error((path / kConfigFile).string() + " is not a JSON object");
   // Through the same definitions the trainer writes with: a run of an older release is read in today's form.
   run.config = train::canonical_config_json(run.config, (path / kConfigFile).string());
+  check_declared_values(run.config, path / kConfigFile);
   const auto steps = run.config.find("steps");
   if (steps != run.config.end() && steps->is_number_unsigned()) run.steps_planned = steps->get<std::size_t>();
 

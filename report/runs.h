@@ -55,8 +55,9 @@ std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs, c
 
 /// Reads config.json, metrics.csv and (if present) summary.json of `dir`. A metrics.csv whose last line lacks
 /// its newline or has too few cells was cut mid-row: that row is dropped and the run marked incomplete.
-/// Throws std::runtime_error naming the file when config.json is not valid JSON or metrics.csv has no header or
-/// no loss column.
+/// Throws std::runtime_error naming the file when config.json is not valid JSON or holds a value its setting's
+/// declaration refuses (naming the key; a component's name is only checked to be a string: another build's
+/// entries), or metrics.csv has no header or no loss column.
 RunRecord load_run(const std::string& dir);
 
 }  // namespace xgrad::report

@@ -2193,3 +2193,30 @@ TEST_CASE("markdown_name: a name is one line of inert markdown text, valid UTF-8
   }
   CHECK(markdown_text("caf\xC3\xA9 \xFF").find("\\xFF") != std::string::npos);  // invalid UTF-8 shown, not passed
 }
+
+TEST_CASE("a run whose config.json holds a value its setting refuses is skipped naming the key, not grouped by it") {
+  const TempDir root("compare_refused_value");
+  FakeRun r;
+  r.loss = {2.0, 1.0};
+  r.on_nan = "skip";
+  write_run(root / "run", r);
+  CHECK(load_run((root / "run").string()).config.at("on_nan") == "skip");
+  r.on_nan = "bogus";  // an edited file: no build trains such a run, so no arm stands for it
+  write_run(root / "edited", r);
+  CHECK_THROWS_WITH_AS(load_run((root / "edited").string()), doctest::Contains("'on_nan'"), std::runtime_error);
+  r.on_nan = "";
+  r.extra_config = {{"d_k", 16.5}};
+  write_run(root / "fraction", r);
+  CHECK_THROWS_WITH_AS(load_run((root / "fraction").string()), doctest::Contains("'d_k'"), std::runtime_error);
+  r.extra_config = {{"parametrization", 5}};
+  write_run(root / "number", r);
+  CHECK_THROWS_WITH_AS(load_run((root / "number").string()), doctest::Contains("'parametrization'"),
+                       std::runtime_error);
+  // A scaling this build does not know is another build's entry, read as a name; a number is no name.
+  r.extra_config = {{"scale", "another_builds_scaling"}};
+  write_run(root / "other_build", r);
+  CHECK(load_run((root / "other_build").string()).config.at("scale") == "another_builds_scaling");
+  r.extra_config = {{"scale", 5}};
+  write_run(root / "numeric_scale", r);
+  CHECK_THROWS_WITH_AS(load_run((root / "numeric_scale").string()), doctest::Contains("'scale'"), std::runtime_error);
+}

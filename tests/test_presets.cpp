@@ -89,6 +89,17 @@ TEST_CASE("flags given with --preset override its grid; sweep.json records the p
   }
 }
 
+TEST_CASE("a flag given for one of a preset's own axes replaces that axis: --d-model with --preset width") {
+  TempDir tmp("presets_axis_flag");
+  const auto ok =
+      xgrad::testing::run_preset("width", tmp / "sweep", "--seeds 0 --steps 2 --d-k 32 --d-model 32 --arms adamw@0.01");
+  INFO(ok.output);
+  REQUIRE(ok.exit_code == 0);
+  // The width grid's d_model axis (16, 64 quick) would leave no point where d_model = d_k = 32: the flag holds.
+  REQUIRE(ok.sweep.at("runs").size() == 3);  // SP sqrt_dk, SP none and muP (dk) at d_model = d_k = 32
+  for (const auto& r : ok.sweep.at("runs")) CHECK(r.at("config").at("d_model") == 32);
+}
+
 TEST_CASE("a preset's sections and figures reach report.md with the numbers its function computed") {
   TempDir tmp("presets_api");
   const fs::path dir = tmp / "sweep";

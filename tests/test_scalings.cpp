@@ -193,6 +193,31 @@ TEST_CASE("scalings that declare no style get a colour and dash no other registe
   CHECK(own.at("test_colour_only").dash == "solid");
 }
 
+TEST_CASE("a declared style that an entry registered earlier was given moves that entry: link order makes no clash") {
+  Registry<ScalingEntry> auto_first, declared_first;
+  auto_first.add(unit_scaling("test_auto", {}));
+  const PlotStyle given{auto_first.at("test_auto").colour, auto_first.at("test_auto").dash};
+  auto_first.add(unit_scaling("test_declared", given));
+  declared_first.add(unit_scaling("test_declared", given));
+  declared_first.add(unit_scaling("test_auto", {}));
+  for (const Registry<ScalingEntry>* registry : {&auto_first, &declared_first}) {
+    const ScalingEntry &declared = registry->at("test_declared"), &chosen = registry->at("test_auto");
+    CHECK(declared.colour == given.colour);
+    CHECK(declared.dash == given.dash);
+    CHECK_FALSE((chosen.colour == given.colour && chosen.dash == given.dash));
+  }
+  // Either order ends in the same styles.
+  CHECK(auto_first.at("test_auto").colour == declared_first.at("test_auto").colour);
+  CHECK(auto_first.at("test_auto").dash == declared_first.at("test_auto").dash);
+  // A dash the moved entry declared is kept; only its colour is chosen again.
+  Registry<ScalingEntry> dashed;
+  dashed.add(unit_scaling("test_dotted", {"", "dotted"}));
+  const std::string first_colour = dashed.at("test_dotted").colour;
+  dashed.add(unit_scaling("test_takes_it", {first_colour, "dotted"}));
+  CHECK(dashed.at("test_dotted").dash == "dotted");
+  CHECK(dashed.at("test_dotted").colour != first_colour);
+}
+
 TEST_CASE("every scaling: float64 gradcheck of the attention through its hooks, parameters included") {
   for (const std::string& name : registered_scalings())
     for (bool causal : {true, false}) {

@@ -625,6 +625,25 @@ TEST_CASE("sweep status: a run whose config.json contradicts sweep.json is not c
   CHECK(contains(rerun.out, "'lr'"));
 }
 
+TEST_CASE("sweep status: a point whose sweep.json settings are refused is conflicting, as run-one refuses it") {
+  const TempDir root("manifest_bad_point_settings");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "10", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
+  REQUIRE(run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, merged_output()).exit_code == 0);
+  // Point 0 trained; then its entry in sweep.json was edited to an on_nan no build accepts.
+  nlohmann::json manifest = nlohmann::json::parse(read_text(out / "sweep.json"));
+  manifest["runs"][0]["config"]["on_nan"] = "bogus";
+  std::ofstream(out / "sweep.json", std::ios::trunc) << manifest.dump(2);
+
+  const std::string line = status_line(out, 0);
+  CHECK(line.rfind("conflicting", 0) == 0);
+  CHECK(contains(line, "'on_nan'"));
+  const ProcessResult rerun = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, merged_output());
+  INFO(rerun.out);
+  CHECK(rerun.exit_code == 2);
+  CHECK(contains(rerun.out, "'on_nan'"));
+}
+
 TEST_CASE("sweep status: a run whose config.json lost keys is compared at their defaults, not taken as complete") {
   const TempDir root("manifest_lost_keys");
   const fs::path out = fs::absolute(root / "sweep");

@@ -201,17 +201,30 @@ std::string first_conflicting_setting(const nlohmann::json& stored, const TrainC
 
 namespace {
 
-// The setting in which the run of `point` contradicts sweep.json, "" when none does or either cannot be read (the
-// run or the manifest is then reported as such elsewhere).
+// How the run of `point` contradicts sweep.json, as a clause: a setting that differs, or settings that run-one would
+// refuse on either side (an edited sweep.json or config.json); "" when nothing does or a file cannot be read at all
+// (the run or the manifest is then reported as such elsewhere).
 std::string point_conflict(const ManifestPoint& point) {
   if (!point.config.is_object()) return "";
-  const fs::path path = fs::path(point.dir) / kConfigFile;
+  TrainConfig want;
   try {
-    const TrainConfig want = TrainConfig::from_json(point.config, "sweep.json " + point.name);
+    want = TrainConfig::from_json(point.config, "sweep.json " + point.name);
+  } catch (const std::exception& e) {
+    return std::string("its settings in sweep.json are refused: ") + e.what();
+  }
+  const fs::path path = fs::path(point.dir) / kConfigFile;
+  nlohmann::json stored;
+  try {
     std::ifstream in(path);
-    return first_conflicting_setting(canonical_config_json(parse_json(in, path.string()), path.string()), want);
+    stored = parse_json(in, path.string());
   } catch (const std::exception&) {
     return "";
+  }
+  try {
+    const std::string setting = first_conflicting_setting(canonical_config_json(stored, path.string()), want);
+    return setting.empty() ? "" : "its config.json differs from sweep.json in " + setting;
+  } catch (const std::exception& e) {
+    return std::string("its config.json is refused: ") + e.what();
   }
 }
 

@@ -61,7 +61,7 @@ inline constexpr EnumName<PointStatus> kPointStatusNames[] = {
 struct PointState {
   PointStatus status = PointStatus::pending;
   std::string holder;     // running: the pid its lock file names (a pid on another host under Slurm)
-  std::string conflict;   // conflicting: the setting that differs (first_conflicting_setting)
+  std::string conflict;   // conflicting: how, as a clause (a setting that differs, or settings run-one refuses)
   long step = -1;         // diverged: the step; interrupted: the checkpoint's step; running: rows in metrics.csv
   double final_loss = 0;  // complete: mean loss of the last steps, as summary.json has it
 };
@@ -83,8 +83,8 @@ std::string first_conflicting_setting(const nlohmann::json& stored, const TrainC
 /// The state of manifest point `point`: point_state of its run directory, except that a point without a run
 /// directory whose sweep.json entry records it started (any status but "pending") is "missing": its directory was
 /// deleted, and the next sweep or run-one trains it again; and a point whose run (complete, diverged, interrupted or
-/// failed) has a config.json that contradicts the point's settings in sweep.json (first_conflicting_setting) is
-/// "conflicting", whatever else its directory holds.
+/// failed) has a config.json that contradicts the point's settings in sweep.json (first_conflicting_setting), or
+/// settings on either side that run-one refuses, is "conflicting", whatever else its directory holds.
 PointState point_state(const ManifestPoint& point);
 
 /// How far a sweep directory is: its points by state (point_state) and the leftover partial writes of their runs.

@@ -8,8 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "common/enum_names.h"
 #include "common/file_name.h"
 #include "common/registry.h"
+#include "nn/model_config.h"
 #include "report/preset_report.h"
 #include "report/tables.h"
 
@@ -18,10 +20,11 @@ namespace {
 
 constexpr std::size_t kBaseWidth = 64;  // the grid's --base-width (cli/presets/width.cpp)
 
-// A run's variant, as the report names it.
+// A run's variant, as the report names it. load_run refused a config.json whose parametrization or scale is not a
+// name, so both are strings here.
 std::string variant_of(const nlohmann::json& config) {
   const std::string p = config.value("parametrization", "sp"), s = config.value("scale", "");
-  return p == "mup" ? "muP (1/d_k)" : "SP " + s;
+  return p == enum_name(nn::kParametrizationNames, nn::Parametrization::mup) ? "muP (1/d_k)" : "SP " + s;
 }
 const std::vector<std::string> kVariants{"SP sqrt_dk", "SP none", "muP (1/d_k)"};
 std::string variant_scale(const std::string& v) {
