@@ -153,7 +153,8 @@ std::string default_experiment_dir() {
 // name leaves the default preset's grid in place; the --preset check then refuses it naming the presets.
 struct PresetChoice {
   std::string name = kDefaultPreset;
-  bool quick = false;
+  bool quick = false;       // --quick as parsed
+  bool grid_quick = false;  // what the grid was made with: --quick alone, read before parsing
   const Preset* entry = nullptr;
 };
 PresetChoice find_preset(int argc, char** argv) {
@@ -163,7 +164,7 @@ PresetChoice find_preset(int argc, char** argv) {
       const std::string arg = argv[i];
       if (arg == "--preset" && i + 1 < argc) choice.name = argv[i + 1];
       if (arg.rfind("--preset=", 0) == 0) choice.name = arg.substr(9);
-      if (arg == "--quick") choice.quick = true;
+      if (arg == "--quick") choice.quick = choice.grid_quick = true;
     }
   choice.entry = Registry<Preset>::instance().find(choice.name);
   if (!choice.entry) choice.entry = &Registry<Preset>::instance().at(kDefaultPreset);
@@ -173,9 +174,10 @@ PresetChoice find_preset(int argc, char** argv) {
 // `message` (a ConfigError's, "--eval-n-pairs 32: ...") with a note when its flag is one the user did not give whose
 // value the preset set: the user never typed it, so the message must say where it came from.
 std::string with_preset_origin(const std::string& message, const PresetChoice& preset, const SweepConfig& grid,
-                               const GivenSettings& given) {
+                               const GivenSettings& given, const CLI::App& app) {
   if (message.rfind("--", 0) != 0) return message;
   const std::string flag = message.substr(0, message.find_first_of(" :=,"));
+  if (const CLI::Option* option = app.get_option_no_throw(flag); option && option->count() > 0) return message;
   std::string key = flag.substr(2);
   std::replace(key.begin(), key.end(), '-', '_');
   if (!train::find_setting(key) || given.contains(key)) return message;
@@ -193,7 +195,9 @@ void add_preset_flags(CLI::App& app, PresetChoice& choice) {
       ->capture_default_str()
       ->check(CLI::Validator(
           [&presets](std::string& name) -> std::string {
-            return presets.find(name) ? "" : "'" + name + "' is not a preset (allowed: " + presets.joined_names() + ")";
+            return presets.find(name)
+                       ? ""
+                       : "'" + shortened_name(name) + "' is not a preset (allowed: " + presets.joined_names() + ")";
           },
           "PRESET"));
   app.add_flag("--quick", choice.quick, "the preset's small grid (what CI runs; a minute or two on 2 cores)");
@@ -215,10 +219,12 @@ void add_preset_flags(CLI::App& app, PresetChoice& choice) {
 int sweep_directory_command(int argc, char** argv) {
   const std::string command = argv[2];
   CLI::App app{command == "run-one"
-                   ? "train one grid point of a sweep directory's manifest (sweep.json): resumes it from its "
-                     "checkpoint, does nothing if it is complete; what a Slurm array task or GNU parallel runs"
-                   : "the state of every grid point of a sweep directory: complete, diverged, running, interrupted, "
-                     "failed or pending, read from the run directories",
+                   ? std::string("train one grid point of a sweep directory's manifest (sweep.json): resumes it from "
+                                 "its checkpoint, does nothing if it is complete; what a Slurm array task or GNU "
+                                 "parallel runs")
+                   : fmt::format("the state of every grid point of a sweep directory, read from the run directories: "
+                                 "one of {}",
+                                 fmt::join(enum_names(train::kPointStatusNames), ", ")),
                "xgrad sweep " + command};
   std::string dir;
   long index = -1;
@@ -325,7 +331,7 @@ void add_train_command(Commands& c, int argc, char** argv) {
 bool make_preset_grid(Commands& c, int argc, char** argv) {
   c.preset = find_preset(argc, argv);
   try {
-    c.exp_cfg = c.preset.entry->grid(c.preset.quick);
+    c.exp_cfg = c.preset.entry->grid(c.preset.grid_quick);
   } catch (const std::exception& e) {
     std::cerr << "xgrad: --preset " << c.preset.name << ": its grid could not be made: " << e.what() << "\n";
     return false;
@@ -698,6 +704,8 @@ int sweep_command(Commands& c) {
   finish_sweep_flags(cmd, cfg, experiment ? c.exp_flags : c.sweep_flags);
   if (!cmd.count("--out")) cfg.out = default_experiment_dir();  // an --out given empty is refused as such
   if (experiment) {
+    if (c.preset.quick != c.preset.grid_quick)  // --quick=true: the grid was made before CLI11 read the value
+      throw ConfigError("--quick takes no value: give --quick alone for the small grid, or leave it out");
     cfg.preset = c.preset.name;
     cfg.preset_quick = c.preset.quick;
   }
@@ -728,7 +736,7 @@ int run_command(Commands& c) {
     if (*c.sweep_cmd || *c.exp_cmd) return sweep_command(c);
   } catch (const ConfigError& e) {
     if (c.exp_cmd->parsed())
-      return fail(2, "xgrad: " + with_preset_origin(e.what(), c.preset, c.exp_cfg, c.exp_flags.given));
+      return fail(2, "xgrad: " + with_preset_origin(e.what(), c.preset, c.exp_cfg, c.exp_flags.given, *c.exp_cmd));
     return fail(2, std::string("xgrad: ") + e.what());
   } catch (const std::invalid_argument& e) {
     return fail(2, std::string("xgrad: ") + e.what());
@@ -757,6 +765,7 @@ int main(int argc, char** argv) {
   if (const int code = prepare_process(argc, argv); code >= 0) return code;
   Commands c;
   c.app.require_subcommand(1);
+  c.app.footer("xgrad --version: the version, the commit and the libraries this build uses");
   if (argc == 2 && std::string(argv[1]) == "--version") {
     print_version(std::cout);
     return 0;

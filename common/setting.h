@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/escape.h"
+
 namespace xgrad {
 
 /// Thrown for a setting value outside its declaration; the message names the flag and the allowed values.
@@ -194,7 +196,7 @@ inline std::string check_setting_value(const Setting& s, const nlohmann::json& v
         if (c == value.get<std::string>()) return "";
         allowed += (allowed.empty() ? "" : ",") + c;
       }
-      return value.get<std::string>() + " not in {" + allowed + "}";
+      return shortened_name(value.get<std::string>()) + " not in {" + allowed + "}";
     }
   }
   return "";

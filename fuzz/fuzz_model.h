@@ -10,8 +10,8 @@ inline train::TrainConfig tiny_run() {
   c.settings.set("n_keys", 2);
   c.settings.set("n_values", 2);
   c.settings.set("n_pairs", 2);
-  c.d_model = 4;
-  c.d_ff = 8;
+  c.model.d_model = 4;
+  c.model.d_ff = 8;
   c.out = "fuzz";
   return c;
 }

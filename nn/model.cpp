@@ -19,7 +19,7 @@ class ReadoutBias : public Module {
 
 TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_generator)
     : residual(c.residual) {
-  if (c.layer_norm) ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.d_model, 1e-5, c.bias));
+  if (c.layer_norm) ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, c.bias));
   AttentionLayerContext context;
   context.d_model = c.d_model;
   context.n_heads = c.n_heads;
@@ -34,7 +34,7 @@ TransformerBlock::TransformerBlock(const ModelConfig& c, Generator& gen, std::sh
   attn->attn_dropout->generator = dropout_generator;
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(c.dropout, dropout_generator));
   if (c.mlp) {
-    if (c.layer_norm) ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.d_model, 1e-5, c.bias));
+    if (c.layer_norm) ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, c.bias));
     mlp = register_module("mlp", std::make_shared<MLP>(c.d_model, c.d_ff ? c.d_ff : 4 * c.d_model, gen, c.bias));
   }
 }
@@ -80,7 +80,7 @@ AttentionModel::AttentionModel(const ModelConfig& c, std::uint64_t seed) : confi
   blocks_ = register_module("blocks", std::make_shared<ModuleList<TransformerBlock>>());
   for (std::size_t i = 0; i < c.n_layers; ++i)
     blocks_->push_back(std::make_shared<TransformerBlock>(c, gen, dropout_generator_));
-  if (c.layer_norm) ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.d_model, 1e-5, c.bias));
+  if (c.layer_norm) ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, c.bias));
   if (!c.tie_word_embeddings)
     head_ = register_module("head", std::make_shared<Linear>(c.d_model, c.vocab_size, c.bias, gen));
   else if (c.bias)

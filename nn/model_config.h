@@ -41,6 +41,7 @@ struct ModelConfig {
   double dropout = 0.0;              // in [0, 1): the probability of every dropout site while training (0 = none)
   bool tie_word_embeddings = false;  // the readout uses tok_emb.weight (no head.weight); not with mup
   bool bias = true;                  // false: no bias in the MLP's Linears, the readout and the LayerNorms
+  double layer_norm_eps = 1e-5;      // added to the variance in every LayerNorm (torch.nn.LayerNorm's eps)
 };
 
 }  // namespace xgrad::nn

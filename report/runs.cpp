@@ -12,7 +12,9 @@
 #include <spdlog/spdlog.h>
 
 #include "common/escape.h"
+#include "common/registry.h"
 #include "common/whole_number.h"
+#include "train/config.h"
 #include "train/json_file.h"
 #include "train/metrics_log.h"
 #include "train/run_directory.h"
@@ -153,16 +155,33 @@ void read_series(const fs::path& path, RunRecord& run) {
 
 // Throws for a value of config.json that this build's declaration of its setting refuses (an edited "on_nan":
 // "bogus"), as a resume or run-one of the run would: grouped and judged by such a value, the run would stand for a
-// setting nobody trained. Of a component (scale, optimizer, task) only the type is checked: another build's entries
-// are names this one may not know.
+// setting nobody trained. Of a component (scale, optimizer, task) only the form of the name is checked: another
+// build's entries are names this one may not know, but no build registers one outside is_entry_name.
 void check_declared_values(const nlohmann::json& config, const fs::path& file) {
   for (const auto& [key, value] : config.items()) {
-    if (train::find_component(key) && !value.is_string())
-      throw std::runtime_error(file.string() + ": '" + key + "' must be a name, got " + value.dump());
+    if (train::find_component(key) && !(value.is_string() && is_entry_name(value.get<std::string>())))
+      throw std::runtime_error(file.string() + ": '" + key +
+                               "' must be an entry name (a-z, 0-9 and '_', starting with a letter), got " +
+                               shortened_name(value.dump()));
     const Setting* declared = train::find_setting(key);
     if (!declared || train::find_component(key) || train::is_record_key(key)) continue;
     const std::string error = check_setting_value(*declared, whole_setting_value(*declared, value));
     if (!error.empty()) throw std::runtime_error(file.string() + ": '" + key + "' " + error);
+  }
+}
+
+// A core setting `config` lacks (one added in a later release) at its declared default, which is what a run from
+// before it trained with, so that runs of two releases differing in no setting form one arm. Not the settings whose
+// written value follows from others (d_k, d_ff), which every release writes, nor a component's own settings.
+void fill_missing_settings(nlohmann::json& config) {
+  static const nlohmann::json written = train::TrainConfig().to_json();  // as config.json holds the defaults
+  for (const train::CoreSetting& core : train::core_settings()) {
+    const Setting& s = core.setting;
+    const auto at_default = written.find(s.key);
+    if (config.contains(s.key) || at_default == written.end() || *at_default != s.default_value ||
+        train::is_record_key(s.key) || train::find_component(s.key))
+      continue;
+    config[s.key] = s.default_value;
   }
 }
 
@@ -203,6 +222,7 @@ RunRecord load_run(const std::string& dir) {
   // Through the same definitions the trainer writes with: a run of an older release is read in today's form.
   run.config = train::canonical_config_json(run.config, (path / kConfigFile).string());
   check_declared_values(run.config, path / kConfigFile);
+  fill_missing_settings(run.config);
   const auto steps = run.config.find("steps");
   if (steps != run.config.end() && steps->is_number_unsigned()) run.steps_planned = steps->get<std::size_t>();
 

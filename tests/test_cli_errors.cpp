@@ -654,6 +654,19 @@ TEST_CASE("xgrad: an error naming a path with terminal escapes shows them escape
   }
 }
 
+TEST_CASE("xgrad: a refused flag value with a newline is shown escaped on one line, so it cannot forge a line") {
+  const std::string forged = "a\nxgrad: ok";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"train", "--on-nan", forged}, std::vector<std::string>{"train", "--scale", forged},
+        std::vector<std::string>{"experiment", "--preset", forged}}) {
+    const ProcessResult r = run_xgrad(args);
+    INFO(args[1], " -> ", r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("\nxgrad: ok") == std::string::npos);
+    CHECK(r.err.find("a\\nxgrad: ok") != std::string::npos);
+  }
+}
+
 TEST_CASE("xgrad: log lines of a run whose name holds terminal escapes show them escaped (terminal and train.log)") {
   const TempDir dir("cli_log_escapes");
   const std::string name = (dir.path() / "run\x1b]0;title\a\x1b[2J").string();

@@ -326,3 +326,34 @@ TEST_CASE("the memory estimate counts a tied vocabulary table once") {
   CHECK(untied.estimate_memory(1000, 32, 0, 1).bytes() - tied.estimate_memory(1000, 32, 0, 1).bytes() ==
         doctest::Approx(per_parameter * V * d));
 }
+
+TEST_CASE("layer_norm_eps reaches every LayerNorm; torch.nn.LayerNorm's 1e-5 is the default; unread without them") {
+  nn::ModelConfig c = tiny_config(false, true);
+  CHECK(c.layer_norm_eps == 1e-5);
+  c.layer_norm_eps = 1e-3;
+  c.d_k = 8;  // as AttentionModel resolves it before building its blocks
+  Generator gen(0);
+  const nn::TransformerBlock block(c, gen);
+  REQUIRE(block.ln_1);
+  REQUIRE(block.ln_2);
+  CHECK(block.ln_1->eps == 1e-3);
+  CHECK(block.ln_2->eps == 1e-3);
+  // A whole model: 1e-5 given is the default bit for bit; an eps far above the activations' variance shrinks every
+  // LayerNorm's output, so the logits of the same weights move.
+  nn::AttentionModel at_default(tiny_config(false, true), 1);
+  c.layer_norm_eps = 1e-5;
+  nn::AttentionModel explicit_default(c, 1);
+  CHECK(xt::equal(at_default.forward(kTokens).value(), explicit_default.forward(kTokens).value())());
+  c.layer_norm_eps = 1.0;
+  nn::AttentionModel large(c, 1);
+  CHECK_FALSE(xt::allclose(at_default.forward(kTokens).value(), large.forward(kTokens).value()));
+
+  train::TrainConfig t;
+  set_setting(t, "layer_norm_eps", 1e-3);
+  CHECK(t.model.layer_norm_eps == 1e-3);
+  CHECK(t.to_json().at("layer_norm_eps") == 1e-3);
+  CHECK(train::unread_setting_error(t, "layer_norm_eps").empty());
+  t.model.layer_norm = false;
+  CHECK(train::unread_setting_error(t, "layer_norm_eps").find("--layer-norm") != std::string::npos);
+  CHECK_THROWS_AS(set_setting(t, "layer_norm_eps", 0.0), ConfigError);  // eps 0 divides by a zero variance
+}

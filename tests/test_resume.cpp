@@ -336,6 +336,10 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
   r = c;
   r.seed = 5;
   CHECK(resume_error(r).find("--seed:") != std::string::npos);
+  // Named as a setting the run keeps, not with advice for a new run ("give --scale dk") that would only lead here.
+  r = c;
+  r.model.parametrization = nn::Parametrization::mup;
+  CHECK(resume_error(r).find("--parametrization: the run in") != std::string::npos);
   r = c;
   r.steps = 5;
   CHECK(resume_error(r).find("may raise --steps but not lower it") != std::string::npos);

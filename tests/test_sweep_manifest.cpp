@@ -625,7 +625,7 @@ TEST_CASE("sweep status: a run whose config.json contradicts sweep.json is not c
   CHECK(contains(rerun.out, "'lr'"));
 }
 
-TEST_CASE("sweep status: a point whose sweep.json settings are refused is conflicting, as run-one refuses it") {
+TEST_CASE("sweep status: a point whose sweep.json settings run-one refuses is conflicting, run or pending") {
   const TempDir root("manifest_bad_point_settings");
   const fs::path out = fs::absolute(root / "sweep");
   REQUIRE(run_xgrad(sweep_args(out, "10", {"--launcher", "slurm"}), merged_output()).exit_code == 0);
@@ -633,15 +633,19 @@ TEST_CASE("sweep status: a point whose sweep.json settings are refused is confli
   // Point 0 trained; then its entry in sweep.json was edited to an on_nan no build accepts.
   nlohmann::json manifest = nlohmann::json::parse(read_text(out / "sweep.json"));
   manifest["runs"][0]["config"]["on_nan"] = "bogus";
+  manifest["runs"][1].erase("config");  // a point not yet run, its settings gone
   std::ofstream(out / "sweep.json", std::ios::trunc) << manifest.dump(2);
 
   const std::string line = status_line(out, 0);
   CHECK(line.rfind("conflicting", 0) == 0);
   CHECK(contains(line, "'on_nan'"));
-  const ProcessResult rerun = run_xgrad({"sweep", "run-one", out.string(), "--index", "0"}, merged_output());
-  INFO(rerun.out);
-  CHECK(rerun.exit_code == 2);
-  CHECK(contains(rerun.out, "'on_nan'"));
+  CHECK(status_line(out, 1).rfind("conflicting", 0) == 0);
+  for (const std::string index : {"0", "1"}) {
+    const ProcessResult rerun = run_xgrad({"sweep", "run-one", out.string(), "--index", index}, merged_output());
+    INFO(rerun.out);
+    CHECK(rerun.exit_code == 2);
+    if (index == "0") CHECK(contains(rerun.out, "'on_nan'"));
+  }
 }
 
 TEST_CASE("sweep status: a run whose config.json lost keys is compared at their defaults, not taken as complete") {
@@ -710,4 +714,18 @@ TEST_CASE("sweep status: names and the preset from sweep.json stay on their line
   // No suggested command holds the preset's name unquoted.
   CHECK(r.out.find("--preset lr $(") == std::string::npos);
   CHECK_FALSE(fs::exists(root / "PWNED"));
+}
+
+TEST_CASE("a sweep.json that lists no runs is refused by sweep status and run-one, not shown as a sweep of 0 points") {
+  const TempDir root("manifest_no_runs");
+  fs::create_directories(root / "sweep");
+  std::ofstream(root / "sweep" / "sweep.json") << R"({"base": {}, "grid": {}, "runs": []})";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"sweep", "status", (root / "sweep").string()},
+        std::vector<std::string>{"sweep", "run-one", (root / "sweep").string(), "--index", "0"}}) {
+    const ProcessResult r = run_xgrad(args, merged_output());
+    INFO(r.out);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.out, "lists no runs"));
+  }
 }

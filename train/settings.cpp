@@ -8,6 +8,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "common/escape.h"
 #include "common/whole_number.h"
 #include "data/registry.h"
 #include "nn/attention_layer.h"
@@ -108,6 +109,14 @@ void add_model_settings(std::vector<CoreSetting>& t) {
   t.push_back(bind(&nn::ModelConfig::layer_norm,
                    boolean_setting("layer_norm", defaults.layer_norm,
                                    "LayerNorm before each sublayer and the readout (true/false)")));
+  CoreSetting layer_norm_eps =
+      bind(&nn::ModelConfig::layer_norm_eps,
+           number_setting("layer_norm_eps", defaults.layer_norm_eps, 0, 1, "added to the variance in every LayerNorm")
+               .excluding_min());
+  layer_norm_eps.unread = [](const TrainConfig& c) {
+    return c.model.layer_norm ? "" : std::string("--layer-norm-eps is read only with --layer-norm true");
+  };
+  t.push_back(std::move(layer_norm_eps));
   t.push_back(bind(&nn::ModelConfig::residual,
                    boolean_setting("residual", defaults.residual, "residual connections (true/false)")));
   t.push_back(
@@ -400,7 +409,7 @@ void set_setting(TrainConfig& config, const std::string& key, const nlohmann::js
   if (error.empty())
     if (const Component* component = find_component(key))
       if (!component->settings_of(value.get<std::string>()))
-        error = value.get<std::string>() + " is not a registered " + key + " (allowed: " + [&] {
+        error = shortened_name(value.get<std::string>()) + " is not a registered " + key + " (allowed: " + [&] {
           std::string names;
           for (const auto& n : component->names()) names += (names.empty() ? "" : ", ") + n;
           return names;

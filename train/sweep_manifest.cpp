@@ -42,7 +42,7 @@ std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
   } catch (const nlohmann::json::exception&) {
     throw ConfigError("DIR: " + path.string() + " is not valid JSON; " + kMakeManifest + " to write it again");
   }
-  if (!index.is_object() || !index.contains("runs") || !index.at("runs").is_array())
+  if (!index.is_object() || !index.contains("runs") || !index.at("runs").is_array() || index.at("runs").empty())
     throw ConfigError("DIR: " + path.string() + " lists no runs; " + kMakeManifest);
   std::vector<ManifestPoint> points;
   for (const nlohmann::json& e : index.at("runs")) {
@@ -201,16 +201,17 @@ std::string first_conflicting_setting(const nlohmann::json& stored, const TrainC
 
 namespace {
 
-// How the run of `point` contradicts sweep.json, as a clause: a setting that differs, or settings that run-one would
-// refuse on either side (an edited sweep.json or config.json); "" when nothing does or a file cannot be read at all
-// (the run or the manifest is then reported as such elsewhere).
+// How the point contradicts sweep.json, with what follows, as `sweep status` shows it: settings in sweep.json that
+// run-one refuses (absent, not an object, or refused as an edited file), or a run whose config.json differs from
+// them or is refused; "" when nothing does or the run's config.json cannot be read at all (reported elsewhere).
 std::string point_conflict(const ManifestPoint& point) {
-  if (!point.config.is_object()) return "";
+  const std::string rewrite = "; run-one refuses it, and the sweep command run again rewrites sweep.json";
+  if (!point.config.is_object()) return "its entry in sweep.json records no settings" + rewrite;
   TrainConfig want;
   try {
     want = TrainConfig::from_json(point.config, "sweep.json " + point.name);
   } catch (const std::exception& e) {
-    return std::string("its settings in sweep.json are refused: ") + e.what();
+    return std::string("its settings in sweep.json are refused: ") + e.what() + rewrite;
   }
   const fs::path path = fs::path(point.dir) / kConfigFile;
   nlohmann::json stored;
@@ -220,11 +221,12 @@ std::string point_conflict(const ManifestPoint& point) {
   } catch (const std::exception&) {
     return "";
   }
+  const std::string refused = "; run-one and the sweep refuse it";
   try {
     const std::string setting = first_conflicting_setting(canonical_config_json(stored, path.string()), want);
-    return setting.empty() ? "" : "its config.json differs from sweep.json in " + setting;
+    return setting.empty() ? "" : "its config.json differs from sweep.json in " + setting + refused;
   } catch (const std::exception& e) {
-    return std::string("its config.json is refused: ") + e.what();
+    return std::string("its config.json is refused: ") + e.what() + refused;
   }
 }
 
@@ -237,7 +239,8 @@ PointState point_state(const ManifestPoint& point) {
       !fs::exists(point.dir, ec))
     state.status = PointStatus::missing;
   if (state.status == PointStatus::complete || state.status == PointStatus::diverged ||
-      state.status == PointStatus::interrupted || state.status == PointStatus::failed) {
+      state.status == PointStatus::interrupted || state.status == PointStatus::failed ||
+      state.status == PointStatus::pending) {
     state.conflict = point_conflict(point);
     if (!state.conflict.empty()) state.status = PointStatus::conflicting;
   }

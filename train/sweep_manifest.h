@@ -46,9 +46,9 @@ std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir);
 /// the run's lock) | interrupted (a checkpoint, nobody training: the next run-one or sweep resumes it) | failed (files
 /// of an attempt, but neither a checkpoint nor a summary: it failed or was killed before its first checkpoint; the
 /// next attempt starts it over) | incomplete (a summary.json or checkpoint without a readable config.json: the next
-/// attempt starts it over, as on_disk decides) | conflicting (its config.json contradicts the manifest: the next
-/// run-one or sweep refuses it) | missing (its directory is gone, though the manifest recorded an attempt) | pending
-/// (no run directory).
+/// attempt starts it over, as on_disk decides) | conflicting (its config.json contradicts the manifest, or run-one
+/// refuses the manifest's settings for it) | missing (its directory is gone, though the manifest recorded an attempt) |
+/// pending (no run directory).
 enum class PointStatus { complete, diverged, running, interrupted, failed, incomplete, conflicting, missing, pending };
 /// The names of PointStatus, in the order `sweep status` counts them.
 inline constexpr EnumName<PointStatus> kPointStatusNames[] = {
@@ -61,7 +61,7 @@ inline constexpr EnumName<PointStatus> kPointStatusNames[] = {
 struct PointState {
   PointStatus status = PointStatus::pending;
   std::string holder;     // running: the pid its lock file names (a pid on another host under Slurm)
-  std::string conflict;   // conflicting: how, as a clause (a setting that differs, or settings run-one refuses)
+  std::string conflict;   // conflicting: how, and what run-one and the sweep then do, as `sweep status` shows it
   long step = -1;         // diverged: the step; interrupted: the checkpoint's step; running: rows in metrics.csv
   double final_loss = 0;  // complete: mean loss of the last steps, as summary.json has it
 };
@@ -82,9 +82,9 @@ std::string first_conflicting_setting(const nlohmann::json& stored, const TrainC
 
 /// The state of manifest point `point`: point_state of its run directory, except that a point without a run
 /// directory whose sweep.json entry records it started (any status but "pending") is "missing": its directory was
-/// deleted, and the next sweep or run-one trains it again; and a point whose run (complete, diverged, interrupted or
-/// failed) has a config.json that contradicts the point's settings in sweep.json (first_conflicting_setting), or
-/// settings on either side that run-one refuses, is "conflicting", whatever else its directory holds.
+/// deleted, and the next sweep or run-one trains it again; and a point whose settings in sweep.json run-one refuses,
+/// or whose run (complete, diverged, interrupted or failed) has a config.json that contradicts them
+/// (first_conflicting_setting) or is refused, is "conflicting", whatever else its directory holds.
 PointState point_state(const ManifestPoint& point);
 
 /// How far a sweep directory is: its points by state (point_state) and the leftover partial writes of their runs.

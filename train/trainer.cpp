@@ -547,6 +547,11 @@ RunSummary train(const TrainConfig& requested, const StepHooks& hooks) {
   const bool root = platform::rank() == 0;
   // a file moved away or resized: said so before reading anything
   if (cfg.resume && root) check_inputs_on_disk(cfg);
+  if (cfg.resume && root) {  // what a resumed run may not change comes first: validate()'s advice is for a new run
+    TrainConfig stored;
+    nlohmann::json stored_json;
+    read_stored_config(cfg, stored, stored_json);
+  }
   Run run(cfg, cfg.validate());
   run.hooks = hooks;
   StepMetrics metrics(*run.model, *run.task, cfg);
