@@ -2,8 +2,6 @@
 // give equal weights on every platform.
 #pragma once
 
-#include <cstdint>
-
 #include "autograd/random.h"
 #include "autograd/tensor.h"
 

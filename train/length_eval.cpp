@@ -1,6 +1,5 @@
 #include "train/length_eval.h"
 
-#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>

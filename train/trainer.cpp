@@ -7,7 +7,6 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
