@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "autograd/ops.h"
 #include "data/registry.h"
 #include "nn/attention_stats.h"
 #include "train/settings.h"
