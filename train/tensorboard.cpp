@@ -10,7 +10,6 @@
 #include <cstring>
 #include <optional>
 #include <stdexcept>
-#include <string_view>
 
 #include <fcntl.h>
 #include <unistd.h>
