@@ -15,7 +15,6 @@
 #include "data/registry.h"
 #include "nn/attention_layer.h"
 #include "nn/lr_schedule.h"
-#include "nn/model.h"
 #include "nn/optim.h"
 #include "nn/scaling.h"
 
@@ -70,8 +69,8 @@ Setting enum_setting(std::string key, const EnumName<E> (&table)[N], E default_v
   return text_setting(std::move(key), enum_name(table, default_value), enum_names(table), std::move(help));
 }
 
-// The model settings' defaults: ModelConfig's own, declared once in nn/model.h (a function's static, so that it is
-// built before a table built during another file's static initialisation reads it).
+// The model settings' defaults: ModelConfig's own, declared once in nn/model_config.h (a function's static, so that it
+// is built before a table built during another file's static initialisation reads it).
 const nn::ModelConfig& model_defaults() {
   static const nn::ModelConfig defaults;
   return defaults;
