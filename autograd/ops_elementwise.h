@@ -2,9 +2,6 @@
 // instantiated for float and double.
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include "autograd/tensor.h"
 
 namespace xgrad {

@@ -1,9 +1,6 @@
 // Matrix product (numpy.matmul rules) on BLAS. Implemented in ops_matmul.cpp, instantiated for float and double.
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include "autograd/tensor.h"
 
 namespace xgrad {

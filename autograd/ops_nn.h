@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "autograd/random.h"
 #include "autograd/tensor.h"

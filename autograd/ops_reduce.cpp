@@ -5,9 +5,6 @@
 #include <limits>
 #include <string>
 
-#include <xtensor/xbroadcast.hpp>
-#include <xtensor/xreducer.hpp>
-
 #include "autograd/ops_reduce.h"
 
 namespace xgrad {

@@ -1,7 +1,6 @@
 // Reductions over all elements or a set of axes. Implemented in ops_reduce.cpp, instantiated for float and double.
 #pragma once
 
-#include <cstdint>
 #include <vector>
 
 #include "autograd/tensor.h"

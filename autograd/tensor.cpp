@@ -7,7 +7,6 @@
 
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xbuilder.hpp>
-#include <xtensor/xreducer.hpp>
 
 #include "autograd/kernels/parallel.h"
 

@@ -51,7 +51,6 @@ template <class T>
 class basic_tensor {
  public:
   using value_type = T;
-  using node_type = Node<T>;
 
   /// An undefined tensor (no node); `defined()` is false. Used for optional arguments such as a missing bias.
   basic_tensor() = default;

@@ -33,7 +33,6 @@
 #include "cli/version.h"
 #include "common/escape.h"
 #include "common/registry.h"
-#include "data/registry.h"
 #include "platform/address_space.h"
 #include "platform/distributed.h"
 #include "platform/environment.h"

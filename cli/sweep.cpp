@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 
 #include <fcntl.h>
@@ -24,7 +23,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
 
 #include "nn/optim.h"
 #include "platform/atomic_file.h"
@@ -35,7 +33,6 @@
 #include "train/run_directory.h"
 #include "train/settings.h"
 #include "train/shell_quote.h"
-#include "train/sweep_manifest.h"
 #include "train/trainer.h"
 
 extern char** environ;

@@ -85,47 +85,42 @@ inline std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
   return n;
 }
 
-/// `bytes` with well-formed UTF-8 passed through unchanged and every byte that does not begin a well-formed sequence
-/// written as \xNN (upper-case hex, as escape_control), one byte at a time: a sequence cut short or broken shows each
-/// of its bytes.
-inline std::string escape_invalid_utf8(std::string_view bytes) {
+namespace detail {
+// `bytes` with each byte that begins no well-formed UTF-8 sequence as \xNN and each sequence as `write` gives it.
+template <class Write>
+std::string escape_utf8(std::string_view bytes, Write write) {
   std::string out;
   out.reserve(bytes.size());
   for (std::size_t i = 0; i < bytes.size();) {
     const std::size_t n = utf8_sequence_length(bytes, i);
     if (n == 0) {
-      out += detail::hex_escape("\\x", static_cast<unsigned char>(bytes[i++]), 2);
+      out += hex_escape("\\x", static_cast<unsigned char>(bytes[i++]), 2);
       continue;
     }
-    out.append(bytes.substr(i, n));
+    out += write(bytes.substr(i, n));
     i += n;
   }
   return out;
+}
+}  // namespace detail
+
+/// `bytes` with well-formed UTF-8 passed through unchanged and every byte that does not begin a well-formed sequence
+/// written as \xNN (upper-case hex, as escape_control), one byte at a time: a sequence cut short or broken shows each
+/// of its bytes.
+inline std::string escape_invalid_utf8(std::string_view bytes) {
+  return detail::escape_utf8(bytes, [](std::string_view sequence) { return sequence; });
 }
 
 /// A name (a run directory, a file, a config.json value) as one line of text: each well-formed UTF-8 sequence as
 /// escape_control writes it (so a newline is \n, an ESC \e, a C1 control \u00HH) and each byte that starts none
 /// as \xHH. The result is valid UTF-8 without a control character; a backslash is kept as it is.
-inline std::string escape_name(std::string_view name);
+inline std::string escape_name(std::string_view name) {
+  return detail::escape_utf8(name, [](std::string_view sequence) { return escape_control(sequence); });
+}
 
 /// escape_name of at most the first `max_bytes` of `name`, with "..." when it is longer: a name quoted in a message.
 inline std::string shortened_name(std::string_view name, std::size_t max_bytes = 80) {
   return escape_name(name.substr(0, max_bytes)) + (name.size() > max_bytes ? "..." : "");
-}
-
-inline std::string escape_name(std::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  for (std::size_t i = 0; i < name.size();) {
-    const std::size_t n = utf8_sequence_length(name, i);
-    if (n == 0) {
-      out += detail::hex_escape("\\x", static_cast<unsigned char>(name[i++]), 2);
-      continue;
-    }
-    out += escape_control(name.substr(i, n));
-    i += n;
-  }
-  return out;
 }
 
 /// A stream buffer that passes what is written through escape_control (newlines kept) to `sink`: for output that

@@ -99,56 +99,46 @@ struct Setting {
   }
 };
 
+namespace detail {
+// What every declaration sets; the helpers below add their type's range or choices.
+inline Setting declared(std::string key, Setting::Type type, nlohmann::json default_value, std::string help) {
+  Setting s;
+  s.key = std::move(key);
+  s.type = type;
+  s.default_value = std::move(default_value);
+  s.help = std::move(help);
+  return s;
+}
+}  // namespace detail
+
 /// A setting of the given type; the helpers keep declarations one line each.
 inline Setting whole_setting(std::string key, std::uint64_t default_value, std::uint64_t min, std::uint64_t max,
                              std::string help) {
-  Setting s;
-  s.key = std::move(key);
-  s.type = Setting::Type::whole;
-  s.default_value = default_value;
+  Setting s = detail::declared(std::move(key), Setting::Type::whole, default_value, std::move(help));
   s.min = static_cast<double>(min);
   s.max = static_cast<double>(max);
   s.whole_min = min;
   s.whole_max = max;
-  s.help = std::move(help);
   return s;
 }
 /// A number in [min, max]; excluding_min() / excluding_max() open an end.
 inline Setting number_setting(std::string key, double default_value, double min, double max, std::string help) {
-  Setting s;
-  s.key = std::move(key);
-  s.type = Setting::Type::number;
-  s.default_value = default_value;
+  Setting s = detail::declared(std::move(key), Setting::Type::number, default_value, std::move(help));
   s.min = min;
   s.max = max;
-  s.help = std::move(help);
   return s;
 }
 inline Setting boolean_setting(std::string key, bool default_value, std::string help) {
-  Setting s;
-  s.key = std::move(key);
-  s.type = Setting::Type::boolean;
-  s.default_value = default_value;
-  s.help = std::move(help);
-  return s;
+  return detail::declared(std::move(key), Setting::Type::boolean, default_value, std::move(help));
 }
 inline Setting text_setting(std::string key, std::string default_value, std::vector<std::string> choices,
                             std::string help) {
-  Setting s;
-  s.key = std::move(key);
-  s.type = Setting::Type::text;
-  s.default_value = std::move(default_value);
+  Setting s = detail::declared(std::move(key), Setting::Type::text, std::move(default_value), std::move(help));
   s.choices = std::move(choices);
-  s.help = std::move(help);
   return s;
 }
 inline Setting path_setting(std::string key, std::string help) {
-  Setting s;
-  s.key = std::move(key);
-  s.type = Setting::Type::path;
-  s.default_value = "";
-  s.help = std::move(help);
-  return s;
+  return detail::declared(std::move(key), Setting::Type::path, "", std::move(help));
 }
 
 /// "[1, 4096]", "(0, 1]", "[0, inf)": the allowed range of a whole or number setting.

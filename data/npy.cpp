@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
-#include <utility>
 
 #include <fcntl.h>
 #include <unistd.h>

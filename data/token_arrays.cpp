@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "autograd/random.h"
-#include "data/registry.h"
 #include "data/settings.h"
 
 namespace xgrad::data {

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
-#include <string>
 #include <tuple>
 #include <type_traits>
 

@@ -1,7 +1,6 @@
 #include "nn/attention_layer.h"
 
 #include <numeric>
-#include <string>
 
 #include "autograd/ops.h"
 

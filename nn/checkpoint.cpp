@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -27,12 +26,6 @@ namespace {
 
 constexpr const char* kMetadataKey = "__metadata__";
 constexpr std::size_t kMaxDims = 32;
-
-std::string dims_str(const std::vector<std::uint64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // A tensor's header entry, checked against the data size but not yet copied.
 struct Entry {
@@ -158,8 +151,8 @@ class Parser {
                  "] lie outside the data (" + std::to_string(data_size_) + " bytes)");
     if (e.end - e.begin != 4 * numel)
       throw fail(tensor + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] hold " +
-                 std::to_string(e.end - e.begin) + " bytes, but F32 shape " + dims_str(e.shape) + " needs " +
-                 std::to_string(4 * numel));
+                 std::to_string(e.end - e.begin) + " bytes, but F32 shape " +
+                 shape_str(shape_t(e.shape.begin(), e.shape.end())) + " needs " + std::to_string(4 * numel));
     return e;
   }
 

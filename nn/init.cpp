@@ -14,6 +14,4 @@ void lecun_normal_(Tensor& t, std::size_t fan_in, Generator& gen) {
   normal_(t, 1.0 / std::sqrt(static_cast<double>(fan_in)), gen);
 }
 
-void constant_(Tensor& t, double value) { t.mutable_value().fill(static_cast<float>(value)); }
-
 }  // namespace xgrad::nn

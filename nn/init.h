@@ -2,8 +2,6 @@
 // give equal weights on every platform.
 #pragma once
 
-#include <cstdint>
-
 #include "autograd/random.h"
 #include "autograd/tensor.h"
 
@@ -14,7 +12,5 @@ void normal_(Tensor& t, double std, Generator& gen);
 /// LeCun normal: N(0, 1/fan_in) (LeCun et al. 1998, "Efficient BackProp", sec. 4.6). For a Linear weight
 /// [in_features, out_features], fan_in = in_features, so each output has unit variance for unit-variance inputs.
 void lecun_normal_(Tensor& t, std::size_t fan_in, Generator& gen);
-/// Fills `t` with a constant.
-void constant_(Tensor& t, double value);
 
 }  // namespace xgrad::nn

@@ -1,7 +1,6 @@
 // Basic layers. Shapes use B = batch, T = sequence length, and the feature sizes named in each constructor.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 
 #include "autograd/ops.h"

@@ -4,7 +4,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
-#include <string>
 
 #include "autograd/kernels/parallel.h"
 #include "autograd/kernels/vector_math.h"

@@ -49,14 +49,6 @@ void check(int code, const char* call) {
 
 }  // namespace
 
-bool distributed_available() {
-#ifdef XGRAD_HAVE_MPI
-  return true;
-#else
-  return false;
-#endif
-}
-
 void init_distributed(int* argc, char*** argv) {
 #ifdef XGRAD_HAVE_MPI
   if (g_mpi || !started_by_launcher()) return;

@@ -18,9 +18,6 @@ void init_distributed(int* argc, char*** argv);
 /// Whether an MPI launcher (mpirun, srun --mpi=pmix) started this process: OMPI_COMM_WORLD_SIZE or PMIX_RANK is set.
 bool started_by_launcher();
 
-/// Whether this build can run under MPI (XGRAD_MPI=ON).
-bool distributed_available();
-
 /// Processes in the job (1 without MPI).
 int world_size();
 

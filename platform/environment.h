@@ -1,8 +1,6 @@
 // The process environment a run depends on: the BLAS kernel family, threads, and library versions.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
 
 namespace xgrad::platform {

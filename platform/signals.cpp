@@ -52,6 +52,15 @@ std::string signal_name(int signal) {
 namespace {
 // Plain zero-initialised storage: record_startup_signals runs before any constructor of this library.
 bool ignored_at_startup[NSIG];
+
+// Sets `signal`'s handler (a function, SIG_IGN or SIG_DFL) with an empty mask. Async-signal-safe (sigaction only).
+int set_handler(int signal, void (*handler)(int), int flags = 0, struct sigaction* previous = nullptr) noexcept {
+  struct sigaction action {};
+  action.sa_handler = handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = flags;
+  return sigaction(signal, &action, previous);
+}
 }  // namespace
 
 static_assert(NSIG > SIGTERM && NSIG > SIGHUP && NSIG > SIGINT);
@@ -64,16 +73,9 @@ void record_startup_signals(int, char**, char**) {
   }
 }
 
-static void ignore(int signal) {
-  struct sigaction action {};
-  action.sa_handler = SIG_IGN;
-  sigemptyset(&action.sa_mask);
-  sigaction(signal, &action, nullptr);
-}
-
 void restore_startup_ignored_signals() {
   for (int signal : kStopSignals)
-    if (ignored_at_startup[signal]) ignore(signal);
+    if (ignored_at_startup[signal]) set_handler(signal, SIG_IGN);
 }
 
 bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct sigaction* previous) {
@@ -81,24 +83,16 @@ bool catch_unless_ignored(int signal, void (*handler)(int), int flags, struct si
   if (sigaction(signal, nullptr, &current) != 0) return false;
   if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) return false;
   if (signal > 0 && signal < NSIG && ignored_at_startup[signal]) {
-    ignore(signal);
+    set_handler(signal, SIG_IGN);
     return false;
   }
-  struct sigaction action {};
-  action.sa_handler = handler;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = flags;
-  if (sigaction(signal, &action, previous) != 0) return false;
-  return true;
+  return set_handler(signal, handler, flags, previous) == 0;
 }
 
 namespace {
 // Ends the process by `signal` as if no handler had been installed (async-signal-safe: sigaction, sigprocmask, raise).
 void raise_with_default_action(int signal) noexcept {
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  sigemptyset(&default_action.sa_mask);
-  sigaction(signal, &default_action, nullptr);
+  set_handler(signal, SIG_DFL);
   sigset_t only;
   sigemptyset(&only);
   sigaddset(&only, signal);
@@ -123,10 +117,7 @@ extern "C" void xgrad_on_stop_watchdog(int) {
 void arm_stop_watchdog(int signal, unsigned seconds) noexcept {
   if (g_watched_signal != 0) return;
   g_watched_signal = signal;
-  struct sigaction action {};
-  action.sa_handler = xgrad_on_stop_watchdog;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGALRM, &action, nullptr);
+  set_handler(SIGALRM, xgrad_on_stop_watchdog);
   alarm(seconds);
 }
 

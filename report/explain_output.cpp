@@ -2,7 +2,6 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <string_view>
 
 #include <fmt/format.h>
 

@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "nn/scaling.h"
 #include "report/explain.h"
 #include "report/explain_figures.h"
 #include "report/stats.h"

@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 
 #include "common/escape.h"
-#include "report/summary.h"
 #include "report/tables.h"
 
 namespace xgrad::report {

@@ -2,7 +2,6 @@
 // over seeds, and the learning-rate sensitivity of arms that differ only in learning rate.
 #pragma once
 
-#include <cmath>
 #include <limits>
 #include <set>
 #include <string>

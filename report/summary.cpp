@@ -1,6 +1,5 @@
 #include "report/summary.h"
 
-#include <algorithm>
 #include <map>
 #include <set>
 

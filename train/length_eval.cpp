@@ -1,11 +1,9 @@
 #include "train/length_eval.h"
 
-#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "autograd/ops.h"
 #include "data/registry.h"
 #include "nn/attention_stats.h"
 #include "train/settings.h"

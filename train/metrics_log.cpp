@@ -8,7 +8,6 @@
 #include <istream>
 #include <limits>
 #include <stdexcept>
-#include <string>
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,7 +1,6 @@
 #include "train/run_checkpoint.h"
 
 #include <cerrno>
-#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>

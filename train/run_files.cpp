@@ -1,7 +1,6 @@
 #include "train/run_files.h"
 
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 
 namespace xgrad::train {

@@ -8,12 +8,14 @@
 #include <tuple>
 #include <type_traits>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "common/escape.h"
 #include "common/whole_number.h"
 #include "data/registry.h"
 #include "nn/attention_layer.h"
 #include "nn/lr_schedule.h"
-#include "nn/model.h"
 #include "nn/optim.h"
 #include "nn/scaling.h"
 
@@ -68,8 +70,8 @@ Setting enum_setting(std::string key, const EnumName<E> (&table)[N], E default_v
   return text_setting(std::move(key), enum_name(table, default_value), enum_names(table), std::move(help));
 }
 
-// The model settings' defaults: ModelConfig's own, declared once in nn/model.h (a function's static, so that it is
-// built before a table built during another file's static initialisation reads it).
+// The model settings' defaults: ModelConfig's own, declared once in nn/model_config.h (a function's static, so that it
+// is built before a table built during another file's static initialisation reads it).
 const nn::ModelConfig& model_defaults() {
   static const nn::ModelConfig defaults;
   return defaults;
@@ -409,11 +411,8 @@ void set_setting(TrainConfig& config, const std::string& key, const nlohmann::js
   if (error.empty())
     if (const Component* component = find_component(key))
       if (!component->settings_of(value.get<std::string>()))
-        error = shortened_name(value.get<std::string>()) + " is not a registered " + key + " (allowed: " + [&] {
-          std::string names;
-          for (const auto& n : component->names()) names += (names.empty() ? "" : ", ") + n;
-          return names;
-        }() + ")";
+        error = fmt::format("{} is not a registered {} (allowed: {})", shortened_name(value.get<std::string>()), key,
+                            fmt::join(component->names(), ", "));
   if (!error.empty()) throw ConfigError(declared->flag() + ": " + error);
   if (const CoreSetting* core = find_core(key)) {
     if (const Component* component = find_component(key)) {
@@ -438,11 +437,9 @@ SettingValues component_values(const TrainConfig& config, const std::string& key
   if (!component) throw ConfigError("no component '" + key + "'");
   const std::string name = find_core(key)->get(config).get<std::string>();
   const auto* settings = component->settings_of(name);
-  if (!settings) {
-    std::string names;
-    for (const auto& n : component->names()) names += (names.empty() ? "" : ", ") + n;
-    throw ConfigError(flag_of(key) + ": unknown '" + name + "' (allowed: " + names + ")");
-  }
+  if (!settings)
+    throw ConfigError(
+        fmt::format("{}: unknown '{}' (allowed: {})", flag_of(key), name, fmt::join(component->names(), ", ")));
   return resolve_settings(*settings, config.settings.json());
 }
 
@@ -455,11 +452,9 @@ std::string unread_setting_error(const TrainConfig& config, const std::string& k
   for (const Component& component : components()) {
     const std::vector<std::string> owners = owners_of(component, key);
     if (owners.empty()) continue;
-    std::string list;
-    for (const auto& o : owners) list += (list.empty() ? "" : ", ") + o;
     const std::string name = find_core(component.key)->get(config).get<std::string>();
-    return flag_of(key) + " is read only by " + flag_of(component.key) + " " + list + " (the " + component.key +
-           " is " + name + ")";
+    return fmt::format("{} is read only by {} {} (the {} is {})", flag_of(key), flag_of(component.key),
+                       fmt::join(owners, ", "), component.key, name);
   }
   return flag_of(key) + ": not a setting of xgrad (config key '" + key + "')";
 }

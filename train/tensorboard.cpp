@@ -10,7 +10,6 @@
 #include <cstring>
 #include <optional>
 #include <stdexcept>
-#include <string_view>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -83,13 +82,16 @@ std::string summary_value(const std::string& tag, float value) {
   return out;
 }
 
-// The float nearest to metrics.csv's cell for `value` (%.9g, MetricsLog::write), not to `value` itself: rounding
-// twice can land one float apart, and the event file of a run then equals the one export writes from its metrics.csv.
-float as_written(double value) {
+// A cell's number as metrics.csv would write it.
+std::string as_text(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.9g", value);
-  return static_cast<float>(std::strtod(text, nullptr));
+  return text;
 }
+
+// The float nearest to metrics.csv's cell for `value` (%.9g, MetricsLog::write), not to `value` itself: rounding
+// twice can land one float apart, and the event file of a run then equals the one export writes from its metrics.csv.
+float as_written(double value) { return static_cast<float>(std::strtod(as_text(value).c_str(), nullptr)); }
 
 std::string host_name() {
   char name[256] = {};
@@ -98,13 +100,6 @@ std::string host_name() {
   for (char& c : host)
     if (c == '/') c = '_';
   return host;
-}
-
-// A cell's number as metrics.csv would write it.
-std::string as_text(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", value);
-  return text;
 }
 
 // The wall time of each complete row of the metrics.csv at `path`, reconstructed from its step_ms column: the last

@@ -7,7 +7,6 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -16,20 +15,16 @@
 #include "data/registry.h"
 #include "nn/checkpoint.h"
 #include "nn/lr_schedule.h"
-#include "nn/model.h"
 #include "nn/mup.h"
-#include "nn/optim.h"
 #include "platform/distributed.h"
 #include "platform/environment.h"
 #include "platform/signals.h"
-#include "train/data_parallel.h"
 #include "train/json_file.h"
 #include "train/length_eval.h"
 #include "train/metrics_log.h"
 #include "train/number_format.h"
 #include "train/run_checkpoint.h"
 #include "train/run_directory.h"
-#include "train/run_files.h"
 #include "train/settings.h"
 #include "train/shell_quote.h"
 #include "train/step_metrics.h"

@@ -2,8 +2,6 @@
 // every variant a user's CPU may pick is testable on one machine (as OPENBLAS_CORETYPE does for OpenBLAS).
 #pragma once
 
-#include <string>
-
 namespace xgrad::simd {
 
 /// The variants each wide float kernel is compiled in (vector_math.h, XGRAD_ISA_VARIANTS).

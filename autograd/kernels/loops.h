@@ -10,7 +10,6 @@
 #include <type_traits>
 
 #include <xtensor/xarray.hpp>
-#include <xtensor/xbroadcast.hpp>
 
 #include "autograd/kernels/parallel.h"
 #include "autograd/kernels/reference.h"
