@@ -1289,7 +1289,7 @@ std::string runs_read_section(const Comparison& c, const ReportContext& ctx) {
   md += runs.markdown() + "\n";
   if (!ctx.skipped.empty()) {
     md += "Skipped (unreadable):\n\n";
-    for (const auto& s : ctx.skipped) md += "- " + markdown_escape(s) + "\n";
+    for (const auto& s : ctx.skipped) md += "- " + markdown_text(s) + "\n";  // paths and names: inert text
     md += "\n";
   }
   return md;

@@ -151,7 +151,8 @@ TEST_CASE("draw_figure and write_summary_plots refuse a figure name that is not 
   CHECK(traps_under(root).empty());
 }
 
-TEST_CASE("compare on an lr sweep whose runs name hostile optimizers: no command, nothing outside --out, a report") {
+TEST_CASE(
+    "compare on an lr sweep whose runs name hostile optimizers: skipped by name, no command, nothing outside --out") {
   REQUIRE(xgrad::report::gnuplot_available());
   const TempDir root("hostile_compare");
   // Deep enough that every "cd .." of the names stays inside root, where the test looks.
@@ -189,8 +190,11 @@ TEST_CASE("compare on an lr sweep whose runs name hostile optimizers: no command
   for (const auto& e : fs::directory_iterator(out / "plots"))
     if (e.is_regular_file()) CHECK_MESSAGE(is_safe_file_stem(e.path().stem().string()), e.path().string());
   CHECK(fs::exists(out / "plots" / "lr_final_loss_vs_lr_adamw_dk16.png"));
-  CHECK(fs::exists(out / "plots" / "lr_final_loss_vs_lr_unknown_dk16.png"));
-  CHECK(fs::exists(out / "plots" / "lr_final_loss_vs_lr_unknown_dk16-2.png"));
+  // No build registers such names (is_entry_name): every run naming one is skipped, naming the key, and reaches no
+  // figure; the adamw runs make the report.
+  std::size_t skipped = 0;
+  for (std::size_t at = 0; (at = compared.out.find("must be an entry name", at)) != std::string::npos; ++at) ++skipped;
+  CHECK(skipped == 2 * kHostile.size());
 
   // report.md: every image is one of plots/, its alt text cannot end early, and no control character is raw.
   const std::string md = read_text(out / "report.md");
@@ -221,8 +225,9 @@ TEST_CASE("compare on an lr sweep whose runs name hostile optimizers: no command
     CHECK_FALSE(bare_bracket);
     ++images;
   }
-  CHECK(images >= optimizers.size());
-  CHECK(md.find("\\](http://evil.example/)") != std::string::npos);
+  CHECK(images >= 1);
+  for (std::size_t at = 0; (at = md.find("](http://evil.example/)", at)) != std::string::npos; ++at)
+    CHECK((at > 0 && md[at - 1] == '\\'));  // a ']' that could close a link is escaped wherever the name is shown
   CHECK(std::none_of(md.begin(), md.end(), [](char ch) { return ch == '\x1b' || ch == '\x07' || ch == '\r'; }));
 }
 

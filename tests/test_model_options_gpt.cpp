@@ -355,5 +355,5 @@ TEST_CASE("layer_norm_eps reaches every LayerNorm; torch.nn.LayerNorm's 1e-5 is 
   CHECK(train::unread_setting_error(t, "layer_norm_eps").empty());
   t.model.layer_norm = false;
   CHECK(train::unread_setting_error(t, "layer_norm_eps").find("--layer-norm") != std::string::npos);
-  CHECK_THROWS_AS(set_setting(t, "layer_norm_eps", 0.0), ConfigError);  // eps 0 divides by a zero variance
+  CHECK_THROWS_AS(set_setting(t, "layer_norm_eps", 0.0), train::ConfigError);  // eps 0 divides by a zero variance
 }
