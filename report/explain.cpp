@@ -66,13 +66,13 @@ TrainingPoint training_point(const Comparison& c, const ArmStats& arm, const std
   p.group = arm_label(arm, extra, {"d_k", "scale"});
   p.n_runs = arm.kept.size();
   p.settings = arm.settings;
-  p.final_loss = arm.final_loss.mean;
-  p.reached = arm.reached_loss;
-  p.steps_to_loss = arm.mean_step_to_loss;
+  p.final_loss = arm.stat("final_loss").mean;
+  p.reached = arm.stat("step_to_loss").n;
+  p.steps_to_loss = arm.stat("step_to_loss").mean;
   std::vector<double> saturated, relative;
   for (const auto r : arm.kept) {
     saturated.push_back(median_saturated(c.runs[r]));
-    relative.push_back(c.stats[r].score_grad_relative);  // compare's definition (report/stats.h)
+    relative.push_back(c.stats[r]["score_grad_relative"]);  // compare's definition (report/stats.h)
   }
   p.saturated_share = mean_sd(saturated).mean;
   p.score_grad_relative = mean_sd(relative).mean;

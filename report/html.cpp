@@ -519,20 +519,14 @@ nlohmann::json final_metrics(const Comparison& c, const PageRuns& runs, const Pa
     const RunStats& st = c.stats[r];
     std::vector<std::string> row{runs.names[r]};
     for (const auto& k : runs.keys) row.push_back(runs.setting(r, k, ""));
-    const std::vector<std::string> cells{c.runs[r].diverged ? "true" : "false",
-                                         c.runs[r].diverged ? std::to_string(c.runs[r].diverged_step) : "",
-                                         c.runs[r].incomplete ? "true" : "false",
-                                         std::to_string(p.pages[r].rows),
-                                         exact(st.initial_loss),
-                                         exact(st.final_loss),
-                                         exact(st.final_accuracy),
-                                         exact(st.auc_loss),
-                                         st.step_to_loss < 0 ? "" : std::to_string(st.step_to_loss),
-                                         st.step_to_accuracy < 0 ? "" : std::to_string(st.step_to_accuracy),
-                                         exact(st.mean_grad_norm_w_q),
-                                         exact(st.mean_grad_norm_w_k),
-                                         exact(st.frac_zero_grad_w_q),
-                                         exact(st.frac_zero_grad_w_k)};
+    std::vector<std::string> cells{c.runs[r].diverged ? "true" : "false",
+                                   c.runs[r].diverged ? std::to_string(c.runs[r].diverged_step) : "",
+                                   c.runs[r].incomplete ? "true" : "false", std::to_string(p.pages[r].rows)};
+    for (auto k = cells.size(); k < stat_names.size(); ++k) {
+      const double v = st[stat_names[k]];  // a step is written as an integer, none (never reached) as ""
+      cells.push_back(stat_names[k].rfind("step_to_", 0) == 0 ? (std::isfinite(v) ? fmt::format("{:.0f}", v) : "")
+                                                              : exact(v));
+    }
     row.insert(row.end(), cells.begin(), cells.end());
     const RunPage& page = p.pages[r];
     for (const auto& col : p.shown) {

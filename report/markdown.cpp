@@ -83,8 +83,8 @@ std::string diverged_left_out(const ArmStats& arm) {
 }
 
 std::string final_loss_phrase(const ArmStats& arm) {
-  if (arm.final_loss.n == 0 && !arm.diverged_steps.empty()) return "none (all diverged)";
-  return format_mean_sd(arm.final_loss);
+  if (arm.stat("final_loss").n == 0 && !arm.diverged_steps.empty()) return "none (all diverged)";
+  return format_mean_sd(arm.stat("final_loss"));
 }
 
 std::string seeds(const ArmStats& arm) {
@@ -143,56 +143,56 @@ namespace {
 // What one scale pair's sentence says of training: entropy and score spread at the start, final loss and accuracy,
 // the steps to each threshold.
 void training_parts(const Comparison& c, const ArmStats& r, const ArmStats& o, std::vector<std::string>& parts) {
-  if (std::isfinite(r.entropy_first.mean) && std::isfinite(o.entropy_first.mean)) {
+  if (std::isfinite(r.stat("entropy_first").mean) && std::isfinite(o.stat("entropy_first").mean)) {
     std::string p = fmt::format("attention entropy {} is {} nats {} vs {} with {}", start_phrase(r, o),
-                                format_number(r.entropy_first.mean, 2),
+                                format_number(r.stat("entropy_first").mean, 2),
                                 mode_name(r) == "unscaled" ? "without scaling" : "with " + mode_name(r),
-                                format_number(o.entropy_first.mean, 2), mode_name(o));
-    if (std::isfinite(r.entropy_last.mean) && std::isfinite(o.entropy_last.mean))
-      p += fmt::format(" (at the end {} vs {})", format_number(r.entropy_last.mean, 2),
-                       format_number(o.entropy_last.mean, 2));
+                                format_number(o.stat("entropy_first").mean, 2), mode_name(o));
+    if (std::isfinite(r.stat("entropy_last").mean) && std::isfinite(o.stat("entropy_last").mean))
+      p += fmt::format(" (at the end {} vs {})", format_number(r.stat("entropy_last").mean, 2),
+                       format_number(o.stat("entropy_last").mean, 2));
     parts.push_back(p);
   }
-  if (std::isfinite(r.score_std_first.mean) && std::isfinite(o.score_std_first.mean))
+  if (std::isfinite(r.stat("score_std_first").mean) && std::isfinite(o.stat("score_std_first").mean))
     parts.push_back(fmt::format("score std {} {} vs {} (at the end {} vs {})", start_phrase(r, o),
-                                sig(r.score_std_first.mean), sig(o.score_std_first.mean), sig(r.score_std_last.mean),
-                                sig(o.score_std_last.mean)));
-  if (r.final_loss.n > 0 || o.final_loss.n > 0)
+                                sig(r.stat("score_std_first").mean), sig(o.stat("score_std_first").mean), sig(r.stat("score_std_last").mean),
+                                sig(o.stat("score_std_last").mean)));
+  if (r.stat("final_loss").n > 0 || o.stat("final_loss").n > 0)
     parts.push_back(fmt::format("final loss {} vs {}, final accuracy {} vs {}", final_loss_phrase(r),
-                                final_loss_phrase(o), format_number(r.final_accuracy.mean, 2),
-                                format_number(o.final_accuracy.mean, 2)));
+                                final_loss_phrase(o), format_number(r.stat("final_accuracy").mean, 2),
+                                format_number(o.stat("final_accuracy").mean, 2)));
   else
     parts.push_back("no final loss on either side (every run diverged)");
   if (std::isfinite(r.loss_threshold))
     parts.push_back(fmt::format("{}: {} vs {}", loss_name(r),
-                                steps_phrase(r.reached_loss, r.kept.size(), r.mean_step_to_loss),
-                                steps_phrase(o.reached_loss, o.kept.size(), o.mean_step_to_loss)));
+                                steps_phrase(r.stat("step_to_loss").n, r.kept.size(), r.stat("step_to_loss").mean),
+                                steps_phrase(o.stat("step_to_loss").n, o.kept.size(), o.stat("step_to_loss").mean)));
   parts.push_back(fmt::format("{}: {} vs {}", accuracy_name(c),
-                              steps_phrase(r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy),
-                              steps_phrase(o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy)));
+                              steps_phrase(r.stat("step_to_accuracy").n, r.kept.size(), r.stat("step_to_accuracy").mean),
+                              steps_phrase(o.stat("step_to_accuracy").n, o.kept.size(), o.stat("step_to_accuracy").mean)));
 }
 
 // What one scale pair's sentence says of the W_q and W_k gradients: their mean norm and the steps where they vanish.
 void gradient_parts(const ArmStats& r, const ArmStats& o, std::vector<std::string>& parts) {
-  if (std::isfinite(r.mean_grad_norm_w_q.mean) && std::isfinite(o.mean_grad_norm_w_q.mean))
+  if (std::isfinite(r.stat("mean_grad_norm_w_q").mean) && std::isfinite(o.stat("mean_grad_norm_w_q").mean))
     parts.push_back(fmt::format("mean gradient norm of W_q {} vs {} and of W_k {} vs {}",
-                                sig(r.mean_grad_norm_w_q.mean), sig(o.mean_grad_norm_w_q.mean),
-                                sig(r.mean_grad_norm_w_k.mean), sig(o.mean_grad_norm_w_k.mean)));
-  const double zr = std::max(r.frac_zero_grad_w_q.mean, r.frac_zero_grad_w_k.mean);
-  const double zo = std::max(o.frac_zero_grad_w_q.mean, o.frac_zero_grad_w_k.mean);
+                                sig(r.stat("mean_grad_norm_w_q").mean), sig(o.stat("mean_grad_norm_w_q").mean),
+                                sig(r.stat("mean_grad_norm_w_k").mean), sig(o.stat("mean_grad_norm_w_k").mean)));
+  const double zr = std::max(r.stat("frac_zero_grad_w_q").mean, r.stat("frac_zero_grad_w_k").mean);
+  const double zo = std::max(o.stat("frac_zero_grad_w_q").mean, o.stat("frac_zero_grad_w_k").mean);
   if (zr > 0 || zo > 0)
     parts.push_back(fmt::format("steps with an exactly-zero gradient: W_q {} vs {}, W_k {} vs {}",
-                                format_percent(r.frac_zero_grad_w_q.mean), format_percent(o.frac_zero_grad_w_q.mean),
-                                format_percent(r.frac_zero_grad_w_k.mean), format_percent(o.frac_zero_grad_w_k.mean)));
+                                format_percent(r.stat("frac_zero_grad_w_q").mean), format_percent(o.stat("frac_zero_grad_w_q").mean),
+                                format_percent(r.stat("frac_zero_grad_w_k").mean), format_percent(o.stat("frac_zero_grad_w_k").mean)));
   else if (std::isfinite(zr) && std::isfinite(zo))
     parts.push_back("no step had an exactly-zero W_q or W_k gradient");
-  const double nr = std::max(r.frac_near_zero_grad_w_q.mean, r.frac_near_zero_grad_w_k.mean);
-  const double no = std::max(o.frac_near_zero_grad_w_q.mean, o.frac_near_zero_grad_w_k.mean);
+  const double nr = std::max(r.stat("frac_near_zero_grad_w_q").mean, r.stat("frac_near_zero_grad_w_k").mean);
+  const double no = std::max(o.stat("frac_near_zero_grad_w_q").mean, o.stat("frac_near_zero_grad_w_k").mean);
   if (nr > 0 || no > 0)
     parts.push_back(
         fmt::format("steps with a gradient norm below {} its step-0 norm: W_q {} vs {}, W_k {} vs {}", near_zero_name(),
-                    format_percent(r.frac_near_zero_grad_w_q.mean), format_percent(o.frac_near_zero_grad_w_q.mean),
-                    format_percent(r.frac_near_zero_grad_w_k.mean), format_percent(o.frac_near_zero_grad_w_k.mean)));
+                    format_percent(r.stat("frac_near_zero_grad_w_q").mean), format_percent(o.stat("frac_near_zero_grad_w_q").mean),
+                    format_percent(r.stat("frac_near_zero_grad_w_k").mean), format_percent(o.stat("frac_near_zero_grad_w_k").mean)));
 }
 
 // LR sensitivity, per set of LR groups that differ only in scale.
@@ -283,7 +283,7 @@ struct Verdicts {
 
 // Saturation: unscaled attention should start with the lower entropy.
 void check_saturation(const ArmStats& r, const ArmStats& o, Verdicts& v) {
-  const double er = r.entropy_first.mean, eo = o.entropy_first.mean;
+  const double er = r.stat("entropy_first").mean, eo = o.stat("entropy_first").mean;
   if (std::isfinite(er) && std::isfinite(eo)) {
     const std::string nums =
         fmt::format("entropy {} {} vs {} nats", start_phrase(r, o), format_number(er, 2), format_number(eo, 2));
@@ -302,10 +302,10 @@ void check_gradient_points(const ArmStats& r, const ArmStats& o, Verdicts& v) {
       "before the loss threshold (mean norm up to the step a run reaches it, or over every step if it never does: ";
   using Point = std::tuple<std::string, std::string, double, double>;
   for (const auto& [name, where, gr, go] :
-       {Point{"W_q", "at step 0 (norm ", r.grad_norm_w_q_step0.mean, o.grad_norm_w_q_step0.mean},
-        Point{"W_q", before, r.mean_grad_norm_w_q_before_loss.mean, o.mean_grad_norm_w_q_before_loss.mean},
-        Point{"W_k", "at step 0 (norm ", r.grad_norm_w_k_step0.mean, o.grad_norm_w_k_step0.mean},
-        Point{"W_k", before, r.mean_grad_norm_w_k_before_loss.mean, o.mean_grad_norm_w_k_before_loss.mean}}) {
+       {Point{"W_q", "at step 0 (norm ", r.stat("grad_norm_step0_w_q").mean, o.stat("grad_norm_step0_w_q").mean},
+        Point{"W_q", before, r.stat("mean_grad_norm_before_loss_w_q").mean, o.stat("mean_grad_norm_before_loss_w_q").mean},
+        Point{"W_k", "at step 0 (norm ", r.stat("grad_norm_step0_w_k").mean, o.stat("grad_norm_step0_w_k").mean},
+        Point{"W_k", before, r.stat("mean_grad_norm_before_loss_w_k").mean, o.stat("mean_grad_norm_before_loss_w_k").mean}}) {
     if (!std::isfinite(gr) || !std::isfinite(go)) continue;
     const std::string nums = fmt::format("{}{} vs {})", where, sig(gr), sig(go));
     // Within 2% is no difference (a mean of equal norms over other steps differs in its last bits).
@@ -321,8 +321,8 @@ void check_gradient_points(const ArmStats& r, const ArmStats& o, Verdicts& v) {
 void check_gradients(const ArmStats& r, const ArmStats& o, Verdicts& v) {
   check_gradient_points(r, o, v);
   for (const auto& [name, gr, go] :
-       {std::tuple<std::string, double, double>{"W_q", r.mean_grad_norm_w_q.mean, o.mean_grad_norm_w_q.mean},
-        std::tuple<std::string, double, double>{"W_k", r.mean_grad_norm_w_k.mean, o.mean_grad_norm_w_k.mean}}) {
+       {std::tuple<std::string, double, double>{"W_q", r.stat("mean_grad_norm_w_q").mean, o.stat("mean_grad_norm_w_q").mean},
+        std::tuple<std::string, double, double>{"W_k", r.stat("mean_grad_norm_w_k").mean, o.stat("mean_grad_norm_w_k").mean}}) {
     if (!std::isfinite(gr) || !std::isfinite(go)) continue;
     const std::string nums = fmt::format("mean gradient norm {} vs {}", sig(gr), sig(go));
     if (gr < go)
@@ -333,8 +333,8 @@ void check_gradients(const ArmStats& r, const ArmStats& o, Verdicts& v) {
   }
 
   for (const auto& [name, zr, zo] :
-       {std::tuple<std::string, double, double>{"W_q", r.frac_zero_grad_w_q.mean, o.frac_zero_grad_w_q.mean},
-        std::tuple<std::string, double, double>{"W_k", r.frac_zero_grad_w_k.mean, o.frac_zero_grad_w_k.mean}}) {
+       {std::tuple<std::string, double, double>{"W_q", r.stat("frac_zero_grad_w_q").mean, o.stat("frac_zero_grad_w_q").mean},
+        std::tuple<std::string, double, double>{"W_k", r.stat("frac_zero_grad_w_k").mean, o.stat("frac_zero_grad_w_k").mean}}) {
     if (!std::isfinite(zr) || !std::isfinite(zo) || (zr == 0 && zo == 0)) continue;
     const std::string nums = fmt::format("{} vs {} of steps", format_percent(zr), format_percent(zo));
     if (zr > zo)
@@ -354,15 +354,15 @@ void check_final_loss(const Comparison& c, const ArmStats& r, const ArmStats& o,
     v.undecided.push_back(fmt::format(
         "both unscaled and {} solved the task (final loss {} vs {}, final accuracy {} vs {}; {}): the final loss "
         "does not tell which trains better",
-        o.scale(), format_mean_sd(r.final_loss), format_mean_sd(o.final_loss), format_number(r.final_accuracy.mean, 2),
-        format_number(o.final_accuracy.mean, 2), solved_rule(c)));
+        o.scale(), format_mean_sd(r.stat("final_loss")), format_mean_sd(o.stat("final_loss")), format_number(r.stat("final_accuracy").mean, 2),
+        format_number(o.stat("final_accuracy").mean, 2), solved_rule(c)));
     return;
   }
-  if (r.final_loss.n > 0 && o.final_loss.n > 0) {
+  if (r.stat("final_loss").n > 0 && o.stat("final_loss").n > 0) {
     using V = LossComparison::Verdict;
     const LossComparison lc = compare_final_loss(c, r, o);
     const std::string nums =
-        fmt::format("final loss {} vs {}", format_mean_sd(r.final_loss), format_mean_sd(o.final_loss));
+        fmt::format("final loss {} vs {}", format_mean_sd(r.stat("final_loss")), format_mean_sd(o.stat("final_loss")));
     const std::string both = fmt::format("{} seed{} both arms have", lc.n_shared, lc.n_shared == 1 ? "" : "s");
     const std::string each = lc.n_shared == 1 ? "in the 1 seed both arms have" : "in each of the " + both;
     if (lc.neither_learned) {
@@ -481,12 +481,12 @@ void pair_checks(const Comparison& c, const ArmStats& r, const ArmStats& o, cons
   check_gradients(r, o, v);
   check_final_loss(c, r, o, v);
   if (std::isfinite(r.loss_threshold))
-    check_threshold(loss_name(r), o.scale(), {r.reached_loss, r.kept.size(), r.mean_step_to_loss, r.sd_step_to_loss},
-                    {o.reached_loss, o.kept.size(), o.mean_step_to_loss, o.sd_step_to_loss},
+    check_threshold(loss_name(r), o.scale(), {r.stat("step_to_loss").n, r.kept.size(), r.stat("step_to_loss").mean, r.stat("step_to_loss").sd},
+                    {o.stat("step_to_loss").n, o.kept.size(), o.stat("step_to_loss").mean, o.stat("step_to_loss").sd},
                     compare_steps_by_seed(c, r, o, true), v);
   check_threshold(accuracy_name(c), o.scale(),
-                  {r.reached_accuracy, r.kept.size(), r.mean_step_to_accuracy, r.sd_step_to_accuracy},
-                  {o.reached_accuracy, o.kept.size(), o.mean_step_to_accuracy, o.sd_step_to_accuracy},
+                  {r.stat("step_to_accuracy").n, r.kept.size(), r.stat("step_to_accuracy").mean, r.stat("step_to_accuracy").sd},
+                  {o.stat("step_to_accuracy").n, o.kept.size(), o.stat("step_to_accuracy").mean, o.stat("step_to_accuracy").sd},
                   compare_steps_by_seed(c, r, o, false), v);
 
   check_divergence(r, o, v);
@@ -633,16 +633,16 @@ void raise_to(double& m, double v) {
 }
 
 void count_gradients(const ArmStats& r, const ArmStats& o, ScalingVerdicts& v) {
-  v.q_step0.add(r.grad_norm_w_q_step0.mean, o.grad_norm_w_q_step0.mean);
-  v.q_before.add(r.mean_grad_norm_w_q_before_loss.mean, o.mean_grad_norm_w_q_before_loss.mean);
-  v.q_all.add(r.mean_grad_norm_w_q.mean, o.mean_grad_norm_w_q.mean);
-  v.k_step0.add(r.grad_norm_w_k_step0.mean, o.grad_norm_w_k_step0.mean);
-  v.k_before.add(r.mean_grad_norm_w_k_before_loss.mean, o.mean_grad_norm_w_k_before_loss.mean);
-  v.k_all.add(r.mean_grad_norm_w_k.mean, o.mean_grad_norm_w_k.mean);
-  raise_to(v.zero_q_ref, r.frac_zero_grad_w_q.mean);
-  raise_to(v.zero_q_other, o.frac_zero_grad_w_q.mean);
-  raise_to(v.near_q_ref, r.frac_near_zero_grad_w_q.mean);
-  raise_to(v.near_q_other, o.frac_near_zero_grad_w_q.mean);
+  v.q_step0.add(r.stat("grad_norm_step0_w_q").mean, o.stat("grad_norm_step0_w_q").mean);
+  v.q_before.add(r.stat("mean_grad_norm_before_loss_w_q").mean, o.stat("mean_grad_norm_before_loss_w_q").mean);
+  v.q_all.add(r.stat("mean_grad_norm_w_q").mean, o.stat("mean_grad_norm_w_q").mean);
+  v.k_step0.add(r.stat("grad_norm_step0_w_k").mean, o.stat("grad_norm_step0_w_k").mean);
+  v.k_before.add(r.stat("mean_grad_norm_before_loss_w_k").mean, o.stat("mean_grad_norm_before_loss_w_k").mean);
+  v.k_all.add(r.stat("mean_grad_norm_w_k").mean, o.stat("mean_grad_norm_w_k").mean);
+  raise_to(v.zero_q_ref, r.stat("frac_zero_grad_w_q").mean);
+  raise_to(v.zero_q_other, o.stat("frac_zero_grad_w_q").mean);
+  raise_to(v.near_q_ref, r.stat("frac_near_zero_grad_w_q").mean);
+  raise_to(v.near_q_other, o.stat("frac_near_zero_grad_w_q").mean);
 }
 
 // The findings line of the W_q / W_k gradients of one scaling against unscaled: at step 0, before the loss threshold
@@ -682,7 +682,7 @@ ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<ScalePair>
       ++v.both_solved;
     } else if (lc.no_final_loss) {
       ++v.no_loss;
-      const auto diverged_out = [](const ArmStats& a) { return a.final_loss.n == 0 && a.kept.empty(); };
+      const auto diverged_out = [](const ArmStats& a) { return a.stat("final_loss").n == 0 && a.kept.empty(); };
       v.all_diverged += diverged_out(r) || diverged_out(o) ? 1 : 0;
     } else if (lc.neither_learned) {
       ++v.not_learned;
@@ -785,11 +785,11 @@ SaturationCells saturation_cells(const Comparison& c, const std::vector<const Ar
       const ArmStats& arm = *armp;
       if (arm.scale() != s || arm.d_k() != d) continue;
       for (auto i : arm.kept)
-        if (c.stats[i].first_measured_step == 0) {
-          entropy.push_back(c.stats[i].entropy_first);
-          saturated.push_back(c.stats[i].saturated_first);
+        if (c.stats[i]["first_measured_step"] == 0) {
+          entropy.push_back(c.stats[i]["entropy_first"]);
+          saturated.push_back(c.stats[i]["saturated_first"]);
         }
-      const double m = arm.score_grad_relative_median;
+      const double m = arm.stat("score_grad_relative").median;
       if (std::isfinite(m)) {
         lo = std::isnan(lo) ? m : std::min(lo, m);
         hi = std::isnan(hi) ? m : std::max(hi, m);

@@ -119,41 +119,175 @@ std::vector<const nlohmann::json*> settings_of(const std::vector<ArmStats>& arms
   return out;
 }
 
-// RunStats::score_grad_relative: the median of score_grad_median / loss over the rows up to `step_to_loss` (every
-// row when it is -1).
-double score_grad_relative(const RunSeries& s, long step_to_loss) {
+// The values of `series` over the rows up to and including `until` (every row when it is NaN: never reached) whose
+// loss is finite, divided by the loss when `per_loss` (rows with a positive loss only).
+std::vector<double> rows_until(const RunSeries& s, const std::vector<double>& series, double until, bool per_loss) {
   std::vector<double> values;
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if (step_to_loss >= 0 && s.step[i] > static_cast<double>(step_to_loss)) break;
-    if (std::isfinite(s.score_grad_median[i]) && std::isfinite(s.loss[i]) && s.loss[i] > 0)
-      values.push_back(s.score_grad_median[i] / s.loss[i]);
+    if (std::isfinite(until) && s.step[i] > until) break;
+    if (!std::isfinite(s.loss[i]) || !std::isfinite(series[i]) || (per_loss && !(s.loss[i] > 0))) continue;
+    values.push_back(per_loss ? series[i] / s.loss[i] : series[i]);
   }
-  return median(values);
+  return values;
 }
 
-// The W_q and W_k gradient norms at step 0 and their mean up to the step the run reaches the loss threshold (every
-// row when it never does), over the rows whose loss and norm are finite. r.step_to_loss must be set.
-void gradient_points(const RunRecord& run, RunStats& r) {
-  const RunSeries& s = run.series;
-  const auto before_loss = [&](const std::vector<double>& norm) {
-    std::vector<double> values;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      if (r.step_to_loss >= 0 && s.step[i] > static_cast<double>(r.step_to_loss)) break;
-      if (std::isfinite(s.loss[i]) && std::isfinite(norm[i])) values.push_back(norm[i]);
+// The loss and accuracy over a run's last min(20, rows) rows (as summary.json); NaN if the run diverged.
+double tail_mean(const RunRecord& run, const std::vector<double>& v) {
+  if (run.diverged || v.empty()) return kNoValue;
+  const std::size_t tail = std::min<std::size_t>(20, v.size());
+  return finite_mean(std::vector<double>(v.end() - static_cast<long>(tail), v.end()));
+}
+
+// The first finite value of `v` (NaN if none); `last` gives the last one.
+double first_finite(const std::vector<double>& v, bool last = false) {
+  double out = kNoValue;
+  for (double x : v)
+    if (std::isfinite(x)) {
+      out = x;
+      if (!last) break;
     }
-    return mean_sd(values).mean;
+  return out;
+}
+
+double step_or_nan(long step) { return step >= 0 ? static_cast<double>(step) : kNoValue; }
+
+const std::vector<double>& grad_norm_series(const RunSeries& s, const std::string& w) {
+  return w == "w_q" ? s.grad_norm_w_q : s.grad_norm_w_k;
+}
+
+bool logs_weight(const RunRecord& run, const std::string& w) { return w == "w_q" ? run.has_w_q : run.has_w_k; }
+
+// A GradientStats number of one attention weight, NaN when metrics.csv has no column of it.
+double gradients_of(const RunRecord& run, const std::string& w, double (train::GradientStats::*of_q)() const,
+                    double (train::GradientStats::*of_k)() const) {
+  if (!logs_weight(run, w)) return kNoValue;
+  return (run.gradients.*(w == "w_q" ? of_q : of_k))();
+}
+
+using C = const RunContext&;
+using W = const std::string&;
+const RunSeries& series(C x) { return x.run.series; }
+
+// The statistics of the loss and accuracy curves.
+std::vector<Statistic> curve_statistics() {
+  return {
+      {"initial_loss", "the loss at the first step (nats)", [](C x, W) { return series(x).loss.front(); }},
+      {"final_loss", "the mean loss over the last 20 steps (nats); none for a run that diverged",
+       [](C x, W) { return tail_mean(x.run, series(x).loss); }},
+      {"final_accuracy", "the mean accuracy over the last 20 steps; none for a run that diverged",
+       [](C x, W) { return tail_mean(x.run, series(x).accuracy); }},
+      {"auc_loss", "the mean loss over every step (the area under the loss curve per step, nats)",
+       [](C x, W) { return x.run.diverged ? kNoValue : finite_mean(series(x).loss); }},
+      {"step_to_loss", "the first step whose trailing mean loss is at most the loss threshold; none if never",
+       [](C x, W) {
+         if (!std::isfinite(x.loss_threshold)) return kNoValue;
+         return step_or_nan(
+             first_step(series(x).loss, series(x).step, x.window, [&](double m) { return m <= x.loss_threshold; }));
+       }},
+      {"step_to_accuracy", "the first step whose trailing mean accuracy is at least the accuracy threshold",
+       [](C x, W) {
+         return step_or_nan(first_step(series(x).accuracy, series(x).step, x.window,
+                                       [&](double m) { return m >= x.accuracy_threshold; }));
+       }},
+      {"lr_objective", "min(final loss, initial loss), the initial loss for a run that diverged (Wortsman et al. 2023)",
+       [](C x, W) {
+         const double initial = x.so_far["initial_loss"], final = x.so_far["final_loss"];
+         return !x.run.diverged && std::isfinite(final) && !(final > initial) ? final : initial;
+       },
+       true},
   };
-  if (run.has_w_q) {
-    r.grad_norm_w_q_step0 = run.gradients.first_grad_norm_w_q;
-    r.mean_grad_norm_w_q_before_loss = before_loss(s.grad_norm_w_q);
-  }
-  if (run.has_w_k) {
-    r.grad_norm_w_k_step0 = run.gradients.first_grad_norm_w_k;
-    r.mean_grad_norm_w_k_before_loss = before_loss(s.grad_norm_w_k);
-  }
+}
+
+// The statistics of the attention weights' gradients and of the attention itself.
+std::vector<Statistic> attention_statistics() {
+  return {
+      {"grad_norm_step0_{w}", "the {w} gradient norm at the first finite step, before any training",
+       [](C x, W w) {
+         return !logs_weight(x.run, w) ? kNoValue
+                : w == "w_q"           ? x.run.gradients.first_grad_norm_w_q
+                                       : x.run.gradients.first_grad_norm_w_k;
+       }},
+      // The gradient while the task is still being learned, which a run that solves it early does not dilute with
+      // steps on a loss near zero.
+      {"mean_grad_norm_before_loss_{w}",
+       "the mean {w} gradient norm up to the step the loss threshold is reached (every step if never)",
+       [](C x, W w) {
+         if (!logs_weight(x.run, w)) return kNoValue;
+         return finite_mean(rows_until(series(x), grad_norm_series(series(x), w), x.so_far["step_to_loss"], false));
+       }},
+      {"mean_grad_norm_{w}", "the mean {w} gradient norm over every finite step (all layers, L2)",
+       [](C x, W w) {
+         return gradients_of(x.run, w, &train::GradientStats::mean_grad_norm_w_q,
+                             &train::GradientStats::mean_grad_norm_w_k);
+       }},
+      {"frac_zero_grad_{w}", "the share of finite steps whose {w} gradient is exactly zero",
+       [](C x, W w) {
+         return gradients_of(x.run, w, &train::GradientStats::frac_zero_grad_w_q,
+                             &train::GradientStats::frac_zero_grad_w_k);
+       }},
+      {"frac_near_zero_grad_{w}", "the share of finite steps whose {w} gradient is below 1e-6 of its step-0 norm",
+       [](C x, W w) {
+         return gradients_of(x.run, w, &train::GradientStats::frac_near_zero_grad_w_q,
+                             &train::GradientStats::frac_near_zero_grad_w_k);
+       }},
+      {"first_measured_step", "the first step attention statistics were measured at",
+       [](C x, W) {
+         for (std::size_t i = 0; i < series(x).size(); ++i)
+           if (std::isfinite(series(x).entropy[i])) return series(x).step[i];
+         return kNoValue;
+       }},
+      {"entropy_first", "first-layer attention entropy at the first measured step (nats, mean over heads)",
+       [](C x, W) { return first_finite(series(x).entropy); }},
+      {"entropy_last", "first-layer attention entropy at the last measured step (nats)",
+       [](C x, W) { return first_finite(series(x).entropy, true); }},
+      {"score_std_first", "the standard deviation of first-layer attention scores at the first measured step",
+       [](C x, W) { return first_finite(series(x).score_std); }},
+      {"score_std_last", "the standard deviation of first-layer attention scores at the last measured step",
+       [](C x, W) { return first_finite(series(x).score_std, true); }},
+      {"saturated_first",
+       "the share of first-layer queries whose largest attention weight exceeds 0.99, at the first "
+       "measured step",
+       [](C x, W) { return first_finite(series(x).saturated); }},
+      {"score_grad_median", "the median over measured steps of the per-query score gradient ‖dLoss/d(score row)‖",
+       [](C x, W) { return median(series(x).score_grad_median); }},
+      // A saturated softmax passes almost no gradient whatever its loss; a run that solved the task has a small
+      // gradient only because its loss is small, and its rows after the threshold are left out: this tells
+      // saturation from convergence, score_grad_median does not.
+      {"score_grad_relative",
+       "the median of the per-query score gradient divided by the loss, up to the step the loss threshold is reached",
+       [](C x, W) {
+         return median(rows_until(series(x), series(x).score_grad_median, x.so_far["step_to_loss"], true));
+       }},
+  };
 }
 
 }  // namespace
+
+const std::vector<Statistic>& statistics() {
+  static const std::vector<Statistic> declared = [] {
+    std::vector<Statistic> all = curve_statistics();
+    for (Statistic& s : attention_statistics()) all.push_back(std::move(s));
+    return all;
+  }();
+  return declared;
+}
+
+std::string statistic_name(const std::string& declared, const std::string& w) {
+  const auto at = declared.find("{w}");
+  return at == std::string::npos ? declared : declared.substr(0, at) + w + declared.substr(at + 3);
+}
+
+double RunStats::operator[](const std::string& name) const {
+  const auto it = values.find(name);
+  if (it == values.end()) throw std::out_of_range("no run statistic is named '" + name + "'");
+  return it->second;
+}
+
+const MeanSd& ArmStats::stat(const std::string& name) const {
+  const auto it = stats.find(name);
+  if (it == stats.end()) throw std::out_of_range("no arm statistic is named '" + name + "'");
+  return it->second;
+}
 
 bool is_reference_scale(const std::string& scale) {
   const nn::ScalingEntry* entry = Registry<nn::ScalingEntry>::instance().find(scale);
@@ -162,55 +296,12 @@ bool is_reference_scale(const std::string& scale) {
 
 RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_threshold, std::size_t window) {
   RunStats r;
-  const RunSeries& s = run.series;
-  const std::size_t rows = s.size();
-  window = std::max<std::size_t>(window, 1);
-  if (rows == 0) return r;
-  r.initial_loss = s.loss.front();
-  if (!run.diverged) {
-    const std::size_t tail = std::min<std::size_t>(20, rows);
-    const std::vector<double> last_loss(s.loss.end() - static_cast<long>(tail), s.loss.end());
-    const std::vector<double> last_acc(s.accuracy.end() - static_cast<long>(tail), s.accuracy.end());
-    r.final_loss = finite_mean(last_loss);
-    r.final_accuracy = finite_mean(last_acc);
-    r.auc_loss = finite_mean(s.loss);
+  const RunContext context{run, loss_threshold, accuracy_threshold, std::max<std::size_t>(window, 1), r};
+  for (const Statistic& s : statistics()) {
+    const bool per_weight = s.name.find("{w}") != std::string::npos;
+    for (const std::string& w : per_weight ? attention_weights() : std::vector<std::string>{""})
+      r.values[statistic_name(s.name, w)] = run.series.size() ? s.of_run(context, w) : kNoValue;
   }
-  if (std::isfinite(loss_threshold))
-    r.step_to_loss = first_step(s.loss, s.step, window, [&](double m) { return m <= loss_threshold; });
-  r.step_to_accuracy = first_step(s.accuracy, s.step, window, [&](double m) { return m >= accuracy_threshold; });
-  gradient_points(run, r);
-  if (run.has_w_q) {
-    r.frac_zero_grad_w_q = run.gradients.frac_zero_grad_w_q();
-    r.frac_near_zero_grad_w_q = run.gradients.frac_near_zero_grad_w_q();
-    r.mean_grad_norm_w_q = run.gradients.mean_grad_norm_w_q();
-  }
-  if (run.has_w_k) {
-    r.frac_zero_grad_w_k = run.gradients.frac_zero_grad_w_k();
-    r.frac_near_zero_grad_w_k = run.gradients.frac_near_zero_grad_w_k();
-    r.mean_grad_norm_w_k = run.gradients.mean_grad_norm_w_k();
-  }
-  for (std::size_t i = 0; i < rows; ++i)
-    if (std::isfinite(s.entropy[i])) {
-      if (!std::isfinite(r.entropy_first)) {
-        r.entropy_first = s.entropy[i];
-        r.first_measured_step = s.step[i];
-      }
-      r.entropy_last = s.entropy[i];
-    }
-  for (std::size_t i = 0; i < rows; ++i)
-    if (std::isfinite(s.saturated[i])) {
-      r.saturated_first = s.saturated[i];
-      break;
-    }
-  r.score_grad_median = median(s.score_grad_median);
-  r.score_grad_relative = score_grad_relative(s, r.step_to_loss);
-  for (std::size_t i = 0; i < rows; ++i)
-    if (std::isfinite(s.score_std[i])) {
-      if (!std::isfinite(r.score_std_first)) r.score_std_first = s.score_std[i];
-      r.score_std_last = s.score_std[i];
-    }
-  r.lr_objective = r.initial_loss;
-  if (!run.diverged && std::isfinite(r.final_loss) && !(r.final_loss > r.initial_loss)) r.lr_objective = r.final_loss;
   return r;
 }
 
@@ -228,6 +319,12 @@ MeanSd mean_sd(const std::vector<double>& values) {
   for (double v : values)
     if (std::isfinite(v)) sq += (v - m.mean) * (v - m.mean);
   m.sd = m.n > 1 ? std::sqrt(sq / static_cast<double>(m.n - 1)) : 0.0;
+  m.median = median(values);
+  for (double v : values)
+    if (std::isfinite(v)) {
+      m.min = std::isnan(m.min) ? v : std::min(m.min, v);
+      m.max = std::isnan(m.max) ? v : std::max(m.max, v);
+    }
   return m;
 }
 
@@ -265,10 +362,12 @@ std::string ArmStats::optimizer() const { return setting_text(settings, "optimiz
 double ArmStats::lr() const { return number_or_nan(settings, "lr"); }
 
 bool ArmStats::learned() const {
+  const MeanSd& final_loss = stat("final_loss");
   if (final_loss.n == 0) return false;
   // A loss that fell from a bad start but stays above a uniform guess has learned nothing about the task.
   const double chance = number_or_nan(settings, "chance_loss");
-  const MeanSd reference = std::isfinite(chance) ? MeanSd{chance, 0.0, 1} : initial_loss;
+  const MeanSd reference =
+      std::isfinite(chance) ? MeanSd{chance, 0.0, 1, chance, chance, chance} : stat("initial_loss");
   return reference.n > 0 && reference.mean - final_loss.mean > equal_loss_tolerance(reference, final_loss);
 }
 
@@ -369,63 +468,21 @@ void count_seeds(const Comparison& c, ArmStats& arm) {
     if (by_seed[key].size() > 1) arm.duplicate_seeds.push_back(by_seed[key]);
 }
 
-// The mean and sd over an arm's kept runs of each per-run statistic.
-// The median, min and max of the finite `values` (NaN when none is finite).
-void median_and_range(const std::vector<double>& values, double& mid, double& lo, double& hi) {
-  mid = median(values);
-  for (double v : values)
-    if (std::isfinite(v)) {
-      lo = std::isnan(lo) ? v : std::min(lo, v);
-      hi = std::isnan(hi) ? v : std::max(hi, v);
-    }
-}
-
+// Every statistic of the arm over its kept runs (over_used_runs: its used runs).
 void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
-  static const std::vector<std::pair<double RunStats::*, MeanSd ArmStats::*>> fields{
-      {&RunStats::final_loss, &ArmStats::final_loss},
-      {&RunStats::final_accuracy, &ArmStats::final_accuracy},
-      {&RunStats::auc_loss, &ArmStats::auc_loss},
-      {&RunStats::initial_loss, &ArmStats::initial_loss},
-      {&RunStats::frac_zero_grad_w_q, &ArmStats::frac_zero_grad_w_q},
-      {&RunStats::frac_zero_grad_w_k, &ArmStats::frac_zero_grad_w_k},
-      {&RunStats::frac_near_zero_grad_w_q, &ArmStats::frac_near_zero_grad_w_q},
-      {&RunStats::frac_near_zero_grad_w_k, &ArmStats::frac_near_zero_grad_w_k},
-      {&RunStats::mean_grad_norm_w_q, &ArmStats::mean_grad_norm_w_q},
-      {&RunStats::mean_grad_norm_w_k, &ArmStats::mean_grad_norm_w_k},
-      {&RunStats::grad_norm_w_q_step0, &ArmStats::grad_norm_w_q_step0},
-      {&RunStats::grad_norm_w_k_step0, &ArmStats::grad_norm_w_k_step0},
-      {&RunStats::mean_grad_norm_w_q_before_loss, &ArmStats::mean_grad_norm_w_q_before_loss},
-      {&RunStats::mean_grad_norm_w_k_before_loss, &ArmStats::mean_grad_norm_w_k_before_loss},
-      {&RunStats::score_grad_relative, &ArmStats::score_grad_relative},
-      {&RunStats::entropy_first, &ArmStats::entropy_first},
-      {&RunStats::entropy_last, &ArmStats::entropy_last},
-      {&RunStats::score_std_first, &ArmStats::score_std_first},
-      {&RunStats::score_std_last, &ArmStats::score_std_last},
-      {&RunStats::saturated_first, &ArmStats::saturated_first},
-      {&RunStats::score_grad_median, &ArmStats::score_grad_median}};
-  for (const auto& [run_field, arm_field] : fields) {
-    std::vector<double> values;
-    for (auto i : arm.kept) values.push_back(c.stats[i].*run_field);
-    arm.*arm_field = mean_sd(values);
+  for (const Statistic& s : statistics()) {
+    const bool per_weight = s.name.find("{w}") != std::string::npos;
+    for (const std::string& w : per_weight ? attention_weights() : std::vector<std::string>{""}) {
+      const std::string name = statistic_name(s.name, w);
+      std::vector<double> values;
+      for (auto i : s.over_used_runs ? arm.used : arm.kept) values.push_back(c.stats[i][name]);
+      arm.stats[name] = mean_sd(values);
+    }
   }
-  std::vector<double> sgm, relative, step_loss, step_acc;
   for (auto i : arm.kept) {
-    const RunStats& r = c.stats[i];
-    sgm.push_back(r.score_grad_median);
-    relative.push_back(r.score_grad_relative);
-    if (r.step_to_loss >= 0) step_loss.push_back(static_cast<double>(r.step_to_loss));
-    if (r.step_to_accuracy >= 0) step_acc.push_back(static_cast<double>(r.step_to_accuracy));
-    if (std::isfinite(r.first_measured_step) && r.first_measured_step != 0) arm.measured_from_step_0 = false;
+    const double first = c.stats[i]["first_measured_step"];
+    if (std::isfinite(first) && first != 0) arm.measured_from_step_0 = false;
   }
-  median_and_range(sgm, arm.score_grad_median_median, arm.score_grad_median_min, arm.score_grad_median_max);
-  median_and_range(relative, arm.score_grad_relative_median, arm.score_grad_relative_min, arm.score_grad_relative_max);
-  arm.reached_loss = step_loss.size();
-  arm.reached_accuracy = step_acc.size();
-  const MeanSd to_loss = mean_sd(step_loss), to_accuracy = mean_sd(step_acc);
-  arm.mean_step_to_loss = to_loss.mean;
-  arm.sd_step_to_loss = to_loss.sd;
-  arm.mean_step_to_accuracy = to_accuracy.mean;
-  arm.sd_step_to_accuracy = to_accuracy.sd;
 }
 
 // One arm's runs: each run's statistics, the runs used (complete ones, or all when none is), its seeds, the runs
@@ -441,18 +498,13 @@ void analyse_arm(Comparison& c, ArmStats& arm, double loss_threshold, double acc
   }
   if (arm.used.empty()) arm.used = arm.runs;
   count_seeds(c, arm);
-  // Every statistic over the runs that did not diverge; the lr objective over all used runs (a diverged run counts
-  // as its initial loss there, by the objective's definition).
-  std::vector<double> objective;
   for (auto i : arm.used) {
-    objective.push_back(c.stats[i].lr_objective);
     if (c.runs[i].diverged)
       arm.diverged_steps.push_back(c.runs[i].diverged_step);
     else
       arm.kept.push_back(i);
   }
   summarise_kept_runs(c, arm);
-  arm.lr_objective = mean_sd(objective);
 }
 
 // Arms that differ only in lr, two or more with a finite sensitivity. Arms are sorted by lr within equal other
@@ -472,12 +524,12 @@ std::vector<LrGroup> lr_groups_of(const Comparison& c) {
     LrGroup g;
     g.arms = members;
     std::vector<double> objective;
-    for (auto a : members) objective.push_back(c.arms[a].lr_objective.mean);
+    for (auto a : members) objective.push_back(c.arms[a].stat("lr_objective").mean);
     g.sensitivity = lr_sensitivity(objective);
     if (!std::isfinite(g.sensitivity)) continue;
     g.best_arm = members.front();
     for (auto a : members)
-      if (c.arms[a].lr_objective.mean < c.arms[g.best_arm].lr_objective.mean) g.best_arm = a;
+      if (c.arms[a].stat("lr_objective").mean < c.arms[g.best_arm].stat("lr_objective").mean) g.best_arm = a;
     groups.push_back(std::move(g));
   }
   return groups;
@@ -529,7 +581,7 @@ namespace {
 // `shared`: the arms of a and b at each shared learning rate. Counts into out.seeds_*.
 void compare_seed_by_seed(const Comparison& c, const std::vector<std::pair<const ArmStats*, const ArmStats*>>& shared,
                           LrComparison& out) {
-  const auto objective = [](const RunStats& r) { return r.lr_objective; };
+  const auto objective = [](const RunStats& r) { return r["lr_objective"]; };
   std::map<nlohmann::json, std::vector<double>> seeds_a, seeds_b;
   for (const auto& [x, y] : shared) {
     for (const auto& [seed, v] : per_seed_mean(c, x->used, objective)) seeds_a[seed].push_back(v);
@@ -602,9 +654,9 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
       if (x.lr() != y.lr()) continue;
       shared.push_back({&x, &y});
       out.lrs.push_back(x.lr());
-      objective_a.push_back(x.lr_objective.mean);
-      objective_b.push_back(y.lr_objective.mean);
-      for (const MeanSd* m : {&x.lr_objective, &y.lr_objective}) {
+      objective_a.push_back(x.stat("lr_objective").mean);
+      objective_b.push_back(y.stat("lr_objective").mean);
+      for (const MeanSd* m : {&x.stat("lr_objective"), &y.stat("lr_objective")}) {
         if (std::isfinite(m->sd)) tolerance = std::max(tolerance, m->sd);
         if (std::isfinite(m->mean)) tolerance = std::max(tolerance, 0.02 * std::fabs(m->mean));
       }
@@ -641,7 +693,7 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
 
 LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b) {
   LossComparison out;
-  const auto final_loss = [](const RunStats& r) { return r.final_loss; };
+  const auto final_loss = [](const RunStats& r) { return r["final_loss"]; };
   const auto la = per_seed_mean(c, a.kept, final_loss), lb = per_seed_mean(c, b.kept, final_loss);
   for (const auto& [seed, x] : la) {
     const auto it = lb.find(seed);
@@ -657,7 +709,7 @@ LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const 
       ++out.same;
   }
   using V = LossComparison::Verdict;
-  if (a.final_loss.n == 0 || b.final_loss.n == 0) {
+  if (a.stat("final_loss").n == 0 || b.stat("final_loss").n == 0) {
     out.no_final_loss = true;
     return out;
   }
@@ -673,16 +725,15 @@ LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const 
                                                 : V::not_decided;
     return out;
   }
-  out.tolerance = equal_loss_tolerance(a.final_loss, b.final_loss);
-  const double diff = a.final_loss.mean - b.final_loss.mean;
+  out.tolerance = equal_loss_tolerance(a.stat("final_loss"), b.stat("final_loss"));
+  const double diff = a.stat("final_loss").mean - b.stat("final_loss").mean;
   out.verdict = diff > out.tolerance ? V::b_lower : diff < -out.tolerance ? V::a_lower : V::about_same;
   return out;
 }
 
 StepPairs compare_steps_by_seed(const Comparison& c, const ArmStats& a, const ArmStats& b, bool loss) {
   const auto step = [loss](const RunStats& r) {
-    const long s = loss ? r.step_to_loss : r.step_to_accuracy;
-    return s >= 0 ? static_cast<double>(s) : kNoValue;  // never reached: left out
+    return loss ? r["step_to_loss"] : r["step_to_accuracy"];  // NaN: never reached, left out
   };
   const auto sa = per_seed_mean(c, a.kept, step), sb = per_seed_mean(c, b.kept, step);
   StepPairs out;
@@ -701,7 +752,7 @@ bool solved(const ArmStats& arm, const Comparison& c) {
   if (arm.kept.empty()) return false;
   // A NaN final loss or accuracy (every row skipped under --on-nan skip) fails both comparisons: not solved.
   return std::all_of(arm.kept.begin(), arm.kept.end(), [&](std::size_t i) {
-    return c.stats[i].final_accuracy >= c.accuracy_threshold && c.stats[i].final_loss <= kSolvedLoss;
+    return c.stats[i]["final_accuracy"] >= c.accuracy_threshold && c.stats[i]["final_loss"] <= kSolvedLoss;
   });
 }
 

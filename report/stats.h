@@ -2,7 +2,9 @@
 // over seeds, and the learning-rate sensitivity of arms that differ only in learning rate.
 #pragma once
 
+#include <functional>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,59 +17,64 @@ namespace xgrad::report {
 
 constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 
-/// What one run measured. Losses in nats. A "row" is one metrics.csv row (one step); a "finite row" one whose update
-/// was applied (is_finite_step, train/run_files.h): not a step skipped under --on-nan skip nor one a run diverged at.
+/// Mean, sample standard deviation (n - 1 denominator; 0 for one value), median and range of the finite values; n
+/// counts them. NaN (n = 0) when none is finite.
+struct MeanSd {
+  double mean = kNoValue;
+  double sd = kNoValue;
+  std::size_t n = 0;
+  double median = kNoValue, min = kNoValue, max = kNoValue;
+};
+MeanSd mean_sd(const std::vector<double>& values);
+
+/// The attention weights whose gradient statistics are declared once for both: a statistic named
+/// "mean_grad_norm_{w}" is two, "mean_grad_norm_w_q" and "mean_grad_norm_w_k".
+inline const std::vector<std::string>& attention_weights() {
+  static const std::vector<std::string> weights{"w_q", "w_k"};
+  return weights;
+}
+
+struct RunStats;
+
+/// What a statistic of one run is computed from: the run, the thresholds of its arm, and the statistics declared
+/// before it (a statistic may use an earlier one: the gradient before the loss threshold uses step_to_loss).
+struct RunContext {
+  const RunRecord& run;
+  double loss_threshold = kNoValue;
+  double accuracy_threshold = kNoValue;
+  std::size_t window = 1;  // rows of the trailing mean of steps-to-threshold
+  const RunStats& so_far;
+};
+
+/// One per-run statistic, declared once: its name (the key of RunStats and ArmStats::stats), what it is (the
+/// report's glossary shows it) and how one run's value is computed. An arm summarises it over its kept runs (the
+/// runs that did not diverge) or, with over_used_runs, over every used run.
+struct Statistic {
+  std::string name;         // "final_loss"; with "{w}", one statistic per attention_weights() entry
+  std::string description;  // one short definition, with its unit
+  std::function<double(const RunContext&, const std::string& w)> of_run;  // NaN: the run has no value
+  bool over_used_runs = false;  // diverged runs count (the lr objective counts one as its initial loss)
+};
+
+/// Every statistic, in the order they are computed. Adding a statistic is one entry here (and its test).
+const std::vector<Statistic>& statistics();
+
+/// The name of a statistic declared with "{w}" for one attention weight: ("mean_grad_norm_{w}", "w_q") ->
+/// "mean_grad_norm_w_q".
+std::string statistic_name(const std::string& declared, const std::string& w);
+
+/// What one run measured, by statistic name (statistics()). Losses in nats, steps as metrics.csv's step column. A
+/// "row" is one metrics.csv row (one step); a "finite row" one whose update was applied (is_finite_step,
+/// train/run_files.h): not a step skipped under --on-nan skip nor one a run diverged at.
 struct RunStats {
-  double initial_loss = kNoValue;    // loss at the first row
-  double final_loss = kNoValue;      // mean loss over the last min(20, rows) rows (as summary.json); NaN if diverged
-  double final_accuracy = kNoValue;  // mean accuracy over the same rows; NaN if diverged
-  double auc_loss = kNoValue;        // mean loss over all rows (area under the loss curve / steps); NaN if diverged
-  long step_to_loss = -1;            // first step whose trailing mean loss over `window` rows is <= the threshold;
-                                     // -1: never
-  long step_to_accuracy = -1;        // same for accuracy >= its threshold
-  // RunRecord::gradients: over the finite rows, the numbers summary.json holds (GradientStats); NaN without W_q
-  // (W_k) columns.
-  double frac_zero_grad_w_q = kNoValue;       // fraction of finite rows where every W_q gradient norm is exactly 0
-  double frac_zero_grad_w_k = kNoValue;       // same for W_k
-  double frac_near_zero_grad_w_q = kNoValue;  // fraction of finite rows whose W_q gradient norm was exactly zero or
-                                              // below kNearZeroGradFraction (1e-6) of its first finite row's
-  double frac_near_zero_grad_w_k = kNoValue;  // same for W_k
-  double mean_grad_norm_w_q = kNoValue;       // mean over finite rows of the W_q gradient norm (all layers, L2)
-  double mean_grad_norm_w_k = kNoValue;
-  // The W_q (W_k) gradient norm at the first finite row: step 0 unless that step was skipped (GradientStats'
-  // first_grad_norm_*). Before any training, so it measures the start (a saturated softmax) and not how long a run
-  // keeps a non-zero loss, which the mean over all rows mostly does.
-  double grad_norm_w_q_step0 = kNoValue, grad_norm_w_k_step0 = kNoValue;
-  // Mean W_q (W_k) gradient norm over the finite rows up to and including step_to_loss (every finite row when the
-  // run never reaches the loss threshold): the gradient while the task is still being learned, which a run that
-  // solves it early does not dilute with steps on a loss near zero.
-  double mean_grad_norm_w_q_before_loss = kNoValue, mean_grad_norm_w_k_before_loss = kNoValue;
-  double entropy_first = kNoValue, entropy_last = kNoValue;      // first/last measured first-layer entropy (nats)
-  double score_std_first = kNoValue, score_std_last = kNoValue;  // first/last measured first-layer score std
-  double first_measured_step = kNoValue;                         // the step of entropy_first
-  double saturated_first = kNoValue;    // share of first-layer queries with max attention weight > 0.99 at the
-                                        // first measured step (mean over heads)
-  double score_grad_median = kNoValue;  // median over the measured rows of the first layer's median per-query
-                                        // score gradient ‖dLoss/d(score row)‖ (mean over heads)
-  // Median over the measured rows up to and including step_to_loss (every row when the run never reaches the loss
-  // threshold) of score_grad_median / loss, rows with a finite positive loss. A saturated softmax passes almost no
-  // gradient whatever its loss; a run that solved the task has a small gradient only because its loss is small, and
-  // its rows after the threshold are left out: this tells saturation from convergence, score_grad_median does not.
-  double score_grad_relative = kNoValue;
-  double lr_objective = kNoValue;  // min(final loss, initial loss); the initial loss if the run diverged
+  std::map<std::string, double> values;  // every declared statistic; NaN where the run has none
+  /// The value of the statistic `name`. Throws std::out_of_range naming it when no statistic has that name.
+  double operator[](const std::string& name) const;
 };
 
 /// Statistics of one run. `window` >= 1 rows for the trailing means of steps-to-threshold. Never throws on
 /// NaN/Inf values: non-finite values are skipped by the means and never reach a threshold.
 RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_threshold, std::size_t window);
-
-/// Mean and sample standard deviation (n - 1 denominator; 0 for one value) of the finite values; n counts them.
-struct MeanSd {
-  double mean = kNoValue;
-  double sd = kNoValue;
-  std::size_t n = 0;
-};
-MeanSd mean_sd(const std::vector<double>& values);
 
 /// Two mean losses closer than this count as equal when the report says which arm trains better: the larger of the
 /// two seed standard deviations, and at least 2% of the larger mean (one seed has no spread, and a 0.1% difference
@@ -95,26 +102,13 @@ struct ArmStats {
   std::vector<std::vector<std::size_t>> duplicate_seeds;  // used runs sharing one (seed, data_seed), a group per
                                                           // pair held by more than one; all stay in the aggregates
   double loss_threshold = kNoValue;
-  MeanSd final_loss, final_accuracy, auc_loss;
-  MeanSd initial_loss;
-  std::size_t reached_loss = 0, reached_accuracy = 0;                     // kept runs that reached the threshold
-  double mean_step_to_loss = kNoValue, mean_step_to_accuracy = kNoValue;  // mean over the runs that reached it
-  double sd_step_to_loss = kNoValue, sd_step_to_accuracy = kNoValue;      // their sample sd (0 for one run)
-  MeanSd frac_zero_grad_w_q, frac_zero_grad_w_k, mean_grad_norm_w_q, mean_grad_norm_w_k;
-  MeanSd frac_near_zero_grad_w_q, frac_near_zero_grad_w_k;
-  MeanSd grad_norm_w_q_step0, grad_norm_w_k_step0;                        // RunStats' step-0 norms
-  MeanSd mean_grad_norm_w_q_before_loss, mean_grad_norm_w_k_before_loss;  // RunStats' before the loss threshold
-  MeanSd entropy_first, entropy_last, score_std_first, score_std_last, saturated_first;
-  MeanSd score_grad_median;  // RunStats::score_grad_median over the kept runs (its mean is not used: the
-                             // values span orders of magnitude; see the median and range below)
-  double score_grad_median_median = kNoValue;  // median over the kept runs of RunStats::score_grad_median
-  double score_grad_median_min = kNoValue, score_grad_median_max = kNoValue;  // their range
-  MeanSd score_grad_relative;                    // RunStats::score_grad_relative over the kept runs (mean unused)
-  double score_grad_relative_median = kNoValue;  // median over the kept runs of RunStats::score_grad_relative
-  double score_grad_relative_min = kNoValue, score_grad_relative_max = kNoValue;  // their range
-  bool measured_from_step_0 = true;  // every kept run measured attention at step 0
-  MeanSd lr_objective;               // over the used runs, diverged ones included (as their initial loss)
-  std::vector<long> diverged_steps;  // one per used run that diverged
+  std::map<std::string, MeanSd> stats;  // every statistic() over the kept runs (over_used_runs: the used runs)
+  bool measured_from_step_0 = true;     // every kept run measured attention at step 0
+  std::vector<long> diverged_steps;     // one per used run that diverged
+
+  /// The summary of the statistic `name` over the arm's runs (a steps-to-threshold statistic: over the runs that
+  /// reached it, n counting them). Throws std::out_of_range naming it when no statistic has that name.
+  const MeanSd& stat(const std::string& name) const;
 
   /// The arm learned something: its mean final loss is below the chance loss (config.json's derived chance_loss,
   /// ln(n_values): a uniform guess) by more than equal_loss_tolerance (the seed sd, at least 2%); without a chance

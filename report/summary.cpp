@@ -84,8 +84,8 @@ SummaryFigure final_loss_vs_d_k(const Comparison& c) {
     SummaryLine line = summary_line(arm_label(c.arms[group.front()], extra, omit), c.arms[group.front()].scale());
     for (auto a : group) {
       const ArmStats& arm = c.arms[a];
-      line.points.push_back(mean_point(static_cast<double>(arm.d_k()), arm.final_loss, arm.diverged_steps.size()));
-      if (arm.final_loss.n == 0 && !arm.diverged_steps.empty())
+      line.points.push_back(mean_point(static_cast<double>(arm.d_k()), arm.stat("final_loss"), arm.diverged_steps.size()));
+      if (arm.stat("final_loss").n == 0 && !arm.diverged_steps.empty())
         f.notes.push_back(fmt::format("{} at d_k={}: every run diverged, no point", line.label, arm.d_k()));
     }
     f.lines.push_back(std::move(line));
@@ -132,7 +132,7 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
       diverged_at[arm.d_k()] += arm.diverged_steps.size();
       auto& runs = runs_at[arm.d_k()];
       for (auto i : arm.kept) {
-        if (c.stats[i].first_measured_step == 0)
+        if (c.stats[i]["first_measured_step"] == 0)
           runs.push_back(i);
         else
           ++not_measured;
@@ -140,7 +140,7 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
     }
     for (const auto& [d_k, runs] : runs_at) {
       std::vector<double> values;
-      for (auto i : runs) values.push_back(entropy ? c.stats[i].entropy_first : c.stats[i].score_std_first);
+      for (auto i : runs) values.push_back(entropy ? c.stats[i]["entropy_first"] : c.stats[i]["score_std_first"]);
       line.points.push_back(mean_point(static_cast<double>(d_k), mean_sd(values), diverged_at[d_k]));
       if (entropy || runs.empty()) continue;
       // The theory on the weights and batch the first run started from.
@@ -191,10 +191,10 @@ SummaryFigure score_grad_vs_d_k(const Comparison& c) {
       const ArmStats& arm = c.arms[a];
       SummaryPoint p;
       p.x = static_cast<double>(arm.d_k());
-      p.y = arm.score_grad_median_median;
-      p.lo = arm.score_grad_median_min;
-      p.hi = arm.score_grad_median_max;
-      p.n = arm.score_grad_median.n;
+      p.y = arm.stat("score_grad_median").median;
+      p.lo = arm.stat("score_grad_median").min;
+      p.hi = arm.stat("score_grad_median").max;
+      p.n = arm.stat("score_grad_median").n;
       p.n_diverged = arm.diverged_steps.size();
       if (p.y == 0) ++zero;
       line.points.push_back(p);
@@ -223,8 +223,8 @@ SummaryFigure final_loss_vs_lr(const Comparison& c) {
     SummaryLine line = summary_line(arm_label(c.arms[g.arms.front()], extra, omit), c.arms[g.arms.front()].scale());
     for (auto a : g.arms) {
       const ArmStats& arm = c.arms[a];
-      line.points.push_back(mean_point(arm.lr(), arm.final_loss, arm.diverged_steps.size()));
-      if (arm.final_loss.n == 0 && !arm.diverged_steps.empty())
+      line.points.push_back(mean_point(arm.lr(), arm.stat("final_loss"), arm.diverged_steps.size()));
+      if (arm.stat("final_loss").n == 0 && !arm.diverged_steps.empty())
         f.notes.push_back(
             fmt::format("{} at lr={}: every run diverged, no point", line.label, setting_text(arm.settings, "lr")));
     }

@@ -230,15 +230,16 @@ Table arm_table(const Comparison& c) {
     const std::size_t n = arm.kept.size();
     const std::vector<std::string> cells{
         format_seeds(arm),
-        format_mean_sd(arm.final_loss),
-        format_number(arm.final_accuracy.mean),
-        std::isnan(arm.loss_threshold) ? std::string("n/a") : format_steps(arm.reached_loss, n, arm.mean_step_to_loss),
-        format_steps(arm.reached_accuracy, n, arm.mean_step_to_accuracy),
-        format_mean_sd(arm.auc_loss),
-        format_percent(arm.frac_zero_grad_w_q.mean),
-        format_percent(arm.frac_zero_grad_w_k.mean),
-        format_percent(arm.frac_near_zero_grad_w_q.mean),
-        format_percent(arm.frac_near_zero_grad_w_k.mean),
+        format_mean_sd(arm.stat("final_loss")),
+        format_number(arm.stat("final_accuracy").mean),
+        std::isnan(arm.loss_threshold) ? std::string("n/a")
+                                       : format_steps(arm.stat("step_to_loss").n, n, arm.stat("step_to_loss").mean),
+        format_steps(arm.stat("step_to_accuracy").n, n, arm.stat("step_to_accuracy").mean),
+        format_mean_sd(arm.stat("auc_loss")),
+        format_percent(arm.stat("frac_zero_grad_w_q").mean),
+        format_percent(arm.stat("frac_zero_grad_w_k").mean),
+        format_percent(arm.stat("frac_near_zero_grad_w_q").mean),
+        format_percent(arm.stat("frac_near_zero_grad_w_k").mean),
         format_diverged(arm)};
     row.insert(row.end(), cells.begin(), cells.end());
     t.rows.push_back(std::move(row));
@@ -258,8 +259,8 @@ Table lr_table(const Comparison& c) {
     std::string by_lr;
     for (auto a : g.arms) {
       const ArmStats& arm = c.arms[a];
-      by_lr +=
-          (by_lr.empty() ? "" : ", ") + setting_text(arm.settings, "lr") + ": " + format_number(arm.lr_objective.mean);
+      by_lr += (by_lr.empty() ? "" : ", ") + setting_text(arm.settings, "lr") + ": " +
+               format_number(arm.stat("lr_objective").mean);
       if (!arm.diverged_steps.empty())
         by_lr += fmt::format(" (diverged {}/{})", arm.diverged_steps.size(), arm.used.size());
     }

@@ -137,12 +137,12 @@ TEST_CASE("final loss and accuracy: mean over the last 20 steps, then mean ± sa
   const Comparison cmp = analyse_dirs({root.string()});
   REQUIRE(cmp.arms.size() == 1);
   const ArmStats& arm = cmp.arms[0];
-  CHECK(arm.final_loss.n == 3);
-  CHECK(arm.final_loss.mean == doctest::Approx(2.0));
-  CHECK(arm.final_loss.sd == doctest::Approx(1.0));  // sqrt(((1-2)^2 + 0 + (3-2)^2) / (3 - 1))
-  CHECK(arm.final_accuracy.mean == doctest::Approx(0.2));
-  CHECK(arm.initial_loss.mean == doctest::Approx(9.0));
-  CHECK(format_mean_sd(arm.final_loss) == "2.000 ± 1.000");
+  CHECK(arm.stat("final_loss").n == 3);
+  CHECK(arm.stat("final_loss").mean == doctest::Approx(2.0));
+  CHECK(arm.stat("final_loss").sd == doctest::Approx(1.0));  // sqrt(((1-2)^2 + 0 + (3-2)^2) / (3 - 1))
+  CHECK(arm.stat("final_accuracy").mean == doctest::Approx(0.2));
+  CHECK(arm.stat("initial_loss").mean == doctest::Approx(9.0));
+  CHECK(format_mean_sd(arm.stat("final_loss")) == "2.000 ± 1.000");
 
   const MeanSd one = mean_sd({nan_value, 4.0, inf_value});
   CHECK(one.n == 1);
@@ -168,31 +168,51 @@ TEST_CASE("steps to threshold: first step whose trailing mean reaches it; never;
   {
     const Comparison cmp = analyse_dirs({root.string()}, 1.0, 0.9, 1);
     REQUIRE(cmp.runs.size() == 2);
-    const RunStats& f = cmp.stats[0].step_to_loss >= 0 ? cmp.stats[0] : cmp.stats[1];
-    const RunStats& s = cmp.stats[0].step_to_loss >= 0 ? cmp.stats[1] : cmp.stats[0];
-    CHECK(f.step_to_loss == 3);      // 0.9 <= 1.0
-    CHECK(f.step_to_accuracy == 2);  // 0.95 >= 0.9
-    CHECK(s.step_to_loss == -1);
-    CHECK(s.step_to_accuracy == -1);
+    const RunStats& f = cmp.stats[0]["step_to_loss"] >= 0 ? cmp.stats[0] : cmp.stats[1];
+    const RunStats& s = cmp.stats[0]["step_to_loss"] >= 0 ? cmp.stats[1] : cmp.stats[0];
+    CHECK(f["step_to_loss"] == 3);         // 0.9 <= 1.0
+    CHECK(f["step_to_accuracy"] == 2);     // 0.95 >= 0.9
+    CHECK(std::isnan(s["step_to_loss"]));  // never reached
+    CHECK(std::isnan(s["step_to_accuracy"]));
     const ArmStats& arm = cmp.arms[0];
-    CHECK(arm.reached_loss == 1);
-    CHECK(arm.mean_step_to_loss == doctest::Approx(3.0));
-    CHECK(format_steps(arm.reached_loss, arm.used.size(), arm.mean_step_to_loss) == "3 (1/2)");
+    CHECK(arm.stat("step_to_loss").n == 1);
+    CHECK(arm.stat("step_to_loss").mean == doctest::Approx(3.0));
+    CHECK(format_steps(arm.stat("step_to_loss").n, arm.used.size(), arm.stat("step_to_loss").mean) == "3 (1/2)");
     CHECK(format_steps(0, 2, nan_value) == "never");
     CHECK(format_steps(2, 2, 4.0) == "4");
   }
   {
     // Window 2: loss means 2.5, 1.75, 1.2, 0.85 → step 4; accuracy means .., 0.725, 0.71, 0.915 → step 5.
     const Comparison cmp = analyse_dirs({(root / "fast").string()}, 1.0, 0.9, 2);
-    CHECK(cmp.stats[0].step_to_loss == 4);
-    CHECK(cmp.stats[0].step_to_accuracy == 5);
+    CHECK(cmp.stats[0]["step_to_loss"] == 4);
+    CHECK(cmp.stats[0]["step_to_accuracy"] == 5);
   }
   {
     // Default loss threshold (< 0): half the chance loss ln(8) = 1.0397; only 0.9 and below reach it.
     const Comparison cmp = analyse_dirs({(root / "fast").string()}, -1, 0.9, 1);
     CHECK(cmp.arms[0].loss_threshold == doctest::Approx(0.5 * std::log(8.0)));
-    CHECK(cmp.stats[0].step_to_loss == 3);
+    CHECK(cmp.stats[0]["step_to_loss"] == 3);
   }
+}
+
+TEST_CASE("statistics by name: a {w} declaration is one statistic per attention weight, every run and arm has each") {
+  const TempDir root("compare_named");
+  FakeRun r;
+  r.loss = constant(4, 1.0);
+  r.accuracy = constant(4, 0.5);
+  write_run(root / "r", r);
+  const Comparison cmp = analyse_dirs({root.string()});
+  std::size_t expected = 0;
+  for (const Statistic& s : statistics())
+    expected += s.name.find("{w}") == std::string::npos ? 1 : attention_weights().size();
+  CHECK(cmp.stats.at(0).values.size() == expected);
+  CHECK(cmp.arms.at(0).stats.size() == expected);
+  CHECK(cmp.stats[0].values.count("mean_grad_norm_w_q") == 1);
+  CHECK(cmp.stats[0].values.count("mean_grad_norm_w_k") == 1);
+  CHECK(statistic_name("frac_zero_grad_{w}", "w_k") == "frac_zero_grad_w_k");
+  // A name no statistic declares is a programming error the caller hears of, not a silent NaN.
+  CHECK_THROWS_AS(cmp.stats[0]["final_los"], std::out_of_range);
+  CHECK_THROWS_AS(cmp.arms[0].stat("final_los"), std::out_of_range);
 }
 
 TEST_CASE("mean loss (AUC), zero-gradient fractions and NaN attention columns") {
@@ -210,17 +230,17 @@ TEST_CASE("mean loss (AUC), zero-gradient fractions and NaN attention columns") 
   write_run(root / "r", r);
   const Comparison cmp = analyse_dirs({root.string()});
   const RunStats& s = cmp.stats[0];
-  CHECK(s.auc_loss == doctest::Approx(2.5));
-  CHECK(s.frac_zero_grad_w_q == doctest::Approx(0.5));  // steps 1 and 3
-  CHECK(s.frac_zero_grad_w_k == doctest::Approx(0.5));  // steps 2 and 3
-  CHECK(s.mean_grad_norm_w_q == doctest::Approx((std::sqrt(2.0) + 0 + 0.5 + 0) / 4));
-  CHECK(s.entropy_first == doctest::Approx(2.0));  // layer 0 only (layer 1 holds 99)
-  CHECK(s.entropy_last == doctest::Approx(0.5));
-  CHECK(s.first_measured_step == doctest::Approx(1.0));
-  CHECK(s.score_std_first == doctest::Approx(1.0));
-  CHECK(s.score_std_last == doctest::Approx(8.0));
+  CHECK(s["auc_loss"] == doctest::Approx(2.5));
+  CHECK(s["frac_zero_grad_w_q"] == doctest::Approx(0.5));  // steps 1 and 3
+  CHECK(s["frac_zero_grad_w_k"] == doctest::Approx(0.5));  // steps 2 and 3
+  CHECK(s["mean_grad_norm_w_q"] == doctest::Approx((std::sqrt(2.0) + 0 + 0.5 + 0) / 4));
+  CHECK(s["entropy_first"] == doctest::Approx(2.0));  // layer 0 only (layer 1 holds 99)
+  CHECK(s["entropy_last"] == doctest::Approx(0.5));
+  CHECK(s["first_measured_step"] == doctest::Approx(1.0));
+  CHECK(s["score_std_first"] == doctest::Approx(1.0));
+  CHECK(s["score_std_last"] == doctest::Approx(8.0));
   CHECK_FALSE(cmp.arms[0].measured_from_step_0);
-  CHECK(format_percent(cmp.arms[0].frac_zero_grad_w_q.mean) == "50.0%");
+  CHECK(format_percent(cmp.arms[0].stat("frac_zero_grad_w_q").mean) == "50.0%");
   CHECK(format_percent(0.0) == "0%");
 }
 
@@ -243,16 +263,16 @@ TEST_CASE("zero-gradient fractions: summary.json and compare give the same numbe
 
   const Comparison cmp = analyse_dirs({(root / "run").string()});
   REQUIRE(cmp.stats.size() == 1);
-  CHECK(cmp.stats[0].frac_zero_grad_w_q == summary.frac_zero_grad_w_q);
-  CHECK(cmp.stats[0].frac_zero_grad_w_k == summary.frac_zero_grad_w_k);
+  CHECK(cmp.stats[0]["frac_zero_grad_w_q"] == summary.frac_zero_grad_w_q);
+  CHECK(cmp.stats[0]["frac_zero_grad_w_k"] == summary.frac_zero_grad_w_k);
   // The near-zero share is defined once too (GradientStats): summary.json and compare agree on it.
   REQUIRE(std::isfinite(summary.frac_near_zero_grad_w_q));
   CHECK(summary.frac_near_zero_grad_w_q >= summary.frac_zero_grad_w_q);
-  CHECK(cmp.stats[0].frac_near_zero_grad_w_q == summary.frac_near_zero_grad_w_q);
-  CHECK(cmp.stats[0].frac_near_zero_grad_w_k == summary.frac_near_zero_grad_w_k);
+  CHECK(cmp.stats[0]["frac_near_zero_grad_w_q"] == summary.frac_near_zero_grad_w_q);
+  CHECK(cmp.stats[0]["frac_near_zero_grad_w_k"] == summary.frac_near_zero_grad_w_k);
   // metrics.csv holds the norms to 9 significant digits.
-  CHECK(cmp.stats[0].mean_grad_norm_w_q == doctest::Approx(summary.mean_grad_norm_w_q).epsilon(1e-7).scale(0));
-  CHECK(cmp.stats[0].mean_grad_norm_w_k == doctest::Approx(summary.mean_grad_norm_w_k).epsilon(1e-7).scale(0));
+  CHECK(cmp.stats[0]["mean_grad_norm_w_q"] == doctest::Approx(summary.mean_grad_norm_w_q).epsilon(1e-7).scale(0));
+  CHECK(cmp.stats[0]["mean_grad_norm_w_k"] == doctest::Approx(summary.mean_grad_norm_w_k).epsilon(1e-7).scale(0));
   const std::string table = arm_table(cmp).text();
   INFO(table);
   CHECK(table.find(format_percent(summary.frac_zero_grad_w_q)) != std::string::npos);
@@ -494,8 +514,8 @@ TEST_CASE("LR sensitivity (Wortsman et al. 2023): mean over lr of min(final, ini
   const LrGroup& none = cmp.lr_groups[0];
   REQUIRE(none.arms.size() == 4);
   CHECK(cmp.arms[none.arms[0]].lr() == doctest::Approx(0.001));  // by increasing lr
-  CHECK(cmp.arms[none.arms[0]].lr_objective.mean == doctest::Approx(4.0));
-  CHECK(cmp.arms[none.arms[3]].lr_objective.mean == doctest::Approx(4.0));
+  CHECK(cmp.arms[none.arms[0]].stat("lr_objective").mean == doctest::Approx(4.0));
+  CHECK(cmp.arms[none.arms[3]].stat("lr_objective").mean == doctest::Approx(4.0));
   CHECK(none.sensitivity == doctest::Approx((4.0 + 1.0 + 0.5 + 4.0) / 4 - 0.5));
   CHECK(cmp.arms[none.best_arm].lr() == doctest::Approx(0.1));
   const LrGroup& scaled = cmp.lr_groups[1];
@@ -644,13 +664,13 @@ TEST_CASE("a diverged run is left out of every statistic of its arm, and counted
   REQUIRE(none.scale() == "none");
   CHECK(none.diverged_steps == std::vector<long>{16});
   CHECK(none.kept.size() == 1);
-  CHECK(none.mean_grad_norm_w_q.n == 1);
-  CHECK(none.mean_grad_norm_w_q.mean == doctest::Approx(0.31));
-  CHECK(none.mean_grad_norm_w_k.mean == doctest::Approx(0.2));
-  CHECK(none.frac_zero_grad_w_q.n == 1);
-  CHECK(none.score_std_last.mean == doctest::Approx(8.0));
-  CHECK(none.entropy_first.mean == doctest::Approx(0.3));
-  CHECK(none.final_loss.n == 1);
+  CHECK(none.stat("mean_grad_norm_w_q").n == 1);
+  CHECK(none.stat("mean_grad_norm_w_q").mean == doctest::Approx(0.31));
+  CHECK(none.stat("mean_grad_norm_w_k").mean == doctest::Approx(0.2));
+  CHECK(none.stat("frac_zero_grad_w_q").n == 1);
+  CHECK(none.stat("score_std_last").mean == doctest::Approx(8.0));
+  CHECK(none.stat("entropy_first").mean == doctest::Approx(0.3));
+  CHECK(none.stat("final_loss").n == 1);
 }
 
 TEST_CASE("a diverged run is left out of the story checks and the sentences of its arm, and counted there") {
@@ -722,9 +742,9 @@ TEST_CASE("near-zero gradient column: steps below 1e-6 of the step-0 norm, besid
   r.w_q1[0] = 0.6;  // step 0: norm 1
   write_run(root / "run", r);
   const Comparison cmp = analyse_dirs({root.string()});
-  CHECK(cmp.stats[0].frac_zero_grad_w_q == doctest::Approx(0.0));
-  CHECK(cmp.stats[0].frac_near_zero_grad_w_q == doctest::Approx(0.9));
-  CHECK(cmp.arms[0].frac_near_zero_grad_w_q.mean == doctest::Approx(0.9));
+  CHECK(cmp.stats[0]["frac_zero_grad_w_q"] == doctest::Approx(0.0));
+  CHECK(cmp.stats[0]["frac_near_zero_grad_w_q"] == doctest::Approx(0.9));
+  CHECK(cmp.arms[0].stat("frac_near_zero_grad_w_q").mean == doctest::Approx(0.9));
   const Table t = arm_table(cmp);
   INFO(t.text());
   REQUIRE(t.rows.size() == 1);
@@ -770,8 +790,8 @@ TEST_CASE("diverged runs: counted per arm with their step, left out of final los
   write_run(root / "skipping" / "run", skipping);
   const Comparison skip_cmp = analyse_dirs({(root / "skipping").string()});
   CHECK_FALSE(skip_cmp.runs[0].diverged);
-  CHECK(skip_cmp.stats[0].final_loss == doctest::Approx(0.75));
-  CHECK(skip_cmp.stats[0].auc_loss == doctest::Approx(0.75));
+  CHECK(skip_cmp.stats[0]["final_loss"] == doctest::Approx(0.75));
+  CHECK(skip_cmp.stats[0]["auc_loss"] == doctest::Approx(0.75));
   fs::remove_all(root / "skipping");
 
   const Comparison cmp = analyse_dirs({root.string()});
@@ -782,9 +802,9 @@ TEST_CASE("diverged runs: counted per arm with their step, left out of final los
   CHECK(arm.n_incomplete == 1);
   CHECK(arm.diverged_steps == std::vector<long>{2});
   CHECK(format_diverged(arm) == "1/2 (step 2)");
-  CHECK(arm.final_loss.n == 1);
-  CHECK(arm.final_loss.mean == doctest::Approx(1.0));
-  CHECK(arm.auc_loss.mean == doctest::Approx(1.0));
+  CHECK(arm.stat("final_loss").n == 1);
+  CHECK(arm.stat("final_loss").mean == doctest::Approx(1.0));
+  CHECK(arm.stat("auc_loss").mean == doctest::Approx(1.0));
   CHECK(format_seeds(arm) == "2 (+1 incomplete)");
   for (const auto& run : cmp.runs)
     if (run.dir.find("crashed") != std::string::npos) {
@@ -814,7 +834,7 @@ TEST_CASE("a run cut short (no summary.json, truncated last line) is incomplete 
   // The arm has no complete run, so its numbers come from the incomplete one.
   CHECK(cmp.arms[0].only_incomplete());
   CHECK(cmp.arms[0].used.size() == 1);
-  CHECK(cmp.arms[0].auc_loss.mean == doctest::Approx(2.0));
+  CHECK(cmp.arms[0].stat("auc_loss").mean == doctest::Approx(2.0));
   CHECK(format_seeds(cmp.arms[0]) == "1 (incomplete)");
 
   // A full last row without its newline was also cut (its last cell may be short): dropped.
@@ -1380,11 +1400,11 @@ TEST_CASE("a run whose loss blew up without becoming NaN (SGD at lr 1: 1e14) is 
     INFO(arm.settings.dump());
     if (arm.lr() == 1.0) {
       CHECK(arm.diverged_steps.size() == 1);
-      CHECK(arm.final_loss.n == 0);
+      CHECK(arm.stat("final_loss").n == 0);
       CHECK(arm.kept.empty());
     } else {
       CHECK(arm.diverged_steps.empty());
-      CHECK(arm.final_loss.n == 1);
+      CHECK(arm.stat("final_loss").n == 1);
     }
   }
   for (const RunRecord& run : cmp.runs)

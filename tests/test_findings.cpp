@@ -301,15 +301,15 @@ TEST_CASE("W_q gradients compare at step 0, before the loss threshold and over a
   REQUIRE(cmp.arms.size() == 2);
   const RunStats& none = cmp.stats[cmp.arms[0].kept.at(0)];
   const RunStats& scaled = cmp.stats[cmp.arms[1].kept.at(0)];
-  CHECK(none.grad_norm_w_q_step0 == doctest::Approx(0.01));
-  CHECK(scaled.grad_norm_w_q_step0 == doctest::Approx(0.5));
-  CHECK(none.grad_norm_w_k_step0 == doctest::Approx(std::sqrt(2.0)));
+  CHECK(none["grad_norm_step0_w_q"] == doctest::Approx(0.01));
+  CHECK(scaled["grad_norm_step0_w_q"] == doctest::Approx(0.5));
+  CHECK(none["grad_norm_step0_w_k"] == doctest::Approx(std::sqrt(2.0)));
   // Before the threshold: every step for unscaled (never reached), steps 0-10 for sqrt_dk (reached at step 10).
-  CHECK(none.mean_grad_norm_w_q_before_loss == doctest::Approx((0.01 + 39 * 0.3) / 50));
-  CHECK(scaled.mean_grad_norm_w_q_before_loss == doctest::Approx(0.5));
-  CHECK(scaled.mean_grad_norm_w_q == doctest::Approx((11 * 0.5 + 39 * 0.001) / 50));
-  CHECK(cmp.arms[0].grad_norm_w_q_step0.mean == doctest::Approx(0.01));
-  CHECK(cmp.arms[1].mean_grad_norm_w_q_before_loss.mean == doctest::Approx(0.5));
+  CHECK(none["mean_grad_norm_before_loss_w_q"] == doctest::Approx((0.01 + 39 * 0.3) / 50));
+  CHECK(scaled["mean_grad_norm_before_loss_w_q"] == doctest::Approx(0.5));
+  CHECK(scaled["mean_grad_norm_w_q"] == doctest::Approx((11 * 0.5 + 39 * 0.001) / 50));
+  CHECK(cmp.arms[0].stat("grad_norm_step0_w_q").mean == doctest::Approx(0.01));
+  CHECK(cmp.arms[1].stat("mean_grad_norm_before_loss_w_q").mean == doctest::Approx(0.5));
 
   const std::string all = findings_text(cmp);
   INFO(all);
@@ -354,14 +354,14 @@ TEST_CASE("the score gradient relative to the loss before the threshold tells sa
   const Comparison cmp = analyse_dir(root);
   REQUIRE(cmp.arms.size() == 2);
   // Over all steps both are tiny: 1e-9 vs 1e-8.
-  CHECK(cmp.arms[0].score_grad_median_median == doctest::Approx(1e-9));
-  CHECK(cmp.arms[1].score_grad_median_median == doctest::Approx(1e-8));
+  CHECK(cmp.arms[0].stat("score_grad_median").median == doctest::Approx(1e-9));
+  CHECK(cmp.arms[1].stat("score_grad_median").median == doctest::Approx(1e-8));
   // Relative to the loss, up to the threshold (steps 0-10 for sqrt_dk: 0.1 / 2 ten times, 1e-8 / 1e-4 once).
-  CHECK(cmp.stats[cmp.arms[0].kept.at(0)].score_grad_relative == doctest::Approx(5e-10));
-  CHECK(cmp.stats[cmp.arms[1].kept.at(0)].score_grad_relative == doctest::Approx(0.05));
-  CHECK(cmp.arms[1].score_grad_relative_median == doctest::Approx(0.05));
-  CHECK(cmp.arms[1].score_grad_relative_min == doctest::Approx(0.05));
-  CHECK(cmp.arms[1].score_grad_relative_max == doctest::Approx(0.05));
+  CHECK(cmp.stats[cmp.arms[0].kept.at(0)]["score_grad_relative"] == doctest::Approx(5e-10));
+  CHECK(cmp.stats[cmp.arms[1].kept.at(0)]["score_grad_relative"] == doctest::Approx(0.05));
+  CHECK(cmp.arms[1].stat("score_grad_relative").median == doctest::Approx(0.05));
+  CHECK(cmp.arms[1].stat("score_grad_relative").min == doctest::Approx(0.05));
+  CHECK(cmp.arms[1].stat("score_grad_relative").max == doctest::Approx(0.05));
 
   const std::string all = findings_text(cmp);
   INFO(all);

@@ -44,7 +44,7 @@ std::vector<PresetSection> api_test_sections(const PresetInput& in) {
     line.scale = arm.scale();
     SummaryPoint p;
     p.x = static_cast<double>(arm.d_k());
-    p.y = arm.final_loss.mean;
+    p.y = arm.stat("final_loss").mean;
     p.n = arm.kept.size();
     line.points.push_back(p);
     f.lines.push_back(line);

@@ -114,11 +114,11 @@ Grid read_grid(const report::Comparison& c) {
     if (c.runs[i].diverged) ++cell.diverged;
     if (!curves[i].read) continue;
     ++cell.read;
-    const bool learned = !c.runs[i].diverged && c.stats[i].final_accuracy >= kLearnedAccuracy;
+    const bool learned = !c.runs[i].diverged && c.stats[i]["final_accuracy"] >= kLearnedAccuracy;
     const bool collapsed = curves[i].lowest_entropy < kCollapseEntropy && !learned;
     cell.collapsed += collapsed ? 1 : 0;
     cell.lowest_entropy.push_back(curves[i].lowest_entropy);
-    if (!c.runs[i].diverged) cell.final_accuracy.push_back(c.stats[i].final_accuracy);
+    if (!c.runs[i].diverged) cell.final_accuracy.push_back(c.stats[i]["final_accuracy"]);
   }
   return g;
 }

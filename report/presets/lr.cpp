@@ -118,7 +118,7 @@ CurveFacts facts_of(const Comparison& c, const Curve& curve) {
   CurveFacts f;
   std::vector<double> objectives;
   for (std::size_t i = 0; i < curve.arms.size(); ++i) {
-    const double o = c.arms[curve.arms[i]].lr_objective.mean;
+    const double o = c.arms[curve.arms[i]].stat("lr_objective").mean;
     objectives.push_back(o);
     if (std::isfinite(o) && !(o >= f.best_objective)) {
       f.best_objective = o;
@@ -141,7 +141,7 @@ CurveFacts facts_of(const Comparison& c, const Curve& curve) {
     const ArmStats& arm = c.arms[curve.arms[i]];
     std::size_t usable = 0, n = 0;
     for (std::size_t r : arm.used) {
-      const double o = c.stats[r].lr_objective;
+      const double o = c.stats[r]["lr_objective"];
       if (!std::isfinite(o)) continue;
       ++n;
       // Near the best, and below chance by the margin: an lr where nothing was learned is not usable, even when
@@ -184,10 +184,10 @@ SummaryFigure loss_figure(const Comparison& c, const Panel& panel) {
       const ArmStats& arm = c.arms[a];
       SummaryPoint p;
       p.x = arm.lr();
-      p.y = arm.final_loss.mean;
-      if (std::isfinite(arm.final_loss.sd) && arm.final_loss.n > 1) {
-        p.lo = p.y - arm.final_loss.sd;
-        p.hi = p.y + arm.final_loss.sd;
+      p.y = arm.stat("final_loss").mean;
+      if (std::isfinite(arm.stat("final_loss").sd) && arm.stat("final_loss").n > 1) {
+        p.lo = p.y - arm.stat("final_loss").sd;
+        p.hi = p.y + arm.stat("final_loss").sd;
       }
       p.n = arm.kept.size();
       p.n_diverged = diverged_runs(c, arm);
@@ -228,7 +228,7 @@ std::string best_loss_line(const Comparison& c, const Panel& panel) {
     const CurveFacts f = facts_of(c, curve);
     if (std::isfinite(f.best_objective))
       best.push_back(fmt::format("{} at lr {} ({})", curve.label, g3(c.arms[curve.arms[f.best]].lr()),
-                                 g3(c.arms[curve.arms[f.best]].final_loss.mean)));
+                                 g3(c.arms[curve.arms[f.best]].stat("final_loss").mean)));
     else if (f.all_diverged)
       diverged.push_back(curve.label);
   }
@@ -271,7 +271,7 @@ report::Table sensitivity_table(const Comparison& c, const std::vector<Panel>& p
         continue;
       }
       t.rows.push_back({panel.optimizer, std::to_string(panel.d_k), curve.label, g3(best.lr()),
-                        g3(f.best_objective) + (best.lr_objective.n > 1 ? " ± " + g3(best.lr_objective.sd) : ""),
+                        g3(f.best_objective) + (best.stat("lr_objective").n > 1 ? " ± " + g3(best.stat("lr_objective").sd) : ""),
                         usable_text(f, curve.arms.size()), g3(f.sensitivity),
                         f.survived_any ? g3(f.highest_survived) : "none",
                         f.learned_any ? g3(f.highest_learned) : "none"});

@@ -130,9 +130,9 @@ Table arm_rows(const std::vector<TextArm>& arms) {
               "entropy at the end (nats)"};
   for (const TextArm& a : arms)
     t.rows.push_back({std::to_string(a.d_model), std::to_string(a.n_heads), std::to_string(a.d_k), a.scale,
-                      format_seeds(*a.stats), format_mean_sd(a.eval_loss), format_mean_sd(a.stats->final_loss),
-                      format_percent(a.stats->saturated_first.mean), format_percent(a.saturated_last.mean),
-                      train::format_number(a.stats->entropy_last.mean, 2)});
+                      format_seeds(*a.stats), format_mean_sd(a.eval_loss), format_mean_sd(a.stats->stat("final_loss")),
+                      format_percent(a.stats->stat("saturated_first").mean), format_percent(a.saturated_last.mean),
+                      train::format_number(a.stats->stat("entropy_last").mean, 2)});
   return t;
 }
 

@@ -61,13 +61,13 @@ Grid read_grid(const report::Comparison& c) {
     variant_base[line] = variant_of(cfg);
     line_extras[line] = labels.extras(report::arm_settings(cfg));
     Cell& cell = cells[line][cfg.at("d_model").get<std::size_t>()][cfg.at("lr").get<double>()];
-    const double objective = c.stats[i].lr_objective;
+    const double objective = c.stats[i]["lr_objective"];
     cell.objective.push_back(objective);
     cell.by_seed[cfg.value("seed", std::uint64_t{0})] = objective;
     if (c.runs[i].diverged)
       ++cell.diverged;
     else
-      cell.final_loss.push_back(c.stats[i].final_loss);
+      cell.final_loss.push_back(c.stats[i]["final_loss"]);
   }
   for (const std::string& v : kVariants)
     for (const auto& [line, base] : variant_base)
