@@ -10,6 +10,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/escape.h"
 #include "common/whole_number.h"
 #include "data/registry.h"
 #include "nn/optim.h"
@@ -162,6 +166,21 @@ CLI::Validator arm_entry() {
         return config_error_text([&] { parse_arm(s); }, "--arms: ");
       },
       "OPTIMIZER@LR");
+}
+
+CLI::Validator arm_setting_name() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::vector<std::string> names;
+        for (const train::CoreSetting& c : train::core_settings())
+          if (c.setting.role == Setting::Role::arm) {
+            if (c.setting.key == s) return "";
+            names.push_back(c.setting.key);
+          }
+        return "must be a setting that defines an arm (" + fmt::format("{}", fmt::join(names, ", ")) + "), got '" +
+               escape_name(s) + "'";
+      },
+      "SETTING");
 }
 
 std::vector<RefusedFlag> probe_refused_flags(const std::string& command) {

@@ -85,6 +85,9 @@ CLI::Option* add_list_flag(CLI::App& app, const std::string& flag, std::vector<T
 /// One --arms entry, optimizer@lr: the lr is checked like --lr (decimal, no hex, no spaces), then parse_arm.
 CLI::Validator arm_entry();
 
+/// A setting key whose values tell arms apart (Setting::Role::arm): compare's --compare.
+CLI::Validator arm_setting_name();
+
 /// The value of `flag DIR` (or `flag=DIR`) in argv for the `train` command, "" if absent: --resume and --config are
 /// read before parsing so that the stored settings become the defaults the given flags override.
 std::string find_train_flag_value(int argc, char** argv, const std::string& flag);

@@ -404,6 +404,14 @@ void add_compare_command(Commands& c) {
   c.compare_cmd->add_option("--accuracy-threshold", opts.accuracy_threshold, "steps-to-threshold accuracy, in (0, 1]")
       ->capture_default_str()
       ->check(decimal_in(0, false, 1, true));
+  c.compare_cmd
+      ->add_option("--compare", opts.axis,
+                   "the setting whose values the verdicts compare: arms differing only in it are judged")
+      ->capture_default_str()
+      ->check(arm_setting_name());
+  c.compare_cmd->add_option("--baseline", opts.baseline,
+                            "the value of --compare the others are judged against (default: none, the unscaled "
+                            "reference, for --compare scale; without arms holding it, every two values are judged)");
   c.compare_cmd->add_option("--plots", opts.plots, "draw plots with gnuplot (true/false)")
       ->default_str(opts.plots ? "true" : "false")  // CLI11 would show a bool's default as 1
       ->check(boolean_word());

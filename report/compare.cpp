@@ -309,8 +309,10 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   ReportContext context;
   std::vector<RunRecord> runs = load_runs(dirs, context, out);
   const std::size_t n_runs = runs.size();
-  const Comparison c =
+  Comparison c =
       analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold, options.threshold_window);
+  c.axis = options.axis;
+  c.baseline = options.baseline;
   const fs::path out_dir(options.out.empty() ? options.inputs.front() : options.out);
   prepare_report_dir(out_dir, options.plots);
   print_tables(c, options, dirs, context, out);

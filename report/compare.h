@@ -18,6 +18,8 @@ struct CompareOptions {
   double accuracy_threshold = 0.9;    // "steps to reach accuracy >= x"
   bool plots = true;                  // draw plots with gnuplot (skipped with a note if gnuplot is missing)
   std::size_t threshold_window = 10;  // steps-to-threshold use the trailing mean over this many steps (1: raw)
+  std::string axis = "scale";         // the claims judge arms that differ only in this setting (an arm setting)
+  std::string baseline;               // ... against the arms holding this value of it; "" for the reference scaling
 };
 
 /// Prints the comparison table to `out` and writes report.md, report.html (+ plots). Returns the number of runs read.

@@ -48,7 +48,7 @@ struct TrainingEvidence {
 
 /// A verdict decided from the numbers: "holds", "does not hold", "holds only per query", ...; its class (holds,
 /// fails, partly) colours it; text gives the numbers that decide it.
-struct Verdict {
+struct SectionVerdict {
   std::string verdict, verdict_class, text;
 };
 
@@ -56,7 +56,7 @@ struct ExplainSection {
   std::string id;  // growth, saturation, gradient, scaling, sizes
   int number = 0;
   std::string title, claim;
-  Verdict verdict;
+  SectionVerdict verdict;
   std::vector<std::string> paragraphs;
   std::vector<std::string> figures;  // figure ids, in the order the section draws them
 };

@@ -16,9 +16,9 @@ namespace {
 constexpr double kSaturated = 0.5;  // a share of saturated queries from which "most queries are saturated"
 constexpr double kMild = 0.1;       // a share below which saturation is mild
 
-Verdict holds(std::string text) { return {"holds", "holds", std::move(text)}; }
-Verdict fails(std::string text) { return {"does not hold", "fails", std::move(text)}; }
-Verdict partly(std::string verdict, std::string text) { return {std::move(verdict), "partly", std::move(text)}; }
+SectionVerdict holds(std::string text) { return {"holds", "holds", std::move(text)}; }
+SectionVerdict fails(std::string text) { return {"does not hold", "fails", std::move(text)}; }
+SectionVerdict partly(std::string verdict, std::string text) { return {std::move(verdict), "partly", std::move(text)}; }
 
 std::string pct(double share) { return std::isnan(share) ? "n/a" : fmt::format("{:.1f}%", 100 * share); }
 
@@ -386,7 +386,7 @@ std::size_t training_from(const Explanation& e, const std::string& prop, std::st
   return 0;
 }
 
-Verdict sizes_verdict(const Explanation& e, const std::string& nums, bool init_holds) {
+SectionVerdict sizes_verdict(const Explanation& e, const std::string& nums, bool init_holds) {
   if (!e.training)
     return init_holds ? holds(nums + " (at initialisation; give --runs for training)")
                       : fails(nums +

@@ -11,6 +11,9 @@
 #include <fmt/format.h>
 
 #include "common/escape.h"
+#include "common/registry.h"
+#include "nn/scaling.h"
+#include "report/claims.h"
 #include "report/tables.h"
 
 namespace xgrad::report {
@@ -155,8 +158,8 @@ void training_parts(const Comparison& c, const ArmStats& r, const ArmStats& o, s
   }
   if (std::isfinite(r.stat("score_std_first").mean) && std::isfinite(o.stat("score_std_first").mean))
     parts.push_back(fmt::format("score std {} {} vs {} (at the end {} vs {})", start_phrase(r, o),
-                                sig(r.stat("score_std_first").mean), sig(o.stat("score_std_first").mean), sig(r.stat("score_std_last").mean),
-                                sig(o.stat("score_std_last").mean)));
+                                sig(r.stat("score_std_first").mean), sig(o.stat("score_std_first").mean),
+                                sig(r.stat("score_std_last").mean), sig(o.stat("score_std_last").mean)));
   if (r.stat("final_loss").n > 0 || o.stat("final_loss").n > 0)
     parts.push_back(fmt::format("final loss {} vs {}, final accuracy {} vs {}", final_loss_phrase(r),
                                 final_loss_phrase(o), format_number(r.stat("final_accuracy").mean, 2),
@@ -167,9 +170,10 @@ void training_parts(const Comparison& c, const ArmStats& r, const ArmStats& o, s
     parts.push_back(fmt::format("{}: {} vs {}", loss_name(r),
                                 steps_phrase(r.stat("step_to_loss").n, r.kept.size(), r.stat("step_to_loss").mean),
                                 steps_phrase(o.stat("step_to_loss").n, o.kept.size(), o.stat("step_to_loss").mean)));
-  parts.push_back(fmt::format("{}: {} vs {}", accuracy_name(c),
-                              steps_phrase(r.stat("step_to_accuracy").n, r.kept.size(), r.stat("step_to_accuracy").mean),
-                              steps_phrase(o.stat("step_to_accuracy").n, o.kept.size(), o.stat("step_to_accuracy").mean)));
+  parts.push_back(
+      fmt::format("{}: {} vs {}", accuracy_name(c),
+                  steps_phrase(r.stat("step_to_accuracy").n, r.kept.size(), r.stat("step_to_accuracy").mean),
+                  steps_phrase(o.stat("step_to_accuracy").n, o.kept.size(), o.stat("step_to_accuracy").mean)));
 }
 
 // What one scale pair's sentence says of the W_q and W_k gradients: their mean norm and the steps where they vanish.
@@ -181,18 +185,20 @@ void gradient_parts(const ArmStats& r, const ArmStats& o, std::vector<std::strin
   const double zr = std::max(r.stat("frac_zero_grad_w_q").mean, r.stat("frac_zero_grad_w_k").mean);
   const double zo = std::max(o.stat("frac_zero_grad_w_q").mean, o.stat("frac_zero_grad_w_k").mean);
   if (zr > 0 || zo > 0)
-    parts.push_back(fmt::format("steps with an exactly-zero gradient: W_q {} vs {}, W_k {} vs {}",
-                                format_percent(r.stat("frac_zero_grad_w_q").mean), format_percent(o.stat("frac_zero_grad_w_q").mean),
-                                format_percent(r.stat("frac_zero_grad_w_k").mean), format_percent(o.stat("frac_zero_grad_w_k").mean)));
+    parts.push_back(fmt::format(
+        "steps with an exactly-zero gradient: W_q {} vs {}, W_k {} vs {}",
+        format_percent(r.stat("frac_zero_grad_w_q").mean), format_percent(o.stat("frac_zero_grad_w_q").mean),
+        format_percent(r.stat("frac_zero_grad_w_k").mean), format_percent(o.stat("frac_zero_grad_w_k").mean)));
   else if (std::isfinite(zr) && std::isfinite(zo))
     parts.push_back("no step had an exactly-zero W_q or W_k gradient");
   const double nr = std::max(r.stat("frac_near_zero_grad_w_q").mean, r.stat("frac_near_zero_grad_w_k").mean);
   const double no = std::max(o.stat("frac_near_zero_grad_w_q").mean, o.stat("frac_near_zero_grad_w_k").mean);
   if (nr > 0 || no > 0)
-    parts.push_back(
-        fmt::format("steps with a gradient norm below {} its step-0 norm: W_q {} vs {}, W_k {} vs {}", near_zero_name(),
-                    format_percent(r.stat("frac_near_zero_grad_w_q").mean), format_percent(o.stat("frac_near_zero_grad_w_q").mean),
-                    format_percent(r.stat("frac_near_zero_grad_w_k").mean), format_percent(o.stat("frac_near_zero_grad_w_k").mean)));
+    parts.push_back(fmt::format("steps with a gradient norm below {} its step-0 norm: W_q {} vs {}, W_k {} vs {}",
+                                near_zero_name(), format_percent(r.stat("frac_near_zero_grad_w_q").mean),
+                                format_percent(o.stat("frac_near_zero_grad_w_q").mean),
+                                format_percent(r.stat("frac_near_zero_grad_w_k").mean),
+                                format_percent(o.stat("frac_near_zero_grad_w_k").mean)));
 }
 
 // LR sensitivity, per set of LR groups that differ only in scale.
@@ -303,9 +309,11 @@ void check_gradient_points(const ArmStats& r, const ArmStats& o, Verdicts& v) {
   using Point = std::tuple<std::string, std::string, double, double>;
   for (const auto& [name, where, gr, go] :
        {Point{"W_q", "at step 0 (norm ", r.stat("grad_norm_step0_w_q").mean, o.stat("grad_norm_step0_w_q").mean},
-        Point{"W_q", before, r.stat("mean_grad_norm_before_loss_w_q").mean, o.stat("mean_grad_norm_before_loss_w_q").mean},
+        Point{"W_q", before, r.stat("mean_grad_norm_before_loss_w_q").mean,
+              o.stat("mean_grad_norm_before_loss_w_q").mean},
         Point{"W_k", "at step 0 (norm ", r.stat("grad_norm_step0_w_k").mean, o.stat("grad_norm_step0_w_k").mean},
-        Point{"W_k", before, r.stat("mean_grad_norm_before_loss_w_k").mean, o.stat("mean_grad_norm_before_loss_w_k").mean}}) {
+        Point{"W_k", before, r.stat("mean_grad_norm_before_loss_w_k").mean,
+              o.stat("mean_grad_norm_before_loss_w_k").mean}}) {
     if (!std::isfinite(gr) || !std::isfinite(go)) continue;
     const std::string nums = fmt::format("{}{} vs {})", where, sig(gr), sig(go));
     // Within 2% is no difference (a mean of equal norms over other steps differs in its last bits).
@@ -320,9 +328,10 @@ void check_gradient_points(const ArmStats& r, const ArmStats& o, Verdicts& v) {
 
 void check_gradients(const ArmStats& r, const ArmStats& o, Verdicts& v) {
   check_gradient_points(r, o, v);
-  for (const auto& [name, gr, go] :
-       {std::tuple<std::string, double, double>{"W_q", r.stat("mean_grad_norm_w_q").mean, o.stat("mean_grad_norm_w_q").mean},
-        std::tuple<std::string, double, double>{"W_k", r.stat("mean_grad_norm_w_k").mean, o.stat("mean_grad_norm_w_k").mean}}) {
+  for (const auto& [name, gr, go] : {std::tuple<std::string, double, double>{"W_q", r.stat("mean_grad_norm_w_q").mean,
+                                                                             o.stat("mean_grad_norm_w_q").mean},
+                                     std::tuple<std::string, double, double>{"W_k", r.stat("mean_grad_norm_w_k").mean,
+                                                                             o.stat("mean_grad_norm_w_k").mean}}) {
     if (!std::isfinite(gr) || !std::isfinite(go)) continue;
     const std::string nums = fmt::format("mean gradient norm {} vs {}", sig(gr), sig(go));
     if (gr < go)
@@ -332,9 +341,10 @@ void check_gradients(const ArmStats& r, const ArmStats& o, Verdicts& v) {
           fmt::format("unscaled {} gradients are not smaller but {} ({})", name, gr > go ? "larger" : "equal", nums));
   }
 
-  for (const auto& [name, zr, zo] :
-       {std::tuple<std::string, double, double>{"W_q", r.stat("frac_zero_grad_w_q").mean, o.stat("frac_zero_grad_w_q").mean},
-        std::tuple<std::string, double, double>{"W_k", r.stat("frac_zero_grad_w_k").mean, o.stat("frac_zero_grad_w_k").mean}}) {
+  for (const auto& [name, zr, zo] : {std::tuple<std::string, double, double>{"W_q", r.stat("frac_zero_grad_w_q").mean,
+                                                                             o.stat("frac_zero_grad_w_q").mean},
+                                     std::tuple<std::string, double, double>{"W_k", r.stat("frac_zero_grad_w_k").mean,
+                                                                             o.stat("frac_zero_grad_w_k").mean}}) {
     if (!std::isfinite(zr) || !std::isfinite(zo) || (zr == 0 && zo == 0)) continue;
     const std::string nums = fmt::format("{} vs {} of steps", format_percent(zr), format_percent(zo));
     if (zr > zo)
@@ -354,8 +364,9 @@ void check_final_loss(const Comparison& c, const ArmStats& r, const ArmStats& o,
     v.undecided.push_back(fmt::format(
         "both unscaled and {} solved the task (final loss {} vs {}, final accuracy {} vs {}; {}): the final loss "
         "does not tell which trains better",
-        o.scale(), format_mean_sd(r.stat("final_loss")), format_mean_sd(o.stat("final_loss")), format_number(r.stat("final_accuracy").mean, 2),
-        format_number(o.stat("final_accuracy").mean, 2), solved_rule(c)));
+        o.scale(), format_mean_sd(r.stat("final_loss")), format_mean_sd(o.stat("final_loss")),
+        format_number(r.stat("final_accuracy").mean, 2), format_number(o.stat("final_accuracy").mean, 2),
+        solved_rule(c)));
     return;
   }
   if (r.stat("final_loss").n > 0 && o.stat("final_loss").n > 0) {
@@ -481,13 +492,15 @@ void pair_checks(const Comparison& c, const ArmStats& r, const ArmStats& o, cons
   check_gradients(r, o, v);
   check_final_loss(c, r, o, v);
   if (std::isfinite(r.loss_threshold))
-    check_threshold(loss_name(r), o.scale(), {r.stat("step_to_loss").n, r.kept.size(), r.stat("step_to_loss").mean, r.stat("step_to_loss").sd},
+    check_threshold(loss_name(r), o.scale(),
+                    {r.stat("step_to_loss").n, r.kept.size(), r.stat("step_to_loss").mean, r.stat("step_to_loss").sd},
                     {o.stat("step_to_loss").n, o.kept.size(), o.stat("step_to_loss").mean, o.stat("step_to_loss").sd},
                     compare_steps_by_seed(c, r, o, true), v);
-  check_threshold(accuracy_name(c), o.scale(),
-                  {r.stat("step_to_accuracy").n, r.kept.size(), r.stat("step_to_accuracy").mean, r.stat("step_to_accuracy").sd},
-                  {o.stat("step_to_accuracy").n, o.kept.size(), o.stat("step_to_accuracy").mean, o.stat("step_to_accuracy").sd},
-                  compare_steps_by_seed(c, r, o, false), v);
+  check_threshold(
+      accuracy_name(c), o.scale(),
+      {r.stat("step_to_accuracy").n, r.kept.size(), r.stat("step_to_accuracy").mean, r.stat("step_to_accuracy").sd},
+      {o.stat("step_to_accuracy").n, o.kept.size(), o.stat("step_to_accuracy").mean, o.stat("step_to_accuracy").sd},
+      compare_steps_by_seed(c, r, o, false), v);
 
   check_divergence(r, o, v);
   if (!v.holds.empty()) checks.holds.push_back(head + join(v.holds, "; ") + ".");
@@ -671,42 +684,57 @@ std::string gradient_line(const std::string& s, const ScalingVerdicts& v) {
   return text + ".";
 }
 
-ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<ScalePair>& pairs) {
+// The value of the compared setting the claims judge against: the option, else the reference scaling.
+std::string baseline_of(const Comparison& c) {
+  if (!c.baseline.empty() || c.axis != "scale") return c.baseline;
+  for (const nn::ScalingEntry* e : Registry<nn::ScalingEntry>::instance().entries())
+    if (e->is_reference) return e->name;
+  return "";
+}
+
+// "unscaled" for the reference scaling, the setting's value (with its own settings) otherwise.
+std::string arm_name(const Comparison& c, const ArmStats& arm) {
+  if (c.axis == "scale") return mode_name(arm);
+  return setting_text(arm.settings, c.axis);
+}
+std::string subject_name(const Comparison& c, const Verdict& v) { return arm_name(c, c.arms[v.subject]); }
+std::string baseline_name(const Comparison& c, const Verdict& v) { return arm_name(c, c.arms[v.baseline]); }
+
+// The trains_better verdicts of one subject value, counted; the gradients over the same pairs.
+ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<const Verdict*>& verdicts) {
   ScalingVerdicts v;
-  for (const ScalePair& p : pairs) {
-    const ArmStats& r = *p.ref;
-    const ArmStats& o = *p.other;
-    const LossComparison lc = compare_final_loss(c, r, o);
-    (lc.n_shared ? v.paired : v.unpaired) += 1;
-    if (solved(r, c) && solved(o, c)) {
+  for (const Verdict* x : verdicts) {
+    (x->paired ? v.paired : v.unpaired) += 1;
+    const std::string& why = x->why_not;
+    if (why == "both solved the task")
       ++v.both_solved;
-    } else if (lc.no_final_loss) {
+    else if (why == "every run of a side diverged")
+      ++v.no_loss, ++v.all_diverged;
+    else if (why == "a side has no finite final loss")
       ++v.no_loss;
-      const auto diverged_out = [](const ArmStats& a) { return a.stat("final_loss").n == 0 && a.kept.empty(); };
-      v.all_diverged += diverged_out(r) || diverged_out(o) ? 1 : 0;
-    } else if (lc.neither_learned) {
+    else if (why == "neither learned")
       ++v.not_learned;
-    } else if (lc.verdict == LossComparison::Verdict::b_lower) {
+    else if (x->outcome == Outcome::better)
       ++v.better;
-    } else if (lc.verdict == LossComparison::Verdict::a_lower) {
+    else if (x->outcome == Outcome::worse)
       ++v.worse;
-    } else if (lc.verdict == LossComparison::Verdict::about_same) {
+    else if (x->outcome == Outcome::same)
       ++v.equal;
-    } else {
+    else
       ++v.disagree;
-    }
-    count_gradients(r, o, v);
+    count_gradients(c.arms[x->baseline], c.arms[x->subject], v);
   }
   return v;
 }
 
-// "<scaling> trains better than unscaled in k of n comparisons (rule); as well in ...; worse in ...; not decided".
-std::string verdict_line(const Comparison& c, const std::string& s, const ScalingVerdicts& v, std::size_t n) {
+// "<subject> trains better than <baseline> in k of n comparisons (rule); as well in ...; worse in ...; not decided".
+std::string verdict_line(const Comparison& c, const std::string& s, const std::string& baseline,
+                         const ScalingVerdicts& v, std::size_t n) {
   const std::string rule = !v.unpaired ? "final loss lower by more than 2% in every seed both arms have"
                            : !v.paired ? "final loss lower by more than the larger seed sd or 2%"
                                        : "final loss lower by more than 2% in every seed both arms have, or where "
                                          "they share no seed by more than the larger seed sd or 2% of the mean";
-  std::string text = fmt::format("{} trains better than unscaled in {} of {} comparison{} ({})", s, v.better, n,
+  std::string text = fmt::format("{} trains better than {} in {} of {} comparison{} ({})", s, baseline, v.better, n,
                                  n == 1 ? "" : "s", rule);
   if (v.both_solved)
     text += fmt::format("; both solved the task in {} ({}), not counted either way", v.both_solved, solved_rule(c));
@@ -740,18 +768,19 @@ struct FindingRoles {
 // is no comparison.
 void scaling_findings(const Comparison& c, std::vector<FindingLine>& out, FindingRoles& roles) {
   std::vector<std::string> scales;
-  std::map<std::string, std::vector<ScalePair>> pairs_of;
-  for (const ScalePair& p : scale_pairs(c)) {
-    if (!is_reference_scale(p.ref->scale())) continue;
-    const std::string s = p.other->scale();
-    if (!pairs_of.count(s)) scales.push_back(s);
-    pairs_of[s].push_back(p);
+  std::map<std::string, std::vector<const Verdict*>> of_subject;
+  const std::vector<Verdict> verdicts = judge(c, c.axis, baseline_of(c));
+  for (const Verdict& v : verdicts) {
+    if (v.claim != "trains_better") continue;
+    const std::string s = subject_name(c, v);
+    if (!of_subject.count(s)) scales.push_back(s);
+    of_subject[s].push_back(&v);
   }
   for (const auto& s : scales) {
-    const ScalingVerdicts v = count_verdicts(c, pairs_of[s]);
-    out.push_back({verdict_line(c, s, v, pairs_of[s].size()), "story"});
+    const ScalingVerdicts v = count_verdicts(c, of_subject[s]);
+    out.push_back({verdict_line(c, s, baseline_name(c, *of_subject[s].front()), v, of_subject[s].size()), "story"});
     roles.scaling_lines.push_back({out.size() - 1, s});
-    if (v.q_all.n || v.k_all.n) {
+    if (c.axis == "scale" && (v.q_all.n || v.k_all.n)) {
       out.push_back({gradient_line(s, v), "story"});
       roles.gradient_lines.push_back(out.size() - 1);
     }

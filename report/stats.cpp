@@ -189,6 +189,8 @@ std::vector<Statistic> curve_statistics() {
          return step_or_nan(first_step(series(x).accuracy, series(x).step, x.window,
                                        [&](double m) { return m >= x.accuracy_threshold; }));
        }},
+      {"diverged", "1 for a run that diverged, 0 otherwise: an arm's mean is the share of its runs that diverged",
+       [](C x, W) { return x.run.diverged ? 1.0 : 0.0; }, true},
       {"lr_objective", "min(final loss, initial loss), the initial loss for a run that diverged (Wortsman et al. 2023)",
        [](C x, W) {
          const double initial = x.so_far["initial_loss"], final = x.so_far["final_loss"];

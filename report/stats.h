@@ -169,6 +169,8 @@ struct Comparison {
   std::vector<LrGroup> lr_groups;
   double accuracy_threshold = 0.9;
   std::size_t window = 1;
+  std::string axis = "scale";  // the setting the claims compare arms in (compare --compare)
+  std::string baseline;        // the value of `axis` the others are judged against; "" for the reference scaling
 };
 
 /// The settings that define an arm: config.json without seed, data_seed, out, environment and the settings that

@@ -84,7 +84,8 @@ SummaryFigure final_loss_vs_d_k(const Comparison& c) {
     SummaryLine line = summary_line(arm_label(c.arms[group.front()], extra, omit), c.arms[group.front()].scale());
     for (auto a : group) {
       const ArmStats& arm = c.arms[a];
-      line.points.push_back(mean_point(static_cast<double>(arm.d_k()), arm.stat("final_loss"), arm.diverged_steps.size()));
+      line.points.push_back(
+          mean_point(static_cast<double>(arm.d_k()), arm.stat("final_loss"), arm.diverged_steps.size()));
       if (arm.stat("final_loss").n == 0 && !arm.diverged_steps.empty())
         f.notes.push_back(fmt::format("{} at d_k={}: every run diverged, no point", line.label, arm.d_k()));
     }

@@ -270,11 +270,11 @@ report::Table sensitivity_table(const Comparison& c, const std::vector<Panel>& p
                           usable_text(f, curve.arms.size()), "—", "none", "none"});
         continue;
       }
-      t.rows.push_back({panel.optimizer, std::to_string(panel.d_k), curve.label, g3(best.lr()),
-                        g3(f.best_objective) + (best.stat("lr_objective").n > 1 ? " ± " + g3(best.stat("lr_objective").sd) : ""),
-                        usable_text(f, curve.arms.size()), g3(f.sensitivity),
-                        f.survived_any ? g3(f.highest_survived) : "none",
-                        f.learned_any ? g3(f.highest_learned) : "none"});
+      t.rows.push_back(
+          {panel.optimizer, std::to_string(panel.d_k), curve.label, g3(best.lr()),
+           g3(f.best_objective) + (best.stat("lr_objective").n > 1 ? " ± " + g3(best.stat("lr_objective").sd) : ""),
+           usable_text(f, curve.arms.size()), g3(f.sensitivity), f.survived_any ? g3(f.highest_survived) : "none",
+           f.learned_any ? g3(f.highest_learned) : "none"});
     }
   return t;
 }

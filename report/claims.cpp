@@ -1,0 +1,253 @@
+#include "report/claims.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+namespace xgrad::report {
+
+double Tolerance::between(double a, double b) const {
+  return std::max(absolute, relative * std::max(std::fabs(a), std::fabs(b)));
+}
+
+const std::vector<Tolerance>& tolerances() {
+  static const std::vector<Tolerance> table{
+      {"loss", 0.02, 0, true,
+       "a loss 2% apart is within what the batch order alone moves it; one seed has no spread to tell"},
+      {"steps", 0.10, 1, true,
+       "the first step a noisy training curve crosses a threshold moves by several percent with the batch order"},
+      {"gradient", 0.02, 0, false,
+       "a mean of equal gradient norms over other steps differs in its last bits; 2% is no result"},
+      {"entropy", 0.02, 0, false, "attention entropies 2% apart describe the same spread of weights"},
+      {"share", 0, 0, false, "a share of steps or runs counts whole events: any difference is one"}};
+  return table;
+}
+
+const Tolerance& tolerance(const std::string& name) {
+  for (const Tolerance& t : tolerances())
+    if (t.name == name) return t;
+  throw std::out_of_range("no tolerance is named '" + name + "'");
+}
+
+const std::vector<Claim>& claims() {
+  static const std::vector<Claim> table{
+      {"trains_better", "final_loss", Better::lower, "loss"},
+      {"starts_less_saturated", "entropy_first", Better::higher, "entropy"},
+      {"more_gradient_step0_{w}", "grad_norm_step0_{w}", Better::higher, "gradient"},
+      {"more_gradient_before_loss_{w}", "mean_grad_norm_before_loss_{w}", Better::higher, "gradient"},
+      {"more_gradient_{w}", "mean_grad_norm_{w}", Better::higher, "gradient"},
+      {"fewer_zero_gradients_{w}", "frac_zero_grad_{w}", Better::lower, "share"},
+      {"reaches_loss_sooner", "step_to_loss", Better::lower, "steps", true},
+      {"reaches_accuracy_sooner", "step_to_accuracy", Better::lower, "steps", true},
+      {"diverges_less", "diverged", Better::lower, "share"},
+      {"less_lr_sensitive", "lr_sensitivity", Better::lower, "loss"}};
+  return table;
+}
+
+std::string outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::better:
+      return "better";
+    case Outcome::worse:
+      return "worse";
+    case Outcome::same:
+      return "same";
+    default:
+      return "not decided";
+  }
+}
+
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+bool over_used_runs(const std::string& statistic) {
+  for (const Statistic& s : statistics())
+    for (const auto& w : attention_weights())
+      if (statistic_name(s.name, w) == statistic) return s.over_used_runs;
+  return false;
+}
+
+// The statistic per (seed, data_seed) of an arm's runs: several runs of one pair count as their mean; a run without
+// a value is left out, or counts as kNever with never_is_worst.
+std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& arm, const Claim& claim,
+                                          const std::string& statistic) {
+  std::map<nlohmann::json, std::vector<double>> values;
+  for (auto i : over_used_runs(statistic) ? arm.used : arm.kept) {
+    double v = c.stats[i][statistic];
+    if (!std::isfinite(v)) {
+      if (!claim.never_is_worst) continue;
+      v = kNever;
+    }
+    const nlohmann::json& config = c.runs[i].config;
+    values[nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})]
+        .push_back(v);
+  }
+  std::map<nlohmann::json, double> mean;
+  for (const auto& [seed, v] : values) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    mean[seed] = sum / static_cast<double>(v.size());
+  }
+  return mean;
+}
+
+// The subject's value against the baseline's: better, worse or the same within `tol` (never reached is the worst).
+Outcome order(double subject, double baseline, double tol, Better better) {
+  if (std::isinf(subject) && std::isinf(baseline)) return Outcome::same;
+  const double d = subject - baseline;  // +inf or -inf when one side never reached: no tolerance covers it
+  if (std::isfinite(d) && std::fabs(d) <= tol) return Outcome::same;
+  return (d < 0) == (better == Better::lower) ? Outcome::better : Outcome::worse;
+}
+
+// Why a claim cannot be decided for these arms whatever the numbers, or "".
+std::string undecidable(const Comparison& c, const std::string& statistic, const ArmStats& s, const ArmStats& b) {
+  if (statistic != "final_loss") return "";
+  if (s.kept.empty() || b.kept.empty()) return "every run of a side diverged";
+  if (s.stat("final_loss").n == 0 || b.stat("final_loss").n == 0) return "a side has no finite final loss";
+  // Two losses near zero differ by more than 2% for no reason worth a verdict.
+  if (solved(s, c) && solved(b, c)) return "both solved the task";
+  if (!s.learned() && !b.learned()) return "neither learned";
+  return "";
+}
+
+void by_seeds(const std::map<nlohmann::json, double>& s, const std::map<nlohmann::json, double>& b,
+              const Tolerance& tol, Better better, Verdict& v) {
+  for (const auto& [seed, x] : s) {
+    const auto it = b.find(seed);
+    if (it == b.end()) continue;
+    ++v.n_shared;
+    const Outcome o = order(x, it->second, tol.between(x, it->second), better);
+    (o == Outcome::better ? v.seeds_better : o == Outcome::worse ? v.seeds_worse : v.seeds_same) += 1;
+  }
+  v.paired = v.n_shared > 0;
+  if (!v.paired) return;
+  v.outcome = v.seeds_better == v.n_shared  ? Outcome::better
+              : v.seeds_worse == v.n_shared ? Outcome::worse
+              : v.seeds_same == v.n_shared  ? Outcome::same
+                                            : Outcome::not_decided;
+  if (v.seeds_same == v.n_shared && std::all_of(s.begin(), s.end(), [](const auto& p) { return std::isinf(p.second); }))
+    v.outcome = Outcome::not_decided, v.why_not = "neither reaches it";
+  else if (v.outcome == Outcome::not_decided)
+    v.why_not = "the seeds disagree";
+}
+
+Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w, const ArmPair& p) {
+  const ArmStats& s = c.arms[p.subject];
+  const ArmStats& b = c.arms[p.baseline];
+  Verdict v;
+  v.claim = statistic_name(claim.id, w);
+  v.statistic = statistic_name(claim.statistic, w);
+  v.subject = p.subject;
+  v.baseline = p.baseline;
+  v.subject_value = s.stat(v.statistic).mean;
+  v.baseline_value = b.stat(v.statistic).mean;
+  const Tolerance& tol = tolerance(claim.tolerance);
+  const auto ss = per_seed(c, s, claim, v.statistic), bs = per_seed(c, b, claim, v.statistic);
+  by_seeds(ss, bs, tol, claim.better, v);  // counts the shared seeds even where the claim is not decided
+  const std::string why_not = undecidable(c, v.statistic, s, b);
+  if (!why_not.empty() || ss.empty() || bs.empty()) {
+    v.outcome = Outcome::not_decided;
+    v.why_not = why_not.empty() ? "a side has no value" : why_not;
+    return v;
+  }
+  if (v.paired) return v;
+  const MeanSd& sm = s.stat(v.statistic);
+  const MeanSd& bm = b.stat(v.statistic);
+  const double share_s = static_cast<double>(sm.n) / static_cast<double>(s.kept.size());
+  const double share_b = static_cast<double>(bm.n) / static_cast<double>(b.kept.size());
+  if (claim.never_is_worst && share_s != share_b) {  // reached in a larger share of seeds: better
+    v.outcome = share_s > share_b ? Outcome::better : Outcome::worse;
+    return v;
+  }
+  v.tolerance = tol.between(sm.mean, bm.mean);
+  if (tol.seed_sd)
+    for (double sd : {sm.sd, bm.sd})
+      if (std::isfinite(sd)) v.tolerance = std::max(v.tolerance, sd);
+  v.outcome = order(sm.mean, bm.mean, v.tolerance, claim.better);
+  if (!std::isfinite(sm.mean) || !std::isfinite(bm.mean))
+    v.outcome = Outcome::not_decided, v.why_not = "neither reaches it";
+  return v;
+}
+
+// `axis` and the settings of the entry it names: what a pair of arms may differ in.
+std::string key_without_axis(const nlohmann::json& settings, const std::string& axis, bool with_lr) {
+  std::vector<std::string> keys = own_settings(settings, axis);
+  keys.push_back(axis);
+  if (with_lr) keys.push_back("lr");
+  return key_without(settings, keys);
+}
+
+void lr_verdicts(const Comparison& c, const std::string& axis, const std::string& baseline, std::vector<Verdict>& out) {
+  for (const LrGroup& gb : c.lr_groups) {
+    const ArmStats& b = c.arms[gb.arms.front()];
+    if (setting_text(b.settings, axis) != baseline) continue;
+    for (const LrGroup& gs : c.lr_groups) {
+      const ArmStats& s = c.arms[gs.arms.front()];
+      if (&gs == &gb || key_without_axis(s.settings, axis, true) != key_without_axis(b.settings, axis, true)) continue;
+      const LrComparison cmp = compare_lr_sensitivity(c, gs, gb);
+      Verdict v;
+      v.claim = "less_lr_sensitive";
+      v.statistic = "lr_sensitivity";
+      v.subject = gs.arms.front();
+      v.baseline = gb.arms.front();
+      v.subject_value = cmp.sensitivity_a;
+      v.baseline_value = cmp.sensitivity_b;
+      v.paired = cmp.paired;
+      v.n_shared = cmp.n_shared;
+      v.seeds_better = cmp.seeds_b_more;
+      v.seeds_worse = cmp.seeds_a_more;
+      v.seeds_same = cmp.seeds_same;
+      v.tolerance = cmp.tolerance;
+      v.why_not = cmp.reason;
+      v.outcome = !cmp.decided           ? Outcome::not_decided
+                  : cmp.about_same       ? Outcome::same
+                  : cmp.a_more_sensitive ? Outcome::worse
+                                         : Outcome::better;
+      out.push_back(v);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, const std::string& baseline) {
+  std::map<std::string, std::vector<std::size_t>> groups;
+  std::vector<std::string> order_of_groups;
+  for (std::size_t a = 0; a < c.arms.size(); ++a) {
+    const std::string key = key_without_axis(c.arms[a].settings, axis, false);
+    if (!groups.count(key)) order_of_groups.push_back(key);
+    groups[key].push_back(a);
+  }
+  std::vector<ArmPair> pairs;
+  for (const auto& key : order_of_groups) {
+    const auto& g = groups[key];
+    const auto base = std::find_if(g.begin(), g.end(),
+                                   [&](std::size_t a) { return setting_text(c.arms[a].settings, axis) == baseline; });
+    for (std::size_t i = 0; i < g.size(); ++i)
+      for (std::size_t j = i + 1; j < g.size(); ++j) {
+        if (base != g.end() && g[i] != *base && g[j] != *base) continue;
+        const bool j_is_base = base != g.end() && g[j] == *base;
+        pairs.push_back(j_is_base ? ArmPair{g[i], g[j]} : ArmPair{g[j], g[i]});
+      }
+  }
+  return pairs;
+}
+
+std::vector<Verdict> judge(const Comparison& c, const std::string& axis, const std::string& baseline) {
+  std::vector<Verdict> out;
+  const auto pairs = arm_pairs(c, axis, baseline);
+  for (const Claim& claim : claims()) {
+    if (claim.statistic == "lr_sensitivity") continue;
+    const bool per_weight = claim.id.find("{w}") != std::string::npos;
+    for (const ArmPair& p : pairs)
+      for (const auto& w : per_weight ? attention_weights() : std::vector<std::string>{""})
+        out.push_back(judge_pair(c, claim, w, p));
+  }
+  lr_verdicts(c, axis, baseline, out);
+  return out;
+}
+
+}  // namespace xgrad::report

@@ -1,0 +1,82 @@
+// The claims of `xgrad compare` as data: one table declares each claim (the statistic it compares between two arms,
+// which direction is better, the named tolerance within which two values are equal), and judge() computes one
+// verdict per claim and pair of arms, as values that report.md, report.html, the terminal and explain render.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "report/stats.h"
+
+namespace xgrad::report {
+
+/// Two values within a tolerance count as equal. One per kind of claim, used wherever that kind is judged; the
+/// report's glossary lists each with its reason.
+struct Tolerance {
+  std::string name;      // "loss"
+  double relative = 0;   // a fraction of the larger magnitude of the two values
+  double absolute = 0;   // the least tolerance, in the values' unit
+  bool seed_sd = false;  // between means without a shared seed: at least the larger seed sd as well
+  std::string reason;    // why this size
+  /// The tolerance between values `a` and `b`: max(absolute, relative * max(|a|, |b|)).
+  double between(double a, double b) const;
+};
+
+/// Every tolerance, by name: "loss", "steps", "gradient", "entropy", "share".
+const std::vector<Tolerance>& tolerances();
+/// The tolerance named `name`. Throws std::out_of_range naming it when there is none.
+const Tolerance& tolerance(const std::string& name);
+
+/// Which value of a statistic is the better one.
+enum class Better { lower, higher };
+
+/// One claim about a subject arm against a baseline arm that differs from it only in the compared setting.
+struct Claim {
+  std::string id;         // "trains_better"; with "{w}", one claim per attention weight (as statistics())
+  std::string statistic;  // a statistics() name, "diverged", or "lr_sensitivity" (over arms differing in lr)
+  Better better = Better::lower;
+  std::string tolerance;        // a tolerances() name
+  bool never_is_worst = false;  // a run without a value (a threshold never reached) counts as the worst value
+};
+
+/// Every claim, in report order.
+const std::vector<Claim>& claims();
+
+/// How a subject compares with its baseline on one claim: the subject is better, worse, as good (within the
+/// tolerance), or it is not decided (the seeds disagree, a side has no value, neither learned, both solved).
+enum class Outcome { better, worse, same, not_decided };
+
+/// "better", "worse", "same", "not decided".
+std::string outcome_name(Outcome o);
+
+/// One claim judged for one pair of arms. Where the arms share seeds ((seed, data_seed) pairs among their kept
+/// runs), seed by seed: better when the subject is better by more than the tolerance in every shared seed, worse
+/// likewise, same when within it in every one, otherwise not decided. Without a shared seed, by the arms' means.
+struct Verdict {
+  std::string claim;        // Claim::id, "{w}" expanded: "more_gradient_step0_w_q"
+  std::string statistic;    // the statistic compared, "{w}" expanded
+  std::size_t subject = 0;  // index into Comparison::arms (for lr_sensitivity: the first arm of its lr group)
+  std::size_t baseline = 0;
+  Outcome outcome = Outcome::not_decided;
+  double subject_value = kNoValue, baseline_value = kNoValue;  // the arms' means (the sensitivities for lr)
+  bool paired = false;                                         // decided seed by seed
+  std::size_t n_shared = 0, seeds_better = 0, seeds_worse = 0, seeds_same = 0;
+  double tolerance = kNoValue;  // without a shared seed: the tolerance of the means
+  std::string why_not;          // when not decided, why: "the seeds disagree", "neither learned", ...
+};
+
+/// The pairs of arms compare judges: arms identical in every setting but `axis` (and the settings of the entry it
+/// names, softcap_cap for softcap; and seed), the arm whose `axis` value is `baseline` against each other arm of its
+/// group; in a group without that value, every two arms, the earlier (in Comparison::arms order) as the baseline.
+struct ArmPair {
+  std::size_t subject = 0, baseline = 0;
+};
+std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, const std::string& baseline);
+
+/// Every claim for every pair of arm_pairs(c, axis, baseline), and the lr_sensitivity claim for every two lr groups
+/// that differ only in `axis`. `axis`: an arm setting ("scale", "attention", "optimizer", ...); `baseline`: one of
+/// its values ("none" for the scale).
+std::vector<Verdict> judge(const Comparison& c, const std::string& axis, const std::string& baseline);
+
+}  // namespace xgrad::report

@@ -1,0 +1,137 @@
+// The claims table and its verdicts: values (better / worse / same / not decided, with the numbers they rest on),
+// any baseline, any axis. No test here reads a sentence.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "report/claims.h"
+#include "tests/support/compare_findings.h"
+#include "tests/support/fake_run.h"
+#include "tests/support/temp_dir.h"
+
+using namespace xgrad::report;
+using namespace xgrad::testing;
+
+namespace {
+
+// A run ending at `final_loss` (20 steps at 2.0, then 20 at the final loss), of scale `scale` and seed `seed`.
+FakeRun run_of(const std::string& scale, int seed, double final_loss) {
+  FakeRun r;
+  r.scale = scale;
+  r.seed = seed;
+  r.loss = constant(20, 2.0);
+  const auto tail = constant(20, final_loss);
+  r.loss.insert(r.loss.end(), tail.begin(), tail.end());
+  r.accuracy = constant(40, 0.5);
+  return r;
+}
+
+const Verdict& find_verdict(const std::vector<Verdict>& all, const std::string& claim, const Comparison& c,
+                            const std::string& subject_scale) {
+  const auto it = std::find_if(all.begin(), all.end(), [&](const Verdict& v) {
+    return v.claim == claim && c.arms[v.subject].scale() == subject_scale;
+  });
+  REQUIRE(it != all.end());
+  return *it;
+}
+
+}  // namespace
+
+TEST_CASE("tolerances are named once, each with its reason; claims name declared statistics and tolerances") {
+  for (const Tolerance& t : tolerances()) CHECK_FALSE(t.reason.empty());
+  CHECK(tolerance("loss").between(1.0, 0.5) == doctest::Approx(0.02));  // 2% of the larger
+  CHECK(tolerance("steps").between(3, 4) == doctest::Approx(1.0));      // at least one step
+  CHECK_THROWS_AS(tolerance("los"), std::out_of_range);
+  const TempDir root("claims_decl");
+  write_run(root / "a", run_of("none", 0, 1.0));
+  const Comparison c = analyse_dirs({root.string()});
+  for (const Claim& claim : claims()) {
+    CHECK_NOTHROW(tolerance(claim.tolerance));
+    if (claim.statistic == "lr_sensitivity") continue;
+    for (const auto& w : attention_weights()) CHECK_NOTHROW(c.arms[0].stat(statistic_name(claim.statistic, w)));
+  }
+}
+
+TEST_CASE("without the baseline in the sweep, the scalings present are judged against each other, seed by seed") {
+  const TempDir root("claims_no_none");
+  for (int seed = 0; seed < 2; ++seed) {
+    write_run(root / ("sqrt" + std::to_string(seed)), run_of("sqrt_dk", seed, 0.50));
+    write_run(root / ("dk" + std::to_string(seed)), run_of("dk", seed, 0.80 + 0.01 * seed));
+  }
+  const Comparison c = analyse_dirs({root.string()});
+  REQUIRE(c.arms.size() == 2);
+  const auto pairs = arm_pairs(c, "scale", "none");
+  REQUIRE(pairs.size() == 1);
+  const auto all = judge(c, "scale", "none");
+  // dk comes later in the registry: sqrt_dk is its baseline, and dk trains worse in both seeds.
+  const Verdict& v = find_verdict(all, "trains_better", c, "dk");
+  CHECK(c.arms[v.baseline].scale() == "sqrt_dk");
+  CHECK(v.outcome == Outcome::worse);
+  CHECK(v.paired);
+  CHECK(v.n_shared == 2);
+  CHECK(v.seeds_worse == 2);
+  CHECK(v.subject_value == doctest::Approx(0.805));
+  CHECK(v.baseline_value == doctest::Approx(0.50));
+  // Named as the baseline, dk is the reference and sqrt_dk the subject, which trains better.
+  const auto against_dk = judge(c, "scale", "dk");
+  CHECK(find_verdict(against_dk, "trains_better", c, "sqrt_dk").outcome == Outcome::better);
+}
+
+TEST_CASE("trains_better: within the loss tolerance in every seed is the same; seeds that disagree decide nothing") {
+  const TempDir root("claims_same");
+  for (int seed = 0; seed < 2; ++seed) {
+    write_run(root / ("n" + std::to_string(seed)), run_of("none", seed, 1.00));
+    // Seed 0 within 2% (1.01), seed 1 better by 10%.
+    write_run(root / ("s" + std::to_string(seed)), run_of("sqrt_dk", seed, seed == 0 ? 1.01 : 0.90));
+    write_run(root / ("d" + std::to_string(seed)), run_of("dk", seed, 1.015));
+  }
+  const Comparison c = analyse_dirs({root.string()});
+  const auto all = judge(c, "scale", "none");
+  const Verdict& sqrt_dk = find_verdict(all, "trains_better", c, "sqrt_dk");
+  CHECK(c.arms[sqrt_dk.baseline].scale() == "none");
+  CHECK(sqrt_dk.outcome == Outcome::not_decided);
+  CHECK(sqrt_dk.seeds_better == 1);
+  CHECK(sqrt_dk.seeds_same == 1);
+  CHECK(sqrt_dk.why_not == "the seeds disagree");
+  CHECK(find_verdict(all, "trains_better", c, "dk").outcome == Outcome::same);
+  // With a baseline present, only pairs against it are judged (no dk-against-sqrt_dk pair).
+  CHECK(arm_pairs(c, "scale", "none").size() == 2);
+}
+
+TEST_CASE("a threshold never reached counts as the worst step; neither reaching it decides nothing") {
+  const TempDir root("claims_steps");
+  FakeRun fast = run_of("sqrt_dk", 0, 0.1), slow = run_of("none", 0, 1.9);
+  write_run(root / "fast", fast);
+  write_run(root / "slow", slow);
+  const Comparison c = analyse_dirs({root.string()}, /*loss_threshold=*/1.0);
+  const auto all = judge(c, "scale", "none");
+  const Verdict& v = find_verdict(all, "reaches_loss_sooner", c, "sqrt_dk");
+  CHECK(v.outcome == Outcome::better);  // step 20 against never
+  CHECK(std::isnan(v.baseline_value));
+  const Comparison none_reach = analyse_dirs({root.string()}, /*loss_threshold=*/0.01);
+  const auto none_verdicts = judge(none_reach, "scale", "none");
+  const Verdict& n = find_verdict(none_verdicts, "reaches_loss_sooner", none_reach, "sqrt_dk");
+  CHECK(n.outcome == Outcome::not_decided);
+  CHECK(n.why_not == "neither reaches it");
+}
+
+TEST_CASE("any axis: arms that differ only in the optimizer are judged against the named one") {
+  const TempDir root("claims_axis");
+  for (int seed = 0; seed < 2; ++seed) {
+    FakeRun a = run_of("sqrt_dk", seed, 0.6);
+    a.optimizer = "adamw";
+    FakeRun s = run_of("sqrt_dk", seed, 0.9);
+    s.optimizer = "sgd";
+    write_run(root / ("a" + std::to_string(seed)), a);
+    write_run(root / ("s" + std::to_string(seed)), s);
+  }
+  const Comparison c = analyse_dirs({root.string()});
+  const auto all = judge(c, "optimizer", "adamw");
+  const auto it = std::find_if(all.begin(), all.end(), [&](const Verdict& v) { return v.claim == "trains_better"; });
+  REQUIRE(it != all.end());
+  CHECK(c.arms[it->subject].optimizer() == "sgd");
+  CHECK(it->outcome == Outcome::worse);
+  CHECK(outcome_name(it->outcome) == "worse");
+}
