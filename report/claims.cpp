@@ -6,6 +6,16 @@
 #include <map>
 #include <stdexcept>
 
+#include <fmt/args.h>
+#include <fmt/format.h>
+
+#include "common/escape.h"
+#include "common/registry.h"
+#include "nn/scaling.h"
+#include "report/tables.h"
+#include "report/web_assets.h"
+#include "train/run_files.h"
+
 namespace xgrad::report {
 
 double Tolerance::between(double a, double b) const {
@@ -41,7 +51,7 @@ const std::vector<Claim>& claims() {
       {"fewer_zero_gradients_{w}", "frac_zero_grad_{w}", Better::lower, "share"},
       {"reaches_loss_sooner", "step_to_loss", Better::lower, "steps", true},
       {"reaches_accuracy_sooner", "step_to_accuracy", Better::lower, "steps", true},
-      {"diverges_less", "diverged", Better::lower, "share"},
+      {"diverges_less", "diverged", Better::lower, "share", false, false},
       {"less_lr_sensitive", "lr_sensitivity", Better::lower, "loss"}};
   return table;
 }
@@ -139,6 +149,7 @@ Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w
   const ArmStats& b = c.arms[p.baseline];
   Verdict v;
   v.claim = statistic_name(claim.id, w);
+  v.w = w;
   v.statistic = statistic_name(claim.statistic, w);
   v.subject = p.subject;
   v.baseline = p.baseline;
@@ -146,7 +157,7 @@ Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w
   v.baseline_value = b.stat(v.statistic).mean;
   const Tolerance& tol = tolerance(claim.tolerance);
   const auto ss = per_seed(c, s, claim, v.statistic), bs = per_seed(c, b, claim, v.statistic);
-  by_seeds(ss, bs, tol, claim.better, v);  // counts the shared seeds even where the claim is not decided
+  if (claim.by_seed) by_seeds(ss, bs, tol, claim.better, v);  // counts the shared seeds even where not decided
   const std::string why_not = undecidable(c, v.statistic, s, b);
   if (!why_not.empty() || ss.empty() || bs.empty()) {
     v.outcome = Outcome::not_decided;
@@ -248,6 +259,85 @@ std::vector<Verdict> judge(const Comparison& c, const std::string& axis, const s
   }
   lr_verdicts(c, axis, baseline, out);
   return out;
+}
+
+std::string arm_name(const Comparison& c, const ArmStats& arm) {
+  if (c.axis != "scale") return setting_text(arm.settings, c.axis);
+  return is_reference_scale(arm.scale()) ? "unscaled" : scale_label(arm);
+}
+
+std::string baseline_of(const Comparison& c) {
+  if (!c.baseline.empty() || c.axis != "scale") return c.baseline;
+  for (const nn::ScalingEntry* e : Registry<nn::ScalingEntry>::instance().entries())
+    if (e->is_reference) return e->name;
+  return "";
+}
+
+namespace {
+
+// report/text/claims.md's templates by "claim, outcome" (the claim's id without "_{w}").
+const std::map<std::string, std::string>& claim_templates() {
+  static const std::map<std::string, std::string> templates = [] {
+    std::map<std::string, std::string> out;
+    const std::string text = web_assets::kClaimsMd;
+    std::size_t at = 0;
+    while (at < text.size()) {
+      const std::size_t end = std::min(text.find('\n', at), text.size());
+      const std::string line = text.substr(at, end - at);
+      at = end + 1;
+      const std::size_t colon = line.find(": ");
+      if (line.rfind("- ", 0) == 0 && colon != std::string::npos)
+        out[line.substr(2, colon - 2)] = line.substr(colon + 2);
+    }
+    return out;
+  }();
+  return templates;
+}
+
+// A statistic's value as its sentence shows it: a step ("step 37", "never"), a share ("12.5%"), else 3 digits.
+std::string value_text(const Claim& claim, double v) {
+  if (claim.tolerance == "steps") return std::isfinite(v) ? fmt::format("step {:.0f}", v) : "never";
+  if (claim.tolerance == "share") return format_percent(v);
+  return std::isfinite(v) ? fmt::format("{:.3g}", v) : train::format_number(v);
+}
+
+// How the verdict was reached: over the shared seeds, or by the means.
+std::string how_text(const Verdict& v) {
+  if (v.paired && v.outcome != Outcome::not_decided)
+    return v.n_shared == 1 ? "in the 1 seed both have" : fmt::format("in each of the {} seeds both have", v.n_shared);
+  if (v.paired)
+    return fmt::format("better in {}, worse in {}, within the tolerance in {} of the {} seeds both have",
+                       v.seeds_better, v.seeds_worse, v.seeds_same, v.n_shared);
+  return "by the means, no seed in common" +
+         (std::isfinite(v.tolerance) ? ": tolerance " + train::format_number(v.tolerance) : std::string());
+}
+
+const Claim& claim_of(const Verdict& v) {
+  for (const Claim& claim : claims())
+    if (statistic_name(claim.id, v.w) == v.claim) return claim;
+  throw std::out_of_range("no claim is named '" + v.claim + "'");
+}
+
+}  // namespace
+
+std::string verdict_sentence(const Comparison& c, const Verdict& v) {
+  const Claim& claim = claim_of(v);
+  std::string id = claim.id;
+  if (const auto at = id.find("_{w}"); at != std::string::npos) id.erase(at);
+  std::string outcome = outcome_name(v.outcome);
+  std::replace(outcome.begin(), outcome.end(), ' ', '_');
+  const auto it = claim_templates().find(id + ", " + outcome);
+  if (it == claim_templates().end())
+    throw std::out_of_range("report/text/claims.md has no line '" + id + ", " + outcome + "'");
+  fmt::dynamic_format_arg_store<fmt::format_context> args;
+  args.push_back(fmt::arg("subject", escape_name(arm_name(c, c.arms[v.subject]))));
+  args.push_back(fmt::arg("baseline", escape_name(arm_name(c, c.arms[v.baseline]))));
+  args.push_back(fmt::arg("subject_value", value_text(claim, v.subject_value)));
+  args.push_back(fmt::arg("baseline_value", value_text(claim, v.baseline_value)));
+  args.push_back(fmt::arg("how", how_text(v)));
+  args.push_back(fmt::arg("why_not", v.why_not));
+  args.push_back(fmt::arg("w", v.w == "w_q" ? std::string("W_q") : v.w == "w_k" ? std::string("W_k") : v.w));
+  return fmt::vformat(it->second, args);
 }
 
 }  // namespace xgrad::report

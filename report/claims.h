@@ -38,6 +38,8 @@ struct Claim {
   Better better = Better::lower;
   std::string tolerance;        // a tolerances() name
   bool never_is_worst = false;  // a run without a value (a threshold never reached) counts as the worst value
+  bool by_seed = true;          // false: by the arms' means even where they share seeds (a share of runs: one
+                                // diverged seed in two is a share of 1/2, not a disagreement between seeds)
 };
 
 /// Every claim, in report order.
@@ -56,6 +58,7 @@ std::string outcome_name(Outcome o);
 struct Verdict {
   std::string claim;        // Claim::id, "{w}" expanded: "more_gradient_step0_w_q"
   std::string statistic;    // the statistic compared, "{w}" expanded
+  std::string w;            // the attention weight of a "{w}" claim ("w_q"), else ""
   std::size_t subject = 0;  // index into Comparison::arms (for lr_sensitivity: the first arm of its lr group)
   std::size_t baseline = 0;
   Outcome outcome = Outcome::not_decided;
@@ -78,5 +81,16 @@ std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, con
 /// that differ only in `axis`. `axis`: an arm setting ("scale", "attention", "optimizer", ...); `baseline`: one of
 /// its values ("none" for the scale).
 std::vector<Verdict> judge(const Comparison& c, const std::string& axis, const std::string& baseline);
+
+/// The name of an arm in verdicts: its value of `c.axis` ("unscaled" for the reference scaling; a scaling with its own
+/// settings, "softcap (softcap_cap=30)").
+std::string arm_name(const Comparison& c, const ArmStats& arm);
+
+/// The value of `c.axis` the verdicts judge against: c.baseline, or for the scale the reference scaling's name.
+std::string baseline_of(const Comparison& c);
+
+/// The sentence of a verdict: its claim's and outcome's template in report/text/claims.md, its fields filled in
+/// (plain text; names escaped for a terminal by escape_name).
+std::string verdict_sentence(const Comparison& c, const Verdict& v);
 
 }  // namespace xgrad::report

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/escape.h"
+#include "report/claims.h"
 #include "report/stats.h"
 #include "report/tables.h"
 #include "train/settings.h"
@@ -45,17 +46,15 @@ std::string setup_line(const train::TrainConfig& c, const ArmMeasurement& a) {
 // The median over measured rows of the first layer's saturated share.
 double median_saturated(const RunRecord& run) { return median(run.series.saturated); }
 
-std::string versus(const LossComparison& l) {
-  switch (l.verdict) {
-    case LossComparison::Verdict::a_lower:
-      return "lower";
-    case LossComparison::Verdict::b_lower:
-      return "higher";
-    case LossComparison::Verdict::about_same:
-      return "same";
-    default:
-      return l.neither_learned ? "neither learned" : "not decided";
-  }
+// How an arm's final loss compares with the unscaled arm's: "lower", "higher", "same", "both solved" (report.md's
+// rule: a tie at the floor is no comparison), "neither learned" or "not decided".
+std::string versus(const Verdict& v) {
+  if (v.why_not == "both solved the task" || v.why_not == "neither learned")
+    return v.why_not == "neither learned" ? v.why_not : "both solved";
+  return v.outcome == Outcome::better  ? "lower"
+         : v.outcome == Outcome::worse ? "higher"
+         : v.outcome == Outcome::same  ? "same"
+                                       : "not decided";
 }
 
 TrainingPoint training_point(const Comparison& c, const ArmStats& arm, const std::vector<std::string>& extra) {
@@ -136,15 +135,13 @@ TrainingEvidence training_evidence(const std::vector<std::string>& inputs, doubl
   for (const auto& run : c.runs)
     if (run.incomplete) t.notes.push_back("--runs: " + run.dir + " is incomplete (" + run.incomplete_reason + ")");
   const auto extra = distinguishing_keys(c.arms);
+  const std::vector<Verdict> verdicts = judge(c, "scale", baseline_of(c));
   for (const auto& group : scale_groups(c.arms)) {
-    const ArmStats& first = c.arms[group.arms.front()];
-    const bool has_reference = is_reference_scale(first.scale());
     for (const auto i : group.arms) {
       TrainingPoint p = training_point(c, c.arms[i], extra);
-      if (has_reference && i != group.arms.front())
-        p.versus_reference = solved(c.arms[i], c) && solved(first, c)
-                                 ? "both solved"  // report.md's rule: a tie at the floor is no comparison
-                                 : versus(compare_final_loss(c, c.arms[i], first));
+      for (const Verdict& v : verdicts)
+        if (v.claim == "trains_better" && v.subject == i && is_reference_scale(c.arms[v.baseline].scale()))
+          p.versus_reference = versus(v);
       if (p.d_k == 0)
         t.notes.push_back("--runs: left out the runs of arm '" + p.label +
                           "': their config.json holds no head size "

@@ -1,6 +1,7 @@
 #include "report/markdown.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <filesystem>
 #include <map>
@@ -282,286 +283,45 @@ std::vector<std::string> no_scaling_comparison_notes(const Comparison& c) {
 
 namespace {
 
-// What one comparison of unscaled with another scaling finds for the usual story, against it, or not decided.
-struct Verdicts {
-  std::vector<std::string> holds, fails, undecided;
-};
-
-// Saturation: unscaled attention should start with the lower entropy.
-void check_saturation(const ArmStats& r, const ArmStats& o, Verdicts& v) {
-  const double er = r.stat("entropy_first").mean, eo = o.stat("entropy_first").mean;
-  if (std::isfinite(er) && std::isfinite(eo)) {
-    const std::string nums =
-        fmt::format("entropy {} {} vs {} nats", start_phrase(r, o), format_number(er, 2), format_number(eo, 2));
-    if (er < eo)
-      v.holds.push_back("unscaled attention starts more saturated (" + nums + ")");
-    else
-      v.fails.push_back("unscaled attention does not start more saturated (" + nums + ")");
-  }
+// A verdict with nothing to say: a statistic neither arm has (no W_q columns), or a share of events none had.
+bool says_nothing(const Verdict& v) {
+  if (v.why_not == "a side has no value" && !std::isfinite(v.subject_value) && !std::isfinite(v.baseline_value))
+    return true;
+  return (v.statistic == "diverged" || v.statistic.rfind("frac_zero_grad_", 0) == 0) && v.subject_value == 0 &&
+         v.baseline_value == 0;
 }
 
-// Gradients: unscaled W_q and W_k should get less gradient, and an exactly-zero one more often.
-// The W_q and W_k gradients at step 0 and before the loss threshold: the story's claim is about a saturated start,
-// which the mean over all steps mostly does not measure (it grows with the steps a run keeps a non-zero loss).
-void check_gradient_points(const ArmStats& r, const ArmStats& o, Verdicts& v) {
-  const std::string before =
-      "before the loss threshold (mean norm up to the step a run reaches it, or over every step if it never does: ";
-  using Point = std::tuple<std::string, std::string, double, double>;
-  for (const auto& [name, where, gr, go] :
-       {Point{"W_q", "at step 0 (norm ", r.stat("grad_norm_step0_w_q").mean, o.stat("grad_norm_step0_w_q").mean},
-        Point{"W_q", before, r.stat("mean_grad_norm_before_loss_w_q").mean,
-              o.stat("mean_grad_norm_before_loss_w_q").mean},
-        Point{"W_k", "at step 0 (norm ", r.stat("grad_norm_step0_w_k").mean, o.stat("grad_norm_step0_w_k").mean},
-        Point{"W_k", before, r.stat("mean_grad_norm_before_loss_w_k").mean,
-              o.stat("mean_grad_norm_before_loss_w_k").mean}}) {
-    if (!std::isfinite(gr) || !std::isfinite(go)) continue;
-    const std::string nums = fmt::format("{}{} vs {})", where, sig(gr), sig(go));
-    // Within 2% is no difference (a mean of equal norms over other steps differs in its last bits).
-    const double tol = 0.02 * std::max(std::fabs(gr), std::fabs(go));
-    if (go - gr > tol)
-      v.holds.push_back(fmt::format("unscaled {} gets less gradient {}", name, nums));
-    else
-      v.fails.push_back(fmt::format("unscaled {} gradients are not smaller but {} {}", name,
-                                    gr - go > tol ? "larger" : "about equal", nums));
-  }
-}
-
-void check_gradients(const ArmStats& r, const ArmStats& o, Verdicts& v) {
-  check_gradient_points(r, o, v);
-  for (const auto& [name, gr, go] : {std::tuple<std::string, double, double>{"W_q", r.stat("mean_grad_norm_w_q").mean,
-                                                                             o.stat("mean_grad_norm_w_q").mean},
-                                     std::tuple<std::string, double, double>{"W_k", r.stat("mean_grad_norm_w_k").mean,
-                                                                             o.stat("mean_grad_norm_w_k").mean}}) {
-    if (!std::isfinite(gr) || !std::isfinite(go)) continue;
-    const std::string nums = fmt::format("mean gradient norm {} vs {}", sig(gr), sig(go));
-    if (gr < go)
-      v.holds.push_back(fmt::format("unscaled {} gets less gradient ({})", name, nums));
-    else
-      v.fails.push_back(
-          fmt::format("unscaled {} gradients are not smaller but {} ({})", name, gr > go ? "larger" : "equal", nums));
-  }
-
-  for (const auto& [name, zr, zo] : {std::tuple<std::string, double, double>{"W_q", r.stat("frac_zero_grad_w_q").mean,
-                                                                             o.stat("frac_zero_grad_w_q").mean},
-                                     std::tuple<std::string, double, double>{"W_k", r.stat("frac_zero_grad_w_k").mean,
-                                                                             o.stat("frac_zero_grad_w_k").mean}}) {
-    if (!std::isfinite(zr) || !std::isfinite(zo) || (zr == 0 && zo == 0)) continue;
-    const std::string nums = fmt::format("{} vs {} of steps", format_percent(zr), format_percent(zo));
-    if (zr > zo)
-      v.holds.push_back(fmt::format("unscaled {} gets an exactly-zero gradient more often ({})", name, nums));
-    else if (zr < zo)
-      v.fails.push_back(
-          fmt::format("{} {} gets an exactly-zero gradient more often than unscaled ({})", o.scale(), name, nums));
-    else
-      v.undecided.push_back(fmt::format("{} gets an exactly-zero gradient equally often ({})", name, nums));
-  }
-}
-
-// Final loss: unscaled should train worse, by more than 2% in every shared seed (or, with none, by the means).
-void check_final_loss(const Comparison& c, const ArmStats& r, const ArmStats& o, Verdicts& v) {
-  if (solved(r, c) && solved(o, c)) {
-    // Two losses near zero differ by more than 2% for no reason worth a verdict.
-    v.undecided.push_back(fmt::format(
-        "both unscaled and {} solved the task (final loss {} vs {}, final accuracy {} vs {}; {}): the final loss "
-        "does not tell which trains better",
-        o.scale(), format_mean_sd(r.stat("final_loss")), format_mean_sd(o.stat("final_loss")),
-        format_number(r.stat("final_accuracy").mean, 2), format_number(o.stat("final_accuracy").mean, 2),
-        solved_rule(c)));
-    return;
-  }
-  if (r.stat("final_loss").n > 0 && o.stat("final_loss").n > 0) {
-    using V = LossComparison::Verdict;
-    const LossComparison lc = compare_final_loss(c, r, o);
-    const std::string nums =
-        fmt::format("final loss {} vs {}", format_mean_sd(r.stat("final_loss")), format_mean_sd(o.stat("final_loss")));
-    const std::string both = fmt::format("{} seed{} both arms have", lc.n_shared, lc.n_shared == 1 ? "" : "s");
-    const std::string each = lc.n_shared == 1 ? "in the 1 seed both arms have" : "in each of the " + both;
-    if (lc.neither_learned) {
-      const double chance = r.settings.value("chance_loss", kNoValue);
-      v.undecided.push_back(fmt::format("neither learned ({}{}): which trains better is not decided", nums,
-                                        std::isfinite(chance) ? ", chance " + format_number(chance) : std::string()));
-    } else if (lc.paired) {
-      if (lc.verdict == V::b_lower)
-        v.holds.push_back("unscaled trains worse (" + nums + "; higher by more than 2% " + each + ")");
-      else if (lc.verdict == V::a_lower)
-        v.fails.push_back("unscaled trains better (" + nums + "; lower by more than 2% " + each + ")");
-      else if (lc.verdict == V::about_same)
-        v.fails.push_back("unscaled trains as well (" + nums + "; within 2% " + each + ")");
-      else
-        v.undecided.push_back(fmt::format(
-            "final loss not decided: the seeds disagree (unscaled lower in {}, higher "
-            "in {}{} of the {}; {})",
-            lc.a_lower, lc.b_lower, lc.same ? fmt::format(", within 2% in {}", lc.same) : std::string(), both, nums));
-    } else {
-      const std::string by_means = fmt::format(
-          "; no seed in common, so by the means: the difference is {} {}, the "
-          "larger seed sd or 2% of the loss",
-          lc.verdict == V::about_same ? "within" : "more than", format_number(lc.tolerance));
-      if (lc.verdict == V::b_lower)
-        v.holds.push_back("unscaled trains worse (" + nums + by_means + ")");
-      else if (lc.verdict == V::about_same)
-        v.fails.push_back("unscaled trains as well (" + nums + by_means + ")");
-      else
-        v.fails.push_back("unscaled trains better (" + nums + by_means + ")");
-    }
-  }
-}
-
-// The story holds when fewer unscaled seeds reach the threshold, or when every seed of both arms reaches it and
-// unscaled is later by more than equal_step_tolerance; a near tie is "about the same", not a result. `scale`: the
-// other arm's scaling.
-// What a fewer-seeds verdict adds of the unscaled seeds that reach a threshold: each compared with the other arm's
-// run of the same seed (compare_steps_by_seed); without a seed in common, by the mean step (`later`).
-std::string reaching_seeds(const Reach& u, bool later, const std::string& scale, const StepPairs& by_seed) {
-  if (u.reached == 0 || (by_seed.seeds.empty() && later)) return "";
-  if (by_seed.a_later == 0) return "; the unscaled seeds that reach it are not later";
-  std::vector<std::string> steps;
-  for (const auto& p : by_seed.seeds)
-    steps.push_back(fmt::format("seed {}: step {:.0f} vs {:.0f}", p.seed, p.step_a, p.step_b));
-  return fmt::format("; the unscaled seeds that reach it are later than {} in the same seed in {} of {} ({})", scale,
-                     by_seed.a_later, by_seed.seeds.size(), join(steps, "; "));
-}
-
-void check_threshold(const std::string& what, const std::string& scale, const Reach& u, const Reach& s,
-                     const StepPairs& by_seed, Verdicts& v) {
-  const std::string nums =
-      fmt::format("{} vs {}", steps_phrase(u.reached, u.n, u.step), steps_phrase(s.reached, s.n, s.step));
-  if (u.n == 0 || s.n == 0) {
-    v.undecided.push_back(fmt::format("{}: every run of {} diverged", what,
-                                      u.n == 0 && s.n == 0 ? "both unscaled and " + scale
-                                      : u.n == 0           ? std::string("unscaled")
-                                                           : scale));
-    return;
-  }
-  if (u.reached == 0 && s.reached == 0) {
-    v.undecided.push_back(fmt::format("neither reaches {}", what));
-    return;
-  }
-  const double tol = equal_step_tolerance(u.step, u.sd, s.step, s.sd);
-  const bool later = u.reached > 0 && s.reached > 0 && u.step - s.step > tol;
-  const bool sooner = u.reached > 0 && s.reached > 0 && s.step - u.step > tol;
-  const std::string within = fmt::format("within {} steps", format_number(tol, 0));
-  const std::size_t u_share = u.reached * s.n, s_share = s.reached * u.n;  // reached / n, cross-multiplied
-  if (u_share < s_share) {
-    v.holds.push_back(
-        fmt::format("unscaled reaches {} in fewer seeds ({}{})", what, nums, reaching_seeds(u, later, scale, by_seed)));
-  } else if (u_share > s_share) {
-    v.fails.push_back(fmt::format("unscaled reaches {} in more seeds ({})", what, nums));
-  } else if (u.reached < u.n) {
-    v.undecided.push_back(fmt::format("unscaled and {} reach {} in as many seeds ({}), {} in the seeds that do", scale,
-                                      what, nums,
-                                      later    ? "unscaled later"
-                                      : sooner ? "unscaled sooner"
-                                               : "about as soon, " + within));
-  } else if (later) {
-    v.holds.push_back(
-        fmt::format("unscaled reaches {} later ({}; by more than {} steps)", what, nums, format_number(tol, 0)));
-  } else if (sooner) {
-    v.fails.push_back(fmt::format("unscaled reaches {} sooner ({})", what, nums));
-  } else {
-    v.undecided.push_back(fmt::format("unscaled reaches {} at about the same step ({}; {})", what, nums, within));
-  }
-}
-
-// Divergence: the scaled runs should not diverge, and unscaled ones more often.
-void check_divergence(const ArmStats& r, const ArmStats& o, Verdicts& v) {
-  const double dr = r.used.empty() ? 0 : static_cast<double>(r.diverged_steps.size()) / r.used.size();
-  const double dd = o.used.empty() ? 0 : static_cast<double>(o.diverged_steps.size()) / o.used.size();
-  if (!o.diverged_steps.empty())
-    v.fails.push_back(
-        fmt::format("{} runs diverge ({}; unscaled: {})", o.scale(), diverged_phrase(o), diverged_phrase(r)));
-  else
-    v.holds.push_back(fmt::format("{} runs do not diverge ({})", o.scale(), diverged_phrase(o)));
-  if (dr > dd)
-    v.holds.push_back(
-        fmt::format("unscaled runs diverge more often ({} vs {})", diverged_phrase(r), diverged_phrase(o)));
-}
-
-// The checks of one scale pair whose reference is unscaled, each list headed by the pair.
-void pair_checks(const Comparison& c, const ArmStats& r, const ArmStats& o, const std::string& label,
-                 StoryChecks& checks) {
-  // Diverged runs are left out of every number below; the head says how many, so no reader takes them as counted.
-  std::string left_out;
-  if (!r.diverged_steps.empty() || !o.diverged_steps.empty())
-    left_out = fmt::format(" ({} unscaled and {} {} run{} diverged, left out)", r.diverged_steps.size(),
-                           o.diverged_steps.size(), o.scale(),
-                           r.diverged_steps.size() + o.diverged_steps.size() == 1 ? "" : "s");
-  const std::string head = fmt::format("{}, unscaled vs {}{}: ", label, mode_name(o), left_out);
-  Verdicts v;
-  check_saturation(r, o, v);
-  check_gradients(r, o, v);
-  check_final_loss(c, r, o, v);
-  if (std::isfinite(r.loss_threshold))
-    check_threshold(loss_name(r), o.scale(),
-                    {r.stat("step_to_loss").n, r.kept.size(), r.stat("step_to_loss").mean, r.stat("step_to_loss").sd},
-                    {o.stat("step_to_loss").n, o.kept.size(), o.stat("step_to_loss").mean, o.stat("step_to_loss").sd},
-                    compare_steps_by_seed(c, r, o, true), v);
-  check_threshold(
-      accuracy_name(c), o.scale(),
-      {r.stat("step_to_accuracy").n, r.kept.size(), r.stat("step_to_accuracy").mean, r.stat("step_to_accuracy").sd},
-      {o.stat("step_to_accuracy").n, o.kept.size(), o.stat("step_to_accuracy").mean, o.stat("step_to_accuracy").sd},
-      compare_steps_by_seed(c, r, o, false), v);
-
-  check_divergence(r, o, v);
-  if (!v.holds.empty()) checks.holds.push_back(head + join(v.holds, "; ") + ".");
-  if (!v.fails.empty()) checks.fails.push_back(head + join(v.fails, "; ") + ".");
-  if (!v.undecided.empty()) checks.undecided.push_back(head + join(v.undecided, "; ") + ".");
-}
-
-// "in each of the 3 seeds both have", "in the 1 seed both have".
-std::string each_seed(std::size_t n) {
-  return n == 1 ? "in the 1 seed both have" : fmt::format("in each of the {} seeds both have", n);
-}
-
-// How a paired LR verdict was reached: "" for one by the means.
-std::string lr_seeds_suffix(const LrComparison& cmp) {
-  if (!cmp.paired) return "";
-  return " " + each_seed(cmp.n_shared) + " (a seed's sensitivity over its own runs, by more than 2% of its objective)";
-}
-
-void lr_checks(const Comparison& c, StoryChecks& checks) {
-  // LR sensitivity: an unscaled LR group against each LR group that differs from it only in scale, over the
-  // learning rates both hold.
-  const auto extra = without_own_scale_settings(c, distinguishing_keys(c.arms));
-  for (const LrGroup& gr : c.lr_groups) {
-    const ArmStats& rf = c.arms[gr.arms.front()];
-    if (!is_reference_scale(rf.scale())) continue;
-    for (const LrGroup& go : c.lr_groups) {
-      const ArmStats& of = c.arms[go.arms.front()];
-      if (&go == &gr || lr_group_key(c, go) != lr_group_key(c, gr)) continue;
-      const std::string head =
-          fmt::format("{}, unscaled vs {}: ", arm_label(rf, extra, {"scale", "lr"}), mode_name(of));
-      const LrComparison cmp = compare_lr_sensitivity(c, gr, go);
-      std::vector<std::string> lrs;
-      for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));
-      const std::string nums = fmt::format("LR sensitivity {} vs {} over lr {}", format_number(cmp.sensitivity_a),
-                                           format_number(cmp.sensitivity_b), join(lrs, ", "));
-      if (!cmp.decided)
-        checks.undecided.push_back(head + "LR sensitivity not decided: " + cmp.reason +
-                                   (cmp.lrs.size() >= 2 ? " (" + nums + ")." : "."));
-      else if (cmp.about_same)
-        checks.undecided.push_back(head + "LR sensitivity about the same (" + nums +
-                                   (cmp.paired ? "; within 2% of the objective " + each_seed(cmp.n_shared)
-                                               : "; they differ by less than " + format_number(cmp.tolerance) +
-                                                     ", the larger seed sd of the objective or 2%") +
-                                   ").");
-      else if (cmp.a_more_sensitive)
-        checks.holds.push_back(head + "unscaled is more sensitive to the learning rate (" + nums + ")" +
-                               lr_seeds_suffix(cmp) + ".");
-      else
-        checks.fails.push_back(head + "unscaled is " + (cmp.paired ? "less" : "not more") +
-                               " sensitive to the learning rate (" + nums + ")" + lr_seeds_suffix(cmp) + ".");
-    }
-  }
+// "d_k=64 adamw lr=0.003, unscaled vs sqrt_dk: ": the settings a pair shares, then its two arms.
+std::string pair_head(const Comparison& c, const Verdict& v) {
+  const ArmStats& b = c.arms[v.baseline];
+  std::vector<std::string> extra = distinguishing_keys(c.arms), omit{c.axis};
+  for (const auto& own : own_settings(b.settings, c.axis))
+    extra.erase(std::remove(extra.begin(), extra.end(), own), extra.end());
+  extra.erase(std::remove(extra.begin(), extra.end(), c.axis), extra.end());
+  if (v.statistic == "lr_sensitivity") omit.push_back("lr");
+  return fmt::format("{}, {} vs {}: ", arm_label(b, extra, omit), arm_name(c, b), arm_name(c, c.arms[v.subject]));
 }
 
 }  // namespace
 
 StoryChecks story_checks(const Comparison& c) {
   StoryChecks checks;
-  for (const auto& [ref, other, label] : scale_pairs(c))
-    if (is_reference_scale(ref->scale())) pair_checks(c, *ref, *other, label, checks);
-  lr_checks(c, checks);
+  std::map<std::string, std::array<std::vector<std::string>, 3>> by_pair;  // holds, fails, undecided
+  std::vector<std::string> order;
+  for (const Verdict& v : judge(c, c.axis, baseline_of(c))) {
+    if (says_nothing(v)) continue;
+    const std::string head = pair_head(c, v);
+    if (!by_pair.count(head)) order.push_back(head);
+    const std::size_t kind = v.outcome == Outcome::better ? 0 : v.outcome == Outcome::not_decided ? 2 : 1;
+    by_pair[head][kind].push_back(verdict_sentence(c, v));
+  }
+  for (const auto& head : order)
+    for (std::size_t kind = 0; kind < 3; ++kind)
+      if (!by_pair[head][kind].empty())
+        (kind == 0   ? checks.holds
+         : kind == 1 ? checks.fails
+                     : checks.undecided)
+            .push_back(head + join(by_pair[head][kind], "; ") + ".");
   return checks;
 }
 
@@ -684,19 +444,6 @@ std::string gradient_line(const std::string& s, const ScalingVerdicts& v) {
   return text + ".";
 }
 
-// The value of the compared setting the claims judge against: the option, else the reference scaling.
-std::string baseline_of(const Comparison& c) {
-  if (!c.baseline.empty() || c.axis != "scale") return c.baseline;
-  for (const nn::ScalingEntry* e : Registry<nn::ScalingEntry>::instance().entries())
-    if (e->is_reference) return e->name;
-  return "";
-}
-
-// "unscaled" for the reference scaling, the setting's value (with its own settings) otherwise.
-std::string arm_name(const Comparison& c, const ArmStats& arm) {
-  if (c.axis == "scale") return mode_name(arm);
-  return setting_text(arm.settings, c.axis);
-}
 std::string subject_name(const Comparison& c, const Verdict& v) { return arm_name(c, c.arms[v.subject]); }
 std::string baseline_name(const Comparison& c, const Verdict& v) { return arm_name(c, c.arms[v.baseline]); }
 

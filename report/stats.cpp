@@ -345,13 +345,6 @@ double equal_loss_tolerance(const MeanSd& a, const MeanSd& b) {
   return tol;
 }
 
-double equal_step_tolerance(double step_a, double sd_a, double step_b, double sd_b) {
-  double tol = std::max(1.0, 0.10 * std::max(step_a, step_b));
-  if (std::isfinite(sd_a)) tol = std::max(tol, sd_a);
-  if (std::isfinite(sd_b)) tol = std::max(tol, sd_b);
-  return tol;
-}
-
 std::size_t ArmStats::d_k() const {
   const auto it = settings.find("d_k");
   return it != settings.end() && it->is_number_unsigned() ? it->get<std::size_t>() : 0;
@@ -689,63 +682,6 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
         "learning rate)",
         mode_of(*shared.front().first), out.seeds_a_more, out.seeds_b_more,
         out.seeds_same ? fmt::format(", within 2% in {}", out.seeds_same) : std::string(), out.n_shared);
-  }
-  return out;
-}
-
-LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b) {
-  LossComparison out;
-  const auto final_loss = [](const RunStats& r) { return r["final_loss"]; };
-  const auto la = per_seed_mean(c, a.kept, final_loss), lb = per_seed_mean(c, b.kept, final_loss);
-  for (const auto& [seed, x] : la) {
-    const auto it = lb.find(seed);
-    if (it == lb.end()) continue;
-    const double y = it->second;
-    ++out.n_shared;
-    const double tol = 0.02 * std::max(std::fabs(x), std::fabs(y));
-    if (y - x > tol)
-      ++out.a_lower;
-    else if (x - y > tol)
-      ++out.b_lower;
-    else
-      ++out.same;
-  }
-  using V = LossComparison::Verdict;
-  if (a.stat("final_loss").n == 0 || b.stat("final_loss").n == 0) {
-    out.no_final_loss = true;
-    return out;
-  }
-  if (!a.learned() && !b.learned()) {
-    out.neither_learned = true;
-    return out;
-  }
-  if (out.n_shared > 0) {
-    out.paired = true;
-    out.verdict = out.a_lower == out.n_shared   ? V::a_lower
-                  : out.b_lower == out.n_shared ? V::b_lower
-                  : out.same == out.n_shared    ? V::about_same
-                                                : V::not_decided;
-    return out;
-  }
-  out.tolerance = equal_loss_tolerance(a.stat("final_loss"), b.stat("final_loss"));
-  const double diff = a.stat("final_loss").mean - b.stat("final_loss").mean;
-  out.verdict = diff > out.tolerance ? V::b_lower : diff < -out.tolerance ? V::a_lower : V::about_same;
-  return out;
-}
-
-StepPairs compare_steps_by_seed(const Comparison& c, const ArmStats& a, const ArmStats& b, bool loss) {
-  const auto step = [loss](const RunStats& r) {
-    return loss ? r["step_to_loss"] : r["step_to_accuracy"];  // NaN: never reached, left out
-  };
-  const auto sa = per_seed_mean(c, a.kept, step), sb = per_seed_mean(c, b.kept, step);
-  StepPairs out;
-  for (const auto& [seed, x] : sa) {
-    const auto it = sb.find(seed);
-    if (it == sb.end()) continue;
-    const double y = it->second;
-    out.seeds.push_back({setting_text(nlohmann::json{{"seed", seed.at(0)}}, "seed"), x, y});
-    const double tol = equal_step_tolerance(x, kNoValue, y, kNoValue);
-    (x - y > tol ? out.a_later : y - x > tol ? out.a_sooner : out.same) += 1;
   }
   return out;
 }

@@ -81,12 +81,6 @@ RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_
 /// is not a result).
 double equal_loss_tolerance(const MeanSd& a, const MeanSd& b);
 
-/// Two mean steps-to-threshold closer than this count as about the same: the larger of 10% of the later of the two
-/// steps and the larger of the two arms' seed standard deviations of that step (NaN sds are ignored), and at least
-/// one step. The first crossing of a noisy training loss moves by several percent with the batch order alone, and
-/// with a few seeds the sd is itself a rough estimate, so a smaller difference is not called either way.
-double equal_step_tolerance(double step_a, double sd_a, double step_b, double sd_b);
-
 /// Runs whose settings agree on everything but the seed, aggregated over seeds.
 /// Every statistic of an arm is over its `kept` runs: the used runs that did not diverge. A diverged run is left
 /// out of all of them alike (final loss, steps to thresholds, gradient norms and zero-gradient shares, attention
@@ -189,42 +183,6 @@ Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, doub
 
 /// `a` and `b`: LR groups of `c`.
 LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const LrGroup& b);
-
-/// Which of two arms ends with the lower final loss, as every verdict of the report decides it. Where the arms share
-/// seeds ((seed, data_seed) pairs among their kept runs), seed by seed: a lower when its final loss is lower by more
-/// than 2% of the larger of the two in every shared seed, b lower likewise, about the same when every shared seed is
-/// within 2%, otherwise not decided (the seeds disagree); a seed held by several runs of one arm counts as their mean.
-/// A mean ± sd over seeds that hides one arm being worse in every seed is never the verdict. Without a shared seed,
-/// by the means, equal within equal_loss_tolerance. Not decided either when a side has no final loss (every run
-/// diverged) or when neither arm learned (ArmStats::learned): two losses at the chance level say nothing about
-/// which scaling trains better.
-struct LossComparison {
-  enum class Verdict { a_lower, b_lower, about_same, not_decided };
-  Verdict verdict = Verdict::not_decided;
-  bool paired = false;       // decided seed by seed over the shared seeds
-  std::size_t n_shared = 0;  // seeds both arms have a final loss for (counted even when not decided)
-  std::size_t a_lower = 0, b_lower = 0, same = 0;  // per shared seed: which side is lower by more than 2%
-  double tolerance = kNoValue;                     // unpaired: equal_loss_tolerance of the two means
-  bool no_final_loss = false;                      // a side has no final loss (every kept run missing: all diverged)
-  bool neither_learned = false;                    // neither arm learned
-};
-LossComparison compare_final_loss(const Comparison& c, const ArmStats& a, const ArmStats& b);
-
-/// The steps to a threshold of two arms compared seed by seed, as the final-loss verdicts are: over the (seed,
-/// data_seed) pairs in which a kept run of each arm reached the threshold (a pair held by several runs of one arm
-/// counts as their mean step), `a` is later in a seed when its step exceeds b's by more than
-/// equal_step_tolerance(step_a, NaN, step_b, NaN) (10% of the later step, at least one step), sooner likewise, and
-/// otherwise about as soon. A mean over the seeds that reached it never hides a seed of `a` that is later than the
-/// same seed of `b`. `loss`: the loss threshold (RunStats::step_to_loss), else the accuracy threshold.
-struct StepPairs {
-  struct Seed {
-    std::string seed;  // the seed, as config.json holds it
-    double step_a = kNoValue, step_b = kNoValue;
-  };
-  std::vector<Seed> seeds;  // the seeds both arms reached the threshold in, by seed
-  std::size_t a_later = 0, a_sooner = 0, same = 0;
-};
-StepPairs compare_steps_by_seed(const Comparison& c, const ArmStats& a, const ArmStats& b, bool loss);
 
 /// The final loss (nats) at or below which a run that also ends at the accuracy threshold has solved the task: on
 /// average the right answer gets a probability of at least exp(-0.01) ≈ 0.99.

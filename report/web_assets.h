@@ -11,5 +11,6 @@ extern const char kPageJs[];        // page.js
 extern const char kPageCss[];       // page.css
 extern const char kExplainJs[];     // explain.js (explain.html of `xgrad explain`)
 extern const char kExplainCss[];    // explain.css
+extern const char kClaimsMd[];      // ../text/claims.md: the sentence templates of the claims (report/claims.h)
 
 }  // namespace xgrad::report::web_assets

@@ -135,3 +135,24 @@ TEST_CASE("any axis: arms that differ only in the optimizer are judged against t
   CHECK(it->outcome == Outcome::worse);
   CHECK(outcome_name(it->outcome) == "worse");
 }
+
+TEST_CASE("every claim has a sentence for every outcome, with every field filled") {
+  const TempDir root("claims_sentences");
+  write_run(root / "n", run_of("none", 0, 1.0));
+  write_run(root / "s", run_of("sqrt_dk", 0, 0.5));
+  const Comparison c = analyse_dirs({root.string()});
+  REQUIRE(c.arms.size() == 2);
+  for (const Claim& claim : claims())
+    for (const Outcome o : {Outcome::better, Outcome::worse, Outcome::same, Outcome::not_decided}) {
+      Verdict v;
+      v.w = claim.id.find("{w}") == std::string::npos ? "" : "w_q";
+      v.claim = statistic_name(claim.id, v.w);
+      v.subject = 1;
+      v.outcome = o;
+      v.why_not = o == Outcome::not_decided ? "the seeds disagree" : "";
+      const std::string text = verdict_sentence(c, v);
+      INFO(v.claim << " " << outcome_name(o) << ": " << text);
+      CHECK(text.find('{') == std::string::npos);
+      CHECK(text.find("sqrt_dk") != std::string::npos);  // the subject is named
+    }
+}

@@ -51,11 +51,11 @@ TEST_CASE("LR sensitivity not decided where both diverged says in how many runs 
   CHECK_FALSE(lr.decided);
   CHECK(lr.reason.find("both scalings diverged at lr 0.3 (unscaled in 2 of 3 runs, sqrt_dk in 1 of 3)") !=
         std::string::npos);
-  const StoryChecks checks = story_checks(cmp);
-  INFO(joined(checks.undecided));
-  CHECK(joined(checks.undecided)
-            .find("LR sensitivity not decided: both scalings diverged at lr 0.3 (unscaled in 2 "
-                  "of 3 runs, sqrt_dk in 1 of 3)") != std::string::npos);
+  const auto v = verdict_of(cmp, "less_lr_sensitive", "sqrt_dk");
+  REQUIRE(v);
+  CHECK(v->outcome == Outcome::not_decided);
+  CHECK(v->why_not.find("both scalings diverged at lr 0.3 (sqrt_dk in 1 of 3 runs, unscaled in 2 of 3)") !=
+        std::string::npos);
 }
 
 namespace {
@@ -110,16 +110,14 @@ TEST_CASE("where both arms solved the task (accuracy and a near-zero loss in eve
                  "every seed both arms have); both solved the task in 1 (final accuracy ≥ 0.9 and final loss ≤ 0.01 "
                  "nats in every seed), not counted either way.") != std::string::npos);
 
-  const StoryChecks checks = story_checks(cmp);
-  INFO(joined(checks.holds) << "--\n" << joined(checks.undecided));
-  CHECK(joined(checks.holds).find("d_k=16 adam lr=0.001, unscaled vs sqrt_dk: unscaled trains worse") ==
-        std::string::npos);
-  CHECK(joined(checks.undecided)
-            .find("both unscaled and sqrt_dk solved the task (final loss 0.005 ± 0.001 vs 0.004 ± 0.001, final "
-                  "accuracy 1.00 vs 1.00; final accuracy ≥ 0.9 and final loss ≤ 0.01 nats in every seed): the final "
-                  "loss does not tell which trains better") != std::string::npos);
-  CHECK(joined(checks.holds).find("d_k=64 adam lr=0.001, unscaled vs sqrt_dk: ") != std::string::npos);
-  CHECK(joined(checks.holds).find("unscaled trains worse (final loss 0.200") != std::string::npos);
+  const auto at16 = verdict_of(cmp, "trains_better", "sqrt_dk", 16);
+  REQUIRE(at16);
+  CHECK(at16->outcome == Outcome::not_decided);
+  CHECK(at16->why_not == "both solved the task");
+  CHECK(verdict_of(cmp, "trains_better", "sqrt_dk", 64)->outcome == Outcome::better);
+  const auto at256 = verdict_of(cmp, "trains_better", "sqrt_dk", 256);
+  CHECK(at256->outcome == Outcome::better);
+  CHECK(at256->baseline_value == doctest::Approx(0.2));
 }
 
 TEST_CASE("report.md defines solved where a comparison used it, and only there") {
@@ -166,24 +164,14 @@ TEST_CASE("steps to a threshold: the unscaled seeds that reach it are compared w
   }
   const Comparison cmp = analyse_dir(root);
   REQUIRE(cmp.arms.size() == 2);
-  const StepPairs pairs = compare_steps_by_seed(cmp, cmp.arms[0], cmp.arms[1], true);
-  REQUIRE(pairs.seeds.size() == 2);
-  CHECK(pairs.seeds[0].seed == "0");
-  CHECK(pairs.seeds[0].step_a == doctest::Approx(190));
-  CHECK(pairs.seeds[0].step_b == doctest::Approx(155));
-  CHECK(pairs.seeds[1].step_a == doctest::Approx(443));
-  CHECK(pairs.a_later == 2);
-  CHECK(pairs.a_sooner == 0);
-  CHECK(pairs.same == 0);
-  const StoryChecks checks = story_checks(cmp);
-  INFO(joined(checks.holds));
-  CHECK(joined(checks.holds).find("not later") == std::string::npos);
-  CHECK(joined(checks.holds)
-            .find("unscaled reaches loss ≤ 1.000 in fewer seeds (step 316 in 2/3 seeds, never in the others vs step "
-                  "164; the unscaled seeds that reach it are later than sqrt_dk in the same seed in 2 of 2 (seed 0: "
-                  "step 190 vs 155; seed 1: step 443 vs 178))") != std::string::npos);
-  // Accuracy is never reached: the accuracy comparison pairs nothing.
-  CHECK(compare_steps_by_seed(cmp, cmp.arms[0], cmp.arms[1], false).seeds.empty());
+  // Seed by seed, never reached counting as the latest step: sqrt_dk is sooner in every seed.
+  const auto v = verdict_of(cmp, "reaches_loss_sooner", "sqrt_dk");
+  REQUIRE(v);
+  CHECK(v->outcome == Outcome::better);
+  CHECK(v->n_shared == 3);
+  CHECK(v->seeds_better == 3);
+  // Accuracy is never reached on either side: nothing is decided.
+  CHECK(verdict_of(cmp, "reaches_accuracy_sooner", "sqrt_dk")->why_not == "neither reaches it");
 }
 
 TEST_CASE("LR sensitivity is decided seed by seed where the scalings share seeds, not within the largest seed sd") {
@@ -212,14 +200,11 @@ TEST_CASE("LR sensitivity is decided seed by seed where the scalings share seeds
   CHECK(lr.a_more_sensitive);
   // The old rule: the difference is within the larger seed sd of the objective.
   CHECK(std::fabs(lr.sensitivity_a - lr.sensitivity_b) < lr.tolerance);
-  const StoryChecks checks = story_checks(cmp);
-  INFO(joined(checks.holds) << "--\n" << joined(checks.undecided));
-  CHECK(joined(checks.undecided).find("LR sensitivity") == std::string::npos);
-  CHECK(joined(checks.holds).find("unscaled is more sensitive to the learning rate (LR sensitivity ") !=
-        std::string::npos);
-  CHECK(joined(checks.holds)
-            .find(" over lr 0.1, 0.3) in each of the 3 seeds both have (a seed's sensitivity over "
-                  "its own runs, by more than 2% of its objective).") != std::string::npos);
+  const auto v = verdict_of(cmp, "less_lr_sensitive", "sqrt_dk");
+  REQUIRE(v);
+  CHECK(v->outcome == Outcome::better);
+  CHECK(v->paired);
+  CHECK(v->seeds_better == 3);
   const std::string all = findings_text(cmp);
   INFO(all);
   CHECK(all.find("Unscaled is more sensitive to the learning rate in 1 of 1 comparison") != std::string::npos);
@@ -253,11 +238,11 @@ TEST_CASE("LR sensitivity seed by seed: seeds that disagree decide nothing, seed
     CHECK(lr.decided);
     CHECK(lr.about_same);
     CHECK(lr.seeds_same == 2);
-    const StoryChecks checks = story_checks(cmp);
-    INFO(joined(checks.undecided));
-    CHECK(joined(checks.undecided)
-              .find("LR sensitivity about the same (LR sensitivity 0.175 vs 0.180 over lr 0.1, 0.3; within 2% of "
-                    "the objective in each of the 2 seeds both have).") != std::string::npos);
+    const auto v = verdict_of(cmp, "less_lr_sensitive", "sqrt_dk");
+    REQUIRE(v);
+    CHECK(v->outcome == Outcome::same);
+    CHECK(v->baseline_value == doctest::Approx(0.175));
+    CHECK(v->subject_value == doctest::Approx(0.18));
     const std::string all = findings_text(cmp);
     INFO(all);
     CHECK(all.find("about the same (within 2% of the objective in every seed both have) in 1") != std::string::npos);
@@ -320,15 +305,12 @@ TEST_CASE("W_q gradients compare at step 0, before the loss threshold and over a
                  "up to 20.0% (sqrt_dk: up to 0%).") != std::string::npos);
   CHECK(all.find("(mean norm over steps)") == std::string::npos);
 
-  const StoryChecks checks = story_checks(cmp);
-  INFO(joined(checks.holds) << "--\n" << joined(checks.fails));
-  CHECK(joined(checks.holds).find("unscaled W_q gets less gradient at step 0 (norm 0.01 vs 0.5)") != std::string::npos);
-  CHECK(joined(checks.holds)
-            .find("unscaled W_q gets less gradient before the loss threshold (mean norm up to the step a run reaches "
-                  "it, or over every step if it never does: 0.234 vs 0.5)") != std::string::npos);
-  CHECK(joined(checks.fails)
-            .find("unscaled W_q gradients are not smaller but larger (mean gradient norm 0.234 vs "
-                  "0.111)") != std::string::npos);
+  // One seed each, no spread: decided by the means within the gradient tolerance.
+  CHECK(verdict_of(cmp, "more_gradient_step0_w_q", "sqrt_dk")->outcome == Outcome::better);  // 0.5 vs 0.01
+  const auto before = verdict_of(cmp, "more_gradient_before_loss_w_q", "sqrt_dk");
+  CHECK(before->outcome == Outcome::better);
+  CHECK(before->baseline_value == doctest::Approx((0.01 + 39 * 0.3) / 50));
+  CHECK(verdict_of(cmp, "more_gradient_w_q", "sqrt_dk")->outcome == Outcome::worse);  // 0.111 vs 0.234
 }
 
 TEST_CASE("the score gradient relative to the loss before the threshold tells saturation from a solved task") {

@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "report/claims.h"
 #include "report/markdown.h"
 #include "report/runs.h"
 #include "report/stats.h"
@@ -30,6 +32,16 @@ inline report::Comparison analyse_dirs(const std::vector<std::string>& inputs, d
   std::vector<report::RunRecord> runs;
   for (const auto& d : report::find_run_dirs(inputs)) runs.push_back(report::load_run(d));
   return report::analyse_runs(std::move(runs), loss_threshold, accuracy_threshold, window);
+}
+
+/// The verdict of `claim` ("trains_better", "more_gradient_step0_w_q", ...) whose subject arm has scale `subject`
+/// (and d_k `d_k`, when not 0), judged as compare judges them; none when there is no such verdict.
+inline std::optional<report::Verdict> verdict_of(const report::Comparison& c, const std::string& claim,
+                                                 const std::string& subject, std::size_t d_k = 0) {
+  for (const report::Verdict& v : report::judge(c, c.axis, report::baseline_of(c)))
+    if (v.claim == claim && c.arms[v.subject].scale() == subject && (d_k == 0 || c.arms[v.subject].d_k() == d_k))
+      return v;
+  return std::nullopt;
 }
 
 /// An SGD run of `scale` at `lr` and `seed`: loss 4 at step 0, then `final_loss` for 20 steps; `diverged`: inf at
