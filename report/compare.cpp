@@ -50,8 +50,8 @@ std::string none_readable(std::size_t n_dirs, const std::vector<std::string>& re
 
 // For each input that is a sweep directory (it holds sweep.json): how many of its grid points are complete, when
 // not all are, so that "95 runs" is not read as the whole sweep. An index that is not a manifest is said so.
-std::vector<std::string> sweep_notes(const std::vector<std::string>& inputs) {
-  std::vector<std::string> notes;
+std::vector<Note> sweep_notes(const std::vector<std::string>& inputs) {
+  std::vector<Note> notes;
   for (const std::string& input : inputs) {
     std::error_code ec;
     if (!fs::exists(fs::path(input) / "sweep.json", ec)) continue;
@@ -59,7 +59,7 @@ std::vector<std::string> sweep_notes(const std::vector<std::string>& inputs) {
     try {
       s = train::sweep_standing(input);
     } catch (const std::exception& e) {
-      notes.push_back("cannot tell how many grid points the sweep " + input + " has: " + e.what());
+      notes.push_back({"cannot tell how many grid points the sweep " + input + " has: " + e.what()});
       continue;
     }
     const std::size_t done = s.count_of(train::PointStatus::complete) + s.count_of(train::PointStatus::diverged);
@@ -68,19 +68,18 @@ std::vector<std::string> sweep_notes(const std::vector<std::string>& inputs) {
     unfinished.count = s.count;
     unfinished.count.erase(train::PointStatus::complete);
     unfinished.count.erase(train::PointStatus::diverged);
-    notes.push_back(
-        fmt::format("sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again "
-                    "(or `xgrad sweep run-one {} --index I`) to finish them; `xgrad sweep status {}` "
-                    "lists them",
-                    input, done, s.points, train::standing_counts(unfinished), train::shell_quote_path(input),
-                    train::shell_quote_path(input)));
+    notes.push_back({fmt::format(
+        "sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again (or `xgrad sweep "
+        "run-one {} --index I`) to finish them; `xgrad sweep status {}` lists them",
+        input, done, s.points, train::standing_counts(unfinished), train::shell_quote_path(input),
+        train::shell_quote_path(input))});
   }
   return notes;
 }
 
 // The temporary files of atomic writes cut short (a second signal during a checkpoint write) in the runs read and in
 // the sweeps' run directories: their runs are not what they seem until the next start removes them.
-std::string leftovers_note(const std::vector<std::string>& inputs, const std::vector<std::string>& dirs) {
+Note leftovers_note(const std::vector<std::string>& inputs, const std::vector<std::string>& dirs) {
   std::set<std::string> found;
   for (const std::string& dir : dirs)
     for (const fs::path& f : train::leftover_partial_writes(dir)) found.insert(f.string());
@@ -93,13 +92,25 @@ std::string leftovers_note(const std::vector<std::string>& inputs, const std::ve
       // told by sweep_notes
     }
   }
-  if (found.empty()) return "";
-  std::string listed;
-  for (const std::string& f : found) listed += (listed.empty() ? "" : ", ") + f;
-  return fmt::format(
-      "{} leftover partial write{}: {} (a write cut short, e.g. by a second signal; the run's next "
-      "start removes it)",
-      found.size(), found.size() == 1 ? "" : "s", listed);
+  if (found.empty()) return {};
+  return {fmt::format("{} leftover partial write{} (a write cut short, e.g. by a second signal; the run's next start "
+                      "removes it)",
+                      found.size(), found.size() == 1 ? "" : "s"),
+          {found.begin(), found.end()}};
+}
+
+// The run directories below the sweeps given that their sweep.json does not list: copied in, or left by another
+// sweep, they are no grid point of it, and counted as its seeds they could turn a verdict.
+Note unlisted_note(const FoundRuns& found, bool included) {
+  if (found.unlisted.empty() && !found.search_cut) return {};
+  const std::size_t n = found.unlisted.size();
+  return {
+      fmt::format(
+          "{} run director{} below the sweep{}, not in its sweep.json, {}", n, n == 1 ? "y" : "ies",
+          found.search_cut ? " (searched to its first " + std::to_string(RunSearch().max_entries) + " entries)" : "",
+          included ? "read as --include-unlisted asks"
+                   : "left out (copied in, or from another sweep; --include-unlisted reads them)"),
+      found.unlisted};
 }
 
 }  // namespace
@@ -161,13 +172,13 @@ void prepare_report_dir(const fs::path& out_dir, bool plots) {
 }
 
 // The terminal's tables and notes: arms, sweeps' standing, leftovers, LR sensitivity, incomplete runs, seeds.
-void print_tables(const Comparison& c, const CompareOptions& options, const std::vector<std::string>& dirs,
-                  ReportContext& context, std::ostream& out) {
+void print_tables(const Comparison& c, const CompareOptions& options, const FoundRuns& found, ReportContext& context,
+                  std::ostream& out) {
   out << c.runs.size() << " runs in " << c.arms.size() << " arms\n";
   context.sweep_notes = sweep_notes(options.inputs);
-  const std::string leftovers = leftovers_note(options.inputs, dirs);
-  if (!leftovers.empty()) context.sweep_notes.push_back(leftovers);
-  for (const std::string& note : context.sweep_notes) out << "note: " << note << "\n";
+  for (const Note& note : {unlisted_note(found, options.include_unlisted), leftovers_note(options.inputs, found.dirs)})
+    if (!note.text.empty()) context.sweep_notes.push_back(note);
+  for (const Note& note : context.sweep_notes) out << "note: " << note.line() << "\n";
   out << "\n" << arm_table(c).text();
   const Table lr = lr_table(c);
   for (const auto& line : no_scaling_comparison_notes(c)) out << line << "\n";
@@ -305,15 +316,17 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
                                   " is not a regular file (a FIFO, device or directory); it is read as the sweep's "
                                   "index: remove it, or give the run directories below it");
   }
-  const std::vector<std::string> dirs = find_run_dirs(options.inputs);
+  RunSearch search;
+  search.include_unlisted = options.include_unlisted;
+  const FoundRuns found = find_run_dirs(options.inputs, search);
   ReportContext context;
-  std::vector<RunRecord> runs = load_runs(dirs, context, out);
+  std::vector<RunRecord> runs = load_runs(found.dirs, context, out);
   const std::size_t n_runs = runs.size();
   const Comparison c =
       analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold, options.threshold_window);
   const fs::path out_dir(options.out.empty() ? options.inputs.front() : options.out);
   prepare_report_dir(out_dir, options.plots);
-  print_tables(c, options, dirs, context, out);
+  print_tables(c, options, found, context, out);
   context.out_dir = out_dir.string();
   context.plots_requested = options.plots;
   context.loss_threshold_option = options.loss_threshold;

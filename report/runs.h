@@ -2,6 +2,7 @@
 // series the comparison needs from each (the full metrics table of a long run is never held in memory).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,32 @@ struct RunRecord {
   RunSeries series;
 };
 
-/// Every directory holding config.json and metrics.csv at or below each input, sorted, each once (an input may be
-/// a run directory or a sweep directory with runs anywhere below it). Throws std::invalid_argument naming the
-/// input when an input is not a directory or holds no run ("<command>: <input> is not a directory").
-std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs, const std::string& command = "compare");
+/// How far find_run_dirs looks below a directory that is neither a run nor a sweep, and below a sweep for the runs its
+/// sweep.json does not list. A sweep's runs lie two levels below it (runs/<name>), a directory of sweeps puts them
+/// three below, and one level more allows a grouping of those. 10,000 entries are listed in well under a second and
+/// hold any directory of runs arranged by hand (a sweep's own points come on top), while a file system's root or a
+/// home directory holds more within 4 levels: `xgrad compare /` stops at once with the message.
+struct RunSearch {
+  bool include_unlisted = false;    // read the run directories below a sweep that its sweep.json does not list
+  std::size_t max_depth = 4;        // levels below the input
+  std::size_t max_entries = 10000;  // files and directories listed, not counting a sweep's own: its points' run
+                                    // directories and their configs
+};
+
+/// The run directories of the inputs, sorted, each once; and those left out.
+struct FoundRuns {
+  std::vector<std::string> dirs;
+  std::vector<std::string> unlisted;  // below a sweep but not in its sweep.json; in `dirs` too with include_unlisted
+  bool search_cut = false;            // below a sweep given, the search for those stopped at RunSearch::max_entries
+};
+
+/// The runs of each input: the input itself when it is a run directory (config.json and metrics.csv); the run
+/// directories a sweep directory's sweep.json lists (train::read_sweep_manifest), those that exist; below any other
+/// directory, the runs and sweeps found within the bounds of `search`. Throws std::invalid_argument naming the input
+/// when it is not a directory, holds no run, or (not being a sweep) more entries than search.max_entries
+/// ("<command>: ...").
+FoundRuns find_run_dirs(const std::vector<std::string>& inputs, const RunSearch& search = {},
+                        const std::string& command = "compare");
 
 /// Reads config.json, metrics.csv and (if present) summary.json of `dir`. A metrics.csv whose last line lacks
 /// its newline or has too few cells was cut mid-row: that row is dropped and the run marked incomplete.
