@@ -383,28 +383,27 @@ PageColumns read_pages(const Comparison& c, const PageRuns& runs, std::size_t he
   return p;
 }
 
-// What the columns only the runs outside `without` have belong to, when one setting tells those runs from the
-// others: "the parameters of attention gated_attention" (per-parameter columns: a scaling's or a layer's own
-// parameters), else "those of ..."; "" when no setting does.
+// What columns only the runs outside `without` have belong to, when one setting tells those runs from the others:
+// "the parameters of attention gated_attention" (a per-parameter column, as grad_norm/<parameter>: a layer's or a
+// scaling's own parameters), else "those of ..."; "" when no setting does.
 std::string columns_owner(const PageRuns& runs, const std::vector<std::string>& without,
                           const std::vector<std::string>& columns) {
-  namespace mc = train::metrics_columns;
   for (const std::string& key : runs.keys) {
     std::set<std::string> have, lack;
     for (std::size_t r = 0; r < runs.names.size(); ++r)
       (std::count(without.begin(), without.end(), runs.names[r]) ? lack : have).insert(runs.setting(r, key, "-"));
     if (have.size() != 1 || lack.count(*have.begin())) continue;
-    const bool parameters = std::all_of(columns.begin(), columns.end(), [](const std::string& c) {
-      return !mc::grad_norm_parameter(c).empty() || c.rfind(mc::update_rms(""), 0) == 0 ||
-             c.rfind(mc::grad_rms(""), 0) == 0 || c.rfind(mc::scalar("", 0, 1), 0) == 0;
+    const bool parameters = std::all_of(columns.begin(), columns.end(), [](const std::string& c) {  // not attn/...
+      return c.find('/') != std::string::npos && c.rfind("attn/", 0) != 0;
     });
     return (parameters ? "the parameters of " : "those of ") + key + " " + *have.begin();
   }
   return "";
 }
 
-// The notes about what the data lacks: unreadable runs, columns no run or only some runs have (one note per set of
-// runs without them), empty runs, cells drawn as gaps and incomplete runs; each one line, its runs listed behind it.
+// The notes about what the data lacks, one line each with its runs or columns listed behind it: the sweeps' notes,
+// unreadable runs, columns no run or only some runs have (a note per set of runs without them), empty runs, cells
+// drawn as gaps, incomplete runs.
 void data_notes(const Comparison& c, const ReportContext& context, const PageRuns& runs, const PageColumns& p,
                 std::vector<Note>& notes) {
   const std::size_t n = c.runs.size();
@@ -419,12 +418,10 @@ void data_notes(const Comparison& c, const ReportContext& context, const PageRun
   for (std::size_t j = 0; j < p.columns.size(); ++j)
     if (!p.missing_from[j].empty() && p.finite_anywhere[j] > 0) partial[p.missing_from[j]].push_back(p.columns[j]);
   for (auto& [without, columns] : partial) {
-    const std::string owner = columns_owner(runs, without, columns);
-    std::string lacking = "not in:";
-    for (const std::string& run : without) lacking += " " + run;
-    const std::size_t k = columns.size();
-    columns.push_back(lacking);
-    add(fmt::format("{} column{} only in {} of {} runs{}", k, k == 1 ? " exists" : "s exist", n - without.size(), n,
+    const std::string owner = columns_owner(runs, without, columns), k = std::to_string(columns.size());
+    columns.push_back("not in:");
+    for (const std::string& run : without) columns.back() += " " + run;
+    add(fmt::format("{} column{} only in {} of {} runs{}", k, k == "1" ? " exists" : "s exist", n - without.size(), n,
                     owner.empty() ? "" : ": " + owner),
         columns);
   }

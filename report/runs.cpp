@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -44,7 +43,7 @@ bool is_run_dir(const fs::path& dir) {
 // listed so far.
 struct Search {
   const RunSearch& bounds;
-  std::string where;  // "<command>: <input>", for the errors
+  std::string command, input;
   std::size_t entries = 0, allowance = 0;
   bool sweep_given = false, cut = false;  // the input is a sweep; the search below it stopped at the bound
   std::set<fs::path> listed = {};         // the run directories of the sweeps met: neither listed nor counted
@@ -53,10 +52,14 @@ struct Search {
 
 // The run directories `dir`'s sweep.json lists; none when `dir` holds no sweep.json that reads as a manifest (an index
 // of an earlier release or a file cut short: its runs are searched for as any directory's, and compare's sweep note
-// says why).
-std::optional<std::vector<fs::path>> listed_runs(const fs::path& dir) {
+// says why). Opening a FIFO would wait for a writer forever: refused.
+std::optional<std::vector<fs::path>> listed_runs(const Search& s, const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir / "sweep.json", ec)) return std::nullopt;
+  if (!fs::is_regular_file(dir / "sweep.json", ec))
+    throw std::invalid_argument(s.command + ": " + (dir / "sweep.json").string() +
+                                " is not a regular file (a FIFO, device or directory); it is read as the sweep's "
+                                "index: remove it, or give the run directories below it");
   try {
     std::vector<fs::path> runs;
     for (const train::ManifestPoint& p : train::read_sweep_manifest(dir.string()))
@@ -70,33 +73,28 @@ std::optional<std::vector<fs::path>> listed_runs(const fs::path& dir) {
 // Adds the runs at and below `dir`, `depth` levels below the input: a run directory is not searched further, a
 // sweep's listed runs are taken as they are, and a symbolic link is followed to a run but not searched below.
 void search_below(Search& s, const fs::path& dir, std::size_t depth, bool in_sweep, bool descend) {
-  if (is_run_dir(dir)) {
-    (in_sweep ? s.unlisted : s.found).push_back(dir.string());
-    return;
-  }
+  if (is_run_dir(dir)) return (in_sweep ? s.unlisted : s.found).push_back(dir.string());
   if (!descend) return;
-  if (const auto listed = listed_runs(dir)) {
+  if (const auto listed = listed_runs(s, dir)) {
     for (const fs::path& run : *listed)
       if (s.listed.insert(run).second && is_run_dir(run)) s.found.push_back(run.string());
     s.allowance += 2 * listed->size();  // the points' run directories and configs/ files
     s.sweep_given = s.sweep_given || depth == 0;
     in_sweep = true;
   }
-  if (depth >= s.bounds.max_depth || s.cut) return;
   std::error_code ec;
-  for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    if (++s.entries > s.bounds.max_entries + s.allowance) {
-      s.cut = s.sweep_given;  // below a sweep given, its runs are known: only the search for others stops
-      if (s.cut) return;
+  for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && depth < s.bounds.max_depth && !s.cut && it != end; it.increment(ec)) {
+    // Below a sweep given, whose runs are known, only the search for others stops at the bound.
+    s.cut = ++s.entries > s.bounds.max_entries + s.allowance && s.sweep_given;
+    if (!s.cut && s.entries > s.bounds.max_entries + s.allowance)
       throw std::invalid_argument(fmt::format(
-          "{} holds more than {} files and directories within {} levels below it, where runs are looked for; give "
-          "the run or sweep directories themselves",
-          s.where, s.bounds.max_entries, s.bounds.max_depth));
-    }
+          "{}: {} holds more than {} files and directories within {} levels below it, where runs are looked for; "
+          "give the run or sweep directories themselves",
+          s.command, s.input, s.bounds.max_entries, s.bounds.max_depth));
     std::error_code type_ec;
     const fs::path path = it->path().lexically_normal();
-    if (it->is_directory(type_ec) && !s.listed.count(path))
+    if (!s.cut && it->is_directory(type_ec) && !s.listed.count(path))
       search_below(s, path, depth + 1, in_sweep, !it->is_symlink(type_ec));
   }
 }
@@ -262,17 +260,14 @@ FoundRuns find_run_dirs(const std::vector<std::string>& inputs, const RunSearch&
   for (const auto& input : inputs) {
     std::error_code ec;
     if (!fs::is_directory(input, ec)) throw std::invalid_argument(command + ": " + input + " is not a directory");
-    Search s{search, command + ": " + input};
+    Search s{search, command, input};
     search_below(s, fs::path(input).lexically_normal(), 0, false, true);
     if (s.found.empty() && (s.unlisted.empty() || !search.include_unlisted))
-      throw std::invalid_argument(
-          s.unlisted.empty()
-              ? fmt::format("{} holds no run within {} levels below it (no directory with config.json and "
-                            "metrics.csv); give the run or sweep directories themselves",
-                            s.where, search.max_depth)
-              : fmt::format("{} holds no run its sweep.json lists; the {} run directories below it that it does "
-                            "not list are read with --include-unlisted",
-                            s.where, s.unlisted.size()));
+      throw std::invalid_argument(fmt::format(
+          "{}: {} holds no run{} within {} levels below it (no directory with config.json and metrics.csv); give "
+          "the run or sweep directories themselves",
+          command, input, s.unlisted.empty() ? "" : " its sweep.json lists (--include-unlisted reads the others)",
+          search.max_depth));
     for (const std::string& dir : s.found) add(runs.dirs, dir);
     for (const std::string& dir : s.unlisted) add(runs.unlisted, dir);
     runs.search_cut = runs.search_cut || s.cut;

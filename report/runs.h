@@ -49,30 +49,28 @@ struct RunRecord {
   RunSeries series;
 };
 
-/// How far find_run_dirs looks below a directory that is neither a run nor a sweep, and below a sweep for the runs its
-/// sweep.json does not list. A sweep's runs lie two levels below it (runs/<name>), a directory of sweeps puts them
-/// three below, and one level more allows a grouping of those. 10,000 entries are listed in well under a second and
-/// hold any directory of runs arranged by hand (a sweep's own points come on top), while a file system's root or a
-/// home directory holds more within 4 levels: `xgrad compare /` stops at once with the message.
+/// How far find_run_dirs looks below a directory that is neither a run nor a sweep (and below a sweep, for runs it does
+/// not list). Runs lie 2 levels below a sweep, 3 below a directory of sweeps, 4 in a grouping of those. 10,000 entries
+/// list in well under a second and hold any directory of runs arranged by hand, while a file system's root or a home
+/// directory holds more within 4 levels: `xgrad compare /` stops at once, naming the bound.
 struct RunSearch {
-  bool include_unlisted = false;    // read the run directories below a sweep that its sweep.json does not list
+  bool include_unlisted = false;    // also read the run directories below a sweep that its sweep.json does not list
   std::size_t max_depth = 4;        // levels below the input
-  std::size_t max_entries = 10000;  // files and directories listed, not counting a sweep's own: its points' run
-                                    // directories and their configs
+  std::size_t max_entries = 10000;  // files and directories listed, besides a sweep's own (a run and a config a point)
 };
 
-/// The run directories of the inputs, sorted, each once; and those left out.
+/// The run directories of the inputs, sorted, each once; and those below a sweep that its sweep.json does not list
+/// (`dirs` holds them too with include_unlisted). search_cut: below a sweep given, the search for those stopped at
+/// max_entries.
 struct FoundRuns {
-  std::vector<std::string> dirs;
-  std::vector<std::string> unlisted;  // below a sweep but not in its sweep.json; in `dirs` too with include_unlisted
-  bool search_cut = false;            // below a sweep given, the search for those stopped at RunSearch::max_entries
+  std::vector<std::string> dirs, unlisted;
+  bool search_cut = false;
 };
 
-/// The runs of each input: the input itself when it is a run directory (config.json and metrics.csv); the run
-/// directories a sweep directory's sweep.json lists (train::read_sweep_manifest), those that exist; below any other
-/// directory, the runs and sweeps found within the bounds of `search`. Throws std::invalid_argument naming the input
-/// when it is not a directory, holds no run, or (not being a sweep) more entries than search.max_entries
-/// ("<command>: ...").
+/// Of each input: itself when it is a run directory (config.json and metrics.csv); the existing runs its sweep.json
+/// lists (train::read_sweep_manifest); else the runs and sweeps found below it within `search`. Throws
+/// std::invalid_argument naming the input ("<command>: <input> ...") when it is not a directory, holds no run, holds
+/// more entries than the bound (unless a sweep), or holds a sweep.json that is not a regular file (a FIFO).
 FoundRuns find_run_dirs(const std::vector<std::string>& inputs, const RunSearch& search = {},
                         const std::string& command = "compare");
 
