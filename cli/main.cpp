@@ -40,7 +40,6 @@
 #include "report/compare.h"
 #include "report/explain.h"
 #include "report/probe.h"
-#include "report/runs.h"
 #include "report/stats.h"
 #include "report/tables.h"
 #include "report/tensorboard_export.h"
@@ -396,11 +395,7 @@ void add_compare_command(Commands& c) {
   // Extras allowed so that an unknown flag is reported by name after parsing ("--lr: not a flag of compare"), not
   // as the directory its value would otherwise become; the directories are checked after that.
   c.compare_cmd->allow_extras();
-  c.compare_cmd
-      ->add_option("dirs", opts.inputs,
-                   fmt::format("run or sweep directories (a sweep's runs are those its sweep.json lists; below "
-                               "another directory, runs are looked for at most {} levels down among {} entries)",
-                               report::RunSearch().max_depth, report::RunSearch().max_entries))
+  c.compare_cmd->add_option("dirs", opts.inputs, "run or sweep directories (of a sweep, the runs its sweep.json lists)")
       ->required();
   c.compare_cmd->add_option("--out", opts.out, "report directory (default: the first directory given)");
   c.compare_cmd

@@ -446,25 +446,21 @@ void data_notes(const Comparison& c, const ReportContext& context, const PageRun
 // The notes about how the series were shortened and rounded.
 void downsampling_notes(const PageColumns& p, std::size_t headline_points, std::size_t max_points, int digits,
                         std::vector<Note>& notes) {
-  const std::string buckets =
-      "by min-max buckets (each bucket keeps its smallest and largest value, so spikes "
-      "survive); shorter series are exact.";
   const std::string headline =
-      "loss, accuracy, grad_norm, the W_q and W_k gradient norms and the first layer's "
-      "entropy and score-gradient median";
-  if (p.headline_downsampled && (!p.other_downsampled || headline_points == max_points))
-    notes.push_back({fmt::format("Downsampled: series longer than {} points are reduced to at most {} points {}",
-                                 headline_points, headline_points, buckets)});
-  else if (p.headline_downsampled)
+      "loss, accuracy, grad_norm, the W_q and W_k gradient norms and the first layer's entropy and score-gradient "
+      "median";
+  std::string budget;  // what the page's size took beyond the point limit
+  if (!p.headline_downsampled)
+    budget = " to keep the page small; every point of " + headline + " is shown";
+  else if (max_points < headline_points)
+    budget = fmt::format(", those of every column but {} to at most {} to keep the page small", headline, max_points);
+  const std::size_t limit = p.headline_downsampled ? headline_points : max_points;
+  if (p.headline_downsampled || p.other_downsampled)
     notes.push_back(
-        {fmt::format("Downsampled: series of {} longer than {} points are reduced to at most {} points, "
-                     "those of every other column (to keep the page small) to at most {}, {}",
-                     headline, headline_points, headline_points, max_points, buckets)});
-  else if (p.other_downsampled)
-    notes.push_back(
-        {fmt::format("Downsampled (to keep the page small): series longer than {} points are reduced "
-                     "to at most {} points {} Every point of {} is shown.",
-                     max_points, max_points, buckets, headline)});
+        {fmt::format("Downsampled: series longer than {} points are reduced to at most {} points by "
+                     "min-max buckets (each keeps its smallest and largest value, so spikes survive){}; "
+                     "shorter series are exact",
+                     limit, limit, budget)});
   notes.push_back({fmt::format(
       "Values in the curves are rounded to {} significant digits; the final-metrics CSV holds 9.", digits)});
 }

@@ -82,9 +82,10 @@ void search_below(Search& s, const fs::path& dir, std::size_t depth, bool in_swe
     s.sweep_given = s.sweep_given || depth == 0;
     in_sweep = true;
   }
+  if (depth >= s.bounds.max_depth) return;
   std::error_code ec;
   for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
-       !ec && depth < s.bounds.max_depth && !s.cut && it != end; it.increment(ec)) {
+       !ec && !s.cut && it != end; it.increment(ec)) {
     // Below a sweep given, whose runs are known, only the search for others stops at the bound.
     s.cut = ++s.entries > s.bounds.max_entries + s.allowance && s.sweep_given;
     if (!s.cut && s.entries > s.bounds.max_entries + s.allowance)
