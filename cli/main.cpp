@@ -395,7 +395,8 @@ void add_compare_command(Commands& c) {
   // Extras allowed so that an unknown flag is reported by name after parsing ("--lr: not a flag of compare"), not
   // as the directory its value would otherwise become; the directories are checked after that.
   c.compare_cmd->allow_extras();
-  c.compare_cmd->add_option("dirs", opts.inputs, "run or sweep directories")->required();
+  c.compare_cmd->add_option("dirs", opts.inputs, "run or sweep directories (of a sweep, the runs its sweep.json lists)")
+      ->required();
   c.compare_cmd->add_option("--out", opts.out, "report directory (default: the first directory given)");
   c.compare_cmd
       ->add_option("--loss-threshold", opts.loss_threshold,
@@ -415,6 +416,9 @@ void add_compare_command(Commands& c) {
   c.compare_cmd->add_option("--plots", opts.plots, "draw plots with gnuplot (true/false)")
       ->default_str(opts.plots ? "true" : "false")  // CLI11 would show a bool's default as 1
       ->check(boolean_word());
+  c.compare_cmd->add_flag("--include-unlisted", opts.include_unlisted,
+                          "also read the run directories below a sweep that its sweep.json does not list (copied "
+                          "in, or left from another sweep)");
 }
 
 void add_sample_command(Commands& c) {

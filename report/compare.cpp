@@ -1,14 +1,11 @@
 #include "report/compare.h"
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <set>
 #include <stdexcept>
-
-#include <csignal>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -38,68 +35,52 @@ namespace {
 
 std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out);
 
-// The error when no run could be read: it carries the first reasons, so a caller that only prints the error (a
-// script, a test, a log) still learns why.
-std::string none_readable(std::size_t n_dirs, const std::vector<std::string>& reasons) {
-  std::string message = "compare: none of the " + std::to_string(n_dirs) + " run directories found could be read";
-  constexpr std::size_t kShown = 3;
-  for (std::size_t i = 0; i < reasons.size() && i < kShown; ++i) message += (i == 0 ? ": " : "; ") + reasons[i];
-  if (reasons.size() > kShown) message += "; and " + std::to_string(reasons.size() - kShown) + " more";
-  return message;
-}
-
-// For each input that is a sweep directory (it holds sweep.json): how many of its grid points are complete, when
-// not all are, so that "95 runs" is not read as the whole sweep. An index that is not a manifest is said so.
-std::vector<std::string> sweep_notes(const std::vector<std::string>& inputs) {
-  std::vector<std::string> notes;
-  for (const std::string& input : inputs) {
+// The notes on the sweeps given: for each, how many of its grid points are complete when not all are (so that "95
+// runs" is not read as the whole sweep; an index that is not a manifest is said so); the run directories below them
+// that their sweep.json does not list (copied in, or from another sweep: counted as seeds, they could turn a
+// verdict); and the temporary files of atomic writes cut short (a second signal during a checkpoint write) in the runs
+// read and the sweeps' run directories, whose runs are not what they seem until the next start removes them.
+std::vector<Note> sweep_notes(const CompareOptions& options, const FoundRuns& found) {
+  std::vector<Note> notes;
+  std::set<std::string> leftovers;
+  for (const std::string& dir : found.dirs)
+    for (const fs::path& f : train::leftover_partial_writes(dir)) leftovers.insert(f.string());
+  for (const std::string& input : options.inputs) {
     std::error_code ec;
     if (!fs::exists(fs::path(input) / "sweep.json", ec)) continue;
     train::SweepStanding s;
     try {
       s = train::sweep_standing(input);
     } catch (const std::exception& e) {
-      notes.push_back("cannot tell how many grid points the sweep " + input + " has: " + e.what());
+      notes.push_back({"cannot tell how many grid points the sweep " + input + " has: " + e.what()});
       continue;
     }
+    for (const fs::path& f : s.leftovers) leftovers.insert(f.string());
     const std::size_t done = s.count_of(train::PointStatus::complete) + s.count_of(train::PointStatus::diverged);
     if (done == s.points) continue;
-    train::SweepStanding unfinished;
-    unfinished.count = s.count;
-    unfinished.count.erase(train::PointStatus::complete);
-    unfinished.count.erase(train::PointStatus::diverged);
+    s.count.erase(train::PointStatus::complete);
+    s.count.erase(train::PointStatus::diverged);
+    notes.push_back({fmt::format(
+        "sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again (or `xgrad sweep "
+        "run-one {} --index I`) to finish them; `xgrad sweep status {}` lists them",
+        input, done, s.points, train::standing_counts(s), train::shell_quote_path(input),
+        train::shell_quote_path(input))});
+  }
+  const std::size_t n = found.unlisted.size();
+  if (n > 0 || found.search_cut)
     notes.push_back(
-        fmt::format("sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again "
-                    "(or `xgrad sweep run-one {} --index I`) to finish them; `xgrad sweep status {}` "
-                    "lists them",
-                    input, done, s.points, train::standing_counts(unfinished), train::shell_quote_path(input),
-                    train::shell_quote_path(input)));
-  }
+        {fmt::format(
+             "{} run director{} below the sweep{}, not in its sweep.json, {}", n, n == 1 ? "y" : "ies",
+             found.search_cut ? fmt::format(" (searched to its first {} entries)", RunSearch().max_entries) : "",
+             options.include_unlisted ? "read as --include-unlisted asks"
+                                      : "left out (copied in, or from another sweep; --include-unlisted reads them)"),
+         found.unlisted});
+  if (!leftovers.empty())
+    notes.push_back({fmt::format("{} leftover partial write{} (a write cut short, e.g. by a second signal; the run's "
+                                 "next start removes it)",
+                                 leftovers.size(), leftovers.size() == 1 ? "" : "s"),
+                     {leftovers.begin(), leftovers.end()}});
   return notes;
-}
-
-// The temporary files of atomic writes cut short (a second signal during a checkpoint write) in the runs read and in
-// the sweeps' run directories: their runs are not what they seem until the next start removes them.
-std::string leftovers_note(const std::vector<std::string>& inputs, const std::vector<std::string>& dirs) {
-  std::set<std::string> found;
-  for (const std::string& dir : dirs)
-    for (const fs::path& f : train::leftover_partial_writes(dir)) found.insert(f.string());
-  for (const std::string& input : inputs) {
-    std::error_code ec;
-    if (!fs::exists(fs::path(input) / "sweep.json", ec)) continue;
-    try {
-      for (const fs::path& f : train::sweep_standing(input).leftovers) found.insert(f.string());
-    } catch (const std::exception&) {
-      // told by sweep_notes
-    }
-  }
-  if (found.empty()) return "";
-  std::string listed;
-  for (const std::string& f : found) listed += (listed.empty() ? "" : ", ") + f;
-  return fmt::format(
-      "{} leftover partial write{}: {} (a write cut short, e.g. by a second signal; the run's next "
-      "start removes it)",
-      found.size(), found.size() == 1 ? "" : "s", listed);
 }
 
 }  // namespace
@@ -125,7 +106,10 @@ std::vector<RunRecord> load_runs(const std::vector<std::string>& dirs, ReportCon
     }
   }
   for (const auto& s : context.skipped) out << "skipped " << s << "\n";
-  if (runs.empty()) throw std::runtime_error(none_readable(dirs.size(), context.skipped));
+  if (runs.empty())  // the error carries the first reasons: a caller that only prints it (a script, a log) learns why
+    throw std::runtime_error(
+        Note{fmt::format("compare: none of the {} run directories found could be read", dirs.size()), context.skipped}
+            .line());
   return runs;
 }
 
@@ -161,13 +145,11 @@ void prepare_report_dir(const fs::path& out_dir, bool plots) {
 }
 
 // The terminal's tables and notes: arms, sweeps' standing, leftovers, LR sensitivity, incomplete runs, seeds.
-void print_tables(const Comparison& c, const CompareOptions& options, const std::vector<std::string>& dirs,
-                  ReportContext& context, std::ostream& out) {
+void print_tables(const Comparison& c, const CompareOptions& options, const FoundRuns& found, ReportContext& context,
+                  std::ostream& out) {
   out << c.runs.size() << " runs in " << c.arms.size() << " arms\n";
-  context.sweep_notes = sweep_notes(options.inputs);
-  const std::string leftovers = leftovers_note(options.inputs, dirs);
-  if (!leftovers.empty()) context.sweep_notes.push_back(leftovers);
-  for (const std::string& note : context.sweep_notes) out << "note: " << note << "\n";
+  context.sweep_notes = sweep_notes(options, found);
+  for (const Note& note : context.sweep_notes) out << "note: " << note.line() << "\n";
   out << "\n" << arm_table(c).text();
   const Table lr = lr_table(c);
   for (const auto& line : no_scaling_comparison_notes(c)) out << line << "\n";
@@ -297,17 +279,11 @@ HtmlOutcome write_report(const Comparison& c, const fs::path& out_dir, bool plot
 
 std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out) {
   if (options.inputs.empty()) throw std::invalid_argument("compare: no run or sweep directory given");
-  for (const std::string& input : options.inputs) {  // opening a FIFO would wait for a writer forever
-    std::error_code ec;
-    const fs::path index = fs::path(input) / "sweep.json";
-    if (fs::exists(index, ec) && !fs::is_regular_file(index, ec))
-      throw std::invalid_argument("compare: " + index.string() +
-                                  " is not a regular file (a FIFO, device or directory); it is read as the sweep's "
-                                  "index: remove it, or give the run directories below it");
-  }
-  const std::vector<std::string> dirs = find_run_dirs(options.inputs);
+  RunSearch search;
+  search.include_unlisted = options.include_unlisted;
+  const FoundRuns found = find_run_dirs(options.inputs, search);
   ReportContext context;
-  std::vector<RunRecord> runs = load_runs(dirs, context, out);
+  std::vector<RunRecord> runs = load_runs(found.dirs, context, out);
   const std::size_t n_runs = runs.size();
   Comparison c =
       analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold, options.threshold_window);
@@ -315,7 +291,7 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   c.baseline = options.baseline;
   const fs::path out_dir(options.out.empty() ? options.inputs.front() : options.out);
   prepare_report_dir(out_dir, options.plots);
-  print_tables(c, options, dirs, context, out);
+  print_tables(c, options, found, context, out);
   context.out_dir = out_dir.string();
   context.plots_requested = options.plots;
   context.loss_threshold_option = options.loss_threshold;

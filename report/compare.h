@@ -1,7 +1,7 @@
-// `xgrad compare DIR...`: reads run directories (config.json, metrics.csv, summary.json) — given directly or found
-// anywhere below the given directories (a sweep directory holds many) — groups them into arms that differ only in
-// seed, and reports: a table, gnuplot plots (PNG and SVG), report.md with sentences generated from the numbers, and
-// report.html, an interactive page of every run's curves (report/html.h).
+// `xgrad compare DIR...`: reads run directories (config.json, metrics.csv, summary.json) — given directly, listed by
+// a sweep directory's sweep.json, or found below another directory (report/runs.h) — groups them into arms that differ
+// only in seed, and reports: a table, gnuplot plots (PNG and SVG), report.md with sentences generated from the numbers,
+// and report.html, an interactive page of every run's curves (report/html.h).
 #pragma once
 
 #include <cstddef>
@@ -18,6 +18,7 @@ struct CompareOptions {
   double accuracy_threshold = 0.9;    // "steps to reach accuracy >= x"
   bool plots = true;                  // draw plots with gnuplot (skipped with a note if gnuplot is missing)
   std::size_t threshold_window = 10;  // steps-to-threshold use the trailing mean over this many steps (1: raw)
+  bool include_unlisted = false;      // also read the run directories below a sweep that its sweep.json does not list
   std::string axis = "scale";         // the claims judge arms that differ only in this setting (an arm setting)
   std::string baseline;               // ... against the arms holding this value of it; "" for the reference scaling
 };

@@ -111,15 +111,11 @@ void escape_notes(std::vector<std::string>& notes) {
 TrainingEvidence training_evidence(const std::vector<std::string>& inputs, double loss_threshold) {
   TrainingEvidence t;
   std::vector<RunRecord> runs;
-  std::vector<std::string> dirs;
-  try {
-    dirs = find_run_dirs(inputs);
-  } catch (const std::invalid_argument& e) {  // its message speaks for compare
-    std::string message = e.what();
-    if (message.rfind("compare: ", 0) == 0) message = message.substr(9);
-    throw std::invalid_argument("--runs: " + message);
-  }
-  for (const auto& dir : dirs) {
+  const FoundRuns found = find_run_dirs(inputs, {}, "--runs");
+  if (!found.unlisted.empty())
+    t.notes.push_back(fmt::format("--runs: left out {} run directories below a sweep that its sweep.json does not list",
+                                  found.unlisted.size()));
+  for (const auto& dir : found.dirs) {
     try {
       runs.push_back(load_run(dir));
     } catch (const std::exception& e) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -83,8 +84,6 @@ DownsampledSeries downsample_min_max(const std::vector<double>& x, const std::ve
 
 namespace {
 
-constexpr std::size_t kListed = 5;  // run names a note lists before "and N more"
-
 // A number as short JSON: null for NaN/Inf, integers exactly, others to `digits` significant digits in the shorter
 // of plain and exponent notation, without zero padding ("1.235e-5", not "0.00001235" or "1.235e-05").
 std::string json_number(double v, int digits) {
@@ -119,13 +118,6 @@ std::string json_number(double v, int digits) {
 std::string exact(double v) {
   if (std::isnan(v)) return "";
   return std::isfinite(v) ? fmt::format("{:.9g}", v) : fmt::format("{}", v);
-}
-
-std::string names_list(const std::vector<std::string>& names) {
-  std::string out;
-  for (std::size_t i = 0; i < names.size() && i < kListed; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > kListed) out += fmt::format(" and {} more", names.size() - kListed);
-  return out;
 }
 
 // A run directory as the page names it: relative to the report's directory when below it.
@@ -391,63 +383,92 @@ PageColumns read_pages(const Comparison& c, const PageRuns& runs, std::size_t he
   return p;
 }
 
-// The notes about what the data lacks: unreadable runs, columns no run or only some runs have, empty runs, and
-// cells drawn as gaps.
+// What columns only the runs outside `without` have belong to, when one setting tells those runs from the others:
+// "the parameters of attention gated_attention" (a per-parameter column, as grad_norm/<parameter>: a layer's or a
+// scaling's own parameters), else "those of ..."; "" when no setting does.
+std::string columns_owner(const PageRuns& runs, const std::vector<std::string>& without,
+                          const std::vector<std::string>& columns) {
+  for (const std::string& key : runs.keys) {
+    std::set<std::string> have, lack;
+    for (std::size_t r = 0; r < runs.names.size(); ++r)
+      (std::count(without.begin(), without.end(), runs.names[r]) ? lack : have).insert(runs.setting(r, key, "-"));
+    if (have.size() != 1 || lack.count(*have.begin())) continue;
+    const bool parameters = std::all_of(columns.begin(), columns.end(), [](const std::string& c) {  // not attn/...
+      return c.find('/') != std::string::npos && c.rfind("attn/", 0) != 0;
+    });
+    return (parameters ? "the parameters of " : "those of ") + key + " " + *have.begin();
+  }
+  return "";
+}
+
+// The notes about what the data lacks, one line each with its runs or columns listed behind it: the sweeps' notes,
+// unreadable runs, columns no run or only some runs have (a note per set of runs without them), empty runs, cells
+// drawn as gaps, incomplete runs.
 void data_notes(const Comparison& c, const ReportContext& context, const PageRuns& runs, const PageColumns& p,
-                std::vector<std::string>& notes) {
+                std::vector<Note>& notes) {
   const std::size_t n = c.runs.size();
-  for (const auto& s : context.skipped) notes.push_back("Left out (unreadable): " + s + ".");
-  if (!p.never_finite.empty())
-    notes.push_back("Left out of the column picker (no finite value in any run): " + names_list(p.never_finite) + ".");
+  notes.insert(notes.end(), context.sweep_notes.begin(), context.sweep_notes.end());
+  const auto add = [&notes](const std::string& text, const std::vector<std::string>& items) {
+    if (!items.empty()) notes.push_back({text, items});
+  };
+  add(fmt::format("{} run(s) left out (unreadable)", context.skipped.size()), context.skipped);
+  add(fmt::format("{} column(s) left out of the column picker (no finite value in any run)", p.never_finite.size()),
+      p.never_finite);
+  std::map<std::vector<std::string>, std::vector<std::string>> partial;  // runs without them -> columns
   for (std::size_t j = 0; j < p.columns.size(); ++j)
-    if (!p.missing_from[j].empty() && p.finite_anywhere[j] > 0)
-      notes.push_back(fmt::format("Column {} is missing from {} of {} runs (no curve there): {}.", p.columns[j],
-                                  p.missing_from[j].size(), n, names_list(p.missing_from[j])));
-  std::vector<std::string> empty_runs, nonfinite_runs, malformed_runs;
+    if (!p.missing_from[j].empty() && p.finite_anywhere[j] > 0) partial[p.missing_from[j]].push_back(p.columns[j]);
+  for (auto& [without, columns] : partial) {
+    const std::string owner = columns_owner(runs, without, columns), k = std::to_string(columns.size());
+    columns.push_back("not in:");
+    for (const std::string& run : without) columns.back() += " " + run;
+    add(fmt::format("{} column{} only in {} of {} runs{}", k, k == "1" ? " exists" : "s exist", n - without.size(), n,
+                    owner.empty() ? "" : ": " + owner),
+        columns);
+  }
+  std::vector<std::string> empty_runs, nonfinite_runs, malformed_runs, incomplete;
   std::size_t nonfinite_total = 0, malformed_total = 0;
   for (std::size_t r = 0; r < n; ++r) {
     if (p.pages[r].rows == 0) empty_runs.push_back(runs.names[r]);
     if (p.pages[r].nonfinite > 0) nonfinite_runs.push_back(runs.names[r]), nonfinite_total += p.pages[r].nonfinite;
     if (p.pages[r].malformed > 0) malformed_runs.push_back(runs.names[r]), malformed_total += p.pages[r].malformed;
+    if (c.runs[r].incomplete) incomplete.push_back(runs.names[r] + " (" + c.runs[r].incomplete_reason + ")");
   }
-  if (!empty_runs.empty())
-    notes.push_back(fmt::format("{} run(s) have no rows in metrics.csv (no curve): {}.", empty_runs.size(),
-                                names_list(empty_runs)));
-  if (nonfinite_total > 0)
-    notes.push_back(fmt::format("{} non-finite values (NaN or Inf) in {} run(s) are drawn as gaps: {}.",
-                                nonfinite_total, nonfinite_runs.size(), names_list(nonfinite_runs)));
-  if (malformed_total > 0)
-    notes.push_back(fmt::format("{} cells that are not numbers in {} run(s) are drawn as gaps: {}.", malformed_total,
-                                malformed_runs.size(), names_list(malformed_runs)));
-  for (std::size_t r = 0; r < n; ++r)
-    if (c.runs[r].incomplete)
-      notes.push_back("Incomplete: " + runs.names[r] + " (" + c.runs[r].incomplete_reason + ").");
+  add(fmt::format("{} run(s) have no rows in metrics.csv (no curve)", empty_runs.size()), empty_runs);
+  add(fmt::format("{} non-finite values (NaN or Inf) in {} run(s) are drawn as gaps", nonfinite_total,
+                  nonfinite_runs.size()),
+      nonfinite_runs);
+  add(fmt::format("{} cells that are not numbers in {} run(s) are drawn as gaps", malformed_total,
+                  malformed_runs.size()),
+      malformed_runs);
+  add(fmt::format("{} run(s) incomplete", incomplete.size()), incomplete);
 }
 
 // The notes about how the series were shortened and rounded.
 void downsampling_notes(const PageColumns& p, std::size_t headline_points, std::size_t max_points, int digits,
-                        std::vector<std::string>& notes) {
-  const std::string buckets =
-      "by min-max buckets (each bucket keeps its smallest and largest value, so spikes "
-      "survive); shorter series are exact.";
+                        std::vector<Note>& notes) {
   const std::string headline =
-      "loss, accuracy, grad_norm, the W_q and W_k gradient norms and the first layer's "
-      "entropy and score-gradient median";
-  if (p.headline_downsampled && (!p.other_downsampled || headline_points == max_points))
-    notes.push_back(fmt::format("Downsampled: series longer than {} points are reduced to at most {} points {}",
-                                headline_points, headline_points, buckets));
-  else if (p.headline_downsampled)
+      "loss, accuracy, grad_norm, the W_q and W_k gradient norms and the first layer's entropy and score-gradient "
+      "median";
+  std::string budget;  // what the page's size took beyond the point limit
+  if (!p.headline_downsampled)
+    budget = " to keep the page small; every point of " + headline + " is shown";
+  else if (max_points < headline_points)
+    budget = fmt::format(", those of every column but {} to at most {} to keep the page small", headline, max_points);
+  const std::size_t limit = p.headline_downsampled ? headline_points : max_points;
+  if (p.headline_downsampled || p.other_downsampled)
     notes.push_back(
-        fmt::format("Downsampled: series of {} longer than {} points are reduced to at most {} points, "
-                    "those of every other column (to keep the page small) to at most {}, {}",
-                    headline, headline_points, headline_points, max_points, buckets));
-  else if (p.other_downsampled)
-    notes.push_back(
-        fmt::format("Downsampled (to keep the page small): series longer than {} points are reduced to "
-                    "at most {} points {} Every point of {} is shown.",
-                    max_points, max_points, buckets, headline));
-  notes.push_back(
-      fmt::format("Values in the curves are rounded to {} significant digits; the final-metrics CSV holds 9.", digits));
+        {fmt::format("Downsampled: series longer than {} points are reduced to at most {} points by "
+                     "min-max buckets (each keeps its smallest and largest value, so spikes survive){}; "
+                     "shorter series are exact",
+                     limit, limit, budget)});
+  notes.push_back({fmt::format(
+      "Values in the curves are rounded to {} significant digits; the final-metrics CSV holds 9.", digits)});
+}
+
+nlohmann::json notes_json(const std::vector<Note>& notes) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Note& note : notes) out.push_back({{"text", note.text}, {"items", note.items}});
+  return out;
 }
 
 // The panels the page opens with: loss, accuracy, the first W_q gradient norm, the first head's score-gradient
@@ -540,7 +561,7 @@ nlohmann::json final_metrics(const Comparison& c, const PageRuns& runs, const Pa
 
 // The page's description of its data and runs, everything but the series.
 nlohmann::json page_meta(const Comparison& c, const ReportContext& context, const PageRuns& runs, const PageColumns& p,
-                         const std::vector<std::string>& notes, std::size_t headline_points, std::size_t max_points) {
+                         const std::vector<Note>& notes, std::size_t headline_points, std::size_t max_points) {
   nlohmann::json meta;
   meta["format"] = 1;
   meta["title"] = title_of(context);
@@ -556,7 +577,7 @@ nlohmann::json page_meta(const Comparison& c, const ReportContext& context, cons
   meta["max_points"] = max_points;
   meta["max_points_headline"] = headline_points;
   meta["downsampled"] = p.headline_downsampled || p.other_downsampled;
-  meta["notes"] = notes;
+  meta["notes"] = notes_json(notes);
   if (!context.explain_page.empty()) meta["explain"] = context.explain_page;
   story_json(c, context, meta);
   meta["runs"] = run_entries(c, runs, p);
@@ -629,7 +650,7 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
   std::size_t headline_points = std::max<std::size_t>(options.max_points, 4), max_points = headline_points;
   for (int attempt = 0;; ++attempt) {
     const PageColumns p = read_pages(c, runs, headline_points, max_points);
-    std::vector<std::string> notes;
+    std::vector<Note> notes;
     data_notes(c, context, runs, p, notes);
     downsampling_notes(p, headline_points, max_points, options.significant_digits, notes);
     nlohmann::json meta = page_meta(c, context, runs, p, notes, headline_points, max_points);
@@ -640,10 +661,10 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
     outcome.downsampled = p.headline_downsampled || p.other_downsampled;
     if (json.size() <= options.max_data_bytes || headline_points <= kFewestPoints || attempt >= 8) {
       if (json.size() > options.max_data_bytes) {
-        notes.push_back(fmt::format(
+        notes.push_back({fmt::format(
             "The page holds {:.1f} MB of data, over its {:.1f} MB budget: its series are as short as they go.",
-            static_cast<double>(json.size()) / 1e6, static_cast<double>(options.max_data_bytes) / 1e6));
-        meta["notes"] = notes;
+            static_cast<double>(json.size()) / 1e6, static_cast<double>(options.max_data_bytes) / 1e6)});
+        meta["notes"] = notes_json(notes);
         json = assemble_json(meta, series);
       }
       outcome.notes = notes;

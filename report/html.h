@@ -61,12 +61,12 @@ struct HtmlOptions {
 
 /// What the page holds, for the caller's console line and for tests.
 struct HtmlOutcome {
-  std::size_t bytes = 0;           // size of report.html
-  std::size_t max_points = 0;      // the per-series point limit of the columns other than the headline ones (loss,
-                                   // accuracy, gradient norms of W_q, W_k and all: those keep options.max_points unless
-                                   // the budget needs them too), lowered from options.max_points by the budget
-  bool downsampled = false;        // some series was downsampled
-  std::vector<std::string> notes;  // what the page leaves out or changes, one sentence each (also shown in it)
+  std::size_t bytes = 0;       // size of report.html
+  std::size_t max_points = 0;  // the per-series point limit of the columns other than the headline ones (loss,
+                               // accuracy, gradient norms of W_q, W_k and all: those keep options.max_points unless
+                               // the budget needs them too), lowered from options.max_points by the budget
+  bool downsampled = false;    // some series was downsampled
+  std::vector<Note> notes;     // what the page leaves out or changes, one line each (also shown in it)
 };
 
 /// The page's JSON (the contents of its <script type="application/json" id="xgrad-data"> block): the runs of `c`

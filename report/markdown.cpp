@@ -842,7 +842,13 @@ std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
   }
   md += fmt::format("{} runs in {} arms ({} complete, {} incomplete, {} diverged).\n\n", c.runs.size(), c.arms.size(),
                     n_complete, n_incomplete, n_diverged);
-  for (const std::string& note : ctx.sweep_notes) md += "**Note:** " + markdown_escape(note) + ".\n\n";
+  for (const Note& note : ctx.sweep_notes) {
+    md += "**Note:** " + markdown_escape(note.text) + ".\n\n";
+    if (note.items.empty()) continue;
+    md += fmt::format("<details><summary>list ({})</summary>\n\n", note.items.size());
+    for (const std::string& item : note.items) md += "- " + markdown_text(item) + "\n";  // paths: inert text
+    md += "\n</details>\n\n";
+  }
   if (!ctx.explain_page.empty())
     md += "The argument for 1/sqrt(d_k), step by step, measured on this experiment's model and runs: [" +
           markdown_escape(ctx.explain_page) + "](" + url_path(ctx.explain_page) + ").\n\n";
@@ -1072,6 +1078,14 @@ std::string runs_read_section(const Comparison& c, const ReportContext& ctx) {
 }
 
 }  // namespace
+
+std::string Note::line() const {
+  constexpr std::size_t kShown = 5;
+  std::string listed;
+  for (std::size_t i = 0; i < items.size() && i < kShown; ++i) listed += (i ? ", " : ": ") + items[i];
+  if (items.size() > kShown) listed += fmt::format(" and {} more", items.size() - kShown);
+  return text + listed;
+}
 
 std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   return "# xgrad compare: attention scaling report\n\n" + runs_summary(c, ctx) + preset_part(ctx) +

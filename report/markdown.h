@@ -57,6 +57,16 @@ struct FindingLine {
 /// were cut short. Diverged runs are in no number (ArmStats::kept). Empty for no runs.
 std::vector<FindingLine> findings(const Comparison& c);
 
+/// A note that stands for many alike cases (runs left out, columns only some runs have): one line with their count
+/// and the reason, the cases (paths, column names) listed behind it: in a disclosure in report.md and report.html,
+/// the first few on the terminal.
+struct Note {
+  std::string text;
+  std::vector<std::string> items = {};
+  /// The terminal's line: the text, then the first five items and how many more.
+  std::string line() const;
+};
+
 struct ReportContext {
   std::string out_dir;  // report.md's directory (run paths are shown relative to it)
   bool plots_requested = true;
@@ -67,7 +77,8 @@ struct ReportContext {
   PresetRecord preset;                 // the preset whose sweep this is (name "" for none)
   std::vector<PresetSection> preset_sections;  // its sections, written after the Findings
   std::string preset_note;                     // why its sections are missing ("" when written)
-  std::vector<std::string> sweep_notes;        // grid points of the input sweeps not complete, leftover partial writes
+  std::vector<Note> sweep_notes;  // grid points of the input sweeps not complete, runs they do not list, leftover
+                                  // partial writes
   std::string explain_page;  // explain.html of `xgrad explain` in the report directory, relative to it ("" if none)
 };
 

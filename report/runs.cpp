@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "common/escape.h"
@@ -20,6 +21,7 @@
 #include "train/run_directory.h"
 #include "train/run_files.h"
 #include "train/settings.h"
+#include "train/sweep_manifest.h"
 
 namespace xgrad::report {
 using train::kConfigFile;
@@ -35,6 +37,67 @@ namespace columns = train::metrics_columns;
 bool is_run_dir(const fs::path& dir) {
   std::error_code ec;
   return fs::is_regular_file(dir / kConfigFile, ec) && fs::is_regular_file(dir / train::kMetricsFile, ec);
+}
+
+// One input's search by find_run_dirs: the runs found, those below a sweep that it does not list, and the entries
+// listed so far.
+struct Search {
+  const RunSearch& bounds;
+  std::string command, input;
+  std::size_t entries = 0, allowance = 0;
+  bool sweep_given = false, cut = false;  // the input is a sweep; the search below it stopped at the bound
+  std::set<fs::path> listed = {};         // the run directories of the sweeps met: neither listed nor counted
+  std::vector<std::string> found = {}, unlisted = {};
+};
+
+// The run directories `dir`'s sweep.json lists; none when `dir` holds no sweep.json that reads as a manifest (an index
+// of an earlier release or a file cut short: its runs are searched for as any directory's, and compare's sweep note
+// says why). Opening a FIFO would wait for a writer forever: refused.
+std::optional<std::vector<fs::path>> listed_runs(const Search& s, const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir / "sweep.json", ec)) return std::nullopt;
+  if (!fs::is_regular_file(dir / "sweep.json", ec))
+    throw std::invalid_argument(s.command + ": " + (dir / "sweep.json").string() +
+                                " is not a regular file (a FIFO, device or directory); it is read as the sweep's "
+                                "index: remove it, or give the run directories below it");
+  try {
+    std::vector<fs::path> runs;
+    for (const train::ManifestPoint& p : train::read_sweep_manifest(dir.string()))
+      runs.push_back(fs::path(p.dir).lexically_normal());
+    return runs;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// Adds the runs at and below `dir`, `depth` levels below the input: a run directory is not searched further, a
+// sweep's listed runs are taken as they are, and a symbolic link is followed to a run but not searched below.
+void search_below(Search& s, const fs::path& dir, std::size_t depth, bool in_sweep, bool descend) {
+  if (is_run_dir(dir)) return (in_sweep ? s.unlisted : s.found).push_back(dir.string());
+  if (!descend) return;
+  if (const auto listed = listed_runs(s, dir)) {
+    for (const fs::path& run : *listed)
+      if (s.listed.insert(run).second && is_run_dir(run)) s.found.push_back(run.string());
+    s.allowance += 2 * listed->size();  // the points' run directories and configs/ files
+    s.sweep_given = s.sweep_given || depth == 0;
+    in_sweep = true;
+  }
+  if (depth >= s.bounds.max_depth) return;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && !s.cut && it != end; it.increment(ec)) {
+    // Below a sweep given, whose runs are known, only the search for others stops at the bound.
+    s.cut = ++s.entries > s.bounds.max_entries + s.allowance && s.sweep_given;
+    if (!s.cut && s.entries > s.bounds.max_entries + s.allowance)
+      throw std::invalid_argument(fmt::format(
+          "{}: {} holds more than {} files and directories within {} levels below it, where runs are looked for; "
+          "give the run or sweep directories themselves",
+          s.command, s.input, s.bounds.max_entries, s.bounds.max_depth));
+    std::error_code type_ec;
+    const fs::path path = it->path().lexically_normal();
+    if (!s.cut && it->is_directory(type_ec) && !s.listed.count(path))
+      search_below(s, path, depth + 1, in_sweep, !it->is_symlink(type_ec));
+  }
 }
 
 // sqrt(sum of squares) of the selected cells; NaN if any is NaN (an unmeasured step is not a zero gradient).
@@ -187,30 +250,33 @@ void fill_missing_settings(nlohmann::json& config) {
 
 }  // namespace
 
-std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs, const std::string& command) {
-  std::set<std::string> seen;
-  std::vector<std::string> dirs;
+FoundRuns find_run_dirs(const std::vector<std::string>& inputs, const RunSearch& search, const std::string& command) {
+  FoundRuns runs;
+  std::set<std::string> seen;  // canonical paths: a run given twice (itself and in its sweep) is read once
+  const auto add = [&seen](std::vector<std::string>& to, const std::string& dir) {
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(dir, ec);
+    if (seen.insert(ec ? dir : canonical.string()).second) to.push_back(dir);
+  };
   for (const auto& input : inputs) {
     std::error_code ec;
     if (!fs::is_directory(input, ec)) throw std::invalid_argument(command + ": " + input + " is not a directory");
-    std::vector<std::string> found;
-    if (is_run_dir(input)) found.push_back(fs::path(input).lexically_normal().string());
-    fs::recursive_directory_iterator it(input, fs::directory_options::skip_permission_denied, ec), end;
-    for (; !ec && it != end; it.increment(ec)) {
-      std::error_code type_ec;
-      if (it->is_directory(type_ec) && is_run_dir(it->path())) found.push_back(it->path().lexically_normal().string());
-    }
-    if (found.empty())
-      throw std::invalid_argument(command + ": " + input +
-                                  " holds no run (no directory with config.json and metrics.csv)");
-    for (auto& dir : found) {
-      std::error_code canon_ec;
-      const fs::path canonical = fs::weakly_canonical(dir, canon_ec);
-      if (seen.insert(canon_ec ? dir : canonical.string()).second) dirs.push_back(dir);
-    }
+    Search s{search, command, input};
+    search_below(s, fs::path(input).lexically_normal(), 0, false, true);
+    if (s.found.empty() && (s.unlisted.empty() || !search.include_unlisted))
+      throw std::invalid_argument(fmt::format(
+          "{}: {} holds no run{} within {} levels below it (no directory with config.json and metrics.csv); give "
+          "the run or sweep directories themselves",
+          command, input, s.unlisted.empty() ? "" : " its sweep.json lists (--include-unlisted reads the others)",
+          search.max_depth));
+    for (const std::string& dir : s.found) add(runs.dirs, dir);
+    for (const std::string& dir : s.unlisted) add(runs.unlisted, dir);
+    runs.search_cut = runs.search_cut || s.cut;
   }
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
+  if (search.include_unlisted) runs.dirs.insert(runs.dirs.end(), runs.unlisted.begin(), runs.unlisted.end());
+  std::sort(runs.dirs.begin(), runs.dirs.end());
+  std::sort(runs.unlisted.begin(), runs.unlisted.end());
+  return runs;
 }
 
 RunRecord load_run(const std::string& dir) {

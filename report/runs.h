@@ -2,6 +2,7 @@
 // series the comparison needs from each (the full metrics table of a long run is never held in memory).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,30 @@ struct RunRecord {
   RunSeries series;
 };
 
-/// Every directory holding config.json and metrics.csv at or below each input, sorted, each once (an input may be
-/// a run directory or a sweep directory with runs anywhere below it). Throws std::invalid_argument naming the
-/// input when an input is not a directory or holds no run ("<command>: <input> is not a directory").
-std::vector<std::string> find_run_dirs(const std::vector<std::string>& inputs, const std::string& command = "compare");
+/// How far find_run_dirs looks below a directory that is neither a run nor a sweep (and below a sweep, for runs it does
+/// not list). Runs lie 2 levels below a sweep, 3 below a directory of sweeps, 4 in a grouping of those. 10,000 entries
+/// list in well under a second and hold any directory of runs arranged by hand, while a file system's root or a home
+/// directory holds more within 4 levels: `xgrad compare /` stops at once, naming the bound.
+struct RunSearch {
+  bool include_unlisted = false;    // also read the run directories below a sweep that its sweep.json does not list
+  std::size_t max_depth = 4;        // levels below the input
+  std::size_t max_entries = 10000;  // files and directories listed, besides a sweep's own (a run and a config a point)
+};
+
+/// The run directories of the inputs, sorted, each once; and those below a sweep that its sweep.json does not list
+/// (`dirs` holds them too with include_unlisted). search_cut: below a sweep given, the search for those stopped at
+/// max_entries.
+struct FoundRuns {
+  std::vector<std::string> dirs, unlisted;
+  bool search_cut = false;
+};
+
+/// Of each input: itself when it is a run directory (config.json and metrics.csv); the existing runs its sweep.json
+/// lists (train::read_sweep_manifest); else the runs and sweeps found below it within `search`. Throws
+/// std::invalid_argument naming the input ("<command>: <input> ...") when it is not a directory, holds no run, holds
+/// more entries than the bound (unless a sweep), or holds a sweep.json that is not a regular file (a FIFO).
+FoundRuns find_run_dirs(const std::vector<std::string>& inputs, const RunSearch& search = {},
+                        const std::string& command = "compare");
 
 /// Reads config.json, metrics.csv and (if present) summary.json of `dir`. A metrics.csv whose last line lacks
 /// its newline or has too few cells was cut mid-row: that row is dropped and the run marked incomplete.

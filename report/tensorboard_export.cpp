@@ -35,7 +35,7 @@ std::vector<ExportedRun> export_tensorboard(const std::vector<std::string>& inpu
   std::map<std::string, std::string> run_of_name;  // subdirectory -> run directory, to refuse two runs in one
   std::vector<std::pair<std::string, std::string>> planned;
   for (const std::string& input : inputs)
-    for (const std::string& run_dir : find_run_dirs({input}, "export tensorboard")) {
+    for (const std::string& run_dir : find_run_dirs({input}, {}, "export tensorboard").dirs) {
       const std::string name = export_name(input, run_dir);
       const auto [it, added] = run_of_name.emplace(name, run_dir);
       if (!added && it->second != run_dir)

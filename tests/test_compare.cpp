@@ -101,7 +101,7 @@ TEST_CASE("runs differing only in seed, data_seed, out and environment form one 
   CHECK(distinguishing_keys(cmp.arms).empty());
 
   // The same run given twice (directly and through its sweep) is read once.
-  CHECK(find_run_dirs({root.string(), (root / "runs" / "dk4").string()}).size() == 5);
+  CHECK(find_run_dirs({root.string(), (root / "runs" / "dk4").string()}).dirs.size() == 5);
 }
 
 TEST_CASE("an input that is not a directory or holds no run throws std::invalid_argument naming it") {
@@ -120,6 +120,96 @@ TEST_CASE("an input that is not a directory or holds no run throws std::invalid_
   options.plots = false;
   std::ostringstream out;
   CHECK_THROWS_AS(run_compare(options, out), std::invalid_argument);
+}
+
+namespace {
+
+// A sweep.json listing runs/<name> for each of `names`, as `xgrad sweep` writes its points.
+void write_manifest(const fs::path& sweep, const std::vector<std::string>& names) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    runs.push_back({{"index", i}, {"name", names[i]}, {"dir", "runs/" + names[i]}});
+  std::ofstream(sweep / "sweep.json") << nlohmann::json{{"runs", runs}}.dump(2);
+}
+
+}  // namespace
+
+TEST_CASE("compare of a sweep reads the runs its sweep.json lists; runs copied in are left out unless asked for") {
+  const TempDir root("compare_unlisted");
+  std::vector<std::string> names;
+  for (const std::string scale : {"none", "sqrt_dk"})
+    for (int seed = 0; seed < 2; ++seed) {
+      FakeRun r;
+      r.scale = scale;
+      r.seed = seed;
+      r.loss = constant(5, scale == "none" ? 2.0 : 1.0);
+      names.push_back(scale + "-s" + std::to_string(seed));
+      write_run(root / "runs" / names.back(), r);
+    }
+  write_manifest(root, names);
+  // Seeds of another experiment copied in, whose loss would turn sqrt_dk's verdict: beside the sweep's runs and deeper.
+  FakeRun copied;
+  copied.scale = "sqrt_dk";
+  copied.seed = 7;
+  copied.loss = constant(5, 9.0);
+  const fs::path beside = root / "runs" / "copied", deeper = root / "old" / "more" / "copied";
+  write_run(beside, copied);
+  copied.seed = 8;
+  write_run(deeper, copied);
+
+  const FoundRuns found = find_run_dirs({root.string()});
+  CHECK(found.dirs.size() == 4);
+  CHECK(found.unlisted == std::vector<std::string>{deeper.string(), beside.string()});
+  const Comparison c = analyse_dirs({root.string()});
+  REQUIRE(c.arms.size() == 2);
+  CHECK(c.arms[1].runs.size() == 2);
+  // A run directory given directly is read as before.
+  CHECK(find_run_dirs({beside.string()}).dirs == std::vector<std::string>{beside.string()});
+
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.plots = false;
+  std::ostringstream out;
+  CHECK(run_compare(options, out) == 4);
+  CHECK(out.str().find("note: 2 run directories below the sweep, not in its sweep.json, left out") !=
+        std::string::npos);
+  const std::string report = read_text(root / "report.md");
+  CHECK(report.find("<details><summary>list (2)</summary>") != std::string::npos);
+  CHECK(report.find("- " + markdown_text(deeper.string()) + "\n") != std::string::npos);
+  options.include_unlisted = true;
+  CHECK(run_compare(options, out) == 6);
+  RunSearch search;
+  search.include_unlisted = true;
+  CHECK(find_run_dirs({root.string()}, search).dirs.size() == 6);
+}
+
+TEST_CASE("below a directory that is no run and no sweep, runs are looked for within a bounded depth and count") {
+  const TempDir root("compare_bounds");
+  FakeRun r;
+  r.loss = constant(5, 2.0);
+  write_run(root / "a" / "b" / "c" / "d" / "e" / "run", r);  // 6 levels down
+  RunSearch search;
+  CHECK_THROWS_WITH_AS(find_run_dirs({root.string()}, search), doctest::Contains("within 4 levels"),
+                       std::invalid_argument);
+  search.max_depth = 6;
+  CHECK(find_run_dirs({root.string()}, search).dirs.size() == 1);
+  for (int i = 0; i < 30; ++i) fs::create_directories(root / ("empty" + std::to_string(i)));
+  search.max_entries = 20;
+  CHECK_THROWS_WITH_AS(find_run_dirs({root.string()}, search), doctest::Contains("more than 20 files and directories"),
+                       std::invalid_argument);
+  // A sweep's own points are not counted against the bound.
+  std::vector<std::string> names;
+  for (int i = 0; i < 30; ++i) {
+    names.push_back("p" + std::to_string(i));
+    write_run(root / "sweep" / "runs" / names.back(), r);
+  }
+  write_manifest(root / "sweep", names);
+  CHECK(find_run_dirs({(root / "sweep").string()}, search).dirs.size() == 30);
+  // Past the bound below a sweep given, only the search for runs it does not list stops.
+  for (int i = 0; i < 30; ++i) fs::create_directories(root / "sweep" / "plots" / std::to_string(i) / "x");
+  const FoundRuns found = find_run_dirs({(root / "sweep").string()}, search);
+  CHECK(found.dirs.size() == 30);
+  CHECK(found.search_cut);
 }
 
 TEST_CASE("final loss and accuracy: mean over the last 20 steps, then mean ± sample sd over seeds") {

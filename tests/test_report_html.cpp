@@ -49,15 +49,23 @@ nlohmann::json page_data(const fs::path& html_path) {
   return nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
 }
 
+// A note of the page as one line: its text, then what it lists, as the terminal shows it.
+std::string note_line(const nlohmann::json& note) {
+  std::string line = note.at("text");
+  for (std::size_t i = 0; i < note.at("items").size(); ++i)
+    line += (i ? ", " : ": ") + note.at("items")[i].get<std::string>();
+  return line + ".";
+}
+
 bool any_note(const nlohmann::json& data, const std::string& fragment) {
   for (const auto& n : data.at("notes"))
-    if (n.get<std::string>().find(fragment) != std::string::npos) return true;
+    if (note_line(n).find(fragment) != std::string::npos) return true;
   return false;
 }
 
 std::string notes_text(const nlohmann::json& data) {
   std::string out;
-  for (const auto& n : data.at("notes")) out += n.get<std::string>() + "\n";
+  for (const auto& n : data.at("notes")) out += note_line(n) + "\n";
   return out;
 }
 
@@ -222,14 +230,14 @@ TEST_CASE("report.html on bad input: mismatched columns, NaN/Inf rows, no rows, 
   REQUIRE(data.at("runs").size() == 4);
   CHECK(any_note(data, "2 cells that are not numbers in 1 run(s) are drawn as gaps: runs/text_cells."));
   for (const auto& n : data.at("notes")) {
-    const std::string note = n.get<std::string>();
+    const std::string note = note_line(n);
     const bool counts_text_as_nonfinite =
         note.find("non-finite") != std::string::npos && note.find("runs/text_cells") != std::string::npos;
     CHECK_FALSE(counts_text_as_nonfinite);
   }
-  CHECK(any_note(data, "Left out (unreadable): "));
+  CHECK(any_note(data, "1 run(s) left out (unreadable): "));
   CHECK(any_note(data, "empty_file"));
-  CHECK(any_note(data, "Column accuracy is missing from 1 of 4 runs (no curve there): runs/no_accuracy."));
+  CHECK(any_note(data, "1 column exists only in 3 of 4 runs: accuracy, not in: runs/no_accuracy."));
   CHECK(any_note(data, "no rows in metrics.csv (no curve): runs/header_only"));
   CHECK(any_note(data, "3 non-finite values (NaN or Inf) in 1 run(s) are drawn as gaps: runs/nonfinite."));
   for (std::size_t r = 0; r < 4; ++r) {
@@ -250,6 +258,36 @@ TEST_CASE("report.html on bad input: mismatched columns, NaN/Inf rows, no rows, 
     if (name == "runs/header_only")
       for (const auto& col : cols) CHECK(col.is_null());
   }
+}
+
+TEST_CASE("report.html: columns only some runs have are one note, saying what they belong to") {
+  TempDir dir("html_partial_columns");
+  tiny_trained_run(dir / "src");
+  const std::vector<std::string> gate{"grad_norm/blocks.0.attn.gate.weight", "update_rms/blocks.0.attn.gate.weight"};
+  for (std::size_t r = 0; r < 4; ++r) {
+    const fs::path run = dir / "runs" / ("r" + std::to_string(r));
+    copy_run(dir / "src", run, r);
+    if (r < 2) continue;
+    nlohmann::json config = nlohmann::json::parse(read_text(run / kConfigFile));
+    config["attention"] = "gated_attention";  // its own parameters: the gate
+    std::ofstream(run / kConfigFile) << config.dump(2);
+    std::vector<std::string> lines = lines_of(run / kMetricsFile);
+    for (std::size_t i = 0; i < lines.size(); ++i) lines[i] += i == 0 ? "," + gate[0] + "," + gate[1] : ",0.5,0.25";
+    write_lines(run / kMetricsFile, lines);
+  }
+  fs::remove_all(dir / "src");
+  CHECK(compare_quietly({(dir / "runs").string()}, dir.path()) == 4);
+  const nlohmann::json data = page_data(dir / "report.html");
+  CAPTURE(notes_text(data));
+  std::size_t partial = 0;
+  for (const auto& note : data.at("notes"))
+    if (note.at("text").get<std::string>().find("only in") != std::string::npos) {
+      ++partial;
+      CHECK(note.at("text").get<std::string>().rfind("2 columns", 0) == 0);
+      CHECK(note.at("text").get<std::string>().find("attention gated_attention") != std::string::npos);
+      CHECK(note.at("items") == nlohmann::json{gate[0], gate[1], "not in: runs/r0 runs/r1"});
+    }
+  CHECK(partial == 1);
 }
 
 TEST_CASE("report.html of a single run") {
@@ -291,7 +329,7 @@ TEST_CASE("report.html: series over the page budget are downsampled further, and
   }
   fs::remove_all(dir / "src");
   std::vector<RunRecord> records;
-  for (const auto& d : find_run_dirs({(dir / "runs").string()})) records.push_back(load_run(d));
+  for (const auto& d : find_run_dirs({(dir / "runs").string()}).dirs) records.push_back(load_run(d));
   const Comparison c = analyse_runs(std::move(records), -1, 0.9, 10);
   ReportContext context;
   context.out_dir = dir.string();

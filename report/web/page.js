@@ -673,7 +673,12 @@
   if (data.notes.length) {
     app.appendChild(el("details", { id: "notes", open: "" }, [
       el("summary", { text: "What this page leaves out or changes (" + data.notes.length + ")" }),
-      el("ul", null, data.notes.map(function (n) { return el("li", { text: n }); }))
+      // A note is one line; the runs or columns it counts are listed behind it.
+      el("ul", null, data.notes.map(function (n) {
+        return el("li", null, [document.createTextNode(n.text), n.items.length ? el("details", null, [
+          el("summary", { text: "list (" + n.items.length + ")" }),
+          el("ul", null, n.items.map(function (item) { return el("li", { text: item }); }))]) : null]);
+      }))
     ]));
   }
 

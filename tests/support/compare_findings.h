@@ -30,7 +30,7 @@ inline std::vector<double> constant(std::size_t n, double v) { return std::vecto
 inline report::Comparison analyse_dirs(const std::vector<std::string>& inputs, double loss_threshold = 1.0,
                                        double accuracy_threshold = 0.9, std::size_t window = 1) {
   std::vector<report::RunRecord> runs;
-  for (const auto& d : report::find_run_dirs(inputs)) runs.push_back(report::load_run(d));
+  for (const auto& d : report::find_run_dirs(inputs).dirs) runs.push_back(report::load_run(d));
   return report::analyse_runs(std::move(runs), loss_threshold, accuracy_threshold, window);
 }
 
