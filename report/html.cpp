@@ -5,13 +5,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "platform/atomic_file.h"
-#include "report/plots.h"
+#include "report/picture.h"
 #include "report/standalone_page.h"
 #include "report/summary.h"
 #include "report/tables.h"
@@ -267,16 +268,19 @@ std::string title_of(const ReportContext& context) {
 // report.md's summary figures (summary_figures) for the page to draw.
 nlohmann::json summary_json(const std::vector<SummaryFigure>& figures) {
   nlohmann::json out = nlohmann::json::array();
+  std::vector<std::string> warnings;  // the figures report them
   for (const SummaryFigure& f : figures) {
     nlohmann::json lines = nlohmann::json::array();
-    for (const SummaryLine& line : f.lines) {
+    const std::vector<LineStyle> styles = summary_styles(f, warnings);
+    for (std::size_t l = 0; l < f.lines.size(); ++l) {
       nlohmann::json points = nlohmann::json::array();
-      for (const SummaryPoint& p : line.points)
+      for (const SummaryPoint& p : f.lines[l].points)
         points.push_back({rounded(p.x), rounded(p.y), rounded(p.lo), rounded(p.hi), p.n, p.n_diverged});
-      lines.push_back({{"label", line.label},
-                       {"scale", line.scale},
-                       {"colour", scaling_colour(line.scale)},
-                       {"theory", line.theory},
+      lines.push_back({{"label", f.lines[l].label},
+                       {"scale", f.lines[l].scale},
+                       {"colour", styles[l].colour},
+                       {"dash", styles[l].dash},
+                       {"theory", f.lines[l].theory},
                        {"points", points}});
     }
     out.push_back({{"name", f.name},
@@ -292,31 +296,19 @@ nlohmann::json summary_json(const std::vector<SummaryFigure>& figures) {
   return out;
 }
 
-// Settings whose value is not the same in every run (what the page can group by), as report.md names arms: d_k,
-// scale, optimizer, lr first, then the rest by name, the seeds last.
-std::vector<std::string> varying_keys(const std::vector<nlohmann::json>& settings) {
-  std::vector<std::string> keys;
-  std::map<std::string, std::string> first;
-  std::vector<std::string> order;
+// Settings whose value is not the same in every run (what the page can group by), in the order report.md names an
+// arm's settings (in_setting_order: d_k, scale, optimizer and lr early), the seeds last.
+std::vector<std::string> varying_keys(const Comparison& c, const std::vector<nlohmann::json>& settings) {
+  std::set<std::string> varying;
+  if (settings.empty()) return {};
   for (const auto& run : settings)
-    for (const auto& [key, value] : run.items())
-      if (!first.count(key)) first[key] = value.dump(), order.push_back(key);
-  for (const auto& key : order) {
-    bool varies = false;
-    for (std::size_t r = 0; r < settings.size() && !varies; ++r)
-      varies = !settings[r].contains(key) || settings[r].at(key).dump() != first[key];
-    if (varies) keys.push_back(key);
-  }
-  const std::vector<std::string> first_keys{"d_k", "scale", "optimizer", "lr"}, last_keys{"seed", "data_seed"};
-  const auto rank = [&](const std::string& k) {
-    const auto f = std::find(first_keys.begin(), first_keys.end(), k);
-    if (f != first_keys.end()) return static_cast<int>(f - first_keys.begin());
-    const auto l = std::find(last_keys.begin(), last_keys.end(), k);
-    return l != last_keys.end() ? 100 + static_cast<int>(l - last_keys.begin()) : 50;
-  };
-  std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
-    return rank(a) != rank(b) ? rank(a) < rank(b) : a < b;
-  });
+    for (const nlohmann::json* s : {&run, &settings.front()})
+      for (const auto& item : s->items())
+        if (run.value(item.key(), nlohmann::json()) != settings.front().value(item.key(), nlohmann::json()))
+          varying.insert(item.key());
+  std::vector<std::string> keys = in_setting_order(c.arms, varying);
+  for (const std::string k : {"seed", "data_seed"})
+    if (varying.count(k)) keys.push_back(k);
   return keys;
 }
 
@@ -342,12 +334,40 @@ PageRuns page_runs(const Comparison& c, const ReportContext& context) {
     p.names[r] = run_name(c.runs[r].dir, out_dir);
     p.settings[r] = group_settings(c.runs[r].config);
   }
-  p.keys = varying_keys(p.settings);
+  p.keys = varying_keys(c, p.settings);
   if (n > 0)
     for (const auto& [key, value] : p.settings[0].items())
       if (std::find(p.keys.begin(), p.keys.end(), key) == p.keys.end())
         p.common[key] = setting_text(p.settings[0], key);
   return p;
+}
+
+// The settings the page groups by at first: those in which arms differ as report.md names them (settings_differing:
+// an optimizer's own setting, beta1 or momentum, only where runs of one optimizer disagree on it), but the seeds.
+std::vector<std::string> default_group_keys(const PageRuns& runs) {
+  std::vector<const nlohmann::json*> settings;
+  for (const auto& s : runs.settings) settings.push_back(&s);
+  const std::vector<std::string> differ = settings_differing(settings);
+  std::vector<std::string> keys;
+  for (const auto& k : runs.keys)
+    if (k != "seed" && k != "data_seed" && std::find(differ.begin(), differ.end(), k) != differ.end())
+      keys.push_back(k);
+  return keys;
+}
+
+// The sweep's main axis, which the page's default view draws one panel per value of: of the settings it groups by
+// but the scaling (the colour), the one with the most values, the first of them in the groups' order (d_k first);
+// "" when none has 2 to kMaxFacets values.
+constexpr std::size_t kMaxFacets = 12;
+std::string main_axis(const PageRuns& runs, const std::vector<std::string>& group_keys) {
+  std::string axis;
+  std::size_t most = 1;
+  for (const auto& k : group_keys) {
+    std::set<std::string> values;
+    for (std::size_t r = 0; r < runs.settings.size(); ++r) values.insert(runs.setting(r, k, "—"));
+    if (k != "scale" && values.size() > most && values.size() <= kMaxFacets) axis = k, most = values.size();
+  }
+  return axis;
 }
 
 // Every run's metrics.csv read at the current point budget, and the union of their columns (first-seen order).
@@ -554,10 +574,10 @@ nlohmann::json page_meta(const Comparison& c, const ReportContext& context, cons
   meta["columns"] = p.shown;
   meta["default_panels"] = default_panels(p.shown);
   meta["group_keys"] = runs.keys;
-  std::vector<std::string> default_group;
-  for (const auto& k : runs.keys)
-    if (k != "seed" && k != "data_seed") default_group.push_back(k);
-  meta["default_group_by"] = default_group;
+  const std::vector<std::string> group_by = default_group_keys(runs);
+  meta["default_group_by"] = group_by;
+  meta["facet_by"] = main_axis(runs, group_by);
+  meta["picture"] = picture_json(c);
   meta["common_settings"] = runs.common;
   meta["max_points"] = max_points;
   meta["max_points_headline"] = headline_points;
