@@ -347,11 +347,9 @@ PageRuns page_runs(const Comparison& c, const ReportContext& context) {
 std::vector<std::string> default_group_keys(const PageRuns& runs) {
   std::vector<const nlohmann::json*> settings;
   for (const auto& s : runs.settings) settings.push_back(&s);
-  const std::vector<std::string> differ = settings_differing(settings);
-  std::vector<std::string> keys;
-  for (const auto& k : runs.keys)
-    if (k != "seed" && k != "data_seed" && std::find(differ.begin(), differ.end(), k) != differ.end())
-      keys.push_back(k);
+  std::vector<std::string> keys = settings_differing(settings);
+  const auto seed = [](const std::string& k) { return k == "seed" || k == "data_seed"; };
+  keys.erase(std::remove_if(keys.begin(), keys.end(), seed), keys.end());
   return keys;
 }
 
@@ -473,22 +471,14 @@ void downsampling_notes(const PageColumns& p, std::size_t headline_points, std::
 // The panels the page opens with: loss, accuracy, the first W_q gradient norm, the first head's score-gradient
 // median and entropy, those that have data.
 std::vector<std::string> default_panels(const std::vector<std::string>& shown) {
-  std::vector<std::string> panels;
-  auto add_panel = [&](const std::string& col) {
-    if (std::find(shown.begin(), shown.end(), col) != shown.end() &&
-        std::find(panels.begin(), panels.end(), col) == panels.end())
-      panels.push_back(col);
-  };
-  add_panel(train::metrics_columns::kLoss);
-  add_panel(train::metrics_columns::kAccuracy);
+  namespace mc = train::metrics_columns;
+  std::vector<std::string> wanted{mc::kLoss, mc::kAccuracy}, panels;
   for (const auto& col : shown)
-    if (train::metrics_columns::is_query_weight(train::metrics_columns::grad_norm_parameter(col))) {
-      add_panel(col);
-      break;
-    }
-  add_panel(train::metrics_columns::attention(0, 0, "score_grad_median"));
-  add_panel(train::metrics_columns::attention(
-      0, 0, train::metrics_columns::attention_stat_name(&nn::AttentionStats::entropy_mean)));
+    if (mc::is_query_weight(mc::grad_norm_parameter(col)) && wanted.size() == 2) wanted.push_back(col);
+  wanted.push_back(mc::attention(0, 0, "score_grad_median"));
+  wanted.push_back(mc::attention(0, 0, mc::attention_stat_name(&nn::AttentionStats::entropy_mean)));
+  for (const auto& col : wanted)
+    if (std::find(shown.begin(), shown.end(), col) != shown.end()) panels.push_back(col);
   return panels;
 }
 
@@ -504,21 +494,13 @@ void story_json(const Comparison& c, const ReportContext& context, nlohmann::jso
   meta["summary"] = summary_json(context.summary);
 }
 
-nlohmann::json run_entries(const Comparison& c, const PageRuns& runs, const PageColumns& p) {
+// Each run's name and settings (what the page groups by); the final-metrics CSV has the rest.
+nlohmann::json run_entries(const Comparison& c, const PageRuns& runs) {
   nlohmann::json run_meta = nlohmann::json::array();
   for (std::size_t r = 0; r < c.runs.size(); ++r) {
-    const RunRecord& run = c.runs[r];
     nlohmann::json s = nlohmann::json::object();
     for (const auto& k : runs.keys) s[k] = runs.setting(r, k, "—");
-    run_meta.push_back({{"name", runs.names[r]},
-                        {"settings", s},
-                        {"diverged", run.diverged},
-                        {"diverged_step", run.diverged_step},
-                        {"incomplete", run.incomplete},
-                        {"incomplete_reason", run.incomplete_reason},
-                        {"rows", p.pages[r].rows},
-                        {"downsampled", std::find(p.pages[r].downsampled.begin(), p.pages[r].downsampled.end(), true) !=
-                                            p.pages[r].downsampled.end()}});
+    run_meta.push_back({{"name", runs.names[r]}, {"settings", s}, {"diverged", c.runs[r].diverged}});
   }
   return run_meta;
 }
@@ -566,11 +548,10 @@ nlohmann::json final_metrics(const Comparison& c, const PageRuns& runs, const Pa
 
 // The page's description of its data and runs, everything but the series.
 nlohmann::json page_meta(const Comparison& c, const ReportContext& context, const PageRuns& runs, const PageColumns& p,
-                         const std::vector<std::string>& notes, std::size_t headline_points, std::size_t max_points) {
+                         const std::vector<std::string>& notes) {
   nlohmann::json meta;
   meta["format"] = 1;
   meta["title"] = title_of(context);
-  meta["n_runs"] = c.runs.size();
   meta["columns"] = p.shown;
   meta["default_panels"] = default_panels(p.shown);
   meta["group_keys"] = runs.keys;
@@ -579,13 +560,11 @@ nlohmann::json page_meta(const Comparison& c, const ReportContext& context, cons
   meta["facet_by"] = main_axis(runs, group_by);
   meta["picture"] = picture_json(c);
   meta["common_settings"] = runs.common;
-  meta["max_points"] = max_points;
-  meta["max_points_headline"] = headline_points;
   meta["downsampled"] = p.headline_downsampled || p.other_downsampled;
   meta["notes"] = notes;
   if (!context.explain_page.empty()) meta["explain"] = context.explain_page;
   story_json(c, context, meta);
-  meta["runs"] = run_entries(c, runs, p);
+  meta["runs"] = run_entries(c, runs);
   const Table arms = arm_table(c);
   nlohmann::json arm_runs = nlohmann::json::array();
   for (const auto& arm : c.arms) arm_runs.push_back(arm.runs);
@@ -658,7 +637,7 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
     std::vector<std::string> notes;
     data_notes(c, context, runs, p, notes);
     downsampling_notes(p, headline_points, max_points, options.significant_digits, notes);
-    nlohmann::json meta = page_meta(c, context, runs, p, notes, headline_points, max_points);
+    nlohmann::json meta = page_meta(c, context, runs, p, notes);
     std::size_t other_bytes = 0;
     const std::string series = series_json(p, options.significant_digits, other_bytes);
     std::string json = assemble_json(meta, series);

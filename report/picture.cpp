@@ -1,10 +1,8 @@
 #include "report/picture.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -22,15 +20,11 @@ const std::vector<std::vector<double>>& line_dashes() {
 }
 
 LineStyle scaling_style(const std::string& scale, std::vector<std::string>& warnings) {
-  const nn::ScalingEntry* entry = Registry<nn::ScalingEntry>::instance().find(scale);
-  const auto hex = [](const std::string& s) {
-    return s.size() == 7 && s[0] == '#' &&
-           std::all_of(s.begin() + 1, s.end(), [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)); });
-  };
-  if (entry && hex(entry->colour)) {
-    const auto& styles = nn::scaling_dash_styles();
-    const auto it = std::find(styles.begin(), styles.end(), entry->dash);
-    return {entry->colour, it == styles.end() ? 0 : static_cast<std::size_t>(it - styles.begin())};
+  if (const nn::ScalingEntry* entry = Registry<nn::ScalingEntry>::instance().find(scale)) {
+    // Registering refused a colour that is not #RRGGBB and a dash not in scaling_dash_styles(), and filled both in.
+    const auto& dashes = nn::scaling_dash_styles();
+    return {entry->colour,
+            static_cast<std::size_t>(std::find(dashes.begin(), dashes.end(), entry->dash) - dashes.begin())};
   }
   static const std::vector<std::string> palette{"#E69F00", "#56B4E9", "#009E73", "#D55E00",
                                                 "#CC79A7", "#0072B2", "#000000"};
@@ -38,9 +32,7 @@ LineStyle scaling_style(const std::string& scale, std::vector<std::string>& warn
   for (unsigned char ch : scale) hash = (hash ^ ch) * 16777619u;
   const std::string colour = palette[hash % palette.size()];
   // Every arm and figure of the scale asks again: the reader needs to be told once.
-  std::string warning = fmt::format(entry ? "scaling '{}' declares colour '{}', not #RRGGBB; drawn in {}"
-                                          : "scaling '{}' is not registered in this build{}; drawn in {}",
-                                    scale, entry ? entry->colour : std::string(), colour);
+  std::string warning = "scaling '" + scale + "' is not registered in this build; drawn in " + colour;
   if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(std::move(warning));
   return {colour, 0};
 }
@@ -96,17 +88,6 @@ std::vector<double> smooth(const std::vector<double>& x, const std::vector<doubl
     const auto hi = std::upper_bound(steps.begin(), steps.end(), s + h) - steps.begin();
     out[i] =
         (prefix[static_cast<std::size_t>(hi)] - prefix[static_cast<std::size_t>(lo)]) / static_cast<double>(hi - lo);
-  }
-  return out;
-}
-
-std::string styles_text(const std::vector<std::string>& scales) {
-  std::vector<std::string> warnings;
-  std::string out;
-  for (const std::string& scale : scales) {
-    const LineStyle style = scaling_style(scale, warnings);
-    out +=
-        fmt::format("{}{} {} {}", out.empty() ? "" : ", ", scale, style.colour, nn::scaling_dash_styles()[style.dash]);
   }
   return out;
 }

@@ -24,9 +24,9 @@ struct LineStyle {
 /// in half line widths, as gnuplot's SVG terminal draws `dt (...)`; report.html draws them so too.
 const std::vector<std::vector<double>>& line_dashes();
 
-/// The registered entry's colour and dash. A scaling this build does not know (or one whose colour is not #RRGGBB)
-/// is drawn solid in a colour of a fixed palette (Okabe & Ito's colour-blind-safe hues) chosen by a hash of its name,
-/// so it keeps its colour across comparisons, and a warning naming it joins `warnings` (once).
+/// The registered entry's colour and dash. A scaling this build does not know is drawn solid in a colour of a fixed
+/// palette (Okabe & Ito's colour-blind-safe hues) chosen by a hash of its name, so it keeps its colour across
+/// comparisons, and a warning naming it joins `warnings` (once).
 LineStyle scaling_style(const std::string& scale, std::vector<std::string>& warnings);
 
 /// scaling_style's colour: the colour every figure, report.html and explain.html draw `scale` in.
@@ -49,9 +49,6 @@ double smoothing_half_width(const Comparison& c);
 /// exponential: it does not shift a falling curve to later steps, and its window is in steps, so it means the same
 /// on a series logged every k steps or downsampled for the page.
 std::vector<double> smooth(const std::vector<double>& x, const std::vector<double>& y, double half_width);
-
-/// "none #CC6677 solid, sqrt_dk #332288 dashed": the styles of `scales`, for a caption.
-std::string styles_text(const std::vector<std::string>& scales);
 
 /// The picture as report.html reads it: {"smoothing": {"method": "centred_mean", "half_width"}, "dashes":
 /// line_dashes(), "scalings": {scale: {"colour", "dash"}}} for the scalings of c's arms.

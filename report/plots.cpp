@@ -13,6 +13,7 @@
 
 #include "common/escape.h"
 #include "common/file_name.h"
+#include "nn/scaling.h"
 #include "platform/atomic_file.h"
 #include "platform/process.h"
 #include "report/picture.h"
@@ -49,7 +50,7 @@ struct FigureSpec {
   std::string title;
   std::string ylabel;
   bool log_y;
-  std::string caption;  // for report.md; "{styles}" becomes the scalings' colours and dashes (styles_text)
+  std::string caption;  // for report.md
   std::string series;   // the arm's mean lines it draws, by write_arm_data's names, space-separated
 };
 
@@ -57,7 +58,7 @@ const std::vector<FigureSpec>& figure_specs() {
   static const std::vector<FigureSpec> specs{
       {"loss", "Training loss by step; thin lines: each run, thick: mean over seeds", "loss (nats, log scale)", true,
        "One panel per group of arms identical in every setting but the scale mode (per d_k, and per any other "
-       "setting that differs, named in the panel title), each scale mode in its colour and dash ({styles}). Thin "
+       "setting that differs, named in the panel title), each scale mode in its colour and dash. Thin "
        "lines are single runs, thick lines the mean over the seeds that did not diverge, smoothed by a centred moving "
        "average (its window in the title). A cross marks where a run diverged (at its last loss, or at the top of "
        "the axis); the dotted line is the loss threshold",
@@ -82,10 +83,16 @@ const std::vector<FigureSpec>& figure_specs() {
   return specs;
 }
 
-// The caption with the scalings' styles in it.
-std::string caption_with(std::string caption, const std::string& styles) {
-  const auto at = caption.find("{styles}");
-  return at == std::string::npos ? caption : caption.replace(at, 8, styles);
+// "none #CC6677 solid, sqrt_dk #332288 dashed": the styles of the comparison's scalings, for the loss caption.
+std::string styles_text(const Comparison& c) {
+  std::vector<std::string> warnings;  // write_arm_data reports them
+  std::string out;
+  for (const ArmStats& arm : c.arms) {
+    const LineStyle style = scaling_style(arm.scale(), warnings);
+    const std::string text = arm.scale() + " " + style.colour + " " + nn::scaling_dash_styles()[style.dash];
+    if (out.find(text) == std::string::npos) out += (out.empty() ? "" : ", ") + text;
+  }
+  return out;
 }
 
 // gnuplot's dt of line_dashes()[dash]: 1 (solid on every terminal) or the pattern.
@@ -116,8 +123,10 @@ double median_gap(const std::vector<Point>& points) {
   return std::max(1.0, gaps[gaps.size() / 2]);
 }
 
-// Mean over the arm's runs at each step of the finite values of one series.
-std::vector<Point> mean_over_runs(const Comparison& c, const ArmStats& arm, std::vector<double> RunSeries::*series) {
+// Mean over the arm's runs at each step of the finite values of one series, smoothed as every figure and report.html
+// smooth a curve (report/picture.h).
+std::vector<Point> mean_over_runs(const Comparison& c, const ArmStats& arm, std::vector<double> RunSeries::*series,
+                                  double half_width) {
   std::map<double, std::pair<double, std::size_t>> by_step;
   for (auto i : arm.runs) {
     // A diverged run is left out of the mean, as of every statistic of its arm (its own line and cross still show
@@ -132,18 +141,12 @@ std::vector<Point> mean_over_runs(const Comparison& c, const ArmStats& arm, std:
         ++acc.second;
       }
   }
-  std::vector<Point> out;
-  for (const auto& [step, acc] : by_step) out.push_back({step, acc.first / static_cast<double>(acc.second)});
-  return out;
-}
-
-// The points smoothed as every figure and report.html smooth a curve (report/picture.h).
-std::vector<Point> smoothed(std::vector<Point> points, double half_width) {
   std::vector<double> x, y;
-  for (const Point& p : points) x.push_back(p.step), y.push_back(p.value);
+  for (const auto& [step, acc] : by_step) x.push_back(step), y.push_back(acc.first / static_cast<double>(acc.second));
   y = smooth(x, y, half_width);
-  for (std::size_t i = 0; i < points.size(); ++i) points[i].value = y[i];
-  return points;
+  std::vector<Point> out;
+  for (std::size_t i = 0; i < x.size(); ++i) out.push_back({x[i], y[i]});
+  return out;
 }
 
 // Keeps the first point of each `stride`-step bucket and the last point.
@@ -157,21 +160,6 @@ std::vector<Point> thin(const std::vector<Point>& points, double stride) {
     last_bucket = bucket;
   }
   return out;
-}
-
-bool drawable(const std::vector<Point>& points, bool log_y) {
-  return std::any_of(points.begin(), points.end(),
-                     [&](const Point& p) { return std::isfinite(p.value) && (!log_y || p.value > 0); });
-}
-
-// The plot files are written into a directory of this process's own (the caller's staged one), by both compare
-// and explain: errors name the file and the reason, the caller says which command it was. A full disk may fail
-// only when the last bytes are written: the close is checked too.
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error(platform::system_error_text("writing " + path.string()));
 }
 
 std::string point_lines(const std::vector<Point>& points, bool log_y) {
@@ -193,18 +181,16 @@ bool write_run_losses(const Comparison& c, const ArmStats& arm, double stride, c
     text += "# " + escape_control(run.dir) + "\n";  // a newline in a name would start a data line
     std::vector<Point> points;
     for (std::size_t r = 0; r < run.series.size(); ++r) points.push_back({run.series.step[r], run.series.loss[r]});
-    for (const auto& p : thin(points, stride)) {
-      any = any || positive(p);
-      range.add(p.value);
-    }
-    text += point_lines(thin(points, stride), true) + "\n";
+    const std::vector<Point> drawn = thin(points, stride);
+    for (const auto& p : drawn) any = any || positive(p), range.add(p.value);
+    text += point_lines(drawn, true) + "\n";
     const auto first = std::find_if(points.begin(), points.end(), positive);
     if (first != points.end()) first_losses.push_back(first->value);
     const auto last = std::find_if(points.rbegin(), points.rend(), positive);
     if (run.diverged && last != points.rend())
       diverged.push_back({static_cast<double>(run.diverged_step), last->value});
   }
-  write_text(path, text);
+  write_plot_file(path, text);
   return any;
 }
 
@@ -270,7 +256,7 @@ struct Panel {
 const std::vector<PlotFigure>& plot_figures() {
   static const std::vector<PlotFigure> figures = [] {
     std::vector<PlotFigure> f;
-    for (const auto& s : figure_specs()) f.push_back({s.name, caption_with(s.caption, "as in the key")});
+    for (const auto& s : figure_specs()) f.push_back({s.name, s.caption});
     return f;
   }();
   return figures;
@@ -303,6 +289,13 @@ std::string gnuplot_string(const std::string& s) {
 
 bool gnuplot_available() { return !platform::find_program("gnuplot").empty(); }
 
+void write_plot_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.close();  // a full disk may show only when the last bytes are written
+  if (!out) throw std::runtime_error(platform::system_error_text("writing " + path));
+}
+
 namespace {
 
 // One smoothing window and one thinning stride for all lines, from the longest run.
@@ -329,11 +322,13 @@ std::vector<ArmData> write_arm_data(const Comparison& c, const fs::path& dir, Sm
     d.style = scaling_style(arm.scale(), warnings);
     const std::string stem = fmt::format("data/arm{}_", a);
     auto put = [&](const std::string& series, std::vector<double> RunSeries::*member, bool log_y) {
-      const std::vector<Point> measured = mean_over_runs(c, arm, member);
-      smoothing.gap_of[series] = std::max(smoothing.gap_of[series], median_gap(measured));
-      const std::vector<Point> points = thin(smoothed(measured, smoothing.half_width), smoothing.stride_mean);
-      if (!drawable(points, log_y)) return;
-      write_text(dir / (stem + series + ".dat"), "# step value\n" + point_lines(points, log_y));
+      const std::vector<Point> mean = mean_over_runs(c, arm, member, smoothing.half_width);
+      smoothing.gap_of[series] = std::max(smoothing.gap_of[series], median_gap(mean));
+      const std::vector<Point> points = thin(mean, smoothing.stride_mean);
+      if (std::none_of(points.begin(), points.end(),
+                       [&](const Point& p) { return std::isfinite(p.value) && (!log_y || p.value > 0); }))
+        return;
+      write_plot_file(dir / (stem + series + ".dat"), "# step value\n" + point_lines(points, log_y));
       d.files[series] = stem + series + ".dat";
       for (const auto& pt : points) d.ranges[series].add(pt.value);
     };
@@ -454,7 +449,7 @@ std::string loss_panel_extras(const Comparison& c, const Panel& panel, const std
     for (auto& m : marks)
       if (p.y_max > 0) m.value = std::min(m.value, p.y_max / 1.1);
     const std::string file = fmt::format("data/arm{}_diverged.dat", a);
-    write_text(dir / file, "# step value\n" + point_lines(marks, true));
+    write_plot_file(dir / file, "# step value\n" + point_lines(marks, true));
     p.elements.push_back(fmt::format("'{}' using 1:2 with points pt 2 ps 2 lw 2 lc rgb '{}' title {}", file,
                                      d.style.colour, gnuplot_string(c.arms[a].scale() + ": diverged")));
   }
@@ -485,14 +480,11 @@ std::string panel_commands(const FigureSpec& spec, const Comparison& c, const Pa
   return body + plot_command(p.elements);
 }
 
-std::string plots_note(bool have_gnuplot, const std::vector<std::string>& failed, const fs::path& dir) {
-  if (!have_gnuplot)
-    return "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " + dir.string() +
-           "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
-  if (failed.empty()) return "";
-  std::string note = "gnuplot failed for:";
-  for (const auto& f : failed) note += " " + f + ".gp";
-  return note + " (see " + (dir / "gnuplot.log").string() + ")";
+// What failed, for the outcome's note: "<what> a.gp b.gp (see <dir>/gnuplot.log)", or "" when nothing did.
+std::string failed_note(const std::string& what, const std::vector<std::string>& failed, const fs::path& dir) {
+  std::string note = what;
+  for (const auto& f : failed) note += " " + f;
+  return failed.empty() ? "" : note + " (see " + (dir / "gnuplot.log").string() + ")";
 }
 
 void create_data_dir(const fs::path& dir) {
@@ -528,9 +520,7 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
   Smoothing smoothing = smoothing_of(c);
   const std::vector<ArmData> arms = write_arm_data(c, dir, smoothing, outcome.warnings);
   const PanelGrid grid = panel_grid(c);
-  std::vector<std::string> scales, failed;
-  for (const ArmStats& arm : c.arms)
-    if (std::find(scales.begin(), scales.end(), arm.scale()) == scales.end()) scales.push_back(arm.scale());
+  std::vector<std::string> failed;
   const bool have_gnuplot = gnuplot_available();
   std::error_code ec;
   fs::remove(dir / "gnuplot.log", ec);
@@ -538,15 +528,18 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
     std::string body = fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols,
                                    gnuplot_string(spec.title + smoothing_title(spec, smoothing)));
     for (const Panel& panel : grid.panels) body += panel_commands(spec, c, panel, arms, dir);
-    write_text(dir / (spec.name + ".gp"), script(spec.name, std::max<std::size_t>(640 * grid.cols, 1100),
-                                                 380 * grid.rows + 40, "2", body + "unset multiplot\n", ""));
+    write_plot_file(dir / (spec.name + ".gp"), script(spec.name, std::max<std::size_t>(640 * grid.cols, 1100),
+                                                      380 * grid.rows + 40, "2", body + "unset multiplot\n", ""));
     if (!have_gnuplot) continue;
     if (draw_figure(dir, spec.name))
-      outcome.drawn.push_back({spec.name, caption_with(spec.caption, styles_text(scales))});
+      outcome.drawn.push_back(
+          {spec.name, spec.caption + (spec.name == "loss" ? ". Scale modes: " + styles_text(c) : "")});
     else
-      failed.push_back(spec.name);
+      failed.push_back(spec.name + ".gp");
   }
-  outcome.note = plots_note(have_gnuplot, failed, dir);
+  outcome.note = have_gnuplot ? failed_note("gnuplot failed for:", failed, dir)
+                              : "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " +
+                                    dir.string() + "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
   return outcome;
 }
 
@@ -576,7 +569,7 @@ bool write_summary_data(const fs::path& path, const SummaryFigure& f, const Summ
     s.xs.insert(p.x);
     for (double v : {p.y, lo, hi}) s.range.add(v);
   }
-  if (any) write_text(path, text);
+  if (any) write_plot_file(path, text);
   return any;
 }
 
@@ -596,17 +589,13 @@ SummaryLines write_summary_lines(const SummaryFigure& f, const fs::path& dir, st
     if (!write_summary_data(dir / fmt::format("data/{}_{}.dat", f.name, l), f, line, shift, s)) continue;
     if (!line.theory) ++j;
     const LineStyle& st = styles[l];
-    const std::string title = gnuplot_string(line.label), dt = dash_pattern(st.dash), lc = st.colour.substr(1);
-    if (line.theory)
-      s.elements.push_back(
-          fmt::format("{} using 1:2 with lines dt {} lw 1.5 lc rgb '#{}' title {}", file, dt, lc, title));
-    else if (!f.tabulate)  // a curve over many steps: a line, no points or error bars
-      s.elements.push_back(
-          fmt::format("{} using 1:2 with lines lw 2 dt {} lc rgb '#{}' title {}", file, dt, lc, title));
+    const std::string style =
+        fmt::format("dt {} lc rgb '{}' title {}", dash_pattern(st.dash), st.colour, gnuplot_string(line.label));
+    if (line.theory || !f.tabulate)  // theory, or a curve over many steps: a line, no points or error bars
+      s.elements.push_back(file + " using 1:2 with lines lw " + (line.theory ? "1.5 " : "2 ") + style);
     else
       s.elements.push_back(
-          fmt::format("{} using 5:2:3:4 with yerrorlines lw 2 dt {} pt {} ps 1.2 lc rgb '#{}' title {}", file, dt,
-                      point_type(st.dash), lc, title));
+          fmt::format("{} using 5:2:3:4 with yerrorlines lw 2 pt {} ps 1.2 {}", file, point_type(st.dash), style));
   }
   return s;
 }
@@ -647,22 +636,18 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       continue;
     }
     const SummaryLines lines = write_summary_lines(f, dir, outcome.warnings);
-    write_text(dir / (f.name + ".gp"),
-               script(f.name, 900, 560, "3", summary_body(f, lines),
-                      "unset logscale\nset xtics autofreq\nset ytics autofreq\nset offsets 0, 0, 0, 0\n"
-                      "set xrange [*:*]\nset yrange [*:*]\n"));
+    write_plot_file(dir / (f.name + ".gp"),
+                    script(f.name, 900, 560, "3", summary_body(f, lines),
+                           "unset logscale\nset xtics autofreq\nset ytics autofreq\nset offsets 0, 0, 0, 0\n"
+                           "set xrange [*:*]\nset yrange [*:*]\n"));
     if (!have_gnuplot) continue;
     if (draw_figure(dir, f.name))
       outcome.summary_drawn.push_back({f.name, f.caption});
     else
       failed.push_back(f.name + ".gp");
   }
-  if (!failed.empty()) {
-    std::string note = "gnuplot failed for summary figure(s):";
-    for (const auto& f : failed) note += " " + f;
-    note += " (see " + (dir / "gnuplot.log").string() + ")";
-    outcome.note += (outcome.note.empty() ? "" : "; ") + note;
-  }
+  const std::string note = failed_note("gnuplot failed for summary figure(s):", failed, dir);
+  if (!note.empty()) outcome.note += (outcome.note.empty() ? "" : "; ") + note;
 }
 
 }  // namespace xgrad::report
