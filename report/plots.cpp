@@ -38,10 +38,6 @@ struct Range {
     lo = std::min(lo, v);
     hi = std::max(hi, v);
   }
-  void add(const Range& r) {
-    lo = std::min(lo, r.lo);
-    hi = std::max(hi, r.hi);
-  }
   bool empty() const { return hi <= 0; }
 };
 
@@ -153,12 +149,9 @@ std::vector<Point> mean_over_runs(const Comparison& c, const ArmStats& arm, std:
 std::vector<Point> thin(const std::vector<Point>& points, double stride) {
   if (stride <= 1) return points;
   std::vector<Point> out;
-  double last_bucket = -1;
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    const double bucket = std::floor(points[i].step / stride);
-    if (bucket != last_bucket || i + 1 == points.size()) out.push_back(points[i]);
-    last_bucket = bucket;
-  }
+  const auto bucket = [&](std::size_t i) { return std::floor(points[i].step / stride); };
+  for (std::size_t i = 0; i < points.size(); ++i)
+    if (i == 0 || i + 1 == points.size() || bucket(i) != bucket(i - 1)) out.push_back(points[i]);
   return out;
 }
 
@@ -415,7 +408,7 @@ struct PanelLines {
 void add_arm_lines(const FigureSpec& spec, const Comparison& c, const ArmStats& arm, const ArmData& d, PanelLines& p) {
   const std::string title = arm_title(c, arm);
   auto line = [&](const std::string& series, const std::string& style, const std::string& suffix) {
-    if (d.ranges.count(series)) p.range.add(d.ranges.at(series));
+    if (d.ranges.count(series)) p.range.add(d.ranges.at(series).lo), p.range.add(d.ranges.at(series).hi);
     if (d.files.count(series))
       p.elements.push_back(fmt::format("'{}' using 1:2 {} {}", d.files.at(series), style,
                                        suffix == "notitle" ? suffix : "title " + gnuplot_string(title + suffix)));

@@ -9,7 +9,7 @@
   var data = JSON.parse(document.getElementById("xgrad-data").textContent);
   var picture = data.picture;
   var runs = data.runs.map(function (r, i) {
-    return { index: i, name: r.name, settings: r.settings, diverged: r.diverged, series: data.series[i] };
+    return { index: i, name: r.name, settings: r.settings, series: data.series[i] };
   });
 
   var state = {
@@ -89,15 +89,21 @@
   // The settings that split groups: those ticked, but the one the panels are split by.
   function groupKeys() { return state.groupBy.filter(function (k) { return k !== state.facetBy; }); }
 
-  function computeGroups() {
-    var keys = groupKeys(), byKey = {}, groups = [];
+  // The runs split by keyOf(run), in the order first seen: [{key, runs}].
+  function partition(keyOf) {
+    var at = {}, out = [];
     runs.forEach(function (run) {
-      var key = keys.map(function (k) { return k + "=" + run.settings[k]; }).join(" ");
-      if (!(key in byKey)) {
-        byKey[key] = groups.length;
-        groups.push({ key: key, runs: [] });
-      }
-      groups[byKey[key]].runs.push(run.index);
+      var key = keyOf(run);
+      if (!(key in at)) out.push({ key: key, runs: [] }), at[key] = out.length - 1;
+      out[at[key]].runs.push(run.index);
+    });
+    return out;
+  }
+
+  function computeGroups() {
+    var keys = groupKeys();
+    var groups = partition(function (run) {
+      return keys.map(function (k) { return k + "=" + run.settings[k]; }).join(" ");
     });
     groups.sort(function (a, b) {
       var ra = runs[a.runs[0]].settings, rb = runs[b.runs[0]].settings;
@@ -128,17 +134,10 @@
   }
 
   function computeFacets() {
-    var k = state.facetBy, byValue = {}, out = [];
-    if (!k) return [{ value: null, label: "", runs: runs.map(function (r) { return r.index; }) }];
-    runs.forEach(function (run) {
-      var v = run.settings[k];
-      if (!(v in byValue)) {
-        byValue[v] = out.length;
-        out.push({ value: v, label: k + "=" + v, runs: [] });
-      }
-      out[byValue[v]].runs.push(run.index);
-    });
-    return out.sort(function (a, b) { return compareValues(a.value, b.value); });
+    var k = state.facetBy;
+    return partition(function (run) { return k ? run.settings[k] : ""; })
+      .map(function (f) { return { value: k ? f.key : null, label: k ? k + "=" + f.key : "", runs: f.runs }; })
+      .sort(function (a, b) { return compareValues(a.value, b.value); });
   }
   var groups = computeGroups(), facets = computeFacets();
 
@@ -659,7 +658,7 @@
   var groupBoxes = el("div", { id: "group-by" }, [el("span", { class: "label", text: "group by:" })]);
   data.group_keys.forEach(function (k) {
     groupBoxes.appendChild(checkbox("group-key", k, state.groupBy.indexOf(k) >= 0, function (on) {
-      state.groupBy = data.group_keys.filter(function (key) { return key === k ? on : state.groupBy.indexOf(key) >= 0; });
+      state.groupBy = data.group_keys.filter(function (g) { return g === k ? on : state.groupBy.indexOf(g) >= 0; });
       regroup();
     }));
   });
@@ -700,7 +699,8 @@
       el("ul", null, data.findings.map(function (f) {
         // Details on this page where it has them (the summary figures), else in report.md beside it.
         var href = f.anchor === "summary-figures" ? "#" + f.anchor : "report.md#" + f.anchor;
-        return el("li", null, [text(f.text + " "), el("a", { href: href, class: "details-link", text: "→ details" })]);
+        return el("li", null, [text(f.text + " "),
+                               el("a", { href: href, class: "details-link", text: "→ details" })]);
       }))]) : null,
     data.explain ? el("p", { id: "explain-link" }, [
       text("The argument for 1/sqrt(d_k), step by step, measured on this model and these runs: "),
@@ -710,8 +710,8 @@
       : null,
     el("div", { id: "controls" }, [groupBoxes, el("div", { class: "row" }, [
       facetSel, bandSel,
-      el("label", { title: "centred moving average over ± this many steps, as the PNG figures' means (their default); " +
-                           "0 = off. The runs stay raw, faint behind." },
+      el("label", { title: "centred moving average over ± this many steps, as the PNG figures' means (their " +
+                           "default); 0 = off. The runs stay raw, faint behind." },
          [text("smoothing "), smoothIn, text(" "), smoothOut]),
       el("button", { id: "add-panel", text: "add panel", onclick: function () { addPanel(data.columns[0]); } }),
       el("span", { class: "hint", text: "drag to zoom, double-click to reset; click a group to hide it" })])]),
