@@ -1,10 +1,7 @@
 #include "report/explain_figures.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -180,13 +177,6 @@ std::vector<SummaryFigure> runs_figures(const TrainingEvidence& t) {
                   &TrainingPoint::score_grad_relative)};
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  out.close();  // a full disk may show only when the last bytes are written
-  if (!out) throw std::runtime_error("writing " + path.string() + " failed: " + std::strerror(errno));
-}
-
 // A multiplot, one row per scaling and one column per d_k; `panel` writes a panel's data and returns its commands.
 template <class Panel>
 std::string grid_script(const Explanation& e, const std::string& id, Panel panel) {
@@ -214,7 +204,7 @@ std::string hist_panel(const fs::path& dir, const ArmMeasurement& a, const std::
   std::string data;
   for (std::size_t i = 0; i < h.density.size(); ++i)
     data += gnuplot_number(h.x0 + (static_cast<double>(i) + 0.5) * h.width) + " " + gnuplot_number(h.density[i]) + "\n";
-  write_text(dir / file, data);
+  write_plot_file(dir / file, data);
   return fmt::format(
       "set key off\nset xrange [{}:{}]\nplot '{}' using 1:2 with boxes fs solid 0.5 lc rgb '{}', "
       "exp(-(x-({}))**2/(2*({})**2))/(({})*sqrt(2*pi)) with lines dt 2 lw 2 lc rgb 'black'\n",
@@ -227,7 +217,7 @@ std::string weights_panel(const fs::path& dir, const ArmMeasurement& a, const st
   std::string data;
   for (std::size_t i = 0; i < a.sorted_weights.size(); ++i)
     data += fmt::format("{} {}\n", i + 1, gnuplot_number(a.sorted_weights[i]));
-  write_text(dir / file, data);
+  write_plot_file(dir / file, data);
   return fmt::format(
       "set key off\nset yrange [0:1]\nset xlabel 'rank'\nplot '{}' using 1:2 with linespoints pt 7 "
       "lc rgb '{}'\n",
@@ -240,7 +230,7 @@ std::string heatmap_panel(const fs::path& dir, const ArmMeasurement& a, const st
     for (std::size_t j = 0; j < row.size(); ++j) data += (j ? " " : "") + gnuplot_number(row[j]);
     data += "\n";
   }
-  write_text(dir / file, data);
+  write_plot_file(dir / file, data);
   return fmt::format(
       "set key off\nset cbrange [0:1]\nset yrange [] reverse\nset size ratio -1\n"
       "set palette defined (0 'white', 1 '{}')\nplot '{}' matrix with image\n",
@@ -259,12 +249,13 @@ std::vector<std::string> write_explain_figures(const Explanation& e, const std::
     for (auto& f : runs_figures(*e.training)) lines.push_back(std::move(f));
   PlotOutcome outcome;
   write_summary_plots(lines, dir, outcome);
-  write_text(d / "score_hist.gp",
-             grid_script(e, "score_hist", [&](const auto& a, const auto& f) { return hist_panel(d, a, f); }));
-  write_text(d / "sorted_weights.gp",
-             grid_script(e, "sorted_weights", [&](const auto& a, const auto& f) { return weights_panel(d, a, f); }));
-  write_text(d / "heatmap.gp",
-             grid_script(e, "heatmap", [&](const auto& a, const auto& f) { return heatmap_panel(d, a, f); }));
+  write_plot_file(d / "score_hist.gp",
+                  grid_script(e, "score_hist", [&](const auto& a, const auto& f) { return hist_panel(d, a, f); }));
+  write_plot_file(d / "sorted_weights.gp", grid_script(e, "sorted_weights", [&](const auto& a, const auto& f) {
+                    return weights_panel(d, a, f);
+                  }));
+  write_plot_file(d / "heatmap.gp",
+                  grid_script(e, "heatmap", [&](const auto& a, const auto& f) { return heatmap_panel(d, a, f); }));
   std::vector<std::string> drawn;
   for (const auto& f : outcome.summary_drawn) drawn.push_back(f.name);
   note = outcome.note;

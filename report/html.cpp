@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "platform/atomic_file.h"
-#include "report/plots.h"
+#include "report/picture.h"
 #include "report/standalone_page.h"
 #include "report/summary.h"
 #include "report/tables.h"
@@ -259,16 +259,19 @@ std::string title_of(const ReportContext& context) {
 // report.md's summary figures (summary_figures) for the page to draw.
 nlohmann::json summary_json(const std::vector<SummaryFigure>& figures) {
   nlohmann::json out = nlohmann::json::array();
+  std::vector<std::string> warnings;  // the figures report them
   for (const SummaryFigure& f : figures) {
     nlohmann::json lines = nlohmann::json::array();
-    for (const SummaryLine& line : f.lines) {
+    const std::vector<LineStyle> styles = summary_styles(f, warnings);
+    for (std::size_t l = 0; l < f.lines.size(); ++l) {
       nlohmann::json points = nlohmann::json::array();
-      for (const SummaryPoint& p : line.points)
+      for (const SummaryPoint& p : f.lines[l].points)
         points.push_back({rounded(p.x), rounded(p.y), rounded(p.lo), rounded(p.hi), p.n, p.n_diverged});
-      lines.push_back({{"label", line.label},
-                       {"scale", line.scale},
-                       {"colour", scaling_colour(line.scale)},
-                       {"theory", line.theory},
+      lines.push_back({{"label", f.lines[l].label},
+                       {"scale", f.lines[l].scale},
+                       {"colour", styles[l].colour},
+                       {"dash", styles[l].dash},
+                       {"theory", f.lines[l].theory},
                        {"points", points}});
     }
     out.push_back({{"name", f.name},
@@ -284,31 +287,19 @@ nlohmann::json summary_json(const std::vector<SummaryFigure>& figures) {
   return out;
 }
 
-// Settings whose value is not the same in every run (what the page can group by), as report.md names arms: d_k,
-// scale, optimizer, lr first, then the rest by name, the seeds last.
-std::vector<std::string> varying_keys(const std::vector<nlohmann::json>& settings) {
-  std::vector<std::string> keys;
-  std::map<std::string, std::string> first;
-  std::vector<std::string> order;
+// Settings whose value is not the same in every run (what the page can group by), in the order report.md names an
+// arm's settings (in_setting_order: d_k, scale, optimizer and lr early), the seeds last.
+std::vector<std::string> varying_keys(const Comparison& c, const std::vector<nlohmann::json>& settings) {
+  std::set<std::string> varying;
+  if (settings.empty()) return {};
   for (const auto& run : settings)
-    for (const auto& [key, value] : run.items())
-      if (!first.count(key)) first[key] = value.dump(), order.push_back(key);
-  for (const auto& key : order) {
-    bool varies = false;
-    for (std::size_t r = 0; r < settings.size() && !varies; ++r)
-      varies = !settings[r].contains(key) || settings[r].at(key).dump() != first[key];
-    if (varies) keys.push_back(key);
-  }
-  const std::vector<std::string> first_keys{"d_k", "scale", "optimizer", "lr"}, last_keys{"seed", "data_seed"};
-  const auto rank = [&](const std::string& k) {
-    const auto f = std::find(first_keys.begin(), first_keys.end(), k);
-    if (f != first_keys.end()) return static_cast<int>(f - first_keys.begin());
-    const auto l = std::find(last_keys.begin(), last_keys.end(), k);
-    return l != last_keys.end() ? 100 + static_cast<int>(l - last_keys.begin()) : 50;
-  };
-  std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
-    return rank(a) != rank(b) ? rank(a) < rank(b) : a < b;
-  });
+    for (const nlohmann::json* s : {&run, &settings.front()})
+      for (const auto& item : s->items())
+        if (run.value(item.key(), nlohmann::json()) != settings.front().value(item.key(), nlohmann::json()))
+          varying.insert(item.key());
+  std::vector<std::string> keys = in_setting_order(c.arms, varying);
+  for (const std::string k : {"seed", "data_seed"})
+    if (varying.count(k)) keys.push_back(k);
   return keys;
 }
 
@@ -334,12 +325,38 @@ PageRuns page_runs(const Comparison& c, const ReportContext& context) {
     p.names[r] = run_name(c.runs[r].dir, out_dir);
     p.settings[r] = group_settings(c.runs[r].config);
   }
-  p.keys = varying_keys(p.settings);
+  p.keys = varying_keys(c, p.settings);
   if (n > 0)
     for (const auto& [key, value] : p.settings[0].items())
       if (std::find(p.keys.begin(), p.keys.end(), key) == p.keys.end())
         p.common[key] = setting_text(p.settings[0], key);
   return p;
+}
+
+// The settings the page groups by at first: those in which arms differ as report.md names them (settings_differing:
+// an optimizer's own setting, beta1 or momentum, only where runs of one optimizer disagree on it), but the seeds.
+std::vector<std::string> default_group_keys(const PageRuns& runs) {
+  std::vector<const nlohmann::json*> settings;
+  for (const auto& s : runs.settings) settings.push_back(&s);
+  std::vector<std::string> keys = settings_differing(settings);
+  const auto seed = [](const std::string& k) { return k == "seed" || k == "data_seed"; };
+  keys.erase(std::remove_if(keys.begin(), keys.end(), seed), keys.end());
+  return keys;
+}
+
+// The sweep's main axis, which the page's default view draws one panel per value of: of the settings it groups by
+// but the scaling (the colour), the one with the most values, the first of them in the groups' order (d_k first);
+// "" when none has 2 to kMaxFacets values.
+constexpr std::size_t kMaxFacets = 12;
+std::string main_axis(const PageRuns& runs, const std::vector<std::string>& group_keys) {
+  std::string axis;
+  std::size_t most = 1;
+  for (const auto& k : group_keys) {
+    std::set<std::string> values;
+    for (std::size_t r = 0; r < runs.settings.size(); ++r) values.insert(runs.setting(r, k, "—"));
+    if (k != "scale" && values.size() > most && values.size() <= kMaxFacets) axis = k, most = values.size();
+  }
+  return axis;
 }
 
 // Every run's metrics.csv read at the current point budget, and the union of their columns (first-seen order).
@@ -474,22 +491,14 @@ nlohmann::json notes_json(const std::vector<Note>& notes) {
 // The panels the page opens with: loss, accuracy, the first W_q gradient norm, the first head's score-gradient
 // median and entropy, those that have data.
 std::vector<std::string> default_panels(const std::vector<std::string>& shown) {
-  std::vector<std::string> panels;
-  auto add_panel = [&](const std::string& col) {
-    if (std::find(shown.begin(), shown.end(), col) != shown.end() &&
-        std::find(panels.begin(), panels.end(), col) == panels.end())
-      panels.push_back(col);
-  };
-  add_panel(train::metrics_columns::kLoss);
-  add_panel(train::metrics_columns::kAccuracy);
+  namespace mc = train::metrics_columns;
+  std::vector<std::string> wanted{mc::kLoss, mc::kAccuracy}, panels;
   for (const auto& col : shown)
-    if (train::metrics_columns::is_query_weight(train::metrics_columns::grad_norm_parameter(col))) {
-      add_panel(col);
-      break;
-    }
-  add_panel(train::metrics_columns::attention(0, 0, "score_grad_median"));
-  add_panel(train::metrics_columns::attention(
-      0, 0, train::metrics_columns::attention_stat_name(&nn::AttentionStats::entropy_mean)));
+    if (mc::is_query_weight(mc::grad_norm_parameter(col)) && wanted.size() == 2) wanted.push_back(col);
+  wanted.push_back(mc::attention(0, 0, "score_grad_median"));
+  wanted.push_back(mc::attention(0, 0, mc::attention_stat_name(&nn::AttentionStats::entropy_mean)));
+  for (const auto& col : wanted)
+    if (std::find(shown.begin(), shown.end(), col) != shown.end()) panels.push_back(col);
   return panels;
 }
 
@@ -505,21 +514,13 @@ void story_json(const Comparison& c, const ReportContext& context, nlohmann::jso
   meta["summary"] = summary_json(context.summary);
 }
 
-nlohmann::json run_entries(const Comparison& c, const PageRuns& runs, const PageColumns& p) {
+// Each run's name and settings (what the page groups by); the final-metrics CSV has the rest.
+nlohmann::json run_entries(const Comparison& c, const PageRuns& runs) {
   nlohmann::json run_meta = nlohmann::json::array();
   for (std::size_t r = 0; r < c.runs.size(); ++r) {
-    const RunRecord& run = c.runs[r];
     nlohmann::json s = nlohmann::json::object();
     for (const auto& k : runs.keys) s[k] = runs.setting(r, k, "—");
-    run_meta.push_back({{"name", runs.names[r]},
-                        {"settings", s},
-                        {"diverged", run.diverged},
-                        {"diverged_step", run.diverged_step},
-                        {"incomplete", run.incomplete},
-                        {"incomplete_reason", run.incomplete_reason},
-                        {"rows", p.pages[r].rows},
-                        {"downsampled", std::find(p.pages[r].downsampled.begin(), p.pages[r].downsampled.end(), true) !=
-                                            p.pages[r].downsampled.end()}});
+    run_meta.push_back({{"name", runs.names[r]}, {"settings", s}, {"diverged", c.runs[r].diverged}});
   }
   return run_meta;
 }
@@ -561,26 +562,23 @@ nlohmann::json final_metrics(const Comparison& c, const PageRuns& runs, const Pa
 
 // The page's description of its data and runs, everything but the series.
 nlohmann::json page_meta(const Comparison& c, const ReportContext& context, const PageRuns& runs, const PageColumns& p,
-                         const std::vector<Note>& notes, std::size_t headline_points, std::size_t max_points) {
+                         const std::vector<Note>& notes) {
   nlohmann::json meta;
   meta["format"] = 1;
   meta["title"] = title_of(context);
-  meta["n_runs"] = c.runs.size();
   meta["columns"] = p.shown;
   meta["default_panels"] = default_panels(p.shown);
   meta["group_keys"] = runs.keys;
-  std::vector<std::string> default_group;
-  for (const auto& k : runs.keys)
-    if (k != "seed" && k != "data_seed") default_group.push_back(k);
-  meta["default_group_by"] = default_group;
+  const std::vector<std::string> group_by = default_group_keys(runs);
+  meta["default_group_by"] = group_by;
+  meta["facet_by"] = main_axis(runs, group_by);
+  meta["picture"] = picture_json(c);
   meta["common_settings"] = runs.common;
-  meta["max_points"] = max_points;
-  meta["max_points_headline"] = headline_points;
   meta["downsampled"] = p.headline_downsampled || p.other_downsampled;
   meta["notes"] = notes_json(notes);
   if (!context.explain_page.empty()) meta["explain"] = context.explain_page;
   story_json(c, context, meta);
-  meta["runs"] = run_entries(c, runs, p);
+  meta["runs"] = run_entries(c, runs);
   const Table arms = arm_table(c);
   nlohmann::json arm_runs = nlohmann::json::array();
   for (const auto& arm : c.arms) arm_runs.push_back(arm.runs);
@@ -653,7 +651,7 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
     std::vector<Note> notes;
     data_notes(c, context, runs, p, notes);
     downsampling_notes(p, headline_points, max_points, options.significant_digits, notes);
-    nlohmann::json meta = page_meta(c, context, runs, p, notes, headline_points, max_points);
+    nlohmann::json meta = page_meta(c, context, runs, p, notes);
     std::size_t other_bytes = 0;
     const std::string series = series_json(p, options.significant_digits, other_bytes);
     std::string json = assemble_json(meta, series);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "report/picture.h"
 #include "report/stats.h"
 #include "report/summary.h"
 
@@ -23,15 +24,13 @@ struct PlotOutcome {
   std::vector<std::string> warnings;      // e.g. a scaling this build does not know, drawn in a palette colour
 };
 
-/// The figures, one panel per d_k in each: loss by step (each run thin, the mean over seeds thick and smoothed by
-/// a moving average), W_q and W_k gradient norm (log y; W_q in the scaling's colour, W_k dashed in a lighter
-/// shade), first-layer attention entropy, and first-layer score std (log y). Colours and dash styles come from the
-/// scaling registry (a name it lacks gets a palette colour and a warning). The moving average spans
-/// ~1/75 of the longest run in steps; each title says how many steps, and, for a quantity measured every k > 1
-/// steps (attention statistics, --log-every), how many measurements that is, or that it is not smoothed. Every run
-/// is drawn, incomplete ones included; non-finite values leave gaps. The mean leaves out diverged runs (as every
-/// statistic of an arm does), and the legend says how many. Long runs are thinned to at most ~1500 points
-/// per line.
+/// The figures, one panel per d_k in each: loss by step (each run thin, the mean over seeds thick), W_q and W_k
+/// gradient norm (log y; W_k dashed in a lighter shade), first-layer attention entropy and score std (log y), in the
+/// picture's colours, dashes and smoothing (report/picture.h), as report.html. Each title gives the smoothing window,
+/// and, for a quantity measured every k > 1 steps (--log-every), how many measurements it holds, or that it is not
+/// smoothed. Every run is drawn, incomplete ones included; non-finite values leave gaps. The mean leaves out diverged
+/// runs (as every statistic of an arm does), and the legend says how many. Long runs are thinned to at most ~1500
+/// points per line. A drawn loss figure's caption names each scaling's colour and dash.
 const std::vector<PlotFigure>& plot_figures();
 
 /// `s` as one gnuplot string expression that gnuplot prints exactly as given and never interprets: single-quoted
@@ -47,6 +46,10 @@ std::string gnuplot_number(double v);
 /// True when a `gnuplot` executable is on PATH (platform::find_program; no shell is asked).
 bool gnuplot_available();
 
+/// Writes `text` into the file `path` (a figure's data or script). Throws std::runtime_error naming the file and the
+/// system's reason, also when only closing it fails (a full disk).
+void write_plot_file(const std::string& path, const std::string& text);
+
 /// Runs `gnuplot <name>.gp` in plots_dir as an argument vector, no shell (platform::run_program), its output appended
 /// to plots_dir/gnuplot.log; true when it drew <name>.png and <name>.svg (an earlier pair is removed first). False,
 /// with nothing run, for a name that is not a safe file stem (is_safe_file_stem, common/file_name.h): figure names
@@ -58,18 +61,11 @@ bool draw_figure(const std::string& plots_dir, const std::string& name);
 /// note); throws std::runtime_error when plots_dir cannot be written.
 PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir);
 
-/// Draws each summary figure (summary_figures) like write_plots' figures (a figure whose name is not a safe file stem
-/// is not written, and said so in outcome.note): plots_dir/data/<name>_<line>.dat (x, y,
-/// error bar low, high, and the x it is drawn at: lines are spread a few percent along a log x axis so their error
-/// bars do not hide each other), plots_dir/<name>.gp, and with gnuplot <name>.png and .svg. One colour per scaling
-/// (its registry colour) with its own dash and point (the next styles for more lines of it), theory dashed without
-/// points. Appends the drawn ones to outcome.summary_drawn and what failed to outcome.note. Never throws for a
-/// gnuplot failure; throws std::runtime_error when plots_dir cannot be written.
+/// Draws each summary figure (summary_figures) like write_plots' figures, each line in its summary_styles style
+/// with the point of its dash (theory lines without): plots_dir/data/<name>_<line>.dat (x, y, error bar low, high,
+/// and the x it is drawn at, spread a few percent along a log x axis so error bars do not hide each other),
+/// <name>.gp, and with gnuplot <name>.png and .svg. A figure whose name is not a safe file stem is not written. Appends
+/// the drawn ones to outcome.summary_drawn and what failed to outcome.note; throws as write_plots.
 void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir, PlotOutcome& outcome);
-
-/// The colour every figure draws `scale` in, "#RRGGBB": its registry entry's colour, or for a name this build does
-/// not know (or an entry whose colour is not #RRGGBB) a fixed palette colour chosen by a hash of the name, the same
-/// one write_plots uses. The report page draws its summary figures in it too.
-std::string scaling_colour(const std::string& scale);
 
 }  // namespace xgrad::report

@@ -1146,7 +1146,7 @@ TEST_CASE("plots: W_k in a lighter shade than W_q; titles give the smoothing win
   INFO(grad);
   // Unscaled rose CC6677: W_q in it, W_k dashed in the colour halfway to white.
   CHECK(grad.find("dt 1 lc rgb '#CC6677' title 'none (1 run): W_q'") != std::string::npos);
-  CHECK(grad.find("dt 2 lc rgb '#E6B3BB' title 'none (1 run): W_k'") != std::string::npos);
+  CHECK(grad.find("dt (16,10) lc rgb '#E6B3BB' title 'none (1 run): W_k'") != std::string::npos);
   // 300 rows: a window of +-2 steps, i.e. 5 steps; attention measured every 10 steps is not smoothed by it.
   CHECK(read_text(plots / "loss.gp").find("means smoothed over 5 steps") != std::string::npos);
   const std::string entropy = read_text(plots / "entropy.gp"), score_std = read_text(plots / "score_std.gp");
@@ -1200,7 +1200,7 @@ TEST_CASE(
   run_compare(options, out);
   const std::string loss = read_text(root / "report" / "plots" / "loss.gp");
   INFO(loss);
-  CHECK(loss.find("dt 4 lc rgb '#AA4499' title 'ssmax (1 run)'") != std::string::npos);  // its entry: dash-dot
+  CHECK(loss.find("dt (16,6,2,6) lc rgb '#AA4499' title 'ssmax (1 run)'") != std::string::npos);  // its entry: dash-dot
   CHECK(loss.find("lc rgb '#424242'") == std::string::npos);  // never the grey of an unknown name
   INFO(out.str());
   CHECK(out.str().find("warning: plots: scaling 'from_another_build' is not registered in this build; drawn in #") !=

@@ -6,22 +6,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "nn/scaling.h"
 #include "report/compare.h"
 #include "report/html.h"
 #include "report/markdown.h"
+#include "report/picture.h"
+#include "report/plots.h"
 #include "report/runs.h"
 #include "report/stats.h"
 #include "tests/support/compare_findings.h"
 #include "tests/support/compare_quietly.h"
+#include "tests/support/fake_sweep.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_run.h"
@@ -355,8 +360,8 @@ TEST_CASE("report.html: series over the page budget are downsampled further, and
 }
 
 TEST_CASE(
-    "report.html: summary lines carry their scaling's registered colour (theory lines too); findings link to "
-    "their details; the title names the report") {
+    "report.html: summary lines carry their scaling's registered colour (theory lines a lighter shade of it, as the "
+    "PNGs); findings link to their details; the title names the report") {
   TempDir dir("html_summary_colours");
   for (const std::size_t d_k : {4, 8})
     for (const std::string scale : {"none", "sqrt_dk"}) {
@@ -373,10 +378,11 @@ TEST_CASE(
       INFO(line.dump());
       const auto* entry = xgrad::Registry<xgrad::nn::ScalingEntry>::instance().find(line.at("scale"));
       REQUIRE(entry);
-      CHECK(line.at("colour") == entry->colour);
-      theory += line.at("theory").get<bool>();
+      const bool is_theory = line.at("theory").get<bool>();
+      CHECK(line.at("colour") == (is_theory ? lighter(entry->colour, 0.3) : entry->colour));
+      theory += is_theory;
     }
-  CHECK(theory == 2);  // score std at step 0: one theory line per scaling, in that scaling's colour
+  CHECK(theory == 2);  // score std at step 0: one theory line per scaling, in a shade of that scaling's colour
   REQUIRE_FALSE(data.at("findings").empty());
   for (const auto& f : data.at("findings")) {
     INFO(f.dump());
@@ -403,4 +409,97 @@ TEST_CASE("report.html: final metrics leave a setting a run does not have empty,
       INFO(header[i].get<std::string>());
       CHECK(row[i].get<std::string>() != "—");
     }
+}
+
+namespace {
+
+// The gnuplot line style of the element titled `title` in `script`: its "dt ... lc rgb '#RRGGBB'" part.
+std::string gnuplot_style_of(const std::string& script, const std::string& title) {
+  const auto at = script.find("title " + title);
+  if (at == std::string::npos) return "";
+  const auto begin = script.rfind(" dt ", at), end = script.find(" title ", begin);
+  return script.substr(begin + 1, end - begin - 1);
+}
+
+// `dash` of the page's picture as gnuplot's dt: 1 (solid) or (a,b,...).
+std::string as_dt(const nlohmann::json& picture, std::size_t dash) {
+  std::string out;
+  for (const auto& v : picture.at("dashes").at(dash))
+    out += (out.empty() ? "(" : ",") + fmt::format("{:g}", v.get<double>());
+  return out.empty() ? "1" : out + ")";
+}
+
+// A series with gaps and uneven steps, smoothed by report::smooth, for the browser test to smooth with page.js:
+// written as {x, y (null: a gap), half_width, expected} into `path`. Checks the C++ smoother against its definition.
+void write_smoothing_case(const fs::path& path) {
+  std::vector<double> x, y;
+  for (int i = 0; i < 80; ++i) {
+    x.push_back(i < 40 ? 3.0 * i : 120.0 + 7.0 * (i - 40));
+    y.push_back(i % 13 == 5 ? nan_value : std::exp(-0.03 * i) + 0.1 * std::sin(1.7 * i));
+  }
+  const double half_width = 10;
+  const std::vector<double> smoothed = smooth(x, y, half_width);
+  for (std::size_t i = 0; i < x.size(); ++i) {  // the mean of the finite points within the shrunk window
+    if (std::isnan(y[i])) {
+      CHECK(std::isnan(smoothed[i]));
+      continue;
+    }
+    const double h = std::min({half_width, x[i] - x.front(), x.back() - x[i]});
+    double sum = 0, n = 0;
+    for (std::size_t j = 0; j < x.size(); ++j)
+      if (!std::isnan(y[j]) && std::fabs(x[j] - x[i]) <= h) sum += y[j], ++n;
+    CHECK(smoothed[i] == doctest::Approx(sum / n).epsilon(1e-12));
+  }
+  std::ofstream(path) << nlohmann::json{{"x", x}, {"y", y}, {"half_width", half_width}, {"expected", smoothed}}.dump();
+}
+
+}  // namespace
+
+// With XGRAD_PICTURE_DIR set (the ctest fixture report_page_picture), the sweep, its report and the smoothing case stay
+// there for the browser test (tests/browser/report_page_test.js), which checks that the page draws what this case
+// checks it is told to.
+TEST_CASE("report.html and the PNG figures draw one picture; the page opens on a chart per d_k") {
+  const TempDir temp("html_picture");
+  const char* keep = std::getenv("XGRAD_PICTURE_DIR");
+  const fs::path root = keep ? fs::path(keep) : temp.path();
+  for (const char* earlier : {"runs", "plots"}) fs::remove_all(root / earlier);  // of the fixture's last run
+  xgrad::testing::write_default_experiment_like(root, 300);
+  CompareOptions options;
+  options.inputs = {root.string()};
+  std::ostringstream out;
+  REQUIRE(run_compare(options, out) == 72);
+  write_smoothing_case(root / "smoothing_case.json");
+
+  const nlohmann::json data = page_data(root / "report.html");
+  CHECK(data.at("facet_by") == "d_k");
+  CHECK(data.at("default_group_by") == nlohmann::json{"d_k", "scale", "optimizer", "lr"});  // no beta1, momentum
+  const nlohmann::json& picture = data.at("picture");
+  // 300 rows: +-2 steps, a window of 5, as the loss figure's title says.
+  CHECK(picture.at("smoothing").at("half_width") == 2);
+  const std::string loss = read_text(root / "plots" / "loss.gp"), md = read_text(root / "report.md");
+  CHECK(loss.find("means smoothed over 5 steps") != std::string::npos);
+  for (const auto& [scale, style] : picture.at("scalings").items()) {
+    INFO(scale);
+    const xgrad::nn::ScalingEntry& entry = xgrad::Registry<xgrad::nn::ScalingEntry>::instance().at(scale);
+    CHECK(style.at("colour") == entry.colour);
+    CHECK(xgrad::nn::scaling_dash_styles()[style.at("dash").get<std::size_t>()] == entry.dash);
+    const std::string expected = "dt " + as_dt(picture, style.at("dash")) + " lc rgb '" + entry.colour + "'";
+    CHECK(gnuplot_style_of(loss, "'" + scale + " (3 runs)'") == expected);
+    if (gnuplot_available()) CHECK(md.find(scale + " " + entry.colour + " " + entry.dash) != std::string::npos);
+  }
+  // Summary figures: each line's colour and dash in the page's JSON are those of its line in the figure's script.
+  for (const auto& figure : data.at("summary")) {
+    const std::string script = read_text(root / "plots" / (figure.at("name").get<std::string>() + ".gp"));
+    for (const auto& line : figure.at("lines")) {
+      INFO(figure.at("name"), " ", line.at("label"));
+      const std::string style = gnuplot_style_of(script, gnuplot_string(line.at("label")));
+      const auto& points = line.at("points");
+      if (style.empty()) {  // not drawn: nothing to draw
+        CHECK(std::none_of(points.begin(), points.end(), [](const auto& p) { return p.at(1).is_number(); }));
+        continue;
+      }
+      CHECK(style.find("dt " + as_dt(picture, line.at("dash"))) == 0);
+      CHECK(style.find("lc rgb '" + line.at("colour").get<std::string>() + "'") != std::string::npos);
+    }
+  }
 }

@@ -3,7 +3,9 @@
 // no console error or page exception, as many runs and groups as the sweep has, a hidden group's curves gone, a log
 // y axis, a redraw on another column, a screenshot that is not blank, no http(s) reference in the file. Then the
 // same on runs with bad input (a missing column, NaN/Inf rows, a metrics.csv with no rows): the page still draws and
-// lists what it left out.
+// lists what it left out. Last, the default-experiment-like sweep test_report_html writes (the ctest fixture
+// report_page_picture, in WORK_DIR/default_experiment): the default view is a chart per d_k in each panel, in the
+// picture's colours and dashes, page.js smooths as report/picture.cpp does, and its screenshot is kept.
 //   node tests/browser/report_page_test.js XGRAD_EXECUTABLE WORK_DIR
 // Needs /usr/bin/chromium (or $CHROMIUM) and `npm ci` at the repository root; without them it fails and says what to
 // install. The screenshots stay in WORK_DIR.
@@ -74,7 +76,7 @@ async function openPage(browser, file, screenshot) {
 }
 
 const canvasHash = (page, i) => page.evaluate((i) => {
-  const c = window.xgradPage.state.panels[i].chart.ctx.canvas.toDataURL();
+  const c = window.xgradPage.state.panels[i].facets[0].chart.ctx.canvas.toDataURL();
   let h = 0;
   for (let k = 0; k < c.length; k++) h = (h * 31 + c.charCodeAt(k)) | 0;
   return h;
@@ -88,6 +90,59 @@ function checkFile(file) {
   const m = text.match(/<script type="application\/json" id="xgrad-data">([\s\S]*?)<\/script>/);
   check(m != null, "the page embeds its data block");
   return JSON.parse(m[1]);
+}
+
+// The default-experiment-like sweep the ctest fixture report_page_picture writes (test_report_html): the default view
+// is a chart per d_k in every panel, 6 groups in each (scaling x optimizer and lr; beta1, momentum split none), mean
+// lines in the picture's colour of their scaling and a dash per optimizer and lr, smoothed by default as the PNGs,
+// with the smoother of report/picture.cpp. Its screenshot stays in WORK_DIR.
+async function checkDefaultExperiment(browser) {
+  const dir = path.join(workDir, "default_experiment"), file = path.join(dir, "report.html");
+  if (!fs.existsSync(file))
+    return check(false, `${file} exists (the ctest fixture report_page_picture writes it: ctest -R report_page)`);
+  const data = checkFile(file);
+  const shot = path.join(workDir, "report_page_default_experiment.png");
+  const { page, errors } = await openPage(browser, file, shot);
+  const view = await page.evaluate(() => {
+    const x = window.xgradPage;
+    return { facetBy: x.state.facetBy, smoothing: x.state.smoothing, legend: document.querySelectorAll(".legend-item").length,
+             panels: x.state.panels.map((p) => p.facets.map((f) => ({
+               label: f.label,
+               means: f.roles.map((r, i) => ({ r, s: f.chart.series[i + 1] })).filter((m) => m.r.role === "mean").map((m) => {
+                 const run = x.runs[x.groups()[m.r.group].runs[0]].settings;
+                 return { scale: run.scale, arm: run.optimizer + "@" + run.lr, dash: JSON.stringify(m.s.dash || []),
+                          stroke: typeof m.s.stroke === "function" ? m.s.stroke(f.chart, 0) : m.s.stroke,
+                          index: x.groups()[m.r.group].dash };
+               }) }))) };
+  });
+  const dks = [...new Set(data.runs.map((r) => r.settings.d_k))].sort((a, b) => a - b);
+  check(view.facetBy === "d_k" && view.panels.every((p) => JSON.stringify(p.map((f) => f.label)) ===
+                                                          JSON.stringify(dks.map((d) => "d_k=" + d))),
+        `every panel has a chart per d_k (${dks.length}: ${view.panels[0].map((f) => f.label)})`);
+  const means = [].concat(...view.panels.map((p) => [].concat(...p.map((f) => f.means))));
+  check(view.panels.every((p) => p.every((f) => f.means.length === 6)) && view.legend === 6,
+        `6 groups in each chart, 6 legend entries (${view.panels[0].map((f) => f.means.length)}, ${view.legend})`);
+  const colours = means.filter((m) => m.stroke !== data.picture.scalings[m.scale].colour);
+  check(means.length > 0 && colours.length === 0,
+        `each mean line in its scaling's colour from the picture (${JSON.stringify(data.picture.scalings)})` +
+        (colours.length ? `: ${JSON.stringify(colours[0])}` : ""));
+  const dashOf = {};
+  means.forEach((m) => { (dashOf[m.arm] = dashOf[m.arm] || new Set()).add(m.dash); });
+  const drawn = means.every((m) => m.dash === JSON.stringify(data.picture.dashes[m.index]));  // width 2: lengths x 1
+  check(Object.keys(dashOf).length === 3 && Object.values(dashOf).every((d) => d.size === 1) &&
+        new Set(Object.values(dashOf).map((d) => [...d][0])).size === 3 && drawn,
+        `a dash per optimizer and lr, from the picture's dashes (${JSON.stringify(Object.keys(dashOf))})`);
+  check(view.smoothing === data.picture.smoothing.half_width,
+        `smoothing starts at the figures' half-width (${view.smoothing} steps)`);
+  const sc = JSON.parse(fs.readFileSync(path.join(dir, "smoothing_case.json"), "utf8"));
+  const js = await page.evaluate((sc) => window.xgradPage.smooth(sc.x, sc.y, sc.half_width), sc);
+  const differ = sc.expected.filter((v, i) => v !== js[i]).length;
+  check(js.length === sc.expected.length && differ === 0,
+        `page.js smooths a series with gaps exactly as report/picture.cpp does (${differ} of ${js.length} differ)`);
+  check((await pngVariance(page, shot)) > 100, "default experiment: the screenshot is not blank");
+  check(errors.length === 0, "default experiment: no console error or page exception" +
+                             (errors.length ? ": " + errors.join("; ") : ""));
+  console.log(`     screenshot of the default view: ${shot}`);
 }
 
 async function main() {
@@ -109,11 +164,13 @@ async function main() {
       const c = document.getElementById("counts");
       return { runs: +c.dataset.runs, groups: +c.dataset.groups,
                legend: document.querySelectorAll(".legend-item").length,
+               facets: window.xgradPage.state.panels[0].facets.length,
                panels: window.xgradPage.state.panels.length, drawMs: window.xgradPage.drawMs };
     });
     check(shown.runs === 8, `8 runs shown (${shown.runs})`);
-    check(shown.groups === 4 && shown.legend === 4,
-          `4 groups shown, 4 legend entries (${shown.groups}, ${shown.legend})`);
+    // The 4 arms: 2 groups (scale), 2 legend entries, in a chart per d_k.
+    check(shown.groups === 2 && shown.legend === 2 && shown.facets === 2,
+          `2 groups shown, 2 legend entries, 2 d_k charts (${shown.groups}, ${shown.legend}, ${shown.facets})`);
     check(shown.panels >= 2, `the default panels are drawn (${shown.panels})`);
     const figures = await page.evaluate(() => window.xgradPage.summaryCharts().map((u) => u && u.series.length));
     check(figures.length === data.summary.length && figures.length > 0 && figures.every((n) => n > 1),
@@ -132,21 +189,21 @@ async function main() {
     const before = await canvasHash(page, 0);
     await page.click('.legend-item[data-group="0"]');
     const hidden = await page.evaluate(() => {
-      const p = window.xgradPage.state.panels[0];
+      const p = window.xgradPage.state.panels[0].facets[0];
       return p.roles.map((r, i) => ({ group: r.group, show: p.chart.series[i + 1].show }));
     });
     check(hidden.filter((s) => s.group === 0).length > 0 && hidden.every((s) => s.show === (s.group !== 0)),
           "hiding group 0 hides its curves and only those");
     check((await canvasHash(page, 0)) !== before, "hiding a group changes the drawing");
     await page.click('.legend-item[data-group="0"]');
-    check(await page.evaluate(() => window.xgradPage.state.panels[0].chart.series.every((s) => s.show !== false)),
+    check(await page.evaluate(() => window.xgradPage.state.panels[0].facets[0].chart.series.every((s) => s.show !== false)),
           "showing it again brings its curves back");
 
     // Log y: the curves are drawn at log10 of their values and the axis' ticks and labels change (the page draws a
     // log axis itself: uPlot's fails on values like 1e-30).
     const ticks = () => page.evaluate(() => {
-      const p = window.xgradPage.state.panels[0], u = p.chart;
-      const mean = p.roles.findIndex((r) => r.role === "mean") + 1;
+      const p = window.xgradPage.state.panels[0], f = p.facets[0], u = f.chart;
+      const mean = f.roles.findIndex((r) => r.role === "mean") + 1;
       const i = u.data[mean].findIndex((v) => v != null);
       return { ylog: p.ylog, splits: JSON.stringify(u.axes[1]._splits), labels: u.axes[1]._values,
                mean: u.data[mean][i] };
@@ -166,7 +223,7 @@ async function main() {
         await page.click(".panel:first-child input.ylog");
       const small = await page.evaluate((ylog) => {
         // The axis' own label function, as uPlot calls it, on ticks 2e-11 apart near 1e-5.
-        const u = window.xgradPage.state.panels[0].chart, axis = u.axes[1];
+        const u = window.xgradPage.state.panels[0].facets[0].chart, axis = u.axes[1];
         const splits = [1e-5, 1.00002e-5, 1.00004e-5].map((v) => (ylog ? Math.log10(v) : v));
         return axis.values(u, splits, 1, 2e-11, 2e-11).map(String);
       }, ylog);
@@ -181,13 +238,18 @@ async function main() {
     await page.select(".panel:first-child select.metric", "grad_norm");
     const after = await page.evaluate(() => {
       const p = window.xgradPage.state.panels[0];
-      return { draws: p.drawCount, column: p.column, points: p.chart.data[0].length };
+      return { draws: p.drawCount, column: p.column, points: p.facets[0].chart.data[0].length };
     });
     check(after.column === "grad_norm" && after.draws === draws + 1 && after.points > 0,
           `choosing grad_norm redraws the panel (${after.draws - draws} redraw, ${after.points} points)`);
     check((await canvasHash(page, 0)) !== hashBefore, "the drawing changes with the column");
 
-    // Regrouping by every setting but d_k gives 2 groups; smoothing and the band switch redraw without error.
+    // One chart per panel: the 4 arms are 4 groups; regrouping by every setting but d_k gives 2 groups; smoothing and
+    // the band switch redraw without error.
+    await page.select("#facet-by", "");
+    check(await page.evaluate(() => +document.getElementById("counts").dataset.groups === 4 &&
+                                    window.xgradPage.state.panels.every((p) => p.facets.length === 1)),
+          "one chart per panel: 4 groups (d_k and scale) in one chart");
     await page.evaluate(() => {
       const boxes = Array.from(document.querySelectorAll("input.group-key"));
       const dk = boxes.find((b) => b.parentElement.textContent.trim() === "d_k");
@@ -300,11 +362,13 @@ async function main() {
     check(await b.page.evaluate(() => +document.getElementById("counts").dataset.runs) === readable,
           `bad input: ${readable} runs shown`);
     await b.page.click(".panel:first-child input.ylog");
-    const labels = await b.page.evaluate(() => window.xgradPage.state.panels[0].chart.axes[1]._values);
+    const labels = await b.page.evaluate(
+        () => [].concat(...window.xgradPage.state.panels[0].facets.map((f) => f.chart.axes[1]._values)));
     check(labels.some((l) => /^1e-3\d$/.test(l)), `bad input: log y shows losses down to 1e-35 (${labels})`);
     check(b.errors.length === 0,
           "bad input: no console error or page exception" + (b.errors.length ? ": " + b.errors.join("; ") : ""));
     check((await pngVariance(b.page, badShot)) > 100, "bad input: the screenshot is not blank");
+    await checkDefaultExperiment(browser);
   } finally {
     await browser.close();
   }
