@@ -43,16 +43,19 @@ const Tolerance& tolerance(const std::string& name) {
 
 const std::vector<Claim>& claims() {
   static const std::vector<Claim> table{
-      {"trains_better", "final_loss", Better::lower, "loss"},
-      {"starts_less_saturated", "entropy_first", Better::higher, "entropy"},
-      {"more_gradient_step0_{w}", "grad_norm_step0_{w}", Better::higher, "gradient"},
-      {"more_gradient_before_loss_{w}", "mean_grad_norm_before_loss_{w}", Better::higher, "gradient"},
-      {"more_gradient_{w}", "mean_grad_norm_{w}", Better::higher, "gradient"},
-      {"fewer_zero_gradients_{w}", "frac_zero_grad_{w}", Better::lower, "share"},
-      {"reaches_loss_sooner", "step_to_loss", Better::lower, "steps", true},
-      {"reaches_accuracy_sooner", "step_to_accuracy", Better::lower, "steps", true},
-      {"diverges_less", "diverged", Better::lower, "share", false, false},
-      {"less_lr_sensitive", "lr_sensitivity", Better::lower, "loss"}};
+      {"trains_better", "trains better (final loss)", "final_loss", Better::lower, "loss"},
+      {"starts_less_saturated", "starts less saturated (entropy at the start)", "entropy_first", Better::higher,
+       "entropy"},
+      {"more_gradient_step0_{w}", "more {w} gradient at step 0", "grad_norm_step0_{w}", Better::higher, "gradient"},
+      {"more_gradient_before_loss_{w}", "more {w} gradient before the loss threshold", "mean_grad_norm_before_loss_{w}",
+       Better::higher, "gradient"},
+      {"more_gradient_{w}", "more {w} gradient over all steps", "mean_grad_norm_{w}", Better::higher, "gradient"},
+      {"fewer_zero_gradients_{w}", "fewer exactly-zero {w} gradients", "frac_zero_grad_{w}", Better::lower, "share"},
+      {"reaches_loss_sooner", "reaches the loss threshold sooner", "step_to_loss", Better::lower, "steps", true},
+      {"reaches_accuracy_sooner", "reaches the accuracy threshold sooner", "step_to_accuracy", Better::lower, "steps",
+       true},
+      {"diverges_less", "diverges less often", "diverged", Better::lower, "share", false, false},
+      {"less_lr_sensitive", "less sensitive to the learning rate", "lr_sensitivity", Better::lower, "loss"}};
   return table;
 }
 
@@ -312,13 +315,19 @@ std::string how_text(const Verdict& v) {
          (std::isfinite(v.tolerance) ? ": tolerance " + train::format_number(v.tolerance) : std::string());
 }
 
+}  // namespace
+
 const Claim& claim_of(const Verdict& v) {
   for (const Claim& claim : claims())
     if (statistic_name(claim.id, v.w) == v.claim) return claim;
   throw std::out_of_range("no claim is named '" + v.claim + "'");
 }
 
-}  // namespace
+std::string claim_label(const Verdict& v) {
+  std::string label = claim_of(v).label;
+  if (const auto at = label.find("{w}"); at != std::string::npos) label.replace(at, 3, v.w == "w_q" ? "W_q" : "W_k");
+  return label;
+}
 
 std::string verdict_sentence(const Comparison& c, const Verdict& v) {
   const Claim& claim = claim_of(v);

@@ -34,6 +34,7 @@ enum class Better { lower, higher };
 /// One claim about a subject arm against a baseline arm that differs from it only in the compared setting.
 struct Claim {
   std::string id;         // "trains_better"; with "{w}", one claim per attention weight (as statistics())
+  std::string label;      // what it says of the subject, as a table row: "trains better (final loss)"
   std::string statistic;  // a statistics() name, "diverged", or "lr_sensitivity" (over arms differing in lr)
   Better better = Better::lower;
   std::string tolerance;        // a tolerances() name
@@ -88,6 +89,12 @@ std::string arm_name(const Comparison& c, const ArmStats& arm);
 
 /// The value of `c.axis` the verdicts judge against: c.baseline, or for the scale the reference scaling's name.
 std::string baseline_of(const Comparison& c);
+
+/// The claim a verdict judges. Throws std::out_of_range when v.claim names none.
+const Claim& claim_of(const Verdict& v);
+
+/// The claim's label with its attention weight: "more W_q gradient at step 0".
+std::string claim_label(const Verdict& v);
 
 /// The sentence of a verdict: its claim's and outcome's template in report/text/claims.md, its fields filled in
 /// (plain text; names escaped for a terminal by escape_name).

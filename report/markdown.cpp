@@ -968,37 +968,54 @@ std::string scale_modes_section(const Comparison& c) {
 }
 
 // Where the usual story holds and where it does not, check by check.
+// Per claim and subject, how many comparisons came out better, worse, the same and not decided.
+Table claims_table(const Comparison& c, const std::vector<Verdict>& verdicts) {
+  Table t;
+  t.header = {"claim", c.axis, "better", "worse", "same", "not decided"};
+  std::map<std::pair<std::string, std::string>, std::array<std::size_t, 4>> counts;
+  std::vector<std::pair<std::string, std::string>> order;
+  for (const Verdict& v : verdicts) {
+    if (says_nothing(v)) continue;
+    const std::pair<std::string, std::string> key{claim_label(v), arm_name(c, c.arms[v.subject])};
+    if (!counts.count(key)) order.push_back(key), counts[key] = {0, 0, 0, 0};
+    counts[key][static_cast<std::size_t>(v.outcome)] += 1;
+  }
+  for (const auto& key : order) {
+    std::vector<std::string> row{key.first, key.second};
+    for (std::size_t n : counts[key]) row.push_back(std::to_string(n));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
 std::string story_section(const Comparison& c) {
-  std::string md;
-  md +=
-      "<a id=\"story\"></a>\n\n## Where the usual story holds, and where it does not\n\n"
-      "The usual story: without 1/sqrt(d_k) scaling, attention scores grow with d_k, the softmax saturates (low "
-      "entropy), W_q and W_k get little gradient, and training is worse (higher final loss, thresholds reached "
-      "later or never) and more sensitive to the learning rate; scaled runs train stably. Each point compares an "
-      "unscaled arm with one that differs only in scale mode.\n\n";
+  const std::string baseline = baseline_of(c);
+  const bool usual_story = c.axis == "scale" && is_reference_scale(baseline);
+  std::string md = "<a id=\"story\"></a>\n\n## Claims against " +
+                   (baseline.empty() ? std::string("each other") : markdown_name(baseline)) + "\n\n";
+  if (usual_story)
+    md +=
+        "The usual story: without 1/sqrt(d_k), scores grow with d_k, the softmax saturates, W_q and W_k get little "
+        "gradient, and training is worse and more sensitive to the learning rate. It holds where a scaling is "
+        "better than unscaled.\n\n";
+  const std::vector<Verdict> verdicts = judge(c, c.axis, baseline);
+  const Table table = claims_table(c, verdicts);
+  if (table.rows.empty())
+    md += "No two arms differ only in " + markdown_name(c.axis) + ", so no claim is judged here.\n\n";
+  else
+    md += "Comparisons of arms that differ only in " + markdown_name(c.axis) + ", counted by verdict:\n\n" +
+          table.markdown() + "\n";
   const StoryChecks checks = story_checks(c);
-  if (checks.holds.empty() && checks.fails.empty() && checks.undecided.empty()) {
-    md += "No unscaled arm has a counterpart differing only in scale mode, so the story cannot be checked here.\n\n";
-  } else {
-    md += "### Where it does NOT hold\n\n";
-    if (checks.fails.empty()) md += "Nowhere in these runs: every check agrees with the story.\n";
-    for (const auto& s : checks.fails) md += "- " + markdown_escape(s) + "\n";
-    md += "\n### Where it holds\n\n";
-    if (checks.holds.empty()) md += "Nowhere in these runs.\n";
-    for (const auto& s : checks.holds) md += "- " + markdown_escape(s) + "\n";
-    if (!checks.undecided.empty()) {
-      md += "\n### Not decided by these runs\n\n";
-      for (const auto& s : checks.undecided) md += "- " + markdown_escape(s) + "\n";
-    }
-    md += "\n";
+  if (!table.rows.empty()) {
+    md += "<details><summary>Every verdict, per comparison</summary>\n\n";
+    for (const auto* list : {&checks.fails, &checks.holds, &checks.undecided})
+      for (const auto& line : *list) md += "- " + markdown_escape(line) + "\n";
+    md += "\n</details>\n\n";
   }
   bool single_seed = false;
   for (const ArmStats& arm : c.arms) single_seed = single_seed || arm.n_seeds < 2;
   if (single_seed)
-    md +=
-        "Some arms have a single seed: their numbers carry no spread estimate, and a difference between them "
-        "may be seed noise.\n\n";
-
+    md += "Some arms have a single seed: their numbers carry no spread, and a difference may be seed noise.\n\n";
   return md;
 }
 

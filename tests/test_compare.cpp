@@ -958,7 +958,7 @@ TEST_CASE("report.md: tables, generated sentences per d_k, and where the usual s
   INFO(md);
   CHECK(md.find("attention entropy at step 0 is 0.30 nats without scaling vs 2.40 with sqrt_dk") != std::string::npos);
   CHECK(md.find("accuracy ≥ 0.9: never vs step 20") != std::string::npos);
-  CHECK(md.find("### Where it does NOT hold") != std::string::npos);
+  CHECK(md.find("## Claims against none") != std::string::npos);
   CHECK(md.find("sqrt_dk gives W_q less gradient over all steps than unscaled") != std::string::npos);
   CHECK(md.find("sqrt_dk trains better than unscaled (final loss 0.5 vs 2; in each of the 2 seeds both have)") !=
         std::string::npos);
