@@ -478,7 +478,9 @@ TEST_CASE("report.html and the PNG figures draw one picture; the page opens on a
   CHECK(picture.at("smoothing").at("half_width") == 2);
   const std::string loss = read_text(root / "plots" / "loss.gp"), md = read_text(root / "report.md");
   CHECK(loss.find("means smoothed over 5 steps") != std::string::npos);
-  for (const auto& [scale, style] : picture.at("scalings").items()) {
+  for (const auto& item : picture.at("scalings").items()) {
+    const std::string scale = item.key();  // not a structured binding: INFO captures it, which Clang refuses
+    const nlohmann::json& style = item.value();
     INFO(scale);
     const xgrad::nn::ScalingEntry& entry = xgrad::Registry<xgrad::nn::ScalingEntry>::instance().at(scale);
     CHECK(style.at("colour") == entry.colour);
