@@ -508,7 +508,6 @@ void story_json(const Comparison& c, const ReportContext& context, nlohmann::jso
   nlohmann::json finding_lines = nlohmann::json::array();
   for (const FindingLine& f : findings(c)) finding_lines.push_back({{"text", f.text}, {"anchor", f.anchor}});
   meta["findings"] = finding_lines;
-  meta["sentences"] = scale_sentences(c);
   const StoryChecks checks = story_checks(c);
   meta["checks"] = {{"holds", checks.holds}, {"fails", checks.fails}, {"undecided", checks.undecided}};
   meta["summary"] = summary_json(context.summary);

@@ -59,55 +59,10 @@ std::string lr_group_key(const Comparison& c, const LrGroup& g) {
   return key_without(settings, keys);
 }
 
-std::string mode_name(const ArmStats& arm) { return is_reference_scale(arm.scale()) ? "unscaled" : scale_label(arm); }
-
 std::string sig(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : format_number(v); }
-
-std::string steps_phrase(std::size_t reached, std::size_t n, double mean_step) {
-  if (n == 0) return "no run (all diverged)";
-  if (reached == 0) return "never";
-  const std::string step = fmt::format("step {:.0f}", mean_step);
-  return reached == n ? step : fmt::format("{} in {}/{} seeds, never in the others", step, reached, n);
-}
-
-// "0/2", "1/2 at step 37", "2/2 at steps 30, 37".
-std::string diverged_phrase(const ArmStats& arm) {
-  std::string out = fmt::format("{}/{}", arm.diverged_steps.size(), arm.used.size());
-  if (arm.diverged_steps.empty()) return out;
-  std::vector<long> steps = arm.diverged_steps;
-  std::sort(steps.begin(), steps.end());
-  out += steps.size() == 1 ? " at step " : " at steps ";
-  for (std::size_t i = 0; i < steps.size(); ++i) out += (i ? ", " : "") + std::to_string(steps[i]);
-  return out;
-}
-
-// ", 1 diverged (left out)": the diverged runs no statistic of the arm includes.
-std::string diverged_left_out(const ArmStats& arm) {
-  return arm.diverged_steps.empty() ? "" : fmt::format(", {} diverged (left out)", arm.diverged_steps.size());
-}
-
-std::string final_loss_phrase(const ArmStats& arm) {
-  if (arm.stat("final_loss").n == 0 && !arm.diverged_steps.empty()) return "none (all diverged)";
-  return format_mean_sd(arm.stat("final_loss"));
-}
-
-std::string seeds(const ArmStats& arm) {
-  const std::size_t n = arm.n_seeds;
-  return fmt::format("{} seed{}{}{}{}", n, n == 1 ? "" : "s",
-                     arm.used.size() != n ? fmt::format(", {} runs", arm.used.size()) : std::string(),
-                     arm.only_incomplete() ? ", incomplete" : "", diverged_left_out(arm));
-}
-
-std::string start_phrase(const ArmStats& a, const ArmStats& b) {
-  return a.measured_from_step_0 && b.measured_from_step_0 ? "at step 0" : "at the first measured step";
-}
 
 // "1e-06×": the near-zero fraction of GradientStats.
 std::string near_zero_name() { return fmt::format("{:g} ×", train::kNearZeroGradFraction); }
-
-std::string accuracy_name(const Comparison& c) { return fmt::format("accuracy ≥ {:g}", c.accuracy_threshold); }
-
-std::string loss_name(const ArmStats& arm) { return "loss ≤ " + format_number(arm.loss_threshold); }
 
 // What solved() asks of every kept seed of an arm.
 std::string solved_rule(const Comparison& c) {
@@ -141,127 +96,6 @@ std::string shown_path(const std::string& dir, const std::string& out_dir) {
 }
 
 }  // namespace
-
-namespace {
-
-// What one scale pair's sentence says of training: entropy and score spread at the start, final loss and accuracy,
-// the steps to each threshold.
-void training_parts(const Comparison& c, const ArmStats& r, const ArmStats& o, std::vector<std::string>& parts) {
-  if (std::isfinite(r.stat("entropy_first").mean) && std::isfinite(o.stat("entropy_first").mean)) {
-    std::string p = fmt::format("attention entropy {} is {} nats {} vs {} with {}", start_phrase(r, o),
-                                format_number(r.stat("entropy_first").mean, 2),
-                                mode_name(r) == "unscaled" ? "without scaling" : "with " + mode_name(r),
-                                format_number(o.stat("entropy_first").mean, 2), mode_name(o));
-    if (std::isfinite(r.stat("entropy_last").mean) && std::isfinite(o.stat("entropy_last").mean))
-      p += fmt::format(" (at the end {} vs {})", format_number(r.stat("entropy_last").mean, 2),
-                       format_number(o.stat("entropy_last").mean, 2));
-    parts.push_back(p);
-  }
-  if (std::isfinite(r.stat("score_std_first").mean) && std::isfinite(o.stat("score_std_first").mean))
-    parts.push_back(fmt::format("score std {} {} vs {} (at the end {} vs {})", start_phrase(r, o),
-                                sig(r.stat("score_std_first").mean), sig(o.stat("score_std_first").mean),
-                                sig(r.stat("score_std_last").mean), sig(o.stat("score_std_last").mean)));
-  if (r.stat("final_loss").n > 0 || o.stat("final_loss").n > 0)
-    parts.push_back(fmt::format("final loss {} vs {}, final accuracy {} vs {}", final_loss_phrase(r),
-                                final_loss_phrase(o), format_number(r.stat("final_accuracy").mean, 2),
-                                format_number(o.stat("final_accuracy").mean, 2)));
-  else
-    parts.push_back("no final loss on either side (every run diverged)");
-  if (std::isfinite(r.loss_threshold))
-    parts.push_back(fmt::format("{}: {} vs {}", loss_name(r),
-                                steps_phrase(r.stat("step_to_loss").n, r.kept.size(), r.stat("step_to_loss").mean),
-                                steps_phrase(o.stat("step_to_loss").n, o.kept.size(), o.stat("step_to_loss").mean)));
-  parts.push_back(
-      fmt::format("{}: {} vs {}", accuracy_name(c),
-                  steps_phrase(r.stat("step_to_accuracy").n, r.kept.size(), r.stat("step_to_accuracy").mean),
-                  steps_phrase(o.stat("step_to_accuracy").n, o.kept.size(), o.stat("step_to_accuracy").mean)));
-}
-
-// What one scale pair's sentence says of the W_q and W_k gradients: their mean norm and the steps where they vanish.
-void gradient_parts(const ArmStats& r, const ArmStats& o, std::vector<std::string>& parts) {
-  if (std::isfinite(r.stat("mean_grad_norm_w_q").mean) && std::isfinite(o.stat("mean_grad_norm_w_q").mean))
-    parts.push_back(fmt::format("mean gradient norm of W_q {} vs {} and of W_k {} vs {}",
-                                sig(r.stat("mean_grad_norm_w_q").mean), sig(o.stat("mean_grad_norm_w_q").mean),
-                                sig(r.stat("mean_grad_norm_w_k").mean), sig(o.stat("mean_grad_norm_w_k").mean)));
-  const double zr = std::max(r.stat("frac_zero_grad_w_q").mean, r.stat("frac_zero_grad_w_k").mean);
-  const double zo = std::max(o.stat("frac_zero_grad_w_q").mean, o.stat("frac_zero_grad_w_k").mean);
-  if (zr > 0 || zo > 0)
-    parts.push_back(fmt::format(
-        "steps with an exactly-zero gradient: W_q {} vs {}, W_k {} vs {}",
-        format_percent(r.stat("frac_zero_grad_w_q").mean), format_percent(o.stat("frac_zero_grad_w_q").mean),
-        format_percent(r.stat("frac_zero_grad_w_k").mean), format_percent(o.stat("frac_zero_grad_w_k").mean)));
-  else if (std::isfinite(zr) && std::isfinite(zo))
-    parts.push_back("no step had an exactly-zero W_q or W_k gradient");
-  const double nr = std::max(r.stat("frac_near_zero_grad_w_q").mean, r.stat("frac_near_zero_grad_w_k").mean);
-  const double no = std::max(o.stat("frac_near_zero_grad_w_q").mean, o.stat("frac_near_zero_grad_w_k").mean);
-  if (nr > 0 || no > 0)
-    parts.push_back(fmt::format("steps with a gradient norm below {} its step-0 norm: W_q {} vs {}, W_k {} vs {}",
-                                near_zero_name(), format_percent(r.stat("frac_near_zero_grad_w_q").mean),
-                                format_percent(o.stat("frac_near_zero_grad_w_q").mean),
-                                format_percent(r.stat("frac_near_zero_grad_w_k").mean),
-                                format_percent(o.stat("frac_near_zero_grad_w_k").mean)));
-}
-
-// LR sensitivity, per set of LR groups that differ only in scale.
-std::string lr_sentence(const Comparison& c, const std::vector<const LrGroup*>& groups,
-                        const std::vector<std::string>& extra) {
-  std::vector<std::string> parts;
-  for (const LrGroup* g : groups) {
-    const ArmStats& first = c.arms[g->arms.front()];
-    std::vector<std::string> lrs;
-    for (auto a : g->arms) lrs.push_back(setting_text(c.arms[a].settings, "lr"));
-    parts.push_back(fmt::format("{} {} (best lr {}, over lr {})", format_number(g->sensitivity), mode_name(first),
-                                setting_text(c.arms[g->best_arm].settings, "lr"), join(lrs, ", ")));
-  }
-  // Sensitivities over different sets of learning rates do not compare: the unscaled group against each other
-  // scaling over the learning rates both hold, where those sets differ.
-  std::vector<std::string> shared;
-  const LrGroup* ref = groups.front();
-  for (const LrGroup* g : groups) {
-    if (g == ref || !is_reference_scale(c.arms[ref->arms.front()].scale())) continue;
-    const LrComparison cmp = compare_lr_sensitivity(c, *ref, *g);
-    if (cmp.lrs.size() == ref->arms.size() && cmp.lrs.size() == g->arms.size()) continue;
-    std::vector<std::string> lrs;
-    for (double lr : cmp.lrs) lrs.push_back(fmt::format("{:g}", lr));
-    shared.push_back(
-        cmp.lrs.size() < 2
-            ? fmt::format("unscaled and {} share fewer than two learning rates", c.arms[g->arms.front()].scale())
-            : fmt::format("over the learning rates unscaled and {} share ({}): {} vs {}",
-                          c.arms[g->arms.front()].scale(), join(lrs, ", "), format_number(cmp.sensitivity_a),
-                          format_number(cmp.sensitivity_b)));
-  }
-  return fmt::format("LR sensitivity at {}: {}{}.",
-                     arm_label(c.arms[groups.front()->arms.front()], extra, {"scale", "lr"}), join(parts, " vs "),
-                     shared.empty() ? "" : "; " + join(shared, "; "));
-}
-
-}  // namespace
-
-std::vector<std::string> scale_sentences(const Comparison& c) {
-  std::vector<std::string> out;
-  for (const auto& [ref, other, label] : scale_pairs(c)) {
-    const ArmStats& r = *ref;
-    const ArmStats& o = *other;
-    std::vector<std::string> parts;
-    training_parts(c, r, o, parts);
-    gradient_parts(r, o, parts);
-    parts.push_back(fmt::format("diverged {} vs {}", diverged_phrase(r), diverged_phrase(o)));
-    out.push_back(fmt::format("At {}, {} ({}) vs {} ({}): {}.", label, mode_name(r), seeds(r), mode_name(o), seeds(o),
-                              join(parts, "; ")));
-  }
-
-  // LR sensitivity, per pair of LR groups that differ only in scale.
-  const auto extra = without_own_scale_settings(c, distinguishing_keys(c.arms));
-  std::map<std::string, std::vector<const LrGroup*>> by_rest;
-  std::vector<std::string> order;
-  for (const LrGroup& g : c.lr_groups) {
-    const std::string key = lr_group_key(c, g);
-    if (by_rest.find(key) == by_rest.end()) order.push_back(key);
-    by_rest[key].push_back(&g);
-  }
-  for (const auto& key : order) out.push_back(lr_sentence(c, by_rest[key], extra));
-  return out;
-}
 
 std::vector<std::string> no_scaling_comparison_notes(const Comparison& c) {
   const std::vector<UnpairedScaleArm> unpaired = unpaired_scale_arms(c.arms);
@@ -541,7 +375,7 @@ void scaling_findings(const Comparison& c, std::vector<FindingLine>& out, Findin
                      : !notes.empty() ? notes.front() + "."
                                       : "No unscaled arm has a counterpart differing only in scale mode: no "
                                         "comparison with unscaled attention.";
-  out.push_back({text, "scale-modes"});
+  out.push_back({text, "story"});
 }
 
 // One scaling's cells of a saturation line, one per d_k: step-0 entropy, share of saturated queries, and the range
@@ -954,17 +788,11 @@ std::string results_section(const Comparison& c, const ReportContext& ctx) {
 }
 
 std::string scale_modes_section(const Comparison& c) {
-  std::string md;
-  md += "<a id=\"scale-modes\"></a>\n\n## Scale modes compared, per d_k\n\n";
-  const auto sentences = scale_sentences(c);
   const auto unpaired = no_scaling_comparison_notes(c);
-  if (sentences.empty() && unpaired.empty())
-    md += "Every arm has the same scale mode, so there is no scaled-vs-unscaled comparison.\n";
-  for (const auto& s : sentences) md += "- " + markdown_escape(s) + "\n";
+  if (unpaired.empty()) return "";
+  std::string md = "<a id=\"scale-modes\"></a>\n\n## Arms without a comparison\n\n";
   for (const auto& s : unpaired) md += "- " + markdown_escape(s) + ".\n";
-  md += "\n";
-
-  return md;
+  return md + "\n";
 }
 
 // Where the usual story holds and where it does not, check by check.

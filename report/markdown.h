@@ -13,11 +13,6 @@
 
 namespace xgrad::report {
 
-/// One sentence per pair of arms that differ only in scale mode: the reference arm (unscaled, or the first mode
-/// present when no arm is unscaled) against each other mode, with entropy and score std at the start, final loss,
-/// steps to the thresholds, W_q / W_k gradient norms, zero-gradient steps and divergence.
-std::vector<std::string> scale_sentences(const Comparison& c);
-
 /// Where compare makes no scaling comparison although arms of several scale modes were read (unpaired_scale_arms):
 /// "no scaling comparison: no two arms differ only in scale; arms of different scales also differ in task" when no
 /// arm has a counterpart, else one "no scaling comparison for <arm>: every arm of another scale also differs from it

@@ -22,6 +22,7 @@
 #include "common/escape.h"
 #include "common/registry.h"
 #include "nn/scaling.h"
+#include "report/claims.h"
 #include "report/compare.h"
 #include "report/markdown.h"
 #include "report/plots.h"
@@ -418,23 +419,18 @@ TEST_CASE("compare shows the task of arms that differ in it, and states no scali
       "also differ in task";
   CHECK(console.find(none_said) != std::string::npos);
   CHECK(md.find(none_said) != std::string::npos);
-  CHECK(scale_sentences(cmp).empty());
-  const StoryChecks checks = story_checks(cmp);
-  CHECK(checks.holds.empty());
-  CHECK(checks.fails.empty());
-  CHECK(checks.undecided.empty());
-  CHECK(md.find("At d_k=") == std::string::npos);                // a scale sentence
-  CHECK(md.find(", unscaled vs sqrt_dk") == std::string::npos);  // a story check
+  CHECK(arm_pairs(cmp, "scale", "none").empty());
+  CHECK(judge(cmp, "scale", "none").empty());
 
   // With copy scaled as well, copy is compared within copy only, and the kv_recall arm is named as having no
   // counterpart.
   xgrad::train::train(short_run(root / "sweep" / "copy-sqrt", "copy", "sqrt_dk"));
   const Comparison three = analyse_dirs({(root / "sweep").string()});
   REQUIRE(three.arms.size() == 3);
-  const auto sentences = scale_sentences(three);
-  REQUIRE(sentences.size() == 1);
-  CHECK(sentences[0].find("task=copy") != std::string::npos);
-  CHECK(sentences[0].find("kv_recall") == std::string::npos);
+  const auto pairs = arm_pairs(three, "scale", "none");
+  REQUIRE(pairs.size() == 1);
+  CHECK(setting_text(three.arms[pairs[0].subject].settings, "task") == "copy");
+  CHECK(setting_text(three.arms[pairs[0].baseline].settings, "task") == "copy");
   const std::string console3 = compare_text(root / "sweep", &md);
   INFO(console3);
   CHECK(console3.find("no scaling comparison for d_k=16 sqrt_dk adamw lr=0.003 task=kv_recall: every arm of another "
@@ -448,9 +444,10 @@ TEST_CASE("compare shows the task of arms that differ in it, and states no scali
   const std::string capped = compare_text(root / "capped");
   INFO(capped);
   CHECK(capped.find("no scaling comparison") == std::string::npos);
-  const auto capped_sentences = scale_sentences(analyse_dirs({(root / "capped").string()}));
-  REQUIRE(capped_sentences.size() == 1);
-  CHECK(capped_sentences[0].find("softcap (softcap_cap=50)") != std::string::npos);
+  const Comparison capped_cmp = analyse_dirs({(root / "capped").string()});
+  const auto capped_pairs = arm_pairs(capped_cmp, "scale", "none");
+  REQUIRE(capped_pairs.size() == 1);
+  CHECK(arm_name(capped_cmp, capped_cmp.arms[capped_pairs[0].subject]) == "softcap (softcap_cap=50)");
 }
 
 TEST_CASE("a scaling's own settings do not split arms for the scaling comparison, and still label the arms") {
@@ -471,20 +468,23 @@ TEST_CASE("a scaling's own settings do not split arms for the scaling comparison
   CHECK(console.find("no scaling comparison") == std::string::npos);
   const Comparison softcap = analyse_dirs({(root / "softcap").string()});
   REQUIRE(softcap.arms.size() == 2);
-  const auto sentences = scale_sentences(softcap);
-  REQUIRE(sentences.size() == 1);
-  CHECK(sentences[0].find("sqrt_dk") != std::string::npos);
-  CHECK(sentences[0].find("softcap (softcap_cap=30)") != std::string::npos);
-  CHECK(sentences[0].find("softcap_cap=?") == std::string::npos);  // the reference has no cap to show
+  const auto pairs = arm_pairs(softcap, "scale", "none");
+  REQUIRE(pairs.size() == 1);
+  std::set<std::string> names{arm_name(softcap, softcap.arms[pairs[0].subject]),
+                              arm_name(softcap, softcap.arms[pairs[0].baseline])};
+  CHECK(names == std::set<std::string>{"sqrt_dk", "softcap (softcap_cap=30)"});  // sqrt_dk has no cap to show
 
   // Two caps are two arms, each compared with sqrt_dk and named by its cap.
   run(root / "softcap" / "cap50", "softcap", {{"softcap_cap", 50.0}}, 0.45);
   const Comparison caps = analyse_dirs({(root / "softcap").string()});
   REQUIRE(caps.arms.size() == 3);
-  const auto two = scale_sentences(caps);
-  REQUIRE(two.size() == 2);
-  CHECK(fmt::format("{}", fmt::join(two, "\n")).find("softcap (softcap_cap=30)") != std::string::npos);
-  CHECK(fmt::format("{}", fmt::join(two, "\n")).find("softcap (softcap_cap=50)") != std::string::npos);
+  // Without an unscaled arm, every two of the three are compared.
+  const auto three_pairs = arm_pairs(caps, "scale", "none");
+  REQUIRE(three_pairs.size() == 3);
+  std::set<std::string> named;
+  for (const ArmPair& p : three_pairs)
+    for (auto a : {p.subject, p.baseline}) named.insert(arm_name(caps, caps.arms[a]));
+  CHECK(named == std::set<std::string>{"sqrt_dk", "softcap (softcap_cap=30)", "softcap (softcap_cap=50)"});
   CHECK(compare_text(root / "softcap").find("no scaling comparison") == std::string::npos);
 
   // README's dk_power, read by a build that does not register it: the setting no declaration knows belongs to the
@@ -493,9 +493,9 @@ TEST_CASE("a scaling's own settings do not split arms for the scaling comparison
   run(root / "dk_power" / "p075", "dk_power", {{"dk_power_exponent", 0.75}}, 0.4);
   const Comparison power = analyse_dirs({(root / "dk_power").string()});
   REQUIRE(power.arms.size() == 2);
-  const auto power_sentences = scale_sentences(power);
-  REQUIRE(power_sentences.size() == 1);
-  CHECK(power_sentences[0].find("dk_power (dk_power_exponent=0.75)") != std::string::npos);
+  const auto power_pairs = arm_pairs(power, "scale", "none");
+  REQUIRE(power_pairs.size() == 1);
+  CHECK(arm_name(power, power.arms[power_pairs[0].subject]) == "dk_power (dk_power_exponent=0.75)");
 
   // Arms that also differ in a setting of the model are not compared, and the note names that setting only.
   run(root / "wider" / "sqrt", "sqrt_dk", nlohmann::json::object(), 0.5);
@@ -527,18 +527,15 @@ TEST_CASE("runs on other contents of one input file are other arms, labelled by 
   CHECK(distinguishing_keys(cmp.arms) == std::vector<std::string>{"inputs"});
   CHECK(console.find("text.txt 01234567") != std::string::npos);
   CHECK(console.find("text.txt fedcba98") != std::string::npos);
-  CHECK(scale_sentences(cmp).empty());
-  const StoryChecks checks = story_checks(cmp);
-  CHECK(checks.holds.empty());
-  CHECK(checks.fails.empty());
-  CHECK(md.find("trains worse") == std::string::npos);
+  CHECK(arm_pairs(cmp, "scale", "none").empty());
+  CHECK(judge(cmp, "scale", "none").empty());
   CHECK(console.find("also differ in inputs") != std::string::npos);
 
   // The same bytes: one comparison, and no inputs column.
   run_on("sqrt", "sqrt_dk", 0.03, "0123456789abcdef");
   const Comparison same = analyse_dirs({(root / "sweep").string()});
   CHECK(distinguishing_keys(same.arms).empty());
-  CHECK(scale_sentences(same).size() == 1);
+  CHECK(arm_pairs(same, "scale", "none").size() == 1);
 }
 
 TEST_CASE("arms of d_model 64 and 128 are labelled by d_model, not by the d_ff that follows from it") {
@@ -634,13 +631,6 @@ TEST_CASE("LR sensitivity: two scalings are compared over the learning rates bot
   CHECK(v->outcome == Outcome::better);
   CHECK(v->baseline_value == doctest::Approx(0.25));
   CHECK(v->subject_value == doctest::Approx(0.0));
-  // The per-arm sentence gives each group's own sensitivity and, since their learning rates differ, the shared one.
-  bool sentence = false;
-  for (const auto& s : scale_sentences(cmp))
-    sentence =
-        sentence || s.find("; over the learning rates unscaled and sqrt_dk share (0.01, 0.1): 0.250 vs 0.000.") !=
-                        std::string::npos;
-  CHECK(sentence);
 }
 
 TEST_CASE("LR sensitivity: final loss against lr as a summary figure, one line per scaling") {
@@ -767,10 +757,10 @@ TEST_CASE("a diverged run is left out of the story checks and the sentences of i
   CHECK(v->baseline_value == doctest::Approx(0.31));
   CHECK(v->subject_value == doctest::Approx(0.47));
   CHECK(verdict_of(cmp, "diverges_less", "sqrt_dk")->outcome == Outcome::better);  // 0 of 2 against 1 of 2
-  const auto sentences = scale_sentences(cmp);
-  REQUIRE_FALSE(sentences.empty());
-  CHECK(sentences[0].find("unscaled (2 seeds, 1 diverged (left out))") != std::string::npos);
-  CHECK(sentences[0].find("score std at step 0 8 vs 1 (at the end 8 vs 1)") != std::string::npos);
+  const ArmStats& none = cmp.arms[v->baseline];
+  CHECK(none.n_seeds == 2);
+  CHECK(none.diverged_steps.size() == 1);
+  CHECK(none.stat("score_std_first").mean == doctest::Approx(8.0));  // the diverged seed's 1e29 left out
 }
 
 TEST_CASE("the plots draw a diverged run but leave it out of its arm's mean line, and say so") {
@@ -956,8 +946,9 @@ TEST_CASE("report.md: tables, generated sentences per d_k, and where the usual s
   CHECK_FALSE(fs::exists(out_dir / "plots"));
   const std::string md = read_text(out_dir / "report.md");
   INFO(md);
-  CHECK(md.find("attention entropy at step 0 is 0.30 nats without scaling vs 2.40 with sqrt_dk") != std::string::npos);
-  CHECK(md.find("accuracy ≥ 0.9: never vs step 20") != std::string::npos);
+  CHECK(md.find("sqrt_dk starts less saturated than unscaled (first-layer entropy 2.4 vs 0.3 nats") !=
+        std::string::npos);
+  CHECK(md.find("sqrt_dk reaches the accuracy threshold sooner than unscaled (step 20 vs never") != std::string::npos);
   CHECK(md.find("## Claims against none") != std::string::npos);
   CHECK(md.find("sqrt_dk gives W_q less gradient over all steps than unscaled") != std::string::npos);
   CHECK(md.find("sqrt_dk trains better than unscaled (final loss 0.5 vs 2; in each of the 2 seeds both have)") !=
@@ -1438,7 +1429,7 @@ TEST_CASE("findings say why a comparison is not decided, and that one scale mode
   const std::vector<FindingLine> one = findings(analyse_dirs({(root / "one").string()}));
   REQUIRE_FALSE(one.empty());
   CHECK(one[0].text == "Every arm has scale mode sqrt_dk: no scaling comparison.");
-  CHECK(one[0].anchor == "scale-modes");
+  CHECK(one[0].anchor == "story");  // the claims section, which says no claim is judged
 }
 
 TEST_CASE("a run whose loss blew up without becoming NaN (SGD at lr 1: 1e14) is diverged, left out, and counted") {

@@ -680,8 +680,7 @@
   function showSmoothing() { smoothOut.textContent = state.smoothing > 0 ? "± " + state.smoothing + " steps" : "off"; }
   smoothIn.addEventListener("input", function () { state.smoothing = +smoothIn.value; showSmoothing(); redrawAll(); });
   showSmoothing();
-  var details = [listSection("Per-arm comparisons (as in report.md)", data.sentences),
-                 listSection("The usual story: holds", data.checks && data.checks.holds),
+  var details = [listSection("The usual story: holds", data.checks && data.checks.holds),
                  listSection("The usual story: does NOT hold", data.checks && data.checks.fails),
                  listSection("The usual story: not decided", data.checks && data.checks.undecided)];
   var csv = function (id, label, name, table) {
