@@ -68,31 +68,4 @@ PresetRecord read_preset_record(const std::string& sweep_dir) {
   return record;
 }
 
-std::vector<double> metrics_column_max(const std::string& run_dir, const std::string& prefix, const std::string& suffix,
-                                       std::vector<double>* steps) {
-  train::MetricsReader reader((fs::path(run_dir) / train::kMetricsFile).string());
-  const std::vector<std::string>& header = reader.columns();
-  std::vector<std::size_t> selected;
-  std::size_t step_col = header.size();
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    const std::string& c = header[i];
-    if (c == train::metrics_columns::kStep) step_col = i;
-    if (c.size() >= prefix.size() + suffix.size() && c.compare(0, prefix.size(), prefix) == 0 &&
-        c.compare(c.size() - suffix.size(), suffix.size(), suffix) == 0)
-      selected.push_back(i);
-  }
-  std::vector<double> out;
-  if (steps) steps->clear();
-  if (selected.empty()) return out;
-  while (reader.next()) {
-    const std::vector<double>& cells = reader.cells();
-    double m = std::numeric_limits<double>::quiet_NaN();
-    for (std::size_t i : selected)
-      if (std::isfinite(cells[i]) && !(cells[i] <= m)) m = cells[i];
-    out.push_back(m);
-    if (steps) steps->push_back(step_col < header.size() ? cells[step_col] : static_cast<double>(steps->size()));
-  }
-  return out;
-}
-
 }  // namespace xgrad::report

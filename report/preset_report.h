@@ -101,11 +101,4 @@ struct PresetRecord {
 };
 PresetRecord read_preset_record(const std::string& sweep_dir);
 
-/// One value per row of run_dir/metrics.csv: the maximum over every column whose name starts with `prefix` and ends
-/// with `suffix` (e.g. "attn/l" and "/score_max_abs": the largest attention logit over layers and heads), NaN values
-/// skipped (NaN where the row has none: a step without attention statistics). `steps`, if given, gets the step
-/// column. Empty when no column matches. Throws std::runtime_error naming the file when it cannot be read.
-std::vector<double> metrics_column_max(const std::string& run_dir, const std::string& prefix, const std::string& suffix,
-                                       std::vector<double>* steps = nullptr);
-
 }  // namespace xgrad::report

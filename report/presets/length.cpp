@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/registry.h"
+#include "report/claims.h"
 #include "report/preset_report.h"
 #include "report/tables.h"
 #include "train/json_file.h"
@@ -28,9 +29,6 @@ constexpr double kAccuracyChange = 0.05;
 // A run has learned the task when its accuracy at the trained length is at least this: length results of a run that
 // did not learn say little.
 constexpr double kLearned = 0.9;
-// Two scalings' values of one seed at the longest length differ when they are further apart than this (accuracy or
-// largest weight); within it they are about equal.
-constexpr double kPairedDifference = 0.02;
 // The scaling the question is about.
 constexpr const char* kScalable = "ssmax";
 
@@ -38,7 +36,7 @@ std::string f2(double v) { return std::isfinite(v) ? fmt::format("{:.2f}", v) : 
 
 // One run's evaluations, by number of pairs.
 struct RunLengths {
-  std::uint64_t seed = 0;
+  nlohmann::json seed;  // seed_key
   std::map<std::size_t, LengthEval> by_pairs;
 };
 
@@ -54,7 +52,7 @@ std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
           train::RunSummary::from_json(train::parse_json(in, c.runs[r].dir + "/" + train::kSummaryFile));
       for (const LengthEval& e : s.length_eval)
         if (e.setting == "n_pairs") run.by_pairs[e.value] = e;
-      run.seed = c.runs[r].config.value("seed", std::uint64_t{0});
+      run.seed = seed_key(c.runs[r].config);
     } catch (const std::exception&) {
       continue;
     }
@@ -236,32 +234,29 @@ Learned learned_seeds(const Curve& curve) {
   return n;
 }
 
-// `a` against `b` at the longest length, paired by seed: larger, smaller or about equal (within `margin`) in every
-// common seed, else not decided.
-std::string paired(const Curve& a, const Curve& b, double LengthEval::*field, double margin) {
+// `a` against `b` at the longest length, paired by seed (compare_values with the "probability" tolerance): larger,
+// smaller or about equal in every common seed, else not decided.
+std::string paired(const Curve& a, const Curve& b, double LengthEval::*field) {
   if (a.pairs.empty() || b.pairs.empty() || a.pairs.back() != b.pairs.back()) return "";
   const std::size_t last = a.pairs.back();
-  std::size_t larger = 0, smaller = 0, n = 0;
+  std::map<nlohmann::json, double> va, vb;
+  for (const RunLengths& r : a.runs) va[r.seed] = r.by_pairs.at(last).*field;
+  for (const RunLengths& r : b.runs) vb[r.seed] = r.by_pairs.at(last).*field;
+  const Tolerance& tol = tolerance("probability");
+  const Verdict v = compare_values(va, vb, Better::higher, tol);
+  if (!v.paired) return "";
   double sum_a = 0, sum_b = 0;
-  for (const RunLengths& ra : a.runs)
-    for (const RunLengths& rb : b.runs)
-      if (ra.seed == rb.seed) {
-        const double x = ra.by_pairs.at(last).*field, y = rb.by_pairs.at(last).*field;
-        ++n;
-        sum_a += x;
-        sum_b += y;
-        larger += x > y + margin ? 1 : 0;
-        smaller += x < y - margin ? 1 : 0;
-      }
-  if (n == 0) return "";
-  const std::string values = fmt::format("{} vs {}", f2(sum_a / n), f2(sum_b / n));
-  if (larger == n) return fmt::format("larger than {}'s in every seed ({})", b.scale, values);
-  if (smaller == n) return fmt::format("smaller than {}'s in every seed ({})", b.scale, values);
-  if (larger + smaller == 0) return fmt::format("within {:g} of {}'s in every seed ({})", margin, b.scale, values);
+  for (const auto& [seed, x] : va)
+    if (vb.count(seed)) sum_a += x, sum_b += vb.at(seed);
+  const std::string values = fmt::format("{} vs {}", f2(sum_a / v.n_shared), f2(sum_b / v.n_shared));
+  if (v.outcome == Outcome::better) return fmt::format("larger than {}'s in every seed ({})", b.scale, values);
+  if (v.outcome == Outcome::worse) return fmt::format("smaller than {}'s in every seed ({})", b.scale, values);
+  if (v.outcome == Outcome::same)
+    return fmt::format("within {:g} of {}'s in every seed ({})", tol.absolute, b.scale, values);
   return fmt::format(
       "not decided against {}'s (seeds disagree: larger in {}, smaller in {}, within {:g} in {} of {}; "
       "{})",
-      b.scale, larger, smaller, margin, n - larger - smaller, n, values);
+      b.scale, v.seeds_better, v.seeds_worse, tol.absolute, v.seeds_same, v.n_shared, values);
 }
 
 // The last curve of `panel` with scaling `scale`; nullptr when none.
@@ -341,7 +336,7 @@ std::vector<std::string> paired_all(const Panel& panel, const Curve& scalable, d
   std::vector<std::string> out;
   for (const Curve& curve : panel.curves) {
     if (&curve == &scalable) continue;
-    const std::string s = paired(scalable, curve, field, kPairedDifference);
+    const std::string s = paired(scalable, curve, field);
     if (!s.empty()) out.push_back(s);
   }
   return out;
@@ -441,7 +436,7 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
                        "A change counts when it exceeds {:g} (accuracy) or {:g} (largest weight) in every seed; seeds "
                        "that disagree leave it not decided. Comparisons between scalings pair runs of the same seed "
                        "(same data and initial weights) and count a difference above {:g}.\n\n",
-                       kAccuracyChange, kWeightChange, kPairedDifference) +
+                       kAccuracyChange, kWeightChange, tolerance("probability").absolute) +
                    facts.markdown;
   return {accuracy, weight, facts};
 }

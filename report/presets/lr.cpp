@@ -355,21 +355,13 @@ struct LogitTrend {
 LogitTrend logit_trend(const Comparison& c, const ArmStats& arm) {
   LogitTrend tr;
   for (std::size_t r : arm.kept) {
-    std::vector<double> steps;
-    std::vector<double> values;
-    try {
-      values = report::metrics_column_max(c.runs[r].dir, "attn/l", "/score_max_abs", &steps);
-    } catch (const std::exception&) {
-      continue;
-    }
-    double first = kNoValue, last = kNoValue;
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      if (!std::isfinite(values[i])) continue;
-      tr.by_step[steps[i]].first += values[i];
-      tr.by_step[steps[i]].second += 1;
-      if (!std::isfinite(first)) first = values[i];
-      last = values[i];
-    }
+    const RunSeries& series = c.runs[r].series;
+    for (std::size_t i = 0; i < series.max_logit.size(); ++i)
+      if (std::isfinite(series.max_logit[i])) {
+        tr.by_step[series.step[i]].first += series.max_logit[i];
+        tr.by_step[series.step[i]].second += 1;
+      }
+    const double first = c.stats[r]["max_logit_first"], last = c.stats[r]["max_logit_last"];
     if (!std::isfinite(first) || !(first > 0)) continue;
     ++tr.measured;
     tr.last_mean += last;
