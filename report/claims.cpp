@@ -33,7 +33,12 @@ const std::vector<Tolerance>& tolerances() {
       {"entropy", 0.02, 0, false, "attention entropies 2% apart describe the same spread of weights"},
       {"share", 0, 0, false, "a share of steps or runs counts whole events: any difference is one"},
       {"probability", 0, 0.02, false,
-       "accuracies and attention weights (0 to 1) 0.02 apart are one or two answers in a hundred: no result"}};
+       "accuracies and attention weights (0 to 1) 0.02 apart are one or two answers in a hundred: no result"},
+      {"length_change", 0, 0.05, false,
+       "an accuracy or attention weight that moves by 0.05 between two lengths has changed beyond the eval batches' "
+       "noise"},
+      {"logit_growth", 1.0 / 3, 0, false,
+       "a largest attention logit within a factor of 1.5 of its start moves with the batches; beyond it, it grew"}};
   return table;
 }
 

@@ -26,7 +26,8 @@ struct Tolerance {
   double between(double a, double b) const;
 };
 
-/// Every tolerance, by name: "loss", "steps", "gradient", "entropy", "share", "probability".
+/// Every tolerance, by name: "loss", "steps", "gradient", "entropy", "share", "probability",
+/// "length_change", "logit_growth".
 const std::vector<Tolerance>& tolerances();
 /// The tolerance named `name`. Throws std::out_of_range naming it when there is none.
 const Tolerance& tolerance(const std::string& name);

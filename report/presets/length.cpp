@@ -22,10 +22,8 @@ using train::LengthEval;
 namespace {
 
 // A seed's largest attention weight "fades" between the trained and the longest length when it falls by more than
-// this (and "rises" when it grows by more); within it, it "holds".
-constexpr double kWeightChange = 0.05;
-// The same margin for accuracy.
-constexpr double kAccuracyChange = 0.05;
+// tolerance("length_change") (and "rises" when it grows by more); within it, it "holds". The same for accuracy.
+double change_margin() { return tolerance("length_change").absolute; }
 // A run has learned the task when its accuracy at the trained length is at least this: length results of a run that
 // did not learn say little.
 constexpr double kLearned = 0.9;
@@ -160,17 +158,7 @@ SummaryFigure figure(const Panel& panel, const std::string& stem, const std::str
   for (const Curve& curve : panel.curves) {
     SummaryLine line = summary_line(curve.label, curve.scale);
     for (std::size_t pairs : curve.pairs) {
-      const report::MeanSd m = at(curve, pairs, field);
-      SummaryPoint p;
-      p.x = static_cast<double>(pairs);
-      p.y = m.mean;
-      if (m.n > 1 && std::isfinite(m.sd)) {
-        p.lo = m.mean - m.sd;
-        p.hi = m.mean + m.sd;
-      }
-      p.n = m.n;
-      p.n_diverged = curve.n_diverged;
-      line.points.push_back(p);
+      line.points.push_back(mean_point(static_cast<double>(pairs), at(curve, pairs, field), curve.n_diverged));
     }
     if (curve.pairs.empty()) f.notes.push_back(curve.label + ": no run recorded length evaluations");
     f.lines.push_back(line);
@@ -193,7 +181,7 @@ struct Change {
   }
 };
 
-Change change_of(const Curve& curve, double LengthEval::*field, double margin) {
+Change change_of(const Curve& curve, double LengthEval::*field) {
   Change c;
   if (curve.pairs.empty()) {
     c.not_measured = "no run recorded length evaluations";
@@ -208,13 +196,18 @@ Change change_of(const Curve& curve, double LengthEval::*field, double margin) {
     c.not_measured = fmt::format("evaluated at the trained {} pairs only", first);
     return c;
   }
-  for (const RunLengths& run : curve.runs) {
-    const double a = run.by_pairs.at(first).*field, b = run.by_pairs.at(last).*field;
-    ++c.n;
-    c.down += b < a - margin ? 1 : 0;
-    c.up += b > a + margin ? 1 : 0;
-    c.same += std::abs(b - a) <= margin ? 1 : 0;
+  // Each run's value at the longest length against its own at the trained one (a run without both counts, as
+  // neither falling, holding nor rising).
+  std::map<nlohmann::json, double> longest, trained;
+  for (std::size_t r = 0; r < curve.runs.size(); ++r) {
+    const double a = curve.runs[r].by_pairs.at(first).*field, b = curve.runs[r].by_pairs.at(last).*field;
+    if (std::isfinite(a) && std::isfinite(b)) longest[r] = b, trained[r] = a;
   }
+  const Verdict v = compare_values(longest, trained, Better::higher, tolerance("length_change"));
+  c.n = curve.runs.size();
+  c.down = v.seeds_worse;
+  c.up = v.seeds_better;
+  c.same = v.seeds_same;
   c.from = at(curve, first, field).mean;
   c.to = at(curve, last, field).mean;
   return c;
@@ -277,8 +270,8 @@ struct WeightLists {
 WeightLists weight_lists(const Panel& panel, report::Table& t) {
   WeightLists w;
   for (const Curve& curve : panel.curves) {
-    const Change acc = change_of(curve, &LengthEval::accuracy, kAccuracyChange);
-    const Change weight = change_of(curve, &LengthEval::max_prob_mean, kWeightChange);
+    const Change acc = change_of(curve, &LengthEval::accuracy);
+    const Change weight = change_of(curve, &LengthEval::max_prob_mean);
     const Learned learned = learned_seeds(curve);
     t.rows.push_back({curve.scale,
                       learned.measured ? fmt::format("{} of {}", learned.learned, learned.measured)
@@ -310,10 +303,10 @@ std::string lists_text(const WeightLists& w, std::size_t trained, std::size_t lo
   // Only the lists that hold a scaling: an empty one would read as a scaling's name ("none") or as a result.
   std::vector<std::string> clauses;
   if (!w.fading.empty())
-    clauses.push_back(fmt::format("fades (falls by more than {:g} in every seed) with {}", kWeightChange,
+    clauses.push_back(fmt::format("fades (falls by more than {:g} in every seed) with {}", change_margin(),
                                   report::join_and(w.fading)));
   if (!w.holding.empty())
-    clauses.push_back(fmt::format("holds (within {:g}, or rises, in every seed) with {}", kWeightChange,
+    clauses.push_back(fmt::format("holds (within {:g}, or rises, in every seed) with {}", change_margin(),
                                   report::join_and(w.holding)));
   if (!w.undecided.empty())
     clauses.push_back(fmt::format("is not decided (the seeds disagree) with {}", report::join_and(w.undecided)));
@@ -344,8 +337,8 @@ std::vector<std::string> paired_all(const Panel& panel, const Curve& scalable, d
 
 // Nakanishi 2025's claim at this scale: standard attention fades with more keys, Scalable-Softmax does not.
 std::string claim_verdict(const Curve& reference, const Curve& scalable) {
-  const Change ref = change_of(reference, &LengthEval::max_prob_mean, kWeightChange);
-  const Change ss = change_of(scalable, &LengthEval::max_prob_mean, kWeightChange);
+  const Change ref = change_of(reference, &LengthEval::max_prob_mean);
+  const Change ss = change_of(scalable, &LengthEval::max_prob_mean);
   // The claim is about attention that has learned where to look: a seed that never learned the task (its weight
   // sits on an arbitrary key) decides nothing, so every seed of both must have learned.
   const Learned ref_learned = learned_seeds(reference), ss_learned = learned_seeds(scalable);
@@ -436,7 +429,7 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
                        "A change counts when it exceeds {:g} (accuracy) or {:g} (largest weight) in every seed; seeds "
                        "that disagree leave it not decided. Comparisons between scalings pair runs of the same seed "
                        "(same data and initial weights) and count a difference above {:g}.\n\n",
-                       kAccuracyChange, kWeightChange, tolerance("probability").absolute) +
+                       change_margin(), change_margin(), tolerance("probability").absolute) +
                    facts.markdown;
   return {accuracy, weight, facts};
 }

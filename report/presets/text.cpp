@@ -68,13 +68,7 @@ SummaryFigure loss_figure(const std::vector<TextArm>& arms, std::size_t wide) {
       if (heads_family ? a.d_model != wide : a.n_heads != 1) continue;
       const std::string label = a.scale + (heads_family ? ", heads" : ", width");
       if (!lines.count(label)) order.push_back(label), lines.emplace(label, summary_line(label, a.scale));
-      SummaryPoint p;
-      p.x = static_cast<double>(a.d_k);
-      p.y = a.eval_loss().mean;
-      p.lo = a.eval_loss().mean - a.eval_loss().sd;
-      p.hi = a.eval_loss().mean + a.eval_loss().sd;
-      p.n = a.eval_loss().n;
-      lines.at(label).points.push_back(p);
+      lines.at(label).points.push_back(mean_point(static_cast<double>(a.d_k), a.eval_loss(), 0, true));
     }
   for (const std::string& label : order) {
     SummaryLine line = lines.at(label);

@@ -94,15 +94,7 @@ void add_loss_figures(Grid& g, report::PresetSection& s) {
       report::SummaryLine line =
           report::summary_line("d_model=" + std::to_string(width), variant_scale(variant_base[variant]));
       for (const auto& [lr, cell] : by_lr) {
-        const report::MeanSd m = report::mean_sd(cell.final_loss);
-        report::SummaryPoint p;
-        p.x = lr;
-        p.y = m.mean;
-        p.lo = m.mean - m.sd;
-        p.hi = m.mean + m.sd;
-        p.n = m.n;
-        p.n_diverged = cell.diverged;
-        line.points.push_back(p);
+        line.points.push_back(report::mean_point(lr, report::mean_sd(cell.final_loss), cell.diverged, true));
       }
       f.lines.push_back(line);
     }
