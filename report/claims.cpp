@@ -31,7 +31,14 @@ const std::vector<Tolerance>& tolerances() {
       {"gradient", 0.02, 0, false,
        "a mean of equal gradient norms over other steps differs in its last bits; 2% is no result"},
       {"entropy", 0.02, 0, false, "attention entropies 2% apart describe the same spread of weights"},
-      {"share", 0, 0, false, "a share of steps or runs counts whole events: any difference is one"}};
+      {"share", 0, 0, false, "a share of steps or runs counts whole events: any difference is one"},
+      {"probability", 0, 0.02, false,
+       "accuracies and attention weights (0 to 1) 0.02 apart are one or two answers in a hundred: no result"},
+      {"length_change", 0, 0.05, false,
+       "an accuracy or attention weight that moves by 0.05 between two lengths has changed beyond the eval batches' "
+       "noise"},
+      {"logit_growth", 1.0 / 3, 0, false,
+       "a largest attention logit within a factor of 1.5 of its start moves with the batches; beyond it, it grew"}};
   return table;
 }
 
@@ -94,9 +101,7 @@ std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& a
       if (!claim.never_is_worst) continue;
       v = kNever;
     }
-    const nlohmann::json& config = c.runs[i].config;
-    values[nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})]
-        .push_back(v);
+    values[seed_key(c.runs[i].config)].push_back(v);
   }
   std::map<nlohmann::json, double> mean;
   for (const auto& [seed, v] : values) {
@@ -126,27 +131,6 @@ std::string undecidable(const Comparison& c, const std::string& statistic, const
   return "";
 }
 
-void by_seeds(const std::map<nlohmann::json, double>& s, const std::map<nlohmann::json, double>& b,
-              const Tolerance& tol, Better better, Verdict& v) {
-  for (const auto& [seed, x] : s) {
-    const auto it = b.find(seed);
-    if (it == b.end()) continue;
-    ++v.n_shared;
-    const Outcome o = order(x, it->second, tol.between(x, it->second), better);
-    (o == Outcome::better ? v.seeds_better : o == Outcome::worse ? v.seeds_worse : v.seeds_same) += 1;
-  }
-  v.paired = v.n_shared > 0;
-  if (!v.paired) return;
-  v.outcome = v.seeds_better == v.n_shared  ? Outcome::better
-              : v.seeds_worse == v.n_shared ? Outcome::worse
-              : v.seeds_same == v.n_shared  ? Outcome::same
-                                            : Outcome::not_decided;
-  if (v.seeds_same == v.n_shared && std::all_of(s.begin(), s.end(), [](const auto& p) { return std::isinf(p.second); }))
-    v.outcome = Outcome::not_decided, v.why_not = "neither reaches it";
-  else if (v.outcome == Outcome::not_decided)
-    v.why_not = "the seeds disagree";
-}
-
 Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w, const ArmPair& p) {
   const ArmStats& s = c.arms[p.subject];
   const ArmStats& b = c.arms[p.baseline];
@@ -160,7 +144,16 @@ Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w
   v.baseline_value = b.stat(v.statistic).mean;
   const Tolerance& tol = tolerance(claim.tolerance);
   const auto ss = per_seed(c, s, claim, v.statistic), bs = per_seed(c, b, claim, v.statistic);
-  if (claim.by_seed) by_seeds(ss, bs, tol, claim.better, v);  // counts the shared seeds even where not decided
+  if (claim.by_seed) {  // counts the shared seeds even where not decided
+    const Verdict by_seed = compare_values(ss, bs, claim.better, tol);
+    v.outcome = by_seed.outcome;
+    v.paired = by_seed.paired;
+    v.n_shared = by_seed.n_shared;
+    v.seeds_better = by_seed.seeds_better;
+    v.seeds_worse = by_seed.seeds_worse;
+    v.seeds_same = by_seed.seeds_same;
+    if (v.paired) v.why_not = by_seed.why_not;
+  }
   const std::string why_not = undecidable(c, v.statistic, s, b);
   if (!why_not.empty() || ss.empty() || bs.empty()) {
     v.outcome = Outcome::not_decided;
@@ -226,6 +219,37 @@ void lr_verdicts(const Comparison& c, const std::string& axis, const std::string
 }
 
 }  // namespace
+
+nlohmann::json seed_key(const nlohmann::json& config) {
+  return nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())});
+}
+
+Verdict compare_values(const std::map<nlohmann::json, double>& subject,
+                       const std::map<nlohmann::json, double>& baseline, Better better, const Tolerance& tol) {
+  Verdict v;
+  bool never = true;  // neither side reaches the threshold in any shared seed
+  for (const auto& [seed, x] : subject) {
+    const auto it = baseline.find(seed);
+    if (it == baseline.end()) continue;
+    ++v.n_shared;
+    never = never && std::isinf(x) && std::isinf(it->second);
+    const Outcome o = order(x, it->second, tol.between(x, it->second), better);
+    (o == Outcome::better ? v.seeds_better : o == Outcome::worse ? v.seeds_worse : v.seeds_same) += 1;
+  }
+  v.paired = v.n_shared > 0;
+  v.outcome = !v.paired                      ? Outcome::not_decided
+              : v.seeds_better == v.n_shared ? Outcome::better
+              : v.seeds_worse == v.n_shared  ? Outcome::worse
+              : v.seeds_same == v.n_shared   ? Outcome::same
+                                             : Outcome::not_decided;
+  if (!v.paired)
+    v.why_not = "no seed in common";
+  else if (never)
+    v.outcome = Outcome::not_decided, v.why_not = "neither reaches it";
+  else if (v.outcome == Outcome::not_decided)
+    v.why_not = "the seeds disagree";
+  return v;
+}
 
 std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, const std::string& baseline) {
   std::map<std::string, std::vector<std::size_t>> groups;

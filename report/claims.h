@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "report/stats.h"
 
@@ -23,7 +26,8 @@ struct Tolerance {
   double between(double a, double b) const;
 };
 
-/// Every tolerance, by name: "loss", "steps", "gradient", "entropy", "share".
+/// Every tolerance, by name: "loss", "steps", "gradient", "entropy", "share", "probability",
+/// "length_change", "logit_growth".
 const std::vector<Tolerance>& tolerances();
 /// The tolerance named `name`. Throws std::out_of_range naming it when there is none.
 const Tolerance& tolerance(const std::string& name);
@@ -69,6 +73,17 @@ struct Verdict {
   double tolerance = kNoValue;  // without a shared seed: the tolerance of the means
   std::string why_not;          // when not decided, why: "the seeds disagree", "neither learned", ...
 };
+
+/// A run's seed as the key of per-seed values: its (seed, data_seed) pair from config.json.
+nlohmann::json seed_key(const nlohmann::json& config);
+
+/// The one seed-by-seed rule: `subject`'s and `baseline`'s values (by seed_key) compared in every seed both have.
+/// Fills the verdict's outcome, n_shared, seeds_better/worse/same, paired (a seed in common) and why_not: better
+/// when the subject is better by more than `tol` in every shared seed, worse likewise, same when within it in
+/// every one, otherwise not decided ("the seeds disagree"; "no seed in common" without one). An infinite value
+/// is a threshold never reached, the worst; both infinite in every seed is "neither reaches it".
+Verdict compare_values(const std::map<nlohmann::json, double>& subject,
+                       const std::map<nlohmann::json, double>& baseline, Better better, const Tolerance& tol);
 
 /// The pairs of arms compare judges: arms identical in every setting but `axis` (and the settings of the entry it
 /// names, softcap_cap for softcap; and seed), the arm whose `axis` value is `baseline` against each other arm of its

@@ -35,6 +35,16 @@ std::string LineLabels::operator()(const std::string& name, const nlohmann::json
   return more.empty() ? name : name + " " + more;
 }
 
+SummaryPoint mean_point(double x, const MeanSd& m, std::size_t n_diverged, bool bars_of_one) {
+  SummaryPoint p;
+  p.x = x;
+  p.y = m.mean;
+  if (m.n > 1 || bars_of_one) p.lo = m.mean - m.sd, p.hi = m.mean + m.sd;
+  p.n = m.n;
+  p.n_diverged = n_diverged;
+  return p;
+}
+
 std::string join_and(const std::vector<std::string>& items) {
   std::string out;
   for (std::size_t i = 0; i < items.size(); ++i)
@@ -66,33 +76,6 @@ PresetRecord read_preset_record(const std::string& sweep_dir) {
     record.problem = e.what();
   }
   return record;
-}
-
-std::vector<double> metrics_column_max(const std::string& run_dir, const std::string& prefix, const std::string& suffix,
-                                       std::vector<double>* steps) {
-  train::MetricsReader reader((fs::path(run_dir) / train::kMetricsFile).string());
-  const std::vector<std::string>& header = reader.columns();
-  std::vector<std::size_t> selected;
-  std::size_t step_col = header.size();
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    const std::string& c = header[i];
-    if (c == train::metrics_columns::kStep) step_col = i;
-    if (c.size() >= prefix.size() + suffix.size() && c.compare(0, prefix.size(), prefix) == 0 &&
-        c.compare(c.size() - suffix.size(), suffix.size(), suffix) == 0)
-      selected.push_back(i);
-  }
-  std::vector<double> out;
-  if (steps) steps->clear();
-  if (selected.empty()) return out;
-  while (reader.next()) {
-    const std::vector<double>& cells = reader.cells();
-    double m = std::numeric_limits<double>::quiet_NaN();
-    for (std::size_t i : selected)
-      if (std::isfinite(cells[i]) && !(cells[i] <= m)) m = cells[i];
-    out.push_back(m);
-    if (steps) steps->push_back(step_col < header.size() ? cells[step_col] : static_cast<double>(steps->size()));
-  }
-  return out;
 }
 
 }  // namespace xgrad::report

@@ -86,6 +86,10 @@ class LineLabels {
   std::vector<std::string> keys_;
 };
 
+/// A figure's point at `x`: `m`'s mean, error bars ± its sd where it has more than one value (with `bars_of_one`
+/// also for one, a bar of length 0), n its count, and the runs left out for diverging.
+SummaryPoint mean_point(double x, const MeanSd& m, std::size_t n_diverged = 0, bool bars_of_one = false);
+
 /// "a", "a and b", "a, b and c"; "" for none.
 std::string join_and(const std::vector<std::string>& items);
 
@@ -100,12 +104,5 @@ struct PresetRecord {
   std::string text() const { return name.empty() ? "" : name + (quick ? " --quick" : ""); }
 };
 PresetRecord read_preset_record(const std::string& sweep_dir);
-
-/// One value per row of run_dir/metrics.csv: the maximum over every column whose name starts with `prefix` and ends
-/// with `suffix` (e.g. "attn/l" and "/score_max_abs": the largest attention logit over layers and heads), NaN values
-/// skipped (NaN where the row has none: a step without attention statistics). `steps`, if given, gets the step
-/// column. Empty when no column matches. Throws std::runtime_error naming the file when it cannot be read.
-std::vector<double> metrics_column_max(const std::string& run_dir, const std::string& prefix, const std::string& suffix,
-                                       std::vector<double>* steps = nullptr);
 
 }  // namespace xgrad::report

@@ -108,6 +108,14 @@ double combined_norm(const std::vector<double>& cells, const std::vector<std::si
   return std::sqrt(s);
 }
 
+// The largest finite selected cell; NaN when none is finite.
+double finite_max(const std::vector<double>& cells, const std::vector<std::size_t>& idx) {
+  double out = kNaN;
+  for (std::size_t i : idx)
+    if (std::isfinite(cells[i]) && !(cells[i] <= out)) out = cells[i];
+  return out;
+}
+
 // Mean over the finite selected cells (heads without a selected query hold nan); NaN when none is finite.
 double finite_mean(const std::vector<double>& cells, const std::vector<std::size_t>& idx) {
   double s = 0;
@@ -152,12 +160,13 @@ void read_series(const fs::path& path, RunRecord& run) {
     if (!seen.insert(c).second)
       throw std::runtime_error(path.string() + " names column '" + escape_control(c) + "' twice");
   constexpr std::size_t absent = std::numeric_limits<std::size_t>::max();
-  std::size_t step_col = absent, loss_col = absent, acc_col = absent, grad_col = absent;
-  std::vector<std::size_t> wq, wk, entropy, score_std, score_grad_median, saturated;
+  std::size_t step_col = absent, loss_col = absent, acc_col = absent, grad_col = absent, eval_col = absent;
+  std::vector<std::size_t> wq, wk, entropy, score_std, score_grad_median, saturated, max_logit;
   const std::string entropy_stat = columns::attention_stat_name(&nn::AttentionStats::entropy_mean);
   const std::string score_std_stat = columns::attention_stat_name(&nn::AttentionStats::score_std);
   const std::string score_grad_stat = columns::attention_stat_name(&nn::AttentionStats::score_grad_median);
   const std::string saturated_stat = columns::attention_stat_name(&nn::AttentionStats::frac_max_prob_above_099);
+  const std::string max_logit_suffix = "/" + columns::attention_stat_name(&nn::AttentionStats::score_max_abs);
   for (std::size_t i = 0; i < header.size(); ++i) {
     const std::string& c = header[i];
     const std::string grad_norm_of = columns::grad_norm_parameter(c);
@@ -165,12 +174,16 @@ void read_series(const fs::path& path, RunRecord& run) {
     if (c == columns::kLoss) loss_col = i;
     if (c == columns::kAccuracy) acc_col = i;
     if (c == columns::kGradNorm) grad_col = i;
+    if (c == columns::kEvalLoss) eval_col = i;
     if (columns::is_query_weight(grad_norm_of)) wq.push_back(i);
     if (columns::is_key_weight(grad_norm_of)) wk.push_back(i);
     if (columns::is_attention(c, 0, entropy_stat)) entropy.push_back(i);
     if (columns::is_attention(c, 0, score_std_stat)) score_std.push_back(i);
     if (columns::is_attention(c, 0, score_grad_stat)) score_grad_median.push_back(i);
     if (columns::is_attention(c, 0, saturated_stat)) saturated.push_back(i);
+    if (c.rfind("attn/l", 0) == 0 && c.size() > max_logit_suffix.size() &&
+        c.compare(c.size() - max_logit_suffix.size(), max_logit_suffix.size(), max_logit_suffix) == 0)
+      max_logit.push_back(i);
   }
   if (loss_col == absent) throw std::runtime_error(path.string() + " has no 'loss' column");
   run.has_w_q = !wq.empty();
@@ -193,6 +206,8 @@ void read_series(const fs::path& path, RunRecord& run) {
     s.score_std.push_back(finite_mean(cells, score_std));
     s.score_grad_median.push_back(finite_mean(cells, score_grad_median));
     s.saturated.push_back(finite_mean(cells, saturated));
+    s.max_logit.push_back(finite_max(cells, max_logit));
+    s.eval_loss.push_back(eval_col == absent ? kNaN : cells[eval_col]);
     const double grad_norm = grad_col == absent ? 0.0 : cells[grad_col];
     run.gradients.add(cells[loss_col], grad_norm, s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
     last_row_finite = train::is_finite_step(cells[loss_col], grad_norm);

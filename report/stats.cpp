@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "nn/scaling.h"
+#include "report/claims.h"
 #include "train/config.h"
 #include "train/settings.h"
 
@@ -197,6 +198,8 @@ std::vector<Statistic> curve_statistics() {
          return !x.run.diverged && std::isfinite(final) && !(final > initial) ? final : initial;
        },
        true},
+      {"final_eval_loss", "the loss on held-out batches at the last evaluation (nats); none without --eval-every",
+       [](C x, W) { return first_finite(series(x).eval_loss, true); }},
   };
 }
 
@@ -250,6 +253,12 @@ std::vector<Statistic> attention_statistics() {
        "the share of first-layer queries whose largest attention weight exceeds 0.99, at the first "
        "measured step",
        [](C x, W) { return first_finite(series(x).saturated); }},
+      {"saturated_last", "the same share at the last measured step",
+       [](C x, W) { return first_finite(series(x).saturated, true); }},
+      {"max_logit_first", "the largest |scaled attention score| over every layer and head at the first measured step",
+       [](C x, W) { return first_finite(series(x).max_logit); }},
+      {"max_logit_last", "the largest |scaled attention score| over every layer and head at the last measured step",
+       [](C x, W) { return first_finite(series(x).max_logit, true); }},
       {"score_grad_median", "the median over measured steps of the per-query score gradient ‖dLoss/d(score row)‖",
        [](C x, W) { return median(series(x).score_grad_median); }},
       // A saturated softmax passes almost no gradient whatever its loss; a run that solved the task has a small
@@ -339,7 +348,7 @@ double median(std::vector<double> values) {
 }
 
 double equal_loss_tolerance(const MeanSd& a, const MeanSd& b) {
-  double tol = 0.02 * std::max(std::fabs(a.mean), std::fabs(b.mean));
+  double tol = tolerance("loss").between(a.mean, b.mean);
   if (std::isfinite(a.sd)) tol = std::max(tol, a.sd);
   if (std::isfinite(b.sd)) tol = std::max(tol, b.sd);
   return tol;
@@ -593,7 +602,7 @@ void compare_seed_by_seed(const Comparison& c, const std::vector<std::pair<const
     double scale = 0;
     for (const std::vector<double>* v : {&objective_a, &objective_b})
       for (double o : *v) scale = std::max(scale, std::fabs(o));
-    const double tol = 0.02 * scale;
+    const double tol = tolerance("loss").relative * scale;
     ++out.n_shared;
     (sa - sb > tol ? out.seeds_a_more : sb - sa > tol ? out.seeds_b_more : out.seeds_same) += 1;
   }
@@ -653,7 +662,8 @@ LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const
       objective_b.push_back(y.stat("lr_objective").mean);
       for (const MeanSd* m : {&x.stat("lr_objective"), &y.stat("lr_objective")}) {
         if (std::isfinite(m->sd)) tolerance = std::max(tolerance, m->sd);
-        if (std::isfinite(m->mean)) tolerance = std::max(tolerance, 0.02 * std::fabs(m->mean));
+        if (std::isfinite(m->mean))
+          tolerance = std::max(tolerance, ::xgrad::report::tolerance("loss").relative * std::fabs(m->mean));
       }
     }
   out.reason = lr_not_compared(c, a, b, shared);

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -155,4 +156,32 @@ TEST_CASE("every claim has a sentence for every outcome, with every field filled
       CHECK(text.find('{') == std::string::npos);
       CHECK(text.find("sqrt_dk") != std::string::npos);  // the subject is named
     }
+}
+
+TEST_CASE("compare_values: the one seed-by-seed rule, on any per-seed values") {
+  using Values = std::map<nlohmann::json, double>;
+  const auto key = [](int seed) { return seed_key({{"seed", seed}, {"data_seed", 0}}); };
+  const Tolerance& loss = tolerance("loss");
+  const Values base{{key(0), 1.0}, {key(1), 1.0}, {key(2), 1.0}};
+  const Verdict lower = compare_values({{key(0), 0.9}, {key(1), 0.8}, {key(2), 0.9}}, base, Better::lower, loss);
+  CHECK(lower.outcome == Outcome::better);
+  CHECK(lower.n_shared == 3);
+  CHECK(lower.seeds_better == 3);
+  CHECK(compare_values(base, {{key(0), 0.9}, {key(1), 0.8}, {key(2), 0.9}}, Better::lower, loss).outcome ==
+        Outcome::worse);
+  // Within 2% of the larger in every seed: the same; one seed better and one within it: not decided.
+  CHECK(compare_values({{key(0), 0.99}, {key(1), 1.01}}, base, Better::lower, loss).outcome == Outcome::same);
+  const Verdict mixed = compare_values({{key(0), 0.5}, {key(1), 1.0}}, base, Better::lower, loss);
+  CHECK(mixed.outcome == Outcome::not_decided);
+  CHECK(mixed.seeds_better == 1);
+  CHECK(mixed.seeds_same == 1);
+  CHECK(mixed.why_not == "the seeds disagree");
+  // Higher is better for accuracies, with the absolute "probability" tolerance; no shared seed decides nothing.
+  CHECK(compare_values({{key(0), 0.95}}, {{key(0), 0.9}}, Better::higher, tolerance("probability")).outcome ==
+        Outcome::better);
+  CHECK(compare_values({{key(0), 0.91}}, {{key(0), 0.9}}, Better::higher, tolerance("probability")).outcome ==
+        Outcome::same);
+  const Verdict apart = compare_values({{key(5), 0.5}}, base, Better::lower, loss);
+  CHECK(apart.outcome == Outcome::not_decided);
+  CHECK_FALSE(apart.paired);
 }

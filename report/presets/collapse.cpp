@@ -93,31 +93,26 @@ struct Grid {
 Grid read_grid(const report::Comparison& c) {
   Grid g;
   g.curves.resize(c.runs.size());
-  auto& curves = g.curves;
-  auto& cells = g.cells;
-  auto& order = g.order;
-  auto& scale_of = g.scale_of;
-  double& T = g.T;
   const report::LineLabels labels(c, {"scale", "lr", "warmup_steps"});
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const nlohmann::json& cfg = c.runs[i].config;
     if (!cfg.contains("scale") || !cfg.contains("lr")) continue;
     const std::string scale = labels(cfg.at("scale").get<std::string>(), report::arm_settings(cfg));
-    scale_of[scale] = cfg.at("scale").get<std::string>();
-    if (std::find(order.begin(), order.end(), scale) == order.end()) order.push_back(scale);
+    g.scale_of[scale] = cfg.at("scale").get<std::string>();
+    if (std::find(g.order.begin(), g.order.end(), scale) == g.order.end()) g.order.push_back(scale);
     const long warmup = cfg.value("warmup_steps", 0L);
-    Cell& cell = cells[scale][cfg.at("lr").get<double>()][warmup];
+    Cell& cell = g.cells[scale][cfg.at("lr").get<double>()][warmup];
     cell.runs.push_back(i);
-    curves[i] = read_curves(c.runs[i]);
+    g.curves[i] = read_curves(c.runs[i]);
     if (cfg.contains("derived") && cfg.at("derived").contains("seq_len"))
-      T = cfg.at("derived").at("seq_len").get<double>();
+      g.T = cfg.at("derived").at("seq_len").get<double>();
     if (c.runs[i].diverged) ++cell.diverged;
-    if (!curves[i].read) continue;
+    if (!g.curves[i].read) continue;
     ++cell.read;
     const bool learned = !c.runs[i].diverged && c.stats[i]["final_accuracy"] >= kLearnedAccuracy;
-    const bool collapsed = curves[i].lowest_entropy < kCollapseEntropy && !learned;
+    const bool collapsed = g.curves[i].lowest_entropy < kCollapseEntropy && !learned;
     cell.collapsed += collapsed ? 1 : 0;
-    cell.lowest_entropy.push_back(curves[i].lowest_entropy);
+    cell.lowest_entropy.push_back(g.curves[i].lowest_entropy);
     if (!c.runs[i].diverged) cell.final_accuracy.push_back(c.stats[i]["final_accuracy"]);
   }
   return g;
@@ -125,8 +120,6 @@ Grid read_grid(const report::Comparison& c) {
 
 // Entropy against step at the highest lr, without and with warmup: mean over seeds of the lowest head entropy.
 void add_step_figures(Grid& g, double top_lr, const std::set<long>& warmups, report::PresetSection& s) {
-  auto& curves = g.curves;
-  auto& cells = g.cells;
   for (long warmup : warmups) {
     report::SummaryFigure f = report::summary_figure(
         warmup == 0 ? "collapse_entropy_vs_step" : "collapse_entropy_vs_step_warmup",
@@ -138,12 +131,12 @@ void add_step_figures(Grid& g, double top_lr, const std::set<long>& warmups, rep
     f.error_bar_sd = false;
     f.tabulate = false;
     for (const std::string& scale : g.order) {
-      const auto lr_it = cells[scale].find(top_lr);
-      if (lr_it == cells[scale].end() || !lr_it->second.count(warmup)) continue;
+      const auto lr_it = g.cells[scale].find(top_lr);
+      if (lr_it == g.cells[scale].end() || !lr_it->second.count(warmup)) continue;
       std::map<double, std::vector<double>> by_step;
       for (std::size_t i : lr_it->second.at(warmup).runs)
-        for (std::size_t k = 0; k < curves[i].step.size(); ++k)
-          by_step[curves[i].step[k]].push_back(curves[i].entropy_min[k]);
+        for (std::size_t k = 0; k < g.curves[i].step.size(); ++k)
+          by_step[g.curves[i].step[k]].push_back(g.curves[i].entropy_min[k]);
       report::SummaryLine line = report::summary_line(scale, g.scale_of[scale]);
       for (const auto& [step, values] : by_step) {
         report::SummaryPoint p;
@@ -163,33 +156,28 @@ void add_step_figures(Grid& g, double top_lr, const std::set<long>& warmups, rep
 // Entropy against the spectral norm, every logged head of every run at the highest lr without warmup, with the
 // bound. `below` and `points` get the number of logged head measurements below the bound and in all.
 void add_norm_figure(Grid& g, double top_lr, report::PresetSection& s, std::size_t* below, std::size_t* points) {
-  auto& curves = g.curves;
-  auto& cells = g.cells;
-  auto& order = g.order;
-  auto& scale_of = g.scale_of;
-  const double T = g.T;
   double norm_lo = INFINITY, norm_hi = 0;
   report::SummaryFigure f = report::summary_figure(
       "collapse_entropy_vs_spectral_norm",
       fmt::format("Head entropy against c·||W_q,h W_k,hᵀ||₂, AdamW lr {}, no warmup; dashed: Zhai et al.'s "
                   "bound for T = {:g}",
-                  lr_text(top_lr), T),
+                  lr_text(top_lr), g.T),
       "per scaling, each logged step's mean over seeds of the lowest head entropy against the mean of the "
       "largest head norm (c the scaling's constant multiplier), ordered by the norm; the dashed line is "
       "Zhai et al. 2023's lower bound for T keys (nn/entropy_bound.h)",
       "c·||W_q,h W_k,hᵀ||₂", report::Axis::log, "attention entropy (nats)", report::Axis::linear);
   f.tabulate = false;
   f.error_bar_sd = false;
-  for (const std::string& scale : order) {
-    const auto lr_it = cells[scale].find(top_lr);
-    if (lr_it == cells[scale].end() || !lr_it->second.count(0)) continue;
+  for (const std::string& scale : g.order) {
+    const auto lr_it = g.cells[scale].find(top_lr);
+    if (lr_it == g.cells[scale].end() || !lr_it->second.count(0)) continue;
     std::map<double, std::pair<std::vector<double>, std::vector<double>>> by_step;  // step -> (norms, entropies)
     for (std::size_t i : lr_it->second.at(0).runs)
-      for (std::size_t k = 0; k < curves[i].step.size(); ++k) {
-        by_step[curves[i].step[k]].first.push_back(curves[i].norm_max[k]);
-        by_step[curves[i].step[k]].second.push_back(curves[i].entropy_min[k]);
+      for (std::size_t k = 0; k < g.curves[i].step.size(); ++k) {
+        by_step[g.curves[i].step[k]].first.push_back(g.curves[i].norm_max[k]);
+        by_step[g.curves[i].step[k]].second.push_back(g.curves[i].entropy_min[k]);
       }
-    report::SummaryLine line = report::summary_line(scale, scale_of[scale]);
+    report::SummaryLine line = report::summary_line(scale, g.scale_of[scale]);
     for (const auto& [step, pair] : by_step) {
       report::SummaryPoint p;
       p.x = report::mean_sd(pair.first).mean;
@@ -201,23 +189,23 @@ void add_norm_figure(Grid& g, double top_lr, report::PresetSection& s, std::size
               [](const report::SummaryPoint& a, const report::SummaryPoint& b) { return a.x < b.x; });
     f.lines.push_back(line);
   }
-  for (std::size_t i = 0; i < curves.size(); ++i)
-    for (const auto& [norm, entropy] : curves[i].head_points) {
+  for (std::size_t i = 0; i < g.curves.size(); ++i)
+    for (const auto& [norm, entropy] : g.curves[i].head_points) {
       ++*points;
-      *below += entropy < nn::entropy_lower_bound(norm, T) - 1e-9 ? 1 : 0;
+      *below += entropy < nn::entropy_lower_bound(norm, g.T) - 1e-9 ? 1 : 0;
       if (norm > 0) {
         norm_lo = std::min(norm_lo, norm);
         norm_hi = std::max(norm_hi, norm);
       }
     }
-  if (T >= 2 && norm_hi > 0) {
-    report::SummaryLine bound =
-        report::summary_line(fmt::format("bound, T = {:g}", T), order.empty() ? "none" : scale_of[order.front()]);
+  if (g.T >= 2 && norm_hi > 0) {
+    report::SummaryLine bound = report::summary_line(fmt::format("bound, T = {:g}", g.T),
+                                                     g.order.empty() ? "none" : g.scale_of[g.order.front()]);
     bound.theory = true;
     for (int k = 0; k <= 40; ++k) {
       report::SummaryPoint p;
       p.x = norm_lo * std::pow(norm_hi / norm_lo, k / 40.0);
-      p.y = nn::entropy_lower_bound(p.x, T);
+      p.y = nn::entropy_lower_bound(p.x, g.T);
       bound.points.push_back(p);
     }
     f.lines.push_back(bound);
@@ -285,21 +273,20 @@ std::string bound_text(double T, std::size_t below, std::size_t points) {
 std::vector<report::PresetSection> report(const report::PresetInput& in) {
   const report::Comparison& c = in.comparison;
   Grid g = read_grid(c);
-  auto& cells = g.cells;
   report::PresetSection s;
   s.anchor = "collapse";
   s.title = "Attention entropy collapse (Zhai et al. 2023)";
-  if (cells.empty()) {
+  if (g.cells.empty()) {
     s.markdown = "No run of the collapse grid was found.\n";
     return {s};
   }
   const double top_lr = [&] {
     double top = 0;
-    for (const auto& [scale, by_lr] : cells) top = std::max(top, by_lr.rbegin()->first);
+    for (const auto& [scale, by_lr] : g.cells) top = std::max(top, by_lr.rbegin()->first);
     return top;
   }();
   std::set<long> warmups;
-  for (const auto& [scale, by_lr] : cells)
+  for (const auto& [scale, by_lr] : g.cells)
     for (const auto& [lr, by_warmup] : by_lr)
       for (const auto& [w, cell] : by_warmup) warmups.insert(w);
   add_step_figures(g, top_lr, warmups, s);
@@ -311,7 +298,7 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
   t.header = {"scaling", "lr", "warmup steps", "collapsed seeds", "lowest entropy (mean)", "final accuracy (mean)",
               "diverged"};
   std::string text;
-  for (const std::string& scale : g.order) text += line_text(scale, cells[scale], t);
+  for (const std::string& scale : g.order) text += line_text(scale, g.cells[scale], t);
   s.markdown = fmt::format(
                    "A run **collapses** when some head's attention entropy (mean over the answer's query "
                    "positions) falls below {:g} nats at a logged step and the run does not learn: it diverges "

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/registry.h"
+#include "report/claims.h"
 #include "report/preset_report.h"
 #include "report/tables.h"
 #include "train/json_file.h"
@@ -21,16 +22,11 @@ using train::LengthEval;
 namespace {
 
 // A seed's largest attention weight "fades" between the trained and the longest length when it falls by more than
-// this (and "rises" when it grows by more); within it, it "holds".
-constexpr double kWeightChange = 0.05;
-// The same margin for accuracy.
-constexpr double kAccuracyChange = 0.05;
+// tolerance("length_change") (and "rises" when it grows by more); within it, it "holds". The same for accuracy.
+double change_margin() { return tolerance("length_change").absolute; }
 // A run has learned the task when its accuracy at the trained length is at least this: length results of a run that
 // did not learn say little.
 constexpr double kLearned = 0.9;
-// Two scalings' values of one seed at the longest length differ when they are further apart than this (accuracy or
-// largest weight); within it they are about equal.
-constexpr double kPairedDifference = 0.02;
 // The scaling the question is about.
 constexpr const char* kScalable = "ssmax";
 
@@ -38,7 +34,7 @@ std::string f2(double v) { return std::isfinite(v) ? fmt::format("{:.2f}", v) : 
 
 // One run's evaluations, by number of pairs.
 struct RunLengths {
-  std::uint64_t seed = 0;
+  nlohmann::json seed;  // seed_key
   std::map<std::size_t, LengthEval> by_pairs;
 };
 
@@ -54,7 +50,7 @@ std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
           train::RunSummary::from_json(train::parse_json(in, c.runs[r].dir + "/" + train::kSummaryFile));
       for (const LengthEval& e : s.length_eval)
         if (e.setting == "n_pairs") run.by_pairs[e.value] = e;
-      run.seed = c.runs[r].config.value("seed", std::uint64_t{0});
+      run.seed = seed_key(c.runs[r].config);
     } catch (const std::exception&) {
       continue;
     }
@@ -162,17 +158,7 @@ SummaryFigure figure(const Panel& panel, const std::string& stem, const std::str
   for (const Curve& curve : panel.curves) {
     SummaryLine line = summary_line(curve.label, curve.scale);
     for (std::size_t pairs : curve.pairs) {
-      const report::MeanSd m = at(curve, pairs, field);
-      SummaryPoint p;
-      p.x = static_cast<double>(pairs);
-      p.y = m.mean;
-      if (m.n > 1 && std::isfinite(m.sd)) {
-        p.lo = m.mean - m.sd;
-        p.hi = m.mean + m.sd;
-      }
-      p.n = m.n;
-      p.n_diverged = curve.n_diverged;
-      line.points.push_back(p);
+      line.points.push_back(mean_point(static_cast<double>(pairs), at(curve, pairs, field), curve.n_diverged));
     }
     if (curve.pairs.empty()) f.notes.push_back(curve.label + ": no run recorded length evaluations");
     f.lines.push_back(line);
@@ -195,7 +181,7 @@ struct Change {
   }
 };
 
-Change change_of(const Curve& curve, double LengthEval::*field, double margin) {
+Change change_of(const Curve& curve, double LengthEval::*field) {
   Change c;
   if (curve.pairs.empty()) {
     c.not_measured = "no run recorded length evaluations";
@@ -210,13 +196,18 @@ Change change_of(const Curve& curve, double LengthEval::*field, double margin) {
     c.not_measured = fmt::format("evaluated at the trained {} pairs only", first);
     return c;
   }
-  for (const RunLengths& run : curve.runs) {
-    const double a = run.by_pairs.at(first).*field, b = run.by_pairs.at(last).*field;
-    ++c.n;
-    c.down += b < a - margin ? 1 : 0;
-    c.up += b > a + margin ? 1 : 0;
-    c.same += std::abs(b - a) <= margin ? 1 : 0;
+  // Each run's value at the longest length against its own at the trained one (a run without both counts, as
+  // neither falling, holding nor rising).
+  std::map<nlohmann::json, double> longest, trained;
+  for (std::size_t r = 0; r < curve.runs.size(); ++r) {
+    const double a = curve.runs[r].by_pairs.at(first).*field, b = curve.runs[r].by_pairs.at(last).*field;
+    if (std::isfinite(a) && std::isfinite(b)) longest[r] = b, trained[r] = a;
   }
+  const Verdict v = compare_values(longest, trained, Better::higher, tolerance("length_change"));
+  c.n = curve.runs.size();
+  c.down = v.seeds_worse;
+  c.up = v.seeds_better;
+  c.same = v.seeds_same;
   c.from = at(curve, first, field).mean;
   c.to = at(curve, last, field).mean;
   return c;
@@ -236,32 +227,29 @@ Learned learned_seeds(const Curve& curve) {
   return n;
 }
 
-// `a` against `b` at the longest length, paired by seed: larger, smaller or about equal (within `margin`) in every
-// common seed, else not decided.
-std::string paired(const Curve& a, const Curve& b, double LengthEval::*field, double margin) {
+// `a` against `b` at the longest length, paired by seed (compare_values with the "probability" tolerance): larger,
+// smaller or about equal in every common seed, else not decided.
+std::string paired(const Curve& a, const Curve& b, double LengthEval::*field) {
   if (a.pairs.empty() || b.pairs.empty() || a.pairs.back() != b.pairs.back()) return "";
   const std::size_t last = a.pairs.back();
-  std::size_t larger = 0, smaller = 0, n = 0;
+  std::map<nlohmann::json, double> va, vb;
+  for (const RunLengths& r : a.runs) va[r.seed] = r.by_pairs.at(last).*field;
+  for (const RunLengths& r : b.runs) vb[r.seed] = r.by_pairs.at(last).*field;
+  const Tolerance& tol = tolerance("probability");
+  const Verdict v = compare_values(va, vb, Better::higher, tol);
+  if (!v.paired) return "";
   double sum_a = 0, sum_b = 0;
-  for (const RunLengths& ra : a.runs)
-    for (const RunLengths& rb : b.runs)
-      if (ra.seed == rb.seed) {
-        const double x = ra.by_pairs.at(last).*field, y = rb.by_pairs.at(last).*field;
-        ++n;
-        sum_a += x;
-        sum_b += y;
-        larger += x > y + margin ? 1 : 0;
-        smaller += x < y - margin ? 1 : 0;
-      }
-  if (n == 0) return "";
-  const std::string values = fmt::format("{} vs {}", f2(sum_a / n), f2(sum_b / n));
-  if (larger == n) return fmt::format("larger than {}'s in every seed ({})", b.scale, values);
-  if (smaller == n) return fmt::format("smaller than {}'s in every seed ({})", b.scale, values);
-  if (larger + smaller == 0) return fmt::format("within {:g} of {}'s in every seed ({})", margin, b.scale, values);
+  for (const auto& [seed, x] : va)
+    if (vb.count(seed)) sum_a += x, sum_b += vb.at(seed);
+  const std::string values = fmt::format("{} vs {}", f2(sum_a / v.n_shared), f2(sum_b / v.n_shared));
+  if (v.outcome == Outcome::better) return fmt::format("larger than {}'s in every seed ({})", b.scale, values);
+  if (v.outcome == Outcome::worse) return fmt::format("smaller than {}'s in every seed ({})", b.scale, values);
+  if (v.outcome == Outcome::same)
+    return fmt::format("within {:g} of {}'s in every seed ({})", tol.absolute, b.scale, values);
   return fmt::format(
       "not decided against {}'s (seeds disagree: larger in {}, smaller in {}, within {:g} in {} of {}; "
       "{})",
-      b.scale, larger, smaller, margin, n - larger - smaller, n, values);
+      b.scale, v.seeds_better, v.seeds_worse, tol.absolute, v.seeds_same, v.n_shared, values);
 }
 
 // The last curve of `panel` with scaling `scale`; nullptr when none.
@@ -282,8 +270,8 @@ struct WeightLists {
 WeightLists weight_lists(const Panel& panel, report::Table& t) {
   WeightLists w;
   for (const Curve& curve : panel.curves) {
-    const Change acc = change_of(curve, &LengthEval::accuracy, kAccuracyChange);
-    const Change weight = change_of(curve, &LengthEval::max_prob_mean, kWeightChange);
+    const Change acc = change_of(curve, &LengthEval::accuracy);
+    const Change weight = change_of(curve, &LengthEval::max_prob_mean);
     const Learned learned = learned_seeds(curve);
     t.rows.push_back({curve.scale,
                       learned.measured ? fmt::format("{} of {}", learned.learned, learned.measured)
@@ -315,10 +303,10 @@ std::string lists_text(const WeightLists& w, std::size_t trained, std::size_t lo
   // Only the lists that hold a scaling: an empty one would read as a scaling's name ("none") or as a result.
   std::vector<std::string> clauses;
   if (!w.fading.empty())
-    clauses.push_back(fmt::format("fades (falls by more than {:g} in every seed) with {}", kWeightChange,
+    clauses.push_back(fmt::format("fades (falls by more than {:g} in every seed) with {}", change_margin(),
                                   report::join_and(w.fading)));
   if (!w.holding.empty())
-    clauses.push_back(fmt::format("holds (within {:g}, or rises, in every seed) with {}", kWeightChange,
+    clauses.push_back(fmt::format("holds (within {:g}, or rises, in every seed) with {}", change_margin(),
                                   report::join_and(w.holding)));
   if (!w.undecided.empty())
     clauses.push_back(fmt::format("is not decided (the seeds disagree) with {}", report::join_and(w.undecided)));
@@ -341,7 +329,7 @@ std::vector<std::string> paired_all(const Panel& panel, const Curve& scalable, d
   std::vector<std::string> out;
   for (const Curve& curve : panel.curves) {
     if (&curve == &scalable) continue;
-    const std::string s = paired(scalable, curve, field, kPairedDifference);
+    const std::string s = paired(scalable, curve, field);
     if (!s.empty()) out.push_back(s);
   }
   return out;
@@ -349,8 +337,8 @@ std::vector<std::string> paired_all(const Panel& panel, const Curve& scalable, d
 
 // Nakanishi 2025's claim at this scale: standard attention fades with more keys, Scalable-Softmax does not.
 std::string claim_verdict(const Curve& reference, const Curve& scalable) {
-  const Change ref = change_of(reference, &LengthEval::max_prob_mean, kWeightChange);
-  const Change ss = change_of(scalable, &LengthEval::max_prob_mean, kWeightChange);
+  const Change ref = change_of(reference, &LengthEval::max_prob_mean);
+  const Change ss = change_of(scalable, &LengthEval::max_prob_mean);
   // The claim is about attention that has learned where to look: a seed that never learned the task (its weight
   // sits on an arbitrary key) decides nothing, so every seed of both must have learned.
   const Learned ref_learned = learned_seeds(reference), ss_learned = learned_seeds(scalable);
@@ -441,7 +429,7 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
                        "A change counts when it exceeds {:g} (accuracy) or {:g} (largest weight) in every seed; seeds "
                        "that disagree leave it not decided. Comparisons between scalings pair runs of the same seed "
                        "(same data and initial weights) and count a difference above {:g}.\n\n",
-                       kAccuracyChange, kWeightChange, kPairedDifference) +
+                       change_margin(), change_margin(), tolerance("probability").absolute) +
                    facts.markdown;
   return {accuracy, weight, facts};
 }

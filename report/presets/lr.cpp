@@ -11,6 +11,7 @@
 #include "common/file_name.h"
 #include "common/registry.h"
 #include "nn/optim.h"
+#include "report/claims.h"
 #include "report/preset_report.h"
 #include "report/tables.h"
 
@@ -20,9 +21,9 @@ namespace {
 // An lr counts as usable when min(final loss, initial loss) is within this share of the chance loss of the best
 // mean objective of its scaling: the model still (nearly) learned what it learned at the best lr.
 constexpr double kUsableMargin = 0.1;
-// The largest logit "grows" (or shrinks) over a run when its last measured value is this factor above (below) its
-// first, in every seed.
-constexpr double kLogitChange = 1.5;
+// The largest logit "grows" (or shrinks) over a run when its last measured value is a factor above (below) its first,
+// in every seed: tolerance("logit_growth"), relative r, is the factor 1 / (1 - r).
+double logit_factor() { return 1 / (1 - tolerance("logit_growth").relative); }
 
 std::string g3(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : "—"; }
 
@@ -87,12 +88,6 @@ std::vector<Panel> panels_of(const Comparison& c) {
   return panels;
 }
 
-std::size_t diverged_runs(const Comparison& c, const ArmStats& arm) {
-  std::size_t n = 0;
-  for (std::size_t r : arm.used) n += c.runs[r].diverged ? 1 : 0;
-  return n;
-}
-
 // What the seeds say about one curve's lrs.
 struct CurveFacts {
   std::size_t best = 0;  // index into curve.arms: the lowest mean lr objective
@@ -129,7 +124,7 @@ CurveFacts facts_of(const Comparison& c, const Curve& curve) {
   f.all_diverged = true;
   for (std::size_t a : curve.arms) {
     const ArmStats& arm = c.arms[a];
-    f.all_diverged = f.all_diverged && !arm.used.empty() && diverged_runs(c, arm) == arm.used.size();
+    f.all_diverged = f.all_diverged && !arm.used.empty() && arm.diverged_steps.size() == arm.used.size();
   }
   if (f.all_diverged) {  // the objective is every run's initial loss: the "best" of them is noise
     f.best_objective = kNoValue;
@@ -154,7 +149,7 @@ CurveFacts facts_of(const Comparison& c, const Curve& curve) {
       f.usable_hi = arm.lr();
     }
     if (usable) ++f.usable_any;
-    const std::size_t diverged = diverged_runs(c, arm);
+    const std::size_t diverged = arm.diverged_steps.size();
     if (!arm.used.empty() && diverged == 0) {
       f.highest_survived = arm.lr();
       f.survived_any = true;
@@ -182,16 +177,8 @@ SummaryFigure loss_figure(const Comparison& c, const Panel& panel) {
     SummaryLine line = summary_line(curve.label, curve.scale);
     for (std::size_t a : curve.arms) {
       const ArmStats& arm = c.arms[a];
-      SummaryPoint p;
-      p.x = arm.lr();
-      p.y = arm.stat("final_loss").mean;
-      if (std::isfinite(arm.stat("final_loss").sd) && arm.stat("final_loss").n > 1) {
-        p.lo = p.y - arm.stat("final_loss").sd;
-        p.hi = p.y + arm.stat("final_loss").sd;
-      }
-      p.n = arm.kept.size();
-      p.n_diverged = diverged_runs(c, arm);
-      line.points.push_back(p);
+      line.points.push_back(mean_point(arm.lr(), arm.stat("final_loss"), arm.diverged_steps.size()));
+      line.points.back().n = arm.kept.size();
     }
     f.lines.push_back(line);
   }
@@ -355,28 +342,20 @@ struct LogitTrend {
 LogitTrend logit_trend(const Comparison& c, const ArmStats& arm) {
   LogitTrend tr;
   for (std::size_t r : arm.kept) {
-    std::vector<double> steps;
-    std::vector<double> values;
-    try {
-      values = report::metrics_column_max(c.runs[r].dir, "attn/l", "/score_max_abs", &steps);
-    } catch (const std::exception&) {
-      continue;
-    }
-    double first = kNoValue, last = kNoValue;
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      if (!std::isfinite(values[i])) continue;
-      tr.by_step[steps[i]].first += values[i];
-      tr.by_step[steps[i]].second += 1;
-      if (!std::isfinite(first)) first = values[i];
-      last = values[i];
-    }
+    const RunSeries& series = c.runs[r].series;
+    for (std::size_t i = 0; i < series.max_logit.size(); ++i)
+      if (std::isfinite(series.max_logit[i])) {
+        tr.by_step[series.step[i]].first += series.max_logit[i];
+        tr.by_step[series.step[i]].second += 1;
+      }
+    const double first = c.stats[r]["max_logit_first"], last = c.stats[r]["max_logit_last"];
     if (!std::isfinite(first) || !(first > 0)) continue;
     ++tr.measured;
     tr.last_mean += last;
-    const double ratio = last / first;
-    tr.grows += ratio > kLogitChange ? 1 : 0;
-    tr.shrinks += ratio < 1 / kLogitChange ? 1 : 0;
-    tr.flat += ratio <= kLogitChange && ratio >= 1 / kLogitChange ? 1 : 0;
+    const Verdict v = compare_values({{r, last}}, {{r, first}}, Better::higher, tolerance("logit_growth"));
+    tr.grows += v.seeds_better;
+    tr.shrinks += v.seeds_worse;
+    tr.flat += v.seeds_same;
   }
   return tr;
 }
@@ -387,16 +366,16 @@ std::string trend_text(const LogitTrend& tr) {
   if (measured == 0)
     trend = "no attention logit measured";
   else if (grows == measured)
-    trend = fmt::format("the largest logit grows by more than {:g}x in every seed", kLogitChange);
+    trend = fmt::format("the largest logit grows by more than {:g}x in every seed", logit_factor());
   else if (shrinks == measured)
-    trend = fmt::format("the largest logit shrinks by more than {:g}x in every seed", kLogitChange);
+    trend = fmt::format("the largest logit shrinks by more than {:g}x in every seed", logit_factor());
   else if (flat == measured)
-    trend = fmt::format("the largest logit stays within {:g}x of its start in every seed", kLogitChange);
+    trend = fmt::format("the largest logit stays within {:g}x of its start in every seed", logit_factor());
   else
     trend = fmt::format(
         "not decided whether the largest logit grows (seeds disagree: {} grow, {} shrink, {} "
         "stay within {:g}x)",
-        grows, shrinks, flat, kLogitChange);
+        grows, shrinks, flat, logit_factor());
   return trend;
 }
 

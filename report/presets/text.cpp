@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 
 #include "common/registry.h"
+#include "report/claims.h"
 #include "report/preset_report.h"
 #include "report/tables.h"
-#include "train/metrics_log.h"
 #include "train/number_format.h"
 #include "train/run_files.h"
 #include "train/sample.h"
@@ -21,61 +21,30 @@ namespace {
 
 constexpr std::size_t kSampleBytes = 300;
 constexpr double kSampleTemperature = 0.8;  // nanoGPT sample.py's default
-constexpr double kEqualFraction = 0.02;     // held-out losses closer than 2% of the larger count as equal
 
 // One arm of the grid with what the report needs of its kept runs.
 struct TextArm {
   const ArmStats* stats = nullptr;
   std::size_t d_model = 0, n_heads = 0, d_k = 0;
   std::string scale;
-  std::map<std::uint64_t, double> eval_by_seed;  // last finite eval_loss of each kept run, by seed
-  MeanSd eval_loss, saturated_last;
-  std::size_t sample_run = 0;  // the kept run with the lowest seed
+  std::map<nlohmann::json, double> eval_by_seed;  // final_eval_loss of each kept run, by seed_key
+  std::size_t sample_run = 0;                     // the kept run with the lowest seed
+  const MeanSd& eval_loss() const { return stats->stat("final_eval_loss"); }
 };
 
 std::size_t setting(const nlohmann::json& s, const char* key) {
   return s.contains(key) && s.at(key).is_number() ? s.at(key).get<std::size_t>() : 0;
 }
 
-double last_finite(const std::vector<double>& v) {
-  for (auto it = v.rbegin(); it != v.rend(); ++it)
-    if (std::isfinite(*it)) return *it;
-  return kNoValue;
-}
-
-// The last finite eval_loss in the run's metrics.csv (NaN when the run has none).
-double final_eval_loss(const RunRecord& run) {
-  try {
-    const train::MetricsTable t = train::read_metrics(run.dir + "/" + train::kMetricsFile);
-    std::vector<double> column;
-    const std::size_t k = t.column(train::metrics_columns::kEvalLoss);
-    for (const auto& row : t.rows) column.push_back(row[k]);
-    return last_finite(column);
-  } catch (const std::exception&) {
-    return kNoValue;
-  }
-}
-
 TextArm read_arm(const Comparison& c, const ArmStats& a) {
-  TextArm t;
-  t.stats = &a;
-  t.d_model = setting(a.settings, "d_model");
-  t.n_heads = setting(a.settings, "n_heads");
-  t.d_k = a.d_k();
-  t.scale = a.scale();
-  std::vector<double> evals, saturated;
+  TextArm t{&a, setting(a.settings, "d_model"), setting(a.settings, "n_heads"), a.d_k(), a.scale(), {}, 0};
   std::uint64_t lowest_seed = UINT64_MAX;
   for (std::size_t i : a.kept) {
-    const RunRecord& run = c.runs[i];
-    const std::uint64_t seed = run.config.value("seed", std::uint64_t{0});
-    const double eval = final_eval_loss(run);
-    if (std::isfinite(eval)) t.eval_by_seed[seed] = eval;
-    evals.push_back(eval);
-    saturated.push_back(last_finite(run.series.saturated));
+    const std::uint64_t seed = c.runs[i].config.value("seed", std::uint64_t{0});
+    if (std::isfinite(c.stats[i]["final_eval_loss"]))
+      t.eval_by_seed[seed_key(c.runs[i].config)] = c.stats[i]["final_eval_loss"];
     if (seed < lowest_seed) lowest_seed = seed, t.sample_run = i;
   }
-  t.eval_loss = mean_sd(evals);
-  t.saturated_last = mean_sd(saturated);
   return t;
 }
 
@@ -99,13 +68,7 @@ SummaryFigure loss_figure(const std::vector<TextArm>& arms, std::size_t wide) {
       if (heads_family ? a.d_model != wide : a.n_heads != 1) continue;
       const std::string label = a.scale + (heads_family ? ", heads" : ", width");
       if (!lines.count(label)) order.push_back(label), lines.emplace(label, summary_line(label, a.scale));
-      SummaryPoint p;
-      p.x = static_cast<double>(a.d_k);
-      p.y = a.eval_loss.mean;
-      p.lo = a.eval_loss.mean - a.eval_loss.sd;
-      p.hi = a.eval_loss.mean + a.eval_loss.sd;
-      p.n = a.eval_loss.n;
-      lines.at(label).points.push_back(p);
+      lines.at(label).points.push_back(mean_point(static_cast<double>(a.d_k), a.eval_loss(), 0, true));
     }
   for (const std::string& label : order) {
     SummaryLine line = lines.at(label);
@@ -129,32 +92,22 @@ Table arm_rows(const std::vector<TextArm>& arms) {
               "saturated at the end",
               "entropy at the end (nats)"};
   for (const TextArm& a : arms)
-    t.rows.push_back({std::to_string(a.d_model), std::to_string(a.n_heads), std::to_string(a.d_k), a.scale,
-                      format_seeds(*a.stats), format_mean_sd(a.eval_loss), format_mean_sd(a.stats->stat("final_loss")),
-                      format_percent(a.stats->stat("saturated_first").mean), format_percent(a.saturated_last.mean),
-                      train::format_number(a.stats->stat("entropy_last").mean, 2)});
+    t.rows.push_back(
+        {std::to_string(a.d_model), std::to_string(a.n_heads), std::to_string(a.d_k), a.scale, format_seeds(*a.stats),
+         format_mean_sd(a.eval_loss()), format_mean_sd(a.stats->stat("final_loss")),
+         format_percent(a.stats->stat("saturated_first").mean), format_percent(a.stats->stat("saturated_last").mean),
+         train::format_number(a.stats->stat("entropy_last").mean, 2)});
   return t;
-}
-
-// -1: `a` ends lower in every shared seed, 1: `b` does, 0: within kEqualFraction in every one, 2: not decided (the
-// seeds disagree, or no shared seed).
-int compare_eval(const TextArm& a, const TextArm& b) {
-  std::size_t a_lower = 0, b_lower = 0, same = 0;
-  for (const auto& [seed, loss_a] : a.eval_by_seed) {
-    const auto it = b.eval_by_seed.find(seed);
-    if (it == b.eval_by_seed.end()) continue;
-    const double tol = kEqualFraction * std::max(loss_a, it->second);
-    (loss_a < it->second - tol ? a_lower : loss_a > it->second + tol ? b_lower : same) += 1;
-  }
-  const std::size_t n = a_lower + b_lower + same;
-  if (n == 0) return 2;
-  return a_lower == n ? -1 : b_lower == n ? 1 : same == n ? 0 : 2;
 }
 
 // One line per compared arm pair (a scaling against the unscaled arm of the same model) and the counts.
 struct Verdicts {
   std::string lines;
-  std::size_t scaled_lower = 0, unscaled_lower = 0, same = 0, undecided = 0;
+  std::vector<Verdict> of_pairs;  // per pair, the scaled arm's held-out loss against the unscaled arm's
+  std::size_t count(Outcome o) const {
+    return static_cast<std::size_t>(
+        std::count_if(of_pairs.begin(), of_pairs.end(), [&](const Verdict& v) { return v.outcome == o; }));
+  }
 };
 
 Verdicts verdicts(const std::vector<TextArm>& arms) {
@@ -163,37 +116,38 @@ Verdicts verdicts(const std::vector<TextArm>& arms) {
     if (!is_reference_scale(ref.scale)) continue;
     for (const TextArm& a : arms) {
       if (&a == &ref || a.d_model != ref.d_model || a.n_heads != ref.n_heads || a.d_k != ref.d_k) continue;
-      const int r = compare_eval(a, ref);
-      (r == -1 ? v.scaled_lower : r == 1 ? v.unscaled_lower : r == 0 ? v.same : v.undecided) += 1;
-      const std::string said = r == -1  ? a.scale + " ends lower"
-                               : r == 1 ? ref.scale + " ends lower"
-                               : r == 0 ? "about the same (within 2% in every seed)"
-                                        : "not decided (the seeds disagree)";
+      const Verdict r = compare_values(a.eval_by_seed, ref.eval_by_seed, Better::lower, tolerance("loss"));
+      v.of_pairs.push_back(r);
+      const std::string said = r.outcome == Outcome::better  ? a.scale + " ends lower"
+                               : r.outcome == Outcome::worse ? ref.scale + " ends lower"
+                               : r.outcome == Outcome::same  ? "about the same (within 2% in every seed)"
+                                                             : "not decided (the seeds disagree)";
       v.lines += fmt::format("- {}: {} vs {}: {} vs {} — {}.\n", arm_name(a), a.scale, ref.scale,
-                             format_mean_sd(a.eval_loss), format_mean_sd(ref.eval_loss), said);
+                             format_mean_sd(a.eval_loss()), format_mean_sd(ref.eval_loss()), said);
     }
   }
   return v;
 }
 
 std::string verdict_text(const Verdicts& v) {
-  const std::size_t n = v.scaled_lower + v.unscaled_lower + v.same + v.undecided;
+  const std::size_t n = v.of_pairs.size(), scaled_lower = v.count(Outcome::better),
+                    unscaled_lower = v.count(Outcome::worse);
   if (n == 0) return "No scaled arm has an unscaled arm of the same model to be compared with.\n";
   std::string text = fmt::format(
       "Held-out loss, each scaling against unscaled attention of the same model, seed by seed (lower by more than "
       "2% in every shared seed): the scaled arm ends lower at {} of {}, the unscaled at {}, about the same at {}, "
       "not decided at {}.\n\n",
-      v.scaled_lower, n, v.unscaled_lower, v.same, v.undecided);
-  if (v.scaled_lower == n)
+      scaled_lower, n, unscaled_lower, v.count(Outcome::same), v.count(Outcome::not_decided));
+  if (scaled_lower == n)
     text += "Here the usual story holds on text: the scaled attention ends lower at every head size compared.\n\n";
-  else if (v.unscaled_lower == 0 && v.scaled_lower == 0)
+  else if (unscaled_lower == 0 && scaled_lower == 0)
     text +=
         "Here the data does not show the usual story: the scaled attention is lower by more than 2% at no head "
         "size compared.\n\n";
-  else if (v.unscaled_lower > 0)
+  else if (unscaled_lower > 0)
     text += fmt::format(
         "Here the data contradicts the usual story at {} of {}: the unscaled attention ends lower there.\n\n",
-        v.unscaled_lower, n);
+        unscaled_lower, n);
   else
     text +=
         "Here the usual story holds only in part: the scaled attention is not lower by more than 2% at every "

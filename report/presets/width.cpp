@@ -50,17 +50,14 @@ struct Grid {
 
 Grid read_grid(const report::Comparison& c) {
   Grid g;
-  auto& cells = g.cells;
-  auto& variant_base = g.variant_base;
-  auto& line_extras = g.line_extras;
   const report::LineLabels labels(c, {"d_model", "d_k", "lr", "scale", "parametrization"});
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const nlohmann::json& cfg = c.runs[i].config;
     if (!cfg.contains("d_model") || !cfg.contains("lr") || c.runs[i].incomplete) continue;
     const std::string line = labels(variant_of(cfg), report::arm_settings(cfg));
-    variant_base[line] = variant_of(cfg);
-    line_extras[line] = labels.extras(report::arm_settings(cfg));
-    Cell& cell = cells[line][cfg.at("d_model").get<std::size_t>()][cfg.at("lr").get<double>()];
+    g.variant_base[line] = variant_of(cfg);
+    g.line_extras[line] = labels.extras(report::arm_settings(cfg));
+    Cell& cell = g.cells[line][cfg.at("d_model").get<std::size_t>()][cfg.at("lr").get<double>()];
     const double objective = c.stats[i]["lr_objective"];
     cell.objective.push_back(objective);
     cell.by_seed[cfg.value("seed", std::uint64_t{0})] = objective;
@@ -70,21 +67,19 @@ Grid read_grid(const report::Comparison& c) {
       cell.final_loss.push_back(c.stats[i]["final_loss"]);
   }
   for (const std::string& v : kVariants)
-    for (const auto& [line, base] : variant_base)
+    for (const auto& [line, base] : g.variant_base)
       if (base == v) g.lines.push_back(line);
   return g;
 }
 
 // Loss against lr, one figure per variant, one line per width.
 void add_loss_figures(Grid& g, report::PresetSection& s) {
-  auto& variant_base = g.variant_base;
-  auto& line_extras = g.line_extras;
   for (const std::string& variant : g.lines) {
     std::string suffix;  // the extras, as a file name's part
-    for (char ch : line_extras[variant]) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    for (char ch : g.line_extras[variant]) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
     // The extras are values from the runs' config.json: bounded in length like any name made from data.
     report::SummaryFigure f = report::summary_figure(
-        safe_file_stem("width_loss_vs_lr_" + variant_scale(variant_base[variant]) +
+        safe_file_stem("width_loss_vs_lr_" + variant_scale(g.variant_base[variant]) +
                        (variant.rfind("muP", 0) == 0 ? "_mup" : "_sp") + (suffix.empty() ? "" : "_" + suffix)),
         "Final loss against learning rate per width, " + variant,
         "AdamW; per width (d_model = d_k) the mean over seeds of the final loss (runs that diverged left out), "
@@ -92,17 +87,9 @@ void add_loss_figures(Grid& g, report::PresetSection& s) {
         "learning rate", report::Axis::log, "final loss (nats)", report::Axis::linear);
     for (const auto& [width, by_lr] : g.cells.at(variant)) {
       report::SummaryLine line =
-          report::summary_line("d_model=" + std::to_string(width), variant_scale(variant_base[variant]));
+          report::summary_line("d_model=" + std::to_string(width), variant_scale(g.variant_base[variant]));
       for (const auto& [lr, cell] : by_lr) {
-        const report::MeanSd m = report::mean_sd(cell.final_loss);
-        report::SummaryPoint p;
-        p.x = lr;
-        p.y = m.mean;
-        p.lo = m.mean - m.sd;
-        p.hi = m.mean + m.sd;
-        p.n = m.n;
-        p.n_diverged = cell.diverged;
-        line.points.push_back(p);
+        line.points.push_back(report::mean_point(lr, report::mean_sd(cell.final_loss), cell.diverged, true));
       }
       f.lines.push_back(line);
     }
@@ -295,11 +282,10 @@ std::string claims_text(Grid& g, const std::map<std::string, double>& spread) {
 std::vector<report::PresetSection> report(const report::PresetInput& in) {
   const report::Comparison& c = in.comparison;
   Grid g = read_grid(c);
-  const auto& cells = g.cells;
   report::PresetSection s;
   s.anchor = "width";
   s.title = "Best learning rate against width (Yang et al. 2022, figure 1 at toy scale)";
-  if (cells.empty()) {
+  if (g.cells.empty()) {
     s.markdown = "No complete run of the width grid was found.\n";
     return {s};
   }
@@ -309,7 +295,7 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
   std::map<std::string, double> spread;
   const std::string text = spread_text(g, best, spread);
   const std::string claims = claims_text(g, spread);
-  s.markdown = "AdamW at " + std::to_string(cells.begin()->second.begin()->second.size()) +
+  s.markdown = "AdamW at " + std::to_string(g.cells.begin()->second.begin()->second.size()) +
                " learning rates; one head, attention only, d_model = d_k; muP relative to d_model " +
                std::to_string(kBaseWidth) +
                " (`--base-width`). The lr objective is min(final loss, step-0 loss), a "
