@@ -9,6 +9,7 @@
 #include <string_view>
 #include <tuple>
 
+#include <fmt/args.h>
 #include <fmt/format.h>
 
 #include "common/escape.h"
@@ -16,6 +17,7 @@
 #include "nn/scaling.h"
 #include "report/claims.h"
 #include "report/tables.h"
+#include "report/web_assets.h"
 
 namespace xgrad::report {
 using train::format_number;
@@ -50,19 +52,7 @@ std::vector<ScalePair> scale_pairs(const Comparison& c) {
   return pairs;
 }
 
-// LR groups whose arms differ in nothing but scale (with its own settings) and lr are compared across scalings.
-std::string lr_group_key(const Comparison& c, const LrGroup& g) {
-  const nlohmann::json& settings = c.arms[g.arms.front()].settings;
-  std::vector<std::string> keys = own_settings(settings, "scale");
-  keys.push_back("scale");
-  keys.push_back("lr");
-  return key_without(settings, keys);
-}
-
 std::string sig(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : format_number(v); }
-
-// "1e-06×": the near-zero fraction of GradientStats.
-std::string near_zero_name() { return fmt::format("{:g} ×", train::kNearZeroGradFraction); }
 
 // What solved() asks of every kept seed of an arm.
 std::string solved_rule(const Comparison& c) {
@@ -161,230 +151,197 @@ StoryChecks story_checks(const Comparison& c) {
 
 namespace {
 
-// "0.67 / 0.34 / 0.13": one value per d_k.
-std::string per_d_k(const std::vector<std::string>& values) { return join(values, " / "); }
-
 std::string short_number(double v) { return std::isfinite(v) ? fmt::format("{:.2g}", v) : std::string("—"); }
 
-}  // namespace
+std::string num(std::size_t n) { return std::to_string(n); }
 
-namespace {
+// A finding says at most this many words (whitespace-separated tokens): read at a glance, its details a link away.
+constexpr std::size_t kMaxWords = 40;
 
-// Ten findings at most, none dropped silently: lines give way in the order gradient counts per scaling, then
-// saturation and score-gradient lines (from the last), then the final-loss lines of the last scalings; one line
-// then says what was left out and where it is.
-std::vector<FindingLine> at_most_ten(std::vector<FindingLine> lines,
-                                     const std::vector<std::pair<std::size_t, std::string>>& scaling_lines,
-                                     const std::vector<std::size_t>& gradient_lines,
-                                     const std::vector<std::size_t>& saturation_lines) {
-  constexpr std::size_t kMax = 10;
-  if (lines.size() <= kMax) return lines;
-  std::vector<bool> dropped(lines.size(), false);
-  std::size_t kept = lines.size();
-  bool gradients_out = false, saturation_out = false;
-  std::vector<std::string> scalings_out;
-  for (auto it = gradient_lines.rbegin(); it != gradient_lines.rend() && kept + 1 > kMax; ++it, --kept)
-    dropped[*it] = gradients_out = true;
-  for (auto it = saturation_lines.rbegin(); it != saturation_lines.rend() && kept + 1 > kMax; ++it, --kept)
-    dropped[*it] = saturation_out = true;
-  for (auto it = scaling_lines.rbegin(); it != scaling_lines.rend() && kept + 1 > kMax; ++it, --kept) {
-    dropped[it->first] = true;
-    scalings_out.insert(scalings_out.begin(), it->second);
+std::size_t words(const std::string& text) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < text.size(); ++i)
+    n += !std::isspace(static_cast<unsigned char>(text[i])) &&
+         (i == 0 || std::isspace(static_cast<unsigned char>(text[i - 1])));
+  return n;
+}
+
+// The "- key: template" lines of a report/text/*.md file, in order, with the "## " section each is under.
+struct TextLine {
+  std::string section, key, text;
+};
+
+std::vector<TextLine> text_lines(const std::string& md) {
+  std::vector<TextLine> out;
+  std::string section;
+  for (std::size_t at = 0; at < md.size();) {
+    const std::size_t end = std::min(md.find('\n', at), md.size());
+    const std::string line = md.substr(at, end - at);
+    at = end + 1;
+    const std::size_t colon = line.find(": ");
+    if (line.rfind("## ", 0) == 0)
+      section = line.substr(3);
+    else if (line.rfind("- ", 0) == 0 && colon != std::string::npos)
+      out.push_back({section, line.substr(2, colon - 2), line.substr(colon + 2)});
   }
-  std::vector<std::string> what;
-  if (!scalings_out.empty())
-    what.push_back("the final-loss counts of " + join(scalings_out, ", ") + " against unscaled");
-  if (gradients_out) what.push_back("the W_q / W_k gradient counts per scaling");
-  if (saturation_out) what.push_back("the step-0 saturation and per-query score gradient per scaling and d_k");
-  std::vector<FindingLine> out;
-  for (std::size_t i = 0; i < lines.size(); ++i)
-    if (!dropped[i]) out.push_back(std::move(lines[i]));
-  const std::string where = !scalings_out.empty() || gradients_out
-                                ? "in \"Where the usual story holds\" and \"Scale modes compared\""
-                                : "in the summary figures";
-  const FindingLine note{"To keep the findings to ten lines, " + join(what, "; ") + " are left out here: they are " +
-                             where +
-                             (saturation_out && where != "in the summary figures"
-                                  ? " (saturation and score gradients: in the summary figures)"
-                                  : "") +
-                             ".",
-                         !scalings_out.empty() || gradients_out ? "story" : "summary-figures"};
-  out.insert(out.end() - 1, note);  // before the runs line, which stays last
   return out;
 }
 
-// How often the unscaled gradient is the larger, out of the comparisons where both sides have it.
-struct GradientLarger {
-  std::size_t larger = 0, n = 0;
-  void add(double unscaled, double other) {
-    if (!std::isfinite(unscaled) || !std::isfinite(other)) return;
+const std::vector<TextLine>& finding_lines() {
+  static const std::vector<TextLine> lines = text_lines(web_assets::kFindingsMd);
+  return lines;
+}
+
+const std::vector<TextLine>& glossary_lines() {
+  static const std::vector<TextLine> lines = text_lines(web_assets::kGlossaryMd);
+  return lines;
+}
+
+using Fields = std::vector<std::pair<const char*, std::string>>;
+
+std::string fill(const std::string& pattern, const Fields& fields) {
+  fmt::dynamic_format_arg_store<fmt::format_context> args;
+  for (const auto& [name, value] : fields) args.push_back(fmt::arg(name, value));
+  return fmt::vformat(pattern, args);
+}
+
+const TextLine* line_of(const std::vector<TextLine>& lines, const std::string& key) {
+  const auto it = std::find_if(lines.begin(), lines.end(), [&](const TextLine& l) { return l.key == key; });
+  return it == lines.end() ? nullptr : &*it;
+}
+
+// The line `key` of `lines`, its fields filled in.
+std::string text_of(const std::vector<TextLine>& lines, const std::string& key, const Fields& fields = {}) {
+  const TextLine* line = line_of(lines, key);
+  if (!line) throw std::out_of_range("report/text has no line '" + key + "'");
+  return fill(line->text, fields);
+}
+
+std::string finding_text(const std::string& key, const Fields& fields = {}) {
+  return text_of(finding_lines(), key, fields);
+}
+
+// How the verdicts of one claim came out over the comparisons of two compared values.
+struct Tally {
+  std::size_t n = 0, better = 0, worse = 0, same = 0, not_decided = 0, both_solved = 0;
+  std::size_t valued = 0;  // both arms have a value
+  void add(const Verdict& v) {
     ++n;
-    larger += unscaled > other ? 1 : 0;
-  }
-};
-
-// How the comparisons of one scaling with unscaled came out, over its scale pairs.
-struct ScalingVerdicts {
-  std::size_t better = 0, equal = 0, worse = 0, no_loss = 0, all_diverged = 0, not_learned = 0, disagree = 0;
-  std::size_t both_solved = 0;  // both arms solved the task (solved()): counted apart
-  std::size_t paired = 0, unpaired = 0;
-  // Unscaled W_q (W_k) gradient larger at step 0, before the loss threshold and as a mean over all steps.
-  GradientLarger q_step0, q_before, q_all, k_step0, k_before, k_all;
-  // The largest exactly-zero and near-zero W_q shares of steps over the pairs, unscaled and the other scaling.
-  double zero_q_ref = kNoValue, zero_q_other = kNoValue, near_q_ref = kNoValue, near_q_other = kNoValue;
-};
-
-// `m` raised to `v` where v is finite.
-void raise_to(double& m, double v) {
-  if (std::isfinite(v)) m = std::isfinite(m) ? std::max(m, v) : v;
-}
-
-void count_gradients(const ArmStats& r, const ArmStats& o, ScalingVerdicts& v) {
-  v.q_step0.add(r.stat("grad_norm_step0_w_q").mean, o.stat("grad_norm_step0_w_q").mean);
-  v.q_before.add(r.stat("mean_grad_norm_before_loss_w_q").mean, o.stat("mean_grad_norm_before_loss_w_q").mean);
-  v.q_all.add(r.stat("mean_grad_norm_w_q").mean, o.stat("mean_grad_norm_w_q").mean);
-  v.k_step0.add(r.stat("grad_norm_step0_w_k").mean, o.stat("grad_norm_step0_w_k").mean);
-  v.k_before.add(r.stat("mean_grad_norm_before_loss_w_k").mean, o.stat("mean_grad_norm_before_loss_w_k").mean);
-  v.k_all.add(r.stat("mean_grad_norm_w_k").mean, o.stat("mean_grad_norm_w_k").mean);
-  raise_to(v.zero_q_ref, r.stat("frac_zero_grad_w_q").mean);
-  raise_to(v.zero_q_other, o.stat("frac_zero_grad_w_q").mean);
-  raise_to(v.near_q_ref, r.stat("frac_near_zero_grad_w_q").mean);
-  raise_to(v.near_q_other, o.stat("frac_near_zero_grad_w_q").mean);
-}
-
-// The findings line of the W_q / W_k gradients of one scaling against unscaled: at step 0, before the loss threshold
-// and over all steps, with the shares of steps where the unscaled W_q gradient vanished.
-std::string gradient_line(const std::string& s, const ScalingVerdicts& v) {
-  const auto of = [](const GradientLarger& g) { return fmt::format("{} of {}", g.larger, g.n); };
-  std::string text = fmt::format(
-      "The unscaled W_q gradient norm is larger than with {} at step 0 in {} comparison{}, before the loss "
-      "threshold in {} and as a mean over all steps in {} (a mean that grows with the steps a run keeps a non-zero "
-      "loss)",
-      s, of(v.q_step0), v.q_step0.n == 1 ? "" : "s", of(v.q_before), of(v.q_all));
-  text += v.k_step0.n == v.k_before.n && v.k_before.n == v.k_all.n
-              ? fmt::format("; the W_k gradient in {}, {} and {} of {}.", v.k_step0.larger, v.k_before.larger,
-                            v.k_all.larger, v.k_all.n)
-              : fmt::format("; the W_k gradient in {}, {} and {}.", of(v.k_step0), of(v.k_before), of(v.k_all));
-  if (!std::isfinite(v.zero_q_ref) || !std::isfinite(v.zero_q_other)) return text;
-  const bool near = std::isfinite(v.near_q_ref) && std::isfinite(v.near_q_other);
-  if (v.zero_q_ref == 0 && v.zero_q_other == 0 && (!near || (v.near_q_ref == 0 && v.near_q_other == 0)))
-    return text + fmt::format(" No step had an exactly-zero{} W_q gradient on either side.",
-                              near ? fmt::format(" or near-zero (below {} step 0)", near_zero_name()) : "");
-  text += fmt::format(" The unscaled W_q gradient is exactly zero on up to {} of steps ({}: up to {})",
-                      format_percent(v.zero_q_ref), s, format_percent(v.zero_q_other));
-  if (near)
-    text += fmt::format(" and below {} its step-0 norm on up to {} ({}: up to {})", near_zero_name(),
-                        format_percent(v.near_q_ref), s, format_percent(v.near_q_other));
-  return text + ".";
-}
-
-std::string subject_name(const Comparison& c, const Verdict& v) { return arm_name(c, c.arms[v.subject]); }
-std::string baseline_name(const Comparison& c, const Verdict& v) { return arm_name(c, c.arms[v.baseline]); }
-
-// The trains_better verdicts of one subject value, counted; the gradients over the same pairs.
-ScalingVerdicts count_verdicts(const Comparison& c, const std::vector<const Verdict*>& verdicts) {
-  ScalingVerdicts v;
-  for (const Verdict* x : verdicts) {
-    (x->paired ? v.paired : v.unpaired) += 1;
-    const std::string& why = x->why_not;
-    if (why == "both solved the task")
-      ++v.both_solved;
-    else if (why == "every run of a side diverged")
-      ++v.no_loss, ++v.all_diverged;
-    else if (why == "a side has no finite final loss")
-      ++v.no_loss;
-    else if (why == "neither learned")
-      ++v.not_learned;
-    else if (x->outcome == Outcome::better)
-      ++v.better;
-    else if (x->outcome == Outcome::worse)
-      ++v.worse;
-    else if (x->outcome == Outcome::same)
-      ++v.equal;
+    valued += std::isfinite(v.subject_value) && std::isfinite(v.baseline_value) ? 1 : 0;
+    if (v.why_not == "both solved the task")
+      ++both_solved;
     else
-      ++v.disagree;
-    count_gradients(c.arms[x->baseline], c.arms[x->subject], v);
+      (v.outcome == Outcome::better  ? better
+       : v.outcome == Outcome::worse ? worse
+       : v.outcome == Outcome::same  ? same
+                                     : not_decided) += 1;
   }
-  return v;
+};
+
+// The verdicts of one compared value against another ("sqrt_dk" against "unscaled"), tallied per claim.
+struct PairTally {
+  std::string subject, baseline;
+  std::map<std::string, Tally> of_claim;
+  std::set<std::string> spoken;  // the claims with a verdict that says something
+  const Tally& operator[](const std::string& claim) const {
+    static const Tally none;
+    const auto it = of_claim.find(claim);
+    return it == of_claim.end() ? none : it->second;
+  }
+};
+
+std::vector<PairTally> tally(const Comparison& c) {
+  std::vector<PairTally> out;
+  for (const Verdict& v : judge(c, c.axis, baseline_of(c))) {
+    const std::string s = arm_name(c, c.arms[v.subject]), b = arm_name(c, c.arms[v.baseline]);
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const PairTally& p) { return p.subject == s && p.baseline == b; });
+    if (it == out.end()) it = out.insert(out.end(), PairTally{s, b, {}, {}});
+    it->of_claim[v.claim].add(v);
+    if (!says_nothing(v)) it->spoken.insert(v.claim);
+  }
+  return out;
 }
 
-// "<subject> trains better than <baseline> in k of n comparisons (rule); as well in ...; worse in ...; not decided".
-std::string verdict_line(const Comparison& c, const std::string& s, const std::string& baseline,
-                         const ScalingVerdicts& v, std::size_t n) {
-  const std::string rule = !v.unpaired ? "final loss lower by more than 2% in every seed both arms have"
-                           : !v.paired ? "final loss lower by more than the larger seed sd or 2%"
-                                       : "final loss lower by more than 2% in every seed both arms have, or where "
-                                         "they share no seed by more than the larger seed sd or 2% of the mean";
-  std::string text = fmt::format("{} trains better than {} in {} of {} comparison{} ({})", s, baseline, v.better, n,
-                                 n == 1 ? "" : "s", rule);
-  if (v.both_solved)
-    text += fmt::format("; both solved the task in {} ({}), not counted either way", v.both_solved, solved_rule(c));
-  if (v.equal) text += fmt::format("; as well in {}", v.equal);
-  if (v.worse) text += fmt::format("; worse in {}", v.worse);
-  const std::size_t undecided = v.no_loss + v.not_learned + v.disagree;
-  if (undecided) {
-    std::vector<std::string> why;
-    if (v.no_loss)
-      why.push_back(fmt::format("{} in {}",
-                                v.all_diverged == v.no_loss ? "every run of a side diverged"
-                                : v.all_diverged == 0       ? "a side has no finite final loss"
-                                                            : "every run of a side diverged, or a side has no finite "
-                                                              "final loss",
-                                v.no_loss));
-    if (v.not_learned) why.push_back(fmt::format("neither learned in {}", v.not_learned));
-    if (v.disagree) why.push_back(fmt::format("seeds disagree in {}", v.disagree));
-    text += fmt::format("; not decided in {} ({})", undecided, join(why, "; "));
-  }
+// ", as well in 2, not decided in 1": the outcomes besides better that some comparison had.
+std::string tails(const std::string& claim, const Tally& t) {
+  std::string out;
+  const std::vector<std::pair<std::string, std::size_t>> counts{
+      {"same", t.same}, {"worse", t.worse}, {"not_decided", t.not_decided}, {"both_solved", t.both_solved}};
+  for (const auto& [key, count] : counts)
+    if (count)
+      out +=
+          finding_text(line_of(finding_lines(), claim + "." + key) ? claim + "." + key : key, {{"count", num(count)}});
+  return out;
+}
+
+// A finding, and when it gives way to keep to ten: 1 the gradient counts first, then 2 saturation and score
+// gradients, then 3 a value's final-loss counts; 0 never.
+struct Finding {
+  FindingLine line;
+  int gives_way = 0;
+  std::string subject = {};
+};
+
+// The gradient counts of one pair: "more / less" of its comparisons at step 0, before the threshold, over all steps.
+std::string gradient_text(const PairTally& p) {
+  const std::size_t n = std::max(p["more_gradient_w_q"].valued, p["more_gradient_w_k"].valued);
+  Fields f{{"subject", p.subject}, {"baseline", p.baseline}, {"n", num(n)}};
+  const std::vector<std::pair<const char*, std::string>> claims{{"q_step0", "more_gradient_step0_w_q"},
+                                                                {"q_before", "more_gradient_before_loss_w_q"},
+                                                                {"q_all", "more_gradient_w_q"},
+                                                                {"k_step0", "more_gradient_step0_w_k"},
+                                                                {"k_before", "more_gradient_before_loss_w_k"},
+                                                                {"k_all", "more_gradient_w_k"}};
+  for (const auto& [field, claim] : claims) f.push_back({field, num(p[claim].better) + "/" + num(p[claim].worse)});
+  std::string text = finding_text("gradient", f);
+  const Tally& zero = p["fewer_zero_gradients_w_q"];
+  if (p.spoken.count("fewer_zero_gradients_w_q"))
+    text += finding_text("gradient_zero", {{"better", num(zero.better)}, {"worse", num(zero.worse)}});
   return text + ".";
 }
 
-// Which lines may give way when there are more than ten: the per-scaling gradient counts first, then saturation
-// and score gradients; a scaling's final-loss line only when even those cannot make room.
-struct FindingRoles {
-  std::vector<std::pair<std::size_t, std::string>> scaling_lines;  // index into the findings, scaling
-  std::vector<std::size_t> gradient_lines, saturation_lines;
-};
+// Per pair of compared values: how often the subject trains better, and gets more W_q / W_k gradient; or why
+// nothing is compared.
+void pair_findings(const Comparison& c, const std::vector<PairTally>& tallies, std::vector<Finding>& out) {
+  for (const PairTally& p : tallies) {
+    const Tally& t = p["trains_better"];
+    if (t.n == 0) continue;
+    const Fields f{{"subject", p.subject}, {"baseline", p.baseline}, {"n", num(t.n)}, {"better", num(t.better)}};
+    out.push_back({{finding_text("trains_better", f) + tails("trains_better", t) + ".", "story",
+                    glossary_anchor("tolerance loss")},
+                   3,
+                   p.subject});
+    if (p.spoken.count("more_gradient_w_q") || p.spoken.count("more_gradient_w_k"))
+      out.push_back({{gradient_text(p), "story", glossary_anchor("tolerance gradient")}, 1, p.subject});
+  }
+  if (!out.empty()) return;
+  std::set<std::string> values;
+  for (const ArmStats& arm : c.arms) values.insert(setting_text(arm.settings, c.axis));
+  const auto notes = c.axis == "scale" ? no_scaling_comparison_notes(c) : std::vector<std::string>{};
+  const std::string axis = c.axis == "scale" ? "scale mode" : c.axis;
+  const std::string text = values.size() == 1 ? finding_text("one_value", {{"axis", axis}, {"value", *values.begin()}})
+                           : !notes.empty()   ? notes.front()
+                                              : finding_text("no_pair", {{"axis", axis}});
+  out.push_back({{text + ".", "story", glossary_anchor("arm")}});
+}
 
-// Per scaling compared with unscaled: final loss and W_q / W_k gradient, counted over the scale pairs; or why there
-// is no comparison.
-void scaling_findings(const Comparison& c, std::vector<FindingLine>& out, FindingRoles& roles) {
-  std::vector<std::string> scales;
-  std::map<std::string, std::vector<const Verdict*>> of_subject;
-  const std::vector<Verdict> verdicts = judge(c, c.axis, baseline_of(c));
-  for (const Verdict& v : verdicts) {
-    if (v.claim != "trains_better") continue;
-    const std::string s = subject_name(c, v);
-    if (!of_subject.count(s)) scales.push_back(s);
-    of_subject[s].push_back(&v);
+void lr_findings(const std::vector<PairTally>& tallies, std::vector<Finding>& out) {
+  for (const PairTally& p : tallies) {
+    const Tally& t = p["less_lr_sensitive"];
+    if (t.n == 0) continue;
+    const Fields f{{"subject", p.subject}, {"baseline", p.baseline}, {"n", num(t.n)}, {"better", num(t.better)}};
+    out.push_back({{finding_text("less_lr_sensitive", f) + tails("less_lr_sensitive", t) + ".", "story",
+                    glossary_anchor("LR sensitivity")}});
   }
-  for (const auto& s : scales) {
-    const ScalingVerdicts v = count_verdicts(c, of_subject[s]);
-    out.push_back({verdict_line(c, s, baseline_name(c, *of_subject[s].front()), v, of_subject[s].size()), "story"});
-    roles.scaling_lines.push_back({out.size() - 1, s});
-    if (c.axis == "scale" && (v.q_all.n || v.k_all.n)) {
-      out.push_back({gradient_line(s, v), "story"});
-      roles.gradient_lines.push_back(out.size() - 1);
-    }
-  }
-  if (!scales.empty()) return;
-  std::set<std::string> modes;
-  for (const ArmStats& arm : c.arms) modes.insert(arm.scale());
-  const auto notes = no_scaling_comparison_notes(c);
-  std::string text = modes.size() == 1
-                         ? fmt::format("Every arm has scale mode {}: no scaling comparison.", *modes.begin())
-                     : !notes.empty() ? notes.front() + "."
-                                      : "No unscaled arm has a counterpart differing only in scale mode: no "
-                                        "comparison with unscaled attention.";
-  out.push_back({text, "story"});
 }
 
 // One scaling's cells of a saturation line, one per d_k: step-0 entropy, share of saturated queries, and the range
-// of the arms' median score gradients relative to the loss before the threshold (ArmStats::score_grad_relative_*).
+// of the arms' median score gradients relative to the loss before the threshold.
 struct SaturationCells {
   std::vector<std::string> entropy, saturated, grad;
   bool any_entropy = false, any_saturated = false, any_grad = false;
 };
-
 SaturationCells saturation_cells(const Comparison& c, const std::vector<const ArmStats*>& group, const std::string& s,
                                  const std::vector<std::size_t>& d_ks) {
   SaturationCells cells;
@@ -420,7 +377,7 @@ SaturationCells saturation_cells(const Comparison& c, const std::vector<const Ar
 
 // The saturation and score-gradient lines of one group of arms, per scaling (reference first) and d_k.
 void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& group, const std::string& prefix,
-                      std::vector<FindingLine>& out, FindingRoles& roles) {
+                      std::vector<Finding>& out) {
   std::vector<std::size_t> d_ks;
   std::vector<std::string> all_scales;
   for (const ArmStats* arm : group) {
@@ -431,44 +388,44 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
   std::sort(d_ks.begin(), d_ks.end());
   std::vector<std::string> dk_text;
   for (auto d : d_ks) dk_text.push_back(std::to_string(d));
-  const std::string at_d_k = fmt::format("at d_k = {}", per_d_k(dk_text));
-  std::vector<std::string> entropy_parts, saturated_parts, grad_parts;
+  std::vector<std::string> entropy, saturated, grad;
   bool any_saturated = false;
   for (const auto& s : all_scales) {
     const SaturationCells cells = saturation_cells(c, group, s, d_ks);
     any_saturated = any_saturated || cells.any_saturated;
-    const std::string name = is_reference_scale(s) ? "unscaled" : s;
+    const std::string name = is_reference_scale(s) ? "unscaled " : s + " ";
     if (cells.any_entropy) {
-      entropy_parts.push_back(fmt::format("{} {}", name, per_d_k(cells.entropy)));
-      saturated_parts.push_back(fmt::format("{} {}", name, per_d_k(cells.saturated)));
+      entropy.push_back(name + join(cells.entropy, "/"));
+      saturated.push_back(name + join(cells.saturated, "/"));
     }
-    if (cells.any_grad) grad_parts.push_back(fmt::format("{} {}", name, per_d_k(cells.grad)));
+    if (cells.any_grad) grad.push_back(name + join(cells.grad, "/"));
   }
-  if (!entropy_parts.empty()) {
-    std::string text = prefix + fmt::format("Saturation at step 0, first layer: attention entropy {} nats {}",
-                                            join(entropy_parts, " vs "), at_d_k);
-    if (any_saturated) text += fmt::format("; queries with max weight > 0.99: {}", join(saturated_parts, " vs "));
-    out.push_back({text + ".", "summary-figures"});
-    roles.saturation_lines.push_back(out.size() - 1);
+  const Fields at{{"prefix", prefix}, {"d_ks", join(dk_text, "/")}};
+  if (!entropy.empty()) {
+    Fields f = at;
+    f.push_back({"values", join(entropy, ", ")});
+    std::string text = finding_text("saturation", f);
+    const std::string tail = finding_text("saturated", {{"values", join(saturated, ", ")}});
+    const bool fits = words(text + tail) < kMaxWords;
+    if (any_saturated && fits) text += tail;
+    out.push_back({{text + ".", "summary-figures", glossary_anchor("entropy_first")}, 2});
+    f.back().second = join(saturated, ", ");
+    if (any_saturated && !fits)
+      out.push_back(
+          {{finding_text("saturated_line", f) + ".", "summary-figures", glossary_anchor("saturated_first")}, 2});
   }
-  if (!grad_parts.empty()) {
-    out.push_back({prefix + fmt::format("Median per-query score gradient relative to the loss, before the loss "
-                                        "threshold (per run the median of ‖dLoss/d(score row)‖ / loss over the "
-                                        "logged steps up to the step it reaches the threshold, or every step if it "
-                                        "never does: a saturated softmax passes almost no gradient whatever its "
-                                        "loss, while a run that solved the task has a small one only because its "
-                                        "loss is small; a range spans the arms' optimizers and learning rates): "
-                                        "{} {}.",
-                                        join(grad_parts, " vs "), at_d_k),
-                   "summary-figures"});
-    roles.saturation_lines.push_back(out.size() - 1);
+  if (!grad.empty()) {
+    Fields f = at;
+    f.push_back({"values", join(grad, ", ")});
+    out.push_back(
+        {{finding_text("score_gradient", f) + ".", "summary-figures", glossary_anchor("score_grad_relative")}, 2});
   }
 }
 
 // Saturation and the per-query gradient, per group of arms that agree on every other distinguishing setting (task,
 // d_model, ...): a number pooled over tasks would appear nowhere below. Optimizer and learning rate do not split a
 // group (the gradient line gives a range).
-void saturation_findings(const Comparison& c, std::vector<FindingLine>& out, FindingRoles& roles) {
+void saturation_findings(const Comparison& c, std::vector<Finding>& out) {
   const auto group_keys = distinguishing_keys(c.arms);
   std::vector<std::string> group_order;
   std::map<std::string, std::vector<const ArmStats*>> groups;
@@ -479,80 +436,69 @@ void saturation_findings(const Comparison& c, std::vector<FindingLine>& out, Fin
     groups[label].push_back(&arm);
   }
   const std::size_t kMaxGroups = 3;  // two lines each: the ten-line budget keeps room for the other findings
-  for (std::size_t gi = 0; gi < group_order.size() && gi < kMaxGroups; ++gi) {
-    const std::string& group_label = group_order[gi];
-    group_saturation(c, groups[group_label], group_label.empty() ? "" : group_label + ": ", out, roles);
-  }
+  for (std::size_t gi = 0; gi < group_order.size() && gi < kMaxGroups; ++gi)
+    group_saturation(c, groups[group_order[gi]], group_order[gi].empty() ? "" : group_order[gi] + ": ", out);
   if (group_order.size() > kMaxGroups)
-    out.push_back({fmt::format("Saturation and the per-query gradient of {} more setting groups: in the summary "
-                               "figures.",
-                               group_order.size() - kMaxGroups),
-                   "summary-figures"});
-}
-
-// LR sensitivity over shared learning rates, counted over the unscaled groups and their counterparts.
-void lr_finding(const Comparison& c, std::vector<FindingLine>& out) {
-  std::size_t lr_more = 0, lr_not = 0, lr_undecided = 0, lr_same = 0, lr_same_paired = 0;
-  for (const LrGroup& gr : c.lr_groups) {
-    if (!is_reference_scale(c.arms[gr.arms.front()].scale())) continue;
-    for (const LrGroup& go : c.lr_groups) {
-      if (&go == &gr || lr_group_key(c, go) != lr_group_key(c, gr)) continue;
-      const LrComparison cmp = compare_lr_sensitivity(c, gr, go);
-      if (!cmp.decided)
-        ++lr_undecided;
-      else if (cmp.about_same)
-        ++lr_same, lr_same_paired += cmp.paired ? 1 : 0;
-      else if (cmp.a_more_sensitive)
-        ++lr_more;
-      else
-        ++lr_not;
-    }
-  }
-  const std::size_t lr_n = lr_more + lr_not + lr_undecided + lr_same;
-  if (lr_n)
-    out.push_back({fmt::format("Unscaled is more sensitive to the learning rate in {} of {} comparison{} (over the "
-                               "learning rates both scalings share){}{}.",
-                               lr_more, lr_n, lr_n == 1 ? "" : "s",
-                               lr_same ? fmt::format("; about the same ({}) in {}",
-                                                     lr_same_paired == lr_same ? "within 2% of the objective in every "
-                                                                                 "seed both have"
-                                                     : lr_same_paired == 0
-                                                         ? "within the seed sd or 2%"
-                                                         : "within 2% of the objective in every seed both have, or "
-                                                           "without a seed in common within the seed sd or 2%",
-                                                     lr_same)
-                                       : std::string(),
-                               lr_undecided ? fmt::format("; not decided in {}", lr_undecided) : std::string()),
-                   "story"});
+    out.push_back({{finding_text("more_groups", {{"count", num(group_order.size() - kMaxGroups)}}) + ".",
+                    "summary-figures", glossary_anchor("setting")}});
 }
 
 // How many runs diverged or were cut short.
-FindingLine runs_finding(const Comparison& c) {
+Finding runs_finding(const Comparison& c) {
   std::size_t diverged = 0, incomplete = 0;
   for (const auto& run : c.runs) {
     diverged += run.diverged ? 1 : 0;
     incomplete += run.incomplete ? 1 : 0;
   }
-  std::string runs = diverged ? fmt::format(
-                                    "{} of the {} runs diverged; they are left out of every statistic of their "
-                                    "arm and counted in its diverged column",
-                                    diverged, c.runs.size())
-                              : fmt::format("None of the {} runs diverged", c.runs.size());
-  if (incomplete) runs += fmt::format("; {} {} cut short (incomplete)", incomplete, incomplete == 1 ? "was" : "were");
-  return {runs + ".", "runs-read"};
+  const Fields f{{"diverged", num(diverged)}, {"n", num(c.runs.size())}};
+  std::string text = finding_text("runs_diverged", f);
+  if (incomplete) text += finding_text("runs_incomplete", {{"count", num(incomplete)}});
+  return {{text + ".", "runs-read", glossary_anchor("diverged run")}};
+}
+
+// Ten findings at most, none dropped silently: the gradient counts give way first, then saturation and score
+// gradients, then the final-loss counts of the last values (each from the end); one line then says what was left out
+// and where it is, before the runs line, which stays last.
+std::vector<FindingLine> at_most_ten(std::vector<Finding> all) {
+  constexpr std::size_t kMax = 10;
+  std::vector<FindingLine> out;
+  if (all.size() <= kMax) {
+    for (Finding& f : all) out.push_back(std::move(f.line));
+    return out;
+  }
+  std::vector<std::string> trains_out;
+  std::vector<bool> kinds_out(4, false);
+  const std::size_t n_all = all.size();
+  for (int rank = 1; rank <= 3; ++rank)
+    for (std::size_t i = all.size(); i-- > 0 && all.size() >= kMax;)
+      if (all[i].gives_way == rank) {
+        kinds_out[static_cast<std::size_t>(rank)] = true;
+        if (rank == 3) trains_out.insert(trains_out.begin(), all[i].subject);
+        all.erase(all.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+  std::vector<std::string> what;
+  if (kinds_out[3]) what.push_back(finding_text("left_out_trains", {{"names", join(trains_out, ", ")}}));
+  if (kinds_out[1]) what.push_back(finding_text("left_out_gradient"));
+  if (kinds_out[2]) what.push_back(finding_text("left_out_saturation"));
+  const bool story = kinds_out[1] || kinds_out[3];
+  for (Finding& f : all) out.push_back(std::move(f.line));
+  out.insert(out.end() - 1,
+             {finding_text("left_out", {{"count", num(n_all - all.size())}, {"what", join(what, "; ")}}) + ".",
+              story ? "story" : "summary-figures", glossary_anchor("arm")});
+  return out;
 }
 
 }  // namespace
 
 std::vector<FindingLine> findings(const Comparison& c) {
-  std::vector<FindingLine> out;
-  if (c.runs.empty()) return out;
-  FindingRoles roles;
-  scaling_findings(c, out, roles);
-  saturation_findings(c, out, roles);
-  lr_finding(c, out);
+  if (c.runs.empty()) return {};
+  std::vector<Finding> out;
+  const std::vector<PairTally> tallies = tally(c);
+  pair_findings(c, tallies, out);
+  saturation_findings(c, out);
+  lr_findings(tallies, out);
   out.push_back(runs_finding(c));
-  return at_most_ten(std::move(out), roles.scaling_lines, roles.gradient_lines, roles.saturation_lines);
+  return at_most_ten(std::move(out));
 }
 
 std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to,
@@ -712,59 +658,43 @@ std::string preset_part(const ReportContext& ctx) {
 
 std::string findings_section(const Comparison& c) {
   std::string md = "## Findings\n\n";
-  for (const FindingLine& f : findings(c)) md += "- " + markdown_escape(f.text) + " [→ details](#" + f.anchor + ")\n";
-  return md + "\n";
+  for (const FindingLine& f : findings(c))
+    md += "- " + markdown_escape(f.text) + " ([rule](#" + f.glossary + "), [details](#" + f.anchor + "))\n";
+  return md + "\n" + finding_text("glossary_link") + "\n\n";
 }
 
-// What the table's columns and the sentences' verdicts mean.
-std::string how_to_read(const Comparison& c) {
-  std::string md;
-  md +=
-      "## How to read this\n\n"
-      "An *arm* is a set of runs whose config.json agree on everything but the seed (seed, data_seed, the output "
-      "directory and logging settings are ignored); the table aggregates each arm over its seeds. *final loss* is "
-      "the mean training loss over the last 20 steps of a run (as in summary.json), shown as mean ± sample standard "
-      "deviation over seeds; *final acc* likewise. Both leave out diverged runs, which the *diverged* column "
-      "counts with the step they stopped at. A run *diverged* when its loss or gradient became NaN or Inf, or "
-      "when its loss stayed finite but blew up: its final loss is more than " +
-      fmt::format("{:g}", train::kDivergedLossFactor) +
-      " times its step-0 loss (its step is then the first whose loss passed that). *step loss≤x* / *step acc≥y* is the "
-      "first step at which the mean "
-      "over the last " +
-      std::to_string(c.window) +
-      " steps reaches the threshold, averaged over the seeds that reached it; \"(k/n)\" says only k of n seeds "
-      "did and \"never\" that none did. *mean loss (AUC)* is the mean loss over all steps: the area under the "
-      "loss curve divided by its length, so runs of equal length compare. *W_q / W_k grad =0* is the fraction "
-      "of steps at which the gradient of every layer's query (key) weights was exactly zero — what a fully "
-      "saturated softmax passes back in float; *W_q / W_k grad <" +
-      fmt::format("{:g}", train::kNearZeroGradFraction) + "·step 0* the fraction at which its norm was below " +
-      fmt::format("{:g}", train::kNearZeroGradFraction) +
-      " times the norm at the run's first step (or exactly zero): a gradient that has all but vanished, which "
-      "the exactly-zero count reads as 0%. Both are counted, like the mean gradient norms and as in summary.json, "
-      "over the steps whose loss and gradient norm were finite (a step skipped under --on-nan skip has no "
-      "gradient). Every statistic of an arm leaves out its diverged runs alike (counted in *diverged*), so no "
-      "number or sentence is decided by a run that blew up; only the LR sensitivity counts a diverged run, as "
-      "its initial loss. *LR sensitivity* (Wortsman et al. 2023, \"Small-scale proxies for "
-      "large-scale Transformer training instabilities\", sec. 3.2) is, over arms that differ only in learning "
-      "rate, the mean over learning rates of min(final loss, initial loss) — a diverged run counts as its "
-      "initial loss — minus the lowest of those values; 0 means every learning rate tried did as well as the "
-      "best; two scalings that share seeds are compared seed by seed, each seed's sensitivity over its own runs "
-      "(more sensitive when higher by more than 2% of the seed's objective in every seed, about the same when "
-      "within that in every seed, otherwise not decided), and without a seed in common two sensitivities count as "
-      "about the same when they differ by less than the larger seed sd of the objective or 2% of it; a comparison "
-      "is not decided when either scaling ended below the chance loss "
-      "(a uniform guess) by more than that at no learning rate: a curve flat at chance is not insensitive. Incomplete "
-      "runs (cut short) are plotted but left out of an arm's numbers unless the arm has no "
-      "complete run. Gradient norms are measured before the optimizer step; AdamW normalises its updates, so "
-      "there a smaller gradient does not by itself mean a smaller update. Every sentence below is generated from these "
-      "numbers. Which of two arms trains better is decided "
-      "seed by seed where they share seeds: better (worse) when its final loss is lower (higher) by more than 2% "
-      "in every seed both have, as well when within 2% in every one, and otherwise not decided (the seeds "
-      "disagree) — a mean ± sd is never the verdict; arms without a seed in common are compared by their means, "
-      "equal within the larger seed standard deviation or 2% of the loss. Where neither arm learned (mean final "
-      "loss not below the chance loss by more than the seed sd or 2%) which trains better is not decided.\n\n";
+std::string glossary_text(const std::string& key, const Fields& fields = {}) {
+  return text_of(glossary_lines(), key, fields);
+}
 
-  return md;
+std::string glossary_entry(const std::string& term, const std::string& definition) {
+  return "- <a id=\"" + glossary_anchor(term) + "\"></a>**" + markdown_text(term) + "**: " + definition + "\n";
+}
+
+// One definition per term (report/text/glossary.md), statistic (statistics()) and tolerance (tolerances()), each
+// with the anchor the findings and the arm table's column headers link to.
+std::string glossary_section(const Comparison& c) {
+  std::string md = "<a id=\"glossary\"></a>\n\n## Glossary\n\n";
+  const Fields fields{{"window", num(c.window)},
+                      {"diverged_factor", fmt::format("{:g}", train::kDivergedLossFactor)},
+                      {"accuracy", fmt::format("{:g}", c.accuracy_threshold)},
+                      {"solved_loss", fmt::format("{:g}", kSolvedLoss)}};
+  for (const TextLine& l : glossary_lines())
+    if (l.section == "Terms") md += glossary_entry(l.key, fill(l.text, fields));
+  md += "\n### " + glossary_text("statistics") + "\n\n";
+  for (const Statistic& s : statistics())
+    md += glossary_entry(statistic_name(s.name, "w"), fill(s.description, {{"w", glossary_text("weight")}}));
+  md += "\n### " + glossary_text("tolerances") + "\n\n";
+  for (const Tolerance& t : tolerances()) {
+    const Fields f{{"relative", fmt::format("{:g}%", 100 * t.relative)},
+                   {"absolute", t.absolute > 0 ? glossary_text("tolerance_absolute",
+                                                               {{"absolute", fmt::format("{:g}", t.absolute)}})
+                                               : std::string()},
+                   {"seed_sd", t.seed_sd ? glossary_text("tolerance_seed_sd") : std::string()},
+                   {"reason", t.reason}};
+    md += glossary_entry("tolerance " + t.name, glossary_text("tolerance", f));
+  }
+  return md + "\n";
 }
 
 // The table of arms, the summary figures, duplicate seeds and the LR sensitivity table.
@@ -934,8 +864,8 @@ std::string Note::line() const {
 
 std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   return "# xgrad compare: attention scaling report\n\n" + runs_summary(c, ctx) + preset_part(ctx) +
-         findings_section(c) + how_to_read(c) + results_section(c, ctx) + scale_modes_section(c) + story_section(c) +
-         plots_section(ctx) + thresholds_section(c, ctx) + runs_read_section(c, ctx);
+         findings_section(c) + results_section(c, ctx) + scale_modes_section(c) + story_section(c) +
+         plots_section(ctx) + thresholds_section(c, ctx) + runs_read_section(c, ctx) + glossary_section(c);
 }
 
 }  // namespace xgrad::report

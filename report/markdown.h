@@ -37,19 +37,21 @@ StoryChecks story_checks(const Comparison& c);
 std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to = "",
                                                  bool for_markdown = false);
 
-/// One line of report.md's Findings section: a sentence counted from the numbers, and where its details are.
+/// One line of report.md's Findings section: a sentence of at most 40 words counted from the numbers (from a
+/// template of report/text/findings.md), where its details are, and the glossary entry of its rule or term.
 struct FindingLine {
-  std::string text;    // plain text, no markdown
-  std::string anchor;  // id of the report.md section with the details (report_markdown writes <a id="..."> before
-                       // its heading): "story", "scale-modes", "summary-figures", "lr-sensitivity", "runs-read"
+  std::string text;      // plain text, no markdown
+  std::string anchor;    // id of the report.md section with the details (report_markdown writes <a id="..."> before
+                         // its heading): "story", "scale-modes", "summary-figures", "lr-sensitivity", "runs-read"
+  std::string glossary;  // id of its glossary entry (glossary_anchor): "g-tolerance-loss", "g-entropy_first"
 };
 
-/// At most ten lines, counted from the numbers: per scaling compared with unscaled, in how many of the N
-/// comparisons (arms differing only in scale) it trains better (final loss lower by more than equal_loss_tolerance)
-/// and in how many the unscaled W_q (W_k) mean gradient norm is larger; the attention entropy and saturated share at
-/// step 0 per scaling and d_k; the median per-query score gradient per scaling and d_k (range over the arms'
-/// optimizers and learning rates); LR sensitivity compared over shared learning rates; how many runs diverged or
-/// were cut short. Diverged runs are in no number (ArmStats::kept). Empty for no runs.
+/// At most ten lines, counted from judge()'s verdicts and the numbers: per pair of compared values (a scaling against
+/// unscaled), in how many of their comparisons the subject trains better, as well, worse or not decided, and gets
+/// more / less W_q and W_k gradient (at step 0, before the loss threshold, over all steps); the attention entropy
+/// and saturated share at step 0 per scaling and d_k; the median per-query score gradient per scaling and d_k
+/// (range over the arms' optimizers and learning rates); the LR sensitivity verdicts; how many runs diverged or were
+/// cut short. Diverged runs are in no number (ArmStats::kept). Empty for no runs.
 std::vector<FindingLine> findings(const Comparison& c);
 
 /// A note that stands for many alike cases (runs left out, columns only some runs have): one line with their count
@@ -77,7 +79,7 @@ struct ReportContext {
   std::string explain_page;  // explain.html of `xgrad explain` in the report directory, relative to it ("" if none)
 };
 
-/// The whole report.md text.
+/// The whole report.md text: the findings, then details, then a glossary of every term, statistic and tolerance.
 std::string report_markdown(const Comparison& c, const ReportContext& context);
 
 }  // namespace xgrad::report

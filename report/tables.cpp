@@ -143,7 +143,10 @@ std::string Table::markdown() const {
     for (const auto& c : cells) out += " " + markdown_escape(c) + " |";
     return out + "\n";
   };
-  std::string out = line(header);
+  std::vector<std::string> shown = header;
+  for (std::size_t i = 0; i < shown.size() && i < header_links.size(); ++i)
+    if (!header_links[i].empty()) shown[i] = "[" + shown[i] + "](#" + header_links[i] + ")";
+  std::string out = line(shown);
   out += "|";
   const std::vector<bool> numeric = numeric_columns(*this);
   for (std::size_t i = 0; i < header.size(); ++i) out += numeric[i] ? " ---: |" : " --- |";
@@ -206,6 +209,16 @@ std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra
   return out;
 }
 
+std::string glossary_anchor(const std::string& term) {
+  std::string out = "g-";
+  for (const char ch : term)
+    if (ch == ' ')
+      out += '-';
+    else if (ch != '{' && ch != '}')
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
 Table arm_table(const Comparison& c) {
   const auto extra = distinguishing_keys(c.arms);
   const double threshold = common_loss_threshold(c);
@@ -225,6 +238,11 @@ Table arm_table(const Comparison& c) {
       "W_k grad <" + near_zero + "·step 0",
       "diverged"};
   t.header.insert(t.header.end(), rest.begin(), rest.end());
+  t.header_links.assign(t.header.size() - rest.size(), glossary_anchor("setting"));
+  for (const char* term :
+       {"seed", "final_loss", "final_accuracy", "step_to_loss", "step_to_accuracy", "auc_loss", "frac_zero_grad_{w}",
+        "frac_zero_grad_{w}", "frac_near_zero_grad_{w}", "frac_near_zero_grad_{w}", "diverged"})
+    t.header_links.push_back(glossary_anchor(term));
   for (const ArmStats& arm : c.arms) {
     std::vector<std::string> row = setting_cells(arm, extra, true);
     const std::size_t n = arm.kept.size();

@@ -15,6 +15,7 @@ inline constexpr std::size_t kMaxPaddedWidth = 60;
 
 struct Table {
   std::vector<std::string> header;
+  std::vector<std::string> header_links;  // per column, the anchor its markdown header links to ("" or none: no link)
   std::vector<std::vector<std::string>> rows;
   /// Columns padded to their widest cell (UTF-8 aware) up to kMaxPaddedWidth, two spaces apart, text left- and
   /// numbers right-aligned; a longer cell is printed whole, unpadded. Cells through escape_name.
@@ -38,10 +39,15 @@ std::string markdown_text(const std::string& text, bool table_cell = false);
 /// cell, a list item): escape_name's one line, with no live link, image, emphasis or code span.
 std::string markdown_name(const std::string& name);
 
-/// One row per arm: settings, seeds, final loss mean ± sd, final accuracy, steps to the loss and accuracy
-/// thresholds, mean loss over steps, fractions of steps with an exactly-zero W_q / W_k gradient ("W_q grad =0") and
-/// with one below kNearZeroGradFraction of its step-0 norm ("W_q grad <1e-06·step 0"), diverged runs. Every
-/// statistic is over the arm's kept runs (diverged ones left out); the diverged column counts those.
+/// The anchor of a term's entry in report.md's glossary: "g-" and the term, lower case, spaces as dashes and braces
+/// left out ("LR sensitivity" -> "g-lr-sensitivity", "mean_grad_norm_{w}" -> "g-mean_grad_norm_w").
+std::string glossary_anchor(const std::string& term);
+
+/// One row per arm (its markdown headers link to their glossary entries): settings, seeds, final loss mean ± sd, final
+/// accuracy, steps to the loss and accuracy thresholds, mean loss over steps, fractions of steps with an exactly-zero
+/// W_q / W_k gradient ("W_q grad =0") and with one below kNearZeroGradFraction of its step-0 norm ("W_q grad
+/// <1e-06·step 0"), diverged runs. Every statistic is over the arm's kept runs (diverged ones left out); the diverged
+/// column counts those.
 Table arm_table(const Comparison& c);
 
 /// One row per LR group: settings, the lr objective min(final, initial) per lr, the best lr, the sensitivity.

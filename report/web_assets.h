@@ -12,5 +12,7 @@ extern const char kPageCss[];       // page.css
 extern const char kExplainJs[];     // explain.js (explain.html of `xgrad explain`)
 extern const char kExplainCss[];    // explain.css
 extern const char kClaimsMd[];      // ../text/claims.md: the sentence templates of the claims (report/claims.h)
+extern const char kFindingsMd[];    // ../text/findings.md: the sentence templates of report.md's findings
+extern const char kGlossaryMd[];    // ../text/glossary.md: the terms of report.md's glossary
 
 }  // namespace xgrad::report::web_assets

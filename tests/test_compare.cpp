@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -823,8 +824,12 @@ TEST_CASE("near-zero gradient column: steps below 1e-6 of the step-0 norm, besid
   CHECK(column("W_q grad <1e-06·step 0") == "90.0%");
   std::string md;
   compare_text(root, &md);
-  CHECK(md.find("*W_q / W_k grad <1e-06·step 0* the fraction at which its norm was below 1e-06 times the norm at the "
-                "run's first step") != std::string::npos);
+  // The column's header links to its statistic's entry in the glossary, which defines it.
+  const std::string entry = "<a id=\"" + glossary_anchor("frac_near_zero_grad_{w}") + "\"></a>";
+  CHECK(md.find("[W_q grad &lt;1e-06·step 0](#" + glossary_anchor("frac_near_zero_grad_{w}") + ")") !=
+        std::string::npos);
+  REQUIRE(md.find(entry) != std::string::npos);
+  CHECK(md.find("1e-6 of its step-0 norm", md.find(entry)) < md.find('\n', md.find(entry)));
 }
 
 TEST_CASE("diverged runs: counted per arm with their step, left out of final loss, never poison means") {
@@ -954,7 +959,7 @@ TEST_CASE("report.md: tables, generated sentences per d_k, and where the usual s
   CHECK(md.find("sqrt_dk trains better than unscaled (final loss 0.5 vs 2; in each of the 2 seeds both have)") !=
         std::string::npos);
   CHECK(md.find("| 256 | none | adamw | 0.01 | 2 | 2.000 ± 0.000 |") != std::string::npos);
-  CHECK(md.find("## How to read this") != std::string::npos);
+  CHECK(md.find("## Glossary") != std::string::npos);
   CHECK(md.find("## Runs read") != std::string::npos);
   CHECK(md.find("runs/none-s0") != std::string::npos);
   CHECK(md.find("Plots were not requested") != std::string::npos);
@@ -1275,29 +1280,60 @@ TEST_CASE("report.md opens with at most ten findings counted from the numbers, e
   std::string all;
   for (const auto& l : lines) all += l.text + "\n";
   INFO(all);
-  CHECK(lines[0].text ==
-        "sqrt_dk trains better than unscaled in 2 of 3 comparisons (final loss lower by more than "
-        "2% in every seed both arms have); as well in 1.");
-  CHECK(lines[1].text ==
-        "The unscaled W_q gradient norm is larger than with sqrt_dk at step 0 in 3 of 3 comparisons, before the "
-        "loss threshold in 3 of 3 and as a mean over all steps in 3 of 3 (a mean that grows with the steps a run "
-        "keeps a non-zero loss); the W_k gradient in 0, 0 and 0 of 3. No step had an exactly-zero or near-zero "
-        "(below 1e-06 × step 0) W_q gradient on either side.");
-  CHECK(all.find("Saturation at step 0, first layer: attention entropy unscaled 1.00 / 0.50 / 0.33 vs sqrt_dk 2.00 / "
-                 "2.00 / 2.00 nats at d_k = 16 / 64 / 256") != std::string::npos);
+  for (const auto& l : lines) CHECK(word_count(l.text) <= 40);
+  // Better in 2 of 3 comparisons, as well in 1, as judge() has it.
+  const auto trains = outcome_counts(cmp, "trains_better", "sqrt_dk");
+  CHECK(trains == std::vector<double>{2, 0, 1, 0, 3});
+  CHECK(lines[0].glossary == glossary_anchor("tolerance loss"));
+  CHECK(numbers_in(lines[0].text) == std::vector<double>{2, 3, 1});
+  // Per gradient claim, the comparisons where sqrt_dk gives more / less gradient, W_q then W_k.
+  std::vector<double> gradient{3, 0};  // "3 comparisons: at step 0 ..."
+  for (const std::string w : {"w_q", "w_k"})
+    for (const std::string claim : {"more_gradient_step0_", "more_gradient_before_loss_", "more_gradient_"}) {
+      const auto n = outcome_counts(cmp, claim + w, "sqrt_dk");
+      gradient.insert(gradient.end(), {n[0], n[1]});
+    }
+  CHECK(gradient[3] == 3);  // unscaled's W_q gradient is the larger at step 0 in every comparison
+  CHECK(lines[1].glossary == glossary_anchor("tolerance gradient"));
+  CHECK(numbers_in(lines[1].text) == gradient);
+  // d_k, then the step-0 entropy per scaling and d_k.
+  const auto entropy = findings_of(cmp, "entropy_first");
+  REQUIRE(entropy.size() == 1);
+  const auto e = numbers_in(entropy[0].text);
+  CHECK(std::vector<double>(e.begin(), e.begin() + 10) == std::vector<double>{0, 16, 64, 256, 1, 0.5, 0.33, 2, 2, 2});
   // One arm per scaling and d_k: the median over its two seeds of the score gradient (1 and 2 × 10^-3, 10^-7,
   // 10^-11) over the loss (0.5 + 0.5 d + 0.1 seed) before the loss threshold 1, no range.
-  CHECK(all.find("unscaled 0.0027 / 1.4e-07 / 9.6e-12 vs sqrt_dk 0.0018 / 0.0018 / 0.0018 at d_k = 16 / 64 / 256") !=
-        std::string::npos);
-  CHECK(all.find("None of the 12 runs diverged.") != std::string::npos);
+  const auto score = findings_of(cmp, "score_grad_relative");
+  REQUIRE(score.size() == 1);
+  CHECK(numbers_in(score[0].text) ==
+        std::vector<double>{16, 64, 256, 0.0027, 1.4e-07, 9.6e-12, 0.0018, 0.0018, 0.0018});
+  CHECK(numbers_in(findings_of(cmp, "diverged run").at(0).text) == std::vector<double>{0, 12});
 
   const std::string md = report_md({(root / "runs").string()}, root / "report");
   INFO(md);
   const auto findings_at = md.find("## Findings");
   REQUIRE(findings_at != std::string::npos);
-  CHECK(findings_at < md.find("## How to read this"));
-  CHECK(md.find("- " + lines[0].text + " [→ details](#story)") != std::string::npos);
-  for (const auto& l : lines) CHECK(md.find("<a id=\"" + l.anchor + "\"></a>") != std::string::npos);
+  CHECK(findings_at < md.find("(#glossary)"));
+  CHECK(md.find("(#glossary)") < md.find("## Results by arm"));
+  CHECK(md.find("- " + lines[0].text + " ([rule](#" + lines[0].glossary + "), [details](#story))") !=
+        std::string::npos);
+  // Every link within report.md has its anchor: the findings' details and rules, the glossary, the arm table's
+  // column headers.
+  std::size_t links = 0;
+  for (auto at = md.find("](#"); at != std::string::npos; at = md.find("](#", at + 1), ++links) {
+    const std::string target = md.substr(at + 3, md.find(')', at) - at - 3);
+    INFO(target);
+    CHECK(md.find("<a id=\"" + target + "\"></a>") != std::string::npos);
+  }
+  CHECK(links > 2 * lines.size());
+  // Each column header of the arm table links to its glossary entry.
+  const std::size_t table = md.find("\n|", md.find("## Results by arm"));
+  const std::string header = md.substr(table + 1, md.find('\n', table + 1) - table - 1);
+  const std::size_t columns = static_cast<std::size_t>(std::count(header.begin(), header.end(), '|')) - 1;
+  std::size_t linked = 0;
+  for (auto at = header.find("](#g-"); at != std::string::npos; at = header.find("](#g-", at + 1)) ++linked;
+  CHECK(columns == arm_table(cmp).header.size());
+  CHECK(linked == columns);
   // The per-arm sentences stay, below.
   CHECK(md.find("At d_k=64 adamw lr=0.01, unscaled") > findings_at);
 }
@@ -1418,17 +1454,16 @@ TEST_CASE("findings say why a comparison is not decided, and that one scale mode
   scaled.loss = constant(25, 1.0);
   write_run(root / "both" / "sqrt", scaled);
   const Comparison cmp = analyse_dirs({(root / "both").string()});
-  std::string all;
-  for (const auto& l : findings(cmp)) all += l.text + "\n";
+  const std::string all = findings_text(cmp);
   INFO(all);
-  CHECK(all.find("sqrt_dk trains better than unscaled in 0 of 1 comparison (final loss lower by more than the larger "
-                 "seed sd or 2%); not decided in 1 (a side has no finite final loss in 1).") != std::string::npos);
-  CHECK(all.find("None of the 2 runs diverged.") != std::string::npos);
+  CHECK(verdict_of(cmp, "trains_better", "sqrt_dk")->why_not == "a side has no finite final loss");
+  CHECK(numbers_in(findings_of(cmp, "tolerance loss").at(0).text) == std::vector<double>{0, 1, 1});
+  CHECK(numbers_in(findings_of(cmp, "diverged run").at(0).text) == std::vector<double>{0, 2});
 
   write_run(root / "one" / "sqrt", scaled);
   const std::vector<FindingLine> one = findings(analyse_dirs({(root / "one").string()}));
   REQUIRE_FALSE(one.empty());
-  CHECK(one[0].text == "Every arm has scale mode sqrt_dk: no scaling comparison.");
+  CHECK(one[0].text.find(" sqrt_dk: ") != std::string::npos);
   CHECK(one[0].anchor == "story");  // the claims section, which says no claim is judged
 }
 
@@ -1468,10 +1503,7 @@ TEST_CASE("a run whose loss blew up without becoming NaN (SGD at lr 1: 1e14) is 
     INFO(line);
     CHECK(line.find("e+1") == std::string::npos);
   }
-  std::string all;
-  for (const auto& l : findings(cmp)) all += l.text + "\n";
-  INFO(all);
-  CHECK(all.find("2 of the 4 runs diverged") != std::string::npos);
+  CHECK(numbers_in(findings_of(cmp, "diverged run").at(0).text) == std::vector<double>{2, 4});
   // The LR figure draws no blown-up point: its y axis is not stretched to 1e14.
   for (const SummaryFigure& f : summary_figures(cmp))
     for (const SummaryLine& line : f.lines)
@@ -1513,10 +1545,8 @@ TEST_CASE("LR sensitivity: differences within the seed spread are about the same
     const LrComparison lr = compare_lr_sensitivity(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
     CHECK_FALSE(lr.decided);
     CHECK(lr.reason.find("neither scaling learned at any learning rate") != std::string::npos);
-    std::string all;
-    for (const auto& l : findings(cmp)) all += l.text + "\n";
-    INFO(all);
-    CHECK(all.find("more sensitive to the learning rate in 0 of 1") != std::string::npos);
+    // Less sensitive in 0 of 1 comparison, not decided in 1.
+    CHECK(numbers_in(findings_of(cmp, "LR sensitivity").at(0).text) == std::vector<double>{0, 1, 1});
   }
   {
     const Comparison cmp = analyse_dirs({(root / "learned").string()});
@@ -1527,11 +1557,8 @@ TEST_CASE("LR sensitivity: differences within the seed spread are about the same
     CHECK(lr.about_same);
     CHECK(lr.tolerance >= 0.14);  // the larger seed sd of the objective (0.1414 at both lrs)
     CHECK(verdict_of(cmp, "less_lr_sensitive", "sqrt_dk")->outcome == Outcome::same);
-    std::string all;
-    for (const auto& l : findings(cmp)) all += l.text + "\n";
-    INFO(all);
-    CHECK(all.find("more sensitive to the learning rate in 0 of 1") != std::string::npos);
-    CHECK(all.find("about the same (within 2% of the objective in every seed both have) in 1") != std::string::npos);
+    // Less sensitive in 0 of 1 comparison, about as sensitive in 1.
+    CHECK(numbers_in(findings_of(cmp, "LR sensitivity").at(0).text) == std::vector<double>{0, 1, 1});
   }
 }
 
@@ -1548,12 +1575,12 @@ TEST_CASE("findings never pool arms of different tasks or settings into one numb
       }
   const Comparison cmp = analyse_dirs({(root / "sweep").string()});
   std::size_t saturation = 0, gradient = 0;
-  std::string all;
-  for (const auto& l : findings(cmp)) all += l.text + "\n";
+  const std::string all = findings_text(cmp);
   INFO(all);
   for (const auto& l : findings(cmp)) {
-    const bool sat = l.text.find("Saturation at step 0") != std::string::npos;
-    const bool grad = l.text.find("Median per-query score gradient") != std::string::npos;
+    CHECK(word_count(l.text) <= 40);
+    const bool sat = l.glossary == glossary_anchor("entropy_first");
+    const bool grad = l.glossary == glossary_anchor("score_grad_relative");
     if (!sat && !grad) continue;
     saturation += sat;
     gradient += grad;
@@ -1667,8 +1694,7 @@ TEST_CASE(
     CHECK(v->baseline_value == doctest::Approx(1.4265));
     const std::string all = findings_text(cmp);
     INFO(all);
-    CHECK(all.find("sqrt_dk trains better than unscaled in 1 of 1 comparison (final loss lower by more than 2% in "
-                   "every seed both arms have)") != std::string::npos);
+    CHECK(numbers_in(findings_of(cmp, "tolerance loss").at(0).text) == std::vector<double>{1, 1});
   }
   {
     const Comparison cmp = analyse_dirs({(root / "disagree").string()});
@@ -1679,7 +1705,7 @@ TEST_CASE(
     CHECK(v->seeds_worse == 1);
     const std::string all = findings_text(cmp);
     INFO(all);
-    CHECK(all.find("not decided in 1 (seeds disagree in 1)") != std::string::npos);
+    CHECK(numbers_in(findings_of(cmp, "tolerance loss").at(0).text) == std::vector<double>{0, 1, 1});
   }
   // The report says which rule it used.
   const std::string md = report_md({(root / "worse").string()}, root / "report");
@@ -1698,8 +1724,7 @@ TEST_CASE("comparisons where neither arm learned (final loss at chance) decide n
   CHECK(v->why_not == "neither learned");
   const std::string all = findings_text(cmp);
   INFO(all);
-  CHECK(all.find("sqrt_dk trains better than unscaled in 0 of 1 comparison") != std::string::npos);
-  CHECK(all.find("not decided in 1 (neither learned in 1)") != std::string::npos);
+  CHECK(numbers_in(findings_of(cmp, "tolerance loss").at(0).text) == std::vector<double>{0, 1, 1});
 }
 
 TEST_CASE("LR sensitivity: a scaling that never learned at any lr gives no verdict, however flat its curve") {
@@ -1734,14 +1759,16 @@ TEST_CASE("findings name every compared scaling, or say which were left out and 
   const std::string all = findings_text(cmp);
   INFO(all);
   for (std::size_t i = 1; i < scales.size(); ++i) {
-    const bool own_line = all.find(scales[i] + " trains better than unscaled") != std::string::npos;
-    bool named_as_left_out = false;
-    for (const auto& l : lines)
+    bool own_line = false, named_as_left_out = false;
+    for (const auto& l : lines) {
+      CHECK(word_count(l.text) <= 40);
+      own_line = own_line || (l.glossary == glossary_anchor("tolerance loss") && l.text.rfind(scales[i] + " ", 0) == 0);
       named_as_left_out = named_as_left_out || (l.text.find("left out") != std::string::npos &&
                                                 l.text.find(" " + scales[i]) != std::string::npos);
+    }
     CHECK_MESSAGE((own_line || named_as_left_out), scales[i]);
   }
-  CHECK(all.find("None of the 16 runs diverged.") != std::string::npos);
+  CHECK(numbers_in(findings_of(cmp, "diverged run").at(0).text) == std::vector<double>{0, 16});
 }
 
 TEST_CASE("plots: the registered scalings differ in colour (a colour-blind-safe scheme), dash and point type") {

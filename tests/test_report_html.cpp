@@ -387,6 +387,7 @@ TEST_CASE(
   for (const auto& f : data.at("findings")) {
     INFO(f.dump());
     CHECK(f.at("text").is_string());
+    CHECK(xgrad::testing::word_count(f.at("text").get<std::string>()) <= 40);
     CHECK_FALSE(f.at("anchor").get<std::string>().empty());
   }
   const std::string html = read_text(dir / "my-report" / "report.html");

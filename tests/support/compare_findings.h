@@ -8,6 +8,8 @@
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "report/markdown.h"
 #include "report/runs.h"
 #include "report/stats.h"
+#include "report/tables.h"
 #include "tests/support/fake_run.h"
 
 namespace xgrad::testing {
@@ -90,6 +93,43 @@ inline std::string findings_text(const report::Comparison& cmp) {
   std::string all;
   for (const auto& l : report::findings(cmp)) all += l.text + "\n";
   return all;
+}
+
+/// The findings whose glossary entry is `term`'s (report::glossary_anchor): the lines of one kind, in order.
+inline std::vector<report::FindingLine> findings_of(const report::Comparison& cmp, const std::string& term) {
+  std::vector<report::FindingLine> out;
+  for (const auto& l : report::findings(cmp))
+    if (l.glossary == report::glossary_anchor(term)) out.push_back(l);
+  return out;
+}
+
+/// The numbers in `text`, in order: "in 2 of 3, as well in 1" -> {2, 3, 1}; "0.50/0.33" -> {0.5, 0.33}.
+inline std::vector<double> numbers_in(const std::string& text) {
+  static const std::regex number(R"((^|[^A-Za-z_0-9.])(-?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?))");
+  std::vector<double> out;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), number); it != std::sregex_iterator(); ++it)
+    out.push_back(std::stod((*it)[2].str()));
+  return out;
+}
+
+/// The words of `text`: its whitespace-separated tokens.
+inline std::size_t word_count(const std::string& text) {
+  std::istringstream in(text);
+  std::size_t n = 0;
+  for (std::string word; in >> word;) ++n;
+  return n;
+}
+
+/// How the verdicts of `claim` came out for the arms of scale `subject`: {better, worse, same, not decided, all}.
+inline std::vector<double> outcome_counts(const report::Comparison& c, const std::string& claim,
+                                          const std::string& subject) {
+  std::vector<double> n(5, 0);
+  for (const report::Verdict& v : report::judge(c, c.axis, report::baseline_of(c)))
+    if (v.claim == claim && c.arms[v.subject].scale() == subject) {
+      n[static_cast<std::size_t>(v.outcome)] += 1;
+      n[4] += 1;
+    }
+  return n;
 }
 
 }  // namespace xgrad::testing
