@@ -122,6 +122,8 @@ Outcome order(double subject, double baseline, double tol, Better better) {
 
 // Why a claim cannot be decided for these arms whatever the numbers, or "".
 std::string undecidable(const Comparison& c, const std::string& statistic, const ArmStats& s, const ArmStats& b) {
+  // A side whose every run was cut short ends where it stopped, not where training would have: nothing to judge.
+  if (s.only_incomplete() || b.only_incomplete()) return "a side has only runs cut short";
   if (statistic != "final_loss") return "";
   if (s.kept.empty() || b.kept.empty()) return "every run of a side diverged";
   if (s.stat("final_loss").n == 0 || b.stat("final_loss").n == 0) return "a side has no finite final loss";
@@ -187,34 +189,63 @@ std::string key_without_axis(const nlohmann::json& settings, const std::string& 
   return key_without(settings, keys);
 }
 
+// Items (arms, or the first arms of lr groups with with_lr) that agree on every setting but `axis` (and, with_lr, the
+// learning rate) form a group; in each, the one holding `baseline` against each other, or without one every two,
+// the earlier as the baseline.
+std::vector<ArmPair> pairs_of(const Comparison& c, const std::vector<std::size_t>& arms, const std::string& axis,
+                              const std::string& baseline, bool with_lr) {
+  std::map<std::string, std::vector<std::size_t>> groups;
+  std::vector<std::string> order_of_groups;
+  for (const std::size_t a : arms) {
+    const std::string key = key_without_axis(c.arms[a].settings, axis, with_lr);
+    if (!groups.count(key)) order_of_groups.push_back(key);
+    groups[key].push_back(a);
+  }
+  std::vector<ArmPair> pairs;
+  for (const auto& key : order_of_groups) {
+    const auto& g = groups[key];
+    const auto base = std::find_if(g.begin(), g.end(),
+                                   [&](std::size_t a) { return setting_text(c.arms[a].settings, axis) == baseline; });
+    for (std::size_t i = 0; i < g.size(); ++i)
+      for (std::size_t j = i + 1; j < g.size(); ++j) {
+        if (base != g.end() && g[i] != *base && g[j] != *base) continue;
+        const bool j_is_base = base != g.end() && g[j] == *base;
+        pairs.push_back(j_is_base ? ArmPair{g[i], g[j]} : ArmPair{g[j], g[i]});
+      }
+  }
+  return pairs;
+}
+
 void lr_verdicts(const Comparison& c, const std::string& axis, const std::string& baseline, std::vector<Verdict>& out) {
-  for (const LrGroup& gb : c.lr_groups) {
-    const ArmStats& b = c.arms[gb.arms.front()];
-    if (setting_text(b.settings, axis) != baseline) continue;
-    for (const LrGroup& gs : c.lr_groups) {
-      const ArmStats& s = c.arms[gs.arms.front()];
-      if (&gs == &gb || key_without_axis(s.settings, axis, true) != key_without_axis(b.settings, axis, true)) continue;
-      const LrComparison cmp = compare_lr_sensitivity(c, gs, gb);
-      Verdict v;
-      v.claim = "less_lr_sensitive";
-      v.statistic = "lr_sensitivity";
-      v.subject = gs.arms.front();
-      v.baseline = gb.arms.front();
-      v.subject_value = cmp.sensitivity_a;
-      v.baseline_value = cmp.sensitivity_b;
-      v.paired = cmp.paired;
-      v.n_shared = cmp.n_shared;
-      v.seeds_better = cmp.seeds_b_more;
-      v.seeds_worse = cmp.seeds_a_more;
-      v.seeds_same = cmp.seeds_same;
-      v.tolerance = cmp.tolerance;
-      v.why_not = cmp.reason;
-      v.outcome = !cmp.decided           ? Outcome::not_decided
-                  : cmp.about_same       ? Outcome::same
-                  : cmp.a_more_sensitive ? Outcome::worse
-                                         : Outcome::better;
-      out.push_back(v);
-    }
+  std::vector<std::size_t> firsts;
+  for (const LrGroup& g : c.lr_groups) firsts.push_back(g.arms.front());
+  const auto group_of = [&](std::size_t arm) -> const LrGroup& {
+    return *std::find_if(c.lr_groups.begin(), c.lr_groups.end(),
+                         [&](const LrGroup& g) { return g.arms.front() == arm; });
+  };
+  for (const ArmPair& p : pairs_of(c, firsts, axis, baseline, true)) {
+    const LrGroup& gs = group_of(p.subject);
+    const LrGroup& gb = group_of(p.baseline);
+    const LrComparison cmp = compare_lr_sensitivity(c, gs, gb);
+    Verdict v;
+    v.claim = "less_lr_sensitive";
+    v.statistic = "lr_sensitivity";
+    v.subject = gs.arms.front();
+    v.baseline = gb.arms.front();
+    v.subject_value = cmp.sensitivity_a;
+    v.baseline_value = cmp.sensitivity_b;
+    v.paired = cmp.paired;
+    v.n_shared = cmp.n_shared;
+    v.seeds_better = cmp.seeds_b_more;
+    v.seeds_worse = cmp.seeds_a_more;
+    v.seeds_same = cmp.seeds_same;
+    v.tolerance = cmp.tolerance;
+    v.why_not = cmp.reason;
+    v.outcome = !cmp.decided           ? Outcome::not_decided
+                : cmp.about_same       ? Outcome::same
+                : cmp.a_more_sensitive ? Outcome::worse
+                                       : Outcome::better;
+    out.push_back(v);
   }
 }
 
@@ -252,26 +283,9 @@ Verdict compare_values(const std::map<nlohmann::json, double>& subject,
 }
 
 std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, const std::string& baseline) {
-  std::map<std::string, std::vector<std::size_t>> groups;
-  std::vector<std::string> order_of_groups;
-  for (std::size_t a = 0; a < c.arms.size(); ++a) {
-    const std::string key = key_without_axis(c.arms[a].settings, axis, false);
-    if (!groups.count(key)) order_of_groups.push_back(key);
-    groups[key].push_back(a);
-  }
-  std::vector<ArmPair> pairs;
-  for (const auto& key : order_of_groups) {
-    const auto& g = groups[key];
-    const auto base = std::find_if(g.begin(), g.end(),
-                                   [&](std::size_t a) { return setting_text(c.arms[a].settings, axis) == baseline; });
-    for (std::size_t i = 0; i < g.size(); ++i)
-      for (std::size_t j = i + 1; j < g.size(); ++j) {
-        if (base != g.end() && g[i] != *base && g[j] != *base) continue;
-        const bool j_is_base = base != g.end() && g[j] == *base;
-        pairs.push_back(j_is_base ? ArmPair{g[i], g[j]} : ArmPair{g[j], g[i]});
-      }
-  }
-  return pairs;
+  std::vector<std::size_t> arms(c.arms.size());
+  for (std::size_t a = 0; a < arms.size(); ++a) arms[a] = a;
+  return pairs_of(c, arms, axis, baseline, false);
 }
 
 std::vector<Verdict> judge(const Comparison& c, const std::string& axis, const std::string& baseline) {
@@ -330,6 +344,7 @@ std::string value_text(const Claim& claim, double v) {
 
 // How the verdict was reached: over the shared seeds, or by the means.
 std::string how_text(const Verdict& v) {
+  if (!claim_of(v).by_seed) return "by the shares of runs";
   if (v.paired && v.outcome != Outcome::not_decided)
     return v.n_shared == 1 ? "in the 1 seed both have" : fmt::format("in each of the {} seeds both have", v.n_shared);
   if (v.paired)

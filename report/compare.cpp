@@ -33,6 +33,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A --baseline no arm holds would judge every two values against each other under a heading naming it: refused,
+// naming the values the arms hold.
+void check_baseline(const Comparison& c) {
+  if (c.baseline.empty()) return;
+  std::set<std::string> held;
+  for (const ArmStats& arm : c.arms) held.insert(setting_text(arm.settings, c.axis));
+  if (held.count(c.baseline)) return;
+  std::string values;
+  for (const auto& v : held) values += (values.empty() ? "" : ", ") + escape_name(v);
+  throw std::invalid_argument("compare: --baseline: no arm has " + c.axis + " " + escape_name(c.baseline) +
+                              "; the arms hold " + values);
+}
+
 std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out);
 
 // The notes on the sweeps given: for each, how many of its grid points are complete when not all are (so that "95
@@ -289,6 +302,7 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
       analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold, options.threshold_window);
   c.axis = options.axis;
   c.baseline = options.baseline;
+  check_baseline(c);
   const fs::path out_dir(options.out.empty() ? options.inputs.front() : options.out);
   prepare_report_dir(out_dir, options.plots);
   print_tables(c, options, found, context, out);

@@ -26,32 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Arms that differ only in scale mode, the reference (unscaled if present) against each of the others.
-struct ScalePair {
-  const ArmStats* ref;
-  const ArmStats* other;
-  std::string label;  // the shared settings, e.g. "d_k=64 adamw lr=0.003"
-};
-
-// `keys` without the scales' own settings (softcap_cap): a pair's shared label names those with each scale instead.
-std::vector<std::string> without_own_scale_settings(const Comparison& c, std::vector<std::string> keys) {
-  for (const ArmStats& arm : c.arms)
-    for (const auto& own : own_settings(arm.settings, "scale"))
-      keys.erase(std::remove(keys.begin(), keys.end(), own), keys.end());
-  return keys;
-}
-
-std::vector<ScalePair> scale_pairs(const Comparison& c) {
-  const auto extra = without_own_scale_settings(c, distinguishing_keys(c.arms));
-  std::vector<ScalePair> pairs;
-  for (const ScaleGroup& g : scale_groups(c.arms)) {
-    const ArmStats& ref = c.arms[g.arms.front()];  // the unscaled reference when the group has one
-    for (std::size_t i = 1; i < g.arms.size(); ++i)
-      pairs.push_back({&ref, &c.arms[g.arms[i]], arm_label(ref, extra, {"scale"})});
-  }
-  return pairs;
-}
-
 std::string sig(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : format_number(v); }
 
 // What solved() asks of every kept seed of an arm.
@@ -90,7 +64,7 @@ std::string shown_path(const std::string& dir, const std::string& out_dir) {
 std::vector<std::string> no_scaling_comparison_notes(const Comparison& c) {
   const std::vector<UnpairedScaleArm> unpaired = unpaired_scale_arms(c.arms);
   if (unpaired.empty()) return {};
-  if (scale_pairs(c).empty()) {
+  if (arm_pairs(c, "scale", "").empty()) {
     std::set<std::string> all;
     for (const auto& u : unpaired) all.insert(u.differs_in.begin(), u.differs_in.end());
     const std::vector<std::string> ordered = in_setting_order(c.arms, all);
@@ -128,24 +102,41 @@ std::string pair_head(const Comparison& c, const Verdict& v) {
 
 }  // namespace
 
-StoryChecks story_checks(const Comparison& c) {
-  StoryChecks checks;
-  std::map<std::string, std::array<std::vector<std::string>, 3>> by_pair;  // holds, fails, undecided
-  std::vector<std::string> order;
-  for (const Verdict& v : judge(c, c.axis, baseline_of(c))) {
+// The verdicts with something to say, per pair of arms (pair_head, in judge()'s order), as sentences: better first,
+// then worse, the same and not decided.
+std::vector<std::pair<std::string, std::vector<const Verdict*>>> verdicts_by_pair(const Comparison& c,
+                                                                                  const std::vector<Verdict>& all) {
+  std::vector<std::pair<std::string, std::vector<const Verdict*>>> pairs;
+  for (const Verdict& v : all) {
     if (says_nothing(v)) continue;
     const std::string head = pair_head(c, v);
-    if (!by_pair.count(head)) order.push_back(head);
-    const std::size_t kind = v.outcome == Outcome::better ? 0 : v.outcome == Outcome::not_decided ? 2 : 1;
-    by_pair[head][kind].push_back(verdict_sentence(c, v));
+    auto it = std::find_if(pairs.begin(), pairs.end(), [&](const auto& p) { return p.first == head; });
+    if (it == pairs.end()) it = pairs.insert(pairs.end(), {head, {}});
+    it->second.push_back(&v);
   }
-  for (const auto& head : order)
+  for (auto& p : pairs)
+    std::stable_sort(p.second.begin(), p.second.end(),
+                     [](const Verdict* x, const Verdict* y) { return x->outcome < y->outcome; });
+  return pairs;
+}
+
+StoryChecks story_checks(const Comparison& c) {
+  StoryChecks checks;
+  const std::vector<Verdict> all = judge(c, c.axis, baseline_of(c));
+  for (const auto& [head, verdicts] : verdicts_by_pair(c, all)) {
+    std::array<std::vector<std::string>, 3> kinds;  // holds, fails, undecided
+    for (const Verdict* v : verdicts)
+      kinds[v->outcome == Outcome::better        ? 0
+            : v->outcome == Outcome::not_decided ? 2
+                                                 : 1]
+          .push_back(verdict_sentence(c, *v));
     for (std::size_t kind = 0; kind < 3; ++kind)
-      if (!by_pair[head][kind].empty())
+      if (!kinds[kind].empty())
         (kind == 0   ? checks.holds
          : kind == 1 ? checks.fails
                      : checks.undecided)
-            .push_back(head + join(by_pair[head][kind], "; ") + ".");
+            .push_back(head + join(kinds[kind], "; ") + ".");
+  }
   return checks;
 }
 
@@ -567,7 +558,7 @@ std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
   if (drawn) md += figure_image(f.title, f.name);
   md += f.caption + ".\n\n";
   if (!f.tabulate) {
-    for (const auto& note : f.notes) md += "- Note: " + note + ".\n";
+    for (const auto& note : f.notes) md += "- Note: " + markdown_text(note) + ".\n";
     return md + (f.notes.empty() ? "" : "\n");
   }
   std::vector<double> xs;
@@ -590,7 +581,7 @@ std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
     t.rows.push_back(std::move(row));
   }
   md += t.markdown() + "\n";
-  for (const auto& note : f.notes) md += "- Note: " + note + ".\n";
+  for (const auto& note : f.notes) md += "- Note: " + markdown_text(note) + ".\n";
   if (!f.notes.empty()) md += "\n";
   return md;
 }
@@ -659,7 +650,7 @@ std::string preset_part(const ReportContext& ctx) {
 std::string findings_section(const Comparison& c) {
   std::string md = "## Findings\n\n";
   for (const FindingLine& f : findings(c))
-    md += "- " + markdown_escape(f.text) + " ([rule](#" + f.glossary + "), [details](#" + f.anchor + "))\n";
+    md += "- " + markdown_text(f.text) + " ([rule](#" + f.glossary + "), [details](#" + f.anchor + "))\n";
   return md + "\n" + finding_text("glossary_link") + "\n\n";
 }
 
@@ -729,6 +720,7 @@ std::string scale_modes_section(const Comparison& c) {
 // Per claim and subject, how many comparisons came out better, worse, the same and not decided.
 Table claims_table(const Comparison& c, const std::vector<Verdict>& verdicts) {
   Table t;
+  t.plain_cells = true;
   t.header = {"claim", c.axis, "better", "worse", "same", "not decided"};
   std::map<std::pair<std::string, std::string>, std::array<std::size_t, 4>> counts;
   std::vector<std::pair<std::string, std::string>> order;
@@ -748,28 +740,29 @@ Table claims_table(const Comparison& c, const std::vector<Verdict>& verdicts) {
 
 std::string story_section(const Comparison& c) {
   const std::string baseline = baseline_of(c);
-  const bool usual_story = c.axis == "scale" && is_reference_scale(baseline);
-  std::string md = "<a id=\"story\"></a>\n\n## Claims against " +
-                   (baseline.empty() ? std::string("each other") : markdown_name(baseline)) + "\n\n";
-  if (usual_story)
+  const std::vector<Verdict> verdicts = judge(c, c.axis, baseline);
+  // The baseline is judged against only where an arm holds it; elsewhere every two values are.
+  const bool held = std::any_of(verdicts.begin(), verdicts.end(), [&](const Verdict& v) {
+    return setting_text(c.arms[v.baseline].settings, c.axis) == baseline;
+  });
+  std::string md =
+      "<a id=\"story\"></a>\n\n## Claims " +
+      (held ? "against " + markdown_text(escape_name(baseline)) : "of each " + c.axis + " against the others") + "\n\n";
+  if (held && c.axis == "scale" && is_reference_scale(baseline))
     md +=
         "The usual story: without 1/sqrt(d_k), scores grow with d_k, the softmax saturates, W_q and W_k get little "
         "gradient, and training is worse and more sensitive to the learning rate. It holds where a scaling is "
         "better than unscaled.\n\n";
-  const std::vector<Verdict> verdicts = judge(c, c.axis, baseline);
   const Table table = claims_table(c, verdicts);
   if (table.rows.empty())
-    md += "No two arms differ only in " + markdown_name(c.axis) + ", so no claim is judged here.\n\n";
-  else
-    md += "Comparisons of arms that differ only in " + markdown_name(c.axis) + ", counted by verdict:\n\n" +
-          table.markdown() + "\n";
-  const StoryChecks checks = story_checks(c);
-  if (!table.rows.empty()) {
-    md += "<details><summary>Every verdict, per comparison</summary>\n\n";
-    for (const auto* list : {&checks.fails, &checks.holds, &checks.undecided})
-      for (const auto& line : *list) md += "- " + markdown_escape(line) + "\n";
-    md += "\n</details>\n\n";
+    return md + "No two arms differ only in " + markdown_name(c.axis) + ", so no claim is judged here.\n\n";
+  md += "Comparisons of arms that differ only in " + markdown_name(c.axis) + ", counted by verdict:\n\n" +
+        table.markdown() + "\n<details><summary>Every verdict, per comparison</summary>\n\n";
+  for (const auto& [head, list] : verdicts_by_pair(c, verdicts)) {
+    md += "- " + markdown_text(head.substr(0, head.size() - 2)) + ":\n";
+    for (const Verdict* v : list) md += "  - " + markdown_text(verdict_sentence(c, *v)) + "\n";
   }
+  md += "\n</details>\n\n";
   bool single_seed = false;
   for (const ArmStats& arm : c.arms) single_seed = single_seed || arm.n_seeds < 2;
   if (single_seed)
@@ -810,14 +803,12 @@ std::string thresholds_section(const Comparison& c, const ReportContext& ctx) {
       "- seeds: the distinct (seed, data_seed) pairs among an arm's runs; runs of one arm sharing a pair are all "
       "kept in its numbers and listed under *Duplicate seeds*\n";
   md +=
-      "- steps to a threshold, unscaled vs another mode: the story holds when a smaller share of the unscaled runs "
-      "reaches the threshold, or when every run of both arms reaches it and the unscaled mean step is later by "
-      "more than the tolerance: the larger of 10% of the later mean step and the larger seed standard deviation "
-      "of the step (at least 1 step). A smaller difference is reported as about the same, and equal shares below "
-      "all runs are not decided\n";
-  const auto pairs = scale_pairs(c);
-  if (std::any_of(pairs.begin(), pairs.end(),
-                  [&](const ScalePair& p) { return solved(*p.ref, c) && solved(*p.other, c); }))
+      "- verdicts: seed by seed where two arms share seeds (better or worse by more than the claim's tolerance in "
+      "every shared seed, the same within it in every one, otherwise not decided; a threshold never reached counts "
+      "as the latest step); without a shared seed, by the means ([tolerances](#glossary))\n";
+  const auto verdicts = judge(c, c.axis, baseline_of(c));
+  if (std::any_of(verdicts.begin(), verdicts.end(),
+                  [](const Verdict& v) { return v.why_not == "both solved the task"; }))
     md += "- solved the task: " + solved_rule(c) +
           " (kept runs); where both arms of a comparison solved it, the final loss decides nothing and the "
           "comparison is counted apart\n";
@@ -839,9 +830,9 @@ std::string runs_read_section(const Comparison& c, const ReportContext& ctx) {
     for (auto i : arm.runs) arm_of_run[i] = &arm;
   for (std::size_t i = 0; i < c.runs.size(); ++i) {
     const RunRecord& run = c.runs[i];
-    runs.rows.push_back({markdown_name(shown_path(run.dir, ctx.out_dir)), arm_label(*arm_of_run[i], extra),
-                         setting_text(run.config, "seed"), fmt::format("{}/{}", run.series.size(), run.steps_planned),
-                         run_status(run)});
+    runs.rows.push_back({markdown_name(shown_path(run.dir, ctx.out_dir)),
+                         markdown_name(arm_label(*arm_of_run[i], extra)), setting_text(run.config, "seed"),
+                         fmt::format("{}/{}", run.series.size(), run.steps_planned), run_status(run)});
   }
   md += runs.markdown() + "\n";
   if (!ctx.skipped.empty()) {

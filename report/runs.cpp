@@ -77,7 +77,8 @@ void search_below(Search& s, const fs::path& dir, std::size_t depth, bool in_swe
   if (!descend) return;
   if (const auto listed = listed_runs(s, dir)) {
     for (const fs::path& run : *listed)
-      if (s.listed.insert(run).second && is_run_dir(run)) s.found.push_back(run.string());
+      // A sweep inside a sweep (copied in) lists runs that are not the outer sweep's.
+      if (s.listed.insert(run).second && is_run_dir(run)) (in_sweep ? s.unlisted : s.found).push_back(run.string());
     s.allowance += 2 * listed->size();  // the points' run directories and configs/ files
     s.sweep_given = s.sweep_given || depth == 0;
     in_sweep = true;

@@ -151,7 +151,15 @@ std::string Table::markdown() const {
   const std::vector<bool> numeric = numeric_columns(*this);
   for (std::size_t i = 0; i < header.size(); ++i) out += numeric[i] ? " ---: |" : " --- |";
   out += "\n";
-  for (const auto& row : rows) out += line(row);
+  for (const auto& row : rows) {
+    if (!plain_cells) {
+      out += line(row);
+      continue;
+    }
+    std::vector<std::string> inert;
+    for (const auto& cell : row) inert.push_back(markdown_text(cell, true));
+    out += line(inert);
+  }
   return out;
 }
 
@@ -224,6 +232,7 @@ Table arm_table(const Comparison& c) {
   const double threshold = common_loss_threshold(c);
   const std::string near_zero = fmt::format("{:g}", train::kNearZeroGradFraction);
   Table t;
+  t.plain_cells = true;
   t.header = setting_header(extra, true);
   const std::vector<std::string> rest{
       "seeds",
@@ -268,6 +277,7 @@ Table arm_table(const Comparison& c) {
 Table lr_table(const Comparison& c) {
   const auto extra = distinguishing_keys(c.arms);
   Table t;
+  t.plain_cells = true;
   t.header = setting_header(extra, false);
   const std::vector<std::string> rest{"min(final, initial loss) by lr", "best lr", "LR sensitivity"};
   t.header.insert(t.header.end(), rest.begin(), rest.end());

@@ -17,6 +17,8 @@ struct Table {
   std::vector<std::string> header;
   std::vector<std::string> header_links;  // per column, the anchor its markdown header links to ("" or none: no link)
   std::vector<std::vector<std::string>> rows;
+  bool plain_cells = false;  // the body's cells are plain text (names and values from the runs' data): markdown()
+                             // escapes their markup, so a setting's value cannot form a link or an image
   /// Columns padded to their widest cell (UTF-8 aware) up to kMaxPaddedWidth, two spaces apart, text left- and
   /// numbers right-aligned; a longer cell is printed whole, unpadded. Cells through escape_name.
   std::string text() const;

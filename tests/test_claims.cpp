@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "report/claims.h"
+#include "report/compare.h"
 #include "tests/support/compare_findings.h"
 #include "tests/support/fake_run.h"
+#include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
 
 using namespace xgrad::report;
@@ -184,4 +187,78 @@ TEST_CASE("compare_values: the one seed-by-seed rule, on any per-seed values") {
   const Verdict apart = compare_values({{key(5), 0.5}}, base, Better::lower, loss);
   CHECK(apart.outcome == Outcome::not_decided);
   CHECK_FALSE(apart.paired);
+}
+
+TEST_CASE("a side whose every run was cut short decides no claim") {
+  const TempDir root("claims_cut_short");
+  for (int seed = 0; seed < 2; ++seed) {
+    FakeRun cut = run_of("none", seed, 1.5);
+    cut.steps = 80;  // 40 rows of 80 planned: cut short
+    cut.summary = false;
+    write_run(root / ("n" + std::to_string(seed)), cut);
+    FakeRun whole = run_of("sqrt_dk", seed, 0.5);
+    whole.loss.insert(whole.loss.end(), 40, 0.5);  // all 80 planned rows
+    whole.accuracy.insert(whole.accuracy.end(), 40, 0.5);
+    whole.steps = 80;
+    write_run(root / ("s" + std::to_string(seed)), whole);
+  }
+  const Comparison c = analyse_dirs({root.string()});
+  REQUIRE(c.arms.size() == 2);
+  CHECK(c.arms[0].only_incomplete());
+  CHECK_FALSE(c.arms[1].only_incomplete());
+  const auto all = judge(c, "scale", "none");
+  REQUIRE_FALSE(all.empty());
+  for (const Verdict& v : all) {
+    INFO(v.claim);
+    CHECK(v.outcome == Outcome::not_decided);
+    CHECK(v.why_not == "a side has only runs cut short");
+  }
+}
+
+TEST_CASE(
+    "LR sensitivity is judged between scalings without the baseline too, and compare refuses a baseline no arm "
+    "holds") {
+  const TempDir root("claims_lr_no_base");
+  for (const double lr : {0.01, 0.1})
+    for (const std::string scale : {"sqrt_dk", "dk"}) {
+      FakeRun r = run_of(scale, 0, scale == "dk" && lr == 0.1 ? 1.9 : 0.5);
+      r.lr = lr;
+      write_run(root / (scale + std::to_string(lr)), r);
+    }
+  const Comparison c = analyse_dirs({root.string()});
+  const auto all = judge(c, "scale", "none");
+  const auto lr = std::find_if(all.begin(), all.end(), [](const Verdict& v) { return v.claim == "less_lr_sensitive"; });
+  REQUIRE(lr != all.end());
+  CHECK(c.arms[lr->subject].scale() == "dk");
+  CHECK(lr->outcome == Outcome::worse);  // dk fails at lr 0.1, sqrt_dk does not
+
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.plots = false;
+  options.baseline = "nonexistent";
+  std::ostringstream out;
+  CHECK_THROWS_WITH_AS(run_compare(options, out), doctest::Contains("the arms hold dk, sqrt_dk"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("names from the runs' data cannot form links or images in report.md's verdicts, tables and headings") {
+  const TempDir root("claims_markdown");
+  for (const std::string from : {"[click](http://evil.example)", "<img src=x onerror=alert(1)>"})
+    for (int seed = 0; seed < 2; ++seed) {
+      FakeRun r = run_of("sqrt_dk", seed, from[0] == '[' ? 0.5 : 0.9);
+      r.extra_config["init_from"] = from;
+      write_run(root / ((from[0] == '[' ? "link-" : "img-") + std::to_string(seed)), r);
+    }
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.plots = false;
+  options.axis = "init_from";
+  options.baseline = "<img src=x onerror=alert(1)>";
+  std::ostringstream out;
+  REQUIRE_MESSAGE(run_compare(options, out) == 4, out.str());
+  const std::string md = read_text(root / "report.md");
+  CHECK(md.find("[click](") == std::string::npos);
+  // Inert as "\<img" or "&lt;img"; a bare "<img" would be an HTML tag.
+  for (auto at = md.find("<img"); at != std::string::npos; at = md.find("<img", at + 1))
+    CHECK_MESSAGE(md.substr(at - 1, 1) == "\\", md.substr(md.rfind('\n', at), 200));
 }

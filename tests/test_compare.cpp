@@ -183,6 +183,13 @@ TEST_CASE("compare of a sweep reads the runs its sweep.json lists; runs copied i
   RunSearch search;
   search.include_unlisted = true;
   CHECK(find_run_dirs({root.string()}, search).dirs.size() == 6);
+
+  // A whole sweep copied inside this one lists runs of its own: they are not this sweep's either.
+  write_run(root / "nested" / "runs" / "n0", copied);
+  write_manifest(root / "nested", {"n0"});
+  const FoundRuns with_nested = find_run_dirs({root.string()});
+  CHECK(with_nested.dirs.size() == 4);
+  CHECK(with_nested.unlisted.size() == 3);
 }
 
 TEST_CASE("below a directory that is no run and no sweep, runs are looked for within a bounded depth and count") {
@@ -557,8 +564,8 @@ TEST_CASE("arms of d_model 64 and 128 are labelled by d_model, not by the d_ff t
   CHECK(arm_label(cmp.arms[0], distinguishing_keys(cmp.arms)) == "d_k=16 sqrt_dk adamw lr=0.003 d_model=64");
   CHECK(console.find("d_model") != std::string::npos);
   CHECK(console.find("d_ff") == std::string::npos);
-  CHECK(md.find("d_ff") == std::string::npos);
-  CHECK(md.find("d_model=128") != std::string::npos);
+  CHECK(md.find(markdown_text("d_ff")) == std::string::npos);
+  CHECK(md.find(markdown_text("d_model=128")) != std::string::npos);
 
   // A d_ff that was set (not 4 * d_model) is a setting of its own, shown when it differs.
   TrainConfig c = short_run(root / "sweep" / "d64-ff100", "kv_recall", "sqrt_dk", 2);
@@ -951,12 +958,14 @@ TEST_CASE("report.md: tables, generated sentences per d_k, and where the usual s
   CHECK_FALSE(fs::exists(out_dir / "plots"));
   const std::string md = read_text(out_dir / "report.md");
   INFO(md);
-  CHECK(md.find("sqrt_dk starts less saturated than unscaled (first-layer entropy 2.4 vs 0.3 nats") !=
+  CHECK(md.find(markdown_text("sqrt_dk starts less saturated than unscaled (first-layer entropy 2.4 vs 0.3 nats")) !=
         std::string::npos);
-  CHECK(md.find("sqrt_dk reaches the accuracy threshold sooner than unscaled (step 20 vs never") != std::string::npos);
+  CHECK(md.find(markdown_text("sqrt_dk reaches the accuracy threshold sooner than unscaled (step 20 vs never")) !=
+        std::string::npos);
   CHECK(md.find("## Claims against none") != std::string::npos);
-  CHECK(md.find("sqrt_dk gives W_q less gradient over all steps than unscaled") != std::string::npos);
-  CHECK(md.find("sqrt_dk trains better than unscaled (final loss 0.5 vs 2; in each of the 2 seeds both have)") !=
+  CHECK(md.find(markdown_text("sqrt_dk gives W_q less gradient over all steps than unscaled")) != std::string::npos);
+  CHECK(md.find(markdown_text(
+            "sqrt_dk trains better than unscaled (final loss 0.5 vs 2; in each of the 2 seeds both have)")) !=
         std::string::npos);
   CHECK(md.find("| 256 | none | adamw | 0.01 | 2 | 2.000 ± 0.000 |") != std::string::npos);
   CHECK(md.find("## Glossary") != std::string::npos);
@@ -1315,7 +1324,7 @@ TEST_CASE("report.md opens with at most ten findings counted from the numbers, e
   REQUIRE(findings_at != std::string::npos);
   CHECK(findings_at < md.find("(#glossary)"));
   CHECK(md.find("(#glossary)") < md.find("## Results by arm"));
-  CHECK(md.find("- " + lines[0].text + " ([rule](#" + lines[0].glossary + "), [details](#story))") !=
+  CHECK(md.find("- " + markdown_text(lines[0].text) + " ([rule](#" + lines[0].glossary + "), [details](#story))") !=
         std::string::npos);
   // Every link within report.md has its anchor: the findings' details and rules, the glossary, the arm table's
   // column headers.
@@ -1335,7 +1344,9 @@ TEST_CASE("report.md opens with at most ten findings counted from the numbers, e
   CHECK(columns == arm_table(cmp).header.size());
   CHECK(linked == columns);
   // The per-arm sentences stay, below.
-  CHECK(md.find("At d_k=64 adamw lr=0.01, unscaled") > findings_at);
+  const std::size_t details_at = md.find(markdown_text("d_k=64 adamw lr=0.01, unscaled vs sqrt_dk"));
+  CHECK(details_at != std::string::npos);
+  CHECK(details_at > findings_at);
 }
 
 TEST_CASE("summary figures: final loss, step-0 attention and per-query score gradient against d_k") {
