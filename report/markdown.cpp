@@ -274,7 +274,8 @@ struct Finding {
   std::string subject = {};
 };
 
-// The gradient counts of one pair: "more / less" of its comparisons at step 0, before the threshold, over all steps.
+// The gradient counts of one pair: in how many of its comparisons the subject's is larger at step 0, before the
+// threshold, over all steps.
 std::string gradient_text(const PairTally& p) {
   const std::size_t n = std::max(p["more_gradient_w_q"].valued, p["more_gradient_w_k"].valued);
   Fields f{{"subject", p.subject}, {"baseline", p.baseline}, {"n", num(n)}};
@@ -284,7 +285,7 @@ std::string gradient_text(const PairTally& p) {
                                                                 {"k_step0", "more_gradient_step0_w_k"},
                                                                 {"k_before", "more_gradient_before_loss_w_k"},
                                                                 {"k_all", "more_gradient_w_k"}};
-  for (const auto& [field, claim] : claims) f.push_back({field, num(p[claim].better) + "/" + num(p[claim].worse)});
+  for (const auto& [field, claim] : claims) f.push_back({field, num(p[claim].better)});
   std::string text = finding_text("gradient", f);
   const Tally& zero = p["fewer_zero_gradients_w_q"];
   if (p.spoken.count("fewer_zero_gradients_w_q"))
@@ -442,7 +443,7 @@ Finding runs_finding(const Comparison& c) {
     incomplete += run.incomplete ? 1 : 0;
   }
   const Fields f{{"diverged", num(diverged)}, {"n", num(c.runs.size())}};
-  std::string text = finding_text("runs_diverged", f);
+  std::string text = finding_text(diverged ? "runs_diverged" : "runs_none_diverged", f);
   if (incomplete) text += finding_text("runs_incomplete", {{"count", num(incomplete)}});
   return {{text + ".", "runs-read", glossary_anchor("diverged run")}};
 }
