@@ -108,7 +108,7 @@ expect "$work/signum_mup.txt" "--parametrization mup: --optimizer signum"
 "$my_xgrad" compare "$sweep" >"$work/my_compare.txt" 2>&1 || { cat "$work/my_compare.txt"; exit 1; }
 for name in dk_power alibi sqrt_dk multi_query multi_head; do
   expect "$work/my_compare.txt" "$name"
-  expect "$sweep/report.md" "$name"
+  expect "$sweep/report.md" "${name//_/\\_}"  # as report.md's text writes it: '_' escaped
 done
 expect "$sweep/report.md" "task lookback"
 refuse "$work/my_compare.txt" "not registered"
@@ -117,7 +117,7 @@ refuse "$work/my_compare.txt" "not registered"
 "$xgrad" compare "$sweep" >"$work/compare.txt" 2>&1 || { cat "$work/compare.txt"; exit 1; }
 for name in dk_power sqrt_dk multi_query multi_head; do
   expect "$work/compare.txt" "$name"
-  expect "$sweep/report.md" "$name"
+  expect "$sweep/report.md" "${name//_/\\_}"  # as report.md's text writes it: '_' escaped
 done
 expect "$work/compare.txt" "scaling 'dk_power' is not registered in this build"
 [ "$fail" -eq 0 ] || exit 1
