@@ -6,14 +6,13 @@
 #include <map>
 #include <stdexcept>
 
-#include <fmt/args.h>
 #include <fmt/format.h>
 
 #include "common/escape.h"
 #include "common/registry.h"
 #include "nn/scaling.h"
 #include "report/tables.h"
-#include "report/web_assets.h"
+#include "report/text.h"
 #include "train/run_files.h"
 
 namespace xgrad::report {
@@ -123,13 +122,13 @@ Outcome order(double subject, double baseline, double tol, Better better) {
 // Why a claim cannot be decided for these arms whatever the numbers, or "".
 std::string undecidable(const Comparison& c, const std::string& statistic, const ArmStats& s, const ArmStats& b) {
   // A side whose every run was cut short ends where it stopped, not where training would have: nothing to judge.
-  if (s.only_incomplete() || b.only_incomplete()) return "a side has only runs cut short";
+  if (s.only_incomplete() || b.only_incomplete()) return "cut_short";
   if (statistic != "final_loss") return "";
-  if (s.kept.empty() || b.kept.empty()) return "every run of a side diverged";
-  if (s.stat("final_loss").n == 0 || b.stat("final_loss").n == 0) return "a side has no finite final loss";
+  if (s.kept.empty() || b.kept.empty()) return "all_diverged";
+  if (s.stat("final_loss").n == 0 || b.stat("final_loss").n == 0) return "no_final_loss";
   // Two losses near zero differ by more than 2% for no reason worth a verdict.
-  if (solved(s, c) && solved(b, c)) return "both solved the task";
-  if (!s.learned() && !b.learned()) return "neither learned";
+  if (solved(s, c) && solved(b, c)) return "both_solved";
+  if (!s.learned() && !b.learned()) return "neither_learned";
   return "";
 }
 
@@ -159,7 +158,7 @@ Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w
   const std::string why_not = undecidable(c, v.statistic, s, b);
   if (!why_not.empty() || ss.empty() || bs.empty()) {
     v.outcome = Outcome::not_decided;
-    v.why_not = why_not.empty() ? "a side has no value" : why_not;
+    v.why_not = why_not.empty() ? "no_value" : why_not;
     return v;
   }
   if (v.paired) return v;
@@ -176,8 +175,7 @@ Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w
     for (double sd : {sm.sd, bm.sd})
       if (std::isfinite(sd)) v.tolerance = std::max(v.tolerance, sd);
   v.outcome = order(sm.mean, bm.mean, v.tolerance, claim.better);
-  if (!std::isfinite(sm.mean) || !std::isfinite(bm.mean))
-    v.outcome = Outcome::not_decided, v.why_not = "neither reaches it";
+  if (!std::isfinite(sm.mean) || !std::isfinite(bm.mean)) v.outcome = Outcome::not_decided, v.why_not = "never_reached";
   return v;
 }
 
@@ -216,6 +214,103 @@ std::vector<ArmPair> pairs_of(const Comparison& c, const std::vector<std::size_t
   return pairs;
 }
 
+// "0.01, 0.1": the learning rates of an lr group.
+std::string lrs_of(const Comparison& c, const LrGroup& g) {
+  std::string s;
+  for (auto i : g.arms) s += (s.empty() ? "" : ", ") + setting_text(c.arms[i].settings, "lr");
+  return s;
+}
+
+// Why two lr groups' sensitivities cannot be compared over the learning rates both hold (`shared`), or "": fewer than
+// two of them; both diverged at one, where the objective counts those runs as their initial loss on both sides; or a
+// side that learned at none of them, whose flat objective near chance would read as insensitive when it is simply
+// bad at all of them.
+std::string lr_undecidable(const Comparison& c, const LrGroup& s, const LrGroup& b,
+                           const std::vector<std::pair<const ArmStats*, const ArmStats*>>& shared, Fields& why) {
+  if (shared.size() < 2) {
+    why = {{"subject_lrs", lrs_of(c, s)}, {"baseline_lrs", lrs_of(c, b)}};
+    return "few_lrs";
+  }
+  std::string diverged;
+  bool learned_s = false, learned_b = false;
+  for (const auto& [x, y] : shared) {
+    if (!x->diverged_steps.empty() && !y->diverged_steps.empty())
+      diverged += (diverged.empty() ? "" : " and ") + text("claims", "why.diverged_at",
+                                                           {{"lr", setting_text(x->settings, "lr")},
+                                                            {"subject", arm_name(c, *x)},
+                                                            {"subject_n", std::to_string(x->diverged_steps.size())},
+                                                            {"subject_of", std::to_string(x->used.size())},
+                                                            {"baseline", arm_name(c, *y)},
+                                                            {"baseline_n", std::to_string(y->diverged_steps.size())},
+                                                            {"baseline_of", std::to_string(y->used.size())}});
+    learned_s = learned_s || x->learned();
+    learned_b = learned_b || y->learned();
+  }
+  why = {{"lrs", diverged}, {"side", arm_name(c, *(learned_s ? shared.front().second : shared.front().first))}};
+  return !diverged.empty()          ? "both_diverged"
+         : !learned_s && !learned_b ? "neither_learned_lr"
+         : !learned_s || !learned_b ? "never_learned"
+                                    : "";
+}
+
+// Each side's lr objective per seed at every shared learning rate (a diverged run as its initial loss), its LR
+// sensitivity per seed where it has all of them, and per seed the largest objective of both sides: the loss the
+// sensitivities are differences of, which their tolerance is a fraction of.
+}  // namespace
+
+Verdict lr_verdict(const Comparison& c, const LrGroup& gs, const LrGroup& gb) {
+  static const Claim objective{"", "", "lr_objective", Better::lower, "loss"};
+  std::vector<std::pair<const ArmStats*, const ArmStats*>> shared;
+  std::vector<double> mean_s, mean_b;
+  std::map<nlohmann::json, std::vector<double>> seeds_s, seeds_b;
+  double tol = 0;  // without a shared seed: the objectives' largest seed sd, at least 2% of their largest mean
+  const auto add = [&](const ArmStats& arm, std::vector<double>& means, auto& seeds) {
+    const MeanSd& m = arm.stat("lr_objective");
+    means.push_back(m.mean);
+    tol = std::max({tol, std::isfinite(m.sd) ? m.sd : 0.0, tolerance("loss").between(m.mean, 0)});
+    for (const auto& [seed, v] : per_seed(c, arm, objective, "lr_objective")) seeds[seed].push_back(v);
+  };
+  for (auto is : gs.arms)
+    for (auto ib : gb.arms) {
+      const ArmStats &x = c.arms[is], &y = c.arms[ib];
+      if (x.lr() != y.lr()) continue;
+      shared.push_back({&x, &y});
+      add(x, mean_s, seeds_s);
+      add(y, mean_b, seeds_b);
+    }
+  std::map<nlohmann::json, double> sens_s, sens_b, magnitude;
+  for (const auto& [seed, vs] : seeds_s) {
+    const auto it = seeds_b.find(seed);
+    if (vs.size() != shared.size() || it == seeds_b.end() || it->second.size() != shared.size()) continue;
+    sens_s[seed] = lr_sensitivity(vs);
+    sens_b[seed] = lr_sensitivity(it->second);
+    for (const double o : vs) magnitude[seed] = std::max(magnitude[seed], std::fabs(o));
+    for (const double o : it->second) magnitude[seed] = std::max(magnitude[seed], std::fabs(o));
+  }
+  Verdict v = compare_values(sens_s, sens_b, Better::lower, tolerance("loss"), magnitude);
+  v.claim = "less_lr_sensitive";
+  v.statistic = "lr_sensitivity";
+  v.subject = gs.arms.front();
+  v.baseline = gb.arms.front();
+  v.subject_value = lr_sensitivity(mean_s);
+  v.baseline_value = lr_sensitivity(mean_b);
+  v.why_not = lr_undecidable(c, gs, gb, shared, v.why_fields);
+  if (v.why_not.empty() && !(std::isfinite(v.subject_value) && std::isfinite(v.baseline_value))) v.why_not = "no_value";
+  v.tolerance = tol;
+  if (!v.why_not.empty()) {
+    v.outcome = Outcome::not_decided;
+  } else if (!v.paired) {
+    v.outcome = order(v.subject_value, v.baseline_value, tol, Better::lower);
+  } else if (v.outcome != Outcome::not_decided) {
+    v.why_not.clear();
+  } else {
+    v.why_not = "seeds_disagree";
+  }
+  return v;
+}
+
+namespace {
+
 void lr_verdicts(const Comparison& c, const std::string& axis, const std::string& baseline, std::vector<Verdict>& out) {
   std::vector<std::size_t> firsts;
   for (const LrGroup& g : c.lr_groups) firsts.push_back(g.arms.front());
@@ -223,30 +318,8 @@ void lr_verdicts(const Comparison& c, const std::string& axis, const std::string
     return *std::find_if(c.lr_groups.begin(), c.lr_groups.end(),
                          [&](const LrGroup& g) { return g.arms.front() == arm; });
   };
-  for (const ArmPair& p : pairs_of(c, firsts, axis, baseline, true)) {
-    const LrGroup& gs = group_of(p.subject);
-    const LrGroup& gb = group_of(p.baseline);
-    const LrComparison cmp = compare_lr_sensitivity(c, gs, gb);
-    Verdict v;
-    v.claim = "less_lr_sensitive";
-    v.statistic = "lr_sensitivity";
-    v.subject = gs.arms.front();
-    v.baseline = gb.arms.front();
-    v.subject_value = cmp.sensitivity_a;
-    v.baseline_value = cmp.sensitivity_b;
-    v.paired = cmp.paired;
-    v.n_shared = cmp.n_shared;
-    v.seeds_better = cmp.seeds_b_more;
-    v.seeds_worse = cmp.seeds_a_more;
-    v.seeds_same = cmp.seeds_same;
-    v.tolerance = cmp.tolerance;
-    v.why_not = cmp.reason;
-    v.outcome = !cmp.decided           ? Outcome::not_decided
-                : cmp.about_same       ? Outcome::same
-                : cmp.a_more_sensitive ? Outcome::worse
-                                       : Outcome::better;
-    out.push_back(v);
-  }
+  for (const ArmPair& p : pairs_of(c, firsts, axis, baseline, true))
+    out.push_back(lr_verdict(c, group_of(p.subject), group_of(p.baseline)));
 }
 
 }  // namespace
@@ -256,7 +329,8 @@ nlohmann::json seed_key(const nlohmann::json& config) {
 }
 
 Verdict compare_values(const std::map<nlohmann::json, double>& subject,
-                       const std::map<nlohmann::json, double>& baseline, Better better, const Tolerance& tol) {
+                       const std::map<nlohmann::json, double>& baseline, Better better, const Tolerance& tol,
+                       const std::map<nlohmann::json, double>& magnitude) {
   Verdict v;
   bool never = true;  // neither side reaches the threshold in any shared seed
   for (const auto& [seed, x] : subject) {
@@ -264,7 +338,9 @@ Verdict compare_values(const std::map<nlohmann::json, double>& subject,
     if (it == baseline.end()) continue;
     ++v.n_shared;
     never = never && std::isinf(x) && std::isinf(it->second);
-    const Outcome o = order(x, it->second, tol.between(x, it->second), better);
+    const auto m = magnitude.find(seed);
+    const double t = m == magnitude.end() ? tol.between(x, it->second) : tol.between(m->second, 0);
+    const Outcome o = order(x, it->second, t, better);
     (o == Outcome::better ? v.seeds_better : o == Outcome::worse ? v.seeds_worse : v.seeds_same) += 1;
   }
   v.paired = v.n_shared > 0;
@@ -274,11 +350,11 @@ Verdict compare_values(const std::map<nlohmann::json, double>& subject,
               : v.seeds_same == v.n_shared   ? Outcome::same
                                              : Outcome::not_decided;
   if (!v.paired)
-    v.why_not = "no seed in common";
+    v.why_not = "no_shared_seed";
   else if (never)
-    v.outcome = Outcome::not_decided, v.why_not = "neither reaches it";
+    v.outcome = Outcome::not_decided, v.why_not = "never_reached";
   else if (v.outcome == Outcome::not_decided)
-    v.why_not = "the seeds disagree";
+    v.why_not = "seeds_disagree";
   return v;
 }
 
@@ -316,25 +392,6 @@ std::string baseline_of(const Comparison& c) {
 
 namespace {
 
-// report/text/claims.md's templates by "claim, outcome" (the claim's id without "_{w}").
-const std::map<std::string, std::string>& claim_templates() {
-  static const std::map<std::string, std::string> templates = [] {
-    std::map<std::string, std::string> out;
-    const std::string text = web_assets::kClaimsMd;
-    std::size_t at = 0;
-    while (at < text.size()) {
-      const std::size_t end = std::min(text.find('\n', at), text.size());
-      const std::string line = text.substr(at, end - at);
-      at = end + 1;
-      const std::size_t colon = line.find(": ");
-      if (line.rfind("- ", 0) == 0 && colon != std::string::npos)
-        out[line.substr(2, colon - 2)] = line.substr(colon + 2);
-    }
-    return out;
-  }();
-  return templates;
-}
-
 // A statistic's value as its sentence shows it: a step ("step 37", "never"), a share ("12.5%"), else 3 digits.
 std::string value_text(const Claim& claim, double v) {
   if (claim.tolerance == "steps") return std::isfinite(v) ? fmt::format("step {:.0f}", v) : "never";
@@ -344,17 +401,26 @@ std::string value_text(const Claim& claim, double v) {
 
 // How the verdict was reached: over the shared seeds, or by the means.
 std::string how_text(const Verdict& v) {
-  if (!claim_of(v).by_seed) return "by the shares of runs";
-  if (v.paired && v.outcome != Outcome::not_decided)
-    return v.n_shared == 1 ? "in the 1 seed both have" : fmt::format("in each of the {} seeds both have", v.n_shared);
+  const Fields f{{"n", std::to_string(v.n_shared)},
+                 {"better", std::to_string(v.seeds_better)},
+                 {"worse", std::to_string(v.seeds_worse)},
+                 {"same", std::to_string(v.seeds_same)},
+                 {"tolerance", train::format_number(v.tolerance)}};
+  if (!claim_of(v).by_seed) return text("claims", "how.shares");
   if (v.paired)
-    return fmt::format("better in {}, worse in {}, within the tolerance in {} of the {} seeds both have",
-                       v.seeds_better, v.seeds_worse, v.seeds_same, v.n_shared);
-  return "by the means, no seed in common" +
-         (std::isfinite(v.tolerance) ? ": tolerance " + train::format_number(v.tolerance) : std::string());
+    return text("claims",
+                v.outcome == Outcome::not_decided ? "how.split"
+                : v.n_shared == 1                 ? "how.one_seed"
+                                                  : "how.every_seed",
+                f);
+  return text("claims", std::isfinite(v.tolerance) ? "how.means_tolerance" : "how.means", f);
 }
 
 }  // namespace
+
+std::string why_not_text(const Verdict& v) {
+  return v.why_not.empty() ? "" : text("claims", "why." + v.why_not, v.why_fields);
+}
 
 const Claim& claim_of(const Verdict& v) {
   for (const Claim& claim : claims())
@@ -374,18 +440,16 @@ std::string verdict_sentence(const Comparison& c, const Verdict& v) {
   if (const auto at = id.find("_{w}"); at != std::string::npos) id.erase(at);
   std::string outcome = outcome_name(v.outcome);
   std::replace(outcome.begin(), outcome.end(), ' ', '_');
-  const auto it = claim_templates().find(id + ", " + outcome);
-  if (it == claim_templates().end())
-    throw std::out_of_range("report/text/claims.md has no line '" + id + ", " + outcome + "'");
-  fmt::dynamic_format_arg_store<fmt::format_context> args;
-  args.push_back(fmt::arg("subject", escape_name(arm_name(c, c.arms[v.subject]))));
-  args.push_back(fmt::arg("baseline", escape_name(arm_name(c, c.arms[v.baseline]))));
-  args.push_back(fmt::arg("subject_value", value_text(claim, v.subject_value)));
-  args.push_back(fmt::arg("baseline_value", value_text(claim, v.baseline_value)));
-  args.push_back(fmt::arg("how", how_text(v)));
-  args.push_back(fmt::arg("why_not", v.why_not));
-  args.push_back(fmt::arg("w", v.w == "w_q" ? std::string("W_q") : v.w == "w_k" ? std::string("W_k") : v.w));
-  return fmt::vformat(it->second, args);
+  return text("claims", id + ", " + outcome,
+              {{"subject", escape_name(arm_name(c, c.arms[v.subject]))},
+               {"baseline", escape_name(arm_name(c, c.arms[v.baseline]))},
+               {"subject_value", value_text(claim, v.subject_value)},
+               {"baseline_value", value_text(claim, v.baseline_value)},
+               {"how", how_text(v)},
+               {"why_not", why_not_text(v)},
+               {"w", v.w == "w_q"   ? std::string("W_q")
+                     : v.w == "w_k" ? std::string("W_k")
+                                    : v.w}});
 }
 
 }  // namespace xgrad::report

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/stats.h"
+#include "report/text.h"
 
 namespace xgrad::report {
 
@@ -71,7 +72,9 @@ struct Verdict {
   bool paired = false;                                         // decided seed by seed
   std::size_t n_shared = 0, seeds_better = 0, seeds_worse = 0, seeds_same = 0;
   double tolerance = kNoValue;  // without a shared seed: the tolerance of the means
-  std::string why_not;          // when not decided, why: "the seeds disagree", "neither learned", ...
+  std::string why_not;          // when not decided, why: a key of report/text/claims.md's "why." lines
+                                // ("seeds_disagree", "neither_learned", "both_solved", ...)
+  Fields why_fields = {};       // the numbers its sentence names (the learning rates where both diverged)
 };
 
 /// A run's seed as the key of per-seed values: its (seed, data_seed) pair from config.json.
@@ -80,10 +83,13 @@ nlohmann::json seed_key(const nlohmann::json& config);
 /// The one seed-by-seed rule: `subject`'s and `baseline`'s values (by seed_key) compared in every seed both have.
 /// Fills the verdict's outcome, n_shared, seeds_better/worse/same, paired (a seed in common) and why_not: better
 /// when the subject is better by more than `tol` in every shared seed, worse likewise, same when within it in
-/// every one, otherwise not decided ("the seeds disagree"; "no seed in common" without one). An infinite value
-/// is a threshold never reached, the worst; both infinite in every seed is "neither reaches it".
+/// every one, otherwise not decided (why_not "seeds_disagree"; "no_shared_seed" without one). An infinite value
+/// is a threshold never reached, the worst; both infinite in every seed is "never_reached". The tolerance in a seed
+/// is tol.between of the two values, or of `magnitude`'s value for that seed where it has one: values that are
+/// differences of larger quantities (an LR sensitivity, of losses) get a tolerance sized by those.
 Verdict compare_values(const std::map<nlohmann::json, double>& subject,
-                       const std::map<nlohmann::json, double>& baseline, Better better, const Tolerance& tol);
+                       const std::map<nlohmann::json, double>& baseline, Better better, const Tolerance& tol,
+                       const std::map<nlohmann::json, double>& magnitude = {});
 
 /// The pairs of arms compare judges: arms identical in every setting but `axis` (and the settings of the entry it
 /// names, softcap_cap for softcap; and seed), the arm whose `axis` value is `baseline` against each other arm of its
@@ -98,12 +104,25 @@ std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, con
 /// its values ("none" for the scale).
 std::vector<Verdict> judge(const Comparison& c, const std::string& axis, const std::string& baseline);
 
+/// The lr_sensitivity claim for two lr groups (Comparison::lr_groups; `subject` against `baseline`), over the learning
+/// rates both hold: the values are the sensitivities of the arms' mean lr objectives there (Wortsman et al. 2023,
+/// sec. 3.2). Not decided when they share fewer than two learning rates ("few_lrs"), when both diverged at one of
+/// them ("both_diverged": the objective then counts those runs as their initial loss on both sides, whatever the
+/// scaling), or when a side learned (ArmStats::learned) at none ("never_learned", "neither_learned_lr": a flat
+/// objective near chance reads as insensitive). Otherwise seed by seed (compare_values) over the seeds with a run of
+/// both at every shared learning rate, each seed's tolerance 2% of its largest objective; without such a seed, by the
+/// sensitivities of the means, within the objectives' largest seed sd and 2% of their largest mean.
+Verdict lr_verdict(const Comparison& c, const LrGroup& subject, const LrGroup& baseline);
+
 /// The name of an arm in verdicts: its value of `c.axis` ("unscaled" for the reference scaling; a scaling with its own
 /// settings, "softcap (softcap_cap=30)").
 std::string arm_name(const Comparison& c, const ArmStats& arm);
 
 /// The value of `c.axis` the verdicts judge against: c.baseline, or for the scale the reference scaling's name.
 std::string baseline_of(const Comparison& c);
+
+/// Why the verdict is not decided, as a sentence (its why_not line in report/text/claims.md); "" when decided.
+std::string why_not_text(const Verdict& v);
 
 /// The claim a verdict judges. Throws std::out_of_range when v.claim names none.
 const Claim& claim_of(const Verdict& v);

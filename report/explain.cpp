@@ -49,8 +49,8 @@ double median_saturated(const RunRecord& run) { return median(run.series.saturat
 // How an arm's final loss compares with the unscaled arm's: "lower", "higher", "same", "both solved" (report.md's
 // rule: a tie at the floor is no comparison), "neither learned" or "not decided".
 std::string versus(const Verdict& v) {
-  if (v.why_not == "both solved the task" || v.why_not == "neither learned")
-    return v.why_not == "neither learned" ? v.why_not : "both solved";
+  if (v.why_not == "both_solved" || v.why_not == "neither_learned")
+    return v.why_not == "neither_learned" ? "neither learned" : "both solved";
   return v.outcome == Outcome::better  ? "lower"
          : v.outcome == Outcome::worse ? "higher"
          : v.outcome == Outcome::same  ? "same"

@@ -9,7 +9,6 @@
 #include <string_view>
 #include <tuple>
 
-#include <fmt/args.h>
 #include <fmt/format.h>
 
 #include "common/escape.h"
@@ -17,7 +16,7 @@
 #include "nn/scaling.h"
 #include "report/claims.h"
 #include "report/tables.h"
-#include "report/web_assets.h"
+#include "report/text.h"
 
 namespace xgrad::report {
 using train::format_number;
@@ -27,18 +26,6 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string sig(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : format_number(v); }
-
-// What solved() asks of every kept seed of an arm.
-std::string solved_rule(const Comparison& c) {
-  return fmt::format("final accuracy ≥ {:g} and final loss ≤ {:g} nats in every seed", c.accuracy_threshold,
-                     kSolvedLoss);
-}
-
-// How many of its runs an arm has that reached a threshold, and when (mean and sd over those runs).
-struct Reach {
-  std::size_t reached, n;
-  double step, sd;
-};
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
@@ -83,8 +70,7 @@ namespace {
 
 // A verdict with nothing to say: a statistic neither arm has (no W_q columns), or a share of events none had.
 bool says_nothing(const Verdict& v) {
-  if (v.why_not == "a side has no value" && !std::isfinite(v.subject_value) && !std::isfinite(v.baseline_value))
-    return true;
+  if (v.why_not == "no_value" && !std::isfinite(v.subject_value) && !std::isfinite(v.baseline_value)) return true;
   return (v.statistic == "diverged" || v.statistic.rfind("frac_zero_grad_", 0) == 0) && v.subject_value == 0 &&
          v.baseline_value == 0;
 }
@@ -120,9 +106,8 @@ std::vector<std::pair<std::string, std::vector<const Verdict*>>> verdicts_by_pai
   return pairs;
 }
 
-StoryChecks story_checks(const Comparison& c) {
+StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& all) {
   StoryChecks checks;
-  const std::vector<Verdict> all = judge(c, c.axis, baseline_of(c));
   for (const auto& [head, verdicts] : verdicts_by_pair(c, all)) {
     std::array<std::vector<std::string>, 3> kinds;  // holds, fails, undecided
     for (const Verdict* v : verdicts)
@@ -157,60 +142,7 @@ std::size_t words(const std::string& text) {
   return n;
 }
 
-// The "- key: template" lines of a report/text/*.md file, in order, with the "## " section each is under.
-struct TextLine {
-  std::string section, key, text;
-};
-
-std::vector<TextLine> text_lines(const std::string& md) {
-  std::vector<TextLine> out;
-  std::string section;
-  for (std::size_t at = 0; at < md.size();) {
-    const std::size_t end = std::min(md.find('\n', at), md.size());
-    const std::string line = md.substr(at, end - at);
-    at = end + 1;
-    const std::size_t colon = line.find(": ");
-    if (line.rfind("## ", 0) == 0)
-      section = line.substr(3);
-    else if (line.rfind("- ", 0) == 0 && colon != std::string::npos)
-      out.push_back({section, line.substr(2, colon - 2), line.substr(colon + 2)});
-  }
-  return out;
-}
-
-const std::vector<TextLine>& finding_lines() {
-  static const std::vector<TextLine> lines = text_lines(web_assets::kFindingsMd);
-  return lines;
-}
-
-const std::vector<TextLine>& glossary_lines() {
-  static const std::vector<TextLine> lines = text_lines(web_assets::kGlossaryMd);
-  return lines;
-}
-
-using Fields = std::vector<std::pair<const char*, std::string>>;
-
-std::string fill(const std::string& pattern, const Fields& fields) {
-  fmt::dynamic_format_arg_store<fmt::format_context> args;
-  for (const auto& [name, value] : fields) args.push_back(fmt::arg(name, value));
-  return fmt::vformat(pattern, args);
-}
-
-const TextLine* line_of(const std::vector<TextLine>& lines, const std::string& key) {
-  const auto it = std::find_if(lines.begin(), lines.end(), [&](const TextLine& l) { return l.key == key; });
-  return it == lines.end() ? nullptr : &*it;
-}
-
-// The line `key` of `lines`, its fields filled in.
-std::string text_of(const std::vector<TextLine>& lines, const std::string& key, const Fields& fields = {}) {
-  const TextLine* line = line_of(lines, key);
-  if (!line) throw std::out_of_range("report/text has no line '" + key + "'");
-  return fill(line->text, fields);
-}
-
-std::string finding_text(const std::string& key, const Fields& fields = {}) {
-  return text_of(finding_lines(), key, fields);
-}
+std::string finding_text(const std::string& key, const Fields& fields = {}) { return text("findings", key, fields); }
 
 // How the verdicts of one claim came out over the comparisons of two compared values.
 struct Tally {
@@ -219,7 +151,7 @@ struct Tally {
   void add(const Verdict& v) {
     ++n;
     valued += std::isfinite(v.subject_value) && std::isfinite(v.baseline_value) ? 1 : 0;
-    if (v.why_not == "both solved the task")
+    if (v.why_not == "both_solved")
       ++both_solved;
     else
       (v.outcome == Outcome::better  ? better
@@ -241,9 +173,9 @@ struct PairTally {
   }
 };
 
-std::vector<PairTally> tally(const Comparison& c) {
+std::vector<PairTally> tally(const Comparison& c, const std::vector<Verdict>& verdicts) {
   std::vector<PairTally> out;
-  for (const Verdict& v : judge(c, c.axis, baseline_of(c))) {
+  for (const Verdict& v : verdicts) {
     const std::string s = arm_name(c, c.arms[v.subject]), b = arm_name(c, c.arms[v.baseline]);
     auto it =
         std::find_if(out.begin(), out.end(), [&](const PairTally& p) { return p.subject == s && p.baseline == b; });
@@ -261,8 +193,7 @@ std::string tails(const std::string& claim, const Tally& t) {
       {"same", t.same}, {"worse", t.worse}, {"not_decided", t.not_decided}, {"both_solved", t.both_solved}};
   for (const auto& [key, count] : counts)
     if (count)
-      out +=
-          finding_text(line_of(finding_lines(), claim + "." + key) ? claim + "." + key : key, {{"count", num(count)}});
+      out += finding_text(has_text("findings", claim + "." + key) ? claim + "." + key : key, {{"count", num(count)}});
   return out;
 }
 
@@ -482,10 +413,10 @@ std::vector<FindingLine> at_most_ten(std::vector<Finding> all) {
 
 }  // namespace
 
-std::vector<FindingLine> findings(const Comparison& c) {
+std::vector<FindingLine> findings(const Comparison& c, const std::vector<Verdict>& verdicts) {
   if (c.runs.empty()) return {};
   std::vector<Finding> out;
-  const std::vector<PairTally> tallies = tally(c);
+  const std::vector<PairTally> tallies = tally(c, verdicts);
   pair_findings(c, tallies, out);
   saturation_findings(c, out);
   lr_findings(tallies, out);
@@ -648,30 +579,40 @@ std::string preset_part(const ReportContext& ctx) {
   return md;
 }
 
-std::string findings_section(const Comparison& c) {
+std::string findings_section(const Comparison& c, const std::vector<Verdict>& verdicts) {
   std::string md = "## Findings\n\n";
-  for (const FindingLine& f : findings(c))
+  for (const FindingLine& f : findings(c, verdicts))
     md += "- " + markdown_text(f.text) + " ([rule](#" + f.glossary + "), [details](#" + f.anchor + "))\n";
   return md + "\n" + finding_text("glossary_link") + "\n\n";
 }
 
-std::string glossary_text(const std::string& key, const Fields& fields = {}) {
-  return text_of(glossary_lines(), key, fields);
-}
+std::string glossary_text(const std::string& key, const Fields& fields = {}) { return text("glossary", key, fields); }
 
 std::string glossary_entry(const std::string& term, const std::string& definition) {
   return "- <a id=\"" + glossary_anchor(term) + "\"></a>**" + markdown_text(term) + "**: " + definition + "\n";
 }
 
+// The loss thresholds of the arms: as given, or per task half its chance loss.
+std::string loss_thresholds(const Comparison& c, const ReportContext& ctx) {
+  std::set<std::string> thresholds;
+  for (const ArmStats& arm : c.arms)
+    thresholds.insert(ctx.loss_threshold_option >= 0
+                          ? glossary_text("loss_threshold_given", {{"value", format_number(arm.loss_threshold)}})
+                          : glossary_text("loss_threshold_task", {{"value", format_number(arm.loss_threshold)},
+                                                                  {"task", setting_text(arm.settings, "task")}}));
+  return join(std::vector<std::string>(thresholds.begin(), thresholds.end()), ", ");
+}
+
 // One definition per term (report/text/glossary.md), statistic (statistics()) and tolerance (tolerances()), each
 // with the anchor the findings and the arm table's column headers link to.
-std::string glossary_section(const Comparison& c) {
+std::string glossary_section(const Comparison& c, const ReportContext& ctx) {
   std::string md = "<a id=\"glossary\"></a>\n\n## Glossary\n\n";
   const Fields fields{{"window", num(c.window)},
+                      {"loss_thresholds", loss_thresholds(c, ctx)},
                       {"diverged_factor", fmt::format("{:g}", train::kDivergedLossFactor)},
                       {"accuracy", fmt::format("{:g}", c.accuracy_threshold)},
                       {"solved_loss", fmt::format("{:g}", kSolvedLoss)}};
-  for (const TextLine& l : glossary_lines())
+  for (const TextLine& l : text_lines("glossary"))
     if (l.section == "Terms") md += glossary_entry(l.key, fill(l.text, fields));
   md += "\n### " + glossary_text("statistics") + "\n\n";
   for (const Statistic& s : statistics())
@@ -739,9 +680,8 @@ Table claims_table(const Comparison& c, const std::vector<Verdict>& verdicts) {
   return t;
 }
 
-std::string story_section(const Comparison& c) {
+std::string story_section(const Comparison& c, const std::vector<Verdict>& verdicts) {
   const std::string baseline = baseline_of(c);
-  const std::vector<Verdict> verdicts = judge(c, c.axis, baseline);
   // The baseline is judged against only where an arm holds it; elsewhere every two values are.
   const bool held = std::any_of(verdicts.begin(), verdicts.end(), [&](const Verdict& v) {
     return setting_text(c.arms[v.baseline].settings, c.axis) == baseline;
@@ -782,43 +722,6 @@ std::string plots_section(const ReportContext& ctx) {
   return md;
 }
 
-std::string thresholds_section(const Comparison& c, const ReportContext& ctx) {
-  std::string md;
-  md += "## Thresholds and definitions used\n\n";
-  std::set<std::string> thresholds;
-  for (const ArmStats& arm : c.arms) {
-    const auto chance = arm.settings.find("chance_loss");
-    thresholds.insert(ctx.loss_threshold_option >= 0
-                          ? format_number(arm.loss_threshold)
-                          : fmt::format("{} (half the chance loss {} of task {})", format_number(arm.loss_threshold),
-                                        chance != arm.settings.end() && chance->is_number()
-                                            ? format_number(chance->get<double>())
-                                            : std::string("unknown"),
-                                        setting_text(arm.settings, "task")));
-  }
-  md += "- loss threshold: " + join(std::vector<std::string>(thresholds.begin(), thresholds.end()), ", ") +
-        (ctx.loss_threshold_option >= 0 ? " (given)" : "") + "\n";
-  md += fmt::format("- accuracy threshold: {:g}\n", c.accuracy_threshold);
-  md += fmt::format("- steps-to-threshold window: trailing mean over {} step{}\n", c.window, c.window == 1 ? "" : "s");
-  md +=
-      "- seeds: the distinct (seed, data_seed) pairs among an arm's runs; runs of one arm sharing a pair are all "
-      "kept in its numbers and listed under *Duplicate seeds*\n";
-  md +=
-      "- verdicts: seed by seed where two arms share seeds (better or worse by more than the claim's tolerance in "
-      "every shared seed, the same within it in every one, otherwise not decided; a threshold never reached counts "
-      "as the latest step); without a shared seed, by the means ([tolerances](#glossary))\n";
-  const auto verdicts = judge(c, c.axis, baseline_of(c));
-  if (std::any_of(verdicts.begin(), verdicts.end(),
-                  [](const Verdict& v) { return v.why_not == "both solved the task"; }))
-    md += "- solved the task: " + solved_rule(c) +
-          " (kept runs); where both arms of a comparison solved it, the final loss decides nothing and the "
-          "comparison is counted apart\n";
-  md += "- final loss / accuracy: mean over the last min(20, steps) steps of a run\n";
-  md += "- entropy and score std: first attention layer, mean over its heads (queries as measured by the trainer)\n\n";
-
-  return md;
-}
-
 // Every run read, its arm and status, and the directories that could not be read.
 std::string runs_read_section(const Comparison& c, const ReportContext& ctx) {
   std::string md;
@@ -855,9 +758,10 @@ std::string Note::line() const {
 }
 
 std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
+  const std::vector<Verdict> verdicts = judge(c, c.axis, baseline_of(c));
   return "# xgrad compare: attention scaling report\n\n" + runs_summary(c, ctx) + preset_part(ctx) +
-         findings_section(c) + results_section(c, ctx) + scale_modes_section(c) + story_section(c) +
-         plots_section(ctx) + thresholds_section(c, ctx) + runs_read_section(c, ctx) + glossary_section(c);
+         findings_section(c, verdicts) + results_section(c, ctx) + scale_modes_section(c) + story_section(c, verdicts) +
+         plots_section(ctx) + runs_read_section(c, ctx) + glossary_section(c, ctx);
 }
 
 }  // namespace xgrad::report

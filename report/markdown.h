@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "report/claims.h"
 #include "report/plots.h"
 #include "report/preset_report.h"
 #include "report/stats.h"
@@ -28,7 +29,8 @@ struct StoryChecks {
   std::vector<std::string> fails;      // the data disagrees (said plainly in the report)
   std::vector<std::string> undecided;  // the numbers cannot decide (missing, or both sides equal)
 };
-StoryChecks story_checks(const Comparison& c);
+StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& verdicts);
+inline StoryChecks story_checks(const Comparison& c) { return story_checks(c, judge(c, c.axis, baseline_of(c))); }
 
 /// One line per arm and (seed, data_seed) pair that more than one of its runs share, naming the run directories
 /// (relative to `relative_to` when not empty). Such runs all stay in the arm's means and sd (which then understate
@@ -52,7 +54,9 @@ struct FindingLine {
 /// and saturated share at step 0 per scaling and d_k; the median per-query score gradient per scaling and d_k
 /// (range over the arms' optimizers and learning rates); the LR sensitivity verdicts; how many runs diverged or were
 /// cut short. Diverged runs are in no number (ArmStats::kept). Empty for no runs.
-std::vector<FindingLine> findings(const Comparison& c);
+/// `verdicts`: judge(c, c.axis, baseline_of(c)), computed once per report (the one-argument form computes them).
+std::vector<FindingLine> findings(const Comparison& c, const std::vector<Verdict>& verdicts);
+inline std::vector<FindingLine> findings(const Comparison& c) { return findings(c, judge(c, c.axis, baseline_of(c))); }
 
 /// A note that stands for many alike cases (runs left out, columns only some runs have): one line with their count
 /// and the reason, the cases (paths, column names) listed behind it: in a disclosure in report.md and report.html,

@@ -35,16 +35,6 @@ std::string LineLabels::operator()(const std::string& name, const nlohmann::json
   return more.empty() ? name : name + " " + more;
 }
 
-SummaryPoint mean_point(double x, const MeanSd& m, std::size_t n_diverged, bool bars_of_one) {
-  SummaryPoint p;
-  p.x = x;
-  p.y = m.mean;
-  if (m.n > 1 || bars_of_one) p.lo = m.mean - m.sd, p.hi = m.mean + m.sd;
-  p.n = m.n;
-  p.n_diverged = n_diverged;
-  return p;
-}
-
 std::string join_and(const std::vector<std::string>& items) {
   std::string out;
   for (std::size_t i = 0; i < items.size(); ++i)

@@ -86,10 +86,6 @@ class LineLabels {
   std::vector<std::string> keys_;
 };
 
-/// A figure's point at `x`: `m`'s mean, error bars ± its sd where it has more than one value (with `bars_of_one`
-/// also for one, a bar of length 0), n its count, and the runs left out for diverging.
-SummaryPoint mean_point(double x, const MeanSd& m, std::size_t n_diverged = 0, bool bars_of_one = false);
-
 /// "a", "a and b", "a, b and c"; "" for none.
 std::string join_and(const std::vector<std::string>& items);
 

@@ -128,34 +128,6 @@ struct LrGroup {
   std::size_t best_arm = 0;  // the arm with the lowest lr objective
 };
 
-/// Two LR groups of different scale compared by LR sensitivity over the learning rates both hold (a sensitivity over
-/// different sets of learning rates is not comparable). Not decided, with the reason, when they share fewer than two
-/// learning rates, when both diverged (some run of each; the reason says how many of each arm's runs) at one of
-/// them — the lr objective then counts those runs as the initial loss on both sides, whatever the scaling — or
-/// when either learned (ArmStats::learned) at none of them: an arm stuck near chance at every learning rate has a
-/// flat objective and would read as insensitive.
-/// Otherwise decided as the final-loss verdicts are (compare_final_loss), seed by seed where the groups share seeds:
-/// per (seed, data_seed) pair with a run of both scalings at every shared learning rate, each scaling's sensitivity
-/// over that seed's own objectives (its used runs, a diverged one as its initial loss, several runs of one pair as
-/// their mean); a is more sensitive when its sensitivity is higher by more than 2% of the seed's largest objective in
-/// every such seed, b likewise, about the same when within that in every one, and otherwise not decided (the seeds
-/// disagree). A scaling that failed at one learning rate in every seed is never "about the same" because another
-/// seed's spread is wide. Without a shared seed, by the sensitivities of the mean objectives: about_same when they
-/// differ by no more than `tolerance`, a difference within the seed spread of the objectives being no result.
-struct LrComparison {
-  std::vector<double> lrs;                                    // the shared learning rates, increasing
-  double sensitivity_a = kNoValue, sensitivity_b = kNoValue;  // lr_sensitivity of the mean objectives over those lrs
-  bool decided = false;
-  bool about_same = false;        // decided, and neither is more sensitive
-  bool a_more_sensitive = false;  // decided, and a is the more sensitive (b is when neither this nor about_same)
-  bool paired = false;            // compared seed by seed (n_shared > 0)
-  std::size_t n_shared = 0;       // seeds with a run of both scalings at every shared learning rate
-  std::size_t seeds_a_more = 0, seeds_b_more = 0, seeds_same = 0;  // per shared seed, as above
-  double tolerance = kNoValue;  // the larger of the seed sds of the lr objective over the shared arms, and 2% of the
-                                // larger mean objective there (as equal_loss_tolerance): the unpaired criterion
-  std::string reason;           // why not decided; "" when decided
-};
-
 struct Comparison {
   std::vector<RunRecord> runs;
   std::vector<RunStats> stats;  // one per run
@@ -180,9 +152,6 @@ std::string key_without(const nlohmann::json& settings, const std::vector<std::s
 /// accuracy_threshold in [0, 1]; window >= 1 (0 is taken as 1).
 Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
                         std::size_t window);
-
-/// `a` and `b`: LR groups of `c`.
-LrComparison compare_lr_sensitivity(const Comparison& c, const LrGroup& a, const LrGroup& b);
 
 /// The final loss (nats) at or below which a run that also ends at the accuracy threshold has solved the task: on
 /// average the right answer gets a probability of at least exp(-0.01) ≈ 0.99.

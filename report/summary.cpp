@@ -8,12 +8,15 @@
 
 #include "report/probe.h"
 #include "report/tables.h"
+#include "report/text.h"
 #include "train/config.h"
 #include "train/settings.h"
 
 namespace xgrad::report {
 
 namespace {
+
+std::string figure_text(const std::string& key, const Fields& fields = {}) { return text("figures", key, fields); }
 
 // The settings that cannot change the model or the batch at step 0: what `xgrad probe` refuses (it trains nothing)
 // and the optimizer with its own settings.
@@ -59,25 +62,8 @@ std::size_t distinct_d_k(const Comparison& c) {
   return d_ks.size();
 }
 
-SummaryPoint mean_point(double x, const MeanSd& m, std::size_t n_diverged) {
-  SummaryPoint p;
-  p.x = x;
-  p.n = m.n;
-  p.n_diverged = n_diverged;
-  if (m.n == 0) return p;
-  p.y = m.mean;
-  p.lo = m.mean - m.sd;
-  p.hi = m.mean + m.sd;
-  return p;
-}
-
 SummaryFigure final_loss_vs_d_k(const Comparison& c) {
-  SummaryFigure f = summary_figure(
-      "final_loss_vs_d_k", "Final loss against d_k, mean ± sd over seeds",
-      "Final loss (mean training loss over the last 20 steps) against d_k on a log2 axis, one line per arm "
-      "without d_k (scaling, optimizer, learning rate); the point is the mean over the arm's seeds, the error "
-      "bar ± their sample standard deviation. Diverged runs are left out and counted in the table",
-      "d_k (log2 scale)", Axis::log, "final loss (nats)", Axis::linear);
+  SummaryFigure f = summary_figure("final_loss_vs_d_k", Axis::log, Axis::linear);
   const auto extra = distinguishing_keys(c.arms);
   const auto omit = shared_parts(c.arms, {"d_k"});
   for (const auto& group : group_arms(c, [](const ArmStats& a) { return key_without(a.settings, {"d_k"}); })) {
@@ -85,9 +71,10 @@ SummaryFigure final_loss_vs_d_k(const Comparison& c) {
     for (auto a : group) {
       const ArmStats& arm = c.arms[a];
       line.points.push_back(
-          mean_point(static_cast<double>(arm.d_k()), arm.stat("final_loss"), arm.diverged_steps.size()));
+          mean_point(static_cast<double>(arm.d_k()), arm.stat("final_loss"), arm.diverged_steps.size(), true));
       if (arm.stat("final_loss").n == 0 && !arm.diverged_steps.empty())
-        f.notes.push_back(fmt::format("{} at d_k={}: every run diverged, no point", line.label, arm.d_k()));
+        f.notes.push_back(
+            figure_text("diverged_point", {{"line", line.label}, {"x", fmt::format("d_k={}", arm.d_k())}}));
     }
     f.lines.push_back(std::move(line));
   }
@@ -96,20 +83,8 @@ SummaryFigure final_loss_vs_d_k(const Comparison& c) {
 
 // Entropy or score std at step 0: the kept runs of each step-0 group at each d_k that measured attention at step 0.
 SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
-  SummaryFigure f = summary_figure(
-      entropy ? "entropy_step0_vs_d_k" : "score_std_step0_vs_d_k",
-      entropy ? "Attention entropy at step 0 against d_k" : "Attention score std at step 0 against d_k",
-      std::string(entropy ? "Mean attention entropy (nats) of the first layer"
-                          : "Standard deviation of the first layer's attention scores after the scaling") +
-          " at step 0 against d_k on a log2 axis, one line per scaling (and any other setting that changes the "
-          "weights at step 0; optimizer and learning rate do not), mean ± sd over the runs that measured "
-          "attention at step 0 (diverged runs left out)" +
-          (entropy ? ""
-                   : "; dashed: the theory std = sqrt(d_k)·std(q)·std(k) times the scaling's multiplier "
-                     "(Vaswani et al. 2017, footnote 4), with std(q) and std(k) measured by `xgrad probe` on "
-                     "the first run's weights and batch"),
-      "d_k (log2 scale)", Axis::log, entropy ? "entropy at step 0 (nats)" : "score std at step 0 (log scale)",
-      entropy ? Axis::linear : Axis::log);
+  SummaryFigure f = summary_figure(entropy ? "entropy_step0_vs_d_k" : "score_std_step0_vs_d_k", Axis::log,
+                                   entropy ? Axis::linear : Axis::log);
   const auto extra = distinguishing_keys(c.arms);
   std::vector<std::string> extra_step0;
   for (const auto& k : extra)
@@ -142,7 +117,7 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
     for (const auto& [d_k, runs] : runs_at) {
       std::vector<double> values;
       for (auto i : runs) values.push_back(entropy ? c.stats[i]["entropy_first"] : c.stats[i]["score_std_first"]);
-      line.points.push_back(mean_point(static_cast<double>(d_k), mean_sd(values), diverged_at[d_k]));
+      line.points.push_back(mean_point(static_cast<double>(d_k), mean_sd(values), diverged_at[d_k], true));
       if (entropy || runs.empty()) continue;
       // The theory on the weights and batch the first run started from.
       const RunRecord& run = c.runs[runs.front()];
@@ -160,28 +135,20 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
       }
     }
     if (!no_theory_d_k.empty())
-      no_theory.push_back(
-          fmt::format("{} at d_k={} ({})", line.label, fmt::join(no_theory_d_k, ", "), no_theory_reason));
+      no_theory.push_back(figure_text("no_theory_line", {{"line", line.label},
+                                                         {"d_ks", fmt::format("{}", fmt::join(no_theory_d_k, ", "))},
+                                                         {"reason", no_theory_reason}}));
     f.lines.push_back(std::move(line));
     if (!theory.points.empty()) f.lines.push_back(std::move(theory));
   }
-  if (!no_theory.empty()) f.notes.push_back(fmt::format("no theory point for {}", fmt::join(no_theory, "; ")));
-  if (not_measured)
-    f.notes.push_back(fmt::format("{} run{} did not measure attention at step 0 and {} left out", not_measured,
-                                  not_measured == 1 ? "" : "s", not_measured == 1 ? "is" : "are"));
+  if (!no_theory.empty())
+    f.notes.push_back(figure_text("no_theory", {{"lines", fmt::format("{}", fmt::join(no_theory, "; "))}}));
+  if (not_measured) f.notes.push_back(figure_text("not_measured", {{"count", std::to_string(not_measured)}}));
   return f;
 }
 
 SummaryFigure score_grad_vs_d_k(const Comparison& c) {
-  SummaryFigure f = summary_figure(
-      "score_grad_vs_d_k", "Median per-query score gradient against d_k",
-      "The gradient that reaches a typical query: per run, the median over logged steps of "
-      "attn/l0h*/score_grad_median (the median over queries of ‖dLoss/d(score row)‖, first layer, mean over "
-      "heads); the point is the median over the arm's seeds, the error bar their min and max; log2 x, log y. "
-      "One line per arm without d_k; diverged runs left out. A saturated softmax passes almost no gradient "
-      "to its scores, but a run that solved the task has tiny values too, as its loss is near zero: the findings "
-      "give the gradient relative to the loss before the loss threshold, which tells the two apart",
-      "d_k (log2 scale)", Axis::log, "median ‖dLoss/d(score row)‖ (log scale)", Axis::log);
+  SummaryFigure f = summary_figure("score_grad_vs_d_k", Axis::log, Axis::log);
   f.error_bar_sd = false;
   const auto extra = distinguishing_keys(c.arms);
   const auto omit = shared_parts(c.arms, {"d_k"});
@@ -202,32 +169,22 @@ SummaryFigure score_grad_vs_d_k(const Comparison& c) {
     }
     f.lines.push_back(std::move(line));
   }
-  if (zero)
-    f.notes.push_back(
-        fmt::format("{} point{} exactly 0 (every measured query fully saturated) and cannot be drawn "
-                    "on the log axis",
-                    zero, zero == 1 ? " is" : "s are"));
+  if (zero) f.notes.push_back(figure_text("zero_points", {{"count", std::to_string(zero)}}));
   return f;
 }
 
 SummaryFigure final_loss_vs_lr(const Comparison& c) {
-  SummaryFigure f = summary_figure(
-      "final_loss_vs_lr", "Final loss against learning rate, mean ± sd over seeds",
-      "Final loss against the learning rate on a log axis, one line per group of arms that differ only in "
-      "learning rate (Wortsman et al. 2023, \"Small-scale proxies for large-scale Transformer training "
-      "instabilities\": a flatter line is less sensitive to the learning rate); mean ± sd over seeds, "
-      "diverged runs left out (a learning rate where every run diverged has no point)",
-      "learning rate (log scale)", Axis::log, "final loss (nats)", Axis::linear);
+  SummaryFigure f = summary_figure("final_loss_vs_lr", Axis::log, Axis::linear);
   const auto extra = distinguishing_keys(c.arms);
   const auto omit = shared_parts(c.arms, {"lr"});
   for (const LrGroup& g : c.lr_groups) {
     SummaryLine line = summary_line(arm_label(c.arms[g.arms.front()], extra, omit), c.arms[g.arms.front()].scale());
     for (auto a : g.arms) {
       const ArmStats& arm = c.arms[a];
-      line.points.push_back(mean_point(arm.lr(), arm.stat("final_loss"), arm.diverged_steps.size()));
+      line.points.push_back(mean_point(arm.lr(), arm.stat("final_loss"), arm.diverged_steps.size(), true));
       if (arm.stat("final_loss").n == 0 && !arm.diverged_steps.empty())
         f.notes.push_back(
-            fmt::format("{} at lr={}: every run diverged, no point", line.label, setting_text(arm.settings, "lr")));
+            figure_text("diverged_point", {{"line", line.label}, {"x", "lr=" + setting_text(arm.settings, "lr")}}));
     }
     f.lines.push_back(std::move(line));
   }
@@ -253,6 +210,21 @@ SummaryFigure summary_figure(std::string name, std::string title, std::string ca
   f.log_x = x == Axis::log;
   f.log_y = y == Axis::log;
   return f;
+}
+
+SummaryFigure summary_figure(const std::string& name, Axis x, Axis y) {
+  return summary_figure(name, figure_text(name + ".title"), figure_text(name + ".caption"),
+                        figure_text(name + ".x_label"), x, figure_text(name + ".y_label"), y);
+}
+
+SummaryPoint mean_point(double x, const MeanSd& m, std::size_t n_diverged, bool bars_of_one) {
+  SummaryPoint p;
+  p.x = x;
+  p.y = m.mean;
+  if (m.n > 1 || bars_of_one) p.lo = m.mean - m.sd, p.hi = m.mean + m.sd;
+  p.n = m.n;
+  p.n_diverged = n_diverged;
+  return p;
 }
 
 SummaryLine summary_line(std::string label, std::string scale) {

@@ -21,6 +21,10 @@ struct SummaryPoint {
   std::size_t n_diverged = 0;  // runs at this x left out because they diverged
 };
 
+/// A figure's point at `x`: `m`'s mean, error bars ± its sd where it has more than one value (with `bars_of_one`
+/// also for one, a bar of length 0), n its count, and the runs left out for diverging.
+SummaryPoint mean_point(double x, const MeanSd& m, std::size_t n_diverged = 0, bool bars_of_one = false);
+
 /// One line of a summary figure: arms that differ only in the x quantity (d_k or lr).
 struct SummaryLine {
   std::string label;                 // the settings the line holds fixed, e.g. "sqrt_dk adamw lr=0.001"
@@ -50,6 +54,10 @@ enum class Axis { linear, log };
 /// A figure with its text and axes set (see SummaryFigure); error bars ± sd, tabulated, no lines yet.
 SummaryFigure summary_figure(std::string name, std::string title, std::string caption, std::string x_label, Axis x,
                              std::string y_label, Axis y);
+
+/// The figure `name` with its title, caption and axis labels from report/text/figures.md ("name.title", ...).
+/// Throws std::out_of_range naming the key when the file lacks one.
+SummaryFigure summary_figure(const std::string& name, Axis x, Axis y);
 
 /// A line labelled `label` in `scale`'s colour and dash style, no points yet.
 SummaryLine summary_line(std::string label, std::string scale);

@@ -2,6 +2,8 @@
 // the vendored uPlot (version and licence: report/web/VENDORED.md) and each page's own script and style.
 #pragma once
 
+#include <cstddef>
+
 namespace xgrad::report::web_assets {
 
 extern const char kUplotJs[];       // vendor/uPlot.iife.min.js
@@ -11,8 +13,10 @@ extern const char kPageJs[];        // page.js
 extern const char kPageCss[];       // page.css
 extern const char kExplainJs[];     // explain.js (explain.html of `xgrad explain`)
 extern const char kExplainCss[];    // explain.css
-extern const char kClaimsMd[];      // ../text/claims.md: the sentence templates of the claims (report/claims.h)
-extern const char kFindingsMd[];    // ../text/findings.md: the sentence templates of report.md's findings
-extern const char kGlossaryMd[];    // ../text/glossary.md: the terms of report.md's glossary
+// report/text/*.md, the report's sentence templates (read through report/text.h): kTextCount files, each named by
+// its file name without ".md" ("claims").
+extern const char* const kTextNames[];
+extern const char* const kTexts[];
+extern const std::size_t kTextCount;
 
 }  // namespace xgrad::report::web_assets

@@ -1,0 +1,66 @@
+#include "report/text.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/args.h>
+#include <fmt/format.h>
+
+#include "report/web_assets.h"
+
+namespace xgrad::report {
+
+namespace {
+
+std::vector<TextLine> parse(const std::string& md) {
+  std::vector<TextLine> out;
+  std::string section;
+  for (std::size_t at = 0; at < md.size();) {
+    const std::size_t end = std::min(md.find('\n', at), md.size());
+    const std::string line = md.substr(at, end - at);
+    at = end + 1;
+    const std::size_t colon = line.find(": ");
+    if (line.rfind("## ", 0) == 0)
+      section = line.substr(3);
+    else if (line.rfind("- ", 0) == 0 && colon != std::string::npos)
+      out.push_back({section, line.substr(2, colon - 2), line.substr(colon + 2)});
+  }
+  return out;
+}
+
+const TextLine* find_line(const std::string& file, const std::string& key) {
+  const std::vector<TextLine>& lines = text_lines(file);
+  const auto it = std::find_if(lines.begin(), lines.end(), [&](const TextLine& l) { return l.key == key; });
+  return it == lines.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+const std::vector<TextLine>& text_lines(const std::string& file) {
+  static const std::map<std::string, std::vector<TextLine>> files = [] {
+    std::map<std::string, std::vector<TextLine>> out;
+    for (std::size_t i = 0; i < web_assets::kTextCount; ++i)
+      out[web_assets::kTextNames[i]] = parse(web_assets::kTexts[i]);
+    return out;
+  }();
+  const auto it = files.find(file);
+  if (it == files.end()) throw std::out_of_range("report/text has no file '" + file + ".md'");
+  return it->second;
+}
+
+std::string fill(const std::string& pattern, const Fields& fields) {
+  fmt::dynamic_format_arg_store<fmt::format_context> args;
+  for (const auto& [name, value] : fields) args.push_back(fmt::arg(name.c_str(), value));
+  return fmt::vformat(pattern, args);
+}
+
+bool has_text(const std::string& file, const std::string& key) { return find_line(file, key) != nullptr; }
+
+std::string text(const std::string& file, const std::string& key, const Fields& fields) {
+  const TextLine* line = find_line(file, key);
+  if (!line) throw std::out_of_range("report/text/" + file + ".md has no line '" + key + "'");
+  return fill(line->text, fields);
+}
+
+}  // namespace xgrad::report

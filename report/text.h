@@ -1,0 +1,35 @@
+// The report's sentences as data: the Markdown templates of report/text/*.md, compiled into xgrad
+// (report/web/embed.cmake), read by name and filled in from named fields.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace xgrad::report {
+
+/// A template's fields by name: {"subject", "sqrt_dk"} fills "{subject}".
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+/// One "- key: template" line of a text file, with the "## " heading it is under ("" before the first).
+struct TextLine {
+  std::string section, key, text;
+};
+
+/// The "- key: template" lines of report/text/<file>.md (file: "claims", "findings", ...), in order. Every other
+/// line is a comment for the people who edit the file. Throws std::out_of_range naming `file` when no such file was
+/// compiled in.
+const std::vector<TextLine>& text_lines(const std::string& file);
+
+/// `pattern` with each {field} replaced by its value in `fields` (fmt's named-argument syntax: "{n:>3}" pads).
+/// Throws fmt::format_error when the pattern names a field `fields` lacks.
+std::string fill(const std::string& pattern, const Fields& fields);
+
+/// True when report/text/<file>.md has a line `key`.
+bool has_text(const std::string& file, const std::string& key);
+
+/// The template `key` of report/text/<file>.md, filled in. Throws std::out_of_range naming the file and the key
+/// when it has no such line.
+std::string text(const std::string& file, const std::string& key, const Fields& fields = {});
+
+}  // namespace xgrad::report
