@@ -412,34 +412,43 @@ std::string columns_owner(const PageRuns& runs, const std::vector<std::string>& 
 // compare read, empty runs, cells drawn as gaps, incomplete runs.
 std::vector<PageNote> data_notes(const Comparison& c, const ReportContext& context, const PageRuns& runs,
                                  const PageColumns& p) {
+  // Each kind's sentence: {count} the number it states first, {runs} how many runs it lists, {n} runs in all.
+  static const std::map<std::string, std::string> text{
+      {"unreadable", "{count} run(s) left out (unreadable)"},
+      {"never_finite", "{count} column(s) left out of the column picker (no finite value in any run)"},
+      {"partial_columns", "{count} column{exist} only in {have} of {n} runs{owner}"},
+      {"from_comparison",
+       "{count} run(s) whose metrics.csv could no longer be read show the loss, accuracy and eval_loss compare read"},
+      {"no_rows", "{count} run(s) have no rows in metrics.csv (no curve)"},
+      {"nonfinite", "{count} non-finite values (NaN or Inf) in {runs} run(s) are drawn as gaps"},
+      {"malformed", "{count} cells that are not numbers in {runs} run(s) are drawn as gaps"},
+      {"incomplete", "{count} run(s) incomplete"}};
+  const std::size_t n = c.runs.size();
   std::vector<PageNote> notes;
   for (const Note& note : context.sweep_notes) notes.push_back({"sweep", 0, note});
-  const auto add = [&notes](const char* kind, std::size_t count, const std::string& text,
-                            const std::vector<std::string>& items) {
-    if (!items.empty()) notes.push_back({kind, count, {text, items}});
+  const auto add = [&](const std::string& kind, const std::vector<std::string>& items, std::size_t count,
+                       std::size_t have = 0, const std::string& owner = "") {
+    if (items.empty()) return;
+    notes.push_back(
+        {kind,
+         count,
+         {fmt::format(fmt::runtime(text.at(kind)), fmt::arg("count", count), fmt::arg("runs", items.size()),
+                      fmt::arg("n", n), fmt::arg("have", have), fmt::arg("exist", count == 1 ? " exists" : "s exist"),
+                      fmt::arg("owner", owner.empty() ? "" : ": " + owner)),
+          items}});
   };
-  add("unreadable", context.skipped.size(), fmt::format("{} run(s) left out (unreadable)", context.skipped.size()),
-      context.skipped);
-  add("never_finite", p.never_finite.size(),
-      fmt::format("{} column(s) left out of the column picker (no finite value in any run)", p.never_finite.size()),
-      p.never_finite);
+  add("unreadable", context.skipped, context.skipped.size());
+  add("never_finite", p.never_finite, p.never_finite.size());
   std::map<std::vector<std::string>, std::vector<std::string>> partial;  // runs without them -> columns
   for (std::size_t j = 0; j < p.columns.size(); ++j)
     if (!p.missing_from[j].empty() && p.finite_anywhere[j] > 0) partial[p.missing_from[j]].push_back(p.columns[j]);
-  const std::size_t n = c.runs.size();
-  for (auto& [without, columns] : partial) {
-    const std::string owner = columns_owner(runs, without, columns);
-    add("partial_columns", columns.size(),
-        fmt::format("{} column{} only in {} of {} runs{}", columns.size(), columns.size() == 1 ? " exists" : "s exist",
-                    n - without.size(), n, owner.empty() ? "" : ": " + owner),
-        [&, columns = columns] {
-          std::vector<std::string> items = columns;
-          items.push_back(fmt::format("not in: {}", fmt::join(without, " ")));
-          return items;
-        }());
+  for (const auto& [without, columns] : partial) {
+    std::vector<std::string> items = columns;
+    items.push_back(fmt::format("not in: {}", fmt::join(without, " ")));
+    add("partial_columns", items, columns.size(), n - without.size(), columns_owner(runs, without, columns));
   }
-  std::map<std::string, std::vector<std::string>> runs_of;  // kind -> runs
-  std::size_t nonfinite = 0, malformed = 0;
+  std::map<std::string, std::vector<std::string>> runs_of;                       // kind -> the runs it lists
+  std::map<std::string, std::size_t> cells{{"nonfinite", 0}, {"malformed", 0}};  // kinds that count cells
   for (std::size_t r = 0; r < n; ++r) {
     const RunPage& page = p.pages[r];
     if (page.from_comparison) runs_of["from_comparison"].push_back(runs.names[r]);
@@ -447,25 +456,11 @@ std::vector<PageNote> data_notes(const Comparison& c, const ReportContext& conte
     if (page.nonfinite > 0) runs_of["nonfinite"].push_back(runs.names[r]);
     if (page.malformed > 0) runs_of["malformed"].push_back(runs.names[r]);
     if (c.runs[r].incomplete) runs_of["incomplete"].push_back(runs.names[r] + " (" + c.runs[r].incomplete_reason + ")");
-    nonfinite += page.nonfinite;
-    malformed += page.malformed;
+    cells["nonfinite"] += page.nonfinite;
+    cells["malformed"] += page.malformed;
   }
-  const auto count = [&](const char* kind) { return runs_of[kind].size(); };
-  add("from_comparison", count("from_comparison"),
-      fmt::format("{} run(s) whose metrics.csv could no longer be read show only the loss, accuracy and eval_loss "
-                  "compare read before",
-                  count("from_comparison")),
-      runs_of["from_comparison"]);
-  add("no_rows", count("no_rows"), fmt::format("{} run(s) have no rows in metrics.csv (no curve)", count("no_rows")),
-      runs_of["no_rows"]);
-  add("nonfinite", nonfinite,
-      fmt::format("{} non-finite values (NaN or Inf) in {} run(s) are drawn as gaps", nonfinite, count("nonfinite")),
-      runs_of["nonfinite"]);
-  add("malformed", malformed,
-      fmt::format("{} cells that are not numbers in {} run(s) are drawn as gaps", malformed, count("malformed")),
-      runs_of["malformed"]);
-  add("incomplete", count("incomplete"), fmt::format("{} run(s) incomplete", count("incomplete")),
-      runs_of["incomplete"]);
+  for (const char* kind : {"from_comparison", "no_rows", "nonfinite", "malformed", "incomplete"})
+    add(kind, runs_of[kind], cells.count(kind) ? cells[kind] : runs_of[kind].size());
   return notes;
 }
 
