@@ -70,19 +70,6 @@ class MinMaxDownsampler {
   DownsampledSeries out_;
 };
 
-}  // namespace
-
-DownsampledSeries downsample_min_max(const std::vector<double>& x, const std::vector<double>& y,
-                                     std::size_t max_points) {
-  if (x.size() != y.size())
-    throw std::invalid_argument(fmt::format("downsample_min_max: x has {} points, y {}", x.size(), y.size()));
-  MinMaxDownsampler d(x.size(), max_points);
-  for (std::size_t i = 0; i < x.size(); ++i) d.add(x[i], y[i]);
-  return d.finish();
-}
-
-namespace {
-
 // A number as short JSON: null for NaN/Inf, integers exactly, others to `digits` significant digits, the exponent
 // without sign padding or leading zeros ("1.235e-5", not "1.235e-05").
 std::string json_number(double v, int digits) {
@@ -629,6 +616,15 @@ void shrink_points(const PageColumns& p, std::size_t json_bytes, std::size_t oth
 }
 
 }  // namespace
+
+DownsampledSeries downsample_min_max(const std::vector<double>& x, const std::vector<double>& y,
+                                     std::size_t max_points) {
+  if (x.size() != y.size())
+    throw std::invalid_argument(fmt::format("downsample_min_max: x has {} points, y {}", x.size(), y.size()));
+  MinMaxDownsampler d(x.size(), max_points);
+  for (std::size_t i = 0; i < x.size(); ++i) d.add(x[i], y[i]);
+  return d.finish();
+}
 
 std::string report_json(const Comparison& c, const ReportContext& context, const HtmlOptions& options,
                         HtmlOutcome& outcome) {

@@ -238,67 +238,6 @@ void create_data_dir(const fs::path& dir) {
   if (ec) throw std::runtime_error("cannot create " + (dir / "data").string() + ": " + ec.message());
 }
 
-}  // namespace
-
-const std::vector<PlotFigure>& plot_figures() {
-  static const std::vector<PlotFigure> figures = [] {
-    std::vector<PlotFigure> f;
-    for (const auto& s : figure_specs()) f.push_back({s.name, s.caption});
-    return f;
-  }();
-  return figures;
-}
-
-std::string gnuplot_number(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string("NaN"); }
-
-std::string gnuplot_string(const std::string& s) {
-  // Single quotes: gnuplot expands backticks (a shell command) and backslash escapes only inside double quotes, and
-  // the terminals are set noenhanced. A quote cannot be doubled inside one (two doubled quotes in a row fail to
-  // parse in gnuplot 5.4), so a string holding quotes is a concatenation of single-quoted parts and "\047", which
-  // holds no backtick. A newline would end the command and a control character could reach a terminal through
-  // gnuplot.log: escape_control writes them out visibly.
-  const std::string shown = escape_control(s);
-  if (shown.find('\'') == std::string::npos) return "'" + shown + "'";
-  std::vector<std::string> parts;
-  std::size_t begin = 0;
-  for (std::size_t quote = shown.find('\''); begin <= shown.size(); quote = shown.find('\'', begin)) {
-    const std::size_t end = std::min(quote, shown.size());
-    if (end > begin) parts.push_back("'" + shown.substr(begin, end - begin) + "'");
-    if (quote != std::string::npos) parts.push_back("\"\\047\"");
-    begin = end + 1;
-  }
-  return fmt::format("({})", fmt::join(parts, "."));
-}
-
-bool gnuplot_available() { return !platform::find_program("gnuplot").empty(); }
-
-void write_plot_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  out.close();  // a full disk may show only when the last bytes are written
-  if (!out) throw std::runtime_error(platform::system_error_text("writing " + path));
-}
-
-bool draw_figure(const std::string& plots_dir, const std::string& name) {
-  const fs::path dir(plots_dir);
-  std::error_code ec;
-  // Names come from the data (an optimizer, a setting's value): one that could be an option, a path or a pattern
-  // to gnuplot is never handed to it.
-  if (!is_safe_file_stem(name)) return false;
-  for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (name + ext), ec);
-  platform::ProgramOptions options;
-  options.working_directory = dir.string();
-  options.output_file = (dir / "gnuplot.log").string();
-  try {
-    if (!platform::run_program({"gnuplot", name + ".gp"}, options).succeeded()) return false;
-  } catch (const std::runtime_error&) {  // gnuplot gone since gnuplot_available, or gnuplot.log a link
-    return false;
-  }
-  return fs::exists(dir / (name + ".png")) && fs::exists(dir / (name + ".svg"));
-}
-
-namespace {
-
 // The arms of one panel: they differ only in scale mode.
 struct Panel {
   std::string title;
@@ -470,45 +409,6 @@ std::string smoothing_title(const StepFigure& f) {
                      f.gap);
 }
 
-}  // namespace
-
-PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
-  PlotOutcome outcome;
-  const fs::path dir(plots_dir);
-  create_data_dir(dir);
-  double max_rows = 1;
-  for (const auto& run : c.runs) max_rows = std::max(max_rows, static_cast<double>(run.series.size()));
-  const PanelGrid grid = panel_grid(c);
-  std::vector<std::string> failed;
-  const bool have_gnuplot = gnuplot_available();
-  std::error_code ec;
-  fs::remove(dir / "gnuplot.log", ec);
-  for (const FigureSpec& spec : figure_specs()) {
-    StepFigure f{c,
-                 dir,
-                 spec,
-                 smoothing_half_width(c),
-                 std::ceil(max_rows / 1500.0),
-                 std::ceil(max_rows / 600.0),
-                 outcome.warnings};
-    std::string panels;
-    for (const Panel& panel : grid.panels) panels += panel_commands(f, panel);
-    const std::string body = fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols,
-                                         gnuplot_string(spec.title + smoothing_title(f)));
-    write_figure(dir, spec.name,
-                 script(spec.name, std::max<std::size_t>(640 * grid.cols, 1100), 380 * grid.rows + 40, "2",
-                        body + panels + "unset multiplot\n", ""),
-                 spec.caption + (spec.loss ? ". Scale modes: " + styles_text(c) : ""), have_gnuplot, outcome.drawn,
-                 failed);
-  }
-  outcome.note = have_gnuplot ? failed_note("gnuplot failed for:", failed, dir)
-                              : "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " +
-                                    dir.string() + "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
-  return outcome;
-}
-
-namespace {
-
 // gnuplot's pt of dash `dash`: filled circle, square, triangle, diamond, inverted triangle, then open square,
 // circle, triangle: a marker of its own per dash.
 int point_type(std::size_t dash) {
@@ -593,6 +493,98 @@ std::string summary_body(const SummaryFigure& f, const SummaryLines& s) {
 }
 
 }  // namespace
+
+const std::vector<PlotFigure>& plot_figures() {
+  static const std::vector<PlotFigure> figures = [] {
+    std::vector<PlotFigure> f;
+    for (const auto& s : figure_specs()) f.push_back({s.name, s.caption});
+    return f;
+  }();
+  return figures;
+}
+
+std::string gnuplot_number(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string("NaN"); }
+
+std::string gnuplot_string(const std::string& s) {
+  // Single quotes: gnuplot expands backticks (a shell command) and backslash escapes only inside double quotes, and
+  // the terminals are set noenhanced. A quote cannot be doubled inside one (two doubled quotes in a row fail to
+  // parse in gnuplot 5.4), so a string holding quotes is a concatenation of single-quoted parts and "\047", which
+  // holds no backtick. A newline would end the command and a control character could reach a terminal through
+  // gnuplot.log: escape_control writes them out visibly.
+  const std::string shown = escape_control(s);
+  if (shown.find('\'') == std::string::npos) return "'" + shown + "'";
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  for (std::size_t quote = shown.find('\''); begin <= shown.size(); quote = shown.find('\'', begin)) {
+    const std::size_t end = std::min(quote, shown.size());
+    if (end > begin) parts.push_back("'" + shown.substr(begin, end - begin) + "'");
+    if (quote != std::string::npos) parts.push_back("\"\\047\"");
+    begin = end + 1;
+  }
+  return fmt::format("({})", fmt::join(parts, "."));
+}
+
+bool gnuplot_available() { return !platform::find_program("gnuplot").empty(); }
+
+void write_plot_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.close();  // a full disk may show only when the last bytes are written
+  if (!out) throw std::runtime_error(platform::system_error_text("writing " + path));
+}
+
+bool draw_figure(const std::string& plots_dir, const std::string& name) {
+  const fs::path dir(plots_dir);
+  std::error_code ec;
+  // Names come from the data (an optimizer, a setting's value): one that could be an option, a path or a pattern
+  // to gnuplot is never handed to it.
+  if (!is_safe_file_stem(name)) return false;
+  for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (name + ext), ec);
+  platform::ProgramOptions options;
+  options.working_directory = dir.string();
+  options.output_file = (dir / "gnuplot.log").string();
+  try {
+    if (!platform::run_program({"gnuplot", name + ".gp"}, options).succeeded()) return false;
+  } catch (const std::runtime_error&) {  // gnuplot gone since gnuplot_available, or gnuplot.log a link
+    return false;
+  }
+  return fs::exists(dir / (name + ".png")) && fs::exists(dir / (name + ".svg"));
+}
+
+PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
+  PlotOutcome outcome;
+  const fs::path dir(plots_dir);
+  create_data_dir(dir);
+  double max_rows = 1;
+  for (const auto& run : c.runs) max_rows = std::max(max_rows, static_cast<double>(run.series.size()));
+  const PanelGrid grid = panel_grid(c);
+  std::vector<std::string> failed;
+  const bool have_gnuplot = gnuplot_available();
+  std::error_code ec;
+  fs::remove(dir / "gnuplot.log", ec);
+  for (const FigureSpec& spec : figure_specs()) {
+    StepFigure f{c,
+                 dir,
+                 spec,
+                 smoothing_half_width(c),
+                 std::ceil(max_rows / 1500.0),
+                 std::ceil(max_rows / 600.0),
+                 outcome.warnings};
+    std::string panels;
+    for (const Panel& panel : grid.panels) panels += panel_commands(f, panel);
+    const std::string body = fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols,
+                                         gnuplot_string(spec.title + smoothing_title(f)));
+    write_figure(dir, spec.name,
+                 script(spec.name, std::max<std::size_t>(640 * grid.cols, 1100), 380 * grid.rows + 40, "2",
+                        body + panels + "unset multiplot\n", ""),
+                 spec.caption + (spec.loss ? ". Scale modes: " + styles_text(c) : ""), have_gnuplot, outcome.drawn,
+                 failed);
+  }
+  outcome.note = have_gnuplot ? failed_note("gnuplot failed for:", failed, dir)
+                              : "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " +
+                                    dir.string() + "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
+  return outcome;
+}
 
 void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,
                          PlotOutcome& outcome) {
