@@ -26,6 +26,9 @@ std::string script_safe(const std::string& json) {
   return out;
 }
 
+namespace {
+
+// `text` with &, <, > and " as entities: safe inside an element or attribute.
 std::string html_escape(const std::string& text) {
   std::string out;
   for (const char ch : text) {
@@ -34,8 +37,6 @@ std::string html_escape(const std::string& text) {
   }
   return out;
 }
-
-namespace {
 
 // uPlot's licence for a /* */ comment: the MIT notice goes with every copy, so into every page.
 std::string license_comment() {
