@@ -23,33 +23,13 @@ struct DownsampledSeries {
   bool downsampled = false;  // false: x and y are the input, unchanged
 };
 
-/// Streaming min-max bucket downsampling of a series of known length `n`, for a series too long to hold: add() its
-/// points in order, then finish(). With n <= max_points every point is kept as given. Otherwise the points are cut
-/// into buckets of w = ceil(n / (max_points / 2)) consecutive points, and each bucket becomes two points, at the x of
-/// its first and its last point, holding its smallest and its largest finite y in the order they occur: a one-step
-/// spike keeps its height, and every series of the same length gets the same x (curves of runs stay aligned, and the
-/// mean over runs is taken at common steps). A bucket without a finite y gives two NaN points (a gap); a last bucket
-/// of one point gives one. The result has at most max_points points. max_points < 4 is taken as 4.
-class MinMaxDownsampler {
- public:
-  MinMaxDownsampler(std::size_t n, std::size_t max_points);
-  void add(double x, double y);
-  /// The points kept; call once, after the n-th add().
-  DownsampledSeries finish();
-
- private:
-  void flush();
-  std::size_t width_ = 1;
-  std::size_t in_bucket_ = 0;
-  double first_x_ = 0, last_x_ = 0;
-  double min_y_ = 0, max_y_ = 0;
-  std::size_t min_at_ = 0, max_at_ = 0;
-  bool any_finite_ = false;
-  DownsampledSeries out_;
-};
-
-/// min-max bucket downsampling (MinMaxDownsampler) of a whole series. x and y of equal length (throws
-/// std::invalid_argument otherwise).
+/// Min-max bucket downsampling of a series, for drawing. With x.size() <= max_points every point is kept as given.
+/// Otherwise the points are cut into buckets of w = ceil(n / (max_points / 2)) consecutive points, and each bucket
+/// becomes two points, at the x of its first and its last point, holding its smallest and its largest finite y in the
+/// order they occur: a one-step spike keeps its height, and every series of the same length gets the same x (curves of
+/// runs stay aligned, and the mean over runs is taken at common steps). A bucket without a finite y gives two NaN
+/// points (a gap); a last bucket of one point gives one. The result has at most max_points points. max_points < 4 is
+/// taken as 4. x and y of equal length (throws std::invalid_argument otherwise).
 DownsampledSeries downsample_min_max(const std::vector<double>& x, const std::vector<double>& y,
                                      std::size_t max_points);
 
@@ -70,11 +50,11 @@ struct HtmlOutcome {
 };
 
 /// The page's JSON (the contents of its <script type="application/json" id="xgrad-data"> block): the runs of `c`
-/// with every metrics.csv column downsampled (re-read from each run directory), settings that vary between runs,
-/// the arms table, each run's final metrics, report.md's findings, sentences and checks, the summary figures of
-/// `context.summary`, and the notes. Non-finite values are null (JSON has no NaN).
-/// `outcome` receives max_points, downsampled and notes. Throws std::runtime_error when a run's metrics.csv can no
-/// longer be read.
+/// with every metrics.csv column downsampled (re-read from each run directory; of a run whose metrics.csv can no
+/// longer be read, the loss, accuracy and eval_loss `c` holds, with a note), settings that vary between runs, the
+/// picture (picture_json), the arms table, each run's final metrics, report.md's findings and checks, the summary
+/// figures of `context.summary`, and the notes ({"kind", "count", "text", "items"}). Non-finite values are null (JSON
+/// has no NaN). `outcome` receives max_points, downsampled and notes.
 std::string report_json(const Comparison& c, const ReportContext& context, const HtmlOptions& options,
                         HtmlOutcome& outcome);
 

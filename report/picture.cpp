@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -99,9 +100,26 @@ nlohmann::json picture_json(const Comparison& c) {
     const LineStyle style = scaling_style(arm.scale(), warnings);
     scalings[arm.scale()] = {{"colour", style.colour}, {"dash", style.dash}};
   }
+  std::vector<nlohmann::json> settings;
+  for (const RunRecord& run : c.runs) settings.push_back(arm_settings(run.config));
+  std::vector<const nlohmann::json*> of_runs;
+  for (const auto& s : settings) of_runs.push_back(&s);
+  const std::vector<std::string> group_by = settings_differing(of_runs);
+  std::string facet_by;
+  std::size_t most = 1;
+  for (const auto& key : group_by) {
+    std::set<std::string> values;
+    for (const auto& s : settings) values.insert(s.contains(key) ? setting_text(s, key) : "—");
+    if (key != "scale" && values.size() > most && values.size() <= 12) {
+      facet_by = key;
+      most = values.size();
+    }
+  }
   return {{"smoothing", {{"method", "centred_mean"}, {"half_width", smoothing_half_width(c)}}},
           {"dashes", line_dashes()},
-          {"scalings", scalings}};
+          {"scalings", scalings},
+          {"group_by", group_by},
+          {"facet_by", facet_by}};
 }
 
 }  // namespace xgrad::report

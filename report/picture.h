@@ -1,6 +1,7 @@
 // One picture of a comparison: how every figure draws a line (a colour and a dash per scaling, from its registry
-// entry) and smooths a curve. The PNG/SVG figures (report/plots.h) draw with it, and report.html gets it in its JSON
-// (picture_json), so that its script draws the same colours, dashes and smoothing.
+// entry), smooths a curve, and how report.html groups and facets the runs at first. The PNG/SVG figures
+// (report/plots.h) draw with it, and report.html gets it in its JSON (picture_json), so that its script draws the same
+// colours, dashes and smoothing.
 #pragma once
 
 #include <cstddef>
@@ -51,7 +52,11 @@ double smoothing_half_width(const Comparison& c);
 std::vector<double> smooth(const std::vector<double>& x, const std::vector<double>& y, double half_width);
 
 /// The picture as report.html reads it: {"smoothing": {"method": "centred_mean", "half_width"}, "dashes":
-/// line_dashes(), "scalings": {scale: {"colour", "dash"}}} for the scalings of c's arms.
+/// line_dashes(), "scalings": {scale: {"colour", "dash"}}} for the scalings of c's arms, and its default view of the
+/// runs: "group_by", the settings in which runs differ as report.md names arms (settings_differing: an optimizer's own
+/// setting, beta1 or momentum, only where runs of one optimizer disagree on it; never the seeds), and "facet_by", the
+/// sweep's main axis, one chart per value: of group_by but the scaling (the colour), the setting with the most
+/// values, 2 to 12, the first of them in group_by's order (d_k first); "" when none has.
 nlohmann::json picture_json(const Comparison& c);
 
 }  // namespace xgrad::report

@@ -7,7 +7,6 @@
 #include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -16,7 +15,6 @@
 #include "nn/scaling.h"
 #include "platform/atomic_file.h"
 #include "platform/process.h"
-#include "report/picture.h"
 #include "report/tables.h"
 
 namespace xgrad::report {
@@ -30,6 +28,7 @@ struct Point {
   double value;
 };
 
+// The positive finite values of a log axis: what its tics must span.
 struct Range {
   double lo = std::numeric_limits<double>::infinity();
   double hi = 0;
@@ -41,47 +40,66 @@ struct Range {
   bool empty() const { return hi <= 0; }
 };
 
-struct FigureSpec {
+// One mean line per arm of a figure: the RunSeries member it averages over the arm's runs, its data file's name, what
+// its title adds to the arm's, and whether it is the second quantity of a pair (W_k beside W_q: dashed, lighter).
+struct Series {
   std::string name;
-  std::string title;
-  std::string ylabel;
+  std::vector<double> RunSeries::*member;
+  std::string suffix = "";
+  bool second = false;
+};
+
+// A figure of quantities by step. `loss`: each run's own line too, a cross where one diverged, the loss threshold.
+struct FigureSpec {
+  std::string name, title, ylabel;
   bool log_y;
   std::string caption;  // for report.md
-  std::string series;   // the arm's mean lines it draws, by write_arm_data's names, space-separated
+  std::vector<Series> series;
+  bool loss = false;
 };
 
 const std::vector<FigureSpec>& figure_specs() {
   static const std::vector<FigureSpec> specs{
-      {"loss", "Training loss by step; thin lines: each run, thick: mean over seeds", "loss (nats, log scale)", true,
+      {"loss",
+       "Training loss by step; thin lines: each run, thick: mean over seeds",
+       "loss (nats, log scale)",
+       true,
        "One panel per group of arms identical in every setting but the scale mode (per d_k, and per any other "
        "setting that differs, named in the panel title), each scale mode in its colour and dash. Thin "
        "lines are single runs, thick lines the mean over the seeds that did not diverge, smoothed by a centred moving "
        "average (its window in the title). A cross marks where a run diverged (at its last loss, or at the top of "
        "the axis); the dotted line is the loss threshold",
-       "loss"},
-      {"grad_norm", "Gradient norm of W_q (the mode's dash, dark) and W_k (dashed, light), all layers; mean over seeds",
-       "gradient norm (log scale)", true,
+       {{"loss", &RunSeries::loss}},
+       true},
+      {"grad_norm",
+       "Gradient norm of W_q (the mode's dash, dark) and W_k (dashed, light), all layers; mean over seeds",
+       "gradient norm (log scale)",
+       true,
        "L2 norm over all layers of the gradient of the query (the mode's colour and dash) and key (dashed, a lighter "
        "shade of the mode's colour) weights, mean over seeds. "
        "Steps where it was exactly zero cannot be drawn on a log axis and leave gaps (see the zero-grad columns)",
-       "w_q w_k"},
-      {"entropy", "Attention entropy, first layer, mean over heads and queries; mean over seeds", "entropy (nats)",
+       {{"w_q", &RunSeries::grad_norm_w_q, ": W_q"}, {"w_k", &RunSeries::grad_norm_w_k, ": W_k", true}}},
+      {"entropy",
+       "Attention entropy, first layer, mean over heads and queries; mean over seeds",
+       "entropy (nats)",
        false,
        "Mean attention entropy of the first layer: low means peaked (saturated) attention. Steps where the trainer "
        "did not measure attention are skipped",
-       "entropy"},
-      {"score_std", "Std of the scaled attention scores (softmax input), first layer; mean over seeds",
-       "score std (log scale)", true,
+       {{"entropy", &RunSeries::entropy}}},
+      {"score_std",
+       "Std of the scaled attention scores (softmax input), first layer; mean over seeds",
+       "score std (log scale)",
+       true,
        "Standard deviation of the first layer's attention scores after the mode's scaling (the softmax input): the "
        "growth of the attention logits",
-       "score_std"},
+       {{"score_std", &RunSeries::score_std}}},
   };
   return specs;
 }
 
 // "none #CC6677 solid, sqrt_dk #332288 dashed": the styles of the comparison's scalings, for the loss caption.
 std::string styles_text(const Comparison& c) {
-  std::vector<std::string> warnings;  // write_arm_data reports them
+  std::vector<std::string> warnings;  // the figures report them
   std::string out;
   for (const ArmStats& arm : c.arms) {
     const LineStyle style = scaling_style(arm.scale(), warnings);
@@ -98,14 +116,7 @@ std::string dash_pattern(std::size_t dash) {
   return out.empty() ? "1" : out + ")";
 }
 
-// gnuplot's pt of dash `dash`: filled circle, square, triangle, diamond, inverted triangle, then open square,
-// circle, triangle: a marker of its own per dash.
-int point_type(std::size_t dash) {
-  static const int types[] = {7, 5, 9, 13, 11, 4, 6, 8};
-  return types[dash % 8];
-}
-
-std::string line_style(const std::string& colour, double width, bool faint, std::size_t dash = 0) {
+std::string line_style(const std::string& colour, double width, bool faint, std::size_t dash) {
   return fmt::format("with lines lw {} dt {} lc rgb '#{}{}'", width, dash_pattern(dash), faint ? "99" : "",
                      colour.substr(1));
 }
@@ -129,16 +140,17 @@ std::vector<Point> mean_over_runs(const Comparison& c, const ArmStats& arm, std:
     // it): its last steps before the blow-up would decide the mean there.
     if (c.runs[i].diverged) continue;
     const RunSeries& s = c.runs[i].series;
-    const std::vector<double>& v = s.*series;
     for (std::size_t r = 0; r < s.size(); ++r)
-      if (std::isfinite(v[r]) && std::isfinite(s.step[r])) {
-        auto& acc = by_step[s.step[r]];
-        acc.first += v[r];
-        ++acc.second;
+      if (std::isfinite((s.*series)[r]) && std::isfinite(s.step[r])) {
+        by_step[s.step[r]].first += (s.*series)[r];
+        ++by_step[s.step[r]].second;
       }
   }
   std::vector<double> x, y;
-  for (const auto& [step, acc] : by_step) x.push_back(step), y.push_back(acc.first / static_cast<double>(acc.second));
+  for (const auto& [step, acc] : by_step) {
+    x.push_back(step);
+    y.push_back(acc.first / static_cast<double>(acc.second));
+  }
   y = smooth(x, y, half_width);
   std::vector<Point> out;
   for (std::size_t i = 0; i < x.size(); ++i) out.push_back({x[i], y[i]});
@@ -162,31 +174,6 @@ std::string point_lines(const std::vector<Point>& points, bool log_y) {
   return out;
 }
 
-// Every run's loss, one block per run (a blank line breaks the line between runs). Each diverged run adds
-// (diverged step, its last finite loss) to `diverged`; `first_losses` gets each run's first finite loss.
-bool write_run_losses(const Comparison& c, const ArmStats& arm, double stride, const fs::path& path,
-                      std::vector<Point>& diverged, std::vector<double>& first_losses, Range& range) {
-  std::string text;
-  bool any = false;
-  const auto positive = [](const Point& p) { return std::isfinite(p.value) && p.value > 0; };
-  for (auto i : arm.runs) {
-    const RunRecord& run = c.runs[i];
-    text += "# " + escape_control(run.dir) + "\n";  // a newline in a name would start a data line
-    std::vector<Point> points;
-    for (std::size_t r = 0; r < run.series.size(); ++r) points.push_back({run.series.step[r], run.series.loss[r]});
-    const std::vector<Point> drawn = thin(points, stride);
-    for (const auto& p : drawn) any = any || positive(p), range.add(p.value);
-    text += point_lines(drawn, true) + "\n";
-    const auto first = std::find_if(points.begin(), points.end(), positive);
-    if (first != points.end()) first_losses.push_back(first->value);
-    const auto last = std::find_if(points.rbegin(), points.rend(), positive);
-    if (run.diverged && last != points.rend())
-      diverged.push_back({static_cast<double>(run.diverged_step), last->value});
-  }
-  write_plot_file(path, text);
-  return any;
-}
-
 // Log-axis tics: gnuplot labels only powers of ten, which leaves a loss axis from 1 to 6 with one label; over
 // less than three decades, label 1-2-5 (and 3 over less than one decade) steps instead.
 std::string log_tics(const Range& range) {
@@ -205,8 +192,9 @@ std::string log_tics(const Range& range) {
   return "set ytics (" + tics + ")\n";
 }
 
-// `elements` as one plot command, an element per line.
+// `elements` as one plot command, an element per line; a "no data" label when there is none.
 std::string plot_command(const std::vector<std::string>& elements) {
+  if (elements.empty()) return "set label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n";
   std::string body = "plot ";
   for (std::size_t i = 0; i < elements.size(); ++i) body += (i ? ", \\\n     " : "") + elements[i];
   return body + "\n";
@@ -227,15 +215,28 @@ std::string script(const std::string& name, std::size_t width, std::size_t heigh
   return out;
 }
 
-const std::string kNoData = "set label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n";
+// Writes the script `name`.gp into dir and, with gnuplot, draws it: into `drawn` (with its caption) or `failed`.
+void write_figure(const fs::path& dir, const std::string& name, const std::string& text, const std::string& caption,
+                  bool have_gnuplot, std::vector<PlotFigure>& drawn, std::vector<std::string>& failed) {
+  write_plot_file(dir / (name + ".gp"), text);
+  if (!have_gnuplot) return;
+  if (draw_figure(dir, name))
+    drawn.push_back({name, caption});
+  else
+    failed.push_back(name + ".gp");
+}
 
-struct ArmData {
-  LineStyle style;
-  std::map<std::string, std::string> files;  // series name → data file, only for drawable series
-  std::map<std::string, Range> ranges;       // series name → range of its positive values
-  std::vector<Point> diverged;               // (diverged step, last finite loss) per diverged run
-  std::vector<double> first_losses;          // each run's first finite loss
-};
+// What failed, for the outcome's note: "<what> a.gp b.gp (see <dir>/gnuplot.log)", or "" when nothing did.
+std::string failed_note(const std::string& what, const std::vector<std::string>& failed, const fs::path& dir) {
+  if (failed.empty()) return "";
+  return fmt::format("{} {} (see {})", what, fmt::join(failed, " "), (dir / "gnuplot.log").string());
+}
+
+void create_data_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir / "data", ec);
+  if (ec) throw std::runtime_error("cannot create " + (dir / "data").string() + ": " + ec.message());
+}
 
 // The arms of one panel: they differ only in scale mode.
 struct Panel {
@@ -243,99 +244,6 @@ struct Panel {
   std::size_t d_k;
   std::vector<std::size_t> arms;
 };
-
-}  // namespace
-
-const std::vector<PlotFigure>& plot_figures() {
-  static const std::vector<PlotFigure> figures = [] {
-    std::vector<PlotFigure> f;
-    for (const auto& s : figure_specs()) f.push_back({s.name, s.caption});
-    return f;
-  }();
-  return figures;
-}
-
-std::string gnuplot_number(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string("NaN"); }
-
-std::string gnuplot_string(const std::string& s) {
-  // Single quotes: gnuplot expands backticks (a shell command) and backslash escapes only inside double quotes, and
-  // the terminals are set noenhanced. A quote cannot be doubled inside one (two doubled quotes in a row fail to
-  // parse in gnuplot 5.4), so a string holding quotes is a concatenation of single-quoted parts and "\047", which
-  // holds no backtick. A newline would end the command and a control character could reach a terminal through
-  // gnuplot.log: escape_control writes them out visibly.
-  const std::string shown = escape_control(s);
-  if (shown.find('\'') == std::string::npos) return "'" + shown + "'";
-  std::string out = "(", part;
-  auto append = [&](const std::string& token) { out += (out.size() > 1 ? "." : "") + token; };
-  for (char ch : shown) {
-    if (ch != '\'') {
-      part += ch;
-      continue;
-    }
-    if (!part.empty()) append("'" + part + "'");
-    part.clear();
-    append("\"\\047\"");
-  }
-  if (!part.empty()) append("'" + part + "'");
-  return out + ")";
-}
-
-bool gnuplot_available() { return !platform::find_program("gnuplot").empty(); }
-
-void write_plot_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  out.close();  // a full disk may show only when the last bytes are written
-  if (!out) throw std::runtime_error(platform::system_error_text("writing " + path));
-}
-
-namespace {
-
-// One smoothing window and one thinning stride for all lines, from the longest run.
-struct Smoothing {
-  double half_width;                     // smoothing_half_width
-  double stride_mean;                    // of the arms' mean lines
-  double stride_runs;                    // of each run's loss line
-  std::map<std::string, double> gap_of;  // series name → the widest median gap between measured steps of any arm
-};
-
-Smoothing smoothing_of(const Comparison& c) {
-  double max_rows = 1;
-  for (const auto& run : c.runs) max_rows = std::max(max_rows, static_cast<double>(run.series.size()));
-  return {smoothing_half_width(c), std::ceil(max_rows / 1500.0), std::ceil(max_rows / 600.0), {}};
-}
-
-// Each arm's data files (its mean lines and its runs' losses) under dir/data, and what the figures need of them.
-std::vector<ArmData> write_arm_data(const Comparison& c, const fs::path& dir, Smoothing& smoothing,
-                                    std::vector<std::string>& warnings) {
-  std::vector<ArmData> arms(c.arms.size());
-  for (std::size_t a = 0; a < c.arms.size(); ++a) {
-    const ArmStats& arm = c.arms[a];
-    ArmData& d = arms[a];
-    d.style = scaling_style(arm.scale(), warnings);
-    const std::string stem = fmt::format("data/arm{}_", a);
-    auto put = [&](const std::string& series, std::vector<double> RunSeries::*member, bool log_y) {
-      const std::vector<Point> mean = mean_over_runs(c, arm, member, smoothing.half_width);
-      smoothing.gap_of[series] = std::max(smoothing.gap_of[series], median_gap(mean));
-      const std::vector<Point> points = thin(mean, smoothing.stride_mean);
-      if (std::none_of(points.begin(), points.end(),
-                       [&](const Point& p) { return std::isfinite(p.value) && (!log_y || p.value > 0); }))
-        return;
-      write_plot_file(dir / (stem + series + ".dat"), "# step value\n" + point_lines(points, log_y));
-      d.files[series] = stem + series + ".dat";
-      for (const auto& pt : points) d.ranges[series].add(pt.value);
-    };
-    put("loss", &RunSeries::loss, true);
-    put("w_q", &RunSeries::grad_norm_w_q, true);
-    put("w_k", &RunSeries::grad_norm_w_k, true);
-    put("entropy", &RunSeries::entropy, false);
-    put("score_std", &RunSeries::score_std, true);
-    if (write_run_losses(c, arm, smoothing.stride_runs, dir / (stem + "runs.dat"), d.diverged, d.first_losses,
-                         d.ranges["runs"]))
-      d.files["runs"] = stem + "runs.dat";
-  }
-  return arms;
-}
 
 struct PanelGrid {
   std::vector<Panel> panels;
@@ -346,12 +254,11 @@ struct PanelGrid {
 // each d_k starts a new row. Titles leave out the settings every arm shares.
 PanelGrid panel_grid(const Comparison& c) {
   std::vector<std::string> omit{"scale"};
-  for (const std::string key : {"optimizer", "lr"}) {
-    bool same = true;
-    for (const ArmStats& arm : c.arms)
-      same = same && setting_text(arm.settings, key) == setting_text(c.arms[0].settings, key);
-    if (same) omit.push_back(key);
-  }
+  for (const std::string key : {"optimizer", "lr"})
+    if (std::all_of(c.arms.begin(), c.arms.end(), [&](const ArmStats& arm) {
+          return setting_text(arm.settings, key) == setting_text(c.arms[0].settings, key);
+        }))
+      omit.push_back(key);
   const auto extra = distinguishing_keys(c.arms);
   PanelGrid g;
   for (const ScaleGroup& group : scale_groups(c.arms)) {
@@ -369,87 +276,105 @@ PanelGrid panel_grid(const Comparison& c) {
   return g;
 }
 
-// The window averages the points within +-half_width steps; for a quantity measured every `gap` steps (attention
-// statistics: every log_every steps) that window holds fewer points, possibly one, and the title says so.
-std::string smoothing_title(const FigureSpec& spec, const Smoothing& s) {
-  if (s.half_width <= 0) return "";
-  double gap = 1;
-  std::istringstream names(spec.series);
-  for (std::string name; names >> name;)
-    if (s.gap_of.count(name)) gap = std::max(gap, s.gap_of.at(name));
-  const double window = 2 * s.half_width + 1;
-  if (gap <= 1) return fmt::format("; means smoothed over {:.0f} steps", window);
-  const double points = std::floor(2 * s.half_width / gap) + 1;
-  if (points < 2) return fmt::format("; means not smoothed (measured every {:.0f} steps)", gap);
-  return fmt::format("; means smoothed over {:.0f} steps ({:.0f} measurements, one every {:.0f} steps)", window, points,
-                     gap);
-}
-
 // An arm's line title: its scaling, runs, incomplete and diverged runs.
 std::string arm_title(const Comparison& c, const ArmStats& arm) {
   const std::size_t n = arm.runs.size();
-  std::size_t n_diverged = 0;
-  for (auto i : arm.runs) n_diverged += c.runs[i].diverged ? 1 : 0;
+  const auto n_diverged = std::count_if(arm.runs.begin(), arm.runs.end(), [&](auto i) { return c.runs[i].diverged; });
   return fmt::format("{} ({} run{}{}{})", scale_label(arm), n, n == 1 ? "" : "s",
                      arm.n_incomplete ? fmt::format(", {} incomplete", arm.n_incomplete) : std::string(),
                      n_diverged ? fmt::format(", {} diverged: not in the mean", n_diverged) : std::string());
 }
 
-// What one panel of a figure plots: a line per arm and series, the range of their values, and for the loss the
-// top of the axis, 1.5 × the highest initial loss, so a diverging run does not flatten the others (unless every
-// run diverged: then the blow-up is the picture).
+// One figure of quantities by step being written: its data files under dir/data, and the widest median gap between
+// the measured steps of its series (the smoothing title's).
+struct StepFigure {
+  const Comparison& c;
+  const fs::path& dir;
+  const FigureSpec& spec;
+  double half_width, stride_mean, stride_runs;  // the smoothing's, and the thinning strides of mean and run lines
+  std::vector<std::string>& warnings;
+  double gap = 1;
+};
+
+// What one panel plots: a line per arm and series, the range of their values, and for the loss the top of the axis,
+// 1.5 × the highest initial loss, so a diverging run does not flatten the others (unless every run diverged: then
+// the blow-up is the picture), and each diverged run's (step, last finite loss).
 struct PanelLines {
   std::vector<std::string> elements;
   Range range;
   double y_max = 0;
   bool stable = false;
+  std::map<std::size_t, std::vector<Point>> diverged;  // by arm
 };
 
-void add_arm_lines(const FigureSpec& spec, const Comparison& c, const ArmStats& arm, const ArmData& d, PanelLines& p) {
-  const std::string title = arm_title(c, arm);
-  auto line = [&](const std::string& series, const std::string& style, const std::string& suffix) {
-    if (d.ranges.count(series)) p.range.add(d.ranges.at(series).lo), p.range.add(d.ranges.at(series).hi);
-    if (d.files.count(series))
-      p.elements.push_back(fmt::format("'{}' using 1:2 {} {}", d.files.at(series), style,
-                                       suffix == "notitle" ? suffix : "title " + gnuplot_string(title + suffix)));
-  };
-  const std::string colour = d.style.colour;
-  if (spec.name == "loss") {
-    for (double l : d.first_losses) p.y_max = std::max(p.y_max, 1.5 * l);
-    for (auto i : arm.runs) p.stable = p.stable || !c.runs[i].diverged;
-    line("runs", line_style(colour, 0.8, true, d.style.dash), "notitle");
+// Every run's loss, one block per run (a blank line breaks the line between runs) in data/arm<a>_runs.dat; the
+// panel's y range, top and diverged points. False when no run has a loss to draw.
+bool write_run_losses(StepFigure& f, std::size_t a, PanelLines& p) {
+  std::string text;
+  bool any = false;
+  const auto positive = [](const Point& pt) { return std::isfinite(pt.value) && pt.value > 0; };
+  for (auto i : f.c.arms[a].runs) {
+    const RunRecord& run = f.c.runs[i];
+    text += "# " + escape_control(run.dir) + "\n";  // a newline in a name would start a data line
+    std::vector<Point> points;
+    for (std::size_t r = 0; r < run.series.size(); ++r) points.push_back({run.series.step[r], run.series.loss[r]});
+    const std::vector<Point> drawn = thin(points, f.stride_runs);
+    for (const auto& pt : drawn) {
+      any = any || positive(pt);
+      p.range.add(pt.value);
+    }
+    text += point_lines(drawn, true) + "\n";
+    const auto first = std::find_if(points.begin(), points.end(), positive);
+    if (first != points.end()) p.y_max = std::max(p.y_max, 1.5 * first->value);
+    const auto last = std::find_if(points.rbegin(), points.rend(), positive);
+    if (run.diverged && last != points.rend())
+      p.diverged[a].push_back({static_cast<double>(run.diverged_step), last->value});
+    p.stable = p.stable || !run.diverged;
   }
-  std::istringstream names(spec.series);
-  for (std::string s; names >> s;) {  // W_k dashed in a lighter shade, the others in the scaling's style
-    const bool key = s == "w_k";
-    line(s, line_style(key ? lighter(colour, 0.5) : colour, s == "loss" ? 2.5 : 2, false, key ? 1 : d.style.dash),
-         s == "w_q" ? ": W_q"
-         : key      ? ": W_k"
-                    : "");
+  write_plot_file(f.dir / fmt::format("data/arm{}_runs.dat", a), text);
+  return any;
+}
+
+void add_arm_lines(StepFigure& f, std::size_t a, PanelLines& p) {
+  const std::string title = arm_title(f.c, f.c.arms[a]);
+  const LineStyle style = scaling_style(f.c.arms[a].scale(), f.warnings);
+  if (f.spec.loss && write_run_losses(f, a, p))
+    p.elements.push_back(
+        fmt::format("'data/arm{}_runs.dat' using 1:2 {} notitle", a, line_style(style.colour, 0.8, true, style.dash)));
+  for (const Series& s : f.spec.series) {
+    const std::vector<Point> mean = mean_over_runs(f.c, f.c.arms[a], s.member, f.half_width);
+    f.gap = std::max(f.gap, median_gap(mean));
+    const std::vector<Point> points = thin(mean, f.stride_mean);
+    if (std::none_of(points.begin(), points.end(),
+                     [&](const Point& pt) { return std::isfinite(pt.value) && (!f.spec.log_y || pt.value > 0); }))
+      continue;
+    const std::string file = fmt::format("data/arm{}_{}.dat", a, s.name);
+    write_plot_file(f.dir / file, "# step value\n" + point_lines(points, f.spec.log_y));
+    for (const auto& pt : points) p.range.add(pt.value);
+    // The second quantity of a pair dashed in a lighter shade, the others in the scaling's style.
+    const std::string line = line_style(s.second ? lighter(style.colour, 0.5) : style.colour, f.spec.loss ? 2.5 : 2,
+                                        false, s.second ? 1 : style.dash);
+    p.elements.push_back(fmt::format("'{}' using 1:2 {} title {}", file, line, gnuplot_string(title + s.suffix)));
   }
 }
 
 // The loss panel's extras: a cross per diverged run at the step it stopped (at its last loss or the top of the
 // axis), the threshold line when the panel's arms share it (arms of different tasks have different ones), and the
 // y range.
-std::string loss_panel_extras(const Comparison& c, const Panel& panel, const std::vector<ArmData>& arms,
-                              const fs::path& dir, PanelLines& p) {
+std::string loss_panel_extras(StepFigure& f, const Panel& panel, PanelLines& p) {
   if (!p.stable) p.y_max = 0;
-  for (auto a : panel.arms) {
-    const ArmData& d = arms[a];
-    if (d.diverged.empty()) continue;
-    std::vector<Point> marks = d.diverged;
+  for (auto& [a, marks] : p.diverged) {
     for (auto& m : marks)
       if (p.y_max > 0) m.value = std::min(m.value, p.y_max / 1.1);
     const std::string file = fmt::format("data/arm{}_diverged.dat", a);
-    write_plot_file(dir / file, "# step value\n" + point_lines(marks, true));
+    write_plot_file(f.dir / file, "# step value\n" + point_lines(marks, true));
     p.elements.push_back(fmt::format("'{}' using 1:2 with points pt 2 ps 2 lw 2 lc rgb '{}' title {}", file,
-                                     d.style.colour, gnuplot_string(c.arms[a].scale() + ": diverged")));
+                                     scaling_style(f.c.arms[a].scale(), f.warnings).colour,
+                                     gnuplot_string(f.c.arms[a].scale() + ": diverged")));
   }
-  const double t = c.arms[panel.arms.front()].loss_threshold;
-  bool shared = t > 0;
-  for (auto a : panel.arms) shared = shared && c.arms[a].loss_threshold == t;
-  if (shared)
+  const double t = f.c.arms[panel.arms.front()].loss_threshold;
+  if (t > 0 &&
+      std::all_of(panel.arms.begin(), panel.arms.end(), [&](std::size_t a) { return f.c.arms[a].loss_threshold == t; }))
     p.elements.push_back(fmt::format("{} with lines dt 3 lw 1.5 lc rgb '#606060' title {}", gnuplot_number(t),
                                      gnuplot_string("loss threshold " + train::format_number(t, 3))));
   if (p.y_max > 0) p.range.hi = std::min(p.range.hi, p.y_max);
@@ -457,86 +382,39 @@ std::string loss_panel_extras(const Comparison& c, const Panel& panel, const std
 }
 
 // The gnuplot commands of one panel of a figure.
-std::string panel_commands(const FigureSpec& spec, const Comparison& c, const Panel& panel,
-                           const std::vector<ArmData>& arms, const fs::path& dir) {
+std::string panel_commands(StepFigure& f, const Panel& panel) {
   PanelLines p;
-  for (auto a : panel.arms) add_arm_lines(spec, c, c.arms[a], arms[a], p);
+  for (auto a : panel.arms) add_arm_lines(f, a, p);
   std::string body = "set title " + gnuplot_string(panel.title) + "\n";
-  body += "set xlabel \"step\"\nset ylabel " + gnuplot_string(spec.ylabel) + "\n";
-  body += spec.log_y ? "set logscale y\n" : "unset logscale y\n";
-  if (p.elements.empty()) return body + "unset logscale y\n" + kNoData + "unset label 1\n";
-  if (spec.name == "loss")
-    body += loss_panel_extras(c, panel, arms, dir, p);
+  body += "set xlabel \"step\"\nset ylabel " + gnuplot_string(f.spec.ylabel) + "\n";
+  body += f.spec.log_y ? "set logscale y\n" : "unset logscale y\n";
+  if (p.elements.empty()) return body + "unset logscale y\n" + plot_command({}) + "unset label 1\n";
+  if (f.spec.loss)
+    body += loss_panel_extras(f, panel, p);
   else
-    body += spec.log_y ? "set yrange [*:*]\n" : "set yrange [0:*]\n";
-  if (spec.log_y) body += log_tics(p.range);
+    body += f.spec.log_y ? "set yrange [*:*]\n" : "set yrange [0:*]\n";
+  if (f.spec.log_y) body += log_tics(p.range);
   return body + plot_command(p.elements);
 }
 
-// What failed, for the outcome's note: "<what> a.gp b.gp (see <dir>/gnuplot.log)", or "" when nothing did.
-std::string failed_note(const std::string& what, const std::vector<std::string>& failed, const fs::path& dir) {
-  std::string note = what;
-  for (const auto& f : failed) note += " " + f;
-  return failed.empty() ? "" : note + " (see " + (dir / "gnuplot.log").string() + ")";
+// The window averages the points within +-half_width steps; for a quantity measured every `gap` steps (attention
+// statistics: every log_every steps) that window holds fewer points, possibly one, and the title says so.
+std::string smoothing_title(const StepFigure& f) {
+  if (f.half_width <= 0) return "";
+  const double window = 2 * f.half_width + 1;
+  if (f.gap <= 1) return fmt::format("; means smoothed over {:.0f} steps", window);
+  const double points = std::floor(2 * f.half_width / f.gap) + 1;
+  if (points < 2) return fmt::format("; means not smoothed (measured every {:.0f} steps)", f.gap);
+  return fmt::format("; means smoothed over {:.0f} steps ({:.0f} measurements, one every {:.0f} steps)", window, points,
+                     f.gap);
 }
 
-void create_data_dir(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir / "data", ec);
-  if (ec) throw std::runtime_error("cannot create " + (dir / "data").string() + ": " + ec.message());
+// gnuplot's pt of dash `dash`: filled circle, square, triangle, diamond, inverted triangle, then open square,
+// circle, triangle: a marker of its own per dash.
+int point_type(std::size_t dash) {
+  static const int types[] = {7, 5, 9, 13, 11, 4, 6, 8};
+  return types[dash % 8];
 }
-
-}  // namespace
-
-bool draw_figure(const std::string& plots_dir, const std::string& name) {
-  const fs::path dir(plots_dir);
-  std::error_code ec;
-  // Names come from the data (an optimizer, a setting's value): one that could be an option, a path or a pattern
-  // to gnuplot is never handed to it.
-  if (!is_safe_file_stem(name)) return false;
-  for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (name + ext), ec);
-  platform::ProgramOptions options;
-  options.working_directory = dir.string();
-  options.output_file = (dir / "gnuplot.log").string();
-  try {
-    if (!platform::run_program({"gnuplot", name + ".gp"}, options).succeeded()) return false;
-  } catch (const std::runtime_error&) {  // gnuplot gone since gnuplot_available, or gnuplot.log a link
-    return false;
-  }
-  return fs::exists(dir / (name + ".png")) && fs::exists(dir / (name + ".svg"));
-}
-
-PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
-  PlotOutcome outcome;
-  const fs::path dir(plots_dir);
-  create_data_dir(dir);
-  Smoothing smoothing = smoothing_of(c);
-  const std::vector<ArmData> arms = write_arm_data(c, dir, smoothing, outcome.warnings);
-  const PanelGrid grid = panel_grid(c);
-  std::vector<std::string> failed;
-  const bool have_gnuplot = gnuplot_available();
-  std::error_code ec;
-  fs::remove(dir / "gnuplot.log", ec);
-  for (const FigureSpec& spec : figure_specs()) {
-    std::string body = fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols,
-                                   gnuplot_string(spec.title + smoothing_title(spec, smoothing)));
-    for (const Panel& panel : grid.panels) body += panel_commands(spec, c, panel, arms, dir);
-    write_plot_file(dir / (spec.name + ".gp"), script(spec.name, std::max<std::size_t>(640 * grid.cols, 1100),
-                                                      380 * grid.rows + 40, "2", body + "unset multiplot\n", ""));
-    if (!have_gnuplot) continue;
-    if (draw_figure(dir, spec.name))
-      outcome.drawn.push_back(
-          {spec.name, spec.caption + (spec.name == "loss" ? ". Scale modes: " + styles_text(c) : "")});
-    else
-      failed.push_back(spec.name + ".gp");
-  }
-  outcome.note = have_gnuplot ? failed_note("gnuplot failed for:", failed, dir)
-                              : "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " +
-                                    dir.string() + "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
-  return outcome;
-}
-
-namespace {
 
 // What a summary figure plots: a line per drawable SummaryLine, the x values, the range of y with error bars.
 struct SummaryLines {
@@ -572,23 +450,22 @@ bool write_summary_data(const fs::path& path, const SummaryFigure& f, const Summ
 SummaryLines write_summary_lines(const SummaryFigure& f, const fs::path& dir, std::vector<std::string>& warnings) {
   SummaryLines s;
   const std::vector<LineStyle> styles = summary_styles(f, warnings);
-  std::size_t n_measured = 0, j = 0;
-  for (const SummaryLine& line : f.lines) n_measured += line.theory ? 0 : 1;
+  const auto n_measured = std::count_if(f.lines.begin(), f.lines.end(), [](const auto& l) { return !l.theory; });
+  std::size_t j = 0;
   for (std::size_t l = 0; l < f.lines.size(); ++l) {
     const SummaryLine& line = f.lines[l];
-    const std::string file = gnuplot_string(fmt::format("data/{}_{}.dat", f.name, l));
+    const std::string file = fmt::format("data/{}_{}.dat", f.name, l);
     const double offset = static_cast<double>(j) - 0.5 * static_cast<double>(n_measured - 1);
     const double shift = line.theory || !f.log_x ? 1.0 : std::pow(2.0, 0.05 * offset);
-    if (!write_summary_data(dir / fmt::format("data/{}_{}.dat", f.name, l), f, line, shift, s)) continue;
+    if (!write_summary_data(dir / file, f, line, shift, s)) continue;
     if (!line.theory) ++j;
-    const LineStyle& st = styles[l];
-    const std::string style =
-        fmt::format("dt {} lc rgb '{}' title {}", dash_pattern(st.dash), st.colour, gnuplot_string(line.label));
+    const std::string style = fmt::format("dt {} lc rgb '{}' title {}", dash_pattern(styles[l].dash), styles[l].colour,
+                                          gnuplot_string(line.label));
     if (line.theory || !f.tabulate)  // theory, or a curve over many steps: a line, no points or error bars
-      s.elements.push_back(file + " using 1:2 with lines lw " + (line.theory ? "1.5 " : "2 ") + style);
+      s.elements.push_back(gnuplot_string(file) + " using 1:2 with lines lw " + (line.theory ? "1.5 " : "2 ") + style);
     else
-      s.elements.push_back(
-          fmt::format("{} using 5:2:3:4 with yerrorlines lw 2 pt {} ps 1.2 {}", file, point_type(st.dash), style));
+      s.elements.push_back(fmt::format("{} using 5:2:3:4 with yerrorlines lw 2 pt {} ps 1.2 {}", gnuplot_string(file),
+                                       point_type(styles[l].dash), style));
   }
   return s;
 }
@@ -612,10 +489,102 @@ std::string summary_body(const SummaryFigure& f, const SummaryLines& s) {
     body += "set logscale y\nset offsets 0, 0, graph 0.04, graph 0.04\n" + log_tics(s.range);
   else
     body += "set yrange [0:*]\n";  // losses and entropies are >= 0 (an sd bar may reach below)
-  return body + (s.elements.empty() ? "unset logscale\n" + kNoData : plot_command(s.elements));
+  return body + (s.elements.empty() ? "unset logscale\n" : "") + plot_command(s.elements);
 }
 
 }  // namespace
+
+const std::vector<PlotFigure>& plot_figures() {
+  static const std::vector<PlotFigure> figures = [] {
+    std::vector<PlotFigure> f;
+    for (const auto& s : figure_specs()) f.push_back({s.name, s.caption});
+    return f;
+  }();
+  return figures;
+}
+
+std::string gnuplot_number(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string("NaN"); }
+
+std::string gnuplot_string(const std::string& s) {
+  // Single quotes: gnuplot expands backticks (a shell command) and backslash escapes only inside double quotes, and
+  // the terminals are set noenhanced. A quote cannot be doubled inside one (two doubled quotes in a row fail to
+  // parse in gnuplot 5.4), so a string holding quotes is a concatenation of single-quoted parts and "\047", which
+  // holds no backtick. A newline would end the command and a control character could reach a terminal through
+  // gnuplot.log: escape_control writes them out visibly.
+  const std::string shown = escape_control(s);
+  if (shown.find('\'') == std::string::npos) return "'" + shown + "'";
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  for (std::size_t quote = shown.find('\''); begin <= shown.size(); quote = shown.find('\'', begin)) {
+    const std::size_t end = std::min(quote, shown.size());
+    if (end > begin) parts.push_back("'" + shown.substr(begin, end - begin) + "'");
+    if (quote != std::string::npos) parts.push_back("\"\\047\"");
+    begin = end + 1;
+  }
+  return fmt::format("({})", fmt::join(parts, "."));
+}
+
+bool gnuplot_available() { return !platform::find_program("gnuplot").empty(); }
+
+void write_plot_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.close();  // a full disk may show only when the last bytes are written
+  if (!out) throw std::runtime_error(platform::system_error_text("writing " + path));
+}
+
+bool draw_figure(const std::string& plots_dir, const std::string& name) {
+  const fs::path dir(plots_dir);
+  std::error_code ec;
+  // Names come from the data (an optimizer, a setting's value): one that could be an option, a path or a pattern
+  // to gnuplot is never handed to it.
+  if (!is_safe_file_stem(name)) return false;
+  for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (name + ext), ec);
+  platform::ProgramOptions options;
+  options.working_directory = dir.string();
+  options.output_file = (dir / "gnuplot.log").string();
+  try {
+    if (!platform::run_program({"gnuplot", name + ".gp"}, options).succeeded()) return false;
+  } catch (const std::runtime_error&) {  // gnuplot gone since gnuplot_available, or gnuplot.log a link
+    return false;
+  }
+  return fs::exists(dir / (name + ".png")) && fs::exists(dir / (name + ".svg"));
+}
+
+PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
+  PlotOutcome outcome;
+  const fs::path dir(plots_dir);
+  create_data_dir(dir);
+  double max_rows = 1;
+  for (const auto& run : c.runs) max_rows = std::max(max_rows, static_cast<double>(run.series.size()));
+  const PanelGrid grid = panel_grid(c);
+  std::vector<std::string> failed;
+  const bool have_gnuplot = gnuplot_available();
+  std::error_code ec;
+  fs::remove(dir / "gnuplot.log", ec);
+  for (const FigureSpec& spec : figure_specs()) {
+    StepFigure f{c,
+                 dir,
+                 spec,
+                 smoothing_half_width(c),
+                 std::ceil(max_rows / 1500.0),
+                 std::ceil(max_rows / 600.0),
+                 outcome.warnings};
+    std::string panels;
+    for (const Panel& panel : grid.panels) panels += panel_commands(f, panel);
+    const std::string body = fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols,
+                                         gnuplot_string(spec.title + smoothing_title(f)));
+    write_figure(dir, spec.name,
+                 script(spec.name, std::max<std::size_t>(640 * grid.cols, 1100), 380 * grid.rows + 40, "2",
+                        body + panels + "unset multiplot\n", ""),
+                 spec.caption + (spec.loss ? ". Scale modes: " + styles_text(c) : ""), have_gnuplot, outcome.drawn,
+                 failed);
+  }
+  outcome.note = have_gnuplot ? failed_note("gnuplot failed for:", failed, dir)
+                              : "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " +
+                                    dir.string() + "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
+  return outcome;
+}
 
 void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,
                          PlotOutcome& outcome) {
@@ -628,16 +597,12 @@ void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::s
       failed.push_back(escape_control(f.name) + " (not a safe file name: nothing written)");
       continue;
     }
-    const SummaryLines lines = write_summary_lines(f, dir, outcome.warnings);
-    write_plot_file(dir / (f.name + ".gp"),
-                    script(f.name, 900, 560, "3", summary_body(f, lines),
-                           "unset logscale\nset xtics autofreq\nset ytics autofreq\nset offsets 0, 0, 0, 0\n"
-                           "set xrange [*:*]\nset yrange [*:*]\n"));
-    if (!have_gnuplot) continue;
-    if (draw_figure(dir, f.name))
-      outcome.summary_drawn.push_back({f.name, f.caption});
-    else
-      failed.push_back(f.name + ".gp");
+    const std::string reset =
+        "unset logscale\nset xtics autofreq\nset ytics autofreq\nset offsets 0, 0, 0, 0\nset xrange [*:*]\nset "
+        "yrange [*:*]\n";
+    write_figure(dir, f.name,
+                 script(f.name, 900, 560, "3", summary_body(f, write_summary_lines(f, dir, outcome.warnings)), reset),
+                 f.caption, have_gnuplot, outcome.summary_drawn, failed);
   }
   const std::string note = failed_note("gnuplot failed for summary figure(s):", failed, dir);
   if (!note.empty()) outcome.note += (outcome.note.empty() ? "" : "; ") + note;

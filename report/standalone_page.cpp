@@ -26,30 +26,17 @@ std::string script_safe(const std::string& json) {
   return out;
 }
 
+namespace {
+
+// `text` with &, <, > and " as entities: safe inside an element or attribute.
 std::string html_escape(const std::string& text) {
   std::string out;
-  for (char ch : text) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += ch;
-    }
+  for (const char ch : text) {
+    const char* entity = ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : ch == '"' ? "&quot;" : nullptr;
+    out += entity ? std::string(entity) : std::string(1, ch);
   }
   return out;
 }
-
-namespace {
 
 // uPlot's licence for a /* */ comment: the MIT notice goes with every copy, so into every page.
 std::string license_comment() {
@@ -65,26 +52,14 @@ std::string standalone_page_html(const StandalonePage& page) {
   for (const char* asset : {web_assets::kUplotJs, page.js, web_assets::kUplotCss, page.css})
     if (std::string(asset).find("</") != std::string::npos)
       throw std::logic_error(page.file + ": an embedded script or style holds \"</\", which would end its element");
-  std::string html;
-  html.reserve(page.data.size() + 200000);
-  html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  html += "<title>" + html_escape(page.title) + "</title>\n<style>\n";
-  html += web_assets::kUplotCss;
-  html += "\n";
-  html += page.css;
-  html += "\n</style>\n</head>\n<body>\n<div id=\"app\"><p id=\"loading\">Loading…</p></div>\n";
-  html += "<noscript>" + html_escape(page.noscript) + "</noscript>\n";
-  html += "<script type=\"application/json\" id=\"" + html_escape(page.data_id) + "\">";
-  html += page.data;
-  html += "</script>\n<script>\n/* uPlot, vendored from npm (report/web/VENDORED.md). Its licence:\n";
-  html += license_comment();
-  html += "*/\n";
-  html += web_assets::kUplotJs;
-  html += "\n</script>\n<script>\n";
-  html += page.js;
-  html += "\n</script>\n</body>\n</html>\n";
-  return html;
+  return fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>\n{}\n{}\n"
+      "</style>\n</head>\n<body>\n<div id=\"app\"><p id=\"loading\">Loading…</p></div>\n<noscript>{}</noscript>\n"
+      "<script type=\"application/json\" id=\"{}\">{}</script>\n<script>\n/* uPlot, vendored from npm "
+      "(report/web/VENDORED.md). Its licence:\n{}*/\n{}\n</script>\n<script>\n{}\n</script>\n</body>\n</html>\n",
+      html_escape(page.title), web_assets::kUplotCss, page.css, html_escape(page.noscript), html_escape(page.data_id),
+      page.data, license_comment(), web_assets::kUplotJs, page.js);
 }
 
 }  // namespace xgrad::report

@@ -12,9 +12,6 @@ namespace xgrad::report {
 /// escapes the C0 ones).
 std::string script_safe(const std::string& json);
 
-/// `text` with &, <, > and " as entities: safe inside an element or attribute.
-std::string html_escape(const std::string& text);
-
 /// What one page holds besides uPlot.
 struct StandalonePage {
   std::string file;      // the file's kind, for messages ("report.html")

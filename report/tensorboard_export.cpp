@@ -23,13 +23,14 @@ std::string last_name(const std::string& dir) {
   return fs::absolute(path).lexically_normal().filename().string();
 }
 
-}  // namespace
-
+// The subdirectory of --out a run gets: `input`'s name, then the run's path below it.
 std::string export_name(const std::string& input, const std::string& run_dir) {
   const fs::path below = fs::path(run_dir).lexically_normal().lexically_relative(fs::path(input).lexically_normal());
   const fs::path name = fs::path(last_name(input));
   return (below.empty() || below == "." ? name : name / below).string();
 }
+
+}  // namespace
 
 std::vector<ExportedRun> export_tensorboard(const std::vector<std::string>& inputs, const std::string& out) {
   std::map<std::string, std::string> run_of_name;  // subdirectory -> run directory, to refuse two runs in one

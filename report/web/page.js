@@ -13,8 +13,8 @@
   });
 
   var state = {
-    groupBy: data.default_group_by.slice(),
-    facetBy: data.facet_by || "",  // one chart per value of this setting in every panel ("": one chart)
+    groupBy: picture.group_by.slice(),
+    facetBy: picture.facet_by,  // one chart per value of this setting in every panel ("": one chart)
     band: "sd",          // "sd": mean ± sd; "minmax": min to max
     smoothing: picture.smoothing.half_width,  // centred moving average, half-width in steps; 0 = off
     hidden: {},          // group key -> true
