@@ -5,9 +5,15 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <sstream>
+#include <stdexcept>
 
+#include <fmt/args.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "report/web_assets.h"
 #include "train/config.h"
 #include "train/json_file.h"
 #include "train/metrics_log.h"
@@ -45,11 +51,43 @@ SummaryPoint mean_point(double x, const MeanSd& m, std::size_t n_diverged, bool 
   return p;
 }
 
+std::vector<const ArmStats*> arm_pointers(const Comparison& c) {
+  std::vector<const ArmStats*> out;
+  for (const ArmStats& arm : c.arms) out.push_back(&arm);
+  return out;
+}
+
 std::string join_and(const std::vector<std::string>& items) {
   std::string out;
   for (std::size_t i = 0; i < items.size(); ++i)
     out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
   return out;
+}
+
+std::string preset_text(const std::string& key, const nlohmann::json& fields) {
+  // The "- key: template" lines; the reader of claims.md and findings.md is private to markdown.cpp and claims.cpp.
+  static const std::map<std::string, std::string> lines = [] {
+    std::map<std::string, std::string> out;
+    std::istringstream in(web_assets::kPresetsMd);
+    for (std::string line; std::getline(in, line);)
+      if (const std::size_t colon = line.find(": "); line.rfind("- ", 0) == 0 && colon != std::string::npos)
+        out.emplace(line.substr(2, colon - 2), line.substr(colon + 2));
+    return out;
+  }();
+  const auto it = lines.find(key);
+  if (it == lines.end()) throw std::out_of_range("report/text/presets.md has no line '" + key + "'");
+  fmt::dynamic_format_arg_store<fmt::format_context> args;
+  for (const auto& [name, value] : fields.items()) {
+    if (value.is_string())
+      args.push_back(fmt::arg(name.c_str(), value.get<std::string>()));
+    else if (value.is_number_integer())
+      args.push_back(fmt::arg(name.c_str(), value.get<long long>()));
+    else if (value.is_boolean())
+      args.push_back(fmt::arg(name.c_str(), value.get<bool>()));
+    else
+      args.push_back(fmt::arg(name.c_str(), value.get<double>()));
+  }
+  return fmt::vformat(it->second, args);
 }
 
 PresetRecord read_preset_record(const std::string& sweep_dir) {
