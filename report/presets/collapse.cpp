@@ -82,9 +82,10 @@ struct Cell {  // one arm: a line at one lr and warmup
 struct Line {
   std::string name, scale;
   std::map<double, std::map<long, Cell>> cells;
+  std::size_t first_run = SIZE_MAX;  // the lowest index of its runs
 };
 
-// The collapse grid's runs: what each logged, and the lines in the order the comparison lists them.
+// The collapse grid's runs: what each logged, and the lines in the order the comparison lists their runs.
 struct Grid {
   std::vector<RunCurves> curves;  // per run of the comparison
   std::vector<Line> lines;
@@ -97,11 +98,12 @@ Grid read_grid(const Comparison& c) {
   const LineLabels labels(c, {"scale", "lr", "warmup_steps"});
   for (const auto& [name, arms] :
        group_by(arm_pointers(c), [&](const ArmStats* a) { return labels(a->scale(), a->settings); })) {
-    Line& line = g.lines.emplace_back(Line{name, arms.front()->scale(), {}});
+    Line& line = g.lines.emplace_back(Line{name, arms.front()->scale(), {}, SIZE_MAX});
     for (const ArmStats* arm : arms) {
       Cell& cell = line.cells[arm->lr()][arm->settings.value("warmup_steps", 0L)];
       for (std::size_t i : arm->runs) {
         cell.runs.push_back(i);
+        line.first_run = std::min(line.first_run, i);
         const nlohmann::json& cfg = c.runs[i].config;
         g.curves[i] = read_curves(c.runs[i]);
         if (cfg.contains("derived") && cfg.at("derived").contains("seq_len"))
@@ -116,6 +118,7 @@ Grid read_grid(const Comparison& c) {
       }
     }
   }
+  std::sort(g.lines.begin(), g.lines.end(), [](const Line& a, const Line& b) { return a.first_run < b.first_run; });
   return g;
 }
 
