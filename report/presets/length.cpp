@@ -148,11 +148,12 @@ struct Change {
   // "falls in every seed", "holds in every seed", "rises in every seed", or "not decided (...)"
   std::string not_measured;  // why n is 0
   std::string text(const std::string& falls, const std::string& holds, const std::string& rises) const {
-    if (n == 0) return "not measured (" + not_measured + ")";
-    if (down == n) return falls + " in every seed";
-    if (same == n) return holds + " in every seed";
-    if (up == n) return rises + " in every seed";
-    return fmt::format("not decided (seeds disagree: {} {}, {} {}, {} {})", down, falls, same, holds, up, rises);
+    if (n == 0) return preset_text("length.not_measured", {{"why", not_measured}});
+    if (down == n || same == n || up == n)
+      return preset_text("length.in_every_seed", {{"what", down == n ? falls : same == n ? holds : rises}});
+    return preset_text(
+        "length.change_undecided",
+        {{"down", down}, {"falls", falls}, {"same", same}, {"holds", holds}, {"up", up}, {"rises", rises}});
   }
 };
 
@@ -216,7 +217,7 @@ std::string weight_text(const Curves& panel, Table& t) {
     const Learned learned = learned_seeds(curve);
     t.rows.push_back({curve.scale,
                       learned.measured ? fmt::format("{} of {}", learned.learned, learned.measured)
-                                       : "not measured at the trained length",
+                                       : preset_text("length.not_measured_trained"),
                       f2(acc.from) + " → " + f2(acc.to), acc.text("falls", "holds", "rises"),
                       f2(weight.from) + " → " + f2(weight.to), weight.text("fades", "holds", "rises")});
     if (learned.learned < learned.measured)
@@ -293,7 +294,8 @@ std::string claim_verdict(const Curve& reference, const Curve& scalable) {
   // The claim is about attention that has learned where to look: a seed that never learned the task (its weight
   // sits on an arbitrary key) decides nothing, so every seed of both must have learned.
   const Learned ref_learned = learned_seeds(reference), ss_learned = learned_seeds(scalable);
-  if (ref.n == 0 || ss.n == 0) return "not measured (" + (ref.n == 0 ? ref.not_measured : ss.not_measured) + ")";
+  if (ref.n == 0 || ss.n == 0)
+    return preset_text("length.not_measured", {{"why", ref.n == 0 ? ref.not_measured : ss.not_measured}});
   const bool learned = ref_learned.learned == ref_learned.measured && ss_learned.learned == ss_learned.measured;
   return preset_text(!learned                            ? "length.claim_not_learned"
                      : ref.down == ref.n && ss.down == 0 ? "length.claim_reproduced"

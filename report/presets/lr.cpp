@@ -93,8 +93,9 @@ CurveFacts facts_of(const Comparison& c, const std::vector<const ArmStats*>& arm
       f.highest_survived = arm->lr();
       if (arm->learned()) f.highest_learned = arm;
     } else if (diverged && diverged < arm->used.size()) {
-      f.survival_note += fmt::format("{}{} of {} seeds diverged at lr {}", f.survival_note.empty() ? "" : "; ",
-                                     diverged, arm->used.size(), g3(arm->lr()));
+      f.survival_note +=
+          (f.survival_note.empty() ? "" : "; ") +
+          preset_text("lr.diverged_at", {{"diverged", diverged}, {"n", arm->used.size()}, {"lr", g3(arm->lr())}});
     }
   }
   return f;
@@ -150,10 +151,10 @@ SummaryFigure loss_figure(const Panel& panel) {
 
 // "3 of 7 (0.001 to 0.01)"
 std::string usable_text(const CurveFacts& f, std::size_t n_lrs) {
-  std::string s = fmt::format("{} of {}", f.usable_all, n_lrs);
-  if (f.usable_all) s += fmt::format(" ({} to {})", g3(f.usable_lo), g3(f.usable_hi));
-  if (f.usable_any > f.usable_all) s += fmt::format("; {} more in some seeds only", f.usable_any - f.usable_all);
-  return s;
+  const std::size_t more = f.usable_any - f.usable_all;
+  return preset_text("lr.usable_cell", {{"all", f.usable_all}, {"n", n_lrs}}) +
+         (f.usable_all ? preset_text("lr.usable_range", {{"lo", g3(f.usable_lo)}, {"hi", g3(f.usable_hi)}}) : "") +
+         (more ? preset_text("lr.usable_cell_more", {{"count", more}}) : "");
 }
 
 // One panel's sentence of the final-loss section: each scaling's lowest mean final loss, or that it diverged.
@@ -214,7 +215,7 @@ std::string usable_line(const Panel& panel, const std::string& extras) {
     const CurveFacts& f = curve.f;
     const bool here = f.usable_all != f.usable_any, there = rf.usable_all != rf.usable_any;
     if (curve.arms.size() != ref->arms.size())
-      undecided.push_back(curve.scale + " (other lrs than none's)");
+      undecided.push_back(preset_text("lr.other_lrs", {{"scale", curve.scale}}));
     else if (f.usable_all > rf.usable_any)
       wider.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_all, rf.usable_any));
     else if (f.usable_any < rf.usable_all)
@@ -222,10 +223,10 @@ std::string usable_line(const Panel& panel, const std::string& extras) {
     else if (!here && !there)
       same.push_back(curve.scale);
     else
-      undecided.push_back(fmt::format("{} (the seeds of {} disagree at some lr)", curve.scale,
-                                      here && there ? curve.scale + " and of none"
-                                      : here        ? curve.scale
-                                                    : "none"));
+      undecided.push_back(preset_text("lr.seeds_disagree", {{"scale", curve.scale},
+                                                            {"who", here && there ? curve.scale + " and of none"
+                                                                    : here        ? curve.scale
+                                                                                  : "none"}}));
   }
   const std::size_t more = rf.usable_any - rf.usable_all;
   std::string line = preset_text("lr.usable", {{"where", where},
@@ -297,8 +298,8 @@ std::string logit_sentence(const Comparison& c, const Curve& curve, SummaryFigur
                                               {"lr", g3(arm.lr())},
                                               {"top", &arm == curve.arms.back() ? " (the highest tried)" : ""},
                                               {"trend", trend_text(tr.v)}});
-  if (measured) s += fmt::format(", ending at {} (mean over {} seeds)", g3(tr.last_mean / measured), measured);
-  if (!curve.f.survival_note.empty()) s += "; seeds disagree on divergence: " + curve.f.survival_note;
+  if (measured) s += preset_text("lr.ending", {{"value", g3(tr.last_mean / measured)}, {"n", measured}});
+  if (!curve.f.survival_note.empty()) s += preset_text("lr.survival_disagrees", {{"note", curve.f.survival_note}});
   return s;
 }
 

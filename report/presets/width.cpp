@@ -111,7 +111,10 @@ Best best_of(const Comparison& c, const std::map<double, const ArmStats*>& by_lr
   b.decided = seed_best.size() >= 2 && seed_lrs.size() == 1;
   if (!seed_lrs.empty()) b.lo = *seed_lrs.begin(), b.hi = *seed_lrs.rbegin();
   b.objective = best_mean;
-  if (b.diverged == b.runs) b = Best{kNoValue, kNoValue, kNoValue, false, false, kNoValue, 0, b.diverged, b.runs};
+  if (b.diverged == b.runs) {  // every run at this width diverged: each objective is a step-0 loss, no best lr
+    b.lr = b.lo = b.hi = b.objective = kNoValue;
+    b.decided = false;
+  }
   b.at_edge = std::isfinite(b.lr) && (b.lr == by_lr.begin()->first || b.lr == by_lr.rbegin()->first);
   b.seeds = seed_best.size();
   return b;
