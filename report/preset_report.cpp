@@ -5,9 +5,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <stdexcept>
 
+#include <fmt/args.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "report/text.h"
 #include "train/config.h"
 #include "train/json_file.h"
 #include "train/metrics_log.h"
@@ -35,11 +40,32 @@ std::string LineLabels::operator()(const std::string& name, const nlohmann::json
   return more.empty() ? name : name + " " + more;
 }
 
+std::vector<const ArmStats*> arm_pointers(const Comparison& c) {
+  std::vector<const ArmStats*> out;
+  for (const ArmStats& arm : c.arms) out.push_back(&arm);
+  return out;
+}
+
 std::string join_and(const std::vector<std::string>& items) {
   std::string out;
   for (std::size_t i = 0; i < items.size(); ++i)
     out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
   return out;
+}
+
+std::string preset_text(const std::string& key, const nlohmann::json& fields) {
+  fmt::dynamic_format_arg_store<fmt::format_context> args;
+  for (const auto& [name, value] : fields.items()) {
+    if (value.is_string())
+      args.push_back(fmt::arg(name.c_str(), value.get<std::string>()));
+    else if (value.is_number_integer())
+      args.push_back(fmt::arg(name.c_str(), value.get<long long>()));
+    else if (value.is_boolean())
+      args.push_back(fmt::arg(name.c_str(), value.get<bool>()));
+    else
+      args.push_back(fmt::arg(name.c_str(), value.get<double>()));
+  }
+  return fmt::vformat(text_template("presets", key), args);
 }
 
 PresetRecord read_preset_record(const std::string& sweep_dir) {

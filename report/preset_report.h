@@ -25,8 +25,11 @@
 //   }  // namespace xgrad::report::presets::my_preset
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "report/stats.h"
@@ -86,8 +89,30 @@ class LineLabels {
   std::vector<std::string> keys_;
 };
 
+/// `items` in groups of equal `key(item)`: (key, its items), the groups in order of first appearance, each in `items`'
+/// order. How a preset gathers arms (by pointer) into its panels and lines.
+template <class T, class Key>
+auto group_by(const std::vector<T>& items, Key key) {
+  std::vector<std::pair<std::decay_t<decltype(key(items.front()))>, std::vector<T>>> groups;
+  for (const T& item : items) {
+    auto k = key(item);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& p) { return p.first == k; });
+    if (g == groups.end()) g = groups.insert(groups.end(), {std::move(k), {}});
+    g->second.push_back(item);
+  }
+  return groups;
+}
+
+/// Pointers to `c`'s arms, in their order: what group_by gathers.
+std::vector<const ArmStats*> arm_pointers(const Comparison& c);
+
 /// "a", "a and b", "a, b and c"; "" for none.
 std::string join_and(const std::vector<std::string>& items);
+
+/// The template `key` of report/text/presets.md (its "- key: template" lines, compiled into xgrad), its `{name}`
+/// fields (fmt syntax: "{m:g}") filled from the members of `fields` (strings, numbers, booleans). Throws
+/// std::out_of_range naming `key` when the file has no such line.
+std::string preset_text(const std::string& key, const nlohmann::json& fields = nlohmann::json::object());
 
 /// The preset a sweep directory ran: sweep.json's "preset" {"name", "quick"}; name "" when the directory has no
 /// sweep.json or it records no preset (a plain `xgrad sweep`). A record of another form ({"name": 123}, "quick":

@@ -57,10 +57,14 @@ std::string fill(const std::string& pattern, const Fields& fields) {
 
 bool has_text(const std::string& file, const std::string& key) { return find_line(file, key) != nullptr; }
 
-std::string text(const std::string& file, const std::string& key, const Fields& fields) {
+const std::string& text_template(const std::string& file, const std::string& key) {
   const TextLine* line = find_line(file, key);
   if (!line) throw std::out_of_range("report/text/" + file + ".md has no line '" + key + "'");
-  return fill(line->text, fields);
+  return line->text;
+}
+
+std::string text(const std::string& file, const std::string& key, const Fields& fields) {
+  return fill(text_template(file, key), fields);
 }
 
 }  // namespace xgrad::report

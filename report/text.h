@@ -28,6 +28,10 @@ std::string fill(const std::string& pattern, const Fields& fields);
 /// True when report/text/<file>.md has a line `key`.
 bool has_text(const std::string& file, const std::string& key);
 
+/// The template `key` of report/text/<file>.md, unfilled. Throws std::out_of_range naming the file and the key when
+/// it has no such line.
+const std::string& text_template(const std::string& file, const std::string& key);
+
 /// The template `key` of report/text/<file>.md, filled in. Throws std::out_of_range naming the file and the key
 /// when it has no such line.
 std::string text(const std::string& file, const std::string& key, const Fields& fields = {});

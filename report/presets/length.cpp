@@ -61,6 +61,7 @@ std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
 
 // One arm: a scaling at one d_k (and the other settings flags may add to the grid).
 struct Curve {
+  std::size_t d_k = 0;
   std::string scale;
   std::string extras;              // LineLabels::extras: the other settings in which the arms differ
   std::string label;               // the scaling and those extras
@@ -69,54 +70,29 @@ struct Curve {
   std::vector<std::size_t> pairs;  // evaluated in every run, increasing
   std::size_t n_diverged = 0;
 };
-// The curves of one d_k (a figure), or of one d_k and extras (a group of findings: curves that differ only in scaling).
-struct Panel {
-  std::size_t d_k = 0;
-  std::vector<Curve> curves;  // in the arms' (report) order
-  std::string extras;         // a group's extras ("" for a figure)
-};
+using Curves = std::vector<Curve>;  // of one d_k (a figure), or of one d_k and extras (a group of findings)
 
-std::vector<Panel> panels_of(const Comparison& c) {
-  const report::LineLabels labels(c, {"d_k", "scale"});
-  std::vector<Panel> panels;
+// The arms' curves by d_k, in the arms' (report) order within one.
+Curves curves_of(const Comparison& c) {
+  const LineLabels labels(c, {"d_k", "scale"});
+  Curves curves;
   for (const ArmStats& arm : c.arms) {
-    auto panel = std::find_if(panels.begin(), panels.end(), [&](const Panel& p) { return p.d_k == arm.d_k(); });
-    if (panel == panels.end()) {
-      panels.push_back(Panel{arm.d_k(), {}, ""});
-      panel = panels.end() - 1;
-    }
-    Curve curve;
-    curve.scale = arm.scale();
-    curve.extras = labels.extras(arm.settings);
-    curve.label = labels(arm.scale(), arm.settings);
-    curve.trained = arm.settings.value("n_pairs", std::size_t{0});
-    curve.runs = lengths_of(c, arm);
-    for (std::size_t r : arm.used) curve.n_diverged += c.runs[r].diverged ? 1 : 0;
-    if (!curve.runs.empty()) {
-      for (const auto& [pairs, e] : curve.runs.front().by_pairs) {
-        bool everywhere = true;
-        for (const RunLengths& run : curve.runs) everywhere = everywhere && run.by_pairs.count(pairs);
-        if (everywhere) curve.pairs.push_back(pairs);
-      }
-    }
-    panel->curves.push_back(std::move(curve));
+    Curve& curve = curves.emplace_back(Curve{arm.d_k(),
+                                             arm.scale(),
+                                             labels.extras(arm.settings),
+                                             labels(arm.scale(), arm.settings),
+                                             arm.settings.value("n_pairs", std::size_t{0}),
+                                             lengths_of(c, arm),
+                                             {},
+                                             arm.diverged_steps.size()});
+    if (!curve.runs.empty())
+      for (const auto& [pairs, e] : curve.runs.front().by_pairs)
+        if (std::all_of(curve.runs.begin(), curve.runs.end(),
+                        [&](const RunLengths& r) { return r.by_pairs.count(pairs); }))
+          curve.pairs.push_back(pairs);
   }
-  std::sort(panels.begin(), panels.end(), [](const Panel& a, const Panel& b) { return a.d_k < b.d_k; });
-  return panels;
-}
-
-// A figure's curves split by their extras, in first-appearance order: the curves each group of findings compares.
-std::vector<Panel> groups_of(const Panel& panel) {
-  std::vector<Panel> groups;
-  for (const Curve& curve : panel.curves) {
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const Panel& p) { return p.extras == curve.extras; });
-    if (g == groups.end()) {
-      groups.push_back(Panel{panel.d_k, {}, curve.extras});
-      g = groups.end() - 1;
-    }
-    g->curves.push_back(curve);
-  }
-  return groups;
+  std::stable_sort(curves.begin(), curves.end(), [](const Curve& a, const Curve& b) { return a.d_k < b.d_k; });
+  return curves;
 }
 
 std::string count_list(const std::vector<std::size_t>& values) {
@@ -127,12 +103,13 @@ std::string count_list(const std::vector<std::size_t>& values) {
 
 // "8 pairs, evaluated at 16 and 32 (2x and 4x)"
 std::string lengths_text(const Curve& curve) {
-  std::string s = fmt::format("{} key-value pairs and evaluated after training at ", curve.trained);
-  if (curve.pairs.empty()) return s + "no length (no run recorded length evaluations)";
   std::vector<std::string> ratios;
   for (std::size_t p : curve.pairs)
     ratios.push_back(curve.trained ? fmt::format("{:g}x", static_cast<double>(p) / curve.trained) : "?");
-  return s + count_list(curve.pairs) + " (" + report::join_and(ratios) + ")";
+  return preset_text("length.lengths",
+                     {{"trained", curve.trained},
+                      {"evaluated", curve.pairs.empty() ? preset_text("length.no_lengths")
+                                                        : count_list(curve.pairs) + " (" + join_and(ratios) + ")"}});
 }
 
 // Mean and sample sd over the curve's runs of one field at `pairs`.
@@ -142,25 +119,23 @@ report::MeanSd at(const Curve& curve, std::size_t pairs, double LengthEval::*fie
   return report::mean_sd(values);
 }
 
-SummaryFigure figure(const Panel& panel, const std::string& stem, const std::string& what, double LengthEval::*field) {
+SummaryFigure figure(const Curves& panel, const std::string& stem, const std::string& what, double LengthEval::*field) {
   SummaryFigure f;
-  f.name = fmt::format("length_{}_vs_keys_dk{}", stem, panel.d_k);
-  f.title = fmt::format("{} against the number of keys, d_k = {}", what, panel.d_k);
+  f.name = fmt::format("length_{}_vs_keys_dk{}", stem, panel.front().d_k);
+  f.title = fmt::format("{} against the number of keys, d_k = {}", what, panel.front().d_k);
   std::set<std::size_t> trained;
-  for (const Curve& curve : panel.curves) trained.insert(curve.trained);
-  f.caption = fmt::format(
-      "Evaluated at the end of training on --eval-batches held-out batches per length (summary.json length_eval); "
-      "trained at {} pairs{}. Mean over the seeds that did not diverge, error bars ± their sample sd",
-      count_list({trained.begin(), trained.end()}), trained.size() > 1 ? " (n_pairs in the legend)" : "");
+  for (const Curve& curve : panel) trained.insert(curve.trained);
+  f.caption = preset_text("length.caption", {{"trained", count_list({trained.begin(), trained.end()})},
+                                             {"legend", trained.size() > 1 ? " (n_pairs in the legend)" : ""}});
   f.x_label = "key-value pairs per sequence (keys a query sees)";
   f.y_label = what;
   f.log_x = true;
-  for (const Curve& curve : panel.curves) {
+  for (const Curve& curve : panel) {
     SummaryLine line = summary_line(curve.label, curve.scale);
     for (std::size_t pairs : curve.pairs) {
       line.points.push_back(mean_point(static_cast<double>(pairs), at(curve, pairs, field), curve.n_diverged));
     }
-    if (curve.pairs.empty()) f.notes.push_back(curve.label + ": no run recorded length evaluations");
+    if (curve.pairs.empty()) f.notes.push_back(curve.label + ": " + preset_text("length.not_recorded"));
     f.lines.push_back(line);
   }
   return f;
@@ -173,27 +148,24 @@ struct Change {
   // "falls in every seed", "holds in every seed", "rises in every seed", or "not decided (...)"
   std::string not_measured;  // why n is 0
   std::string text(const std::string& falls, const std::string& holds, const std::string& rises) const {
-    if (n == 0) return "not measured (" + not_measured + ")";
-    if (down == n) return falls + " in every seed";
-    if (same == n) return holds + " in every seed";
-    if (up == n) return rises + " in every seed";
-    return fmt::format("not decided (seeds disagree: {} {}, {} {}, {} {})", down, falls, same, holds, up, rises);
+    if (n == 0) return preset_text("length.not_measured", {{"why", not_measured}});
+    if (down == n || same == n || up == n)
+      return preset_text("length.in_every_seed", {{"what", down == n ? falls : same == n ? holds : rises}});
+    return preset_text(
+        "length.change_undecided",
+        {{"down", down}, {"falls", falls}, {"same", same}, {"holds", holds}, {"up", up}, {"rises", rises}});
   }
 };
 
 Change change_of(const Curve& curve, double LengthEval::*field) {
   Change c;
-  if (curve.pairs.empty()) {
-    c.not_measured = "no run recorded length evaluations";
-    return c;
-  }
-  const std::size_t first = curve.trained, last = curve.pairs.back();
-  if (!std::count(curve.pairs.begin(), curve.pairs.end(), first)) {
-    c.not_measured = fmt::format("trained at {} pairs, evaluated at {} only", first, count_list(curve.pairs));
-    return c;
-  }
-  if (last == first) {
-    c.not_measured = fmt::format("evaluated at the trained {} pairs only", first);
+  const std::size_t first = curve.trained, last = curve.pairs.empty() ? 0 : curve.pairs.back();
+  const char* why = curve.pairs.empty()                                          ? "length.not_recorded"
+                    : !std::count(curve.pairs.begin(), curve.pairs.end(), first) ? "length.not_evaluated_trained"
+                    : last == first                                              ? "length.only_trained"
+                                                                                 : nullptr;
+  if (why) {
+    c.not_measured = preset_text(why, {{"trained", first}, {"evaluated", count_list(curve.pairs)}});
     return c;
   }
   // Each run's value at the longest length against its own at the trained one (a run without both counts, as
@@ -227,110 +199,90 @@ Learned learned_seeds(const Curve& curve) {
   return n;
 }
 
-// `a` against `b` at the longest length, paired by seed (compare_values with the "probability" tolerance): larger,
-// smaller or about equal in every common seed, else not decided.
-std::string paired(const Curve& a, const Curve& b, double LengthEval::*field) {
-  if (a.pairs.empty() || b.pairs.empty() || a.pairs.back() != b.pairs.back()) return "";
-  const std::size_t last = a.pairs.back();
-  std::map<nlohmann::json, double> va, vb;
-  for (const RunLengths& r : a.runs) va[r.seed] = r.by_pairs.at(last).*field;
-  for (const RunLengths& r : b.runs) vb[r.seed] = r.by_pairs.at(last).*field;
-  const Tolerance& tol = tolerance("probability");
-  const Verdict v = compare_values(va, vb, Better::higher, tol);
-  if (!v.paired) return "";
-  double sum_a = 0, sum_b = 0;
-  for (const auto& [seed, x] : va)
-    if (vb.count(seed)) sum_a += x, sum_b += vb.at(seed);
-  const std::string values = fmt::format("{} vs {}", f2(sum_a / v.n_shared), f2(sum_b / v.n_shared));
-  if (v.outcome == Outcome::better) return fmt::format("larger than {}'s in every seed ({})", b.scale, values);
-  if (v.outcome == Outcome::worse) return fmt::format("smaller than {}'s in every seed ({})", b.scale, values);
-  if (v.outcome == Outcome::same)
-    return fmt::format("within {:g} of {}'s in every seed ({})", tol.absolute, b.scale, values);
-  return fmt::format(
-      "not decided against {}'s (seeds disagree: larger in {}, smaller in {}, within {:g} in {} of {}; "
-      "{})",
-      b.scale, v.seeds_better, v.seeds_worse, tol.absolute, v.seeds_same, v.n_shared, values);
-}
-
 // The last curve of `panel` with scaling `scale`; nullptr when none.
-const Curve* curve_of(const Panel& panel, const std::string& scale) {
-  const Curve* found = nullptr;
-  for (const Curve& curve : panel.curves)
-    if (curve.scale == scale) found = &curve;
-  return found;
+const Curve* curve_of(const Curves& panel, const std::string& scale) {
+  const auto it = std::find_if(panel.rbegin(), panel.rend(), [&](const Curve& curve) { return curve.scale == scale; });
+  return it == panel.rend() ? nullptr : &*it;
 }
 
-// What the curves of a group say about the largest weight: the scalings per outcome.
-struct WeightLists {
-  std::vector<std::string> fading, holding, undecided, not_learned;
+// The rows of `panel`'s curves in the findings table `t`, and the sentences on the largest weight: per outcome the
+// scalings, only the lists that hold one (an empty one would read as a scaling's name ("none") or as a result).
+std::string weight_text(const Curves& panel, Table& t) {
+  std::map<std::string, std::vector<std::string>> lists;                     // template key -> scalings
   std::vector<std::pair<std::string, std::vector<std::string>>> unmeasured;  // why -> scalings
-};
-
-// The lists of `panel`'s curves, and their rows of the findings table `t`.
-WeightLists weight_lists(const Panel& panel, report::Table& t) {
-  WeightLists w;
-  for (const Curve& curve : panel.curves) {
+  std::vector<std::string> not_learned;
+  for (const Curve& curve : panel) {
     const Change acc = change_of(curve, &LengthEval::accuracy);
     const Change weight = change_of(curve, &LengthEval::max_prob_mean);
     const Learned learned = learned_seeds(curve);
     t.rows.push_back({curve.scale,
                       learned.measured ? fmt::format("{} of {}", learned.learned, learned.measured)
-                                       : "not measured at the trained length",
+                                       : preset_text("length.not_measured_trained"),
                       f2(acc.from) + " → " + f2(acc.to), acc.text("falls", "holds", "rises"),
                       f2(weight.from) + " → " + f2(weight.to), weight.text("fades", "holds", "rises")});
     if (learned.learned < learned.measured)
-      w.not_learned.push_back(
+      not_learned.push_back(
           fmt::format("{} ({} of {})", curve.scale, learned.measured - learned.learned, learned.measured));
+    const std::string change = fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to));
     if (weight.n && weight.down == weight.n)
-      w.fading.push_back(fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to)));
+      lists["length.fades"].push_back(change);
     else if (weight.n && weight.same + weight.up == weight.n)
-      w.holding.push_back(fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to)));
+      lists["length.holds"].push_back(change);
     else if (weight.n)
-      w.undecided.push_back(curve.scale);
+      lists["length.weight_undecided"].push_back(curve.scale);
     else {
-      auto why = std::find_if(w.unmeasured.begin(), w.unmeasured.end(),
+      auto why = std::find_if(unmeasured.begin(), unmeasured.end(),
                               [&](const auto& u) { return u.first == weight.not_measured; });
-      if (why == w.unmeasured.end()) why = w.unmeasured.insert(w.unmeasured.end(), {weight.not_measured, {}});
+      if (why == unmeasured.end()) why = unmeasured.insert(unmeasured.end(), {weight.not_measured, {}});
       why->second.push_back(curve.scale);
     }
   }
-  return w;
-}
-
-// The sentences of the lists (only those that hold a scaling).
-std::string lists_text(const WeightLists& w, std::size_t trained, std::size_t longest) {
-  std::string md;
-  // Only the lists that hold a scaling: an empty one would read as a scaling's name ("none") or as a result.
   std::vector<std::string> clauses;
-  if (!w.fading.empty())
-    clauses.push_back(fmt::format("fades (falls by more than {:g} in every seed) with {}", change_margin(),
-                                  report::join_and(w.fading)));
-  if (!w.holding.empty())
-    clauses.push_back(fmt::format("holds (within {:g}, or rises, in every seed) with {}", change_margin(),
-                                  report::join_and(w.holding)));
-  if (!w.undecided.empty())
-    clauses.push_back(fmt::format("is not decided (the seeds disagree) with {}", report::join_and(w.undecided)));
-  if (!clauses.empty())
-    md += fmt::format("- From {} to {} keys per query, the largest attention weight {}.\n", trained, longest,
-                      fmt::join(clauses, "; "));
-  for (const auto& [why, scales] : w.unmeasured)
-    md += fmt::format("- The change from the trained length is not measured for {} ({}).\n", report::join_and(scales),
-                      why);
-  if (!w.not_learned.empty())
-    md += fmt::format(
-        "- Runs below {:g} accuracy at the trained length (they did not learn the task, so their length "
-        "results say little): {}.\n",
-        kLearned, fmt::join(w.not_learned, ", "));
+  for (const char* key : {"length.fades", "length.holds", "length.weight_undecided"})
+    if (lists.count(key))
+      clauses.push_back(preset_text(key, {{"margin", change_margin()}, {"list", join_and(lists[key])}}));
+  std::string md;
+  if (!clauses.empty()) {
+    const Curve& first = panel.front();
+    md += preset_text("length.weight_change", {{"trained", first.trained},
+                                               {"longest", first.pairs.empty() ? 0 : first.pairs.back()},
+                                               {"clauses", fmt::format("{}", fmt::join(clauses, "; "))}}) +
+          "\n";
+  }
+  for (const auto& [why, scales] : unmeasured)
+    md += preset_text("length.unmeasured", {{"list", join_and(scales)}, {"why", why}}) + "\n";
+  if (!not_learned.empty())
+    md += preset_text("length.not_learned",
+                      {{"accuracy", kLearned}, {"list", fmt::format("{}", fmt::join(not_learned, ", "))}}) +
+          "\n";
   return md;
 }
 
-// `scalable` against every other curve of `panel` at the longest length, in `field` (paired, per curve).
-std::vector<std::string> paired_all(const Panel& panel, const Curve& scalable, double LengthEval::*field) {
+// `a` against every other curve of `panel` at the longest length in `field`, paired by seed (compare_values with the
+// "probability" tolerance): larger, smaller or about equal in every common seed, else not decided.
+std::vector<std::string> paired_all(const Curves& panel, const Curve& a, double LengthEval::*field) {
   std::vector<std::string> out;
-  for (const Curve& curve : panel.curves) {
-    if (&curve == &scalable) continue;
-    const std::string s = paired(scalable, curve, field);
-    if (!s.empty()) out.push_back(s);
+  const Tolerance& tol = tolerance("probability");
+  for (const Curve& b : panel) {
+    if (&b == &a || a.pairs.empty() || b.pairs.empty() || a.pairs.back() != b.pairs.back()) continue;
+    std::map<nlohmann::json, double> va, vb;
+    for (const RunLengths& r : a.runs) va[r.seed] = r.by_pairs.at(a.pairs.back()).*field;
+    for (const RunLengths& r : b.runs) vb[r.seed] = r.by_pairs.at(a.pairs.back()).*field;
+    const Verdict v = compare_values(va, vb, Better::higher, tol);
+    if (!v.paired) continue;
+    double sum_a = 0, sum_b = 0;
+    for (const auto& [seed, x] : va)
+      if (vb.count(seed)) sum_a += x, sum_b += vb.at(seed);
+    std::string outcome = outcome_name(v.outcome);
+    std::replace(outcome.begin(), outcome.end(), ' ', '_');
+    out.push_back(preset_text("length.paired_" + outcome,
+                              {{"other", b.scale},
+                               {"values", fmt::format("{} vs {}", f2(sum_a / v.n_shared), f2(sum_b / v.n_shared))},
+                               {"tol", tol.absolute},
+                               {"better", v.seeds_better},
+                               {"worse", v.seeds_worse},
+                               {"same", v.seeds_same},
+                               {"n", v.n_shared}}));
   }
   return out;
 }
@@ -342,27 +294,24 @@ std::string claim_verdict(const Curve& reference, const Curve& scalable) {
   // The claim is about attention that has learned where to look: a seed that never learned the task (its weight
   // sits on an arbitrary key) decides nothing, so every seed of both must have learned.
   const Learned ref_learned = learned_seeds(reference), ss_learned = learned_seeds(scalable);
-  std::string verdict;
   if (ref.n == 0 || ss.n == 0)
-    verdict = "not measured (" + (ref.n == 0 ? ref.not_measured : ss.not_measured) + ")";
-  else if (ref_learned.learned < ref_learned.measured || ss_learned.learned < ss_learned.measured)
-    verdict = fmt::format("not decided (seeds that learned the task: sqrt_dk {} of {}, ssmax {} of {})",
-                          ref_learned.learned, ref_learned.measured, ss_learned.learned, ss_learned.measured);
-  else if (ref.down == ref.n && ss.down == 0)
-    verdict = "reproduced: sqrt_dk fades in every seed, ssmax in none";
-  else if (ref.down == 0)
-    verdict = "not reproduced: sqrt_dk's largest weight does not fade in any seed";
-  else if (ss.down == ss.n)
-    verdict = "not reproduced: ssmax fades in every seed too";
-  else
-    verdict =
-        fmt::format("not decided (sqrt_dk fades in {} of {} seeds, ssmax in {} of {})", ref.down, ref.n, ss.down, ss.n);
-  return verdict;
+    return preset_text("length.not_measured", {{"why", ref.n == 0 ? ref.not_measured : ss.not_measured}});
+  const bool learned = ref_learned.learned == ref_learned.measured && ss_learned.learned == ss_learned.measured;
+  return preset_text(!learned                            ? "length.claim_not_learned"
+                     : ref.down == ref.n && ss.down == 0 ? "length.claim_reproduced"
+                     : ref.down == 0                     ? "length.claim_no_fading"
+                     : ss.down == ss.n                   ? "length.claim_both_fade"
+                                                         : "length.claim_undecided",
+                     learned ? nlohmann::json{{"ref", ref.down}, {"ref_n", ref.n}, {"ss", ss.down}, {"ss_n", ss.n}}
+                             : nlohmann::json{{"ref", ref_learned.learned},
+                                              {"ref_n", ref_learned.measured},
+                                              {"ss", ss_learned.learned},
+                                              {"ss_n", ss_learned.measured}});
 }
 
-// One group of findings: curves of one d_k that differ only in scaling (Panel::extras names what else they share).
-std::string findings(const Panel& panel) {
-  std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.d_k, panel.extras.empty() ? "" : ", " + panel.extras);
+// One group of findings: curves of one d_k that differ only in scaling (`extras` names what else they share).
+std::string findings(const Curves& panel, const std::string& extras) {
+  std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.front().d_k, extras.empty() ? "" : ", " + extras);
   report::Table t;
   t.header = {"scaling",
               "seeds learned",
@@ -370,33 +319,27 @@ std::string findings(const Panel& panel) {
               "accuracy change",
               "max attention weight (trained → longest)",
               "max weight change"};
-  const WeightLists lists = weight_lists(panel, t);
-  const std::size_t longest =
-      panel.curves.empty() || panel.curves.front().pairs.empty() ? 0 : panel.curves.front().pairs.back();
-  const std::size_t trained = panel.curves.empty() ? 0 : panel.curves.front().trained;
-  md += t.markdown() + "\n";
-  md += lists_text(lists, trained, longest);
+  const std::string weights = weight_text(panel, t);
+  const std::size_t longest = panel.front().pairs.empty() ? 0 : panel.front().pairs.back();
+  md += t.markdown() + "\n" + weights;
   const Curve* scalable = curve_of(panel, kScalable);
   const Curve* reference = curve_of(panel, "sqrt_dk");
-  if (!scalable) {
-    md += fmt::format("- No {} runs in this sweep: the comparison with Scalable-Softmax is not made.\n", kScalable);
-    return md + "\n";
+  if (!scalable) return md + preset_text("length.no_scalable", {{"scalable", kScalable}}) + "\n\n";
+  for (const auto& [key, field] : {std::pair{"length.weight_against", &LengthEval::max_prob_mean},
+                                   {"length.accuracy_against", &LengthEval::accuracy}}) {
+    const std::vector<std::string> against = paired_all(panel, *scalable, field);
+    if (!against.empty())
+      md += preset_text(key, {{"longest", longest},
+                              {"scalable", kScalable},
+                              {"list", fmt::format("{}", fmt::join(against, "; "))}}) +
+            "\n";
   }
-  const std::vector<std::string> against = paired_all(panel, *scalable, &LengthEval::max_prob_mean);
-  if (!against.empty())
-    md += fmt::format("- At {} keys, {}'s largest attention weight is {}.\n", longest, kScalable,
-                      fmt::join(against, "; "));
-  const std::vector<std::string> accuracy_against = paired_all(panel, *scalable, &LengthEval::accuracy);
-  if (!accuracy_against.empty())
-    md += fmt::format("- At {} keys, {}'s accuracy is {}.\n", longest, kScalable, fmt::join(accuracy_against, "; "));
-  if (reference)
-    md += fmt::format("- Attention fading with more keys, and Scalable-Softmax preventing it (Nakanishi 2025): {}.\n",
-                      claim_verdict(*reference, *scalable));
+  if (reference) md += preset_text("length.claim", {{"verdict", claim_verdict(*reference, *scalable)}}) + "\n";
   return md + "\n";
 }
 
 std::vector<report::PresetSection> report(const report::PresetInput& in) {
-  const std::vector<Panel> panels = panels_of(in.comparison);
+  const Curves curves = curves_of(in.comparison);
   report::PresetSection accuracy;
   accuracy.anchor = "length-accuracy";
   accuracy.title = "Accuracy against the number of keys";
@@ -407,30 +350,24 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
   facts.anchor = "length-findings";
   facts.title = "What changes with more keys, per scaling";
   std::vector<std::string> lengths;  // what the runs were trained and evaluated at, each once
-  for (const Panel& panel : panels) {
+  for (const auto& [d_k, panel] : group_by(curves, [](const Curve& curve) { return curve.d_k; })) {
     accuracy.figures.push_back(figure(panel, "accuracy", "accuracy", &LengthEval::accuracy));
     weight.figures.push_back(figure(panel, "max_prob", "largest attention weight", &LengthEval::max_prob_mean));
-    for (const Panel& group : groups_of(panel)) facts.markdown += findings(group);
-    for (const Curve& curve : panel.curves)
-      if (std::find(lengths.begin(), lengths.end(), lengths_text(curve)) == lengths.end())
-        lengths.push_back(lengths_text(curve));
+    for (const auto& [extras, group] : group_by(panel, [](const Curve& curve) { return curve.extras; }))
+      facts.markdown += findings(group, extras);
   }
-  accuracy.markdown =
-      (lengths.empty()       ? std::string("No run was read.")
-       : lengths.size() == 1 ? "Each run is trained at " + lengths.front() + "."
-                             : fmt::format("The runs are trained at {} (the legend names each run's settings).",
-                                           fmt::join(lengths, ", or at "))) +
-      " The evaluated sequences reuse the trained positions (pair i takes the trained pair position i mod the trained "
-      "number of pairs, the query the trained query position), so only the number of keys a query sees changes.\n";
-  weight.markdown =
-      "The largest attention weight is the mean over the queries of the last attention layer's largest softmax "
-      "weight (1 / n for uniform attention over n keys): Nakanishi 2025's measure of attention fading.\n";
-  facts.markdown = fmt::format(
-                       "A change counts when it exceeds {:g} (accuracy) or {:g} (largest weight) in every seed; seeds "
-                       "that disagree leave it not decided. Comparisons between scalings pair runs of the same seed "
-                       "(same data and initial weights) and count a difference above {:g}.\n\n",
-                       change_margin(), change_margin(), tolerance("probability").absolute) +
-                   facts.markdown;
+  for (const Curve& curve : curves)
+    if (std::find(lengths.begin(), lengths.end(), lengths_text(curve)) == lengths.end())
+      lengths.push_back(lengths_text(curve));
+  accuracy.markdown = preset_text(lengths.empty()       ? "length.no_run"
+                                  : lengths.size() == 1 ? "length.trained_one"
+                                                        : "length.trained_many",
+                                  {{"lengths", fmt::format("{}", fmt::join(lengths, ", or at "))}}) +
+                      " " + preset_text("length.positions") + "\n";
+  weight.markdown = preset_text("length.weight_legend") + "\n";
+  facts.markdown = preset_text("length.findings_legend",
+                               {{"margin", change_margin()}, {"probability", tolerance("probability").absolute}}) +
+                   "\n\n" + facts.markdown;
   return {accuracy, weight, facts};
 }
 

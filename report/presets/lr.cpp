@@ -27,26 +27,102 @@ double logit_factor() { return 1 / (1 - tolerance("logit_growth").relative); }
 
 std::string g3(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : "—"; }
 
+// What the seeds say about one curve's lrs.
+struct CurveFacts {
+  const ArmStats* best = nullptr;  // the lowest mean lr objective
+  double best_objective = kNoValue;
+  std::size_t usable_all = 0;                         // lrs usable in every seed
+  std::size_t usable_any = 0;                         // lrs usable in some seed (usable_all <= usable_any)
+  double usable_lo = kNoValue, usable_hi = kNoValue;  // the lowest and highest lr usable in every seed
+  double sensitivity = kNoValue;       // Wortsman et al.: mean over lrs of the objective minus its minimum
+  double highest_survived = kNoValue;  // the highest lr at which no seed diverged
+  // The highest lr the scaling survives: no seed diverged and the arm learned (ArmStats::learned: mean final loss
+  // below the chance loss by more than the seed sd and 2%). A run whose loss stays at chance did not diverge, but its
+  // training failed all the same (AdamW's normalised updates rarely blow up; they stall).
+  const ArmStats* highest_learned = nullptr;
+  std::string survival_note;  // seeds that disagree on divergence at some lr
+  bool all_diverged = true;   // every run at every lr diverged: no best lr, no sensitivity
+};
+
 // One scaling's arms over the learning rates, in one panel (optimizer, d_k).
 struct Curve {
   std::string scale;
-  std::vector<std::size_t> arms;  // by increasing lr
-  std::string extras;             // LineLabels::extras: the other settings in which the curves differ
-  std::string label;              // the scaling and those extras
+  std::vector<const ArmStats*> arms;  // by increasing lr
+  std::string extras;                 // LineLabels::extras: the other settings in which the curves differ
+  std::string label;                  // the scaling and those extras
+  CurveFacts f;
 };
 struct Panel {
   std::string optimizer;
   std::size_t d_k = 0;
   std::vector<Curve> curves;  // in registry order (the arms' order)
-  std::string stem;           // its figures' file stem, unique among the panels (panel_stems)
+  std::string stem;           // its figures' file stem, unique among the panels
   std::string title() const { return fmt::format("{}, d_k = {}", optimizer, d_k); }
   std::string shown() const { return markdown_escape(title()); }  // the title in report.md's text
 };
 
-// Each panel's file stem, "<optimizer>_dk<d_k>". An optimizer this build does not register (a run from another
-// build, or a config.json written to attack) is "unknown" there: its name is shown, escaped, in titles and text, but
-// never becomes part of a file name or a command. Unknown ones of one d_k are numbered apart.
-void panel_stems(std::vector<Panel>& panels) {
+CurveFacts facts_of(const Comparison& c, const std::vector<const ArmStats*>& arms) {
+  CurveFacts f;
+  std::vector<double> objectives;
+  f.best = arms.front();
+  for (const ArmStats* arm : arms) {
+    const double o = objectives.emplace_back(arm->stat("lr_objective").mean);
+    if (std::isfinite(o) && !(o >= f.best_objective)) f.best_objective = o, f.best = arm;
+    f.all_diverged = f.all_diverged && !arm->used.empty() && arm->diverged_steps.size() == arm->used.size();
+  }
+  f.sensitivity = lr_sensitivity(objectives);
+  if (f.all_diverged) f.best_objective = f.sensitivity = kNoValue;  // every objective an initial loss: noise
+  const double chance = arms.front()->settings.value("chance_loss", kNoValue), margin = kUsableMargin * chance;
+  for (const ArmStats* arm : arms) {
+    std::size_t usable = 0, n = 0;
+    for (std::size_t r : arm->used) {
+      const double o = c.stats[r]["lr_objective"];
+      n += std::isfinite(o) ? 1 : 0;
+      // Near the best, and below chance by the margin: an lr where nothing was learned is not usable, even when
+      // nothing was learned at the best one either.
+      usable += std::isfinite(o) && o <= f.best_objective + margin && o < chance - margin ? 1 : 0;
+    }
+    if (n && usable == n) {
+      ++f.usable_all;
+      if (!std::isfinite(f.usable_lo)) f.usable_lo = arm->lr();
+      f.usable_hi = arm->lr();
+    }
+    f.usable_any += usable ? 1 : 0;
+    const std::size_t diverged = arm->diverged_steps.size();
+    if (!arm->used.empty() && diverged == 0) {
+      f.highest_survived = arm->lr();
+      if (arm->learned()) f.highest_learned = arm;
+    } else if (diverged && diverged < arm->used.size()) {
+      f.survival_note +=
+          (f.survival_note.empty() ? "" : "; ") +
+          preset_text("lr.diverged_at", {{"diverged", diverged}, {"n", arm->used.size()}, {"lr", g3(arm->lr())}});
+    }
+  }
+  return f;
+}
+
+// The arms in panels by (optimizer, d_k) and in curves by scaling and extras: arms that differ only in lr (an arm alone
+// at its settings is a curve of one point). Each panel's file stem is "<optimizer>_dk<d_k>"; an optimizer this build
+// does not register (a run from another build, or a config.json written to attack) is "unknown" there: its name is
+// shown, escaped, in titles and text, but never becomes part of a file name or a command. Unknown ones of one d_k are
+// numbered apart.
+std::vector<Panel> panels_of(const Comparison& c) {
+  const LineLabels labels(c, {"d_k", "scale", "optimizer", "lr"});
+  std::vector<Panel> panels;
+  for (const auto& [key, arms] : group_by(arm_pointers(c), [](const ArmStats* a) {
+         return std::pair{a->optimizer(), a->d_k()};
+       })) {
+    Panel& panel = panels.emplace_back(Panel{key.first, key.second, {}, ""});
+    for (auto [label, curve] : group_by(arms, [&](const ArmStats* a) { return labels(a->scale(), a->settings); })) {
+      std::stable_sort(curve.begin(), curve.end(),
+                       [](const ArmStats* a, const ArmStats* b) { return a->lr() < b->lr(); });
+      panel.curves.push_back(
+          Curve{curve.front()->scale(), curve, labels.extras(curve.front()->settings), label, facts_of(c, curve)});
+    }
+  }
+  std::sort(panels.begin(), panels.end(), [](const Panel& a, const Panel& b) {
+    return a.optimizer != b.optimizer ? a.optimizer < b.optimizer : a.d_k < b.d_k;
+  });
   std::set<std::string> taken;
   for (Panel& panel : panels) {
     const bool known = Registry<nn::OptimizerEntry>::instance().find(panel.optimizer) != nullptr;
@@ -54,131 +130,19 @@ void panel_stems(std::vector<Panel>& panels) {
     panel.stem = base;
     for (int k = 2; !taken.insert(panel.stem).second; ++k) panel.stem = fmt::format("{}-{}", base, k);
   }
-}
-
-// The arms grouped into panels by (optimizer, d_k) and curves by scaling, from the groups of arms that differ only
-// in lr (an arm alone at its settings is a curve of one point).
-std::vector<Panel> panels_of(const Comparison& c) {
-  const report::LineLabels labels(c, {"d_k", "scale", "optimizer", "lr"});
-  std::vector<Panel> panels;
-  std::set<std::size_t> grouped;
-  std::vector<std::vector<std::size_t>> groups;
-  for (const auto& g : c.lr_groups) {
-    groups.push_back(g.arms);
-    grouped.insert(g.arms.begin(), g.arms.end());
-  }
-  for (std::size_t a = 0; a < c.arms.size(); ++a)
-    if (!grouped.count(a)) groups.push_back({a});
-  std::sort(groups.begin(), groups.end(), [&](const auto& x, const auto& y) { return x.front() < y.front(); });
-  for (const auto& g : groups) {
-    const ArmStats& first = c.arms[g.front()];
-    auto panel = std::find_if(panels.begin(), panels.end(),
-                              [&](const Panel& p) { return p.optimizer == first.optimizer() && p.d_k == first.d_k(); });
-    if (panel == panels.end()) {
-      panels.push_back(Panel{first.optimizer(), first.d_k(), {}, ""});
-      panel = panels.end() - 1;
-    }
-    panel->curves.push_back(
-        Curve{first.scale(), g, labels.extras(first.settings), labels(first.scale(), first.settings)});
-  }
-  std::sort(panels.begin(), panels.end(), [](const Panel& a, const Panel& b) {
-    return a.optimizer != b.optimizer ? a.optimizer < b.optimizer : a.d_k < b.d_k;
-  });
-  panel_stems(panels);
   return panels;
 }
 
-// What the seeds say about one curve's lrs.
-struct CurveFacts {
-  std::size_t best = 0;  // index into curve.arms: the lowest mean lr objective
-  double best_objective = kNoValue;
-  double margin = kNoValue;                           // kUsableMargin x the chance loss
-  std::size_t usable_all = 0;                         // lrs usable in every seed
-  std::size_t usable_any = 0;                         // lrs usable in some seed (usable_all <= usable_any)
-  double usable_lo = kNoValue, usable_hi = kNoValue;  // the lowest and highest lr usable in every seed
-  double sensitivity = kNoValue;       // Wortsman et al.: mean over lrs of the objective minus its minimum
-  double highest_survived = kNoValue;  // the highest lr at which no seed diverged
-  bool survived_any = false;
-  // The highest lr the scaling survives: no seed diverged and the arm learned (ArmStats::learned: mean final loss
-  // below the chance loss by more than the seed sd and 2%). A run whose loss stays at chance did not diverge, but its
-  // training failed all the same (AdamW's normalised updates rarely blow up; they stall).
-  double highest_learned = kNoValue;
-  std::size_t highest_learned_arm = 0;
-  bool learned_any = false;
-  std::string survival_note;  // seeds that disagree on divergence at some lr
-  bool all_diverged = false;  // every run at every lr diverged: no best lr, no sensitivity
-};
-
-CurveFacts facts_of(const Comparison& c, const Curve& curve) {
-  CurveFacts f;
-  std::vector<double> objectives;
-  for (std::size_t i = 0; i < curve.arms.size(); ++i) {
-    const double o = c.arms[curve.arms[i]].stat("lr_objective").mean;
-    objectives.push_back(o);
-    if (std::isfinite(o) && !(o >= f.best_objective)) {
-      f.best_objective = o;
-      f.best = i;
-    }
-  }
-  f.sensitivity = report::lr_sensitivity(objectives);
-  f.all_diverged = true;
-  for (std::size_t a : curve.arms) {
-    const ArmStats& arm = c.arms[a];
-    f.all_diverged = f.all_diverged && !arm.used.empty() && arm.diverged_steps.size() == arm.used.size();
-  }
-  if (f.all_diverged) {  // the objective is every run's initial loss: the "best" of them is noise
-    f.best_objective = kNoValue;
-    f.sensitivity = kNoValue;
-  }
-  const double chance = c.arms[curve.arms.front()].settings.value("chance_loss", kNoValue);
-  f.margin = kUsableMargin * chance;
-  for (std::size_t i = 0; i < curve.arms.size(); ++i) {
-    const ArmStats& arm = c.arms[curve.arms[i]];
-    std::size_t usable = 0, n = 0;
-    for (std::size_t r : arm.used) {
-      const double o = c.stats[r]["lr_objective"];
-      if (!std::isfinite(o)) continue;
-      ++n;
-      // Near the best, and below chance by the margin: an lr where nothing was learned is not usable, even when
-      // nothing was learned at the best one either.
-      usable += o <= f.best_objective + f.margin && o < chance - f.margin ? 1 : 0;
-    }
-    if (n && usable == n) {
-      ++f.usable_all;
-      if (!std::isfinite(f.usable_lo)) f.usable_lo = arm.lr();
-      f.usable_hi = arm.lr();
-    }
-    if (usable) ++f.usable_any;
-    const std::size_t diverged = arm.diverged_steps.size();
-    if (!arm.used.empty() && diverged == 0) {
-      f.highest_survived = arm.lr();
-      f.survived_any = true;
-      if (arm.learned()) {
-        f.highest_learned = arm.lr();
-        f.highest_learned_arm = curve.arms[i];
-        f.learned_any = true;
-      }
-    } else if (diverged && diverged < arm.used.size()) {
-      f.survival_note += fmt::format("{}{} of {} seeds diverged at lr {}", f.survival_note.empty() ? "" : "; ",
-                                     diverged, arm.used.size(), g3(arm.lr()));
-    }
-  }
-  return f;
-}
-
 // Final loss against lr, one figure per panel.
-SummaryFigure loss_figure(const Comparison& c, const Panel& panel) {
-  SummaryFigure f = summary_figure(
-      "lr_final_loss_vs_lr_" + panel.stem, "Final loss against learning rate, " + panel.title(),
-      "Mean final loss (last 20 steps) over the seeds that did not diverge, error bars ± their sample sd; a "
-      "point whose every seed diverged is not drawn and says \"diverged\" in the table",
-      "learning rate", Axis::log, "final loss (nats)", Axis::log);
+SummaryFigure loss_figure(const Panel& panel) {
+  SummaryFigure f =
+      summary_figure("lr_final_loss_vs_lr_" + panel.stem, "Final loss against learning rate, " + panel.title(),
+                     preset_text("lr.loss_caption"), "learning rate", Axis::log, "final loss (nats)", Axis::log);
   for (const Curve& curve : panel.curves) {
     SummaryLine line = summary_line(curve.label, curve.scale);
-    for (std::size_t a : curve.arms) {
-      const ArmStats& arm = c.arms[a];
-      line.points.push_back(mean_point(arm.lr(), arm.stat("final_loss"), arm.diverged_steps.size()));
-      line.points.back().n = arm.kept.size();
+    for (const ArmStats* arm : curve.arms) {
+      line.points.push_back(mean_point(arm->lr(), arm->stat("final_loss"), arm->diverged_steps.size()));
+      line.points.back().n = arm->kept.size();
     }
     f.lines.push_back(line);
   }
@@ -187,58 +151,32 @@ SummaryFigure loss_figure(const Comparison& c, const Panel& panel) {
 
 // "3 of 7 (0.001 to 0.01)"
 std::string usable_text(const CurveFacts& f, std::size_t n_lrs) {
-  std::string s = fmt::format("{} of {}", f.usable_all, n_lrs);
-  if (f.usable_all) s += fmt::format(" ({} to {})", g3(f.usable_lo), g3(f.usable_hi));
-  if (f.usable_any > f.usable_all) s += fmt::format("; {} more in some seeds only", f.usable_any - f.usable_all);
-  return s;
-}
-
-// The reference scaling's curve of a panel (the unscaled one) with the given extras, or null.
-const Curve* reference_curve(const Panel& panel, const std::string& extras) {
-  for (const Curve& curve : panel.curves)
-    if (curve.extras == extras && report::is_reference_scale(curve.scale)) return &curve;
-  return nullptr;
-}
-
-// The extras of a panel's curves, in their order, each once.
-std::vector<std::string> extras_of(const Panel& panel) {
-  std::vector<std::string> out;
-  for (const Curve& curve : panel.curves)
-    if (std::find(out.begin(), out.end(), curve.extras) == out.end()) out.push_back(curve.extras);
-  return out;
+  const std::size_t more = f.usable_any - f.usable_all;
+  return preset_text("lr.usable_cell", {{"all", f.usable_all}, {"n", n_lrs}}) +
+         (f.usable_all ? preset_text("lr.usable_range", {{"lo", g3(f.usable_lo)}, {"hi", g3(f.usable_hi)}}) : "") +
+         (more ? preset_text("lr.usable_cell_more", {{"count", more}}) : "");
 }
 
 // One panel's sentence of the final-loss section: each scaling's lowest mean final loss, or that it diverged.
-std::string best_loss_line(const Comparison& c, const Panel& panel) {
+std::string best_loss_line(const Panel& panel) {
   std::vector<std::string> best, diverged;
   for (const Curve& curve : panel.curves) {
-    const CurveFacts f = facts_of(c, curve);
-    if (std::isfinite(f.best_objective))
-      best.push_back(fmt::format("{} at lr {} ({})", curve.label, g3(c.arms[curve.arms[f.best]].lr()),
-                                 g3(c.arms[curve.arms[f.best]].stat("final_loss").mean)));
-    else if (f.all_diverged)
+    if (std::isfinite(curve.f.best_objective))
+      best.push_back(fmt::format("{} at lr {} ({})", curve.label, g3(curve.f.best->lr()),
+                                 g3(curve.f.best->stat("final_loss").mean)));
+    else if (curve.f.all_diverged)
       diverged.push_back(curve.label);
   }
-  std::string line = "- " + panel.shown() + ": ";
-  if (!best.empty()) line += fmt::format("the lowest mean final loss of each scaling: {}", fmt::join(best, "; "));
-  if (!diverged.empty())
-    line += (best.empty() ? "" : "; ") + fmt::format("every run diverged with {}", report::join_and(diverged));
-  if (best.empty() && diverged.empty()) line += "no run measured";
-  return line + ".\n";
-}
-
-report::PresetSection loss_section(const Comparison& c, const std::vector<Panel>& panels) {
-  report::PresetSection loss;
-  loss.anchor = "lr-final-loss";
-  loss.title = "Final loss against learning rate, per scaling";
-  for (const Panel& panel : panels) loss.figures.push_back(loss_figure(c, panel));
-  for (const Panel& panel : panels) loss.markdown += best_loss_line(c, panel);
-  return loss;
+  std::vector<std::string> parts;
+  if (!best.empty()) parts.push_back(preset_text("lr.best_loss", {{"list", fmt::format("{}", fmt::join(best, "; "))}}));
+  if (!diverged.empty()) parts.push_back(preset_text("lr.all_diverged", {{"list", join_and(diverged)}}));
+  if (parts.empty()) parts.push_back(preset_text("lr.none_measured"));
+  return fmt::format("- {}: {}.\n", panel.shown(), fmt::join(parts, "; "));
 }
 
 // The LR-sensitivity table: a row per curve of every panel.
-report::Table sensitivity_table(const Comparison& c, const std::vector<Panel>& panels) {
-  report::Table t;
+Table sensitivity_table(const std::vector<Panel>& panels) {
+  Table t;
   t.header = {"optimizer",
               "d_k",
               "scaling",
@@ -250,97 +188,69 @@ report::Table sensitivity_table(const Comparison& c, const std::vector<Panel>& p
               "highest lr that learned"};
   for (const Panel& panel : panels)
     for (const Curve& curve : panel.curves) {
-      const CurveFacts f = facts_of(c, curve);
-      const ArmStats& best = c.arms[curve.arms[f.best]];
-      if (f.all_diverged) {
-        t.rows.push_back({panel.optimizer, std::to_string(panel.d_k), curve.label, "—", "every run diverged",
-                          usable_text(f, curve.arms.size()), "—", "none", "none"});
-        continue;
-      }
-      t.rows.push_back(
-          {panel.optimizer, std::to_string(panel.d_k), curve.label, g3(best.lr()),
-           g3(f.best_objective) + (best.stat("lr_objective").n > 1 ? " ± " + g3(best.stat("lr_objective").sd) : ""),
-           usable_text(f, curve.arms.size()), g3(f.sensitivity), f.survived_any ? g3(f.highest_survived) : "none",
-           f.learned_any ? g3(f.highest_learned) : "none"});
+      const CurveFacts& f = curve.f;
+      const MeanSd& objective = f.best->stat("lr_objective");
+      t.rows.push_back({panel.optimizer, std::to_string(panel.d_k), curve.label,
+                        f.all_diverged ? "—" : g3(f.best->lr()),
+                        f.all_diverged ? "every run diverged"
+                                       : g3(f.best_objective) + (objective.n > 1 ? " ± " + g3(objective.sd) : ""),
+                        usable_text(f, curve.arms.size()), g3(f.sensitivity),
+                        std::isfinite(f.highest_survived) ? g3(f.highest_survived) : "none",
+                        f.highest_learned ? g3(f.highest_learned->lr()) : "none"});
     }
   return t;
 }
 
 // The sentence comparing the usable lrs of the curves of `panel` with `extras` against unscaled attention's.
-std::string usable_line(const Comparison& c, const Panel& panel, const std::string& extras) {
+std::string usable_line(const Panel& panel, const std::string& extras) {
   const std::string where = panel.shown() + (extras.empty() ? "" : ", " + extras);
-  const Curve* ref = reference_curve(panel, extras);
-  if (!ref) return "- " + where + ": no unscaled (`none`) curve to compare the scalings with.\n";
-  const CurveFacts rf = facts_of(c, *ref);
+  const auto ref = std::find_if(panel.curves.begin(), panel.curves.end(), [&](const Curve& curve) {
+    return curve.extras == extras && is_reference_scale(curve.scale);
+  });
+  if (ref == panel.curves.end()) return preset_text("lr.no_reference", {{"where", where}}) + "\n";
+  const CurveFacts& rf = ref->f;
   std::vector<std::string> wider, narrower, same, undecided;
   for (const Curve& curve : panel.curves) {
-    if (&curve == ref || curve.extras != extras) continue;
-    const CurveFacts f = facts_of(c, curve);
-    if (curve.arms.size() != ref->arms.size()) {
-      undecided.push_back(curve.scale + " (other lrs than none's)");
-    } else if (f.usable_all > rf.usable_any) {
+    if (&curve == &*ref || curve.extras != extras) continue;
+    const CurveFacts& f = curve.f;
+    const bool here = f.usable_all != f.usable_any, there = rf.usable_all != rf.usable_any;
+    if (curve.arms.size() != ref->arms.size())
+      undecided.push_back(preset_text("lr.other_lrs", {{"scale", curve.scale}}));
+    else if (f.usable_all > rf.usable_any)
       wider.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_all, rf.usable_any));
-    } else if (f.usable_any < rf.usable_all) {
+    else if (f.usable_any < rf.usable_all)
       narrower.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_any, rf.usable_all));
-    } else if (f.usable_all == f.usable_any && rf.usable_all == rf.usable_any) {
+    else if (!here && !there)
       same.push_back(curve.scale);
-    } else {
-      const bool here = f.usable_all != f.usable_any, there = rf.usable_all != rf.usable_any;
-      undecided.push_back(fmt::format("{} (the seeds of {} disagree at some lr)", curve.scale,
-                                      here && there ? curve.scale + " and of none"
-                                      : here        ? curve.scale
-                                                    : "none"));
-    }
+    else
+      undecided.push_back(preset_text("lr.seeds_disagree", {{"scale", curve.scale},
+                                                            {"who", here && there ? curve.scale + " and of none"
+                                                                    : here        ? curve.scale
+                                                                                  : "none"}}));
   }
-  std::string line = fmt::format(
-      "- {}: unscaled attention has {} of {} lrs usable in every seed{}.", where, rf.usable_all, ref->arms.size(),
-      rf.usable_any > rf.usable_all ? fmt::format(" ({} more in some seeds)", rf.usable_any - rf.usable_all) : "");
+  const std::size_t more = rf.usable_any - rf.usable_all;
+  std::string line = preset_text("lr.usable", {{"where", where},
+                                               {"all", rf.usable_all},
+                                               {"n", ref->arms.size()},
+                                               {"more", more ? preset_text("lr.usable_more", {{"count", more}}) : ""}});
   // Decided only when every seed agrees: the fewest lrs one side may have (usable in every seed) against the most
   // the other may have (usable in some seed), the counts shown in that order.
-  if (!wider.empty())
-    line +=
-        fmt::format(" More usable lrs than unscaled (usable in every seed, against unscaled's usable in any seed): {}.",
-                    fmt::join(wider, ", "));
-  if (!narrower.empty())
-    line += fmt::format(
-        " Fewer usable lrs than unscaled (usable in any seed, against unscaled's usable in every seed): {}.",
-        fmt::join(narrower, ", "));
-  if (!same.empty()) line += fmt::format(" As many as unscaled: {}.", fmt::join(same, ", "));
-  if (!undecided.empty()) line += fmt::format(" Not decided: {}.", fmt::join(undecided, ", "));
+  for (const auto& [key, list] :
+       {std::pair{"lr.wider", &wider}, {"lr.narrower", &narrower}, {"lr.same", &same}, {"lr.undecided", &undecided}})
+    if (!list->empty()) line += preset_text(key, {{"list", fmt::format("{}", fmt::join(*list, ", "))}});
   return line + "\n";
-}
-
-report::PresetSection sensitivity_section(const Comparison& c, const std::vector<Panel>& panels) {
-  report::PresetSection table;
-  table.anchor = "lr-sensitivity-table";
-  table.title = "LR sensitivity per scaling";
-  const report::Table t = sensitivity_table(c, panels);
-  table.markdown = fmt::format(
-      "The objective of a run is min(final loss, initial loss), a diverged run counting as its initial loss (Wortsman "
-      "et al. 2023, sec. 3.2). *best objective*: the lowest mean over seeds, ± its seed sd. *usable lrs*: the learning "
-      "rates at which every seed's objective is within m = {:g} x the chance loss (ln(n_values), a uniform guess among "
-      "the values) of that best and below the chance loss by m (it learned something); lrs usable in some seeds only "
-      "are counted apart. *LR sensitivity*: the mean over the lrs of the mean objective "
-      "minus the best (0: every lr as good as the best). *highest lr without divergence*: no seed diverged there. "
-      "*highest "
-      "lr that learned*: no seed diverged there and the mean final loss is below the chance loss by more than the seed "
-      "sd and 2% (the lr the scaling survives, below).\n\n",
-      kUsableMargin);
-  table.markdown += t.markdown() + "\n";
-  for (const Panel& panel : panels)
-    for (const std::string& extras : extras_of(panel)) table.markdown += usable_line(c, panel, extras);
-  return table;
 }
 
 // How the largest logit of the kept runs of one arm moves from the first logged step to the last.
 struct LogitTrend {
   std::map<double, std::pair<double, std::size_t>> by_step;  // step -> (sum, n)
-  std::size_t grows = 0, shrinks = 0, flat = 0, measured = 0;
-  double last_mean = 0;  // the sum of the measured runs' last values
+  Verdict v;                                                 // the last value against the first, run by run
+  double last_mean = 0;                                      // the sum of the measured runs' last values
 };
 
 LogitTrend logit_trend(const Comparison& c, const ArmStats& arm) {
   LogitTrend tr;
+  std::map<nlohmann::json, double> first, last;
   for (std::size_t r : arm.kept) {
     const RunSeries& series = c.runs[r].series;
     for (std::size_t i = 0; i < series.max_logit.size(); ++i)
@@ -348,95 +258,78 @@ LogitTrend logit_trend(const Comparison& c, const ArmStats& arm) {
         tr.by_step[series.step[i]].first += series.max_logit[i];
         tr.by_step[series.step[i]].second += 1;
       }
-    const double first = c.stats[r]["max_logit_first"], last = c.stats[r]["max_logit_last"];
-    if (!std::isfinite(first) || !(first > 0)) continue;
-    ++tr.measured;
-    tr.last_mean += last;
-    const Verdict v = compare_values({{r, last}}, {{r, first}}, Better::higher, tolerance("logit_growth"));
-    tr.grows += v.seeds_better;
-    tr.shrinks += v.seeds_worse;
-    tr.flat += v.seeds_same;
+    const double first_value = c.stats[r]["max_logit_first"];
+    if (!std::isfinite(first_value) || !(first_value > 0)) continue;
+    first[r] = first_value;
+    tr.last_mean += last[r] = c.stats[r]["max_logit_last"];
   }
+  tr.v = compare_values(last, first, Better::higher, tolerance("logit_growth"));
   return tr;
 }
 
-std::string trend_text(const LogitTrend& tr) {
-  const std::size_t grows = tr.grows, shrinks = tr.shrinks, flat = tr.flat, measured = tr.measured;
-  std::string trend;
-  if (measured == 0)
-    trend = "no attention logit measured";
-  else if (grows == measured)
-    trend = fmt::format("the largest logit grows by more than {:g}x in every seed", logit_factor());
-  else if (shrinks == measured)
-    trend = fmt::format("the largest logit shrinks by more than {:g}x in every seed", logit_factor());
-  else if (flat == measured)
-    trend = fmt::format("the largest logit stays within {:g}x of its start in every seed", logit_factor());
-  else
-    trend = fmt::format(
-        "not decided whether the largest logit grows (seeds disagree: {} grow, {} shrink, {} "
-        "stay within {:g}x)",
-        grows, shrinks, flat, logit_factor());
-  return trend;
+std::string trend_text(const Verdict& v) {
+  const std::size_t n = v.n_shared;
+  return preset_text(
+      n == 0                ? "lr.trend_none"
+      : v.seeds_better == n ? "lr.trend_grows"
+      : v.seeds_worse == n  ? "lr.trend_shrinks"
+      : v.seeds_same == n   ? "lr.trend_flat"
+                            : "lr.trend_undecided",
+      {{"grows", v.seeds_better}, {"shrinks", v.seeds_worse}, {"flat", v.seeds_same}, {"factor", logit_factor()}});
 }
 
 // One curve's line of the logit figure `f` (at the highest lr it survives) and its sentence.
 std::string logit_sentence(const Comparison& c, const Curve& curve, SummaryFigure& f) {
-  const CurveFacts facts = facts_of(c, curve);
-  if (!facts.learned_any) {
-    return fmt::format("{}: no learning rate survives ({})", curve.label,
-                       facts.all_diverged   ? "every run diverged"
-                       : facts.survived_any ? "at no learning rate did it learn without diverging"
-                                            : "some seed diverged at every lr");
+  if (!curve.f.highest_learned) {
+    const char* why = curve.f.all_diverged                      ? "lr.why_all_diverged"
+                      : std::isfinite(curve.f.highest_survived) ? "lr.why_not_learned"
+                                                                : "lr.why_diverged";
+    return preset_text("lr.no_survival", {{"label", curve.label}, {"why", preset_text(why)}});
   }
-  const ArmStats& arm = c.arms[facts.highest_learned_arm];
+  const ArmStats& arm = *curve.f.highest_learned;
   const LogitTrend tr = logit_trend(c, arm);
-  const std::size_t measured = tr.measured;
+  const std::size_t measured = tr.v.n_shared;
   SummaryLine line = summary_line(fmt::format("{} lr={}", curve.label, g3(arm.lr())), curve.scale);
   for (const auto& [step, sum_n] : tr.by_step)
     if (sum_n.second == measured)
       line.points.push_back(SummaryPoint{step, sum_n.first / sum_n.second, kNoValue, kNoValue, sum_n.second, 0});
   f.lines.push_back(line);
-  const std::string trend = trend_text(tr);
-  std::string s = fmt::format("{}: highest lr survived {}{}; there {}", curve.label, g3(arm.lr()),
-                              facts.highest_learned_arm == curve.arms.back() ? " (the highest tried)" : "", trend);
-  if (measured) s += fmt::format(", ending at {} (mean over {} seeds)", g3(tr.last_mean / measured), measured);
-  if (!facts.survival_note.empty()) s += "; seeds disagree on divergence: " + facts.survival_note;
+  std::string s = preset_text("lr.survived", {{"label", curve.label},
+                                              {"lr", g3(arm.lr())},
+                                              {"top", &arm == curve.arms.back() ? " (the highest tried)" : ""},
+                                              {"trend", trend_text(tr.v)}});
+  if (measured) s += preset_text("lr.ending", {{"value", g3(tr.last_mean / measured)}, {"n", measured}});
+  if (!curve.f.survival_note.empty()) s += preset_text("lr.survival_disagrees", {{"note", curve.f.survival_note}});
   return s;
 }
 
-report::PresetSection logit_section(const Comparison& c, const std::vector<Panel>& panels) {
-  report::PresetSection logits;
-  logits.anchor = "lr-max-logit";
-  logits.title = "Largest attention logit against step, at the highest lr each scaling survives";
-  logits.markdown =
-      "A scaling *survives* an lr when no seed diverged there and the arm learned (mean final loss below "
-      "the chance loss by more than the seed sd and 2%): a run stuck at the chance loss did not diverge, "
-      "but its training failed. The largest logit is the largest |scaled score| over every layer and "
-      "head at a logged step (metrics.csv attn/l*h*/score_max_abs).\n\n";
+std::vector<PresetSection> report(const PresetInput& in) {
+  const std::vector<Panel> panels = panels_of(in.comparison);
+  PresetSection loss{"lr-final-loss", "Final loss against learning rate, per scaling", "", {}};
+  PresetSection table{
+      "lr-sensitivity-table",
+      "LR sensitivity per scaling",
+      preset_text("lr.table_legend", {{"m", kUsableMargin}}) + "\n\n" + sensitivity_table(panels).markdown() + "\n",
+      {}};
+  PresetSection logits{"lr-max-logit",
+                       "Largest attention logit against step, at the highest lr each scaling survives",
+                       preset_text("lr.logit_legend") + "\n\n",
+                       {}};
   for (const Panel& panel : panels) {
+    loss.figures.push_back(loss_figure(panel));
+    loss.markdown += best_loss_line(panel);
+    for (const auto& [extras, curves] : group_by(panel.curves, [](const Curve& curve) { return curve.extras; }))
+      table.markdown += usable_line(panel, extras);
     SummaryFigure f = summary_figure(
         "lr_max_logit_vs_step_" + panel.stem, "Largest attention logit at the highest surviving lr, " + panel.title(),
-        "Per logged step, the largest |scaled score| over every layer and head (metrics.csv "
-        "attn/l*h*/score_max_abs), mean over the seeds, at the highest lr the scaling survives (no seed "
-        "diverged and it learned; the lr is in the legend)",
-        "step", Axis::linear, "largest attention logit", Axis::log);
+        preset_text("lr.logit_caption"), "step", Axis::linear, "largest attention logit", Axis::log);
     f.tabulate = false;
     std::vector<std::string> sentences;
-    for (const Curve& curve : panel.curves) sentences.push_back(logit_sentence(c, curve, f));
+    for (const Curve& curve : panel.curves) sentences.push_back(logit_sentence(in.comparison, curve, f));
     logits.figures.push_back(f);
-    logits.markdown += "**" + panel.shown() + ".** " + fmt::format("{}", fmt::join(sentences, ". ")) + ".\n\n";
+    logits.markdown += fmt::format("**{}.** {}.\n\n", panel.shown(), fmt::join(sentences, ". "));
   }
-  return logits;
-}
-
-std::vector<report::PresetSection> report(const report::PresetInput& in) {
-  const Comparison& c = in.comparison;
-  const std::vector<Panel> panels = panels_of(c);
-  std::vector<report::PresetSection> sections;
-  sections.push_back(loss_section(c, panels));
-  sections.push_back(sensitivity_section(c, panels));
-  sections.push_back(logit_section(c, panels));
-  return sections;
+  return {loss, table, logits};
 }
 
 const Registration<PresetReport> lr_registration{PresetReport{"lr", 10, report}};

@@ -55,12 +55,9 @@ std::string arm_name(const TextArm& a) {
 // The held-out loss against d_k: one line per scaling and family (n_heads varying at the widest d_model, d_model
 // varying at one head); the point both families share is on both.
 SummaryFigure loss_figure(const std::vector<TextArm>& arms, std::size_t wide) {
-  SummaryFigure f = summary_figure(
-      "text_eval_loss_vs_d_k", "Held-out loss against d_k on text",
-      fmt::format("last eval_loss of each run (nats per byte, over its --eval-batches held-out batches), mean ± sd "
-                  "over seeds; \"heads\": n_heads = {} / d_k at d_model {}; \"width\": d_model = d_k at one head",
-                  wide, wide),
-      "d_k", Axis::log, "held-out loss (nats/byte)", Axis::linear);
+  SummaryFigure f = summary_figure("text_eval_loss_vs_d_k", "Held-out loss against d_k on text",
+                                   preset_text("text.loss_caption", {{"wide", wide}}), "d_k", Axis::log,
+                                   "held-out loss (nats/byte)", Axis::linear);
   std::map<std::string, SummaryLine> lines;
   std::vector<std::string> order;
   for (const TextArm& a : arms)
@@ -100,59 +97,44 @@ Table arm_rows(const std::vector<TextArm>& arms) {
   return t;
 }
 
-// One line per compared arm pair (a scaling against the unscaled arm of the same model) and the counts.
-struct Verdicts {
+// Each scaling's held-out loss against the unscaled arm of the same model, seed by seed: the counts per outcome, a
+// reading of them, and a line per pair.
+std::string verdict_text(const std::vector<TextArm>& arms) {
+  std::map<Outcome, std::size_t> count;
+  std::size_t n = 0;
   std::string lines;
-  std::vector<Verdict> of_pairs;  // per pair, the scaled arm's held-out loss against the unscaled arm's
-  std::size_t count(Outcome o) const {
-    return static_cast<std::size_t>(
-        std::count_if(of_pairs.begin(), of_pairs.end(), [&](const Verdict& v) { return v.outcome == o; }));
-  }
-};
-
-Verdicts verdicts(const std::vector<TextArm>& arms) {
-  Verdicts v;
-  for (const TextArm& ref : arms) {
-    if (!is_reference_scale(ref.scale)) continue;
+  for (const TextArm& ref : arms)
     for (const TextArm& a : arms) {
-      if (&a == &ref || a.d_model != ref.d_model || a.n_heads != ref.n_heads || a.d_k != ref.d_k) continue;
+      if (!is_reference_scale(ref.scale) || &a == &ref || a.d_model != ref.d_model || a.n_heads != ref.n_heads ||
+          a.d_k != ref.d_k)
+        continue;
       const Verdict r = compare_values(a.eval_by_seed, ref.eval_by_seed, Better::lower, tolerance("loss"));
-      v.of_pairs.push_back(r);
-      const std::string said = r.outcome == Outcome::better  ? a.scale + " ends lower"
-                               : r.outcome == Outcome::worse ? ref.scale + " ends lower"
-                               : r.outcome == Outcome::same  ? "about the same (within 2% in every seed)"
-                                                             : "not decided (the seeds disagree)";
-      v.lines += fmt::format("- {}: {} vs {}: {} vs {} — {}.\n", arm_name(a), a.scale, ref.scale,
-                             format_mean_sd(a.eval_loss()), format_mean_sd(ref.eval_loss()), said);
+      ++count[r.outcome], ++n;
+      std::string outcome = outcome_name(r.outcome);
+      std::replace(outcome.begin(), outcome.end(), ' ', '_');
+      const nlohmann::json names{{"subject", a.scale}, {"baseline", ref.scale}};
+      lines += preset_text("text.pair", {{"arm", arm_name(a)},
+                                         {"subject", a.scale},
+                                         {"baseline", ref.scale},
+                                         {"subject_value", format_mean_sd(a.eval_loss())},
+                                         {"baseline_value", format_mean_sd(ref.eval_loss())},
+                                         {"said", preset_text("text." + outcome, names)}}) +
+               "\n";
     }
-  }
-  return v;
-}
-
-std::string verdict_text(const Verdicts& v) {
-  const std::size_t n = v.of_pairs.size(), scaled_lower = v.count(Outcome::better),
-                    unscaled_lower = v.count(Outcome::worse);
-  if (n == 0) return "No scaled arm has an unscaled arm of the same model to be compared with.\n";
-  std::string text = fmt::format(
-      "Held-out loss, each scaling against unscaled attention of the same model, seed by seed (lower by more than "
-      "2% in every shared seed): the scaled arm ends lower at {} of {}, the unscaled at {}, about the same at {}, "
-      "not decided at {}.\n\n",
-      scaled_lower, n, unscaled_lower, v.count(Outcome::same), v.count(Outcome::not_decided));
-  if (scaled_lower == n)
-    text += "Here the usual story holds on text: the scaled attention ends lower at every head size compared.\n\n";
-  else if (unscaled_lower == 0 && scaled_lower == 0)
-    text +=
-        "Here the data does not show the usual story: the scaled attention is lower by more than 2% at no head "
-        "size compared.\n\n";
-  else if (unscaled_lower > 0)
-    text += fmt::format(
-        "Here the data contradicts the usual story at {} of {}: the unscaled attention ends lower there.\n\n",
-        unscaled_lower, n);
-  else
-    text +=
-        "Here the usual story holds only in part: the scaled attention is not lower by more than 2% at every "
-        "head size compared.\n\n";
-  return text + v.lines + "\n";
+  if (n == 0) return preset_text("text.no_pair") + "\n";
+  const std::size_t better = count[Outcome::better], worse = count[Outcome::worse];
+  const nlohmann::json fields{{"better", better},
+                              {"worse", worse},
+                              {"same", count[Outcome::same]},
+                              {"not_decided", count[Outcome::not_decided]},
+                              {"n", n}};
+  return preset_text("text.counts", fields) + "\n\n" +
+         preset_text(better == n                 ? "text.story_holds"
+                     : worse == 0 && better == 0 ? "text.story_not_shown"
+                     : worse > 0                 ? "text.story_contradicted"
+                                                 : "text.story_in_part",
+                     fields) +
+         "\n\n" + lines + "\n";
 }
 
 // `text` in a fenced block that no line of it can close: the fence is longer than any run of backticks in it. Control
@@ -171,15 +153,16 @@ std::string fenced(const std::string& text) {
 }
 
 std::string samples(const Comparison& c, const std::vector<TextArm>& arms) {
-  std::string md = fmt::format(
-      "What each arm writes: `xgrad sample RUN_DIR --tokens {} --temperature {:g} --seed 0` on the arm's run of the "
-      "lowest seed, starting from a newline.\n\n",
-      kSampleBytes, kSampleTemperature);
+  std::string md =
+      preset_text("text.samples", {{"tokens", kSampleBytes}, {"temperature", kSampleTemperature}}) + "\n\n";
   for (const TextArm& a : arms) {
     if (a.stats->kept.empty()) continue;
     const RunRecord& run = c.runs[a.sample_run];
-    md += fmt::format("**{}, {}** (run {}):\n\n", arm_name(a), a.scale,
-                      markdown_escape(std::filesystem::path(run.dir).filename().string()));
+    md +=
+        preset_text("text.sample_of", {{"arm", arm_name(a)},
+                                       {"scale", a.scale},
+                                       {"run", markdown_escape(std::filesystem::path(run.dir).filename().string())}}) +
+        "\n\n";
     try {
       const auto model = train::load_sampling_model(run.dir);
       train::SampleOptions options;
@@ -187,7 +170,7 @@ std::string samples(const Comparison& c, const std::vector<TextArm>& arms) {
       options.temperature = kSampleTemperature;
       md += fenced(train::sample_text(*model, options)) + "\n";
     } catch (const std::exception& e) {
-      md += "No sample: " + markdown_escape(e.what()) + "\n\n";
+      md += preset_text("text.no_sample", {{"why", markdown_escape(e.what())}}) + "\n\n";
     }
   }
   return md;
@@ -205,19 +188,12 @@ std::vector<PresetSection> report(const PresetInput& in) {
   s.anchor = "text";
   s.title = "Scaled and unscaled attention on text";
   if (arms.empty()) {
-    s.markdown = "No run of the text grid was found.\n";
+    s.markdown = preset_text("text.no_run") + "\n";
     return {s};
   }
   s.figures.push_back(loss_figure(arms, wide));
-  s.markdown = verdict_text(verdicts(arms)) +
-               "Saturated: the share of the first layer's queries (with two or more keys) whose largest attention "
-               "weight is above 0.99, mean over heads and seeds; at step 0 and at the last logged step.\n\n" +
-               arm_rows(arms).markdown() + "\n";
-  PresetSection samples_section;
-  samples_section.anchor = "text-samples";
-  samples_section.title = "Samples of each arm";
-  samples_section.markdown = samples(c, arms);
-  return {s, samples_section};
+  s.markdown = verdict_text(arms) + preset_text("text.saturated") + "\n\n" + arm_rows(arms).markdown() + "\n";
+  return {s, PresetSection{"text-samples", "Samples of each arm", samples(c, arms), {}}};
 }
 
 const Registration<PresetReport> text_registration{PresetReport{"text", 50, report}};

@@ -12,6 +12,7 @@
 #include "common/file_name.h"
 #include "common/registry.h"
 #include "nn/model_config.h"
+#include "report/claims.h"
 #include "report/preset_report.h"
 #include "report/tables.h"
 
@@ -20,288 +21,211 @@ namespace {
 
 constexpr std::size_t kBaseWidth = 64;  // the grid's --base-width (cli/presets/width.cpp)
 
-// A run's variant, as the report names it. load_run refused a config.json whose parametrization or scale is not a
-// name, so both are strings here.
-std::string variant_of(const nlohmann::json& config) {
-  const std::string p = config.value("parametrization", "sp"), s = config.value("scale", "");
-  return p == enum_name(nn::kParametrizationNames, nn::Parametrization::mup) ? "muP (1/d_k)" : "SP " + s;
-}
-const std::vector<std::string> kVariants{"SP sqrt_dk", "SP none", "muP (1/d_k)"};
-std::string variant_scale(const std::string& v) {
-  return v == "SP sqrt_dk" ? "sqrt_dk" : v == "SP none" ? "none" : "dk";
-}
+// The variants the report draws, as it names them, each with the scaling whose colour it takes.
+const std::vector<std::pair<std::string, std::string>> kVariants{
+    {"SP sqrt_dk", "sqrt_dk"}, {"SP none", "none"}, {"muP (1/d_k)", "dk"}};
 
-struct Cell {                      // one (variant, width, lr): its runs
-  std::vector<double> objective;   // lr objective per seed: min(final, initial) loss, the initial loss if diverged
-  std::vector<double> final_loss;  // of the runs that did not diverge
-  std::map<std::uint64_t, double> by_seed;
-  std::size_t diverged = 0;
-};
+// An arm's variant. load_run refused a config.json whose parametrization or scale is not a name.
+std::string variant_of(const ArmStats& arm) {
+  const bool mup =
+      arm.settings.value("parametrization", "sp") == enum_name(nn::kParametrizationNames, nn::Parametrization::mup);
+  return mup ? "muP (1/d_k)" : "SP " + arm.scale();
+}
 
 std::string lr_text(double lr) { return fmt::format("{:g}", lr); }
 
-// The width grid's runs: line -> width -> lr -> cell, and what each line is.
-// A line is a variant and the other settings the arms differ in (flags may add some: --grid n_layers=1,2).
-struct Grid {
-  std::map<std::string, std::map<std::size_t, std::map<double, Cell>>> cells;
-  std::map<std::string, std::string> variant_base, line_extras;  // line -> its variant (kVariants), its extras
-  std::vector<std::string> lines;                                // in kVariants order
+// A variant and the other settings the arms differ in (flags may add some: --grid n_layers=1,2): width -> lr -> arm.
+struct Line {
+  std::string name, scale, extras;
+  std::map<std::size_t, std::map<double, const ArmStats*>> cells;
 };
 
-Grid read_grid(const report::Comparison& c) {
-  Grid g;
-  const report::LineLabels labels(c, {"d_model", "d_k", "lr", "scale", "parametrization"});
-  for (std::size_t i = 0; i < c.runs.size(); ++i) {
-    const nlohmann::json& cfg = c.runs[i].config;
-    if (!cfg.contains("d_model") || !cfg.contains("lr") || c.runs[i].incomplete) continue;
-    const std::string line = labels(variant_of(cfg), report::arm_settings(cfg));
-    g.variant_base[line] = variant_of(cfg);
-    g.line_extras[line] = labels.extras(report::arm_settings(cfg));
-    Cell& cell = g.cells[line][cfg.at("d_model").get<std::size_t>()][cfg.at("lr").get<double>()];
-    const double objective = c.stats[i]["lr_objective"];
-    cell.objective.push_back(objective);
-    cell.by_seed[cfg.value("seed", std::uint64_t{0})] = objective;
-    if (c.runs[i].diverged)
-      ++cell.diverged;
-    else
-      cell.final_loss.push_back(c.stats[i]["final_loss"]);
+// The lines, in kVariants order, of the arms with a complete run.
+std::vector<Line> lines_of(const Comparison& c) {
+  const LineLabels labels(c, {"d_model", "d_k", "lr", "scale", "parametrization"});
+  std::vector<Line> lines;
+  for (const auto& [variant, scale] : kVariants) {
+    std::vector<Line> of_variant;
+    for (const ArmStats& arm : c.arms) {
+      if (variant_of(arm) != variant || arm.only_incomplete() || !arm.settings.contains("d_model")) continue;
+      const std::string name = labels(variant, arm.settings);
+      auto line = std::find_if(of_variant.begin(), of_variant.end(), [&](const Line& l) { return l.name == name; });
+      if (line == of_variant.end())
+        line = of_variant.insert(of_variant.end(), Line{name, scale, labels.extras(arm.settings), {}});
+      line->cells[arm.settings.at("d_model").get<std::size_t>()][arm.lr()] = &arm;
+    }
+    std::sort(of_variant.begin(), of_variant.end(), [](const Line& a, const Line& b) { return a.name < b.name; });
+    lines.insert(lines.end(), of_variant.begin(), of_variant.end());
   }
-  for (const std::string& v : kVariants)
-    for (const auto& [line, base] : g.variant_base)
-      if (base == v) g.lines.push_back(line);
-  return g;
+  return lines;
 }
 
-// Loss against lr, one figure per variant, one line per width.
-void add_loss_figures(Grid& g, report::PresetSection& s) {
-  for (const std::string& variant : g.lines) {
+// Loss against lr, one figure per line, one curve per width.
+void add_loss_figures(const std::vector<Line>& lines, PresetSection& s) {
+  for (const Line& line : lines) {
     std::string suffix;  // the extras, as a file name's part
-    for (char ch : g.line_extras[variant]) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    for (char ch : line.extras) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
     // The extras are values from the runs' config.json: bounded in length like any name made from data.
-    report::SummaryFigure f = report::summary_figure(
-        safe_file_stem("width_loss_vs_lr_" + variant_scale(g.variant_base[variant]) +
-                       (variant.rfind("muP", 0) == 0 ? "_mup" : "_sp") + (suffix.empty() ? "" : "_" + suffix)),
-        "Final loss against learning rate per width, " + variant,
-        "AdamW; per width (d_model = d_k) the mean over seeds of the final loss (runs that diverged left out), "
-        "error bars ± sd",
-        "learning rate", report::Axis::log, "final loss (nats)", report::Axis::linear);
-    for (const auto& [width, by_lr] : g.cells.at(variant)) {
-      report::SummaryLine line =
-          report::summary_line("d_model=" + std::to_string(width), variant_scale(g.variant_base[variant]));
-      for (const auto& [lr, cell] : by_lr) {
-        line.points.push_back(report::mean_point(lr, report::mean_sd(cell.final_loss), cell.diverged, true));
-      }
-      f.lines.push_back(line);
+    SummaryFigure f =
+        summary_figure(safe_file_stem("width_loss_vs_lr_" + line.scale + (line.scale == "dk" ? "_mup" : "_sp") +
+                                      (suffix.empty() ? "" : "_" + suffix)),
+                       "Final loss against learning rate per width, " + line.name, preset_text("width.loss_caption"),
+                       "learning rate", Axis::log, "final loss (nats)", Axis::linear);
+    for (const auto& [width, by_lr] : line.cells) {
+      SummaryLine curve = summary_line("d_model=" + std::to_string(width), line.scale);
+      for (const auto& [lr, arm] : by_lr)
+        curve.points.push_back(mean_point(lr, arm->stat("final_loss"), arm->diverged_steps.size(), true));
+      f.lines.push_back(curve);
     }
     s.figures.push_back(f);
   }
 }
 
-// The best lr per (variant, width): per seed the lr of the lowest objective; decided when the seeds agree.
+// The best lr at one width: per seed the lr of the lowest objective; decided when the seeds agree.
 struct Best {
-  double lr = report::kNoValue;                         // the mean objective's argmin
-  double lo = report::kNoValue, hi = report::kNoValue;  // the seeds' best lrs
+  double lr = kNoValue;                 // the mean objective's argmin
+  double lo = kNoValue, hi = kNoValue;  // the seeds' best lrs
   bool decided = false;
   bool at_edge = false;  // the best lr is the smallest or largest of the grid: the optimum may lie beyond it
-  double objective = report::kNoValue;
+  double objective = kNoValue;
+  std::size_t seeds = 0, diverged = 0, runs = 0;  // seeds with a best lr; the runs, and those that diverged
 };
-using BestLrs = std::map<std::string, std::map<std::size_t, Best>>;
 
-// The best lr at one width (its runs by lr); `seeds` gets the number of seeds that have one.
-Best best_of(const std::map<double, Cell>& by_lr, std::size_t* seeds) {
+Best best_of(const Comparison& c, const std::map<double, const ArmStats*>& by_lr) {
   Best b;
-  std::map<std::uint64_t, std::pair<double, double>> seed_best;  // seed -> (objective, lr)
+  std::map<nlohmann::json, std::pair<double, double>> seed_best;  // seed -> (objective, lr)
   double best_mean = INFINITY;
-  for (const auto& [lr, cell] : by_lr) {
-    const double mean = report::mean_sd(cell.objective).mean;
-    if (std::isfinite(mean) && mean < best_mean) {
-      best_mean = mean;
-      b.lr = lr;
+  for (const auto& [lr, arm] : by_lr) {
+    if (arm->stat("lr_objective").mean < best_mean) best_mean = arm->stat("lr_objective").mean, b.lr = lr;
+    for (std::size_t r : arm->used) {
+      const double o = c.stats[r]["lr_objective"];
+      const auto it = seed_best.find(seed_key(c.runs[r].config));
+      if (std::isfinite(o) && (it == seed_best.end() || o < it->second.first))
+        seed_best[seed_key(c.runs[r].config)] = {o, lr};
     }
-    for (const auto& [seed, objective] : cell.by_seed) {
-      auto it = seed_best.find(seed);
-      if (std::isfinite(objective) && (it == seed_best.end() || objective < it->second.first))
-        seed_best[seed] = {objective, lr};
-    }
+    b.diverged += arm->diverged_steps.size();
+    b.runs += arm->used.size();
   }
   std::set<double> seed_lrs;
   for (const auto& [seed, pair] : seed_best) seed_lrs.insert(pair.second);
   b.decided = seed_best.size() >= 2 && seed_lrs.size() == 1;
-  if (!seed_lrs.empty()) {
-    b.lo = *seed_lrs.begin();
-    b.hi = *seed_lrs.rbegin();
-  }
+  if (!seed_lrs.empty()) b.lo = *seed_lrs.begin(), b.hi = *seed_lrs.rbegin();
   b.objective = best_mean;
-  bool all_diverged = true;  // every run at this width diverged: each objective is a step-0 loss, no best lr
-  for (const auto& [lr, cell] : by_lr) all_diverged = all_diverged && cell.diverged == cell.objective.size();
-  if (all_diverged) b = Best{};
+  if (b.diverged == b.runs) {  // every run at this width diverged: each objective is a step-0 loss, no best lr
+    b.lr = b.lo = b.hi = b.objective = kNoValue;
+    b.decided = false;
+  }
   b.at_edge = std::isfinite(b.lr) && (b.lr == by_lr.begin()->first || b.lr == by_lr.rbegin()->first);
-  *seeds = seed_best.size();
+  b.seeds = seed_best.size();
   return b;
 }
 
-BestLrs add_best_lr_figure(Grid& g, report::PresetSection& s) {
-  BestLrs best;
-  report::SummaryFigure fb = report::summary_figure(
-      "width_best_lr_vs_d_k", "Best learning rate against width (d_model = d_k)",
-      "AdamW; the point is the learning rate of the lowest mean lr objective min(final loss, step-0 loss) "
-      "over seeds (a diverged run counts its step-0 loss); the bar spans the seeds' own best learning rates",
-      "d_model = d_k", report::Axis::log, "best learning rate", report::Axis::log);
-  fb.error_bar_sd = false;
-  for (const std::string& variant : g.lines) {
-    report::SummaryLine line = report::summary_line(variant, variant_scale(g.variant_base[variant]));
-    for (const auto& [width, by_lr] : g.cells.at(variant)) {
-      std::size_t seeds = 0;
-      const Best b = best_of(by_lr, &seeds);
-      best[variant][width] = b;
-      report::SummaryPoint p;
-      p.x = static_cast<double>(width);
-      p.y = b.lr;
-      p.lo = b.lo;
-      p.hi = b.hi;
-      p.n = seeds;
-      line.points.push_back(p);
-    }
-    fb.lines.push_back(line);
-  }
-  s.figures.push_back(fb);
-  return best;
-}
-
-report::Table best_table(Grid& g, const BestLrs& best) {
-  report::Table t;
+// The best lr against width, one curve per line, and the table of the best lrs.
+std::map<std::string, std::map<std::size_t, Best>> add_best_lrs(const Comparison& c, const std::vector<Line>& lines,
+                                                                PresetSection& s, Table& t) {
+  std::map<std::string, std::map<std::size_t, Best>> best;
+  SummaryFigure f =
+      summary_figure("width_best_lr_vs_d_k", "Best learning rate against width (d_model = d_k)",
+                     preset_text("width.best_caption"), "d_model = d_k", Axis::log, "best learning rate", Axis::log);
+  f.error_bar_sd = false;
   t.header = {"variant", "d_model = d_k", "best lr", "seeds' best lrs", "lr objective at it", "diverged runs"};
-  for (const std::string& variant : g.lines) {
-    if (!best.count(variant)) continue;
-    for (const auto& [width, b] : best.at(variant)) {
-      std::size_t diverged = 0, runs = 0;
-      for (const auto& [lr, cell] : g.cells.at(variant).at(width)) {
-        diverged += cell.diverged;
-        runs += cell.objective.size();
-      }
-      t.rows.push_back({variant, std::to_string(width),
-                        std::isfinite(b.lr) ? lr_text(b.lr) + (b.decided ? "" : " (not decided)")
-                        : diverged == runs  ? "none (every run diverged)"
-                                            : "none",
+  for (const Line& line : lines) {
+    SummaryLine curve = summary_line(line.name, line.scale);
+    for (const auto& [width, by_lr] : line.cells) {
+      const Best b = best[line.name][width] = best_of(c, by_lr);
+      curve.points.push_back(SummaryPoint{static_cast<double>(width), b.lr, b.lo, b.hi, b.seeds, 0});
+      t.rows.push_back({line.name, std::to_string(width),
+                        std::isfinite(b.lr)    ? lr_text(b.lr) + (b.decided ? "" : " (not decided)")
+                        : b.diverged == b.runs ? "none (every run diverged)"
+                                               : "none",
                         !std::isfinite(b.lo) ? "—"
                         : b.lo == b.hi       ? lr_text(b.lo)
                                              : lr_text(b.lo) + " to " + lr_text(b.hi),
-                        train::format_number(b.objective, 3), fmt::format("{} of {}", diverged, runs)});
+                        train::format_number(b.objective, 3), fmt::format("{} of {}", b.diverged, b.runs)});
     }
+    f.lines.push_back(curve);
   }
-  return t;
+  s.figures.push_back(f);
+  return best;
 }
 
-// Sentences, each from the numbers: how far the best lr moves across the widths, per variant, over the widths
-// where the seeds agree. `spread` gets, per variant, max/min of the decided best lrs (NaN: fewer than 2 decided).
-std::string spread_text(const Grid& g, const BestLrs& best, std::map<std::string, double>& spread) {
+// How far the best lr moves across the widths where the seeds agree, one sentence per line. `spread` gets, per line,
+// max/min of the decided best lrs (NaN: fewer than 2 decided).
+std::string spread_text(const std::vector<Line>& lines, const std::map<std::string, std::map<std::size_t, Best>>& best,
+                        std::map<std::string, double>& spread) {
   std::string text;
-  for (const std::string& variant : g.lines) {
-    if (!best.count(variant)) continue;
+  for (const Line& line : lines) {
     std::vector<std::pair<std::size_t, double>> decided;
-    std::vector<std::size_t> undecided;
+    std::vector<std::string> undecided;
     bool edge = false;
-    for (const auto& [width, b] : best.at(variant)) {
+    for (const auto& [width, b] : best.at(line.name)) {
       if (b.decided)
         decided.push_back({width, b.lr});
       else
-        undecided.push_back(width);
+        undecided.push_back(std::to_string(width));
       edge = edge || (b.decided && b.at_edge);
     }
-    std::string line = "- **" + variant + "**: ";
+    text += "- **" + line.name + "**: ";
     if (decided.size() < 2) {
-      line += "not decided: the seeds agree on the best learning rate at " + std::to_string(decided.size()) + " width" +
-              (decided.size() == 1 ? "" : "s") + " only.";
-      spread[variant] = report::kNoValue;
-    } else {
-      double lo = INFINITY, hi = 0;
-      for (const auto& [w, lr] : decided) {
-        lo = std::min(lo, lr);
-        hi = std::max(hi, lr);
-      }
-      spread[variant] = hi / lo;
-      line += fmt::format("the best learning rate is {} at d_model {} and {} at d_model {}",
-                          lr_text(decided.front().second), decided.front().first, lr_text(decided.back().second),
-                          decided.back().first);
-      line += hi == lo ? "; it is the same at every width where the seeds agree"
-                       : fmt::format("; over the widths where the seeds agree it spans a factor of {:.3g}", hi / lo);
-      if (!undecided.empty()) {
-        line += " (not decided at d_model";
-        for (std::size_t k = 0; k < undecided.size(); ++k) line += (k ? ", " : " ") + std::to_string(undecided[k]);
-        line += ": the seeds' best learning rates differ)";
-      }
-      line += ".";
-      if (edge) line += " At some width the best learning rate is the edge of the grid: the optimum may lie beyond it.";
+      text += preset_text("width.few_decided", {{"n", decided.size()}, {"s", decided.size() == 1 ? "" : "s"}}) + "\n";
+      spread[line.name] = kNoValue;
+      continue;
     }
-    text += line + "\n";
+    const auto [lo, hi] = std::minmax_element(decided.begin(), decided.end(),
+                                              [](const auto& a, const auto& b) { return a.second < b.second; });
+    const double factor = spread[line.name] = hi->second / lo->second;
+    text += preset_text("width.moves", {{"lr_first", lr_text(decided.front().second)},
+                                        {"first", decided.front().first},
+                                        {"lr_last", lr_text(decided.back().second)},
+                                        {"last", decided.back().first}}) +
+            preset_text(factor == 1 ? "width.same_everywhere" : "width.spans", {{"factor", factor}}) +
+            (undecided.empty()
+                 ? ""
+                 : preset_text("width.undecided_at", {{"list", fmt::format("{}", fmt::join(undecided, ", "))}})) +
+            "." + (edge ? preset_text("width.edge") : "") + "\n";
   }
   return text;
 }
 
 // The literature's claim: muP's best lr moves less with width than SP's; between lines of equal extras.
-std::string claims_text(Grid& g, const std::map<std::string, double>& spread) {
+std::string claims_text(const std::vector<Line>& lines, const std::map<std::string, double>& spread) {
   std::string claims;
-  std::vector<std::string> extras_seen;
-  for (const std::string& variant : g.lines) {
-    const std::string extras = g.line_extras[variant];
-    if (std::find(extras_seen.begin(), extras_seen.end(), extras) != extras_seen.end()) continue;
-    extras_seen.push_back(extras);
-    auto with = [&](const std::string& name) { return extras.empty() ? name : name + " " + extras; };
-    std::string claim;
-    const double mup = spread.count(with("muP (1/d_k)")) ? spread.at(with("muP (1/d_k)")) : report::kNoValue;
-    const double sp = spread.count(with("SP sqrt_dk")) ? spread.at(with("SP sqrt_dk")) : report::kNoValue;
-    if (!spread.count(with("muP (1/d_k)")) || !spread.count(with("SP sqrt_dk")))
-      claim =
-          "Whether muP holds the best learning rate in place better than SP with sqrt_dk is not asked here: the runs "
-          "hold no " +
-          std::string(spread.count(with("SP sqrt_dk")) ? "muP" : "SP sqrt_dk") + " line.";
-    else if (!std::isfinite(mup) || !std::isfinite(sp))
-      claim =
-          "Whether muP holds the best learning rate in place better than SP with sqrt_dk is not decided here: one "
-          "of them has fewer than two widths where the seeds agree.";
-    else if (mup < sp)
-      claim = fmt::format(
-          "Yang et al.'s claim reproduced at this scale: across widths the best learning rate moves by "
-          "a factor of {:.3g} under muP and {:.3g} under SP with sqrt_dk.",
-          mup, sp);
-    else if (mup == sp)
-      claim = fmt::format(
-          "Whether muP holds the best learning rate in place better than SP with sqrt_dk is not decided "
-          "on this grid: across widths it moves by the same factor ({:.3g}) under both.",
-          mup);
-    else
-      claim = fmt::format(
-          "Yang et al.'s claim did not reproduce at this scale: across widths the best learning rate "
-          "moves by a factor of {:.3g} under muP, more than the {:.3g} under SP with sqrt_dk.",
-          mup, sp);
-    claims += (extras.empty() ? "" : "With " + extras + ": ") + claim + "\n";
+  std::set<std::string> extras_seen;
+  for (const Line& line : lines) {
+    if (!extras_seen.insert(line.extras).second) continue;
+    const auto with = [&](const std::string& name) { return line.extras.empty() ? name : name + " " + line.extras; };
+    const auto mup = spread.find(with("muP (1/d_k)")), sp = spread.find(with("SP sqrt_dk"));
+    const bool both = mup != spread.end() && sp != spread.end();
+    const double m = both ? mup->second : kNoValue, s = both ? sp->second : kNoValue;
+    const char* key = !both                                    ? "width.claim_not_asked"
+                      : !std::isfinite(m) || !std::isfinite(s) ? "width.claim_no_spread"
+                      : m < s                                  ? "width.claim_reproduced"
+                      : m == s                                 ? "width.claim_tie"
+                                                               : "width.claim_not_reproduced";
+    claims += (line.extras.empty() ? "" : "With " + line.extras + ": ") +
+              preset_text(key, {{"mup", m}, {"sp", s}, {"missing", sp != spread.end() ? "muP" : "SP sqrt_dk"}}) + "\n";
   }
   return claims;
 }
 
-std::vector<report::PresetSection> report(const report::PresetInput& in) {
-  const report::Comparison& c = in.comparison;
-  Grid g = read_grid(c);
-  report::PresetSection s;
+std::vector<PresetSection> report(const PresetInput& in) {
+  const Comparison& c = in.comparison;
+  const std::vector<Line> lines = lines_of(c);
+  PresetSection s;
   s.anchor = "width";
   s.title = "Best learning rate against width (Yang et al. 2022, figure 1 at toy scale)";
-  if (g.cells.empty()) {
-    s.markdown = "No complete run of the width grid was found.\n";
+  if (lines.empty()) {
+    s.markdown = preset_text("width.no_run") + "\n";
     return {s};
   }
-  add_loss_figures(g, s);
-  const BestLrs best = add_best_lr_figure(g, s);
-  const report::Table t = best_table(g, best);
+  add_loss_figures(lines, s);
+  Table t;
+  const auto best = add_best_lrs(c, lines, s, t);
   std::map<std::string, double> spread;
-  const std::string text = spread_text(g, best, spread);
-  const std::string claims = claims_text(g, spread);
-  s.markdown = "AdamW at " + std::to_string(g.cells.begin()->second.begin()->second.size()) +
-               " learning rates; one head, attention only, d_model = d_k; muP relative to d_model " +
-               std::to_string(kBaseWidth) +
-               " (`--base-width`). The lr objective is min(final loss, step-0 loss), a "
-               "diverged run counting its step-0 loss (Wortsman et al. 2023). A best learning rate is decided where "
-               "every seed has its lowest objective at it.\n\n" +
-               text + "\n" + claims + "\n" + t.markdown() + "\n";
+  const std::string text = spread_text(lines, best, spread);
+  s.markdown =
+      preset_text("width.legend", {{"n_lrs", lines.front().cells.begin()->second.size()}, {"base", kBaseWidth}}) +
+      "\n\n" + text + "\n" + claims_text(lines, spread) + "\n" + t.markdown() + "\n";
   return {s};
 }
 
