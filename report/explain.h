@@ -47,9 +47,10 @@ struct TrainingEvidence {
 };
 
 /// A verdict decided from the numbers: "holds", "does not hold", "holds only per query", ...; its class (holds,
-/// fails, partly) colours it; text gives the numbers that decide it.
+/// fails, partly) colours it; text gives the numbers that decide it; key names its line in report/text/explain.md
+/// ("gradient.per_query"), the verdict as a value.
 struct SectionVerdict {
-  std::string verdict, verdict_class, text;
+  std::string verdict, verdict_class, text, key;
 };
 
 struct ExplainSection {
@@ -87,7 +88,8 @@ std::vector<ExplainSection> explain_sections(const Explanation& e);
 /// std::invalid_argument when an input holds no run.
 TrainingEvidence training_evidence(const std::vector<std::string>& inputs, double loss_threshold);
 
-/// The JSON explain.html embeds (the figures' data, the sections, the notes). Non-finite numbers are null.
+/// The JSON explain.html embeds (the figures' data, the sections, the notes). Non-finite numbers are NaN here and
+/// null in the page (nlohmann writes them so).
 nlohmann::json explain_json(const Explanation& e);
 
 struct ExplainOutcome {

@@ -14,5 +14,6 @@ extern const char kExplainCss[];    // explain.css
 extern const char kClaimsMd[];      // ../text/claims.md: the sentence templates of the claims (report/claims.h)
 extern const char kFindingsMd[];    // ../text/findings.md: the sentence templates of report.md's findings
 extern const char kGlossaryMd[];    // ../text/glossary.md: the terms of report.md's glossary
+extern const char kExplainMd[];     // ../text/explain.md: the sentences of explain.md and explain.html
 
 }  // namespace xgrad::report::web_assets
