@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <xtensor/xmath.hpp>
 
+#include "autograd/kernels/softmax.h"
 #include "autograd/random.h"
 #include "nn/attention_stats.h"
 #include "nn/model.h"
@@ -27,13 +28,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double theory_score_std(std::size_t d_k, double q_std, double k_std, double multiplier) {
   return std::sqrt(static_cast<double>(d_k)) * q_std * k_std * std::abs(multiplier);
-}
-
-void softmax(const double* s, std::size_t n, double* p) {
-  const double top = *std::max_element(s, s + n);
-  double sum = 0;
-  for (std::size_t j = 0; j < n; ++j) sum += p[j] = std::exp(s[j] - top);
-  for (std::size_t j = 0; j < n; ++j) p[j] /= sum;
 }
 
 SoftmaxRow softmax_row(const double* p, std::size_t n) {
@@ -74,7 +68,7 @@ SoftmaxCurves softmax_curves(const std::vector<std::size_t>& key_counts, const s
       s.resize(row.size());
       p.resize(row.size());
       for (std::size_t j = 0; j < row.size(); ++j) s[j] = sigma * row[j];
-      softmax(s.data(), s.size(), p.data());
+      simd::softmax_row(s.data(), p.data(), s.size());
       mean += softmax_row(p.data(), p.size());
     }
     const double n = static_cast<double>(z.size());

@@ -37,9 +37,6 @@ SoftmaxRow softmax_row(const double* p, std::size_t n);
 /// times |multiplier|.
 double theory_score_std(std::size_t d_k, double q_std, double k_std, double multiplier);
 
-/// softmax(s) of n scores, into p (stable: the largest score is subtracted first).
-void softmax(const double* s, std::size_t n, double* p);
-
 /// E[softmax_row(softmax(sigma z))] over z ~ N(0, I_n), mixed over key counts as the measured queries are: at each
 /// sigma of `stds`, the mean over Monte Carlo rows, row m with n = key_counts[m mod Q] keys (Q = key_counts.size();
 /// every count enters equally often, so at sigma 0 the entropy is exactly the mean of ln n). At most ~max_rows rows

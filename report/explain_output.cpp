@@ -1,4 +1,5 @@
-// explain.json (embedded in explain.html) and explain.md of `xgrad explain`.
+// explain.json, explain.html (the JSON with the vendored uPlot and the page's own script and style) and explain.md
+// of `xgrad explain`.
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -8,9 +9,10 @@
 #include "platform/atomic_file.h"
 #include "report/explain.h"
 #include "report/explain_figures.h"
-#include "report/explain_html.h"
 #include "report/plots.h"
+#include "report/standalone_page.h"
 #include "report/tables.h"
+#include "report/web_assets.h"
 
 namespace xgrad::report {
 
@@ -96,6 +98,30 @@ nlohmann::json explain_json(const Explanation& e) {
                                                 "over its seeds that did not diverge"}}
                               : nlohmann::json(nullptr)},
           {"notes", e.notes}};
+}
+
+std::string explain_html(const nlohmann::json& data) {
+  StandalonePage page;
+  page.file = "explain.html";
+  page.title = data.contains("title") && data.at("title").is_string() ? data.at("title").get<std::string>()
+                                                                      : std::string("xgrad explain");
+  page.data_id = "xgrad-explain";
+  // nlohmann writes NaN and Inf as null; invalid UTF-8 in a string becomes U+FFFD rather than an exception.
+  page.data = script_safe(data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  page.noscript = "This page draws its figures with JavaScript.";
+  page.css = web_assets::kExplainCss;
+  page.js = web_assets::kExplainJs;
+  return standalone_page_html(page);
+}
+
+std::size_t write_explain_html(const nlohmann::json& data, const std::string& path) {
+  const std::string html = explain_html(data);
+  try {
+    platform::write_file_atomically(path, html);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("explain: ") + e.what());
+  }
+  return html.size();
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 
+#include "autograd/kernels/softmax.h"
 #include "report/explain.h"
 #include "report/explain_figures.h"
 #include "support/fake_run.h"
@@ -41,7 +42,7 @@ SoftmaxRow two_key_expectation(double sigma) {
     const double w = std::exp(-d * d / 4) / std::sqrt(4 * M_PI) * h;
     const double s[2] = {sigma * d, 0};
     double p[2];
-    softmax(s, 2, p);
+    xgrad::simd::softmax_row(s, p, 2);
     const SoftmaxRow r = softmax_row(p, 2);
     m.entropy += w * r.entropy;
     m.max_prob += w * r.max_prob;
@@ -83,7 +84,7 @@ TEST_CASE("explain: softmax_row against closed forms and the Jacobian entry by e
   for (int trial = 0; trial < 20; ++trial) {
     std::vector<double> s(9), p(9);
     for (auto& v : s) v = 3 * normal(rng);
-    softmax(s.data(), s.size(), p.data());
+    xgrad::simd::softmax_row(s.data(), p.data(), s.size());
     // The closed form subtracts terms of size up to 1: an absolute floor of 1e-12 covers their cancellation.
     CHECK(softmax_row(p.data(), p.size()).jacobian_norm ==
           doctest::Approx(jacobian_norm_by_entries(p)).epsilon(1e-10).scale(1e-2));
@@ -360,4 +361,27 @@ TEST_CASE("explain: step 3 names the quantity that did not fall; step 4 judges 1
   CHECK(section(sections, "scaling").verdict.verdict == "not measured");
   REQUIRE_FALSE(section(sections, "scaling").paragraphs.empty());
   CHECK(section(sections, "scaling").paragraphs.back().rfind("dk: ", 0) == 0);  // dk is described, not judged
+}
+
+TEST_CASE("explain: with training evidence, steps 3 and 5 follow the runs' comparisons") {
+  Explanation e = synthetic(0.5, 2.0);
+  TrainingEvidence t;
+  for (const std::string scale : {"none", "sqrt_dk"})
+    for (const auto d_k : e.d_ks) {
+      TrainingPoint p;
+      p.d_k = d_k;
+      p.scale = p.label = scale;
+      p.n_runs = 2;
+      p.score_grad_relative = scale == "none" ? 0.1 : 1.0;  // unscaled passes less gradient in training
+      p.versus_reference = scale == "none" ? "" : d_k >= 64 ? "lower" : "same";
+      t.points.push_back(p);
+    }
+  e.training = t;
+  const auto sections = explain_sections(e);
+  CHECK(section(sections, "gradient").verdict.key == "gradient.per_query_training");
+  CHECK(section(sections, "sizes").verdict.key == "sizes.trains_better");
+  CHECK(section(sections, "sizes").verdict.text.find("from d_k 64") != std::string::npos);
+  for (auto& p : e.training->points)
+    if (p.scale == "sqrt_dk") p.versus_reference = "higher";
+  CHECK(section(explain_sections(e), "sizes").verdict.key == "sizes.init_only");
 }

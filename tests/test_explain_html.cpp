@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/explain_html.h"
+#include "report/explain.h"
 #include "report/web_assets.h"
 #include "tests/support/paths.h"
 #include "tests/support/run_files.h"
