@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/escape.h"
 #include "report/claims.h"
@@ -96,9 +97,7 @@ std::vector<std::string> model_differences(const train::TrainConfig& base, const
     }
   std::vector<std::string> out;
   for (const auto& [key, values] : differ) {
-    std::string runs;
-    for (const auto& v : values) runs += (runs.empty() ? "" : ", ") + v;
-    out.push_back(fmt::format("{} (runs {}; measured {})", key, runs, measured.at(key).dump()));
+    out.push_back(fmt::format("{} (runs {}; measured {})", key, fmt::join(values, ", "), measured.at(key).dump()));
   }
   return out;
 }
@@ -165,11 +164,9 @@ Explanation explain(const train::TrainConfig& base, const ExplainOptions& option
     e.training = training_evidence(options.runs, options.loss_threshold);
     e.notes.insert(e.notes.end(), e.training->notes.begin(), e.training->notes.end());
     const auto differences = model_differences(base, *e.training);
-    if (!differences.empty()) {
-      std::string list;
-      for (const auto& d : differences) list += (list.empty() ? "" : ", ") + d;
-      e.notes.push_back(explain_text("note.model_differs", {{"list", list}}));
-    }
+    if (!differences.empty())
+      e.notes.push_back(
+          explain_text("note.model_differs", {{"list", fmt::format("{}", fmt::join(differences, ", "))}}));
   }
   if (e.arms.front().chance_share != e.arms.front().chance_share && e.arms.front().n_answerable == 0)
     e.notes.push_back(explain_text("note.no_answer_key", {{"task", base.task}}));
