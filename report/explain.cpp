@@ -6,9 +6,11 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/escape.h"
 #include "report/claims.h"
+#include "report/explain_figures.h"
 #include "report/stats.h"
 #include "report/tables.h"
 #include "train/settings.h"
@@ -35,16 +37,19 @@ std::vector<double> curve_grid(const std::vector<ArmMeasurement>& arms) {
 }
 
 std::string setup_line(const train::TrainConfig& c, const ArmMeasurement& a) {
-  return fmt::format(
-      "task {}, d_model {}, {} head{}, {} layer{}, {}, sequences of {} tokens, batch {}, seed {} "
-      "(data seed {}); at initialisation, the first layer's attention",
-      c.task, c.model.d_model, c.model.n_heads, c.model.n_heads == 1 ? "" : "s", c.model.n_layers,
-      c.model.n_layers == 1 ? "" : "s", c.model.causal ? "causal" : "not causal",
-      a.heatmap.size() ? a.heatmap.front().size() : 0, c.batch_size, c.seed, c.data_seed);
+  return text("explain", "setup",
+              {{"task", c.task},
+               {"d_model", c.model.d_model},
+               {"n_heads", c.model.n_heads},
+               {"heads_s", c.model.n_heads == 1 ? "" : "s"},
+               {"n_layers", c.model.n_layers},
+               {"layers_s", c.model.n_layers == 1 ? "" : "s"},
+               {"causal", c.model.causal ? "causal" : "not causal"},
+               {"seq_len", a.heatmap.size() ? a.heatmap.front().size() : 0},
+               {"batch", c.batch_size},
+               {"seed", static_cast<std::size_t>(c.seed)},
+               {"data_seed", static_cast<std::size_t>(c.data_seed)}});
 }
-
-// The median over measured rows of the first layer's saturated share.
-double median_saturated(const RunRecord& run) { return median(run.series.saturated); }
 
 // How an arm's final loss compares with the unscaled arm's: "lower", "higher", "same", "both solved" (report.md's
 // rule: a tie at the floor is no comparison), "neither learned" or "not decided".
@@ -70,8 +75,8 @@ TrainingPoint training_point(const Comparison& c, const ArmStats& arm, const std
   p.steps_to_loss = arm.stat("step_to_loss").mean;
   std::vector<double> saturated, relative;
   for (const auto r : arm.kept) {
-    saturated.push_back(median_saturated(c.runs[r]));
-    relative.push_back(c.stats[r]["score_grad_relative"]);  // compare's definition (report/stats.h)
+    saturated.push_back(median(c.runs[r].series.saturated));  // over the measured rows of the first layer
+    relative.push_back(c.stats[r]["score_grad_relative"]);    // compare's definition (report/stats.h)
   }
   p.saturated_share = mean_sd(saturated).mean;
   p.score_grad_relative = mean_sd(relative).mean;
@@ -93,9 +98,7 @@ std::vector<std::string> model_differences(const train::TrainConfig& base, const
     }
   std::vector<std::string> out;
   for (const auto& [key, values] : differ) {
-    std::string runs;
-    for (const auto& v : values) runs += (runs.empty() ? "" : ", ") + v;
-    out.push_back(fmt::format("{} (runs {}; measured {})", key, runs, measured.at(key).dump()));
+    out.push_back(fmt::format("{} (runs {}; measured {})", key, fmt::join(values, ", "), measured.at(key).dump()));
   }
   return out;
 }
@@ -112,24 +115,23 @@ TrainingEvidence training_evidence(const std::vector<std::string>& inputs, doubl
   TrainingEvidence t;
   std::vector<RunRecord> runs;
   const FoundRuns found = find_run_dirs(inputs, {}, "--runs");
-  if (!found.unlisted.empty())
-    t.notes.push_back(fmt::format("--runs: left out {} run directories below a sweep that its sweep.json does not list",
-                                  found.unlisted.size()));
+  if (!found.unlisted.empty()) t.notes.push_back(text("explain", "note.unlisted", {{"n", found.unlisted.size()}}));
   for (const auto& dir : found.dirs) {
     try {
       runs.push_back(load_run(dir));
     } catch (const std::exception& e) {
-      t.notes.push_back("--runs: left out " + dir + ": " + e.what());
+      t.notes.push_back(text("explain", "note.unreadable", {{"dir", dir}, {"why", std::string(e.what())}}));
     }
   }
   if (runs.empty()) {
-    t.notes.push_back("--runs: no run could be read, so the page has no training evidence");
+    t.notes.push_back(text("explain", "note.no_runs"));
     escape_notes(t.notes);
     return t;
   }
   const Comparison c = analyse_runs(std::move(runs), loss_threshold, 0.9, 10);
   for (const auto& run : c.runs)
-    if (run.incomplete) t.notes.push_back("--runs: " + run.dir + " is incomplete (" + run.incomplete_reason + ")");
+    if (run.incomplete)
+      t.notes.push_back(text("explain", "note.incomplete", {{"dir", run.dir}, {"why", run.incomplete_reason}}));
   const auto extra = distinguishing_keys(c.arms);
   const std::vector<Verdict> verdicts = judge(c, "scale", baseline_of(c));
   for (const auto& group : scale_groups(c.arms)) {
@@ -139,16 +141,14 @@ TrainingEvidence training_evidence(const std::vector<std::string>& inputs, doubl
         if (v.claim == "trains_better" && v.subject == i && is_reference_scale(c.arms[v.baseline].scale()))
           p.versus_reference = versus(v);
       if (p.d_k == 0)
-        t.notes.push_back("--runs: left out the runs of arm '" + p.label +
-                          "': their config.json holds no head size "
-                          "d_k of at least 1");
+        t.notes.push_back(text("explain", "note.no_d_k", {{"label", p.label}}));
       else if (p.n_runs > 0)
         t.points.push_back(std::move(p));
     }
   }
   std::stable_sort(t.points.begin(), t.points.end(),
                    [](const auto& a, const auto& b) { return a.label != b.label ? a.label < b.label : a.d_k < b.d_k; });
-  if (t.points.empty()) t.notes.push_back("--runs: every run diverged or none completed, so no training evidence");
+  if (t.points.empty()) t.notes.push_back(text("explain", "note.none_completed"));
   escape_notes(t.notes);
   return t;
 }
@@ -165,18 +165,12 @@ Explanation explain(const train::TrainConfig& base, const ExplainOptions& option
     e.training = training_evidence(options.runs, options.loss_threshold);
     e.notes.insert(e.notes.end(), e.training->notes.begin(), e.training->notes.end());
     const auto differences = model_differences(base, *e.training);
-    if (!differences.empty()) {
-      std::string list;
-      for (const auto& d : differences) list += (list.empty() ? "" : ", ") + d;
-      e.notes.push_back("--runs: the runs' model or task differs from the one measured at initialisation in " + list +
-                        "; give explain the runs' model and task flags to measure "
-                        "their model");
-    }
+    if (!differences.empty())
+      e.notes.push_back(
+          text("explain", "note.model_differs", {{"list", fmt::format("{}", fmt::join(differences, ", "))}}));
   }
   if (e.arms.front().chance_share != e.arms.front().chance_share && e.arms.front().n_answerable == 0)
-    e.notes.push_back("task " + base.task +
-                      " names no key its answer needs, so whether a peak is earned is not "
-                      "measured");
+    e.notes.push_back(text("explain", "note.no_answer_key", {{"task", base.task}}));
   escape_notes(e.notes);
   e.sections = explain_sections(e);
   return e;

@@ -47,9 +47,10 @@ struct TrainingEvidence {
 };
 
 /// A verdict decided from the numbers: "holds", "does not hold", "holds only per query", ...; its class (holds,
-/// fails, partly) colours it; text gives the numbers that decide it.
+/// fails, partly) colours it; text gives the numbers that decide it; key names its line in report/text/explain.md
+/// ("gradient.per_query"), the verdict as a value.
 struct SectionVerdict {
-  std::string verdict, verdict_class, text;
+  std::string verdict, verdict_class, text, key;
 };
 
 struct ExplainSection {
@@ -87,8 +88,20 @@ std::vector<ExplainSection> explain_sections(const Explanation& e);
 /// std::invalid_argument when an input holds no run.
 TrainingEvidence training_evidence(const std::vector<std::string>& inputs, double loss_threshold);
 
-/// The JSON explain.html embeds (the figures' data, the sections, the notes). Non-finite numbers are null.
+/// The JSON explain.html embeds (the figures' data, the sections, the notes). Non-finite numbers are NaN here and
+/// null in the page (nlohmann writes them so).
 nlohmann::json explain_json(const Explanation& e);
+
+/// The text of explain.html, one self-contained page (no server, no network): `data` (explain_json's object: title,
+/// setup, d_ks, scales, sections, figures, per_dk, points, curves, runs, notes) with uPlot and the page's own script
+/// and style (report/web/explain.js, explain.css) inline, as the <script type="application/json" id="xgrad-explain">
+/// block (non-finite numbers as null, "<" escaped so that no string in it can end the block).
+std::string explain_html(const nlohmann::json& data);
+
+/// Writes explain_html(data) to `path` whole or not at all (platform::write_file_atomically: a link at `path` is
+/// replaced, never followed). Returns the file's size in bytes. Throws std::runtime_error naming the path and the
+/// reason when it cannot be written.
+std::size_t write_explain_html(const nlohmann::json& data, const std::string& path);
 
 struct ExplainOutcome {
   std::string markdown_path, html_path;

@@ -2,7 +2,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <sstream>
+#include <stdexcept>
 
+#include <fmt/args.h>
 #include <fmt/format.h>
 
 #include "report/plots.h"
@@ -14,46 +17,48 @@ namespace xgrad::report {
 namespace fs = std::filesystem;
 
 const std::vector<ExplainFigure>& explain_figures() {
-  static const std::vector<ExplainFigure> figures{
-      {"score_hist", "Scores q·k as softmax sees them",
-       "Histogram of every visible score at initialisation, with the normal density the theory gives "
-       "(std = sqrt(d_k)·std(q)·std(k)·multiplier) drawn over it: look at the width of the unscaled histogram as d_k "
-       "grows, and at the scaled one staying put."},
-      {"score_std_vs_dk", "Score std against d_k",
-       "Measured score std (points) and the theory (dashed) on log-log axes: the unscaled line rises with slope 1/2, "
-       "the scaled one is flat."},
-      {"sorted_weights", "One typical query's attention weights, sorted",
-       "The weights of the query with the median entropy, largest first: unscaled, one weight takes nearly all as "
-       "d_k grows; scaled, the weights stay spread."},
-      {"heatmap", "One attention matrix",
-       "Weights of sequence 0, head 0 (rows: queries, columns: keys; blank where masked): unscaled rows turn into "
-       "single bright cells as d_k grows."},
-      {"entropy_vs_std", "Attention entropy against score std",
-       "Measured mean entropy (points, one per d_k) on the curve softmax gives for normal scores of that std over the "
-       "same numbers of keys (Monte Carlo): the unscaled points slide down the one curve as d_k grows."},
-      {"max_prob_vs_std", "Largest weight against score std",
-       "Mean largest weight per query on the same kind of curve: it climbs to 1 as the std grows."},
-      {"jacobian_vs_std", "Softmax Jacobian norm against score std",
-       "Mean Frobenius norm of diag(p) − ppᵀ per query on its Monte Carlo curve: it falls toward 0 as the std "
-       "grows, which is how little gradient a saturated row passes."},
-      {"score_grad_vs_dk", "Per-query score gradient at step 0",
-       "Median over queries of ‖dLoss/d(score row)‖ after one backward pass, bars from the 10th to the 90th "
-       "percentile: look at how far the unscaled median falls as d_k grows."},
-      {"w_grad_vs_dk", "W_q and W_k gradient norms at step 0",
-       "‖dLoss/dW_q‖ and ‖dLoss/dW_k‖ over every layer: where the unscaled line lies above the scaled one, the usual "
-       "story (less gradient unscaled) does not hold at initialisation."},
-      {"earned_vs_dk", "Do saturated peaks fall on the answer?",
-       "Of the saturated queries whose answer sits at one key, the share whose largest weight is on it, against "
-       "the share chance gives (dashed): on the chance line, the peak is not earned."},
-      {"saturated_vs_dk", "Saturated queries against d_k",
-       "Share of queries whose largest weight exceeds 0.99: where it starts to rise is the d_k from which the "
-       "problem appears at initialisation."},
-      {"runs_vs_dk", "Training evidence against d_k (--runs)",
-       "Final loss, steps to the loss threshold (mean over the seeds that reached it), the median saturated share "
-       "over the logged steps and the per-query score gradient relative to the loss before the threshold, of the "
-       "runs read (means over seeds), one line per arm: where the unscaled line parts from the scaled one is the "
-       "d_k from which the problem shows in training."}};
+  static const std::vector<ExplainFigure> figures = [] {
+    std::vector<ExplainFigure> out;
+    for (const char* id :
+         {"score_hist", "score_std_vs_dk", "sorted_weights", "heatmap", "entropy_vs_std", "max_prob_vs_std",
+          "jacobian_vs_std", "score_grad_vs_dk", "w_grad_vs_dk", "earned_vs_dk", "saturated_vs_dk", "runs_vs_dk"}) {
+      const std::string line = text("explain", id);
+      const auto bar = line.find(" | ");
+      out.push_back({id, line.substr(0, bar), line.substr(bar + 3)});
+    }
+    return out;
+  }();
   return figures;
+}
+
+const std::vector<ArmNumber>& arm_numbers() {
+  using A = ArmMeasurement;
+  static const std::vector<ArmNumber> numbers{
+      {"score_std", &A::score_std, "score std", "{:.3f}"},
+      {"theory_std", &A::theory_std, "theory std", "{:.3f}"},
+      {"entropy_mean", &A::entropy_mean, "entropy (nats)", "{:.3f}"},
+      {"max_prob_mean", &A::max_prob_mean, "max weight", "{:.3f}"},
+      {"saturated_share", &A::saturated_share, "saturated", "%"},
+      {"jacobian_norm_mean", &A::jacobian_norm_mean, "Jacobian norm", "{:.4f}"},
+      {"score_grad_median", &A::score_grad_median, "score grad (median)", "{:.3g}"},
+      {"grad_norm_w_q", &A::grad_norm_w_q, "W_q grad", "{:.3g}"},
+      {"grad_norm_w_k", &A::grad_norm_w_k, "W_k grad", "{:.3g}"},
+      {"earned_share", &A::earned_share, "peak on answer", "%"},
+      {"chance_share", &A::chance_share, "chance", "%"},
+      {"score_grad_p10", &A::score_grad_p10, nullptr, "{:.3g}"},
+      {"score_grad_p90", &A::score_grad_p90, nullptr, "{:.3g}"},
+      {"loss", &A::loss, nullptr, "{:.4f}"}};
+  return numbers;
+}
+
+std::string percent_text(double share) { return std::isnan(share) ? "n/a" : fmt::format("{:.1f}%", 100 * share); }
+
+void add_arm_fields(Fields& fields, const std::string& prefix, const ArmMeasurement& a) {
+  for (const ArmNumber& n : arm_numbers())
+    fields[prefix + n.name] = n.format == std::string("%") ? Field(percent_text(a.*n.field)) : a.*n.field;
+  fields[prefix + "d_k"] = a.d_k;
+  fields[prefix + "n_answerable_saturated"] = a.n_answerable_saturated;
+  fields[prefix + "n_earned_clusters"] = a.n_earned_clusters;
 }
 
 const ExplainFigure* find_explain_figure(const std::string& id) {
@@ -87,17 +92,31 @@ SummaryFigure figure(const std::string& id, const std::string& x_label, Axis x, 
   return summary_figure(f.id, f.title, f.caption, x_label, x, y_label, y);
 }
 
-// One line per scaling of `field` against d_k.
-void add_d_k_lines(SummaryFigure& f, const Explanation& e, double ArmMeasurement::*field, const std::string& suffix,
-                   double ArmMeasurement::*lo = nullptr, double ArmMeasurement::*hi = nullptr) {
-  for (const auto& scale : e.scales) {
-    SummaryLine line = summary_line(scale_label_of(scale) + suffix, scale);
-    for (const auto d_k : e.d_ks) {
-      const auto& a = *e.arm(d_k, scale);
-      line.points.push_back({static_cast<double>(d_k), a.*field, lo ? a.*lo : kNoValue, hi ? a.*hi : kNoValue, 1, 0});
+// One number of the arms against d_k, a line per scaling: `suffix` ends its label; a theory line is a reference,
+// not a measurement; lo and hi, when given, are the error bar's ends.
+struct DkField {
+  double ArmMeasurement::*y;
+  const char* suffix = "";
+  bool theory = false;
+  double ArmMeasurement::*lo = nullptr;
+  double ArmMeasurement::*hi = nullptr;
+};
+
+SummaryFigure d_k_figure(const Explanation& e, const std::string& id, const std::string& y_label, Axis y,
+                         const std::vector<DkField>& fields) {
+  SummaryFigure f = figure(id, "d_k", Axis::log, y_label, y);
+  for (const DkField& field : fields)
+    for (const auto& scale : e.scales) {
+      SummaryLine line = summary_line(scale_label_of(scale) + field.suffix, scale);
+      line.theory = field.theory;
+      for (const auto d_k : e.d_ks) {
+        const auto& a = *e.arm(d_k, scale);
+        line.points.push_back({static_cast<double>(d_k), a.*field.y, field.lo ? a.*field.lo : kNoValue,
+                               field.hi ? a.*field.hi : kNoValue, 1, 0});
+      }
+      f.lines.push_back(std::move(line));
     }
-    f.lines.push_back(std::move(line));
-  }
+  return f;
 }
 
 // The Monte Carlo curve as a theory line, then each scaling's points against its score std.
@@ -120,38 +139,20 @@ SummaryFigure curve_figure(const Explanation& e, const std::string& id, const st
 }
 
 std::vector<SummaryFigure> line_figures(const Explanation& e) {
-  std::vector<SummaryFigure> out;
-  SummaryFigure std_fig = figure("score_std_vs_dk", "d_k", Axis::log, "score std", Axis::log);
-  add_d_k_lines(std_fig, e, &ArmMeasurement::score_std, "");
-  for (const auto& scale : e.scales) {
-    SummaryLine theory = summary_line(scale_label_of(scale) + ": theory", scale);
-    theory.theory = true;
-    for (const auto d_k : e.d_ks) theory.points.push_back({static_cast<double>(d_k), e.arm(d_k, scale)->theory_std});
-    std_fig.lines.push_back(std::move(theory));
-  }
-  out.push_back(std::move(std_fig));
-  out.push_back(curve_figure(e, "entropy_vs_std", e.curves.entropy, &ArmMeasurement::entropy_mean, "entropy (nats)"));
-  out.push_back(curve_figure(e, "max_prob_vs_std", e.curves.max_prob, &ArmMeasurement::max_prob_mean, "max weight"));
-  out.push_back(curve_figure(e, "jacobian_vs_std", e.curves.jacobian_norm, &ArmMeasurement::jacobian_norm_mean,
-                             "‖diag(p) − ppᵀ‖_F"));
-  SummaryFigure grad = figure("score_grad_vs_dk", "d_k", Axis::log, "‖dLoss/ds‖ per query", Axis::log);
-  grad.error_bar_sd = false;
-  add_d_k_lines(grad, e, &ArmMeasurement::score_grad_median, "", &ArmMeasurement::score_grad_p10,
-                &ArmMeasurement::score_grad_p90);
-  out.push_back(std::move(grad));
-  SummaryFigure w = figure("w_grad_vs_dk", "d_k", Axis::log, "gradient norm", Axis::log);
-  add_d_k_lines(w, e, &ArmMeasurement::grad_norm_w_q, ": W_q");
-  add_d_k_lines(w, e, &ArmMeasurement::grad_norm_w_k, ": W_k");
-  out.push_back(std::move(w));
-  SummaryFigure earned = figure("earned_vs_dk", "d_k", Axis::log, "share of saturated queries", Axis::linear);
-  add_d_k_lines(earned, e, &ArmMeasurement::earned_share, ": peak on the answer");
-  add_d_k_lines(earned, e, &ArmMeasurement::chance_share, ": chance");
-  for (std::size_t i = earned.lines.size() / 2; i < earned.lines.size(); ++i) earned.lines[i].theory = true;
-  out.push_back(std::move(earned));
-  SummaryFigure saturated =
-      figure("saturated_vs_dk", "d_k", Axis::log, "share saturated (max weight > 0.99)", Axis::linear);
-  add_d_k_lines(saturated, e, &ArmMeasurement::saturated_share, "");
-  out.push_back(std::move(saturated));
+  using A = ArmMeasurement;
+  std::vector<SummaryFigure> out{
+      d_k_figure(e, "score_std_vs_dk", "score std", Axis::log, {{&A::score_std}, {&A::theory_std, ": theory", true}}),
+      curve_figure(e, "entropy_vs_std", e.curves.entropy, &A::entropy_mean, "entropy (nats)"),
+      curve_figure(e, "max_prob_vs_std", e.curves.max_prob, &A::max_prob_mean, "max weight"),
+      curve_figure(e, "jacobian_vs_std", e.curves.jacobian_norm, &A::jacobian_norm_mean, "‖diag(p) − ppᵀ‖_F"),
+      d_k_figure(e, "score_grad_vs_dk", "‖dLoss/ds‖ per query", Axis::log,
+                 {{&A::score_grad_median, "", false, &A::score_grad_p10, &A::score_grad_p90}}),
+      d_k_figure(e, "w_grad_vs_dk", "gradient norm", Axis::log,
+                 {{&A::grad_norm_w_q, ": W_q"}, {&A::grad_norm_w_k, ": W_k"}}),
+      d_k_figure(e, "earned_vs_dk", "share of saturated queries", Axis::linear,
+                 {{&A::earned_share, ": peak on the answer"}, {&A::chance_share, ": chance", true}}),
+      d_k_figure(e, "saturated_vs_dk", "share saturated (max weight > 0.99)", Axis::linear, {{&A::saturated_share}})};
+  out[4].error_bar_sd = false;  // the bars are the 10th and 90th percentiles
   return out;
 }
 

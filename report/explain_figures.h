@@ -2,10 +2,14 @@
 // words), the score histogram both draw, and the gnuplot PNG + SVG of each for explain.md.
 #pragma once
 
+#include <cstddef>
+#include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "report/explain.h"
+#include "report/text.h"
 
 namespace xgrad::report {
 
@@ -15,11 +19,28 @@ struct ExplainFigure {
   std::string caption;  // what to look at
 };
 
-/// Every figure a section may name, in a fixed order.
+/// Every figure a section may name, in a fixed order (their words: report/text/explain.md).
 const std::vector<ExplainFigure>& explain_figures();
 
 /// The figure `id`, or null.
 const ExplainFigure* find_explain_figure(const std::string& id);
+
+/// A per-arm number by name: explain.json's points, explain.md's table (the columns with a header) and the verdicts'
+/// template fields read the same list.
+struct ArmNumber {
+  const char* name;  // the JSON key and template field: "score_std"
+  double ArmMeasurement::*field;
+  const char* header;  // explain.md's column, or null
+  const char* format;  // "{:.3f}"; "%" for a share
+};
+const std::vector<ArmNumber>& arm_numbers();
+
+/// A share as a template shows it: "12.5%", "n/a" for NaN.
+std::string percent_text(double share);
+
+/// Every arm_numbers() value of `a` as template fields named prefix + name (shares as percent_text), with its d_k
+/// and its counts of answerable saturated queries and of their groups.
+void add_arm_fields(Fields& fields, const std::string& prefix, const ArmMeasurement& a);
 
 /// "unscaled" for the reference scaling, "1/sqrt(d_k)" for sqrt_dk, the name otherwise.
 std::string scale_label_of(const std::string& scale);

@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <xtensor/xmath.hpp>
 
+#include "autograd/kernels/softmax.h"
 #include "autograd/random.h"
 #include "nn/attention_stats.h"
 #include "nn/model.h"
@@ -26,13 +28,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double theory_score_std(std::size_t d_k, double q_std, double k_std, double multiplier) {
   return std::sqrt(static_cast<double>(d_k)) * q_std * k_std * std::abs(multiplier);
-}
-
-void softmax(const double* s, std::size_t n, double* p) {
-  const double top = *std::max_element(s, s + n);
-  double sum = 0;
-  for (std::size_t j = 0; j < n; ++j) sum += p[j] = std::exp(s[j] - top);
-  for (std::size_t j = 0; j < n; ++j) p[j] /= sum;
 }
 
 SoftmaxRow softmax_row(const double* p, std::size_t n) {
@@ -73,11 +68,8 @@ SoftmaxCurves softmax_curves(const std::vector<std::size_t>& key_counts, const s
       s.resize(row.size());
       p.resize(row.size());
       for (std::size_t j = 0; j < row.size(); ++j) s[j] = sigma * row[j];
-      softmax(s.data(), s.size(), p.data());
-      const SoftmaxRow r = softmax_row(p.data(), p.size());
-      mean.entropy += r.entropy;
-      mean.max_prob += r.max_prob;
-      mean.jacobian_norm += r.jacobian_norm;
+      simd::softmax_row(s.data(), p.data(), s.size());
+      mean += softmax_row(p.data(), p.size());
     }
     const double n = static_cast<double>(z.size());
     out.entropy.push_back(mean.entropy / n);
@@ -88,21 +80,6 @@ SoftmaxCurves softmax_curves(const std::vector<std::size_t>& key_counts, const s
 }
 
 namespace {
-
-double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? kNaN : s / static_cast<double>(v.size());
-}
-
-double std_of(const std::vector<double>& v) {
-  const double m = mean_of(v);
-  double s2 = 0;
-  for (double x : v) s2 += (x - m) * (x - m);
-  return v.empty() ? kNaN : std::sqrt(s2 / static_cast<double>(v.size()));
-}
-
-double std_of(const xt::xarray<float>& x) { return std_of(std::vector<double>(x.data(), x.data() + x.size())); }
 
 // One model at one (d_k, scale), its task and one batch of it.
 struct ArmModel {
@@ -192,23 +169,22 @@ std::vector<double> row_weights(const xt::xarray<float>& probs, const QueryRow& 
 // Entropy, largest weight, Jacobian norm and saturation over the queries; the median-entropy query's sorted weights.
 void measure_weights(const xt::xarray<float>& probs, const std::vector<QueryRow>& rows, ArmMeasurement& m) {
   std::vector<std::pair<double, std::size_t>> entropies;
-  std::vector<double> entropy, max_prob, jacobian;
+  SoftmaxRow sum;
   double saturated = 0;
   for (std::size_t q = 0; q < rows.size(); ++q) {
     const auto p = row_weights(probs, rows[q]);
     const SoftmaxRow r = softmax_row(p.data(), p.size());
-    entropy.push_back(r.entropy);
-    max_prob.push_back(r.max_prob);
-    jacobian.push_back(r.jacobian_norm);
+    sum += r;
     saturated += r.max_prob > 0.99;
     entropies.emplace_back(r.entropy, q);
     m.key_counts.push_back(p.size());
   }
+  const double n = static_cast<double>(rows.size());
   m.n_queries = rows.size();
-  m.entropy_mean = mean_of(entropy);
-  m.max_prob_mean = mean_of(max_prob);
-  m.jacobian_norm_mean = mean_of(jacobian);
-  m.saturated_share = saturated / static_cast<double>(rows.size());
+  m.entropy_mean = sum.entropy / n;
+  m.max_prob_mean = sum.max_prob / n;
+  m.jacobian_norm_mean = sum.jacobian_norm / n;
+  m.saturated_share = saturated / n;
   const auto middle = entropies.begin() + static_cast<std::ptrdiff_t>(entropies.size() / 2);
   std::nth_element(entropies.begin(), middle, entropies.end());
   m.sorted_weights = row_weights(probs, rows[middle->second]);
@@ -292,7 +268,7 @@ void check_finite_scores(const xt::xarray<float>& scores, const ArmModel& a, std
   for (std::size_t i = 0; i < scores.size(); ++i)
     if (std::isnan(scores.data()[i]) || scores.data()[i] == INFINITY)
       throw ConfigError(
-          fmt::format("explain: the attention scores at d_k {} with --scale {} are not finite (they overflow float at "
+          fmt::format("the attention scores at d_k {} with --scale {} are not finite (they overflow float at "
                       "initialisation); lower --proj-init-gain or --emb-init-std",
                       d_k, a.config.model.scale));
 }
@@ -307,12 +283,12 @@ void weights_pass(ArmModel& a, ArmMeasurement& m) {
   check_finite_scores(last.scores.value(), a, m.d_k);
   const auto rows = query_rows(last.scores.value(), last.query_positions);
   if (rows.empty())
-    throw ConfigError(fmt::format(
-        "explain: no query may attend to two keys (task {}: sequences of {} token{}), so every attention weight "
-        "is 1 by construction and there is nothing to measure; give sequences of at least 2 tokens",
-        a.config.task, a.batch.inputs.shape(1), a.batch.inputs.shape(1) == 1 ? "" : "s"));
-  m.q_std = std_of(last.q);
-  m.k_std = std_of(last.k);
+    throw ConfigError(
+        fmt::format("no query may attend to two keys (task {}: sequences of {} token{}), so every attention weight "
+                    "is 1 by construction and there is nothing to measure; give sequences of at least 2 tokens",
+                    a.config.task, a.batch.inputs.shape(1), a.batch.inputs.shape(1) == 1 ? "" : "s"));
+  m.q_std = population_std(last.q);
+  m.k_std = population_std(last.k);
   m.multiplier = a.multiplier;
   m.theory_std = theory_score_std(m.d_k, m.q_std, m.k_std, m.multiplier);
   measure_scores(last, rows, m);
@@ -352,22 +328,14 @@ void gradient_pass(ArmModel& a, ArmMeasurement& m) {
   layer->last = nn::AttentionRecord();
 }
 
-void check_d_ks(const std::vector<std::size_t>& d_ks, const std::vector<std::string>& scales) {
-  if (d_ks.empty()) throw ConfigError("--d-k: give at least one head size");
-  if (scales.empty()) throw ConfigError("--scale: give at least one scaling");
-  for (std::size_t i = 0; i < d_ks.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (d_ks[i] == d_ks[j]) throw ConfigError("--d-k: " + std::to_string(d_ks[i]) + " is given twice");
-  for (std::size_t i = 0; i < scales.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (scales[i] == scales[j]) throw ConfigError("--scale: " + scales[i] + " is given twice");
-}
-
 }  // namespace
+
+double population_std(const xt::xarray<float>& x) { return xt::stddev(xt::cast<double>(x))(); }
 
 std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
                                          const std::vector<std::string>& scales) {
-  check_d_ks(d_ks, scales);
+  check_once_each("--d-k", d_ks, "head size");
+  check_once_each("--scale", scales, "scaling");
   const std::vector<TrainConfig> configs = arm_configs(base, d_ks, scales);
   std::vector<ArmMeasurement> out;
   for (const auto& config : configs) {

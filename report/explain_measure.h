@@ -3,10 +3,14 @@
 // (Monte Carlo), the curve the measured points are drawn on.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
+#include <xtensor/xarray.hpp>
 
 #include "train/config.h"
 
@@ -18,6 +22,13 @@ namespace xgrad::report {
 /// entropy ln n and norm sqrt(n - 1) / n; one weight 1 gives 0 and 0.
 struct SoftmaxRow {
   double entropy = 0, max_prob = 0, jacobian_norm = 0;
+  /// Adds `r`'s three values to these (sums over rows, for their means).
+  SoftmaxRow& operator+=(const SoftmaxRow& r) {
+    entropy += r.entropy;
+    max_prob += r.max_prob;
+    jacobian_norm += r.jacobian_norm;
+    return *this;
+  }
 };
 SoftmaxRow softmax_row(const double* p, std::size_t n);
 
@@ -25,9 +36,6 @@ SoftmaxRow softmax_row(const double* p, std::size_t n);
 /// q_std and k_std: Var(q·k) = d_k Var(q_i) Var(k_i) (Vaswani et al. 2017, footnote 4), so sqrt(d_k) q_std k_std
 /// times |multiplier|.
 double theory_score_std(std::size_t d_k, double q_std, double k_std, double multiplier);
-
-/// softmax(s) of n scores, into p (stable: the largest score is subtracted first).
-void softmax(const double* s, std::size_t n, double* p);
 
 /// E[softmax_row(softmax(sigma z))] over z ~ N(0, I_n), mixed over key counts as the measured queries are: at each
 /// sigma of `stds`, the mean over Monte Carlo rows, row m with n = key_counts[m mod Q] keys (Q = key_counts.size();
@@ -77,6 +85,19 @@ struct ArmMeasurement {
   std::vector<std::vector<double>> heatmap;  // weights of sequence 0, head 0, the first min(T, kMaxHeatmapPositions)
                                              // queries and keys; NaN where masked
 };
+
+/// The standard deviation of every element of `x` about their mean (population: n in the denominator), in double.
+double population_std(const xt::xarray<float>& x);
+
+/// Throws train::ConfigError naming `flag` when `values` is empty ("give at least one <what>") or holds a value
+/// twice.
+template <class T>
+void check_once_each(const std::string& flag, const std::vector<T>& values, const std::string& what) {
+  if (values.empty()) throw train::ConfigError(flag + ": give at least one " + what);
+  for (auto it = values.begin(); it != values.end(); ++it)
+    if (std::find(values.begin(), it, *it) != it)
+      throw train::ConfigError(fmt::format("{}: {} is given twice", flag, *it));
+}
 
 /// Measures each (d_k, scale) of d_ks × scales (d_k outer) on the model of `base` with that head size (d_model
 /// unchanged), the same seed and one batch of base.batch_size sequences (data_seed, index 0): a forward pass for the

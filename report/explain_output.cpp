@@ -1,4 +1,5 @@
-// explain.json (embedded in explain.html) and explain.md of `xgrad explain`.
+// explain.json, explain.html (the JSON with the vendored uPlot and the page's own script and style) and explain.md
+// of `xgrad explain`.
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -8,26 +9,18 @@
 #include "platform/atomic_file.h"
 #include "report/explain.h"
 #include "report/explain_figures.h"
-#include "report/explain_html.h"
 #include "report/plots.h"
+#include "report/standalone_page.h"
 #include "report/tables.h"
+#include "report/web_assets.h"
 
 namespace xgrad::report {
 
+// Non-finite numbers stay NaN in the object; nlohmann writes them as null.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainingPoint, d_k, scale, label, n_runs, final_loss, steps_to_loss, reached,
+                                   saturated_share, score_grad_relative, versus_reference)
+
 namespace {
-
-nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-nlohmann::json numbers(const std::vector<double>& v) {
-  nlohmann::json out = nlohmann::json::array();
-  for (double x : v) out.push_back(number(x));
-  return out;
-}
-
-nlohmann::json histogram_json(const ArmMeasurement& a) {
-  const Histogram h = score_histogram(a);
-  return {{"x0", number(h.x0)}, {"width", number(h.width)}, {"density", numbers(h.density)}};
-}
 
 nlohmann::json per_dk_json(const Explanation& e) {
   nlohmann::json out = nlohmann::json::array();
@@ -35,15 +28,14 @@ nlohmann::json per_dk_json(const Explanation& e) {
     nlohmann::json arms = nlohmann::json::array();
     for (const auto& scale : e.scales) {
       const ArmMeasurement& a = *e.arm(d_k, scale);
-      nlohmann::json heatmap = nlohmann::json::array();
-      for (const auto& row : a.heatmap) heatmap.push_back(numbers(row));
+      const Histogram h = score_histogram(a);
       arms.push_back({{"scale", scale},
-                      {"hist", histogram_json(a)},
-                      {"theory_std", number(a.theory_std)},
-                      {"score_mean", number(a.score_mean)},
-                      {"score_std", number(a.score_std)},
-                      {"sorted_weights", numbers(a.sorted_weights)},
-                      {"heatmap", heatmap},
+                      {"hist", {{"x0", h.x0}, {"width", h.width}, {"density", h.density}}},
+                      {"theory_std", a.theory_std},
+                      {"score_mean", a.score_mean},
+                      {"score_std", a.score_std},
+                      {"sorted_weights", a.sorted_weights},
+                      {"heatmap", a.heatmap},
                       {"heatmap_label", a.heatmap.size() < a.seq_len
                                             ? fmt::format("sequence 0, head 0, layer 0; the first {} of {} positions",
                                                           a.heatmap.size(), a.seq_len)
@@ -52,42 +44,6 @@ nlohmann::json per_dk_json(const Explanation& e) {
     out.push_back({{"d_k", d_k}, {"arms", arms}});
   }
   return out;
-}
-
-nlohmann::json point_json(const ArmMeasurement& a) {
-  return {{"d_k", a.d_k},
-          {"scale", a.scale},
-          {"score_std", number(a.score_std)},
-          {"theory_std", number(a.theory_std)},
-          {"entropy_mean", number(a.entropy_mean)},
-          {"max_prob_mean", number(a.max_prob_mean)},
-          {"jacobian_norm_mean", number(a.jacobian_norm_mean)},
-          {"saturated_share", number(a.saturated_share)},
-          {"score_grad_median", number(a.score_grad_median)},
-          {"score_grad_p10", number(a.score_grad_p10)},
-          {"score_grad_p90", number(a.score_grad_p90)},
-          {"grad_norm_w_q", number(a.grad_norm_w_q)},
-          {"grad_norm_w_k", number(a.grad_norm_w_k)},
-          {"earned_share", number(a.earned_share)},
-          {"chance_share", number(a.chance_share)},
-          {"loss", number(a.loss)}};
-}
-
-nlohmann::json training_json(const TrainingEvidence& t) {
-  nlohmann::json points = nlohmann::json::array();
-  for (const auto& p : t.points)
-    points.push_back({{"d_k", p.d_k},
-                      {"scale", p.scale},
-                      {"label", p.label},
-                      {"n_runs", p.n_runs},
-                      {"final_loss", number(p.final_loss)},
-                      {"steps_to_loss", number(p.steps_to_loss)},
-                      {"reached", p.reached},
-                      {"saturated_share", number(p.saturated_share)},
-                      {"score_grad_relative", number(p.score_grad_relative)},
-                      {"versus_reference", p.versus_reference}});
-  return {{"points", points},
-          {"note", "one point per arm (runs that differ only in seed), means over its seeds that did not diverge"}};
 }
 
 nlohmann::json sections_json(const std::vector<ExplainSection>& sections) {
@@ -117,7 +73,10 @@ nlohmann::json explain_json(const Explanation& e) {
     colours[s] = scaling_colour(s);  // as in the PNGs and report.html
   }
   nlohmann::json points = nlohmann::json::array();
-  for (const auto& a : e.arms) points.push_back(point_json(a));
+  for (const auto& a : e.arms) {
+    points.push_back({{"d_k", a.d_k}, {"scale", a.scale}});
+    for (const ArmNumber& n : arm_numbers()) points.back()[n.name] = a.*n.field;
+  }
   return {{"title", "xgrad explain: why divide attention scores by sqrt(d_k)?"},
           {"setup", e.setup},
           {"d_ks", e.d_ks},
@@ -129,32 +88,63 @@ nlohmann::json explain_json(const Explanation& e) {
           {"per_dk", per_dk_json(e)},
           {"points", points},
           {"curves",
-           {{"std", numbers(e.curves.std)},
-            {"entropy", numbers(e.curves.entropy)},
-            {"max_prob", numbers(e.curves.max_prob)},
-            {"jacobian_norm", numbers(e.curves.jacobian_norm)}}},
-          {"runs", e.training ? training_json(*e.training) : nlohmann::json(nullptr)},
+           {{"std", e.curves.std},
+            {"entropy", e.curves.entropy},
+            {"max_prob", e.curves.max_prob},
+            {"jacobian_norm", e.curves.jacobian_norm}}},
+          {"runs", e.training ? nlohmann::json{{"points", e.training->points},
+                                               {"note",
+                                                "one point per arm (runs that differ only in seed), means "
+                                                "over its seeds that did not diverge"}}
+                              : nlohmann::json(nullptr)},
           {"notes", e.notes}};
 }
 
+std::string explain_html(const nlohmann::json& data) {
+  StandalonePage page;
+  page.file = "explain.html";
+  page.title = data.contains("title") && data.at("title").is_string() ? data.at("title").get<std::string>()
+                                                                      : std::string("xgrad explain");
+  page.data_id = "xgrad-explain";
+  // nlohmann writes NaN and Inf as null; invalid UTF-8 in a string becomes U+FFFD rather than an exception.
+  page.data = script_safe(data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  page.noscript = "This page draws its figures with JavaScript.";
+  page.css = web_assets::kExplainCss;
+  page.js = web_assets::kExplainJs;
+  return standalone_page_html(page);
+}
+
+std::size_t write_explain_html(const nlohmann::json& data, const std::string& path) {
+  const std::string html = explain_html(data);
+  try {
+    platform::write_file_atomically(path, html);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("explain: ") + e.what());
+  }
+  return html.size();
+}
+
 namespace {
+
+// A share as a table shows it: "12.5%", "n/a" where there is none.
+std::string percent_cell(double v) { return std::isnan(v) ? "n/a" : format_percent(v); }
 
 // A table cell: a number, or a dash where there is none.
 std::string cell(double v, const char* format) { return std::isfinite(v) ? fmt::format(format, v) : "—"; }
 
 Table points_table(const Explanation& e) {
   Table t;
-  t.header = {"d_k",        "scale",          "score std",     "theory std",          "entropy (nats)",
-              "max weight", "saturated",      "Jacobian norm", "score grad (median)", "W_q grad",
-              "W_k grad",   "peak on answer", "chance"};
-  for (const auto& a : e.arms)
-    t.rows.push_back({std::to_string(a.d_k), a.scale, fmt::format("{:.3f}", a.score_std),
-                      fmt::format("{:.3f}", a.theory_std), fmt::format("{:.3f}", a.entropy_mean),
-                      fmt::format("{:.3f}", a.max_prob_mean), format_percent(a.saturated_share),
-                      fmt::format("{:.4f}", a.jacobian_norm_mean), fmt::format("{:.3g}", a.score_grad_median),
-                      fmt::format("{:.3g}", a.grad_norm_w_q), fmt::format("{:.3g}", a.grad_norm_w_k),
-                      std::isnan(a.earned_share) ? "n/a" : format_percent(a.earned_share),
-                      std::isnan(a.chance_share) ? "n/a" : format_percent(a.chance_share)});
+  t.header = {"d_k", "scale"};
+  for (const ArmNumber& n : arm_numbers())
+    if (n.header) t.header.push_back(n.header);
+  for (const auto& a : e.arms) {
+    std::vector<std::string> row{std::to_string(a.d_k), a.scale};
+    for (const ArmNumber& n : arm_numbers())
+      if (n.header)
+        row.push_back(n.format == std::string("%") ? percent_cell(a.*n.field)
+                                                   : fmt::format(fmt::runtime(n.format), a.*n.field));
+    t.rows.push_back(std::move(row));
+  }
   return t;
 }
 

@@ -216,7 +216,7 @@ std::string gradient_text(const PairTally& p) {
                                                                 {"k_step0", "more_gradient_step0_w_k"},
                                                                 {"k_before", "more_gradient_before_loss_w_k"},
                                                                 {"k_all", "more_gradient_w_k"}};
-  for (const auto& [field, claim] : claims) f.push_back({field, num(p[claim].better)});
+  for (const auto& [field, claim] : claims) f.emplace(field, p[claim].better);
   std::string text = finding_text("gradient", f);
   const Tally& zero = p["fewer_zero_gradients_w_q"];
   if (p.spoken.count("fewer_zero_gradients_w_q"))
@@ -326,20 +326,20 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
   const Fields at{{"prefix", prefix}, {"d_ks", join(dk_text, "/")}};
   if (!entropy.empty()) {
     Fields f = at;
-    f.push_back({"values", join(entropy, ", ")});
+    f.emplace("values", join(entropy, ", "));
     std::string text = finding_text("saturation", f);
     const std::string tail = finding_text("saturated", {{"values", join(saturated, ", ")}});
     const bool fits = words(text + tail) < kMaxWords;
     if (any_saturated && fits) text += tail;
     out.push_back({{text + ".", "summary-figures", glossary_anchor("entropy_first")}, 2});
-    f.back().second = join(saturated, ", ");
+    f.at("values") = join(saturated, ", ");
     if (any_saturated && !fits)
       out.push_back(
           {{finding_text("saturated_line", f) + ".", "summary-figures", glossary_anchor("saturated_first")}, 2});
   }
   if (!grad.empty()) {
     Fields f = at;
-    f.push_back({"values", join(grad, ", ")});
+    f.emplace("values", join(grad, ", "));
     out.push_back(
         {{finding_text("score_gradient", f) + ".", "summary-figures", glossary_anchor("score_grad_relative")}, 2});
   }

@@ -8,7 +8,6 @@
 #include <map>
 #include <stdexcept>
 
-#include <fmt/args.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -54,18 +53,18 @@ std::string join_and(const std::vector<std::string>& items) {
 }
 
 std::string preset_text(const std::string& key, const nlohmann::json& fields) {
-  fmt::dynamic_format_arg_store<fmt::format_context> args;
+  Fields f;
   for (const auto& [name, value] : fields.items()) {
     if (value.is_string())
-      args.push_back(fmt::arg(name.c_str(), value.get<std::string>()));
+      f.emplace(name, value.get<std::string>());
     else if (value.is_number_integer())
-      args.push_back(fmt::arg(name.c_str(), value.get<long long>()));
+      f.emplace(name, value.get<long long>());
     else if (value.is_boolean())
-      args.push_back(fmt::arg(name.c_str(), value.get<bool>()));
+      f.emplace(name, value.get<bool>() ? "true" : "false");
     else
-      args.push_back(fmt::arg(name.c_str(), value.get<double>()));
+      f.emplace(name, value.get<double>());
   }
-  return fmt::vformat(text_template("presets", key), args);
+  return text("presets", key, f);
 }
 
 PresetRecord read_preset_record(const std::string& sweep_dir) {

@@ -1,36 +1,21 @@
 #include "report/probe.h"
 
-#include <cmath>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "nn/attention_stats.h"
 #include "nn/model.h"
+#include "report/explain_measure.h"
 #include "train/trainer.h"
 
 namespace xgrad::report {
 using train::ConfigError;
 
-namespace {
-double one_pass_std(const xt::xarray<float>& x) {
-  double s = 0, s2 = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    s += x.data()[i];
-    s2 += static_cast<double>(x.data()[i]) * x.data()[i];
-  }
-  const double n = static_cast<double>(x.size()), mean = s / n;
-  return std::sqrt(std::max(0.0, s2 / n - mean * mean));
-}
-}  // namespace
-
 std::vector<ProbeRow> probe(const train::TrainConfig& base, const std::vector<std::size_t>& d_ks,
                             const std::vector<std::string>& scales) {
-  if (d_ks.empty()) throw ConfigError("--d-k: give at least one head size");
+  check_once_each("--d-k", d_ks, "head size");
   std::vector<ProbeRow> rows;
-  for (std::size_t i = 0; i < d_ks.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (d_ks[i] == d_ks[j]) throw ConfigError("--d-k: " + std::to_string(d_ks[i]) + " is given twice");
   for (auto d_k : d_ks) {
     if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
     for (const auto& scale : scales) {
@@ -59,22 +44,18 @@ std::vector<ProbeRow> probe(const train::TrainConfig& base, const std::vector<st
       ProbeRow r;
       r.d_k = d_k;
       r.scale = scale;
-      r.q_std = one_pass_std(layer->last.q);
-      r.k_std = one_pass_std(layer->last.k);
-      const double factor = layer->effective_multiplier(mc.max_seq_len);
-      r.theory_std = std::sqrt(static_cast<double>(d_k)) * r.q_std * r.k_std * factor;
-      double score_std = 0, entropy = 0, max_prob = 0, saturated = 0;
-      for (const auto& s : stats) {  // mean over heads
-        score_std += s.score_std;
-        entropy += s.entropy_mean;
-        max_prob += s.max_prob_mean;
-        saturated += s.frac_max_prob_above_099;
-      }
-      const double H = static_cast<double>(stats.size());
-      r.score_std = score_std / H;
-      r.entropy_mean = entropy / H;
-      r.max_prob_mean = max_prob / H;
-      r.frac_saturated = saturated / H;
+      r.q_std = population_std(layer->last.q);
+      r.k_std = population_std(layer->last.k);
+      r.theory_std = theory_score_std(d_k, r.q_std, r.k_std, layer->effective_multiplier(mc.max_seq_len));
+      const auto head_mean = [&](double nn::AttentionStats::*field) {  // mean over heads
+        double sum = 0;
+        for (const auto& s : stats) sum += s.*field;
+        return sum / static_cast<double>(stats.size());
+      };
+      r.score_std = head_mean(&nn::AttentionStats::score_std);
+      r.entropy_mean = head_mean(&nn::AttentionStats::entropy_mean);
+      r.max_prob_mean = head_mean(&nn::AttentionStats::max_prob_mean);
+      r.frac_saturated = head_mean(&nn::AttentionStats::frac_max_prob_above_099);
       rows.push_back(r);
     }
   }

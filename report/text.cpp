@@ -51,7 +51,8 @@ const std::vector<TextLine>& text_lines(const std::string& file) {
 
 std::string fill(const std::string& pattern, const Fields& fields) {
   fmt::dynamic_format_arg_store<fmt::format_context> args;
-  for (const auto& [name, value] : fields) args.push_back(fmt::arg(name.c_str(), value));
+  for (const auto& [name, field] : fields)
+    std::visit([&args, &name = name](const auto& v) { args.push_back(fmt::arg(name.c_str(), v)); }, field.value);
   return fmt::vformat(pattern, args);
 }
 

@@ -2,14 +2,28 @@
 // (report/web/embed.cmake), read by name and filled in from named fields.
 #pragma once
 
+#include <map>
 #include <string>
-#include <utility>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace xgrad::report {
 
-/// A template's fields by name: {"subject", "sqrt_dk"} fills "{subject}".
-using Fields = std::vector<std::pair<std::string, std::string>>;
+/// A template field's value: text, or a number the template formats ("{loss:.3f}"; "{n}" prints it as is).
+struct Field {
+  std::variant<std::string, double, long long> value;
+  Field() = default;
+  Field(std::string text) : value(std::move(text)) {}    // NOLINT: implicit, as fields are written {{"name", value}}
+  Field(const char* text) : value(std::string(text)) {}  // NOLINT
+  template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  Field(T n) : value(static_cast<long long>(n)) {}  // NOLINT
+  template <class T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+  Field(T x) : value(static_cast<double>(x)) {}  // NOLINT
+};
+
+/// A template's fields by name: {{"subject", "sqrt_dk"}, {"n", 3}} fills "{subject}" and "{n}".
+using Fields = std::map<std::string, Field>;
 
 /// One "- key: template" line of a text file, with the "## " heading it is under ("" before the first).
 struct TextLine {
