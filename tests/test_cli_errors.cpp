@@ -79,7 +79,7 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
       {{"train", "--out", out, "--lr", "-1"}, 2, "--lr: must be in [1.17549435e-38, 3.40282347e+38], got -1"},
       {{"train", "--out", out, "--lr", "nan"}, 2, "--lr: must be a decimal number, got 'nan'"},
       {{"train", "--out", out, "--lr", "1e999"}, 2, "--lr: must be finite"},
-      {{"train", "--out", out, "--optimizer", "adam"}, 2, "--optimizer: adam not in {sgd,adamw}"},
+      {{"train", "--out", out, "--optimizer", "adam"}, 2, "--optimizer: adam not in {sgd,adamw,muon}"},
       {{"train", "--out", out, "--scale", "sqrt"},
        2,
        "--scale: sqrt not in {none,sqrt_dk,dk,qk_layernorm,learned,softcap,ssmax,sigma_reparam}"},
