@@ -38,7 +38,8 @@ OptimizerEntry muon_entry() {
   OptimizerEntry e;
   e.name = "muon";
   e.description =
-      "Muon (K. Jordan 2024, \"Muon: an optimizer for hidden layers\"): Nesterov momentum orthogonalised by "
+      "Muon (K. Jordan 2024, \"Muon: an optimizer for hidden layers in neural networks\"): Nesterov momentum "
+      "orthogonalised by "
       "Newton-Schulz for hidden matrices, AdamW for embeddings, the readout, gains and biases";
   e.order = 30;
   e.settings = {momentum_setting(0.95), weight_decay_setting(), weight_decay_params_setting(),
