@@ -6,7 +6,6 @@
 #include <map>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include <xtensor-blas/xlinalg.hpp>
@@ -50,11 +49,14 @@ TEST_CASE("newton_schulz keeps G's singular vectors and maps its singular values
   // max |p'(s)| = 3.9 on [0, 1.2] (p the quintic): 3e-6 x (1 + 3.9 + ... + 3.9^4 = 311) ≈ 1e-3 at worst. The SVD is of
   // the float matrix itself, in double, so it adds nothing.
   const double tolerance = 1e-3;
-  for (const auto& [rows, cols, seed] :
-       std::vector<std::tuple<std::size_t, std::size_t, unsigned>>{{8, 16, 1}, {16, 8, 2}, {12, 12, 3}, {1, 5, 4}}) {
-    CAPTURE(rows);
-    CAPTURE(cols);
-    const xt::xarray<float> g = gaussian(rows, cols, seed);
+  struct Case {
+    std::size_t rows, cols;
+    unsigned seed;
+  };
+  for (const Case& m : std::vector<Case>{{8, 16, 1}, {16, 8, 2}, {12, 12, 3}, {1, 5, 4}}) {
+    CAPTURE(m.rows);
+    CAPTURE(m.cols);
+    const xt::xarray<float> g = gaussian(m.rows, m.cols, m.seed);
     const xt::xarray<double> gd = xt::cast<double>(g);
     const auto [u, s, vt] = xt::linalg::svd(gd, false, true);
     const xt::xarray<double> o = xt::cast<double>(nn::newton_schulz(g));
@@ -177,8 +179,13 @@ TEST_CASE("muon: two steps of a rank-1 2x2 matrix and a gain, by hand (Nesterov,
   CHECK(opt->state().buffers.at("momentum_buffer")[0](0, 0) == doctest::Approx(0.0175).epsilon(1e-5));
 
   // Jordan's scale, sqrt(max(1, fan_out / fan_in)): sqrt(1.5) for a [2, 3] weight, 1 for [3, 2] (the transposed path).
-  for (const auto& [fan_in, fan_out, factor] :
-       std::vector<std::tuple<std::size_t, std::size_t, double>>{{2, 3, std::sqrt(1.5)}, {3, 2, 1.0}}) {
+  struct Scale {
+    std::size_t fan_in, fan_out;
+    double factor;
+  };
+  for (const Scale& c : std::vector<Scale>{{2, 3, std::sqrt(1.5)}, {3, 2, 1.0}}) {
+    const std::size_t fan_in = c.fan_in, fan_out = c.fan_out;
+    const double factor = c.factor;
     CAPTURE(fan_in);
     CHECK(nn::muon_lr_factor(nn::MuonAdjustLr::original, fan_in, fan_out) == doctest::Approx(factor));
     CHECK(nn::muon_lr_factor(nn::MuonAdjustLr::match_rms_adamw, fan_in, fan_out) ==
