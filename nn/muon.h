@@ -43,10 +43,12 @@ double muon_lr_factor(MuonAdjustLr adjust, std::size_t fan_in, std::size_t fan_o
 /// nn::AdamW with beta1, beta2, eps and weight_decay at `adamw_lr`, which follows lr's schedule (adamw_lr · lr() / the
 /// constructor's lr) and lr_multipliers(). Weight decay is decoupled for both groups, and decay_matrices_only spares
 /// gains and biases as for AdamW. The default adjust is match_rms_adamw (PyTorch's is original): with it a Muon step
-/// moves hidden matrices by as much as an AdamW step at the same lr, so one lr and one weight decay serve both groups
-/// and `--arms adamw@LR,muon@LR` compares the optimizers at equal step sizes; original wants a learning rate about ten
-/// times AdamW's. State: "momentum_buffer" (zeros for the AdamW group), "m" and "v" (zeros for hidden matrices), and
-/// AdamW's step count. Throws Error for a momentum or betas outside [0, 1) in float, or a bad eps or lr.
+/// moves hidden matrices by as much as an AdamW step at the same lr, whatever their shape, so one lr and one weight
+/// decay serve both groups, `--arms adamw@LR,muon@LR` compares the optimizers at equal step sizes, and runs that
+/// differ in width (d_model, d_k) take steps of one size. Under original a square d x d matrix's update RMS is about
+/// lr / sqrt(d): the same step wants 0.2 sqrt(d) times the lr (1.6 at d 64), a factor that changes with width. State:
+/// "momentum_buffer" (zeros for the AdamW group), "m" and "v" (zeros for hidden matrices), and AdamW's step count.
+/// Throws Error for a momentum or betas outside [0, 1) in float, or a bad eps or lr.
 class Muon : public Optimizer {
  public:
   Muon(std::vector<OptimizerParameter> params, double lr, double adamw_lr, double momentum = 0.95,
