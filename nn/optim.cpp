@@ -11,10 +11,7 @@
 namespace xgrad::nn {
 
 namespace {
-// The updates compute in float. A decay rate below 1 as a double can be 1.0f (0.99999999 is): the moment then never
-// decays and AdamW's second moment stays 0 (the update becomes m / eps). The largest float below 1 is the most
-// allowed. An eps below the smallest normal float is 0 in float, or a subnormal that flush_denormals reads as 0.
-constexpr double kMaxDecay = 1.0 - 0x1p-24;  // 0.99999994
+// An eps below the smallest normal float is 0 in float, or a subnormal that flush_denormals reads as 0.
 constexpr double kMinEps = FLT_MIN;
 
 // printf's %.*g of `v` (nn does not link fmt).
@@ -29,8 +26,7 @@ OptimizerEntry sgd_entry() {
   e.name = "sgd";
   e.description = "SGD with momentum (PyTorch's form: the momentum buffer accumulates the gradient)";
   e.order = 10;
-  e.settings = {number_setting("momentum", 0.9, 0.0, kMaxDecay, "SGD momentum (below 1 in float)"),
-                weight_decay_setting(), weight_decay_params_setting()};
+  e.settings = {momentum_setting(0.9), weight_decay_setting(), weight_decay_params_setting()};
   e.mup_lr = MupLearningRates::sgd;
   e.build = [](std::vector<OptimizerParameter> params, double lr,
                const SettingValues& v) -> std::unique_ptr<Optimizer> {
@@ -45,10 +41,8 @@ OptimizerEntry adamw_entry() {
   e.name = "adamw";
   e.description = "AdamW (Loshchilov & Hutter 2019, \"Decoupled Weight Decay Regularization\", Algorithm 2)";
   e.order = 20;
-  e.settings = {weight_decay_setting(), weight_decay_params_setting(),
-                number_setting("beta1", 0.9, 0.0, kMaxDecay, "decay rate of the first moment (below 1 in float)"),
-                number_setting("beta2", 0.999, 0.0, kMaxDecay, "decay rate of the second moment (below 1 in float)"),
-                number_setting("eps", 1e-8, kMinEps, 1.0, "added to the root of the second moment (a normal float)")};
+  e.settings = {weight_decay_setting(), weight_decay_params_setting()};
+  for (const Setting& s : adam_settings()) e.settings.push_back(s);
   e.mup_lr = MupLearningRates::adam;
   e.build = [](std::vector<OptimizerParameter> params, double lr,
                const SettingValues& v) -> std::unique_ptr<Optimizer> {
@@ -108,6 +102,16 @@ Setting weight_decay_params_setting() {
                       enum_names(kWeightDecayParamsNames),
                       "which parameters weight_decay applies to: all, or matrices (2 or more dimensions: weights and "
                       "embeddings, not biases, LayerNorm gains and scalars)");
+}
+
+Setting momentum_setting(double default_value) {
+  return number_setting("momentum", default_value, 0.0, kMaxDecay, "momentum (below 1 in float)");
+}
+
+std::vector<Setting> adam_settings() {
+  return {number_setting("beta1", 0.9, 0.0, kMaxDecay, "decay rate of the first moment (below 1 in float)"),
+          number_setting("beta2", 0.999, 0.0, kMaxDecay, "decay rate of the second moment (below 1 in float)"),
+          number_setting("eps", 1e-8, kMinEps, 1.0, "added to the root of the second moment (a normal float)")};
 }
 
 bool decays_matrices_only(const SettingValues& v) {

@@ -22,6 +22,11 @@ enum class WeightDecayParams { all, matrices };
 inline constexpr EnumName<WeightDecayParams> kWeightDecayParamsNames[] = {{WeightDecayParams::all, "all"},
                                                                           {WeightDecayParams::matrices, "matrices"}};
 
+/// The largest decay rate (momentum, betas) the optimizers take: they compute in float, and a rate below 1 as a
+/// double can be 1.0f (0.99999999 is), so that a moment never decays (AdamW's second moment stays 0 and its update
+/// becomes m / eps). The largest float below 1, 0.99999994.
+inline constexpr double kMaxDecay = 1.0 - 0x1p-24;
+
 /// What a parameter is to the model, so that an optimizer can treat kinds of parameters apart (Muon orthogonalises
 /// the updates of hidden matrices only; weight_decay_params "matrices" decays the first three kinds only).
 enum class ParameterRole {
@@ -202,6 +207,11 @@ Setting weight_decay_setting();
 /// weight_decay_params, "all" or "matrices" (the roles that is_matrix: hidden matrices, embeddings, the readout,
 /// not gains and biases): one declaration for every optimizer that takes it.
 Setting weight_decay_params_setting();
+/// momentum in [0, kMaxDecay] with the entry's `default_value` (sgd 0.9, muon 0.95): one declaration for every
+/// optimizer with a momentum buffer.
+Setting momentum_setting(double default_value);
+/// beta1, beta2 (in [0, kMaxDecay]) and eps (a normal float): the moments of AdamW, and of muon's AdamW group.
+std::vector<Setting> adam_settings();
 /// Whether resolved `settings` that declare weight_decay_params select matrices only (Optimizer's
 /// decay_matrices_only).
 bool decays_matrices_only(const SettingValues& settings);

@@ -126,7 +126,7 @@ TEST_CASE("determinism: two runs of one configuration (one thread) write the sam
 TEST_CASE("a run killed with SIGKILL at an arbitrary step and resumed writes the uninterrupted metrics.csv") {
   // The kill step varies from run to run of this test; it is printed on failure.
   std::mt19937 rng(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  for (const std::string optimizer : {"adamw", "sgd"}) {
+  for (const std::string optimizer : {"adamw", "sgd", "muon"}) {
     const fs::path whole = temp_dir("whole_" + optimizer), cut = temp_dir("cut_" + optimizer);
     REQUIRE(run_xgrad(run_args(whole, optimizer)).exit_code == 0);
     const std::size_t kill_row = std::uniform_int_distribution<std::size_t>(26, 180)(rng);

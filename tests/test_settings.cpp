@@ -95,7 +95,8 @@ TEST_CASE("set_setting checks the declaration; selecting another task drops only
   set_setting(c, "task", "kv_recall");
   CHECK_FALSE(c.settings.contains("seq_len"));
   c.settings.set("momentum", 0.5);
-  CHECK(unread_setting_error(c, "momentum") == "--momentum is read only by --optimizer sgd (the optimizer is adamw)");
+  CHECK(unread_setting_error(c, "momentum") ==
+        "--momentum is read only by --optimizer sgd, muon (the optimizer is adamw)");
 }
 
 TEST_CASE("config.json: to_json and from_json round-trip every setting; d_k is resolved; derived values apart") {
@@ -149,7 +150,7 @@ TEST_CASE("a --config file of a few keys without config_version: every key is ap
   // A key no selected entry reads is refused as on the command line, not dropped.
   TrainConfig momentum = TrainConfig::from_json({{"momentum", 0.5}}, "c.json");
   momentum.out = "unused";
-  CHECK_THROWS_WITH_AS(momentum.validate(), doctest::Contains("--momentum is read only by --optimizer sgd"),
+  CHECK_THROWS_WITH_AS(momentum.validate(), doctest::Contains("--momentum is read only by --optimizer sgd, muon"),
                        ConfigError);
 }
 

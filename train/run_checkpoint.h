@@ -4,11 +4,11 @@
 // Tensors (float32):
 //   model.<name>                   every parameter and buffer, <name> as state_dict() gives it
 //   ("blocks.0.attn.w_q.weight") optim.m.<name>, optim.v.<name> AdamW's first and second moment estimates
-//   optim.momentum_buffer.<name>   SGD's momentum buffer
+//   optim.momentum_buffer.<name>   SGD's and Muon's momentum buffer (Muon: also m and v, for its AdamW group)
 //   grad.<name>                    only in checkpoint-nonfinite.safetensors: the gradients of the failing step
 // Metadata (strings):
-//   format = "xgrad-run/1"; step = steps completed (the next step to run); optimizer = sgd | adamw; optim.step =
-//   AdamW's step count t; nonfinite = "true" | "false"; config = the run's config.json settings (JSON text);
+//   format = "xgrad-run/1"; step = steps completed (the next step to run); optimizer = its registered name; optim.step
+//   = AdamW's step count t; nonfinite = "true" | "false"; config = the run's config.json settings (JSON text);
 //   progress.* = the running sums summary.json is computed from (doubles as C99 hex floats, exact).
 // There is no data position or generator state to save: training batch i is a pure function of (data_seed, i) and
 // held-out batch j of (data_seed, j), so the step alone says where the data stream continues; the weights are drawn
