@@ -256,7 +256,9 @@ void add_setting_flag(CLI::App& app, Setting setting, const std::string& help, G
       type = "NUMBER in " + range_text(setting);
       break;
     case Setting::Type::text:
-      type = setting.choices.empty() ? "TEXT" : "{" + join(setting.choices, ",") + "}";
+      type = setting.takes_number      ? "{" + join(setting.choices, ",") + "}|NUMBER in " + range_text(setting)
+             : setting.choices.empty() ? "TEXT"
+                                       : "{" + join(setting.choices, ",") + "}";
       break;
     case Setting::Type::path:
       type = "PATH";

@@ -42,6 +42,7 @@ struct Setting {
   bool min_open = false, max_open = false;
   std::uint64_t whole_min = 0, whole_max = std::numeric_limits<std::uint64_t>::max();  ///< whole: exact bounds
   std::vector<std::string> choices;  ///< text: the allowed values (empty: any)
+  bool takes_number = false;         ///< text: a decimal number in [min, max] is allowed too, beside the choices
   std::string help;                  ///< one line for --help; units where there are any
 
   /// What a setting means for a comparison of runs: `arm` settings change what is trained (runs that differ in one
@@ -137,6 +138,16 @@ inline Setting text_setting(std::string key, std::string default_value, std::vec
   s.choices = std::move(choices);
   return s;
 }
+/// A name among `choices` or a decimal number in [min, max] (excluding_min() / excluding_max() open an end), kept as
+/// text ("inv_sqrt_dk", "0.12"): a value that is either a named rule or a constant.
+inline Setting name_or_number_setting(std::string key, std::string default_value, std::vector<std::string> choices,
+                                      double min, double max, std::string help) {
+  Setting s = text_setting(std::move(key), std::move(default_value), std::move(choices), std::move(help));
+  s.min = min;
+  s.max = max;
+  s.takes_number = true;
+  return s;
+}
 inline Setting path_setting(std::string key, std::string help) {
   return detail::declared(std::move(key), Setting::Type::path, "", std::move(help));
 }
@@ -153,43 +164,6 @@ inline std::string range_text(const Setting& s) {
     return "[" + std::to_string(s.whole_min) + ", " + std::to_string(s.whole_max) + "]";
   return std::string(s.min_open || std::isinf(s.min) ? "(" : "[") + number(s.min) + ", " + number(s.max) +
          (s.max_open || std::isinf(s.max) ? ")" : "]");
-}
-
-/// Checks that `value` has the declared type and lies in the declared range or choices. Returns "" if it does,
-/// else what is wrong ("must be in [1, 4096], got 0"), without the flag: callers put the flag or key in front.
-inline std::string check_setting_value(const Setting& s, const nlohmann::json& value) {
-  switch (s.type) {
-    case Setting::Type::boolean:
-      return value.is_boolean() ? "" : "must be true or false, got " + value.dump();
-    case Setting::Type::whole: {
-      // A JSON literal 10 built in C++ is a signed integer, the same number parsed from a file unsigned.
-      const bool whole = value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0);
-      if (!whole) return "must be a whole number in " + range_text(s) + ", got " + value.dump();
-      const std::uint64_t v = value.get<std::uint64_t>();
-      if (v < s.whole_min || v > s.whole_max) return "must be in " + range_text(s) + ", got " + std::to_string(v);
-      return "";
-    }
-    case Setting::Type::number: {
-      if (!value.is_number()) return "must be a number, got " + value.dump();
-      const double v = value.get<double>();
-      if (!std::isfinite(v)) return "must be finite, got " + value.dump();
-      const bool above = s.min_open ? v > s.min : v >= s.min, below = s.max_open ? v < s.max : v <= s.max;
-      if (!above || !below) return "must be in " + range_text(s) + ", got " + value.dump();
-      return "";
-    }
-    case Setting::Type::text:
-    case Setting::Type::path: {
-      if (!value.is_string()) return "must be a string, got " + value.dump();
-      if (s.choices.empty()) return "";
-      std::string allowed;
-      for (const std::string& c : s.choices) {
-        if (c == value.get<std::string>()) return "";
-        allowed += (allowed.empty() ? "" : ",") + c;
-      }
-      return shortened_name(value.get<std::string>()) + " not in {" + allowed + "}";
-    }
-  }
-  return "";
 }
 
 namespace detail {
@@ -221,6 +195,51 @@ inline bool is_decimal_number(const std::string& text) {
   return i == text.size();
 }
 }  // namespace detail
+
+/// Checks that `value` has the declared type and lies in the declared range or choices. Returns "" if it does,
+/// else what is wrong ("must be in [1, 4096], got 0"), without the flag: callers put the flag or key in front.
+inline std::string check_setting_value(const Setting& s, const nlohmann::json& value) {
+  switch (s.type) {
+    case Setting::Type::boolean:
+      return value.is_boolean() ? "" : "must be true or false, got " + value.dump();
+    case Setting::Type::whole: {
+      // A JSON literal 10 built in C++ is a signed integer, the same number parsed from a file unsigned.
+      const bool whole = value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0);
+      if (!whole) return "must be a whole number in " + range_text(s) + ", got " + value.dump();
+      const std::uint64_t v = value.get<std::uint64_t>();
+      if (v < s.whole_min || v > s.whole_max) return "must be in " + range_text(s) + ", got " + std::to_string(v);
+      return "";
+    }
+    case Setting::Type::number: {
+      if (!value.is_number()) return "must be a number, got " + value.dump();
+      const double v = value.get<double>();
+      if (!std::isfinite(v)) return "must be finite, got " + value.dump();
+      const bool above = s.min_open ? v > s.min : v >= s.min, below = s.max_open ? v < s.max : v <= s.max;
+      if (!above || !below) return "must be in " + range_text(s) + ", got " + value.dump();
+      return "";
+    }
+    case Setting::Type::text:
+    case Setting::Type::path: {
+      if (!value.is_string()) return "must be a string, got " + value.dump();
+      if (s.choices.empty() && !s.takes_number) return "";
+      const std::string& text = value.get<std::string>();
+      std::string allowed;
+      for (const std::string& c : s.choices) {
+        if (c == text) return "";
+        allowed += (allowed.empty() ? "" : ",") + c;
+      }
+      if (!s.takes_number) return shortened_name(text) + " not in {" + allowed + "}";
+      if (detail::is_decimal_number(text)) {
+        const double v = std::strtod(text.c_str(), nullptr);
+        if (std::isfinite(v) && (s.min_open ? v > s.min : v >= s.min) && (s.max_open ? v < s.max : v <= s.max))
+          return "";
+      }
+      return "must be " + (allowed.empty() ? "" : allowed + " or ") + "a number in " + range_text(s) + ", got '" +
+             shortened_name(text) + "'";
+    }
+  }
+  return "";
+}
 
 /// Parses `text` (a flag's value, a --grid entry) as a value of `s` into `value` and checks it
 /// (check_setting_value). Whole numbers are plain decimal digits (no sign: "-1" is refused, not wrapped to 2^64 - 1);

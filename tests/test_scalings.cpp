@@ -17,6 +17,7 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/attention.h"
+#include "nn/attention_stats.h"
 #include "nn/checkpoint.h"
 #include "nn/constant_scaling.h"
 #include "nn/model.h"
@@ -107,7 +108,8 @@ TEST_CASE(
 
 TEST_CASE("the registry holds the built-in scalings, each with a description, a colour and a build function") {
   const auto names = registered_scalings();
-  for (const char* name : {"none", "sqrt_dk", "dk", "qk_layernorm", "learned", "softcap", "ssmax", "sigma_reparam"})
+  for (const char* name :
+       {"none", "sqrt_dk", "dk", "qk_layernorm", "qk_norm", "learned", "softcap", "ssmax", "sigma_reparam"})
     CHECK(std::find(names.begin(), names.end(), name) != names.end());
   REQUIRE(reference_scaling() != nullptr);
   CHECK(reference_scaling()->name == "none");
@@ -593,6 +595,137 @@ TEST_CASE("sigma_reparam: its power-iteration state is in the checkpoint, and a 
   const Checkpoint saved = load_checkpoint((part / "checkpoint.safetensors").string());
   CHECK(saved.find("model.blocks.0.attn.w_q_u") != nullptr);
   CHECK(saved.find("model.blocks.0.attn.w_k_v") != nullptr);
+  train::TrainConfig longer = c;
+  longer.steps = 50;
+  longer.resume = true;
+  train::train(longer);
+  train::TrainConfig uninterrupted = c;
+  uninterrupted.steps = 50;
+  uninterrupted.out = whole.string();
+  train::train(uninterrupted);
+  const auto resumed_rows = testing::metrics_without_timing(part);
+  CHECK(resumed_rows.size() == 51);
+  CHECK(resumed_rows == testing::metrics_without_timing(whole));
+}
+
+namespace {
+
+// qk_norm's settings with the multiplier `scale` ("1", "inv_sqrt_dk", "0.12").
+SettingValues qk_norm_scale(const std::string& scale) {
+  SettingValues s;
+  s.set("qk_norm_scale", scale);
+  return s;
+}
+
+// A one-head qk_norm layer of d_model 2, d_k 2, W_q = W_k = I, gains g_q = [2, 0.5] and g_k = [1, 3], recording its
+// scores: on x = [[3, 4], [1, -1]] its scaled scores, [1, 1, 2, 2].
+xt::xarray<float> qk_norm_scores(const std::string& scale) {
+  Generator gen(2);
+  MultiHeadAttention attn(2, 1, "qk_norm", false, gen, 2, 1.0, 2, qk_norm_scale(scale));
+  attn.w_q->weight.mutable_value() = xt::eye<float>(2);
+  attn.w_k->weight.mutable_value() = xt::eye<float>(2);
+  auto params = attn.scaling->parameters();
+  REQUIRE(params.size() == 2);
+  params[0].mutable_value() = xt::xarray<float>{2.0f, 0.5f};
+  params[1].mutable_value() = xt::xarray<float>{1.0f, 3.0f};
+  attn.record_attention = true;
+  attn.forward(Tensor(xt::xarray<float>{{{3.0f, 4.0f}, {1.0f, -1.0f}}}));
+  return attn.last.scores.value();
+}
+
+}  // namespace
+
+TEST_CASE("qk_norm: scores = c RMSNorm(q).RMSNorm(k), gains q_norm.weight and k_norm.weight [d_k] shared by heads") {
+  // By hand, eps = 1e-6 inside the root: rms([3, 4]) = sqrt(12.5 + eps), rms([1, -1]) = sqrt(1 + eps).
+  const double r0 = std::sqrt(12.5 + 1e-6), r1 = std::sqrt(1.0 + 1e-6);
+  const double q[2][2] = {{2 * 3 / r0, 0.5 * 4 / r0}, {2 * 1 / r1, 0.5 * -1 / r1}};
+  const double k[2][2] = {{1 * 3 / r0, 3 * 4 / r0}, {1 * 1 / r1, 3 * -1 / r1}};
+  const xt::xarray<float> scores = qk_norm_scores("1");
+  REQUIRE(scores.shape() == shape_t{1, 1, 2, 2});
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 2; ++j) {
+      CAPTURE(i);
+      CAPTURE(j);
+      CHECK(scores(0, 0, i, j) == doctest::Approx(q[i][0] * k[j][0] + q[i][1] * k[j][1]).epsilon(1e-6));
+    }
+  // The first score: (6·3 + 2·12) / (12.5 + eps) = 3.36 to float rounding.
+  CHECK(scores(0, 0, 0, 0) == doctest::Approx(42.0 / 12.5).epsilon(1e-6));
+  Generator gen(1);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : MultiHeadAttention(8, 2, "qk_norm", true, gen).named_parameters()) {
+    names.push_back(name);
+    if (name.find("_norm") != std::string::npos) CHECK(xt::all(xt::equal(p.value(), 1.0f)));  // d_k 4, gains start at 1
+  }
+  CHECK(names == std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight", "q_norm.weight",
+                                          "k_norm.weight"});
+}
+
+TEST_CASE("qk_norm: float64 gradcheck of the gains and of q and k through the RMSNorm") {
+  const auto scaling = make_scaling("qk_norm", 2, 4, 3, true, qk_norm_scale("1"));
+  Generator gen(8);
+  const auto normal = [&](const shape_t& shape) { return testing::to_double(Tensor(normal_array(shape, gen))); };
+  // q, k: [B 2, T 3, H 2, d_k 4]; gains away from 1 so that a gain entering the wrong place would show.
+  const std::vector<DTensor> inputs{normal({2, 3, 2, 4}), normal({2, 3, 2, 4}), normal({4}), normal({4})};
+  auto f = [&](const std::vector<DTensor>& in) {
+    const auto [q, k] = scaling->transform_qk(in[0], in[1], {in[2], in[3]});
+    return q * k;  // every element of both outputs, each gain's gradient through both q and k's positions
+  };
+  const GradcheckResult r = gradcheck(f, inputs);
+  CHECK_MESSAGE(r.ok, r.message);
+}
+
+TEST_CASE("qk_norm_scale: 1, inv_sqrt_dk and 0.12 give the same scores in the ratio of their multipliers") {
+  CHECK(make_scaling("qk_norm", 1, 256, 8, true, qk_norm_scale("1"))->multiplier() == 1.0);
+  CHECK(make_scaling("qk_norm", 1, 256, 8, true, qk_norm_scale("0.12"))->multiplier() == 0.12);
+  CHECK(make_scaling("qk_norm", 1, 256, 8, true)->multiplier() == 1.0 / 16);  // the default: inv_sqrt_dk
+  const xt::xarray<float> one = qk_norm_scores("1"), inv = qk_norm_scores("inv_sqrt_dk"),
+                          fixed = qk_norm_scores("0.12");
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    // One float rounding of the product c · (q·k) apart.
+    CHECK(inv.data()[i] == doctest::Approx(one.data()[i] / std::sqrt(2.0)).epsilon(1e-6));
+    CHECK(fixed.data()[i] == doctest::Approx(one.data()[i] * 0.12).epsilon(1e-6));
+  }
+  // Other values are refused naming the allowed ones.
+  const Setting& declared = Registry<ScalingEntry>::instance().at("qk_norm").settings.at(0);
+  for (const char* bad : {"0", "-1", "sqrt_dk", "1/16", "nan"})
+    CHECK(check_setting_value(declared, bad) ==
+          "must be inv_sqrt_dk or a number in (0, inf), got '" + std::string(bad) + "'");
+  CHECK(check_setting_value(declared, 0.12) == "must be a string, got 0.12");
+}
+
+TEST_CASE("qk_norm at d_k 256: scale 1 starts near one-hot (entropy far below ln T), inv_sqrt_dk does not") {
+  // At init the normalised q and k have unit RMS, so q·k of unrelated positions has std ~sqrt(d_k) = 16: times 1,
+  // softmax over 32 keys is near one-hot; times 1/16, the scores have std ~1 and attention is broad.
+  const std::size_t T = 32;
+  auto stats = [&](const std::string& scale) {
+    Generator gen(6);
+    MultiHeadAttention attn(64, 1, "qk_norm", false, gen, T, 1.0, 256, qk_norm_scale(scale));
+    attn.record_attention = true;
+    attn.forward(Tensor(normal_array({2, T, 64}, gen)));
+    return attention_stats(attn.last.scores.value(), attn.last.probs, nullptr, nullptr).at(0);
+  };
+  const AttentionStats sharp = stats("1"), broad = stats("inv_sqrt_dk");
+  const double uniform = std::log(static_cast<double>(T));  // 3.47 nats
+  MESSAGE("entropy (nats) at scale 1: " << sharp.entropy_mean << ", at inv_sqrt_dk: " << broad.entropy_mean
+                                        << "; largest weight " << sharp.max_prob_mean << " and "
+                                        << broad.max_prob_mean);
+  CHECK(sharp.entropy_mean < 0.2 * uniform);
+  CHECK(sharp.max_prob_mean > 0.8);
+  CHECK(broad.entropy_mean > 0.7 * uniform);
+  CHECK(broad.max_prob_mean < 0.3);
+  CHECK(sharp.score_std == doctest::Approx(16.0 * broad.score_std).epsilon(1e-5));
+}
+
+TEST_CASE("qk_norm: qk_norm_scale is in config.json, and a resumed run at scale 1 continues the uninterrupted one") {
+  const testing::TempDir part("qk_norm_part"), whole("qk_norm_whole");
+  train::TrainConfig c = testing::tiny_run(part.string(), 30);
+  c.checkpoint_every = 8;
+  train::set_setting(c, "scale", "qk_norm");
+  train::set_setting(c, "qk_norm_scale", "1");
+  const train::RunSummary s = train::train(c);
+  CHECK(!s.diverged);
+  std::ifstream config_file(part / "config.json");
+  CHECK(nlohmann::json::parse(config_file).at("qk_norm_scale") == "1");
   train::TrainConfig longer = c;
   longer.steps = 50;
   longer.resume = true;

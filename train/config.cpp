@@ -39,6 +39,7 @@ std::string expected_value(const Setting& s) {
     case Setting::Type::path: {
       std::string allowed;
       for (const auto& c : s.choices) allowed += (allowed.empty() ? "" : ", ") + c;
+      if (s.takes_number) return (allowed.empty() ? "" : allowed + " or ") + "a number in " + range_text(s);
       return allowed.empty() ? "a string" : "one of " + allowed;
     }
   }

@@ -351,8 +351,9 @@ std::vector<ComponentSetting> component_settings() {
 namespace {
 // Whether two declarations of one key accept and refuse the same values (their defaults and help may differ).
 bool same_declaration(const Setting& a, const Setting& b) {
-  return a.type == b.type && a.choices == b.choices && a.min == b.min && a.max == b.max && a.min_open == b.min_open &&
-         a.max_open == b.max_open && a.whole_min == b.whole_min && a.whole_max == b.whole_max && a.role == b.role;
+  return a.type == b.type && a.choices == b.choices && a.takes_number == b.takes_number && a.min == b.min &&
+         a.max == b.max && a.min_open == b.min_open && a.max_open == b.max_open && a.whole_min == b.whole_min &&
+         a.whole_max == b.whole_max && a.role == b.role;
 }
 }  // namespace
 

@@ -24,10 +24,10 @@ std::string allowed_values(const Setting& s) {
       break;
   }
   if (find_component(s.key) != nullptr) return "a registered name (see its section below)";
-  if (s.choices.empty()) return "text";
-  std::string out = "one of ";
+  if (s.choices.empty() && !s.takes_number) return "text";
+  std::string out = s.takes_number ? "" : "one of ";
   for (std::size_t i = 0; i < s.choices.size(); ++i) out += (i ? ", `" : "`") + s.choices[i] + "`";
-  return out;
+  return s.takes_number ? out + (out.empty() ? "" : " or ") + "a number in " + range_text(s) : out;
 }
 
 // "- `--d-model` (`d_model`): ...": one list item per setting, then its details on an indented line.
