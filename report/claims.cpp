@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -188,20 +189,26 @@ std::string key_without_axis(const nlohmann::json& settings, const std::string& 
 }
 
 // Items (arms, or the first arms of lr groups with with_lr) that agree on every setting but `axis` (and, with_lr, the
-// learning rate) form a group; in each, the one holding `baseline` against each other, or without one every two,
-// the earlier as the baseline.
+// learning rate), in groups in order of first appearance.
+std::vector<std::vector<std::size_t>> groups_of(const Comparison& c, const std::vector<std::size_t>& arms,
+                                                const std::string& axis, bool with_lr) {
+  std::map<std::string, std::size_t> group_of_key;
+  std::vector<std::vector<std::size_t>> groups;
+  for (const std::size_t a : arms) {
+    const auto [it, inserted] =
+        group_of_key.emplace(key_without_axis(c.arms[a].settings, axis, with_lr), groups.size());
+    if (inserted) groups.emplace_back();
+    groups[it->second].push_back(a);
+  }
+  return groups;
+}
+
+// In each group (groups_of), the item holding `baseline` against each other, or without one every two, the earlier
+// as the baseline.
 std::vector<ArmPair> pairs_of(const Comparison& c, const std::vector<std::size_t>& arms, const std::string& axis,
                               const std::string& baseline, bool with_lr) {
-  std::map<std::string, std::vector<std::size_t>> groups;
-  std::vector<std::string> order_of_groups;
-  for (const std::size_t a : arms) {
-    const std::string key = key_without_axis(c.arms[a].settings, axis, with_lr);
-    if (!groups.count(key)) order_of_groups.push_back(key);
-    groups[key].push_back(a);
-  }
   std::vector<ArmPair> pairs;
-  for (const auto& key : order_of_groups) {
-    const auto& g = groups[key];
+  for (const auto& g : groups_of(c, arms, axis, with_lr)) {
     const auto base = std::find_if(g.begin(), g.end(),
                                    [&](std::size_t a) { return setting_text(c.arms[a].settings, axis) == baseline; });
     for (std::size_t i = 0; i < g.size(); ++i)
@@ -358,10 +365,62 @@ Verdict compare_values(const std::map<nlohmann::json, double>& subject,
   return v;
 }
 
-std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, const std::string& baseline) {
+std::vector<std::size_t> all_arms(const Comparison& c) {
   std::vector<std::size_t> arms(c.arms.size());
   for (std::size_t a = 0; a < arms.size(); ++a) arms[a] = a;
-  return pairs_of(c, arms, axis, baseline, false);
+  return arms;
+}
+
+std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, const std::string& baseline) {
+  return pairs_of(c, all_arms(c), axis, baseline, false);
+}
+
+std::vector<std::vector<std::size_t>> arm_groups(const Comparison& c, const std::string& axis) {
+  return groups_of(c, all_arms(c), axis, false);
+}
+
+namespace {
+
+// The settings two arms of other values of `axis` differ in besides it and its entries' own settings; where nothing
+// else differs in value, the settings only one of them has (of its task or layer).
+std::vector<std::string> differing_besides(const ArmStats& a, const ArmStats& b, const std::string& axis) {
+  std::vector<std::string> axis_keys = own_settings(a.settings, axis), keys;
+  for (const auto& k : own_settings(b.settings, axis)) axis_keys.push_back(k);
+  axis_keys.push_back(axis);
+  const auto of_axis = [&](const std::string& k) {
+    return k == "chance_loss" || std::find(axis_keys.begin(), axis_keys.end(), k) != axis_keys.end();
+  };
+  for (const auto& k : settings_differing(a.settings, b.settings))
+    if (!of_axis(k)) keys.push_back(k);
+  const bool only_one_has = keys.empty();
+  for (const auto* pair : {&a, &b})
+    for (const auto& item : pair->settings.items())
+      if (only_one_has && !of_axis(item.key()) && !(pair == &a ? b : a).settings.contains(item.key()))
+        keys.push_back(item.key());
+  return keys;
+}
+
+}  // namespace
+
+std::vector<UnpairedArm> unpaired_arms(const Comparison& c, const std::string& axis) {
+  std::vector<UnpairedArm> out;
+  for (const auto& g : arm_groups(c, axis)) {
+    if (g.size() > 1) continue;
+    const ArmStats& arm = c.arms[g.front()];
+    std::vector<std::vector<std::string>> nearest;  // of the arms of another value, those differing in the fewest
+    for (const ArmStats& other : c.arms) {
+      if (setting_text(other.settings, axis) == setting_text(arm.settings, axis)) continue;
+      std::vector<std::string> keys = differing_besides(arm, other, axis);
+      if (!nearest.empty() && keys.size() > nearest.front().size()) continue;
+      if (!nearest.empty() && keys.size() < nearest.front().size()) nearest.clear();
+      nearest.push_back(std::move(keys));
+    }
+    if (nearest.empty()) continue;  // every arm holds this value: nothing to compare it with
+    std::set<std::string> keys;
+    for (const auto& n : nearest) keys.insert(n.begin(), n.end());
+    out.push_back({g.front(), in_setting_order(c.arms, keys)});
+  }
+  return out;
 }
 
 std::vector<Verdict> judge(const Comparison& c, const std::string& axis, const std::string& baseline) {

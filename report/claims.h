@@ -94,6 +94,20 @@ Verdict compare_values(const std::map<nlohmann::json, double>& subject,
 /// The pairs of arms compare judges: arms identical in every setting but `axis` (and the settings of the entry it
 /// names, softcap_cap for softcap; and seed), the arm whose `axis` value is `baseline` against each other arm of its
 /// group; in a group without that value, every two arms, the earlier (in Comparison::arms order) as the baseline.
+/// The arms arm_pairs pairs within: arms identical in every setting but `axis` and the settings of the entry it names
+/// (softcap_cap for softcap; and seed), as indices into Comparison::arms, in its order (the unscaled reference first).
+std::vector<std::vector<std::size_t>> arm_groups(const Comparison& c, const std::string& axis);
+
+/// An arm alone in its group (arm_groups) while arms of another value of `axis` exist: no claim judges it.
+/// `differs_in`: the settings besides `axis` in which the nearest arms of another value (those differing in the
+/// fewest settings; settings only one of two arms has where nothing else differs) differ from it, in
+/// distinguishing_keys' order.
+struct UnpairedArm {
+  std::size_t arm = 0;
+  std::vector<std::string> differs_in;
+};
+std::vector<UnpairedArm> unpaired_arms(const Comparison& c, const std::string& axis);
+
 struct ArmPair {
   std::size_t subject = 0, baseline = 0;
 };

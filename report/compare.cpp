@@ -165,7 +165,7 @@ void print_tables(const Comparison& c, const CompareOptions& options, const Foun
   for (const Note& note : context.sweep_notes) out << "note: " << note.line() << "\n";
   out << "\n" << arm_table(c).text();
   const Table lr = lr_table(c);
-  for (const auto& line : no_scaling_comparison_notes(c)) out << line << "\n";
+  for (const auto& line : no_comparison_notes(c)) out << line << "\n";
   if (!lr.rows.empty()) out << "\nLR sensitivity (Wortsman et al. 2023, sec. 3.2):\n" << lr.text();
   for (const auto& run : c.runs)
     if (run.incomplete) out << "incomplete: " << escape_name(run.dir) << " (" << run.incomplete_reason << ")\n";

@@ -134,8 +134,8 @@ TrainingEvidence training_evidence(const std::vector<std::string>& inputs, doubl
       t.notes.push_back(text("explain", "note.incomplete", {{"dir", run.dir}, {"why", run.incomplete_reason}}));
   const auto extra = distinguishing_keys(c.arms);
   const std::vector<Verdict> verdicts = judge(c, "scale", baseline_of(c));
-  for (const auto& group : scale_groups(c.arms)) {
-    for (const auto i : group.arms) {
+  for (const auto& group : arm_groups(c, "scale")) {
+    for (const auto i : group) {
       TrainingPoint p = training_point(c, c.arms[i], extra);
       for (const Verdict& v : verdicts)
         if (v.claim == "trains_better" && v.subject == i && is_reference_scale(c.arms[v.baseline].scale()))

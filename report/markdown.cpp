@@ -48,21 +48,26 @@ std::string shown_path(const std::string& dir, const std::string& out_dir) {
 
 }  // namespace
 
-std::vector<std::string> no_scaling_comparison_notes(const Comparison& c) {
-  const std::vector<UnpairedScaleArm> unpaired = unpaired_scale_arms(c.arms);
+namespace {
+
+std::string finding_text(const std::string& key, const Fields& fields = {}) { return text("findings", key, fields); }
+
+}  // namespace
+
+std::vector<std::string> no_comparison_notes(const Comparison& c) {
+  const std::vector<UnpairedArm> unpaired = unpaired_arms(c, c.axis);
   if (unpaired.empty()) return {};
-  if (arm_pairs(c, "scale", "").empty()) {
+  if (arm_pairs(c, c.axis, "").empty()) {
     std::set<std::string> all;
     for (const auto& u : unpaired) all.insert(u.differs_in.begin(), u.differs_in.end());
-    const std::vector<std::string> ordered = in_setting_order(c.arms, all);
-    return {"no scaling comparison: no two arms differ only in scale; arms of different scales also differ in " +
-            join(ordered, ", ")};
+    return {finding_text("no_comparison", {{"axis", c.axis}, {"settings", join(in_setting_order(c.arms, all), ", ")}})};
   }
   const auto extra = distinguishing_keys(c.arms);
   std::vector<std::string> out;
   for (const auto& u : unpaired)
-    out.push_back(fmt::format("no scaling comparison for {}: every arm of another scale also differs from it in {}",
-                              arm_label(c.arms[u.arm], extra), join(u.differs_in, ", ")));
+    out.push_back(finding_text(
+        "no_comparison_for",
+        {{"axis", c.axis}, {"arm", arm_label(c.arms[u.arm], extra)}, {"settings", join(u.differs_in, ", ")}}));
   return out;
 }
 
@@ -141,8 +146,6 @@ std::size_t words(const std::string& text) {
          (i == 0 || std::isspace(static_cast<unsigned char>(text[i - 1])));
   return n;
 }
-
-std::string finding_text(const std::string& key, const Fields& fields = {}) { return text("findings", key, fields); }
 
 // How the verdicts of one claim came out over the comparisons of two compared values.
 struct Tally {
@@ -241,7 +244,7 @@ void pair_findings(const Comparison& c, const std::vector<PairTally>& tallies, s
   if (!out.empty()) return;
   std::set<std::string> values;
   for (const ArmStats& arm : c.arms) values.insert(setting_text(arm.settings, c.axis));
-  const auto notes = c.axis == "scale" ? no_scaling_comparison_notes(c) : std::vector<std::string>{};
+  const auto notes = no_comparison_notes(c);
   const std::string axis = c.axis == "scale" ? "scale mode" : c.axis;
   const std::string text = values.size() == 1 ? finding_text("one_value", {{"axis", axis}, {"value", *values.begin()}})
                            : !notes.empty()   ? notes.front()
@@ -651,7 +654,7 @@ std::string results_section(const Comparison& c, const ReportContext& ctx) {
 }
 
 std::string scale_modes_section(const Comparison& c) {
-  const auto unpaired = no_scaling_comparison_notes(c);
+  const auto unpaired = no_comparison_notes(c);
   if (unpaired.empty()) return "";
   std::string md = "<a id=\"scale-modes\"></a>\n\n## Arms without a comparison\n\n";
   for (const auto& s : unpaired) md += "- " + markdown_escape(s) + ".\n";

@@ -14,11 +14,11 @@
 
 namespace xgrad::report {
 
-/// Where compare makes no scaling comparison although arms of several scale modes were read (unpaired_scale_arms):
-/// "no scaling comparison: no two arms differ only in scale; arms of different scales also differ in task" when no
-/// arm has a counterpart, else one "no scaling comparison for <arm>: every arm of another scale also differs from it
-/// in <settings>" per arm without one. Empty when every arm has a counterpart or all share one scale mode.
-std::vector<std::string> no_scaling_comparison_notes(const Comparison& c);
+/// Where compare judges no claim for arms although several values of the compared setting (c.axis) were read
+/// (unpaired_arms): one line naming the settings the arms also differ in when no arm has a counterpart, else one line
+/// per arm without one (report/text/findings.md's no_comparison and no_comparison_for). Empty when every arm has a
+/// counterpart or all hold one value.
+std::vector<std::string> no_comparison_notes(const Comparison& c);
 
 /// The usual story: unscaled attention at large d_k starts saturated (lower entropy), passes less gradient to
 /// W_q and W_k, trains worse (higher final loss, reaches the thresholds later or never), is more sensitive to the

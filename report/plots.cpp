@@ -1,4 +1,5 @@
 #include "report/plots.h"
+#include "report/claims.h"
 
 #include <algorithm>
 #include <cmath>
@@ -250,7 +251,7 @@ struct PanelGrid {
   std::size_t cols, rows;
 };
 
-// Panels: arms that differ only in scale mode (scale_groups), so each panel is a scaled-vs-unscaled comparison;
+// Panels: arms that differ only in scale mode (arm_groups), so each panel is a scaled-vs-unscaled comparison;
 // each d_k starts a new row. Titles leave out the settings every arm shares.
 PanelGrid panel_grid(const Comparison& c) {
   std::vector<std::string> omit{"scale"};
@@ -261,9 +262,9 @@ PanelGrid panel_grid(const Comparison& c) {
       omit.push_back(key);
   const auto extra = distinguishing_keys(c.arms);
   PanelGrid g;
-  for (const ScaleGroup& group : scale_groups(c.arms)) {
-    const ArmStats& first = c.arms[group.arms.front()];
-    g.panels.push_back({arm_label(first, extra, omit), first.d_k(), group.arms});
+  for (const std::vector<std::size_t>& arms : arm_groups(c, "scale")) {
+    const ArmStats& first = c.arms[arms.front()];
+    g.panels.push_back({arm_label(first, extra, omit), first.d_k(), arms});
   }
   std::stable_sort(g.panels.begin(), g.panels.end(), [](const Panel& x, const Panel& y) { return x.d_k < y.d_k; });
   std::map<std::size_t, std::size_t> per_d_k;

@@ -197,23 +197,6 @@ std::vector<std::string> own_settings(const nlohmann::json& settings, const std:
 /// "softcap (softcap_cap=30)": the arm's scale with the settings of its own (own_settings), or the scale alone.
 std::string scale_label(const ArmStats& arm);
 
-/// Arms identical in every setting but scale and the scale's own settings (own_settings; and seed, which makes them
-/// arms): the only arms compare contrasts scalings between. Arms in `arms` order, so the unscaled reference comes first
-/// (analyse_runs sorts them so).
-struct ScaleGroup {
-  std::vector<std::size_t> arms;  // indices into the arms
-};
-std::vector<ScaleGroup> scale_groups(const std::vector<ArmStats>& arms);
-
-/// An arm alone in its scale group while arms of another scale exist: compare states no scaling comparison for it.
-/// `differs_in`: the settings besides scale in which the nearest arms of another scale (those differing in the
-/// fewest settings) differ from it, in distinguishing_keys' order.
-struct UnpairedScaleArm {
-  std::size_t arm = 0;  // index into the arms
-  std::vector<std::string> differs_in;
-};
-std::vector<UnpairedScaleArm> unpaired_scale_arms(const std::vector<ArmStats>& arms);
-
 /// "0.003", "true", "kv_recall": a setting as a table cell.
 std::string setting_text(const nlohmann::json& settings, const std::string& key);
 

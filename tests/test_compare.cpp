@@ -422,10 +422,10 @@ TEST_CASE("compare shows the task of arms that differ in it, and states no scali
   CHECK(console.find("copy") != std::string::npos);
   CHECK(console.find("kv_recall") != std::string::npos);
   // Said, on the console and in report.md, instead of a comparison.
-  const auto unpaired = unpaired_scale_arms(cmp.arms);
+  const auto unpaired = unpaired_arms(cmp, "scale");
   REQUIRE(unpaired.size() == 2);
   CHECK(unpaired[0].differs_in == std::vector<std::string>{"task"});
-  const auto notes = no_scaling_comparison_notes(cmp);
+  const auto notes = no_comparison_notes(cmp);
   REQUIRE(notes.size() == 1);  // one note for all: no arm has a counterpart
   CHECK(console.find(notes[0]) != std::string::npos);
   CHECK(md.find(notes[0]) != std::string::npos);
@@ -443,11 +443,11 @@ TEST_CASE("compare shows the task of arms that differ in it, and states no scali
   CHECK(setting_text(three.arms[pairs[0].baseline].settings, "task") == "copy");
   const std::string console3 = compare_text(root / "sweep", &md);
   INFO(console3);
-  const auto unpaired3 = unpaired_scale_arms(three.arms);
+  const auto unpaired3 = unpaired_arms(three, "scale");
   REQUIRE(unpaired3.size() == 1);
   CHECK(setting_text(three.arms[unpaired3[0].arm].settings, "task") == "kv_recall");
   CHECK(unpaired3[0].differs_in == std::vector<std::string>{"task"});
-  const auto notes3 = no_scaling_comparison_notes(three);
+  const auto notes3 = no_comparison_notes(three);
   REQUIRE(notes3.size() == 1);
   CHECK(console3.find(notes3[0]) != std::string::npos);
   CHECK(md.find(notes3[0]) != std::string::npos);
@@ -463,6 +463,27 @@ TEST_CASE("compare shows the task of arms that differ in it, and states no scali
   const auto capped_pairs = arm_pairs(capped_cmp, "scale", "none");
   REQUIRE(capped_pairs.size() == 1);
   CHECK(arm_name(capped_cmp, capped_cmp.arms[capped_pairs[0].subject]) == "softcap (softcap_cap=50)");
+}
+
+TEST_CASE("an arm without a counterpart along --compare is named for any compared setting, not only the scale") {
+  const TempDir root("compare_unpaired_axis");
+  FakeRun r;
+  r.loss = constant(30, 1.0);
+  r.optimizer = "adamw";
+  write_run(root / "adamw-kv", r);  // FakeRun's task: kv_recall
+  r.optimizer = "sgd";
+  r.extra_config = {{"task", "copy"}};
+  write_run(root / "sgd-copy", r);
+  Comparison c = analyse_dirs({root.string()});
+  c.axis = "optimizer";
+  REQUIRE(c.arms.size() == 2);
+  CHECK(arm_pairs(c, "optimizer", "").empty());
+  const auto unpaired = unpaired_arms(c, "optimizer");
+  REQUIRE(unpaired.size() == 2);
+  for (const UnpairedArm& u : unpaired) CHECK(u.differs_in == std::vector<std::string>{"task"});
+  CHECK(no_comparison_notes(c).size() == 1);  // one line: no arm has a counterpart
+  // Along the scale (both unscaled) nothing is compared and nothing is missing.
+  CHECK(unpaired_arms(c, "scale").empty());
 }
 
 TEST_CASE("a scaling's own settings do not split arms for the scaling comparison, and still label the arms") {
@@ -518,10 +539,10 @@ TEST_CASE("a scaling's own settings do not split arms for the scaling comparison
   const std::string wider = compare_text(root / "wider");
   INFO(wider);
   const Comparison wider_cmp = analyse_dirs({(root / "wider").string()});
-  for (const UnpairedScaleArm& u : unpaired_scale_arms(wider_cmp.arms))
+  for (const UnpairedArm& u : unpaired_arms(wider_cmp, "scale"))
     CHECK(u.differs_in == std::vector<std::string>{"d_model"});
-  REQUIRE(no_scaling_comparison_notes(wider_cmp).size() == 1);
-  CHECK(wider.find(no_scaling_comparison_notes(wider_cmp)[0]) != std::string::npos);
+  REQUIRE(no_comparison_notes(wider_cmp).size() == 1);
+  CHECK(wider.find(no_comparison_notes(wider_cmp)[0]) != std::string::npos);
 }
 
 TEST_CASE("runs on other contents of one input file are other arms, labelled by file and hash, never compared") {
@@ -547,8 +568,8 @@ TEST_CASE("runs on other contents of one input file are other arms, labelled by 
   CHECK(console.find("text.txt fedcba98") != std::string::npos);
   CHECK(arm_pairs(cmp, "scale", "none").empty());
   CHECK(judge(cmp, "scale", "none").empty());
-  REQUIRE(unpaired_scale_arms(cmp.arms).size() == 2);
-  CHECK(unpaired_scale_arms(cmp.arms)[0].differs_in == std::vector<std::string>{"inputs"});
+  REQUIRE(unpaired_arms(cmp, "scale").size() == 2);
+  CHECK(unpaired_arms(cmp, "scale")[0].differs_in == std::vector<std::string>{"inputs"});
 
   // The same bytes: one comparison, and no inputs column.
   run_on("sqrt", "sqrt_dk", 0.03, "0123456789abcdef");
