@@ -20,12 +20,12 @@ bool same_colour(const std::string& a, const std::string& b) {
          });
 }
 
-// The colours given to entries that declare none, in the order they are given: the one colour of Paul Tol's "muted"
-// scheme the built-in scalings leave free, then his "vibrant" and "bright" schemes without their greys (grey is
-// compare's colour for a scaling a build does not know).
+// The colours given to entries that declare none, in the order they are given: Paul Tol's "vibrant" and "bright"
+// schemes without their greys (grey is compare's colour for a scaling a build does not know); the built-in scalings
+// take his nine "muted" colours.
 const std::vector<std::string>& free_colours() {
-  static const std::vector<std::string> colours{"#DDCC77", "#0077BB", "#EE7733", "#009988", "#EE3377", "#33BBEE",
-                                                "#CC3311", "#4477AA", "#228833", "#AA3377", "#CCBB44", "#66CCEE"};
+  static const std::vector<std::string> colours{"#0077BB", "#EE7733", "#009988", "#EE3377", "#33BBEE", "#CC3311",
+                                                "#4477AA", "#228833", "#AA3377", "#CCBB44", "#66CCEE"};
   return colours;
 }
 

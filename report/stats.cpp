@@ -259,6 +259,17 @@ std::vector<Statistic> attention_statistics() {
        [](C x, W) { return first_finite(series(x).max_logit); }},
       {"max_logit_last", "the largest |scaled attention score| over every layer and head at the last measured step",
        [](C x, W) { return first_finite(series(x).max_logit, true); }},
+      {"max_logit_max", "the largest |scaled attention score| over every layer, head and measured step",
+       [](C x, W) { return mean_sd(series(x).max_logit).max; }},
+      {"step_max_logit_large",
+       fmt::format("the first measured step whose largest |scaled attention score| exceeds {:g} (QK-Clip's tau in "
+                   "Kimi K2); none if never",
+                   kLargeLogit),
+       [](C x, W) {
+         for (std::size_t i = 0; i < series(x).size(); ++i)
+           if (series(x).max_logit[i] > kLargeLogit) return series(x).step[i];
+         return kNoValue;
+       }},
       {"score_grad_median", "the median over measured steps of the per-query score gradient ‖dLoss/d(score row)‖",
        [](C x, W) { return median(series(x).score_grad_median); }},
       // A saturated softmax passes almost no gradient whatever its loss; a run that solved the task has a small

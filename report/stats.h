@@ -153,6 +153,11 @@ std::string key_without(const nlohmann::json& settings, const std::vector<std::s
 Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
                         std::size_t window);
 
+/// The largest attention logit (|scaled score|, the input softmax sees) past which a run's logits count as
+/// grown large: QK-Clip's threshold tau in Kimi K2 (Kimi Team 2025, arXiv 2507.20534, "MuonClip"), where logits of
+/// some heads passed 1000 under Muon with loss spikes.
+constexpr double kLargeLogit = 100;
+
 /// The final loss (nats) at or below which a run that also ends at the accuracy threshold has solved the task: on
 /// average the right answer gets a probability of at least exp(-0.01) ≈ 0.99.
 constexpr double kSolvedLoss = 0.01;

@@ -216,7 +216,11 @@ Table arm_table(const Comparison& c) {
       {"W_k grad =0", "frac_zero_grad_{w}", percent("frac_zero_grad_w_k")},
       {"W_q grad <" + near_zero + "·step 0", "frac_near_zero_grad_{w}", percent("frac_near_zero_grad_w_q")},
       {"W_k grad <" + near_zero + "·step 0", "frac_near_zero_grad_{w}", percent("frac_near_zero_grad_w_k")},
-      {"diverged", "diverged", format_diverged}};
+      {"diverged", "diverged", format_diverged},
+      {"max logit at 0", "max_logit_first",
+       [](const ArmStats& arm) { return format_mean_sd(arm.stat("max_logit_first")); }},
+      {"max logit", "max_logit_max", [](const ArmStats& arm) { return format_mean_sd(arm.stat("max_logit_max")); }},
+      {"step logit>" + fmt::format("{:g}", kLargeLogit), "step_max_logit_large", steps("step_max_logit_large")}};
   std::vector<std::string> headers;
   for (const auto& column : columns) headers.push_back(std::get<0>(column));
   Table t = settings_table(c, true, headers);

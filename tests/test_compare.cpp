@@ -465,6 +465,39 @@ TEST_CASE("compare shows the task of arms that differ in it, and states no scali
   CHECK(arm_name(capped_cmp, capped_cmp.arms[capped_pairs[0].subject]) == "softcap (softcap_cap=50)");
 }
 
+TEST_CASE("the largest logit per arm: at step 0, over training, and the first step past kLargeLogit") {
+  const TempDir root("compare_max_logit");
+  FakeRun r;
+  r.loss = constant(4, 1.0);
+  write_run(root / "run", r);
+  // Two heads of two layers; the run's largest logit is the largest over all of them: 3, 60, 150 (step 2), 120.
+  const fs::path csv = root / "run" / "metrics.csv";
+  std::istringstream in(read_text(csv));
+  const std::vector<std::vector<double>> heads{{3, 60, 150, 120}, {1, 2, 3, 4}, {-2, 5, 9, 7}, {0, 1, 2, 3}};
+  std::string out, line;
+  for (int row = -1; std::getline(in, line); ++row) {
+    out += line;
+    for (std::size_t h = 0; h < heads.size(); ++h)
+      out += row < 0 ? fmt::format(",attn/l{}h{}/score_max_abs", h / 2, h % 2) : fmt::format(",{:g}", heads[h][row]);
+    out += "\n";
+  }
+  std::ofstream(csv) << out;
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.runs.size() == 1);
+  CHECK(cmp.stats[0]["max_logit_first"] == doctest::Approx(3));
+  CHECK(cmp.stats[0]["max_logit_max"] == doctest::Approx(150));
+  CHECK(cmp.stats[0]["step_max_logit_large"] == doctest::Approx(2));  // 150 > 100 at the third row, step 2
+  const Table t = arm_table(cmp);
+  const auto column = [&](const std::string& term) {
+    for (std::size_t i = 0; i < t.header_links.size(); ++i)
+      if (t.header_links[i] == glossary_anchor(term)) return t.rows[0][i];
+    return std::string("no column");
+  };
+  CHECK(column("max_logit_first") == "3.000");
+  CHECK(column("max_logit_max") == "150.000");
+  CHECK(numbers_in(column("step_max_logit_large")).front() == doctest::Approx(2));
+}
+
 TEST_CASE("an arm without a counterpart along --compare is named for any compared setting, not only the scale") {
   const TempDir root("compare_unpaired_axis");
   FakeRun r;
@@ -1858,8 +1891,11 @@ TEST_CASE("plots: the registered scalings differ in colour (a colour-blind-safe 
     line.points = {{0.01, 1.0, 0.9, 1.1, 2, 0}, {0.1, 2.0, 1.9, 2.1, 2, 0}};
     curve.lines.push_back(line);
   }
+  // Nine colours for the built-in scalings; eight dash styles (and point types, one per dash), so past eight
+  // entries a dash repeats and the colour tells them apart.
+  const std::size_t n_dashes = std::min(entries.size(), xgrad::nn::scaling_dash_styles().size());
   CHECK(colours.size() == entries.size());
-  CHECK(dashes.size() == entries.size());
+  CHECK(dashes.size() == n_dashes);
   SummaryFigure steps = curve;  // per-step curves: lines without points
   steps.name = "styles_vs_step";
   steps.tabulate = false;
@@ -1886,8 +1922,8 @@ TEST_CASE("plots: the registered scalings differ in colour (a colour-blind-safe 
         pts.insert(element.substr(pt + 4, element.find(' ', pt + 4) - pt - 4));
       }
     }
-    CHECK(dts.size() == entries.size());
-    if (name == "styles_vs_lr") CHECK(pts.size() == entries.size());
+    CHECK(dts.size() == n_dashes);
+    if (name == "styles_vs_lr") CHECK(pts.size() == n_dashes);
   }
 }
 

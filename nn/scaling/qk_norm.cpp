@@ -49,7 +49,7 @@ const Registration<ScalingEntry> qk_norm_registration{scaling_entry(
     [](const ScalingContext& c) {
       return std::make_shared<QkNormScaling>(c.d_k, c.settings.get<std::string>("qk_norm_scale"));
     },
-    {"#997700", "solid"},
+    {"#DDCC77", "longdashdot"},
     {name_or_number_setting("qk_norm_scale", "inv_sqrt_dk", {"inv_sqrt_dk"}, 0.0,
                             std::numeric_limits<double>::infinity(),
                             "the multiplier c of qk_norm's scores: inv_sqrt_dk (1/sqrt(d_k)), 1 (Gemma 4) or a "
