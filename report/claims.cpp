@@ -112,6 +112,13 @@ std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& a
   return mean;
 }
 
+// The mean of `values`, +inf when one is (a threshold never reached).
+double mean_of(const std::vector<double>& values) {
+  double sum = 0;
+  for (double x : values) sum += x;
+  return values.empty() ? kNoValue : sum / static_cast<double>(values.size());
+}
+
 // The subject's value against the baseline's: better, worse or the same within `tol` (never reached is the worst).
 Outcome order(double subject, double baseline, double tol, Better better) {
   if (std::isinf(subject) && std::isinf(baseline)) return Outcome::same;
@@ -162,7 +169,14 @@ Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w
     v.why_not = why_not.empty() ? "no_value" : why_not;
     return v;
   }
-  if (v.paired) return v;
+  if (v.paired) {  // decided in the seeds both have: their values, not means that include other seeds
+    std::vector<double> shared_s, shared_b;
+    for (const auto& [seed, x] : ss)
+      if (bs.count(seed)) shared_s.push_back(x), shared_b.push_back(bs.at(seed));
+    v.subject_value = mean_of(shared_s);
+    v.baseline_value = mean_of(shared_b);
+    return v;
+  }
   const MeanSd& sm = s.stat(v.statistic);
   const MeanSd& bm = b.stat(v.statistic);
   const double share_s = static_cast<double>(sm.n) / static_cast<double>(s.kept.size());
@@ -397,6 +411,10 @@ std::vector<std::string> differing_besides(const ArmStats& a, const ArmStats& b,
     for (const auto& item : pair->settings.items())
       if (only_one_has && !of_axis(item.key()) && !(pair == &a ? b : a).settings.contains(item.key()))
         keys.push_back(item.key());
+  // Nothing a table shows differs: the derived chance_loss does (a config.json edited by hand).
+  if (keys.empty() &&
+      a.settings.value("chance_loss", nlohmann::json()) != b.settings.value("chance_loss", nlohmann::json()))
+    keys.push_back("chance_loss");
   return keys;
 }
 
@@ -418,7 +436,9 @@ std::vector<UnpairedArm> unpaired_arms(const Comparison& c, const std::string& a
     if (nearest.empty()) continue;  // every arm holds this value: nothing to compare it with
     std::set<std::string> keys;
     for (const auto& n : nearest) keys.insert(n.begin(), n.end());
-    out.push_back({g.front(), in_setting_order(c.arms, keys)});
+    std::vector<std::string> ordered = in_setting_order(c.arms, keys);
+    if (ordered.size() < keys.size()) ordered.assign(keys.begin(), keys.end());  // chance_loss is in no table's order
+    out.push_back({g.front(), ordered});
   }
   return out;
 }
@@ -438,7 +458,7 @@ std::vector<Verdict> judge(const Comparison& c, const std::string& axis, const s
 }
 
 std::string arm_name(const Comparison& c, const ArmStats& arm) {
-  if (c.axis != "scale") return setting_text(arm.settings, c.axis);
+  if (c.axis != "scale") return c.axis + "=" + setting_text(arm.settings, c.axis);
   return is_reference_scale(arm.scale()) ? "unscaled" : scale_label(arm);
 }
 

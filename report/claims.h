@@ -128,8 +128,8 @@ std::vector<Verdict> judge(const Comparison& c, const std::string& axis, const s
 /// sensitivities of the means, within the objectives' largest seed sd and 2% of their largest mean.
 Verdict lr_verdict(const Comparison& c, const LrGroup& subject, const LrGroup& baseline);
 
-/// The name of an arm in verdicts: its value of `c.axis` ("unscaled" for the reference scaling; a scaling with its own
-/// settings, "softcap (softcap_cap=30)").
+/// The name of an arm in verdicts: its scaling ("unscaled" for the reference scaling; with its own settings,
+/// "softcap (softcap_cap=30)"), or for another axis the setting and its value ("causal=true", "lr=0.01").
 std::string arm_name(const Comparison& c, const ArmStats& arm);
 
 /// The value of `c.axis` the verdicts judge against: c.baseline, or for the scale the reference scaling's name.

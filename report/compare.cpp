@@ -1,6 +1,8 @@
 #include "report/compare.h"
 
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -34,12 +36,19 @@ namespace fs = std::filesystem;
 namespace {
 
 // A --baseline no arm holds would judge every two values against each other under a heading naming it: refused,
-// naming the values the arms hold.
-void check_baseline(const Comparison& c) {
+// naming the values the arms hold. A number is matched as the value it is ("0.0100" and "1e-2" are lr 0.01), and
+// c.baseline is set to the form the arms' values are written in.
+void check_baseline(Comparison& c) {
   if (c.baseline.empty()) return;
   std::set<std::string> held;
   for (const ArmStats& arm : c.arms) held.insert(setting_text(arm.settings, c.axis));
   if (held.count(c.baseline)) return;
+  char* end = nullptr;
+  const double number = std::strtod(c.baseline.c_str(), &end);
+  if (end && *end == '\0' && std::isfinite(number) && held.count(fmt::format("{:g}", number))) {
+    c.baseline = fmt::format("{:g}", number);
+    return;
+  }
   std::string values;
   for (const auto& v : held) values += (values.empty() ? "" : ", ") + escape_name(v);
   throw std::invalid_argument("compare: --baseline: no arm has " + c.axis + " " + escape_name(c.baseline) +
@@ -160,7 +169,7 @@ void prepare_report_dir(const fs::path& out_dir, bool plots) {
 // The terminal's tables and notes: arms, sweeps' standing, leftovers, LR sensitivity, incomplete runs, seeds.
 void print_tables(const Comparison& c, const CompareOptions& options, const FoundRuns& found, ReportContext& context,
                   std::ostream& out) {
-  out << c.runs.size() << " runs in " << c.arms.size() << " arms\n";
+  out << counted(c.runs.size(), "run") << " in " << counted(c.arms.size(), "arm") << "\n";
   context.sweep_notes = sweep_notes(options, found);
   for (const Note& note : context.sweep_notes) out << "note: " << note.line() << "\n";
   out << "\n" << arm_table(c).text();

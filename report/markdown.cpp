@@ -60,7 +60,9 @@ std::vector<std::string> no_comparison_notes(const Comparison& c) {
   if (arm_pairs(c, c.axis, "").empty()) {
     std::set<std::string> all;
     for (const auto& u : unpaired) all.insert(u.differs_in.begin(), u.differs_in.end());
-    return {finding_text("no_comparison", {{"axis", c.axis}, {"settings", join(in_setting_order(c.arms, all), ", ")}})};
+    std::vector<std::string> ordered = in_setting_order(c.arms, all);
+    if (ordered.size() < all.size()) ordered.assign(all.begin(), all.end());  // chance_loss is in no table's order
+    return {finding_text("no_comparison", {{"axis", c.axis}, {"settings", join(ordered, ", ")}})};
   }
   const auto extra = distinguishing_keys(c.arms);
   std::vector<std::string> out;
@@ -212,14 +214,14 @@ struct Finding {
 // threshold, over all steps.
 std::string gradient_text(const PairTally& p) {
   const std::size_t n = std::max(p["more_gradient_w_q"].valued, p["more_gradient_w_k"].valued);
-  Fields f{{"subject", p.subject}, {"baseline", p.baseline}, {"n", num(n)}};
+  Fields f{{"subject", p.subject}, {"baseline", p.baseline}, {"comparisons", counted(n, "comparison")}};
   const std::vector<std::pair<const char*, std::string>> claims{{"q_step0", "more_gradient_step0_w_q"},
                                                                 {"q_before", "more_gradient_before_loss_w_q"},
                                                                 {"q_all", "more_gradient_w_q"},
                                                                 {"k_step0", "more_gradient_step0_w_k"},
                                                                 {"k_before", "more_gradient_before_loss_w_k"},
                                                                 {"k_all", "more_gradient_w_k"}};
-  for (const auto& [field, claim] : claims) f.emplace(field, p[claim].better);
+  for (const auto& [field, claim] : claims) f.emplace(field, num(p[claim].better) + "/" + num(p[claim].worse));
   std::string text = finding_text("gradient", f);
   const Tally& zero = p["fewer_zero_gradients_w_q"];
   if (p.spoken.count("fewer_zero_gradients_w_q"))
@@ -233,7 +235,10 @@ void pair_findings(const Comparison& c, const std::vector<PairTally>& tallies, s
   for (const PairTally& p : tallies) {
     const Tally& t = p["trains_better"];
     if (t.n == 0) continue;
-    const Fields f{{"subject", p.subject}, {"baseline", p.baseline}, {"n", num(t.n)}, {"better", num(t.better)}};
+    const Fields f{{"subject", p.subject},
+                   {"baseline", p.baseline},
+                   {"comparisons", counted(t.n, "comparison")},
+                   {"better", num(t.better)}};
     out.push_back({{finding_text("trains_better", f) + tails("trains_better", t) + ".", "story",
                     glossary_anchor("tolerance loss")},
                    3,
@@ -256,7 +261,10 @@ void lr_findings(const std::vector<PairTally>& tallies, std::vector<Finding>& ou
   for (const PairTally& p : tallies) {
     const Tally& t = p["less_lr_sensitive"];
     if (t.n == 0) continue;
-    const Fields f{{"subject", p.subject}, {"baseline", p.baseline}, {"n", num(t.n)}, {"better", num(t.better)}};
+    const Fields f{{"subject", p.subject},
+                   {"baseline", p.baseline},
+                   {"comparisons", counted(t.n, "comparison")},
+                   {"better", num(t.better)}};
     out.push_back({{finding_text("less_lr_sensitive", f) + tails("less_lr_sensitive", t) + ".", "story",
                     glossary_anchor("LR sensitivity")}});
   }
@@ -376,7 +384,7 @@ Finding runs_finding(const Comparison& c) {
     diverged += run.diverged ? 1 : 0;
     incomplete += run.incomplete ? 1 : 0;
   }
-  const Fields f{{"diverged", num(diverged)}, {"n", num(c.runs.size())}};
+  const Fields f{{"diverged", num(diverged)}, {"runs", counted(c.runs.size(), "run")}};
   std::string text = finding_text(diverged ? "runs_diverged" : "runs_none_diverged", f);
   if (incomplete) text += finding_text("runs_incomplete", {{"count", num(incomplete)}});
   return {{text + ".", "runs-read", glossary_anchor("diverged run")}};
@@ -546,8 +554,8 @@ std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
     n_diverged += run.diverged ? 1 : 0;
     n_complete += run.incomplete ? 0 : 1;
   }
-  md += fmt::format("{} runs in {} arms ({} complete, {} incomplete, {} diverged).\n\n", c.runs.size(), c.arms.size(),
-                    n_complete, n_incomplete, n_diverged);
+  md += fmt::format("{} in {} ({} complete, {} incomplete, {} diverged).\n\n", counted(c.runs.size(), "run"),
+                    counted(c.arms.size(), "arm"), n_complete, n_incomplete, n_diverged);
   for (const Note& note : ctx.sweep_notes) {
     md += "**Note:** " + markdown_escape(note.text) + ".\n\n";
     if (note.items.empty()) continue;
@@ -691,7 +699,9 @@ std::string story_section(const Comparison& c, const std::vector<Verdict>& verdi
   });
   std::string md =
       "<a id=\"story\"></a>\n\n## Claims " +
-      (held ? "against " + markdown_text(escape_name(baseline)) : "of each " + c.axis + " against the others") + "\n\n";
+      (held ? "against " + markdown_text(escape_name(c.axis == "scale" ? baseline : c.axis + "=" + baseline))
+            : "of each " + c.axis + " against the others") +
+      "\n\n";
   if (held && c.axis == "scale" && is_reference_scale(baseline))
     md +=
         "The usual story: without 1/sqrt(d_k), scores grow with d_k, the softmax saturates, W_q and W_k get little "

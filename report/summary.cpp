@@ -143,7 +143,7 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
   }
   if (!no_theory.empty())
     f.notes.push_back(figure_text("no_theory", {{"lines", fmt::format("{}", fmt::join(no_theory, "; "))}}));
-  if (not_measured) f.notes.push_back(figure_text("not_measured", {{"count", std::to_string(not_measured)}}));
+  if (not_measured) f.notes.push_back(figure_text("not_measured", {{"runs", counted(not_measured, "run")}}));
   return f;
 }
 
@@ -169,7 +169,7 @@ SummaryFigure score_grad_vs_d_k(const Comparison& c) {
     }
     f.lines.push_back(std::move(line));
   }
-  if (zero) f.notes.push_back(figure_text("zero_points", {{"count", std::to_string(zero)}}));
+  if (zero) f.notes.push_back(figure_text("zero_points", {{"points", counted(zero, "point")}}));
   return f;
 }
 

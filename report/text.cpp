@@ -56,6 +56,10 @@ std::string fill(const std::string& pattern, const Fields& fields) {
   return fmt::vformat(pattern, args);
 }
 
+std::string counted(std::size_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 bool has_text(const std::string& file, const std::string& key) { return find_line(file, key) != nullptr; }
 
 const std::string& text_template(const std::string& file, const std::string& key) {

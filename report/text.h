@@ -39,6 +39,9 @@ const std::vector<TextLine>& text_lines(const std::string& file);
 /// Throws fmt::format_error when the pattern names a field `fields` lacks.
 std::string fill(const std::string& pattern, const Fields& fields);
 
+/// "1 run", "3 runs": `n` and `noun`, with an "s" unless n is 1 (the report's counted nouns are regular).
+std::string counted(std::size_t n, const std::string& noun);
+
 /// True when report/text/<file>.md has a line `key`.
 bool has_text(const std::string& file, const std::string& key);
 

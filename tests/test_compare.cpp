@@ -1378,14 +1378,14 @@ TEST_CASE("report.md opens with at most ten findings counted from the numbers, e
   CHECK(trains == std::vector<double>{2, 0, 1, 0, 3});
   CHECK(lines[0].glossary == glossary_anchor("tolerance loss"));
   CHECK(numbers_in(lines[0].text) == std::vector<double>{2, 3, 1});
-  // Per gradient claim, the comparisons where sqrt_dk gives more gradient, W_q then W_k: "at step 0 in 0 of 3
-  // comparisons, before the loss threshold in ..., over all steps in ... (W_k: ..., ..., ...)".
-  std::vector<double> more;
+  // Of the 3 comparisons, per gradient claim (step 0, before the loss threshold, over all steps; W_q then W_k) those
+  // where sqrt_dk gives more and less gradient: "Of 3 comparisons ..., at step 0 in 0/3, ...".
+  std::vector<double> gradient{3, 0};
   for (const std::string w : {"w_q", "w_k"})
-    for (const std::string claim : {"more_gradient_step0_", "more_gradient_before_loss_", "more_gradient_"})
-      more.push_back(outcome_counts(cmp, claim + w, "sqrt_dk")[0]);
-  std::vector<double> gradient{0, more[0], 3};
-  gradient.insert(gradient.end(), more.begin() + 1, more.end());
+    for (const std::string claim : {"more_gradient_step0_", "more_gradient_before_loss_", "more_gradient_"}) {
+      gradient.push_back(outcome_counts(cmp, claim + w, "sqrt_dk")[0]);
+      gradient.push_back(outcome_counts(cmp, claim + w, "sqrt_dk")[1]);
+    }
   CHECK(outcome_counts(cmp, "more_gradient_step0_w_q", "sqrt_dk")[1] == 3);  // unscaled's is larger in every one
   CHECK(lines[1].glossary == glossary_anchor("tolerance gradient"));
   CHECK(numbers_in(lines[1].text) == gradient);
@@ -1841,6 +1841,58 @@ TEST_CASE("LR sensitivity: a scaling that never learned at any lr gives no verdi
   const auto v = verdict_of(cmp, "less_lr_sensitive", "sqrt_dk");
   CHECK(v->outcome == Outcome::not_decided);
   CHECK(v->why_not == "never_learned");
+}
+
+TEST_CASE("a verdict decided in the seeds both arms have quotes those seeds' values, not means over others") {
+  const TempDir root("compare_paired_values");
+  write_final_losses(root, "sqrt_dk", {0.5, 1.9, 1.9});  // seeds 0, 1, 2
+  write_final_losses(root, "none", {1.0});               // seed 0 only
+  const Comparison cmp = analyse_dirs({root.string()});
+  const auto v = verdict_of(cmp, "trains_better", "sqrt_dk");
+  REQUIRE(v);
+  CHECK(v->outcome == Outcome::better);
+  CHECK(v->n_shared == 1);
+  CHECK(v->subject_value == doctest::Approx(0.5));  // seed 0's, not the mean 1.43 over three seeds
+  CHECK(v->baseline_value == doctest::Approx(1.0));
+}
+
+TEST_CASE("another axis: arms are named by setting and value, and a numeric --baseline matches as a number") {
+  const TempDir root("compare_lr_axis");
+  write_final_losses(root, "none", {1.0, 1.1}, 0.01);
+  write_final_losses(root, "none", {0.5, 0.6}, 0.003);
+  Comparison c = analyse_dirs({root.string()});
+  c.axis = "lr";
+  REQUIRE(c.arms.size() == 2);
+  CHECK(arm_name(c, c.arms[0]) == "lr=0.003");
+  for (const std::string baseline : {"0.0100", "1e-2"}) {
+    CompareOptions options;
+    options.inputs = {root.string()};
+    options.plots = false;
+    options.axis = "lr";
+    options.baseline = baseline;
+    std::ostringstream out;
+    CHECK_NOTHROW(run_compare(options, out));
+    CHECK(read_text(root / "report.md").find("## Claims against lr=0.01") != std::string::npos);
+  }
+}
+
+TEST_CASE("arms that differ only in the derived chance_loss (a hand-edited config.json) name it, not nothing") {
+  const TempDir root("compare_chance_only");
+  FakeRun r;
+  r.loss = constant(30, 1.0);
+  r.extra_config = {{"chance_loss", 2.0}};  // FakeRun writes the old form; read as derived.chance_loss
+  write_run(root / "none", r);
+  r.scale = "sqrt_dk";
+  r.extra_config = nlohmann::json::object();  // ln 8, FakeRun's
+  write_run(root / "sqrt", r);
+  const Comparison c = analyse_dirs({root.string()});
+  const auto unpaired = unpaired_arms(c, "scale");
+  REQUIRE(unpaired.size() == 2);
+  CHECK(unpaired[0].differs_in == std::vector<std::string>{"chance_loss"});
+  REQUIRE(no_comparison_notes(c).size() == 1);
+  CHECK(no_comparison_notes(c)[0].find("chance_loss") != std::string::npos);
+  CHECK(counted(1, "run") == "1 run");
+  CHECK(counted(2, "run") == "2 runs");
 }
 
 TEST_CASE("findings name every compared scaling, or say which were left out and where they are") {

@@ -305,7 +305,9 @@ TEST_CASE("W_q gradients compare at step 0, before the loss threshold and over a
   // in 0 (W_k: 0, 0, 0); an exactly-zero W_q gradient less often in 1, more often in 0.
   const auto gradient = findings_of(cmp, "tolerance gradient");
   REQUIRE(gradient.size() == 1);
-  CHECK(numbers_in(gradient[0].text) == std::vector<double>{0, 1, 1, 1, 0, 0, 0, 0, 1, 0});
+  // Of 1 comparison, more/less at step 0 (1/0), before the threshold (1/0), over all steps (0/1: less, its gradient
+  // over the steps after the threshold is the smaller), W_k none; zero gradients less often in 1, more often in 0.
+  CHECK(numbers_in(gradient[0].text) == std::vector<double>{1, 0, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0});
 
   // One seed each, no spread: decided by the means within the gradient tolerance.
   CHECK(verdict_of(cmp, "more_gradient_step0_w_q", "sqrt_dk")->outcome == Outcome::better);  // 0.5 vs 0.01
