@@ -246,5 +246,5 @@ without_timing() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "step_
 cmp -s <(without_timing "$run1/metrics.csv") <(without_timing "$tmp/uninterrupted/metrics.csv") ||
   fail "the resumed point's metrics.csv differs from an uninterrupted run's"
 compared="$("$xgrad" compare "$b" --plots false 2>&1)" || fail "xgrad compare: $compared"
-grep -q "^2 runs in 1 arms" <<<"$compared" || fail "compare did not read 2 runs: $compared"
+grep -q "^2 runs in 1 arm\b" <<<"$compared" || fail "compare did not read 2 runs: $compared"
 echo "slurm_sweep: OK (jobs $first_job and $job; $SECONDS s)"
