@@ -86,10 +86,12 @@ Curves curves_of(const Comparison& c) {
                                              {},
                                              arm.diverged_steps.size()});
     if (!curve.runs.empty())
-      for (const auto& [pairs, e] : curve.runs.front().by_pairs)
+      for (const auto& entry : curve.runs.front().by_pairs) {
+        const std::size_t pairs = entry.first;  // a structured binding cannot be captured in C++17 (Clang)
         if (std::all_of(curve.runs.begin(), curve.runs.end(),
                         [&](const RunLengths& r) { return r.by_pairs.count(pairs); }))
           curve.pairs.push_back(pairs);
+      }
   }
   std::stable_sort(curves.begin(), curves.end(), [](const Curve& a, const Curve& b) { return a.d_k < b.d_k; });
   return curves;
