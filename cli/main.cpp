@@ -770,9 +770,9 @@ int run_command(Commands& c) {
   return 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Everything main does; main turns an allocation that fails while the commands and their flags are being set up
+// (under a tight `ulimit -v`) into the same message as one that fails while a command runs.
+int main_unguarded(int argc, char** argv) {
   if (const int code = prepare_process(argc, argv); code >= 0) return code;
   Commands c;
   c.app.require_subcommand(1);
@@ -803,6 +803,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   return run_command(c);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return main_unguarded(argc, argv);
+  } catch (const std::bad_alloc&) {
+    return fail(1, "xgrad: error: " + platform::out_of_memory_text() +
+                       (platform::address_space_limit() ? "; raise the limit" : ""));
+  }
 }
 
 }  // namespace xgrad::cli
