@@ -229,20 +229,24 @@ std::string gradient_text(const PairTally& p) {
   return text + ".";
 }
 
+// "sqrt_dk trains better than unscaled in 2 of 3 comparisons, as well in 1.": how the verdicts of `claim` came out
+// over the comparisons of one pair, linking to the glossary entry `term`.
+FindingLine counted_finding(const PairTally& p, const std::string& claim, const std::string& term) {
+  const Tally& t = p[claim];
+  const Fields f{{"subject", p.subject},
+                 {"baseline", p.baseline},
+                 {"comparisons", counted(t.n, "comparison")},
+                 {"better", num(t.better)}};
+  return {finding_text(claim, f) + tails(claim, t) + ".", "story", glossary_anchor(term)};
+}
+
 // Per pair of compared values: how often the subject trains better, and gets more W_q / W_k gradient; or why
 // nothing is compared.
 void pair_findings(const Comparison& c, const std::vector<PairTally>& tallies, std::vector<Finding>& out) {
   for (const PairTally& p : tallies) {
     const Tally& t = p["trains_better"];
     if (t.n == 0) continue;
-    const Fields f{{"subject", p.subject},
-                   {"baseline", p.baseline},
-                   {"comparisons", counted(t.n, "comparison")},
-                   {"better", num(t.better)}};
-    out.push_back({{finding_text("trains_better", f) + tails("trains_better", t) + ".", "story",
-                    glossary_anchor("tolerance loss")},
-                   3,
-                   p.subject});
+    out.push_back({counted_finding(p, "trains_better", "tolerance loss"), 3, p.subject});
     if (p.spoken.count("more_gradient_w_q") || p.spoken.count("more_gradient_w_k"))
       out.push_back({{gradient_text(p), "story", glossary_anchor("tolerance gradient")}, 1, p.subject});
   }
@@ -261,12 +265,7 @@ void lr_findings(const std::vector<PairTally>& tallies, std::vector<Finding>& ou
   for (const PairTally& p : tallies) {
     const Tally& t = p["less_lr_sensitive"];
     if (t.n == 0) continue;
-    const Fields f{{"subject", p.subject},
-                   {"baseline", p.baseline},
-                   {"comparisons", counted(t.n, "comparison")},
-                   {"better", num(t.better)}};
-    out.push_back({{finding_text("less_lr_sensitive", f) + tails("less_lr_sensitive", t) + ".", "story",
-                    glossary_anchor("LR sensitivity")}});
+    out.push_back({counted_finding(p, "less_lr_sensitive", "LR sensitivity")});
   }
 }
 

@@ -572,6 +572,27 @@ TEST_CASE("sigma_reparam: the forward pass advances the state only in training m
   CHECK(u() != start);
 }
 
+namespace {
+
+// `c` (already run into `part`) resumed to step 50, against an uninterrupted run of 50 steps into `whole`: the same
+// metrics.csv, but for its timing columns.
+void check_resume_to_50(const train::TrainConfig& c, const std::filesystem::path& part,
+                        const std::filesystem::path& whole) {
+  train::TrainConfig longer = c;
+  longer.steps = 50;
+  longer.resume = true;
+  train::train(longer);
+  train::TrainConfig uninterrupted = c;
+  uninterrupted.steps = 50;
+  uninterrupted.out = whole.string();
+  train::train(uninterrupted);
+  const auto resumed_rows = testing::metrics_without_timing(part);
+  CHECK(resumed_rows.size() == 51);
+  CHECK(resumed_rows == testing::metrics_without_timing(whole));
+}
+
+}  // namespace
+
 TEST_CASE("sigma_reparam: its power-iteration state is in the checkpoint, and a resumed run continues it exactly") {
   Generator gen(4);
   ModelConfig mc;
@@ -595,17 +616,7 @@ TEST_CASE("sigma_reparam: its power-iteration state is in the checkpoint, and a 
   const Checkpoint saved = load_checkpoint((part / "checkpoint.safetensors").string());
   CHECK(saved.find("model.blocks.0.attn.w_q_u") != nullptr);
   CHECK(saved.find("model.blocks.0.attn.w_k_v") != nullptr);
-  train::TrainConfig longer = c;
-  longer.steps = 50;
-  longer.resume = true;
-  train::train(longer);
-  train::TrainConfig uninterrupted = c;
-  uninterrupted.steps = 50;
-  uninterrupted.out = whole.string();
-  train::train(uninterrupted);
-  const auto resumed_rows = testing::metrics_without_timing(part);
-  CHECK(resumed_rows.size() == 51);
-  CHECK(resumed_rows == testing::metrics_without_timing(whole));
+  check_resume_to_50(c, part, whole);
 }
 
 namespace {
@@ -726,15 +737,5 @@ TEST_CASE("qk_norm: qk_norm_scale is in config.json, and a resumed run at scale 
   CHECK(!s.diverged);
   std::ifstream config_file(part / "config.json");
   CHECK(nlohmann::json::parse(config_file).at("qk_norm_scale") == "1");
-  train::TrainConfig longer = c;
-  longer.steps = 50;
-  longer.resume = true;
-  train::train(longer);
-  train::TrainConfig uninterrupted = c;
-  uninterrupted.steps = 50;
-  uninterrupted.out = whole.string();
-  train::train(uninterrupted);
-  const auto resumed_rows = testing::metrics_without_timing(part);
-  CHECK(resumed_rows.size() == 51);
-  CHECK(resumed_rows == testing::metrics_without_timing(whole));
+  check_resume_to_50(c, part, whole);
 }
