@@ -1,6 +1,8 @@
 #include "autograd/blas.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 
 #include <cblas.h>
 
@@ -17,12 +19,86 @@ bool trivial(std::size_t m, std::size_t n, std::size_t k, T beta, T* c, std::siz
   return true;
 }
 int ld(std::size_t x) { return static_cast<int>(std::max<std::size_t>(1, x)); }
+
+// The tally: an open-addressing table keyed by the shape packed into 62 bits (20 per dimension, two transpose
+// bits; key 0 is an empty slot, never a shape since m, n >= 1), claimed by compare-and-swap, counts added with
+// relaxed atomics. A step issues a few dozen shapes; 1024 slots leave the table sparse.
+constexpr std::size_t kSlots = 1024;
+constexpr std::uint64_t kDimBits = 20, kDimLimit = std::uint64_t(1) << kDimBits;
+std::atomic<bool> g_counting{false};
+std::array<std::atomic<std::uint64_t>, kSlots> g_keys{};
+std::array<std::atomic<std::uint64_t>, kSlots> g_calls{};
+std::atomic<std::uint64_t> g_unshaped_calls{0};
+std::atomic<double> g_unshaped_flops{0.0};
+
+void count_unshaped(double flops) {
+  g_unshaped_calls.fetch_add(1, std::memory_order_relaxed);
+  double old = g_unshaped_flops.load(std::memory_order_relaxed);
+  while (!g_unshaped_flops.compare_exchange_weak(old, old + flops, std::memory_order_relaxed)) {
+  }
+}
+
+void count_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k) {
+  if (m >= kDimLimit || n >= kDimLimit || k >= kDimLimit) {
+    count_unshaped(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
+    return;
+  }
+  const std::uint64_t key = (std::uint64_t(m) << (2 * kDimBits + 2)) | (std::uint64_t(n) << (kDimBits + 2)) |
+                            (std::uint64_t(k) << 2) | (std::uint64_t(trans_a) << 1) | std::uint64_t(trans_b);
+  std::size_t slot = static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 54) % kSlots;
+  for (std::size_t probe = 0; probe < kSlots; ++probe, slot = (slot + 1) % kSlots) {
+    std::uint64_t found = g_keys[slot].load(std::memory_order_relaxed);
+    if (found == 0 && g_keys[slot].compare_exchange_strong(found, key, std::memory_order_relaxed)) found = key;
+    if (found == key) {
+      g_calls[slot].fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  count_unshaped(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));  // table full
+}
 }  // namespace
+
+void set_gemm_counting(bool on) { g_counting.store(on, std::memory_order_relaxed); }
+bool gemm_counting() { return g_counting.load(std::memory_order_relaxed); }
+
+void reset_gemm_counts() {
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    g_calls[i].store(0, std::memory_order_relaxed);
+    g_keys[i].store(0, std::memory_order_relaxed);
+  }
+  g_unshaped_calls.store(0, std::memory_order_relaxed);
+  g_unshaped_flops.store(0.0, std::memory_order_relaxed);
+}
+
+std::vector<GemmCount> gemm_counts() {
+  std::vector<GemmCount> out;
+  const std::uint64_t mask = kDimLimit - 1;
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    const std::uint64_t key = g_keys[i].load(std::memory_order_relaxed);
+    const std::uint64_t calls = g_calls[i].load(std::memory_order_relaxed);
+    if (key == 0 || calls == 0) continue;
+    out.push_back({(key >> 1 & 1) != 0, (key & 1) != 0, static_cast<std::size_t>(key >> (2 * kDimBits + 2) & mask),
+                   static_cast<std::size_t>(key >> (kDimBits + 2) & mask), static_cast<std::size_t>(key >> 2 & mask),
+                   calls});
+  }
+  if (const std::uint64_t calls = g_unshaped_calls.load(std::memory_order_relaxed))
+    out.push_back({false, false, 0, 0, 0, calls});
+  return out;
+}
+
+double flops_of_unshaped_gemms() { return g_unshaped_flops.load(std::memory_order_relaxed); }
+
+double counted_gemm_flops() {
+  double total = flops_of_unshaped_gemms();
+  for (const GemmCount& g : gemm_counts()) total += g.flops();
+  return total;
+}
 
 template <>
 void gemm<float>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                  std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   if (trivial(m, n, k, beta, c, ldc)) return;
+  if (g_counting.load(std::memory_order_relaxed)) count_gemm(trans_a, trans_b, m, n, k);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, ld(lda), b, ld(ldb), beta, c,
               ld(ldc));

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace xgrad::blas {
 
@@ -19,6 +21,30 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 void gemm_reference(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha,
                     const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta, double* c,
                     std::size_t ldc);
+
+/// A tally of gemm<float> calls, for benchmarks that count the FLOPs a step performs instead of estimating them.
+/// Off by default: gemm<float> then pays one relaxed atomic load. On, each call adds to a lock-free table of
+/// shapes (safe from the thread pool's workers). Empty calls (m, n or k of 0) are not BLAS calls and not counted.
+struct GemmCount {
+  bool trans_a = false, trans_b = false;
+  std::size_t m = 0, n = 0, k = 0;
+  std::uint64_t calls = 0;
+  double flops() const {  // 2 m n k per call: one multiply and one add per term of every dot product
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(calls);
+  }
+};
+/// Starts (true) or pauses (false) counting; the tally is kept across pauses.
+void set_gemm_counting(bool on);
+bool gemm_counting();
+/// Clears the tally.
+void reset_gemm_counts();
+/// Calls counted since the last reset, one entry per shape (transposes, m, n, k), in no particular order. Shapes
+/// with m, n or k >= 2^20 are not stored by shape: they add to one entry with m = n = k = 0, calls = their
+/// count, and flops_of_unshaped_gemms() their FLOPs.
+std::vector<GemmCount> gemm_counts();
+double flops_of_unshaped_gemms();
+/// The sum of flops() over gemm_counts(), plus flops_of_unshaped_gemms().
+double counted_gemm_flops();
 
 /// The OpenBLAS kernel family in use (openblas_get_corename(), e.g. "SkylakeX", "Haswell", "Prescott").
 std::string core_name();

@@ -6,7 +6,8 @@
 # Each round times each size in both engines — xgrad then PyTorch per size in odd rounds, PyTorch then xgrad in
 # even ones — and the sgemm floor of L once. The table holds, per size, the median over rounds of each engine's
 # median step time with its spread over rounds ((max - min) / median), the minimum over rounds of each engine's
-# fastest step, and xgrad/PyTorch ratios of the medians, of the minima and of thread CPU time. --threads N gives
+# fastest step, and xgrad/PyTorch ratios of the medians, of the minima and of thread CPU time; then per size the
+# sgemm GFLOP of xgrad's step (counted), its floor (those GEMMs alone, one thread, / N) and both engines over it. --threads N gives
 # both engines N threads (BLAS and their own loops). PyTorch is Debian's python3-torch
 # (`apt-get install -y python3-torch`), run with /usr/bin/python3; it is optional and never a dependency of xgrad.
 set -euo pipefail
@@ -50,18 +51,18 @@ echo "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $threads thread(s), sizes $configs, 
 for ((r = 1; r <= rounds; r++)); do
   for cfg in ${configs//,/ }; do
     if ((r % 2)); then
-      "$bench" --threads "$threads" --csv step --config "$cfg" >>"$out/xgrad.csv"
+      "$bench" --threads "$threads" --csv step --floor --config "$cfg" >>"$out/xgrad.csv"
       "$python" "$here/torch_reference.py" --threads "$threads" --csv --config "$cfg" >>"$out/torch.csv"
     else
       "$python" "$here/torch_reference.py" --threads "$threads" --csv --config "$cfg" >>"$out/torch.csv"
-      "$bench" --threads "$threads" --csv step --config "$cfg" >>"$out/xgrad.csv"
+      "$bench" --threads "$threads" --csv step --floor --config "$cfg" >>"$out/xgrad.csv"
     fi
   done
   [[ $configs == *L* ]] && ((threads == 1)) && "$bench" --csv sgemm --config L >>"$out/sgemm.csv"
   echo "round $r/$rounds done, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 
-# step,cfg,median_ms,min_ms,cpu_ms,gflops,peak_rss_mib,core,threads
+# step,cfg,median_ms,min_ms,cpu_ms,gflops,peak_rss_mib,core,threads (xgrad adds: counted_gflop,floor_ms,sgemm_gflops)
 # sgemm,cfg,total_ms,total_cpu_ms,gflops,cpu_gflops,peak_gflops,core,threads
 # Targets: one thread S <= 0.5, M <= 0.8, L <= 1.0; two threads M, L <= 0.8.
 targets="S=0.5 M=0.8 L=1.0"
@@ -80,6 +81,7 @@ awk -F, -v targets="$targets" -v configs="$configs" '
   engine != "s" { ms[engine, $2] = ms[engine, $2] " " $3; mn[engine, $2] = mn[engine, $2] " " $4
                   cpu[engine, $2] = cpu[engine, $2] " " $5
                   gf[engine, $2] = gf[engine, $2] " " $6; rss[engine, $2] = $7; core[engine] = $8; thr[engine] = $9 }
+  engine == "x" { cg[$2] = cg[$2] " " $10; fl[$2] = fl[$2] " " $11; fr[$2] = fr[$2] " " $12 }
   engine == "s" { fms = fms " " $3; fcpu = fcpu " " $4; fgf = fgf " " $5; fcgf = fcgf " " $6; fpk = fpk " " $7 }
   END {
     split(targets, tl, " "); for (i in tl) { split(tl[i], kv, "="); target[kv[1]] = kv[2] }
@@ -95,6 +97,13 @@ awk -F, -v targets="$targets" -v configs="$configs" '
              c, xm, spread(ms["x", c]), tm, spread(ms["t", c]), lo(mn["x", c]), lo(mn["t", c]), xm / tm,
              lo(mn["x", c]) / lo(mn["t", c]), "<= " target[c], xc, tc, xc / tc, median(gf["x", c]), median(gf["t", c]),
              rss["x", c], rss["t", c]
+    }
+    printf "floor: the sgemm calls of xgrad'\''s timed steps counted by shape (GFLOP per step), timed alone on one BLAS thread in the same round (median over rounds), / threads; x_floor = median step / floor (PyTorch'\''s against the same floor)\n"
+    printf "%-3s %10s %10s %10s %12s %12s\n", "cfg", "GFLOP", "floor_ms", "sgemm_GF/s", "xgrad_x_flr", "torch_x_flr"
+    for (i = 1; i <= n; i++) {
+      c = cfgs[i]; f = median(fl[c])
+      printf "%-3s %10.4f %10.3f %10.2f %12.3f %12.3f\n", c, median(cg[c]), f, median(fr[c]),
+             f > 0 ? median(ms["x", c]) / f : 0, f > 0 ? median(ms["t", c]) / f : 0
     }
     if (!(("x", "L") in ms) || thr["x"] != 1) exit  # the floor is of one thread
     fl = median(fgf); lx = median(gf["x", "L"])

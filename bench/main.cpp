@@ -9,6 +9,7 @@
 #include <iostream>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -42,36 +43,51 @@ void print_environment(bool csv) {
               load_average().c_str());
 }
 
-int run_step(const std::vector<BenchConfig>& sizes, long steps, long warmup, bool csv) {
+// The step's floor on `threads` cores: its counted GEMMs timed alone on one BLAS thread, divided by the threads
+// (what two cores allow at best). {floor ms, one-thread GFLOP/s at the step's shapes}.
+std::pair<double, double> step_floor(const std::vector<GemmShape>& gemms, int threads) {
+  const int before = blas::num_threads();
+  blas::set_num_threads(1);
+  const SgemmFloor f = measure_gemm_shapes(gemms);
+  blas::set_num_threads(before);
+  return {f.total_ms / threads, f.gflops()};
+}
+
+int run_step(const std::vector<BenchConfig>& sizes, long steps, long warmup, bool csv, bool floor) {
   if (!csv)
-    std::printf("%-3s %7s %7s %6s %5s %6s %10s %10s %10s %9s %12s\n", "cfg", "d_model", "n_heads", "batch", "seq",
-                "steps", "median_ms", "min_ms", "cpu_ms", "GFLOP/s", "peak_rss_MiB");
+    std::printf("%-3s %7s %7s %6s %5s %6s %10s %10s %10s %9s %12s %9s %9s %9s %8s\n", "cfg", "d_model", "n_heads",
+                "batch", "seq", "steps", "median_ms", "min_ms", "cpu_ms", "GFLOP/s", "peak_rss_MiB", "GFLOP",
+                "floor_ms", "sgemm_GF", "x_floor");
   for (const BenchConfig& c : sizes) {
     const std::size_t w = warmup >= 0 ? static_cast<std::size_t>(warmup) : c.warmup;
     const std::size_t n = steps > 0 ? static_cast<std::size_t>(steps) : c.steps;
     const StepTiming t = time_training_steps(c, w, n);
+    const auto f = floor ? step_floor(t.gemms, blas::num_threads()) : std::pair<double, double>{0, 0};
+    const double x_floor = f.first > 0 ? t.median_ms / f.first : 0;
     if (csv)
-      std::printf("step,%s,%.4f,%.4f,%.4f,%.3f,%.1f,%s,%d\n", c.name.c_str(), t.median_ms, t.min_ms, t.median_cpu_ms,
-                  t.gflops, t.peak_rss_mib, blas::core_name().c_str(), blas::num_threads());
+      std::printf("step,%s,%.4f,%.4f,%.4f,%.3f,%.1f,%s,%d,%.6f,%.4f,%.3f\n", c.name.c_str(), t.median_ms, t.min_ms,
+                  t.median_cpu_ms, t.gflops, t.peak_rss_mib, blas::core_name().c_str(), blas::num_threads(),
+                  t.counted_gflop, f.first, f.second);
     else
-      std::printf("%-3s %7zu %7zu %6zu %5zu %6zu %10.3f %10.3f %10.3f %9.2f %12.1f\n", c.name.c_str(), c.d_model,
-                  c.n_heads, c.batch, c.seq_len, t.steps, t.median_ms, t.min_ms, t.median_cpu_ms, t.gflops,
-                  t.peak_rss_mib);
+      std::printf("%-3s %7zu %7zu %6zu %5zu %6zu %10.3f %10.3f %10.3f %9.2f %12.1f %9.4f %9.3f %9.2f %8.3f\n",
+                  c.name.c_str(), c.d_model, c.n_heads, c.batch, c.seq_len, t.steps, t.median_ms, t.min_ms,
+                  t.median_cpu_ms, t.gflops, t.peak_rss_mib, t.counted_gflop, f.first, f.second, x_floor);
     std::fflush(stdout);
   }
   return 0;
 }
 
-int run_sgemm(const BenchConfig& c, bool csv) {
-  const SgemmFloor floor = measure_sgemm_floor(c);
+int run_sgemm(const BenchConfig& c, const std::string& counts, bool csv) {
+  const SgemmFloor floor = counts.empty() ? measure_sgemm_floor(c) : measure_gemm_shapes(read_gemm_counts(counts));
   const double cpu_gflops = floor.total_cpu_ms > 0 ? floor.total_flops / (floor.total_cpu_ms * 1e6) : 0;
   if (csv) {
-    std::printf("sgemm,%s,%.4f,%.4f,%.3f,%.3f,%.3f,%s,%d\n", c.name.c_str(), floor.total_ms, floor.total_cpu_ms,
-                floor.gflops(), cpu_gflops, floor.peak_gflops(), blas::core_name().c_str(), blas::num_threads());
+    std::printf("sgemm,%s,%.4f,%.4f,%.3f,%.3f,%.3f,%s,%d\n", counts.empty() ? c.name.c_str() : "counted",
+                floor.total_ms, floor.total_cpu_ms, floor.gflops(), cpu_gflops, floor.peak_gflops(),
+                blas::core_name().c_str(), blas::num_threads());
     return 0;
   }
   std::printf("Every GEMM of one %s training step, as the engine issues it (C[m,n] = op(A)[m,k] op(B)[k,n]):\n",
-              c.name.c_str());
+              counts.empty() ? c.name.c_str() : ("counted (" + counts + ")").c_str());
   std::printf("%3s %3s %6s %6s %6s %6s %10s %10s %9s\n", "tA", "tB", "m", "n", "k", "count", "ms", "cpu_ms", "GFLOP/s");
   for (const auto& g : floor.gemms)
     std::printf("%3s %3s %6zu %6zu %6zu %6zu %10.3f %10.3f %9.2f\n", g.shape.trans_a ? "T" : "N",
@@ -184,8 +200,9 @@ struct Commands {
   std::vector<std::string> configs{"S", "M", "L"};
   long steps = 0, warmup = -1;
   std::string step_shape, step_targets = "all", step_readout = "targets";
+  bool step_floor = false;
   CLI::App* step_cmd = nullptr;
-  std::string sgemm_config = "L", sgemm_shape;
+  std::string sgemm_config = "L", sgemm_shape, sgemm_counts;
   CLI::App* sgemm_cmd = nullptr;
   std::string memory_config = "M";
   long memory_steps = 1000;
@@ -222,6 +239,8 @@ void add_step_command(Commands& c) {
                    "every position")
       ->capture_default_str()
       ->check(CLI::IsMember({"targets", "full"}));
+  c.step_cmd->add_flag("--floor", c.step_floor,
+                       "also time the counted GEMMs of a step alone on one BLAS thread: the floor (/ --threads)");
 }
 
 void add_sgemm_command(Commands& c) {
@@ -235,6 +254,11 @@ void add_sgemm_command(Commands& c) {
           "another model instead of --config: d_model,n_heads,d_k,batch,seq_len,vocab (d_model <= 16384, d_k <= 8192; "
           "batch * seq_len <= 1048576; vocab <= 16777216)")
       ->excludes(sgemm_config_opt);
+  c.sgemm_cmd
+      ->add_option("--counts", c.sgemm_counts,
+                   "the shapes counted by xgrad train under XGRAD_SGEMM_COUNT=FILE instead of --config (per step)")
+      ->excludes(sgemm_config_opt)
+      ->excludes(c.sgemm_cmd->get_option("--shape"));
 }
 
 void add_memory_command(Commands& c) {
@@ -320,8 +344,8 @@ int run_command(Commands& c) {
     }
     platform::set_threads(c.threads);
     print_environment(c.csv);
-    if (*c.step_cmd) return run_step(step_sizes, c.steps, c.warmup, c.csv);
-    if (*c.sgemm_cmd) return run_sgemm(sgemm_size, c.csv);
+    if (*c.step_cmd) return run_step(step_sizes, c.steps, c.warmup, c.csv, c.step_floor);
+    if (*c.sgemm_cmd) return run_sgemm(sgemm_size, c.sgemm_counts, c.csv);
     if (*c.memory_cmd) return run_memory(c.memory_config, c.memory_steps);
     if (*c.floor_cmd) return run_floor(c.floor_dir, c.floor_wall, c.floor_cores);
   } catch (const std::exception& e) {

@@ -15,8 +15,11 @@
 #
 # The corpus: --text FILE, or the King James Bible from Debian's bible-kjv (`./run.sh corpus` installs it and writes
 # build/corpus/kjv.txt). The table: per engine and thread count, ms per iteration (each run's mean step time over its
-# steps 1 .. N-2; the median over seeds and its spread), xgrad/PyTorch, and the held-out loss at iterations N/4, N/2
-# and N (mean and spread over seeds); then the targets judged. --out DIR keeps every run's metrics.csv (default: a
+# steps 1 .. N-2; the median over seeds and its spread), xgrad/PyTorch, the step's sgemm GFLOP (every call of xgrad's
+# steps 1 .. N-2 counted by shape; PyTorch's row divides the same count by its own time), the GFLOP/s reached, the
+# floor (those GEMMs timed alone on one thread after each xgrad run, the median, divided by the thread count: what
+# that many cores allow at best) and the step over it, and the held-out loss at iterations N/4, N/2 and N (mean and
+# spread over seeds); then the targets judged. --out DIR keeps every run's metrics.csv (default: a
 # temporary directory, removed). PyTorch is Debian's python3-torch, run with /usr/bin/python3; it is optional and
 # never a dependency of xgrad. Bad arguments exit 2 with one line naming the flag (tests/nanogpt_cpu_errors_test.sh).
 set -euo pipefail
@@ -62,8 +65,10 @@ for t in ${threads_list//,/ }; do whole --threads "$t" 1 64; done
 ((${#args[@]} <= 1)) || fail "at most one BUILD_DIR, got '${args[*]}'"
 build=${args[0]:-$here/../build}
 xgrad=$build/bin/xgrad
+bench=$build/bin/xgrad_bench
 python=/usr/bin/python3
 [ -x "$xgrad" ] || fail "$xgrad not found; build the xgrad target first (./run.sh build)"
+[ -x "$bench" ] || fail "$bench not found; build the xgrad_bench target first (./run.sh build)"
 "$python" -c "import torch" 2>/dev/null || fail "$python cannot import torch; apt-get install -y python3-torch"
 [ -n "$text" ] || text=$("$here/../run.sh" corpus | tail -n 1)
 
@@ -94,16 +99,23 @@ common=(--text "$text" --seq-len 64 --n-layers 4 --n-heads 4 --d-model 128 --bat
 xgrad_only=(--task char_lm --dropout 0 --optimizer adamw --lr-schedule cosine --log-every 1000000000 --print-every 1000000000
   --checkpoint-every 0 --overwrite)
 
-# run ENGINE THREADS SEED: one training run into $out/ENGINE-tTHREADS-sSEED, its wall time in wall_s.
+# run ENGINE THREADS SEED: one training run into $out/ENGINE-tTHREADS-sSEED, its wall time in wall_s. An xgrad run
+# counts its sgemm calls by shape over the steps it times without statistics (XGRAD_SGEMM_COUNT, into
+# ENGINE-tTHREADS-sSEED.sgemm.csv), and right after it those shapes are timed alone on one BLAS thread (xgrad_bench
+# sgemm --counts): the floor, measured between the runs so that it sees the machine as they did (floor.csv).
 run() {
   local dir=$out/$1-t$2-s$3 start=$EPOCHREALTIME
   export OMP_NUM_THREADS=$2 OPENBLAS_NUM_THREADS=$2 MKL_NUM_THREADS=$2
   if [ "$1" = xgrad ]; then
-    "$xgrad" train "${common[@]}" "${xgrad_only[@]}" --threads "$2" --seed "$3" --out "$dir" >"$out/$1-t$2-s$3.log" 2>&1
+    XGRAD_SGEMM_COUNT=$out/$1-t$2-s$3.sgemm.csv "$xgrad" train "${common[@]}" "${xgrad_only[@]}" --threads "$2" \
+      --seed "$3" --out "$dir" >"$out/$1-t$2-s$3.log" 2>&1 &&
+      { printf '%s,%s,' "$2" "$3"; OPENBLAS_NUM_THREADS=1 "$bench" --threads 1 --csv sgemm --counts "$out/$1-t$2-s$3.sgemm.csv"; } \
+        >>"$out/floor.csv"
   else
     "$python" "$here/nanogpt_reference.py" "${common[@]}" --threads "$2" --seed "$3" --out "$dir" >"$out/$1-t$2-s$3.log" 2>&1
   fi || { cat "$out/$1-t$2-s$3.log" >&2; echo "nanogpt_cpu.sh: the $1 run failed (above)" >&2; exit 1; }
   awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }' >"$dir/wall_s"
+  busiest=$(awk -v a="$busiest" -v b="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN { print (b > a ? b : a) }')
   printf '  %-5s %d thread(s) seed %d: %.1f s, load average %s\n' "$1" "$2" "$3" "$(cat "$dir/wall_s")" \
     "$(cut -d' ' -f1-3 /proc/loadavg)"
 }
@@ -111,6 +123,7 @@ run() {
 echo "nanoGPT CPU setup, $iters iterations, seeds 0..$((seeds - 1)), threads $threads_list, text $text ($(wc -c <"$text") bytes)"
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+busiest=$(cut -d' ' -f1 /proc/loadavg)
 for threads in ${threads_list//,/ }; do
   for ((seed = 0; seed < seeds; seed++)); do
     if ((seed % 2 == 0)); then
@@ -124,3 +137,7 @@ for threads in ${threads_list//,/ }; do
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$python" "$here/nanogpt_reference.py" summarize "$out" --iters "$iters" --seeds "$seeds" --threads "$threads_list"
+# A verdict needs the machine to itself: the runs' own load is one process (a thread count's worth at most).
+if awk -v l="$busiest" -v c="$(nproc)" 'BEGIN { exit !(l > c + 0.5) }'; then
+  echo "warning: the 1-minute load average reached $busiest on $(nproc) cores during the runs: other work shared the machine, so these times and verdicts are not the quiet machine's"
+fi

@@ -266,8 +266,31 @@ def parse_args(argv):
 
 # ---- summarize: bench/nanogpt_cpu.sh's table from its runs' metrics.csv files (needs no torch) ----
 
-SPEED_TARGETS = {1: 0.5, 2: 0.6}  # xgrad's ms/iter at most this fraction of PyTorch's, per thread count
+SPEED_TARGETS = {1: 0.5, 2: 0.45}  # xgrad's ms/iter at most this fraction of PyTorch's, per thread count
+FLOOR_TARGET = 1.15  # xgrad's one-thread ms/iter at most this multiple of its sgemm floor
+SCALING_TARGET = 1.8  # xgrad's one-thread ms/iter over its two-thread one at least this
 LOSS_TARGET = 0.02  # xgrad's final held-out loss within this fraction of PyTorch's mean
+
+
+def counted_gflop(path):
+    """sgemm GFLOP per counted step from an XGRAD_SGEMM_COUNT file (steps,trans_a,trans_b,m,n,k,calls)."""
+    import csv
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    steps = int(rows[0]["steps"]) if rows else 0
+    total = sum(2.0 * int(r["m"]) * int(r["n"]) * int(r["k"]) * int(r["calls"]) for r in rows)
+    return total / steps / 1e9 if steps else float("nan")
+
+
+def floors(directory):
+    """{threads: [(one-thread floor ms per step, its GFLOP/s)]} from floor.csv: THREADS,SEED,sgemm,counted,total_ms,
+    total_cpu_ms,gflops,cpu_gflops,peak_gflops,core,blas_threads (xgrad_bench sgemm --counts after each xgrad run)."""
+    out = {}
+    with open(os.path.join(directory, "floor.csv")) as f:
+        for line in f:
+            cells = line.strip().split(",")
+            out.setdefault(int(cells[0]), []).append((float(cells[4]), float(cells[6])))
+    return out
 
 
 def read_run(directory, iters):
@@ -305,14 +328,22 @@ def summarize(argv):
     runs = {(engine, t): [read_run(os.path.join(args.dir, f"{engine}-t{t}-s{s}"), args.iters)
                           for s in range(args.seeds)] for engine in ("xgrad", "torch") for t in threads_list}
     print(f"ms/iter: each run's mean step time over steps 1..{args.iters - 2}, the median over {args.seeds} seed(s) "
-          f"(spread = (max - min) / median); val@N: held-out loss after iteration N, mean over seeds ± their "
-          f"standard deviation [min, max]; wall: median run time including start-up and evaluation")
-    header = f"{'engine':<6} {'threads':>7} {'ms/iter':>8} {'spread':>7} {'ratio':>6} {'target':>7} {'wall s':>7}"
+          f"(spread = (max - min) / median); GFLOP: sgemm GFLOP per iteration, every call of xgrad's timed steps "
+          f"counted (PyTorch's row: xgrad's count over PyTorch's time); floor: those GEMMs timed alone on one thread "
+          f"right after each xgrad run (median), / threads; x floor = ms/iter / floor; val@N: held-out loss after "
+          f"iteration N, mean over seeds ± their standard deviation [min, max]; wall: median run time including "
+          f"start-up and evaluation")
+    header = (f"{'engine':<6} {'threads':>7} {'ms/iter':>8} {'spread':>7} {'ratio':>6} {'target':>7} {'GFLOP':>6} "
+              f"{'GFLOP/s':>7} {'floor':>6} {'x floor':>7} {'wall s':>7}")
     for _, label in points:
         header += f" {'val@' + str(label):>26}"
     print(header)
-    medians = {}
+    medians, floor_ms = {}, {}
+    gflop = statistics.median(counted_gflop(os.path.join(args.dir, f"xgrad-t{t}-s{s}.sgemm.csv"))
+                              for t in threads_list for s in range(args.seeds))
+    measured = floors(args.dir)
     for t in threads_list:
+        floor_ms[t] = statistics.median(x[0] for x in measured[t]) / t
         for engine in ("xgrad", "torch"):
             r = runs[engine, t]
             ms = [x[0] for x in r]
@@ -321,12 +352,20 @@ def summarize(argv):
             line = f"{engine:<6} {t:>7} {medians[engine, t]:>8.2f} {spread(ms):>6.1f}% "
             line += f"{ratio:>6.3f} " if ratio else f"{'':>6} "
             line += f"{'<= ' + str(SPEED_TARGETS[t]) if ratio and t in SPEED_TARGETS else '':>7} "
+            line += f"{gflop:>6.3f} {gflop * 1e3 / medians[engine, t]:>7.1f} {floor_ms[t]:>6.2f} "
+            line += f"{medians[engine, t] / floor_ms[t]:>7.3f} "
             line += f"{statistics.median(x[2] for x in r):>7.1f}"
             for step, _ in points:
                 losses = [x[1][step] for x in r]
                 sd = statistics.stdev(losses) if len(losses) > 1 else 0.0
                 line += f" {statistics.mean(losses):>7.4f} ± {sd:.4f} [{min(losses):.3f}, {max(losses):.3f}]"
             print(line)
+    for t in threads_list:
+        rates = [x[1] for x in measured[t]]
+        print(f"sgemm floor measured after the {t}-thread xgrad runs: {statistics.median(rates):.1f} GFLOP/s on one "
+              f"thread at the step's own shapes (runs: {', '.join(f'{r:.1f}' for r in rates)}) = "
+              f"{floor_ms[t] * t:.2f} ms per iteration on one core")
+    judge_floor(medians, floor_ms, threads_list)
     judge(runs, medians, threads_list, args.iters - 1)
     cores = {}
     for engine, environment in (("xgrad", "config.json"), ("torch", "environment.json")):
@@ -334,6 +373,17 @@ def summarize(argv):
             e = json.load(f)
         cores[engine] = e["environment"]["openblas_core"] if engine == "xgrad" else e["openblas_core"]
     print(f"OpenBLAS core: xgrad {cores['xgrad']}, PyTorch {cores['torch']}")
+
+
+def judge_floor(medians, floor_ms, threads_list):
+    if 1 in threads_list:
+        x = medians["xgrad", 1] / floor_ms[1]
+        print(f"floor, 1 thread: xgrad {medians['xgrad', 1]:.2f} ms/iter = {x:.3f} x its floor {floor_ms[1]:.2f} "
+              f"(target <= {FLOOR_TARGET}): {'met' if x <= FLOOR_TARGET else 'MISSED'}")
+    if 1 in threads_list and 2 in threads_list:
+        x = medians["xgrad", 1] / medians["xgrad", 2]
+        print(f"two cores: xgrad's 2-thread step {x:.2f}x faster than its 1-thread step (target >= {SCALING_TARGET}): "
+              f"{'met' if x >= SCALING_TARGET else 'MISSED'}")
 
 
 def judge(runs, medians, threads_list, last):

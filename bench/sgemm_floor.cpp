@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 
 #include "autograd/blas.h"
 #include "autograd/random.h"
@@ -45,7 +49,11 @@ double SgemmFloor::peak_gflops() const {
 }
 
 SgemmFloor measure_sgemm_floor(const BenchConfig& config, std::size_t rounds) {
-  const auto shapes = step_gemms(model_config(config), config.batch, config.seq_len);
+  return measure_gemm_shapes(step_gemms(model_config(config), config.batch, config.seq_len), rounds);
+}
+
+SgemmFloor measure_gemm_shapes(const std::vector<GemmShape>& shapes, std::size_t rounds) {
+  if (shapes.empty()) return {};
   Generator gen(7, /*stream=*/0x7367656d6d /* "sgemm" */);
   std::vector<std::vector<double>> ms(shapes.size()), cpu_ms(shapes.size());
   time_shape(shapes.front(), gen);  // warm-up: BLAS buffers, page faults
@@ -64,6 +72,35 @@ SgemmFloor measure_sgemm_floor(const BenchConfig& config, std::size_t rounds) {
     floor.gemms.push_back(t);
   }
   return floor;
+}
+
+std::vector<GemmShape> per_step_shapes(const std::vector<blas::GemmCount>& counts, std::size_t steps) {
+  std::vector<GemmShape> shapes;
+  for (const blas::GemmCount& g : counts) {
+    const auto per_step = static_cast<std::size_t>(
+        std::llround(static_cast<double>(g.calls) / static_cast<double>(std::max<std::size_t>(steps, 1))));
+    if (g.m > 0 && per_step > 0) shapes.push_back({g.trans_a, g.trans_b, g.m, g.n, g.k, per_step});
+  }
+  return shapes;
+}
+
+std::vector<GemmShape> read_gemm_counts(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != "steps,trans_a,trans_b,m,n,k,calls")
+    throw std::runtime_error(path + ": not a sgemm count (XGRAD_SGEMM_COUNT) file");
+  std::vector<blas::GemmCount> counts;
+  std::size_t steps = 0;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    blas::GemmCount g;
+    char c[6];
+    if (!(fields >> steps >> c[0] >> g.trans_a >> c[1] >> g.trans_b >> c[2] >> g.m >> c[3] >> g.n >> c[4] >> g.k >>
+          c[5] >> g.calls))
+      throw std::runtime_error(path + ": malformed line '" + line + "'");
+    counts.push_back(g);
+  }
+  return per_step_shapes(counts, steps);
 }
 
 }  // namespace xgrad::bench

@@ -1,8 +1,10 @@
 // The floor of a training step: the time its GEMMs alone take in OpenBLAS on one thread.
 #pragma once
 
+#include <string>
 #include <vector>
 
+#include "autograd/blas.h"
 #include "bench/bench_configs.h"
 
 namespace xgrad::bench {
@@ -25,5 +27,14 @@ struct SgemmFloor {
 /// Times every GEMM of one training step of `config` (step_gemms) through xgrad::blas::gemm<float>, on the BLAS
 /// threads currently set, on random data; each shape's time is the median over `rounds` runs.
 SgemmFloor measure_sgemm_floor(const BenchConfig& config, std::size_t rounds = 7);
+/// The same for given shapes (each `count` calls).
+SgemmFloor measure_gemm_shapes(const std::vector<GemmShape>& shapes, std::size_t rounds = 7);
+
+/// The shapes of one step from a tally of `steps` steps (blas::gemm_counts()): calls / steps each, rounded; the
+/// unshaped entry (dimensions >= 2^20) is left out.
+std::vector<GemmShape> per_step_shapes(const std::vector<blas::GemmCount>& counts, std::size_t steps);
+/// The same from the CSV `xgrad train` writes under XGRAD_SGEMM_COUNT=FILE (steps,trans_a,trans_b,m,n,k,calls).
+/// Throws std::runtime_error for a file it cannot read or a malformed line.
+std::vector<GemmShape> read_gemm_counts(const std::string& path);
 
 }  // namespace xgrad::bench

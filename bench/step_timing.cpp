@@ -4,8 +4,10 @@
 #include <chrono>
 #include <ctime>
 
+#include "autograd/blas.h"
 #include "autograd/ops.h"
 #include "bench/process_memory.h"
+#include "bench/sgemm_floor.h"
 
 namespace xgrad::bench {
 
@@ -56,12 +58,17 @@ StepTiming time_training_steps(const BenchConfig& config, std::size_t warmup, st
   StepRunner runner(config, seed);
   for (std::size_t i = 0; i < warmup; ++i) runner.step(i);
   std::vector<double> ms, cpu_ms;
+  blas::reset_gemm_counts();
+  blas::set_gemm_counting(true);
   for (std::size_t i = 0; i < steps; ++i) {
     const auto time = runner.step(warmup + i);
     ms.push_back(time.wall_ms);
     cpu_ms.push_back(time.cpu_ms);
   }
+  blas::set_gemm_counting(false);
   StepTiming t;
+  t.counted_gflop = steps ? blas::counted_gemm_flops() / static_cast<double>(steps) / 1e9 : 0;
+  t.gemms = per_step_shapes(blas::gemm_counts(), steps);
   t.steps = steps;
   t.median_ms = median(ms);
   t.median_cpu_ms = median(cpu_ms);

@@ -39,9 +39,12 @@ struct StepTiming {
   double median_ms = 0, min_ms = 0, gflops = 0, peak_rss_mib = 0;
   double median_cpu_ms = 0;  // median of the thread CPU time per step
   std::size_t steps = 0;
+  double counted_gflop = 0;      // sgemm GFLOP per step, every call of the timed steps counted (blas::gemm_counts)
+  std::vector<GemmShape> gemms;  // those calls' shapes, per step
 };
 
-/// `warmup` untimed steps, then `steps` timed ones; GFLOP/s is step_flops over the median step time.
+/// `warmup` untimed steps, then `steps` timed ones with their sgemm calls counted; GFLOP/s is step_flops (the
+/// estimate) over the median step time.
 StepTiming time_training_steps(const BenchConfig& config, std::size_t warmup, std::size_t steps,
                                std::uint64_t seed = 1);
 

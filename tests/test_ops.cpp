@@ -19,6 +19,8 @@
 #include <xtensor/xreducer.hpp>
 #include <xtensor/xview.hpp>
 
+#include "autograd/blas.h"
+#include "autograd/kernels/parallel.h"
 #include "autograd/ops.h"
 #include "tests/support/matmul_cases.h"
 #include "tests/support/op_testing.h"
@@ -813,4 +815,59 @@ TEST_CASE("sum_over_axes matches a direct sum on leading, trailing, middle and m
       for (std::size_t j = 0; j < out.shape(1); ++j)
         for (std::size_t k = 0; k < out.shape(2); ++k) CHECK(out(i, j, k) == direct(i, j, k, red));
   }
+}
+
+// The sgemm count (autograd/blas.h) that the benchmarks divide step times by: exact per call, by shape.
+namespace {
+std::uint64_t calls_of(const std::vector<blas::GemmCount>& counts, bool ta, bool tb, std::size_t m, std::size_t n,
+                       std::size_t k) {
+  for (const auto& g : counts)
+    if (g.trans_a == ta && g.trans_b == tb && g.m == m && g.n == n && g.k == k) return g.calls;
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("gemm counting: a batched matmul and its backward count 2 m n k per call, by shape, only while on") {
+  std::mt19937 gen(11);
+  Tensor a(xt::xarray<float>(uniform({2, 3, 4}, gen)), true), b(xt::xarray<float>(uniform({4, 5}, gen)), true);
+  blas::reset_gemm_counts();
+  matmul(a, b);  // counting is off by default: nothing recorded
+  CHECK(blas::gemm_counts().empty());
+  blas::set_gemm_counting(true);
+  Tensor c = matmul(a, b);  // [2, 3, 4] @ [4, 5]: the batch folded into the rows, one [6, 4] @ [4, 5] call
+  sum(c).backward();        // dA = dC B^T: (N, T) [6, 5] x [4, 5]; dB = A^T dC: (T, N) [6, 4] x [6, 5]
+  blas::set_gemm_counting(false);
+  const auto counts = blas::gemm_counts();
+  CHECK(counts.size() == 3);
+  CHECK(calls_of(counts, false, false, 6, 5, 4) == 1);
+  CHECK(calls_of(counts, false, true, 6, 4, 5) == 1);
+  CHECK(calls_of(counts, true, false, 4, 5, 6) == 1);
+  // Exact: whole numbers of flops well below 2^53.
+  CHECK(blas::counted_gemm_flops() == 3 * 2.0 * 6 * 5 * 4);
+  matmul(a, b);  // paused: the tally stays
+  CHECK(blas::counted_gemm_flops() == 3 * 2.0 * 6 * 5 * 4);
+  blas::reset_gemm_counts();
+  CHECK(blas::gemm_counts().empty());
+  CHECK(blas::counted_gemm_flops() == 0);
+}
+
+TEST_CASE("gemm counting: calls from the thread pool's workers are all counted, empty products are not") {
+  // 64 [3, 4] @ [4, 2] products, one per index of a parallel loop split into chunks of one over two threads.
+  const std::vector<float> a(12, 1.0f), b(8, 1.0f);
+  std::vector<float> c(64 * 6);
+  xgrad::set_num_threads(2);
+  blas::reset_gemm_counts();
+  blas::set_gemm_counting(true);
+  xgrad::parallel_for(0, 64, 1, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i)
+      blas::gemm<float>(false, false, 3, 2, 4, 1.0f, a.data(), 4, b.data(), 2, 0.0f, c.data() + 6 * i, 2);
+  });
+  blas::gemm<float>(false, false, 0, 2, 4, 1.0f, a.data(), 4, b.data(), 2, 0.0f, c.data(), 2);  // m = 0: no BLAS call
+  blas::set_gemm_counting(false);
+  xgrad::set_num_threads(1);
+  CHECK(calls_of(blas::gemm_counts(), false, false, 3, 2, 4) == 64);
+  CHECK(blas::gemm_counts().size() == 1);
+  CHECK(blas::counted_gemm_flops() == 64 * 2.0 * 3 * 2 * 4);
+  CHECK(c[6 * 63] == 4.0f);  // the products ran
+  blas::reset_gemm_counts();
 }

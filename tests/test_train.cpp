@@ -606,3 +606,33 @@ TEST_CASE("rows of steps that are not measured leave the measured-only cells emp
   CHECK(nan_cells > 0);
   fs::remove_all(c.out);
 }
+
+TEST_CASE("XGRAD_SGEMM_COUNT: the sgemm calls of the steps without statistics, by shape, per counted step") {
+  TrainConfig c;
+  c.model.d_model = 8;
+  c.steps = 6;
+  c.log_every = 1000;  // statistics at steps 0 and 5 only: steps 1-4 are counted
+  const fs::path dir = temp_dir("sgemm_count"), file = dir / "sgemm.csv";
+  fs::create_directories(dir);
+  setenv("XGRAD_SGEMM_COUNT", file.c_str(), 1);
+  trained_into(c, "sgemm_count_run");
+  unsetenv("XGRAD_SGEMM_COUNT");
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  CHECK(line == "steps,trans_a,trans_b,m,n,k,calls");
+  std::size_t rows = 0;
+  while (std::getline(in, line)) {
+    std::stringstream ss(line);
+    std::vector<long> v;
+    for (std::string cell; std::getline(ss, cell, ',');) v.push_back(std::stol(cell));
+    REQUIRE(v.size() == 7);
+    CHECK(v[0] == 4);
+    CHECK(v[6] % 4 == 0);  // every counted step issues the same calls
+    ++rows;
+  }
+  CHECK(rows >= 3);  // at least one product and its two gradients
+  fs::remove(file);
+  trained_into(c, "sgemm_count_unset");  // unset: nothing written
+  CHECK_FALSE(fs::exists(file));
+}

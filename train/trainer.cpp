@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "autograd/blas.h"
 #include "data/registry.h"
 #include "nn/checkpoint.h"
 #include "nn/lr_schedule.h"
@@ -122,6 +124,11 @@ bool read_stored_config(const TrainConfig& cfg, TrainConfig& stored, nlohmann::j
   return true;
 }
 
+const char* nonempty_env(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : nullptr;
+}
+
 // One run in progress: its directory, task, model, optimizer and running sums, with the steps of train()'s loop.
 class Run {
  public:
@@ -173,6 +180,11 @@ class Run {
   double session_seconds() const;
   bool nonfinite_saved_ = false;
   std::vector<float> allreduce_buffer_;
+  // XGRAD_SGEMM_COUNT=FILE (bench/nanogpt_cpu.sh): every sgemm call inside step_ms's window of the steps that record
+  // no statistics is counted by shape and written to FILE by finish(); unset, nothing is counted.
+  const char* const sgemm_count_file_ = nonempty_env("XGRAD_SGEMM_COUNT");
+  std::size_t sgemm_counted_steps_ = 0;
+  void write_sgemm_counts() const;
 };
 
 Run::Run(const TrainConfig& config, std::unique_ptr<data::Task> built)
@@ -327,6 +339,7 @@ StepRecord Run::train_step(std::size_t step) {
   StepRecord r;
   r.step = step;
   r.measured = step % cfg.log_every == 0 || step + 1 == cfg.steps;
+  if (sgemm_count_file_) blas::set_gemm_counting(!r.measured);
   for (auto& layer : model->attention_layers()) layer->record_attention = r.measured;
 
   if (hooks.on_step_start) hooks.on_step_start(step, named);
@@ -372,6 +385,8 @@ StepRecord Run::train_step(std::size_t step) {
   if (r.finite) opt->step();
   r.lr = opt->lr();
   r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (sgemm_count_file_) blas::set_gemm_counting(false);
+  sgemm_counted_steps_ += sgemm_count_file_ && !r.measured;
   return r;
 }
 
@@ -455,7 +470,18 @@ void Run::print_progress(const StepRecord& r) const {
                  cfg.steps, format_number(r.loss, 4), r.accuracy, r.grad_norm, r.step_ms);
 }
 
+// CSV: steps (how many were counted), trans_a, trans_b (0/1), m, n, k, calls (over all counted steps).
+void Run::write_sgemm_counts() const {
+  std::ofstream out(sgemm_count_file_);
+  out << "steps,trans_a,trans_b,m,n,k,calls\n";
+  for (const blas::GemmCount& g : blas::gemm_counts())
+    out << sgemm_counted_steps_ << ',' << g.trans_a << ',' << g.trans_b << ',' << g.m << ',' << g.n << ',' << g.k << ','
+        << g.calls << '\n';
+  if (!out.flush()) throw std::runtime_error(std::string("XGRAD_SGEMM_COUNT: cannot write ") + sgemm_count_file_);
+}
+
 RunSummary Run::finish(RunSummary summary) {
+  if (sgemm_count_file_ && root()) write_sgemm_counts();
   if (world_size > 1) {
     const std::vector<std::uint64_t> checksums = parameter_checksums(named);
     std::string listed;
