@@ -427,77 +427,6 @@ MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads
   scaling->init_weights(w_q->weight, w_k->weight);
 }
 
-namespace {
-// Columns [offset, offset + width) of the last axis of `all` ([..., row]) as a contiguous tensor; backward adds its
-// gradient into those columns of all's gradient (zeroing the whole of it when it is fresh: the other pieces add).
-template <class T>
-basic_tensor<T> qkv_columns(const basic_tensor<T>& all, std::size_t offset, std::size_t width) {
-  shape_t shape = all.shape();
-  const std::size_t row = shape.back(), rows = all.numel() / std::max<std::size_t>(row, 1);
-  shape.back() = width;
-  xt::xarray<T> out = xt::xarray<T>::from_shape(shape);
-  const T* in = all.value().data();
-  for (std::size_t r = 0; r < rows; ++r)
-    std::copy(in + r * row + offset, in + r * row + offset + width, out.data() + r * width);
-  return make_result<T>("qkv_projection", std::move(out), {all}, [rows, row, offset, width](Node<T>& self) {
-    bool fresh = false;
-    xt::xarray<T>& g = grad_slot(*self.inputs[0], fresh);
-    if (fresh) std::fill(g.data(), g.data() + g.size(), T(0));
-    const T* go = self.grad.data();
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t j = 0; j < width; ++j) g.data()[r * row + offset + j] += go[r * width + j];
-  });
-}
-}  // namespace
-
-template <class T>
-std::vector<basic_tensor<T>> qkv_projection(const basic_tensor<T>& x, const basic_tensor<T>& w_q,
-                                            const basic_tensor<T>& w_k, const basic_tensor<T>& w_v) {
-  const std::size_t d = x.dim() ? x.size(-1) : 0;
-  for (const auto* w : {&w_q, &w_k, &w_v})
-    if (w->dim() != 2 || w->size(0) != d || d == 0)
-      throw Error("qkv_projection: x [..., d] and weights [d, n] expected, got " + shape_str(x.shape()) + " and " +
-                  shape_str(w->shape()));
-  const std::size_t n[3] = {w_q.size(1), w_k.size(1), w_v.size(1)}, N = n[0] + n[1] + n[2], rows = x.numel() / d;
-  xt::xarray<T> w = xt::xarray<T>::from_shape({d, N});  // [W_q | W_k | W_v]
-  std::size_t offset = 0;
-  for (std::size_t i = 0; i < 3; ++i) {
-    const T* src = (i == 0 ? w_q : i == 1 ? w_k : w_v).value().data();
-    for (std::size_t r = 0; r < d; ++r) std::copy(src + r * n[i], src + (r + 1) * n[i], w.data() + r * N + offset);
-    offset += n[i];
-  }
-  shape_t shape = x.shape();
-  shape.back() = N;
-  xt::xarray<T> out = xt::xarray<T>::from_shape(shape);
-  blas::gemm<T>(false, false, rows, N, d, T(1), x.value().data(), d, w.data(), N, T(0), out.data(), N);
-  auto backward = [w = std::move(w), rows, d, N, n](Node<T>& self) {
-    const T* g = self.grad.data();
-    if (needs_grad(self, 0)) {  // dx = dC [W_q | W_k | W_v]^T
-      bool fresh = false;
-      xt::xarray<T>& gx = grad_slot(*self.inputs[0], fresh);
-      blas::gemm<T>(false, true, rows, d, N, T(1), g, N, w.data(), N, fresh ? T(0) : T(1), gx.data(), d);
-    }
-    if (!needs_grad(self, 1) && !needs_grad(self, 2) && !needs_grad(self, 3)) return;
-    xt::xarray<T> gw = xt::xarray<T>::from_shape({d, N});  // x^T dC, then its columns to each weight
-    blas::gemm<T>(true, false, d, N, rows, T(1), self.inputs[0]->value.data(), d, g, N, T(0), gw.data(), N);
-    std::size_t at = 0;
-    for (std::size_t i = 0; i < 3; ++i) {
-      if (needs_grad(self, 1 + i)) {
-        xt::xarray<T> gi = xt::xarray<T>::from_shape({d, n[i]});
-        for (std::size_t r = 0; r < d; ++r)
-          std::copy(gw.data() + r * N + at, gw.data() + r * N + at + n[i], gi.data() + r * n[i]);
-        accumulate_grad(*self.inputs[1 + i], std::move(gi), "qkv_projection");
-      }
-      at += n[i];
-    }
-  };
-  const basic_tensor<T> all = make_result<T>("qkv_projection", std::move(out), {x, w_q, w_k, w_v}, std::move(backward));
-  return {qkv_columns(all, 0, n[0]), qkv_columns(all, n[0], n[1]), qkv_columns(all, n[0] + n[1], n[2])};
-}
-
-template std::vector<Tensor> qkv_projection<float>(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
-template std::vector<DTensor> qkv_projection<double>(const DTensor&, const DTensor&, const DTensor&, const DTensor&);
-
 void MultiHeadAttention::project(const Tensor& x, const std::vector<std::size_t>* query_positions, Tensor& q, Tensor& k,
                                  Tensor& v) {
   if (x.dim() != 3 || x.size(2) != d_model)
@@ -512,17 +441,11 @@ void MultiHeadAttention::project(const Tensor& x, const std::vector<std::size_t>
     const auto weights = scaling->transform_weights(w_q->weight, w_k->weight, scaling->parameters());
     q = matmul(xq, weights.first);
     k = matmul(x, weights.second);
-    v = w_v->forward(x);
-  } else if (fuse_qkv && !query_positions) {  // one GEMM over x instead of three
-    std::vector<Tensor> qkv = qkv_projection(x, w_q->weight, w_k->weight, w_v->weight);
-    q = std::move(qkv[0]);
-    k = std::move(qkv[1]);
-    v = std::move(qkv[2]);
   } else {
     q = w_q->forward(xq);
     k = w_k->forward(x);
-    v = w_v->forward(x);
   }
+  v = w_v->forward(x);
   if (scaling->transforms_qk()) {  // per head: [B, T, H, d_k] views of the same memory
     auto qk = scaling->transform_qk(reshape(q, {B, Tq, H, D}), reshape(k, {B, T, H, D}), scaling->parameters());
     q = reshape(qk.first, {B, Tq, H * D});

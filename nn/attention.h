@@ -50,15 +50,6 @@ basic_tensor<T> multi_head_attention_reference(const basic_tensor<T>& x, const b
                                                const std::vector<basic_tensor<T>>& params, std::size_t n_heads,
                                                bool causal);
 
-/// x @ W_q, x @ W_k and x @ W_v from one GEMM of x against [W_q | W_k | W_v] (packed per call: the parameters stay
-/// three), each result its own contiguous tensor; backward one GEMM for x's gradient and one for the three weights'.
-/// x: [..., d]; W_q, W_k, W_v: [d, n_q], [d, n_k], [d, n_v] → [..., n_q], [..., n_k], [..., n_v]. The same values
-/// and gradients as three matmuls (the reference, MultiHeadAttention::fuse_qkv false). Throws Error on mismatched
-/// shapes.
-template <class T>
-std::vector<basic_tensor<T>> qkv_projection(const basic_tensor<T>& x, const basic_tensor<T>& w_q,
-                                            const basic_tensor<T>& w_k, const basic_tensor<T>& w_v);
-
 /// [T, T] boolean mask, true above the diagonal: position i may attend to j <= i only.
 xt::xarray<bool> causal_mask(std::size_t T);
 
@@ -143,9 +134,6 @@ class MultiHeadAttention : public AttentionLayer {
   std::string scale;  // the scaling's registry name
   bool causal;
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;  // w_o null without the output projection
-  /// q, k and v of every position as one GEMM (qkv_projection) when the scaling leaves W_q and W_k as stored;
-  /// false: three (the reference it is tested against).
-  bool fuse_qkv = true;
   /// Its parameters are named as this layer's own ("blocks.0.attn.qk_gain").
   std::shared_ptr<AttentionScaling> scaling;
 
