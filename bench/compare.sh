@@ -81,7 +81,7 @@ awk -F, -v targets="$targets" -v configs="$configs" '
   engine != "s" { ms[engine, $2] = ms[engine, $2] " " $3; mn[engine, $2] = mn[engine, $2] " " $4
                   cpu[engine, $2] = cpu[engine, $2] " " $5
                   gf[engine, $2] = gf[engine, $2] " " $6; rss[engine, $2] = $7; core[engine] = $8; thr[engine] = $9 }
-  engine == "x" { cg[$2] = cg[$2] " " $10; fl[$2] = fl[$2] " " $11; fr[$2] = fr[$2] " " $12 }
+  engine == "x" { cgf[$2] = cgf[$2] " " $10; flr[$2] = flr[$2] " " $11; frt[$2] = frt[$2] " " $12 }
   engine == "s" { fms = fms " " $3; fcpu = fcpu " " $4; fgf = fgf " " $5; fcgf = fcgf " " $6; fpk = fpk " " $7 }
   END {
     split(targets, tl, " "); for (i in tl) { split(tl[i], kv, "="); target[kv[1]] = kv[2] }
@@ -101,9 +101,9 @@ awk -F, -v targets="$targets" -v configs="$configs" '
     printf "floor: the sgemm calls of xgrad'\''s timed steps counted by shape (GFLOP per step), timed alone on one BLAS thread in the same round (median over rounds), / threads; x_floor = median step / floor (PyTorch'\''s against the same floor)\n"
     printf "%-3s %10s %10s %10s %12s %12s\n", "cfg", "GFLOP", "floor_ms", "sgemm_GF/s", "xgrad_x_flr", "torch_x_flr"
     for (i = 1; i <= n; i++) {
-      c = cfgs[i]; f = median(fl[c])
-      printf "%-3s %10.4f %10.3f %10.2f %12.3f %12.3f\n", c, median(cg[c]), f, median(fr[c]),
-             f > 0 ? median(ms["x", c]) / f : 0, f > 0 ? median(ms["t", c]) / f : 0
+      c = cfgs[i]; f = median(flr[c]); xf = 0; tf = 0
+      if (f > 0) { xf = median(ms["x", c]) / f; tf = median(ms["t", c]) / f }
+      printf "%-3s %10.4f %10.3f %10.2f %12.3f %12.3f\n", c, median(cgf[c]), f, median(frt[c]), xf, tf
     }
     if (!(("x", "L") in ms) || thr["x"] != 1) exit  # the floor is of one thread
     fl = median(fgf); lx = median(gf["x", "L"])
