@@ -162,12 +162,17 @@ void read_series(const fs::path& path, RunRecord& run) {
       throw std::runtime_error(path.string() + " names column '" + escape_control(c) + "' twice");
   constexpr std::size_t absent = std::numeric_limits<std::size_t>::max();
   std::size_t step_col = absent, loss_col = absent, acc_col = absent, grad_col = absent, eval_col = absent;
-  std::vector<std::size_t> wq, wk, entropy, score_std, score_grad_median, saturated, max_logit;
+  std::vector<std::size_t> wq, wk, entropy, score_std, score_grad_median, saturated, max_logit, max_abs;
   const std::string entropy_stat = columns::attention_stat_name(&nn::AttentionStats::entropy_mean);
   const std::string score_std_stat = columns::attention_stat_name(&nn::AttentionStats::score_std);
   const std::string score_grad_stat = columns::attention_stat_name(&nn::AttentionStats::score_grad_median);
   const std::string saturated_stat = columns::attention_stat_name(&nn::AttentionStats::frac_max_prob_above_099);
-  const std::string max_logit_suffix = "/" + columns::attention_stat_name(&nn::AttentionStats::score_max_abs);
+  // attn/l<any layer>h<any head>/<stat>
+  const auto any_head = [](const std::string& c, double nn::AttentionStats::*field) {
+    const std::string suffix = "/" + columns::attention_stat_name(field);
+    return c.rfind("attn/l", 0) == 0 && c.size() > suffix.size() &&
+           c.compare(c.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
   for (std::size_t i = 0; i < header.size(); ++i) {
     const std::string& c = header[i];
     const std::string grad_norm_of = columns::grad_norm_parameter(c);
@@ -182,10 +187,10 @@ void read_series(const fs::path& path, RunRecord& run) {
     if (columns::is_attention(c, 0, score_std_stat)) score_std.push_back(i);
     if (columns::is_attention(c, 0, score_grad_stat)) score_grad_median.push_back(i);
     if (columns::is_attention(c, 0, saturated_stat)) saturated.push_back(i);
-    if (c.rfind("attn/l", 0) == 0 && c.size() > max_logit_suffix.size() &&
-        c.compare(c.size() - max_logit_suffix.size(), max_logit_suffix.size(), max_logit_suffix) == 0)
-      max_logit.push_back(i);
+    if (any_head(c, &nn::AttentionStats::max_logit)) max_logit.push_back(i);
+    if (any_head(c, &nn::AttentionStats::score_max_abs)) max_abs.push_back(i);
   }
+  if (max_logit.empty()) max_logit = max_abs;  // a run of an earlier release: its largest |score| stands in
   if (loss_col == absent) throw std::runtime_error(path.string() + " has no 'loss' column");
   run.has_w_q = !wq.empty();
   run.has_w_k = !wk.empty();

@@ -25,8 +25,8 @@ struct RunSeries {
   std::vector<double> score_grad_median;  // attn/l0h*/score_grad_median (median over queries of the L2 norm of
                                           // dLoss/d(score row)), mean over the first layer's heads
   std::vector<double> saturated;          // attn/l0h*/frac_max_prob_gt_0.99, mean over the first layer's heads
-  std::vector<double> max_logit;          // attn/l*h*/score_max_abs, the largest over every layer and head
-  std::vector<double> eval_loss;          // eval_loss: the loss on held-out batches (nan between evaluations)
+  std::vector<double> max_logit;  // attn/l*h*/max_logit (earlier runs: score_max_abs), the largest over layers, heads
+  std::vector<double> eval_loss;  // eval_loss: the loss on held-out batches (nan between evaluations)
   std::size_t size() const { return step.size(); }
 };
 

@@ -255,14 +255,15 @@ std::vector<Statistic> attention_statistics() {
        [](C x, W) { return first_finite(series(x).saturated); }},
       {"saturated_last", "the same share at the last measured step",
        [](C x, W) { return first_finite(series(x).saturated, true); }},
-      {"max_logit_first", "the largest |scaled attention score| over every layer and head at the first measured step",
+      {"max_logit_first",
+       "the largest logit (metrics.csv max_logit) over every layer and head at the first measured step",
        [](C x, W) { return first_finite(series(x).max_logit); }},
-      {"max_logit_last", "the largest |scaled attention score| over every layer and head at the last measured step",
+      {"max_logit_last", "the largest logit over every layer and head at the last measured step",
        [](C x, W) { return first_finite(series(x).max_logit, true); }},
-      {"max_logit_max", "the largest |scaled attention score| over every layer, head and measured step",
+      {"max_logit_max", "the largest logit over every layer, head and measured step",
        [](C x, W) { return mean_sd(series(x).max_logit).max; }},
       {"step_max_logit_large",
-       fmt::format("the first measured step whose largest |scaled attention score| exceeds {:g} (QK-Clip's tau in "
+       fmt::format("the first measured step whose largest logit exceeds {:g} (QK-Clip's tau in "
                    "Kimi K2); none if never",
                    kLargeLogit),
        [](C x, W) {
