@@ -25,6 +25,7 @@
 #include "report/stats.h"
 #include "report/summary.h"
 #include "report/tables.h"
+#include "report/text.h"
 #include "train/run_directory.h"
 #include "train/shell_quote.h"
 #include "train/sweep_manifest.h"
@@ -200,9 +201,7 @@ void choose_preset(const std::vector<std::string>& inputs, ReportContext& contex
   } else if (!same) {
     std::string list;
     for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;
-    context.preset_note = "the inputs record different presets (" + list +
-                          "): a preset's sections are written only when every input records the same one, so "
-                          "none are written";
+    context.preset_note = text("report", "presets_differ", {{"list", list}});
   } else {
     context.preset = records.front().second;
   }
@@ -228,8 +227,9 @@ void compute_preset_sections(const Comparison& c, const fs::path& out_dir, Repor
   const PresetReport* preset = Registry<PresetReport>::instance().find(context.preset.name);
   try {
     if (!preset)
-      context.preset_note = "preset '" + context.preset.name + "' is not registered in this build of xgrad (" +
-                            Registry<PresetReport>::instance().joined_names() + " are): its sections are not written";
+      context.preset_note =
+          text("report", "preset_unknown",
+               {{"name", context.preset.name}, {"names", Registry<PresetReport>::instance().joined_names()}});
     else if (preset->sections)
       context.preset_sections = preset->sections(PresetInput{c, context.preset.quick, out_dir.string()});
   } catch (const std::exception& e) {

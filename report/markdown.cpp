@@ -445,11 +445,12 @@ std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std:
       for (auto i : group)
         dirs.push_back(name(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to)));
       const nlohmann::json& config = c.runs[group.front()].config;
-      out.push_back(fmt::format(
-          "arm {}: seed {} (data_seed {}) is in {} runs: {}; all count in the arm's means and sd (so the sd "
-          "understates the spread over seeds), the seeds column counts it once",
-          name(arm_label(arm, extra)), name(setting_text(config, "seed")), name(setting_text(config, "data_seed")),
-          group.size(), join(dirs, ", ")));
+      out.push_back(text("report", "duplicate_seed",
+                         {{"arm", name(arm_label(arm, extra))},
+                          {"seed", name(setting_text(config, "seed"))},
+                          {"data_seed", name(setting_text(config, "data_seed"))},
+                          {"runs", counted(group.size(), "run")},
+                          {"dirs", join(dirs, ", ")}}));
     }
   return out;
 }
@@ -647,9 +648,7 @@ std::string results_section(const Comparison& c, const ReportContext& ctx) {
   md += summary_section(ctx);
   const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir, true);
   if (!duplicates.empty()) {
-    md +=
-        "**Duplicate seeds.** Runs of one arm with the same seed and data_seed are the same run twice, not two "
-        "seeds:\n\n";
+    md += text("report", "duplicate_seeds") + "\n\n";
     for (const auto& d : duplicates) md += "- " + markdown_escape(d) + "\n";
     md += "\n";
   }
@@ -701,11 +700,7 @@ std::string story_section(const Comparison& c, const std::vector<Verdict>& verdi
       (held ? "against " + markdown_text(escape_name(c.axis == "scale" ? baseline : c.axis + "=" + baseline))
             : "of each " + c.axis + " against the others") +
       "\n\n";
-  if (held && c.axis == "scale" && is_reference_scale(baseline))
-    md +=
-        "The usual story: without 1/sqrt(d_k), scores grow with d_k, the softmax saturates, W_q and W_k get little "
-        "gradient, and training is worse and more sensitive to the learning rate. It holds where a scaling is "
-        "better than unscaled.\n\n";
+  if (held && c.axis == "scale" && is_reference_scale(baseline)) md += text("report", "usual_story") + "\n\n";
   const Table table = claims_table(c, verdicts);
   if (table.rows.empty())
     return md + "No two arms differ only in " + markdown_name(c.axis) + ", so no claim is judged here.\n\n";
