@@ -58,10 +58,9 @@ void check_baseline(Comparison& c) {
 
 std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out);
 
-// The notes on the sweeps given: for each, how many of its grid points are complete when not all are (so that "95
-// runs" is not read as the whole sweep; an index that is not a manifest is said so); the run directories below them
-// that their sweep.json does not list (copied in, or from another sweep: counted as seeds, they could turn a
-// verdict); and the temporary files of atomic writes cut short (a second signal during a checkpoint write) in the runs
+// The notes on the sweeps given: how many grid points are complete when not all are ("95 runs" is not the whole
+// sweep); entries of sweep.json that are no point; run directories below a sweep it does not list (copied in: counted
+// as seeds, they could turn a verdict); atomic writes cut short (a second signal during a checkpoint write) in the runs
 // read and the sweeps' run directories, whose runs are not what they seem until the next start removes them.
 std::vector<Note> sweep_notes(const CompareOptions& options, const FoundRuns& found) {
   std::vector<Note> notes;
@@ -75,7 +74,7 @@ std::vector<Note> sweep_notes(const CompareOptions& options, const FoundRuns& fo
     try {
       s = train::sweep_standing(input);
     } catch (const std::exception& e) {
-      notes.push_back({"cannot tell how many grid points the sweep " + input + " has: " + e.what()});
+      notes.push_back({text("notes", "sweep_unreadable", {{"sweep", input}, {"why", e.what()}})});
       continue;
     }
     for (const fs::path& f : s.leftovers) leftovers.insert(f.string());
@@ -83,25 +82,24 @@ std::vector<Note> sweep_notes(const CompareOptions& options, const FoundRuns& fo
     if (done == s.points) continue;
     s.count.erase(train::PointStatus::complete);
     s.count.erase(train::PointStatus::diverged);
-    notes.push_back({fmt::format(
-        "sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again (or `xgrad sweep "
-        "run-one {} --index I`) to finish them; `xgrad sweep status {}` lists them",
-        input, done, s.points, train::standing_counts(s), train::shell_quote_path(input),
-        train::shell_quote_path(input))});
+    notes.push_back({text("notes", "sweep_unfinished",
+                          {{"sweep", input},
+                           {"done", done},
+                           {"points", s.points},
+                           {"counts", train::standing_counts(s)},
+                           {"quoted", train::shell_quote_path(input)}})});
   }
-  const std::size_t n = found.unlisted.size();
-  if (n > 0 || found.search_cut)
-    notes.push_back(
-        {fmt::format(
-             "{} run director{} below the sweep{}, not in its sweep.json, {}", n, n == 1 ? "y" : "ies",
-             found.search_cut ? fmt::format(" (searched to its first {} entries)", RunSearch().max_entries) : "",
-             options.include_unlisted ? "read as --include-unlisted asks"
-                                      : "left out (copied in, or from another sweep; --include-unlisted reads them)"),
-         found.unlisted});
+  if (!found.refused.empty())
+    notes.push_back({text("notes", "refused_entries", {{"count", found.refused.size()}}), found.refused});
+  const std::string cut = found.search_cut ? text("notes", "unlisted_cut", {{"count", RunSearch().max_entries}}) : "";
+  if (!found.unlisted.empty() || found.search_cut)
+    notes.push_back({text("notes", "unlisted",
+                          {{"runs", counted(found.unlisted.size(), "run")},
+                           {"cut", cut},
+                           {"how", text("notes", options.include_unlisted ? "unlisted_read" : "unlisted_left_out")}}),
+                     found.unlisted});
   if (!leftovers.empty())
-    notes.push_back({fmt::format("{} leftover partial write{} (a write cut short, e.g. by a second signal; the run's "
-                                 "next start removes it)",
-                                 leftovers.size(), leftovers.size() == 1 ? "" : "s"),
+    notes.push_back({text("notes", "leftovers", {{"writes", counted(leftovers.size(), "leftover partial write")}}),
                      {leftovers.begin(), leftovers.end()}});
   return notes;
 }

@@ -192,6 +192,43 @@ TEST_CASE("compare of a sweep reads the runs its sweep.json lists; runs copied i
   CHECK(with_nested.unlisted.size() == 3);
 }
 
+TEST_CASE("a sweep.json with an entry that does not read: its other entries are the sweep's, the entry is named") {
+  // A user expects the sweep's runs read, as sweep status reads the sweep: one damaged entry (hand-edited) must not
+  // make the runs copied in count as seeds, nor hide the report.
+  const TempDir root("compare_refused_entry");
+  const std::vector<std::string> names{"none-s0", "none-s1", "none-s2"};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    FakeRun r;
+    r.seed = static_cast<int>(i);
+    r.loss = constant(5, 2.0);
+    write_run(root / "runs" / names[i], r);
+  }
+  write_manifest(root, names);
+  nlohmann::json manifest = nlohmann::json::parse(read_text(root / "sweep.json"));
+  manifest["runs"][1]["dir"] = "../elsewhere";  // refused: a point trains only under runs/
+  std::ofstream(root / "sweep.json") << manifest.dump(2);
+  FakeRun copied;
+  copied.seed = 7;
+  copied.loss = constant(5, 9.0);
+  write_run(root / "runs" / "copied", copied);
+
+  const FoundRuns found = find_run_dirs({root.string()});
+  CHECK(found.dirs ==
+        std::vector<std::string>{(root / "runs" / "none-s0").string(), (root / "runs" / "none-s2").string()});
+  CHECK(found.unlisted ==
+        std::vector<std::string>{(root / "runs" / "copied").string(), (root / "runs" / "none-s1").string()});
+  REQUIRE(found.refused.size() == 1);
+  CHECK(found.refused[0].find("point 1") != std::string::npos);
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.plots = false;
+  std::ostringstream out;
+  CHECK(run_compare(options, out) == 2);
+  const std::string report = read_text(root / "report.md");
+  CHECK(report.find("- " + markdown_text(found.refused[0]) + "\n") != std::string::npos);  // listed in its note
+  CHECK(report.find("DIR: ") == std::string::npos);
+}
+
 TEST_CASE("below a directory that is no run and no sweep, runs are looked for within a bounded depth and count") {
   const TempDir root("compare_bounds");
   FakeRun r;
