@@ -1957,6 +1957,37 @@ TEST_CASE("findings name every compared scaling, or say which were left out and 
   CHECK(numbers_in(findings_of(cmp, "diverged run").at(0).text) == std::vector<double>{16});  // none of N
 }
 
+TEST_CASE("findings kept to ten: the left-out line counts every saturation line left out and links to them") {
+  // Five setting groups (n_values) of eight scalings: seven final-loss lines, a saturation line per group and the
+  // runs line are thirteen. Groups past the third give way first; no line speaks of groups whose lines are all out.
+  const TempDir root("compare_findings_groups");
+  const std::vector<std::string> scales{"none",    "sqrt_dk",       "dk",           "ssmax",
+                                        "softcap", "sigma_reparam", "qk_layernorm", "learned"};
+  for (int n_values = 4; n_values <= 8; ++n_values)
+    for (std::size_t i = 0; i < scales.size(); ++i) {
+      FakeRun r;
+      r.scale = scales[i];
+      r.loss = {4.6, 1.0 + 0.1 * static_cast<double>(i)};
+      r.entropy = {2.0, 1.0};
+      r.extra_config = {{"n_values", n_values}};
+      write_run(root / (scales[i] + "-nv" + std::to_string(n_values)), r);
+    }
+  const Comparison cmp = analyse_dirs({root.string()});
+  const std::vector<FindingLine> lines = findings(cmp);
+  INFO(findings_text(cmp));
+  CHECK(lines.size() == 10);
+  const std::size_t shown = findings_of(cmp, "entropy_first").size();
+  CHECK(shown < 5);
+  // A left-out line per section the lines left out link to: the gradient counts' (story), the saturation lines'.
+  std::vector<FindingLine> left_out;
+  for (const FindingLine& l : lines)
+    if (l.glossary == glossary_anchor("arm") && l.anchor != "story") left_out.push_back(l);
+  REQUIRE(left_out.size() == 1);
+  CHECK(numbers_in(left_out[0].text).at(0) == 5 - shown);  // one line per group: each one left out is counted
+  CHECK(findings_of(cmp, "setting").empty());
+  CHECK(findings_of(cmp, "tolerance loss").size() == 7);  // the final-loss counts give way last
+}
+
 TEST_CASE("plots: the registered scalings differ in colour (a colour-blind-safe scheme), dash and point type") {
   // Paul Tol's "muted" scheme (designed to stay apart under colour blindness; https://personal.sron.nl/~pault/).
   const std::set<std::string> muted{"#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE",
