@@ -313,8 +313,8 @@ Verdict lr_verdict(const Comparison& c, const LrGroup& gs, const LrGroup& gb) {
   v.statistic = "lr_sensitivity";
   v.subject = gs.arms.front();
   v.baseline = gb.arms.front();
-  v.subject_value = lr_sensitivity(mean_s);
-  v.baseline_value = lr_sensitivity(mean_b);
+  v.subject_value = std::isnan(gs.sensitivity) ? kNoValue : lr_sensitivity(mean_s);  // every run diverged
+  v.baseline_value = std::isnan(gb.sensitivity) ? kNoValue : lr_sensitivity(mean_b);
   v.why_not = lr_undecidable(c, gs, gb, shared, v.why_fields);
   if (v.why_not.empty() && !(std::isfinite(v.subject_value) && std::isfinite(v.baseline_value))) v.why_not = "no_value";
   v.tolerance = tol;

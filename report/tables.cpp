@@ -245,7 +245,8 @@ Table lr_table(const Comparison& c) {
                            : fmt::format(" (diverged {}/{})", arm.diverged_steps.size(), arm.used.size())));
     }
     row.push_back(fmt::format("{}", fmt::join(by_lr, ", ")));
-    row.push_back(setting_text(c.arms[g.best_arm].settings, "lr"));
+    row.push_back(std::isnan(g.sensitivity) ? format_number(g.sensitivity)
+                                            : setting_text(c.arms[g.best_arm].settings, "lr"));
     row.push_back(format_number(g.sensitivity));
     t.rows.push_back(std::move(row));
   }

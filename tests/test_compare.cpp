@@ -795,6 +795,26 @@ TEST_CASE("LR sensitivity is not decided where both scalings diverged at one lea
   }
 }
 
+TEST_CASE("LR sensitivity of a group whose every run diverged: no value, not 0, and not decided") {
+  const TempDir root("compare_lr_all_diverged");
+  for (const double lr : {0.1, 1.0}) {
+    write_sgd_run(root, lr, 0.0, true, "none");  // each objective the initial loss 4: a spread of 0
+    write_sgd_run(root, lr, lr == 0.1 ? 0.5 : 1.0, false, "sqrt_dk");
+  }
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.lr_groups.size() == 2);
+  CHECK(std::isnan(cmp.lr_groups[0].sensitivity));
+  CHECK(cmp.lr_groups[1].sensitivity == doctest::Approx(0.25));
+  const Table t = lr_table(cmp);
+  REQUIRE(t.rows.size() == 2);
+  CHECK(numbers_in(t.rows[0].back()).empty());                 // no sensitivity
+  CHECK(numbers_in(t.rows[0][t.rows[0].size() - 2]).empty());  // and no best lr
+  const auto v = verdict_of(cmp, "less_lr_sensitive", "sqrt_dk");
+  REQUIRE(v);
+  CHECK(v->outcome == Outcome::not_decided);
+  CHECK(std::isnan(v->baseline_value));
+}
+
 // Two seeds of an unscaled and a sqrt_dk arm at d_k 64; the unscaled seed 1 diverged at step 16 with a W_q
 // gradient norm of 5.83 and a score std of 1e29.
 void write_one_diverged_seed(const fs::path& root) {
