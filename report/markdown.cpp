@@ -134,8 +134,6 @@ StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& all) {
 
 namespace {
 
-std::string short_number(double v) { return std::isfinite(v) ? fmt::format("{:.2g}", v) : std::string("—"); }
-
 std::string num(std::size_t n) { return std::to_string(n); }
 
 // A finding says at most this many words (whitespace-separated tokens): read at a glance, its details a link away.
@@ -335,6 +333,9 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
     if (cells.any_grad) grad.push_back(name + join(cells.grad, "/"));
   }
   const Fields at{{"prefix", prefix}, {"d_ks", join(dk_text, "/")}};
+  // The numbers are in the arm table; the summary figures draw entropy and saturation against d_k when there are two.
+  // The score gradient's figure draws it over all steps, not relative to the loss: its numbers are the table's.
+  const std::string where = d_ks.size() >= 2 ? "summary-figures" : "results";
   if (!entropy.empty()) {
     Fields f = at;
     f.emplace("values", join(entropy, ", "));
@@ -342,16 +343,16 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
     const std::string tail = finding_text("saturated", {{"values", join(saturated, ", ")}});
     const bool fits = words(text + tail) < kMaxWords;
     if (any_saturated && fits) text += tail;
-    out.push_back({{text + ".", "summary-figures", glossary_anchor("entropy_first")}, gives_way});
+    out.push_back({{text + ".", where, glossary_anchor("entropy_first")}, gives_way});
     f.at("values") = join(saturated, ", ");
     if (any_saturated && !fits)
-      out.push_back({{finding_text("saturated_line", f) + ".", "summary-figures", glossary_anchor("saturated_first")}, gives_way});
+      out.push_back({{finding_text("saturated_line", f) + ".", where, glossary_anchor("saturated_first")}, gives_way});
   }
   if (!grad.empty()) {
     Fields f = at;
     f.emplace("values", join(grad, ", "));
     out.push_back(
-        {{finding_text("score_gradient", f) + ".", "summary-figures", glossary_anchor("score_grad_relative")}, gives_way});
+        {{finding_text("score_gradient", f) + ".", "results", glossary_anchor("score_grad_relative")}, gives_way});
   }
 }
 
@@ -648,7 +649,7 @@ std::string glossary_section(const Comparison& c, const ReportContext& ctx) {
 // The table of arms, the summary figures, duplicate seeds and the LR sensitivity table.
 std::string results_section(const Comparison& c, const ReportContext& ctx) {
   std::string md;
-  md += "## Results by arm\n\n" + arm_table(c).markdown() + "\n";
+  md += "<a id=\"results\"></a>\n\n## Results by arm\n\n" + arm_table(c).markdown() + "\n";
   md += summary_section(ctx);
   const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir, true);
   if (!duplicates.empty()) {

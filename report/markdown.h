@@ -44,7 +44,8 @@ std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std:
 struct FindingLine {
   std::string text;      // plain text, no markdown
   std::string anchor;    // id of the report.md section with the details (report_markdown writes <a id="..."> before
-                         // its heading): "story", "scale-modes", "summary-figures", "lr-sensitivity", "runs-read"
+                         // its heading): "story", "results", "scale-modes", "summary-figures", "lr-sensitivity",
+                         // "runs-read"
   std::string glossary;  // id of its glossary entry (glossary_anchor): "g-tolerance-loss", "g-entropy_first"
 };
 
