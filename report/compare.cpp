@@ -58,6 +58,9 @@ void check_baseline(Comparison& c) {
 
 std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out);
 
+// A sweep reader's refusal as a note's reason: without the "DIR: " that names the command line's argument.
+std::string reason(const std::string& error) { return error.rfind("DIR: ", 0) == 0 ? error.substr(5) : error; }
+
 // The notes on the sweeps given: how many grid points are complete when not all are ("95 runs" is not the whole
 // sweep); entries of sweep.json that are no point; run directories below a sweep it does not list (copied in: counted
 // as seeds, they could turn a verdict); atomic writes cut short (a second signal during a checkpoint write) in the runs
@@ -74,7 +77,7 @@ std::vector<Note> sweep_notes(const CompareOptions& options, const FoundRuns& fo
     try {
       s = train::sweep_standing(input);
     } catch (const std::exception& e) {
-      notes.push_back({text("notes", "sweep_unreadable", {{"sweep", input}, {"why", e.what()}})});
+      notes.push_back({text("notes", "sweep_unreadable", {{"sweep", input}, {"why", reason(e.what())}})});
       continue;
     }
     for (const fs::path& f : s.leftovers) leftovers.insert(f.string());

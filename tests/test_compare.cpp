@@ -2437,6 +2437,7 @@ TEST_CASE(
   CHECK(out.str().find("nests objects and arrays deeper than 64 levels") != std::string::npos);
   CHECK(out.str().find("the key 'name' appears twice in one object; keep one of them: no preset sections are "
                        "written") != std::string::npos);
+  CHECK(out.str().find("DIR: ") == std::string::npos);  // the sweep's note names no argument of another command
   CHECK(fs::exists(root / "report.md"));
 }
 
