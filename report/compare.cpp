@@ -321,6 +321,7 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   context.loss_threshold_option = options.loss_threshold;
   context.explain_page = explain_page(out_dir, options.inputs);
   context.summary = summary_figures(c);
+  context.verdicts = judge(c, c.axis, baseline_of(c));  // once, for report.md and report.html
   choose_preset(options.inputs, context, out);
   compute_preset_sections(c, out_dir, context, out);
   HtmlOutcome html;

@@ -528,8 +528,10 @@ nlohmann::json page_meta(const Comparison& c, const ReportContext& context, cons
                       {"summary", summary_json(context.summary)}};
   if (!context.explain_page.empty()) meta["explain"] = context.explain_page;
   meta["findings"] = nlohmann::json::array();
-  for (const FindingLine& f : findings(c)) meta["findings"].push_back({{"text", f.text}, {"anchor", f.anchor}});
-  const StoryChecks checks = story_checks(c);
+  const std::vector<Verdict> verdicts = report_verdicts(c, context);
+  for (const FindingLine& f : findings(c, verdicts))
+    meta["findings"].push_back({{"text", f.text}, {"anchor", f.anchor}});
+  const StoryChecks checks = story_checks(c, verdicts);
   meta["checks"] = {{"holds", checks.holds}, {"fails", checks.fails}, {"undecided", checks.undecided}};
   meta["runs"] = nlohmann::json::array();
   for (std::size_t r = 0; r < c.runs.size(); ++r) {

@@ -769,8 +769,12 @@ std::string Note::line() const {
   return text + listed;
 }
 
+std::vector<Verdict> report_verdicts(const Comparison& c, const ReportContext& context) {
+  return context.verdicts ? *context.verdicts : judge(c, c.axis, baseline_of(c));
+}
+
 std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
-  const std::vector<Verdict> verdicts = judge(c, c.axis, baseline_of(c));
+  const std::vector<Verdict> verdicts = report_verdicts(c, ctx);
   return "# xgrad compare: attention scaling report\n\n" + runs_summary(c, ctx) + preset_part(ctx) +
          findings_section(c, verdicts) + results_section(c, ctx) + scale_modes_section(c) + story_section(c, verdicts) +
          plots_section(ctx) + runs_read_section(c, ctx) + glossary_section(c, ctx);

@@ -384,6 +384,34 @@ TEST_CASE("report.html of a run whose metrics.csv went away since compare read i
   }
 }
 
+TEST_CASE("report.html's findings and checks come from the verdicts compare computed once, as report.md's") {
+  TempDir dir("html_verdicts_once");
+  for (const std::string scale : {"none", "sqrt_dk"}) {
+    xgrad::testing::FakeRun r;
+    r.scale = scale;
+    r.loss = {4.6, scale == "none" ? 1.5 : 0.5};
+    xgrad::testing::write_run(dir / "runs" / scale, r);
+  }
+  const Comparison c = xgrad::testing::analyse_dirs({(dir / "runs").string()});
+  std::vector<Verdict> verdicts = judge(c, c.axis, baseline_of(c));
+  for (Verdict& v : verdicts)                                    // handed values, unlike what judging again gives
+    if (v.claim == "trains_better") v.outcome = Outcome::worse;  // judged better
+  ReportContext context;
+  context.out_dir = dir.string();
+  context.verdicts = verdicts;
+  HtmlOutcome outcome;
+  const nlohmann::json data = nlohmann::json::parse(report_json(c, context, {}, outcome));
+  const StoryChecks handed = story_checks(c, verdicts);
+  CHECK(data.at("checks").at("holds") == handed.holds);
+  CHECK(data.at("checks").at("fails") == handed.fails);
+  CHECK(handed.fails != story_checks(c).fails);
+  std::vector<std::string> texts;
+  for (const FindingLine& f : findings(c, verdicts)) texts.push_back(f.text);
+  std::vector<std::string> page;
+  for (const auto& f : data.at("findings")) page.push_back(f.at("text"));
+  CHECK(page == texts);
+}
+
 TEST_CASE(
     "report.html: summary lines carry their scaling's registered colour (theory lines a lighter shade of it, as the "
     "PNGs); findings link to their details; the title names the report") {
