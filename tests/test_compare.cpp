@@ -779,6 +779,12 @@ TEST_CASE("LR sensitivity is not decided where both scalings diverged at one lea
     const Verdict lr = lr_verdict(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
     CHECK(lr.outcome == Outcome::not_decided);
     CHECK(lr.why_not == "both_diverged");
+    REQUIRE(lr.why_items.size() == 1);  // the numbers of lr 1, where both diverged; the sentence only when rendered
+    CHECK(std::get<double>(lr.why_items[0].at("lr").value) == 1.0);
+    CHECK(std::get<long long>(lr.why_items[0].at("subject_n").value) == 1);
+    CHECK(std::get<long long>(lr.why_items[0].at("baseline_of").value) == 1);
+    CHECK(lr.why_fields.count("lrs") == 0);
+    CHECK(numbers_in(why_not_text(lr)) == std::vector<double>{1, 1, 1, 1, 1});
     const auto v = verdict_of(cmp, "less_lr_sensitive", "sqrt_dk");
     REQUIRE(v);
     CHECK(v->outcome == Outcome::not_decided);
