@@ -47,13 +47,14 @@ struct Search {
   std::size_t entries = 0, allowance = 0;
   bool sweep_given = false, cut = false;  // the input is a sweep; the search below it stopped at the bound
   std::set<fs::path> listed = {};         // the run directories of the sweeps met: neither listed nor counted
-  std::vector<std::string> found = {}, unlisted = {};
+  std::vector<std::string> found = {}, unlisted = {}, refused = {};
 };
 
-// The run directories `dir`'s sweep.json lists; none when `dir` holds no sweep.json that reads as a manifest (an index
-// of an earlier release or a file cut short: its runs are searched for as any directory's, and compare's sweep note
-// says why). Opening a FIFO would wait for a writer forever: refused.
-std::optional<std::vector<fs::path>> listed_runs(const Search& s, const fs::path& dir) {
+// The run directories `dir`'s sweep.json lists, and into s.refused why any entry of it does not read as a point (its
+// run is then found as one the sweep does not list); none when no entry reads (an index of an earlier release or a
+// file cut short: its runs are searched for as any directory's, and compare's sweep note says why). Opening a FIFO
+// would wait for a writer forever: refused.
+std::optional<std::vector<fs::path>> listed_runs(Search& s, const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir / "sweep.json", ec)) return std::nullopt;
   if (!fs::is_regular_file(dir / "sweep.json", ec))
@@ -61,9 +62,11 @@ std::optional<std::vector<fs::path>> listed_runs(const Search& s, const fs::path
                                 " is not a regular file (a FIFO, device or directory); it is read as the sweep's "
                                 "index: remove it, or give the run directories below it");
   try {
+    const train::ManifestEntries entries = train::read_manifest_entries(dir.string());
+    if (entries.points.empty()) return std::nullopt;
     std::vector<fs::path> runs;
-    for (const train::ManifestPoint& p : train::read_sweep_manifest(dir.string()))
-      runs.push_back(fs::path(p.dir).lexically_normal());
+    for (const train::ManifestPoint& p : entries.points) runs.push_back(fs::path(p.dir).lexically_normal());
+    s.refused.insert(s.refused.end(), entries.refused.begin(), entries.refused.end());
     return runs;
   } catch (const std::exception&) {
     return std::nullopt;
@@ -304,6 +307,7 @@ FoundRuns find_run_dirs(const std::vector<std::string>& inputs, const RunSearch&
           search.max_depth));
     for (const std::string& dir : s.found) add(runs.dirs, dir);
     for (const std::string& dir : s.unlisted) add(runs.unlisted, dir);
+    runs.refused.insert(runs.refused.end(), s.refused.begin(), s.refused.end());
     runs.search_cut = runs.search_cut || s.cut;
   }
   if (search.include_unlisted) runs.dirs.insert(runs.dirs.end(), runs.unlisted.begin(), runs.unlisted.end());
