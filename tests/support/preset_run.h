@@ -45,6 +45,11 @@ inline PresetRun run_preset(const std::string& name, const std::filesystem::path
   return run;
 }
 
+/// The scalings presets lr, collapse and length run (named in their grids): those registered before qk_norm, in
+/// registry order.
+inline const std::vector<std::string> kPresetScalings{"none",    "sqrt_dk", "dk",    "qk_layernorm",
+                                                      "learned", "softcap", "ssmax", "sigma_reparam"};
+
 /// `v` as report.md prints a number: 3 significant digits (%.3g).
 inline std::string g3(double v) {
   char buf[32];
