@@ -219,6 +219,15 @@ xt::xarray<float> heads_first(const Tensor& heads, const HeadLayout& l) {
   return r;
 }
 
+// The largest of head h's scores over the batch, for each h: step_max[h] = max(step_max[h], pair_max[b * H + h]).
+void add_max_logits(const std::vector<float>& pair_max, std::size_t H, std::vector<float>& step_max) {
+  for (std::size_t pair = 0; pair < pair_max.size(); ++pair)
+    step_max[pair % H] = std::max(step_max[pair % H], pair_max[pair]);
+}
+
+// The largest of n scores (masked ones are -inf); -inf for none.
+float largest(const float* scores, std::size_t n) { return n ? *std::max_element(scores, scores + n) : -INFINITY; }
+
 // What backward keeps of a fused attention call.
 struct AttentionSaved {
   HeadLayout l;
@@ -294,7 +303,8 @@ void attention_backward(Node<float>& self, const AttentionSaved& s) {
 // position); a `record` then holds those rows only ([B, H, Tq, T]) and their positions.
 Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
                        const std::shared_ptr<const AttentionScaling>& scaling, AttentionRecord* record,
-                       const std::vector<std::size_t>* query_positions = nullptr) {
+                       const std::vector<std::size_t>* query_positions = nullptr,
+                       std::vector<float>* step_max = nullptr) {
   AttentionSaved s;
   HeadLayout& l = s.l;
   l = {k.size(0), k.size(1), query_positions ? query_positions->size() : k.size(1),
@@ -307,6 +317,7 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
   xt::xarray<float> scores;
   if (record) scores = xt::xarray<float>::from_shape({l.B, l.H, Tq, T});
   if (s.hooks.transform) s.pre_transform = xt::xarray<float>::from_shape({l.B, l.H, Tq, T});
+  std::vector<float> pair_max(step_max ? l.B * l.H : 0);
   const float* Q = q.value().data();
   const float* K = k.value().data();
   const float* V = v.value().data();
@@ -321,10 +332,12 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
       scores_forward(s.hooks, pair % l.H, P, s.hooks.transform ? s.pre_transform.data() + pair * Tq * T : nullptr, Tq,
                      T);
       if (record) std::copy(P, P + Tq * T, scores.data() + pair * Tq * T);
+      if (step_max) pair_max[pair] = largest(P, Tq * T);
       for (std::size_t i = 0; i < Tq; ++i) simd::softmax_row(P + i * T, P + i * T, T);
       blas::gemm<float>(false, false, Tq, D, T, 1.0f, P, T, V + head, HD, 0.0f, out.data() + q_head, HD);
     }
   });
+  if (step_max) add_max_logits(pair_max, l.H, *step_max);
   if (record) {
     record->query_positions = query_positions ? *query_positions : std::vector<std::size_t>();
     record->q = heads_first(q, l);
@@ -339,10 +352,13 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
 
 // attention_heads (every query) from autograd ops, with `attn_dropout` on the weights between the softmax and @ v,
 // which the fused kernel has no place for: q, k, v [B, T, H * d_k] → [B, T, H * d_k]. A `record` gets what
-// attention_heads records: the scores with their gradient, the weights before the dropout, q and k.
+// attention_heads records: the scores with their gradient, the weights before the dropout, q and k; `step_max` what
+// it gets there.
 Tensor attention_heads_with_dropout(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
                                     const AttentionScaling& scaling, AttentionRecord* record,
-                                    const Dropout& attn_dropout) {
+                                    const Dropout& attn_dropout, std::vector<float>* step_max) {
+  AttentionRecord scores_only;  // the scores when only step_max needs them
+  if (step_max && !record) record = &scores_only;
   const auto B = static_cast<std::int64_t>(q.size(0)), T = static_cast<std::int64_t>(q.size(1));
   const auto H = static_cast<std::int64_t>(n_heads), D = static_cast<std::int64_t>(q.size(2) / n_heads);
   auto split_heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };  // [B, H, T, d_k]
@@ -355,6 +371,13 @@ Tensor attention_heads_with_dropout(const Tensor& q, const Tensor& k, const Tens
     record->q = q_heads.value();
     record->k = k_heads.value();
   }
+  if (step_max) {
+    const xt::xarray<float>& scores = record->scores.value();  // [B, H, T, T]
+    std::vector<float> pair_max(static_cast<std::size_t>(B * H));
+    for (std::size_t pair = 0; pair < pair_max.size(); ++pair)
+      pair_max[pair] = largest(scores.data() + pair * T * T, static_cast<std::size_t>(T * T));
+    add_max_logits(pair_max, n_heads, *step_max);
+  }
   return reshape(transpose(out, 1, 2), {B, T, H * D});
 }
 
@@ -364,8 +387,8 @@ ScaledAttentionLayer::ScaledAttentionLayer(const AttentionLayerContext& c, const
     : d_model(c.d_model), d_k(c.d_k), causal(c.causal), init_gain(c.init_gain), heads_(c.n_heads) {
   std::shared_ptr<AttentionScaling> built =
       make_scaling(c.scale, ScalingContext{c.d_model, c.n_heads, c.d_k, c.max_seq_len, c.causal, c.settings});
-  if (built->transforms_weights())
-    throw Error(layer + ": scaling '" + c.scale + "' transforms W_q and W_k, which only " + layer +
+  if (built->transforms_weights() || built->acts_after_step())
+    throw Error(layer + ": scaling '" + c.scale + "' transforms or clips W_q and W_k, which only " + layer +
                 " knows the shapes of; choose another --scale");
   scaling = register_inline_module(std::move(built));
 }
@@ -390,7 +413,7 @@ Tensor ScaledAttentionLayer::attend(const Tensor& q_in, const Tensor& k_in, cons
   AttentionRecord* record = record_attention ? &last : nullptr;
   if (attn_dropout->active())
     return attention_heads_with_dropout(reshape(q, {B, T, HD}), reshape(k, {B, T, HD}), reshape(v, {B, T, HD}), heads_,
-                                        causal, *scaling, record, *attn_dropout);
+                                        causal, *scaling, record, *attn_dropout, nullptr);
   return attention_heads(reshape(q, {B, T, HD}), reshape(k, {B, T, HD}), reshape(v, {B, T, HD}), heads_, causal,
                          scaling, record);
 }
@@ -425,6 +448,17 @@ MultiHeadAttention::MultiHeadAttention(std::size_t d_model_, std::size_t n_heads
       if (w) w->mutable_value() *= static_cast<float>(init_gain);
   scaling = register_inline_module(std::move(built));
   scaling->init_weights(w_q->weight, w_k->weight);
+  if (scaling->acts_after_step()) step_max_logits.assign(n_heads, -INFINITY);
+}
+
+std::vector<float>* MultiHeadAttention::max_logits_to_track() {
+  return !step_max_logits.empty() && is_training() && grad_enabled() ? &step_max_logits : nullptr;
+}
+
+void MultiHeadAttention::after_optimizer_step(bool updated) {
+  if (step_max_logits.empty()) return;
+  if (updated) scaling->after_optimizer_step(w_q->weight, w_k->weight, step_max_logits);
+  std::fill(step_max_logits.begin(), step_max_logits.end(), -INFINITY);
 }
 
 void MultiHeadAttention::project(const Tensor& x, const std::vector<std::size_t>* query_positions, Tensor& q, Tensor& k,
@@ -458,8 +492,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   project(x, nullptr, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
   AttentionRecord* record = record_attention ? &last : nullptr;
   Tensor out = attn_dropout->active()
-                   ? attention_heads_with_dropout(q, k, v, heads_, causal, *scaling, record, *attn_dropout)
-                   : attention_heads(q, k, v, heads_, causal, scaling, record);
+                   ? attention_heads_with_dropout(q, k, v, heads_, causal, *scaling, record, *attn_dropout,
+                                                  max_logits_to_track())
+                   : attention_heads(q, k, v, heads_, causal, scaling, record, nullptr, max_logits_to_track());
   if (record_attention && record_spectral_norms) last.qk_spectral_norms = qk_spectral_norms();  // project()'s weights
   return w_o ? w_o->forward(out) : out;
 }
@@ -471,7 +506,8 @@ Tensor MultiHeadAttention::forward_at(const Tensor& x, const std::vector<std::si
   check_positions(positions, x.size(1));
   Tensor q, k, v;
   project(x, &positions, q, k, v);
-  Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr, &positions);
+  Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr, &positions,
+                               max_logits_to_track());
   if (record_attention && record_spectral_norms) last.qk_spectral_norms = qk_spectral_norms();
   return w_o ? w_o->forward(out) : out;
 }

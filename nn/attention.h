@@ -129,6 +129,8 @@ class MultiHeadAttention : public AttentionLayer {
   /// The same function from plain autograd ops (multi_head_attention_reference on this layer's weights): the
   /// reference forward() is tested against. Records nothing; advances a scaling's state as forward() does.
   Tensor forward_reference(const Tensor& x);
+  /// AttentionLayer::after_optimizer_step: the scaling's after_optimizer_step on W_q, W_k (stored).
+  void after_optimizer_step(bool updated) override;
 
   std::size_t d_model, d_k;
   std::string scale;  // the scaling's registry name
@@ -142,6 +144,9 @@ class MultiHeadAttention : public AttentionLayer {
   /// q, k after the weight and q/k hooks, v: each [B, T, n_heads * d_k]; with `query_positions`, q only at those
   /// positions: [B, Tq, n_heads * d_k].
   void project(const Tensor& x, const std::vector<std::size_t>* query_positions, Tensor& q, Tensor& k, Tensor& v);
+  /// &step_max_logits when this forward pass counts toward them (the scaling acts after the step, training mode,
+  /// gradients enabled); null otherwise.
+  std::vector<float>* max_logits_to_track();
 };
 
 }  // namespace xgrad::nn

@@ -36,6 +36,8 @@ void check_attention_layer(const std::string& name, AttentionLayerContext contex
 
 AttentionLayer::AttentionLayer() { attn_dropout = register_module("attn_dropout", std::make_shared<Dropout>()); }
 
+void AttentionLayer::after_optimizer_step(bool) {}
+
 Tensor AttentionLayer::forward_at(const Tensor& x, const std::vector<std::size_t>& positions) {
   if (x.dim() == 3) check_positions(positions, x.size(1));
   return select_positions(forward(x), positions);

@@ -83,6 +83,16 @@ class AttentionLayer : public Module {
   /// cost, and a reader that does not use them (`xgrad explain`) need not pay it.
   bool record_spectral_norms = true;
   AttentionRecord last;
+  /// Per head, the largest logit (the score softmax takes: after the multipliers, bias and transform, masked entries
+  /// left out; the queries forward_at computed) over the forward passes in training mode with gradients enabled since
+  /// the last after_optimizer_step: [n_heads], -inf before any. Kept only while the layer's scaling acts after the
+  /// optimizer step (AttentionScaling::acts_after_step, QK-Clip); empty otherwise.
+  std::vector<float> step_max_logits;
+  /// Called by the trainer after each training step with step_max_logits over the whole step (under data
+  /// parallelism, the maximum over every process's rows): when `updated` (the optimizer applied an update), runs the
+  /// scaling's after_optimizer_step on the stored W_q and W_k; then resets step_max_logits to -inf. The default (a
+  /// layer whose scaling does not act after the step) does nothing.
+  virtual void after_optimizer_step(bool updated);
   /// Dropout on the attention weights, after the softmax and before they multiply v (nanoGPT's attn_dropout): a
   /// layer that computes its own weights applies it there. p = 0 until the model sets its p and generator
   /// (ModelConfig::dropout); recorded weights are those before the dropout.

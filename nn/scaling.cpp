@@ -90,6 +90,7 @@ void ScalingEntry::on_register(ScalingEntry& entry, const std::vector<ScalingEnt
 void AttentionScaling::init_weights(const Tensor&, const Tensor&) {}
 
 void AttentionScaling::update_state(const Tensor&, const Tensor&) {}
+void AttentionScaling::after_optimizer_step(Tensor&, Tensor&, const std::vector<float>&) {}
 
 TensorPair<float> AttentionScaling::transform_weights(const Tensor& w_q, const Tensor& w_k,
                                                       const std::vector<Tensor>&) const {

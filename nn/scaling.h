@@ -10,8 +10,10 @@
 //   z_ij       = multiplier() * r_i * (q_i · k_j)     (r = row_multipliers(T); r_i = 1 when it is empty)
 //              + b_ij                                 (b = score_bias(T) of the head; 0 unless adds_score_bias())
 //   s_ij       = f(z_ij)                              (f = the score transform; identity unless transforms_scores())
-// then the causal mask (s_ij = -inf for j > i) and softmax over j. A scaling that overrides none of the optional
-// hooks (a constant multiplier only) costs nothing beyond the GEMMs and softmax of unscaled attention.
+// then the causal mask (s_ij = -inf for j > i) and softmax over j. After each optimizer step, after_optimizer_step
+// (when acts_after_step()) may change W_q and W_k given each head's largest s_ij of the step. A scaling that overrides
+// none of the optional hooks (a constant multiplier only) costs nothing beyond the GEMMs and softmax of unscaled
+// attention.
 #pragma once
 
 #include <cstddef>
@@ -96,6 +98,14 @@ class AttentionScaling : public Module {
   virtual void transform_scores(const float* z, float* s, std::size_t n) const;
   /// grad[i] *= f'(z[i]) on n floats: the fused op's backward.
   virtual void transform_scores_backward(const float* z, float* grad, std::size_t n) const;
+
+  virtual bool acts_after_step() const { return false; }
+  /// Called once per training step, after the optimizer's update, with the stored W_q and W_k ([d_model,
+  /// n_heads * d_k]; head h is columns h*d_k .. (h+1)*d_k - 1), which it may change in place (values, not shapes), and
+  /// max_logits: [n_heads], each head's largest logit over the step (AttentionLayer::step_max_logits). Not called
+  /// for a step whose gradient was not finite (no update). For clipping the weights by what the step's scores were
+  /// (QK-Clip: Kimi Team 2025, "Kimi K2", sec. 2.1). The default does nothing.
+  virtual void after_optimizer_step(Tensor& w_q, Tensor& w_k, const std::vector<float>& max_logits);
 
   /// The factor between q·k of the q and k that enter it (after transform_qk) and the scores before f, for a
   /// length-T sequence: multiplier() times the mean of r_i over the rows (probe's theory line).

@@ -95,12 +95,13 @@ MPI_Datatype mpi_type(const float*) { return MPI_FLOAT; }
 MPI_Datatype mpi_type(const double*) { return MPI_DOUBLE; }
 
 template <class T>
-void allreduce_in_place(T* data, std::size_t n) {
+void allreduce_in_place(T* data, std::size_t n, MPI_Op op = MPI_SUM) {
   if (!g_mpi || g_size == 1) return;
-  in_chunks(data, n, [](T* p, int count) {
-    check(MPI_Allreduce(MPI_IN_PLACE, p, count, mpi_type(p), MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  in_chunks(data, n, [op](T* p, int count) {
+    check(MPI_Allreduce(MPI_IN_PLACE, p, count, mpi_type(p), op, MPI_COMM_WORLD), "MPI_Allreduce");
   });
 }
+void allreduce_max_in_place(float* data, std::size_t n) { allreduce_in_place(data, n, MPI_MAX); }
 
 template <class T>
 void broadcast_from(T* data, std::size_t n, int root) {
@@ -113,6 +114,7 @@ void broadcast_from(T* data, std::size_t n, int root) {
 namespace {
 template <class T>
 void allreduce_in_place(T*, std::size_t) {}
+void allreduce_max_in_place(float*, std::size_t) {}
 template <class T>
 void broadcast_from(T*, std::size_t, int) {}
 }  // namespace
@@ -120,6 +122,7 @@ void broadcast_from(T*, std::size_t, int) {}
 
 void allreduce_sum(float* data, std::size_t n) { allreduce_in_place(data, n); }
 void allreduce_sum(double* data, std::size_t n) { allreduce_in_place(data, n); }
+void allreduce_max(float* data, std::size_t n) { allreduce_max_in_place(data, n); }
 void broadcast(float* data, std::size_t n, int root) { broadcast_from(data, n, root); }
 void broadcast(double* data, std::size_t n, int root) { broadcast_from(data, n, root); }
 

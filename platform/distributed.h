@@ -28,6 +28,9 @@ int rank();
 /// A collective: every process must call it with the same n. Without MPI, leaves data unchanged.
 void allreduce_sum(float* data, std::size_t n);
 void allreduce_sum(double* data, std::size_t n);
+/// Replaces data[0 .. n) on every process by the element-wise maximum over all processes (MPI_Allreduce, MPI_MAX).
+/// A collective, as allreduce_sum.
+void allreduce_max(float* data, std::size_t n);
 
 /// Copies data[0 .. n) of process `root` into data on every process (MPI_Bcast). A collective.
 void broadcast(float* data, std::size_t n, int root = 0);

@@ -1921,9 +1921,10 @@ TEST_CASE("findings name every compared scaling, or say which were left out and 
 }
 
 TEST_CASE("plots: the registered scalings differ in colour (a colour-blind-safe scheme), dash and point type") {
-  // Paul Tol's "muted" scheme (designed to stay apart under colour blindness; https://personal.sron.nl/~pault/).
+  // Paul Tol's "muted" scheme (designed to stay apart under colour blindness; https://personal.sron.nl/~pault/),
+  // and for a tenth built-in the blue of his "high-contrast" scheme.
   const std::set<std::string> muted{"#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE",
-                                    "#882255", "#44AA99", "#999933", "#AA4499"};
+                                    "#882255", "#44AA99", "#999933", "#AA4499", "#004488"};
   const auto entries = xgrad::Registry<xgrad::nn::ScalingEntry>::instance().entries();
   REQUIRE(entries.size() >= 8);
   std::set<std::string> colours, dashes;
@@ -1943,7 +1944,7 @@ TEST_CASE("plots: the registered scalings differ in colour (a colour-blind-safe 
     line.points = {{0.01, 1.0, 0.9, 1.1, 2, 0}, {0.1, 2.0, 1.9, 2.1, 2, 0}};
     curve.lines.push_back(line);
   }
-  // Nine colours for the built-in scalings; eight dash styles (and point types, one per dash), so past eight
+  // Ten colours for the built-in scalings; eight dash styles (and point types, one per dash), so past eight
   // entries a dash repeats and the colour tells them apart.
   const std::size_t n_dashes = std::min(entries.size(), xgrad::nn::scaling_dash_styles().size());
   CHECK(colours.size() == entries.size());

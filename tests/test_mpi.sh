@@ -128,13 +128,15 @@ case "$case_name" in
   equivalence)
     # With a z-loss term, whose gradient and column are reduced like the cross-entropy's. Under Muon every rank
     # orthogonalises the summed gradient: the ranks agree exactly and differ from P = 1 in the summation order alone.
-    for optimizer in adamw muon; do
-      "$xgrad" train "${tiny[@]}" --optimizer "$optimizer" --steps 100 --z-loss 1e-2 --out p1 >p1.log 2>&1 ||
-        fail "P = 1, $optimizer: $(cat p1.log)"
+    # Under qk_clip (tau under the logits, so heads are clipped) every rank clips by the largest logit of all rows.
+    for variant in "--optimizer adamw" "--optimizer muon" "--scale qk_clip --qk-clip-tau 0.5"; do
+      read -ra optimizer <<<"$variant"
+      "$xgrad" train "${tiny[@]}" "${optimizer[@]}" --steps 100 --z-loss 1e-2 --out p1 >p1.log 2>&1 ||
+        fail "P = 1, $variant: $(cat p1.log)"
       for np in 2 4; do
-        mpi "$np" "$xgrad" train "${tiny[@]}" --optimizer "$optimizer" --steps 100 --z-loss 1e-2 --out "p$np" \
-          >"p$np.log" 2>&1 || fail "P = $np, $optimizer: $(cat "p$np.log")"
-        same_columns p1 "p$np" || fail "P = $np differs from P = 1 beyond $kTolerance ($optimizer)"
+        mpi "$np" "$xgrad" train "${tiny[@]}" "${optimizer[@]}" --steps 100 --z-loss 1e-2 --out "p$np" \
+          >"p$np.log" 2>&1 || fail "P = $np, $variant: $(cat "p$np.log")"
+        same_columns p1 "p$np" || fail "P = $np differs from P = 1 beyond $kTolerance ($variant)"
         checksums_agree "p$np.log" "$np"
         [ "$(world_size_of "p$np")" = "$np" ] || fail "config.json of P = $np records world_size $(world_size_of "p$np")"
       done

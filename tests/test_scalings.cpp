@@ -739,3 +739,21 @@ TEST_CASE("qk_norm: qk_norm_scale is in config.json, and a resumed run at scale 
   CHECK(nlohmann::json::parse(config_file).at("qk_norm_scale") == "1");
   check_resume_to_50(c, part, whole);
 }
+
+TEST_CASE("qk_clip: a run whose logits pass qk_clip_tau is clipped, and a resumed run continues it exactly") {
+  const testing::TempDir part("qk_clip_part"), whole("qk_clip_whole"), plain("qk_clip_plain");
+  train::TrainConfig c = testing::tiny_run(part.string(), 30);
+  c.checkpoint_every = 8;
+  train::set_setting(c, "scale", "qk_clip");
+  train::set_setting(c, "qk_clip_tau", 0.5);  // under the tiny model's logits of about 1: heads are clipped
+  CHECK(!train::train(c).diverged);
+  std::ifstream config_file(part / "config.json");
+  CHECK(nlohmann::json::parse(config_file).at("qk_clip_tau") == 0.5);
+  // The clip acted: the same run under sqrt_dk (qk_clip's multiplier, no clip) trains other weights.
+  train::TrainConfig unclipped = c;
+  unclipped.out = plain.string();
+  train::set_setting(unclipped, "scale", "sqrt_dk");
+  train::train(unclipped);
+  CHECK(testing::metrics_without_timing(part) != testing::metrics_without_timing(plain));
+  check_resume_to_50(c, part, whole);
+}

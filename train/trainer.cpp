@@ -130,6 +130,7 @@ class Run {
   StepRecord train_step(std::size_t step);
   // With several ranks: sums the gradients, loss and hits of the ranks' shards into `r` (one allreduce) and, on a
   // measured step, gathers the attention records of the global batch.
+  void after_optimizer_step(bool updated);
   void reduce_step(StepRecord& r, const data::Batch& shard, std::size_t shard_begin, double shard_loss,
                    std::size_t global_targets);
   // With several ranks: stops the run (std::runtime_error naming `where`) unless every rank holds rank 0's weights.
@@ -370,9 +371,20 @@ StepRecord Run::train_step(std::size_t step) {
     for (const auto& [param, p] : named) r.before_update.push_back(p.value());
   opt->set_lr(schedule.lr_at(cfg.lr, step, cfg.steps, schedule_settings));
   if (r.finite) opt->step();
+  after_optimizer_step(r.finite);
   r.lr = opt->lr();
   r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+// Lets each attention layer's scaling act on the weights the update left (QK-Clip) given the step's largest logits:
+// under data parallelism every rank takes the maximum over all ranks' rows, so that every rank clips alike.
+void Run::after_optimizer_step(bool updated) {
+  for (const auto& layer : model->attention_layers()) {
+    if (layer->step_max_logits.empty()) continue;
+    if (world_size > 1) platform::allreduce_max(layer->step_max_logits.data(), layer->step_max_logits.size());
+    layer->after_optimizer_step(updated);
+  }
 }
 
 void Run::reduce_step(StepRecord& r, const data::Batch& shard, std::size_t shard_begin, double shard_loss,
