@@ -22,7 +22,12 @@ cli::SweepConfig grid(bool quick) {
   c.base.eval_every = 0;
   // The scalings the four questions contrast; qk_norm appears twice, at each of its two multipliers (the
   // only_readers axis below).
-  c.scales = {"none", "sqrt_dk", "qk_norm"};  // QK_CLIP: add "qk_clip" after sqrt_dk once main registers it
+  c.scales = {"none", "sqrt_dk", "qk_clip", "qk_norm"};
+  // Under 1/sqrt(d_k) the largest logit of these models peaks at 10 to 30 (Kimi K2's unclipped heads passed 1000):
+  // at its default tau of 100 QK-Clip would never act, and the question of what it costs where it acts would have no
+  // answer. A tau of 10 sits below these logits as 100 sits below Kimi's; whether 1/sqrt(d_k) alone stays under 100
+  // is question (b).
+  train::set_setting(c.base, "qk_clip_tau", 10.0);
   c.d_ks = quick ? std::vector<std::size_t>{16, 256} : std::vector<std::size_t>{16, 64, 256};
   c.arms = {{"adamw", 3e-3}, {"muon", 3e-3}};
   // Axes of one task's or one scaling's own setting vary only the runs that read it: the context of 64 bytes is

@@ -157,13 +157,12 @@ void add_logit_figures(const Comparison& c, const LineLabels& labels, std::set<s
   for (const auto& [panel, members] : group_by(arm_pointers(c), [](const ArmStats* a) {
          return std::tuple{setting_text(a->settings, "task"), a->optimizer(), a->d_k()};
        })) {
-    const std::string title =
-        fmt::format("{}, {}, d_k = {}", std::get<0>(panel), std::get<1>(panel), std::get<2>(panel));
-    SummaryFigure f =
-        summary_figure(unique_stem(taken, fmt::format("logits_max_logit_{}_{}_dk{}", std::get<0>(panel),
-                                                      std::get<1>(panel), std::get<2>(panel))),
-                       "Largest attention logit against step, " + title, preset_text("logits.logit_caption"), "step",
-                       Axis::linear, "largest attention logit", Axis::log);
+    const nlohmann::json where{
+        {"task", std::get<0>(panel)}, {"optimizer", std::get<1>(panel)}, {"d_k", std::get<2>(panel)}};
+    SummaryFigure f = summary_figure(unique_stem(taken, fmt::format("logits_max_logit_{}_{}_dk{}", std::get<0>(panel),
+                                                                    std::get<1>(panel), std::get<2>(panel))),
+                                     preset_text("logits.logit_title", where), preset_text("logits.logit_caption"),
+                                     "step", Axis::linear, preset_text("logits.logit_y"), Axis::log);
     f.tabulate = false;
     for (const ArmStats* a : members) {
       std::map<double, std::pair<double, std::size_t>> at;  // step -> (sum, n)
@@ -186,12 +185,11 @@ void add_d_k_figures(const Comparison& c, const LineLabels& labels, std::set<std
   for (const auto& [panel, members] : group_by(arm_pointers(c), [](const ArmStats* a) {
          return std::pair{setting_text(a->settings, "task"), a->optimizer()};
        }))
-    for (const auto& [statistic, y] : {std::pair<std::string, std::string>{"final_loss", "final loss (nats)"},
-                                       {"entropy_last", "first-layer entropy at the end (nats)"}}) {
-      SummaryFigure f =
-          summary_figure(unique_stem(taken, fmt::format("logits_{}_{}_{}", statistic, panel.first, panel.second)),
-                         fmt::format("{} against d_k, {}, {}", y, panel.first, panel.second),
-                         preset_text("logits.d_k_caption"), "d_k", Axis::log, y, Axis::linear);
+    for (const std::string statistic : {"final_loss", "entropy_last"}) {
+      SummaryFigure f = summary_figure(
+          unique_stem(taken, fmt::format("logits_{}_{}_{}", statistic, panel.first, panel.second)),
+          preset_text("logits." + statistic + "_title", {{"task", panel.first}, {"optimizer", panel.second}}),
+          preset_text("logits.d_k_caption"), "d_k", Axis::log, preset_text("logits." + statistic + "_y"), Axis::linear);
       for (const auto& [label, line_arms] :
            group_by(members, [&](const ArmStats* a) { return labels(scale_label(*a), a->settings); })) {
         SummaryLine line = summary_line(label, line_arms.front()->scale());
@@ -210,9 +208,9 @@ std::vector<PresetSection> report(const PresetInput& in) {
   std::map<Key, const ArmStats*> arms;
   for (const ArmStats& a : c.arms)
     arms[{setting_text(a.settings, "task"), a.optimizer(), a.d_k(), labels.extras(a.settings), role(a)}] = &a;
-  PresetSection logits{"logits", "The largest attention logit under AdamW and Muon", "", {}};
-  PresetSection ends{"logits-d-k", "Final loss and entropy against d_k", preset_text("logits.d_k_legend") + "\n", {}};
-  PresetSection answers{"logits-verdicts", "Four verdicts", "", {}};
+  PresetSection logits{"logits", preset_text("logits.logits_title"), "", {}};
+  PresetSection ends{"logits-d-k", preset_text("logits.d_k_title"), preset_text("logits.d_k_legend") + "\n", {}};
+  PresetSection answers{"logits-verdicts", preset_text("logits.verdicts_title"), "", {}};
   if (arms.empty()) {
     logits.markdown = preset_text("logits.no_run") + "\n";
     return {logits};
