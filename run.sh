@@ -5,7 +5,7 @@
 #   ./run.sh sanitize             build with ASan + UBSan in build-asan/ and run the sanitizer suite there
 #   ./run.sh clang                build every target with Clang in build-clang/ (warnings are errors) and run the suite
 #   ./run.sh build                only install and build
-#   ./run.sh corpus               install and write the text corpus of --preset text and the nanoGPT bench; print its path
+#   ./run.sh corpus               install and write the text corpus of --preset text and logits and the nanoGPT bench; print its path
 # Flags after `experiment` go to `xgrad experiment` (see ./build/bin/xgrad experiment --help).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -104,10 +104,10 @@ build() {
   compile build "the release build" "$@"
 }
 
-# The text of `experiment --preset text` and bench/nanogpt_cpu.sh: the King James Bible (1611; its copyright has
-# expired, as Debian's bible-kjv-text says), 4.2 MB of ASCII from Debian's bible-kjv, written once to CORPUS with the
-# verse numbers taken off (COLUMNS fixes the program's line width, so every machine writes the same bytes).
-# Installed only for those two.
+# The text of `experiment --preset text` and `--preset logits` and of bench/nanogpt_cpu.sh: the King James Bible (1611;
+# its copyright has expired, as Debian's bible-kjv-text says), 4.2 MB of ASCII from Debian's bible-kjv, written once
+# to CORPUS with the verse numbers taken off (COLUMNS fixes the program's line width, so every machine writes the same
+# bytes). Installed only for those.
 CORPUS="$PWD/build/corpus/kjv.txt"
 corpus() {
   install_packages bible-kjv
@@ -119,14 +119,14 @@ corpus() {
   fi
 }
 
-# needs_corpus FLAG...: true for `--preset text` without a --text of the user's own.
+# needs_corpus FLAG...: true for `--preset text` or `--preset logits` without a --text of the user's own.
 needs_corpus() {
   local text_preset=false arg prev=""
   for arg in "$@"; do
     case "$arg" in
       --text | --text=*) return 1 ;;
-      --preset=text) text_preset=true ;;
-      text) [ "$prev" = "--preset" ] && text_preset=true ;;
+      --preset=text | --preset=logits) text_preset=true ;;
+      text | logits) [ "$prev" = "--preset" ] && text_preset=true ;;
     esac
     prev=$arg
   done

@@ -661,6 +661,12 @@ void explain_experiment(const SweepConfig& cfg) {
   TrainConfig base = cfg.base;
   base.out = "-";
   base.eval_every = 0;
+  // A preset of two tasks holds the other task's settings too (char_lm's text beside kv_recall): explain's model is
+  // the base task's, which does not read them.
+  nlohmann::json read = nlohmann::json::object();
+  for (const auto& [key, value] : base.settings.json().items())
+    if (train::unread_setting_error(base, key).empty()) read[key] = value;
+  base.settings = SettingValues(read);
   try {
     const report::Explanation e = report::explain(base, options);
     const report::ExplainOutcome o =

@@ -511,6 +511,12 @@ void require_new_name(const SweepRun& r, const std::vector<SweepRun>& runs, std:
   }
 }
 
+bool unread_only_readers_axis(const SweepConfig& cfg, const train::TrainConfig& point, const std::string& key) {
+  for (const GridAxis& axis : cfg.grid)
+    if (axis.key == key && axis.only_readers) return !train::unread_setting_error(point, key).empty();
+  return false;
+}
+
 // A grid axis no run of a point reads would repeat that run under another name; a name must fit a directory.
 void check_point_run(const SweepRun& r, const GridPoint& point) {
   auto is_core = [](const std::string& k) {
@@ -518,7 +524,7 @@ void check_point_run(const SweepRun& r, const GridPoint& point) {
                        [&](const train::CoreSetting& c) { return c.setting.key == k; });
   };
   for (const auto& [key, value] : point)
-    if (r.config.settings.contains(key) || is_core(key)) {
+    if (r.grid.contains(key) && (r.config.settings.contains(key) || is_core(key))) {
       const std::string unread = train::unread_setting_error(r.config, key);
       if (!unread.empty())
         throw ConfigError("--grid " + key + ": " + unread + "; an axis must change every run of the sweep " +
@@ -577,6 +583,14 @@ void refuse_unread_settings(const SweepConfig& cfg, std::vector<SweepRun>& runs,
 
 }  // namespace
 
+bool keeps_point(const SweepConfig& cfg, const train::TrainConfig& point, const nlohmann::json& grid) {
+  for (const GridAxis& axis : cfg.grid)
+    if (unread_only_readers_axis(cfg, point, axis.key) && !axis.values.empty() &&
+        grid.value(axis.key, axis.values.front()) != axis.values.front())
+      return false;
+  return !cfg.keep || cfg.keep(point);
+}
+
 std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
   check_sweep_flags(cfg);
   const auto points = grid_points(cfg.grid);
@@ -599,13 +613,13 @@ std::vector<SweepRun> plan_sweep(const SweepConfig& cfg) {
               train::set_setting(r.config, key, value);
               r.grid[key] = value;
             }
-            if (cfg.keep) {
-              TrainConfig point_config = r.config;
-              point_config.model.d_k = d_k;
-              point_config.lr = arm.lr;
-              point_config.seed = seed;
-              if (!cfg.keep(point_config)) continue;
-            }
+            TrainConfig point_config = r.config;
+            point_config.model.d_k = d_k;
+            point_config.lr = arm.lr;
+            point_config.seed = seed;
+            if (!keeps_point(cfg, point_config, r.grid)) continue;
+            for (const GridAxis& axis : cfg.grid)
+              if (unread_only_readers_axis(cfg, r.config, axis.key)) r.grid.erase(axis.key);
             r.name = run_name(d_k, scale, arm, r.grid, seed);
             require_new_name(r, runs, named);
             check_point_run(r, point);

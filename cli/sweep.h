@@ -33,6 +33,10 @@ Arm parse_arm(const std::string& text);
 struct GridAxis {
   std::string key;
   std::vector<nlohmann::json> values;
+  // false (--grid): every run must read the setting. true (a preset's axis of a component's own setting, such as
+  // qk_norm_scale): it varies the runs that read it, and each other run is made once, without it in its settings or
+  // name, so that two values of qk_norm's multiplier do not double the runs of the other scalings.
+  bool only_readers = false;
 };
 
 struct SweepConfig {
@@ -73,6 +77,11 @@ struct SweepRun {
   double final_loss = 0;
   double seconds = 0;
 };
+
+/// Whether the grid holds the point whose settings `point` holds (scale, optimizer, d_k, lr, seed and the grid values
+/// applied; `grid`: its value of each grid axis, by key): the preset's keep filter keeps it, and no only_readers axis
+/// that the point does not read has a value there other than its first (the one run made without it).
+bool keeps_point(const SweepConfig& config, const train::TrainConfig& point, const nlohmann::json& grid);
 
 /// The runs of the grid, in order (d_k, scale, arm, seed), with their directories. Throws ConfigError on bad settings
 /// (empty lists, duplicates, invalid run settings).

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cerrno>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -196,8 +197,21 @@ inline bool is_decimal_number(const std::string& text) {
 }
 }  // namespace detail
 
-/// Checks that `value` has the declared type and lies in the declared range or choices. Returns "" if it does,
-/// else what is wrong ("must be in [1, 4096], got 0"), without the flag: callers put the flag or key in front.
+namespace detail {
+/// "" for 0 or a magnitude of at least FLT_MIN; else why not: xgrad computes in float, where a smaller nonzero number
+/// is 0 or a subnormal that flush_denormals zeroes, so it would silently mean 0 (or "use the default" for a setting
+/// where 0 says that).
+inline std::string check_normal_float(const Setting& s, double v, const std::string& shown, bool underflowed = false) {
+  if (!underflowed && (v == 0 || std::fabs(v) >= static_cast<double>(FLT_MIN))) return "";
+  const bool zero_allowed = (s.min_open ? 0 > s.min : 0 >= s.min) && (s.max_open ? 0 < s.max : 0 <= s.max);
+  return std::string(zero_allowed ? "must be 0 or at least" : "must be at least") +
+         " 1.17549435e-38 in magnitude (the smallest normal float), got " + shown;
+}
+}  // namespace detail
+
+/// Checks that `value` has the declared type and lies in the declared range or choices, a number 0 or at least the
+/// smallest normal float in magnitude. Returns "" if it does, else what is wrong ("must be in [1, 4096], got 0"),
+/// without the flag: callers put the flag or key in front.
 inline std::string check_setting_value(const Setting& s, const nlohmann::json& value) {
   switch (s.type) {
     case Setting::Type::boolean:
@@ -216,7 +230,7 @@ inline std::string check_setting_value(const Setting& s, const nlohmann::json& v
       if (!std::isfinite(v)) return "must be finite, got " + value.dump();
       const bool above = s.min_open ? v > s.min : v >= s.min, below = s.max_open ? v < s.max : v <= s.max;
       if (!above || !below) return "must be in " + range_text(s) + ", got " + value.dump();
-      return "";
+      return detail::check_normal_float(s, v, value.dump());
     }
     case Setting::Type::text:
     case Setting::Type::path: {
@@ -232,7 +246,7 @@ inline std::string check_setting_value(const Setting& s, const nlohmann::json& v
       if (detail::is_decimal_number(text)) {
         const double v = std::strtod(text.c_str(), nullptr);
         if (std::isfinite(v) && (s.min_open ? v > s.min : v >= s.min) && (s.max_open ? v < s.max : v <= s.max))
-          return "";
+          return detail::check_normal_float(s, v, "'" + text + "'");
       }
       return "must be " + (allowed.empty() ? "" : allowed + " or ") + "a number in " + range_text(s) + ", got '" +
              shortened_name(text) + "'";
@@ -265,8 +279,11 @@ inline std::string parse_setting_value(const Setting& s, const std::string& text
     }
     case Setting::Type::number: {
       if (!detail::is_decimal_number(text)) return "must be a decimal number, got '" + text + "'";
+      errno = 0;
       const double v = std::strtod(text.c_str(), nullptr);
       if (!std::isfinite(v)) return "must be finite, got " + text;
+      // Below the smallest double ("1e-400") reads as 0: refused as what was written, not taken as 0.
+      if (errno == ERANGE && v == 0) return detail::check_normal_float(s, v, text, true);
       value = v;
       break;
     }

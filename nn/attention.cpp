@@ -353,10 +353,11 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
 // attention_heads (every query) from autograd ops, with `attn_dropout` on the weights between the softmax and @ v,
 // which the fused kernel has no place for: q, k, v [B, T, H * d_k] → [B, T, H * d_k]. A `record` gets what
 // attention_heads records: the scores with their gradient, the weights before the dropout, q and k; `step_max` what
-// it gets there.
+// it gets there, over the queries at positions `max_rows` (sorted) when given, else over every query.
 Tensor attention_heads_with_dropout(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
                                     const AttentionScaling& scaling, AttentionRecord* record,
-                                    const Dropout& attn_dropout, std::vector<float>* step_max) {
+                                    const Dropout& attn_dropout, std::vector<float>* step_max,
+                                    const std::vector<std::size_t>* max_rows) {
   AttentionRecord scores_only;  // the scores when only step_max needs them
   if (step_max && !record) record = &scores_only;
   const auto B = static_cast<std::int64_t>(q.size(0)), T = static_cast<std::int64_t>(q.size(1));
@@ -373,9 +374,12 @@ Tensor attention_heads_with_dropout(const Tensor& q, const Tensor& k, const Tens
   }
   if (step_max) {
     const xt::xarray<float>& scores = record->scores.value();  // [B, H, T, T]
-    std::vector<float> pair_max(static_cast<std::size_t>(B * H));
+    std::vector<float> pair_max(static_cast<std::size_t>(B * H), -INFINITY);
+    const auto rows = static_cast<std::size_t>(T);
     for (std::size_t pair = 0; pair < pair_max.size(); ++pair)
-      pair_max[pair] = largest(scores.data() + pair * T * T, static_cast<std::size_t>(T * T));
+      for (std::size_t r = 0; r < (max_rows ? max_rows->size() : rows); ++r)
+        pair_max[pair] = std::max(
+            pair_max[pair], largest(scores.data() + (pair * rows + (max_rows ? (*max_rows)[r] : r)) * rows, rows));
     add_max_logits(pair_max, n_heads, *step_max);
   }
   return reshape(transpose(out, 1, 2), {B, T, H * D});
@@ -413,7 +417,7 @@ Tensor ScaledAttentionLayer::attend(const Tensor& q_in, const Tensor& k_in, cons
   AttentionRecord* record = record_attention ? &last : nullptr;
   if (attn_dropout->active())
     return attention_heads_with_dropout(reshape(q, {B, T, HD}), reshape(k, {B, T, HD}), reshape(v, {B, T, HD}), heads_,
-                                        causal, *scaling, record, *attn_dropout, nullptr);
+                                        causal, *scaling, record, *attn_dropout, nullptr, nullptr);
   return attention_heads(reshape(q, {B, T, HD}), reshape(k, {B, T, HD}), reshape(v, {B, T, HD}), heads_, causal,
                          scaling, record);
 }
@@ -493,16 +497,23 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   AttentionRecord* record = record_attention ? &last : nullptr;
   Tensor out = attn_dropout->active()
                    ? attention_heads_with_dropout(q, k, v, heads_, causal, *scaling, record, *attn_dropout,
-                                                  max_logits_to_track())
+                                                  max_logits_to_track(), max_logit_rows_)
                    : attention_heads(q, k, v, heads_, causal, scaling, record, nullptr, max_logits_to_track());
   if (record_attention && record_spectral_norms) last.qk_spectral_norms = qk_spectral_norms();  // project()'s weights
   return w_o ? w_o->forward(out) : out;
 }
 
 Tensor MultiHeadAttention::forward_at(const Tensor& x, const std::vector<std::size_t>& positions) {
-  // Dropout on the weights needs the unfused path, which computes every query: forward() and the rows selected.
-  if (x.dim() != 3 || positions.size() == x.size(1) || attn_dropout->active())
+  // Dropout on the weights needs the unfused path, which computes every query: forward() and the rows selected. The
+  // step's largest logits count the queries at `positions` only, as the fused path computes them.
+  if (x.dim() != 3 || positions.size() == x.size(1) || attn_dropout->active()) {
+    max_logit_rows_ = &positions;
+    struct Reset {
+      const std::vector<std::size_t>*& rows;
+      ~Reset() { rows = nullptr; }
+    } reset{max_logit_rows_};
     return AttentionLayer::forward_at(x, positions);
+  }
   check_positions(positions, x.size(1));
   Tensor q, k, v;
   project(x, &positions, q, k, v);

@@ -96,8 +96,11 @@ std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, con
     double sum = 0, sum2 = 0, max_abs = 0, entropy_sum = 0, entropy_min = INFINITY, max_prob_sum = 0;
     std::size_t n_entries = 0, saturated = 0;
     std::vector<double> grad_norms;
+    s.max_logit = -INFINITY;
     for (std::size_t b = 0; b < B; ++b) {
       for (std::size_t i = 0; i < Tq; ++i) {
+        const float* row_scores = scores.data() + ((b * H + h) * Tq + i) * T;
+        s.max_logit = std::max(s.max_logit, static_cast<double>(*std::max_element(row_scores, row_scores + T)));
         if (query_mask && !(*query_mask)(b, query_positions ? (*query_positions)[i] : i)) continue;
         const std::size_t row = ((b * H + h) * Tq + i) * T;
         const float* sc = scores.data() + row;
@@ -128,6 +131,7 @@ std::vector<AttentionStats> attention_stats(const xt::xarray<float>& scores, con
         }
       }
     }
+    if (s.max_logit == -INFINITY) s.max_logit = nan;  // no query recorded
     if (s.n_queries == 0) {
       s.score_std = s.score_max_abs = s.qk_spectral_norm = s.entropy_mean = s.entropy_min = s.max_prob_mean = nan;
       s.frac_max_prob_above_099 = s.score_grad_p10 = s.score_grad_median = s.score_grad_p90 = nan;

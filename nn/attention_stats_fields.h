@@ -6,11 +6,14 @@
 
 namespace xgrad::nn {
 
-/// Statistics of one head over the selected queries of a batch. Every field is NaN when no query was selected.
+/// Statistics of one head over the selected queries of a batch. Every field but max_logit is NaN when no query was
+/// selected; max_logit is NaN when no query was recorded.
 struct AttentionStats {
-  std::size_t n_queries = 0;           // queries included (selected, with at least 2 keys they may attend to)
-  double score_std = 0;                // population std of the scaled scores over the keys they may attend to
-  double score_max_abs = 0;            // max |scaled score| over the same entries
+  std::size_t n_queries = 0;  // queries included (selected, with at least 2 keys they may attend to)
+  double score_std = 0;       // population std of the scaled scores over the keys they may attend to
+  double score_max_abs = 0;   // max |scaled score| over the same entries
+  double max_logit = 0;  // max scaled score (signed) over every recorded query, selected or not, and the keys it may
+                         // attend to: Kimi K2's S_max, what the scaling qk_clip compares with its tau
   double qk_spectral_norm = 0;         // spectral norm of the head's score matrix from its weights (see
                                        // AttentionLayer::qk_spectral_norms); NaN from attention_stats(), which sees
                                        // only the recorded scores: the trainer fills it from the layer

@@ -247,28 +247,26 @@ std::string lrs_of(const Comparison& c, const LrGroup& g) {
 // side that learned at none of them, whose flat objective near chance would read as insensitive when it is simply
 // bad at all of them.
 std::string lr_undecidable(const Comparison& c, const LrGroup& s, const LrGroup& b,
-                           const std::vector<std::pair<const ArmStats*, const ArmStats*>>& shared, Fields& why) {
+                           const std::vector<std::pair<const ArmStats*, const ArmStats*>>& shared, Verdict& v) {
   if (shared.size() < 2) {
-    why = {{"subject_lrs", lrs_of(c, s)}, {"baseline_lrs", lrs_of(c, b)}};
+    v.why_fields = {{"subject_lrs", lrs_of(c, s)}, {"baseline_lrs", lrs_of(c, b)}};
     return "few_lrs";
   }
-  std::string diverged;
   bool learned_s = false, learned_b = false;
   for (const auto& [x, y] : shared) {
     if (!x->diverged_steps.empty() && !y->diverged_steps.empty())
-      diverged += (diverged.empty() ? "" : " and ") + text("claims", "why.diverged_at",
-                                                           {{"lr", setting_text(x->settings, "lr")},
-                                                            {"subject", arm_name(c, *x)},
-                                                            {"subject_n", std::to_string(x->diverged_steps.size())},
-                                                            {"subject_of", std::to_string(x->used.size())},
-                                                            {"baseline", arm_name(c, *y)},
-                                                            {"baseline_n", std::to_string(y->diverged_steps.size())},
-                                                            {"baseline_of", std::to_string(y->used.size())}});
+      v.why_items.push_back({{"lr", x->lr()},
+                             {"subject_n", x->diverged_steps.size()},
+                             {"subject_of", x->used.size()},
+                             {"baseline_n", y->diverged_steps.size()},
+                             {"baseline_of", y->used.size()}});
     learned_s = learned_s || x->learned();
     learned_b = learned_b || y->learned();
   }
-  why = {{"lrs", diverged}, {"side", arm_name(c, *(learned_s ? shared.front().second : shared.front().first))}};
-  return !diverged.empty()          ? "both_diverged"
+  v.why_fields = {{"subject", arm_name(c, *shared.front().first)},
+                  {"baseline", arm_name(c, *shared.front().second)},
+                  {"side", arm_name(c, *(learned_s ? shared.front().second : shared.front().first))}};
+  return !v.why_items.empty()       ? "both_diverged"
          : !learned_s && !learned_b ? "neither_learned_lr"
          : !learned_s || !learned_b ? "never_learned"
                                     : "";
@@ -313,9 +311,9 @@ Verdict lr_verdict(const Comparison& c, const LrGroup& gs, const LrGroup& gb) {
   v.statistic = "lr_sensitivity";
   v.subject = gs.arms.front();
   v.baseline = gb.arms.front();
-  v.subject_value = lr_sensitivity(mean_s);
-  v.baseline_value = lr_sensitivity(mean_b);
-  v.why_not = lr_undecidable(c, gs, gb, shared, v.why_fields);
+  v.subject_value = std::isnan(gs.sensitivity) ? kNoValue : lr_sensitivity(mean_s);  // every run diverged
+  v.baseline_value = std::isnan(gb.sensitivity) ? kNoValue : lr_sensitivity(mean_b);
+  v.why_not = lr_undecidable(c, gs, gb, shared, v);
   if (v.why_not.empty() && !(std::isfinite(v.subject_value) && std::isfinite(v.baseline_value))) v.why_not = "no_value";
   v.tolerance = tol;
   if (!v.why_not.empty()) {
@@ -498,7 +496,15 @@ std::string how_text(const Verdict& v) {
 }  // namespace
 
 std::string why_not_text(const Verdict& v) {
-  return v.why_not.empty() ? "" : text("claims", "why." + v.why_not, v.why_fields);
+  if (v.why_not.empty()) return "";
+  Fields f = v.why_fields;
+  std::string items;  // "0.1 (sqrt_dk in 1 of 2 runs, unscaled in 2 of 2); 1 (...)"
+  for (Fields item : v.why_items) {
+    item.insert(v.why_fields.begin(), v.why_fields.end());
+    items += (items.empty() ? "" : "; ") + text("claims", "why.diverged_at", item);
+  }
+  f["lrs"] = items;
+  return text("claims", "why." + v.why_not, f);
 }
 
 const Claim& claim_of(const Verdict& v) {

@@ -71,10 +71,12 @@ struct Verdict {
   double subject_value = kNoValue, baseline_value = kNoValue;  // the arms' means (the sensitivities for lr)
   bool paired = false;                                         // decided seed by seed
   std::size_t n_shared = 0, seeds_better = 0, seeds_worse = 0, seeds_same = 0;
-  double tolerance = kNoValue;  // without a shared seed: the tolerance of the means
-  std::string why_not;          // when not decided, why: a key of report/text/claims.md's "why." lines
-                                // ("seeds_disagree", "neither_learned", "both_solved", ...)
-  Fields why_fields = {};       // the numbers its sentence names (the learning rates where both diverged)
+  double tolerance = kNoValue;         // without a shared seed: the tolerance of the means
+  std::string why_not;                 // when not decided, why: a key of report/text/claims.md's "why." lines
+                                       // ("seeds_disagree", "neither_learned", "both_solved", ...)
+  Fields why_fields = {};              // the numbers and names its sentence names ("side": the arm that never learned)
+  std::vector<Fields> why_items = {};  // "both_diverged": per learning rate where both did, "lr" and of each side
+                                       // the runs that diverged and those used ("subject_n", "subject_of", ...)
 };
 
 /// A run's seed as the key of per-seed values: its (seed, data_seed) pair from config.json.

@@ -25,6 +25,7 @@
 #include "report/stats.h"
 #include "report/summary.h"
 #include "report/tables.h"
+#include "report/text.h"
 #include "train/run_directory.h"
 #include "train/shell_quote.h"
 #include "train/sweep_manifest.h"
@@ -57,10 +58,12 @@ void check_baseline(Comparison& c) {
 
 std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out);
 
-// The notes on the sweeps given: for each, how many of its grid points are complete when not all are (so that "95
-// runs" is not read as the whole sweep; an index that is not a manifest is said so); the run directories below them
-// that their sweep.json does not list (copied in, or from another sweep: counted as seeds, they could turn a
-// verdict); and the temporary files of atomic writes cut short (a second signal during a checkpoint write) in the runs
+// A sweep reader's refusal as a note's reason: without the "DIR: " that names the command line's argument.
+std::string reason(const std::string& error) { return error.rfind("DIR: ", 0) == 0 ? error.substr(5) : error; }
+
+// The notes on the sweeps given: how many grid points are complete when not all are ("95 runs" is not the whole
+// sweep); entries of sweep.json that are no point; run directories below a sweep it does not list (copied in: counted
+// as seeds, they could turn a verdict); atomic writes cut short (a second signal during a checkpoint write) in the runs
 // read and the sweeps' run directories, whose runs are not what they seem until the next start removes them.
 std::vector<Note> sweep_notes(const CompareOptions& options, const FoundRuns& found) {
   std::vector<Note> notes;
@@ -74,7 +77,7 @@ std::vector<Note> sweep_notes(const CompareOptions& options, const FoundRuns& fo
     try {
       s = train::sweep_standing(input);
     } catch (const std::exception& e) {
-      notes.push_back({"cannot tell how many grid points the sweep " + input + " has: " + e.what()});
+      notes.push_back({text("notes", "sweep_unreadable", {{"sweep", input}, {"why", reason(e.what())}})});
       continue;
     }
     for (const fs::path& f : s.leftovers) leftovers.insert(f.string());
@@ -82,25 +85,24 @@ std::vector<Note> sweep_notes(const CompareOptions& options, const FoundRuns& fo
     if (done == s.points) continue;
     s.count.erase(train::PointStatus::complete);
     s.count.erase(train::PointStatus::diverged);
-    notes.push_back({fmt::format(
-        "sweep {}: {} of {} grid points complete; {}: run the same xgrad sweep command again (or `xgrad sweep "
-        "run-one {} --index I`) to finish them; `xgrad sweep status {}` lists them",
-        input, done, s.points, train::standing_counts(s), train::shell_quote_path(input),
-        train::shell_quote_path(input))});
+    notes.push_back({text("notes", "sweep_unfinished",
+                          {{"sweep", input},
+                           {"done", done},
+                           {"points", s.points},
+                           {"counts", train::standing_counts(s)},
+                           {"quoted", train::shell_quote_path(input)}})});
   }
-  const std::size_t n = found.unlisted.size();
-  if (n > 0 || found.search_cut)
-    notes.push_back(
-        {fmt::format(
-             "{} run director{} below the sweep{}, not in its sweep.json, {}", n, n == 1 ? "y" : "ies",
-             found.search_cut ? fmt::format(" (searched to its first {} entries)", RunSearch().max_entries) : "",
-             options.include_unlisted ? "read as --include-unlisted asks"
-                                      : "left out (copied in, or from another sweep; --include-unlisted reads them)"),
-         found.unlisted});
+  if (!found.refused.empty())
+    notes.push_back({text("notes", "refused_entries", {{"count", found.refused.size()}}), found.refused});
+  const std::string cut = found.search_cut ? text("notes", "unlisted_cut", {{"count", RunSearch().max_entries}}) : "";
+  if (!found.unlisted.empty() || found.search_cut)
+    notes.push_back({text("notes", "unlisted",
+                          {{"runs", counted(found.unlisted.size(), "run")},
+                           {"cut", cut},
+                           {"how", text("notes", options.include_unlisted ? "unlisted_read" : "unlisted_left_out")}}),
+                     found.unlisted});
   if (!leftovers.empty())
-    notes.push_back({fmt::format("{} leftover partial write{} (a write cut short, e.g. by a second signal; the run's "
-                                 "next start removes it)",
-                                 leftovers.size(), leftovers.size() == 1 ? "" : "s"),
+    notes.push_back({text("notes", "leftovers", {{"writes", counted(leftovers.size(), "leftover partial write")}}),
                      {leftovers.begin(), leftovers.end()}});
   return notes;
 }
@@ -200,9 +202,7 @@ void choose_preset(const std::vector<std::string>& inputs, ReportContext& contex
   } else if (!same) {
     std::string list;
     for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;
-    context.preset_note = "the inputs record different presets (" + list +
-                          "): a preset's sections are written only when every input records the same one, so "
-                          "none are written";
+    context.preset_note = text("report", "presets_differ", {{"list", list}});
   } else {
     context.preset = records.front().second;
   }
@@ -228,8 +228,9 @@ void compute_preset_sections(const Comparison& c, const fs::path& out_dir, Repor
   const PresetReport* preset = Registry<PresetReport>::instance().find(context.preset.name);
   try {
     if (!preset)
-      context.preset_note = "preset '" + context.preset.name + "' is not registered in this build of xgrad (" +
-                            Registry<PresetReport>::instance().joined_names() + " are): its sections are not written";
+      context.preset_note =
+          text("report", "preset_unknown",
+               {{"name", context.preset.name}, {"names", Registry<PresetReport>::instance().joined_names()}});
     else if (preset->sections)
       context.preset_sections = preset->sections(PresetInput{c, context.preset.quick, out_dir.string()});
   } catch (const std::exception& e) {
@@ -320,6 +321,7 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   context.loss_threshold_option = options.loss_threshold;
   context.explain_page = explain_page(out_dir, options.inputs);
   context.summary = summary_figures(c);
+  context.verdicts = judge(c, c.axis, baseline_of(c));  // once, for report.md and report.html
   choose_preset(options.inputs, context, out);
   compute_preset_sections(c, out_dir, context, out);
   HtmlOutcome html;

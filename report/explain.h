@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/explain_measure.h"
+#include "report/text.h"
 #include "train/config.h"
 
 namespace xgrad::report {
@@ -48,9 +49,10 @@ struct TrainingEvidence {
 
 /// A verdict decided from the numbers: "holds", "does not hold", "holds only per query", ...; its class (holds,
 /// fails, partly) colours it; text gives the numbers that decide it; key names its line in report/text/explain.md
-/// ("gradient.per_query"), the verdict as a value.
+/// ("gradient.per_query"), the verdict as a value, with the fields its text was filled from.
 struct SectionVerdict {
   std::string verdict, verdict_class, text, key;
+  Fields fields = {};  // the numbers its text names, by field ("mild": the first d_k 10% saturated, 0 for none)
 };
 
 struct ExplainSection {

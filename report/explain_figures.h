@@ -3,9 +3,7 @@
 #pragma once
 
 #include <cstddef>
-#include <map>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "report/explain.h"

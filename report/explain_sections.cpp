@@ -25,7 +25,7 @@ constexpr double kMild = 0.1;       // a share below which saturation is mild
 SectionVerdict verdict(const std::string& key, const Fields& fields = {}) {
   const std::string line = text("explain", key, fields);
   const auto first = line.find(" | "), second = line.find(" | ", first + 3);
-  return {line.substr(first + 3, second - first - 3), line.substr(0, first), line.substr(second + 3), key};
+  return {line.substr(first + 3, second - first - 3), line.substr(0, first), line.substr(second + 3), key, fields};
 }
 
 // The scalings a step reads: the unscaled one ("" when not requested) and the one the argument proposes (sqrt_dk
@@ -244,11 +244,11 @@ SectionVerdict scaling(const Explanation& e, const Scales& s, ExplainSection& se
 
 // ---- 5. sizes
 
-// The smallest d_k whose unscaled saturated share reaches `share`, as text ("none given").
-std::string first_d_k_above(const Explanation& e, const std::string& ref, double share) {
+// The smallest d_k whose unscaled saturated share reaches `share` (0: none of those measured).
+std::size_t first_d_k_above(const Explanation& e, const std::string& ref, double share) {
   for (const auto d_k : e.d_ks)
-    if (e.arm(d_k, ref)->saturated_share >= share) return std::to_string(d_k);
-  return "none given";
+    if (e.arm(d_k, ref)->saturated_share >= share) return d_k;
+  return 0;
 }
 
 // The smallest d_k from which the proposed scaling ends with a lower final loss than unscaled in every arm at that
@@ -279,8 +279,11 @@ SectionVerdict sizes(const Explanation& e, const Scales& s, Fields f, ExplainSec
     shares +=
         fmt::format("{}d_k {}: {}", shares.empty() ? "" : ", ", d_k, percent_text(e.arm(d_k, s.ref)->saturated_share));
   section.paragraphs.push_back(text("explain", "sizes.paragraph", {{"shares", shares}}));
-  f["mild"] = first_d_k_above(e, s.ref, kMild);
-  f["most"] = first_d_k_above(e, s.ref, kSaturated);
+  for (const auto& [key, share] : {std::pair<std::string, double>{"mild", kMild}, {"most", kSaturated}}) {
+    const std::size_t from = first_d_k_above(e, s.ref, share);
+    f[key] = from;
+    f[key + "_from"] = text("explain", from ? "sizes.from" : "sizes.from_none", {{"d_k", from}});
+  }
   f["numbers"] = text("explain", "sizes.numbers", f);
   // Mild: under a quarter of the queries saturated at the smallest d_k; grown: over half at the largest.
   const bool init_holds = e.arm(e.d_ks.front(), s.ref)->saturated_share < 0.25 &&

@@ -16,6 +16,7 @@
 #include "report/standalone_page.h"
 #include "report/summary.h"
 #include "report/tables.h"
+#include "report/text.h"
 #include "report/web_assets.h"
 #include "train/metrics_log.h"
 #include "train/run_files.h"
@@ -339,8 +340,9 @@ PageColumns read_pages(const Comparison& c, const PageRuns& runs, std::size_t ma
   }
   p.missing_from.assign(p.columns.size(), {});
   for (std::size_t j = 0; j < p.columns.size(); ++j) {
-    for (std::size_t r = 0; r < p.pages.size(); ++r)
-      if (std::count(p.pages[r].columns.begin(), p.pages[r].columns.end(), p.columns[j]) == 0)
+    for (std::size_t r = 0; r < p.pages.size(); ++r)  // a run drawn from what compare read lacks columns: its note says
+      if (!p.pages[r].from_comparison &&
+          std::count(p.pages[r].columns.begin(), p.pages[r].columns.end(), p.columns[j]) == 0)
         p.missing_from[j].push_back(runs.names[r]);
     (p.finite_anywhere[j] == 0 ? p.never_finite : p.shown).push_back(p.columns[j]);
   }
@@ -396,33 +398,21 @@ std::string columns_owner(const PageRuns& runs, const std::vector<std::string>& 
 
 // The notes about what the data lacks, one line each with its runs or columns listed behind it: the sweeps' notes,
 // unreadable runs, columns no run or only some runs have (a note per set of runs without them), runs drawn from what
-// compare read, empty runs, cells drawn as gaps, incomplete runs.
+// compare read, empty runs, cells drawn as gaps, incomplete runs. Their sentences: report/text/notes.md.
 std::vector<PageNote> data_notes(const Comparison& c, const ReportContext& context, const PageRuns& runs,
                                  const PageColumns& p) {
-  // Each kind's sentence: {count} the number it states first, {runs} how many runs it lists, {n} runs in all.
-  static const std::map<std::string, std::string> text{
-      {"unreadable", "{count} run(s) left out (unreadable)"},
-      {"never_finite", "{count} column(s) left out of the column picker (no finite value in any run)"},
-      {"partial_columns", "{count} column{exist} only in {have} of {n} runs{owner}"},
-      {"from_comparison",
-       "{count} run(s) whose metrics.csv could no longer be read show the loss, accuracy and eval_loss compare read"},
-      {"no_rows", "{count} run(s) have no rows in metrics.csv (no curve)"},
-      {"nonfinite", "{count} non-finite values (NaN or Inf) in {runs} run(s) are drawn as gaps"},
-      {"malformed", "{count} cells that are not numbers in {runs} run(s) are drawn as gaps"},
-      {"incomplete", "{count} run(s) incomplete"}};
-  const std::size_t n = c.runs.size();
   std::vector<PageNote> notes;
   for (const Note& note : context.sweep_notes) notes.push_back({"sweep", 0, note});
   const auto add = [&](const std::string& kind, const std::vector<std::string>& items, std::size_t count,
                        std::size_t have = 0, const std::string& owner = "") {
     if (items.empty()) return;
-    notes.push_back(
-        {kind,
-         count,
-         {fmt::format(fmt::runtime(text.at(kind)), fmt::arg("count", count), fmt::arg("runs", items.size()),
-                      fmt::arg("n", n), fmt::arg("have", have), fmt::arg("exist", count == 1 ? " exists" : "s exist"),
-                      fmt::arg("owner", owner.empty() ? "" : ": " + owner)),
-          items}});
+    const Fields f{{"count", count},
+                   {"runs", counted(kind == "nonfinite" || kind == "malformed" ? items.size() : count, "run")},
+                   {"columns", counted(count, "column")},
+                   {"n", c.runs.size()},
+                   {"have", have},
+                   {"owner", owner.empty() ? "" : text("notes", "partial_columns_owner", {{"owner", owner}})}};
+    notes.push_back({kind, count, {text("notes", kind, f), items}});
   };
   add("unreadable", context.skipped, context.skipped.size());
   add("never_finite", p.never_finite, p.never_finite.size());
@@ -432,11 +422,12 @@ std::vector<PageNote> data_notes(const Comparison& c, const ReportContext& conte
   for (const auto& [without, columns] : partial) {
     std::vector<std::string> items = columns;
     items.push_back(fmt::format("not in: {}", fmt::join(without, " ")));
-    add("partial_columns", items, columns.size(), n - without.size(), columns_owner(runs, without, columns));
+    add("partial_columns", items, columns.size(), c.runs.size() - without.size(),
+        columns_owner(runs, without, columns));
   }
   std::map<std::string, std::vector<std::string>> runs_of;                       // kind -> the runs it lists
   std::map<std::string, std::size_t> cells{{"nonfinite", 0}, {"malformed", 0}};  // kinds that count cells
-  for (std::size_t r = 0; r < n; ++r) {
+  for (std::size_t r = 0; r < c.runs.size(); ++r) {
     const RunPage& page = p.pages[r];
     if (page.from_comparison) runs_of["from_comparison"].push_back(runs.names[r]);
     if (page.rows == 0) runs_of["no_rows"].push_back(runs.names[r]);
@@ -454,27 +445,16 @@ std::vector<PageNote> data_notes(const Comparison& c, const ReportContext& conte
 // The notes about how the series were shortened and rounded.
 void downsampling_notes(const PageColumns& p, std::size_t headline_points, std::size_t max_points, int digits,
                         std::vector<PageNote>& notes) {
-  const std::string headline =
-      "loss, accuracy, grad_norm, the W_q and W_k gradient norms and the first layer's entropy and score-gradient "
-      "median";
-  std::string budget;  // what the page's size took beyond the point limit
-  if (!p.headline_downsampled)
-    budget = " to keep the page small; every point of " + headline + " is shown";
-  else if (max_points < headline_points)
-    budget = fmt::format(", those of every column but {} to at most {} to keep the page small", headline, max_points);
   const std::size_t limit = p.headline_downsampled ? headline_points : max_points;
+  Fields f{{"headline", text("notes", "downsampled_headline")}, {"max_points", max_points}, {"limit", limit}};
+  // What the page's size took beyond the point limit.
+  f["budget"] = !p.headline_downsampled        ? text("notes", "downsampled_kept", f)
+                : max_points < headline_points ? text("notes", "downsampled_others", f)
+                                               : std::string();
+  f["digits"] = digits;
   if (p.headline_downsampled || p.other_downsampled)
-    notes.push_back({"downsampled",
-                     limit,
-                     {fmt::format("Downsampled: series longer than {} points are reduced to at most {} points by "
-                                  "min-max buckets (each keeps its smallest and largest value, so spikes survive){}; "
-                                  "shorter series are exact",
-                                  limit, limit, budget)}});
-  notes.push_back({"rounded",
-                   static_cast<std::size_t>(digits),
-                   {fmt::format("Values in the curves are rounded to {} significant digits; the final-metrics CSV "
-                                "holds 9.",
-                                digits)}});
+    notes.push_back({"downsampled", limit, {text("notes", "downsampled", f)}});
+  notes.push_back({"rounded", static_cast<std::size_t>(digits), {text("notes", "rounded", f)}});
 }
 
 nlohmann::json notes_json(const std::vector<PageNote>& notes) {
@@ -548,8 +528,10 @@ nlohmann::json page_meta(const Comparison& c, const ReportContext& context, cons
                       {"summary", summary_json(context.summary)}};
   if (!context.explain_page.empty()) meta["explain"] = context.explain_page;
   meta["findings"] = nlohmann::json::array();
-  for (const FindingLine& f : findings(c)) meta["findings"].push_back({{"text", f.text}, {"anchor", f.anchor}});
-  const StoryChecks checks = story_checks(c);
+  const std::vector<Verdict> verdicts = report_verdicts(c, context);
+  for (const FindingLine& f : findings(c, verdicts))
+    meta["findings"].push_back({{"text", f.text}, {"anchor", f.anchor}});
+  const StoryChecks checks = story_checks(c, verdicts);
   meta["checks"] = {{"holds", checks.holds}, {"fails", checks.fails}, {"undecided", checks.undecided}};
   meta["runs"] = nlohmann::json::array();
   for (std::size_t r = 0; r < c.runs.size(); ++r) {

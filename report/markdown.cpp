@@ -134,8 +134,6 @@ StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& all) {
 
 namespace {
 
-std::string short_number(double v) { return std::isfinite(v) ? fmt::format("{:.2g}", v) : std::string("—"); }
-
 std::string num(std::size_t n) { return std::to_string(n); }
 
 // A finding says at most this many words (whitespace-separated tokens): read at a glance, its details a link away.
@@ -202,8 +200,9 @@ std::string tails(const std::string& claim, const Tally& t) {
   return out;
 }
 
-// A finding, and when it gives way to keep to ten: 1 the gradient counts first, then 2 saturation and score
-// gradients, then 3 a value's final-loss counts; 0 never.
+// A finding, and when it gives way to keep to ten: 1 saturation and score gradients of the setting groups past the
+// third first, then 2 the gradient counts, then 3 saturation and score gradients of the first three groups, then 4 a
+// value's final-loss counts; 0 never.
 struct Finding {
   FindingLine line;
   int gives_way = 0;
@@ -246,9 +245,9 @@ void pair_findings(const Comparison& c, const std::vector<PairTally>& tallies, s
   for (const PairTally& p : tallies) {
     const Tally& t = p["trains_better"];
     if (t.n == 0) continue;
-    out.push_back({counted_finding(p, "trains_better", "tolerance loss"), 3, p.subject});
+    out.push_back({counted_finding(p, "trains_better", "tolerance loss"), 4, p.subject});
     if (p.spoken.count("more_gradient_w_q") || p.spoken.count("more_gradient_w_k"))
-      out.push_back({{gradient_text(p), "story", glossary_anchor("tolerance gradient")}, 1, p.subject});
+      out.push_back({{gradient_text(p), "story", glossary_anchor("tolerance gradient")}, 2, p.subject});
   }
   if (!out.empty()) return;
   std::set<std::string> values;
@@ -310,7 +309,7 @@ SaturationCells saturation_cells(const Comparison& c, const std::vector<const Ar
 
 // The saturation and score-gradient lines of one group of arms, per scaling (reference first) and d_k.
 void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& group, const std::string& prefix,
-                      std::vector<Finding>& out) {
+                      int gives_way, std::vector<Finding>& out) {
   std::vector<std::size_t> d_ks;
   std::vector<std::string> all_scales;
   for (const ArmStats* arm : group) {
@@ -334,6 +333,9 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
     if (cells.any_grad) grad.push_back(name + join(cells.grad, "/"));
   }
   const Fields at{{"prefix", prefix}, {"d_ks", join(dk_text, "/")}};
+  // The numbers are in the arm table; the summary figures draw entropy and saturation against d_k when there are two.
+  // The score gradient's figure draws it over all steps, not relative to the loss: its numbers are the table's.
+  const std::string where = d_ks.size() >= 2 ? "summary-figures" : "results";
   if (!entropy.empty()) {
     Fields f = at;
     f.emplace("values", join(entropy, ", "));
@@ -341,23 +343,22 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
     const std::string tail = finding_text("saturated", {{"values", join(saturated, ", ")}});
     const bool fits = words(text + tail) < kMaxWords;
     if (any_saturated && fits) text += tail;
-    out.push_back({{text + ".", "summary-figures", glossary_anchor("entropy_first")}, 2});
+    out.push_back({{text + ".", where, glossary_anchor("entropy_first")}, gives_way});
     f.at("values") = join(saturated, ", ");
     if (any_saturated && !fits)
-      out.push_back(
-          {{finding_text("saturated_line", f) + ".", "summary-figures", glossary_anchor("saturated_first")}, 2});
+      out.push_back({{finding_text("saturated_line", f) + ".", where, glossary_anchor("saturated_first")}, gives_way});
   }
   if (!grad.empty()) {
     Fields f = at;
     f.emplace("values", join(grad, ", "));
     out.push_back(
-        {{finding_text("score_gradient", f) + ".", "summary-figures", glossary_anchor("score_grad_relative")}, 2});
+        {{finding_text("score_gradient", f) + ".", "results", glossary_anchor("score_grad_relative")}, gives_way});
   }
 }
 
 // Saturation and the per-query gradient, per group of arms that agree on every other distinguishing setting (task,
 // d_model, ...): a number pooled over tasks would appear nowhere below. Optimizer and learning rate do not split a
-// group (the gradient line gives a range).
+// group (the gradient line gives a range). The groups past the third give way first to keep to ten.
 void saturation_findings(const Comparison& c, std::vector<Finding>& out) {
   const auto group_keys = distinguishing_keys(c.arms);
   std::vector<std::string> group_order;
@@ -368,12 +369,9 @@ void saturation_findings(const Comparison& c, std::vector<Finding>& out) {
     if (!groups.count(label)) group_order.push_back(label);
     groups[label].push_back(&arm);
   }
-  const std::size_t kMaxGroups = 3;  // two lines each: the ten-line budget keeps room for the other findings
-  for (std::size_t gi = 0; gi < group_order.size() && gi < kMaxGroups; ++gi)
-    group_saturation(c, groups[group_order[gi]], group_order[gi].empty() ? "" : group_order[gi] + ": ", out);
-  if (group_order.size() > kMaxGroups)
-    out.push_back({{finding_text("more_groups", {{"count", num(group_order.size() - kMaxGroups)}}) + ".",
-                    "summary-figures", glossary_anchor("setting")}});
+  for (std::size_t gi = 0; gi < group_order.size(); ++gi)
+    group_saturation(c, groups[group_order[gi]], group_order[gi].empty() ? "" : group_order[gi] + ": ", gi < 3 ? 3 : 1,
+                     out);
 }
 
 // How many runs diverged or were cut short.
@@ -389,35 +387,42 @@ Finding runs_finding(const Comparison& c) {
   return {{text + ".", "runs-read", glossary_anchor("diverged run")}};
 }
 
-// Ten findings at most, none dropped silently: the gradient counts give way first, then saturation and score
-// gradients, then the final-loss counts of the last values (each from the end); one line then says what was left out
-// and where it is, before the runs line, which stays last.
-std::vector<FindingLine> at_most_ten(std::vector<Finding> all) {
+// Ten findings at most, none dropped silently: they give way in the order of Finding::gives_way, each kind from the
+// end; then per section the dropped ones are in, one line says how many were left out and what they are, linking
+// there, before the runs line, which stays last.
+std::vector<FindingLine> at_most_ten(const std::vector<Finding>& all) {
   constexpr std::size_t kMax = 10;
-  std::vector<FindingLine> out;
-  if (all.size() <= kMax) {
-    for (Finding& f : all) out.push_back(std::move(f.line));
-    return out;
+  std::vector<Finding> kept = all;
+  std::map<std::string, std::vector<Finding>> dropped;  // by the section they link to
+  // The lines left out take a line per section they link to: tried with one, again with two if they link to two.
+  for (std::size_t reserve = 1; all.size() > kMax && (reserve == 1 || dropped.size() >= reserve); ++reserve) {
+    kept = all;
+    dropped.clear();
+    for (int rank = 1; rank <= 4; ++rank)
+      for (std::size_t i = kept.size(); i-- > 0 && kept.size() + reserve > kMax;)
+        if (kept[i].gives_way == rank) {
+          dropped[kept[i].line.anchor].insert(dropped[kept[i].line.anchor].begin(), kept[i]);
+          kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(i));
+        }
   }
-  std::vector<std::string> trains_out;
-  std::vector<bool> kinds_out(4, false);
-  const std::size_t n_all = all.size();
-  for (int rank = 1; rank <= 3; ++rank)
-    for (std::size_t i = all.size(); i-- > 0 && all.size() >= kMax;)
-      if (all[i].gives_way == rank) {
-        kinds_out[static_cast<std::size_t>(rank)] = true;
-        if (rank == 3) trains_out.insert(trains_out.begin(), all[i].subject);
-        all.erase(all.begin() + static_cast<std::ptrdiff_t>(i));
-      }
-  std::vector<std::string> what;
-  if (kinds_out[3]) what.push_back(finding_text("left_out_trains", {{"names", join(trains_out, ", ")}}));
-  if (kinds_out[1]) what.push_back(finding_text("left_out_gradient"));
-  if (kinds_out[2]) what.push_back(finding_text("left_out_saturation"));
-  const bool story = kinds_out[1] || kinds_out[3];
-  for (Finding& f : all) out.push_back(std::move(f.line));
-  out.insert(out.end() - 1,
-             {finding_text("left_out", {{"count", num(n_all - all.size())}, {"what", join(what, "; ")}}) + ".",
-              story ? "story" : "summary-figures", glossary_anchor("arm")});
+  std::vector<FindingLine> out;
+  for (Finding& f : kept) out.push_back(std::move(f.line));
+  for (const auto& [anchor, left_out] : dropped) {
+    std::vector<std::string> trains_out, what;
+    std::set<int> ranks;
+    for (const Finding& f : left_out) {
+      ranks.insert(f.gives_way);
+      if (f.gives_way == 4) trains_out.push_back(f.subject);
+    }
+    if (!trains_out.empty()) what.push_back(finding_text("left_out_trains", {{"names", join(trains_out, ", ")}}));
+    if (ranks.count(2)) what.push_back(finding_text("left_out_gradient"));
+    if (ranks.count(1) || ranks.count(3)) what.push_back(finding_text("left_out_saturation"));
+    out.insert(
+        out.end() - 1,
+        {finding_text("left_out", {{"findings", counted(left_out.size(), "finding")}, {"what", join(what, "; ")}}) +
+             ".",
+         anchor, glossary_anchor("arm")});
+  }
   return out;
 }
 
@@ -445,11 +450,12 @@ std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std:
       for (auto i : group)
         dirs.push_back(name(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to)));
       const nlohmann::json& config = c.runs[group.front()].config;
-      out.push_back(fmt::format(
-          "arm {}: seed {} (data_seed {}) is in {} runs: {}; all count in the arm's means and sd (so the sd "
-          "understates the spread over seeds), the seeds column counts it once",
-          name(arm_label(arm, extra)), name(setting_text(config, "seed")), name(setting_text(config, "data_seed")),
-          group.size(), join(dirs, ", ")));
+      out.push_back(text("report", "duplicate_seed",
+                         {{"arm", name(arm_label(arm, extra))},
+                          {"seed", name(setting_text(config, "seed"))},
+                          {"data_seed", name(setting_text(config, "data_seed"))},
+                          {"runs", counted(group.size(), "run")},
+                          {"dirs", join(dirs, ", ")}}));
     }
   return out;
 }
@@ -643,13 +649,11 @@ std::string glossary_section(const Comparison& c, const ReportContext& ctx) {
 // The table of arms, the summary figures, duplicate seeds and the LR sensitivity table.
 std::string results_section(const Comparison& c, const ReportContext& ctx) {
   std::string md;
-  md += "## Results by arm\n\n" + arm_table(c).markdown() + "\n";
+  md += "<a id=\"results\"></a>\n\n## Results by arm\n\n" + arm_table(c).markdown() + "\n";
   md += summary_section(ctx);
   const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir, true);
   if (!duplicates.empty()) {
-    md +=
-        "**Duplicate seeds.** Runs of one arm with the same seed and data_seed are the same run twice, not two "
-        "seeds:\n\n";
+    md += text("report", "duplicate_seeds") + "\n\n";
     for (const auto& d : duplicates) md += "- " + markdown_escape(d) + "\n";
     md += "\n";
   }
@@ -701,11 +705,7 @@ std::string story_section(const Comparison& c, const std::vector<Verdict>& verdi
       (held ? "against " + markdown_text(escape_name(c.axis == "scale" ? baseline : c.axis + "=" + baseline))
             : "of each " + c.axis + " against the others") +
       "\n\n";
-  if (held && c.axis == "scale" && is_reference_scale(baseline))
-    md +=
-        "The usual story: without 1/sqrt(d_k), scores grow with d_k, the softmax saturates, W_q and W_k get little "
-        "gradient, and training is worse and more sensitive to the learning rate. It holds where a scaling is "
-        "better than unscaled.\n\n";
+  if (held && c.axis == "scale" && is_reference_scale(baseline)) md += text("report", "usual_story") + "\n\n";
   const Table table = claims_table(c, verdicts);
   if (table.rows.empty())
     return md + "No two arms differ only in " + markdown_name(c.axis) + ", so no claim is judged here.\n\n";
@@ -769,8 +769,12 @@ std::string Note::line() const {
   return text + listed;
 }
 
+std::vector<Verdict> report_verdicts(const Comparison& c, const ReportContext& context) {
+  return context.verdicts ? *context.verdicts : judge(c, c.axis, baseline_of(c));
+}
+
 std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
-  const std::vector<Verdict> verdicts = judge(c, c.axis, baseline_of(c));
+  const std::vector<Verdict> verdicts = report_verdicts(c, ctx);
   return "# xgrad compare: attention scaling report\n\n" + runs_summary(c, ctx) + preset_part(ctx) +
          findings_section(c, verdicts) + results_section(c, ctx) + scale_modes_section(c) + story_section(c, verdicts) +
          plots_section(ctx) + runs_read_section(c, ctx) + glossary_section(c, ctx);

@@ -3,6 +3,7 @@
 // hold in these runs.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,8 @@ std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std:
 struct FindingLine {
   std::string text;      // plain text, no markdown
   std::string anchor;    // id of the report.md section with the details (report_markdown writes <a id="..."> before
-                         // its heading): "story", "scale-modes", "summary-figures", "lr-sensitivity", "runs-read"
+                         // its heading): "story", "results", "scale-modes", "summary-figures", "lr-sensitivity",
+                         // "runs-read"
   std::string glossary;  // id of its glossary entry (glossary_anchor): "g-tolerance-loss", "g-entropy_first"
 };
 
@@ -81,7 +83,12 @@ struct ReportContext {
   std::vector<Note> sweep_notes;  // grid points of the input sweeps not complete, runs they do not list, leftover
                                   // partial writes
   std::string explain_page;  // explain.html of `xgrad explain` in the report directory, relative to it ("" if none)
+  std::optional<std::vector<Verdict>> verdicts;  // judge(c, c.axis, baseline_of(c)), computed once by compare for
+                                                 // report.md and report.html (report_verdicts computes them if absent)
 };
+
+/// context.verdicts, or judge(c, c.axis, baseline_of(c)) when it holds none.
+std::vector<Verdict> report_verdicts(const Comparison& c, const ReportContext& context);
 
 /// The whole report.md text: the findings, then details, then a glossary of every term, statistic and tolerance.
 std::string report_markdown(const Comparison& c, const ReportContext& context);

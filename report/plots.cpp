@@ -17,6 +17,7 @@
 #include "platform/atomic_file.h"
 #include "platform/process.h"
 #include "report/tables.h"
+#include "report/text.h"
 
 namespace xgrad::report {
 
@@ -59,42 +60,19 @@ struct FigureSpec {
   bool loss = false;
 };
 
+// Their title, y label and caption from report/text/figures.md (name.title, .y_label, .caption).
 const std::vector<FigureSpec>& figure_specs() {
-  static const std::vector<FigureSpec> specs{
-      {"loss",
-       "Training loss by step; thin lines: each run, thick: mean over seeds",
-       "loss (nats, log scale)",
-       true,
-       "One panel per group of arms identical in every setting but the scale mode (per d_k, and per any other "
-       "setting that differs, named in the panel title), each scale mode in its colour and dash. Thin "
-       "lines are single runs, thick lines the mean over the seeds that did not diverge, smoothed by a centred moving "
-       "average (its window in the title). A cross marks where a run diverged (at its last loss, or at the top of "
-       "the axis); the dotted line is the loss threshold",
-       {{"loss", &RunSeries::loss}},
-       true},
-      {"grad_norm",
-       "Gradient norm of W_q (the mode's dash, dark) and W_k (dashed, light), all layers; mean over seeds",
-       "gradient norm (log scale)",
-       true,
-       "L2 norm over all layers of the gradient of the query (the mode's colour and dash) and key (dashed, a lighter "
-       "shade of the mode's colour) weights, mean over seeds. "
-       "Steps where it was exactly zero cannot be drawn on a log axis and leave gaps (see the zero-grad columns)",
-       {{"w_q", &RunSeries::grad_norm_w_q, ": W_q"}, {"w_k", &RunSeries::grad_norm_w_k, ": W_k", true}}},
-      {"entropy",
-       "Attention entropy, first layer, mean over heads and queries; mean over seeds",
-       "entropy (nats)",
-       false,
-       "Mean attention entropy of the first layer: low means peaked (saturated) attention. Steps where the trainer "
-       "did not measure attention are skipped",
-       {{"entropy", &RunSeries::entropy}}},
-      {"score_std",
-       "Std of the scaled attention scores (softmax input), first layer; mean over seeds",
-       "score std (log scale)",
-       true,
-       "Standard deviation of the first layer's attention scores after the mode's scaling (the softmax input): the "
-       "growth of the attention logits",
-       {{"score_std", &RunSeries::score_std}}},
+  const auto spec = [](const std::string& name, bool log_y, std::vector<Series> series, bool loss = false) {
+    return FigureSpec{name,  text("figures", name + ".title"),   text("figures", name + ".y_label"),
+                      log_y, text("figures", name + ".caption"), std::move(series),
+                      loss};
   };
+  static const std::vector<FigureSpec> specs{
+      spec("loss", true, {{"loss", &RunSeries::loss}}, true),
+      spec("grad_norm", true,
+           {{"w_q", &RunSeries::grad_norm_w_q, ": W_q"}, {"w_k", &RunSeries::grad_norm_w_k, ": W_k", true}}),
+      spec("entropy", false, {{"entropy", &RunSeries::entropy}}),
+      spec("score_std", true, {{"score_std", &RunSeries::score_std}})};
   return specs;
 }
 

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -52,20 +51,7 @@ std::string join_and(const std::vector<std::string>& items) {
   return out;
 }
 
-std::string preset_text(const std::string& key, const nlohmann::json& fields) {
-  Fields f;
-  for (const auto& [name, value] : fields.items()) {
-    if (value.is_string())
-      f.emplace(name, value.get<std::string>());
-    else if (value.is_number_integer())
-      f.emplace(name, value.get<long long>());
-    else if (value.is_boolean())
-      f.emplace(name, value.get<bool>() ? "true" : "false");
-    else
-      f.emplace(name, value.get<double>());
-  }
-  return text("presets", key, f);
-}
+std::string preset_text(const std::string& key, const Fields& fields) { return text("presets", key, fields); }
 
 PresetRecord read_preset_record(const std::string& sweep_dir) {
   PresetRecord record;

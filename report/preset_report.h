@@ -34,6 +34,7 @@
 
 #include "report/stats.h"
 #include "report/summary.h"
+#include "report/text.h"
 
 namespace xgrad::report {
 
@@ -109,10 +110,9 @@ std::vector<const ArmStats*> arm_pointers(const Comparison& c);
 /// "a", "a and b", "a, b and c"; "" for none.
 std::string join_and(const std::vector<std::string>& items);
 
-/// The template `key` of report/text/presets.md (its "- key: template" lines, compiled into xgrad), its `{name}`
-/// fields (fmt syntax: "{m:g}") filled from the members of `fields` (strings, numbers, booleans). Throws
-/// std::out_of_range naming `key` when the file has no such line.
-std::string preset_text(const std::string& key, const nlohmann::json& fields = nlohmann::json::object());
+/// text("presets", key, fields): the template `key` of report/text/presets.md, its `{name}` fields (fmt syntax:
+/// "{m:g}") filled from `fields`. Throws std::out_of_range naming `key` when the file has no such line.
+std::string preset_text(const std::string& key, const Fields& fields = {});
 
 /// The preset a sweep directory ran: sweep.json's "preset" {"name", "quick"}; name "" when the directory has no
 /// sweep.json or it records no preset (a plain `xgrad sweep`). A record of another form ({"name": 123}, "quick":

@@ -47,13 +47,14 @@ struct Search {
   std::size_t entries = 0, allowance = 0;
   bool sweep_given = false, cut = false;  // the input is a sweep; the search below it stopped at the bound
   std::set<fs::path> listed = {};         // the run directories of the sweeps met: neither listed nor counted
-  std::vector<std::string> found = {}, unlisted = {};
+  std::vector<std::string> found = {}, unlisted = {}, refused = {};
 };
 
-// The run directories `dir`'s sweep.json lists; none when `dir` holds no sweep.json that reads as a manifest (an index
-// of an earlier release or a file cut short: its runs are searched for as any directory's, and compare's sweep note
-// says why). Opening a FIFO would wait for a writer forever: refused.
-std::optional<std::vector<fs::path>> listed_runs(const Search& s, const fs::path& dir) {
+// The run directories `dir`'s sweep.json lists, and into s.refused why any entry of it does not read as a point (its
+// run is then found as one the sweep does not list); none when no entry reads (an index of an earlier release or a
+// file cut short: its runs are searched for as any directory's, and compare's sweep note says why). Opening a FIFO
+// would wait for a writer forever: refused.
+std::optional<std::vector<fs::path>> listed_runs(Search& s, const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir / "sweep.json", ec)) return std::nullopt;
   if (!fs::is_regular_file(dir / "sweep.json", ec))
@@ -61,9 +62,11 @@ std::optional<std::vector<fs::path>> listed_runs(const Search& s, const fs::path
                                 " is not a regular file (a FIFO, device or directory); it is read as the sweep's "
                                 "index: remove it, or give the run directories below it");
   try {
+    const train::ManifestEntries entries = train::read_manifest_entries(dir.string());
+    if (entries.points.empty()) return std::nullopt;
     std::vector<fs::path> runs;
-    for (const train::ManifestPoint& p : train::read_sweep_manifest(dir.string()))
-      runs.push_back(fs::path(p.dir).lexically_normal());
+    for (const train::ManifestPoint& p : entries.points) runs.push_back(fs::path(p.dir).lexically_normal());
+    s.refused.insert(s.refused.end(), entries.refused.begin(), entries.refused.end());
     return runs;
   } catch (const std::exception&) {
     return std::nullopt;
@@ -151,44 +154,61 @@ void add_reason(RunRecord& run, const std::string& reason) {
   run.incomplete_reason += reason;
 }
 
-// Streams metrics.csv and keeps only the series compare uses.
-void read_series(const fs::path& path, RunRecord& run) {
-  train::MetricsReader reader(path.string());
-  const std::vector<std::string>& header = reader.columns();
+constexpr std::size_t kAbsent = std::numeric_limits<std::size_t>::max();
+
+// Where the columns compare reads are in a metrics.csv header (kAbsent: not there).
+struct SeriesColumns {
+  std::size_t step = kAbsent, loss = kAbsent, accuracy = kAbsent, grad_norm = kAbsent, eval_loss = kAbsent;
+  std::vector<std::size_t> wq, wk, entropy, score_std, score_grad_median, saturated, max_logit;
+};
+
+// attn/l<any layer>h<any head>/<the field's column>
+bool any_head(const std::string& c, double nn::AttentionStats::*field) {
+  const std::string suffix = "/" + columns::attention_stat_name(field);
+  return c.rfind("attn/l", 0) == 0 && c.size() > suffix.size() &&
+         c.compare(c.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+SeriesColumns series_columns(const std::vector<std::string>& header, const fs::path& path) {
   // A column named twice would be read from whichever copy comes last, silently: the file is not one the trainer wrote.
   std::set<std::string> seen;
   for (const auto& c : header)
     if (!seen.insert(c).second)
       throw std::runtime_error(path.string() + " names column '" + escape_control(c) + "' twice");
-  constexpr std::size_t absent = std::numeric_limits<std::size_t>::max();
-  std::size_t step_col = absent, loss_col = absent, acc_col = absent, grad_col = absent, eval_col = absent;
-  std::vector<std::size_t> wq, wk, entropy, score_std, score_grad_median, saturated, max_logit;
-  const std::string entropy_stat = columns::attention_stat_name(&nn::AttentionStats::entropy_mean);
-  const std::string score_std_stat = columns::attention_stat_name(&nn::AttentionStats::score_std);
-  const std::string score_grad_stat = columns::attention_stat_name(&nn::AttentionStats::score_grad_median);
-  const std::string saturated_stat = columns::attention_stat_name(&nn::AttentionStats::frac_max_prob_above_099);
-  const std::string max_logit_suffix = "/" + columns::attention_stat_name(&nn::AttentionStats::score_max_abs);
+  using S = nn::AttentionStats;
+  const auto first_layer = [](const std::string& c, double S::*field) {
+    return columns::is_attention(c, 0, columns::attention_stat_name(field));
+  };
+  SeriesColumns k;
+  std::vector<std::size_t> max_abs;
   for (std::size_t i = 0; i < header.size(); ++i) {
     const std::string& c = header[i];
     const std::string grad_norm_of = columns::grad_norm_parameter(c);
-    if (c == columns::kStep) step_col = i;
-    if (c == columns::kLoss) loss_col = i;
-    if (c == columns::kAccuracy) acc_col = i;
-    if (c == columns::kGradNorm) grad_col = i;
-    if (c == columns::kEvalLoss) eval_col = i;
-    if (columns::is_query_weight(grad_norm_of)) wq.push_back(i);
-    if (columns::is_key_weight(grad_norm_of)) wk.push_back(i);
-    if (columns::is_attention(c, 0, entropy_stat)) entropy.push_back(i);
-    if (columns::is_attention(c, 0, score_std_stat)) score_std.push_back(i);
-    if (columns::is_attention(c, 0, score_grad_stat)) score_grad_median.push_back(i);
-    if (columns::is_attention(c, 0, saturated_stat)) saturated.push_back(i);
-    if (c.rfind("attn/l", 0) == 0 && c.size() > max_logit_suffix.size() &&
-        c.compare(c.size() - max_logit_suffix.size(), max_logit_suffix.size(), max_logit_suffix) == 0)
-      max_logit.push_back(i);
+    if (c == columns::kStep) k.step = i;
+    if (c == columns::kLoss) k.loss = i;
+    if (c == columns::kAccuracy) k.accuracy = i;
+    if (c == columns::kGradNorm) k.grad_norm = i;
+    if (c == columns::kEvalLoss) k.eval_loss = i;
+    if (columns::is_query_weight(grad_norm_of)) k.wq.push_back(i);
+    if (columns::is_key_weight(grad_norm_of)) k.wk.push_back(i);
+    if (first_layer(c, &S::entropy_mean)) k.entropy.push_back(i);
+    if (first_layer(c, &S::score_std)) k.score_std.push_back(i);
+    if (first_layer(c, &S::score_grad_median)) k.score_grad_median.push_back(i);
+    if (first_layer(c, &S::frac_max_prob_above_099)) k.saturated.push_back(i);
+    if (any_head(c, &S::max_logit)) k.max_logit.push_back(i);
+    if (any_head(c, &S::score_max_abs)) max_abs.push_back(i);
   }
-  if (loss_col == absent) throw std::runtime_error(path.string() + " has no 'loss' column");
-  run.has_w_q = !wq.empty();
-  run.has_w_k = !wk.empty();
+  if (k.max_logit.empty()) k.max_logit = max_abs;  // a run of an earlier release: its largest |score| stands in
+  if (k.loss == kAbsent) throw std::runtime_error(path.string() + " has no 'loss' column");
+  return k;
+}
+
+// Streams metrics.csv and keeps only the series compare uses.
+void read_series(const fs::path& path, RunRecord& run) {
+  train::MetricsReader reader(path.string());
+  const SeriesColumns k = series_columns(reader.columns(), path);
+  run.has_w_q = !k.wq.empty();
+  run.has_w_k = !k.wk.empty();
 
   RunSeries& s = run.series;
   bool last_row_finite = true;
@@ -198,20 +218,20 @@ void read_series(const fs::path& path, RunRecord& run) {
     if (first_bad_cell.empty()) first_bad_cell = reader.row_error();
     if (!reader.row_error().empty()) bad_cells += reader.malformed_cells();
     const std::vector<double>& cells = reader.cells();
-    s.step.push_back(step_col == absent ? static_cast<double>(s.step.size()) : cells[step_col]);
-    s.loss.push_back(cells[loss_col]);
-    s.accuracy.push_back(acc_col == absent ? kNaN : cells[acc_col]);
-    s.grad_norm_w_q.push_back(combined_norm(cells, wq));
-    s.grad_norm_w_k.push_back(combined_norm(cells, wk));
-    s.entropy.push_back(finite_mean(cells, entropy));
-    s.score_std.push_back(finite_mean(cells, score_std));
-    s.score_grad_median.push_back(finite_mean(cells, score_grad_median));
-    s.saturated.push_back(finite_mean(cells, saturated));
-    s.max_logit.push_back(finite_max(cells, max_logit));
-    s.eval_loss.push_back(eval_col == absent ? kNaN : cells[eval_col]);
-    const double grad_norm = grad_col == absent ? 0.0 : cells[grad_col];
-    run.gradients.add(cells[loss_col], grad_norm, s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
-    last_row_finite = train::is_finite_step(cells[loss_col], grad_norm);
+    s.step.push_back(k.step == kAbsent ? static_cast<double>(s.step.size()) : cells[k.step]);
+    s.loss.push_back(cells[k.loss]);
+    s.accuracy.push_back(k.accuracy == kAbsent ? kNaN : cells[k.accuracy]);
+    s.grad_norm_w_q.push_back(combined_norm(cells, k.wq));
+    s.grad_norm_w_k.push_back(combined_norm(cells, k.wk));
+    s.entropy.push_back(finite_mean(cells, k.entropy));
+    s.score_std.push_back(finite_mean(cells, k.score_std));
+    s.score_grad_median.push_back(finite_mean(cells, k.score_grad_median));
+    s.saturated.push_back(finite_mean(cells, k.saturated));
+    s.max_logit.push_back(finite_max(cells, k.max_logit));
+    s.eval_loss.push_back(k.eval_loss == kAbsent ? kNaN : cells[k.eval_loss]);
+    const double grad_norm = k.grad_norm == kAbsent ? 0.0 : cells[k.grad_norm];
+    run.gradients.add(cells[k.loss], grad_norm, s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
+    last_row_finite = train::is_finite_step(cells[k.loss], grad_norm);
   }
   // Text where a number belongs is drawn as a gap (report.html counts such cells); the terminal says where it is.
   if (!first_bad_cell.empty())
@@ -287,6 +307,7 @@ FoundRuns find_run_dirs(const std::vector<std::string>& inputs, const RunSearch&
           search.max_depth));
     for (const std::string& dir : s.found) add(runs.dirs, dir);
     for (const std::string& dir : s.unlisted) add(runs.unlisted, dir);
+    runs.refused.insert(runs.refused.end(), s.refused.begin(), s.refused.end());
     runs.search_cut = runs.search_cut || s.cut;
   }
   if (search.include_unlisted) runs.dirs.insert(runs.dirs.end(), runs.unlisted.begin(), runs.unlisted.end());

@@ -25,8 +25,8 @@ struct RunSeries {
   std::vector<double> score_grad_median;  // attn/l0h*/score_grad_median (median over queries of the L2 norm of
                                           // dLoss/d(score row)), mean over the first layer's heads
   std::vector<double> saturated;          // attn/l0h*/frac_max_prob_gt_0.99, mean over the first layer's heads
-  std::vector<double> max_logit;          // attn/l*h*/score_max_abs, the largest over every layer and head
-  std::vector<double> eval_loss;          // eval_loss: the loss on held-out batches (nan between evaluations)
+  std::vector<double> max_logit;  // attn/l*h*/max_logit (earlier runs: score_max_abs), the largest over layers, heads
+  std::vector<double> eval_loss;  // eval_loss: the loss on held-out batches (nan between evaluations)
   std::size_t size() const { return step.size(); }
 };
 
@@ -63,16 +63,18 @@ struct RunSearch {
 
 /// The run directories of the inputs, sorted, each once; and those below a sweep that its sweep.json does not list
 /// (`dirs` holds them too with include_unlisted). search_cut: below a sweep given, the search for those stopped at
-/// max_entries.
+/// max_entries. refused: why entries of the sweeps' sweep.json do not read as points (train::read_manifest_entries),
+/// whose runs are then unlisted ones.
 struct FoundRuns {
-  std::vector<std::string> dirs, unlisted;
+  std::vector<std::string> dirs, unlisted, refused;
   bool search_cut = false;
 };
 
 /// Of each input: itself when it is a run directory (config.json and metrics.csv); the existing runs its sweep.json
-/// lists (train::read_sweep_manifest); else the runs and sweeps found below it within `search`. Throws
-/// std::invalid_argument naming the input ("<command>: <input> ...") when it is not a directory, holds no run, holds
-/// more entries than the bound (unless a sweep), or holds a sweep.json that is not a regular file (a FIFO).
+/// lists (those of its entries that read: train::read_manifest_entries); else the runs and sweeps found below it within
+/// `search`. Throws std::invalid_argument naming the input ("<command>: <input> ...") when it is not a directory, holds
+/// no run, holds more entries than the bound (unless a sweep), or holds a sweep.json that is not a regular file (a
+/// FIFO).
 FoundRuns find_run_dirs(const std::vector<std::string>& inputs, const RunSearch& search = {},
                         const std::string& command = "compare");
 

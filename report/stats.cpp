@@ -255,14 +255,15 @@ std::vector<Statistic> attention_statistics() {
        [](C x, W) { return first_finite(series(x).saturated); }},
       {"saturated_last", "the same share at the last measured step",
        [](C x, W) { return first_finite(series(x).saturated, true); }},
-      {"max_logit_first", "the largest |scaled attention score| over every layer and head at the first measured step",
+      {"max_logit_first",
+       "the largest logit (metrics.csv max_logit) over every layer and head at the first measured step",
        [](C x, W) { return first_finite(series(x).max_logit); }},
-      {"max_logit_last", "the largest |scaled attention score| over every layer and head at the last measured step",
+      {"max_logit_last", "the largest logit over every layer and head at the last measured step",
        [](C x, W) { return first_finite(series(x).max_logit, true); }},
-      {"max_logit_max", "the largest |scaled attention score| over every layer, head and measured step",
+      {"max_logit_max", "the largest logit over every layer, head and measured step",
        [](C x, W) { return mean_sd(series(x).max_logit).max; }},
       {"step_max_logit_large",
-       fmt::format("the first measured step whose largest |scaled attention score| exceeds {:g} (QK-Clip's tau in "
+       fmt::format("the first measured step whose largest logit exceeds {:g} (QK-Clip's tau in "
                    "Kimi K2); none if never",
                    kLargeLogit),
        [](C x, W) {
@@ -522,8 +523,8 @@ void analyse_arm(Comparison& c, ArmStats& arm, double loss_threshold, double acc
   summarise_kept_runs(c, arm);
 }
 
-// Arms that differ only in lr, two or more with a finite sensitivity. Arms are sorted by lr within equal other
-// settings, so each group's arms come out in increasing lr.
+// Arms that differ only in lr, two or more with a finite objective (no sensitivity when every run diverged). Arms are
+// sorted by lr within equal other settings, so each group's arms come out in increasing lr.
 std::vector<LrGroup> lr_groups_of(const Comparison& c) {
   std::vector<LrGroup> groups;
   std::map<std::string, std::vector<std::size_t>> by_rest;
@@ -542,6 +543,9 @@ std::vector<LrGroup> lr_groups_of(const Comparison& c) {
     for (auto a : members) objective.push_back(c.arms[a].stat("lr_objective").mean);
     g.sensitivity = lr_sensitivity(objective);
     if (!std::isfinite(g.sensitivity)) continue;
+    // Every run diverged: each objective is an initial loss, whatever the lr, and their spread no sensitivity.
+    if (std::all_of(members.begin(), members.end(), [&c](std::size_t a) { return c.arms[a].kept.empty(); }))
+      g.sensitivity = kNoValue;
     g.best_arm = members.front();
     for (auto a : members)
       if (c.arms[a].stat("lr_objective").mean < c.arms[g.best_arm].stat("lr_objective").mean) g.best_arm = a;

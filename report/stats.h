@@ -124,8 +124,8 @@ bool is_reference_scale(const std::string& scale);
 /// large-scale Transformer training instabilities", sec. 3.2) LR sensitivity.
 struct LrGroup {
   std::vector<std::size_t> arms;  // indices into Comparison::arms, by increasing lr
-  double sensitivity = kNoValue;
-  std::size_t best_arm = 0;  // the arm with the lowest lr objective
+  double sensitivity = kNoValue;  // none when every run of the group diverged
+  std::size_t best_arm = 0;       // the arm with the lowest lr objective
 };
 
 struct Comparison {

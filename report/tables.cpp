@@ -139,6 +139,8 @@ std::string format_mean_sd(const MeanSd& m, int decimals) {
   return format_number(m.mean, decimals) + (m.n == 1 ? "" : " ± " + format_number(m.sd, decimals));
 }
 
+std::string short_number(double v) { return std::isfinite(v) ? fmt::format("{:.2g}", v) : std::string("—"); }
+
 std::string format_percent(double fraction) {
   if (std::isnan(fraction)) return "—";
   if (fraction == 0.0 || fraction == 1.0) return fraction == 0.0 ? "0%" : "100%";
@@ -216,6 +218,12 @@ Table arm_table(const Comparison& c) {
       {"W_k grad =0", "frac_zero_grad_{w}", percent("frac_zero_grad_w_k")},
       {"W_q grad <" + near_zero + "·step 0", "frac_near_zero_grad_{w}", percent("frac_near_zero_grad_w_q")},
       {"W_k grad <" + near_zero + "·step 0", "frac_near_zero_grad_{w}", percent("frac_near_zero_grad_w_k")},
+      // The numbers of the saturation and score-gradient findings, per arm.
+      {"entropy at 0", "entropy_first",
+       [](const ArmStats& arm) { return format_number(arm.stat("entropy_first").mean, 2); }},
+      {"saturated at 0", "saturated_first", percent("saturated_first")},
+      {"score grad/loss", "score_grad_relative",
+       [](const ArmStats& arm) { return short_number(arm.stat("score_grad_relative").median); }},
       {"diverged", "diverged", format_diverged},
       {"max logit at 0", "max_logit_first",
        [](const ArmStats& arm) { return format_mean_sd(arm.stat("max_logit_first")); }},
@@ -245,7 +253,8 @@ Table lr_table(const Comparison& c) {
                            : fmt::format(" (diverged {}/{})", arm.diverged_steps.size(), arm.used.size())));
     }
     row.push_back(fmt::format("{}", fmt::join(by_lr, ", ")));
-    row.push_back(setting_text(c.arms[g.best_arm].settings, "lr"));
+    row.push_back(std::isnan(g.sensitivity) ? format_number(g.sensitivity)
+                                            : setting_text(c.arms[g.best_arm].settings, "lr"));
     row.push_back(format_number(g.sensitivity));
     t.rows.push_back(std::move(row));
   }

@@ -59,6 +59,7 @@ Table lr_table(const Comparison& c);
 // Cell formats (also used in generated sentences).
 std::string format_mean_sd(const MeanSd& m, int decimals = 3);  // "1.234 ± 0.056", "1.234" for one value
 std::string format_percent(double fraction);                    // "0%", "12.5%", "100%"
+std::string short_number(double v);                             // two significant digits: "0.05", "5e-10"; "—"
 std::string format_steps(std::size_t reached, std::size_t n, double mean_step);  // "120", "120 (1/2)", "never"
 std::string format_diverged(const ArmStats& arm);                                // "0/2", "1/2 (step 37)"
 // Distinct seeds: "2", "2 (+1 incomplete)", "1 (incomplete)", "2 (3 runs)" when two runs share a seed.

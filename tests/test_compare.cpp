@@ -192,6 +192,43 @@ TEST_CASE("compare of a sweep reads the runs its sweep.json lists; runs copied i
   CHECK(with_nested.unlisted.size() == 3);
 }
 
+TEST_CASE("a sweep.json with an entry that does not read: its other entries are the sweep's, the entry is named") {
+  // A user expects the sweep's runs read, as sweep status reads the sweep: one damaged entry (hand-edited) must not
+  // make the runs copied in count as seeds, nor hide the report.
+  const TempDir root("compare_refused_entry");
+  const std::vector<std::string> names{"none-s0", "none-s1", "none-s2"};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    FakeRun r;
+    r.seed = static_cast<int>(i);
+    r.loss = constant(5, 2.0);
+    write_run(root / "runs" / names[i], r);
+  }
+  write_manifest(root, names);
+  nlohmann::json manifest = nlohmann::json::parse(read_text(root / "sweep.json"));
+  manifest["runs"][1]["dir"] = "../elsewhere";  // refused: a point trains only under runs/
+  std::ofstream(root / "sweep.json") << manifest.dump(2);
+  FakeRun copied;
+  copied.seed = 7;
+  copied.loss = constant(5, 9.0);
+  write_run(root / "runs" / "copied", copied);
+
+  const FoundRuns found = find_run_dirs({root.string()});
+  CHECK(found.dirs ==
+        std::vector<std::string>{(root / "runs" / "none-s0").string(), (root / "runs" / "none-s2").string()});
+  CHECK(found.unlisted ==
+        std::vector<std::string>{(root / "runs" / "copied").string(), (root / "runs" / "none-s1").string()});
+  REQUIRE(found.refused.size() == 1);
+  CHECK(found.refused[0].find("point 1") != std::string::npos);
+  CompareOptions options;
+  options.inputs = {root.string()};
+  options.plots = false;
+  std::ostringstream out;
+  CHECK(run_compare(options, out) == 2);
+  const std::string report = read_text(root / "report.md");
+  CHECK(report.find("- " + markdown_text(found.refused[0]) + "\n") != std::string::npos);  // listed in its note
+  CHECK(report.find("DIR: ") == std::string::npos);
+}
+
 TEST_CASE("below a directory that is no run and no sweep, runs are looked for within a bounded depth and count") {
   const TempDir root("compare_bounds");
   FakeRun r;
@@ -742,6 +779,12 @@ TEST_CASE("LR sensitivity is not decided where both scalings diverged at one lea
     const Verdict lr = lr_verdict(cmp, cmp.lr_groups[0], cmp.lr_groups[1]);
     CHECK(lr.outcome == Outcome::not_decided);
     CHECK(lr.why_not == "both_diverged");
+    REQUIRE(lr.why_items.size() == 1);  // the numbers of lr 1, where both diverged; the sentence only when rendered
+    CHECK(std::get<double>(lr.why_items[0].at("lr").value) == 1.0);
+    CHECK(std::get<long long>(lr.why_items[0].at("subject_n").value) == 1);
+    CHECK(std::get<long long>(lr.why_items[0].at("baseline_of").value) == 1);
+    CHECK(lr.why_fields.count("lrs") == 0);
+    CHECK(numbers_in(why_not_text(lr)) == std::vector<double>{1, 1, 1, 1, 1});
     const auto v = verdict_of(cmp, "less_lr_sensitive", "sqrt_dk");
     REQUIRE(v);
     CHECK(v->outcome == Outcome::not_decided);
@@ -756,6 +799,26 @@ TEST_CASE("LR sensitivity is not decided where both scalings diverged at one lea
     CHECK(verdict_of(cmp, "less_lr_sensitive", "sqrt_dk")->outcome == Outcome::not_decided);
     CHECK(findings(cmp).size() <= 10);
   }
+}
+
+TEST_CASE("LR sensitivity of a group whose every run diverged: no value, not 0, and not decided") {
+  const TempDir root("compare_lr_all_diverged");
+  for (const double lr : {0.1, 1.0}) {
+    write_sgd_run(root, lr, 0.0, true, "none");  // each objective the initial loss 4: a spread of 0
+    write_sgd_run(root, lr, lr == 0.1 ? 0.5 : 1.0, false, "sqrt_dk");
+  }
+  const Comparison cmp = analyse_dirs({root.string()});
+  REQUIRE(cmp.lr_groups.size() == 2);
+  CHECK(std::isnan(cmp.lr_groups[0].sensitivity));
+  CHECK(cmp.lr_groups[1].sensitivity == doctest::Approx(0.25));
+  const Table t = lr_table(cmp);
+  REQUIRE(t.rows.size() == 2);
+  CHECK(numbers_in(t.rows[0].back()).empty());                 // no sensitivity
+  CHECK(numbers_in(t.rows[0][t.rows[0].size() - 2]).empty());  // and no best lr
+  const auto v = verdict_of(cmp, "less_lr_sensitive", "sqrt_dk");
+  REQUIRE(v);
+  CHECK(v->outcome == Outcome::not_decided);
+  CHECK(std::isnan(v->baseline_value));
 }
 
 // Two seeds of an unscaled and a sqrt_dk arm at d_k 64; the unscaled seed 1 diverged at step 16 with a W_q
@@ -1920,6 +1983,38 @@ TEST_CASE("findings name every compared scaling, or say which were left out and 
   CHECK(numbers_in(findings_of(cmp, "diverged run").at(0).text) == std::vector<double>{16});  // none of N
 }
 
+TEST_CASE("findings kept to ten: the left-out line counts every saturation line left out and links to them") {
+  // Five setting groups (n_values) of eight scalings: seven final-loss lines, a saturation line per group and the
+  // runs line are thirteen. Groups past the third give way first; no line speaks of groups whose lines are all out.
+  const TempDir root("compare_findings_groups");
+  const std::vector<std::string> scales{"none",    "sqrt_dk",       "dk",           "ssmax",
+                                        "softcap", "sigma_reparam", "qk_layernorm", "learned"};
+  for (int n_values = 4; n_values <= 8; ++n_values)
+    for (std::size_t i = 0; i < scales.size(); ++i) {
+      FakeRun r;
+      r.scale = scales[i];
+      r.loss = {4.6, 1.0 + 0.1 * static_cast<double>(i)};
+      r.entropy = {2.0, 1.0};
+      r.extra_config = {{"n_values", n_values}};
+      write_run(root / (scales[i] + "-nv" + std::to_string(n_values)), r);
+    }
+  const Comparison cmp = analyse_dirs({root.string()});
+  const std::vector<FindingLine> lines = findings(cmp);
+  INFO(findings_text(cmp));
+  CHECK(lines.size() == 10);
+  const std::size_t shown = findings_of(cmp, "entropy_first").size();
+  CHECK(shown < 5);
+  // A left-out line per section the lines left out link to: the gradient counts' (story), the saturation lines'.
+  std::vector<FindingLine> left_out;
+  for (const FindingLine& l : lines)
+    if (l.glossary == glossary_anchor("arm") && l.anchor != "story") left_out.push_back(l);
+  REQUIRE(left_out.size() == 1);
+  CHECK(left_out[0].anchor != "summary-figures");  // one d_k: no figure against d_k; the arm table has the numbers
+  CHECK(numbers_in(left_out[0].text).at(0) == 5 - shown);  // one line per group: each one left out is counted
+  CHECK(findings_of(cmp, "setting").empty());
+  CHECK(findings_of(cmp, "tolerance loss").size() == 7);  // the final-loss counts give way last
+}
+
 TEST_CASE("plots: the registered scalings differ in colour (a colour-blind-safe scheme), dash and point type") {
   // Paul Tol's "muted" scheme (designed to stay apart under colour blindness; https://personal.sron.nl/~pault/),
   // and for a tenth built-in the blue of his "high-contrast" scheme.
@@ -2349,6 +2444,7 @@ TEST_CASE(
   CHECK(out.str().find("nests objects and arrays deeper than 64 levels") != std::string::npos);
   CHECK(out.str().find("the key 'name' appears twice in one object; keep one of them: no preset sections are "
                        "written") != std::string::npos);
+  CHECK(out.str().find("DIR: ") == std::string::npos);  // the sweep's note names no argument of another command
   CHECK(fs::exists(root / "report.md"));
 }
 

@@ -363,6 +363,16 @@ TEST_CASE("explain: step 3 names the quantity that did not fall; step 4 judges 1
   CHECK(section(sections, "scaling").paragraphs.back().rfind("dk: ", 0) == 0);  // dk is described, not judged
 }
 
+TEST_CASE("explain: step 5 names no d_k from which a share is reached when none of the measured reaches it") {
+  Explanation e = synthetic(0.5, 0.5);
+  for (auto& a : e.arms) a.saturated_share = std::min(a.saturated_share, 0.3);  // 10% from d_k 64, never half
+  const SectionVerdict v = section(explain_sections(e), "sizes").verdict;
+  CHECK(std::get<long long>(v.fields.at("mild").value) == 64);
+  CHECK(std::get<long long>(v.fields.at("most").value) == 0);
+  CHECK(v.text.find(text("explain", "sizes.from", {{"d_k", 0}})) == std::string::npos);  // no "from d_k 0"
+  CHECK(v.text.find(text("explain", "sizes.from_none")) != std::string::npos);
+}
+
 TEST_CASE("explain: with training evidence, steps 3 and 5 follow the runs' comparisons") {
   Explanation e = synthetic(0.5, 2.0);
   TrainingEvidence t;

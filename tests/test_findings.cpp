@@ -4,6 +4,7 @@
 // seed, the score gradient relative to the loss, and how many seeds diverged.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "report/markdown.h"
 #include "report/runs.h"
 #include "report/stats.h"
+#include "report/summary.h"
 #include "tests/support/compare_findings.h"
 #include "tests/support/fake_run.h"
 #include "tests/support/temp_dir.h"
@@ -352,6 +354,14 @@ TEST_CASE("the score gradient relative to the loss before the threshold tells sa
   const std::string all = findings_text(cmp);
   INFO(all);
   CHECK(numbers_in(findings_of(cmp, "score_grad_relative").at(0).text) == std::vector<double>{256, 5e-10, 0.05});
+  // One d_k: no figure against d_k. The section the finding links to holds its numbers.
+  ReportContext context;
+  context.summary = summary_figures(cmp);
+  const std::string md = report_markdown(cmp, context);
+  const std::size_t at = md.find("<a id=\"" + findings_of(cmp, "score_grad_relative").at(0).anchor + "\"></a>");
+  REQUIRE(at != std::string::npos);
+  const std::vector<double> there = numbers_in(md.substr(at, md.find("<a id=", at + 1) - at));
+  for (const double v : {5e-10, 0.05}) CHECK(std::find(there.begin(), there.end(), v) != there.end());
 }
 
 TEST_CASE("every finding of a realistic sweep is at most 40 words, its rule and details a link away") {

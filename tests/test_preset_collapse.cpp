@@ -1,5 +1,5 @@
-// `xgrad experiment --preset collapse --quick` through the real executable (label preset_quick): every registered
-// scaling x AdamW at 2 high lrs x {no warmup, 20 warmup steps} x 2 seeds. The table's counts of collapsed seeds and
+// `xgrad experiment --preset collapse --quick` through the real executable (label preset_quick): the 8 scalings it
+// names x AdamW at 2 high lrs x {no warmup, 20 warmup steps} x 2 seeds. The table's counts of collapsed seeds and
 // the per-scaling sentences follow from the runs' own metrics.csv and summary.json, as this test recomputes them;
 // the entropy figures and Zhai et al.'s bound are drawn.
 #include <cmath>
@@ -9,9 +9,7 @@
 
 #include <doctest/doctest.h>
 
-#include "common/registry.h"
 #include "nn/entropy_bound.h"
-#include "nn/scaling.h"
 #include "report/preset_report.h"
 #include "tests/support/preset_run.h"
 #include "tests/support/temp_dir.h"
@@ -21,7 +19,7 @@ using xgrad::testing::read_text;
 using xgrad::testing::TempDir;
 
 TEST_CASE("preset collapse --quick: collapsed seeds per scaling, lr and warmup; entropy figures with the bound") {
-  const std::vector<std::string> scalings = xgrad::Registry<xgrad::nn::ScalingEntry>::instance().names();
+  const std::vector<std::string>& scalings = xgrad::testing::kPresetScalings;
   TempDir tmp("preset_collapse");
   const auto run = xgrad::testing::run_preset("collapse", tmp / "collapse");
   xgrad::testing::check_preset_run(run, "collapse", scalings.size() * 2 * 2 * 2);

@@ -19,18 +19,6 @@ using xgrad::testing::TempDir;
 
 namespace {
 
-// README.md and docs/*.md, concatenated: English prose and tables, over 100 kB.
-std::string write_text(const TempDir& tmp) {
-  const std::filesystem::path root = XGRAD_SOURCE_DIR;
-  std::string text = xgrad::testing::read_text(root / "README.md");
-  for (const auto& entry : std::filesystem::directory_iterator(root / "docs"))
-    if (entry.path().extension() == ".md") text += xgrad::testing::read_text(entry.path());
-  const std::string path = (tmp / "docs.txt").string();
-  std::ofstream(path) << text;
-  REQUIRE(text.size() > 50000);
-  return path;
-}
-
 // The last finite eval_loss of a run's metrics.csv.
 double final_eval_loss(const std::filesystem::path& run_dir) {
   std::ifstream in(run_dir / "metrics.csv");
@@ -64,7 +52,7 @@ std::string three_decimals(double v) {
 
 TEST_CASE("preset text --quick: d_k 16 and 64 two ways, none vs sqrt_dk; held-out loss, verdicts and samples") {
   TempDir tmp("preset_text");
-  const std::string text = write_text(tmp);
+  const std::string text = xgrad::testing::write_docs_text(tmp.path());
   const auto run = xgrad::testing::run_preset("text", tmp / "text", "--text " + text);
   xgrad::testing::check_preset_run(run, "text", 6);
   const std::string section = xgrad::testing::required_section(run.report, "text");

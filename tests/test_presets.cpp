@@ -157,7 +157,7 @@ std::vector<std::string> preset_table_row(const std::string& table, const std::v
 }
 
 // The text of preset template `key` up to its field filled with "@": what every sentence of that kind begins with.
-std::string preset_text_before(const std::string& key, const nlohmann::json& fields) {
+std::string preset_text_before(const std::string& key, const xgrad::report::Fields& fields) {
   const std::string text = preset_text(key, fields);
   return text.substr(0, text.find('@'));
 }

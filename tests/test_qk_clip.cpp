@@ -10,6 +10,7 @@
 #include <xtensor/xview.hpp>
 
 #include "nn/attention.h"
+#include "nn/attention_stats.h"
 #include "nn/optim.h"
 
 using namespace xgrad;
@@ -65,9 +66,12 @@ TEST_CASE("qk_clip: a layer keeps each head's largest logit of the step, the sca
   plain->record_attention = true;
   plain->forward(x);
   const xt::xarray<float>& scores = plain->last.scores.value();  // [B, H, T, T]
+  // metrics.csv's max_logit column is the same number (attention_stats of the record).
+  const std::vector<AttentionStats> stats = attention_stats(scores, plain->last.probs, nullptr, nullptr);
   for (std::size_t h = 0; h < kHeads; ++h) {
     CAPTURE(h);
     CHECK(m[h] == xt::amax(xt::view(scores, xt::all(), h))());
+    CHECK(stats[h].max_logit == m[h]);
     CHECK(m[h] > 5.0f);  // init_gain 4: scores of tens, a premise of the tests below
   }
   // Two passes of one step: the larger of each.
@@ -98,6 +102,17 @@ TEST_CASE("qk_clip: attention-weight dropout (the composed path) keeps the same 
   const std::vector<float> composed = max_logits(*dropped, x);
   // The same scores (dropout acts on the weights after the softmax), summed by the composed ops' GEMMs.
   for (std::size_t h = 0; h < kHeads; ++h) CHECK(composed[h] == doctest::Approx(fused[h]).epsilon(1e-5));
+  // The queries at some positions only (the last block's forward_at): the composed path computes every query but
+  // counts those alone, as the fused path does.
+  const std::vector<std::size_t> positions{0, 2};
+  const auto fused_at = layer("qk_clip");
+  fused_at->forward_at(x, positions);
+  std::fill(dropped->step_max_logits.begin(), dropped->step_max_logits.end(), -INFINITY);
+  dropped->forward_at(x, positions);
+  for (std::size_t h = 0; h < kHeads; ++h) {
+    CHECK(dropped->step_max_logits[h] == doctest::Approx(fused_at->step_max_logits[h]).epsilon(1e-5));
+    CHECK(fused_at->step_max_logits[h] < fused[h]);  // the premise: another query holds the largest logit
+  }
 }
 
 TEST_CASE("qk_clip: a head past tau is scaled so the same input gives tau exactly; heads under tau are untouched") {

@@ -376,7 +376,40 @@ TEST_CASE("report.html of a run whose metrics.csv went away since compare read i
   const auto loss = static_cast<std::size_t>(std::find(columns.begin(), columns.end(), "loss") - columns.begin());
   REQUIRE(loss < columns.size());
   CHECK(data.at("series")[1].at("cols").at(loss)[1].size() == 12);
-  CHECK(note_of(data, "partial_columns").is_array());  // the columns compare does not hold are missing from it
+  // The columns compare does not hold are missing from it: its own note says so, not one of missing columns.
+  CHECK(note_of(data, "partial_columns").is_null());
+  for (const auto& note : data.at("notes")) {  // counted nouns ("1 run"), never "run(s)"
+    const std::string text = note.at("text");
+    CHECK_MESSAGE(text.find("(s)") == std::string::npos, text);
+  }
+}
+
+TEST_CASE("report.html's findings and checks come from the verdicts compare computed once, as report.md's") {
+  TempDir dir("html_verdicts_once");
+  for (const std::string scale : {"none", "sqrt_dk"}) {
+    xgrad::testing::FakeRun r;
+    r.scale = scale;
+    r.loss = {4.6, scale == "none" ? 1.5 : 0.5};
+    xgrad::testing::write_run(dir / "runs" / scale, r);
+  }
+  const Comparison c = xgrad::testing::analyse_dirs({(dir / "runs").string()});
+  std::vector<Verdict> verdicts = judge(c, c.axis, baseline_of(c));
+  for (Verdict& v : verdicts)                                    // handed values, unlike what judging again gives
+    if (v.claim == "trains_better") v.outcome = Outcome::worse;  // judged better
+  ReportContext context;
+  context.out_dir = dir.string();
+  context.verdicts = verdicts;
+  HtmlOutcome outcome;
+  const nlohmann::json data = nlohmann::json::parse(report_json(c, context, {}, outcome));
+  const StoryChecks handed = story_checks(c, verdicts);
+  CHECK(data.at("checks").at("holds") == handed.holds);
+  CHECK(data.at("checks").at("fails") == handed.fails);
+  CHECK(handed.fails != story_checks(c).fails);
+  std::vector<std::string> texts;
+  for (const FindingLine& f : findings(c, verdicts)) texts.push_back(f.text);
+  std::vector<std::string> page;
+  for (const auto& f : data.at("findings")) page.push_back(f.at("text"));
+  CHECK(page == texts);
 }
 
 TEST_CASE(

@@ -575,14 +575,12 @@ TEST_CASE(
   INFO(compare.out);
   CHECK(compare.exit_code == 0);
   CHECK(contains(compare.out, "3 runs in "));
-  const std::string said = "sweep " + out.string() +
-                           ": 3 of 4 grid points complete; 1 missing: run the same xgrad "
-                           "sweep command again";
-  CHECK(contains(compare.out, "note: " + said));
+  // The note opens with its count, as the others do (not with the sweep's path).
+  CHECK(contains(compare.out, "note: 3 of 4 grid points of the sweep " + out.string() + " complete (1 missing)"));
   CHECK(contains(compare.out, "note: 1 leftover partial write ("));
   CHECK(contains(compare.out, "): " + (out / "runs" / kNames[2] / ".checkpoint.safetensors.tmp-12345").string()));
   const std::string report = read_text(out / "report.md");
-  CHECK(contains(report, "3 of 4 grid points complete; 1 missing"));
+  CHECK(contains(report, "**Note:** 3 of 4 grid points"));
   CHECK(contains(report, "1 leftover partial write"));
   // A whole sweep gets no such note.
   const TempDir whole_root("manifest_compare_whole");

@@ -281,6 +281,33 @@ TEST_CASE("sweep --grid: any setting is an axis; run names carry it, each child 
   fs::remove_all(dir);
 }
 
+TEST_CASE("a grid axis of only_readers varies the runs that read its setting; the others run once, without it") {
+  TempDir tmp("only_readers");
+  SweepConfig cfg;
+  cfg.out = (tmp / "sweep").string();
+  cfg.base.steps = 3;
+  cfg.scales = {"none", "qk_norm"};
+  cfg.d_ks = {16};
+  cfg.seeds = {0};
+  cfg.arms = {{"adamw", 0.001}};
+  cfg.jobs = 1;
+  cfg.grid = {{"qk_norm_scale", {"1", "inv_sqrt_dk"}, true}};
+  const std::vector<SweepRun> runs = plan_sweep(cfg);
+  std::vector<std::string> names;
+  for (const SweepRun& r : runs) names.push_back(r.name);
+  CHECK(names == std::vector<std::string>{"dk16-none-adamw-lr0.001-s0", "dk16-qk_norm-adamw-lr0.001-qk_norm_scale1-s0",
+                                          "dk16-qk_norm-adamw-lr0.001-qk_norm_scaleinv_sqrt_dk-s0"});
+  REQUIRE(runs.size() == 3);
+  CHECK(!runs[0].config.settings.contains("qk_norm_scale"));
+  CHECK(runs[0].grid.empty());
+  CHECK(get_setting(runs[2].config, "qk_norm_scale") == "inv_sqrt_dk");
+  CHECK(keeps_point(cfg, runs[0].config, runs[0].grid));
+  CHECK(!keeps_point(cfg, runs[0].config, {{"qk_norm_scale", "inv_sqrt_dk"}}));
+  // As a --grid axis (every run must read it) the same grid is refused, naming the scaling that reads it.
+  cfg.grid.front().only_readers = false;
+  CHECK_THROWS_WITH_AS(plan_sweep(cfg), doctest::Contains("qk_norm_scale"), ConfigError);
+}
+
 TEST_CASE("xgrad --version prints the version, the commit and the library versions, and exits 0") {
   const ProcessResult version = run_xgrad({"--version"});
   REQUIRE(version.exit_code == 0);

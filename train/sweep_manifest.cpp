@@ -22,18 +22,42 @@ namespace {
 
 const char* const kMakeManifest = "write one with `xgrad sweep --out DIR ...` (any --launcher)";
 
+// Entry `e` of `path` (the sweep.json of `sweep_dir`) into `p`: "" when it reads as a grid point, else why not, as a
+// sentence naming the file ("<path> gives point 3 the run directory ...").
+std::string read_point(const nlohmann::json& e, const std::string& sweep_dir, const fs::path& path, ManifestPoint& p) {
+  if (!e.is_object() || !e.contains("index") || !e.at("index").is_number_unsigned() || !e.contains("name") ||
+      !e.at("name").is_string() || !e.contains("dir") || !e.at("dir").is_string())
+    return path.string() + " is an index written before sweep manifests (its runs have no index); run the sweep " +
+           "command that made it again to write one";
+  p.index = e.at("index").get<std::size_t>();
+  p.name = e.at("name").get<std::string>();
+  // A point trains only under DIR/runs/: a manifest edited to point elsewhere must not make run-one write there.
+  const fs::path dir = fs::path(e.at("dir").get<std::string>()).lexically_normal();
+  if (dir.is_absolute() || dir.empty() || *dir.begin() != "runs" || std::distance(dir.begin(), dir.end()) != 2)
+    return path.string() + " gives point " + std::to_string(p.index) + " the run directory '" +
+           e.at("dir").get<std::string>() + "' (allowed: runs/<name> inside the sweep directory)";
+  p.dir = (fs::path(sweep_dir) / dir).string();
+  if (e.contains("config")) p.config = e.at("config");
+  if (!e.contains("status")) return "";
+  const nlohmann::json& status = e.at("status");  // not a string (1, null): refused as any other unknown status
+  try {
+    p.recorded_status = parse_enum(kSweepStatusNames, status.is_string() ? status.get<std::string>() : status.dump());
+  } catch (const EnumNameError& error) {
+    return path.string() + ": point " + std::to_string(p.index) + "'s status " + error.what();
+  }
+  return "";
+}
+
 }  // namespace
 
-std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
+ManifestEntries read_manifest_entries(const std::string& sweep_dir) {
   const fs::path path = fs::path(sweep_dir) / "sweep.json";
   std::error_code ec;
   if (!fs::is_directory(sweep_dir, ec)) throw ConfigError("DIR: " + sweep_dir + " is not a directory");
   // Opening a FIFO would wait for a writer forever.
   if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
-    throw ConfigError("DIR: " + path.string() +
-                      " is not a regular file (a FIFO, device or directory), so no sweep "
-                      "manifest; remove it or " +
-                      kMakeManifest);
+    throw ConfigError("DIR: " + path.string() + " is not a regular file (a FIFO, device or directory), so no sweep " +
+                      "manifest; remove it or " + kMakeManifest);
   std::ifstream in(path);
   if (!in) throw ConfigError("DIR: " + sweep_dir + " holds no sweep.json, so no sweep manifest; " + kMakeManifest);
   nlohmann::json index;
@@ -44,42 +68,27 @@ std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
   }
   if (!index.is_object() || !index.contains("runs") || !index.at("runs").is_array() || index.at("runs").empty())
     throw ConfigError("DIR: " + path.string() + " lists no runs; " + kMakeManifest);
-  std::vector<ManifestPoint> points;
+  ManifestEntries out;
   for (const nlohmann::json& e : index.at("runs")) {
-    if (!e.is_object() || !e.contains("index") || !e.at("index").is_number_unsigned() || !e.contains("name") ||
-        !e.at("name").is_string() || !e.contains("dir") || !e.at("dir").is_string())
-      throw ConfigError("DIR: " + path.string() + " is an index written before sweep manifests (its runs have no " +
-                        "index); run the sweep command that made it again to write one");
     ManifestPoint p;
-    p.index = e.at("index").get<std::size_t>();
-    p.name = e.at("name").get<std::string>();
-    // A point trains only under DIR/runs/: a manifest edited to point elsewhere must not make run-one write there.
-    const fs::path dir = fs::path(e.at("dir").get<std::string>()).lexically_normal();
-    if (dir.is_absolute() || dir.empty() || *dir.begin() != "runs" || std::distance(dir.begin(), dir.end()) != 2)
-      throw ConfigError("DIR: " + path.string() + " gives point " + std::to_string(p.index) + " the run directory '" +
-                        e.at("dir").get<std::string>() + "' (allowed: runs/<name> inside the sweep directory)");
-    p.dir = (fs::path(sweep_dir) / dir).string();
-    if (e.contains("config")) p.config = e.at("config");
-    if (e.contains("status")) {
-      const nlohmann::json& status = e.at("status");  // not a string (1, null): refused as any other unknown status
-      try {
-        p.recorded_status =
-            parse_enum(kSweepStatusNames, status.is_string() ? status.get<std::string>() : status.dump());
-      } catch (const EnumNameError& error) {
-        throw ConfigError("DIR: " + path.string() + ": point " + std::to_string(p.index) + "'s status " + error.what());
-      }
-    }
-    points.push_back(std::move(p));
+    const std::string refused = read_point(e, sweep_dir, path, p);
+    refused.empty() ? out.points.push_back(std::move(p)) : out.refused.push_back(refused);
   }
-  std::sort(points.begin(), points.end(),
+  std::sort(out.points.begin(), out.points.end(),
             [](const ManifestPoint& a, const ManifestPoint& b) { return a.index < b.index; });
-  for (std::size_t i = 0; i < points.size(); ++i)
-    if (points[i].index != i)
+  return out;
+}
+
+std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir) {
+  ManifestEntries entries = read_manifest_entries(sweep_dir);
+  if (!entries.refused.empty()) throw ConfigError("DIR: " + entries.refused.front());
+  for (std::size_t i = 0; i < entries.points.size(); ++i)
+    if (entries.points[i].index != i)
       throw ConfigError(
-          fmt::format("DIR: {} does not number its grid points 0 to {} (point {} is missing); {} to "
-                      "write it again",
-                      path.string(), points.size() - 1, i, kMakeManifest));
-  return points;
+          fmt::format("DIR: {} does not number its grid points 0 to {} (point {} is missing); "
+                      "{} to write it again",
+                      (fs::path(sweep_dir) / "sweep.json").string(), entries.points.size() - 1, i, kMakeManifest));
+  return std::move(entries.points);
 }
 
 long checkpoint_step(const std::string& path) {
@@ -254,7 +263,7 @@ std::size_t SweepStanding::count_of(PointStatus status) const {
 
 SweepStanding sweep_standing(const std::string& sweep_dir) {
   SweepStanding standing;
-  const std::vector<ManifestPoint> points = read_sweep_manifest(sweep_dir);
+  const std::vector<ManifestPoint> points = read_manifest_entries(sweep_dir).points;
   standing.points = points.size();
   for (const ManifestPoint& p : points) {
     ++standing.count[point_state(p).status];

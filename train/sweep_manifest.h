@@ -41,6 +41,16 @@ struct ManifestPoint {
 /// not one of kSweepStatusNames (naming the allowed ones).
 std::vector<ManifestPoint> read_sweep_manifest(const std::string& sweep_dir);
 
+/// The entries of `sweep_dir`/sweep.json that read as grid points, by index, and why each other entry does not, one
+/// sentence each naming the file ("<dir>/sweep.json gives point 3 the run directory '../x' (allowed: ...)"), so that a
+/// reader who needs only the points' run directories (`xgrad compare`) reads the others. Throws ConfigError as
+/// read_sweep_manifest does for the file as a whole; the points are not checked to number 0 to N-1.
+struct ManifestEntries {
+  std::vector<ManifestPoint> points;
+  std::vector<std::string> refused;
+};
+ManifestEntries read_manifest_entries(const std::string& sweep_dir);
+
 /// Where one grid point stands, read from its run directory alone, so it holds whichever launcher and host ran it.
 /// Where a sweep's point stands on disk (`sweep status`): complete | diverged (summary.json) | running (a process holds
 /// the run's lock) | interrupted (a checkpoint, nobody training: the next run-one or sweep resumes it) | failed (files
@@ -89,13 +99,14 @@ PointState point_state(const ManifestPoint& point);
 
 /// How far a sweep directory is: its points by state (point_state) and the leftover partial writes of their runs.
 struct SweepStanding {
-  std::size_t points = 0;                        // grid points in sweep.json
+  std::size_t points = 0;                        // grid points in sweep.json (entries that read as one)
   std::map<PointStatus, std::size_t> count;      // by PointState::status
   std::vector<std::filesystem::path> leftovers;  // leftover_partial_writes of every point's run directory
   std::size_t count_of(PointStatus status) const;
 };
 
-/// Reads `sweep_dir`/sweep.json and every point's run directory. Throws as read_sweep_manifest.
+/// Reads `sweep_dir`/sweep.json and the run directory of every entry that reads as a point (read_manifest_entries):
+/// `points` counts those. Throws as read_manifest_entries.
 SweepStanding sweep_standing(const std::string& sweep_dir);
 
 /// "2 complete, 1 running, 1 missing": the non-zero counts of `standing`, in a fixed order.

@@ -1,8 +1,8 @@
 // Preset `collapse`: which attention scalings let the attention entropy collapse at high learning rates, and does a
 // warmup prevent it? Zhai et al. 2023 ("Stabilizing Transformer Training by Preventing Attention Entropy Collapse")
 // observe training instability together with a pathologically low attention entropy, and bound the entropy from
-// below by a function of the spectral norm of the attention logits (section 3; nn/entropy_bound.h). Here: every
-// registered scaling x high AdamW learning rates x {no warmup, linear warmup}, key-value recall with summed key and
+// below by a function of the spectral norm of the attention logits (section 3; nn/entropy_bound.h). Here: eight
+// scalings x high AdamW learning rates x {no warmup, linear warmup}, key-value recall with summed key and
 // value embeddings, two heads; per-head entropy against step, and entropy against c · ||W_q,h W_k,h^T||_2 with their
 // bound drawn.
 #include "cli/presets/preset.h"
@@ -18,7 +18,8 @@ cli::SweepConfig grid(bool quick) {
   c.d_ks = {32};
   c.base.steps = quick ? 80 : 400;
   c.base.log_every = quick ? 4 : 10;
-  c.scales = all_scalings();
+  // The scalings registered when this preset was made: each new one would grow its grid (and time) by a ninth.
+  c.scales = {"none", "sqrt_dk", "dk", "qk_layernorm", "learned", "softcap", "ssmax", "sigma_reparam"};
   c.arms.clear();
   for (double lr : quick ? std::vector<double>{1e-2, 3e-2} : std::vector<double>{3e-3, 1e-2, 3e-2})
     c.arms.push_back({"adamw", lr});
@@ -29,7 +30,7 @@ cli::SweepConfig grid(bool quick) {
 
 const PresetRegistration collapse_registration{
     {"collapse", 30,
-     "attention entropy collapse: every scaling x high AdamW lrs x {no warmup, warmup}; entropy against step and "
+     "attention entropy collapse: 8 scalings x high AdamW lrs x {no warmup, warmup}; entropy against step and "
      "against the spectral norm with Zhai et al. 2023's lower bound",
      grid}};
 

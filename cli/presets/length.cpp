@@ -3,7 +3,7 @@
 // so the largest weight falls; multiplying the scores by s·log n keeps it.) One attention layer, no MLP, learns
 // key-value recall with the compositional encoding (--kv-encoding sum) at 8 pairs, and is evaluated at the end on 8,
 // 16, 32 and 64 pairs (1x, 2x, 4x, 8x the keys; --eval-n-pairs: the trained positions are reused, so only the number
-// of keys changes) with every registered scaling, ssmax among them. Report: accuracy and the largest attention
+// of keys changes) with eight scalings, ssmax among them. Report: accuracy and the largest attention
 // weight against the number of keys per scaling, and which scalings fade, from each run's summary.json.
 #include <fmt/format.h>
 
@@ -29,7 +29,8 @@ cli::SweepConfig grid(bool quick) {
   c.base.model.mlp = false;
   c.base.steps = 1000;
   c.base.log_every = 50;
-  c.scales = all_scalings();
+  // The scalings registered when this preset was made: each new one would grow its grid (and time) by a ninth.
+  c.scales = {"none", "sqrt_dk", "dk", "qk_layernorm", "learned", "softcap", "ssmax", "sigma_reparam"};
   c.d_ks = {16, 64, 256};
   c.seeds = {0, 1, 2};
   c.arms = {{"adamw", 3e-3}};
@@ -45,7 +46,7 @@ cli::SweepConfig grid(bool quick) {
 
 const PresetRegistration length_registration{
     {"length", 40,
-     "attention fading with more keys: trained at 8 key-value pairs, evaluated at 8, 16, 32, 64; every scaling "
+     "attention fading with more keys: trained at 8 key-value pairs, evaluated at 8, 16, 32, 64; 8 scalings "
      "(ssmax among them) x d_k 16, 64, 256 x 3 seeds (Nakanishi 2025, Scalable-Softmax)",
      grid}};
 

@@ -1,5 +1,6 @@
 #include "cli/presets/preset.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -16,32 +17,35 @@ cli::SweepConfig preset_defaults() { return cli::experiment_defaults(); }
 std::size_t grid_points(const cli::SweepConfig& grid) {
   std::size_t n = grid.scales.size() * grid.d_ks.size() * grid.arms.size() * grid.seeds.size();
   for (const cli::GridAxis& axis : grid.grid) n *= axis.values.size();
-  if (!grid.keep) return n;
-  // A filtered grid: count the points it keeps, as plan_sweep forms them.
-  std::vector<train::TrainConfig> points{grid.base};
+  const bool only_readers =
+      std::any_of(grid.grid.begin(), grid.grid.end(), [](const GridAxis& a) { return a.only_readers; });
+  if (!grid.keep && !only_readers) return n;
+  // A filtered grid: count the points it keeps, as plan_sweep forms them (each with its grid values).
+  std::vector<std::pair<train::TrainConfig, nlohmann::json>> points{{grid.base, nlohmann::json::object()}};
   for (const cli::GridAxis& axis : grid.grid) {
-    std::vector<train::TrainConfig> next;
-    for (const train::TrainConfig& p : points)
+    std::vector<std::pair<train::TrainConfig, nlohmann::json>> next;
+    for (const auto& p : points)
       for (const auto& value : axis.values) {
-        train::TrainConfig q = p;
-        train::set_setting(q, axis.key, value);
+        auto q = p;
+        train::set_setting(q.first, axis.key, value);
+        q.second[axis.key] = value;
         next.push_back(q);
       }
     points = std::move(next);
   }
   std::size_t kept = 0;
-  for (const train::TrainConfig& p : points)
+  for (const auto& p : points)
     for (std::size_t d_k : grid.d_ks)
       for (const std::string& scale : grid.scales)
         for (const cli::Arm& arm : grid.arms)
           for (std::uint64_t seed : grid.seeds) {
-            train::TrainConfig q = p;
+            train::TrainConfig q = p.first;
             train::set_setting(q, "scale", scale);
             train::set_setting(q, "optimizer", arm.optimizer);
             q.model.d_k = d_k;
             q.lr = arm.lr;
             q.seed = seed;
-            kept += grid.keep(q) ? 1 : 0;
+            kept += cli::keeps_point(grid, q, p.second) ? 1 : 0;
           }
   return kept;
 }

@@ -66,7 +66,7 @@ constexpr const char* kDefaultPreset = "dk";
 cli::SweepConfig preset_defaults();
 
 /// The number of runs of `grid`: scales x d_ks x arms x seeds x the values of each grid axis, less the points its
-/// `keep` filter leaves out.
+/// `keep` filter and its only_readers axes leave out (keeps_point).
 std::size_t grid_points(const cli::SweepConfig& grid);
 
 /// Every registered scaling, in registry order.

@@ -304,11 +304,11 @@ std::string claim_verdict(const Curve& reference, const Curve& scalable) {
                      : ref.down == 0                     ? "length.claim_no_fading"
                      : ss.down == ss.n                   ? "length.claim_both_fade"
                                                          : "length.claim_undecided",
-                     learned ? nlohmann::json{{"ref", ref.down}, {"ref_n", ref.n}, {"ss", ss.down}, {"ss_n", ss.n}}
-                             : nlohmann::json{{"ref", ref_learned.learned},
-                                              {"ref_n", ref_learned.measured},
-                                              {"ss", ss_learned.learned},
-                                              {"ss_n", ss_learned.measured}});
+                     learned ? Fields{{"ref", ref.down}, {"ref_n", ref.n}, {"ss", ss.down}, {"ss_n", ss.n}}
+                             : Fields{{"ref", ref_learned.learned},
+                                      {"ref_n", ref_learned.measured},
+                                      {"ss", ss_learned.learned},
+                                      {"ss_n", ss_learned.measured}});
 }
 
 // One group of findings: curves of one d_k that differ only in scaling (`extras` names what else they share).

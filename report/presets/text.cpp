@@ -112,7 +112,7 @@ std::string verdict_text(const std::vector<TextArm>& arms) {
       ++count[r.outcome], ++n;
       std::string outcome = outcome_name(r.outcome);
       std::replace(outcome.begin(), outcome.end(), ' ', '_');
-      const nlohmann::json names{{"subject", a.scale}, {"baseline", ref.scale}};
+      const Fields names{{"subject", a.scale}, {"baseline", ref.scale}};
       lines += preset_text("text.pair", {{"arm", arm_name(a)},
                                          {"subject", a.scale},
                                          {"baseline", ref.scale},
@@ -123,11 +123,11 @@ std::string verdict_text(const std::vector<TextArm>& arms) {
     }
   if (n == 0) return preset_text("text.no_pair") + "\n";
   const std::size_t better = count[Outcome::better], worse = count[Outcome::worse];
-  const nlohmann::json fields{{"better", better},
-                              {"worse", worse},
-                              {"same", count[Outcome::same]},
-                              {"not_decided", count[Outcome::not_decided]},
-                              {"n", n}};
+  const Fields fields{{"better", better},
+                      {"worse", worse},
+                      {"same", count[Outcome::same]},
+                      {"not_decided", count[Outcome::not_decided]},
+                      {"n", n}};
   return preset_text("text.counts", fields) + "\n\n" +
          preset_text(better == n                 ? "text.story_holds"
                      : worse == 0 && better == 0 ? "text.story_not_shown"

@@ -357,7 +357,7 @@ async function main() {
     const notes = await b.page.evaluate(
         () => Array.from(document.querySelectorAll("#notes li")).map((li) => li.textContent));
     const has = (re) => notes.some((n) => re.test(n));
-    check(has(/empty_file/) && has(/1 column exists only in 3 of 4 runs/) && has(/non-finite/) &&
+    check(has(/empty_file/) && has(/1 column only in 3 of 4 runs/) && has(/non-finite/) &&
           has(/header_only/), "bad input: the page says what it left out:\n       " + notes.join("\n       "));
     check(await b.page.evaluate(() => +document.getElementById("counts").dataset.runs) === readable,
           `bad input: ${readable} runs shown`);

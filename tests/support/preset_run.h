@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
@@ -43,6 +44,24 @@ inline PresetRun run_preset(const std::string& name, const std::filesystem::path
   if (sweep) run.sweep = nlohmann::json::parse(sweep, nullptr, false);
   run.report = read_text(dir / "report.md");
   return run;
+}
+
+/// The scalings presets lr, collapse and length run (named in their grids): those registered before qk_norm, in
+/// registry order.
+inline const std::vector<std::string> kPresetScalings{"none",    "sqrt_dk", "dk",    "qk_layernorm",
+                                                      "learned", "softcap", "ssmax", "sigma_reparam"};
+
+/// README.md and docs/*.md concatenated into dir/docs.txt, for the presets that train on text (--text): English
+/// prose and tables, over 100 kB. Returns its path.
+inline std::string write_docs_text(const std::filesystem::path& dir) {
+  const std::filesystem::path root = XGRAD_SOURCE_DIR;
+  std::string text = read_text(root / "README.md");
+  for (const auto& entry : std::filesystem::directory_iterator(root / "docs"))
+    if (entry.path().extension() == ".md") text += read_text(entry.path());
+  const std::string path = (dir / "docs.txt").string();
+  std::ofstream(path) << text;
+  REQUIRE(text.size() > 50000);
+  return path;
 }
 
 /// `v` as report.md prints a number: 3 significant digits (%.3g).

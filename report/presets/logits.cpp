@@ -1,0 +1,229 @@
+// The report of preset `logits` (its grid and question: cli/presets/logits.cpp): the largest attention logit against
+// step per task, optimizer and d_k; final loss and last entropy against d_k; and four verdicts, each a set of
+// seed-by-seed comparisons (compare_values) counted per question: (a) Muon's largest logit against AdamW's, (b)
+// sqrt_dk's against tau, (c) QK-Clip's final loss against sqrt_dk's where the clip acts, (d) qk_norm at scale 1
+// against qk_norm at 1/sqrt(d_k): entropy at step 0 and at the end, and final loss.
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "common/file_name.h"
+#include "common/registry.h"
+#include "report/claims.h"
+#include "report/preset_report.h"
+#include "report/tables.h"
+#include "train/number_format.h"
+
+namespace xgrad::report::presets::logits {
+namespace {
+
+// An arm's place: task, optimizer, d_k, the settings beyond the preset's axes (LineLabels::extras), its role.
+using Key = std::tuple<std::string, std::string, std::size_t, std::string, std::string>;
+
+// The role of an arm in the verdicts: its scaling, and for qk_norm its multiplier ("qk_norm:1").
+std::string role(const ArmStats& a) {
+  return a.scale() == "qk_norm" ? "qk_norm:" + setting_text(a.settings, "qk_norm_scale") : a.scale();
+}
+
+// One comparison of the verdicts: `subject` against `baseline` (roles, or optimizers when across_optimizers) in
+// `statistic`, in every cell (task, d_k, the other of role and optimizer) that holds both. An empty baseline is the
+// threshold tau (kLargeLogit, or the arm's qk_clip_tau).
+struct Rule {
+  const char* question;
+  const char* subject;
+  const char* baseline;
+  bool across_optimizers;
+  const char* statistic;
+  Better better;
+  const char* tolerance;
+};
+const Rule kRules[] = {
+    {"a", "muon", "adamw", true, "max_logit_max", Better::higher, "logit_growth"},
+    {"b", "sqrt_dk", "", false, "max_logit_max", Better::lower, "share"},
+    {"b", "none", "", false, "max_logit_max", Better::lower, "share"},
+    {"c", "qk_clip", "sqrt_dk", false, "final_loss", Better::lower, "loss"},
+    {"d", "qk_norm:1", "qk_norm:inv_sqrt_dk", false, "entropy_first", Better::higher, "entropy"},
+    {"d", "qk_norm:1", "qk_norm:inv_sqrt_dk", false, "entropy_last", Better::higher, "entropy"},
+    {"d", "qk_norm:1", "qk_norm:inv_sqrt_dk", false, "final_loss", Better::lower, "loss"},
+};
+
+double tau_of(const ArmStats& a) {
+  const auto it = a.settings.find("qk_clip_tau");
+  return it != a.settings.end() && it->is_number() ? it->get<double>() : kLargeLogit;
+}
+
+std::map<nlohmann::json, double> by_seed(const Comparison& c, const ArmStats& a, const std::string& statistic) {
+  std::map<nlohmann::json, double> out;
+  for (std::size_t r : a.kept)
+    if (std::isfinite(c.stats[r][statistic])) out[seed_key(c.runs[r].config)] = c.stats[r][statistic];
+  return out;
+}
+
+struct Row {
+  const Rule* rule;
+  const ArmStats* subject;
+  const ArmStats* baseline;  // null: tau
+  Verdict v;
+};
+
+// The rule's rows; a "c" row only where the clip acts: the sqrt_dk arm passes tau in some seed.
+std::vector<Row> rows_of(const Comparison& c, const std::map<Key, const ArmStats*>& arms, const Rule& rule) {
+  std::vector<Row> rows;
+  for (const auto& [key, a] : arms) {
+    if ((rule.across_optimizers ? std::get<1>(key) : std::get<4>(key)) != rule.subject) continue;
+    Key other = key;
+    (rule.across_optimizers ? std::get<1>(other) : std::get<4>(other)) = rule.baseline;
+    const auto b = arms.find(other);
+    if (*rule.baseline && b == arms.end()) continue;
+    const ArmStats* base = *rule.baseline ? b->second : nullptr;
+    std::map<nlohmann::json, double> subject = by_seed(c, *a, rule.statistic), baseline;
+    if (base) baseline = by_seed(c, *base, rule.statistic);
+    for (const auto& [seed, v] : subject)
+      if (!base) baseline[seed] = tau_of(*a);
+    if (std::string(rule.question) == "c") {
+      bool acts = false;
+      for (const auto& [seed, v] : by_seed(c, *base, "max_logit_max")) acts = acts || v > tau_of(*a);
+      if (!acts) continue;
+    }
+    Verdict v = compare_values(subject, baseline, rule.better, tolerance(rule.tolerance));
+    v.subject_value = a->stat(rule.statistic).mean;
+    v.baseline_value = base ? base->stat(rule.statistic).mean : tau_of(*a);
+    rows.push_back({&rule, a, base, v});
+  }
+  return rows;
+}
+
+std::string value_text(double v) { return std::isfinite(v) ? fmt::format("{:.4g}", v) : "—"; }
+
+// The verdict rows as a table, and per question, rule and optimizer (for (a): scaling) the counts of outcomes as a
+// table and a sentence.
+std::string verdicts(const Comparison& c, const std::map<Key, const ArmStats*>& arms, const LineLabels& labels) {
+  Table rows, counts;
+  rows.header = {"question",      "task",           "d_k",
+                 "subject",       "baseline",       "statistic",
+                 "subject value", "baseline value", "seeds better / worse / same",
+                 "outcome"};
+  counts.header = {"question", "subject", "baseline", "statistic", "where", "better", "worse", "same", "not decided"};
+  auto name = [&](const ArmStats* a) { return labels(a->optimizer() + " " + scale_label(*a), a->settings); };
+  std::string text;
+  for (const Rule& rule : kRules) {
+    std::map<std::string, std::map<Outcome, std::size_t>> by_where;
+    std::string subject = rule.subject, baseline = *rule.baseline ? rule.baseline : "tau";  // as the arms name them
+    for (const Row& r : rows_of(c, arms, rule)) {
+      ++by_where[rule.across_optimizers ? scale_label(*r.subject) : r.subject->optimizer()][r.v.outcome];
+      if (!rule.across_optimizers) subject = scale_label(*r.subject);
+      if (!rule.across_optimizers && r.baseline) baseline = scale_label(*r.baseline);
+      rows.rows.push_back({rule.question, setting_text(r.subject->settings, "task"), std::to_string(r.subject->d_k()),
+                           name(r.subject), r.baseline ? name(r.baseline) : "tau", rule.statistic,
+                           value_text(r.v.subject_value), value_text(r.v.baseline_value),
+                           fmt::format("{} / {} / {}", r.v.seeds_better, r.v.seeds_worse, r.v.seeds_same),
+                           outcome_name(r.v.outcome)});
+    }
+    if (by_where.empty())
+      text += preset_text(std::string("logits.none_") + rule.question, {{"subject", subject}}) + "\n";
+    for (auto& [where, n] : by_where) {
+      const std::size_t better = n[Outcome::better], worse = n[Outcome::worse], same = n[Outcome::same],
+                        undecided = n[Outcome::not_decided], total = better + worse + same + undecided;
+      counts.rows.push_back({rule.question, subject, baseline, rule.statistic, where, std::to_string(better),
+                             std::to_string(worse), std::to_string(same), std::to_string(undecided)});
+      const char* answer = better == total ? "better" : worse == total ? "worse" : same == total ? "same" : "mixed";
+      text += preset_text(fmt::format("logits.{}_{}_{}", rule.question, rule.statistic, answer),
+                          {{"subject", subject},
+                           {"where", where},
+                           {"n", total},
+                           {"better", better},
+                           {"worse", worse},
+                           {"same", same},
+                           {"not_decided", undecided}}) +
+              "\n";
+    }
+  }
+  return preset_text("logits.verdict_legend", {{"tau", kLargeLogit}}) + "\n\n" + text + "\n" + counts.markdown() +
+         "\n" + rows.markdown() + "\n";
+}
+
+// File stems made unique within the report.
+std::string unique_stem(std::set<std::string>& taken, const std::string& text) {
+  const std::string base = safe_file_stem(text);
+  std::string stem = base;
+  for (int k = 2; !taken.insert(stem).second; ++k) stem = fmt::format("{}-{}", base, k);
+  return stem;
+}
+
+// The largest logit against step, one line per scaling: the mean over the arm's kept runs at each step all logged.
+void add_logit_figures(const Comparison& c, const LineLabels& labels, std::set<std::string>& taken, PresetSection& s) {
+  for (const auto& [panel, members] : group_by(arm_pointers(c), [](const ArmStats* a) {
+         return std::tuple{setting_text(a->settings, "task"), a->optimizer(), a->d_k()};
+       })) {
+    const nlohmann::json where{
+        {"task", std::get<0>(panel)}, {"optimizer", std::get<1>(panel)}, {"d_k", std::get<2>(panel)}};
+    SummaryFigure f = summary_figure(unique_stem(taken, fmt::format("logits_max_logit_{}_{}_dk{}", std::get<0>(panel),
+                                                                    std::get<1>(panel), std::get<2>(panel))),
+                                     preset_text("logits.logit_title", where), preset_text("logits.logit_caption"),
+                                     "step", Axis::linear, preset_text("logits.logit_y"), Axis::log);
+    f.tabulate = false;
+    for (const ArmStats* a : members) {
+      std::map<double, std::pair<double, std::size_t>> at;  // step -> (sum, n)
+      for (std::size_t r : a->kept)
+        for (std::size_t i = 0; i < c.runs[r].series.max_logit.size(); ++i)
+          if (std::isfinite(c.runs[r].series.max_logit[i]))
+            at[c.runs[r].series.step[i]].first += c.runs[r].series.max_logit[i], ++at[c.runs[r].series.step[i]].second;
+      SummaryLine line = summary_line(labels(scale_label(*a), a->settings), a->scale());
+      for (const auto& [step, sum_n] : at)
+        if (sum_n.second == a->kept.size())
+          line.points.push_back(SummaryPoint{step, sum_n.first / sum_n.second, kNoValue, kNoValue, sum_n.second, 0});
+      f.lines.push_back(line);
+    }
+    s.figures.push_back(f);
+  }
+}
+
+// Final loss and the last entropy against d_k, one figure each per task and optimizer, one line per scaling.
+void add_d_k_figures(const Comparison& c, const LineLabels& labels, std::set<std::string>& taken, PresetSection& s) {
+  for (const auto& [panel, members] : group_by(arm_pointers(c), [](const ArmStats* a) {
+         return std::pair{setting_text(a->settings, "task"), a->optimizer()};
+       }))
+    for (const std::string statistic : {"final_loss", "entropy_last"}) {
+      SummaryFigure f = summary_figure(
+          unique_stem(taken, fmt::format("logits_{}_{}_{}", statistic, panel.first, panel.second)),
+          preset_text("logits." + statistic + "_title", {{"task", panel.first}, {"optimizer", panel.second}}),
+          preset_text("logits.d_k_caption"), "d_k", Axis::log, preset_text("logits." + statistic + "_y"), Axis::linear);
+      for (const auto& [label, line_arms] :
+           group_by(members, [&](const ArmStats* a) { return labels(scale_label(*a), a->settings); })) {
+        SummaryLine line = summary_line(label, line_arms.front()->scale());
+        for (const ArmStats* a : line_arms)
+          line.points.push_back(
+              mean_point(static_cast<double>(a->d_k()), a->stat(statistic), a->diverged_steps.size()));
+        f.lines.push_back(line);
+      }
+      s.figures.push_back(f);
+    }
+}
+
+std::vector<PresetSection> report(const PresetInput& in) {
+  const Comparison& c = in.comparison;
+  const LineLabels labels(c, {"task", "optimizer", "d_k", "scale", "qk_norm_scale", "qk_clip_tau"});
+  std::map<Key, const ArmStats*> arms;
+  for (const ArmStats& a : c.arms)
+    arms[{setting_text(a.settings, "task"), a.optimizer(), a.d_k(), labels.extras(a.settings), role(a)}] = &a;
+  PresetSection logits{"logits", preset_text("logits.logits_title"), "", {}};
+  PresetSection ends{"logits-d-k", preset_text("logits.d_k_title"), preset_text("logits.d_k_legend") + "\n", {}};
+  PresetSection answers{"logits-verdicts", preset_text("logits.verdicts_title"), "", {}};
+  if (arms.empty()) {
+    logits.markdown = preset_text("logits.no_run") + "\n";
+    return {logits};
+  }
+  std::set<std::string> taken;
+  add_logit_figures(c, labels, taken, logits);
+  logits.markdown = preset_text("logits.logit_legend", {{"tau", kLargeLogit}}) + "\n";
+  add_d_k_figures(c, labels, taken, ends);
+  answers.markdown = verdicts(c, arms, labels);
+  return {logits, ends, answers};
+}
+
+const Registration<PresetReport> logits_registration{PresetReport{"logits", 60, report}};
+
+}  // namespace
+}  // namespace xgrad::report::presets::logits
