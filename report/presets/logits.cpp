@@ -157,8 +157,7 @@ void add_logit_figures(const Comparison& c, const LineLabels& labels, std::set<s
   for (const auto& [panel, members] : group_by(arm_pointers(c), [](const ArmStats* a) {
          return std::tuple{setting_text(a->settings, "task"), a->optimizer(), a->d_k()};
        })) {
-    const nlohmann::json where{
-        {"task", std::get<0>(panel)}, {"optimizer", std::get<1>(panel)}, {"d_k", std::get<2>(panel)}};
+    const Fields where{{"task", std::get<0>(panel)}, {"optimizer", std::get<1>(panel)}, {"d_k", std::get<2>(panel)}};
     SummaryFigure f = summary_figure(unique_stem(taken, fmt::format("logits_max_logit_{}_{}_dk{}", std::get<0>(panel),
                                                                     std::get<1>(panel), std::get<2>(panel))),
                                      preset_text("logits.logit_title", where), preset_text("logits.logit_caption"),
