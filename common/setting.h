@@ -202,7 +202,7 @@ namespace detail {
 /// is 0 or a subnormal that flush_denormals zeroes, so it would silently mean 0 (or "use the default" for a setting
 /// where 0 says that).
 inline std::string check_normal_float(const Setting& s, double v, const std::string& shown, bool underflowed = false) {
-  if (!underflowed && (v == 0 || std::fabs(v) >= static_cast<double>(FLT_MIN))) return "";
+  if (!underflowed && (v == 0 || static_cast<float>(std::fabs(v)) >= FLT_MIN)) return "";
   const bool zero_allowed = (s.min_open ? 0 > s.min : 0 >= s.min) && (s.max_open ? 0 < s.max : 0 <= s.max);
   return std::string(zero_allowed ? "must be 0 or at least" : "must be at least") +
          " 1.17549435e-38 in magnitude (the smallest normal float), got " + shown;

@@ -160,13 +160,17 @@ std::string scalar(const std::string& parameter, std::size_t index, std::size_t 
 
 const std::vector<AttentionStatColumn>& attention_stats() {
   using S = nn::AttentionStats;
-  static const std::vector<AttentionStatColumn> stats{
-      {"score_std", &S::score_std},           {"score_max_abs", &S::score_max_abs},
-      {"max_logit", &S::max_logit, true},     {"qk_spectral_norm", &S::qk_spectral_norm, true},
-      {"entropy_mean", &S::entropy_mean},     {"entropy_min", &S::entropy_min},
-      {"max_prob_mean", &S::max_prob_mean},   {"frac_max_prob_gt_0.99", &S::frac_max_prob_above_099},
-      {"score_grad_p10", &S::score_grad_p10}, {"score_grad_median", &S::score_grad_median},
-      {"score_grad_p90", &S::score_grad_p90}};
+  static const std::vector<AttentionStatColumn> stats{{"score_std", &S::score_std},
+                                                      {"score_max_abs", &S::score_max_abs},
+                                                      {"qk_spectral_norm", &S::qk_spectral_norm, true},
+                                                      {"entropy_mean", &S::entropy_mean},
+                                                      {"entropy_min", &S::entropy_min},
+                                                      {"max_prob_mean", &S::max_prob_mean},
+                                                      {"frac_max_prob_gt_0.99", &S::frac_max_prob_above_099},
+                                                      {"score_grad_p10", &S::score_grad_p10},
+                                                      {"score_grad_median", &S::score_grad_median},
+                                                      {"score_grad_p90", &S::score_grad_p90},
+                                                      {"max_logit", &S::max_logit, true}};
   return stats;
 }
 

@@ -23,6 +23,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int kZLossAdded = 1;
 constexpr int kQkSpectralNormAdded = 2;
 constexpr int kScalarsAdded = 3;
+constexpr int kMaxLogitAdded = 4;
 
 double rms(const float* x, std::size_t n) {
   double s = 0;
@@ -121,7 +122,9 @@ void StepMetrics::add_attention_statistics(nn::AttentionModel& model) {
     for (std::size_t h = 0; h < layers[l]->n_heads(); ++h)
       for (const auto& stat : columns::attention_stats()) {
         names.push_back(columns::attention(l, h, stat.name));
-        later.push_back(stat.added_later ? kQkSpectralNormAdded : 0);
+        later.push_back(stat.field == &nn::AttentionStats::max_logit ? kMaxLogitAdded
+                        : stat.added_later                           ? kQkSpectralNormAdded
+                                                                     : 0);
       }
   add(names, true, [layers](const StepRecord& r, std::vector<double>& row) {
     xt::xarray<bool> target_positions = xt::xarray<bool>::from_shape(r.targets.shape());
@@ -223,7 +226,7 @@ std::size_t StepMetrics::measured_only_columns() const {
 }
 
 void StepMetrics::keep_columns_of(const std::string& header) {
-  for (int release = kScalarsAdded; release > 0; --release) {  // the newest earlier release first
+  for (int release = kMaxLogitAdded; release > 0; --release) {  // the newest earlier release first
     std::vector<Group> kept;
     std::string written;
     for (const auto& group : groups_) {
