@@ -491,13 +491,15 @@ void MultiHeadAttention::project(const Tensor& x, const std::vector<std::size_t>
   }
 }
 
-Tensor MultiHeadAttention::forward(const Tensor& x) {
+Tensor MultiHeadAttention::forward(const Tensor& x) { return attend(x, nullptr); }
+
+Tensor MultiHeadAttention::attend(const Tensor& x, const std::vector<std::size_t>* max_logit_rows) {
   Tensor q, k, v;
   project(x, nullptr, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
   AttentionRecord* record = record_attention ? &last : nullptr;
   Tensor out = attn_dropout->active()
                    ? attention_heads_with_dropout(q, k, v, heads_, causal, *scaling, record, *attn_dropout,
-                                                  max_logits_to_track(), max_logit_rows_)
+                                                  max_logits_to_track(), max_logit_rows)
                    : attention_heads(q, k, v, heads_, causal, scaling, record, nullptr, max_logits_to_track());
   if (record_attention && record_spectral_norms) last.qk_spectral_norms = qk_spectral_norms();  // project()'s weights
   return w_o ? w_o->forward(out) : out;
@@ -506,15 +508,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
 Tensor MultiHeadAttention::forward_at(const Tensor& x, const std::vector<std::size_t>& positions) {
   // Dropout on the weights needs the unfused path, which computes every query: forward() and the rows selected. The
   // step's largest logits count the queries at `positions` only, as the fused path computes them.
-  if (x.dim() != 3 || positions.size() == x.size(1) || attn_dropout->active()) {
-    max_logit_rows_ = &positions;
-    struct Reset {
-      const std::vector<std::size_t>*& rows;
-      ~Reset() { rows = nullptr; }
-    } reset{max_logit_rows_};
-    return AttentionLayer::forward_at(x, positions);
-  }
+  if (x.dim() != 3) return forward(x);  // forward's error
   check_positions(positions, x.size(1));
+  if (positions.size() == x.size(1) || attn_dropout->active()) return select_positions(attend(x, &positions), positions);
   Tensor q, k, v;
   project(x, &positions, q, k, v);
   Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr, &positions,

@@ -147,8 +147,9 @@ class MultiHeadAttention : public AttentionLayer {
   /// &step_max_logits when this forward pass counts toward them (the scaling acts after the step, training mode,
   /// gradients enabled); null otherwise.
   std::vector<float>* max_logits_to_track();
-  /// While forward_at runs forward() (the dropout path): the positions whose queries count toward step_max_logits.
-  const std::vector<std::size_t>* max_logit_rows_ = nullptr;
+  /// forward(), with only the queries at `max_logit_rows` (sorted; every query when null) counted toward
+  /// step_max_logits: forward_at's dropout path computes every query but counts those it returns.
+  Tensor attend(const Tensor& x, const std::vector<std::size_t>* max_logit_rows);
 };
 
 }  // namespace xgrad::nn

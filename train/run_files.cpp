@@ -162,7 +162,7 @@ const std::vector<AttentionStatColumn>& attention_stats() {
   using S = nn::AttentionStats;
   static const std::vector<AttentionStatColumn> stats{{"score_std", &S::score_std},
                                                       {"score_max_abs", &S::score_max_abs},
-                                                      {"qk_spectral_norm", &S::qk_spectral_norm, true},
+                                                      {"qk_spectral_norm", &S::qk_spectral_norm, kQkSpectralNormAdded},
                                                       {"entropy_mean", &S::entropy_mean},
                                                       {"entropy_min", &S::entropy_min},
                                                       {"max_prob_mean", &S::max_prob_mean},
@@ -170,7 +170,7 @@ const std::vector<AttentionStatColumn>& attention_stats() {
                                                       {"score_grad_p10", &S::score_grad_p10},
                                                       {"score_grad_median", &S::score_grad_median},
                                                       {"score_grad_p90", &S::score_grad_p90},
-                                                      {"max_logit", &S::max_logit, true}};
+                                                      {"max_logit", &S::max_logit, kMaxLogitAdded}};
   return stats;
 }
 

@@ -151,12 +151,21 @@ std::string grad_rms(const std::string& parameter);
 /// one: its value after the step's update, for the learned scalars a scaling names (nn::ScalingEntry::scalars).
 std::string scalar(const std::string& parameter, std::size_t index, std::size_t numel);
 
-/// One attention statistic: its column name and the nn::AttentionStats field written there.
+/// The metrics.csv releases that added columns, in order; 0 is the first. A run begun under an earlier release is
+/// resumed without the columns added after it (StepMetrics::keep_columns_of).
+inline constexpr int kFirstRelease = 0;
+inline constexpr int kZLossAdded = 1;
+inline constexpr int kQkSpectralNormAdded = 2;
+inline constexpr int kScalarsAdded = 3;
+inline constexpr int kMaxLogitAdded = 4;
+inline constexpr int kNewestRelease = kMaxLogitAdded;
+
+/// One attention statistic: its column name, the nn::AttentionStats field written there, and the metrics.csv
+/// release that added it (kFirstRelease ... kNewestRelease).
 struct AttentionStatColumn {
   const char* name;
   double nn::AttentionStats::*field;
-  /// Absent from the metrics.csv of earlier releases: a run they began continues without it when resumed.
-  bool added_later = false;
+  int added_in = kFirstRelease;
 };
 /// Every attention statistic metrics.csv holds, in column order. Among them qk_spectral_norm, beside the largest
 /// score score_max_abs: c · ||W_q,h W_k,h^T||_2, the spectral norm of the head's score matrix times the scaling's

@@ -19,12 +19,6 @@ namespace columns = metrics_columns;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// The releases that added metrics.csv columns, in order (Group::added_in).
-constexpr int kZLossAdded = 1;
-constexpr int kQkSpectralNormAdded = 2;
-constexpr int kScalarsAdded = 3;
-constexpr int kMaxLogitAdded = 4;
-
 double rms(const float* x, std::size_t n) {
   double s = 0;
   for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
@@ -87,7 +81,7 @@ StepMetrics::StepMetrics(nn::AttentionModel& model, const data::Task& task, cons
   add_scalar(columns::kAccuracy, [](const StepRecord& r) { return r.accuracy; });
   add_scalar(columns::kLr, [](const StepRecord& r) { return r.lr; });
   add_scalar(columns::kZLoss, [](const StepRecord& r) { return r.z_loss; });
-  groups_.back().added_in = kZLossAdded;
+  groups_.back().added_in = columns::kZLossAdded;
   add_scalar(columns::kGradNorm, [](const StepRecord& r) { return r.grad_norm; });
   add(per_parameter(columns::grad_norm), false, [](const StepRecord& r, std::vector<double>& row) {
     row.insert(row.end(), r.grad_norms.begin(), r.grad_norms.end());
@@ -122,9 +116,7 @@ void StepMetrics::add_attention_statistics(nn::AttentionModel& model) {
     for (std::size_t h = 0; h < layers[l]->n_heads(); ++h)
       for (const auto& stat : columns::attention_stats()) {
         names.push_back(columns::attention(l, h, stat.name));
-        later.push_back(stat.field == &nn::AttentionStats::max_logit ? kMaxLogitAdded
-                        : stat.added_later                           ? kQkSpectralNormAdded
-                                                                     : 0);
+        later.push_back(stat.added_in);
       }
   add(names, true, [layers](const StepRecord& r, std::vector<double>& row) {
     xt::xarray<bool> target_positions = xt::xarray<bool>::from_shape(r.targets.shape());
@@ -165,7 +157,7 @@ void StepMetrics::add_scaling_scalars(const std::vector<std::pair<std::string, T
   add(std::move(names), false, [logged](const StepRecord&, std::vector<double>& row) {
     for (const Tensor& p : logged) row.insert(row.end(), p.value().begin(), p.value().end());
   });
-  groups_.back().added_in = kScalarsAdded;
+  groups_.back().added_in = columns::kScalarsAdded;
 }
 
 void StepMetrics::add(std::vector<std::string> names, bool measured_only,
@@ -226,7 +218,7 @@ std::size_t StepMetrics::measured_only_columns() const {
 }
 
 void StepMetrics::keep_columns_of(const std::string& header) {
-  for (int release = kMaxLogitAdded; release > 0; --release) {  // the newest earlier release first
+  for (int release = columns::kNewestRelease; release > columns::kFirstRelease; --release) {  // the newest earlier release first
     std::vector<Group> kept;
     std::string written;
     for (const auto& group : groups_) {

@@ -12,6 +12,7 @@
 #include "data/task.h"
 #include "nn/model.h"
 #include "train/config.h"
+#include "train/run_files.h"
 
 namespace xgrad::train {
 
@@ -61,10 +62,9 @@ class StepMetrics {
     std::vector<std::string> names;
     bool measured_only;                                                       // nan on steps that are not measured
     std::function<void(const StepRecord&, std::vector<double>& row)> append;  // appends names.size() values
-    // When the columns were added: 0 in the first release that wrote metrics.csv, then 1, 2, ... in the order of
-    // later additions (kZLossAdded, kQkSpectralNormAdded, kScalarsAdded, kMaxLogitAdded). keep_columns_of drops the
-    // columns added after the release that began a resumed run's file.
-    int added_in = 0;
+    // The metrics.csv release that added the columns (metrics_columns::kFirstRelease ... kNewestRelease).
+    // keep_columns_of drops the columns added after the release that began a resumed run's file.
+    int added_in = metrics_columns::kFirstRelease;
     std::vector<int> name_added_in;  // per name, where a group's columns were not all added at once (else empty)
     std::vector<bool> dropped;       // set by keep_columns_of: the values of `append` that are not written
   };
