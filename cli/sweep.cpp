@@ -117,8 +117,7 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   if (!fs::exists(dir / kConfigFile)) return OnDisk::none;
   nlohmann::json config;
   try {
-    std::ifstream in(dir / kConfigFile);
-    config = parse_json(in, (dir / kConfigFile).string());
+    config = train::read_json_file(dir / kConfigFile);
   } catch (const std::exception&) {
     return OnDisk::partial;  // a config.json cut short by a kill: the run never really started
   }
@@ -133,9 +132,8 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
     return OnDisk::other;
   }
   try {
-    std::ifstream in(dir / kSummaryFile);
-    if (in) {
-      const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
+    if (fs::exists(dir / kSummaryFile)) {
+      const RunSummary s = RunSummary::from_json(train::read_json_file(dir / kSummaryFile));
       // A metrics.csv deleted or cut short since: redone, as compare could not read the run.
       if (!train::metrics_complete(dir, s.steps_done)) return OnDisk::partial;
       return OnDisk::complete;
@@ -355,8 +353,7 @@ std::string record_end(SweepRun& r, int status, bool stopping) {
                                                                   " is gone, and its train.log with it";
   const bool finished = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
   if (finished && fs::exists(dir / kSummaryFile, ec)) {
-    std::ifstream in(dir / kSummaryFile);
-    const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
+    const RunSummary s = RunSummary::from_json(train::read_json_file(dir / kSummaryFile));
     r.status = s.diverged ? train::SweepStatus::diverged : train::SweepStatus::complete;
     r.diverged_step = s.diverged_step;
     r.final_loss = s.final_loss;
@@ -448,8 +445,7 @@ std::string recheck_left_alone(SweepRun& r) {
   r.status = state == OnDisk::resumable ? train::SweepStatus::interrupted : train::SweepStatus::pending;
   if (state == OnDisk::complete) {
     try {
-      std::ifstream in(fs::path(r.config.out) / kSummaryFile);
-      const RunSummary s = RunSummary::from_json(parse_json(in, (fs::path(r.config.out) / kSummaryFile).string()));
+      const RunSummary s = RunSummary::from_json(train::read_json_file(fs::path(r.config.out) / kSummaryFile));
       r.status = s.diverged ? train::SweepStatus::diverged : train::SweepStatus::complete;
       r.final_loss = s.final_loss;
       r.diverged_step = s.diverged_step;
@@ -785,9 +781,7 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
                         "; use a new --out for a sweep with other settings");
     if (state == OnDisk::complete) {
       runs[i].status = train::SweepStatus::skipped;
-      std::ifstream in(fs::path(runs[i].config.out) / kSummaryFile);
-      const RunSummary s =
-          RunSummary::from_json(parse_json(in, (fs::path(runs[i].config.out) / kSummaryFile).string()));
+      const RunSummary s = RunSummary::from_json(train::read_json_file(fs::path(runs[i].config.out) / kSummaryFile));
       runs[i].final_loss = s.final_loss;
       runs[i].diverged_step = s.diverged_step;
     } else {

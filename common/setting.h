@@ -195,6 +195,21 @@ inline bool is_decimal_number(const std::string& text) {
   }
   return i == text.size();
 }
+
+/// A number as its shortest decimal that reads back to the same double ("1.0", "1e0" and "01" are "1"), so that a
+/// text setting that also takes a number holds one text per value; other text as it is.
+inline std::string shortest_number_text(const std::string& text) {
+  if (!is_decimal_number(text)) return text;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), nullptr);
+  if (!std::isfinite(v) || errno == ERANGE) return text;
+  char buffer[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", digits, v);
+    if (std::strtod(buffer, nullptr) == v) return buffer;
+  }
+  return text;
+}
 }  // namespace detail
 
 namespace detail {
@@ -289,7 +304,7 @@ inline std::string parse_setting_value(const Setting& s, const std::string& text
     }
     case Setting::Type::text:
     case Setting::Type::path:
-      value = text;
+      value = s.takes_number ? detail::shortest_number_text(text) : text;
       break;
   }
   const std::string error = check_setting_value(s, value);

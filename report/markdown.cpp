@@ -365,7 +365,8 @@ void saturation_findings(const Comparison& c, std::vector<Finding>& out) {
   std::map<std::string, std::vector<const ArmStats*>> groups;
   for (const ArmStats& arm : c.arms) {
     std::string label;
-    for (const auto& k : group_keys) label += (label.empty() ? "" : " ") + k + "=" + setting_text(arm.settings, k);
+    for (const auto& k : group_keys)  // a setting the arm does not read (qk_norm_scale without qk_norm) is left out
+      if (arm.settings.contains(k)) label += (label.empty() ? "" : " ") + k + "=" + setting_text(arm.settings, k);
     if (!groups.count(label)) group_order.push_back(label);
     groups[label].push_back(&arm);
   }

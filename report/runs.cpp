@@ -133,10 +133,8 @@ double finite_mean(const std::vector<double>& cells, const std::vector<std::size
 }
 
 nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path.string());
   try {
-    return train::parse_json(in, path.string());
+    return train::read_json_file(path);
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path.string() + " is not valid JSON: " + e.what());
   }

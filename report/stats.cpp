@@ -426,7 +426,7 @@ std::string key_without(const nlohmann::json& settings, const std::vector<std::s
 
 std::string setting_text(const nlohmann::json& settings, const std::string& key) {
   const auto it = settings.find(key);
-  if (it == settings.end()) return "?";
+  if (it == settings.end()) return "\u2013";  // an en dash: the run does not read this setting
   if (it->is_string()) return it->get<std::string>();
   if (it->is_number_float()) return fmt::format("{:g}", it->get<double>());
   return it->dump();

@@ -202,7 +202,7 @@ std::vector<std::string> own_settings(const nlohmann::json& settings, const std:
 /// "softcap (softcap_cap=30)": the arm's scale with the settings of its own (own_settings), or the scale alone.
 std::string scale_label(const ArmStats& arm);
 
-/// "0.003", "true", "kv_recall": a setting as a table cell.
+/// "0.003", "true", "kv_recall": a setting as a table cell; "\u2013" (an en dash) for a setting the run does not read.
 std::string setting_text(const nlohmann::json& settings, const std::string& key);
 
 }  // namespace xgrad::report

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/config.h"
+#include "train/json_file.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/run_files.h"
@@ -440,4 +442,37 @@ TEST_CASE(
   CHECK(fs::exists(root / "-Lx" / "figures" / "score_hist.png"));
   CHECK(fs::exists(root / "-Lx" / "figures" / "saturated_vs_dk.png"));
   CHECK(r.out.find("gnuplot failed") == std::string::npos);
+}
+
+TEST_CASE("a run's config.json or summary.json that is a device or a FIFO is refused at once, not read without end") {
+  const TempDir root("inputs_special_run_files");
+  write_file(root / "text.txt", some_text('A'));
+  REQUIRE(run_xgrad(words("train " + kTiny + " --text text.txt --steps 2 --out runs/a"), in_directory(root))
+              .exit_code == 0);
+  fs::copy(root / "runs" / "a", root / "runs" / "urandom", fs::copy_options::recursive);
+  fs::remove(root / "runs" / "urandom" / "summary.json");
+  fs::create_symlink("/dev/urandom", root / "runs" / "urandom" / "summary.json");
+  fs::copy(root / "runs" / "a", root / "runs" / "fifo", fs::copy_options::recursive);
+  fs::remove(root / "runs" / "fifo" / "config.json");
+  REQUIRE(::mkfifo((root / "runs" / "fifo" / "config.json").c_str(), 0644) == 0);
+  ProcessResult r = run_xgrad(words("compare runs --out report --plots false"), in_directory(root));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  // a and urandom (incomplete: its summary.json is not read); fifo is no run (its config.json is not a file).
+  CHECK(r.out.find("2 runs in 1 arm") != std::string::npos);
+  CHECK(r.out.find("incomplete: runs/urandom") != std::string::npos);
+  fs::copy(root / "runs" / "a", root / "runs" / "zero", fs::copy_options::recursive);
+  fs::remove(root / "runs" / "zero" / "config.json");
+  fs::create_symlink("/dev/zero", root / "runs" / "zero" / "config.json");
+  r = run_xgrad(words("train --resume runs/zero"), in_directory(root));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("config.json: not a regular file") != std::string::npos);
+}
+
+TEST_CASE("parse_json stops at kMaxJsonBytes: a stream without end (/dev/zero) is refused, not read into memory") {
+  std::ifstream zero("/dev/zero", std::ios::binary);
+  REQUIRE(zero);
+  CHECK_THROWS_WITH_AS(xgrad::train::parse_json(zero, "/dev/zero"), doctest::Contains("longer than 64 MiB"),
+                       xgrad::train::ConfigError);
 }

@@ -6,6 +6,7 @@
 // where the clip acts, and qk_norm at scale 1 starts more saturated than at 1/sqrt(d_k) at d_k 256.
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -144,4 +145,29 @@ TEST_CASE("preset logits --quick: AdamW and Muon x 5 scalings x 2 d_k x 2 tasks;
   CHECK(arms.count({"kv_recall", "256", "adamw qk_norm (qk_norm_scale=1)"}) == 1);
   CHECK(arms.count({"kv_recall", "256", "adamw qk_norm (qk_norm_scale=inv_sqrt_dk)"}) == 1);
   check_verdicts(xgrad::testing::required_section(run.report, "logits-verdicts"), arms);
+
+  // A qk_clip arm at another tau, copied in, is an arm of its own: (a) pairs each arm with the other optimizer's at
+  // its own tau, and (c) judges each tau apart (at kv_recall d_k 256 sqrt_dk's largest logit passes 5).
+  const auto tau5 = run.dir / "runs" / "copied-tau5";
+  REQUIRE(xgrad::testing::run_xgrad({"train", "--config",
+                                     (run.dir / "configs" / "dk256-qk_clip-adamw-lr0.003-taskkv_recall-s0.json").string(),
+                                     "--qk-clip-tau", "5", "--out", tau5.string()})
+              .exit_code == 0);
+  const auto again = tmp / "with-tau5";
+  REQUIRE(xgrad::testing::run_xgrad(
+              {"compare", run.dir.string(), "--include-unlisted", "--plots", "false", "--out", again.string()})
+              .exit_code == 0);
+  std::ifstream in(again / "report.md");
+  const std::string report((std::istreambuf_iterator<char>(in)), {});
+  int tau5_rows = 0;
+  for (const auto& row : verdict_rows(xgrad::testing::required_section(report, "logits-verdicts"), 10)) {
+    INFO(fmt::format("{}", fmt::join(row, " | ")));
+    const bool subject5 = row[3].find("qk_clip_tau=5") != std::string::npos;
+    if (row[0] == "a") CHECK(subject5 == (row[4].find("qk_clip_tau=5") != std::string::npos));
+    if (row[0] == "c" && subject5) {
+      ++tau5_rows;
+      CHECK(row[4] == "adamw sqrt_dk");
+    }
+  }
+  CHECK(tau5_rows == 1);
 }

@@ -253,3 +253,18 @@ TEST_CASE("enumerations: each value's name round-trips, and another name is refu
     CHECK_THROWS_WITH_AS(TrainConfig::from_json(j, "config.json"), doctest::Contains(bad.allowed), ConfigError);
   }
 }
+
+TEST_CASE("a text setting that takes a number holds one text per value: --qk-norm-scale 1.0, 1e0, 01 are 1") {
+  const xgrad::Setting* declared = xgrad::train::find_setting("qk_norm_scale");
+  REQUIRE(declared != nullptr);
+  for (const char* text : {"1", "1.0", "1e0", "01", "+1.000"}) {
+    nlohmann::json value;
+    CHECK(xgrad::parse_setting_value(*declared, text, value).empty());
+    CHECK(value == "1");
+  }
+  nlohmann::json value;
+  CHECK(xgrad::parse_setting_value(*declared, "0.12", value).empty());
+  CHECK(value == "0.12");  // the shortest text of the double, not 0.11999999999999999
+  CHECK(xgrad::parse_setting_value(*declared, "inv_sqrt_dk", value).empty());
+  CHECK(value == "inv_sqrt_dk");
+}

@@ -1,6 +1,7 @@
 #include "train/json_file.h"
 
-#include <iterator>
+#include <array>
+#include <fstream>
 
 #include "common/repeated_keys.h"
 #include "train/config.h"
@@ -21,11 +22,27 @@ nlohmann::json parse_json(std::istream& in, const std::string& source) {
     return true;
   };
   // Read whole: parsing a stream ends at a NUL byte and would accept whatever follows it unread.
-  const std::string text(std::istreambuf_iterator<char>(in), {});
+  std::string text;
+  std::array<char, 1 << 16> chunk;
+  while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxJsonBytes)
+      throw ConfigError(source + ": longer than " + std::to_string(kMaxJsonBytes >> 20) +
+                        " MiB, more than any JSON file xgrad reads; refused");
+  }
   if (const auto nul = text.find('\0'); nul != std::string::npos)
     throw ConfigError(source + ": holds a NUL byte at offset " + std::to_string(nul) +
                       ", which no JSON file holds; refused");
   return json::parse(text, callback);
+}
+
+nlohmann::json read_json_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw ConfigError(path.string() + (std::filesystem::exists(path, ec) ? ": not a regular file; refused" : ": not found"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path.string() + ": cannot be opened for reading");
+  return parse_json(in, path.string());
 }
 
 }  // namespace xgrad::train

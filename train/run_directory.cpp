@@ -278,9 +278,9 @@ void check_run_inputs_unchanged(const std::string& run_dir, const std::string& a
   const fs::path config_path = fs::path(run_dir) / kConfigFile;
   nlohmann::json stored;
   try {
-    std::ifstream in(config_path);
-    if (!in) return;
-    stored = parse_json(in, config_path.string());
+    std::error_code ec;
+    if (!fs::exists(config_path, ec)) return;
+    stored = read_json_file(config_path);
   } catch (const nlohmann::json::exception&) {
     return;
   }
@@ -313,10 +313,9 @@ void check_run_inputs_unchanged(const std::string& run_dir, const std::string& a
 
 void check_inputs_on_disk(const TrainConfig& cfg) {
   const fs::path config_path = fs::path(cfg.out) / kConfigFile;
-  std::ifstream in(config_path);
   nlohmann::json stored;
   try {
-    stored = parse_json(in, config_path.string());
+    stored = read_json_file(config_path);
   } catch (const nlohmann::json::exception&) {
     return;  // reported by the resume itself, with the parser's message
   }

@@ -35,10 +35,8 @@ nlohmann::json read_run_config(const fs::path& dir) {
   if (!fs::is_regular_file(path, ec))
     throw ConfigError("RUN_DIR: no " + std::string(kConfigFile) + " in '" + dir.string() +
                       "' (give the --out directory of an xgrad train run)");
-  std::ifstream in(path);
-  if (!in) throw ConfigError("RUN_DIR: cannot read " + path.string());
   try {
-    return parse_json(in, path.string());
+    return read_json_file(path);
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError("RUN_DIR: " + path.string() + " is not valid JSON: " + e.what());
   }

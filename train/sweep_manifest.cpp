@@ -115,8 +115,7 @@ namespace {
 // directory holds.
 bool config_readable(const fs::path& dir) {
   try {
-    std::ifstream in(dir / kConfigFile);
-    return in && parse_json(in, (dir / kConfigFile).string()).is_object();
+    return read_json_file(dir / kConfigFile).is_object();
   } catch (const std::exception&) {
     return false;
   }
@@ -130,9 +129,8 @@ PointState point_state(const std::string& run_dir) {
   std::error_code ec;
   const bool has_config = config_readable(dir);
   try {
-    std::ifstream in(dir / kSummaryFile);
-    if (in && has_config) {
-      const RunSummary s = RunSummary::from_json(parse_json(in, (dir / kSummaryFile).string()));
+    if (has_config && fs::exists(dir / kSummaryFile, ec)) {
+      const RunSummary s = RunSummary::from_json(read_json_file(dir / kSummaryFile));
       if (!metrics_complete(dir, s.steps_done)) {  // metrics.csv deleted or cut short since: a rerun redoes it
         state.status = PointStatus::incomplete;
         return state;
@@ -225,8 +223,7 @@ std::string point_conflict(const ManifestPoint& point) {
   const fs::path path = fs::path(point.dir) / kConfigFile;
   nlohmann::json stored;
   try {
-    std::ifstream in(path);
-    stored = parse_json(in, path.string());
+    stored = read_json_file(path);
   } catch (const std::exception&) {
     return "";
   }

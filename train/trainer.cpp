@@ -112,9 +112,8 @@ bool read_stored_config(const TrainConfig& cfg, TrainConfig& stored, nlohmann::j
   const fs::path config_path = fs::path(cfg.out) / kConfigFile;
   std::error_code ec;
   if (!cfg.resume || !fs::exists(config_path, ec)) return false;
-  std::ifstream in(config_path);
   try {
-    stored_json = parse_json(in, config_path.string());
+    stored_json = read_json_file(config_path);
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError("--resume: " + config_path.string() + " is not valid JSON: " + e.what());
   }

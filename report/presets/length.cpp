@@ -42,12 +42,10 @@ struct RunLengths {
 std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
   std::vector<RunLengths> out;
   for (std::size_t r : arm.kept) {
-    std::ifstream in(c.runs[r].dir + "/" + train::kSummaryFile);
-    if (!in) continue;
     RunLengths run;
     try {
       const train::RunSummary s =
-          train::RunSummary::from_json(train::parse_json(in, c.runs[r].dir + "/" + train::kSummaryFile));
+          train::RunSummary::from_json(train::read_json_file(std::filesystem::path(c.runs[r].dir) / train::kSummaryFile));
       for (const LengthEval& e : s.length_eval)
         if (e.setting == "n_pairs") run.by_pairs[e.value] = e;
       run.seed = seed_key(c.runs[r].config);

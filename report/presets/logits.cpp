@@ -3,6 +3,7 @@
 // seed-by-seed comparisons (compare_values) counted per question: (a) Muon's largest logit against AdamW's, (b)
 // sqrt_dk's against tau, (c) QK-Clip's final loss against sqrt_dk's where the clip acts, (d) qk_norm at scale 1
 // against qk_norm at 1/sqrt(d_k): entropy at step 0 and at the end, and final loss.
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -19,12 +20,23 @@
 namespace xgrad::report::presets::logits {
 namespace {
 
-// An arm's place: task, optimizer, d_k, the settings beyond the preset's axes (LineLabels::extras), its role.
-using Key = std::tuple<std::string, std::string, std::size_t, std::string, std::string>;
+// An arm's place: task, optimizer, d_k, the settings beyond the preset's axes (LineLabels::extras), its role, and
+// its qk_clip_tau ("" for a scaling without one): arms at two taus are two arms, each compared at its own.
+using Key = std::tuple<std::string, std::string, std::size_t, std::string, std::string, std::string>;
 
-// The role of an arm in the verdicts: its scaling, and for qk_norm its multiplier ("qk_norm:1").
+// The role of an arm in the verdicts: its scaling, and for qk_norm its multiplier ("qk_norm:1"), a number written
+// as {:g} writes it ("1.0" and "1e0" are the multiplier 1).
 std::string role(const ArmStats& a) {
-  return a.scale() == "qk_norm" ? "qk_norm:" + setting_text(a.settings, "qk_norm_scale") : a.scale();
+  if (a.scale() != "qk_norm") return a.scale();
+  std::string scale = setting_text(a.settings, "qk_norm_scale");
+  char* end = nullptr;
+  const double number = std::strtod(scale.c_str(), &end);
+  if (!scale.empty() && end == scale.c_str() + scale.size()) scale = fmt::format("{:g}", number);
+  return "qk_norm:" + scale;
+}
+
+std::string tau_text(const ArmStats& a) {
+  return a.settings.contains("qk_clip_tau") ? setting_text(a.settings, "qk_clip_tau") : "";
 }
 
 // One comparison of the verdicts: `subject` against `baseline` (roles, or optimizers when across_optimizers) in
@@ -75,6 +87,7 @@ std::vector<Row> rows_of(const Comparison& c, const std::map<Key, const ArmStats
     if ((rule.across_optimizers ? std::get<1>(key) : std::get<4>(key)) != rule.subject) continue;
     Key other = key;
     (rule.across_optimizers ? std::get<1>(other) : std::get<4>(other)) = rule.baseline;
+    if (!rule.across_optimizers) std::get<5>(other) = "";  // no baseline role has a tau
     const auto b = arms.find(other);
     if (*rule.baseline && b == arms.end()) continue;
     const ArmStats* base = *rule.baseline ? b->second : nullptr;
@@ -206,7 +219,8 @@ std::vector<PresetSection> report(const PresetInput& in) {
   const LineLabels labels(c, {"task", "optimizer", "d_k", "scale", "qk_norm_scale", "qk_clip_tau"});
   std::map<Key, const ArmStats*> arms;
   for (const ArmStats& a : c.arms)
-    arms[{setting_text(a.settings, "task"), a.optimizer(), a.d_k(), labels.extras(a.settings), role(a)}] = &a;
+    arms[{setting_text(a.settings, "task"), a.optimizer(), a.d_k(), labels.extras(a.settings), role(a), tau_text(a)}] =
+        &a;
   PresetSection logits{"logits", preset_text("logits.logits_title"), "", {}};
   PresetSection ends{"logits-d-k", preset_text("logits.d_k_title"), preset_text("logits.d_k_legend") + "\n", {}};
   PresetSection answers{"logits-verdicts", preset_text("logits.verdicts_title"), "", {}};
@@ -219,7 +233,7 @@ std::vector<PresetSection> report(const PresetInput& in) {
   logits.markdown = preset_text("logits.logit_legend", {{"tau", kLargeLogit}}) + "\n";
   add_d_k_figures(c, labels, taken, ends);
   answers.markdown = verdicts(c, arms, labels);
-  return {logits, ends, answers};
+  return {answers, logits, ends};  // the verdicts first: what a reader came for, the figures they rest on after
 }
 
 const Registration<PresetReport> logits_registration{PresetReport{"logits", 60, report}};
