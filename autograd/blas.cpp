@@ -6,6 +6,8 @@
 
 #include <cblas.h>
 
+#include "autograd/kernels/parallel.h"
+
 namespace xgrad::blas {
 
 namespace {
@@ -118,5 +120,19 @@ std::string core_name() {
 }
 int num_threads() { return openblas_get_num_threads(); }
 void set_num_threads(int n) { openblas_set_num_threads(n); }
+
+void side_by_side(const std::function<void()>& first, const std::function<void()>& second) {
+  if (xgrad::num_threads() < 2 || detail::in_parallel()) {
+    first();
+    second();
+    return;
+  }
+  const int blas_threads = num_threads();
+  if (blas_threads != 1) set_num_threads(1);
+  parallel_for(0, 2, 1, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) (i == 0 ? first : second)();
+  });
+  if (blas_threads != 1) set_num_threads(blas_threads);
+}
 
 }  // namespace xgrad::blas

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,5 +53,12 @@ std::string core_name();
 int num_threads();
 /// Sets the BLAS thread count (openblas_set_num_threads).
 void set_num_threads(int n);
+
+/// Runs first() and second(), two independent pieces of work that call gemm, at once on two of xgrad's threads
+/// (autograd/kernels/parallel.h), with BLAS on one thread meanwhile: two products of a small layer side by side
+/// finish sooner than each split over two threads in turn (bench/README.md, "Two cores"). Runs them in turn on the
+/// calling thread when xgrad has one thread or is already in a parallel region. Neither may throw. Each product is
+/// computed by one thread either way, in the same order of terms, so the results do not depend on the thread count.
+void side_by_side(const std::function<void()>& first, const std::function<void()>& second);
 
 }  // namespace xgrad::blas

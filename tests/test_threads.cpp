@@ -13,6 +13,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "autograd/blas.h"
 #include "autograd/kernels/parallel.h"
 #include "autograd/ops.h"
 #include "nn/model.h"
@@ -197,4 +198,39 @@ TEST_CASE("SGD with momentum: the same bits on 1 and 3 threads") {
     return w.value();
   };
   CHECK(same_bits(run(1), run(3)));
+}
+
+TEST_CASE("blas::side_by_side: two threads, BLAS on one thread meanwhile, its thread count restored after") {
+  Threads scope(2);
+  const int blas_before = blas::num_threads();
+  blas::set_num_threads(2);
+  std::mutex lock;
+  std::set<std::thread::id> ids;
+  std::vector<int> blas_inside;
+  const auto note = [&] {
+    std::lock_guard<std::mutex> guard(lock);
+    ids.insert(std::this_thread::get_id());
+    blas_inside.push_back(blas::num_threads());
+  };
+  blas::side_by_side(note, note);
+  CHECK(ids.size() == 2);
+  CHECK(blas_inside == std::vector<int>{1, 1});
+  CHECK(blas::num_threads() == 2);
+  blas::set_num_threads(blas_before);
+}
+
+TEST_CASE("matmul's gradients on 2 threads (the two products side by side) have the bits of 1 thread") {
+  // [64, 96] @ [96, 80] is above the side-by-side threshold (2^17 multiply-adds); a @ a (both gradients one array)
+  // and a broadcast batch (both products add into shared matrices) take the serial path and must too.
+  auto run = [](int threads) {
+    Threads scope(threads);
+    Tensor a(filled<float>({64, 96}, 21), true), b(filled<float>({96, 80}, 22), true);
+    Tensor s(filled<float>({96, 96}, 23), true);
+    Tensor batched(filled<float>({3, 64, 96}, 24), true);
+    Tensor loss = add(add(mean(mul(matmul(a, b), matmul(a, b))), mean(matmul(s, s))), mean(matmul(batched, s)));
+    loss.backward();
+    return std::vector<xt::xarray<float>>{a.grad(), b.grad(), s.grad(), batched.grad()};
+  };
+  const auto one = run(1), two = run(2);
+  for (std::size_t i = 0; i < one.size(); ++i) CHECK_MESSAGE(same_bits(one[i], two[i]), "gradient " << i);
 }
