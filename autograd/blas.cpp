@@ -6,6 +6,8 @@
 
 #include <cblas.h>
 
+#include "autograd/kernels/parallel.h"
+
 namespace xgrad::blas {
 
 namespace {
@@ -94,14 +96,43 @@ double counted_gemm_flops() {
   return total;
 }
 
+namespace {
+void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, ld(lda), b, ld(ldb), beta, c,
+              ld(ldc));
+}
+
+// A product of at least this many multiply-adds is split over xgrad's threads (about 3 microseconds of work at this
+// machine's 90 GFLOP/s, against a few microseconds to hand work to a thread).
+constexpr std::size_t kSplitMinMacs = std::size_t(1) << 18;
+// Parts start at multiples of this many rows or columns, a multiple of every OpenBLAS sgemm kernel's unroll.
+constexpr std::size_t kSplitAlign = 32;
+}  // namespace
+
 template <>
 void gemm<float>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                  std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   if (trivial(m, n, k, beta, c, ldc)) return;
   if (g_counting.load(std::memory_order_relaxed)) count_gemm(trans_a, trans_b, m, n, k);
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, ld(lda), b, ld(ldb), beta, c,
-              ld(ldc));
+  const auto threads = static_cast<std::size_t>(xgrad::num_threads());
+  if (threads < 2 || detail::in_parallel() || m * n * k < kSplitMinMacs) {
+    sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // One BLAS thread per xgrad thread, each computing whole rows (or columns) of C: every element is summed exactly
+  // as one call would sum it.
+  const bool rows = m >= n;
+  const std::size_t extent = rows ? m : n;
+  const std::size_t grain = ((extent + threads - 1) / threads + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
+  parallel_for(0, extent, grain, [&](std::size_t lo, std::size_t hi) {
+    if (rows)
+      sgemm(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc,
+            ldc);
+    else
+      sgemm(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
+  });
 }
 
 template <>
@@ -118,5 +149,19 @@ std::string core_name() {
 }
 int num_threads() { return openblas_get_num_threads(); }
 void set_num_threads(int n) { openblas_set_num_threads(n); }
+
+void side_by_side(const std::function<void()>& first, const std::function<void()>& second) {
+  if (xgrad::num_threads() < 2 || detail::in_parallel()) {
+    first();
+    second();
+    return;
+  }
+  const int blas_threads = num_threads();
+  if (blas_threads != 1) set_num_threads(1);
+  parallel_for(0, 2, 1, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) (i == 0 ? first : second)();
+  });
+  if (blas_threads != 1) set_num_threads(blas_threads);
+}
 
 }  // namespace xgrad::blas

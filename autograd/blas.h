@@ -4,14 +4,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace xgrad::blas {
 
 /// C = alpha * op(A) @ op(B) + beta * C, row-major; op(X) = X^T when trans_x. op(A) is [m, k], op(B) [k, n],
-/// C [m, n]; lda/ldb/ldc are the row strides of the stored matrices. float: calls cblas_sgemm (the fast path);
-/// double: gemm_reference.
+/// C [m, n]; lda/ldb/ldc are the row strides of the stored matrices. float: calls cblas_sgemm (the fast path); a
+/// product of at least 2^18 multiply-adds, called outside a parallel region with xgrad's threads > 1
+/// (xgrad::set_num_threads), is split into rows (or, when n > m, columns) of C, one cblas_sgemm per thread: BLAS
+/// itself runs on one thread (platform::set_threads), so that one pool of threads does all the work. The parts
+/// match one call to rounding (OpenBLAS's order of a sum depends on the shape), not bit for bit. double:
+/// gemm_reference.
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
@@ -52,5 +57,11 @@ std::string core_name();
 int num_threads();
 /// Sets the BLAS thread count (openblas_set_num_threads).
 void set_num_threads(int n);
+
+/// Runs first() and second(), two independent pieces of work that call gemm, at once on two of xgrad's threads
+/// (autograd/kernels/parallel.h), with BLAS on one thread meanwhile: two products side by side (a matmul's two
+/// gradients) finish sooner than each split over two threads in turn, which packs each operand twice. Runs them in
+/// turn on the calling thread when xgrad has one thread or is already in a parallel region. Neither may throw.
+void side_by_side(const std::function<void()>& first, const std::function<void()>& second);
 
 }  // namespace xgrad::blas

@@ -1,6 +1,7 @@
 // Batched matrix product on BLAS. Batch dims broadcast as in numpy.matmul; each matrix pair is one GEMM. 1-D
 // operands are promoted to a row or a column as numpy.matmul does.
 #include <algorithm>
+#include <utility>
 
 #include "autograd/blas.h"
 #include "autograd/kernels/gradient_buffers.h"
@@ -79,6 +80,58 @@ MatmulPlan plan(const shape_t& a_shape, const shape_t& b_shape) {
   return p;
 }
 
+// Where a gradient GEMM writes, and its beta. Each writes straight into the input's gradient: beta = 1 adds to an
+// earlier gradient (an activation read by several products, such as the input of the q, k and v projections). A
+// fresh gradient is overwritten with beta = 0, unless broadcasting (`shared`) makes several batch elements add into
+// one matrix.
+template <class T>
+std::pair<T*, T> gradient_target(Node<T>& input, bool shared) {
+  bool fresh = false;
+  T* g = grad_slot(input, fresh).data();
+  if (fresh && shared) std::fill(g, g + input.value.size(), T(0));
+  return {g, fresh && !shared ? T(0) : T(1)};
+}
+
+// Handing a product to the second thread costs a few microseconds, the time of about 1e5 multiply-adds here.
+constexpr std::size_t kSideBySideMinMacs = std::size_t(1) << 17;
+
+template <class T>
+void backward(Node<T>& self, const MatmulPlan& p) {
+  const std::size_t batch = p.a_off.size();
+  const T* G = self.grad.data();
+  const T* A = self.inputs[0]->value.data();
+  const T* B = self.inputs[1]->value.data();
+  const bool want_a = needs_grad(self, 0), want_b = needs_grad(self, 1);
+  std::pair<T*, T> ga{nullptr, T(0)}, gb{nullptr, T(0)};
+  if (want_a) ga = gradient_target(*self.inputs[0], !p.fold_rows && p.a_count != batch);
+  if (want_b) gb = gradient_target(*self.inputs[1], !p.fold_rows && p.b_count != batch);
+  const auto grad_a = [&] {  // dA = dC @ B^T, accumulated into the matrix each batch element read
+    if (p.fold_rows) {
+      blas::gemm<T>(false, true, batch * p.m, p.k, p.n, T(1), G, p.n, B, p.n, ga.second, ga.first, p.k);
+      return;
+    }
+    for (std::size_t i = 0; i < batch; ++i)
+      blas::gemm<T>(false, true, p.m, p.k, p.n, T(1), G + i * p.m * p.n, p.n, B + p.b_off[i] * p.k * p.n, p.n,
+                    ga.second, ga.first + p.a_off[i] * p.m * p.k, p.k);
+  };
+  const auto grad_b = [&] {  // dB = A^T @ dC
+    if (p.fold_rows) {
+      blas::gemm<T>(true, false, p.k, p.n, batch * p.m, T(1), A, p.k, G, p.n, gb.second, gb.first, p.n);
+      return;
+    }
+    for (std::size_t i = 0; i < batch; ++i)
+      blas::gemm<T>(true, false, p.k, p.n, p.m, T(1), A + p.a_off[i] * p.m * p.k, p.k, G + i * p.m * p.n, p.n,
+                    gb.second, gb.first + p.b_off[i] * p.k * p.n, p.n);
+  };
+  // The two products are independent unless both gradients are one array (a @ a).
+  if (want_a && want_b && self.inputs[0] != self.inputs[1] && batch * p.m * p.n * p.k >= kSideBySideMinMacs) {
+    blas::side_by_side(grad_a, grad_b);
+    return;
+  }
+  if (want_a) grad_a();
+  if (want_b) grad_b();
+}
+
 }  // namespace
 
 template <class T>
@@ -89,51 +142,14 @@ basic_tensor<T> matmul(const basic_tensor<T>& a, const basic_tensor<T>& b) {
   const T* A = a.value().data();
   const T* B = b.value().data();
   // [..., M, K] @ [K, N]: all rows of a in one GEMM (the Linear layer case).
-  const bool fold_rows = p.fold_rows;
-  if (fold_rows) {
+  if (p.fold_rows) {
     blas::gemm<T>(false, false, batch * p.m, p.n, p.k, T(1), A, p.k, B, p.n, T(0), out.data(), p.n);
   } else {
     for (std::size_t i = 0; i < batch; ++i)
       blas::gemm<T>(false, false, p.m, p.n, p.k, T(1), A + p.a_off[i] * p.m * p.k, p.k, B + p.b_off[i] * p.k * p.n, p.n,
                     T(0), out.data() + i * p.m * p.n, p.n);
   }
-  return make_result<T>("matmul", std::move(out), {a, b}, [p = std::move(p), fold_rows](Node<T>& self) {
-    const std::size_t batch = p.a_off.size();
-    const T* G = self.grad.data();
-    const T* A = self.inputs[0]->value.data();
-    const T* B = self.inputs[1]->value.data();
-    // Each gradient GEMM writes straight into the input's gradient: beta = 1 adds to an earlier gradient (an
-    // activation read by several products, such as the input of the q, k and v projections). A fresh gradient
-    // is overwritten with beta = 0, unless broadcasting makes several batch elements add into one matrix.
-    if (needs_grad(self, 0)) {  // dA = dC @ B^T, accumulated into the matrix each batch element read
-      bool fresh = false;
-      T* ga = grad_slot(*self.inputs[0], fresh).data();
-      const bool shared = !fold_rows && p.a_count != batch;
-      if (fresh && shared) std::fill(ga, ga + self.inputs[0]->value.size(), T(0));
-      const T beta = fresh && !shared ? T(0) : T(1);
-      if (fold_rows) {
-        blas::gemm<T>(false, true, batch * p.m, p.k, p.n, T(1), G, p.n, B, p.n, beta, ga, p.k);
-      } else {
-        for (std::size_t i = 0; i < batch; ++i)
-          blas::gemm<T>(false, true, p.m, p.k, p.n, T(1), G + i * p.m * p.n, p.n, B + p.b_off[i] * p.k * p.n, p.n, beta,
-                        ga + p.a_off[i] * p.m * p.k, p.k);
-      }
-    }
-    if (needs_grad(self, 1)) {  // dB = A^T @ dC
-      bool fresh = false;
-      T* gb = grad_slot(*self.inputs[1], fresh).data();
-      const bool shared = !fold_rows && p.b_count != batch;
-      if (fresh && shared) std::fill(gb, gb + self.inputs[1]->value.size(), T(0));
-      const T beta = fresh && !shared ? T(0) : T(1);
-      if (fold_rows) {
-        blas::gemm<T>(true, false, p.k, p.n, batch * p.m, T(1), A, p.k, G, p.n, beta, gb, p.n);
-      } else {
-        for (std::size_t i = 0; i < batch; ++i)
-          blas::gemm<T>(true, false, p.k, p.n, p.m, T(1), A + p.a_off[i] * p.m * p.k, p.k, G + i * p.m * p.n, p.n, beta,
-                        gb + p.b_off[i] * p.k * p.n, p.n);
-      }
-    }
-  });
+  return make_result<T>("matmul", std::move(out), {a, b}, [p = std::move(p)](Node<T>& self) { backward(self, p); });
 }
 
 template basic_tensor<float> matmul<float>(const basic_tensor<float>&, const basic_tensor<float>&);

@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "autograd/blas.h"
+#include "autograd/kernels/parallel.h"
 #include "bench/bench_configs.h"
 #include "bench/process_memory.h"
 #include "bench/sgemm_floor.h"
@@ -39,17 +40,17 @@ std::string load_average() {
 
 void print_environment(bool csv) {
   if (csv) return;
-  std::printf("OpenBLAS core %s, %d BLAS thread(s), load average %s\n", blas::core_name().c_str(), blas::num_threads(),
+  std::printf("OpenBLAS core %s, %d thread(s), load average %s\n", blas::core_name().c_str(), xgrad::num_threads(),
               load_average().c_str());
 }
 
 // The step's floor on `threads` cores: its counted GEMMs timed alone on one BLAS thread, divided by the threads
 // (what two cores allow at best). {floor ms, one-thread GFLOP/s at the step's shapes}.
 std::pair<double, double> step_floor(const std::vector<GemmShape>& gemms, int threads) {
-  const int before = blas::num_threads();
-  blas::set_num_threads(1);
+  const int before = xgrad::num_threads();  // blas::gemm splits a product over xgrad's threads
+  xgrad::set_num_threads(1);
   const SgemmFloor f = measure_gemm_shapes(gemms);
-  blas::set_num_threads(before);
+  xgrad::set_num_threads(before);
   return {f.total_ms / threads, f.gflops()};
 }
 
@@ -62,11 +63,11 @@ int run_step(const std::vector<BenchConfig>& sizes, long steps, long warmup, boo
     const std::size_t w = warmup >= 0 ? static_cast<std::size_t>(warmup) : c.warmup;
     const std::size_t n = steps > 0 ? static_cast<std::size_t>(steps) : c.steps;
     const StepTiming t = time_training_steps(c, w, n);
-    const auto f = floor ? step_floor(t.gemms, blas::num_threads()) : std::pair<double, double>{0, 0};
+    const auto f = floor ? step_floor(t.gemms, xgrad::num_threads()) : std::pair<double, double>{0, 0};
     const double x_floor = f.first > 0 ? t.median_ms / f.first : 0;
     if (csv)
       std::printf("step,%s,%.4f,%.4f,%.4f,%.3f,%.1f,%s,%d,%.6f,%.4f,%.3f\n", c.name.c_str(), t.median_ms, t.min_ms,
-                  t.median_cpu_ms, t.gflops, t.peak_rss_mib, blas::core_name().c_str(), blas::num_threads(),
+                  t.median_cpu_ms, t.gflops, t.peak_rss_mib, blas::core_name().c_str(), xgrad::num_threads(),
                   t.counted_gflop, f.first, f.second);
     else
       std::printf("%-3s %7zu %7zu %6zu %5zu %6zu %10.3f %10.3f %10.3f %9.2f %12.1f %9.4f %9.3f %9.2f %8.3f\n",
@@ -83,7 +84,7 @@ int run_sgemm(const BenchConfig& c, const std::string& counts, bool csv) {
   if (csv) {
     std::printf("sgemm,%s,%.4f,%.4f,%.3f,%.3f,%.3f,%s,%d\n", counts.empty() ? c.name.c_str() : "counted",
                 floor.total_ms, floor.total_cpu_ms, floor.gflops(), cpu_gflops, floor.peak_gflops(),
-                blas::core_name().c_str(), blas::num_threads());
+                blas::core_name().c_str(), xgrad::num_threads());
     return 0;
   }
   std::printf("Every GEMM of one %s training step, as the engine issues it (C[m,n] = op(A)[m,k] op(B)[k,n]):\n",

@@ -102,7 +102,9 @@ void set_threads(int n) {
                           n > 1 ? "raise the limit or use fewer --threads" : "raise the limit");
     granted = n;
   }
-  blas::set_num_threads(n);
+  // One pool of threads: xgrad's splits the large products (blas::gemm) and runs BLAS on one thread in each part. Two
+  // pools on the same cores, each yielding while it waits for work, took a quarter of a 2-thread step.
+  blas::set_num_threads(1);
   xgrad::set_num_threads(n);
 }
 

@@ -1,8 +1,11 @@
 // xgrad's own loops on several threads (autograd/kernels/parallel.h): the same bits as on one thread. Sizes are
 // chosen so that every loop under test is above its grain and really splits (the first case checks that splitting
-// happens).
+// happens). A matrix product split over threads (blas::gemm) is the exception: OpenBLAS sums a part of C in another
+// order than the whole, so those results match one thread to rounding, and a second run on as many threads bit for
+// bit.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -13,6 +16,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "autograd/blas.h"
 #include "autograd/kernels/parallel.h"
 #include "autograd/ops.h"
 #include "nn/model.h"
@@ -54,6 +58,7 @@ index_array token_batch(std::size_t B, std::size_t T, std::size_t V, std::uint64
 struct TrainTrace {
   std::vector<float> losses;
   std::vector<xt::xarray<float>> arrays;
+  std::size_t first_step_arrays = 0;  // arrays[0, first_step_arrays): the first step's, before any update
 };
 
 TrainTrace train_steps(int threads) {
@@ -80,6 +85,7 @@ TrainTrace train_steps(int threads) {
     for (auto& p : params) trace.arrays.push_back(p.grad());
     trace.arrays.push_back(attn->last.probs);
     trace.arrays.push_back(attn->last.scores.grad());
+    if (step == 0) trace.first_step_arrays = trace.arrays.size();
     opt.step();
   }
   for (auto& p : params) trace.arrays.push_back(p.value());
@@ -171,16 +177,28 @@ TEST_CASE("ops in double: values and gradients bit-identical on 1 and 2 threads"
 }
 
 TEST_CASE(
-    "training steps (attention forward/backward, LayerNorm, GELU, cross_entropy, clipping, AdamW) are "
-    "bit-identical on 1 and 2 threads") {
+    "training steps (attention forward/backward, LayerNorm, GELU, cross_entropy, clipping, AdamW) on 2 threads: "
+    "the same bits twice, and one thread's first step to rounding") {
   const TrainTrace one = train_steps(1);
   const TrainTrace two = train_steps(2);
-  REQUIRE(one.losses.size() == 3);
-  CHECK(std::memcmp(one.losses.data(), two.losses.data(), 3 * sizeof(float)) == 0);
-  REQUIRE(one.arrays.size() == two.arrays.size());
-  for (std::size_t i = 0; i < one.arrays.size(); ++i)
-    CHECK_MESSAGE(same_bits(one.arrays[i], two.arrays[i]), "array " << i);
-  CHECK(one.losses[2] < one.losses[0]);  // the steps did train
+  const TrainTrace again = train_steps(2);
+  REQUIRE(two.losses.size() == 3);
+  CHECK(std::memcmp(two.losses.data(), again.losses.data(), 3 * sizeof(float)) == 0);
+  REQUIRE(two.arrays.size() == again.arrays.size());
+  for (std::size_t i = 0; i < two.arrays.size(); ++i)
+    CHECK_MESSAGE(same_bits(two.arrays[i], again.arrays[i]), "array " << i);
+  // Before the first update the threads differ only in the order of a product's terms: about k 2^-24 (k <= 256
+  // terms here) of a value's scale per product, compounded over two layers forward and back; 1e-4 of each array's
+  // largest magnitude holds that with room, while a part of a product lost or added twice is off by order 1. Later
+  // steps are not compared: AdamW's first update is lr * sign(gradient), which rounding can flip for a gradient
+  // near 0.
+  CHECK(std::abs(one.losses[0] - two.losses[0]) <= 1e-4f * std::abs(one.losses[0]));
+  REQUIRE(one.first_step_arrays == two.first_step_arrays);
+  for (std::size_t i = 0; i < one.first_step_arrays; ++i) {
+    const float scale = xt::amax(xt::abs(one.arrays[i]))();
+    CHECK_MESSAGE(xt::amax(xt::abs(one.arrays[i] - two.arrays[i]))() <= 1e-4f * scale, "array " << i);
+  }
+  CHECK(two.losses[2] < two.losses[0]);  // the steps did train
 }
 
 TEST_CASE("SGD with momentum: the same bits on 1 and 3 threads") {
@@ -197,4 +215,75 @@ TEST_CASE("SGD with momentum: the same bits on 1 and 3 threads") {
     return w.value();
   };
   CHECK(same_bits(run(1), run(3)));
+}
+
+TEST_CASE("blas::side_by_side: two threads, BLAS on one thread meanwhile, its thread count restored after") {
+  Threads scope(2);
+  const int blas_before = blas::num_threads();
+  blas::set_num_threads(2);
+  std::mutex lock;
+  std::set<std::thread::id> ids;
+  std::vector<int> blas_inside;
+  const auto note = [&] {
+    std::lock_guard<std::mutex> guard(lock);
+    ids.insert(std::this_thread::get_id());
+    blas_inside.push_back(blas::num_threads());
+  };
+  blas::side_by_side(note, note);
+  CHECK(ids.size() == 2);
+  CHECK(blas_inside == std::vector<int>{1, 1});
+  CHECK(blas::num_threads() == 2);
+  blas::set_num_threads(blas_before);
+}
+
+TEST_CASE("matmul's gradients on 2 threads (the two products side by side): one thread's to rounding, the same bits twice") {
+  // [64, 96] @ [96, 80] is above the side-by-side threshold (2^17 multiply-adds); a @ a (both gradients one array)
+  // and a broadcast batch (both products add into shared matrices) take the serial path.
+  auto run = [](int threads) {
+    Threads scope(threads);
+    Tensor a(filled<float>({64, 96}, 21), true), b(filled<float>({96, 80}, 22), true);
+    Tensor s(filled<float>({96, 96}, 23), true);
+    Tensor batched(filled<float>({3, 64, 96}, 24), true);
+    Tensor loss = add(add(mean(mul(matmul(a, b), matmul(a, b))), mean(matmul(s, s))), mean(matmul(batched, s)));
+    loss.backward();
+    return std::vector<xt::xarray<float>>{a.grad(), b.grad(), s.grad(), batched.grad()};
+  };
+  const auto one = run(1), two = run(2), again = run(2);
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    CHECK_MESSAGE(same_bits(two[i], again[i]), "gradient " << i);
+    // Products of at most 192 terms, two deep (forward, then backward): rounding moves each by about 192 2^-24 of
+    // its scale; 1e-4 of the largest gradient holds that with room, and a product lost or added twice is off by
+    // order 1.
+    const float scale = xt::amax(xt::abs(one[i]))();
+    CHECK_MESSAGE(xt::amax(xt::abs(one[i] - two[i]))() <= 1e-4f * scale, "gradient " << i);
+  }
+}
+
+TEST_CASE("blas::gemm split over 2 threads (rows or columns of C): one call's result to rounding, the same bits twice") {
+  // Shapes of the training steps above and of nanoGPT's: rows split (m >= n), columns split (n > m), every
+  // transpose; k up to 768 spans OpenBLAS's blocks over k.
+  const std::vector<std::array<std::size_t, 3>> shapes{{512, 64, 64},  {64, 64, 512},  {512, 256, 64},
+                                                        {64, 256, 512}, {768, 128, 128}, {128, 512, 768}};
+  for (const auto& shape : shapes)
+    for (int t = 0; t < 4; ++t) {
+      const std::size_t m = shape[0], n = shape[1], k = shape[2];
+      const bool ta = (t & 1) != 0, tb = (t & 2) != 0;
+      const xt::xarray<float> a = filled<float>({m * k}, 31), b = filled<float>({k * n}, 32);
+      const xt::xarray<float> c0 = filled<float>({m * n}, 33);
+      auto product = [&](int threads, const xt::xarray<float>& x, const xt::xarray<float>& y, float beta) {
+        Threads scope(threads);
+        xt::xarray<float> c = c0;
+        blas::gemm<float>(ta, tb, m, n, k, 1.0f, x.data(), ta ? m : k, y.data(), tb ? k : n, beta, c.data(), n);
+        return c;
+      };
+      const auto one = product(1, a, b, 0.5f), two = product(2, a, b, 0.5f);
+      // Two float sums of the same k + 1 terms in different orders differ by at most 2 gamma_{k+1} times the sum of
+      // their magnitudes, gamma_j = j 2^-24 / (1 - j 2^-24) (Higham, Accuracy and Stability of Numerical
+      // Algorithms, 2nd ed., eq. 3.5); the magnitudes' sum is |A| |B| + 0.5 |C0|.
+      const xt::xarray<float> magnitude = product(1, xt::abs(a), xt::abs(b), 0.0f) + 0.5f * xt::abs(c0);
+      const double u = std::ldexp(1.0, -24), gamma = (k + 1) * u / (1 - (k + 1) * u);
+      INFO(m << "x" << n << "x" << k << " ta " << ta << " tb " << tb);
+      CHECK(xt::all(xt::abs(one - two) <= 2 * gamma * magnitude + 1e-30));
+      CHECK(same_bits(two, product(2, a, b, 0.5f)));
+    }
 }

@@ -4,8 +4,10 @@
 // spawned, every loop runs exactly as a plain serial loop.
 //
 // Determinism: parallel_for only splits loops whose every output element is computed by one call of the body, in
-// the same order as serially; no sum is split across threads. Results are therefore bit-identical for any thread
-// count (tests/test_threads.cpp checks ops, attention and AdamW with 1 and 2 threads).
+// the same order as serially; no sum is split across threads. These loops' results are therefore bit-identical for
+// any thread count. Matrix products split over the threads (blas::gemm) are not: OpenBLAS sums a part of C in
+// another order than the whole, so they match one thread to rounding, and a run on the same thread count repeats
+// bit for bit (tests/test_threads.cpp checks both).
 #pragma once
 
 #include <algorithm>
