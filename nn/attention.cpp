@@ -510,7 +510,8 @@ Tensor MultiHeadAttention::forward_at(const Tensor& x, const std::vector<std::si
   // step's largest logits count the queries at `positions` only, as the fused path computes them.
   if (x.dim() != 3) return forward(x);  // forward's error
   check_positions(positions, x.size(1));
-  if (positions.size() == x.size(1) || attn_dropout->active()) return select_positions(attend(x, &positions), positions);
+  if (positions.size() == x.size(1) || attn_dropout->active())
+    return select_positions(attend(x, &positions), positions);
   Tensor q, k, v;
   project(x, &positions, q, k, v);
   Tensor out = attention_heads(q, k, v, heads_, causal, scaling, record_attention ? &last : nullptr, &positions,

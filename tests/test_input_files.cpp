@@ -12,12 +12,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/config.h"
-#include "train/json_file.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/run_files.h"
 #include "tests/support/temp_dir.h"
+#include "train/config.h"
+#include "train/json_file.h"
 
 namespace fs = std::filesystem;
 using namespace xgrad::testing;
@@ -447,8 +447,9 @@ TEST_CASE(
 TEST_CASE("a run's config.json or summary.json that is a device or a FIFO is refused at once, not read without end") {
   const TempDir root("inputs_special_run_files");
   write_file(root / "text.txt", some_text('A'));
-  REQUIRE(run_xgrad(words("train " + kTiny + " --text text.txt --steps 2 --out runs/a"), in_directory(root))
-              .exit_code == 0);
+  REQUIRE(
+      run_xgrad(words("train " + kTiny + " --text text.txt --steps 2 --out runs/a"), in_directory(root)).exit_code ==
+      0);
   fs::copy(root / "runs" / "a", root / "runs" / "urandom", fs::copy_options::recursive);
   fs::remove(root / "runs" / "urandom" / "summary.json");
   fs::create_symlink("/dev/urandom", root / "runs" / "urandom" / "summary.json");

@@ -149,10 +149,11 @@ TEST_CASE("preset logits --quick: AdamW and Muon x 5 scalings x 2 d_k x 2 tasks;
   // A qk_clip arm at another tau, copied in, is an arm of its own: (a) pairs each arm with the other optimizer's at
   // its own tau, and (c) judges each tau apart (at kv_recall d_k 256 sqrt_dk's largest logit passes 5).
   const auto tau5 = run.dir / "runs" / "copied-tau5";
-  REQUIRE(xgrad::testing::run_xgrad({"train", "--config",
-                                     (run.dir / "configs" / "dk256-qk_clip-adamw-lr0.003-taskkv_recall-s0.json").string(),
-                                     "--qk-clip-tau", "5", "--out", tau5.string()})
-              .exit_code == 0);
+  REQUIRE(
+      xgrad::testing::run_xgrad({"train", "--config",
+                                 (run.dir / "configs" / "dk256-qk_clip-adamw-lr0.003-taskkv_recall-s0.json").string(),
+                                 "--qk-clip-tau", "5", "--out", tau5.string()})
+          .exit_code == 0);
   const auto again = tmp / "with-tau5";
   REQUIRE(xgrad::testing::run_xgrad(
               {"compare", run.dir.string(), "--include-unlisted", "--plots", "false", "--out", again.string()})

@@ -236,7 +236,8 @@ TEST_CASE("blas::side_by_side: two threads, BLAS on one thread meanwhile, its th
   blas::set_num_threads(blas_before);
 }
 
-TEST_CASE("matmul's gradients on 2 threads (the two products side by side): one thread's to rounding, the same bits twice") {
+TEST_CASE(
+    "matmul's gradients on 2 threads (the two products side by side): one thread's to rounding, the same bits twice") {
   // [64, 96] @ [96, 80] is above the side-by-side threshold (2^17 multiply-adds); a @ a (both gradients one array)
   // and a broadcast batch (both products add into shared matrices) take the serial path.
   auto run = [](int threads) {
@@ -259,11 +260,12 @@ TEST_CASE("matmul's gradients on 2 threads (the two products side by side): one 
   }
 }
 
-TEST_CASE("blas::gemm split over 2 threads (rows or columns of C): one call's result to rounding, the same bits twice") {
+TEST_CASE(
+    "blas::gemm split over 2 threads (rows or columns of C): one call's result to rounding, the same bits twice") {
   // Shapes of the training steps above and of nanoGPT's: rows split (m >= n), columns split (n > m), every
   // transpose; k up to 768 spans OpenBLAS's blocks over k.
-  const std::vector<std::array<std::size_t, 3>> shapes{{512, 64, 64},  {64, 64, 512},  {512, 256, 64},
-                                                        {64, 256, 512}, {768, 128, 128}, {128, 512, 768}};
+  const std::vector<std::array<std::size_t, 3>> shapes{{512, 64, 64},  {64, 64, 512},   {512, 256, 64},
+                                                       {64, 256, 512}, {768, 128, 128}, {128, 512, 768}};
   for (const auto& shape : shapes)
     for (int t = 0; t < 4; ++t) {
       const std::size_t m = shape[0], n = shape[1], k = shape[2];

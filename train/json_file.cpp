@@ -39,7 +39,8 @@ nlohmann::json parse_json(std::istream& in, const std::string& source) {
 nlohmann::json read_json_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
-    throw ConfigError(path.string() + (std::filesystem::exists(path, ec) ? ": not a regular file; refused" : ": not found"));
+    throw ConfigError(path.string() +
+                      (std::filesystem::exists(path, ec) ? ": not a regular file; refused" : ": not found"));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path.string() + ": cannot be opened for reading");
   return parse_json(in, path.string());

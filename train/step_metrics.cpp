@@ -218,7 +218,8 @@ std::size_t StepMetrics::measured_only_columns() const {
 }
 
 void StepMetrics::keep_columns_of(const std::string& header) {
-  for (int release = columns::kNewestRelease; release > columns::kFirstRelease; --release) {  // the newest earlier release first
+  for (int release = columns::kNewestRelease; release > columns::kFirstRelease;
+       --release) {  // the newest earlier release first
     std::vector<Group> kept;
     std::string written;
     for (const auto& group : groups_) {

@@ -44,8 +44,8 @@ std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
   for (std::size_t r : arm.kept) {
     RunLengths run;
     try {
-      const train::RunSummary s =
-          train::RunSummary::from_json(train::read_json_file(std::filesystem::path(c.runs[r].dir) / train::kSummaryFile));
+      const train::RunSummary s = train::RunSummary::from_json(
+          train::read_json_file(std::filesystem::path(c.runs[r].dir) / train::kSummaryFile));
       for (const LengthEval& e : s.length_eval)
         if (e.setting == "n_pairs") run.by_pairs[e.value] = e;
       run.seed = seed_key(c.runs[r].config);
