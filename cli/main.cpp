@@ -122,9 +122,9 @@ void install_stop_handlers() {
 // train(), which reads the file again and reports them.
 void load_resume_defaults(const std::string& dir, TrainConfig& config) {
   try {
-    std::ifstream in(std::filesystem::path(dir) / train::kConfigFile);
-    if (!in) return;
-    config = TrainConfig::from_json(train::parse_json(in, dir + "/config.json"), dir + "/config.json");
+    // A FIFO or a device in its place is refused by read_json_file without opening it (train() says so).
+    config = TrainConfig::from_json(train::read_json_file(std::filesystem::path(dir) / train::kConfigFile),
+                                    dir + "/config.json");
   } catch (const std::exception&) {
   }
   config.out = dir;
@@ -684,7 +684,7 @@ int local_sweep_command(const SweepConfig& cfg, const PresetChoice* preset, std:
   // than its progress lines, which then go nowhere. Its runs get SIGPIPE back (see spawn in sweep.cpp).
   std::signal(SIGPIPE, SIG_IGN);
   const std::string start_line =
-      fmt::format("{}: {} runs into {}, {} at a time, {} BLAS thread(s) each; OpenBLAS core {}",
+      fmt::format("{}: {} runs into {}, {} at a time, {} thread(s) each; OpenBLAS core {}",
                   preset ? "experiment --preset " + preset->name + (preset->quick ? " --quick" : "") : "sweep", planned,
                   cfg.out, cfg.jobs, cfg.base.threads, blas::core_name()) +
       "\n" + grid_summary(cfg, planned);

@@ -754,8 +754,7 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
   nlohmann::json index;
   if (fs::exists(out / "sweep.json", ec)) {
     try {
-      std::ifstream in(out / "sweep.json");
-      index = parse_json(in, (out / "sweep.json").string());
+      index = train::read_json_file(out / "sweep.json");  // refuses a FIFO or a device, naming it
     } catch (const nlohmann::json::exception&) {
       // an index cut short is rewritten from the runs; each run directory is still checked below
     }

@@ -23,10 +23,16 @@ inline bool is_whole_float(const nlohmann::json& value) {
   return std::isfinite(v) && v >= 0 && std::floor(v) == v && v < 18446744073709551616.0;
 }
 
-/// `value` as a whole setting `s` stores it: a whole float (is_whole_float) becomes the unsigned integer it equals,
-/// so config.json writes 16 for a given 16.0; any other value is returned as it is.
+/// `value` as setting `s` stores it: for a whole setting a whole float (is_whole_float) becomes the unsigned integer
+/// it equals, so config.json writes 16 for a given 16.0; for a text setting that also takes a number, a number (1.0)
+/// or the text of one ("1.0") becomes its shortest text ("1"), as a flag's value does; any other value is returned as
+/// it is.
 inline nlohmann::json whole_setting_value(const Setting& s, const nlohmann::json& value) {
   if (s.type == Setting::Type::whole && is_whole_float(value)) return static_cast<std::uint64_t>(value.get<double>());
+  if (s.type == Setting::Type::text && s.takes_number) {
+    if (value.is_string()) return detail::shortest_number_text(value.get<std::string>());
+    if (value.is_number() && std::isfinite(value.get<double>())) return detail::shortest_number_text(value.dump());
+  }
   return value;
 }
 

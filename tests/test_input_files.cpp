@@ -469,6 +469,10 @@ TEST_CASE("a run's config.json or summary.json that is a device or a FIFO is ref
   INFO("stderr: " << r.err);
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("config.json: not a regular file") != std::string::npos);
+  r = run_xgrad(words("train --resume runs/fifo"), in_directory(root));  // the flags' defaults are read first
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("config.json: not a regular file") != std::string::npos);
 }
 
 TEST_CASE("parse_json stops at kMaxJsonBytes: a stream without end (/dev/zero) is refused, not read into memory") {

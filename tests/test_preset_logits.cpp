@@ -171,4 +171,10 @@ TEST_CASE("preset logits --quick: AdamW and Muon x 5 scalings x 2 d_k x 2 tasks;
     }
   }
   CHECK(tau5_rows == 1);
+  // (c) is counted per tau: AdamW has a count row for each of its two qk_clip arms.
+  std::set<std::string> adamw_c_subjects;
+  for (const auto& row : verdict_rows(xgrad::testing::required_section(report, "logits-verdicts"), 9))
+    if (row[0] == "c" && row[4] == "adamw") adamw_c_subjects.insert(row[1]);
+  CHECK(adamw_c_subjects.count("qk_clip (qk_clip_tau=5)") == 1);
+  CHECK(adamw_c_subjects.size() == (adamw_c_subjects.count("qk_clip (qk_clip_tau=10)") ? 2u : 1u));
 }

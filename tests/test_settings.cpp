@@ -268,3 +268,10 @@ TEST_CASE("a text setting that takes a number holds one text per value: --qk-nor
   CHECK(xgrad::parse_setting_value(*declared, "inv_sqrt_dk", value).empty());
   CHECK(value == "inv_sqrt_dk");
 }
+
+TEST_CASE("config.json's qk_norm_scale \"1.0\" or 1.0 reads as \"1\", as the flag does") {
+  for (const nlohmann::json& given : {nlohmann::json("1.0"), nlohmann::json(1.0), nlohmann::json(1)}) {
+    const auto c = xgrad::train::TrainConfig::from_json({{"scale", "qk_norm"}, {"qk_norm_scale", given}}, "test");
+    CHECK(c.settings.json().at("qk_norm_scale") == "1");
+  }
+}

@@ -41,6 +41,10 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
   if (!std::filesystem::is_regular_file(path, ec))
     throw ConfigError(path.string() +
                       (std::filesystem::exists(path, ec) ? ": not a regular file; refused" : ": not found"));
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxJsonBytes)  // refused before it is read
+    throw ConfigError(path.string() + ": longer than " + std::to_string(kMaxJsonBytes >> 20) +
+                      " MiB, more than any JSON file xgrad reads; refused");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path.string() + ": cannot be opened for reading");
   return parse_json(in, path.string());

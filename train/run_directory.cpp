@@ -313,6 +313,8 @@ void check_run_inputs_unchanged(const std::string& run_dir, const std::string& a
 
 void check_inputs_on_disk(const TrainConfig& cfg) {
   const fs::path config_path = fs::path(cfg.out) / kConfigFile;
+  std::error_code ec;
+  if (!fs::exists(config_path, ec)) return;  // reported by the resume itself ("holds no run")
   nlohmann::json stored;
   try {
     stored = read_json_file(config_path);

@@ -3,7 +3,6 @@
 // seed-by-seed comparisons (compare_values) counted per question: (a) Muon's largest logit against AdamW's, (b)
 // sqrt_dk's against tau, (c) QK-Clip's final loss against sqrt_dk's where the clip acts, (d) qk_norm at scale 1
 // against qk_norm at 1/sqrt(d_k): entropy at step 0 and at the end, and final loss.
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -12,6 +11,7 @@
 
 #include "common/file_name.h"
 #include "common/registry.h"
+#include "common/setting.h"
 #include "report/claims.h"
 #include "report/preset_report.h"
 #include "report/tables.h"
@@ -24,15 +24,11 @@ namespace {
 // its qk_clip_tau ("" for a scaling without one): arms at two taus are two arms, each compared at its own.
 using Key = std::tuple<std::string, std::string, std::size_t, std::string, std::string, std::string>;
 
-// The role of an arm in the verdicts: its scaling, and for qk_norm its multiplier ("qk_norm:1"), a number written
-// as {:g} writes it ("1.0" and "1e0" are the multiplier 1).
+// The role of an arm in the verdicts: its scaling, and for qk_norm its multiplier ("qk_norm:1"), a number as its
+// shortest text ("1.0" of an earlier release is the multiplier 1).
 std::string role(const ArmStats& a) {
-  if (a.scale() != "qk_norm") return a.scale();
-  std::string scale = setting_text(a.settings, "qk_norm_scale");
-  char* end = nullptr;
-  const double number = std::strtod(scale.c_str(), &end);
-  if (!scale.empty() && end == scale.c_str() + scale.size()) scale = fmt::format("{:g}", number);
-  return "qk_norm:" + scale;
+  return a.scale() == "qk_norm" ? "qk_norm:" + detail::shortest_number_text(setting_text(a.settings, "qk_norm_scale"))
+                                : a.scale();
 }
 
 std::string tau_text(const ArmStats& a) {
@@ -122,29 +118,33 @@ std::string verdicts(const Comparison& c, const std::map<Key, const ArmStats*>& 
   auto name = [&](const ArmStats* a) { return labels(a->optimizer() + " " + scale_label(*a), a->settings); };
   std::string text;
   for (const Rule& rule : kRules) {
-    std::map<std::string, std::map<Outcome, std::size_t>> by_where;
-    std::string subject = rule.subject, baseline = *rule.baseline ? rule.baseline : "tau";  // as the arms name them
+    // Counted per subject (two taus of qk_clip are two subjects) and place (the optimizer; for (a), the scaling).
+    std::map<std::pair<std::string, std::string>, std::pair<std::string, std::map<Outcome, std::size_t>>> counted;
     for (const Row& r : rows_of(c, arms, rule)) {
-      ++by_where[rule.across_optimizers ? scale_label(*r.subject) : r.subject->optimizer()][r.v.outcome];
-      if (!rule.across_optimizers) subject = scale_label(*r.subject);
-      if (!rule.across_optimizers && r.baseline) baseline = scale_label(*r.baseline);
+      const std::string where = rule.across_optimizers ? scale_label(*r.subject) : r.subject->optimizer();
+      const std::string subject = rule.across_optimizers ? rule.subject : scale_label(*r.subject);
+      auto& [baseline, n] = counted[{subject, where}];
+      baseline = rule.across_optimizers ? rule.baseline : r.baseline ? scale_label(*r.baseline) : "tau";
+      ++n[r.v.outcome];
       rows.rows.push_back({rule.question, setting_text(r.subject->settings, "task"), std::to_string(r.subject->d_k()),
                            name(r.subject), r.baseline ? name(r.baseline) : "tau", rule.statistic,
                            value_text(r.v.subject_value), value_text(r.v.baseline_value),
                            fmt::format("{} / {} / {}", r.v.seeds_better, r.v.seeds_worse, r.v.seeds_same),
                            outcome_name(r.v.outcome)});
     }
-    if (by_where.empty())
-      text += preset_text(std::string("logits.none_") + rule.question, {{"subject", subject}}) + "\n";
-    for (auto& [where, n] : by_where) {
+    if (counted.empty())
+      text += preset_text(std::string("logits.none_") + rule.question, {{"subject", rule.subject}}) + "\n";
+    for (auto& [place, count] : counted) {
+      auto& n = count.second;
       const std::size_t better = n[Outcome::better], worse = n[Outcome::worse], same = n[Outcome::same],
                         undecided = n[Outcome::not_decided], total = better + worse + same + undecided;
-      counts.rows.push_back({rule.question, subject, baseline, rule.statistic, where, std::to_string(better),
-                             std::to_string(worse), std::to_string(same), std::to_string(undecided)});
+      counts.rows.push_back({rule.question, place.first, count.first, rule.statistic, place.second,
+                             std::to_string(better), std::to_string(worse), std::to_string(same),
+                             std::to_string(undecided)});
       const char* answer = better == total ? "better" : worse == total ? "worse" : same == total ? "same" : "mixed";
       text += preset_text(fmt::format("logits.{}_{}_{}", rule.question, rule.statistic, answer),
-                          {{"subject", subject},
-                           {"where", where},
+                          {{"subject", place.first},
+                           {"where", place.second},
                            {"n", total},
                            {"better", better},
                            {"worse", worse},
