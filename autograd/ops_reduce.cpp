@@ -1,10 +1,13 @@
 // Reductions over all elements or a set of axes. sum and mean go through xtensor reducers; max, min, var and
-// logsumexp walk the input once per pass with a (input index, output index) odometer, in plain loops.
+// logsumexp walk the input once per pass with a (input index, output index) odometer, in plain loops (logsumexp over
+// the last axis alone goes row by row, with the SIMD exp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "autograd/kernels/loops.h"
+#include "autograd/kernels/softmax.h"
 #include "autograd/ops_reduce.h"
 
 namespace xgrad {
@@ -217,9 +220,68 @@ basic_tensor<T> var(const basic_tensor<T>& a, std::vector<int> axes, bool keepdi
   return reduce_var(a, normalize_axes(axes, a.dim(), "var"), keepdim, correction);
 }
 
+namespace {
+// The largest of x[0, n), NaN when one is NaN: eight running maxima and a NaN flag, so that no compare waits on the
+// one before it (one running maximum with a NaN test was a chain of dependent branches, ~4 cycles per element).
 template <class T>
-basic_tensor<T> logsumexp(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim) {
-  const ReductionWalk red(a.shape(), normalize_axes(axes, a.dim(), "logsumexp"), keepdim, "logsumexp");
+T row_max(const T* x, std::size_t n) {
+  T m[8];
+  std::fill(m, m + 8, -std::numeric_limits<T>::infinity());
+  bool nan = false;
+  std::size_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (std::size_t k = 0; k < 8; ++k) {
+      m[k] = x[j + k] > m[k] ? x[j + k] : m[k];
+      nan |= x[j + k] != x[j + k];
+    }
+  for (; j < n; ++j) {
+    m[0] = x[j] > m[0] ? x[j] : m[0];
+    nan |= x[j] != x[j];
+  }
+  return nan ? std::numeric_limits<T>::quiet_NaN() : *std::max_element(m, m + 8);
+}
+
+// logsumexp over the last axis, one row at a time: the row's max, its shifted exps by the SIMD kernel
+// (simd::exp_shifted), their sum in double; rows in parallel, each written by one thread. The readout's log Z
+// (z_loss, every step) takes this path; logsumexp_walk is its reference (tests/test_ops_more.cpp).
+template <class T>
+basic_tensor<T> logsumexp_rows(const basic_tensor<T>& a, const shape_t& out_shape) {
+  const std::size_t cols = a.shape().back(), rows = a.numel() / cols;
+  const T* X = a.value().data();
+  xt::xarray<T> out = xt::xarray<T>::from_shape(out_shape);
+  kernels::for_each_row(rows, 8 * cols, [&](std::size_t i) {
+    const T* x = X + i * cols;
+    const T m = row_max(x, cols);
+    if (!std::isfinite(m)) {  // an infinite max is the answer itself (all -inf, or a +inf)
+      out.data()[i] = m;
+      return;
+    }
+    std::vector<T> e(cols);
+    simd::exp_shifted(x, m, e.data(), cols);
+    double s = 0;  // summed in double: many small terms beside one of size 1
+    for (std::size_t j = 0; j < cols; ++j) s += static_cast<double>(e[j]);
+    out.data()[i] = static_cast<T>(m + std::log(s));
+  });
+  return make_result<T>("logsumexp", std::move(out), {a}, [rows, cols](Node<T>& self) {
+    const T* X = self.inputs[0]->value.data();
+    xt::xarray<T> gx = xt::xarray<T>::from_shape(self.inputs[0]->value.shape());
+    kernels::for_each_row(rows, 8 * cols, [&](std::size_t i) {
+      const T lse = self.value.data()[i], g = self.grad.data()[i];
+      T* d = gx.data() + i * cols;
+      if (lse == -std::numeric_limits<T>::infinity()) {  // an all -inf row passes zero gradient, not NaN
+        std::fill(d, d + cols, T(0));
+        return;
+      }
+      simd::exp_shifted(X + i * cols, lse, d, cols);  // d lse / dx_j = exp(x_j - lse): the softmax of the row
+      for (std::size_t j = 0; j < cols; ++j) d[j] *= g;
+    });
+    accumulate_grad(*self.inputs[0], std::move(gx), "logsumexp");
+  });
+}
+
+// logsumexp over any axes, walking the input once per pass in plain loops.
+template <class T>
+basic_tensor<T> logsumexp_walk(const basic_tensor<T>& a, const ReductionWalk& red) {
   const T* X = a.value().data();
   std::vector<T> m(red.out_size, -std::numeric_limits<T>::infinity());
   red.for_each([&](std::size_t i, std::size_t o) {
@@ -243,6 +305,14 @@ basic_tensor<T> logsumexp(const basic_tensor<T>& a, std::vector<int> axes, bool 
     });
     accumulate_grad(*self.inputs[0], std::move(gx), "logsumexp");
   });
+}
+}  // namespace
+
+template <class T>
+basic_tensor<T> logsumexp(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim) {
+  const ReductionWalk red(a.shape(), normalize_axes(axes, a.dim(), "logsumexp"), keepdim, "logsumexp");
+  const bool last_axis_only = red.axes.size() == 1 && red.axes[0] + 1 == a.dim();
+  return last_axis_only ? logsumexp_rows(a, red.out_shape) : logsumexp_walk(a, red);
 }
 
 #define XGRAD_INSTANTIATE(T)                                                               \

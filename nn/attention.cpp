@@ -18,6 +18,13 @@ namespace xgrad::nn {
 
 namespace {
 
+// MultiHeadAttention's input: [B, T, d_model].
+void check_input(const Tensor& x, std::size_t d_model) {
+  if (x.dim() != 3 || x.size(2) != d_model)
+    throw Error("MultiHeadAttention: input must be [B, T, " + std::to_string(d_model) + "], got " +
+                shape_str(x.shape()));
+}
+
 // Without W_o the concatenated heads [.., n_heads * d_k] are added to the residual stream [.., d_model].
 void check_without_out_proj(std::size_t d_model, std::size_t n_heads, std::size_t d_k) {
   if (n_heads * d_k != d_model)
@@ -199,21 +206,26 @@ void softmax_backward(float* dP, const float* P, std::size_t Tq, std::size_t T) 
   }
 }
 
-// The sizes of one fused attention call: B batch elements, H heads of D, T keys, Tq queries; row stride HD = H D.
+// The sizes of one fused attention call: B batch elements, H heads of D, T keys, Tq queries; HD = H D, the row
+// stride of the output. q, k and v are three tensors of row stride HD, or one packed [B, T, 3 HD] (q, k, v side by
+// side in each row: `stride` 3 HD, k at column HD, v at 2 HD).
 struct HeadLayout {
   std::size_t B, T, Tq, HD, H, D;
-  std::size_t kv_block(std::size_t b, std::size_t h) const { return b * T * HD + h * D; }  // [T, d_k] in k, v
-  std::size_t q_block(std::size_t b, std::size_t h) const { return b * Tq * HD + h * D; }  // [Tq, d_k] in q, out
+  std::size_t stride = 0;  // the row stride of q, k and v
+  bool packed = false;
+  std::size_t kv_block(std::size_t b, std::size_t h) const { return b * T * stride + h * D; }   // [T, d_k] in k, v
+  std::size_t q_block(std::size_t b, std::size_t h) const { return b * Tq * stride + h * D; }   // [Tq, d_k] in q
+  std::size_t out_block(std::size_t b, std::size_t h) const { return b * Tq * HD + h * D; }     // [Tq, d_k] in out
 };
 
-// [B, n, H * d_k] → [B, H, n, d_k], for the statistics.
-xt::xarray<float> heads_first(const Tensor& heads, const HeadLayout& l) {
-  const std::size_t n = heads.size(1);
+// n rows of heads at `data` with row stride `stride` ([B, n, H * d_k] within them) → [B, H, n, d_k], for the
+// statistics.
+xt::xarray<float> heads_first(const float* data, std::size_t n, std::size_t stride, const HeadLayout& l) {
   xt::xarray<float> r = xt::xarray<float>::from_shape({l.B, l.H, n, l.D});
   for (std::size_t b = 0; b < l.B; ++b)
     for (std::size_t h = 0; h < l.H; ++h)
       for (std::size_t t = 0; t < n; ++t) {
-        const float* src = heads.value().data() + b * n * l.HD + t * l.HD + h * l.D;
+        const float* src = data + b * n * stride + t * stride + h * l.D;
         std::copy(src, src + l.D, r.data() + ((b * l.H + h) * n + t) * l.D);
       }
   return r;
@@ -237,45 +249,68 @@ struct AttentionSaved {
   std::shared_ptr<Node<float>> score_node;  // the recorded scores, when recording
 };
 
+// Where attention_backward writes dQ, dK, dV (null: not needed) and the beta of each: each head block of a gradient
+// is written by one (b, h) only, so a fresh gradient is overwritten (beta 0) and an earlier one added to (beta 1).
+// When q, k or v are one tensor, the second grad_slot finds it taken: beta 1. A packed qkv's three column blocks
+// are disjoint parts of one gradient, fresh or not together.
+struct GradTargets {
+  float *dQ = nullptr, *dK = nullptr, *dV = nullptr;
+  float beta[3] = {1, 1, 1};
+};
+GradTargets grad_targets(Node<float>& self, const HeadLayout& l) {
+  GradTargets g;
+  bool fresh = false;
+  if (l.packed) {
+    if (!needs_grad(self, 0)) return g;
+    g.dQ = grad_slot(*self.inputs[0], fresh).data();
+    g.dK = g.dQ + l.HD;
+    g.dV = g.dQ + 2 * l.HD;
+    std::fill(g.beta, g.beta + 3, fresh ? 0.0f : 1.0f);
+    return g;
+  }
+  float** targets[3] = {&g.dQ, &g.dK, &g.dV};
+  for (std::size_t i = 0; i < 3; ++i)
+    if (needs_grad(self, i)) {
+      *targets[i] = grad_slot(*self.inputs[i], fresh).data();
+      g.beta[i] = fresh ? 0.0f : 1.0f;
+    }
+  return g;
+}
+
 // Per head (Vaswani et al. 2017's attention differentiated by hand): dP = dO V^T, dS = P * (dP - rowsum(dP * P)),
 // dZ = f'(Z) * dS, dZ_ij *= r_i, dQ = c dZ K, dK = c dZ^T Q, dV = P^T dO.
 void attention_backward(Node<float>& self, const AttentionSaved& s) {
   const HeadLayout& l = s.l;
   const float* Q = self.inputs[0]->value.data();
-  const float* K = self.inputs[1]->value.data();
-  const float* V = self.inputs[2]->value.data();
+  const float* K = l.packed ? Q + l.HD : self.inputs[1]->value.data();
+  const float* V = l.packed ? Q + 2 * l.HD : self.inputs[2]->value.data();
   const float* dO = self.grad.data();
-  const bool need_q = needs_grad(self, 0), need_k = needs_grad(self, 1), need_v = needs_grad(self, 2);
-  // Each head block of a gradient is written by one (b, h) only: overwrite a fresh gradient (beta 0), add to an
-  // earlier one (beta 1). When q, k or v are one tensor, the second grad_slot finds it taken: beta 1.
-  bool fresh = false;
-  float* dQ = need_q ? grad_slot(*self.inputs[0], fresh).data() : nullptr;
-  const float beta_q = fresh ? 0.0f : 1.0f;
-  float* dK = need_k ? grad_slot(*self.inputs[1], fresh).data() : nullptr;
-  const float beta_k = fresh ? 0.0f : 1.0f;
-  float* dV = need_v ? grad_slot(*self.inputs[2], fresh).data() : nullptr;
-  const float beta_v = fresh ? 0.0f : 1.0f;
+  const GradTargets g = grad_targets(self, l);
+  const bool need_q = g.dQ, need_k = g.dK, need_v = g.dV;
+  float *dQ = g.dQ, *dK = g.dK, *dV = g.dV;
+  const float beta_q = g.beta[0], beta_k = g.beta[1], beta_v = g.beta[2];
   xt::xarray<float> score_grad;
   if (s.score_node) score_grad = xt::xarray<float>::from_shape(s.score_node->value.shape());
   // When q and k (or v) are one tensor, dQ and dK are the same array, but a pair still writes only its own head
   // blocks of it, both times from the same thread in the same order.
-  const std::size_t Tq = l.Tq, T = l.T, D = l.D, HD = l.HD;
+  const std::size_t Tq = l.Tq, T = l.T, D = l.D, HD = l.HD, S = l.stride;
   const std::size_t pair_work = Tq * T * D / 2 + 4 * Tq * T;
   parallel_for(0, l.B * l.H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
     std::vector<float> dS(Tq * T);
     for (std::size_t pair = lo; pair < hi; ++pair) {
-      const std::size_t head = l.kv_block(pair / l.H, pair % l.H), q_head = l.q_block(pair / l.H, pair % l.H);
+      const std::size_t b = pair / l.H, h = pair % l.H;
+      const std::size_t head = l.kv_block(b, h), q_head = l.q_block(b, h), o_head = l.out_block(b, h);
       const float* P = s.probs.data() + pair * Tq * T;
-      if (need_v) blas::gemm<float>(true, false, T, D, Tq, 1.0f, P, T, dO + q_head, HD, beta_v, dV + head, HD);
+      if (need_v) blas::gemm<float>(true, false, T, D, Tq, 1.0f, P, T, dO + o_head, HD, beta_v, dV + head, S);
       if (!need_q && !need_k && !s.score_node) continue;
-      blas::gemm<float>(false, true, Tq, T, D, 1.0f, dO + q_head, HD, V + head, HD, 0.0f, dS.data(), T);
+      blas::gemm<float>(false, true, Tq, T, D, 1.0f, dO + o_head, HD, V + head, S, 0.0f, dS.data(), T);
       softmax_backward(dS.data(), P, Tq, T);
       if (s.score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + pair * Tq * T);
       scores_backward(s.hooks, dS.data(), s.hooks.transform ? s.pre_transform.data() + pair * Tq * T : nullptr, Tq, T);
       if (need_q)
-        blas::gemm<float>(false, false, Tq, D, T, s.alpha, dS.data(), T, K + head, HD, beta_q, dQ + q_head, HD);
+        blas::gemm<float>(false, false, Tq, D, T, s.alpha, dS.data(), T, K + head, S, beta_q, dQ + q_head, S);
       if (need_k)
-        blas::gemm<float>(true, false, T, D, Tq, s.alpha, dS.data(), T, Q + q_head, HD, beta_k, dK + head, HD);
+        blas::gemm<float>(true, false, T, D, Tq, s.alpha, dS.data(), T, Q + q_head, S, beta_k, dK + head, S);
     }
   });
   if (s.score_node) accumulate_grad(*s.score_node, std::move(score_grad), "attention");
@@ -301,15 +336,14 @@ void attention_backward(Node<float>& self, const AttentionSaved& s) {
 // row i the query at sequence position query_positions[i], k and v stay [B, T, H * d_k], and the result is
 // [B, Tq, H * d_k], equal to rows query_positions of the full result (the mask, r_i and b taken at each row's
 // position); a `record` then holds those rows only ([B, H, Tq, T]) and their positions.
-Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
+//
+// `inputs` are {q, k, v}, or {qkv} when `layout` is packed.
+Tensor fused_attention(const std::vector<Tensor>& inputs, const HeadLayout& layout, bool causal,
                        const std::shared_ptr<const AttentionScaling>& scaling, AttentionRecord* record,
-                       const std::vector<std::size_t>* query_positions = nullptr,
-                       std::vector<float>* step_max = nullptr) {
+                       const std::vector<std::size_t>* query_positions, std::vector<float>* step_max) {
   AttentionSaved s;
-  HeadLayout& l = s.l;
-  l = {k.size(0), k.size(1), query_positions ? query_positions->size() : k.size(1),
-       k.size(2), n_heads,   k.size(2) / n_heads};
-  const std::size_t Tq = l.Tq, T = l.T, D = l.D, HD = l.HD;
+  const HeadLayout& l = s.l = layout;
+  const std::size_t Tq = l.Tq, T = l.T, D = l.D, HD = l.HD, S = l.stride;
   s.alpha = static_cast<float>(scaling->multiplier());
   s.hooks = score_hooks(scaling, l.H, T, causal, query_positions);
   s.probs = xt::xarray<float>::from_shape({l.B, l.H, Tq, T});
@@ -318,36 +352,58 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::s
   if (record) scores = xt::xarray<float>::from_shape({l.B, l.H, Tq, T});
   if (s.hooks.transform) s.pre_transform = xt::xarray<float>::from_shape({l.B, l.H, Tq, T});
   std::vector<float> pair_max(step_max ? l.B * l.H : 0);
-  const float* Q = q.value().data();
-  const float* K = k.value().data();
-  const float* V = v.value().data();
+  const float* Q = inputs[0].value().data();
+  const float* K = l.packed ? Q + HD : inputs[1].value().data();
+  const float* V = l.packed ? Q + 2 * HD : inputs[2].value().data();
   // Work of one (b, h) pair in element-operations: a GEMM flop counts as a sixteenth of one (BLAS runs them at
   // several per cycle), the softmax about 4 per score.
   const std::size_t pair_work = Tq * T * D / 4 + 4 * Tq * T;
   parallel_for(0, l.B * l.H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t pair = lo; pair < hi; ++pair) {
-      const std::size_t head = l.kv_block(pair / l.H, pair % l.H), q_head = l.q_block(pair / l.H, pair % l.H);
+      const std::size_t b = pair / l.H, h = pair % l.H, head = l.kv_block(b, h), q_head = l.q_block(b, h);
       float* P = s.probs.data() + pair * Tq * T;
-      blas::gemm<float>(false, true, Tq, T, D, s.alpha, Q + q_head, HD, K + head, HD, 0.0f, P, T);
+      blas::gemm<float>(false, true, Tq, T, D, s.alpha, Q + q_head, S, K + head, S, 0.0f, P, T);
       scores_forward(s.hooks, pair % l.H, P, s.hooks.transform ? s.pre_transform.data() + pair * Tq * T : nullptr, Tq,
                      T);
       if (record) std::copy(P, P + Tq * T, scores.data() + pair * Tq * T);
       if (step_max) pair_max[pair] = largest(P, Tq * T);
       for (std::size_t i = 0; i < Tq; ++i) simd::softmax_row(P + i * T, P + i * T, T);
-      blas::gemm<float>(false, false, Tq, D, T, 1.0f, P, T, V + head, HD, 0.0f, out.data() + q_head, HD);
+      blas::gemm<float>(false, false, Tq, D, T, 1.0f, P, T, V + head, S, 0.0f, out.data() + l.out_block(b, h), HD);
     }
   });
   if (step_max) add_max_logits(pair_max, l.H, *step_max);
   if (record) {
     record->query_positions = query_positions ? *query_positions : std::vector<std::size_t>();
-    record->q = heads_first(q, l);
-    record->k = heads_first(k, l);
+    record->q = heads_first(Q, Tq, S, l);
+    record->k = heads_first(K, T, S, l);
     record->probs = s.probs;
     record->scores = Tensor(std::move(scores));
     s.score_node = record->scores.node();
   }
-  return make_result<float>("attention", std::move(out), {q, k, v},
+  return make_result<float>("attention", std::move(out), inputs,
                             [s = std::move(s)](Node<float>& self) { attention_backward(self, s); });
+}
+
+Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t n_heads, bool causal,
+                       const std::shared_ptr<const AttentionScaling>& scaling, AttentionRecord* record,
+                       const std::vector<std::size_t>* query_positions = nullptr,
+                       std::vector<float>* step_max = nullptr) {
+  HeadLayout l{k.size(0), k.size(1), query_positions ? query_positions->size() : k.size(1),
+               k.size(2), n_heads,   k.size(2) / n_heads};
+  l.stride = l.HD;
+  return fused_attention({q, k, v}, l, causal, scaling, record, query_positions, step_max);
+}
+
+// attention_heads of every query on q, k, v packed side by side in the rows of one [B, T, 3 H d_k] (x @ [W_q | W_k |
+// W_v]): the heads are read in place through the row stride 3 H d_k and the gradient is one [B, T, 3 H d_k].
+Tensor attention_heads_packed(const Tensor& qkv, std::size_t n_heads, bool causal,
+                              const std::shared_ptr<const AttentionScaling>& scaling, AttentionRecord* record,
+                              std::vector<float>* step_max) {
+  const std::size_t HD = qkv.size(2) / 3;
+  HeadLayout l{qkv.size(0), qkv.size(1), qkv.size(1), HD, n_heads, HD / n_heads};
+  l.stride = 3 * HD;
+  l.packed = true;
+  return fused_attention({qkv}, l, causal, scaling, record, nullptr, step_max);
 }
 
 // attention_heads (every query) from autograd ops, with `attn_dropout` on the weights between the softmax and @ v,
@@ -467,9 +523,7 @@ void MultiHeadAttention::after_optimizer_step(bool updated) {
 
 void MultiHeadAttention::project(const Tensor& x, const std::vector<std::size_t>* query_positions, Tensor& q, Tensor& k,
                                  Tensor& v) {
-  if (x.dim() != 3 || x.size(2) != d_model)
-    throw Error("MultiHeadAttention: input must be [B, T, " + std::to_string(d_model) + "], got " +
-                shape_str(x.shape()));
+  check_input(x, d_model);
   const auto B = static_cast<std::int64_t>(x.size(0)), T = static_cast<std::int64_t>(x.size(1));
   const auto H = static_cast<std::int64_t>(heads_), D = static_cast<std::int64_t>(d_k);
   if (is_training() && grad_enabled()) scaling->update_state(w_q->weight, w_k->weight);
@@ -494,13 +548,23 @@ void MultiHeadAttention::project(const Tensor& x, const std::vector<std::size_t>
 Tensor MultiHeadAttention::forward(const Tensor& x) { return attend(x, nullptr); }
 
 Tensor MultiHeadAttention::attend(const Tensor& x, const std::vector<std::size_t>* max_logit_rows) {
-  Tensor q, k, v;
-  project(x, nullptr, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
   AttentionRecord* record = record_attention ? &last : nullptr;
-  Tensor out = attn_dropout->active()
-                   ? attention_heads_with_dropout(q, k, v, heads_, causal, *scaling, record, *attn_dropout,
-                                                  max_logits_to_track(), max_logit_rows)
-                   : attention_heads(q, k, v, heads_, causal, scaling, record, nullptr, max_logits_to_track());
+  Tensor out;
+  if (!attn_dropout->active() && !scaling->transforms_weights() && !scaling->transforms_qk()) {
+    check_input(x, d_model);
+    if (is_training() && grad_enabled()) scaling->update_state(w_q->weight, w_k->weight);
+    // q, k and v from one GEMM, x @ [W_q | W_k | W_v]: it reads x once where three products read it thrice, and
+    // runs nearer sgemm's peak (bench/README.md, "One projection for q, k and v").
+    const Tensor qkv = matmul(x, concat({w_q->weight, w_k->weight, w_v->weight}, 1));
+    out = attention_heads_packed(qkv, heads_, causal, scaling, record, max_logits_to_track());
+  } else {
+    Tensor q, k, v;
+    project(x, nullptr, q, k, v);  // q, k, v stay [B, T, H d_k]: attention_heads reads the heads in place
+    out = attn_dropout->active()
+              ? attention_heads_with_dropout(q, k, v, heads_, causal, *scaling, record, *attn_dropout,
+                                             max_logits_to_track(), max_logit_rows)
+              : attention_heads(q, k, v, heads_, causal, scaling, record, nullptr, max_logits_to_track());
+  }
   if (record_attention && record_spectral_norms) last.qk_spectral_norms = qk_spectral_norms();  // project()'s weights
   return w_o ? w_o->forward(out) : out;
 }
@@ -535,9 +599,7 @@ Tensor MultiHeadAttention::forward_step(const Tensor& x, AttentionCache& cache) 
 }
 
 Tensor MultiHeadAttention::forward_reference(const Tensor& x) {
-  if (x.dim() != 3 || x.size(2) != d_model)
-    throw Error("MultiHeadAttention: input must be [B, T, " + std::to_string(d_model) + "], got " +
-                shape_str(x.shape()));
+  check_input(x, d_model);
   if (is_training() && grad_enabled()) scaling->update_state(w_q->weight, w_k->weight);
   return multi_head_attention_reference(x, w_q->weight, w_k->weight, w_v->weight, w_o ? w_o->weight : Tensor(),
                                         *scaling, scaling->parameters(), heads_, causal);

@@ -305,17 +305,20 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     total += n * n;
   }
   total = std::sqrt(total);
-  if (max_norm > 0 && std::isfinite(max_norm) && total > max_norm) {
-    const auto scale = static_cast<float>(max_norm / (total + 1e-6));
-    for (auto p : params)
-      if (p.has_grad()) {
-        float* g = p.mutable_grad().data();
-        parallel_for(0, p.numel(), grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
-          for (std::size_t j = lo; j < hi; ++j) g[j] *= scale;
-        });
-      }
-  }
+  clip_grads_with_norm(params, max_norm, total);
   return total;
+}
+
+void clip_grads_with_norm(const std::vector<Tensor>& params, double max_norm, double total_norm) {
+  if (!(max_norm > 0 && std::isfinite(max_norm) && total_norm > max_norm)) return;
+  const auto scale = static_cast<float>(max_norm / (total_norm + 1e-6));
+  for (auto p : params)
+    if (p.has_grad()) {
+      float* g = p.mutable_grad().data();
+      parallel_for(0, p.numel(), grain_for(1, 64), [&](std::size_t lo, std::size_t hi) {
+        for (std::size_t j = lo; j < hi; ++j) g[j] *= scale;
+      });
+    }
 }
 
 }  // namespace xgrad::nn

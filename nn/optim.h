@@ -219,6 +219,10 @@ bool decays_matrices_only(const SettingValues& settings);
 /// Global L2 norm of all gradients. If it exceeds max_norm, scales every gradient by max_norm / norm.
 /// Returns the norm before clipping (as torch.nn.utils.clip_grad_norm_). max_norm <= 0 or infinite: no clipping.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+/// clip_grad_norm's scaling alone, given the gradients' global L2 norm `total_norm` already computed (a trainer that
+/// logs each parameter's norm): scales every gradient by max_norm / (total_norm + 1e-6) when total_norm > max_norm
+/// (as torch.nn.utils.clip_grads_with_norm_). max_norm <= 0 or infinite: no clipping.
+void clip_grads_with_norm(const std::vector<Tensor>& params, double max_norm, double total_norm);
 
 /// L2 norm of one tensor's gradient (0 when it has none), accumulated in double.
 double grad_norm(const Tensor& param);

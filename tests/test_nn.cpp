@@ -155,6 +155,23 @@ TEST_CASE("clip_grad_norm returns the norm before clipping and scales gradients 
   CHECK(clip_grad_norm({a, b}, 0.0) == doctest::Approx(1.0).epsilon(1e-4));  // 0 = no clipping
 }
 
+TEST_CASE("clip_grads_with_norm scales as clip_grad_norm does, given the norm") {
+  auto grads = [] {
+    Tensor a(xt::xarray<float>{0.f, 0.f}, true), b(xt::xarray<float>{0.f}, true);
+    sum(a * Tensor(xt::xarray<float>{3.f, 0.f})).backward();
+    sum(b * 4.0).backward();
+    return std::vector<Tensor>{a, b};
+  };
+  const std::vector<Tensor> by_norm = grads(), computed = grads();
+  clip_grads_with_norm(by_norm, 1.0, 5.0);
+  clip_grad_norm(computed, 1.0);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(by_norm[i].grad() == computed[i].grad());  // the same float ops
+  CHECK(by_norm[1].grad()(0) == doctest::Approx(0.8).epsilon(1e-4));
+  clip_grads_with_norm(by_norm, 2.0, 1.0);  // under max_norm: untouched
+  clip_grads_with_norm(by_norm, 0.0, 9.0);  // 0 = no clipping
+  CHECK(by_norm[1].grad()(0) == computed[1].grad()(0));
+}
+
 TEST_CASE("an empty batch runs forward and backward without crashing (zero loss, zero gradients)") {
   AttentionModel model(small_config(), 0);
   index_array tokens = index_array::from_shape({0, 4});

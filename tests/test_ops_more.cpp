@@ -446,6 +446,25 @@ TEST_CASE("logsumexp") {
     const DTensor d(uniform({2, 5}, gen));
     CHECK_CLOSE(logsumexp(d, {0, 1}).value(), (xt::xarray<double>(std::log(xt::sum(xt::exp(d.value()))()))), 1e-12);
   }
+  SUBCASE("the last axis (row kernel, float exp) against the walk over any axes (double exp)") {
+    std::uniform_real_distribution<float> u(-8.0f, 8.0f);
+    xt::xarray<float> xs = xt::xarray<float>::from_shape({6, 75});
+    for (auto& v : xs) v = u(gen);
+    xs(5, 3) = std::numeric_limits<float>::quiet_NaN();
+    Tensor rows_in(xs, true), walk_in(xt::xarray<float>(xt::transpose(xs)), true);
+    const Tensor by_rows = logsumexp(rows_in, {-1}), by_walk = logsumexp(walk_in, {0});
+    CHECK(std::isnan(by_rows.value()(5)));
+    // |lse| < 16, where a float's ulp is 9.5e-7 (both paths round m + log(s) to float); the float exp is within
+    // 1 ulp (tests/test_kernels.cpp), 1.2e-7 relative to terms <= 1, so log(s) moves by 1.2e-7 at most.
+    for (std::size_t i = 0; i < 5; ++i) CHECK(std::abs(by_rows.value()(i) - by_walk.value()(i)) <= 2e-6);
+    const xt::xarray<float> g{0.5f, -1.0f, 0.25f, 1.0f, 0.75f, 0.0f};
+    by_rows.backward(g);
+    by_walk.backward(g);
+    // d_j = g exp(x_j - lse) <= 1: the exp's ulp (1.2e-7) and the product's rounding (6e-8) in each path.
+    const xt::xarray<float> walk_grad = xt::transpose(walk_in.grad());
+    for (std::size_t i = 0; i < 5; ++i)
+      for (std::size_t j = 0; j < 75; ++j) CHECK(std::abs(rows_in.grad()(i, j) - walk_grad(i, j)) <= 4e-7);
+  }
   SUBCASE("an all -inf slice: -inf and zero gradient, no NaN") {
     DTensor x(xt::xarray<double>{{-inf, -inf, -inf}, {0.0, std::log(3.0), -inf}}, true);
     const DTensor y = logsumexp(x, {1});

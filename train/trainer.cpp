@@ -372,7 +372,7 @@ StepRecord Run::train_step(std::size_t step) {
   r.grad_norm = std::sqrt(sum_squares);
   r.finite = is_finite_step(r.loss, r.grad_norm);
   if (r.finite) {
-    nn::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
+    nn::clip_grads_with_norm(model->parameters(), cfg.clip_grad_norm, r.grad_norm);  // the norm just logged
   } else {
     r.first_nonfinite = first_nonfinite(named);
     // The state before this step, with the gradients that broke it; checkpoint.safetensors keeps the last good one.
