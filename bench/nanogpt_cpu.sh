@@ -17,10 +17,10 @@
 # build/corpus/kjv.txt). The table: per engine and thread count, ms per iteration (each run's mean step time over its
 # steps 1 .. N-2; the median over seeds and its spread), xgrad/PyTorch, the step's sgemm GFLOP (every call of xgrad's
 # steps 1 .. N-2 counted by shape; PyTorch's row divides the same count by its own time), the GFLOP/s reached, the
-# floor (those GEMMs timed alone on one thread after each xgrad run, the median, divided by the thread count: what
-# that many cores allow at best) and the step over it, and the held-out loss at iterations N/4, N/2 and N (mean and
-# spread over seeds); then the targets judged. --out DIR keeps every run's metrics.csv (default: a
-# temporary directory, removed). PyTorch is Debian's python3-torch, run with /usr/bin/python3; it is optional and
+# floor (those GEMMs timed alone on one thread, operands in cache, after each xgrad run, the median over runs, divided
+# by the thread count: what that many cores allow at best) and the step over it, and the held-out loss at iterations
+# N/4, N/2 and N (mean and spread over seeds); then the targets judged. --out DIR keeps every run's metrics.csv
+# (default: a temporary directory, removed). PyTorch is Debian's python3-torch, run with /usr/bin/python3; it is optional and
 # never a dependency of xgrad. Bad arguments exit 2 with one line naming the flag (tests/nanogpt_cpu_errors_test.sh).
 set -euo pipefail
 

@@ -11,7 +11,7 @@ namespace xgrad::bench {
 
 struct GemmTiming {
   GemmShape shape;
-  double ms = 0, cpu_ms = 0;  // median wall and thread CPU time of all `count` calls of this shape together
+  double ms = 0, cpu_ms = 0;  // fastest round's wall and thread CPU time of all `count` calls of this shape
   double gflops() const { return ms > 0 ? shape.flops() / (ms * 1e6) : 0; }
 };
 
@@ -25,7 +25,8 @@ struct SgemmFloor {
 };
 
 /// Times every GEMM of one training step of `config` (step_gemms) through xgrad::blas::gemm<float>, on the BLAS
-/// threads currently set, on random data; each shape's time is the median over `rounds` runs.
+/// threads currently set, on random data in cache (each shape's operands warmed by one call first); each shape's
+/// time is the fastest of `rounds` runs.
 SgemmFloor measure_sgemm_floor(const BenchConfig& config, std::size_t rounds = 7);
 /// The same for given shapes (each `count` calls).
 SgemmFloor measure_gemm_shapes(const std::vector<GemmShape>& shapes, std::size_t rounds = 7);
