@@ -249,18 +249,20 @@ basic_tensor<T> logsumexp_rows(const basic_tensor<T>& a, const shape_t& out_shap
   const std::size_t cols = a.shape().back(), rows = a.numel() / cols;
   const T* X = a.value().data();
   xt::xarray<T> out = xt::xarray<T>::from_shape(out_shape);
-  kernels::for_each_row(rows, 8 * cols, [&](std::size_t i) {
-    const T* x = X + i * cols;
-    const T m = row_max(x, cols);
-    if (!std::isfinite(m)) {  // an infinite max is the answer itself (all -inf, or a +inf)
-      out.data()[i] = m;
-      return;
+  parallel_for(0, rows, grain_for(8 * cols), [&](std::size_t lo, std::size_t hi) {
+    std::vector<T> e(cols);  // the shifted exps of one row
+    for (std::size_t i = lo; i < hi; ++i) {
+      const T* x = X + i * cols;
+      const T m = row_max(x, cols);
+      if (!std::isfinite(m)) {  // an infinite max is the answer itself (all -inf, or a +inf)
+        out.data()[i] = m;
+        continue;
+      }
+      simd::exp_shifted(x, m, e.data(), cols);
+      double s = 0;  // summed in double: many small terms beside one of size 1
+      for (std::size_t j = 0; j < cols; ++j) s += static_cast<double>(e[j]);
+      out.data()[i] = static_cast<T>(m + std::log(s));
     }
-    std::vector<T> e(cols);
-    simd::exp_shifted(x, m, e.data(), cols);
-    double s = 0;  // summed in double: many small terms beside one of size 1
-    for (std::size_t j = 0; j < cols; ++j) s += static_cast<double>(e[j]);
-    out.data()[i] = static_cast<T>(m + std::log(s));
   });
   return make_result<T>("logsumexp", std::move(out), {a}, [rows, cols](Node<T>& self) {
     const T* X = self.inputs[0]->value.data();

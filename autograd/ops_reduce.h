@@ -50,7 +50,9 @@ basic_tensor<T> var(const basic_tensor<T>& a, std::vector<int> axes, bool keepdi
 
 /// log(sum(exp(a))) over `axes`, numerically stable: the slice max m is subtracted, m + log(sum(exp(a - m))).
 /// Gradient: softmax over the slice, exp(a - logsumexp). A slice whose elements are all -inf gives -inf and
-/// passes zero gradient (not NaN); a +inf element gives +inf (gradient NaN there, as torch.logsumexp).
+/// passes zero gradient (not NaN); a +inf element gives +inf (gradient NaN there, as torch.logsumexp); a NaN gives
+/// NaN. The exps are summed in double; over the last axis alone they come from the SIMD exp (float: within 1 ulp,
+/// autograd/kernels/softmax.h), over other axes from std::exp in double.
 /// Throws Error on a bad axis list or an empty reduction.
 template <class T>
 basic_tensor<T> logsumexp(const basic_tensor<T>& a, std::vector<int> axes, bool keepdim = false);

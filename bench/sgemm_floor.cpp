@@ -67,9 +67,10 @@ SgemmFloor measure_gemm_shapes(const std::vector<GemmShape>& shapes, std::size_t
     }
   SgemmFloor floor;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
-    // The fastest round: the floor is what the machine allows, and a slower round is other work's interference.
-    GemmTiming t{shapes[i], *std::min_element(ms[i].begin(), ms[i].end()),
-                 *std::min_element(cpu_ms[i].begin(), cpu_ms[i].end())};
+    // The fastest round (its wall and CPU time): the floor is what the machine allows, and a slower round is other
+    // work's interference.
+    const auto fastest = static_cast<std::size_t>(std::min_element(ms[i].begin(), ms[i].end()) - ms[i].begin());
+    GemmTiming t{shapes[i], ms[i][fastest], cpu_ms[i][fastest]};
     floor.total_ms += t.ms;
     floor.total_cpu_ms += t.cpu_ms;
     floor.total_flops += shapes[i].flops();

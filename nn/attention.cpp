@@ -251,8 +251,9 @@ struct AttentionSaved {
 
 // Where attention_backward writes dQ, dK, dV (null: not needed) and the beta of each: each head block of a gradient
 // is written by one (b, h) only, so a fresh gradient is overwritten (beta 0) and an earlier one added to (beta 1).
-// When q, k or v are one tensor, the second grad_slot finds it taken: beta 1. A packed qkv's three column blocks
-// are disjoint parts of one gradient, fresh or not together.
+// The slots are taken in the order the backward's GEMMs write them (dV, dQ, dK), so that when two of q, k, v are
+// one tensor the first GEMM to write it overwrites and the second adds. A packed qkv's three column blocks are
+// disjoint parts of one gradient, fresh or not together.
 struct GradTargets {
   float *dQ = nullptr, *dK = nullptr, *dV = nullptr;
   float beta[3] = {1, 1, 1};
@@ -269,7 +270,7 @@ GradTargets grad_targets(Node<float>& self, const HeadLayout& l) {
     return g;
   }
   float** targets[3] = {&g.dQ, &g.dK, &g.dV};
-  for (std::size_t i = 0; i < 3; ++i)
+  for (std::size_t i : {2, 0, 1})
     if (needs_grad(self, i)) {
       *targets[i] = grad_slot(*self.inputs[i], fresh).data();
       g.beta[i] = fresh ? 0.0f : 1.0f;
@@ -291,8 +292,8 @@ void attention_backward(Node<float>& self, const AttentionSaved& s) {
   const float beta_q = g.beta[0], beta_k = g.beta[1], beta_v = g.beta[2];
   xt::xarray<float> score_grad;
   if (s.score_node) score_grad = xt::xarray<float>::from_shape(s.score_node->value.shape());
-  // When q and k (or v) are one tensor, dQ and dK are the same array, but a pair still writes only its own head
-  // blocks of it, both times from the same thread in the same order.
+  // When two of q, k, v are one tensor, their gradients are the same array, but a pair still writes only its own
+  // head blocks of it, both times from the same thread in the same order.
   const std::size_t Tq = l.Tq, T = l.T, D = l.D, HD = l.HD, S = l.stride;
   const std::size_t pair_work = Tq * T * D / 2 + 4 * Tq * T;
   parallel_for(0, l.B * l.H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
@@ -317,13 +318,13 @@ void attention_backward(Node<float>& self, const AttentionSaved& s) {
 }
 
 // Multi-head attention on heads laid out as the projections produce them: q, k, v are [B, T, H * d_k] with head h
-// in columns [h d_k, (h + 1) d_k). For each batch element b and head h, with Q, K, V the [T, d_k] head blocks and
+// in columns [h d_k, (h + 1) d_k), or one packed [B, T, 3 H * d_k] (HeadLayout). For each batch element b and head h, with Q, K, V the [T, d_k] head blocks and
 // c, r, b, f the scaling's multiplier, row multipliers, score bias and score transform (nn/scaling.h):
 //   Z = c Q K^T, Z_ij *= r_i, Z_ij += b_hij;  S = f(Z);  causal: S_ij = -inf for j > i;  P = softmax(S) (rows);
 //   O = P V.
 // Returns O as [B, T, H * d_k], ready for the output projection. The same function as permute →
 // scaled_dot_product_attention → permute back, fused: every GEMM reads and writes the head blocks in place through
-// the row stride H * d_k (no [B, H, T, d_k] copies), c rides on the GEMM's alpha, and the row multipliers, the
+// the row strides (H * d_k, or 3 H * d_k packed; no [B, H, T, d_k] copies), c rides on the GEMM's alpha, and the row multipliers, the
 // bias, f, the mask and the softmax are applied to S in place, so only P (and Z when f is not the identity) is
 // stored for backward (attention_backward). A scaling without r, b and f (a constant multiplier only) runs exactly
 // the GEMMs and softmax and nothing else.
@@ -565,7 +566,7 @@ Tensor MultiHeadAttention::attend(const Tensor& x, const std::vector<std::size_t
                                              max_logits_to_track(), max_logit_rows)
               : attention_heads(q, k, v, heads_, causal, scaling, record, nullptr, max_logits_to_track());
   }
-  if (record_attention && record_spectral_norms) last.qk_spectral_norms = qk_spectral_norms();  // project()'s weights
+  if (record_attention && record_spectral_norms) last.qk_spectral_norms = qk_spectral_norms();  // the weights used
   return w_o ? w_o->forward(out) : out;
 }
 

@@ -464,6 +464,23 @@ TEST_CASE("logsumexp") {
     const xt::xarray<float> walk_grad = xt::transpose(walk_in.grad());
     for (std::size_t i = 0; i < 5; ++i)
       for (std::size_t j = 0; j < 75; ++j) CHECK(std::abs(rows_in.grad()(i, j) - walk_grad(i, j)) <= 4e-7);
+    CHECK(std::isnan(rows_in.grad()(5, 3)));
+  }
+  SUBCASE("the last axis in float: -inf, +inf, one element, keepdim, as the walk") {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), finf = std::numeric_limits<float>::infinity();
+    const xt::xarray<float> xs{{-finf, -finf, -finf}, {finf, 1.0f, 2.0f}, {finf, nan, 0.0f}, {0.0f, -finf, 1.0f}};
+    Tensor rows_in(xs, true), walk_in(xt::xarray<float>(xt::transpose(xs)), true);
+    const Tensor by_rows = logsumexp(rows_in, {1}, /*keepdim=*/true), by_walk = logsumexp(walk_in, {0});
+    CHECK(by_rows.shape() == shape_t{4, 1});
+    CHECK(by_rows.value()(0, 0) == -finf);
+    CHECK(by_rows.value()(1, 0) == finf);
+    CHECK(std::isnan(by_rows.value()(2, 0)));
+    CHECK(by_rows.value()(3, 0) == doctest::Approx(by_walk.value()(3)).epsilon(1e-6));
+    by_rows.backward(xt::xarray<float>(xt::ones<float>({4, 1})));
+    CHECK(xt::all(xt::equal(xt::view(rows_in.grad(), 0), 0.0f)));  // all -inf: zero gradient, no NaN
+    CHECK(rows_in.grad()(3, 1) == 0.0f);                            // a -inf entry of a finite row
+    const Tensor one(xt::xarray<float>(xt::ones<float>({1, 1}) * 2.5f));
+    CHECK(logsumexp(one, {-1}).value()(0) == 2.5f);  // one element: itself
   }
   SUBCASE("an all -inf slice: -inf and zero gradient, no NaN") {
     DTensor x(xt::xarray<double>{{-inf, -inf, -inf}, {0.0, std::log(3.0), -inf}}, true);

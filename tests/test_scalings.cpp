@@ -15,6 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include <xtensor/xmanipulation.hpp>
+#include <xtensor/xstrided_view.hpp>
+
 #include "autograd/gradcheck.h"
 #include "nn/attention.h"
 #include "nn/attention_stats.h"
@@ -263,6 +266,23 @@ TEST_CASE("every scaling: the fused attention equals the composed reference, val
           CHECK(relative_difference(fused[i], reference[i]) < 1e-5);
         }
       }
+}
+
+TEST_CASE("the recorded q and k are the projections' heads, on the packed path as on three tensors") {
+  // sqrt_dk computes q, k, v in one GEMM (x @ [W_q | W_k | W_v]); qk_norm (which transforms q and k) in three.
+  Layer layer("sqrt_dk", true);
+  MultiHeadAttention& attn = layer.attn;
+  attn.record_attention = true;
+  Generator gen(3);
+  const Tensor x(normal_array({2, 5, 6}, gen));
+  attn.forward(x);
+  // [B, T, H d_k] → [B, H, T, d_k]
+  auto heads = [](const Tensor& t) {
+    return xt::xarray<float>(xt::transpose(xt::reshape_view(t.value(), {2, 5, 2, 3}), {0, 2, 1, 3}));
+  };
+  // The same dot products of 6 terms, in one [6, 18] GEMM or three [6, 6] ones: at most 6 roundings apart (3.6e-7).
+  CHECK(relative_difference(attn.last.q, heads(matmul(x, attn.w_q->weight))) < 1e-6);
+  CHECK(relative_difference(attn.last.k, heads(matmul(x, attn.w_k->weight))) < 1e-6);
 }
 
 TEST_CASE("every scaling trains kv_recall below chance in a short run") {
