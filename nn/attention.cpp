@@ -213,9 +213,9 @@ struct HeadLayout {
   std::size_t B, T, Tq, HD, H, D;
   std::size_t stride = 0;  // the row stride of q, k and v
   bool packed = false;
-  std::size_t kv_block(std::size_t b, std::size_t h) const { return b * T * stride + h * D; }   // [T, d_k] in k, v
-  std::size_t q_block(std::size_t b, std::size_t h) const { return b * Tq * stride + h * D; }   // [Tq, d_k] in q
-  std::size_t out_block(std::size_t b, std::size_t h) const { return b * Tq * HD + h * D; }     // [Tq, d_k] in out
+  std::size_t kv_block(std::size_t b, std::size_t h) const { return b * T * stride + h * D; }  // [T, d_k] in k, v
+  std::size_t q_block(std::size_t b, std::size_t h) const { return b * Tq * stride + h * D; }  // [Tq, d_k] in q
+  std::size_t out_block(std::size_t b, std::size_t h) const { return b * Tq * HD + h * D; }    // [Tq, d_k] in out
 };
 
 // n rows of heads at `data` with row stride `stride` ([B, n, H * d_k] within them) → [B, H, n, d_k], for the
@@ -308,30 +308,28 @@ void attention_backward(Node<float>& self, const AttentionSaved& s) {
       softmax_backward(dS.data(), P, Tq, T);
       if (s.score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + pair * Tq * T);
       scores_backward(s.hooks, dS.data(), s.hooks.transform ? s.pre_transform.data() + pair * Tq * T : nullptr, Tq, T);
-      if (need_q)
-        blas::gemm<float>(false, false, Tq, D, T, s.alpha, dS.data(), T, K + head, S, beta_q, dQ + q_head, S);
-      if (need_k)
-        blas::gemm<float>(true, false, T, D, Tq, s.alpha, dS.data(), T, Q + q_head, S, beta_k, dK + head, S);
+      if (need_q) blas::gemm<float>(false, false, Tq, D, T, s.alpha, dS.data(), T, K + head, S, beta_q, dQ + q_head, S);
+      if (need_k) blas::gemm<float>(true, false, T, D, Tq, s.alpha, dS.data(), T, Q + q_head, S, beta_k, dK + head, S);
     }
   });
   if (s.score_node) accumulate_grad(*s.score_node, std::move(score_grad), "attention");
 }
 
 // Multi-head attention on heads laid out as the projections produce them: q, k, v are [B, T, H * d_k] with head h
-// in columns [h d_k, (h + 1) d_k), or one packed [B, T, 3 H * d_k] (HeadLayout). For each batch element b and head h, with Q, K, V the [T, d_k] head blocks and
-// c, r, b, f the scaling's multiplier, row multipliers, score bias and score transform (nn/scaling.h):
+// in columns [h d_k, (h + 1) d_k), or one packed [B, T, 3 H * d_k] (HeadLayout). For each batch element b and head h,
+// with Q, K, V the [T, d_k] head blocks and c, r, b, f the scaling's multiplier, row multipliers, score bias and score
+// transform (nn/scaling.h):
 //   Z = c Q K^T, Z_ij *= r_i, Z_ij += b_hij;  S = f(Z);  causal: S_ij = -inf for j > i;  P = softmax(S) (rows);
 //   O = P V.
 // Returns O as [B, T, H * d_k], ready for the output projection. The same function as permute →
 // scaled_dot_product_attention → permute back, fused: every GEMM reads and writes the head blocks in place through
-// the row strides (H * d_k, or 3 H * d_k packed; no [B, H, T, d_k] copies), c rides on the GEMM's alpha, and the row multipliers, the
-// bias, f, the mask and the softmax are applied to S in place, so only P (and Z when f is not the identity) is
-// stored for backward (attention_backward). A scaling without r, b and f (a constant multiplier only) runs exactly
-// the GEMMs and softmax and nothing else.
-// With `record`, the scores S (softmax input), P, and q, k as [B, H, T, d_k] are kept there, and backward stores dS
-// as the scores' gradient (what retain_grad gives on the unfused path).
-// The (b, h) pairs run in parallel (autograd/kernels/parallel.h): each writes only its own blocks, so results do not
-// depend on the thread count.
+// the row strides (H * d_k, or 3 H * d_k packed; no [B, H, T, d_k] copies), c rides on the GEMM's alpha, and the row
+// multipliers, the bias, f, the mask and the softmax are applied to S in place, so only P (and Z when f is not the
+// identity) is stored for backward (attention_backward). A scaling without r, b and f (a constant multiplier only) runs
+// exactly the GEMMs and softmax and nothing else. With `record`, the scores S (softmax input), P, and q, k as [B, H, T,
+// d_k] are kept there, and backward stores dS as the scores' gradient (what retain_grad gives on the unfused path). The
+// (b, h) pairs run in parallel (autograd/kernels/parallel.h): each writes only its own blocks, so results do not depend
+// on the thread count.
 //
 // With `query_positions` (sorted, distinct, each < T) only those queries are computed: q is [B, Tq, H * d_k] with
 // row i the query at sequence position query_positions[i], k and v stay [B, T, H * d_k], and the result is

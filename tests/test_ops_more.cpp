@@ -478,7 +478,7 @@ TEST_CASE("logsumexp") {
     CHECK(by_rows.value()(3, 0) == doctest::Approx(by_walk.value()(3)).epsilon(1e-6));
     by_rows.backward(xt::xarray<float>(xt::ones<float>({4, 1})));
     CHECK(xt::all(xt::equal(xt::view(rows_in.grad(), 0), 0.0f)));  // all -inf: zero gradient, no NaN
-    CHECK(rows_in.grad()(3, 1) == 0.0f);                            // a -inf entry of a finite row
+    CHECK(rows_in.grad()(3, 1) == 0.0f);                           // a -inf entry of a finite row
     const Tensor one(xt::xarray<float>(xt::ones<float>({1, 1}) * 2.5f));
     CHECK(logsumexp(one, {-1}).value()(0) == 2.5f);  // one element: itself
   }
