@@ -547,7 +547,7 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
       // score inf at step 0).
       {{"train", "--out", out, "--scale", "qk_norm", "--qk-norm-scale", "1e39"},
        2,
-       "--qk-norm-scale: must be at most 3.40282347e+38 in magnitude (the largest float), got '1e39'"},
+       "--qk-norm-scale: must be at most 3.40282347e+38 in magnitude (the largest float), got '1e+39'"},
       {{"sweep", "--out", run_dir, "--steps", "2", "--d-k", "4", "--seeds", "0", "--scale", "none"},
        2,
        "--out: " + run_dir + " holds an `xgrad train` run (config.json), not a sweep"},
