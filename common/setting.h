@@ -213,10 +213,12 @@ inline std::string shortest_number_text(const std::string& text) {
 }  // namespace detail
 
 namespace detail {
-/// "" for 0 or a magnitude of at least FLT_MIN; else why not: xgrad computes in float, where a smaller nonzero number
-/// is 0 or a subnormal that flush_denormals zeroes, so it would silently mean 0 (or "use the default" for a setting
-/// where 0 says that).
+/// "" for 0 or a magnitude in [FLT_MIN, FLT_MAX]; else why not: xgrad computes in float, where a smaller nonzero
+/// number is 0 or a subnormal that flush_denormals zeroes, so it would silently mean 0 (or "use the default" for a
+/// setting where 0 says that), and a larger one is inf.
 inline std::string check_normal_float(const Setting& s, double v, const std::string& shown, bool underflowed = false) {
+  if (!underflowed && std::fabs(v) > FLT_MAX)
+    return "must be at most 3.40282347e+38 in magnitude (the largest float), got " + shown;
   if (!underflowed && (v == 0 || static_cast<float>(std::fabs(v)) >= FLT_MIN)) return "";
   const bool zero_allowed = (s.min_open ? 0 > s.min : 0 >= s.min) && (s.max_open ? 0 < s.max : 0 <= s.max);
   return std::string(zero_allowed ? "must be 0 or at least" : "must be at least") +
@@ -224,9 +226,9 @@ inline std::string check_normal_float(const Setting& s, double v, const std::str
 }
 }  // namespace detail
 
-/// Checks that `value` has the declared type and lies in the declared range or choices, a number 0 or at least the
-/// smallest normal float in magnitude. Returns "" if it does, else what is wrong ("must be in [1, 4096], got 0"),
-/// without the flag: callers put the flag or key in front.
+/// Checks that `value` has the declared type and lies in the declared range or choices, a number 0 or between the
+/// smallest normal float and the largest float in magnitude. Returns "" if it does, else what is wrong ("must be in
+/// [1, 4096], got 0"), without the flag: callers put the flag or key in front.
 inline std::string check_setting_value(const Setting& s, const nlohmann::json& value) {
   switch (s.type) {
     case Setting::Type::boolean:

@@ -543,6 +543,11 @@ TEST_CASE("xgrad: corrupt config.json, a foreign checkpoint, float-vanishing val
        2,
        "--qk-norm-scale: must be at least 1.17549435e-38 in magnitude"},
       {{"train", "--out", out, "--scale", "qk_clip", "--qk-clip-tau", "1e-45"}, 2, "--qk-clip-tau: must be at least"},
+      // A finite double above the largest float would be inf where xgrad computes (qk_norm's multiplier: every
+      // score inf at step 0).
+      {{"train", "--out", out, "--scale", "qk_norm", "--qk-norm-scale", "1e39"},
+       2,
+       "--qk-norm-scale: must be at most 3.40282347e+38 in magnitude (the largest float), got '1e+39'"},
       {{"sweep", "--out", run_dir, "--steps", "2", "--d-k", "4", "--seeds", "0", "--scale", "none"},
        2,
        "--out: " + run_dir + " holds an `xgrad train` run (config.json), not a sweep"},
