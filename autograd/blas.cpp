@@ -63,6 +63,10 @@ void count_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
 void set_gemm_counting(bool on) { g_counting.store(on, std::memory_order_relaxed); }
 bool gemm_counting() { return g_counting.load(std::memory_order_relaxed); }
 
+void count_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k) {
+  if (m != 0 && n != 0 && k != 0 && g_counting.load(std::memory_order_relaxed)) count_gemm(trans_a, trans_b, m, n, k);
+}
+
 void reset_gemm_counts() {
   for (std::size_t i = 0; i < kSlots; ++i) {
     g_calls[i].store(0, std::memory_order_relaxed);

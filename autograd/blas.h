@@ -43,6 +43,9 @@ void set_gemm_counting(bool on);
 bool gemm_counting();
 /// Clears the tally.
 void reset_gemm_counts();
+/// Adds one product of op(A) [m, k] by op(B) [k, n] computed outside gemm<float> (simd::small_gemm) to the tally, as
+/// the gemm call it stands for, when counting is on.
+void count_product(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k);
 /// Calls counted since the last reset, one entry per shape (transposes, m, n, k), in no particular order. Shapes
 /// with m, n or k >= 2^20 are not stored by shape: they add to one entry with m = n = k = 0, calls = their
 /// count, and flops_of_unshaped_gemms() their FLOPs.

@@ -10,6 +10,7 @@
 #include "autograd/blas.h"
 #include "autograd/kernels/gradient_buffers.h"
 #include "autograd/kernels/parallel.h"
+#include "autograd/kernels/small_gemm.h"
 #include "autograd/kernels/softmax.h"
 #include "autograd/kernels/vector_math.h"
 #include "nn/attention_stats.h"
@@ -240,6 +241,36 @@ void add_max_logits(const std::vector<float>& pair_max, std::size_t H, std::vect
 // The largest of n scores (masked ones are -inf); -inf for none.
 float largest(const float* scores, std::size_t n) { return n ? *std::max_element(scores, scores + n) : -INFINITY; }
 
+// The products of one (b, h) pair. Heads up to kSmallHead wide over at most kSmallKeys keys go to
+// simd::small_gemm where it pays (simd::small_gemm_pays): at nanoGPT's 64 x 64 x 32 BLAS spends much of each call
+// packing and dispatching, and the kernel skips the terms a causal mask zeroes (`skip`, at the queries' positions),
+// about half of them. Larger heads go to BLAS. Either way the GEMM tally counts the whole product, so the bench's
+// floor is what sgemm would need for it.
+constexpr std::size_t kSmallHead = 128, kSmallKeys = 512;
+class HeadProducts {
+ public:
+  HeadProducts(const HeadLayout& l, const ScoreHooks& hooks)
+      : small_(l.D <= kSmallHead && l.T <= kSmallKeys && simd::small_gemm_pays(hooks.causal)),
+        causal_(hooks.causal),
+        pos_(hooks.pos.data()) {
+    if (small_) pack_.resize(std::max(l.T, l.D) * (std::max(l.T, l.D) + 16));
+  }
+  // C = alpha op(A) op(B) + beta C (blas::gemm's arguments), skipping what `skip` says is zero when causal.
+  void operator()(simd::Skip skip, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                  const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
+                  std::size_t ldc) {
+    if (!small_) return blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    blas::count_product(ta, tb, m, n, k);
+    simd::small_gemm(
+        {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, causal_ ? skip : simd::Skip::none, pos_, pack_.data()});
+  }
+
+ private:
+  bool small_, causal_;
+  const std::size_t* pos_;
+  std::vector<float> pack_;
+};
+
 // What backward keeps of a fused attention call.
 struct AttentionSaved {
   HeadLayout l;
@@ -298,18 +329,24 @@ void attention_backward(Node<float>& self, const AttentionSaved& s) {
   const std::size_t pair_work = Tq * T * D / 2 + 4 * Tq * T;
   parallel_for(0, l.B * l.H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
     std::vector<float> dS(Tq * T);
+    HeadProducts gemm(l, s.hooks);
+    using simd::Skip;
     for (std::size_t pair = lo; pair < hi; ++pair) {
       const std::size_t b = pair / l.H, h = pair % l.H;
       const std::size_t head = l.kv_block(b, h), q_head = l.q_block(b, h), o_head = l.out_block(b, h);
       const float* P = s.probs.data() + pair * Tq * T;
-      if (need_v) blas::gemm<float>(true, false, T, D, Tq, 1.0f, P, T, dO + o_head, HD, beta_v, dV + head, S);
+      if (need_v) gemm(Skip::a_t_past_pos, true, false, T, D, Tq, 1.0f, P, T, dO + o_head, HD, beta_v, dV + head, S);
       if (!need_q && !need_k && !s.score_node) continue;
-      blas::gemm<float>(false, true, Tq, T, D, 1.0f, dO + o_head, HD, V + head, S, 0.0f, dS.data(), T);
+      // dP past each query's position is written as 0: softmax_backward multiplies it by P = 0 there.
+      gemm(Skip::c_past_pos, false, true, Tq, T, D, 1.0f, dO + o_head, HD, V + head, S, 0.0f, dS.data(), T);
       softmax_backward(dS.data(), P, Tq, T);
       if (s.score_node) std::copy(dS.begin(), dS.end(), score_grad.data() + pair * Tq * T);
       scores_backward(s.hooks, dS.data(), s.hooks.transform ? s.pre_transform.data() + pair * Tq * T : nullptr, Tq, T);
-      if (need_q) blas::gemm<float>(false, false, Tq, D, T, s.alpha, dS.data(), T, K + head, S, beta_q, dQ + q_head, S);
-      if (need_k) blas::gemm<float>(true, false, T, D, Tq, s.alpha, dS.data(), T, Q + q_head, S, beta_k, dK + head, S);
+      // dZ is 0 past each query's position (P = 0 there, and the hooks leave masked entries alone).
+      if (need_q)
+        gemm(Skip::a_past_pos, false, false, Tq, D, T, s.alpha, dS.data(), T, K + head, S, beta_q, dQ + q_head, S);
+      if (need_k)
+        gemm(Skip::a_t_past_pos, true, false, T, D, Tq, s.alpha, dS.data(), T, Q + q_head, S, beta_k, dK + head, S);
     }
   });
   if (s.score_node) accumulate_grad(*s.score_node, std::move(score_grad), "attention");
@@ -358,16 +395,18 @@ Tensor fused_attention(const std::vector<Tensor>& inputs, const HeadLayout& layo
   // several per cycle), the softmax about 4 per score.
   const std::size_t pair_work = Tq * T * D / 4 + 4 * Tq * T;
   parallel_for(0, l.B * l.H, grain_for(pair_work), [&](std::size_t lo, std::size_t hi) {
+    HeadProducts gemm(l, s.hooks);
     for (std::size_t pair = lo; pair < hi; ++pair) {
       const std::size_t b = pair / l.H, h = pair % l.H, head = l.kv_block(b, h), q_head = l.q_block(b, h);
       float* P = s.probs.data() + pair * Tq * T;
-      blas::gemm<float>(false, true, Tq, T, D, s.alpha, Q + q_head, S, K + head, S, 0.0f, P, T);
+      gemm(simd::Skip::c_past_pos, false, true, Tq, T, D, s.alpha, Q + q_head, S, K + head, S, 0.0f, P, T);
       scores_forward(s.hooks, pair % l.H, P, s.hooks.transform ? s.pre_transform.data() + pair * Tq * T : nullptr, Tq,
                      T);
       if (record) std::copy(P, P + Tq * T, scores.data() + pair * Tq * T);
       if (step_max) pair_max[pair] = largest(P, Tq * T);
       for (std::size_t i = 0; i < Tq; ++i) simd::softmax_row(P + i * T, P + i * T, T);
-      blas::gemm<float>(false, false, Tq, D, T, 1.0f, P, T, V + head, S, 0.0f, out.data() + l.out_block(b, h), HD);
+      gemm(simd::Skip::a_past_pos, false, false, Tq, D, T, 1.0f, P, T, V + head, S, 0.0f,
+           out.data() + l.out_block(b, h), HD);
     }
   });
   if (step_max) add_max_logits(pair_max, l.H, *step_max);

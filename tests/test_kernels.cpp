@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -27,6 +28,7 @@
 #include "autograd/kernels/loops.h"
 #include "autograd/kernels/parallel.h"
 #include "autograd/kernels/reference.h"
+#include "autograd/kernels/small_gemm.h"
 #include "autograd/kernels/softmax.h"
 #include "autograd/kernels/vector_math.h"
 #include "autograd/ops.h"
@@ -256,6 +258,86 @@ TEST_CASE("simd softmax_row (float) against the reference") {
   std::vector<float> masked(37, -kInf);
   simd::softmax_row(masked.data(), masked.data(), masked.size());
   CHECK(std::all_of(masked.begin(), masked.end(), [](float v) { return v == 0.0f; }));
+}
+
+namespace {
+
+// One small_gemm case: op(A) [m, k], op(B) [k, n] stored with row strides a few floats wider than their rows (as a
+// head's block inside [B, T, 3 H d_k]), C preset to NaN when beta = 0 (the kernel must not read it). Where `skip`
+// says terms are zero, op(A) holds zeros there; c_past_pos wants exact zeros past each row's position. Each entry is
+// held to the float sum's error bound, (k + 3) u (|alpha| sum_p |a_ip b_pj| + |beta c_ij|) with u = 2^-24: k - 1
+// roundings of the sum and one each for alpha, beta and their sum, applied to the magnitudes that can cancel.
+void check_small_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, float beta,
+                      simd::Skip skip, std::mt19937& gen) {
+  std::normal_distribution<float> dist;
+  const std::size_t pad = 3, lda = (trans_a ? m : k) + pad, ldb = (trans_b ? k : n) + pad, ldc = n + pad;
+  std::vector<float> a((trans_a ? k : m) * lda), b((trans_b ? n : k) * ldb), c(m * ldc);
+  for (float& v : a) v = dist(gen);
+  for (float& v : b) v = dist(gen);
+  for (float& v : c) v = beta == 0 ? std::numeric_limits<float>::quiet_NaN() : dist(gen);
+  // Sorted positions, repeats and gaps included, as query positions.
+  std::vector<std::size_t> pos(skip == simd::Skip::a_t_past_pos ? k : m);
+  const std::size_t range = skip == simd::Skip::a_t_past_pos ? m : skip == simd::Skip::c_past_pos ? n : k;
+  std::size_t at = 0;
+  for (std::size_t& p : pos) p = (at += gen() % 3) % std::max<std::size_t>(1, range);
+  std::sort(pos.begin(), pos.end());
+  std::vector<float> op_a(m * k), op_b(k * n);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t p = 0; p < k; ++p) {
+      float& x = trans_a ? a[p * lda + i] : a[i * lda + p];
+      if ((skip == simd::Skip::a_past_pos && p > pos[i]) || (skip == simd::Skip::a_t_past_pos && i > pos[p])) x = 0;
+      op_a[i * k + p] = x;
+    }
+  for (std::size_t p = 0; p < k; ++p)
+    for (std::size_t j = 0; j < n; ++j) op_b[p * n + j] = trans_b ? b[j * ldb + p] : b[p * ldb + j];
+  std::vector<float> abs_a(op_a.size()), abs_b(op_b.size()), pack(k * (n + 16)), c0 = c;
+  std::transform(op_a.begin(), op_a.end(), abs_a.begin(), [](float v) { return std::fabs(v); });
+  std::transform(op_b.begin(), op_b.end(), abs_b.begin(), [](float v) { return std::fabs(v); });
+  const auto want = reference::matmul(op_a.data(), op_b.data(), m, k, n);
+  const auto magnitude = reference::matmul(abs_a.data(), abs_b.data(), m, k, n);
+  simd::small_gemm({trans_a, trans_b, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc, skip,
+                    pos.data(), pack.data()});
+  const long double u = std::ldexp(1.0L, -24);
+  std::size_t bad = 0, zeros_wrong = 0;
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      const float got = c[i * ldc + j];
+      if (skip == simd::Skip::c_past_pos && j > pos[i]) {
+        zeros_wrong += got != 0.0f;
+        continue;
+      }
+      const long double old = beta == 0 ? 0.0L : static_cast<long double>(c0[i * ldc + j]);
+      const long double exact = alpha * want[i * n + j] + beta * old;
+      const long double bound = (k + 3) * u * (std::fabs(alpha) * magnitude[i * n + j] + std::fabs(beta * old));
+      bad += !(std::fabs(got - exact) <= bound);
+    }
+  INFO("trans_a " << trans_a << " trans_b " << trans_b << " m " << m << " n " << n << " k " << k << " skip "
+                  << static_cast<int>(skip) << " beta " << beta);
+  CHECK(bad == 0);
+  CHECK(zeros_wrong == 0);
+  for (std::size_t i = 0; i < m; ++i)  // the padding between C's rows is never written
+    for (std::size_t j = n; j < ldc; ++j) CHECK(std::memcmp(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float)) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("small_gemm: every layout, skip and tail within the float sum's bound of the reference") {
+  INFO("variant " << simd::isa_name(simd::active_isa()));
+  std::mt19937 gen(11);
+  const std::vector<std::array<std::size_t, 3>> shapes{{64, 64, 32}, {64, 32, 64},  {1, 1, 1},  {7, 13, 5},
+                                                       {17, 70, 3},  {33, 100, 19}, {5, 16, 0}, {130, 8, 65}};
+  for (const auto& shape : shapes)
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true})
+        for (const float beta : {0.0f, 1.0f, -0.5f}) {
+          check_small_gemm(trans_a, trans_b, shape[0], shape[1], shape[2], 0.7f, beta, simd::Skip::none, gen);
+          if (shape[2] == 0) continue;
+          check_small_gemm(trans_a, trans_b, shape[0], shape[1], shape[2], 1.0f, beta, simd::Skip::c_past_pos, gen);
+          if (!trans_a)
+            check_small_gemm(false, trans_b, shape[0], shape[1], shape[2], 1.0f, beta, simd::Skip::a_past_pos, gen);
+          else
+            check_small_gemm(true, trans_b, shape[0], shape[1], shape[2], 1.0f, beta, simd::Skip::a_t_past_pos, gen);
+        }
 }
 
 // The double kernels (xsimd::exp): softmax within 5 double ulp of the reference given the same x - max, gelu within
