@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cctype>
+#include <string>
 
 #include <cblas.h>
 
+#include "autograd/kernels/isa.h"
 #include "autograd/kernels/parallel.h"
+#include "autograd/kernels/small_gemm.h"
 
 namespace xgrad::blas {
 
@@ -101,8 +105,38 @@ double counted_gemm_flops() {
 }
 
 namespace {
+std::atomic<bool> g_own_kernel{true};
+
+// Where this CPU has AVX-512 but OpenBLAS runs narrower kernels (OPENBLAS_CORETYPE pins them; OpenBLAS 0.3.21 runs its
+// Zen (AVX2) kernels on AMD Zen 4 and 5), xgrad's AVX-512 kernel (simd::small_gemm) is faster at products whose
+// op(B) fits in a core's L2 cache: measured 1.04-1.96x OpenBLAS Haswell's rate at every shape of the nanoGPT step,
+// and slower past 2 MiB of op(B) (bench/README.md, "xgrad's own kernel for the products"). Where OpenBLAS runs its
+// AVX-512 kernels (SkylakeX and later) they are faster still, and run. Decided once per process, so that every
+// product of a run is summed the same way.
+bool own_kernel_pays() {
+  static const bool pays = [] {
+    if (simd::active_isa() != simd::Isa::avx512f) return false;
+    std::string core = core_name();
+    std::transform(core.begin(), core.end(), core.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    for (const char* wide : {"skylakex", "cooperlake", "sapphirerapids"})
+      if (core.find(wide) != std::string::npos) return false;
+    return true;
+  }();
+  return pays;
+}
+
+constexpr std::size_t kOwnKernelMaxB = std::size_t(1) << 19;  // floats of op(B): 2 MiB
+
 void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
            std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  // alpha 0 stays with BLAS, which then reads neither A nor B (a NaN there must not reach C).
+  if (alpha != 0 && k * n < kOwnKernelMaxB && g_own_kernel.load(std::memory_order_relaxed) && own_kernel_pays()) {
+    thread_local std::vector<float> pack;
+    pack.resize(k * (n + 16));
+    simd::small_gemm(
+        {trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, simd::Skip::none, nullptr, pack.data()});
+    return;
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, ld(lda), b, ld(ldb), beta, c,
               ld(ldc));
@@ -146,6 +180,9 @@ void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
   if (trivial(m, n, k, beta, c, ldc)) return;
   gemm_reference(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+
+bool set_own_kernel(bool on) { return g_own_kernel.exchange(on, std::memory_order_relaxed); }
+bool own_kernel_active() { return g_own_kernel.load(std::memory_order_relaxed) && own_kernel_pays(); }
 
 std::string core_name() {
   const char* name = openblas_get_corename();

@@ -11,7 +11,9 @@
 namespace xgrad::blas {
 
 /// C = alpha * op(A) @ op(B) + beta * C, row-major; op(X) = X^T when trans_x. op(A) is [m, k], op(B) [k, n],
-/// C [m, n]; lda/ldb/ldc are the row strides of the stored matrices. float: calls cblas_sgemm (the fast path); a
+/// C [m, n]; lda/ldb/ldc are the row strides of the stored matrices. float: calls cblas_sgemm (the fast path), or,
+/// where this CPU has AVX-512 and OpenBLAS runs narrower kernels, xgrad's own kernel (simd::small_gemm) for a product
+/// whose op(B) holds under 2^19 floats (own_kernel_active); a
 /// product of at least 2^18 multiply-adds, called outside a parallel region with xgrad's threads > 1
 /// (xgrad::set_num_threads), is split into rows (or, when n > m, columns) of C, one cblas_sgemm per thread: BLAS
 /// itself runs on one thread (platform::set_threads), so that one pool of threads does all the work. The parts
@@ -53,6 +55,13 @@ std::vector<GemmCount> gemm_counts();
 double flops_of_unshaped_gemms();
 /// The sum of flops() over gemm_counts(), plus flops_of_unshaped_gemms().
 double counted_gemm_flops();
+
+/// Allows (true, the default) or forbids xgrad's own kernel in gemm<float>: off, every product goes to BLAS (the
+/// bench's sgemm floor is BLAS's rate). Returns the setting it replaces.
+bool set_own_kernel(bool on);
+/// Whether gemm<float> runs xgrad's own kernel for the products it fits: allowed, and this CPU has AVX-512 while
+/// OpenBLAS's kernel family (core_name()) is not an AVX-512 one (SkylakeX, Cooperlake, SapphireRapids).
+bool own_kernel_active();
 
 /// The OpenBLAS kernel family in use (openblas_get_corename(), e.g. "SkylakeX", "Haswell", "Prescott").
 std::string core_name();

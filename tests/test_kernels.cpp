@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/blas.h"
 #include "autograd/kernels/activations.h"
 #include "autograd/kernels/gradient_buffers.h"
 #include "autograd/kernels/isa.h"
@@ -338,6 +340,47 @@ TEST_CASE("small_gemm: every layout, skip and tail within the float sum's bound 
           else
             check_small_gemm(true, trans_b, shape[0], shape[1], shape[2], 1.0f, beta, simd::Skip::a_t_past_pos, gen);
         }
+}
+
+TEST_CASE(
+    "gemm<float>: xgrad's own kernel where the CPU has AVX-512 and OpenBLAS narrower kernels, within BLAS's bound") {
+  std::string core = blas::core_name();
+  std::transform(core.begin(), core.end(), core.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const bool wide_blas = core.find("skylakex") != std::string::npos || core.find("cooperlake") != std::string::npos ||
+                         core.find("sapphirerapids") != std::string::npos;
+  INFO("OpenBLAS core " << core << ", variant " << simd::isa_name(simd::active_isa()));
+  CHECK(blas::own_kernel_active() == (simd::active_isa() == simd::Isa::avx512f && !wide_blas));
+  // Own kernel and BLAS on the same products (tails in every dimension): both within the float sum's error bound of
+  // the exact product, so within twice of it of each other: 2 (k + 1) u sum_p |a_ip b_pj|, u = 2^-24.
+  std::mt19937 gen(5);
+  std::normal_distribution<float> dist;
+  for (const bool trans_a : {false, true})
+    for (const bool trans_b : {false, true}) {
+      const std::size_t m = 97, n = 70, k = 41;
+      std::vector<float> a(m * k), b(k * n), own(m * n), library(m * n), abs_a(m * k), abs_b(k * n);
+      for (float& v : a) v = dist(gen);
+      for (float& v : b) v = dist(gen);
+      const bool was = blas::set_own_kernel(true);
+      blas::gemm<float>(trans_a, trans_b, m, n, k, 1.0f, a.data(), trans_a ? m : k, b.data(), trans_b ? k : n, 0.0f,
+                        own.data(), n);
+      blas::set_own_kernel(false);
+      CHECK_FALSE(blas::own_kernel_active());
+      blas::gemm<float>(trans_a, trans_b, m, n, k, 1.0f, a.data(), trans_a ? m : k, b.data(), trans_b ? k : n, 0.0f,
+                        library.data(), n);
+      blas::set_own_kernel(was);
+      std::transform(a.begin(), a.end(), abs_a.begin(), [](float v) { return std::fabs(v); });
+      std::transform(b.begin(), b.end(), abs_b.begin(), [](float v) { return std::fabs(v); });
+      std::vector<float> op_a(m * k), op_b(k * n);  // |op(A)|, |op(B)| row-major for the reference
+      for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t p = 0; p < k; ++p) op_a[i * k + p] = trans_a ? abs_a[p * m + i] : abs_a[i * k + p];
+      for (std::size_t p = 0; p < k; ++p)
+        for (std::size_t j = 0; j < n; ++j) op_b[p * n + j] = trans_b ? abs_b[j * k + p] : abs_b[p * n + j];
+      const auto magnitude = reference::matmul(op_a.data(), op_b.data(), m, k, n);
+      std::size_t apart = 0;
+      for (std::size_t i = 0; i < m * n; ++i)
+        apart += !(std::fabs(own[i] - library[i]) <= 2 * (k + 1) * std::ldexp(1.0L, -24) * magnitude[i]);
+      CHECK(apart == 0);
+    }
 }
 
 // The double kernels (xsimd::exp): softmax within 5 double ulp of the reference given the same x - max, gelu within
