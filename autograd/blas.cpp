@@ -109,10 +109,11 @@ std::atomic<bool> g_own_kernel{true};
 
 // Where this CPU has AVX-512 but OpenBLAS runs narrower kernels (OPENBLAS_CORETYPE pins them; OpenBLAS 0.3.21 runs its
 // Zen (AVX2) kernels on AMD Zen 4 and 5), xgrad's AVX-512 kernel (simd::small_gemm) is faster at products whose
-// op(B) fits in a core's L2 cache: measured 1.04-1.96x OpenBLAS Haswell's rate at every shape of the nanoGPT step,
-// and slower past 2 MiB of op(B) (bench/README.md, "xgrad's own kernel for the products"). Where OpenBLAS runs its
-// AVX-512 kernels (SkylakeX and later) they are faster still, and run. Decided once per process, so that every
-// product of a run is summed the same way.
+// op(B) holds at most 2^20 floats (4 MiB): measured in cache 1.5-1.9x OpenBLAS Haswell's rate at every shape of the
+// nanoGPT step and 1.1-1.6x up to op(B) of 2^20 floats, but half of it at 2^22 (TN 256x1024x4096), where B streams
+// from memory once per block of rows (bench/README.md, "xgrad's own kernel for the products"). Where OpenBLAS runs
+// its AVX-512 kernels (SkylakeX and later) they run. Decided once per process, so that every product of a run is
+// summed the same way.
 bool own_kernel_pays() {
   static const bool pays = [] {
     if (simd::active_isa() != simd::Isa::avx512f) return false;
@@ -125,12 +126,12 @@ bool own_kernel_pays() {
   return pays;
 }
 
-constexpr std::size_t kOwnKernelMaxB = std::size_t(1) << 19;  // floats of op(B): 2 MiB
+constexpr std::size_t kOwnKernelMaxB = std::size_t(1) << 20;  // floats of op(B): 4 MiB
 
 void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
            std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   // alpha 0 stays with BLAS, which then reads neither A nor B (a NaN there must not reach C).
-  if (alpha != 0 && k * n < kOwnKernelMaxB && g_own_kernel.load(std::memory_order_relaxed) && own_kernel_pays()) {
+  if (alpha != 0 && k * n <= kOwnKernelMaxB && g_own_kernel.load(std::memory_order_relaxed) && own_kernel_pays()) {
     thread_local std::vector<float> pack;
     pack.resize(k * (n + 16));
     simd::small_gemm(

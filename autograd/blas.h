@@ -13,7 +13,7 @@ namespace xgrad::blas {
 /// C = alpha * op(A) @ op(B) + beta * C, row-major; op(X) = X^T when trans_x. op(A) is [m, k], op(B) [k, n],
 /// C [m, n]; lda/ldb/ldc are the row strides of the stored matrices. float: calls cblas_sgemm (the fast path), or,
 /// where this CPU has AVX-512 and OpenBLAS runs narrower kernels, xgrad's own kernel (simd::small_gemm) for a product
-/// whose op(B) holds under 2^19 floats (own_kernel_active); a
+/// whose op(B) holds at most 2^20 floats (own_kernel_active); a
 /// product of at least 2^18 multiply-adds, called outside a parallel region with xgrad's threads > 1
 /// (xgrad::set_num_threads), is split into rows (or, when n > m, columns) of C, one cblas_sgemm per thread: BLAS
 /// itself runs on one thread (platform::set_threads), so that one pool of threads does all the work. The parts
