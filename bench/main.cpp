@@ -98,6 +98,12 @@ int run_sgemm(const BenchConfig& c, const std::string& counts, bool csv) {
       "total: %.3f GFLOP in %.3f ms (%.3f ms CPU) = %.2f GFLOP/s (%.2f by CPU time); best shape %.2f "
       "GFLOP/s\n",
       floor.total_flops / 1e9, floor.total_ms, floor.total_cpu_ms, floor.gflops(), cpu_gflops, floor.peak_gflops());
+  if (blas::own_kernel_active()) {  // what the step's own products run on, beside the library's floor
+    const SgemmFloor own =
+        counts.empty() ? measure_sgemm_floor(c, 7, true) : measure_gemm_shapes(read_gemm_counts(counts), 7, true);
+    std::printf("xgrad's own kernel (the CPU has AVX-512, OpenBLAS runs %s): %.3f ms = %.2f GFLOP/s\n",
+                blas::core_name().c_str(), own.total_ms, own.gflops());
+  }
   return 0;
 }
 

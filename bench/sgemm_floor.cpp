@@ -28,15 +28,15 @@ struct Time {
 // All `count` products of one shape, on one set of operands that the first call has brought into the caches: the
 // rate the machine allows at that shape. (Each product on its own matrices, as a batched matmul reads them, also
 // timed the memory traffic and moved with the machine's load: 74 to 92 GFLOP/s between two runs a minute apart.)
-Time time_shape(const GemmShape& g, Generator& gen) {
+Time time_shape(const GemmShape& g, Generator& gen, bool own_kernel) {
   const std::vector<float> a = random_floats(g.m * g.k, gen), b = random_floats(g.k * g.n, gen);
   std::vector<float> c(g.m * g.n);
   const std::size_t lda = g.trans_a ? g.m : g.k, ldb = g.trans_b ? g.k : g.n;
   auto product = [&] {
     blas::gemm<float>(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), g.n);
   };
-  const bool own = blas::set_own_kernel(false);  // the machine's sgemm: OpenBLAS's rate, whatever xgrad runs itself
-  product();                                     // warm: operands in cache, BLAS buffers allocated
+  const bool own = blas::set_own_kernel(own_kernel);  // off: the machine's sgemm, OpenBLAS's rate
+  product();                                          // warm: operands in cache, BLAS buffers allocated
   const double cpu0 = thread_cpu_ms();
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < g.count; ++i) product();
@@ -53,18 +53,18 @@ double SgemmFloor::peak_gflops() const {
   return best;
 }
 
-SgemmFloor measure_sgemm_floor(const BenchConfig& config, std::size_t rounds) {
-  return measure_gemm_shapes(step_gemms(model_config(config), config.batch, config.seq_len), rounds);
+SgemmFloor measure_sgemm_floor(const BenchConfig& config, std::size_t rounds, bool own_kernel) {
+  return measure_gemm_shapes(step_gemms(model_config(config), config.batch, config.seq_len), rounds, own_kernel);
 }
 
-SgemmFloor measure_gemm_shapes(const std::vector<GemmShape>& shapes, std::size_t rounds) {
+SgemmFloor measure_gemm_shapes(const std::vector<GemmShape>& shapes, std::size_t rounds, bool own_kernel) {
   if (shapes.empty()) return {};
   Generator gen(7, /*stream=*/0x7367656d6d /* "sgemm" */);
   std::vector<std::vector<double>> ms(shapes.size()), cpu_ms(shapes.size());
-  time_shape(shapes.front(), gen);  // warm-up: BLAS buffers, page faults
+  time_shape(shapes.front(), gen, own_kernel);  // warm-up: BLAS buffers, page faults
   for (std::size_t r = 0; r < rounds; ++r)
     for (std::size_t i = 0; i < shapes.size(); ++i) {
-      const Time t = time_shape(shapes[i], gen);
+      const Time t = time_shape(shapes[i], gen, own_kernel);
       ms[i].push_back(t.wall_ms);
       cpu_ms[i].push_back(t.cpu_ms);
     }

@@ -1,4 +1,5 @@
-// The floor of a training step: the time its GEMMs alone take in OpenBLAS on one thread.
+// The floor of a training step: the time its GEMMs alone take in OpenBLAS on one thread (and, beside it, in what
+// gemm<float> runs: xgrad's own kernel where it runs).
 #pragma once
 
 #include <string>
@@ -26,10 +27,11 @@ struct SgemmFloor {
 
 /// Times every GEMM of one training step of `config` (step_gemms) through xgrad::blas::gemm<float>, on the BLAS
 /// threads currently set, on random data in cache (each shape's operands warmed by one call first); each shape's
-/// time is the fastest of `rounds` runs.
-SgemmFloor measure_sgemm_floor(const BenchConfig& config, std::size_t rounds = 7);
+/// time is the fastest of `rounds` runs. With `own_kernel` false (the floor) every product goes to OpenBLAS; true
+/// times what gemm<float> runs (xgrad's own kernel where blas::own_kernel_active()).
+SgemmFloor measure_sgemm_floor(const BenchConfig& config, std::size_t rounds = 7, bool own_kernel = false);
 /// The same for given shapes (each `count` calls).
-SgemmFloor measure_gemm_shapes(const std::vector<GemmShape>& shapes, std::size_t rounds = 7);
+SgemmFloor measure_gemm_shapes(const std::vector<GemmShape>& shapes, std::size_t rounds = 7, bool own_kernel = false);
 
 /// The shapes of one step from a tally of `steps` steps (blas::gemm_counts()): calls / steps each, rounded; the
 /// unshaped entry (dimensions >= 2^20) is left out.
