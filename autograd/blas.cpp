@@ -132,8 +132,8 @@ void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t
            std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   // alpha 0 stays with BLAS, which then reads neither A nor B (a NaN there must not reach C).
   if (alpha != 0 && k * n <= kOwnKernelMaxB && g_own_kernel.load(std::memory_order_relaxed) && own_kernel_pays()) {
-    thread_local std::vector<float> pack;
-    pack.resize(k * (n + 16));
+    thread_local std::vector<float> pack;  // op(B)'s copy: kept for the next product, grown as needed
+    if (trans_b || n % 16 != 0) pack.resize(std::max(pack.size(), k * simd::small_gemm_pack_width(n)));
     simd::small_gemm(
         {trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, simd::Skip::none, nullptr, pack.data()});
     return;

@@ -253,7 +253,7 @@ class HeadProducts {
       : small_(l.D <= kSmallHead && l.T <= kSmallKeys && simd::small_gemm_pays(hooks.causal)),
         causal_(hooks.causal),
         pos_(hooks.pos.data()) {
-    if (small_) pack_.resize(std::max(l.T, l.D) * (std::max(l.T, l.D) + 16));
+    if (small_) pack_.resize(std::max(l.D * simd::small_gemm_pack_width(l.T), l.T * simd::small_gemm_pack_width(l.D)));
   }
   // C = alpha op(A) op(B) + beta C (blas::gemm's arguments), skipping what `skip` says is zero when causal.
   void operator()(simd::Skip skip, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,

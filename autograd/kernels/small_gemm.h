@@ -26,7 +26,8 @@ enum class Skip {
 /// One product C = alpha op(A) op(B) + beta C, row-major: op(X) = X^T when trans_x; op(A) is [m, k], op(B) [k, n],
 /// C [m, n]; lda, ldb, ldc are the row strides of the stored matrices. With beta = 0, C is not read (it may hold
 /// anything, NaN included). Each entry is a float sum in a fixed order (no threads): the same inputs give the same
-/// bits. `pack` is scratch of at least k * n floats when trans_b (B^T is copied there first), else unused.
+/// bits. `pack` is scratch of at least k * small_gemm_pack_width(n) floats when trans_b or n is not a multiple of 16
+/// (op(B) is copied there first in rows of whole vectors), else unused.
 struct SmallGemm {
   bool trans_a = false, trans_b = false;
   std::size_t m = 0, n = 0, k = 0;
@@ -42,6 +43,9 @@ struct SmallGemm {
   const std::size_t* pos = nullptr;  // for skip != none
   float* pack = nullptr;
 };
+
+/// n rounded up to a multiple of 16 floats: the row length of small_gemm's copy of op(B).
+inline std::size_t small_gemm_pack_width(std::size_t n) { return (n + 15) / 16 * 16; }
 
 /// Whether small_gemm beats BLAS at a head's products (64 x 64 x 32 and its transposes) in the variant this process
 /// runs (kernels/isa.h), `skipping` half the terms (a causal mask) or none. Measured against OpenBLAS's Haswell kernels
