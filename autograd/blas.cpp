@@ -109,11 +109,11 @@ std::atomic<bool> g_own_kernel{true};
 
 // Where this CPU has AVX-512 but OpenBLAS runs narrower kernels (OPENBLAS_CORETYPE pins them; OpenBLAS 0.3.21 runs its
 // Zen (AVX2) kernels on AMD Zen 4 and 5), xgrad's AVX-512 kernel (simd::small_gemm) is faster at products whose
-// op(B) holds at most 2^20 floats (4 MiB): measured in cache 1.5-1.9x OpenBLAS Haswell's rate at every shape of the
-// nanoGPT step and 1.1-1.6x up to op(B) of 2^20 floats, but half of it at 2^22 (TN 256x1024x4096), where B streams
-// from memory once per block of rows (bench/README.md, "xgrad's own kernel for the products"). Where OpenBLAS runs
-// its AVX-512 kernels (SkylakeX and later) they run. Decided once per process, so that every product of a run is
-// summed the same way.
+// op(B) holds at most 2^20 floats (4 MiB; more than a core's L2, but its panels of 64 columns fit): measured in
+// cache 1.5-1.9x OpenBLAS Haswell's rate at every shape of the nanoGPT step and 1.1-1.6x up to op(B) of 2^20 floats,
+// but half of it at 2^22 (TN 256x1024x4096), where B streams from memory once per block of rows (bench/README.md,
+// "xgrad's own kernel for the products"). Where OpenBLAS runs its AVX-512 kernels (SkylakeX and later) they run.
+// Decided once per process, so that every product of a run is summed the same way.
 bool own_kernel_pays() {
   static const bool pays = [] {
     if (simd::active_isa() != simd::Isa::avx512f) return false;
@@ -128,10 +128,16 @@ bool own_kernel_pays() {
 
 constexpr std::size_t kOwnKernelMaxB = std::size_t(1) << 20;  // floats of op(B): 4 MiB
 
-void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
-           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
-  // alpha 0 stays with BLAS, which then reads neither A nor B (a NaN there must not reach C).
-  if (alpha != 0 && k * n <= kOwnKernelMaxB && g_own_kernel.load(std::memory_order_relaxed) && own_kernel_pays()) {
+// Whether the product runs on xgrad's own kernel: decided on the whole product, before gemm<float> splits it, so that
+// every part of it (and so the product at any thread count) is summed by the same kernel. alpha 0 stays with BLAS,
+// whose reference then reads neither A nor B (OpenBLAS's SkylakeX kernels read them): gemm gives what BLAS gives.
+bool own_kernel_for(std::size_t n, std::size_t k, float alpha) {
+  return alpha != 0 && k * n <= kOwnKernelMaxB && g_own_kernel.load(std::memory_order_relaxed) && own_kernel_pays();
+}
+
+void sgemm(bool own, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+           const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  if (own) {
     thread_local std::vector<float> pack;  // op(B)'s copy: kept for the next product, grown as needed
     if (trans_b || n % 16 != 0) pack.resize(std::max(pack.size(), k * simd::small_gemm_pack_width(n)));
     simd::small_gemm(
@@ -155,9 +161,10 @@ void gemm<float>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
                  std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   if (trivial(m, n, k, beta, c, ldc)) return;
   if (g_counting.load(std::memory_order_relaxed)) count_gemm(trans_a, trans_b, m, n, k);
+  const bool own = own_kernel_for(n, k, alpha);
   const auto threads = static_cast<std::size_t>(xgrad::num_threads());
   if (threads < 2 || detail::in_parallel() || m * n * k < kSplitMinMacs) {
-    sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    sgemm(own, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   // One BLAS thread per xgrad thread, each computing whole rows (or columns) of C: every element is summed exactly
@@ -167,10 +174,11 @@ void gemm<float>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
   const std::size_t grain = ((extent + threads - 1) / threads + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
   parallel_for(0, extent, grain, [&](std::size_t lo, std::size_t hi) {
     if (rows)
-      sgemm(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc,
-            ldc);
+      sgemm(own, trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + lo * lda, lda, b, ldb, beta,
+            c + lo * ldc, ldc);
     else
-      sgemm(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
+      sgemm(own, trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + lo * ldb : b + lo, ldb, beta, c + lo,
+            ldc);
   });
 }
 

@@ -272,8 +272,10 @@ namespace {
 void check_small_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, float beta,
                       simd::Skip skip, std::mt19937& gen) {
   std::normal_distribution<float> dist;
+  // Each matrix allocated to its last element exactly (a read or write past it is out of bounds under ASan).
   const std::size_t pad = 3, lda = (trans_a ? m : k) + pad, ldb = (trans_b ? k : n) + pad, ldc = n + pad;
-  std::vector<float> a((trans_a ? k : m) * lda), b((trans_b ? n : k) * ldb), c(m * ldc);
+  auto exact = [pad](std::size_t rows, std::size_t ld) { return rows == 0 ? 0 : rows * ld - pad; };
+  std::vector<float> a(exact(trans_a ? k : m, lda)), b(exact(trans_b ? n : k, ldb)), c(exact(m, ldc));
   for (float& v : a) v = dist(gen);
   for (float& v : b) v = dist(gen);
   for (float& v : c) v = beta == 0 ? std::numeric_limits<float>::quiet_NaN() : dist(gen);
@@ -292,7 +294,7 @@ void check_small_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
     }
   for (std::size_t p = 0; p < k; ++p)
     for (std::size_t j = 0; j < n; ++j) op_b[p * n + j] = trans_b ? b[j * ldb + p] : b[p * ldb + j];
-  std::vector<float> abs_a(op_a.size()), abs_b(op_b.size()), pack(k * (n + 16)), c0 = c;
+  std::vector<float> abs_a(op_a.size()), abs_b(op_b.size()), pack(k * simd::small_gemm_pack_width(n)), c0 = c;
   std::transform(op_a.begin(), op_a.end(), abs_a.begin(), [](float v) { return std::fabs(v); });
   std::transform(op_b.begin(), op_b.end(), abs_b.begin(), [](float v) { return std::fabs(v); });
   const auto want = reference::matmul(op_a.data(), op_b.data(), m, k, n);
@@ -317,7 +319,7 @@ void check_small_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
                   << static_cast<int>(skip) << " beta " << beta);
   CHECK(bad == 0);
   CHECK(zeros_wrong == 0);
-  for (std::size_t i = 0; i < m; ++i)  // the padding between C's rows is never written
+  for (std::size_t i = 0; i + 1 < m; ++i)  // the padding between C's rows is never written
     for (std::size_t j = n; j < ldc; ++j) CHECK(std::memcmp(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float)) == 0);
 }
 
@@ -342,45 +344,101 @@ TEST_CASE("small_gemm: every layout, skip and tail within the float sum's bound 
         }
 }
 
+namespace {
+
+// gemm<float> of one case with own kernel allowed and forbidden, strided operands: both within the float sum's error
+// bound of the exact product, so within twice of it of each other: 2 (k + 1) u (|alpha| sum_p |a_ip b_pj| + |beta c|),
+// u = 2^-24. With beta 0, C starts as NaN (neither may read it).
+void check_own_against_blas(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float beta,
+                            std::mt19937& gen) {
+  std::normal_distribution<float> dist;
+  const std::size_t lda = (trans_a ? m : k) + 5, ldb = (trans_b ? k : n) + 5, ldc = n + 5;
+  std::vector<float> a((trans_a ? k : m) * lda), b((trans_b ? n : k) * ldb), c0(m * ldc);
+  for (float& v : a) v = dist(gen);
+  for (float& v : b) v = dist(gen);
+  for (float& v : c0) v = beta == 0 ? std::numeric_limits<float>::quiet_NaN() : dist(gen);
+  std::vector<float> own = c0, library = c0;
+  const bool was = blas::set_own_kernel(true);
+  blas::gemm<float>(trans_a, trans_b, m, n, k, 0.8f, a.data(), lda, b.data(), ldb, beta, own.data(), ldc);
+  blas::set_own_kernel(false);
+  CHECK_FALSE(blas::own_kernel_active());
+  blas::gemm<float>(trans_a, trans_b, m, n, k, 0.8f, a.data(), lda, b.data(), ldb, beta, library.data(), ldc);
+  blas::set_own_kernel(was);
+  std::size_t apart = 0;
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      long double magnitude = 0;
+      for (std::size_t p = 0; p < k; ++p)
+        magnitude += std::fabs(static_cast<long double>(trans_a ? a[p * lda + i] : a[i * lda + p]) *
+                               (trans_b ? b[j * ldb + p] : b[p * ldb + j]));
+      const long double bound = 2 * (k + 1) * std::ldexp(1.0L, -24) *
+                                (0.8L * magnitude + (beta == 0 ? 0 : std::fabs(beta * c0[i * ldc + j])));
+      apart += !(std::fabs(own[i * ldc + j] - library[i * ldc + j]) <= bound);
+    }
+  INFO("trans_a " << trans_a << " trans_b " << trans_b << " m " << m << " n " << n << " k " << k << " beta " << beta);
+  CHECK(apart == 0);
+}
+
+}  // namespace
+
 TEST_CASE(
     "gemm<float>: xgrad's own kernel where the CPU has AVX-512 and OpenBLAS narrower kernels, within BLAS's bound") {
   std::string core = blas::core_name();
   std::transform(core.begin(), core.end(), core.begin(), [](unsigned char ch) { return std::tolower(ch); });
   const bool wide_blas = core.find("skylakex") != std::string::npos || core.find("cooperlake") != std::string::npos ||
                          core.find("sapphirerapids") != std::string::npos;
-  INFO("OpenBLAS core " << core << ", variant " << simd::isa_name(simd::active_isa()));
+  INFO("OpenBLAS core " << core << ", variant " << std::string(simd::isa_name(simd::active_isa())));
   CHECK(blas::own_kernel_active() == (simd::active_isa() == simd::Isa::avx512f && !wide_blas));
-  // Own kernel and BLAS on the same products (tails in every dimension): both within the float sum's error bound of
-  // the exact product, so within twice of it of each other: 2 (k + 1) u sum_p |a_ip b_pj|, u = 2^-24.
   std::mt19937 gen(5);
+  // 97 x 70 x 41: op(B) copied (rows not whole vectors); 50 x 64 x 33: read in place.
+  for (const auto& shape : std::vector<std::array<std::size_t, 3>>{{97, 70, 41}, {50, 64, 33}})
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true})
+        for (const float beta : {0.0f, 0.5f})
+          check_own_against_blas(trans_a, trans_b, shape[0], shape[1], shape[2], beta, gen);
+
+  // alpha 0 stays with BLAS (whose reference reads neither A nor B then; OpenBLAS's SkylakeX kernels do read them): a
+  // NaN in A gives in C what BLAS gives, bit for bit.
+  std::vector<float> a(6 * 4, std::numeric_limits<float>::quiet_NaN()), b(4 * 8, 1.0f), c(6 * 8, 2.0f), c_blas = c;
+  blas::gemm<float>(false, false, 6, 8, 4, 0.0f, a.data(), 4, b.data(), 8, 1.0f, c.data(), 8);
+  const bool was = blas::set_own_kernel(false);
+  blas::gemm<float>(false, false, 6, 8, 4, 0.0f, a.data(), 4, b.data(), 8, 1.0f, c_blas.data(), 8);
+  blas::set_own_kernel(was);
+  CHECK(std::memcmp(c.data(), c_blas.data(), c.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("gemm<float>: a product split over two threads is summed by the kernel the whole product gets") {
+  // k n = 1.5 2^20 floats of op(B): the whole product goes to BLAS. Split into column halves over two threads, each
+  // half alone would fit the own kernel; deciding on the whole product sends both halves to BLAS, as with the own
+  // kernel forbidden (bit for bit: the same BLAS calls).
+  std::mt19937 gen(9);
   std::normal_distribution<float> dist;
-  for (const bool trans_a : {false, true})
-    for (const bool trans_b : {false, true}) {
-      const std::size_t m = 97, n = 70, k = 41;
-      std::vector<float> a(m * k), b(k * n), own(m * n), library(m * n), abs_a(m * k), abs_b(k * n);
-      for (float& v : a) v = dist(gen);
-      for (float& v : b) v = dist(gen);
-      const bool was = blas::set_own_kernel(true);
-      blas::gemm<float>(trans_a, trans_b, m, n, k, 1.0f, a.data(), trans_a ? m : k, b.data(), trans_b ? k : n, 0.0f,
-                        own.data(), n);
-      blas::set_own_kernel(false);
-      CHECK_FALSE(blas::own_kernel_active());
-      blas::gemm<float>(trans_a, trans_b, m, n, k, 1.0f, a.data(), trans_a ? m : k, b.data(), trans_b ? k : n, 0.0f,
-                        library.data(), n);
-      blas::set_own_kernel(was);
-      std::transform(a.begin(), a.end(), abs_a.begin(), [](float v) { return std::fabs(v); });
-      std::transform(b.begin(), b.end(), abs_b.begin(), [](float v) { return std::fabs(v); });
-      std::vector<float> op_a(m * k), op_b(k * n);  // |op(A)|, |op(B)| row-major for the reference
-      for (std::size_t i = 0; i < m; ++i)
-        for (std::size_t p = 0; p < k; ++p) op_a[i * k + p] = trans_a ? abs_a[p * m + i] : abs_a[i * k + p];
-      for (std::size_t p = 0; p < k; ++p)
-        for (std::size_t j = 0; j < n; ++j) op_b[p * n + j] = trans_b ? abs_b[j * k + p] : abs_b[p * n + j];
-      const auto magnitude = reference::matmul(op_a.data(), op_b.data(), m, k, n);
-      std::size_t apart = 0;
-      for (std::size_t i = 0; i < m * n; ++i)
-        apart += !(std::fabs(own[i] - library[i]) <= 2 * (k + 1) * std::ldexp(1.0L, -24) * magnitude[i]);
-      CHECK(apart == 0);
-    }
+  const std::size_t m = 64, n = 2048, k = 768;
+  std::vector<float> a(m * k), b(k * n), allowed(m * n), forbidden(m * n);
+  for (float& v : a) v = dist(gen);
+  for (float& v : b) v = dist(gen);
+  const int threads = num_threads();
+  set_num_threads(2);
+  blas::gemm<float>(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, allowed.data(), n);
+  const bool was = blas::set_own_kernel(false);
+  blas::gemm<float>(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, forbidden.data(), n);
+  blas::set_own_kernel(was);
+  // A product the own kernel takes whole (op(B) of 2^19 floats), split by rows: each entry summed in one order.
+  const std::size_t m2 = 512, n2 = 512, k2 = 1024;
+  std::vector<float> a2(m2 * k2), b2(k2 * n2), one(m2 * n2), two(m2 * n2);
+  for (float& v : a2) v = dist(gen);
+  for (float& v : b2) v = dist(gen);
+  blas::gemm<float>(false, false, m2, n2, k2, 1.0f, a2.data(), k2, b2.data(), n2, 0.0f, two.data(), n2);
+  set_num_threads(1);
+  blas::gemm<float>(false, false, m2, n2, k2, 1.0f, a2.data(), k2, b2.data(), n2, 0.0f, one.data(), n2);
+  set_num_threads(threads);
+  std::size_t differ = 0, differ_split = 0;
+  for (std::size_t i = 0; i < allowed.size(); ++i)
+    differ += std::memcmp(&allowed[i], &forbidden[i], sizeof(float)) != 0;
+  for (std::size_t i = 0; i < one.size(); ++i) differ_split += std::memcmp(&one[i], &two[i], sizeof(float)) != 0;
+  INFO("OpenBLAS core " << blas::core_name());
+  CHECK(differ == 0);
+  if (blas::own_kernel_active()) CHECK(differ_split == 0);
 }
 
 // The double kernels (xsimd::exp): softmax within 5 double ulp of the reference given the same x - max, gelu within

@@ -75,10 +75,12 @@ struct Range {
 };
 __attribute__((always_inline)) inline Range range_of(const SmallGemm& g, std::size_t i, std::size_t rows) {
   Range r{0, g.k, g.n};
-  const std::size_t last = g.skip == Skip::none ? 0 : g.pos[std::min(i + rows, g.m) - 1] + 1;
-  if (g.skip == Skip::c_past_pos) r.n_end = std::min(g.n, last);
-  if (g.skip == Skip::a_past_pos) r.p1 = std::min(g.k, last);
-  if (g.skip == Skip::a_t_past_pos) r.p0 = static_cast<std::size_t>(std::lower_bound(g.pos, g.pos + g.k, i) - g.pos);
+  if (g.skip == Skip::c_past_pos || g.skip == Skip::a_past_pos) {  // pos has m entries: the block's last row's
+    const std::size_t last = g.pos[std::min(i + rows, g.m) - 1] + 1;
+    (g.skip == Skip::c_past_pos ? r.n_end : r.p1) = std::min(g.skip == Skip::c_past_pos ? g.n : g.k, last);
+  }
+  if (g.skip == Skip::a_t_past_pos)  // pos has k entries: the first term whose position reaches the block's row i
+    r.p0 = static_cast<std::size_t>(std::lower_bound(g.pos, g.pos + g.k, i) - g.pos);
   return r;
 }
 

@@ -1,9 +1,10 @@
-// A matrix product whose second operand is small (it fits a core's L2 cache), in xgrad's own SIMD code, without
-// BLAS's blocking: row blocks of C against panels of op(B). Two uses: the blocks of multi-head attention (a head's
-// [T, d_k] operands), where a per-(batch, head) product is too small for BLAS to reach its rate and a causal mask
-// zeroes half of the terms, which this kernel skips; and, where the CPU has AVX-512 but OpenBLAS runs narrower
-// kernels, every product of gemm<float> whose op(B) fits (autograd/blas.h). Plain reference: reference::matmul
-// (kernels/reference.h); tests/test_kernels.cpp holds the kernel to it.
+// A matrix product whose second operand is small (up to a few MiB: op(B) is read once per block of rows of C), in
+// xgrad's own SIMD code, without BLAS's blocking: row blocks of C against panels of op(B) 64 columns wide. Two uses:
+// the blocks of multi-head attention (a head's [T, d_k] operands), where a per-(batch, head) product is too small for
+// BLAS to reach its rate and a causal mask zeroes half of the terms, which this kernel skips; and, where the CPU has
+// AVX-512 but OpenBLAS runs narrower kernels, every product of gemm<float> whose op(B) holds at most 2^20 floats
+// (autograd/blas.h). Plain reference: reference::matmul (kernels/reference.h); tests/test_kernels.cpp holds the kernel
+// to it.
 #pragma once
 
 #include <cstddef>
