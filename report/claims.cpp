@@ -90,6 +90,13 @@ bool over_used_runs(const std::string& statistic) {
   return false;
 }
 
+// The mean of `values`, +inf when one is (a threshold never reached).
+double mean_of(const std::vector<double>& values) {
+  double sum = 0;
+  for (double x : values) sum += x;
+  return values.empty() ? kNoValue : sum / static_cast<double>(values.size());
+}
+
 // The statistic per (seed, data_seed) of an arm's runs: several runs of one pair count as their mean; a run without
 // a value is left out, or counts as kNever with never_is_worst.
 std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& arm, const Claim& claim,
@@ -104,19 +111,8 @@ std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& a
     values[seed_key(c.runs[i].config)].push_back(v);
   }
   std::map<nlohmann::json, double> mean;
-  for (const auto& [seed, v] : values) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    mean[seed] = sum / static_cast<double>(v.size());
-  }
+  for (const auto& [seed, v] : values) mean[seed] = mean_of(v);
   return mean;
-}
-
-// The mean of `values`, +inf when one is (a threshold never reached).
-double mean_of(const std::vector<double>& values) {
-  double sum = 0;
-  for (double x : values) sum += x;
-  return values.empty() ? kNoValue : sum / static_cast<double>(values.size());
 }
 
 // The subject's value against the baseline's: better, worse or the same within `tol` (never reached is the worst).
@@ -143,26 +139,19 @@ std::string undecidable(const Comparison& c, const std::string& statistic, const
 Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w, const ArmPair& p) {
   const ArmStats& s = c.arms[p.subject];
   const ArmStats& b = c.arms[p.baseline];
-  Verdict v;
+  const std::string statistic = statistic_name(claim.statistic, w);
+  const Tolerance& tol = tolerance(claim.tolerance);
+  const auto ss = per_seed(c, s, claim, statistic), bs = per_seed(c, b, claim, statistic);
+  // By seed, the shared seeds are counted even where not decided.
+  Verdict v = claim.by_seed ? compare_values(ss, bs, claim.better, tol) : Verdict{};
+  if (!v.paired) v.why_not.clear();
   v.claim = statistic_name(claim.id, w);
   v.w = w;
-  v.statistic = statistic_name(claim.statistic, w);
+  v.statistic = statistic;
   v.subject = p.subject;
   v.baseline = p.baseline;
-  v.subject_value = s.stat(v.statistic).mean;
-  v.baseline_value = b.stat(v.statistic).mean;
-  const Tolerance& tol = tolerance(claim.tolerance);
-  const auto ss = per_seed(c, s, claim, v.statistic), bs = per_seed(c, b, claim, v.statistic);
-  if (claim.by_seed) {  // counts the shared seeds even where not decided
-    const Verdict by_seed = compare_values(ss, bs, claim.better, tol);
-    v.outcome = by_seed.outcome;
-    v.paired = by_seed.paired;
-    v.n_shared = by_seed.n_shared;
-    v.seeds_better = by_seed.seeds_better;
-    v.seeds_worse = by_seed.seeds_worse;
-    v.seeds_same = by_seed.seeds_same;
-    if (v.paired) v.why_not = by_seed.why_not;
-  }
+  v.subject_value = s.stat(statistic).mean;
+  v.baseline_value = b.stat(statistic).mean;
   const std::string why_not = undecidable(c, v.statistic, s, b);
   if (!why_not.empty() || ss.empty() || bs.empty()) {
     v.outcome = Outcome::not_decided;
@@ -206,14 +195,10 @@ std::string key_without_axis(const nlohmann::json& settings, const std::string& 
 // learning rate), in groups in order of first appearance.
 std::vector<std::vector<std::size_t>> groups_of(const Comparison& c, const std::vector<std::size_t>& arms,
                                                 const std::string& axis, bool with_lr) {
-  std::map<std::string, std::size_t> group_of_key;
-  std::vector<std::vector<std::size_t>> groups;
-  for (const std::size_t a : arms) {
-    const auto [it, inserted] =
-        group_of_key.emplace(key_without_axis(c.arms[a].settings, axis, with_lr), groups.size());
-    if (inserted) groups.emplace_back();
-    groups[it->second].push_back(a);
-  }
+  auto groups = group_indices(arms.size(),
+                              [&](std::size_t i) { return key_without_axis(c.arms[arms[i]].settings, axis, with_lr); });
+  for (auto& group : groups)
+    for (auto& i : group) i = arms[i];
   return groups;
 }
 
@@ -272,11 +257,11 @@ std::string lr_undecidable(const Comparison& c, const LrGroup& s, const LrGroup&
                                     : "";
 }
 
+}  // namespace
+
 // Each side's lr objective per seed at every shared learning rate (a diverged run as its initial loss), its LR
 // sensitivity per seed where it has all of them, and per seed the largest objective of both sides: the loss the
 // sensitivities are differences of, which their tolerance is a fraction of.
-}  // namespace
-
 Verdict lr_verdict(const Comparison& c, const LrGroup& gs, const LrGroup& gb) {
   static const Claim objective{"", "", "lr_objective", Better::lower, "loss"};
   std::vector<std::pair<const ArmStats*, const ArmStats*>> shared;

@@ -250,13 +250,12 @@ std::vector<std::string> write_explain_figures(const Explanation& e, const std::
     for (auto& f : runs_figures(*e.training)) lines.push_back(std::move(f));
   PlotOutcome outcome;
   write_summary_plots(lines, dir, outcome);
-  write_plot_file(d / "score_hist.gp",
-                  grid_script(e, "score_hist", [&](const auto& a, const auto& f) { return hist_panel(d, a, f); }));
-  write_plot_file(d / "sorted_weights.gp", grid_script(e, "sorted_weights", [&](const auto& a, const auto& f) {
-                    return weights_panel(d, a, f);
-                  }));
-  write_plot_file(d / "heatmap.gp",
-                  grid_script(e, "heatmap", [&](const auto& a, const auto& f) { return heatmap_panel(d, a, f); }));
+  using Panel = std::string (*)(const fs::path&, const ArmMeasurement&, const std::string&);
+  const std::vector<std::pair<std::string, Panel>> grids{
+      {"score_hist", hist_panel}, {"sorted_weights", weights_panel}, {"heatmap", heatmap_panel}};
+  for (const auto& grid : grids)
+    write_plot_file(d / (grid.first + ".gp"),
+                    grid_script(e, grid.first, [&](const auto& a, const auto& f) { return grid.second(d, a, f); }));
   std::vector<std::string> drawn;
   for (const auto& f : outcome.summary_drawn) drawn.push_back(f.name);
   note = outcome.note;
@@ -265,11 +264,11 @@ std::vector<std::string> write_explain_figures(const Explanation& e, const std::
            "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
     return drawn;
   }
-  for (const std::string id : {"score_hist", "sorted_weights", "heatmap"}) {
-    if (draw_figure(dir, id))
-      drawn.push_back(id);
+  for (const auto& grid : grids) {
+    if (draw_figure(dir, grid.first))
+      drawn.push_back(grid.first);
     else
-      note += (note.empty() ? "gnuplot failed for " : ", ") + id + ".gp";
+      note += (note.empty() ? "gnuplot failed for " : ", ") + grid.first + ".gp";
   }
   return drawn;
 }

@@ -232,12 +232,7 @@ struct PanelGrid {
 // Panels: arms that differ only in scale mode (arm_groups), so each panel is a scaled-vs-unscaled comparison;
 // each d_k starts a new row. Titles leave out the settings every arm shares.
 PanelGrid panel_grid(const Comparison& c) {
-  std::vector<std::string> omit{"scale"};
-  for (const std::string key : {"optimizer", "lr"})
-    if (std::all_of(c.arms.begin(), c.arms.end(), [&](const ArmStats& arm) {
-          return setting_text(arm.settings, key) == setting_text(c.arms[0].settings, key);
-        }))
-      omit.push_back(key);
+  const std::vector<std::string> omit = shared_label_parts(c.arms, {"scale"});
   const auto extra = distinguishing_keys(c.arms);
   PanelGrid g;
   for (const std::vector<std::size_t>& arms : arm_groups(c, "scale")) {

@@ -445,16 +445,10 @@ namespace {
 
 // The arms: runs with the same settings but seeds, sorted by d_k, scaling (registry order), optimizer, lr, rest.
 void group_into_arms(Comparison& c) {
-  std::map<std::string, std::size_t> arm_of_key;
-  for (std::size_t i = 0; i < c.runs.size(); ++i) {
-    nlohmann::json settings = arm_settings(c.runs[i].config);
-    const std::string key = settings.dump();
-    auto [it, inserted] = arm_of_key.emplace(key, c.arms.size());
-    if (inserted) {
-      c.arms.emplace_back();
-      c.arms.back().settings = std::move(settings);
-    }
-    c.arms[it->second].runs.push_back(i);
+  for (const auto& runs :
+       group_indices(c.runs.size(), [&](std::size_t i) { return arm_settings(c.runs[i].config).dump(); })) {
+    c.arms.emplace_back().settings = arm_settings(c.runs[runs.front()].config);
+    c.arms.back().runs = runs;
   }
   std::sort(c.arms.begin(), c.arms.end(), [](const ArmStats& a, const ArmStats& b) {
     if (a.d_k() != b.d_k()) return a.d_k() < b.d_k();
@@ -469,19 +463,13 @@ void group_into_arms(Comparison& c) {
 // Replicates are told apart by (seed, data_seed): the same pair twice is the same run twice (a copied or re-run
 // directory), not another seed.
 void count_seeds(const Comparison& c, ArmStats& arm) {
-  std::map<std::string, std::vector<std::size_t>> by_seed;
-  std::vector<std::string> seed_order;
-  for (auto i : arm.used) {
-    const nlohmann::json& config = c.runs[i].config;
-    const std::string key =
-        nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})
-            .dump();
-    if (by_seed.find(key) == by_seed.end()) seed_order.push_back(key);
-    by_seed[key].push_back(i);
+  const auto pairs = [&](std::size_t k) { return seed_key(c.runs[arm.used[k]].config).dump(); };
+  for (const auto& group : group_indices(arm.used.size(), pairs)) {
+    ++arm.n_seeds;
+    std::vector<std::size_t> runs;
+    for (auto k : group) runs.push_back(arm.used[k]);
+    if (runs.size() > 1) arm.duplicate_seeds.push_back(runs);
   }
-  arm.n_seeds = by_seed.size();
-  for (const auto& key : seed_order)
-    if (by_seed[key].size() > 1) arm.duplicate_seeds.push_back(by_seed[key]);
 }
 
 // Every statistic of the arm over its kept runs (over_used_runs: its used runs).
@@ -527,15 +515,8 @@ void analyse_arm(Comparison& c, ArmStats& arm, double loss_threshold, double acc
 // sorted by lr within equal other settings, so each group's arms come out in increasing lr.
 std::vector<LrGroup> lr_groups_of(const Comparison& c) {
   std::vector<LrGroup> groups;
-  std::map<std::string, std::vector<std::size_t>> by_rest;
-  std::vector<std::string> order;
-  for (std::size_t a = 0; a < c.arms.size(); ++a) {
-    const std::string key = key_without(c.arms[a].settings, {"lr"});
-    if (by_rest.find(key) == by_rest.end()) order.push_back(key);
-    by_rest[key].push_back(a);
-  }
-  for (const auto& key : order) {
-    const auto& members = by_rest[key];
+  for (const auto& members :
+       group_indices(c.arms.size(), [&](std::size_t a) { return key_without(c.arms[a].settings, {"lr"}); })) {
     if (members.size() < 2) continue;
     LrGroup g;
     g.arms = members;

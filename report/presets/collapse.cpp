@@ -248,9 +248,7 @@ std::string line_text(const Line& line, Table& t) {
 
 std::vector<PresetSection> report(const PresetInput& in) {
   const Grid g = read_grid(in.comparison);
-  PresetSection s;
-  s.anchor = "collapse";
-  s.title = "Attention entropy collapse (Zhai et al. 2023)";
+  PresetSection s{"collapse", "Attention entropy collapse (Zhai et al. 2023)", "", {}};
   if (g.lines.empty()) {
     s.markdown = preset_text("collapse.no_run") + "\n";
     return {s};

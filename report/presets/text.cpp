@@ -184,9 +184,7 @@ std::vector<PresetSection> report(const PresetInput& in) {
     arms.push_back(read_arm(c, a));
     wide = std::max(wide, arms.back().d_model);
   }
-  PresetSection s;
-  s.anchor = "text";
-  s.title = "Scaled and unscaled attention on text";
+  PresetSection s{"text", "Scaled and unscaled attention on text", "", {}};
   if (arms.empty()) {
     s.markdown = preset_text("text.no_run") + "\n";
     return {s};

@@ -211,9 +211,7 @@ std::string claims_text(const std::vector<Line>& lines, const std::map<std::stri
 std::vector<PresetSection> report(const PresetInput& in) {
   const Comparison& c = in.comparison;
   const std::vector<Line> lines = lines_of(c);
-  PresetSection s;
-  s.anchor = "width";
-  s.title = "Best learning rate against width (Yang et al. 2022, figure 1 at toy scale)";
+  PresetSection s{"width", "Best learning rate against width (Yang et al. 2022, figure 1 at toy scale)", "", {}};
   if (lines.empty()) {
     s.markdown = preset_text("width.no_run") + "\n";
     return {s};
