@@ -23,22 +23,18 @@ double Tolerance::between(double a, double b) const {
 }
 
 const std::vector<Tolerance>& tolerances() {
-  static const std::vector<Tolerance> table{
-      {"loss", 0.02, 0, true,
-       "a loss 2% apart is within what the batch order alone moves it; one seed has no spread to tell"},
-      {"steps", 0.10, 1, true,
-       "the first step a noisy training curve crosses a threshold moves by several percent with the batch order"},
-      {"gradient", 0.02, 0, false,
-       "a mean of equal gradient norms over other steps differs in its last bits; 2% is no result"},
-      {"entropy", 0.02, 0, false, "attention entropies 2% apart describe the same spread of weights"},
-      {"share", 0, 0, false, "a share of steps or runs counts whole events: any difference is one"},
-      {"probability", 0, 0.02, false,
-       "accuracies and attention weights (0 to 1) 0.02 apart are one or two answers in a hundred: no result"},
-      {"length_change", 0, 0.05, false,
-       "an accuracy or attention weight that moves by 0.05 between two lengths has changed beyond the eval batches' "
-       "noise"},
-      {"logit_growth", 1.0 / 3, 0, false,
-       "a largest attention logit within a factor of 1.5 of its start moves with the batches; beyond it, it grew"}};
+  static const std::vector<Tolerance> table = [] {
+    std::vector<Tolerance> all{{"loss", 0.02, 0, true},
+                               {"steps", 0.10, 1, true},
+                               {"gradient", 0.02, 0, false},
+                               {"entropy", 0.02, 0, false},
+                               {"share", 0, 0, false},
+                               {"probability", 0, 0.02, false},
+                               {"length_change", 0, 0.05, false},
+                               {"logit_growth", 1.0 / 3, 0, false}};
+    for (Tolerance& t : all) t.reason = text_template("glossary", "tolerance " + t.name);
+    return all;
+  }();
   return table;
 }
 
@@ -49,20 +45,21 @@ const Tolerance& tolerance(const std::string& name) {
 }
 
 const std::vector<Claim>& claims() {
-  static const std::vector<Claim> table{
-      {"trains_better", "trains better (final loss)", "final_loss", Better::lower, "loss"},
-      {"starts_less_saturated", "starts less saturated (entropy at the start)", "entropy_first", Better::higher,
-       "entropy"},
-      {"more_gradient_step0_{w}", "more {w} gradient at step 0", "grad_norm_step0_{w}", Better::higher, "gradient"},
-      {"more_gradient_before_loss_{w}", "more {w} gradient before the loss threshold", "mean_grad_norm_before_loss_{w}",
-       Better::higher, "gradient"},
-      {"more_gradient_{w}", "more {w} gradient over all steps", "mean_grad_norm_{w}", Better::higher, "gradient"},
-      {"fewer_zero_gradients_{w}", "fewer exactly-zero {w} gradients", "frac_zero_grad_{w}", Better::lower, "share"},
-      {"reaches_loss_sooner", "reaches the loss threshold sooner", "step_to_loss", Better::lower, "steps", true},
-      {"reaches_accuracy_sooner", "reaches the accuracy threshold sooner", "step_to_accuracy", Better::lower, "steps",
-       true},
-      {"diverges_less", "diverges less often", "diverged", Better::lower, "share", false, false},
-      {"less_lr_sensitive", "less sensitive to the learning rate", "lr_sensitivity", Better::lower, "loss"}};
+  static const std::vector<Claim> table = [] {
+    std::vector<Claim> all{
+        {"trains_better", "final_loss", Better::lower, "loss"},
+        {"starts_less_saturated", "entropy_first", Better::higher, "entropy"},
+        {"more_gradient_step0_{w}", "grad_norm_step0_{w}", Better::higher, "gradient"},
+        {"more_gradient_before_loss_{w}", "mean_grad_norm_before_loss_{w}", Better::higher, "gradient"},
+        {"more_gradient_{w}", "mean_grad_norm_{w}", Better::higher, "gradient"},
+        {"fewer_zero_gradients_{w}", "frac_zero_grad_{w}", Better::lower, "share"},
+        {"reaches_loss_sooner", "step_to_loss", Better::lower, "steps", true},
+        {"reaches_accuracy_sooner", "step_to_accuracy", Better::lower, "steps", true},
+        {"diverges_less", "diverged", Better::lower, "share", false, false},
+        {"less_lr_sensitive", "lr_sensitivity", Better::lower, "loss"}};
+    for (Claim& claim : all) claim.label = text_template("claims", "label " + claim.id);
+    return all;
+  }();
   return table;
 }
 
@@ -227,10 +224,8 @@ std::string lrs_of(const Comparison& c, const LrGroup& g) {
   return s;
 }
 
-// Why two lr groups' sensitivities cannot be compared over the learning rates both hold (`shared`), or "": fewer than
-// two of them; both diverged at one, where the objective counts those runs as their initial loss on both sides; or a
-// side that learned at none of them, whose flat objective near chance would read as insensitive when it is simply
-// bad at all of them.
+// Why two lr groups' sensitivities over the learning rates both hold (`shared`) cannot be compared, or "" (lr_verdict
+// in claims.h says why each).
 std::string lr_undecidable(const Comparison& c, const LrGroup& s, const LrGroup& b,
                            const std::vector<std::pair<const ArmStats*, const ArmStats*>>& shared, Verdict& v) {
   if (shared.size() < 2) {
@@ -257,13 +252,71 @@ std::string lr_undecidable(const Comparison& c, const LrGroup& s, const LrGroup&
                                     : "";
 }
 
+void lr_verdicts(const Comparison& c, const std::string& axis, const std::string& baseline, std::vector<Verdict>& out) {
+  std::vector<std::size_t> firsts;
+  for (const LrGroup& g : c.lr_groups) firsts.push_back(g.arms.front());
+  const auto group_of = [&](std::size_t arm) -> const LrGroup& {
+    return *std::find_if(c.lr_groups.begin(), c.lr_groups.end(),
+                         [&](const LrGroup& g) { return g.arms.front() == arm; });
+  };
+  for (const ArmPair& p : pairs_of(c, firsts, axis, baseline, true))
+    out.push_back(lr_verdict(c, group_of(p.subject), group_of(p.baseline)));
+}
+
+// The settings two arms of other values of `axis` differ in besides it and its entries' own settings; where nothing
+// else differs in value, the settings only one of them has (of its task or layer).
+std::vector<std::string> differing_besides(const ArmStats& a, const ArmStats& b, const std::string& axis) {
+  std::vector<std::string> axis_keys = own_settings(a.settings, axis), keys;
+  for (const auto& k : own_settings(b.settings, axis)) axis_keys.push_back(k);
+  axis_keys.push_back(axis);
+  const auto of_axis = [&](const std::string& k) {
+    return k == "chance_loss" || std::find(axis_keys.begin(), axis_keys.end(), k) != axis_keys.end();
+  };
+  for (const auto& k : settings_differing(a.settings, b.settings))
+    if (!of_axis(k)) keys.push_back(k);
+  const bool only_one_has = keys.empty();
+  for (const auto* pair : {&a, &b})
+    for (const auto& item : pair->settings.items())
+      if (only_one_has && !of_axis(item.key()) && !(pair == &a ? b : a).settings.contains(item.key()))
+        keys.push_back(item.key());
+  // Nothing a table shows differs: the derived chance_loss does (a config.json edited by hand).
+  if (keys.empty() &&
+      a.settings.value("chance_loss", nlohmann::json()) != b.settings.value("chance_loss", nlohmann::json()))
+    keys.push_back("chance_loss");
+  return keys;
+}
+
+// A statistic's value as its sentence shows it: a step ("step 37", "never"), a share ("12.5%"), else 3 digits.
+std::string value_text(const Claim& claim, double v) {
+  if (claim.tolerance == "steps") return std::isfinite(v) ? fmt::format("step {:.0f}", v) : "never";
+  if (claim.tolerance == "share") return format_percent(v);
+  return std::isfinite(v) ? fmt::format("{:.3g}", v) : train::format_number(v);
+}
+
+// How the verdict was reached: over the shared seeds, or by the means.
+std::string how_text(const Verdict& v) {
+  const Fields f{{"n", std::to_string(v.n_shared)},
+                 {"better", std::to_string(v.seeds_better)},
+                 {"worse", std::to_string(v.seeds_worse)},
+                 {"same", std::to_string(v.seeds_same)},
+                 {"tolerance", train::format_number(v.tolerance)}};
+  if (!claim_of(v).by_seed) return text("claims", "how.shares");
+  if (v.paired)
+    return text("claims",
+                v.outcome == Outcome::not_decided ? "how.split"
+                : v.n_shared == 1                 ? "how.one_seed"
+                                                  : "how.every_seed",
+                f);
+  return text("claims", std::isfinite(v.tolerance) ? "how.means_tolerance" : "how.means", f);
+}
+
 }  // namespace
 
 // Each side's lr objective per seed at every shared learning rate (a diverged run as its initial loss), its LR
 // sensitivity per seed where it has all of them, and per seed the largest objective of both sides: the loss the
 // sensitivities are differences of, which their tolerance is a fraction of.
 Verdict lr_verdict(const Comparison& c, const LrGroup& gs, const LrGroup& gb) {
-  static const Claim objective{"", "", "lr_objective", Better::lower, "loss"};
+  static const Claim objective{"", "lr_objective", Better::lower, "loss"};
   std::vector<std::pair<const ArmStats*, const ArmStats*>> shared;
   std::vector<double> mean_s, mean_b;
   std::map<nlohmann::json, std::vector<double>> seeds_s, seeds_b;
@@ -313,21 +366,6 @@ Verdict lr_verdict(const Comparison& c, const LrGroup& gs, const LrGroup& gb) {
   return v;
 }
 
-namespace {
-
-void lr_verdicts(const Comparison& c, const std::string& axis, const std::string& baseline, std::vector<Verdict>& out) {
-  std::vector<std::size_t> firsts;
-  for (const LrGroup& g : c.lr_groups) firsts.push_back(g.arms.front());
-  const auto group_of = [&](std::size_t arm) -> const LrGroup& {
-    return *std::find_if(c.lr_groups.begin(), c.lr_groups.end(),
-                         [&](const LrGroup& g) { return g.arms.front() == arm; });
-  };
-  for (const ArmPair& p : pairs_of(c, firsts, axis, baseline, true))
-    out.push_back(lr_verdict(c, group_of(p.subject), group_of(p.baseline)));
-}
-
-}  // namespace
-
 nlohmann::json seed_key(const nlohmann::json& config) {
   return nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())});
 }
@@ -375,33 +413,6 @@ std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, con
 std::vector<std::vector<std::size_t>> arm_groups(const Comparison& c, const std::string& axis) {
   return groups_of(c, all_arms(c), axis, false);
 }
-
-namespace {
-
-// The settings two arms of other values of `axis` differ in besides it and its entries' own settings; where nothing
-// else differs in value, the settings only one of them has (of its task or layer).
-std::vector<std::string> differing_besides(const ArmStats& a, const ArmStats& b, const std::string& axis) {
-  std::vector<std::string> axis_keys = own_settings(a.settings, axis), keys;
-  for (const auto& k : own_settings(b.settings, axis)) axis_keys.push_back(k);
-  axis_keys.push_back(axis);
-  const auto of_axis = [&](const std::string& k) {
-    return k == "chance_loss" || std::find(axis_keys.begin(), axis_keys.end(), k) != axis_keys.end();
-  };
-  for (const auto& k : settings_differing(a.settings, b.settings))
-    if (!of_axis(k)) keys.push_back(k);
-  const bool only_one_has = keys.empty();
-  for (const auto* pair : {&a, &b})
-    for (const auto& item : pair->settings.items())
-      if (only_one_has && !of_axis(item.key()) && !(pair == &a ? b : a).settings.contains(item.key()))
-        keys.push_back(item.key());
-  // Nothing a table shows differs: the derived chance_loss does (a config.json edited by hand).
-  if (keys.empty() &&
-      a.settings.value("chance_loss", nlohmann::json()) != b.settings.value("chance_loss", nlohmann::json()))
-    keys.push_back("chance_loss");
-  return keys;
-}
-
-}  // namespace
 
 std::vector<UnpairedArm> unpaired_arms(const Comparison& c, const std::string& axis) {
   std::vector<UnpairedArm> out;
@@ -451,34 +462,6 @@ std::string baseline_of(const Comparison& c) {
     if (e->is_reference) return e->name;
   return "";
 }
-
-namespace {
-
-// A statistic's value as its sentence shows it: a step ("step 37", "never"), a share ("12.5%"), else 3 digits.
-std::string value_text(const Claim& claim, double v) {
-  if (claim.tolerance == "steps") return std::isfinite(v) ? fmt::format("step {:.0f}", v) : "never";
-  if (claim.tolerance == "share") return format_percent(v);
-  return std::isfinite(v) ? fmt::format("{:.3g}", v) : train::format_number(v);
-}
-
-// How the verdict was reached: over the shared seeds, or by the means.
-std::string how_text(const Verdict& v) {
-  const Fields f{{"n", std::to_string(v.n_shared)},
-                 {"better", std::to_string(v.seeds_better)},
-                 {"worse", std::to_string(v.seeds_worse)},
-                 {"same", std::to_string(v.seeds_same)},
-                 {"tolerance", train::format_number(v.tolerance)}};
-  if (!claim_of(v).by_seed) return text("claims", "how.shares");
-  if (v.paired)
-    return text("claims",
-                v.outcome == Outcome::not_decided ? "how.split"
-                : v.n_shared == 1                 ? "how.one_seed"
-                                                  : "how.every_seed",
-                f);
-  return text("claims", std::isfinite(v.tolerance) ? "how.means_tolerance" : "how.means", f);
-}
-
-}  // namespace
 
 std::string why_not_text(const Verdict& v) {
   if (v.why_not.empty()) return "";

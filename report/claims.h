@@ -18,11 +18,11 @@ namespace xgrad::report {
 /// Two values within a tolerance count as equal. One per kind of claim, used wherever that kind is judged; the
 /// report's glossary lists each with its reason.
 struct Tolerance {
-  std::string name;      // "loss"
-  double relative = 0;   // a fraction of the larger magnitude of the two values
-  double absolute = 0;   // the least tolerance, in the values' unit
-  bool seed_sd = false;  // between means without a shared seed: at least the larger seed sd as well
-  std::string reason;    // why this size
+  std::string name;         // "loss"
+  double relative = 0;      // a fraction of the larger magnitude of the two values
+  double absolute = 0;      // the least tolerance, in the values' unit
+  bool seed_sd = false;     // between means without a shared seed: at least the larger seed sd as well
+  std::string reason = {};  // why this size: report/text/glossary.md's "tolerance <name>"
   /// The tolerance between values `a` and `b`: max(absolute, relative * max(|a|, |b|)).
   double between(double a, double b) const;
 };
@@ -38,13 +38,13 @@ enum class Better { lower, higher };
 /// One claim about a subject arm against a baseline arm that differs from it only in the compared setting.
 struct Claim {
   std::string id;         // "trains_better"; with "{w}", one claim per attention weight (as statistics())
-  std::string label;      // what it says of the subject, as a table row: "trains better (final loss)"
   std::string statistic;  // a statistics() name, "diverged", or "lr_sensitivity" (over arms differing in lr)
   Better better = Better::lower;
   std::string tolerance;        // a tolerances() name
   bool never_is_worst = false;  // a run without a value (a threshold never reached) counts as the worst value
   bool by_seed = true;          // false: by the arms' means even where they share seeds (a share of runs: one
                                 // diverged seed in two is a share of 1/2, not a disagreement between seeds)
+  std::string label = {};       // what it says of the subject, as a table row: report/text/claims.md's "label <id>"
 };
 
 /// Every claim, in report order.

@@ -22,9 +22,8 @@ const std::vector<ExplainFigure>& explain_figures() {
     for (const char* id :
          {"score_hist", "score_std_vs_dk", "sorted_weights", "heatmap", "entropy_vs_std", "max_prob_vs_std",
           "jacobian_vs_std", "score_grad_vs_dk", "w_grad_vs_dk", "earned_vs_dk", "saturated_vs_dk", "runs_vs_dk"}) {
-      const std::string line = text("explain", id);
-      const auto bar = line.find(" | ");
-      out.push_back({id, line.substr(0, bar), line.substr(bar + 3)});
+      const std::vector<std::string> parts = text_cells("explain", id);
+      out.push_back({id, parts.at(0), parts.at(1)});
     }
     return out;
   }();

@@ -396,9 +396,7 @@ std::string columns_owner(const PageRuns& runs, const std::vector<std::string>& 
   return "";
 }
 
-// The notes about what the data lacks, one line each with its runs or columns listed behind it: the sweeps' notes,
-// unreadable runs, columns no run or only some runs have (a note per set of runs without them), runs drawn from what
-// compare read, empty runs, cells drawn as gaps, incomplete runs. Their sentences: report/text/notes.md.
+// The notes about what the data lacks, one line each with its runs or columns listed behind it (report/text/notes.md).
 std::vector<PageNote> data_notes(const Comparison& c, const ReportContext& context, const PageRuns& runs,
                                  const PageColumns& p) {
   std::vector<PageNote> notes;
@@ -511,9 +509,7 @@ nlohmann::json final_metrics(const Comparison& c, const PageRuns& runs, const Pa
   return {{"header", header}, {"rows", rows}};
 }
 
-// The page's description of its data and runs, everything but the series: the columns, the settings to group by,
-// the picture (report/picture.h: colours, dashes, smoothing, the default grouping and facets), the notes, report.md's
-// findings and checks, the summary figures' data, the runs, the arms table and every run's final metrics.
+// The page's description of its data and runs: everything but the series (report_json in html.h).
 nlohmann::json page_meta(const Comparison& c, const ReportContext& context, const PageRuns& runs, const PageColumns& p,
                          const std::vector<PageNote>& notes) {
   nlohmann::json meta{{"format", 1},

@@ -42,8 +42,8 @@ struct Range {
   bool empty() const { return hi <= 0; }
 };
 
-// One mean line per arm of a figure: the RunSeries member it averages over the arm's runs, its data file's name, what
-// its title adds to the arm's, and whether it is the second quantity of a pair (W_k beside W_q: dashed, lighter).
+// One mean line per arm of a figure: the RunSeries member it averages, its data file's name, its title's suffix, and
+// whether it is the second of a pair (W_k beside W_q: dashed, lighter).
 struct Series {
   std::string name;
   std::vector<double> RunSeries::*member;

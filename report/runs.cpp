@@ -250,10 +250,8 @@ void read_series(const fs::path& path, RunRecord& run) {
   }
 }
 
-// Throws for a value of config.json that this build's declaration of its setting refuses (an edited "on_nan":
-// "bogus"), as a resume or run-one of the run would: grouped and judged by such a value, the run would stand for a
-// setting nobody trained. Of a component (scale, optimizer, task) only the form of the name is checked: another
-// build's entries are names this one may not know, but no build registers one outside is_entry_name.
+// Throws for a value of config.json its setting's declaration refuses (an edited "on_nan": "bogus"): the run would
+// stand for a setting nobody trained. Of a component only the form of the name is checked (another build's entries).
 void check_declared_values(const nlohmann::json& config, const fs::path& file) {
   for (const auto& [key, value] : config.items()) {
     if (train::find_component(key) && !(value.is_string() && is_entry_name(value.get<std::string>())))

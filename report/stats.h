@@ -62,10 +62,10 @@ struct RunContext {
 /// One per-run statistic, declared once: its name (the key of RunStats and ArmStats::stats), its definition (the
 /// glossary's) and how one run's value is computed. An arm summarises it over its kept runs (over_used_runs: used).
 struct Statistic {
-  std::string name;         // "final_loss"; with "{w}", one statistic per attention_weights() entry
-  std::string description;  // one short definition, with its unit
+  std::string name;  // "final_loss"; with "{w}", one statistic per attention_weights() entry
   std::function<double(const RunContext&, const std::string& w)> of_run;  // NaN: the run has no value
-  bool over_used_runs = false;  // diverged runs count (the lr objective counts one as its initial loss)
+  bool over_used_runs = false;   // diverged runs count (the lr objective counts one as its initial loss)
+  std::string description = {};  // its definition with its unit: report/text/glossary.md's line `name`
 };
 
 /// Every statistic, in the order they are computed. Adding a statistic is one entry here (and its test).

@@ -38,6 +38,10 @@ const std::vector<TextLine>& text_lines(const std::string& file);
 /// Throws fmt::format_error when the pattern names a field `fields` lacks.
 std::string fill(const std::string& pattern, const Fields& fields);
 
+/// The template `key` of report/text/<file>.md cut at each " | ", each part filled in: a table's header, or the
+/// parts of one line (a figure's title | caption). Throws as text().
+std::vector<std::string> text_cells(const std::string& file, const std::string& key, const Fields& fields = {});
+
 /// "1 run", "3 runs": `n` and `noun`, with an "s" unless n is 1 (the report's counted nouns are regular).
 std::string counted(std::size_t n, const std::string& noun);
 

@@ -264,8 +264,7 @@ std::vector<PresetSection> report(const PresetInput& in) {
 
   // The table and the sentences: per (scaling, lr, warmup), how many seeds collapsed.
   Table t;
-  t.header = {"scaling", "lr", "warmup steps", "collapsed seeds", "lowest entropy (mean)", "final accuracy (mean)",
-              "diverged"};
+  t.header = text_cells("presets", "collapse.table_header");
   std::string text;
   for (const Line& line : g.lines) text += line_text(line, t);
   s.markdown = preset_text("collapse.legend", {{"entropy", kCollapseEntropy}, {"accuracy", kLearnedAccuracy}}) +

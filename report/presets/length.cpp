@@ -310,12 +310,7 @@ std::string claim_verdict(const Curve& reference, const Curve& scalable) {
 std::string findings(const Curves& panel, const std::string& extras) {
   std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.front().d_k, extras.empty() ? "" : ", " + extras);
   report::Table t;
-  t.header = {"scaling",
-              "seeds learned",
-              "accuracy (trained → longest)",
-              "accuracy change",
-              "max attention weight (trained → longest)",
-              "max weight change"};
+  t.header = text_cells("presets", "length.table_header");
   const std::string weights = weight_text(panel, t);
   const std::size_t longest = panel.front().pairs.empty() ? 0 : panel.front().pairs.back();
   md += t.markdown() + "\n" + weights;

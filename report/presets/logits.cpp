@@ -110,11 +110,8 @@ std::string value_text(double v) { return std::isfinite(v) ? fmt::format("{:.4g}
 // table and a sentence.
 std::string verdicts(const Comparison& c, const std::map<Key, const ArmStats*>& arms, const LineLabels& labels) {
   Table rows, counts;
-  rows.header = {"question",      "task",           "d_k",
-                 "subject",       "baseline",       "statistic",
-                 "subject value", "baseline value", "seeds better / worse / same",
-                 "outcome"};
-  counts.header = {"question", "subject", "baseline", "statistic", "where", "better", "worse", "same", "not decided"};
+  rows.header = text_cells("presets", "logits.rows_header");
+  counts.header = text_cells("presets", "logits.counts_header");
   auto name = [&](const ArmStats* a) { return labels(a->optimizer() + " " + scale_label(*a), a->settings); };
   std::string text;
   for (const Rule& rule : kRules) {

@@ -177,15 +177,7 @@ std::string best_loss_line(const Panel& panel) {
 // The LR-sensitivity table: a row per curve of every panel.
 Table sensitivity_table(const std::vector<Panel>& panels) {
   Table t;
-  t.header = {"optimizer",
-              "d_k",
-              "scaling",
-              "best lr",
-              "best objective",
-              "usable lrs",
-              "LR sensitivity",
-              "highest lr without divergence",
-              "highest lr that learned"};
+  t.header = text_cells("presets", "lr.table_header");
   for (const Panel& panel : panels)
     for (const Curve& curve : panel.curves) {
       const CurveFacts& f = curve.f;

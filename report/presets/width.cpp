@@ -128,7 +128,7 @@ std::map<std::string, std::map<std::size_t, Best>> add_best_lrs(const Comparison
       summary_figure("width_best_lr_vs_d_k", "Best learning rate against width (d_model = d_k)",
                      preset_text("width.best_caption"), "d_model = d_k", Axis::log, "best learning rate", Axis::log);
   f.error_bar_sd = false;
-  t.header = {"variant", "d_model = d_k", "best lr", "seeds' best lrs", "lr objective at it", "diverged runs"};
+  t.header = text_cells("presets", "width.table_header");
   for (const Line& line : lines) {
     SummaryLine curve = summary_line(line.name, line.scale);
     for (const auto& [width, by_lr] : line.cells) {
