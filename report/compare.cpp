@@ -208,7 +208,6 @@ void unique_figure_names(ReportContext& context) {
     }
 }
 
-// The chosen preset's own sections, computed from the same numbers.
 void compute_preset_sections(const Comparison& c, const fs::path& out_dir, ReportContext& context, std::ostream& out) {
   if (context.preset.name.empty()) return;
   const PresetReport* preset = Registry<PresetReport>::instance().find(context.preset.name);

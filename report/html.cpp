@@ -378,9 +378,8 @@ struct PageNote {
   Note note;
 };
 
-// What columns only the runs outside `without` have belong to, when one setting tells those runs from the others:
-// "the parameters of attention gated_attention" (a per-parameter column, as grad_norm/<parameter>: a layer's or a
-// scaling's own parameters), else "those of ..."; "" when no setting does.
+// What the columns only the runs outside `without` have belong to, when one setting tells those runs apart: "the
+// parameters of attention gated_attention" (per-parameter columns), else "those of ..."; "" when no setting does.
 std::string columns_owner(const PageRuns& runs, const std::vector<std::string>& without,
                           const std::vector<std::string>& columns) {
   for (const std::string& key : runs.keys) {

@@ -325,7 +325,6 @@ void saturation_findings(const Comparison& c, std::vector<Finding>& out) {
                      out);
 }
 
-// How many runs diverged or were cut short.
 Finding runs_finding(const Comparison& c) {
   std::size_t diverged = 0, incomplete = 0;
   for (const auto& run : c.runs) {
@@ -388,8 +387,7 @@ std::string url_path(const std::string& path) {
 }
 
 // A figure in report.md: its image plots/<name>.png (alt text `title`), the links to its SVG and script. The title
-// (data: an optimizer's name, a setting's value) cannot end the alt text or start a link of its own, and the name is
-// a link target whatever it holds.
+// (data) cannot end the alt text or start a link, and the name is a link target whatever it holds.
 std::string figure_image(const std::string& title, const std::string& name) {
   std::string alt;
   for (const char ch : title) {
@@ -457,7 +455,6 @@ std::string summary_section(const ReportContext& ctx) {
   return md;
 }
 
-// The counts of runs and the sweeps' notes.
 std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
   std::string md;
   std::size_t diverged = 0, incomplete = 0;
@@ -483,7 +480,6 @@ std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
   return md;
 }
 
-// The preset's own sections, first.
 std::string preset_part(const ReportContext& ctx) {
   std::string md;
   if (!ctx.preset.name.empty())

@@ -332,9 +332,8 @@ void add_arm_lines(StepFigure& f, std::size_t a, PanelLines& p) {
   }
 }
 
-// The loss panel's extras: a cross per diverged run at the step it stopped (at its last loss or the top of the
-// axis), the threshold line when the panel's arms share it (arms of different tasks have different ones), and the
-// y range.
+// The loss panel's extras: a cross per diverged run where it stopped (at its last loss or the top of the axis), the
+// threshold line when the panel's arms share it, and the y range.
 std::string loss_panel_extras(StepFigure& f, const Panel& panel, PanelLines& p) {
   if (!p.stable) p.y_max = 0;
   for (auto& [a, marks] : p.diverged) {
@@ -355,7 +354,6 @@ std::string loss_panel_extras(StepFigure& f, const Panel& panel, PanelLines& p) 
   return p.y_max > 0 ? fmt::format("set yrange [*:{}]\n", gnuplot_number(p.y_max)) : "set yrange [*:*]\n";
 }
 
-// The gnuplot commands of one panel of a figure.
 std::string panel_commands(StepFigure& f, const Panel& panel) {
   PanelLines p;
   for (auto a : panel.arms) add_arm_lines(f, a, p);
@@ -418,9 +416,8 @@ bool write_summary_data(const fs::path& path, const SummaryFigure& f, const Summ
   return any;
 }
 
-// Every line's data file and plot element, in its summary_styles style. Lines share their x values; each measured
-// one is drawn shifted by a few percent of the log x axis so that error bars at one d_k (lr) do not hide each other.
-// The data files keep the true x in column 1.
+// Every line's data file and plot element, in its summary_styles style; each measured line drawn shifted by a few
+// percent of the log x axis so that error bars at one x do not hide each other (column 1 keeps the true x).
 SummaryLines write_summary_lines(const SummaryFigure& f, const fs::path& dir, std::vector<std::string>& warnings) {
   SummaryLines s;
   const std::vector<LineStyle> styles = summary_styles(f, warnings);

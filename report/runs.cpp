@@ -50,10 +50,8 @@ struct Search {
   std::vector<std::string> found = {}, unlisted = {}, refused = {};
 };
 
-// The run directories `dir`'s sweep.json lists, and into s.refused why any entry of it does not read as a point (its
-// run is then found as one the sweep does not list); none when no entry reads (an index of an earlier release or a
-// file cut short: its runs are searched for as any directory's, and compare's sweep note says why). Opening a FIFO
-// would wait for a writer forever: refused.
+// The run directories `dir`'s sweep.json lists, and into s.refused why an entry does not read as a point; none when
+// no entry reads (its runs are then searched for as any directory's). A FIFO (a read would wait forever) is refused.
 std::optional<std::vector<fs::path>> listed_runs(Search& s, const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir / "sweep.json", ec)) return std::nullopt;
@@ -112,7 +110,6 @@ double combined_norm(const std::vector<double>& cells, const std::vector<std::si
   return std::sqrt(s);
 }
 
-// The largest finite selected cell; NaN when none is finite.
 double finite_max(const std::vector<double>& cells, const std::vector<std::size_t>& idx) {
   double out = kNaN;
   for (std::size_t i : idx)
@@ -265,9 +262,8 @@ void check_declared_values(const nlohmann::json& config, const fs::path& file) {
   }
 }
 
-// A core setting `config` lacks (one added in a later release) at its declared default, which is what a run from
-// before it trained with, so that runs of two releases differing in no setting form one arm. Not the settings whose
-// written value follows from others (d_k, d_ff), which every release writes, nor a component's own settings.
+// A core setting `config` lacks (added in a later release) at its declared default, what the run trained with, so
+// runs of two releases form one arm; not the settings whose value follows from others (d_k, d_ff), nor components'.
 void fill_missing_settings(nlohmann::json& config) {
   static const nlohmann::json written = train::TrainConfig().to_json();  // as config.json holds the defaults
   for (const train::CoreSetting& core : train::core_settings()) {

@@ -169,7 +169,6 @@ using C = const RunContext&;
 using W = const std::string&;
 const RunSeries& series(C x) { return x.run.series; }
 
-// The statistics of the loss and accuracy curves.
 std::vector<Statistic> curve_statistics() {
   return {
       {"initial_loss", [](C x, W) { return series(x).loss.front(); }},
@@ -198,7 +197,6 @@ std::vector<Statistic> curve_statistics() {
   };
 }
 
-// The statistics of the attention weights' gradients and of the attention itself.
 std::vector<Statistic> attention_statistics() {
   return {
       {"grad_norm_step0_{w}",
@@ -290,7 +288,6 @@ void count_seeds(const Comparison& c, ArmStats& arm) {
   }
 }
 
-// Every statistic of the arm over its kept runs (over_used_runs: its used runs).
 void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
   for (const Statistic& s : statistics()) {
     const bool per_weight = s.name.find("{w}") != std::string::npos;

@@ -133,7 +133,6 @@ std::map<double, std::pair<std::vector<double>, std::vector<double>>> by_step(co
   return out;
 }
 
-// The cell of `line` at `lr` and `warmup`, or null.
 const Cell* cell_at(const Line& line, double lr, long warmup) {
   const auto by_lr = line.cells.find(lr);
   if (by_lr == line.cells.end() || !by_lr->second.count(warmup)) return nullptr;

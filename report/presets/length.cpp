@@ -196,7 +196,6 @@ Learned learned_seeds(const Curve& curve) {
   return n;
 }
 
-// The last curve of `panel` with scaling `scale`; nullptr when none.
 const Curve* curve_of(const Curves& panel, const std::string& scale) {
   const auto it = std::find_if(panel.rbegin(), panel.rend(), [&](const Curve& curve) { return curve.scale == scale; });
   return it == panel.rend() ? nullptr : &*it;

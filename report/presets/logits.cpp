@@ -154,7 +154,6 @@ std::string verdicts(const Comparison& c, const std::map<Key, const ArmStats*>& 
          "\n" + rows.markdown() + "\n";
 }
 
-// File stems made unique within the report.
 std::string unique_stem(std::set<std::string>& taken, const std::string& text) {
   const std::string base = safe_file_stem(text);
   std::string stem = base;
