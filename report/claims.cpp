@@ -354,15 +354,12 @@ Verdict lr_verdict(const Comparison& c, const LrGroup& gs, const LrGroup& gb) {
   v.why_not = lr_undecidable(c, gs, gb, shared, v);
   if (v.why_not.empty() && !(std::isfinite(v.subject_value) && std::isfinite(v.baseline_value))) v.why_not = "no_value";
   v.tolerance = tol;
-  if (!v.why_not.empty()) {
+  if (!v.why_not.empty())
     v.outcome = Outcome::not_decided;
-  } else if (!v.paired) {
+  else if (!v.paired)
     v.outcome = order(v.subject_value, v.baseline_value, tol, Better::lower);
-  } else if (v.outcome != Outcome::not_decided) {
-    v.why_not.clear();
-  } else {
+  else if (v.outcome == Outcome::not_decided)
     v.why_not = "seeds_disagree";
-  }
   return v;
 }
 

@@ -183,12 +183,9 @@ void choose_preset(const std::vector<std::string>& inputs, ReportContext& contex
     same = same && record.name == records.front().second.name && record.quick == records.front().second.quick;
   }
   if (!problems.empty()) {
-    for (const std::string& p : problems) context.preset_note += (context.preset_note.empty() ? "" : "; ") + p;
-    context.preset_note += ": no preset sections are written";
+    context.preset_note = fmt::format("{}: no preset sections are written", fmt::join(problems, "; "));
   } else if (!same) {
-    std::string list;
-    for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;
-    context.preset_note = text("report", "presets_differ", {{"list", list}});
+    context.preset_note = text("report", "presets_differ", {{"list", fmt::format("{}", fmt::join(named, ", "))}});
   } else {
     context.preset = records.front().second;
   }

@@ -241,9 +241,6 @@ std::string heatmap_panel(const fs::path& dir, const ArmMeasurement& a, const st
 
 std::vector<std::string> write_explain_figures(const Explanation& e, const std::string& dir, std::string& note) {
   const fs::path d(dir);
-  std::error_code ec;
-  fs::create_directories(d / "data", ec);
-  if (ec) throw std::runtime_error("cannot create " + (d / "data").string() + ": " + ec.message());
   std::vector<SummaryFigure> lines = line_figures(e);
   if (e.training && !e.training->points.empty())
     for (auto& f : runs_figures(*e.training)) lines.push_back(std::move(f));

@@ -260,14 +260,14 @@ SaturationCells saturation_cells(const Comparison& c, const std::vector<const Ar
 // The saturation and score-gradient lines of one group of arms, per scaling (reference first) and d_k.
 void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& group, const std::string& prefix,
                       int gives_way, std::vector<Finding>& out) {
-  std::vector<std::size_t> d_ks;
+  std::set<std::size_t> d_k_set;
   std::vector<std::string> all_scales;
   for (const ArmStats* arm : group) {
-    if (std::find(d_ks.begin(), d_ks.end(), arm->d_k()) == d_ks.end()) d_ks.push_back(arm->d_k());
+    d_k_set.insert(arm->d_k());
     if (std::find(all_scales.begin(), all_scales.end(), arm->scale()) == all_scales.end())
       all_scales.push_back(arm->scale());
   }
-  std::sort(d_ks.begin(), d_ks.end());
+  const std::vector<std::size_t> d_ks(d_k_set.begin(), d_k_set.end());
   std::vector<std::string> dk_text;
   for (auto d : d_ks) dk_text.push_back(std::to_string(d));
   std::vector<std::string> entropy, saturated, grad;
@@ -311,26 +311,20 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
 // group (the gradient line gives a range). The groups past the third give way first to keep to ten.
 void saturation_findings(const Comparison& c, std::vector<Finding>& out) {
   const auto group_keys = distinguishing_keys(c.arms);
-  std::vector<std::string> group_order;
-  std::map<std::string, std::vector<const ArmStats*>> groups;
-  for (const ArmStats& arm : c.arms) {
+  const auto groups = group_by(arm_pointers(c), [&](const ArmStats* arm) {
     std::string label;
     for (const auto& k : group_keys)  // a setting the arm does not read (qk_norm_scale without qk_norm) is left out
-      if (arm.settings.contains(k)) label += (label.empty() ? "" : " ") + k + "=" + setting_text(arm.settings, k);
-    if (!groups.count(label)) group_order.push_back(label);
-    groups[label].push_back(&arm);
-  }
-  for (std::size_t gi = 0; gi < group_order.size(); ++gi)
-    group_saturation(c, groups[group_order[gi]], group_order[gi].empty() ? "" : group_order[gi] + ": ", gi < 3 ? 3 : 1,
+      if (arm->settings.contains(k)) label += (label.empty() ? "" : " ") + k + "=" + setting_text(arm->settings, k);
+    return label;
+  });
+  for (std::size_t gi = 0; gi < groups.size(); ++gi)
+    group_saturation(c, groups[gi].second, groups[gi].first.empty() ? "" : groups[gi].first + ": ", gi < 3 ? 3 : 1,
                      out);
 }
 
 Finding runs_finding(const Comparison& c) {
   std::size_t diverged = 0, incomplete = 0;
-  for (const auto& run : c.runs) {
-    diverged += run.diverged ? 1 : 0;
-    incomplete += run.incomplete ? 1 : 0;
-  }
+  for (const auto& run : c.runs) diverged += run.diverged ? 1 : 0, incomplete += run.incomplete ? 1 : 0;
   const Fields f{{"diverged", num(diverged)}, {"runs", counted(c.runs.size(), "run")}};
   std::string text = finding_text(diverged ? "runs_diverged" : "runs_none_diverged", f);
   if (incomplete) text += finding_text("runs_incomplete", {{"count", num(incomplete)}});

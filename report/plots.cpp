@@ -533,14 +533,10 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
   const bool have_gnuplot = gnuplot_available();
   std::error_code ec;
   fs::remove(dir / "gnuplot.log", ec);
+  const double half_width = smoothing_half_width(c), stride_mean = std::ceil(max_rows / 1500.0),
+               stride_runs = std::ceil(max_rows / 600.0);
   for (const FigureSpec& spec : figure_specs()) {
-    StepFigure f{c,
-                 dir,
-                 spec,
-                 smoothing_half_width(c),
-                 std::ceil(max_rows / 1500.0),
-                 std::ceil(max_rows / 600.0),
-                 outcome.warnings};
+    StepFigure f{c, dir, spec, half_width, stride_mean, stride_runs, outcome.warnings};
     std::string panels;
     for (const Panel& panel : grid.panels) panels += panel_commands(f, panel);
     const std::string body = fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols,

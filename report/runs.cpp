@@ -348,12 +348,11 @@ RunRecord load_run(const std::string& dir) {
   // first step whose loss passed kDivergedLossFactor times the step-0 loss.
   const RunSeries& s = run.series;
   if (!run.diverged && rows > 0) {
-    std::vector<double> tail;
-    for (std::size_t i = rows; i-- > 0 && tail.size() < 20;)
-      if (std::isfinite(s.loss[i])) tail.push_back(s.loss[i]);
-    double final_loss = 0;
-    for (double v : tail) final_loss += v;
-    final_loss = tail.empty() ? kNaN : final_loss / static_cast<double>(tail.size());
+    double sum = 0;  // of the last 20 finite losses (all, when fewer)
+    std::size_t n = 0;
+    for (std::size_t i = rows; i-- > 0 && n < 20;)
+      if (std::isfinite(s.loss[i])) sum += s.loss[i], ++n;
+    const double final_loss = n ? sum / static_cast<double>(n) : kNaN;
     if (train::loss_blew_up(s.loss.front(), final_loss)) {
       run.diverged = true;
       run.diverged_step = step_number(s.step.back());

@@ -589,10 +589,7 @@ std::string scale_label(const ArmStats& arm) {
   std::vector<std::string> parts;
   for (const auto& key : own_settings(arm.settings, "scale"))
     parts.push_back(key + "=" + setting_text(arm.settings, key));
-  if (parts.empty()) return arm.scale();
-  std::string out = arm.scale() + " (";
-  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
-  return out + ")";
+  return parts.empty() ? arm.scale() : fmt::format("{} ({})", arm.scale(), fmt::join(parts, ", "));
 }
 
 }  // namespace xgrad::report

@@ -38,12 +38,6 @@ std::vector<std::vector<std::size_t>> group_arms(const Comparison& c, Key key) {
   return group_indices(c.arms.size(), [&](std::size_t a) { return key(c.arms[a]); });
 }
 
-std::size_t distinct_d_k(const Comparison& c) {
-  std::set<std::size_t> d_ks;
-  for (const ArmStats& arm : c.arms) d_ks.insert(arm.d_k());
-  return d_ks.size();
-}
-
 // Final loss against `x` ("d_k" or "lr"), one line per group of arms that differ only in it.
 SummaryFigure final_loss_vs(const Comparison& c, const std::string& x,
                             const std::vector<std::vector<std::size_t>>& groups) {
@@ -189,7 +183,9 @@ SummaryLine summary_line(std::string label, std::string scale) {
 
 std::vector<SummaryFigure> summary_figures(const Comparison& c) {
   std::vector<SummaryFigure> out;
-  if (distinct_d_k(c) >= 2) {
+  std::set<std::size_t> d_ks;
+  for (const ArmStats& arm : c.arms) d_ks.insert(arm.d_k());
+  if (d_ks.size() >= 2) {
     out.push_back(
         final_loss_vs(c, "d_k", group_arms(c, [](const ArmStats& a) { return key_without(a.settings, {"d_k"}); })));
     out.push_back(step0_vs_d_k(c, true));
