@@ -74,11 +74,9 @@ struct ArmMeasurement {
   double earned_se = 0;
   std::size_t n_earned_clusters = 0;         // the groups
   std::size_t seq_len = 0;                   // keys per sequence, T
-  std::vector<double> scores;                // visible scores for the histogram: all, or every k-th of more than
-                                             // 200,000
+  std::vector<double> scores;                // visible scores for the histogram (every k-th of more than 200,000)
   std::vector<std::size_t> key_counts;       // per query, the keys it may attend to
-  std::vector<double> sorted_weights;        // the median-entropy query's weights, largest first (at most
-                                             // kMaxSortedWeights)
+  std::vector<double> sorted_weights;        // the median-entropy query's weights, largest first (kMaxSortedWeights)
   std::vector<std::vector<double>> heatmap;  // weights of sequence 0, head 0, the first min(T, kMaxHeatmapPositions)
                                              // queries and keys; NaN where masked
 };
@@ -86,8 +84,7 @@ struct ArmMeasurement {
 /// The standard deviation of every element of `x` about their mean (population: n in the denominator), in double.
 double population_std(const xt::xarray<float>& x);
 
-/// Throws train::ConfigError naming `flag` when `values` is empty ("give at least one <what>") or holds a value
-/// twice.
+/// Throws train::ConfigError naming `flag` when `values` is empty ("give at least one <what>") or holds one twice.
 template <class T>
 void check_once_each(const std::string& flag, const std::vector<T>& values, const std::string& what) {
   if (values.empty()) throw train::ConfigError(flag + ": give at least one " + what);

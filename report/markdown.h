@@ -39,9 +39,7 @@ std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std:
 /// template of report/text/findings.md), where its details are, and the glossary entry of its rule or term.
 struct FindingLine {
   std::string text;      // plain text, no markdown
-  std::string anchor;    // id of the report.md section with the details (report_markdown writes <a id="..."> before
-                         // its heading): "story", "results", "scale-modes", "summary-figures", "lr-sensitivity",
-                         // "runs-read"
+  std::string anchor;    // id of the report.md section with the details: "story", "results", "runs-read", ...
   std::string glossary;  // id of its glossary entry (glossary_anchor): "g-tolerance-loss", "g-entropy_first"
 };
 
@@ -72,11 +70,9 @@ struct ReportContext {
   PresetRecord preset;                 // the preset whose sweep this is (name "" for none)
   std::vector<PresetSection> preset_sections;  // its sections, written after the Findings
   std::string preset_note;                     // why its sections are missing ("" when written)
-  std::vector<Note> sweep_notes;  // grid points of the input sweeps not complete, runs they do not list, leftover
-                                  // partial writes
+  std::vector<Note> sweep_notes;               // unfinished sweeps, runs they do not list, leftover partial writes
   std::string explain_page;  // explain.html of `xgrad explain` in the report directory, relative to it ("" if none)
-  std::optional<std::vector<Verdict>> verdicts;  // judge(c, c.axis, baseline_of(c)), computed once by compare for
-                                                 // report.md and report.html (report_verdicts computes them if absent)
+  std::optional<std::vector<Verdict>> verdicts;  // judge(c, c.axis, baseline_of(c)), computed once (report_verdicts)
 };
 
 /// context.verdicts, or judge(c, c.axis, baseline_of(c)) when it holds none.

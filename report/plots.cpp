@@ -250,7 +250,6 @@ PanelGrid panel_grid(const Comparison& c) {
   return g;
 }
 
-// An arm's line title: its scaling, runs, incomplete and diverged runs.
 std::string arm_title(const Comparison& c, const ArmStats& arm) {
   const std::size_t n = arm.runs.size();
   const auto n_diverged = std::count_if(arm.runs.begin(), arm.runs.end(), [&](auto i) { return c.runs[i].diverged; });

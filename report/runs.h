@@ -22,8 +22,7 @@ struct RunSeries {
   std::vector<double> grad_norm_w_k;  // same for attn.w_k.weight
   std::vector<double> entropy;        // attn/l0h*/entropy_mean, mean over the first layer's heads (nan: not measured)
   std::vector<double> score_std;      // attn/l0h*/score_std, mean over the first layer's heads
-  std::vector<double> score_grad_median;  // attn/l0h*/score_grad_median (median over queries of the L2 norm of
-                                          // dLoss/d(score row)), mean over the first layer's heads
+  std::vector<double> score_grad_median;  // attn/l0h*/score_grad_median (over queries of ‖dLoss/d(score row)‖)
   std::vector<double> saturated;          // attn/l0h*/frac_max_prob_gt_0.99, mean over the first layer's heads
   std::vector<double> max_logit;  // attn/l*h*/max_logit (earlier runs: score_max_abs), the largest over layers, heads
   std::vector<double> eval_loss;  // eval_loss: the loss on held-out batches (nan between evaluations)

@@ -27,8 +27,7 @@ struct MeanSd {
 };
 MeanSd mean_sd(const std::vector<double>& values);
 
-/// The attention weights whose gradient statistics are declared once for both: a statistic named
-/// "mean_grad_norm_{w}" is two, "mean_grad_norm_w_q" and "mean_grad_norm_w_k".
+/// The attention weights a statistic named with "{w}" is declared once for: "mean_grad_norm_{w}" is two.
 inline const std::vector<std::string>& attention_weights() {
   static const std::vector<std::string> weights{"w_q", "w_k"};
   return weights;
@@ -49,8 +48,7 @@ std::vector<std::vector<std::size_t>> group_indices(std::size_t n, Key key) {
 
 struct RunStats;
 
-/// What a statistic of one run is computed from: the run, the thresholds of its arm, and the statistics declared
-/// before it (a statistic may use an earlier one: the gradient before the loss threshold uses step_to_loss).
+/// What a statistic of one run is computed from: the run, its arm's thresholds, and the statistics declared before it.
 struct RunContext {
   const RunRecord& run;
   double loss_threshold = kNoValue;

@@ -112,7 +112,6 @@ std::string lengths_text(const Curve& curve) {
                                                         : count_list(curve.pairs) + " (" + join_and(ratios) + ")"}});
 }
 
-// Mean and sample sd over the curve's runs of one field at `pairs`.
 report::MeanSd at(const Curve& curve, std::size_t pairs, double LengthEval::*field) {
   std::vector<double> values;
   for (const RunLengths& run : curve.runs) values.push_back(run.by_pairs.at(pairs).*field);
