@@ -23,22 +23,18 @@ double Tolerance::between(double a, double b) const {
 }
 
 const std::vector<Tolerance>& tolerances() {
-  static const std::vector<Tolerance> table{
-      {"loss", 0.02, 0, true,
-       "a loss 2% apart is within what the batch order alone moves it; one seed has no spread to tell"},
-      {"steps", 0.10, 1, true,
-       "the first step a noisy training curve crosses a threshold moves by several percent with the batch order"},
-      {"gradient", 0.02, 0, false,
-       "a mean of equal gradient norms over other steps differs in its last bits; 2% is no result"},
-      {"entropy", 0.02, 0, false, "attention entropies 2% apart describe the same spread of weights"},
-      {"share", 0, 0, false, "a share of steps or runs counts whole events: any difference is one"},
-      {"probability", 0, 0.02, false,
-       "accuracies and attention weights (0 to 1) 0.02 apart are one or two answers in a hundred: no result"},
-      {"length_change", 0, 0.05, false,
-       "an accuracy or attention weight that moves by 0.05 between two lengths has changed beyond the eval batches' "
-       "noise"},
-      {"logit_growth", 1.0 / 3, 0, false,
-       "a largest attention logit within a factor of 1.5 of its start moves with the batches; beyond it, it grew"}};
+  static const std::vector<Tolerance> table = [] {
+    std::vector<Tolerance> all{{"loss", 0.02, 0, true},
+                               {"steps", 0.10, 1, true},
+                               {"gradient", 0.02, 0, false},
+                               {"entropy", 0.02, 0, false},
+                               {"share", 0, 0, false},
+                               {"probability", 0, 0.02, false},
+                               {"length_change", 0, 0.05, false},
+                               {"logit_growth", 1.0 / 3, 0, false}};
+    for (Tolerance& t : all) t.reason = text_template("glossary", "tolerance " + t.name);
+    return all;
+  }();
   return table;
 }
 
@@ -49,20 +45,21 @@ const Tolerance& tolerance(const std::string& name) {
 }
 
 const std::vector<Claim>& claims() {
-  static const std::vector<Claim> table{
-      {"trains_better", "trains better (final loss)", "final_loss", Better::lower, "loss"},
-      {"starts_less_saturated", "starts less saturated (entropy at the start)", "entropy_first", Better::higher,
-       "entropy"},
-      {"more_gradient_step0_{w}", "more {w} gradient at step 0", "grad_norm_step0_{w}", Better::higher, "gradient"},
-      {"more_gradient_before_loss_{w}", "more {w} gradient before the loss threshold", "mean_grad_norm_before_loss_{w}",
-       Better::higher, "gradient"},
-      {"more_gradient_{w}", "more {w} gradient over all steps", "mean_grad_norm_{w}", Better::higher, "gradient"},
-      {"fewer_zero_gradients_{w}", "fewer exactly-zero {w} gradients", "frac_zero_grad_{w}", Better::lower, "share"},
-      {"reaches_loss_sooner", "reaches the loss threshold sooner", "step_to_loss", Better::lower, "steps", true},
-      {"reaches_accuracy_sooner", "reaches the accuracy threshold sooner", "step_to_accuracy", Better::lower, "steps",
-       true},
-      {"diverges_less", "diverges less often", "diverged", Better::lower, "share", false, false},
-      {"less_lr_sensitive", "less sensitive to the learning rate", "lr_sensitivity", Better::lower, "loss"}};
+  static const std::vector<Claim> table = [] {
+    std::vector<Claim> all{
+        {"trains_better", "final_loss", Better::lower, "loss"},
+        {"starts_less_saturated", "entropy_first", Better::higher, "entropy"},
+        {"more_gradient_step0_{w}", "grad_norm_step0_{w}", Better::higher, "gradient"},
+        {"more_gradient_before_loss_{w}", "mean_grad_norm_before_loss_{w}", Better::higher, "gradient"},
+        {"more_gradient_{w}", "mean_grad_norm_{w}", Better::higher, "gradient"},
+        {"fewer_zero_gradients_{w}", "frac_zero_grad_{w}", Better::lower, "share"},
+        {"reaches_loss_sooner", "step_to_loss", Better::lower, "steps", true},
+        {"reaches_accuracy_sooner", "step_to_accuracy", Better::lower, "steps", true},
+        {"diverges_less", "diverged", Better::lower, "share", false, false},
+        {"less_lr_sensitive", "lr_sensitivity", Better::lower, "loss"}};
+    for (Claim& claim : all) claim.label = text_template("claims", "label " + claim.id);
+    return all;
+  }();
   return table;
 }
 
@@ -90,6 +87,13 @@ bool over_used_runs(const std::string& statistic) {
   return false;
 }
 
+// The mean of `values`, +inf when one is (a threshold never reached).
+double mean_of(const std::vector<double>& values) {
+  double sum = 0;
+  for (double x : values) sum += x;
+  return values.empty() ? kNoValue : sum / static_cast<double>(values.size());
+}
+
 // The statistic per (seed, data_seed) of an arm's runs: several runs of one pair count as their mean; a run without
 // a value is left out, or counts as kNever with never_is_worst.
 std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& arm, const Claim& claim,
@@ -104,19 +108,8 @@ std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& a
     values[seed_key(c.runs[i].config)].push_back(v);
   }
   std::map<nlohmann::json, double> mean;
-  for (const auto& [seed, v] : values) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    mean[seed] = sum / static_cast<double>(v.size());
-  }
+  for (const auto& [seed, v] : values) mean[seed] = mean_of(v);
   return mean;
-}
-
-// The mean of `values`, +inf when one is (a threshold never reached).
-double mean_of(const std::vector<double>& values) {
-  double sum = 0;
-  for (double x : values) sum += x;
-  return values.empty() ? kNoValue : sum / static_cast<double>(values.size());
 }
 
 // The subject's value against the baseline's: better, worse or the same within `tol` (never reached is the worst).
@@ -143,26 +136,19 @@ std::string undecidable(const Comparison& c, const std::string& statistic, const
 Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w, const ArmPair& p) {
   const ArmStats& s = c.arms[p.subject];
   const ArmStats& b = c.arms[p.baseline];
-  Verdict v;
+  const std::string statistic = statistic_name(claim.statistic, w);
+  const Tolerance& tol = tolerance(claim.tolerance);
+  const auto ss = per_seed(c, s, claim, statistic), bs = per_seed(c, b, claim, statistic);
+  // By seed, the shared seeds are counted even where not decided.
+  Verdict v = claim.by_seed ? compare_values(ss, bs, claim.better, tol) : Verdict{};
+  if (!v.paired) v.why_not.clear();
   v.claim = statistic_name(claim.id, w);
   v.w = w;
-  v.statistic = statistic_name(claim.statistic, w);
+  v.statistic = statistic;
   v.subject = p.subject;
   v.baseline = p.baseline;
-  v.subject_value = s.stat(v.statistic).mean;
-  v.baseline_value = b.stat(v.statistic).mean;
-  const Tolerance& tol = tolerance(claim.tolerance);
-  const auto ss = per_seed(c, s, claim, v.statistic), bs = per_seed(c, b, claim, v.statistic);
-  if (claim.by_seed) {  // counts the shared seeds even where not decided
-    const Verdict by_seed = compare_values(ss, bs, claim.better, tol);
-    v.outcome = by_seed.outcome;
-    v.paired = by_seed.paired;
-    v.n_shared = by_seed.n_shared;
-    v.seeds_better = by_seed.seeds_better;
-    v.seeds_worse = by_seed.seeds_worse;
-    v.seeds_same = by_seed.seeds_same;
-    if (v.paired) v.why_not = by_seed.why_not;
-  }
+  v.subject_value = s.stat(statistic).mean;
+  v.baseline_value = b.stat(statistic).mean;
   const std::string why_not = undecidable(c, v.statistic, s, b);
   if (!why_not.empty() || ss.empty() || bs.empty()) {
     v.outcome = Outcome::not_decided;
@@ -206,14 +192,10 @@ std::string key_without_axis(const nlohmann::json& settings, const std::string& 
 // learning rate), in groups in order of first appearance.
 std::vector<std::vector<std::size_t>> groups_of(const Comparison& c, const std::vector<std::size_t>& arms,
                                                 const std::string& axis, bool with_lr) {
-  std::map<std::string, std::size_t> group_of_key;
-  std::vector<std::vector<std::size_t>> groups;
-  for (const std::size_t a : arms) {
-    const auto [it, inserted] =
-        group_of_key.emplace(key_without_axis(c.arms[a].settings, axis, with_lr), groups.size());
-    if (inserted) groups.emplace_back();
-    groups[it->second].push_back(a);
-  }
+  auto groups = group_indices(arms.size(),
+                              [&](std::size_t i) { return key_without_axis(c.arms[arms[i]].settings, axis, with_lr); });
+  for (auto& group : groups)
+    for (auto& i : group) i = arms[i];
   return groups;
 }
 
@@ -242,10 +224,8 @@ std::string lrs_of(const Comparison& c, const LrGroup& g) {
   return s;
 }
 
-// Why two lr groups' sensitivities cannot be compared over the learning rates both hold (`shared`), or "": fewer than
-// two of them; both diverged at one, where the objective counts those runs as their initial loss on both sides; or a
-// side that learned at none of them, whose flat objective near chance would read as insensitive when it is simply
-// bad at all of them.
+// Why two lr groups' sensitivities over the learning rates both hold (`shared`) cannot be compared, or "" (lr_verdict
+// in claims.h says why each).
 std::string lr_undecidable(const Comparison& c, const LrGroup& s, const LrGroup& b,
                            const std::vector<std::pair<const ArmStats*, const ArmStats*>>& shared, Verdict& v) {
   if (shared.size() < 2) {
@@ -272,13 +252,71 @@ std::string lr_undecidable(const Comparison& c, const LrGroup& s, const LrGroup&
                                     : "";
 }
 
+void lr_verdicts(const Comparison& c, const std::string& axis, const std::string& baseline, std::vector<Verdict>& out) {
+  std::vector<std::size_t> firsts;
+  for (const LrGroup& g : c.lr_groups) firsts.push_back(g.arms.front());
+  const auto group_of = [&](std::size_t arm) -> const LrGroup& {
+    return *std::find_if(c.lr_groups.begin(), c.lr_groups.end(),
+                         [&](const LrGroup& g) { return g.arms.front() == arm; });
+  };
+  for (const ArmPair& p : pairs_of(c, firsts, axis, baseline, true))
+    out.push_back(lr_verdict(c, group_of(p.subject), group_of(p.baseline)));
+}
+
+// The settings two arms of other values of `axis` differ in besides it and its entries' own settings; where nothing
+// else differs in value, the settings only one of them has (of its task or layer).
+std::vector<std::string> differing_besides(const ArmStats& a, const ArmStats& b, const std::string& axis) {
+  std::vector<std::string> axis_keys = own_settings(a.settings, axis), keys;
+  for (const auto& k : own_settings(b.settings, axis)) axis_keys.push_back(k);
+  axis_keys.push_back(axis);
+  const auto of_axis = [&](const std::string& k) {
+    return k == "chance_loss" || std::find(axis_keys.begin(), axis_keys.end(), k) != axis_keys.end();
+  };
+  for (const auto& k : settings_differing(a.settings, b.settings))
+    if (!of_axis(k)) keys.push_back(k);
+  const bool only_one_has = keys.empty();
+  for (const auto* pair : {&a, &b})
+    for (const auto& item : pair->settings.items())
+      if (only_one_has && !of_axis(item.key()) && !(pair == &a ? b : a).settings.contains(item.key()))
+        keys.push_back(item.key());
+  // Nothing a table shows differs: the derived chance_loss does (a config.json edited by hand).
+  if (keys.empty() &&
+      a.settings.value("chance_loss", nlohmann::json()) != b.settings.value("chance_loss", nlohmann::json()))
+    keys.push_back("chance_loss");
+  return keys;
+}
+
+// A statistic's value as its sentence shows it: a step ("step 37", "never"), a share ("12.5%"), else 3 digits.
+std::string value_text(const Claim& claim, double v) {
+  if (claim.tolerance == "steps") return std::isfinite(v) ? fmt::format("step {:.0f}", v) : "never";
+  if (claim.tolerance == "share") return format_percent(v);
+  return std::isfinite(v) ? fmt::format("{:.3g}", v) : train::format_number(v);
+}
+
+// How the verdict was reached: over the shared seeds, or by the means.
+std::string how_text(const Verdict& v) {
+  const Fields f{{"n", std::to_string(v.n_shared)},
+                 {"better", std::to_string(v.seeds_better)},
+                 {"worse", std::to_string(v.seeds_worse)},
+                 {"same", std::to_string(v.seeds_same)},
+                 {"tolerance", train::format_number(v.tolerance)}};
+  if (!claim_of(v).by_seed) return text("claims", "how.shares");
+  if (v.paired)
+    return text("claims",
+                v.outcome == Outcome::not_decided ? "how.split"
+                : v.n_shared == 1                 ? "how.one_seed"
+                                                  : "how.every_seed",
+                f);
+  return text("claims", std::isfinite(v.tolerance) ? "how.means_tolerance" : "how.means", f);
+}
+
+}  // namespace
+
 // Each side's lr objective per seed at every shared learning rate (a diverged run as its initial loss), its LR
 // sensitivity per seed where it has all of them, and per seed the largest objective of both sides: the loss the
 // sensitivities are differences of, which their tolerance is a fraction of.
-}  // namespace
-
 Verdict lr_verdict(const Comparison& c, const LrGroup& gs, const LrGroup& gb) {
-  static const Claim objective{"", "", "lr_objective", Better::lower, "loss"};
+  static const Claim objective{"", "lr_objective", Better::lower, "loss"};
   std::vector<std::pair<const ArmStats*, const ArmStats*>> shared;
   std::vector<double> mean_s, mean_b;
   std::map<nlohmann::json, std::vector<double>> seeds_s, seeds_b;
@@ -316,32 +354,14 @@ Verdict lr_verdict(const Comparison& c, const LrGroup& gs, const LrGroup& gb) {
   v.why_not = lr_undecidable(c, gs, gb, shared, v);
   if (v.why_not.empty() && !(std::isfinite(v.subject_value) && std::isfinite(v.baseline_value))) v.why_not = "no_value";
   v.tolerance = tol;
-  if (!v.why_not.empty()) {
+  if (!v.why_not.empty())
     v.outcome = Outcome::not_decided;
-  } else if (!v.paired) {
+  else if (!v.paired)
     v.outcome = order(v.subject_value, v.baseline_value, tol, Better::lower);
-  } else if (v.outcome != Outcome::not_decided) {
-    v.why_not.clear();
-  } else {
+  else if (v.outcome == Outcome::not_decided)
     v.why_not = "seeds_disagree";
-  }
   return v;
 }
-
-namespace {
-
-void lr_verdicts(const Comparison& c, const std::string& axis, const std::string& baseline, std::vector<Verdict>& out) {
-  std::vector<std::size_t> firsts;
-  for (const LrGroup& g : c.lr_groups) firsts.push_back(g.arms.front());
-  const auto group_of = [&](std::size_t arm) -> const LrGroup& {
-    return *std::find_if(c.lr_groups.begin(), c.lr_groups.end(),
-                         [&](const LrGroup& g) { return g.arms.front() == arm; });
-  };
-  for (const ArmPair& p : pairs_of(c, firsts, axis, baseline, true))
-    out.push_back(lr_verdict(c, group_of(p.subject), group_of(p.baseline)));
-}
-
-}  // namespace
 
 nlohmann::json seed_key(const nlohmann::json& config) {
   return nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())});
@@ -391,33 +411,6 @@ std::vector<std::vector<std::size_t>> arm_groups(const Comparison& c, const std:
   return groups_of(c, all_arms(c), axis, false);
 }
 
-namespace {
-
-// The settings two arms of other values of `axis` differ in besides it and its entries' own settings; where nothing
-// else differs in value, the settings only one of them has (of its task or layer).
-std::vector<std::string> differing_besides(const ArmStats& a, const ArmStats& b, const std::string& axis) {
-  std::vector<std::string> axis_keys = own_settings(a.settings, axis), keys;
-  for (const auto& k : own_settings(b.settings, axis)) axis_keys.push_back(k);
-  axis_keys.push_back(axis);
-  const auto of_axis = [&](const std::string& k) {
-    return k == "chance_loss" || std::find(axis_keys.begin(), axis_keys.end(), k) != axis_keys.end();
-  };
-  for (const auto& k : settings_differing(a.settings, b.settings))
-    if (!of_axis(k)) keys.push_back(k);
-  const bool only_one_has = keys.empty();
-  for (const auto* pair : {&a, &b})
-    for (const auto& item : pair->settings.items())
-      if (only_one_has && !of_axis(item.key()) && !(pair == &a ? b : a).settings.contains(item.key()))
-        keys.push_back(item.key());
-  // Nothing a table shows differs: the derived chance_loss does (a config.json edited by hand).
-  if (keys.empty() &&
-      a.settings.value("chance_loss", nlohmann::json()) != b.settings.value("chance_loss", nlohmann::json()))
-    keys.push_back("chance_loss");
-  return keys;
-}
-
-}  // namespace
-
 std::vector<UnpairedArm> unpaired_arms(const Comparison& c, const std::string& axis) {
   std::vector<UnpairedArm> out;
   for (const auto& g : arm_groups(c, axis)) {
@@ -466,34 +459,6 @@ std::string baseline_of(const Comparison& c) {
     if (e->is_reference) return e->name;
   return "";
 }
-
-namespace {
-
-// A statistic's value as its sentence shows it: a step ("step 37", "never"), a share ("12.5%"), else 3 digits.
-std::string value_text(const Claim& claim, double v) {
-  if (claim.tolerance == "steps") return std::isfinite(v) ? fmt::format("step {:.0f}", v) : "never";
-  if (claim.tolerance == "share") return format_percent(v);
-  return std::isfinite(v) ? fmt::format("{:.3g}", v) : train::format_number(v);
-}
-
-// How the verdict was reached: over the shared seeds, or by the means.
-std::string how_text(const Verdict& v) {
-  const Fields f{{"n", std::to_string(v.n_shared)},
-                 {"better", std::to_string(v.seeds_better)},
-                 {"worse", std::to_string(v.seeds_worse)},
-                 {"same", std::to_string(v.seeds_same)},
-                 {"tolerance", train::format_number(v.tolerance)}};
-  if (!claim_of(v).by_seed) return text("claims", "how.shares");
-  if (v.paired)
-    return text("claims",
-                v.outcome == Outcome::not_decided ? "how.split"
-                : v.n_shared == 1                 ? "how.one_seed"
-                                                  : "how.every_seed",
-                f);
-  return text("claims", std::isfinite(v.tolerance) ? "how.means_tolerance" : "how.means", f);
-}
-
-}  // namespace
 
 std::string why_not_text(const Verdict& v) {
   if (v.why_not.empty()) return "";

@@ -18,17 +18,16 @@ namespace xgrad::report {
 /// Two values within a tolerance count as equal. One per kind of claim, used wherever that kind is judged; the
 /// report's glossary lists each with its reason.
 struct Tolerance {
-  std::string name;      // "loss"
-  double relative = 0;   // a fraction of the larger magnitude of the two values
-  double absolute = 0;   // the least tolerance, in the values' unit
-  bool seed_sd = false;  // between means without a shared seed: at least the larger seed sd as well
-  std::string reason;    // why this size
+  std::string name;         // "loss"
+  double relative = 0;      // a fraction of the larger magnitude of the two values
+  double absolute = 0;      // the least tolerance, in the values' unit
+  bool seed_sd = false;     // between means without a shared seed: at least the larger seed sd as well
+  std::string reason = {};  // why this size: report/text/glossary.md's "tolerance <name>"
   /// The tolerance between values `a` and `b`: max(absolute, relative * max(|a|, |b|)).
   double between(double a, double b) const;
 };
 
-/// Every tolerance, by name: "loss", "steps", "gradient", "entropy", "share", "probability",
-/// "length_change", "logit_growth".
+/// Every tolerance: "loss", "steps", "gradient", "entropy", "share", "probability", "length_change", "logit_growth".
 const std::vector<Tolerance>& tolerances();
 /// The tolerance named `name`. Throws std::out_of_range naming it when there is none.
 const Tolerance& tolerance(const std::string& name);
@@ -39,28 +38,26 @@ enum class Better { lower, higher };
 /// One claim about a subject arm against a baseline arm that differs from it only in the compared setting.
 struct Claim {
   std::string id;         // "trains_better"; with "{w}", one claim per attention weight (as statistics())
-  std::string label;      // what it says of the subject, as a table row: "trains better (final loss)"
   std::string statistic;  // a statistics() name, "diverged", or "lr_sensitivity" (over arms differing in lr)
   Better better = Better::lower;
   std::string tolerance;        // a tolerances() name
   bool never_is_worst = false;  // a run without a value (a threshold never reached) counts as the worst value
   bool by_seed = true;          // false: by the arms' means even where they share seeds (a share of runs: one
                                 // diverged seed in two is a share of 1/2, not a disagreement between seeds)
+  std::string label = {};       // what it says of the subject, as a table row: report/text/claims.md's "label <id>"
 };
 
 /// Every claim, in report order.
 const std::vector<Claim>& claims();
 
-/// How a subject compares with its baseline on one claim: the subject is better, worse, as good (within the
-/// tolerance), or it is not decided (the seeds disagree, a side has no value, neither learned, both solved).
+/// How a subject compares with its baseline on one claim (same: within the tolerance).
 enum class Outcome { better, worse, same, not_decided };
 
 /// "better", "worse", "same", "not decided".
 std::string outcome_name(Outcome o);
 
-/// One claim judged for one pair of arms. Where the arms share seeds ((seed, data_seed) pairs among their kept
-/// runs), seed by seed: better when the subject is better by more than the tolerance in every shared seed, worse
-/// likewise, same when within it in every one, otherwise not decided. Without a shared seed, by the arms' means.
+/// One claim judged for one pair of arms: seed by seed (compare_values) where they share seeds among their kept
+/// runs, otherwise by the arms' means.
 struct Verdict {
   std::string claim;        // Claim::id, "{w}" expanded: "more_gradient_step0_w_q"
   std::string statistic;    // the statistic compared, "{w}" expanded
@@ -82,22 +79,17 @@ struct Verdict {
 /// A run's seed as the key of per-seed values: its (seed, data_seed) pair from config.json.
 nlohmann::json seed_key(const nlohmann::json& config);
 
-/// The one seed-by-seed rule: `subject`'s and `baseline`'s values (by seed_key) compared in every seed both have.
-/// Fills the verdict's outcome, n_shared, seeds_better/worse/same, paired (a seed in common) and why_not: better
-/// when the subject is better by more than `tol` in every shared seed, worse likewise, same when within it in
-/// every one, otherwise not decided (why_not "seeds_disagree"; "no_shared_seed" without one). An infinite value
-/// is a threshold never reached, the worst; both infinite in every seed is "never_reached". The tolerance in a seed
-/// is tol.between of the two values, or of `magnitude`'s value for that seed where it has one: values that are
-/// differences of larger quantities (an LR sensitivity, of losses) get a tolerance sized by those.
+/// The one seed-by-seed rule, over the seeds (seed_key) both sides have: better when the subject is better by more
+/// than `tol` in every one, worse likewise, same when within it in every one, otherwise not decided (why_not
+/// "seeds_disagree", "no_shared_seed"). Fills outcome, n_shared, seeds_better/worse/same, paired and why_not. An
+/// infinite value is a threshold never reached, the worst ("never_reached" when both are in every seed). A seed's
+/// tolerance is tol.between its two values, or its `magnitude` where given (differences of larger quantities).
 Verdict compare_values(const std::map<nlohmann::json, double>& subject,
                        const std::map<nlohmann::json, double>& baseline, Better better, const Tolerance& tol,
                        const std::map<nlohmann::json, double>& magnitude = {});
 
-/// The pairs of arms compare judges: arms identical in every setting but `axis` (and the settings of the entry it
-/// names, softcap_cap for softcap; and seed), the arm whose `axis` value is `baseline` against each other arm of its
-/// group; in a group without that value, every two arms, the earlier (in Comparison::arms order) as the baseline.
-/// The arms arm_pairs pairs within: arms identical in every setting but `axis` and the settings of the entry it names
-/// (softcap_cap for softcap; and seed), as indices into Comparison::arms, in its order (the unscaled reference first).
+/// The arms identical in every setting but `axis`, the settings of the entry it names (softcap_cap for softcap) and
+/// seed, as groups of indices into Comparison::arms, in its order (the unscaled reference first).
 std::vector<std::vector<std::size_t>> arm_groups(const Comparison& c, const std::string& axis);
 
 /// An arm alone in its group (arm_groups) while arms of another value of `axis` exist: no claim judges it.
@@ -110,24 +102,23 @@ struct UnpairedArm {
 };
 std::vector<UnpairedArm> unpaired_arms(const Comparison& c, const std::string& axis);
 
+/// The pairs of arms compare judges: in each group of arm_groups, the arm whose `axis` value is `baseline` against
+/// each other arm; in a group without that value, every two arms, the earlier as the baseline.
 struct ArmPair {
   std::size_t subject = 0, baseline = 0;
 };
 std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, const std::string& baseline);
 
 /// Every claim for every pair of arm_pairs(c, axis, baseline), and the lr_sensitivity claim for every two lr groups
-/// that differ only in `axis`. `axis`: an arm setting ("scale", "attention", "optimizer", ...); `baseline`: one of
-/// its values ("none" for the scale).
+/// that differ only in `axis` (an arm setting: "scale", "optimizer", ...; `baseline` one of its values).
 std::vector<Verdict> judge(const Comparison& c, const std::string& axis, const std::string& baseline);
 
-/// The lr_sensitivity claim for two lr groups (Comparison::lr_groups; `subject` against `baseline`), over the learning
-/// rates both hold: the values are the sensitivities of the arms' mean lr objectives there (Wortsman et al. 2023,
-/// sec. 3.2). Not decided when they share fewer than two learning rates ("few_lrs"), when both diverged at one of
-/// them ("both_diverged": the objective then counts those runs as their initial loss on both sides, whatever the
-/// scaling), or when a side learned (ArmStats::learned) at none ("never_learned", "neither_learned_lr": a flat
-/// objective near chance reads as insensitive). Otherwise seed by seed (compare_values) over the seeds with a run of
-/// both at every shared learning rate, each seed's tolerance 2% of its largest objective; without such a seed, by the
-/// sensitivities of the means, within the objectives' largest seed sd and 2% of their largest mean.
+/// The lr_sensitivity claim for two lr groups, over the learning rates both hold: the sensitivities of the arms' mean
+/// lr objectives there (Wortsman et al. 2023, sec. 3.2). Not decided with fewer than two shared lrs ("few_lrs"), when
+/// both diverged at one ("both_diverged": both objectives are initial losses there), or when a side learned at none
+/// ("never_learned", "neither_learned_lr": a flat objective near chance reads as insensitive). Otherwise seed by seed
+/// over the seeds with a run of both at every shared lr, each within tolerance("loss") of its largest objective;
+/// without such a seed, by the means, within the objectives' largest seed sd and tolerance("loss") of their largest.
 Verdict lr_verdict(const Comparison& c, const LrGroup& subject, const LrGroup& baseline);
 
 /// The name of an arm in verdicts: its scaling ("unscaled" for the reference scaling; with its own settings,
@@ -146,8 +137,7 @@ const Claim& claim_of(const Verdict& v);
 /// The claim's label with its attention weight: "more W_q gradient at step 0".
 std::string claim_label(const Verdict& v);
 
-/// The sentence of a verdict: its claim's and outcome's template in report/text/claims.md, its fields filled in
-/// (plain text; names escaped for a terminal by escape_name).
+/// The sentence of a verdict from report/text/claims.md (plain text; names through escape_name).
 std::string verdict_sentence(const Comparison& c, const Verdict& v);
 
 }  // namespace xgrad::report

@@ -36,9 +36,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A --baseline no arm holds would judge every two values against each other under a heading naming it: refused,
-// naming the values the arms hold. A number is matched as the value it is ("0.0100" and "1e-2" are lr 0.01), and
-// c.baseline is set to the form the arms' values are written in.
+// A --baseline no arm holds is refused, naming the values the arms hold; a number matches as the value it is ("1e-2"
+// is lr 0.01), and c.baseline takes the arms' form of it.
 void check_baseline(Comparison& c) {
   if (c.baseline.empty()) return;
   std::set<std::string> held;
@@ -107,19 +106,7 @@ std::vector<Note> sweep_notes(const CompareOptions& options, const FoundRuns& fo
   return notes;
 }
 
-}  // namespace
-
-std::size_t run_compare(const CompareOptions& options, std::ostream& terminal) {
-  EscapingStreambuf buf(terminal);
-  std::ostream out(&buf);
-  return run_compare_unescaped(options, out);
-}
-
-namespace {
-
-// Every run that loads; one unreadable run must not hide the others (a sweep may hold a broken one), whatever made
-// it unreadable: a file error, or a config.json refused as a hand-written file would be (a repeated key, nesting
-// deeper than kMaxJsonDepth, a format this build does not read).
+// Every run that loads: one unreadable run (a file error, a config.json refused) must not hide the others.
 std::vector<RunRecord> load_runs(const std::vector<std::string>& dirs, ReportContext& context, std::ostream& out) {
   std::vector<RunRecord> runs;
   for (const auto& dir : dirs) {
@@ -183,9 +170,8 @@ void print_tables(const Comparison& c, const CompareOptions& options, const Foun
   for (const auto& line : duplicate_seed_warnings(c)) out << "warning: duplicate seed: " << line << "\n";
 }
 
-// The preset every input records (sweep.json), into context.preset; written only when every input records the same
-// preset (name and grid): sections of one preset computed over another's runs would be numbers of the wrong
-// question. Otherwise context.preset_note says why there are none.
+// The preset every input records (sweep.json), into context.preset, only when all record the same one (sections of
+// one preset over another's runs would answer the wrong question); otherwise context.preset_note says why not.
 void choose_preset(const std::vector<std::string>& inputs, ReportContext& context, std::ostream& out) {
   std::vector<std::pair<std::string, PresetRecord>> records;
   for (const std::string& input : inputs) records.push_back({input, read_preset_record(input)});
@@ -197,12 +183,9 @@ void choose_preset(const std::vector<std::string>& inputs, ReportContext& contex
     same = same && record.name == records.front().second.name && record.quick == records.front().second.quick;
   }
   if (!problems.empty()) {
-    for (const std::string& p : problems) context.preset_note += (context.preset_note.empty() ? "" : "; ") + p;
-    context.preset_note += ": no preset sections are written";
+    context.preset_note = fmt::format("{}: no preset sections are written", fmt::join(problems, "; "));
   } else if (!same) {
-    std::string list;
-    for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;
-    context.preset_note = text("report", "presets_differ", {{"list", list}});
+    context.preset_note = text("report", "presets_differ", {{"list", fmt::format("{}", fmt::join(named, ", "))}});
   } else {
     context.preset = records.front().second;
   }
@@ -222,7 +205,6 @@ void unique_figure_names(ReportContext& context) {
     }
 }
 
-// The chosen preset's own sections, computed from the same numbers.
 void compute_preset_sections(const Comparison& c, const fs::path& out_dir, ReportContext& context, std::ostream& out) {
   if (context.preset.name.empty()) return;
   const PresetReport* preset = Registry<PresetReport>::instance().find(context.preset.name);
@@ -266,9 +248,8 @@ void draw_plots(const Comparison& c, const fs::path& new_plots, const fs::path& 
         << " figures (PNG and SVG) in " << plots_dir.string() << "\n";
 }
 
-// The renames that put the new plots and report files in place, with the stop signals held back, so a SIGTERM
-// leaves the old report or the new one, each whole; a rename replaces a symbolic link the directory holds, never its
-// target. Should a file's rename fail, the old plots go back in place.
+// The renames that put the new plots and report files in place, stop signals held back (a SIGTERM leaves the old
+// report or the new one); should a file's rename fail, the old plots go back in place.
 void commit_report(platform::StagedDirectory* plots, platform::StagedFile& report, platform::StagedFile& page) {
   const platform::StopSignalsHeld held;
   if (plots) plots->commit();
@@ -281,9 +262,8 @@ void commit_report(platform::StagedDirectory* plots, platform::StagedFile& repor
   }
 }
 
-// Everything is written beside its final place first (the plots in a directory of their own, the report files as
-// temporary files; a directory where report.md or report.html goes is refused before) and renamed into place at
-// the end (commit_report). Returns report.html's outcome.
+// Everything is written beside its final place first and renamed into place at the end (commit_report). Returns
+// report.html's outcome.
 HtmlOutcome write_report(const Comparison& c, const fs::path& out_dir, bool plots, ReportContext& context,
                          std::ostream& out) {
   platform::remove_abandoned_temporaries(out_dir);
@@ -338,5 +318,11 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
 }
 
 }  // namespace
+
+std::size_t run_compare(const CompareOptions& options, std::ostream& terminal) {
+  EscapingStreambuf buf(terminal);
+  std::ostream out(&buf);
+  return run_compare_unescaped(options, out);
+}
 
 }  // namespace xgrad::report

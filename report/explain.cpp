@@ -97,9 +97,8 @@ std::vector<std::string> model_differences(const train::TrainConfig& base, const
       differ[key].insert(value.dump());
     }
   std::vector<std::string> out;
-  for (const auto& [key, values] : differ) {
+  for (const auto& [key, values] : differ)
     out.push_back(fmt::format("{} (runs {}; measured {})", key, fmt::join(values, ", "), measured.at(key).dump()));
-  }
   return out;
 }
 

@@ -47,9 +47,8 @@ struct TrainingEvidence {
   std::vector<std::string> notes;     // runs left out and why; control characters escaped
 };
 
-/// A verdict decided from the numbers: "holds", "does not hold", "holds only per query", ...; its class (holds,
-/// fails, partly) colours it; text gives the numbers that decide it; key names its line in report/text/explain.md
-/// ("gradient.per_query"), the verdict as a value, with the fields its text was filled from.
+/// A verdict decided from the numbers ("holds", "does not hold", ...), its class (holds, fails, partly), the text of
+/// the numbers that decide it, and as values its line in report/text/explain.md and the fields it was filled from.
 struct SectionVerdict {
   std::string verdict, verdict_class, text, key;
   Fields fields = {};  // the numbers its text names, by field ("mild": the first d_k 10% saturated, 0 for none)
@@ -78,31 +77,26 @@ struct Explanation {
   const ArmMeasurement* arm(std::size_t d_k, const std::string& scale) const;
 };
 
-/// Measures (measure_arms), computes the softmax curves, reads options.runs (compare's reader: a directory that holds
-/// no run throws std::invalid_argument naming it; a run that cannot be read is left out with a note) and decides the
-/// five sections. Throws ConfigError for bad settings, as measure_arms.
+/// Measures (measure_arms), computes the softmax curves, reads options.runs (training_evidence) and decides the five
+/// sections. Throws ConfigError for bad settings, as measure_arms.
 Explanation explain(const train::TrainConfig& base, const ExplainOptions& options);
 
 /// The sections of `e` (its arms, curves and training evidence), each verdict computed from them.
 std::vector<ExplainSection> explain_sections(const Explanation& e);
 
-/// The training evidence of the runs at `inputs` (find_run_dirs, load_run, analyse_runs). Throws
-/// std::invalid_argument when an input holds no run.
+/// The training evidence of the runs at `inputs` (compare's reader; a run that cannot be read is left out with a
+/// note). Throws std::invalid_argument when an input holds no run.
 TrainingEvidence training_evidence(const std::vector<std::string>& inputs, double loss_threshold);
 
-/// The JSON explain.html embeds (the figures' data, the sections, the notes). Non-finite numbers are NaN here and
-/// null in the page (nlohmann writes them so).
+/// The JSON explain.html embeds: the figures' data, the sections, the notes (non-finite numbers NaN, null in the page).
 nlohmann::json explain_json(const Explanation& e);
 
-/// The text of explain.html, one self-contained page (no server, no network): `data` (explain_json's object: title,
-/// setup, d_ks, scales, sections, figures, per_dk, points, curves, runs, notes) with uPlot and the page's own script
-/// and style (report/web/explain.js, explain.css) inline, as the <script type="application/json" id="xgrad-explain">
-/// block (non-finite numbers as null, "<" escaped so that no string in it can end the block).
+/// explain.html, one self-contained page (standalone_page.h): `data` (explain_json's) with uPlot and
+/// report/web/explain.js and explain.css inline.
 std::string explain_html(const nlohmann::json& data);
 
-/// Writes explain_html(data) to `path` whole or not at all (platform::write_file_atomically: a link at `path` is
-/// replaced, never followed). Returns the file's size in bytes. Throws std::runtime_error naming the path and the
-/// reason when it cannot be written.
+/// Writes explain_html(data) to `path` whole or not at all (a link there is replaced, never followed); returns its
+/// size in bytes. Throws std::runtime_error naming the path and the reason when it cannot be written.
 std::size_t write_explain_html(const nlohmann::json& data, const std::string& path);
 
 struct ExplainOutcome {
@@ -112,10 +106,9 @@ struct ExplainOutcome {
   std::string plot_note;                   // why figures are missing ("" when all were drawn)
 };
 
-/// Writes out_dir/explain.md, out_dir/explain.html and out_dir/figures/ (gnuplot scripts, data, PNG and SVG). Creates
-/// out_dir. The three are written beside their places and renamed into them together (platform/atomic_file.h): a
-/// symbolic link in out_dir is replaced, never written through, and a failure or a stop signal leaves the old
-/// outputs or the new ones. Throws std::runtime_error naming a path that cannot be written and the reason.
+/// Writes out_dir/explain.md, explain.html and figures/, creating out_dir, all beside their places and renamed in
+/// together (a link is replaced, never written through; a failure or stop leaves the old outputs or the new ones).
+/// Throws std::runtime_error naming a path that cannot be written and the reason.
 ExplainOutcome write_explanation(const Explanation& e, const std::string& out_dir);
 
 }  // namespace xgrad::report

@@ -22,9 +22,8 @@ const std::vector<ExplainFigure>& explain_figures() {
     for (const char* id :
          {"score_hist", "score_std_vs_dk", "sorted_weights", "heatmap", "entropy_vs_std", "max_prob_vs_std",
           "jacobian_vs_std", "score_grad_vs_dk", "w_grad_vs_dk", "earned_vs_dk", "saturated_vs_dk", "runs_vs_dk"}) {
-      const std::string line = text("explain", id);
-      const auto bar = line.find(" | ");
-      out.push_back({id, line.substr(0, bar), line.substr(bar + 3)});
+      const std::vector<std::string> parts = text_cells("explain", id);
+      out.push_back({id, parts.at(0), parts.at(1)});
     }
     return out;
   }();
@@ -242,21 +241,17 @@ std::string heatmap_panel(const fs::path& dir, const ArmMeasurement& a, const st
 
 std::vector<std::string> write_explain_figures(const Explanation& e, const std::string& dir, std::string& note) {
   const fs::path d(dir);
-  std::error_code ec;
-  fs::create_directories(d / "data", ec);
-  if (ec) throw std::runtime_error("cannot create " + (d / "data").string() + ": " + ec.message());
   std::vector<SummaryFigure> lines = line_figures(e);
   if (e.training && !e.training->points.empty())
     for (auto& f : runs_figures(*e.training)) lines.push_back(std::move(f));
   PlotOutcome outcome;
   write_summary_plots(lines, dir, outcome);
-  write_plot_file(d / "score_hist.gp",
-                  grid_script(e, "score_hist", [&](const auto& a, const auto& f) { return hist_panel(d, a, f); }));
-  write_plot_file(d / "sorted_weights.gp", grid_script(e, "sorted_weights", [&](const auto& a, const auto& f) {
-                    return weights_panel(d, a, f);
-                  }));
-  write_plot_file(d / "heatmap.gp",
-                  grid_script(e, "heatmap", [&](const auto& a, const auto& f) { return heatmap_panel(d, a, f); }));
+  using Panel = std::string (*)(const fs::path&, const ArmMeasurement&, const std::string&);
+  const std::vector<std::pair<std::string, Panel>> grids{
+      {"score_hist", hist_panel}, {"sorted_weights", weights_panel}, {"heatmap", heatmap_panel}};
+  for (const auto& grid : grids)
+    write_plot_file(d / (grid.first + ".gp"),
+                    grid_script(e, grid.first, [&](const auto& a, const auto& f) { return grid.second(d, a, f); }));
   std::vector<std::string> drawn;
   for (const auto& f : outcome.summary_drawn) drawn.push_back(f.name);
   note = outcome.note;
@@ -265,11 +260,11 @@ std::vector<std::string> write_explain_figures(const Explanation& e, const std::
            "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
     return drawn;
   }
-  for (const std::string id : {"score_hist", "sorted_weights", "heatmap"}) {
-    if (draw_figure(dir, id))
-      drawn.push_back(id);
+  for (const auto& grid : grids) {
+    if (draw_figure(dir, grid.first))
+      drawn.push_back(grid.first);
     else
-      note += (note.empty() ? "gnuplot failed for " : ", ") + id + ".gp";
+      note += (note.empty() ? "gnuplot failed for " : ", ") + grid.first + ".gp";
   }
   return drawn;
 }

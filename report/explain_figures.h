@@ -23,8 +23,7 @@ const std::vector<ExplainFigure>& explain_figures();
 /// The figure `id`, or null.
 const ExplainFigure* find_explain_figure(const std::string& id);
 
-/// A per-arm number by name: explain.json's points, explain.md's table (the columns with a header) and the verdicts'
-/// template fields read the same list.
+/// A per-arm number by name, for explain.json's points, explain.md's table and the verdicts' template fields.
 struct ArmNumber {
   const char* name;  // the JSON key and template field: "score_std"
   double ArmMeasurement::*field;
@@ -36,16 +35,15 @@ const std::vector<ArmNumber>& arm_numbers();
 /// A share as a template shows it: "12.5%", "n/a" for NaN.
 std::string percent_text(double share);
 
-/// Every arm_numbers() value of `a` as template fields named prefix + name (shares as percent_text), with its d_k
-/// and its counts of answerable saturated queries and of their groups.
+/// Every arm_numbers() value of `a` (shares as percent_text), its d_k, n_answerable_saturated and n_earned_clusters
+/// as template fields named prefix + name.
 void add_arm_fields(Fields& fields, const std::string& prefix, const ArmMeasurement& a);
 
 /// "unscaled" for the reference scaling, "1/sqrt(d_k)" for sqrt_dk, the name otherwise.
 std::string scale_label_of(const std::string& scale);
 
-/// A density histogram of an arm's scores: kBins bins of `width` from x0, covering score_mean ± 4.5 times the larger
-/// of the measured and the theory std (scores outside are left out of the bins but not of the total: the area is the
-/// share inside).
+/// A density histogram of an arm's scores: kHistogramBins bins of `width` from x0 over score_mean ± 4.5 times the
+/// larger of the measured and the theory std (its area is the share of scores inside).
 struct Histogram {
   double x0 = 0, width = 0;
   std::vector<double> density;
@@ -53,9 +51,8 @@ struct Histogram {
 inline constexpr std::size_t kHistogramBins = 60;
 Histogram score_histogram(const ArmMeasurement& a);
 
-/// Writes dir/<id>.gp and dir/data/ for every figure of `e` and draws each PNG and SVG with gnuplot when it is on
-/// PATH. Returns the ids drawn; `note` says why some are missing ("" when none is). Throws std::runtime_error naming
-/// a path that cannot be written.
+/// Writes dir/<id>.gp and dir/data/ of every figure of `e`, drawn with gnuplot when it is on PATH. Returns the ids
+/// drawn; `note` says why some are missing. Throws std::runtime_error naming a path that cannot be written.
 std::vector<std::string> write_explain_figures(const Explanation& e, const std::string& dir, std::string& note);
 
 /// explain.md: the verdicts in a table, then each section with its figures (those drawn as images) and the numbers.

@@ -90,9 +90,8 @@ struct ArmModel {
   double multiplier = 1;
 };
 
-// The run configuration of one arm, keeping only the component settings its scaling (task, ...) reads: a setting of
-// one scaling given with several (--softcap-cap with --scale none,softcap) goes to the arms that read it, as in a
-// sweep. Validated (throws ConfigError, the memory estimate included).
+// The run configuration of one arm with only the component settings it reads (--softcap-cap with --scale
+// none,softcap goes to the softcap arms, as in a sweep). Validated (throws ConfigError).
 TrainConfig arm_config(const TrainConfig& base, std::size_t d_k, const std::string& scale) {
   TrainConfig c = base;
   c.model.d_k = d_k;
@@ -234,9 +233,8 @@ void measure_earned(const xt::xarray<float>& probs, const std::vector<QueryRow>&
   m.n_earned_clusters = excess.size();
 }
 
-// Mean and std over every visible score; the histogram keeps at most kMaxKeptScores of them (every k-th), the heatmap
-// the first kMaxHeatmapPositions queries and keys of sequence 0, head 0: a long sequence must not make a page of
-// hundreds of megabytes.
+// Mean and std over every visible score; the histogram keeps at most kMaxKeptScores of them, the heatmap the first
+// kMaxHeatmapPositions queries and keys: a long sequence must not make a page of hundreds of megabytes.
 constexpr std::size_t kMaxKeptScores = 200000;
 
 void measure_scores(const nn::AttentionRecord& last, const std::vector<QueryRow>& rows, ArmMeasurement& m) {

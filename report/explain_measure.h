@@ -32,17 +32,14 @@ struct SoftmaxRow {
 };
 SoftmaxRow softmax_row(const double* p, std::size_t n);
 
-/// The standard deviation of multiplier·q·k for q, k of d_k independent components of zero mean and standard deviations
-/// q_std and k_std: Var(q·k) = d_k Var(q_i) Var(k_i) (Vaswani et al. 2017, footnote 4), so sqrt(d_k) q_std k_std
-/// times |multiplier|.
+/// The standard deviation of multiplier·q·k for q, k of d_k independent zero-mean components: sqrt(d_k) q_std k_std
+/// |multiplier| (Vaswani et al. 2017, footnote 4).
 double theory_score_std(std::size_t d_k, double q_std, double k_std, double multiplier);
 
-/// E[softmax_row(softmax(sigma z))] over z ~ N(0, I_n), mixed over key counts as the measured queries are: at each
-/// sigma of `stds`, the mean over Monte Carlo rows, row m with n = key_counts[m mod Q] keys (Q = key_counts.size();
-/// every count enters equally often, so at sigma 0 the entropy is exactly the mean of ln n). At most ~max_rows rows
-/// (a multiple of Q; when Q exceeds it, every k-th count); the same z at every sigma (common random numbers: the
-/// curve is smooth in sigma). Deterministic in `seed`. Throws std::invalid_argument for an empty key_counts or a
-/// count below 1.
+/// E[softmax_row(softmax(sigma z))] over z ~ N(0, I_n) at each sigma of `stds`, over about max_rows Monte Carlo rows
+/// whose key counts n cycle through key_counts (every k-th when there are more): mixed as the measured queries are.
+/// The same z at every sigma (a smooth curve); deterministic in `seed`. Throws std::invalid_argument for an empty
+/// key_counts or a count below 1.
 struct SoftmaxCurves {
   std::vector<double> std;  // sigma, as given
   std::vector<double> entropy, max_prob, jacobian_norm;
@@ -77,11 +74,9 @@ struct ArmMeasurement {
   double earned_se = 0;
   std::size_t n_earned_clusters = 0;         // the groups
   std::size_t seq_len = 0;                   // keys per sequence, T
-  std::vector<double> scores;                // visible scores for the histogram: all, or every k-th of more than
-                                             // 200,000
+  std::vector<double> scores;                // visible scores for the histogram (every k-th of more than 200,000)
   std::vector<std::size_t> key_counts;       // per query, the keys it may attend to
-  std::vector<double> sorted_weights;        // the median-entropy query's weights, largest first (at most
-                                             // kMaxSortedWeights)
+  std::vector<double> sorted_weights;        // the median-entropy query's weights, largest first (kMaxSortedWeights)
   std::vector<std::vector<double>> heatmap;  // weights of sequence 0, head 0, the first min(T, kMaxHeatmapPositions)
                                              // queries and keys; NaN where masked
 };
@@ -89,8 +84,7 @@ struct ArmMeasurement {
 /// The standard deviation of every element of `x` about their mean (population: n in the denominator), in double.
 double population_std(const xt::xarray<float>& x);
 
-/// Throws train::ConfigError naming `flag` when `values` is empty ("give at least one <what>") or holds a value
-/// twice.
+/// Throws train::ConfigError naming `flag` when `values` is empty ("give at least one <what>") or holds one twice.
 template <class T>
 void check_once_each(const std::string& flag, const std::vector<T>& values, const std::string& what) {
   if (values.empty()) throw train::ConfigError(flag + ": give at least one " + what);
@@ -99,12 +93,10 @@ void check_once_each(const std::string& flag, const std::vector<T>& values, cons
       throw train::ConfigError(fmt::format("{}: {} is given twice", flag, *it));
 }
 
-/// Measures each (d_k, scale) of d_ks × scales (d_k outer) on the model of `base` with that head size (d_model
-/// unchanged), the same seed and one batch of base.batch_size sequences (data_seed, index 0): a forward pass for the
-/// weights, then the loss at the task's targets and its backward for the gradients. A component setting goes to the
-/// arms whose scaling reads it. Every arm's settings are checked before any is measured. Throws ConfigError for bad
-/// settings (the message names the flag; a setting no arm reads, a model over the memory limit), an empty list or a
-/// d_k given twice, scores that overflow, and when no query may attend to two keys (sequences of one token).
+/// Measures each (d_k, scale) of d_ks × scales (d_k outer) on the model of `base` with that head size, its seed and
+/// one batch (data_seed, index 0): a forward pass, then the loss at the task's targets and its backward. A component
+/// setting goes to the arms that read it; every arm is checked before any is measured. Throws ConfigError for bad
+/// settings, an empty list or a value given twice, scores that overflow, and when no query may attend to two keys.
 std::vector<ArmMeasurement> measure_arms(const train::TrainConfig& base, const std::vector<std::size_t>& d_ks,
                                          const std::vector<std::string>& scales);
 

@@ -61,6 +61,81 @@ nlohmann::json sections_json(const std::vector<ExplainSection>& sections) {
   return out;
 }
 
+// A share as a table shows it: "12.5%", "n/a" where there is none.
+std::string percent_cell(double v) { return std::isnan(v) ? "n/a" : format_percent(v); }
+
+// A table cell: a number, or a dash where there is none.
+std::string cell(double v, const char* format) { return std::isfinite(v) ? fmt::format(format, v) : "—"; }
+
+Table points_table(const Explanation& e) {
+  Table t;
+  t.header = {"d_k", "scale"};
+  for (const ArmNumber& n : arm_numbers())
+    if (n.header) t.header.push_back(n.header);
+  for (const auto& a : e.arms) {
+    std::vector<std::string> row{std::to_string(a.d_k), a.scale};
+    for (const ArmNumber& n : arm_numbers())
+      if (n.header)
+        row.push_back(n.format == std::string("%") ? percent_cell(a.*n.field)
+                                                   : fmt::format(fmt::runtime(n.format), a.*n.field));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+Table training_table(const TrainingEvidence& t) {
+  Table out;
+  out.header = text_cells("explain", "training_header");
+  for (const auto& p : t.points)
+    out.rows.push_back({markdown_text(p.label, true), std::to_string(p.d_k), std::to_string(p.n_runs),
+                        cell(p.final_loss, "{:.4f}"), format_steps(p.reached, p.n_runs, p.steps_to_loss),
+                        std::isfinite(p.saturated_share) ? format_percent(p.saturated_share) : "—",
+                        cell(p.score_grad_relative, "{:.3g}"), markdown_text(p.versus_reference, true)});
+  return out;
+}
+
+std::string section_markdown(const ExplainSection& s, const std::map<std::string, std::string>& drawn) {
+  std::string md =
+      fmt::format("## {}. {}\n\n**Verdict: {}.** {}\n\n*The claim:* {}\n\n", s.number, markdown_text(s.title),
+                  markdown_text(s.verdict.verdict), markdown_text(s.verdict.text), markdown_text(s.claim));
+  for (const auto& p : s.paragraphs) md += markdown_text(p) + "\n\n";
+  for (const auto& id : s.figures) {
+    const auto* f = find_explain_figure(id);
+    if (!f) continue;
+    const std::vector<std::string> files =
+        id == "runs_vs_dk"
+            ? std::vector<std::string>{id, "runs_steps_vs_dk", "runs_saturated_vs_dk", "runs_score_grad_vs_dk"}
+            : std::vector<std::string>{id};
+    for (const auto& file : files)
+      if (drawn.count(file)) md += fmt::format("![{}](figures/{}.png)\n\n", f->title, file);
+    md += fmt::format("*{}{}* {}\n\n", f->title, f->title.back() == '?' ? "" : ".", f->caption);
+  }
+  return md;
+}
+
+// `text` with every occurrence of `from` replaced by `to`: the figures' note names the directory they will be in.
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  for (std::size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+// The renames that put explain's outputs in place, one explain into a directory at a time and stop signals held
+// back: the old outputs or the new ones. Should a file's rename fail, the old figures go back in place.
+void commit_explanation(const std::filesystem::path& out, platform::StagedDirectory& figures, platform::StagedFile& md,
+                        platform::StagedFile& html) {
+  const platform::DirectoryLock lock(out);
+  const platform::StopSignalsHeld held;
+  figures.commit();
+  try {
+    md.commit();
+    html.commit();
+  } catch (const std::runtime_error&) {
+    figures.undo();
+    throw;
+  }
+}
+
 }  // namespace
 
 nlohmann::json explain_json(const Explanation& e) {
@@ -124,69 +199,6 @@ std::size_t write_explain_html(const nlohmann::json& data, const std::string& pa
   return html.size();
 }
 
-namespace {
-
-// A share as a table shows it: "12.5%", "n/a" where there is none.
-std::string percent_cell(double v) { return std::isnan(v) ? "n/a" : format_percent(v); }
-
-// A table cell: a number, or a dash where there is none.
-std::string cell(double v, const char* format) { return std::isfinite(v) ? fmt::format(format, v) : "—"; }
-
-Table points_table(const Explanation& e) {
-  Table t;
-  t.header = {"d_k", "scale"};
-  for (const ArmNumber& n : arm_numbers())
-    if (n.header) t.header.push_back(n.header);
-  for (const auto& a : e.arms) {
-    std::vector<std::string> row{std::to_string(a.d_k), a.scale};
-    for (const ArmNumber& n : arm_numbers())
-      if (n.header)
-        row.push_back(n.format == std::string("%") ? percent_cell(a.*n.field)
-                                                   : fmt::format(fmt::runtime(n.format), a.*n.field));
-    t.rows.push_back(std::move(row));
-  }
-  return t;
-}
-
-Table training_table(const TrainingEvidence& t) {
-  Table out;
-  out.header = {"arm",
-                "d_k",
-                "runs",
-                "final loss",
-                "steps to loss",
-                "saturated (median)",
-                "score grad / loss",
-                "loss vs unscaled"};
-  for (const auto& p : t.points)
-    out.rows.push_back({markdown_text(p.label, true), std::to_string(p.d_k), std::to_string(p.n_runs),
-                        cell(p.final_loss, "{:.4f}"), format_steps(p.reached, p.n_runs, p.steps_to_loss),
-                        std::isfinite(p.saturated_share) ? format_percent(p.saturated_share) : "—",
-                        cell(p.score_grad_relative, "{:.3g}"), markdown_text(p.versus_reference, true)});
-  return out;
-}
-
-std::string section_markdown(const ExplainSection& s, const std::map<std::string, std::string>& drawn) {
-  std::string md =
-      fmt::format("## {}. {}\n\n**Verdict: {}.** {}\n\n*The claim:* {}\n\n", s.number, markdown_text(s.title),
-                  markdown_text(s.verdict.verdict), markdown_text(s.verdict.text), markdown_text(s.claim));
-  for (const auto& p : s.paragraphs) md += markdown_text(p) + "\n\n";
-  for (const auto& id : s.figures) {
-    const auto* f = find_explain_figure(id);
-    if (!f) continue;
-    const std::vector<std::string> files =
-        id == "runs_vs_dk"
-            ? std::vector<std::string>{id, "runs_steps_vs_dk", "runs_saturated_vs_dk", "runs_score_grad_vs_dk"}
-            : std::vector<std::string>{id};
-    for (const auto& file : files)
-      if (drawn.count(file)) md += fmt::format("![{}](figures/{}.png)\n\n", f->title, file);
-    md += fmt::format("*{}{}* {}\n\n", f->title, f->title.back() == '?' ? "" : ".", f->caption);
-  }
-  return md;
-}
-
-}  // namespace
-
 std::string explain_markdown(const Explanation& e, const std::vector<std::string>& figures_drawn,
                              const std::string& plot_note) {
   std::map<std::string, std::string> drawn;
@@ -205,34 +217,6 @@ std::string explain_markdown(const Explanation& e, const std::vector<std::string
   if (e.training) md += "### Training evidence (--runs)\n\n" + training_table(*e.training).markdown() + "\n";
   return md;
 }
-
-namespace {
-
-// `text` with every occurrence of `from` replaced by `to`: the figures' note names the directory they will be in.
-std::string replaced(std::string text, const std::string& from, const std::string& to) {
-  for (std::size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
-    text.replace(at, from.size(), to);
-  return text;
-}
-
-// The renames that put explain's outputs in place, one explain into a directory at a time (two at once would each
-// rename some of their outputs) and with the stop signals held back: the old outputs or the new ones, all of one
-// run. Should a file's rename fail, the old figures go back in place.
-void commit_explanation(const std::filesystem::path& out, platform::StagedDirectory& figures, platform::StagedFile& md,
-                        platform::StagedFile& html) {
-  const platform::DirectoryLock lock(out);
-  const platform::StopSignalsHeld held;
-  figures.commit();
-  try {
-    md.commit();
-    html.commit();
-  } catch (const std::runtime_error&) {
-    figures.undo();
-    throw;
-  }
-}
-
-}  // namespace
 
 ExplainOutcome write_explanation(const Explanation& e, const std::string& out_dir) {
   namespace fs = std::filesystem;

@@ -23,9 +23,8 @@ constexpr double kMild = 0.1;       // a share below which saturation is mild
 
 // The verdict of explain.md's line `key` ("class | verdict | text"), its fields filled in.
 SectionVerdict verdict(const std::string& key, const Fields& fields = {}) {
-  const std::string line = text("explain", key, fields);
-  const auto first = line.find(" | "), second = line.find(" | ", first + 3);
-  return {line.substr(first + 3, second - first - 3), line.substr(0, first), line.substr(second + 3), key, fields};
+  const std::vector<std::string> parts = text_cells("explain", key, fields);
+  return {parts.at(1), parts.at(0), parts.at(2), key, fields};
 }
 
 // The scalings a step reads: the unscaled one ("" when not requested) and the one the argument proposes (sqrt_dk

@@ -378,9 +378,8 @@ struct PageNote {
   Note note;
 };
 
-// What columns only the runs outside `without` have belong to, when one setting tells those runs from the others:
-// "the parameters of attention gated_attention" (a per-parameter column, as grad_norm/<parameter>: a layer's or a
-// scaling's own parameters), else "those of ..."; "" when no setting does.
+// What the columns only the runs outside `without` have belong to, when one setting tells those runs apart: "the
+// parameters of attention gated_attention" (per-parameter columns), else "those of ..."; "" when no setting does.
 std::string columns_owner(const PageRuns& runs, const std::vector<std::string>& without,
                           const std::vector<std::string>& columns) {
   for (const std::string& key : runs.keys) {
@@ -396,9 +395,7 @@ std::string columns_owner(const PageRuns& runs, const std::vector<std::string>& 
   return "";
 }
 
-// The notes about what the data lacks, one line each with its runs or columns listed behind it: the sweeps' notes,
-// unreadable runs, columns no run or only some runs have (a note per set of runs without them), runs drawn from what
-// compare read, empty runs, cells drawn as gaps, incomplete runs. Their sentences: report/text/notes.md.
+// The notes about what the data lacks, one line each with its runs or columns listed behind it (report/text/notes.md).
 std::vector<PageNote> data_notes(const Comparison& c, const ReportContext& context, const PageRuns& runs,
                                  const PageColumns& p) {
   std::vector<PageNote> notes;
@@ -511,9 +508,7 @@ nlohmann::json final_metrics(const Comparison& c, const PageRuns& runs, const Pa
   return {{"header", header}, {"rows", rows}};
 }
 
-// The page's description of its data and runs, everything but the series: the columns, the settings to group by,
-// the picture (report/picture.h: colours, dashes, smoothing, the default grouping and facets), the notes, report.md's
-// findings and checks, the summary figures' data, the runs, the arms table and every run's final metrics.
+// The page's description of its data and runs: everything but the series (report_json in html.h).
 nlohmann::json page_meta(const Comparison& c, const ReportContext& context, const PageRuns& runs, const PageColumns& p,
                          const std::vector<PageNote>& notes) {
   nlohmann::json meta{{"format", 1},
@@ -625,12 +620,11 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
     outcome.downsampled = p.headline_downsampled || p.other_downsampled;
     if (json.size() <= options.max_data_bytes || headline_points <= kFewestPoints || attempt >= 8) {
       if (json.size() > options.max_data_bytes) {
-        notes.push_back(
-            {"over_budget",
-             json.size(),
-             {fmt::format("The page holds {:.1f} MB of data, over its {:.1f} MB budget: its series are "
-                          "as short as they go.",
-                          static_cast<double>(json.size()) / 1e6, static_cast<double>(options.max_data_bytes) / 1e6)}});
+        notes.push_back({"over_budget",
+                         json.size(),
+                         {text("notes", "over_budget",
+                               {{"mb", static_cast<double>(json.size()) / 1e6},
+                                {"budget", static_cast<double>(options.max_data_bytes) / 1e6}})}});
         meta["notes"] = notes_json(notes);
         json = assemble_json(meta, series);
       }

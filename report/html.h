@@ -23,13 +23,10 @@ struct DownsampledSeries {
   bool downsampled = false;  // false: x and y are the input, unchanged
 };
 
-/// Min-max bucket downsampling of a series, for drawing. With x.size() <= max_points every point is kept as given.
-/// Otherwise the points are cut into buckets of w = ceil(n / (max_points / 2)) consecutive points, and each bucket
-/// becomes two points, at the x of its first and its last point, holding its smallest and its largest finite y in the
-/// order they occur: a one-step spike keeps its height, and every series of the same length gets the same x (curves of
-/// runs stay aligned, and the mean over runs is taken at common steps). A bucket without a finite y gives two NaN
-/// points (a gap); a last bucket of one point gives one. The result has at most max_points points. max_points < 4 is
-/// taken as 4. x and y of equal length (throws std::invalid_argument otherwise).
+/// Min-max bucket downsampling of a series to at most max_points (at least 4) points: buckets of w = ceil(n /
+/// (max_points / 2)) points become two, at the x of their first and last point, holding their smallest and largest
+/// finite y in order (a spike keeps its height; series of one length share their x); NaN for a bucket without a finite
+/// y; a last bucket of one point stays. Throws std::invalid_argument for x and y of unequal length.
 DownsampledSeries downsample_min_max(const std::vector<double>& x, const std::vector<double>& y,
                                      std::size_t max_points);
 
@@ -42,24 +39,19 @@ struct HtmlOptions {
 /// What the page holds, for the caller's console line and for tests.
 struct HtmlOutcome {
   std::size_t bytes = 0;       // size of report.html
-  std::size_t max_points = 0;  // the per-series point limit of the columns other than the headline ones (loss,
-                               // accuracy, gradient norms of W_q, W_k and all: those keep options.max_points unless
-                               // the budget needs them too), lowered from options.max_points by the budget
+  std::size_t max_points = 0;  // the point limit the budget left the columns but the headline ones (loss, ...)
   bool downsampled = false;    // some series was downsampled
   std::vector<Note> notes;     // what the page leaves out or changes, one line each (also shown in it)
 };
 
-/// The page's JSON (the contents of its <script type="application/json" id="xgrad-data"> block): the runs of `c`
-/// with every metrics.csv column downsampled (re-read from each run directory; of a run whose metrics.csv can no
-/// longer be read, the loss, accuracy and eval_loss `c` holds, with a note), settings that vary between runs, the
-/// picture (picture_json), the arms table, each run's final metrics, report.md's findings and checks, the summary
-/// figures of `context.summary`, and the notes ({"kind", "count", "text", "items"}). Non-finite values are null (JSON
-/// has no NaN). `outcome` receives max_points, downsampled and notes.
+/// The page's JSON: the runs with every metrics.csv column downsampled (re-read; a run whose metrics.csv is gone with
+/// what `c` holds, and a note), the settings that vary, the picture, the arms table, each run's final metrics, the
+/// findings and checks, the summary figures and the notes. Non-finite values are null. Fills `outcome`.
 std::string report_json(const Comparison& c, const ReportContext& context, const HtmlOptions& options,
                         HtmlOutcome& outcome);
 
-/// Writes report.html into `file` and finishes it (the caller commits it): report_json embedded with uPlot, the
-/// page's script and style, all inline. Throws std::runtime_error naming the file when it cannot be written.
+/// Writes report.html (report_json with uPlot, the page's script and style inline) into `file` and finishes it (the
+/// caller commits it). Throws std::runtime_error naming the file when it cannot be written.
 HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context, platform::StagedFile& file,
                               const HtmlOptions& options = {});
 

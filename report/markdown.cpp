@@ -46,34 +46,7 @@ std::string shown_path(const std::string& dir, const std::string& out_dir) {
   return ec || rel.empty() ? dir : rel.string();
 }
 
-}  // namespace
-
-namespace {
-
 std::string finding_text(const std::string& key, const Fields& fields = {}) { return text("findings", key, fields); }
-
-}  // namespace
-
-std::vector<std::string> no_comparison_notes(const Comparison& c) {
-  const std::vector<UnpairedArm> unpaired = unpaired_arms(c, c.axis);
-  if (unpaired.empty()) return {};
-  if (arm_pairs(c, c.axis, "").empty()) {
-    std::set<std::string> all;
-    for (const auto& u : unpaired) all.insert(u.differs_in.begin(), u.differs_in.end());
-    std::vector<std::string> ordered = in_setting_order(c.arms, all);
-    if (ordered.size() < all.size()) ordered.assign(all.begin(), all.end());  // chance_loss is in no table's order
-    return {finding_text("no_comparison", {{"axis", c.axis}, {"settings", join(ordered, ", ")}})};
-  }
-  const auto extra = distinguishing_keys(c.arms);
-  std::vector<std::string> out;
-  for (const auto& u : unpaired)
-    out.push_back(finding_text(
-        "no_comparison_for",
-        {{"axis", c.axis}, {"arm", arm_label(c.arms[u.arm], extra)}, {"settings", join(u.differs_in, ", ")}}));
-  return out;
-}
-
-namespace {
 
 // A verdict with nothing to say: a statistic neither arm has (no W_q columns), or a share of events none had.
 bool says_nothing(const Verdict& v) {
@@ -93,8 +66,6 @@ std::string pair_head(const Comparison& c, const Verdict& v) {
   return fmt::format("{}, {} vs {}: ", arm_label(b, extra, omit), arm_name(c, b), arm_name(c, c.arms[v.subject]));
 }
 
-}  // namespace
-
 // The verdicts with something to say, per pair of arms (pair_head, in judge()'s order), as sentences: better first,
 // then worse, the same and not decided.
 std::vector<std::pair<std::string, std::vector<const Verdict*>>> verdicts_by_pair(const Comparison& c,
@@ -112,27 +83,6 @@ std::vector<std::pair<std::string, std::vector<const Verdict*>>> verdicts_by_pai
                      [](const Verdict* x, const Verdict* y) { return x->outcome < y->outcome; });
   return pairs;
 }
-
-StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& all) {
-  StoryChecks checks;
-  for (const auto& [head, verdicts] : verdicts_by_pair(c, all)) {
-    std::array<std::vector<std::string>, 3> kinds;  // holds, fails, undecided
-    for (const Verdict* v : verdicts)
-      kinds[v->outcome == Outcome::better        ? 0
-            : v->outcome == Outcome::not_decided ? 2
-                                                 : 1]
-          .push_back(verdict_sentence(c, *v));
-    for (std::size_t kind = 0; kind < 3; ++kind)
-      if (!kinds[kind].empty())
-        (kind == 0   ? checks.holds
-         : kind == 1 ? checks.fails
-                     : checks.undecided)
-            .push_back(head + join(kinds[kind], "; ") + ".");
-  }
-  return checks;
-}
-
-namespace {
 
 std::string num(std::size_t n) { return std::to_string(n); }
 
@@ -310,14 +260,14 @@ SaturationCells saturation_cells(const Comparison& c, const std::vector<const Ar
 // The saturation and score-gradient lines of one group of arms, per scaling (reference first) and d_k.
 void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& group, const std::string& prefix,
                       int gives_way, std::vector<Finding>& out) {
-  std::vector<std::size_t> d_ks;
+  std::set<std::size_t> d_k_set;
   std::vector<std::string> all_scales;
   for (const ArmStats* arm : group) {
-    if (std::find(d_ks.begin(), d_ks.end(), arm->d_k()) == d_ks.end()) d_ks.push_back(arm->d_k());
+    d_k_set.insert(arm->d_k());
     if (std::find(all_scales.begin(), all_scales.end(), arm->scale()) == all_scales.end())
       all_scales.push_back(arm->scale());
   }
-  std::sort(d_ks.begin(), d_ks.end());
+  const std::vector<std::size_t> d_ks(d_k_set.begin(), d_k_set.end());
   std::vector<std::string> dk_text;
   for (auto d : d_ks) dk_text.push_back(std::to_string(d));
   std::vector<std::string> entropy, saturated, grad;
@@ -361,36 +311,28 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
 // group (the gradient line gives a range). The groups past the third give way first to keep to ten.
 void saturation_findings(const Comparison& c, std::vector<Finding>& out) {
   const auto group_keys = distinguishing_keys(c.arms);
-  std::vector<std::string> group_order;
-  std::map<std::string, std::vector<const ArmStats*>> groups;
-  for (const ArmStats& arm : c.arms) {
+  const auto groups = group_by(arm_pointers(c), [&](const ArmStats* arm) {
     std::string label;
     for (const auto& k : group_keys)  // a setting the arm does not read (qk_norm_scale without qk_norm) is left out
-      if (arm.settings.contains(k)) label += (label.empty() ? "" : " ") + k + "=" + setting_text(arm.settings, k);
-    if (!groups.count(label)) group_order.push_back(label);
-    groups[label].push_back(&arm);
-  }
-  for (std::size_t gi = 0; gi < group_order.size(); ++gi)
-    group_saturation(c, groups[group_order[gi]], group_order[gi].empty() ? "" : group_order[gi] + ": ", gi < 3 ? 3 : 1,
+      if (arm->settings.contains(k)) label += (label.empty() ? "" : " ") + k + "=" + setting_text(arm->settings, k);
+    return label;
+  });
+  for (std::size_t gi = 0; gi < groups.size(); ++gi)
+    group_saturation(c, groups[gi].second, groups[gi].first.empty() ? "" : groups[gi].first + ": ", gi < 3 ? 3 : 1,
                      out);
 }
 
-// How many runs diverged or were cut short.
 Finding runs_finding(const Comparison& c) {
   std::size_t diverged = 0, incomplete = 0;
-  for (const auto& run : c.runs) {
-    diverged += run.diverged ? 1 : 0;
-    incomplete += run.incomplete ? 1 : 0;
-  }
+  for (const auto& run : c.runs) diverged += run.diverged ? 1 : 0, incomplete += run.incomplete ? 1 : 0;
   const Fields f{{"diverged", num(diverged)}, {"runs", counted(c.runs.size(), "run")}};
   std::string text = finding_text(diverged ? "runs_diverged" : "runs_none_diverged", f);
   if (incomplete) text += finding_text("runs_incomplete", {{"count", num(incomplete)}});
   return {{text + ".", "runs-read", glossary_anchor("diverged run")}};
 }
 
-// Ten findings at most, none dropped silently: they give way in the order of Finding::gives_way, each kind from the
-// end; then per section the dropped ones are in, one line says how many were left out and what they are, linking
-// there, before the runs line, which stays last.
+// Ten findings at most, none dropped silently: they give way in the order of Finding::gives_way, from the end, and
+// per section they link to one line says how many were left out and what they are (before the runs line, last).
 std::vector<FindingLine> at_most_ten(const std::vector<Finding>& all) {
   constexpr std::size_t kMax = 10;
   std::vector<Finding> kept = all;
@@ -427,42 +369,6 @@ std::vector<FindingLine> at_most_ten(const std::vector<Finding>& all) {
   return out;
 }
 
-}  // namespace
-
-std::vector<FindingLine> findings(const Comparison& c, const std::vector<Verdict>& verdicts) {
-  if (c.runs.empty()) return {};
-  std::vector<Finding> out;
-  const std::vector<PairTally> tallies = tally(c, verdicts);
-  pair_findings(c, tallies, out);
-  saturation_findings(c, out);
-  lr_findings(tallies, out);
-  out.push_back(runs_finding(c));
-  return at_most_ten(std::move(out));
-}
-
-std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to,
-                                                 bool for_markdown) {
-  std::vector<std::string> out;
-  const auto extra = distinguishing_keys(c.arms);
-  const auto name = [&](const std::string& text) { return for_markdown ? markdown_name(text) : escape_name(text); };
-  for (const ArmStats& arm : c.arms)
-    for (const auto& group : arm.duplicate_seeds) {
-      std::vector<std::string> dirs;
-      for (auto i : group)
-        dirs.push_back(name(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to)));
-      const nlohmann::json& config = c.runs[group.front()].config;
-      out.push_back(text("report", "duplicate_seed",
-                         {{"arm", name(arm_label(arm, extra))},
-                          {"seed", name(setting_text(config, "seed"))},
-                          {"data_seed", name(setting_text(config, "data_seed"))},
-                          {"runs", counted(group.size(), "run")},
-                          {"dirs", join(dirs, ", ")}}));
-    }
-  return out;
-}
-
-namespace {
-
 // A relative path as a link target: every byte but letters, digits and -._~/ percent-encoded (RFC 3986), so that a
 // space or parenthesis in a directory name cannot end the link.
 std::string url_path(const std::string& path) {
@@ -475,8 +381,7 @@ std::string url_path(const std::string& path) {
 }
 
 // A figure in report.md: its image plots/<name>.png (alt text `title`), the links to its SVG and script. The title
-// (data: an optimizer's name, a setting's value) cannot end the alt text or start a link of its own, and the name is
-// a link target whatever it holds.
+// (data) cannot end the alt text or start a link, and the name is a link target whatever it holds.
 std::string figure_image(const std::string& title, const std::string& name) {
   std::string alt;
   for (const char ch : title) {
@@ -539,29 +444,22 @@ std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
 // their details even without gnuplot.
 std::string summary_section(const ReportContext& ctx) {
   std::string md = "<a id=\"summary-figures\"></a>\n\n## Summary figures\n\n";
-  if (ctx.summary.empty()) {
-    md += "These runs have a single d_k and no arms that differ only in learning rate: no summary figure.\n\n";
-    return md;
-  }
+  if (ctx.summary.empty()) return md + text("report", "no_summary_figure") + "\n\n";
   for (const SummaryFigure& f : ctx.summary) md += figure_markdown(f, ctx);
   return md;
 }
 
-}  // namespace
-
-namespace {
-
-// The counts of runs and the sweeps' notes.
 std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
   std::string md;
-  std::size_t n_complete = 0, n_diverged = 0, n_incomplete = 0;
-  for (const auto& run : c.runs) {
-    n_incomplete += run.incomplete ? 1 : 0;
-    n_diverged += run.diverged ? 1 : 0;
-    n_complete += run.incomplete ? 0 : 1;
-  }
-  md += fmt::format("{} in {} ({} complete, {} incomplete, {} diverged).\n\n", counted(c.runs.size(), "run"),
-                    counted(c.arms.size(), "arm"), n_complete, n_incomplete, n_diverged);
+  std::size_t diverged = 0, incomplete = 0;
+  for (const auto& run : c.runs) diverged += run.diverged ? 1 : 0, incomplete += run.incomplete ? 1 : 0;
+  md += text("report", "runs_read",
+             {{"runs", counted(c.runs.size(), "run")},
+              {"arms", counted(c.arms.size(), "arm")},
+              {"complete", c.runs.size() - incomplete},
+              {"incomplete", incomplete},
+              {"diverged", diverged}}) +
+        "\n\n";
   for (const Note& note : ctx.sweep_notes) {
     md += "**Note:** " + markdown_escape(note.text) + ".\n\n";
     if (note.items.empty()) continue;
@@ -570,20 +468,21 @@ std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
     md += "\n</details>\n\n";
   }
   if (!ctx.explain_page.empty())
-    md += "The argument for 1/sqrt(d_k), step by step, measured on this experiment's model and runs: [" +
-          markdown_escape(ctx.explain_page) + "](" + url_path(ctx.explain_page) + ").\n\n";
-
+    md += text("report", "explain_link",
+               {{"page", markdown_escape(ctx.explain_page)}, {"url", url_path(ctx.explain_page)}}) +
+          "\n\n";
   return md;
 }
 
-// The preset's own sections, first.
 std::string preset_part(const ReportContext& ctx) {
   std::string md;
   if (!ctx.preset.name.empty())
-    md += "Preset: `" + ctx.preset.name + "`" + (ctx.preset.quick ? " (its --quick grid)" : "") +
-          (!ctx.preset_sections.empty() ? "; its sections come first, then the usual report.\n\n"
-           : ctx.preset_note.empty()    ? "; it has no sections of its own: the usual report.\n\n"
-                                        : ".\n\n");
+    md += text("report",
+               !ctx.preset_sections.empty() ? "preset_first"
+               : ctx.preset_note.empty()    ? "preset_alone"
+                                            : "preset",
+               {{"name", ctx.preset.name}, {"quick", ctx.preset.quick ? text("report", "preset_quick") : ""}}) +
+          "\n\n";
   if (!ctx.preset_note.empty()) md += "**Note:** " + markdown_escape(ctx.preset_note) + ".\n\n";
   for (const PresetSection& section : ctx.preset_sections) {
     md += "<a id=\"" + section.anchor + "\"></a>\n\n## " + section.title + "\n\n";
@@ -592,7 +491,6 @@ std::string preset_part(const ReportContext& ctx) {
     if (!section.markdown.empty() && section.markdown.back() != '\n') md += "\n";
     md += "\n";
   }
-
   return md;
 }
 
@@ -633,7 +531,8 @@ std::string glossary_section(const Comparison& c, const ReportContext& ctx) {
     if (l.section == "Terms") md += glossary_entry(l.key, fill(l.text, fields));
   md += "\n### " + glossary_text("statistics") + "\n\n";
   for (const Statistic& s : statistics())
-    md += glossary_entry(statistic_name(s.name, "w"), fill(s.description, {{"w", glossary_text("weight")}}));
+    md += glossary_entry(statistic_name(s.name, "w"),
+                         fill(s.description, {{"w", glossary_text("weight")}, {"large_logit", kLargeLogit}}));
   md += "\n### " + glossary_text("tolerances") + "\n\n";
   for (const Tolerance& t : tolerances()) {
     const Fields f{{"relative", fmt::format("{:g}%", 100 * t.relative)},
@@ -708,10 +607,10 @@ std::string story_section(const Comparison& c, const std::vector<Verdict>& verdi
       "\n\n";
   if (held && c.axis == "scale" && is_reference_scale(baseline)) md += text("report", "usual_story") + "\n\n";
   const Table table = claims_table(c, verdicts);
-  if (table.rows.empty())
-    return md + "No two arms differ only in " + markdown_name(c.axis) + ", so no claim is judged here.\n\n";
-  md += "Comparisons of arms that differ only in " + markdown_name(c.axis) + ", counted by verdict:\n\n" +
-        table.markdown() + "\n<details><summary>Every verdict, per comparison</summary>\n\n";
+  const Fields axis{{"axis", markdown_name(c.axis)}};
+  if (table.rows.empty()) return md + text("report", "no_claim", axis) + "\n\n";
+  md += text("report", "claims_counted", axis) + "\n\n" + table.markdown() + "\n<details><summary>" +
+        text("report", "every_verdict") + "</summary>\n\n";
   for (const auto& [head, list] : verdicts_by_pair(c, verdicts)) {
     md += "- " + markdown_text(head.substr(0, head.size() - 2)) + ":\n";
     for (const Verdict* v : list) md += "  - " + markdown_text(verdict_sentence(c, *v)) + "\n";
@@ -719,19 +618,17 @@ std::string story_section(const Comparison& c, const std::vector<Verdict>& verdi
   md += "\n</details>\n\n";
   bool single_seed = false;
   for (const ArmStats& arm : c.arms) single_seed = single_seed || arm.n_seeds < 2;
-  if (single_seed)
-    md += "Some arms have a single seed: their numbers carry no spread, and a difference may be seed noise.\n\n";
+  if (single_seed) md += text("report", "single_seed") + "\n\n";
   return md;
 }
 
 std::string plots_section(const ReportContext& ctx) {
   std::string md;
   md += "## Plots\n\n";
-  if (!ctx.plots_requested) md += "Plots were not requested (--plots false).\n\n";
+  if (!ctx.plots_requested) md += text("report", "no_plots") + "\n\n";
   if (!ctx.plots.note.empty()) md += "Note: " + ctx.plots.note + "\n\n";
   for (const auto& fig : ctx.plots.drawn)
     md += fmt::format("### {}\n\n{}.\n\n", fig.name, fig.caption) + figure_image(fig.name, fig.name);
-
   return md;
 }
 
@@ -761,6 +658,76 @@ std::string runs_read_section(const Comparison& c, const ReportContext& ctx) {
 }
 
 }  // namespace
+
+std::vector<std::string> no_comparison_notes(const Comparison& c) {
+  const std::vector<UnpairedArm> unpaired = unpaired_arms(c, c.axis);
+  if (unpaired.empty()) return {};
+  if (arm_pairs(c, c.axis, "").empty()) {
+    std::set<std::string> all;
+    for (const auto& u : unpaired) all.insert(u.differs_in.begin(), u.differs_in.end());
+    std::vector<std::string> ordered = in_setting_order(c.arms, all);
+    if (ordered.size() < all.size()) ordered.assign(all.begin(), all.end());  // chance_loss is in no table's order
+    return {finding_text("no_comparison", {{"axis", c.axis}, {"settings", join(ordered, ", ")}})};
+  }
+  const auto extra = distinguishing_keys(c.arms);
+  std::vector<std::string> out;
+  for (const auto& u : unpaired)
+    out.push_back(finding_text(
+        "no_comparison_for",
+        {{"axis", c.axis}, {"arm", arm_label(c.arms[u.arm], extra)}, {"settings", join(u.differs_in, ", ")}}));
+  return out;
+}
+
+StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& all) {
+  StoryChecks checks;
+  for (const auto& [head, verdicts] : verdicts_by_pair(c, all)) {
+    std::array<std::vector<std::string>, 3> kinds;  // holds, fails, undecided
+    for (const Verdict* v : verdicts)
+      kinds[v->outcome == Outcome::better        ? 0
+            : v->outcome == Outcome::not_decided ? 2
+                                                 : 1]
+          .push_back(verdict_sentence(c, *v));
+    for (std::size_t kind = 0; kind < 3; ++kind)
+      if (!kinds[kind].empty())
+        (kind == 0   ? checks.holds
+         : kind == 1 ? checks.fails
+                     : checks.undecided)
+            .push_back(head + join(kinds[kind], "; ") + ".");
+  }
+  return checks;
+}
+
+std::vector<FindingLine> findings(const Comparison& c, const std::vector<Verdict>& verdicts) {
+  if (c.runs.empty()) return {};
+  std::vector<Finding> out;
+  const std::vector<PairTally> tallies = tally(c, verdicts);
+  pair_findings(c, tallies, out);
+  saturation_findings(c, out);
+  lr_findings(tallies, out);
+  out.push_back(runs_finding(c));
+  return at_most_ten(std::move(out));
+}
+
+std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to,
+                                                 bool for_markdown) {
+  std::vector<std::string> out;
+  const auto extra = distinguishing_keys(c.arms);
+  const auto name = [&](const std::string& text) { return for_markdown ? markdown_name(text) : escape_name(text); };
+  for (const ArmStats& arm : c.arms)
+    for (const auto& group : arm.duplicate_seeds) {
+      std::vector<std::string> dirs;
+      for (auto i : group)
+        dirs.push_back(name(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to)));
+      const nlohmann::json& config = c.runs[group.front()].config;
+      out.push_back(text("report", "duplicate_seed",
+                         {{"arm", name(arm_label(arm, extra))},
+                          {"seed", name(setting_text(config, "seed"))},
+                          {"data_seed", name(setting_text(config, "data_seed"))},
+                          {"runs", counted(group.size(), "run")},
+                          {"dirs", join(dirs, ", ")}}));
+    }
+  return out;
+}
 
 std::string Note::line() const {
   constexpr std::size_t kShown = 5;

@@ -15,16 +15,12 @@
 
 namespace xgrad::report {
 
-/// Where compare judges no claim for arms although several values of the compared setting (c.axis) were read
-/// (unpaired_arms): one line naming the settings the arms also differ in when no arm has a counterpart, else one line
-/// per arm without one (report/text/findings.md's no_comparison and no_comparison_for). Empty when every arm has a
-/// counterpart or all hold one value.
+/// For arms no claim judges although several values of c.axis were read (unpaired_arms): one line naming the
+/// settings they also differ in when no arm has a counterpart, else one line per arm without one. Empty if none.
 std::vector<std::string> no_comparison_notes(const Comparison& c);
 
-/// The usual story: unscaled attention at large d_k starts saturated (lower entropy), passes less gradient to
-/// W_q and W_k, trains worse (higher final loss, reaches the thresholds later or never), is more sensitive to the
-/// learning rate, while scaled runs do not diverge. Each check compares an unscaled arm with an arm that differs
-/// only in scale mode (or, for LR sensitivity, a group of arms that differ only in lr).
+/// The verdicts as sentences, a line per pair of arms: where the usual story of attention scaling holds, fails, or
+/// the numbers cannot decide.
 struct StoryChecks {
   std::vector<std::string> holds;      // the data agrees
   std::vector<std::string> fails;      // the data disagrees (said plainly in the report)
@@ -34,9 +30,8 @@ StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& verdic
 inline StoryChecks story_checks(const Comparison& c) { return story_checks(c, judge(c, c.axis, baseline_of(c))); }
 
 /// One line per arm and (seed, data_seed) pair that more than one of its runs share, naming the run directories
-/// (relative to `relative_to` when not empty). Such runs all stay in the arm's means and sd (which then understate
-/// the spread over seeds); the seeds column counts the pair once. Names in a line are escaped for where it goes: as
-/// escape_name for a terminal, as markdown_name for report.md (`for_markdown`; the line then needs markdown_escape).
+/// (relative to `relative_to` when not empty): they all stay in the arm's numbers. Names through escape_name, or
+/// with `for_markdown` through markdown_name (the line then needs markdown_escape).
 std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to = "",
                                                  bool for_markdown = false);
 
@@ -44,25 +39,20 @@ std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std:
 /// template of report/text/findings.md), where its details are, and the glossary entry of its rule or term.
 struct FindingLine {
   std::string text;      // plain text, no markdown
-  std::string anchor;    // id of the report.md section with the details (report_markdown writes <a id="..."> before
-                         // its heading): "story", "results", "scale-modes", "summary-figures", "lr-sensitivity",
-                         // "runs-read"
+  std::string anchor;    // id of the report.md section with the details: "story", "results", "runs-read", ...
   std::string glossary;  // id of its glossary entry (glossary_anchor): "g-tolerance-loss", "g-entropy_first"
 };
 
-/// At most ten lines, counted from judge()'s verdicts and the numbers: per pair of compared values (a scaling against
-/// unscaled), in how many of their comparisons the subject trains better, as well, worse or not decided, and gets
-/// more / less W_q and W_k gradient (at step 0, before the loss threshold, over all steps); the attention entropy
-/// and saturated share at step 0 per scaling and d_k; the median per-query score gradient per scaling and d_k
-/// (range over the arms' optimizers and learning rates); the LR sensitivity verdicts; how many runs diverged or were
-/// cut short. Diverged runs are in no number (ArmStats::kept). Empty for no runs.
-/// `verdicts`: judge(c, c.axis, baseline_of(c)), computed once per report (the one-argument form computes them).
+/// At most ten lines, counted from the verdicts and the numbers: per pair of compared values, in how many
+/// comparisons the subject trains better, as well, worse or not decided, and gets more or less W_q and W_k gradient;
+/// the entropy and saturated share at step 0 and the median score gradient per scaling and d_k; the LR sensitivity
+/// verdicts; how many runs diverged or were cut short. Empty for no runs. `verdicts`: judge(c, c.axis,
+/// baseline_of(c)), computed once per report.
 std::vector<FindingLine> findings(const Comparison& c, const std::vector<Verdict>& verdicts);
 inline std::vector<FindingLine> findings(const Comparison& c) { return findings(c, judge(c, c.axis, baseline_of(c))); }
 
-/// A note that stands for many alike cases (runs left out, columns only some runs have): one line with their count
-/// and the reason, the cases (paths, column names) listed behind it: in a disclosure in report.md and report.html,
-/// the first few on the terminal.
+/// A note that stands for many alike cases (runs left out, columns only some runs have): a line with their count and
+/// the reason, and the cases listed (in a disclosure in report.md and report.html).
 struct Note {
   std::string text;
   std::vector<std::string> items = {};
@@ -80,11 +70,9 @@ struct ReportContext {
   PresetRecord preset;                 // the preset whose sweep this is (name "" for none)
   std::vector<PresetSection> preset_sections;  // its sections, written after the Findings
   std::string preset_note;                     // why its sections are missing ("" when written)
-  std::vector<Note> sweep_notes;  // grid points of the input sweeps not complete, runs they do not list, leftover
-                                  // partial writes
+  std::vector<Note> sweep_notes;               // unfinished sweeps, runs they do not list, leftover partial writes
   std::string explain_page;  // explain.html of `xgrad explain` in the report directory, relative to it ("" if none)
-  std::optional<std::vector<Verdict>> verdicts;  // judge(c, c.axis, baseline_of(c)), computed once by compare for
-                                                 // report.md and report.html (report_verdicts computes them if absent)
+  std::optional<std::vector<Verdict>> verdicts;  // judge(c, c.axis, baseline_of(c)), computed once (report_verdicts)
 };
 
 /// context.verdicts, or judge(c, c.axis, baseline_of(c)) when it holds none.

@@ -42,8 +42,8 @@ struct Range {
   bool empty() const { return hi <= 0; }
 };
 
-// One mean line per arm of a figure: the RunSeries member it averages over the arm's runs, its data file's name, what
-// its title adds to the arm's, and whether it is the second quantity of a pair (W_k beside W_q: dashed, lighter).
+// One mean line per arm of a figure: the RunSeries member it averages, its data file's name, its title's suffix, and
+// whether it is the second of a pair (W_k beside W_q: dashed, lighter).
 struct Series {
   std::string name;
   std::vector<double> RunSeries::*member;
@@ -232,12 +232,7 @@ struct PanelGrid {
 // Panels: arms that differ only in scale mode (arm_groups), so each panel is a scaled-vs-unscaled comparison;
 // each d_k starts a new row. Titles leave out the settings every arm shares.
 PanelGrid panel_grid(const Comparison& c) {
-  std::vector<std::string> omit{"scale"};
-  for (const std::string key : {"optimizer", "lr"})
-    if (std::all_of(c.arms.begin(), c.arms.end(), [&](const ArmStats& arm) {
-          return setting_text(arm.settings, key) == setting_text(c.arms[0].settings, key);
-        }))
-      omit.push_back(key);
+  const std::vector<std::string> omit = shared_label_parts(c.arms, {"scale"});
   const auto extra = distinguishing_keys(c.arms);
   PanelGrid g;
   for (const std::vector<std::size_t>& arms : arm_groups(c, "scale")) {
@@ -255,7 +250,6 @@ PanelGrid panel_grid(const Comparison& c) {
   return g;
 }
 
-// An arm's line title: its scaling, runs, incomplete and diverged runs.
 std::string arm_title(const Comparison& c, const ArmStats& arm) {
   const std::size_t n = arm.runs.size();
   const auto n_diverged = std::count_if(arm.runs.begin(), arm.runs.end(), [&](auto i) { return c.runs[i].diverged; });
@@ -337,9 +331,8 @@ void add_arm_lines(StepFigure& f, std::size_t a, PanelLines& p) {
   }
 }
 
-// The loss panel's extras: a cross per diverged run at the step it stopped (at its last loss or the top of the
-// axis), the threshold line when the panel's arms share it (arms of different tasks have different ones), and the
-// y range.
+// The loss panel's extras: a cross per diverged run where it stopped (at its last loss or the top of the axis), the
+// threshold line when the panel's arms share it, and the y range.
 std::string loss_panel_extras(StepFigure& f, const Panel& panel, PanelLines& p) {
   if (!p.stable) p.y_max = 0;
   for (auto& [a, marks] : p.diverged) {
@@ -360,7 +353,6 @@ std::string loss_panel_extras(StepFigure& f, const Panel& panel, PanelLines& p) 
   return p.y_max > 0 ? fmt::format("set yrange [*:{}]\n", gnuplot_number(p.y_max)) : "set yrange [*:*]\n";
 }
 
-// The gnuplot commands of one panel of a figure.
 std::string panel_commands(StepFigure& f, const Panel& panel) {
   PanelLines p;
   for (auto a : panel.arms) add_arm_lines(f, a, p);
@@ -423,9 +415,8 @@ bool write_summary_data(const fs::path& path, const SummaryFigure& f, const Summ
   return any;
 }
 
-// Every line's data file and plot element, in its summary_styles style. Lines share their x values; each measured
-// one is drawn shifted by a few percent of the log x axis so that error bars at one d_k (lr) do not hide each other.
-// The data files keep the true x in column 1.
+// Every line's data file and plot element, in its summary_styles style; each measured line drawn shifted by a few
+// percent of the log x axis so that error bars at one x do not hide each other (column 1 keeps the true x).
 SummaryLines write_summary_lines(const SummaryFigure& f, const fs::path& dir, std::vector<std::string>& warnings) {
   SummaryLines s;
   const std::vector<LineStyle> styles = summary_styles(f, warnings);
@@ -541,14 +532,10 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
   const bool have_gnuplot = gnuplot_available();
   std::error_code ec;
   fs::remove(dir / "gnuplot.log", ec);
+  const double half_width = smoothing_half_width(c), stride_mean = std::ceil(max_rows / 1500.0),
+               stride_runs = std::ceil(max_rows / 600.0);
   for (const FigureSpec& spec : figure_specs()) {
-    StepFigure f{c,
-                 dir,
-                 spec,
-                 smoothing_half_width(c),
-                 std::ceil(max_rows / 1500.0),
-                 std::ceil(max_rows / 600.0),
-                 outcome.warnings};
+    StepFigure f{c, dir, spec, half_width, stride_mean, stride_runs, outcome.warnings};
     std::string panels;
     for (const Panel& panel : grid.panels) panels += panel_commands(f, panel);
     const std::string body = fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols,

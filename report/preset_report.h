@@ -38,17 +38,13 @@
 
 namespace xgrad::report {
 
-/// One section of report.md written by a preset: a level-2 heading with an anchor, its figures (each drawn with
-/// gnuplot like the summary figures — PNG, SVG and an editable .gp in plots/ — and tabulated under its image unless
-/// tabulate is false), then its markdown body. Every sentence of the body is computed from the numbers, and says
-/// "not decided" where the seeds disagree (see report_markdown's rule in markdown.h).
+/// One section of report.md written by a preset: a level-2 heading with an anchor, its figures (drawn and tabulated
+/// like the summary figures), then its markdown body, every sentence computed from the numbers.
 struct PresetSection {
   std::string anchor;                  // id for links, e.g. "lr-final-loss"; unique within the report
   std::string title;                   // the heading's text
   std::string markdown;                // the body: sentences, tables (Table::markdown()), lists
-  std::vector<SummaryFigure> figures;  // drawn before the body; names unique within the report, and a name made
-                                       // from the runs' data (an optimizer, a setting's value) through
-                                       // safe_file_stem (common/file_name.h): compare numbers apart any that collide
+  std::vector<SummaryFigure> figures;  // a name made from the runs' data through safe_file_stem (common/file_name.h)
 };
 
 /// What a preset's sections are computed from.
@@ -58,8 +54,8 @@ struct PresetInput {
   std::string out_dir;           // the report's directory
 };
 
-/// A preset's report: its name (as recorded in sweep.json) and the function computing its sections. Never throws
-/// for missing or bad data: what cannot be computed is said in the section.
+/// A preset's report: its name (as sweep.json records it) and the function computing its sections, which says in
+/// them what cannot be computed rather than throwing.
 struct PresetReport {
   static constexpr const char* kind = "preset";
   std::string name;
@@ -67,19 +63,15 @@ struct PresetReport {
   std::function<std::vector<PresetSection>(const PresetInput&)> sections;
 };
 
-/// How a preset names its lines (figure lines, table rows, the subjects of its sentences): the name it gives a line
-/// (its scaling, say), then "key=value" for each setting in which the comparison's arms differ beyond the ones the
-/// preset shows otherwise (`shown`: the settings its panels, x axes and names stand for, e.g. {"d_k", "scale", "lr"}).
-/// Flags add settings to a preset's grid (--grid n_layers=1,2, --arms with two lrs): without these extras, the runs
-/// of each value would be drawn as lines of one name, and a sentence could set one against the other as if they were
-/// the same line.
+/// How a preset names its lines (figure lines, table rows, its sentences' subjects): its name for a line, then
+/// "key=value" for each setting the arms differ in beyond `shown` (those its panels, axes and names stand for): a flag
+/// that adds a setting to the grid (--grid n_layers=1,2) must not draw the runs of two values as one line.
 class LineLabels {
  public:
   /// `c`'s arms decide which settings differ (settings_differing, in its order).
   LineLabels(const Comparison& c, const std::vector<std::string>& shown);
-  /// "lr=0.003 n_layers=1": the values, in `settings` (arm_settings of a run's config.json, or ArmStats::settings), of
-  /// the differing settings beyond `shown`; "" when the arms differ in nothing else. Lines with equal extras differ
-  /// only in shown settings: the ones a preset may set against each other.
+  /// "lr=0.003 n_layers=1": the values in `settings` (arm_settings) of the differing settings beyond `shown`; "" for
+  /// none. Lines with equal extras differ only in shown settings: the ones a preset may set against each other.
   std::string extras(const nlohmann::json& settings) const;
   /// `name`, then extras(settings) after a space when there are any: "sqrt_dk lr=0.003 n_layers=1".
   std::string operator()(const std::string& name, const nlohmann::json& settings) const;
@@ -90,8 +82,7 @@ class LineLabels {
   std::vector<std::string> keys_;
 };
 
-/// `items` in groups of equal `key(item)`: (key, its items), the groups in order of first appearance, each in `items`'
-/// order. How a preset gathers arms (by pointer) into its panels and lines.
+/// `items` in groups of equal `key(item)`: (key, its items), in order of first appearance (group_indices' order).
 template <class T, class Key>
 auto group_by(const std::vector<T>& items, Key key) {
   std::vector<std::pair<std::decay_t<decltype(key(items.front()))>, std::vector<T>>> groups;
@@ -110,13 +101,11 @@ std::vector<const ArmStats*> arm_pointers(const Comparison& c);
 /// "a", "a and b", "a, b and c"; "" for none.
 std::string join_and(const std::vector<std::string>& items);
 
-/// text("presets", key, fields): the template `key` of report/text/presets.md, its `{name}` fields (fmt syntax:
-/// "{m:g}") filled from `fields`. Throws std::out_of_range naming `key` when the file has no such line.
+/// text("presets", key, fields): the template `key` of report/text/presets.md filled in.
 std::string preset_text(const std::string& key, const Fields& fields = {});
 
-/// The preset a sweep directory ran: sweep.json's "preset" {"name", "quick"}; name "" when the directory has no
-/// sweep.json or it records no preset (a plain `xgrad sweep`). A record of another form ({"name": 123}, "quick":
-/// "yes", null) names no preset and says what is wrong in `problem`.
+/// The preset a sweep directory ran: sweep.json's "preset" {"name", "quick"}; name "" for none (a plain `xgrad
+/// sweep`). A record of another form names no preset and says what is wrong in `problem`.
 struct PresetRecord {
   std::string name;
   bool quick = false;

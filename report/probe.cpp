@@ -41,22 +41,17 @@ std::vector<ProbeRow> probe(const train::TrainConfig& base, const std::vector<st
                         "every attention weight is 1 by construction and there is nothing to measure; "
                         "give sequences of at least 2 tokens",
                         c.task, T, T == 1 ? "" : "s"));
-      ProbeRow r;
-      r.d_k = d_k;
-      r.scale = scale;
-      r.q_std = population_std(layer->last.q);
-      r.k_std = population_std(layer->last.k);
-      r.theory_std = theory_score_std(d_k, r.q_std, r.k_std, layer->effective_multiplier(mc.max_seq_len));
       const auto head_mean = [&](double nn::AttentionStats::*field) {  // mean over heads
         double sum = 0;
         for (const auto& s : stats) sum += s.*field;
         return sum / static_cast<double>(stats.size());
       };
-      r.score_std = head_mean(&nn::AttentionStats::score_std);
-      r.entropy_mean = head_mean(&nn::AttentionStats::entropy_mean);
-      r.max_prob_mean = head_mean(&nn::AttentionStats::max_prob_mean);
-      r.frac_saturated = head_mean(&nn::AttentionStats::frac_max_prob_above_099);
-      rows.push_back(r);
+      using S = nn::AttentionStats;
+      const double q_std = population_std(layer->last.q), k_std = population_std(layer->last.k);
+      rows.push_back({d_k, scale, q_std, k_std,
+                      theory_score_std(d_k, q_std, k_std, layer->effective_multiplier(mc.max_seq_len)),
+                      head_mean(&S::score_std), head_mean(&S::entropy_mean), head_mean(&S::max_prob_mean),
+                      head_mean(&S::frac_max_prob_above_099)});
     }
   }
   return rows;

@@ -50,10 +50,8 @@ struct Search {
   std::vector<std::string> found = {}, unlisted = {}, refused = {};
 };
 
-// The run directories `dir`'s sweep.json lists, and into s.refused why any entry of it does not read as a point (its
-// run is then found as one the sweep does not list); none when no entry reads (an index of an earlier release or a
-// file cut short: its runs are searched for as any directory's, and compare's sweep note says why). Opening a FIFO
-// would wait for a writer forever: refused.
+// The run directories `dir`'s sweep.json lists, and into s.refused why an entry does not read as a point; none when
+// no entry reads (its runs are then searched for as any directory's). A FIFO (a read would wait forever) is refused.
 std::optional<std::vector<fs::path>> listed_runs(Search& s, const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir / "sweep.json", ec)) return std::nullopt;
@@ -112,7 +110,6 @@ double combined_norm(const std::vector<double>& cells, const std::vector<std::si
   return std::sqrt(s);
 }
 
-// The largest finite selected cell; NaN when none is finite.
 double finite_max(const std::vector<double>& cells, const std::vector<std::size_t>& idx) {
   double out = kNaN;
   for (std::size_t i : idx)
@@ -250,10 +247,8 @@ void read_series(const fs::path& path, RunRecord& run) {
   }
 }
 
-// Throws for a value of config.json that this build's declaration of its setting refuses (an edited "on_nan":
-// "bogus"), as a resume or run-one of the run would: grouped and judged by such a value, the run would stand for a
-// setting nobody trained. Of a component (scale, optimizer, task) only the form of the name is checked: another
-// build's entries are names this one may not know, but no build registers one outside is_entry_name.
+// Throws for a value of config.json its setting's declaration refuses (an edited "on_nan": "bogus"): the run would
+// stand for a setting nobody trained. Of a component only the form of the name is checked (another build's entries).
 void check_declared_values(const nlohmann::json& config, const fs::path& file) {
   for (const auto& [key, value] : config.items()) {
     if (train::find_component(key) && !(value.is_string() && is_entry_name(value.get<std::string>())))
@@ -267,9 +262,8 @@ void check_declared_values(const nlohmann::json& config, const fs::path& file) {
   }
 }
 
-// A core setting `config` lacks (one added in a later release) at its declared default, which is what a run from
-// before it trained with, so that runs of two releases differing in no setting form one arm. Not the settings whose
-// written value follows from others (d_k, d_ff), which every release writes, nor a component's own settings.
+// A core setting `config` lacks (added in a later release) at its declared default, what the run trained with, so
+// runs of two releases form one arm; not the settings whose value follows from others (d_k, d_ff), nor components'.
 void fill_missing_settings(nlohmann::json& config) {
   static const nlohmann::json written = train::TrainConfig().to_json();  // as config.json holds the defaults
   for (const train::CoreSetting& core : train::core_settings()) {
@@ -354,12 +348,11 @@ RunRecord load_run(const std::string& dir) {
   // first step whose loss passed kDivergedLossFactor times the step-0 loss.
   const RunSeries& s = run.series;
   if (!run.diverged && rows > 0) {
-    std::vector<double> tail;
-    for (std::size_t i = rows; i-- > 0 && tail.size() < 20;)
-      if (std::isfinite(s.loss[i])) tail.push_back(s.loss[i]);
-    double final_loss = 0;
-    for (double v : tail) final_loss += v;
-    final_loss = tail.empty() ? kNaN : final_loss / static_cast<double>(tail.size());
+    double sum = 0;  // of the last 20 finite losses (all, when fewer)
+    std::size_t n = 0;
+    for (std::size_t i = rows; i-- > 0 && n < 20;)
+      if (std::isfinite(s.loss[i])) sum += s.loss[i], ++n;
+    const double final_loss = n ? sum / static_cast<double>(n) : kNaN;
     if (train::loss_blew_up(s.loss.front(), final_loss)) {
       run.diverged = true;
       run.diverged_step = step_number(s.step.back());

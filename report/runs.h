@@ -22,8 +22,7 @@ struct RunSeries {
   std::vector<double> grad_norm_w_k;  // same for attn.w_k.weight
   std::vector<double> entropy;        // attn/l0h*/entropy_mean, mean over the first layer's heads (nan: not measured)
   std::vector<double> score_std;      // attn/l0h*/score_std, mean over the first layer's heads
-  std::vector<double> score_grad_median;  // attn/l0h*/score_grad_median (median over queries of the L2 norm of
-                                          // dLoss/d(score row)), mean over the first layer's heads
+  std::vector<double> score_grad_median;  // attn/l0h*/score_grad_median (over queries of ‖dLoss/d(score row)‖)
   std::vector<double> saturated;          // attn/l0h*/frac_max_prob_gt_0.99, mean over the first layer's heads
   std::vector<double> max_logit;  // attn/l*h*/max_logit (earlier runs: score_max_abs), the largest over layers, heads
   std::vector<double> eval_loss;  // eval_loss: the loss on held-out batches (nan between evaluations)
@@ -35,26 +34,20 @@ struct RunRecord {
   std::string dir;
   nlohmann::json config;          // config.json in its canonical form (canonical_config_json; any release)
   bool has_summary = false;       // summary.json present and readable
-  bool diverged = false;          // from summary.json; without one, a non-finite loss/grad_norm in the last row
-                                  // (unless the run skips non-finite steps: config on_nan = "skip"); or, with
-                                  // every loss finite, loss_blew_up (train/run_files.h): the final loss (mean of
-                                  // the last min(20, rows) finite losses) above kDivergedLossFactor × step 0's
+  bool diverged = false;          // from summary.json; without one, a non-finite last row (but under on_nan skip);
+                                  // or loss_blew_up (train/run_files.h) of the final loss
   long diverged_step = -1;        // for a blow-up, the first step whose loss passed that factor
-  bool incomplete = false;        // cut short or still running: no summary.json (the reason says "still running
-                                  // (pid N)" while a process holds the run's lock), a truncated last line, or
-                                  // fewer rows than steps
+  bool incomplete = false;        // no summary.json (or still running), a truncated last line, fewer rows than steps
   std::string incomplete_reason;  // why, for the report ("" when complete)
   std::size_t steps_planned = 0;  // config "steps"
   bool has_w_q = false, has_w_k = false;  // metrics.csv has grad_norm/...attn.w_q.weight (resp. w_k) columns
-  train::GradientStats gradients;         // over the finite rows of metrics.csv, as the trainer counts for summary.json
-                                          // (without a grad_norm column, the loss alone says whether a row is finite)
+  train::GradientStats gradients;         // over the finite rows of metrics.csv, as the trainer counts them
   RunSeries series;
 };
 
 /// How far find_run_dirs looks below a directory that is neither a run nor a sweep (and below a sweep, for runs it does
-/// not list). Runs lie 2 levels below a sweep, 3 below a directory of sweeps, 4 in a grouping of those. 10,000 entries
-/// list in well under a second and hold any directory of runs arranged by hand, while a file system's root or a home
-/// directory holds more within 4 levels: `xgrad compare /` stops at once, naming the bound.
+/// not list): runs lie 2 levels below a sweep, 4 in a grouping of directories of sweeps. 10,000 entries list in well
+/// under a second, while `xgrad compare /` stops at once, naming the bound.
 struct RunSearch {
   bool include_unlisted = false;    // also read the run directories below a sweep that its sweep.json does not list
   std::size_t max_depth = 4;        // levels below the input
@@ -70,19 +63,15 @@ struct FoundRuns {
   bool search_cut = false;
 };
 
-/// Of each input: itself when it is a run directory (config.json and metrics.csv); the existing runs its sweep.json
-/// lists (those of its entries that read: train::read_manifest_entries); else the runs and sweeps found below it within
-/// `search`. Throws std::invalid_argument naming the input ("<command>: <input> ...") when it is not a directory, holds
-/// no run, holds more entries than the bound (unless a sweep), or holds a sweep.json that is not a regular file (a
-/// FIFO).
+/// Of each input: itself when it is a run directory (config.json and metrics.csv); the runs its sweep.json lists;
+/// else the runs and sweeps found below it within `search`. Throws std::invalid_argument naming the input when it is
+/// not a directory, holds no run, more entries than the bound (unless a sweep) or a sweep.json not a regular file.
 FoundRuns find_run_dirs(const std::vector<std::string>& inputs, const RunSearch& search = {},
                         const std::string& command = "compare");
 
-/// Reads config.json, metrics.csv and (if present) summary.json of `dir`. A metrics.csv whose last line lacks
-/// its newline or has too few cells was cut mid-row: that row is dropped and the run marked incomplete.
-/// Throws std::runtime_error naming the file when config.json is not valid JSON or holds a value its setting's
-/// declaration refuses (naming the key; a component's name is only checked to be a string: another build's
-/// entries), or metrics.csv has no header or no loss column.
+/// Reads config.json, metrics.csv and (if present) summary.json of `dir`; a last row cut short is dropped and the run
+/// marked incomplete. Throws std::runtime_error naming the file when config.json is not valid JSON or holds a value
+/// its setting's declaration refuses, or metrics.csv has no header or no loss column.
 RunRecord load_run(const std::string& dir);
 
 }  // namespace xgrad::report

@@ -7,9 +7,8 @@
 
 namespace xgrad::report {
 
-/// JSON made safe for a <script> block: "<" escaped everywhere (it occurs only inside strings), so that no
-/// "</script>" can end it; C1 controls escaped too, so that `cat page.html` cannot drive a terminal (nlohmann
-/// escapes the C0 ones).
+/// JSON made safe for a <script> block: "<" escaped everywhere (no "</script>" can end it), and the C1 controls (no
+/// `cat page.html` can drive a terminal).
 std::string script_safe(const std::string& json);
 
 /// What one page holds besides uPlot.

@@ -169,44 +169,37 @@ using C = const RunContext&;
 using W = const std::string&;
 const RunSeries& series(C x) { return x.run.series; }
 
-// The statistics of the loss and accuracy curves.
 std::vector<Statistic> curve_statistics() {
   return {
-      {"initial_loss", "the loss at the first step (nats)", [](C x, W) { return series(x).loss.front(); }},
-      {"final_loss", "the mean loss over the last 20 steps (nats); none for a run that diverged",
-       [](C x, W) { return tail_mean(x.run, series(x).loss); }},
-      {"final_accuracy", "the mean accuracy over the last 20 steps; none for a run that diverged",
-       [](C x, W) { return tail_mean(x.run, series(x).accuracy); }},
-      {"auc_loss", "the mean loss over every step (the area under the loss curve per step, nats)",
-       [](C x, W) { return x.run.diverged ? kNoValue : finite_mean(series(x).loss); }},
-      {"step_to_loss", "the first step whose trailing mean loss is at most the loss threshold; none if never",
+      {"initial_loss", [](C x, W) { return series(x).loss.front(); }},
+      {"final_loss", [](C x, W) { return tail_mean(x.run, series(x).loss); }},
+      {"final_accuracy", [](C x, W) { return tail_mean(x.run, series(x).accuracy); }},
+      {"auc_loss", [](C x, W) { return x.run.diverged ? kNoValue : finite_mean(series(x).loss); }},
+      {"step_to_loss",
        [](C x, W) {
          if (!std::isfinite(x.loss_threshold)) return kNoValue;
          return step_or_nan(
              first_step(series(x).loss, series(x).step, x.window, [&](double m) { return m <= x.loss_threshold; }));
        }},
-      {"step_to_accuracy", "the first step whose trailing mean accuracy is at least the accuracy threshold",
+      {"step_to_accuracy",
        [](C x, W) {
          return step_or_nan(first_step(series(x).accuracy, series(x).step, x.window,
                                        [&](double m) { return m >= x.accuracy_threshold; }));
        }},
-      {"diverged", "1 for a run that diverged, 0 otherwise: an arm's mean is the share of its runs that diverged",
-       [](C x, W) { return x.run.diverged ? 1.0 : 0.0; }, true},
-      {"lr_objective", "min(final loss, initial loss), the initial loss for a run that diverged (Wortsman et al. 2023)",
+      {"diverged", [](C x, W) { return x.run.diverged ? 1.0 : 0.0; }, true},
+      {"lr_objective",
        [](C x, W) {
          const double initial = x.so_far["initial_loss"], final = x.so_far["final_loss"];
          return !x.run.diverged && std::isfinite(final) && !(final > initial) ? final : initial;
        },
        true},
-      {"final_eval_loss", "the loss on held-out batches at the last evaluation (nats); none without --eval-every",
-       [](C x, W) { return first_finite(series(x).eval_loss, true); }},
+      {"final_eval_loss", [](C x, W) { return first_finite(series(x).eval_loss, true); }},
   };
 }
 
-// The statistics of the attention weights' gradients and of the attention itself.
 std::vector<Statistic> attention_statistics() {
   return {
-      {"grad_norm_step0_{w}", "the {w} gradient norm at the first finite step, before any training",
+      {"grad_norm_step0_{w}",
        [](C x, W w) {
          return !logs_weight(x.run, w) ? kNoValue
                 : w == "w_q"           ? x.run.gradients.first_grad_norm_w_q
@@ -215,73 +208,146 @@ std::vector<Statistic> attention_statistics() {
       // The gradient while the task is still being learned, which a run that solves it early does not dilute with
       // steps on a loss near zero.
       {"mean_grad_norm_before_loss_{w}",
-       "the mean {w} gradient norm up to the step the loss threshold is reached (every step if never)",
        [](C x, W w) {
          if (!logs_weight(x.run, w)) return kNoValue;
          return finite_mean(rows_until(series(x), grad_norm_series(series(x), w), x.so_far["step_to_loss"], false));
        }},
-      {"mean_grad_norm_{w}", "the mean {w} gradient norm over every finite step (all layers, L2)",
+      {"mean_grad_norm_{w}",
        [](C x, W w) {
          return gradients_of(x.run, w, &train::GradientStats::mean_grad_norm_w_q,
                              &train::GradientStats::mean_grad_norm_w_k);
        }},
-      {"frac_zero_grad_{w}", "the share of finite steps whose {w} gradient is exactly zero",
+      {"frac_zero_grad_{w}",
        [](C x, W w) {
          return gradients_of(x.run, w, &train::GradientStats::frac_zero_grad_w_q,
                              &train::GradientStats::frac_zero_grad_w_k);
        }},
-      {"frac_near_zero_grad_{w}", "the share of finite steps whose {w} gradient is below 1e-6 of its step-0 norm",
+      {"frac_near_zero_grad_{w}",
        [](C x, W w) {
          return gradients_of(x.run, w, &train::GradientStats::frac_near_zero_grad_w_q,
                              &train::GradientStats::frac_near_zero_grad_w_k);
        }},
-      {"first_measured_step", "the first step attention statistics were measured at",
+      {"first_measured_step",
        [](C x, W) {
          for (std::size_t i = 0; i < series(x).size(); ++i)
            if (std::isfinite(series(x).entropy[i])) return series(x).step[i];
          return kNoValue;
        }},
-      {"entropy_first", "first-layer attention entropy at the first measured step (nats, mean over heads)",
-       [](C x, W) { return first_finite(series(x).entropy); }},
-      {"entropy_last", "first-layer attention entropy at the last measured step (nats)",
-       [](C x, W) { return first_finite(series(x).entropy, true); }},
-      {"score_std_first", "the standard deviation of first-layer attention scores at the first measured step",
-       [](C x, W) { return first_finite(series(x).score_std); }},
-      {"score_std_last", "the standard deviation of first-layer attention scores at the last measured step",
-       [](C x, W) { return first_finite(series(x).score_std, true); }},
-      {"saturated_first",
-       "the share of first-layer queries whose largest attention weight exceeds 0.99, at the first "
-       "measured step",
-       [](C x, W) { return first_finite(series(x).saturated); }},
-      {"saturated_last", "the same share at the last measured step",
-       [](C x, W) { return first_finite(series(x).saturated, true); }},
-      {"max_logit_first",
-       "the largest logit (metrics.csv max_logit) over every layer and head at the first measured step",
-       [](C x, W) { return first_finite(series(x).max_logit); }},
-      {"max_logit_last", "the largest logit over every layer and head at the last measured step",
-       [](C x, W) { return first_finite(series(x).max_logit, true); }},
-      {"max_logit_max", "the largest logit over every layer, head and measured step",
-       [](C x, W) { return mean_sd(series(x).max_logit).max; }},
+      {"entropy_first", [](C x, W) { return first_finite(series(x).entropy); }},
+      {"entropy_last", [](C x, W) { return first_finite(series(x).entropy, true); }},
+      {"score_std_first", [](C x, W) { return first_finite(series(x).score_std); }},
+      {"score_std_last", [](C x, W) { return first_finite(series(x).score_std, true); }},
+      {"saturated_first", [](C x, W) { return first_finite(series(x).saturated); }},
+      {"saturated_last", [](C x, W) { return first_finite(series(x).saturated, true); }},
+      {"max_logit_first", [](C x, W) { return first_finite(series(x).max_logit); }},
+      {"max_logit_last", [](C x, W) { return first_finite(series(x).max_logit, true); }},
+      {"max_logit_max", [](C x, W) { return mean_sd(series(x).max_logit).max; }},
       {"step_max_logit_large",
-       fmt::format("the first measured step whose largest logit exceeds {:g} (QK-Clip's tau in "
-                   "Kimi K2); none if never",
-                   kLargeLogit),
        [](C x, W) {
          for (std::size_t i = 0; i < series(x).size(); ++i)
            if (series(x).max_logit[i] > kLargeLogit) return series(x).step[i];
          return kNoValue;
        }},
-      {"score_grad_median", "the median over measured steps of the per-query score gradient ‖dLoss/d(score row)‖",
-       [](C x, W) { return median(series(x).score_grad_median); }},
+      {"score_grad_median", [](C x, W) { return median(series(x).score_grad_median); }},
       // A saturated softmax passes almost no gradient whatever its loss; a run that solved the task has a small
       // gradient only because its loss is small, and its rows after the threshold are left out: this tells
       // saturation from convergence, score_grad_median does not.
       {"score_grad_relative",
-       "the median of the per-query score gradient divided by the loss, up to the step the loss threshold is reached",
        [](C x, W) {
          return median(rows_until(series(x), series(x).score_grad_median, x.so_far["step_to_loss"], true));
        }},
   };
+}
+
+// The arms: runs with the same settings but seeds, sorted by d_k, scaling (registry order), optimizer, lr, rest.
+void group_into_arms(Comparison& c) {
+  for (const auto& runs :
+       group_indices(c.runs.size(), [&](std::size_t i) { return arm_settings(c.runs[i].config).dump(); })) {
+    c.arms.emplace_back().settings = arm_settings(c.runs[runs.front()].config);
+    c.arms.back().runs = runs;
+  }
+  std::sort(c.arms.begin(), c.arms.end(), [](const ArmStats& a, const ArmStats& b) {
+    if (a.d_k() != b.d_k()) return a.d_k() < b.d_k();
+    if (scale_rank(a.scale()) != scale_rank(b.scale())) return scale_rank(a.scale()) < scale_rank(b.scale());
+    if (a.scale() != b.scale()) return a.scale() < b.scale();
+    if (a.optimizer() != b.optimizer()) return a.optimizer() < b.optimizer();
+    if (a.lr() != b.lr()) return a.lr() < b.lr();
+    return a.settings.dump() < b.settings.dump();
+  });
+}
+
+// Replicates are told apart by (seed, data_seed): the same pair twice is the same run twice (a copied or re-run
+// directory), not another seed.
+void count_seeds(const Comparison& c, ArmStats& arm) {
+  const auto pairs = [&](std::size_t k) { return seed_key(c.runs[arm.used[k]].config).dump(); };
+  for (const auto& group : group_indices(arm.used.size(), pairs)) {
+    ++arm.n_seeds;
+    std::vector<std::size_t> runs;
+    for (auto k : group) runs.push_back(arm.used[k]);
+    if (runs.size() > 1) arm.duplicate_seeds.push_back(runs);
+  }
+}
+
+void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
+  for (const Statistic& s : statistics()) {
+    const bool per_weight = s.name.find("{w}") != std::string::npos;
+    for (const std::string& w : per_weight ? attention_weights() : std::vector<std::string>{""}) {
+      const std::string name = statistic_name(s.name, w);
+      std::vector<double> values;
+      for (auto i : s.over_used_runs ? arm.used : arm.kept) values.push_back(c.stats[i][name]);
+      arm.stats[name] = mean_sd(values);
+    }
+  }
+  for (auto i : arm.kept) {
+    const double first = c.stats[i]["first_measured_step"];
+    if (std::isfinite(first) && first != 0) arm.measured_from_step_0 = false;
+  }
+}
+
+// One arm's runs: each run's statistics, the runs used (complete ones, or all when none is), its seeds, the runs
+// kept (not diverged), and their summaries.
+void analyse_arm(Comparison& c, ArmStats& arm, double loss_threshold, double accuracy_threshold) {
+  arm.loss_threshold = loss_threshold >= 0 ? loss_threshold : 0.5 * number_or_nan(arm.settings, "chance_loss");
+  for (auto i : arm.runs) {
+    c.stats[i] = run_stats(c.runs[i], arm.loss_threshold, accuracy_threshold, c.window);
+    if (c.runs[i].incomplete)
+      ++arm.n_incomplete;
+    else
+      arm.used.push_back(i);
+  }
+  if (arm.used.empty()) arm.used = arm.runs;
+  count_seeds(c, arm);
+  for (auto i : arm.used) {
+    if (c.runs[i].diverged)
+      arm.diverged_steps.push_back(c.runs[i].diverged_step);
+    else
+      arm.kept.push_back(i);
+  }
+  summarise_kept_runs(c, arm);
+}
+
+// Arms that differ only in lr, two or more with a finite objective (no sensitivity when every run diverged). Arms are
+// sorted by lr within equal other settings, so each group's arms come out in increasing lr.
+std::vector<LrGroup> lr_groups_of(const Comparison& c) {
+  std::vector<LrGroup> groups;
+  for (const auto& members :
+       group_indices(c.arms.size(), [&](std::size_t a) { return key_without(c.arms[a].settings, {"lr"}); })) {
+    if (members.size() < 2) continue;
+    LrGroup g;
+    g.arms = members;
+    std::vector<double> objective;
+    for (auto a : members) objective.push_back(c.arms[a].stat("lr_objective").mean);
+    g.sensitivity = lr_sensitivity(objective);
+    if (!std::isfinite(g.sensitivity)) continue;
+    // Every run diverged: each objective is an initial loss, whatever the lr, and their spread no sensitivity.
+    if (std::all_of(members.begin(), members.end(), [&c](std::size_t a) { return c.arms[a].kept.empty(); }))
+      g.sensitivity = kNoValue;
+    g.best_arm = members.front();
+    for (auto a : members)
+      if (c.arms[a].stat("lr_objective").mean < c.arms[g.best_arm].stat("lr_objective").mean) g.best_arm = a;
+    groups.push_back(std::move(g));
+  }
+  return groups;
 }
 
 }  // namespace
@@ -290,6 +356,7 @@ const std::vector<Statistic>& statistics() {
   static const std::vector<Statistic> declared = [] {
     std::vector<Statistic> all = curve_statistics();
     for (Statistic& s : attention_statistics()) all.push_back(std::move(s));
+    for (Statistic& s : all) s.description = text_template("glossary", s.name);
     return all;
   }();
   return declared;
@@ -441,121 +508,6 @@ double lr_sensitivity(const std::vector<double>& objective) {
   return m.mean - best;
 }
 
-namespace {
-
-// The arms: runs with the same settings but seeds, sorted by d_k, scaling (registry order), optimizer, lr, rest.
-void group_into_arms(Comparison& c) {
-  std::map<std::string, std::size_t> arm_of_key;
-  for (std::size_t i = 0; i < c.runs.size(); ++i) {
-    nlohmann::json settings = arm_settings(c.runs[i].config);
-    const std::string key = settings.dump();
-    auto [it, inserted] = arm_of_key.emplace(key, c.arms.size());
-    if (inserted) {
-      c.arms.emplace_back();
-      c.arms.back().settings = std::move(settings);
-    }
-    c.arms[it->second].runs.push_back(i);
-  }
-  std::sort(c.arms.begin(), c.arms.end(), [](const ArmStats& a, const ArmStats& b) {
-    if (a.d_k() != b.d_k()) return a.d_k() < b.d_k();
-    if (scale_rank(a.scale()) != scale_rank(b.scale())) return scale_rank(a.scale()) < scale_rank(b.scale());
-    if (a.scale() != b.scale()) return a.scale() < b.scale();
-    if (a.optimizer() != b.optimizer()) return a.optimizer() < b.optimizer();
-    if (a.lr() != b.lr()) return a.lr() < b.lr();
-    return a.settings.dump() < b.settings.dump();
-  });
-}
-
-// Replicates are told apart by (seed, data_seed): the same pair twice is the same run twice (a copied or re-run
-// directory), not another seed.
-void count_seeds(const Comparison& c, ArmStats& arm) {
-  std::map<std::string, std::vector<std::size_t>> by_seed;
-  std::vector<std::string> seed_order;
-  for (auto i : arm.used) {
-    const nlohmann::json& config = c.runs[i].config;
-    const std::string key =
-        nlohmann::json::array({config.value("seed", nlohmann::json()), config.value("data_seed", nlohmann::json())})
-            .dump();
-    if (by_seed.find(key) == by_seed.end()) seed_order.push_back(key);
-    by_seed[key].push_back(i);
-  }
-  arm.n_seeds = by_seed.size();
-  for (const auto& key : seed_order)
-    if (by_seed[key].size() > 1) arm.duplicate_seeds.push_back(by_seed[key]);
-}
-
-// Every statistic of the arm over its kept runs (over_used_runs: its used runs).
-void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
-  for (const Statistic& s : statistics()) {
-    const bool per_weight = s.name.find("{w}") != std::string::npos;
-    for (const std::string& w : per_weight ? attention_weights() : std::vector<std::string>{""}) {
-      const std::string name = statistic_name(s.name, w);
-      std::vector<double> values;
-      for (auto i : s.over_used_runs ? arm.used : arm.kept) values.push_back(c.stats[i][name]);
-      arm.stats[name] = mean_sd(values);
-    }
-  }
-  for (auto i : arm.kept) {
-    const double first = c.stats[i]["first_measured_step"];
-    if (std::isfinite(first) && first != 0) arm.measured_from_step_0 = false;
-  }
-}
-
-// One arm's runs: each run's statistics, the runs used (complete ones, or all when none is), its seeds, the runs
-// kept (not diverged), and their summaries.
-void analyse_arm(Comparison& c, ArmStats& arm, double loss_threshold, double accuracy_threshold) {
-  arm.loss_threshold = loss_threshold >= 0 ? loss_threshold : 0.5 * number_or_nan(arm.settings, "chance_loss");
-  for (auto i : arm.runs) {
-    c.stats[i] = run_stats(c.runs[i], arm.loss_threshold, accuracy_threshold, c.window);
-    if (c.runs[i].incomplete)
-      ++arm.n_incomplete;
-    else
-      arm.used.push_back(i);
-  }
-  if (arm.used.empty()) arm.used = arm.runs;
-  count_seeds(c, arm);
-  for (auto i : arm.used) {
-    if (c.runs[i].diverged)
-      arm.diverged_steps.push_back(c.runs[i].diverged_step);
-    else
-      arm.kept.push_back(i);
-  }
-  summarise_kept_runs(c, arm);
-}
-
-// Arms that differ only in lr, two or more with a finite objective (no sensitivity when every run diverged). Arms are
-// sorted by lr within equal other settings, so each group's arms come out in increasing lr.
-std::vector<LrGroup> lr_groups_of(const Comparison& c) {
-  std::vector<LrGroup> groups;
-  std::map<std::string, std::vector<std::size_t>> by_rest;
-  std::vector<std::string> order;
-  for (std::size_t a = 0; a < c.arms.size(); ++a) {
-    const std::string key = key_without(c.arms[a].settings, {"lr"});
-    if (by_rest.find(key) == by_rest.end()) order.push_back(key);
-    by_rest[key].push_back(a);
-  }
-  for (const auto& key : order) {
-    const auto& members = by_rest[key];
-    if (members.size() < 2) continue;
-    LrGroup g;
-    g.arms = members;
-    std::vector<double> objective;
-    for (auto a : members) objective.push_back(c.arms[a].stat("lr_objective").mean);
-    g.sensitivity = lr_sensitivity(objective);
-    if (!std::isfinite(g.sensitivity)) continue;
-    // Every run diverged: each objective is an initial loss, whatever the lr, and their spread no sensitivity.
-    if (std::all_of(members.begin(), members.end(), [&c](std::size_t a) { return c.arms[a].kept.empty(); }))
-      g.sensitivity = kNoValue;
-    g.best_arm = members.front();
-    for (auto a : members)
-      if (c.arms[a].stat("lr_objective").mean < c.arms[g.best_arm].stat("lr_objective").mean) g.best_arm = a;
-    groups.push_back(std::move(g));
-  }
-  return groups;
-}
-
-}  // namespace
-
 Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
                         std::size_t window) {
   Comparison c;
@@ -637,10 +589,7 @@ std::string scale_label(const ArmStats& arm) {
   std::vector<std::string> parts;
   for (const auto& key : own_settings(arm.settings, "scale"))
     parts.push_back(key + "=" + setting_text(arm.settings, key));
-  if (parts.empty()) return arm.scale();
-  std::string out = arm.scale() + " (";
-  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
-  return out + ")";
+  return parts.empty() ? arm.scale() : fmt::format("{} ({})", arm.scale(), fmt::join(parts, ", "));
 }
 
 }  // namespace xgrad::report

@@ -27,17 +27,28 @@ struct MeanSd {
 };
 MeanSd mean_sd(const std::vector<double>& values);
 
-/// The attention weights whose gradient statistics are declared once for both: a statistic named
-/// "mean_grad_norm_{w}" is two, "mean_grad_norm_w_q" and "mean_grad_norm_w_k".
+/// The attention weights a statistic named with "{w}" is declared once for: "mean_grad_norm_{w}" is two.
 inline const std::vector<std::string>& attention_weights() {
   static const std::vector<std::string> weights{"w_q", "w_k"};
   return weights;
 }
 
+/// The indices 0 to n - 1 in groups of equal key(i), the groups in order of first appearance, each in index order.
+template <class Key>
+std::vector<std::vector<std::size_t>> group_indices(std::size_t n, Key key) {
+  std::map<decltype(key(0)), std::size_t> group_of;
+  std::vector<std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto found = group_of.emplace(key(i), groups.size());
+    if (found.second) groups.emplace_back();
+    groups[found.first->second].push_back(i);
+  }
+  return groups;
+}
+
 struct RunStats;
 
-/// What a statistic of one run is computed from: the run, the thresholds of its arm, and the statistics declared
-/// before it (a statistic may use an earlier one: the gradient before the loss threshold uses step_to_loss).
+/// What a statistic of one run is computed from: the run, its arm's thresholds, and the statistics declared before it.
 struct RunContext {
   const RunRecord& run;
   double loss_threshold = kNoValue;
@@ -46,14 +57,13 @@ struct RunContext {
   const RunStats& so_far;
 };
 
-/// One per-run statistic, declared once: its name (the key of RunStats and ArmStats::stats), what it is (the
-/// report's glossary shows it) and how one run's value is computed. An arm summarises it over its kept runs (the
-/// runs that did not diverge) or, with over_used_runs, over every used run.
+/// One per-run statistic, declared once: its name (the key of RunStats and ArmStats::stats), its definition (the
+/// glossary's) and how one run's value is computed. An arm summarises it over its kept runs (over_used_runs: used).
 struct Statistic {
-  std::string name;         // "final_loss"; with "{w}", one statistic per attention_weights() entry
-  std::string description;  // one short definition, with its unit
+  std::string name;  // "final_loss"; with "{w}", one statistic per attention_weights() entry
   std::function<double(const RunContext&, const std::string& w)> of_run;  // NaN: the run has no value
-  bool over_used_runs = false;  // diverged runs count (the lr objective counts one as its initial loss)
+  bool over_used_runs = false;   // diverged runs count (the lr objective counts one as its initial loss)
+  std::string description = {};  // its definition with its unit: report/text/glossary.md's line `name`
 };
 
 /// Every statistic, in the order they are computed. Adding a statistic is one entry here (and its test).
@@ -63,9 +73,8 @@ const std::vector<Statistic>& statistics();
 /// "mean_grad_norm_w_q".
 std::string statistic_name(const std::string& declared, const std::string& w);
 
-/// What one run measured, by statistic name (statistics()). Losses in nats, steps as metrics.csv's step column. A
-/// "row" is one metrics.csv row (one step); a "finite row" one whose update was applied (is_finite_step,
-/// train/run_files.h): not a step skipped under --on-nan skip nor one a run diverged at.
+/// What one run measured, by statistic name (statistics()). Losses in nats, steps as metrics.csv's step column; a
+/// "finite row" is one whose update was applied (is_finite_step, train/run_files.h).
 struct RunStats {
   std::map<std::string, double> values;  // every declared statistic; NaN where the run has none
   /// The value of the statistic `name`. Throws std::out_of_range naming it when no statistic has that name.
@@ -76,16 +85,13 @@ struct RunStats {
 /// NaN/Inf values: non-finite values are skipped by the means and never reach a threshold.
 RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_threshold, std::size_t window);
 
-/// Two mean losses closer than this count as equal when the report says which arm trains better: the larger of the
-/// two seed standard deviations, and at least 2% of the larger mean (one seed has no spread, and a 0.1% difference
-/// is not a result).
+/// Two mean losses closer than this count as equal: the larger seed sd, and at least tolerance("loss") of the larger
+/// mean (one seed has no spread, and a 0.1% difference is not a result).
 double equal_loss_tolerance(const MeanSd& a, const MeanSd& b);
 
-/// Runs whose settings agree on everything but the seed, aggregated over seeds.
-/// Every statistic of an arm is over its `kept` runs: the used runs that did not diverge. A diverged run is left
-/// out of all of them alike (final loss, steps to thresholds, gradient norms and zero-gradient shares, attention
-/// statistics) and counted in diverged_steps, so no number is decided by a run that blew up. The one exception is
-/// the lr objective, which by its definition (Wortsman et al. 2023) counts a diverged run as its initial loss.
+/// Runs whose settings agree on everything but the seed, aggregated over seeds. Every statistic is over the `kept`
+/// runs (a diverged run counts in diverged_steps only: no number is decided by a run that blew up), but the lr
+/// objective, which by its definition (Wortsman et al. 2023) counts a diverged run as its initial loss.
 struct ArmStats {
   nlohmann::json settings;        // arm_settings() of its runs' config.json
   std::vector<std::size_t> runs;  // indices into Comparison::runs
@@ -104,9 +110,8 @@ struct ArmStats {
   /// reached it, n counting them). Throws std::out_of_range naming it when no statistic has that name.
   const MeanSd& stat(const std::string& name) const;
 
-  /// The arm learned something: its mean final loss is below the chance loss (config.json's derived chance_loss,
-  /// ln(n_values): a uniform guess) by more than equal_loss_tolerance (the seed sd, at least 2%); without a chance
-  /// loss, below the mean initial loss by that much. False with no kept run.
+  /// The arm's mean final loss is below the chance loss (config.json's derived chance_loss, a uniform guess), or
+  /// without one the mean initial loss, by more than equal_loss_tolerance. False with no kept run.
   bool learned() const;
 
   std::size_t d_k() const;
@@ -116,12 +121,10 @@ struct ArmStats {
   bool only_incomplete() const { return n_incomplete == runs.size(); }
 };
 
-/// True when `scale` names the registered scaling marked is_reference (the unscaled baseline the report compares the
-/// other scalings with); false for any other name, registered in this build or not.
+/// True when `scale` names the registered scaling marked is_reference: the unscaled baseline of the report.
 bool is_reference_scale(const std::string& scale);
 
-/// Arms that differ only in learning rate (and seed), with Wortsman et al. 2023 ("Small-scale proxies for
-/// large-scale Transformer training instabilities", sec. 3.2) LR sensitivity.
+/// Arms that differ only in learning rate (and seed), with their LR sensitivity (Wortsman et al. 2023, sec. 3.2).
 struct LrGroup {
   std::vector<std::size_t> arms;  // indices into Comparison::arms, by increasing lr
   double sensitivity = kNoValue;  // none when every run of the group diverged
@@ -139,10 +142,8 @@ struct Comparison {
   std::string baseline;        // the value of `axis` the others are judged against; "" for the reference scaling
 };
 
-/// The settings that define an arm: config.json without seed, data_seed, out, environment and the settings that
-/// only change what is logged or printed (threads, print_every, log_every, eval_every, eval_batches, overwrite),
-/// with "inputs": the recorded input files as "name hash8, ..." (file name, first 8 hex digits of its XXH3), so that
-/// runs on other bytes of one path are other arms.
+/// The settings that define an arm: config.json's settings of role arm (no seeds, output or logging settings), and
+/// "inputs": the input files as "name hash8, ..." (the start of their XXH3), so runs on other bytes are other arms.
 nlohmann::json arm_settings(const nlohmann::json& config);
 
 /// `settings` with `keys` removed, serialised: arms with equal results compare equal but for those keys.
@@ -153,19 +154,16 @@ std::string key_without(const nlohmann::json& settings, const std::vector<std::s
 Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
                         std::size_t window);
 
-/// The largest attention logit (|scaled score|, the input softmax sees) past which a run's logits count as
-/// grown large: QK-Clip's threshold tau in Kimi K2 (Kimi Team 2025, arXiv 2507.20534, "MuonClip"), where logits of
-/// some heads passed 1000 under Muon with loss spikes.
+/// The largest attention logit (|scaled score|) past which a run's logits count as grown large: QK-Clip's tau in Kimi
+/// K2 (Kimi Team 2025, arXiv 2507.20534), where logits of some heads passed 1000 under Muon with loss spikes.
 constexpr double kLargeLogit = 100;
 
 /// The final loss (nats) at or below which a run that also ends at the accuracy threshold has solved the task: on
 /// average the right answer gets a probability of at least exp(-0.01) ≈ 0.99.
 constexpr double kSolvedLoss = 0.01;
 
-/// The arm solved the task: it has a kept run (ArmStats::kept, the runs that did not diverge), and every kept run
-/// ends with final accuracy >= c.accuracy_threshold and final loss <= kSolvedLoss. Where both arms of a comparison
-/// solved it, their final losses (0.003 vs 0.004 nats) say nothing about which scaling trains better: the report
-/// says that both solved the task and counts such comparisons apart from better, as well and worse.
+/// The arm has a kept run and every kept run ends at final accuracy >= c.accuracy_threshold and final loss <=
+/// kSolvedLoss. Where both arms solved the task, their final losses (0.003 vs 0.004) decide nothing.
 bool solved(const ArmStats& arm, const Comparison& c);
 
 /// Median of the finite values (mean of the middle two for an even count); NaN when none is finite.
@@ -175,28 +173,22 @@ double median(std::vector<double> values);
 /// objective is min(final loss, initial loss)). NaN entries are skipped; NaN for fewer than 2 finite entries.
 double lr_sensitivity(const std::vector<double>& objective);
 
-/// Every setting beyond d_k, scale, optimizer and lr whose value is not the same in all arms (in a fixed order of
-/// importance: task, d_model, n_heads, n_layers, steps, batch_size, mlp, layer_norm, residual, then the rest
-/// alphabetically): a table or label that shows them never presents arms differing in, say, the task as differing
-/// in scale only. A setting whose default follows from others (d_ff: 4 * d_model) is left out when every arm holds
-/// that default: the setting it follows from is shown instead.
+/// Every setting beyond d_k, scale, optimizer and lr whose value is not the same in all arms, most important first
+/// (task, d_model, ...), so that no label presents arms differing in the task as differing in scale only. A setting
+/// whose default follows from others (d_ff: 4 * d_model) is left out where every arm holds that default.
 std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms);
 
-/// The settings (arm_settings keys, in distinguishing_keys' order, d_k, scale, optimizer and lr included) whose
-/// values differ between two arms; a derived setting that holds its default in both is left out.
+/// The settings (in distinguishing_keys' order, d_k, scale, optimizer and lr included) whose values are not all the
+/// same in two arms' (in all of `settings`); a derived setting that holds its default in every one is left out.
 std::vector<std::string> settings_differing(const nlohmann::json& a, const nlohmann::json& b);
-
-/// The settings (arm_settings keys, in distinguishing_keys' order, d_k, scale, optimizer and lr included) whose values
-/// are not all the same in `settings`; a derived setting that holds its default in every one is left out.
 std::vector<std::string> settings_differing(const std::vector<const nlohmann::json*>& settings);
 
 /// `keys` in the order distinguishing_keys and settings_differing list settings of `arms`.
 std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, const std::set<std::string>& keys);
 
-/// The keys of `settings` (arm_settings) that belong to the entry its `component` ("scale", "attention", "task")
-/// names: declared by that entry and by no other entry of the component (softcap_cap for softcap). For an entry this
-/// build does not register (a run of a build with more entries), the keys no declaration knows, when every other
-/// component of the run is registered here (nothing else can read them). In the order of `settings`.
+/// The keys of `settings` declared by the entry its `component` ("scale", "task") names and by no other entry of the
+/// component (softcap_cap for softcap); for an entry this build does not register, the keys no declaration knows
+/// when every other component of the run is registered (nothing else can read them). In the order of `settings`.
 std::vector<std::string> own_settings(const nlohmann::json& settings, const std::string& component);
 
 /// "softcap (softcap_cap=30)": the arm's scale with the settings of its own (own_settings), or the scale alone.

@@ -32,49 +32,27 @@ const std::set<std::string>& not_at_step0() {
   return keys;
 }
 
-// Label parts every arm shares are left out ("adamw" when every arm uses AdamW).
-std::vector<std::string> shared_parts(const std::vector<ArmStats>& arms, std::vector<std::string> omit) {
-  for (const std::string key : {"scale", "optimizer", "lr"}) {
-    bool same = true;
-    for (const ArmStats& arm : arms)
-      same = same && setting_text(arm.settings, key) == setting_text(arms[0].settings, key);
-    if (same && key != "scale") omit.push_back(key);
-  }
-  return omit;
-}
-
 // Arms grouped by `key` (first appearance order, which is analyse_runs' order), each group's arms by d_k.
 template <class Key>
 std::vector<std::vector<std::size_t>> group_arms(const Comparison& c, Key key) {
-  std::map<std::string, std::size_t> index;
-  std::vector<std::vector<std::size_t>> groups;
-  for (std::size_t a = 0; a < c.arms.size(); ++a) {
-    const auto [it, inserted] = index.emplace(key(c.arms[a]), groups.size());
-    if (inserted) groups.emplace_back();
-    groups[it->second].push_back(a);
-  }
-  return groups;
+  return group_indices(c.arms.size(), [&](std::size_t a) { return key(c.arms[a]); });
 }
 
-std::size_t distinct_d_k(const Comparison& c) {
-  std::set<std::size_t> d_ks;
-  for (const ArmStats& arm : c.arms) d_ks.insert(arm.d_k());
-  return d_ks.size();
-}
-
-SummaryFigure final_loss_vs_d_k(const Comparison& c) {
-  SummaryFigure f = summary_figure("final_loss_vs_d_k", Axis::log, Axis::linear);
+// Final loss against `x` ("d_k" or "lr"), one line per group of arms that differ only in it.
+SummaryFigure final_loss_vs(const Comparison& c, const std::string& x,
+                            const std::vector<std::vector<std::size_t>>& groups) {
+  SummaryFigure f = summary_figure("final_loss_vs_" + x, Axis::log, Axis::linear);
   const auto extra = distinguishing_keys(c.arms);
-  const auto omit = shared_parts(c.arms, {"d_k"});
-  for (const auto& group : group_arms(c, [](const ArmStats& a) { return key_without(a.settings, {"d_k"}); })) {
+  const auto omit = shared_label_parts(c.arms, {x});
+  for (const auto& group : groups) {
     SummaryLine line = summary_line(arm_label(c.arms[group.front()], extra, omit), c.arms[group.front()].scale());
     for (auto a : group) {
       const ArmStats& arm = c.arms[a];
-      line.points.push_back(
-          mean_point(static_cast<double>(arm.d_k()), arm.stat("final_loss"), arm.diverged_steps.size(), true));
+      const double at = x == "lr" ? arm.lr() : static_cast<double>(arm.d_k());
+      line.points.push_back(mean_point(at, arm.stat("final_loss"), arm.diverged_steps.size(), true));
       if (arm.stat("final_loss").n == 0 && !arm.diverged_steps.empty())
         f.notes.push_back(
-            figure_text("diverged_point", {{"line", line.label}, {"x", fmt::format("d_k={}", arm.d_k())}}));
+            figure_text("diverged_point", {{"line", line.label}, {"x", x + "=" + setting_text(arm.settings, x)}}));
     }
     f.lines.push_back(std::move(line));
   }
@@ -95,12 +73,9 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
   for (const auto& group : group_arms(c, [](const ArmStats& a) { return step0_key(a.settings); })) {
     std::vector<std::string> no_theory_d_k;
     std::string no_theory_reason;
-    SummaryLine line, theory;
-    line.label = arm_label(c.arms[group.front()], extra_step0, {"d_k", "optimizer", "lr"});
-    line.scale = c.arms[group.front()].scale();
-    theory.label = line.label + ": theory";
-    theory.scale = line.scale;
-    theory.theory = true;
+    SummaryLine line = summary_line(arm_label(c.arms[group.front()], extra_step0, {"d_k", "optimizer", "lr"}),
+                                    c.arms[group.front()].scale());
+    SummaryLine theory{line.label + ": theory", line.scale, true, {}};
     std::map<std::size_t, std::vector<std::size_t>> runs_at;  // d_k → arms' kept runs measured at step 0
     std::map<std::size_t, std::size_t> diverged_at;
     for (auto a : group) {
@@ -124,11 +99,7 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
       try {
         const train::TrainConfig config = train::TrainConfig::from_json(run.config, run.dir + "/config.json");
         const std::vector<ProbeRow> rows = probe(config, {d_k}, {config.model.scale});
-        SummaryPoint p;
-        p.x = static_cast<double>(d_k);
-        p.y = rows.front().theory_std;
-        p.n = 1;
-        theory.points.push_back(p);
+        theory.points.push_back({static_cast<double>(d_k), rows.front().theory_std, kNoValue, kNoValue, 1, 0});
       } catch (const std::exception& e) {
         no_theory_d_k.push_back(std::to_string(d_k));
         if (no_theory_reason.empty()) no_theory_reason = e.what();
@@ -151,43 +122,19 @@ SummaryFigure score_grad_vs_d_k(const Comparison& c) {
   SummaryFigure f = summary_figure("score_grad_vs_d_k", Axis::log, Axis::log);
   f.error_bar_sd = false;
   const auto extra = distinguishing_keys(c.arms);
-  const auto omit = shared_parts(c.arms, {"d_k"});
+  const auto omit = shared_label_parts(c.arms, {"d_k"});
   std::size_t zero = 0;
   for (const auto& group : group_arms(c, [](const ArmStats& a) { return key_without(a.settings, {"d_k"}); })) {
     SummaryLine line = summary_line(arm_label(c.arms[group.front()], extra, omit), c.arms[group.front()].scale());
     for (auto a : group) {
       const ArmStats& arm = c.arms[a];
-      SummaryPoint p;
-      p.x = static_cast<double>(arm.d_k());
-      p.y = arm.stat("score_grad_median").median;
-      p.lo = arm.stat("score_grad_median").min;
-      p.hi = arm.stat("score_grad_median").max;
-      p.n = arm.stat("score_grad_median").n;
-      p.n_diverged = arm.diverged_steps.size();
-      if (p.y == 0) ++zero;
-      line.points.push_back(p);
+      const MeanSd& m = arm.stat("score_grad_median");
+      line.points.push_back({static_cast<double>(arm.d_k()), m.median, m.min, m.max, m.n, arm.diverged_steps.size()});
+      zero += m.median == 0 ? 1 : 0;
     }
     f.lines.push_back(std::move(line));
   }
   if (zero) f.notes.push_back(figure_text("zero_points", {{"points", counted(zero, "point")}}));
-  return f;
-}
-
-SummaryFigure final_loss_vs_lr(const Comparison& c) {
-  SummaryFigure f = summary_figure("final_loss_vs_lr", Axis::log, Axis::linear);
-  const auto extra = distinguishing_keys(c.arms);
-  const auto omit = shared_parts(c.arms, {"lr"});
-  for (const LrGroup& g : c.lr_groups) {
-    SummaryLine line = summary_line(arm_label(c.arms[g.arms.front()], extra, omit), c.arms[g.arms.front()].scale());
-    for (auto a : g.arms) {
-      const ArmStats& arm = c.arms[a];
-      line.points.push_back(mean_point(arm.lr(), arm.stat("final_loss"), arm.diverged_steps.size(), true));
-      if (arm.stat("final_loss").n == 0 && !arm.diverged_steps.empty())
-        f.notes.push_back(
-            figure_text("diverged_point", {{"line", line.label}, {"x", "lr=" + setting_text(arm.settings, "lr")}}));
-    }
-    f.lines.push_back(std::move(line));
-  }
   return f;
 }
 
@@ -236,13 +183,18 @@ SummaryLine summary_line(std::string label, std::string scale) {
 
 std::vector<SummaryFigure> summary_figures(const Comparison& c) {
   std::vector<SummaryFigure> out;
-  if (distinct_d_k(c) >= 2) {
-    out.push_back(final_loss_vs_d_k(c));
+  std::set<std::size_t> d_ks;
+  for (const ArmStats& arm : c.arms) d_ks.insert(arm.d_k());
+  if (d_ks.size() >= 2) {
+    out.push_back(
+        final_loss_vs(c, "d_k", group_arms(c, [](const ArmStats& a) { return key_without(a.settings, {"d_k"}); })));
     out.push_back(step0_vs_d_k(c, true));
     out.push_back(step0_vs_d_k(c, false));
     out.push_back(score_grad_vs_d_k(c));
   }
-  if (!c.lr_groups.empty()) out.push_back(final_loss_vs_lr(c));
+  std::vector<std::vector<std::size_t>> lr_groups;
+  for (const LrGroup& g : c.lr_groups) lr_groups.push_back(g.arms);
+  if (!lr_groups.empty()) out.push_back(final_loss_vs(c, "lr", lr_groups));
   return out;
 }
 

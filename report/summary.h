@@ -41,9 +41,7 @@ struct SummaryFigure {
   bool log_x = false;  // x on a log axis (base 2 for d_k, base 10 for the learning rate)
   bool log_y = false;
   bool error_bar_sd = true;  // the error bars are mean ± sd (false: the min and max over runs)
-  bool tabulate = true;      // report.md lists the points as a table under the image, and gnuplot draws them with
-                             // points and error bars at x tics of their own; false: curves over many steps (lines
-                             // only, gnuplot's own x tics, no table)
+  bool tabulate = true;      // points with error bars, tabulated in report.md; false: curves over many steps
   std::vector<SummaryLine> lines;
   std::vector<std::string> notes;  // what could not be drawn and why
 };
@@ -62,25 +60,14 @@ SummaryFigure summary_figure(const std::string& name, Axis x, Axis y);
 /// A line labelled `label` in `scale`'s colour and dash style, no points yet.
 SummaryLine summary_line(std::string label, std::string scale);
 
-/// The summary figures the runs of `c` support, in report order:
-/// - final_loss_vs_d_k: final loss against d_k, one line per arm without d_k (scaling, optimizer, lr, ...); the point
-///   is the mean over the arm's kept seeds (diverged runs left out), the error bar ± their sample sd;
-/// - entropy_step0_vs_d_k and score_std_step0_vs_d_k: first-layer attention entropy (nats) and score std at step 0
-///   against d_k, one line per scaling and the settings that decide the weights at step 0 (optimizer and learning
-///   rate do not), mean ± sd over the runs measured at step 0; the score-std figure adds, per line, the theory
-///   std = sqrt(d_k)·std(q)·std(k) times the scaling's multiplier (probe(), on the first run's configuration: the
-///   same weights and batch);
-/// - score_grad_vs_d_k: the median per-query score gradient ‖dLoss/d(score row)‖ (per run the median over the
-///   logged steps of attn/l0h*/score_grad_median) against d_k, one line per arm without d_k; the point is the
-///   median over the kept runs, the error bar their min and max;
-/// - final_loss_vs_lr: when some arms differ only in learning rate: final loss against the learning rate, one line
-///   per such group (Wortsman et al. 2023, LR sensitivity), mean ± sd over kept seeds.
-/// The d_k figures need at least two d_k values. Never throws for bad or missing data: what cannot be drawn is left
-/// out and said in the figure's notes.
+/// The summary figures the runs of `c` support, in report order (their captions in report/text/figures.md):
+/// with two d_k values or more, final_loss_vs_d_k, entropy_step0_vs_d_k and score_std_step0_vs_d_k (with the theory
+/// std of probe() on the first run's configuration), score_grad_vs_d_k; with an lr group, final_loss_vs_lr. Never
+/// throws for bad or missing data: what cannot be drawn is said in the figure's notes.
 std::vector<SummaryFigure> summary_figures(const Comparison& c);
 
-/// The settings of an arm that decide the model and batch at step 0: arm_settings without d_k, the optimizer, its
-/// settings, and every other setting `xgrad probe` does not read (lr, steps, ...). Serialised, for grouping.
+/// The settings of an arm that decide the model and batch at step 0 (none `xgrad probe` does not read, no d_k, no
+/// optimizer), serialised for grouping.
 std::string step0_key(const nlohmann::json& settings);
 
 }  // namespace xgrad::report

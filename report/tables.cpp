@@ -184,6 +184,15 @@ std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra
   return fmt::format("{}", fmt::join(parts, " "));
 }
 
+std::vector<std::string> shared_label_parts(const std::vector<ArmStats>& arms, std::vector<std::string> omit) {
+  for (const std::string key : {"optimizer", "lr"})
+    if (std::all_of(arms.begin(), arms.end(), [&](const ArmStats& arm) {
+          return setting_text(arm.settings, key) == setting_text(arms.front().settings, key);
+        }))
+      omit.push_back(key);
+  return omit;
+}
+
 std::string glossary_anchor(const std::string& term) {
   std::string out = "g-";
   for (const char ch : term)

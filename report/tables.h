@@ -19,37 +19,30 @@ struct Table {
   std::vector<std::vector<std::string>> rows;
   bool plain_cells = false;  // the body's cells are plain text (names and values from the runs' data): markdown()
                              // escapes their markup, so a setting's value cannot form a link or an image
-  /// Columns padded to their widest cell (UTF-8 aware) up to kMaxPaddedWidth, two spaces apart, text left- and
-  /// numbers right-aligned; a longer cell is printed whole, unpadded. Cells through escape_name.
+  /// Columns padded to their widest cell up to kMaxPaddedWidth, numbers right-aligned; cells through escape_name.
   std::string text() const;
   /// A GitHub-flavoured markdown table; every cell through markdown_escape.
   std::string markdown() const;
 };
 
-/// `text` safe as one line of report.md, in a table cell or a list item: a '|' not already escaped becomes "\|"
-/// (a cell separator otherwise), CR and LF become spaces (they would end the row or item), '<' becomes "&lt;" (run
-/// names and setting values are not HTML). Idempotent: escaping twice gives the same text.
+/// `text` safe as one line of report.md (a table cell, a list item): an unescaped '|' as "\|", CR and LF as spaces,
+/// '<' as "&lt;". Idempotent.
 std::string markdown_escape(const std::string& text);
 
-/// `text` (labels, paths, setting values) as markdown that shows it literally: every character markdown could read
-/// as markup (\ ` * _ [ ] > # ! ~, and outside a table cell < and |) escaped with a backslash, line breaks as
-/// spaces, bytes that are not UTF-8 as \xHH. With table_cell, '<' and '|' are left to markdown_escape, which the
-/// text must then pass through (Table::markdown does for every cell).
+/// `text` as markdown that shows it literally: markup characters (and outside a table cell < and |) escaped with a
+/// backslash, line breaks as spaces, bytes that are not UTF-8 as \xHH. A table_cell then needs markdown_escape.
 std::string markdown_text(const std::string& text, bool table_cell = false);
 
 /// A name (run directory, setting value) inside report.md text that then passes through markdown_escape (a table
 /// cell, a list item): escape_name's one line, with no live link, image, emphasis or code span.
 std::string markdown_name(const std::string& name);
 
-/// The anchor of a term's entry in report.md's glossary: "g-" and the term, lower case, spaces as dashes and braces
-/// left out ("LR sensitivity" -> "g-lr-sensitivity", "mean_grad_norm_{w}" -> "g-mean_grad_norm_w").
+/// The anchor of a term's glossary entry: "LR sensitivity" -> "g-lr-sensitivity", "mean_grad_norm_{w}" ->
+/// "g-mean_grad_norm_w".
 std::string glossary_anchor(const std::string& term);
 
-/// One row per arm (its markdown headers link to their glossary entries): settings, seeds, final loss mean ± sd, final
-/// accuracy, steps to the loss and accuracy thresholds, mean loss over steps, fractions of steps with an exactly-zero
-/// W_q / W_k gradient ("W_q grad =0") and with one below kNearZeroGradFraction of its step-0 norm ("W_q grad
-/// <1e-06·step 0"), diverged runs. Every statistic is over the arm's kept runs (diverged ones left out); the diverged
-/// column counts those.
+/// One row per arm: its settings and statistics over its kept runs (final loss, steps to the thresholds, zero-gradient
+/// shares, attention at step 0, diverged runs, ...), each header linking to its glossary entry.
 Table arm_table(const Comparison& c);
 
 /// One row per LR group: settings, the lr objective min(final, initial) per lr, the best lr, the sensitivity.
@@ -68,5 +61,7 @@ std::string format_seeds(const ArmStats& arm);
 /// (any of "d_k", "scale", "optimizer", "lr").
 std::string arm_label(const ArmStats& arm, const std::vector<std::string>& extra_keys,
                       const std::vector<std::string>& omit = {});
+/// `omit` with each of "optimizer" and "lr" that every arm of `arms` holds alike: the parts labels need not repeat.
+std::vector<std::string> shared_label_parts(const std::vector<ArmStats>& arms, std::vector<std::string> omit);
 
 }  // namespace xgrad::report

@@ -14,12 +14,10 @@ struct ExportedRun {
   std::string event_file;
 };
 
-/// Writes the event file of every run found under `inputs` into a subdirectory of `out` (export_event_file: from the
-/// run's metrics.csv; an event file there before is replaced): the name of the input it was found under, then the
-/// run's path below that input ("sweeps/dk" and its run "sweeps/dk/d_k=16_seed=0": "dk/d_k=16_seed=0"; a run
-/// directory given itself: its name). Throws std::invalid_argument for an input that is not a directory or holds no
-/// run, or for two runs that would share a subdirectory (two inputs of one name), and ConfigError for a symbolic link
-/// on the way to a subdirectory below `out` (never followed), before writing anything; std::runtime_error naming the
+/// Writes the event file of every run found under `inputs` (from its metrics.csv, replacing one there before) into
+/// `out`/<input's name>/<the run's path below it> ("sweeps/dk/d_k=16_seed=0" of input "sweeps/dk": "dk/d_k=16_seed=0").
+/// Before writing anything, throws std::invalid_argument for an input that is not a directory or holds no run, or two
+/// runs of one subdirectory, and ConfigError for a symbolic link on the way below `out`; std::runtime_error naming a
 /// file that cannot be read or written.
 std::vector<ExportedRun> export_tensorboard(const std::vector<std::string>& inputs, const std::string& out);
 

@@ -72,4 +72,14 @@ std::string text(const std::string& file, const std::string& key, const Fields& 
   return fill(text_template(file, key), fields);
 }
 
+std::vector<std::string> text_cells(const std::string& file, const std::string& key, const Fields& fields) {
+  const std::string& line = text_template(file, key);
+  std::vector<std::string> cells;
+  for (std::size_t at = 0, bar = 0; bar != std::string::npos; at = bar + 3) {
+    bar = line.find(" | ", at);
+    cells.push_back(fill(line.substr(at, bar == std::string::npos ? bar : bar - at), fields));
+  }
+  return cells;
+}
+
 }  // namespace xgrad::report

@@ -30,14 +30,17 @@ struct TextLine {
   std::string section, key, text;
 };
 
-/// The "- key: template" lines of report/text/<file>.md (file: "claims", "findings", ...), in order. Every other
-/// line is a comment for the people who edit the file. Throws std::out_of_range naming `file` when no such file was
-/// compiled in.
+/// The "- key: template" lines of report/text/<file>.md ("claims", ...), in order (other lines are comments). Throws
+/// std::out_of_range naming `file` when no such file was compiled in.
 const std::vector<TextLine>& text_lines(const std::string& file);
 
 /// `pattern` with each {field} replaced by its value in `fields` (fmt's named-argument syntax: "{n:>3}" pads).
 /// Throws fmt::format_error when the pattern names a field `fields` lacks.
 std::string fill(const std::string& pattern, const Fields& fields);
+
+/// The template `key` of report/text/<file>.md cut at each " | ", each part filled in: a table's header, or the
+/// parts of one line (a figure's title | caption). Throws as text().
+std::vector<std::string> text_cells(const std::string& file, const std::string& key, const Fields& fields = {});
 
 /// "1 run", "3 runs": `n` and `noun`, with an "s" unless n is 1 (the report's counted nouns are regular).
 std::string counted(std::size_t n, const std::string& noun);
@@ -45,12 +48,9 @@ std::string counted(std::size_t n, const std::string& noun);
 /// True when report/text/<file>.md has a line `key`.
 bool has_text(const std::string& file, const std::string& key);
 
-/// The template `key` of report/text/<file>.md, unfilled. Throws std::out_of_range naming the file and the key when
-/// it has no such line.
+/// The template `key` of report/text/<file>.md, unfilled, and filled in. Throw std::out_of_range naming the file
+/// and the key when it has no such line.
 const std::string& text_template(const std::string& file, const std::string& key);
-
-/// The template `key` of report/text/<file>.md, filled in. Throws std::out_of_range naming the file and the key
-/// when it has no such line.
 std::string text(const std::string& file, const std::string& key, const Fields& fields = {});
 
 }  // namespace xgrad::report

@@ -133,7 +133,6 @@ std::map<double, std::pair<std::vector<double>, std::vector<double>>> by_step(co
   return out;
 }
 
-// The cell of `line` at `lr` and `warmup`, or null.
 const Cell* cell_at(const Line& line, double lr, long warmup) {
   const auto by_lr = line.cells.find(lr);
   if (by_lr == line.cells.end() || !by_lr->second.count(warmup)) return nullptr;
@@ -248,9 +247,7 @@ std::string line_text(const Line& line, Table& t) {
 
 std::vector<PresetSection> report(const PresetInput& in) {
   const Grid g = read_grid(in.comparison);
-  PresetSection s;
-  s.anchor = "collapse";
-  s.title = "Attention entropy collapse (Zhai et al. 2023)";
+  PresetSection s{"collapse", "Attention entropy collapse (Zhai et al. 2023)", "", {}};
   if (g.lines.empty()) {
     s.markdown = preset_text("collapse.no_run") + "\n";
     return {s};
@@ -266,8 +263,7 @@ std::vector<PresetSection> report(const PresetInput& in) {
 
   // The table and the sentences: per (scaling, lr, warmup), how many seeds collapsed.
   Table t;
-  t.header = {"scaling", "lr", "warmup steps", "collapsed seeds", "lowest entropy (mean)", "final accuracy (mean)",
-              "diverged"};
+  t.header = text_cells("presets", "collapse.table_header");
   std::string text;
   for (const Line& line : g.lines) text += line_text(line, t);
   s.markdown = preset_text("collapse.legend", {{"entropy", kCollapseEntropy}, {"accuracy", kLearnedAccuracy}}) +

@@ -112,7 +112,6 @@ std::string lengths_text(const Curve& curve) {
                                                         : count_list(curve.pairs) + " (" + join_and(ratios) + ")"}});
 }
 
-// Mean and sample sd over the curve's runs of one field at `pairs`.
 report::MeanSd at(const Curve& curve, std::size_t pairs, double LengthEval::*field) {
   std::vector<double> values;
   for (const RunLengths& run : curve.runs) values.push_back(run.by_pairs.at(pairs).*field);
@@ -120,21 +119,18 @@ report::MeanSd at(const Curve& curve, std::size_t pairs, double LengthEval::*fie
 }
 
 SummaryFigure figure(const Curves& panel, const std::string& stem, const std::string& what, double LengthEval::*field) {
-  SummaryFigure f;
-  f.name = fmt::format("length_{}_vs_keys_dk{}", stem, panel.front().d_k);
-  f.title = fmt::format("{} against the number of keys, d_k = {}", what, panel.front().d_k);
   std::set<std::size_t> trained;
   for (const Curve& curve : panel) trained.insert(curve.trained);
-  f.caption = preset_text("length.caption", {{"trained", count_list({trained.begin(), trained.end()})},
-                                             {"legend", trained.size() > 1 ? " (n_pairs in the legend)" : ""}});
-  f.x_label = "key-value pairs per sequence (keys a query sees)";
-  f.y_label = what;
-  f.log_x = true;
+  SummaryFigure f =
+      summary_figure(fmt::format("length_{}_vs_keys_dk{}", stem, panel.front().d_k),
+                     fmt::format("{} against the number of keys, d_k = {}", what, panel.front().d_k),
+                     preset_text("length.caption", {{"trained", count_list({trained.begin(), trained.end()})},
+                                                    {"legend", trained.size() > 1 ? " (n_pairs in the legend)" : ""}}),
+                     "key-value pairs per sequence (keys a query sees)", Axis::log, what, Axis::linear);
   for (const Curve& curve : panel) {
     SummaryLine line = summary_line(curve.label, curve.scale);
-    for (std::size_t pairs : curve.pairs) {
+    for (std::size_t pairs : curve.pairs)
       line.points.push_back(mean_point(static_cast<double>(pairs), at(curve, pairs, field), curve.n_diverged));
-    }
     if (curve.pairs.empty()) f.notes.push_back(curve.label + ": " + preset_text("length.not_recorded"));
     f.lines.push_back(line);
   }
@@ -199,7 +195,6 @@ Learned learned_seeds(const Curve& curve) {
   return n;
 }
 
-// The last curve of `panel` with scaling `scale`; nullptr when none.
 const Curve* curve_of(const Curves& panel, const std::string& scale) {
   const auto it = std::find_if(panel.rbegin(), panel.rend(), [&](const Curve& curve) { return curve.scale == scale; });
   return it == panel.rend() ? nullptr : &*it;
@@ -313,12 +308,7 @@ std::string claim_verdict(const Curve& reference, const Curve& scalable) {
 std::string findings(const Curves& panel, const std::string& extras) {
   std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.front().d_k, extras.empty() ? "" : ", " + extras);
   report::Table t;
-  t.header = {"scaling",
-              "seeds learned",
-              "accuracy (trained → longest)",
-              "accuracy change",
-              "max attention weight (trained → longest)",
-              "max weight change"};
+  t.header = text_cells("presets", "length.table_header");
   const std::string weights = weight_text(panel, t);
   const std::size_t longest = panel.front().pairs.empty() ? 0 : panel.front().pairs.back();
   md += t.markdown() + "\n" + weights;
@@ -340,15 +330,9 @@ std::string findings(const Curves& panel, const std::string& extras) {
 
 std::vector<report::PresetSection> report(const report::PresetInput& in) {
   const Curves curves = curves_of(in.comparison);
-  report::PresetSection accuracy;
-  accuracy.anchor = "length-accuracy";
-  accuracy.title = "Accuracy against the number of keys";
-  report::PresetSection weight;
-  weight.anchor = "length-max-prob";
-  weight.title = "Largest attention weight against the number of keys";
-  report::PresetSection facts;
-  facts.anchor = "length-findings";
-  facts.title = "What changes with more keys, per scaling";
+  report::PresetSection accuracy{"length-accuracy", "Accuracy against the number of keys", "", {}};
+  report::PresetSection weight{"length-max-prob", "Largest attention weight against the number of keys", "", {}};
+  report::PresetSection facts{"length-findings", "What changes with more keys, per scaling", "", {}};
   std::vector<std::string> lengths;  // what the runs were trained and evaluated at, each once
   for (const auto& [d_k, panel] : group_by(curves, [](const Curve& curve) { return curve.d_k; })) {
     accuracy.figures.push_back(figure(panel, "accuracy", "accuracy", &LengthEval::accuracy));

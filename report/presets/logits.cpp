@@ -110,11 +110,8 @@ std::string value_text(double v) { return std::isfinite(v) ? fmt::format("{:.4g}
 // table and a sentence.
 std::string verdicts(const Comparison& c, const std::map<Key, const ArmStats*>& arms, const LineLabels& labels) {
   Table rows, counts;
-  rows.header = {"question",      "task",           "d_k",
-                 "subject",       "baseline",       "statistic",
-                 "subject value", "baseline value", "seeds better / worse / same",
-                 "outcome"};
-  counts.header = {"question", "subject", "baseline", "statistic", "where", "better", "worse", "same", "not decided"};
+  rows.header = text_cells("presets", "logits.rows_header");
+  counts.header = text_cells("presets", "logits.counts_header");
   auto name = [&](const ArmStats* a) { return labels(a->optimizer() + " " + scale_label(*a), a->settings); };
   std::string text;
   for (const Rule& rule : kRules) {
@@ -157,7 +154,6 @@ std::string verdicts(const Comparison& c, const std::map<Key, const ArmStats*>& 
          "\n" + rows.markdown() + "\n";
 }
 
-// File stems made unique within the report.
 std::string unique_stem(std::set<std::string>& taken, const std::string& text) {
   const std::string base = safe_file_stem(text);
   std::string stem = base;

@@ -101,11 +101,9 @@ CurveFacts facts_of(const Comparison& c, const std::vector<const ArmStats*>& arm
   return f;
 }
 
-// The arms in panels by (optimizer, d_k) and in curves by scaling and extras: arms that differ only in lr (an arm alone
-// at its settings is a curve of one point). Each panel's file stem is "<optimizer>_dk<d_k>"; an optimizer this build
-// does not register (a run from another build, or a config.json written to attack) is "unknown" there: its name is
-// shown, escaped, in titles and text, but never becomes part of a file name or a command. Unknown ones of one d_k are
-// numbered apart.
+// The arms in panels by (optimizer, d_k) and in curves by scaling and extras (arms that differ only in lr). A panel's
+// file stem is "<optimizer>_dk<d_k>", "unknown" for an optimizer this build does not register (its name is shown in
+// titles and text, never in a file name), numbered apart where they collide.
 std::vector<Panel> panels_of(const Comparison& c) {
   const LineLabels labels(c, {"d_k", "scale", "optimizer", "lr"});
   std::vector<Panel> panels;
@@ -133,7 +131,6 @@ std::vector<Panel> panels_of(const Comparison& c) {
   return panels;
 }
 
-// Final loss against lr, one figure per panel.
 SummaryFigure loss_figure(const Panel& panel) {
   SummaryFigure f =
       summary_figure("lr_final_loss_vs_lr_" + panel.stem, "Final loss against learning rate, " + panel.title(),
@@ -174,18 +171,9 @@ std::string best_loss_line(const Panel& panel) {
   return fmt::format("- {}: {}.\n", panel.shown(), fmt::join(parts, "; "));
 }
 
-// The LR-sensitivity table: a row per curve of every panel.
 Table sensitivity_table(const std::vector<Panel>& panels) {
   Table t;
-  t.header = {"optimizer",
-              "d_k",
-              "scaling",
-              "best lr",
-              "best objective",
-              "usable lrs",
-              "LR sensitivity",
-              "highest lr without divergence",
-              "highest lr that learned"};
+  t.header = text_cells("presets", "lr.table_header");
   for (const Panel& panel : panels)
     for (const Curve& curve : panel.curves) {
       const CurveFacts& f = curve.f;

@@ -78,16 +78,7 @@ SummaryFigure loss_figure(const std::vector<TextArm>& arms, std::size_t wide) {
 
 Table arm_rows(const std::vector<TextArm>& arms) {
   Table t;
-  t.header = {"d_model",
-              "n_heads",
-              "d_k",
-              "scaling",
-              "seeds",
-              "held-out loss",
-              "train loss",
-              "saturated at step 0",
-              "saturated at the end",
-              "entropy at the end (nats)"};
+  t.header = text_cells("presets", "text.table_header");
   for (const TextArm& a : arms)
     t.rows.push_back(
         {std::to_string(a.d_model), std::to_string(a.n_heads), std::to_string(a.d_k), a.scale, format_seeds(*a.stats),
@@ -184,9 +175,7 @@ std::vector<PresetSection> report(const PresetInput& in) {
     arms.push_back(read_arm(c, a));
     wide = std::max(wide, arms.back().d_model);
   }
-  PresetSection s;
-  s.anchor = "text";
-  s.title = "Scaled and unscaled attention on text";
+  PresetSection s{"text", "Scaled and unscaled attention on text", "", {}};
   if (arms.empty()) {
     s.markdown = preset_text("text.no_run") + "\n";
     return {s};

@@ -128,7 +128,7 @@ std::map<std::string, std::map<std::size_t, Best>> add_best_lrs(const Comparison
       summary_figure("width_best_lr_vs_d_k", "Best learning rate against width (d_model = d_k)",
                      preset_text("width.best_caption"), "d_model = d_k", Axis::log, "best learning rate", Axis::log);
   f.error_bar_sd = false;
-  t.header = {"variant", "d_model = d_k", "best lr", "seeds' best lrs", "lr objective at it", "diverged runs"};
+  t.header = text_cells("presets", "width.table_header");
   for (const Line& line : lines) {
     SummaryLine curve = summary_line(line.name, line.scale);
     for (const auto& [width, by_lr] : line.cells) {
@@ -211,9 +211,7 @@ std::string claims_text(const std::vector<Line>& lines, const std::map<std::stri
 std::vector<PresetSection> report(const PresetInput& in) {
   const Comparison& c = in.comparison;
   const std::vector<Line> lines = lines_of(c);
-  PresetSection s;
-  s.anchor = "width";
-  s.title = "Best learning rate against width (Yang et al. 2022, figure 1 at toy scale)";
+  PresetSection s{"width", "Best learning rate against width (Yang et al. 2022, figure 1 at toy scale)", "", {}};
   if (lines.empty()) {
     s.markdown = preset_text("width.no_run") + "\n";
     return {s};
