@@ -273,8 +273,9 @@ void check_small_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
                       simd::Skip skip, std::mt19937& gen) {
   std::normal_distribution<float> dist;
   // Each matrix allocated to its last element exactly (a read or write past it is out of bounds under ASan).
-  const std::size_t pad = 3, lda = (trans_a ? m : k) + pad, ldb = (trans_b ? k : n) + pad, ldc = n + pad;
-  auto exact = [pad](std::size_t rows, std::size_t ld) { return rows == 0 ? 0 : rows * ld - pad; };
+  constexpr std::size_t pad = 3;
+  const std::size_t lda = (trans_a ? m : k) + pad, ldb = (trans_b ? k : n) + pad, ldc = n + pad;
+  auto exact = [](std::size_t rows, std::size_t ld) { return rows == 0 ? 0 : rows * ld - pad; };
   std::vector<float> a(exact(trans_a ? k : m, lda)), b(exact(trans_b ? n : k, ldb)), c(exact(m, ldc));
   for (float& v : a) v = dist(gen);
   for (float& v : b) v = dist(gen);
