@@ -14,8 +14,11 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <system_error>
+
+#include <unistd.h>
 
 #include "cli/main.h"
 
@@ -813,12 +816,31 @@ int main_unguarded(int argc, char** argv) {
 
 }  // namespace
 
+namespace {
+// Out of memory, said without allocating (autograd/out_of_memory.cpp says the same where std::terminate is reached).
+int out_of_memory_exit() {
+  static const char kLine[] = "xgrad: error: out of memory under the address-space limit (ulimit -v); raise it\n";
+  const ssize_t written = ::write(STDERR_FILENO, kLine, sizeof kLine - 1);
+  (void)written;
+  return 1;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  // Room for the out-of-memory message, released before it is built: a limit reached while the command starts leaves
+  // none.
+  std::unique_ptr<char[]> reserve;
   try {
+    reserve.reset(new char[std::size_t(1) << 16]);
     return main_unguarded(argc, argv);
   } catch (const std::bad_alloc&) {
-    return fail(1, "xgrad: error: " + platform::out_of_memory_text() +
-                       (platform::address_space_limit() ? "; raise the limit" : ""));
+    reserve.reset();
+    try {
+      return fail(1, "xgrad: error: " + platform::out_of_memory_text() +
+                         (platform::address_space_limit() ? "; raise the limit" : ""));
+    } catch (const std::bad_alloc&) {
+      return out_of_memory_exit();
+    }
   }
 }
 
