@@ -115,14 +115,7 @@ std::atomic<bool> g_own_kernel{true};
 // "xgrad's own kernel for the products"). Where OpenBLAS runs its AVX-512 kernels (SkylakeX and later) they run.
 // Decided once per process, so that every product of a run is summed the same way.
 bool own_kernel_pays() {
-  static const bool pays = [] {
-    if (simd::active_isa() != simd::Isa::avx512f) return false;
-    std::string core = core_name();
-    std::transform(core.begin(), core.end(), core.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    for (const char* wide : {"skylakex", "cooperlake", "sapphirerapids"})
-      if (core.find(wide) != std::string::npos) return false;
-    return true;
-  }();
+  static const bool pays = [] { return simd::active_isa() == simd::Isa::avx512f && !is_avx512_core(core_name()); }();
   return pays;
 }
 
@@ -196,6 +189,13 @@ bool own_kernel_active() { return g_own_kernel.load(std::memory_order_relaxed) &
 std::string core_name() {
   const char* name = openblas_get_corename();
   return name ? std::string(name) : std::string("unknown");
+}
+bool is_avx512_core(const std::string& core) {
+  std::string lower = core;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  for (const char* wide : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (lower.find(wide) != std::string::npos) return true;
+  return false;
 }
 int num_threads() { return openblas_get_num_threads(); }
 void set_num_threads(int n) { openblas_set_num_threads(n); }

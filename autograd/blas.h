@@ -65,6 +65,9 @@ bool own_kernel_active();
 
 /// The OpenBLAS kernel family in use (openblas_get_corename(), e.g. "SkylakeX", "Haswell", "Prescott").
 std::string core_name();
+/// Whether `core` (a core_name(), any case) is one of OpenBLAS's AVX-512 kernel families: SkylakeX, Cooperlake,
+/// SapphireRapids.
+bool is_avx512_core(const std::string& core);
 /// BLAS threads in use.
 int num_threads();
 /// Sets the BLAS thread count (openblas_set_num_threads).

@@ -3,6 +3,8 @@
 // unwinder itself cannot deliver, reaches std::terminate, which would abort with a core dump. This library
 // initialises first of xgrad's, so its handler is in place for every other one: a bad_alloc there ends the process
 // with exit 1 and a line naming the limit, as main's own handler does; anything else goes to the default handler.
+#include "autograd/out_of_memory.h"
+
 #include <cxxabi.h>
 #include <unistd.h>
 #include <cstdlib>
@@ -17,9 +19,7 @@ std::terminate_handler g_default_terminate = nullptr;
 [[noreturn]] void terminate_on_out_of_memory() {
   const std::type_info* type = abi::__cxa_current_exception_type();
   if (type && (*type == typeid(std::bad_alloc) || *type == typeid(std::bad_array_new_length))) {
-    static const char kLine[] = "xgrad: error: out of memory under the address-space limit (ulimit -v); raise it\n";
-    const ssize_t written = ::write(STDERR_FILENO, kLine, sizeof kLine - 1);
-    (void)written;
+    xgrad::write_out_of_memory_line();
     std::_Exit(1);
   }
   if (g_default_terminate) g_default_terminate();
@@ -33,3 +33,9 @@ __attribute__((constructor(101))) void install_terminate_handler() {
 }
 
 }  // namespace
+
+void xgrad::write_out_of_memory_line() noexcept {
+  static const char kLine[] = "xgrad: error: out of memory under the address-space limit (ulimit -v); raise it\n";
+  const ssize_t written = ::write(STDERR_FILENO, kLine, sizeof kLine - 1);
+  (void)written;
+}

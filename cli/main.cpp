@@ -18,8 +18,6 @@
 #include <sstream>
 #include <system_error>
 
-#include <unistd.h>
-
 #include "cli/main.h"
 
 #include <fmt/format.h>
@@ -29,6 +27,7 @@
 
 #include "autograd/blas.h"
 #include "autograd/kernels/isa.h"
+#include "autograd/out_of_memory.h"
 #include "cli/flags.h"
 #include "cli/presets/preset.h"
 #include "cli/sweep.h"
@@ -816,16 +815,6 @@ int main_unguarded(int argc, char** argv) {
 
 }  // namespace
 
-namespace {
-// Out of memory, said without allocating (autograd/out_of_memory.cpp says the same where std::terminate is reached).
-int out_of_memory_exit() {
-  static const char kLine[] = "xgrad: error: out of memory under the address-space limit (ulimit -v); raise it\n";
-  const ssize_t written = ::write(STDERR_FILENO, kLine, sizeof kLine - 1);
-  (void)written;
-  return 1;
-}
-}  // namespace
-
 int main(int argc, char** argv) {
   // Room for the out-of-memory message, released before it is built: a limit reached while the command starts leaves
   // none.
@@ -839,7 +828,8 @@ int main(int argc, char** argv) {
       return fail(1, "xgrad: error: " + platform::out_of_memory_text() +
                          (platform::address_space_limit() ? "; raise the limit" : ""));
     } catch (const std::bad_alloc&) {
-      return out_of_memory_exit();
+      write_out_of_memory_line();
+      return 1;
     }
   }
 }

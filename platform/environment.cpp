@@ -28,12 +28,7 @@
 namespace xgrad::platform {
 
 namespace {
-bool is_avx512_core(const std::string& core) {
-  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
-}
-bool is_avx2_core(const std::string& core) {
-  return is_avx512_core(core) || core == "Haswell" || core == "Zen" || core == "SkylakeX";
-}
+bool is_avx2_core(const std::string& core) { return core == "Haswell" || core == "Zen"; }
 }  // namespace
 
 void select_blas_core(int /*argc*/, char** argv) {
@@ -42,10 +37,10 @@ void select_blas_core(int /*argc*/, char** argv) {
   __builtin_cpu_init();
   const char* wanted = nullptr;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq") && !is_avx512_core(core))
+      __builtin_cpu_supports("avx512dq") && !blas::is_avx512_core(core))
     wanted = "SkylakeX";
   else if (!wanted && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !is_avx2_core(core) &&
-           !is_avx512_core(core))
+           !blas::is_avx512_core(core))
     wanted = "Haswell";
   if (!wanted) return;
   setenv("OPENBLAS_CORETYPE", wanted, 1);

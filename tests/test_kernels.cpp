@@ -382,12 +382,17 @@ void check_own_against_blas(bool trans_a, bool trans_b, std::size_t m, std::size
 
 }  // namespace
 
+TEST_CASE("blas::is_avx512_core: OpenBLAS's AVX-512 kernel families, in any case") {
+  for (const char* wide : {"SkylakeX", "Cooperlake", "SapphireRapids", "skylakex", "SAPPHIRERAPIDS"})
+    CHECK_MESSAGE(blas::is_avx512_core(wide), wide);
+  for (const char* narrow : {"Haswell", "Zen", "Prescott", "Sandybridge", "unknown", ""})
+    CHECK_MESSAGE(!blas::is_avx512_core(narrow), narrow);
+}
+
 TEST_CASE(
     "gemm<float>: xgrad's own kernel where the CPU has AVX-512 and OpenBLAS narrower kernels, within BLAS's bound") {
-  std::string core = blas::core_name();
-  std::transform(core.begin(), core.end(), core.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  const bool wide_blas = core.find("skylakex") != std::string::npos || core.find("cooperlake") != std::string::npos ||
-                         core.find("sapphirerapids") != std::string::npos;
+  const std::string core = blas::core_name();
+  const bool wide_blas = blas::is_avx512_core(core);
   INFO("OpenBLAS core " << core << ", variant " << std::string(simd::isa_name(simd::active_isa())));
   CHECK(blas::own_kernel_active() == (simd::active_isa() == simd::Isa::avx512f && !wide_blas));
   std::mt19937 gen(5);
