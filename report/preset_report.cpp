@@ -1,21 +1,14 @@
 #include "report/preset_report.h"
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <limits>
-#include <stdexcept>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/file_name.h"
-#include "report/text.h"
 #include "train/config.h"
 #include "train/json_file.h"
-#include "train/metrics_log.h"
-#include "train/run_files.h"
 
 namespace xgrad::report {
 

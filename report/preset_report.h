@@ -20,6 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "common/registry.h"
 #include "report/claims.h"
 #include "report/stats.h"
 #include "report/summary.h"
@@ -65,8 +68,6 @@ class LineLabels {
   std::string extras(const nlohmann::json& settings) const;
   /// `name`, then extras(settings) after a space when there are any: "sqrt_dk lr=0.003 n_layers=1".
   std::string operator()(const std::string& name, const nlohmann::json& settings) const;
-  /// The differing settings beyond `shown`, in settings_differing's order.
-  const std::vector<std::string>& keys() const { return keys_; }
 
  private:
   std::vector<std::string> keys_;

@@ -1,14 +1,8 @@
 // The report of preset `collapse` (its grid and question: cli/presets/collapse.cpp): per-head attention entropy
 // against step, and entropy against c · ||W_q,h W_k,h^T||_2 with Zhai et al. 2023's lower bound drawn.
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <map>
-#include <set>
 
-#include <fmt/format.h>
-
-#include "common/registry.h"
 #include "nn/entropy_bound.h"
 #include "report/preset_report.h"
 #include "train/metrics_log.h"

@@ -1,16 +1,8 @@
 // The report of preset `length` (its grid and question: cli/presets/length.cpp): accuracy and the largest attention
 // weight against the number of keys per scaling, and which scalings fade, from each run's summary.json
 // (Nakanishi 2025, Scalable-Softmax).
-#include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <map>
-#include <set>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include "common/registry.h"
 #include "report/preset_report.h"
 #include "train/json_file.h"
 #include "train/run_files.h"

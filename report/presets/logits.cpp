@@ -3,16 +3,10 @@
 // seed-by-seed comparisons (compare_values) counted per question: (a) Muon's largest logit against AdamW's, (b)
 // sqrt_dk's against tau, (c) QK-Clip's final loss against sqrt_dk's where the clip acts, (d) qk_norm at scale 1
 // against qk_norm at 1/sqrt(d_k): entropy at step 0 and at the end, and final loss.
-#include <map>
-#include <set>
 #include <tuple>
 
-#include <fmt/format.h>
-
-#include "common/registry.h"
 #include "common/setting.h"
 #include "report/preset_report.h"
-#include "report/tables.h"
 
 namespace xgrad::report::presets::logits {
 namespace {

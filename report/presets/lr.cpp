@@ -1,14 +1,8 @@
 // The report of preset `lr` (its grid and question: cli/presets/lr.cpp): final loss against lr per scaling, the
 // LR-sensitivity table (the lrs whose objective is within a margin of the best), and the largest attention logit
 // against step at the highest lr each scaling survives (Wortsman et al. 2023, sec. 3.1-3.2).
-#include <algorithm>
 #include <cmath>
-#include <map>
-#include <set>
 
-#include <fmt/format.h>
-
-#include "common/registry.h"
 #include "nn/optim.h"
 #include "report/preset_report.h"
 

@@ -1,16 +1,10 @@
 // The report of preset `text` (its grid and question: cli/presets/text.cpp): per arm (d_model, n_heads, d_k,
 // scaling) the held-out loss, the first layer's attention saturation at step 0 and at the end, and a sample of the
 // text it writes; which scaling ends lower at each head size, and whether that is the synthetic tasks' answer.
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <map>
 
-#include <fmt/format.h>
-
-#include "common/registry.h"
 #include "report/preset_report.h"
-#include "report/tables.h"
 #include "train/number_format.h"
 #include "train/sample.h"
 

@@ -1,16 +1,10 @@
 // The report of preset `width` (its grid and question: cli/presets/width.cpp): the best learning rate against
 // width per parametrization (Yang et al. 2022, Tensor Programs V, figure 1).
-#include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <map>
-#include <set>
-
-#include <fmt/format.h>
 
 #include "common/enum_names.h"
 #include "common/file_name.h"
-#include "common/registry.h"
 #include "nn/model_config.h"
 #include "report/preset_report.h"
 
