@@ -1,20 +1,14 @@
 #include "report/preset_report.h"
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <limits>
-#include <stdexcept>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "report/text.h"
+#include "common/file_name.h"
 #include "train/config.h"
 #include "train/json_file.h"
-#include "train/metrics_log.h"
-#include "train/run_files.h"
 
 namespace xgrad::report {
 
@@ -52,6 +46,60 @@ std::string join_and(const std::vector<std::string>& items) {
 }
 
 std::string preset_text(const std::string& key, const Fields& fields) { return text("presets", key, fields); }
+
+std::map<nlohmann::json, double> by_seed(const Comparison& c, const std::vector<std::size_t>& runs,
+                                         const std::string& statistic) {
+  std::map<nlohmann::json, double> out;
+  for (std::size_t r : runs)
+    if (std::isfinite(c.stats[r][statistic])) out[seed_key(c.runs[r].config)] = c.stats[r][statistic];
+  return out;
+}
+
+std::string unique_stem(std::set<std::string>& taken, const std::string& name) {
+  const std::string base = safe_file_stem(name);
+  std::string stem = base;
+  for (int k = 2; !taken.insert(stem).second; ++k) stem = fmt::format("{}-{}", base, k);
+  return stem;
+}
+
+std::vector<SummaryPoint> logit_points(const Comparison& c, const std::vector<std::size_t>& runs, std::size_t n) {
+  std::map<double, std::pair<double, std::size_t>> at;  // step -> (sum, n)
+  for (std::size_t r : runs)
+    for (std::size_t i = 0; i < c.runs[r].series.max_logit.size(); ++i)
+      if (std::isfinite(c.runs[r].series.max_logit[i]))
+        at[c.runs[r].series.step[i]].first += c.runs[r].series.max_logit[i], ++at[c.runs[r].series.step[i]].second;
+  std::vector<SummaryPoint> out;
+  for (const auto& [step, sum_n] : at)
+    if (sum_n.second == n) out.push_back(SummaryPoint{step, sum_n.first / n, kNoValue, kNoValue, n, 0});
+  return out;
+}
+
+std::string outcome_key(Outcome o) {
+  std::string key = outcome_name(o);
+  std::replace(key.begin(), key.end(), ' ', '_');
+  return key;
+}
+
+Fields outcome_fields(const std::map<Outcome, std::size_t>& count) {
+  Fields f;
+  std::size_t n = 0;
+  for (Outcome o : {Outcome::better, Outcome::worse, Outcome::same, Outcome::not_decided}) {
+    const std::size_t k = count.count(o) ? count.at(o) : 0;
+    f[outcome_key(o)] = k, n += k;
+  }
+  f["n"] = n;
+  return f;
+}
+
+Table preset_table(const std::string& key) {
+  Table t;
+  t.header = text_cells("presets", key);
+  return t;
+}
+
+std::string number_or_dash(double v, const char* spec) {
+  return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : "—";
+}
 
 PresetRecord read_preset_record(const std::string& sweep_dir) {
   PresetRecord record;

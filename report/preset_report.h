@@ -1,39 +1,32 @@
-// The report half of an experiment preset (`xgrad experiment --preset NAME`): the sections and figures a preset adds
-// to report.md. It lives in the report library, so that `xgrad compare DIR` on a preset's sweep directory (whose
-// sweep.json records the preset) writes the same sections again. A preset's report is its own file,
-// report/presets/NAME.cpp (CMake picks up every .cpp there), registering a PresetReport under the preset's name; its
-// grid is cli/presets/NAME.cpp (cli/presets/preset.h). The report half of a preset:
+// The report half of an experiment preset (`xgrad experiment --preset NAME`): the sections and figures it adds to
+// report.md, in the report library so that `xgrad compare DIR` on its sweep directory (sweep.json records the preset)
+// writes them again. Each preset is one file, report/presets/NAME.cpp (CMake picks up every .cpp there), that
+// registers a PresetReport in a namespace of its own (the library is a unity build):
 //
-//   #include "common/registry.h"
-//   #include "report/preset_report.h"
-//   namespace xgrad::report::presets::my_preset {  // a namespace of its own: the library is a unity build
-//   namespace {
-//   std::vector<PresetSection> report(const PresetInput& in) {
-//     PresetSection s;
-//     s.anchor = "my-preset";
-//     s.title = "My question";
-//     SummaryFigure f;                                // drawn with gnuplot into plots/my_figure.{png,svg,gp}
-//     f.name = "my_figure"; f.title = "..."; f.caption = "..."; f.x_label = "..."; f.y_label = "...";
-//     f.lines = ...;                                  // computed from in.comparison (arms, runs, stats), each
-//                                                     // labelled with LineLabels (flags add settings)
-//     s.figures.push_back(f);
-//     s.markdown = "...";                             // sentences computed from the numbers; "not decided" where
-//     return {s};                                     // the seeds disagree
-//   }
-//   const Registration<PresetReport> my_preset_registration{PresetReport{"my_preset", 50, report}};
-//   }  // namespace
-//   }  // namespace xgrad::report::presets::my_preset
+//   const Registration<PresetReport> reg{PresetReport{"my_preset", 50, [](const PresetInput& in) {
+//     PresetSection s{"my-preset", "My question", "", {}};  // figures from in.comparison, lines named by LineLabels;
+//     return std::vector<PresetSection>{s};                  // sentences say "not decided" where the seeds disagree
+//   }}};
+//
+// Its grid is cli/presets/NAME.cpp (cli/presets/preset.h).
 #pragma once
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "common/registry.h"
+#include "report/claims.h"
 #include "report/stats.h"
 #include "report/summary.h"
+#include "report/tables.h"
 #include "report/text.h"
 
 namespace xgrad::report {
@@ -75,8 +68,6 @@ class LineLabels {
   std::string extras(const nlohmann::json& settings) const;
   /// `name`, then extras(settings) after a space when there are any: "sqrt_dk lr=0.003 n_layers=1".
   std::string operator()(const std::string& name, const nlohmann::json& settings) const;
-  /// The differing settings beyond `shown`, in settings_differing's order.
-  const std::vector<std::string>& keys() const { return keys_; }
 
  private:
   std::vector<std::string> keys_;
@@ -103,6 +94,28 @@ std::string join_and(const std::vector<std::string>& items);
 
 /// text("presets", key, fields): the template `key` of report/text/presets.md filled in.
 std::string preset_text(const std::string& key, const Fields& fields = {});
+
+/// `statistic` of each of `runs` (indices into c.runs) where it is finite, by seed_key: a side of compare_values.
+std::map<nlohmann::json, double> by_seed(const Comparison& c, const std::vector<std::size_t>& runs,
+                                         const std::string& statistic);
+
+/// safe_file_stem(name), numbered "-2", "-3", ... apart from the stems in `taken`, to which it is added.
+std::string unique_stem(std::set<std::string>& taken, const std::string& name);
+
+/// The mean largest attention logit of `runs` at each logged step that exactly `n` of them measured.
+std::vector<SummaryPoint> logit_points(const Comparison& c, const std::vector<std::size_t>& runs, std::size_t n);
+
+/// `o` as part of a template's key: "better", "not_decided".
+std::string outcome_key(Outcome o);
+
+/// The fields better, worse, same, not_decided (the count of each outcome in `count`) and n (their sum).
+Fields outcome_fields(const std::map<Outcome, std::size_t>& count);
+
+/// A table headed by text_cells("presets", key).
+Table preset_table(const std::string& key);
+
+/// `v` through fmt's `spec` ("{:.3g}"), "—" when it is not finite.
+std::string number_or_dash(double v, const char* spec);
 
 /// The preset a sweep directory ran: sweep.json's "preset" {"name", "quick"}; name "" for none (a plain `xgrad
 /// sweep`). A record of another form names no preset and says what is wrong in `problem`.

@@ -1,17 +1,10 @@
 // The report of preset `collapse` (its grid and question: cli/presets/collapse.cpp): per-head attention entropy
 // against step, and entropy against c · ||W_q,h W_k,h^T||_2 with Zhai et al. 2023's lower bound drawn.
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <map>
-#include <set>
 
-#include <fmt/format.h>
-
-#include "common/registry.h"
 #include "nn/entropy_bound.h"
 #include "report/preset_report.h"
-#include "report/tables.h"
 #include "train/metrics_log.h"
 #include "train/run_files.h"
 
@@ -21,8 +14,7 @@ namespace {
 constexpr double kCollapseEntropy = 0.1;  // nats: below it a head's attention is all but one-hot
 constexpr double kLearnedAccuracy = 0.5;  // a run that ends below this accuracy has not learned the task
 
-// What one run logged: per measured step, the lowest entropy over the heads, the largest scaled spectral norm, and
-// every head's (norm, entropy) pair.
+// What one run logged per measured step: the lowest head entropy, the largest scaled spectral norm, each head's pair.
 struct RunCurves {
   std::vector<double> step, entropy_min, norm_max;
   std::vector<std::pair<double, double>> head_points;
@@ -151,20 +143,19 @@ void add_step_figures(const Grid& g, double top_lr, const std::set<long>& warmup
     f.tabulate = false;
     for (const Line& line : g.lines) {
       if (const Cell* cell = cell_at(line, top_lr, warmup)) {
-        SummaryLine curve = summary_line(line.name, line.scale);
+        SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
         for (const auto& [step, values] : by_step(g, *cell)) {
           const MeanSd m = mean_sd(values.first);
           curve.points.push_back(SummaryPoint{step, m.mean, m.min, m.max, values.first.size(), 0});
         }
-        f.lines.push_back(curve);
       }
     }
     s.figures.push_back(f);
   }
 }
 
-// Entropy against the spectral norm, every logged head of every run at the highest lr without warmup, with the
-// bound. `below` and `points` get the number of logged head measurements below the bound and in all.
+// Entropy against the spectral norm at the highest lr without warmup, with the bound. `below` and `points` get the
+// number of logged head measurements below the bound and in all.
 void add_norm_figure(const Grid& g, double top_lr, PresetSection& s, std::size_t* below, std::size_t* points) {
   SummaryFigure f = summary_figure(
       "collapse_entropy_vs_spectral_norm", preset_text("collapse.norm_title", {{"lr", lr_text(top_lr)}, {"T", g.T}}),
@@ -173,7 +164,7 @@ void add_norm_figure(const Grid& g, double top_lr, PresetSection& s, std::size_t
   f.error_bar_sd = false;
   for (const Line& line : g.lines) {
     if (const Cell* cell = cell_at(line, top_lr, 0)) {
-      SummaryLine curve = summary_line(line.name, line.scale);
+      SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
       for (const auto& [step, values] : by_step(g, *cell)) {
         const SummaryPoint p{
             mean_sd(values.second).mean, mean_sd(values.first).mean, kNoValue, kNoValue, values.first.size(), 0};
@@ -181,7 +172,6 @@ void add_norm_figure(const Grid& g, double top_lr, PresetSection& s, std::size_t
       }
       std::sort(curve.points.begin(), curve.points.end(),
                 [](const SummaryPoint& a, const SummaryPoint& b) { return a.x < b.x; });
-      f.lines.push_back(curve);
     }
   }
   double norm_lo = INFINITY, norm_hi = 0;
@@ -192,14 +182,13 @@ void add_norm_figure(const Grid& g, double top_lr, PresetSection& s, std::size_t
       if (norm > 0) norm_lo = std::min(norm_lo, norm), norm_hi = std::max(norm_hi, norm);
     }
   if (g.T >= 2 && norm_hi > 0) {
-    SummaryLine bound =
-        summary_line(fmt::format("bound, T = {:g}", g.T), g.lines.empty() ? "none" : g.lines.front().scale);
+    SummaryLine& bound = f.lines.emplace_back(
+        summary_line(fmt::format("bound, T = {:g}", g.T), g.lines.empty() ? "none" : g.lines.front().scale));
     bound.theory = true;
     for (int k = 0; k <= 40; ++k) {
       const double x = norm_lo * std::pow(norm_hi / norm_lo, k / 40.0);
       bound.points.push_back(SummaryPoint{x, nn::entropy_lower_bound(x, g.T), kNoValue, kNoValue, 0, 0});
     }
-    f.lines.push_back(bound);
   }
   s.figures.push_back(f);
 }
@@ -261,9 +250,7 @@ std::vector<PresetSection> report(const PresetInput& in) {
   std::size_t below = 0, points = 0;
   add_norm_figure(g, top_lr, s, &below, &points);
 
-  // The table and the sentences: per (scaling, lr, warmup), how many seeds collapsed.
-  Table t;
-  t.header = text_cells("presets", "collapse.table_header");
+  Table t = preset_table("collapse.table_header");  // per (scaling, lr, warmup), how many seeds collapsed
   std::string text;
   for (const Line& line : g.lines) text += line_text(line, t);
   s.markdown = preset_text("collapse.legend", {{"entropy", kCollapseEntropy}, {"accuracy", kLearnedAccuracy}}) +

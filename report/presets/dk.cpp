@@ -1,6 +1,5 @@
 // The report of preset `dk` (its grid and question: cli/presets/dk.cpp): the usual report only. Registered with no
 // sections, so that `xgrad compare` on its sweep directory knows the preset and says it adds none.
-#include "common/registry.h"
 #include "report/preset_report.h"
 
 namespace xgrad::report::presets::dk {

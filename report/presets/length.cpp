@@ -1,19 +1,9 @@
 // The report of preset `length` (its grid and question: cli/presets/length.cpp): accuracy and the largest attention
 // weight against the number of keys per scaling, and which scalings fade, from each run's summary.json
 // (Nakanishi 2025, Scalable-Softmax).
-#include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <map>
-#include <set>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include "common/registry.h"
-#include "report/claims.h"
 #include "report/preset_report.h"
-#include "report/tables.h"
 #include "train/json_file.h"
 #include "train/run_files.h"
 
@@ -24,13 +14,12 @@ namespace {
 // A seed's largest attention weight "fades" between the trained and the longest length when it falls by more than
 // tolerance("length_change") (and "rises" when it grows by more); within it, it "holds". The same for accuracy.
 double change_margin() { return tolerance("length_change").absolute; }
-// A run has learned the task when its accuracy at the trained length is at least this: length results of a run that
-// did not learn say little.
+// A run has learned the task when its accuracy at the trained length is at least this (else its lengths say little).
 constexpr double kLearned = 0.9;
 // The scaling the question is about.
 constexpr const char* kScalable = "ssmax";
 
-std::string f2(double v) { return std::isfinite(v) ? fmt::format("{:.2f}", v) : "—"; }
+std::string f2(double v) { return number_or_dash(v, "{:.2f}"); }
 
 // One run's evaluations, by number of pairs.
 struct RunLengths {
@@ -128,11 +117,10 @@ SummaryFigure figure(const Curves& panel, const std::string& stem, const std::st
                                                     {"legend", trained.size() > 1 ? " (n_pairs in the legend)" : ""}}),
                      "key-value pairs per sequence (keys a query sees)", Axis::log, what, Axis::linear);
   for (const Curve& curve : panel) {
-    SummaryLine line = summary_line(curve.label, curve.scale);
+    SummaryLine& line = f.lines.emplace_back(summary_line(curve.label, curve.scale));
     for (std::size_t pairs : curve.pairs)
       line.points.push_back(mean_point(static_cast<double>(pairs), at(curve, pairs, field), curve.n_diverged));
     if (curve.pairs.empty()) f.notes.push_back(curve.label + ": " + preset_text("length.not_recorded"));
-    f.lines.push_back(line);
   }
   return f;
 }
@@ -164,8 +152,7 @@ Change change_of(const Curve& curve, double LengthEval::*field) {
     c.not_measured = preset_text(why, {{"trained", first}, {"evaluated", count_list(curve.pairs)}});
     return c;
   }
-  // Each run's value at the longest length against its own at the trained one (a run without both counts, as
-  // neither falling, holding nor rising).
+  // Each run's value at the longest length against its own at the trained one (without both: none of the three).
   std::map<nlohmann::json, double> longest, trained;
   for (std::size_t r = 0; r < curve.runs.size(); ++r) {
     const double a = curve.runs[r].by_pairs.at(first).*field, b = curve.runs[r].by_pairs.at(last).*field;
@@ -268,9 +255,7 @@ std::vector<std::string> paired_all(const Curves& panel, const Curve& a, double 
     double sum_a = 0, sum_b = 0;
     for (const auto& [seed, x] : va)
       if (vb.count(seed)) sum_a += x, sum_b += vb.at(seed);
-    std::string outcome = outcome_name(v.outcome);
-    std::replace(outcome.begin(), outcome.end(), ' ', '_');
-    out.push_back(preset_text("length.paired_" + outcome,
+    out.push_back(preset_text("length.paired_" + outcome_key(v.outcome),
                               {{"other", b.scale},
                                {"values", fmt::format("{} vs {}", f2(sum_a / v.n_shared), f2(sum_b / v.n_shared))},
                                {"tol", tol.absolute},
@@ -286,8 +271,7 @@ std::vector<std::string> paired_all(const Curves& panel, const Curve& a, double 
 std::string claim_verdict(const Curve& reference, const Curve& scalable) {
   const Change ref = change_of(reference, &LengthEval::max_prob_mean);
   const Change ss = change_of(scalable, &LengthEval::max_prob_mean);
-  // The claim is about attention that has learned where to look: a seed that never learned the task (its weight
-  // sits on an arbitrary key) decides nothing, so every seed of both must have learned.
+  // The claim is about attention that learned where to look: every seed of both must have learned the task.
   const Learned ref_learned = learned_seeds(reference), ss_learned = learned_seeds(scalable);
   if (ref.n == 0 || ss.n == 0)
     return preset_text("length.not_measured", {{"why", ref.n == 0 ? ref.not_measured : ss.not_measured}});
@@ -307,8 +291,7 @@ std::string claim_verdict(const Curve& reference, const Curve& scalable) {
 // One group of findings: curves of one d_k that differ only in scaling (`extras` names what else they share).
 std::string findings(const Curves& panel, const std::string& extras) {
   std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.front().d_k, extras.empty() ? "" : ", " + extras);
-  report::Table t;
-  t.header = text_cells("presets", "length.table_header");
+  report::Table t = preset_table("length.table_header");
   const std::string weights = weight_text(panel, t);
   const std::size_t longest = panel.front().pairs.empty() ? 0 : panel.front().pairs.back();
   md += t.markdown() + "\n" + weights;

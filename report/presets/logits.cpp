@@ -3,45 +3,34 @@
 // seed-by-seed comparisons (compare_values) counted per question: (a) Muon's largest logit against AdamW's, (b)
 // sqrt_dk's against tau, (c) QK-Clip's final loss against sqrt_dk's where the clip acts, (d) qk_norm at scale 1
 // against qk_norm at 1/sqrt(d_k): entropy at step 0 and at the end, and final loss.
-#include <map>
-#include <set>
 #include <tuple>
 
-#include <fmt/format.h>
-
-#include "common/file_name.h"
-#include "common/registry.h"
 #include "common/setting.h"
-#include "report/claims.h"
 #include "report/preset_report.h"
-#include "report/tables.h"
-#include "train/number_format.h"
 
 namespace xgrad::report::presets::logits {
 namespace {
 
-// An arm's place: task, optimizer, d_k, the settings beyond the preset's axes (LineLabels::extras), its role, and
-// its qk_clip_tau ("" for a scaling without one): arms at two taus are two arms, each compared at its own.
+// An arm's place: task, optimizer, d_k, the settings beyond the preset's axes (LineLabels::extras), its role (its
+// scaling; for qk_norm its multiplier as its shortest text, "qk_norm:1"), and its qk_clip_tau ("" for none): arms
+// at two taus are two arms, each compared at its own.
 using Key = std::tuple<std::string, std::string, std::size_t, std::string, std::string, std::string>;
 
-// The role of an arm in the verdicts: its scaling, and for qk_norm its multiplier ("qk_norm:1"), a number as its
-// shortest text ("1.0" of an earlier release is the multiplier 1).
-std::string role(const ArmStats& a) {
-  return a.scale() == "qk_norm" ? "qk_norm:" + detail::shortest_number_text(setting_text(a.settings, "qk_norm_scale"))
-                                : a.scale();
-}
-
-std::string tau_text(const ArmStats& a) {
-  return a.settings.contains("qk_clip_tau") ? setting_text(a.settings, "qk_clip_tau") : "";
+Key key_of(const ArmStats& a, const LineLabels& labels) {
+  const std::string s = a.scale();
+  return {setting_text(a.settings, "task"),
+          a.optimizer(),
+          a.d_k(),
+          labels.extras(a.settings),
+          s == "qk_norm" ? s + ":" + detail::shortest_number_text(setting_text(a.settings, "qk_norm_scale")) : s,
+          a.settings.contains("qk_clip_tau") ? setting_text(a.settings, "qk_clip_tau") : ""};
 }
 
 // One comparison of the verdicts: `subject` against `baseline` (roles, or optimizers when across_optimizers) in
 // `statistic`, in every cell (task, d_k, the other of role and optimizer) that holds both. An empty baseline is the
 // threshold tau (kLargeLogit, or the arm's qk_clip_tau).
 struct Rule {
-  const char* question;
-  const char* subject;
-  const char* baseline;
+  const char *question, *subject, *baseline;
   bool across_optimizers;
   const char* statistic;
   Better better;
@@ -62,15 +51,7 @@ double tau_of(const ArmStats& a) {
   return it != a.settings.end() && it->is_number() ? it->get<double>() : kLargeLogit;
 }
 
-std::map<nlohmann::json, double> by_seed(const Comparison& c, const ArmStats& a, const std::string& statistic) {
-  std::map<nlohmann::json, double> out;
-  for (std::size_t r : a.kept)
-    if (std::isfinite(c.stats[r][statistic])) out[seed_key(c.runs[r].config)] = c.stats[r][statistic];
-  return out;
-}
-
 struct Row {
-  const Rule* rule;
   const ArmStats* subject;
   const ArmStats* baseline;  // null: tau
   Verdict v;
@@ -87,102 +68,77 @@ std::vector<Row> rows_of(const Comparison& c, const std::map<Key, const ArmStats
     const auto b = arms.find(other);
     if (*rule.baseline && b == arms.end()) continue;
     const ArmStats* base = *rule.baseline ? b->second : nullptr;
-    std::map<nlohmann::json, double> subject = by_seed(c, *a, rule.statistic), baseline;
-    if (base) baseline = by_seed(c, *base, rule.statistic);
-    for (const auto& [seed, v] : subject)
-      if (!base) baseline[seed] = tau_of(*a);
+    std::map<nlohmann::json, double> subject = by_seed(c, a->kept, rule.statistic), baseline;
+    for (const auto& [seed, v] : subject) baseline[seed] = tau_of(*a);
+    if (base) baseline = by_seed(c, base->kept, rule.statistic);
     if (std::string(rule.question) == "c") {
-      bool acts = false;
-      for (const auto& [seed, v] : by_seed(c, *base, "max_logit_max")) acts = acts || v > tau_of(*a);
-      if (!acts) continue;
+      const auto logits = by_seed(c, base->kept, "max_logit_max");
+      const double tau = tau_of(*a);  // a structured binding cannot be captured in C++17 (Clang)
+      if (std::none_of(logits.begin(), logits.end(), [&](const auto& p) { return p.second > tau; })) continue;
     }
     Verdict v = compare_values(subject, baseline, rule.better, tolerance(rule.tolerance));
     v.subject_value = a->stat(rule.statistic).mean;
     v.baseline_value = base ? base->stat(rule.statistic).mean : tau_of(*a);
-    rows.push_back({&rule, a, base, v});
+    rows.push_back({a, base, v});
   }
   return rows;
 }
 
-std::string value_text(double v) { return std::isfinite(v) ? fmt::format("{:.4g}", v) : "—"; }
-
 // The verdict rows as a table, and per question, rule and optimizer (for (a): scaling) the counts of outcomes as a
 // table and a sentence.
 std::string verdicts(const Comparison& c, const std::map<Key, const ArmStats*>& arms, const LineLabels& labels) {
-  Table rows, counts;
-  rows.header = text_cells("presets", "logits.rows_header");
-  counts.header = text_cells("presets", "logits.counts_header");
+  Table rows = preset_table("logits.rows_header"), counts = preset_table("logits.counts_header");
   auto name = [&](const ArmStats* a) { return labels(a->optimizer() + " " + scale_label(*a), a->settings); };
+  const auto value = [](double v) { return number_or_dash(v, "{:.4g}"); };
   std::string text;
   for (const Rule& rule : kRules) {
     // Counted per subject (two taus of qk_clip are two subjects) and place (the optimizer; for (a), the scaling).
     std::map<std::pair<std::string, std::string>, std::pair<std::string, std::map<Outcome, std::size_t>>> counted;
     for (const Row& r : rows_of(c, arms, rule)) {
       const std::string where = rule.across_optimizers ? scale_label(*r.subject) : r.subject->optimizer();
-      const std::string subject = rule.across_optimizers ? rule.subject : scale_label(*r.subject);
-      auto& [baseline, n] = counted[{subject, where}];
+      auto& [baseline, n] = counted[{rule.across_optimizers ? rule.subject : scale_label(*r.subject), where}];
       baseline = rule.across_optimizers ? rule.baseline : r.baseline ? scale_label(*r.baseline) : "tau";
       ++n[r.v.outcome];
-      rows.rows.push_back({rule.question, setting_text(r.subject->settings, "task"), std::to_string(r.subject->d_k()),
-                           name(r.subject), r.baseline ? name(r.baseline) : "tau", rule.statistic,
-                           value_text(r.v.subject_value), value_text(r.v.baseline_value),
-                           fmt::format("{} / {} / {}", r.v.seeds_better, r.v.seeds_worse, r.v.seeds_same),
-                           outcome_name(r.v.outcome)});
+      rows.rows.push_back(
+          {rule.question, setting_text(r.subject->settings, "task"), std::to_string(r.subject->d_k()), name(r.subject),
+           r.baseline ? name(r.baseline) : "tau", rule.statistic, value(r.v.subject_value), value(r.v.baseline_value),
+           fmt::format("{} / {} / {}", r.v.seeds_better, r.v.seeds_worse, r.v.seeds_same), outcome_name(r.v.outcome)});
     }
     if (counted.empty())
       text += preset_text(std::string("logits.none_") + rule.question, {{"subject", rule.subject}}) + "\n";
     for (auto& [place, count] : counted) {
       auto& n = count.second;
       const std::size_t better = n[Outcome::better], worse = n[Outcome::worse], same = n[Outcome::same],
-                        undecided = n[Outcome::not_decided], total = better + worse + same + undecided;
+                        total = better + worse + same + n[Outcome::not_decided];
       counts.rows.push_back({rule.question, place.first, count.first, rule.statistic, place.second,
                              std::to_string(better), std::to_string(worse), std::to_string(same),
-                             std::to_string(undecided)});
+                             std::to_string(n[Outcome::not_decided])});
       const char* answer = better == total ? "better" : worse == total ? "worse" : same == total ? "same" : "mixed";
-      text += preset_text(fmt::format("logits.{}_{}_{}", rule.question, rule.statistic, answer),
-                          {{"subject", place.first},
-                           {"where", place.second},
-                           {"n", total},
-                           {"better", better},
-                           {"worse", worse},
-                           {"same", same},
-                           {"not_decided", undecided}}) +
-              "\n";
+      Fields f = outcome_fields(n);
+      f["subject"] = place.first, f["where"] = place.second;
+      text += preset_text(fmt::format("logits.{}_{}_{}", rule.question, rule.statistic, answer), f) + "\n";
     }
   }
   return preset_text("logits.verdict_legend", {{"tau", kLargeLogit}}) + "\n\n" + text + "\n" + counts.markdown() +
          "\n" + rows.markdown() + "\n";
 }
 
-std::string unique_stem(std::set<std::string>& taken, const std::string& text) {
-  const std::string base = safe_file_stem(text);
-  std::string stem = base;
-  for (int k = 2; !taken.insert(stem).second; ++k) stem = fmt::format("{}-{}", base, k);
-  return stem;
-}
-
-// The largest logit against step, one line per scaling: the mean over the arm's kept runs at each step all logged.
+// The largest logit against step per task, optimizer and d_k, one line per scaling: the mean over the arm's kept
+// runs at each step all logged.
 void add_logit_figures(const Comparison& c, const LineLabels& labels, std::set<std::string>& taken, PresetSection& s) {
   for (const auto& [panel, members] : group_by(arm_pointers(c), [](const ArmStats* a) {
          return std::tuple{setting_text(a->settings, "task"), a->optimizer(), a->d_k()};
        })) {
-    const Fields where{{"task", std::get<0>(panel)}, {"optimizer", std::get<1>(panel)}, {"d_k", std::get<2>(panel)}};
-    SummaryFigure f = summary_figure(unique_stem(taken, fmt::format("logits_max_logit_{}_{}_dk{}", std::get<0>(panel),
-                                                                    std::get<1>(panel), std::get<2>(panel))),
-                                     preset_text("logits.logit_title", where), preset_text("logits.logit_caption"),
-                                     "step", Axis::linear, preset_text("logits.logit_y"), Axis::log);
+    const auto& [task, optimizer, d_k] = panel;
+    const Fields where{{"task", task}, {"optimizer", optimizer}, {"d_k", d_k}};
+    SummaryFigure f =
+        summary_figure(unique_stem(taken, fmt::format("logits_max_logit_{}_{}_dk{}", task, optimizer, d_k)),
+                       preset_text("logits.logit_title", where), preset_text("logits.logit_caption"), "step",
+                       Axis::linear, preset_text("logits.logit_y"), Axis::log);
     f.tabulate = false;
     for (const ArmStats* a : members) {
-      std::map<double, std::pair<double, std::size_t>> at;  // step -> (sum, n)
-      for (std::size_t r : a->kept)
-        for (std::size_t i = 0; i < c.runs[r].series.max_logit.size(); ++i)
-          if (std::isfinite(c.runs[r].series.max_logit[i]))
-            at[c.runs[r].series.step[i]].first += c.runs[r].series.max_logit[i], ++at[c.runs[r].series.step[i]].second;
-      SummaryLine line = summary_line(labels(scale_label(*a), a->settings), a->scale());
-      for (const auto& [step, sum_n] : at)
-        if (sum_n.second == a->kept.size())
-          line.points.push_back(SummaryPoint{step, sum_n.first / sum_n.second, kNoValue, kNoValue, sum_n.second, 0});
-      f.lines.push_back(line);
+      f.lines.push_back(summary_line(labels(scale_label(*a), a->settings), a->scale()));
+      f.lines.back().points = logit_points(c, a->kept, a->kept.size());
     }
     s.figures.push_back(f);
   }
@@ -200,11 +156,10 @@ void add_d_k_figures(const Comparison& c, const LineLabels& labels, std::set<std
           preset_text("logits.d_k_caption"), "d_k", Axis::log, preset_text("logits." + statistic + "_y"), Axis::linear);
       for (const auto& [label, line_arms] :
            group_by(members, [&](const ArmStats* a) { return labels(scale_label(*a), a->settings); })) {
-        SummaryLine line = summary_line(label, line_arms.front()->scale());
+        SummaryLine& line = f.lines.emplace_back(summary_line(label, line_arms.front()->scale()));
         for (const ArmStats* a : line_arms)
           line.points.push_back(
               mean_point(static_cast<double>(a->d_k()), a->stat(statistic), a->diverged_steps.size()));
-        f.lines.push_back(line);
       }
       s.figures.push_back(f);
     }
@@ -214,9 +169,7 @@ std::vector<PresetSection> report(const PresetInput& in) {
   const Comparison& c = in.comparison;
   const LineLabels labels(c, {"task", "optimizer", "d_k", "scale", "qk_norm_scale", "qk_clip_tau"});
   std::map<Key, const ArmStats*> arms;
-  for (const ArmStats& a : c.arms)
-    arms[{setting_text(a.settings, "task"), a.optimizer(), a.d_k(), labels.extras(a.settings), role(a), tau_text(a)}] =
-        &a;
+  for (const ArmStats& a : c.arms) arms[key_of(a, labels)] = &a;
   PresetSection logits{"logits", preset_text("logits.logits_title"), "", {}};
   PresetSection ends{"logits-d-k", preset_text("logits.d_k_title"), preset_text("logits.d_k_legend") + "\n", {}};
   PresetSection answers{"logits-verdicts", preset_text("logits.verdicts_title"), "", {}};

@@ -1,19 +1,10 @@
 // The report of preset `lr` (its grid and question: cli/presets/lr.cpp): final loss against lr per scaling, the
 // LR-sensitivity table (the lrs whose objective is within a margin of the best), and the largest attention logit
 // against step at the highest lr each scaling survives (Wortsman et al. 2023, sec. 3.1-3.2).
-#include <algorithm>
 #include <cmath>
-#include <map>
-#include <set>
 
-#include <fmt/format.h>
-
-#include "common/file_name.h"
-#include "common/registry.h"
 #include "nn/optim.h"
-#include "report/claims.h"
 #include "report/preset_report.h"
-#include "report/tables.h"
 
 namespace xgrad::report::presets::lr {
 namespace {
@@ -25,7 +16,7 @@ constexpr double kUsableMargin = 0.1;
 // in every seed: tolerance("logit_growth"), relative r, is the factor 1 / (1 - r).
 double logit_factor() { return 1 / (1 - tolerance("logit_growth").relative); }
 
-std::string g3(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : "—"; }
+std::string g3(double v) { return number_or_dash(v, "{:.3g}"); }
 
 // What the seeds say about one curve's lrs.
 struct CurveFacts {
@@ -36,9 +27,7 @@ struct CurveFacts {
   double usable_lo = kNoValue, usable_hi = kNoValue;  // the lowest and highest lr usable in every seed
   double sensitivity = kNoValue;       // Wortsman et al.: mean over lrs of the objective minus its minimum
   double highest_survived = kNoValue;  // the highest lr at which no seed diverged
-  // The highest lr the scaling survives: no seed diverged and the arm learned (ArmStats::learned: mean final loss
-  // below the chance loss by more than the seed sd and 2%). A run whose loss stays at chance did not diverge, but its
-  // training failed all the same (AdamW's normalised updates rarely blow up; they stall).
+  // The highest lr with no seed diverged where the arm learned (ArmStats::learned): AdamW's updates stall, not blow up.
   const ArmStats* highest_learned = nullptr;
   std::string survival_note;  // seeds that disagree on divergence at some lr
   bool all_diverged = true;   // every run at every lr diverged: no best lr, no sensitivity
@@ -78,8 +67,7 @@ CurveFacts facts_of(const Comparison& c, const std::vector<const ArmStats*>& arm
     for (std::size_t r : arm->used) {
       const double o = c.stats[r]["lr_objective"];
       n += std::isfinite(o) ? 1 : 0;
-      // Near the best, and below chance by the margin: an lr where nothing was learned is not usable, even when
-      // nothing was learned at the best one either.
+      // Near the best, and below chance by the margin: nothing learned is not usable, even when so at the best lr.
       usable += std::isfinite(o) && o <= f.best_objective + margin && o < chance - margin ? 1 : 0;
     }
     if (n && usable == n) {
@@ -101,9 +89,8 @@ CurveFacts facts_of(const Comparison& c, const std::vector<const ArmStats*>& arm
   return f;
 }
 
-// The arms in panels by (optimizer, d_k) and in curves by scaling and extras (arms that differ only in lr). A panel's
-// file stem is "<optimizer>_dk<d_k>", "unknown" for an optimizer this build does not register (its name is shown in
-// titles and text, never in a file name), numbered apart where they collide.
+// The arms in panels by (optimizer, d_k) and in curves by scaling and extras. A panel's file stem is
+// "<optimizer>_dk<d_k>", "unknown" for an optimizer this build does not register (never a name from data in a file).
 std::vector<Panel> panels_of(const Comparison& c) {
   const LineLabels labels(c, {"d_k", "scale", "optimizer", "lr"});
   std::vector<Panel> panels;
@@ -124,9 +111,7 @@ std::vector<Panel> panels_of(const Comparison& c) {
   std::set<std::string> taken;
   for (Panel& panel : panels) {
     const bool known = Registry<nn::OptimizerEntry>::instance().find(panel.optimizer) != nullptr;
-    const std::string base = safe_file_stem(fmt::format("{}_dk{}", known ? panel.optimizer : "unknown", panel.d_k));
-    panel.stem = base;
-    for (int k = 2; !taken.insert(panel.stem).second; ++k) panel.stem = fmt::format("{}-{}", base, k);
+    panel.stem = unique_stem(taken, fmt::format("{}_dk{}", known ? panel.optimizer : "unknown", panel.d_k));
   }
   return panels;
 }
@@ -136,12 +121,11 @@ SummaryFigure loss_figure(const Panel& panel) {
       summary_figure("lr_final_loss_vs_lr_" + panel.stem, "Final loss against learning rate, " + panel.title(),
                      preset_text("lr.loss_caption"), "learning rate", Axis::log, "final loss (nats)", Axis::log);
   for (const Curve& curve : panel.curves) {
-    SummaryLine line = summary_line(curve.label, curve.scale);
+    SummaryLine& line = f.lines.emplace_back(summary_line(curve.label, curve.scale));
     for (const ArmStats* arm : curve.arms) {
       line.points.push_back(mean_point(arm->lr(), arm->stat("final_loss"), arm->diverged_steps.size()));
       line.points.back().n = arm->kept.size();
     }
-    f.lines.push_back(line);
   }
   return f;
 }
@@ -172,8 +156,7 @@ std::string best_loss_line(const Panel& panel) {
 }
 
 Table sensitivity_table(const std::vector<Panel>& panels) {
-  Table t;
-  t.header = text_cells("presets", "lr.table_header");
+  Table t = preset_table("lr.table_header");
   for (const Panel& panel : panels)
     for (const Curve& curve : panel.curves) {
       const CurveFacts& f = curve.f;
@@ -229,30 +212,17 @@ std::string usable_line(const Panel& panel, const std::string& extras) {
   return line + "\n";
 }
 
-// How the largest logit of the kept runs of one arm moves from the first logged step to the last.
-struct LogitTrend {
-  std::map<double, std::pair<double, std::size_t>> by_step;  // step -> (sum, n)
-  Verdict v;                                                 // the last value against the first, run by run
-  double last_mean = 0;                                      // the sum of the measured runs' last values
-};
-
-LogitTrend logit_trend(const Comparison& c, const ArmStats& arm) {
-  LogitTrend tr;
+// How the largest logit of the kept runs of one arm moves from the first logged step to the last: the last value
+// against the first, run by run; `last_sum` gets the sum of the measured runs' last values.
+Verdict logit_trend(const Comparison& c, const ArmStats& arm, double& last_sum) {
   std::map<nlohmann::json, double> first, last;
   for (std::size_t r : arm.kept) {
-    const RunSeries& series = c.runs[r].series;
-    for (std::size_t i = 0; i < series.max_logit.size(); ++i)
-      if (std::isfinite(series.max_logit[i])) {
-        tr.by_step[series.step[i]].first += series.max_logit[i];
-        tr.by_step[series.step[i]].second += 1;
-      }
     const double first_value = c.stats[r]["max_logit_first"];
     if (!std::isfinite(first_value) || !(first_value > 0)) continue;
     first[r] = first_value;
-    tr.last_mean += last[r] = c.stats[r]["max_logit_last"];
+    last_sum += last[r] = c.stats[r]["max_logit_last"];
   }
-  tr.v = compare_values(last, first, Better::higher, tolerance("logit_growth"));
-  return tr;
+  return compare_values(last, first, Better::higher, tolerance("logit_growth"));
 }
 
 std::string trend_text(const Verdict& v) {
@@ -275,18 +245,16 @@ std::string logit_sentence(const Comparison& c, const Curve& curve, SummaryFigur
     return preset_text("lr.no_survival", {{"label", curve.label}, {"why", preset_text(why)}});
   }
   const ArmStats& arm = *curve.f.highest_learned;
-  const LogitTrend tr = logit_trend(c, arm);
-  const std::size_t measured = tr.v.n_shared;
-  SummaryLine line = summary_line(fmt::format("{} lr={}", curve.label, g3(arm.lr())), curve.scale);
-  for (const auto& [step, sum_n] : tr.by_step)
-    if (sum_n.second == measured)
-      line.points.push_back(SummaryPoint{step, sum_n.first / sum_n.second, kNoValue, kNoValue, sum_n.second, 0});
-  f.lines.push_back(line);
+  double last_sum = 0;
+  const Verdict v = logit_trend(c, arm, last_sum);
+  const std::size_t measured = v.n_shared;
+  f.lines.push_back(summary_line(fmt::format("{} lr={}", curve.label, g3(arm.lr())), curve.scale));
+  f.lines.back().points = logit_points(c, arm.kept, measured);
   std::string s = preset_text("lr.survived", {{"label", curve.label},
                                               {"lr", g3(arm.lr())},
                                               {"top", &arm == curve.arms.back() ? " (the highest tried)" : ""},
-                                              {"trend", trend_text(tr.v)}});
-  if (measured) s += preset_text("lr.ending", {{"value", g3(tr.last_mean / measured)}, {"n", measured}});
+                                              {"trend", trend_text(v)}});
+  if (measured) s += preset_text("lr.ending", {{"value", g3(last_sum / measured)}, {"n", measured}});
   if (!curve.f.survival_note.empty()) s += preset_text("lr.survival_disagrees", {{"note", curve.f.survival_note}});
   return s;
 }

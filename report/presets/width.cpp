@@ -1,20 +1,12 @@
 // The report of preset `width` (its grid and question: cli/presets/width.cpp): the best learning rate against
 // width per parametrization (Yang et al. 2022, Tensor Programs V, figure 1).
-#include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <map>
-#include <set>
-
-#include <fmt/format.h>
 
 #include "common/enum_names.h"
 #include "common/file_name.h"
-#include "common/registry.h"
 #include "nn/model_config.h"
-#include "report/claims.h"
 #include "report/preset_report.h"
-#include "report/tables.h"
 
 namespace xgrad::report::presets::width {
 namespace {
@@ -40,22 +32,19 @@ struct Line {
   std::map<std::size_t, std::map<double, const ArmStats*>> cells;
 };
 
-// The lines, in kVariants order, of the arms with a complete run.
+// The lines of the arms with a complete run, in kVariants order, then by name.
 std::vector<Line> lines_of(const Comparison& c) {
   const LineLabels labels(c, {"d_model", "d_k", "lr", "scale", "parametrization"});
   std::vector<Line> lines;
   for (const auto& [variant, scale] : kVariants) {
-    std::vector<Line> of_variant;
+    std::map<std::string, Line> by_name;
     for (const ArmStats& arm : c.arms) {
       if (variant_of(arm) != variant || arm.only_incomplete() || !arm.settings.contains("d_model")) continue;
       const std::string name = labels(variant, arm.settings);
-      auto line = std::find_if(of_variant.begin(), of_variant.end(), [&](const Line& l) { return l.name == name; });
-      if (line == of_variant.end())
-        line = of_variant.insert(of_variant.end(), Line{name, scale, labels.extras(arm.settings), {}});
-      line->cells[arm.settings.at("d_model").get<std::size_t>()][arm.lr()] = &arm;
+      Line& line = by_name.try_emplace(name, Line{name, scale, labels.extras(arm.settings), {}}).first->second;
+      line.cells[arm.settings.at("d_model").get<std::size_t>()][arm.lr()] = &arm;
     }
-    std::sort(of_variant.begin(), of_variant.end(), [](const Line& a, const Line& b) { return a.name < b.name; });
-    lines.insert(lines.end(), of_variant.begin(), of_variant.end());
+    for (const auto& entry : by_name) lines.push_back(entry.second);
   }
   return lines;
 }
@@ -63,19 +52,17 @@ std::vector<Line> lines_of(const Comparison& c) {
 // Loss against lr, one figure per line, one curve per width.
 void add_loss_figures(const std::vector<Line>& lines, PresetSection& s) {
   for (const Line& line : lines) {
-    std::string suffix;  // the extras, as a file name's part
+    std::string suffix;  // the extras (values from config.json), as a file name's part bounded by safe_file_stem
     for (char ch : line.extras) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-    // The extras are values from the runs' config.json: bounded in length like any name made from data.
     SummaryFigure f =
         summary_figure(safe_file_stem("width_loss_vs_lr_" + line.scale + (line.scale == "dk" ? "_mup" : "_sp") +
                                       (suffix.empty() ? "" : "_" + suffix)),
                        "Final loss against learning rate per width, " + line.name, preset_text("width.loss_caption"),
                        "learning rate", Axis::log, "final loss (nats)", Axis::linear);
     for (const auto& [width, by_lr] : line.cells) {
-      SummaryLine curve = summary_line("d_model=" + std::to_string(width), line.scale);
+      SummaryLine& curve = f.lines.emplace_back(summary_line("d_model=" + std::to_string(width), line.scale));
       for (const auto& [lr, arm] : by_lr)
         curve.points.push_back(mean_point(lr, arm->stat("final_loss"), arm->diverged_steps.size(), true));
-      f.lines.push_back(curve);
     }
     s.figures.push_back(f);
   }
@@ -111,10 +98,7 @@ Best best_of(const Comparison& c, const std::map<double, const ArmStats*>& by_lr
   b.decided = seed_best.size() >= 2 && seed_lrs.size() == 1;
   if (!seed_lrs.empty()) b.lo = *seed_lrs.begin(), b.hi = *seed_lrs.rbegin();
   b.objective = best_mean;
-  if (b.diverged == b.runs) {  // every run at this width diverged: each objective is a step-0 loss, no best lr
-    b.lr = b.lo = b.hi = b.objective = kNoValue;
-    b.decided = false;
-  }
+  if (b.diverged == b.runs) b.lr = b.lo = b.hi = b.objective = kNoValue, b.decided = false;  // step-0 losses only
   b.at_edge = std::isfinite(b.lr) && (b.lr == by_lr.begin()->first || b.lr == by_lr.rbegin()->first);
   b.seeds = seed_best.size();
   return b;
@@ -128,9 +112,8 @@ std::map<std::string, std::map<std::size_t, Best>> add_best_lrs(const Comparison
       summary_figure("width_best_lr_vs_d_k", "Best learning rate against width (d_model = d_k)",
                      preset_text("width.best_caption"), "d_model = d_k", Axis::log, "best learning rate", Axis::log);
   f.error_bar_sd = false;
-  t.header = text_cells("presets", "width.table_header");
   for (const Line& line : lines) {
-    SummaryLine curve = summary_line(line.name, line.scale);
+    SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
     for (const auto& [width, by_lr] : line.cells) {
       const Best b = best[line.name][width] = best_of(c, by_lr);
       curve.points.push_back(SummaryPoint{static_cast<double>(width), b.lr, b.lo, b.hi, b.seeds, 0});
@@ -143,7 +126,6 @@ std::map<std::string, std::map<std::size_t, Best>> add_best_lrs(const Comparison
                                              : lr_text(b.lo) + " to " + lr_text(b.hi),
                         train::format_number(b.objective, 3), fmt::format("{} of {}", b.diverged, b.runs)});
     }
-    f.lines.push_back(curve);
   }
   s.figures.push_back(f);
   return best;
@@ -217,7 +199,7 @@ std::vector<PresetSection> report(const PresetInput& in) {
     return {s};
   }
   add_loss_figures(lines, s);
-  Table t;
+  Table t = preset_table("width.table_header");
   const auto best = add_best_lrs(c, lines, s, t);
   std::map<std::string, double> spread;
   const std::string text = spread_text(lines, best, spread);
