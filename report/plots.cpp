@@ -35,9 +35,7 @@ struct Range {
   double lo = std::numeric_limits<double>::infinity();
   double hi = 0;
   void add(double v) {
-    if (!std::isfinite(v) || v <= 0) return;
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
+    if (std::isfinite(v) && v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
   }
   bool empty() const { return hi <= 0; }
 };
@@ -51,27 +49,23 @@ struct Series {
 };
 
 // A figure of quantities by step. `loss`: each run's own line too, a cross where one diverged, the loss threshold.
+// Its title, y_label and caption are in report/text/figures.md.
 struct FigureSpec {
-  std::string name, title, ylabel;
+  std::string name;
   bool log_y;
-  std::string caption;  // for report.md
   std::vector<Series> series;
   bool loss = false;
+  std::string text(const std::string& key) const { return report::text("figures", name + "." + key); }
 };
 
-// Their title, y label and caption from report/text/figures.md (name.title, .y_label, .caption).
 const std::vector<FigureSpec>& figure_specs() {
-  const auto spec = [](const std::string& name, bool log_y, std::vector<Series> series, bool loss = false) {
-    return FigureSpec{name,  text("figures", name + ".title"),   text("figures", name + ".y_label"),
-                      log_y, text("figures", name + ".caption"), std::move(series),
-                      loss};
-  };
   static const std::vector<FigureSpec> specs{
-      spec("loss", true, {{"loss", &RunSeries::loss}}, true),
-      spec("grad_norm", true,
-           {{"w_q", &RunSeries::grad_norm_w_q, ": W_q"}, {"w_k", &RunSeries::grad_norm_w_k, ": W_k", true}}),
-      spec("entropy", false, {{"entropy", &RunSeries::entropy}}),
-      spec("score_std", true, {{"score_std", &RunSeries::score_std}})};
+      {"loss", true, {{"loss", &RunSeries::loss}}, true},
+      {"grad_norm",
+       true,
+       {{"w_q", &RunSeries::grad_norm_w_q, ": W_q"}, {"w_k", &RunSeries::grad_norm_w_k, ": W_k", true}}},
+      {"entropy", false, {{"entropy", &RunSeries::entropy}}},
+      {"score_std", true, {{"score_std", &RunSeries::score_std}}}};
   return specs;
 }
 
@@ -346,13 +340,10 @@ std::string panel_commands(StepFigure& f, const Panel& panel) {
   PanelLines p;
   for (auto a : panel.arms) add_arm_lines(f, a, p);
   std::string body = "set title " + gnuplot_string(panel.title) + "\n";
-  body += "set xlabel \"step\"\nset ylabel " + gnuplot_string(f.spec.ylabel) + "\n";
+  body += "set xlabel \"step\"\nset ylabel " + gnuplot_string(f.spec.text("y_label")) + "\n";
   body += f.spec.log_y ? "set logscale y\n" : "unset logscale y\n";
   if (p.elements.empty()) return body + "unset logscale y\n" + plot_command({}) + "unset label 1\n";
-  if (f.spec.loss)
-    body += loss_panel_extras(f, panel, p);
-  else
-    body += f.spec.log_y ? "set yrange [*:*]\n" : "set yrange [0:*]\n";
+  body += f.spec.loss ? loss_panel_extras(f, panel, p) : f.spec.log_y ? "set yrange [*:*]\n" : "set yrange [0:*]\n";
   if (f.spec.log_y) body += log_tics(p.range);
   return body + plot_command(p.elements);
 }
@@ -452,7 +443,7 @@ std::string summary_body(const SummaryFigure& f, const SummaryLines& s) {
 const std::vector<PlotFigure>& plot_figures() {
   static const std::vector<PlotFigure> figures = [] {
     std::vector<PlotFigure> f;
-    for (const auto& s : figure_specs()) f.push_back({s.name, s.caption});
+    for (const auto& s : figure_specs()) f.push_back({s.name, s.text("caption")});
     return f;
   }();
   return figures;
@@ -520,12 +511,12 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
     std::string panels;
     for (const Panel& panel : grid.panels) panels += panel_commands(f, panel);
     const std::string body = fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols,
-                                         gnuplot_string(spec.title + smoothing_title(f)));
+                                         gnuplot_string(spec.text("title") + smoothing_title(f)));
     write_figure(dir, spec.name,
                  script(spec.name, std::max<std::size_t>(640 * grid.cols, 1100), 380 * grid.rows + 40, "2",
                         body + panels + "unset multiplot\n", ""),
-                 spec.caption + (spec.loss ? ". Scale modes: " + styles_text(c) : ""), have_gnuplot, outcome.drawn,
-                 failed);
+                 spec.text("caption") + (spec.loss ? ". Scale modes: " + styles_text(c) : ""), have_gnuplot,
+                 outcome.drawn, failed);
   }
   outcome.note = have_gnuplot ? failed_note("gnuplot failed for:", failed, dir)
                               : "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " +
