@@ -27,8 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// downsample_min_max of a series given point by point (a long run's column is never held whole): add() the n points
-// in order, then finish().
+// downsample_min_max fed point by point: a long run's column is never held whole.
 class MinMaxDownsampler {
  public:
   MinMaxDownsampler(std::size_t n, std::size_t max_points) {
@@ -46,8 +45,7 @@ class MinMaxDownsampler {
   }
 
  private:
-  // The bucket's smallest and largest finite y (the first of equal ones) in the order they occur, at its first and
-  // last x; NaN for a bucket without one. A bucket of one point is kept as it is.
+  // Min and max in the order they occur, so the line keeps the spike's shape; see downsample_min_max.
   void flush() {
     if (bucket_.empty()) return;
     auto lo = bucket_.end(), hi = bucket_.end();
@@ -71,8 +69,7 @@ class MinMaxDownsampler {
   DownsampledSeries out_;
 };
 
-// A number as short JSON: null for NaN/Inf, integers exactly, others to `digits` significant digits, the exponent
-// without sign padding or leading zeros ("1.235e-5", not "1.235e-05").
+// A number as short JSON ("1.235e-5", not "1.235e-05"; null for NaN/Inf): the page's size is mostly these.
 std::string json_number(double v, int digits) {
   if (!std::isfinite(v)) return "null";
   if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{:.0f}", v);
@@ -95,8 +92,7 @@ std::string exact(double v) {
   return std::isfinite(v) ? fmt::format("{:.9g}", v) : fmt::format("{}", v);
 }
 
-// A number for nlohmann, which writes NaN as null: rounded, so that a figure's points stay short.
-// strtod, not stod, which throws out_of_range for a subnormal (1e-310).
+// Rounded so that a figure's points stay short; strtod, as stod throws out_of_range for a subnormal (1e-310).
 double rounded(double v) { return std::isfinite(v) ? std::strtod(fmt::format("{:.6g}", v).c_str(), nullptr) : v; }
 
 // A run directory as the page names it: relative to the report's directory when below it.
@@ -125,8 +121,7 @@ nlohmann::json group_settings(const nlohmann::json& config) {
   return s;
 }
 
-// The columns a page shows first (its default panels) and people compare most: kept at the full point limit while
-// the page's budget cuts the others.
+// The default panels' columns, most compared: kept at the full point limit while the page's budget cuts the others.
 bool headline_column(const std::string& c) {
   namespace mc = train::metrics_columns;
   const std::string parameter = mc::grad_norm_parameter(c);
@@ -136,59 +131,61 @@ bool headline_column(const std::string& c) {
          mc::is_attention(c, 0, mc::attention_stat_name(&nn::AttentionStats::entropy_mean));
 }
 
+// One column of a run's metrics.csv, reduced for the page.
+struct PageColumn {
+  std::string name;
+  std::size_t grid = 0;  // its x: RunPage::grids[grid], shared by the columns that have the same
+  std::vector<double> y = {};
+  double last_finite = kNoValue;                // NaN: none
+  std::size_t finite_count = 0, malformed = 0;  // malformed: cells that are not a number (empty ones are not)
+  bool downsampled = false;
+};
+
 // One run's metrics.csv, reduced for the page.
 struct RunPage {
-  std::vector<std::string> columns;                    // as in the file, step excluded
-  std::vector<std::vector<double>> grids;              // distinct x arrays, shared by the columns that have them
-  std::vector<std::size_t> grid_of;                    // per column
-  std::vector<std::vector<double>> ys;                 // per column
-  std::vector<double> last_finite;                     // per column: its last finite value (NaN: none)
-  std::vector<std::size_t> finite_count;               // per column
-  std::vector<bool> downsampled;                       // per column
-  std::size_t rows = 0, nonfinite = 0, malformed = 0;  // malformed: cells that are not a number (empty ones are not)
+  std::vector<PageColumn> columns;  // as in the file, step excluded
+  std::vector<std::vector<double>> grids;
+  std::size_t rows = 0, nonfinite = 0, malformed = 0;
   bool from_comparison = false;  // metrics.csv could no longer be read: the columns compare had read before
 
-  // Adds column k's points, sharing its x with the columns that have the same.
-  void add(DownsampledSeries d, std::map<std::vector<double>, std::size_t>& grid_index) {
-    downsampled.push_back(d.downsampled);
+  void set(PageColumn& col, DownsampledSeries d, std::map<std::vector<double>, std::size_t>& grid_index) {
+    col.downsampled = d.downsampled;
     const auto [it, added] = grid_index.emplace(std::move(d.x), grids.size());
     if (added) grids.push_back(it->first);
-    grid_of.push_back(it->second);
-    ys.push_back(std::move(d.y));
+    col.grid = it->second;
+    col.y = std::move(d.y);
+  }
+  const PageColumn* find(const std::string& name) const {
+    const auto it = std::find_if(columns.begin(), columns.end(), [&](const PageColumn& c) { return c.name == name; });
+    return it == columns.end() ? nullptr : &*it;
   }
 };
 
-// Fills `page`'s series from one pass over its rows: each_row(f) calls f(x, cells) per row, cells in page.columns'
-// order but for the step's at `step_col`. A column finite on at most half the rows (the attention and RMS columns,
-// logged every --log-every steps) is drawn through its finite points only; the others on every row, with gaps at
-// non-finite ones, which `nonfinite` counts unless they are text (`malformed`, per column).
+// Fills `page`'s series in one pass, each_row(f) calling f(x, cells) per row. A column finite on at most half the
+// rows (logged every --log-every steps) is drawn through its finite points only, the others with gaps.
 template <class EachRow>
-void reduce_rows(RunPage& page, std::size_t step_col, const std::vector<std::size_t>& malformed, std::size_t max_points,
-                 EachRow each_row) {
-  const std::size_t n = page.columns.size();
-  std::vector<bool> sparse(n);
+void reduce_rows(RunPage& page, std::size_t step_col, std::size_t max_points, EachRow each_row) {
+  std::vector<bool> sparse;
   std::vector<MinMaxDownsampler> samplers;
-  for (std::size_t k = 0; k < n; ++k) {
-    sparse[k] = 2 * page.finite_count[k] <= page.rows;
-    samplers.emplace_back(sparse[k] ? page.finite_count[k] : page.rows, max_points);
-    page.nonfinite += sparse[k] ? 0 : page.rows - page.finite_count[k] - malformed[k];
-    page.malformed += malformed[k];
+  for (const PageColumn& col : page.columns) {
+    sparse.push_back(2 * col.finite_count <= page.rows);
+    samplers.emplace_back(sparse.back() ? col.finite_count : page.rows, max_points);
+    page.nonfinite += sparse.back() ? 0 : page.rows - col.finite_count - col.malformed;
+    page.malformed += col.malformed;
   }
-  page.last_finite.assign(n, std::numeric_limits<double>::quiet_NaN());
   each_row([&](double x, const std::vector<double>& cells) {
     for (std::size_t i = 0, k = 0; i < cells.size(); ++i) {
       if (i == step_col) continue;
-      if (std::isfinite(cells[i])) page.last_finite[k] = cells[i];
+      if (std::isfinite(cells[i])) page.columns[k].last_finite = cells[i];
       if (!sparse[k] || std::isfinite(cells[i])) samplers[k].add(x, cells[i]);
       ++k;
     }
   });
   std::map<std::vector<double>, std::size_t> grid_index;
-  for (auto& sampler : samplers) page.add(sampler.finish(), grid_index);
+  for (std::size_t k = 0; k < samplers.size(); ++k) page.set(page.columns[k], samplers[k].finish(), grid_index);
 }
 
-// `dir`/metrics.csv, read twice (streaming: a long run is never held whole): once to count each column's finite and
-// malformed cells, once to downsample.
+// `dir`/metrics.csv, streamed twice (a long run is never held whole): to count finite cells, then to downsample.
 RunPage read_run_page(const std::string& dir, std::size_t max_points) {
   const std::string path = (fs::path(dir) / train::kMetricsFile).string();
   RunPage page;
@@ -197,16 +194,14 @@ RunPage read_run_page(const std::string& dir, std::size_t max_points) {
   const auto step_col =
       static_cast<std::size_t>(std::find(header.begin(), header.end(), train::metrics_columns::kStep) - header.begin());
   for (std::size_t i = 0; i < header.size(); ++i)
-    if (i != step_col) page.columns.push_back(header[i]);
-  page.finite_count.assign(page.columns.size(), 0);
-  std::vector<std::size_t> malformed(page.columns.size(), 0);
+    if (i != step_col) page.columns.push_back({header[i]});
   for (; reader.next(); ++page.rows)
     for (std::size_t i = 0, k = 0; i < reader.cells().size(); ++i) {
       if (i == step_col) continue;
-      page.finite_count[k] += std::isfinite(reader.cells()[i]) ? 1 : 0;
-      malformed[k++] += reader.malformed(i) ? 1 : 0;
+      page.columns[k].finite_count += std::isfinite(reader.cells()[i]) ? 1 : 0;
+      page.columns[k++].malformed += reader.malformed(i) ? 1 : 0;
     }
-  reduce_rows(page, step_col, malformed, max_points, [&](const auto& row) {
+  reduce_rows(page, step_col, max_points, [&](const auto& row) {
     train::MetricsReader again(path);
     for (std::size_t r = 0; r < page.rows && again.next(); ++r)
       row(step_col < header.size() ? again.cells()[step_col] : static_cast<double>(r), again.cells());
@@ -214,8 +209,7 @@ RunPage read_run_page(const std::string& dir, std::size_t max_points) {
   return page;
 }
 
-// The columns of metrics.csv that compare holds (runs.h: loss, accuracy, eval_loss), for a run whose metrics.csv can
-// no longer be read (deleted or moved since compare read it).
+// For a run whose metrics.csv went away since compare read it: the columns compare holds (loss, accuracy, eval_loss).
 RunPage comparison_page(const RunSeries& s, std::size_t max_points) {
   RunPage page;
   page.from_comparison = true;
@@ -228,11 +222,11 @@ RunPage comparison_page(const RunSeries& s, std::size_t max_points) {
     const auto finite =
         static_cast<std::size_t>(std::count_if(v->begin(), v->end(), [](double y) { return std::isfinite(y); }));
     if (finite == 0) continue;  // not a column of this run
-    page.columns.push_back(name);
-    page.finite_count.push_back(finite);
+    page.columns.push_back({name});
+    page.columns.back().finite_count = finite;
     values.push_back(v);
   }
-  reduce_rows(page, SIZE_MAX, std::vector<std::size_t>(values.size(), 0), max_points, [&](const auto& row) {
+  reduce_rows(page, SIZE_MAX, max_points, [&](const auto& row) {
     std::vector<double> cells(values.size());
     for (std::size_t r = 0; r < s.size(); ++r) {
       for (std::size_t k = 0; k < values.size(); ++k) cells[k] = (*values[k])[r];
@@ -273,8 +267,7 @@ nlohmann::json summary_json(const std::vector<SummaryFigure>& figures) {
   return out;
 }
 
-// The runs as the page shows them: names relative to the output directory, settings (what it groups by: the arm's
-// settings and the seeds), and which settings vary.
+// The runs as the page names and groups them.
 struct PageRuns {
   std::vector<std::string> names;
   std::vector<nlohmann::json> settings;
@@ -330,42 +323,35 @@ PageColumns read_pages(const Comparison& c, const PageRuns& runs, std::size_t ma
       p.pages.push_back(comparison_page(c.runs[r].series, max_points));
     }
     const RunPage& page = p.pages.back();
-    for (std::size_t k = 0; k < page.columns.size(); ++k) {
-      (headline_column(page.columns[k]) ? p.headline_downsampled : p.other_downsampled) |= page.downsampled[k];
-      const auto [it, added] = column_index.emplace(page.columns[k], p.columns.size());
-      if (added) p.columns.push_back(page.columns[k]);
+    for (const PageColumn& col : page.columns) {
+      (headline_column(col.name) ? p.headline_downsampled : p.other_downsampled) |= col.downsampled;
+      const auto [it, added] = column_index.emplace(col.name, p.columns.size());
+      if (added) p.columns.push_back(col.name);
       p.finite_anywhere.resize(p.columns.size());
-      p.finite_anywhere[it->second] += page.finite_count[k];
+      p.finite_anywhere[it->second] += col.finite_count;
     }
   }
   p.missing_from.assign(p.columns.size(), {});
   for (std::size_t j = 0; j < p.columns.size(); ++j) {
     for (std::size_t r = 0; r < p.pages.size(); ++r)  // a run drawn from what compare read lacks columns: its note says
-      if (!p.pages[r].from_comparison &&
-          std::count(p.pages[r].columns.begin(), p.pages[r].columns.end(), p.columns[j]) == 0)
-        p.missing_from[j].push_back(runs.names[r]);
+      if (!p.pages[r].from_comparison && !p.pages[r].find(p.columns[j])) p.missing_from[j].push_back(runs.names[r]);
     (p.finite_anywhere[j] == 0 ? p.never_finite : p.shown).push_back(p.columns[j]);
   }
   return p;
 }
 
-// `p` with the series of headline columns longer than `headline_points` (of the others: `max_points`) min-max
-// downsampled to that many points.
+// `p` with its series downsampled to `headline_points` (headline columns) or `max_points` (the others).
 PageColumns shortened(PageColumns p, std::size_t headline_points, std::size_t max_points) {
   for (RunPage& page : p.pages) {
-    RunPage full = page;
+    const std::vector<std::vector<double>> grids = std::move(page.grids);
     page.grids.clear();
-    page.grid_of.clear();
-    page.ys.clear();
-    page.downsampled.clear();
     std::map<std::vector<double>, std::size_t> grid_index;
-    for (std::size_t k = 0; k < full.columns.size(); ++k) {
-      const bool headline = headline_column(full.columns[k]);
-      DownsampledSeries d =
-          downsample_min_max(full.grids[full.grid_of[k]], full.ys[k], headline ? headline_points : max_points);
-      d.downsampled = d.downsampled || full.downsampled[k];
+    for (PageColumn& col : page.columns) {
+      const bool headline = headline_column(col.name);
+      DownsampledSeries d = downsample_min_max(grids[col.grid], col.y, headline ? headline_points : max_points);
+      d.downsampled = d.downsampled || col.downsampled;
       (headline ? p.headline_downsampled : p.other_downsampled) |= d.downsampled;
-      page.add(std::move(d), grid_index);
+      page.set(col, std::move(d), grid_index);
     }
   }
   return p;
@@ -378,8 +364,7 @@ struct PageNote {
   Note note;
 };
 
-// What the columns only the runs outside `without` have belong to, when one setting tells those runs apart: "the
-// parameters of attention gated_attention" (per-parameter columns), else "those of ..."; "" when no setting does.
+// "the parameters of attention gated_attention": the one setting that tells apart the runs with `columns`, or "".
 std::string columns_owner(const PageRuns& runs, const std::vector<std::string>& without,
                           const std::vector<std::string>& columns) {
   for (const std::string& key : runs.keys) {
@@ -461,8 +446,7 @@ nlohmann::json notes_json(const std::vector<PageNote>& notes) {
   return out;
 }
 
-// The panels the page opens with: loss, accuracy, the first W_q gradient norm, the first head's score-gradient
-// median and entropy, those that have data.
+// The panels the page opens with, those that have data.
 std::vector<std::string> default_panels(const std::vector<std::string>& shown) {
   namespace mc = train::metrics_columns;
   std::vector<std::string> wanted{mc::kLoss, mc::kAccuracy}, panels;
@@ -500,8 +484,8 @@ nlohmann::json final_metrics(const Comparison& c, const PageRuns& runs, const Pa
     }
     const RunPage& page = p.pages[r];
     for (const auto& col : p.shown) {
-      const auto it = std::find(page.columns.begin(), page.columns.end(), col);
-      row.push_back(it == page.columns.end() ? "" : exact(page.last_finite[it - page.columns.begin()]));
+      const PageColumn* column = page.find(col);
+      row.push_back(column ? exact(column->last_finite) : "");
     }
     rows.push_back(row);
   }
@@ -542,8 +526,7 @@ nlohmann::json page_meta(const Comparison& c, const ReportContext& context, cons
   return meta;
 }
 
-// The series, written by hand: numbers rounded (nlohmann would print 17 digits). `other_bytes` gets the size of the
-// non-headline columns' values: what shortening them saves.
+// The series by hand, as nlohmann would print 17 digits. `other_bytes`: what shortening the non-headline ones saves.
 std::string series_json(const PageColumns& p, int digits, std::size_t& other_bytes) {
   std::vector<std::string> runs;
   other_bytes = 0;
@@ -552,15 +535,14 @@ std::string series_json(const PageColumns& p, int digits, std::size_t& other_byt
     for (const auto& grid : page.grids) grids.push_back(number_array(grid, 17));
     // One entry per column of the picker (meta "columns"), null where the run has nothing to draw.
     for (const std::string& col : p.shown) {
-      const auto k =
-          static_cast<std::size_t>(std::find(page.columns.begin(), page.columns.end(), col) - page.columns.begin());
-      if (k == page.columns.size() || page.finite_count[k] == 0) {
+      const PageColumn* column = page.find(col);
+      if (!column || column->finite_count == 0) {
         cols.push_back("null");
         continue;
       }
-      const std::string values = number_array(page.ys[k], digits);
+      const std::string values = number_array(column->y, digits);
       if (!headline_column(col)) other_bytes += values.size();
-      cols.push_back(fmt::format("[{},{}]", page.grid_of[k], values));
+      cols.push_back(fmt::format("[{},{}]", column->grid, values));
     }
     runs.push_back(fmt::format("{{\"x\":[{}],\"cols\":[{}]}}", fmt::join(grids, ","), fmt::join(cols, ",")));
   }
@@ -575,16 +557,15 @@ std::string assemble_json(const nlohmann::json& meta, const std::string& series)
 
 constexpr std::size_t kFewestPoints = 16;  // the budget shortens no series below this
 
-// Over budget: fewer points for the other columns first, then for the headline ones too, in proportion to the
-// bytes they take, until it fits or every series is down to kFewestPoints.
+// Over budget: fewer points for the other columns first, then for the headline ones, in proportion to their bytes.
 void shrink_points(const PageColumns& p, std::size_t json_bytes, std::size_t other_bytes, std::size_t budget,
                    std::size_t& headline_points, std::size_t& max_points) {
   const double excess = static_cast<double>(json_bytes - budget);
   const bool cut_others = max_points > kFewestPoints && other_bytes > 0;
   std::size_t longest = 0;  // series shorter than the limit do not shrink with it: start below the longest one
   for (const auto& page : p.pages)
-    for (std::size_t k = 0; k < page.ys.size(); ++k)
-      if (headline_column(page.columns[k]) != cut_others) longest = std::max(longest, page.ys[k].size());
+    for (const PageColumn& col : page.columns)
+      if (headline_column(col.name) != cut_others) longest = std::max(longest, col.y.size());
   const double bytes = cut_others ? static_cast<double>(other_bytes) : static_cast<double>(json_bytes - other_bytes);
   const double ratio = bytes > excess ? (bytes - excess) / bytes * 0.95 : 0.0;
   std::size_t& points = cut_others ? max_points : headline_points;

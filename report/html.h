@@ -1,6 +1,5 @@
-// report.html of `xgrad compare`: one self-contained page (no server, no network) that embeds every run's
-// metrics.csv series as JSON, the vendored uPlot and the page's own script (report/web), and draws any column
-// of any run, grouped by any settings, with bands, smoothing, log axes, zoom, the arms table and CSV downloads.
+// report.html of `xgrad compare`: one self-contained page embedding every run's metrics.csv series as JSON, uPlot
+// and its own script (report/web); it draws any column of any run, grouped by any settings.
 #pragma once
 
 #include <cstddef>
@@ -23,10 +22,9 @@ struct DownsampledSeries {
   bool downsampled = false;  // false: x and y are the input, unchanged
 };
 
-/// Min-max bucket downsampling of a series to at most max_points (at least 4) points: buckets of w = ceil(n /
-/// (max_points / 2)) points become two, at the x of their first and last point, holding their smallest and largest
-/// finite y in order (a spike keeps its height; series of one length share their x); NaN for a bucket without a finite
-/// y; a last bucket of one point stays. Throws std::invalid_argument for x and y of unequal length.
+/// Min-max downsampling to at most max_points (at least 4): buckets of ceil(n / (max_points / 2)) points become two,
+/// at their first and last x, holding their smallest and largest finite y in order (NaN: none finite), so a spike
+/// keeps its height. Throws std::invalid_argument for x and y of unequal length.
 DownsampledSeries downsample_min_max(const std::vector<double>& x, const std::vector<double>& y,
                                      std::size_t max_points);
 
@@ -44,14 +42,12 @@ struct HtmlOutcome {
   std::vector<Note> notes;     // what the page leaves out or changes, one line each (also shown in it)
 };
 
-/// The page's JSON: the runs with every metrics.csv column downsampled (re-read; a run whose metrics.csv is gone with
-/// what `c` holds, and a note), the settings that vary, the picture, the arms table, each run's final metrics, the
-/// findings and checks, the summary figures and the notes. Non-finite values are null. Fills `outcome`.
+/// The page's JSON: every run's metrics.csv columns downsampled (re-read), settings, picture, tables, findings,
+/// summary figures and notes; non-finite values null. Fills `outcome`.
 std::string report_json(const Comparison& c, const ReportContext& context, const HtmlOptions& options,
                         HtmlOutcome& outcome);
 
-/// Writes report.html (report_json with uPlot, the page's script and style inline) into `file` and finishes it (the
-/// caller commits it). Throws std::runtime_error naming the file when it cannot be written.
+/// Writes report.html into `file` and finishes it (the caller commits it). Throws std::runtime_error when it cannot.
 HtmlOutcome write_report_html(const Comparison& c, const ReportContext& context, platform::StagedFile& file,
                               const HtmlOptions& options = {});
 

@@ -33,6 +33,15 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
   return out;
 }
 
+// `items` as a list and a blank line ("" for none): data (paths, names) as inert text, else markdown_escape'd.
+std::string bullets(const std::vector<std::string>& items, bool data, const std::string& prefix = "",
+                    const std::string& end = "") {
+  std::string md;
+  for (const auto& item : items)
+    md += "- " + prefix + (data ? markdown_text(item) : markdown_escape(item)) + end + "\n";
+  return md.empty() ? md : md + "\n";
+}
+
 std::string run_status(const RunRecord& run) {
   std::string s;
   if (run.diverged) s = fmt::format("diverged at step {}", run.diverged_step);
@@ -66,8 +75,7 @@ std::string pair_head(const Comparison& c, const Verdict& v) {
   return fmt::format("{}, {} vs {}: ", arm_label(b, extra, omit), arm_name(c, b), arm_name(c, c.arms[v.subject]));
 }
 
-// The verdicts with something to say, per pair of arms (pair_head, in judge()'s order), as sentences: better first,
-// then worse, the same and not decided.
+// The verdicts with something to say, per pair of arms in judge()'s order, better first.
 std::vector<std::pair<std::string, std::vector<const Verdict*>>> verdicts_by_pair(const Comparison& c,
                                                                                   const std::vector<Verdict>& all) {
   std::vector<std::pair<std::string, std::vector<const Verdict*>>> pairs;
@@ -150,17 +158,15 @@ std::string tails(const std::string& claim, const Tally& t) {
   return out;
 }
 
-// A finding, and when it gives way to keep to ten: 1 saturation and score gradients of the setting groups past the
-// third first, then 2 the gradient counts, then 3 saturation and score gradients of the first three groups, then 4 a
-// value's final-loss counts; 0 never.
+// A finding, and when it gives way to keep to ten: rank 1 first (saturation past the third group), 2 gradient
+// counts, 3 the first three groups' saturation, 4 final-loss counts; 0 never.
 struct Finding {
   FindingLine line;
   int gives_way = 0;
   std::string subject = {};
 };
 
-// The gradient counts of one pair: in how many of its comparisons the subject's is larger at step 0, before the
-// threshold, over all steps.
+// In how many comparisons of one pair the subject's gradient is larger: at step 0, before the threshold, overall.
 std::string gradient_text(const PairTally& p) {
   const std::size_t n = std::max(p["more_gradient_w_q"].valued, p["more_gradient_w_k"].valued);
   Fields f{{"subject", p.subject}, {"baseline", p.baseline}, {"comparisons", counted(n, "comparison")}};
@@ -178,8 +184,7 @@ std::string gradient_text(const PairTally& p) {
   return text + ".";
 }
 
-// "sqrt_dk trains better than unscaled in 2 of 3 comparisons, as well in 1.": how the verdicts of `claim` came out
-// over the comparisons of one pair, linking to the glossary entry `term`.
+// "sqrt_dk trains better than unscaled in 2 of 3 comparisons, as well in 1.", linking to the glossary's `term`.
 FindingLine counted_finding(const PairTally& p, const std::string& claim, const std::string& term) {
   const Tally& t = p[claim];
   const Fields f{{"subject", p.subject},
@@ -189,8 +194,7 @@ FindingLine counted_finding(const PairTally& p, const std::string& claim, const 
   return {finding_text(claim, f) + tails(claim, t) + ".", "story", glossary_anchor(term)};
 }
 
-// Per pair of compared values: how often the subject trains better, and gets more W_q / W_k gradient; or why
-// nothing is compared.
+// Per pair of compared values: how often the subject trains better and gets more gradient; or why none is compared.
 void pair_findings(const Comparison& c, const std::vector<PairTally>& tallies, std::vector<Finding>& out) {
   for (const PairTally& p : tallies) {
     const Tally& t = p["trains_better"];
@@ -218,8 +222,7 @@ void lr_findings(const std::vector<PairTally>& tallies, std::vector<Finding>& ou
   }
 }
 
-// One scaling's cells of a saturation line, one per d_k: step-0 entropy, share of saturated queries, and the range
-// of the arms' median score gradients relative to the loss before the threshold.
+// One scaling's cells of a saturation line, one per d_k.
 struct SaturationCells {
   std::vector<std::string> entropy, saturated, grad;
   bool any_entropy = false, any_saturated = false, any_grad = false;
@@ -230,19 +233,15 @@ SaturationCells saturation_cells(const Comparison& c, const std::vector<const Ar
   for (auto d : d_ks) {
     std::vector<double> entropy, saturated;
     double lo = kNoValue, hi = kNoValue;
-    for (const ArmStats* armp : group) {
-      const ArmStats& arm = *armp;
-      if (arm.scale() != s || arm.d_k() != d) continue;
-      for (auto i : arm.kept)
+    for (const ArmStats* arm : group) {
+      if (arm->scale() != s || arm->d_k() != d) continue;
+      for (auto i : arm->kept)
         if (c.stats[i]["first_measured_step"] == 0) {
           entropy.push_back(c.stats[i]["entropy_first"]);
           saturated.push_back(c.stats[i]["saturated_first"]);
         }
-      const double m = arm.stat("score_grad_relative").median;
-      if (std::isfinite(m)) {
-        lo = std::isnan(lo) ? m : std::min(lo, m);
-        hi = std::isnan(hi) ? m : std::max(hi, m);
-      }
+      const double m = arm->stat("score_grad_relative").median;
+      if (std::isfinite(m)) lo = std::fmin(lo, m), hi = std::fmax(hi, m);  // fmin/fmax: NaN (none yet) gives way
     }
     const MeanSd me = mean_sd(entropy), ms = mean_sd(saturated);
     cells.any_entropy = cells.any_entropy || me.n > 0;
@@ -306,9 +305,8 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
   }
 }
 
-// Saturation and the per-query gradient, per group of arms that agree on every other distinguishing setting (task,
-// d_model, ...): a number pooled over tasks would appear nowhere below. Optimizer and learning rate do not split a
-// group (the gradient line gives a range). The groups past the third give way first to keep to ten.
+// Saturation and score gradient per group of arms alike but in scale, d_k, optimizer and lr: a number pooled over
+// tasks would appear nowhere below (the gradient line gives a range over optimizers and lrs).
 void saturation_findings(const Comparison& c, std::vector<Finding>& out) {
   const auto group_keys = distinguishing_keys(c.arms);
   const auto groups = group_by(arm_pointers(c), [&](const ArmStats* arm) {
@@ -331,8 +329,7 @@ Finding runs_finding(const Comparison& c) {
   return {{text + ".", "runs-read", glossary_anchor("diverged run")}};
 }
 
-// Ten findings at most, none dropped silently: they give way in the order of Finding::gives_way, from the end, and
-// per section they link to one line says how many were left out and what they are (before the runs line, last).
+// Ten findings at most, none dropped silently: per section they link to, one line says what was left out.
 std::vector<FindingLine> at_most_ten(const std::vector<Finding>& all) {
   constexpr std::size_t kMax = 10;
   std::vector<Finding> kept = all;
@@ -369,8 +366,7 @@ std::vector<FindingLine> at_most_ten(const std::vector<Finding>& all) {
   return out;
 }
 
-// A relative path as a link target: every byte but letters, digits and -._~/ percent-encoded (RFC 3986), so that a
-// space or parenthesis in a directory name cannot end the link.
+// A relative path as a link target, percent-encoded (RFC 3986): a space or parenthesis cannot end the link.
 std::string url_path(const std::string& path) {
   std::string out;
   for (const unsigned char ch : path)
@@ -380,8 +376,7 @@ std::string url_path(const std::string& path) {
   return out;
 }
 
-// A figure in report.md: its image plots/<name>.png (alt text `title`), the links to its SVG and script. The title
-// (data) cannot end the alt text or start a link, and the name is a link target whatever it holds.
+// A figure's image and links to its SVG and script; the title (data) cannot end the alt text or start a link.
 std::string figure_image(const std::string& title, const std::string& name) {
   std::string alt;
   for (const char ch : title) {
@@ -403,18 +398,8 @@ std::string point_text(const SummaryPoint& p, bool theory, bool sd) {
   return out;
 }
 
-// One figure: its heading, image (when drawn), caption, the numbers as a table (unless the figure says not to) and
-// its notes, so a reader has the numbers even without gnuplot.
-std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
-  std::string md = "### " + markdown_escape(f.title) + "\n\n";
-  const bool drawn = std::any_of(ctx.plots.summary_drawn.begin(), ctx.plots.summary_drawn.end(),
-                                 [&](const PlotFigure& p) { return p.name == f.name; });
-  if (drawn) md += figure_image(f.title, f.name);
-  md += f.caption + ".\n\n";
-  if (!f.tabulate) {
-    for (const auto& note : f.notes) md += "- Note: " + markdown_text(note) + ".\n";
-    return md + (f.notes.empty() ? "" : "\n");
-  }
+// A figure's numbers: a row per line, a column per x.
+Table points_table(const SummaryFigure& f) {
   std::vector<double> xs;
   for (const SummaryLine& line : f.lines)
     for (const SummaryPoint& p : line.points)
@@ -434,14 +419,19 @@ std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
     }
     t.rows.push_back(std::move(row));
   }
-  md += t.markdown() + "\n";
-  for (const auto& note : f.notes) md += "- Note: " + markdown_text(note) + ".\n";
-  if (!f.notes.empty()) md += "\n";
-  return md;
+  return t;
 }
 
-// The summary figures: each one's image (when drawn), caption and numbers, so the findings that link here have
-// their details even without gnuplot.
+// One figure with its numbers as a table, so a reader has them even without gnuplot.
+std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
+  std::string md = "### " + markdown_escape(f.title) + "\n\n";
+  const bool drawn = std::any_of(ctx.plots.summary_drawn.begin(), ctx.plots.summary_drawn.end(),
+                                 [&](const PlotFigure& p) { return p.name == f.name; });
+  if (drawn) md += figure_image(f.title, f.name);
+  md += f.caption + ".\n\n" + (f.tabulate ? points_table(f).markdown() + "\n" : "");
+  return md + bullets(f.notes, true, "Note: ", ".");
+}
+
 std::string summary_section(const ReportContext& ctx) {
   std::string md = "<a id=\"summary-figures\"></a>\n\n## Summary figures\n\n";
   if (ctx.summary.empty()) return md + text("report", "no_summary_figure") + "\n\n";
@@ -464,8 +454,7 @@ std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
     md += "**Note:** " + markdown_escape(note.text) + ".\n\n";
     if (note.items.empty()) continue;
     md += fmt::format("<details><summary>list ({})</summary>\n\n", note.items.size());
-    for (const std::string& item : note.items) md += "- " + markdown_text(item) + "\n";  // paths: inert text
-    md += "\n</details>\n\n";
+    md += bullets(note.items, true) + "</details>\n\n";
   }
   if (!ctx.explain_page.empty())
     md += text("report", "explain_link",
@@ -518,8 +507,7 @@ std::string loss_thresholds(const Comparison& c, const ReportContext& ctx) {
   return join(std::vector<std::string>(thresholds.begin(), thresholds.end()), ", ");
 }
 
-// One definition per term (report/text/glossary.md), statistic (statistics()) and tolerance (tolerances()), each
-// with the anchor the findings and the arm table's column headers link to.
+// One definition per term, statistic and tolerance, each with the anchor the findings and table headers link to.
 std::string glossary_section(const Comparison& c, const ReportContext& ctx) {
   std::string md = "<a id=\"glossary\"></a>\n\n## Glossary\n\n";
   const Fields fields{{"window", num(c.window)},
@@ -552,11 +540,7 @@ std::string results_section(const Comparison& c, const ReportContext& ctx) {
   md += "<a id=\"results\"></a>\n\n## Results by arm\n\n" + arm_table(c).markdown() + "\n";
   md += summary_section(ctx);
   const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir, true);
-  if (!duplicates.empty()) {
-    md += text("report", "duplicate_seeds") + "\n\n";
-    for (const auto& d : duplicates) md += "- " + markdown_escape(d) + "\n";
-    md += "\n";
-  }
+  if (!duplicates.empty()) md += text("report", "duplicate_seeds") + "\n\n" + bullets(duplicates, false);
   const Table lr = lr_table(c);
   if (!lr.rows.empty())
     md += "<a id=\"lr-sensitivity\"></a>\n\n### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
@@ -568,11 +552,9 @@ std::string scale_modes_section(const Comparison& c) {
   const auto unpaired = no_comparison_notes(c);
   if (unpaired.empty()) return "";
   std::string md = "<a id=\"scale-modes\"></a>\n\n## Arms without a comparison\n\n";
-  for (const auto& s : unpaired) md += "- " + markdown_escape(s) + ".\n";
-  return md + "\n";
+  return md + bullets(unpaired, false, "", ".");
 }
 
-// Where the usual story holds and where it does not, check by check.
 // Per claim and subject, how many comparisons came out better, worse, the same and not decided.
 Table claims_table(const Comparison& c, const std::vector<Verdict>& verdicts) {
   Table t;
@@ -649,12 +631,7 @@ std::string runs_read_section(const Comparison& c, const ReportContext& ctx) {
                          fmt::format("{}/{}", run.series.size(), run.steps_planned), run_status(run)});
   }
   md += runs.markdown() + "\n";
-  if (!ctx.skipped.empty()) {
-    md += "Skipped (unreadable):\n\n";
-    for (const auto& s : ctx.skipped) md += "- " + markdown_text(s) + "\n";  // paths and names: inert text
-    md += "\n";
-  }
-  return md;
+  return md + (ctx.skipped.empty() ? "" : "Skipped (unreadable):\n\n" + bullets(ctx.skipped, true));
 }
 
 }  // namespace
@@ -680,19 +657,15 @@ std::vector<std::string> no_comparison_notes(const Comparison& c) {
 
 StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& all) {
   StoryChecks checks;
+  std::vector<std::string>* lists[] = {&checks.holds, &checks.fails, &checks.undecided};
   for (const auto& [head, verdicts] : verdicts_by_pair(c, all)) {
-    std::array<std::vector<std::string>, 3> kinds;  // holds, fails, undecided
+    std::map<int, std::vector<std::string>> kinds;  // index into lists
     for (const Verdict* v : verdicts)
       kinds[v->outcome == Outcome::better        ? 0
             : v->outcome == Outcome::not_decided ? 2
                                                  : 1]
           .push_back(verdict_sentence(c, *v));
-    for (std::size_t kind = 0; kind < 3; ++kind)
-      if (!kinds[kind].empty())
-        (kind == 0   ? checks.holds
-         : kind == 1 ? checks.fails
-                     : checks.undecided)
-            .push_back(head + join(kinds[kind], "; ") + ".");
+    for (const auto& [kind, sentences] : kinds) lists[kind]->push_back(head + join(sentences, "; ") + ".");
   }
   return checks;
 }

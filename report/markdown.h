@@ -1,6 +1,4 @@
-// report.md of `xgrad compare`: the tables, the plots, and sentences generated from the numbers — per d_k, how
-// each scale mode compares with the unscaled arm, and where the usual story of attention scaling does or does not
-// hold in these runs.
+// report.md of `xgrad compare`: the tables, the plots, and sentences generated from the numbers.
 #pragma once
 
 #include <optional>
@@ -15,12 +13,10 @@
 
 namespace xgrad::report {
 
-/// For arms no claim judges although several values of c.axis were read (unpaired_arms): one line naming the
-/// settings they also differ in when no arm has a counterpart, else one line per arm without one. Empty if none.
+/// Why arms are not compared (unpaired_arms): one line naming the settings they also differ in, or one per arm.
 std::vector<std::string> no_comparison_notes(const Comparison& c);
 
-/// The verdicts as sentences, a line per pair of arms: where the usual story of attention scaling holds, fails, or
-/// the numbers cannot decide.
+/// The verdicts as sentences, a line per pair of arms.
 struct StoryChecks {
   std::vector<std::string> holds;      // the data agrees
   std::vector<std::string> fails;      // the data disagrees (said plainly in the report)
@@ -29,30 +25,24 @@ struct StoryChecks {
 StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& verdicts);
 inline StoryChecks story_checks(const Comparison& c) { return story_checks(c, judge(c, c.axis, baseline_of(c))); }
 
-/// One line per arm and (seed, data_seed) pair that more than one of its runs share, naming the run directories
-/// (relative to `relative_to` when not empty): they all stay in the arm's numbers. Names through escape_name, or
-/// with `for_markdown` through markdown_name (the line then needs markdown_escape).
+/// One line per arm and (seed, data_seed) that several of its runs share, naming their directories (relative to
+/// `relative_to` if given) through escape_name, or markdown_name `for_markdown` (then needing markdown_escape).
 std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to = "",
                                                  bool for_markdown = false);
 
-/// One line of report.md's Findings section: a sentence of at most 40 words counted from the numbers (from a
-/// template of report/text/findings.md), where its details are, and the glossary entry of its rule or term.
+/// One line of report.md's Findings: at most 40 words from report/text/findings.md, its details' and rule's anchors.
 struct FindingLine {
   std::string text;      // plain text, no markdown
   std::string anchor;    // id of the report.md section with the details: "story", "results", "runs-read", ...
   std::string glossary;  // id of its glossary entry (glossary_anchor): "g-tolerance-loss", "g-entropy_first"
 };
 
-/// At most ten lines, counted from the verdicts and the numbers: per pair of compared values, in how many
-/// comparisons the subject trains better, as well, worse or not decided, and gets more or less W_q and W_k gradient;
-/// the entropy and saturated share at step 0 and the median score gradient per scaling and d_k; the LR sensitivity
-/// verdicts; how many runs diverged or were cut short. Empty for no runs. `verdicts`: judge(c, c.axis,
-/// baseline_of(c)), computed once per report.
+/// At most ten lines counted from the verdicts (judge(c, c.axis, baseline_of(c))) and the numbers: per pair of
+/// compared values how the claims came out, step-0 attention per scaling and d_k, LR sensitivity, runs diverged.
 std::vector<FindingLine> findings(const Comparison& c, const std::vector<Verdict>& verdicts);
 inline std::vector<FindingLine> findings(const Comparison& c) { return findings(c, judge(c, c.axis, baseline_of(c))); }
 
-/// A note that stands for many alike cases (runs left out, columns only some runs have): a line with their count and
-/// the reason, and the cases listed (in a disclosure in report.md and report.html).
+/// A note standing for many alike cases (runs left out, ...): a line with count and reason, and the cases listed.
 struct Note {
   std::string text;
   std::vector<std::string> items = {};

@@ -35,15 +35,12 @@ struct Range {
   double lo = std::numeric_limits<double>::infinity();
   double hi = 0;
   void add(double v) {
-    if (!std::isfinite(v) || v <= 0) return;
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
+    if (std::isfinite(v) && v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
   }
   bool empty() const { return hi <= 0; }
 };
 
-// One mean line per arm of a figure: the RunSeries member it averages, its data file's name, its title's suffix, and
-// whether it is the second of a pair (W_k beside W_q: dashed, lighter).
+// One mean line per arm of a figure; `second` of a pair (W_k beside W_q) is dashed and lighter.
 struct Series {
   std::string name;
   std::vector<double> RunSeries::*member;
@@ -52,27 +49,23 @@ struct Series {
 };
 
 // A figure of quantities by step. `loss`: each run's own line too, a cross where one diverged, the loss threshold.
+// Its title, y_label and caption are in report/text/figures.md.
 struct FigureSpec {
-  std::string name, title, ylabel;
+  std::string name;
   bool log_y;
-  std::string caption;  // for report.md
   std::vector<Series> series;
   bool loss = false;
+  std::string text(const std::string& key) const { return report::text("figures", name + "." + key); }
 };
 
-// Their title, y label and caption from report/text/figures.md (name.title, .y_label, .caption).
 const std::vector<FigureSpec>& figure_specs() {
-  const auto spec = [](const std::string& name, bool log_y, std::vector<Series> series, bool loss = false) {
-    return FigureSpec{name,  text("figures", name + ".title"),   text("figures", name + ".y_label"),
-                      log_y, text("figures", name + ".caption"), std::move(series),
-                      loss};
-  };
   static const std::vector<FigureSpec> specs{
-      spec("loss", true, {{"loss", &RunSeries::loss}}, true),
-      spec("grad_norm", true,
-           {{"w_q", &RunSeries::grad_norm_w_q, ": W_q"}, {"w_k", &RunSeries::grad_norm_w_k, ": W_k", true}}),
-      spec("entropy", false, {{"entropy", &RunSeries::entropy}}),
-      spec("score_std", true, {{"score_std", &RunSeries::score_std}})};
+      {"loss", true, {{"loss", &RunSeries::loss}}, true},
+      {"grad_norm",
+       true,
+       {{"w_q", &RunSeries::grad_norm_w_q, ": W_q"}, {"w_k", &RunSeries::grad_norm_w_k, ": W_k", true}}},
+      {"entropy", false, {{"entropy", &RunSeries::entropy}}},
+      {"score_std", true, {{"score_std", &RunSeries::score_std}}}};
   return specs;
 }
 
@@ -109,8 +102,7 @@ double median_gap(const std::vector<Point>& points) {
   return std::max(1.0, gaps[gaps.size() / 2]);
 }
 
-// Mean over the arm's runs at each step of the finite values of one series, smoothed as every figure and report.html
-// smooth a curve (report/picture.h).
+// Mean over the arm's runs at each step of one series' finite values, smoothed as in report.html.
 std::vector<Point> mean_over_runs(const Comparison& c, const ArmStats& arm, std::vector<double> RunSeries::*series,
                                   double half_width) {
   std::map<double, std::pair<double, std::size_t>> by_step;
@@ -153,8 +145,7 @@ std::string point_lines(const std::vector<Point>& points, bool log_y) {
   return out;
 }
 
-// Log-axis tics: gnuplot labels only powers of ten, which leaves a loss axis from 1 to 6 with one label; over
-// less than three decades, label 1-2-5 (and 3 over less than one decade) steps instead.
+// gnuplot labels only powers of ten, leaving a loss axis from 1 to 6 one label: under three decades, 1-2-5 steps.
 std::string log_tics(const Range& range) {
   if (range.empty() || range.hi / range.lo >= 1000) return "set ytics autofreq\n";
   std::vector<double> mantissas{1, 2, 5};
@@ -174,9 +165,7 @@ std::string log_tics(const Range& range) {
 // `elements` as one plot command, an element per line; a "no data" label when there is none.
 std::string plot_command(const std::vector<std::string>& elements) {
   if (elements.empty()) return "set label 1 \"no data\" at graph 0.5, 0.5 center\nplot [0:1] [0:1] NaN notitle\n";
-  std::string body = "plot ";
-  for (std::size_t i = 0; i < elements.size(); ++i) body += (i ? ", \\\n     " : "") + elements[i];
-  return body + "\n";
+  return fmt::format("plot {}\n", fmt::join(elements, ", \\\n     "));
 }
 
 // A figure's script: `body` once for the PNG and once for the SVG, each followed by `reset`.
@@ -198,10 +187,9 @@ std::string script(const std::string& name, std::size_t width, std::size_t heigh
 void write_figure(const fs::path& dir, const std::string& name, const std::string& text, const std::string& caption,
                   bool have_gnuplot, std::vector<PlotFigure>& drawn, std::vector<std::string>& failed) {
   write_plot_file(dir / (name + ".gp"), text);
-  if (!have_gnuplot) return;
-  if (draw_figure(dir, name))
+  if (have_gnuplot && draw_figure(dir, name))
     drawn.push_back({name, caption});
-  else
+  else if (have_gnuplot)
     failed.push_back(name + ".gp");
 }
 
@@ -229,8 +217,7 @@ struct PanelGrid {
   std::size_t cols, rows;
 };
 
-// Panels: arms that differ only in scale mode (arm_groups), so each panel is a scaled-vs-unscaled comparison;
-// each d_k starts a new row. Titles leave out the settings every arm shares.
+// A panel per group of arms that differ only in scale mode: each is a scaled-vs-unscaled comparison.
 PanelGrid panel_grid(const Comparison& c) {
   const std::vector<std::string> omit = shared_label_parts(c.arms, {"scale"});
   const auto extra = distinguishing_keys(c.arms);
@@ -258,8 +245,7 @@ std::string arm_title(const Comparison& c, const ArmStats& arm) {
                      n_diverged ? fmt::format(", {} diverged: not in the mean", n_diverged) : std::string());
 }
 
-// One figure of quantities by step being written: its data files under dir/data, and the widest median gap between
-// the measured steps of its series (the smoothing title's).
+// One figure of quantities by step being written; `gap`: the widest median gap between measured steps.
 struct StepFigure {
   const Comparison& c;
   const fs::path& dir;
@@ -269,9 +255,8 @@ struct StepFigure {
   double gap = 1;
 };
 
-// What one panel plots: a line per arm and series, the range of their values, and for the loss the top of the axis,
-// 1.5 × the highest initial loss, so a diverging run does not flatten the others (unless every run diverged: then
-// the blow-up is the picture), and each diverged run's (step, last finite loss).
+// What one panel plots. The loss axis tops at 1.5 × the highest initial loss, so a diverging run does not flatten
+// the others (unless every run diverged: then the blow-up is the picture).
 struct PanelLines {
   std::vector<std::string> elements;
   Range range;
@@ -280,8 +265,7 @@ struct PanelLines {
   std::map<std::size_t, std::vector<Point>> diverged;  // by arm
 };
 
-// Every run's loss, one block per run (a blank line breaks the line between runs) in data/arm<a>_runs.dat; the
-// panel's y range, top and diverged points. False when no run has a loss to draw.
+// Every run's loss in data/arm<a>_runs.dat, one block per run. False when no run has a loss to draw.
 bool write_run_losses(StepFigure& f, std::size_t a, PanelLines& p) {
   std::string text;
   bool any = false;
@@ -331,8 +315,7 @@ void add_arm_lines(StepFigure& f, std::size_t a, PanelLines& p) {
   }
 }
 
-// The loss panel's extras: a cross per diverged run where it stopped (at its last loss or the top of the axis), the
-// threshold line when the panel's arms share it, and the y range.
+// The loss panel's extras: a cross per diverged run, the threshold line when the arms share it, the y range.
 std::string loss_panel_extras(StepFigure& f, const Panel& panel, PanelLines& p) {
   if (!p.stable) p.y_max = 0;
   for (auto& [a, marks] : p.diverged) {
@@ -357,19 +340,15 @@ std::string panel_commands(StepFigure& f, const Panel& panel) {
   PanelLines p;
   for (auto a : panel.arms) add_arm_lines(f, a, p);
   std::string body = "set title " + gnuplot_string(panel.title) + "\n";
-  body += "set xlabel \"step\"\nset ylabel " + gnuplot_string(f.spec.ylabel) + "\n";
+  body += "set xlabel \"step\"\nset ylabel " + gnuplot_string(f.spec.text("y_label")) + "\n";
   body += f.spec.log_y ? "set logscale y\n" : "unset logscale y\n";
   if (p.elements.empty()) return body + "unset logscale y\n" + plot_command({}) + "unset label 1\n";
-  if (f.spec.loss)
-    body += loss_panel_extras(f, panel, p);
-  else
-    body += f.spec.log_y ? "set yrange [*:*]\n" : "set yrange [0:*]\n";
+  body += f.spec.loss ? loss_panel_extras(f, panel, p) : f.spec.log_y ? "set yrange [*:*]\n" : "set yrange [0:*]\n";
   if (f.spec.log_y) body += log_tics(p.range);
   return body + plot_command(p.elements);
 }
 
-// The window averages the points within +-half_width steps; for a quantity measured every `gap` steps (attention
-// statistics: every log_every steps) that window holds fewer points, possibly one, and the title says so.
+// A quantity measured every `gap` steps has fewer points in the window, possibly one: the title says so.
 std::string smoothing_title(const StepFigure& f) {
   if (f.half_width <= 0) return "";
   const double window = 2 * f.half_width + 1;
@@ -380,8 +359,7 @@ std::string smoothing_title(const StepFigure& f) {
                      f.gap);
 }
 
-// gnuplot's pt of dash `dash`: filled circle, square, triangle, diamond, inverted triangle, then open square,
-// circle, triangle: a marker of its own per dash.
+// gnuplot's pt of dash `dash`: a marker of its own per dash.
 int point_type(std::size_t dash) {
   static const int types[] = {7, 5, 9, 13, 11, 4, 6, 8};
   return types[dash % 8];
@@ -394,8 +372,7 @@ struct SummaryLines {
   Range range;
 };
 
-// The line's data file: x y low high drawn_x, drawn_x = x · shift; only the drawable points (finite, > 0 on a log
-// axis). False when there is none.
+// The line's drawable points as "x y low high x·shift". False when there is none.
 bool write_summary_data(const fs::path& path, const SummaryFigure& f, const SummaryLine& line, double shift,
                         SummaryLines& s) {
   std::string text = "# " + escape_control(line.label) + "\n# x y low high drawn_x\n";
@@ -415,8 +392,7 @@ bool write_summary_data(const fs::path& path, const SummaryFigure& f, const Summ
   return any;
 }
 
-// Every line's data file and plot element, in its summary_styles style; each measured line drawn shifted by a few
-// percent of the log x axis so that error bars at one x do not hide each other (column 1 keeps the true x).
+// Every line's data and plot element; measured lines shifted a few percent along x so error bars do not hide others.
 SummaryLines write_summary_lines(const SummaryFigure& f, const fs::path& dir, std::vector<std::string>& warnings) {
   SummaryLines s;
   const std::vector<LineStyle> styles = summary_styles(f, warnings);
@@ -467,7 +443,7 @@ std::string summary_body(const SummaryFigure& f, const SummaryLines& s) {
 const std::vector<PlotFigure>& plot_figures() {
   static const std::vector<PlotFigure> figures = [] {
     std::vector<PlotFigure> f;
-    for (const auto& s : figure_specs()) f.push_back({s.name, s.caption});
+    for (const auto& s : figure_specs()) f.push_back({s.name, s.text("caption")});
     return f;
   }();
   return figures;
@@ -476,11 +452,8 @@ const std::vector<PlotFigure>& plot_figures() {
 std::string gnuplot_number(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : std::string("NaN"); }
 
 std::string gnuplot_string(const std::string& s) {
-  // Single quotes: gnuplot expands backticks (a shell command) and backslash escapes only inside double quotes, and
-  // the terminals are set noenhanced. A quote cannot be doubled inside one (two doubled quotes in a row fail to
-  // parse in gnuplot 5.4), so a string holding quotes is a concatenation of single-quoted parts and "\047", which
-  // holds no backtick. A newline would end the command and a control character could reach a terminal through
-  // gnuplot.log: escape_control writes them out visibly.
+  // Single quotes: gnuplot expands backticks and escapes only inside double quotes; a doubled quote fails to parse
+  // in gnuplot 5.4 when two follow each other, hence "\047". Newlines and controls: escape_control.
   const std::string shown = escape_control(s);
   if (shown.find('\'') == std::string::npos) return "'" + shown + "'";
   std::vector<std::string> parts;
@@ -506,8 +479,7 @@ void write_plot_file(const std::string& path, const std::string& text) {
 bool draw_figure(const std::string& plots_dir, const std::string& name) {
   const fs::path dir(plots_dir);
   std::error_code ec;
-  // Names come from the data (an optimizer, a setting's value): one that could be an option, a path or a pattern
-  // to gnuplot is never handed to it.
+  // Names come from the data: one that could be an option, a path or a pattern is never handed to gnuplot.
   if (!is_safe_file_stem(name)) return false;
   for (const std::string ext : {".png", ".svg"}) fs::remove(dir / (name + ext), ec);
   platform::ProgramOptions options;
@@ -539,12 +511,12 @@ PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
     std::string panels;
     for (const Panel& panel : grid.panels) panels += panel_commands(f, panel);
     const std::string body = fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols,
-                                         gnuplot_string(spec.title + smoothing_title(f)));
+                                         gnuplot_string(spec.text("title") + smoothing_title(f)));
     write_figure(dir, spec.name,
                  script(spec.name, std::max<std::size_t>(640 * grid.cols, 1100), 380 * grid.rows + 40, "2",
                         body + panels + "unset multiplot\n", ""),
-                 spec.caption + (spec.loss ? ". Scale modes: " + styles_text(c) : ""), have_gnuplot, outcome.drawn,
-                 failed);
+                 spec.text("caption") + (spec.loss ? ". Scale modes: " + styles_text(c) : ""), have_gnuplot,
+                 outcome.drawn, failed);
   }
   outcome.note = have_gnuplot ? failed_note("gnuplot failed for:", failed, dir)
                               : "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " +

@@ -1,14 +1,11 @@
-// The frame shared by xgrad's self-contained pages (report.html of `xgrad compare`, explain.html of `xgrad explain`):
-// one HTML file with the page's JSON, the vendored uPlot (with its licence), the page's own script and style inline,
-// no server and no network.
+// The frame of report.html and explain.html: one HTML file with the JSON, uPlot and the page's script inline.
 #pragma once
 
 #include <string>
 
 namespace xgrad::report {
 
-/// JSON made safe for a <script> block: "<" escaped everywhere (no "</script>" can end it), and the C1 controls (no
-/// `cat page.html` can drive a terminal).
+/// JSON safe in a <script> block: "<" escaped (no "</script>"), and C1 controls (`cat page.html` drives no terminal).
 std::string script_safe(const std::string& json);
 
 /// What one page holds besides uPlot.
@@ -22,8 +19,7 @@ struct StandalonePage {
   const char* js;        // the page's own script, after uPlot
 };
 
-/// The whole HTML file of `page`. Throws std::logic_error when an embedded script or style holds "</" (it would end
-/// its element early).
+/// The whole HTML file of `page`. Throws std::logic_error when an embedded script or style holds "</".
 std::string standalone_page_html(const StandalonePage& page);
 
 }  // namespace xgrad::report

@@ -18,8 +18,7 @@ namespace {
 
 std::string figure_text(const std::string& key, const Fields& fields = {}) { return text("figures", key, fields); }
 
-// The settings that cannot change the model or the batch at step 0: what `xgrad probe` refuses (it trains nothing)
-// and the optimizer with its own settings.
+// The settings that cannot change the model or the batch at step 0: what `xgrad probe` refuses, and the optimizer's.
 const std::set<std::string>& not_at_step0() {
   static const std::set<std::string> keys = [] {
     std::set<std::string> k{"d_k", "optimizer"};
@@ -165,20 +164,12 @@ SummaryFigure summary_figure(const std::string& name, Axis x, Axis y) {
 }
 
 SummaryPoint mean_point(double x, const MeanSd& m, std::size_t n_diverged, bool bars_of_one) {
-  SummaryPoint p;
-  p.x = x;
-  p.y = m.mean;
-  if (m.n > 1 || bars_of_one) p.lo = m.mean - m.sd, p.hi = m.mean + m.sd;
-  p.n = m.n;
-  p.n_diverged = n_diverged;
-  return p;
+  const bool bars = m.n > 1 || bars_of_one;
+  return {x, m.mean, bars ? m.mean - m.sd : kNoValue, bars ? m.mean + m.sd : kNoValue, m.n, n_diverged};
 }
 
 SummaryLine summary_line(std::string label, std::string scale) {
-  SummaryLine line;
-  line.label = std::move(label);
-  line.scale = std::move(scale);
-  return line;
+  return {std::move(label), std::move(scale), false, {}};
 }
 
 std::vector<SummaryFigure> summary_figures(const Comparison& c) {

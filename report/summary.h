@@ -1,6 +1,4 @@
-// The summary figures of `xgrad compare` as data: how final loss, attention at step 0 and the per-query score
-// gradient change with d_k, and final loss with the learning rate. plots.cpp draws them with gnuplot, report.md
-// tabulates them, and the report page can draw the same numbers.
+// The summary figures of `xgrad compare` as data: drawn by plots.cpp and report.html, tabulated in report.md.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +19,7 @@ struct SummaryPoint {
   std::size_t n_diverged = 0;  // runs at this x left out because they diverged
 };
 
-/// A figure's point at `x`: `m`'s mean, error bars ± its sd where it has more than one value (with `bars_of_one`
-/// also for one, a bar of length 0), n its count, and the runs left out for diverging.
+/// A point at `x`: `m`'s mean, ± sd bars for more than one value (or `bars_of_one`), and runs left out diverged.
 SummaryPoint mean_point(double x, const MeanSd& m, std::size_t n_diverged = 0, bool bars_of_one = false);
 
 /// One line of a summary figure: arms that differ only in the x quantity (d_k or lr).
@@ -60,14 +57,11 @@ SummaryFigure summary_figure(const std::string& name, Axis x, Axis y);
 /// A line labelled `label` in `scale`'s colour and dash style, no points yet.
 SummaryLine summary_line(std::string label, std::string scale);
 
-/// The summary figures the runs of `c` support, in report order (their captions in report/text/figures.md):
-/// with two d_k values or more, final_loss_vs_d_k, entropy_step0_vs_d_k and score_std_step0_vs_d_k (with the theory
-/// std of probe() on the first run's configuration), score_grad_vs_d_k; with an lr group, final_loss_vs_lr. Never
-/// throws for bad or missing data: what cannot be drawn is said in the figure's notes.
+/// The summary figures the runs of `c` support, in report order: against d_k (with two values or more) and against
+/// lr (with an lr group). Never throws for bad data: what cannot be drawn is said in the figure's notes.
 std::vector<SummaryFigure> summary_figures(const Comparison& c);
 
-/// The settings of an arm that decide the model and batch at step 0 (none `xgrad probe` does not read, no d_k, no
-/// optimizer), serialised for grouping.
+/// The settings of an arm that decide the model and batch at step 0 (but d_k), serialised for grouping.
 std::string step0_key(const nlohmann::json& settings);
 
 }  // namespace xgrad::report

@@ -68,8 +68,7 @@ std::string Table::text() const {
   for (std::string& cell : shown.header) cell = escape_name(cell);
   for (auto& row : shown.rows)
     for (std::string& cell : row) cell = escape_name(cell);
-  // A column is padded to its widest cell up to kMaxPaddedWidth; a longer cell is printed whole, unpadded, so that
-  // one long name does not pad every other row to its length.
+  // A longer cell is printed whole, unpadded, so that one long name does not pad every other row to its length.
   std::vector<std::size_t> w(shown.header.size(), 0);
   for (std::size_t i = 0; i < shown.header.size(); ++i) w[i] = std::min(width(shown.header[i]), kMaxPaddedWidth);
   for (const auto& row : shown.rows)
@@ -204,6 +203,9 @@ std::string glossary_anchor(const std::string& term) {
 Table arm_table(const Comparison& c) {
   const double threshold = common_loss_threshold(c);
   const std::string near_zero = fmt::format("{:g}", train::kNearZeroGradFraction);
+  const auto sd = [](const char* statistic) {
+    return [statistic](const ArmStats& arm) { return format_mean_sd(arm.stat(statistic)); };
+  };
   const auto percent = [](const char* statistic) {
     return [statistic](const ArmStats& arm) { return format_percent(arm.stat(statistic).mean); };
   };
@@ -215,14 +217,14 @@ Table arm_table(const Comparison& c) {
   // Each statistic's column: its header, the glossary term it links to, its cell of an arm.
   const std::vector<std::tuple<std::string, std::string, std::function<std::string(const ArmStats&)>>> columns{
       {"seeds", "seed", format_seeds},
-      {"final loss", "final_loss", [](const ArmStats& arm) { return format_mean_sd(arm.stat("final_loss")); }},
+      {"final loss", "final_loss", sd("final_loss")},
       {"final acc", "final_accuracy",
        [](const ArmStats& arm) { return format_number(arm.stat("final_accuracy").mean); }},
       {std::isnan(threshold) ? std::string("step loss≤thr") : "step loss≤" + format_number(threshold, 3),
        "step_to_loss",
        [&](const ArmStats& arm) { return std::isnan(arm.loss_threshold) ? "n/a" : steps("step_to_loss")(arm); }},
       {"step acc≥" + fmt::format("{:g}", c.accuracy_threshold), "step_to_accuracy", steps("step_to_accuracy")},
-      {"mean loss (AUC)", "auc_loss", [](const ArmStats& arm) { return format_mean_sd(arm.stat("auc_loss")); }},
+      {"mean loss (AUC)", "auc_loss", sd("auc_loss")},
       {"W_q grad =0", "frac_zero_grad_{w}", percent("frac_zero_grad_w_q")},
       {"W_k grad =0", "frac_zero_grad_{w}", percent("frac_zero_grad_w_k")},
       {"W_q grad <" + near_zero + "·step 0", "frac_near_zero_grad_{w}", percent("frac_near_zero_grad_w_q")},
@@ -234,9 +236,8 @@ Table arm_table(const Comparison& c) {
       {"score grad/loss", "score_grad_relative",
        [](const ArmStats& arm) { return short_number(arm.stat("score_grad_relative").median); }},
       {"diverged", "diverged", format_diverged},
-      {"max logit at 0", "max_logit_first",
-       [](const ArmStats& arm) { return format_mean_sd(arm.stat("max_logit_first")); }},
-      {"max logit", "max_logit_max", [](const ArmStats& arm) { return format_mean_sd(arm.stat("max_logit_max")); }},
+      {"max logit at 0", "max_logit_first", sd("max_logit_first")},
+      {"max logit", "max_logit_max", sd("max_logit_max")},
       {"step logit>" + fmt::format("{:g}", kLargeLogit), "step_max_logit_large", steps("step_max_logit_large")}};
   std::vector<std::string> headers;
   for (const auto& column : columns) headers.push_back(std::get<0>(column));

@@ -1,5 +1,4 @@
-// The tables of `xgrad compare` (per arm, and LR sensitivity per group of arms differing only in lr), as aligned
-// text for the terminal and as markdown for report.md, and the cell formats the generated sentences share.
+// The tables of `xgrad compare` as aligned text and as markdown, and the cell formats the sentences share.
 #pragma once
 
 #include <string>
@@ -17,8 +16,7 @@ struct Table {
   std::vector<std::string> header;
   std::vector<std::string> header_links;  // per column, the anchor its markdown header links to ("" or none: no link)
   std::vector<std::vector<std::string>> rows;
-  bool plain_cells = false;  // the body's cells are plain text (names and values from the runs' data): markdown()
-                             // escapes their markup, so a setting's value cannot form a link or an image
+  bool plain_cells = false;  // body cells are data: markdown() escapes their markup (no link or image from a value)
   /// Columns padded to their widest cell up to kMaxPaddedWidth, numbers right-aligned; cells through escape_name.
   std::string text() const;
   /// A GitHub-flavoured markdown table; every cell through markdown_escape.
@@ -29,20 +27,17 @@ struct Table {
 /// '<' as "&lt;". Idempotent.
 std::string markdown_escape(const std::string& text);
 
-/// `text` as markdown that shows it literally: markup characters (and outside a table cell < and |) escaped with a
-/// backslash, line breaks as spaces, bytes that are not UTF-8 as \xHH. A table_cell then needs markdown_escape.
+/// `text` as markdown shown literally: markup escaped (< and | too outside a table cell), line breaks as spaces,
+/// bytes that are not UTF-8 as \xHH. A table_cell then needs markdown_escape.
 std::string markdown_text(const std::string& text, bool table_cell = false);
 
-/// A name (run directory, setting value) inside report.md text that then passes through markdown_escape (a table
-/// cell, a list item): escape_name's one line, with no live link, image, emphasis or code span.
+/// A name (run directory, setting value) for a table cell or list item: escape_name, then markdown_text's cell form.
 std::string markdown_name(const std::string& name);
 
-/// The anchor of a term's glossary entry: "LR sensitivity" -> "g-lr-sensitivity", "mean_grad_norm_{w}" ->
-/// "g-mean_grad_norm_w".
+/// A term's glossary anchor: "LR sensitivity" -> "g-lr-sensitivity", "mean_grad_norm_{w}" -> "g-mean_grad_norm_w".
 std::string glossary_anchor(const std::string& term);
 
-/// One row per arm: its settings and statistics over its kept runs (final loss, steps to the thresholds, zero-gradient
-/// shares, attention at step 0, diverged runs, ...), each header linking to its glossary entry.
+/// One row per arm: its settings and statistics over its kept runs, each header linking to its glossary entry.
 Table arm_table(const Comparison& c);
 
 /// One row per LR group: settings, the lr objective min(final, initial) per lr, the best lr, the sensitivity.

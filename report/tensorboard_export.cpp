@@ -45,8 +45,7 @@ std::vector<ExportedRun> export_tensorboard(const std::vector<std::string>& inpu
                                     " (inputs of one name); export them to different --out directories");
       if (added) planned.emplace_back(run_dir, name);
     }
-  // Nothing is written through a symbolic link below --out (a colleague's directory may hold one): refused before
-  // anything is written.
+  // A symbolic link below --out (a colleague's directory may hold one) is refused before anything is written.
   for (const auto& [run_dir, name] : planned) train::check_not_linked(out, fs::path(out) / name, "--out");
   std::vector<ExportedRun> exported;
   for (const auto& [run_dir, name] : planned)
