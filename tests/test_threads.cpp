@@ -6,12 +6,19 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
+
+#include <sys/syscall.h>
+#include <unistd.h>
 #if defined(__SSE__)
 #include <xmmintrin.h>
 #endif
@@ -31,6 +38,63 @@ namespace {
 struct Threads {
   explicit Threads(int n) { set_num_threads(n); }
   ~Threads() { set_num_threads(1); }
+};
+
+// Holds each thread that arrives until `n` have (or 10 s have passed, far beyond a thread's start on a loaded
+// machine): a part that waits here keeps the caller from running the other parts itself, so they run on workers.
+struct Rendezvous {
+  explicit Rendezvous(int n) : n(n) {}
+  void arrive() {
+    arrived.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (arrived.load() < n && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  }
+  const int n;
+  std::atomic<int> arrived{0};
+};
+
+// Every other thread of the process (the pool's workers, any BLAS thread) held in a signal handler until release():
+// threads that exist but are not running, as on a machine whose cores other processes hold.
+class HeldThreads {
+ public:
+  HeldThreads() {
+    struct sigaction action {};
+    action.sa_handler = [](int) {
+      held().fetch_add(1);
+      while (!released().load()) std::this_thread::yield();
+      held().fetch_sub(1);
+    };
+    sigemptyset(&action.sa_mask);
+    REQUIRE(sigaction(SIGRTMIN + 3, &action, &previous_) == 0);
+    released() = false;
+    const long self = syscall(SYS_gettid);
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      const long tid = std::stol(task.path().filename().string());
+      if (tid != self && syscall(SYS_tgkill, getpid(), tid, SIGRTMIN + 3) == 0) ++count_;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (held().load() < count_ && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  }
+  ~HeldThreads() {
+    release();
+    while (held().load() > 0) std::this_thread::yield();
+    sigaction(SIGRTMIN + 3, &previous_, nullptr);
+  }
+  void release() { released() = true; }
+  int count() const { return count_; }
+  int held_now() const { return held().load(); }
+
+ private:
+  static std::atomic<int>& held() {
+    static std::atomic<int> n{0};
+    return n;
+  }
+  static std::atomic<bool>& released() {
+    static std::atomic<bool> r{false};
+    return r;
+  }
+  struct sigaction previous_ {};
+  int count_ = 0;
 };
 
 template <class T>
@@ -129,7 +193,9 @@ TEST_CASE("parallel_for: splits at multiples of the grain, covers the range once
   std::set<std::thread::id> ids;
   std::vector<std::pair<std::size_t, std::size_t>> ranges;
   std::vector<int> hits(1000, 0);
+  Rendezvous both(2);
   parallel_for(3, 1000, 64, [&](std::size_t lo, std::size_t hi) {
+    both.arrive();
     std::lock_guard<std::mutex> guard(lock);
     ids.insert(std::this_thread::get_id());
     ranges.emplace_back(lo, hi);
@@ -149,6 +215,39 @@ TEST_CASE("parallel_for: splits at multiples of the grain, covers the range once
   CHECK(ranges[0] == std::make_pair(std::size_t(0), std::size_t(100)));
 }
 
+TEST_CASE("parallel_for finishes while its worker cannot run: the caller runs the part no worker claimed") {
+  Threads scope(2);
+  std::vector<int> warm(256, 0);
+  Rendezvous both(2);  // the pool's worker exists and has run a part
+  parallel_for(0, warm.size(), 64, [&](std::size_t lo, std::size_t hi) {
+    both.arrive();
+    for (std::size_t i = lo; i < hi; ++i) warm[i] = 1;
+  });
+  // The worker leaves the pool's lock within microseconds of its part; held inside it, it would block the caller.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  HeldThreads held;
+  REQUIRE(held.count() >= 1);
+  REQUIRE(held.held_now() == held.count());
+  std::vector<int> hits(1000, 0);
+  std::set<std::thread::id> ids;
+  std::atomic<bool> done{false};
+  std::thread caller([&] {  // a thread of its own, so that a pool that waits for its worker cannot hang the test
+    parallel_for(0, hits.size(), 64, [&](std::size_t lo, std::size_t hi) {
+      ids.insert(std::this_thread::get_id());  // one thread at a time: the worker is held
+      for (std::size_t i = lo; i < hi; ++i) ++hits[i];
+    });
+    done = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  const bool finished_while_held = done.load();
+  held.release();
+  caller.join();
+  CHECK_MESSAGE(finished_while_held, "parallel_for waited for a worker that could not run");
+  CHECK(ids.size() == 1);
+  for (std::size_t i = 0; i < hits.size(); ++i) CHECK_MESSAGE(hits[i] == 1, "index " << i);
+}
+
 TEST_CASE("set_num_threads refuses n < 1") {
   CHECK_THROWS_AS(set_num_threads(0), Error);
   CHECK(num_threads() == 1);
@@ -161,7 +260,9 @@ TEST_CASE("worker threads get the caller's flush-to-zero / denormals-are-zero") 
   _mm_setcsr(csr | 0x8000 | 0x0040);
   volatile float tiny = 1e-30f, factor = 1e-10f;  // product 1e-40: subnormal, flushed to 0
   std::vector<float> out(4096, -1.0f);
+  Rendezvous both(2);  // so that a worker, not the caller, computes the second half
   parallel_for(0, out.size(), 64, [&](std::size_t lo, std::size_t hi) {
+    both.arrive();
     for (std::size_t i = lo; i < hi; ++i) out[i] = tiny * factor;
   });
   _mm_setcsr(csr);
@@ -224,7 +325,9 @@ TEST_CASE("blas::side_by_side: two threads, BLAS on one thread meanwhile, its th
   std::mutex lock;
   std::set<std::thread::id> ids;
   std::vector<int> blas_inside;
+  Rendezvous both(2);
   const auto note = [&] {
+    both.arrive();
     std::lock_guard<std::mutex> guard(lock);
     ids.insert(std::this_thread::get_id());
     blas_inside.push_back(blas::num_threads());

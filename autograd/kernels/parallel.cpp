@@ -2,7 +2,9 @@
 // 300000 PAUSE instructions, about 15 ms on SkylakeX) after every parallel region, and the setting is read only
 // when the library loads. Measured with --threads 2 at the bench's M size: the spinning worker starved OpenBLAS's
 // own worker thread and the step took 65 ms instead of 24. These workers yield while they wait briefly and then
-// sleep, as OpenBLAS's do.
+// sleep, as OpenBLAS's do. A part no worker has claimed when the caller finishes its own, the caller runs itself: a
+// worker the system has not scheduled (other processes on the cores) never holds a loop up. Without that, a 2-thread
+// training step with builds running beside it took 131-152 ms where one thread took 40-44.
 #include "autograd/kernels/parallel.h"
 
 #include <atomic>
@@ -56,11 +58,15 @@ class Pool {
     {
       std::lock_guard<std::mutex> guard(mutex_);
       job_ = {begin, end, grain, chunks, static_cast<std::size_t>(used), fn, context, fp_control()};
+      claimed_.assign(static_cast<std::size_t>(used), false);
+      claimed_[0] = true;
+      unclaimed_.store(used - 1, std::memory_order_relaxed);
       pending_.store(used - 1, std::memory_order_relaxed);
       generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     part(job_, 0);
+    run_unclaimed();
     for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
       if (spin < kSpins) {
         std::this_thread::yield();
@@ -78,6 +84,28 @@ class Pool {
     void* context;
     unsigned csr;
   };
+
+  // Claims part t of the posted job for the calling thread (under mutex_): false when another thread has it.
+  bool claim(std::size_t t) {
+    if (t >= claimed_.size() || claimed_[t]) return false;
+    claimed_[t] = true;
+    unclaimed_.fetch_sub(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // The caller's share of the parts no worker has started: each runs exactly once, on whichever thread claims it.
+  void run_unclaimed() {
+    for (std::size_t t = 1; t < job_.parts && unclaimed_.load(std::memory_order_relaxed) != 0; ++t) {
+      bool mine = false;
+      {
+        std::lock_guard<std::mutex> guard(mutex_);
+        mine = claim(t);
+      }
+      if (!mine) continue;
+      part(job_, t);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
 
   static void part(const Job& job, std::size_t t) {
     const std::size_t c0 = job.chunks * t / job.parts, c1 = job.chunks * (t + 1) / job.parts;
@@ -98,8 +126,9 @@ class Pool {
         wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
         seen = generation_.load(std::memory_order_acquire);
         job = job_;
+        // Claimed with the job's copy, under the lock the caller posts the next job with: never a part of a newer job.
+        if (!claim(id)) continue;  // the job uses fewer threads, or the caller ran this part
       }
-      if (id >= job.parts) continue;  // this job uses fewer threads
       set_fp_control(job.csr);
       part(job, id);
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -113,6 +142,8 @@ class Pool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   Job job_{};
+  std::vector<bool> claimed_;      // per part of the posted job: a thread has started it (under mutex_)
+  std::atomic<int> unclaimed_{0};  // parts nobody has claimed yet
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<int> pending_{0};
 };
