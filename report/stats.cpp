@@ -365,7 +365,8 @@ MeanSd mean_sd(const std::vector<double>& values) {
   for (double v : values)
     if (std::isfinite(v)) {
       sum += v;
-      ++m.n;
+      m.min = ++m.n == 1 ? v : std::min(m.min, v);
+      m.max = m.n == 1 ? v : std::max(m.max, v);
     }
   if (m.n == 0) return m;
   m.mean = sum / static_cast<double>(m.n);
@@ -374,11 +375,6 @@ MeanSd mean_sd(const std::vector<double>& values) {
     if (std::isfinite(v)) sq += (v - m.mean) * (v - m.mean);
   m.sd = m.n > 1 ? std::sqrt(sq / static_cast<double>(m.n - 1)) : 0.0;
   m.median = median(values);
-  for (double v : values)
-    if (std::isfinite(v)) {
-      m.min = std::isnan(m.min) ? v : std::min(m.min, v);
-      m.max = std::isnan(m.max) ? v : std::max(m.max, v);
-    }
   return m;
 }
 
