@@ -111,13 +111,6 @@ std::string section_markdown(const ExplainSection& s, const std::map<std::string
   return md;
 }
 
-// `text` with every occurrence of `from` replaced by `to`: the figures' note names the directory they will be in.
-std::string replaced(std::string text, const std::string& from, const std::string& to) {
-  for (std::size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
-    text.replace(at, from.size(), to);
-  return text;
-}
-
 // One explain into a directory at a time, stop signals held: the old outputs or the new ones.
 void commit_explanation(const std::filesystem::path& out, platform::StagedDirectory& figures, platform::StagedFile& md,
                         platform::StagedFile& html) {
@@ -228,7 +221,9 @@ ExplainOutcome write_explanation(const Explanation& e, const std::string& out_di
     platform::StagedFile md(o.markdown_path), html(o.html_path);
     platform::StagedDirectory figures(out / "figures");
     o.figures_drawn = write_explain_figures(e, figures.path().string(), o.plot_note);
-    o.plot_note = replaced(o.plot_note, figures.path().string(), figures.target().string());
+    const std::string staged = figures.path().string(), target = figures.target().string();
+    for (std::size_t at = 0; (at = o.plot_note.find(staged, at)) != std::string::npos; at += target.size())
+      o.plot_note.replace(at, staged.size(), target);  // the note names the directory they will be in
     md.write(explain_markdown(e, o.figures_drawn, o.plot_note));
     md.finish();
     const std::string page = explain_html(explain_json(e));
