@@ -64,16 +64,8 @@ const std::vector<Claim>& claims() {
 }
 
 std::string outcome_name(Outcome o) {
-  switch (o) {
-    case Outcome::better:
-      return "better";
-    case Outcome::worse:
-      return "worse";
-    case Outcome::same:
-      return "same";
-    default:
-      return "not decided";
-  }
+  static const char* const names[]{"better", "worse", "same", "not decided"};
+  return names[static_cast<int>(o)];
 }
 
 namespace {
@@ -94,8 +86,7 @@ double mean_of(const std::vector<double>& values) {
   return values.empty() ? kNoValue : sum / static_cast<double>(values.size());
 }
 
-// The statistic per (seed, data_seed) of an arm's runs: several runs of one pair count as their mean; a run without
-// a value is left out, or counts as kNever with never_is_worst.
+// The statistic per seed of an arm's runs (the mean of a seed's runs); no value: left out, or never_is_worst kNever.
 std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& arm, const Claim& claim,
                                           const std::string& statistic) {
   std::map<nlohmann::json, std::vector<double>> values;
@@ -122,7 +113,7 @@ Outcome order(double subject, double baseline, double tol, Better better) {
 
 // Why a claim cannot be decided for these arms whatever the numbers, or "".
 std::string undecidable(const Comparison& c, const std::string& statistic, const ArmStats& s, const ArmStats& b) {
-  // A side whose every run was cut short ends where it stopped, not where training would have: nothing to judge.
+  // Runs all cut short end where they stopped, not where training would have.
   if (s.only_incomplete() || b.only_incomplete()) return "cut_short";
   if (statistic != "final_loss") return "";
   if (s.kept.empty() || b.kept.empty()) return "all_diverged";
@@ -188,8 +179,7 @@ std::string key_without_axis(const nlohmann::json& settings, const std::string& 
   return key_without(settings, keys);
 }
 
-// Items (arms, or the first arms of lr groups with with_lr) that agree on every setting but `axis` (and, with_lr, the
-// learning rate), in groups in order of first appearance.
+// Arms (with_lr: lr groups' first arms) that agree on all but `axis` (and lr), grouped in order of appearance.
 std::vector<std::vector<std::size_t>> groups_of(const Comparison& c, const std::vector<std::size_t>& arms,
                                                 const std::string& axis, bool with_lr) {
   auto groups = group_indices(arms.size(),
@@ -199,8 +189,7 @@ std::vector<std::vector<std::size_t>> groups_of(const Comparison& c, const std::
   return groups;
 }
 
-// In each group (groups_of), the item holding `baseline` against each other, or without one every two, the earlier
-// as the baseline.
+// As arm_pairs, over groups_of.
 std::vector<ArmPair> pairs_of(const Comparison& c, const std::vector<std::size_t>& arms, const std::string& axis,
                               const std::string& baseline, bool with_lr) {
   std::vector<ArmPair> pairs;
@@ -224,8 +213,7 @@ std::string lrs_of(const Comparison& c, const LrGroup& g) {
   return s;
 }
 
-// Why two lr groups' sensitivities over the learning rates both hold (`shared`) cannot be compared, or "" (lr_verdict
-// in claims.h says why each).
+// Why two lr groups' sensitivities over their `shared` lrs cannot be compared (lr_verdict in claims.h), or "".
 std::string lr_undecidable(const Comparison& c, const LrGroup& s, const LrGroup& b,
                            const std::vector<std::pair<const ArmStats*, const ArmStats*>>& shared, Verdict& v) {
   if (shared.size() < 2) {
@@ -263,8 +251,7 @@ void lr_verdicts(const Comparison& c, const std::string& axis, const std::string
     out.push_back(lr_verdict(c, group_of(p.subject), group_of(p.baseline)));
 }
 
-// The settings two arms of other values of `axis` differ in besides it and its entries' own settings; where nothing
-// else differs in value, the settings only one of them has (of its task or layer).
+// What two arms of other `axis` values differ in besides it and its entries' settings; else what only one has.
 std::vector<std::string> differing_besides(const ArmStats& a, const ArmStats& b, const std::string& axis) {
   std::vector<std::string> axis_keys = own_settings(a.settings, axis), keys;
   for (const auto& k : own_settings(b.settings, axis)) axis_keys.push_back(k);
@@ -312,9 +299,7 @@ std::string how_text(const Verdict& v) {
 
 }  // namespace
 
-// Each side's lr objective per seed at every shared learning rate (a diverged run as its initial loss), its LR
-// sensitivity per seed where it has all of them, and per seed the largest objective of both sides: the loss the
-// sensitivities are differences of, which their tolerance is a fraction of.
+// Per seed with every shared lr: each side's sensitivity, and the largest objective its tolerance is a share of.
 Verdict lr_verdict(const Comparison& c, const LrGroup& gs, const LrGroup& gb) {
   static const Claim objective{"", "lr_objective", Better::lower, "loss"};
   std::vector<std::pair<const ArmStats*, const ArmStats*>> shared;

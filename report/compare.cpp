@@ -36,8 +36,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A --baseline no arm holds is refused, naming the values the arms hold; a number matches as the value it is ("1e-2"
-// is lr 0.01), and c.baseline takes the arms' form of it.
+// A --baseline no arm holds is refused; a number matches as its value ("1e-2" is lr 0.01), in the arms' form.
 void check_baseline(Comparison& c) {
   if (c.baseline.empty()) return;
   std::set<std::string> held;
@@ -60,10 +59,8 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
 // A sweep reader's refusal as a note's reason: without the "DIR: " that names the command line's argument.
 std::string reason(const std::string& error) { return error.rfind("DIR: ", 0) == 0 ? error.substr(5) : error; }
 
-// The notes on the sweeps given: how many grid points are complete when not all are ("95 runs" is not the whole
-// sweep); entries of sweep.json that are no point; run directories below a sweep it does not list (copied in: counted
-// as seeds, they could turn a verdict); atomic writes cut short (a second signal during a checkpoint write) in the runs
-// read and the sweeps' run directories, whose runs are not what they seem until the next start removes them.
+// Notes on the sweeps: points not complete, entries that are no point, runs below a sweep it does not list (copied in,
+// they could turn a verdict), and atomic writes cut short, whose runs are not what they seem.
 std::vector<Note> sweep_notes(const CompareOptions& options, const FoundRuns& found) {
   std::vector<Note> notes;
   std::set<std::string> leftovers;
@@ -124,8 +121,7 @@ std::vector<RunRecord> load_runs(const std::vector<std::string>& dirs, ReportCon
   return runs;
 }
 
-// explain.html of `xgrad explain` beside the report, or in the one sweep read (`xgrad experiment` writes it there),
-// relative to the report's directory; "" when there is none.
+// explain.html beside the report or in the one sweep read, relative to the report's directory; "" when none.
 std::string explain_page(const fs::path& out_dir, const std::vector<std::string>& inputs) {
   std::error_code ec;
   if (fs::is_regular_file(out_dir / "explain" / "explain.html", ec)) return "explain/explain.html";
@@ -170,8 +166,7 @@ void print_tables(const Comparison& c, const CompareOptions& options, const Foun
   for (const auto& line : duplicate_seed_warnings(c)) out << "warning: duplicate seed: " << line << "\n";
 }
 
-// The preset every input records (sweep.json), into context.preset, only when all record the same one (sections of
-// one preset over another's runs would answer the wrong question); otherwise context.preset_note says why not.
+// The preset every input records, only when all record the same one; else context.preset_note says why not.
 void choose_preset(const std::vector<std::string>& inputs, ReportContext& context, std::ostream& out) {
   std::vector<std::pair<std::string, PresetRecord>> records;
   for (const std::string& input : inputs) records.push_back({input, read_preset_record(input)});
@@ -192,8 +187,7 @@ void choose_preset(const std::vector<std::string>& inputs, ReportContext& contex
   if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
 }
 
-// Every figure goes into one plots/ directory: a preset's figure whose name another figure has already (names made
-// from the data can reduce alike) is numbered apart, so that neither overwrites the other.
+// A preset's figure named as another one already is (names from data reduce alike) is numbered apart.
 void unique_figure_names(ReportContext& context) {
   std::set<std::string> taken;
   for (const PlotFigure& f : plot_figures()) taken.insert(f.name);
@@ -248,8 +242,7 @@ void draw_plots(const Comparison& c, const fs::path& new_plots, const fs::path& 
         << " figures (PNG and SVG) in " << plots_dir.string() << "\n";
 }
 
-// The renames that put the new plots and report files in place, stop signals held back (a SIGTERM leaves the old
-// report or the new one); should a file's rename fail, the old plots go back in place.
+// Stop signals held: the old report or the new one; should a file's rename fail, the old plots go back in place.
 void commit_report(platform::StagedDirectory* plots, platform::StagedFile& report, platform::StagedFile& page) {
   const platform::StopSignalsHeld held;
   if (plots) plots->commit();
@@ -262,8 +255,7 @@ void commit_report(platform::StagedDirectory* plots, platform::StagedFile& repor
   }
 }
 
-// Everything is written beside its final place first and renamed into place at the end (commit_report). Returns
-// report.html's outcome.
+// Everything is written beside its final place, renamed in at the end (commit_report).
 HtmlOutcome write_report(const Comparison& c, const fs::path& out_dir, bool plots, ReportContext& context,
                          std::ostream& out) {
   platform::remove_abandoned_temporaries(out_dir);

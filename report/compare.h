@@ -1,7 +1,5 @@
-// `xgrad compare DIR...`: reads run directories (config.json, metrics.csv, summary.json) — given directly, listed by
-// a sweep directory's sweep.json, or found below another directory (report/runs.h) — groups them into arms that differ
-// only in seed, and reports: a table, gnuplot plots (PNG and SVG), report.md with sentences generated from the numbers,
-// and report.html, an interactive page of every run's curves (report/html.h).
+// `xgrad compare DIR...`: reads run directories (report/runs.h), groups them into arms that differ only in seed, and
+// reports: a table, gnuplot plots, report.md with sentences from the numbers, and report.html (report/html.h).
 #pragma once
 
 #include <cstddef>

@@ -51,15 +51,12 @@ std::string setup_line(const train::TrainConfig& c, const ArmMeasurement& a) {
                {"data_seed", static_cast<std::size_t>(c.data_seed)}});
 }
 
-// How an arm's final loss compares with the unscaled arm's: "lower", "higher", "same", "both solved" (report.md's
-// rule: a tie at the floor is no comparison), "neither learned" or "not decided".
+// How an arm's final loss compares with the unscaled arm's (a tie at the floor is no comparison).
 std::string versus(const Verdict& v) {
   if (v.why_not == "both_solved" || v.why_not == "neither_learned")
-    return v.why_not == "neither_learned" ? "neither learned" : "both solved";
-  return v.outcome == Outcome::better  ? "lower"
-         : v.outcome == Outcome::worse ? "higher"
-         : v.outcome == Outcome::same  ? "same"
-                                       : "not decided";
+    return v.why_not == "both_solved" ? "both solved" : "neither learned";
+  static const char* const names[]{"lower", "higher", "same", "not decided"};
+  return names[static_cast<int>(v.outcome)];
 }
 
 TrainingPoint training_point(const Comparison& c, const ArmStats& arm, const std::vector<std::string>& extra) {
@@ -83,8 +80,7 @@ TrainingPoint training_point(const Comparison& c, const ArmStats& arm, const std
   return p;
 }
 
-// The model and task settings (those probe and explain read) in which the runs differ from the measured model,
-// "d_model (runs 128; measured 64)": training evidence of another model says little about this one's initialisation.
+// "d_model (runs 128; measured 64)": evidence of another model says little about this one's initialisation.
 std::vector<std::string> model_differences(const train::TrainConfig& base, const TrainingEvidence& t) {
   const nlohmann::json measured = base.to_json();
   std::map<std::string, std::set<std::string>> differ;  // key → the runs' values
@@ -102,8 +98,7 @@ std::vector<std::string> model_differences(const train::TrainConfig& base, const
   return out;
 }
 
-// A note names run directories, the reasons they were left out and setting values, all data: each goes to the
-// terminal, explain.md and explain.html as one line of visible text, whatever control characters it holds.
+// Notes name directories and values (data): one line of visible text each wherever they are shown.
 void escape_notes(std::vector<std::string>& notes) {
   for (std::string& note : notes) note = escape_control(note);
 }

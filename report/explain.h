@@ -1,9 +1,5 @@
-// `xgrad explain`: the argument for dividing attention scores by sqrt(d_k), step by step, measured on the actual
-// model. The five steps (Vaswani et al. 2017, sec. 3.2.1 and footnote 4): (1) q·k is a sum of d_k products, so its
-// spread grows like sqrt(d_k); (2) softmax of large scores is peaked, one weight near 1, by magnitude alone; (3) a
-// saturated softmax passes almost no gradient back; (4) 1/sqrt(d_k) undoes the growth; (5) the problem is mild at
-// small d_k and grows with it. Each step gets its measurement and a verdict computed from the numbers: where the
-// model does not behave as the argument says, the verdict says so.
+// `xgrad explain`: the argument for dividing attention scores by sqrt(d_k) (Vaswani et al. 2017, sec. 3.2.1 and
+// footnote 4) in five steps, each measured on the actual model, with a verdict computed from the numbers.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +27,7 @@ struct TrainingPoint {
   std::size_t d_k = 0;
   std::string scale;
   std::string label;  // scale, and the settings that tell this arm from others of its (d_k, scale)
-  std::string group;  // the label without the scale: arms of one group differ in scale (and d_k) only
+  std::string group;  // the label without the scale: arms of one group differ in scale and d_k only
   std::size_t n_runs = 0;
   double final_loss = 0;           // mean over seeds, nats
   double steps_to_loss = 0;        // mean over the seeds that reached the loss threshold; NaN if none did
@@ -47,8 +43,7 @@ struct TrainingEvidence {
   std::vector<std::string> notes;     // runs left out and why; control characters escaped
 };
 
-/// A verdict decided from the numbers ("holds", "does not hold", ...), its class (holds, fails, partly), the text of
-/// the numbers that decide it, and as values its line in report/text/explain.md and the fields it was filled from.
+/// A verdict ("holds", ...), its class (holds, fails, partly), its text, and its explain.md key and fields.
 struct SectionVerdict {
   std::string verdict, verdict_class, text, key;
   Fields fields = {};  // the numbers its text names, by field ("mild": the first d_k 10% saturated, 0 for none)
@@ -77,26 +72,22 @@ struct Explanation {
   const ArmMeasurement* arm(std::size_t d_k, const std::string& scale) const;
 };
 
-/// Measures (measure_arms), computes the softmax curves, reads options.runs (training_evidence) and decides the five
-/// sections. Throws ConfigError for bad settings, as measure_arms.
+/// Measures, reads options.runs and decides the five sections. Throws ConfigError for bad settings (measure_arms).
 Explanation explain(const train::TrainConfig& base, const ExplainOptions& options);
 
 /// The sections of `e` (its arms, curves and training evidence), each verdict computed from them.
 std::vector<ExplainSection> explain_sections(const Explanation& e);
 
-/// The training evidence of the runs at `inputs` (compare's reader; a run that cannot be read is left out with a
-/// note). Throws std::invalid_argument when an input holds no run.
+/// The runs at `inputs` (an unreadable one left out with a note). Throws std::invalid_argument for an input of none.
 TrainingEvidence training_evidence(const std::vector<std::string>& inputs, double loss_threshold);
 
-/// The JSON explain.html embeds: the figures' data, the sections, the notes (non-finite numbers NaN, null in the page).
+/// The JSON explain.html embeds: figures' data, sections, notes (non-finite numbers NaN: null in the page).
 nlohmann::json explain_json(const Explanation& e);
 
-/// explain.html, one self-contained page (standalone_page.h): `data` (explain_json's) with uPlot and
-/// report/web/explain.js and explain.css inline.
+/// explain.html, one self-contained page of `data` (explain_json's), uPlot and report/web/explain.{js,css}.
 std::string explain_html(const nlohmann::json& data);
 
-/// Writes explain_html(data) to `path` whole or not at all (a link there is replaced, never followed); returns its
-/// size in bytes. Throws std::runtime_error naming the path and the reason when it cannot be written.
+/// Writes explain_html(data) to `path` whole or not at all; returns its bytes. Throws std::runtime_error with why.
 std::size_t write_explain_html(const nlohmann::json& data, const std::string& path);
 
 struct ExplainOutcome {
@@ -106,8 +97,7 @@ struct ExplainOutcome {
   std::string plot_note;                   // why figures are missing ("" when all were drawn)
 };
 
-/// Writes out_dir/explain.md, explain.html and figures/, creating out_dir, all beside their places and renamed in
-/// together (a link is replaced, never written through; a failure or stop leaves the old outputs or the new ones).
+/// Writes out_dir/explain.md, explain.html and figures/, renamed in together: the old outputs or the new ones stay.
 /// Throws std::runtime_error naming a path that cannot be written and the reason.
 ExplainOutcome write_explanation(const Explanation& e, const std::string& out_dir);
 

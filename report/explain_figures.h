@@ -1,5 +1,4 @@
-// The figures of `xgrad explain`: one table of ids, titles and captions (explain.md and explain.html show the same
-// words), the score histogram both draw, and the gnuplot PNG + SVG of each for explain.md.
+// The figures of `xgrad explain`: ids, titles and captions, the score histogram, and gnuplot PNG + SVG of each.
 #pragma once
 
 #include <cstddef>
@@ -35,15 +34,13 @@ const std::vector<ArmNumber>& arm_numbers();
 /// A share as a template shows it: "12.5%", "n/a" for NaN.
 std::string percent_text(double share);
 
-/// Every arm_numbers() value of `a` (shares as percent_text), its d_k, n_answerable_saturated and n_earned_clusters
-/// as template fields named prefix + name.
+/// Every arm_numbers() value of `a`, its d_k and counts as template fields named prefix + name.
 void add_arm_fields(Fields& fields, const std::string& prefix, const ArmMeasurement& a);
 
 /// "unscaled" for the reference scaling, "1/sqrt(d_k)" for sqrt_dk, the name otherwise.
 std::string scale_label_of(const std::string& scale);
 
-/// A density histogram of an arm's scores: kHistogramBins bins of `width` from x0 over score_mean ± 4.5 times the
-/// larger of the measured and the theory std (its area is the share of scores inside).
+/// A density histogram of an arm's scores over score_mean ± 4.5 times the larger of its measured and theory std.
 struct Histogram {
   double x0 = 0, width = 0;
   std::vector<double> density;
@@ -51,8 +48,8 @@ struct Histogram {
 inline constexpr std::size_t kHistogramBins = 60;
 Histogram score_histogram(const ArmMeasurement& a);
 
-/// Writes dir/<id>.gp and dir/data/ of every figure of `e`, drawn with gnuplot when it is on PATH. Returns the ids
-/// drawn; `note` says why some are missing. Throws std::runtime_error naming a path that cannot be written.
+/// Writes dir/<id>.gp and dir/data/ of every figure, drawn with gnuplot if on PATH. Returns the ids drawn; `note` says
+/// why some are missing. Throws std::runtime_error naming a path that cannot be written.
 std::vector<std::string> write_explain_figures(const Explanation& e, const std::string& dir, std::string& note);
 
 /// explain.md: the verdicts in a table, then each section with its figures (those drawn as images) and the numbers.

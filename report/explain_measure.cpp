@@ -108,17 +108,14 @@ TrainConfig arm_config(const TrainConfig& base, std::size_t d_k, const std::stri
 // component setting no arm reads is refused as train refuses it.
 std::vector<TrainConfig> arm_configs(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
                                      const std::vector<std::string>& scales) {
-  for (const auto& [key, value] : base.settings.json().items()) {
-    bool read = false;
-    for (const auto& scale : scales) {
-      TrainConfig c = base;
-      c.model.scale = scale;
-      read = read || train::unread_setting_error(c, key).empty();
-    }
-    TrainConfig first = base;
-    first.model.scale = scales.front();
-    if (!read) throw ConfigError(train::unread_setting_error(first, key));
-  }
+  const auto error_at = [&base](const std::string& scale, const std::string& key) {
+    TrainConfig c = base;
+    c.model.scale = scale;
+    return train::unread_setting_error(c, key);
+  };
+  for (const auto& item : base.settings.json().items())
+    if (std::none_of(scales.begin(), scales.end(), [&](const auto& s) { return error_at(s, item.key()).empty(); }))
+      throw ConfigError(error_at(scales.front(), item.key()));
   std::vector<TrainConfig> out;
   for (const auto d_k : d_ks)
     for (const auto& scale : scales) out.push_back(arm_config(base, d_k, scale));

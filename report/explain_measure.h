@@ -1,6 +1,5 @@
-// The measurements of `xgrad explain`: the first layer's attention of the actual model at initialisation, on one batch
-// of the task's real inputs, per head size and scaling; and what softmax does to normal scores of a given spread
-// (Monte Carlo), the curve the measured points are drawn on.
+// The measurements of `xgrad explain`: the first layer's attention at initialisation on one batch of the task, per
+// head size and scaling; and the softmax of normal scores of a given spread (Monte Carlo), the points' curve.
 #pragma once
 
 #include <algorithm>
@@ -16,13 +15,10 @@
 
 namespace xgrad::report {
 
-/// What one softmax row gives, for weights p over n >= 1 keys: entropy -sum p ln p (nats), the largest weight, and the
-/// Frobenius norm of its Jacobian d p / d s = diag(p) - p p^T, computed as sqrt(sum p^2 - 2 sum p^3 + (sum p^2)^2)
-/// (the squared entries p_i^2 (1 - p_i)^2 on the diagonal and p_i^2 p_j^2 off it, summed). Equal weights 1/n give
-/// entropy ln n and norm sqrt(n - 1) / n; one weight 1 gives 0 and 0.
+/// Of softmax weights p over n >= 1 keys: entropy (nats), the largest weight, and the Frobenius norm of the Jacobian
+/// diag(p) - p p^T, sqrt(sum p^2 - 2 sum p^3 + (sum p^2)^2) (its squared entries summed).
 struct SoftmaxRow {
   double entropy = 0, max_prob = 0, jacobian_norm = 0;
-  /// Adds `r`'s three values to these (sums over rows, for their means).
   SoftmaxRow& operator+=(const SoftmaxRow& r) {
     entropy += r.entropy;
     max_prob += r.max_prob;
@@ -32,14 +28,11 @@ struct SoftmaxRow {
 };
 SoftmaxRow softmax_row(const double* p, std::size_t n);
 
-/// The standard deviation of multiplier·q·k for q, k of d_k independent zero-mean components: sqrt(d_k) q_std k_std
-/// |multiplier| (Vaswani et al. 2017, footnote 4).
+/// The std of multiplier·q·k for d_k independent zero-mean components (Vaswani et al. 2017, footnote 4).
 double theory_score_std(std::size_t d_k, double q_std, double k_std, double multiplier);
 
-/// E[softmax_row(softmax(sigma z))] over z ~ N(0, I_n) at each sigma of `stds`, over about max_rows Monte Carlo rows
-/// whose key counts n cycle through key_counts (every k-th when there are more): mixed as the measured queries are.
-/// The same z at every sigma (a smooth curve); deterministic in `seed`. Throws std::invalid_argument for an empty
-/// key_counts or a count below 1.
+/// E[softmax_row(softmax(sigma z))], z ~ N(0, I_n), at each sigma of `stds` over about max_rows rows whose n cycle
+/// through key_counts; the same z at every sigma. Throws std::invalid_argument for no count or a count below 1.
 struct SoftmaxCurves {
   std::vector<double> std;  // sigma, as given
   std::vector<double> entropy, max_prob, jacobian_norm;
@@ -49,9 +42,8 @@ SoftmaxCurves softmax_curves(const std::vector<std::size_t>& key_counts, const s
 
 inline constexpr std::size_t kMaxHeatmapPositions = 64, kMaxSortedWeights = 256;
 
-/// The first attention layer of the model of one (d_k, scale) at initialisation. Queries: the (sequence, head,
-/// position) rows with at least 2 keys they may attend to (a lone key's weight is 1 by construction). Scores are the
-/// softmax input (after the scaling's multipliers and transforms), masked keys excluded.
+/// The first attention layer of one (d_k, scale) at initialisation, over the queries with >= 2 visible keys (a lone
+/// key's weight is 1 by construction); scores as softmax takes them, masked keys excluded.
 struct ArmMeasurement {
   std::size_t d_k = 0;
   std::string scale;
@@ -65,12 +57,10 @@ struct ArmMeasurement {
   double score_grad_p10 = 0, score_grad_median = 0, score_grad_p90 = 0;  // over queries of ‖dLoss/d(score row)‖
   double grad_norm_w_q = 0, grad_norm_w_k = 0;  // ‖dLoss/dW‖ over every layer's attn.w_q.weight (w_k), L2
   std::size_t n_queries = 0;
-  // Whether a peak is earned: over the queries whose answer sits at one key (Task::answer_positions) and that are
-  // saturated, the share whose largest weight is on that key, and the share chance gives (mean of 1 / keys).
+  // Whether a peak is earned: of the saturated queries whose answer is a key, the share peaked on it, and chance's.
   std::size_t n_answerable = 0, n_answerable_saturated = 0;
   double earned_share = 0, chance_share = 0;  // NaN when no such query (or the task names no key)
-  // The standard error of earned_share - chance_share, cluster-robust over (head, query token) groups: queries that
-  // share their head and token share their q, so they are not independent draws. NaN with earned_share.
+  // The standard error of earned_share - chance_share, cluster-robust over (head, query token): those share q.
   double earned_se = 0;
   std::size_t n_earned_clusters = 0;         // the groups
   std::size_t seq_len = 0;                   // keys per sequence, T
@@ -81,7 +71,7 @@ struct ArmMeasurement {
                                              // queries and keys; NaN where masked
 };
 
-/// The standard deviation of every element of `x` about their mean (population: n in the denominator), in double.
+/// The population standard deviation of every element of `x`, in double.
 double population_std(const xt::xarray<float>& x);
 
 /// Throws train::ConfigError naming `flag` when `values` is empty ("give at least one <what>") or holds one twice.
@@ -93,10 +83,8 @@ void check_once_each(const std::string& flag, const std::vector<T>& values, cons
       throw train::ConfigError(fmt::format("{}: {} is given twice", flag, *it));
 }
 
-/// Measures each (d_k, scale) of d_ks × scales (d_k outer) on the model of `base` with that head size, its seed and
-/// one batch (data_seed, index 0): a forward pass, then the loss at the task's targets and its backward. A component
-/// setting goes to the arms that read it; every arm is checked before any is measured. Throws ConfigError for bad
-/// settings, an empty list or a value given twice, scores that overflow, and when no query may attend to two keys.
+/// Measures each (d_k, scale) (d_k outer) on one batch (data_seed, index 0): forward, then the loss and backward.
+/// Throws ConfigError for bad settings, an empty or repeated list, overflowing scores, no query with two keys.
 std::vector<ArmMeasurement> measure_arms(const train::TrainConfig& base, const std::vector<std::size_t>& d_ks,
                                          const std::vector<std::string>& scales);
 

@@ -19,6 +19,19 @@ namespace xgrad::report {
 // Non-finite numbers stay NaN in the object; nlohmann writes them as null.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainingPoint, d_k, scale, label, n_runs, final_loss, steps_to_loss, reached,
                                    saturated_share, score_grad_relative, versus_reference)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SoftmaxCurves, std, entropy, max_prob, jacobian_norm)
+
+void to_json(nlohmann::json& j, const ExplainSection& s) {
+  j = {{"id", s.id},
+       {"number", s.number},
+       {"title", s.title},
+       {"claim", s.claim},
+       {"verdict", s.verdict.verdict},
+       {"verdict_class", s.verdict.verdict_class},
+       {"verdict_text", s.verdict.text},
+       {"paragraphs", s.paragraphs},
+       {"figures", s.figures}};
+}
 
 namespace {
 
@@ -43,21 +56,6 @@ nlohmann::json per_dk_json(const Explanation& e) {
     }
     out.push_back({{"d_k", d_k}, {"arms", arms}});
   }
-  return out;
-}
-
-nlohmann::json sections_json(const std::vector<ExplainSection>& sections) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : sections)
-    out.push_back({{"id", s.id},
-                   {"number", s.number},
-                   {"title", s.title},
-                   {"claim", s.claim},
-                   {"verdict", s.verdict.verdict},
-                   {"verdict_class", s.verdict.verdict_class},
-                   {"verdict_text", s.verdict.text},
-                   {"paragraphs", s.paragraphs},
-                   {"figures", s.figures}});
   return out;
 }
 
@@ -113,15 +111,7 @@ std::string section_markdown(const ExplainSection& s, const std::map<std::string
   return md;
 }
 
-// `text` with every occurrence of `from` replaced by `to`: the figures' note names the directory they will be in.
-std::string replaced(std::string text, const std::string& from, const std::string& to) {
-  for (std::size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
-    text.replace(at, from.size(), to);
-  return text;
-}
-
-// The renames that put explain's outputs in place, one explain into a directory at a time and stop signals held
-// back: the old outputs or the new ones. Should a file's rename fail, the old figures go back in place.
+// One explain into a directory at a time, stop signals held: the old outputs or the new ones.
 void commit_explanation(const std::filesystem::path& out, platform::StagedDirectory& figures, platform::StagedFile& md,
                         platform::StagedFile& html) {
   const platform::DirectoryLock lock(out);
@@ -158,15 +148,11 @@ nlohmann::json explain_json(const Explanation& e) {
           {"scales", e.scales},
           {"scale_labels", labels},
           {"scale_colours", colours},
-          {"sections", sections_json(e.sections)},
+          {"sections", e.sections},
           {"figures", figures},
           {"per_dk", per_dk_json(e)},
           {"points", points},
-          {"curves",
-           {{"std", e.curves.std},
-            {"entropy", e.curves.entropy},
-            {"max_prob", e.curves.max_prob},
-            {"jacobian_norm", e.curves.jacobian_norm}}},
+          {"curves", e.curves},
           {"runs", e.training ? nlohmann::json{{"points", e.training->points},
                                                {"note",
                                                 "one point per arm (runs that differ only in seed), means "
@@ -229,15 +215,15 @@ ExplainOutcome write_explanation(const Explanation& e, const std::string& out_di
   o.html_path = (out / "explain.html").string();
   bool committing = false;
   try {
-    // Everything is written beside its place first (the figures into a new directory, explain.md and explain.html
-    // as temporary files) and renamed into place together: a link in out_dir is replaced, never written through,
-    // and a full disk or a stop leaves the old outputs or the new ones, each whole.
-    // explain.md and explain.html first: a directory in either's place is refused before anything is written.
+    // Written beside their places, renamed in together (commit_explanation); the files first: a directory in their
+    // place is refused before anything is written.
     platform::remove_abandoned_temporaries(out);
     platform::StagedFile md(o.markdown_path), html(o.html_path);
     platform::StagedDirectory figures(out / "figures");
     o.figures_drawn = write_explain_figures(e, figures.path().string(), o.plot_note);
-    o.plot_note = replaced(o.plot_note, figures.path().string(), figures.target().string());
+    const std::string staged = figures.path().string(), target = figures.target().string();
+    for (std::size_t at = 0; (at = o.plot_note.find(staged, at)) != std::string::npos; at += target.size())
+      o.plot_note.replace(at, staged.size(), target);  // the note names the directory they will be in
     md.write(explain_markdown(e, o.figures_drawn, o.plot_note));
     md.finish();
     const std::string page = explain_html(explain_json(e));

@@ -1,7 +1,5 @@
-// The five sections of `xgrad explain`, each verdict decided from the measurements. The thresholds are stated in
-// each verdict's text (report/text/explain.md), so a reader can disagree with them on the numbers shown. Where a
-// step compares two scalings on a quantity compare also judges, it uses compare's rule and tolerance
-// (report/claims.h).
+// The five sections of `xgrad explain`, each verdict decided from the measurements (thresholds stated in its text);
+// a quantity compare also judges is judged by compare's rule and tolerance.
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -27,8 +25,7 @@ SectionVerdict verdict(const std::string& key, const Fields& fields = {}) {
   return {parts.at(1), parts.at(0), parts.at(2), key, fields};
 }
 
-// The scalings a step reads: the unscaled one ("" when not requested) and the one the argument proposes (sqrt_dk
-// when requested, else the first other one).
+// The unscaled scaling ("" when not requested) and the proposed one (sqrt_dk if requested, else the first other).
 struct Scales {
   std::string ref, prop;
   explicit Scales(const Explanation& e) {
@@ -71,8 +68,7 @@ double theory_gap(const Explanation& e, const std::string& scale) {
   return worst;
 }
 
-// The fields every step's text may name: the unscaled arm at the smallest and largest d_k (lo_, hi_), the proposed
-// scaling's at the largest (prop_hi_) and both scalings' labels.
+// Fields of the unscaled arm at the smallest and largest d_k (lo_, hi_), the proposed at the largest (prop_hi_).
 Fields step_fields(const Explanation& e, const Scales& s) {
   Fields f{{"ref", scale_label_of(s.ref)}, {"prop", scale_label_of(s.prop)}};
   add_arm_fields(f, "lo_", *e.arm(e.d_ks.front(), s.ref));
@@ -107,8 +103,7 @@ double curve_at(const std::vector<double>& xs, const std::vector<double>& ys, do
   return ys.back();
 }
 
-// How many arms' mean entropy lies on the curve of normal scores of their std (within 0.15 nats or 15%), and the
-// largest gap.
+// How many arms' entropy lies on the curve at their std (within 0.15 nats or 15%), and the largest gap.
 std::pair<std::size_t, double> on_curve(const Explanation& e) {
   std::size_t near = 0;
   double worst = 0;
@@ -124,8 +119,7 @@ std::pair<std::size_t, double> on_curve(const Explanation& e) {
 SectionVerdict saturation(const Explanation& e, const Scales& s, Fields f, ExplainSection& section) {
   const auto& lo = *e.arm(e.d_ks.front(), s.ref);
   const auto& hi = *e.arm(e.d_ks.back(), s.ref);
-  // Earned: the saturated queries' peaks fall on the answer's key more often than chance, beyond two cluster-robust
-  // standard errors (ArmMeasurement::earned_se).
+  // Earned: peaks on the answer's key more often than chance, beyond two standard errors.
   const bool measured = !std::isnan(hi.earned_share);
   const bool earned = measured && hi.earned_share > hi.chance_share + 2 * hi.earned_se;
   f["two_se"] = percent_text(2 * hi.earned_se);
@@ -153,8 +147,7 @@ std::map<nlohmann::json, double> by_d_k(const Explanation& e, const std::string&
   return out;
 }
 
-// During training (--runs): in how many comparisons (same group and d_k) the unscaled score gradient relative to the
-// loss is smaller than the proposed scaling's, by compare's gradient tolerance. Empty when there is none.
+// With --runs: in how many (group, d_k) the unscaled score gradient per loss is the smaller; "" when none.
 std::string training_gradient(const Explanation& e, const Scales& s, Fields f, std::size_t& smaller, std::size_t& n) {
   smaller = n = 0;
   if (!e.training) return "";
@@ -250,8 +243,7 @@ std::size_t first_d_k_above(const Explanation& e, const std::string& ref, double
   return 0;
 }
 
-// The smallest d_k from which the proposed scaling ends with a lower final loss than unscaled in every arm at that
-// d_k and every larger one (0: none), over the training evidence. `list` gets each arm's outcomes by d_k.
+// The smallest d_k from which every arm of the proposed scaling ends lower than unscaled (0: none); `list` gets each.
 std::size_t training_from(const Explanation& e, const std::string& prop, std::string& list) {
   std::vector<const TrainingPoint*> points;
   for (const auto& p : e.training->points)

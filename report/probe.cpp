@@ -7,6 +7,7 @@
 #include "nn/attention_stats.h"
 #include "nn/model.h"
 #include "report/explain_measure.h"
+#include "report/text.h"
 #include "train/trainer.h"
 
 namespace xgrad::report {
@@ -65,10 +66,7 @@ std::string format_probe_table(const std::vector<ProbeRow>& rows) {
     out << fmt::format("{:>6}  {:<12}  {:>7.3f}  {:>7.3f}  {:>11.3f}  {:>10.3f}  {:>12.3f}  {:>9.3f}  {:>9.1f}%\n",
                        r.d_k, r.scale, r.q_std, r.k_std, r.theory_std, r.score_std, r.entropy_mean, r.max_prob_mean,
                        100.0 * r.frac_saturated);
-  out << "theory std = sqrt(d_k) * std(q) * std(k) * the scaling's multiplier of q·k (Vaswani et al. 2017, footnote "
-         "4).\n"
-         "Statistics over the queries that may attend to at least 2 keys; score std over the keys they may attend to;\n"
-         "saturated = share of queries whose largest attention weight exceeds 0.99.\n";
+  for (const char* key : {"probe.theory", "probe.queries", "probe.saturated"}) out << text("explain", key) << "\n";
   return out.str();
 }
 

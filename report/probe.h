@@ -1,6 +1,5 @@
-// `xgrad probe`: attention at initialisation, no training. Checks Vaswani et al.'s footnote 4 on the actual model:
-// if q and k components are independent with zero mean and standard deviations s_q and s_k, then q·k has standard
-// deviation sqrt(d_k) s_q s_k, so unscaled scores grow with d_k and 1/sqrt(d_k) scaling brings them back to s_q s_k.
+// `xgrad probe`: attention at initialisation, no training: Vaswani et al.'s footnote 4 (std(q·k) = sqrt(d_k) s_q s_k
+// for independent zero-mean components) checked on the actual model.
 #pragma once
 
 #include <string>
@@ -21,9 +20,8 @@ struct ProbeRow {
   double frac_saturated = 0;    // share of those queries with max probability > 0.99
 };
 
-/// Builds the model of `base` with head size d_k (d_model unchanged) at each d_k and scale mode with the same seed,
-/// runs one batch of base.batch_size sequences of the task through it, and measures the first layer's attention. Throws
-/// ConfigError on bad settings, an empty d_ks or a d_k given twice.
+/// The first layer's attention of `base` at each d_k and scale on one batch. Throws ConfigError on bad settings, an
+/// empty d_ks or a d_k given twice.
 std::vector<ProbeRow> probe(const train::TrainConfig& base, const std::vector<std::size_t>& d_ks,
                             const std::vector<std::string>& scales);
 

@@ -39,8 +39,7 @@ bool is_run_dir(const fs::path& dir) {
   return fs::is_regular_file(dir / kConfigFile, ec) && fs::is_regular_file(dir / train::kMetricsFile, ec);
 }
 
-// One input's search by find_run_dirs: the runs found, those below a sweep that it does not list, and the entries
-// listed so far.
+// One input's search by find_run_dirs.
 struct Search {
   const RunSearch& bounds;
   std::string command, input;
@@ -50,8 +49,7 @@ struct Search {
   std::vector<std::string> found = {}, unlisted = {}, refused = {};
 };
 
-// The run directories `dir`'s sweep.json lists, and into s.refused why an entry does not read as a point; none when
-// no entry reads (its runs are then searched for as any directory's). A FIFO (a read would wait forever) is refused.
+// The runs `dir`'s sweep.json lists (none when no entry reads: searched as any directory's); a FIFO is refused.
 std::optional<std::vector<fs::path>> listed_runs(Search& s, const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir / "sweep.json", ec)) return std::nullopt;
@@ -71,8 +69,7 @@ std::optional<std::vector<fs::path>> listed_runs(Search& s, const fs::path& dir)
   }
 }
 
-// Adds the runs at and below `dir`, `depth` levels below the input: a run directory is not searched further, a
-// sweep's listed runs are taken as they are, and a symbolic link is followed to a run but not searched below.
+// Adds the runs at and below `dir`: not below a run, a sweep's listed runs as they are, a link followed to a run only.
 void search_below(Search& s, const fs::path& dir, std::size_t depth, bool in_sweep, bool descend) {
   if (is_run_dir(dir)) return (in_sweep ? s.unlisted : s.found).push_back(dir.string());
   if (!descend) return;
@@ -137,8 +134,7 @@ nlohmann::json read_json(const fs::path& path) {
   }
 }
 
-// A step cell as a step number: -1 (unknown) for a cell that is NaN, infinite, negative or beyond long, which a cast
-// would turn into undefined behaviour (a hand-edited or damaged metrics.csv).
+// -1 (unknown) for a step cell a cast to long would make undefined behaviour (a damaged metrics.csv).
 long step_number(double cell) {
   return std::isfinite(cell) && cell >= 0 && cell < 9.0e18 ? static_cast<long>(cell) : -1;
 }
@@ -165,7 +161,7 @@ bool any_head(const std::string& c, double nn::AttentionStats::*field) {
 }
 
 SeriesColumns series_columns(const std::vector<std::string>& header, const fs::path& path) {
-  // A column named twice would be read from whichever copy comes last, silently: the file is not one the trainer wrote.
+  // A column named twice would be read from its last copy, silently: the trainer wrote no such file.
   std::set<std::string> seen;
   for (const auto& c : header)
     if (!seen.insert(c).second)
@@ -236,8 +232,7 @@ void read_series(const fs::path& path, RunRecord& run) {
     add_reason(run, reader.row_error().empty()
                         ? "metrics.csv row " + std::to_string(reader.rows()) + " cut short (dropped)"
                         : reader.row_error() + " (this row and any after it dropped)");
-  // Without summary.json, a run whose last row is non-finite stopped there: the trainer's default (--on-nan stop)
-  // ends a run at its first non-finite step. Under --on-nan skip such a row may be followed by more.
+  // Without summary.json, a non-finite last row is where --on-nan stop (not skip) ended the run.
   const auto on_nan = run.config.find("on_nan");
   const bool skips = on_nan != run.config.end() && on_nan->is_string() &&
                      on_nan->get<std::string>() == enum_name(train::kOnNanNames, train::OnNan::skip);
@@ -247,8 +242,7 @@ void read_series(const fs::path& path, RunRecord& run) {
   }
 }
 
-// Throws for a value of config.json its setting's declaration refuses (an edited "on_nan": "bogus"): the run would
-// stand for a setting nobody trained. Of a component only the form of the name is checked (another build's entries).
+// A refused value ("on_nan": "bogus") would stand for a setting nobody trained; a component's name: only its form.
 void check_declared_values(const nlohmann::json& config, const fs::path& file) {
   for (const auto& [key, value] : config.items()) {
     if (train::find_component(key) && !(value.is_string() && is_entry_name(value.get<std::string>())))
@@ -262,8 +256,7 @@ void check_declared_values(const nlohmann::json& config, const fs::path& file) {
   }
 }
 
-// A core setting `config` lacks (added in a later release) at its declared default, what the run trained with, so
-// runs of two releases form one arm; not the settings whose value follows from others (d_k, d_ff), nor components'.
+// A core setting of a later release at its default, as the run trained, so that two releases' runs form one arm.
 void fill_missing_settings(nlohmann::json& config) {
   static const nlohmann::json written = train::TrainConfig().to_json();  // as config.json holds the defaults
   for (const train::CoreSetting& core : train::core_settings()) {
@@ -344,8 +337,7 @@ RunRecord load_run(const std::string& dir) {
   const std::size_t expected = run.has_summary ? steps_done : run.steps_planned;
   if (!run.diverged && rows < expected)
     add_reason(run, std::to_string(rows) + " of " + std::to_string(expected) + " steps in metrics.csv");
-  // A loss that stayed finite but blew up (loss_blew_up, the one definition) is a divergence like a NaN: at the
-  // first step whose loss passed kDivergedLossFactor times the step-0 loss.
+  // A finite loss that blew up (loss_blew_up) diverged at the first step past the factor, as a NaN would.
   const RunSeries& s = run.series;
   if (!run.diverged && rows > 0) {
     double sum = 0;  // of the last 20 finite losses (all, when fewer)

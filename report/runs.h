@@ -1,5 +1,4 @@
-// Finding and reading run directories for `xgrad compare`: which directories hold a run, and the few per-step
-// series the comparison needs from each (the full metrics table of a long run is never held in memory).
+// Finding and reading run directories for `xgrad compare`: only the few series compare needs are held in memory.
 #pragma once
 
 #include <cstddef>
@@ -12,8 +11,7 @@
 
 namespace xgrad::report {
 
-/// The per-step series of one run, one entry per metrics.csv row, in file order. NaN where the CSV holds nan or
-/// the quantity is not in the file.
+/// The per-step series of one run, one entry per metrics.csv row; NaN where the CSV holds nan or lacks the column.
 struct RunSeries {
   std::vector<double> step;
   std::vector<double> loss;
@@ -34,8 +32,7 @@ struct RunRecord {
   std::string dir;
   nlohmann::json config;          // config.json in its canonical form (canonical_config_json; any release)
   bool has_summary = false;       // summary.json present and readable
-  bool diverged = false;          // from summary.json; without one, a non-finite last row (but under on_nan skip);
-                                  // or loss_blew_up (train/run_files.h) of the final loss
+  bool diverged = false;          // summary.json's; else a non-finite last row, or loss_blew_up of the final loss
   long diverged_step = -1;        // for a blow-up, the first step whose loss passed that factor
   bool incomplete = false;        // no summary.json (or still running), a truncated last line, fewer rows than steps
   std::string incomplete_reason;  // why, for the report ("" when complete)
@@ -45,33 +42,28 @@ struct RunRecord {
   RunSeries series;
 };
 
-/// How far find_run_dirs looks below a directory that is neither a run nor a sweep (and below a sweep, for runs it does
-/// not list): runs lie 2 levels below a sweep, 4 in a grouping of directories of sweeps. 10,000 entries list in well
-/// under a second, while `xgrad compare /` stops at once, naming the bound.
+/// How far find_run_dirs looks below a directory: runs lie 2 levels below a sweep, 4 in a directory of sweeps; 10,000
+/// entries list in well under a second, while `xgrad compare /` stops at once, naming the bound.
 struct RunSearch {
   bool include_unlisted = false;    // also read the run directories below a sweep that its sweep.json does not list
   std::size_t max_depth = 4;        // levels below the input
   std::size_t max_entries = 10000;  // files and directories listed, besides a sweep's own (a run and a config a point)
 };
 
-/// The run directories of the inputs, sorted, each once; and those below a sweep that its sweep.json does not list
-/// (`dirs` holds them too with include_unlisted). search_cut: below a sweep given, the search for those stopped at
-/// max_entries. refused: why entries of the sweeps' sweep.json do not read as points (train::read_manifest_entries),
-/// whose runs are then unlisted ones.
+/// The run directories of the inputs, sorted, each once; those below a sweep it does not list; search_cut: that search
+/// stopped at max_entries; refused: why sweep.json entries do not read as points.
 struct FoundRuns {
   std::vector<std::string> dirs, unlisted, refused;
   bool search_cut = false;
 };
 
-/// Of each input: itself when it is a run directory (config.json and metrics.csv); the runs its sweep.json lists;
-/// else the runs and sweeps found below it within `search`. Throws std::invalid_argument naming the input when it is
-/// not a directory, holds no run, more entries than the bound (unless a sweep) or a sweep.json not a regular file.
+/// Of each input: itself if a run directory, the runs its sweep.json lists, else those found below it within `search`.
+/// Throws std::invalid_argument naming an input of no run, over the bound (unless a sweep), or not a directory.
 FoundRuns find_run_dirs(const std::vector<std::string>& inputs, const RunSearch& search = {},
                         const std::string& command = "compare");
 
-/// Reads config.json, metrics.csv and (if present) summary.json of `dir`; a last row cut short is dropped and the run
-/// marked incomplete. Throws std::runtime_error naming the file when config.json is not valid JSON or holds a value
-/// its setting's declaration refuses, or metrics.csv has no header or no loss column.
+/// Reads `dir`'s config.json, metrics.csv and summary.json (if present); a cut-short last row is dropped. Throws
+/// std::runtime_error naming the file for invalid or refused config.json, or a metrics.csv without a loss column.
 RunRecord load_run(const std::string& dir);
 
 }  // namespace xgrad::report

@@ -1,8 +1,10 @@
 #include "report/stats.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -15,8 +17,7 @@ namespace xgrad::report {
 
 namespace {
 
-// Mean of the finite values in [begin, end); NaN if any value is not finite (a window touching a diverged step
-// must not count as reaching a threshold) or the range is empty.
+// Mean over [begin, end); NaN if empty or any is not finite: a window touching a diverged step reaches nothing.
 double strict_mean(const std::vector<double>& v, std::size_t begin, std::size_t end) {
   if (begin >= end) return kNoValue;
   double s = 0;
@@ -39,8 +40,7 @@ long first_step(const std::vector<double>& values, const std::vector<double>& st
   return -1;
 }
 
-// Report order of the scalings: the unscaled reference first (the report compares the others with it), then the
-// registry's order, then names this build does not know.
+// The unscaled reference first (the others are compared with it), then registry order, then unknown names.
 std::size_t scale_rank(const std::string& scale) {
   if (is_reference_scale(scale)) return 0;
   return 1 + Registry<nn::ScalingEntry>::instance().rank(scale);
@@ -49,13 +49,6 @@ std::size_t scale_rank(const std::string& scale) {
 double number_or_nan(const nlohmann::json& j, const std::string& key) {
   const auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : kNoValue;
-}
-
-// Settings whose default follows from other settings (d_ff: 4 * d_model). d_k also follows from d_model and
-// n_heads by default, but it is the setting every table shows.
-const std::vector<std::string>& derived_by_default() {
-  static const std::vector<std::string> keys{"d_ff"};
-  return keys;
 }
 
 // True when the arm's `key` holds the value it takes when not given: a value that follows from the others.
@@ -75,15 +68,13 @@ bool holds_derived_default(const nlohmann::json& settings, const std::string& ke
 
 // A derived setting in which the arms differ only through what it follows from: every arm holds its default.
 bool follows_in_every_arm(const std::vector<const nlohmann::json*>& settings, const std::string& key) {
-  if (std::find(derived_by_default().begin(), derived_by_default().end(), key) == derived_by_default().end())
-    return false;
+  if (key != "d_ff") return false;  // follows from d_model; d_k does too, but every table shows it
   for (const nlohmann::json* s : settings)
     if (s->contains(key) && !holds_derived_default(*s, key)) return false;
   return true;
 }
 
-// Every key of `settings`, in the order tables list them: the settings that change what is learned first (task,
-// model size), then the rest alphabetically. chance_loss follows from the task's settings and is left out.
+// Every key of `settings` in table order: what changes what is learned first, then alphabetically; no chance_loss.
 std::vector<std::string> ordered_keys(const std::vector<const nlohmann::json*>& settings) {
   static const std::vector<std::string> priority{"task", "d_model",    "d_k",      "scale", "optimizer",
                                                  "lr",   "n_heads",    "n_layers", "steps", "batch_size",
@@ -98,9 +89,7 @@ std::vector<std::string> ordered_keys(const std::vector<const nlohmann::json*>& 
   return keys;
 }
 
-// The keys (ordered_keys) whose values are not all the same in `settings`, derived ones that follow in every arm
-// left out. A setting only some arms' components read (momentum for sgd) differs only if those arms disagree: the
-// component that reads it is itself a differing setting.
+// The keys (ordered_keys) whose values differ; one only some arms read (momentum) differs where those arms disagree.
 std::vector<std::string> differing_keys(const std::vector<const nlohmann::json*>& settings) {
   std::vector<std::string> out;
   for (const auto& k : ordered_keys(settings)) {
@@ -120,8 +109,7 @@ std::vector<const nlohmann::json*> settings_of(const std::vector<ArmStats>& arms
   return out;
 }
 
-// The values of `series` over the rows up to and including `until` (every row when it is NaN: never reached) whose
-// loss is finite, divided by the loss when `per_loss` (rows with a positive loss only).
+// `series` over the rows up to step `until` (NaN: all) with a finite loss; per_loss: divided by a positive loss.
 std::vector<double> rows_until(const RunSeries& s, const std::vector<double>& series, double until, bool per_loss) {
   std::vector<double> values;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -158,16 +146,17 @@ const std::vector<double>& grad_norm_series(const RunSeries& s, const std::strin
 
 bool logs_weight(const RunRecord& run, const std::string& w) { return w == "w_q" ? run.has_w_q : run.has_w_k; }
 
-// A GradientStats number of one attention weight, NaN when metrics.csv has no column of it.
-double gradients_of(const RunRecord& run, const std::string& w, double (train::GradientStats::*of_q)() const,
-                    double (train::GradientStats::*of_k)() const) {
-  if (!logs_weight(run, w)) return kNoValue;
-  return (run.gradients.*(w == "w_q" ? of_q : of_k))();
-}
-
 using C = const RunContext&;
 using W = const std::string&;
 const RunSeries& series(C x) { return x.run.series; }
+
+// A GradientStats number of one attention weight, NaN when metrics.csv has no column of it.
+using Of = double (train::GradientStats::*)() const;
+Statistic gradients_of(const std::string& name, Of of_q, Of of_k) {
+  return {name, [of_q, of_k](C x, W w) {
+            return logs_weight(x.run, w) ? (x.run.gradients.*(w == "w_q" ? of_q : of_k))() : kNoValue;
+          }};
+}
 
 std::vector<Statistic> curve_statistics() {
   return {
@@ -198,65 +187,48 @@ std::vector<Statistic> curve_statistics() {
 }
 
 std::vector<Statistic> attention_statistics() {
-  return {
-      {"grad_norm_step0_{w}",
-       [](C x, W w) {
-         return !logs_weight(x.run, w) ? kNoValue
-                : w == "w_q"           ? x.run.gradients.first_grad_norm_w_q
-                                       : x.run.gradients.first_grad_norm_w_k;
-       }},
-      // The gradient while the task is still being learned, which a run that solves it early does not dilute with
-      // steps on a loss near zero.
-      {"mean_grad_norm_before_loss_{w}",
-       [](C x, W w) {
-         if (!logs_weight(x.run, w)) return kNoValue;
-         return finite_mean(rows_until(series(x), grad_norm_series(series(x), w), x.so_far["step_to_loss"], false));
-       }},
-      {"mean_grad_norm_{w}",
-       [](C x, W w) {
-         return gradients_of(x.run, w, &train::GradientStats::mean_grad_norm_w_q,
-                             &train::GradientStats::mean_grad_norm_w_k);
-       }},
-      {"frac_zero_grad_{w}",
-       [](C x, W w) {
-         return gradients_of(x.run, w, &train::GradientStats::frac_zero_grad_w_q,
-                             &train::GradientStats::frac_zero_grad_w_k);
-       }},
-      {"frac_near_zero_grad_{w}",
-       [](C x, W w) {
-         return gradients_of(x.run, w, &train::GradientStats::frac_near_zero_grad_w_q,
-                             &train::GradientStats::frac_near_zero_grad_w_k);
-       }},
-      {"first_measured_step",
-       [](C x, W) {
-         for (std::size_t i = 0; i < series(x).size(); ++i)
-           if (std::isfinite(series(x).entropy[i])) return series(x).step[i];
-         return kNoValue;
-       }},
-      {"entropy_first", [](C x, W) { return first_finite(series(x).entropy); }},
-      {"entropy_last", [](C x, W) { return first_finite(series(x).entropy, true); }},
-      {"score_std_first", [](C x, W) { return first_finite(series(x).score_std); }},
-      {"score_std_last", [](C x, W) { return first_finite(series(x).score_std, true); }},
-      {"saturated_first", [](C x, W) { return first_finite(series(x).saturated); }},
-      {"saturated_last", [](C x, W) { return first_finite(series(x).saturated, true); }},
-      {"max_logit_first", [](C x, W) { return first_finite(series(x).max_logit); }},
-      {"max_logit_last", [](C x, W) { return first_finite(series(x).max_logit, true); }},
-      {"max_logit_max", [](C x, W) { return mean_sd(series(x).max_logit).max; }},
-      {"step_max_logit_large",
-       [](C x, W) {
-         for (std::size_t i = 0; i < series(x).size(); ++i)
-           if (series(x).max_logit[i] > kLargeLogit) return series(x).step[i];
-         return kNoValue;
-       }},
-      {"score_grad_median", [](C x, W) { return median(series(x).score_grad_median); }},
-      // A saturated softmax passes almost no gradient whatever its loss; a run that solved the task has a small
-      // gradient only because its loss is small, and its rows after the threshold are left out: this tells
-      // saturation from convergence, score_grad_median does not.
-      {"score_grad_relative",
-       [](C x, W) {
-         return median(rows_until(series(x), series(x).score_grad_median, x.so_far["step_to_loss"], true));
-       }},
-  };
+  using G = train::GradientStats;
+  return {{"grad_norm_step0_{w}",
+           [](C x, W w) {
+             return !logs_weight(x.run, w) ? kNoValue
+                    : w == "w_q"           ? x.run.gradients.first_grad_norm_w_q
+                                           : x.run.gradients.first_grad_norm_w_k;
+           }},
+          // The gradient while the task is being learned, not diluted by steps on a loss near zero after solving it.
+          {"mean_grad_norm_before_loss_{w}",
+           [](C x, W w) {
+             if (!logs_weight(x.run, w)) return kNoValue;
+             return finite_mean(rows_until(series(x), grad_norm_series(series(x), w), x.so_far["step_to_loss"], false));
+           }},
+          gradients_of("mean_grad_norm_{w}", &G::mean_grad_norm_w_q, &G::mean_grad_norm_w_k),
+          gradients_of("frac_zero_grad_{w}", &G::frac_zero_grad_w_q, &G::frac_zero_grad_w_k),
+          gradients_of("frac_near_zero_grad_{w}", &G::frac_near_zero_grad_w_q, &G::frac_near_zero_grad_w_k),
+          {"first_measured_step",
+           [](C x, W) {
+             for (std::size_t i = 0; i < series(x).size(); ++i)
+               if (std::isfinite(series(x).entropy[i])) return series(x).step[i];
+             return kNoValue;
+           }},
+          {"entropy_first", [](C x, W) { return first_finite(series(x).entropy); }},
+          {"entropy_last", [](C x, W) { return first_finite(series(x).entropy, true); }},
+          {"score_std_first", [](C x, W) { return first_finite(series(x).score_std); }},
+          {"score_std_last", [](C x, W) { return first_finite(series(x).score_std, true); }},
+          {"saturated_first", [](C x, W) { return first_finite(series(x).saturated); }},
+          {"saturated_last", [](C x, W) { return first_finite(series(x).saturated, true); }},
+          {"max_logit_first", [](C x, W) { return first_finite(series(x).max_logit); }},
+          {"max_logit_last", [](C x, W) { return first_finite(series(x).max_logit, true); }},
+          {"max_logit_max", [](C x, W) { return mean_sd(series(x).max_logit).max; }},
+          {"step_max_logit_large",
+           [](C x, W) {
+             for (std::size_t i = 0; i < series(x).size(); ++i)
+               if (series(x).max_logit[i] > kLargeLogit) return series(x).step[i];
+             return kNoValue;
+           }},
+          {"score_grad_median", [](C x, W) { return median(series(x).score_grad_median); }},
+          // Per unit of loss and before the threshold: tells a saturated softmax from a solved task.
+          {"score_grad_relative", [](C x, W) {
+             return median(rows_until(series(x), series(x).score_grad_median, x.so_far["step_to_loss"], true));
+           }}};
 }
 
 // The arms: runs with the same settings but seeds, sorted by d_k, scaling (registry order), optimizer, lr, rest.
@@ -266,18 +238,15 @@ void group_into_arms(Comparison& c) {
     c.arms.emplace_back().settings = arm_settings(c.runs[runs.front()].config);
     c.arms.back().runs = runs;
   }
-  std::sort(c.arms.begin(), c.arms.end(), [](const ArmStats& a, const ArmStats& b) {
-    if (a.d_k() != b.d_k()) return a.d_k() < b.d_k();
-    if (scale_rank(a.scale()) != scale_rank(b.scale())) return scale_rank(a.scale()) < scale_rank(b.scale());
-    if (a.scale() != b.scale()) return a.scale() < b.scale();
-    if (a.optimizer() != b.optimizer()) return a.optimizer() < b.optimizer();
-    if (a.lr() != b.lr()) return a.lr() < b.lr();
-    return a.settings.dump() < b.settings.dump();
-  });
+  const auto key = [](const ArmStats& a) {
+    const double lr = a.lr();  // NaN (no lr) last: a NaN inside the key would break the sort's ordering
+    return std::make_tuple(a.d_k(), scale_rank(a.scale()), a.scale(), a.optimizer(), std::isnan(lr),
+                           std::isnan(lr) ? 0.0 : lr, a.settings.dump());
+  };
+  std::sort(c.arms.begin(), c.arms.end(), [&](const ArmStats& a, const ArmStats& b) { return key(a) < key(b); });
 }
 
-// Replicates are told apart by (seed, data_seed): the same pair twice is the same run twice (a copied or re-run
-// directory), not another seed.
+// The same (seed, data_seed) twice is the same run twice (a copied or re-run directory), not another seed.
 void count_seeds(const Comparison& c, ArmStats& arm) {
   const auto pairs = [&](std::size_t k) { return seed_key(c.runs[arm.used[k]].config).dump(); };
   for (const auto& group : group_indices(arm.used.size(), pairs)) {
@@ -304,8 +273,7 @@ void summarise_kept_runs(const Comparison& c, ArmStats& arm) {
   }
 }
 
-// One arm's runs: each run's statistics, the runs used (complete ones, or all when none is), its seeds, the runs
-// kept (not diverged), and their summaries.
+// Each run's statistics, the runs used (complete ones, or all when none is), the seeds, the kept runs, summaries.
 void analyse_arm(Comparison& c, ArmStats& arm, double loss_threshold, double accuracy_threshold) {
   arm.loss_threshold = loss_threshold >= 0 ? loss_threshold : 0.5 * number_or_nan(arm.settings, "chance_loss");
   for (auto i : arm.runs) {
@@ -326,8 +294,7 @@ void analyse_arm(Comparison& c, ArmStats& arm, double loss_threshold, double acc
   summarise_kept_runs(c, arm);
 }
 
-// Arms that differ only in lr, two or more with a finite objective (no sensitivity when every run diverged). Arms are
-// sorted by lr within equal other settings, so each group's arms come out in increasing lr.
+// Two or more arms that differ only in lr (sorted by it), with a finite objective.
 std::vector<LrGroup> lr_groups_of(const Comparison& c) {
   std::vector<LrGroup> groups;
   for (const auto& members :
@@ -342,9 +309,9 @@ std::vector<LrGroup> lr_groups_of(const Comparison& c) {
     // Every run diverged: each objective is an initial loss, whatever the lr, and their spread no sensitivity.
     if (std::all_of(members.begin(), members.end(), [&c](std::size_t a) { return c.arms[a].kept.empty(); }))
       g.sensitivity = kNoValue;
-    g.best_arm = members.front();
-    for (auto a : members)
-      if (c.arms[a].stat("lr_objective").mean < c.arms[g.best_arm].stat("lr_objective").mean) g.best_arm = a;
+    g.best_arm = *std::min_element(members.begin(), members.end(), [&](std::size_t a, std::size_t b) {
+      return c.arms[a].stat("lr_objective").mean < c.arms[b].stat("lr_objective").mean;
+    });
     groups.push_back(std::move(g));
   }
   return groups;
@@ -401,7 +368,8 @@ MeanSd mean_sd(const std::vector<double>& values) {
   for (double v : values)
     if (std::isfinite(v)) {
       sum += v;
-      ++m.n;
+      m.min = ++m.n == 1 ? v : std::min(m.min, v);
+      m.max = m.n == 1 ? v : std::max(m.max, v);
     }
   if (m.n == 0) return m;
   m.mean = sum / static_cast<double>(m.n);
@@ -410,11 +378,6 @@ MeanSd mean_sd(const std::vector<double>& values) {
     if (std::isfinite(v)) sq += (v - m.mean) * (v - m.mean);
   m.sd = m.n > 1 ? std::sqrt(sq / static_cast<double>(m.n - 1)) : 0.0;
   m.median = median(values);
-  for (double v : values)
-    if (std::isfinite(v)) {
-      m.min = std::isnan(m.min) ? v : std::min(m.min, v);
-      m.max = std::isnan(m.max) ? v : std::max(m.max, v);
-    }
   return m;
 }
 
@@ -424,13 +387,6 @@ double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-double equal_loss_tolerance(const MeanSd& a, const MeanSd& b) {
-  double tol = tolerance("loss").between(a.mean, b.mean);
-  if (std::isfinite(a.sd)) tol = std::max(tol, a.sd);
-  if (std::isfinite(b.sd)) tol = std::max(tol, b.sd);
-  return tol;
 }
 
 std::size_t ArmStats::d_k() const {
@@ -451,13 +407,15 @@ bool ArmStats::learned() const {
   const double chance = number_or_nan(settings, "chance_loss");
   const MeanSd reference =
       std::isfinite(chance) ? MeanSd{chance, 0.0, 1, chance, chance, chance} : stat("initial_loss");
-  return reference.n > 0 && reference.mean - final_loss.mean > equal_loss_tolerance(reference, final_loss);
+  // Within the larger seed sd, or 2% (tolerance "loss") when one seed has no spread, is no difference.
+  double tol = tolerance("loss").between(reference.mean, final_loss.mean);
+  for (double sd : {reference.sd, final_loss.sd})
+    if (std::isfinite(sd)) tol = std::max(tol, sd);
+  return reference.n > 0 && reference.mean - final_loss.mean > tol;
 }
 
 nlohmann::json arm_settings(const nlohmann::json& config) {
-  // By declaration: settings of role arm define the arm; seeds tell its replicates apart and record settings (output
-  // directory, logging cadence, threads) change no number. A key no declaration knows (a run of a build with more
-  // registry entries) counts as an arm setting.
+  // Seeds and record settings (output, logging, threads) change no number; an unknown key counts as an arm's.
   nlohmann::json s = nlohmann::json::object();
   for (const auto& [key, value] : config.items()) {
     if (train::is_record_key(key)) continue;
@@ -465,8 +423,7 @@ nlohmann::json arm_settings(const nlohmann::json& config) {
     if (declared && declared->role != Setting::Role::arm) continue;
     s[key] = value;
   }
-  // The bytes the run read (each input file's name and the start of its content hash): runs of one path on other
-  // contents are other arms, labelled apart, and never compared as if only their scaling differed.
+  // Runs of one path on other contents are other arms, never compared as if only their scaling differed.
   const auto inputs = config.find("inputs");
   if (inputs != config.end() && inputs->is_array() && !inputs->empty()) {
     std::string text;
@@ -478,7 +435,6 @@ nlohmann::json arm_settings(const nlohmann::json& config) {
                 f.at("xxh3").get<std::string>().substr(0, 8);
     s["inputs"] = text;
   }
-  // What the run is measured against (the steps-to-threshold default) follows from the settings: kept with the arm.
   const auto derived = config.find("derived");
   if (derived != config.end() && derived->is_object() && derived->contains("chance_loss"))
     s["chance_loss"] = derived->at("chance_loss");
@@ -530,8 +486,6 @@ bool solved(const ArmStats& arm, const Comparison& c) {
 }
 
 std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms) {
-  // Every setting whose value is not the same in all arms, so that no row reads as a comparison of scalings between
-  // arms that differ in something else (task, d_model, ...).
   static const std::vector<std::string> fixed{"d_k", "scale", "optimizer", "lr"};
   std::vector<std::string> extra;
   for (const auto& k : differing_keys(settings_of(arms)))

@@ -1,5 +1,4 @@
-// The numbers of `xgrad compare`: per-run statistics, arms (runs that differ only in seed) with their aggregates
-// over seeds, and the learning-rate sensitivity of arms that differ only in learning rate.
+// The numbers of `xgrad compare`: per-run statistics, arms (runs that differ only in seed) and LR sensitivity.
 #pragma once
 
 #include <functional>
@@ -17,8 +16,7 @@ namespace xgrad::report {
 
 constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 
-/// Mean, sample standard deviation (n - 1 denominator; 0 for one value), median and range of the finite values; n
-/// counts them. NaN (n = 0) when none is finite.
+/// Mean, sample sd (n - 1; 0 for one value), median and range of the finite values, n of them; NaN when none.
 struct MeanSd {
   double mean = kNoValue;
   double sd = kNoValue;
@@ -48,7 +46,7 @@ std::vector<std::vector<std::size_t>> group_indices(std::size_t n, Key key) {
 
 struct RunStats;
 
-/// What a statistic of one run is computed from: the run, its arm's thresholds, and the statistics declared before it.
+/// A run, its arm's thresholds and the statistics declared before: what one run's statistic is computed from.
 struct RunContext {
   const RunRecord& run;
   double loss_threshold = kNoValue;
@@ -57,8 +55,7 @@ struct RunContext {
   const RunStats& so_far;
 };
 
-/// One per-run statistic, declared once: its name (the key of RunStats and ArmStats::stats), its definition (the
-/// glossary's) and how one run's value is computed. An arm summarises it over its kept runs (over_used_runs: used).
+/// One per-run statistic, declared once: its name (key of RunStats, ArmStats::stats), definition and computation.
 struct Statistic {
   std::string name;  // "final_loss"; with "{w}", one statistic per attention_weights() entry
   std::function<double(const RunContext&, const std::string& w)> of_run;  // NaN: the run has no value
@@ -69,29 +66,21 @@ struct Statistic {
 /// Every statistic, in the order they are computed. Adding a statistic is one entry here (and its test).
 const std::vector<Statistic>& statistics();
 
-/// The name of a statistic declared with "{w}" for one attention weight: ("mean_grad_norm_{w}", "w_q") ->
-/// "mean_grad_norm_w_q".
+/// ("mean_grad_norm_{w}", "w_q") -> "mean_grad_norm_w_q": a "{w}" statistic's name for one attention weight.
 std::string statistic_name(const std::string& declared, const std::string& w);
 
-/// What one run measured, by statistic name (statistics()). Losses in nats, steps as metrics.csv's step column; a
-/// "finite row" is one whose update was applied (is_finite_step, train/run_files.h).
+/// What one run measured, by statistic name (statistics()); losses in nats, steps as metrics.csv's step column.
 struct RunStats {
   std::map<std::string, double> values;  // every declared statistic; NaN where the run has none
   /// The value of the statistic `name`. Throws std::out_of_range naming it when no statistic has that name.
   double operator[](const std::string& name) const;
 };
 
-/// Statistics of one run. `window` >= 1 rows for the trailing means of steps-to-threshold. Never throws on
-/// NaN/Inf values: non-finite values are skipped by the means and never reach a threshold.
+/// Statistics of one run (`window` >= 1 rows of trailing mean); non-finite values are skipped, never thrown on.
 RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_threshold, std::size_t window);
 
-/// Two mean losses closer than this count as equal: the larger seed sd, and at least tolerance("loss") of the larger
-/// mean (one seed has no spread, and a 0.1% difference is not a result).
-double equal_loss_tolerance(const MeanSd& a, const MeanSd& b);
-
-/// Runs whose settings agree on everything but the seed, aggregated over seeds. Every statistic is over the `kept`
-/// runs (a diverged run counts in diverged_steps only: no number is decided by a run that blew up), but the lr
-/// objective, which by its definition (Wortsman et al. 2023) counts a diverged run as its initial loss.
+/// Runs whose settings agree on everything but the seed, aggregated over the kept (not diverged) runs: no number is
+/// decided by a run that blew up, but the lr objective (Wortsman et al. 2023), which counts it as its initial loss.
 struct ArmStats {
   nlohmann::json settings;        // arm_settings() of its runs' config.json
   std::vector<std::size_t> runs;  // indices into Comparison::runs
@@ -99,19 +88,16 @@ struct ArmStats {
   std::vector<std::size_t> kept;  // the used runs that did not diverge: the runs every statistic below is over
   std::size_t n_incomplete = 0;   // runs of `runs` that are incomplete
   std::size_t n_seeds = 0;        // distinct (seed, data_seed) pairs among the used runs
-  std::vector<std::vector<std::size_t>> duplicate_seeds;  // used runs sharing one (seed, data_seed), a group per
-                                                          // pair held by more than one; all stay in the aggregates
+  std::vector<std::vector<std::size_t>> duplicate_seeds;  // used runs sharing a (seed, data_seed): all aggregated
   double loss_threshold = kNoValue;
   std::map<std::string, MeanSd> stats;  // every statistic() over the kept runs (over_used_runs: the used runs)
   bool measured_from_step_0 = true;     // every kept run measured attention at step 0
   std::vector<long> diverged_steps;     // one per used run that diverged
 
-  /// The summary of the statistic `name` over the arm's runs (a steps-to-threshold statistic: over the runs that
-  /// reached it, n counting them). Throws std::out_of_range naming it when no statistic has that name.
+  /// The statistic `name` over the arm's runs (a threshold's: those that reached it). Throws std::out_of_range.
   const MeanSd& stat(const std::string& name) const;
 
-  /// The arm's mean final loss is below the chance loss (config.json's derived chance_loss, a uniform guess), or
-  /// without one the mean initial loss, by more than equal_loss_tolerance. False with no kept run.
+  /// The mean final loss is clearly below the chance loss (else the initial loss). False with no kept run.
   bool learned() const;
 
   std::size_t d_k() const;
@@ -142,53 +128,44 @@ struct Comparison {
   std::string baseline;        // the value of `axis` the others are judged against; "" for the reference scaling
 };
 
-/// The settings that define an arm: config.json's settings of role arm (no seeds, output or logging settings), and
-/// "inputs": the input files as "name hash8, ..." (the start of their XXH3), so runs on other bytes are other arms.
+/// config.json's settings of role arm, and "inputs": "name hash8, ...", so that runs on other bytes are other arms.
 nlohmann::json arm_settings(const nlohmann::json& config);
 
 /// `settings` with `keys` removed, serialised: arms with equal results compare equal but for those keys.
 std::string key_without(const nlohmann::json& settings, const std::vector<std::string>& keys);
 
-/// Groups, aggregates and finds LR groups. loss_threshold < 0: half the arm's chance_loss (config.json).
-/// accuracy_threshold in [0, 1]; window >= 1 (0 is taken as 1).
+/// Groups, aggregates and finds LR groups. loss_threshold < 0: half the arm's chance_loss; window 0 is taken as 1.
 Comparison analyse_runs(std::vector<RunRecord> runs, double loss_threshold, double accuracy_threshold,
                         std::size_t window);
 
-/// The largest attention logit (|scaled score|) past which a run's logits count as grown large: QK-Clip's tau in Kimi
-/// K2 (Kimi Team 2025, arXiv 2507.20534), where logits of some heads passed 1000 under Muon with loss spikes.
+/// The attention logit past which logits count as grown large: QK-Clip's tau (Kimi Team 2025, arXiv 2507.20534).
 constexpr double kLargeLogit = 100;
 
-/// The final loss (nats) at or below which a run that also ends at the accuracy threshold has solved the task: on
-/// average the right answer gets a probability of at least exp(-0.01) ≈ 0.99.
+/// The final loss (nats) at or below which a run at the accuracy threshold has solved the task: p(answer) >= 0.99.
 constexpr double kSolvedLoss = 0.01;
 
-/// The arm has a kept run and every kept run ends at final accuracy >= c.accuracy_threshold and final loss <=
-/// kSolvedLoss. Where both arms solved the task, their final losses (0.003 vs 0.004) decide nothing.
+/// Every kept run (at least one) ends at the accuracy threshold and kSolvedLoss: then final losses decide nothing.
 bool solved(const ArmStats& arm, const Comparison& c);
 
 /// Median of the finite values (mean of the middle two for an even count); NaN when none is finite.
 double median(std::vector<double> values);
 
-/// Mean over learning rates of `objective` minus its minimum (Wortsman et al. 2023, sec. 3.2, where each
-/// objective is min(final loss, initial loss)). NaN entries are skipped; NaN for fewer than 2 finite entries.
+/// Mean minus minimum of `objective` over learning rates (Wortsman et al. 2023, 3.2); NaN under 2 finite entries.
 double lr_sensitivity(const std::vector<double>& objective);
 
-/// Every setting beyond d_k, scale, optimizer and lr whose value is not the same in all arms, most important first
-/// (task, d_model, ...), so that no label presents arms differing in the task as differing in scale only. A setting
-/// whose default follows from others (d_ff: 4 * d_model) is left out where every arm holds that default.
+/// The settings beyond d_k, scale, optimizer and lr that differ between arms, most important first (task, d_model):
+/// no label may present arms of two tasks as differing in scale only. A derived default (d_ff) held by all is left out.
 std::vector<std::string> distinguishing_keys(const std::vector<ArmStats>& arms);
 
-/// The settings (in distinguishing_keys' order, d_k, scale, optimizer and lr included) whose values are not all the
-/// same in two arms' (in all of `settings`); a derived setting that holds its default in every one is left out.
+/// The settings (distinguishing_keys' order, d_k, scale, optimizer and lr included) that differ between the arms.
 std::vector<std::string> settings_differing(const nlohmann::json& a, const nlohmann::json& b);
 std::vector<std::string> settings_differing(const std::vector<const nlohmann::json*>& settings);
 
 /// `keys` in the order distinguishing_keys and settings_differing list settings of `arms`.
 std::vector<std::string> in_setting_order(const std::vector<ArmStats>& arms, const std::set<std::string>& keys);
 
-/// The keys of `settings` declared by the entry its `component` ("scale", "task") names and by no other entry of the
-/// component (softcap_cap for softcap); for an entry this build does not register, the keys no declaration knows
-/// when every other component of the run is registered (nothing else can read them). In the order of `settings`.
+/// The keys of `settings` only the entry its `component` names declares (softcap_cap for softcap); for an unknown
+/// entry, the keys no declaration knows when every other component is known (nothing else can read them).
 std::vector<std::string> own_settings(const nlohmann::json& settings, const std::string& component);
 
 /// "softcap (softcap_cap=30)": the arm's scale with the settings of its own (own_settings), or the scale alone.

@@ -1,5 +1,4 @@
-// The report's sentences as data: the Markdown templates of report/text/*.md, compiled into xgrad
-// (report/web/embed.cmake), read by name and filled in from named fields.
+// The report's sentences as data: report/text/*.md templates compiled in, read by name, filled from named fields.
 #pragma once
 
 #include <map>
@@ -30,16 +29,13 @@ struct TextLine {
   std::string section, key, text;
 };
 
-/// The "- key: template" lines of report/text/<file>.md ("claims", ...), in order (other lines are comments). Throws
-/// std::out_of_range naming `file` when no such file was compiled in.
+/// The "- key: template" lines of report/text/<file>.md, in order. Throws std::out_of_range naming an unknown file.
 const std::vector<TextLine>& text_lines(const std::string& file);
 
-/// `pattern` with each {field} replaced by its value in `fields` (fmt's named-argument syntax: "{n:>3}" pads).
-/// Throws fmt::format_error when the pattern names a field `fields` lacks.
+/// `pattern` with each {field} filled in (fmt's syntax: "{n:>3}"). Throws fmt::format_error for a missing field.
 std::string fill(const std::string& pattern, const Fields& fields);
 
-/// The template `key` of report/text/<file>.md cut at each " | ", each part filled in: a table's header, or the
-/// parts of one line (a figure's title | caption). Throws as text().
+/// The template `key` cut at each " | ", each part filled in (a table's header, title | caption). Throws as text().
 std::vector<std::string> text_cells(const std::string& file, const std::string& key, const Fields& fields = {});
 
 /// "1 run", "3 runs": `n` and `noun`, with an "s" unless n is 1 (the report's counted nouns are regular).
@@ -48,8 +44,7 @@ std::string counted(std::size_t n, const std::string& noun);
 /// True when report/text/<file>.md has a line `key`.
 bool has_text(const std::string& file, const std::string& key);
 
-/// The template `key` of report/text/<file>.md, unfilled, and filled in. Throw std::out_of_range naming the file
-/// and the key when it has no such line.
+/// The template `key` of report/text/<file>.md, unfilled and filled in. Throw std::out_of_range naming a missing one.
 const std::string& text_template(const std::string& file, const std::string& key);
 std::string text(const std::string& file, const std::string& key, const Fields& fields = {});
 
