@@ -115,7 +115,7 @@ std::atomic<bool> g_own_kernel{true};
 // "xgrad's own kernel for the products"). Where OpenBLAS runs its AVX-512 kernels (SkylakeX and later) they run.
 // Decided once per process, so that every product of a run is summed the same way.
 bool own_kernel_pays() {
-  static const bool pays = [] { return simd::active_isa() == simd::Isa::avx512f && !is_avx512_core(core_name()); }();
+  static const bool pays = simd::active_isa() == simd::Isa::avx512f && !is_avx512_core(core_name());
   return pays;
 }
 
