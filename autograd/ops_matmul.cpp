@@ -1,10 +1,13 @@
 // Batched matrix product on BLAS. Batch dims broadcast as in numpy.matmul; each matrix pair is one GEMM. 1-D
 // operands are promoted to a row or a column as numpy.matmul does.
 #include <algorithm>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "autograd/blas.h"
 #include "autograd/kernels/gradient_buffers.h"
+#include "autograd/kernels/parallel.h"
 #include "autograd/ops_matmul.h"
 
 namespace xgrad {
@@ -94,6 +97,52 @@ std::pair<T*, T> gradient_target(Node<T>& input, bool shared) {
 
 // Handing a product to the second thread costs a few microseconds, the time of about 1e5 multiply-adds here.
 constexpr std::size_t kSideBySideMinMacs = std::size_t(1) << 17;
+// Row blocks of the gradients start at multiples of this many rows (a multiple of every sgemm kernel's unroll).
+constexpr std::size_t kRowBlockAlign = 32;
+
+// Whether a product of `rows` rows of A with a [K, N] matrix B of `kn` elements takes its gradients in row blocks,
+// one per thread: float only (double's reference GEMM is not split), more than one thread, and enough work.
+template <class T>
+bool by_row_blocks(std::size_t rows, std::size_t kn) {
+  return std::is_same<T, float>::value && xgrad::num_threads() > 1 && !detail::in_parallel() &&
+         rows >= 2 * kRowBlockAlign && rows * kn >= kSideBySideMinMacs;
+}
+
+// Both gradients of C = A @ B ([rows, K] @ [K, N]) with each thread on one block of A's rows: dA's rows of the
+// block and the block's share of dB, A_blk^T @ dC_blk, so each thread reads only the rows it wrote in the forward
+// and the rest of the backward (rows split alike: parallel_for gives the caller the first block). The shares are
+// then added to dB in block order, each thread on the part of dB that the optimizer's loop gives it: the sum
+// depends on the thread count, as a split GEMM's does.
+template <class T>
+void row_block_backward(const MatmulPlan& p, std::size_t rows, const T* G, const T* A, const T* B, std::pair<T*, T> ga,
+                        std::pair<T*, T> gb) {
+  const auto blocks = static_cast<std::size_t>(xgrad::num_threads());
+  const std::size_t kn = p.k * p.n;
+  thread_local std::vector<T> kept;  // the caller's: dB's share of each block, kept for the next product
+  if (gb.first) kept.resize(std::max(kept.size(), blocks * kn));
+  T* shares = kept.data();
+  const auto first_row = [&](std::size_t b) {
+    return std::min(rows, (rows * b / blocks + kRowBlockAlign - 1) / kRowBlockAlign * kRowBlockAlign);
+  };
+  parallel_for(0, blocks, 1, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t b = lo; b < hi; ++b) {
+      const std::size_t r0 = first_row(b), r = first_row(b + 1) - r0;
+      if (r == 0) continue;
+      if (ga.first)
+        blas::gemm<T>(false, true, r, p.k, p.n, T(1), G + r0 * p.n, p.n, B, p.n, ga.second, ga.first + r0 * p.k, p.k);
+      if (gb.first)
+        blas::gemm<T>(true, false, p.k, p.n, r, T(1), A + r0 * p.k, p.k, G + r0 * p.n, p.n, T(0), shares + b * kn, p.n);
+    }
+  });
+  if (!gb.first) return;
+  parallel_for(0, kn, grain_for(blocks, 64), [&](std::size_t lo, std::size_t hi) {
+    T* dst = gb.first;
+    if (gb.second == T(0)) std::fill(dst + lo, dst + hi, T(0));
+    for (std::size_t b = 0; b < blocks; ++b)
+      if (first_row(b + 1) > first_row(b))
+        for (std::size_t i = lo; i < hi; ++i) dst[i] += shares[b * kn + i];
+  });
+}
 
 template <class T>
 void backward(Node<T>& self, const MatmulPlan& p) {
@@ -124,7 +173,12 @@ void backward(Node<T>& self, const MatmulPlan& p) {
                     gb.second, gb.first + p.b_off[i] * p.k * p.n, p.n);
   };
   // The two products are independent unless both gradients are one array (a @ a).
-  if (want_a && want_b && self.inputs[0] != self.inputs[1] && batch * p.m * p.n * p.k >= kSideBySideMinMacs) {
+  const bool distinct = self.inputs[0] != self.inputs[1];
+  if (p.fold_rows && distinct && by_row_blocks<T>(batch * p.m, p.k * p.n)) {
+    row_block_backward(p, batch * p.m, G, A, B, want_a ? ga : std::pair<T*, T>{}, want_b ? gb : std::pair<T*, T>{});
+    return;
+  }
+  if (want_a && want_b && distinct && batch * p.m * p.n * p.k >= kSideBySideMinMacs) {
     blas::side_by_side(grad_a, grad_b);
     return;
   }

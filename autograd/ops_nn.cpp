@@ -202,18 +202,26 @@ template <class T>
 void layer_norm_affine_grads(Node<T>& self, const xt::xarray<T>& xhat, const shape_t& normalized_shape, Rows r) {
   const T* G = self.grad.data();
   xt::xarray<T> gw = xt::zeros<T>(normalized_shape), gb = xt::zeros<T>(normalized_shape);
-  T* dw = gw.data();
-  T* db = gb.data();
-  kernels::for_each_column_range(r.cols, 2 * r.rows, [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t i = 0; i < r.rows; ++i) {
+  std::vector<T> partial(kernels::row_blocks(r.rows) * 2 * r.cols, T(0));  // per block: its dw, then its db
+  kernels::for_each_row_block(r.rows, 2 * r.cols, [&](std::size_t block, std::size_t lo, std::size_t hi) {
+    T* pw = partial.data() + block * 2 * r.cols;
+    T* pb = pw + r.cols;
+    for (std::size_t i = lo; i < hi; ++i) {
       const T* g = G + i * r.cols;
       const T* h = xhat.data() + i * r.cols;
-      for (std::size_t j = lo; j < hi; ++j) {
-        dw[j] += g[j] * h[j];
-        db[j] += g[j];
+      for (std::size_t j = 0; j < r.cols; ++j) {
+        pw[j] += g[j] * h[j];
+        pb[j] += g[j];
       }
     }
   });
+  T* dw = gw.data();
+  T* db = gb.data();
+  for (std::size_t block = 0; block < kernels::row_blocks(r.rows); ++block)
+    for (std::size_t j = 0; j < r.cols; ++j) {
+      dw[j] += partial[block * 2 * r.cols + j];
+      db[j] += partial[(block * 2 + 1) * r.cols + j];
+    }
   if (needs_grad(self, 1)) accumulate_grad(*self.inputs[1], std::move(gw), "layer_norm");
   if (needs_grad(self, 2)) accumulate_grad(*self.inputs[2], std::move(gb), "layer_norm");
 }

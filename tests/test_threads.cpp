@@ -340,26 +340,34 @@ TEST_CASE("blas::side_by_side: two threads, BLAS on one thread meanwhile, its th
 }
 
 TEST_CASE(
-    "matmul's gradients on 2 threads (the two products side by side): one thread's to rounding, the same bits twice") {
-  // [64, 96] @ [96, 80] is above the side-by-side threshold (2^17 multiply-adds); a @ a (both gradients one array)
-  // and a broadcast batch (both products add into shared matrices) take the serial path.
+    "matmul's gradients on 2 and 3 threads (row blocks, side by side): one thread's to rounding, the same bits twice") {
+  // a [100, 96] @ b [96, 80] is above both thresholds (2^17 multiply-adds): each thread takes a block of a's rows
+  // (3 threads: blocks of 64, 32 and 4 rows) and a share of b's gradient, summed after; a is read by two products, so
+  // its gradient adds into itself. a @ a (both gradients one array) and a broadcast batch (both products add into
+  // shared matrices) take the serial path; batched @ b, whose b is one matrix, takes row blocks of all 300 rows.
   auto run = [](int threads) {
     Threads scope(threads);
-    Tensor a(filled<float>({64, 96}, 21), true), b(filled<float>({96, 80}, 22), true);
+    Tensor a(filled<float>({100, 96}, 21), true), b(filled<float>({96, 80}, 22), true);
+    Tensor c(filled<float>({96, 80}, 25), true);
     Tensor s(filled<float>({96, 96}, 23), true);
-    Tensor batched(filled<float>({3, 64, 96}, 24), true);
-    Tensor loss = add(add(mean(mul(matmul(a, b), matmul(a, b))), mean(matmul(s, s))), mean(matmul(batched, s)));
+    Tensor batched(filled<float>({3, 100, 96}, 24), true);
+    Tensor loss = add(add(mean(mul(matmul(a, b), matmul(a, c))), mean(matmul(s, s))),
+                      add(mean(matmul(batched, s)), mean(matmul(batched, b))));
     loss.backward();
-    return std::vector<xt::xarray<float>>{a.grad(), b.grad(), s.grad(), batched.grad()};
+    return std::vector<xt::xarray<float>>{a.grad(), b.grad(), c.grad(), s.grad(), batched.grad()};
   };
-  const auto one = run(1), two = run(2), again = run(2);
-  for (std::size_t i = 0; i < one.size(); ++i) {
-    CHECK_MESSAGE(same_bits(two[i], again[i]), "gradient " << i);
-    // Products of at most 192 terms, two deep (forward, then backward): rounding moves each by about 192 2^-24 of
-    // its scale; 1e-4 of the largest gradient holds that with room, and a product lost or added twice is off by
-    // order 1.
-    const float scale = xt::amax(xt::abs(one[i]))();
-    CHECK_MESSAGE(xt::amax(xt::abs(one[i] - two[i]))() <= 1e-4f * scale, "gradient " << i);
+  const auto one = run(1);
+  for (int threads : {2, 3}) {
+    const auto many = run(threads), again = run(threads);
+    for (std::size_t i = 0; i < one.size(); ++i) {
+      CHECK_MESSAGE(same_bits(many[i], again[i]), "threads " << threads << ", gradient " << i);
+      // Products of at most 300 terms, two deep (forward, then backward): rounding moves each by about 300 2^-24 of
+      // its scale; 1e-4 of the largest gradient holds that with room, and a block lost or added twice is off by
+      // order 1.
+      const float scale = xt::amax(xt::abs(one[i]))();
+      CHECK_MESSAGE(xt::amax(xt::abs(one[i] - many[i]))() <= 1e-4f * scale,
+                    "threads " << threads << ", gradient " << i);
+    }
   }
 }
 

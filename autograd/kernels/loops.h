@@ -34,11 +34,19 @@ void for_each_row(std::size_t rows, std::size_t work_per_row, F&& f) {
   });
 }
 
-/// Calls f(lo, hi) on column ranges covering [0, cols), a column costing `work_per_column` element-operations:
-/// for sums over rows (a weight gradient), which each column then adds up in row order by one thread.
+/// Rows in blocks of kRowBlock (the last may be shorter). For sums over rows (a weight gradient): each block sums
+/// its rows into a partial of its own and the caller adds the partials in block order, so the sum is the same for
+/// any thread count, and each thread reads the rows that the row-wise loops around it ran on (the first blocks on the
+/// calling thread, as parallel_for gives them).
+constexpr std::size_t kRowBlock = 64;
+inline std::size_t row_blocks(std::size_t rows) { return (rows + kRowBlock - 1) / kRowBlock; }
+
+/// Calls f(block, lo, hi) for each block of rows [lo, hi) of `rows`, a row costing `work_per_row` element-operations.
 template <class F>
-void for_each_column_range(std::size_t cols, std::size_t work_per_column, F&& f) {
-  parallel_for(0, cols, grain_for(work_per_column, 16), f);
+void for_each_row_block(std::size_t rows, std::size_t work_per_row, F&& f) {
+  parallel_for(0, row_blocks(rows), grain_for(kRowBlock * work_per_row), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t b = lo; b < hi; ++b) f(b, b * kRowBlock, std::min(rows, (b + 1) * kRowBlock));
+  });
 }
 
 /// A tensor viewed as lanes along one axis: element j of lane (o, k) sits at flat index (o * len + j) * inner + k.
