@@ -19,12 +19,9 @@ namespace fs = std::filesystem;
 const std::vector<ExplainFigure>& explain_figures() {
   static const std::vector<ExplainFigure> figures = [] {
     std::vector<ExplainFigure> out;
-    for (const char* id :
-         {"score_hist", "score_std_vs_dk", "sorted_weights", "heatmap", "entropy_vs_std", "max_prob_vs_std",
-          "jacobian_vs_std", "score_grad_vs_dk", "w_grad_vs_dk", "earned_vs_dk", "saturated_vs_dk", "runs_vs_dk"}) {
-      const std::vector<std::string> parts = text_cells("explain", id);
-      out.push_back({id, parts.at(0), parts.at(1)});
-    }
+    for (const TextLine& line : text_lines("explain"))
+      if (line.section == "Figures: title | caption")
+        out.push_back({line.key, text_cells("explain", line.key).at(0), text_cells("explain", line.key).at(1)});
     return out;
   }();
   return figures;

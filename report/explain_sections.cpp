@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -79,7 +80,12 @@ Fields step_fields(const Explanation& e, const Scales& s) {
 
 // ---- 1. growth
 
-SectionVerdict growth(const Explanation& e, const Scales& s, Fields f) {
+SectionVerdict growth(const Explanation& e, const Scales& s, Fields f, ExplainSection& section) {
+  std::string gaps;
+  for (const auto& scale : e.scales)
+    gaps += fmt::format("{}{} {}", gaps.empty() ? "" : ", ", scale_label_of(scale), percent_text(theory_gap(e, scale)));
+  section.paragraphs.push_back(text("explain", "growth.paragraph", {{"gaps", gaps}}));
+  if (s.ref.empty()) return verdict("growth.no_reference");
   const double slope = log_log_slope(e, s.ref), worst = theory_gap(e, s.ref);
   f["slope"] = fixed(slope);
   f["gap"] = percent_text(worst);
@@ -117,6 +123,10 @@ std::pair<std::size_t, double> on_curve(const Explanation& e) {
 }
 
 SectionVerdict saturation(const Explanation& e, const Scales& s, Fields f, ExplainSection& section) {
+  const auto [near, worst] = on_curve(e);
+  section.paragraphs.push_back(
+      text("explain", "saturation.paragraph", {{"near", near}, {"arms", e.arms.size()}, {"worst", worst}}));
+  if (s.ref.empty()) return verdict("no_reference");
   const auto& lo = *e.arm(e.d_ks.front(), s.ref);
   const auto& hi = *e.arm(e.d_ks.back(), s.ref);
   // Earned: peaks on the answer's key more often than chance, beyond two standard errors.
@@ -172,6 +182,7 @@ std::string training_gradient(const Explanation& e, const Scales& s, Fields f, s
 }
 
 SectionVerdict gradient(const Explanation& e, const Scales& s, Fields f, ExplainSection& section) {
+  if (s.ref.empty()) return verdict("no_reference");
   const auto& lo = *e.arm(e.d_ks.front(), s.ref);
   const auto& hi = *e.arm(e.d_ks.back(), s.ref);
   std::string numbers = text("explain", "gradient.numbers", f);
@@ -218,7 +229,7 @@ std::string scaling_summary(const Explanation& e, const std::string& scale, doub
                {"entropy", *std::min_element(entropy.begin(), entropy.end())}});
 }
 
-SectionVerdict scaling(const Explanation& e, const Scales& s, ExplainSection& section) {
+SectionVerdict scaling(const Explanation& e, const Scales& s, Fields, ExplainSection& section) {
   double slope = 0, saturated = 0;
   std::vector<std::string> described;  // the claim is about 1/sqrt(d_k): another scaling is described, not judged
   std::copy_if(e.scales.begin(), e.scales.end(), std::back_inserter(described),
@@ -265,6 +276,8 @@ std::size_t training_from(const Explanation& e, const std::string& prop, std::st
 }
 
 SectionVerdict sizes(const Explanation& e, const Scales& s, Fields f, ExplainSection& section) {
+  if (e.training) section.figures.push_back("runs_vs_dk");
+  if (s.ref.empty()) return verdict("no_reference");
   std::string shares;
   for (const auto d_k : e.d_ks)
     shares +=
@@ -294,42 +307,24 @@ SectionVerdict sizes(const Explanation& e, const Scales& s, Fields f, ExplainSec
 
 std::vector<ExplainSection> explain_sections(const Explanation& e) {
   const Scales s(e);
-  const std::vector<std::pair<std::string, std::vector<std::string>>> steps{
-      {"growth", {"score_hist", "score_std_vs_dk"}},
-      {"saturation", {"sorted_weights", "heatmap", "entropy_vs_std", "max_prob_vs_std", "earned_vs_dk"}},
-      {"gradient", {"jacobian_vs_std", "score_grad_vs_dk", "w_grad_vs_dk"}},
-      {"scaling", {"score_std_vs_dk", "entropy_vs_std", "saturated_vs_dk"}},
-      {"sizes", {"saturated_vs_dk", "score_grad_vs_dk"}}};
+  using Decide = SectionVerdict (*)(const Explanation&, const Scales&, Fields, ExplainSection&);
+  const std::vector<std::tuple<std::string, std::vector<std::string>, Decide>> steps{
+      {"growth", {"score_hist", "score_std_vs_dk"}, growth},
+      {"saturation", {"sorted_weights", "heatmap", "entropy_vs_std", "max_prob_vs_std", "earned_vs_dk"}, saturation},
+      {"gradient", {"jacobian_vs_std", "score_grad_vs_dk", "w_grad_vs_dk"}, gradient},
+      {"scaling", {"score_std_vs_dk", "entropy_vs_std", "saturated_vs_dk"}, scaling},
+      {"sizes", {"saturated_vs_dk", "score_grad_vs_dk"}, sizes}};
   std::vector<ExplainSection> sections;
-  for (const auto& [id, figures] : steps) {
+  for (const auto& [id, figures, decide] : steps) {
     ExplainSection& x = sections.emplace_back();
     x.id = id;
     x.number = static_cast<int>(sections.size());
     x.title = text("explain", id + ".title");
     x.claim = text("explain", id + ".claim");
     x.figures = figures;
+    x.verdict = decide(e, s, s.ref.empty() ? Fields{} : step_fields(e, s), x);
+    if (e.d_ks.size() < 2) x.verdict = verdict("one_d_k", {{"d_k", e.d_ks.front()}});  // every step compares d_ks
   }
-  if (e.training) sections[4].figures.push_back("runs_vs_dk");
-  std::string gaps;
-  for (const auto& scale : e.scales)
-    gaps += fmt::format("{}{} {}", gaps.empty() ? "" : ", ", scale_label_of(scale), percent_text(theory_gap(e, scale)));
-  sections[0].paragraphs.push_back(text("explain", "growth.paragraph", {{"gaps", gaps}}));
-  const auto [near, worst] = on_curve(e);
-  sections[1].paragraphs.push_back(
-      text("explain", "saturation.paragraph", {{"near", near}, {"arms", e.arms.size()}, {"worst", worst}}));
-  sections[3].verdict = scaling(e, s, sections[3]);
-  if (s.ref.empty()) {
-    sections[0].verdict = verdict("growth.no_reference");
-    for (const std::size_t i : {1, 2, 4}) sections[i].verdict = verdict("no_reference");
-  } else {
-    const Fields f = step_fields(e, s);
-    sections[0].verdict = growth(e, s, f);
-    sections[1].verdict = saturation(e, s, f, sections[1]);
-    sections[2].verdict = gradient(e, s, f, sections[2]);
-    sections[4].verdict = sizes(e, s, f, sections[4]);
-  }
-  if (e.d_ks.size() < 2)  // every step compares head sizes
-    for (auto& x : sections) x.verdict = verdict("one_d_k", {{"d_k", e.d_ks.front()}});
   return sections;
 }
 
