@@ -87,8 +87,8 @@ Table training_table(const TrainingEvidence& t) {
   for (const auto& p : t.points)
     out.rows.push_back({markdown_text(p.label, true), std::to_string(p.d_k), std::to_string(p.n_runs),
                         cell(p.final_loss, "{:.4f}"), format_steps(p.reached, p.n_runs, p.steps_to_loss),
-                        std::isfinite(p.saturated_share) ? format_percent(p.saturated_share) : "—",
-                        cell(p.score_grad_relative, "{:.3g}"), markdown_text(p.versus_reference, true)});
+                        format_percent(p.saturated_share), cell(p.score_grad_relative, "{:.3g}"),
+                        markdown_text(p.versus_reference, true)});
   return out;
 }
 

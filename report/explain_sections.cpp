@@ -157,14 +157,12 @@ std::map<nlohmann::json, double> by_d_k(const Explanation& e, const std::string&
   return out;
 }
 
-// With --runs: in how many (group, d_k) the unscaled score gradient per loss is the smaller; "" when none.
-std::string training_gradient(const Explanation& e, const Scales& s, Fields f, std::size_t& smaller, std::size_t& n) {
-  smaller = n = 0;
-  if (!e.training) return "";
+// With --runs: the unscaled against the proposed score gradient per loss by (group, d_k), each pair in `list`.
+Verdict training_gradient(const Explanation& e, const Scales& s, std::string& list) {
   std::map<nlohmann::json, double> ref, prop;
-  std::string list;
-  for (const auto& p : e.training->points)
-    for (const auto& q : e.training->points)
+  const std::vector<TrainingPoint> none, &points = e.training ? e.training->points : none;
+  for (const auto& p : points)
+    for (const auto& q : points)
       if (p.scale == s.ref && q.scale == s.prop && q.d_k == p.d_k && q.group == p.group &&
           std::isfinite(p.score_grad_relative) && std::isfinite(q.score_grad_relative)) {
         ref[{p.group, p.d_k}] = p.score_grad_relative;
@@ -172,21 +170,15 @@ std::string training_gradient(const Explanation& e, const Scales& s, Fields f, s
         list += fmt::format("{}{}, d_k {}: {:.3g} vs {:.3g}", list.empty() ? "" : "; ", p.group, p.d_k,
                             p.score_grad_relative, q.score_grad_relative);
       }
-  const Verdict v = compare_values(ref, prop, Better::lower, tolerance("gradient"));
-  smaller = v.seeds_better;
-  n = v.n_shared;
-  f["smaller"] = smaller;
-  f["n"] = n;
-  f["list"] = list;
-  return n == 0 ? "" : text("explain", "gradient.training", f);
+  return compare_values(ref, prop, Better::lower, tolerance("gradient"));
 }
 
 SectionVerdict gradient(const Explanation& e, const Scales& s, Fields f, ExplainSection& section) {
   if (s.ref.empty()) return verdict("no_reference");
   const auto& lo = *e.arm(e.d_ks.front(), s.ref);
   const auto& hi = *e.arm(e.d_ks.back(), s.ref);
-  std::string numbers = text("explain", "gradient.numbers", f);
-  std::size_t larger = 0, smaller = 0, n_training = 0;
+  std::string numbers = text("explain", "gradient.numbers", f), list;
+  std::size_t larger = 0;
   if (!s.prop.empty()) {  // the W_q gradient at step 0, as compare's more_gradient_step0 claim judges it
     const Verdict v =
         compare_values(by_d_k(e, s.ref, &ArmMeasurement::grad_norm_w_q),
@@ -196,37 +188,40 @@ SectionVerdict gradient(const Explanation& e, const Scales& s, Fields f, Explain
     f["n"] = v.n_shared;
     numbers += text("explain", "gradient.w_q", f);
   }
-  const std::string training = training_gradient(e, s, f, smaller, n_training);
-  if (!training.empty()) section.paragraphs.push_back(training);
+  const Verdict t = training_gradient(e, s, list);
+  Fields g = f;
+  g["smaller"] = t.seeds_better, g["n"] = t.n_shared, g["list"] = list;
+  if (t.n_shared > 0) section.paragraphs.push_back(text("explain", "gradient.training", g));
   f["numbers"] = numbers;
   const bool jacobian_falls = hi.jacobian_norm_mean < lo.jacobian_norm_mean / 2;
   if (!jacobian_falls) return verdict("gradient.jacobian_flat", f);
   if (!(hi.score_grad_median < lo.score_grad_median / 2)) return verdict("gradient.score_grad_flat", f);
   if (larger == 0) return verdict("gradient.holds", f);
-  return verdict(n_training > 0 && smaller * 2 > n_training ? "gradient.per_query_training" : "gradient.per_query", f);
+  return verdict(
+      t.n_shared > 0 && t.seeds_better * 2 > t.n_shared ? "gradient.per_query_training" : "gradient.per_query", f);
 }
 
 // ---- 4. scaling
 
 // One line on `scale`'s scores over the head sizes; its slope and largest saturated share.
 std::string scaling_summary(const Explanation& e, const std::string& scale, double& slope, double& max_saturated) {
-  std::vector<double> stds, saturated, entropy;
+  double low = INFINITY, high = -INFINITY, entropy = INFINITY;
+  max_saturated = -INFINITY;
   for (const auto d_k : e.d_ks) {
-    stds.push_back(e.arm(d_k, scale)->score_std);
-    saturated.push_back(e.arm(d_k, scale)->saturated_share);
-    entropy.push_back(e.arm(d_k, scale)->entropy_mean);
+    const ArmMeasurement& a = *e.arm(d_k, scale);
+    low = std::min(low, a.score_std), high = std::max(high, a.score_std), entropy = std::min(entropy, a.entropy_mean);
+    max_saturated = std::max(max_saturated, a.saturated_share);
   }
   slope = log_log_slope(e, scale);
-  max_saturated = *std::max_element(saturated.begin(), saturated.end());
   return text("explain", "scaling.summary",
               {{"scale", scale_label_of(scale)},
-               {"low", *std::min_element(stds.begin(), stds.end())},
-               {"high", *std::max_element(stds.begin(), stds.end())},
+               {"low", low},
+               {"high", high},
                {"d_k_lo", e.d_ks.front()},
                {"d_k_hi", e.d_ks.back()},
                {"slope", fixed(slope)},
                {"saturated", percent_text(max_saturated)},
-               {"entropy", *std::min_element(entropy.begin(), entropy.end())}});
+               {"entropy", entropy}});
 }
 
 SectionVerdict scaling(const Explanation& e, const Scales& s, Fields, ExplainSection& section) {
