@@ -242,13 +242,6 @@ SectionVerdict scaling(const Explanation& e, const Scales& s, Fields, ExplainSec
 
 // ---- 5. sizes
 
-// The smallest d_k whose unscaled saturated share reaches `share` (0: none of those measured).
-std::size_t first_d_k_above(const Explanation& e, const std::string& ref, double share) {
-  for (const auto d_k : e.d_ks)
-    if (e.arm(d_k, ref)->saturated_share >= share) return d_k;
-  return 0;
-}
-
 // The smallest d_k from which every arm of the proposed scaling ends lower than unscaled (0: none); `list` gets each.
 std::size_t training_from(const Explanation& e, const std::string& prop, std::string& list) {
   std::vector<const TrainingPoint*> points;
@@ -279,7 +272,9 @@ SectionVerdict sizes(const Explanation& e, const Scales& s, Fields f, ExplainSec
         fmt::format("{}d_k {}: {}", shares.empty() ? "" : ", ", d_k, percent_text(e.arm(d_k, s.ref)->saturated_share));
   section.paragraphs.push_back(text("explain", "sizes.paragraph", {{"shares", shares}}));
   for (const auto& [key, share] : {std::pair<std::string, double>{"mild", kMild}, {"most", kSaturated}}) {
-    const std::size_t from = first_d_k_above(e, s.ref, share);
+    std::size_t from = 0;  // the smallest d_k whose unscaled saturated share reaches `share` (0: none measured)
+    for (auto d_k = e.d_ks.rbegin(); d_k != e.d_ks.rend(); ++d_k)
+      if (e.arm(*d_k, s.ref)->saturated_share >= share) from = *d_k;
     f[key] = from;
     f[key + "_from"] = text("explain", from ? "sizes.from" : "sizes.from_none", {{"d_k", from}});
   }
