@@ -19,12 +19,9 @@ namespace fs = std::filesystem;
 const std::vector<ExplainFigure>& explain_figures() {
   static const std::vector<ExplainFigure> figures = [] {
     std::vector<ExplainFigure> out;
-    for (const char* id :
-         {"score_hist", "score_std_vs_dk", "sorted_weights", "heatmap", "entropy_vs_std", "max_prob_vs_std",
-          "jacobian_vs_std", "score_grad_vs_dk", "w_grad_vs_dk", "earned_vs_dk", "saturated_vs_dk", "runs_vs_dk"}) {
-      const std::vector<std::string> parts = text_cells("explain", id);
-      out.push_back({id, parts.at(0), parts.at(1)});
-    }
+    for (const TextLine& line : text_lines("explain"))
+      if (line.section == "Figures: title | caption")
+        out.push_back({line.key, text_cells("explain", line.key).at(0), text_cells("explain", line.key).at(1)});
     return out;
   }();
   return figures;
@@ -177,16 +174,21 @@ std::vector<SummaryFigure> runs_figures(const TrainingEvidence& t) {
                   &TrainingPoint::score_grad_relative)};
 }
 
-// A multiplot, one row per scaling and one column per d_k; `panel` writes a panel's data and returns its commands.
-template <class Panel>
-std::string grid_script(const Explanation& e, const std::string& id, Panel panel) {
+// A panel of one arm: writes its data into `data` and returns its commands, which plot the file `file`.
+using ArmPanel = std::string (*)(const ArmMeasurement& a, const std::string& file, std::string& data);
+
+// A multiplot in dir, one row per scaling and one column per d_k, each a panel with its data file.
+std::string grid_script(const Explanation& e, const fs::path& dir, const std::string& id, ArmPanel panel) {
   const std::size_t rows = e.scales.size(), cols = e.d_ks.size();
   std::string body;
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t c = 0; c < cols; ++c) {
       const auto& a = *e.arm(e.d_ks[c], e.scales[r]);
+      const std::string file = fmt::format("data/{}_{}_{}.dat", id, r, c);
+      std::string data;
       body += "set title " + gnuplot_string(fmt::format("{}, d_k {}", scale_label_of(a.scale), a.d_k)) + "\n";
-      body += panel(a, fmt::format("data/{}_{}_{}.dat", id, r, c)) + "reset\n";
+      body += panel(a, file, data) + "reset\n";
+      write_plot_file(dir / file, data);
     }
   std::string script = "# Written by `xgrad explain`; re-run with `gnuplot " + id + ".gp` in this directory.\n";
   for (const auto& [terminal, ext] :
@@ -199,12 +201,10 @@ std::string grid_script(const Explanation& e, const std::string& id, Panel panel
   return script;
 }
 
-std::string hist_panel(const fs::path& dir, const ArmMeasurement& a, const std::string& file) {
+std::string hist_panel(const ArmMeasurement& a, const std::string& file, std::string& data) {
   const Histogram h = score_histogram(a);
-  std::string data;
   for (std::size_t i = 0; i < h.density.size(); ++i)
     data += gnuplot_number(h.x0 + (static_cast<double>(i) + 0.5) * h.width) + " " + gnuplot_number(h.density[i]) + "\n";
-  write_plot_file(dir / file, data);
   return fmt::format(
       "set key off\nset xrange [{}:{}]\nplot '{}' using 1:2 with boxes fs solid 0.5 lc rgb '{}', "
       "exp(-(x-({}))**2/(2*({})**2))/(({})*sqrt(2*pi)) with lines dt 2 lw 2 lc rgb 'black'\n",
@@ -213,24 +213,20 @@ std::string hist_panel(const fs::path& dir, const ArmMeasurement& a, const std::
       gnuplot_number(a.theory_std));
 }
 
-std::string weights_panel(const fs::path& dir, const ArmMeasurement& a, const std::string& file) {
-  std::string data;
+std::string weights_panel(const ArmMeasurement& a, const std::string& file, std::string& data) {
   for (std::size_t i = 0; i < a.sorted_weights.size(); ++i)
     data += fmt::format("{} {}\n", i + 1, gnuplot_number(a.sorted_weights[i]));
-  write_plot_file(dir / file, data);
   return fmt::format(
       "set key off\nset yrange [0:1]\nset xlabel 'rank'\nplot '{}' using 1:2 with linespoints pt 7 "
       "lc rgb '{}'\n",
       file, scaling_colour(a.scale));
 }
 
-std::string heatmap_panel(const fs::path& dir, const ArmMeasurement& a, const std::string& file) {
-  std::string data;
+std::string heatmap_panel(const ArmMeasurement& a, const std::string& file, std::string& data) {
   for (const auto& row : a.heatmap) {
     for (std::size_t j = 0; j < row.size(); ++j) data += (j ? " " : "") + gnuplot_number(row[j]);
     data += "\n";
   }
-  write_plot_file(dir / file, data);
   return fmt::format(
       "set key off\nset cbrange [0:1]\nset yrange [] reverse\nset size ratio -1\n"
       "set palette defined (0 'white', 1 '{}')\nplot '{}' matrix with image\n",
@@ -246,12 +242,9 @@ std::vector<std::string> write_explain_figures(const Explanation& e, const std::
     for (auto& f : runs_figures(*e.training)) lines.push_back(std::move(f));
   PlotOutcome outcome;
   write_summary_plots(lines, dir, outcome);
-  using Panel = std::string (*)(const fs::path&, const ArmMeasurement&, const std::string&);
-  const std::vector<std::pair<std::string, Panel>> grids{
+  const std::vector<std::pair<std::string, ArmPanel>> grids{
       {"score_hist", hist_panel}, {"sorted_weights", weights_panel}, {"heatmap", heatmap_panel}};
-  for (const auto& grid : grids)
-    write_plot_file(d / (grid.first + ".gp"),
-                    grid_script(e, grid.first, [&](const auto& a, const auto& f) { return grid.second(d, a, f); }));
+  for (const auto& grid : grids) write_plot_file(d / (grid.first + ".gp"), grid_script(e, d, grid.first, grid.second));
   std::vector<std::string> drawn;
   for (const auto& f : outcome.summary_drawn) drawn.push_back(f.name);
   note = outcome.note;

@@ -81,15 +81,6 @@ SoftmaxCurves softmax_curves(const std::vector<std::size_t>& key_counts, const s
 
 namespace {
 
-// One model at one (d_k, scale), its task and one batch of it.
-struct ArmModel {
-  TrainConfig config;
-  std::unique_ptr<data::Task> task;
-  std::unique_ptr<nn::AttentionModel> model;
-  data::Batch batch;
-  double multiplier = 1;
-};
-
 // The run configuration of one arm with only the component settings it reads (--softcap-cap with --scale
 // none,softcap goes to the softcap arms, as in a sweep). Validated (throws ConfigError).
 TrainConfig arm_config(const TrainConfig& base, std::size_t d_k, const std::string& scale) {
@@ -122,19 +113,6 @@ std::vector<TrainConfig> arm_configs(const TrainConfig& base, const std::vector<
   return out;
 }
 
-ArmModel build_arm(const TrainConfig& config) {
-  ArmModel a;
-  a.config = config;
-  a.task = a.config.validate();
-  const nn::ModelConfig mc = train::model_config(a.config, *a.task);
-  a.model = std::make_unique<nn::AttentionModel>(mc, a.config.seed);
-  a.batch = a.task->batch(a.config.data_seed, 0, a.config.batch_size);
-  auto layer = a.model->attention_layers().front();
-  a.multiplier = layer->effective_multiplier(mc.max_seq_len);
-  layer->record_spectral_norms = false;  // not shown, and most of a record's cost
-  return a;
-}
-
 // The rows of a [B, H, Tq, T] record with at least 2 visible (finite) scores: row r is sequence b, head h, query
 // position `position` (query_positions[i], or i).
 struct QueryRow {
@@ -156,24 +134,47 @@ std::vector<QueryRow> query_rows(const xt::xarray<float>& scores, const std::vec
   return rows;
 }
 
-std::vector<double> row_weights(const xt::xarray<float>& probs, const QueryRow& r) {
+// Row r of x at its visible keys.
+std::vector<double> row_values(const xt::xarray<float>& x, const QueryRow& r) {
   std::vector<double> p;
-  for (const auto j : r.keys) p.push_back(probs(r.b, r.h, r.i, j));
+  for (const auto j : r.keys) p.push_back(x(r.b, r.h, r.i, j));
   return p;
 }
 
-// Entropy, largest weight, Jacobian norm and saturation over the queries; the median-entropy query's sorted weights.
-void measure_weights(const xt::xarray<float>& probs, const std::vector<QueryRow>& rows, ArmMeasurement& m) {
+// The token at a query's position (the first of its tokens for inputs [B, T, S]): what fixes its q at initialisation.
+std::int64_t query_token(const xt::xarray<std::int64_t>& inputs, const QueryRow& r) {
+  return inputs.dimension() == 3 ? inputs(r.b, r.position, 0) : inputs(r.b, r.position);
+}
+
+// Entropy, largest weight, Jacobian norm and saturation over the queries; the median-entropy query's sorted weights;
+// whether a saturated query's peak sits on the key its answer needs, against the share chance gives. Queries of one
+// head and one token share their q, so their outcomes are not independent: the standard error of the difference
+// from chance is the cluster-robust one over (head, token) groups, sqrt(sum_c (hits_c - expected_c)^2) / N.
+void measure_weights(const xt::xarray<float>& probs, const std::vector<QueryRow>& rows, const data::Batch& batch,
+                     const xt::xarray<std::int64_t>& answers, ArmMeasurement& m) {
   std::vector<std::pair<double, std::size_t>> entropies;
   SoftmaxRow sum;
-  double saturated = 0;
+  double saturated = 0, hits = 0, chance_saturated = 0, chance_all = 0;
+  std::map<std::pair<std::size_t, std::int64_t>, double> excess;  // per (head, token): hits - expected hits
   for (std::size_t q = 0; q < rows.size(); ++q) {
-    const auto p = row_weights(probs, rows[q]);
+    const QueryRow& row = rows[q];
+    const auto p = row_values(probs, row);
     const SoftmaxRow r = softmax_row(p.data(), p.size());
     sum += r;
     saturated += r.max_prob > 0.99;
     entropies.emplace_back(r.entropy, q);
     m.key_counts.push_back(p.size());
+    const std::int64_t answer = answers.dimension() == 2 ? answers(row.b, row.position) : -1;
+    if (answer < 0) continue;
+    ++m.n_answerable;
+    const double expected = 1.0 / static_cast<double>(row.keys.size());
+    chance_all += expected;
+    if (r.max_prob <= 0.99) continue;
+    ++m.n_answerable_saturated;
+    const double hit = row.keys[std::max_element(p.begin(), p.end()) - p.begin()] == static_cast<std::size_t>(answer);
+    chance_saturated += expected;
+    hits += hit;
+    excess[{row.h, query_token(batch.inputs, row)}] += hit - expected;
   }
   const double n = static_cast<double>(rows.size());
   m.n_queries = rows.size();
@@ -183,50 +184,17 @@ void measure_weights(const xt::xarray<float>& probs, const std::vector<QueryRow>
   m.saturated_share = saturated / n;
   const auto middle = entropies.begin() + static_cast<std::ptrdiff_t>(entropies.size() / 2);
   std::nth_element(entropies.begin(), middle, entropies.end());
-  m.sorted_weights = row_weights(probs, rows[middle->second]);
+  m.sorted_weights = row_values(probs, rows[middle->second]);
   std::sort(m.sorted_weights.rbegin(), m.sorted_weights.rend());
   if (m.sorted_weights.size() > kMaxSortedWeights) m.sorted_weights.resize(kMaxSortedWeights);
-}
-
-// The token at a query's position (the first of its tokens for inputs [B, T, S]): what fixes its q at initialisation.
-std::int64_t query_token(const xt::xarray<std::int64_t>& inputs, const QueryRow& r) {
-  return inputs.dimension() == 3 ? inputs(r.b, r.position, 0) : inputs(r.b, r.position);
-}
-
-// Whether a saturated query's peak sits on the key its answer needs, against the share chance gives. Queries of one
-// head and one token share their q, so their outcomes are not independent: the standard error of the difference
-// from chance is the cluster-robust one over (head, token) groups, sqrt(sum_c (hits_c - expected_c)^2) / N.
-void measure_earned(const xt::xarray<float>& probs, const std::vector<QueryRow>& rows, const data::Batch& batch,
-                    const xt::xarray<std::int64_t>& answers, ArmMeasurement& m) {
-  m.earned_share = m.chance_share = m.earned_se = kNaN;
-  if (answers.dimension() != 2) return;
-  double hits = 0, chance_saturated = 0, chance_all = 0;
-  std::map<std::pair<std::size_t, std::int64_t>, double> excess;  // per (head, token): hits - expected hits
-  for (const auto& r : rows) {
-    const auto answer = answers(r.b, r.position);
-    if (answer < 0) continue;
-    ++m.n_answerable;
-    chance_all += 1.0 / static_cast<double>(r.keys.size());
-    const auto p = row_weights(probs, r);
-    const auto top = static_cast<std::size_t>(std::max_element(p.begin(), p.end()) - p.begin());
-    if (p[top] <= 0.99) continue;
-    ++m.n_answerable_saturated;
-    const double hit = r.keys[top] == static_cast<std::size_t>(answer),
-                 expected = 1.0 / static_cast<double>(r.keys.size());
-    chance_saturated += expected;
-    hits += hit;
-    excess[{r.h, query_token(batch.inputs, r)}] += hit - expected;
-  }
-  if (m.n_answerable_saturated == 0) {
-    if (m.n_answerable > 0) m.chance_share = chance_all / static_cast<double>(m.n_answerable);
-    return;
-  }
-  const double n = static_cast<double>(m.n_answerable_saturated);
-  m.earned_share = hits / n;
-  m.chance_share = chance_saturated / n;
+  const double n_saturated = static_cast<double>(m.n_answerable_saturated);
+  m.earned_share = m.n_answerable_saturated ? hits / n_saturated : kNaN;
+  m.chance_share = m.n_answerable_saturated ? chance_saturated / n_saturated
+                   : m.n_answerable         ? chance_all / static_cast<double>(m.n_answerable)
+                                            : kNaN;
   double sum2 = 0;
   for (const auto& [cluster, e] : excess) sum2 += e * e;
-  m.earned_se = std::sqrt(sum2) / n;
+  m.earned_se = m.n_answerable_saturated ? std::sqrt(sum2) / n_saturated : kNaN;
   m.n_earned_clusters = excess.size();
 }
 
@@ -268,45 +236,30 @@ void check_finite_scores(const xt::xarray<float>& scores, const ArmModel& a, std
                       d_k, a.config.model.scale));
 }
 
-// The forward pass without gradients: scores, weights, q and k of the first layer.
+// Scores, weights, q and k of the first layer, without gradients.
 void weights_pass(ArmModel& a, ArmMeasurement& m) {
-  auto layer = a.model->attention_layers().front();
-  layer->record_attention = true;
-  NoGradGuard no_grad;
-  a.model->forward(a.batch.inputs);
-  const nn::AttentionRecord& last = layer->last;
+  const nn::AttentionRecord& last = a.forward(m);
   check_finite_scores(last.scores.value(), a, m.d_k);
   const auto rows = query_rows(last.scores.value(), last.query_positions);
-  if (rows.empty())
-    throw ConfigError(
-        fmt::format("no query may attend to two keys (task {}: sequences of {} token{}), so every attention weight "
-                    "is 1 by construction and there is nothing to measure; give sequences of at least 2 tokens",
-                    a.config.task, a.batch.inputs.shape(1), a.batch.inputs.shape(1) == 1 ? "" : "s"));
-  m.q_std = population_std(last.q);
-  m.k_std = population_std(last.k);
-  m.multiplier = a.multiplier;
-  m.theory_std = theory_score_std(m.d_k, m.q_std, m.k_std, m.multiplier);
+  a.check_queries(!rows.empty(), "");
   measure_scores(last, rows, m);
-  measure_weights(last.probs, rows, m);
-  measure_earned(last.probs, rows, a.batch, a.task->answer_positions(a.batch), m);
-  layer->record_attention = false;
-  layer->last = nn::AttentionRecord();
+  measure_weights(last.probs, rows, a.batch, a.task->answer_positions(a.batch), m);
+  a.layer->record_attention = false;
+  a.layer->last = nn::AttentionRecord();
 }
 
 // The loss at the task's targets and its backward: per-query score gradients and the W_q, W_k gradient norms.
 void gradient_pass(ArmModel& a, ArmMeasurement& m) {
-  auto layer = a.model->attention_layers().front();
-  layer->record_attention = true;
+  a.layer->record_attention = true;
   const nn::TargetLoss out = nn::loss_at_targets(*a.model, a.batch.inputs, a.batch.targets);
   out.loss.backward();
   m.loss = out.loss.item();
-  const nn::AttentionRecord& last = layer->last;
+  const nn::AttentionRecord& last = a.layer->last;
   std::vector<double> norms;
   if (last.scores.has_grad())
     for (const auto& r : query_rows(last.scores.value(), last.query_positions)) {
       double s2 = 0;
-      for (const auto j : r.keys)
-        s2 += static_cast<double>(last.scores.grad()(r.b, r.h, r.i, j)) * last.scores.grad()(r.b, r.h, r.i, j);
+      for (const double g : row_values(last.scores.grad(), r)) s2 += g * g;
       norms.push_back(std::sqrt(s2));
     }
   m.score_grad_p10 = nn::percentile(norms, 0.1);
@@ -320,12 +273,40 @@ void gradient_pass(ArmModel& a, ArmMeasurement& m) {
   }
   m.grad_norm_w_q = std::sqrt(wq2);
   m.grad_norm_w_k = std::sqrt(wk2);
-  layer->last = nn::AttentionRecord();
+  a.layer->last = nn::AttentionRecord();
 }
 
 }  // namespace
 
 double population_std(const xt::xarray<float>& x) { return xt::stddev(xt::cast<double>(x))(); }
+
+ArmModel::ArmModel(const TrainConfig& c) : config(c), task(config.validate()) {
+  const nn::ModelConfig mc = train::model_config(config, *task);
+  model = std::make_unique<nn::AttentionModel>(mc, config.seed);
+  batch = task->batch(config.data_seed, 0, config.batch_size);
+  layer = model->attention_layers().front();
+  layer->record_spectral_norms = false;  // not shown, and most of a record's cost
+}
+
+const nn::AttentionRecord& ArmModel::forward(ArmMeasurement& m) {
+  layer->record_attention = true;
+  NoGradGuard no_grad;
+  model->forward(batch.inputs);
+  m.q_std = population_std(layer->last.q);
+  m.k_std = population_std(layer->last.k);
+  m.multiplier = layer->effective_multiplier(train::model_config(config, *task).max_seq_len);
+  m.theory_std = theory_score_std(config.model.d_k, m.q_std, m.k_std, m.multiplier);
+  return layer->last;
+}
+
+void ArmModel::check_queries(bool any, const std::string& who) const {
+  const std::size_t T = batch.inputs.shape(1);
+  if (!any)
+    throw ConfigError(
+        fmt::format("{}no query may attend to two keys (task {}: sequences of {} token{}), so every attention weight "
+                    "is 1 by construction and there is nothing to measure; give sequences of at least 2 tokens",
+                    who, config.task, T, T == 1 ? "" : "s"));
+}
 
 std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
                                          const std::vector<std::string>& scales) {
@@ -336,7 +317,7 @@ std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vec
   for (const auto& config : configs) {
     spdlog::info("explain: d_k {}, --scale {} ({} of {})", config.model.d_k, config.model.scale, out.size() + 1,
                  configs.size());
-    ArmModel a = build_arm(config);
+    ArmModel a(config);
     ArmMeasurement m;
     m.d_k = config.model.d_k;
     m.scale = config.model.scale;

@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <xtensor/xarray.hpp>
 
+#include "data/task.h"
+#include "nn/model.h"
 #include "train/config.h"
 
 namespace xgrad::report {
@@ -82,6 +85,20 @@ void check_once_each(const std::string& flag, const std::vector<T>& values, cons
     if (std::find(values.begin(), it, *it) != it)
       throw train::ConfigError(fmt::format("{}: {} is given twice", flag, *it));
 }
+
+/// A model of `config` at initialisation (validated: throws ConfigError), its task and one batch (data_seed, index 0).
+struct ArmModel {
+  train::TrainConfig config;
+  std::unique_ptr<data::Task> task;
+  std::unique_ptr<nn::AttentionModel> model;
+  data::Batch batch;
+  std::shared_ptr<nn::AttentionLayer> layer;  // the first attention layer (its spectral norms not recorded)
+  explicit ArmModel(const train::TrainConfig& c);
+  /// A forward pass without gradients, the layer recording: `m` gets its q_std, k_std, multiplier and theory_std.
+  const nn::AttentionRecord& forward(ArmMeasurement& m);
+  /// Throws ConfigError (`who` first) unless `any`: a query that may attend to two keys.
+  void check_queries(bool any, const std::string& who) const;
+};
 
 /// Measures each (d_k, scale) (d_k outer) on one batch (data_seed, index 0): forward, then the loss and backward.
 /// Throws ConfigError for bad settings, an empty or repeated list, overflowing scores, no query with two keys.

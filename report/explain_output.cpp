@@ -1,8 +1,8 @@
 // explain.json, explain.html (the JSON with the vendored uPlot and the page's own script and style) and explain.md
 // of `xgrad explain`.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -49,10 +49,8 @@ nlohmann::json per_dk_json(const Explanation& e) {
                       {"score_std", a.score_std},
                       {"sorted_weights", a.sorted_weights},
                       {"heatmap", a.heatmap},
-                      {"heatmap_label", a.heatmap.size() < a.seq_len
-                                            ? fmt::format("sequence 0, head 0, layer 0; the first {} of {} positions",
-                                                          a.heatmap.size(), a.seq_len)
-                                            : std::string("sequence 0, head 0, layer 0")}});
+                      {"heatmap_label", text("explain", a.heatmap.size() < a.seq_len ? "heatmap_first" : "heatmap_all",
+                                             {{"shown", a.heatmap.size()}, {"seq_len", a.seq_len}})}});
     }
     out.push_back({{"d_k", d_k}, {"arms", arms}});
   }
@@ -87,12 +85,12 @@ Table training_table(const TrainingEvidence& t) {
   for (const auto& p : t.points)
     out.rows.push_back({markdown_text(p.label, true), std::to_string(p.d_k), std::to_string(p.n_runs),
                         cell(p.final_loss, "{:.4f}"), format_steps(p.reached, p.n_runs, p.steps_to_loss),
-                        std::isfinite(p.saturated_share) ? format_percent(p.saturated_share) : "—",
-                        cell(p.score_grad_relative, "{:.3g}"), markdown_text(p.versus_reference, true)});
+                        format_percent(p.saturated_share), cell(p.score_grad_relative, "{:.3g}"),
+                        markdown_text(p.versus_reference, true)});
   return out;
 }
 
-std::string section_markdown(const ExplainSection& s, const std::map<std::string, std::string>& drawn) {
+std::string section_markdown(const ExplainSection& s, const std::vector<std::string>& drawn) {
   std::string md =
       fmt::format("## {}. {}\n\n**Verdict: {}.** {}\n\n*The claim:* {}\n\n", s.number, markdown_text(s.title),
                   markdown_text(s.verdict.verdict), markdown_text(s.verdict.text), markdown_text(s.claim));
@@ -105,7 +103,7 @@ std::string section_markdown(const ExplainSection& s, const std::map<std::string
             ? std::vector<std::string>{id, "runs_steps_vs_dk", "runs_saturated_vs_dk", "runs_score_grad_vs_dk"}
             : std::vector<std::string>{id};
     for (const auto& file : files)
-      if (drawn.count(file)) md += fmt::format("![{}](figures/{}.png)\n\n", f->title, file);
+      if (std::count(drawn.begin(), drawn.end(), file)) md += fmt::format("![{}](figures/{}.png)\n\n", f->title, file);
     md += fmt::format("*{}{}* {}\n\n", f->title, f->title.back() == '?' ? "" : ".", f->caption);
   }
   return md;
@@ -142,7 +140,7 @@ nlohmann::json explain_json(const Explanation& e) {
     points.push_back({{"d_k", a.d_k}, {"scale", a.scale}});
     for (const ArmNumber& n : arm_numbers()) points.back()[n.name] = a.*n.field;
   }
-  return {{"title", "xgrad explain: why divide attention scores by sqrt(d_k)?"},
+  return {{"title", text("explain", "page_title")},
           {"setup", e.setup},
           {"d_ks", e.d_ks},
           {"scales", e.scales},
@@ -153,10 +151,7 @@ nlohmann::json explain_json(const Explanation& e) {
           {"per_dk", per_dk_json(e)},
           {"points", points},
           {"curves", e.curves},
-          {"runs", e.training ? nlohmann::json{{"points", e.training->points},
-                                               {"note",
-                                                "one point per arm (runs that differ only in seed), means "
-                                                "over its seeds that did not diverge"}}
+          {"runs", e.training ? nlohmann::json{{"points", e.training->points}, {"note", text("explain", "runs_note")}}
                               : nlohmann::json(nullptr)},
           {"notes", e.notes}};
 }
@@ -169,7 +164,7 @@ std::string explain_html(const nlohmann::json& data) {
   page.data_id = "xgrad-explain";
   // nlohmann writes NaN and Inf as null; invalid UTF-8 in a string becomes U+FFFD rather than an exception.
   page.data = script_safe(data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  page.noscript = "This page draws its figures with JavaScript.";
+  page.noscript = text("explain", "noscript");
   page.css = web_assets::kExplainCss;
   page.js = web_assets::kExplainJs;
   return standalone_page_html(page);
@@ -187,8 +182,6 @@ std::size_t write_explain_html(const nlohmann::json& data, const std::string& pa
 
 std::string explain_markdown(const Explanation& e, const std::vector<std::string>& figures_drawn,
                              const std::string& plot_note) {
-  std::map<std::string, std::string> drawn;
-  for (const auto& f : figures_drawn) drawn[f] = f;
   std::string md = "# Why divide attention scores by sqrt(d_k)? The argument, measured\n\n";
   md += "Setup: " + markdown_text(e.setup) + ". The same page, interactive: explain.html.\n\n";
   for (const auto& n : e.notes) md += "- Note: " + markdown_text(n) + "\n";
@@ -198,7 +191,7 @@ std::string explain_markdown(const Explanation& e, const std::vector<std::string
   for (const auto& s : e.sections)
     md += fmt::format("| {}. {} | {} |\n", s.number, markdown_text(s.title), markdown_text(s.verdict.verdict));
   md += "\n";
-  for (const auto& s : e.sections) md += section_markdown(s, drawn);
+  for (const auto& s : e.sections) md += section_markdown(s, figures_drawn);
   md += "## The numbers\n\n" + points_table(e).markdown() + "\n";
   if (e.training) md += "### Training evidence (--runs)\n\n" + training_table(*e.training).markdown() + "\n";
   return md;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -79,7 +80,12 @@ Fields step_fields(const Explanation& e, const Scales& s) {
 
 // ---- 1. growth
 
-SectionVerdict growth(const Explanation& e, const Scales& s, Fields f) {
+SectionVerdict growth(const Explanation& e, const Scales& s, Fields f, ExplainSection& section) {
+  std::string gaps;
+  for (const auto& scale : e.scales)
+    gaps += fmt::format("{}{} {}", gaps.empty() ? "" : ", ", scale_label_of(scale), percent_text(theory_gap(e, scale)));
+  section.paragraphs.push_back(text("explain", "growth.paragraph", {{"gaps", gaps}}));
+  if (s.ref.empty()) return verdict("growth.no_reference");
   const double slope = log_log_slope(e, s.ref), worst = theory_gap(e, s.ref);
   f["slope"] = fixed(slope);
   f["gap"] = percent_text(worst);
@@ -117,6 +123,10 @@ std::pair<std::size_t, double> on_curve(const Explanation& e) {
 }
 
 SectionVerdict saturation(const Explanation& e, const Scales& s, Fields f, ExplainSection& section) {
+  const auto [near, worst] = on_curve(e);
+  section.paragraphs.push_back(
+      text("explain", "saturation.paragraph", {{"near", near}, {"arms", e.arms.size()}, {"worst", worst}}));
+  if (s.ref.empty()) return verdict("no_reference");
   const auto& lo = *e.arm(e.d_ks.front(), s.ref);
   const auto& hi = *e.arm(e.d_ks.back(), s.ref);
   // Earned: peaks on the answer's key more often than chance, beyond two standard errors.
@@ -147,14 +157,12 @@ std::map<nlohmann::json, double> by_d_k(const Explanation& e, const std::string&
   return out;
 }
 
-// With --runs: in how many (group, d_k) the unscaled score gradient per loss is the smaller; "" when none.
-std::string training_gradient(const Explanation& e, const Scales& s, Fields f, std::size_t& smaller, std::size_t& n) {
-  smaller = n = 0;
-  if (!e.training) return "";
+// With --runs: the unscaled against the proposed score gradient per loss by (group, d_k), each pair in `list`.
+Verdict training_gradient(const Explanation& e, const Scales& s, std::string& list) {
   std::map<nlohmann::json, double> ref, prop;
-  std::string list;
-  for (const auto& p : e.training->points)
-    for (const auto& q : e.training->points)
+  const std::vector<TrainingPoint> none, &points = e.training ? e.training->points : none;
+  for (const auto& p : points)
+    for (const auto& q : points)
       if (p.scale == s.ref && q.scale == s.prop && q.d_k == p.d_k && q.group == p.group &&
           std::isfinite(p.score_grad_relative) && std::isfinite(q.score_grad_relative)) {
         ref[{p.group, p.d_k}] = p.score_grad_relative;
@@ -162,20 +170,15 @@ std::string training_gradient(const Explanation& e, const Scales& s, Fields f, s
         list += fmt::format("{}{}, d_k {}: {:.3g} vs {:.3g}", list.empty() ? "" : "; ", p.group, p.d_k,
                             p.score_grad_relative, q.score_grad_relative);
       }
-  const Verdict v = compare_values(ref, prop, Better::lower, tolerance("gradient"));
-  smaller = v.seeds_better;
-  n = v.n_shared;
-  f["smaller"] = smaller;
-  f["n"] = n;
-  f["list"] = list;
-  return n == 0 ? "" : text("explain", "gradient.training", f);
+  return compare_values(ref, prop, Better::lower, tolerance("gradient"));
 }
 
 SectionVerdict gradient(const Explanation& e, const Scales& s, Fields f, ExplainSection& section) {
+  if (s.ref.empty()) return verdict("no_reference");
   const auto& lo = *e.arm(e.d_ks.front(), s.ref);
   const auto& hi = *e.arm(e.d_ks.back(), s.ref);
-  std::string numbers = text("explain", "gradient.numbers", f);
-  std::size_t larger = 0, smaller = 0, n_training = 0;
+  std::string numbers = text("explain", "gradient.numbers", f), list;
+  std::size_t larger = 0;
   if (!s.prop.empty()) {  // the W_q gradient at step 0, as compare's more_gradient_step0 claim judges it
     const Verdict v =
         compare_values(by_d_k(e, s.ref, &ArmMeasurement::grad_norm_w_q),
@@ -185,40 +188,43 @@ SectionVerdict gradient(const Explanation& e, const Scales& s, Fields f, Explain
     f["n"] = v.n_shared;
     numbers += text("explain", "gradient.w_q", f);
   }
-  const std::string training = training_gradient(e, s, f, smaller, n_training);
-  if (!training.empty()) section.paragraphs.push_back(training);
+  const Verdict t = training_gradient(e, s, list);
+  Fields g = f;
+  g["smaller"] = t.seeds_better, g["n"] = t.n_shared, g["list"] = list;
+  if (t.n_shared > 0) section.paragraphs.push_back(text("explain", "gradient.training", g));
   f["numbers"] = numbers;
   const bool jacobian_falls = hi.jacobian_norm_mean < lo.jacobian_norm_mean / 2;
   if (!jacobian_falls) return verdict("gradient.jacobian_flat", f);
   if (!(hi.score_grad_median < lo.score_grad_median / 2)) return verdict("gradient.score_grad_flat", f);
   if (larger == 0) return verdict("gradient.holds", f);
-  return verdict(n_training > 0 && smaller * 2 > n_training ? "gradient.per_query_training" : "gradient.per_query", f);
+  return verdict(
+      t.n_shared > 0 && t.seeds_better * 2 > t.n_shared ? "gradient.per_query_training" : "gradient.per_query", f);
 }
 
 // ---- 4. scaling
 
 // One line on `scale`'s scores over the head sizes; its slope and largest saturated share.
 std::string scaling_summary(const Explanation& e, const std::string& scale, double& slope, double& max_saturated) {
-  std::vector<double> stds, saturated, entropy;
+  double low = INFINITY, high = -INFINITY, entropy = INFINITY;
+  max_saturated = -INFINITY;
   for (const auto d_k : e.d_ks) {
-    stds.push_back(e.arm(d_k, scale)->score_std);
-    saturated.push_back(e.arm(d_k, scale)->saturated_share);
-    entropy.push_back(e.arm(d_k, scale)->entropy_mean);
+    const ArmMeasurement& a = *e.arm(d_k, scale);
+    low = std::min(low, a.score_std), high = std::max(high, a.score_std), entropy = std::min(entropy, a.entropy_mean);
+    max_saturated = std::max(max_saturated, a.saturated_share);
   }
   slope = log_log_slope(e, scale);
-  max_saturated = *std::max_element(saturated.begin(), saturated.end());
   return text("explain", "scaling.summary",
               {{"scale", scale_label_of(scale)},
-               {"low", *std::min_element(stds.begin(), stds.end())},
-               {"high", *std::max_element(stds.begin(), stds.end())},
+               {"low", low},
+               {"high", high},
                {"d_k_lo", e.d_ks.front()},
                {"d_k_hi", e.d_ks.back()},
                {"slope", fixed(slope)},
                {"saturated", percent_text(max_saturated)},
-               {"entropy", *std::min_element(entropy.begin(), entropy.end())}});
+               {"entropy", entropy}});
 }
 
-SectionVerdict scaling(const Explanation& e, const Scales& s, ExplainSection& section) {
+SectionVerdict scaling(const Explanation& e, const Scales& s, Fields, ExplainSection& section) {
   double slope = 0, saturated = 0;
   std::vector<std::string> described;  // the claim is about 1/sqrt(d_k): another scaling is described, not judged
   std::copy_if(e.scales.begin(), e.scales.end(), std::back_inserter(described),
@@ -235,13 +241,6 @@ SectionVerdict scaling(const Explanation& e, const Scales& s, ExplainSection& se
 }
 
 // ---- 5. sizes
-
-// The smallest d_k whose unscaled saturated share reaches `share` (0: none of those measured).
-std::size_t first_d_k_above(const Explanation& e, const std::string& ref, double share) {
-  for (const auto d_k : e.d_ks)
-    if (e.arm(d_k, ref)->saturated_share >= share) return d_k;
-  return 0;
-}
 
 // The smallest d_k from which every arm of the proposed scaling ends lower than unscaled (0: none); `list` gets each.
 std::size_t training_from(const Explanation& e, const std::string& prop, std::string& list) {
@@ -265,13 +264,17 @@ std::size_t training_from(const Explanation& e, const std::string& prop, std::st
 }
 
 SectionVerdict sizes(const Explanation& e, const Scales& s, Fields f, ExplainSection& section) {
+  if (e.training) section.figures.push_back("runs_vs_dk");
+  if (s.ref.empty()) return verdict("no_reference");
   std::string shares;
   for (const auto d_k : e.d_ks)
     shares +=
         fmt::format("{}d_k {}: {}", shares.empty() ? "" : ", ", d_k, percent_text(e.arm(d_k, s.ref)->saturated_share));
   section.paragraphs.push_back(text("explain", "sizes.paragraph", {{"shares", shares}}));
   for (const auto& [key, share] : {std::pair<std::string, double>{"mild", kMild}, {"most", kSaturated}}) {
-    const std::size_t from = first_d_k_above(e, s.ref, share);
+    std::size_t from = 0;  // the smallest d_k whose unscaled saturated share reaches `share` (0: none measured)
+    for (auto d_k = e.d_ks.rbegin(); d_k != e.d_ks.rend(); ++d_k)
+      if (e.arm(*d_k, s.ref)->saturated_share >= share) from = *d_k;
     f[key] = from;
     f[key + "_from"] = text("explain", from ? "sizes.from" : "sizes.from_none", {{"d_k", from}});
   }
@@ -294,42 +297,24 @@ SectionVerdict sizes(const Explanation& e, const Scales& s, Fields f, ExplainSec
 
 std::vector<ExplainSection> explain_sections(const Explanation& e) {
   const Scales s(e);
-  const std::vector<std::pair<std::string, std::vector<std::string>>> steps{
-      {"growth", {"score_hist", "score_std_vs_dk"}},
-      {"saturation", {"sorted_weights", "heatmap", "entropy_vs_std", "max_prob_vs_std", "earned_vs_dk"}},
-      {"gradient", {"jacobian_vs_std", "score_grad_vs_dk", "w_grad_vs_dk"}},
-      {"scaling", {"score_std_vs_dk", "entropy_vs_std", "saturated_vs_dk"}},
-      {"sizes", {"saturated_vs_dk", "score_grad_vs_dk"}}};
+  using Decide = SectionVerdict (*)(const Explanation&, const Scales&, Fields, ExplainSection&);
+  const std::vector<std::tuple<std::string, std::vector<std::string>, Decide>> steps{
+      {"growth", {"score_hist", "score_std_vs_dk"}, growth},
+      {"saturation", {"sorted_weights", "heatmap", "entropy_vs_std", "max_prob_vs_std", "earned_vs_dk"}, saturation},
+      {"gradient", {"jacobian_vs_std", "score_grad_vs_dk", "w_grad_vs_dk"}, gradient},
+      {"scaling", {"score_std_vs_dk", "entropy_vs_std", "saturated_vs_dk"}, scaling},
+      {"sizes", {"saturated_vs_dk", "score_grad_vs_dk"}, sizes}};
   std::vector<ExplainSection> sections;
-  for (const auto& [id, figures] : steps) {
+  for (const auto& [id, figures, decide] : steps) {
     ExplainSection& x = sections.emplace_back();
     x.id = id;
     x.number = static_cast<int>(sections.size());
     x.title = text("explain", id + ".title");
     x.claim = text("explain", id + ".claim");
     x.figures = figures;
+    x.verdict = decide(e, s, s.ref.empty() ? Fields{} : step_fields(e, s), x);
+    if (e.d_ks.size() < 2) x.verdict = verdict("one_d_k", {{"d_k", e.d_ks.front()}});  // every step compares d_ks
   }
-  if (e.training) sections[4].figures.push_back("runs_vs_dk");
-  std::string gaps;
-  for (const auto& scale : e.scales)
-    gaps += fmt::format("{}{} {}", gaps.empty() ? "" : ", ", scale_label_of(scale), percent_text(theory_gap(e, scale)));
-  sections[0].paragraphs.push_back(text("explain", "growth.paragraph", {{"gaps", gaps}}));
-  const auto [near, worst] = on_curve(e);
-  sections[1].paragraphs.push_back(
-      text("explain", "saturation.paragraph", {{"near", near}, {"arms", e.arms.size()}, {"worst", worst}}));
-  sections[3].verdict = scaling(e, s, sections[3]);
-  if (s.ref.empty()) {
-    sections[0].verdict = verdict("growth.no_reference");
-    for (const std::size_t i : {1, 2, 4}) sections[i].verdict = verdict("no_reference");
-  } else {
-    const Fields f = step_fields(e, s);
-    sections[0].verdict = growth(e, s, f);
-    sections[1].verdict = saturation(e, s, f, sections[1]);
-    sections[2].verdict = gradient(e, s, f, sections[2]);
-    sections[4].verdict = sizes(e, s, f, sections[4]);
-  }
-  if (e.d_ks.size() < 2)  // every step compares head sizes
-    for (auto& x : sections) x.verdict = verdict("one_d_k", {{"d_k", e.d_ks.front()}});
   return sections;
 }
 

@@ -5,10 +5,8 @@
 #include <fmt/format.h>
 
 #include "nn/attention_stats.h"
-#include "nn/model.h"
 #include "report/explain_measure.h"
 #include "report/text.h"
-#include "train/trainer.h"
 
 namespace xgrad::report {
 using train::ConfigError;
@@ -23,36 +21,22 @@ std::vector<ProbeRow> probe(const train::TrainConfig& base, const std::vector<st
       train::TrainConfig c = base;
       c.model.d_k = d_k;
       c.model.scale = scale;
-      const auto task = c.validate();  // the task it built to check the settings: its files are read once
-      const nn::ModelConfig mc = train::model_config(c, *task);
-      nn::AttentionModel model(mc, c.seed);
-      auto layer = model.attention_layers().front();
-      layer->record_attention = true;
-      NoGradGuard no_grad;
-      const auto batch = task->batch(c.data_seed, 0, c.batch_size);
-      model.forward(batch.inputs);
-      const auto stats = nn::attention_stats(layer->last.scores.value(), layer->last.probs, nullptr, nullptr);
+      ArmModel a(c);  // the task it builds to check the settings: its files are read once
+      ArmMeasurement m;
+      const nn::AttentionRecord& last = a.forward(m);
+      const auto stats = nn::attention_stats(last.scores.value(), last.probs, nullptr, nullptr);
       // With one visible key per query every softmax is 1 by construction: a table of nan would say nothing.
       std::size_t n_queries = 0;
       for (const auto& s : stats) n_queries += s.n_queries;
-      const std::size_t T = batch.inputs.shape(1);
-      if (n_queries == 0)
-        throw ConfigError(
-            fmt::format("probe: no query may attend to two keys (task {}: sequences of {} token{}), so "
-                        "every attention weight is 1 by construction and there is nothing to measure; "
-                        "give sequences of at least 2 tokens",
-                        c.task, T, T == 1 ? "" : "s"));
-      const auto head_mean = [&](double nn::AttentionStats::*field) {  // mean over heads
+      a.check_queries(n_queries > 0, "probe: ");
+      const auto head_mean = [&](double nn::AttentionStats::*field) {  // mean over heads: per-head score stds
         double sum = 0;
         for (const auto& s : stats) sum += s.*field;
         return sum / static_cast<double>(stats.size());
       };
       using S = nn::AttentionStats;
-      const double q_std = population_std(layer->last.q), k_std = population_std(layer->last.k);
-      rows.push_back({d_k, scale, q_std, k_std,
-                      theory_score_std(d_k, q_std, k_std, layer->effective_multiplier(mc.max_seq_len)),
-                      head_mean(&S::score_std), head_mean(&S::entropy_mean), head_mean(&S::max_prob_mean),
-                      head_mean(&S::frac_max_prob_above_099)});
+      rows.push_back({d_k, scale, m.q_std, m.k_std, m.theory_std, head_mean(&S::score_std), head_mean(&S::entropy_mean),
+                      head_mean(&S::max_prob_mean), head_mean(&S::frac_max_prob_above_099)});
     }
   }
   return rows;
