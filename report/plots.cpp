@@ -359,12 +359,6 @@ std::string smoothing_title(const StepFigure& f) {
                      f.gap);
 }
 
-// gnuplot's pt of dash `dash`: a marker of its own per dash.
-int point_type(std::size_t dash) {
-  static const int types[] = {7, 5, 9, 13, 11, 4, 6, 8};
-  return types[dash % 8];
-}
-
 // What a summary figure plots: a line per drawable SummaryLine, the x values, the range of y with error bars.
 struct SummaryLines {
   std::vector<std::string> elements;
@@ -398,6 +392,7 @@ SummaryLines write_summary_lines(const SummaryFigure& f, const fs::path& dir, st
   const std::vector<LineStyle> styles = summary_styles(f, warnings);
   const auto n_measured = std::count_if(f.lines.begin(), f.lines.end(), [](const auto& l) { return !l.theory; });
   std::size_t j = 0;
+  const int point_types[] = {7, 5, 9, 13, 11, 4, 6, 8};  // gnuplot's pt: a marker of its own per dash
   for (std::size_t l = 0; l < f.lines.size(); ++l) {
     const SummaryLine& line = f.lines[l];
     const std::string file = fmt::format("data/{}_{}.dat", f.name, l);
@@ -411,7 +406,7 @@ SummaryLines write_summary_lines(const SummaryFigure& f, const fs::path& dir, st
       s.elements.push_back(gnuplot_string(file) + " using 1:2 with lines lw " + (line.theory ? "1.5 " : "2 ") + style);
     else
       s.elements.push_back(fmt::format("{} using 5:2:3:4 with yerrorlines lw 2 pt {} ps 1.2 {}", gnuplot_string(file),
-                                       point_type(styles[l].dash), style));
+                                       point_types[styles[l].dash % 8], style));
   }
   return s;
 }
