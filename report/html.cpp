@@ -590,11 +590,9 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
     outcome.downsampled = p.headline_downsampled || p.other_downsampled;
     if (json.size() <= options.max_data_bytes || headline_points <= kFewestPoints || attempt >= 8) {
       if (json.size() > options.max_data_bytes) {
-        notes.push_back({"over_budget",
-                         json.size(),
-                         {text("notes", "over_budget",
-                               {{"mb", static_cast<double>(json.size()) / 1e6},
-                                {"budget", static_cast<double>(options.max_data_bytes) / 1e6}})}});
+        const Fields f{{"mb", static_cast<double>(json.size()) / 1e6},
+                       {"budget", static_cast<double>(options.max_data_bytes) / 1e6}};
+        notes.push_back({"over_budget", json.size(), {text("notes", "over_budget", f)}});
         meta["notes"] = notes_json(notes);
         json = assemble_json(meta, series);
       }
