@@ -113,14 +113,6 @@ std::string title_of(const ReportContext& context) {
   return "xgrad compare: " + name;
 }
 
-// The settings a page can group by: the arm's settings, the seeds, and nothing else of config.json.
-nlohmann::json group_settings(const nlohmann::json& config) {
-  nlohmann::json s = arm_settings(config);
-  for (const char* key : {"seed", "data_seed"})
-    if (config.contains(key)) s[key] = config.at(key);
-  return s;
-}
-
 // The default panels' columns, most compared: kept at the full point limit while the page's budget cuts the others.
 bool headline_column(const std::string& c) {
   namespace mc = train::metrics_columns;
@@ -283,7 +275,9 @@ PageRuns page_runs(const Comparison& c, const ReportContext& context) {
   PageRuns p;
   for (const RunRecord& run : c.runs) {
     p.names.push_back(run_name(run.dir, context.out_dir.empty() ? std::string(".") : context.out_dir));
-    p.settings.push_back(group_settings(run.config));
+    p.settings.push_back(arm_settings(run.config));  // what a page can group by: those and the seeds
+    for (const char* key : {"seed", "data_seed"})
+      if (run.config.contains(key)) p.settings.back()[key] = run.config.at(key);
   }
   // In the order report.md names an arm's settings (in_setting_order: d_k, scale, optimizer and lr early), seeds last.
   std::set<std::string> varying;
@@ -306,16 +300,14 @@ PageRuns page_runs(const Comparison& c, const ReportContext& context) {
 // Every run's metrics.csv read (each once), and the union of their columns (first-seen order).
 struct PageColumns {
   std::vector<RunPage> pages;
-  std::vector<std::string> columns;
-  std::vector<std::size_t> finite_anywhere;            // per column: finite values over all runs
-  std::vector<std::vector<std::string>> missing_from;  // per column: runs without it
   bool headline_downsampled = false, other_downsampled = false;
   std::vector<std::string> shown, never_finite;  // columns with a finite value somewhere, and the others
+  std::map<std::vector<std::string>, std::vector<std::string>> partial;  // runs without them -> shown columns
 };
 
 PageColumns read_pages(const Comparison& c, const PageRuns& runs, std::size_t max_points) {
   PageColumns p;
-  std::map<std::string, std::size_t> column_index;
+  std::vector<std::pair<std::string, std::size_t>> columns;  // first-seen, with their finite values over all runs
   for (std::size_t r = 0; r < c.runs.size(); ++r) {
     try {
       p.pages.push_back(read_run_page(c.runs[r].dir, max_points));
@@ -325,17 +317,17 @@ PageColumns read_pages(const Comparison& c, const PageRuns& runs, std::size_t ma
     const RunPage& page = p.pages.back();
     for (const PageColumn& col : page.columns) {
       (headline_column(col.name) ? p.headline_downsampled : p.other_downsampled) |= col.downsampled;
-      const auto [it, added] = column_index.emplace(col.name, p.columns.size());
-      if (added) p.columns.push_back(col.name);
-      p.finite_anywhere.resize(p.columns.size());
-      p.finite_anywhere[it->second] += col.finite_count;
+      auto it = std::find_if(columns.begin(), columns.end(), [&](const auto& n) { return n.first == col.name; });
+      if (it == columns.end()) it = columns.insert(columns.end(), {col.name, 0});
+      it->second += col.finite_count;
     }
   }
-  p.missing_from.assign(p.columns.size(), {});
-  for (std::size_t j = 0; j < p.columns.size(); ++j) {
+  for (const auto& [name, finite] : columns) {
+    std::vector<std::string> missing_from;
     for (std::size_t r = 0; r < p.pages.size(); ++r)  // a run drawn from what compare read lacks columns: its note says
-      if (!p.pages[r].from_comparison && !p.pages[r].find(p.columns[j])) p.missing_from[j].push_back(runs.names[r]);
-    (p.finite_anywhere[j] == 0 ? p.never_finite : p.shown).push_back(p.columns[j]);
+      if (!p.pages[r].from_comparison && !p.pages[r].find(name)) missing_from.push_back(runs.names[r]);
+    (finite == 0 ? p.never_finite : p.shown).push_back(name);
+    if (finite > 0 && !missing_from.empty()) p.partial[missing_from].push_back(name);
   }
   return p;
 }
@@ -398,10 +390,7 @@ std::vector<PageNote> data_notes(const Comparison& c, const ReportContext& conte
   };
   add("unreadable", context.skipped, context.skipped.size());
   add("never_finite", p.never_finite, p.never_finite.size());
-  std::map<std::vector<std::string>, std::vector<std::string>> partial;  // runs without them -> columns
-  for (std::size_t j = 0; j < p.columns.size(); ++j)
-    if (!p.missing_from[j].empty() && p.finite_anywhere[j] > 0) partial[p.missing_from[j]].push_back(p.columns[j]);
-  for (const auto& [without, columns] : partial) {
+  for (const auto& [without, columns] : p.partial) {
     std::vector<std::string> items = columns;
     items.push_back(fmt::format("not in: {}", fmt::join(without, " ")));
     add("partial_columns", items, columns.size(), c.runs.size() - without.size(),
@@ -601,11 +590,9 @@ std::string report_json(const Comparison& c, const ReportContext& context, const
     outcome.downsampled = p.headline_downsampled || p.other_downsampled;
     if (json.size() <= options.max_data_bytes || headline_points <= kFewestPoints || attempt >= 8) {
       if (json.size() > options.max_data_bytes) {
-        notes.push_back({"over_budget",
-                         json.size(),
-                         {text("notes", "over_budget",
-                               {{"mb", static_cast<double>(json.size()) / 1e6},
-                                {"budget", static_cast<double>(options.max_data_bytes) / 1e6}})}});
+        const Fields f{{"mb", static_cast<double>(json.size()) / 1e6},
+                       {"budget", static_cast<double>(options.max_data_bytes) / 1e6}};
+        notes.push_back({"over_budget", json.size(), {text("notes", "over_budget", f)}});
         meta["notes"] = notes_json(notes);
         json = assemble_json(meta, series);
       }

@@ -4,16 +4,15 @@
 #include <array>
 #include <cctype>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string_view>
-#include <tuple>
 
 #include <fmt/format.h>
 
 #include "common/escape.h"
-#include "common/registry.h"
-#include "nn/scaling.h"
 #include "report/claims.h"
 #include "report/tables.h"
 #include "report/text.h"
@@ -28,9 +27,7 @@ namespace {
 std::string sig(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : format_number(v); }
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
-  return out;
+  return fmt::format("{}", fmt::join(parts, sep));
 }
 
 // `items` as a list and a blank line ("" for none): data (paths, names) as inert text, else markdown_escape'd.
@@ -55,6 +52,9 @@ std::string shown_path(const std::string& dir, const std::string& out_dir) {
   return ec || rel.empty() ? dir : rel.string();
 }
 
+// A paragraph of report.md from report/text/report.md.
+std::string para(const std::string& key, const Fields& fields = {}) { return text("report", key, fields) + "\n\n"; }
+
 std::string finding_text(const std::string& key, const Fields& fields = {}) { return text("findings", key, fields); }
 
 // A verdict with nothing to say: a statistic neither arm has (no W_q columns), or a share of events none had.
@@ -75,17 +75,16 @@ std::string pair_head(const Comparison& c, const Verdict& v) {
   return fmt::format("{}, {} vs {}: ", arm_label(b, extra, omit), arm_name(c, b), arm_name(c, c.arms[v.subject]));
 }
 
+std::vector<const Verdict*> telling(const std::vector<Verdict>& all) {
+  std::vector<const Verdict*> out;
+  for (const Verdict& v : all)
+    if (!says_nothing(v)) out.push_back(&v);
+  return out;
+}
+
 // The verdicts with something to say, per pair of arms in judge()'s order, better first.
-std::vector<std::pair<std::string, std::vector<const Verdict*>>> verdicts_by_pair(const Comparison& c,
-                                                                                  const std::vector<Verdict>& all) {
-  std::vector<std::pair<std::string, std::vector<const Verdict*>>> pairs;
-  for (const Verdict& v : all) {
-    if (says_nothing(v)) continue;
-    const std::string head = pair_head(c, v);
-    auto it = std::find_if(pairs.begin(), pairs.end(), [&](const auto& p) { return p.first == head; });
-    if (it == pairs.end()) it = pairs.insert(pairs.end(), {head, {}});
-    it->second.push_back(&v);
-  }
+auto verdicts_by_pair(const Comparison& c, const std::vector<Verdict>& all) {
+  auto pairs = group_by(telling(all), [&](const Verdict* v) { return pair_head(c, *v); });
   for (auto& p : pairs)
     std::stable_sort(p.second.begin(), p.second.end(),
                      [](const Verdict* x, const Verdict* y) { return x->outcome < y->outcome; });
@@ -98,27 +97,18 @@ std::string num(std::size_t n) { return std::to_string(n); }
 constexpr std::size_t kMaxWords = 40;
 
 std::size_t words(const std::string& text) {
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < text.size(); ++i)
-    n += !std::isspace(static_cast<unsigned char>(text[i])) &&
-         (i == 0 || std::isspace(static_cast<unsigned char>(text[i - 1])));
-  return n;
+  std::istringstream in(text);
+  return static_cast<std::size_t>(std::distance(std::istream_iterator<std::string>(in), {}));
 }
 
 // How the verdicts of one claim came out over the comparisons of two compared values.
 struct Tally {
-  std::size_t n = 0, better = 0, worse = 0, same = 0, not_decided = 0, both_solved = 0;
-  std::size_t valued = 0;  // both arms have a value
+  std::size_t n = 0, valued = 0;    // valued: both arms have a value
+  std::array<std::size_t, 5> of{};  // per Outcome (better, worse, same, not decided), then both solved apart
   void add(const Verdict& v) {
     ++n;
     valued += std::isfinite(v.subject_value) && std::isfinite(v.baseline_value) ? 1 : 0;
-    if (v.why_not == "both_solved")
-      ++both_solved;
-    else
-      (v.outcome == Outcome::better  ? better
-       : v.outcome == Outcome::worse ? worse
-       : v.outcome == Outcome::same  ? same
-                                     : not_decided) += 1;
+    ++of[v.why_not == "both_solved" ? 4 : static_cast<std::size_t>(v.outcome)];
   }
 };
 
@@ -150,11 +140,10 @@ std::vector<PairTally> tally(const Comparison& c, const std::vector<Verdict>& ve
 // ", as well in 2, not decided in 1": the outcomes besides better that some comparison had.
 std::string tails(const std::string& claim, const Tally& t) {
   std::string out;
-  const std::vector<std::pair<std::string, std::size_t>> counts{
-      {"same", t.same}, {"worse", t.worse}, {"not_decided", t.not_decided}, {"both_solved", t.both_solved}};
-  for (const auto& [key, count] : counts)
-    if (count)
-      out += finding_text(has_text("findings", claim + "." + key) ? claim + "." + key : key, {{"count", num(count)}});
+  for (const auto& [key, i] :
+       {std::pair<std::string, int>{"same", 2}, {"worse", 1}, {"not_decided", 3}, {"both_solved", 4}})
+    if (t.of[i])
+      out += finding_text(has_text("findings", claim + "." + key) ? claim + "." + key : key, {{"count", num(t.of[i])}});
   return out;
 }
 
@@ -170,17 +159,16 @@ struct Finding {
 std::string gradient_text(const PairTally& p) {
   const std::size_t n = std::max(p["more_gradient_w_q"].valued, p["more_gradient_w_k"].valued);
   Fields f{{"subject", p.subject}, {"baseline", p.baseline}, {"comparisons", counted(n, "comparison")}};
-  const std::vector<std::pair<const char*, std::string>> claims{{"q_step0", "more_gradient_step0_w_q"},
-                                                                {"q_before", "more_gradient_before_loss_w_q"},
-                                                                {"q_all", "more_gradient_w_q"},
-                                                                {"k_step0", "more_gradient_step0_w_k"},
-                                                                {"k_before", "more_gradient_before_loss_w_k"},
-                                                                {"k_all", "more_gradient_w_k"}};
-  for (const auto& [field, claim] : claims) f.emplace(field, num(p[claim].better) + "/" + num(p[claim].worse));
+  for (const std::string w : {"q", "k"})  // "q_step0": more_gradient_step0_w_q, ... "k_all": more_gradient_w_k
+    for (const auto& [when, infix] :
+         {std::pair<std::string, std::string>{"step0", "step0_"}, {"before", "before_loss_"}, {"all", ""}}) {
+      const Tally& t = p["more_gradient_" + infix + "w_" + w];
+      f.emplace(w + "_" + when, num(t.of[0]) + "/" + num(t.of[1]));
+    }
   std::string text = finding_text("gradient", f);
   const Tally& zero = p["fewer_zero_gradients_w_q"];
   if (p.spoken.count("fewer_zero_gradients_w_q"))
-    text += finding_text("gradient_zero", {{"better", num(zero.better)}, {"worse", num(zero.worse)}});
+    text += finding_text("gradient_zero", {{"better", num(zero.of[0])}, {"worse", num(zero.of[1])}});
   return text + ".";
 }
 
@@ -190,15 +178,14 @@ FindingLine counted_finding(const PairTally& p, const std::string& claim, const 
   const Fields f{{"subject", p.subject},
                  {"baseline", p.baseline},
                  {"comparisons", counted(t.n, "comparison")},
-                 {"better", num(t.better)}};
+                 {"better", num(t.of[0])}};
   return {finding_text(claim, f) + tails(claim, t) + ".", "story", glossary_anchor(term)};
 }
 
 // Per pair of compared values: how often the subject trains better and gets more gradient; or why none is compared.
 void pair_findings(const Comparison& c, const std::vector<PairTally>& tallies, std::vector<Finding>& out) {
   for (const PairTally& p : tallies) {
-    const Tally& t = p["trains_better"];
-    if (t.n == 0) continue;
+    if (p["trains_better"].n == 0) continue;
     out.push_back({counted_finding(p, "trains_better", "tolerance loss"), 4, p.subject});
     if (p.spoken.count("more_gradient_w_q") || p.spoken.count("more_gradient_w_k"))
       out.push_back({{gradient_text(p), "story", glossary_anchor("tolerance gradient")}, 2, p.subject});
@@ -214,27 +201,19 @@ void pair_findings(const Comparison& c, const std::vector<PairTally>& tallies, s
   out.push_back({{text + ".", "story", glossary_anchor("arm")}});
 }
 
-void lr_findings(const std::vector<PairTally>& tallies, std::vector<Finding>& out) {
-  for (const PairTally& p : tallies) {
-    const Tally& t = p["less_lr_sensitive"];
-    if (t.n == 0) continue;
-    out.push_back({counted_finding(p, "less_lr_sensitive", "LR sensitivity")});
-  }
-}
-
 // One scaling's cells of a saturation line, one per d_k.
 struct SaturationCells {
   std::vector<std::string> entropy, saturated, grad;
   bool any_entropy = false, any_saturated = false, any_grad = false;
 };
-SaturationCells saturation_cells(const Comparison& c, const std::vector<const ArmStats*>& group, const std::string& s,
-                                 const std::vector<std::size_t>& d_ks) {
+SaturationCells saturation_cells(const Comparison& c, const std::vector<const ArmStats*>& arms,
+                                 const std::set<std::size_t>& d_ks) {
   SaturationCells cells;
   for (auto d : d_ks) {
     std::vector<double> entropy, saturated;
     double lo = kNoValue, hi = kNoValue;
-    for (const ArmStats* arm : group) {
-      if (arm->scale() != s || arm->d_k() != d) continue;
+    for (const ArmStats* arm : arms) {
+      if (arm->d_k() != d) continue;
       for (auto i : arm->kept)
         if (c.stats[i]["first_measured_step"] == 0) {
           entropy.push_back(c.stats[i]["entropy_first"]);
@@ -259,20 +238,12 @@ SaturationCells saturation_cells(const Comparison& c, const std::vector<const Ar
 // The saturation and score-gradient lines of one group of arms, per scaling (reference first) and d_k.
 void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& group, const std::string& prefix,
                       int gives_way, std::vector<Finding>& out) {
-  std::set<std::size_t> d_k_set;
-  std::vector<std::string> all_scales;
-  for (const ArmStats* arm : group) {
-    d_k_set.insert(arm->d_k());
-    if (std::find(all_scales.begin(), all_scales.end(), arm->scale()) == all_scales.end())
-      all_scales.push_back(arm->scale());
-  }
-  const std::vector<std::size_t> d_ks(d_k_set.begin(), d_k_set.end());
-  std::vector<std::string> dk_text;
-  for (auto d : d_ks) dk_text.push_back(std::to_string(d));
+  std::set<std::size_t> d_ks;
+  for (const ArmStats* arm : group) d_ks.insert(arm->d_k());
   std::vector<std::string> entropy, saturated, grad;
   bool any_saturated = false;
-  for (const auto& s : all_scales) {
-    const SaturationCells cells = saturation_cells(c, group, s, d_ks);
+  for (const auto& [s, arms] : group_by(group, [](const ArmStats* arm) { return arm->scale(); })) {
+    const SaturationCells cells = saturation_cells(c, arms, d_ks);
     any_saturated = any_saturated || cells.any_saturated;
     const std::string name = is_reference_scale(s) ? "unscaled " : s + " ";
     if (cells.any_entropy) {
@@ -281,7 +252,7 @@ void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& g
     }
     if (cells.any_grad) grad.push_back(name + join(cells.grad, "/"));
   }
-  const Fields at{{"prefix", prefix}, {"d_ks", join(dk_text, "/")}};
+  const Fields at{{"prefix", prefix}, {"d_ks", fmt::format("{}", fmt::join(d_ks, "/"))}};
   // The numbers are in the arm table; the summary figures draw entropy and saturation against d_k when there are two.
   // The score gradient's figure draws it over all steps, not relative to the loss: its numbers are the table's.
   const std::string where = d_ks.size() >= 2 ? "summary-figures" : "results";
@@ -434,22 +405,19 @@ std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
 
 std::string summary_section(const ReportContext& ctx) {
   std::string md = "<a id=\"summary-figures\"></a>\n\n## Summary figures\n\n";
-  if (ctx.summary.empty()) return md + text("report", "no_summary_figure") + "\n\n";
+  if (ctx.summary.empty()) return md + para("no_summary_figure");
   for (const SummaryFigure& f : ctx.summary) md += figure_markdown(f, ctx);
   return md;
 }
 
 std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
-  std::string md;
   std::size_t diverged = 0, incomplete = 0;
   for (const auto& run : c.runs) diverged += run.diverged ? 1 : 0, incomplete += run.incomplete ? 1 : 0;
-  md += text("report", "runs_read",
-             {{"runs", counted(c.runs.size(), "run")},
-              {"arms", counted(c.arms.size(), "arm")},
-              {"complete", c.runs.size() - incomplete},
-              {"incomplete", incomplete},
-              {"diverged", diverged}}) +
-        "\n\n";
+  std::string md = para("runs_read", {{"runs", counted(c.runs.size(), "run")},
+                                      {"arms", counted(c.arms.size(), "arm")},
+                                      {"complete", c.runs.size() - incomplete},
+                                      {"incomplete", incomplete},
+                                      {"diverged", diverged}});
   for (const Note& note : ctx.sweep_notes) {
     md += "**Note:** " + markdown_escape(note.text) + ".\n\n";
     if (note.items.empty()) continue;
@@ -457,21 +425,17 @@ std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
     md += bullets(note.items, true) + "</details>\n\n";
   }
   if (!ctx.explain_page.empty())
-    md += text("report", "explain_link",
-               {{"page", markdown_escape(ctx.explain_page)}, {"url", url_path(ctx.explain_page)}}) +
-          "\n\n";
+    md += para("explain_link", {{"page", markdown_escape(ctx.explain_page)}, {"url", url_path(ctx.explain_page)}});
   return md;
 }
 
 std::string preset_part(const ReportContext& ctx) {
   std::string md;
   if (!ctx.preset.name.empty())
-    md += text("report",
-               !ctx.preset_sections.empty() ? "preset_first"
+    md += para(!ctx.preset_sections.empty() ? "preset_first"
                : ctx.preset_note.empty()    ? "preset_alone"
                                             : "preset",
-               {{"name", ctx.preset.name}, {"quick", ctx.preset.quick ? text("report", "preset_quick") : ""}}) +
-          "\n\n";
+               {{"name", ctx.preset.name}, {"quick", ctx.preset.quick ? text("report", "preset_quick") : ""}});
   if (!ctx.preset_note.empty()) md += "**Note:** " + markdown_escape(ctx.preset_note) + ".\n\n";
   for (const PresetSection& section : ctx.preset_sections) {
     md += "<a id=\"" + section.anchor + "\"></a>\n\n## " + section.title + "\n\n";
@@ -536,11 +500,10 @@ std::string glossary_section(const Comparison& c, const ReportContext& ctx) {
 
 // The table of arms, the summary figures, duplicate seeds and the LR sensitivity table.
 std::string results_section(const Comparison& c, const ReportContext& ctx) {
-  std::string md;
-  md += "<a id=\"results\"></a>\n\n## Results by arm\n\n" + arm_table(c).markdown() + "\n";
+  std::string md = "<a id=\"results\"></a>\n\n## Results by arm\n\n" + arm_table(c).markdown() + "\n";
   md += summary_section(ctx);
   const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir, true);
-  if (!duplicates.empty()) md += text("report", "duplicate_seeds") + "\n\n" + bullets(duplicates, false);
+  if (!duplicates.empty()) md += para("duplicate_seeds") + bullets(duplicates, false);
   const Table lr = lr_table(c);
   if (!lr.rows.empty())
     md += "<a id=\"lr-sensitivity\"></a>\n\n### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
@@ -560,18 +523,12 @@ Table claims_table(const Comparison& c, const std::vector<Verdict>& verdicts) {
   Table t;
   t.plain_cells = true;
   t.header = {"claim", c.axis, "better", "worse", "same", "not decided"};
-  std::map<std::pair<std::string, std::string>, std::array<std::size_t, 4>> counts;
-  std::vector<std::pair<std::string, std::string>> order;
-  for (const Verdict& v : verdicts) {
-    if (says_nothing(v)) continue;
-    const std::pair<std::string, std::string> key{claim_label(v), arm_name(c, c.arms[v.subject])};
-    if (!counts.count(key)) order.push_back(key), counts[key] = {0, 0, 0, 0};
-    counts[key][static_cast<std::size_t>(v.outcome)] += 1;
-  }
-  for (const auto& key : order) {
-    std::vector<std::string> row{key.first, key.second};
-    for (std::size_t n : counts[key]) row.push_back(std::to_string(n));
-    t.rows.push_back(std::move(row));
+  for (const auto& [key, list] : group_by(telling(verdicts), [&](const Verdict* v) {
+         return std::make_pair(claim_label(*v), arm_name(c, c.arms[v->subject]));
+       })) {
+    std::array<std::size_t, 4> n{};
+    for (const Verdict* v : list) ++n[static_cast<std::size_t>(v->outcome)];
+    t.rows.push_back({key.first, key.second, num(n[0]), num(n[1]), num(n[2]), num(n[3])});
   }
   return t;
 }
@@ -587,12 +544,12 @@ std::string story_section(const Comparison& c, const std::vector<Verdict>& verdi
       (held ? "against " + markdown_text(escape_name(c.axis == "scale" ? baseline : c.axis + "=" + baseline))
             : "of each " + c.axis + " against the others") +
       "\n\n";
-  if (held && c.axis == "scale" && is_reference_scale(baseline)) md += text("report", "usual_story") + "\n\n";
+  if (held && c.axis == "scale" && is_reference_scale(baseline)) md += para("usual_story");
   const Table table = claims_table(c, verdicts);
   const Fields axis{{"axis", markdown_name(c.axis)}};
-  if (table.rows.empty()) return md + text("report", "no_claim", axis) + "\n\n";
-  md += text("report", "claims_counted", axis) + "\n\n" + table.markdown() + "\n<details><summary>" +
-        text("report", "every_verdict") + "</summary>\n\n";
+  if (table.rows.empty()) return md + para("no_claim", axis);
+  md += para("claims_counted", axis) + table.markdown() + "\n<details><summary>" + text("report", "every_verdict") +
+        "</summary>\n\n";
   for (const auto& [head, list] : verdicts_by_pair(c, verdicts)) {
     md += "- " + markdown_text(head.substr(0, head.size() - 2)) + ":\n";
     for (const Verdict* v : list) md += "  - " + markdown_text(verdict_sentence(c, *v)) + "\n";
@@ -600,14 +557,13 @@ std::string story_section(const Comparison& c, const std::vector<Verdict>& verdi
   md += "\n</details>\n\n";
   bool single_seed = false;
   for (const ArmStats& arm : c.arms) single_seed = single_seed || arm.n_seeds < 2;
-  if (single_seed) md += text("report", "single_seed") + "\n\n";
+  if (single_seed) md += para("single_seed");
   return md;
 }
 
 std::string plots_section(const ReportContext& ctx) {
-  std::string md;
-  md += "## Plots\n\n";
-  if (!ctx.plots_requested) md += text("report", "no_plots") + "\n\n";
+  std::string md = "## Plots\n\n";
+  if (!ctx.plots_requested) md += para("no_plots");
   if (!ctx.plots.note.empty()) md += "Note: " + ctx.plots.note + "\n\n";
   for (const auto& fig : ctx.plots.drawn)
     md += fmt::format("### {}\n\n{}.\n\n", fig.name, fig.caption) + figure_image(fig.name, fig.name);
@@ -616,8 +572,7 @@ std::string plots_section(const ReportContext& ctx) {
 
 // Every run read, its arm and status, and the directories that could not be read.
 std::string runs_read_section(const Comparison& c, const ReportContext& ctx) {
-  std::string md;
-  md += "<a id=\"runs-read\"></a>\n\n## Runs read\n\n";
+  std::string md = "<a id=\"runs-read\"></a>\n\n## Runs read\n\n";
   Table runs;
   runs.header = {"run", "arm", "seed", "steps", "status"};
   const auto extra = distinguishing_keys(c.arms);
@@ -660,11 +615,8 @@ StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& all) {
   std::vector<std::string>* lists[] = {&checks.holds, &checks.fails, &checks.undecided};
   for (const auto& [head, verdicts] : verdicts_by_pair(c, all)) {
     std::map<int, std::vector<std::string>> kinds;  // index into lists
-    for (const Verdict* v : verdicts)
-      kinds[v->outcome == Outcome::better        ? 0
-            : v->outcome == Outcome::not_decided ? 2
-                                                 : 1]
-          .push_back(verdict_sentence(c, *v));
+    const int kind_of[] = {0, 1, 1, 2};             // per Outcome: better holds, not decided is undecided
+    for (const Verdict* v : verdicts) kinds[kind_of[static_cast<int>(v->outcome)]].push_back(verdict_sentence(c, *v));
     for (const auto& [kind, sentences] : kinds) lists[kind]->push_back(head + join(sentences, "; ") + ".");
   }
   return checks;
@@ -676,7 +628,8 @@ std::vector<FindingLine> findings(const Comparison& c, const std::vector<Verdict
   const std::vector<PairTally> tallies = tally(c, verdicts);
   pair_findings(c, tallies, out);
   saturation_findings(c, out);
-  lr_findings(tallies, out);
+  for (const PairTally& p : tallies)
+    if (p["less_lr_sensitive"].n) out.push_back({counted_finding(p, "less_lr_sensitive", "LR sensitivity")});
   out.push_back(runs_finding(c));
   return at_most_ten(std::move(out));
 }

@@ -183,27 +183,32 @@ std::string script(const std::string& name, std::size_t width, std::size_t heigh
   return out;
 }
 
-// Writes the script `name`.gp into dir and, with gnuplot, draws it: into `drawn` (with its caption) or `failed`.
-void write_figure(const fs::path& dir, const std::string& name, const std::string& text, const std::string& caption,
-                  bool have_gnuplot, std::vector<PlotFigure>& drawn, std::vector<std::string>& failed) {
-  write_plot_file(dir / (name + ".gp"), text);
-  if (have_gnuplot && draw_figure(dir, name))
-    drawn.push_back({name, caption});
-  else if (have_gnuplot)
-    failed.push_back(name + ".gp");
-}
-
-// What failed, for the outcome's note: "<what> a.gp b.gp (see <dir>/gnuplot.log)", or "" when nothing did.
-std::string failed_note(const std::string& what, const std::vector<std::string>& failed, const fs::path& dir) {
-  if (failed.empty()) return "";
-  return fmt::format("{} {} (see {})", what, fmt::join(failed, " "), (dir / "gnuplot.log").string());
-}
-
-void create_data_dir(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir / "data", ec);
-  if (ec) throw std::runtime_error("cannot create " + (dir / "data").string() + ": " + ec.message());
-}
+// The figures' scripts in `dir` (its data/ created, or std::runtime_error), drawn when gnuplot is on PATH.
+struct Drawer {
+  fs::path dir;
+  bool have_gnuplot = false;
+  std::vector<std::string> failed = {};
+  explicit Drawer(const std::string& plots_dir) : dir(plots_dir) {
+    std::error_code ec;
+    fs::create_directories(dir / "data", ec);
+    if (ec) throw std::runtime_error("cannot create " + (dir / "data").string() + ": " + ec.message());
+    have_gnuplot = gnuplot_available();
+  }
+  // Writes the script `name`.gp and, with gnuplot, draws it: into `drawn` (with its caption) or `failed`.
+  void figure(const std::string& name, const std::string& text, const std::string& caption,
+              std::vector<PlotFigure>& drawn) {
+    write_plot_file(dir / (name + ".gp"), text);
+    if (have_gnuplot && draw_figure(dir, name))
+      drawn.push_back({name, caption});
+    else if (have_gnuplot)
+      failed.push_back(name + ".gp");
+  }
+  // What failed, for the outcome's note: "<what> a.gp b.gp (see <dir>/gnuplot.log)", or "" when nothing did.
+  std::string failed_note(const std::string& what) const {
+    if (failed.empty()) return "";
+    return fmt::format("{} {} (see {})", what, fmt::join(failed, " "), (dir / "gnuplot.log").string());
+  }
+};
 
 // The arms of one panel: they differ only in scale mode.
 struct Panel {
@@ -359,12 +364,6 @@ std::string smoothing_title(const StepFigure& f) {
                      f.gap);
 }
 
-// gnuplot's pt of dash `dash`: a marker of its own per dash.
-int point_type(std::size_t dash) {
-  static const int types[] = {7, 5, 9, 13, 11, 4, 6, 8};
-  return types[dash % 8];
-}
-
 // What a summary figure plots: a line per drawable SummaryLine, the x values, the range of y with error bars.
 struct SummaryLines {
   std::vector<std::string> elements;
@@ -398,6 +397,7 @@ SummaryLines write_summary_lines(const SummaryFigure& f, const fs::path& dir, st
   const std::vector<LineStyle> styles = summary_styles(f, warnings);
   const auto n_measured = std::count_if(f.lines.begin(), f.lines.end(), [](const auto& l) { return !l.theory; });
   std::size_t j = 0;
+  const int point_types[] = {7, 5, 9, 13, 11, 4, 6, 8};  // gnuplot's pt: a marker of its own per dash
   for (std::size_t l = 0; l < f.lines.size(); ++l) {
     const SummaryLine& line = f.lines[l];
     const std::string file = fmt::format("data/{}_{}.dat", f.name, l);
@@ -411,7 +411,7 @@ SummaryLines write_summary_lines(const SummaryFigure& f, const fs::path& dir, st
       s.elements.push_back(gnuplot_string(file) + " using 1:2 with lines lw " + (line.theory ? "1.5 " : "2 ") + style);
     else
       s.elements.push_back(fmt::format("{} using 5:2:3:4 with yerrorlines lw 2 pt {} ps 1.2 {}", gnuplot_string(file),
-                                       point_type(styles[l].dash), style));
+                                       point_types[styles[l].dash % 8], style));
   }
   return s;
 }
@@ -495,54 +495,47 @@ bool draw_figure(const std::string& plots_dir, const std::string& name) {
 
 PlotOutcome write_plots(const Comparison& c, const std::string& plots_dir) {
   PlotOutcome outcome;
-  const fs::path dir(plots_dir);
-  create_data_dir(dir);
+  Drawer d(plots_dir);
   double max_rows = 1;
   for (const auto& run : c.runs) max_rows = std::max(max_rows, static_cast<double>(run.series.size()));
   const PanelGrid grid = panel_grid(c);
-  std::vector<std::string> failed;
-  const bool have_gnuplot = gnuplot_available();
   std::error_code ec;
-  fs::remove(dir / "gnuplot.log", ec);
+  fs::remove(d.dir / "gnuplot.log", ec);
   const double half_width = smoothing_half_width(c), stride_mean = std::ceil(max_rows / 1500.0),
                stride_runs = std::ceil(max_rows / 600.0);
   for (const FigureSpec& spec : figure_specs()) {
-    StepFigure f{c, dir, spec, half_width, stride_mean, stride_runs, outcome.warnings};
+    StepFigure f{c, d.dir, spec, half_width, stride_mean, stride_runs, outcome.warnings};
     std::string panels;
     for (const Panel& panel : grid.panels) panels += panel_commands(f, panel);
     const std::string body = fmt::format("set multiplot layout {},{} title {} font ',12'\n", grid.rows, grid.cols,
                                          gnuplot_string(spec.text("title") + smoothing_title(f)));
-    write_figure(dir, spec.name,
-                 script(spec.name, std::max<std::size_t>(640 * grid.cols, 1100), 380 * grid.rows + 40, "2",
-                        body + panels + "unset multiplot\n", ""),
-                 spec.text("caption") + (spec.loss ? ". Scale modes: " + styles_text(c) : ""), have_gnuplot,
-                 outcome.drawn, failed);
+    d.figure(spec.name,
+             script(spec.name, std::max<std::size_t>(640 * grid.cols, 1100), 380 * grid.rows + 40, "2",
+                    body + panels + "unset multiplot\n", ""),
+             spec.text("caption") + (spec.loss ? ". Scale modes: " + styles_text(c) : ""), outcome.drawn);
   }
-  outcome.note = have_gnuplot ? failed_note("gnuplot failed for:", failed, dir)
-                              : "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " +
-                                    dir.string() + "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
+  outcome.note = d.have_gnuplot ? d.failed_note("gnuplot failed for:")
+                                : "gnuplot not found on PATH: plots skipped (data files and .gp scripts are in " +
+                                      d.dir.string() + "; install gnuplot-nox and run `gnuplot <figure>.gp` there)";
   return outcome;
 }
 
 void write_summary_plots(const std::vector<SummaryFigure>& figures, const std::string& plots_dir,
                          PlotOutcome& outcome) {
-  const fs::path dir(plots_dir);
-  create_data_dir(dir);
-  const bool have_gnuplot = gnuplot_available();
-  std::vector<std::string> failed;
+  Drawer d(plots_dir);
   for (const SummaryFigure& f : figures) {
     if (!is_safe_file_stem(f.name)) {  // a preset's name built from the data without safe_file_stem
-      failed.push_back(escape_control(f.name) + " (not a safe file name: nothing written)");
+      d.failed.push_back(escape_control(f.name) + " (not a safe file name: nothing written)");
       continue;
     }
     const std::string reset =
         "unset logscale\nset xtics autofreq\nset ytics autofreq\nset offsets 0, 0, 0, 0\nset xrange [*:*]\nset "
         "yrange [*:*]\n";
-    write_figure(dir, f.name,
-                 script(f.name, 900, 560, "3", summary_body(f, write_summary_lines(f, dir, outcome.warnings)), reset),
-                 f.caption, have_gnuplot, outcome.summary_drawn, failed);
+    d.figure(f.name,
+             script(f.name, 900, 560, "3", summary_body(f, write_summary_lines(f, d.dir, outcome.warnings)), reset),
+             f.caption, outcome.summary_drawn);
   }
-  const std::string note = failed_note("gnuplot failed for summary figure(s):", failed, dir);
+  const std::string note = d.failed_note("gnuplot failed for summary figure(s):");
   if (!note.empty()) outcome.note += (outcome.note.empty() ? "" : "; ") + note;
 }
 
