@@ -55,10 +55,9 @@ void add_loss_figures(const std::vector<Line>& lines, PresetSection& s) {
     std::string suffix;  // the extras (values from config.json), as a file name's part bounded by safe_file_stem
     for (char ch : line.extras) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
     SummaryFigure f =
-        summary_figure(safe_file_stem("width_loss_vs_lr_" + line.scale + (line.scale == "dk" ? "_mup" : "_sp") +
-                                      (suffix.empty() ? "" : "_" + suffix)),
-                       "Final loss against learning rate per width, " + line.name, preset_text("width.loss_caption"),
-                       "learning rate", Axis::log, "final loss (nats)", Axis::linear);
+        preset_figure(safe_file_stem("width_loss_vs_lr_" + line.scale + (line.scale == "dk" ? "_mup" : "_sp") +
+                                     (suffix.empty() ? "" : "_" + suffix)),
+                      "width.loss", Axis::log, Axis::linear, {{"line", line.name}});
     for (const auto& [width, by_lr] : line.cells) {
       SummaryLine& curve = f.lines.emplace_back(summary_line("d_model=" + std::to_string(width), line.scale));
       for (const auto& [lr, arm] : by_lr)
@@ -108,9 +107,7 @@ Best best_of(const Comparison& c, const std::map<double, const ArmStats*>& by_lr
 std::map<std::string, std::map<std::size_t, Best>> add_best_lrs(const Comparison& c, const std::vector<Line>& lines,
                                                                 PresetSection& s, Table& t) {
   std::map<std::string, std::map<std::size_t, Best>> best;
-  SummaryFigure f =
-      summary_figure("width_best_lr_vs_d_k", "Best learning rate against width (d_model = d_k)",
-                     preset_text("width.best_caption"), "d_model = d_k", Axis::log, "best learning rate", Axis::log);
+  SummaryFigure f = preset_figure("width_best_lr_vs_d_k", "width.best", Axis::log, Axis::log);
   f.error_bar_sd = false;
   for (const Line& line : lines) {
     SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
@@ -193,7 +190,7 @@ std::string claims_text(const std::vector<Line>& lines, const std::map<std::stri
 std::vector<PresetSection> report(const PresetInput& in) {
   const Comparison& c = in.comparison;
   const std::vector<Line> lines = lines_of(c);
-  PresetSection s{"width", "Best learning rate against width (Yang et al. 2022, figure 1 at toy scale)", "", {}};
+  PresetSection s = preset_section("width");
   if (lines.empty()) {
     s.markdown = preset_text("width.no_run") + "\n";
     return {s};
