@@ -224,11 +224,6 @@ Verdict logit_trend(const Comparison& c, const ArmStats& arm, double& last_sum) 
   return compare_values(last, first, Better::higher, tolerance("logit_growth"));
 }
 
-std::string trend_text(const Verdict& v) {
-  return preset_text("lr.trend_" + agreement(v.seeds_better, v.seeds_worse, v.seeds_same, v.n_shared),
-                     verdict_fields(v, {{"factor", logit_factor()}}));
-}
-
 // One curve's line of the logit figure `f` (at the highest lr it survives) and its sentence.
 std::string logit_sentence(const Comparison& c, const Curve& curve, SummaryFigure& f) {
   if (!curve.f.highest_learned) {
@@ -243,10 +238,13 @@ std::string logit_sentence(const Comparison& c, const Curve& curve, SummaryFigur
   const std::size_t measured = v.n_shared;
   f.lines.push_back(summary_line(fmt::format("{} lr={}", curve.label, g3(arm.lr())), curve.scale));
   f.lines.back().points = logit_points(c, arm.kept, measured);
-  std::string s = preset_text("lr.survived", {{"label", curve.label},
-                                              {"lr", g3(arm.lr())},
-                                              {"top", &arm == curve.arms.back() ? " (the highest tried)" : ""},
-                                              {"trend", trend_text(v)}});
+  std::string s =
+      preset_text("lr.survived",
+                  {{"label", curve.label},
+                   {"lr", g3(arm.lr())},
+                   {"top", &arm == curve.arms.back() ? " (the highest tried)" : ""},
+                   {"trend", preset_text("lr.trend_" + agreement(v.seeds_better, v.seeds_worse, v.seeds_same, measured),
+                                         verdict_fields(v, {{"factor", logit_factor()}}))}});
   if (measured) s += preset_text("lr.ending", {{"value", g3(last_sum / measured)}, {"n", measured}});
   if (!curve.f.survival_note.empty()) s += preset_text("lr.survival_disagrees", {{"note", curve.f.survival_note}});
   return s;

@@ -70,14 +70,10 @@ std::string verdict_text(const Comparison& c, const std::vector<TextArm>& arms) 
       const auto seeds = [&](const TextArm& arm) { return by_seed(c, arm.stats->kept, "final_eval_loss"); };
       const Outcome o = compare_values(seeds(a), seeds(ref), Better::lower, tolerance("loss")).outcome;
       ++count[o], ++n;
-      const Fields names{{"subject", a.scale}, {"baseline", ref.scale}};
-      lines += preset_text("text.pair", {{"arm", a.name()},
-                                         {"subject", a.scale},
-                                         {"baseline", ref.scale},
-                                         {"subject_value", format_mean_sd(a.eval_loss())},
-                                         {"baseline_value", format_mean_sd(ref.eval_loss())},
-                                         {"said", preset_text("text." + outcome_key(o), names)}}) +
-               "\n";
+      Fields f{{"arm", a.name()}, {"subject", a.scale}, {"baseline", ref.scale}};
+      f["said"] = preset_text("text." + outcome_key(o), f);
+      f["subject_value"] = format_mean_sd(a.eval_loss()), f["baseline_value"] = format_mean_sd(ref.eval_loss());
+      lines += preset_text("text.pair", f) + "\n";
     }
   if (n == 0) return preset_text("text.no_pair") + "\n";
   const std::size_t better = count[Outcome::better], worse = count[Outcome::worse];
