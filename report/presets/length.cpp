@@ -303,24 +303,21 @@ std::string findings(const Curves& panel, const std::string& extras) {
 
 std::vector<report::PresetSection> report(const report::PresetInput& in) {
   const Curves curves = curves_of(in.comparison);
-  PresetSection accuracy = preset_section("length-accuracy"), weight = preset_section("length-max-prob");
-  PresetSection facts = preset_section("length-findings");
+  PresetSection accuracy = preset_section("length-accuracy"), facts = preset_section("length-findings");
+  PresetSection weight = preset_section("length-max-prob", preset_text("length.weight_legend") + "\n");
   std::vector<std::string> lengths;  // what the runs were trained and evaluated at, each once
+  for (const auto& group : group_by(curves, lengths_text)) lengths.push_back(group.first);
   for (const auto& [d_k, panel] : group_by(curves, [](const Curve& curve) { return curve.d_k; })) {
     accuracy.figures.push_back(figure(panel, "accuracy", &LengthEval::accuracy));
     weight.figures.push_back(figure(panel, "max_prob", &LengthEval::max_prob_mean));
     for (const auto& [extras, group] : group_by(panel, [](const Curve& curve) { return curve.extras; }))
       facts.markdown += findings(group, extras);
   }
-  for (const Curve& curve : curves)
-    if (std::find(lengths.begin(), lengths.end(), lengths_text(curve)) == lengths.end())
-      lengths.push_back(lengths_text(curve));
   accuracy.markdown = preset_text(lengths.empty()       ? "length.no_run"
                                   : lengths.size() == 1 ? "length.trained_one"
                                                         : "length.trained_many",
                                   {{"lengths", fmt::format("{}", fmt::join(lengths, ", or at "))}}) +
                       " " + preset_text("length.positions") + "\n";
-  weight.markdown = preset_text("length.weight_legend") + "\n";
   facts.markdown = preset_text("length.findings_legend",
                                {{"margin", change_margin()}, {"probability", tolerance("probability").absolute}}) +
                    "\n\n" + facts.markdown;
