@@ -56,6 +56,7 @@ struct Curve {
   std::vector<RunLengths> runs;    // kept runs with evaluations
   std::vector<std::size_t> pairs;  // evaluated in every run, increasing
   std::size_t n_diverged = 0;
+  std::size_t learned = 0, measured = 0;  // runs evaluated at the trained length, and those that learned the task
 };
 using Curves = std::vector<Curve>;  // of one d_k (a figure), or of one d_k and extras (a group of findings)
 
@@ -71,7 +72,9 @@ Curves curves_of(const Comparison& c) {
                                              arm.settings.value("n_pairs", std::size_t{0}),
                                              lengths_of(c, arm),
                                              {},
-                                             arm.diverged_steps.size()});
+                                             arm.diverged_steps.size(),
+                                             0,
+                                             0});
     if (!curve.runs.empty())
       for (const auto& entry : curve.runs.front().by_pairs) {
         const std::size_t pairs = entry.first;  // a structured binding cannot be captured in C++17 (Clang)
@@ -79,6 +82,9 @@ Curves curves_of(const Comparison& c) {
                         [&](const RunLengths& r) { return r.by_pairs.count(pairs); }))
           curve.pairs.push_back(pairs);
       }
+    for (const RunLengths& run : curve.runs)
+      if (run.by_pairs.count(curve.trained))
+        ++curve.measured, curve.learned += run.by_pairs.at(curve.trained).accuracy >= kLearned ? 1 : 0;
   }
   std::stable_sort(curves.begin(), curves.end(), [](const Curve& a, const Curve& b) { return a.d_k < b.d_k; });
   return curves;
@@ -161,20 +167,6 @@ Change change_of(const Curve& curve, double LengthEval::*field) {
           at(curve, first, field).mean, at(curve, last, field).mean, ""};
 }
 
-// The runs evaluated at the trained length, and those of them that learned the task.
-struct Learned {
-  std::size_t learned = 0, measured = 0;
-};
-Learned learned_seeds(const Curve& curve) {
-  Learned n;
-  for (const RunLengths& run : curve.runs)
-    if (run.by_pairs.count(curve.trained)) {
-      ++n.measured;
-      n.learned += run.by_pairs.at(curve.trained).accuracy >= kLearned ? 1 : 0;
-    }
-  return n;
-}
-
 const Curve* curve_of(const Curves& panel, const std::string& scale) {
   const auto it = std::find_if(panel.rbegin(), panel.rend(), [&](const Curve& curve) { return curve.scale == scale; });
   return it == panel.rend() ? nullptr : &*it;
@@ -189,15 +181,13 @@ std::string weight_text(const Curves& panel, Table& t) {
   for (const Curve& curve : panel) {
     const Change acc = change_of(curve, &LengthEval::accuracy);
     const Change weight = change_of(curve, &LengthEval::max_prob_mean);
-    const Learned learned = learned_seeds(curve);
     t.rows.push_back({curve.scale,
-                      learned.measured ? fmt::format("{} of {}", learned.learned, learned.measured)
-                                       : preset_text("length.not_measured_trained"),
+                      curve.measured ? fmt::format("{} of {}", curve.learned, curve.measured)
+                                     : preset_text("length.not_measured_trained"),
                       f2(acc.from) + " → " + f2(acc.to), acc.text("falls", "holds", "rises"),
                       f2(weight.from) + " → " + f2(weight.to), weight.text("fades", "holds", "rises")});
-    if (learned.learned < learned.measured)
-      not_learned.push_back(
-          fmt::format("{} ({} of {})", curve.scale, learned.measured - learned.learned, learned.measured));
+    if (curve.learned < curve.measured)
+      not_learned.push_back(fmt::format("{} ({} of {})", curve.scale, curve.measured - curve.learned, curve.measured));
     const std::string change = fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to));
     if (weight.n && weight.down() == weight.n)
       lists["length.fades"].push_back(change);
@@ -262,20 +252,19 @@ std::string claim_verdict(const Curve& reference, const Curve& scalable) {
   const Change ref = change_of(reference, &LengthEval::max_prob_mean);
   const Change ss = change_of(scalable, &LengthEval::max_prob_mean);
   // The claim is about attention that learned where to look: every seed of both must have learned the task.
-  const Learned ref_learned = learned_seeds(reference), ss_learned = learned_seeds(scalable);
   if (ref.n == 0 || ss.n == 0)
     return preset_text("length.not_measured", {{"why", ref.n == 0 ? ref.not_measured : ss.not_measured}});
-  const bool learned = ref_learned.learned == ref_learned.measured && ss_learned.learned == ss_learned.measured;
+  const bool learned = reference.learned == reference.measured && scalable.learned == scalable.measured;
   return preset_text(!learned                                ? "length.claim_not_learned"
                      : ref.down() == ref.n && ss.down() == 0 ? "length.claim_reproduced"
                      : ref.down() == 0                       ? "length.claim_no_fading"
                      : ss.down() == ss.n                     ? "length.claim_both_fade"
                                                              : "length.claim_undecided",
                      learned ? Fields{{"ref", ref.down()}, {"ref_n", ref.n}, {"ss", ss.down()}, {"ss_n", ss.n}}
-                             : Fields{{"ref", ref_learned.learned},
-                                      {"ref_n", ref_learned.measured},
-                                      {"ss", ss_learned.learned},
-                                      {"ss_n", ss_learned.measured}});
+                             : Fields{{"ref", reference.learned},
+                                      {"ref_n", reference.measured},
+                                      {"ss", scalable.learned},
+                                      {"ss_n", scalable.measured}});
 }
 
 // One group of findings: curves of one d_k that differ only in scaling (`extras` names what else they share).
