@@ -2,6 +2,7 @@
 // against step, and entropy against c · ||W_q,h W_k,h^T||_2 with Zhai et al. 2023's lower bound drawn.
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "nn/entropy_bound.h"
 #include "report/preset_report.h"
@@ -113,21 +114,19 @@ Grid read_grid(const Comparison& c) {
   return g;
 }
 
-// Per logged step of `cell`'s runs: their lowest head entropies and largest head norms.
-std::map<double, std::pair<std::vector<double>, std::vector<double>>> by_step(const Grid& g, const Cell& cell) {
-  std::map<double, std::pair<std::vector<double>, std::vector<double>>> out;
-  for (std::size_t i : cell.runs)
+// Per logged step of the runs of `line` at (lr, warmup): their lowest head entropies and largest head norms; none
+// when the line has no such cell.
+using Steps = std::map<double, std::pair<std::vector<double>, std::vector<double>>>;
+std::optional<Steps> by_step(const Grid& g, const Line& line, double lr, long warmup) {
+  const auto by_lr = line.cells.find(lr);
+  if (by_lr == line.cells.end() || !by_lr->second.count(warmup)) return std::nullopt;
+  Steps out;
+  for (std::size_t i : by_lr->second.at(warmup).runs)
     for (std::size_t k = 0; k < g.curves[i].step.size(); ++k) {
       out[g.curves[i].step[k]].first.push_back(g.curves[i].entropy_min[k]);
       out[g.curves[i].step[k]].second.push_back(g.curves[i].norm_max[k]);
     }
   return out;
-}
-
-const Cell* cell_at(const Line& line, double lr, long warmup) {
-  const auto by_lr = line.cells.find(lr);
-  if (by_lr == line.cells.end() || !by_lr->second.count(warmup)) return nullptr;
-  return &by_lr->second.at(warmup);
 }
 
 // Entropy against step at the highest lr, without and with warmup: mean over seeds of the lowest head entropy.
@@ -139,9 +138,9 @@ void add_step_figures(const Grid& g, double top_lr, const std::set<long>& warmup
     f.error_bar_sd = false;
     f.tabulate = false;
     for (const Line& line : g.lines) {
-      if (const Cell* cell = cell_at(line, top_lr, warmup)) {
+      if (const std::optional<Steps> steps = by_step(g, line, top_lr, warmup)) {
         SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
-        for (const auto& [step, values] : by_step(g, *cell)) {
+        for (const auto& [step, values] : *steps) {
           const MeanSd m = mean_sd(values.first);
           curve.points.push_back(SummaryPoint{step, m.mean, m.min, m.max, values.first.size(), 0});
         }
@@ -159,9 +158,9 @@ void add_norm_figure(const Grid& g, double top_lr, PresetSection& s, std::size_t
   f.tabulate = false;
   f.error_bar_sd = false;
   for (const Line& line : g.lines) {
-    if (const Cell* cell = cell_at(line, top_lr, 0)) {
+    if (const std::optional<Steps> steps = by_step(g, line, top_lr, 0)) {
       SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
-      for (const auto& [step, values] : by_step(g, *cell)) {
+      for (const auto& [step, values] : *steps) {
         const SummaryPoint p{
             mean_sd(values.second).mean, mean_sd(values.first).mean, kNoValue, kNoValue, values.first.size(), 0};
         if (std::isfinite(p.x) && p.x > 0) curve.points.push_back(p);
