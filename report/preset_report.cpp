@@ -91,10 +91,28 @@ Fields outcome_fields(const std::map<Outcome, std::size_t>& count) {
   return f;
 }
 
+std::string agreement(std::size_t better, std::size_t worse, std::size_t same, std::size_t n) {
+  return n == 0 ? "none" : better == n ? "better" : worse == n ? "worse" : same == n ? "same" : "mixed";
+}
+
+Fields verdict_fields(const Verdict& v, Fields more) {
+  more["better"] = v.seeds_better, more["worse"] = v.seeds_worse, more["same"] = v.seeds_same, more["n"] = v.n_shared;
+  return more;
+}
+
 Table preset_table(const std::string& key) {
   Table t;
   t.header = text_cells("presets", key);
   return t;
+}
+
+PresetSection preset_section(const std::string& anchor, std::string markdown) {
+  return {anchor, preset_text(anchor + ".title"), std::move(markdown), {}};
+}
+
+SummaryFigure preset_figure(const std::string& name, const std::string& key, Axis x, Axis y, const Fields& fields) {
+  const auto part = [&](const char* p) { return preset_text(key + p, fields); };
+  return summary_figure(name, part(".title"), part(".caption"), part(".x"), x, part(".y"), y);
 }
 
 std::string number_or_dash(double v, const char* spec) {

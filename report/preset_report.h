@@ -111,8 +111,20 @@ std::string outcome_key(Outcome o);
 /// The fields better, worse, same, not_decided (the count of each outcome in `count`) and n (their sum).
 Fields outcome_fields(const std::map<Outcome, std::size_t>& count);
 
+/// "better", "worse" or "same" when all `n` are, "none" when `n` is 0, else "mixed": the part of a template's key.
+std::string agreement(std::size_t better, std::size_t worse, std::size_t same, std::size_t n);
+
+/// `more` and the fields better, worse, same (the seeds of each in `v`) and n (the seeds shared).
+Fields verdict_fields(const Verdict& v, Fields more = {});
+
 /// A table headed by text_cells("presets", key).
 Table preset_table(const std::string& key);
+
+/// The section `anchor` titled by presets.md's "ANCHOR.title", its body `markdown`.
+PresetSection preset_section(const std::string& anchor, std::string markdown = "");
+
+/// The figure `name` titled, captioned and labelled by presets.md's "KEY.title", ".caption", ".x", ".y" (filled in).
+SummaryFigure preset_figure(const std::string& name, const std::string& key, Axis x, Axis y, const Fields& fields = {});
 
 /// `v` through fmt's `spec` ("{:.3g}"), "—" when it is not finite.
 std::string number_or_dash(double v, const char* spec);

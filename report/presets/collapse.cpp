@@ -2,6 +2,7 @@
 // against step, and entropy against c · ||W_q,h W_k,h^T||_2 with Zhai et al. 2023's lower bound drawn.
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "nn/entropy_bound.h"
 #include "report/preset_report.h"
@@ -26,15 +27,14 @@ RunCurves read_curves(const RunRecord& run) {
   RunCurves out;
   try {
     const train::MetricsTable t = train::read_metrics(run.dir + "/" + train::kMetricsFile);
+    const auto column = [&](std::size_t layer, std::size_t h, const char* what) {
+      const auto it = std::find(t.columns.begin(), t.columns.end(), train::metrics_columns::attention(layer, h, what));
+      return it == t.columns.end() ? SIZE_MAX : static_cast<std::size_t>(it - t.columns.begin());
+    };
     // A head's (entropy column, norm column); SIZE_MAX where either is missing.
     const auto head = [&](std::size_t layer, std::size_t h) {
-      const auto e =
-          std::find(t.columns.begin(), t.columns.end(), train::metrics_columns::attention(layer, h, "entropy_mean"));
-      const auto n = std::find(t.columns.begin(), t.columns.end(),
-                               train::metrics_columns::attention(layer, h, "qk_spectral_norm"));
-      if (e == t.columns.end() || n == t.columns.end()) return std::pair{SIZE_MAX, SIZE_MAX};
-      return std::pair{static_cast<std::size_t>(e - t.columns.begin()),
-                       static_cast<std::size_t>(n - t.columns.begin())};
+      const std::size_t e = column(layer, h, "entropy_mean"), n = column(layer, h, "qk_spectral_norm");
+      return e == SIZE_MAX || n == SIZE_MAX ? std::pair{SIZE_MAX, SIZE_MAX} : std::pair{e, n};
     };
     std::vector<std::pair<std::size_t, std::size_t>> heads;  // the last layer's
     for (std::size_t layer = 0; head(layer, 0).first != SIZE_MAX; ++layer) {
@@ -114,10 +114,14 @@ Grid read_grid(const Comparison& c) {
   return g;
 }
 
-// Per logged step of `cell`'s runs: their lowest head entropies and largest head norms.
-std::map<double, std::pair<std::vector<double>, std::vector<double>>> by_step(const Grid& g, const Cell& cell) {
-  std::map<double, std::pair<std::vector<double>, std::vector<double>>> out;
-  for (std::size_t i : cell.runs)
+// Per logged step of the runs of `line` at (lr, warmup): their lowest head entropies and largest head norms; none
+// when the line has no such cell.
+using Steps = std::map<double, std::pair<std::vector<double>, std::vector<double>>>;
+std::optional<Steps> by_step(const Grid& g, const Line& line, double lr, long warmup) {
+  const auto by_lr = line.cells.find(lr);
+  if (by_lr == line.cells.end() || !by_lr->second.count(warmup)) return std::nullopt;
+  Steps out;
+  for (std::size_t i : by_lr->second.at(warmup).runs)
     for (std::size_t k = 0; k < g.curves[i].step.size(); ++k) {
       out[g.curves[i].step[k]].first.push_back(g.curves[i].entropy_min[k]);
       out[g.curves[i].step[k]].second.push_back(g.curves[i].norm_max[k]);
@@ -125,26 +129,18 @@ std::map<double, std::pair<std::vector<double>, std::vector<double>>> by_step(co
   return out;
 }
 
-const Cell* cell_at(const Line& line, double lr, long warmup) {
-  const auto by_lr = line.cells.find(lr);
-  if (by_lr == line.cells.end() || !by_lr->second.count(warmup)) return nullptr;
-  return &by_lr->second.at(warmup);
-}
-
 // Entropy against step at the highest lr, without and with warmup: mean over seeds of the lowest head entropy.
 void add_step_figures(const Grid& g, double top_lr, const std::set<long>& warmups, PresetSection& s) {
   for (long warmup : warmups) {
-    SummaryFigure f = summary_figure(warmup == 0 ? "collapse_entropy_vs_step" : "collapse_entropy_vs_step_warmup",
-                                     "Lowest head attention entropy against step, AdamW lr " + lr_text(top_lr) +
-                                         (warmup == 0 ? ", no warmup" : fmt::format(", {} warmup steps", warmup)),
-                                     preset_text("collapse.step_caption"), "step", Axis::linear,
-                                     "lowest head entropy (nats)", Axis::linear);
+    const std::string name = warmup == 0 ? "collapse_entropy_vs_step" : "collapse_entropy_vs_step_warmup";
+    SummaryFigure f = preset_figure(name, "collapse." + name, Axis::linear, Axis::linear,
+                                    {{"lr", lr_text(top_lr)}, {"warmup", warmup}});
     f.error_bar_sd = false;
     f.tabulate = false;
     for (const Line& line : g.lines) {
-      if (const Cell* cell = cell_at(line, top_lr, warmup)) {
+      if (const std::optional<Steps> steps = by_step(g, line, top_lr, warmup)) {
         SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
-        for (const auto& [step, values] : by_step(g, *cell)) {
+        for (const auto& [step, values] : *steps) {
           const MeanSd m = mean_sd(values.first);
           curve.points.push_back(SummaryPoint{step, m.mean, m.min, m.max, values.first.size(), 0});
         }
@@ -157,15 +153,14 @@ void add_step_figures(const Grid& g, double top_lr, const std::set<long>& warmup
 // Entropy against the spectral norm at the highest lr without warmup, with the bound. `below` and `points` get the
 // number of logged head measurements below the bound and in all.
 void add_norm_figure(const Grid& g, double top_lr, PresetSection& s, std::size_t* below, std::size_t* points) {
-  SummaryFigure f = summary_figure(
-      "collapse_entropy_vs_spectral_norm", preset_text("collapse.norm_title", {{"lr", lr_text(top_lr)}, {"T", g.T}}),
-      preset_text("collapse.norm_caption"), "c·||W_q,h W_k,hᵀ||₂", Axis::log, "attention entropy (nats)", Axis::linear);
+  SummaryFigure f = preset_figure("collapse_entropy_vs_spectral_norm", "collapse.norm", Axis::log, Axis::linear,
+                                  {{"lr", lr_text(top_lr)}, {"T", g.T}});
   f.tabulate = false;
   f.error_bar_sd = false;
   for (const Line& line : g.lines) {
-    if (const Cell* cell = cell_at(line, top_lr, 0)) {
+    if (const std::optional<Steps> steps = by_step(g, line, top_lr, 0)) {
       SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
-      for (const auto& [step, values] : by_step(g, *cell)) {
+      for (const auto& [step, values] : *steps) {
         const SummaryPoint p{
             mean_sd(values.second).mean, mean_sd(values.first).mean, kNoValue, kNoValue, values.first.size(), 0};
         if (std::isfinite(p.x) && p.x > 0) curve.points.push_back(p);
@@ -193,17 +188,19 @@ void add_norm_figure(const Grid& g, double top_lr, PresetSection& s, std::size_t
   s.figures.push_back(f);
 }
 
-// 1 every seed collapsed, 0 none, -1 not decided (or nothing read), -2 every run diverged and none logged an
-// entropy, -3 fewer than two seeds: nothing for them to agree on.
-int status(const Cell& cell) {
-  if (cell.read == 0 && !cell.runs.empty() && cell.diverged == cell.runs.size()) return -2;
-  if (cell.read < 2) return -3;
-  return cell.collapsed == cell.read ? 1 : cell.collapsed == 0 ? 0 : -1;
+// The template key of `cell`'s state: every seed collapsed, none did, the seeds disagree (or nothing was read), every
+// run diverged and none logged an entropy, fewer than two seeds (nothing for them to agree on).
+std::string status(const Cell& cell) {
+  if (cell.read == 0 && !cell.runs.empty() && cell.diverged == cell.runs.size()) return "collapse.diverged_at";
+  if (cell.read < 2) return "collapse.few_at";
+  return cell.collapsed == cell.read ? "collapse.collapses"
+         : cell.collapsed == 0       ? "collapse.none_at"
+                                     : "collapse.undecided_at";
 }
 
 // One line's sentence (where it collapses, where not, where warmup helped); its rows go into `t`.
 std::string line_text(const Line& line, Table& t) {
-  std::map<int, std::vector<std::string>> at;  // status -> where
+  std::map<std::string, std::vector<std::string>> at;  // status -> where
   std::vector<std::string> warmup_helped;
   for (const auto& [lr, by_warmup] : line.cells) {
     for (const auto& [w, cell] : by_warmup) {
@@ -213,22 +210,20 @@ std::string line_text(const Line& line, Table& t) {
                         fmt::format("{} of {}", cell.diverged, cell.runs.size())});
       at[status(cell)].push_back("lr " + lr_text(lr) +
                                  (w == 0 ? " without warmup" : fmt::format(" with {} warmup steps", w)));
-      if (w > 0 && by_warmup.count(0) && status(by_warmup.at(0)) == 1 && status(cell) == 0)
+      if (w > 0 && by_warmup.count(0) && status(by_warmup.at(0)) == "collapse.collapses" &&
+          status(cell) == "collapse.none_at")
         warmup_helped.push_back("lr " + lr_text(lr));
     }
   }
   std::vector<std::string> parts;
-  if (at.size() == 1 && at.count(0))
+  if (at.size() == 1 && at.count("collapse.none_at"))
     parts.push_back(preset_text("collapse.no_collapse"));
-  else if (at.size() == 1 && at.count(-2))
+  else if (at.size() == 1 && at.count("collapse.diverged_at"))
     parts.push_back(preset_text("collapse.all_diverged"));
   else
-    for (const auto& [st, key] : {std::pair{1, "collapse.collapses"},
-                                  {0, "collapse.none_at"},
-                                  {-1, "collapse.undecided_at"},
-                                  {-3, "collapse.few_at"},
-                                  {-2, "collapse.diverged_at"}})
-      if (at.count(st)) parts.push_back(preset_text(key, {{"list", join_and(at.at(st))}}));
+    for (const char* key :
+         {"collapse.collapses", "collapse.none_at", "collapse.undecided_at", "collapse.few_at", "collapse.diverged_at"})
+      if (at.count(key)) parts.push_back(preset_text(key, {{"list", join_and(at.at(key))}}));
   return fmt::format(
       "- **{}**: {}{}.\n", line.name, fmt::join(parts, "; "),
       warmup_helped.empty() ? "" : preset_text("collapse.warmup_helped", {{"list", join_and(warmup_helped)}}));
@@ -236,7 +231,7 @@ std::string line_text(const Line& line, Table& t) {
 
 std::vector<PresetSection> report(const PresetInput& in) {
   const Grid g = read_grid(in.comparison);
-  PresetSection s{"collapse", "Attention entropy collapse (Zhai et al. 2023)", "", {}};
+  PresetSection s = preset_section("collapse");
   if (g.lines.empty()) {
     s.markdown = preset_text("collapse.no_run") + "\n";
     return {s};

@@ -56,6 +56,7 @@ struct Curve {
   std::vector<RunLengths> runs;    // kept runs with evaluations
   std::vector<std::size_t> pairs;  // evaluated in every run, increasing
   std::size_t n_diverged = 0;
+  std::size_t learned = 0, measured = 0;  // runs evaluated at the trained length, and those that learned the task
 };
 using Curves = std::vector<Curve>;  // of one d_k (a figure), or of one d_k and extras (a group of findings)
 
@@ -71,7 +72,9 @@ Curves curves_of(const Comparison& c) {
                                              arm.settings.value("n_pairs", std::size_t{0}),
                                              lengths_of(c, arm),
                                              {},
-                                             arm.diverged_steps.size()});
+                                             arm.diverged_steps.size(),
+                                             0,
+                                             0});
     if (!curve.runs.empty())
       for (const auto& entry : curve.runs.front().by_pairs) {
         const std::size_t pairs = entry.first;  // a structured binding cannot be captured in C++17 (Clang)
@@ -79,6 +82,9 @@ Curves curves_of(const Comparison& c) {
                         [&](const RunLengths& r) { return r.by_pairs.count(pairs); }))
           curve.pairs.push_back(pairs);
       }
+    for (const RunLengths& run : curve.runs)
+      if (run.by_pairs.count(curve.trained))
+        ++curve.measured, curve.learned += run.by_pairs.at(curve.trained).accuracy >= kLearned ? 1 : 0;
   }
   std::stable_sort(curves.begin(), curves.end(), [](const Curve& a, const Curve& b) { return a.d_k < b.d_k; });
   return curves;
@@ -107,15 +113,14 @@ report::MeanSd at(const Curve& curve, std::size_t pairs, double LengthEval::*fie
   return report::mean_sd(values);
 }
 
-SummaryFigure figure(const Curves& panel, const std::string& stem, const std::string& what, double LengthEval::*field) {
+SummaryFigure figure(const Curves& panel, const std::string& stem, double LengthEval::*field) {
   std::set<std::size_t> trained;
   for (const Curve& curve : panel) trained.insert(curve.trained);
-  SummaryFigure f =
-      summary_figure(fmt::format("length_{}_vs_keys_dk{}", stem, panel.front().d_k),
-                     fmt::format("{} against the number of keys, d_k = {}", what, panel.front().d_k),
-                     preset_text("length.caption", {{"trained", count_list({trained.begin(), trained.end()})},
-                                                    {"legend", trained.size() > 1 ? " (n_pairs in the legend)" : ""}}),
-                     "key-value pairs per sequence (keys a query sees)", Axis::log, what, Axis::linear);
+  const std::string caption =
+      preset_text("length.caption", {{"trained", count_list({trained.begin(), trained.end()})},
+                                     {"legend", trained.size() > 1 ? " (n_pairs in the legend)" : ""}});
+  SummaryFigure f = preset_figure(fmt::format("length_{}_vs_keys_dk{}", stem, panel.front().d_k), "length." + stem,
+                                  Axis::log, Axis::linear, {{"d_k", panel.front().d_k}, {"caption", caption}});
   for (const Curve& curve : panel) {
     SummaryLine& line = f.lines.emplace_back(summary_line(curve.label, curve.scale));
     for (std::size_t pairs : curve.pairs)
@@ -125,61 +130,41 @@ SummaryFigure figure(const Curves& panel, const std::string& stem, const std::st
   return f;
 }
 
-// What every seed of a curve says about the change of `field` from the trained to the longest length.
+// What every seed of a curve says about the change of `field` from the trained to the longest length: each run's
+// value at the longest length against its own at the trained one (better: rises). `n` counts every run, so that one
+// without both values leaves the change not decided.
 struct Change {
-  std::size_t down = 0, same = 0, up = 0, n = 0;
+  Verdict v;
+  std::size_t n = 0;
   double from = kNoValue, to = kNoValue;  // means
+  std::string not_measured;               // why n is 0
+  std::size_t down() const { return v.seeds_worse; }
   // "falls in every seed", "holds in every seed", "rises in every seed", or "not decided (...)"
-  std::string not_measured;  // why n is 0
   std::string text(const std::string& falls, const std::string& holds, const std::string& rises) const {
-    if (n == 0) return preset_text("length.not_measured", {{"why", not_measured}});
-    if (down == n || same == n || up == n)
-      return preset_text("length.in_every_seed", {{"what", down == n ? falls : same == n ? holds : rises}});
-    return preset_text(
-        "length.change_undecided",
-        {{"down", down}, {"falls", falls}, {"same", same}, {"holds", holds}, {"up", up}, {"rises", rises}});
+    const std::string all = agreement(v.seeds_better, v.seeds_worse, v.seeds_same, n);
+    if (all == "none") return preset_text("length.not_measured", {{"why", not_measured}});
+    if (all != "mixed")
+      return preset_text("length.in_every_seed", {{"what", all == "worse" ? falls : all == "same" ? holds : rises}});
+    return preset_text("length.change_undecided",
+                       verdict_fields(v, {{"falls", falls}, {"holds", holds}, {"rises", rises}}));
   }
 };
 
 Change change_of(const Curve& curve, double LengthEval::*field) {
-  Change c;
   const std::size_t first = curve.trained, last = curve.pairs.empty() ? 0 : curve.pairs.back();
   const char* why = curve.pairs.empty()                                          ? "length.not_recorded"
                     : !std::count(curve.pairs.begin(), curve.pairs.end(), first) ? "length.not_evaluated_trained"
                     : last == first                                              ? "length.only_trained"
                                                                                  : nullptr;
-  if (why) {
-    c.not_measured = preset_text(why, {{"trained", first}, {"evaluated", count_list(curve.pairs)}});
-    return c;
-  }
-  // Each run's value at the longest length against its own at the trained one (without both: none of the three).
+  if (why)
+    return {{}, 0, kNoValue, kNoValue, preset_text(why, {{"trained", first}, {"evaluated", count_list(curve.pairs)}})};
   std::map<nlohmann::json, double> longest, trained;
   for (std::size_t r = 0; r < curve.runs.size(); ++r) {
     const double a = curve.runs[r].by_pairs.at(first).*field, b = curve.runs[r].by_pairs.at(last).*field;
     if (std::isfinite(a) && std::isfinite(b)) longest[r] = b, trained[r] = a;
   }
-  const Verdict v = compare_values(longest, trained, Better::higher, tolerance("length_change"));
-  c.n = curve.runs.size();
-  c.down = v.seeds_worse;
-  c.up = v.seeds_better;
-  c.same = v.seeds_same;
-  c.from = at(curve, first, field).mean;
-  c.to = at(curve, last, field).mean;
-  return c;
-}
-
-// The runs evaluated at the trained length, and those of them that learned the task.
-struct Learned {
-  std::size_t learned = 0, measured = 0;
-};
-Learned learned_seeds(const Curve& curve) {
-  Learned n;
-  for (const RunLengths& run : curve.runs)
-    if (run.by_pairs.count(curve.trained)) {
-      ++n.measured;
-      n.learned += run.by_pairs.at(curve.trained).accuracy >= kLearned ? 1 : 0;
-    }
-  return n;
+  return {compare_values(longest, trained, Better::higher, tolerance("length_change")), curve.runs.size(),
+          at(curve, first, field).mean, at(curve, last, field).mean, ""};
 }
 
 const Curve* curve_of(const Curves& panel, const std::string& scale) {
@@ -196,19 +181,17 @@ std::string weight_text(const Curves& panel, Table& t) {
   for (const Curve& curve : panel) {
     const Change acc = change_of(curve, &LengthEval::accuracy);
     const Change weight = change_of(curve, &LengthEval::max_prob_mean);
-    const Learned learned = learned_seeds(curve);
     t.rows.push_back({curve.scale,
-                      learned.measured ? fmt::format("{} of {}", learned.learned, learned.measured)
-                                       : preset_text("length.not_measured_trained"),
+                      curve.measured ? fmt::format("{} of {}", curve.learned, curve.measured)
+                                     : preset_text("length.not_measured_trained"),
                       f2(acc.from) + " → " + f2(acc.to), acc.text("falls", "holds", "rises"),
                       f2(weight.from) + " → " + f2(weight.to), weight.text("fades", "holds", "rises")});
-    if (learned.learned < learned.measured)
-      not_learned.push_back(
-          fmt::format("{} ({} of {})", curve.scale, learned.measured - learned.learned, learned.measured));
+    if (curve.learned < curve.measured)
+      not_learned.push_back(fmt::format("{} ({} of {})", curve.scale, curve.measured - curve.learned, curve.measured));
     const std::string change = fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to));
-    if (weight.n && weight.down == weight.n)
+    if (weight.n && weight.down() == weight.n)
       lists["length.fades"].push_back(change);
-    else if (weight.n && weight.same + weight.up == weight.n)
+    else if (weight.n && weight.v.seeds_same + weight.v.seeds_better == weight.n)
       lists["length.holds"].push_back(change);
     else if (weight.n)
       lists["length.weight_undecided"].push_back(curve.scale);
@@ -255,14 +238,11 @@ std::vector<std::string> paired_all(const Curves& panel, const Curve& a, double 
     double sum_a = 0, sum_b = 0;
     for (const auto& [seed, x] : va)
       if (vb.count(seed)) sum_a += x, sum_b += vb.at(seed);
-    out.push_back(preset_text("length.paired_" + outcome_key(v.outcome),
-                              {{"other", b.scale},
-                               {"values", fmt::format("{} vs {}", f2(sum_a / v.n_shared), f2(sum_b / v.n_shared))},
-                               {"tol", tol.absolute},
-                               {"better", v.seeds_better},
-                               {"worse", v.seeds_worse},
-                               {"same", v.seeds_same},
-                               {"n", v.n_shared}}));
+    out.push_back(preset_text(
+        "length.paired_" + outcome_key(v.outcome),
+        verdict_fields(v, {{"other", b.scale},
+                           {"values", fmt::format("{} vs {}", f2(sum_a / v.n_shared), f2(sum_b / v.n_shared))},
+                           {"tol", tol.absolute}})));
   }
   return out;
 }
@@ -272,20 +252,19 @@ std::string claim_verdict(const Curve& reference, const Curve& scalable) {
   const Change ref = change_of(reference, &LengthEval::max_prob_mean);
   const Change ss = change_of(scalable, &LengthEval::max_prob_mean);
   // The claim is about attention that learned where to look: every seed of both must have learned the task.
-  const Learned ref_learned = learned_seeds(reference), ss_learned = learned_seeds(scalable);
   if (ref.n == 0 || ss.n == 0)
     return preset_text("length.not_measured", {{"why", ref.n == 0 ? ref.not_measured : ss.not_measured}});
-  const bool learned = ref_learned.learned == ref_learned.measured && ss_learned.learned == ss_learned.measured;
-  return preset_text(!learned                            ? "length.claim_not_learned"
-                     : ref.down == ref.n && ss.down == 0 ? "length.claim_reproduced"
-                     : ref.down == 0                     ? "length.claim_no_fading"
-                     : ss.down == ss.n                   ? "length.claim_both_fade"
-                                                         : "length.claim_undecided",
-                     learned ? Fields{{"ref", ref.down}, {"ref_n", ref.n}, {"ss", ss.down}, {"ss_n", ss.n}}
-                             : Fields{{"ref", ref_learned.learned},
-                                      {"ref_n", ref_learned.measured},
-                                      {"ss", ss_learned.learned},
-                                      {"ss_n", ss_learned.measured}});
+  const bool learned = reference.learned == reference.measured && scalable.learned == scalable.measured;
+  return preset_text(!learned                                ? "length.claim_not_learned"
+                     : ref.down() == ref.n && ss.down() == 0 ? "length.claim_reproduced"
+                     : ref.down() == 0                       ? "length.claim_no_fading"
+                     : ss.down() == ss.n                     ? "length.claim_both_fade"
+                                                             : "length.claim_undecided",
+                     learned ? Fields{{"ref", ref.down()}, {"ref_n", ref.n}, {"ss", ss.down()}, {"ss_n", ss.n}}
+                             : Fields{{"ref", reference.learned},
+                                      {"ref_n", reference.measured},
+                                      {"ss", scalable.learned},
+                                      {"ss_n", scalable.measured}});
 }
 
 // One group of findings: curves of one d_k that differ only in scaling (`extras` names what else they share).
@@ -313,25 +292,21 @@ std::string findings(const Curves& panel, const std::string& extras) {
 
 std::vector<report::PresetSection> report(const report::PresetInput& in) {
   const Curves curves = curves_of(in.comparison);
-  report::PresetSection accuracy{"length-accuracy", "Accuracy against the number of keys", "", {}};
-  report::PresetSection weight{"length-max-prob", "Largest attention weight against the number of keys", "", {}};
-  report::PresetSection facts{"length-findings", "What changes with more keys, per scaling", "", {}};
+  PresetSection accuracy = preset_section("length-accuracy"), facts = preset_section("length-findings");
+  PresetSection weight = preset_section("length-max-prob", preset_text("length.weight_legend") + "\n");
   std::vector<std::string> lengths;  // what the runs were trained and evaluated at, each once
+  for (const auto& group : group_by(curves, lengths_text)) lengths.push_back(group.first);
   for (const auto& [d_k, panel] : group_by(curves, [](const Curve& curve) { return curve.d_k; })) {
-    accuracy.figures.push_back(figure(panel, "accuracy", "accuracy", &LengthEval::accuracy));
-    weight.figures.push_back(figure(panel, "max_prob", "largest attention weight", &LengthEval::max_prob_mean));
+    accuracy.figures.push_back(figure(panel, "accuracy", &LengthEval::accuracy));
+    weight.figures.push_back(figure(panel, "max_prob", &LengthEval::max_prob_mean));
     for (const auto& [extras, group] : group_by(panel, [](const Curve& curve) { return curve.extras; }))
       facts.markdown += findings(group, extras);
   }
-  for (const Curve& curve : curves)
-    if (std::find(lengths.begin(), lengths.end(), lengths_text(curve)) == lengths.end())
-      lengths.push_back(lengths_text(curve));
   accuracy.markdown = preset_text(lengths.empty()       ? "length.no_run"
                                   : lengths.size() == 1 ? "length.trained_one"
                                                         : "length.trained_many",
                                   {{"lengths", fmt::format("{}", fmt::join(lengths, ", or at "))}}) +
                       " " + preset_text("length.positions") + "\n";
-  weight.markdown = preset_text("length.weight_legend") + "\n";
   facts.markdown = preset_text("length.findings_legend",
                                {{"margin", change_margin()}, {"probability", tolerance("probability").absolute}}) +
                    "\n\n" + facts.markdown;

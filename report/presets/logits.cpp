@@ -113,7 +113,7 @@ std::string verdicts(const Comparison& c, const std::map<Key, const ArmStats*>& 
       counts.rows.push_back({rule.question, place.first, count.first, rule.statistic, place.second,
                              std::to_string(better), std::to_string(worse), std::to_string(same),
                              std::to_string(n[Outcome::not_decided])});
-      const char* answer = better == total ? "better" : worse == total ? "worse" : same == total ? "same" : "mixed";
+      const std::string answer = agreement(better, worse, same, total);
       Fields f = outcome_fields(n);
       f["subject"] = place.first, f["where"] = place.second;
       text += preset_text(fmt::format("logits.{}_{}_{}", rule.question, rule.statistic, answer), f) + "\n";
@@ -132,9 +132,8 @@ void add_logit_figures(const Comparison& c, const LineLabels& labels, std::set<s
     const auto& [task, optimizer, d_k] = panel;
     const Fields where{{"task", task}, {"optimizer", optimizer}, {"d_k", d_k}};
     SummaryFigure f =
-        summary_figure(unique_stem(taken, fmt::format("logits_max_logit_{}_{}_dk{}", task, optimizer, d_k)),
-                       preset_text("logits.logit_title", where), preset_text("logits.logit_caption"), "step",
-                       Axis::linear, preset_text("logits.logit_y"), Axis::log);
+        preset_figure(unique_stem(taken, fmt::format("logits_max_logit_{}_{}_dk{}", task, optimizer, d_k)),
+                      "logits.logit", Axis::linear, Axis::log, where);
     f.tabulate = false;
     for (const ArmStats* a : members) {
       f.lines.push_back(summary_line(labels(scale_label(*a), a->settings), a->scale()));
@@ -150,10 +149,9 @@ void add_d_k_figures(const Comparison& c, const LineLabels& labels, std::set<std
          return std::pair{setting_text(a->settings, "task"), a->optimizer()};
        }))
     for (const std::string statistic : {"final_loss", "entropy_last"}) {
-      SummaryFigure f = summary_figure(
+      SummaryFigure f = preset_figure(
           unique_stem(taken, fmt::format("logits_{}_{}_{}", statistic, panel.first, panel.second)),
-          preset_text("logits." + statistic + "_title", {{"task", panel.first}, {"optimizer", panel.second}}),
-          preset_text("logits.d_k_caption"), "d_k", Axis::log, preset_text("logits." + statistic + "_y"), Axis::linear);
+          "logits." + statistic, Axis::log, Axis::linear, {{"task", panel.first}, {"optimizer", panel.second}});
       for (const auto& [label, line_arms] :
            group_by(members, [&](const ArmStats* a) { return labels(scale_label(*a), a->settings); })) {
         SummaryLine& line = f.lines.emplace_back(summary_line(label, line_arms.front()->scale()));
@@ -170,9 +168,8 @@ std::vector<PresetSection> report(const PresetInput& in) {
   const LineLabels labels(c, {"task", "optimizer", "d_k", "scale", "qk_norm_scale", "qk_clip_tau"});
   std::map<Key, const ArmStats*> arms;
   for (const ArmStats& a : c.arms) arms[key_of(a, labels)] = &a;
-  PresetSection logits{"logits", preset_text("logits.logits_title"), "", {}};
-  PresetSection ends{"logits-d-k", preset_text("logits.d_k_title"), preset_text("logits.d_k_legend") + "\n", {}};
-  PresetSection answers{"logits-verdicts", preset_text("logits.verdicts_title"), "", {}};
+  PresetSection logits = preset_section("logits"), answers = preset_section("logits-verdicts");
+  PresetSection ends = preset_section("logits-d-k", preset_text("logits.d_k_legend") + "\n");
   if (arms.empty()) {
     logits.markdown = preset_text("logits.no_run") + "\n";
     return {logits};

@@ -118,8 +118,7 @@ std::vector<Panel> panels_of(const Comparison& c) {
 
 SummaryFigure loss_figure(const Panel& panel) {
   SummaryFigure f =
-      summary_figure("lr_final_loss_vs_lr_" + panel.stem, "Final loss against learning rate, " + panel.title(),
-                     preset_text("lr.loss_caption"), "learning rate", Axis::log, "final loss (nats)", Axis::log);
+      preset_figure("lr_final_loss_vs_lr_" + panel.stem, "lr.loss", Axis::log, Axis::log, {{"panel", panel.title()}});
   for (const Curve& curve : panel.curves) {
     SummaryLine& line = f.lines.emplace_back(summary_line(curve.label, curve.scale));
     for (const ArmStats* arm : curve.arms) {
@@ -225,17 +224,6 @@ Verdict logit_trend(const Comparison& c, const ArmStats& arm, double& last_sum) 
   return compare_values(last, first, Better::higher, tolerance("logit_growth"));
 }
 
-std::string trend_text(const Verdict& v) {
-  const std::size_t n = v.n_shared;
-  return preset_text(
-      n == 0                ? "lr.trend_none"
-      : v.seeds_better == n ? "lr.trend_grows"
-      : v.seeds_worse == n  ? "lr.trend_shrinks"
-      : v.seeds_same == n   ? "lr.trend_flat"
-                            : "lr.trend_undecided",
-      {{"grows", v.seeds_better}, {"shrinks", v.seeds_worse}, {"flat", v.seeds_same}, {"factor", logit_factor()}});
-}
-
 // One curve's line of the logit figure `f` (at the highest lr it survives) and its sentence.
 std::string logit_sentence(const Comparison& c, const Curve& curve, SummaryFigure& f) {
   if (!curve.f.highest_learned) {
@@ -250,10 +238,13 @@ std::string logit_sentence(const Comparison& c, const Curve& curve, SummaryFigur
   const std::size_t measured = v.n_shared;
   f.lines.push_back(summary_line(fmt::format("{} lr={}", curve.label, g3(arm.lr())), curve.scale));
   f.lines.back().points = logit_points(c, arm.kept, measured);
-  std::string s = preset_text("lr.survived", {{"label", curve.label},
-                                              {"lr", g3(arm.lr())},
-                                              {"top", &arm == curve.arms.back() ? " (the highest tried)" : ""},
-                                              {"trend", trend_text(v)}});
+  std::string s =
+      preset_text("lr.survived",
+                  {{"label", curve.label},
+                   {"lr", g3(arm.lr())},
+                   {"top", &arm == curve.arms.back() ? " (the highest tried)" : ""},
+                   {"trend", preset_text("lr.trend_" + agreement(v.seeds_better, v.seeds_worse, v.seeds_same, measured),
+                                         verdict_fields(v, {{"factor", logit_factor()}}))}});
   if (measured) s += preset_text("lr.ending", {{"value", g3(last_sum / measured)}, {"n", measured}});
   if (!curve.f.survival_note.empty()) s += preset_text("lr.survival_disagrees", {{"note", curve.f.survival_note}});
   return s;
@@ -261,24 +252,18 @@ std::string logit_sentence(const Comparison& c, const Curve& curve, SummaryFigur
 
 std::vector<PresetSection> report(const PresetInput& in) {
   const std::vector<Panel> panels = panels_of(in.comparison);
-  PresetSection loss{"lr-final-loss", "Final loss against learning rate, per scaling", "", {}};
-  PresetSection table{
-      "lr-sensitivity-table",
-      "LR sensitivity per scaling",
-      preset_text("lr.table_legend", {{"m", kUsableMargin}}) + "\n\n" + sensitivity_table(panels).markdown() + "\n",
-      {}};
-  PresetSection logits{"lr-max-logit",
-                       "Largest attention logit against step, at the highest lr each scaling survives",
-                       preset_text("lr.logit_legend") + "\n\n",
-                       {}};
+  PresetSection loss = preset_section("lr-final-loss");
+  PresetSection table =
+      preset_section("lr-sensitivity-table", preset_text("lr.table_legend", {{"m", kUsableMargin}}) + "\n\n" +
+                                                 sensitivity_table(panels).markdown() + "\n");
+  PresetSection logits = preset_section("lr-max-logit", preset_text("lr.logit_legend") + "\n\n");
   for (const Panel& panel : panels) {
     loss.figures.push_back(loss_figure(panel));
     loss.markdown += best_loss_line(panel);
     for (const auto& [extras, curves] : group_by(panel.curves, [](const Curve& curve) { return curve.extras; }))
       table.markdown += usable_line(panel, extras);
-    SummaryFigure f = summary_figure(
-        "lr_max_logit_vs_step_" + panel.stem, "Largest attention logit at the highest surviving lr, " + panel.title(),
-        preset_text("lr.logit_caption"), "step", Axis::linear, "largest attention logit", Axis::log);
+    SummaryFigure f = preset_figure("lr_max_logit_vs_step_" + panel.stem, "lr.logit", Axis::linear, Axis::log,
+                                    {{"panel", panel.title()}});
     f.tabulate = false;
     std::vector<std::string> sentences;
     for (const Curve& curve : panel.curves) sentences.push_back(logit_sentence(in.comparison, curve, f));

@@ -31,9 +31,7 @@ std::size_t setting(const nlohmann::json& s, const char* key) {
 // The held-out loss against d_k: one line per scaling and family (n_heads varying at the widest d_model, d_model
 // varying at one head); the point both families share is on both.
 SummaryFigure loss_figure(const std::vector<TextArm>& arms, std::size_t wide) {
-  SummaryFigure f = summary_figure("text_eval_loss_vs_d_k", "Held-out loss against d_k on text",
-                                   preset_text("text.loss_caption", {{"wide", wide}}), "d_k", Axis::log,
-                                   "held-out loss (nats/byte)", Axis::linear);
+  SummaryFigure f = preset_figure("text_eval_loss_vs_d_k", "text.loss", Axis::log, Axis::linear, {{"wide", wide}});
   std::vector<std::pair<std::string, const TextArm*>> on_lines;
   for (const TextArm& a : arms)
     for (const bool heads_family : {true, false})
@@ -72,14 +70,10 @@ std::string verdict_text(const Comparison& c, const std::vector<TextArm>& arms) 
       const auto seeds = [&](const TextArm& arm) { return by_seed(c, arm.stats->kept, "final_eval_loss"); };
       const Outcome o = compare_values(seeds(a), seeds(ref), Better::lower, tolerance("loss")).outcome;
       ++count[o], ++n;
-      const Fields names{{"subject", a.scale}, {"baseline", ref.scale}};
-      lines += preset_text("text.pair", {{"arm", a.name()},
-                                         {"subject", a.scale},
-                                         {"baseline", ref.scale},
-                                         {"subject_value", format_mean_sd(a.eval_loss())},
-                                         {"baseline_value", format_mean_sd(ref.eval_loss())},
-                                         {"said", preset_text("text." + outcome_key(o), names)}}) +
-               "\n";
+      Fields f{{"arm", a.name()}, {"subject", a.scale}, {"baseline", ref.scale}};
+      f["said"] = preset_text("text." + outcome_key(o), f);
+      f["subject_value"] = format_mean_sd(a.eval_loss()), f["baseline_value"] = format_mean_sd(ref.eval_loss());
+      lines += preset_text("text.pair", f) + "\n";
     }
   if (n == 0) return preset_text("text.no_pair") + "\n";
   const std::size_t better = count[Outcome::better], worse = count[Outcome::worse];
@@ -140,14 +134,14 @@ std::vector<PresetSection> report(const PresetInput& in) {
     arms.push_back({&a, setting(a.settings, "d_model"), setting(a.settings, "n_heads"), a.d_k(), a.scale()});
     wide = std::max(wide, arms.back().d_model);
   }
-  PresetSection s{"text", "Scaled and unscaled attention on text", "", {}};
+  PresetSection s = preset_section("text");
   if (arms.empty()) {
     s.markdown = preset_text("text.no_run") + "\n";
     return {s};
   }
   s.figures.push_back(loss_figure(arms, wide));
   s.markdown = verdict_text(c, arms) + preset_text("text.saturated") + "\n\n" + arm_rows(arms).markdown() + "\n";
-  return {s, PresetSection{"text-samples", "Samples of each arm", samples(c, arms), {}}};
+  return {s, preset_section("text-samples", samples(c, arms))};
 }
 
 const Registration<PresetReport> text_registration{PresetReport{"text", 50, report}};

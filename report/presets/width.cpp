@@ -26,48 +26,6 @@ std::string variant_of(const ArmStats& arm) {
 
 std::string lr_text(double lr) { return fmt::format("{:g}", lr); }
 
-// A variant and the other settings the arms differ in (flags may add some: --grid n_layers=1,2): width -> lr -> arm.
-struct Line {
-  std::string name, scale, extras;
-  std::map<std::size_t, std::map<double, const ArmStats*>> cells;
-};
-
-// The lines of the arms with a complete run, in kVariants order, then by name.
-std::vector<Line> lines_of(const Comparison& c) {
-  const LineLabels labels(c, {"d_model", "d_k", "lr", "scale", "parametrization"});
-  std::vector<Line> lines;
-  for (const auto& [variant, scale] : kVariants) {
-    std::map<std::string, Line> by_name;
-    for (const ArmStats& arm : c.arms) {
-      if (variant_of(arm) != variant || arm.only_incomplete() || !arm.settings.contains("d_model")) continue;
-      const std::string name = labels(variant, arm.settings);
-      Line& line = by_name.try_emplace(name, Line{name, scale, labels.extras(arm.settings), {}}).first->second;
-      line.cells[arm.settings.at("d_model").get<std::size_t>()][arm.lr()] = &arm;
-    }
-    for (const auto& entry : by_name) lines.push_back(entry.second);
-  }
-  return lines;
-}
-
-// Loss against lr, one figure per line, one curve per width.
-void add_loss_figures(const std::vector<Line>& lines, PresetSection& s) {
-  for (const Line& line : lines) {
-    std::string suffix;  // the extras (values from config.json), as a file name's part bounded by safe_file_stem
-    for (char ch : line.extras) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-    SummaryFigure f =
-        summary_figure(safe_file_stem("width_loss_vs_lr_" + line.scale + (line.scale == "dk" ? "_mup" : "_sp") +
-                                      (suffix.empty() ? "" : "_" + suffix)),
-                       "Final loss against learning rate per width, " + line.name, preset_text("width.loss_caption"),
-                       "learning rate", Axis::log, "final loss (nats)", Axis::linear);
-    for (const auto& [width, by_lr] : line.cells) {
-      SummaryLine& curve = f.lines.emplace_back(summary_line("d_model=" + std::to_string(width), line.scale));
-      for (const auto& [lr, arm] : by_lr)
-        curve.points.push_back(mean_point(lr, arm->stat("final_loss"), arm->diverged_steps.size(), true));
-    }
-    s.figures.push_back(f);
-  }
-}
-
 // The best lr at one width: per seed the lr of the lowest objective; decided when the seeds agree.
 struct Best {
   double lr = kNoValue;                 // the mean objective's argmin
@@ -76,6 +34,14 @@ struct Best {
   bool at_edge = false;  // the best lr is the smallest or largest of the grid: the optimum may lie beyond it
   double objective = kNoValue;
   std::size_t seeds = 0, diverged = 0, runs = 0;  // seeds with a best lr; the runs, and those that diverged
+};
+
+// A variant and the other settings the arms differ in (flags may add some: --grid n_layers=1,2): width -> lr -> arm.
+struct Line {
+  std::string name, scale, extras;
+  std::map<std::size_t, std::map<double, const ArmStats*>> cells;
+  std::map<std::size_t, Best> best;  // by width
+  double spread = kNoValue;          // max/min of the decided best lrs (NaN: fewer than 2 decided)
 };
 
 Best best_of(const Comparison& c, const std::map<double, const ArmStats*>& by_lr) {
@@ -104,18 +70,51 @@ Best best_of(const Comparison& c, const std::map<double, const ArmStats*>& by_lr
   return b;
 }
 
+// The lines of the arms with a complete run, in kVariants order, then by name, with their best lrs.
+std::vector<Line> lines_of(const Comparison& c) {
+  const LineLabels labels(c, {"d_model", "d_k", "lr", "scale", "parametrization"});
+  std::vector<Line> lines;
+  for (const auto& [variant, scale] : kVariants) {
+    std::map<std::string, Line> by_name;
+    for (const ArmStats& arm : c.arms) {
+      if (variant_of(arm) != variant || arm.only_incomplete() || !arm.settings.contains("d_model")) continue;
+      const std::string name = labels(variant, arm.settings);
+      Line& line =
+          by_name.try_emplace(name, Line{name, scale, labels.extras(arm.settings), {}, {}, kNoValue}).first->second;
+      line.cells[arm.settings.at("d_model").get<std::size_t>()][arm.lr()] = &arm;
+    }
+    for (const auto& entry : by_name) lines.push_back(entry.second);
+  }
+  for (Line& line : lines)
+    for (const auto& [width, by_lr] : line.cells) line.best[width] = best_of(c, by_lr);
+  return lines;
+}
+
+// Loss against lr, one figure per line, one curve per width.
+void add_loss_figures(const std::vector<Line>& lines, PresetSection& s) {
+  for (const Line& line : lines) {
+    std::string suffix;  // the extras (values from config.json), as a file name's part bounded by safe_file_stem
+    for (char ch : line.extras) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    SummaryFigure f =
+        preset_figure(safe_file_stem("width_loss_vs_lr_" + line.scale + (line.scale == "dk" ? "_mup" : "_sp") +
+                                     (suffix.empty() ? "" : "_" + suffix)),
+                      "width.loss", Axis::log, Axis::linear, {{"line", line.name}});
+    for (const auto& [width, by_lr] : line.cells) {
+      SummaryLine& curve = f.lines.emplace_back(summary_line("d_model=" + std::to_string(width), line.scale));
+      for (const auto& [lr, arm] : by_lr)
+        curve.points.push_back(mean_point(lr, arm->stat("final_loss"), arm->diverged_steps.size(), true));
+    }
+    s.figures.push_back(f);
+  }
+}
+
 // The best lr against width, one curve per line, and the table of the best lrs.
-std::map<std::string, std::map<std::size_t, Best>> add_best_lrs(const Comparison& c, const std::vector<Line>& lines,
-                                                                PresetSection& s, Table& t) {
-  std::map<std::string, std::map<std::size_t, Best>> best;
-  SummaryFigure f =
-      summary_figure("width_best_lr_vs_d_k", "Best learning rate against width (d_model = d_k)",
-                     preset_text("width.best_caption"), "d_model = d_k", Axis::log, "best learning rate", Axis::log);
+void add_best_lrs(const std::vector<Line>& lines, PresetSection& s, Table& t) {
+  SummaryFigure f = preset_figure("width_best_lr_vs_d_k", "width.best", Axis::log, Axis::log);
   f.error_bar_sd = false;
   for (const Line& line : lines) {
     SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
-    for (const auto& [width, by_lr] : line.cells) {
-      const Best b = best[line.name][width] = best_of(c, by_lr);
+    for (const auto& [width, b] : line.best) {
       curve.points.push_back(SummaryPoint{static_cast<double>(width), b.lr, b.lo, b.hi, b.seeds, 0});
       t.rows.push_back({line.name, std::to_string(width),
                         std::isfinite(b.lr)    ? lr_text(b.lr) + (b.decided ? "" : " (not decided)")
@@ -128,19 +127,16 @@ std::map<std::string, std::map<std::size_t, Best>> add_best_lrs(const Comparison
     }
   }
   s.figures.push_back(f);
-  return best;
 }
 
-// How far the best lr moves across the widths where the seeds agree, one sentence per line. `spread` gets, per line,
-// max/min of the decided best lrs (NaN: fewer than 2 decided).
-std::string spread_text(const std::vector<Line>& lines, const std::map<std::string, std::map<std::size_t, Best>>& best,
-                        std::map<std::string, double>& spread) {
+// How far the best lr moves across the widths where the seeds agree, one sentence per line; sets each line's spread.
+std::string spread_text(std::vector<Line>& lines) {
   std::string text;
-  for (const Line& line : lines) {
+  for (Line& line : lines) {
     std::vector<std::pair<std::size_t, double>> decided;
     std::vector<std::string> undecided;
     bool edge = false;
-    for (const auto& [width, b] : best.at(line.name)) {
+    for (const auto& [width, b] : line.best) {
       if (b.decided)
         decided.push_back({width, b.lr});
       else
@@ -150,12 +146,11 @@ std::string spread_text(const std::vector<Line>& lines, const std::map<std::stri
     text += "- **" + line.name + "**: ";
     if (decided.size() < 2) {
       text += preset_text("width.few_decided", {{"n", decided.size()}, {"s", decided.size() == 1 ? "" : "s"}}) + "\n";
-      spread[line.name] = kNoValue;
       continue;
     }
     const auto [lo, hi] = std::minmax_element(decided.begin(), decided.end(),
                                               [](const auto& a, const auto& b) { return a.second < b.second; });
-    const double factor = spread[line.name] = hi->second / lo->second;
+    const double factor = line.spread = hi->second / lo->second;
     text += preset_text("width.moves", {{"lr_first", lr_text(decided.front().second)},
                                         {"first", decided.front().first},
                                         {"lr_last", lr_text(decided.back().second)},
@@ -170,42 +165,43 @@ std::string spread_text(const std::vector<Line>& lines, const std::map<std::stri
 }
 
 // The literature's claim: muP's best lr moves less with width than SP's; between lines of equal extras.
-std::string claims_text(const std::vector<Line>& lines, const std::map<std::string, double>& spread) {
+std::string claims_text(const std::vector<Line>& lines) {
   std::string claims;
   std::set<std::string> extras_seen;
   for (const Line& line : lines) {
     if (!extras_seen.insert(line.extras).second) continue;
-    const auto with = [&](const std::string& name) { return line.extras.empty() ? name : name + " " + line.extras; };
-    const auto mup = spread.find(with("muP (1/d_k)")), sp = spread.find(with("SP sqrt_dk"));
-    const bool both = mup != spread.end() && sp != spread.end();
-    const double m = both ? mup->second : kNoValue, s = both ? sp->second : kNoValue;
+    const auto find = [&](const std::string& variant) {
+      const std::string name = line.extras.empty() ? variant : variant + " " + line.extras;
+      return std::find_if(lines.begin(), lines.end(), [&](const Line& l) { return l.name == name; });
+    };
+    const auto mup = find("muP (1/d_k)"), sp = find("SP sqrt_dk");
+    const bool both = mup != lines.end() && sp != lines.end();
+    const double m = both ? mup->spread : kNoValue, s = both ? sp->spread : kNoValue;
     const char* key = !both                                    ? "width.claim_not_asked"
                       : !std::isfinite(m) || !std::isfinite(s) ? "width.claim_no_spread"
                       : m < s                                  ? "width.claim_reproduced"
                       : m == s                                 ? "width.claim_tie"
                                                                : "width.claim_not_reproduced";
     claims += (line.extras.empty() ? "" : "With " + line.extras + ": ") +
-              preset_text(key, {{"mup", m}, {"sp", s}, {"missing", sp != spread.end() ? "muP" : "SP sqrt_dk"}}) + "\n";
+              preset_text(key, {{"mup", m}, {"sp", s}, {"missing", sp != lines.end() ? "muP" : "SP sqrt_dk"}}) + "\n";
   }
   return claims;
 }
 
 std::vector<PresetSection> report(const PresetInput& in) {
-  const Comparison& c = in.comparison;
-  const std::vector<Line> lines = lines_of(c);
-  PresetSection s{"width", "Best learning rate against width (Yang et al. 2022, figure 1 at toy scale)", "", {}};
+  std::vector<Line> lines = lines_of(in.comparison);
+  PresetSection s = preset_section("width");
   if (lines.empty()) {
     s.markdown = preset_text("width.no_run") + "\n";
     return {s};
   }
   add_loss_figures(lines, s);
   Table t = preset_table("width.table_header");
-  const auto best = add_best_lrs(c, lines, s, t);
-  std::map<std::string, double> spread;
-  const std::string text = spread_text(lines, best, spread);
+  add_best_lrs(lines, s, t);
+  const std::string text = spread_text(lines);
   s.markdown =
       preset_text("width.legend", {{"n_lrs", lines.front().cells.begin()->second.size()}, {"base", kBaseWidth}}) +
-      "\n\n" + text + "\n" + claims_text(lines, spread) + "\n" + t.markdown() + "\n";
+      "\n\n" + text + "\n" + claims_text(lines) + "\n" + t.markdown() + "\n";
   return {s};
 }
 
