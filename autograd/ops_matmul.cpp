@@ -99,28 +99,39 @@ std::pair<T*, T> gradient_target(Node<T>& input, bool shared) {
 constexpr std::size_t kSideBySideMinMacs = std::size_t(1) << 17;
 // Row blocks of the gradients start at multiples of this many rows (a multiple of every sgemm kernel's unroll).
 constexpr std::size_t kRowBlockAlign = 32;
+// The largest share of dB a row block computes apart (floats; 4 MiB): the shares are kept for the next product, so
+// this bounds what row blocks hold, threads x 4 MiB, whatever the model's widest weight (a 50k-token readout).
+constexpr std::size_t kRowBlockMaxShare = std::size_t(1) << 20;
 
-// Whether a product of `rows` rows of A with a [K, N] matrix B of `kn` elements takes its gradients in row blocks,
-// one per thread: float only (double's reference GEMM is not split), more than one thread, and enough work.
+// How many row blocks the gradients of a product of `rows` rows of A with a [K, N] matrix B of `kn` elements take:
+// one per thread, each of at least kRowBlockAlign rows; 0 (no row blocks) for double (its reference GEMM is not
+// split), one thread, too little work or too wide a B.
 template <class T>
-bool by_row_blocks(std::size_t rows, std::size_t kn) {
-  return std::is_same<T, float>::value && xgrad::num_threads() > 1 && !detail::in_parallel() &&
-         rows >= 2 * kRowBlockAlign && rows * kn >= kSideBySideMinMacs;
+std::size_t row_blocks(std::size_t rows, std::size_t kn) {
+  const auto threads = static_cast<std::size_t>(xgrad::num_threads());
+  if (!std::is_same<T, float>::value || threads < 2 || detail::in_parallel() || rows < 2 * kRowBlockAlign ||
+      rows * kn < kSideBySideMinMacs || kn > kRowBlockMaxShare)
+    return 0;
+  return std::min(threads, rows / kRowBlockAlign);
+}
+
+// Room for `n` elements of dB's shares: the calling thread's, kept for its next product.
+template <class T>
+T* row_block_shares(std::size_t n) {
+  thread_local std::vector<T> kept;
+  if (kept.size() < n) kept.resize(n);
+  return kept.data();
 }
 
 // Both gradients of C = A @ B ([rows, K] @ [K, N]) with each thread on one block of A's rows: dA's rows of the
 // block and the block's share of dB, A_blk^T @ dC_blk, so each thread reads only the rows it wrote in the forward
 // and the rest of the backward (rows split alike: parallel_for gives the caller the first block). The shares are
-// then added to dB in block order, each thread on the part of dB that the optimizer's loop gives it: the sum
-// depends on the thread count, as a split GEMM's does.
+// then added to dB in block order, each thread on the part of dB that the optimizer's loop gives it. dB's sum is
+// cut at the blocks' edges, so it depends on the thread count; a run on the same count repeats bit for bit.
 template <class T>
-void row_block_backward(const MatmulPlan& p, std::size_t rows, const T* G, const T* A, const T* B, std::pair<T*, T> ga,
-                        std::pair<T*, T> gb) {
-  const auto blocks = static_cast<std::size_t>(xgrad::num_threads());
+void row_block_backward(const MatmulPlan& p, std::size_t rows, std::size_t blocks, T* shares, const T* G, const T* A,
+                        const T* B, std::pair<T*, T> ga, std::pair<T*, T> gb) {
   const std::size_t kn = p.k * p.n;
-  thread_local std::vector<T> kept;  // the caller's: dB's share of each block, kept for the next product
-  if (gb.first) kept.resize(std::max(kept.size(), blocks * kn));
-  T* shares = kept.data();
   const auto first_row = [&](std::size_t b) {
     return std::min(rows, (rows * b / blocks + kRowBlockAlign - 1) / kRowBlockAlign * kRowBlockAlign);
   };
@@ -151,6 +162,11 @@ void backward(Node<T>& self, const MatmulPlan& p) {
   const T* A = self.inputs[0]->value.data();
   const T* B = self.inputs[1]->value.data();
   const bool want_a = needs_grad(self, 0), want_b = needs_grad(self, 1);
+  // The two products are independent unless both gradients are one array (a @ a).
+  const bool distinct = self.inputs[0] != self.inputs[1];
+  const std::size_t blocks = p.fold_rows && distinct ? row_blocks<T>(batch * p.m, p.k * p.n) : 0;
+  // Allocated before any gradient is made: a failed allocation leaves no gradient unwritten.
+  T* shares = blocks != 0 && want_b ? row_block_shares<T>(blocks * p.k * p.n) : nullptr;
   std::pair<T*, T> ga{nullptr, T(0)}, gb{nullptr, T(0)};
   if (want_a) ga = gradient_target(*self.inputs[0], !p.fold_rows && p.a_count != batch);
   if (want_b) gb = gradient_target(*self.inputs[1], !p.fold_rows && p.b_count != batch);
@@ -172,10 +188,8 @@ void backward(Node<T>& self, const MatmulPlan& p) {
       blas::gemm<T>(true, false, p.k, p.n, p.m, T(1), A + p.a_off[i] * p.m * p.k, p.k, G + i * p.m * p.n, p.n,
                     gb.second, gb.first + p.b_off[i] * p.k * p.n, p.n);
   };
-  // The two products are independent unless both gradients are one array (a @ a).
-  const bool distinct = self.inputs[0] != self.inputs[1];
-  if (p.fold_rows && distinct && by_row_blocks<T>(batch * p.m, p.k * p.n)) {
-    row_block_backward(p, batch * p.m, G, A, B, want_a ? ga : std::pair<T*, T>{}, want_b ? gb : std::pair<T*, T>{});
+  if (blocks != 0) {
+    row_block_backward(p, batch * p.m, blocks, shares, G, A, B, ga, gb);
     return;
   }
   if (want_a && want_b && distinct && batch * p.m * p.n * p.k >= kSideBySideMinMacs) {

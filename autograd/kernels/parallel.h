@@ -3,11 +3,12 @@
 // thread count (autograd/blas.h); xgrad::platform::set_threads sets both. The default is one thread: nothing is
 // spawned, every loop runs exactly as a plain serial loop.
 //
-// Determinism: parallel_for only splits loops whose every output element is computed by one call of the body, in
-// the same order as serially; no sum is split across threads. These loops' results are therefore bit-identical for
-// any thread count. Matrix products split over the threads (blas::gemm) are not: OpenBLAS sums a part of C in
-// another order than the whole, so they match one thread to rounding, and a run on the same thread count repeats
-// bit for bit (tests/test_threads.cpp checks both).
+// Determinism: xgrad's loops on parallel_for compute each output element in one call of the body, in the serial
+// order, or (kernels::for_each_row_block) sum fixed blocks of rows and add the blocks in order. Their results are
+// therefore bit-identical for any thread count. Matrix products split over the threads are not: blas::gemm's parts
+// (OpenBLAS sums a part of C in another order than the whole) and matmul's gradients in row blocks, one per thread
+// (a weight's gradient summed per block). They match one thread to rounding, and a run on the same thread count
+// repeats bit for bit (tests/test_threads.cpp checks both).
 #pragma once
 
 #include <algorithm>
