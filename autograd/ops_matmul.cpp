@@ -107,7 +107,7 @@ constexpr std::size_t kRowBlockMaxShare = std::size_t(1) << 20;
 // one per thread, each of at least kRowBlockAlign rows; 0 (no row blocks) for double (its reference GEMM is not
 // split), one thread, too little work or too wide a B.
 template <class T>
-std::size_t row_blocks(std::size_t rows, std::size_t kn) {
+std::size_t thread_row_blocks(std::size_t rows, std::size_t kn) {
   const auto threads = static_cast<std::size_t>(xgrad::num_threads());
   if (!std::is_same<T, float>::value || threads < 2 || detail::in_parallel() || rows < 2 * kRowBlockAlign ||
       rows * kn < kSideBySideMinMacs || kn > kRowBlockMaxShare)
@@ -164,7 +164,7 @@ void backward(Node<T>& self, const MatmulPlan& p) {
   const bool want_a = needs_grad(self, 0), want_b = needs_grad(self, 1);
   // The two products are independent unless both gradients are one array (a @ a).
   const bool distinct = self.inputs[0] != self.inputs[1];
-  const std::size_t blocks = p.fold_rows && distinct ? row_blocks<T>(batch * p.m, p.k * p.n) : 0;
+  const std::size_t blocks = p.fold_rows && distinct ? thread_row_blocks<T>(batch * p.m, p.k * p.n) : 0;
   // Allocated before any gradient is made: a failed allocation leaves no gradient unwritten.
   T* shares = blocks != 0 && want_b ? row_block_shares<T>(blocks * p.k * p.n) : nullptr;
   std::pair<T*, T> ga{nullptr, T(0)}, gb{nullptr, T(0)};
