@@ -298,12 +298,17 @@ double grad_norm(const Tensor& param) {
   return std::sqrt((s[0] + s[1]) + (s[2] + s[3]));
 }
 
+std::vector<double> grad_norms(const std::vector<Tensor>& params) {
+  std::vector<double> norms(params.size(), 0.0);
+  parallel_for(0, params.size(), 1, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) norms[i] = grad_norm(params[i]);
+  });
+  return norms;
+}
+
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   double total = 0;
-  for (const auto& p : params) {
-    const double n = grad_norm(p);
-    total += n * n;
-  }
+  for (const double n : grad_norms(params)) total += n * n;
   total = std::sqrt(total);
   clip_grads_with_norm(params, max_norm, total);
   return total;

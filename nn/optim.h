@@ -216,6 +216,9 @@ std::vector<Setting> adam_settings();
 /// decay_matrices_only).
 bool decays_matrices_only(const SettingValues& settings);
 
+/// grad_norm of each of `params`, in their order: each norm computed on one thread (the same bits on any thread count),
+/// the threads on different parameters.
+std::vector<double> grad_norms(const std::vector<Tensor>& params);
 /// Global L2 norm of all gradients. If it exceeds max_norm, scales every gradient by max_norm / norm.
 /// Returns the norm before clipping (as torch.nn.utils.clip_grad_norm_). max_norm <= 0 or infinite: no clipping.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);

@@ -14,7 +14,6 @@
 #include <spdlog/spdlog.h>
 
 #include "autograd/blas.h"
-#include "autograd/kernels/parallel.h"
 #include "data/registry.h"
 #include "nn/checkpoint.h"
 #include "nn/lr_schedule.h"
@@ -365,11 +364,9 @@ StepRecord Run::train_step(std::size_t step) {
   if (world_size > 1) reduce_step(r, batch, shard_begin, r.loss, count_targets(global.targets));
   r.targets = world_size > 1 ? std::move(global.targets) : std::move(batch.targets);
 
-  // Each parameter's norm on one thread (the same bits on any thread count), the threads on different parameters.
-  r.grad_norms.assign(named.size(), 0.0);
-  parallel_for(0, named.size(), 1, [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t i = lo; i < hi; ++i) r.grad_norms[i] = nn::grad_norm(named[i].second);
-  });
+  std::vector<Tensor> params;
+  for (const auto& entry : named) params.push_back(entry.second);
+  r.grad_norms = nn::grad_norms(params);
   double sum_squares = 0;  // the global norm as clip_grad_norm computes it, before any clipping
   for (const double norm : r.grad_norms) sum_squares += norm * norm;
   r.grad_norm = std::sqrt(sum_squares);
