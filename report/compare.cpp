@@ -204,14 +204,13 @@ void preset_sections(const Comparison& c, const CompareOptions& options, const f
       const std::string base = f.name;
       for (int k = 2; !taken.insert(f.name).second; ++k) f.name = fmt::format("{}-{}", base, k);
     }
-  const std::string quick = context.preset.quick ? " (quick)" : "";
-  if (!context.preset_note.empty())
-    out << "warning: " << context.preset_note << "\n";
-  else if (context.preset_sections.empty())
-    out << "preset " << context.preset.name << quick << ": no sections of its own; the usual report\n";
-  else
-    out << "preset " << context.preset.name << quick << ": " << context.preset_sections.size()
-        << " section(s) of its own at the top of report.md\n";
+  const Fields f{{"name", context.preset.name},
+                 {"quick", context.preset.quick ? " (quick)" : ""},
+                 {"sections", context.preset_sections.size()}};
+  out << (!context.preset_note.empty()      ? "warning: " + context.preset_note
+          : context.preset_sections.empty() ? text("report", "preset_printed_alone", f)
+                                            : text("report", "preset_printed", f))
+      << "\n";
 }
 
 // Every figure into new_plots, their notes naming plots_dir, where they will be.

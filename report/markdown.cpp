@@ -508,7 +508,7 @@ std::string runs_markdown(const Comparison& c, const ReportContext& ctx) {
          return s.empty() ? std::string("complete") : s;
        }}};
   const std::string md = column_table(c.runs, columns).markdown() + "\n";
-  return md + (ctx.skipped.empty() ? "" : "Skipped (unreadable):\n\n" + bullets(ctx.skipped, true));
+  return md + (ctx.skipped.empty() ? "" : para("skipped") + bullets(ctx.skipped, true));
 }
 
 // A section of report.md: its anchor ("" none), heading ("" none) at `level`, and markdown; left out when empty.
