@@ -265,15 +265,14 @@ Fields run_counts(const Comparison& c) {
           {"arms", counted(c.arms.size(), "arm")},
           {"complete", c.runs.size() - incomplete},
           {"incomplete", incomplete},
-          {"count", incomplete},
           {"diverged", diverged}};
 }
 
 Finding runs_finding(const Comparison& c) {
   const Fields f = run_counts(c);
-  const bool diverged = std::get<long long>(f.at("diverged").value) > 0;
-  std::string text = finding_text(diverged ? "runs_diverged" : "runs_none_diverged", f);
-  if (std::get<long long>(f.at("incomplete").value) > 0) text += finding_text("runs_incomplete", f);
+  const auto n = [&f](const char* key) { return std::get<long long>(f.at(key).value); };
+  std::string text = finding_text(n("diverged") ? "runs_diverged" : "runs_none_diverged", f);
+  if (n("incomplete")) text += finding_text("runs_incomplete", f);
   return {{text + ".", "runs-read", glossary_anchor("diverged run")}};
 }
 
@@ -492,7 +491,7 @@ std::string plots_markdown(const ReportContext& ctx) {
 
 // Every run read, its arm and status, and the directories that could not be read.
 std::string runs_markdown(const Comparison& c, const ReportContext& ctx) {
-  std::map<std::size_t, const ArmStats*> arm_of_run;
+  std::map<std::size_t, const ArmStats*> arm_of_run;  // by index into c.runs, the rows column_table passes
   for (const ArmStats& arm : c.arms)
     for (auto i : arm.runs) arm_of_run[i] = &arm;
   const auto extra = distinguishing_keys(c.arms);
