@@ -490,10 +490,10 @@
 
   var verdictClasses = { holds: 1, fails: 1, partly: 1 };
   function sectionEl(s) {
-    var cls = verdictClasses[s.verdict_class] ? s.verdict_class : "unknown";
+    var v = s.verdict || {}, cls = verdictClasses[v.verdict_class] ? v.verdict_class : "unknown";
     var head = append(el("h2"), [el("span", "number", s.number), document.createTextNode(" " + (s.title || ""))]);
-    var verdict = append(el("p", "verdict " + cls), [el("strong", "verdict-label", s.verdict || ""),
-                                                    el("span", "verdict-text", s.verdict_text || "")]);
+    var verdict = append(el("p", "verdict " + cls), [el("strong", "verdict-label", v.verdict || ""),
+                                                    el("span", "verdict-text", v.text || "")]);
     var figures = append(el("div", "figures"), (s.figures || []).map(figureBox));
     var section = append(el("section", "step"), [head, verdict, el("p", "claim", s.claim || "")]
         .concat((s.paragraphs || []).map(function (p) { return el("p", "paragraph", p); }), [figures]));
