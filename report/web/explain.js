@@ -1,5 +1,5 @@
 // explain.html's own script: reads what `xgrad explain` measured (the page's JSON block, written by
-// report/explain_html.cpp) and walks through the argument for 1/sqrt(d_k) in five sections, drawing its figures with
+// report/explain_output.cpp) and walks through the argument for 1/sqrt(d_k) in five sections, drawing its figures with
 // uPlot and the attention heatmaps on canvases. Embedded in the page by the build (report/web/embed.cmake); runs from
 // file:// with no network. Text from the data is only ever set as textContent, never parsed as HTML.
 // window.xgradExplain exposes the state the browser test (tests/browser/explain_page_test.js) checks.
