@@ -47,7 +47,6 @@ struct Panel {
   std::vector<Curve> curves;  // in registry order (the arms' order)
   std::string stem;           // its figures' file stem, unique among the panels
   std::string title() const { return fmt::format("{}, d_k = {}", optimizer, d_k); }
-  std::string shown() const { return markdown_escape(title()); }  // the title in report.md's text
 };
 
 CurveFacts facts_of(const Comparison& c, const std::vector<const ArmStats*>& arms) {
@@ -185,29 +184,25 @@ Verdict logit_trend(const Comparison& c, const ArmStats& arm, double& last_sum) 
   return compare_values(last, first, Better::higher, tolerance("logit_growth"));
 }
 
-// One curve's line of the logit figure `f` (at the highest lr it survives) and its sentence.
-std::string logit_sentence(const Comparison& c, const Curve& curve, std::vector<LinePoint>& points) {
-  if (!curve.f.highest_learned) {
-    const char* why = curve.f.all_diverged                      ? "lr.why_all_diverged"
-                      : std::isfinite(curve.f.highest_survived) ? "lr.why_not_learned"
-                                                                : "lr.why_diverged";
-    return preset_text("lr.no_survival", {{"label", curve.label}, {"why", preset_text(why)}});
-  }
-  const ArmStats& arm = *curve.f.highest_learned;
+// One curve's row of the logit table, and its line of the logit figure at the highest lr it survives.
+std::vector<std::string> logit_row(const Comparison& c, const Panel& panel, const Curve& curve,
+                                   std::vector<LinePoint>& points) {
+  const ArmStats* arm = curve.f.highest_learned;
+  const char* why = curve.f.all_diverged                      ? "lr.why_all_diverged"
+                    : std::isfinite(curve.f.highest_survived) ? "lr.why_not_learned"
+                                                              : "lr.why_diverged";
+  const std::string note = curve.f.survival_note.empty() ? "—" : curve.f.survival_note;
+  std::vector<std::string> row{
+      panel.optimizer, std::to_string(panel.d_k), curve.label, "none", preset_text(why), "—", note};
+  if (!arm) return row;
+  row[3] = g3(arm->lr()) + (arm == curve.arms.back() ? " (the highest tried)" : "");
   double last_sum = 0;
-  const Verdict v = logit_trend(c, arm, last_sum);
-  const std::size_t measured = v.n_shared;
-  add_line(points, fmt::format("{} lr={}", curve.label, g3(arm.lr())), curve.scale,
-           logit_points(c, arm.kept, measured));
-  std::string s = preset_text(
-      "lr.survived",
-      {{"label", curve.label},
-       {"lr", g3(arm.lr())},
-       {"top", &arm == curve.arms.back() ? " (the highest tried)" : ""},
-       {"trend", preset_text("lr.trend_" + Tally(v).agreement(), Tally(v).fields({{"factor", logit_factor()}}))}});
-  if (measured) s += preset_text("lr.ending", {{"value", g3(last_sum / measured)}, {"n", measured}});
-  if (!curve.f.survival_note.empty()) s += preset_text("lr.survival_disagrees", {{"note", curve.f.survival_note}});
-  return s;
+  const Verdict v = logit_trend(c, *arm, last_sum);
+  add_line(points, fmt::format("{} lr={}", curve.label, g3(arm->lr())), curve.scale,
+           logit_points(c, arm->kept, v.n_shared));
+  row[4] = preset_text("lr.trend_" + Tally(v).agreement(), Tally(v).fields({{"factor", logit_factor()}}));
+  if (v.n_shared) row[5] = preset_text("lr.ending", {{"value", g3(last_sum / v.n_shared)}, {"n", v.n_shared}});
+  return row;
 }
 
 std::vector<PresetSection> report(const PresetInput& in) {
@@ -216,17 +211,17 @@ std::vector<PresetSection> report(const PresetInput& in) {
   PresetSection table =
       preset_section("lr-sensitivity-table", preset_text("lr.table_legend", {{"m", kUsableMargin}}) + "\n\n" +
                                                  sensitivity_table(panels).markdown() + "\n");
-  PresetSection logits = preset_section("lr-max-logit", preset_text("lr.logit_legend") + "\n\n");
+  PresetSection logits = preset_section("lr-max-logit");
+  Table survived = preset_table("lr.logit_header");
   for (const Panel& panel : panels) {
     loss.figures.push_back(loss_figure(panel));
     std::vector<LinePoint> points;
-    std::vector<std::string> sentences;
-    for (const Curve& curve : panel.curves) sentences.push_back(logit_sentence(in.comparison, curve, points));
+    for (const Curve& curve : panel.curves) survived.rows.push_back(logit_row(in.comparison, panel, curve, points));
     logits.figures.push_back(lines_figure("lr_max_logit_vs_step_" + panel.stem, "lr.logit", Axis::linear, Axis::log,
                                           points, {{"panel", panel.title()}}));
     logits.figures.back().tabulate = false;
-    logits.markdown += fmt::format("**{}.** {}.\n\n", panel.shown(), fmt::join(sentences, ". "));
   }
+  logits.markdown = preset_text("lr.logit_legend") + "\n\n" + survived.markdown() + "\n";
   return {loss, table, logits};
 }
 

@@ -147,16 +147,14 @@ std::string spread_text(std::vector<Line>& lines) {
     }
     const auto [lo, hi] = std::minmax_element(decided.begin(), decided.end(),
                                               [](const auto& a, const auto& b) { return a.second < b.second; });
-    const double factor = line.spread = hi->second / lo->second;
+    line.spread = hi->second / lo->second;
     text += preset_text("width.moves", {{"lr_first", lr_text(decided.front().second)},
                                         {"first", decided.front().first},
                                         {"lr_last", lr_text(decided.back().second)},
-                                        {"last", decided.back().first}}) +
-            preset_text(factor == 1 ? "width.same_everywhere" : "width.spans", {{"factor", factor}}) +
-            (undecided.empty()
-                 ? ""
-                 : preset_text("width.undecided_at", {{"list", fmt::format("{}", fmt::join(undecided, ", "))}})) +
-            "." + (edge ? preset_text("width.edge") : "") + "\n";
+                                        {"last", decided.back().first},
+                                        {"factor", line.spread}}) +
+            (undecided.empty() ? "" : preset_text("width.undecided_at", {{"list", join_and(undecided)}})) + "." +
+            (edge ? preset_text("width.edge") : "") + "\n";
   }
   return text;
 }
