@@ -48,6 +48,7 @@ struct PlotPanel {
   std::string title, x_label, y_label;
   int log_x = 0;  // the base of a log x axis (0: linear)
   bool log_y = false;
+  bool pad_y = false;               // 4% room below and above the points on a log y axis (the error bars' ends)
   double y_max = kNoValue;          // the top of the y axis (NaN: automatic; a linear axis starts at 0)
   std::vector<double> x_tics = {};  // x values labelled (empty: automatic)
   std::vector<PlotLine> lines = {};
@@ -144,8 +145,8 @@ std::string panel_commands(const fs::path& dir, const PlotPanel& p) {
       out += fmt::format("set xrange [{}:{}]\n", gnuplot_number(p.x_tics.front() / 1.25),
                          gnuplot_number(p.x_tics.back() * 1.25));
   }
-  out += p.log_y ? "set logscale y\nset offsets 0, 0, graph 0.04, graph 0.04\n" + log_tics(values, p.y_max)
-                 : "unset logscale y\nset offsets 0, 0, 0, 0\nset ytics autofreq\n";
+  out += p.pad_y && p.log_y ? "set offsets 0, 0, graph 0.04, graph 0.04\n" : "set offsets 0, 0, 0, 0\n";
+  out += p.log_y ? "set logscale y\n" + log_tics(values, p.y_max) : "unset logscale y\nset ytics autofreq\n";
   // Losses, entropies and norms are >= 0 (an sd bar may reach below).
   out += std::isfinite(p.y_max) ? fmt::format("set yrange [*:{}]\n", gnuplot_number(p.y_max))
          : p.log_y              ? "set yrange [*:*]\n"
@@ -199,7 +200,8 @@ std::string draw_figures(const std::vector<Plot>& figures, const fs::path& dir, 
 // A summary figure in the model: one panel, its lines' drawable points; measured lines shifted a few percent along
 // a log x so that error bars do not hide others.
 Plot summary_plot(const SummaryFigure& f, std::vector<std::string>& warnings) {
-  PlotPanel p{"", f.x_label, f.y_label, !f.log_x ? 0 : f.name.find("_vs_d_k") != std::string::npos ? 2 : 10, f.log_y};
+  PlotPanel p{"",      f.x_label, f.y_label, !f.log_x ? 0 : f.name.find("_vs_d_k") != std::string::npos ? 2 : 10,
+              f.log_y, true};
   const std::vector<LineStyle> styles = summary_styles(f, warnings);
   const auto n_measured = std::count_if(f.lines.begin(), f.lines.end(), [](const auto& l) { return !l.theory; });
   std::size_t j = 0;
