@@ -87,9 +87,6 @@ nlohmann::json explain_json(const Explanation& e);
 /// explain.html, one self-contained page of `data` (explain_json's), uPlot and report/web/explain.{js,css}.
 std::string explain_html(const nlohmann::json& data);
 
-/// Writes explain_html(data) to `path` whole or not at all; returns its bytes. Throws std::runtime_error with why.
-std::size_t write_explain_html(const nlohmann::json& data, const std::string& path);
-
 struct ExplainOutcome {
   std::string markdown_path, html_path;
   std::size_t html_bytes = 0;

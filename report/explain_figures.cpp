@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/args.h>
 #include <fmt/format.h>
@@ -30,11 +31,13 @@ const std::vector<ExplainFigure>& explain_figures() {
 const std::vector<ArmNumber>& arm_numbers() {
   using A = ArmMeasurement;
   static const std::vector<ArmNumber> numbers{
-      {"score_std", &A::score_std, "score std", "{:.3f}"},
-      {"theory_std", &A::theory_std, "theory std", "{:.3f}"},
-      {"entropy_mean", &A::entropy_mean, "entropy (nats)", "{:.3f}"},
-      {"max_prob_mean", &A::max_prob_mean, "max weight", "{:.3f}"},
-      {"saturated_share", &A::saturated_share, "saturated", "%"},
+      {"q_std", &A::q_std, "std(q)", "{:.3f}", true},
+      {"k_std", &A::k_std, "std(k)", "{:.3f}", true},
+      {"score_std", &A::score_std, "score std", "{:.3f}", true},
+      {"theory_std", &A::theory_std, "theory std", "{:.3f}", true},
+      {"entropy_mean", &A::entropy_mean, "entropy (nats)", "{:.3f}", true},
+      {"max_prob_mean", &A::max_prob_mean, "max weight", "{:.3f}", true},
+      {"saturated_share", &A::saturated_share, "saturated", "%", true},
       {"jacobian_norm_mean", &A::jacobian_norm_mean, "Jacobian norm", "{:.4f}"},
       {"score_grad_median", &A::score_grad_median, "score grad (median)", "{:.3g}"},
       {"grad_norm_w_q", &A::grad_norm_w_q, "W_q grad", "{:.3g}"},
@@ -152,26 +155,25 @@ std::vector<SummaryFigure> line_figures(const Explanation& e) {
   return out;
 }
 
-// One figure of a training quantity against d_k, one line per arm without d_k.
-SummaryFigure runs_figure(const TrainingEvidence& t, const std::string& name, const std::string& y_label, Axis y,
-                          double TrainingPoint::*field) {
+// The training quantities against d_k, one figure each (runs_vs_dk, runs_vs_dk_steps, ...), one line per arm.
+std::vector<SummaryFigure> runs_figures(const TrainingEvidence& t) {
   const ExplainFigure& f = *find_explain_figure("runs_vs_dk");
-  SummaryFigure out = summary_figure(name, f.title + ": " + y_label, f.caption, "d_k", Axis::log, y_label, y);
-  for (const auto& p : t.points) {
-    if (out.lines.empty() || out.lines.back().label != p.label) out.lines.push_back(summary_line(p.label, p.scale));
-    out.lines.back().points.push_back({static_cast<double>(p.d_k), p.*field, kNoValue, kNoValue, p.n_runs, 0});
+  using P = TrainingPoint;
+  const std::vector<std::tuple<std::string, std::string, Axis, double P::*>> quantities{
+      {"", "final loss (nats)", Axis::linear, &P::final_loss},
+      {"_steps", "steps to the loss threshold", Axis::linear, &P::steps_to_loss},
+      {"_saturated", "saturated share (median over steps)", Axis::linear, &P::saturated_share},
+      {"_score_grad", "score gradient / loss (before the threshold)", Axis::log, &P::score_grad_relative}};
+  std::vector<SummaryFigure> out;
+  for (const auto& [suffix, y_label, y, field] : quantities) {
+    out.push_back(summary_figure(f.id + suffix, f.title + ": " + y_label, f.caption, "d_k", Axis::log, y_label, y));
+    for (const auto& p : t.points) {
+      if (out.back().lines.empty() || out.back().lines.back().label != p.label)
+        out.back().lines.push_back(summary_line(p.label, p.scale));
+      out.back().lines.back().points.push_back({static_cast<double>(p.d_k), p.*field, kNoValue, kNoValue, p.n_runs, 0});
+    }
   }
   return out;
-}
-
-std::vector<SummaryFigure> runs_figures(const TrainingEvidence& t) {
-  return {
-      runs_figure(t, "runs_vs_dk", "final loss (nats)", Axis::linear, &TrainingPoint::final_loss),
-      runs_figure(t, "runs_steps_vs_dk", "steps to the loss threshold", Axis::linear, &TrainingPoint::steps_to_loss),
-      runs_figure(t, "runs_saturated_vs_dk", "saturated share (median over steps)", Axis::linear,
-                  &TrainingPoint::saturated_share),
-      runs_figure(t, "runs_score_grad_vs_dk", "score gradient / loss (before the threshold)", Axis::log,
-                  &TrainingPoint::score_grad_relative)};
 }
 
 // A panel of one arm: writes its data into `data` and returns its commands, which plot the file `file`.

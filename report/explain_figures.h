@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "report/explain.h"
+#include "report/tables.h"
 #include "report/text.h"
 
 namespace xgrad::report {
@@ -22,14 +23,18 @@ const std::vector<ExplainFigure>& explain_figures();
 /// The figure `id`, or null.
 const ExplainFigure* find_explain_figure(const std::string& id);
 
-/// A per-arm number by name, for explain.json's points, explain.md's table and the verdicts' template fields.
+/// A per-arm number by name, for explain.json's points, the tables of explain.md and probe and the verdicts' fields.
 struct ArmNumber {
   const char* name;  // the JSON key and template field: "score_std"
   double ArmMeasurement::*field;
-  const char* header;  // explain.md's column, or null
-  const char* format;  // "{:.3f}"; "%" for a share
+  const char* header;    // its table column, or null
+  const char* format;    // "{:.3f}"; "%" for a share
+  bool forward = false;  // measured by the forward pass alone: a column of probe's table
 };
 const std::vector<ArmNumber>& arm_numbers();
+
+/// One row per arm: d_k, scale and each arm_numbers() column (`forward_only`: only the forward pass's).
+Table arm_table(const std::vector<ArmMeasurement>& arms, bool forward_only);
 
 /// A share as a template shows it: "12.5%", "n/a" for NaN.
 std::string percent_text(double share);

@@ -81,6 +81,32 @@ SoftmaxCurves softmax_curves(const std::vector<std::size_t>& key_counts, const s
 
 namespace {
 
+// Throws ConfigError naming `flag` when `values` is empty ("give at least one <what>") or holds one twice.
+template <class T>
+void check_once_each(const std::string& flag, const std::vector<T>& values, const std::string& what) {
+  if (values.empty()) throw ConfigError(flag + ": give at least one " + what);
+  for (auto it = values.begin(); it != values.end(); ++it)
+    if (std::find(values.begin(), it, *it) != it) throw ConfigError(fmt::format("{}: {} is given twice", flag, *it));
+}
+
+double population_std(const xt::xarray<float>& x) { return xt::stddev(xt::cast<double>(x))(); }
+
+// A model of `config` at initialisation (validated: throws ConfigError), its task and one batch (data_seed, index 0);
+// the first attention layer records (not its spectral norms: not shown, and most of a record's cost).
+struct ArmModel {
+  TrainConfig config;
+  std::unique_ptr<data::Task> task;
+  std::unique_ptr<nn::AttentionModel> model;
+  data::Batch batch;
+  std::shared_ptr<nn::AttentionLayer> layer;
+  explicit ArmModel(const TrainConfig& c) : config(c), task(config.validate()) {
+    model = std::make_unique<nn::AttentionModel>(train::model_config(config, *task), config.seed);
+    batch = task->batch(config.data_seed, 0, config.batch_size);
+    layer = model->attention_layers().front();
+    layer->record_spectral_norms = false;
+  }
+};
+
 // The run configuration of one arm with only the component settings it reads (--softcap-cap with --scale
 // none,softcap goes to the softcap arms, as in a sweep). Validated (throws ConfigError).
 TrainConfig arm_config(const TrainConfig& base, std::size_t d_k, const std::string& scale) {
@@ -236,12 +262,27 @@ void check_finite_scores(const xt::xarray<float>& scores, const ArmModel& a, std
                       d_k, a.config.model.scale));
 }
 
-// Scores, weights, q and k of the first layer, without gradients.
-void weights_pass(ArmModel& a, ArmMeasurement& m) {
-  const nn::AttentionRecord& last = a.forward(m);
-  check_finite_scores(last.scores.value(), a, m.d_k);
+// Scores, weights, q and k of the first layer, without gradients; overflowing scores refused when `finite`; `who`
+// starts the error of a batch without a query that may attend to two keys.
+void weights_pass(ArmModel& a, ArmMeasurement& m, bool finite, const std::string& who) {
+  a.layer->record_attention = true;
+  {
+    NoGradGuard no_grad;
+    a.model->forward(a.batch.inputs);
+  }
+  const nn::AttentionRecord& last = a.layer->last;
+  m.q_std = population_std(last.q);
+  m.k_std = population_std(last.k);
+  m.multiplier = a.layer->effective_multiplier(train::model_config(a.config, *a.task).max_seq_len);
+  m.theory_std = theory_score_std(m.d_k, m.q_std, m.k_std, m.multiplier);
+  if (finite) check_finite_scores(last.scores.value(), a, m.d_k);
   const auto rows = query_rows(last.scores.value(), last.query_positions);
-  a.check_queries(!rows.empty(), "");
+  const std::size_t T = a.batch.inputs.shape(1);
+  if (rows.empty())
+    throw ConfigError(
+        fmt::format("{}no query may attend to two keys (task {}: sequences of {} token{}), so every attention weight "
+                    "is 1 by construction and there is nothing to measure; give sequences of at least 2 tokens",
+                    who, a.config.task, T, T == 1 ? "" : "s"));
   measure_scores(last, rows, m);
   measure_weights(last.probs, rows, a.batch, a.task->answer_positions(a.batch), m);
   a.layer->record_attention = false;
@@ -276,37 +317,18 @@ void gradient_pass(ArmModel& a, ArmMeasurement& m) {
   a.layer->last = nn::AttentionRecord();
 }
 
+// The arm of `config`: the forward's measurements, and the backward's with `gradients`.
+ArmMeasurement measure_arm(const TrainConfig& config, bool gradients, const std::string& who) {
+  ArmModel a(config);
+  ArmMeasurement m;
+  m.d_k = config.model.d_k;
+  m.scale = config.model.scale;
+  weights_pass(a, m, gradients, who);
+  if (gradients) gradient_pass(a, m);
+  return m;
+}
+
 }  // namespace
-
-double population_std(const xt::xarray<float>& x) { return xt::stddev(xt::cast<double>(x))(); }
-
-ArmModel::ArmModel(const TrainConfig& c) : config(c), task(config.validate()) {
-  const nn::ModelConfig mc = train::model_config(config, *task);
-  model = std::make_unique<nn::AttentionModel>(mc, config.seed);
-  batch = task->batch(config.data_seed, 0, config.batch_size);
-  layer = model->attention_layers().front();
-  layer->record_spectral_norms = false;  // not shown, and most of a record's cost
-}
-
-const nn::AttentionRecord& ArmModel::forward(ArmMeasurement& m) {
-  layer->record_attention = true;
-  NoGradGuard no_grad;
-  model->forward(batch.inputs);
-  m.q_std = population_std(layer->last.q);
-  m.k_std = population_std(layer->last.k);
-  m.multiplier = layer->effective_multiplier(train::model_config(config, *task).max_seq_len);
-  m.theory_std = theory_score_std(config.model.d_k, m.q_std, m.k_std, m.multiplier);
-  return layer->last;
-}
-
-void ArmModel::check_queries(bool any, const std::string& who) const {
-  const std::size_t T = batch.inputs.shape(1);
-  if (!any)
-    throw ConfigError(
-        fmt::format("{}no query may attend to two keys (task {}: sequences of {} token{}), so every attention weight "
-                    "is 1 by construction and there is nothing to measure; give sequences of at least 2 tokens",
-                    who, config.task, T, T == 1 ? "" : "s"));
-}
 
 std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
                                          const std::vector<std::string>& scales) {
@@ -317,13 +339,23 @@ std::vector<ArmMeasurement> measure_arms(const TrainConfig& base, const std::vec
   for (const auto& config : configs) {
     spdlog::info("explain: d_k {}, --scale {} ({} of {})", config.model.d_k, config.model.scale, out.size() + 1,
                  configs.size());
-    ArmModel a(config);
-    ArmMeasurement m;
-    m.d_k = config.model.d_k;
-    m.scale = config.model.scale;
-    weights_pass(a, m);
-    gradient_pass(a, m);
-    out.push_back(std::move(m));
+    out.push_back(measure_arm(config, true, ""));
+  }
+  return out;
+}
+
+std::vector<ArmMeasurement> probe(const TrainConfig& base, const std::vector<std::size_t>& d_ks,
+                                  const std::vector<std::string>& scales) {
+  check_once_each("--d-k", d_ks, "head size");
+  std::vector<ArmMeasurement> out;
+  for (const auto d_k : d_ks) {
+    if (d_k == 0 || d_k > 8192) throw ConfigError("--d-k: head sizes must be in [1, 8192], got " + std::to_string(d_k));
+    for (const auto& scale : scales) {
+      TrainConfig c = base;
+      c.model.d_k = d_k;
+      c.model.scale = scale;
+      out.push_back(measure_arm(c, false, "probe: "));
+    }
   }
   return out;
 }

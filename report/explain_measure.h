@@ -2,18 +2,11 @@
 // head size and scaling; and the softmax of normal scores of a given spread (Monte Carlo), the points' curve.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-#include <xtensor/xarray.hpp>
-
-#include "data/task.h"
-#include "nn/model.h"
 #include "train/config.h"
 
 namespace xgrad::report {
@@ -74,35 +67,15 @@ struct ArmMeasurement {
                                              // queries and keys; NaN where masked
 };
 
-/// The population standard deviation of every element of `x`, in double.
-double population_std(const xt::xarray<float>& x);
-
-/// Throws train::ConfigError naming `flag` when `values` is empty ("give at least one <what>") or holds one twice.
-template <class T>
-void check_once_each(const std::string& flag, const std::vector<T>& values, const std::string& what) {
-  if (values.empty()) throw train::ConfigError(flag + ": give at least one " + what);
-  for (auto it = values.begin(); it != values.end(); ++it)
-    if (std::find(values.begin(), it, *it) != it)
-      throw train::ConfigError(fmt::format("{}: {} is given twice", flag, *it));
-}
-
-/// A model of `config` at initialisation (validated: throws ConfigError), its task and one batch (data_seed, index 0).
-struct ArmModel {
-  train::TrainConfig config;
-  std::unique_ptr<data::Task> task;
-  std::unique_ptr<nn::AttentionModel> model;
-  data::Batch batch;
-  std::shared_ptr<nn::AttentionLayer> layer;  // the first attention layer (its spectral norms not recorded)
-  explicit ArmModel(const train::TrainConfig& c);
-  /// A forward pass without gradients, the layer recording: `m` gets its q_std, k_std, multiplier and theory_std.
-  const nn::AttentionRecord& forward(ArmMeasurement& m);
-  /// Throws ConfigError (`who` first) unless `any`: a query that may attend to two keys.
-  void check_queries(bool any, const std::string& who) const;
-};
-
 /// Measures each (d_k, scale) (d_k outer) on one batch (data_seed, index 0): forward, then the loss and backward.
 /// Throws ConfigError for bad settings, an empty or repeated list, overflowing scores, no query with two keys.
 std::vector<ArmMeasurement> measure_arms(const train::TrainConfig& base, const std::vector<std::size_t>& d_ks,
                                          const std::vector<std::string>& scales);
+
+/// `xgrad probe` and compare's theory line: the same measurement without the loss and backward (their fields stay 0)
+/// and without arm_configs' sorting of component settings: `base` at each d_k (outer) and scale as given. Scores that
+/// overflow are measured, not refused. Throws ConfigError on bad settings, a d_k outside [1, 8192] or given twice.
+std::vector<ArmMeasurement> probe(const train::TrainConfig& base, const std::vector<std::size_t>& d_ks,
+                                  const std::vector<std::string>& scales);
 
 }  // namespace xgrad::report

@@ -10,6 +10,7 @@
 #include "report/explain.h"
 #include "report/explain_figures.h"
 #include "report/plots.h"
+#include "report/probe.h"
 #include "report/standalone_page.h"
 #include "report/tables.h"
 #include "report/web_assets.h"
@@ -20,18 +21,8 @@ namespace xgrad::report {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainingPoint, d_k, scale, label, n_runs, final_loss, steps_to_loss, reached,
                                    saturated_share, score_grad_relative, versus_reference)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SoftmaxCurves, std, entropy, max_prob, jacobian_norm)
-
-void to_json(nlohmann::json& j, const ExplainSection& s) {
-  j = {{"id", s.id},
-       {"number", s.number},
-       {"title", s.title},
-       {"claim", s.claim},
-       {"verdict", s.verdict.verdict},
-       {"verdict_class", s.verdict.verdict_class},
-       {"verdict_text", s.verdict.text},
-       {"paragraphs", s.paragraphs},
-       {"figures", s.figures}};
-}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SectionVerdict, verdict, verdict_class, text)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExplainSection, id, number, title, claim, verdict, paragraphs, figures)
 
 namespace {
 
@@ -57,27 +48,8 @@ nlohmann::json per_dk_json(const Explanation& e) {
   return out;
 }
 
-// A share as a table shows it: "12.5%", "n/a" where there is none.
-std::string percent_cell(double v) { return std::isnan(v) ? "n/a" : format_percent(v); }
-
 // A table cell: a number, or a dash where there is none.
 std::string cell(double v, const char* format) { return std::isfinite(v) ? fmt::format(format, v) : "—"; }
-
-Table points_table(const Explanation& e) {
-  Table t;
-  t.header = {"d_k", "scale"};
-  for (const ArmNumber& n : arm_numbers())
-    if (n.header) t.header.push_back(n.header);
-  for (const auto& a : e.arms) {
-    std::vector<std::string> row{std::to_string(a.d_k), a.scale};
-    for (const ArmNumber& n : arm_numbers())
-      if (n.header)
-        row.push_back(n.format == std::string("%") ? percent_cell(a.*n.field)
-                                                   : fmt::format(fmt::runtime(n.format), a.*n.field));
-    t.rows.push_back(std::move(row));
-  }
-  return t;
-}
 
 Table training_table(const TrainingEvidence& t) {
   Table out;
@@ -98,12 +70,8 @@ std::string section_markdown(const ExplainSection& s, const std::vector<std::str
   for (const auto& id : s.figures) {
     const auto* f = find_explain_figure(id);
     if (!f) continue;
-    const std::vector<std::string> files =
-        id == "runs_vs_dk"
-            ? std::vector<std::string>{id, "runs_steps_vs_dk", "runs_saturated_vs_dk", "runs_score_grad_vs_dk"}
-            : std::vector<std::string>{id};
-    for (const auto& file : files)
-      if (std::count(drawn.begin(), drawn.end(), file)) md += fmt::format("![{}](figures/{}.png)\n\n", f->title, file);
+    for (const auto& file : drawn)  // a figure of several panels is drawn into id, id_<panel>, ...
+      if (file == id || file.rfind(id + "_", 0) == 0) md += fmt::format("![{}](figures/{}.png)\n\n", f->title, file);
     md += fmt::format("*{}{}* {}\n\n", f->title, f->title.back() == '?' ? "" : ".", f->caption);
   }
   return md;
@@ -125,6 +93,28 @@ void commit_explanation(const std::filesystem::path& out, platform::StagedDirect
 }
 
 }  // namespace
+
+Table arm_table(const std::vector<ArmMeasurement>& arms, bool forward_only) {
+  Table t;
+  t.header = {"d_k", "scale"};
+  for (const ArmNumber& n : arm_numbers())
+    if (n.header && (n.forward || !forward_only)) t.header.push_back(n.header);
+  for (const auto& a : arms) {
+    std::vector<std::string> row{std::to_string(a.d_k), a.scale};
+    for (const ArmNumber& n : arm_numbers())
+      if (n.header && (n.forward || !forward_only))
+        row.push_back(n.format == std::string("%") ? percent_text(a.*n.field)
+                                                   : fmt::format(fmt::runtime(n.format), a.*n.field));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+std::string format_probe_table(const std::vector<ArmMeasurement>& arms) {
+  std::string out = arm_table(arms, true).text();
+  for (const char* key : {"probe.theory", "probe.queries", "probe.saturated"}) out += text("explain", key) + "\n";
+  return out;
+}
 
 nlohmann::json explain_json(const Explanation& e) {
   nlohmann::json figures = nlohmann::json::object();
@@ -170,16 +160,6 @@ std::string explain_html(const nlohmann::json& data) {
   return standalone_page_html(page);
 }
 
-std::size_t write_explain_html(const nlohmann::json& data, const std::string& path) {
-  const std::string html = explain_html(data);
-  try {
-    platform::write_file_atomically(path, html);
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(std::string("explain: ") + e.what());
-  }
-  return html.size();
-}
-
 std::string explain_markdown(const Explanation& e, const std::vector<std::string>& figures_drawn,
                              const std::string& plot_note) {
   std::string md = "# Why divide attention scores by sqrt(d_k)? The argument, measured\n\n";
@@ -192,7 +172,7 @@ std::string explain_markdown(const Explanation& e, const std::vector<std::string
     md += fmt::format("| {}. {} | {} |\n", s.number, markdown_text(s.title), markdown_text(s.verdict.verdict));
   md += "\n";
   for (const auto& s : e.sections) md += section_markdown(s, figures_drawn);
-  md += "## The numbers\n\n" + points_table(e).markdown() + "\n";
+  md += "## The numbers\n\n" + arm_table(e.arms, false).markdown() + "\n";
   if (e.training) md += "### Training evidence (--runs)\n\n" + training_table(*e.training).markdown() + "\n";
   return md;
 }

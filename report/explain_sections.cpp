@@ -140,7 +140,7 @@ SectionVerdict saturation(const Explanation& e, const Scales& s, Fields f, Expla
                                     f));
   f["numbers"] = text("explain", "saturation.numbers", f);
   const bool grows = hi.saturated_share >= kSaturated && hi.saturated_share > lo.saturated_share + 0.2;
-  const bool explained = on_curve(e).first * 5 >= e.arms.size() * 4;  // four points in five on the curve
+  const bool explained = near * 5 >= e.arms.size() * 4;  // four points in five on the curve
   if (!grows) return verdict("saturation.fails", f);
   if (earned) return verdict("saturation.earned", f);
   if (!explained) return verdict("saturation.off_curve", f);

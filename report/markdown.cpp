@@ -116,11 +116,11 @@ std::vector<Pair> pairs(const Comparison& c, const std::vector<Verdict>& verdict
 }
 
 // How the verdicts of one claim came out over the comparisons of a pair.
-struct Tally {
+struct ClaimCount {
   std::size_t n = 0, valued = 0;    // valued: both arms have a value
   std::array<std::size_t, 5> of{};  // per Outcome (better, worse, same, not decided), then both solved apart
   bool spoken = false;              // some verdict says something (says_nothing)
-  Tally(const Pair& p, const std::string& claim) {
+  ClaimCount(const Pair& p, const std::string& claim) {
     for (const Verdict& v : p.second) {
       if (v.claim != claim) continue;
       ++n;
@@ -141,15 +141,15 @@ struct Finding {
 
 // In how many comparisons of one pair the subject's gradient is larger: at step 0, before the threshold, overall.
 std::string gradient_text(const Pair& p) {
-  const std::size_t n = std::max(Tally(p, "more_gradient_w_q").valued, Tally(p, "more_gradient_w_k").valued);
+  const std::size_t n = std::max(ClaimCount(p, "more_gradient_w_q").valued, ClaimCount(p, "more_gradient_w_k").valued);
   Fields f{{"subject", p.first.first}, {"baseline", p.first.second}, {"comparisons", counted(n, "comparison")}};
   for (const std::string w : {"q", "k"})  // "q_step0": more_gradient_step0_w_q, ... "k_all": more_gradient_w_k
     for (const auto& [when, infix] :
          {std::pair<std::string, std::string>{"step0", "step0_"}, {"before", "before_loss_"}, {"all", ""}}) {
-      const Tally t(p, "more_gradient_" + infix + "w_" + w);
+      const ClaimCount t(p, "more_gradient_" + infix + "w_" + w);
       f.emplace(w + "_" + when, fmt::format("{}/{}", t.of[0], t.of[1]));
     }
-  const Tally zero(p, "fewer_zero_gradients_w_q");
+  const ClaimCount zero(p, "fewer_zero_gradients_w_q");
   const std::string tail =
       zero.spoken ? finding_text("gradient_zero", {{"better", zero.of[0]}, {"worse", zero.of[1]}}) : "";
   return finding_text("gradient", f) + tail + ".";
@@ -158,7 +158,7 @@ std::string gradient_text(const Pair& p) {
 // "sqrt_dk trains better than unscaled in 2 of 3 comparisons, as well in 1.", linking to the glossary's `term`;
 // each outcome besides better that some comparison had is a tail, worded for the claim.
 FindingLine counted_finding(const Pair& p, const std::string& claim, const std::string& term) {
-  const Tally t(p, claim);
+  const ClaimCount t(p, claim);
   std::string text = finding_text(claim, {{"subject", p.first.first},
                                           {"baseline", p.first.second},
                                           {"comparisons", counted(t.n, "comparison")},
@@ -172,9 +172,9 @@ FindingLine counted_finding(const Pair& p, const std::string& claim, const std::
 // Per pair of compared values: how often the subject trains better and gets more gradient; or why none is compared.
 void pair_findings(const Comparison& c, const std::vector<Pair>& tallies, std::vector<Finding>& out) {
   for (const Pair& p : tallies) {
-    if (Tally(p, "trains_better").n == 0) continue;
+    if (ClaimCount(p, "trains_better").n == 0) continue;
     out.push_back({counted_finding(p, "trains_better", "tolerance loss"), 4, p.first.first});
-    if (Tally(p, "more_gradient_w_q").spoken || Tally(p, "more_gradient_w_k").spoken)
+    if (ClaimCount(p, "more_gradient_w_q").spoken || ClaimCount(p, "more_gradient_w_k").spoken)
       out.push_back({{gradient_text(p), "story", glossary_anchor("tolerance gradient")}, 2, p.first.first});
   }
   if (!out.empty()) return;
@@ -566,7 +566,8 @@ std::vector<FindingLine> findings(const Comparison& c, const std::vector<Verdict
   pair_findings(c, tallies, out);
   saturation_findings(c, out);
   for (const Pair& p : tallies)
-    if (Tally(p, "less_lr_sensitive").n) out.push_back({counted_finding(p, "less_lr_sensitive", "LR sensitivity")});
+    if (ClaimCount(p, "less_lr_sensitive").n)
+      out.push_back({counted_finding(p, "less_lr_sensitive", "LR sensitivity")});
   out.push_back(runs_finding(c));
   return at_most_ten(std::move(out));
 }

@@ -80,23 +80,18 @@ std::string outcome_key(Outcome o) {
   return key;
 }
 
-Fields outcome_fields(const std::map<Outcome, std::size_t>& count) {
-  Fields f;
-  std::size_t n = 0;
-  for (Outcome o : {Outcome::better, Outcome::worse, Outcome::same, Outcome::not_decided}) {
-    const std::size_t k = count.count(o) ? count.at(o) : 0;
-    f[outcome_key(o)] = k, n += k;
-  }
-  f["n"] = n;
-  return f;
+void Tally::add(Outcome o) {
+  ++(o == Outcome::better ? better : o == Outcome::worse ? worse : o == Outcome::same ? same : not_decided);
 }
 
-std::string agreement(std::size_t better, std::size_t worse, std::size_t same, std::size_t n) {
-  return n == 0 ? "none" : better == n ? "better" : worse == n ? "worse" : same == n ? "same" : "mixed";
+std::string Tally::agreement() const {
+  const std::size_t all = n();
+  return all == 0 ? "none" : better == all ? "better" : worse == all ? "worse" : same == all ? "same" : "mixed";
 }
 
-Fields verdict_fields(const Verdict& v, Fields more) {
-  more["better"] = v.seeds_better, more["worse"] = v.seeds_worse, more["same"] = v.seeds_same, more["n"] = v.n_shared;
+Fields Tally::fields(Fields more) const {
+  more["better"] = better, more["worse"] = worse, more["same"] = same, more["not_decided"] = not_decided;
+  more["n"] = n();
   return more;
 }
 
@@ -110,9 +105,36 @@ PresetSection preset_section(const std::string& anchor, std::string markdown) {
   return {anchor, preset_text(anchor + ".title"), std::move(markdown), {}};
 }
 
-SummaryFigure preset_figure(const std::string& name, const std::string& key, Axis x, Axis y, const Fields& fields) {
+SummaryFigure lines_figure(const std::string& name, const std::string& key, Axis x, Axis y,
+                           const std::vector<LinePoint>& points, const Fields& fields) {
   const auto part = [&](const char* p) { return preset_text(key + p, fields); };
-  return summary_figure(name, part(".title"), part(".caption"), part(".x"), x, part(".y"), y);
+  SummaryFigure f = summary_figure(name, part(".title"), part(".caption"), part(".x"), x, part(".y"), y);
+  for (const auto& [label, members] : group_by(points, [](const LinePoint& p) { return p.label; })) {
+    SummaryLine& line = f.lines.emplace_back(summary_line(label, members.front().scale));
+    for (const LinePoint& p : members)
+      if (!std::isnan(p.point.x)) line.points.push_back(p.point);
+    std::stable_sort(line.points.begin(), line.points.end(),
+                     [](const SummaryPoint& a, const SummaryPoint& b) { return a.x < b.x; });
+  }
+  return f;
+}
+
+void add_line(std::vector<LinePoint>& out, const std::string& label, const std::string& scale,
+              const std::vector<SummaryPoint>& points) {
+  out.push_back({label, scale, SummaryPoint{}});
+  for (const SummaryPoint& p : points) out.push_back({label, scale, p});
+}
+
+Verdict judge(const Comparison& c, const PresetFinding& f, const ArmStats& subject, const ArmStats* baseline,
+              double threshold) {
+  const std::map<nlohmann::json, double> s = by_seed(c, subject.kept, f.statistic);
+  std::map<nlohmann::json, double> b;
+  if (baseline) b = by_seed(c, baseline->kept, f.statistic);
+  for (const auto& seed_value : baseline ? std::map<nlohmann::json, double>{} : s) b[seed_value.first] = threshold;
+  Verdict v = compare_values(s, b, f.better, tolerance(f.tolerance));
+  v.subject_value = subject.stat(f.statistic).mean;
+  v.baseline_value = baseline ? baseline->stat(f.statistic).mean : threshold;
+  return v;
 }
 
 std::string number_or_dash(double v, const char* spec) {

@@ -108,23 +108,54 @@ std::vector<SummaryPoint> logit_points(const Comparison& c, const std::vector<st
 /// `o` as part of a template's key: "better", "not_decided".
 std::string outcome_key(Outcome o);
 
-/// The fields better, worse, same, not_decided (the count of each outcome in `count`) and n (their sum).
-Fields outcome_fields(const std::map<Outcome, std::size_t>& count);
+/// Outcomes counted: of the cells a question is asked in (add), or of one verdict's seeds (Tally(v)).
+struct Tally {
+  std::size_t better = 0, worse = 0, same = 0, not_decided = 0;
+  Tally() = default;
+  explicit Tally(const Verdict& v) : better(v.seeds_better), worse(v.seeds_worse), same(v.seeds_same) {}
+  void add(Outcome o);
+  std::size_t n() const { return better + worse + same + not_decided; }
+  /// "better", "worse" or "same" when all are, "none" when there are none, else "mixed": the part of a template's key.
+  std::string agreement() const;
+  /// `more` and the fields better, worse, same, not_decided and n.
+  Fields fields(Fields more = {}) const;
+};
 
-/// "better", "worse" or "same" when all `n` are, "none" when `n` is 0, else "mixed": the part of a template's key.
-std::string agreement(std::size_t better, std::size_t worse, std::size_t same, std::size_t n);
+/// One point of a preset's figure, on the line `label` drawn in `scale`'s colour; a point whose x is NaN only names
+/// its line (drawn empty: nothing measured there).
+struct LinePoint {
+  std::string label, scale;
+  SummaryPoint point;
+};
 
-/// `more` and the fields better, worse, same (the seeds of each in `v`) and n (the seeds shared).
-Fields verdict_fields(const Verdict& v, Fields more = {});
+/// The figure `name` titled, captioned and labelled by presets.md's "KEY.title", ".caption", ".x", ".y" (filled in
+/// with `fields`), a line per label of `points` (in order of first appearance), each line's points ordered by x:
+/// every preset figure is "a statistic against an axis, a line per scaling".
+SummaryFigure lines_figure(const std::string& name, const std::string& key, Axis x, Axis y,
+                           const std::vector<LinePoint>& points, const Fields& fields = {});
+
+/// `points` appended to `out` as the line `label` in `scale`'s colour (named alone when there are none).
+void add_line(std::vector<LinePoint>& out, const std::string& label, const std::string& scale,
+              const std::vector<SummaryPoint>& points);
+
+/// A preset's finding: `statistic` of a subject against a baseline, `better` the better side, decided seed by seed
+/// beyond tolerance(`tolerance`) (report/claims.h).
+struct PresetFinding {
+  std::string statistic;
+  Better better = Better::lower;
+  std::string tolerance;
+};
+
+/// `f` judged (compare_values) on the kept runs of `subject` against those of `baseline`, or against `threshold` in
+/// each of the subject's seeds when `baseline` is null; the sides' means in subject_value and baseline_value.
+Verdict judge(const Comparison& c, const PresetFinding& f, const ArmStats& subject, const ArmStats* baseline,
+              double threshold = kNoValue);
 
 /// A table headed by text_cells("presets", key).
 Table preset_table(const std::string& key);
 
 /// The section `anchor` titled by presets.md's "ANCHOR.title", its body `markdown`.
 PresetSection preset_section(const std::string& anchor, std::string markdown = "");
-
-/// The figure `name` titled, captioned and labelled by presets.md's "KEY.title", ".caption", ".x", ".y" (filled in).
-SummaryFigure preset_figure(const std::string& name, const std::string& key, Axis x, Axis y, const Fields& fields = {});
 
 /// `v` through fmt's `spec` ("{:.3g}"), "—" when it is not finite.
 std::string number_or_dash(double v, const char* spec);

@@ -8,9 +8,12 @@
 #include <fstream>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "autograd/kernels/softmax.h"
 #include "report/explain.h"
 #include "report/explain_figures.h"
+#include "report/probe.h"
 #include "support/fake_run.h"
 #include "support/temp_dir.h"
 
@@ -168,6 +171,28 @@ TEST_CASE("explain: measured scores follow sqrt(d_k) std(q) std(k), saturate uns
   CHECK_THROWS_AS(measure_arms(small_config(), {4, 4}, {"none"}), ConfigError);
   CHECK_THROWS_AS(measure_arms(small_config(), {4}, {"none", "none"}), ConfigError);
   CHECK_THROWS_AS(measure_arms(small_config(), {}, {"none"}), ConfigError);
+}
+
+TEST_CASE("probe prints explain's measurement of the same arm, also with several heads") {
+  // Two heads: the score std is over every visible score of both, as the theory's std(q), std(k) are (a mean of the
+  // per-head stds would read low against it).
+  const auto probed = probe(small_config(), {4, 64}, {"none", "sqrt_dk"});
+  const auto measured = measure_arms(small_config(), {4, 64}, {"none", "sqrt_dk"});
+  REQUIRE(probed.size() == measured.size());
+  for (std::size_t i = 0; i < probed.size(); ++i) {
+    INFO(probed[i].d_k << " " << probed[i].scale);
+    CHECK(probed[i].d_k == measured[i].d_k);
+    CHECK(probed[i].scale == measured[i].scale);
+    // The same model, batch and arithmetic: equal to rounding (the measurements repeat the same float operations).
+    for (const double ArmMeasurement::*field :
+         {&ArmMeasurement::theory_std, &ArmMeasurement::score_std, &ArmMeasurement::entropy_mean,
+          &ArmMeasurement::max_prob_mean, &ArmMeasurement::saturated_share})
+      CHECK(probed[i].*field == doctest::Approx(measured[i].*field).epsilon(1e-12));
+  }
+  const std::string table = format_probe_table(probed);
+  CHECK(table.find(fmt::format("{:.3f}", measured[2].score_std)) != std::string::npos);
+  CHECK_THROWS_AS(probe(small_config(), {4, 4}, {"none"}), ConfigError);
+  CHECK_THROWS_AS(probe(small_config(), {0}, {"none"}), ConfigError);
 }
 
 TEST_CASE("explain: the histogram's area is the share of scores inside it") {

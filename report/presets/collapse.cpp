@@ -133,42 +133,39 @@ std::optional<Steps> by_step(const Grid& g, const Line& line, double lr, long wa
 void add_step_figures(const Grid& g, double top_lr, const std::set<long>& warmups, PresetSection& s) {
   for (long warmup : warmups) {
     const std::string name = warmup == 0 ? "collapse_entropy_vs_step" : "collapse_entropy_vs_step_warmup";
-    SummaryFigure f = preset_figure(name, "collapse." + name, Axis::linear, Axis::linear,
-                                    {{"lr", lr_text(top_lr)}, {"warmup", warmup}});
-    f.error_bar_sd = false;
-    f.tabulate = false;
-    for (const Line& line : g.lines) {
+    std::vector<LinePoint> points;
+    for (const Line& line : g.lines)
       if (const std::optional<Steps> steps = by_step(g, line, top_lr, warmup)) {
-        SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
+        std::vector<SummaryPoint> curve;
         for (const auto& [step, values] : *steps) {
           const MeanSd m = mean_sd(values.first);
-          curve.points.push_back(SummaryPoint{step, m.mean, m.min, m.max, values.first.size(), 0});
+          curve.push_back(SummaryPoint{step, m.mean, m.min, m.max, values.first.size(), 0});
         }
+        add_line(points, line.name, line.scale, curve);
       }
-    }
-    s.figures.push_back(f);
+    s.figures.push_back(lines_figure(name, "collapse." + name, Axis::linear, Axis::linear, points,
+                                     {{"lr", lr_text(top_lr)}, {"warmup", warmup}}));
+    s.figures.back().error_bar_sd = s.figures.back().tabulate = false;
   }
 }
 
 // Entropy against the spectral norm at the highest lr without warmup, with the bound. `below` and `points` get the
 // number of logged head measurements below the bound and in all.
 void add_norm_figure(const Grid& g, double top_lr, PresetSection& s, std::size_t* below, std::size_t* points) {
-  SummaryFigure f = preset_figure("collapse_entropy_vs_spectral_norm", "collapse.norm", Axis::log, Axis::linear,
-                                  {{"lr", lr_text(top_lr)}, {"T", g.T}});
-  f.tabulate = false;
-  f.error_bar_sd = false;
-  for (const Line& line : g.lines) {
+  std::vector<LinePoint> curves;
+  for (const Line& line : g.lines)
     if (const std::optional<Steps> steps = by_step(g, line, top_lr, 0)) {
-      SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
+      std::vector<SummaryPoint> curve;
       for (const auto& [step, values] : *steps) {
         const SummaryPoint p{
             mean_sd(values.second).mean, mean_sd(values.first).mean, kNoValue, kNoValue, values.first.size(), 0};
-        if (std::isfinite(p.x) && p.x > 0) curve.points.push_back(p);
+        if (std::isfinite(p.x) && p.x > 0) curve.push_back(p);
       }
-      std::sort(curve.points.begin(), curve.points.end(),
-                [](const SummaryPoint& a, const SummaryPoint& b) { return a.x < b.x; });
+      add_line(curves, line.name, line.scale, curve);
     }
-  }
+  SummaryFigure f = lines_figure("collapse_entropy_vs_spectral_norm", "collapse.norm", Axis::log, Axis::linear, curves,
+                                 {{"lr", lr_text(top_lr)}, {"T", g.T}});
+  f.error_bar_sd = f.tabulate = false;
   double norm_lo = INFINITY, norm_hi = 0;
   for (const RunCurves& curves : g.curves)
     for (const auto& [norm, entropy] : curves.head_points) {
@@ -198,44 +195,24 @@ std::string status(const Cell& cell) {
                                      : "collapse.undecided_at";
 }
 
-// One line's sentence (where it collapses, where not, where warmup helped); its rows go into `t`.
-std::string line_text(const Line& line, Table& t) {
-  std::map<std::string, std::vector<std::string>> at;  // status -> where
-  std::vector<std::string> warmup_helped;
-  for (const auto& [lr, by_warmup] : line.cells) {
+// One line's rows of `t`, each with its cell's verdict; where warmup prevented a collapse goes into `helped`.
+void add_rows(const Line& line, Table& t, std::vector<std::string>& helped) {
+  for (const auto& [lr, by_warmup] : line.cells)
     for (const auto& [w, cell] : by_warmup) {
       t.rows.push_back({line.name, lr_text(lr), std::to_string(w), fmt::format("{} of {}", cell.collapsed, cell.read),
-                        train::format_number(mean_sd(cell.lowest_entropy).mean, 3),
+                        preset_text(status(cell)), train::format_number(mean_sd(cell.lowest_entropy).mean, 3),
                         train::format_number(mean_sd(cell.final_accuracy).mean, 2),
                         fmt::format("{} of {}", cell.diverged, cell.runs.size())});
-      at[status(cell)].push_back("lr " + lr_text(lr) +
-                                 (w == 0 ? " without warmup" : fmt::format(" with {} warmup steps", w)));
       if (w > 0 && by_warmup.count(0) && status(by_warmup.at(0)) == "collapse.collapses" &&
           status(cell) == "collapse.none_at")
-        warmup_helped.push_back("lr " + lr_text(lr));
+        helped.push_back(line.name + " at lr " + lr_text(lr));
     }
-  }
-  std::vector<std::string> parts;
-  if (at.size() == 1 && at.count("collapse.none_at"))
-    parts.push_back(preset_text("collapse.no_collapse"));
-  else if (at.size() == 1 && at.count("collapse.diverged_at"))
-    parts.push_back(preset_text("collapse.all_diverged"));
-  else
-    for (const char* key :
-         {"collapse.collapses", "collapse.none_at", "collapse.undecided_at", "collapse.few_at", "collapse.diverged_at"})
-      if (at.count(key)) parts.push_back(preset_text(key, {{"list", join_and(at.at(key))}}));
-  return fmt::format(
-      "- **{}**: {}{}.\n", line.name, fmt::join(parts, "; "),
-      warmup_helped.empty() ? "" : preset_text("collapse.warmup_helped", {{"list", join_and(warmup_helped)}}));
 }
 
 std::vector<PresetSection> report(const PresetInput& in) {
   const Grid g = read_grid(in.comparison);
   PresetSection s = preset_section("collapse");
-  if (g.lines.empty()) {
-    s.markdown = preset_text("collapse.no_run") + "\n";
-    return {s};
-  }
+  if (g.lines.empty()) return {preset_section("collapse", preset_text("collapse.no_run") + "\n")};
   double top_lr = 0;
   std::set<long> warmups;
   for (const Line& line : g.lines)
@@ -246,13 +223,14 @@ std::vector<PresetSection> report(const PresetInput& in) {
   add_norm_figure(g, top_lr, s, &below, &points);
 
   Table t = preset_table("collapse.table_header");  // per (scaling, lr, warmup), how many seeds collapsed
-  std::string text;
-  for (const Line& line : g.lines) text += line_text(line, t);
+  std::vector<std::string> helped;
+  for (const Line& line : g.lines) add_rows(line, t, helped);
   s.markdown = preset_text("collapse.legend", {{"entropy", kCollapseEntropy}, {"accuracy", kLearnedAccuracy}}) +
-               "\n\n" + text + "\n" +
+               "\n\n" + t.markdown() + "\n" +
+               (helped.empty() ? "" : preset_text("collapse.warmup_helped", {{"list", join_and(helped)}}) + "\n\n") +
                (g.T >= 2 ? preset_text("collapse.bound", {{"T", g.T}, {"below", below}, {"points", points}})
                          : preset_text("collapse.no_bound")) +
-               "\n\n" + t.markdown() + "\n";
+               "\n";
   return {s};
 }
 

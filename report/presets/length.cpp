@@ -119,14 +119,17 @@ SummaryFigure figure(const Curves& panel, const std::string& stem, double Length
   const std::string caption =
       preset_text("length.caption", {{"trained", count_list({trained.begin(), trained.end()})},
                                      {"legend", trained.size() > 1 ? " (n_pairs in the legend)" : ""}});
-  SummaryFigure f = preset_figure(fmt::format("length_{}_vs_keys_dk{}", stem, panel.front().d_k), "length." + stem,
-                                  Axis::log, Axis::linear, {{"d_k", panel.front().d_k}, {"caption", caption}});
+  std::vector<LinePoint> points;
   for (const Curve& curve : panel) {
-    SummaryLine& line = f.lines.emplace_back(summary_line(curve.label, curve.scale));
+    points.push_back({curve.label, curve.scale, SummaryPoint{}});  // drawn empty when nothing was recorded
     for (std::size_t pairs : curve.pairs)
-      line.points.push_back(mean_point(static_cast<double>(pairs), at(curve, pairs, field), curve.n_diverged));
-    if (curve.pairs.empty()) f.notes.push_back(curve.label + ": " + preset_text("length.not_recorded"));
+      points.push_back({curve.label, curve.scale,
+                        mean_point(static_cast<double>(pairs), at(curve, pairs, field), curve.n_diverged)});
   }
+  SummaryFigure f = lines_figure(fmt::format("length_{}_vs_keys_dk{}", stem, panel.front().d_k), "length." + stem,
+                                 Axis::log, Axis::linear, points, {{"d_k", panel.front().d_k}, {"caption", caption}});
+  for (const Curve& curve : panel)
+    if (curve.pairs.empty()) f.notes.push_back(curve.label + ": " + preset_text("length.not_recorded"));
   return f;
 }
 
@@ -141,12 +144,13 @@ struct Change {
   std::size_t down() const { return v.seeds_worse; }
   // "falls in every seed", "holds in every seed", "rises in every seed", or "not decided (...)"
   std::string text(const std::string& falls, const std::string& holds, const std::string& rises) const {
-    const std::string all = agreement(v.seeds_better, v.seeds_worse, v.seeds_same, n);
+    Tally seeds(v);
+    seeds.not_decided = n - v.n_shared;  // a run without both values leaves the change not decided
+    const std::string all = seeds.agreement();
     if (all == "none") return preset_text("length.not_measured", {{"why", not_measured}});
     if (all != "mixed")
       return preset_text("length.in_every_seed", {{"what", all == "worse" ? falls : all == "same" ? holds : rises}});
-    return preset_text("length.change_undecided",
-                       verdict_fields(v, {{"falls", falls}, {"holds", holds}, {"rises", rises}}));
+    return preset_text("length.change_undecided", seeds.fields({{"falls", falls}, {"holds", holds}, {"rises", rises}}));
   }
 };
 
@@ -172,79 +176,23 @@ const Curve* curve_of(const Curves& panel, const std::string& scale) {
   return it == panel.rend() ? nullptr : &*it;
 }
 
-// The rows of `panel`'s curves in the findings table `t`, and the sentences on the largest weight: per outcome the
-// scalings, only the lists that hold one (an empty one would read as a scaling's name ("none") or as a result).
-std::string weight_text(const Curves& panel, Table& t) {
-  std::map<std::string, std::vector<std::string>> lists;                     // template key -> scalings
-  std::vector<std::pair<std::string, std::vector<std::string>>> unmeasured;  // why -> scalings
-  std::vector<std::string> not_learned;
-  for (const Curve& curve : panel) {
-    const Change acc = change_of(curve, &LengthEval::accuracy);
-    const Change weight = change_of(curve, &LengthEval::max_prob_mean);
-    t.rows.push_back({curve.scale,
-                      curve.measured ? fmt::format("{} of {}", curve.learned, curve.measured)
-                                     : preset_text("length.not_measured_trained"),
-                      f2(acc.from) + " → " + f2(acc.to), acc.text("falls", "holds", "rises"),
-                      f2(weight.from) + " → " + f2(weight.to), weight.text("fades", "holds", "rises")});
-    if (curve.learned < curve.measured)
-      not_learned.push_back(fmt::format("{} ({} of {})", curve.scale, curve.measured - curve.learned, curve.measured));
-    const std::string change = fmt::format("{} ({} → {})", curve.scale, f2(weight.from), f2(weight.to));
-    if (weight.n && weight.down() == weight.n)
-      lists["length.fades"].push_back(change);
-    else if (weight.n && weight.v.seeds_same + weight.v.seeds_better == weight.n)
-      lists["length.holds"].push_back(change);
-    else if (weight.n)
-      lists["length.weight_undecided"].push_back(curve.scale);
-    else {
-      auto why = std::find_if(unmeasured.begin(), unmeasured.end(),
-                              [&](const auto& u) { return u.first == weight.not_measured; });
-      if (why == unmeasured.end()) why = unmeasured.insert(unmeasured.end(), {weight.not_measured, {}});
-      why->second.push_back(curve.scale);
-    }
-  }
-  std::vector<std::string> clauses;
-  for (const char* key : {"length.fades", "length.holds", "length.weight_undecided"})
-    if (lists.count(key))
-      clauses.push_back(preset_text(key, {{"margin", change_margin()}, {"list", join_and(lists[key])}}));
-  std::string md;
-  if (!clauses.empty()) {
-    const Curve& first = panel.front();
-    md += preset_text("length.weight_change", {{"trained", first.trained},
-                                               {"longest", first.pairs.empty() ? 0 : first.pairs.back()},
-                                               {"clauses", fmt::format("{}", fmt::join(clauses, "; "))}}) +
-          "\n";
-  }
-  for (const auto& [why, scales] : unmeasured)
-    md += preset_text("length.unmeasured", {{"list", join_and(scales)}, {"why", why}}) + "\n";
-  if (!not_learned.empty())
-    md += preset_text("length.not_learned",
-                      {{"accuracy", kLearned}, {"list", fmt::format("{}", fmt::join(not_learned, ", "))}}) +
-          "\n";
-  return md;
-}
-
-// `a` against every other curve of `panel` at the longest length in `field`, paired by seed (compare_values with the
-// "probability" tolerance): larger, smaller or about equal in every common seed, else not decided.
-std::vector<std::string> paired_all(const Curves& panel, const Curve& a, double LengthEval::*field) {
-  std::vector<std::string> out;
+// `a` against `b` at their longest length in `field`, paired by seed (compare_values with the "probability"
+// tolerance): larger, smaller or about equal in every common seed, else not decided; "—" when not compared.
+std::string paired(const Curve* a, const Curve& b, double LengthEval::*field) {
+  if (!a || a == &b || a->pairs.empty() || b.pairs.empty() || a->pairs.back() != b.pairs.back()) return "—";
+  std::map<nlohmann::json, double> va, vb;
+  for (const RunLengths& r : a->runs) va[r.seed] = r.by_pairs.at(a->pairs.back()).*field;
+  for (const RunLengths& r : b.runs) vb[r.seed] = r.by_pairs.at(a->pairs.back()).*field;
   const Tolerance& tol = tolerance("probability");
-  for (const Curve& b : panel) {
-    if (&b == &a || a.pairs.empty() || b.pairs.empty() || a.pairs.back() != b.pairs.back()) continue;
-    std::map<nlohmann::json, double> va, vb;
-    for (const RunLengths& r : a.runs) va[r.seed] = r.by_pairs.at(a.pairs.back()).*field;
-    for (const RunLengths& r : b.runs) vb[r.seed] = r.by_pairs.at(a.pairs.back()).*field;
-    const Verdict v = compare_values(va, vb, Better::higher, tol);
-    if (!v.paired) continue;
-    double sum_a = 0, sum_b = 0;
-    for (const auto& [seed, x] : va)
-      if (vb.count(seed)) sum_a += x, sum_b += vb.at(seed);
-    out.push_back(preset_text(
-        "length.paired_" + outcome_key(v.outcome),
-        verdict_fields(v, {{"other", b.scale},
-                           {"values", fmt::format("{} vs {}", f2(sum_a / v.n_shared), f2(sum_b / v.n_shared))},
-                           {"tol", tol.absolute}})));
-  }
-  return out;
+  const Verdict v = compare_values(va, vb, Better::higher, tol);
+  if (!v.paired) return "—";
+  double sum_a = 0, sum_b = 0;
+  for (const auto& [seed, x] : va)
+    if (vb.count(seed)) sum_a += x, sum_b += vb.at(seed);
+  return preset_text(
+      "length.paired_" + outcome_key(v.outcome),
+      Tally(v).fields({{"values", fmt::format("{} vs {}", f2(sum_a / v.n_shared), f2(sum_b / v.n_shared))},
+                       {"tol", tol.absolute}}));
 }
 
 // Nakanishi 2025's claim at this scale: standard attention fades with more keys, Scalable-Softmax does not.
@@ -270,22 +218,22 @@ std::string claim_verdict(const Curve& reference, const Curve& scalable) {
 // One group of findings: curves of one d_k that differ only in scaling (`extras` names what else they share).
 std::string findings(const Curves& panel, const std::string& extras) {
   std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.front().d_k, extras.empty() ? "" : ", " + extras);
+  // A row per scaling: each change, told seed by seed, and Scalable-Softmax against it at the longest length.
   report::Table t = preset_table("length.table_header");
-  const std::string weights = weight_text(panel, t);
-  const std::size_t longest = panel.front().pairs.empty() ? 0 : panel.front().pairs.back();
-  md += t.markdown() + "\n" + weights;
   const Curve* scalable = curve_of(panel, kScalable);
+  for (const Curve& curve : panel) {
+    const Change acc = change_of(curve, &LengthEval::accuracy), weight = change_of(curve, &LengthEval::max_prob_mean);
+    t.rows.push_back({curve.scale,
+                      curve.measured ? fmt::format("{} of {}", curve.learned, curve.measured)
+                                     : preset_text("length.not_measured_trained"),
+                      f2(acc.from) + " → " + f2(acc.to), acc.text("falls", "holds", "rises"),
+                      f2(weight.from) + " → " + f2(weight.to), weight.text("fades", "holds", "rises"),
+                      paired(scalable, curve, &LengthEval::max_prob_mean),
+                      paired(scalable, curve, &LengthEval::accuracy)});
+  }
+  md += t.markdown() + "\n";
   const Curve* reference = curve_of(panel, "sqrt_dk");
   if (!scalable) return md + preset_text("length.no_scalable", {{"scalable", kScalable}}) + "\n\n";
-  for (const auto& [key, field] : {std::pair{"length.weight_against", &LengthEval::max_prob_mean},
-                                   {"length.accuracy_against", &LengthEval::accuracy}}) {
-    const std::vector<std::string> against = paired_all(panel, *scalable, field);
-    if (!against.empty())
-      md += preset_text(key, {{"longest", longest},
-                              {"scalable", kScalable},
-                              {"list", fmt::format("{}", fmt::join(against, "; "))}}) +
-            "\n";
-  }
   if (reference) md += preset_text("length.claim", {{"verdict", claim_verdict(*reference, *scalable)}}) + "\n";
   return md + "\n";
 }
@@ -307,8 +255,9 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
                                                         : "length.trained_many",
                                   {{"lengths", fmt::format("{}", fmt::join(lengths, ", or at "))}}) +
                       " " + preset_text("length.positions") + "\n";
-  facts.markdown = preset_text("length.findings_legend",
-                               {{"margin", change_margin()}, {"probability", tolerance("probability").absolute}}) +
+  facts.markdown = preset_text("length.findings_legend", {{"margin", change_margin()},
+                                                          {"probability", tolerance("probability").absolute},
+                                                          {"accuracy", kLearned}}) +
                    "\n\n" + facts.markdown;
   return {accuracy, weight, facts};
 }

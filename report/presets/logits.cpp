@@ -32,18 +32,16 @@ Key key_of(const ArmStats& a, const LineLabels& labels) {
 struct Rule {
   const char *question, *subject, *baseline;
   bool across_optimizers;
-  const char* statistic;
-  Better better;
-  const char* tolerance;
+  PresetFinding finding;
 };
 const Rule kRules[] = {
-    {"a", "muon", "adamw", true, "max_logit_max", Better::higher, "logit_growth"},
-    {"b", "sqrt_dk", "", false, "max_logit_max", Better::lower, "share"},
-    {"b", "none", "", false, "max_logit_max", Better::lower, "share"},
-    {"c", "qk_clip", "sqrt_dk", false, "final_loss", Better::lower, "loss"},
-    {"d", "qk_norm:1", "qk_norm:inv_sqrt_dk", false, "entropy_first", Better::higher, "entropy"},
-    {"d", "qk_norm:1", "qk_norm:inv_sqrt_dk", false, "entropy_last", Better::higher, "entropy"},
-    {"d", "qk_norm:1", "qk_norm:inv_sqrt_dk", false, "final_loss", Better::lower, "loss"},
+    {"a", "muon", "adamw", true, {"max_logit_max", Better::higher, "logit_growth"}},
+    {"b", "sqrt_dk", "", false, {"max_logit_max", Better::lower, "share"}},
+    {"b", "none", "", false, {"max_logit_max", Better::lower, "share"}},
+    {"c", "qk_clip", "sqrt_dk", false, {"final_loss", Better::lower, "loss"}},
+    {"d", "qk_norm:1", "qk_norm:inv_sqrt_dk", false, {"entropy_first", Better::higher, "entropy"}},
+    {"d", "qk_norm:1", "qk_norm:inv_sqrt_dk", false, {"entropy_last", Better::higher, "entropy"}},
+    {"d", "qk_norm:1", "qk_norm:inv_sqrt_dk", false, {"final_loss", Better::lower, "loss"}},
 };
 
 double tau_of(const ArmStats& a) {
@@ -68,18 +66,12 @@ std::vector<Row> rows_of(const Comparison& c, const std::map<Key, const ArmStats
     const auto b = arms.find(other);
     if (*rule.baseline && b == arms.end()) continue;
     const ArmStats* base = *rule.baseline ? b->second : nullptr;
-    std::map<nlohmann::json, double> subject = by_seed(c, a->kept, rule.statistic), baseline;
-    for (const auto& [seed, v] : subject) baseline[seed] = tau_of(*a);
-    if (base) baseline = by_seed(c, base->kept, rule.statistic);
     if (std::string(rule.question) == "c") {
       const auto logits = by_seed(c, base->kept, "max_logit_max");
       const double tau = tau_of(*a);  // a structured binding cannot be captured in C++17 (Clang)
       if (std::none_of(logits.begin(), logits.end(), [&](const auto& p) { return p.second > tau; })) continue;
     }
-    Verdict v = compare_values(subject, baseline, rule.better, tolerance(rule.tolerance));
-    v.subject_value = a->stat(rule.statistic).mean;
-    v.baseline_value = base ? base->stat(rule.statistic).mean : tau_of(*a);
-    rows.push_back({a, base, v});
+    rows.push_back({a, base, judge(c, rule.finding, *a, base, tau_of(*a))});
   }
   return rows;
 }
@@ -93,30 +85,28 @@ std::string verdicts(const Comparison& c, const std::map<Key, const ArmStats*>& 
   std::string text;
   for (const Rule& rule : kRules) {
     // Counted per subject (two taus of qk_clip are two subjects) and place (the optimizer; for (a), the scaling).
-    std::map<std::pair<std::string, std::string>, std::pair<std::string, std::map<Outcome, std::size_t>>> counted;
+    std::map<std::pair<std::string, std::string>, std::pair<std::string, Tally>> counted;
     for (const Row& r : rows_of(c, arms, rule)) {
       const std::string where = rule.across_optimizers ? scale_label(*r.subject) : r.subject->optimizer();
       auto& [baseline, n] = counted[{rule.across_optimizers ? rule.subject : scale_label(*r.subject), where}];
       baseline = rule.across_optimizers ? rule.baseline : r.baseline ? scale_label(*r.baseline) : "tau";
-      ++n[r.v.outcome];
-      rows.rows.push_back(
-          {rule.question, setting_text(r.subject->settings, "task"), std::to_string(r.subject->d_k()), name(r.subject),
-           r.baseline ? name(r.baseline) : "tau", rule.statistic, value(r.v.subject_value), value(r.v.baseline_value),
-           fmt::format("{} / {} / {}", r.v.seeds_better, r.v.seeds_worse, r.v.seeds_same), outcome_name(r.v.outcome)});
+      n.add(r.v.outcome);
+      rows.rows.push_back({rule.question, setting_text(r.subject->settings, "task"), std::to_string(r.subject->d_k()),
+                           name(r.subject), r.baseline ? name(r.baseline) : "tau", rule.finding.statistic,
+                           value(r.v.subject_value), value(r.v.baseline_value),
+                           fmt::format("{} / {} / {}", r.v.seeds_better, r.v.seeds_worse, r.v.seeds_same),
+                           outcome_name(r.v.outcome)});
     }
     if (counted.empty())
       text += preset_text(std::string("logits.none_") + rule.question, {{"subject", rule.subject}}) + "\n";
-    for (auto& [place, count] : counted) {
-      auto& n = count.second;
-      const std::size_t better = n[Outcome::better], worse = n[Outcome::worse], same = n[Outcome::same],
-                        total = better + worse + same + n[Outcome::not_decided];
-      counts.rows.push_back({rule.question, place.first, count.first, rule.statistic, place.second,
-                             std::to_string(better), std::to_string(worse), std::to_string(same),
-                             std::to_string(n[Outcome::not_decided])});
-      const std::string answer = agreement(better, worse, same, total);
-      Fields f = outcome_fields(n);
-      f["subject"] = place.first, f["where"] = place.second;
-      text += preset_text(fmt::format("logits.{}_{}_{}", rule.question, rule.statistic, answer), f) + "\n";
+    for (const auto& [place, count] : counted) {
+      const Tally& n = count.second;
+      counts.rows.push_back({rule.question, place.first, count.first, rule.finding.statistic, place.second,
+                             std::to_string(n.better), std::to_string(n.worse), std::to_string(n.same),
+                             std::to_string(n.not_decided)});
+      text += preset_text(fmt::format("logits.{}_{}_{}", rule.question, rule.finding.statistic, n.agreement()),
+                          n.fields({{"subject", place.first}, {"where", place.second}})) +
+              "\n";
     }
   }
   return preset_text("logits.verdict_legend", {{"tau", kLargeLogit}}) + "\n\n" + text + "\n" + counts.markdown() +
@@ -130,16 +120,13 @@ void add_logit_figures(const Comparison& c, const LineLabels& labels, std::set<s
          return std::tuple{setting_text(a->settings, "task"), a->optimizer(), a->d_k()};
        })) {
     const auto& [task, optimizer, d_k] = panel;
-    const Fields where{{"task", task}, {"optimizer", optimizer}, {"d_k", d_k}};
-    SummaryFigure f =
-        preset_figure(unique_stem(taken, fmt::format("logits_max_logit_{}_{}_dk{}", task, optimizer, d_k)),
-                      "logits.logit", Axis::linear, Axis::log, where);
-    f.tabulate = false;
-    for (const ArmStats* a : members) {
-      f.lines.push_back(summary_line(labels(scale_label(*a), a->settings), a->scale()));
-      f.lines.back().points = logit_points(c, a->kept, a->kept.size());
-    }
-    s.figures.push_back(f);
+    std::vector<LinePoint> points;
+    for (const ArmStats* a : members)
+      add_line(points, labels(scale_label(*a), a->settings), a->scale(), logit_points(c, a->kept, a->kept.size()));
+    s.figures.push_back(lines_figure(
+        unique_stem(taken, fmt::format("logits_max_logit_{}_{}_dk{}", task, optimizer, d_k)), "logits.logit",
+        Axis::linear, Axis::log, points, {{"task", task}, {"optimizer", optimizer}, {"d_k", d_k}}));
+    s.figures.back().tabulate = false;
   }
 }
 
@@ -149,17 +136,14 @@ void add_d_k_figures(const Comparison& c, const LineLabels& labels, std::set<std
          return std::pair{setting_text(a->settings, "task"), a->optimizer()};
        }))
     for (const std::string statistic : {"final_loss", "entropy_last"}) {
-      SummaryFigure f = preset_figure(
-          unique_stem(taken, fmt::format("logits_{}_{}_{}", statistic, panel.first, panel.second)),
-          "logits." + statistic, Axis::log, Axis::linear, {{"task", panel.first}, {"optimizer", panel.second}});
-      for (const auto& [label, line_arms] :
-           group_by(members, [&](const ArmStats* a) { return labels(scale_label(*a), a->settings); })) {
-        SummaryLine& line = f.lines.emplace_back(summary_line(label, line_arms.front()->scale()));
-        for (const ArmStats* a : line_arms)
-          line.points.push_back(
-              mean_point(static_cast<double>(a->d_k()), a->stat(statistic), a->diverged_steps.size()));
-      }
-      s.figures.push_back(f);
+      std::vector<LinePoint> points;
+      for (const ArmStats* a : members)
+        points.push_back({labels(scale_label(*a), a->settings), a->scale(),
+                          mean_point(static_cast<double>(a->d_k()), a->stat(statistic), a->diverged_steps.size())});
+      s.figures.push_back(
+          lines_figure(unique_stem(taken, fmt::format("logits_{}_{}_{}", statistic, panel.first, panel.second)),
+                       "logits." + statistic, Axis::log, Axis::linear, points,
+                       {{"task", panel.first}, {"optimizer", panel.second}}));
     }
 }
 
@@ -170,10 +154,7 @@ std::vector<PresetSection> report(const PresetInput& in) {
   for (const ArmStats& a : c.arms) arms[key_of(a, labels)] = &a;
   PresetSection logits = preset_section("logits"), answers = preset_section("logits-verdicts");
   PresetSection ends = preset_section("logits-d-k", preset_text("logits.d_k_legend") + "\n");
-  if (arms.empty()) {
-    logits.markdown = preset_text("logits.no_run") + "\n";
-    return {logits};
-  }
+  if (arms.empty()) return {preset_section("logits", preset_text("logits.no_run") + "\n")};
   std::set<std::string> taken;
   add_logit_figures(c, labels, taken, logits);
   logits.markdown = preset_text("logits.logit_legend", {{"tau", kLargeLogit}}) + "\n";

@@ -47,7 +47,6 @@ struct Panel {
   std::vector<Curve> curves;  // in registry order (the arms' order)
   std::string stem;           // its figures' file stem, unique among the panels
   std::string title() const { return fmt::format("{}, d_k = {}", optimizer, d_k); }
-  std::string shown() const { return markdown_escape(title()); }  // the title in report.md's text
 };
 
 CurveFacts facts_of(const Comparison& c, const std::vector<const ArmStats*>& arms) {
@@ -117,16 +116,15 @@ std::vector<Panel> panels_of(const Comparison& c) {
 }
 
 SummaryFigure loss_figure(const Panel& panel) {
-  SummaryFigure f =
-      preset_figure("lr_final_loss_vs_lr_" + panel.stem, "lr.loss", Axis::log, Axis::log, {{"panel", panel.title()}});
-  for (const Curve& curve : panel.curves) {
-    SummaryLine& line = f.lines.emplace_back(summary_line(curve.label, curve.scale));
+  std::vector<LinePoint> points;
+  for (const Curve& curve : panel.curves)
     for (const ArmStats* arm : curve.arms) {
-      line.points.push_back(mean_point(arm->lr(), arm->stat("final_loss"), arm->diverged_steps.size()));
-      line.points.back().n = arm->kept.size();
+      points.push_back(
+          {curve.label, curve.scale, mean_point(arm->lr(), arm->stat("final_loss"), arm->diverged_steps.size())});
+      points.back().point.n = arm->kept.size();
     }
-  }
-  return f;
+  return lines_figure("lr_final_loss_vs_lr_" + panel.stem, "lr.loss", Axis::log, Axis::log, points,
+                      {{"panel", panel.title()}});
 }
 
 // "3 of 7 (0.001 to 0.01)"
@@ -137,21 +135,23 @@ std::string usable_text(const CurveFacts& f, std::size_t n_lrs) {
          (more ? preset_text("lr.usable_cell_more", {{"count", more}}) : "");
 }
 
-// One panel's sentence of the final-loss section: each scaling's lowest mean final loss, or that it diverged.
-std::string best_loss_line(const Panel& panel) {
-  std::vector<std::string> best, diverged;
-  for (const Curve& curve : panel.curves) {
-    if (std::isfinite(curve.f.best_objective))
-      best.push_back(fmt::format("{} at lr {} ({})", curve.label, g3(curve.f.best->lr()),
-                                 g3(curve.f.best->stat("final_loss").mean)));
-    else if (curve.f.all_diverged)
-      diverged.push_back(curve.label);
-  }
-  std::vector<std::string> parts;
-  if (!best.empty()) parts.push_back(preset_text("lr.best_loss", {{"list", fmt::format("{}", fmt::join(best, "; "))}}));
-  if (!diverged.empty()) parts.push_back(preset_text("lr.all_diverged", {{"list", join_and(diverged)}}));
-  if (parts.empty()) parts.push_back(preset_text("lr.none_measured"));
-  return fmt::format("- {}: {}.\n", panel.shown(), fmt::join(parts, "; "));
+// A curve's usable lrs against those of unscaled attention of its panel and extras, decided only when every seed
+// agrees: the fewest lrs one side may have (usable in every seed) against the most the other may have (in some seed).
+std::string against_reference(const Panel& panel, const Curve& curve) {
+  const auto ref = std::find_if(panel.curves.begin(), panel.curves.end(), [&](const Curve& other) {
+    return other.extras == curve.extras && is_reference_scale(other.scale);
+  });
+  if (ref == panel.curves.end()) return preset_text("lr.no_reference");
+  const CurveFacts &f = curve.f, &rf = ref->f;
+  const bool here = f.usable_all != f.usable_any, there = rf.usable_all != rf.usable_any;
+  if (&*ref == &curve) return "—";
+  if (curve.arms.size() != ref->arms.size()) return preset_text("lr.other_lrs");
+  if (f.usable_all > rf.usable_any) return preset_text("lr.wider", {{"this", f.usable_all}, {"ref", rf.usable_any}});
+  if (f.usable_any < rf.usable_all) return preset_text("lr.narrower", {{"this", f.usable_any}, {"ref", rf.usable_all}});
+  if (!here && !there) return preset_text("lr.same");
+  return preset_text("lr.seeds_disagree", {{"who", here && there ? curve.scale + " and of none"
+                                                   : here        ? curve.scale
+                                                                 : "none"}});
 }
 
 Table sensitivity_table(const std::vector<Panel>& panels) {
@@ -164,51 +164,11 @@ Table sensitivity_table(const std::vector<Panel>& panels) {
                         f.all_diverged ? "—" : g3(f.best->lr()),
                         f.all_diverged ? "every run diverged"
                                        : g3(f.best_objective) + (objective.n > 1 ? " ± " + g3(objective.sd) : ""),
-                        usable_text(f, curve.arms.size()), g3(f.sensitivity),
+                        usable_text(f, curve.arms.size()), against_reference(panel, curve), g3(f.sensitivity),
                         std::isfinite(f.highest_survived) ? g3(f.highest_survived) : "none",
                         f.highest_learned ? g3(f.highest_learned->lr()) : "none"});
     }
   return t;
-}
-
-// The sentence comparing the usable lrs of the curves of `panel` with `extras` against unscaled attention's.
-std::string usable_line(const Panel& panel, const std::string& extras) {
-  const std::string where = panel.shown() + (extras.empty() ? "" : ", " + extras);
-  const auto ref = std::find_if(panel.curves.begin(), panel.curves.end(), [&](const Curve& curve) {
-    return curve.extras == extras && is_reference_scale(curve.scale);
-  });
-  if (ref == panel.curves.end()) return preset_text("lr.no_reference", {{"where", where}}) + "\n";
-  const CurveFacts& rf = ref->f;
-  std::vector<std::string> wider, narrower, same, undecided;
-  for (const Curve& curve : panel.curves) {
-    if (&curve == &*ref || curve.extras != extras) continue;
-    const CurveFacts& f = curve.f;
-    const bool here = f.usable_all != f.usable_any, there = rf.usable_all != rf.usable_any;
-    if (curve.arms.size() != ref->arms.size())
-      undecided.push_back(preset_text("lr.other_lrs", {{"scale", curve.scale}}));
-    else if (f.usable_all > rf.usable_any)
-      wider.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_all, rf.usable_any));
-    else if (f.usable_any < rf.usable_all)
-      narrower.push_back(fmt::format("{} ({} vs {})", curve.scale, f.usable_any, rf.usable_all));
-    else if (!here && !there)
-      same.push_back(curve.scale);
-    else
-      undecided.push_back(preset_text("lr.seeds_disagree", {{"scale", curve.scale},
-                                                            {"who", here && there ? curve.scale + " and of none"
-                                                                    : here        ? curve.scale
-                                                                                  : "none"}}));
-  }
-  const std::size_t more = rf.usable_any - rf.usable_all;
-  std::string line = preset_text("lr.usable", {{"where", where},
-                                               {"all", rf.usable_all},
-                                               {"n", ref->arms.size()},
-                                               {"more", more ? preset_text("lr.usable_more", {{"count", more}}) : ""}});
-  // Decided only when every seed agrees: the fewest lrs one side may have (usable in every seed) against the most
-  // the other may have (usable in some seed), the counts shown in that order.
-  for (const auto& [key, list] :
-       {std::pair{"lr.wider", &wider}, {"lr.narrower", &narrower}, {"lr.same", &same}, {"lr.undecided", &undecided}})
-    if (!list->empty()) line += preset_text(key, {{"list", fmt::format("{}", fmt::join(*list, ", "))}});
-  return line + "\n";
 }
 
 // How the largest logit of the kept runs of one arm moves from the first logged step to the last: the last value
@@ -224,30 +184,25 @@ Verdict logit_trend(const Comparison& c, const ArmStats& arm, double& last_sum) 
   return compare_values(last, first, Better::higher, tolerance("logit_growth"));
 }
 
-// One curve's line of the logit figure `f` (at the highest lr it survives) and its sentence.
-std::string logit_sentence(const Comparison& c, const Curve& curve, SummaryFigure& f) {
-  if (!curve.f.highest_learned) {
-    const char* why = curve.f.all_diverged                      ? "lr.why_all_diverged"
-                      : std::isfinite(curve.f.highest_survived) ? "lr.why_not_learned"
-                                                                : "lr.why_diverged";
-    return preset_text("lr.no_survival", {{"label", curve.label}, {"why", preset_text(why)}});
-  }
-  const ArmStats& arm = *curve.f.highest_learned;
+// One curve's row of the logit table, and its line of the logit figure at the highest lr it survives.
+std::vector<std::string> logit_row(const Comparison& c, const Panel& panel, const Curve& curve,
+                                   std::vector<LinePoint>& points) {
+  const ArmStats* arm = curve.f.highest_learned;
+  const char* why = curve.f.all_diverged                      ? "lr.why_all_diverged"
+                    : std::isfinite(curve.f.highest_survived) ? "lr.why_not_learned"
+                                                              : "lr.why_diverged";
+  const std::string note = curve.f.survival_note.empty() ? "—" : curve.f.survival_note;
+  std::vector<std::string> row{
+      panel.optimizer, std::to_string(panel.d_k), curve.label, "none", preset_text(why), "—", note};
+  if (!arm) return row;
+  row[3] = g3(arm->lr()) + (arm == curve.arms.back() ? " (the highest tried)" : "");
   double last_sum = 0;
-  const Verdict v = logit_trend(c, arm, last_sum);
-  const std::size_t measured = v.n_shared;
-  f.lines.push_back(summary_line(fmt::format("{} lr={}", curve.label, g3(arm.lr())), curve.scale));
-  f.lines.back().points = logit_points(c, arm.kept, measured);
-  std::string s =
-      preset_text("lr.survived",
-                  {{"label", curve.label},
-                   {"lr", g3(arm.lr())},
-                   {"top", &arm == curve.arms.back() ? " (the highest tried)" : ""},
-                   {"trend", preset_text("lr.trend_" + agreement(v.seeds_better, v.seeds_worse, v.seeds_same, measured),
-                                         verdict_fields(v, {{"factor", logit_factor()}}))}});
-  if (measured) s += preset_text("lr.ending", {{"value", g3(last_sum / measured)}, {"n", measured}});
-  if (!curve.f.survival_note.empty()) s += preset_text("lr.survival_disagrees", {{"note", curve.f.survival_note}});
-  return s;
+  const Verdict v = logit_trend(c, *arm, last_sum);
+  add_line(points, fmt::format("{} lr={}", curve.label, g3(arm->lr())), curve.scale,
+           logit_points(c, arm->kept, v.n_shared));
+  row[4] = preset_text("lr.trend_" + Tally(v).agreement(), Tally(v).fields({{"factor", logit_factor()}}));
+  if (v.n_shared) row[5] = preset_text("lr.ending", {{"value", g3(last_sum / v.n_shared)}, {"n", v.n_shared}});
+  return row;
 }
 
 std::vector<PresetSection> report(const PresetInput& in) {
@@ -256,20 +211,17 @@ std::vector<PresetSection> report(const PresetInput& in) {
   PresetSection table =
       preset_section("lr-sensitivity-table", preset_text("lr.table_legend", {{"m", kUsableMargin}}) + "\n\n" +
                                                  sensitivity_table(panels).markdown() + "\n");
-  PresetSection logits = preset_section("lr-max-logit", preset_text("lr.logit_legend") + "\n\n");
+  PresetSection logits = preset_section("lr-max-logit");
+  Table survived = preset_table("lr.logit_header");
   for (const Panel& panel : panels) {
     loss.figures.push_back(loss_figure(panel));
-    loss.markdown += best_loss_line(panel);
-    for (const auto& [extras, curves] : group_by(panel.curves, [](const Curve& curve) { return curve.extras; }))
-      table.markdown += usable_line(panel, extras);
-    SummaryFigure f = preset_figure("lr_max_logit_vs_step_" + panel.stem, "lr.logit", Axis::linear, Axis::log,
-                                    {{"panel", panel.title()}});
-    f.tabulate = false;
-    std::vector<std::string> sentences;
-    for (const Curve& curve : panel.curves) sentences.push_back(logit_sentence(in.comparison, curve, f));
-    logits.figures.push_back(f);
-    logits.markdown += fmt::format("**{}.** {}.\n\n", panel.shown(), fmt::join(sentences, ". "));
+    std::vector<LinePoint> points;
+    for (const Curve& curve : panel.curves) survived.rows.push_back(logit_row(in.comparison, panel, curve, points));
+    logits.figures.push_back(lines_figure("lr_max_logit_vs_step_" + panel.stem, "lr.logit", Axis::linear, Axis::log,
+                                          points, {{"panel", panel.title()}}));
+    logits.figures.back().tabulate = false;
   }
+  logits.markdown = preset_text("lr.logit_legend") + "\n\n" + survived.markdown() + "\n";
   return {loss, table, logits};
 }
 

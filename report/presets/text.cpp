@@ -31,60 +31,51 @@ std::size_t setting(const nlohmann::json& s, const char* key) {
 // The held-out loss against d_k: one line per scaling and family (n_heads varying at the widest d_model, d_model
 // varying at one head); the point both families share is on both.
 SummaryFigure loss_figure(const std::vector<TextArm>& arms, std::size_t wide) {
-  SummaryFigure f = preset_figure("text_eval_loss_vs_d_k", "text.loss", Axis::log, Axis::linear, {{"wide", wide}});
-  std::vector<std::pair<std::string, const TextArm*>> on_lines;
+  std::vector<LinePoint> points;
   for (const TextArm& a : arms)
-    for (const bool heads_family : {true, false})
-      if (heads_family ? a.d_model == wide : a.n_heads == 1)
-        on_lines.push_back({a.scale + (heads_family ? ", heads" : ", width"), &a});
-  for (auto [label, members] : group_by(on_lines, [](const auto& p) { return p.first; })) {
-    std::stable_sort(members.begin(), members.end(),
-                     [](const auto& x, const auto& y) { return x.second->d_k < y.second->d_k; });
-    SummaryLine& line = f.lines.emplace_back(summary_line(label, members.front().second->scale));
-    for (const auto& member : members)
-      line.points.push_back(mean_point(static_cast<double>(member.second->d_k), member.second->eval_loss(), 0, true));
-  }
-  return f;
+    for (const bool heads : {true, false})
+      if (heads ? a.d_model == wide : a.n_heads == 1)
+        points.push_back({a.scale + (heads ? ", heads" : ", width"), a.scale,
+                          mean_point(static_cast<double>(a.d_k), a.eval_loss(), 0, true)});
+  return lines_figure("text_eval_loss_vs_d_k", "text.loss", Axis::log, Axis::linear, points, {{"wide", wide}});
 }
 
-Table arm_rows(const std::vector<TextArm>& arms) {
+// Each scaled arm's held-out loss against the unscaled arm of the same model, seed by seed.
+std::map<const ArmStats*, Outcome> against_unscaled(const Comparison& c, const std::vector<TextArm>& arms) {
+  std::map<const ArmStats*, Outcome> out;
+  for (const TextArm& ref : arms)
+    for (const TextArm& a : arms)
+      if (is_reference_scale(ref.scale) && &a != &ref && a.name() == ref.name())
+        out[a.stats] = judge(c, {"final_eval_loss", Better::lower, "loss"}, *a.stats, ref.stats).outcome;
+  return out;
+}
+
+// A row per arm, its held-out loss with its verdict against unscaled attention of the same model.
+Table arm_rows(const std::vector<TextArm>& arms, const std::map<const ArmStats*, Outcome>& verdicts) {
   Table t = preset_table("text.table_header");
   for (const TextArm& a : arms)
-    t.rows.push_back(
-        {std::to_string(a.d_model), std::to_string(a.n_heads), std::to_string(a.d_k), a.scale, format_seeds(*a.stats),
-         format_mean_sd(a.eval_loss()), format_mean_sd(a.stats->stat("final_loss")),
-         format_percent(a.stats->stat("saturated_first").mean), format_percent(a.stats->stat("saturated_last").mean),
-         train::format_number(a.stats->stat("entropy_last").mean, 2)});
+    t.rows.push_back({std::to_string(a.d_model), std::to_string(a.n_heads), std::to_string(a.d_k), a.scale,
+                      format_seeds(*a.stats), format_mean_sd(a.eval_loss()),
+                      verdicts.count(a.stats) ? preset_text("text." + outcome_key(verdicts.at(a.stats))) : "—",
+                      format_mean_sd(a.stats->stat("final_loss")),
+                      format_percent(a.stats->stat("saturated_first").mean),
+                      format_percent(a.stats->stat("saturated_last").mean),
+                      train::format_number(a.stats->stat("entropy_last").mean, 2)});
   return t;
 }
 
-// Each scaling's held-out loss against the unscaled arm of the same model, seed by seed: the counts per outcome, a
-// reading of them, and a line per pair.
-std::string verdict_text(const Comparison& c, const std::vector<TextArm>& arms) {
-  std::map<Outcome, std::size_t> count;
-  std::size_t n = 0;
-  std::string lines;
-  for (const TextArm& ref : arms)
-    for (const TextArm& a : arms) {
-      if (!is_reference_scale(ref.scale) || &a == &ref || a.name() != ref.name()) continue;
-      const auto seeds = [&](const TextArm& arm) { return by_seed(c, arm.stats->kept, "final_eval_loss"); };
-      const Outcome o = compare_values(seeds(a), seeds(ref), Better::lower, tolerance("loss")).outcome;
-      ++count[o], ++n;
-      Fields f{{"arm", a.name()}, {"subject", a.scale}, {"baseline", ref.scale}};
-      f["said"] = preset_text("text." + outcome_key(o), f);
-      f["subject_value"] = format_mean_sd(a.eval_loss()), f["baseline_value"] = format_mean_sd(ref.eval_loss());
-      lines += preset_text("text.pair", f) + "\n";
-    }
-  if (n == 0) return preset_text("text.no_pair") + "\n";
-  const std::size_t better = count[Outcome::better], worse = count[Outcome::worse];
-  const Fields fields = outcome_fields(count);
-  return preset_text("text.counts", fields) + "\n\n" +
-         preset_text(better == n                 ? "text.story_holds"
-                     : worse == 0 && better == 0 ? "text.story_not_shown"
-                     : worse > 0                 ? "text.story_contradicted"
-                                                 : "text.story_in_part",
-                     fields) +
-         "\n\n" + lines + "\n";
+// The verdicts counted per outcome, and a reading of them.
+std::string verdict_text(const std::map<const ArmStats*, Outcome>& verdicts) {
+  Tally count;
+  for (const auto& arm_outcome : verdicts) count.add(arm_outcome.second);
+  if (count.n() == 0) return preset_text("text.no_pair") + "\n\n";
+  return preset_text("text.counts", count.fields()) + "\n\n" +
+         preset_text(count.better == count.n()               ? "text.story_holds"
+                     : count.worse == 0 && count.better == 0 ? "text.story_not_shown"
+                     : count.worse > 0                       ? "text.story_contradicted"
+                                                             : "text.story_in_part",
+                     count.fields()) +
+         "\n\n";
 }
 
 // `text` in a fenced block that no line of it can close: the fence is longer than any run of backticks in it. Control
@@ -135,12 +126,11 @@ std::vector<PresetSection> report(const PresetInput& in) {
     wide = std::max(wide, arms.back().d_model);
   }
   PresetSection s = preset_section("text");
-  if (arms.empty()) {
-    s.markdown = preset_text("text.no_run") + "\n";
-    return {s};
-  }
+  if (arms.empty()) return {preset_section("text", preset_text("text.no_run") + "\n")};
   s.figures.push_back(loss_figure(arms, wide));
-  s.markdown = verdict_text(c, arms) + preset_text("text.saturated") + "\n\n" + arm_rows(arms).markdown() + "\n";
+  const std::map<const ArmStats*, Outcome> verdicts = against_unscaled(c, arms);
+  s.markdown =
+      verdict_text(verdicts) + preset_text("text.saturated") + "\n\n" + arm_rows(arms, verdicts).markdown() + "\n";
   return {s, preset_section("text-samples", samples(c, arms))};
 }
 

@@ -95,27 +95,24 @@ void add_loss_figures(const std::vector<Line>& lines, PresetSection& s) {
   for (const Line& line : lines) {
     std::string suffix;  // the extras (values from config.json), as a file name's part bounded by safe_file_stem
     for (char ch : line.extras) suffix += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-    SummaryFigure f =
-        preset_figure(safe_file_stem("width_loss_vs_lr_" + line.scale + (line.scale == "dk" ? "_mup" : "_sp") +
-                                     (suffix.empty() ? "" : "_" + suffix)),
-                      "width.loss", Axis::log, Axis::linear, {{"line", line.name}});
-    for (const auto& [width, by_lr] : line.cells) {
-      SummaryLine& curve = f.lines.emplace_back(summary_line("d_model=" + std::to_string(width), line.scale));
+    std::vector<LinePoint> points;
+    for (const auto& [width, by_lr] : line.cells)
       for (const auto& [lr, arm] : by_lr)
-        curve.points.push_back(mean_point(lr, arm->stat("final_loss"), arm->diverged_steps.size(), true));
-    }
-    s.figures.push_back(f);
+        points.push_back({"d_model=" + std::to_string(width), line.scale,
+                          mean_point(lr, arm->stat("final_loss"), arm->diverged_steps.size(), true)});
+    s.figures.push_back(
+        lines_figure(safe_file_stem("width_loss_vs_lr_" + line.scale + (line.scale == "dk" ? "_mup" : "_sp") +
+                                    (suffix.empty() ? "" : "_" + suffix)),
+                     "width.loss", Axis::log, Axis::linear, points, {{"line", line.name}}));
   }
 }
 
 // The best lr against width, one curve per line, and the table of the best lrs.
 void add_best_lrs(const std::vector<Line>& lines, PresetSection& s, Table& t) {
-  SummaryFigure f = preset_figure("width_best_lr_vs_d_k", "width.best", Axis::log, Axis::log);
-  f.error_bar_sd = false;
-  for (const Line& line : lines) {
-    SummaryLine& curve = f.lines.emplace_back(summary_line(line.name, line.scale));
+  std::vector<LinePoint> points;
+  for (const Line& line : lines)
     for (const auto& [width, b] : line.best) {
-      curve.points.push_back(SummaryPoint{static_cast<double>(width), b.lr, b.lo, b.hi, b.seeds, 0});
+      points.push_back({line.name, line.scale, SummaryPoint{static_cast<double>(width), b.lr, b.lo, b.hi, b.seeds, 0}});
       t.rows.push_back({line.name, std::to_string(width),
                         std::isfinite(b.lr)    ? lr_text(b.lr) + (b.decided ? "" : " (not decided)")
                         : b.diverged == b.runs ? "none (every run diverged)"
@@ -125,8 +122,8 @@ void add_best_lrs(const std::vector<Line>& lines, PresetSection& s, Table& t) {
                                              : lr_text(b.lo) + " to " + lr_text(b.hi),
                         train::format_number(b.objective, 3), fmt::format("{} of {}", b.diverged, b.runs)});
     }
-  }
-  s.figures.push_back(f);
+  s.figures.push_back(lines_figure("width_best_lr_vs_d_k", "width.best", Axis::log, Axis::log, points));
+  s.figures.back().error_bar_sd = false;
 }
 
 // How far the best lr moves across the widths where the seeds agree, one sentence per line; sets each line's spread.
@@ -150,16 +147,14 @@ std::string spread_text(std::vector<Line>& lines) {
     }
     const auto [lo, hi] = std::minmax_element(decided.begin(), decided.end(),
                                               [](const auto& a, const auto& b) { return a.second < b.second; });
-    const double factor = line.spread = hi->second / lo->second;
+    line.spread = hi->second / lo->second;
     text += preset_text("width.moves", {{"lr_first", lr_text(decided.front().second)},
                                         {"first", decided.front().first},
                                         {"lr_last", lr_text(decided.back().second)},
-                                        {"last", decided.back().first}}) +
-            preset_text(factor == 1 ? "width.same_everywhere" : "width.spans", {{"factor", factor}}) +
-            (undecided.empty()
-                 ? ""
-                 : preset_text("width.undecided_at", {{"list", fmt::format("{}", fmt::join(undecided, ", "))}})) +
-            "." + (edge ? preset_text("width.edge") : "") + "\n";
+                                        {"last", decided.back().first},
+                                        {"factor", line.spread}}) +
+            (undecided.empty() ? "" : preset_text("width.undecided_at", {{"list", join_and(undecided)}})) + "." +
+            (edge ? preset_text("width.edge") : "") + "\n";
   }
   return text;
 }
@@ -191,10 +186,7 @@ std::string claims_text(const std::vector<Line>& lines) {
 std::vector<PresetSection> report(const PresetInput& in) {
   std::vector<Line> lines = lines_of(in.comparison);
   PresetSection s = preset_section("width");
-  if (lines.empty()) {
-    s.markdown = preset_text("width.no_run") + "\n";
-    return {s};
-  }
+  if (lines.empty()) return {preset_section("width", preset_text("width.no_run") + "\n")};
   add_loss_figures(lines, s);
   Table t = preset_table("width.table_header");
   add_best_lrs(lines, s, t);

@@ -1,5 +1,5 @@
 // explain.html's own script: reads what `xgrad explain` measured (the page's JSON block, written by
-// report/explain_html.cpp) and walks through the argument for 1/sqrt(d_k) in five sections, drawing its figures with
+// report/explain_output.cpp) and walks through the argument for 1/sqrt(d_k) in five sections, drawing its figures with
 // uPlot and the attention heatmaps on canvases. Embedded in the page by the build (report/web/embed.cmake); runs from
 // file:// with no network. Text from the data is only ever set as textContent, never parsed as HTML.
 // window.xgradExplain exposes the state the browser test (tests/browser/explain_page_test.js) checks.
@@ -490,10 +490,10 @@
 
   var verdictClasses = { holds: 1, fails: 1, partly: 1 };
   function sectionEl(s) {
-    var cls = verdictClasses[s.verdict_class] ? s.verdict_class : "unknown";
+    var v = s.verdict || {}, cls = verdictClasses[v.verdict_class] ? v.verdict_class : "unknown";
     var head = append(el("h2"), [el("span", "number", s.number), document.createTextNode(" " + (s.title || ""))]);
-    var verdict = append(el("p", "verdict " + cls), [el("strong", "verdict-label", s.verdict || ""),
-                                                    el("span", "verdict-text", s.verdict_text || "")]);
+    var verdict = append(el("p", "verdict " + cls), [el("strong", "verdict-label", v.verdict || ""),
+                                                    el("span", "verdict-text", v.text || "")]);
     var figures = append(el("div", "figures"), (s.figures || []).map(figureBox));
     var section = append(el("section", "step"), [head, verdict, el("p", "claim", s.claim || "")]
         .concat((s.paragraphs || []).map(function (p) { return el("p", "paragraph", p); }), [figures]));

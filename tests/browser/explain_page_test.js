@@ -36,8 +36,8 @@ async function checkSections(page, data) {
   check(shown.length === 5 && data.sections.length === 5, `five sections shown (${shown.length})`);
   shown.forEach((s, i) => {
     const want = data.sections[i] || {};
-    check(s.id === "section-" + want.id && s.number === String(i + 1) && s.verdict === want.verdict &&
-          s.verdict.trim() !== "" && s.text.trim() !== "" && s.cls === want.verdict_class,
+    check(s.id === "section-" + want.id && s.number === String(i + 1) && s.verdict === want.verdict.verdict &&
+          s.verdict.trim() !== "" && s.text.trim() !== "" && s.cls === want.verdict.verdict_class,
           `section ${i + 1} (${want.id}): verdict "${s.verdict}" (${s.cls}) with its text`);
     check(JSON.stringify(s.figures) === JSON.stringify(want.figures), `section ${i + 1} shows its figures in order ` +
           `(${s.figures})`);
