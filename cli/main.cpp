@@ -41,7 +41,7 @@
 #include "platform/signals.h"
 #include "report/compare.h"
 #include "report/explain.h"
-#include "report/probe.h"
+#include "report/explain_measure.h"
 #include "report/stats.h"
 #include "report/tables.h"
 #include "report/tensorboard_export.h"

@@ -78,4 +78,7 @@ std::vector<ArmMeasurement> measure_arms(const train::TrainConfig& base, const s
 std::vector<ArmMeasurement> probe(const train::TrainConfig& base, const std::vector<std::size_t>& d_ks,
                                   const std::vector<std::string>& scales);
 
+/// probe's table: arm_table's forward columns (report/explain_figures.h) as text, and what they mean.
+std::string format_probe_table(const std::vector<ArmMeasurement>& arms);
+
 }  // namespace xgrad::report

@@ -10,7 +10,6 @@
 #include "report/explain.h"
 #include "report/explain_figures.h"
 #include "report/plots.h"
-#include "report/probe.h"
 #include "report/standalone_page.h"
 #include "report/tables.h"
 #include "report/web_assets.h"

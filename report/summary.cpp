@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "report/probe.h"
+#include "report/explain_measure.h"
 #include "report/tables.h"
 #include "report/text.h"
 #include "train/config.h"
@@ -97,7 +97,7 @@ SummaryFigure step0_vs_d_k(const Comparison& c, bool entropy) {
       const RunRecord& run = c.runs[runs.front()];
       try {
         const train::TrainConfig config = train::TrainConfig::from_json(run.config, run.dir + "/config.json");
-        const std::vector<ProbeRow> rows = probe(config, {d_k}, {config.model.scale});
+        const std::vector<ArmMeasurement> rows = probe(config, {d_k}, {config.model.scale});
         theory.points.push_back({static_cast<double>(d_k), rows.front().theory_std, kNoValue, kNoValue, 1, 0});
       } catch (const std::exception& e) {
         no_theory_d_k.push_back(std::to_string(d_k));

@@ -13,7 +13,6 @@
 #include "autograd/kernels/softmax.h"
 #include "report/explain.h"
 #include "report/explain_figures.h"
-#include "report/probe.h"
 #include "support/fake_run.h"
 #include "support/temp_dir.h"
 
