@@ -1,5 +1,6 @@
 #include "report/compare.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -53,8 +54,6 @@ void check_baseline(Comparison& c) {
   throw std::invalid_argument("compare: --baseline: no arm has " + c.axis + " " + escape_name(c.baseline) +
                               "; the arms hold " + values);
 }
-
-std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& out);
 
 // A sweep reader's refusal as a note's reason: without the "DIR: " that names the command line's argument.
 std::string reason(const std::string& error) { return error.rfind("DIR: ", 0) == 0 ? error.substr(5) : error; }
@@ -166,29 +165,37 @@ void print_tables(const Comparison& c, const CompareOptions& options, const Foun
   for (const auto& line : duplicate_seed_warnings(c)) out << "warning: duplicate seed: " << line << "\n";
 }
 
-// The preset every input records, only when all record the same one; else context.preset_note says why not.
-void choose_preset(const std::vector<std::string>& inputs, ReportContext& context, std::ostream& out) {
-  std::vector<std::pair<std::string, PresetRecord>> records;
-  for (const std::string& input : inputs) records.push_back({input, read_preset_record(input)});
+// The preset every input records, only when all record the same one, and its sections, their figures named apart from
+// the others' (names from data reduce alike); else context.preset_note says why none are written.
+void preset_sections(const Comparison& c, const CompareOptions& options, const fs::path& out_dir,
+                     ReportContext& context, std::ostream& out) {
   std::vector<std::string> problems, named;
-  bool same = true;
-  for (const auto& [input, record] : records) {
-    if (!record.problem.empty()) problems.push_back(record.problem);
-    named.push_back(input + ": " + (record.name.empty() ? "no preset" : record.text()));
-    same = same && record.name == records.front().second.name && record.quick == records.front().second.quick;
+  std::vector<PresetRecord> records;
+  for (const std::string& input : options.inputs) {
+    records.push_back(read_preset_record(input));
+    if (!records.back().problem.empty()) problems.push_back(records.back().problem);
+    named.push_back(input + ": " + (records.back().name.empty() ? "no preset" : records.back().text()));
   }
-  if (!problems.empty()) {
-    context.preset_note = fmt::format("{}: no preset sections are written", fmt::join(problems, "; "));
-  } else if (!same) {
-    context.preset_note = text("report", "presets_differ", {{"list", fmt::format("{}", fmt::join(named, ", "))}});
-  } else {
-    context.preset = records.front().second;
+  const bool same = std::all_of(records.begin(), records.end(), [&](const PresetRecord& r) {
+    return r.name == records.front().name && r.quick == records.front().quick;
+  });
+  const auto& registry = Registry<PresetReport>::instance();
+  const PresetReport* preset = registry.find(records.front().name);
+  try {
+    if (!problems.empty())
+      context.preset_note = fmt::format("{}: no preset sections are written", fmt::join(problems, "; "));
+    else if (!same)
+      context.preset_note = text("report", "presets_differ", {{"list", fmt::format("{}", fmt::join(named, ", "))}});
+    else if ((context.preset = records.front()).name.empty())
+      return;
+    else if (!preset)
+      context.preset_note =
+          text("report", "preset_unknown", {{"name", context.preset.name}, {"names", registry.joined_names()}});
+    else if (preset->sections)
+      context.preset_sections = preset->sections(PresetInput{c, context.preset.quick, out_dir.string()});
+  } catch (const std::exception& e) {
+    context.preset_note = "the sections of preset '" + context.preset.name + "' could not be computed: " + e.what();
   }
-  if (!context.preset_note.empty()) out << "warning: " << context.preset_note << "\n";
-}
-
-// A preset's figure named as another one already is (names from data reduce alike) is numbered apart.
-void unique_figure_names(ReportContext& context) {
   std::set<std::string> taken;
   for (const PlotFigure& f : plot_figures()) taken.insert(f.name);
   for (const SummaryFigure& f : context.summary) taken.insert(f.name);
@@ -197,41 +204,23 @@ void unique_figure_names(ReportContext& context) {
       const std::string base = f.name;
       for (int k = 2; !taken.insert(f.name).second; ++k) f.name = fmt::format("{}-{}", base, k);
     }
-}
-
-void compute_preset_sections(const Comparison& c, const fs::path& out_dir, ReportContext& context, std::ostream& out) {
-  if (context.preset.name.empty()) return;
-  const PresetReport* preset = Registry<PresetReport>::instance().find(context.preset.name);
-  try {
-    if (!preset)
-      context.preset_note =
-          text("report", "preset_unknown",
-               {{"name", context.preset.name}, {"names", Registry<PresetReport>::instance().joined_names()}});
-    else if (preset->sections)
-      context.preset_sections = preset->sections(PresetInput{c, context.preset.quick, out_dir.string()});
-  } catch (const std::exception& e) {
-    context.preset_note = "the sections of preset '" + context.preset.name + "' could not be computed: " + e.what();
-  }
-  unique_figure_names(context);
-  const std::string quick = context.preset.quick ? " (quick)" : "";
-  if (!context.preset_note.empty())
-    out << "warning: " << context.preset_note << "\n";
-  else if (context.preset_sections.empty())
-    out << "preset " << context.preset.name << quick << ": no sections of its own; the usual report\n";
-  else
-    out << "preset " << context.preset.name << quick << ": " << context.preset_sections.size()
-        << " section(s) of its own at the top of report.md\n";
+  const Fields f{{"name", context.preset.name},
+                 {"quick", context.preset.quick ? " (quick)" : ""},
+                 {"sections", context.preset_sections.size()}};
+  out << (!context.preset_note.empty()      ? "warning: " + context.preset_note
+          : context.preset_sections.empty() ? text("report", "preset_printed_alone", f)
+                                            : text("report", "preset_printed", f))
+      << "\n";
 }
 
 // Every figure into new_plots, their notes naming plots_dir, where they will be.
 void draw_plots(const Comparison& c, const fs::path& new_plots, const fs::path& plots_dir, ReportContext& context,
                 std::ostream& out) {
   context.plots = write_plots(c, new_plots.string());
-  write_summary_plots(context.summary, new_plots.string(), context.plots);
-  std::vector<SummaryFigure> preset_figures;
+  std::vector<SummaryFigure> figures = context.summary;
   for (const PresetSection& section : context.preset_sections)
-    preset_figures.insert(preset_figures.end(), section.figures.begin(), section.figures.end());
-  write_summary_plots(preset_figures, new_plots.string(), context.plots);
+    figures.insert(figures.end(), section.figures.begin(), section.figures.end());
+  write_summary_plots(figures, new_plots.string(), context.plots);
   for (std::size_t at; (at = context.plots.note.find(new_plots.string())) != std::string::npos;)
     context.plots.note.replace(at, new_plots.string().size(), plots_dir.string());
   for (const auto& w : context.plots.warnings) out << "warning: plots: " << w << "\n";
@@ -242,20 +231,8 @@ void draw_plots(const Comparison& c, const fs::path& new_plots, const fs::path& 
         << " figures (PNG and SVG) in " << plots_dir.string() << "\n";
 }
 
-// Stop signals held: the old report or the new one; should a file's rename fail, the old plots go back in place.
-void commit_report(platform::StagedDirectory* plots, platform::StagedFile& report, platform::StagedFile& page) {
-  const platform::StopSignalsHeld held;
-  if (plots) plots->commit();
-  try {
-    report.commit();
-    page.commit();
-  } catch (const std::runtime_error&) {
-    if (plots) plots->undo();
-    throw;
-  }
-}
-
-// Everything is written beside its final place, renamed in at the end (commit_report).
+// Everything is written beside its final place and renamed in at the end with stop signals held: the old report or
+// the new one; should a file's rename fail, the old plots go back in place.
 HtmlOutcome write_report(const Comparison& c, const fs::path& out_dir, bool plots, ReportContext& context,
                          std::ostream& out) {
   platform::remove_abandoned_temporaries(out_dir);
@@ -268,7 +245,15 @@ HtmlOutcome write_report(const Comparison& c, const fs::path& out_dir, bool plot
   report.write(escape_control(report_markdown(c, context), true));
   report.finish();
   const HtmlOutcome html = write_report_html(c, context, page);
-  commit_report(new_plots ? &*new_plots : nullptr, report, page);
+  const platform::StopSignalsHeld held;
+  if (new_plots) new_plots->commit();
+  try {
+    report.commit();
+    page.commit();
+  } catch (const std::runtime_error&) {
+    if (new_plots) new_plots->undo();
+    throw;
+  }
   return html;
 }
 
@@ -278,10 +263,8 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   search.include_unlisted = options.include_unlisted;
   const FoundRuns found = find_run_dirs(options.inputs, search);
   ReportContext context;
-  std::vector<RunRecord> runs = load_runs(found.dirs, context, out);
-  const std::size_t n_runs = runs.size();
-  Comparison c =
-      analyse_runs(std::move(runs), options.loss_threshold, options.accuracy_threshold, options.threshold_window);
+  Comparison c = analyse_runs(load_runs(found.dirs, context, out), options.loss_threshold, options.accuracy_threshold,
+                              options.threshold_window);
   c.axis = options.axis;
   c.baseline = options.baseline;
   check_baseline(c);
@@ -294,8 +277,7 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   context.explain_page = explain_page(out_dir, options.inputs);
   context.summary = summary_figures(c);
   context.verdicts = judge(c, c.axis, baseline_of(c));  // once, for report.md and report.html
-  choose_preset(options.inputs, context, out);
-  compute_preset_sections(c, out_dir, context, out);
+  preset_sections(c, options, out_dir, context, out);
   HtmlOutcome html;
   try {
     html = write_report(c, out_dir, options.plots, context, out);
@@ -306,7 +288,7 @@ std::size_t run_compare_unescaped(const CompareOptions& options, std::ostream& o
   out << "report: " << (out_dir / "report.md").string() << "\n";
   out << "page: " << (out_dir / "report.html").string() << " (" << (html.bytes + 500) / 1000
       << " kB; open it in a browser, no server needed)\n";
-  return n_runs;
+  return c.runs.size();
 }
 
 }  // namespace

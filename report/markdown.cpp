@@ -39,13 +39,6 @@ std::string bullets(const std::vector<std::string>& items, bool data, const std:
   return md.empty() ? md : md + "\n";
 }
 
-std::string run_status(const RunRecord& run) {
-  std::string s;
-  if (run.diverged) s = fmt::format("diverged at step {}", run.diverged_step);
-  if (run.incomplete) s += (s.empty() ? "" : "; ") + std::string("incomplete: ") + run.incomplete_reason;
-  return s.empty() ? "complete" : s;
-}
-
 std::string shown_path(const std::string& dir, const std::string& out_dir) {
   std::error_code ec;
   const fs::path rel = fs::proximate(dir, out_dir, ec);
@@ -55,7 +48,21 @@ std::string shown_path(const std::string& dir, const std::string& out_dir) {
 // A paragraph of report.md from report/text/report.md.
 std::string para(const std::string& key, const Fields& fields = {}) { return text("report", key, fields) + "\n\n"; }
 
+std::string heading(const std::string& key, const Fields& fields = {}) {
+  return text("report", "heading_" + key, fields);
+}
+
 std::string finding_text(const std::string& key, const Fields& fields = {}) { return text("findings", key, fields); }
+
+std::string details(const std::string& summary, const std::string& body) {
+  return "<details><summary>" + summary + "</summary>\n\n" + body + "</details>\n\n";
+}
+
+// A note of compare as a paragraph, what it lists behind a disclosure.
+std::string note_markdown(const Note& note) {
+  const std::string md = "**Note:** " + markdown_escape(note.text) + ".\n\n";
+  return note.items.empty() ? md : md + details(fmt::format("list ({})", note.items.size()), bullets(note.items, true));
+}
 
 // A verdict with nothing to say: a statistic neither arm has (no W_q columns), or a share of events none had.
 bool says_nothing(const Verdict& v) {
@@ -91,8 +98,6 @@ auto verdicts_by_pair(const Comparison& c, const std::vector<Verdict>& all) {
   return pairs;
 }
 
-std::string num(std::size_t n) { return std::to_string(n); }
-
 // A finding says at most this many words (whitespace-separated tokens): read at a glance, its details a link away.
 constexpr std::size_t kMaxWords = 40;
 
@@ -101,51 +106,30 @@ std::size_t words(const std::string& text) {
   return static_cast<std::size_t>(std::distance(std::istream_iterator<std::string>(in), {}));
 }
 
-// How the verdicts of one claim came out over the comparisons of two compared values.
-struct Tally {
+// The verdicts of one compared value against another ("sqrt_dk" against "unscaled"): their names, its verdicts.
+using Pair = std::pair<std::pair<std::string, std::string>, std::vector<Verdict>>;
+
+std::vector<Pair> pairs(const Comparison& c, const std::vector<Verdict>& verdicts) {
+  return group_by(verdicts, [&](const Verdict& v) {
+    return std::make_pair(arm_name(c, c.arms[v.subject]), arm_name(c, c.arms[v.baseline]));
+  });
+}
+
+// How the verdicts of one claim came out over the comparisons of a pair.
+struct ClaimCount {
   std::size_t n = 0, valued = 0;    // valued: both arms have a value
   std::array<std::size_t, 5> of{};  // per Outcome (better, worse, same, not decided), then both solved apart
-  void add(const Verdict& v) {
-    ++n;
-    valued += std::isfinite(v.subject_value) && std::isfinite(v.baseline_value) ? 1 : 0;
-    ++of[v.why_not == "both_solved" ? 4 : static_cast<std::size_t>(v.outcome)];
+  bool spoken = false;              // some verdict says something (says_nothing)
+  ClaimCount(const Pair& p, const std::string& claim) {
+    for (const Verdict& v : p.second) {
+      if (v.claim != claim) continue;
+      ++n;
+      valued += std::isfinite(v.subject_value) && std::isfinite(v.baseline_value) ? 1 : 0;
+      ++of[v.why_not == "both_solved" ? 4 : static_cast<std::size_t>(v.outcome)];
+      spoken = spoken || !says_nothing(v);
+    }
   }
 };
-
-// The verdicts of one compared value against another ("sqrt_dk" against "unscaled"), tallied per claim.
-struct PairTally {
-  std::string subject, baseline;
-  std::map<std::string, Tally> of_claim;
-  std::set<std::string> spoken;  // the claims with a verdict that says something
-  const Tally& operator[](const std::string& claim) const {
-    static const Tally none;
-    const auto it = of_claim.find(claim);
-    return it == of_claim.end() ? none : it->second;
-  }
-};
-
-std::vector<PairTally> tally(const Comparison& c, const std::vector<Verdict>& verdicts) {
-  std::vector<PairTally> out;
-  for (const Verdict& v : verdicts) {
-    const std::string s = arm_name(c, c.arms[v.subject]), b = arm_name(c, c.arms[v.baseline]);
-    auto it =
-        std::find_if(out.begin(), out.end(), [&](const PairTally& p) { return p.subject == s && p.baseline == b; });
-    if (it == out.end()) it = out.insert(out.end(), PairTally{s, b, {}, {}});
-    it->of_claim[v.claim].add(v);
-    if (!says_nothing(v)) it->spoken.insert(v.claim);
-  }
-  return out;
-}
-
-// ", as well in 2, not decided in 1": the outcomes besides better that some comparison had.
-std::string tails(const std::string& claim, const Tally& t) {
-  std::string out;
-  for (const auto& [key, i] :
-       {std::pair<std::string, int>{"same", 2}, {"worse", 1}, {"not_decided", 3}, {"both_solved", 4}})
-    if (t.of[i])
-      out += finding_text(has_text("findings", claim + "." + key) ? claim + "." + key : key, {{"count", num(t.of[i])}});
-  return out;
-}
 
 // A finding, and when it gives way to keep to ten: rank 1 first (saturation past the third group), 2 gradient
 // counts, 3 the first three groups' saturation, 4 final-loss counts; 0 never.
@@ -156,39 +140,42 @@ struct Finding {
 };
 
 // In how many comparisons of one pair the subject's gradient is larger: at step 0, before the threshold, overall.
-std::string gradient_text(const PairTally& p) {
-  const std::size_t n = std::max(p["more_gradient_w_q"].valued, p["more_gradient_w_k"].valued);
-  Fields f{{"subject", p.subject}, {"baseline", p.baseline}, {"comparisons", counted(n, "comparison")}};
+std::string gradient_text(const Pair& p) {
+  const std::size_t n = std::max(ClaimCount(p, "more_gradient_w_q").valued, ClaimCount(p, "more_gradient_w_k").valued);
+  Fields f{{"subject", p.first.first}, {"baseline", p.first.second}, {"comparisons", counted(n, "comparison")}};
   for (const std::string w : {"q", "k"})  // "q_step0": more_gradient_step0_w_q, ... "k_all": more_gradient_w_k
     for (const auto& [when, infix] :
          {std::pair<std::string, std::string>{"step0", "step0_"}, {"before", "before_loss_"}, {"all", ""}}) {
-      const Tally& t = p["more_gradient_" + infix + "w_" + w];
-      f.emplace(w + "_" + when, num(t.of[0]) + "/" + num(t.of[1]));
+      const ClaimCount t(p, "more_gradient_" + infix + "w_" + w);
+      f.emplace(w + "_" + when, fmt::format("{}/{}", t.of[0], t.of[1]));
     }
-  std::string text = finding_text("gradient", f);
-  const Tally& zero = p["fewer_zero_gradients_w_q"];
-  if (p.spoken.count("fewer_zero_gradients_w_q"))
-    text += finding_text("gradient_zero", {{"better", num(zero.of[0])}, {"worse", num(zero.of[1])}});
-  return text + ".";
+  const ClaimCount zero(p, "fewer_zero_gradients_w_q");
+  const std::string tail =
+      zero.spoken ? finding_text("gradient_zero", {{"better", zero.of[0]}, {"worse", zero.of[1]}}) : "";
+  return finding_text("gradient", f) + tail + ".";
 }
 
-// "sqrt_dk trains better than unscaled in 2 of 3 comparisons, as well in 1.", linking to the glossary's `term`.
-FindingLine counted_finding(const PairTally& p, const std::string& claim, const std::string& term) {
-  const Tally& t = p[claim];
-  const Fields f{{"subject", p.subject},
-                 {"baseline", p.baseline},
-                 {"comparisons", counted(t.n, "comparison")},
-                 {"better", num(t.of[0])}};
-  return {finding_text(claim, f) + tails(claim, t) + ".", "story", glossary_anchor(term)};
+// "sqrt_dk trains better than unscaled in 2 of 3 comparisons, as well in 1.", linking to the glossary's `term`;
+// each outcome besides better that some comparison had is a tail, worded for the claim.
+FindingLine counted_finding(const Pair& p, const std::string& claim, const std::string& term) {
+  const ClaimCount t(p, claim);
+  std::string text = finding_text(claim, {{"subject", p.first.first},
+                                          {"baseline", p.first.second},
+                                          {"comparisons", counted(t.n, "comparison")},
+                                          {"better", t.of[0]}});
+  for (const auto& [key, i] :
+       {std::pair<std::string, int>{"same", 2}, {"worse", 1}, {"not_decided", 3}, {"both_solved", 4}})
+    if (t.of[i]) text += finding_text(claim + "." + key, {{"count", t.of[i]}});
+  return {text + ".", "story", glossary_anchor(term)};
 }
 
 // Per pair of compared values: how often the subject trains better and gets more gradient; or why none is compared.
-void pair_findings(const Comparison& c, const std::vector<PairTally>& tallies, std::vector<Finding>& out) {
-  for (const PairTally& p : tallies) {
-    if (p["trains_better"].n == 0) continue;
-    out.push_back({counted_finding(p, "trains_better", "tolerance loss"), 4, p.subject});
-    if (p.spoken.count("more_gradient_w_q") || p.spoken.count("more_gradient_w_k"))
-      out.push_back({{gradient_text(p), "story", glossary_anchor("tolerance gradient")}, 2, p.subject});
+void pair_findings(const Comparison& c, const std::vector<Pair>& tallies, std::vector<Finding>& out) {
+  for (const Pair& p : tallies) {
+    if (ClaimCount(p, "trains_better").n == 0) continue;
+    out.push_back({counted_finding(p, "trains_better", "tolerance loss"), 4, p.first.first});
+    if (ClaimCount(p, "more_gradient_w_q").spoken || ClaimCount(p, "more_gradient_w_k").spoken)
+      out.push_back({{gradient_text(p), "story", glossary_anchor("tolerance gradient")}, 2, p.first.first});
   }
   if (!out.empty()) return;
   std::set<std::string> values;
@@ -201,79 +188,58 @@ void pair_findings(const Comparison& c, const std::vector<PairTally>& tallies, s
   out.push_back({{text + ".", "story", glossary_anchor("arm")}});
 }
 
-// One scaling's cells of a saturation line, one per d_k.
-struct SaturationCells {
-  std::vector<std::string> entropy, saturated, grad;
-  bool any_entropy = false, any_saturated = false, any_grad = false;
-};
-SaturationCells saturation_cells(const Comparison& c, const std::vector<const ArmStats*>& arms,
-                                 const std::set<std::size_t>& d_ks) {
-  SaturationCells cells;
-  for (auto d : d_ks) {
-    std::vector<double> entropy, saturated;
-    double lo = kNoValue, hi = kNoValue;
-    for (const ArmStats* arm : arms) {
-      if (arm->d_k() != d) continue;
-      for (auto i : arm->kept)
-        if (c.stats[i]["first_measured_step"] == 0) {
-          entropy.push_back(c.stats[i]["entropy_first"]);
-          saturated.push_back(c.stats[i]["saturated_first"]);
-        }
-      const double m = arm->stat("score_grad_relative").median;
-      if (std::isfinite(m)) lo = std::fmin(lo, m), hi = std::fmax(hi, m);  // fmin/fmax: NaN (none yet) gives way
-    }
-    const MeanSd me = mean_sd(entropy), ms = mean_sd(saturated);
-    cells.any_entropy = cells.any_entropy || me.n > 0;
-    cells.any_saturated = cells.any_saturated || ms.n > 0;
-    cells.any_grad = cells.any_grad || std::isfinite(lo);
-    cells.entropy.push_back(me.n ? format_number(me.mean, 2) : "—");
-    cells.saturated.push_back(ms.n ? format_percent(ms.mean) : "—");
-    cells.grad.push_back(!std::isfinite(lo) ? "—"
-                         : lo == hi         ? short_number(lo)
-                                            : short_number(lo) + "–" + short_number(hi));
-  }
-  return cells;
-}
-
-// The saturation and score-gradient lines of one group of arms, per scaling (reference first) and d_k.
+// The saturation and score-gradient findings of one group of arms: per scaling (reference first) its values per d_k.
 void group_saturation(const Comparison& c, const std::vector<const ArmStats*>& group, const std::string& prefix,
                       int gives_way, std::vector<Finding>& out) {
   std::set<std::size_t> d_ks;
   for (const ArmStats* arm : group) d_ks.insert(arm->d_k());
-  std::vector<std::string> entropy, saturated, grad;
+  std::array<std::vector<std::string>, 3> values;  // entropy, saturated, score gradient: "unscaled 0.68/0.12", ...
   bool any_saturated = false;
   for (const auto& [s, arms] : group_by(group, [](const ArmStats* arm) { return arm->scale(); })) {
-    const SaturationCells cells = saturation_cells(c, arms, d_ks);
-    any_saturated = any_saturated || cells.any_saturated;
-    const std::string name = is_reference_scale(s) ? "unscaled " : s + " ";
-    if (cells.any_entropy) {
-      entropy.push_back(name + join(cells.entropy, "/"));
-      saturated.push_back(name + join(cells.saturated, "/"));
+    std::array<std::vector<std::string>, 3> cells;  // per d_k
+    std::array<bool, 3> any{};
+    for (auto d : d_ks) {
+      std::array<std::vector<double>, 2> first;  // entropy_first, saturated_first of the runs measured at step 0
+      double lo = kNoValue, hi = kNoValue;
+      for (const ArmStats* arm : arms) {
+        if (arm->d_k() != d) continue;
+        for (auto i : arm->kept)
+          if (c.stats[i]["first_measured_step"] == 0)
+            first[0].push_back(c.stats[i]["entropy_first"]), first[1].push_back(c.stats[i]["saturated_first"]);
+        const double m = arm->stat("score_grad_relative").median;
+        if (std::isfinite(m)) lo = std::fmin(lo, m), hi = std::fmax(hi, m);  // fmin/fmax: NaN (none yet) gives way
+      }
+      const MeanSd me = mean_sd(first[0]), ms = mean_sd(first[1]);
+      any = {any[0] || me.n > 0, any[1] || ms.n > 0, any[2] || std::isfinite(lo)};
+      cells[0].push_back(me.n ? format_number(me.mean, 2) : "—");
+      cells[1].push_back(ms.n ? format_percent(ms.mean) : "—");
+      cells[2].push_back(!std::isfinite(lo) ? "—"
+                         : lo == hi         ? short_number(lo)
+                                            : short_number(lo) + "–" + short_number(hi));
     }
-    if (cells.any_grad) grad.push_back(name + join(cells.grad, "/"));
+    any_saturated = any_saturated || any[1];
+    const std::string name = is_reference_scale(s) ? "unscaled " : s + " ";
+    for (std::size_t k = 0; k < 3; ++k)  // entropy and saturation shown together, where entropy was measured
+      if (any[k == 1 ? 0 : k]) values[k].push_back(name + join(cells[k], "/"));
   }
-  const Fields at{{"prefix", prefix}, {"d_ks", fmt::format("{}", fmt::join(d_ks, "/"))}};
+  Fields f{{"prefix", prefix}, {"d_ks", fmt::format("{}", fmt::join(d_ks, "/"))}, {"values", join(values[0], ", ")}};
   // The numbers are in the arm table; the summary figures draw entropy and saturation against d_k when there are two.
   // The score gradient's figure draws it over all steps, not relative to the loss: its numbers are the table's.
   const std::string where = d_ks.size() >= 2 ? "summary-figures" : "results";
-  if (!entropy.empty()) {
-    Fields f = at;
-    f.emplace("values", join(entropy, ", "));
+  if (!values[0].empty()) {
     std::string text = finding_text("saturation", f);
-    const std::string tail = finding_text("saturated", {{"values", join(saturated, ", ")}});
+    const std::string tail = finding_text("saturated", {{"values", join(values[1], ", ")}});
     const bool fits = words(text + tail) < kMaxWords;
     if (any_saturated && fits) text += tail;
     out.push_back({{text + ".", where, glossary_anchor("entropy_first")}, gives_way});
-    f.at("values") = join(saturated, ", ");
+    f.at("values") = join(values[1], ", ");
     if (any_saturated && !fits)
       out.push_back({{finding_text("saturated_line", f) + ".", where, glossary_anchor("saturated_first")}, gives_way});
   }
-  if (!grad.empty()) {
-    Fields f = at;
-    f.emplace("values", join(grad, ", "));
+  f.at("values") = join(values[2], ", ");
+  if (!values[2].empty())
     out.push_back(
         {{finding_text("score_gradient", f) + ".", "results", glossary_anchor("score_grad_relative")}, gives_way});
-  }
 }
 
 // Saturation and score gradient per group of arms alike but in scale, d_k, optimizer and lr: a number pooled over
@@ -291,12 +257,22 @@ void saturation_findings(const Comparison& c, std::vector<Finding>& out) {
                      out);
 }
 
-Finding runs_finding(const Comparison& c) {
+// The runs counted for report.md's first line and its runs finding.
+Fields run_counts(const Comparison& c) {
   std::size_t diverged = 0, incomplete = 0;
   for (const auto& run : c.runs) diverged += run.diverged ? 1 : 0, incomplete += run.incomplete ? 1 : 0;
-  const Fields f{{"diverged", num(diverged)}, {"runs", counted(c.runs.size(), "run")}};
-  std::string text = finding_text(diverged ? "runs_diverged" : "runs_none_diverged", f);
-  if (incomplete) text += finding_text("runs_incomplete", {{"count", num(incomplete)}});
+  return {{"runs", counted(c.runs.size(), "run")},
+          {"arms", counted(c.arms.size(), "arm")},
+          {"complete", c.runs.size() - incomplete},
+          {"incomplete", incomplete},
+          {"diverged", diverged}};
+}
+
+Finding runs_finding(const Comparison& c) {
+  const Fields f = run_counts(c);
+  const auto n = [&f](const char* key) { return std::get<long long>(f.at(key).value); };
+  std::string text = finding_text(n("diverged") ? "runs_diverged" : "runs_none_diverged", f);
+  if (n("incomplete")) text += finding_text("runs_incomplete", f);
   return {{text + ".", "runs-read", glossary_anchor("diverged run")}};
 }
 
@@ -328,11 +304,8 @@ std::vector<FindingLine> at_most_ten(const std::vector<Finding>& all) {
     if (!trains_out.empty()) what.push_back(finding_text("left_out_trains", {{"names", join(trains_out, ", ")}}));
     if (ranks.count(2)) what.push_back(finding_text("left_out_gradient"));
     if (ranks.count(1) || ranks.count(3)) what.push_back(finding_text("left_out_saturation"));
-    out.insert(
-        out.end() - 1,
-        {finding_text("left_out", {{"findings", counted(left_out.size(), "finding")}, {"what", join(what, "; ")}}) +
-             ".",
-         anchor, glossary_anchor("arm")});
+    const Fields f{{"findings", counted(left_out.size(), "finding")}, {"what", join(what, "; ")}};
+    out.insert(out.end() - 1, {finding_text("left_out", f) + ".", anchor, glossary_anchor("arm")});
   }
   return out;
 }
@@ -403,52 +376,28 @@ std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
   return md + bullets(f.notes, true, "Note: ", ".");
 }
 
-std::string summary_section(const ReportContext& ctx) {
-  std::string md = "<a id=\"summary-figures\"></a>\n\n## Summary figures\n\n";
-  if (ctx.summary.empty()) return md + para("no_summary_figure");
-  for (const SummaryFigure& f : ctx.summary) md += figure_markdown(f, ctx);
+std::string figures_markdown(const std::vector<SummaryFigure>& figures, const ReportContext& ctx) {
+  std::string md;
+  for (const SummaryFigure& f : figures) md += figure_markdown(f, ctx);
   return md;
 }
 
-std::string runs_summary(const Comparison& c, const ReportContext& ctx) {
-  std::size_t diverged = 0, incomplete = 0;
-  for (const auto& run : c.runs) diverged += run.diverged ? 1 : 0, incomplete += run.incomplete ? 1 : 0;
-  std::string md = para("runs_read", {{"runs", counted(c.runs.size(), "run")},
-                                      {"arms", counted(c.arms.size(), "arm")},
-                                      {"complete", c.runs.size() - incomplete},
-                                      {"incomplete", incomplete},
-                                      {"diverged", diverged}});
-  for (const Note& note : ctx.sweep_notes) {
-    md += "**Note:** " + markdown_escape(note.text) + ".\n\n";
-    if (note.items.empty()) continue;
-    md += fmt::format("<details><summary>list ({})</summary>\n\n", note.items.size());
-    md += bullets(note.items, true) + "</details>\n\n";
-  }
+// The runs and arms read, the sweeps' notes, the explain page and the preset.
+std::string intro_markdown(const Comparison& c, const ReportContext& ctx) {
+  std::string md = para("runs_read", run_counts(c));
+  for (const Note& note : ctx.sweep_notes) md += note_markdown(note);
   if (!ctx.explain_page.empty())
     md += para("explain_link", {{"page", markdown_escape(ctx.explain_page)}, {"url", url_path(ctx.explain_page)}});
-  return md;
-}
-
-std::string preset_part(const ReportContext& ctx) {
-  std::string md;
   if (!ctx.preset.name.empty())
     md += para(!ctx.preset_sections.empty() ? "preset_first"
                : ctx.preset_note.empty()    ? "preset_alone"
                                             : "preset",
                {{"name", ctx.preset.name}, {"quick", ctx.preset.quick ? text("report", "preset_quick") : ""}});
-  if (!ctx.preset_note.empty()) md += "**Note:** " + markdown_escape(ctx.preset_note) + ".\n\n";
-  for (const PresetSection& section : ctx.preset_sections) {
-    md += "<a id=\"" + section.anchor + "\"></a>\n\n## " + section.title + "\n\n";
-    for (const SummaryFigure& f : section.figures) md += figure_markdown(f, ctx);
-    md += section.markdown;
-    if (!section.markdown.empty() && section.markdown.back() != '\n') md += "\n";
-    md += "\n";
-  }
-  return md;
+  return md + (ctx.preset_note.empty() ? "" : note_markdown({ctx.preset_note}));
 }
 
-std::string findings_section(const Comparison& c, const std::vector<Verdict>& verdicts) {
-  std::string md = "## Findings\n\n";
+std::string findings_markdown(const Comparison& c, const std::vector<Verdict>& verdicts) {
+  std::string md;
   for (const FindingLine& f : findings(c, verdicts))
     md += "- " + markdown_text(f.text) + " ([rule](#" + f.glossary + "), [details](#" + f.anchor + "))\n";
   return md + "\n" + finding_text("glossary_link") + "\n\n";
@@ -460,32 +409,34 @@ std::string glossary_entry(const std::string& term, const std::string& definitio
   return "- <a id=\"" + glossary_anchor(term) + "\"></a>**" + markdown_text(term) + "**: " + definition + "\n";
 }
 
-// The loss thresholds of the arms: as given, or per task half its chance loss.
-std::string loss_thresholds(const Comparison& c, const ReportContext& ctx) {
+// The glossary's terms: the loss thresholds of the arms as given, or per task half its chance loss.
+std::string glossary_terms(const Comparison& c, const ReportContext& ctx) {
   std::set<std::string> thresholds;
   for (const ArmStats& arm : c.arms)
-    thresholds.insert(ctx.loss_threshold_option >= 0
-                          ? glossary_text("loss_threshold_given", {{"value", format_number(arm.loss_threshold)}})
-                          : glossary_text("loss_threshold_task", {{"value", format_number(arm.loss_threshold)},
-                                                                  {"task", setting_text(arm.settings, "task")}}));
-  return join(std::vector<std::string>(thresholds.begin(), thresholds.end()), ", ");
-}
-
-// One definition per term, statistic and tolerance, each with the anchor the findings and table headers link to.
-std::string glossary_section(const Comparison& c, const ReportContext& ctx) {
-  std::string md = "<a id=\"glossary\"></a>\n\n## Glossary\n\n";
-  const Fields fields{{"window", num(c.window)},
-                      {"loss_thresholds", loss_thresholds(c, ctx)},
+    thresholds.insert(
+        glossary_text(ctx.loss_threshold_option >= 0 ? "loss_threshold_given" : "loss_threshold_task",
+                      {{"value", format_number(arm.loss_threshold)}, {"task", setting_text(arm.settings, "task")}}));
+  const Fields fields{{"window", c.window},
+                      {"loss_thresholds", join({thresholds.begin(), thresholds.end()}, ", ")},
                       {"diverged_factor", fmt::format("{:g}", train::kDivergedLossFactor)},
                       {"accuracy", fmt::format("{:g}", c.accuracy_threshold)},
                       {"solved_loss", fmt::format("{:g}", kSolvedLoss)}};
+  std::string md;
   for (const TextLine& l : text_lines("glossary"))
     if (l.section == "Terms") md += glossary_entry(l.key, fill(l.text, fields));
-  md += "\n### " + glossary_text("statistics") + "\n\n";
+  return md + "\n";
+}
+
+std::string glossary_statistics() {
+  std::string md;
   for (const Statistic& s : statistics())
     md += glossary_entry(statistic_name(s.name, "w"),
                          fill(s.description, {{"w", glossary_text("weight")}, {"large_logit", kLargeLogit}}));
-  md += "\n### " + glossary_text("tolerances") + "\n\n";
+  return md + "\n";
+}
+
+std::string glossary_tolerances() {
+  std::string md;
   for (const Tolerance& t : tolerances()) {
     const Fields f{{"relative", fmt::format("{:g}%", 100 * t.relative)},
                    {"absolute", t.absolute > 0 ? glossary_text("tolerance_absolute",
@@ -498,72 +449,40 @@ std::string glossary_section(const Comparison& c, const ReportContext& ctx) {
   return md + "\n";
 }
 
-// The table of arms, the summary figures, duplicate seeds and the LR sensitivity table.
-std::string results_section(const Comparison& c, const ReportContext& ctx) {
-  std::string md = "<a id=\"results\"></a>\n\n## Results by arm\n\n" + arm_table(c).markdown() + "\n";
-  md += summary_section(ctx);
-  const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir, true);
-  if (!duplicates.empty()) md += para("duplicate_seeds") + bullets(duplicates, false);
-  const Table lr = lr_table(c);
-  if (!lr.rows.empty())
-    md += "<a id=\"lr-sensitivity\"></a>\n\n### Learning-rate sensitivity\n\n" + lr.markdown() + "\n";
-
-  return md;
-}
-
-std::string scale_modes_section(const Comparison& c) {
-  const auto unpaired = no_comparison_notes(c);
-  if (unpaired.empty()) return "";
-  std::string md = "<a id=\"scale-modes\"></a>\n\n## Arms without a comparison\n\n";
-  return md + bullets(unpaired, false, "", ".");
-}
-
 // Per claim and subject, how many comparisons came out better, worse, the same and not decided.
 Table claims_table(const Comparison& c, const std::vector<Verdict>& verdicts) {
-  Table t;
-  t.plain_cells = true;
-  t.header = {"claim", c.axis, "better", "worse", "same", "not decided"};
-  for (const auto& [key, list] : group_by(telling(verdicts), [&](const Verdict* v) {
-         return std::make_pair(claim_label(*v), arm_name(c, c.arms[v->subject]));
-       })) {
-    std::array<std::size_t, 4> n{};
-    for (const Verdict* v : list) ++n[static_cast<std::size_t>(v->outcome)];
-    t.rows.push_back({key.first, key.second, num(n[0]), num(n[1]), num(n[2]), num(n[3])});
-  }
-  return t;
+  using Group = std::pair<std::pair<std::string, std::string>, std::vector<const Verdict*>>;
+  std::vector<Column<Group>> columns{{"claim", "", [](const Group& g) { return g.first.first; }},
+                                     {c.axis, "", [](const Group& g) { return g.first.second; }}};
+  for (const Outcome o : {Outcome::better, Outcome::worse, Outcome::same, Outcome::not_decided})
+    columns.push_back({outcome_name(o), outcome_name(o), [o](const Group& g) {
+                         return std::to_string(std::count_if(g.second.begin(), g.second.end(),
+                                                             [o](const Verdict* v) { return v->outcome == o; }));
+                       }});
+  return column_table(
+      group_by(telling(verdicts),
+               [&](const Verdict* v) { return std::make_pair(claim_label(*v), arm_name(c, c.arms[v->subject])); }),
+      columns);
 }
 
-std::string story_section(const Comparison& c, const std::vector<Verdict>& verdicts) {
-  const std::string baseline = baseline_of(c);
-  // The baseline is judged against only where an arm holds it; elsewhere every two values are.
-  const bool held = std::any_of(verdicts.begin(), verdicts.end(), [&](const Verdict& v) {
-    return setting_text(c.arms[v.baseline].settings, c.axis) == baseline;
-  });
-  std::string md =
-      "<a id=\"story\"></a>\n\n## Claims " +
-      (held ? "against " + markdown_text(escape_name(c.axis == "scale" ? baseline : c.axis + "=" + baseline))
-            : "of each " + c.axis + " against the others") +
-      "\n\n";
-  if (held && c.axis == "scale" && is_reference_scale(baseline)) md += para("usual_story");
+// The claims counted per subject, every verdict behind a disclosure.
+std::string story_markdown(const Comparison& c, const std::vector<Verdict>& verdicts, bool held) {
+  std::string md = held && c.axis == "scale" && is_reference_scale(baseline_of(c)) ? para("usual_story") : "";
   const Table table = claims_table(c, verdicts);
   const Fields axis{{"axis", markdown_name(c.axis)}};
   if (table.rows.empty()) return md + para("no_claim", axis);
-  md += para("claims_counted", axis) + table.markdown() + "\n<details><summary>" + text("report", "every_verdict") +
-        "</summary>\n\n";
+  std::string every;
   for (const auto& [head, list] : verdicts_by_pair(c, verdicts)) {
-    md += "- " + markdown_text(head.substr(0, head.size() - 2)) + ":\n";
-    for (const Verdict* v : list) md += "  - " + markdown_text(verdict_sentence(c, *v)) + "\n";
+    every += "- " + markdown_text(head.substr(0, head.size() - 2)) + ":\n";
+    for (const Verdict* v : list) every += "  - " + markdown_text(verdict_sentence(c, *v)) + "\n";
   }
-  md += "\n</details>\n\n";
-  bool single_seed = false;
-  for (const ArmStats& arm : c.arms) single_seed = single_seed || arm.n_seeds < 2;
-  if (single_seed) md += para("single_seed");
-  return md;
+  md += para("claims_counted", axis) + table.markdown() + "\n" + details(text("report", "every_verdict"), every + "\n");
+  const bool single_seed = std::any_of(c.arms.begin(), c.arms.end(), [](const ArmStats& a) { return a.n_seeds < 2; });
+  return md + (single_seed ? para("single_seed") : "");
 }
 
-std::string plots_section(const ReportContext& ctx) {
-  std::string md = "## Plots\n\n";
-  if (!ctx.plots_requested) md += para("no_plots");
+std::string plots_markdown(const ReportContext& ctx) {
+  std::string md = ctx.plots_requested ? "" : para("no_plots");
   if (!ctx.plots.note.empty()) md += "Note: " + ctx.plots.note + "\n\n";
   for (const auto& fig : ctx.plots.drawn)
     md += fmt::format("### {}\n\n{}.\n\n", fig.name, fig.caption) + figure_image(fig.name, fig.name);
@@ -571,22 +490,40 @@ std::string plots_section(const ReportContext& ctx) {
 }
 
 // Every run read, its arm and status, and the directories that could not be read.
-std::string runs_read_section(const Comparison& c, const ReportContext& ctx) {
-  std::string md = "<a id=\"runs-read\"></a>\n\n## Runs read\n\n";
-  Table runs;
-  runs.header = {"run", "arm", "seed", "steps", "status"};
-  const auto extra = distinguishing_keys(c.arms);
-  std::map<std::size_t, const ArmStats*> arm_of_run;
+std::string runs_markdown(const Comparison& c, const ReportContext& ctx) {
+  std::map<std::size_t, const ArmStats*> arm_of_run;  // by index into c.runs, the rows column_table passes
   for (const ArmStats& arm : c.arms)
     for (auto i : arm.runs) arm_of_run[i] = &arm;
-  for (std::size_t i = 0; i < c.runs.size(); ++i) {
-    const RunRecord& run = c.runs[i];
-    runs.rows.push_back({markdown_name(shown_path(run.dir, ctx.out_dir)),
-                         markdown_name(arm_label(*arm_of_run[i], extra)), setting_text(run.config, "seed"),
-                         fmt::format("{}/{}", run.series.size(), run.steps_planned), run_status(run)});
-  }
-  md += runs.markdown() + "\n";
-  return md + (ctx.skipped.empty() ? "" : "Skipped (unreadable):\n\n" + bullets(ctx.skipped, true));
+  const auto extra = distinguishing_keys(c.arms);
+  const std::vector<Column<RunRecord>> columns{
+      {"run", "", [&](const RunRecord& r) { return escape_name(shown_path(r.dir, ctx.out_dir)); }},
+      {"arm", "arm",
+       [&](const RunRecord& r) { return escape_name(arm_label(*arm_of_run[&r - c.runs.data()], extra)); }},
+      {"seed", "seed", [](const RunRecord& r) { return setting_text(r.config, "seed"); }},
+      {"steps", "", [](const RunRecord& r) { return fmt::format("{}/{}", r.series.size(), r.steps_planned); }},
+      {"status", "diverged run", [](const RunRecord& r) {
+         std::string s = r.diverged ? fmt::format("diverged at step {}", r.diverged_step) : "";
+         if (r.incomplete) s += (s.empty() ? "" : "; ") + std::string("incomplete: ") + r.incomplete_reason;
+         return s.empty() ? std::string("complete") : s;
+       }}};
+  const std::string md = column_table(c.runs, columns).markdown() + "\n";
+  return md + (ctx.skipped.empty() ? "" : para("skipped") + bullets(ctx.skipped, true));
+}
+
+// A section of report.md: its anchor ("" none), heading ("" none) at `level`, and markdown; left out when empty.
+struct Section {
+  std::string anchor, title, body;
+  int level = 2;
+};
+
+std::string render(const std::vector<Section>& sections) {
+  std::string md;
+  for (const Section& s : sections)
+    if (!s.body.empty())
+      md += (s.anchor.empty() ? "" : "<a id=\"" + s.anchor + "\"></a>\n\n") +
+            (s.title.empty() ? "" : std::string(static_cast<std::size_t>(s.level), '#') + " " + s.title + "\n\n") +
+            s.body;
+  return md;
 }
 
 }  // namespace
@@ -625,11 +562,12 @@ StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& all) {
 std::vector<FindingLine> findings(const Comparison& c, const std::vector<Verdict>& verdicts) {
   if (c.runs.empty()) return {};
   std::vector<Finding> out;
-  const std::vector<PairTally> tallies = tally(c, verdicts);
+  const std::vector<Pair> tallies = pairs(c, verdicts);
   pair_findings(c, tallies, out);
   saturation_findings(c, out);
-  for (const PairTally& p : tallies)
-    if (p["less_lr_sensitive"].n) out.push_back({counted_finding(p, "less_lr_sensitive", "LR sensitivity")});
+  for (const Pair& p : tallies)
+    if (ClaimCount(p, "less_lr_sensitive").n)
+      out.push_back({counted_finding(p, "less_lr_sensitive", "LR sensitivity")});
   out.push_back(runs_finding(c));
   return at_most_ten(std::move(out));
 }
@@ -667,11 +605,40 @@ std::vector<Verdict> report_verdicts(const Comparison& c, const ReportContext& c
   return context.verdicts ? *context.verdicts : judge(c, c.axis, baseline_of(c));
 }
 
+// report.md as a list of sections: the preset's own first, then the findings, their details and the glossary.
 std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   const std::vector<Verdict> verdicts = report_verdicts(c, ctx);
-  return "# xgrad compare: attention scaling report\n\n" + runs_summary(c, ctx) + preset_part(ctx) +
-         findings_section(c, verdicts) + results_section(c, ctx) + scale_modes_section(c) + story_section(c, verdicts) +
-         plots_section(ctx) + runs_read_section(c, ctx) + glossary_section(c, ctx);
+  std::vector<Section> sections{{"", heading("report"), intro_markdown(c, ctx), 1}};
+  for (const PresetSection& s : ctx.preset_sections)
+    sections.push_back({s.anchor, s.title,
+                        figures_markdown(s.figures, ctx) + s.markdown +
+                            (s.markdown.empty() || s.markdown.back() == '\n' ? "\n" : "\n\n")});
+  // The baseline is judged against only where an arm holds it; elsewhere every two values are.
+  const std::string baseline = baseline_of(c);
+  const bool held = std::any_of(verdicts.begin(), verdicts.end(), [&](const Verdict& v) {
+    return setting_text(c.arms[v.baseline].settings, c.axis) == baseline;
+  });
+  const std::string against = markdown_text(escape_name(c.axis == "scale" ? baseline : c.axis + "=" + baseline));
+  const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir, true);
+  const Table lr = lr_table(c);
+  sections.insert(
+      sections.end(),
+      {{"findings", heading("findings"), findings_markdown(c, verdicts)},
+       {"results", heading("results"),
+        arm_table(c).markdown() + "\n" +
+            (duplicates.empty() ? "" : para("duplicate_seeds") + bullets(duplicates, false))},
+       {"summary-figures", heading("summary_figures"),
+        ctx.summary.empty() ? para("no_summary_figure") : figures_markdown(ctx.summary, ctx)},
+       {"lr-sensitivity", heading("lr_sensitivity"), lr.rows.empty() ? "" : lr.markdown() + "\n"},
+       {"scale-modes", heading("scale_modes"), bullets(no_comparison_notes(c), false, "", ".")},
+       {"story", held ? heading("story", {{"baseline", against}}) : heading("story_each", {{"axis", c.axis}}),
+        story_markdown(c, verdicts, held)},
+       {"plots", heading("plots"), plots_markdown(ctx)},
+       {"runs-read", heading("runs_read"), runs_markdown(c, ctx)},
+       {"glossary", heading("glossary"), glossary_terms(c, ctx)},
+       {"", glossary_text("statistics"), glossary_statistics(), 3},
+       {"", glossary_text("tolerances"), glossary_tolerances(), 3}});
+  return render(sections);
 }
 
 }  // namespace xgrad::report

@@ -42,22 +42,17 @@ double common_loss_threshold(const Comparison& c) {
 }
 
 // The settings columns both tables start with: d_k, scale, optimizer, lr (arm table only), the distinguishing keys.
-Table settings_table(const Comparison& c, bool with_lr, const std::vector<std::string>& rest) {
-  const auto extra = distinguishing_keys(c.arms);
-  Table t;
-  t.plain_cells = true;
-  t.header = {"d_k", "scale", "optimizer"};
-  if (with_lr) t.header.push_back("lr");
-  t.header.insert(t.header.end(), extra.begin(), extra.end());
-  t.header_links.assign(t.header.size(), glossary_anchor("setting"));
-  t.header.insert(t.header.end(), rest.begin(), rest.end());
-  for (const ArmStats& arm : c.arms) {
-    std::vector<std::string> cells{setting_text(arm.settings, "d_k"), arm.scale(), arm.optimizer()};
-    if (with_lr) cells.push_back(setting_text(arm.settings, "lr"));
-    for (const auto& k : extra) cells.push_back(setting_text(arm.settings, k));
-    t.rows.push_back(std::move(cells));
-  }
-  return t;
+std::vector<Column<ArmStats>> setting_columns(const Comparison& c, bool with_lr) {
+  std::vector<std::string> keys{"d_k", "scale", "optimizer"};
+  if (with_lr) keys.push_back("lr");
+  for (const auto& k : distinguishing_keys(c.arms)) keys.push_back(k);
+  std::vector<Column<ArmStats>> columns;
+  for (const std::string& k : keys)
+    columns.push_back(
+        {k, "setting", [k](const ArmStats& arm) {
+           return k == "scale" ? arm.scale() : k == "optimizer" ? arm.optimizer() : setting_text(arm.settings, k);
+         }});
+  return columns;
 }
 
 }  // namespace
@@ -203,72 +198,70 @@ std::string glossary_anchor(const std::string& term) {
 Table arm_table(const Comparison& c) {
   const double threshold = common_loss_threshold(c);
   const std::string near_zero = fmt::format("{:g}", train::kNearZeroGradFraction);
-  const auto sd = [](const char* statistic) {
+  using Cell = std::function<std::string(const ArmStats&)>;
+  const auto sd = [](const char* statistic) -> Cell {
     return [statistic](const ArmStats& arm) { return format_mean_sd(arm.stat(statistic)); };
   };
-  const auto percent = [](const char* statistic) {
+  const auto percent = [](const char* statistic) -> Cell {
     return [statistic](const ArmStats& arm) { return format_percent(arm.stat(statistic).mean); };
   };
-  const auto steps = [](const char* statistic) {
+  const auto steps = [](const char* statistic) -> Cell {
     return [statistic](const ArmStats& arm) {
       return format_steps(arm.stat(statistic).n, arm.kept.size(), arm.stat(statistic).mean);
     };
   };
-  // Each statistic's column: its header, the glossary term it links to, its cell of an arm.
-  const std::vector<std::tuple<std::string, std::string, std::function<std::string(const ArmStats&)>>> columns{
-      {"seeds", "seed", format_seeds},
-      {"final loss", "final_loss", sd("final_loss")},
-      {"final acc", "final_accuracy",
-       [](const ArmStats& arm) { return format_number(arm.stat("final_accuracy").mean); }},
-      {std::isnan(threshold) ? std::string("step loss≤thr") : "step loss≤" + format_number(threshold, 3),
-       "step_to_loss",
-       [&](const ArmStats& arm) { return std::isnan(arm.loss_threshold) ? "n/a" : steps("step_to_loss")(arm); }},
-      {"step acc≥" + fmt::format("{:g}", c.accuracy_threshold), "step_to_accuracy", steps("step_to_accuracy")},
-      {"mean loss (AUC)", "auc_loss", sd("auc_loss")},
-      {"W_q grad =0", "frac_zero_grad_{w}", percent("frac_zero_grad_w_q")},
-      {"W_k grad =0", "frac_zero_grad_{w}", percent("frac_zero_grad_w_k")},
-      {"W_q grad <" + near_zero + "·step 0", "frac_near_zero_grad_{w}", percent("frac_near_zero_grad_w_q")},
-      {"W_k grad <" + near_zero + "·step 0", "frac_near_zero_grad_{w}", percent("frac_near_zero_grad_w_k")},
-      // The numbers of the saturation and score-gradient findings, per arm.
-      {"entropy at 0", "entropy_first",
-       [](const ArmStats& arm) { return format_number(arm.stat("entropy_first").mean, 2); }},
-      {"saturated at 0", "saturated_first", percent("saturated_first")},
-      {"score grad/loss", "score_grad_relative",
-       [](const ArmStats& arm) { return short_number(arm.stat("score_grad_relative").median); }},
-      {"diverged", "diverged", format_diverged},
-      {"max logit at 0", "max_logit_first", sd("max_logit_first")},
-      {"max logit", "max_logit_max", sd("max_logit_max")},
-      {"step logit>" + fmt::format("{:g}", kLargeLogit), "step_max_logit_large", steps("step_max_logit_large")}};
-  std::vector<std::string> headers;
-  for (const auto& column : columns) headers.push_back(std::get<0>(column));
-  Table t = settings_table(c, true, headers);
-  for (const auto& column : columns) t.header_links.push_back(glossary_anchor(std::get<1>(column)));
-  for (std::size_t a = 0; a < c.arms.size(); ++a)
-    for (const auto& column : columns) t.rows[a].push_back(std::get<2>(column)(c.arms[a]));
-  return t;
+  std::vector<Column<ArmStats>> columns = setting_columns(c, true);
+  columns.insert(
+      columns.end(),
+      {{"seeds", "seed", format_seeds},
+       {"final loss", "final_loss", sd("final_loss")},
+       {"final acc", "final_accuracy",
+        [](const ArmStats& arm) { return format_number(arm.stat("final_accuracy").mean); }},
+       {std::isnan(threshold) ? std::string("step loss≤thr") : "step loss≤" + format_number(threshold, 3),
+        "step_to_loss",
+        [&](const ArmStats& arm) { return std::isnan(arm.loss_threshold) ? "n/a" : steps("step_to_loss")(arm); }},
+       {"step acc≥" + fmt::format("{:g}", c.accuracy_threshold), "step_to_accuracy", steps("step_to_accuracy")},
+       {"mean loss (AUC)", "auc_loss", sd("auc_loss")},
+       {"W_q grad =0", "frac_zero_grad_{w}", percent("frac_zero_grad_w_q")},
+       {"W_k grad =0", "frac_zero_grad_{w}", percent("frac_zero_grad_w_k")},
+       {"W_q grad <" + near_zero + "·step 0", "frac_near_zero_grad_{w}", percent("frac_near_zero_grad_w_q")},
+       {"W_k grad <" + near_zero + "·step 0", "frac_near_zero_grad_{w}", percent("frac_near_zero_grad_w_k")},
+       // The numbers of the saturation and score-gradient findings, per arm.
+       {"entropy at 0", "entropy_first",
+        [](const ArmStats& arm) { return format_number(arm.stat("entropy_first").mean, 2); }},
+       {"saturated at 0", "saturated_first", percent("saturated_first")},
+       {"score grad/loss", "score_grad_relative",
+        [](const ArmStats& arm) { return short_number(arm.stat("score_grad_relative").median); }},
+       {"diverged", "diverged", format_diverged},
+       {"max logit at 0", "max_logit_first", sd("max_logit_first")},
+       {"max logit", "max_logit_max", sd("max_logit_max")},
+       {"step logit>" + fmt::format("{:g}", kLargeLogit), "step_max_logit_large", steps("step_max_logit_large")}});
+  return column_table(c.arms, columns);
 }
 
 Table lr_table(const Comparison& c) {
-  Table arms = settings_table(c, false, {"min(final, initial loss) by lr", "best lr", "LR sensitivity"});
-  Table t = arms;
-  t.header_links.clear();
-  t.rows.clear();
-  for (const LrGroup& g : c.lr_groups) {
-    std::vector<std::string> row = arms.rows[g.arms.front()], by_lr;
+  std::vector<Column<LrGroup>> columns;
+  for (const Column<ArmStats>& s : setting_columns(c, false))  // the settings of the group's arms but lr
+    columns.push_back({s.header, s.term, [&c, s](const LrGroup& g) { return s.cell(c.arms[g.arms.front()]); }});
+  const auto by_lr = [&c](const LrGroup& g) {
+    std::vector<std::string> out;
     for (auto a : g.arms) {
       const ArmStats& arm = c.arms[a];
-      by_lr.push_back(setting_text(arm.settings, "lr") + ": " + format_number(arm.stat("lr_objective").mean) +
-                      (arm.diverged_steps.empty()
-                           ? ""
-                           : fmt::format(" (diverged {}/{})", arm.diverged_steps.size(), arm.used.size())));
+      const std::size_t diverged = arm.diverged_steps.size();
+      out.push_back(setting_text(arm.settings, "lr") + ": " + format_number(arm.stat("lr_objective").mean) +
+                    (diverged ? fmt::format(" (diverged {}/{})", diverged, arm.used.size()) : ""));
     }
-    row.push_back(fmt::format("{}", fmt::join(by_lr, ", ")));
-    row.push_back(std::isnan(g.sensitivity) ? format_number(g.sensitivity)
-                                            : setting_text(c.arms[g.best_arm].settings, "lr"));
-    row.push_back(format_number(g.sensitivity));
-    t.rows.push_back(std::move(row));
-  }
-  return t;
+    return fmt::format("{}", fmt::join(out, ", "));
+  };
+  columns.insert(columns.end(),
+                 {{"min(final, initial loss) by lr", "lr_objective", by_lr},
+                  {"best lr", "",
+                   [&c](const LrGroup& g) {
+                     return std::isnan(g.sensitivity) ? format_number(g.sensitivity)
+                                                      : setting_text(c.arms[g.best_arm].settings, "lr");
+                   }},
+                  {"LR sensitivity", "LR sensitivity", [](const LrGroup& g) { return format_number(g.sensitivity); }}});
+  return column_table(c.lr_groups, columns);
 }
 
 }  // namespace xgrad::report

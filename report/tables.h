@@ -1,6 +1,7 @@
 // The tables of `xgrad compare` as aligned text and as markdown, and the cell formats the sentences share.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,29 @@ std::string markdown_name(const std::string& name);
 
 /// A term's glossary anchor: "LR sensitivity" -> "g-lr-sensitivity", "mean_grad_norm_{w}" -> "g-mean_grad_norm_w".
 std::string glossary_anchor(const std::string& term);
+
+/// A table's column: its header, the glossary term its header links to ("": no link), its cell of a row.
+template <class Row>
+struct Column {
+  std::string header, term;
+  std::function<std::string(const Row&)> cell;
+};
+
+/// A row per item of `rows`, a cell per column; the cells are data (plain_cells).
+template <class Row>
+Table column_table(const std::vector<Row>& rows, const std::vector<Column<Row>>& columns) {
+  Table t;
+  t.plain_cells = true;
+  for (const Column<Row>& column : columns) {
+    t.header.push_back(column.header);
+    t.header_links.push_back(column.term.empty() ? "" : glossary_anchor(column.term));
+  }
+  for (const Row& row : rows) {
+    t.rows.emplace_back();
+    for (const Column<Row>& column : columns) t.rows.back().push_back(column.cell(row));
+  }
+  return t;
+}
 
 /// One row per arm: its settings and statistics over its kept runs, each header linking to its glossary entry.
 Table arm_table(const Comparison& c);

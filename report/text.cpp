@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 #include <fmt/args.h>
@@ -15,11 +16,8 @@ namespace {
 
 std::vector<TextLine> parse(const std::string& md) {
   std::vector<TextLine> out;
-  std::string section;
-  for (std::size_t at = 0; at < md.size();) {
-    const std::size_t end = std::min(md.find('\n', at), md.size());
-    const std::string line = md.substr(at, end - at);
-    at = end + 1;
+  std::istringstream in(md);
+  for (std::string line, section; std::getline(in, line);) {
     const std::size_t colon = line.find(": ");
     if (line.rfind("## ", 0) == 0)
       section = line.substr(3);
@@ -59,8 +57,6 @@ std::string fill(const std::string& pattern, const Fields& fields) {
 std::string counted(std::size_t n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
-
-bool has_text(const std::string& file, const std::string& key) { return find_line(file, key) != nullptr; }
 
 const std::string& text_template(const std::string& file, const std::string& key) {
   const TextLine* line = find_line(file, key);

@@ -41,9 +41,6 @@ std::vector<std::string> text_cells(const std::string& file, const std::string& 
 /// "1 run", "3 runs": `n` and `noun`, with an "s" unless n is 1 (the report's counted nouns are regular).
 std::string counted(std::size_t n, const std::string& noun);
 
-/// True when report/text/<file>.md has a line `key`.
-bool has_text(const std::string& file, const std::string& key);
-
 /// The template `key` of report/text/<file>.md, unfilled and filled in. Throw std::out_of_range naming a missing one.
 const std::string& text_template(const std::string& file, const std::string& key);
 std::string text(const std::string& file, const std::string& key, const Fields& fields = {});
