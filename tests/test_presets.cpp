@@ -13,6 +13,7 @@
 #include "common/registry.h"
 #include "report/compare.h"
 #include "report/preset_report.h"
+#include "tests/support/fake_run.h"
 #include "tests/support/paths.h"
 #include "tests/support/preset_run.h"
 #include "tests/support/process.h"
@@ -428,4 +429,39 @@ TEST_CASE("length report: Nakanishi's claim is not decided from seeds that never
       preset_text("length.claim_not_learned", {{"ref", 0}, {"ref_n", 1}, {"ss", 0}, {"ss_n", 1}});
   CHECK(findings.find(preset_text("length.claim", {{"verdict", not_decided}})) != std::string::npos);
   CHECK(findings.find("reproduced") == std::string::npos);
+}
+
+TEST_CASE("text report: a scaled arm is judged only against the unscaled arm that differs from it in scale alone") {
+  // Held-out losses: sqrt_dk 2.0, none 3.0 in both seeds, so sqrt_dk is lower by far more than the 2% tolerance.
+  const auto text_section = [](double none_weight_decay) {
+    TempDir tmp("presets_text_pairs");
+    std::vector<RunRecord> runs;
+    for (const int seed : {0, 1})
+      for (const std::string scale : {"none", "sqrt_dk"}) {
+        FakeRun r;
+        r.scale = scale;
+        r.seed = seed;
+        r.loss = {2.0, 1.5, 1.0};
+        r.eval_loss = {NAN, NAN, scale == "none" ? 3.0 : 2.0};
+        r.extra_config["weight_decay"] = scale == "none" ? none_weight_decay : 0.0;
+        const fs::path dir = tmp / (scale + "-s" + std::to_string(seed));
+        write_run(dir, r);
+        runs.push_back(load_run(dir.string()));
+      }
+    const Comparison c = analyse_runs(runs, -1, 0.9, 1);
+    const PresetReport* text = Registry<PresetReport>::instance().find("text");
+    REQUIRE(text != nullptr);
+    const std::vector<PresetSection> sections = text->sections({c, true, tmp.path().string()});
+    REQUIRE(!sections.empty());
+    return sections.front().markdown;
+  };
+  const std::string paired = text_section(0.0);
+  INFO(paired);
+  CHECK(paired.find(preset_text("text.no_pair")) == std::string::npos);
+  CHECK(preset_table_row(paired, {"64", "2", "16", "sqrt_dk"}).at(6) == preset_text("text.better"));
+  // The unscaled runs trained with another weight decay: no arm differs from them in scale alone, so no verdict.
+  const std::string unpaired = text_section(0.5);
+  INFO(unpaired);
+  CHECK(unpaired.find(preset_text("text.no_pair")) != std::string::npos);
+  CHECK(preset_table_row(unpaired, {"64", "2", "16", "sqrt_dk"}).at(6) == "—");
 }

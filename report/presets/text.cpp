@@ -40,13 +40,14 @@ SummaryFigure loss_figure(const std::vector<TextArm>& arms, std::size_t wide) {
   return lines_figure("text_eval_loss_vs_d_k", "text.loss", Axis::log, Axis::linear, points, {{"wide", wide}});
 }
 
-// Each scaled arm's held-out loss against the unscaled arm of the same model, seed by seed.
-std::map<const ArmStats*, Outcome> against_unscaled(const Comparison& c, const std::vector<TextArm>& arms) {
+// Each scaled arm's held-out loss against the unscaled arm it differs from in scale alone (arm_groups), seed by seed.
+std::map<const ArmStats*, Outcome> against_unscaled(const Comparison& c) {
   std::map<const ArmStats*, Outcome> out;
-  for (const TextArm& ref : arms)
-    for (const TextArm& a : arms)
-      if (is_reference_scale(ref.scale) && &a != &ref && a.name() == ref.name())
-        out[a.stats] = judge(c, {"final_eval_loss", Better::lower, "loss"}, *a.stats, ref.stats).outcome;
+  for (const std::vector<std::size_t>& group : arm_groups(c, "scale"))
+    for (std::size_t ref : group)
+      for (std::size_t a : group)
+        if (is_reference_scale(c.arms[ref].scale()) && a != ref)
+          out[&c.arms[a]] = judge(c, {"final_eval_loss", Better::lower, "loss"}, c.arms[a], &c.arms[ref]).outcome;
   return out;
 }
 
@@ -128,7 +129,7 @@ std::vector<PresetSection> report(const PresetInput& in) {
   PresetSection s = preset_section("text");
   if (arms.empty()) return {preset_section("text", preset_text("text.no_run") + "\n")};
   s.figures.push_back(loss_figure(arms, wide));
-  const std::map<const ArmStats*, Outcome> verdicts = against_unscaled(c, arms);
+  const std::map<const ArmStats*, Outcome> verdicts = against_unscaled(c);
   s.markdown =
       verdict_text(verdicts) + preset_text("text.saturated") + "\n\n" + arm_rows(arms, verdicts).markdown() + "\n";
   return {s, preset_section("text-samples", samples(c, arms))};

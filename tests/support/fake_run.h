@@ -34,6 +34,7 @@ struct FakeRun {
   std::vector<double> w_q0, w_q1, w_k0, w_k1;  // per-layer gradient norms of W_q and W_k (two layers)
   std::vector<double> entropy;                 // first layer, both heads
   std::vector<double> score_std;
+  std::vector<double> eval_loss;  // nan where not given
   bool summary = true;
   bool diverged = false;
   long diverged_step = -1;
@@ -83,7 +84,7 @@ inline std::vector<Column> columns() {
       {mc::attention(0, 1, entropy), series(&FakeRun::entropy, nan)},
       // A second layer's entropy: compare reads the first layer only.
       {mc::attention(1, 0, entropy), [](const FakeRun&, std::size_t) { return 99.0; }},
-      {mc::kEvalLoss, [nan](const FakeRun&, std::size_t) { return nan; }},
+      {mc::kEvalLoss, series(&FakeRun::eval_loss, nan)},
       {mc::kStepMs, [](const FakeRun&, std::size_t) { return 1.0; }},
   };
 }
