@@ -125,12 +125,12 @@ void add_line(std::vector<LinePoint>& out, const std::string& label, const std::
   for (const SummaryPoint& p : points) out.push_back({label, scale, p});
 }
 
-Verdict judge(const Comparison& c, const PresetFinding& f, const ArmStats& subject, const ArmStats* baseline,
-              double threshold) {
+Verdict judge_finding(const Comparison& c, const PresetFinding& f, const ArmStats& subject, const ArmStats* baseline,
+                      double threshold) {
   const std::map<nlohmann::json, double> s = by_seed(c, subject.kept, f.statistic);
-  std::map<nlohmann::json, double> b;
-  if (baseline) b = by_seed(c, baseline->kept, f.statistic);
-  for (const auto& seed_value : baseline ? std::map<nlohmann::json, double>{} : s) b[seed_value.first] = threshold;
+  std::map<nlohmann::json, double> b = baseline ? by_seed(c, baseline->kept, f.statistic) : s;
+  if (!baseline)
+    for (auto& seed_value : b) seed_value.second = threshold;
   Verdict v = compare_values(s, b, f.better, tolerance(f.tolerance));
   v.subject_value = subject.stat(f.statistic).mean;
   v.baseline_value = baseline ? baseline->stat(f.statistic).mean : threshold;

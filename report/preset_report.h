@@ -148,8 +148,8 @@ struct PresetFinding {
 
 /// `f` judged (compare_values) on the kept runs of `subject` against those of `baseline`, or against `threshold` in
 /// each of the subject's seeds when `baseline` is null; the sides' means in subject_value and baseline_value.
-Verdict judge(const Comparison& c, const PresetFinding& f, const ArmStats& subject, const ArmStats* baseline,
-              double threshold = kNoValue);
+Verdict judge_finding(const Comparison& c, const PresetFinding& f, const ArmStats& subject, const ArmStats* baseline,
+                      double threshold = kNoValue);
 
 /// A table headed by text_cells("presets", key).
 Table preset_table(const std::string& key);

@@ -71,7 +71,7 @@ std::vector<Row> rows_of(const Comparison& c, const std::map<Key, const ArmStats
       const double tau = tau_of(*a);  // a structured binding cannot be captured in C++17 (Clang)
       if (std::none_of(logits.begin(), logits.end(), [&](const auto& p) { return p.second > tau; })) continue;
     }
-    rows.push_back({a, base, judge(c, rule.finding, *a, base, tau_of(*a))});
+    rows.push_back({a, base, judge_finding(c, rule.finding, *a, base, tau_of(*a))});
   }
   return rows;
 }

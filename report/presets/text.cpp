@@ -47,7 +47,8 @@ std::map<const ArmStats*, Outcome> against_unscaled(const Comparison& c) {
     for (std::size_t ref : group)
       for (std::size_t a : group)
         if (is_reference_scale(c.arms[ref].scale()) && a != ref)
-          out[&c.arms[a]] = judge(c, {"final_eval_loss", Better::lower, "loss"}, c.arms[a], &c.arms[ref]).outcome;
+          out[&c.arms[a]] =
+              judge_finding(c, {"final_eval_loss", Better::lower, "loss"}, c.arms[a], &c.arms[ref]).outcome;
   return out;
 }
 
