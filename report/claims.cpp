@@ -124,22 +124,37 @@ std::string undecidable(const Comparison& c, const std::string& statistic, const
   return "";
 }
 
+}  // namespace
+
+Verdict judge_finding(const Comparison& c, const Claim& claim, const ArmStats& subject, const ArmStats* baseline,
+                      double threshold) {
+  const auto s = per_seed(c, subject, claim, claim.statistic);
+  auto b = baseline ? per_seed(c, *baseline, claim, claim.statistic) : s;
+  if (!baseline)
+    for (auto& seed_value : b) seed_value.second = threshold;
+  // By seed, the shared seeds are counted even where not decided.
+  Verdict v = claim.by_seed ? compare_values(s, b, claim.better, tolerance(claim.tolerance)) : Verdict{};
+  v.statistic = claim.statistic;
+  v.subject_value = subject.stat(claim.statistic).mean;
+  v.baseline_value = baseline ? baseline->stat(claim.statistic).mean : threshold;
+  return v;
+}
+
+namespace {
+
 Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w, const ArmPair& p) {
   const ArmStats& s = c.arms[p.subject];
   const ArmStats& b = c.arms[p.baseline];
-  const std::string statistic = statistic_name(claim.statistic, w);
+  Claim named = claim;
+  named.statistic = statistic_name(claim.statistic, w);
   const Tolerance& tol = tolerance(claim.tolerance);
-  const auto ss = per_seed(c, s, claim, statistic), bs = per_seed(c, b, claim, statistic);
-  // By seed, the shared seeds are counted even where not decided.
-  Verdict v = claim.by_seed ? compare_values(ss, bs, claim.better, tol) : Verdict{};
+  const auto ss = per_seed(c, s, claim, named.statistic), bs = per_seed(c, b, claim, named.statistic);
+  Verdict v = judge_finding(c, named, s, &b);
   if (!v.paired) v.why_not.clear();
   v.claim = statistic_name(claim.id, w);
   v.w = w;
-  v.statistic = statistic;
   v.subject = p.subject;
   v.baseline = p.baseline;
-  v.subject_value = s.stat(statistic).mean;
-  v.baseline_value = b.stat(statistic).mean;
   const std::string why_not = undecidable(c, v.statistic, s, b);
   if (!why_not.empty() || ss.empty() || bs.empty()) {
     v.outcome = Outcome::not_decided;

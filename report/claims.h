@@ -98,6 +98,12 @@ struct ArmPair {
 };
 std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, const std::string& baseline);
 
+/// `claim` judged on `subject`'s runs against `baseline`'s, or against `threshold` in each of the subject's seeds when
+/// `baseline` is null: compare_values seed by seed (unless !claim.by_seed), the sides' means in subject_value and
+/// baseline_value. judge adds to it what makes a claim undecidable and the means' rule without a shared seed.
+Verdict judge_finding(const Comparison& c, const Claim& claim, const ArmStats& subject, const ArmStats* baseline,
+                      double threshold = kNoValue);
+
 /// Every claim for every pair of arm_pairs(c, axis, baseline), and lr_sensitivity for lr groups differing in `axis`.
 std::vector<Verdict> judge(const Comparison& c, const std::string& axis, const std::string& baseline);
 

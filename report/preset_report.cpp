@@ -47,14 +47,6 @@ std::string join_and(const std::vector<std::string>& items) {
 
 std::string preset_text(const std::string& key, const Fields& fields) { return text("presets", key, fields); }
 
-std::map<nlohmann::json, double> by_seed(const Comparison& c, const std::vector<std::size_t>& runs,
-                                         const std::string& statistic) {
-  std::map<nlohmann::json, double> out;
-  for (std::size_t r : runs)
-    if (std::isfinite(c.stats[r][statistic])) out[seed_key(c.runs[r].config)] = c.stats[r][statistic];
-  return out;
-}
-
 std::string unique_stem(std::set<std::string>& taken, const std::string& name) {
   const std::string base = safe_file_stem(name);
   std::string stem = base;
@@ -123,18 +115,6 @@ void add_line(std::vector<LinePoint>& out, const std::string& label, const std::
               const std::vector<SummaryPoint>& points) {
   out.push_back({label, scale, SummaryPoint{}});
   for (const SummaryPoint& p : points) out.push_back({label, scale, p});
-}
-
-Verdict judge_finding(const Comparison& c, const PresetFinding& f, const ArmStats& subject, const ArmStats* baseline,
-                      double threshold) {
-  const std::map<nlohmann::json, double> s = by_seed(c, subject.kept, f.statistic);
-  std::map<nlohmann::json, double> b = baseline ? by_seed(c, baseline->kept, f.statistic) : s;
-  if (!baseline)
-    for (auto& seed_value : b) seed_value.second = threshold;
-  Verdict v = compare_values(s, b, f.better, tolerance(f.tolerance));
-  v.subject_value = subject.stat(f.statistic).mean;
-  v.baseline_value = baseline ? baseline->stat(f.statistic).mean : threshold;
-  return v;
 }
 
 std::string number_or_dash(double v, const char* spec) {

@@ -95,10 +95,6 @@ std::string join_and(const std::vector<std::string>& items);
 /// text("presets", key, fields): the template `key` of report/text/presets.md filled in.
 std::string preset_text(const std::string& key, const Fields& fields = {});
 
-/// `statistic` of each of `runs` (indices into c.runs) where it is finite, by seed_key: a side of compare_values.
-std::map<nlohmann::json, double> by_seed(const Comparison& c, const std::vector<std::size_t>& runs,
-                                         const std::string& statistic);
-
 /// safe_file_stem(name), numbered "-2", "-3", ... apart from the stems in `taken`, to which it is added.
 std::string unique_stem(std::set<std::string>& taken, const std::string& name);
 
@@ -137,19 +133,6 @@ SummaryFigure lines_figure(const std::string& name, const std::string& key, Axis
 /// `points` appended to `out` as the line `label` in `scale`'s colour (named alone when there are none).
 void add_line(std::vector<LinePoint>& out, const std::string& label, const std::string& scale,
               const std::vector<SummaryPoint>& points);
-
-/// A preset's finding: `statistic` of a subject against a baseline, `better` the better side, decided seed by seed
-/// beyond tolerance(`tolerance`) (report/claims.h).
-struct PresetFinding {
-  std::string statistic;
-  Better better = Better::lower;
-  std::string tolerance;
-};
-
-/// `f` judged (compare_values) on the kept runs of `subject` against those of `baseline`, or against `threshold` in
-/// each of the subject's seeds when `baseline` is null; the sides' means in subject_value and baseline_value.
-Verdict judge_finding(const Comparison& c, const PresetFinding& f, const ArmStats& subject, const ArmStats* baseline,
-                      double threshold = kNoValue);
 
 /// A table headed by text_cells("presets", key).
 Table preset_table(const std::string& key);

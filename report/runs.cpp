@@ -323,6 +323,7 @@ RunRecord load_run(const std::string& dir) {
       run.diverged = summary.diverged;
       run.diverged_step = summary.diverged_step;
       steps_done = summary.steps_done;
+      run.length_eval = summary.length_eval;
     } catch (const std::exception& e) {
       add_reason(run, std::string("summary.json unreadable (") + e.what() + ")");
     }

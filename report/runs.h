@@ -40,6 +40,7 @@ struct RunRecord {
   bool has_w_q = false, has_w_k = false;  // metrics.csv has grad_norm/...attn.w_q.weight (resp. w_k) columns
   train::GradientStats gradients;         // over the finite rows of metrics.csv, as the trainer counts them
   RunSeries series;
+  std::vector<train::LengthEval> length_eval;  // summary.json's evaluations at other lengths (preset length)
 };
 
 /// How far find_run_dirs looks below a directory: runs lie 2 levels below a sweep, 4 in a directory of sweeps; 10,000

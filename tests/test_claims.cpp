@@ -189,6 +189,27 @@ TEST_CASE("compare_values: the one seed-by-seed rule, on any per-seed values") {
   CHECK_FALSE(apart.paired);
 }
 
+TEST_CASE("judge_finding: a seed's runs are averaged, as judge's; against an arm or a threshold") {
+  const TempDir root("claims_finding");
+  // Seed 0 of sqrt_dk ran twice (1.0 and 1.2): their mean 1.1 is the baseline's, not one run's 9% off it.
+  write_run(root / "s_a", run_of("sqrt_dk", 0, 1.0));
+  write_run(root / "s_b", run_of("sqrt_dk", 0, 1.2));
+  write_run(root / "n", run_of("none", 0, 1.1));
+  const Comparison c = analyse_dirs({root.string()});
+  REQUIRE(c.arms.size() == 2);
+  const ArmStats& none = c.arms[0].scale() == "none" ? c.arms[0] : c.arms[1];
+  const ArmStats& sqrt_dk = &none == &c.arms[0] ? c.arms[1] : c.arms[0];
+  const Claim loss{"", "final_loss", Better::lower, "loss"};
+  const Verdict v = judge_finding(c, loss, sqrt_dk, &none);
+  CHECK(v.outcome == Outcome::same);
+  CHECK(v.n_shared == 1);
+  CHECK(v.subject_value == doctest::Approx(1.1));
+  CHECK(v.baseline_value == doctest::Approx(1.1));
+  const Verdict below = judge_finding(c, loss, sqrt_dk, nullptr, 1.5);  // each seed against 1.5: lower is better
+  CHECK(below.outcome == Outcome::better);
+  CHECK(below.baseline_value == 1.5);
+}
+
 TEST_CASE("a side whose every run was cut short decides no claim") {
   const TempDir root("claims_cut_short");
   for (int seed = 0; seed < 2; ++seed) {

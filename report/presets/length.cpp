@@ -4,8 +4,6 @@
 #include <cmath>
 
 #include "report/preset_report.h"
-#include "train/json_file.h"
-#include "train/run_files.h"
 
 namespace xgrad::report::presets::length {
 using train::LengthEval;
@@ -27,20 +25,13 @@ struct RunLengths {
   std::map<std::size_t, LengthEval> by_pairs;
 };
 
-// The kept runs of `arm` that recorded length evaluations (summary.json's length_eval, read through RunSummary).
+// The kept runs of `arm` that recorded length evaluations (summary.json's length_eval, read by load_run).
 std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
   std::vector<RunLengths> out;
   for (std::size_t r : arm.kept) {
-    RunLengths run;
-    try {
-      const train::RunSummary s = train::RunSummary::from_json(
-          train::read_json_file(std::filesystem::path(c.runs[r].dir) / train::kSummaryFile));
-      for (const LengthEval& e : s.length_eval)
-        if (e.setting == "n_pairs") run.by_pairs[e.value] = e;
-      run.seed = seed_key(c.runs[r].config);
-    } catch (const std::exception&) {
-      continue;
-    }
+    RunLengths run{seed_key(c.runs[r].config), {}};
+    for (const LengthEval& e : c.runs[r].length_eval)
+      if (e.setting == "n_pairs") run.by_pairs[e.value] = e;
     if (!run.by_pairs.empty()) out.push_back(std::move(run));
   }
   return out;

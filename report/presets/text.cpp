@@ -48,7 +48,7 @@ std::map<const ArmStats*, Outcome> against_unscaled(const Comparison& c) {
       for (std::size_t a : group)
         if (is_reference_scale(c.arms[ref].scale()) && a != ref)
           out[&c.arms[a]] =
-              judge_finding(c, {"final_eval_loss", Better::lower, "loss"}, c.arms[a], &c.arms[ref]).outcome;
+              judge_finding(c, {"", "final_eval_loss", Better::lower, "loss"}, c.arms[a], &c.arms[ref]).outcome;
   return out;
 }
 
