@@ -79,11 +79,9 @@ bool over_used_runs(const std::string& statistic) {
   return false;
 }
 
-// The mean of `values`, +inf when one is (a threshold never reached).
+// The mean of `values`, +inf when one is (a threshold never reached); by mean_sd, whose sums do not overflow.
 double mean_of(const std::vector<double>& values) {
-  double sum = 0;
-  for (double x : values) sum += x;
-  return values.empty() ? kNoValue : sum / static_cast<double>(values.size());
+  return std::count(values.begin(), values.end(), kNever) ? kNever : mean_sd(values).mean;
 }
 
 // The statistic per seed of an arm's runs (the mean of a seed's runs); no value: left out, or never_is_worst kNever.

@@ -177,8 +177,8 @@ void reduce_rows(RunPage& page, std::size_t step_col, std::size_t max_points, Ea
   for (std::size_t k = 0; k < samplers.size(); ++k) page.set(page.columns[k], samplers[k].finish(), grid_index);
 }
 
-// `dir`/metrics.csv, streamed twice (a long run is never held whole): to count finite cells, then to downsample.
-RunPage read_run_page(const std::string& dir, std::size_t max_points) {
+// `dir`/metrics.csv's first `rows` rows (compare's), streamed twice (never held whole): count finite cells, downsample.
+RunPage read_run_page(const std::string& dir, std::size_t rows, std::size_t max_points) {
   const std::string path = (fs::path(dir) / train::kMetricsFile).string();
   RunPage page;
   train::MetricsReader reader(path);
@@ -187,7 +187,7 @@ RunPage read_run_page(const std::string& dir, std::size_t max_points) {
       static_cast<std::size_t>(std::find(header.begin(), header.end(), train::metrics_columns::kStep) - header.begin());
   for (std::size_t i = 0; i < header.size(); ++i)
     if (i != step_col) page.columns.push_back({header[i]});
-  for (; reader.next(); ++page.rows)
+  for (; page.rows < rows && reader.next(); ++page.rows)
     for (std::size_t i = 0, k = 0; i < reader.cells().size(); ++i) {
       if (i == step_col) continue;
       page.columns[k].finite_count += std::isfinite(reader.cells()[i]) ? 1 : 0;
@@ -310,7 +310,7 @@ PageColumns read_pages(const Comparison& c, const PageRuns& runs, std::size_t ma
   std::vector<std::pair<std::string, std::size_t>> columns;  // first-seen, with their finite values over all runs
   for (std::size_t r = 0; r < c.runs.size(); ++r) {
     try {
-      p.pages.push_back(read_run_page(c.runs[r].dir, max_points));
+      p.pages.push_back(read_run_page(c.runs[r].dir, c.runs[r].series.size(), max_points));
     } catch (const std::runtime_error&) {  // the run went away since compare read it
       p.pages.push_back(comparison_page(c.runs[r].series, max_points));
     }

@@ -15,6 +15,7 @@
 #include "common/escape.h"
 #include "common/registry.h"
 #include "common/whole_number.h"
+#include "report/stats.h"
 #include "train/config.h"
 #include "train/json_file.h"
 #include "train/metrics_log.h"
@@ -104,26 +105,17 @@ double combined_norm(const std::vector<double>& cells, const std::vector<std::si
   if (idx.empty()) return kNaN;
   double s = 0;
   for (auto i : idx) s += cells[i] * cells[i];
-  return std::sqrt(s);
+  if (!std::isinf(s)) return std::sqrt(s);
+  s = 0;  // the squares of norms above 1e154 overflow, where hypot does not
+  for (auto i : idx) s = std::hypot(s, cells[i]);
+  return s;
 }
 
-double finite_max(const std::vector<double>& cells, const std::vector<std::size_t>& idx) {
-  double out = kNaN;
-  for (std::size_t i : idx)
-    if (std::isfinite(cells[i]) && !(cells[i] <= out)) out = cells[i];
-  return out;
-}
-
-// Mean over the finite selected cells (heads without a selected query hold nan); NaN when none is finite.
-double finite_mean(const std::vector<double>& cells, const std::vector<std::size_t>& idx) {
-  double s = 0;
-  std::size_t n = 0;
-  for (auto i : idx)
-    if (std::isfinite(cells[i])) {
-      s += cells[i];
-      ++n;
-    }
-  return n ? s / static_cast<double>(n) : kNaN;
+// The finite selected cells' mean and largest (heads without a selected query hold nan); NaN when none is finite.
+MeanSd finite_cells(const std::vector<double>& cells, const std::vector<std::size_t>& idx) {
+  std::vector<double> selected;
+  for (auto i : idx) selected.push_back(cells[i]);
+  return mean_sd(selected);
 }
 
 nlohmann::json read_json(const fs::path& path) {
@@ -194,6 +186,20 @@ SeriesColumns series_columns(const std::vector<std::string>& header, const fs::p
   return k;
 }
 
+// A row the trainer does not write drops the rest, with a reason: a step that does not increase, a negative loss (a
+// cross-entropy is >= 0), or one not finite where none may be (nan_allowed: summary.json's divergence, --on-nan skip).
+bool dropped_from(RunRecord& run, std::size_t row, double step, double loss, bool nan_allowed) {
+  const double previous = run.series.size() > 0 ? run.series.step.back() : kNaN;
+  const std::string why = step <= previous ? fmt::format("step {} after step {}", step, previous)
+                          : loss < 0       ? fmt::format("loss {} is negative", loss)
+                          : std::isfinite(loss) || nan_allowed
+                              ? ""
+                              : fmt::format("loss {}, but summary.json says the run did not diverge", loss);
+  if (!why.empty())
+    add_reason(run, fmt::format("metrics.csv row {}: {} (this row and any after it dropped)", row, why));
+  return !why.empty();
+}
+
 // Streams metrics.csv and keeps only the series compare uses.
 void read_series(const fs::path& path, RunRecord& run) {
   train::MetricsReader reader(path.string());
@@ -202,23 +208,29 @@ void read_series(const fs::path& path, RunRecord& run) {
   run.has_w_k = !k.wk.empty();
 
   RunSeries& s = run.series;
+  const auto on_nan = run.config.find("on_nan");
+  const bool skips = on_nan != run.config.end() && on_nan->is_string() &&
+                     on_nan->get<std::string>() == enum_name(train::kOnNanNames, train::OnNan::skip);
+  const bool nan_allowed = skips || !run.has_summary || run.diverged;  // else summary.json says none happened
   bool last_row_finite = true;
   std::string first_bad_cell;  // where text stands in place of a number, the first time
   std::size_t bad_cells = 0;
   while (reader.next()) {
+    const std::vector<double>& cells = reader.cells();
+    const double step = k.step == kAbsent ? static_cast<double>(s.step.size()) : cells[k.step];
+    if (dropped_from(run, reader.rows(), step, cells[k.loss], nan_allowed || reader.malformed(k.loss))) break;
     if (first_bad_cell.empty()) first_bad_cell = reader.row_error();
     if (!reader.row_error().empty()) bad_cells += reader.malformed_cells();
-    const std::vector<double>& cells = reader.cells();
-    s.step.push_back(k.step == kAbsent ? static_cast<double>(s.step.size()) : cells[k.step]);
+    s.step.push_back(step);
     s.loss.push_back(cells[k.loss]);
     s.accuracy.push_back(k.accuracy == kAbsent ? kNaN : cells[k.accuracy]);
     s.grad_norm_w_q.push_back(combined_norm(cells, k.wq));
     s.grad_norm_w_k.push_back(combined_norm(cells, k.wk));
-    s.entropy.push_back(finite_mean(cells, k.entropy));
-    s.score_std.push_back(finite_mean(cells, k.score_std));
-    s.score_grad_median.push_back(finite_mean(cells, k.score_grad_median));
-    s.saturated.push_back(finite_mean(cells, k.saturated));
-    s.max_logit.push_back(finite_max(cells, k.max_logit));
+    s.entropy.push_back(finite_cells(cells, k.entropy).mean);
+    s.score_std.push_back(finite_cells(cells, k.score_std).mean);
+    s.score_grad_median.push_back(finite_cells(cells, k.score_grad_median).mean);
+    s.saturated.push_back(finite_cells(cells, k.saturated).mean);
+    s.max_logit.push_back(finite_cells(cells, k.max_logit).max);
     s.eval_loss.push_back(k.eval_loss == kAbsent ? kNaN : cells[k.eval_loss]);
     const double grad_norm = k.grad_norm == kAbsent ? 0.0 : cells[k.grad_norm];
     run.gradients.add(cells[k.loss], grad_norm, s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
@@ -233,9 +245,6 @@ void read_series(const fs::path& path, RunRecord& run) {
                         ? "metrics.csv row " + std::to_string(reader.rows()) + " cut short (dropped)"
                         : reader.row_error() + " (this row and any after it dropped)");
   // Without summary.json, a non-finite last row is where --on-nan stop (not skip) ended the run.
-  const auto on_nan = run.config.find("on_nan");
-  const bool skips = on_nan != run.config.end() && on_nan->is_string() &&
-                     on_nan->get<std::string>() == enum_name(train::kOnNanNames, train::OnNan::skip);
   if (!run.has_summary && !skips && s.size() > 0 && !last_row_finite) {
     run.diverged = true;
     run.diverged_step = step_number(s.step.back());
@@ -341,11 +350,10 @@ RunRecord load_run(const std::string& dir) {
   // A finite loss that blew up (loss_blew_up) diverged at the first step past the factor, as a NaN would.
   const RunSeries& s = run.series;
   if (!run.diverged && rows > 0) {
-    double sum = 0;  // of the last 20 finite losses (all, when fewer)
-    std::size_t n = 0;
-    for (std::size_t i = rows; i-- > 0 && n < 20;)
-      if (std::isfinite(s.loss[i])) sum += s.loss[i], ++n;
-    const double final_loss = n ? sum / static_cast<double>(n) : kNaN;
+    std::vector<double> tail;  // the last 20 finite losses (all, when fewer)
+    for (std::size_t i = rows; i-- > 0 && tail.size() < 20;)
+      if (std::isfinite(s.loss[i])) tail.push_back(s.loss[i]);
+    const double final_loss = mean_sd(tail).mean;
     if (train::loss_blew_up(s.loss.front(), final_loss)) {
       run.diverged = true;
       run.diverged_step = step_number(s.step.back());

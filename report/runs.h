@@ -34,7 +34,7 @@ struct RunRecord {
   bool has_summary = false;       // summary.json present and readable
   bool diverged = false;          // summary.json's; else a non-finite last row, or loss_blew_up of the final loss
   long diverged_step = -1;        // for a blow-up, the first step whose loss passed that factor
-  bool incomplete = false;        // no summary.json (or still running), a truncated last line, fewer rows than steps
+  bool incomplete = false;        // no summary.json (or still running), rows dropped (load_run), fewer rows than steps
   std::string incomplete_reason;  // why, for the report ("" when complete)
   std::size_t steps_planned = 0;  // config "steps"
   bool has_w_q = false, has_w_k = false;  // metrics.csv has grad_norm/...attn.w_q.weight (resp. w_k) columns
@@ -63,8 +63,9 @@ struct FoundRuns {
 FoundRuns find_run_dirs(const std::vector<std::string>& inputs, const RunSearch& search = {},
                         const std::string& command = "compare");
 
-/// Reads `dir`'s config.json, metrics.csv and summary.json (if present); a cut-short last row is dropped. Throws
-/// std::runtime_error naming the file for invalid or refused config.json, or a metrics.csv without a loss column.
+/// Reads `dir`'s config.json, metrics.csv and summary.json (if present). A row cut short or not the trainer's (its step
+/// not above the last, a negative loss, a NaN summary.json denies) and those after it are dropped, the run incomplete.
+/// Throws std::runtime_error naming the file for invalid or refused config.json, or a metrics.csv with no loss column.
 RunRecord load_run(const std::string& dir);
 
 }  // namespace xgrad::report

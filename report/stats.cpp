@@ -364,19 +364,22 @@ RunStats run_stats(const RunRecord& run, double loss_threshold, double accuracy_
 
 MeanSd mean_sd(const std::vector<double>& values) {
   MeanSd m;
-  double sum = 0;
   for (double v : values)
     if (std::isfinite(v)) {
-      sum += v;
       m.min = ++m.n == 1 ? v : std::min(m.min, v);
       m.max = m.n == 1 ? v : std::max(m.max, v);
     }
   if (m.n == 0) return m;
-  m.mean = sum / static_cast<double>(m.n);
-  double sq = 0;
+  // In units of a power of two (exact) near the largest |value|: a sum of finite values does not overflow.
+  const double largest = std::max(-m.min, m.max), unit = largest > 0 ? std::scalbn(1.0, std::ilogb(largest)) : 1.0;
+  double sum = 0, sq = 0;
   for (double v : values)
-    if (std::isfinite(v)) sq += (v - m.mean) * (v - m.mean);
-  m.sd = m.n > 1 ? std::sqrt(sq / static_cast<double>(m.n - 1)) : 0.0;
+    if (std::isfinite(v)) sum += v / unit;
+  const double mean = sum / static_cast<double>(m.n);
+  for (double v : values)
+    if (std::isfinite(v)) sq += (v / unit - mean) * (v / unit - mean);
+  m.mean = mean * unit;
+  m.sd = m.n > 1 ? std::sqrt(sq / static_cast<double>(m.n - 1)) * unit : 0.0;
   m.median = median(values);
   return m;
 }

@@ -2568,3 +2568,129 @@ TEST_CASE("a run of an older release, whose config.json lacks a setting added si
   std::sort(sizes.begin(), sizes.end());
   CHECK(sizes == std::vector<std::size_t>{1, 2});
 }
+
+namespace {
+
+// metrics.csv of `run` with data row `row` (from 1)'s step cell replaced by `step`.
+void set_step_cell(const fs::path& run, std::size_t row, const std::string& step) {
+  std::string csv = read_text(run / "metrics.csv");
+  std::size_t at = 0;
+  for (std::size_t line = 0; line < row; ++line) at = csv.find('\n', at) + 1;
+  csv.replace(at, csv.find(',', at) - at, step);
+  std::ofstream(run / "metrics.csv") << csv;
+}
+
+}  // namespace
+
+TEST_CASE("losses near the largest double: final loss and means are the finite mean, or the run blew up; never inf") {
+  const TempDir root("compare_huge_loss");
+  FakeRun flat;  // 1e308 from step 0: no blow-up (not 10 times step 0), so its final loss is reported
+  flat.loss = constant(25, 1e308);
+  flat.w_q0 = flat.w_q1 = constant(25, 1e200);  // the squares of the combined norm overflow
+  flat.entropy = constant(25, 1.5e308);         // the mean over the two heads' cells
+  write_run(root / "flat", flat);
+  const Comparison cmp = analyse_dirs({(root / "flat").string()});
+  REQUIRE(cmp.runs.size() == 1);
+  CHECK_FALSE(cmp.runs[0].diverged);
+  // Relative 1e-12: the rounding of a sum of 20 values (20 ulps), far below any wrong answer (inf, or off by 2x).
+  CHECK(cmp.arms[0].stat("final_loss").mean == doctest::Approx(1e308).epsilon(1e-12));
+  CHECK(cmp.runs[0].series.grad_norm_w_q[0] == doctest::Approx(std::sqrt(2.0) * 1e200).epsilon(1e-12));
+  CHECK(cmp.runs[0].series.entropy[0] == doctest::Approx(1.5e308).epsilon(1e-12));
+  const MeanSd spread = mean_sd({1e308, 1.2e308, 1.4e308});  // (v - mean)^2 overflows unscaled
+  CHECK(spread.mean == doctest::Approx(1.2e308).epsilon(1e-12));
+  CHECK(spread.sd == doctest::Approx(0.2e308).epsilon(1e-12));
+
+  FakeRun blew_up = flat;  // from 2 nats to 1e308: diverged by loss_blew_up, at the first step past 10 x 2
+  blew_up.loss[0] = 2.0;
+  write_run(root / "blew_up", blew_up);
+  const RunRecord run = load_run((root / "blew_up").string());
+  CHECK(run.diverged);
+  CHECK(run.diverged_step == 1);
+}
+
+TEST_CASE("a NaN loss row in a run whose summary.json says it did not diverge is a contradiction: dropped, named") {
+  const TempDir root("compare_nan_not_diverged");
+  FakeRun good;
+  good.loss = {3.0, 2.0, 1.0, 0.5};
+  write_run(root / "runs" / "good", good);
+  FakeRun bad = good;
+  bad.seed = 1;
+  bad.loss[2] = std::nan("");  // summary.json: not diverged, and on_nan is stop (the trainer would have stopped)
+  write_run(root / "runs" / "bad", bad);
+  const Comparison cmp = analyse_dirs({(root / "runs").string()});
+  REQUIRE(cmp.runs.size() == 2);
+  const RunRecord& run = cmp.runs[0];
+  REQUIRE(run.dir.find("bad") != std::string::npos);
+  CHECK(run.incomplete);
+  CHECK_FALSE(run.diverged);
+  CHECK(run.series.size() == 2);  // row 3 and after dropped
+  CHECK(run.incomplete_reason.find("row 3") != std::string::npos);
+  REQUIRE(cmp.arms.size() == 1);
+  CHECK(cmp.arms[0].n_incomplete == 1);  // as any incomplete run: out of the arm's numbers beside a complete one
+  CHECK(cmp.arms[0].used.size() == 1);
+
+  bad.on_nan = "skip";  // a skipped step is what --on-nan skip writes: no contradiction
+  write_run(root / "skip", bad);
+  const RunRecord skipped = load_run((root / "skip").string());
+  CHECK_FALSE(skipped.incomplete);
+  CHECK(skipped.series.size() == 4);
+
+  FakeRun inf_loss = good;  // Inf as NaN
+  inf_loss.loss[1] = inf_value;
+  write_run(root / "inf", inf_loss);
+  CHECK(load_run((root / "inf").string()).series.size() == 1);
+}
+
+TEST_CASE("rows whose step does not increase (repeated, reversed) are reported with their row and dropped") {
+  const TempDir root("compare_step_order");
+  FakeRun r;
+  r.loss = {3.0, 2.0, 1.0, 0.5, 0.25};
+  for (const char* step : {"1", "0"}) {  // row 3 repeats step 1; goes back to step 0
+    const fs::path dir = root / (std::string("step") + step);
+    write_run(dir, r);
+    set_step_cell(dir, 3, step);
+    const RunRecord run = load_run(dir.string());
+    CHECK(run.incomplete);
+    CHECK(run.series.size() == 2);
+    CHECK(run.series.step.back() == 1.0);
+    CHECK(run.incomplete_reason.find("row 3") != std::string::npos);
+  }
+}
+
+TEST_CASE("a negative loss (a cross-entropy is >= 0) is a damaged row, named with its value, not a divergence") {
+  const TempDir root("compare_negative_loss");
+  FakeRun r;
+  r.loss = {-1.0, 0.5, 0.4};
+  write_run(root / "first", r);
+  const RunRecord first = load_run((root / "first").string());
+  CHECK_FALSE(first.diverged);
+  CHECK(first.incomplete);
+  CHECK(first.series.size() == 0);
+  CHECK(first.incomplete_reason.find("row 1") != std::string::npos);
+  CHECK(first.incomplete_reason.find("-1") != std::string::npos);
+
+  r.loss = {2.0, 1.0, -0.5, 0.4};
+  write_run(root / "later", r);
+  const RunRecord later = load_run((root / "later").string());
+  CHECK_FALSE(later.diverged);
+  CHECK(later.series.size() == 2);
+  CHECK(later.incomplete_reason.find("row 3") != std::string::npos);
+}
+
+TEST_CASE("a verdict's per-seed mean of values near the largest double is their mean, not an overflow to inf") {
+  const TempDir root("compare_huge_verdict");
+  for (const std::string scale : {"none", "sqrt_dk"})
+    for (int seed : {0, 1}) {
+      FakeRun r;
+      r.scale = scale;
+      r.seed = seed;
+      r.loss = constant(5, 2.0);
+      if (scale == "sqrt_dk") r.w_q0 = r.w_q1 = constant(5, 1e308);  // combined: sqrt(2) 1e308, still finite
+      write_run(root / (scale + std::to_string(seed)), r);
+    }
+  const Comparison cmp = analyse_dirs({root.string()});
+  const auto v = verdict_of(cmp, "more_gradient_step0_w_q", "sqrt_dk");
+  REQUIRE(v.has_value());
+  // Relative 1e-12: a mean of two equal values rounds by an ulp; inf (the overflowed sum) is what is ruled out.
+  CHECK(v->subject_value == doctest::Approx(std::sqrt(2.0) * 1e308).epsilon(1e-12));
+}

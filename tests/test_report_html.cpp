@@ -219,9 +219,14 @@ TEST_CASE("report.html on bad input: mismatched columns, NaN/Inf rows, no rows, 
     }
     write_lines(dir / "runs" / name / kMetricsFile, lines);
   };
-  // nan and inf losses (JSON has neither: they must become null).
+  // nan and inf losses (JSON has neither: they must become null), in steps --on-nan skip skipped.
   copy_run(good, dir / "runs" / "nonfinite", 2);
-  set_losses("nonfinite", 3, 5, [](std::size_t i) { return i == 4 ? "inf" : (i == 5 ? "-inf" : "nan"); });
+  set_losses("nonfinite", 3, 5, [](std::size_t i) { return i == 4 ? "inf" : "nan"; });
+  {
+    nlohmann::json config = nlohmann::json::parse(read_text(dir / "runs" / "nonfinite" / kConfigFile));
+    config["on_nan"] = "skip";
+    std::ofstream(dir / "runs" / "nonfinite" / kConfigFile) << config.dump(2);
+  }
   // Text where a number belongs, in two rows: "not a number", not counted with NaN/Inf.
   copy_run(good, dir / "runs" / "text_cells", 5);
   set_losses("text_cells", 2, 3, [](std::size_t) { return "oops"; });
@@ -263,6 +268,23 @@ TEST_CASE("report.html on bad input: mismatched columns, NaN/Inf rows, no rows, 
     if (name == "runs/header_only")
       for (const auto& col : cols) CHECK(col.is_null());
   }
+}
+
+TEST_CASE("report.html draws a run's rows as compare keeps them: none from a repeated step on") {
+  TempDir dir("html_repeated_step");
+  const fs::path run = dir / "runs" / "a";
+  tiny_trained_run(run);
+  std::vector<std::string> lines = lines_of(run / kMetricsFile);
+  REQUIRE(lines.size() == 13);
+  lines[4].replace(0, lines[4].find(','), "2");  // data row 4 repeats the step of row 3
+  write_lines(run / kMetricsFile, lines);
+  CHECK(compare_quietly({(dir / "runs").string()}, dir.path()) == 1);
+  const nlohmann::json data = page_data(dir / "report.html");
+  const auto& columns = data.at("columns");
+  const auto loss = static_cast<std::size_t>(std::find(columns.begin(), columns.end(), "loss") - columns.begin());
+  const auto& cols = data.at("series")[0].at("cols");
+  CHECK(data.at("series")[0].at("x")[cols.at(loss)[0].get<std::size_t>()].size() == 3);  // steps 0, 1, 2
+  CHECK(cols.at(loss)[1].size() == 3);
 }
 
 TEST_CASE("report.html: columns only some runs have are one note, saying what they belong to") {

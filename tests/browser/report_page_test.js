@@ -56,8 +56,12 @@ function makeBadInput(dir, runs) {
     return cells.join(",");
   }));
   // NaN and Inf in the loss of rows 5 to 9, and losses down to 1e-35 in rows 15 to 20 (as a vanishing score
-  // gradient has: a log axis must show them).
-  edit(copy(runs[1], "nonfinite"), (lines) => lines.map((l, i) => {
+  // gradient has: a log axis must show them). The NaN steps are ones --on-nan skip skipped: in a run that stops at
+  // the first (the default), rows after it are not the trainer's and compare drops them.
+  const nonfinite = copy(runs[1], "nonfinite");
+  const config = JSON.parse(fs.readFileSync(path.join(nonfinite, "config.json"), "utf8"));
+  fs.writeFileSync(path.join(nonfinite, "config.json"), JSON.stringify({ ...config, on_nan: "skip" }));
+  edit(nonfinite, (lines) => lines.map((l, i) => {
     if (i < 5 || (i > 9 && i < 15) || i > 20 || !l) return l;
     const cells = l.split(",");
     cells[1] = i > 9 ? `1e-${15 + i}` : i % 2 ? "nan" : "inf";
