@@ -17,8 +17,9 @@ namespace xgrad::report {
 
 namespace {
 
-constexpr double kSaturated = 0.5;  // a share of saturated queries from which "most queries are saturated"
-constexpr double kMild = 0.1;       // a share below which saturation is mild
+constexpr double kSaturated = 0.5;    // a share of saturated queries from which "most queries are saturated"
+constexpr double kMild = 0.1;         // a share below which saturation is mild
+constexpr std::size_t kSlopeDks = 3;  // head sizes a slope needs: any two lie on a line, a third may fall off it
 
 // The verdict of explain.md's line `key` ("class | verdict | text"), its fields filled in.
 SectionVerdict verdict(const std::string& key, const Fields& fields = {}) {
@@ -38,7 +39,7 @@ struct Scales {
   }
 };
 
-// Least-squares slope of log(score std) against log(d_k) over the arms of `scale`; NaN with fewer than two d_ks.
+// Least-squares slope of log(score std) against log(d_k) over the arms of `scale`; NaN with fewer than kSlopeDks.
 double log_log_slope(const Explanation& e, const std::string& scale) {
   std::vector<double> x, y;
   for (const auto d_k : e.d_ks)
@@ -46,7 +47,7 @@ double log_log_slope(const Explanation& e, const std::string& scale) {
       x.push_back(std::log(static_cast<double>(d_k)));
       y.push_back(std::log(a->score_std));
     }
-  if (x.size() < 2) return std::nan("");
+  if (x.size() < kSlopeDks) return std::nan("");
   const double mx = mean_sd(x).mean, my = mean_sd(y).mean;
   double sxy = 0, sxx = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
@@ -90,7 +91,7 @@ SectionVerdict growth(const Explanation& e, const Scales& s, Fields f, ExplainSe
   f["slope"] = fixed(slope);
   f["gap"] = percent_text(worst);
   f["numbers"] = text("explain", "growth.numbers", f);
-  if (std::isnan(slope)) return verdict("no_slope", f);
+  if (std::isnan(slope)) return verdict(e.d_ks.size() < kSlopeDks ? "few_d_k" : "no_slope", f);
   if (std::abs(slope - 0.5) <= 0.1 && worst <= 0.25) return verdict("growth.holds", f);
   return verdict(slope > 0.2 ? "growth.weaker" : "growth.fails", f);
 }
@@ -235,7 +236,7 @@ SectionVerdict scaling(const Explanation& e, const Scales& s, Fields, ExplainSec
         text("explain", "scaling.paragraph", {{"summary", scaling_summary(e, scale, slope, saturated)}}));
   if (s.prop != "sqrt_dk") return verdict("scaling.other");
   const Fields f{{"numbers", scaling_summary(e, s.prop, slope, saturated)}};
-  if (std::isnan(slope)) return verdict("no_slope", f);
+  if (std::isnan(slope)) return verdict(e.d_ks.size() < kSlopeDks ? "few_d_k" : "no_slope", f);
   if (std::abs(slope) <= 0.1 && saturated < kMild) return verdict("scaling.holds", f);
   return verdict(std::abs(slope) <= 0.25 && saturated < kSaturated ? "scaling.roughly" : "scaling.fails", f);
 }

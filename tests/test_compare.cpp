@@ -1024,6 +1024,35 @@ TEST_CASE("diverged runs: counted per arm with their step, left out of final los
     }
 }
 
+TEST_CASE("a length evaluation no trainer writes makes summary.json unreadable, naming the value") {
+  const TempDir root("compare_length_eval");
+  const nlohmann::json good{{"setting", "n_pairs"}, {"value", 16},          {"seq_len", 17},      {"loss", 0.5},
+                            {"accuracy", 0.9},      {"max_prob_mean", 0.6}, {"entropy_mean", 1.2}};
+  // key -> a value out of its range: accuracy outside [0, 1], a negative loss. "" keeps the evaluation
+  // intact, and a null loss is the NaN to_json writes for a value not measured: both read.
+  const std::vector<std::pair<std::string, nlohmann::json>> damaged{
+      {"accuracy", 1e308}, {"accuracy", -3}, {"loss", -1}, {"", nullptr}, {"loss", nullptr}};
+  for (std::size_t i = 0; i < damaged.size(); ++i) {
+    const std::string& key = damaged[i].first;
+    FakeRun r;
+    r.loss = {3.0, 2.0, 1.0};
+    const fs::path dir = root / std::to_string(i);
+    write_run(dir, r);
+    nlohmann::json summary = fake_run_detail::summary(r), bad = good;
+    if (!key.empty()) bad[key] = damaged[i].second;
+    summary["length_eval"] = {good, bad};
+    std::ofstream(dir / kSummaryFile) << summary.dump();
+    const RunRecord run = load_run(dir.string());
+    const bool reads = key.empty() || damaged[i].second.is_null();
+    INFO(key << " " << damaged[i].second.dump() << ": " << run.incomplete_reason);
+    CHECK(run.has_summary == reads);
+    CHECK(run.incomplete == !reads);
+    if (reads) continue;
+    CHECK(run.incomplete_reason.find("summary.json") != std::string::npos);
+    CHECK(run.incomplete_reason.find(key + " is " + damaged[i].second.dump()) != std::string::npos);
+  }
+}
+
 TEST_CASE("a run cut short (no summary.json, truncated last line) is incomplete but still read") {
   const TempDir root("compare_cut");
   FakeRun r;

@@ -3,6 +3,7 @@
 // opposite property gets the opposite verdict).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -272,6 +273,21 @@ TEST_CASE("explain: each verdict follows its numbers, and flips with them") {
   CHECK(section(earned, "saturation").verdict.verdict_class == "partly");
   const auto chance = explain_sections(synthetic(0.5, 0.5, 0.13));
   CHECK(section(chance, "saturation").verdict.verdict_class == "holds");
+}
+
+TEST_CASE("explain: a slope over d_k from two head sizes is not decided; the same arms with a third decide it") {
+  // Two head sizes always lie on a line: growth's and scaling's slope would "hold" whatever the curve between them.
+  Explanation two = synthetic(0.5, 0.5);
+  two.d_ks = {4, 1024};
+  two.arms.erase(std::remove_if(two.arms.begin(), two.arms.end(), [](const ArmMeasurement& a) { return a.d_k == 64; }),
+                 two.arms.end());
+  const auto sections = explain_sections(two);
+  for (const std::string id : {"growth", "scaling"}) {
+    INFO(id);
+    CHECK(section(sections, id).verdict.verdict == "not decided");
+    CHECK(section(sections, id).verdict.key == "few_d_k");
+    CHECK(section(explain_sections(synthetic(0.5, 0.5)), id).verdict.verdict == "holds");
+  }
 }
 
 TEST_CASE("explain: --runs of damaged or unrelated directories gives a note or a clear error") {

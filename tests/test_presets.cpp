@@ -465,3 +465,42 @@ TEST_CASE("text report: a scaled arm is judged only against the unscaled arm tha
   CHECK(unpaired.find(preset_text("text.no_pair")) != std::string::npos);
   CHECK(preset_table_row(unpaired, {"64", "2", "16", "sqrt_dk"}).at(6) == "—");
 }
+
+TEST_CASE("width report: a grid with a hole decides no move of the best lr, naming the run missing") {
+  // Losses: lr 0.01 the best (1.0 against 2.0) at both widths in both variants and seeds. Without muP's runs at lr 0.01
+  // and d_model 64 its best lr there would be 0.001 or 0.1: a move of 10x that only the hole makes.
+  const auto width_section = [](bool hole) {
+    TempDir tmp("presets_width_hole");
+    std::vector<RunRecord> runs;
+    for (const std::size_t width : {16, 64})
+      for (const std::string parametrization : {"sp", "mup"})
+        for (const double lr : {0.001, 0.01, 0.1})
+          for (const int seed : {0, 1}) {
+            if (hole && width == 64 && parametrization == "mup" && lr == 0.01) continue;
+            FakeRun r;
+            r.d_k = width;
+            r.scale = parametrization == "mup" ? "dk" : "sqrt_dk";
+            r.lr = lr;
+            r.seed = seed;
+            r.loss = {3.0, lr == 0.01 ? 1.0 : 2.0};
+            r.extra_config = {{"d_model", width}, {"n_heads", 1}, {"parametrization", parametrization}};
+            const fs::path dir =
+                tmp / (std::to_string(width) + parametrization + std::to_string(lr) + "s" + std::to_string(seed));
+            write_run(dir, r);
+            runs.push_back(load_run(dir.string()));
+          }
+    const Comparison c = analyse_runs(runs, -1, 0.9, 1);
+    const PresetReport* width = Registry<PresetReport>::instance().find("width");
+    REQUIRE(width != nullptr);
+    return width->sections({c, true, tmp.path().string()}).at(0).markdown;
+  };
+  const std::string full = width_section(false);
+  INFO(full);
+  CHECK(full.find(preset_text("width.claim_tie", {{"mup", 1.0}, {"sp", 1.0}})) != std::string::npos);
+  const std::string holed = width_section(true);
+  INFO(holed);
+  CHECK(holed.find(preset_text("width.claim_hole", {{"missing", "muP (1/d_k)"}})) != std::string::npos);
+  CHECK(holed.find(preset_text("width.hole", {{"holes", "d_model 64 at lr 0.01"}})) != std::string::npos);
+  // What the hole alone would have claimed: muP's best lr moving 10x against SP's 1x.
+  CHECK(holed.find(preset_text("width.claim_not_reproduced", {{"mup", 10.0}, {"sp", 1.0}})) == std::string::npos);
+}

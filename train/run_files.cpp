@@ -54,15 +54,6 @@ double GradientStats::frac_near_zero_grad_w_k() const {
 double GradientStats::mean_grad_norm_w_q() const { return ratio(sum_grad_norm_w_q, finite_steps); }
 double GradientStats::mean_grad_norm_w_k() const { return ratio(sum_grad_norm_w_k, finite_steps); }
 
-namespace {
-
-double number_or_nan(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& v = j.at(key);
-  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
-}
-
-}  // namespace
-
 nlohmann::json LengthEval::to_json() const {
   return {{"setting", setting},          {"value", value},
           {"seq_len", seq_len},          {"loss", loss},
@@ -75,10 +66,19 @@ LengthEval LengthEval::from_json(const nlohmann::json& j) {
   e.setting = j.at("setting").get<std::string>();
   e.value = j.at("value").get<std::size_t>();
   e.seq_len = j.at("seq_len").get<std::size_t>();
-  e.loss = number_or_nan(j, "loss");
-  e.accuracy = number_or_nan(j, "accuracy");
-  e.max_prob_mean = number_or_nan(j, "max_prob_mean");
-  e.entropy_mean = number_or_nan(j, "entropy_mean");
+  // null is a NaN as to_json writes it (not measured; readers skip it). A number out of its range comes from a damaged
+  // file, and no reader may draw a verdict from it.
+  const auto checked = [&](const char* key, double max) {
+    if (j.at(key).is_null()) return static_cast<double>(NAN);
+    const double v = j.at(key).get<double>();
+    if (std::isfinite(v) && v >= 0 && v <= max) return v;
+    throw std::invalid_argument("length_eval at " + e.setting + " " + std::to_string(e.value) + ": " + key + " is " +
+                                j.at(key).dump() + "; allowed: " + (max == 1 ? "0 to 1" : "a finite number >= 0"));
+  };
+  e.loss = checked("loss", INFINITY);
+  e.accuracy = checked("accuracy", 1);
+  e.max_prob_mean = checked("max_prob_mean", 1);
+  e.entropy_mean = checked("entropy_mean", INFINITY);
   return e;
 }
 

@@ -93,7 +93,8 @@ struct LengthEval {
   double max_prob_mean = 0;
   double entropy_mean = 0;
   nlohmann::json to_json() const;
-  /// Throws nlohmann::json::exception for a missing key or a value of the wrong type.
+  /// Throws nlohmann::json::exception for a missing key or a value of the wrong type, std::invalid_argument naming the
+  /// key and value for a number out of its range (loss, entropy_mean: finite, >= 0; accuracy, max_prob_mean: 0 to 1).
   static LengthEval from_json(const nlohmann::json& j);
 };
 
@@ -121,7 +122,7 @@ struct RunSummary {
   nlohmann::json to_json() const;
   /// Reads to_json's object back (null numbers as NaN). Keys added after the first release (frac_zero_grad_*,
   /// skipped_steps) default to 0, frac_near_zero_grad_* (added later still) to NaN: unknown, length_eval to none.
-  /// Throws nlohmann::json::exception for a missing key or a value of the wrong type.
+  /// Throws nlohmann::json::exception for a missing key or a value of the wrong type, and as LengthEval::from_json.
   static RunSummary from_json(const nlohmann::json& j);
 };
 

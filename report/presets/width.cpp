@@ -41,7 +41,8 @@ struct Line {
   std::string name, scale, extras;
   std::map<std::size_t, std::map<double, const ArmStats*>> cells;
   std::map<std::size_t, Best> best;  // by width
-  double spread = kNoValue;          // max/min of the decided best lrs (NaN: fewer than 2 decided)
+  double spread = kNoValue;          // max/min of the decided best lrs (NaN: fewer than 2 decided, or holes)
+  std::set<std::string> holes;       // "d_model 64 at lr 0.01": cells of its group's grid without a complete run
 };
 
 Best best_of(const Comparison& c, const std::map<double, const ArmStats*>& by_lr) {
@@ -80,13 +81,19 @@ std::vector<Line> lines_of(const Comparison& c) {
       if (variant_of(arm) != variant || arm.only_incomplete() || !arm.settings.contains("d_model")) continue;
       const std::string name = labels(variant, arm.settings);
       Line& line =
-          by_name.try_emplace(name, Line{name, scale, labels.extras(arm.settings), {}, {}, kNoValue}).first->second;
+          by_name.try_emplace(name, Line{name, scale, labels.extras(arm.settings), {}, {}, kNoValue, {}}).first->second;
       line.cells[arm.settings.at("d_model").get<std::size_t>()][arm.lr()] = &arm;
     }
     for (const auto& entry : by_name) lines.push_back(entry.second);
   }
-  for (Line& line : lines)
+  for (Line& line : lines) {
+    for (const Line& other : lines)  // a cell of equal extras it lacks: a best lr moved by a missing run is no move
+      for (const auto& [width, by_lr] : other.cells)
+        for (const auto& cell : by_lr)
+          if (other.extras == line.extras && !(line.cells.count(width) && line.cells.at(width).count(cell.first)))
+            line.holes.insert(fmt::format("d_model {} at lr {}", width, lr_text(cell.first)));
     for (const auto& [width, by_lr] : line.cells) line.best[width] = best_of(c, by_lr);
+  }
   return lines;
 }
 
@@ -141,8 +148,11 @@ std::string spread_text(std::vector<Line>& lines) {
       edge = edge || (b.decided && b.at_edge);
     }
     text += "- **" + line.name + "**: ";
-    if (decided.size() < 2) {
-      text += preset_text("width.few_decided", {{"n", decided.size()}, {"s", decided.size() == 1 ? "" : "s"}}) + "\n";
+    if (!line.holes.empty() || decided.size() < 2) {
+      text += (line.holes.empty()
+                   ? preset_text("width.few_decided", {{"n", decided.size()}, {"s", decided.size() == 1 ? "" : "s"}})
+                   : preset_text("width.hole", {{"holes", join_and({line.holes.begin(), line.holes.end()})}})) +
+              "\n";
       continue;
     }
     const auto [lo, hi] = std::minmax_element(decided.begin(), decided.end(),
@@ -172,13 +182,16 @@ std::string claims_text(const std::vector<Line>& lines) {
     const auto mup = find("muP (1/d_k)"), sp = find("SP sqrt_dk");
     const bool both = mup != lines.end() && sp != lines.end();
     const double m = both ? mup->spread : kNoValue, s = both ? sp->spread : kNoValue;
+    const auto holed = both && !mup->holes.empty() ? mup : sp;  // SP's, or muP's when it has holes
+    const std::string missing = both ? holed->name : sp != lines.end() ? "muP" : "SP sqrt_dk";  // a line, named
     const char* key = !both                                    ? "width.claim_not_asked"
+                      : !holed->holes.empty()                  ? "width.claim_hole"
                       : !std::isfinite(m) || !std::isfinite(s) ? "width.claim_no_spread"
                       : m < s                                  ? "width.claim_reproduced"
                       : m == s                                 ? "width.claim_tie"
                                                                : "width.claim_not_reproduced";
     claims += (line.extras.empty() ? "" : "With " + line.extras + ": ") +
-              preset_text(key, {{"mup", m}, {"sp", s}, {"missing", sp != lines.end() ? "muP" : "SP sqrt_dk"}}) + "\n";
+              preset_text(key, {{"mup", m}, {"sp", s}, {"missing", missing}}) + "\n";
   }
   return claims;
 }
