@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include "report/preset_report.h"
+#include "report/tables.h"
 #include "tests/support/preset_run.h"
 #include "tests/support/temp_dir.h"
 #include "train/run_files.h"
@@ -139,7 +140,7 @@ TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and larges
       INFO(optimizer << " " << scale);
       const auto& by_lr = curves.at({optimizer, scale});
       CHECK(by_lr.size() == 4);
-      const std::string row = line_starting(figure, "| " + scale + " |");
+      const std::string row = line_starting(figure, "| " + xgrad::report::markdown_text(scale, true) + " |");
       REQUIRE(!row.empty());
       check_final_loss_row(row, by_lr);
       for (const auto& [lr, seeds] : by_lr) some_diverged += seeds.diverged;

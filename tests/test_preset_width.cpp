@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include "report/preset_report.h"
+#include "report/tables.h"
 #include "tests/support/preset_run.h"
 #include "tests/support/temp_dir.h"
 
@@ -53,7 +54,8 @@ TEST_CASE("preset width --quick: the diagonal d_model = d_k, three parametrizati
     // the loss-against-lr table: its row for this width holds the mean final loss at each lr
     const std::size_t figure = section.find("per width, " + name);
     REQUIRE(figure != std::string::npos);
-    const std::size_t row = section.find("| d_model=" + std::to_string(width) + " |", figure);
+    const std::size_t row =
+        section.find("| " + xgrad::report::markdown_text("d_model=" + std::to_string(width), true) + " |", figure);
     REQUIRE(row != std::string::npos);
     const std::string line = section.substr(row, section.find('\n', row) - row);
     std::map<int, std::pair<double, double>> best_by_seed;  // seed -> (objective, lr)

@@ -13,6 +13,7 @@
 #include "common/registry.h"
 #include "report/compare.h"
 #include "report/preset_report.h"
+#include "report/tables.h"
 #include "tests/support/fake_run.h"
 #include "tests/support/paths.h"
 #include "tests/support/preset_run.h"
@@ -121,7 +122,7 @@ TEST_CASE("a preset's sections and figures reach report.md with the numbers its 
   REQUIRE(!section.empty());
   CHECK(section.find("## API test") != std::string::npos);
   CHECK(section.find("arms=2 quick=yes") != std::string::npos);
-  CHECK(report.find("Preset: `api_test` (its --quick grid)") < report.find("## Findings"));
+  CHECK(report.find("Preset: api\\_test (its --quick grid)") < report.find("## Findings"));
   CHECK(fs::exists(dir / "plots" / "api_test_final_loss.gp"));
   // Each scaling's cell is the mean of its seeds' final losses, as sweep.json has them.
   for (const std::string scale : {"sqrt_dk", "none"}) {
@@ -133,7 +134,7 @@ TEST_CASE("a preset's sections and figures reach report.md with the numbers its 
         ++n;
       }
     REQUIRE(n == 2);
-    CHECK(section.find("| " + scale + " | " + g3(sum / n)) != std::string::npos);
+    CHECK(section.find("| " + markdown_text(scale, true) + " | " + g3(sum / n)) != std::string::npos);
   }
 
   // A preset this build does not know: the usual report, with a note saying so.
@@ -141,7 +142,7 @@ TEST_CASE("a preset's sections and figures reach report.md with the numbers its 
   std::ofstream(dir / "sweep.json") << index.dump(2);
   options.plots = false;
   run_compare(options, out);
-  CHECK(read_text(dir / "report.md").find("'not_here'") != std::string::npos);  // the note names it
+  CHECK(read_text(dir / "report.md").find("'not\\_here'") != std::string::npos);  // the note names it, as text
 }
 
 namespace {
@@ -207,7 +208,7 @@ TEST_CASE("length report: each run read at its own trained length; lines labelle
   INFO(findings);
   for (const std::string lr : {"0.003", "0.0003"})
     for (const std::string pairs : {"4", "8"})
-      CHECK(accuracy.find("sqrt_dk lr=" + lr + " n_pairs=" + pairs) != std::string::npos);
+      CHECK(accuracy.find(markdown_text("sqrt_dk lr=" + lr + " n_pairs=" + pairs, true)) != std::string::npos);
   // The runs trained at 8 pairs: their own accuracy and largest weight from 8 to 64 pairs, under their own heading.
   for (const auto& r : run.sweep.at("runs")) {
     const std::string lr = r.at("lr").get<double>() > 0.001 ? "0.003" : "0.0003";
@@ -294,7 +295,7 @@ TEST_CASE("compare writes a preset's sections only when every input sweep record
     const std::string report = read_text(fs::path(options.out) / "report.md");
     INFO(report);
     CHECK(report.find("length-findings") == std::string::npos);
-    CHECK(report.find("Preset: `") == std::string::npos);
+    CHECK(report.find("Preset: ") == std::string::npos);
     CHECK((report.find("pdk: dk --quick") < report.find("len: length --quick")) == dk_first);  // in the inputs' order
     CHECK(report.find("pdk: dk --quick") != std::string::npos);
     CHECK(report.find("len: length --quick") != std::string::npos);
@@ -311,7 +312,7 @@ TEST_CASE(
   INFO(quick.output);
   REQUIRE(quick.exit_code == 0);
   // dk has no sections of its own: the report and the console say so, and no "its sections come first".
-  CHECK(quick.report.find("Preset: `dk` (its --quick grid); it has no sections of its own: the usual report.") !=
+  CHECK(quick.report.find("Preset: dk (its --quick grid); it has no sections of its own: the usual report.") !=
         std::string::npos);
   CHECK(quick.report.find("its sections come first") == std::string::npos);
   CHECK(quick.output.find("preset dk (quick): no sections of its own") != std::string::npos);
@@ -355,7 +356,7 @@ TEST_CASE(
   std::ostringstream out;
   run_compare(options, out);
   const std::string report = read_text(dir / "report.md");
-  CHECK(report.find("'not_here'") != std::string::npos);  // the note names it
+  CHECK(report.find("'not\\_here'") != std::string::npos);  // the note names it, as text
   CHECK(report.find("its sections come first") == std::string::npos);
 }
 
