@@ -371,7 +371,7 @@ Table points_table(const SummaryFigure& f) {
 
 // One figure with its numbers as a table, so a reader has them even without gnuplot.
 std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
-  std::string md = "### " + markdown_escape(f.title) + "\n\n";
+  std::string md = "### " + markdown_text(f.title) + "\n\n";  // a preset's title may name a line
   const bool drawn = std::any_of(ctx.plots.summary_drawn.begin(), ctx.plots.summary_drawn.end(),
                                  [&](const PlotFigure& p) { return p.name == f.name; });
   if (drawn) md += figure_image(f.title, f.name);

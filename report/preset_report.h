@@ -151,7 +151,7 @@ struct PresetFinding {
 Verdict judge_finding(const Comparison& c, const PresetFinding& f, const ArmStats& subject, const ArmStats* baseline,
                       double threshold = kNoValue);
 
-/// A table headed by text_cells("presets", key).
+/// A table headed by text_cells("presets", key), its cells and header shown as text (plain_cells).
 Table preset_table(const std::string& key);
 
 /// The section `anchor` titled by presets.md's "ANCHOR.title", its body `markdown`.

@@ -79,13 +79,13 @@ TEST_CASE("preset width --quick: the diagonal d_model = d_k, three parametrizati
     for (const auto& [seed, pair] : best_by_seed) seed_lrs.insert(pair.second);
     char cell[64];
     std::snprintf(cell, sizeof cell, "%g", best_lr);
-    const std::string expected =
-        "| " + name + " | " + std::to_string(width) + " | " + cell + (seed_lrs.size() == 1 ? " |" : " (not decided) |");
+    const std::string expected = "| " + xgrad::report::markdown_text(name, true) + " | " + std::to_string(width) +
+                                 " | " + cell + (seed_lrs.size() == 1 ? " |" : " (not decided) |");
     CHECK(section.find(expected) != std::string::npos);
   }
   // one sentence per variant, and the claim's verdict
   for (const char* name : {"SP sqrt_dk", "SP none", "muP (1/d_k)"})
-    CHECK(section.find(std::string("- **") + name + "**: ") != std::string::npos);
+    CHECK(section.find("- **" + xgrad::report::markdown_text(name) + "**: ") != std::string::npos);
   std::size_t verdicts = 0;
   for (const char* key : {"width.claim_not_asked", "width.claim_no_spread", "width.claim_reproduced", "width.claim_tie",
                           "width.claim_not_reproduced"}) {

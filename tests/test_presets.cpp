@@ -150,7 +150,7 @@ namespace {
 // The cells of the first row of markdown table `table` that begins with `cells`; empty when there is none.
 std::vector<std::string> preset_table_row(const std::string& table, const std::vector<std::string>& cells) {
   std::string start = "|";
-  for (const std::string& cell : cells) start += " " + cell + " |";
+  for (const std::string& cell : cells) start += " " + markdown_text(cell, true) + " |";  // cells are data
   std::vector<std::string> out;
   const std::string row = xgrad::testing::line_starting(table, start);
   for (std::size_t at = 1, bar; !row.empty() && (bar = row.find(" |", at)) != std::string::npos; at = bar + 2)
@@ -189,7 +189,7 @@ TEST_CASE("lr report: arms that flags add (--grid n_layers=1,2) are lines and ro
   for (const std::string optimizer : {"adamw", "sgd"})
     for (const std::string layers : {"1", "2"})
       CHECK(!preset_table_row(table, {optimizer, "64", "sqrt_dk n_layers=" + layers}).empty());
-  CHECK(table.find("| sqrt_dk |") == std::string::npos);
+  CHECK(table.find("| " + markdown_text("sqrt_dk", true) + " |") == std::string::npos);
   const std::string gp = read_text(run.dir / "plots" / "lr_final_loss_vs_lr_adamw_dk64.gp");
   CHECK(gp.find("sqrt_dk n_layers=1") != std::string::npos);
   CHECK(gp.find("sqrt_dk n_layers=2") != std::string::npos);
@@ -213,7 +213,8 @@ TEST_CASE("length report: each run read at its own trained length; lines labelle
   for (const auto& r : run.sweep.at("runs")) {
     const std::string lr = r.at("lr").get<double>() > 0.001 ? "0.003" : "0.0003";
     const int pairs = r.at("config").at("n_pairs").get<int>();
-    const std::size_t heading = findings.find("**d_k = 64, lr=" + lr + " n_pairs=" + std::to_string(pairs) + ".**");
+    const std::size_t heading =
+        findings.find("**d_k = 64, " + markdown_text("lr=" + lr + " n_pairs=" + std::to_string(pairs)) + ".**");
     REQUIRE(heading != std::string::npos);
     const std::string group = findings.substr(heading, findings.find("**d_k", heading + 1) - heading);
     INFO(group);
@@ -412,7 +413,7 @@ TEST_CASE("width and collapse reports: lines that flags add are labelled apart; 
   INFO(s);
   // A row per line; one seed: nothing to disagree, too few seeds to decide.
   for (const char* line : {"sqrt_dk optimizer=adamw", "sqrt_dk optimizer=sgd"})
-    CHECK(s.find(std::string("| ") + line + " | 0.01 | ") != std::string::npos);
+    CHECK(s.find("| " + markdown_text(line, true) + " | 0.01 | ") != std::string::npos);
   CHECK(s.find(preset_text("collapse.undecided_at")) == std::string::npos);
   CHECK(s.find("| " + preset_text("collapse.few_at") + " |") != std::string::npos);
 }

@@ -140,7 +140,7 @@ std::string spread_text(std::vector<Line>& lines) {
         undecided.push_back(std::to_string(width));
       edge = edge || (b.decided && b.at_edge);
     }
-    text += "- **" + line.name + "**: ";
+    text += "- **" + markdown_text(line.name) + "**: ";
     if (decided.size() < 2) {
       text += preset_text("width.few_decided", {{"n", decided.size()}, {"s", decided.size() == 1 ? "" : "s"}}) + "\n";
       continue;
