@@ -177,7 +177,7 @@ std::string claims_text(const std::vector<Line>& lines) {
                       : m < s                                  ? "width.claim_reproduced"
                       : m == s                                 ? "width.claim_tie"
                                                                : "width.claim_not_reproduced";
-    claims += (line.extras.empty() ? "" : "With " + line.extras + ": ") +
+    claims += (line.extras.empty() ? "" : "With " + markdown_text(line.extras) + ": ") +
               preset_text(key, {{"mup", m}, {"sp", s}, {"missing", sp != lines.end() ? "muP" : "SP sqrt_dk"}}) + "\n";
   }
   return claims;
