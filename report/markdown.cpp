@@ -30,12 +30,11 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
   return fmt::format("{}", fmt::join(parts, sep));
 }
 
-// `items` as a list and a blank line ("" for none): data (paths, names) as inert text, else markdown_escape'd.
-std::string bullets(const std::vector<std::string>& items, bool data, const std::string& prefix = "",
+// `items` as a list and a blank line ("" for none), each shown as text: they hold names and paths.
+std::string bullets(const std::vector<std::string>& items, const std::string& prefix = "",
                     const std::string& end = "") {
   std::string md;
-  for (const auto& item : items)
-    md += "- " + prefix + (data ? markdown_text(item) : markdown_escape(item)) + end + "\n";
+  for (const auto& item : items) md += "- " + prefix + markdown_text(item) + end + "\n";
   return md.empty() ? md : md + "\n";
 }
 
@@ -45,12 +44,16 @@ std::string shown_path(const std::string& dir, const std::string& out_dir) {
   return ec || rel.empty() ? dir : rel.string();
 }
 
-// A paragraph of report.md from report/text/report.md.
-std::string para(const std::string& key, const Fields& fields = {}) { return text("report", key, fields) + "\n\n"; }
-
-std::string heading(const std::string& key, const Fields& fields = {}) {
-  return text("report", "heading_" + key, fields);
+// report/text/report.md's `key`, its text fields (names, paths) shown as text: markup is the template's, never theirs.
+std::string report_text(const std::string& key, Fields fields) {
+  for (auto& field : fields)
+    if (auto* value = std::get_if<std::string>(&field.second.value)) *value = markdown_text(escape_name(*value));
+  return text("report", key, fields);
 }
+
+std::string para(const std::string& key, const Fields& fields = {}) { return report_text(key, fields) + "\n\n"; }
+
+std::string heading(const std::string& key, const Fields& fields = {}) { return report_text("heading_" + key, fields); }
 
 std::string finding_text(const std::string& key, const Fields& fields = {}) { return text("findings", key, fields); }
 
@@ -60,8 +63,8 @@ std::string details(const std::string& summary, const std::string& body) {
 
 // A note of compare as a paragraph, what it lists behind a disclosure.
 std::string note_markdown(const Note& note) {
-  const std::string md = "**Note:** " + markdown_escape(note.text) + ".\n\n";
-  return note.items.empty() ? md : md + details(fmt::format("list ({})", note.items.size()), bullets(note.items, true));
+  const std::string md = "**Note:** " + markdown_text(note.text) + ".\n\n";
+  return note.items.empty() ? md : md + details(fmt::format("list ({})", note.items.size()), bullets(note.items));
 }
 
 // A verdict with nothing to say: a statistic neither arm has (no W_q columns), or a share of events none had.
@@ -355,7 +358,7 @@ Table points_table(const SummaryFigure& f) {
                                                             : "line \\ " + f.x_label};
   for (double x : xs) t.header.push_back(fmt::format("{:g}", x));
   for (const SummaryLine& line : f.lines) {
-    std::vector<std::string> row{line.label};
+    std::vector<std::string> row{markdown_text(line.label, true)};  // a label names settings: data
     for (double x : xs) {
       const auto it =
           std::find_if(line.points.begin(), line.points.end(), [&](const SummaryPoint& p) { return p.x == x; });
@@ -368,12 +371,12 @@ Table points_table(const SummaryFigure& f) {
 
 // One figure with its numbers as a table, so a reader has them even without gnuplot.
 std::string figure_markdown(const SummaryFigure& f, const ReportContext& ctx) {
-  std::string md = "### " + markdown_escape(f.title) + "\n\n";
+  std::string md = "### " + markdown_text(f.title) + "\n\n";  // a preset's title may name a line
   const bool drawn = std::any_of(ctx.plots.summary_drawn.begin(), ctx.plots.summary_drawn.end(),
                                  [&](const PlotFigure& p) { return p.name == f.name; });
   if (drawn) md += figure_image(f.title, f.name);
   md += f.caption + ".\n\n" + (f.tabulate ? points_table(f).markdown() + "\n" : "");
-  return md + bullets(f.notes, true, "Note: ", ".");
+  return md + bullets(f.notes, "Note: ", ".");
 }
 
 std::string figures_markdown(const std::vector<SummaryFigure>& figures, const ReportContext& ctx) {
@@ -387,7 +390,7 @@ std::string intro_markdown(const Comparison& c, const ReportContext& ctx) {
   std::string md = para("runs_read", run_counts(c));
   for (const Note& note : ctx.sweep_notes) md += note_markdown(note);
   if (!ctx.explain_page.empty())
-    md += para("explain_link", {{"page", markdown_escape(ctx.explain_page)}, {"url", url_path(ctx.explain_page)}});
+    md += para("explain_link", {{"page", ctx.explain_page}, {"url", url_path(ctx.explain_page)}});
   if (!ctx.preset.name.empty())
     md += para(!ctx.preset_sections.empty() ? "preset_first"
                : ctx.preset_note.empty()    ? "preset_alone"
@@ -469,7 +472,7 @@ Table claims_table(const Comparison& c, const std::vector<Verdict>& verdicts) {
 std::string story_markdown(const Comparison& c, const std::vector<Verdict>& verdicts, bool held) {
   std::string md = held && c.axis == "scale" && is_reference_scale(baseline_of(c)) ? para("usual_story") : "";
   const Table table = claims_table(c, verdicts);
-  const Fields axis{{"axis", markdown_name(c.axis)}};
+  const Fields axis{{"axis", c.axis}};
   if (table.rows.empty()) return md + para("no_claim", axis);
   std::string every;
   for (const auto& [head, list] : verdicts_by_pair(c, verdicts)) {
@@ -483,7 +486,7 @@ std::string story_markdown(const Comparison& c, const std::vector<Verdict>& verd
 
 std::string plots_markdown(const ReportContext& ctx) {
   std::string md = ctx.plots_requested ? "" : para("no_plots");
-  if (!ctx.plots.note.empty()) md += "Note: " + ctx.plots.note + "\n\n";
+  if (!ctx.plots.note.empty()) md += "Note: " + markdown_text(ctx.plots.note) + "\n\n";
   for (const auto& fig : ctx.plots.drawn)
     md += fmt::format("### {}\n\n{}.\n\n", fig.name, fig.caption) + figure_image(fig.name, fig.name);
   return md;
@@ -507,7 +510,7 @@ std::string runs_markdown(const Comparison& c, const ReportContext& ctx) {
          return s.empty() ? std::string("complete") : s;
        }}};
   const std::string md = column_table(c.runs, columns).markdown() + "\n";
-  return md + (ctx.skipped.empty() ? "" : para("skipped") + bullets(ctx.skipped, true));
+  return md + (ctx.skipped.empty() ? "" : para("skipped") + bullets(ctx.skipped));
 }
 
 // A section of report.md: its anchor ("" none), heading ("" none) at `level`, and markdown; left out when empty.
@@ -572,21 +575,19 @@ std::vector<FindingLine> findings(const Comparison& c, const std::vector<Verdict
   return at_most_ten(std::move(out));
 }
 
-std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to,
-                                                 bool for_markdown) {
+std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to) {
   std::vector<std::string> out;
   const auto extra = distinguishing_keys(c.arms);
-  const auto name = [&](const std::string& text) { return for_markdown ? markdown_name(text) : escape_name(text); };
   for (const ArmStats& arm : c.arms)
     for (const auto& group : arm.duplicate_seeds) {
       std::vector<std::string> dirs;
       for (auto i : group)
-        dirs.push_back(name(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to)));
+        dirs.push_back(escape_name(relative_to.empty() ? c.runs[i].dir : shown_path(c.runs[i].dir, relative_to)));
       const nlohmann::json& config = c.runs[group.front()].config;
       out.push_back(text("report", "duplicate_seed",
-                         {{"arm", name(arm_label(arm, extra))},
-                          {"seed", name(setting_text(config, "seed"))},
-                          {"data_seed", name(setting_text(config, "data_seed"))},
+                         {{"arm", escape_name(arm_label(arm, extra))},
+                          {"seed", escape_name(setting_text(config, "seed"))},
+                          {"data_seed", escape_name(setting_text(config, "data_seed"))},
                           {"runs", counted(group.size(), "run")},
                           {"dirs", join(dirs, ", ")}}));
     }
@@ -618,19 +619,18 @@ std::string report_markdown(const Comparison& c, const ReportContext& ctx) {
   const bool held = std::any_of(verdicts.begin(), verdicts.end(), [&](const Verdict& v) {
     return setting_text(c.arms[v.baseline].settings, c.axis) == baseline;
   });
-  const std::string against = markdown_text(escape_name(c.axis == "scale" ? baseline : c.axis + "=" + baseline));
-  const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir, true);
+  const std::string against = c.axis == "scale" ? baseline : c.axis + "=" + baseline;
+  const auto duplicates = duplicate_seed_warnings(c, ctx.out_dir);
   const Table lr = lr_table(c);
   sections.insert(
       sections.end(),
       {{"findings", heading("findings"), findings_markdown(c, verdicts)},
        {"results", heading("results"),
-        arm_table(c).markdown() + "\n" +
-            (duplicates.empty() ? "" : para("duplicate_seeds") + bullets(duplicates, false))},
+        arm_table(c).markdown() + "\n" + (duplicates.empty() ? "" : para("duplicate_seeds") + bullets(duplicates))},
        {"summary-figures", heading("summary_figures"),
         ctx.summary.empty() ? para("no_summary_figure") : figures_markdown(ctx.summary, ctx)},
        {"lr-sensitivity", heading("lr_sensitivity"), lr.rows.empty() ? "" : lr.markdown() + "\n"},
-       {"scale-modes", heading("scale_modes"), bullets(no_comparison_notes(c), false, "", ".")},
+       {"scale-modes", heading("scale_modes"), bullets(no_comparison_notes(c), "", ".")},
        {"story", held ? heading("story", {{"baseline", against}}) : heading("story_each", {{"axis", c.axis}}),
         story_markdown(c, verdicts, held)},
        {"plots", heading("plots"), plots_markdown(ctx)},

@@ -26,9 +26,8 @@ StoryChecks story_checks(const Comparison& c, const std::vector<Verdict>& verdic
 inline StoryChecks story_checks(const Comparison& c) { return story_checks(c, judge(c, c.axis, baseline_of(c))); }
 
 /// One line per arm and (seed, data_seed) that several of its runs share, naming their directories (relative to
-/// `relative_to` if given) through escape_name, or markdown_name `for_markdown` (then needing markdown_escape).
-std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to = "",
-                                                 bool for_markdown = false);
+/// `relative_to` if given) through escape_name.
+std::vector<std::string> duplicate_seed_warnings(const Comparison& c, const std::string& relative_to = "");
 
 /// One line of report.md's Findings: at most 40 words from report/text/findings.md, its details' and rule's anchors.
 struct FindingLine {

@@ -88,9 +88,7 @@ Fields Tally::fields(Fields more) const {
 }
 
 Table preset_table(const std::string& key) {
-  Table t;
-  t.header = text_cells("presets", key);
-  return t;
+  return {text_cells("presets", key), {}, {}, true};  // plain cells: rows name arms by their settings
 }
 
 PresetSection preset_section(const std::string& anchor, std::string markdown) {

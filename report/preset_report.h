@@ -134,7 +134,7 @@ SummaryFigure lines_figure(const std::string& name, const std::string& key, Axis
 void add_line(std::vector<LinePoint>& out, const std::string& label, const std::string& scale,
               const std::vector<SummaryPoint>& points);
 
-/// A table headed by text_cells("presets", key).
+/// A table headed by text_cells("presets", key), its cells and header shown as text (plain_cells).
 Table preset_table(const std::string& key);
 
 /// The section `anchor` titled by presets.md's "ANCHOR.title", its body `markdown`.

@@ -115,13 +115,14 @@ std::string markdown_name(const std::string& name) { return markdown_text(escape
 std::string Table::markdown() const {
   auto line = [&](const std::vector<std::string>& cells, bool body) {
     std::string out = "|";
-    for (const auto& c : cells) out += " " + markdown_escape(body && plain_cells ? markdown_text(c, true) : c) + " |";
+    for (std::size_t i = 0; i < cells.size(); ++i) {  // cells and a setting's header (config.json's key) are data
+      const std::string cell = markdown_escape(plain_cells ? markdown_text(cells[i], true) : cells[i]);
+      const bool link = !body && i < header_links.size() && !header_links[i].empty();
+      out += " " + (link ? "[" + cell + "](#" + header_links[i] + ")" : cell) + " |";
+    }
     return out + "\n";
   };
-  std::vector<std::string> shown = header;
-  for (std::size_t i = 0; i < shown.size() && i < header_links.size(); ++i)
-    if (!header_links[i].empty()) shown[i] = "[" + shown[i] + "](#" + header_links[i] + ")";
-  std::string out = line(shown, false) + "|";
+  std::string out = line(header, false) + "|";
   for (const bool numeric : numeric_columns(*this)) out += numeric ? " ---: |" : " --- |";
   out += "\n";
   for (const auto& row : rows) out += line(row, true);

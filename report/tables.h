@@ -17,7 +17,7 @@ struct Table {
   std::vector<std::string> header;
   std::vector<std::string> header_links;  // per column, the anchor its markdown header links to ("" or none: no link)
   std::vector<std::vector<std::string>> rows;
-  bool plain_cells = false;  // body cells are data: markdown() escapes their markup (no link or image from a value)
+  bool plain_cells = false;  // cells and header are data: markdown() escapes their markup (no link or image of theirs)
   /// Columns padded to their widest cell up to kMaxPaddedWidth, numbers right-aligned; cells through escape_name.
   std::string text() const;
   /// A GitHub-flavoured markdown table; every cell through markdown_escape.

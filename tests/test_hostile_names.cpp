@@ -305,3 +305,45 @@ TEST_CASE("report.md shows run directories named like a Markdown link or image a
       CHECK_MESSAGE(cells == 6, l);
     }
 }
+
+TEST_CASE("report.md shows names from sweep.json and config.json as text: no link, image or HTML of theirs") {
+  // An unregistered preset's name is shown twice; lr's sections name the arms in their own tables and titles.
+  for (const std::string preset : {"![pre](http://evil.example/p.png) <b>", "lr"}) {
+    CAPTURE(preset);
+    const TempDir root("hostile_data_markdown");
+    // The sweep's directory names explain.html's link.
+    const fs::path sweep = root / "[dir](javascript:alert(1))", out = root / "report";
+    fs::create_directories(sweep / "explain");
+    std::ofstream(sweep / "explain" / "explain.html") << "<html></html>\n";
+    std::ofstream(sweep / "sweep.json") << nlohmann::json{{"preset", {{"name", preset}, {"quick", true}}}}.dump();
+    // A key no build declares is a setting of its own: in the arm table's header, the summary tables' line labels
+    // and the note that scalings are not compared (the key differs with the scaling).
+    const std::string key = "<img src=x>[key](javascript:alert(2))";
+    for (const std::string scale : {"none", "sqrt_dk"})
+      for (const std::size_t d_k : {16, 64})
+        for (const double lr : {0.01, 0.1}) {
+          FakeRun r;
+          r.scale = scale, r.d_k = d_k, r.lr = lr;
+          r.extra_config = {{key, scale == "none" ? "![img](http://evil.example/i.png)" : "[click](javascript:3)"}};
+          for (int step = 0; step < 10; ++step) r.loss.push_back(2.0 - lr * step);
+          xgrad::testing::write_run(sweep / "runs" / (scale + std::to_string(d_k) + std::to_string(lr)), r);
+        }
+    const xgrad::testing::ProcessResult compared = run_xgrad(
+        {"compare", sweep.string(), "--out", out.string(), "--plots", "false"}, xgrad::testing::merged_output());
+    INFO(compared.out);
+    REQUIRE(compared.exit_code == 0);
+    const std::string md = read_text(out / "report.md");
+    INFO(md);
+    REQUIRE(md.find("explain.html") != std::string::npos);  // the link is written, its text escaped
+    REQUIRE(md.find("line \\ d_k") != std::string::npos);   // a summary table with the key in its labels
+    CHECK((preset == "lr") == (md.find("lr-sensitivity-table") != std::string::npos));  // lr's own table
+    // Escaped, a name's brackets are "\[" and "\]" and its '<' is "\<" or "&lt;": none is left after an even number
+    // of backslashes (a name's own backslash is "\\").
+    for (const std::string live : {"[dir](", "[pre](", "[key](", "[img](", "[click](", "<b>", "<img"})
+      for (std::size_t at = 0; (at = md.find(live, at)) != std::string::npos; ++at) {
+        std::size_t slashes = 0;
+        while (slashes < at && md[at - 1 - slashes] == '\\') ++slashes;
+        CHECK_MESSAGE(slashes % 2 == 1, md.substr(at > 40 ? at - 40 : 0, 80));
+      }
+  }
+}

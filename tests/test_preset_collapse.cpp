@@ -53,7 +53,8 @@ TEST_CASE("preset collapse --quick: collapsed seeds per scaling, lr and warmup; 
   for (const auto& [key, c] : counts) {
     const auto& [scale, lr, warmup] = key;
     std::ostringstream row;
-    row << "| " << scale << " | " << lr << " | " << warmup << " | " << c.first << " of " << c.second << " |";
+    row << "| " << xgrad::report::markdown_text(scale, true) << " | " << lr << " | " << warmup << " | " << c.first
+        << " of " << c.second << " |";
     INFO(row.str());
     CHECK(section.find(row.str()) != std::string::npos);
   }

@@ -55,7 +55,7 @@ TEST_CASE("preset length --quick: 4 scalings x 2 seeds, evaluated at 1x-8x the k
     // The findings table names the scaling with its trained -> longest largest weight (2 decimals).
     char row[96];
     std::snprintf(row, sizeof row, "%.2f → %.2f", points.at(8)[1] / 2, points.at(64)[1] / 2);
-    CHECK(findings.find("| " + scale + " ") != std::string::npos);
+    CHECK(findings.find("| " + xgrad::report::markdown_text(scale, true) + " ") != std::string::npos);
     CHECK(findings.find(row) != std::string::npos);
   }
   // The scaled runs learn the task at the trained length (unscaled attention, saturated from step 0, may not), and

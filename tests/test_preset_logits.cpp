@@ -35,7 +35,9 @@ std::vector<std::vector<std::string>> verdict_rows(const std::string& section, s
     std::vector<std::string> cells;
     for (std::size_t start = 2, bar; (bar = line.find(" | ", start)) != std::string::npos || start < line.size();) {
       if (bar == std::string::npos) bar = line.rfind(" |");
-      cells.push_back(line.substr(start, bar - start));
+      std::string cell;  // as the table shows it: a backslash escapes the next character (markdown_text)
+      for (std::size_t i = start; i < bar; ++i) cell += line[i] == '\\' && i + 1 < bar ? line[++i] : line[i];
+      cells.push_back(cell);
       start = bar + 3;
       if (bar + 2 >= line.size()) break;
     }

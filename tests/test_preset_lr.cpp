@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include "report/preset_report.h"
+#include "report/tables.h"
 #include "tests/support/preset_run.h"
 #include "tests/support/temp_dir.h"
 #include "train/run_files.h"
@@ -107,7 +108,8 @@ void check_final_loss_row(const std::string& row, const std::map<double, Seeds>&
 // The table row: best lr, its mean objective, the highest lr without divergence and the highest that learned.
 void check_table_row(const std::string& table_row, const std::string& scale, const Sensitivity& s) {
   REQUIRE(!table_row.empty());
-  CHECK(table_row.find("| " + scale + " | " + g3(s.best_lr) + " | " + g3(s.best_objective)) != std::string::npos);
+  CHECK(table_row.find("| " + xgrad::report::markdown_text(scale, true) + " | " + g3(s.best_lr) + " | " +
+                       g3(s.best_objective)) != std::string::npos);
   const std::string survived = std::isnan(s.highest_survived) ? "none" : g3(s.highest_survived);
   const std::string learned = std::isnan(s.highest_learned) ? "none" : g3(s.highest_learned);
   CHECK(table_row.size() > survived.size() + learned.size() + 6);
@@ -139,15 +141,17 @@ TEST_CASE("preset lr --quick: final loss per lr, LR-sensitivity table and larges
       INFO(optimizer << " " << scale);
       const auto& by_lr = curves.at({optimizer, scale});
       CHECK(by_lr.size() == 4);
-      const std::string row = line_starting(figure, "| " + scale + " |");
+      const std::string row = line_starting(figure, "| " + xgrad::report::markdown_text(scale, true) + " |");
       REQUIRE(!row.empty());
       check_final_loss_row(row, by_lr);
       for (const auto& [lr, seeds] : by_lr) some_diverged += seeds.diverged;
       const Sensitivity s = sensitivity(by_lr, chance);
-      check_table_row(line_starting(table, "| " + optimizer + " | 64 | " + scale + " | "), scale, s);
+      check_table_row(
+          line_starting(table, "| " + optimizer + " | 64 | " + xgrad::report::markdown_text(scale, true) + " | "),
+          scale, s);
       // The logit table's row names the lr that learned.
       const std::string learned = std::isnan(s.highest_learned) ? "none" : g3(s.highest_learned);
-      const std::string start = "| " + optimizer + " | 64 | " + scale + " | ";
+      const std::string start = "| " + optimizer + " | 64 | " + xgrad::report::markdown_text(scale, true) + " | ";
       CHECK(line_starting(logit, start).rfind(start + learned, 0) == 0);
     }
   }

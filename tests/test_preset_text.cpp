@@ -78,7 +78,8 @@ TEST_CASE("preset text --quick: d_k 16 and 64 two ways, none vs sqrt_dk; held-ou
     loss[{d_model, n_heads}][r.at("scale").get<std::string>()] = eval;
     // The table row of this arm holds its held-out loss (one seed: the value itself, 3 decimals).
     const std::string row_start = "| " + std::to_string(d_model) + " | " + std::to_string(n_heads) + " | " +
-                                  std::to_string(d_k) + " | " + r.at("scale").get<std::string>() + " | 1 | ";
+                                  std::to_string(d_k) + " | " +
+                                  xgrad::report::markdown_text(r.at("scale").get<std::string>(), true) + " | 1 | ";
     CHECK(section.find(row_start + three_decimals(eval) + " |") != std::string::npos);
     // Its sample is what `xgrad sample` writes with the options the section states.
     const auto sampled =

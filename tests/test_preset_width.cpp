@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include "report/preset_report.h"
+#include "report/tables.h"
 #include "tests/support/preset_run.h"
 #include "tests/support/temp_dir.h"
 
@@ -53,7 +54,8 @@ TEST_CASE("preset width --quick: the diagonal d_model = d_k, three parametrizati
     // the loss-against-lr table: its row for this width holds the mean final loss at each lr
     const std::size_t figure = section.find("per width, " + name);
     REQUIRE(figure != std::string::npos);
-    const std::size_t row = section.find("| d_model=" + std::to_string(width) + " |", figure);
+    const std::size_t row =
+        section.find("| " + xgrad::report::markdown_text("d_model=" + std::to_string(width), true) + " |", figure);
     REQUIRE(row != std::string::npos);
     const std::string line = section.substr(row, section.find('\n', row) - row);
     std::map<int, std::pair<double, double>> best_by_seed;  // seed -> (objective, lr)
@@ -77,13 +79,13 @@ TEST_CASE("preset width --quick: the diagonal d_model = d_k, three parametrizati
     for (const auto& [seed, pair] : best_by_seed) seed_lrs.insert(pair.second);
     char cell[64];
     std::snprintf(cell, sizeof cell, "%g", best_lr);
-    const std::string expected =
-        "| " + name + " | " + std::to_string(width) + " | " + cell + (seed_lrs.size() == 1 ? " |" : " (not decided) |");
+    const std::string expected = "| " + xgrad::report::markdown_text(name, true) + " | " + std::to_string(width) +
+                                 " | " + cell + (seed_lrs.size() == 1 ? " |" : " (not decided) |");
     CHECK(section.find(expected) != std::string::npos);
   }
   // one sentence per variant, and the claim's verdict
   for (const char* name : {"SP sqrt_dk", "SP none", "muP (1/d_k)"})
-    CHECK(section.find(std::string("- **") + name + "**: ") != std::string::npos);
+    CHECK(section.find("- **" + xgrad::report::markdown_text(name) + "**: ") != std::string::npos);
   std::size_t verdicts = 0;
   for (const char* key : {"width.claim_not_asked", "width.claim_no_spread", "width.claim_reproduced", "width.claim_tie",
                           "width.claim_not_reproduced"}) {

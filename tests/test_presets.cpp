@@ -13,6 +13,7 @@
 #include "common/registry.h"
 #include "report/compare.h"
 #include "report/preset_report.h"
+#include "report/tables.h"
 #include "tests/support/fake_run.h"
 #include "tests/support/paths.h"
 #include "tests/support/preset_run.h"
@@ -121,7 +122,7 @@ TEST_CASE("a preset's sections and figures reach report.md with the numbers its 
   REQUIRE(!section.empty());
   CHECK(section.find("## API test") != std::string::npos);
   CHECK(section.find("arms=2 quick=yes") != std::string::npos);
-  CHECK(report.find("Preset: `api_test` (its --quick grid)") < report.find("## Findings"));
+  CHECK(report.find("Preset: api\\_test (its --quick grid)") < report.find("## Findings"));
   CHECK(fs::exists(dir / "plots" / "api_test_final_loss.gp"));
   // Each scaling's cell is the mean of its seeds' final losses, as sweep.json has them.
   for (const std::string scale : {"sqrt_dk", "none"}) {
@@ -133,7 +134,7 @@ TEST_CASE("a preset's sections and figures reach report.md with the numbers its 
         ++n;
       }
     REQUIRE(n == 2);
-    CHECK(section.find("| " + scale + " | " + g3(sum / n)) != std::string::npos);
+    CHECK(section.find("| " + markdown_text(scale, true) + " | " + g3(sum / n)) != std::string::npos);
   }
 
   // A preset this build does not know: the usual report, with a note saying so.
@@ -141,7 +142,7 @@ TEST_CASE("a preset's sections and figures reach report.md with the numbers its 
   std::ofstream(dir / "sweep.json") << index.dump(2);
   options.plots = false;
   run_compare(options, out);
-  CHECK(read_text(dir / "report.md").find("'not_here'") != std::string::npos);  // the note names it
+  CHECK(read_text(dir / "report.md").find("'not\\_here'") != std::string::npos);  // the note names it, as text
 }
 
 namespace {
@@ -149,7 +150,7 @@ namespace {
 // The cells of the first row of markdown table `table` that begins with `cells`; empty when there is none.
 std::vector<std::string> preset_table_row(const std::string& table, const std::vector<std::string>& cells) {
   std::string start = "|";
-  for (const std::string& cell : cells) start += " " + cell + " |";
+  for (const std::string& cell : cells) start += " " + markdown_text(cell, true) + " |";  // cells are data
   std::vector<std::string> out;
   const std::string row = xgrad::testing::line_starting(table, start);
   for (std::size_t at = 1, bar; !row.empty() && (bar = row.find(" |", at)) != std::string::npos; at = bar + 2)
@@ -188,7 +189,7 @@ TEST_CASE("lr report: arms that flags add (--grid n_layers=1,2) are lines and ro
   for (const std::string optimizer : {"adamw", "sgd"})
     for (const std::string layers : {"1", "2"})
       CHECK(!preset_table_row(table, {optimizer, "64", "sqrt_dk n_layers=" + layers}).empty());
-  CHECK(table.find("| sqrt_dk |") == std::string::npos);
+  CHECK(table.find("| " + markdown_text("sqrt_dk", true) + " |") == std::string::npos);
   const std::string gp = read_text(run.dir / "plots" / "lr_final_loss_vs_lr_adamw_dk64.gp");
   CHECK(gp.find("sqrt_dk n_layers=1") != std::string::npos);
   CHECK(gp.find("sqrt_dk n_layers=2") != std::string::npos);
@@ -207,12 +208,13 @@ TEST_CASE("length report: each run read at its own trained length; lines labelle
   INFO(findings);
   for (const std::string lr : {"0.003", "0.0003"})
     for (const std::string pairs : {"4", "8"})
-      CHECK(accuracy.find("sqrt_dk lr=" + lr + " n_pairs=" + pairs) != std::string::npos);
+      CHECK(accuracy.find(markdown_text("sqrt_dk lr=" + lr + " n_pairs=" + pairs, true)) != std::string::npos);
   // The runs trained at 8 pairs: their own accuracy and largest weight from 8 to 64 pairs, under their own heading.
   for (const auto& r : run.sweep.at("runs")) {
     const std::string lr = r.at("lr").get<double>() > 0.001 ? "0.003" : "0.0003";
     const int pairs = r.at("config").at("n_pairs").get<int>();
-    const std::size_t heading = findings.find("**d_k = 64, lr=" + lr + " n_pairs=" + std::to_string(pairs) + ".**");
+    const std::size_t heading =
+        findings.find("**d_k = 64, " + markdown_text("lr=" + lr + " n_pairs=" + std::to_string(pairs)) + ".**");
     REQUIRE(heading != std::string::npos);
     const std::string group = findings.substr(heading, findings.find("**d_k", heading + 1) - heading);
     INFO(group);
@@ -294,7 +296,7 @@ TEST_CASE("compare writes a preset's sections only when every input sweep record
     const std::string report = read_text(fs::path(options.out) / "report.md");
     INFO(report);
     CHECK(report.find("length-findings") == std::string::npos);
-    CHECK(report.find("Preset: `") == std::string::npos);
+    CHECK(report.find("Preset: ") == std::string::npos);
     CHECK((report.find("pdk: dk --quick") < report.find("len: length --quick")) == dk_first);  // in the inputs' order
     CHECK(report.find("pdk: dk --quick") != std::string::npos);
     CHECK(report.find("len: length --quick") != std::string::npos);
@@ -311,7 +313,7 @@ TEST_CASE(
   INFO(quick.output);
   REQUIRE(quick.exit_code == 0);
   // dk has no sections of its own: the report and the console say so, and no "its sections come first".
-  CHECK(quick.report.find("Preset: `dk` (its --quick grid); it has no sections of its own: the usual report.") !=
+  CHECK(quick.report.find("Preset: dk (its --quick grid); it has no sections of its own: the usual report.") !=
         std::string::npos);
   CHECK(quick.report.find("its sections come first") == std::string::npos);
   CHECK(quick.output.find("preset dk (quick): no sections of its own") != std::string::npos);
@@ -355,7 +357,7 @@ TEST_CASE(
   std::ostringstream out;
   run_compare(options, out);
   const std::string report = read_text(dir / "report.md");
-  CHECK(report.find("'not_here'") != std::string::npos);  // the note names it
+  CHECK(report.find("'not\\_here'") != std::string::npos);  // the note names it, as text
   CHECK(report.find("its sections come first") == std::string::npos);
 }
 
@@ -411,7 +413,7 @@ TEST_CASE("width and collapse reports: lines that flags add are labelled apart; 
   INFO(s);
   // A row per line; one seed: nothing to disagree, too few seeds to decide.
   for (const char* line : {"sqrt_dk optimizer=adamw", "sqrt_dk optimizer=sgd"})
-    CHECK(s.find(std::string("| ") + line + " | 0.01 | ") != std::string::npos);
+    CHECK(s.find("| " + markdown_text(line, true) + " | 0.01 | ") != std::string::npos);
   CHECK(s.find(preset_text("collapse.undecided_at")) == std::string::npos);
   CHECK(s.find("| " + preset_text("collapse.few_at") + " |") != std::string::npos);
 }

@@ -208,7 +208,8 @@ std::string claim_verdict(const Curve& reference, const Curve& scalable) {
 
 // One group of findings: curves of one d_k that differ only in scaling (`extras` names what else they share).
 std::string findings(const Curves& panel, const std::string& extras) {
-  std::string md = fmt::format("**d_k = {}{}.**\n\n", panel.front().d_k, extras.empty() ? "" : ", " + extras);
+  std::string md =
+      fmt::format("**d_k = {}{}.**\n\n", panel.front().d_k, extras.empty() ? "" : ", " + markdown_text(extras));
   // A row per scaling: each change, told seed by seed, and Scalable-Softmax against it at the longest length.
   report::Table t = preset_table("length.table_header");
   const Curve* scalable = curve_of(panel, kScalable);

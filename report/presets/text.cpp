@@ -113,7 +113,7 @@ std::string samples(const Comparison& c, const std::vector<TextArm>& arms) {
       options.temperature = kSampleTemperature;
       md += fenced(train::sample_text(*train::load_sampling_model(run.dir), options)) + "\n";
     } catch (const std::exception& e) {
-      md += preset_text("text.no_sample", {{"why", markdown_escape(e.what())}}) + "\n\n";
+      md += preset_text("text.no_sample", {{"why", markdown_text(e.what())}}) + "\n\n";
     }
   }
   return md;

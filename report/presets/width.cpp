@@ -147,7 +147,7 @@ std::string spread_text(std::vector<Line>& lines) {
         undecided.push_back(std::to_string(width));
       edge = edge || (b.decided && b.at_edge);
     }
-    text += "- **" + line.name + "**: ";
+    text += "- **" + markdown_text(line.name) + "**: ";
     if (!line.holes.empty() || decided.size() < 2) {
       text += (line.holes.empty()
                    ? preset_text("width.few_decided", {{"n", decided.size()}, {"s", decided.size() == 1 ? "" : "s"}})
@@ -183,14 +183,16 @@ std::string claims_text(const std::vector<Line>& lines) {
     const bool both = mup != lines.end() && sp != lines.end();
     const double m = both ? mup->spread : kNoValue, s = both ? sp->spread : kNoValue;
     const auto holed = both && !mup->holes.empty() ? mup : sp;  // SP's, or muP's when it has holes
-    const std::string missing = both ? holed->name : sp != lines.end() ? "muP" : "SP sqrt_dk";  // a line, named
+    const std::string missing = both                ? markdown_text(holed->name)
+                                : sp != lines.end() ? "muP"
+                                                    : "SP sqrt_dk";  // a line, named
     const char* key = !both                                    ? "width.claim_not_asked"
                       : !holed->holes.empty()                  ? "width.claim_hole"
                       : !std::isfinite(m) || !std::isfinite(s) ? "width.claim_no_spread"
                       : m < s                                  ? "width.claim_reproduced"
                       : m == s                                 ? "width.claim_tie"
                                                                : "width.claim_not_reproduced";
-    claims += (line.extras.empty() ? "" : "With " + line.extras + ": ") +
+    claims += (line.extras.empty() ? "" : "With " + markdown_text(line.extras) + ": ") +
               preset_text(key, {{"mup", m}, {"sp", s}, {"missing", missing}}) + "\n";
   }
   return claims;

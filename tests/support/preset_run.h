@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "report/tables.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/run_files.h"
@@ -121,7 +122,7 @@ inline void check_preset_run(const PresetRun& run, const std::string& name, std:
   for (const auto& r : run.sweep.at("runs")) CHECK(r.at("status").get<std::string>() == "complete");
   CHECK(run.output.find("experiment --preset " + name + " --quick: " + std::to_string(planned_runs) + " runs into") !=
         std::string::npos);
-  CHECK(run.report.find("Preset: `" + name + "` (its --quick grid)") != std::string::npos);
+  CHECK(run.report.find("Preset: " + report::markdown_text(name) + " (its --quick grid)") != std::string::npos);
   const std::filesystem::path again = run.dir.string() + "-compare";
   REQUIRE(run_xgrad({"compare", run.dir.string(), "--out", again.string()}).exit_code == 0);
   // The same text but for the run paths and the link to the sweep's explain.html, which report.md shows relative to
