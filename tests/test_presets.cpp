@@ -501,7 +501,7 @@ TEST_CASE("width report: a grid with a hole decides no move of the best lr, nami
   CHECK(full.find(preset_text("width.claim_tie", {{"mup", 1.0}, {"sp", 1.0}})) != std::string::npos);
   const std::string holed = width_section(true);
   INFO(holed);
-  CHECK(holed.find(preset_text("width.claim_hole", {{"missing", "muP (1/d_k)"}})) != std::string::npos);
+  CHECK(holed.find(preset_text("width.claim_hole", {{"missing", markdown_text("muP (1/d_k)")}})) != std::string::npos);
   CHECK(holed.find(preset_text("width.hole", {{"holes", "d_model 64 at lr 0.01"}})) != std::string::npos);
   // What the hole alone would have claimed: muP's best lr moving 10x against SP's 1x.
   CHECK(holed.find(preset_text("width.claim_not_reproduced", {{"mup", 10.0}, {"sp", 1.0}})) == std::string::npos);
