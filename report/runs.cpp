@@ -139,10 +139,38 @@ void add_reason(RunRecord& run, const std::string& reason) {
 
 constexpr std::size_t kAbsent = std::numeric_limits<std::size_t>::max();
 
+// What a trainer can write in a column compare reads ('*': any text), checked where a row is read: a value outside
+// is a damaged row, as a negative loss is. A NaN is an unmeasured cell (attention statistics between logged steps);
+// a gradient norm not finite only where a loss may be NaN (a skipped or diverged step).
+enum class NanCell { always, where_loss_may_be };
+struct CellRange {
+  const char* pattern;
+  double lo, hi;
+  NanCell nan;
+};
+// -1e-6: a float softmax can leave a probability an ulp (1.2e-7) above 1, whose -p log p term is below 0. 45: the
+// entropy over T keys is at most log T, and log 2^64 = 44.4 bounds any T an index counts. 9e18: step_number's bound.
+constexpr CellRange kCellRanges[] = {
+    {"step", 0, 9.0e18, NanCell::always},
+    {"accuracy", 0, 1, NanCell::always},
+    {"grad_norm*", 0, std::numeric_limits<double>::max(), NanCell::where_loss_may_be},
+    {"attn/l*/entropy_mean", -1e-6, 45, NanCell::always},
+    {"attn/l*/frac_max_prob_gt_0.99", 0, 1, NanCell::always},
+};
+
+bool matches(const std::string& column, const std::string& pattern) {
+  const std::size_t star = pattern.find('*');
+  if (star == std::string::npos) return column == pattern;
+  const std::size_t tail = pattern.size() - star - 1;
+  return column.size() >= pattern.size() - 1 && column.compare(0, star, pattern, 0, star) == 0 &&
+         column.compare(column.size() - tail, tail, pattern, star + 1, tail) == 0;
+}
+
 // Where the columns compare reads are in a metrics.csv header (kAbsent: not there).
 struct SeriesColumns {
   std::size_t step = kAbsent, loss = kAbsent, accuracy = kAbsent, grad_norm = kAbsent, eval_loss = kAbsent;
   std::vector<std::size_t> wq, wk, entropy, score_std, score_grad_median, saturated, max_logit;
+  std::vector<std::pair<std::size_t, const CellRange*>> ranged;  // the columns read that kCellRanges declares
 };
 
 // attn/l<any layer>h<any head>/<the field's column>
@@ -182,15 +210,35 @@ SeriesColumns series_columns(const std::vector<std::string>& header, const fs::p
     if (any_head(c, &S::score_max_abs)) max_abs.push_back(i);
   }
   if (k.max_logit.empty()) k.max_logit = max_abs;  // a run of an earlier release: its largest |score| stands in
+  std::vector<std::size_t> read{k.step, k.accuracy, k.grad_norm};
+  for (const auto* v : {&k.wq, &k.wk, &k.entropy, &k.saturated}) read.insert(read.end(), v->begin(), v->end());
+  for (std::size_t i : read)
+    for (const CellRange& range : kCellRanges)
+      if (i != kAbsent && matches(header[i], range.pattern)) k.ranged.emplace_back(i, &range);
   if (k.loss == kAbsent) throw std::runtime_error(path.string() + " has no 'loss' column");
   return k;
 }
 
-// A row the trainer does not write drops the rest, with a reason: a step that does not increase, a negative loss (a
-// cross-entropy is >= 0), or one not finite where none may be (nan_allowed: summary.json's divergence, --on-nan skip).
-bool dropped_from(RunRecord& run, std::size_t row, double step, double loss, bool nan_allowed) {
+// The first cell of the row outside its column's kCellRanges, named; "" when none (a cell of text is a gap).
+std::string out_of_range(const train::MetricsReader& reader, const SeriesColumns& k, bool nan_allowed) {
+  for (const auto& [i, range] : k.ranged) {
+    const double v = reader.cells()[i];
+    const bool unmeasured = (std::isnan(v) && range->nan == NanCell::always) ||
+                            (!std::isfinite(v) && range->nan == NanCell::where_loss_may_be && nan_allowed);
+    if (!(v >= range->lo && v <= range->hi) && !unmeasured && !reader.malformed(i))
+      return fmt::format("'{}' is {}, outside [{:g}, {:g}]", escape_control(reader.columns()[i]), v, range->lo,
+                         range->hi);
+  }
+  return "";
+}
+
+// A row the trainer does not write drops the rest, with a reason: a step that does not increase, a cell outside its
+// column's range (`range`), a negative loss (a cross-entropy is >= 0), or one not finite where none may be
+// (nan_allowed: summary.json's divergence, --on-nan skip).
+bool dropped_from(RunRecord& run, std::size_t row, double step, double loss, bool nan_allowed, std::string range) {
   const double previous = run.series.size() > 0 ? run.series.step.back() : kNaN;
   const std::string why = step <= previous ? fmt::format("step {} after step {}", step, previous)
+                          : !range.empty() ? range
                           : loss < 0       ? fmt::format("loss {} is negative", loss)
                           : std::isfinite(loss) || nan_allowed
                               ? ""
@@ -218,12 +266,15 @@ void read_series(const fs::path& path, RunRecord& run) {
   while (reader.next()) {
     const std::vector<double>& cells = reader.cells();
     const double step = k.step == kAbsent ? static_cast<double>(s.step.size()) : cells[k.step];
-    if (dropped_from(run, reader.rows(), step, cells[k.loss], nan_allowed || reader.malformed(k.loss))) break;
+    if (dropped_from(run, reader.rows(), step, cells[k.loss], nan_allowed || reader.malformed(k.loss),
+                     out_of_range(reader, k, nan_allowed)))
+      break;
     if (first_bad_cell.empty()) first_bad_cell = reader.row_error();
     if (!reader.row_error().empty()) bad_cells += reader.malformed_cells();
     s.step.push_back(step);
     s.loss.push_back(cells[k.loss]);
     s.accuracy.push_back(k.accuracy == kAbsent ? kNaN : cells[k.accuracy]);
+    s.grad_norm.push_back(k.grad_norm == kAbsent ? 0.0 : cells[k.grad_norm]);
     s.grad_norm_w_q.push_back(combined_norm(cells, k.wq));
     s.grad_norm_w_k.push_back(combined_norm(cells, k.wk));
     s.entropy.push_back(finite_cells(cells, k.entropy).mean);
@@ -232,9 +283,8 @@ void read_series(const fs::path& path, RunRecord& run) {
     s.saturated.push_back(finite_cells(cells, k.saturated).mean);
     s.max_logit.push_back(finite_cells(cells, k.max_logit).max);
     s.eval_loss.push_back(k.eval_loss == kAbsent ? kNaN : cells[k.eval_loss]);
-    const double grad_norm = k.grad_norm == kAbsent ? 0.0 : cells[k.grad_norm];
-    run.gradients.add(cells[k.loss], grad_norm, s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
-    last_row_finite = train::is_finite_step(cells[k.loss], grad_norm);
+    run.gradients.add(cells[k.loss], s.grad_norm.back(), s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
+    last_row_finite = train::is_finite_step(cells[k.loss], s.grad_norm.back());
   }
   // Text where a number belongs is drawn as a gap (report.html counts such cells); the terminal says where it is.
   if (!first_bad_cell.empty())

@@ -16,6 +16,7 @@ struct RunSeries {
   std::vector<double> step;
   std::vector<double> loss;
   std::vector<double> accuracy;
+  std::vector<double> grad_norm;      // every parameter's gradient together (0 without the column): a finite step?
   std::vector<double> grad_norm_w_q;  // L2 norm over every layer's attn.w_q.weight gradient
   std::vector<double> grad_norm_w_k;  // same for attn.w_k.weight
   std::vector<double> entropy;        // attn/l0h*/entropy_mean, mean over the first layer's heads (nan: not measured)

@@ -11,6 +11,7 @@
 #include "nn/scaling.h"
 #include "report/claims.h"
 #include "train/config.h"
+#include "train/run_files.h"
 #include "train/settings.h"
 
 namespace xgrad::report {
@@ -109,12 +110,15 @@ std::vector<const nlohmann::json*> settings_of(const std::vector<ArmStats>& arms
   return out;
 }
 
-// `series` over the rows up to step `until` (NaN: all) with a finite loss; per_loss: divided by a positive loss.
+// `series` over the finite steps (is_finite_step, as GradientStats) up to step `until` (NaN: all); per_loss: divided
+// by a positive loss.
 std::vector<double> rows_until(const RunSeries& s, const std::vector<double>& series, double until, bool per_loss) {
   std::vector<double> values;
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (std::isfinite(until) && s.step[i] > until) break;
-    if (!std::isfinite(s.loss[i]) || !std::isfinite(series[i]) || (per_loss && !(s.loss[i] > 0))) continue;
+    if (!train::is_finite_step(s.loss[i], s.grad_norm[i]) || !std::isfinite(series[i]) ||
+        (per_loss && !(s.loss[i] > 0)))
+      continue;
     values.push_back(per_loss ? series[i] / s.loss[i] : series[i]);
   }
   return values;
@@ -158,6 +162,16 @@ Statistic gradients_of(const std::string& name, Of of_q, Of of_k) {
           }};
 }
 
+// The mean norm over the finite steps (up to statistic `until`'s step, if named) by mean_sd, whose sum cannot overflow.
+Statistic mean_grad_norm(const std::string& name, const std::string& until) {
+  return {name, [until](C x, W w) {
+            const double last = until.empty() ? kNoValue : x.so_far[until];
+            return logs_weight(x.run, w)
+                       ? finite_mean(rows_until(series(x), grad_norm_series(series(x), w), last, false))
+                       : kNoValue;
+          }};
+}
+
 std::vector<Statistic> curve_statistics() {
   return {
       {"initial_loss", [](C x, W) { return series(x).loss.front(); }},
@@ -195,12 +209,8 @@ std::vector<Statistic> attention_statistics() {
                                            : x.run.gradients.first_grad_norm_w_k;
            }},
           // The gradient while the task is being learned, not diluted by steps on a loss near zero after solving it.
-          {"mean_grad_norm_before_loss_{w}",
-           [](C x, W w) {
-             if (!logs_weight(x.run, w)) return kNoValue;
-             return finite_mean(rows_until(series(x), grad_norm_series(series(x), w), x.so_far["step_to_loss"], false));
-           }},
-          gradients_of("mean_grad_norm_{w}", &G::mean_grad_norm_w_q, &G::mean_grad_norm_w_k),
+          mean_grad_norm("mean_grad_norm_before_loss_{w}", "step_to_loss"),
+          mean_grad_norm("mean_grad_norm_{w}", ""),
           gradients_of("frac_zero_grad_{w}", &G::frac_zero_grad_w_q, &G::frac_zero_grad_w_k),
           gradients_of("frac_near_zero_grad_{w}", &G::frac_near_zero_grad_w_q, &G::frac_near_zero_grad_w_k),
           {"first_measured_step",

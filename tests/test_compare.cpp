@@ -2616,7 +2616,7 @@ TEST_CASE("losses near the largest double: final loss and means are the finite m
   FakeRun flat;  // 1e308 from step 0: no blow-up (not 10 times step 0), so its final loss is reported
   flat.loss = constant(25, 1e308);
   flat.w_q0 = flat.w_q1 = constant(25, 1e200);  // the squares of the combined norm overflow
-  flat.entropy = constant(25, 1.5e308);         // the mean over the two heads' cells
+  flat.score_std = constant(25, 1.5e308);       // the mean over the two heads' cells
   write_run(root / "flat", flat);
   const Comparison cmp = analyse_dirs({(root / "flat").string()});
   REQUIRE(cmp.runs.size() == 1);
@@ -2624,7 +2624,7 @@ TEST_CASE("losses near the largest double: final loss and means are the finite m
   // Relative 1e-12: the rounding of a sum of 20 values (20 ulps), far below any wrong answer (inf, or off by 2x).
   CHECK(cmp.arms[0].stat("final_loss").mean == doctest::Approx(1e308).epsilon(1e-12));
   CHECK(cmp.runs[0].series.grad_norm_w_q[0] == doctest::Approx(std::sqrt(2.0) * 1e200).epsilon(1e-12));
-  CHECK(cmp.runs[0].series.entropy[0] == doctest::Approx(1.5e308).epsilon(1e-12));
+  CHECK(cmp.runs[0].series.score_std[0] == doctest::Approx(1.5e308).epsilon(1e-12));
   const MeanSd spread = mean_sd({1e308, 1.2e308, 1.4e308});  // (v - mean)^2 overflows unscaled
   CHECK(spread.mean == doctest::Approx(1.2e308).epsilon(1e-12));
   CHECK(spread.sd == doctest::Approx(0.2e308).epsilon(1e-12));
@@ -2684,6 +2684,63 @@ TEST_CASE("rows whose step does not increase (repeated, reversed) are reported w
     CHECK(run.series.step.back() == 1.0);
     CHECK(run.incomplete_reason.find("row 3") != std::string::npos);
   }
+}
+
+TEST_CASE("a cell outside what its column can hold (accuracy 5, entropy < 0, a NaN gradient) is a damaged row") {
+  const TempDir root("compare_cell_ranges");
+  const double nan = std::nan("");
+  struct Case {
+    const char* name;
+    std::vector<double> FakeRun::*series;
+    double value;
+  };
+  for (const Case& c : {Case{"acc_big", &FakeRun::accuracy, 5}, Case{"acc_neg", &FakeRun::accuracy, -1},
+                        Case{"grad_neg", &FakeRun::w_q0, -1}, Case{"grad_nan", &FakeRun::w_k1, nan},
+                        Case{"grad_inf", &FakeRun::w_q1, inf_value}, Case{"entropy_big", &FakeRun::entropy, 2.5e299},
+                        Case{"entropy_neg", &FakeRun::entropy, -2.2}}) {
+    FakeRun r;
+    r.loss = {3.0, 2.0, 1.0, 0.5};
+    r.accuracy = {0.1, 0.2, 0.3, 0.4};
+    r.entropy = {1.0, 1.0, 1.0, 1.0};
+    r.*c.series = {1.0, 1.0, 1.0, 1.0};
+    (r.*c.series)[2] = c.value;  // row 3; the loss is finite and summary.json says the run did not diverge
+    write_run(root / c.name, r);
+    const RunRecord run = load_run((root / c.name).string());
+    INFO(std::string(c.name));
+    CHECK(run.incomplete);
+    CHECK_FALSE(run.diverged);
+    CHECK(run.series.size() == 2);  // row 3 and after dropped
+    CHECK(run.incomplete_reason.find("row 3") != std::string::npos);
+    if (std::isfinite(c.value)) CHECK(run.incomplete_reason.find(fmt::format("{}", c.value)) != std::string::npos);
+  }
+  for (const std::size_t row : {1, 3}) {  // never a step the trainer counts to: -1 first, 1e20 last
+    FakeRun r;
+    r.loss = {3.0, 2.0, 1.0};
+    const fs::path dir = root / ("step_row" + std::to_string(row));
+    write_run(dir, r);
+    set_step_cell(dir, row, row == 1 ? "-1" : "1e20");
+    CHECK(load_run(dir.string()).series.size() == row - 1);
+  }
+  FakeRun skipped;  // --on-nan skip writes a NaN gradient with the NaN loss of a skipped step: kept
+  skipped.loss = {3.0, nan, 1.0};
+  skipped.w_q0 = {1.0, nan, 1.0};
+  skipped.on_nan = "skip";
+  write_run(root / "skip", skipped);
+  CHECK(load_run((root / "skip").string()).series.size() == 3);
+}
+
+TEST_CASE("the mean W_q gradient norm over all steps does not overflow where the one before the threshold does not") {
+  const TempDir root("compare_grad_mean_overflow");
+  FakeRun r;
+  r.loss = {3.0, 2.0, 1.0, 0.5};
+  r.w_q0 = constant(4, 1.7e308);  // a sum of two overflows
+  r.w_q1 = constant(4, 0.0);      // the combined norm stays 1.7e308
+  write_run(root / "big", r);
+  const Comparison cmp = analyse_dirs({(root / "big").string()});
+  REQUIRE(cmp.runs.size() == 1);
+  // Relative 1e-12: the rounding of a mean of 4 equal values, far below inf or any wrong answer.
+  CHECK(cmp.stats[0]["mean_grad_norm_w_q"] == doctest::Approx(1.7e308).epsilon(1e-12));
+  CHECK(cmp.stats[0]["mean_grad_norm_before_loss_w_q"] == doctest::Approx(1.7e308).epsilon(1e-12));
 }
 
 TEST_CASE("a negative loss (a cross-entropy is >= 0) is a damaged row, named with its value, not a divergence") {
