@@ -542,3 +542,12 @@ TEST_CASE("width report: a seed run twice counts as the mean of its runs, in its
   CHECK(preset_table_row(twice, {"muP (1/d_k)", "64"}).at(3) == "0.001 to 0.01");
   CHECK(twice.find(preset_text("width.claim_no_spread")) != std::string::npos);
 }
+
+TEST_CASE("width report: a single-seed grid says a best lr needs two seeds, not that they agree at 0 widths") {
+  const std::string one = width_section([](auto& runs) {
+    for (auto it = runs.begin(); it != runs.end();) it = it->second.seed == 1 ? runs.erase(it) : std::next(it);
+  });
+  INFO(one);
+  CHECK(one.find(preset_text("width.one_seed")) != std::string::npos);
+  CHECK(one.find(preset_text("width.few_decided", {{"n", 0}, {"s", "s"}})) == std::string::npos);
+}

@@ -163,8 +163,11 @@ std::string spread_text(std::vector<Line>& lines) {
     }
     text += "- **" + markdown_text(line.name) + "**: ";
     if (!line.holes.empty() || decided.size() < 2) {
+      const bool one_seed =  // at every width: no seeds to agree
+          std::all_of(line.best.begin(), line.best.end(), [](const auto& wb) { return wb.second.seeds < 2; });
       text += (line.holes.empty()
-                   ? preset_text("width.few_decided", {{"n", decided.size()}, {"s", decided.size() == 1 ? "" : "s"}})
+                   ? preset_text(one_seed ? "width.one_seed" : "width.few_decided",
+                                 {{"n", decided.size()}, {"s", decided.size() == 1 ? "" : "s"}})
                    : preset_text("width.hole", {{"holes", join_and({line.holes.begin(), line.holes.end()})}})) +
               "\n";
       continue;
