@@ -84,23 +84,6 @@ double mean_of(const std::vector<double>& values) {
   return std::count(values.begin(), values.end(), kNever) ? kNever : mean_sd(values).mean;
 }
 
-// The statistic per seed of an arm's runs (the mean of a seed's runs); no value: left out, or never_is_worst kNever.
-std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& arm, const Claim& claim,
-                                          const std::string& statistic) {
-  std::map<nlohmann::json, std::vector<double>> values;
-  for (auto i : over_used_runs(statistic) ? arm.used : arm.kept) {
-    double v = c.stats[i][statistic];
-    if (!std::isfinite(v)) {
-      if (!claim.never_is_worst) continue;
-      v = kNever;
-    }
-    values[seed_key(c.runs[i].config)].push_back(v);
-  }
-  std::map<nlohmann::json, double> mean;
-  for (const auto& [seed, v] : values) mean[seed] = mean_of(v);
-  return mean;
-}
-
 // The subject's value against the baseline's: better, worse or the same within `tol` (never reached is the worst).
 Outcome order(double subject, double baseline, double tol, Better better) {
   if (std::isinf(subject) && std::isinf(baseline)) return Outcome::same;
@@ -123,6 +106,22 @@ std::string undecidable(const Comparison& c, const std::string& statistic, const
 }
 
 }  // namespace
+
+std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& arm, const Claim& claim,
+                                          const std::string& statistic) {
+  std::map<nlohmann::json, std::vector<double>> values;
+  for (auto i : over_used_runs(statistic) ? arm.used : arm.kept) {
+    double v = c.stats[i][statistic];
+    if (!std::isfinite(v)) {
+      if (!claim.never_is_worst) continue;
+      v = kNever;
+    }
+    values[seed_key(c.runs[i].config)].push_back(v);
+  }
+  std::map<nlohmann::json, double> mean;
+  for (const auto& [seed, v] : values) mean[seed] = mean_of(v);
+  return mean;
+}
 
 Verdict judge_finding(const Comparison& c, const Claim& claim, const ArmStats& subject, const ArmStats* baseline,
                       double threshold) {

@@ -98,6 +98,10 @@ struct ArmPair {
 };
 std::vector<ArmPair> arm_pairs(const Comparison& c, const std::string& axis, const std::string& baseline);
 
+/// `statistic` per seed of `arm`'s runs, a seed's runs averaged; a run without a value left out (or never_is_worst).
+std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& arm, const Claim& claim,
+                                          const std::string& statistic);
+
 /// `claim` judged on `subject`'s runs against `baseline`'s, or against `threshold` in each of the subject's seeds when
 /// `baseline` is null: compare_values seed by seed (unless !claim.by_seed), the sides' means in subject_value and
 /// baseline_value. judge adds to it what makes a claim undecidable and the means' rule without a shared seed.

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
 
 #include <doctest/doctest.h>
@@ -468,41 +470,84 @@ TEST_CASE("text report: a scaled arm is judged only against the unscaled arm tha
   CHECK(preset_table_row(unpaired, {"64", "2", "16", "sqrt_dk"}).at(6) == "—");
 }
 
+namespace {
+
+// The width section of a grid of d_model 16 and 64, SP and muP, lrs 0.001 0.01 0.1, seeds 0 and 1, lr 0.01 the best
+// everywhere (loss 1.0 against 2.0); `edit` takes runs out or adds some (keyed by their directory's name) first.
+std::string width_section(const std::function<void(std::map<std::string, FakeRun>&)>& edit) {
+  TempDir tmp("presets_width_hole");
+  std::map<std::string, FakeRun> runs;
+  for (const std::size_t width : {16, 64})
+    for (const std::string parametrization : {"sp", "mup"})
+      for (const double lr : {0.001, 0.01, 0.1})
+        for (const int seed : {0, 1}) {
+          FakeRun r;
+          r.d_k = width;
+          r.scale = parametrization == "mup" ? "dk" : "sqrt_dk";
+          r.lr = lr;
+          r.seed = seed;
+          r.loss = {3.0, lr == 0.01 ? 1.0 : 2.0};
+          r.extra_config = {{"d_model", width}, {"n_heads", 1}, {"parametrization", parametrization}};
+          runs[std::to_string(width) + parametrization + std::to_string(lr) + "s" + std::to_string(seed)] = r;
+        }
+  edit(runs);
+  std::vector<RunRecord> records;
+  for (const auto& name_run : runs) {
+    write_run(tmp / name_run.first, name_run.second);
+    records.push_back(load_run((tmp / name_run.first).string()));
+  }
+  const Comparison c = analyse_runs(records, -1, 0.9, 1);
+  const PresetReport* width = Registry<PresetReport>::instance().find("width");
+  REQUIRE(width != nullptr);
+  return width->sections({c, true, tmp.path().string()}).at(0).markdown;
+}
+
+}  // namespace
+
 TEST_CASE("width report: a grid with a hole decides no move of the best lr, naming the run missing") {
-  // Losses: lr 0.01 the best (1.0 against 2.0) at both widths in both variants and seeds. Without muP's runs at lr 0.01
-  // and d_model 64 its best lr there would be 0.001 or 0.1: a move of 10x that only the hole makes.
-  const auto width_section = [](bool hole) {
-    TempDir tmp("presets_width_hole");
-    std::vector<RunRecord> runs;
-    for (const std::size_t width : {16, 64})
-      for (const std::string parametrization : {"sp", "mup"})
-        for (const double lr : {0.001, 0.01, 0.1})
-          for (const int seed : {0, 1}) {
-            if (hole && width == 64 && parametrization == "mup" && lr == 0.01) continue;
-            FakeRun r;
-            r.d_k = width;
-            r.scale = parametrization == "mup" ? "dk" : "sqrt_dk";
-            r.lr = lr;
-            r.seed = seed;
-            r.loss = {3.0, lr == 0.01 ? 1.0 : 2.0};
-            r.extra_config = {{"d_model", width}, {"n_heads", 1}, {"parametrization", parametrization}};
-            const fs::path dir =
-                tmp / (std::to_string(width) + parametrization + std::to_string(lr) + "s" + std::to_string(seed));
-            write_run(dir, r);
-            runs.push_back(load_run(dir.string()));
-          }
-    const Comparison c = analyse_runs(runs, -1, 0.9, 1);
-    const PresetReport* width = Registry<PresetReport>::instance().find("width");
-    REQUIRE(width != nullptr);
-    return width->sections({c, true, tmp.path().string()}).at(0).markdown;
-  };
-  const std::string full = width_section(false);
+  // Without muP's runs at lr 0.01 and d_model 64 its best lr there would be 0.001 or 0.1: a move of 10x that only the
+  // hole makes.
+  const std::string full = width_section([](auto&) {});
   INFO(full);
   CHECK(full.find(preset_text("width.claim_tie", {{"mup", 1.0}, {"sp", 1.0}})) != std::string::npos);
-  const std::string holed = width_section(true);
+  const std::string holed = width_section([](auto& runs) {
+    for (const char* seed : {"s0", "s1"}) runs.erase("64mup" + std::to_string(0.01) + seed);
+  });
   INFO(holed);
   CHECK(holed.find(preset_text("width.claim_hole", {{"missing", markdown_text("muP (1/d_k)")}})) != std::string::npos);
   CHECK(holed.find(preset_text("width.hole", {{"holes", "d_model 64 at lr 0.01"}})) != std::string::npos);
   // What the hole alone would have claimed: muP's best lr moving 10x against SP's 1x.
   CHECK(holed.find(preset_text("width.claim_not_reproduced", {{"mup", 10.0}, {"sp", 1.0}})) == std::string::npos);
+}
+
+TEST_CASE("width report: a cell one seed lacks is a hole too, naming the cell and the seed") {
+  const std::string holed = width_section([](auto& runs) { runs.erase("64mup" + std::to_string(0.01) + "s1"); });
+  INFO(holed);
+  CHECK(holed.find(preset_text("width.claim_hole", {{"missing", markdown_text("muP (1/d_k)")}})) != std::string::npos);
+  CHECK(holed.find(preset_text("width.hole", {{"holes", "d_model 64 at lr 0.01 for seed 1"}})) != std::string::npos);
+}
+
+TEST_CASE("width report: a seed run twice counts as the mean of its runs, in its best lr as in the point") {
+  // Seed 1 runs twice at muP, d_model 64, lr 0.01, the second run at loss 9.0: its lr objective there, the mean of 2.0
+  // and 9.0, is worse than the 2.5 of lr 0.001 and 0.1 (the first of them taken), so seed 1's best lr is 0.001 against
+  // seed 0's 0.01: not decided. Taking its better run as seed 1's made the seeds agree on 0.01 while the point (mean
+  // 4.33) went to 0.001: a 10x move under muP, and Yang et al.'s claim refuted.
+  const std::string twice = width_section([](auto& runs) {
+    const std::string name = "64mup" + std::to_string(0.01) + "s1";
+    runs[name + "again"] = runs.at(name);
+    runs[name + "again"].loss = {9.0, 9.0};
+  });
+  INFO(twice);
+  CHECK(preset_table_row(twice, {"muP (1/d_k)", "64"}).at(2) == "0.001 (not decided)");
+  CHECK(preset_table_row(twice, {"muP (1/d_k)", "64"}).at(3) == "0.001 to 0.01");
+  CHECK(twice.find(preset_text("width.claim_no_spread")) != std::string::npos);
+}
+
+TEST_CASE("width report: a single-seed grid says a best lr needs two seeds, not that they agree at 0 widths") {
+  const std::string one = width_section([](auto& runs) {
+    for (auto it = runs.begin(); it != runs.end();) it = it->second.seed == 1 ? runs.erase(it) : std::next(it);
+  });
+  INFO(one);
+  CHECK(one.find(preset_text("width.one_seed")) != std::string::npos);
+  CHECK(one.find(preset_text("width.few_decided", {{"n", 0}, {"s", "s"}})) == std::string::npos);
 }

@@ -49,13 +49,12 @@ Best best_of(const Comparison& c, const std::map<double, const ArmStats*>& by_lr
   Best b;
   std::map<nlohmann::json, std::pair<double, double>> seed_best;  // seed -> (objective, lr)
   double best_mean = INFINITY;
+  static const Claim objective{"", "lr_objective", Better::lower, "loss"};
   for (const auto& [lr, arm] : by_lr) {
     if (arm->stat("lr_objective").mean < best_mean) best_mean = arm->stat("lr_objective").mean, b.lr = lr;
-    for (std::size_t r : arm->used) {
-      const double o = c.stats[r]["lr_objective"];
-      const auto it = seed_best.find(seed_key(c.runs[r].config));
-      if (std::isfinite(o) && (it == seed_best.end() || o < it->second.first))
-        seed_best[seed_key(c.runs[r].config)] = {o, lr};
+    for (const auto& [seed, o] : per_seed(c, *arm, objective, "lr_objective")) {  // a seed run twice: their mean
+      const auto it = seed_best.find(seed);
+      if (std::isfinite(o) && (it == seed_best.end() || o < it->second.first)) seed_best[seed] = {o, lr};
     }
     b.diverged += arm->diverged_steps.size();
     b.runs += arm->used.size();
@@ -86,13 +85,28 @@ std::vector<Line> lines_of(const Comparison& c) {
     }
     for (const auto& entry : by_name) lines.push_back(entry.second);
   }
+  const auto seeds_of = [&c](const ArmStats& arm) {  // of its complete runs
+    std::set<nlohmann::json> seeds;
+    for (std::size_t r : arm.used) seeds.insert(seed_key(c.runs[r].config));
+    return seeds;
+  };
   for (Line& line : lines) {
+    std::set<nlohmann::json> seeds;  // of its group's complete runs
     for (const Line& other : lines)  // a cell of equal extras it lacks: a best lr moved by a missing run is no move
       for (const auto& [width, by_lr] : other.cells)
-        for (const auto& cell : by_lr)
-          if (other.extras == line.extras && !(line.cells.count(width) && line.cells.at(width).count(cell.first)))
+        for (const auto& cell : by_lr) {
+          if (other.extras != line.extras) continue;
+          if (!(line.cells.count(width) && line.cells.at(width).count(cell.first)))
             line.holes.insert(fmt::format("d_model {} at lr {}", width, lr_text(cell.first)));
-    for (const auto& [width, by_lr] : line.cells) line.best[width] = best_of(c, by_lr);
+          for (const auto& seed : seeds_of(*cell.second)) seeds.insert(seed);
+        }
+    for (const auto& [width, by_lr] : line.cells) {
+      for (const auto& [lr, arm] : by_lr)  // nor is one seed's missing run: its best lr is another seed's
+        for (const auto& seed : seeds)
+          if (!seeds_of(*arm).count(seed))
+            line.holes.insert(fmt::format("d_model {} at lr {} for seed {}", width, lr_text(lr), seed.at(0).dump()));
+      line.best[width] = best_of(c, by_lr);
+    }
   }
   return lines;
 }
@@ -149,8 +163,11 @@ std::string spread_text(std::vector<Line>& lines) {
     }
     text += "- **" + markdown_text(line.name) + "**: ";
     if (!line.holes.empty() || decided.size() < 2) {
+      const bool one_seed =  // at every width: no seeds to agree
+          std::all_of(line.best.begin(), line.best.end(), [](const auto& wb) { return wb.second.seeds < 2; });
       text += (line.holes.empty()
-                   ? preset_text("width.few_decided", {{"n", decided.size()}, {"s", decided.size() == 1 ? "" : "s"}})
+                   ? preset_text(one_seed ? "width.one_seed" : "width.few_decided",
+                                 {{"n", decided.size()}, {"s", decided.size() == 1 ? "" : "s"}})
                    : preset_text("width.hole", {{"holes", join_and({line.holes.begin(), line.holes.end()})}})) +
               "\n";
       continue;
