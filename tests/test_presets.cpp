@@ -508,20 +508,22 @@ TEST_CASE("width report: a grid with a hole decides no move of the best lr, nami
   CHECK(holed.find(preset_text("width.claim_not_reproduced", {{"mup", 10.0}, {"sp", 1.0}})) == std::string::npos);
 }
 
-// Summary.json's length_eval of a FakeRun at n_pairs 8 (trained) and 64: accuracy 1 and largest weight `from` -> `to`.
+// Summary.json's length_eval of a FakeRun at n_pairs 8 (trained), 32 and 64 unless `to` is NaN: accuracy 1 and
+// largest weight `from`, `from`, `to`.
 void write_length_run(const fs::path& dir, int seed, double from, double to) {
   FakeRun r;
   r.scale = "sqrt_dk", r.seed = seed, r.loss = {3.0, 2.0, 1.0}, r.extra_config = {{"n_pairs", 8}};
   write_run(dir, r);
   nlohmann::json summary = fake_run_detail::summary(r);
-  for (const auto& point : {std::make_pair(8, from), std::make_pair(64, to)})
-    summary["length_eval"].push_back({{"setting", "n_pairs"},
-                                      {"value", point.first},
-                                      {"seq_len", 2 * point.first + 1},
-                                      {"loss", 0.1},
-                                      {"accuracy", 1.0},
-                                      {"max_prob_mean", point.second},
-                                      {"entropy_mean", 1.0}});
+  for (const auto& point : {std::make_pair(8, from), std::make_pair(32, from), std::make_pair(64, to)})
+    if (!std::isnan(point.second))  // NaN: not evaluated at that length
+      summary["length_eval"].push_back({{"setting", "n_pairs"},
+                                        {"value", point.first},
+                                        {"seq_len", 2 * point.first + 1},
+                                        {"loss", 0.1},
+                                        {"accuracy", 1.0},
+                                        {"max_prob_mean", point.second},
+                                        {"entropy_mean", 1.0}});
   std::ofstream(dir / kSummaryFile) << summary.dump();
 }
 
@@ -538,4 +540,17 @@ TEST_CASE("preset length counts seeds: a seed's second run is averaged into it, 
   // the 3 runs (0.5).
   CHECK(md.find("| 2 of 2 |") != std::string::npos);
   CHECK(md.find("0.90 → 0.60") != std::string::npos);
+}
+
+TEST_CASE("preset length tells no change to a length that a seed was not evaluated at") {
+  const TempDir root("preset_length_missing");
+  write_length_run(root / "s0", 0, 0.9, 0.3);
+  write_length_run(root / "s1", 1, 0.9, NAN);
+  const Comparison c = analyse_dirs({root.string()});
+  const std::string md =
+      Registry<PresetReport>::instance().at("length").sections(PresetInput{c, false, ""}).back().markdown;
+  INFO(md);
+  // Not seed 0 to 64 pairs against seed 1 to 32, nor both to 32 (held): the change is not measured, naming 64 pairs.
+  const std::string why = preset_text("length.some_seeds_only", {{"longest", 64}});
+  CHECK(md.find(preset_text("length.not_measured", {{"why", why}})) != std::string::npos);
 }

@@ -162,12 +162,19 @@ struct Change {
 
 Change change_of(const Curve& curve, double LengthEval::*field) {
   const std::size_t first = curve.trained, last = curve.pairs.empty() ? 0 : curve.pairs.back();
+  std::size_t beyond = last;  // beyond `last`, a length some seed was not evaluated at: no change is told to `last`
+  for (const RunLengths& run : curve.runs) beyond = std::max(beyond, run.by_pairs.rbegin()->first);
   const char* why = curve.pairs.empty()                                          ? "length.not_recorded"
+                    : beyond > last                                              ? "length.some_seeds_only"
                     : !std::count(curve.pairs.begin(), curve.pairs.end(), first) ? "length.not_evaluated_trained"
                     : last == first                                              ? "length.only_trained"
                                                                                  : nullptr;
   if (why)
-    return {{}, 0, kNoValue, kNoValue, preset_text(why, {{"trained", first}, {"evaluated", count_list(curve.pairs)}})};
+    return {{},
+            0,
+            kNoValue,
+            kNoValue,
+            preset_text(why, {{"trained", first}, {"evaluated", count_list(curve.pairs)}, {"longest", beyond}})};
   std::map<nlohmann::json, double> longest, trained;
   for (std::size_t r = 0; r < curve.runs.size(); ++r) {
     const double a = curve.runs[r].by_pairs.at(first).*field, b = curve.runs[r].by_pairs.at(last).*field;
