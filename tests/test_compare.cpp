@@ -1039,6 +1039,7 @@ TEST_CASE("a length evaluation no trainer writes makes summary.json unreadable, 
     const fs::path dir = root / std::to_string(i);
     write_run(dir, r);
     nlohmann::json summary = fake_run_detail::summary(r), bad = good;
+    bad["value"] = 32;  // another evaluation: one of the same value is refused (test below)
     if (!key.empty()) bad[key] = damaged[i].second;
     summary["length_eval"] = {good, bad};
     std::ofstream(dir / kSummaryFile) << summary.dump();
@@ -1051,6 +1052,24 @@ TEST_CASE("a length evaluation no trainer writes makes summary.json unreadable, 
     CHECK(run.incomplete_reason.find("summary.json") != std::string::npos);
     CHECK(run.incomplete_reason.find(key + " is " + damaged[i].second.dump()) != std::string::npos);
   }
+}
+
+TEST_CASE("two length evaluations of one setting and value make summary.json unreadable, naming them") {
+  const TempDir root("compare_length_eval_twice");
+  const nlohmann::json e{{"setting", "n_pairs"}, {"value", 16},          {"seq_len", 17},      {"loss", 0.5},
+                         {"accuracy", 0.9},      {"max_prob_mean", 0.6}, {"entropy_mean", 1.2}};
+  FakeRun r;
+  r.loss = {3.0, 2.0, 1.0};
+  write_run(root, r);
+  nlohmann::json summary = fake_run_detail::summary(r), other = e;
+  other["accuracy"] = 0.1;  // which of the two a reader would take is not for it to guess
+  summary["length_eval"] = {e, other};
+  std::ofstream(root / kSummaryFile) << summary.dump();
+  const RunRecord run = load_run(root.string());
+  INFO(run.incomplete_reason);
+  CHECK(run.incomplete);
+  CHECK_FALSE(run.has_summary);
+  CHECK(run.incomplete_reason.find("n_pairs 16") != std::string::npos);
 }
 
 TEST_CASE("a run cut short (no summary.json, truncated last line) is incomplete but still read") {

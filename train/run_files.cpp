@@ -132,7 +132,14 @@ RunSummary RunSummary::from_json(const nlohmann::json& j) {
   s.skipped_steps = j.value("skipped_steps", std::size_t{0});
   s.wall_seconds = number("wall_seconds");
   if (j.contains("length_eval"))
-    for (const nlohmann::json& e : j.at("length_eval")) s.length_eval.push_back(LengthEval::from_json(e));
+    for (const nlohmann::json& e : j.at("length_eval")) {
+      const LengthEval read = LengthEval::from_json(e);
+      for (const LengthEval& before : s.length_eval)  // a reader would have to guess which of the two holds
+        if (before.setting == read.setting && before.value == read.value)
+          throw std::invalid_argument("length_eval at " + read.setting + " " + std::to_string(read.value) +
+                                      " is given twice; allowed: one evaluation per setting and value");
+      s.length_eval.push_back(read);
+    }
   return s;
 }
 

@@ -122,7 +122,8 @@ struct RunSummary {
   nlohmann::json to_json() const;
   /// Reads to_json's object back (null numbers as NaN). Keys added after the first release (frac_zero_grad_*,
   /// skipped_steps) default to 0, frac_near_zero_grad_* (added later still) to NaN: unknown, length_eval to none.
-  /// Throws nlohmann::json::exception for a missing key or a value of the wrong type, and as LengthEval::from_json.
+  /// Throws nlohmann::json::exception for a missing key or a value of the wrong type, as LengthEval::from_json, and
+  /// std::invalid_argument naming them for two length_eval entries of one setting and value.
   static RunSummary from_json(const nlohmann::json& j);
 };
 

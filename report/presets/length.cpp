@@ -25,14 +25,29 @@ struct RunLengths {
   std::map<std::size_t, LengthEval> by_pairs;
 };
 
-// The kept runs of `arm` that recorded length evaluations (summary.json's length_eval, read by load_run).
+// The kept runs of `arm` that recorded length evaluations (summary.json's length_eval, read by load_run), one per
+// seed: a seed's runs averaged first (as judge_finding does) at the numbers of pairs each of them evaluated.
 std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
+  std::map<nlohmann::json, std::vector<std::size_t>> seeds;
+  for (std::size_t r : arm.kept)
+    if (!c.runs[r].length_eval.empty()) seeds[seed_key(c.runs[r].config)].push_back(r);
   std::vector<RunLengths> out;
-  for (std::size_t r : arm.kept) {
-    RunLengths run{seed_key(c.runs[r].config), {}};
-    for (const LengthEval& e : c.runs[r].length_eval)
-      if (e.setting == "n_pairs") run.by_pairs[e.value] = e;
-    if (!run.by_pairs.empty()) out.push_back(std::move(run));
+  for (const auto& seed : seeds) {
+    RunLengths mean{seed.first, {}};
+    const double n = static_cast<double>(seed.second.size());
+    std::map<std::size_t, double> runs;  // runs of the seed evaluated at each number of pairs
+    for (std::size_t r : seed.second)
+      for (const LengthEval& e : c.runs[r].length_eval) {
+        if (e.setting != "n_pairs") continue;
+        const auto it = mean.by_pairs.emplace(e.value, e);
+        for (double LengthEval::*f :
+             {&LengthEval::loss, &LengthEval::accuracy, &LengthEval::max_prob_mean, &LengthEval::entropy_mean})
+          it.first->second.*f = (it.second ? 0 : it.first->second.*f) + e.*f / n;
+        ++runs[e.value];
+      }
+    for (const auto& point : runs)
+      if (point.second != n) mean.by_pairs.erase(point.first);
+    if (!mean.by_pairs.empty()) out.push_back(std::move(mean));
   }
   return out;
 }
@@ -147,12 +162,19 @@ struct Change {
 
 Change change_of(const Curve& curve, double LengthEval::*field) {
   const std::size_t first = curve.trained, last = curve.pairs.empty() ? 0 : curve.pairs.back();
+  std::size_t beyond = last;  // beyond `last`, a length some seed was not evaluated at: no change is told to `last`
+  for (const RunLengths& run : curve.runs) beyond = std::max(beyond, run.by_pairs.rbegin()->first);
   const char* why = curve.pairs.empty()                                          ? "length.not_recorded"
+                    : beyond > last                                              ? "length.some_seeds_only"
                     : !std::count(curve.pairs.begin(), curve.pairs.end(), first) ? "length.not_evaluated_trained"
                     : last == first                                              ? "length.only_trained"
                                                                                  : nullptr;
   if (why)
-    return {{}, 0, kNoValue, kNoValue, preset_text(why, {{"trained", first}, {"evaluated", count_list(curve.pairs)}})};
+    return {{},
+            0,
+            kNoValue,
+            kNoValue,
+            preset_text(why, {{"trained", first}, {"evaluated", count_list(curve.pairs)}, {"longest", beyond}})};
   std::map<nlohmann::json, double> longest, trained;
   for (std::size_t r = 0; r < curve.runs.size(); ++r) {
     const double a = curve.runs[r].by_pairs.at(first).*field, b = curve.runs[r].by_pairs.at(last).*field;
