@@ -551,50 +551,51 @@ TEST_CASE("width report: a single-seed grid says a best lr needs two seeds, not 
   INFO(one);
   CHECK(one.find(preset_text("width.one_seed")) != std::string::npos);
   CHECK(one.find(preset_text("width.few_decided", {{"n", 0}, {"s", "s"}})) == std::string::npos);
+}
 
-  // Summary.json's length_eval of a FakeRun at n_pairs 8 (trained), 32 and 64 unless `to` is NaN: accuracy 1 and
-  // largest weight `from`, `from`, `to`.
-  void write_length_run(const fs::path& dir, int seed, double from, double to) {
-    FakeRun r;
-    r.scale = "sqrt_dk", r.seed = seed, r.loss = {3.0, 2.0, 1.0}, r.extra_config = {{"n_pairs", 8}};
-    write_run(dir, r);
-    nlohmann::json summary = fake_run_detail::summary(r);
-    for (const auto& point : {std::make_pair(8, from), std::make_pair(32, from), std::make_pair(64, to)})
-      if (!std::isnan(point.second))  // NaN: not evaluated at that length
-        summary["length_eval"].push_back({{"setting", "n_pairs"},
-                                          {"value", point.first},
-                                          {"seq_len", 2 * point.first + 1},
-                                          {"loss", 0.1},
-                                          {"accuracy", 1.0},
-                                          {"max_prob_mean", point.second},
-                                          {"entropy_mean", 1.0}});
-    std::ofstream(dir / kSummaryFile) << summary.dump();
-  }
+// Summary.json's length_eval of a FakeRun at n_pairs 8 (trained), 32 and 64 unless `to` is NaN: accuracy 1 and
+// largest weight `from`, `from`, `to`.
+void write_length_run(const fs::path& dir, int seed, double from, double to) {
+  FakeRun r;
+  r.scale = "sqrt_dk", r.seed = seed, r.loss = {3.0, 2.0, 1.0}, r.extra_config = {{"n_pairs", 8}};
+  write_run(dir, r);
+  nlohmann::json summary = fake_run_detail::summary(r);
+  for (const auto& point : {std::make_pair(8, from), std::make_pair(32, from), std::make_pair(64, to)})
+    if (!std::isnan(point.second))  // NaN: not evaluated at that length
+      summary["length_eval"].push_back({{"setting", "n_pairs"},
+                                        {"value", point.first},
+                                        {"seq_len", 2 * point.first + 1},
+                                        {"loss", 0.1},
+                                        {"accuracy", 1.0},
+                                        {"max_prob_mean", point.second},
+                                        {"entropy_mean", 1.0}});
+  std::ofstream(dir / kSummaryFile) << summary.dump();
+}
 
-  TEST_CASE("preset length counts seeds: a seed's second run is averaged into it, not another seed") {
-    const TempDir root("preset_length_seeds");
-    write_length_run(root / "s0", 0, 0.9, 0.3);
-    write_length_run(root / "s0-again", 0, 0.9, 0.3);
-    write_length_run(root / "s1", 1, 0.9, 0.9);
-    const Comparison c = analyse_dirs({root.string()});
-    const std::string md =
-        Registry<PresetReport>::instance().at("length").sections(PresetInput{c, false, ""}).back().markdown;
-    INFO(md);
-    // 2 seeds learned the task, and the weight at 64 pairs is the mean of seed 0's (0.3) and seed 1's (0.9), not of
-    // the 3 runs (0.5).
-    CHECK(md.find("| 2 of 2 |") != std::string::npos);
-    CHECK(md.find("0.90 → 0.60") != std::string::npos);
-  }
+TEST_CASE("preset length counts seeds: a seed's second run is averaged into it, not another seed") {
+  const TempDir root("preset_length_seeds");
+  write_length_run(root / "s0", 0, 0.9, 0.3);
+  write_length_run(root / "s0-again", 0, 0.9, 0.3);
+  write_length_run(root / "s1", 1, 0.9, 0.9);
+  const Comparison c = analyse_dirs({root.string()});
+  const std::string md =
+      Registry<PresetReport>::instance().at("length").sections(PresetInput{c, false, ""}).back().markdown;
+  INFO(md);
+  // 2 seeds learned the task, and the weight at 64 pairs is the mean of seed 0's (0.3) and seed 1's (0.9), not of
+  // the 3 runs (0.5).
+  CHECK(md.find("| 2 of 2 |") != std::string::npos);
+  CHECK(md.find("0.90 → 0.60") != std::string::npos);
+}
 
-  TEST_CASE("preset length tells no change to a length that a seed was not evaluated at") {
-    const TempDir root("preset_length_missing");
-    write_length_run(root / "s0", 0, 0.9, 0.3);
-    write_length_run(root / "s1", 1, 0.9, NAN);
-    const Comparison c = analyse_dirs({root.string()});
-    const std::string md =
-        Registry<PresetReport>::instance().at("length").sections(PresetInput{c, false, ""}).back().markdown;
-    INFO(md);
-    // Not seed 0 to 64 pairs against seed 1 to 32, nor both to 32 (held): the change is not measured, naming 64 pairs.
-    const std::string why = preset_text("length.some_seeds_only", {{"longest", 64}});
-    CHECK(md.find(preset_text("length.not_measured", {{"why", why}})) != std::string::npos);
-  }
+TEST_CASE("preset length tells no change to a length that a seed was not evaluated at") {
+  const TempDir root("preset_length_missing");
+  write_length_run(root / "s0", 0, 0.9, 0.3);
+  write_length_run(root / "s1", 1, 0.9, NAN);
+  const Comparison c = analyse_dirs({root.string()});
+  const std::string md =
+      Registry<PresetReport>::instance().at("length").sections(PresetInput{c, false, ""}).back().markdown;
+  INFO(md);
+  // Not seed 0 to 64 pairs against seed 1 to 32, nor both to 32 (held): the change is not measured, naming 64 pairs.
+  const std::string why = preset_text("length.some_seeds_only", {{"longest", 64}});
+  CHECK(md.find(preset_text("length.not_measured", {{"why", why}})) != std::string::npos);
+}
