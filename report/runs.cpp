@@ -249,7 +249,7 @@ bool dropped_from(RunRecord& run, std::size_t row, double step, double loss, boo
 }
 
 // Streams metrics.csv and keeps only the series compare uses.
-void read_series(const fs::path& path, RunRecord& run) {
+void read_series(const fs::path& path, RunRecord& run, bool skipped_steps) {
   train::MetricsReader reader(path.string());
   const SeriesColumns k = series_columns(reader.columns(), path);
   run.has_w_q = !k.wq.empty();
@@ -259,7 +259,8 @@ void read_series(const fs::path& path, RunRecord& run) {
   const auto on_nan = run.config.find("on_nan");
   const bool skips = on_nan != run.config.end() && on_nan->is_string() &&
                      on_nan->get<std::string>() == enum_name(train::kOnNanNames, train::OnNan::skip);
-  const bool nan_allowed = skips || !run.has_summary || run.diverged;  // else summary.json says none happened
+  // Else summary.json says none happened; skipped steps count too, for a run resumed under another --on-nan.
+  const bool nan_allowed = skips || skipped_steps || !run.has_summary || run.diverged;
   bool last_row_finite = true;
   std::string first_bad_cell;  // where text stands in place of a number, the first time
   std::size_t bad_cells = 0;
@@ -373,7 +374,7 @@ RunRecord load_run(const std::string& dir) {
   const auto steps = run.config.find("steps");
   if (steps != run.config.end() && steps->is_number_unsigned()) run.steps_planned = steps->get<std::size_t>();
 
-  std::size_t steps_done = 0;
+  std::size_t steps_done = 0, skipped_steps = 0;
   std::error_code ec;
   if (fs::is_regular_file(path / train::kSummaryFile, ec)) {
     try {
@@ -382,6 +383,7 @@ RunRecord load_run(const std::string& dir) {
       run.diverged = summary.diverged;
       run.diverged_step = summary.diverged_step;
       steps_done = summary.steps_done;
+      skipped_steps = summary.skipped_steps;
       run.length_eval = summary.length_eval;
     } catch (const std::exception& e) {
       add_reason(run, std::string("summary.json unreadable (") + e.what() + ")");
@@ -391,7 +393,7 @@ RunRecord load_run(const std::string& dir) {
     const std::string holder = train::run_lock_holder(path);
     add_reason(run, holder.empty() ? std::string("no summary.json") : "still running (pid " + holder + ")");
   }
-  read_series(path / train::kMetricsFile, run);
+  read_series(path / train::kMetricsFile, run, skipped_steps > 0);
 
   const std::size_t rows = run.series.size();
   const std::size_t expected = run.has_summary ? steps_done : run.steps_planned;

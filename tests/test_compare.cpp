@@ -2683,6 +2683,16 @@ TEST_CASE("a NaN loss row in a run whose summary.json says it did not diverge is
   CHECK_FALSE(skipped.incomplete);
   CHECK(skipped.series.size() == 4);
 
+  // Trained under skip, resumed under stop: config.json says stop, summary.json counts the skipped step.
+  bad.on_nan = "stop";
+  write_run(root / "resumed", bad);
+  nlohmann::json summary = fake_run_detail::summary(bad);
+  summary["skipped_steps"] = 1;
+  std::ofstream(root / "resumed" / kSummaryFile) << summary.dump();
+  const RunRecord resumed = load_run((root / "resumed").string());
+  CHECK_FALSE(resumed.incomplete);
+  CHECK(resumed.series.size() == 4);
+
   FakeRun inf_loss = good;  // Inf as NaN
   inf_loss.loss[1] = inf_value;
   write_run(root / "inf", inf_loss);
