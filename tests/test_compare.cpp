@@ -2654,6 +2654,11 @@ TEST_CASE("losses near the largest double: final loss and means are the finite m
   const RunRecord run = load_run((root / "blew_up").string());
   CHECK(run.diverged);
   CHECK(run.diverged_step == 1);
+
+  FakeRun from_zero;  // step 0's batch held no target (--task data): a loss of 0 sets no scale for a blow-up
+  from_zero.loss = {0.0, 2.0, 1.5, 1.0};
+  write_run(root / "from_zero", from_zero);
+  CHECK_FALSE(load_run((root / "from_zero").string()).diverged);
 }
 
 TEST_CASE("a NaN loss row in a run whose summary.json says it did not diverge is a contradiction: dropped, named") {

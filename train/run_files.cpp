@@ -12,7 +12,8 @@ const std::vector<std::string>& run_file_names() {
 }
 
 bool loss_blew_up(double first_loss, double final_loss) {
-  return std::isfinite(first_loss) && std::isfinite(final_loss) && final_loss > kDivergedLossFactor * first_loss;
+  return std::isfinite(first_loss) && std::isfinite(final_loss) && first_loss > 0 &&
+         final_loss > kDivergedLossFactor * first_loss;
 }
 
 bool is_finite_step(double loss, double grad_norm) { return std::isfinite(loss) && std::isfinite(grad_norm); }

@@ -35,7 +35,8 @@ inline constexpr double kDivergedLossFactor = 10;
 
 /// The one definition of "diverged" for a run whose loss stayed finite: its final loss (the mean over its last
 /// min(20, rows) finite losses, as summary.json's final_loss) is above kDivergedLossFactor times its step-0 loss.
-/// Losses in nats. False when either is NaN (a run with a non-finite loss is diverged by is_finite_step instead).
+/// Losses in nats. False when either is NaN (a run with a non-finite loss is diverged by is_finite_step instead), and
+/// when the step-0 loss is 0 (a first batch without targets sets no scale).
 /// compare treats such a run exactly as one that diverged with a NaN (report/runs.h: RunRecord::diverged).
 bool loss_blew_up(double first_loss, double final_loss);
 
