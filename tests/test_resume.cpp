@@ -336,6 +336,14 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
   r = c;
   r.seed = 5;
   CHECK(resume_error(r).find("--seed:") != std::string::npos);
+  // Every differing setting is named with both values, so that one command fixes them all.
+  r.seed = 987654321;
+  r.lr = 0.25;
+  const std::string both = resume_error(r);
+  for (const char* named : {"--seed", "987654321", "--lr", "0.25", "0.003"}) {
+    CAPTURE(named);
+    CHECK(both.find(named) != std::string::npos);
+  }
   // Named as a setting the run keeps, not with advice for a new run ("give --scale dk") that would only lead here.
   r = c;
   r.model.parametrization = nn::Parametrization::mup;
@@ -589,6 +597,7 @@ TEST_CASE("resume refuses a checkpoint that is not the run's: copied from anothe
   xgrad::train::train(a);
   TrainConfig b = a;
   b.seed = 1;
+  set_setting(b, "weight_decay", 0.5);
   b.out = temp_dir("foreign_b").string();
   xgrad::train::train(b);
   const fs::path ckpt = fs::path(a.out) / kCheckpointFile, config = fs::path(a.out) / "config.json";
@@ -601,6 +610,9 @@ TEST_CASE("resume refuses a checkpoint that is not the run's: copied from anothe
       xgrad::train::train(r),
       doctest::Contains(("--resume: --seed is 1 in " + ckpt.string() + " but 0 in " + config.string()).c_str()),
       ConfigError);
+  // Every differing setting is named, each with both values.
+  for (const char* named : {"--seed", "--weight-decay", "0.5"})
+    CHECK_THROWS_WITH_AS(xgrad::train::train(r), doctest::Contains(named), ConfigError);
   CHECK(read_text(ckpt) != own);  // refused before anything was written
   {
     std::ofstream out(ckpt, std::ios::binary | std::ios::trunc);

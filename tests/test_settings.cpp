@@ -116,7 +116,7 @@ TEST_CASE("config.json: to_json and from_json round-trip every setting; d_k is r
   CHECK(j.at("config_version") == kConfigVersion);
   const TrainConfig back = TrainConfig::from_json(j, "test");
   CHECK(back.to_json() == j);
-  CHECK(first_differing_setting(c, back) == "");
+  CHECK(differing_settings(c, back).empty());
 }
 
 TEST_CASE("a legacy config.json (d6e25a8) reads in the canonical form: keys renamed, unread settings dropped") {

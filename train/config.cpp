@@ -412,9 +412,9 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& stored, const std::stri
   return c;
 }
 
-std::string first_differing_setting(const TrainConfig& a_config, const TrainConfig& b_config) {
+std::vector<std::string> differing_settings(const TrainConfig& a_config, const TrainConfig& b_config) {
   const nlohmann::json a = a_config.to_json(), b = b_config.to_json();
-  std::vector<std::string> keys;
+  std::vector<std::string> keys, differing;
   for (const auto& [key, value] : a.items())
     if (key != "d_ff" && key != "d_k") keys.push_back(key);
   for (const auto& [key, value] : b.items())  // a setting only `b`'s components read
@@ -423,24 +423,25 @@ std::string first_differing_setting(const TrainConfig& a_config, const TrainConf
   for (const std::string& key : keys) {
     const Setting* declared = find_setting(key);
     if (declared && declared->resumable) continue;
-    if (!a.contains(key) || !b.contains(key) || b.at(key) != a.at(key)) return key;
+    if (!a.contains(key) || !b.contains(key) || b.at(key) != a.at(key)) differing.push_back(key);
   }
-  return "";
+  return differing;
 }
 
 void check_same_run(const TrainConfig& stored, const TrainConfig& requested) {
-  const std::string key = first_differing_setting(stored, requested);
-  if (!key.empty()) {
-    const nlohmann::json a = stored.to_json(), b = requested.to_json();
+  const nlohmann::json a = stored.to_json(), b = requested.to_json();
+  std::string differences;
+  for (const std::string& key : differing_settings(stored, requested))
+    differences += (differences.empty() ? flag_of(key) + ": the run in " + stored.out + " was trained with "
+                                        : "; " + flag_of(key) + ": ") +
+                   a.value(key, nlohmann::json()).dump() + ", not " + b.value(key, nlohmann::json()).dump();
+  if (!differences.empty()) {
     std::string may_change;
     for (const CoreSetting& c : core_settings())
       if (c.setting.resumable && c.setting.key != "out")
         may_change +=
             (may_change.empty() ? "" : ", ") + c.setting.flag() + (c.setting.key == "steps" ? " (raise)" : "");
-    throw ConfigError(flag_of(key) + ": the run in " + stored.out + " was trained with " +
-                      (a.contains(key) ? a.at(key).dump() : "null") + ", not " +
-                      (b.contains(key) ? b.at(key).dump() : "null") +
-                      "; a resumed run keeps its settings (it may change only " + may_change + ")");
+    throw ConfigError(differences + "; a resumed run keeps its settings (it may change only " + may_change + ")");
   }
   const auto* schedule = nn::LRScheduleRegistry::instance().find(stored.lr_schedule);
   if (requested.steps != stored.steps && schedule && schedule->depends_on_steps)

@@ -147,12 +147,12 @@ struct TrainConfig {
 };
 
 /// Throws ConfigError unless `requested` describes the same run as `stored` (the run directory's config.json): every
-/// setting not declared resumable must be equal, and requested.steps >= stored.steps. The message names the flag,
-/// both values, and what may change.
+/// setting not declared resumable must be equal, and requested.steps >= stored.steps. The message names every
+/// differing flag with both values, and what may change.
 void check_same_run(const TrainConfig& stored, const TrainConfig& requested);
 
-/// The first to_json key not declared resumable whose value differs between `a` and `b` (a setting given
-/// before what follows from it: d_k and d_ff last), or "" if they describe the same run.
-std::string first_differing_setting(const TrainConfig& a, const TrainConfig& b);
+/// The to_json keys not declared resumable whose values differ between `a` and `b` (a setting given before what
+/// follows from it: d_k and d_ff last); none if they describe the same run.
+std::vector<std::string> differing_settings(const TrainConfig& a, const TrainConfig& b);
 
 }  // namespace xgrad::train

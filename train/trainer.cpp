@@ -257,11 +257,17 @@ void Run::resume_from_checkpoint(const TrainConfig* stored) {
       throw std::runtime_error("cannot resume: " + checkpoint_path.string() +
                                ": metadata 'config' is not valid JSON: " + e.what());
     }
-    const std::string key = first_differing_setting(written, *stored);
-    if (!key.empty())
-      throw ConfigError("--resume: " + flag_of(key) + " is " + written.to_json().value(key, nlohmann::json()).dump() +
-                        " in " + checkpoint_path.string() + " but " +
-                        stored->to_json().value(key, nlohmann::json()).dump() + " in " + (dir / kConfigFile).string() +
+    const nlohmann::json in_checkpoint = written.to_json(), in_config = stored->to_json();
+    std::string differences;
+    for (const std::string& key : differing_settings(written, *stored)) {
+      const bool first = differences.empty();  // names the files; the settings after it refer to them
+      differences += "; " + flag_of(key) + " is " + in_checkpoint.value(key, nlohmann::json()).dump() + " in " +
+                     (first ? checkpoint_path.string() : "the checkpoint") + " but " +
+                     in_config.value(key, nlohmann::json()).dump() + " in " +
+                     (first ? (dir / kConfigFile).string() : std::string(kConfigFile));
+    }
+    if (!differences.empty())
+      throw ConfigError("--resume: " + differences.substr(2) +
                         "; the checkpoint is not this run's (start over with --overwrite)");
   }
   try {

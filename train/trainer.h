@@ -35,7 +35,7 @@ struct StepHooks {
 ///
 /// config.resume continues the run in config.out: config must describe the same run as its config.json
 /// (check_same_run), its input files must hold the bytes recorded there (check_same_inputs: ConfigError naming the
-/// file and what changed), and so must the settings in the checkpoint's metadata (ConfigError naming the first
+/// file and what changed), and so must the settings in the checkpoint's metadata (ConfigError naming every
 /// differing setting and both files otherwise: a checkpoint copied from another run, or a config.json edited since);
 /// the weights, optimizer state and running sums come from checkpoint.safetensors (a run without one starts again at
 /// step 0, with a warning saying so and how many metrics.csv rows it discards), metrics.csv is cut back to the
