@@ -261,8 +261,8 @@ void read_series(const fs::path& path, RunRecord& run, bool skipped_steps) {
                      on_nan->get<std::string>() == enum_name(train::kOnNanNames, train::OnNan::skip);
   // Else summary.json says none happened; skipped steps count too, for a run resumed under another --on-nan.
   const bool nan_allowed = skips || skipped_steps || !run.has_summary || run.diverged;
-  bool last_row_finite = true;
-  std::string first_bad_cell;  // where text stands in place of a number, the first time
+  std::optional<double> nonfinite_step;  // of the first row whose loss or gradient norm is written nan or inf
+  std::string first_bad_cell;            // where text stands in place of a number, the first time
   std::size_t bad_cells = 0;
   while (reader.next()) {
     const std::vector<double>& cells = reader.cells();
@@ -285,7 +285,10 @@ void read_series(const fs::path& path, RunRecord& run, bool skipped_steps) {
     s.max_logit.push_back(finite_cells(cells, k.max_logit).max);
     s.eval_loss.push_back(k.eval_loss == kAbsent ? kNaN : cells[k.eval_loss]);
     run.gradients.add(cells[k.loss], s.grad_norm.back(), s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
-    last_row_finite = train::is_finite_step(cells[k.loss], s.grad_norm.back());
+    // As is_finite_step, on numbers only: text or an empty cell is damage, drawn as a gap.
+    for (const std::size_t i : {k.loss, k.grad_norm})
+      if (!nonfinite_step && i != kAbsent && !std::isfinite(cells[i]) && !reader.malformed(i) && !reader.empty(i))
+        nonfinite_step = step;
   }
   // Text where a number belongs is drawn as a gap (report.html counts such cells); the terminal says where it is.
   if (!first_bad_cell.empty())
@@ -295,10 +298,10 @@ void read_series(const fs::path& path, RunRecord& run, bool skipped_steps) {
     add_reason(run, reader.row_error().empty()
                         ? "metrics.csv row " + std::to_string(reader.rows()) + " cut short (dropped)"
                         : reader.row_error() + " (this row and any after it dropped)");
-  // Without summary.json, a non-finite last row is where --on-nan stop (not skip) ended the run.
-  if (!run.has_summary && !skips && s.size() > 0 && !last_row_finite) {
+  // Without summary.json, the first non-finite row is where the run diverged (as --on-nan stop, not skip, says).
+  if (!run.has_summary && !skips && nonfinite_step) {
     run.diverged = true;
-    run.diverged_step = step_number(s.step.back());
+    run.diverged_step = step_number(*nonfinite_step);
   }
 }
 

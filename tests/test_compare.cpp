@@ -2526,6 +2526,28 @@ TEST_CASE("a run whose last row's step cell is not a number reads as diverged at
   CHECK(run.diverged_step == -1);
 }
 
+TEST_CASE("without summary.json, a loss that became NaN mid-run diverged at that step, as at the last row") {
+  const TempDir root("compare_nan_mid_run");
+  FakeRun r;
+  r.loss = {2.0, 1.5, std::nan(""), 1.25, 1.0};
+  r.summary = false;  // killed after the NaN under --on-nan stop: only metrics.csv says what happened
+  write_run(root / "stop", r);
+  const RunRecord stop = load_run((root / "stop").string());
+  CHECK(stop.diverged);
+  CHECK(stop.diverged_step == 2);
+  r.on_nan = "skip";  // a step --on-nan skip skipped, and the run went on
+  write_run(root / "skip", r);
+  CHECK_FALSE(load_run((root / "skip").string()).diverged);
+  // Text where a number belongs is damage, drawn as a gap: not a NaN the trainer wrote.
+  r.on_nan = "";
+  r.loss[2] = 1.75;
+  write_run(root / "text", r);
+  std::string csv = read_text(root / "text" / "metrics.csv");
+  csv.replace(csv.find("\n2,1.75,") + 3, 4, "oops");
+  std::ofstream(root / "text" / "metrics.csv") << csv;
+  CHECK_FALSE(load_run((root / "text").string()).diverged);
+}
+
 TEST_CASE("a metrics.csv that names a column twice is not read: the run is skipped with the column named") {
   const TempDir root("compare_duplicate_column");
   FakeRun r;

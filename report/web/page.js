@@ -703,7 +703,8 @@
       }))]) : null,
     data.explain ? el("p", { id: "explain-link" }, [
       text("The argument for 1/sqrt(d_k), step by step, measured on this model and these runs: "),
-      el("a", { href: data.explain, text: data.explain })]) : null,
+      // A directory name may hold "#", "?", "%" or a space: each path segment is encoded, the "/"s kept.
+      el("a", { href: data.explain.split("/").map(encodeURIComponent).join("/"), text: data.explain })]) : null,
     data.notes.length ? el("details", { id: "notes", open: "" }, [
       el("summary", { text: "What this page leaves out or changes (" + data.notes.length + ")" }),
       // A note is one line; the runs or columns it counts are listed behind it.

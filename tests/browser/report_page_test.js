@@ -3,9 +3,10 @@
 // no console error or page exception, as many runs and groups as the sweep has, a hidden group's curves gone, a log
 // y axis, a redraw on another column, a screenshot that is not blank, no http(s) reference in the file. Then the
 // same on runs with bad input (a missing column, NaN/Inf rows, a metrics.csv with no rows): the page still draws and
-// lists what it left out. Last, the default-experiment-like sweep test_report_html writes (the ctest fixture
-// report_page_picture, in WORK_DIR/default_experiment): the default view is a chart per d_k in each panel, in the
-// picture's colours and dashes, page.js smooths as report/picture.cpp does, and its screenshot is kept.
+// lists what it left out. Then the explain link of a report on a sweep whose name holds "#", "?", "%" and a space.
+// Last, the default-experiment-like sweep test_report_html writes (the ctest fixture report_page_picture, in
+// WORK_DIR/default_experiment): the default view is a chart per d_k in each panel, in the picture's colours and
+// dashes, page.js smooths as report/picture.cpp does, and its screenshot is kept.
 //   node tests/browser/report_page_test.js XGRAD_EXECUTABLE WORK_DIR
 // Needs /usr/bin/chromium (or $CHROMIUM) and `npm ci` at the repository root; without them it fails and says what to
 // install. The screenshots stay in WORK_DIR.
@@ -147,6 +148,22 @@ async function checkDefaultExperiment(browser) {
   check(errors.length === 0, "default experiment: no console error or page exception" +
                              (errors.length ? ": " + errors.join("; ") : ""));
   console.log(`     screenshot of the default view: ${shot}`);
+}
+
+// The explain link of a report written beside a sweep whose directory name holds " ", "#", "?" and "%" (a "#" would
+// start a fragment): the link resolves to that sweep's explain/explain.html (compare needs only the file to exist).
+async function checkExplainLink(browser, runs) {
+  const sweep = path.join(workDir, "odd #1?%"), out = path.join(workDir, "odd_report");
+  fs.rmSync(sweep, { recursive: true, force: true });
+  fs.cpSync(runs[0], path.join(sweep, path.basename(runs[0])), { recursive: true });
+  fs.mkdirSync(path.join(sweep, "explain"));
+  fs.writeFileSync(path.join(sweep, "explain", "explain.html"), "<html></html>");
+  run(["compare", sweep, "--out", out, "--plots", "false"]);
+  const { page } = await openFile(browser, path.join(out, "report.html"), "window.xgradPage != null");
+  const href = await page.evaluate(() => document.querySelector("#explain-link a").href);
+  check(href.endsWith("/odd%20%231%3F%25/explain/explain.html") &&
+        fs.existsSync(require("url").fileURLToPath(href)), `the explain link leads to the sweep's explain.html (${href})`);
+  await page.close();
 }
 
 async function main() {
@@ -372,6 +389,7 @@ async function main() {
     check(b.errors.length === 0,
           "bad input: no console error or page exception" + (b.errors.length ? ": " + b.errors.join("; ") : ""));
     check((await pngVariance(b.page, badShot)) > 100, "bad input: the screenshot is not blank");
+    await checkExplainLink(browser, runs);
     await checkDefaultExperiment(browser);
   } finally {
     await browser.close();
