@@ -361,8 +361,8 @@ struct StepFigure {
   double gap = 1;
 };
 
-// Each run's loss (faint, a block per run) and a cross where one diverged, at its last loss. The loss axis tops at
-// 1.5 × the highest initial loss, so a diverging run does not flatten the others (unless every run diverged: then
+// Each run's loss (faint, a block per run) and a cross where one diverged, at its last loss by then. The loss axis tops
+// at 1.5 × the highest initial loss, so a diverging run does not flatten the others (unless every run diverged: then
 // the blow-up is the picture); `top` and `stable` gather that.
 void add_run_losses(const StepFigure& f, std::size_t a, const LineStyle& style, PlotPanel& p,
                     std::vector<PlotLine>& crosses, double& top, bool& stable) {
@@ -379,7 +379,9 @@ void add_run_losses(const StepFigure& f, std::size_t a, const LineStyle& style, 
     runs.block_names.push_back(run.dir);
     const auto first = std::find_if(points.begin(), points.end(), positive);
     if (first != points.end()) top = std::max(top, 1.5 * first->y);
-    const auto last = std::find_if(points.rbegin(), points.rend(), positive);
+    const auto last = std::find_if(points.rbegin(), points.rend(), [&](const PlotPoint& pt) {  // its loss then
+      return positive(pt) && (run.diverged_step < 0 || pt.x <= static_cast<double>(run.diverged_step));
+    });
     if (run.diverged && last != points.rend())
       cross.blocks[0].push_back({static_cast<double>(run.diverged_step), last->y});
     stable = stable || !run.diverged;

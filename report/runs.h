@@ -31,13 +31,13 @@ struct RunSeries {
 /// One run directory as compare sees it.
 struct RunRecord {
   std::string dir;
-  nlohmann::json config;          // config.json in its canonical form (canonical_config_json; any release)
-  bool has_summary = false;       // summary.json present and readable
-  bool diverged = false;          // summary.json's; else a non-finite last row, or loss_blew_up of the final loss
-  long diverged_step = -1;        // for a blow-up, the first step whose loss passed that factor
-  bool incomplete = false;        // no summary.json (or still running), rows dropped (load_run), fewer rows than steps
-  std::string incomplete_reason;  // why, for the report ("" when complete)
-  std::size_t steps_planned = 0;  // config "steps"
+  nlohmann::json config;     // config.json in its canonical form (canonical_config_json; any release)
+  bool has_summary = false;  // summary.json present and readable
+  bool diverged = false;     // summary.json's; else a nan/inf loss or grad_norm row, or loss_blew_up of the final loss
+  long diverged_step = -1;   // that row's step; for a blow-up, the first step whose loss passed that factor
+  bool incomplete = false;   // no summary.json (or still running), rows dropped (load_run), fewer rows than steps
+  std::string incomplete_reason;          // why, for the report ("" when complete)
+  std::size_t steps_planned = 0;          // config "steps"
   bool has_w_q = false, has_w_k = false;  // metrics.csv has grad_norm/...attn.w_q.weight (resp. w_k) columns
   train::GradientStats gradients;         // over the finite rows of metrics.csv, as the trainer counts them
   RunSeries series;

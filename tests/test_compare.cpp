@@ -2548,6 +2548,26 @@ TEST_CASE("without summary.json, a loss that became NaN mid-run diverged at that
   CHECK_FALSE(load_run((root / "text").string()).diverged);
 }
 
+TEST_CASE("the loss figure crosses a run that diverged mid-run at its loss then, not at its last loss") {
+  const TempDir root("compare_nan_mid_run_cross");
+  FakeRun r;
+  r.loss = {2.0, 1.5, std::nan(""), 1.25, 1.0};
+  r.summary = false;
+  write_run(root / "runs" / "stop", r);
+  PathGuard no_gnuplot("/nonexistent-xgrad-test");  // the data files are written either way
+  CompareOptions options;
+  options.inputs = {(root / "runs").string()};
+  options.out = (root / "report").string();
+  std::ostringstream out;
+  run_compare(options, out);
+  std::ifstream cross(root / "report" / "plots" / "data" / "arm0_diverged.dat");
+  std::string header, step, loss;
+  std::getline(cross, header);
+  cross >> step >> loss;
+  CHECK(step == "2");
+  CHECK(std::stod(loss) == doctest::Approx(1.5));  // the last finite loss at or before step 2; 1.0 is the final one
+}
+
 TEST_CASE("a metrics.csv that names a column twice is not read: the run is skipped with the column named") {
   const TempDir root("compare_duplicate_column");
   FakeRun r;
