@@ -131,16 +131,10 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
     if (differing_key) *differing_key = conflict;
     return OnDisk::other;
   }
-  try {
-    if (fs::exists(dir / kSummaryFile)) {
-      const RunSummary s = RunSummary::from_json(train::read_json_file(dir / kSummaryFile));
-      // A metrics.csv deleted or cut short since: redone, as compare could not read the run.
-      if (!train::metrics_complete(dir, s.steps_done)) return OnDisk::partial;
-      return OnDisk::complete;
-    }
-  } catch (const std::exception&) {
-    // an unreadable summary: the run is continued (or redone) as if it had none
-  }
+  // A summary cut short: the run is continued (or redone) as if it had none; one no trainer writes is refused.
+  if (const std::optional<RunSummary> s = train::read_run_summary(dir))
+    // A metrics.csv deleted or cut short since: redone, as compare could not read the run.
+    return train::metrics_complete(dir, s->steps_done) ? OnDisk::complete : OnDisk::partial;
   std::error_code ec;
   return fs::exists(dir / train::kCheckpointFile, ec) ? OnDisk::resumable : OnDisk::partial;
 }
@@ -430,18 +424,19 @@ pid_t start_run(const SweepConfig& cfg, SweepRun& r, bool resume, const std::vec
 std::string recheck_left_alone(SweepRun& r) {
   train::RunLock lock;
   std::string holder;
+  OnDisk state = OnDisk::none;
   try {
     if (!lock.try_acquire(r.config.out, holder)) {
       r.pid = std::strtol(holder.c_str(), nullptr, 10);
       r.stopped = r.pid > 0 && process_stopped(r.pid);
       return "";
     }
+    state = on_disk(r.config, nullptr);
   } catch (const ConfigError&) {
-    return "";  // the lock file cannot be opened now: the state stays as it was seen
+    return "";  // the lock file cannot be opened now, or summary.json is refused: the state stays as it was seen
   }
   r.pid = 0;
   r.stopped = false;
-  const OnDisk state = on_disk(r.config, nullptr);
   r.status = state == OnDisk::resumable ? train::SweepStatus::interrupted : train::SweepStatus::pending;
   if (state == OnDisk::complete) {
     try {

@@ -206,6 +206,7 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
     if (s.status == train::PointStatus::incomplete) detail = "no readable config.json; the next run starts it over";
     if (s.status == train::PointStatus::missing) detail = "its run directory is gone; the next run starts it over";
     if (s.status == train::PointStatus::conflicting) detail = s.conflict;
+    if (s.status == train::PointStatus::invalid) detail = s.refused;
     std::string row = fmt::format("{:>5}  {:<{}}  {:<11}  {}", p.index, escape_name(p.name), name_width,
                                   enum_name(train::kPointStatusNames, s.status), detail);
     while (!row.empty() && row.back() == ' ') row.pop_back();

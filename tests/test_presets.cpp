@@ -599,3 +599,23 @@ TEST_CASE("preset length tells no change to a length that a seed was not evaluat
   const std::string why = preset_text("length.some_seeds_only", {{"longest", 64}});
   CHECK(md.find(preset_text("length.not_measured", {{"why", why}})) != std::string::npos);
 }
+
+TEST_CASE("preset length names and counts the runs it leaves out for holding no length evaluations") {
+  const TempDir root("preset_length_unevaluated");
+  write_length_run(root / "s0", 0, 0.9, 0.3);
+  write_length_run(root / "s1", 1, NAN, NAN);  // trained without --eval-n-pairs: summary.json has no length_eval
+  write_length_run(root / "s2", 2, NAN, NAN);
+  const fs::path empty = root / "s2" / kSummaryFile;  // an empty list reads as none
+  nlohmann::json summary = nlohmann::json::parse(read_text(empty));
+  summary["length_eval"] = nlohmann::json::array();
+  std::ofstream(empty) << summary.dump();
+  const Comparison c = analyse_dirs({root.string()});
+  std::string md;
+  for (const PresetSection& s : Registry<PresetReport>::instance().at("length").sections(PresetInput{c, false, ""}))
+    md += s.markdown;
+  INFO(md);
+  const std::string list = markdown_text((root / "s1").string()) + " and " + markdown_text((root / "s2").string());
+  const std::string note = preset_text("length.unevaluated", {{"runs", "2 runs"}, {"list", list}});
+  CHECK(md.find(note) != std::string::npos);
+  CHECK(md.find(note, md.find(note) + 1) == std::string::npos);  // said once
+}

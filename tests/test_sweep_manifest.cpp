@@ -727,3 +727,43 @@ TEST_CASE("a sweep.json that lists no runs is refused by sweep status and run-on
     CHECK(contains(r.out, "lists no runs"));
   }
 }
+
+TEST_CASE("a run whose summary.json is JSON no trainer writes is invalid, naming why; sweep and run-one refuse it") {
+  const TempDir root("manifest_invalid_summary");
+  const fs::path out = fs::absolute(root / "sweep");
+  REQUIRE(run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), merged_output()).exit_code == 0);
+  // Point 0 finished; then its summary.json gained an accuracy of 2, which LengthEval::from_json refuses. It is not a
+  // summary cut short: resuming or redoing the run would silently replace it.
+  const fs::path summary = out / "runs" / kNames[0] / "summary.json";
+  nlohmann::json damaged = nlohmann::json::parse(read_text(summary));
+  damaged["length_eval"] = {{{"setting", "n_pairs"},
+                             {"value", 16},
+                             {"seq_len", 33},
+                             {"loss", 0.1},
+                             {"accuracy", 2},
+                             {"max_prob_mean", 0.5},
+                             {"entropy_mean", 1.0}}};
+  std::ofstream(summary, std::ios::trunc) << damaged.dump();
+  const std::string kept = read_text(summary);
+
+  const std::string line = status_line(out, 0);
+  CHECK(line.rfind("invalid", 0) == 0);
+  CHECK(contains(line, summary.string()));
+  CHECK(contains(line, "accuracy is 2"));  // the reason from_json gives
+  const ProcessResult status = run_xgrad({"sweep", "status", out.string()}, merged_output());
+  INFO(status.out);
+  CHECK(contains(status.out, "4 points: 3 complete, 1 invalid\n"));
+  const ProcessResult compare = run_xgrad({"compare", out.string(), "--out", (root / "report").string()});
+  INFO(compare.out);
+  CHECK(contains(compare.out, "note: 3 of 4 grid points of the sweep " + out.string() + " complete (1 invalid)"));
+  // What the status says is what a rerun does: refused, naming the file, and the file left as it is.
+  for (const std::vector<std::string>& args :
+       {sweep_args(out, "20", {"--jobs", "1"}),
+        std::vector<std::string>{"sweep", "run-one", out.string(), "--index", "0"}}) {
+    const ProcessResult rerun = run_xgrad(args, merged_output());
+    INFO(rerun.out);
+    CHECK(rerun.exit_code == 2);
+    CHECK(contains(rerun.out, summary.string()));
+    CHECK(read_text(summary) == kept);
+  }
+}

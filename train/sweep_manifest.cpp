@@ -123,25 +123,41 @@ bool config_readable(const fs::path& dir) {
 
 }  // namespace
 
+std::optional<RunSummary> read_run_summary(const fs::path& dir) {
+  const fs::path path = dir / kSummaryFile;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  try {
+    return RunSummary::from_json(read_json_file(path));
+  } catch (const nlohmann::json::parse_error&) {
+    return std::nullopt;  // a write cut short
+  } catch (const std::exception& e) {
+    throw ConfigError(path.string() + " is refused (" + e.what() +
+                      "): no trainer writes it, so its run is neither resumed nor redone over it; restore it, or "
+                      "remove it to have the run resumed from its checkpoint (or trained again)");
+  }
+}
+
 PointState point_state(const std::string& run_dir) {
   const fs::path dir(run_dir);
   PointState state;
   std::error_code ec;
   const bool has_config = config_readable(dir);
   try {
-    if (has_config && fs::exists(dir / kSummaryFile, ec)) {
-      const RunSummary s = RunSummary::from_json(read_json_file(dir / kSummaryFile));
-      if (!metrics_complete(dir, s.steps_done)) {  // metrics.csv deleted or cut short since: a rerun redoes it
+    if (const std::optional<RunSummary> s = has_config ? read_run_summary(dir) : std::nullopt) {
+      if (!metrics_complete(dir, s->steps_done)) {  // metrics.csv deleted or cut short since: a rerun redoes it
         state.status = PointStatus::incomplete;
         return state;
       }
-      state.status = s.diverged ? PointStatus::diverged : PointStatus::complete;
-      state.step = s.diverged ? s.diverged_step : -1;
-      state.final_loss = s.final_loss;
+      state.status = s->diverged ? PointStatus::diverged : PointStatus::complete;
+      state.step = s->diverged ? s->diverged_step : -1;
+      state.final_loss = s->final_loss;
       return state;
     }
-  } catch (const std::exception&) {
-    // a summary cut short: the run is continued or redone, as if it had none
+  } catch (const ConfigError& e) {
+    state.status = PointStatus::invalid;
+    state.refused = e.what();
+    return state;
   }
   state.holder = run_lock_holder(dir);
   if (!state.holder.empty()) {
@@ -246,7 +262,7 @@ PointState point_state(const ManifestPoint& point) {
     state.status = PointStatus::missing;
   if (state.status == PointStatus::complete || state.status == PointStatus::diverged ||
       state.status == PointStatus::interrupted || state.status == PointStatus::failed ||
-      state.status == PointStatus::pending) {
+      state.status == PointStatus::invalid || state.status == PointStatus::pending) {
     state.conflict = point_conflict(point);
     if (!state.conflict.empty()) state.status = PointStatus::conflicting;
   }

@@ -14,6 +14,7 @@
 
 #include "common/enum_names.h"
 #include "train/config.h"
+#include "train/run_files.h"
 
 namespace xgrad::train {
 
@@ -57,25 +58,44 @@ ManifestEntries read_manifest_entries(const std::string& sweep_dir);
 /// of an attempt, but neither a checkpoint nor a summary: it failed or was killed before its first checkpoint; the
 /// next attempt starts it over) | incomplete (a summary.json or checkpoint without a readable config.json: the next
 /// attempt starts it over, as on_disk decides) | conflicting (its config.json contradicts the manifest, or run-one
-/// refuses the manifest's settings for it) | missing (its directory is gone, though the manifest recorded an attempt) |
-/// pending (no run directory).
-enum class PointStatus { complete, diverged, running, interrupted, failed, incomplete, conflicting, missing, pending };
+/// refuses the manifest's settings for it) | invalid (its summary.json is one no trainer writes: read_run_summary
+/// refuses it, and so do run-one and the sweep) | missing (its directory is gone, though the manifest recorded an
+/// attempt) | pending (no run directory).
+enum class PointStatus {
+  complete,
+  diverged,
+  running,
+  interrupted,
+  failed,
+  incomplete,
+  conflicting,
+  invalid,
+  missing,
+  pending
+};
 /// The names of PointStatus, in the order `sweep status` counts them.
 inline constexpr EnumName<PointStatus> kPointStatusNames[] = {
     {PointStatus::complete, "complete"},       {PointStatus::diverged, "diverged"},
     {PointStatus::running, "running"},         {PointStatus::interrupted, "interrupted"},
     {PointStatus::failed, "failed"},           {PointStatus::incomplete, "incomplete"},
-    {PointStatus::conflicting, "conflicting"}, {PointStatus::missing, "missing"},
-    {PointStatus::pending, "pending"}};
+    {PointStatus::conflicting, "conflicting"}, {PointStatus::invalid, "invalid"},
+    {PointStatus::missing, "missing"},         {PointStatus::pending, "pending"}};
 
 struct PointState {
   PointStatus status = PointStatus::pending;
   std::string holder;     // running: the pid its lock file names (a pid on another host under Slurm)
   std::string conflict;   // conflicting: how, and what run-one and the sweep then do, as `sweep status` shows it
+  std::string refused;    // invalid: read_run_summary's refusal (the file, why, what to do), as `sweep status` shows it
   long step = -1;         // diverged: the step; interrupted: the checkpoint's step; running: rows in metrics.csv
   double final_loss = 0;  // complete: mean loss of the last steps, as summary.json has it
 };
 PointState point_state(const std::string& run_dir);
+
+/// The summary.json of run directory `dir`: none when it has none, or one that is not JSON (a write cut short: the run
+/// is continued or redone as if it had none). Throws ConfigError naming the file, why and what to do for one that no
+/// trainer writes (JSON that RunSummary::from_json refuses, not a regular file): resuming or redoing its run would
+/// replace a finished run's results unseen.
+std::optional<RunSummary> read_run_summary(const std::filesystem::path& dir);
 
 /// The step a run checkpoint was written after (its safetensors metadata "step"), read from the header alone; -1 when
 /// the file cannot be read as one.

@@ -19,18 +19,24 @@ constexpr const char* kScalable = "ssmax";
 
 std::string f2(double v) { return number_or_dash(v, "{:.2f}"); }
 
+// The run recorded evaluations at other numbers of pairs (summary.json's length_eval, read by load_run).
+bool evaluated(const RunRecord& run) {
+  return std::any_of(run.length_eval.begin(), run.length_eval.end(),
+                     [](const LengthEval& e) { return e.setting == "n_pairs"; });
+}
+
 // One run's evaluations, by number of pairs.
 struct RunLengths {
   nlohmann::json seed;  // seed_key
   std::map<std::size_t, LengthEval> by_pairs;
 };
 
-// The kept runs of `arm` that recorded length evaluations (summary.json's length_eval, read by load_run), one per
-// seed: a seed's runs averaged first (as judge_finding does) at the numbers of pairs each of them evaluated.
+// The kept runs of `arm` that recorded length evaluations, one per seed: a seed's runs averaged first (as
+// judge_finding does) at the numbers of pairs each of them evaluated.
 std::vector<RunLengths> lengths_of(const Comparison& c, const ArmStats& arm) {
   std::map<nlohmann::json, std::vector<std::size_t>> seeds;
   for (std::size_t r : arm.kept)
-    if (!c.runs[r].length_eval.empty()) seeds[seed_key(c.runs[r].config)].push_back(r);
+    if (evaluated(c.runs[r])) seeds[seed_key(c.runs[r].config)].push_back(r);
   std::vector<RunLengths> out;
   for (const auto& seed : seeds) {
     RunLengths mean{seed.first, {}};
@@ -269,6 +275,15 @@ std::vector<report::PresetSection> report(const report::PresetInput& in) {
                                                         : "length.trained_many",
                                   {{"lengths", fmt::format("{}", fmt::join(lengths, ", or at "))}}) +
                       " " + preset_text("length.positions") + "\n";
+  std::vector<std::string> unevaluated;  // kept runs whose summary.json holds no evaluation by number of pairs
+  for (const ArmStats& arm : in.comparison.arms)
+    for (std::size_t r : arm.kept)
+      if (in.comparison.runs[r].has_summary && !evaluated(in.comparison.runs[r]))
+        unevaluated.push_back(markdown_text(in.comparison.runs[r].dir));
+  if (!unevaluated.empty())
+    facts.markdown = preset_text("length.unevaluated",
+                                 {{"runs", counted(unevaluated.size(), "run")}, {"list", join_and(unevaluated)}}) +
+                     "\n\n" + facts.markdown;
   facts.markdown = preset_text("length.findings_legend", {{"margin", change_margin()},
                                                           {"probability", tolerance("probability").absolute},
                                                           {"accuracy", kLearned}}) +
