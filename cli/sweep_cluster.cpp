@@ -232,6 +232,11 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
     else if (!preset.name.empty())
       command = "the xgrad experiment command that made it (sweep.json names preset '" + escape_name(preset.name) +
                 "', which this build of xgrad does not know)";
+    const std::size_t settle =
+        standing.count_of(train::PointStatus::invalid) + standing.count_of(train::PointStatus::conflicting);
+    if (settle > 0)  // the sweep refuses these until the user acts: the command alone would stop at them
+      out << "first settle the " << settle << " invalid or conflicting point" << (settle == 1 ? "" : "s")
+          << " (each line says how); then\n";
     out << "to continue: " << command << ", or `xgrad sweep run-one " << train::shell_quote_path(sweep_dir)
         << " --index I` for one point\n";
   }

@@ -753,6 +753,7 @@ TEST_CASE("a run whose summary.json is JSON no trainer writes is invalid, naming
   const ProcessResult status = run_xgrad({"sweep", "status", out.string()}, merged_output());
   INFO(status.out);
   CHECK(contains(status.out, "4 points: 3 complete, 1 invalid\n"));
+  CHECK(contains(status.out, "first settle the 1 invalid"));  // the advice to rerun alone would meet the refusal
   const ProcessResult compare = run_xgrad({"compare", out.string(), "--out", (root / "report").string()});
   INFO(compare.out);
   CHECK(contains(compare.out, "note: 3 of 4 grid points of the sweep " + out.string() + " complete (1 invalid)"));
