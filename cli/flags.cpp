@@ -188,10 +188,16 @@ std::vector<RefusedFlag> probe_refused_flags(const std::string& command) {
   for (const train::CoreSetting& c : train::core_settings())
     if ((c.setting.commands & Setting::kSweep) && !(c.setting.commands & Setting::kProbe))
       flags.push_back(c.setting.flag());
-  for (const train::ComponentSetting& c : train::component_settings())
-    if (c.component == "optimizer" || c.component == "lr_schedule") flags.push_back(c.setting.flag());
   const std::string batch = command == "probe" ? "one forward batch" : "one forward and backward batch";
   std::vector<RefusedFlag> out;
+  for (const train::ComponentSetting& c : train::component_settings()) {
+    const auto owns = [&](const char* scale) { return std::count(c.owners.begin(), c.owners.end(), scale) > 0; };
+    if (c.component == "optimizer" || c.component == "lr_schedule") flags.push_back(c.setting.flag());
+    if (command == "probe" && c.component == "scale" && !owns("none") && !owns("sqrt_dk"))
+      out.push_back({c.setting.flag(), "probe measures the unscaled and 1/sqrt(d_k) scores only, so it does not read " +
+                                           c.setting.flag() + " (xgrad explain --scale " + c.owners.front() +
+                                           " measures " + c.owners.front() + ")"});
+  }
   for (const std::string& flag : flags)
     if (flag == "--parametrization" || flag == "--base-width")
       out.push_back({flag, command +

@@ -39,7 +39,8 @@ void refuse_flags(CLI::App& app, const std::vector<RefusedFlag>& flags);
 std::vector<RefusedFlag> sweep_refused_flags(const std::string& command);
 /// The training flags `probe` never reads: it builds the model and runs one forward batch, with no optimiser, no
 /// steps and no logging (the core settings of `train` and `sweep` that probe's declarations leave out, and every
-/// optimizer's settings).
+/// optimizer's settings); nor, as it measures none and sqrt_dk only, the other scalings' settings (`explain` reads
+/// them).
 std::vector<RefusedFlag> probe_refused_flags(const std::string& command);
 
 /// Setting values given on a command line, in the order given, applied after parsing by apply_given_settings.

@@ -142,14 +142,14 @@ namespace {
 Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w, const ArmPair& p) {
   const ArmStats& s = c.arms[p.subject];
   const ArmStats& b = c.arms[p.baseline];
-  Claim named = claim;
-  named.statistic = statistic_name(claim.statistic, w);
+  const std::string statistic = statistic_name(claim.statistic, w);
   const Tolerance& tol = tolerance(claim.tolerance);
-  const auto ss = per_seed(c, s, claim, named.statistic), bs = per_seed(c, b, claim, named.statistic);
-  Verdict v = judge_finding(c, named, s, &b);
+  const auto ss = per_seed(c, s, claim, statistic), bs = per_seed(c, b, claim, statistic);
+  Verdict v = claim.by_seed ? compare_values(ss, bs, claim.better, tol) : Verdict{};  // as judge_finding
   if (!v.paired) v.why_not.clear();
   v.claim = statistic_name(claim.id, w);
-  v.w = w;
+  v.statistic = statistic, v.w = w;
+  v.subject_value = s.stat(statistic).mean, v.baseline_value = b.stat(statistic).mean;
   v.subject = p.subject;
   v.baseline = p.baseline;
   const std::string why_not = undecidable(c, v.statistic, s, b);

@@ -404,11 +404,12 @@ std::vector<PageNote> data_notes(const Comparison& c, const ReportContext& conte
     if (page.rows == 0) runs_of["no_rows"].push_back(runs.names[r]);
     if (page.nonfinite > 0) runs_of["nonfinite"].push_back(runs.names[r]);
     if (page.malformed > 0) runs_of["malformed"].push_back(runs.names[r]);
+    if (c.runs[r].max_logit_from_score_max_abs) runs_of["score_max_abs"].push_back(runs.names[r]);
     if (c.runs[r].incomplete) runs_of["incomplete"].push_back(runs.names[r] + " (" + c.runs[r].incomplete_reason + ")");
     cells["nonfinite"] += page.nonfinite;
     cells["malformed"] += page.malformed;
   }
-  for (const char* kind : {"from_comparison", "no_rows", "nonfinite", "malformed", "incomplete"})
+  for (const char* kind : {"from_comparison", "no_rows", "nonfinite", "malformed", "score_max_abs", "incomplete"})
     add(kind, runs_of[kind], cells.count(kind) ? cells[kind] : runs_of[kind].size());
   return notes;
 }

@@ -171,6 +171,7 @@ struct SeriesColumns {
   std::size_t step = kAbsent, loss = kAbsent, accuracy = kAbsent, grad_norm = kAbsent, eval_loss = kAbsent;
   std::vector<std::size_t> wq, wk, entropy, score_std, score_grad_median, saturated, max_logit;
   std::vector<std::pair<std::size_t, const CellRange*>> ranged;  // the columns read that kCellRanges declares
+  bool max_logit_from_score_max_abs = false;
 };
 
 // attn/l<any layer>h<any head>/<the field's column>
@@ -209,7 +210,9 @@ SeriesColumns series_columns(const std::vector<std::string>& header, const fs::p
     if (any_head(c, &S::max_logit)) k.max_logit.push_back(i);
     if (any_head(c, &S::score_max_abs)) max_abs.push_back(i);
   }
-  if (k.max_logit.empty()) k.max_logit = max_abs;  // a run of an earlier release: its largest |score| stands in
+  // A run of an earlier release has no max_logit: its largest |score| stands in (report.html's notes count them).
+  k.max_logit_from_score_max_abs = k.max_logit.empty() && !max_abs.empty();
+  if (k.max_logit_from_score_max_abs) k.max_logit = max_abs;
   std::vector<std::size_t> read{k.step, k.accuracy, k.grad_norm};
   for (const auto* v : {&k.wq, &k.wk, &k.entropy, &k.saturated}) read.insert(read.end(), v->begin(), v->end());
   for (std::size_t i : read)
@@ -254,6 +257,7 @@ void read_series(const fs::path& path, RunRecord& run, bool skipped_steps) {
   const SeriesColumns k = series_columns(reader.columns(), path);
   run.has_w_q = !k.wq.empty();
   run.has_w_k = !k.wk.empty();
+  run.max_logit_from_score_max_abs = k.max_logit_from_score_max_abs;
 
   RunSeries& s = run.series;
   const auto on_nan = run.config.find("on_nan");

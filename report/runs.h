@@ -41,6 +41,8 @@ struct RunRecord {
   bool has_w_q = false, has_w_k = false;  // metrics.csv has grad_norm/...attn.w_q.weight (resp. w_k) columns
   train::GradientStats gradients;         // over the finite rows of metrics.csv, as the trainer counts them
   RunSeries series;
+  // metrics.csv has no max_logit column: series.max_logit is its score_max_abs (report.html notes such runs)
+  bool max_logit_from_score_max_abs = false;
   std::vector<train::LengthEval> length_eval;  // summary.json's evaluations at other lengths (preset length)
 };
 

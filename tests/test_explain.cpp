@@ -290,6 +290,35 @@ TEST_CASE("explain: a slope over d_k from two head sizes is not decided; the sam
   }
 }
 
+TEST_CASE("explain: steps 2, 3 and 5 check every head size between the ends, and decide from two") {
+  // Saturated share 2%, 95%, 60% and a Jacobian norm that rises at d_k 64: the ends agree with the claims, the middle
+  // does not move one way with d_k.
+  Explanation e = synthetic(0.5, 0.5);
+  for (auto& a : e.arms)
+    if (a.scale == "none" && a.d_k == 64) a.saturated_share = 0.95, a.jacobian_norm_mean *= 5;
+  for (auto& a : e.arms)
+    if (a.scale == "none" && a.d_k == 1024) a.saturated_share = 0.6;
+  const auto sections = explain_sections(e);
+  for (const std::string id : {"saturation", "gradient", "sizes"}) {
+    INFO(id << ": " << section(sections, id).verdict.text);
+    CHECK(section(sections, id).verdict.key == "not_monotone");
+    CHECK(section(sections, id).verdict.verdict_class == "partly");
+  }
+  // "half from d_k 64" would say every larger d_k has half saturated: not so when d_k 1024 falls back to 45%.
+  for (auto& a : e.arms)
+    if (a.scale == "none" && a.d_k == 1024) a.saturated_share = 0.45;
+  CHECK(std::get<long long>(section(explain_sections(e), "sizes").verdict.fields.at("most").value) == 0);
+  // Two head sizes: nothing lies between the ends, so the comparison of the ends decides.
+  Explanation two = synthetic(0.5, 0.5);
+  two.d_ks = {4, 1024};
+  two.arms.erase(std::remove_if(two.arms.begin(), two.arms.end(), [](const ArmMeasurement& a) { return a.d_k == 64; }),
+                 two.arms.end());
+  for (const std::string id : {"saturation", "gradient", "sizes"}) {
+    INFO(id);
+    CHECK(section(explain_sections(two), id).verdict.verdict_class == "holds");
+  }
+}
+
 TEST_CASE("explain: --runs of damaged or unrelated directories gives a note or a clear error") {
   xgrad::testing::TempDir tmp("explain_runs");
   const fs::path root = tmp.path();

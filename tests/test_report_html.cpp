@@ -317,6 +317,30 @@ TEST_CASE("report.html: columns only some runs have are one note, saying what th
   CHECK(partial == 1);
 }
 
+TEST_CASE("report.html counts the runs whose max logit is their score_max_abs (metrics.csv without max_logit)") {
+  TempDir dir("html_max_logit");
+  tiny_trained_run(dir / "src");
+  copy_run(dir / "src", dir / "runs" / "new", 0);
+  copy_run(dir / "src", dir / "runs" / "old", 1);  // as an earlier release wrote it: no max_logit columns
+  std::vector<std::string> lines = lines_of(dir / "runs" / "old" / kMetricsFile);
+  std::vector<bool> dropped;
+  for (std::string& line : lines) {
+    std::stringstream cells(line);
+    std::string kept, cell;
+    for (std::size_t i = 0; std::getline(cells, cell, ','); ++i) {
+      if (dropped.size() == i) dropped.push_back(cell.size() > 10 && cell.rfind("/max_logit") == cell.size() - 10);
+      if (!dropped[i]) kept += (kept.empty() ? "" : ",") + cell;
+    }
+    line = kept;
+  }
+  REQUIRE(std::count(dropped.begin(), dropped.end(), true) > 0);
+  write_lines(dir / "runs" / "old" / kMetricsFile, lines);
+  CHECK(compare_quietly({(dir / "runs" / "new").string()}, dir / "new") == 1);
+  CHECK(note_of(page_data(dir / "new" / "report.html"), "score_max_abs").is_null());
+  CHECK(compare_quietly({(dir / "runs").string()}, dir.path()) == 2);
+  CHECK(note_of(page_data(dir / "report.html"), "score_max_abs") == nlohmann::json{1, Items{"runs/old"}});
+}
+
 TEST_CASE("report.html of a single run") {
   TempDir dir("html_single");
   tiny_trained_run(dir / "run");

@@ -335,6 +335,33 @@ TEST_CASE("help texts say what they mean: --version's thread counts, compare's o
   CHECK(help.find("[1]") == std::string::npos);
 }
 
+TEST_CASE(
+    "probe --help offers no scaling's setting: it measures unscaled and 1/sqrt(d_k) only; explain's --scale does") {
+  const auto options_of = [](const std::string& command) {  // --help up to "Not taken by this command", and after
+    const std::string help = run_xgrad({command, "--help"}, merged_output()).out;
+    const auto at = help.find("Not taken by this command");
+    return std::pair{help.substr(0, at), at == std::string::npos ? "" : help.substr(at)};
+  };
+  const auto [probe_options, probe_refused] = options_of("probe");
+  const auto [explain_options, explain_refused] = options_of("explain");
+  std::size_t scaling_settings = 0;
+  for (const ComponentSetting& c : component_settings()) {
+    if (c.component != "scale" || std::count(c.owners.begin(), c.owners.end(), "none") ||
+        std::count(c.owners.begin(), c.owners.end(), "sqrt_dk"))
+      continue;
+    ++scaling_settings;
+    const std::string flag = c.setting.flag() + " ";
+    INFO(flag);
+    CHECK(probe_options.find(flag) == std::string::npos);
+    CHECK(probe_refused.find(flag) != std::string::npos);
+    CHECK(explain_options.find(flag) != std::string::npos);
+  }
+  CHECK(scaling_settings > 0);  // softcap_cap, qk_clip_tau, ...
+  const ProcessResult refused = run_xgrad({"probe", "--softcap-cap", "30"}, merged_output());
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.out.find("--softcap-cap: probe") != std::string::npos);
+}
+
 TEST_CASE("the CLI: bad usage exits 2, an experiment runs end to end") {
   const fs::path dir = temp_dir("cli");
   CHECK(run_xgrad(words("")).exit_code == 2);
