@@ -133,7 +133,7 @@ OnDisk on_disk(const TrainConfig& c, std::string* differing_key) {
   }
   try {
     if (fs::exists(dir / kSummaryFile)) {
-      const RunSummary s = RunSummary::from_json(train::read_json_file(dir / kSummaryFile));
+      const RunSummary s = RunSummary::read(dir);
       // A metrics.csv deleted or cut short since: redone, as compare could not read the run.
       if (!train::metrics_complete(dir, s.steps_done)) return OnDisk::partial;
       return OnDisk::complete;
@@ -353,7 +353,7 @@ std::string record_end(SweepRun& r, int status, bool stopping) {
                                                                   " is gone, and its train.log with it";
   const bool finished = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
   if (finished && fs::exists(dir / kSummaryFile, ec)) {
-    const RunSummary s = RunSummary::from_json(train::read_json_file(dir / kSummaryFile));
+    const RunSummary s = RunSummary::read(dir);
     r.status = s.diverged ? train::SweepStatus::diverged : train::SweepStatus::complete;
     r.diverged_step = s.diverged_step;
     r.final_loss = s.final_loss;
@@ -445,7 +445,7 @@ std::string recheck_left_alone(SweepRun& r) {
   r.status = state == OnDisk::resumable ? train::SweepStatus::interrupted : train::SweepStatus::pending;
   if (state == OnDisk::complete) {
     try {
-      const RunSummary s = RunSummary::from_json(train::read_json_file(fs::path(r.config.out) / kSummaryFile));
+      const RunSummary s = RunSummary::read(r.config.out);
       r.status = s.diverged ? train::SweepStatus::diverged : train::SweepStatus::complete;
       r.final_loss = s.final_loss;
       r.diverged_step = s.diverged_step;
@@ -780,7 +780,7 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
                         "; use a new --out for a sweep with other settings");
     if (state == OnDisk::complete) {
       runs[i].status = train::SweepStatus::skipped;
-      const RunSummary s = RunSummary::from_json(train::read_json_file(fs::path(runs[i].config.out) / kSummaryFile));
+      const RunSummary s = RunSummary::read(runs[i].config.out);
       runs[i].final_loss = s.final_loss;
       runs[i].diverged_step = s.diverged_step;
     } else {

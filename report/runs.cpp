@@ -120,7 +120,7 @@ MeanSd finite_cells(const std::vector<double>& cells, const std::vector<std::siz
 
 nlohmann::json read_json(const fs::path& path) {
   try {
-    return train::read_json_file(path);
+    return train::read_json_file(path, train::kMaxRunJsonBytes);
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path.string() + " is not valid JSON: " + e.what());
   }
@@ -378,7 +378,7 @@ RunRecord load_run(const std::string& dir) {
   std::error_code ec;
   if (fs::is_regular_file(path / train::kSummaryFile, ec)) {
     try {
-      const train::RunSummary summary = train::RunSummary::from_json(read_json(path / train::kSummaryFile));
+      const train::RunSummary summary = train::RunSummary::read(path);
       run.has_summary = true;
       run.diverged = summary.diverged;
       run.diverged_step = summary.diverged_step;
@@ -386,7 +386,7 @@ RunRecord load_run(const std::string& dir) {
       skipped_steps = summary.skipped_steps;
       run.length_eval = summary.length_eval;
     } catch (const std::exception& e) {
-      add_reason(run, std::string("summary.json unreadable (") + e.what() + ")");
+      add_reason(run, e.what());
     }
   } else {
     // A run another process is training (its lock is held) is not a run that stopped: the report says which.

@@ -1072,6 +1072,62 @@ TEST_CASE("two length evaluations of one setting and value make summary.json unr
   CHECK(run.incomplete_reason.find("n_pairs 16") != std::string::npos);
 }
 
+TEST_CASE("a summary.json value of the wrong type or missing is named with its file and key, and not read") {
+  const TempDir root("compare_summary_types");
+  const nlohmann::json eval{{"setting", "n_pairs"}, {"value", 16},          {"seq_len", 17},      {"loss", "low"},
+                            {"accuracy", 0.9},      {"max_prob_mean", 0.6}, {"entropy_mean", 1.2}};
+  // key -> its value (discarded: the key is left out); "loss" is the length evaluation's.
+  const std::vector<std::pair<std::string, nlohmann::json>> damaged{{"final_loss", "abc"},
+                                                                    {"steps_done", -3.5},
+                                                                    {"steps_done", nlohmann::json::value_t::discarded},
+                                                                    {"diverged", "no"},
+                                                                    {"diverged_step", 2.5},
+                                                                    {"skipped_steps", nlohmann::json::array()},
+                                                                    {"length_eval", 5},
+                                                                    {"loss", nlohmann::json::array({eval})}};
+  for (std::size_t i = 0; i < damaged.size(); ++i) {
+    const std::string& key = damaged[i].first;
+    const nlohmann::json& value = damaged[i].second;
+    FakeRun r;
+    r.loss = {3.0, 2.0, 1.0};
+    const fs::path dir = root / std::to_string(i);
+    write_run(dir, r);
+    nlohmann::json summary = fake_run_detail::summary(r);
+    if (value.is_discarded())
+      summary.erase(key);
+    else
+      summary[key == "loss" ? "length_eval" : key] = value;
+    std::ofstream(dir / kSummaryFile) << summary.dump();
+    const RunRecord run = load_run(dir.string());
+    INFO(key << ": " << run.incomplete_reason);
+    CHECK_FALSE(run.has_summary);
+    CHECK(run.incomplete_reason.find((dir / kSummaryFile).string() + ": ") != std::string::npos);
+    CHECK(run.incomplete_reason.find(key) != std::string::npos);
+  }
+}
+
+TEST_CASE("a summary.json or config.json over kMaxRunJsonBytes is refused before parsing, naming its size") {
+  const TempDir root("compare_huge_run_json");
+  FakeRun r;
+  r.loss = {3.0, 2.0, 1.0};
+  write_run(root, r);
+  // Valid JSON (trailing white space) one byte over the bound: parsed, it would read.
+  const auto pad = [](const fs::path& file) {
+    std::string text = read_text(file);
+    text.append(kMaxRunJsonBytes + 1 - text.size(), ' ');
+    std::ofstream(file) << text;
+    return std::to_string(text.size()) + " bytes";
+  };
+  const std::string size = pad(root / kSummaryFile);
+  const RunRecord run = load_run(root.string());
+  INFO(run.incomplete_reason);
+  CHECK_FALSE(run.has_summary);
+  CHECK(run.incomplete_reason.find((root / kSummaryFile).string() + ": " + size) != std::string::npos);
+  pad(root / kConfigFile);
+  const std::string named = (root / kConfigFile).string() + ": " + size;
+  CHECK_THROWS_WITH_AS(load_run(root.string()), doctest::Contains(named.c_str()), std::exception);
+}
+
 TEST_CASE("a run cut short (no summary.json, truncated last line) is incomplete but still read") {
   const TempDir root("compare_cut");
   FakeRun r;

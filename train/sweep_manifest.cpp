@@ -130,7 +130,7 @@ PointState point_state(const std::string& run_dir) {
   const bool has_config = config_readable(dir);
   try {
     if (has_config && fs::exists(dir / kSummaryFile, ec)) {
-      const RunSummary s = RunSummary::from_json(read_json_file(dir / kSummaryFile));
+      const RunSummary s = RunSummary::read(dir);
       if (!metrics_complete(dir, s.steps_done)) {  // metrics.csv deleted or cut short since: a rerun redoes it
         state.status = PointStatus::incomplete;
         return state;
