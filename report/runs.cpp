@@ -140,8 +140,8 @@ void add_reason(RunRecord& run, const std::string& reason) {
 constexpr std::size_t kAbsent = std::numeric_limits<std::size_t>::max();
 
 // What a trainer can write in a column compare reads ('*': any text), checked where a row is read: a value outside
-// is a damaged row, as a negative loss is. A NaN is an unmeasured cell (attention statistics between logged steps);
-// a gradient norm not finite only where a loss may be NaN (a skipped or diverged step).
+// is a damaged row. A NaN is an unmeasured cell (attention statistics between logged steps; a loss not finite is
+// dropped_from's to judge); a gradient norm not finite only where a loss may be NaN (a skipped or diverged step).
 enum class NanCell { always, where_loss_may_be };
 struct CellRange {
   const char* pattern;
@@ -152,6 +152,7 @@ struct CellRange {
 // entropy over T keys is at most log T, and log 2^64 = 44.4 bounds any T an index counts. 9e18: step_number's bound.
 constexpr CellRange kCellRanges[] = {
     {"step", 0, 9.0e18, NanCell::always},
+    {"loss", 0, std::numeric_limits<double>::infinity(), NanCell::always},  // a cross-entropy: >= 0
     {"accuracy", 0, 1, NanCell::always},
     {"grad_norm*", 0, std::numeric_limits<double>::max(), NanCell::where_loss_may_be},
     {"attn/l*/entropy_mean", -1e-6, 45, NanCell::always},
@@ -210,7 +211,7 @@ SeriesColumns series_columns(const std::vector<std::string>& header, const fs::p
     if (any_head(c, &S::score_max_abs)) max_abs.push_back(i);
   }
   if (k.max_logit.empty()) k.max_logit = max_abs;  // a run of an earlier release: its largest |score| stands in
-  std::vector<std::size_t> read{k.step, k.accuracy, k.grad_norm};
+  std::vector<std::size_t> read{k.step, k.loss, k.accuracy, k.grad_norm};
   for (const auto* v : {&k.wq, &k.wk, &k.entropy, &k.saturated}) read.insert(read.end(), v->begin(), v->end());
   for (std::size_t i : read)
     for (const CellRange& range : kCellRanges)
@@ -233,13 +234,12 @@ std::string out_of_range(const train::MetricsReader& reader, const SeriesColumns
 }
 
 // A row the trainer does not write drops the rest, with a reason: a step that does not increase, a cell outside its
-// column's range (`range`), a negative loss (a cross-entropy is >= 0), or one not finite where none may be
-// (nan_allowed: summary.json's divergence, --on-nan skip).
+// column's range (`range`), or a loss not finite where none may be (nan_allowed: summary.json's divergence, --on-nan
+// skip).
 bool dropped_from(RunRecord& run, std::size_t row, double step, double loss, bool nan_allowed, std::string range) {
   const double previous = run.series.size() > 0 ? run.series.step.back() : kNaN;
   const std::string why = step <= previous ? fmt::format("step {} after step {}", step, previous)
                           : !range.empty() ? range
-                          : loss < 0       ? fmt::format("loss {} is negative", loss)
                           : std::isfinite(loss) || nan_allowed
                               ? ""
                               : fmt::format("loss {}, but summary.json says the run did not diverge", loss);

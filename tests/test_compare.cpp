@@ -2851,6 +2851,11 @@ TEST_CASE("a negative loss (a cross-entropy is >= 0) is a damaged row, named wit
   CHECK_FALSE(later.diverged);
   CHECK(later.series.size() == 2);
   CHECK(later.incomplete_reason.find("row 3") != std::string::npos);
+
+  r.loss = {2.0, -inf_value, 0.4};  // --on-nan skip allows a loss not finite, never one below 0
+  r.on_nan = "skip";
+  write_run(root / "skip", r);
+  CHECK(load_run((root / "skip").string()).series.size() == 1);
 }
 
 TEST_CASE("a verdict's per-seed mean of values near the largest double is their mean, not an overflow to inf") {
