@@ -2703,6 +2703,8 @@ TEST_CASE("losses near the largest double: final loss and means are the finite m
   const MeanSd spread = mean_sd({1e308, 1.2e308, 1.4e308});  // (v - mean)^2 overflows unscaled
   CHECK(spread.mean == doctest::Approx(1.2e308).epsilon(1e-12));
   CHECK(spread.sd == doctest::Approx(0.2e308).epsilon(1e-12));
+  // The trailing mean of two rows of 1e308 is 1e308, under a --loss-threshold of 1.7e308 (their sum overflows).
+  CHECK(run_stats(cmp.runs[0], 1.7e308, 0.9, 2)["step_to_loss"] == 1);
 
   FakeRun blew_up = flat;  // from 2 nats to 1e308: diverged by loss_blew_up, at the first step past 10 x 2
   blew_up.loss[0] = 2.0;
