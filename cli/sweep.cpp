@@ -347,7 +347,7 @@ std::string record_end(SweepRun& r, int status, bool stopping) {
                                                                   " is gone, and its train.log with it";
   const bool finished = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
   if (finished && fs::exists(dir / kSummaryFile, ec)) {
-    const RunSummary s = RunSummary::from_json(train::read_json_file(dir / kSummaryFile));
+    const RunSummary s = RunSummary::read(dir);
     r.status = s.diverged ? train::SweepStatus::diverged : train::SweepStatus::complete;
     r.diverged_step = s.diverged_step;
     r.final_loss = s.final_loss;
@@ -440,7 +440,7 @@ std::string recheck_left_alone(SweepRun& r) {
   r.status = state == OnDisk::resumable ? train::SweepStatus::interrupted : train::SweepStatus::pending;
   if (state == OnDisk::complete) {
     try {
-      const RunSummary s = RunSummary::from_json(train::read_json_file(fs::path(r.config.out) / kSummaryFile));
+      const RunSummary s = RunSummary::read(r.config.out);
       r.status = s.diverged ? train::SweepStatus::diverged : train::SweepStatus::complete;
       r.final_loss = s.final_loss;
       r.diverged_step = s.diverged_step;
@@ -759,9 +759,16 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
   assign_indices(runs, opened.earlier, index);
   opened.resume.assign(runs.size(), false);
   std::map<std::string, data::InputFile> inputs_now;  // each input file hashed once
+  std::string refused;                                // every refused run's reason, so that one reading fixes all
   for (std::size_t i = 0; i < runs.size(); ++i) {
     std::string key;
-    const OnDisk state = on_disk(runs[i].config, &key);
+    OnDisk state = OnDisk::none;
+    try {
+      state = on_disk(runs[i].config, &key);
+    } catch (const ConfigError& e) {
+      refused += (refused.empty() ? "" : "\n") + std::string(e.what());
+      continue;
+    }
     // A run read its files' bytes of then: one on other bytes than those there now is not continued, skipped as
     // complete nor redone beside runs on the new bytes.
     if (state != OnDisk::none)
@@ -775,7 +782,7 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
                         "; use a new --out for a sweep with other settings");
     if (state == OnDisk::complete) {
       runs[i].status = train::SweepStatus::skipped;
-      const RunSummary s = RunSummary::from_json(train::read_json_file(fs::path(runs[i].config.out) / kSummaryFile));
+      const RunSummary s = RunSummary::read(runs[i].config.out);
       runs[i].final_loss = s.final_loss;
       runs[i].diverged_step = s.diverged_step;
     } else {
@@ -783,6 +790,7 @@ void open_sweep(const SweepConfig& cfg, std::vector<SweepRun>& runs, OpenedSweep
       opened.todo.push_back(i);
     }
   }
+  if (!refused.empty()) throw ConfigError(refused);
   // The manifest comes first: every point's settings are on disk before any run starts, for any launcher.
   for (const SweepRun& r : runs) write_config_file(cfg, r);
   write_index(cfg, runs, opened.earlier);

@@ -505,7 +505,9 @@ std::string runs_markdown(const Comparison& c, const ReportContext& ctx) {
       {"seed", "seed", [](const RunRecord& r) { return setting_text(r.config, "seed"); }},
       {"steps", "", [](const RunRecord& r) { return fmt::format("{}/{}", r.series.size(), r.steps_planned); }},
       {"status", "diverged run", [](const RunRecord& r) {
-         std::string s = r.diverged ? fmt::format("diverged at step {}", r.diverged_step) : "";
+         std::string s = !r.diverged            ? ""
+                         : r.diverged_step >= 0 ? fmt::format("diverged at step {}", r.diverged_step)
+                                                : "diverged at an unknown step";
          if (r.incomplete) s += (s.empty() ? "" : "; ") + std::string("incomplete: ") + r.incomplete_reason;
          return s.empty() ? std::string("complete") : s;
        }}};

@@ -380,9 +380,9 @@ void add_run_losses(const StepFigure& f, std::size_t a, const LineStyle& style, 
     const auto first = std::find_if(points.begin(), points.end(), positive);
     if (first != points.end()) top = std::max(top, 1.5 * first->y);
     const auto last = std::find_if(points.rbegin(), points.rend(), [&](const PlotPoint& pt) {  // its loss then
-      return positive(pt) && (run.diverged_step < 0 || pt.x <= static_cast<double>(run.diverged_step));
+      return positive(pt) && pt.x <= static_cast<double>(run.diverged_step);
     });
-    if (run.diverged && last != points.rend())
+    if (run.diverged && run.diverged_step >= 0 && last != points.rend())
       cross.blocks[0].push_back({static_cast<double>(run.diverged_step), last->y});
     stable = stable || !run.diverged;
   }

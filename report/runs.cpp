@@ -120,7 +120,7 @@ MeanSd finite_cells(const std::vector<double>& cells, const std::vector<std::siz
 
 nlohmann::json read_json(const fs::path& path) {
   try {
-    return train::read_json_file(path);
+    return train::read_json_file(path, train::kMaxRunJsonBytes);
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path.string() + " is not valid JSON: " + e.what());
   }
@@ -140,8 +140,8 @@ void add_reason(RunRecord& run, const std::string& reason) {
 constexpr std::size_t kAbsent = std::numeric_limits<std::size_t>::max();
 
 // What a trainer can write in a column compare reads ('*': any text), checked where a row is read: a value outside
-// is a damaged row, as a negative loss is. A NaN is an unmeasured cell (attention statistics between logged steps);
-// a gradient norm not finite only where a loss may be NaN (a skipped or diverged step).
+// is a damaged row. A NaN is an unmeasured cell (attention statistics between logged steps; a loss not finite is
+// dropped_from's to judge); a gradient norm not finite only where a loss may be NaN (a skipped or diverged step).
 enum class NanCell { always, where_loss_may_be };
 struct CellRange {
   const char* pattern;
@@ -152,6 +152,7 @@ struct CellRange {
 // entropy over T keys is at most log T, and log 2^64 = 44.4 bounds any T an index counts. 9e18: step_number's bound.
 constexpr CellRange kCellRanges[] = {
     {"step", 0, 9.0e18, NanCell::always},
+    {"loss", 0, std::numeric_limits<double>::infinity(), NanCell::always},  // a cross-entropy: >= 0
     {"accuracy", 0, 1, NanCell::always},
     {"grad_norm*", 0, std::numeric_limits<double>::max(), NanCell::where_loss_may_be},
     {"attn/l*/entropy_mean", -1e-6, 45, NanCell::always},
@@ -213,7 +214,7 @@ SeriesColumns series_columns(const std::vector<std::string>& header, const fs::p
   // A run of an earlier release has no max_logit: its largest |score| stands in (report.html's notes count them).
   k.max_logit_from_score_max_abs = k.max_logit.empty() && !max_abs.empty();
   if (k.max_logit_from_score_max_abs) k.max_logit = max_abs;
-  std::vector<std::size_t> read{k.step, k.accuracy, k.grad_norm};
+  std::vector<std::size_t> read{k.step, k.loss, k.accuracy, k.grad_norm};
   for (const auto* v : {&k.wq, &k.wk, &k.entropy, &k.saturated}) read.insert(read.end(), v->begin(), v->end());
   for (std::size_t i : read)
     for (const CellRange& range : kCellRanges)
@@ -236,13 +237,12 @@ std::string out_of_range(const train::MetricsReader& reader, const SeriesColumns
 }
 
 // A row the trainer does not write drops the rest, with a reason: a step that does not increase, a cell outside its
-// column's range (`range`), a negative loss (a cross-entropy is >= 0), or one not finite where none may be
-// (nan_allowed: summary.json's divergence, --on-nan skip).
+// column's range (`range`), or a loss not finite where none may be (nan_allowed: summary.json's divergence, --on-nan
+// skip).
 bool dropped_from(RunRecord& run, std::size_t row, double step, double loss, bool nan_allowed, std::string range) {
   const double previous = run.series.size() > 0 ? run.series.step.back() : kNaN;
   const std::string why = step <= previous ? fmt::format("step {} after step {}", step, previous)
                           : !range.empty() ? range
-                          : loss < 0       ? fmt::format("loss {} is negative", loss)
                           : std::isfinite(loss) || nan_allowed
                               ? ""
                               : fmt::format("loss {}, but summary.json says the run did not diverge", loss);
@@ -265,8 +265,8 @@ void read_series(const fs::path& path, RunRecord& run, bool skipped_steps) {
                      on_nan->get<std::string>() == enum_name(train::kOnNanNames, train::OnNan::skip);
   // Else summary.json says none happened; skipped steps count too, for a run resumed under another --on-nan.
   const bool nan_allowed = skips || skipped_steps || !run.has_summary || run.diverged;
-  std::optional<double> nonfinite_step;  // of the first row whose loss or gradient norm is written nan or inf
-  std::string first_bad_cell;            // where text stands in place of a number, the first time
+  bool last_row_nonfinite = false;  // its loss or gradient norm written nan or inf (text or an empty cell is damage)
+  std::string first_bad_cell;       // where text stands in place of a number, the first time
   std::size_t bad_cells = 0;
   while (reader.next()) {
     const std::vector<double>& cells = reader.cells();
@@ -289,10 +289,10 @@ void read_series(const fs::path& path, RunRecord& run, bool skipped_steps) {
     s.max_logit.push_back(finite_cells(cells, k.max_logit).max);
     s.eval_loss.push_back(k.eval_loss == kAbsent ? kNaN : cells[k.eval_loss]);
     run.gradients.add(cells[k.loss], s.grad_norm.back(), s.grad_norm_w_q.back(), s.grad_norm_w_k.back());
-    // As is_finite_step, on numbers only: text or an empty cell is damage, drawn as a gap.
+    last_row_nonfinite = false;
     for (const std::size_t i : {k.loss, k.grad_norm})
-      if (!nonfinite_step && i != kAbsent && !std::isfinite(cells[i]) && !reader.malformed(i) && !reader.empty(i))
-        nonfinite_step = step;
+      if (i != kAbsent && !std::isfinite(cells[i]) && !reader.malformed(i) && !reader.empty(i))
+        last_row_nonfinite = true;
   }
   // Text where a number belongs is drawn as a gap (report.html counts such cells); the terminal says where it is.
   if (!first_bad_cell.empty())
@@ -302,10 +302,11 @@ void read_series(const fs::path& path, RunRecord& run, bool skipped_steps) {
     add_reason(run, reader.row_error().empty()
                         ? "metrics.csv row " + std::to_string(reader.rows()) + " cut short (dropped)"
                         : reader.row_error() + " (this row and any after it dropped)");
-  // Without summary.json, the first non-finite row is where the run diverged (as --on-nan stop, not skip, says).
-  if (!run.has_summary && !skips && nonfinite_step) {
+  // Without summary.json, a non-finite last row is where --on-nan stop ended the run: under stop no row follows a
+  // non-finite step, so one with rows after it was skipped (under skip, perhaps before a resume under stop).
+  if (!run.has_summary && !skips && s.size() > 0 && last_row_nonfinite) {
     run.diverged = true;
-    run.diverged_step = step_number(*nonfinite_step);
+    run.diverged_step = step_number(s.step.back());
   }
 }
 
@@ -385,7 +386,7 @@ RunRecord load_run(const std::string& dir) {
   std::error_code ec;
   if (fs::is_regular_file(path / train::kSummaryFile, ec)) {
     try {
-      const train::RunSummary summary = train::RunSummary::from_json(read_json(path / train::kSummaryFile));
+      const train::RunSummary summary = train::RunSummary::read(path);
       run.has_summary = true;
       run.diverged = summary.diverged;
       run.diverged_step = summary.diverged_step;
@@ -393,7 +394,7 @@ RunRecord load_run(const std::string& dir) {
       skipped_steps = summary.skipped_steps;
       run.length_eval = summary.length_eval;
     } catch (const std::exception& e) {
-      add_reason(run, std::string("summary.json unreadable (") + e.what() + ")");
+      add_reason(run, e.what());
     }
   } else {
     // A run another process is training (its lock is held) is not a run that stopped: the report says which.

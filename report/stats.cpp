@@ -21,12 +21,12 @@ namespace {
 // Mean over [begin, end); NaN if empty or any is not finite: a window touching a diverged step reaches nothing.
 double strict_mean(const std::vector<double>& v, std::size_t begin, std::size_t end) {
   if (begin >= end) return kNoValue;
-  double s = 0;
+  double s = 0;  // in units of 2^64 (exact above 1e-288, as mean_sd's unit): a finite sum does not overflow
   for (std::size_t i = begin; i < end; ++i) {
     if (!std::isfinite(v[i])) return kNoValue;
-    s += v[i];
+    s += std::ldexp(v[i], -64);
   }
-  return s / static_cast<double>(end - begin);
+  return std::ldexp(s / static_cast<double>(end - begin), 64);
 }
 
 double finite_mean(const std::vector<double>& v) { return mean_sd(v).mean; }

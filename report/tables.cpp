@@ -150,10 +150,12 @@ std::string format_steps(std::size_t reached, std::size_t n, double mean_step) {
 }
 
 std::string format_diverged(const ArmStats& arm) {
-  std::vector<long> steps = arm.diverged_steps;
-  std::sort(steps.begin(), steps.end());
-  const std::string out = fmt::format("{}/{}", steps.size(), arm.used.size());
-  if (steps.empty()) return out;
+  std::vector<long> sorted = arm.diverged_steps;
+  std::sort(sorted.begin(), sorted.end());
+  const std::string out = fmt::format("{}/{}", sorted.size(), arm.used.size());
+  if (sorted.empty()) return out;
+  std::vector<std::string> steps;  // a step metrics.csv did not say (a NaN step cell) shown as "?"
+  for (const long s : sorted) steps.push_back(s >= 0 ? std::to_string(s) : "?");
   return fmt::format("{} ({} {})", out, steps.size() == 1 ? "step" : "steps", fmt::join(steps, ", "));
 }
 

@@ -1072,6 +1072,62 @@ TEST_CASE("two length evaluations of one setting and value make summary.json unr
   CHECK(run.incomplete_reason.find("n_pairs 16") != std::string::npos);
 }
 
+TEST_CASE("a summary.json value of the wrong type or missing is named with its file and key, and not read") {
+  const TempDir root("compare_summary_types");
+  const nlohmann::json eval{{"setting", "n_pairs"}, {"value", 16},          {"seq_len", 17},      {"loss", "low"},
+                            {"accuracy", 0.9},      {"max_prob_mean", 0.6}, {"entropy_mean", 1.2}};
+  // key -> its value (discarded: the key is left out); "loss" is the length evaluation's.
+  const std::vector<std::pair<std::string, nlohmann::json>> damaged{{"final_loss", "abc"},
+                                                                    {"steps_done", -3.5},
+                                                                    {"steps_done", nlohmann::json::value_t::discarded},
+                                                                    {"diverged", "no"},
+                                                                    {"diverged_step", 2.5},
+                                                                    {"skipped_steps", nlohmann::json::array()},
+                                                                    {"length_eval", 5},
+                                                                    {"loss", nlohmann::json::array({eval})}};
+  for (std::size_t i = 0; i < damaged.size(); ++i) {
+    const std::string& key = damaged[i].first;
+    const nlohmann::json& value = damaged[i].second;
+    FakeRun r;
+    r.loss = {3.0, 2.0, 1.0};
+    const fs::path dir = root / std::to_string(i);
+    write_run(dir, r);
+    nlohmann::json summary = fake_run_detail::summary(r);
+    if (value.is_discarded())
+      summary.erase(key);
+    else
+      summary[key == "loss" ? "length_eval" : key] = value;
+    std::ofstream(dir / kSummaryFile) << summary.dump();
+    const RunRecord run = load_run(dir.string());
+    INFO(key << ": " << run.incomplete_reason);
+    CHECK_FALSE(run.has_summary);
+    CHECK(run.incomplete_reason.find((dir / kSummaryFile).string() + ": ") != std::string::npos);
+    CHECK(run.incomplete_reason.find(key) != std::string::npos);
+  }
+}
+
+TEST_CASE("a summary.json or config.json over kMaxRunJsonBytes is refused before parsing, naming its size") {
+  const TempDir root("compare_huge_run_json");
+  FakeRun r;
+  r.loss = {3.0, 2.0, 1.0};
+  write_run(root, r);
+  // Valid JSON (trailing white space) one byte over the bound: parsed, it would read.
+  const auto pad = [](const fs::path& file) {
+    std::string text = read_text(file);
+    text.append(kMaxRunJsonBytes + 1 - text.size(), ' ');
+    std::ofstream(file) << text;
+    return std::to_string(text.size()) + " bytes";
+  };
+  const std::string size = pad(root / kSummaryFile);
+  const RunRecord run = load_run(root.string());
+  INFO(run.incomplete_reason);
+  CHECK_FALSE(run.has_summary);
+  CHECK(run.incomplete_reason.find((root / kSummaryFile).string() + ": " + size) != std::string::npos);
+  pad(root / kConfigFile);
+  const std::string named = (root / kConfigFile).string() + ": " + size;
+  CHECK_THROWS_WITH_AS(load_run(root.string()), doctest::Contains(named.c_str()), std::exception);
+}
+
 TEST_CASE("a run cut short (no summary.json, truncated last line) is incomplete but still read") {
   const TempDir root("compare_cut");
   FakeRun r;
@@ -2524,34 +2580,43 @@ TEST_CASE("a run whose last row's step cell is not a number reads as diverged at
   const RunRecord run = load_run((root / "run").string());
   CHECK(run.diverged);
   CHECK(run.diverged_step == -1);
+  PathGuard no_gnuplot("/nonexistent-xgrad-test");
+  const std::string md = report_md({(root / "run").string()}, root / "report");
+  CHECK(md.find("step -1") == std::string::npos);  // the step is unknown, not -1 (runs and arms tables)
+  CHECK(md.find("steps -1") == std::string::npos);
+  std::ifstream cross(root / "report" / "plots" / "data" / "arm0_diverged.dat");
+  std::string header, point;
+  std::getline(cross, header);
+  CHECK_FALSE(std::getline(cross, point));  // no step to put a cross at
 }
 
-TEST_CASE("without summary.json, a loss that became NaN mid-run diverged at that step, as at the last row") {
+TEST_CASE("without summary.json, a NaN last row is where the run diverged; a NaN with rows after it was skipped") {
   const TempDir root("compare_nan_mid_run");
   FakeRun r;
-  r.loss = {2.0, 1.5, std::nan(""), 1.25, 1.0};
+  r.loss = {2.0, 1.5, 1.25, std::nan("")};
   r.summary = false;  // killed after the NaN under --on-nan stop: only metrics.csv says what happened
   write_run(root / "stop", r);
   const RunRecord stop = load_run((root / "stop").string());
   CHECK(stop.diverged);
-  CHECK(stop.diverged_step == 2);
-  r.on_nan = "skip";  // a step --on-nan skip skipped, and the run went on
-  write_run(root / "skip", r);
-  CHECK_FALSE(load_run((root / "skip").string()).diverged);
-  // Text where a number belongs is damage, drawn as a gap: not a NaN the trainer wrote.
-  r.on_nan = "";
-  r.loss[2] = 1.75;
+  CHECK(stop.diverged_step == 3);
+  // Under stop no row follows a non-finite step: rows after one say it was skipped (under skip, perhaps before a
+  // resume under stop, so config.json's on_nan no longer says skip).
+  r.loss = {2.0, 1.5, std::nan(""), 1.25, 1.0};
+  write_run(root / "skipped", r);
+  CHECK_FALSE(load_run((root / "skipped").string()).diverged);
+  // Text where a number belongs, in the last row, is damage drawn as a gap: not a NaN the trainer wrote.
+  r.loss = {2.0, 1.5, 1.25, 1.75};
   write_run(root / "text", r);
   std::string csv = read_text(root / "text" / "metrics.csv");
-  csv.replace(csv.find("\n2,1.75,") + 3, 4, "oops");
+  csv.replace(csv.find("\n3,1.75,") + 3, 4, "oops");
   std::ofstream(root / "text" / "metrics.csv") << csv;
   CHECK_FALSE(load_run((root / "text").string()).diverged);
 }
 
-TEST_CASE("the loss figure crosses a run that diverged mid-run at its loss then, not at its last loss") {
-  const TempDir root("compare_nan_mid_run_cross");
+TEST_CASE("the loss figure crosses a run that blew up mid-run at its loss then, not at its last loss") {
+  const TempDir root("compare_blow_up_cross");
   FakeRun r;
-  r.loss = {2.0, 1.5, std::nan(""), 1.25, 1.0};
+  r.loss = {2.0, 1.5, 30.0, 40.0, 35.0};  // past 10x the first loss from step 2 on, and on average (loss_blew_up)
   r.summary = false;
   write_run(root / "runs" / "stop", r);
   PathGuard no_gnuplot("/nonexistent-xgrad-test");  // the data files are written either way
@@ -2565,7 +2630,7 @@ TEST_CASE("the loss figure crosses a run that diverged mid-run at its loss then,
   std::getline(cross, header);
   cross >> step >> loss;
   CHECK(step == "2");
-  CHECK(std::stod(loss) == doctest::Approx(1.5));  // the last finite loss at or before step 2; 1.0 is the final one
+  CHECK(std::stod(loss) == doctest::Approx(30.0));  // its loss at step 2; 35 is the final one
 }
 
 TEST_CASE("a metrics.csv that names a column twice is not read: the run is skipped with the column named") {
@@ -2689,6 +2754,8 @@ TEST_CASE("losses near the largest double: final loss and means are the finite m
   const MeanSd spread = mean_sd({1e308, 1.2e308, 1.4e308});  // (v - mean)^2 overflows unscaled
   CHECK(spread.mean == doctest::Approx(1.2e308).epsilon(1e-12));
   CHECK(spread.sd == doctest::Approx(0.2e308).epsilon(1e-12));
+  // The trailing mean of two rows of 1e308 is 1e308, under a --loss-threshold of 1.7e308 (their sum overflows).
+  CHECK(run_stats(cmp.runs[0], 1.7e308, 0.9, 2)["step_to_loss"] == 1);
 
   FakeRun blew_up = flat;  // from 2 nats to 1e308: diverged by loss_blew_up, at the first step past 10 x 2
   blew_up.loss[0] = 2.0;
@@ -2837,6 +2904,11 @@ TEST_CASE("a negative loss (a cross-entropy is >= 0) is a damaged row, named wit
   CHECK_FALSE(later.diverged);
   CHECK(later.series.size() == 2);
   CHECK(later.incomplete_reason.find("row 3") != std::string::npos);
+
+  r.loss = {2.0, -inf_value, 0.4};  // --on-nan skip allows a loss not finite, never one below 0
+  r.on_nan = "skip";
+  write_run(root / "skip", r);
+  CHECK(load_run((root / "skip").string()).series.size() == 1);
 }
 
 TEST_CASE("a verdict's per-seed mean of values near the largest double is their mean, not an overflow to inf") {

@@ -745,6 +745,8 @@ TEST_CASE("a run whose summary.json is JSON no trainer writes is invalid, naming
                              {"entropy_mean", 1.0}}};
   std::ofstream(summary, std::ios::trunc) << damaged.dump();
   const std::string kept = read_text(summary);
+  const fs::path second = out / "runs" / kNames[1] / "summary.json";  // the sweep names both, for one fix of all
+  std::ofstream(second, std::ios::trunc) << "{}";
 
   const std::string line = status_line(out, 0);
   CHECK(line.rfind("invalid", 0) == 0);
@@ -752,11 +754,11 @@ TEST_CASE("a run whose summary.json is JSON no trainer writes is invalid, naming
   CHECK(contains(line, "accuracy is 2"));  // the reason from_json gives
   const ProcessResult status = run_xgrad({"sweep", "status", out.string()}, merged_output());
   INFO(status.out);
-  CHECK(contains(status.out, "4 points: 3 complete, 1 invalid\n"));
-  CHECK(contains(status.out, "first settle the 1 invalid"));  // the advice to rerun alone would meet the refusal
+  CHECK(contains(status.out, "4 points: 2 complete, 2 invalid\n"));
+  CHECK(contains(status.out, "first settle the 2 invalid"));  // the advice to rerun alone would meet the refusal
   const ProcessResult compare = run_xgrad({"compare", out.string(), "--out", (root / "report").string()});
   INFO(compare.out);
-  CHECK(contains(compare.out, "note: 3 of 4 grid points of the sweep " + out.string() + " complete (1 invalid)"));
+  CHECK(contains(compare.out, "note: 2 of 4 grid points of the sweep " + out.string() + " complete (2 invalid)"));
   // What the status says is what a rerun does: refused, naming the file, and the file left as it is.
   for (const std::vector<std::string>& args :
        {sweep_args(out, "20", {"--jobs", "1"}),
@@ -767,4 +769,5 @@ TEST_CASE("a run whose summary.json is JSON no trainer writes is invalid, naming
     CHECK(contains(rerun.out, summary.string()));
     CHECK(read_text(summary) == kept);
   }
+  CHECK(contains(run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), merged_output()).out, second.string()));
 }

@@ -3,12 +3,20 @@
 #include <array>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "common/repeated_keys.h"
 #include "train/config.h"
 
 namespace xgrad::train {
 
-nlohmann::json parse_json(std::istream& in, const std::string& source) {
+static std::string longer_than(std::size_t max_bytes) {
+  const bool mib = max_bytes % (std::size_t(1) << 20) == 0;  // else KiB: the bounds are powers of two
+  return fmt::format("longer than {} {}, more than xgrad reads of this file; refused", max_bytes >> (mib ? 20 : 10),
+                     mib ? "MiB" : "KiB");
+}
+
+nlohmann::json parse_json(std::istream& in, const std::string& source, std::size_t max_bytes) {
   using json = nlohmann::json;
   RepeatedKeys keys;
   const auto callback = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
@@ -26,9 +34,7 @@ nlohmann::json parse_json(std::istream& in, const std::string& source) {
   std::array<char, 1 << 16> chunk;
   while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
     text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxJsonBytes)
-      throw ConfigError(source + ": longer than " + std::to_string(kMaxJsonBytes >> 20) +
-                        " MiB, more than any JSON file xgrad reads; refused");
+    if (text.size() > max_bytes) throw ConfigError(source + ": " + longer_than(max_bytes));
   }
   if (const auto nul = text.find('\0'); nul != std::string::npos)
     throw ConfigError(source + ": holds a NUL byte at offset " + std::to_string(nul) +
@@ -36,18 +42,17 @@ nlohmann::json parse_json(std::istream& in, const std::string& source) {
   return json::parse(text, callback);
 }
 
-nlohmann::json read_json_file(const std::filesystem::path& path) {
+nlohmann::json read_json_file(const std::filesystem::path& path, std::size_t max_bytes) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     throw ConfigError(path.string() +
                       (std::filesystem::exists(path, ec) ? ": not a regular file; refused" : ": not found"));
   const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > kMaxJsonBytes)  // refused before it is read
-    throw ConfigError(path.string() + ": longer than " + std::to_string(kMaxJsonBytes >> 20) +
-                      " MiB, more than any JSON file xgrad reads; refused");
+  if (!ec && size > max_bytes)  // refused before it is read
+    throw ConfigError(path.string() + ": " + std::to_string(size) + " bytes, " + longer_than(max_bytes));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path.string() + ": cannot be opened for reading");
-  return parse_json(in, path.string());
+  return parse_json(in, path.string(), max_bytes);
 }
 
 }  // namespace xgrad::train

@@ -1,7 +1,13 @@
 #include "train/run_files.h"
 
 #include <cmath>
+#include <optional>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include "train/config.h"
+#include "train/json_file.h"
 
 namespace xgrad::train {
 
@@ -36,6 +42,35 @@ void GradientStats::add(double loss, double grad_norm, double norm_w_q, double n
 
 namespace {
 
+// A JSON value as an error names it: a number, true, false or null as written, a string, array or object by its type.
+std::string found(const nlohmann::json& v) {
+  if (v.is_primitive() && !v.is_string()) return v.dump();
+  return (v.is_array() || v.is_object() ? "an " : "a ") + std::string(v.type_name());
+}
+
+// `key` of the object `j` as the T summary.json holds there (a double: a number, or null, to_json's NaN), or
+// `fallback` when it is missing (a key added after the first release); else an error naming the key and the type.
+template <class T>
+T read_key(const nlohmann::json& j, const char* key, std::optional<T> fallback = std::nullopt) {
+  const auto it = j.find(key);
+  if (it == j.end() && fallback) return *fallback;
+  if (it == j.end()) throw std::invalid_argument(std::string(key) + " is missing");
+  const nlohmann::json& v = *it;
+  using std::is_same_v, std::pair;
+  const bool fits_long =
+      v.is_number_unsigned() ? v.get<std::size_t>() <= std::numeric_limits<long>::max() : v.is_number_integer();
+  const auto [fits, type] = is_same_v<T, bool>          ? pair(v.is_boolean(), "true or false")
+                            : is_same_v<T, std::string> ? pair(v.is_string(), "a string")
+                            : is_same_v<T, std::size_t> ? pair(v.is_number_unsigned(), "a whole number >= 0")
+                            : is_same_v<T, long>        ? pair(fits_long, "a whole number")
+                            : is_same_v<T, double>      ? pair(v.is_number() || v.is_null(), "a number or null")
+                                                        : pair(v.is_array(), "an array");
+  if (!fits) throw std::invalid_argument(std::string(key) + " must be " + type + ", found " + found(v));
+  if constexpr (is_same_v<T, double>)
+    if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
+  return v.get<T>();
+}
+
 double ratio(double numerator, std::size_t steps) {
   return steps ? numerator / static_cast<double>(steps) : std::numeric_limits<double>::quiet_NaN();
 }
@@ -63,18 +98,19 @@ nlohmann::json LengthEval::to_json() const {
 }
 
 LengthEval LengthEval::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw std::invalid_argument("must be an object, found " + found(j));
   LengthEval e;
-  e.setting = j.at("setting").get<std::string>();
-  e.value = j.at("value").get<std::size_t>();
-  e.seq_len = j.at("seq_len").get<std::size_t>();
-  // null is a NaN as to_json writes it (not measured; readers skip it). A number out of its range comes from a damaged
-  // file, and no reader may draw a verdict from it.
+  e.setting = read_key<std::string>(j, "setting");
+  e.value = read_key<std::size_t>(j, "value");
+  e.seq_len = read_key<std::size_t>(j, "seq_len");
+  // A number out of its range comes from a damaged file, and no reader may draw a verdict from it; NaN is a null, as
+  // to_json writes it (not measured; readers skip it).
   const auto checked = [&](const char* key, double max) {
-    if (j.at(key).is_null()) return static_cast<double>(NAN);
-    const double v = j.at(key).get<double>();
-    if (std::isfinite(v) && v >= 0 && v <= max) return v;
-    throw std::invalid_argument("length_eval at " + e.setting + " " + std::to_string(e.value) + ": " + key + " is " +
-                                j.at(key).dump() + "; allowed: " + (max == 1 ? "0 to 1" : "a finite number >= 0"));
+    const double v = read_key<double>(j, key);
+    if (std::isnan(v) || (std::isfinite(v) && v >= 0 && v <= max)) return v;
+    throw std::invalid_argument(std::string(key) + " is " + j.at(key).dump() + " at " + e.setting + " " +
+                                std::to_string(e.value) +
+                                "; allowed: " + (max == 1 ? "0 to 1" : "a finite number >= 0"));
   };
   e.loss = checked("loss", INFINITY);
   e.accuracy = checked("accuracy", 1);
@@ -107,41 +143,51 @@ nlohmann::json RunSummary::to_json() const {
 }
 
 RunSummary RunSummary::from_json(const nlohmann::json& j) {
-  // to_json writes NaN as null (JSON has no NaN): a run that diverged at step 0 has a null first_loss, and one with
-  // no finite step null means.
-  auto number = [&j](const char* key) {
-    const nlohmann::json& v = j.at(key);
-    if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
-    return v.get<double>();
-  };
+  if (!j.is_object()) throw std::invalid_argument("must be an object, found " + found(j));
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  const auto number = [&j](const char* key) { return read_key<double>(j, key); };
   RunSummary s;
-  s.steps_done = j.at("steps_done").get<std::size_t>();
+  s.steps_done = read_key<std::size_t>(j, "steps_done");
   s.chance_loss = number("chance_loss");
   s.first_loss = number("first_loss");
   s.final_loss = number("final_loss");
   s.final_accuracy = number("final_accuracy");
   s.mean_grad_norm_w_q = number("mean_grad_norm_w_q");
   s.mean_grad_norm_w_k = number("mean_grad_norm_w_k");
-  s.frac_zero_grad_w_q = j.contains("frac_zero_grad_w_q") ? number("frac_zero_grad_w_q") : 0.0;
-  s.frac_zero_grad_w_k = j.contains("frac_zero_grad_w_k") ? number("frac_zero_grad_w_k") : 0.0;
-  s.frac_near_zero_grad_w_q = j.contains("frac_near_zero_grad_w_q") ? number("frac_near_zero_grad_w_q")
-                                                                    : std::numeric_limits<double>::quiet_NaN();
-  s.frac_near_zero_grad_w_k = j.contains("frac_near_zero_grad_w_k") ? number("frac_near_zero_grad_w_k")
-                                                                    : std::numeric_limits<double>::quiet_NaN();
-  s.diverged = j.at("diverged").get<bool>();
-  s.diverged_step = j.at("diverged_step").get<long>();
-  s.skipped_steps = j.value("skipped_steps", std::size_t{0});
+  s.frac_zero_grad_w_q = read_key<double>(j, "frac_zero_grad_w_q", 0.0);
+  s.frac_zero_grad_w_k = read_key<double>(j, "frac_zero_grad_w_k", 0.0);
+  s.frac_near_zero_grad_w_q = read_key<double>(j, "frac_near_zero_grad_w_q", kNaN);
+  s.frac_near_zero_grad_w_k = read_key<double>(j, "frac_near_zero_grad_w_k", kNaN);
+  s.diverged = read_key<bool>(j, "diverged");
+  s.diverged_step = read_key<long>(j, "diverged_step");
+  s.skipped_steps = read_key<std::size_t>(j, "skipped_steps", std::size_t{0});
   s.wall_seconds = number("wall_seconds");
-  if (j.contains("length_eval"))
-    for (const nlohmann::json& e : j.at("length_eval")) {
-      const LengthEval read = LengthEval::from_json(e);
-      for (const LengthEval& before : s.length_eval)  // a reader would have to guess which of the two holds
-        if (before.setting == read.setting && before.value == read.value)
-          throw std::invalid_argument("length_eval at " + read.setting + " " + std::to_string(read.value) +
-                                      " is given twice; allowed: one evaluation per setting and value");
-      s.length_eval.push_back(read);
+  const auto evals = read_key<nlohmann::json::array_t>(j, "length_eval", nlohmann::json::array_t{});
+  for (std::size_t i = 0; i < evals.size(); ++i) {
+    LengthEval read;
+    try {
+      read = LengthEval::from_json(evals[i]);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("length_eval[" + std::to_string(i) + "]: " + e.what());
     }
+    for (const LengthEval& before : s.length_eval)  // a reader would have to guess which of the two holds
+      if (before.setting == read.setting && before.value == read.value)
+        throw std::invalid_argument("length_eval at " + read.setting + " " + std::to_string(read.value) +
+                                    " is given twice; allowed: one evaluation per setting and value");
+    s.length_eval.push_back(read);
+  }
   return s;
+}
+
+RunSummary RunSummary::read(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / kSummaryFile;
+  try {
+    return from_json(read_json_file(path, kMaxRunJsonBytes));
+  } catch (const ConfigError&) {
+    throw;                             // it names the file
+  } catch (const std::exception& e) {  // text that is not JSON, or from_json's
+    throw std::runtime_error(path.string() + ": " + e.what());
+  }
 }
 
 namespace metrics_columns {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -20,6 +21,12 @@ inline constexpr const char* kSummaryFile = "summary.json";
 /// The run's checkpoint (contents: train/run_checkpoint.h), and the state before a run's first non-finite step.
 inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
 inline constexpr const char* kNonfiniteCheckpointFile = "checkpoint-nonfinite.safetensors";
+
+/// The largest summary.json any reader, and config.json compare (which keeps every run's), reads: the trainer writes
+/// 1.4 kB and 1.7 kB (a --preset length run, four length_eval entries of 230 bytes). 128 KiB, 90 times that, holds
+/// 500 length evaluations. Parsed JSON takes up to 30 times its size in memory, and parse_json time quadratic in the
+/// members of one object (nlohmann::json's callback parser: 0.3 s for 103 KiB, an object of 11,000 empty objects).
+inline constexpr std::size_t kMaxRunJsonBytes = std::size_t(128) << 10;
 
 /// The files that make a directory hold a run: config.json, metrics.csv, summary.json and both checkpoints.
 const std::vector<std::string>& run_file_names();
@@ -94,8 +101,8 @@ struct LengthEval {
   double max_prob_mean = 0;
   double entropy_mean = 0;
   nlohmann::json to_json() const;
-  /// Throws nlohmann::json::exception for a missing key or a value of the wrong type, std::invalid_argument naming the
-  /// key and value for a number out of its range (loss, entropy_mean: finite, >= 0; accuracy, max_prob_mean: 0 to 1).
+  /// Throws std::invalid_argument naming the key, for one missing, a value of the wrong type, and a number out of its
+  /// range (loss, entropy_mean: finite, >= 0; accuracy, max_prob_mean: 0 to 1).
   static LengthEval from_json(const nlohmann::json& j);
 };
 
@@ -123,9 +130,13 @@ struct RunSummary {
   nlohmann::json to_json() const;
   /// Reads to_json's object back (null numbers as NaN). Keys added after the first release (frac_zero_grad_*,
   /// skipped_steps) default to 0, frac_near_zero_grad_* (added later still) to NaN: unknown, length_eval to none.
-  /// Throws nlohmann::json::exception for a missing key or a value of the wrong type, as LengthEval::from_json, and
-  /// std::invalid_argument naming them for two length_eval entries of one setting and value.
+  /// Throws std::invalid_argument naming the key, for one missing or a value of the wrong type (as
+  /// LengthEval::from_json, an entry's prefixed "length_eval[i]: "), and for two length_eval entries of one setting
+  /// and value.
   static RunSummary from_json(const nlohmann::json& j);
+  /// from_json of `dir`/summary.json, read within kMaxRunJsonBytes. Throws ConfigError as read_json_file
+  /// (train/json_file.h), and std::runtime_error naming the file for text that is not JSON and as from_json.
+  static RunSummary read(const std::filesystem::path& dir);
 };
 
 /// The columns of metrics.csv, in order: step, loss, accuracy, lr, z_loss, grad_norm (global L2, before clipping),

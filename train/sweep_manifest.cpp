@@ -128,7 +128,7 @@ std::optional<RunSummary> read_run_summary(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
   try {
-    return RunSummary::from_json(read_json_file(path));
+    return RunSummary::from_json(read_json_file(path, kMaxRunJsonBytes));
   } catch (const nlohmann::json::parse_error&) {
     return std::nullopt;  // a write cut short
   } catch (const std::exception& e) {
