@@ -34,6 +34,13 @@ std::vector<std::string> on_cpu_0(const std::vector<std::string>& args) {
   return argv;
 }
 
+// "10,11,...,74": 65 lengths, one more than a run evaluates.
+std::string lengths_10_to_74() {
+  std::string list = "10";
+  for (int n = 11; n <= 74; ++n) list += "," + std::to_string(n);
+  return list;
+}
+
 }  // namespace
 
 // function-lengths: a table of inputs (each bad invocation, its exit code and message, one line each)
@@ -170,6 +177,9 @@ TEST_CASE("xgrad: a table of bad invocations, each with its exit code and a one-
        "other position after them): give --seq-len >= 16, or --n-pairs <= 3"},
       // Evaluation lists: a value given twice, an empty list; each list is evaluated with the other trained setting.
       {{"train", "--out", out, "--eval-n-pairs", "4,4"}, 2, "--eval-n-pairs: 4 is given twice in '4,4'"},
+      {{"train", "--out", out, "--task", "copy", "--eval-seq-len", lengths_10_to_74()},
+       2,
+       "--eval-seq-len: more than 64 lengths to evaluate"},  // each a summary.json entry: its readers bound the file
       {{"train", "--out", out, "--eval-n-pairs", ""},
        2,
        "--eval-n-pairs: empty entry in '' (leave the flag out to evaluate at no other length)"},

@@ -13,6 +13,10 @@ namespace xgrad::train {
 
 namespace {
 
+// Evaluations a run makes at most: each is an entry of summary.json, whose readers refuse a file over
+// kMaxRunJsonBytes (an entry takes about 200 bytes, so 64 fill a tenth of it).
+constexpr std::size_t kMaxLengthEvals = 64;
+
 // The task settings --eval-seq-len and --eval-n-pairs change, with their flags.
 struct LengthFlag {
   const char* key;  // the task's setting
@@ -60,6 +64,9 @@ std::vector<LengthEvalPoint> length_eval_points(const TrainConfig& cfg) {
         if (p.setting == f.key && p.value == value)
           throw ConfigError(flag + ": " + item + " is given twice in '" + list + "'");
       points.push_back({f.key, value});
+      if (points.size() > kMaxLengthEvals)
+        throw ConfigError(flag + ": more than " + std::to_string(kMaxLengthEvals) +
+                          " lengths to evaluate (--eval-seq-len and --eval-n-pairs together); give fewer");
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
