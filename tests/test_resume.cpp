@@ -312,18 +312,20 @@ TEST_CASE("a full disk while a resume cuts metrics.csv back to its checkpoint: t
   CHECK(count_lines(run / "metrics.csv") == 51);
 }
 
+// What `xgrad train --resume` with `r` says when it refuses (empty: it resumed).
+static std::string resume_error(TrainConfig r) {
+  r.resume = true;
+  try {
+    xgrad::train::train(r);
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+  return std::string("");
+}
+
 TEST_CASE("resume refuses what would not continue the same run, naming the flag") {
   TrainConfig c = tiny_run(temp_dir("refuse").string());
   xgrad::train::train(c);
-  auto resume_error = [&](TrainConfig r) {
-    r.resume = true;
-    try {
-      xgrad::train::train(r);
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string("");
-  };
   TrainConfig r = c;
   r.model.d_model = 32;
   CHECK(resume_error(r).find("--d-model: the run in") != std::string::npos);
@@ -333,6 +335,10 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
   r = c;
   r.model.scale = "none";
   CHECK(resume_error(r).find("--scale:") != std::string::npos);
+  r.model.scale = "qk_clip";  // its --qk-clip-tau, a setting the run's sqrt_dk lacks, is "not set" there (not null)
+  const std::string new_setting = resume_error(r);
+  CHECK(new_setting.find("--qk-clip-tau: not set, not ") != std::string::npos);
+  CHECK(new_setting.find("null") == std::string::npos);
   r = c;
   r.seed = 5;
   CHECK(resume_error(r).find("--seed:") != std::string::npos);
@@ -351,7 +357,17 @@ TEST_CASE("resume refuses what would not continue the same run, naming the flag"
   r = c;
   r.steps = 5;
   CHECK(resume_error(r).find("may raise --steps but not lower it") != std::string::npos);
-  r = c;
+  r.seed = 5;  // a lowered --steps is named beside a setting, not on the retry after fixing it
+  const std::string seed_and_steps = resume_error(r);
+  CHECK(seed_and_steps.find("--seed:") != std::string::npos);
+  CHECK(seed_and_steps.find("--steps:") != std::string::npos);
+  fs::remove_all(c.out);
+}
+
+TEST_CASE("resume refuses a run directory that cannot be continued, and takes what may change") {
+  TrainConfig c = tiny_run(temp_dir("refuse_files").string());
+  xgrad::train::train(c);
+  TrainConfig r = c;
   r.overwrite = true;
   CHECK(resume_error(r).find("exclude each other") != std::string::npos);
   r = c;

@@ -430,29 +430,31 @@ std::vector<std::string> differing_settings(const TrainConfig& a_config, const T
 
 void check_same_run(const TrainConfig& stored, const TrainConfig& requested) {
   const nlohmann::json a = stored.to_json(), b = requested.to_json();
+  const auto shown = [](const nlohmann::json& j, const std::string& key) {  // a setting one run's components lack
+    return j.contains(key) ? j.at(key).dump() : std::string("not set");
+  };
   std::string differences;
   for (const std::string& key : differing_settings(stored, requested))
     differences += (differences.empty() ? flag_of(key) + ": the run in " + stored.out + " was trained with "
                                         : "; " + flag_of(key) + ": ") +
-                   a.value(key, nlohmann::json()).dump() + ", not " + b.value(key, nlohmann::json()).dump();
-  if (!differences.empty()) {
-    std::string may_change;
-    for (const CoreSetting& c : core_settings())
-      if (c.setting.resumable && c.setting.key != "out")
-        may_change +=
-            (may_change.empty() ? "" : ", ") + c.setting.flag() + (c.setting.key == "steps" ? " (raise)" : "");
-    throw ConfigError(differences + "; a resumed run keeps its settings (it may change only " + may_change + ")");
-  }
+                   shown(a, key) + ", not " + shown(b, key);
+  std::string steps;  // what --steps may not be, named in the same message as the settings (one retry fixes all)
   const auto* schedule = nn::LRScheduleRegistry::instance().find(stored.lr_schedule);
   if (requested.steps != stored.steps && schedule && schedule->depends_on_steps)
-    throw ConfigError("--steps: the run in " + stored.out + " follows the " + stored.lr_schedule +
-                      " learning-rate schedule over its " + std::to_string(stored.steps) +
-                      " steps; other --steps would change the rates of the steps it has taken (got " +
-                      std::to_string(requested.steps) + "; start a new run instead)");
-  if (requested.steps < stored.steps)
-    throw ConfigError("--steps: the run in " + stored.out + " was set to " + std::to_string(stored.steps) +
-                      " steps; a resumed run may raise --steps but not lower it (got " +
-                      std::to_string(requested.steps) + ")");
+    steps = "--steps: the run in " + stored.out + " follows the " + stored.lr_schedule +
+            " learning-rate schedule over its " + std::to_string(stored.steps) +
+            " steps; other --steps would change the rates of the steps it has taken (got " +
+            std::to_string(requested.steps) + "; start a new run instead)";
+  else if (requested.steps < stored.steps)
+    steps = "--steps: the run in " + stored.out + " was set to " + std::to_string(stored.steps) +
+            " steps; a resumed run may raise --steps but not lower it (got " + std::to_string(requested.steps) + ")";
+  if (differences.empty() && steps.empty()) return;
+  std::string may_change;
+  for (const CoreSetting& c : core_settings())
+    if (c.setting.resumable && c.setting.key != "out")
+      may_change += (may_change.empty() ? "" : ", ") + c.setting.flag() + (c.setting.key == "steps" ? " (raise)" : "");
+  if (!differences.empty()) differences += "; a resumed run keeps its settings (it may change only " + may_change + ")";
+  throw ConfigError(differences + (differences.empty() || steps.empty() ? "" : "; also ") + steps);
 }
 
 }  // namespace xgrad::train
