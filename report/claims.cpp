@@ -105,6 +105,17 @@ std::string undecidable(const Comparison& c, const std::string& statistic, const
   return "";
 }
 
+// `claim` seed by seed on per-seed values `s` against `b` (unless !claim.by_seed), the sides' means beside.
+Verdict judge_seeds(const Claim& claim, const std::string& statistic, const std::map<nlohmann::json, double>& s,
+                    const std::map<nlohmann::json, double>& b, double subject_mean, double baseline_mean) {
+  // By seed, the shared seeds are counted even where not decided.
+  Verdict v = claim.by_seed ? compare_values(s, b, claim.better, tolerance(claim.tolerance)) : Verdict{};
+  v.statistic = statistic;
+  v.subject_value = subject_mean;
+  v.baseline_value = baseline_mean;
+  return v;
+}
+
 }  // namespace
 
 std::map<nlohmann::json, double> per_seed(const Comparison& c, const ArmStats& arm, const Claim& claim,
@@ -129,12 +140,8 @@ Verdict judge_finding(const Comparison& c, const Claim& claim, const ArmStats& s
   auto b = baseline ? per_seed(c, *baseline, claim, claim.statistic) : s;
   if (!baseline)
     for (auto& seed_value : b) seed_value.second = threshold;
-  // By seed, the shared seeds are counted even where not decided.
-  Verdict v = claim.by_seed ? compare_values(s, b, claim.better, tolerance(claim.tolerance)) : Verdict{};
-  v.statistic = claim.statistic;
-  v.subject_value = subject.stat(claim.statistic).mean;
-  v.baseline_value = baseline ? baseline->stat(claim.statistic).mean : threshold;
-  return v;
+  return judge_seeds(claim, claim.statistic, s, b, subject.stat(claim.statistic).mean,
+                     baseline ? baseline->stat(claim.statistic).mean : threshold);
 }
 
 namespace {
@@ -145,11 +152,10 @@ Verdict judge_pair(const Comparison& c, const Claim& claim, const std::string& w
   const std::string statistic = statistic_name(claim.statistic, w);
   const Tolerance& tol = tolerance(claim.tolerance);
   const auto ss = per_seed(c, s, claim, statistic), bs = per_seed(c, b, claim, statistic);
-  Verdict v = claim.by_seed ? compare_values(ss, bs, claim.better, tol) : Verdict{};  // as judge_finding
+  Verdict v = judge_seeds(claim, statistic, ss, bs, s.stat(statistic).mean, b.stat(statistic).mean);
   if (!v.paired) v.why_not.clear();
   v.claim = statistic_name(claim.id, w);
-  v.statistic = statistic, v.w = w;
-  v.subject_value = s.stat(statistic).mean, v.baseline_value = b.stat(statistic).mean;
+  v.w = w;
   v.subject = p.subject;
   v.baseline = p.baseline;
   const std::string why_not = undecidable(c, v.statistic, s, b);
