@@ -207,8 +207,9 @@ void print_sweep_status(const std::string& sweep_dir, std::ostream& out) {
     if (s.status == train::PointStatus::missing) detail = "its run directory is gone; the next run starts it over";
     if (s.status == train::PointStatus::conflicting) detail = s.conflict;
     if (s.status == train::PointStatus::invalid) detail = s.refused;
+    // The detail names paths and files' contents (data): one row each, a newline in them shown, never obeyed.
     std::string row = fmt::format("{:>5}  {:<{}}  {:<11}  {}", p.index, escape_name(p.name), name_width,
-                                  enum_name(train::kPointStatusNames, s.status), detail);
+                                  enum_name(train::kPointStatusNames, s.status), escape_control(detail));
     while (!row.empty() && row.back() == ' ') row.pop_back();
     out << row << "\n";
   }

@@ -771,3 +771,13 @@ TEST_CASE("a run whose summary.json is JSON no trainer writes is invalid, naming
   }
   CHECK(contains(run_xgrad(sweep_args(out, "20", {"--jobs", "1"}), merged_output()).out, second.string()));
 }
+
+TEST_CASE("an invalid point's reason is one line of sweep status, whatever the sweep directory is named") {
+  const TempDir root("manifest_invalid_named");
+  const fs::path out = fs::absolute(root / "sw\nx");  // a newline in the path the reason names
+  REQUIRE(run_xgrad(sweep_args(out, "5", {"--jobs", "1"}), merged_output()).exit_code == 0);
+  std::ofstream(out / "runs" / kNames[0] / "summary.json", std::ios::trunc) << "{}";
+  const std::string line = status_line(out, 0);
+  CHECK(line.rfind("invalid", 0) == 0);
+  CHECK(contains(line, "summary.json is refused"));  // on the point's row, not on a line of its own
+}
